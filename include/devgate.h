@@ -1,0 +1,127 @@
+/* devgate: prove whether a compute path delivers training speed.
+ *
+ * Public API. Everything behind these declarations is opaque: the CLI, the rules
+ * and the reports compile against this header alone. The library never prints and
+ * never exits; every call returns a dg_status and keeps a message on its dg_ctx
+ * (dg_errmsg). Records cross this boundary as versioned JSON text whose schemas
+ * live under docs/. */
+#ifndef DEVGATE_H
+#define DEVGATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DG_VERSION "0.1.0"
+
+typedef enum dg_status {
+    DG_OK = 0,
+    DG_ERR_USAGE,       /* bad argument or option value */
+    DG_ERR_NOMEM,       /* host allocation failed */
+    DG_ERR_IO,          /* a file or process could not be read or written */
+    DG_ERR_FORMAT,      /* input is malformed, truncated or lies about itself */
+    DG_ERR_UNAVAILABLE, /* backend not built, driver or device missing */
+    DG_ERR_BACKEND,     /* a backend call failed */
+    DG_ERR_DEVICE_OOM,  /* device allocation failed after freeing the cache */
+    DG_ERR_CHECK,       /* a result failed verification */
+    DG_ERR_LEDGER,      /* ledger corrupt, unwritable or otherwise unusable */
+    DG_ERR_BUSY,        /* ledger locked past the timeout */
+    DG_ERR_SCHEMA,      /* ledger written by a newer devgate */
+    DG_ERR_NOT_FOUND,   /* no such record, backend or device */
+    DG_ERR_TIMEOUT,     /* a child process or wait ran past its limit */
+} dg_status;
+
+/* Short stable name of a status ("ok", "usage", "device-oom", ...). */
+const char *dg_status_name(dg_status st);
+
+/* ---- library context ---------------------------------------------------- */
+
+typedef struct dg_ctx dg_ctx;
+
+typedef enum dg_log_level { DG_LOG_DEBUG, DG_LOG_INFO, DG_LOG_WARN } dg_log_level;
+typedef void (*dg_log_fn)(dg_log_level level, const char *msg, void *user);
+
+/* New library context; NULL when out of memory. Free with dg_ctx_free. */
+dg_ctx *dg_ctx_new(void);
+/* Frees a context; accepts NULL. */
+void dg_ctx_free(dg_ctx *ctx);
+/* The message of the last failed call on ctx ("" when none); owned by ctx. */
+const char *dg_errmsg(const dg_ctx *ctx);
+/* Routes the library's diagnostics to fn (default: dropped). */
+void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user);
+/* Frees a string returned by the library; accepts NULL. */
+void dg_string_free(char *s);
+
+/* Host bytes allocated through the library now and at peak. */
+void dg_host_mem_stats(size_t *live, size_t *peak);
+
+/* ---- build facts -------------------------------------------------------- */
+
+/* Git commit devgate was built from ("unknown" when not built from a checkout). */
+const char *dg_build_commit(void);
+/* Compiler id and version that built the library, e.g. "GCC 12.2.0". */
+const char *dg_build_compiler(void);
+/* Comma-separated backends compiled in or shipped as plug-ins ("cpu,opencl,cuda"). */
+const char *dg_build_backends(void);
+
+/* ---- environment proof (docs/schema/env.md) ----------------------------- */
+
+typedef struct dg_env_opts {
+    const char *python;      /* interpreter to inspect, or NULL */
+    double python_timeout_s; /* limit for running it (<= 0: 20 s) */
+    const char *cwd;         /* directory whose git state is recorded, or NULL for "." */
+} dg_env_opts;
+
+/* Collects the environment proof as JSON into *json (free with dg_string_free). */
+dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json);
+
+/* ---- device gate (docs/schema/gate.md) ---------------------------------- */
+
+typedef struct dg_gate_opts {
+    const char *backends; /* comma-separated names, or NULL for all known */
+    int m, n, k;          /* matrix product size (0: 512) */
+    uint64_t seed;        /* input seed */
+    int warm_reps;        /* timed warm repetitions (0: 5) */
+} dg_gate_opts;
+
+typedef enum dg_gate_verdict {
+    DG_GATE_PASS = 0,        /* every selected available backend passed */
+    DG_GATE_FAIL = 1,        /* a backend failed its check */
+    DG_GATE_UNAVAILABLE = 3, /* a backend named explicitly is not available */
+} dg_gate_verdict;
+
+/* Runs the device gate; *json gets the record, *verdict the outcome.
+ * DG_ERR_USAGE for an unknown backend name or a bad size. */
+dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gate_verdict *verdict);
+
+/* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
+
+typedef struct dg_ledger dg_ledger;
+
+/* Default ledger path: $DEVGATE_LEDGER, else $XDG_DATA_HOME/devgate/ledger.db,
+ * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free. */
+char *dg_ledger_default_path(void);
+/* Opens (creating folders and file, migrating the schema) the ledger at path.
+ * DG_ERR_LEDGER corrupt/unwritable, DG_ERR_BUSY locked past timeout_ms,
+ * DG_ERR_SCHEMA newer schema. Close with dg_ledger_close. */
+dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
+/* Closes a ledger; accepts NULL. */
+void dg_ledger_close(dg_ledger *lg);
+/* Records one run: verb, exit status, record JSON. *run_id gets the new id (a
+ * string the caller frees with dg_string_free), may be NULL. */
+dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
+                           const char *record_json, char **run_id);
+/* Lists the newest `limit` runs (0: all) as a JSON array into *json. */
+dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
+/* One run's entry with its record as JSON into *json; id is the run id or a
+ * unique prefix of it. DG_ERR_NOT_FOUND when none matches. */
+dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,216 @@
+/* The cpu backend: host memory as "device" memory and OpenBLAS for GEMM.
+ * Buffers are 64-byte aligned blocks from the counted host allocator. */
+#include "backend/backend.h"
+#include "core/core.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+typedef struct cpu_ctx {
+    char err[256];
+} cpu_ctx;
+
+/* Each buffer records its size so uploads and downloads are bounds-checked. */
+typedef struct cpu_buf {
+    size_t bytes;
+    float *data;
+    void *raw;
+} cpu_buf;
+
+static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_len)
+{
+    if (device != 0) {
+        snprintf(reason, reason_len, "cpu has one device (index 0), asked for %d", device);
+        return DG_ERR_NOT_FOUND;
+    }
+    cpu_ctx *c = dg_calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(reason, reason_len, "out of host memory");
+        return DG_ERR_NOMEM;
+    }
+    *ctx = c;
+    return DG_OK;
+}
+
+static void cpu_free(void *ctx)
+{
+    dg_free(ctx);
+}
+
+static const char *cpu_last_error(void *ctx)
+{
+    return ctx ? ((cpu_ctx *)ctx)->err : "cpu: not initialised";
+}
+
+static int cpu_device_count(void *ctx)
+{
+    return 1;
+}
+
+/* First value of `key` in /proc/cpuinfo, "" when absent. */
+static void cpuinfo_field(const char *key, char *out, size_t len)
+{
+    out[0] = '\0';
+    char *text = dg_read_file("/proc/cpuinfo", 1 << 20, NULL);
+    if (!text)
+        return;
+    size_t klen = strlen(key);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, key, klen) == 0 && (line[klen] == ' ' || line[klen] == '\t' || line[klen] == ':')) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                dg_copy_clean(out, len, dg_trim(colon + 1));
+                break;
+            }
+        }
+    }
+    dg_free(text);
+}
+
+static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    cpuinfo_field("model name", out->name, sizeof out->name);
+    if (!out->name[0])
+        snprintf(out->name, sizeof out->name, "host cpu");
+    cpuinfo_field("vendor_id", out->vendor, sizeof out->vendor);
+    if (!out->vendor[0])
+        cpuinfo_field("CPU implementer", out->vendor, sizeof out->vendor);
+    snprintf(out->driver_version, sizeof out->driver_version, "%s", openblas_get_config());
+    snprintf(out->platform, sizeof out->platform, "host");
+    struct sysinfo si;
+    if (sysinfo(&si) == 0) {
+        out->mem_total = (dg_metric){(double)si.totalram * si.mem_unit, true};
+    }
+    /* MemAvailable is the figure that says how much can be allocated. */
+    char *mi = dg_read_file("/proc/meminfo", 1 << 16, NULL);
+    const char *av = mi ? strstr(mi, "MemAvailable:") : NULL;
+    if (av)
+        out->mem_free = (dg_metric){strtod(av + 13, NULL) * 1024.0, true};
+    dg_free(mi);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    out->compute_units = (dg_metric){(double)n, n > 0};
+    return DG_OK;
+}
+
+static void cpu_versions(void *ctx, char *buf, size_t len)
+{
+    snprintf(buf, len, "OpenBLAS %s; %d threads", openblas_get_config(), openblas_get_num_threads());
+}
+
+static dg_status cpu_buf_alloc(void *ctx, size_t bytes, void **buf)
+{
+    cpu_buf *b = dg_calloc(1, sizeof *b);
+    void *raw = b ? dg_malloc(bytes + 64) : NULL;
+    if (!raw) {
+        dg_free(b);
+        snprintf(((cpu_ctx *)ctx)->err, sizeof ((cpu_ctx *)ctx)->err,
+                 "cpu: out of host memory allocating %zu bytes", bytes);
+        return DG_ERR_DEVICE_OOM;
+    }
+    b->raw = raw;
+    b->data = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    b->bytes = bytes;
+    *buf = b;
+    return DG_OK;
+}
+
+static void cpu_buf_free(void *ctx, void *buf)
+{
+    cpu_buf *b = buf;
+    if (!b)
+        return;
+    dg_free(b->raw);
+    dg_free(b);
+}
+
+static dg_status check_range(cpu_ctx *c, const cpu_buf *b, size_t off, size_t bytes)
+{
+    if (!b || off > b->bytes || bytes > b->bytes - off) {
+        snprintf(c->err, sizeof c->err, "cpu: range [%zu, +%zu) outside buffer of %zu bytes", off,
+                 bytes, b ? b->bytes : 0);
+        return DG_ERR_USAGE;
+    }
+    return DG_OK;
+}
+
+static dg_status cpu_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)
+{
+    cpu_buf *b = buf;
+    dg_status st = check_range(ctx, b, off, bytes);
+    if (st == DG_OK)
+        memcpy((char *)b->data + off, src, bytes);
+    return st;
+}
+
+static dg_status cpu_download(void *ctx, const void *buf, size_t off, void *dst, size_t bytes)
+{
+    const cpu_buf *b = buf;
+    dg_status st = check_range(ctx, b, off, bytes);
+    if (st == DG_OK)
+        memcpy(dst, (const char *)b->data + off, bytes);
+    return st;
+}
+
+static dg_status cpu_gemm(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
+                          int lda, const void *b, size_t b_off, int ldb, float beta, void *c,
+                          size_t c_off, int ldc)
+{
+    cpu_ctx *cc = ctx;
+    const cpu_buf *A = a, *B = b;
+    cpu_buf *C = c;
+    dg_status st;
+    if (m < 0 || n < 0 || k < 0 || lda < (k > 0 ? k : 1) || ldb < (n > 0 ? n : 1) || ldc < (n > 0 ? n : 1)) {
+        snprintf(cc->err, sizeof cc->err, "cpu: bad gemm shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d", m,
+                 n, k, lda, ldb, ldc);
+        return DG_ERR_USAGE;
+    }
+    if (m == 0 || n == 0)
+        return DG_OK;
+    /* The last row needs only its used columns, not a whole leading dimension. */
+    if ((st = check_range(cc, A, a_off, (((size_t)m - 1) * lda + (size_t)k) * sizeof(float))) ||
+        (st = check_range(cc, B, b_off, (k ? ((size_t)k - 1) * ldb + (size_t)n : 0) * sizeof(float))) ||
+        (st = check_range(cc, C, c_off, (((size_t)m - 1) * ldc + (size_t)n) * sizeof(float))))
+        return st;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha,
+                (const float *)((const char *)A->data + a_off), lda,
+                (const float *)((const char *)B->data + b_off), ldb, beta,
+                (float *)((char *)C->data + c_off), ldc);
+    return DG_OK;
+}
+
+static dg_status cpu_synchronize(void *ctx)
+{
+    return DG_OK;
+}
+
+static bool cpu_supports_op(void *ctx, dg_op op)
+{
+    return op == DG_OP_GEMM;
+}
+
+static const dg_backend_iface cpu_iface = {
+    .version = DG_BACKEND_IFACE_VERSION,
+    .name = "cpu",
+    .init = cpu_init,
+    .free = cpu_free,
+    .last_error = cpu_last_error,
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .versions = cpu_versions,
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .gemm = cpu_gemm,
+    .synchronize = cpu_synchronize,
+    .supports_op = cpu_supports_op,
+};
+
+const dg_backend_iface *dg_backend_cpu_iface(void)
+{
+    return &cpu_iface;
+}

@@ -1,0 +1,181 @@
+/* devgate OpenCL kernels (OpenCL C 1.2, built with -cl-std=CL1.2).
+ *
+ * Single-precision GEMM, row-major: C[m,n] = alpha * A[m,k] * B[k,n] + beta * C.
+ * Leading dimensions and offsets are in elements. When beta == 0 C is written
+ * without being read, so uninitialised C cannot leak NaN into the result.
+ * Every kernel is correct for any m, n, k >= 0 (out-of-range tile elements are
+ * loaded as zero and never stored).
+ *
+ *   dg_sgemm_tiled  GPUs: 64x64 tile of C per 16x16 work-group, A and B staged
+ *                   through local memory 16 deep, 4x4 outputs per work-item.
+ *   dg_sgemm_vec    CPUs: no local memory, no barriers; each work-item keeps an
+ *                   8x8 block of C in eight float8 registers.
+ *   dg_sgemm_naive  fallback for devices too small for the tiled kernel. */
+
+/* ---- tiled (local memory, register-blocked) ---------------------------------- */
+
+#define TS_M 64                  /* rows of C per work-group */
+#define TS_N 64                  /* columns of C per work-group */
+#define TS_K 16                  /* depth of one staged slice of A and B */
+#define WG_X 16                  /* work-group width (columns) */
+#define WG_Y 16                  /* work-group height (rows) */
+#define WPT_M (TS_M / WG_Y)      /* rows per work-item */
+#define WPT_N (TS_N / WG_X)      /* columns per work-item */
+#define WG_SIZE (WG_X * WG_Y)
+
+__kernel __attribute__((reqd_work_group_size(WG_X, WG_Y, 1)))
+void dg_sgemm_tiled(const int m, const int n, const int k, const float alpha,
+                    __global const float *restrict a, const ulong a_off, const int lda,
+                    __global const float *restrict b, const ulong b_off, const int ldb,
+                    const float beta, __global float *c, const ulong c_off, const int ldc)
+{
+    /* A is stored transposed (as[kk][row]) so the compute loop reads both
+     * slices along their second index; +1 breaks store bank conflicts. */
+    __local float as[TS_K][TS_M + 1];
+    __local float bs[TS_K][TS_N];
+
+    const int tx = (int)get_local_id(0);
+    const int ty = (int)get_local_id(1);
+    const int tid = ty * WG_X + tx;
+    const int row0 = (int)get_group_id(1) * TS_M;
+    const int col0 = (int)get_group_id(0) * TS_N;
+    a += a_off;
+    b += b_off;
+    c += c_off;
+
+    float acc[WPT_M][WPT_N];
+    for (int r = 0; r < WPT_M; r++)
+        for (int q = 0; q < WPT_N; q++)
+            acc[r][q] = 0.0f;
+
+    for (int k0 = 0; k0 < k; k0 += TS_K) {
+        /* A slice: TS_M rows x TS_K columns, read along k (coalesced). */
+        for (int l = 0; l < (TS_M * TS_K) / WG_SIZE; l++) {
+            const int e = tid + l * WG_SIZE;
+            const int r = e / TS_K, kk = e % TS_K;
+            const int gr = row0 + r, gk = k0 + kk;
+            as[kk][r] = (gr < m && gk < k) ? a[(size_t)gr * lda + gk] : 0.0f;
+        }
+        /* B slice: TS_K rows x TS_N columns, read along n (coalesced). */
+        for (int l = 0; l < (TS_K * TS_N) / WG_SIZE; l++) {
+            const int e = tid + l * WG_SIZE;
+            const int kk = e / TS_N, q = e % TS_N;
+            const int gk = k0 + kk, gc = col0 + q;
+            bs[kk][q] = (gk < k && gc < n) ? b[(size_t)gk * ldb + gc] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        for (int p = 0; p < TS_K; p++) {
+            float av[WPT_M], bv[WPT_N];
+            for (int r = 0; r < WPT_M; r++)
+                av[r] = as[p][ty + r * WG_Y];
+            for (int q = 0; q < WPT_N; q++)
+                bv[q] = bs[p][tx + q * WG_X];
+            for (int r = 0; r < WPT_M; r++)
+                for (int q = 0; q < WPT_N; q++)
+                    acc[r][q] += av[r] * bv[q];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    for (int r = 0; r < WPT_M; r++) {
+        const int gr = row0 + ty + r * WG_Y;
+        if (gr >= m)
+            break;
+        __global float *crow = c + (size_t)gr * ldc;
+        for (int q = 0; q < WPT_N; q++) {
+            const int gc = col0 + tx + q * WG_X;
+            if (gc < n)
+                crow[gc] = beta == 0.0f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * crow[gc];
+        }
+    }
+}
+
+/* ---- vector (CPU) ------------------------------------------------------------ */
+
+#define VM 8 /* rows per work-item */
+#define VN 8 /* columns per work-item (one float8) */
+
+#define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+__kernel void dg_sgemm_vec(const int m, const int n, const int k, const float alpha,
+                           __global const float *restrict a, const ulong a_off, const int lda,
+                           __global const float *restrict b, const ulong b_off, const int ldb,
+                           const float beta, __global float *c, const ulong c_off, const int ldc)
+{
+    const int j = (int)get_global_id(0) * VN;
+    const int i = (int)get_global_id(1) * VM;
+    if (i >= m || j >= n)
+        return;
+    a += a_off;
+    b += b_off;
+    c += c_off;
+
+    /* Rows past m repeat row m-1: always in bounds, never stored. */
+#define DG_DECL(r)                                                                     \
+    __global const float *a##r = a + (size_t)min(i + r, m - 1) * lda;                  \
+    float8 acc##r = (float8)(0.0f);
+    DG_ROWS(DG_DECL)
+#undef DG_DECL
+
+#define DG_FMA(r) acc##r += a##r[p] * bv;
+    if (j + VN <= n) {
+        __global const float *bp = b + j;
+        for (int p = 0; p < k; p++, bp += ldb) {
+            const float8 bv = vload8(0, bp);
+            DG_ROWS(DG_FMA)
+        }
+    } else {
+        __global const float *bp = b + j;
+        for (int p = 0; p < k; p++, bp += ldb) {
+            float8 bv = (float8)(0.0f);
+            bv.s0 = bp[0];
+            if (j + 1 < n) bv.s1 = bp[1];
+            if (j + 2 < n) bv.s2 = bp[2];
+            if (j + 3 < n) bv.s3 = bp[3];
+            if (j + 4 < n) bv.s4 = bp[4];
+            if (j + 5 < n) bv.s5 = bp[5];
+            if (j + 6 < n) bv.s6 = bp[6];
+            DG_ROWS(DG_FMA)
+        }
+    }
+#undef DG_FMA
+
+    const int nrow = min(VM, m - i);
+    const int ncol = min(VN, n - j);
+#define DG_STORE(r)                                                                    \
+    if (r < nrow) {                                                                    \
+        __global float *cr = c + (size_t)(i + r) * ldc + j;                            \
+        if (ncol == VN) {                                                              \
+            const float8 v = alpha * acc##r;                                           \
+            vstore8(beta == 0.0f ? v : v + beta * vload8(0, cr), 0, cr);               \
+        } else {                                                                       \
+            float t[VN];                                                               \
+            vstore8(alpha * acc##r, 0, t);                                             \
+            for (int q = 0; q < ncol; q++)                                             \
+                cr[q] = beta == 0.0f ? t[q] : t[q] + beta * cr[q];                     \
+        }                                                                              \
+    }
+    DG_ROWS(DG_STORE)
+#undef DG_STORE
+}
+
+/* ---- naive fallback ---------------------------------------------------------- */
+
+__kernel void dg_sgemm_naive(const int m, const int n, const int k, const float alpha,
+                             __global const float *restrict a, const ulong a_off, const int lda,
+                             __global const float *restrict b, const ulong b_off, const int ldb,
+                             const float beta, __global float *c, const ulong c_off, const int ldc)
+{
+    const int j = (int)get_global_id(0);
+    const int i = (int)get_global_id(1);
+    if (i >= m || j >= n)
+        return;
+    __global const float *ar = a + a_off + (size_t)i * lda;
+    __global const float *bc = b + b_off + j;
+    float acc = 0.0f;
+    for (int p = 0; p < k; p++)
+        acc += ar[p] * bc[(size_t)p * ldb];
+    __global float *cp = c + c_off + (size_t)i * ldc + j;
+    *cp = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;
+}

@@ -1,0 +1,54 @@
+/* CLI helpers shared by the verbs. The CLI compiles against include/devgate.h
+ * and cJSON only; it turns library statuses into messages and exit codes. */
+#ifndef DG_CLI_H
+#define DG_CLI_H
+
+#include "devgate.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+/* Exit statuses (docs/cli.md). */
+enum {
+    EXIT_PASS = 0,
+    EXIT_FAIL = 1,
+    EXIT_USAGE = 2, /* also: ledger unusable, internal errors */
+    EXIT_UNAVAILABLE = 3,
+    EXIT_INTERRUPTED = 130,
+};
+
+typedef struct cli {
+    dg_ctx *ctx;
+    const char *ledger_path; /* NULL: default */
+    bool no_ledger;
+    bool json;
+    bool quiet;
+    const char *prog;
+} cli;
+
+/* Prints "devgate: <msg>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Maps a library status to an exit code, printing the context's message. */
+int cli_fail_status(cli *c, dg_status st, const char *what);
+/* Records json under verb in the ledger and prints it (JSON mode) or nothing.
+ * When the ledger cannot take it, saves the record beside the working directory
+ * so nothing is lost, prints why, and returns EXIT_USAGE; else exit_status.
+ * *run_id (may be NULL) gets the id to free with dg_string_free. */
+int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id);
+
+/* Human formatting. */
+void fmt_bytes(char *buf, size_t len, const cJSON *metric);
+const char *jstr(const cJSON *obj, const char *key, const char *fallback);
+double jnum(const cJSON *obj, const char *key, double fallback);
+/* A metric's value, or NAN when it is not valid. */
+double jmetric(const cJSON *obj, const char *key);
+
+/* Handles --json, --quiet, --ledger PATH, --no-ledger; false for other args. */
+bool cli_common_opt(cli *c, int argc, char **argv, int *i);
+/* Option parsing: matches "--name VALUE" or "--name=VALUE"; advances *i. */
+bool opt_value(int argc, char **argv, int *i, const char *name, const char **value);
+
+int cmd_env(cli *c, int argc, char **argv);
+int cmd_gate(cli *c, int argc, char **argv);
+int cmd_ledger(cli *c, int argc, char **argv);
+#endif

@@ -1,0 +1,146 @@
+/* devgate gate: the device gate per backend. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* "M,N,K" or a single "S" for a square product. */
+static bool parse_size(const char *s, dg_gate_opts *o)
+{
+    long v[3];
+    char buf[64];
+    if (strlen(s) >= sizeof buf)
+        return false;
+    strcpy(buf, s);
+    int n = 0;
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == 3 || !parse_int(tok, 1, 16384, &v[n]))
+            return false;
+        n++;
+    }
+    if (n == 1)
+        v[1] = v[2] = v[0];
+    else if (n != 3)
+        return false;
+    o->m = (int)v[0];
+    o->n = (int)v[1];
+    o->k = (int)v[2];
+    return true;
+}
+
+static void print_backend(const cJSON *b)
+{
+    const char *name = jstr(b, "name", "?");
+    bool built = cJSON_IsTrue(cJSON_GetObjectItem(b, "built"));
+    bool avail = cJSON_IsTrue(cJSON_GetObjectItem(b, "available"));
+    const cJSON *mm = cJSON_GetObjectItem(b, "matmul");
+    if (!avail) {
+        printf("  %-8s %-5s %s: %s\n", name, "n/a", built ? "built, not available" : "not built",
+               jstr(b, "reason", "?"));
+        return;
+    }
+    bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"));
+    const cJSON *devs = cJSON_GetObjectItem(b, "devices");
+    const cJSON *d0 = cJSON_GetArrayItem(devs, 0);
+    char mem[32], freem[32];
+    fmt_bytes(mem, sizeof mem, cJSON_GetObjectItem(d0, "memory_total"));
+    fmt_bytes(freem, sizeof freem, cJSON_GetObjectItem(d0, "memory_free"));
+    double cu = jmetric(d0, "compute_units");
+    char units[32];
+    if (isnan(cu))
+        snprintf(units, sizeof units, "units not reported");
+    else
+        snprintf(units, sizeof units, "%.0f units", cu);
+    printf("  %-8s %-5s %s (%s) · %s total, %s free · %s\n", name, ok ? "PASS" : "FAIL",
+           jstr(d0, "name", "?"), jstr(d0, "vendor", "?"), mem, freem, units);
+    int ndev = cJSON_GetArraySize(devs);
+    if (ndev > 1)
+        printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
+    if (ok) {
+        printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2f of tolerance) · cold "
+               "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
+               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jnum(mm, "max_abs_err", 0),
+               jnum(mm, "max_err_over_tolerance", 0), jnum(mm, "ms_cold", 0),
+               jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
+    } else {
+        printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
+    }
+}
+
+int cmd_gate(cli *c, int argc, char **argv)
+{
+    dg_gate_opts o = {0};
+    const char *v;
+    for (int i = 1; i < argc; i++) {
+        long n;
+        if (cli_common_opt(c, argc, argv, &i))
+            continue;
+        if (opt_value(argc, argv, &i, "--backend", &v)) {
+            o.backends = v;
+        } else if (opt_value(argc, argv, &i, "--size", &v)) {
+            if (!parse_size(v, &o)) {
+                cli_error("gate: --size wants M,N,K (or S) with each in 1..16384, got '%s'", v);
+                return EXIT_USAGE;
+            }
+        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
+            char *end;
+            errno = 0;
+            o.seed = strtoull(v, &end, 0);
+            if (errno || end == v || *end || v[0] == '-') {
+                cli_error("gate: --seed wants a non-negative integer, got '%s'", v);
+                return EXIT_USAGE;
+            }
+        } else if (opt_value(argc, argv, &i, "--reps", &v)) {
+            if (!parse_int(v, 1, 64, &n)) {
+                cli_error("gate: --reps wants 1..64, got '%s'", v);
+                return EXIT_USAGE;
+            }
+            o.warm_reps = (int)n;
+        } else {
+            cli_error("gate: unknown argument '%s' (see devgate --help)", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    char *json = NULL;
+    dg_gate_verdict verdict;
+    dg_status st = dg_gate_run(c->ctx, &o, &json, &verdict);
+    if (st != DG_OK)
+        return cli_fail_status(c, st, "gate");
+    int rc = verdict == DG_GATE_PASS ? EXIT_PASS : verdict == DG_GATE_FAIL ? EXIT_FAIL : EXIT_UNAVAILABLE;
+    char *run_id = NULL;
+    int rrc = cli_record(c, "gate", json, rc, &run_id);
+    cJSON *rec = cJSON_Parse(json);
+    if (c->json) {
+        if (run_id)
+            cJSON_AddStringToObject(rec, "run_id", run_id);
+        char *out = cJSON_Print(rec);
+        puts(out ? out : json);
+        cJSON_free(out);
+    } else {
+        printf("devgate gate · seed %" PRIu64 "\n\n", o.seed);
+        const cJSON *b;
+        cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
+        printf("\n  verdict %s", rc == EXIT_PASS ? "PASS" : rc == EXIT_FAIL ? "FAIL" : "UNAVAILABLE");
+        if (run_id)
+            printf(" · recorded as %s", run_id);
+        printf("\n");
+    }
+    cJSON_Delete(rec);
+    dg_string_free(json);
+    dg_string_free(run_id);
+    return rrc;
+}

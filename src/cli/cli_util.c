@@ -1,0 +1,160 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("devgate: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_fail_status(cli *c, dg_status st, const char *what)
+{
+    const char *msg = dg_errmsg(c->ctx);
+    cli_error("%s: %s", what, msg[0] ? msg : dg_status_name(st));
+    switch (st) {
+    case DG_ERR_UNAVAILABLE: return EXIT_UNAVAILABLE;
+    default: return EXIT_USAGE;
+    }
+}
+
+/* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
+ * path written or NULL. */
+static char *save_unrecorded(const char *verb, const char *json)
+{
+    static char path[256];
+    char ts[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tm);
+    snprintf(path, sizeof path, "devgate-unrecorded-%s-%s-%ld.json", verb, ts, (long)getpid());
+    FILE *f = fopen(path, "wx");
+    if (!f)
+        return NULL;
+    bool ok = fputs(json, f) >= 0 && fputc('\n', f) != EOF;
+    ok = (fclose(f) == 0) && ok;
+    return ok ? path : NULL;
+}
+
+int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id)
+{
+    if (run_id)
+        *run_id = NULL;
+    if (c->no_ledger)
+        return exit_status;
+    char *def = NULL;
+    const char *path = c->ledger_path;
+    if (!path) {
+        def = dg_ledger_default_path();
+        path = def;
+    }
+    if (!path) {
+        cli_error("ledger: cannot tell where the ledger goes (set DEVGATE_LEDGER or --ledger)");
+        return EXIT_USAGE;
+    }
+    dg_ledger *lg = NULL;
+    const char *timeout_env = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    int timeout_ms = timeout_env ? atoi(timeout_env) : 0;
+    dg_status st = dg_ledger_open(c->ctx, path, timeout_ms, &lg);
+    if (st == DG_OK)
+        st = dg_ledger_record(c->ctx, lg, verb, exit_status, json, run_id);
+    dg_ledger_close(lg);
+    if (st != DG_OK) {
+        cli_error("ledger %s: %s", path, dg_errmsg(c->ctx));
+        const char *saved = save_unrecorded(verb, json);
+        if (saved)
+            cli_error("the record was not lost: saved to %s", saved);
+        else
+            cli_error("the record could not be saved either (%s); it follows on stderr", strerror(errno));
+        if (!saved)
+            fprintf(stderr, "%s\n", json);
+        dg_string_free(def);
+        return EXIT_USAGE;
+    }
+    dg_string_free(def);
+    return exit_status;
+}
+
+void fmt_bytes(char *buf, size_t len, const cJSON *metric)
+{
+    const cJSON *v = cJSON_GetObjectItem(metric, "value");
+    if (!cJSON_IsTrue(cJSON_GetObjectItem(metric, "valid")) || !cJSON_IsNumber(v)) {
+        snprintf(buf, len, "not reported");
+        return;
+    }
+    double b = v->valuedouble;
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+const char *jstr(const cJSON *obj, const char *key, const char *fallback)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(obj, key));
+    return s ? s : fallback;
+}
+
+double jnum(const cJSON *obj, const char *key, double fallback)
+{
+    const cJSON *v = cJSON_GetObjectItem(obj, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+double jmetric(const cJSON *obj, const char *key)
+{
+    const cJSON *m = cJSON_GetObjectItem(obj, key);
+    if (!cJSON_IsTrue(cJSON_GetObjectItem(m, "valid")))
+        return NAN;
+    return jnum(m, "value", NAN);
+}
+
+bool opt_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0)
+        return false;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return true;
+    }
+    if (a[n] != '\0')
+        return false;
+    if (*i + 1 >= argc) {
+        cli_error("%s needs a value", name);
+        exit(EXIT_USAGE);
+    }
+    *value = argv[++*i];
+    return true;
+}
+
+bool cli_common_opt(cli *c, int argc, char **argv, int *i)
+{
+    const char *v;
+    if (strcmp(argv[*i], "--json") == 0)
+        c->json = true;
+    else if (strcmp(argv[*i], "--quiet") == 0 || strcmp(argv[*i], "-q") == 0)
+        c->quiet = true;
+    else if (strcmp(argv[*i], "--no-ledger") == 0)
+        c->no_ledger = true;
+    else if (opt_value(argc, argv, i, "--ledger", &v))
+        c->ledger_path = v;
+    else
+        return false;
+    return true;
+}

@@ -1,0 +1,77 @@
+/* devgate: one command per method step; see docs/cli.md. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: devgate [--ledger PATH | --no-ledger] VERB [options]\n"
+    "\n"
+    "verbs:\n"
+    "  env [--python PATH] [--python-timeout S] [--json]\n"
+    "        environment proof: architecture, translation, VM/container, OS, CPU,\n"
+    "        memory, libraries, backends, git state, busy processes\n"
+    "  gate [--backend NAME[,NAME]] [--size M,N,K] [--seed X] [--reps N] [--json]\n"
+    "        device gate: built, available, and a checked matrix product per backend\n"
+    "  ledger list [--limit N] [--json]\n"
+    "  ledger show ID [--json]\n"
+    "        read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db,\n"
+    "        or DEVGATE_LEDGER, or --ledger PATH)\n"
+    "\n"
+    "options: --json prints the record; --version; --help\n"
+    "exit status: 0 pass, 1 fail, 2 usage or ledger error, 3 backend unavailable\n";
+
+static void log_to_stderr(dg_log_level level, const char *msg, void *user)
+{
+    const cli *c = user;
+    if (level >= DG_LOG_WARN || (!c->quiet && getenv("DEVGATE_VERBOSE")))
+        fprintf(stderr, "devgate: %s\n", msg);
+}
+
+int main(int argc, char **argv)
+{
+    cli c = {.prog = argv[0]};
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("devgate %s (commit %s; %s; backends: %s)\n", DG_VERSION, dg_build_commit(),
+                   dg_build_compiler(), dg_build_backends());
+            return EXIT_PASS;
+        }
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return EXIT_PASS;
+        }
+        if (!cli_common_opt(&c, argc, argv, &i)) {
+            cli_error("unknown option '%s'\n%s", argv[i], usage_text);
+            return EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    c.ctx = dg_ctx_new();
+    if (!c.ctx) {
+        cli_error("out of memory");
+        return EXIT_USAGE;
+    }
+    dg_set_log(c.ctx, log_to_stderr, &c);
+    const char *verb = argv[i];
+    int rc;
+    if (strcmp(verb, "env") == 0)
+        rc = cmd_env(&c, argc - i, argv + i);
+    else if (strcmp(verb, "gate") == 0)
+        rc = cmd_gate(&c, argc - i, argv + i);
+    else if (strcmp(verb, "ledger") == 0)
+        rc = cmd_ledger(&c, argc - i, argv + i);
+    else if (strcmp(verb, "help") == 0) {
+        fputs(usage_text, stdout);
+        rc = EXIT_PASS;
+    } else {
+        cli_error("unknown verb '%s'\n%s", verb, usage_text);
+        rc = EXIT_USAGE;
+    }
+    dg_ctx_free(c.ctx);
+    return rc;
+}

@@ -1,0 +1,260 @@
+/* Context, status names, counted host allocation, clock and small helpers. */
+#include "core.h"
+
+#include "json.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *dg_status_name(dg_status st)
+{
+    switch (st) {
+    case DG_OK: return "ok";
+    case DG_ERR_USAGE: return "usage";
+    case DG_ERR_NOMEM: return "no-memory";
+    case DG_ERR_IO: return "io";
+    case DG_ERR_FORMAT: return "format";
+    case DG_ERR_UNAVAILABLE: return "unavailable";
+    case DG_ERR_BACKEND: return "backend";
+    case DG_ERR_DEVICE_OOM: return "device-oom";
+    case DG_ERR_CHECK: return "check-failed";
+    case DG_ERR_LEDGER: return "ledger";
+    case DG_ERR_BUSY: return "busy";
+    case DG_ERR_SCHEMA: return "schema";
+    case DG_ERR_NOT_FOUND: return "not-found";
+    case DG_ERR_TIMEOUT: return "timeout";
+    }
+    return "unknown";
+}
+
+dg_ctx *dg_ctx_new(void)
+{
+    dg_json_init();
+    return dg_calloc(1, sizeof(dg_ctx));
+}
+
+void dg_ctx_free(dg_ctx *ctx)
+{
+    dg_free(ctx);
+}
+
+const char *dg_errmsg(const dg_ctx *ctx)
+{
+    return ctx ? ctx->errmsg : "";
+}
+
+void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user)
+{
+    ctx->log_fn = fn;
+    ctx->log_user = user;
+}
+
+void dg_string_free(char *s)
+{
+    /* Strings handed out come from cJSON_Print* or dg_malloc; both use the
+     * counted allocator (cJSON hooks are installed in json.c). */
+    dg_free(s);
+}
+
+dg_status dg_fail(dg_ctx *ctx, dg_status st, const char *fmt, ...)
+{
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+void dg_log(dg_ctx *ctx, dg_log_level level, const char *fmt, ...)
+{
+    if (!ctx || !ctx->log_fn)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ctx->log_fn(level, buf, ctx->log_user);
+}
+
+/* Each block carries its size in a header so frees can be counted. The header
+ * is 16 bytes to keep max_align_t alignment for the payload. */
+#define HDR 16
+static _Atomic size_t g_live, g_peak;
+
+static void count_add(size_t n)
+{
+    size_t now = atomic_fetch_add(&g_live, n) + n;
+    size_t peak = atomic_load(&g_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {
+    }
+}
+
+void *dg_malloc(size_t n)
+{
+    if (n > SIZE_MAX - HDR)
+        return NULL;
+    unsigned char *p = malloc(n + HDR);
+    if (!p)
+        return NULL;
+    memcpy(p, &n, sizeof n);
+    count_add(n);
+    return p + HDR;
+}
+
+void *dg_calloc(size_t count, size_t n)
+{
+    if (n && count > (SIZE_MAX - HDR) / n)
+        return NULL;
+    void *p = dg_malloc(count * n);
+    if (p)
+        memset(p, 0, count * n);
+    return p;
+}
+
+void dg_free(void *p)
+{
+    if (!p)
+        return;
+    unsigned char *base = (unsigned char *)p - HDR;
+    size_t n;
+    memcpy(&n, base, sizeof n);
+    atomic_fetch_sub(&g_live, n);
+    free(base);
+}
+
+void *dg_realloc(void *p, size_t n)
+{
+    if (!p)
+        return dg_malloc(n);
+    if (n > SIZE_MAX - HDR)
+        return NULL;
+    unsigned char *base = (unsigned char *)p - HDR;
+    size_t old;
+    memcpy(&old, base, sizeof old);
+    unsigned char *nb = realloc(base, n + HDR);
+    if (!nb)
+        return NULL;
+    memcpy(nb, &n, sizeof n);
+    atomic_fetch_sub(&g_live, old);
+    count_add(n);
+    return nb + HDR;
+}
+
+char *dg_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = dg_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+char *dg_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *s = dg_malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void dg_host_mem_stats(size_t *live, size_t *peak)
+{
+    if (live)
+        *live = atomic_load(&g_live);
+    if (peak)
+        *peak = atomic_load(&g_peak);
+}
+
+double dg_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dg_utc_iso(char *buf, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+char *dg_read_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = max < 4096 ? max : 4096, n = 0;
+    char *buf = dg_malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= max)
+                break;
+            cap = cap * 2 > max ? max : cap * 2;
+            char *nb = dg_realloc(buf, cap + 1);
+            if (!nb) {
+                dg_free(buf);
+                buf = NULL;
+                errno = ENOMEM;
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f) ? EIO : 0;
+    fclose(f);
+    if (buf && err) {
+        dg_free(buf);
+        errno = err;
+        return NULL;
+    }
+    if (buf) {
+        buf[n] = '\0';
+        if (len)
+            *len = n;
+    }
+    return buf;
+}
+
+char *dg_trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+void dg_copy_clean(char *dst, size_t n, const char *src)
+{
+    if (!n)
+        return;
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    dst[i] = '\0';
+}

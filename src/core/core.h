@@ -1,0 +1,66 @@
+/* Internal core: context, errors, counted host allocation, clock, rng, small
+ * file helpers. Nothing here prints or exits. */
+#ifndef DG_CORE_H
+#define DG_CORE_H
+
+#include "devgate.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#define DG_ERRMSG_MAX 1024
+
+struct dg_ctx {
+    char errmsg[DG_ERRMSG_MAX];
+    dg_log_fn log_fn;
+    void *log_user;
+};
+
+#if defined(__GNUC__)
+#define DG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DG_PRINTF(a, b)
+#endif
+
+/* Stores a formatted message on ctx (ctx may be NULL) and returns st. */
+dg_status dg_fail(dg_ctx *ctx, dg_status st, const char *fmt, ...) DG_PRINTF(3, 4);
+/* Sends a diagnostic to the context's log callback, if any. */
+void dg_log(dg_ctx *ctx, dg_log_level level, const char *fmt, ...) DG_PRINTF(3, 4);
+
+/* Counted host allocation (live and peak bytes, see dg_host_mem_stats). */
+void *dg_malloc(size_t n);
+void *dg_calloc(size_t count, size_t n);
+void *dg_realloc(void *p, size_t n);
+void dg_free(void *p);
+char *dg_strdup(const char *s);
+/* printf into a new dg_malloc'd string; NULL when out of memory. */
+char *dg_asprintf(const char *fmt, ...) DG_PRINTF(1, 2);
+
+/* Monotonic clock in seconds. */
+double dg_now(void);
+/* Current UTC time as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" into buf (>= 21 bytes). */
+void dg_utc_iso(char *buf, size_t len);
+
+/* Counter-based generator (Philox-4x32-10): the same (seed, counter) gives the
+ * same numbers on every machine, in any order of calls. */
+typedef struct dg_rng {
+    uint64_t seed;    /* the key */
+    uint64_t stream;  /* high half of the counter: one stream per purpose */
+    uint64_t counter; /* low half: advances by one per four outputs */
+} dg_rng;
+void dg_rng_init(dg_rng *r, uint64_t seed, uint64_t stream);
+/* Four 32-bit outputs for the next counter value. */
+void dg_rng_next4(dg_rng *r, uint32_t out[4]);
+/* Uniform floats in [lo, hi). */
+void dg_rng_uniform(dg_rng *r, float *dst, size_t n, float lo, float hi);
+
+/* Reads a whole (small) file into a NUL-terminated dg_malloc'd buffer, at most
+ * max bytes; NULL on failure (errno set). *len gets the byte count when non-NULL. */
+char *dg_read_file(const char *path, size_t max, size_t *len);
+/* Trims ASCII whitespace at both ends in place; returns s. */
+char *dg_trim(char *s);
+/* Copies src into dst of size n, always NUL-terminated, replacing control
+ * characters so hostile strings cannot break terminals or records. */
+void dg_copy_clean(char *dst, size_t n, const char *src);
+
+#endif

@@ -1,0 +1,355 @@
+/* The device gate (method step 2): for each backend, is it built, does a device
+ * answer, and does a matrix product computed there match the CPU reference?
+ *
+ * Inputs come from the seed on the host, are copied to the device, multiplied
+ * there and read back. Each element is checked against a double-precision
+ * reference with the classic forward-error bound of a length-k dot product,
+ * |c - ref| <= 2 k eps32 sum_p |a_ip| |b_pj|, so the tolerance scales with K
+ * and with the magnitudes involved rather than being one magic number. */
+#include "steps.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DEFAULT_SIZE = 512, DEFAULT_WARM_REPS = 5, MAX_DIM = 16384 };
+
+typedef struct host_problem {
+    int m, n, k;
+    float *a, *b, *c; /* c receives the device result */
+    double *ref, *absref;
+} host_problem;
+
+static void problem_free(host_problem *p)
+{
+    dg_free(p->a);
+    dg_free(p->b);
+    dg_free(p->c);
+    dg_free(p->ref);
+    dg_free(p->absref);
+}
+
+static dg_status problem_make(dg_ctx *ctx, const dg_matmul_check *chk, host_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->m = chk->m;
+    p->n = chk->n;
+    p->k = chk->k;
+    size_t mk = (size_t)p->m * p->k, kn = (size_t)p->k * p->n, mn = (size_t)p->m * p->n;
+    p->a = dg_malloc(mk * sizeof(float));
+    p->b = dg_malloc(kn * sizeof(float));
+    p->c = dg_malloc(mn * sizeof(float));
+    p->ref = dg_malloc(mn * sizeof(double));
+    p->absref = dg_malloc(mn * sizeof(double));
+    float *absa = dg_malloc(mk * sizeof(float)), *absb = dg_malloc(kn * sizeof(float));
+    if (!p->a || !p->b || !p->c || !p->ref || !p->absref || !absa || !absb) {
+        dg_free(absa);
+        dg_free(absb);
+        problem_free(p);
+        return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of host memory for a %dx%dx%d product",
+                       p->m, p->n, p->k);
+    }
+    dg_rng r;
+    dg_rng_init(&r, chk->seed, 1);
+    dg_rng_uniform(&r, p->a, mk, -1.0f, 1.0f);
+    dg_rng_init(&r, chk->seed, 2);
+    dg_rng_uniform(&r, p->b, kn, -1.0f, 1.0f);
+    for (size_t i = 0; i < mk; i++)
+        absa[i] = fabsf(p->a[i]);
+    for (size_t i = 0; i < kn; i++)
+        absb[i] = fabsf(p->b[i]);
+    dg_gemm_reference(p->m, p->n, p->k, p->a, p->b, p->ref);
+    dg_gemm_reference(p->m, p->n, p->k, absa, absb, p->absref);
+    dg_free(absa);
+    dg_free(absb);
+    return DG_OK;
+}
+
+typedef struct check_result {
+    double max_abs, max_rel, max_over_tol;
+    size_t bad, worst_index;
+} check_result;
+
+static check_result compare(const host_problem *p)
+{
+    check_result r = {0};
+    size_t mn = (size_t)p->m * p->n;
+    double unit = 2.0 * p->k * (double)FLT_EPSILON;
+    for (size_t i = 0; i < mn; i++) {
+        double got = p->c[i], want = p->ref[i];
+        double err = fabs(got - want);
+        double tol = unit * p->absref[i] + (double)FLT_MIN;
+        double over = err / tol;
+        if (!isfinite(got) || over > 1.0) {
+            if (r.bad == 0 || !(over <= r.max_over_tol))
+                r.worst_index = i;
+            r.bad++;
+        }
+        if (!isfinite(got)) {
+            r.max_abs = r.max_rel = r.max_over_tol = INFINITY;
+            continue;
+        }
+        if (err > r.max_abs)
+            r.max_abs = err;
+        double rel = err / fmax(fabs(want), 1e-30);
+        if (fabs(want) > 1e-6 && rel > r.max_rel)
+            r.max_rel = rel;
+        if (over > r.max_over_tol)
+            r.max_over_tol = over;
+    }
+    return r;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Runs the product on one device context; fills the matmul object. */
+static void run_matmul(const dg_backend_iface *be, void *bctx, const host_problem *p, int reps,
+                       cJSON *mm)
+{
+    void *da = NULL, *db = NULL, *dc = NULL;
+    size_t mk = (size_t)p->m * p->k * 4, kn = (size_t)p->k * p->n * 4, mn = (size_t)p->m * p->n * 4;
+    const char *stage = "alloc";
+    dg_status st;
+    double t0, cold = 0, warm = 0;
+    if ((st = be->buf_alloc(bctx, mk, &da)) || (st = be->buf_alloc(bctx, kn, &db)) ||
+        (st = be->buf_alloc(bctx, mn, &dc)))
+        goto fail;
+    stage = "upload";
+    if ((st = be->upload(bctx, da, 0, p->a, mk)) || (st = be->upload(bctx, db, 0, p->b, kn)) ||
+        (st = be->synchronize(bctx)))
+        goto fail;
+    stage = "gemm";
+    t0 = dg_now();
+    if ((st = be->gemm(bctx, p->m, p->n, p->k, 1.0f, da, 0, p->k, db, 0, p->n, 0.0f, dc, 0, p->n)) ||
+        (st = be->synchronize(bctx)))
+        goto fail;
+    cold = dg_now() - t0;
+    double times[64];
+    if (reps > 64)
+        reps = 64;
+    for (int i = 0; i < reps; i++) {
+        t0 = dg_now();
+        if ((st = be->gemm(bctx, p->m, p->n, p->k, 1.0f, da, 0, p->k, db, 0, p->n, 0.0f, dc, 0,
+                           p->n)) ||
+            (st = be->synchronize(bctx)))
+            goto fail;
+        times[i] = dg_now() - t0;
+    }
+    qsort(times, (size_t)reps, sizeof times[0], cmp_double);
+    warm = reps ? times[reps / 2] : cold;
+    /* The result read back after the warm runs is the one checked, so a device
+     * that is right once and wrong when repeated still fails. */
+    stage = "download";
+    if ((st = be->download(bctx, dc, 0, p->c, mn)))
+        goto fail;
+    check_result r = compare(p);
+    bool ok = r.bad == 0;
+    cJSON_AddBoolToObject(mm, "ok", ok);
+    cJSON_AddNumberToObject(mm, "max_abs_err", isfinite(r.max_abs) ? r.max_abs : -1);
+    cJSON_AddNumberToObject(mm, "max_rel_err", isfinite(r.max_rel) ? r.max_rel : -1);
+    cJSON_AddNumberToObject(mm, "max_err_over_tolerance", isfinite(r.max_over_tol) ? r.max_over_tol : -1);
+    cJSON_AddNumberToObject(mm, "bad_elements", (double)r.bad);
+    cJSON_AddNumberToObject(mm, "ms_cold", cold * 1e3);
+    cJSON_AddNumberToObject(mm, "ms_warm", warm * 1e3);
+    cJSON_AddNumberToObject(mm, "warm_reps", reps);
+    cJSON_AddNumberToObject(mm, "gflops", warm > 0 ? 2.0 * p->m * p->n * p->k / warm * 1e-9 : 0);
+    if (ok) {
+        cJSON_AddNullToObject(mm, "reason");
+    } else {
+        size_t i = r.worst_index;
+        char why[256];
+        snprintf(why, sizeof why,
+                 "wrong result: %zu of %zu elements outside tolerance; worst at [%zu,%zu]: device %.9g, "
+                 "reference %.9g",
+                 r.bad, (size_t)p->m * p->n, i / (size_t)p->n, i % (size_t)p->n, (double)p->c[i],
+                 p->ref[i]);
+        cJSON_AddStringToObject(mm, "reason", why);
+    }
+    be->buf_free(bctx, da);
+    be->buf_free(bctx, db);
+    be->buf_free(bctx, dc);
+    return;
+fail:;
+    char why[512];
+    snprintf(why, sizeof why, "%s failed (%s): %s", stage, dg_status_name(st), be->last_error(bctx));
+    cJSON_AddBoolToObject(mm, "ok", false);
+    cJSON_AddStringToObject(mm, "reason", why);
+    be->buf_free(bctx, da);
+    be->buf_free(bctx, db);
+    be->buf_free(bctx, dc);
+}
+
+static cJSON *device_json(int index, const dg_device_info *d)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", index);
+    cJSON_AddStringToObject(o, "name", d->name);
+    cJSON_AddStringToObject(o, "vendor", d->vendor);
+    cJSON_AddStringToObject(o, "driver_version", d->driver_version);
+    cJSON_AddStringToObject(o, "platform", d->platform);
+    cJSON_AddItemToObject(o, "memory_total", dg_json_metric(d->mem_total.value, d->mem_total.valid, "bytes"));
+    cJSON_AddItemToObject(o, "memory_free", dg_json_metric(d->mem_free.value, d->mem_free.valid, "bytes"));
+    cJSON_AddItemToObject(o, "compute_units",
+                          dg_json_metric(d->compute_units.value, d->compute_units.valid, "units"));
+    return o;
+}
+
+cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
+                       const dg_matmul_check *check)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "name", name);
+    dg_backend_entry e;
+    if (dg_backend_lookup(ctx, name, &e) != DG_OK) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (iface) {
+        e.iface = iface;
+        e.built = true;
+    }
+    cJSON_AddBoolToObject(o, "built", e.built);
+    void *bctx = NULL;
+    char reason[512] = "";
+    bool available = false;
+    if (e.iface) {
+        if (e.iface->init(0, &bctx, reason, sizeof reason) == DG_OK)
+            available = e.iface->device_count(bctx) > 0;
+        if (!available && !reason[0])
+            snprintf(reason, sizeof reason, "no device answered");
+    } else {
+        snprintf(reason, sizeof reason, "%s", e.reason);
+    }
+    cJSON_AddBoolToObject(o, "available", available);
+    dg_json_add_str(o, "reason", available ? NULL : reason);
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    if (available) {
+        char ver[512] = "";
+        e.iface->versions(bctx, ver, sizeof ver);
+        cJSON_AddStringToObject(o, "versions", ver);
+        int nd = e.iface->device_count(bctx);
+        for (int i = 0; i < nd; i++) {
+            dg_device_info info;
+            if (e.iface->device_info(bctx, i, &info) == DG_OK)
+                cJSON_AddItemToArray(devs, device_json(i, &info));
+        }
+    }
+    if (check) {
+        cJSON *mm = cJSON_AddObjectToObject(o, "matmul");
+        cJSON_AddNumberToObject(mm, "m", check->m);
+        cJSON_AddNumberToObject(mm, "n", check->n);
+        cJSON_AddNumberToObject(mm, "k", check->k);
+        cJSON_AddNumberToObject(mm, "device_index", 0);
+        if (available) {
+            host_problem p;
+            if (problem_make(ctx, check, &p) != DG_OK) {
+                cJSON_AddBoolToObject(mm, "ok", false);
+                cJSON_AddStringToObject(mm, "reason", dg_errmsg(ctx));
+            } else {
+                run_matmul(e.iface, bctx, &p, check->warm_reps, mm);
+                problem_free(&p);
+            }
+        } else {
+            cJSON_AddNullToObject(mm, "ok");
+            cJSON_AddStringToObject(mm, "reason", "backend not available");
+        }
+    }
+    if (bctx)
+        e.iface->free(bctx);
+    return o;
+}
+
+/* Splits a comma-separated backend list, checking each name. */
+static dg_status parse_backends(dg_ctx *ctx, const char *list, const char **names, size_t *count)
+{
+    *count = 0;
+    if (!list) {
+        for (size_t i = 0; i < dg_backend_names_count; i++)
+            names[(*count)++] = dg_backend_names[i];
+        return DG_OK;
+    }
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        bool found = false;
+        for (size_t i = 0; i < dg_backend_names_count; i++) {
+            if (strlen(dg_backend_names[i]) == len && strncmp(p, dg_backend_names[i], len) == 0) {
+                bool dup = false;
+                for (size_t j = 0; j < *count; j++)
+                    dup |= names[j] == dg_backend_names[i];
+                if (!dup)
+                    names[(*count)++] = dg_backend_names[i];
+                found = true;
+            }
+        }
+        if (!found)
+            return dg_fail(ctx, DG_ERR_USAGE, "unknown backend '%.*s' (known: cpu, opencl, cuda)",
+                           (int)len > 64 ? 64 : (int)len, p);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (*count == 0)
+        return dg_fail(ctx, DG_ERR_USAGE, "empty backend list");
+    return DG_OK;
+}
+
+dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gate_verdict *verdict)
+{
+    dg_json_init();
+    *json = NULL;
+    dg_matmul_check chk = {
+        .m = opts && opts->m ? opts->m : DEFAULT_SIZE,
+        .n = opts && opts->n ? opts->n : DEFAULT_SIZE,
+        .k = opts && opts->k ? opts->k : DEFAULT_SIZE,
+        .seed = opts ? opts->seed : 0,
+        .warm_reps = opts && opts->warm_reps > 0 ? opts->warm_reps : DEFAULT_WARM_REPS,
+    };
+    if (chk.m < 1 || chk.n < 1 || chk.k < 1 || chk.m > MAX_DIM || chk.n > MAX_DIM || chk.k > MAX_DIM)
+        return dg_fail(ctx, DG_ERR_USAGE, "matrix size %d,%d,%d out of range (1..%d each)", chk.m,
+                       chk.n, chk.k, MAX_DIM);
+    const char *names[8];
+    size_t count;
+    dg_status st = parse_backends(ctx, opts ? opts->backends : NULL, names, &count);
+    if (st != DG_OK)
+        return st;
+    bool explicit_list = opts && opts->backends;
+
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "v", 1);
+    cJSON_AddStringToObject(root, "kind", "gate");
+    char ts[32];
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(root, "timestamp", ts);
+    cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
+    cJSON_AddStringToObject(root, "tolerance_model", "|c-ref| <= 2*k*eps32*sum|a||b| per element");
+    cJSON *arr = cJSON_AddArrayToObject(root, "backends");
+    bool failed = false, missing = false;
+    for (size_t i = 0; i < count; i++) {
+        dg_log(ctx, DG_LOG_INFO, "gate: %s", names[i]);
+        cJSON *b = dg_gate_backend(ctx, names[i], NULL, &chk);
+        if (!b) {
+            cJSON_Delete(root);
+            return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of memory");
+        }
+        cJSON_AddItemToArray(arr, b);
+        bool avail = cJSON_IsTrue(cJSON_GetObjectItem(b, "available"));
+        cJSON *ok = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "ok");
+        if (avail && !cJSON_IsTrue(ok))
+            failed = true;
+        if (!avail && explicit_list)
+            missing = true;
+    }
+    *verdict = failed ? DG_GATE_FAIL : missing ? DG_GATE_UNAVAILABLE : DG_GATE_PASS;
+    cJSON_AddStringToObject(root, "verdict", failed ? "fail" : missing ? "unavailable" : "pass");
+    *json = dg_json_print(root);
+    cJSON_Delete(root);
+    return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "gate: out of memory printing the record");
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# devgate env: the record's facts agree with the machine; --python inspects an
+# interpreter and reports a missing one without failing.
+. "$(dirname "$0")/lib.sh"
+
+expect_exit 0 "$DG" env --json
+host=$(uname -m)
+case "$host" in amd64) host=x86_64 ;; arm64) host=aarch64 ;; esac
+expect_json out "d['kind']=='env' and d['arch']['host']=='$host' and d['arch']['process']=='$host'"
+expect_json out 'd["arch"]["translated"] is False'
+expect_json out 'd["devgate"]["version"] and d["devgate"]["commit"] and d["devgate"]["compiler"]'
+expect_json out 'd["libraries"]["sqlite"] and d["libraries"]["openblas"]'
+expect_json out '[b["name"] for b in d["backends"]]==["cpu","opencl","cuda"] and d["backends"][0]["available"]'
+expect_json out 'd["memory"]["total"]["valid"] and d["memory"]["total"]["value"]>0'
+expect_json out 'len(d["processes"]["top_cpu"])<=10 and len(d["processes"]["top_mem"])<=10'
+expect_json out '"run_id" in d'
+expect_json out 'd["git"]["is_repo"] is False'
+
+expect_exit 0 "$DG" --no-ledger env
+for label in architecture virtualization os cpu memory backends 'busiest processes'; do
+  expect_grep out "$label" "human env output"
+done
+
+expect_exit 0 "$DG" --no-ledger env --python "$T/no-such-python" --json
+expect_json out 'd["python"]["run"]["status"]=="not-found"'
+
+if [ -x /usr/bin/python3 ]; then
+  expect_exit 0 "$DG" --no-ledger env --python /usr/bin/python3 --json
+  expect_json out 'd["python"]["run"]["status"]=="ok" and d["python"]["version"]'
+  expect_json out "d['python']['arch_matches_host'] is True"
+fi
+expect_exit 2 "$DG" --no-ledger env --python-timeout -1
+
+expect_exit 0 "$DG" --version
+expect_grep out '^devgate [0-9]+\.[0-9]+\.[0-9]+ \(commit [^;]+; .*backends: cpu'
+
+done_tests

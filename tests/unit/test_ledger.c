@@ -1,0 +1,639 @@
+/* Ledger: default path, open/migrate, record/list/show, refusals of foreign,
+ * corrupt, newer and unwritable files, lock timeouts and concurrent writers. */
+#include "check.h"
+#include "core/core.h"
+#include "core/json.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char g_tmp[512];
+
+static char *tpath(const char *rel)
+{
+    static char buf[8][1024];
+    static int next;
+    char *b = buf[next++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", g_tmp, rel);
+    return b;
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fwrite(data, 1, n, f) == n);
+        fclose(f);
+    }
+}
+
+/* Runs sql on a raw connection; returns the first column of the first row. */
+static long long raw_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    long long v = -1;
+    if (sqlite3_open(path, &db) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+static void raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK_MSG(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+static int list_count(dg_ctx *ctx, const char *path)
+{
+    dg_ledger *lg = NULL;
+    int n = -1;
+    if (dg_ledger_open(ctx, path, 2000, &lg) == DG_OK) {
+        char *json = NULL;
+        if (dg_ledger_list(ctx, lg, 0, &json) == DG_OK) {
+            cJSON *arr = cJSON_Parse(json);
+            n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
+            cJSON_Delete(arr);
+        }
+        dg_string_free(json);
+    }
+    dg_ledger_close(lg);
+    return n;
+}
+
+static bool valid_run_id(const char *id)
+{
+    if (!id || strlen(id) != 20 || id[8] != '-' || id[15] != '-')
+        return false;
+    for (int i = 0; i < 20; i++) {
+        if (i == 8 || i == 15)
+            continue;
+        if (i < 15 ? !isdigit((unsigned char)id[i]) : !isxdigit((unsigned char)id[i]))
+            return false;
+        if (i >= 16 && isupper((unsigned char)id[i]))
+            return false;
+    }
+    return true;
+}
+
+static bool contains(const char *hay, const char *needle)
+{
+    return hay && strstr(hay, needle) != NULL;
+}
+
+/* ---- default path ------------------------------------------------------------ */
+
+static void save_env(const char *name, char **slot)
+{
+    const char *v = getenv(name);
+    *slot = v ? strdup(v) : NULL;
+}
+
+static void restore_env(const char *name, char *saved)
+{
+    if (saved)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
+}
+
+static void test_default_path(void)
+{
+    char *s_ledger, *s_xdg, *s_home;
+    save_env("DEVGATE_LEDGER", &s_ledger);
+    save_env("XDG_DATA_HOME", &s_xdg);
+    save_env("HOME", &s_home);
+
+    setenv("DEVGATE_LEDGER", "some/where/l.db", 1);
+    setenv("XDG_DATA_HOME", "/xdg", 1);
+    char *p = dg_ledger_default_path();
+    CHECK(p && strcmp(p, "some/where/l.db") == 0);
+    dg_string_free(p);
+
+    setenv("DEVGATE_LEDGER", "", 1); /* empty: as if unset */
+    p = dg_ledger_default_path();
+    CHECK(p && strcmp(p, "/xdg/devgate/ledger.db") == 0);
+    dg_string_free(p);
+
+    unsetenv("DEVGATE_LEDGER");
+    setenv("XDG_DATA_HOME", "/xdg/data//", 1);
+    p = dg_ledger_default_path();
+    CHECK(p && strcmp(p, "/xdg/data/devgate/ledger.db") == 0);
+    dg_string_free(p);
+
+    setenv("XDG_DATA_HOME", "relative/data", 1); /* not absolute: ignored */
+    setenv("HOME", "/home/someone", 1);
+    p = dg_ledger_default_path();
+    CHECK(p && strcmp(p, "/home/someone/.local/share/devgate/ledger.db") == 0);
+    dg_string_free(p);
+
+    unsetenv("XDG_DATA_HOME");
+    setenv("HOME", "/home/someone/", 1);
+    p = dg_ledger_default_path();
+    CHECK(p && strcmp(p, "/home/someone/.local/share/devgate/ledger.db") == 0);
+    dg_string_free(p);
+
+    unsetenv("HOME"); /* falls back to the password database, or NULL */
+    p = dg_ledger_default_path();
+    const char *tail = "/.local/share/devgate/ledger.db";
+    CHECK(p == NULL || (strlen(p) >= strlen(tail) && strcmp(p + strlen(p) - strlen(tail), tail) == 0));
+    dg_string_free(p);
+
+    restore_env("DEVGATE_LEDGER", s_ledger);
+    restore_env("XDG_DATA_HOME", s_xdg);
+    restore_env("HOME", s_home);
+}
+
+/* ---- open, record, list, show --------------------------------------------------- */
+
+static void test_bad_arguments(dg_ctx *ctx)
+{
+    dg_ledger *lg = (dg_ledger *)1;
+    CHECK(dg_ledger_open(ctx, NULL, 0, &lg) == DG_ERR_USAGE && lg == NULL);
+    CHECK(dg_ledger_open(ctx, "", 0, &lg) == DG_ERR_USAGE);
+    CHECK(dg_ledger_open(ctx, tpath("x.db"), 0, NULL) == DG_ERR_USAGE);
+    dg_ledger_close(NULL);
+    char *s = (char *)1;
+    CHECK(dg_ledger_list(ctx, NULL, 0, &s) == DG_ERR_USAGE && s == NULL);
+    CHECK(dg_ledger_show(ctx, NULL, "x", &s) == DG_ERR_USAGE);
+    CHECK(dg_ledger_record(ctx, NULL, "env", 0, "{}", &s) == DG_ERR_USAGE);
+}
+
+static void test_open_creates_folders(dg_ctx *ctx)
+{
+    const char *path = tpath("a/b/devgate/ledger.db");
+    dg_ledger *lg = NULL;
+    dg_status st = dg_ledger_open(ctx, path, 0, &lg);
+    CHECK_MSG(st == DG_OK, "%s", dg_errmsg(ctx));
+    CHECK(lg != NULL);
+    dg_ledger_close(lg);
+    struct stat sb;
+    CHECK(stat(tpath("a/b/devgate"), &sb) == 0 && S_ISDIR(sb.st_mode));
+    CHECK((sb.st_mode & 0077) == 0); /* created 0700 */
+    CHECK(exists(path));
+    CHECK(raw_int(path, "PRAGMA application_id") == 0x44475631);
+    CHECK(raw_int(path, "PRAGMA user_version") == 1);
+    CHECK(raw_int(path, "SELECT count(*) FROM runs") == 0);
+    CHECK(raw_int(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'runs_started_at'") == 1);
+    /* reopening an existing ledger is a no-op */
+    lg = NULL;
+    CHECK(dg_ledger_open(ctx, path, 0, &lg) == DG_OK);
+    dg_ledger_close(lg);
+    CHECK(raw_int(path, "PRAGMA user_version") == 1);
+    char *mode = NULL;
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) == SQLITE_OK) {
+        sqlite3_stmt *stmt = NULL;
+        if (sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, NULL) == SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW)
+            mode = strdup((const char *)sqlite3_column_text(stmt, 0));
+        sqlite3_finalize(stmt);
+    }
+    sqlite3_close(db);
+    CHECK(mode && strcmp(mode, "wal") == 0);
+    free(mode);
+}
+
+static void test_round_trip(dg_ctx *ctx)
+{
+    const char *path = tpath("rt/ledger.db");
+    dg_ledger *lg = NULL;
+    CHECK_MSG(dg_ledger_open(ctx, path, 0, &lg) == DG_OK, "%s", dg_errmsg(ctx));
+    if (!lg)
+        return;
+    char *ids[4] = {0};
+    CHECK(dg_ledger_record(ctx, lg, "env", 0,
+                           "{\"host\":\"box1\",\"git\":{\"commit\":\"abc123\"},\"x\":1.5}",
+                           &ids[0]) == DG_OK);
+    CHECK(dg_ledger_record(ctx, lg, "gate", 1,
+                           "{\"env\":{\"host\":{\"hostname\":\"box2\"},\"git\":{\"commit\":\"def\"}}}",
+                           &ids[1]) == DG_OK);
+    CHECK(dg_ledger_record(ctx, lg, "gate", 3, "[1,2]", &ids[2]) == DG_OK);
+    CHECK(dg_ledger_record(ctx, lg, "env", 130, "{\"interrupted\":true,\"host\":7}", &ids[3]) ==
+          DG_OK);
+    CHECK(dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK); /* id not wanted */
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(valid_run_id(ids[i]), "bad run id %s", ids[i] ? ids[i] : "(null)");
+
+    /* invalid records and verbs */
+    char *bad = (char *)1;
+    CHECK(dg_ledger_record(ctx, lg, "env", 0, "{", &bad) == DG_ERR_USAGE && bad == NULL);
+    CHECK(contains(dg_errmsg(ctx), "not valid JSON"));
+    CHECK(dg_ledger_record(ctx, lg, "env", 0, "", NULL) == DG_ERR_USAGE);
+    CHECK(dg_ledger_record(ctx, lg, "env", 0, "{} trailing", NULL) == DG_ERR_USAGE);
+    CHECK(dg_ledger_record(ctx, lg, "env", 0, "nul", NULL) == DG_ERR_USAGE);
+    CHECK(dg_ledger_record(ctx, lg, "env", 0, NULL, NULL) == DG_ERR_USAGE);
+    CHECK(dg_ledger_record(ctx, lg, "", 0, "{}", NULL) == DG_ERR_USAGE);
+    CHECK(dg_ledger_record(ctx, lg, NULL, 0, "{}", NULL) == DG_ERR_USAGE);
+
+    /* list: newest first */
+    char *json = NULL;
+    CHECK(dg_ledger_list(ctx, lg, 0, &json) == DG_OK);
+    cJSON *arr = cJSON_Parse(json);
+    CHECK(cJSON_GetArraySize(arr) == 5);
+    cJSON *e = cJSON_GetArrayItem(arr, 1); /* ids[3] */
+    CHECK(e && ids[3] && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "id")), ids[3]) == 0);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "state")), "interrupted");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(e, "host"))); /* not a string: NULL */
+    CHECK(cJSON_GetObjectItem(e, "exit_status")->valuedouble == 130);
+    e = cJSON_GetArrayItem(arr, 4); /* ids[0], oldest */
+    CHECK(e && ids[0] && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "id")), ids[0]) == 0);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "verb")), "env");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "host")), "box1");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "git_commit")), "abc123");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "state")), "complete");
+    CHECK(cJSON_GetObjectItem(e, "seq")->valuedouble == 1);
+    const char *started = cJSON_GetStringValue(cJSON_GetObjectItem(e, "started_at"));
+    CHECK(started && strlen(started) == 20 && started[10] == 'T' && started[19] == 'Z');
+    CHECK(started && ids[0] && strncmp(started, ids[0], 4) == 0); /* same year as the id */
+    CHECK(cJSON_GetObjectItem(e, "record") == NULL); /* list carries no records */
+    e = cJSON_GetArrayItem(arr, 3); /* ids[1] */
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "host")), "box2");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "git_commit")), "def");
+    e = cJSON_GetArrayItem(arr, 2); /* ids[2]: not an object */
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(e, "host")));
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(e, "git_commit")));
+    cJSON_Delete(arr);
+    dg_string_free(json);
+
+    json = NULL;
+    CHECK(dg_ledger_list(ctx, lg, 2, &json) == DG_OK);
+    arr = cJSON_Parse(json);
+    CHECK(cJSON_GetArraySize(arr) == 2);
+    cJSON_Delete(arr);
+    dg_string_free(json);
+    CHECK(dg_ledger_list(ctx, lg, -1, &json) == DG_ERR_USAGE && json == NULL);
+
+    /* show by full id */
+    json = NULL;
+    CHECK(ids[0] && dg_ledger_show(ctx, lg, ids[0], &json) == DG_OK);
+    cJSON *obj = cJSON_Parse(json);
+    CHECK(obj && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(obj, "id")), ids[0]) == 0);
+    cJSON *rec = cJSON_GetObjectItem(obj, "record");
+    CHECK(cJSON_IsObject(rec));
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(rec, "host")), "box1");
+    CHECK(cJSON_GetObjectItem(rec, "x") && cJSON_GetObjectItem(rec, "x")->valuedouble == 1.5);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(obj, "git_commit")), "abc123");
+    cJSON_Delete(obj);
+    dg_string_free(json);
+
+    json = NULL;
+    CHECK(ids[2] && dg_ledger_show(ctx, lg, ids[2], &json) == DG_OK);
+    obj = cJSON_Parse(json);
+    CHECK(cJSON_IsArray(cJSON_GetObjectItem(obj, "record")));
+    cJSON_Delete(obj);
+    dg_string_free(json);
+
+    /* show by prefix: unique when no other id shares it */
+    if (ids[1]) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "%.18s", ids[1]);
+        int sharing = 0;
+        for (int i = 0; i < 4; i++)
+            sharing += ids[i] && strncmp(ids[i], prefix, strlen(prefix)) == 0;
+        json = NULL;
+        dg_status st = dg_ledger_show(ctx, lg, prefix, &json);
+        if (sharing == 1) {
+            CHECK(st == DG_OK);
+            obj = cJSON_Parse(json);
+            CHECK(obj && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(obj, "id")), ids[1]) == 0);
+            cJSON_Delete(obj);
+        } else {
+            CHECK(st == DG_ERR_USAGE);
+        }
+        dg_string_free(json);
+    }
+
+    /* ambiguous prefix: every id starts with the year */
+    json = (char *)1;
+    CHECK(dg_ledger_show(ctx, lg, "2", &json) == DG_ERR_USAGE && json == NULL);
+    CHECK(contains(dg_errmsg(ctx), "ambiguous"));
+    CHECK(ids[0] && contains(dg_errmsg(ctx), ids[0]));
+
+    /* missing ids, LIKE wildcards taken literally */
+    CHECK(dg_ledger_show(ctx, lg, "19990101-000000-0000", &json) == DG_ERR_NOT_FOUND);
+    CHECK(contains(dg_errmsg(ctx), "19990101-000000-0000"));
+    CHECK(dg_ledger_show(ctx, lg, "%", &json) == DG_ERR_NOT_FOUND);
+    CHECK(dg_ledger_show(ctx, lg, "_", &json) == DG_ERR_NOT_FOUND);
+    CHECK(dg_ledger_show(ctx, lg, "2%", &json) == DG_ERR_NOT_FOUND);
+    CHECK(dg_ledger_show(ctx, lg, "' OR 1=1 --", &json) == DG_ERR_NOT_FOUND);
+    CHECK(dg_ledger_show(ctx, lg, "\x1b[2J", &json) == DG_ERR_NOT_FOUND);
+    CHECK(!contains(dg_errmsg(ctx), "\x1b")); /* control characters not echoed */
+    CHECK(dg_ledger_show(ctx, lg, "", &json) == DG_ERR_USAGE);
+    CHECK(dg_ledger_show(ctx, lg, NULL, &json) == DG_ERR_USAGE);
+
+    dg_ledger_close(lg);
+    CHECK(raw_int(path, "SELECT count(*) FROM runs") == 5);
+    CHECK(raw_int(path, "SELECT count(*) FROM runs WHERE devgate_version = '" DG_VERSION "'") == 5);
+    for (int i = 0; i < 4; i++)
+        dg_string_free(ids[i]);
+}
+
+/* ---- refusals ------------------------------------------------------------------- */
+
+/* Opening path must fail with want and leave the file's bytes as they were. */
+static void check_refused(dg_ctx *ctx, const char *path, dg_status want, const char *says)
+{
+    size_t n0 = 0, n1 = 0;
+    char *before = dg_read_file(path, 1 << 20, &n0);
+    dg_ledger *lg = (dg_ledger *)1;
+    dg_status st = dg_ledger_open(ctx, path, 0, &lg);
+    CHECK_MSG(st == want, "%s: got %s: %s", path, dg_status_name(st), dg_errmsg(ctx));
+    CHECK(lg == NULL);
+    CHECK_MSG(contains(dg_errmsg(ctx), path), "message does not name the path: %s", dg_errmsg(ctx));
+    CHECK_MSG(contains(dg_errmsg(ctx), says), "message lacks '%s': %s", says, dg_errmsg(ctx));
+    char *after = dg_read_file(path, 1 << 20, &n1);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
+    char side[1100];
+    snprintf(side, sizeof side, "%s-wal", path);
+    CHECK(!exists(side));
+    snprintf(side, sizeof side, "%s-journal", path);
+    CHECK(!exists(side));
+    dg_free(before);
+    dg_free(after);
+}
+
+static void test_refusals(dg_ctx *ctx)
+{
+    /* random bytes, long and short, and plain text */
+    unsigned char junk[8192];
+    dg_rng r;
+    dg_rng_init(&r, 42, 7);
+    for (size_t i = 0; i < sizeof junk; i += 16) {
+        uint32_t o[4];
+        dg_rng_next4(&r, o);
+        memcpy(junk + i, o, 16);
+    }
+    write_bytes(tpath("junk.db"), junk, sizeof junk);
+    check_refused(ctx, tpath("junk.db"), DG_ERR_LEDGER, "left untouched");
+    CHECK(contains(dg_errmsg(ctx), "not a devgate ledger or corrupt"));
+    write_bytes(tpath("short.db"), junk, 10);
+    check_refused(ctx, tpath("short.db"), DG_ERR_LEDGER, "left untouched");
+    write_bytes(tpath("text.db"), "hello, ledger\n", 14);
+    check_refused(ctx, tpath("text.db"), DG_ERR_LEDGER, "left untouched");
+
+    /* a real SQLite header followed by garbage */
+    unsigned char fake[4096];
+    memcpy(fake, junk, sizeof fake);
+    memcpy(fake, "SQLite format 3", 16);
+    write_bytes(tpath("fake.db"), fake, sizeof fake);
+    check_refused(ctx, tpath("fake.db"), DG_ERR_LEDGER, "left untouched");
+
+    /* another application's SQLite database */
+    raw_exec(tpath("other.db"), "CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES ('mine');");
+    check_refused(ctx, tpath("other.db"), DG_ERR_LEDGER, "not a devgate ledger");
+    CHECK(raw_int(tpath("other.db"), "SELECT count(*) FROM sqlite_schema") == 1);
+    raw_exec(tpath("otherid.db"), "PRAGMA application_id = 1234; PRAGMA user_version = 1;");
+    check_refused(ctx, tpath("otherid.db"), DG_ERR_LEDGER, "not a devgate ledger");
+    raw_exec(tpath("otherver.db"), "PRAGMA user_version = 3;");
+    check_refused(ctx, tpath("otherver.db"), DG_ERR_LEDGER, "not a devgate ledger");
+
+    /* a ledger from a newer devgate */
+    const char *newer = tpath("newer/ledger.db");
+    dg_ledger *lg = NULL;
+    CHECK(dg_ledger_open(ctx, newer, 0, &lg) == DG_OK);
+    CHECK(lg && dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK);
+    dg_ledger_close(lg);
+    raw_exec(newer, "PRAGMA user_version = 99;");
+    check_refused(ctx, newer, DG_ERR_SCHEMA, "written by a newer devgate: schema 99, this build knows up to 1");
+    CHECK(raw_int(newer, "PRAGMA user_version") == 99);
+    CHECK(raw_int(newer, "SELECT count(*) FROM runs") == 1);
+}
+
+static void test_unwritable(dg_ctx *ctx)
+{
+    dg_ledger *lg = (dg_ledger *)1;
+    /* the parent "folder" is a regular file: fails for root too */
+    write_bytes(tpath("plain"), "x", 1);
+    const char *under_file = tpath("plain/sub/ledger.db");
+    CHECK(dg_ledger_open(ctx, under_file, 0, &lg) == DG_ERR_LEDGER && lg == NULL);
+    CHECK(contains(dg_errmsg(ctx), under_file));
+    CHECK_MSG(contains(dg_errmsg(ctx), strerror(ENOTDIR)), "%s", dg_errmsg(ctx));
+    CHECK(dg_ledger_open(ctx, tpath("plain/ledger.db"), 0, &lg) == DG_ERR_LEDGER);
+    CHECK_MSG(contains(dg_errmsg(ctx), strerror(ENOTDIR)), "%s", dg_errmsg(ctx));
+
+    /* the path is a folder */
+    CHECK(mkdir(tpath("adir"), 0700) == 0);
+    CHECK(dg_ledger_open(ctx, tpath("adir"), 0, &lg) == DG_ERR_LEDGER);
+    CHECK(contains(dg_errmsg(ctx), tpath("adir")));
+
+    /* a read-only folder */
+    if (geteuid() == 0) {
+        printf("note: running as root, which ignores folder modes; read-only folder case skipped\n");
+        return;
+    }
+    CHECK(mkdir(tpath("ro"), 0700) == 0);
+    CHECK(chmod(tpath("ro"), 0500) == 0);
+    const char *ro = tpath("ro/ledger.db");
+    CHECK(dg_ledger_open(ctx, ro, 0, &lg) == DG_ERR_LEDGER && lg == NULL);
+    CHECK(contains(dg_errmsg(ctx), ro));
+    CHECK_MSG(contains(dg_errmsg(ctx), strerror(EACCES)), "%s", dg_errmsg(ctx));
+    CHECK(!exists(ro));
+    const char *ro_sub = tpath("ro/sub/ledger.db");
+    CHECK(dg_ledger_open(ctx, ro_sub, 0, &lg) == DG_ERR_LEDGER);
+    CHECK_MSG(contains(dg_errmsg(ctx), strerror(EACCES)), "%s", dg_errmsg(ctx));
+    chmod(tpath("ro"), 0700);
+
+    /* a read-only ledger file */
+    const char *rof = tpath("rofile/ledger.db");
+    CHECK(dg_ledger_open(ctx, rof, 0, &lg) == DG_OK);
+    dg_ledger_close(lg);
+    CHECK(chmod(rof, 0400) == 0);
+    CHECK(dg_ledger_open(ctx, rof, 0, &lg) == DG_ERR_LEDGER);
+    CHECK(contains(dg_errmsg(ctx), rof));
+    chmod(rof, 0600);
+}
+
+/* ---- empty files, odd names ----------------------------------------------------- */
+
+static void test_migration_from_empty(dg_ctx *ctx)
+{
+    /* a zero-byte file */
+    write_bytes(tpath("zero.db"), "", 0);
+    dg_ledger *lg = NULL;
+    CHECK_MSG(dg_ledger_open(ctx, tpath("zero.db"), 0, &lg) == DG_OK, "%s", dg_errmsg(ctx));
+    CHECK(lg && dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK);
+    dg_ledger_close(lg);
+    CHECK(raw_int(tpath("zero.db"), "PRAGMA user_version") == 1);
+
+    /* an SQLite file that sqlite itself wrote, with no tables (version 0) */
+    raw_exec(tpath("empty.db"), "CREATE TABLE t(x); DROP TABLE t;");
+    CHECK(raw_int(tpath("empty.db"), "PRAGMA user_version") == 0);
+    lg = NULL;
+    CHECK_MSG(dg_ledger_open(ctx, tpath("empty.db"), 0, &lg) == DG_OK, "%s", dg_errmsg(ctx));
+    CHECK(lg && dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK);
+    dg_ledger_close(lg);
+    CHECK(raw_int(tpath("empty.db"), "PRAGMA application_id") == 0x44475631);
+    CHECK(raw_int(tpath("empty.db"), "SELECT count(*) FROM runs") == 1);
+
+    /* a relative name that looks like an SQLite URI stays a plain file name */
+    char cwd[1024];
+    if (getcwd(cwd, sizeof cwd) && chdir(g_tmp) == 0) {
+        lg = NULL;
+        CHECK(dg_ledger_open(ctx, "file:odd.db?mode=ro", 0, &lg) == DG_OK);
+        CHECK(lg && dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK);
+        dg_ledger_close(lg);
+        CHECK(exists("file:odd.db?mode=ro"));
+        CHECK(chdir(cwd) == 0);
+    }
+}
+
+/* ---- locks and concurrency ---------------------------------------------------- */
+
+static void test_locked(dg_ctx *ctx)
+{
+    /* an existing ledger whose write lock another connection holds */
+    const char *path = tpath("locked/ledger.db");
+    dg_ledger *lg = NULL;
+    CHECK(dg_ledger_open(ctx, path, 0, &lg) == DG_OK);
+    dg_ledger_close(lg);
+    sqlite3 *holder = NULL;
+    CHECK(sqlite3_open(path, &holder) == SQLITE_OK);
+    CHECK(sqlite3_exec(holder, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK);
+    double t0 = dg_now();
+    lg = NULL;
+    dg_status st = dg_ledger_open(ctx, path, 300, &lg);
+    if (st == DG_OK)
+        st = dg_ledger_record(ctx, lg, "env", 0, "{}", NULL);
+    double dt = dg_now() - t0;
+    CHECK_MSG(st == DG_ERR_BUSY, "got %s: %s", dg_status_name(st), dg_errmsg(ctx));
+    CHECK_MSG(dt >= 0.25 && dt < 2.0, "waited %.3f s", dt);
+    CHECK(contains(dg_errmsg(ctx), path));
+    CHECK(contains(dg_errmsg(ctx), "300 ms"));
+    dg_ledger_close(lg);
+    sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(holder);
+    CHECK(list_count(ctx, path) == 0); /* nothing written */
+
+    /* a brand-new file held exclusively before devgate ever saw it */
+    const char *fresh = tpath("locked/fresh.db");
+    holder = NULL;
+    CHECK(sqlite3_open(fresh, &holder) == SQLITE_OK);
+    CHECK(sqlite3_exec(holder, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK);
+    t0 = dg_now();
+    lg = (dg_ledger *)1;
+    st = dg_ledger_open(ctx, fresh, 300, &lg);
+    dt = dg_now() - t0;
+    CHECK_MSG(st == DG_ERR_BUSY && lg == NULL, "got %s: %s", dg_status_name(st), dg_errmsg(ctx));
+    CHECK_MSG(dt >= 0.25 && dt < 2.0, "waited %.3f s", dt);
+    CHECK(contains(dg_errmsg(ctx), "300 ms"));
+    sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(holder);
+    CHECK(raw_int(fresh, "SELECT count(*) FROM sqlite_schema") == 0); /* nothing written */
+    CHECK(list_count(ctx, fresh) == 0);                                 /* usable once free */
+}
+
+#define WRITERS 2
+#define RUNS_EACH 50
+
+static void test_concurrent_writers(dg_ctx *ctx)
+{
+    const char *path = tpath("conc/ledger.db"); /* new: both also race the migration */
+    int gate[2];
+    CHECK(pipe(gate) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t kids[WRITERS];
+    for (int k = 0; k < WRITERS; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            close(gate[1]);
+            char c;
+            while (read(gate[0], &c, 1) > 0) {
+            }
+            dg_ctx *cctx = dg_ctx_new();
+            dg_ledger *lg = NULL;
+            int fails = 0;
+            if (dg_ledger_open(cctx, path, 20000, &lg) != DG_OK) {
+                fprintf(stderr, "writer %d: %s\n", k, dg_errmsg(cctx));
+                _exit(100);
+            }
+            for (int i = 0; i < RUNS_EACH; i++) {
+                char rec[64];
+                snprintf(rec, sizeof rec, "{\"writer\":%d,\"i\":%d}", k, i);
+                if (dg_ledger_record(cctx, lg, "gate", 0, rec, NULL) != DG_OK) {
+                    fprintf(stderr, "writer %d: %s\n", k, dg_errmsg(cctx));
+                    fails++;
+                }
+            }
+            dg_ledger_close(lg);
+            dg_ctx_free(cctx);
+            _exit(fails > 99 ? 99 : fails);
+        }
+        CHECK(kids[k] > 0);
+    }
+    close(gate[0]);
+    close(gate[1]); /* both start now */
+    for (int k = 0; k < WRITERS; k++) {
+        int ws = 0;
+        if (kids[k] > 0) {
+            CHECK(waitpid(kids[k], &ws, 0) == kids[k]);
+            CHECK_MSG(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "writer %d status 0x%x", k, ws);
+        }
+    }
+    CHECK(list_count(ctx, path) == WRITERS * RUNS_EACH);
+    CHECK(raw_int(path, "SELECT count(DISTINCT id) FROM runs") == WRITERS * RUNS_EACH);
+    CHECK(raw_int(path, "SELECT count(*) FROM runs WHERE record LIKE '{\"writer\":0,%'") == RUNS_EACH);
+    CHECK(raw_int(path, "PRAGMA user_version") == 1);
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    chmod(p, 0700);
+    remove(p);
+    return 0;
+}
+
+int main(void)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(g_tmp, sizeof g_tmp, "%s/dg-ledger-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+    if (!mkdtemp(g_tmp))
+        check_skip("cannot create a temporary folder");
+    dg_ctx *ctx = dg_ctx_new();
+    size_t live0 = 0;
+    dg_host_mem_stats(&live0, NULL);
+
+    test_default_path();
+    test_bad_arguments(ctx);
+    test_open_creates_folders(ctx);
+    test_round_trip(ctx);
+    test_refusals(ctx);
+    test_unwritable(ctx);
+    test_migration_from_empty(ctx);
+    test_locked(ctx);
+    test_concurrent_writers(ctx);
+
+    size_t live1 = 0;
+    dg_host_mem_stats(&live1, NULL);
+    CHECK_MSG(live1 == live0, "host bytes live before %zu, after %zu", live0, live1);
+    dg_ctx_free(ctx);
+    chmod(tpath("ro"), 0700);
+    nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    CHECK_DONE();
+}

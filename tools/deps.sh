@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages devgate needs (as root), or prints the exact
+# apt-get line to run (otherwise). Usage: tools/deps.sh [build|test]
+set -euo pipefail
+tier=${1:-build}
+pkgs=(build-essential cmake pkg-config git
+      libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+      libsqlite3-dev libcjson-dev libssl-dev)
+if [ "$tier" = test ]; then
+  pkgs+=(sqlite3 python3 clang libclang-rt-14-dev)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "devgate needs these Debian packages; run as root:" >&2
+  echo "  apt-get update && $line" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+$line

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds devgate, and runs the main job on its
+# built-in default. Until `devgate accept` lands that is the environment proof
+# and the device gate on every backend.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/deps.sh build
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+build/devgate env
+echo
+build/devgate gate
