@@ -103,7 +103,8 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
 typedef struct dg_ledger dg_ledger;
 
 /* Default ledger path: $DEVGATE_LEDGER, else $XDG_DATA_HOME/devgate/ledger.db,
- * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free. */
+ * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free;
+ * NULL when no home folder is known or out of memory. */
 char *dg_ledger_default_path(void);
 /* Opens (creating folders and file, migrating the schema) the ledger at path.
  * DG_ERR_LEDGER corrupt/unwritable, DG_ERR_BUSY locked past timeout_ms,
@@ -111,14 +112,17 @@ char *dg_ledger_default_path(void);
 dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
 /* Closes a ledger; accepts NULL. */
 void dg_ledger_close(dg_ledger *lg);
-/* Records one run: verb, exit status, record JSON. *run_id gets the new id (a
- * string the caller frees with dg_string_free), may be NULL. */
+/* Records one run: verb, exit status, record JSON (DG_ERR_USAGE when it does not
+ * parse; "interrupted": true or "state": "interrupted" in it marks the run
+ * interrupted). *run_id gets the new id (a string the caller frees with
+ * dg_string_free), may be NULL. */
 dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
                            const char *record_json, char **run_id);
 /* Lists the newest `limit` runs (0: all) as a JSON array into *json. */
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
 /* One run's entry with its record as JSON into *json; id is the run id or a
- * unique prefix of it. DG_ERR_NOT_FOUND when none matches. */
+ * unique prefix of it. DG_ERR_NOT_FOUND when none matches, DG_ERR_USAGE when
+ * the prefix matches several. */
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
 
 #ifdef __cplusplus

@@ -117,8 +117,9 @@ static void print_env(const cJSON *r)
             strcat(simd, f->valuestring);
         }
     }
-    row("cpu", "%s · %s physical / %g logical cores", jstr(cpu, "model", "?"), phys,
-        jnum(cpu, "logical_cores", 0));
+    char logical[32];
+    metric_str(logical, sizeof logical, cpu, "logical_cores", "%.0f");
+    row("cpu", "%s · %s physical / %s logical cores", jstr(cpu, "model", "?"), phys, logical);
     row("simd", "%s", simd[0] ? simd : "none reported");
     char total[32], avail[32], swt[32], swu[32], psi[64];
     fmt_bytes(total, sizeof total, cJSON_GetObjectItem(mem, "total"));

@@ -71,7 +71,7 @@ static void print_backend(const cJSON *b)
     if (ndev > 1)
         printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
     if (ok) {
-        printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2f of tolerance) · cold "
+        printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2g of tolerance) · cold "
                "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
                "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jnum(mm, "max_abs_err", 0),
                jnum(mm, "max_err_over_tolerance", 0), jnum(mm, "ms_cold", 0),

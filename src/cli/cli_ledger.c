@@ -16,7 +16,7 @@ static int open_ledger(cli *c, dg_ledger **lg)
     dg_status st = dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, lg);
     dg_string_free(def);
     if (st != DG_OK) {
-        cli_error("ledger: %s", dg_errmsg(c->ctx));
+        cli_error("%s", dg_errmsg(c->ctx));
         return EXIT_USAGE;
     }
     return EXIT_PASS;

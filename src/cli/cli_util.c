@@ -71,7 +71,7 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
         st = dg_ledger_record(c->ctx, lg, verb, exit_status, json, run_id);
     dg_ledger_close(lg);
     if (st != DG_OK) {
-        cli_error("ledger %s: %s", path, dg_errmsg(c->ctx));
+        cli_error("%s", dg_errmsg(c->ctx));
         const char *saved = save_unrecorded(verb, json);
         if (saved)
             cli_error("the record was not lost: saved to %s", saved);

@@ -323,8 +323,12 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
     if (rc != 0) {
         close(op[0]);
         close(ep[0]);
-        r->status = (rc == ENOENT || rc == ENOTDIR) ? "not-found" : "failed";
-        set_error(r, "cannot start: %s", strerror(rc));
+        /* The file exists (it was resolved), so ENOENT here means what it
+         * needs is missing: a #! interpreter or the ELF loader, as with a
+         * binary built for another libc or architecture. */
+        r->status = "failed";
+        set_error(r, "cannot start: %s%s", strerror(rc),
+                  rc == ENOENT ? " (its #! interpreter or ELF loader is missing)" : "");
         return true;
     }
 
@@ -789,8 +793,12 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     char binerr_clean[256];
     dg_copy_clean(binerr_clean, sizeof binerr_clean, binerr);
     put_str(&b, o, "binary_error", have_bin ? NULL : binerr_clean);
+    /* An unknown host ("unknown" from the caller) cannot be compared with:
+     * null, not a false mismatch. */
+    const char *host_norm = host_arch ? dg_arch_normalise(host_arch) : "unknown";
+    bool host_known = strcmp(host_norm, "unknown") != 0;
     put_bool(&b, o, "arch_matches_host",
-             have_bin && host_arch ? dg_binfmt_matches(&info, host_arch) : -1);
+             have_bin && host_known ? dg_binfmt_matches(&info, host_arch) : -1);
 
     cJSON *run = chk(&b, cJSON_CreateObject());
     put_str(&b, run, "status", r.status);
@@ -836,14 +844,14 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     if (have_bin) {
         if (mknown && slices_have(&info, mnorm))
             ref = mnorm;
-        else if (host_arch && slices_have(&info, dg_arch_normalise(host_arch)))
-            ref = dg_arch_normalise(host_arch);
+        else if (host_known && slices_have(&info, host_norm))
+            ref = host_norm;
         else
             ref = info.arch[0];
     } else if (mknown) {
         ref = mnorm;
-    } else if (host_arch && strcmp(dg_arch_normalise(host_arch), "unknown") != 0) {
-        ref = dg_arch_normalise(host_arch);
+    } else if (host_known) {
+        ref = host_norm;
     }
 
     cJSON *sites = chk(&b, cJSON_CreateArray());
@@ -865,6 +873,16 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
         while (len > 1 && dir[len - 1] == '/')
             dir[--len] = '\0';
         dg_copy_clean(clean, sizeof clean, dir);
+        /* A directory named twice would count its modules twice. */
+        bool dup = false;
+        const cJSON *prev;
+        cJSON_ArrayForEach(prev, sites)
+        {
+            if (cJSON_IsString(prev) && strcmp(prev->valuestring, clean) == 0)
+                dup = true;
+        }
+        if (dup)
+            continue;
         push(&b, sites, cJSON_CreateString(clean));
         nsites++;
         scan_dir(&s, dir, len, len, 0);

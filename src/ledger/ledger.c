@@ -41,8 +41,8 @@ static const char *const k_migrations[] = {
 
 struct dg_ledger {
     sqlite3 *db;
-    char *path;    /* as given */
-    char *shown;   /* path with control characters replaced, for messages */
+    char *path;  /* as given */
+    char *shown; /* path with control characters replaced, for messages */
     int timeout_ms;
 };
 
@@ -114,8 +114,8 @@ static dg_status sql_fail(dg_ctx *ctx, sqlite3 *db, const char *shown, int timeo
         return dg_fail(ctx, DG_ERR_NOMEM, "ledger %s: out of memory while %s", shown, doing);
     default:
         if (oserr)
-            return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: failed while %s: %s (%s)", shown,
-                           doing, why, strerror(oserr));
+            return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: failed while %s: %s (%s)", shown, doing,
+                           why, strerror(oserr));
         return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: failed while %s: %s", shown, doing, why);
     }
 }
@@ -129,6 +129,36 @@ static void rollback(sqlite3 *db)
 {
     if (!sqlite3_get_autocommit(db))
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* SQLite answers some lock conflicts (switching to WAL while another process
+ * opens the file, for one) at once, without its busy handler. True when rc is
+ * such a conflict and the deadline is not yet past; it then sleeps a little. */
+static bool retry_busy(int rc, double deadline, int *attempt)
+{
+    int prim = rc & 0xff;
+    if ((prim != SQLITE_BUSY && prim != SQLITE_LOCKED) || dg_now() >= deadline)
+        return false;
+    int ms = 2 << (*attempt < 5 ? *attempt : 5); /* 2, 4, ... 64 ms */
+    (*attempt)++;
+    sqlite3_sleep(ms);
+    return true;
+}
+
+static double deadline_of(const dg_ledger *lg)
+{
+    return dg_now() + lg->timeout_ms / 1000.0;
+}
+
+/* BEGIN IMMEDIATE, waiting up to the ledger's timeout for the write lock. */
+static int begin_immediate(dg_ledger *lg)
+{
+    double deadline = deadline_of(lg);
+    int attempt = 0, rc;
+    do
+        rc = sqlite3_exec(lg->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    while (rc != SQLITE_OK && retry_busy(rc, deadline, &attempt));
+    return rc;
 }
 
 /* ---- folders ------------------------------------------------------------------ */
@@ -168,8 +198,8 @@ static dg_status make_parents(dg_ctx *ctx, const char *path, const char *shown)
         if (err) {
             char where[256];
             dg_copy_clean(where, sizeof where, dir);
-            st = dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: cannot create folder %s: %s", shown,
-                         where, strerror(err));
+            st = dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: cannot create folder %s: %s", shown, where,
+                         strerror(err));
         }
         *p = c;
         if (c == '\0')
@@ -274,7 +304,7 @@ static dg_status judge_ident(dg_ctx *ctx, const ident *id, const char *shown)
 static dg_status migrate(dg_ctx *ctx, dg_ledger *lg)
 {
     for (;;) {
-        int rc = sqlite3_exec(lg->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        int rc = begin_immediate(lg);
         if (rc != SQLITE_OK)
             return lg_fail(ctx, lg, rc, "starting the schema migration");
         ident id;
@@ -364,9 +394,12 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
         dg_ledger_close(lg);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
-    int rc = sqlite3_open_v2(name, &lg->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                             NULL);
+    char *wal = dg_asprintf("%s-wal", path);
+    struct stat wsb;
+    bool wal_existed = !wal || stat(wal, &wsb) == 0;
+    dg_free(wal);
+    int rc = sqlite3_open_v2(
+        name, &lg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     dg_free(name);
     if (rc != SQLITE_OK) {
         st = lg_fail(ctx, lg, rc, "opening");
@@ -375,6 +408,11 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
     }
     sqlite3_extended_result_codes(lg->db, 1);
     sqlite3_busy_timeout(lg->db, lg->timeout_ms);
+    /* Until the file proves to be ours, closing must not checkpoint a write-
+     * ahead log that was already there into it. (Without one, closing only
+     * removes the empty -wal/-shm files that reading created.) */
+    if (wal_existed)
+        sqlite3_db_config(lg->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     if (sqlite3_db_readonly(lg->db, "main") == 1) {
         st = dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: opened read-only; a ledger must be writable",
                      lg->shown);
@@ -384,7 +422,11 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
 
     /* Identify the file before anything writes to it. */
     ident id;
-    rc = read_ident(lg->db, &id);
+    double deadline = deadline_of(lg);
+    int attempt = 0;
+    do
+        rc = read_ident(lg->db, &id);
+    while (rc != SQLITE_OK && retry_busy(rc, deadline, &attempt));
     if (rc != SQLITE_OK) {
         int prim = rc & 0xff;
         if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT)
@@ -402,25 +444,30 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
         dg_ledger_close(lg);
         return st;
     }
+    sqlite3_db_config(lg->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 
     /* journal_mode=WAL answers the mode in effect; anything else (a file
      * system without shared memory) still works, only with less concurrency. */
-    sqlite3_stmt *stmt = NULL;
-    rc = sqlite3_prepare_v2(lg->db, "PRAGMA journal_mode=WAL", -1, &stmt, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW) {
-            const unsigned char *mode = sqlite3_column_text(stmt, 0);
-            if (!mode || strcmp((const char *)mode, "wal") != 0)
-                dg_log(ctx, DG_LOG_WARN, "ledger %s: journal mode is %s, not wal", lg->shown,
-                       mode ? (const char *)mode : "unknown");
-            rc = SQLITE_OK;
+    deadline = deadline_of(lg);
+    attempt = 0;
+    do {
+        sqlite3_stmt *stmt = NULL;
+        rc = sqlite3_prepare_v2(lg->db, "PRAGMA journal_mode=WAL", -1, &stmt, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(stmt);
+            if (rc == SQLITE_ROW) {
+                const unsigned char *mode = sqlite3_column_text(stmt, 0);
+                if (!mode || strcmp((const char *)mode, "wal") != 0)
+                    dg_log(ctx, DG_LOG_WARN, "ledger %s: journal mode is %s, not wal", lg->shown,
+                           mode ? (const char *)mode : "unknown");
+                rc = SQLITE_OK;
+            }
         }
-    }
-    sqlite3_finalize(stmt);
+        sqlite3_finalize(stmt);
+    } while (rc != SQLITE_OK && retry_busy(rc, deadline, &attempt));
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(lg->db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", NULL,
-                          NULL, NULL);
+        rc = sqlite3_exec(lg->db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", NULL, NULL,
+                          NULL);
     if (rc != SQLITE_OK) {
         st = lg_fail(ctx, lg, rc, "setting the journal mode");
         dg_ledger_close(lg);
@@ -489,11 +536,41 @@ static const char *commit_of(const cJSON *obj)
 static const char *state_of(const cJSON *rec)
 {
     const char *s = json_str(rec, "state");
-    const cJSON *flag = cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "interrupted")
-                                            : NULL;
+    const cJSON *flag =
+        cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "interrupted") : NULL;
     if ((s && strcmp(s, "interrupted") == 0) || cJSON_IsTrue(flag))
         return "interrupted";
     return "complete";
+}
+
+/* Strict "YYYY-MM-DDTHH:MM:SSZ" (a real UTC second) into *t. */
+static bool parse_utc_iso(const char *s, time_t *t)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+    if (!s || strlen(s) != sizeof shape - 1)
+        return false;
+    for (size_t i = 0; i < sizeof shape - 1; i++) {
+        bool ok = shape[i] == 'd' ? (s[i] >= '0' && s[i] <= '9') : s[i] == shape[i];
+        if (!ok)
+            return false;
+    }
+    struct tm tm = {0};
+    tm.tm_year = atoi(s) - 1900;
+    tm.tm_mon = atoi(s + 5) - 1;
+    tm.tm_mday = atoi(s + 8);
+    tm.tm_hour = atoi(s + 11);
+    tm.tm_min = atoi(s + 14);
+    tm.tm_sec = atoi(s + 17);
+    struct tm want = tm, back;
+    time_t v = timegm(&tm);
+    if (v == (time_t)-1 || !gmtime_r(&v, &back))
+        return false;
+    if (back.tm_year != want.tm_year || back.tm_mon != want.tm_mon ||
+        back.tm_mday != want.tm_mday || back.tm_hour != want.tm_hour ||
+        back.tm_min != want.tm_min || back.tm_sec != want.tm_sec)
+        return false; /* e.g. February 30th */
+    *t = v;
+    return true;
 }
 
 dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
@@ -512,8 +589,8 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
     cJSON *rec = cJSON_ParseWithOpts(record_json, &end, 1);
     if (!rec) {
         size_t off = end && end >= record_json ? (size_t)(end - record_json) : 0;
-        return dg_fail(ctx, DG_ERR_USAGE, "ledger record: the record is not valid JSON (at byte %zu)",
-                       off);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "ledger record: the record is not valid JSON (at byte %zu)", off);
     }
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(rec, "env");
     const char *host = host_of(rec);
@@ -524,7 +601,11 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
         commit = commit_of(env);
     const char *state = state_of(rec);
 
-    time_t now = time(NULL);
+    /* The run started when its record says (env and gate records carry a
+     * top-level "timestamp"); otherwise now, when it is recorded. */
+    time_t now;
+    if (!parse_utc_iso(json_str(rec, "timestamp"), &now))
+        now = time(NULL);
     struct tm tm;
     char stamp[24], started[32], id[32];
     if (!gmtime_r(&now, &tm)) {
@@ -536,7 +617,7 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
 
     dg_status st = DG_OK;
     sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_exec(lg->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc = begin_immediate(lg);
     if (rc != SQLITE_OK) {
         st = lg_fail(ctx, lg, rc, "starting to record a run");
         goto done;
@@ -633,9 +714,8 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
                        limit);
     dg_json_init();
     sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(lg->db,
-                                "SELECT " ENTRY_COLUMNS " FROM runs ORDER BY seq DESC LIMIT ?",
-                                -1, &stmt, NULL);
+    int rc = sqlite3_prepare_v2(
+        lg->db, "SELECT " ENTRY_COLUMNS " FROM runs ORDER BY seq DESC LIMIT ?", -1, &stmt, NULL);
     if (rc != SQLITE_OK)
         return lg_fail(ctx, lg, rc, "listing runs");
     sqlite3_bind_int(stmt, 1, limit > 0 ? limit : -1);
@@ -675,13 +755,14 @@ dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json
     /* An exact id first, then a prefix compared with substr (no LIKE, so '%'
      * and '_' in the argument are plain characters). */
     sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(lg->db,
-                                "SELECT " ENTRY_COLUMNS ", record, 0 AS rank FROM runs WHERE id = ?1 "
-                                "UNION ALL "
-                                "SELECT " ENTRY_COLUMNS ", record, 1 FROM runs "
-                                "WHERE substr(id, 1, length(?1)) = ?1 AND id <> ?1 "
-                                "ORDER BY rank, seq DESC LIMIT ?2",
-                                -1, &stmt, NULL);
+    int rc =
+        sqlite3_prepare_v2(lg->db,
+                           "SELECT " ENTRY_COLUMNS ", record, 0 AS rank FROM runs WHERE id = ?1 "
+                           "UNION ALL "
+                           "SELECT " ENTRY_COLUMNS ", record, 1 FROM runs "
+                           "WHERE substr(id, 1, length(?1)) = ?1 AND id <> ?1 "
+                           "ORDER BY rank, seq DESC LIMIT ?2",
+                           -1, &stmt, NULL);
     if (rc != SQLITE_OK)
         return lg_fail(ctx, lg, rc, "looking up a run");
     sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);

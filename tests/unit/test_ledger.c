@@ -47,7 +47,8 @@ static long long raw_int(const char *path, const char *sql)
     long long v = -1;
     if (sqlite3_open(path, &db) == SQLITE_OK) {
         sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
             v = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
     }
@@ -156,7 +157,8 @@ static void test_default_path(void)
     unsetenv("HOME"); /* falls back to the password database, or NULL */
     p = dg_ledger_default_path();
     const char *tail = "/.local/share/devgate/ledger.db";
-    CHECK(p == NULL || (strlen(p) >= strlen(tail) && strcmp(p + strlen(p) - strlen(tail), tail) == 0));
+    CHECK(p == NULL ||
+          (strlen(p) >= strlen(tail) && strcmp(p + strlen(p) - strlen(tail), tail) == 0));
     dg_string_free(p);
 
     restore_env("DEVGATE_LEDGER", s_ledger);
@@ -225,13 +227,33 @@ static void test_round_trip(dg_ctx *ctx)
     CHECK(dg_ledger_record(ctx, lg, "env", 0,
                            "{\"host\":\"box1\",\"git\":{\"commit\":\"abc123\"},\"x\":1.5}",
                            &ids[0]) == DG_OK);
-    CHECK(dg_ledger_record(ctx, lg, "gate", 1,
-                           "{\"env\":{\"host\":{\"hostname\":\"box2\"},\"git\":{\"commit\":\"def\"}}}",
-                           &ids[1]) == DG_OK);
+    CHECK(dg_ledger_record(
+              ctx, lg, "gate", 1,
+              "{\"env\":{\"host\":{\"hostname\":\"box2\"},\"git\":{\"commit\":\"def\"}}}",
+              &ids[1]) == DG_OK);
     CHECK(dg_ledger_record(ctx, lg, "gate", 3, "[1,2]", &ids[2]) == DG_OK);
     CHECK(dg_ledger_record(ctx, lg, "env", 130, "{\"interrupted\":true,\"host\":7}", &ids[3]) ==
           DG_OK);
     CHECK(dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK); /* id not wanted */
+    /* a record's own "timestamp" is when the run started; junk ones are ignored */
+    char *tid = NULL;
+    CHECK(dg_ledger_record(ctx, lg, "gate", 0, "{\"timestamp\":\"2001-02-03T04:05:06Z\"}", &tid) ==
+          DG_OK);
+    CHECK(tid && strncmp(tid, "20010203-040506-", 16) == 0);
+    CHECK(tid &&
+          raw_int(path, "SELECT count(*) FROM runs WHERE started_at = '2001-02-03T04:05:06Z'") ==
+              1);
+    dg_string_free(tid);
+    static const char *const junk_ts[] = {
+        "{\"timestamp\":\"2001-02-30T04:05:06Z\"}", "{\"timestamp\":\"2001-02-03 04:05:06\"}",
+        "{\"timestamp\":\"yesterday\"}", "{\"timestamp\":20010203}"};
+    for (int i = 0; i < 4; i++) {
+        tid = NULL;
+        CHECK(dg_ledger_record(ctx, lg, "gate", 0, junk_ts[i], &tid) == DG_OK);
+        CHECK_MSG(valid_run_id(tid) && strncmp(tid, "2001", 4) != 0, "%s", tid ? tid : "(null)");
+        dg_string_free(tid);
+    }
+    raw_exec(path, "DELETE FROM runs WHERE seq > 5"); /* back to the five above */
     for (int i = 0; i < 4; i++)
         CHECK_MSG(valid_run_id(ids[i]), "bad run id %s", ids[i] ? ids[i] : "(null)");
 
@@ -245,6 +267,14 @@ static void test_round_trip(dg_ctx *ctx)
     CHECK(dg_ledger_record(ctx, lg, "env", 0, NULL, NULL) == DG_ERR_USAGE);
     CHECK(dg_ledger_record(ctx, lg, "", 0, "{}", NULL) == DG_ERR_USAGE);
     CHECK(dg_ledger_record(ctx, lg, NULL, 0, "{}", NULL) == DG_ERR_USAGE);
+    char *deep = malloc(200001);
+    if (deep) { /* nesting far past cJSON's limit: refused, no stack overflow */
+        memset(deep, '[', 100000);
+        memset(deep + 100000, ']', 100000);
+        deep[200000] = '\0';
+        CHECK(dg_ledger_record(ctx, lg, "env", 0, deep, NULL) == DG_ERR_USAGE);
+        free(deep);
+    }
 
     /* list: newest first */
     char *json = NULL;
@@ -266,8 +296,8 @@ static void test_round_trip(dg_ctx *ctx)
     const char *started = cJSON_GetStringValue(cJSON_GetObjectItem(e, "started_at"));
     CHECK(started && strlen(started) == 20 && started[10] == 'T' && started[19] == 'Z');
     CHECK(started && ids[0] && strncmp(started, ids[0], 4) == 0); /* same year as the id */
-    CHECK(cJSON_GetObjectItem(e, "record") == NULL); /* list carries no records */
-    e = cJSON_GetArrayItem(arr, 3); /* ids[1] */
+    CHECK(cJSON_GetObjectItem(e, "record") == NULL);              /* list carries no records */
+    e = cJSON_GetArrayItem(arr, 3);                               /* ids[1] */
     CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "host")), "box2");
     CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "git_commit")), "def");
     e = cJSON_GetArrayItem(arr, 2); /* ids[2]: not an object */
@@ -351,9 +381,17 @@ static void test_round_trip(dg_ctx *ctx)
 
 /* ---- refusals ------------------------------------------------------------------- */
 
-/* Opening path must fail with want and leave the file's bytes as they were. */
+/* Opening path must fail with want and leave the file's bytes, and which of
+ * its -wal/-shm/-journal companions exist, as they were. */
 static void check_refused(dg_ctx *ctx, const char *path, dg_status want, const char *says)
 {
+    static const char *const sides[] = {"-wal", "-shm", "-journal"};
+    bool had[3];
+    char side[1100];
+    for (int i = 0; i < 3; i++) {
+        snprintf(side, sizeof side, "%s%s", path, sides[i]);
+        had[i] = exists(side);
+    }
     size_t n0 = 0, n1 = 0;
     char *before = dg_read_file(path, 1 << 20, &n0);
     dg_ledger *lg = (dg_ledger *)1;
@@ -364,11 +402,10 @@ static void check_refused(dg_ctx *ctx, const char *path, dg_status want, const c
     CHECK_MSG(contains(dg_errmsg(ctx), says), "message lacks '%s': %s", says, dg_errmsg(ctx));
     char *after = dg_read_file(path, 1 << 20, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
-    char side[1100];
-    snprintf(side, sizeof side, "%s-wal", path);
-    CHECK(!exists(side));
-    snprintf(side, sizeof side, "%s-journal", path);
-    CHECK(!exists(side));
+    for (int i = 0; i < 3; i++) {
+        snprintf(side, sizeof side, "%s%s", path, sides[i]);
+        CHECK_MSG(exists(side) == had[i], "%s %s", side, had[i] ? "vanished" : "appeared");
+    }
     dg_free(before);
     dg_free(after);
 }
@@ -403,6 +440,19 @@ static void test_refusals(dg_ctx *ctx)
     raw_exec(tpath("other.db"), "CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES ('mine');");
     check_refused(ctx, tpath("other.db"), DG_ERR_LEDGER, "not a devgate ledger");
     CHECK(raw_int(tpath("other.db"), "SELECT count(*) FROM sqlite_schema") == 1);
+    raw_exec(tpath("otherwal.db"), "PRAGMA journal_mode=WAL; CREATE TABLE notes(t TEXT);");
+    check_refused(ctx, tpath("otherwal.db"), DG_ERR_LEDGER, "not a devgate ledger");
+    /* ... with a write-ahead log it has not checkpointed yet */
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(tpath("otherlog.db"), &db) == SQLITE_OK);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    CHECK(sqlite3_exec(db,
+                       "PRAGMA journal_mode=WAL; CREATE TABLE notes(t TEXT);"
+                       "INSERT INTO notes VALUES ('pending');",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    CHECK(exists(tpath("otherlog.db-wal")));
+    check_refused(ctx, tpath("otherlog.db"), DG_ERR_LEDGER, "not a devgate ledger");
     raw_exec(tpath("otherid.db"), "PRAGMA application_id = 1234; PRAGMA user_version = 1;");
     check_refused(ctx, tpath("otherid.db"), DG_ERR_LEDGER, "not a devgate ledger");
     raw_exec(tpath("otherver.db"), "PRAGMA user_version = 3;");
@@ -415,7 +465,8 @@ static void test_refusals(dg_ctx *ctx)
     CHECK(lg && dg_ledger_record(ctx, lg, "env", 0, "{}", NULL) == DG_OK);
     dg_ledger_close(lg);
     raw_exec(newer, "PRAGMA user_version = 99;");
-    check_refused(ctx, newer, DG_ERR_SCHEMA, "written by a newer devgate: schema 99, this build knows up to 1");
+    check_refused(ctx, newer, DG_ERR_SCHEMA,
+                  "written by a newer devgate: schema 99, this build knows up to 1");
     CHECK(raw_int(newer, "PRAGMA user_version") == 99);
     CHECK(raw_int(newer, "SELECT count(*) FROM runs") == 1);
 }
@@ -439,7 +490,8 @@ static void test_unwritable(dg_ctx *ctx)
 
     /* a read-only folder */
     if (geteuid() == 0) {
-        printf("note: running as root, which ignores folder modes; read-only folder case skipped\n");
+        printf(
+            "note: running as root, which ignores folder modes; read-only folder case skipped\n");
         return;
     }
     CHECK(mkdir(tpath("ro"), 0700) == 0);
@@ -540,7 +592,7 @@ static void test_locked(dg_ctx *ctx)
     sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(holder);
     CHECK(raw_int(fresh, "SELECT count(*) FROM sqlite_schema") == 0); /* nothing written */
-    CHECK(list_count(ctx, fresh) == 0);                                 /* usable once free */
+    CHECK(list_count(ctx, fresh) == 0);                               /* usable once free */
 }
 
 #define WRITERS 2
@@ -593,7 +645,8 @@ static void test_concurrent_writers(dg_ctx *ctx)
     }
     CHECK(list_count(ctx, path) == WRITERS * RUNS_EACH);
     CHECK(raw_int(path, "SELECT count(DISTINCT id) FROM runs") == WRITERS * RUNS_EACH);
-    CHECK(raw_int(path, "SELECT count(*) FROM runs WHERE record LIKE '{\"writer\":0,%'") == RUNS_EACH);
+    CHECK(raw_int(path, "SELECT count(*) FROM runs WHERE record LIKE '{\"writer\":0,%'") ==
+          RUNS_EACH);
     CHECK(raw_int(path, "PRAGMA user_version") == 1);
 }
 

@@ -8,8 +8,8 @@
  *
  *   dg_sgemm_tiled  GPUs: 64x64 tile of C per 16x16 work-group, A and B staged
  *                   through local memory 16 deep, 4x4 outputs per work-item.
- *   dg_sgemm_vec    CPUs: no local memory, no barriers; each work-item keeps an
- *                   8x8 block of C in eight float8 registers.
+ *   dg_sgemm_vec    CPUs: no local memory, no barriers; each work-item keeps a
+ *                   6x16 block of C in twelve float8 registers.
  *   dg_sgemm_naive  fallback for devices too small for the tiled kernel. */
 
 /* ---- tiled (local memory, register-blocked) ---------------------------------- */
@@ -93,10 +93,10 @@ void dg_sgemm_tiled(const int m, const int n, const int k, const float alpha,
 
 /* ---- vector (CPU) ------------------------------------------------------------ */
 
-#define VM 8 /* rows per work-item */
-#define VN 8 /* columns per work-item (one float8) */
+#define VM 6  /* rows per work-item */
+#define VN 16 /* columns per work-item (two float8) */
 
-#define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 __kernel void dg_sgemm_vec(const int m, const int n, const int k, const float alpha,
                            __global const float *restrict a, const ulong a_off, const int lda,
@@ -111,31 +111,32 @@ __kernel void dg_sgemm_vec(const int m, const int n, const int k, const float al
     b += b_off;
     c += c_off;
 
-    /* Rows past m repeat row m-1: always in bounds, never stored. */
+    /* Rows past m repeat row m-1: always in bounds, never stored. Named
+     * variables, not arrays, so every accumulator stays in a register. */
 #define DG_DECL(r)                                                                     \
     __global const float *a##r = a + (size_t)min(i + r, m - 1) * lda;                  \
-    float8 acc##r = (float8)(0.0f);
+    float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
     DG_ROWS(DG_DECL)
 #undef DG_DECL
 
-#define DG_FMA(r) acc##r += a##r[p] * bv;
+#define DG_FMA(r)                                                                      \
+    {                                                                                  \
+        const float av = a##r[p];                                                      \
+        lo##r += av * b0;                                                              \
+        hi##r += av * b1;                                                              \
+    }
+    __global const float *bp = b + j;
     if (j + VN <= n) {
-        __global const float *bp = b + j;
         for (int p = 0; p < k; p++, bp += ldb) {
-            const float8 bv = vload8(0, bp);
+            const float8 b0 = vload8(0, bp), b1 = vload8(1, bp);
             DG_ROWS(DG_FMA)
         }
     } else {
-        __global const float *bp = b + j;
+        float t[VN];
         for (int p = 0; p < k; p++, bp += ldb) {
-            float8 bv = (float8)(0.0f);
-            bv.s0 = bp[0];
-            if (j + 1 < n) bv.s1 = bp[1];
-            if (j + 2 < n) bv.s2 = bp[2];
-            if (j + 3 < n) bv.s3 = bp[3];
-            if (j + 4 < n) bv.s4 = bp[4];
-            if (j + 5 < n) bv.s5 = bp[5];
-            if (j + 6 < n) bv.s6 = bp[6];
+            for (int q = 0; q < VN; q++)
+                t[q] = j + q < n ? bp[q] : 0.0f;
+            const float8 b0 = vload8(0, t), b1 = vload8(1, t);
             DG_ROWS(DG_FMA)
         }
     }
@@ -146,12 +147,14 @@ __kernel void dg_sgemm_vec(const int m, const int n, const int k, const float al
 #define DG_STORE(r)                                                                    \
     if (r < nrow) {                                                                    \
         __global float *cr = c + (size_t)(i + r) * ldc + j;                            \
+        const float8 v0 = alpha * lo##r, v1 = alpha * hi##r;                           \
         if (ncol == VN) {                                                              \
-            const float8 v = alpha * acc##r;                                           \
-            vstore8(beta == 0.0f ? v : v + beta * vload8(0, cr), 0, cr);               \
+            vstore8(beta == 0.0f ? v0 : v0 + beta * vload8(0, cr), 0, cr);             \
+            vstore8(beta == 0.0f ? v1 : v1 + beta * vload8(1, cr), 1, cr);             \
         } else {                                                                       \
             float t[VN];                                                               \
-            vstore8(alpha * acc##r, 0, t);                                             \
+            vstore8(v0, 0, t);                                                         \
+            vstore8(v1, 1, t);                                                         \
             for (int q = 0; q < ncol; q++)                                             \
                 cr[q] = beta == 0.0f ? t[q] : t[q] + beta * cr[q];                     \
         }                                                                              \

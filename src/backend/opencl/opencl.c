@@ -40,7 +40,8 @@ static const char *const ocl_kernel_names[] = {"dg_sgemm_tiled", "dg_sgemm_vec",
 #define TILED_TS 64  /* rows/columns of C per work-group */
 #define TILED_WG 16  /* work-group edge */
 #define TILED_LOCAL_BYTES ((16 * 65 + 16 * 64) * sizeof(float))
-#define VEC_BLOCK 8  /* rows/columns of C per work-item */
+#define VEC_ROWS 6   /* rows of C per work-item */
+#define VEC_COLS 16  /* columns of C per work-item */
 
 typedef struct ocl_dev {
     cl_platform_id platform;
@@ -713,11 +714,11 @@ static dg_status ocl_gemm(void *ctx, int m, int n, int k, float alpha, const voi
         local[0] = local[1] = TILED_WG;
         break;
     case OCL_VEC: {
-        size_t gx = ((size_t)n + VEC_BLOCK - 1) / VEC_BLOCK;
+        size_t gx = ((size_t)n + VEC_COLS - 1) / VEC_COLS;
         local[0] = gx < o->vec_local ? gx : o->vec_local;
         local[1] = 1;
         global[0] = (gx + local[0] - 1) / local[0] * local[0];
-        global[1] = ((size_t)m + VEC_BLOCK - 1) / VEC_BLOCK;
+        global[1] = ((size_t)m + VEC_ROWS - 1) / VEC_ROWS;
         break;
     }
     default:
