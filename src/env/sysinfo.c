@@ -784,6 +784,7 @@ static void add_virtualization(sb *b, cJSON *root, const char *hostname, const c
 
 /* ---- OS -------------------------------------------------------------------------- */
 
+#ifndef __APPLE__
 /* An os-release value with its quotes and backslash escapes removed, in place. */
 static char *unquote(char *s)
 {
@@ -802,6 +803,7 @@ static char *unquote(char *s)
     *w = '\0';
     return s;
 }
+#endif
 
 static void add_os(sb *b, cJSON *root)
 {
@@ -1043,6 +1045,7 @@ static void add_cpu(sb *b, cJSON *root)
 
 /* ---- memory ---------------------------------------------------------------------- */
 
+#ifndef __APPLE__
 /* A /proc/meminfo value in bytes; false when absent. */
 static bool meminfo_bytes(const char *text, const char *key, double *out)
 {
@@ -1056,6 +1059,7 @@ static bool meminfo_bytes(const char *text, const char *key, double *out)
     *out = (double)kb * 1024.0;
     return true;
 }
+#endif
 
 /* Smallest numeric limit found in the files named `file` of the cgroup dir
  * base+path and its ancestors. 1: found, 0: only "no limit" seen, -1: none. */
@@ -1155,7 +1159,7 @@ static void add_memory(sb *b, cJSON *root)
     cJSON *m = put_obj(b, root, "memory");
     if (!m)
         return;
-    double total = 0, avail = 0, swt = 0, swf = 0, swu = 0;
+    double total = 0, avail = 0, swt = 0, swu = 0;
     bool ht = false, ha = false, hst = false, hsu = false;
 #ifdef __APPLE__
     unsigned long long ms = 0;
@@ -1172,6 +1176,7 @@ static void add_memory(sb *b, cJSON *root)
         hst = hsu = true;
     }
 #else
+    double swf = 0;
     char *mi = dg_read_file("/proc/meminfo", 1u << 16, NULL);
     ht = meminfo_bytes(mi, "MemTotal", &total);
     ha = meminfo_bytes(mi, "MemAvailable", &avail);

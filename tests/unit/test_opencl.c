@@ -342,8 +342,8 @@ int main(void)
     CHECK(be->init(0, &bad, reason, sizeof reason) == DG_ERR_USAGE && bad == NULL);
 
     /* Every kernel variant must be correct on whatever device this is. */
-    static const char *const kinds[] = {"tiled", "vec", "naive"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const kinds[] = {"tiled", "tiled64", "tiled128", "vec", "naive"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         setenv("DEVGATE_OPENCL_KERNEL", kinds[i], 1);
         ctx = NULL;
         st = be->init(0, &ctx, reason, sizeof reason);

@@ -9,7 +9,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,7 +217,9 @@ static pid_t spawn_big(void)
         return -1;
     pid_t pid = fork();
     if (pid == 0) {
+#ifdef __linux__
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
         alarm(120);
         size_t n = (size_t)BIG_MB << 20;
         /* volatile: an optimiser may drop a plain malloc+memset nobody reads */
@@ -245,7 +249,9 @@ static pid_t spawn_busy(void)
 {
     pid_t pid = fork();
     if (pid == 0) {
+#ifdef __linux__
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
         alarm(120);
         volatile uint64_t x = 0;
         for (;;)

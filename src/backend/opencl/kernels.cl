@@ -6,89 +6,107 @@
  * Every kernel is correct for any m, n, k >= 0 (out-of-range tile elements are
  * loaded as zero and never stored).
  *
- *   dg_sgemm_tiled  GPUs: 64x64 tile of C per 16x16 work-group, A and B staged
- *                   through local memory 16 deep, 4x4 outputs per work-item.
+ *   dg_sgemm_tiled64, dg_sgemm_tiled128
+ *                   GPUs: a 64x64 (128x128) tile of C per 16x16 work-group, A
+ *                   and B staged through local memory 16 (8) deep, 4x4 (8x8)
+ *                   outputs per work-item.
  *   dg_sgemm_vec    CPUs: no local memory, no barriers; each work-item keeps a
  *                   6x16 block of C in twelve float8 registers.
  *   dg_sgemm_naive  fallback for devices too small for the tiled kernel. */
 
 /* ---- tiled (local memory, register-blocked) ---------------------------------- */
 
-#define TS_M 64                  /* rows of C per work-group */
-#define TS_N 64                  /* columns of C per work-group */
-#define TS_K 16                  /* depth of one staged slice of A and B */
-#define WG_X 16                  /* work-group width (columns) */
-#define WG_Y 16                  /* work-group height (rows) */
-#define WPT_M (TS_M / WG_Y)      /* rows per work-item */
-#define WPT_N (TS_N / WG_X)      /* columns per work-item */
-#define WG_SIZE (WG_X * WG_Y)
+#define WG 16 /* work-group edge: WG x WG work-items */
 
-__kernel __attribute__((reqd_work_group_size(WG_X, WG_Y, 1)))
-void dg_sgemm_tiled(const int m, const int n, const int k, const float alpha,
-                    __global const float *restrict a, const ulong a_off, const int lda,
-                    __global const float *restrict b, const ulong b_off, const int ldb,
-                    const float beta, __global float *c, const ulong c_off, const int ldc)
+/* One ts x ts tile of C per work-group, staged tk deep; each work-item owns
+ * (ts/WG) x (ts/WG) outputs strided by WG. ts and tk are compile-time constants
+ * at every call, so the loops unroll and acc lives in registers. A is stored
+ * transposed (as[kk][row]) so the compute loop reads both slices along rows;
+ * the +1 in its pitch breaks store bank conflicts. */
+static inline void dg_tiled(const int ts, const int tk, __local float *as, __local float *bs,
+                            const int m, const int n, const int k, const float alpha,
+                            __global const float *restrict a, const int lda,
+                            __global const float *restrict b, const int ldb, const float beta,
+                            __global float *c, const int ldc)
 {
-    /* A is stored transposed (as[kk][row]) so the compute loop reads both
-     * slices along their second index; +1 breaks store bank conflicts. */
-    __local float as[TS_K][TS_M + 1];
-    __local float bs[TS_K][TS_N];
-
+    const int wpt = ts / WG;
     const int tx = (int)get_local_id(0);
     const int ty = (int)get_local_id(1);
-    const int tid = ty * WG_X + tx;
-    const int row0 = (int)get_group_id(1) * TS_M;
-    const int col0 = (int)get_group_id(0) * TS_N;
-    a += a_off;
-    b += b_off;
-    c += c_off;
+    const int tid = ty * WG + tx;
+    const int row0 = (int)get_group_id(1) * ts;
+    const int col0 = (int)get_group_id(0) * ts;
+    const int pitch = ts + 1;
 
-    float acc[WPT_M][WPT_N];
-    for (int r = 0; r < WPT_M; r++)
-        for (int q = 0; q < WPT_N; q++)
+    float acc[8][8]; /* wpt <= 8 */
+    for (int r = 0; r < wpt; r++)
+        for (int q = 0; q < wpt; q++)
             acc[r][q] = 0.0f;
 
-    for (int k0 = 0; k0 < k; k0 += TS_K) {
-        /* A slice: TS_M rows x TS_K columns, read along k (coalesced). */
-        for (int l = 0; l < (TS_M * TS_K) / WG_SIZE; l++) {
-            const int e = tid + l * WG_SIZE;
-            const int r = e / TS_K, kk = e % TS_K;
+    for (int k0 = 0; k0 < k; k0 += tk) {
+        /* A slice: ts rows x tk columns, read along k (coalesced). */
+        for (int l = 0; l < (ts * tk) / (WG * WG); l++) {
+            const int e = tid + l * WG * WG;
+            const int r = e / tk, kk = e % tk;
             const int gr = row0 + r, gk = k0 + kk;
-            as[kk][r] = (gr < m && gk < k) ? a[(size_t)gr * lda + gk] : 0.0f;
+            as[kk * pitch + r] = (gr < m && gk < k) ? a[(size_t)gr * lda + gk] : 0.0f;
         }
-        /* B slice: TS_K rows x TS_N columns, read along n (coalesced). */
-        for (int l = 0; l < (TS_K * TS_N) / WG_SIZE; l++) {
-            const int e = tid + l * WG_SIZE;
-            const int kk = e / TS_N, q = e % TS_N;
+        /* B slice: tk rows x ts columns, read along n (coalesced). */
+        for (int l = 0; l < (tk * ts) / (WG * WG); l++) {
+            const int e = tid + l * WG * WG;
+            const int kk = e / ts, q = e % ts;
             const int gk = k0 + kk, gc = col0 + q;
-            bs[kk][q] = (gk < k && gc < n) ? b[(size_t)gk * ldb + gc] : 0.0f;
+            bs[kk * ts + q] = (gk < k && gc < n) ? b[(size_t)gk * ldb + gc] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        for (int p = 0; p < TS_K; p++) {
-            float av[WPT_M], bv[WPT_N];
-            for (int r = 0; r < WPT_M; r++)
-                av[r] = as[p][ty + r * WG_Y];
-            for (int q = 0; q < WPT_N; q++)
-                bv[q] = bs[p][tx + q * WG_X];
-            for (int r = 0; r < WPT_M; r++)
-                for (int q = 0; q < WPT_N; q++)
+        for (int p = 0; p < tk; p++) {
+            float av[8], bv[8];
+            for (int r = 0; r < wpt; r++)
+                av[r] = as[p * pitch + ty + r * WG];
+            for (int q = 0; q < wpt; q++)
+                bv[q] = bs[p * ts + tx + q * WG];
+            for (int r = 0; r < wpt; r++)
+                for (int q = 0; q < wpt; q++)
                     acc[r][q] += av[r] * bv[q];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    for (int r = 0; r < WPT_M; r++) {
-        const int gr = row0 + ty + r * WG_Y;
+    for (int r = 0; r < wpt; r++) {
+        const int gr = row0 + ty + r * WG;
         if (gr >= m)
             break;
         __global float *crow = c + (size_t)gr * ldc;
-        for (int q = 0; q < WPT_N; q++) {
-            const int gc = col0 + tx + q * WG_X;
+        for (int q = 0; q < wpt; q++) {
+            const int gc = col0 + tx + q * WG;
             if (gc < n)
                 crow[gc] = beta == 0.0f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * crow[gc];
         }
     }
+}
+
+/* 64x64 tiles, 16 deep, 4x4 per work-item: enough work-groups for small sizes. */
+__kernel __attribute__((reqd_work_group_size(WG, WG, 1)))
+void dg_sgemm_tiled64(const int m, const int n, const int k, const float alpha,
+                      __global const float *restrict a, const ulong a_off, const int lda,
+                      __global const float *restrict b, const ulong b_off, const int ldb,
+                      const float beta, __global float *c, const ulong c_off, const int ldc)
+{
+    __local float as[16 * (64 + 1)];
+    __local float bs[16 * 64];
+    dg_tiled(64, 16, as, bs, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc);
+}
+
+/* 128x128 tiles, 8 deep, 8x8 per work-item: more reuse once the grid is full. */
+__kernel __attribute__((reqd_work_group_size(WG, WG, 1)))
+void dg_sgemm_tiled128(const int m, const int n, const int k, const float alpha,
+                       __global const float *restrict a, const ulong a_off, const int lda,
+                       __global const float *restrict b, const ulong b_off, const int ldb,
+                       const float beta, __global float *c, const ulong c_off, const int ldc)
+{
+    __local float as[8 * (128 + 1)];
+    __local float bs[8 * 128];
+    dg_tiled(128, 8, as, bs, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc);
 }
 
 /* ---- vector (CPU) ------------------------------------------------------------ */

@@ -4,10 +4,11 @@
  *
  * Devices are indexed globally: every platform's GPUs first, then
  * accelerators, then CPUs. The GEMM kernel is picked per device: the
- * local-memory tiled kernel on GPUs and accelerators, the float8 register
- * kernel on CPUs, the naive kernel where the tiled one does not fit. The
- * environment variable DEVGATE_OPENCL_KERNEL (tiled, vec, naive) overrides the
- * choice so tests can exercise every kernel on any device. */
+ * local-memory tiled kernels on GPUs and accelerators (64- or 128-wide tiles by
+ * problem size), the float8 register kernel on CPUs, the naive kernel where no
+ * tiled one fits. The environment variable DEVGATE_OPENCL_KERNEL (tiled,
+ * tiled64, tiled128, vec, naive) overrides the choice so tests can exercise
+ * every kernel on any device. */
 #include "backend/backend.h"
 #include "core/core.h"
 
@@ -33,15 +34,18 @@
 #define OCL_LOG_MAX 2048 /* build log bytes kept in a failure reason */
 #define OCL_ERR_MAX 3072
 
-/* Kernel variants in kernels.cl; tile geometry must match the #defines there. */
-typedef enum ocl_kind { OCL_TILED, OCL_VEC, OCL_NAIVE } ocl_kind;
-static const char *const ocl_kind_names[] = {"tiled", "vec", "naive"};
-static const char *const ocl_kernel_names[] = {"dg_sgemm_tiled", "dg_sgemm_vec", "dg_sgemm_naive"};
-#define TILED_TS 64  /* rows/columns of C per work-group */
-#define TILED_WG 16  /* work-group edge */
-#define TILED_LOCAL_BYTES ((16 * 65 + 16 * 64) * sizeof(float))
-#define VEC_ROWS 6   /* rows of C per work-item */
-#define VEC_COLS 16  /* columns of C per work-item */
+/* Kernel variants in kernels.cl; the geometry here must match the kernels. */
+typedef enum ocl_var { VAR_T64, VAR_T128, VAR_VEC, VAR_NAIVE, VAR_COUNT } ocl_var;
+static const char *const var_names[VAR_COUNT] = {"tiled64", "tiled128", "vec", "naive"};
+static const char *const var_kernels[VAR_COUNT] = {"dg_sgemm_tiled64", "dg_sgemm_tiled128",
+                                                   "dg_sgemm_vec", "dg_sgemm_naive"};
+static const size_t var_tile[VAR_COUNT] = {64, 128, 0, 0};  /* C tile edge per work-group */
+static const size_t var_local[VAR_COUNT] = {(16 * 65 + 16 * 64) * sizeof(float),
+                                            (8 * 129 + 8 * 128) * sizeof(float), 0, 0};
+#define TILED_WG 16 /* tiled work-group edge */
+#define VEC_ROWS 6  /* rows of C per vec work-item */
+#define VEC_COLS 16 /* columns of C per vec work-item */
+#define VEC_WG 16   /* vec work-group width */
 
 typedef struct ocl_dev {
     cl_platform_id platform;
@@ -55,9 +59,8 @@ typedef struct ocl_ctx {
     cl_context context;
     cl_command_queue queue;
     cl_program program;
-    cl_kernel kernel;
-    ocl_kind kind;
-    size_t vec_local; /* work-group width for the vec kernel */
+    cl_kernel kernels[VAR_COUNT]; /* the variants usable on this device; others NULL */
+    cl_uint compute_units;
     cl_ulong max_alloc;
     char err[OCL_ERR_MAX];
 } ocl_ctx;
@@ -299,8 +302,9 @@ static void ocl_free(void *ctx)
         return;
     if (o->queue)
         clFinish(o->queue);
-    if (o->kernel)
-        clReleaseKernel(o->kernel);
+    for (int v = 0; v < VAR_COUNT; v++)
+        if (o->kernels[v])
+            clReleaseKernel(o->kernels[v]);
     if (o->program)
         clReleaseProgram(o->program);
     if (o->queue)
@@ -338,65 +342,94 @@ static void build_failure(ocl_ctx *o, cl_int e, char *reason, size_t len)
                OCL_BUILD_OPTS, cl_err_name(e), (int)e, clean[0] ? clean : "(empty)");
 }
 
-/* Picks the GEMM kernel for the device and creates it. */
-static dg_status pick_kernel(ocl_ctx *o, char *reason, size_t len)
+/* Creates kernel variant v; for a tiled one also checks that it fits the
+ * device (work-group size, item sizes, local memory) and sets *fits. */
+static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, size_t len)
 {
     cl_device_id dev = o->devs[o->index].device;
-    cl_device_type type = 0;
-    size_t item[3] = {0, 0, 0};
+    cl_int e = CL_SUCCESS;
+    *fits = true;
+    o->kernels[v] = clCreateKernel(o->program, var_kernels[v], &e);
+    if (!o->kernels[v])
+        return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
+                          var_kernels[v], cl_err_name(e), (int)e);
+    if (!var_tile[v])
+        return DG_OK;
+    size_t wg = 0, item[3] = {0, 0, 0};
     cl_ulong local = 0;
-    cl_int e = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    e = clGetKernelWorkGroupInfo(o->kernels[v], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
+                                 NULL);
     if (e == CL_SUCCESS)
         e = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item, item, NULL);
     if (e == CL_SUCCESS)
         e = clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+    if (e != CL_SUCCESS)
+        return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
+                          var_kernels[v], cl_err_name(e), (int)e);
+    *fits = wg >= TILED_WG * TILED_WG && item[0] >= TILED_WG && item[1] >= TILED_WG &&
+            local >= var_local[v];
+    if (!*fits) {
+        reason_set(reason, len, DG_ERR_UNAVAILABLE,
+                   "%s does not fit the device (kernel work-group limit %zu, local memory %llu "
+                   "bytes)",
+                   var_kernels[v], wg, (unsigned long long)local);
+        clReleaseKernel(o->kernels[v]);
+        o->kernels[v] = NULL;
+    }
+    return DG_OK;
+}
+
+/* Creates the GEMM kernels for the device: vec on CPUs; on other devices both
+ * tiled kernels that fit, else naive. DEVGATE_OPENCL_KERNEL (tiled, tiled64,
+ * tiled128, vec, naive) forces a choice. */
+static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
+{
+    cl_device_id dev = o->devs[o->index].device;
+    cl_device_type type = 0;
+    cl_int e = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (e == CL_SUCCESS)
         e = clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof o->max_alloc, &o->max_alloc,
                             NULL);
+    if (e == CL_SUCCESS)
+        e = clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof o->compute_units,
+                            &o->compute_units, NULL);
     if (e != CL_SUCCESS)
         return reason_set(reason, len, DG_ERR_BACKEND, "clGetDeviceInfo failed: %s (%d)",
                           cl_err_name(e), (int)e);
 
     const char *force = getenv("DEVGATE_OPENCL_KERNEL");
-    int forced = -1;
+    bool tiled = !(type & CL_DEVICE_TYPE_CPU);
+    int only = -1;
     if (force && *force) {
-        for (int i = 0; i < 3; i++)
-            if (strcmp(force, ocl_kind_names[i]) == 0)
-                forced = i;
-        if (forced < 0)
+        tiled = strcmp(force, "tiled") == 0;
+        for (int v = 0; v < VAR_COUNT && !tiled; v++)
+            if (strcmp(force, var_names[v]) == 0)
+                only = v;
+        if (!tiled && only < 0)
             return reason_set(reason, len, DG_ERR_USAGE,
-                              "DEVGATE_OPENCL_KERNEL=%.64s: unknown kernel (tiled, vec, naive)",
+                              "DEVGATE_OPENCL_KERNEL=%.64s: unknown kernel (tiled, tiled64, "
+                              "tiled128, vec, naive)",
                               force);
     }
-    o->kind = forced >= 0 ? (ocl_kind)forced : (type & CL_DEVICE_TYPE_CPU) ? OCL_VEC : OCL_TILED;
-    o->vec_local = 16;
-
-    for (;;) {
-        o->kernel = clCreateKernel(o->program, ocl_kernel_names[o->kind], &e);
-        if (!o->kernel)
-            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
-                              ocl_kernel_names[o->kind], cl_err_name(e), (int)e);
-        if (o->kind != OCL_TILED)
-            return DG_OK;
-        size_t wg = 0;
-        e = clGetKernelWorkGroupInfo(o->kernel, dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
-                                     NULL);
-        if (e != CL_SUCCESS)
-            return reason_set(reason, len, DG_ERR_BACKEND,
-                              "clGetKernelWorkGroupInfo failed: %s (%d)", cl_err_name(e), (int)e);
-        bool fits = wg >= TILED_WG * TILED_WG && item[0] >= TILED_WG && item[1] >= TILED_WG &&
-                    local >= TILED_LOCAL_BYTES;
-        if (fits)
-            return DG_OK;
-        if (forced >= 0)
-            return reason_set(reason, len, DG_ERR_UNAVAILABLE,
-                              "tiled kernel does not fit the device (work-group %zu, local %lu "
-                              "bytes)",
-                              wg, (unsigned long)local);
-        clReleaseKernel(o->kernel);
-        o->kernel = NULL;
-        o->kind = OCL_NAIVE;
+    bool fits = true;
+    dg_status st = DG_OK;
+    if (only >= 0) {
+        st = make_kernel(o, (ocl_var)only, &fits, reason, len);
+        return st != DG_OK ? st : fits ? DG_OK : DG_ERR_UNAVAILABLE;
     }
+    if (!tiled)
+        return make_kernel(o, VAR_VEC, &fits, reason, len);
+    char why[256];
+    st = make_kernel(o, VAR_T64, &fits, why, sizeof why);
+    if (st == DG_OK && fits)
+        st = make_kernel(o, VAR_T128, &fits, why, sizeof why); /* optional */
+    if (st != DG_OK) {
+        reason_set(reason, len, st, "%s", why);
+        return st;
+    }
+    if (!o->kernels[VAR_T64])
+        return make_kernel(o, VAR_NAIVE, &fits, reason, len);
+    return DG_OK;
 }
 
 /* Opens device `device`: context, profiling queue, program and GEMM kernel. */
@@ -457,7 +490,7 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
         st = e == CL_OUT_OF_HOST_MEMORY ? DG_ERR_NOMEM : DG_ERR_BACKEND;
         goto fail;
     }
-    st = pick_kernel(o, reason, len);
+    st = pick_kernels(o, reason, len);
     if (st != DG_OK)
         goto fail;
     *ctx = o;
@@ -691,7 +724,17 @@ static dg_status ocl_gemm(void *ctx, int m, int n, int k, float alpha, const voi
     cl_mem mc = c;
     cl_int ci[6] = {m, n, k, k > 0 ? lda : 1, k > 0 ? ldb : 1, ldc};
     cl_float fa = alpha, fb = beta;
-    cl_kernel kr = o->kernel;
+    /* Tiled: 128-wide tiles once they alone fill every compute unit, else 64. */
+    ocl_var v = VAR_NAIVE;
+    if (o->kernels[VAR_T64] || o->kernels[VAR_T128]) {
+        size_t groups128 = (((size_t)m + 127) / 128) * (((size_t)n + 127) / 128);
+        v = o->kernels[VAR_T128] && (!o->kernels[VAR_T64] || groups128 >= o->compute_units)
+                ? VAR_T128
+                : VAR_T64;
+    } else if (o->kernels[VAR_VEC]) {
+        v = VAR_VEC;
+    }
+    cl_kernel kr = o->kernels[v];
     cl_int e = CL_SUCCESS;
     cl_uint i = 0;
 #define ARG(v)                                                                                 \
@@ -707,25 +750,20 @@ static dg_status ocl_gemm(void *ctx, int m, int n, int k, float alpha, const voi
 
     size_t global[2], local[2];
     size_t *lp = local;
-    switch (o->kind) {
-    case OCL_TILED:
-        global[0] = ((size_t)n + TILED_TS - 1) / TILED_TS * TILED_WG;
-        global[1] = ((size_t)m + TILED_TS - 1) / TILED_TS * TILED_WG;
+    if (var_tile[v]) {
+        global[0] = ((size_t)n + var_tile[v] - 1) / var_tile[v] * TILED_WG;
+        global[1] = ((size_t)m + var_tile[v] - 1) / var_tile[v] * TILED_WG;
         local[0] = local[1] = TILED_WG;
-        break;
-    case OCL_VEC: {
+    } else if (v == VAR_VEC) {
         size_t gx = ((size_t)n + VEC_COLS - 1) / VEC_COLS;
-        local[0] = gx < o->vec_local ? gx : o->vec_local;
+        local[0] = gx < VEC_WG ? gx : VEC_WG;
         local[1] = 1;
         global[0] = (gx + local[0] - 1) / local[0] * local[0];
         global[1] = ((size_t)m + VEC_ROWS - 1) / VEC_ROWS;
-        break;
-    }
-    default:
+    } else {
         global[0] = (size_t)n;
         global[1] = (size_t)m;
         lp = NULL;
-        break;
     }
     e = clEnqueueNDRangeKernel(o->queue, kr, 2, NULL, global, lp, 0, NULL, NULL);
     if (e != CL_SUCCESS)
