@@ -11,6 +11,11 @@
  * cannot be read is recorded as not reported. NULL only when out of memory. */
 cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd);
 
+/* Only the "virtualization" member of dg_env_sysinfo (cheap: no process
+ * sampling), for the gate to name a VM or container hiding a device. NULL only
+ * when out of memory. */
+cJSON *dg_env_virtualization(void);
+
 /* Inspects a Python interpreter: binary architecture against host_arch,
  * extension modules of another architecture under its site-packages, and (by
  * running it once within timeout_s) its version and torch's device answers.

@@ -1836,3 +1836,24 @@ cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
     }
     return root;
 }
+
+cJSON *dg_env_virtualization(void)
+{
+    dg_json_init();
+    sb b = {false};
+    cJSON *root = cJSON_CreateObject();
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    struct utsname u;
+    const char *arch = uname(&u) == 0 ? dg_arch_normalise(u.machine) : "unknown";
+    add_virtualization(&b, root, host[0] ? host : NULL, arch);
+    cJSON *v = cJSON_DetachItemFromObject(root, "virtualization");
+    cJSON_Delete(root);
+    if (b.oom) {
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return v;
+}

@@ -45,12 +45,19 @@ dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json)
 {
     dg_json_init();
     *json = NULL;
-    cJSON *root = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL);
-    if (!root)
+    cJSON *facts = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL);
+    if (!facts)
         return dg_fail(ctx, DG_ERR_NOMEM, "env: out of memory");
-    /* Schema fields first in the printed record. */
-    cJSON_AddItemToObject(root, "kind", cJSON_CreateString("env"));
-    cJSON_AddItemToObject(root, "v", cJSON_CreateNumber(1));
+    /* Schema fields first in the printed record, then the host facts. */
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "v", 1);
+    cJSON_AddStringToObject(root, "kind", "env");
+    while (facts->child) {
+        cJSON *item = facts->child;
+        const char *key = item->string;
+        cJSON_AddItemToObject(root, key, cJSON_DetachItemViaPointer(facts, item));
+    }
+    cJSON_Delete(facts);
 
     cJSON *dg = cJSON_AddObjectToObject(root, "devgate");
     cJSON_AddStringToObject(dg, "version", DG_VERSION);

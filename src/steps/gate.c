@@ -8,6 +8,8 @@
  * and with the magnitudes involved rather than being one magic number. */
 #include "steps.h"
 
+#include "env/env.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -226,6 +228,19 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
             snprintf(reason, sizeof reason, "no device answered");
     } else {
         snprintf(reason, sizeof reason, "%s", e.reason);
+    }
+    /* A VM or container is the usual reason a device backend sees no device:
+     * name it in the reason rather than leave the user to guess. */
+    if (!available && e.built && strcmp(name, "cpu") != 0) {
+        cJSON *virt = dg_env_virtualization();
+        const char *note = cJSON_GetStringValue(cJSON_GetObjectItem(virt, "note"));
+        if (note && (cJSON_IsTrue(cJSON_GetObjectItem(virt, "vm")) ||
+                     cJSON_IsTrue(cJSON_GetObjectItem(virt, "container")))) {
+            size_t used = strlen(reason);
+            snprintf(reason + used, sizeof reason - used, "; possibly hidden by virtualization: %s", note);
+            cJSON_AddTrueToObject(o, "virtualized");
+        }
+        cJSON_Delete(virt);
     }
     cJSON_AddBoolToObject(o, "available", available);
     dg_json_add_str(o, "reason", available ? NULL : reason);

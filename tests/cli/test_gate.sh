@@ -37,6 +37,11 @@ if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["back
 else
   [ "$rc" -eq 3 ] && ok || bad "cuda unavailable: exit $rc, wanted 3"
   expect_json "$T/cuda.json" 'd["verdict"]=="unavailable" and len(d["backends"][0]["reason"])>10'
+  # Inside a VM or container the gate names virtualization in the reason.
+  "$DG" --no-ledger env --json >"$T/env.json" 2>/dev/null
+  if python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["virtualization"]; sys.exit(0 if v["vm"] or v["container"] else 1)' "$T/env.json"; then
+    expect_json "$T/cuda.json" '"virtualization" in d["backends"][0]["reason"] and d["backends"][0]["virtualized"] is True'
+  fi
 fi
 
 # opencl on PoCL where an ICD is installed.

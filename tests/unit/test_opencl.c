@@ -88,8 +88,7 @@ static void ref_gemm(int m, int n, int k, float alpha, const float *a, int lda, 
 
 /* One GEMM case: operands at byte offsets inside larger buffers, padded leading
  * dims; checks every element and that nothing outside C's matrix changed. */
-static void gemm_case(void *ctx, int m, int n, int k, float alpha, float beta, int pad,
-                      size_t off)
+static void gemm_case(void *ctx, int m, int n, int k, float alpha, float beta, int pad, size_t off)
 {
     int lda = k + pad, ldb = n + pad, ldc = n + pad;
     size_t na = (size_t)m * lda, nb = (size_t)k * ldb, nc = (size_t)m * ldc;
@@ -120,7 +119,8 @@ static void gemm_case(void *ctx, int m, int n, int k, float alpha, float beta, i
         CHECK(be->upload(ctx, da, 0, a, ba) == DG_OK);
         CHECK(be->upload(ctx, db, 0, b, bb) == DG_OK);
         CHECK(be->upload(ctx, dc, 0, c, bc) == DG_OK);
-        dg_status st = be->gemm(ctx, m, n, k, alpha, da, off, lda, db, off, ldb, beta, dc, off, ldc);
+        dg_status st =
+            be->gemm(ctx, m, n, k, alpha, da, off, lda, db, off, ldb, beta, dc, off, ldc);
         CHECK_MSG(st == DG_OK, "gemm %dx%dx%d: %s", m, n, k, be->last_error(ctx));
         CHECK(be->synchronize(ctx) == DG_OK);
         CHECK(be->download(ctx, dc, 0, out, bc) == DG_OK);
@@ -146,8 +146,8 @@ static void gemm_case(void *ctx, int m, int n, int k, float alpha, float beta, i
                 worst = err / tol;
             }
         }
-        CHECK_MSG(bad == 0, "gemm m=%d n=%d k=%d alpha=%g beta=%g pad=%d off=%zu: %d wrong", m,
-                  n, k, (double)alpha, (double)beta, pad, off, bad);
+        CHECK_MSG(bad == 0, "gemm m=%d n=%d k=%d alpha=%g beta=%g pad=%d off=%zu: %d wrong", m, n,
+                  k, (double)alpha, (double)beta, pad, off, bad);
         CHECK_MSG(outside == 0, "gemm m=%d n=%d k=%d: %d elements outside C changed", m, n, k,
                   outside);
     }
@@ -297,7 +297,7 @@ done:
 
 static void test_gemm(void *ctx)
 {
-    static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},       {33, 17, 65}, {64, 64, 64},
+    static const int shapes[][3] = {{1, 1, 1},       {7, 5, 3},     {33, 17, 65}, {64, 64, 64},
                                     {513, 257, 129}, {1, 512, 300}, {65, 63, 17}, {5, 6, 0}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];

@@ -86,11 +86,11 @@ static inline void dg_tiled(const int ts, const int tk, __local float *as, __loc
 }
 
 /* 64x64 tiles, 16 deep, 4x4 per work-item: enough work-groups for small sizes. */
-__kernel __attribute__((reqd_work_group_size(WG, WG, 1)))
-void dg_sgemm_tiled64(const int m, const int n, const int k, const float alpha,
-                      __global const float *restrict a, const ulong a_off, const int lda,
-                      __global const float *restrict b, const ulong b_off, const int ldb,
-                      const float beta, __global float *c, const ulong c_off, const int ldc)
+__kernel __attribute__((reqd_work_group_size(WG, WG, 1))) void
+dg_sgemm_tiled64(const int m, const int n, const int k, const float alpha,
+                 __global const float *restrict a, const ulong a_off, const int lda,
+                 __global const float *restrict b, const ulong b_off, const int ldb,
+                 const float beta, __global float *c, const ulong c_off, const int ldc)
 {
     __local float as[16 * (64 + 1)];
     __local float bs[16 * 64];
@@ -98,11 +98,11 @@ void dg_sgemm_tiled64(const int m, const int n, const int k, const float alpha,
 }
 
 /* 128x128 tiles, 8 deep, 8x8 per work-item: more reuse once the grid is full. */
-__kernel __attribute__((reqd_work_group_size(WG, WG, 1)))
-void dg_sgemm_tiled128(const int m, const int n, const int k, const float alpha,
-                       __global const float *restrict a, const ulong a_off, const int lda,
-                       __global const float *restrict b, const ulong b_off, const int ldb,
-                       const float beta, __global float *c, const ulong c_off, const int ldc)
+__kernel __attribute__((reqd_work_group_size(WG, WG, 1))) void
+dg_sgemm_tiled128(const int m, const int n, const int k, const float alpha,
+                  __global const float *restrict a, const ulong a_off, const int lda,
+                  __global const float *restrict b, const ulong b_off, const int ldb,
+                  const float beta, __global float *c, const ulong c_off, const int ldc)
 {
     __local float as[8 * (128 + 1)];
     __local float bs[8 * 128];
@@ -131,17 +131,17 @@ __kernel void dg_sgemm_vec(const int m, const int n, const int k, const float al
 
     /* Rows past m repeat row m-1: always in bounds, never stored. Named
      * variables, not arrays, so every accumulator stays in a register. */
-#define DG_DECL(r)                                                                     \
-    __global const float *a##r = a + (size_t)min(i + r, m - 1) * lda;                  \
+#define DG_DECL(r)                                                                                 \
+    __global const float *a##r = a + (size_t)min(i + r, m - 1) * lda;                              \
     float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
     DG_ROWS(DG_DECL)
 #undef DG_DECL
 
-#define DG_FMA(r)                                                                      \
-    {                                                                                  \
-        const float av = a##r[p];                                                      \
-        lo##r += av * b0;                                                              \
-        hi##r += av * b1;                                                              \
+#define DG_FMA(r)                                                                                  \
+    {                                                                                              \
+        const float av = a##r[p];                                                                  \
+        lo##r += av * b0;                                                                          \
+        hi##r += av * b1;                                                                          \
     }
     __global const float *bp = b + j;
     if (j + VN <= n) {
@@ -162,20 +162,20 @@ __kernel void dg_sgemm_vec(const int m, const int n, const int k, const float al
 
     const int nrow = min(VM, m - i);
     const int ncol = min(VN, n - j);
-#define DG_STORE(r)                                                                    \
-    if (r < nrow) {                                                                    \
-        __global float *cr = c + (size_t)(i + r) * ldc + j;                            \
-        const float8 v0 = alpha * lo##r, v1 = alpha * hi##r;                           \
-        if (ncol == VN) {                                                              \
-            vstore8(beta == 0.0f ? v0 : v0 + beta * vload8(0, cr), 0, cr);             \
-            vstore8(beta == 0.0f ? v1 : v1 + beta * vload8(1, cr), 1, cr);             \
-        } else {                                                                       \
-            float t[VN];                                                               \
-            vstore8(v0, 0, t);                                                         \
-            vstore8(v1, 1, t);                                                         \
-            for (int q = 0; q < ncol; q++)                                             \
-                cr[q] = beta == 0.0f ? t[q] : t[q] + beta * cr[q];                     \
-        }                                                                              \
+#define DG_STORE(r)                                                                                \
+    if (r < nrow) {                                                                                \
+        __global float *cr = c + (size_t)(i + r) * ldc + j;                                        \
+        const float8 v0 = alpha * lo##r, v1 = alpha * hi##r;                                       \
+        if (ncol == VN) {                                                                          \
+            vstore8(beta == 0.0f ? v0 : v0 + beta * vload8(0, cr), 0, cr);                         \
+            vstore8(beta == 0.0f ? v1 : v1 + beta * vload8(1, cr), 1, cr);                         \
+        } else {                                                                                   \
+            float t[VN];                                                                           \
+            vstore8(v0, 0, t);                                                                     \
+            vstore8(v1, 1, t);                                                                     \
+            for (int q = 0; q < ncol; q++)                                                         \
+                cr[q] = beta == 0.0f ? t[q] : t[q] + beta * cr[q];                                 \
+        }                                                                                          \
     }
     DG_ROWS(DG_STORE)
 #undef DG_STORE

@@ -39,7 +39,7 @@ typedef enum ocl_var { VAR_T64, VAR_T128, VAR_VEC, VAR_NAIVE, VAR_COUNT } ocl_va
 static const char *const var_names[VAR_COUNT] = {"tiled64", "tiled128", "vec", "naive"};
 static const char *const var_kernels[VAR_COUNT] = {"dg_sgemm_tiled64", "dg_sgemm_tiled128",
                                                    "dg_sgemm_vec", "dg_sgemm_naive"};
-static const size_t var_tile[VAR_COUNT] = {64, 128, 0, 0};  /* C tile edge per work-group */
+static const size_t var_tile[VAR_COUNT] = {64, 128, 0, 0}; /* C tile edge per work-group */
 static const size_t var_local[VAR_COUNT] = {(16 * 65 + 16 * 64) * sizeof(float),
                                             (8 * 129 + 8 * 128) * sizeof(float), 0, 0};
 #define TILED_WG 16 /* tiled work-group edge */
@@ -144,12 +144,9 @@ static dg_status cl_status(cl_int e)
 {
     switch (e) {
     case CL_MEM_OBJECT_ALLOCATION_FAILURE:
-    case CL_OUT_OF_RESOURCES:
-        return DG_ERR_DEVICE_OOM;
-    case CL_OUT_OF_HOST_MEMORY:
-        return DG_ERR_NOMEM;
-    default:
-        return DG_ERR_BACKEND;
+    case CL_OUT_OF_RESOURCES: return DG_ERR_DEVICE_OOM;
+    case CL_OUT_OF_HOST_MEMORY: return DG_ERR_NOMEM;
+    default: return DG_ERR_BACKEND;
     }
 }
 
@@ -321,8 +318,8 @@ static void build_failure(ocl_ctx *o, cl_int e, char *reason, size_t len)
 {
     size_t sz = 0;
     char *log = NULL;
-    if (clGetProgramBuildInfo(o->program, o->devs[o->index].device, CL_PROGRAM_BUILD_LOG, 0,
-                              NULL, &sz) == CL_SUCCESS &&
+    if (clGetProgramBuildInfo(o->program, o->devs[o->index].device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                              &sz) == CL_SUCCESS &&
         sz > 0 && (log = dg_malloc(sz + 1)) != NULL) {
         if (clGetProgramBuildInfo(o->program, o->devs[o->index].device, CL_PROGRAM_BUILD_LOG, sz,
                                   log, NULL) != CL_SUCCESS)
@@ -646,9 +643,8 @@ static dg_status check_range(ocl_ctx *o, const char *what, const void *buf, size
         return ocl_fail(o, DG_ERR_USAGE, "%s: not a buffer of this backend: %s (%d)", what,
                         cl_err_name(e), (int)e);
     if (off > size || bytes > size - off)
-        return ocl_fail(o, DG_ERR_USAGE,
-                        "%s: range [%zu, +%zu) outside the %zu-byte buffer", what, off, bytes,
-                        size);
+        return ocl_fail(o, DG_ERR_USAGE, "%s: range [%zu, +%zu) outside the %zu-byte buffer", what,
+                        off, bytes, size);
     return DG_OK;
 }
 
@@ -688,8 +684,8 @@ static dg_status check_matrix(ocl_ctx *o, char which, const void *buf, size_t of
     if (ld < (cols > 1 ? cols : 1))
         return ocl_fail(o, DG_ERR_USAGE, "gemm: ld%c %d < %d columns", which, ld, cols);
     if (off % sizeof(float))
-        return ocl_fail(o, DG_ERR_USAGE, "gemm: offset of %c (%zu bytes) not 4-byte aligned",
-                        which, off);
+        return ocl_fail(o, DG_ERR_USAGE, "gemm: offset of %c (%zu bytes) not 4-byte aligned", which,
+                        off);
     *eoff = off / sizeof(float);
     uint64_t elems = rows && cols ? (uint64_t)(rows - 1) * (uint64_t)ld + (uint64_t)cols : 0;
     if (elems > SIZE_MAX / sizeof(float))
@@ -735,16 +731,18 @@ static dg_status ocl_gemm(void *ctx, int m, int n, int k, float alpha, const voi
         v = VAR_VEC;
     }
     cl_kernel kr = o->kernels[v];
+    const struct {
+        size_t size;
+        const void *value;
+    } args[] = {
+        {sizeof ci[0], &ci[0]}, {sizeof ci[1], &ci[1]}, {sizeof ci[2], &ci[2]}, {sizeof fa, &fa},
+        {sizeof ma, &ma},       {sizeof ea, &ea},       {sizeof ci[3], &ci[3]}, {sizeof mb, &mb},
+        {sizeof eb, &eb},       {sizeof ci[4], &ci[4]}, {sizeof fb, &fb},       {sizeof mc, &mc},
+        {sizeof ec, &ec},       {sizeof ci[5], &ci[5]},
+    };
     cl_int e = CL_SUCCESS;
-    cl_uint i = 0;
-#define ARG(v)                                                                                 \
-    if (e == CL_SUCCESS)                                                                       \
-        e = clSetKernelArg(kr, i++, sizeof(v), &(v));
-    ARG(ci[0]) ARG(ci[1]) ARG(ci[2]) ARG(fa)
-    ARG(ma) ARG(ea) ARG(ci[3])
-    ARG(mb) ARG(eb) ARG(ci[4])
-    ARG(fb) ARG(mc) ARG(ec) ARG(ci[5])
-#undef ARG
+    for (cl_uint i = 0; i < sizeof args / sizeof args[0] && e == CL_SUCCESS; i++)
+        e = clSetKernelArg(kr, i, args[i].size, args[i].value);
     if (e != CL_SUCCESS)
         return ocl_clfail(o, "clSetKernelArg", e);
 
