@@ -10,7 +10,7 @@
 
 #include "devgate.h"
 
-#define DG_BACKEND_IFACE_VERSION 1
+#define DG_BACKEND_IFACE_VERSION 2
 
 typedef struct dg_metric {
     double value;
@@ -27,11 +27,47 @@ typedef struct dg_device_info {
     dg_metric compute_units;
 } dg_device_info;
 
-/* Operators a backend may or may not implement (the list grows with the engine). */
+/* A place in device memory: a buffer and a byte offset into it (4-byte
+ * aligned). A ref whose buf is NULL means "absent" where an op allows it. */
+typedef struct dg_ref {
+    void *buf;
+    size_t off;
+} dg_ref;
+
+/* 2-D convolution, NCHW input x[n,c,h,w], weights w[k,c,kh,kw] (PyTorch's
+ * layout), bias[k], output y[n,k,ho,wo], ho = (h + 2 pad - kh) / stride + 1. */
+typedef struct dg_conv_shape {
+    int n, c, h, w;
+    int k, kh, kw, stride, pad;
+    int ho, wo;
+} dg_conv_shape;
+
+/* 2-D max-pool without padding (floor mode): window k, stride s. */
+typedef struct dg_pool_shape {
+    int n, c, h, w;
+    int k, stride;
+    int ho, wo;
+} dg_pool_shape;
+
+/* Operators a backend may or may not implement; dispatch asks supports_op and
+ * runs what is missing on the cpu backend (docs/engine.md has each contract). */
 typedef enum dg_op {
-    DG_OP_GEMM,
+    DG_OP_GEMM,      /* gemm */
+    DG_OP_FILL,      /* fill */
+    DG_OP_BIAS_ADD,  /* bias_add */
+    DG_OP_BIAS_GRAD, /* bias_grad */
+    DG_OP_RELU,      /* relu_fwd, relu_bwd */
+    DG_OP_MAXPOOL,   /* maxpool_fwd, maxpool_bwd */
+    DG_OP_CONV2D,    /* conv2d_workspace, conv2d_fwd, conv2d_bwd */
+    DG_OP_XENT,      /* xent: softmax cross-entropy forward + backward + accuracy */
+    DG_OP_SGD,       /* sgd: momentum and weight decay */
     DG_OP__COUNT
 } dg_op;
+
+/* Stable names of the ops ("gemm", "conv2d", ...), indexed by dg_op. */
+extern const char *const dg_op_names[DG_OP__COUNT];
+
+#define DG_EVENT_SLOTS 16
 
 typedef struct dg_backend_iface {
     uint32_t version; /* DG_BACKEND_IFACE_VERSION the backend was built against */
@@ -49,18 +85,71 @@ typedef struct dg_backend_iface {
     /* Library / runtime versions this backend talks to, as "name version" text. */
     void (*versions)(void *ctx, char *buf, size_t len);
 
+    /* DG_ERR_DEVICE_OOM when the device has no room (the caller may free
+     * cached blocks and retry). */
     dg_status (*buf_alloc)(void *ctx, size_t bytes, void **buf);
     void (*buf_free)(void *ctx, void *buf);
+    /* Blocking copies between host memory and a buffer. */
     dg_status (*upload)(void *ctx, void *buf, size_t off, const void *src, size_t bytes);
     dg_status (*download)(void *ctx, const void *buf, size_t off, void *dst, size_t bytes);
-
-    /* C[m,n] = alpha * A[m,k] * B[k,n] + beta * C, row-major, leading dims in
-     * elements, offsets in bytes. Asynchronous where the device is. */
-    dg_status (*gemm)(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
-                      int lda, const void *b, size_t b_off, int ldb, float beta, void *c,
-                      size_t c_off, int ldc);
     dg_status (*synchronize)(void *ctx);
     bool (*supports_op)(void *ctx, dg_op op);
+
+    /* ---- ops: all asynchronous where the device is, all fp32 ---- */
+
+    /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, leading dims in
+     * elements. op(A) is m x k: A is stored m x k (lda >= k), or k x m when ta
+     * (lda >= m). Likewise B: k x n (ldb >= n), or n x k when tb (ldb >= k).
+     * beta == 0 never reads C (so NaN garbage in C does not propagate). */
+    dg_status (*gemm)(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                      int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc);
+    /* x[0..count) = value. */
+    dg_status (*fill)(void *ctx, dg_ref x, size_t count, float value);
+    /* y[o, ch, i] += bias[ch] over y viewed as [outer, channels, inner]. */
+    dg_status (*bias_add)(void *ctx, dg_ref y, dg_ref bias, int outer, int channels, int inner);
+    /* db[ch] = sum over o, i of dy[o, ch, i] (overwrites db). */
+    dg_status (*bias_grad)(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner);
+    /* y = max(x, 0); x and y may be the same place. */
+    dg_status (*relu_fwd)(void *ctx, dg_ref x, dg_ref y, size_t count);
+    /* dx = y > 0 ? dy : 0, with y the forward output; dx may alias dy. */
+    dg_status (*relu_bwd)(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t count);
+    /* y = window max; argmax (int32, [n,c,ho,wo]) = index iy*w+ix of the max
+     * within its input plane, the first one on ties. */
+    dg_status (*maxpool_fwd)(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref y, dg_ref argmax);
+    /* dx = 0, then dx[plane][argmax] += dy for every output (overwrites dx). */
+    dg_status (*maxpool_bwd)(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax, dg_ref dx);
+    /* Scratch bytes conv2d_fwd/bwd need for shape s (0 when none). */
+    size_t (*conv2d_workspace)(void *ctx, const dg_conv_shape *s);
+    /* y = conv(x, w) + bias (bias may be absent). */
+    dg_status (*conv2d_fwd)(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                            dg_ref y, dg_ref work);
+    /* dw = sum over the batch of dL/dw, db likewise (overwritten; db may be
+     * absent); dx = dL/dx (overwritten; skipped when absent, e.g. first layer). */
+    dg_status (*conv2d_bwd)(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
+                            dg_ref dx, dg_ref dw, dg_ref db, dg_ref work);
+    /* Softmax cross-entropy, mean over the batch. logits [n, classes], labels
+     * int32 [n]. dlogits = (softmax - onehot) / n. acc (float[2]) is
+     * accumulated: acc[0] += mean loss, acc[1] += rows whose first argmax is
+     * the label. A label outside [0, classes) contributes nothing and its
+     * dlogits row is 0 (never an out-of-bounds access). */
+    dg_status (*xent)(void *ctx, int n, int classes, dg_ref logits, dg_ref labels, dg_ref dlogits,
+                      dg_ref acc);
+    /* PyTorch SGD: d = g + weight_decay * w; mom = momentum * mom + d;
+     * w -= lr * mom (mom untouched and w -= lr * d when momentum == 0). */
+    dg_status (*sgd)(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, float lr,
+                     float momentum, float weight_decay);
+
+    /* ---- optional (NULL when absent) ---- */
+
+    /* Marks slot (0..DG_EVENT_SLOTS-1) in the device's stream; elapsed gives
+     * the milliseconds between two marked slots once both completed. */
+    dg_status (*event_record)(void *ctx, int slot);
+    dg_status (*event_elapsed)(void *ctx, int from, int to, double *ms);
+    /* Whole-step capture: ops issued between capture_begin and capture_end
+     * are recorded (not run); replay runs the recorded step again. */
+    dg_status (*capture_begin)(void *ctx);
+    dg_status (*capture_end)(void *ctx);
+    dg_status (*replay)(void *ctx);
 } dg_backend_iface;
 
 /* Registration functions of the backends compiled into the library. */
@@ -88,6 +177,10 @@ extern const size_t dg_backend_names_count;
 /* Looks a backend up by name, loading the plug-in when needed.
  * DG_ERR_NOT_FOUND for a name devgate does not know. */
 dg_status dg_backend_lookup(dg_ctx *ctx, const char *name, dg_backend_entry *out);
+
+/* Host memory behind a cpu-backend buffer (dispatch copies straight into it
+ * when an op falls back to the cpu). */
+void *dg_cpu_buf_data(void *buf);
 
 /* Reference GEMM in double accumulation, no fast-math (cpu/reference.c). */
 void dg_gemm_reference(int m, int n, int k, const float *a, const float *b, double *c);

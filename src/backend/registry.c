@@ -16,6 +16,12 @@
 #include <threads.h>
 #include <unistd.h>
 
+const char *const dg_op_names[DG_OP__COUNT] = {
+    [DG_OP_GEMM] = "gemm",         [DG_OP_FILL] = "fill",       [DG_OP_BIAS_ADD] = "bias_add",
+    [DG_OP_BIAS_GRAD] = "bias_grad", [DG_OP_RELU] = "relu",     [DG_OP_MAXPOOL] = "maxpool",
+    [DG_OP_CONV2D] = "conv2d",     [DG_OP_XENT] = "softmax_xent", [DG_OP_SGD] = "sgd",
+};
+
 const char *const dg_backend_names[] = {"cpu", "opencl", "cuda"};
 const size_t dg_backend_names_count = sizeof dg_backend_names / sizeof dg_backend_names[0];
 
@@ -103,22 +109,19 @@ static void load_cuda_plugin(void)
 static dg_backend_iface faulty;
 static const dg_backend_iface *faulty_inner;
 
-static dg_status faulty_gemm(void *ctx, int m, int n, int k, float alpha, const void *a,
-                             size_t a_off, int lda, const void *b, size_t b_off, int ldb,
-                             float beta, void *c, size_t c_off, int ldc)
+static dg_status faulty_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
 {
-    dg_status st = faulty_inner->gemm(ctx, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
-                                      c_off, ldc);
+    dg_status st = faulty_inner->gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (st != DG_OK || m == 0 || n == 0)
         return st;
     /* Alter the middle element of the product by a large relative amount. */
-    size_t at = c_off + ((size_t)(m / 2) * (size_t)ldc + (size_t)(n / 2)) * sizeof(float);
+    size_t at = c.off + ((size_t)(m / 2) * (size_t)ldc + (size_t)(n / 2)) * sizeof(float);
     float v;
     if ((st = faulty_inner->synchronize(ctx)) != DG_OK ||
-        (st = faulty_inner->download(ctx, c, at, &v, sizeof v)) != DG_OK)
+        (st = faulty_inner->download(ctx, c.buf, at, &v, sizeof v)) != DG_OK)
         return st;
     v = v * 1.5f + 1.0f;
-    return faulty_inner->upload(ctx, c, at, &v, sizeof v);
+    return faulty_inner->upload(ctx, c.buf, at, &v, sizeof v);
 }
 
 static dg_status faulty_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)

@@ -137,11 +137,14 @@ static void print_env(const cJSON *r)
         jstr(dg, "commit", "?"), jstr(dg, "compiler", "?"), jstr(dg, "backends_built", "?"));
     const cJSON *libs = cJSON_GetObjectItem(r, "libraries");
     row("libraries", "OpenBLAS %s · SQLite %s", jstr(libs, "openblas", "?"), jstr(libs, "sqlite", "?"));
-    if (cJSON_IsTrue(cJSON_GetObjectItem(git, "is_repo")))
-        row("git", "%.12s%s", jstr(git, "commit", "?"),
+    const cJSON *is_repo = cJSON_GetObjectItem(git, "is_repo");
+    if (cJSON_IsTrue(is_repo))
+        row("git", "%.12s%s", jstr(git, "commit", "commit not reported"),
             cJSON_IsTrue(cJSON_GetObjectItem(git, "dirty")) ? " (dirty)" : "");
-    else
+    else if (cJSON_IsFalse(is_repo))
         row("git", "not a git checkout");
+    else
+        row("git", "not reported: %s", jstr(git, "error", "git did not answer"));
 
     printf("\n  backends\n");
     const cJSON *b;

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { DEFAULT_SIZE = 512, DEFAULT_WARM_REPS = 5, MAX_DIM = 16384 };
 
@@ -127,7 +128,7 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
         goto fail;
     stage = "gemm";
     t0 = dg_now();
-    if ((st = be->gemm(bctx, p->m, p->n, p->k, 1.0f, da, 0, p->k, db, 0, p->n, 0.0f, dc, 0, p->n)) ||
+    if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k, (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
         (st = be->synchronize(bctx)))
         goto fail;
     cold = dg_now() - t0;
@@ -136,8 +137,7 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
         reps = 64;
     for (int i = 0; i < reps; i++) {
         t0 = dg_now();
-        if ((st = be->gemm(bctx, p->m, p->n, p->k, 1.0f, da, 0, p->k, db, 0, p->n, 0.0f, dc, 0,
-                           p->n)) ||
+        if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k, (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
             (st = be->synchronize(bctx)))
             goto fail;
         times[i] = dg_now() - t0;
@@ -343,6 +343,11 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     char ts[32];
     dg_utc_iso(ts, sizeof ts);
     cJSON_AddStringToObject(root, "timestamp", ts);
+    char host[256] = "";
+    if (gethostname(host, sizeof host) == 0) {
+        host[sizeof host - 1] = '\0';
+        cJSON_AddStringToObject(root, "host", host);
+    }
     cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
     cJSON_AddStringToObject(root, "tolerance_model", "|c-ref| <= 2*k*eps32*sum|a||b| per element");
     cJSON *arr = cJSON_AddArrayToObject(root, "backends");

@@ -69,7 +69,7 @@ static void gemm_case(int m, int n, int k, int pad, float alpha, float beta)
     CHECK(bi->upload(cx, buf, b_off, b, nb * sizeof *b) == DG_OK);
     CHECK(bi->upload(cx, buf, c_off, c0, nc * sizeof *c0) == DG_OK);
     dg_status st =
-        bi->gemm(cx, m, n, k, alpha, buf, a_off, lda, buf, b_off, ldb, beta, buf, c_off, ldc);
+        bi->gemm(cx, false, false, m, n, k, alpha, (dg_ref){buf, a_off}, lda, (dg_ref){buf, b_off}, ldb, beta, (dg_ref){buf, c_off}, ldc);
     CHECK_MSG(st == DG_OK, "gemm %dx%dx%d: %s", m, n, k, bi->last_error(cx));
     CHECK(bi->synchronize(cx) == DG_OK);
     CHECK(bi->download(cx, buf, c_off, c, nc * sizeof *c) == DG_OK);
@@ -145,7 +145,7 @@ static void fp32_not_tf32(void)
         goto out;
     CHECK(bi->upload(cx, da, 0, a, sizeof(float) * N * N) == DG_OK);
     CHECK(bi->upload(cx, db, 0, b, sizeof(float) * N * N) == DG_OK);
-    CHECK(bi->gemm(cx, N, N, N, 1.0f, da, 0, N, db, 0, N, 0.0f, dc, 0, N) == DG_OK);
+    CHECK(bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f, (dg_ref){dc, 0}, N) == DG_OK);
     CHECK(bi->synchronize(cx) == DG_OK);
     CHECK(bi->download(cx, dc, 0, c, sizeof(float) * N * N) == DG_OK);
     for (int i = 0; i < N * N; i++)
@@ -200,10 +200,10 @@ static void gemm_usage(void)
     CHECK(bi->buf_alloc(cx, 1024, &buf) == DG_OK);
     if (!buf)
         return;
-    CHECK(bi->gemm(cx, 2, 2, 2, 1.0f, NULL, 0, 2, buf, 0, 2, 0.0f, buf, 0, 2) == DG_ERR_USAGE);
-    CHECK(bi->gemm(cx, 2, 2, 2, 1.0f, buf, 0, 1, buf, 0, 2, 0.0f, buf, 0, 2) == DG_ERR_USAGE);
-    CHECK(bi->gemm(cx, 2, 2, 2, 1.0f, buf, 2, 2, buf, 0, 2, 0.0f, buf, 0, 2) == DG_ERR_USAGE);
-    CHECK(bi->gemm(cx, -1, 2, 2, 1.0f, buf, 0, 2, buf, 0, 2, 0.0f, buf, 0, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){NULL, 0}, 2, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){buf, 0}, 1, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){buf, 2}, 2, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, -1, 2, 2, 1.0f, (dg_ref){buf, 0}, 2, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
     CHECK(strstr(bi->last_error(cx), "gemm") != NULL);
     CHECK(bi->synchronize(cx) == DG_OK);
     bi->buf_free(cx, buf);
@@ -257,11 +257,11 @@ static void perf(void)
     CHECK(bi->upload(cx, da, 0, h, bytes) == DG_OK);
     CHECK(bi->upload(cx, db, 0, h, bytes) == DG_OK);
     for (int r = 0; r < 3; r++)
-        ok &= bi->gemm(cx, N, N, N, 1.0f, da, 0, N, db, 0, N, 0.0f, dc, 0, N) == DG_OK;
+        ok &= bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f, (dg_ref){dc, 0}, N) == DG_OK;
     ok &= bi->synchronize(cx) == DG_OK;
     for (int r = 0; r < REPS; r++) {
         double t0 = now_s();
-        ok &= bi->gemm(cx, N, N, N, 1.0f, da, 0, N, db, 0, N, 0.0f, dc, 0, N) == DG_OK;
+        ok &= bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f, (dg_ref){dc, 0}, N) == DG_OK;
         ok &= bi->synchronize(cx) == DG_OK;
         t[r] = now_s() - t0;
     }

@@ -6,17 +6,15 @@
 static const dg_backend_iface *real;
 static dg_backend_iface broken;
 
-static dg_status corrupt_gemm(void *ctx, int m, int n, int k, float alpha, const void *a,
-                              size_t a_off, int lda, const void *b, size_t b_off, int ldb, float beta,
-                              void *c, size_t c_off, int ldc)
+static dg_status corrupt_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
 {
-    dg_status st = real->gemm(ctx, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc);
+    dg_status st = real->gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     /* One element, last row, first column, off by a tenth of a unit. */
-    size_t at = c_off + (size_t)(m - 1) * ldc * sizeof(float);
+    size_t at = c.off + (size_t)(m - 1) * ldc * sizeof(float);
     float v;
-    real->download(ctx, c, at, &v, sizeof v);
+    real->download(ctx, c.buf, at, &v, sizeof v);
     v += 0.1f;
-    real->upload(ctx, c, at, &v, sizeof v);
+    real->upload(ctx, c.buf, at, &v, sizeof v);
     return st;
 }
 

@@ -120,7 +120,7 @@ static void gemm_case(void *ctx, int m, int n, int k, float alpha, float beta, i
         CHECK(be->upload(ctx, db, 0, b, bb) == DG_OK);
         CHECK(be->upload(ctx, dc, 0, c, bc) == DG_OK);
         dg_status st =
-            be->gemm(ctx, m, n, k, alpha, da, off, lda, db, off, ldb, beta, dc, off, ldc);
+            be->gemm(ctx, false, false, m, n, k, alpha, (dg_ref){da, off}, lda, (dg_ref){db, off}, ldb, beta, (dg_ref){dc, off}, ldc);
         CHECK_MSG(st == DG_OK, "gemm %dx%dx%d: %s", m, n, k, be->last_error(ctx));
         CHECK(be->synchronize(ctx) == DG_OK);
         CHECK(be->download(ctx, dc, 0, out, bc) == DG_OK);
@@ -178,13 +178,13 @@ static double gflops(void *ctx, int n)
     fill(&r, h, (size_t)n * n);
     if (be->upload(ctx, a, 0, h, bytes) || be->upload(ctx, b, 0, h, bytes))
         goto done;
-    if (be->gemm(ctx, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f, c, 0, n) || be->synchronize(ctx))
+    if (be->gemm(ctx, false, false, n, n, n, 1.0f, (dg_ref){a, 0}, n, (dg_ref){b, 0}, n, 0.0f, (dg_ref){c, 0}, n) || be->synchronize(ctx))
         goto done; /* warm-up */
     for (int rep = 0; rep < 3; rep++) {
         double t0 = dg_now();
         int iters = 3;
         for (int it = 0; it < iters; it++)
-            if (be->gemm(ctx, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f, c, 0, n))
+            if (be->gemm(ctx, false, false, n, n, n, 1.0f, (dg_ref){a, 0}, n, (dg_ref){b, 0}, n, 0.0f, (dg_ref){c, 0}, n))
                 goto done;
         if (be->synchronize(ctx))
             goto done;
@@ -276,16 +276,16 @@ static void test_buffers(void *ctx)
     CHECK(strstr(be->last_error(ctx), "CL_DEVICE_MAX_MEM_ALLOC_SIZE") != NULL);
 
     /* GEMM argument checks: alignment, leading dims, extents. */
-    CHECK(be->gemm(ctx, 4, 4, 4, 1, buf, 2, 4, buf, 0, 4, 0, buf, 0, 4) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, 4, 4, 4, 1, (dg_ref){buf, 2}, 4, (dg_ref){buf, 0}, 4, 0, (dg_ref){buf, 0}, 4) == DG_ERR_USAGE);
     CHECK(strstr(be->last_error(ctx), "aligned") != NULL);
-    CHECK(be->gemm(ctx, 4, 4, 4, 1, buf, 0, 3, buf, 0, 4, 0, buf, 0, 4) == DG_ERR_USAGE);
-    CHECK(be->gemm(ctx, 4, 8, 4, 1, buf, 0, 4, buf, 0, 8, 0, buf, 0, 7) == DG_ERR_USAGE);
-    CHECK(be->gemm(ctx, 64, 64, 64, 1, buf, 0, 64, buf, 0, 64, 0, buf, 0, 64) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, 4, 4, 4, 1, (dg_ref){buf, 0}, 3, (dg_ref){buf, 0}, 4, 0, (dg_ref){buf, 0}, 4) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, 4, 8, 4, 1, (dg_ref){buf, 0}, 4, (dg_ref){buf, 0}, 8, 0, (dg_ref){buf, 0}, 7) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, 64, 64, 64, 1, (dg_ref){buf, 0}, 64, (dg_ref){buf, 0}, 64, 0, (dg_ref){buf, 0}, 64) == DG_ERR_USAGE);
     CHECK(strstr(be->last_error(ctx), "outside") != NULL);
-    CHECK(be->gemm(ctx, 4, 4, 4, 1, buf, 0, 4, buf, N - 32, 4, 0, buf, 0, 4) == DG_ERR_USAGE);
-    CHECK(be->gemm(ctx, -1, 4, 4, 1, buf, 0, 4, buf, 0, 4, 0, buf, 0, 4) == DG_ERR_USAGE);
-    CHECK(be->gemm(ctx, 4, 4, 4, 1, NULL, 0, 4, buf, 0, 4, 0, buf, 0, 4) == DG_ERR_USAGE);
-    CHECK(be->gemm(ctx, 0, 4, 4, 1, NULL, 0, 4, NULL, 0, 4, 0, NULL, 0, 4) == DG_OK);
+    CHECK(be->gemm(ctx, false, false, 4, 4, 4, 1, (dg_ref){buf, 0}, 4, (dg_ref){buf, N - 32}, 4, 0, (dg_ref){buf, 0}, 4) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, -1, 4, 4, 1, (dg_ref){buf, 0}, 4, (dg_ref){buf, 0}, 4, 0, (dg_ref){buf, 0}, 4) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, 4, 4, 4, 1, (dg_ref){NULL, 0}, 4, (dg_ref){buf, 0}, 4, 0, (dg_ref){buf, 0}, 4) == DG_ERR_USAGE);
+    CHECK(be->gemm(ctx, false, false, 0, 4, 4, 1, (dg_ref){NULL, 0}, 4, (dg_ref){NULL, 0}, 4, 0, (dg_ref){NULL, 0}, 4) == DG_OK);
     CHECK(be->synchronize(ctx) == DG_OK);
     be->buf_free(ctx, buf);
 done:

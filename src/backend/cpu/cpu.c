@@ -155,30 +155,46 @@ static dg_status cpu_download(void *ctx, const void *buf, size_t off, void *dst,
     return st;
 }
 
-static dg_status cpu_gemm(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
-                          int lda, const void *b, size_t b_off, int ldb, float beta, void *c,
-                          size_t c_off, int ldc)
+/* Bytes a rows x cols row-major matrix with leading dimension ld spans. */
+static size_t matrix_span(int rows, int cols, int ld)
+{
+    return rows && cols ? (((size_t)rows - 1) * (size_t)ld + (size_t)cols) * sizeof(float) : 0;
+}
+
+static dg_status cpu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                          int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
 {
     cpu_ctx *cc = ctx;
-    const cpu_buf *A = a, *B = b;
-    cpu_buf *C = c;
+    int ar = ta ? k : m, ac = ta ? m : k; /* A as stored */
+    int br = tb ? n : k, bc = tb ? k : n; /* B as stored */
     dg_status st;
-    if (m < 0 || n < 0 || k < 0 || lda < (k > 0 ? k : 1) || ldb < (n > 0 ? n : 1) || ldc < (n > 0 ? n : 1)) {
-        snprintf(cc->err, sizeof cc->err, "cpu: bad gemm shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d", m,
-                 n, k, lda, ldb, ldc);
+    if (m < 0 || n < 0 || k < 0 || lda < (ac > 0 ? ac : 1) || ldb < (bc > 0 ? bc : 1) ||
+        ldc < (n > 0 ? n : 1)) {
+        snprintf(cc->err, sizeof cc->err, "cpu: bad gemm shape m=%d n=%d k=%d lda=%d ldb=%d ldc=%d",
+                 m, n, k, lda, ldb, ldc);
         return DG_ERR_USAGE;
     }
     if (m == 0 || n == 0)
         return DG_OK;
-    /* The last row needs only its used columns, not a whole leading dimension. */
-    if ((st = check_range(cc, A, a_off, (((size_t)m - 1) * lda + (size_t)k) * sizeof(float))) ||
-        (st = check_range(cc, B, b_off, (k ? ((size_t)k - 1) * ldb + (size_t)n : 0) * sizeof(float))) ||
-        (st = check_range(cc, C, c_off, (((size_t)m - 1) * ldc + (size_t)n) * sizeof(float))))
+    const cpu_buf *A = a.buf, *B = b.buf;
+    cpu_buf *C = c.buf;
+    if ((st = check_range(cc, A, a.off, matrix_span(ar, ac, lda))) ||
+        (st = check_range(cc, B, b.off, matrix_span(br, bc, ldb))) ||
+        (st = check_range(cc, C, c.off, matrix_span(m, n, ldc))))
         return st;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha,
-                (const float *)((const char *)A->data + a_off), lda,
-                (const float *)((const char *)B->data + b_off), ldb, beta,
-                (float *)((char *)C->data + c_off), ldc);
+    if (k == 0) {
+        /* BLAS leaves C alone when k is 0; the contract says C = beta * C. */
+        for (int i = 0; i < m; i++) {
+            float *row = (float *)((char *)C->data + c.off) + (size_t)i * ldc;
+            for (int j = 0; j < n; j++)
+                row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+        }
+        return DG_OK;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, (const float *)((const char *)A->data + a.off), lda,
+                (const float *)((const char *)B->data + b.off), ldb, beta,
+                (float *)((char *)C->data + c.off), ldc);
     return DG_OK;
 }
 
@@ -209,6 +225,11 @@ static const dg_backend_iface cpu_iface = {
     .synchronize = cpu_synchronize,
     .supports_op = cpu_supports_op,
 };
+
+void *dg_cpu_buf_data(void *buf)
+{
+    return buf ? ((cpu_buf *)buf)->data : NULL;
+}
 
 const dg_backend_iface *dg_backend_cpu_iface(void)
 {

@@ -380,7 +380,7 @@ static dg_status cu_download(void *ctx, const void *buf, size_t off, void *dst, 
 }
 
 /* Row-major C = alpha*A*B + beta*C as column-major C^T = B^T * A^T on the stream. */
-static dg_status cu_gemm(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
+static dg_status cu_gemm_nn(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
                          int lda, const void *b, size_t b_off, int ldb, float beta, void *c_buf,
                          size_t c_off, int ldc)
 {
@@ -436,6 +436,14 @@ static bool cu_supports_op(void *ctx, dg_op op)
     return op == DG_OP_GEMM;
 }
 
+/* Interface v2 entry: row-major with optional transposes. */
+static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+{
+    if (ta || tb)
+        return cu_fail((cu_ctx *)ctx, DG_ERR_USAGE, "cuda: gemm: transposed operands not implemented yet");
+    return cu_gemm_nn(ctx, m, n, k, alpha, a.buf, a.off, lda, b.buf, b.off, ldb, beta, c.buf, c.off, ldc);
+}
+
 static const dg_backend_iface cu_iface = {
     .version = DG_BACKEND_IFACE_VERSION,
     .name = "cuda",
@@ -449,9 +457,9 @@ static const dg_backend_iface cu_iface = {
     .buf_free = cu_buf_free,
     .upload = cu_upload,
     .download = cu_download,
-    .gemm = cu_gemm,
     .synchronize = cu_synchronize,
     .supports_op = cu_supports_op,
+    .gemm = cu_gemm,
 };
 
 /* The plug-in's only export: the CUDA backend's interface. */

@@ -695,7 +695,7 @@ static dg_status check_matrix(ocl_ctx *o, char which, const void *buf, size_t of
     return check_range(o, what, buf, off, (size_t)elems * sizeof(float));
 }
 
-static dg_status ocl_gemm(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
+static dg_status ocl_gemm_nn(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
                           int lda, const void *b, size_t b_off, int ldb, float beta, void *c,
                           size_t c_off, int ldc)
 {
@@ -782,6 +782,14 @@ static bool ocl_supports_op(void *ctx, dg_op op)
 {
     (void)ctx;
     return op == DG_OP_GEMM;
+}
+
+/* Interface v2 entry: row-major with optional transposes. */
+static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+{
+    if (ta || tb)
+        return ocl_fail((ocl_ctx *)ctx, DG_ERR_USAGE, "gemm: transposed operands not implemented yet");
+    return ocl_gemm_nn(ctx, m, n, k, alpha, a.buf, a.off, lda, b.buf, b.off, ldb, beta, c.buf, c.off, ldc);
 }
 
 static const dg_backend_iface ocl_iface = {

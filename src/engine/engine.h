@@ -1,0 +1,134 @@
+/* The training engine's internal API: a backend opened for training, its
+ * caching allocator, op dispatch with CPU fallback and the fallback census.
+ * Models, the float64 reference and the training loop build on this. */
+#ifndef DG_ENGINE_H
+#define DG_ENGINE_H
+
+#include "backend/backend.h"
+#include "core/core.h"
+#include "core/json.h"
+
+/* ---- caching allocator (alloc.c) ------------------------------------------
+ * Behaves as PyTorch users expect: freed blocks are kept for reuse in size
+ * classes; empty_cache returns every unused cached block to the device; a
+ * failed allocation (device out of memory, or the byte budget) frees the cache
+ * and retries once, then returns DG_ERR_DEVICE_OOM with the requested size and
+ * the statistics in the message. Never an abort. Not thread-safe: one engine,
+ * one thread. */
+
+typedef struct dg_alloc_stats {
+    size_t allocated, allocated_peak; /* bytes in blocks handed out (class sizes) */
+    size_t requested;                 /* bytes asked for by live blocks */
+    size_t reserved, reserved_peak;   /* bytes held from the device (in use + cached) */
+    size_t device_allocs, device_frees;
+    size_t cache_hits;
+    size_t oom_events;
+    size_t budget; /* 0: none */
+} dg_alloc_stats;
+
+typedef struct dg_block {
+    void *buf;        /* the backend buffer */
+    size_t bytes;     /* class size (>= requested) */
+    size_t requested; /* what the caller asked for */
+} dg_block;
+
+typedef struct dg_allocator dg_allocator;
+
+/* budget 0 = no cap. The allocator borrows be/bctx (not owned). */
+dg_allocator *dg_allocator_new(const dg_backend_iface *be, void *bctx, size_t budget);
+/* Frees every block, live or cached; accepts NULL. */
+void dg_allocator_free(dg_allocator *a);
+/* Hands out a block of at least bytes (> 0). */
+dg_status dg_alloc(dg_ctx *ctx, dg_allocator *a, size_t bytes, dg_block **out);
+/* Returns a block to the cache; accepts NULL. */
+void dg_release(dg_allocator *a, dg_block *b);
+/* Returns every cached (unused) block to the device. */
+void dg_empty_cache(dg_allocator *a);
+void dg_alloc_get_stats(const dg_allocator *a, dg_alloc_stats *out);
+/* The class size a request of bytes is served from. */
+size_t dg_alloc_class_size(size_t bytes);
+cJSON *dg_alloc_stats_json(const dg_alloc_stats *s);
+
+/* ---- engine: backend + allocator + dispatch (dispatch.c) ------------------ */
+
+typedef struct dg_engine_opts {
+    int device;             /* device index (0) */
+    size_t mem_budget;      /* bytes, 0 = none */
+    uint32_t disabled_ops;  /* bit (1u << dg_op): force the CPU fallback */
+    int threads;            /* cpu threads for BLAS and elementwise work, 0 = default */
+} dg_engine_opts;
+
+typedef struct dg_engine {
+    const char *name;           /* backend name */
+    const dg_backend_iface *be; /* the device backend */
+    void *bctx;
+    const dg_backend_iface *cpu; /* the fallback (cpu backend; == be on cpu) */
+    void *cpu_ctx;               /* NULL when be is cpu (bctx serves) */
+    dg_allocator *alloc;
+    uint32_t disabled_ops;
+    struct dg_census *census; /* fallback records */
+    bool any_fallback;        /* an op has fallen back (capture is then off) */
+} dg_engine;
+
+/* Opens backend `name` for training. DG_ERR_UNAVAILABLE with the reason when
+ * it cannot be used; DG_ERR_USAGE for an unknown name or ops disabled on cpu. */
+dg_status dg_engine_open(dg_ctx *ctx, const char *name, const dg_engine_opts *opts, dg_engine **out);
+/* Closes an engine; accepts NULL. */
+void dg_engine_close(dg_engine *e);
+/* Parses "OP[@BACKEND][,OP...]" into a mask for backend `name`; entries for
+ * other backends are ignored. DG_ERR_USAGE names an unknown op or backend. */
+dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name, uint32_t *mask);
+/* True when op runs natively on the engine's backend (supported, not disabled). */
+bool dg_engine_native(const dg_engine *e, dg_op op);
+/* The fallback census as a JSON array: [{op, shape, backend, reason, calls,
+ * ms_total, bytes_h2d, bytes_d2h}] (bytes_h2d: host to device, i.e. results
+ * copied back after the CPU ran the op). */
+cJSON *dg_engine_census_json(const dg_engine *e);
+
+/* Op entry points: run natively or fall back to the cpu backend with the
+ * copies that implies, recording each fallback. Contracts as in backend.h. */
+dg_status dg_op_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k, float alpha,
+                     dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc);
+dg_status dg_op_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float value);
+dg_status dg_op_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int outer, int channels,
+                         int inner);
+dg_status dg_op_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int outer, int channels,
+                          int inner);
+dg_status dg_op_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t count);
+dg_status dg_op_relu_bwd(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref dy, dg_ref dx, size_t count);
+dg_status dg_op_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref x, dg_ref y,
+                            dg_ref argmax);
+dg_status dg_op_maxpool_bwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref dy,
+                            dg_ref argmax, dg_ref dx);
+/* Workspace bytes for conv shape s on this engine (max of native and fallback needs). */
+size_t dg_op_conv2d_workspace(dg_engine *e, const dg_conv_shape *s);
+dg_status dg_op_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
+                           dg_ref bias, dg_ref y, dg_ref work);
+dg_status dg_op_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
+                           dg_ref dy, dg_ref dx, dg_ref dw, dg_ref db, dg_ref work);
+dg_status dg_op_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logits, dg_ref labels,
+                     dg_ref dlogits, dg_ref acc);
+dg_status dg_op_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
+                    float lr, float momentum, float weight_decay);
+
+/* ---- float64 reference (ref64.c) -------------------------------------------
+ * Plain, single-threaded, double-precision versions of every op on host
+ * arrays, same contracts as backend.h; built without fast-math. */
+void ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
+                const double *b, int ldb, double beta, double *c, int ldc);
+void ref64_bias_add(double *y, const double *bias, int outer, int channels, int inner);
+void ref64_bias_grad(const double *dy, double *db, int outer, int channels, int inner);
+void ref64_relu_fwd(const double *x, double *y, size_t count);
+void ref64_relu_bwd(const double *y, const double *dy, double *dx, size_t count);
+void ref64_maxpool_fwd(const dg_pool_shape *s, const double *x, double *y, int32_t *argmax);
+void ref64_maxpool_bwd(const dg_pool_shape *s, const double *dy, const int32_t *argmax, double *dx);
+void ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *w, const double *bias,
+                      double *y);
+void ref64_conv2d_bwd(const dg_conv_shape *s, const double *x, const double *w, const double *dy,
+                      double *dx, double *dw, double *db);
+/* Returns the mean loss; adds correct rows to *correct. */
+double ref64_xent(int n, int classes, const double *logits, const int32_t *labels, double *dlogits,
+                  double *correct);
+void ref64_sgd(double *w, const double *g, double *mom, size_t count, double lr, double momentum,
+               double weight_decay);
+#endif
