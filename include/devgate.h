@@ -98,6 +98,34 @@ typedef enum dg_gate_verdict {
  * DG_ERR_USAGE for an unknown backend name or a bad size. */
 dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gate_verdict *verdict);
 
+/* ---- training fixture (docs/schema/train.md) ----------------------------- */
+
+typedef struct dg_train_opts {
+    const char *model;       /* preset (mlp, lenet, cifar) or layer string; NULL: "mlp" */
+    int in_c, in_h, in_w;    /* input shape for layer strings (0: the preset's / 1x28x28) */
+    const char *backend;     /* NULL: "cpu" */
+    int device;              /* device index */
+    int batch;               /* 0: 64 */
+    int steps;               /* steps per epoch; 0: 100 */
+    int epochs;              /* 0: 1 */
+    uint64_t seed;
+    int sync_every;          /* read the loss every N steps; 0: at epoch end */
+    float lr;                /* < 0: default 0.01 */
+    float momentum;          /* < 0: default 0.9 */
+    float weight_decay;      /* < 0: default 0 */
+    int threads;             /* cpu threads, 0: default */
+    size_t mem_budget;       /* device allocator cap in bytes, 0: none */
+    const char *disable_ops; /* "OP[@BACKEND],..." forced onto the cpu fallback, or NULL */
+    size_t samples;          /* synthetic data set size; 0: steps*batch capped at 8192 (>= batch) */
+    bool no_capture;         /* do not capture the step as a device graph */
+    const char *export_dir;  /* write initial weights and the batches here (golden tests) */
+} dg_train_opts;
+
+/* Runs the training fixture and returns its record as JSON in *json.
+ * DG_ERR_USAGE bad options or model; DG_ERR_UNAVAILABLE backend not usable;
+ * DG_ERR_DEVICE_OOM out of device memory (the record is still returned). */
+dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *opts, char **json);
+
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 
 typedef struct dg_ledger dg_ledger;

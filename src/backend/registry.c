@@ -4,8 +4,10 @@
  * present, and the reason says why a built backend still cannot be used.
  *
  * Fault injection for tests: DEVGATE_FAULT=KIND@BACKEND wraps that backend so
- * the gate can be shown to fail. KIND is gemm-corrupt (one element of every
- * product is altered) or upload-fail (every upload returns an error). */
+ * the gate and the learning tests can be shown to fail. KIND is gemm-corrupt
+ * (one element of every product is altered), upload-fail (every upload
+ * returns an error), sgd-skip (updates do nothing) or sgd-ascend (updates
+ * climb the gradient). */
 #include "backend/backend.h"
 #include "core/core.h"
 
@@ -129,6 +131,18 @@ static dg_status faulty_upload(void *ctx, void *buf, size_t off, const void *src
     return DG_ERR_BACKEND;
 }
 
+static dg_status faulty_sgd_skip(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, float lr,
+                                 float momentum, float weight_decay)
+{
+    return DG_OK;
+}
+
+static dg_status faulty_sgd_ascend(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, float lr,
+                                   float momentum, float weight_decay)
+{
+    return faulty_inner->sgd(ctx, w, g, mom, count, -lr, momentum, weight_decay);
+}
+
 static const char *faulty_last_error(void *ctx)
 {
     return "injected fault: upload refused (DEVGATE_FAULT)";
@@ -148,6 +162,10 @@ static const dg_backend_iface *maybe_inject(const char *name, const dg_backend_i
     } else if (kind_len == 11 && strncmp(spec, "upload-fail", 11) == 0) {
         faulty.upload = faulty_upload;
         faulty.last_error = faulty_last_error;
+    } else if (kind_len == 8 && strncmp(spec, "sgd-skip", 8) == 0 && iface->sgd) {
+        faulty.sgd = faulty_sgd_skip;
+    } else if (kind_len == 10 && strncmp(spec, "sgd-ascend", 10) == 0 && iface->sgd) {
+        faulty.sgd = faulty_sgd_ascend;
     } else {
         return iface;
     }

@@ -51,4 +51,5 @@ bool opt_value(int argc, char **argv, int *i, const char *name, const char **val
 int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
+int cmd_train(cli *c, int argc, char **argv);
 #endif

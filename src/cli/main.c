@@ -13,6 +13,11 @@ static const char usage_text[] =
     "        memory, libraries, backends, git state, busy processes\n"
     "  gate [--backend NAME[,NAME]] [--size M,N,K] [--seed X] [--reps N] [--json]\n"
     "        device gate: built, available, and a checked matrix product per backend\n"
+    "  train [--model mlp|lenet|cifar|LAYERS] [--backend cpu|opencl|cuda] [--batch N]\n"
+    "        [--steps S] [--epochs E] [--seed X] [--sync-every N] [--lr F] [--momentum F]\n"
+    "        [--weight-decay F] [--threads N] [--mem-budget SIZE] [--disable-op OP[@BACKEND]]\n"
+    "        [--input CxHxW] [--samples N] [--no-capture] [--export DIR] [--json]\n"
+    "        the seeded training fixture: loss curve, samples/s, phases, allocator, fallbacks\n"
     "  ledger list [--limit N] [--json]\n"
     "  ledger show ID [--json]\n"
     "        read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db,\n"
@@ -63,6 +68,8 @@ int main(int argc, char **argv)
         rc = cmd_env(&c, argc - i, argv + i);
     else if (strcmp(verb, "gate") == 0)
         rc = cmd_gate(&c, argc - i, argv + i);
+    else if (strcmp(verb, "train") == 0)
+        rc = cmd_train(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {

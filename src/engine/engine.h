@@ -73,6 +73,10 @@ typedef struct dg_engine {
 /* Opens backend `name` for training. DG_ERR_UNAVAILABLE with the reason when
  * it cannot be used; DG_ERR_USAGE for an unknown name or ops disabled on cpu. */
 dg_status dg_engine_open(dg_ctx *ctx, const char *name, const dg_engine_opts *opts, dg_engine **out);
+/* Opens an engine over the given backend interface (dg_engine_open after the
+ * registry lookup; tests use it with wrapped backends). opts may be NULL. */
+dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg_engine_opts *opts,
+                               dg_engine **out);
 /* Closes an engine; accepts NULL. */
 void dg_engine_close(dg_engine *e);
 /* Parses "OP[@BACKEND][,OP...]" into a mask for backend `name`; entries for

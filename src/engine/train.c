@@ -1,2 +1,479 @@
-/* placeholder: being written */
-typedef int dg_placeholder_train;
+/* The training loop of the fixture: seeded model and data, forward, loss,
+ * backward and SGD on one backend, the loss read back only at sync points,
+ * phases timed with device events, and on backends that can, the whole step
+ * captured once as a device graph and replayed. */
+#include "engine/model.h"
+#include "engine/synth.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { EV_START, EV_H2D, EV_FWD, EV_BWD, EV_UPDATE };
+enum { PH_H2D, PH_FWD, PH_BWD, PH_UPDATE, PH_COUNT };
+static const char *const phase_names[PH_COUNT] = {"h2d", "forward", "backward", "update"};
+
+typedef struct trainer {
+    dg_ctx *ctx;
+    dg_engine *e;
+    dg_model m;
+    dg_act_layout lay;
+    int n;
+    dg_block *params; /* three arenas: parameters, gradients, momentum */
+    dg_block *act;
+    float *hx;
+    int32_t *hy;
+    float lr, momentum, wd;
+} trainer;
+
+static dg_ref act_at(const trainer *t, size_t off)
+{
+    return (dg_ref){t->act->buf, off};
+}
+
+static dg_ref param_at(const trainer *t, int arena, size_t off)
+{
+    return (dg_ref){t->params->buf, (size_t)arena * t->m.param_arena + off};
+}
+
+static const dg_ref absent = {NULL, 0};
+
+/* Forward through every layer, then the loss (which also seeds the backward). */
+static dg_status forward(trainer *t)
+{
+    dg_ctx *ctx = t->ctx;
+    dg_engine *e = t->e;
+    dg_status st = DG_OK;
+    int n = t->n;
+    for (int i = 0; i < t->m.nlayers && st == DG_OK; i++) {
+        const dg_layer *l = &t->m.L[i];
+        dg_ref in = i == 0 ? act_at(t, t->lay.x_off) : act_at(t, t->m.L[i - 1].y_off);
+        dg_ref y = act_at(t, l->y_off);
+        switch (l->kind) {
+        case DG_L_CONV:
+            st = dg_op_conv2d_fwd(ctx, e, &l->conv, in, param_at(t, 0, l->w_off),
+                                  param_at(t, 0, l->b_off), y, act_at(t, t->lay.work_off));
+            break;
+        case DG_L_RELU:
+            st = dg_op_relu_fwd(ctx, e, in, y, (size_t)n * l->out_c * l->out_h * l->out_w);
+            break;
+        case DG_L_POOL:
+            st = dg_op_maxpool_fwd(ctx, e, &l->pool, in, y, act_at(t, l->argmax_off));
+            break;
+        case DG_L_FC:
+            /* y[n, out] = x[n, in] * W[out, in]^T + b */
+            st = dg_op_gemm(ctx, e, false, true, n, l->out_c, l->in_c, 1.0f, in, l->in_c,
+                            param_at(t, 0, l->w_off), l->in_c, 0.0f, y, l->out_c);
+            if (st == DG_OK)
+                st = dg_op_bias_add(ctx, e, y, param_at(t, 0, l->b_off), n, l->out_c, 1);
+            break;
+        }
+    }
+    if (st != DG_OK)
+        return st;
+    const dg_layer *last = &t->m.L[t->m.nlayers - 1];
+    return dg_op_xent(ctx, e, n, t->m.classes, act_at(t, last->y_off), act_at(t, t->lay.labels_off),
+                      act_at(t, last->dy_off), act_at(t, t->lay.acc_off));
+}
+
+static dg_status backward(trainer *t)
+{
+    dg_ctx *ctx = t->ctx;
+    dg_engine *e = t->e;
+    dg_status st = DG_OK;
+    int n = t->n;
+    for (int i = t->m.nlayers - 1; i >= 0 && st == DG_OK; i--) {
+        const dg_layer *l = &t->m.L[i];
+        dg_ref in = i == 0 ? act_at(t, t->lay.x_off) : act_at(t, t->m.L[i - 1].y_off);
+        dg_ref dx = i == 0 ? absent : act_at(t, t->m.L[i - 1].dy_off);
+        dg_ref dy = act_at(t, l->dy_off);
+        switch (l->kind) {
+        case DG_L_CONV:
+            st = dg_op_conv2d_bwd(ctx, e, &l->conv, in, param_at(t, 0, l->w_off), dy, dx,
+                                  param_at(t, 1, l->w_off), param_at(t, 1, l->b_off),
+                                  act_at(t, t->lay.work_off));
+            break;
+        case DG_L_RELU:
+            if (dx.buf)
+                st = dg_op_relu_bwd(ctx, e, act_at(t, l->y_off), dy, dx,
+                                    (size_t)n * l->out_c * l->out_h * l->out_w);
+            break;
+        case DG_L_POOL:
+            if (dx.buf)
+                st = dg_op_maxpool_bwd(ctx, e, &l->pool, dy, act_at(t, l->argmax_off), dx);
+            break;
+        case DG_L_FC:
+            /* dW[out, in] = dy^T[out, n] * x[n, in]; db = sum dy; dx[n, in] = dy * W */
+            st = dg_op_gemm(ctx, e, true, false, l->out_c, l->in_c, n, 1.0f, dy, l->out_c, in,
+                            l->in_c, 0.0f, param_at(t, 1, l->w_off), l->in_c);
+            if (st == DG_OK)
+                st = dg_op_bias_grad(ctx, e, dy, param_at(t, 1, l->b_off), n, l->out_c, 1);
+            if (st == DG_OK && dx.buf)
+                st = dg_op_gemm(ctx, e, false, false, n, l->in_c, l->out_c, 1.0f, dy, l->out_c,
+                                param_at(t, 0, l->w_off), l->in_c, 0.0f, dx, l->in_c);
+            break;
+        }
+    }
+    return st;
+}
+
+/* One SGD call over the whole parameter arena (gaps between tensors hold
+ * zeros in all three arenas, so they stay zero). */
+static dg_status update(trainer *t)
+{
+    return dg_op_sgd(t->ctx, t->e, param_at(t, 0, 0), param_at(t, 1, 0), param_at(t, 2, 0),
+                     t->m.param_arena / sizeof(float), t->lr, t->momentum, t->wd);
+}
+
+static dg_status upload_batch(trainer *t)
+{
+    const dg_backend_iface *be = t->e->be;
+    size_t xb = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w * sizeof(float);
+    if (be->upload(t->e->bctx, t->act->buf, t->lay.x_off, t->hx, xb) != DG_OK ||
+        be->upload(t->e->bctx, t->act->buf, t->lay.labels_off, t->hy, (size_t)t->n * 4) != DG_OK)
+        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: copying the batch to the device: %s", t->e->name,
+                       be->last_error(t->e->bctx));
+    return DG_OK;
+}
+
+static void mark(trainer *t, int slot)
+{
+    if (t->e->be->event_record)
+        t->e->be->event_record(t->e->bctx, slot);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Writes the initial parameters, the manifest and every batch under dir, for
+ * the golden-trajectory script (tests/golden/). */
+static dg_status export_run(trainer *t, dg_synth *data, const dg_train_opts *o, int epochs,
+                            int steps, const float *init, cJSON *spec)
+{
+    const char *dir = o->export_dir;
+    size_t xb = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w * sizeof(float);
+    if ((double)xb * steps * epochs > 256.0 * 1048576)
+        return dg_fail(t->ctx, DG_ERR_USAGE, "--export: %d batches of %zu bytes exceed 256 MiB",
+                       steps * epochs, xb);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dg_fail(t->ctx, DG_ERR_IO, "--export: cannot create %s: %s", dir, strerror(errno));
+    char path[4096];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/params.f32", dir);
+    f = fopen(path, "wb");
+    bool ok = f && fwrite(init, 1, t->m.param_arena, f) == t->m.param_arena;
+    ok = (f && fclose(f) == 0) && ok;
+    if (!ok)
+        return dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
+    snprintf(path, sizeof path, "%s/batches.bin", dir);
+    if (!(f = fopen(path, "wb")))
+        return dg_fail(t->ctx, DG_ERR_IO, "--export: cannot write %s: %s", path, strerror(errno));
+    for (int ep = 0; ep < epochs; ep++)
+        for (int s = 0; s < steps; s++) {
+            dg_synth_batch(data, ep, s, t->n, t->hx, t->hy);
+            ok &= fwrite(t->hx, 1, xb, f) == xb;
+            ok &= fwrite(t->hy, 4, (size_t)t->n, f) == (size_t)t->n;
+        }
+    ok &= fclose(f) == 0;
+    if (!ok)
+        return dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
+    cJSON *man = cJSON_CreateObject();
+    cJSON_AddItemToObject(man, "spec", cJSON_Duplicate(spec, true));
+    cJSON_AddItemToObject(man, "model", dg_model_json(&t->m));
+    char *text = cJSON_Print(man);
+    cJSON_Delete(man);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    f = text ? fopen(path, "w") : NULL;
+    ok = f && fputs(text, f) >= 0;
+    ok = (f && fclose(f) == 0) && ok;
+    cJSON_free(text);
+    return ok ? DG_OK : dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
+}
+
+static cJSON *spec_json(const dg_train_opts *o, const char *backend, int batch, int steps, int epochs,
+                        int sync_every, float lr, float mom, float wd)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "model", o->model ? o->model : "mlp");
+    cJSON_AddStringToObject(s, "backend", backend);
+    cJSON_AddNumberToObject(s, "device", o->device);
+    cJSON_AddNumberToObject(s, "batch", batch);
+    cJSON_AddNumberToObject(s, "steps", steps);
+    cJSON_AddNumberToObject(s, "epochs", epochs);
+    cJSON_AddNumberToObject(s, "seed", (double)o->seed);
+    if (sync_every)
+        cJSON_AddNumberToObject(s, "sync_every", sync_every);
+    else
+        cJSON_AddStringToObject(s, "sync_every", "epoch");
+    cJSON_AddNumberToObject(s, "lr", lr);
+    cJSON_AddNumberToObject(s, "momentum", mom);
+    cJSON_AddNumberToObject(s, "weight_decay", wd);
+    cJSON_AddNumberToObject(s, "threads", o->threads);
+    cJSON_AddItemToObject(s, "mem_budget", dg_json_metric((double)o->mem_budget, o->mem_budget > 0, "bytes"));
+    dg_json_add_str(s, "disable_ops", o->disable_ops);
+    cJSON_AddBoolToObject(s, "capture", !o->no_capture);
+    return s;
+}
+
+dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
+{
+    dg_json_init();
+    *json = NULL;
+    const char *backend = o->backend ? o->backend : "cpu";
+    int batch = o->batch ? o->batch : 64, steps = o->steps ? o->steps : 100;
+    int epochs = o->epochs ? o->epochs : 1, sync_every = o->sync_every;
+    float lr = o->lr >= 0 ? o->lr : 0.01f, mom = o->momentum >= 0 ? o->momentum : 0.9f;
+    float wd = o->weight_decay >= 0 ? o->weight_decay : 0.0f;
+    if (batch < 1 || batch > (1 << 20) || steps < 1 || epochs < 1 || sync_every < 0 ||
+        !isfinite(lr) || !isfinite(mom) || !isfinite(wd))
+        return dg_fail(ctx, DG_ERR_USAGE, "train: batch, steps and epochs must be positive, "
+                                          "sync-every non-negative, rates finite");
+    trainer t = {.ctx = ctx, .n = batch, .lr = lr, .momentum = mom, .wd = wd};
+    dg_status st = dg_model_parse(ctx, o->model ? o->model : "mlp", o->in_c, o->in_h, o->in_w, &t.m);
+    if (st != DG_OK)
+        return st;
+    dg_engine_opts eo = {.device = o->device, .mem_budget = o->mem_budget, .threads = o->threads};
+    if (o->disable_ops && (st = dg_parse_disabled_ops(ctx, o->disable_ops, backend, &eo.disabled_ops)))
+        return st;
+    if ((st = dg_engine_open(ctx, backend, &eo, &t.e)) != DG_OK)
+        return st;
+    dg_engine *e = t.e;
+    dg_model_layout(&t.m, e, batch, &t.lay);
+
+    size_t samples = o->samples;
+    if (!samples) {
+        samples = (size_t)steps * batch;
+        if (samples > 8192)
+            samples = 8192;
+        if (samples < (size_t)batch)
+            samples = (size_t)batch;
+    }
+    dg_synth *data = NULL;
+    float *init = NULL;
+    cJSON *rec = cJSON_CreateObject(), *losses = NULL;
+    cJSON *spec = spec_json(o, backend, batch, steps, epochs, sync_every, lr, mom, wd);
+    size_t xelems = (size_t)batch * t.m.in_c * t.m.in_h * t.m.in_w;
+    double phase_ms[PH_COUNT][256];
+    size_t phase_n = 0;
+    int syncs = 0;
+    bool finite = true, captured = false;
+    const char *capture_note = NULL;
+    double wall = 0;
+    int timed_steps = 0;
+    /* The first steps pay for first-use costs (kernel builds, library set-up,
+     * the capture): they run but are not timed. */
+    int total = steps * epochs, warmup = total > 2 ? 2 : total - 1;
+
+    if ((st = dg_synth_new(ctx, o->seed, t.m.classes, t.m.in_c, t.m.in_h, t.m.in_w, samples, &data)))
+        goto done;
+    t.hx = dg_malloc(xelems * sizeof(float));
+    t.hy = dg_malloc((size_t)batch * sizeof(int32_t));
+    init = dg_malloc(t.m.param_arena);
+    if (!t.hx || !t.hy || !init) {
+        st = dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
+        goto done;
+    }
+    if ((st = dg_alloc(ctx, e->alloc, 3 * t.m.param_arena, &t.params)) != DG_OK ||
+        (st = dg_alloc(ctx, e->alloc, t.lay.bytes, &t.act)) != DG_OK)
+        goto done;
+    dg_model_init_params(&t.m, o->seed, init);
+    if (o->export_dir && (st = export_run(&t, data, o, epochs, steps, init, spec)) != DG_OK)
+        goto done;
+    if (e->be->upload(e->bctx, t.params->buf, 0, init, t.m.param_arena) != DG_OK) {
+        st = dg_fail(ctx, DG_ERR_BACKEND, "%s: uploading parameters: %s", backend,
+                     e->be->last_error(e->bctx));
+        goto done;
+    }
+    if ((st = dg_op_fill(ctx, e, param_at(&t, 1, 0), 2 * t.m.param_arena / sizeof(float), 0.0f)) ||
+        (st = dg_op_fill(ctx, e, act_at(&t, t.lay.acc_off), 2, 0.0f)))
+        goto done;
+
+    bool can_capture = !o->no_capture && e->be->capture_begin && e->be->capture_end && e->be->replay;
+    if (!o->no_capture && !can_capture)
+        capture_note = "backend has no step capture";
+    for (int i = 0; i < DG_OP__COUNT && can_capture; i++)
+        if (!dg_engine_native(e, (dg_op)i) && i != DG_OP_FILL) {
+            can_capture = false;
+            capture_note = "an op falls back to the cpu (fallbacks synchronise)";
+        }
+    int since_sync = 0;
+    double t0 = 0;
+    losses = cJSON_CreateArray();
+    for (int g = 0; g < total && st == DG_OK; g++) {
+        int ep = g / steps, s = g % steps;
+        if (g == warmup) {
+            if ((st = e->be->synchronize(e->bctx)) != DG_OK)
+                break;
+            t0 = dg_now();
+        }
+        dg_synth_batch(data, ep, s, batch, t.hx, t.hy);
+        mark(&t, EV_START);
+        if ((st = upload_batch(&t)) != DG_OK)
+            break;
+        mark(&t, EV_H2D);
+        if (captured) {
+            if (e->be->replay(e->bctx) != DG_OK)
+                st = dg_fail(ctx, DG_ERR_BACKEND, "%s: replaying the step: %s", backend,
+                             e->be->last_error(e->bctx));
+        } else if (can_capture && g == 1) {
+            /* Step 0 ran eagerly and proved the ops; capture step 1 and run it. */
+            bool ok = e->be->capture_begin(e->bctx) == DG_OK;
+            dg_status cst = ok ? forward(&t) : DG_OK;
+            if (ok && cst == DG_OK)
+                cst = backward(&t);
+            if (ok && cst == DG_OK)
+                cst = update(&t);
+            ok = e->be->capture_end(e->bctx) == DG_OK && ok && cst == DG_OK;
+            if (ok && e->be->replay(e->bctx) == DG_OK) {
+                captured = true;
+            } else {
+                capture_note = "capture failed; ran eagerly";
+                can_capture = false;
+                if ((st = forward(&t)) == DG_OK && (st = backward(&t)) == DG_OK)
+                    st = update(&t);
+            }
+        } else {
+            if ((st = forward(&t)) != DG_OK)
+                break;
+            mark(&t, EV_FWD);
+            if ((st = backward(&t)) != DG_OK)
+                break;
+            mark(&t, EV_BWD);
+            st = update(&t);
+        }
+        if (st != DG_OK)
+            break;
+        mark(&t, EV_UPDATE);
+        since_sync++;
+        bool sync = (sync_every > 0 && (g + 1) % sync_every == 0) || s == steps - 1;
+        if (!sync)
+            continue;
+        float acc[2];
+        if (e->be->download(e->bctx, t.act->buf, t.lay.acc_off, acc, sizeof acc) != DG_OK) {
+            st = dg_fail(ctx, DG_ERR_BACKEND, "%s: reading the loss: %s", backend, e->be->last_error(e->bctx));
+            break;
+        }
+        syncs++;
+        if (g >= warmup && e->be->event_elapsed && phase_n < 256) {
+            /* The phases of the step just finished, from device events. */
+            double ms[PH_COUNT];
+            bool ok = e->be->event_elapsed(e->bctx, EV_START, EV_H2D, &ms[PH_H2D]) == DG_OK;
+            if (!captured) {
+                ok = ok && e->be->event_elapsed(e->bctx, EV_H2D, EV_FWD, &ms[PH_FWD]) == DG_OK;
+                ok = ok && e->be->event_elapsed(e->bctx, EV_FWD, EV_BWD, &ms[PH_BWD]) == DG_OK;
+                ok = ok && e->be->event_elapsed(e->bctx, EV_BWD, EV_UPDATE, &ms[PH_UPDATE]) == DG_OK;
+            } else {
+                ok = ok && e->be->event_elapsed(e->bctx, EV_H2D, EV_UPDATE, &ms[PH_FWD]) == DG_OK;
+                ms[PH_BWD] = ms[PH_UPDATE] = NAN;
+            }
+            if (ok) {
+                for (int p = 0; p < PH_COUNT; p++)
+                    phase_ms[p][phase_n] = ms[p];
+                phase_n++;
+            }
+        }
+        double loss = acc[0] / since_sync, accuracy = acc[1] / ((double)since_sync * batch);
+        finite = finite && isfinite(loss);
+        cJSON *pt = cJSON_CreateObject();
+        cJSON_AddNumberToObject(pt, "epoch", ep);
+        cJSON_AddNumberToObject(pt, "step", g + 1);
+        cJSON_AddNumberToObject(pt, "steps_averaged", since_sync);
+        if (isfinite(loss))
+            cJSON_AddNumberToObject(pt, "loss", loss);
+        else
+            cJSON_AddNullToObject(pt, "loss");
+        cJSON_AddNumberToObject(pt, "accuracy", accuracy);
+        cJSON_AddItemToArray(losses, pt);
+        since_sync = 0;
+        if ((st = dg_op_fill(ctx, e, act_at(&t, t.lay.acc_off), 2, 0.0f)) != DG_OK)
+            break;
+        if (g + 1 == total && g >= warmup) {
+            wall = dg_now() - t0;
+            timed_steps = total - warmup;
+        }
+    }
+
+done:;
+    dg_status final = st;
+    cJSON_AddNumberToObject(rec, "v", 1);
+    cJSON_AddStringToObject(rec, "kind", "train");
+    char ts[32], host[256] = "";
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(rec, "timestamp", ts);
+    if (gethostname(host, sizeof host) == 0) {
+        host[sizeof host - 1] = '\0';
+        cJSON_AddStringToObject(rec, "host", host);
+    }
+    cJSON_AddStringToObject(rec, "status", dg_status_name(final));
+    dg_json_add_str(rec, "error", final == DG_OK ? NULL : dg_errmsg(ctx));
+    cJSON_AddItemToObject(rec, "spec", spec);
+    cJSON_AddItemToObject(rec, "model", dg_model_json(&t.m));
+    cJSON *dev = cJSON_AddObjectToObject(rec, "device");
+    dg_device_info info;
+    if (e->be->device_info(e->bctx, o->device, &info) == DG_OK) {
+        cJSON_AddStringToObject(dev, "name", info.name);
+        cJSON_AddStringToObject(dev, "vendor", info.vendor);
+    }
+    char ver[512] = "";
+    e->be->versions(e->bctx, ver, sizeof ver);
+    cJSON_AddStringToObject(dev, "versions", ver);
+    if (data)
+        cJSON_AddItemToObject(rec, "data", dg_synth_json(data));
+    cJSON *mem = cJSON_AddObjectToObject(rec, "memory");
+    cJSON_AddItemToObject(mem, "activation_bytes", dg_json_metric((double)t.lay.bytes, true, "bytes"));
+    cJSON_AddItemToObject(mem, "workspace_bytes", dg_json_metric((double)t.lay.work_bytes, true, "bytes"));
+    dg_alloc_stats as;
+    dg_alloc_get_stats(e->alloc, &as);
+    cJSON_AddItemToObject(mem, "allocator", dg_alloc_stats_json(&as));
+    cJSON_AddItemToObject(rec, "loss", losses ? losses : cJSON_CreateArray());
+    cJSON_AddBoolToObject(rec, "loss_finite", finite);
+    cJSON *thr = cJSON_AddObjectToObject(rec, "throughput");
+    bool timed = timed_steps > 0 && wall > 0;
+    cJSON_AddNumberToObject(thr, "timed_steps", timed_steps);
+    cJSON_AddNumberToObject(thr, "warmup_steps", warmup);
+    cJSON_AddItemToObject(thr, "wall", dg_json_metric(wall, timed, "s"));
+    cJSON_AddItemToObject(thr, "samples_per_s",
+                          dg_json_metric(timed ? timed_steps * (double)batch / wall : 0, timed, "samples/s"));
+    cJSON_AddItemToObject(thr, "step_ms", dg_json_metric(timed ? wall / timed_steps * 1e3 : 0, timed, "ms"));
+    cJSON_AddNumberToObject(thr, "sync_points", syncs);
+    cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
+    cJSON_AddStringToObject(ph, "source", e->be->event_elapsed ? "device events, last step before each sync" : "none");
+    cJSON_AddNumberToObject(ph, "samples", (double)phase_n);
+    for (int p = 0; p < PH_COUNT; p++) {
+        double v = phase_n ? median(phase_ms[p], phase_n) : NAN;
+        cJSON_AddItemToObject(ph, phase_names[p], dg_json_metric(v, isfinite(v), "ms"));
+    }
+    if (captured)
+        cJSON_AddStringToObject(ph, "note", "step captured as a graph: forward holds forward+backward+update");
+    cJSON *cap = cJSON_AddObjectToObject(rec, "capture");
+    cJSON_AddBoolToObject(cap, "used", captured);
+    dg_json_add_str(cap, "note", captured ? NULL : capture_note);
+    cJSON_AddItemToObject(rec, "fallbacks", dg_engine_census_json(e));
+
+    *json = dg_json_print(rec);
+    cJSON_Delete(rec);
+    dg_release(e->alloc, t.params);
+    dg_release(e->alloc, t.act);
+    dg_free(t.hx);
+    dg_free(t.hy);
+    dg_free(init);
+    dg_synth_free(data);
+    dg_engine_close(e);
+    if (!*json)
+        return dg_fail(ctx, DG_ERR_NOMEM, "train: out of memory printing the record");
+    return final;
+}

@@ -1,6 +1,9 @@
 /* CUDA plug-in: loads $DEVGATE_PLUGIN_DIR/libdevgate-cuda.so the way devgate
  * does; without a GPU it checks the failure reason and skips, with one it checks
- * device facts, copies, fp32 GEMM accuracy, device OOM and times a 4096^3 sgemm. */
+ * device facts, copies, fp32 GEMM accuracy in all four transposes, device OOM,
+ * every training op against double references, events and graph capture, and
+ * prints timings: a 4096^3 sgemm, a cifar-sized conv layer, an MLP step eager
+ * against captured. */
 #include <dlfcn.h>
 #include <float.h>
 #include <stdint.h>
@@ -35,18 +38,21 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Checks one row-major GEMM (leading dims padded by pad, operands at offsets in one buffer). */
-static void gemm_case(int m, int n, int k, int pad, float alpha, float beta)
+/* Checks one row-major GEMM C = alpha op(A) op(B) + beta C (leading dims
+ * padded by pad, operands at offsets in one buffer); ta/tb store A as k x m
+ * and B as n x k. */
+static void gemm_case(bool ta, bool tb, int m, int n, int k, int pad, float alpha, float beta)
 {
-    int lda = k + pad, ldb = n + pad, ldc = n + pad;
-    size_t na = (size_t)m * lda, nb = (size_t)k * ldb, nc = (size_t)m * ldc;
+    int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+    int lda = ca + pad, ldb = cb + pad, ldc = n + pad;
+    size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nc = (size_t)m * ldc;
     /* A, B and C share one buffer at float-aligned but otherwise odd offsets. */
     size_t a_off = 4 * sizeof(float), b_off = a_off + (na + 3) * sizeof(float);
     size_t c_off = b_off + (nb + 5) * sizeof(float), total = c_off + nc * sizeof(float);
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(nc * sizeof *c0);
     float *c = malloc(nc * sizeof *c);
     double *ref = calloc((size_t)m * n, sizeof *ref), *mag = calloc((size_t)m * n, sizeof *mag);
-    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(m * 1000003 + n * 1009 + k);
+    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(m * 1000003 + n * 1009 + k + ta * 7 + tb * 3);
     void *buf = NULL;
     int bad = 0;
     double worst = 0.0;
@@ -68,21 +74,22 @@ static void gemm_case(int m, int n, int k, int pad, float alpha, float beta)
     CHECK(bi->upload(cx, buf, a_off, a, na * sizeof *a) == DG_OK);
     CHECK(bi->upload(cx, buf, b_off, b, nb * sizeof *b) == DG_OK);
     CHECK(bi->upload(cx, buf, c_off, c0, nc * sizeof *c0) == DG_OK);
-    dg_status st =
-        bi->gemm(cx, false, false, m, n, k, alpha, (dg_ref){buf, a_off}, lda, (dg_ref){buf, b_off}, ldb, beta, (dg_ref){buf, c_off}, ldc);
-    CHECK_MSG(st == DG_OK, "gemm %dx%dx%d: %s", m, n, k, bi->last_error(cx));
+    dg_status st = bi->gemm(cx, ta, tb, m, n, k, alpha, (dg_ref){buf, a_off}, lda,
+                            (dg_ref){buf, b_off}, ldb, beta, (dg_ref){buf, c_off}, ldc);
+    CHECK_MSG(st == DG_OK, "gemm %c%c %dx%dx%d: %s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
+              bi->last_error(cx));
     CHECK(bi->synchronize(cx) == DG_OK);
     CHECK(bi->download(cx, buf, c_off, c, nc * sizeof *c) == DG_OK);
 
-    /* Naive reference in double: ref = A*B and mag = |A|*|B|, row by row. */
+    /* Naive reference in double: ref = op(A)*op(B) and mag = |op(A)|*|op(B)|. */
     for (int i = 0; i < m; i++)
         for (int p = 0; p < k; p++) {
-            double av = a[(size_t)i * lda + p];
-            const float *brow = b + (size_t)p * ldb;
+            double av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
             double *r = ref + (size_t)i * n, *g = mag + (size_t)i * n;
             for (int j = 0; j < n; j++) {
-                r[j] += av * brow[j];
-                g[j] += fabs(av * brow[j]);
+                double bv = tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                r[j] += av * bv;
+                g[j] += fabs(av * bv);
             }
         }
     for (int i = 0; i < m; i++)
@@ -105,9 +112,10 @@ static void gemm_case(int m, int n, int k, int pad, float alpha, float beta)
         for (int j = n; j < ldc; j++)
             if (c[(size_t)i * ldc + j] != c0[(size_t)i * ldc + j])
                 bad++;
-    CHECK_MSG(bad == 0, "gemm %dx%dx%d pad %d: %d elements out of tolerance", m, n, k, pad, bad);
-    printf("gemm %dx%dx%d pad %d: worst |err|/sum|a||b| = %.3g (k*eps = %.3g)\n", m, n, k, pad,
-           worst, k * FLT_EPSILON);
+    CHECK_MSG(bad == 0, "gemm %c%c %dx%dx%d pad %d: %d elements out of tolerance", ta ? 'T' : 'N',
+              tb ? 'T' : 'N', m, n, k, pad, bad);
+    printf("gemm %c%c %dx%dx%d pad %d: worst |err|/sum|a||b| = %.3g (k*eps = %.3g)\n",
+           ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, pad, worst, k * FLT_EPSILON);
 out:
     if (buf)
         bi->buf_free(cx, buf);
@@ -277,6 +285,850 @@ out:
     free(h);
 }
 
+/* ---- training ops against double references ------------------------------------ */
+
+/* A device buffer holding n floats (or ints) copied from host h; NULL on failure. */
+static void *to_dev(const void *h, size_t bytes)
+{
+    void *buf = NULL;
+    CHECK(bi->buf_alloc(cx, bytes ? bytes : 4, &buf) == DG_OK);
+    if (buf && bytes)
+        CHECK(bi->upload(cx, buf, 0, h, bytes) == DG_OK);
+    return buf;
+}
+
+/* Synchronizes, then copies bytes of buf back to h. */
+static void from_dev(void *buf, void *h, size_t bytes)
+{
+    CHECK_MSG(bi->synchronize(cx) == DG_OK, "synchronize: %s", bi->last_error(cx));
+    if (buf)
+        CHECK(bi->download(cx, buf, 0, h, bytes) == DG_OK);
+}
+
+static dg_ref R(void *buf)
+{
+    return (dg_ref){buf, 0};
+}
+
+static float *frnd(size_t n, uint64_t seed)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = rnd(&seed);
+    return p;
+}
+
+/* got vs want: |got - want| <= atol + rtol * scale (scale[i], or |want| when
+ * scale is NULL); prints the first misses and the worst ratio. */
+static void cmp(const char *what, const float *got, const double *want, const double *scale,
+                size_t n, double atol, double rtol)
+{
+    int bad = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double s = scale ? scale[i] : fabs(want[i]);
+        double tol = atol + rtol * s, err = fabs((double)got[i] - want[i]);
+        if (!(err <= tol)) {
+            if (bad++ < 3)
+                fprintf(stderr, "%s[%zu] = %.9g, want %.9g (tol %.3g)\n", what, i, got[i], want[i],
+                        tol);
+        } else if (tol > 0 && err / tol > worst) {
+            worst = err / tol;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d of %zu out of tolerance", what, bad, n);
+}
+
+static void t_fill(void)
+{
+    enum { N = 1001 };
+    float h[N + 8], g[N + 8];
+    void *b = NULL;
+    for (int i = 0; i < N + 8; i++)
+        h[i] = (float)i;
+    b = to_dev(h, sizeof h);
+    if (!b)
+        return;
+    CHECK(bi->fill(cx, (dg_ref){b, 12}, N, -2.5f) == DG_OK);
+    from_dev(b, g, sizeof g);
+    int bad = 0;
+    for (int i = 0; i < N + 8; i++)
+        bad += g[i] != (i >= 3 && i < 3 + N ? -2.5f : (float)i);
+    CHECK_MSG(bad == 0, "fill: %d wrong", bad);
+    /* Refs are checked: past the end, misaligned, absent. */
+    CHECK(bi->fill(cx, (dg_ref){b, 12}, N + 6, 0.0f) == DG_ERR_USAGE);
+    CHECK(strstr(bi->last_error(cx), "fill") != NULL);
+    CHECK(bi->fill(cx, (dg_ref){b, 2}, 4, 0.0f) == DG_ERR_USAGE);
+    CHECK(bi->fill(cx, (dg_ref){NULL, 0}, 4, 0.0f) == DG_ERR_USAGE);
+    CHECK(bi->fill(cx, (dg_ref){b, sizeof h}, 0, 0.0f) == DG_OK);
+    CHECK(bi->fill(cx, (dg_ref){b, sizeof h + 4}, 0, 0.0f) == DG_ERR_USAGE);
+    bi->buf_free(cx, b);
+}
+
+static void t_bias(int outer, int channels, int inner)
+{
+    size_t n = (size_t)outer * channels * inner;
+    float *y = frnd(n, 11 + n), *bias = frnd(channels, 12), *got = malloc(n * sizeof *got);
+    float *gdb = malloc(channels * sizeof *gdb);
+    double *want = malloc(n * sizeof *want), *db = calloc(channels, sizeof *db);
+    double *mag = calloc(channels, sizeof *mag);
+    void *dy = to_dev(y, n * 4), *db_d = to_dev(bias, channels * 4);
+    char what[96];
+
+    for (int o = 0; o < outer; o++)
+        for (int c = 0; c < channels; c++)
+            for (int i = 0; i < inner; i++) {
+                size_t e = ((size_t)o * channels + c) * inner + i;
+                want[e] = (double)y[e] + bias[c];
+                db[c] += y[e];
+                mag[c] += fabs(y[e]);
+            }
+    CHECK(bi->bias_add(cx, R(dy), R(db_d), outer, channels, inner) == DG_OK);
+    from_dev(dy, got, n * 4);
+    snprintf(what, sizeof what, "bias_add %dx%dx%d", outer, channels, inner);
+    cmp(what, got, want, NULL, n, 0.0, FLT_EPSILON);
+    /* bias_grad of the original y. */
+    CHECK(bi->upload(cx, dy, 0, y, n * 4) == DG_OK);
+    CHECK(bi->fill(cx, R(db_d), channels, NAN) == DG_OK);
+    CHECK(bi->bias_grad(cx, R(dy), R(db_d), outer, channels, inner) == DG_OK);
+    from_dev(db_d, gdb, channels * 4);
+    snprintf(what, sizeof what, "bias_grad %dx%dx%d", outer, channels, inner);
+    cmp(what, gdb, db, mag, channels, 0.0, 2 * FLT_EPSILON);
+    CHECK(bi->bias_grad(cx, R(dy), R(db_d), outer, channels + 1, inner) == DG_ERR_USAGE);
+    bi->buf_free(cx, dy);
+    bi->buf_free(cx, db_d);
+    free(y), free(bias), free(got), free(gdb), free(want), free(db), free(mag);
+}
+
+static void t_relu(void)
+{
+    enum { N = 1037 };
+    float *x = frnd(N, 21), *dy = frnd(N, 22), got[N];
+    double want[N], wdx[N];
+    void *dx_d = to_dev(x, sizeof got), *dy_d = to_dev(dy, sizeof got), *y_d = NULL;
+    CHECK(bi->buf_alloc(cx, sizeof got, &y_d) == DG_OK);
+    x[5] = 0.0f;
+    x[6] = -0.0f;
+    CHECK(bi->upload(cx, dx_d, 0, x, sizeof got) == DG_OK);
+    for (int i = 0; i < N; i++) {
+        want[i] = x[i] > 0 ? x[i] : 0.0;
+        wdx[i] = x[i] > 0 ? dy[i] : 0.0;
+    }
+    CHECK(bi->relu_fwd(cx, R(dx_d), R(y_d), N) == DG_OK);
+    from_dev(y_d, got, sizeof got);
+    cmp("relu_fwd", got, want, NULL, N, 0.0, 0.0);
+    CHECK(bi->relu_fwd(cx, R(dx_d), R(dx_d), N) == DG_OK); /* in place */
+    from_dev(dx_d, got, sizeof got);
+    cmp("relu_fwd in place", got, want, NULL, N, 0.0, 0.0);
+    CHECK(bi->relu_bwd(cx, R(y_d), R(dy_d), R(dy_d), N) == DG_OK); /* dx aliases dy */
+    from_dev(dy_d, got, sizeof got);
+    cmp("relu_bwd", got, wdx, NULL, N, 0.0, 0.0);
+    CHECK(bi->relu_bwd(cx, R(y_d), R(dy_d), R(dy_d), N + 1) == DG_ERR_USAGE);
+    bi->buf_free(cx, dx_d);
+    bi->buf_free(cx, dy_d);
+    bi->buf_free(cx, y_d);
+    free(x), free(dy);
+}
+
+static void t_maxpool(int n, int c, int h, int w, int k, int s, bool ties)
+{
+    dg_pool_shape ps = {n, c, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1};
+    size_t nin = (size_t)n * c * h * w, nout = (size_t)n * c * ps.ho * ps.wo;
+    float *x = frnd(nin, 31 + nin), *dy = frnd(nout, 32), *gy = malloc(nout * 4);
+    float *gdx = malloc(nin * 4);
+    int32_t *am = malloc(nout * 4), *gam = malloc(nout * 4);
+    double *wy = malloc(nout * 8), *wdx = calloc(nin, 8), *mag = calloc(nin, 8);
+    char what[96];
+    if (ties)
+        for (size_t i = 0; i < nin; i++)
+            x[i] = (float)((i * 7) % 3); /* many equal maxima */
+    void *x_d = to_dev(x, nin * 4), *dy_d = to_dev(dy, nout * 4), *y_d = NULL, *am_d = NULL;
+    void *dx_d = NULL;
+    CHECK(bi->buf_alloc(cx, nout * 4, &y_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, nout * 4, &am_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, nin * 4, &dx_d) == DG_OK);
+    for (int pl = 0; pl < n * c; pl++)
+        for (int oy = 0; oy < ps.ho; oy++)
+            for (int ox = 0; ox < ps.wo; ox++) {
+                const float *xp = x + (size_t)pl * h * w;
+                int best = oy * s * w + ox * s;
+                for (int ky = 0; ky < k; ky++)
+                    for (int kx = 0; kx < k; kx++) {
+                        int j = (oy * s + ky) * w + ox * s + kx;
+                        if (xp[j] > xp[best])
+                            best = j;
+                    }
+                size_t o = ((size_t)pl * ps.ho + oy) * ps.wo + ox;
+                wy[o] = xp[best];
+                am[o] = best;
+                wdx[(size_t)pl * h * w + best] += dy[o];
+                mag[(size_t)pl * h * w + best] += fabs(dy[o]);
+            }
+    CHECK(bi->maxpool_fwd(cx, &ps, R(x_d), R(y_d), R(am_d)) == DG_OK);
+    from_dev(y_d, gy, nout * 4);
+    from_dev(am_d, gam, nout * 4);
+    snprintf(what, sizeof what, "maxpool_fwd n%d c%d %dx%d k%d s%d%s", n, c, h, w, k, s,
+             ties ? " ties" : "");
+    cmp(what, gy, wy, NULL, nout, 0.0, 0.0);
+    int bad = 0;
+    for (size_t i = 0; i < nout; i++)
+        bad += gam[i] != am[i];
+    CHECK_MSG(bad == 0, "%s: %d argmax wrong", what, bad);
+    CHECK(bi->fill(cx, R(dx_d), nin, NAN) == DG_OK);
+    CHECK(bi->maxpool_bwd(cx, &ps, R(dy_d), R(am_d), R(dx_d)) == DG_OK);
+    from_dev(dx_d, gdx, nin * 4);
+    snprintf(what, sizeof what, "maxpool_bwd n%d c%d %dx%d k%d s%d%s", n, c, h, w, k, s,
+             ties ? " ties" : "");
+    cmp(what, gdx, wdx, mag, nin, 0.0, 2 * FLT_EPSILON);
+    dg_pool_shape bad_s = ps;
+    bad_s.ho++;
+    CHECK(bi->maxpool_fwd(cx, &bad_s, R(x_d), R(y_d), R(am_d)) == DG_ERR_USAGE);
+    bi->buf_free(cx, x_d), bi->buf_free(cx, dy_d), bi->buf_free(cx, y_d);
+    bi->buf_free(cx, am_d), bi->buf_free(cx, dx_d);
+    free(x), free(dy), free(gy), free(gdx), free(am), free(gam), free(wy), free(wdx), free(mag);
+}
+
+/* Double conv forward for images [i0, i1): y (and mag = same with |x|, |w|). */
+static void ref_conv_fwd(const dg_conv_shape *s, const float *x, const float *w, const float *b,
+                         int i0, int i1, double *y, double *mag)
+{
+    for (int i = i0; i < i1; i++)
+        for (int k = 0; k < s->k; k++)
+            for (int oy = 0; oy < s->ho; oy++)
+                for (int ox = 0; ox < s->wo; ox++) {
+                    double acc = b ? b[k] : 0.0, g = b ? fabs(b[k]) : 0.0;
+                    for (int c = 0; c < s->c; c++)
+                        for (int ky = 0; ky < s->kh; ky++)
+                            for (int kx = 0; kx < s->kw; kx++) {
+                                int iy = oy * s->stride - s->pad + ky;
+                                int ix = ox * s->stride - s->pad + kx;
+                                if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+                                    continue;
+                                double t = (double)x[(((size_t)i * s->c + c) * s->h + iy) * s->w + ix] *
+                                           w[(((size_t)k * s->c + c) * s->kh + ky) * s->kw + kx];
+                                acc += t;
+                                g += fabs(t);
+                            }
+                    size_t o = (((size_t)(i - i0) * s->k + k) * s->ho + oy) * s->wo + ox;
+                    y[o] = acc;
+                    mag[o] = g;
+                }
+}
+
+/* Double conv backward: dx for images [i0, i1) (may be NULL); dw entries
+ * listed in widx (nw of them; all when widx is NULL; none when dw is NULL);
+ * db (may be NULL). Each with its magnitude (sum of |terms|). */
+static void ref_conv_bwd(const dg_conv_shape *s, const float *x, const float *w, const float *dy,
+                         int i0, int i1, double *dx, double *dxm, const size_t *widx, size_t nw,
+                         double *dw, double *dwm, double *db, double *dbm)
+{
+    size_t wc = (size_t)s->k * s->c * s->kh * s->kw;
+    if (dx) {
+        size_t nx = (size_t)(i1 - i0) * s->c * s->h * s->w;
+        memset(dx, 0, nx * 8);
+        memset(dxm, 0, nx * 8);
+    }
+    for (size_t q = 0; dw && q < (widx ? nw : wc); q++) {
+        dw[q] = 0.0;
+        dwm[q] = 0.0;
+    }
+    for (int k = 0; db && k < s->k; k++) {
+        db[k] = 0.0;
+        dbm[k] = 0.0;
+        for (int i = 0; i < s->n; i++)
+            for (int p = 0; p < s->ho * s->wo; p++) {
+                double g = dy[((size_t)i * s->k + k) * s->ho * s->wo + p];
+                db[k] += g;
+                dbm[k] += fabs(g);
+            }
+    }
+    for (size_t q = 0; dw && q < (widx ? nw : wc); q++) {
+        size_t e = widx ? widx[q] : q;
+        int kx = (int)(e % s->kw), ky = (int)(e / s->kw % s->kh);
+        int c = (int)(e / ((size_t)s->kw * s->kh) % s->c), k = (int)(e / ((size_t)s->kw * s->kh * s->c));
+        for (int i = 0; i < s->n; i++)
+            for (int oy = 0; oy < s->ho; oy++)
+                for (int ox = 0; ox < s->wo; ox++) {
+                    int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
+                    if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+                        continue;
+                    double t = (double)dy[(((size_t)i * s->k + k) * s->ho + oy) * s->wo + ox] *
+                               x[(((size_t)i * s->c + c) * s->h + iy) * s->w + ix];
+                    dw[q] += t;
+                    dwm[q] += fabs(t);
+                }
+    }
+    if (!dx)
+        return;
+    for (int i = i0; i < i1; i++)
+        for (int k = 0; k < s->k; k++)
+            for (int oy = 0; oy < s->ho; oy++)
+                for (int ox = 0; ox < s->wo; ox++) {
+                    double g = dy[(((size_t)i * s->k + k) * s->ho + oy) * s->wo + ox];
+                    for (int c = 0; c < s->c; c++)
+                        for (int ky = 0; ky < s->kh; ky++)
+                            for (int kx = 0; kx < s->kw; kx++) {
+                                int iy = oy * s->stride - s->pad + ky;
+                                int ix = ox * s->stride - s->pad + kx;
+                                if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+                                    continue;
+                                size_t o = (((size_t)(i - i0) * s->c + c) * s->h + iy) * s->w + ix;
+                                double t = g * w[(((size_t)k * s->c + c) * s->kh + ky) * s->kw + kx];
+                                dx[o] += t;
+                                dxm[o] += fabs(t);
+                            }
+                }
+}
+
+static dg_conv_shape conv_shape(int n, int c, int h, int w, int k, int kh, int kw, int stride,
+                                int pad)
+{
+    dg_conv_shape s = {n, c, h, w, k, kh, kw, stride, pad, 0, 0};
+    s.ho = (h + 2 * pad - kh) / stride + 1;
+    s.wo = (w + 2 * pad - kw) / stride + 1;
+    return s;
+}
+
+/* Conv forward and backward against double. Images in check (ncheck of them)
+ * are compared for y and dx; dw at nw sampled entries (all when nw == 0). When
+ * timing, prints the median fwd and bwd times over reps runs. */
+static void t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *check, int ncheck,
+                   size_t nw, int reps)
+{
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, nwt = (size_t)s.k * s.c * s.kh * s.kw;
+    size_t P = (size_t)s.ho * s.wo, ny = (size_t)s.n * s.k * P;
+    size_t img_x = (size_t)s.c * s.h * s.w, img_y = (size_t)s.k * P;
+    size_t ws = bi->conv2d_workspace(cx, &s);
+    float *x = frnd(nx, 41 + nx), *w = frnd(nwt, 42), *b = frnd(s.k, 43), *dy = frnd(ny, 44);
+    float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nwt * 4), *gdb = malloc(s.k * 4);
+    double *ry = malloc(img_y * 8), *rym = malloc(img_y * 8), *rdx = malloc(img_x * 8);
+    double *rdxm = malloc(img_x * 8), *rdw = malloc(nwt * 8), *rdwm = malloc(nwt * 8);
+    double *rdb = malloc(s.k * 8), *rdbm = malloc(s.k * 8);
+    size_t *widx = nw ? malloc(nw * sizeof *widx) : NULL;
+    float *sdw = nw ? malloc(nw * 4) : NULL;
+    char what[160], tag[96];
+    void *x_d = to_dev(x, nx * 4), *w_d = to_dev(w, nwt * 4), *b_d = to_dev(b, s.k * 4);
+    void *dy_d = to_dev(dy, ny * 4), *y_d = NULL, *dx_d = NULL, *dw_d = NULL, *db_d = NULL;
+    void *wk = NULL;
+
+    snprintf(tag, sizeof tag, "n%d c%d %dx%d k%d %dx%d s%d p%d", s.n, s.c, s.h, s.w, s.k, s.kh,
+             s.kw, s.stride, s.pad);
+    CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, nwt * 4, &dw_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, s.k * 4, &db_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
+    if (!y_d || !dx_d || !dw_d || !db_d || !wk)
+        goto out;
+    CHECK(bi->fill(cx, R(y_d), ny, NAN) == DG_OK);
+    CHECK(bi->fill(cx, R(dx_d), nx, NAN) == DG_OK);
+    CHECK(bi->fill(cx, R(dw_d), nwt, NAN) == DG_OK);
+    CHECK(bi->fill(cx, R(db_d), s.k, NAN) == DG_OK);
+    dg_ref bias = with_bias ? R(b_d) : (dg_ref){NULL, 0};
+    dg_ref dxr = with_dx ? R(dx_d) : (dg_ref){NULL, 0};
+    dg_ref dbr = with_bias ? R(db_d) : (dg_ref){NULL, 0};
+    dg_status st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), bias, R(y_d), R(wk));
+    CHECK_MSG(st == DG_OK, "conv2d_fwd %s: %s", tag, bi->last_error(cx));
+    st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk));
+    CHECK_MSG(st == DG_OK, "conv2d_bwd %s: %s", tag, bi->last_error(cx));
+    from_dev(y_d, gy, ny * 4);
+    from_dev(dx_d, gdx, nx * 4);
+    from_dev(dw_d, gdw, nwt * 4);
+    from_dev(db_d, gdb, s.k * 4);
+
+    for (int q = 0; q < ncheck; q++) {
+        int i = check[q];
+        ref_conv_fwd(&s, x, w, with_bias ? b : NULL, i, i + 1, ry, rym);
+        snprintf(what, sizeof what, "conv2d_fwd %s image %d", tag, i);
+        cmp(what, gy + i * img_y, ry, rym, img_y, FLT_MIN, 2.0 * (s.c * s.kh * s.kw + 2) * FLT_EPSILON);
+        if (with_dx) {
+            ref_conv_bwd(&s, x, w, dy, i, i + 1, rdx, rdxm, NULL, 0, NULL, NULL, NULL, NULL);
+            snprintf(what, sizeof what, "conv2d_bwd dx %s image %d", tag, i);
+            cmp(what, gdx + i * img_x, rdx, rdxm, img_x, FLT_MIN,
+                2.0 * (s.k * s.kh * s.kw + 2) * FLT_EPSILON);
+        }
+    }
+    if (!with_dx) {
+        int bad = 0;
+        for (size_t i = 0; i < nx; i++)
+            bad += !isnan(gdx[i]);
+        CHECK_MSG(bad == 0, "conv2d_bwd %s: dx written though absent", tag);
+    }
+    if (nw) {
+        uint64_t sd = 77;
+        for (size_t q = 0; q < nw; q++) {
+            sd = sd * 6364136223846793005ULL + 1442695040888963407ULL;
+            widx[q] = (size_t)(sd >> 33) % nwt;
+            sdw[q] = gdw[widx[q]];
+        }
+        ref_conv_bwd(&s, x, w, dy, 0, 0, NULL, NULL, widx, nw, rdw, rdwm, with_bias ? rdb : NULL,
+                     rdbm);
+        snprintf(what, sizeof what, "conv2d_bwd dw %s (sampled)", tag);
+        cmp(what, sdw, rdw, rdwm, nw, FLT_MIN, 2.0 * (s.n * P + 2) * FLT_EPSILON);
+    } else {
+        ref_conv_bwd(&s, x, w, dy, 0, 0, NULL, NULL, NULL, 0, rdw, rdwm, with_bias ? rdb : NULL,
+                     rdbm);
+        snprintf(what, sizeof what, "conv2d_bwd dw %s", tag);
+        cmp(what, gdw, rdw, rdwm, nwt, FLT_MIN, 2.0 * (s.n * P + 2) * FLT_EPSILON);
+    }
+    if (with_bias) {
+        snprintf(what, sizeof what, "conv2d_bwd db %s", tag);
+        cmp(what, gdb, rdb, rdbm, s.k, FLT_MIN, 4 * FLT_EPSILON);
+    }
+    /* A workspace one float short is refused. */
+    if (ws >= 4) {
+        void *small = NULL;
+        CHECK(bi->buf_alloc(cx, ws - 4, &small) == DG_OK);
+        CHECK(bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), bias, R(y_d), R(small)) == DG_ERR_USAGE);
+        CHECK(bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(small)) ==
+              DG_ERR_USAGE);
+        bi->buf_free(cx, small);
+    }
+
+    if (reps > 0) {
+        double tf[32], tb[32];
+        bool ok = true;
+        if (reps > 32)
+            reps = 32;
+        for (int r = 0; r < 2; r++) {
+            ok &= bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), bias, R(y_d), R(wk)) == DG_OK;
+            ok &= bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk)) == DG_OK;
+        }
+        for (int r = 0; r < reps; r++) {
+            ok &= bi->event_record(cx, 2) == DG_OK;
+            ok &= bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), bias, R(y_d), R(wk)) == DG_OK;
+            ok &= bi->event_record(cx, 3) == DG_OK;
+            ok &= bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk)) == DG_OK;
+            ok &= bi->event_record(cx, 4) == DG_OK;
+            ok &= bi->event_elapsed(cx, 2, 3, &tf[r]) == DG_OK;
+            ok &= bi->event_elapsed(cx, 3, 4, &tb[r]) == DG_OK;
+        }
+        CHECK_MSG(ok, "timed conv: %s", bi->last_error(cx));
+        qsort(tf, reps, sizeof tf[0], cmp_double);
+        qsort(tb, reps, sizeof tb[0], cmp_double);
+        double fl = 2.0 * (double)s.n * s.k * (double)P * s.c * s.kh * s.kw;
+        printf("conv %s: fwd %.3f ms (%.1f GFLOP/s), bwd %.3f ms (%.1f GFLOP/s), fwd+bwd %.3f ms; "
+               "workspace %.1f MiB (median of %d)\n",
+               tag, tf[reps / 2], fl / tf[reps / 2] * 1e-6, tb[reps / 2],
+               (with_dx ? 2 : 1) * fl / tb[reps / 2] * 1e-6, tf[reps / 2] + tb[reps / 2],
+               ws / 1048576.0, reps);
+    }
+out:
+    bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, b_d), bi->buf_free(cx, dy_d);
+    bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, db_d);
+    bi->buf_free(cx, wk);
+    free(x), free(w), free(b), free(dy), free(gy), free(gdx), free(gdw), free(gdb);
+    free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm), free(rdb), free(rdbm);
+    free(widx), free(sdw);
+}
+
+/* Double softmax cross-entropy; returns the mean loss, adds hits to *hits. */
+static double ref_xent(int n, int classes, const float *lg, const int32_t *lab, double *dl,
+                       double *hits)
+{
+    double sum = 0.0;
+    for (int r = 0; r < n; r++) {
+        const float *x = lg + (size_t)r * classes;
+        double *d = dl + (size_t)r * classes;
+        if (lab[r] < 0 || lab[r] >= classes) {
+            for (int j = 0; j < classes; j++)
+                d[j] = 0.0;
+            continue;
+        }
+        int am = 0;
+        for (int j = 1; j < classes; j++)
+            if (x[j] > x[am])
+                am = j;
+        double se = 0.0;
+        for (int j = 0; j < classes; j++)
+            se += exp((double)x[j] - x[am]);
+        for (int j = 0; j < classes; j++)
+            d[j] = (exp((double)x[j] - x[am]) / se - (j == lab[r])) / n;
+        sum += log(se) - ((double)x[lab[r]] - x[am]);
+        *hits += am == lab[r];
+    }
+    return sum / n;
+}
+
+static void t_xent(int n, int classes, bool in_place)
+{
+    size_t nl = (size_t)n * classes;
+    float *lg = frnd(nl, 51 + nl), *gd = malloc(nl * 4), acc0[2] = {1.5f, 2.0f}, acc[2];
+    int32_t *lab = malloc(n * 4);
+    double *dl = malloc(nl * 8), hits = 0.0;
+    char what[96];
+    uint64_t sd = 52;
+    for (int r = 0; r < n; r++) {
+        sd = sd * 6364136223846793005ULL + 1442695040888963407ULL;
+        lab[r] = (int32_t)((sd >> 33) % classes);
+        for (int j = 0; j < classes; j++)
+            lg[(size_t)r * classes + j] *= 4.0f;
+    }
+    if (n > 1) {
+        lab[1] = classes; /* out of range: nothing, zero row */
+        lg[0 * classes + lab[0]] = 9.0f; /* a hit */
+    }
+    if (n > 2) {
+        lab[2] = -1;
+        lg[2 * (size_t)classes + 0] = 9.0f; /* tie at the max: first wins */
+    }
+    if (n > 3) {
+        lab[3] = classes - 1;
+        lg[3 * (size_t)classes + 0] = 9.0f;
+        lg[3 * (size_t)classes + classes - 1] = 9.0f; /* tie: label is the second max, a miss */
+    }
+    double loss = ref_xent(n, classes, lg, lab, dl, &hits);
+    void *lg_d = to_dev(lg, nl * 4), *lab_d = to_dev(lab, n * 4), *acc_d = to_dev(acc0, 8);
+    void *d_d = NULL;
+    if (in_place)
+        d_d = lg_d;
+    else
+        CHECK(bi->buf_alloc(cx, nl * 4, &d_d) == DG_OK);
+    if (!in_place)
+        CHECK(bi->fill(cx, R(d_d), nl, NAN) == DG_OK);
+    dg_status st = bi->xent(cx, n, classes, R(lg_d), R(lab_d), R(d_d), R(acc_d));
+    CHECK_MSG(st == DG_OK, "xent: %s", bi->last_error(cx));
+    from_dev(d_d, gd, nl * 4);
+    from_dev(acc_d, acc, 8);
+    snprintf(what, sizeof what, "xent n%d classes %d%s dlogits", n, classes,
+             in_place ? " in place" : "");
+    cmp(what, gd, dl, NULL, nl, 1e-6 / n, 1e-5);
+    CHECK_MSG(fabs(acc[0] - (1.5 + loss)) <= 1e-5 * (1.5 + loss), "%s: acc[0] %.9g want %.9g",
+              what, acc[0], 1.5 + loss);
+    CHECK_MSG(acc[1] == (float)(2.0 + hits), "%s: acc[1] %.9g want %.9g", what, acc[1],
+              2.0 + hits);
+    CHECK(bi->xent(cx, n, classes, R(lg_d), R(lab_d), R(d_d), (dg_ref){acc_d, 4}) == DG_ERR_USAGE);
+    CHECK(bi->xent(cx, n + 1, classes, R(lg_d), R(lab_d), R(d_d), R(acc_d)) == DG_ERR_USAGE);
+    bi->buf_free(cx, lg_d), bi->buf_free(cx, lab_d), bi->buf_free(cx, acc_d);
+    if (!in_place)
+        bi->buf_free(cx, d_d);
+    free(lg), free(gd), free(lab), free(dl);
+}
+
+static void t_sgd(float momentum, float wd)
+{
+    enum { N = 1001 };
+    float *w = frnd(N, 61), *g = frnd(N, 62), *m = frnd(N, 63), got[N], gm[N];
+    double rw[N], rm[N];
+    char what[64];
+    void *w_d = to_dev(w, sizeof got), *g_d = to_dev(g, sizeof got), *m_d = to_dev(m, sizeof got);
+    for (int i = 0; i < N; i++) {
+        rw[i] = w[i];
+        rm[i] = m[i];
+    }
+    for (int step = 0; step < 2; step++) {
+        for (int i = 0; i < N; i++) {
+            double d = g[i] + (double)wd * rw[i];
+            if (momentum != 0.0f) {
+                rm[i] = momentum * rm[i] + d;
+                rw[i] -= 0.05 * rm[i];
+            } else {
+                rw[i] -= 0.05 * d;
+            }
+        }
+        dg_ref mr = momentum != 0.0f ? R(m_d) : (dg_ref){NULL, 0};
+        CHECK(bi->sgd(cx, R(w_d), R(g_d), mr, N, 0.05f, momentum, wd) == DG_OK);
+    }
+    from_dev(w_d, got, sizeof got);
+    from_dev(m_d, gm, sizeof gm);
+    snprintf(what, sizeof what, "sgd momentum %g wd %g: w", momentum, wd);
+    cmp(what, got, rw, NULL, N, 1e-6, 1e-5);
+    snprintf(what, sizeof what, "sgd momentum %g wd %g: mom", momentum, wd);
+    cmp(what, gm, rm, NULL, N, 1e-6, 1e-5);
+    if (momentum != 0.0f)
+        CHECK(bi->sgd(cx, R(w_d), R(g_d), (dg_ref){NULL, 0}, N, 0.1f, momentum, wd) ==
+              DG_ERR_USAGE);
+    bi->buf_free(cx, w_d), bi->buf_free(cx, g_d), bi->buf_free(cx, m_d);
+    free(w), free(g), free(m);
+}
+
+/* Events: elapsed > 0 around a big sgemm; bad and unrecorded slots refused. */
+static void t_events(void)
+{
+    enum { N = 2048 };
+    void *a = NULL, *c = NULL;
+    double ms = -1.0;
+    CHECK(bi->event_record && bi->event_elapsed);
+    CHECK(bi->buf_alloc(cx, sizeof(float) * N * N, &a) == DG_OK);
+    CHECK(bi->buf_alloc(cx, sizeof(float) * N * N, &c) == DG_OK);
+    if (!a || !c)
+        goto out;
+    CHECK(bi->fill(cx, R(a), (size_t)N * N, 0.5f) == DG_OK);
+    CHECK(bi->event_elapsed(cx, 0, 15, &ms) == DG_ERR_USAGE); /* never recorded */
+    CHECK(bi->event_record(cx, 0) == DG_OK);
+    CHECK(bi->gemm(cx, false, false, N, N, N, 1.0f, R(a), N, R(a), N, 0.0f, R(c), N) == DG_OK);
+    CHECK(bi->event_record(cx, 1) == DG_OK);
+    CHECK_MSG(bi->event_elapsed(cx, 0, 1, &ms) == DG_OK, "%s", bi->last_error(cx));
+    CHECK_MSG(ms > 0.0, "elapsed %.6f ms", ms);
+    printf("events: sgemm %d^3 took %.3f ms (%.1f GFLOP/s)\n", N, ms,
+           2.0 * N * N * (double)N / ms * 1e-6);
+    CHECK(bi->event_record(cx, DG_EVENT_SLOTS) == DG_ERR_USAGE);
+    CHECK(bi->event_record(cx, -1) == DG_ERR_USAGE);
+    CHECK(bi->event_elapsed(cx, 0, DG_EVENT_SLOTS, &ms) == DG_ERR_USAGE);
+out:
+    bi->buf_free(cx, a);
+    bi->buf_free(cx, c);
+}
+
+/* Capture: fill, gemm, bias, relu, xent into acc; three replays give three
+ * times the eager loss. Copies and sync are refused while capturing. */
+static void t_capture(void)
+{
+    enum { B = 64, D = 100, C = 10 };
+    float *x = frnd(B * D, 71), *w = frnd(D * C, 72), zero[2] = {0, 0}, acc1[2], acc3[2];
+    int32_t lab[B];
+    for (int i = 0; i < B; i++)
+        lab[i] = (i * 7) % C;
+    void *x_d = to_dev(x, B * D * 4), *w_d = to_dev(w, D * C * 4), *lab_d = to_dev(lab, sizeof lab);
+    void *acc_d = to_dev(zero, 8), *z_d = NULL, *b_d = NULL, *dz_d = NULL;
+    CHECK(bi->capture_begin && bi->capture_end && bi->replay);
+    CHECK(bi->buf_alloc(cx, B * C * 4, &z_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, B * C * 4, &dz_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, C * 4, &b_d) == DG_OK);
+    if (!z_d || !dz_d || !b_d || !acc_d)
+        goto out;
+    CHECK(bi->replay(cx) == DG_ERR_USAGE); /* nothing captured yet */
+    CHECK(bi->synchronize(cx) == DG_OK);
+    CHECK(bi->upload(cx, acc_d, 0, zero, 8) == DG_OK);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            CHECK_MSG(bi->capture_begin(cx) == DG_OK, "capture_begin: %s", bi->last_error(cx));
+            CHECK(bi->capture_begin(cx) == DG_ERR_USAGE);
+        }
+        CHECK(bi->fill(cx, R(b_d), C, 0.25f) == DG_OK);
+        CHECK(bi->gemm(cx, false, false, B, C, D, 1.0f, R(x_d), D, R(w_d), C, 0.0f, R(z_d), C) ==
+              DG_OK);
+        CHECK(bi->bias_add(cx, R(z_d), R(b_d), B, C, 1) == DG_OK);
+        CHECK(bi->relu_fwd(cx, R(z_d), R(z_d), B * C) == DG_OK);
+        CHECK(bi->xent(cx, B, C, R(z_d), R(lab_d), R(dz_d), R(acc_d)) == DG_OK);
+        if (pass == 1) {
+            CHECK(bi->upload(cx, acc_d, 0, zero, 8) == DG_ERR_USAGE);
+            CHECK(bi->download(cx, acc_d, 0, acc3, 8) == DG_ERR_USAGE);
+            CHECK(bi->synchronize(cx) == DG_ERR_USAGE);
+            CHECK(bi->replay(cx) == DG_ERR_USAGE);
+            CHECK_MSG(bi->capture_end(cx) == DG_OK, "capture_end: %s", bi->last_error(cx));
+            CHECK(bi->capture_end(cx) == DG_ERR_USAGE);
+        }
+        if (pass == 0) {
+            from_dev(acc_d, acc1, 8);
+            CHECK(bi->upload(cx, acc_d, 0, zero, 8) == DG_OK);
+        }
+    }
+    from_dev(acc_d, acc3, 8);
+    CHECK_MSG(acc3[0] == 0.0f && acc3[1] == 0.0f, "capture ran the ops: acc %g %g", acc3[0],
+              acc3[1]);
+    for (int r = 0; r < 3; r++)
+        CHECK_MSG(bi->replay(cx) == DG_OK, "replay: %s", bi->last_error(cx));
+    from_dev(acc_d, acc3, 8);
+    CHECK_MSG(acc1[0] > 0.0f && fabs(acc3[0] - 3.0 * acc1[0]) <= 1e-6 * 3.0 * acc1[0],
+              "replayed loss %.9g, eager %.9g x 3", acc3[0], acc1[0]);
+    CHECK_MSG(acc3[1] == 3.0f * acc1[1], "replayed hits %g, eager %g x 3", acc3[1], acc1[1]);
+    printf("capture: eager loss %.6f hits %g; 3 replays: loss %.6f hits %g\n", acc1[0], acc1[1],
+           acc3[0], acc3[1]);
+out:
+    bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, lab_d), bi->buf_free(cx, acc_d);
+    bi->buf_free(cx, z_d), bi->buf_free(cx, dz_d), bi->buf_free(cx, b_d);
+    free(x), free(w);
+}
+
+/* A 784-1024-1024-10 MLP training step at batch 256 (forward, xent, backward,
+ * SGD with momentum): checks that captured replays give bitwise the eager
+ * result, then times eager launches against replays (printed only). */
+enum { MB = 256, M0 = 784, M1 = 1024, M2 = 1024, M3 = 10, MSTEPS = 5, MTIME = 50 };
+typedef struct mlp {
+    void *x, *lab, *w[3], *b[3], *mw[3], *mb[3], *dw[3], *db[3], *h[3], *dh[3], *acc;
+} mlp;
+static const int mlp_dims[4] = {M0, M1, M2, M3};
+
+static bool mlp_step(mlp *m)
+{
+    bool ok = true;
+    const float lr = 0.01f, mom = 0.9f, wd = 1e-4f;
+    for (int l = 0; l < 3; l++) {
+        void *in = l ? m->h[l - 1] : m->x;
+        ok &= bi->gemm(cx, false, false, MB, mlp_dims[l + 1], mlp_dims[l], 1.0f, R(in), mlp_dims[l],
+                       R(m->w[l]), mlp_dims[l + 1], 0.0f, R(m->h[l]), mlp_dims[l + 1]) == DG_OK;
+        ok &= bi->bias_add(cx, R(m->h[l]), R(m->b[l]), MB, mlp_dims[l + 1], 1) == DG_OK;
+        if (l < 2)
+            ok &= bi->relu_fwd(cx, R(m->h[l]), R(m->h[l]), (size_t)MB * mlp_dims[l + 1]) == DG_OK;
+    }
+    ok &= bi->xent(cx, MB, M3, R(m->h[2]), R(m->lab), R(m->dh[2]), R(m->acc)) == DG_OK;
+    for (int l = 2; l >= 0; l--) {
+        void *in = l ? m->h[l - 1] : m->x;
+        int ni = mlp_dims[l], no = mlp_dims[l + 1];
+        ok &= bi->gemm(cx, true, false, ni, no, MB, 1.0f, R(in), ni, R(m->dh[l]), no, 0.0f,
+                       R(m->dw[l]), no) == DG_OK;
+        ok &= bi->bias_grad(cx, R(m->dh[l]), R(m->db[l]), MB, no, 1) == DG_OK;
+        if (l > 0) {
+            ok &= bi->gemm(cx, false, true, MB, ni, no, 1.0f, R(m->dh[l]), no, R(m->w[l]), no,
+                           0.0f, R(m->dh[l - 1]), ni) == DG_OK;
+            ok &= bi->relu_bwd(cx, R(m->h[l - 1]), R(m->dh[l - 1]), R(m->dh[l - 1]),
+                               (size_t)MB * ni) == DG_OK;
+        }
+    }
+    for (int l = 0; l < 3; l++) {
+        size_t nw = (size_t)mlp_dims[l] * mlp_dims[l + 1];
+        ok &= bi->sgd(cx, R(m->w[l]), R(m->dw[l]), R(m->mw[l]), nw, lr, mom, wd) == DG_OK;
+        ok &= bi->sgd(cx, R(m->b[l]), R(m->db[l]), R(m->mb[l]), mlp_dims[l + 1], lr, mom, wd) ==
+              DG_OK;
+    }
+    return ok;
+}
+
+/* Puts the MLP back to its initial weights, zero momenta and zero acc. */
+static void mlp_reset(mlp *m, float **w0)
+{
+    float zero[2] = {0, 0};
+    for (int l = 0; l < 3; l++) {
+        size_t nw = (size_t)mlp_dims[l] * mlp_dims[l + 1];
+        CHECK(bi->upload(cx, m->w[l], 0, w0[l], nw * 4) == DG_OK);
+        CHECK(bi->fill(cx, R(m->b[l]), mlp_dims[l + 1], 0.0f) == DG_OK);
+        CHECK(bi->fill(cx, R(m->mw[l]), nw, 0.0f) == DG_OK);
+        CHECK(bi->fill(cx, R(m->mb[l]), mlp_dims[l + 1], 0.0f) == DG_OK);
+    }
+    CHECK(bi->upload(cx, m->acc, 0, zero, 8) == DG_OK);
+}
+
+static void t_mlp(void)
+{
+    mlp m;
+    float *w0[3] = {NULL, NULL, NULL}, *x = frnd((size_t)MB * M0, 81), *got = NULL, *want = NULL;
+    int32_t lab[MB];
+    bool ok = true;
+    void **all = (void **)&m;
+    size_t nall = sizeof m / sizeof(void *);
+
+    memset(&m, 0, sizeof m);
+    for (int i = 0; i < MB; i++)
+        lab[i] = (i * 3) % M3;
+    m.x = to_dev(x, (size_t)MB * M0 * 4);
+    m.lab = to_dev(lab, sizeof lab);
+    CHECK(bi->buf_alloc(cx, 8, &m.acc) == DG_OK);
+    for (int l = 0; l < 3; l++) {
+        size_t nw = (size_t)mlp_dims[l] * mlp_dims[l + 1], no = mlp_dims[l + 1];
+        w0[l] = frnd(nw, 90 + l);
+        for (size_t i = 0; i < nw; i++)
+            w0[l][i] *= (float)(1.0 / sqrt(mlp_dims[l]));
+        CHECK(bi->buf_alloc(cx, nw * 4, &m.w[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, nw * 4, &m.mw[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, nw * 4, &m.dw[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, no * 4, &m.b[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, no * 4, &m.mb[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, no * 4, &m.db[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, MB * no * 4, &m.h[l]) == DG_OK);
+        CHECK(bi->buf_alloc(cx, MB * no * 4, &m.dh[l]) == DG_OK);
+    }
+    for (size_t i = 0; i < nall; i++)
+        if (!all[i])
+            goto out;
+    size_t nw1 = (size_t)M1 * M2;
+    got = malloc(nw1 * 4);
+    want = malloc(nw1 * 4);
+    float acc_e[2], acc_r[2];
+
+    /* Eager MSTEPS steps, then the same from the same start by replays. */
+    mlp_reset(&m, w0);
+    for (int s = 0; s < MSTEPS; s++)
+        ok &= mlp_step(&m);
+    CHECK_MSG(ok, "mlp eager step: %s", bi->last_error(cx));
+    from_dev(m.w[1], want, nw1 * 4);
+    from_dev(m.acc, acc_e, 8);
+    mlp_reset(&m, w0);
+    CHECK(bi->capture_begin(cx) == DG_OK);
+    ok &= mlp_step(&m);
+    CHECK_MSG(bi->capture_end(cx) == DG_OK && ok, "mlp capture: %s", bi->last_error(cx));
+    for (int s = 0; s < MSTEPS; s++)
+        ok &= bi->replay(cx) == DG_OK;
+    from_dev(m.w[1], got, nw1 * 4);
+    from_dev(m.acc, acc_r, 8);
+    bool same = memcmp(got, want, nw1 * 4) == 0 && memcmp(acc_e, acc_r, 8) == 0;
+    double dmax = 0.0;
+    for (size_t i = 0; i < nw1; i++)
+        if (fabs((double)got[i] - want[i]) > dmax)
+            dmax = fabs((double)got[i] - want[i]);
+    CHECK_MSG(dmax <= 1e-5 && fabs(acc_r[0] - acc_e[0]) <= 1e-5 * acc_e[0] && acc_r[1] == acc_e[1],
+              "mlp: %d replays differ from %d eager steps (max |dw| %.3g, loss %.9g vs %.9g)",
+              MSTEPS, MSTEPS, dmax, acc_r[0], acc_e[0]);
+    printf("mlp: %d captured replays vs %d eager steps: %s (max |w diff| %.3g), loss sum %.6f\n",
+           MSTEPS, MSTEPS, same ? "bitwise identical" : "NOT bitwise identical", dmax, acc_e[0]);
+    CHECK_MSG(acc_e[0] > 0.0f && acc_e[0] < 20.0f, "mlp loss sum %g", acc_e[0]);
+
+    /* Timing: MTIME steps each way, wall clock to the final sync and events. */
+    double t0, wall_e, wall_r, gpu_e = 0.0, gpu_r = 0.0;
+    CHECK(bi->synchronize(cx) == DG_OK);
+    t0 = now_s();
+    ok &= bi->event_record(cx, 5) == DG_OK;
+    for (int s = 0; s < MTIME; s++)
+        ok &= mlp_step(&m);
+    ok &= bi->event_record(cx, 6) == DG_OK;
+    ok &= bi->synchronize(cx) == DG_OK;
+    wall_e = now_s() - t0;
+    ok &= bi->event_elapsed(cx, 5, 6, &gpu_e) == DG_OK;
+    t0 = now_s();
+    ok &= bi->event_record(cx, 5) == DG_OK;
+    for (int s = 0; s < MTIME; s++)
+        ok &= bi->replay(cx) == DG_OK;
+    ok &= bi->event_record(cx, 6) == DG_OK;
+    ok &= bi->synchronize(cx) == DG_OK;
+    wall_r = now_s() - t0;
+    ok &= bi->event_elapsed(cx, 5, 6, &gpu_r) == DG_OK;
+    CHECK_MSG(ok, "mlp timing: %s", bi->last_error(cx));
+    printf("mlp %d-%d-%d-%d batch %d, 25 ops/step: eager %.1f us/step (gpu %.1f), captured "
+           "replay %.1f us/step (gpu %.1f), speed-up %.2fx\n",
+           M0, M1, M2, M3, MB, wall_e / MTIME * 1e6, gpu_e / MTIME * 1e3, wall_r / MTIME * 1e6,
+           gpu_r / MTIME * 1e3, wall_e / wall_r);
+out:
+    for (size_t i = 0; i < nall; i++)
+        bi->buf_free(cx, all[i]);
+    for (int l = 0; l < 3; l++)
+        free(w0[l]);
+    free(x), free(got), free(want);
+}
+
+/* Every op of interface v2 against double references. */
+static void ops(void)
+{
+    CHECK(bi->fill && bi->bias_add && bi->bias_grad && bi->relu_fwd && bi->relu_bwd &&
+          bi->maxpool_fwd && bi->maxpool_bwd && bi->conv2d_workspace && bi->conv2d_fwd &&
+          bi->conv2d_bwd && bi->xent && bi->sgd);
+    for (int op = 0; op < DG_OP__COUNT; op++)
+        CHECK_MSG(bi->supports_op(cx, (dg_op)op), "op %d not supported", op);
+    t_fill();
+    t_bias(3, 5, 7);
+    t_bias(65, 37, 1);
+    t_bias(1, 1, 1);
+    t_bias(2, 3, 1000);
+    t_relu();
+    t_maxpool(2, 3, 9, 7, 3, 2, false);
+    t_maxpool(1, 2, 8, 8, 2, 2, true);
+    t_maxpool(3, 1, 5, 6, 3, 1, true);
+    static const int first[] = {0}, two[] = {0, 1}, three[] = {0, 1, 2};
+    t_conv(conv_shape(2, 3, 7, 9, 5, 3, 3, 2, 1), true, true, two, 2, 0, 0);
+    t_conv(conv_shape(1, 2, 5, 5, 3, 3, 3, 1, 1), true, true, first, 1, 0, 0);
+    t_conv(conv_shape(3, 4, 8, 6, 2, 2, 3, 1, 0), false, true, three, 3, 0, 0);
+    t_conv(conv_shape(2, 3, 6, 6, 4, 1, 1, 1, 0), true, false, two, 2, 0, 0);
+    t_conv(conv_shape(1, 1, 4, 4, 1, 4, 4, 1, 0), true, true, first, 1, 0, 0);
+    t_xent(5, 7, false);
+    t_xent(1, 3, false);
+    t_xent(37, 10, true);
+    t_xent(3, 1500, false);
+    t_xent(20000, 10, false);
+    t_sgd(0.9f, 1e-4f);
+    t_sgd(0.0f, 0.0f);
+    t_sgd(0.0f, 5e-4f);
+    t_events();
+    t_capture();
+}
+
+/* Printed timings: a cifar-sized conv layer (two chunks of 128 images, also
+ * checked at the chunk edges) and the MLP step eager vs captured. */
+static void timings(void)
+{
+    static const int edges[] = {0, 127, 128, 255};
+    t_conv(conv_shape(256, 32, 32, 32, 32, 3, 3, 1, 1), true, true, edges, 4, 24, 10);
+    t_mlp();
+}
+
 int main(void)
 {
     const char *dir = getenv("DEVGATE_PLUGIN_DIR");
@@ -364,12 +1216,18 @@ int main(void)
     gemm_usage();
     static const int shapes[][3] = {
         {1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {512, 512, 512}, {1000, 999, 1001}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        gemm_case(shapes[i][0], shapes[i][1], shapes[i][2], 0, 1.0f, 0.0f);
-    gemm_case(33, 17, 65, 3, 1.5f, -0.5f);
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            gemm_case(ta, tb, shapes[i][0], shapes[i][1], shapes[i][2], 0, 1.0f, 0.0f);
+        gemm_case(ta, tb, 33, 17, 65, 3, 1.5f, -0.5f);
+        gemm_case(ta, tb, 1, 9, 4, 2, -1.0f, 1.0f);
+    }
     fp32_not_tf32();
     oom();
+    ops();
     perf();
+    timings();
 
     bi->free(cx);
     dlclose(so);

@@ -1,6 +1,8 @@
-/* The cpu backend: host memory as "device" memory and OpenBLAS for GEMM.
- * Buffers are 64-byte aligned blocks from the counted host allocator. */
+/* The cpu backend: host memory as "device" memory, OpenBLAS for GEMM and the
+ * training ops of cpu_ops.c. Buffers are 64-byte aligned blocks from the
+ * counted host allocator. */
 #include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
 #include "core/core.h"
 
 #include <cblas.h>
@@ -8,17 +10,6 @@
 #include <string.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
-
-typedef struct cpu_ctx {
-    char err[256];
-} cpu_ctx;
-
-/* Each buffer records its size so uploads and downloads are bounds-checked. */
-typedef struct cpu_buf {
-    size_t bytes;
-    float *data;
-    void *raw;
-} cpu_buf;
 
 static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_len)
 {
@@ -127,16 +118,6 @@ static void cpu_buf_free(void *ctx, void *buf)
     dg_free(b);
 }
 
-static dg_status check_range(cpu_ctx *c, const cpu_buf *b, size_t off, size_t bytes)
-{
-    if (!b || off > b->bytes || bytes > b->bytes - off) {
-        snprintf(c->err, sizeof c->err, "cpu: range [%zu, +%zu) outside buffer of %zu bytes", off,
-                 bytes, b ? b->bytes : 0);
-        return DG_ERR_USAGE;
-    }
-    return DG_OK;
-}
-
 static dg_status cpu_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)
 {
     cpu_buf *b = buf;
@@ -205,7 +186,7 @@ static dg_status cpu_synchronize(void *ctx)
 
 static bool cpu_supports_op(void *ctx, dg_op op)
 {
-    return op == DG_OP_GEMM;
+    return (unsigned)op < DG_OP__COUNT; /* every op */
 }
 
 static const dg_backend_iface cpu_iface = {
@@ -221,9 +202,23 @@ static const dg_backend_iface cpu_iface = {
     .buf_free = cpu_buf_free,
     .upload = cpu_upload,
     .download = cpu_download,
-    .gemm = cpu_gemm,
     .synchronize = cpu_synchronize,
     .supports_op = cpu_supports_op,
+    .gemm = cpu_gemm,
+    .fill = dg_cpu_fill,
+    .bias_add = dg_cpu_bias_add,
+    .bias_grad = dg_cpu_bias_grad,
+    .relu_fwd = dg_cpu_relu_fwd,
+    .relu_bwd = dg_cpu_relu_bwd,
+    .maxpool_fwd = dg_cpu_maxpool_fwd,
+    .maxpool_bwd = dg_cpu_maxpool_bwd,
+    .conv2d_workspace = dg_cpu_conv2d_workspace,
+    .conv2d_fwd = dg_cpu_conv2d_fwd,
+    .conv2d_bwd = dg_cpu_conv2d_bwd,
+    .xent = dg_cpu_xent,
+    .sgd = dg_cpu_sgd,
+    .event_record = dg_cpu_event_record,
+    .event_elapsed = dg_cpu_event_elapsed,
 };
 
 void *dg_cpu_buf_data(void *buf)

@@ -1,2 +1,630 @@
-/* placeholder: being written */
-typedef int dg_placeholder_cpu_ops;
+/* The cpu backend's training ops (contracts in backend.h). conv2d is im2col
+ * into the workspace plus one OpenBLAS SGEMM per image (a 1x1, stride 1,
+ * unpadded convolution uses the image itself as its column matrix);
+ * elementwise work is plain loops the compiler vectorises, spread over
+ * OpenMP threads only when large enough to pay for waking them. Every op
+ * checks its shapes and the ranges of its refs first and returns
+ * DG_ERR_USAGE, touching nothing, when one is wrong. */
+#include "backend/cpu/cpu_ops.h"
+
+#include "core/core.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* Elements below which loops stay on the calling thread. */
+#define PAR_MIN 32768
+/* Channels summed together in bias_grad's row-wise pass. */
+#define BIAS_CHUNK 64
+/* Output columns (images x ho x wo) conv2d multiplies in one GEMM. */
+#ifndef CONV_COLS
+#define CONV_COLS 8192
+#endif
+
+/* ---- validation helpers ------------------------------------------------ */
+
+static dg_status usage(cpu_ctx *c, const char *fmt, ...) DG_PRINTF(2, 3);
+static dg_status usage(cpu_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return DG_ERR_USAGE;
+}
+
+/* *out = a * b * c * elem, false on overflow. */
+static bool size_of(size_t a, size_t b, size_t c, size_t elem, size_t *out)
+{
+    size_t t;
+    return !__builtin_mul_overflow(a, b, &t) && !__builtin_mul_overflow(t, c, &t) &&
+           !__builtin_mul_overflow(t, elem, out);
+}
+
+/* Bytes of count floats (or int32s), usage error when it overflows. */
+static dg_status count_bytes(cpu_ctx *c, size_t count, const char *op, size_t *bytes)
+{
+    if (!size_of(count, 1, 1, sizeof(float), bytes))
+        return usage(c, "cpu: %s count %zu too large", op, count);
+    return DG_OK;
+}
+
+/* ---- fill, bias, relu ------------------------------------------------------ */
+
+dg_status dg_cpu_fill(void *ctx, dg_ref x, size_t count, float value)
+{
+    cpu_ctx *c = ctx;
+    size_t bytes;
+    float *p;
+    dg_status st;
+    if ((st = count_bytes(c, count, "fill", &bytes)) || count == 0 ||
+        (st = cpu_ref(c, x, bytes, "fill x", &p)))
+        return st;
+#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+    for (size_t i = 0; i < count; i++)
+        p[i] = value;
+    return DG_OK;
+}
+
+/* Checks a [outer, channels, inner] view; *total gets the element count. */
+static dg_status check_oci(cpu_ctx *c, const char *op, int outer, int channels, int inner,
+                           size_t *total)
+{
+    if (outer < 0 || channels < 0 || inner < 0 ||
+        !size_of((size_t)outer, (size_t)channels, (size_t)inner, 1, total) ||
+        *total > SIZE_MAX / sizeof(float))
+        return usage(c, "cpu: bad %s shape [%d, %d, %d]", op, outer, channels, inner);
+    return DG_OK;
+}
+
+dg_status dg_cpu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int channels, int inner)
+{
+    cpu_ctx *c = ctx;
+    size_t total = 0;
+    float *yp, *bp;
+    dg_status st;
+    if ((st = check_oci(c, "bias_add", outer, channels, inner, &total)) || total == 0 ||
+        (st = cpu_ref(c, y, total * sizeof(float), "bias_add y", &yp)) ||
+        (st = cpu_ref(c, bias, (size_t)channels * sizeof(float), "bias_add bias", &bp)))
+        return st;
+    if (inner == 1) {
+        /* y [outer, channels]: a vector add per row */
+#pragma omp parallel for if (total > PAR_MIN) schedule(static)
+        for (int o = 0; o < outer; o++) {
+            float *row = yp + (size_t)o * channels; /* [channels] */
+            for (int ch = 0; ch < channels; ch++)
+                row[ch] += bp[ch];
+        }
+    } else {
+        /* y [outer * channels rows, inner]: one broadcast add per row */
+        long rows = (long)outer * channels;
+#pragma omp parallel for if (total > PAR_MIN) schedule(static)
+        for (long r = 0; r < rows; r++) {
+            float *row = yp + (size_t)r * inner; /* [inner] */
+            float b = bp[r % channels];
+            for (int i = 0; i < inner; i++)
+                row[i] += b;
+        }
+    }
+    return DG_OK;
+}
+
+/* Sums dy [outer, channels, inner] per channel in double into db. */
+static void bias_grad_sum(const float *dy, float *db, int outer, int channels, int inner,
+                          size_t total)
+{
+    if (inner == 1) {
+        /* dy [outer, channels]: column sums, BIAS_CHUNK channels at a time so
+         * every row is read contiguously */
+        int chunks = (channels + BIAS_CHUNK - 1) / BIAS_CHUNK;
+#pragma omp parallel for if (total > PAR_MIN) schedule(static)
+        for (int q = 0; q < chunks; q++) {
+            int c0 = q * BIAS_CHUNK, len = channels - c0 < BIAS_CHUNK ? channels - c0 : BIAS_CHUNK;
+            double acc[BIAS_CHUNK] = {0};
+            for (int o = 0; o < outer; o++) {
+                const float *row = dy + (size_t)o * channels + c0; /* [len] */
+                for (int j = 0; j < len; j++)
+                    acc[j] += row[j];
+            }
+            for (int j = 0; j < len; j++)
+                db[c0 + j] = (float)acc[j];
+        }
+        return;
+    }
+#pragma omp parallel for if (total > PAR_MIN) schedule(static)
+    for (int ch = 0; ch < channels; ch++) {
+        double s = 0.0;
+        for (int o = 0; o < outer; o++) {
+            const float *row = dy + ((size_t)o * channels + ch) * inner; /* [inner] */
+#pragma omp simd reduction(+ : s)
+            for (int i = 0; i < inner; i++)
+                s += row[i];
+        }
+        db[ch] = (float)s;
+    }
+}
+
+dg_status dg_cpu_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner)
+{
+    cpu_ctx *c = ctx;
+    size_t total = 0;
+    float *dyp, *dbp;
+    dg_status st;
+    if ((st = check_oci(c, "bias_grad", outer, channels, inner, &total)) || channels == 0 ||
+        (st = cpu_ref(c, db, (size_t)channels * sizeof(float), "bias_grad db", &dbp)))
+        return st;
+    if (total == 0) { /* an empty sum */
+        memset(dbp, 0, (size_t)channels * sizeof(float));
+        return DG_OK;
+    }
+    if ((st = cpu_ref(c, dy, total * sizeof(float), "bias_grad dy", &dyp)))
+        return st;
+    bias_grad_sum(dyp, dbp, outer, channels, inner, total);
+    return DG_OK;
+}
+
+dg_status dg_cpu_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
+{
+    cpu_ctx *c = ctx;
+    size_t bytes;
+    float *xp, *yp;
+    dg_status st;
+    if ((st = count_bytes(c, count, "relu_fwd", &bytes)) || count == 0 ||
+        (st = cpu_ref(c, x, bytes, "relu_fwd x", &xp)) ||
+        (st = cpu_ref(c, y, bytes, "relu_fwd y", &yp)))
+        return st;
+#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+    for (size_t i = 0; i < count; i++)
+        yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f;
+    return DG_OK;
+}
+
+dg_status dg_cpu_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
+{
+    cpu_ctx *c = ctx;
+    size_t bytes;
+    float *yp, *dyp, *dxp;
+    dg_status st;
+    if ((st = count_bytes(c, count, "relu_bwd", &bytes)) || count == 0 ||
+        (st = cpu_ref(c, y, bytes, "relu_bwd y", &yp)) ||
+        (st = cpu_ref(c, dy, bytes, "relu_bwd dy", &dyp)) ||
+        (st = cpu_ref(c, dx, bytes, "relu_bwd dx", &dxp)))
+        return st;
+#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+    for (size_t i = 0; i < count; i++)
+        dxp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f;
+    return DG_OK;
+}
+
+/* ---- maxpool ------------------------------------------------------------------ */
+
+/* Checks a pool shape; *nx and *ny get the input and output element counts. */
+static dg_status check_pool(cpu_ctx *c, const dg_pool_shape *s, size_t *nx, size_t *ny)
+{
+    if (!s || s->n < 0 || s->c < 0 || s->h < 1 || s->w < 1 || s->k < 1 || s->stride < 1 ||
+        s->k > s->h || s->k > s->w || s->ho != (s->h - s->k) / s->stride + 1 ||
+        s->wo != (s->w - s->k) / s->stride + 1 ||
+        !size_of((size_t)s->n * s->c, (size_t)s->h, (size_t)s->w, sizeof(float), nx) ||
+        !size_of((size_t)s->n * s->c, (size_t)s->ho, (size_t)s->wo, sizeof(float), ny))
+        return usage(c, "cpu: bad maxpool shape n%d c%d %dx%d k%d s%d -> %dx%d", s ? s->n : 0,
+                     s ? s->c : 0, s ? s->h : 0, s ? s->w : 0, s ? s->k : 0, s ? s->stride : 0,
+                     s ? s->ho : 0, s ? s->wo : 0);
+    *nx /= sizeof(float);
+    *ny /= sizeof(float);
+    return DG_OK;
+}
+
+dg_status dg_cpu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref y, dg_ref argmax)
+{
+    cpu_ctx *c = ctx;
+    size_t nx, ny;
+    float *xp, *yp;
+    int32_t *ap;
+    dg_status st;
+    if ((st = check_pool(c, s, &nx, &ny)) || ny == 0 ||
+        (st = cpu_ref(c, x, nx * sizeof(float), "maxpool_fwd x", &xp)) ||
+        (st = cpu_ref(c, y, ny * sizeof(float), "maxpool_fwd y", &yp)) ||
+        (st = cpu_ref_i32(c, argmax, ny * sizeof(int32_t), "maxpool_fwd argmax", &ap)))
+        return st;
+    const int h = s->h, w = s->w, k = s->k, stride = s->stride, ho = s->ho, wo = s->wo;
+    const long planes = (long)s->n * s->c;
+#pragma omp parallel for if (ny * (size_t)k * k > PAR_MIN) schedule(static)
+    for (long p = 0; p < planes; p++) {
+        const float *xq = xp + (size_t)p * h * w; /* [h, w] */
+        float *yq = yp + (size_t)p * ho * wo;     /* [ho, wo] */
+        int32_t *aq = ap + (size_t)p * ho * wo;   /* [ho, wo] */
+        for (int oy = 0; oy < ho; oy++) {
+            for (int ox = 0; ox < wo; ox++) {
+                int best = oy * stride * w + ox * stride;
+                float m = xq[best];
+                for (int ky = 0; ky < k; ky++) {
+                    const float *row = xq + (size_t)(oy * stride + ky) * w + ox * stride; /* [k] */
+                    for (int kx = 0; kx < k; kx++)
+                        if (row[kx] > m) { /* strict: the first max wins ties */
+                            m = row[kx];
+                            best = (oy * stride + ky) * w + ox * stride + kx;
+                        }
+                }
+                yq[oy * wo + ox] = m;
+                aq[oy * wo + ox] = best;
+            }
+        }
+    }
+    return DG_OK;
+}
+
+dg_status dg_cpu_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax, dg_ref dx)
+{
+    cpu_ctx *c = ctx;
+    size_t nx, ny;
+    float *dyp, *dxp;
+    int32_t *ap;
+    dg_status st;
+    if ((st = check_pool(c, s, &nx, &ny)) || nx == 0 ||
+        (st = cpu_ref(c, dy, ny * sizeof(float), "maxpool_bwd dy", &dyp)) ||
+        (st = cpu_ref_i32(c, argmax, ny * sizeof(int32_t), "maxpool_bwd argmax", &ap)) ||
+        (st = cpu_ref(c, dx, nx * sizeof(float), "maxpool_bwd dx", &dxp)))
+        return st;
+    const int plane_in = s->h * s->w, plane_out = s->ho * s->wo;
+    const long planes = (long)s->n * s->c;
+    bool bad = false;
+#pragma omp parallel for if (nx > PAR_MIN) schedule(static) reduction(|| : bad)
+    for (long p = 0; p < planes; p++) {
+        float *dxq = dxp + (size_t)p * plane_in;           /* [h * w] */
+        const float *dyq = dyp + (size_t)p * plane_out;    /* [ho * wo] */
+        const int32_t *aq = ap + (size_t)p * plane_out;    /* [ho * wo] */
+        memset(dxq, 0, (size_t)plane_in * sizeof(float));
+        for (int o = 0; o < plane_out; o++) {
+            if (aq[o] < 0 || aq[o] >= plane_in) { /* never written: not from maxpool_fwd */
+                bad = true;
+                continue;
+            }
+            dxq[aq[o]] += dyq[o];
+        }
+    }
+    if (bad)
+        return usage(c, "cpu: maxpool_bwd argmax holds an index outside its %dx%d plane", s->h,
+                     s->w);
+    return DG_OK;
+}
+
+/* ---- conv2d --------------------------------------------------------------------- */
+
+/* Checks a conv shape; fills the element counts of x, w, y. */
+static dg_status check_conv(cpu_ctx *c, const dg_conv_shape *s, size_t *nx, size_t *nw, size_t *ny)
+{
+    if (!s || s->n < 0 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 || s->kw < 1 ||
+        s->stride < 1 || s->pad < 0 || s->h + 2 * (long)s->pad < s->kh ||
+        s->w + 2 * (long)s->pad < s->kw ||
+        s->ho != (s->h + 2 * s->pad - s->kh) / s->stride + 1 ||
+        s->wo != (s->w + 2 * s->pad - s->kw) / s->stride + 1 ||
+        !size_of((size_t)s->n * s->c, (size_t)s->h, (size_t)s->w, sizeof(float), nx) ||
+        !size_of((size_t)s->k * s->c, (size_t)s->kh, (size_t)s->kw, sizeof(float), nw) ||
+        !size_of((size_t)s->n * s->k, (size_t)s->ho, (size_t)s->wo, sizeof(float), ny) ||
+        (size_t)s->c * s->kh * s->kw > INT32_MAX || (size_t)s->ho * s->wo > INT32_MAX)
+        return usage(c, "cpu: bad conv2d shape n%d c%d %dx%d k%d %dx%d s%d p%d -> %dx%d",
+                     s ? s->n : 0, s ? s->c : 0, s ? s->h : 0, s ? s->w : 0, s ? s->k : 0,
+                     s ? s->kh : 0, s ? s->kw : 0, s ? s->stride : 0, s ? s->pad : 0,
+                     s ? s->ho : 0, s ? s->wo : 0);
+    *nx /= sizeof(float);
+    *nw /= sizeof(float);
+    *ny /= sizeof(float);
+    return DG_OK;
+}
+
+/* Images per chunk: enough output columns that one GEMM over the chunk is
+ * large enough for OpenBLAS to spread over its threads, few enough that the
+ * chunk's column matrix stays near the cache. */
+static int conv_chunk(const dg_conv_shape *s)
+{
+    int howo = s->ho * s->wo;
+    int b = (CONV_COLS + howo - 1) / howo;
+    return b > s->n ? (s->n > 0 ? s->n : 1) : b;
+}
+
+size_t dg_cpu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
+{
+    size_t nx, nw, ny;
+    cpu_ctx scratch; /* messages of a NULL ctx go nowhere */
+    if (check_conv(ctx ? ctx : &scratch, s, &nx, &nw, &ny) != DG_OK)
+        return 0;
+    /* a chunk's column matrix [c * kh * kw, b * ho * wo], and when b > 1 its
+     * output (or dy) gathered as [k, b * ho * wo] */
+    size_t b = (size_t)conv_chunk(s), cols = b * s->ho * s->wo;
+    size_t rows = (size_t)s->c * s->kh * s->kw + (b > 1 ? (size_t)s->k : 0);
+    return rows * cols * sizeof(float);
+}
+
+/* The output columns [lo, hi) whose input column ox * stride - pad + kx lies
+ * inside [0, w). */
+static void valid_cols(const dg_conv_shape *s, int kx, int *lo, int *hi)
+{
+    int a = s->pad - kx, b = s->w + s->pad - kx;
+    int first = a <= 0 ? 0 : (a + s->stride - 1) / s->stride;
+    int end = b <= 0 ? 0 : (b + s->stride - 1) / s->stride;
+    if (first > s->wo)
+        first = s->wo;
+    if (end > s->wo)
+        end = s->wo;
+    *lo = first;
+    *hi = end < first ? first : end;
+}
+
+/* One image x [c, h, w] into its columns of col [c * kh * kw, ld] (ho * wo
+ * of them, from col[0]); zeros in the padding. */
+static void im2col(const dg_conv_shape *s, const float *x, float *col, size_t ld)
+{
+    const int ho = s->ho, wo = s->wo, stride = s->stride, pad = s->pad;
+    for (int ch = 0; ch < s->c; ch++) {
+        const float *xc = x + (size_t)ch * s->h * s->w; /* [h, w] */
+        for (int ky = 0; ky < s->kh; ky++) {
+            for (int kx = 0; kx < s->kw; kx++) {
+                float *row = col + (size_t)((ch * s->kh + ky) * s->kw + kx) * ld; /* [ho, wo] */
+                int lo, hi;
+                valid_cols(s, kx, &lo, &hi);
+                for (int oy = 0; oy < ho; oy++) {
+                    float *r = row + (size_t)oy * wo; /* [wo] */
+                    int iy = oy * stride - pad + ky;
+                    if (iy < 0 || iy >= s->h) {
+                        memset(r, 0, (size_t)wo * sizeof(float));
+                        continue;
+                    }
+                    const float *xr = xc + (size_t)iy * s->w - pad + kx; /* xr[ox * stride] */
+                    for (int ox = 0; ox < lo; ox++)
+                        r[ox] = 0.0f;
+                    if (stride == 1)
+                        memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof(float));
+                    else
+                        for (int ox = lo; ox < hi; ox++)
+                            r[ox] = xr[(size_t)ox * stride];
+                    for (int ox = hi; ox < wo; ox++)
+                        r[ox] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* dx [c, h, w] = one image's columns of col [c * kh * kw, ld] summed back
+ * onto the image (overwrites dx). */
+static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *dx)
+{
+    const int ho = s->ho, wo = s->wo, stride = s->stride, pad = s->pad;
+    memset(dx, 0, (size_t)s->c * s->h * s->w * sizeof(float));
+    for (int ch = 0; ch < s->c; ch++) {
+        float *dxc = dx + (size_t)ch * s->h * s->w; /* [h, w] */
+        for (int ky = 0; ky < s->kh; ky++) {
+            for (int kx = 0; kx < s->kw; kx++) {
+                const float *row = col + (size_t)((ch * s->kh + ky) * s->kw + kx) * ld;
+                int lo, hi;
+                valid_cols(s, kx, &lo, &hi);
+                for (int oy = 0; oy < ho; oy++) {
+                    int iy = oy * stride - pad + ky;
+                    if (iy < 0 || iy >= s->h)
+                        continue;
+                    const float *r = row + (size_t)oy * wo;          /* [wo] */
+                    float *dr = dxc + (size_t)iy * s->w - pad + kx; /* dr[ox * stride] */
+                    if (stride == 1)
+                        for (int ox = lo; ox < hi; ox++)
+                            dr[ox] += r[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++)
+                            dr[(size_t)ox * stride] += r[ox];
+                }
+            }
+        }
+    }
+}
+
+/* Checks the workspace ref against the bytes the shape needs. */
+static dg_status conv_work(cpu_ctx *c, const dg_conv_shape *s, dg_ref work, const char *op,
+                           float **wk)
+{
+    size_t need = dg_cpu_conv2d_workspace(c, s);
+    char what[48];
+    snprintf(what, sizeof what, "%s workspace", op);
+    return cpu_ref(c, work, need, what, wk);
+}
+
+dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                            dg_ref y, dg_ref work)
+{
+    cpu_ctx *c = ctx;
+    size_t nx, nw, ny;
+    float *xp, *wp, *bp = NULL, *yp, *wk;
+    dg_status st;
+    if ((st = check_conv(c, s, &nx, &nw, &ny)) || ny == 0 ||
+        (st = cpu_ref(c, x, nx * sizeof(float), "conv2d_fwd x", &xp)) ||
+        (st = cpu_ref(c, w, nw * sizeof(float), "conv2d_fwd w", &wp)) ||
+        (bias.buf &&
+         (st = cpu_ref(c, bias, (size_t)s->k * sizeof(float), "conv2d_fwd bias", &bp))) ||
+        (st = cpu_ref(c, y, ny * sizeof(float), "conv2d_fwd y", &yp)) ||
+        (st = conv_work(c, s, work, "conv2d_fwd", &wk)))
+        return st;
+    const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k, chunk = conv_chunk(s);
+    const size_t chw = (size_t)s->c * s->h * s->w;
+    for (int i0 = 0; i0 < s->n; i0 += chunk) {
+        int b = s->n - i0 < chunk ? s->n - i0 : chunk;
+        size_t ld = (size_t)b * howo;
+        float *col = wk;                                   /* [ckk, b * howo] */
+        float *z = b > 1 ? wk + (size_t)ckk * ld : yp + (size_t)i0 * K * howo; /* [k, b * howo] */
+#pragma omp parallel for if ((size_t)ckk * ld > PAR_MIN) schedule(static)
+        for (int j = 0; j < b; j++)
+            im2col(s, xp + (size_t)(i0 + j) * chw, col + (size_t)j * howo, ld);
+        /* z [k, b howo] = w [k, ckk] * col [ckk, b howo] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, (int)ld, ckk, 1.0f, wp, ckk, col,
+                    (int)ld, 0.0f, z, (int)ld);
+        if (b == 1 && !bp)
+            continue;
+        /* y [b, k, howo] = z [k, b, howo] + bias */
+#pragma omp parallel for if ((size_t)K * ld > PAR_MIN) schedule(static)
+        for (int j = 0; j < b; j++) {
+            for (int k = 0; k < K; k++) {
+                const float *zr = z + (size_t)k * ld + (size_t)j * howo;      /* [howo] */
+                float *yr = yp + ((size_t)(i0 + j) * K + k) * howo;         /* [howo] */
+                float bk = bp ? bp[k] : 0.0f;
+                for (int i = 0; i < howo; i++)
+                    yr[i] = zr[i] + bk;
+            }
+        }
+    }
+    return DG_OK;
+}
+
+dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
+                            dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
+{
+    cpu_ctx *c = ctx;
+    size_t nx, nw, ny;
+    float *xp, *wp, *dyp, *dxp = NULL, *dwp, *dbp = NULL, *wk;
+    dg_status st;
+    if ((st = check_conv(c, s, &nx, &nw, &ny)) ||
+        (st = cpu_ref(c, x, nx * sizeof(float), "conv2d_bwd x", &xp)) ||
+        (st = cpu_ref(c, w, nw * sizeof(float), "conv2d_bwd w", &wp)) ||
+        (st = cpu_ref(c, dy, ny * sizeof(float), "conv2d_bwd dy", &dyp)) ||
+        (dx.buf && (st = cpu_ref(c, dx, nx * sizeof(float), "conv2d_bwd dx", &dxp))) ||
+        (st = cpu_ref(c, dw, nw * sizeof(float), "conv2d_bwd dw", &dwp)) ||
+        (db.buf &&
+         (st = cpu_ref(c, db, (size_t)s->k * sizeof(float), "conv2d_bwd db", &dbp))) ||
+        (st = conv_work(c, s, work, "conv2d_bwd", &wk)))
+        return st;
+    const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k, chunk = conv_chunk(s);
+    const size_t chw = (size_t)s->c * s->h * s->w;
+    if (s->n == 0) { /* empty sums */
+        memset(dwp, 0, nw * sizeof(float));
+        if (dbp)
+            memset(dbp, 0, (size_t)K * sizeof(float));
+        return DG_OK;
+    }
+    if (dbp)
+        bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
+    for (int i0 = 0; i0 < s->n; i0 += chunk) {
+        int b = s->n - i0 < chunk ? s->n - i0 : chunk;
+        size_t ld = (size_t)b * howo;
+        float *col = wk;                           /* [ckk, b * howo] */
+        const float *g = dyp + (size_t)i0 * K * howo; /* dy as [k, b * howo] */
+        if (b > 1) {
+            float *gk = wk + (size_t)ckk * ld;
+#pragma omp parallel for if ((size_t)K * ld > PAR_MIN) schedule(static)
+            for (int j = 0; j < b; j++)
+                for (int k = 0; k < K; k++)
+                    memcpy(gk + (size_t)k * ld + (size_t)j * howo,
+                           dyp + ((size_t)(i0 + j) * K + k) * howo, (size_t)howo * sizeof(float));
+            g = gk;
+        }
+#pragma omp parallel for if ((size_t)ckk * ld > PAR_MIN) schedule(static)
+        for (int j = 0; j < b; j++)
+            im2col(s, xp + (size_t)(i0 + j) * chw, col + (size_t)j * howo, ld);
+        /* dw [k, ckk] (+)= g [k, b howo] * col^T [b howo, ckk] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, ckk, (int)ld, 1.0f, g, (int)ld, col,
+                    (int)ld, i0 ? 1.0f : 0.0f, dwp, ckk);
+        if (!dxp)
+            continue;
+        /* col [ckk, b howo] = w^T [ckk, k] * g [k, b howo], then back onto the images */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)ld, K, 1.0f, wp, ckk, g,
+                    (int)ld, 0.0f, col, (int)ld);
+#pragma omp parallel for if ((size_t)ckk * ld > PAR_MIN) schedule(static)
+        for (int j = 0; j < b; j++)
+            col2im(s, col + (size_t)j * howo, ld, dxp + (size_t)(i0 + j) * chw);
+    }
+    return DG_OK;
+}
+
+/* ---- softmax cross-entropy, sgd --------------------------------------------------- */
+
+dg_status dg_cpu_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref labels, dg_ref dlogits,
+                      dg_ref acc)
+{
+    cpu_ctx *c = ctx;
+    size_t nl;
+    float *lp, *dp, *ap;
+    int32_t *yp;
+    dg_status st;
+    if (n < 0 || classes < 1 || !size_of((size_t)n, (size_t)classes, 1, sizeof(float), &nl))
+        return usage(c, "cpu: bad xent shape n %d classes %d", n, classes);
+    if ((st = cpu_ref(c, acc, 2 * sizeof(float), "xent acc", &ap)) || n == 0 ||
+        (st = cpu_ref(c, logits, nl, "xent logits", &lp)) ||
+        (st = cpu_ref_i32(c, labels, (size_t)n * sizeof(int32_t), "xent labels", &yp)) ||
+        (st = cpu_ref(c, dlogits, nl, "xent dlogits", &dp)))
+        return st;
+    nl /= sizeof(float);
+    double loss = 0.0;
+    long correct = 0;
+#pragma omp parallel for if (nl > PAR_MIN) schedule(static) reduction(+ : loss, correct)
+    for (int r = 0; r < n; r++) {
+        const float *l = lp + (size_t)r * classes; /* [classes] */
+        float *d = dp + (size_t)r * classes;       /* [classes] */
+        int32_t y = yp[r];
+        if (y < 0 || y >= classes) { /* contributes nothing */
+            memset(d, 0, (size_t)classes * sizeof(float));
+            continue;
+        }
+        int best = 0;
+        for (int j = 1; j < classes; j++)
+            if (l[j] > l[best])
+                best = j;
+        double mx = l[best], sum = 0.0;
+        for (int j = 0; j < classes; j++)
+            sum += exp((double)l[j] - mx);
+        double inv = 1.0 / sum, inv_n = 1.0 / n;
+        for (int j = 0; j < classes; j++)
+            d[j] = (float)((exp((double)l[j] - mx) * inv - (j == y ? 1.0 : 0.0)) * inv_n);
+        loss += log(sum) - ((double)l[y] - mx);
+        correct += best == y;
+    }
+    ap[0] = (float)((double)ap[0] + loss / n);
+    ap[1] = (float)((double)ap[1] + (double)correct);
+    return DG_OK;
+}
+
+dg_status dg_cpu_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, float lr,
+                     float momentum, float weight_decay)
+{
+    cpu_ctx *c = ctx;
+    size_t bytes;
+    float *wp, *gp, *mp = NULL;
+    dg_status st;
+    if ((st = count_bytes(c, count, "sgd", &bytes)) || count == 0 ||
+        (st = cpu_ref(c, w, bytes, "sgd w", &wp)) ||
+        (st = cpu_ref(c, g, bytes, "sgd g", &gp)) ||
+        (momentum != 0.0f && (st = cpu_ref(c, mom, bytes, "sgd mom", &mp))))
+        return st;
+    if (!mp) {
+#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+        for (size_t i = 0; i < count; i++)
+            wp[i] -= lr * (gp[i] + weight_decay * wp[i]);
+        return DG_OK;
+    }
+#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        float d = gp[i] + weight_decay * wp[i];
+        float m = momentum * mp[i] + d;
+        mp[i] = m;
+        wp[i] -= lr * m;
+    }
+    return DG_OK;
+}
+
+/* ---- events: the host clock, since every cpu op has finished when it returns ---- */
+
+dg_status dg_cpu_event_record(void *ctx, int slot)
+{
+    cpu_ctx *c = ctx;
+    if (slot < 0 || slot >= DG_EVENT_SLOTS)
+        return usage(c, "cpu: event slot %d outside 0..%d", slot, DG_EVENT_SLOTS - 1);
+    c->event_s[slot] = dg_now();
+    c->event_set[slot] = true;
+    return DG_OK;
+}
+
+dg_status dg_cpu_event_elapsed(void *ctx, int from, int to, double *ms)
+{
+    cpu_ctx *c = ctx;
+    if (from < 0 || from >= DG_EVENT_SLOTS || to < 0 || to >= DG_EVENT_SLOTS)
+        return usage(c, "cpu: event slots %d, %d outside 0..%d", from, to, DG_EVENT_SLOTS - 1);
+    if (!c->event_set[from] || !c->event_set[to])
+        return usage(c, "cpu: event slot %d was never recorded", c->event_set[from] ? to : from);
+    *ms = (c->event_s[to] - c->event_s[from]) * 1e3;
+    return DG_OK;
+}

@@ -1,8 +1,19 @@
 /* CUDA backend plug-in: the runtime API for devices, memory and streams, cuBLAS
- * for the matrix product. devgate dlopens this object and finds it through its
- * one exported symbol (DG_PLUGIN_SYMBOL); it calls nothing of the devgate
- * library, keeps its messages in its own context and never prints or exits.
- * Kept in C style; it is C++ only because nvcc compiles it. */
+ * for matrix products, and kernels of its own for the training ops of
+ * interface v2. devgate dlopens this object and finds it through its one
+ * exported symbol (DG_PLUGIN_SYMBOL); it calls nothing of the devgate library,
+ * keeps its messages in its own context and never prints or exits.
+ * Kept in C style; it is C++ only because nvcc compiles it.
+ *
+ * Buffers are small host records (cu_buf) holding the device address and the
+ * size, so every op checks each ref (4-byte aligned, extent inside the buffer)
+ * before anything is launched. Ops only enqueue work on the context's stream:
+ * no allocation, no synchronisation and no host read of device memory, so a
+ * whole training step can be captured into a CUDA graph and replayed.
+ * Reductions (bias_grad, xent, conv dW) run in a fixed order without float
+ * atomics, so results are bitwise repeatable run to run. */
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,12 +25,34 @@
 
 #include "backend/backend.h"
 
+#define CU_BUF_MAGIC 0x64674355u   /* "UCgd" */
+#define CU_BLAS_WORKSPACE (32u << 20) /* cuBLAS workspace: Hopper's recommendation */
+#define CU_CONV_CAP ((size_t)256 << 20) /* conv workspace bytes before batching in chunks */
+#define CU_THREADS 256
+#define CU_MAX_BLOCKS 65536
+#define CU_XENT_WARPS 8     /* rows in flight per xent block (one warp each) */
+#define CU_XENT_BLOCKS 1024 /* xent blocks at most; each writes one partial */
+
+/* A device allocation with its size; what dg_ref.buf points at on this backend. */
+typedef struct cu_buf {
+    uint32_t magic; /* CU_BUF_MAGIC while live */
+    size_t bytes;   /* as requested */
+    void *p;        /* device address */
+} cu_buf;
+
 typedef struct cu_ctx {
     int device;
     int driver_ver;  /* cudaDriverGetVersion, e.g. 13000 */
     int runtime_ver; /* cudaRuntimeGetVersion */
     cudaStream_t stream;
     cublasHandle_t blas;
+    void *blas_ws;      /* cuBLAS workspace (CU_BLAS_WORKSPACE bytes) */
+    double *xent_part;  /* xent per-block partials: 2 * CU_XENT_BLOCKS */
+    cudaEvent_t ev[DG_EVENT_SLOTS];
+    bool ev_recorded[DG_EVENT_SLOTS];
+    bool capturing;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
     char err[512];
 } cu_ctx;
 
@@ -82,24 +115,468 @@ static dg_status cu_bind(cu_ctx *c)
     return DG_OK;
 }
 
+/* Common entry of every op: a context, its device current. */
+static dg_status cu_enter(cu_ctx *c)
+{
+    if (!c)
+        return DG_ERR_USAGE;
+    return cu_bind(c);
+}
+
+/* After kernel launches: the cheap launch-error check (no synchronisation). */
+static dg_status cu_launched(cu_ctx *c, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return cu_fail_rt(c, DG_ERR_BACKEND, what, e);
+    return DG_OK;
+}
+
+/* Blocks for a grid-stride loop over count elements (count > 0). */
+static unsigned cu_blocks(size_t count)
+{
+    size_t b = (count + CU_THREADS - 1) / CU_THREADS;
+    if (b > CU_MAX_BLOCKS)
+        b = CU_MAX_BLOCKS;
+    return (unsigned)(b ? b : 1);
+}
+
+/* *out = a * b * c * d; false on size_t overflow or a negative factor. */
+static bool cu_prod(size_t *out, long long a, long long b, long long c, long long d)
+{
+    size_t r;
+    if (a < 0 || b < 0 || c < 0 || d < 0)
+        return false;
+    if (__builtin_mul_overflow((size_t)a, (size_t)b, &r) ||
+        __builtin_mul_overflow(r, (size_t)c, &r) || __builtin_mul_overflow(r, (size_t)d, &r))
+        return false;
+    *out = r;
+    return true;
+}
+
+/* Elements a rows x cols matrix with leading dimension ld spans (0 when empty). */
+static size_t cu_extent(int rows, int cols, int ld)
+{
+    if (rows <= 0 || cols <= 0)
+        return 0;
+    return (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
+/* Checks that r holds count 4-byte elements inside a live buffer, 4-byte
+ * aligned; *out = their device address. DG_ERR_USAGE (with a message) otherwise. */
+static dg_status cu_ref(cu_ctx *c, const char *op, const char *what, dg_ref r, size_t count,
+                        void **out)
+{
+    const cu_buf *b = (const cu_buf *)r.buf;
+
+    *out = NULL;
+    if (!b)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: %s: NULL buffer", op, what);
+    if (b->magic != CU_BUF_MAGIC)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: %s: not a live cuda buffer", op, what);
+    if (r.off % 4 != 0)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: %s: byte offset %zu is not 4-byte aligned",
+                       op, what, r.off);
+    if (r.off > b->bytes || count > (b->bytes - r.off) / 4)
+        return cu_fail(c, DG_ERR_USAGE,
+                       "cuda: %s: %s: %zu elements at byte offset %zu exceed the %zu-byte buffer",
+                       op, what, count, r.off, b->bytes);
+    *out = (char *)b->p + r.off;
+    return DG_OK;
+}
+
+/* cu_ref for a ref that may be absent (buf NULL): *out = NULL then. */
+static dg_status cu_ref_opt(cu_ctx *c, const char *op, const char *what, dg_ref r, size_t count,
+                            void **out)
+{
+    *out = NULL;
+    if (!r.buf)
+        return DG_OK;
+    return cu_ref(c, op, what, r, count, out);
+}
+
+/* Refuses calls that would synchronise or allocate while a capture is open. */
+static dg_status cu_not_capturing(cu_ctx *c, const char *what)
+{
+    if (c->capturing)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: not allowed while a capture is open", what);
+    return DG_OK;
+}
+
+/* ---- kernels -------------------------------------------------------------------- */
+
+#define CU_GRID_LOOP(i, n)                                                                         \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+         i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void k_fill(float *x, size_t n, float v)
+{
+    CU_GRID_LOOP(i, n)
+    x[i] = v;
+}
+
+/* y[o, ch, i] += bias[ch]; inner == 1 is the common linear-layer case. */
+__global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned channels,
+                           unsigned inner)
+{
+    CU_GRID_LOOP(i, n)
+    y[i] += bias[(i / inner) % channels];
+}
+
+/* db[ch] = sum over rows of dy[o, ch] (inner == 1): a block of 32 x 16 threads
+ * per 32 channels, x along channels (coalesced), y striding rows; fixed order. */
+__global__ void k_bias_grad_rows(const float *dy, float *db, int outer, int channels)
+{
+    __shared__ double part[16][33];
+    int ch = blockIdx.x * 32 + threadIdx.x;
+    double s = 0.0;
+
+    if (ch < channels)
+        for (int o = threadIdx.y; o < outer; o += 16)
+            s += dy[(size_t)o * channels + ch];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && ch < channels) {
+        double t = 0.0;
+        for (int r = 0; r < 16; r++)
+            t += part[r][threadIdx.x];
+        db[ch] = (float)t;
+    }
+}
+
+#define CU_BG_THREADS 512
+/* db[ch] = sum over o, i of dy[o, ch, i]: one block per channel, a shared-memory
+ * tree in double; fixed order. */
+__global__ void k_bias_grad_plane(const float *dy, float *db, int outer, int channels, int inner)
+{
+    __shared__ double sh[CU_BG_THREADS];
+    int ch = blockIdx.x, t = threadIdx.x;
+    double s = 0.0;
+
+    for (int o = 0; o < outer; o++) {
+        const float *p = dy + ((size_t)o * channels + ch) * inner;
+        for (int i = t; i < inner; i += CU_BG_THREADS)
+            s += p[i];
+    }
+    sh[t] = s;
+    __syncthreads();
+    for (int w = CU_BG_THREADS / 2; w > 0; w >>= 1) {
+        if (t < w)
+            sh[t] += sh[t + w];
+        __syncthreads();
+    }
+    if (t == 0)
+        db[ch] = (float)sh[0];
+}
+
+__global__ void k_relu_fwd(const float *x, float *y, size_t n)
+{
+    CU_GRID_LOOP(i, n)
+    {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+__global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+    CU_GRID_LOOP(i, n)
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* One thread per output: window max, argmax = iy*w+ix, first max on ties. */
+__global__ void k_maxpool_fwd(const float *x, float *y, int *am, size_t n, int h, int w, int k,
+                              int s, int ho, int wo)
+{
+    CU_GRID_LOOP(idx, n)
+    {
+        int ox = (int)(idx % wo);
+        size_t t = idx / wo;
+        int oy = (int)(t % ho);
+        size_t pl = t / ho;
+        const float *xp = x + pl * (size_t)h * w;
+        int iy0 = oy * s, ix0 = ox * s;
+        int bi = iy0 * w + ix0;
+        float best = xp[bi];
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                int j = (iy0 + ky) * w + ix0 + kx;
+                float v = xp[j];
+                if (v > best) {
+                    best = v;
+                    bi = j;
+                }
+            }
+        y[idx] = best;
+        am[idx] = bi;
+    }
+}
+
+/* Gather: each dx element sums dy of the windows covering it whose argmax
+ * names it, in window order (deterministic, no atomics). */
+__global__ void k_maxpool_bwd(const float *dy, const int *am, float *dx, size_t n, int h, int w,
+                              int k, int s, int ho, int wo)
+{
+    CU_GRID_LOOP(idx, n)
+    {
+        int ix = (int)(idx % w);
+        size_t t = idx / w;
+        int iy = (int)(t % h);
+        size_t pl = t / h;
+        int me = iy * w + ix;
+        int oy0 = iy - k + 1 <= 0 ? 0 : (iy - k + 1 + s - 1) / s;
+        int ox0 = ix - k + 1 <= 0 ? 0 : (ix - k + 1 + s - 1) / s;
+        int oy1 = min(iy / s, ho - 1), ox1 = min(ix / s, wo - 1);
+        const float *dp = dy + pl * (size_t)ho * wo;
+        const int *ap = am + pl * (size_t)ho * wo;
+        float sum = 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++)
+                if (ap[oy * wo + ox] == me)
+                    sum += dp[oy * wo + ox];
+        dx[idx] = sum;
+    }
+}
+
+/* Convolution geometry passed to the conv kernels (one chunk of cn images). */
+typedef struct cu_conv_geo {
+    int cn, c, h, w, k, kh, kw, stride, pad, ho, wo;
+} cu_conv_geo;
+
+/* col[r, i*P + p] = x[i, ci, oy*s-pad+ky, ox*s-pad+kx] (0 outside), r =
+ * (ci*kh+ky)*kw+kx, P = ho*wo: the chunk's column matrix, rows of length cn*P. */
+__global__ void k_im2col(const float *x, float *col, cu_conv_geo g)
+{
+    unsigned P = (unsigned)(g.ho * g.wo), L = (unsigned)g.cn * P;
+    unsigned total = (unsigned)(g.c * g.kh * g.kw) * L;
+    for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += gridDim.x * blockDim.x) {
+        unsigned q = e % L, r = e / L;
+        unsigned i = q / P, p = q - i * P;
+        int oy = (int)(p / g.wo), ox = (int)(p % g.wo);
+        int kx = (int)(r % g.kw), t = (int)(r / g.kw);
+        int ky = t % g.kh, ci = t / g.kh;
+        int iy = oy * g.stride - g.pad + ky, ix = ox * g.stride - g.pad + kx;
+        float v = 0.0f;
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+            v = x[(((size_t)i * g.c + ci) * g.h + iy) * g.w + ix];
+        col[e] = v;
+    }
+}
+
+/* dyT[kk, i*P + p] = dy[i, kk, p] for the chunk. */
+__global__ void k_dy_transpose(const float *dy, float *dyt, cu_conv_geo g)
+{
+    unsigned P = (unsigned)(g.ho * g.wo), L = (unsigned)g.cn * P;
+    unsigned total = (unsigned)g.k * L;
+    for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += gridDim.x * blockDim.x) {
+        unsigned q = e % L, kk = e / L;
+        unsigned i = q / P, p = q - i * P;
+        dyt[e] = dy[((size_t)i * g.k + kk) * P + p];
+    }
+}
+
+/* Gather form of col2im: dx[i, ci, y, x] = sum of the column entries that
+ * im2col copied from (y, x), in (ky, kx) order; no atomics. */
+__global__ void k_col2im(const float *col, float *dx, cu_conv_geo g)
+{
+    unsigned P = (unsigned)(g.ho * g.wo), L = (unsigned)g.cn * P;
+    unsigned total = (unsigned)(g.cn * g.c * g.h * g.w);
+    for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += gridDim.x * blockDim.x) {
+        int ix = (int)(e % g.w);
+        unsigned t = e / g.w;
+        int iy = (int)(t % g.h);
+        t /= g.h;
+        int ci = (int)(t % g.c);
+        unsigned i = t / g.c;
+        float sum = 0.0f;
+        for (int ky = 0; ky < g.kh; ky++) {
+            int ty = iy + g.pad - ky;
+            if (ty < 0)
+                break;
+            if (ty % g.stride)
+                continue;
+            int oy = ty / g.stride;
+            if (oy >= g.ho)
+                continue;
+            for (int kx = 0; kx < g.kw; kx++) {
+                int tx = ix + g.pad - kx;
+                if (tx < 0)
+                    break;
+                if (tx % g.stride)
+                    continue;
+                int ox = tx / g.stride;
+                if (ox >= g.wo)
+                    continue;
+                unsigned r = (unsigned)((ci * g.kh + ky) * g.kw + kx);
+                sum += col[(size_t)r * L + i * P + (unsigned)(oy * g.wo + ox)];
+            }
+        }
+        dx[e] = sum;
+    }
+}
+
+/* Softmax cross-entropy, one warp per row, rows strided over the grid. Each
+ * warp sums its rows' loss and hits in order; the block adds its warps in
+ * order into part[2*block], part[2*block+1]. Bad labels: zero row, no loss. */
+__global__ void k_xent(const float *logits, const int *labels, float *dl, int n, int classes,
+                       double *part)
+{
+    __shared__ double sl[CU_XENT_WARPS], sc[CU_XENT_WARPS];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    double loss = 0.0, corr = 0.0;
+    float fn = (float)n;
+
+    for (int r = blockIdx.x * CU_XENT_WARPS + wid; r < n; r += gridDim.x * CU_XENT_WARPS) {
+        const float *x = logits + (size_t)r * classes;
+        float *d = dl + (size_t)r * classes;
+        int lab = labels[r];
+        if (lab < 0 || lab >= classes) {
+            for (int j = lane; j < classes; j += 32)
+                d[j] = 0.0f;
+            continue;
+        }
+        /* First argmax: each lane's first max, then the smallest index among equal maxima. */
+        float mx = 0.0f;
+        int am = INT_MAX;
+        for (int j = lane; j < classes; j += 32) {
+            float v = x[j];
+            if (am == INT_MAX || v > mx) {
+                mx = v;
+                am = j;
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            float om = __shfl_xor_sync(0xffffffffu, mx, off);
+            int oa = __shfl_xor_sync(0xffffffffu, am, off);
+            if (oa != INT_MAX && (am == INT_MAX || om > mx || (om == mx && oa < am))) {
+                mx = om;
+                am = oa;
+            }
+        }
+        float xl = x[lab]; /* read before any lane writes d (which may alias x) */
+        float se = 0.0f;
+        for (int j = lane; j < classes; j += 32)
+            se += expf(x[j] - mx);
+        for (int off = 16; off > 0; off >>= 1)
+            se += __shfl_xor_sync(0xffffffffu, se, off); /* commutative: equal in all lanes */
+        float inv = 1.0f / se;
+        for (int j = lane; j < classes; j += 32) {
+            float p = expf(x[j] - mx) * inv;
+            d[j] = (p - (j == lab ? 1.0f : 0.0f)) / fn;
+        }
+        if (lane == 0) {
+            loss += (double)(logf(se) - (xl - mx));
+            corr += am == lab ? 1.0 : 0.0;
+        }
+    }
+    if (lane == 0) {
+        sl[wid] = loss;
+        sc[wid] = corr;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double a = 0.0, b = 0.0;
+        for (int i = 0; i < CU_XENT_WARPS; i++) {
+            a += sl[i];
+            b += sc[i];
+        }
+        part[2 * blockIdx.x] = a;
+        part[2 * blockIdx.x + 1] = b;
+    }
+}
+
+/* One block of CU_XENT_BLOCKS threads: tree over the partials in fixed order,
+ * then acc[0] += sum / n and acc[1] += hits. */
+__global__ void k_xent_reduce(const double *part, int nb, int n, float *acc)
+{
+    __shared__ double sl[CU_XENT_BLOCKS], sc[CU_XENT_BLOCKS];
+    int t = threadIdx.x;
+
+    sl[t] = t < nb ? part[2 * t] : 0.0;
+    sc[t] = t < nb ? part[2 * t + 1] : 0.0;
+    __syncthreads();
+    for (int w = CU_XENT_BLOCKS / 2; w > 0; w >>= 1) {
+        if (t < w) {
+            sl[t] += sl[t + w];
+            sc[t] += sc[t + w];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        acc[0] += (float)(sl[0] / n);
+        acc[1] += (float)sc[0];
+    }
+}
+
+/* PyTorch SGD; mom NULL when momentum == 0. */
+__global__ void k_sgd(float *w, const float *g, float *mom, size_t n, float lr, float momentum,
+                      float wd)
+{
+    CU_GRID_LOOP(i, n)
+    {
+        float d = g[i];
+        if (wd != 0.0f)
+            d += wd * w[i];
+        if (mom) {
+            float v = momentum * mom[i] + d;
+            mom[i] = v;
+            w[i] -= lr * v;
+        } else {
+            w[i] -= lr * d;
+        }
+    }
+}
+
+/* ---- context -------------------------------------------------------------------- */
+
+/* Drops the instantiated graph and the captured graph, if any. */
+static void cu_drop_graph(cu_ctx *c)
+{
+    if (c->exec)
+        cudaGraphExecDestroy(c->exec);
+    if (c->graph)
+        cudaGraphDestroy(c->graph);
+    c->exec = NULL;
+    c->graph = NULL;
+}
+
 /* Releases everything init created; accepts NULL. */
 static void cu_free(void *ctx)
 {
     cu_ctx *c = (cu_ctx *)ctx;
     if (!c)
         return;
-    if (c->blas || c->stream)
-        cudaSetDevice(c->device);
+    cudaSetDevice(c->device);
+    if (c->capturing && c->stream) {
+        cudaGraph_t g = NULL;
+        cudaStreamEndCapture(c->stream, &g);
+        if (g)
+            cudaGraphDestroy(g);
+        c->capturing = false;
+    }
+    if (c->stream)
+        cudaStreamSynchronize(c->stream);
+    cu_drop_graph(c);
+    for (int i = 0; i < DG_EVENT_SLOTS; i++)
+        if (c->ev[i])
+            cudaEventDestroy(c->ev[i]);
     if (c->blas)
         cublasDestroy(c->blas);
-    if (c->stream) {
-        cudaStreamSynchronize(c->stream);
+    if (c->blas_ws)
+        cudaFree(c->blas_ws);
+    if (c->xent_part)
+        cudaFree(c->xent_part);
+    if (c->stream)
         cudaStreamDestroy(c->stream);
-    }
+    cudaGetLastError();
     free(c);
 }
 
-/* Checks driver and devices, then opens `device` with a stream and a cuBLAS handle. */
+/* Checks driver and devices, then opens `device` with a stream, a cuBLAS handle
+ * (with its own workspace, as graph capture wants) and the xent scratch. */
 static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len)
 {
     int drv = 0, rt = 0, count = 0;
@@ -175,6 +652,16 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
         cu_free(c);
         return DG_ERR_UNAVAILABLE;
     }
+    e = cudaMalloc(&c->blas_ws, CU_BLAS_WORKSPACE);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&c->xent_part, sizeof(double) * 2 * CU_XENT_BLOCKS);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cu_free(c);
+        return cu_reason(reason, reason_len, DG_ERR_UNAVAILABLE,
+                         "cuda: scratch allocation on device %d: %s: %s", device,
+                         cudaGetErrorName(e), cudaGetErrorString(e));
+    }
     bs = cublasCreate(&c->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         c->blas = NULL;
@@ -183,8 +670,12 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
                          "cuda: cublasCreate on device %d: %s: %s", device, cublasGetStatusName(bs),
                          cublasGetStatusString(bs));
     }
-    /* Plain fp32: no TF32 tensor-core shortcut, the gate checks fp32 accuracy. */
+    /* Plain fp32: no TF32 tensor-core shortcut, the gate checks fp32 accuracy.
+     * The workspace is set after the stream (cublasSetStream resets it), so
+     * cuBLAS never allocates inside a capture. */
     bs = cublasSetStream(c->blas, c->stream);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetWorkspace(c->blas, c->blas_ws, CU_BLAS_WORKSPACE);
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -290,11 +781,15 @@ static void cu_versions(void *ctx, char *buf, size_t len)
     snprintf(buf, len, "CUDA driver %s, runtime %s, cuBLAS %s", drv_s, rt_s, blas_s);
 }
 
-/* cudaMalloc; DG_ERR_DEVICE_OOM (error cleared) when the device is full. */
+/* ---- memory ---------------------------------------------------------------------- */
+
+/* cudaMalloc behind a cu_buf record; DG_ERR_DEVICE_OOM (error cleared) when
+ * the device is full. */
 static dg_status cu_buf_alloc(void *ctx, size_t bytes, void **buf)
 {
     cu_ctx *c = (cu_ctx *)ctx;
     void *p = NULL;
+    cu_buf *b;
     cudaError_t e;
     dg_status st;
 
@@ -303,6 +798,8 @@ static dg_status cu_buf_alloc(void *ctx, size_t bytes, void **buf)
     if (!buf)
         return cu_fail(c, DG_ERR_USAGE, "cuda: buf_alloc: NULL output");
     *buf = NULL;
+    if ((st = cu_not_capturing(c, "buf_alloc")) != DG_OK)
+        return st;
     if ((st = cu_bind(c)) != DG_OK)
         return st;
     e = cudaMalloc(&p, bytes ? bytes : 1);
@@ -316,21 +813,54 @@ static dg_status cu_buf_alloc(void *ctx, size_t bytes, void **buf)
         return cu_fail(c, DG_ERR_BACKEND, "cuda: cudaMalloc of %zu bytes on device %d: %s: %s",
                        bytes, c->device, cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    *buf = p;
+    b = (cu_buf *)calloc(1, sizeof *b);
+    if (!b) {
+        cudaFree(p);
+        return cu_fail(c, DG_ERR_NOMEM, "cuda: buf_alloc: out of host memory");
+    }
+    b->magic = CU_BUF_MAGIC;
+    b->bytes = bytes;
+    b->p = p;
+    *buf = b;
     return DG_OK;
 }
 
-/* cudaFree; accepts NULL; a failure is only recorded as the last error. */
+/* cudaFree; accepts NULL; a failure is only recorded as the last error. While
+ * a capture is open the buffer is kept (cudaFree would break the capture). */
 static void cu_buf_free(void *ctx, void *buf)
 {
     cu_ctx *c = (cu_ctx *)ctx;
+    cu_buf *b = (cu_buf *)buf;
     cudaError_t e;
 
-    if (!c || !buf || cu_bind(c) != DG_OK)
+    if (!c || !b)
         return;
-    e = cudaFree(buf);
+    if (b->magic != CU_BUF_MAGIC) {
+        cu_fail(c, DG_ERR_USAGE, "cuda: buf_free: not a live cuda buffer");
+        return;
+    }
+    if (cu_not_capturing(c, "buf_free") != DG_OK || cu_bind(c) != DG_OK)
+        return;
+    e = cudaFree(b->p);
     if (e != cudaSuccess)
         cu_fail_rt(c, DG_ERR_BACKEND, "cudaFree", e);
+    b->magic = 0;
+    free(b);
+}
+
+/* Checks a copy's buffer range; *dev = device address of byte off. */
+static dg_status cu_copy_range(cu_ctx *c, const char *what, const void *buf, size_t off,
+                               size_t bytes, char **dev)
+{
+    const cu_buf *b = (const cu_buf *)buf;
+    if (b->magic != CU_BUF_MAGIC)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: not a live cuda buffer", what);
+    if (off > b->bytes || bytes > b->bytes - off)
+        return cu_fail(c, DG_ERR_USAGE,
+                       "cuda: %s: %zu bytes at offset %zu exceed the %zu-byte buffer", what, bytes,
+                       off, b->bytes);
+    *dev = (char *)b->p + off;
+    return DG_OK;
 }
 
 /* Copies bytes on the stream and waits; dir tells host-to-device or back. */
@@ -355,65 +885,40 @@ static dg_status cu_copy(cu_ctx *c, void *dst, const void *src, size_t bytes,
 static dg_status cu_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)
 {
     cu_ctx *c = (cu_ctx *)ctx;
+    char *dev = NULL;
+    dg_status st;
 
     if (!c)
         return DG_ERR_USAGE;
     if (!buf || (!src && bytes > 0))
         return cu_fail(c, DG_ERR_USAGE, "cuda: upload: NULL %s", buf ? "source" : "buffer");
+    if ((st = cu_not_capturing(c, "upload")) != DG_OK)
+        return st;
+    if ((st = cu_copy_range(c, "upload", buf, off, bytes, &dev)) != DG_OK)
+        return st;
     if (bytes == 0)
         return DG_OK;
-    return cu_copy(c, (char *)buf + off, src, bytes, cudaMemcpyHostToDevice, "upload");
+    return cu_copy(c, dev, src, bytes, cudaMemcpyHostToDevice, "upload");
 }
 
 /* buf at byte offset off to host dst; returns when the copy is done. */
 static dg_status cu_download(void *ctx, const void *buf, size_t off, void *dst, size_t bytes)
 {
     cu_ctx *c = (cu_ctx *)ctx;
+    char *dev = NULL;
+    dg_status st;
 
     if (!c)
         return DG_ERR_USAGE;
     if (!buf || (!dst && bytes > 0))
         return cu_fail(c, DG_ERR_USAGE, "cuda: download: NULL %s", buf ? "destination" : "buffer");
+    if ((st = cu_not_capturing(c, "download")) != DG_OK)
+        return st;
+    if ((st = cu_copy_range(c, "download", buf, off, bytes, &dev)) != DG_OK)
+        return st;
     if (bytes == 0)
         return DG_OK;
-    return cu_copy(c, dst, (const char *)buf + off, bytes, cudaMemcpyDeviceToHost, "download");
-}
-
-/* Row-major C = alpha*A*B + beta*C as column-major C^T = B^T * A^T on the stream. */
-static dg_status cu_gemm_nn(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
-                         int lda, const void *b, size_t b_off, int ldb, float beta, void *c_buf,
-                         size_t c_off, int ldc)
-{
-    cu_ctx *c = (cu_ctx *)ctx;
-    cublasStatus_t s;
-    dg_status st;
-
-    if (!c)
-        return DG_ERR_USAGE;
-    if (m < 0 || n < 0 || k < 0)
-        return cu_fail(c, DG_ERR_USAGE, "cuda: gemm: negative size %dx%dx%d", m, n, k);
-    if (!a || !b || !c_buf)
-        return cu_fail(c, DG_ERR_USAGE, "cuda: gemm: NULL buffer");
-    if (lda < (k > 1 ? k : 1) || ldb < (n > 1 ? n : 1) || ldc < (n > 1 ? n : 1))
-        return cu_fail(c, DG_ERR_USAGE,
-                       "cuda: gemm: leading dimension too small (lda %d, ldb %d, ldc %d for "
-                       "m %d, n %d, k %d)",
-                       lda, ldb, ldc, m, n, k);
-    if (a_off % sizeof(float) || b_off % sizeof(float) || c_off % sizeof(float))
-        return cu_fail(c, DG_ERR_USAGE,
-                       "cuda: gemm: offsets must be multiples of %zu bytes (%zu, %zu, %zu)",
-                       sizeof(float), a_off, b_off, c_off);
-    if (m == 0 || n == 0)
-        return DG_OK;
-    if ((st = cu_bind(c)) != DG_OK)
-        return st;
-    s = cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
-                    (const float *)((const char *)b + b_off), ldb,
-                    (const float *)((const char *)a + a_off), lda, &beta,
-                    (float *)((char *)c_buf + c_off), ldc);
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return cu_fail_blas(c, "cublasSgemm", s);
-    return DG_OK;
+    return cu_copy(c, dst, dev, bytes, cudaMemcpyDeviceToHost, "download");
 }
 
 /* Waits for everything queued on the context's stream. */
@@ -421,27 +926,621 @@ static dg_status cu_synchronize(void *ctx)
 {
     cu_ctx *c = (cu_ctx *)ctx;
     cudaError_t e;
+    dg_status st;
 
     if (!c)
         return DG_ERR_USAGE;
+    if ((st = cu_not_capturing(c, "synchronize")) != DG_OK)
+        return st;
+    if ((st = cu_bind(c)) != DG_OK)
+        return st;
     e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess)
         return cu_fail_rt(c, DG_ERR_BACKEND, "cudaStreamSynchronize", e);
     return DG_OK;
 }
 
-/* Operators this backend implements. */
+/* Every op of interface v2 runs natively. */
 static bool cu_supports_op(void *ctx, dg_op op)
 {
-    return op == DG_OP_GEMM;
+    return (int)op >= 0 && op < DG_OP__COUNT;
 }
 
-/* Interface v2 entry: row-major with optional transposes. */
-static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+/* ---- GEMM --------------------------------------------------------------------- */
+
+/* Row-major C = alpha op(A) op(B) + beta C as the column-major product
+ * C^T = op(B)^T op(A)^T: cuBLAS sees each row-major matrix as its transpose,
+ * so B goes first with op tb and A second with op ta. */
+static dg_status cu_sgemm(cu_ctx *c, bool ta, bool tb, int m, int n, int k, float alpha,
+                          const float *a, int lda, const float *b, int ldb, float beta, float *cm,
+                          int ldc)
 {
-    if (ta || tb)
-        return cu_fail((cu_ctx *)ctx, DG_ERR_USAGE, "cuda: gemm: transposed operands not implemented yet");
-    return cu_gemm_nn(ctx, m, n, k, alpha, a.buf, a.off, lda, b.buf, b.off, ldb, beta, c.buf, c.off, ldc);
+    cublasStatus_t s = cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
+                                   &beta, cm, ldc);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return cu_fail_blas(c, "cublasSgemm", s);
+    return DG_OK;
+}
+
+/* C[m,n] = alpha op(A) op(B) + beta C, row-major, any of the four transposes. */
+static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                         int lda, dg_ref b, int ldb, float beta, dg_ref cr, int ldc)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *pa, *pb, *pc;
+    int lda_min, ldb_min, ldc_min;
+    dg_status st;
+
+    if (!c)
+        return DG_ERR_USAGE;
+    if (m < 0 || n < 0 || k < 0)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: gemm: negative size %dx%dx%d", m, n, k);
+    lda_min = ta ? m : k;
+    ldb_min = tb ? k : n;
+    ldc_min = n;
+    if (lda < (lda_min > 1 ? lda_min : 1) || ldb < (ldb_min > 1 ? ldb_min : 1) ||
+        ldc < (ldc_min > 1 ? ldc_min : 1))
+        return cu_fail(c, DG_ERR_USAGE,
+                       "cuda: gemm: leading dimension too small (lda %d, ldb %d, ldc %d for "
+                       "m %d, n %d, k %d, ta %d, tb %d)",
+                       lda, ldb, ldc, m, n, k, (int)ta, (int)tb);
+    if ((st = cu_ref(c, "gemm", "A", a, ta ? cu_extent(k, m, lda) : cu_extent(m, k, lda),
+                     &pa)) != DG_OK ||
+        (st = cu_ref(c, "gemm", "B", b, tb ? cu_extent(n, k, ldb) : cu_extent(k, n, ldb),
+                     &pb)) != DG_OK ||
+        (st = cu_ref(c, "gemm", "C", cr, cu_extent(m, n, ldc), &pc)) != DG_OK)
+        return st;
+    if (m == 0 || n == 0)
+        return DG_OK;
+    if ((st = cu_bind(c)) != DG_OK)
+        return st;
+    return cu_sgemm(c, ta, tb, m, n, k, alpha, (const float *)pa, lda, (const float *)pb, ldb, beta,
+                    (float *)pc, ldc);
+}
+
+/* ---- elementwise and small ops ------------------------------------------------------- */
+
+static dg_status cu_fill(void *ctx, dg_ref x, size_t count, float value)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *px;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_ref(c, "fill", "x", x, count, &px)) != DG_OK)
+        return st;
+    if (count == 0)
+        return DG_OK;
+    k_fill<<<cu_blocks(count), CU_THREADS, 0, c->stream>>>((float *)px, count, value);
+    return cu_launched(c, "fill");
+}
+
+/* Validates outer, channels, inner and returns their product in *total. */
+static dg_status cu_oci(cu_ctx *c, const char *op, int outer, int channels, int inner,
+                        size_t *total)
+{
+    if (outer < 0 || channels < 0 || inner < 0 || !cu_prod(total, outer, channels, inner, 1))
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: bad shape outer %d, channels %d, inner %d", op,
+                       outer, channels, inner);
+    return DG_OK;
+}
+
+static dg_status cu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int channels, int inner)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *py, *pb;
+    size_t total;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_oci(c, "bias_add", outer, channels, inner, &total)) != DG_OK ||
+        (st = cu_ref(c, "bias_add", "y", y, total, &py)) != DG_OK ||
+        (st = cu_ref(c, "bias_add", "bias", bias, (size_t)channels, &pb)) != DG_OK)
+        return st;
+    if (total == 0)
+        return DG_OK;
+    k_bias_add<<<cu_blocks(total), CU_THREADS, 0, c->stream>>>((float *)py, (const float *)pb,
+                                                               total, (unsigned)channels,
+                                                               (unsigned)inner);
+    return cu_launched(c, "bias_add");
+}
+
+/* Enqueues db = per-channel sums of dy (device addresses already checked). */
+static dg_status cu_bias_grad_raw(cu_ctx *c, const float *dy, float *db, int outer, int channels,
+                                  int inner)
+{
+    if (channels == 0)
+        return DG_OK;
+    if (inner == 1) {
+        dim3 blk(32, 16);
+        k_bias_grad_rows<<<(unsigned)((channels + 31) / 32), blk, 0, c->stream>>>(dy, db, outer,
+                                                                                  channels);
+    } else {
+        k_bias_grad_plane<<<(unsigned)channels, CU_BG_THREADS, 0, c->stream>>>(dy, db, outer,
+                                                                               channels, inner);
+    }
+    return cu_launched(c, "bias_grad");
+}
+
+static dg_status cu_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *pdy, *pdb;
+    size_t total;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_oci(c, "bias_grad", outer, channels, inner, &total)) != DG_OK ||
+        (st = cu_ref(c, "bias_grad", "dy", dy, total, &pdy)) != DG_OK ||
+        (st = cu_ref(c, "bias_grad", "db", db, (size_t)channels, &pdb)) != DG_OK)
+        return st;
+    return cu_bias_grad_raw(c, (const float *)pdy, (float *)pdb, outer, channels, inner);
+}
+
+static dg_status cu_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *px, *py;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_ref(c, "relu_fwd", "x", x, count, &px)) != DG_OK ||
+        (st = cu_ref(c, "relu_fwd", "y", y, count, &py)) != DG_OK)
+        return st;
+    if (count == 0)
+        return DG_OK;
+    k_relu_fwd<<<cu_blocks(count), CU_THREADS, 0, c->stream>>>((const float *)px, (float *)py,
+                                                               count);
+    return cu_launched(c, "relu_fwd");
+}
+
+static dg_status cu_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *py, *pdy, *pdx;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_ref(c, "relu_bwd", "y", y, count, &py)) != DG_OK ||
+        (st = cu_ref(c, "relu_bwd", "dy", dy, count, &pdy)) != DG_OK ||
+        (st = cu_ref(c, "relu_bwd", "dx", dx, count, &pdx)) != DG_OK)
+        return st;
+    if (count == 0)
+        return DG_OK;
+    k_relu_bwd<<<cu_blocks(count), CU_THREADS, 0, c->stream>>>(
+        (const float *)py, (const float *)pdy, (float *)pdx, count);
+    return cu_launched(c, "relu_bwd");
+}
+
+/* Validates a pool shape; *in_count, *out_count = elements of x and y. */
+static dg_status cu_pool_shape(cu_ctx *c, const char *op, const dg_pool_shape *s,
+                               size_t *in_count, size_t *out_count)
+{
+    if (!s)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: NULL shape", op);
+    if (s->n < 0 || s->c < 0 || s->k < 1 || s->stride < 1 || s->h < s->k || s->w < s->k ||
+        s->ho != (s->h - s->k) / s->stride + 1 || s->wo != (s->w - s->k) / s->stride + 1 ||
+        !cu_prod(in_count, s->n, s->c, s->h, s->w) ||
+        !cu_prod(out_count, s->n, s->c, s->ho, s->wo))
+        return cu_fail(c, DG_ERR_USAGE,
+                       "cuda: %s: bad shape n %d c %d %dx%d window %d stride %d -> %dx%d", op, s->n,
+                       s->c, s->h, s->w, s->k, s->stride, s->ho, s->wo);
+    return DG_OK;
+}
+
+static dg_status cu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref y,
+                                dg_ref argmax)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *px, *py, *pa;
+    size_t nin, nout;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_pool_shape(c, "maxpool_fwd", s, &nin, &nout)) != DG_OK ||
+        (st = cu_ref(c, "maxpool_fwd", "x", x, nin, &px)) != DG_OK ||
+        (st = cu_ref(c, "maxpool_fwd", "y", y, nout, &py)) != DG_OK ||
+        (st = cu_ref(c, "maxpool_fwd", "argmax", argmax, nout, &pa)) != DG_OK)
+        return st;
+    if (nout == 0)
+        return DG_OK;
+    k_maxpool_fwd<<<cu_blocks(nout), CU_THREADS, 0, c->stream>>>(
+        (const float *)px, (float *)py, (int *)pa, nout, s->h, s->w, s->k, s->stride, s->ho, s->wo);
+    return cu_launched(c, "maxpool_fwd");
+}
+
+static dg_status cu_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax,
+                                dg_ref dx)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *pdy, *pa, *pdx;
+    size_t nin, nout;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_pool_shape(c, "maxpool_bwd", s, &nin, &nout)) != DG_OK ||
+        (st = cu_ref(c, "maxpool_bwd", "dy", dy, nout, &pdy)) != DG_OK ||
+        (st = cu_ref(c, "maxpool_bwd", "argmax", argmax, nout, &pa)) != DG_OK ||
+        (st = cu_ref(c, "maxpool_bwd", "dx", dx, nin, &pdx)) != DG_OK)
+        return st;
+    if (nin == 0)
+        return DG_OK;
+    k_maxpool_bwd<<<cu_blocks(nin), CU_THREADS, 0, c->stream>>>(
+        (const float *)pdy, (const int *)pa, (float *)pdx, nin, s->h, s->w, s->k, s->stride, s->ho,
+        s->wo);
+    return cu_launched(c, "maxpool_bwd");
+}
+
+/* ---- conv2d ----------------------------------------------------------------------
+ * Per chunk of cn images: im2col into col[c*kh*kw, cn*P] (P = ho*wo), then
+ *   forward  y_i = W[k, ckk] col_i          (strided-batched GEMM, col_i = col + i*P)
+ *   dW      += dyT[k, cn*P] col^T            (one GEMM over the chunk, K = cn*P)
+ *   dcol     = W^T dyT                       (one GEMM, into the col area)
+ *   dx       = col2im(dcol)                  (gather kernel)
+ * where dyT[k, cn*P] is dy of the chunk with images moved inside the rows.
+ * The workspace holds col and dyT for one chunk; chunks keep it near
+ * CU_CONV_CAP so that batch 4096 does not need gigabytes. */
+
+typedef struct cu_conv_plan {
+    size_t x_count, w_count, y_count; /* elements of x, w (and dw), y (and dy) */
+    int ckk, P, chunk;                /* c*kh*kw, ho*wo, images per chunk */
+    size_t col_floats, work_bytes;    /* chunk*ckk*P; (col + dyT) bytes */
+} cu_conv_plan;
+
+/* Checks a conv shape and plans the chunks; false (nothing written) on a bad shape. */
+static bool cu_conv_plan_make(const dg_conv_shape *s, cu_conv_plan *pl)
+{
+    size_t per, maxc, nch, chunk, chunk_x;
+    if (!s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 ||
+        s->kw < 1 || s->stride < 1 || s->pad < 0 || s->pad > INT_MAX / 4 ||
+        s->h > INT_MAX / 2 || s->w > INT_MAX / 2 || s->h + 2 * s->pad < s->kh ||
+        s->w + 2 * s->pad < s->kw || s->ho != (s->h + 2 * s->pad - s->kh) / s->stride + 1 ||
+        s->wo != (s->w + 2 * s->pad - s->kw) / s->stride + 1)
+        return false;
+    if (!cu_prod(&pl->x_count, s->n, s->c, s->h, s->w) ||
+        !cu_prod(&pl->w_count, s->k, s->c, s->kh, s->kw) ||
+        !cu_prod(&pl->y_count, s->n, s->k, s->ho, s->wo))
+        return false;
+    /* Per image: ckk*P (col) + k*P (dyT) floats; everything indexed in 32 bits. */
+    if (!cu_prod(&per, (long long)s->c * s->kh * s->kw + s->k, s->ho, s->wo, 1) ||
+        (size_t)s->c * s->kh * s->kw > INT_MAX || (size_t)s->ho * s->wo > INT_MAX)
+        return false;
+    maxc = CU_CONV_CAP / sizeof(float) / per;
+    if (maxc < 1)
+        maxc = 1;
+    if (maxc > (size_t)s->n)
+        maxc = (size_t)s->n;
+    nch = ((size_t)s->n + maxc - 1) / maxc;
+    chunk = ((size_t)s->n + nch - 1) / nch;
+    chunk_x = chunk * (size_t)s->c * s->h * s->w;
+    if (chunk * per > INT_MAX || chunk_x > INT_MAX)
+        return false;
+    pl->ckk = s->c * s->kh * s->kw;
+    pl->P = s->ho * s->wo;
+    pl->chunk = (int)chunk;
+    pl->col_floats = chunk * (size_t)pl->ckk * pl->P;
+    pl->work_bytes = chunk * per * sizeof(float);
+    return true;
+}
+
+static size_t cu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
+{
+    cu_conv_plan pl;
+    return cu_conv_plan_make(s, &pl) ? pl.work_bytes : 0;
+}
+
+/* Geometry of a chunk of cn images. */
+static cu_conv_geo cu_geo(const dg_conv_shape *s, int cn)
+{
+    cu_conv_geo g;
+    g.cn = cn;
+    g.c = s->c;
+    g.h = s->h;
+    g.w = s->w;
+    g.k = s->k;
+    g.kh = s->kh;
+    g.kw = s->kw;
+    g.stride = s->stride;
+    g.pad = s->pad;
+    g.ho = s->ho;
+    g.wo = s->wo;
+    return g;
+}
+
+static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                               dg_ref y, dg_ref work)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cu_conv_plan pl;
+    void *px, *pw, *pb, *py, *pwk;
+    const float one = 1.0f, zero = 0.0f;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (!cu_conv_plan_make(s, &pl))
+        return cu_fail(c, DG_ERR_USAGE, "cuda: conv2d_fwd: bad or too large shape");
+    if ((st = cu_ref(c, "conv2d_fwd", "x", x, pl.x_count, &px)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_fwd", "w", w, pl.w_count, &pw)) != DG_OK ||
+        (st = cu_ref_opt(c, "conv2d_fwd", "bias", bias, (size_t)s->k, &pb)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_fwd", "y", y, pl.y_count, &py)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_fwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
+        return st;
+    float *col = (float *)pwk;
+    size_t img_x = (size_t)s->c * s->h * s->w, img_y = (size_t)s->k * pl.P;
+    for (int i0 = 0; i0 < s->n; i0 += pl.chunk) {
+        int cn = s->n - i0 < pl.chunk ? s->n - i0 : pl.chunk;
+        cu_conv_geo g = cu_geo(s, cn);
+        size_t ncol = (size_t)cn * pl.ckk * pl.P;
+        long long L = (long long)cn * pl.P;
+        k_im2col<<<cu_blocks(ncol), CU_THREADS, 0, c->stream>>>((const float *)px + i0 * img_x,
+                                                                 col, g);
+        if ((st = cu_launched(c, "conv2d_fwd: im2col")) != DG_OK)
+            return st;
+        /* Column-major view: y_i^T[P, k] = col_i^T[P, ckk] W^T[ckk, k]. */
+        cublasStatus_t bs = cublasSgemmStridedBatched(
+            c->blas, CUBLAS_OP_N, CUBLAS_OP_N, pl.P, s->k, pl.ckk, &one, col, (int)L, pl.P,
+            (const float *)pw, pl.ckk, 0, &zero, (float *)py + i0 * img_y, pl.P,
+            (long long)img_y, cn);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            return cu_fail_blas(c, "conv2d_fwd: cublasSgemmStridedBatched", bs);
+    }
+    if (pb) {
+        k_bias_add<<<cu_blocks(pl.y_count), CU_THREADS, 0, c->stream>>>(
+            (float *)py, (const float *)pb, pl.y_count, (unsigned)s->k, (unsigned)pl.P);
+        return cu_launched(c, "conv2d_fwd: bias");
+    }
+    return DG_OK;
+}
+
+static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
+                               dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cu_conv_plan pl;
+    void *px, *pw, *pdy, *pdx, *pdw, *pdb, *pwk;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (!cu_conv_plan_make(s, &pl))
+        return cu_fail(c, DG_ERR_USAGE, "cuda: conv2d_bwd: bad or too large shape");
+    if ((st = cu_ref(c, "conv2d_bwd", "x", x, pl.x_count, &px)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_bwd", "w", w, pl.w_count, &pw)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_bwd", "dy", dy, pl.y_count, &pdy)) != DG_OK ||
+        (st = cu_ref_opt(c, "conv2d_bwd", "dx", dx, pl.x_count, &pdx)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_bwd", "dw", dw, pl.w_count, &pdw)) != DG_OK ||
+        (st = cu_ref_opt(c, "conv2d_bwd", "db", db, (size_t)s->k, &pdb)) != DG_OK ||
+        (st = cu_ref(c, "conv2d_bwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
+        return st;
+    float *col = (float *)pwk, *dyt = col + pl.col_floats;
+    size_t img_x = (size_t)s->c * s->h * s->w, img_y = (size_t)s->k * pl.P;
+    for (int i0 = 0; i0 < s->n; i0 += pl.chunk) {
+        int cn = s->n - i0 < pl.chunk ? s->n - i0 : pl.chunk;
+        cu_conv_geo g = cu_geo(s, cn);
+        size_t ncol = (size_t)cn * pl.ckk * pl.P, ndy = (size_t)cn * img_y;
+        int L = cn * pl.P;
+        k_im2col<<<cu_blocks(ncol), CU_THREADS, 0, c->stream>>>((const float *)px + i0 * img_x,
+                                                                 col, g);
+        k_dy_transpose<<<cu_blocks(ndy), CU_THREADS, 0, c->stream>>>(
+            (const float *)pdy + i0 * img_y, dyt, g);
+        if ((st = cu_launched(c, "conv2d_bwd: im2col")) != DG_OK)
+            return st;
+        /* dW[k, ckk] (+)= dyT[k, L] col[ckk, L]^T */
+        if ((st = cu_sgemm(c, false, true, s->k, pl.ckk, L, 1.0f, dyt, L, col, L,
+                           i0 == 0 ? 0.0f : 1.0f, (float *)pdw, pl.ckk)) != DG_OK)
+            return st;
+        if (pdx) {
+            /* dcol[ckk, L] = W^T[ckk, k] dyT[k, L], over col (no longer needed). */
+            if ((st = cu_sgemm(c, true, false, pl.ckk, L, s->k, 1.0f, (const float *)pw, pl.ckk,
+                               dyt, L, 0.0f, col, L)) != DG_OK)
+                return st;
+            size_t nx = (size_t)cn * img_x;
+            k_col2im<<<cu_blocks(nx), CU_THREADS, 0, c->stream>>>(col, (float *)pdx + i0 * img_x,
+                                                                   g);
+            if ((st = cu_launched(c, "conv2d_bwd: col2im")) != DG_OK)
+                return st;
+        }
+    }
+    if (pdb)
+        return cu_bias_grad_raw(c, (const float *)pdy, (float *)pdb, s->n, s->k, pl.P);
+    return DG_OK;
+}
+
+/* ---- loss and optimiser --------------------------------------------------------------- */
+
+static dg_status cu_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref labels,
+                         dg_ref dlogits, dg_ref acc)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *pl, *plab, *pd, *pacc;
+    size_t total;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (n < 0 || classes < 1 || !cu_prod(&total, n, classes, 1, 1))
+        return cu_fail(c, DG_ERR_USAGE, "cuda: xent: bad shape n %d, classes %d", n, classes);
+    if ((st = cu_ref(c, "xent", "logits", logits, total, &pl)) != DG_OK ||
+        (st = cu_ref(c, "xent", "labels", labels, (size_t)n, &plab)) != DG_OK ||
+        (st = cu_ref(c, "xent", "dlogits", dlogits, total, &pd)) != DG_OK ||
+        (st = cu_ref(c, "xent", "acc", acc, 2, &pacc)) != DG_OK)
+        return st;
+    if (n == 0)
+        return DG_OK;
+    int nb = (n + CU_XENT_WARPS - 1) / CU_XENT_WARPS;
+    if (nb > CU_XENT_BLOCKS)
+        nb = CU_XENT_BLOCKS;
+    k_xent<<<(unsigned)nb, CU_XENT_WARPS * 32, 0, c->stream>>>(
+        (const float *)pl, (const int *)plab, (float *)pd, n, classes, c->xent_part);
+    k_xent_reduce<<<1, CU_XENT_BLOCKS, 0, c->stream>>>(c->xent_part, nb, n, (float *)pacc);
+    return cu_launched(c, "xent");
+}
+
+static dg_status cu_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, float lr,
+                        float momentum, float weight_decay)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *pw, *pg, *pm = NULL;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if ((st = cu_ref(c, "sgd", "w", w, count, &pw)) != DG_OK ||
+        (st = cu_ref(c, "sgd", "g", g, count, &pg)) != DG_OK)
+        return st;
+    if (momentum != 0.0f && (st = cu_ref(c, "sgd", "mom", mom, count, &pm)) != DG_OK)
+        return st;
+    if (count == 0)
+        return DG_OK;
+    k_sgd<<<cu_blocks(count), CU_THREADS, 0, c->stream>>>((float *)pw, (const float *)pg,
+                                                          (float *)pm, count, lr, momentum,
+                                                          weight_decay);
+    return cu_launched(c, "sgd");
+}
+
+/* ---- events and capture ---------------------------------------------------------- */
+
+/* Records slot's event on the stream (created on first use). Inside a capture
+ * it becomes an event-record node of the graph, so replays mark it too. */
+static dg_status cu_event_record(void *ctx, int slot)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cudaError_t e;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (slot < 0 || slot >= DG_EVENT_SLOTS)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: event_record: slot %d outside 0..%d", slot,
+                       DG_EVENT_SLOTS - 1);
+    if (!c->ev[slot] && (e = cudaEventCreate(&c->ev[slot])) != cudaSuccess) {
+        c->ev[slot] = NULL;
+        return cu_fail_rt(c, DG_ERR_BACKEND, "cudaEventCreate", e);
+    }
+    if (c->capturing)
+        e = cudaEventRecordWithFlags(c->ev[slot], c->stream, cudaEventRecordExternal);
+    else
+        e = cudaEventRecord(c->ev[slot], c->stream);
+    if (e != cudaSuccess)
+        return cu_fail_rt(c, DG_ERR_BACKEND, "cudaEventRecord", e);
+    c->ev_recorded[slot] = true;
+    return DG_OK;
+}
+
+/* Waits for both slots and returns the milliseconds between them. */
+static dg_status cu_event_elapsed(void *ctx, int from, int to, double *ms)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cudaError_t e;
+    float f = 0.0f;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (!ms)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: NULL output");
+    *ms = 0.0;
+    if (from < 0 || from >= DG_EVENT_SLOTS || to < 0 || to >= DG_EVENT_SLOTS)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: slots %d, %d outside 0..%d", from,
+                       to, DG_EVENT_SLOTS - 1);
+    if (!c->ev_recorded[from] || !c->ev_recorded[to])
+        return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: slot %d never recorded",
+                       c->ev_recorded[from] ? to : from);
+    if ((st = cu_not_capturing(c, "event_elapsed")) != DG_OK)
+        return st;
+    e = cudaEventSynchronize(c->ev[from]);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(c->ev[to]);
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&f, c->ev[from], c->ev[to]);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cu_fail_rt(c, DG_ERR_BACKEND, "event_elapsed", e);
+    }
+    *ms = (double)f;
+    return DG_OK;
+}
+
+/* Starts recording the stream's work into a graph (thread-local mode: other
+ * threads' unrelated CUDA calls are not affected). */
+static dg_status cu_capture_begin(void *ctx)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cudaError_t e;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (c->capturing)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: capture_begin: a capture is already open");
+    e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cu_fail_rt(c, DG_ERR_BACKEND, "cudaStreamBeginCapture", e);
+    }
+    c->capturing = true;
+    return DG_OK;
+}
+
+/* Ends the capture and instantiates it, replacing a previous graph. */
+static dg_status cu_capture_end(void *ctx)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaError_t e;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (!c->capturing)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: capture_end: no capture open");
+    e = cudaStreamEndCapture(c->stream, &g);
+    c->capturing = false;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (g)
+            cudaGraphDestroy(g);
+        return cu_fail_rt(c, DG_ERR_BACKEND, "cudaStreamEndCapture", e);
+    }
+    e = cudaGraphInstantiate(&x, g, 0);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaGraphDestroy(g);
+        return cu_fail_rt(c, DG_ERR_BACKEND, "cudaGraphInstantiate", e);
+    }
+    cu_drop_graph(c);
+    c->graph = g;
+    c->exec = x;
+    return DG_OK;
+}
+
+/* Launches the captured step on the stream (asynchronous). */
+static dg_status cu_replay(void *ctx)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cudaError_t e;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (c->capturing)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: replay: a capture is open");
+    if (!c->exec)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: replay: nothing captured");
+    e = cudaGraphLaunch(c->exec, c->stream);
+    if (e != cudaSuccess)
+        return cu_fail_rt(c, DG_ERR_BACKEND, "cudaGraphLaunch", e);
+    return DG_OK;
 }
 
 static const dg_backend_iface cu_iface = {
@@ -460,6 +1559,23 @@ static const dg_backend_iface cu_iface = {
     .synchronize = cu_synchronize,
     .supports_op = cu_supports_op,
     .gemm = cu_gemm,
+    .fill = cu_fill,
+    .bias_add = cu_bias_add,
+    .bias_grad = cu_bias_grad,
+    .relu_fwd = cu_relu_fwd,
+    .relu_bwd = cu_relu_bwd,
+    .maxpool_fwd = cu_maxpool_fwd,
+    .maxpool_bwd = cu_maxpool_bwd,
+    .conv2d_workspace = cu_conv2d_workspace,
+    .conv2d_fwd = cu_conv2d_fwd,
+    .conv2d_bwd = cu_conv2d_bwd,
+    .xent = cu_xent,
+    .sgd = cu_sgd,
+    .event_record = cu_event_record,
+    .event_elapsed = cu_event_elapsed,
+    .capture_begin = cu_capture_begin,
+    .capture_end = cu_capture_end,
+    .replay = cu_replay,
 };
 
 /* The plug-in's only export: the CUDA backend's interface. */

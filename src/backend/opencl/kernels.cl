@@ -1,10 +1,15 @@
 /* devgate OpenCL kernels (OpenCL C 1.2, built with -cl-std=CL1.2).
  *
- * Single-precision GEMM, row-major: C[m,n] = alpha * A[m,k] * B[k,n] + beta * C.
- * Leading dimensions and offsets are in elements. When beta == 0 C is written
- * without being read, so uninitialised C cannot leak NaN into the result.
- * Every kernel is correct for any m, n, k >= 0 (out-of-range tile elements are
- * loaded as zero and never stored).
+ * Single-precision GEMM, row-major, optionally batched:
+ *   C_b[m,n] = alpha * op(A_b) * op(B_b) + beta * C_b,  b = 0 .. batch-1,
+ * op(A) = A (stored m x k) or A^T (stored k x m), likewise B (k x n or n x k).
+ * Leading dimensions, offsets and batch strides are in elements; the batch is
+ * the NDRange's third dimension. When beta == 0 C is written without being
+ * read, so uninitialised C cannot leak NaN into the result. Every kernel is
+ * correct for any m, n, k >= 0 (out-of-range tile elements are loaded as zero
+ * and never stored). Each variant comes in four specialisations, suffixed
+ * _nn, _nt, _tn, _tt (op(A), op(B)), so the load pattern is fixed at compile
+ * time and the untransposed path stays as fast as before.
  *
  *   dg_sgemm_tiled64, dg_sgemm_tiled128
  *                   GPUs: a 64x64 (128x128) tile of C per 16x16 work-group, A
@@ -12,22 +17,35 @@
  *                   outputs per work-item.
  *   dg_sgemm_vec    CPUs: no local memory, no barriers; each work-item keeps a
  *                   6x16 block of C in twelve float8 registers.
- *   dg_sgemm_naive  fallback for devices too small for the tiled kernel. */
+ *   dg_sgemm_naive  fallback for devices too small for the tiled kernel.
+ *
+ * Then the training ops (elementwise, reductions, pooling, im2col / col2im,
+ * softmax cross-entropy, SGD). Every reduction has a fixed order, so results
+ * are deterministic run to run; nothing uses atomics. Tensor offsets are
+ * element offsets (ulong); the host checks every range before a launch. */
+
+#define DG_GEMM_PARAMS                                                                             \
+    const int m, const int n, const int k, const float alpha, __global const float *restrict a,    \
+        const ulong a_off, const int lda, const ulong sa, __global const float *restrict b,        \
+        const ulong b_off, const int ldb, const ulong sb, const float beta, __global float *c,     \
+        const ulong c_off, const int ldc, const ulong sc
 
 /* ---- tiled (local memory, register-blocked) ---------------------------------- */
 
 #define WG 16 /* work-group edge: WG x WG work-items */
 
 /* One ts x ts tile of C per work-group, staged tk deep; each work-item owns
- * (ts/WG) x (ts/WG) outputs strided by WG. ts and tk are compile-time constants
- * at every call, so the loops unroll and acc lives in registers. A is stored
- * transposed (as[kk][row]) so the compute loop reads both slices along rows;
- * the +1 in its pitch breaks store bank conflicts. */
-static inline void dg_tiled(const int ts, const int tk, __local float *as, __local float *bs,
-                            const int m, const int n, const int k, const float alpha,
-                            __global const float *restrict a, const int lda,
-                            __global const float *restrict b, const int ldb, const float beta,
-                            __global float *c, const int ldc)
+ * (ts/WG) x (ts/WG) outputs strided by WG. ts, tk, ta and tb are compile-time
+ * constants at every call, so the loops unroll, the load pattern is fixed and
+ * acc lives in registers. Both slices are stored k-major (as[kk][row],
+ * bs[kk][col]) so the compute loop reads along rows; global reads are
+ * coalesced along whichever dimension is contiguous in memory, and the +1 in
+ * the pitch breaks bank conflicts when the store runs along k. */
+static inline void dg_tiled(const int ts, const int tk, const int ta, const int tb,
+                            __local float *as, __local float *bs, const int m, const int n,
+                            const int k, const float alpha, __global const float *restrict a,
+                            const int lda, __global const float *restrict b, const int ldb,
+                            const float beta, __global float *c, const int ldc)
 {
     const int wpt = ts / WG;
     const int tx = (int)get_local_id(0);
@@ -43,19 +61,31 @@ static inline void dg_tiled(const int ts, const int tk, __local float *as, __loc
             acc[r][q] = 0.0f;
 
     for (int k0 = 0; k0 < k; k0 += tk) {
-        /* A slice: ts rows x tk columns, read along k (coalesced). */
+        /* A slice: ts rows x tk columns of op(A). */
         for (int l = 0; l < (ts * tk) / (WG * WG); l++) {
             const int e = tid + l * WG * WG;
-            const int r = e / tk, kk = e % tk;
-            const int gr = row0 + r, gk = k0 + kk;
-            as[kk * pitch + r] = (gr < m && gk < k) ? a[(size_t)gr * lda + gk] : 0.0f;
+            if (!ta) { /* stored m x k: read along k */
+                const int r = e / tk, kk = e % tk;
+                const int gr = row0 + r, gk = k0 + kk;
+                as[kk * pitch + r] = (gr < m && gk < k) ? a[(size_t)gr * lda + gk] : 0.0f;
+            } else { /* stored k x m: read along m */
+                const int kk = e / ts, r = e % ts;
+                const int gr = row0 + r, gk = k0 + kk;
+                as[kk * pitch + r] = (gr < m && gk < k) ? a[(size_t)gk * lda + gr] : 0.0f;
+            }
         }
-        /* B slice: tk rows x ts columns, read along n (coalesced). */
+        /* B slice: tk rows x ts columns of op(B). */
         for (int l = 0; l < (tk * ts) / (WG * WG); l++) {
             const int e = tid + l * WG * WG;
-            const int kk = e / ts, q = e % ts;
-            const int gk = k0 + kk, gc = col0 + q;
-            bs[kk * ts + q] = (gk < k && gc < n) ? b[(size_t)gk * ldb + gc] : 0.0f;
+            if (!tb) { /* stored k x n: read along n */
+                const int kk = e / ts, q = e % ts;
+                const int gk = k0 + kk, gc = col0 + q;
+                bs[kk * pitch + q] = (gk < k && gc < n) ? b[(size_t)gk * ldb + gc] : 0.0f;
+            } else { /* stored n x k: read along k */
+                const int q = e / tk, kk = e % tk;
+                const int gk = k0 + kk, gc = col0 + q;
+                bs[kk * pitch + q] = (gk < k && gc < n) ? b[(size_t)gc * ldb + gk] : 0.0f;
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -64,7 +94,7 @@ static inline void dg_tiled(const int ts, const int tk, __local float *as, __loc
             for (int r = 0; r < wpt; r++)
                 av[r] = as[p * pitch + ty + r * WG];
             for (int q = 0; q < wpt; q++)
-                bv[q] = bs[p * ts + tx + q * WG];
+                bv[q] = bs[p * pitch + tx + q * WG];
             for (int r = 0; r < wpt; r++)
                 for (int q = 0; q < wpt; q++)
                     acc[r][q] += av[r] * bv[q];
@@ -85,29 +115,25 @@ static inline void dg_tiled(const int ts, const int tk, __local float *as, __loc
     }
 }
 
-/* 64x64 tiles, 16 deep, 4x4 per work-item: enough work-groups for small sizes. */
-__kernel __attribute__((reqd_work_group_size(WG, WG, 1))) void
-dg_sgemm_tiled64(const int m, const int n, const int k, const float alpha,
-                 __global const float *restrict a, const ulong a_off, const int lda,
-                 __global const float *restrict b, const ulong b_off, const int ldb,
-                 const float beta, __global float *c, const ulong c_off, const int ldc)
-{
-    __local float as[16 * (64 + 1)];
-    __local float bs[16 * 64];
-    dg_tiled(64, 16, as, bs, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc);
-}
-
-/* 128x128 tiles, 8 deep, 8x8 per work-item: more reuse once the grid is full. */
-__kernel __attribute__((reqd_work_group_size(WG, WG, 1))) void
-dg_sgemm_tiled128(const int m, const int n, const int k, const float alpha,
-                  __global const float *restrict a, const ulong a_off, const int lda,
-                  __global const float *restrict b, const ulong b_off, const int ldb,
-                  const float beta, __global float *c, const ulong c_off, const int ldc)
-{
-    __local float as[8 * (128 + 1)];
-    __local float bs[8 * 128];
-    dg_tiled(128, 8, as, bs, m, n, k, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc);
-}
+/* 64x64 tiles, 16 deep, 4x4 per work-item: enough work-groups for small sizes.
+ * 128x128 tiles, 8 deep, 8x8 per work-item: more reuse once the grid is full. */
+#define DG_TILED_KERNEL(name, ts, tk, ta, tb)                                                      \
+    __kernel __attribute__((reqd_work_group_size(WG, WG, 1))) void name(DG_GEMM_PARAMS)            \
+    {                                                                                              \
+        __local float as[tk * (ts + 1)];                                                           \
+        __local float bs[tk * (ts + 1)];                                                           \
+        const size_t bi = get_group_id(2);                                                         \
+        dg_tiled(ts, tk, ta, tb, as, bs, m, n, k, alpha, a + a_off + bi * sa, lda,                 \
+                 b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc);                        \
+    }
+DG_TILED_KERNEL(dg_sgemm_tiled64_nn, 64, 16, 0, 0)
+DG_TILED_KERNEL(dg_sgemm_tiled64_nt, 64, 16, 0, 1)
+DG_TILED_KERNEL(dg_sgemm_tiled64_tn, 64, 16, 1, 0)
+DG_TILED_KERNEL(dg_sgemm_tiled64_tt, 64, 16, 1, 1)
+DG_TILED_KERNEL(dg_sgemm_tiled128_nn, 128, 8, 0, 0)
+DG_TILED_KERNEL(dg_sgemm_tiled128_nt, 128, 8, 0, 1)
+DG_TILED_KERNEL(dg_sgemm_tiled128_tn, 128, 8, 1, 0)
+DG_TILED_KERNEL(dg_sgemm_tiled128_tt, 128, 8, 1, 1)
 
 /* ---- vector (CPU) ------------------------------------------------------------ */
 
@@ -116,44 +142,55 @@ dg_sgemm_tiled128(const int m, const int n, const int k, const float alpha,
 
 #define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-__kernel void dg_sgemm_vec(const int m, const int n, const int k, const float alpha,
-                           __global const float *restrict a, const ulong a_off, const int lda,
-                           __global const float *restrict b, const ulong b_off, const int ldb,
-                           const float beta, __global float *c, const ulong c_off, const int ldc)
+static inline void dg_vec(const int ta, const int tb, const int m, const int n, const int k,
+                          const float alpha, __global const float *restrict a, const int lda,
+                          __global const float *restrict b, const int ldb, const float beta,
+                          __global float *c, const int ldc)
 {
     const int j = (int)get_global_id(0) * VN;
     const int i = (int)get_global_id(1) * VM;
     if (i >= m || j >= n)
         return;
-    a += a_off;
-    b += b_off;
-    c += c_off;
+    /* op(A)[row, p] = a[row * ars + p * aks]. */
+    const size_t ars = ta ? 1 : (size_t)lda;
+    const size_t aks = ta ? (size_t)lda : 1;
 
     /* Rows past m repeat row m-1: always in bounds, never stored. Named
      * variables, not arrays, so every accumulator stays in a register. */
 #define DG_DECL(r)                                                                                 \
-    __global const float *a##r = a + (size_t)min(i + r, m - 1) * lda;                              \
+    __global const float *a##r = a + (size_t)min(i + r, m - 1) * ars;                              \
     float8 lo##r = (float8)(0.0f), hi##r = (float8)(0.0f);
     DG_ROWS(DG_DECL)
 #undef DG_DECL
 
 #define DG_FMA(r)                                                                                  \
     {                                                                                              \
-        const float av = a##r[p];                                                                  \
+        const float av = a##r[(size_t)p * aks];                                                    \
         lo##r += av * b0;                                                                          \
         hi##r += av * b1;                                                                          \
     }
-    __global const float *bp = b + j;
-    if (j + VN <= n) {
+    if (!tb && j + VN <= n) {
+        __global const float *bp = b + j;
         for (int p = 0; p < k; p++, bp += ldb) {
             const float8 b0 = vload8(0, bp), b1 = vload8(1, bp);
             DG_ROWS(DG_FMA)
         }
-    } else {
+    } else if (!tb) {
+        __global const float *bp = b + j;
         float t[VN];
         for (int p = 0; p < k; p++, bp += ldb) {
             for (int q = 0; q < VN; q++)
                 t[q] = j + q < n ? bp[q] : 0.0f;
+            const float8 b0 = vload8(0, t), b1 = vload8(1, t);
+            DG_ROWS(DG_FMA)
+        }
+    } else {
+        /* op(B)[p, j+q] = b[(j+q) * ldb + p]: sixteen streams along k; columns
+         * past n repeat column n-1 (never stored). */
+        float t[VN];
+        for (int p = 0; p < k; p++) {
+            for (int q = 0; q < VN; q++)
+                t[q] = b[(size_t)min(j + q, n - 1) * ldb + p];
             const float8 b0 = vload8(0, t), b1 = vload8(1, t);
             DG_ROWS(DG_FMA)
         }
@@ -181,22 +218,346 @@ __kernel void dg_sgemm_vec(const int m, const int n, const int k, const float al
 #undef DG_STORE
 }
 
+#define DG_VEC_KERNEL(name, ta, tb)                                                                \
+    __kernel void name(DG_GEMM_PARAMS)                                                             \
+    {                                                                                              \
+        const size_t bi = get_global_id(2);                                                        \
+        dg_vec(ta, tb, m, n, k, alpha, a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta,   \
+               c + c_off + bi * sc, ldc);                                                          \
+    }
+DG_VEC_KERNEL(dg_sgemm_vec_nn, 0, 0)
+DG_VEC_KERNEL(dg_sgemm_vec_nt, 0, 1)
+DG_VEC_KERNEL(dg_sgemm_vec_tn, 1, 0)
+DG_VEC_KERNEL(dg_sgemm_vec_tt, 1, 1)
+
 /* ---- naive fallback ---------------------------------------------------------- */
 
-__kernel void dg_sgemm_naive(const int m, const int n, const int k, const float alpha,
-                             __global const float *restrict a, const ulong a_off, const int lda,
-                             __global const float *restrict b, const ulong b_off, const int ldb,
-                             const float beta, __global float *c, const ulong c_off, const int ldc)
+static inline void dg_naive(const int ta, const int tb, const int m, const int n, const int k,
+                            const float alpha, __global const float *restrict a, const int lda,
+                            __global const float *restrict b, const int ldb, const float beta,
+                            __global float *c, const int ldc)
 {
     const int j = (int)get_global_id(0);
     const int i = (int)get_global_id(1);
     if (i >= m || j >= n)
         return;
-    __global const float *ar = a + a_off + (size_t)i * lda;
-    __global const float *bc = b + b_off + j;
+    __global const float *ar = ta ? a + i : a + (size_t)i * lda;
+    __global const float *bc = tb ? b + (size_t)j * ldb : b + j;
+    const size_t aks = ta ? (size_t)lda : 1, bks = tb ? 1 : (size_t)ldb;
     float acc = 0.0f;
     for (int p = 0; p < k; p++)
-        acc += ar[p] * bc[(size_t)p * ldb];
-    __global float *cp = c + c_off + (size_t)i * ldc + j;
+        acc += ar[(size_t)p * aks] * bc[(size_t)p * bks];
+    __global float *cp = c + (size_t)i * ldc + j;
     *cp = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;
+}
+
+#define DG_NAIVE_KERNEL(name, ta, tb)                                                              \
+    __kernel void name(DG_GEMM_PARAMS)                                                             \
+    {                                                                                              \
+        const size_t bi = get_global_id(2);                                                        \
+        dg_naive(ta, tb, m, n, k, alpha, a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, \
+                 c + c_off + bi * sc, ldc);                                                        \
+    }
+DG_NAIVE_KERNEL(dg_sgemm_naive_nn, 0, 0)
+DG_NAIVE_KERNEL(dg_sgemm_naive_nt, 0, 1)
+DG_NAIVE_KERNEL(dg_sgemm_naive_tn, 1, 0)
+DG_NAIVE_KERNEL(dg_sgemm_naive_tt, 1, 1)
+
+/* ---- training ops ------------------------------------------------------------ */
+
+#define RED_MAX 256 /* local size limit of the reduction kernels (a power of two) */
+
+/* x[0..count) = v. */
+__kernel void dg_fill(__global float *x, const ulong x_off, const ulong count, const float v)
+{
+    const size_t i = get_global_id(0);
+    if (i < count)
+        x[x_off + i] = v;
+}
+
+/* y[o, ch, i] += bias[ch]; total = outer * channels * inner. */
+__kernel void dg_bias_add(__global float *y, const ulong y_off, __global const float *bias,
+                          const ulong b_off, const int channels, const int inner, const int total)
+{
+    const int i = (int)get_global_id(0);
+    if (i < total)
+        y[y_off + i] += bias[b_off + (i / inner) % channels];
+}
+
+/* One work-group per channel: each work-item sums a strided share of the
+ * channel's outer * inner values, then a local-memory tree adds the shares.
+ * The local size is a power of two <= RED_MAX. */
+__kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __global float *db,
+                           const ulong db_off, const int outer, const int channels, const int inner)
+{
+    __local float red[RED_MAX];
+    const int ch = (int)get_group_id(0);
+    const uint lid = (uint)get_local_id(0), ls = (uint)get_local_size(0);
+    const uint per = (uint)outer * (uint)inner;
+    float s = 0.0f;
+    for (uint e = lid; e < per; e += ls) {
+        const uint o = e / (uint)inner, i = e - o * (uint)inner;
+        s += dy[dy_off + ((size_t)o * channels + ch) * inner + i];
+    }
+    red[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = ls / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            red[lid] += red[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        db[db_off + ch] = red[0];
+}
+
+/* y = max(x, 0); x and y may be the same place. */
+__kernel void dg_relu_fwd(__global const float *x, const ulong x_off, __global float *y,
+                          const ulong y_off, const ulong count)
+{
+    const size_t i = get_global_id(0);
+    if (i < count) {
+        const float v = x[x_off + i];
+        y[y_off + i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+/* dx = y > 0 ? dy : 0; dx may alias dy. */
+__kernel void dg_relu_bwd(__global const float *y, const ulong y_off, __global const float *dy,
+                          const ulong dy_off, __global float *dx, const ulong dx_off,
+                          const ulong count)
+{
+    const size_t i = get_global_id(0);
+    if (i < count) {
+        const float g = dy[dy_off + i];
+        dx[dx_off + i] = y[y_off + i] > 0.0f ? g : 0.0f;
+    }
+}
+
+/* One work-item per output of [planes, ho, wo]: the window max and the index
+ * iy*w+ix of its first maximum in the input plane. total = planes * ho * wo. */
+__kernel void dg_maxpool_fwd(__global const float *x, const ulong x_off, __global float *y,
+                             const ulong y_off, __global int *am, const ulong am_off, const int h,
+                             const int w, const int ks, const int st, const int ho, const int wo,
+                             const int total)
+{
+    const int gid = (int)get_global_id(0);
+    if (gid >= total)
+        return;
+    const int plane = gid / (ho * wo), r = gid - plane * (ho * wo);
+    const int oy = r / wo, ox = r - oy * wo;
+    __global const float *xp = x + x_off + (size_t)plane * h * w;
+    const int iy0 = oy * st, ix0 = ox * st;
+    int best_i = iy0 * w + ix0;
+    float best = xp[best_i];
+    for (int ky = 0; ky < ks; ky++)
+        for (int kx = 0; kx < ks; kx++) {
+            const int idx = (iy0 + ky) * w + ix0 + kx;
+            const float v = xp[idx];
+            if (v > best) {
+                best = v;
+                best_i = idx;
+            }
+        }
+    y[y_off + gid] = best;
+    am[am_off + gid] = best_i;
+}
+
+/* Gather form of dx = 0; dx[plane][argmax] += dy: one work-item per input
+ * element sums, in output order, the dy of the windows that contain it and
+ * whose argmax points at it. total = planes * h * w. */
+__kernel void dg_maxpool_bwd(__global const float *dy, const ulong dy_off, __global const int *am,
+                             const ulong am_off, __global float *dx, const ulong dx_off,
+                             const int h, const int w, const int ks, const int st, const int ho,
+                             const int wo, const int total)
+{
+    const int gid = (int)get_global_id(0);
+    if (gid >= total)
+        return;
+    const int plane = gid / (h * w), r = gid - plane * (h * w);
+    const int iy = r / w, ix = r - iy * w;
+    const int oy0 = iy >= ks ? (iy - ks) / st + 1 : 0, oy1 = min(iy / st, ho - 1);
+    const int ox0 = ix >= ks ? (ix - ks) / st + 1 : 0, ox1 = min(ix / st, wo - 1);
+    const size_t base = (size_t)plane * ho * wo;
+    float s = 0.0f;
+    for (int oy = oy0; oy <= oy1; oy++)
+        for (int ox = ox0; ox <= ox1; ox++) {
+            const size_t o = base + (size_t)oy * wo + ox;
+            if (am[am_off + o] == r)
+                s += dy[dy_off + o];
+        }
+    dx[dx_off + gid] = s;
+}
+
+/* Column buffer of nimg images: col[(ci*kh + ky)*kw + kx][img*ho*wo + oy*wo + ox]
+ * = x[img, ci, oy*st - pad + ky, ox*st - pad + kx] (0 in the padding).
+ * Dimension 0 runs over nimg*ho*wo columns (coalesced stores), dimension 1
+ * over the c*kh*kw rows. */
+__kernel void dg_im2col(__global const float *x, const ulong x_off, __global float *col,
+                        const ulong col_off, const int c, const int h, const int w, const int kh,
+                        const int kw, const int st, const int pad, const int ho, const int wo,
+                        const int nimg)
+{
+    const int q = (int)get_global_id(0), row = (int)get_global_id(1);
+    const int hw = ho * wo, ncol = nimg * hw;
+    if (q >= ncol)
+        return;
+    const int img = q / hw, pos = q - img * hw;
+    const int oy = pos / wo, ox = pos - oy * wo;
+    const int ci = row / (kh * kw), rr = row - ci * (kh * kw);
+    const int ky = rr / kw, kx = rr - ky * kw;
+    const int iy = oy * st - pad + ky, ix = ox * st - pad + kx;
+    float v = 0.0f;
+    if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+        v = x[x_off + ((size_t)(img * c + ci) * h + iy) * w + ix];
+    col[col_off + (size_t)row * ncol + q] = v;
+}
+
+/* Gather form of col2im: one work-item per element of dx[nimg, c, h, w] sums
+ * the column entries that im2col copied from it (no atomics). */
+__kernel void dg_col2im(__global const float *col, const ulong col_off, __global float *dx,
+                        const ulong dx_off, const int c, const int h, const int w, const int kh,
+                        const int kw, const int st, const int pad, const int ho, const int wo,
+                        const int nimg)
+{
+    const int gid = (int)get_global_id(0);
+    const int total = nimg * c * h * w;
+    if (gid >= total)
+        return;
+    const int ix = gid % w, t1 = gid / w;
+    const int iy = t1 % h, t2 = t1 / h;
+    const int ci = t2 % c, img = t2 / c;
+    const size_t ncol = (size_t)nimg * ho * wo;
+    const size_t cbase = col_off + (size_t)img * ho * wo;
+    float s = 0.0f;
+    for (int ky = 0; ky < kh; ky++) {
+        const int ty = iy + pad - ky;
+        if (ty < 0 || ty % st)
+            continue;
+        const int oy = ty / st;
+        if (oy >= ho)
+            continue;
+        for (int kx = 0; kx < kw; kx++) {
+            const int tx = ix + pad - kx;
+            if (tx < 0 || tx % st)
+                continue;
+            const int ox = tx / st;
+            if (ox >= wo)
+                continue;
+            s += col[cbase + (size_t)((ci * kh + ky) * kw + kx) * ncol + (size_t)oy * wo + ox];
+        }
+    }
+    dx[dx_off + gid] = s;
+}
+
+/* dst[i] = (accumulate ? dst[i] : 0) + sum over p of part[p * count + i], in
+ * order of p: the per-image weight gradients of a convolution chunk. */
+__kernel void dg_sum_parts(__global const float *part, const ulong part_off, __global float *dst,
+                           const ulong dst_off, const int count, const int nparts,
+                           const int accumulate)
+{
+    const int i = (int)get_global_id(0);
+    if (i >= count)
+        return;
+    float s = accumulate ? dst[dst_off + i] : 0.0f;
+    for (int p = 0; p < nparts; p++)
+        s += part[part_off + (size_t)p * count + i];
+    dst[dst_off + i] = s;
+}
+
+/* Softmax cross-entropy, one work-item per row: dlogits row, and the row's
+ * loss and correctness into scratch[r] and scratch[n + r]. A label outside
+ * [0, classes) gives a zero dlogits row, loss 0 and correct 0. dlogits may be
+ * the same place as logits (each element is read before it is written). */
+__kernel void dg_xent_rows(__global const float *logits, const ulong l_off,
+                           __global const int *labels, const ulong lab_off,
+                           __global float *dlogits, const ulong d_off, __global float *scratch,
+                           const int n, const int classes)
+{
+    const int r = (int)get_global_id(0);
+    if (r >= n)
+        return;
+    __global const float *x = logits + l_off + (size_t)r * classes;
+    __global float *d = dlogits + d_off + (size_t)r * classes;
+    const int lab = labels[lab_off + r];
+    if (lab < 0 || lab >= classes) {
+        for (int j = 0; j < classes; j++)
+            d[j] = 0.0f;
+        scratch[r] = 0.0f;
+        scratch[n + r] = 0.0f;
+        return;
+    }
+    float mx = x[0];
+    int am = 0;
+    for (int j = 1; j < classes; j++) {
+        const float v = x[j];
+        if (v > mx) {
+            mx = v;
+            am = j;
+        }
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < classes; j++)
+        sum += exp(x[j] - mx);
+    const float loss = log(sum) - (x[lab] - mx);
+    const float fn = (float)n;
+    for (int j = 0; j < classes; j++) {
+        const float p = exp(x[j] - mx) / sum;
+        d[j] = (j == lab ? p - 1.0f : p) / fn;
+    }
+    scratch[r] = loss;
+    scratch[n + r] = am == lab ? 1.0f : 0.0f;
+}
+
+/* One work-group: acc[0] += sum of the row losses / n, acc[1] += correct rows.
+ * The local size is a power of two <= RED_MAX. */
+__kernel void dg_xent_reduce(__global const float *scratch, const int n, __global float *acc,
+                             const ulong acc_off)
+{
+    __local float rl[RED_MAX], rc[RED_MAX];
+    const int lid = (int)get_local_id(0), ls = (int)get_local_size(0);
+    float l = 0.0f, cn = 0.0f;
+    for (int r = lid; r < n; r += ls) {
+        l += scratch[r];
+        cn += scratch[n + r];
+    }
+    rl[lid] = l;
+    rc[lid] = cn;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = ls / 2; h > 0; h >>= 1) {
+        if (lid < h) {
+            rl[lid] += rl[lid + h];
+            rc[lid] += rc[lid + h];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        acc[acc_off] += rl[0] / (float)n;
+        acc[acc_off + 1] += rc[0];
+    }
+}
+
+/* PyTorch SGD: d = g + weight_decay * w; mom = momentum * mom + d; w -= lr * mom
+ * (mom untouched and w -= lr * d when momentum == 0). */
+__kernel void dg_sgd(__global float *w, const ulong w_off, __global const float *g,
+                     const ulong g_off, __global float *mom, const ulong m_off, const ulong count,
+                     const float lr, const float momentum, const float wd)
+{
+    const size_t i = get_global_id(0);
+    if (i >= count)
+        return;
+    const float wv = w[w_off + i];
+    float d = g[g_off + i];
+    if (wd != 0.0f)
+        d += wd * wv;
+    if (momentum != 0.0f) {
+        d += momentum * mom[m_off + i];
+        mom[m_off + i] = d;
+    }
+    w[w_off + i] = wv - lr * d;
+}
+
+/* An empty command whose event carries profiling times (for devices whose
+ * markers do not). */
+__kernel void dg_mark(void)
+{
 }

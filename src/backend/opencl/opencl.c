@@ -1,6 +1,7 @@
 /* OpenCL backend (OpenCL 1.2 API): device enumeration across platforms, one
- * context and in-order profiling queue on the chosen device, cl_mem buffers and
- * an own SGEMM kernel (kernels.cl, embedded at build time).
+ * context and in-order profiling queue on the chosen device, cl_mem buffers,
+ * an own SGEMM (with transposes) and every training op of interface v2 as
+ * kernels (kernels.cl, embedded at build time).
  *
  * Devices are indexed globally: every platform's GPUs first, then
  * accelerators, then CPUs. The GEMM kernel is picked per device: the
@@ -8,13 +9,23 @@
  * problem size), the float8 register kernel on CPUs, the naive kernel where no
  * tiled one fits. The environment variable DEVGATE_OPENCL_KERNEL (tiled,
  * tiled64, tiled128, vec, naive) overrides the choice so tests can exercise
- * every kernel on any device. */
+ * every kernel on any device.
+ *
+ * Ops only enqueue (no host synchronisation inside an op), with element
+ * offsets passed as kernel arguments (no sub-buffers) after every range has
+ * been checked against the buffer's size. Reductions run in a fixed order and
+ * scatters are written as gathers, so results are deterministic and no float
+ * atomics are needed. Convolutions go through im2col, a batched GEMM and a
+ * gather col2im, chunk of images at a time, the chunk sized so the workspace
+ * stays under 64 MiB (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap
+ * so tests can force small chunks). */
 #include "backend/backend.h"
 #include "core/core.h"
 
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,18 +45,50 @@
 #define OCL_LOG_MAX 2048 /* build log bytes kept in a failure reason */
 #define OCL_ERR_MAX 3072
 
-/* Kernel variants in kernels.cl; the geometry here must match the kernels. */
+/* GEMM kernel variants in kernels.cl, each in four transpose specialisations
+ * (_nn, _nt, _tn, _tt); the geometry here must match the kernels. */
 typedef enum ocl_var { VAR_T64, VAR_T128, VAR_VEC, VAR_NAIVE, VAR_COUNT } ocl_var;
 static const char *const var_names[VAR_COUNT] = {"tiled64", "tiled128", "vec", "naive"};
 static const char *const var_kernels[VAR_COUNT] = {"dg_sgemm_tiled64", "dg_sgemm_tiled128",
                                                    "dg_sgemm_vec", "dg_sgemm_naive"};
+static const char *const trans_suffix[4] = {"_nn", "_nt", "_tn", "_tt"}; /* index ta*2+tb */
 static const size_t var_tile[VAR_COUNT] = {64, 128, 0, 0}; /* C tile edge per work-group */
-static const size_t var_local[VAR_COUNT] = {(16 * 65 + 16 * 64) * sizeof(float),
-                                            (8 * 129 + 8 * 128) * sizeof(float), 0, 0};
+static const size_t var_local[VAR_COUNT] = {2 * 16 * 65 * sizeof(float),
+                                            2 * 8 * 129 * sizeof(float), 0, 0};
 #define TILED_WG 16 /* tiled work-group edge */
 #define VEC_ROWS 6  /* rows of C per vec work-item */
 #define VEC_COLS 16 /* columns of C per vec work-item */
 #define VEC_WG 16   /* vec work-group width */
+
+/* Training-op kernels in kernels.cl. */
+typedef enum ocl_op {
+    K_FILL,
+    K_BIAS_ADD,
+    K_BIAS_GRAD,
+    K_RELU_FWD,
+    K_RELU_BWD,
+    K_POOL_FWD,
+    K_POOL_BWD,
+    K_IM2COL,
+    K_COL2IM,
+    K_SUM_PARTS,
+    K_XENT_ROWS,
+    K_XENT_REDUCE,
+    K_SGD,
+    K_MARK,
+    K_COUNT
+} ocl_op;
+static const char *const op_kernels[K_COUNT] = {
+    "dg_fill",      "dg_bias_add", "dg_bias_grad", "dg_relu_fwd",    "dg_relu_bwd",
+    "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col", "dg_col2im", "dg_sum_parts",
+    "dg_xent_rows", "dg_xent_reduce", "dg_sgd",    "dg_mark"};
+static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true};
+#define OCL_LOCAL 256 /* local size of the op kernels (RED_MAX in kernels.cl) */
+/* Convolution workspace cap: images are processed in chunks whose column
+ * buffer and per-image weight gradients fit in this many bytes (at least one
+ * image per chunk). */
+#define OCL_CONV_WORK_CAP ((uint64_t)64 << 20)
+#define OCL_ELEMS_MAX ((uint64_t)INT32_MAX) /* int-indexed tensors in the kernels */
 
 typedef struct ocl_dev {
     cl_platform_id platform;
@@ -59,7 +102,14 @@ typedef struct ocl_ctx {
     cl_context context;
     cl_command_queue queue;
     cl_program program;
-    cl_kernel kernels[VAR_COUNT]; /* the variants usable on this device; others NULL */
+    cl_kernel kernels[VAR_COUNT][4]; /* the variants usable on this device; others NULL */
+    cl_kernel ops[K_COUNT];
+    size_t ops_local[K_COUNT]; /* local size per op kernel (a power of two for reductions) */
+    cl_mem scratch;            /* xent per-row results, grown on demand */
+    size_t scratch_bytes;
+    cl_event events[DG_EVENT_SLOTS];
+    bool kernel_marks; /* markers lack profiling times here: mark with dg_mark */
+    uint64_t conv_cap; /* convolution workspace cap in bytes */
     cl_uint compute_units;
     cl_ulong max_alloc;
     char err[OCL_ERR_MAX];
@@ -299,9 +349,18 @@ static void ocl_free(void *ctx)
         return;
     if (o->queue)
         clFinish(o->queue);
+    for (int i = 0; i < DG_EVENT_SLOTS; i++)
+        if (o->events[i])
+            clReleaseEvent(o->events[i]);
+    if (o->scratch)
+        clReleaseMemObject(o->scratch);
     for (int v = 0; v < VAR_COUNT; v++)
-        if (o->kernels[v])
-            clReleaseKernel(o->kernels[v]);
+        for (int t = 0; t < 4; t++)
+            if (o->kernels[v][t])
+                clReleaseKernel(o->kernels[v][t]);
+    for (int k = 0; k < K_COUNT; k++)
+        if (o->ops[k])
+            clReleaseKernel(o->ops[k]);
     if (o->program)
         clReleaseProgram(o->program);
     if (o->queue)
@@ -339,25 +398,36 @@ static void build_failure(ocl_ctx *o, cl_int e, char *reason, size_t len)
                OCL_BUILD_OPTS, cl_err_name(e), (int)e, clean[0] ? clean : "(empty)");
 }
 
-/* Creates kernel variant v; for a tiled one also checks that it fits the
- * device (work-group size, item sizes, local memory) and sets *fits. */
+/* Creates the four transpose specialisations of kernel variant v; for a
+ * tiled one also checks that they fit the device (work-group size, item
+ * sizes, local memory) and sets *fits. */
 static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, size_t len)
 {
     cl_device_id dev = o->devs[o->index].device;
-    cl_int e = CL_SUCCESS;
     *fits = true;
-    o->kernels[v] = clCreateKernel(o->program, var_kernels[v], &e);
-    if (!o->kernels[v])
-        return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
-                          var_kernels[v], cl_err_name(e), (int)e);
+    size_t wg = SIZE_MAX;
+    for (int t = 0; t < 4; t++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", var_kernels[v], trans_suffix[t]);
+        cl_int e = CL_SUCCESS;
+        o->kernels[v][t] = clCreateKernel(o->program, name, &e);
+        if (!o->kernels[v][t])
+            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
+                              name, cl_err_name(e), (int)e);
+        size_t kwg = 0;
+        e = clGetKernelWorkGroupInfo(o->kernels[v][t], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg,
+                                     &kwg, NULL);
+        if (e != CL_SUCCESS)
+            return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
+                              name, cl_err_name(e), (int)e);
+        if (kwg < wg)
+            wg = kwg;
+    }
     if (!var_tile[v])
         return DG_OK;
-    size_t wg = 0, item[3] = {0, 0, 0};
+    size_t item[3] = {0, 0, 0};
     cl_ulong local = 0;
-    e = clGetKernelWorkGroupInfo(o->kernels[v], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
-                                 NULL);
-    if (e == CL_SUCCESS)
-        e = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item, item, NULL);
+    cl_int e = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item, item, NULL);
     if (e == CL_SUCCESS)
         e = clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
     if (e != CL_SUCCESS)
@@ -370,8 +440,10 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
                    "%s does not fit the device (kernel work-group limit %zu, local memory %llu "
                    "bytes)",
                    var_kernels[v], wg, (unsigned long long)local);
-        clReleaseKernel(o->kernels[v]);
-        o->kernels[v] = NULL;
+        for (int t = 0; t < 4; t++) {
+            clReleaseKernel(o->kernels[v][t]);
+            o->kernels[v][t] = NULL;
+        }
     }
     return DG_OK;
 }
@@ -424,12 +496,86 @@ static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
         reason_set(reason, len, st, "%s", why);
         return st;
     }
-    if (!o->kernels[VAR_T64])
+    if (!o->kernels[VAR_T64][0])
         return make_kernel(o, VAR_NAIVE, &fits, reason, len);
     return DG_OK;
 }
 
-/* Opens device `device`: context, profiling queue, program and GEMM kernel. */
+/* Creates the training-op kernels and picks their local sizes: OCL_LOCAL or
+ * less where the kernel or device allows less (a power of two for the
+ * reductions). */
+static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
+{
+    cl_device_id dev = o->devs[o->index].device;
+    size_t item[3] = {0, 0, 0};
+    cl_int e = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item, item, NULL);
+    if (e != CL_SUCCESS)
+        return reason_set(reason, len, DG_ERR_BACKEND,
+                          "clGetDeviceInfo(MAX_WORK_ITEM_SIZES) failed: %s (%d)", cl_err_name(e),
+                          (int)e);
+    for (int k = 0; k < K_COUNT; k++) {
+        o->ops[k] = clCreateKernel(o->program, op_kernels[k], &e);
+        if (!o->ops[k])
+            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
+                              op_kernels[k], cl_err_name(e), (int)e);
+        size_t wg = 0;
+        e = clGetKernelWorkGroupInfo(o->ops[k], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
+                                     NULL);
+        if (e != CL_SUCCESS)
+            return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
+                              op_kernels[k], cl_err_name(e), (int)e);
+        size_t l = OCL_LOCAL;
+        if (l > wg)
+            l = wg;
+        if (l > item[0])
+            l = item[0];
+        if (l == 0)
+            l = 1;
+        if (op_reduces[k])
+            while (l & (l - 1))
+                l &= l - 1; /* round down to a power of two */
+        o->ops_local[k] = l;
+    }
+    return DG_OK;
+}
+
+/* The convolution workspace cap: OCL_CONV_WORK_CAP, or the byte count in
+ * DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). */
+static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
+{
+    o->conv_cap = OCL_CONV_WORK_CAP;
+    const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
+    if (!v || !*v)
+        return DG_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long b = strtoull(v, &end, 10);
+    if (errno || *end || b == 0 || v[0] < '0' || v[0] > '9')
+        return reason_set(reason, len, DG_ERR_USAGE,
+                          "DEVGATE_OPENCL_CONV_WORK=%.64s: not a byte count above 0", v);
+    o->conv_cap = b;
+    return DG_OK;
+}
+
+/* Whether a marker's event carries profiling times here (a platform may answer
+ * CL_PROFILING_INFO_NOT_AVAILABLE for markers); where not, event_record
+ * enqueues the empty dg_mark kernel instead. */
+static void probe_markers(ocl_ctx *o)
+{
+    cl_event ev = NULL;
+    cl_ulong end = 0;
+    cl_int e = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &ev);
+    if (e == CL_SUCCESS)
+        e = clWaitForEvents(1, &ev);
+    if (e == CL_SUCCESS)
+        e = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+    o->kernel_marks = e != CL_SUCCESS || end == 0;
+    if (ev)
+        clReleaseEvent(ev);
+}
+
+/* Opens device `device`: context, profiling queue, program, GEMM and op
+ * kernels. */
 static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
 {
     if (reason && len)
@@ -487,9 +633,14 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
         st = e == CL_OUT_OF_HOST_MEMORY ? DG_ERR_NOMEM : DG_ERR_BACKEND;
         goto fail;
     }
-    st = pick_kernels(o, reason, len);
+    st = read_conv_cap(o, reason, len);
+    if (st == DG_OK)
+        st = pick_kernels(o, reason, len);
+    if (st == DG_OK)
+        st = make_op_kernels(o, reason, len);
     if (st != DG_OK)
         goto fail;
+    probe_markers(o);
     *ctx = o;
     return DG_OK;
 fail:
@@ -695,9 +846,119 @@ static dg_status check_matrix(ocl_ctx *o, char which, const void *buf, size_t of
     return check_range(o, what, buf, off, (size_t)elems * sizeof(float));
 }
 
-static dg_status ocl_gemm_nn(void *ctx, int m, int n, int k, float alpha, const void *a, size_t a_off,
-                          int lda, const void *b, size_t b_off, int ldb, float beta, void *c,
-                          size_t c_off, int ldc)
+/* Checks that ref r holds elems 4-byte elements: a buffer of this backend, a
+ * 4-byte aligned offset, the whole range inside the buffer. *eoff gets the
+ * offset in elements. */
+static dg_status check_ref(ocl_ctx *o, const char *op, const char *name, dg_ref r, uint64_t elems,
+                           cl_ulong *eoff)
+{
+    if (!r.buf)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: %s is absent", op, name);
+    if (r.off % sizeof(float))
+        return ocl_fail(o, DG_ERR_USAGE, "%s: offset of %s (%zu bytes) not 4-byte aligned", op,
+                        name, r.off);
+    if (elems > SIZE_MAX / sizeof(float))
+        return ocl_fail(o, DG_ERR_USAGE, "%s: %s extent overflows", op, name);
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", op, name);
+    *eoff = r.off / sizeof(float);
+    return check_range(o, what, r.buf, r.off, (size_t)elems * sizeof(float));
+}
+
+/* A kernel argument: its size and where its value is. */
+typedef struct karg {
+    size_t size;
+    const void *value;
+} karg;
+#define KA(x) {sizeof(x), &(x)}
+#define NARGS(a) (sizeof(a) / sizeof((a)[0]))
+
+static dg_status set_args(ocl_ctx *o, cl_kernel k, const char *name, const karg *args, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (e != CL_SUCCESS)
+            return ocl_fail(o, cl_status(e), "clSetKernelArg(%s, %zu) failed: %s (%d)", name, i,
+                            cl_err_name(e), (int)e);
+    }
+    return DG_OK;
+}
+
+/* Sets op kernel k's arguments and enqueues it over g0 x g1 work-items, g0
+ * rounded up to the kernel's local size (dimension 1 has local size 1). A
+ * reduction passes g0 = groups * ops_local[k]. */
+static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, size_t g0, size_t g1)
+{
+    dg_status st = set_args(o, o->ops[k], op_kernels[k], args, nargs);
+    if (st != DG_OK)
+        return st;
+    size_t l = o->ops_local[k];
+    size_t global[2] = {(g0 + l - 1) / l * l, g1}, local[2] = {l, 1};
+    cl_int e = clEnqueueNDRangeKernel(o->queue, o->ops[k], g1 > 1 ? 2 : 1, NULL, global, local, 0,
+                                      NULL, NULL);
+    if (e != CL_SUCCESS)
+        return ocl_fail(o, cl_status(e), "clEnqueueNDRangeKernel(%s) failed: %s (%d)",
+                        op_kernels[k], cl_err_name(e), (int)e);
+    return DG_OK;
+}
+
+/* Enqueues batch GEMMs on checked operands, product i on the operands
+ * advanced by i*sa, i*sb, i*sc elements. The variant: tiled where the device
+ * has it (128-wide tiles once they alone fill every compute unit and pad the
+ * product by little more than 64-wide ones would), else vec, else naive. */
+static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                              cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
+                              int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
+                              cl_ulong sc, size_t batch)
+{
+    ocl_var v = VAR_NAIVE;
+    if (o->kernels[VAR_T64][0] && o->kernels[VAR_T128][0]) {
+        uint64_t m64 = ((uint64_t)m + 63) / 64, n64 = ((uint64_t)n + 63) / 64;
+        uint64_t m128 = ((uint64_t)m + 127) / 128, n128 = ((uint64_t)n + 127) / 128;
+        uint64_t groups128 = m128 * n128 * batch;
+        uint64_t pad64 = m64 * n64 * 64 * 64, pad128 = m128 * n128 * 128 * 128;
+        v = groups128 >= o->compute_units && pad128 * 8 <= pad64 * 9 ? VAR_T128 : VAR_T64;
+    } else if (o->kernels[VAR_T64][0]) {
+        v = VAR_T64;
+    } else if (o->kernels[VAR_T128][0]) {
+        v = VAR_T128;
+    } else if (o->kernels[VAR_VEC][0]) {
+        v = VAR_VEC;
+    }
+    cl_kernel kr = o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
+    cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc;
+    cl_float fa = alpha, fb = beta;
+    const karg args[] = {KA(im), KA(in), KA(ik), KA(fa), KA(a),  KA(ea), KA(ia), KA(sa), KA(b),
+                         KA(eb), KA(ib), KA(sb), KA(fb), KA(c),  KA(ec), KA(ic), KA(sc)};
+    dg_status st = set_args(o, kr, var_kernels[v], args, NARGS(args));
+    if (st != DG_OK)
+        return st;
+
+    size_t global[3], local[3] = {1, 1, 1};
+    size_t *lp = local;
+    if (var_tile[v]) {
+        global[0] = ((size_t)n + var_tile[v] - 1) / var_tile[v] * TILED_WG;
+        global[1] = ((size_t)m + var_tile[v] - 1) / var_tile[v] * TILED_WG;
+        local[0] = local[1] = TILED_WG;
+    } else if (v == VAR_VEC) {
+        size_t gx = ((size_t)n + VEC_COLS - 1) / VEC_COLS;
+        local[0] = gx < VEC_WG ? gx : VEC_WG;
+        global[0] = (gx + local[0] - 1) / local[0] * local[0];
+        global[1] = ((size_t)m + VEC_ROWS - 1) / VEC_ROWS;
+    } else {
+        global[0] = (size_t)n;
+        global[1] = (size_t)m;
+        lp = NULL;
+    }
+    global[2] = batch;
+    cl_int e = clEnqueueNDRangeKernel(o->queue, kr, 3, NULL, global, lp, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueNDRangeKernel(sgemm)", e);
+    return DG_OK;
+}
+
+static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                          int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
 {
     ocl_ctx *o = ctx;
     if (!o)
@@ -707,66 +968,18 @@ static dg_status ocl_gemm_nn(void *ctx, int m, int n, int k, float alpha, const 
     if (m == 0 || n == 0)
         return DG_OK;
     cl_ulong ea = 0, eb = 0, ec = 0;
-    dg_status st = check_matrix(o, 'C', c, c_off, m, n, ldc, &ec);
+    dg_status st = check_matrix(o, 'C', c.buf, c.off, m, n, ldc, &ec);
     if (st == DG_OK && k > 0)
-        st = check_matrix(o, 'A', a, a_off, m, k, lda, &ea);
+        st = check_matrix(o, 'A', a.buf, a.off, ta ? k : m, ta ? m : k, lda, &ea);
     if (st == DG_OK && k > 0)
-        st = check_matrix(o, 'B', b, b_off, k, n, ldb, &eb);
+        st = check_matrix(o, 'B', b.buf, b.off, tb ? n : k, tb ? k : n, ldb, &eb);
     if (st != DG_OK)
         return st;
     /* With k == 0 the kernels never touch A or B, but the arguments must still
      * be valid memory objects: stand C in for them. */
-    cl_mem ma = k > 0 ? (cl_mem)a : (cl_mem)c, mb = k > 0 ? (cl_mem)b : (cl_mem)c;
-    cl_mem mc = c;
-    cl_int ci[6] = {m, n, k, k > 0 ? lda : 1, k > 0 ? ldb : 1, ldc};
-    cl_float fa = alpha, fb = beta;
-    /* Tiled: 128-wide tiles once they alone fill every compute unit, else 64. */
-    ocl_var v = VAR_NAIVE;
-    if (o->kernels[VAR_T64] || o->kernels[VAR_T128]) {
-        size_t groups128 = (((size_t)m + 127) / 128) * (((size_t)n + 127) / 128);
-        v = o->kernels[VAR_T128] && (!o->kernels[VAR_T64] || groups128 >= o->compute_units)
-                ? VAR_T128
-                : VAR_T64;
-    } else if (o->kernels[VAR_VEC]) {
-        v = VAR_VEC;
-    }
-    cl_kernel kr = o->kernels[v];
-    const struct {
-        size_t size;
-        const void *value;
-    } args[] = {
-        {sizeof ci[0], &ci[0]}, {sizeof ci[1], &ci[1]}, {sizeof ci[2], &ci[2]}, {sizeof fa, &fa},
-        {sizeof ma, &ma},       {sizeof ea, &ea},       {sizeof ci[3], &ci[3]}, {sizeof mb, &mb},
-        {sizeof eb, &eb},       {sizeof ci[4], &ci[4]}, {sizeof fb, &fb},       {sizeof mc, &mc},
-        {sizeof ec, &ec},       {sizeof ci[5], &ci[5]},
-    };
-    cl_int e = CL_SUCCESS;
-    for (cl_uint i = 0; i < sizeof args / sizeof args[0] && e == CL_SUCCESS; i++)
-        e = clSetKernelArg(kr, i, args[i].size, args[i].value);
-    if (e != CL_SUCCESS)
-        return ocl_clfail(o, "clSetKernelArg", e);
-
-    size_t global[2], local[2];
-    size_t *lp = local;
-    if (var_tile[v]) {
-        global[0] = ((size_t)n + var_tile[v] - 1) / var_tile[v] * TILED_WG;
-        global[1] = ((size_t)m + var_tile[v] - 1) / var_tile[v] * TILED_WG;
-        local[0] = local[1] = TILED_WG;
-    } else if (v == VAR_VEC) {
-        size_t gx = ((size_t)n + VEC_COLS - 1) / VEC_COLS;
-        local[0] = gx < VEC_WG ? gx : VEC_WG;
-        local[1] = 1;
-        global[0] = (gx + local[0] - 1) / local[0] * local[0];
-        global[1] = ((size_t)m + VEC_ROWS - 1) / VEC_ROWS;
-    } else {
-        global[0] = (size_t)n;
-        global[1] = (size_t)m;
-        lp = NULL;
-    }
-    e = clEnqueueNDRangeKernel(o->queue, kr, 2, NULL, global, lp, 0, NULL, NULL);
-    if (e != CL_SUCCESS)
-        return ocl_clfail(o, "clEnqueueNDRangeKernel(sgemm)", e);
-    return DG_OK;
+    cl_mem ma = k > 0 ? (cl_mem)a.buf : (cl_mem)c.buf, mb = k > 0 ? (cl_mem)b.buf : (cl_mem)c.buf;
+    return enqueue_gemm(o, ta, tb, m, n, k, alpha, ma, ea, k > 0 ? lda : 1, 0, mb, eb,
+                        k > 0 ? ldb : 1, 0, beta, (cl_mem)c.buf, ec, ldc, 0, 1);
 }
 
 static dg_status ocl_synchronize(void *ctx)
@@ -781,15 +994,536 @@ static dg_status ocl_synchronize(void *ctx)
 static bool ocl_supports_op(void *ctx, dg_op op)
 {
     (void)ctx;
-    return op == DG_OP_GEMM;
+    return op >= 0 && op < DG_OP__COUNT;
 }
 
-/* Interface v2 entry: row-major with optional transposes. */
-static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+/* ---- training ops ------------------------------------------------------------ */
+
+static dg_status ocl_fill(void *ctx, dg_ref x, size_t count, float value)
 {
-    if (ta || tb)
-        return ocl_fail((ocl_ctx *)ctx, DG_ERR_USAGE, "gemm: transposed operands not implemented yet");
-    return ocl_gemm_nn(ctx, m, n, k, alpha, a.buf, a.off, lda, b.buf, b.off, ldb, beta, c.buf, c.off, ldc);
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (count == 0)
+        return DG_OK;
+    cl_ulong ex = 0, cnt = count;
+    dg_status st = check_ref(o, "fill", "x", x, count, &ex);
+    if (st != DG_OK)
+        return st;
+    cl_mem mx = x.buf;
+    cl_float v = value;
+    const karg args[] = {KA(mx), KA(ex), KA(cnt), KA(v)};
+    return run_op(o, K_FILL, args, NARGS(args), count, 1);
+}
+
+/* outer * channels * inner as a checked element count of an int-indexed
+ * tensor; DG_ERR_USAGE on a negative or too large shape. */
+static dg_status check_oci(ocl_ctx *o, const char *op, int outer, int channels, int inner,
+                           uint64_t *total)
+{
+    if (outer < 0 || channels < 0 || inner < 0)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: negative shape outer=%d channels=%d inner=%d", op,
+                        outer, channels, inner);
+    *total = (uint64_t)outer * (uint64_t)channels * (uint64_t)inner;
+    if (*total > OCL_ELEMS_MAX)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: %llu elements exceed the kernels' limit", op,
+                        (unsigned long long)*total);
+    return DG_OK;
+}
+
+static dg_status ocl_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int channels, int inner)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    uint64_t total = 0;
+    dg_status st = check_oci(o, "bias_add", outer, channels, inner, &total);
+    if (st != DG_OK || total == 0)
+        return st;
+    cl_ulong ey = 0, eb = 0;
+    st = check_ref(o, "bias_add", "y", y, total, &ey);
+    if (st == DG_OK)
+        st = check_ref(o, "bias_add", "bias", bias, (uint64_t)channels, &eb);
+    if (st != DG_OK)
+        return st;
+    cl_mem my = y.buf, mb = bias.buf;
+    cl_int ch = channels, in = inner, tot = (cl_int)total;
+    const karg args[] = {KA(my), KA(ey), KA(mb), KA(eb), KA(ch), KA(in), KA(tot)};
+    return run_op(o, K_BIAS_ADD, args, NARGS(args), (size_t)total, 1);
+}
+
+static dg_status ocl_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    uint64_t total = 0;
+    dg_status st = check_oci(o, "bias_grad", outer, channels, inner, &total);
+    if (st != DG_OK || channels == 0)
+        return st;
+    cl_ulong edy = 0, edb = 0;
+    st = check_ref(o, "bias_grad", "db", db, (uint64_t)channels, &edb);
+    if (st == DG_OK && total > 0)
+        st = check_ref(o, "bias_grad", "dy", dy, total, &edy);
+    if (st != DG_OK)
+        return st;
+    /* An empty dy is never read: stand db in for it. */
+    cl_mem mdy = total > 0 ? (cl_mem)dy.buf : (cl_mem)db.buf, mdb = db.buf;
+    cl_int io = outer, ic = channels, ii = inner;
+    const karg args[] = {KA(mdy), KA(edy), KA(mdb), KA(edb), KA(io), KA(ic), KA(ii)};
+    return run_op(o, K_BIAS_GRAD, args, NARGS(args), (size_t)channels * o->ops_local[K_BIAS_GRAD],
+                  1);
+}
+
+static dg_status ocl_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (count == 0)
+        return DG_OK;
+    cl_ulong ex = 0, ey = 0, cnt = count;
+    dg_status st = check_ref(o, "relu_fwd", "x", x, count, &ex);
+    if (st == DG_OK)
+        st = check_ref(o, "relu_fwd", "y", y, count, &ey);
+    if (st != DG_OK)
+        return st;
+    cl_mem mx = x.buf, my = y.buf;
+    const karg args[] = {KA(mx), KA(ex), KA(my), KA(ey), KA(cnt)};
+    return run_op(o, K_RELU_FWD, args, NARGS(args), count, 1);
+}
+
+static dg_status ocl_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (count == 0)
+        return DG_OK;
+    cl_ulong ey = 0, edy = 0, edx = 0, cnt = count;
+    dg_status st = check_ref(o, "relu_bwd", "y", y, count, &ey);
+    if (st == DG_OK)
+        st = check_ref(o, "relu_bwd", "dy", dy, count, &edy);
+    if (st == DG_OK)
+        st = check_ref(o, "relu_bwd", "dx", dx, count, &edx);
+    if (st != DG_OK)
+        return st;
+    cl_mem my = y.buf, mdy = dy.buf, mdx = dx.buf;
+    const karg args[] = {KA(my), KA(ey), KA(mdy), KA(edy), KA(mdx), KA(edx), KA(cnt)};
+    return run_op(o, K_RELU_BWD, args, NARGS(args), count, 1);
+}
+
+/* Validates a pooling shape (floor mode, window inside the input); *nin and
+ * *nout get the input and output element counts. */
+static dg_status check_pool(ocl_ctx *o, const char *op, const dg_pool_shape *s, uint64_t *nin,
+                            uint64_t *nout)
+{
+    if (!s)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: no shape", op);
+    if (s->n < 0 || s->c < 0 || s->h < 1 || s->w < 1 || s->k < 1 || s->stride < 1 ||
+        s->k > s->h || s->k > s->w)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: bad shape n=%d c=%d %dx%d k=%d stride=%d", op, s->n,
+                        s->c, s->h, s->w, s->k, s->stride);
+    int ho = (s->h - s->k) / s->stride + 1, wo = (s->w - s->k) / s->stride + 1;
+    if (s->ho != ho || s->wo != wo)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: output %dx%d, the shape gives %dx%d", op, s->ho,
+                        s->wo, ho, wo);
+    uint64_t planes = (uint64_t)s->n * (uint64_t)s->c;
+    *nin = planes * (uint64_t)s->h * (uint64_t)s->w;
+    *nout = planes * (uint64_t)ho * (uint64_t)wo;
+    if (*nin > OCL_ELEMS_MAX)
+        return ocl_fail(o, DG_ERR_USAGE, "%s: %llu elements exceed the kernels' limit", op,
+                        (unsigned long long)*nin);
+    return DG_OK;
+}
+
+static dg_status ocl_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref y,
+                                 dg_ref argmax)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    uint64_t nin = 0, nout = 0;
+    dg_status st = check_pool(o, "maxpool_fwd", s, &nin, &nout);
+    if (st != DG_OK || nout == 0)
+        return st;
+    cl_ulong ex = 0, ey = 0, ea = 0;
+    st = check_ref(o, "maxpool_fwd", "x", x, nin, &ex);
+    if (st == DG_OK)
+        st = check_ref(o, "maxpool_fwd", "y", y, nout, &ey);
+    if (st == DG_OK)
+        st = check_ref(o, "maxpool_fwd", "argmax", argmax, nout, &ea);
+    if (st != DG_OK)
+        return st;
+    cl_mem mx = x.buf, my = y.buf, ma = argmax.buf;
+    cl_int h = s->h, w = s->w, k = s->k, sd = s->stride, ho = s->ho, wo = s->wo, tot = (cl_int)nout;
+    const karg args[] = {KA(mx), KA(ex), KA(my), KA(ey), KA(ma), KA(ea), KA(h),
+                         KA(w),  KA(k),  KA(sd), KA(ho), KA(wo), KA(tot)};
+    return run_op(o, K_POOL_FWD, args, NARGS(args), (size_t)nout, 1);
+}
+
+static dg_status ocl_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax,
+                                 dg_ref dx)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    uint64_t nin = 0, nout = 0;
+    dg_status st = check_pool(o, "maxpool_bwd", s, &nin, &nout);
+    if (st != DG_OK || nin == 0)
+        return st;
+    cl_ulong edy = 0, ea = 0, edx = 0;
+    st = check_ref(o, "maxpool_bwd", "dy", dy, nout, &edy);
+    if (st == DG_OK)
+        st = check_ref(o, "maxpool_bwd", "argmax", argmax, nout, &ea);
+    if (st == DG_OK)
+        st = check_ref(o, "maxpool_bwd", "dx", dx, nin, &edx);
+    if (st != DG_OK)
+        return st;
+    cl_mem mdy = dy.buf, ma = argmax.buf, mdx = dx.buf;
+    cl_int h = s->h, w = s->w, k = s->k, sd = s->stride, ho = s->ho, wo = s->wo, tot = (cl_int)nin;
+    const karg args[] = {KA(mdy), KA(edy), KA(ma), KA(ea), KA(mdx), KA(edx), KA(h),
+                         KA(w),   KA(k),   KA(sd), KA(ho), KA(wo),  KA(tot)};
+    return run_op(o, K_POOL_BWD, args, NARGS(args), (size_t)nin, 1);
+}
+
+/* Element counts of a validated convolution and its chunking: images run
+ * chunk at a time through a column buffer [ckk, chunk*hw] followed by the
+ * chunk's per-image weight gradients [chunk, k, ckk] (backward only). */
+typedef struct conv_dims {
+    uint64_t nx, nw, ny;  /* x, w, y */
+    uint64_t ckk, hw;     /* column rows c*kh*kw, output plane ho*wo */
+    uint64_t chunk;       /* images per chunk (0 when n == 0) */
+    uint64_t col, part;   /* workspace elements: column buffer, weight-gradient parts */
+} conv_dims;
+
+/* Validates a convolution shape and computes its dims (the chunk depends on
+ * the device's allocation limit); with o NULL no message is stored. */
+static dg_status conv_dims_of(ocl_ctx *o, const char *op, const dg_conv_shape *s, conv_dims *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!s)
+        return o ? ocl_fail(o, DG_ERR_USAGE, "%s: no shape", op) : DG_ERR_USAGE;
+    if (s->n < 0 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 || s->kw < 1 ||
+        s->stride < 1 || s->pad < 0 || s->pad > INT32_MAX / 4 || s->h + 2 * s->pad < s->kh ||
+        s->w + 2 * s->pad < s->kw)
+        return o ? ocl_fail(o, DG_ERR_USAGE,
+                            "%s: bad shape n=%d c=%d %dx%d k=%d %dx%d stride=%d pad=%d", op, s->n,
+                            s->c, s->h, s->w, s->k, s->kh, s->kw, s->stride, s->pad)
+                 : DG_ERR_USAGE;
+    int ho = (s->h + 2 * s->pad - s->kh) / s->stride + 1;
+    int wo = (s->w + 2 * s->pad - s->kw) / s->stride + 1;
+    if (s->ho != ho || s->wo != wo)
+        return o ? ocl_fail(o, DG_ERR_USAGE, "%s: output %dx%d, the shape gives %dx%d", op, s->ho,
+                            s->wo, ho, wo)
+                 : DG_ERR_USAGE;
+    d->ckk = (uint64_t)s->c * (uint64_t)s->kh * (uint64_t)s->kw;
+    d->hw = (uint64_t)ho * (uint64_t)wo;
+    d->nx = (uint64_t)s->n * (uint64_t)s->c * (uint64_t)s->h * (uint64_t)s->w;
+    d->nw = (uint64_t)s->k * d->ckk;
+    d->ny = (uint64_t)s->n * (uint64_t)s->k * d->hw;
+    if (d->nx > OCL_ELEMS_MAX || d->nw > OCL_ELEMS_MAX || d->ny > OCL_ELEMS_MAX ||
+        d->ckk * d->hw > OCL_ELEMS_MAX)
+        return o ? ocl_fail(o, DG_ERR_USAGE, "%s: tensors exceed the kernels' element limit", op)
+                 : DG_ERR_USAGE;
+    if (s->n == 0)
+        return DG_OK;
+    /* As many images per chunk as fit the cap (at least one), then spread
+     * evenly over the chunks that takes. */
+    uint64_t cap = o ? o->conv_cap : OCL_CONV_WORK_CAP;
+    if (o && o->max_alloc && o->max_alloc < cap)
+        cap = o->max_alloc;
+    uint64_t per = (d->ckk * d->hw + d->nw) * sizeof(float);
+    uint64_t chunk = cap / per;
+    if (chunk > OCL_ELEMS_MAX / (d->ckk * d->hw))
+        chunk = OCL_ELEMS_MAX / (d->ckk * d->hw);
+    if (chunk > OCL_ELEMS_MAX / d->nw)
+        chunk = OCL_ELEMS_MAX / d->nw;
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > (uint64_t)s->n)
+        chunk = (uint64_t)s->n;
+    uint64_t nchunks = ((uint64_t)s->n + chunk - 1) / chunk;
+    d->chunk = ((uint64_t)s->n + nchunks - 1) / nchunks;
+    d->col = d->chunk * d->ckk * d->hw;
+    d->part = d->chunk * d->nw;
+    return DG_OK;
+}
+
+static size_t ocl_conv2d_workspace(void *ctx, const dg_conv_shape *s)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return 0;
+    /* A bad shape gives 0 here and its message from conv2d_fwd/bwd. */
+    conv_dims d;
+    char keep[OCL_ERR_MAX];
+    memcpy(keep, o->err, sizeof keep);
+    dg_status st = conv_dims_of(o, "conv2d_workspace", s, &d);
+    memcpy(o->err, keep, sizeof keep);
+    if (st != DG_OK)
+        return 0;
+    return (size_t)((d.col + d.part) * sizeof(float));
+}
+
+/* col[ckk, nimg*hw] = im2col of nimg images of x starting at element ex. */
+static dg_status run_im2col(ocl_ctx *o, const dg_conv_shape *s, const conv_dims *d, cl_mem x,
+                            cl_ulong ex, cl_mem col, cl_ulong ecol, int nimg)
+{
+    cl_int c = s->c, h = s->h, w = s->w, kh = s->kh, kw = s->kw, sd = s->stride, pad = s->pad;
+    cl_int ho = s->ho, wo = s->wo, ni = nimg;
+    const karg args[] = {KA(x),  KA(ex), KA(col), KA(ecol), KA(c),  KA(h),  KA(w),
+                         KA(kh), KA(kw), KA(sd),  KA(pad),  KA(ho), KA(wo), KA(ni)};
+    return run_op(o, K_IM2COL, args, NARGS(args), (size_t)nimg * (size_t)d->hw, (size_t)d->ckk);
+}
+
+static dg_status ocl_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                                dg_ref y, dg_ref work)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    conv_dims d;
+    dg_status st = conv_dims_of(o, "conv2d_fwd", s, &d);
+    if (st != DG_OK || s->n == 0)
+        return st;
+    cl_ulong ex = 0, ew = 0, eb = 0, ey = 0, ek = 0;
+    st = check_ref(o, "conv2d_fwd", "x", x, d.nx, &ex);
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_fwd", "w", w, d.nw, &ew);
+    if (st == DG_OK && bias.buf)
+        st = check_ref(o, "conv2d_fwd", "bias", bias, (uint64_t)s->k, &eb);
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_fwd", "y", y, d.ny, &ey);
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_fwd", "work", work, d.col, &ek);
+    if (st != DG_OK)
+        return st;
+    cl_mem mx = x.buf, mw = w.buf, my = y.buf, mk = work.buf;
+    int ckk = (int)d.ckk, hw = (int)d.hw;
+    for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += (int)d.chunk) {
+        int nimg = s->n - i0 < (int)d.chunk ? s->n - i0 : (int)d.chunk;
+        st = run_im2col(o, s, &d, mx, ex + (cl_ulong)i0 * s->c * s->h * s->w, mk, ek, nimg);
+        /* y_img[k, hw] = w[k, ckk] * col[:, img*hw .. +hw] for each image. */
+        if (st == DG_OK)
+            st = enqueue_gemm(o, false, false, s->k, hw, ckk, 1.0f, mw, ew, ckk, 0, mk, ek,
+                              nimg * hw, (cl_ulong)hw, 0.0f, my, ey + (cl_ulong)i0 * s->k * hw, hw,
+                              (cl_ulong)s->k * hw, (size_t)nimg);
+    }
+    if (st == DG_OK && bias.buf)
+        st = ocl_bias_add(o, y, bias, s->n, s->k, hw);
+    return st;
+}
+
+static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
+                                dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    conv_dims d;
+    dg_status st = conv_dims_of(o, "conv2d_bwd", s, &d);
+    if (st != DG_OK)
+        return st;
+    cl_ulong ex = 0, ew = 0, edy = 0, edx = 0, edw = 0, edb = 0, ek = 0;
+    st = check_ref(o, "conv2d_bwd", "dw", dw, d.nw, &edw);
+    if (st == DG_OK && db.buf)
+        st = check_ref(o, "conv2d_bwd", "db", db, (uint64_t)s->k, &edb);
+    if (st == DG_OK && s->n == 0) { /* sums over an empty batch */
+        st = ocl_fill(o, dw, (size_t)d.nw, 0.0f);
+        if (st == DG_OK && db.buf)
+            st = ocl_fill(o, db, (size_t)s->k, 0.0f);
+        return st;
+    }
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_bwd", "x", x, d.nx, &ex);
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_bwd", "w", w, d.nw, &ew);
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_bwd", "dy", dy, d.ny, &edy);
+    if (st == DG_OK && dx.buf)
+        st = check_ref(o, "conv2d_bwd", "dx", dx, d.nx, &edx);
+    if (st == DG_OK)
+        st = check_ref(o, "conv2d_bwd", "work", work, d.col + d.part, &ek);
+    if (st != DG_OK)
+        return st;
+    cl_mem mx = x.buf, mw = w.buf, mdy = dy.buf, mdx = dx.buf, mdw = dw.buf, mk = work.buf;
+    int ckk = (int)d.ckk, hw = (int)d.hw, k = s->k;
+    cl_ulong epart = ek + d.col, xs = (cl_ulong)s->c * s->h * s->w, ys = (cl_ulong)k * hw;
+    for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += (int)d.chunk) {
+        int nimg = s->n - i0 < (int)d.chunk ? s->n - i0 : (int)d.chunk;
+        st = run_im2col(o, s, &d, mx, ex + (cl_ulong)i0 * xs, mk, ek, nimg);
+        /* dw += sum over images of dy_img[k, hw] * col_img^T: one product per
+         * image into the parts (straight into dw for a single image), then
+         * the parts added in image order. */
+        if (st == DG_OK && nimg == 1)
+            st = enqueue_gemm(o, false, true, k, ckk, hw, 1.0f, mdy, edy + (cl_ulong)i0 * ys, hw,
+                              0, mk, ek, hw, 0, i0 > 0 ? 1.0f : 0.0f, mdw, edw, ckk, 0, 1);
+        if (st == DG_OK && nimg > 1) {
+            st = enqueue_gemm(o, false, true, k, ckk, hw, 1.0f, mdy, edy + (cl_ulong)i0 * ys, hw,
+                              ys, mk, ek, nimg * hw, (cl_ulong)hw, 0.0f, mk, epart, ckk,
+                              d.nw, (size_t)nimg);
+            cl_int cnt = (cl_int)d.nw, np = nimg, accum = i0 > 0;
+            const karg args[] = {KA(mk), KA(epart), KA(mdw), KA(edw), KA(cnt), KA(np), KA(accum)};
+            if (st == DG_OK)
+                st = run_op(o, K_SUM_PARTS, args, NARGS(args), (size_t)d.nw, 1);
+        }
+        if (!dx.buf)
+            continue;
+        /* col_img[ckk, hw] = w^T[ckk, k] * dy_img[k, hw], then the gather col2im. */
+        if (st == DG_OK)
+            st = enqueue_gemm(o, true, false, ckk, hw, k, 1.0f, mw, ew, ckk, 0, mdy,
+                              edy + (cl_ulong)i0 * ys, hw, ys, 0.0f, mk, ek, nimg * hw,
+                              (cl_ulong)hw, (size_t)nimg);
+        if (st == DG_OK) {
+            cl_int c = s->c, h = s->h, wd = s->w, kh = s->kh, kw = s->kw, sd = s->stride;
+            cl_int pad = s->pad, ho = s->ho, wo = s->wo, ni = nimg;
+            cl_ulong edx0 = edx + (cl_ulong)i0 * xs;
+            const karg args[] = {KA(mk), KA(ek), KA(mdx), KA(edx0), KA(c),  KA(h),  KA(wd),
+                                 KA(kh), KA(kw), KA(sd),  KA(pad),  KA(ho), KA(wo), KA(ni)};
+            st = run_op(o, K_COL2IM, args, NARGS(args), (size_t)nimg * xs, 1);
+        }
+    }
+    if (st == DG_OK && db.buf)
+        st = ocl_bias_grad(o, dy, db, s->n, k, hw);
+    return st;
+}
+
+/* Makes the scratch buffer hold at least bytes (grown geometrically). A
+ * released buffer lives on until the commands that use it have finished. */
+static dg_status ensure_scratch(ocl_ctx *o, size_t bytes)
+{
+    if (o->scratch_bytes >= bytes)
+        return DG_OK;
+    size_t want = bytes;
+    if (want < 2 * o->scratch_bytes)
+        want = 2 * o->scratch_bytes;
+    if (want < 4096)
+        want = 4096;
+    cl_int e = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(o->context, CL_MEM_READ_WRITE, want, NULL, &e);
+    if (!m)
+        return ocl_clfail(o, "clCreateBuffer(xent scratch)", e);
+    if (o->scratch)
+        clReleaseMemObject(o->scratch);
+    o->scratch = m;
+    o->scratch_bytes = want;
+    return DG_OK;
+}
+
+static dg_status ocl_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref labels,
+                          dg_ref dlogits, dg_ref acc)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (n < 0 || classes < 1)
+        return ocl_fail(o, DG_ERR_USAGE, "xent: bad shape n=%d classes=%d", n, classes);
+    if (n == 0)
+        return DG_OK;
+    uint64_t nl = (uint64_t)n * (uint64_t)classes;
+    if (nl > OCL_ELEMS_MAX)
+        return ocl_fail(o, DG_ERR_USAGE, "xent: %llu logits exceed the kernels' limit",
+                        (unsigned long long)nl);
+    cl_ulong el = 0, elab = 0, ed = 0, ea = 0;
+    dg_status st = check_ref(o, "xent", "logits", logits, nl, &el);
+    if (st == DG_OK)
+        st = check_ref(o, "xent", "labels", labels, (uint64_t)n, &elab);
+    if (st == DG_OK)
+        st = check_ref(o, "xent", "dlogits", dlogits, nl, &ed);
+    if (st == DG_OK)
+        st = check_ref(o, "xent", "acc", acc, 2, &ea);
+    if (st == DG_OK)
+        st = ensure_scratch(o, 2 * (size_t)n * sizeof(float));
+    if (st != DG_OK)
+        return st;
+    cl_mem ml = logits.buf, mlab = labels.buf, md = dlogits.buf, ma = acc.buf, ms = o->scratch;
+    cl_int in = n, ic = classes;
+    const karg rows[] = {KA(ml), KA(el), KA(mlab), KA(elab), KA(md), KA(ed), KA(ms), KA(in), KA(ic)};
+    st = run_op(o, K_XENT_ROWS, rows, NARGS(rows), (size_t)n, 1);
+    const karg red[] = {KA(ms), KA(in), KA(ma), KA(ea)};
+    if (st == DG_OK)
+        st = run_op(o, K_XENT_REDUCE, red, NARGS(red), o->ops_local[K_XENT_REDUCE], 1);
+    return st;
+}
+
+static dg_status ocl_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, float lr,
+                         float momentum, float weight_decay)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (count == 0)
+        return DG_OK;
+    cl_ulong ew = 0, eg = 0, em = 0, cnt = count;
+    dg_status st = check_ref(o, "sgd", "w", w, count, &ew);
+    if (st == DG_OK)
+        st = check_ref(o, "sgd", "g", g, count, &eg);
+    if (st == DG_OK && momentum != 0.0f)
+        st = check_ref(o, "sgd", "mom", mom, count, &em);
+    if (st != DG_OK)
+        return st;
+    /* Without momentum mom is never touched (and may be absent): stand w in. */
+    cl_mem mw = w.buf, mg = g.buf, mm = momentum != 0.0f ? (cl_mem)mom.buf : (cl_mem)w.buf;
+    cl_float flr = lr, fm = momentum, fwd = weight_decay;
+    const karg args[] = {KA(mw), KA(ew), KA(mg), KA(eg),  KA(mm),
+                         KA(em), KA(cnt), KA(flr), KA(fm), KA(fwd)};
+    return run_op(o, K_SGD, args, NARGS(args), count, 1);
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static dg_status ocl_event_record(void *ctx, int slot)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (slot < 0 || slot >= DG_EVENT_SLOTS)
+        return ocl_fail(o, DG_ERR_USAGE, "event_record: slot %d outside 0..%d", slot,
+                        DG_EVENT_SLOTS - 1);
+    cl_event ev = NULL;
+    cl_int e;
+    if (o->kernel_marks) {
+        size_t one = 1;
+        e = clEnqueueNDRangeKernel(o->queue, o->ops[K_MARK], 1, NULL, &one, &one, 0, NULL, &ev);
+    } else {
+        e = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &ev);
+    }
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, o->kernel_marks ? "clEnqueueNDRangeKernel(dg_mark)"
+                                             : "clEnqueueMarkerWithWaitList",
+                          e);
+    if (o->events[slot])
+        clReleaseEvent(o->events[slot]);
+    o->events[slot] = ev;
+    return DG_OK;
+}
+
+static dg_status ocl_event_elapsed(void *ctx, int from, int to, double *ms)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!ms)
+        return ocl_fail(o, DG_ERR_USAGE, "event_elapsed: no output");
+    if (from < 0 || from >= DG_EVENT_SLOTS || to < 0 || to >= DG_EVENT_SLOTS)
+        return ocl_fail(o, DG_ERR_USAGE, "event_elapsed: slots %d, %d outside 0..%d", from, to,
+                        DG_EVENT_SLOTS - 1);
+    if (!o->events[from] || !o->events[to])
+        return ocl_fail(o, DG_ERR_USAGE, "event_elapsed: slot %d not recorded",
+                        o->events[from] ? to : from);
+    cl_event evs[2] = {o->events[from], o->events[to]};
+    cl_int e = clWaitForEvents(from == to ? 1 : 2, evs);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clWaitForEvents", e);
+    cl_ulong t0 = 0, t1 = 0;
+    e = clGetEventProfilingInfo(evs[0], CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
+    if (e == CL_SUCCESS)
+        e = clGetEventProfilingInfo(evs[1], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END)", e);
+    *ms = (double)(int64_t)(t1 - t0) / 1e6;
+    return DG_OK;
 }
 
 static const dg_backend_iface ocl_iface = {
@@ -805,9 +1539,24 @@ static const dg_backend_iface ocl_iface = {
     .buf_free = ocl_buf_free,
     .upload = ocl_upload,
     .download = ocl_download,
-    .gemm = ocl_gemm,
     .synchronize = ocl_synchronize,
     .supports_op = ocl_supports_op,
+    .gemm = ocl_gemm,
+    .fill = ocl_fill,
+    .bias_add = ocl_bias_add,
+    .bias_grad = ocl_bias_grad,
+    .relu_fwd = ocl_relu_fwd,
+    .relu_bwd = ocl_relu_bwd,
+    .maxpool_fwd = ocl_maxpool_fwd,
+    .maxpool_bwd = ocl_maxpool_bwd,
+    .conv2d_workspace = ocl_conv2d_workspace,
+    .conv2d_fwd = ocl_conv2d_fwd,
+    .conv2d_bwd = ocl_conv2d_bwd,
+    .xent = ocl_xent,
+    .sgd = ocl_sgd,
+    .event_record = ocl_event_record,
+    .event_elapsed = ocl_event_elapsed,
+    /* capture_begin, capture_end, replay: none (OpenCL 1.2 has no graphs). */
 };
 
 const dg_backend_iface *dg_backend_opencl_iface(void)

@@ -1,0 +1,248 @@
+/* devgate train: run the training fixture on one backend. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_bytes(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0))
+        return false;
+    double mult = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mult = 1024.0; break;
+        case 'm': case 'M': mult = 1048576.0; break;
+        case 'g': case 'G': mult = 1073741824.0; break;
+        case 't': case 'T': mult = 1099511627776.0; break;
+        default: return false;
+        }
+        end++;
+        if (*end == 'i')
+            end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+        if (*end)
+            return false;
+    }
+    v *= mult;
+    if (v > 1e18)
+        return false;
+    *out = (size_t)v;
+    return true;
+}
+
+static void metric_fmt(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
+{
+    double v = jmetric(obj, key);
+    if (isnan(v))
+        snprintf(buf, len, "not reported");
+    else
+        snprintf(buf, len, fmt, v);
+}
+
+static void print_train(const cJSON *r)
+{
+    const cJSON *spec = cJSON_GetObjectItem(r, "spec");
+    const cJSON *model = cJSON_GetObjectItem(r, "model");
+    const cJSON *dev = cJSON_GetObjectItem(r, "device");
+    const cJSON *in = cJSON_GetObjectItem(model, "input");
+    printf("devgate train · %s on %s (%s) · batch %g · %g steps x %g epochs · seed %g\n\n",
+           jstr(model, "name", "?"), jstr(spec, "backend", "?"), jstr(dev, "name", "?"),
+           jnum(spec, "batch", 0), jnum(spec, "steps", 0), jnum(spec, "epochs", 0),
+           jnum(spec, "seed", 0));
+    printf("  model    %s · %g parameters · input %gx%gx%g\n", jstr(model, "layers", "?"),
+           jnum(model, "parameters", 0), cJSON_GetArrayItem(in, 0) ? cJSON_GetArrayItem(in, 0)->valuedouble : 0,
+           cJSON_GetArrayItem(in, 1) ? cJSON_GetArrayItem(in, 1)->valuedouble : 0,
+           cJSON_GetArrayItem(in, 2) ? cJSON_GetArrayItem(in, 2)->valuedouble : 0);
+    const cJSON *pt;
+    int i = 0, total = cJSON_GetArraySize(cJSON_GetObjectItem(r, "loss"));
+    cJSON_ArrayForEach(pt, cJSON_GetObjectItem(r, "loss"))
+    {
+        /* Long curves: the first five, every tenth, and the last. */
+        i++;
+        if (total > 24 && i > 5 && i % 10 && i != total)
+            continue;
+        const cJSON *loss = cJSON_GetObjectItem(pt, "loss");
+        char ls[32];
+        if (cJSON_IsNumber(loss))
+            snprintf(ls, sizeof ls, "%.5f", loss->valuedouble);
+        else
+            snprintf(ls, sizeof ls, "non-finite");
+        printf("  %-8s epoch %-3g step %-6g loss %-10s accuracy %.3f (mean of %g steps)\n",
+               i == 1 ? "loss" : "", jnum(pt, "epoch", 0), jnum(pt, "step", 0), ls,
+               jnum(pt, "accuracy", 0), jnum(pt, "steps_averaged", 0));
+    }
+    const cJSON *thr = cJSON_GetObjectItem(r, "throughput");
+    char sps[32], ms[32];
+    metric_fmt(sps, sizeof sps, thr, "samples_per_s", "%.0f samples/s");
+    metric_fmt(ms, sizeof ms, thr, "step_ms", "%.3f ms/step");
+    printf("  speed    %s · %s (%g timed steps after %g warm-up) · %g sync points\n", sps, ms,
+           jnum(thr, "timed_steps", 0), jnum(thr, "warmup_steps", 0), jnum(thr, "sync_points", 0));
+    const cJSON *ph = cJSON_GetObjectItem(r, "phases");
+    char h2d[24], fwd[24], bwd[24], upd[24];
+    metric_fmt(h2d, sizeof h2d, ph, "h2d", "%.3f ms");
+    metric_fmt(fwd, sizeof fwd, ph, "forward", "%.3f ms");
+    metric_fmt(bwd, sizeof bwd, ph, "backward", "%.3f ms");
+    metric_fmt(upd, sizeof upd, ph, "update", "%.3f ms");
+    printf("  phases   h2d %s · forward %s · backward %s · update %s (%s, %g samples)\n", h2d, fwd,
+           bwd, upd, jstr(ph, "source", "?"), jnum(ph, "samples", 0));
+    if (cJSON_GetObjectItem(ph, "note"))
+        printf("           %s\n", jstr(ph, "note", ""));
+    const cJSON *al = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "memory"), "allocator");
+    char a[24], ap[24], rs[24], rp[24];
+    fmt_bytes(a, sizeof a, cJSON_GetObjectItem(al, "allocated"));
+    fmt_bytes(ap, sizeof ap, cJSON_GetObjectItem(al, "allocated_peak"));
+    fmt_bytes(rs, sizeof rs, cJSON_GetObjectItem(al, "reserved"));
+    fmt_bytes(rp, sizeof rp, cJSON_GetObjectItem(al, "reserved_peak"));
+    printf("  memory   allocated %s (peak %s) · reserved %s (peak %s) · %g device allocations · "
+           "%g cache hits · %g out-of-memory\n",
+           a, ap, rs, rp, jmetric(al, "device_allocs"), jmetric(al, "cache_hits"),
+           jmetric(al, "oom_events"));
+    const cJSON *cap = cJSON_GetObjectItem(r, "capture");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(cap, "used")))
+        printf("  capture  the step runs as one device graph\n");
+    else if (cJSON_IsString(cJSON_GetObjectItem(cap, "note")))
+        printf("  capture  not used: %s\n", jstr(cap, "note", ""));
+    const cJSON *fb = cJSON_GetObjectItem(r, "fallbacks");
+    if (cJSON_GetArraySize(fb) == 0) {
+        printf("  fallback none: every op ran on %s\n", jstr(spec, "backend", "?"));
+    } else {
+        printf("  fallback %-14s %-34s %7s %10s %10s %10s  %s\n", "op", "shape", "calls", "ms",
+               "MiB d2h", "MiB h2d", "reason");
+        const cJSON *f;
+        cJSON_ArrayForEach(f, fb)
+        {
+            printf("           %-14s %-34.34s %7g %10.2f %10.2f %10.2f  %s\n", jstr(f, "op", "?"),
+                   jstr(f, "shape", "?"), jnum(f, "calls", 0), jnum(f, "ms_total", 0),
+                   jnum(f, "bytes_d2h", 0) / 1048576.0, jnum(f, "bytes_h2d", 0) / 1048576.0,
+                   jstr(f, "reason", "?"));
+        }
+    }
+    if (cJSON_IsString(cJSON_GetObjectItem(r, "error")))
+        printf("  error    %s\n", jstr(r, "error", ""));
+}
+
+int cmd_train(cli *c, int argc, char **argv)
+{
+    dg_train_opts o = {.lr = -1, .momentum = -1, .weight_decay = -1};
+    const char *v;
+    for (int i = 1; i < argc; i++) {
+        long n;
+        char *end;
+        if (cli_common_opt(c, argc, argv, &i))
+            continue;
+#define INT_OPT(flag, field, lo, hi)                                                               \
+    if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
+        if (!parse_long(v, lo, hi, &n)) {                                                          \
+            cli_error("train: %s wants an integer in %ld..%ld, got '%s'", flag, (long)(lo),        \
+                      (long)(hi), v);                                                              \
+            return EXIT_USAGE;                                                                     \
+        }                                                                                          \
+        o.field = (int)n;                                                                          \
+        continue;                                                                                  \
+    }
+#define FLOAT_OPT(flag, field)                                                                     \
+    if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
+        o.field = strtof(v, &end);                                                                 \
+        if (end == v || *end || !(o.field >= 0) || !isfinite(o.field)) {                           \
+            cli_error("train: %s wants a non-negative number, got '%s'", flag, v);                 \
+            return EXIT_USAGE;                                                                     \
+        }                                                                                          \
+        continue;                                                                                  \
+    }
+        INT_OPT("--batch", batch, 1, 1 << 20)
+        INT_OPT("--steps", steps, 1, 100000000)
+        INT_OPT("--epochs", epochs, 1, 100000)
+        INT_OPT("--sync-every", sync_every, 0, 100000000)
+        INT_OPT("--threads", threads, 1, 1024)
+        INT_OPT("--device", device, 0, 64)
+        FLOAT_OPT("--lr", lr)
+        FLOAT_OPT("--momentum", momentum)
+        FLOAT_OPT("--weight-decay", weight_decay)
+#undef INT_OPT
+#undef FLOAT_OPT
+        if (opt_value(argc, argv, &i, "--model", &v)) {
+            o.model = v;
+        } else if (opt_value(argc, argv, &i, "--backend", &v)) {
+            o.backend = v;
+        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
+            errno = 0;
+            o.seed = strtoull(v, &end, 0);
+            if (errno || end == v || *end || v[0] == '-') {
+                cli_error("train: --seed wants a non-negative integer, got '%s'", v);
+                return EXIT_USAGE;
+            }
+        } else if (opt_value(argc, argv, &i, "--input", &v)) {
+            if (sscanf(v, "%dx%dx%d%n", &o.in_c, &o.in_h, &o.in_w, &(int){0}) != 3 || o.in_c < 1 ||
+                o.in_h < 1 || o.in_w < 1) {
+                cli_error("train: --input wants CxHxW, got '%s'", v);
+                return EXIT_USAGE;
+            }
+        } else if (opt_value(argc, argv, &i, "--mem-budget", &v)) {
+            if (!parse_bytes(v, &o.mem_budget) || o.mem_budget == 0) {
+                cli_error("train: --mem-budget wants a size such as 512M or 2G, got '%s'", v);
+                return EXIT_USAGE;
+            }
+        } else if (opt_value(argc, argv, &i, "--samples", &v)) {
+            if (!parse_long(v, 1, 100000000, &n)) {
+                cli_error("train: --samples wants 1..100000000, got '%s'", v);
+                return EXIT_USAGE;
+            }
+            o.samples = (size_t)n;
+        } else if (opt_value(argc, argv, &i, "--disable-op", &v)) {
+            o.disable_ops = v;
+        } else if (opt_value(argc, argv, &i, "--export", &v)) {
+            o.export_dir = v;
+        } else if (strcmp(argv[i], "--no-capture") == 0) {
+            o.no_capture = true;
+        } else {
+            cli_error("train: unknown argument '%s' (see devgate --help)", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    char *json = NULL;
+    dg_status st = dg_train_run(c->ctx, &o, &json);
+    if (!json)
+        return cli_fail_status(c, st, "train");
+    cJSON *rec = cJSON_Parse(json);
+    bool finite = cJSON_IsTrue(cJSON_GetObjectItem(rec, "loss_finite"));
+    int rc = st == DG_OK ? (finite ? EXIT_PASS : EXIT_FAIL) : EXIT_FAIL;
+    if (st != DG_OK)
+        cli_error("train: %s", dg_errmsg(c->ctx));
+    char *run_id = NULL;
+    int rrc = cli_record(c, "train", json, rc, &run_id);
+    if (c->json) {
+        if (run_id)
+            cJSON_AddStringToObject(rec, "run_id", run_id);
+        char *out = cJSON_Print(rec);
+        puts(out ? out : json);
+        cJSON_free(out);
+    } else {
+        print_train(rec);
+        if (!finite && st == DG_OK)
+            printf("  FAIL     the loss is not finite\n");
+        if (run_id)
+            printf("  recorded as %s\n", run_id);
+    }
+    cJSON_Delete(rec);
+    dg_string_free(json);
+    dg_string_free(run_id);
+    return rrc;
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# devgate train: golden trajectories against PyTorch, learning on every
+# available backend (and failing when the update is broken), the fallback
+# census, the memory budget, and bad model strings.
+. "$(dirname "$0")/lib.sh"
+GOLDEN="${DEVGATE_SRC:?}/tests/data/golden.json"
+
+backends=(cpu)
+if "$DG" --no-ledger gate --backend opencl --size 8 >/dev/null 2>&1; then backends+=(opencl); fi
+if "$DG" --no-ledger gate --backend cuda --size 8 >/dev/null 2>&1; then backends+=(cuda); fi
+echo "backends: ${backends[*]}"
+
+# Golden: the first 20 losses of each preset match PyTorch's from the same
+# weights and batches (tests/golden/golden.py wrote the oracle).
+for be in "${backends[@]}"; do
+  python3 - "$GOLDEN" >"$T/runs.txt" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["runs"]:
+    print(r["model"], r["batch"], r["steps"], r["lr"], r["momentum"], r["weight_decay"], r["seed"])
+PY
+  while read -r model batch steps lr mom wd seed; do
+    expect_exit 0 "$DG" --no-ledger train --backend "$be" --model "$model" --batch "$batch" --steps "$steps" \
+      --lr "$lr" --momentum "$mom" --weight-decay "$wd" --seed "$seed" --sync-every 1 --json
+    cp out "$T/golden-$be-$model.json"
+    expect_json out "$(cat <<PY
+(lambda g: all(abs(a['loss'] - b) <= 2e-4 * max(1, abs(b)) for a, b in zip(d['loss'], g['losses'])) and len(d['loss']) == len(g['losses']))(
+ [r for r in json.load(open('$GOLDEN'))['runs'] if r['model'] == '$model'][0])
+PY
+)"
+  done <"$T/runs.txt"
+done
+
+# Learning: the loss falls well below its start within a few hundred steps.
+learn() { # backend model batch steps
+  "$DG" --no-ledger train --backend "$1" --model "$2" --batch "$3" --steps "$4" --sync-every 10 --lr 0.05 --json >"$T/learn.json" 2>"$T/err"
+}
+learned='d["loss"][-1]["loss"] < 0.5 * d["loss"][0]["loss"] and d["loss"][-1]["accuracy"] > 0.6'
+for be in "${backends[@]}"; do
+  learn "$be" mlp 32 200 && ok || bad "train mlp on $be failed"
+  expect_json "$T/learn.json" "$learned"
+  learn "$be" lenet 32 200 && ok || bad "train lenet on $be failed"
+  expect_json "$T/learn.json" "$learned"
+done
+learn cpu cifar 16 150 && ok || bad "train cifar on cpu failed"
+expect_json "$T/learn.json" "$learned"
+
+# The same check fails when the update is skipped or climbs the gradient.
+DEVGATE_FAULT=sgd-skip@cpu learn cpu mlp 32 200
+expect_json "$T/learn.json" "not ($learned)"
+DEVGATE_FAULT=sgd-ascend@cpu learn cpu mlp 32 200
+expect_json "$T/learn.json" "not ($learned)"
+
+# Fallback: conv2d forced onto the cpu gives the same losses and is counted.
+if [[ " ${backends[*]} " == *" opencl "* ]]; then
+  expect_exit 0 "$DG" --no-ledger train --backend opencl --model lenet --batch 16 --steps 20 --sync-every 1 \
+    --lr 0.02 --momentum 0.9 --weight-decay 5e-4 --seed 1 --disable-op conv2d@opencl --json
+  expect_json out '[f["op"] for f in d["fallbacks"]].count("conv2d") >= 1'
+  expect_json out 'all(f["calls"] > 0 and f["ms_total"] > 0 and f["bytes_d2h"] > 0 and f["bytes_h2d"] > 0 for f in d["fallbacks"] if f["op"] == "conv2d")'
+  expect_json out "all(abs(a['loss'] - b['loss']) <= 2e-4 * max(1, abs(b['loss'])) for a, b in zip(d['loss'], json.load(open('$T/golden-opencl-lenet.json'))['loss']))"
+  expect_exit 0 "$DG" --no-ledger train --backend opencl --model lenet --batch 16 --steps 20 --disable-op conv2d
+  expect_grep out 'conv2d'
+fi
+expect_exit 2 "$DG" --no-ledger train --backend cpu --disable-op conv2d
+expect_grep err 'fallback'
+expect_exit 2 "$DG" --no-ledger train --disable-op frobnicate
+expect_grep err 'frobnicate'
+
+# Memory budget: out of memory is reported with the requested size, exit 1.
+expect_exit 1 "$DG" --no-ledger train --model cifar --batch 256 --steps 2 --mem-budget 1M --json
+expect_json out 'd["status"] == "device-oom" and d["memory"]["allocator"]["oom_events"]["value"] >= 1'
+expect_grep err 'requested [0-9]+ bytes'
+
+# Bad models: clear errors, exit 2.
+expect_exit 2 "$DG" --no-ledger train --model resnet50
+expect_grep err "unknown model 'resnet50'"
+expect_exit 2 "$DG" --no-ledger train --model 'conv3x3:,fc:10'
+expect_grep err "bad layer 'conv3x3:'"
+expect_exit 2 "$DG" --no-ledger train --model 'conv9x9:4,fc:10' --input 1x5x5
+expect_grep err 'does not fit'
+expect_exit 2 "$DG" --no-ledger train --model 'fc:10,relu'
+expect_grep err 'must end with an fc layer'
+expect_exit 2 "$DG" --no-ledger train --batch 0
+expect_exit 2 "$DG" --no-ledger train --mem-budget lots
+
+# Human output and the ledger.
+expect_exit 0 "$DG" train --model mlp --batch 32 --steps 30 --sync-every 10
+for label in 'loss' 'speed' 'phases' 'memory' 'fallback' 'recorded as'; do expect_grep out "$label" "train output"; done
+expect_exit 0 "$DG" ledger list --json
+expect_json out 'd[0]["verb"] == "train"'
+
+done_tests
