@@ -20,7 +20,7 @@ for r in json.load(open(sys.argv[1]))["runs"]:
 PY
   while read -r model batch steps lr mom wd seed; do
     expect_exit 0 "$DG" --no-ledger train --backend "$be" --model "$model" --batch "$batch" --steps "$steps" \
-      --lr "$lr" --momentum "$mom" --weight-decay "$wd" --seed "$seed" --sync-every 1 --json
+      --lr "$lr" --momentum "$mom" --weight-decay "$wd" --seed "$seed" --sync-every 1 --threads 1 --json
     cp out "$T/golden-$be-$model.json"
     expect_json out "$(cat <<PY
 (lambda g: all(abs(a['loss'] - b) <= 2e-4 * max(1, abs(b)) for a, b in zip(d['loss'], g['losses'])) and len(d['loss']) == len(g['losses']))(
@@ -31,29 +31,33 @@ PY
 done
 
 # Learning: the loss falls well below its start within a few hundred steps.
-learn() { # backend model batch steps
-  "$DG" --no-ledger train --backend "$1" --model "$2" --batch "$3" --steps "$4" --sync-every 10 --lr 0.05 --json >"$T/learn.json" 2>"$T/err"
+# One thread: these check learning, not speed, and CI runs tests side by side.
+learn() { # backend model batch steps lr
+  "$DG" --no-ledger train --backend "$1" --model "$2" --batch "$3" --steps "$4" --sync-every 10 \
+    --lr "$5" --threads 1 --json >"$T/learn.json" 2>"$T/err"
 }
-learned='d["loss"][-1]["loss"] < 0.5 * d["loss"][0]["loss"] and d["loss"][-1]["accuracy"] > 0.6'
+learned='d["loss"][-1]["loss"] is not None and d["loss"][-1]["loss"] < 0.5 * d["loss"][0]["loss"] and d["loss"][-1]["accuracy"] > 0.6'
 for be in "${backends[@]}"; do
-  learn "$be" mlp 32 200 && ok || bad "train mlp on $be failed"
+  learn "$be" mlp 32 100 0.05 && ok || bad "train mlp on $be failed"
   expect_json "$T/learn.json" "$learned"
-  learn "$be" lenet 32 200 && ok || bad "train lenet on $be failed"
+  learn "$be" lenet 32 100 0.05 && ok || bad "train lenet on $be failed"
   expect_json "$T/learn.json" "$learned"
+  if [ "$be" != opencl ]; then # PoCL runs cifar about 3x slower than the cpu backend
+    learn "$be" cifar 16 120 0.01 && ok || bad "train cifar on $be failed"
+    expect_json "$T/learn.json" "$learned"
+  fi
 done
-learn cpu cifar 16 150 && ok || bad "train cifar on cpu failed"
-expect_json "$T/learn.json" "$learned"
 
 # The same check fails when the update is skipped or climbs the gradient.
-DEVGATE_FAULT=sgd-skip@cpu learn cpu mlp 32 200
+DEVGATE_FAULT=sgd-skip@cpu learn cpu mlp 32 100 0.05
 expect_json "$T/learn.json" "not ($learned)"
-DEVGATE_FAULT=sgd-ascend@cpu learn cpu mlp 32 200
+DEVGATE_FAULT=sgd-ascend@cpu learn cpu mlp 32 100 0.05
 expect_json "$T/learn.json" "not ($learned)"
 
 # Fallback: conv2d forced onto the cpu gives the same losses and is counted.
 if [[ " ${backends[*]} " == *" opencl "* ]]; then
   expect_exit 0 "$DG" --no-ledger train --backend opencl --model lenet --batch 16 --steps 20 --sync-every 1 \
-    --lr 0.02 --momentum 0.9 --weight-decay 5e-4 --seed 1 --disable-op conv2d@opencl --json
+    --lr 0.02 --momentum 0.9 --weight-decay 5e-4 --seed 1 --disable-op conv2d@opencl --threads 1 --json
   expect_json out '[f["op"] for f in d["fallbacks"]].count("conv2d") >= 1'
   expect_json out 'all(f["calls"] > 0 and f["ms_total"] > 0 and f["bytes_d2h"] > 0 and f["bytes_h2d"] > 0 for f in d["fallbacks"] if f["op"] == "conv2d")'
   expect_json out "all(abs(a['loss'] - b['loss']) <= 2e-4 * max(1, abs(b['loss'])) for a, b in zip(d['loss'], json.load(open('$T/golden-opencl-lenet.json'))['loss']))"

@@ -47,8 +47,8 @@ enum {
     T__COUNT
 };
 static const char *const t_names[T__COUNT] = {
-    "gemm",        "fill",        "bias_add",   "bias_grad",  "relu_fwd", "relu_bwd", "maxpool_fwd",
-    "maxpool_bwd", "conv2d_fwd",  "conv2d_bwd", "xent",       "sgd",      "events",   "range_checks",
+    "gemm",        "fill",       "bias_add",   "bias_grad", "relu_fwd", "relu_bwd", "maxpool_fwd",
+    "maxpool_bwd", "conv2d_fwd", "conv2d_bwd", "xent",      "sgd",      "events",   "range_checks",
 };
 
 /* A device buffer holding one tensor at byte offset off, with sentinel
@@ -65,9 +65,9 @@ typedef struct env {
     dg_rng rng;
     dbuf *live[MAX_LIVE];
     int nlive;
-    bool case_ok;       /* the current shape has passed so far */
-    const char *label;  /* the current shape, for messages */
-    double worst;       /* largest err/tol of the current sub-op */
+    bool case_ok;      /* the current shape has passed so far */
+    const char *label; /* the current shape, for messages */
+    double worst;      /* largest err/tol of the current sub-op */
     int pass[T__COUNT], fail[T__COUNT];
     double worst_of[T__COUNT];
 } env;
@@ -390,7 +390,8 @@ static void t_bias(env *e, int outer, int ch, int inner, int idx)
         ref64_bias_add(ref, dbias, outer, ch, inner);
         dbuf *Y = dbuf_new(e, y, n * sizeof(float), off);
         dbuf *Bb = dbuf_new(e, bias, (size_t)ch * sizeof(float), off + 4);
-        if (Y && Bb && st_ok(e, e->be->bias_add(e->ctx, R(Y), R(Bb), outer, ch, inner), "bias_add") &&
+        if (Y && Bb &&
+            st_ok(e, e->be->bias_add(e->ctx, R(Y), R(Bb), outer, ch, inner), "bias_add") &&
             dbuf_get(e, Y, got)) {
             compare(e, "y", got, ref, NULL, 4.0 * FLT_EPSILON, 1.0, n);
             dbuf_guard(e, Y, "y");
@@ -458,7 +459,8 @@ static void t_relu(env *e, size_t count, bool in_place, int idx)
     dbuf *Yb = dbuf_new(e, yf, bytes, 0);
     dbuf *DY = dbuf_new(e, dy, bytes, off);
     dbuf *DX = in_place ? DY : dbuf_new(e, NULL, bytes, off + 12);
-    if (Yb && DY && DX && st_ok(e, e->be->relu_bwd(e->ctx, R(Yb), R(DY), R(DX), count), "relu_bwd") &&
+    if (Yb && DY && DX &&
+        st_ok(e, e->be->relu_bwd(e->ctx, R(Yb), R(DY), R(DX), count), "relu_bwd") &&
         dbuf_get(e, DX, got)) {
         compare(e, "dx", got, ref, NULL, 4.0 * FLT_EPSILON, 1.0, count);
         dbuf_guard(e, DX, "dx");
@@ -501,7 +503,8 @@ static void t_maxpool(env *e, int n, int c, int h, int w, int k, int stride, boo
         dbuf *X = dbuf_new(e, x, nx * sizeof(float), 4);
         dbuf *Y = dbuf_new(e, NULL, ny * sizeof(float), 0);
         dbuf *AM = dbuf_new(e, NULL, ny * sizeof(int32_t), 8);
-        if (X && Y && AM && st_ok(e, e->be->maxpool_fwd(e->ctx, &s, R(X), R(Y), R(AM)), "maxpool_fwd") &&
+        if (X && Y && AM &&
+            st_ok(e, e->be->maxpool_fwd(e->ctx, &s, R(X), R(Y), R(AM)), "maxpool_fwd") &&
             dbuf_get(e, Y, got) && dbuf_get(e, AM, amgot)) {
             compare(e, "y", got, y, NULL, 0, 0, ny);
             int shown = 0;
@@ -547,8 +550,15 @@ typedef struct conv_case {
 
 static dg_conv_shape conv_shape(const conv_case *cc)
 {
-    dg_conv_shape s = {.n = cc->n, .c = cc->c, .h = cc->h, .w = cc->w, .k = cc->k, .kh = cc->kh,
-                       .kw = cc->kw, .stride = cc->stride, .pad = cc->pad};
+    dg_conv_shape s = {.n = cc->n,
+                       .c = cc->c,
+                       .h = cc->h,
+                       .w = cc->w,
+                       .k = cc->k,
+                       .kh = cc->kh,
+                       .kw = cc->kw,
+                       .stride = cc->stride,
+                       .pad = cc->pad};
     s.ho = (s.h + 2 * s.pad - s.kh) / s.stride + 1;
     s.wo = (s.w + 2 * s.pad - s.kw) / s.stride + 1;
     return s;
@@ -598,8 +608,8 @@ static void t_conv_bwd(env *e, const conv_case *cc, bool want_dx, bool want_db, 
 {
     dg_conv_shape s = conv_shape(cc);
     char label[128];
-    snprintf(label, sizeof label, "n%d c%d %dx%d k%d %dx%d s%d p%d dx %s db %s", s.n, s.c, s.h,
-             s.w, s.k, s.kh, s.kw, s.stride, s.pad, want_dx ? "yes" : "no", want_db ? "yes" : "no");
+    snprintf(label, sizeof label, "n%d c%d %dx%d k%d %dx%d s%d p%d dx %s db %s", s.n, s.c, s.h, s.w,
+             s.k, s.kh, s.kw, s.stride, s.pad, want_dx ? "yes" : "no", want_db ? "yes" : "no");
     case_begin(e, T_CONV_BWD, label, (uint64_t)idx);
     size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
     size_t ny = (size_t)s.n * s.k * s.ho * s.wo, nk = (size_t)s.k;
@@ -644,14 +654,14 @@ static void t_conv_bwd(env *e, const conv_case *cc, bool want_dx, bool want_db, 
 
 static void test_conv(env *e)
 {
+    /* n c h w k kh kw stride pad; the last two are 1x1: pointwise (no column
+     * matrix needed), and strided with a batch larger than the thread count */
     static const conv_case cases[] = {
-        {1, 1, 5, 5, 1, 3, 3, 1, 0},
-        {2, 3, 8, 8, 4, 3, 3, 1, 1},
-        {3, 6, 12, 12, 16, 5, 5, 1, 0},
-        {2, 2, 9, 7, 3, 3, 3, 2, 1},
+        {1, 1, 5, 5, 1, 3, 3, 1, 0}, {2, 3, 8, 8, 4, 3, 3, 1, 1}, {3, 6, 12, 12, 16, 5, 5, 1, 0},
+        {2, 2, 9, 7, 3, 3, 3, 2, 1}, {2, 5, 6, 4, 3, 1, 1, 1, 0}, {5, 2, 5, 6, 4, 1, 1, 2, 0},
     };
     int idx = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         if (e->be->conv2d_fwd) {
             t_conv_fwd(e, &cases[i], false, idx++);
             t_conv_fwd(e, &cases[i], true, idx++);
@@ -677,13 +687,13 @@ static void t_xent(env *e, int n, int classes, bool special, const float acc0[2]
         lab[i] = (int32_t)(lab01[i] * (float)classes) % classes;
     if (special) { /* n = 7, classes = 3 */
         static const float rows[7][3] = {
-            {0.5f, 0.5f, 0.1f},     /* tie: first argmax is 0, label 1: wrong */
-            {0.2f, 0.7f, 0.7f},     /* tie: first argmax is 1, label 1: right */
-            {1.0f, 2.0f, 3.0f},     /* label 3: out of range */
+            {0.5f, 0.5f, 0.1f},       /* tie: first argmax is 0, label 1: wrong */
+            {0.2f, 0.7f, 0.7f},       /* tie: first argmax is 1, label 1: right */
+            {1.0f, 2.0f, 3.0f},       /* label 3: out of range */
             {100.0f, 90.0f, -100.0f}, /* exp overflows without the max shift */
-            {-1.0f, -1.0f, -1.0f},  /* all tied: argmax 0, label 0: right */
-            {0.3f, -0.2f, 0.9f},    /* label -1: out of range */
-            {-50.0f, 40.0f, 39.5f}, /* label 2: wrong, tiny and large probabilities */
+            {-1.0f, -1.0f, -1.0f},    /* all tied: argmax 0, label 0: right */
+            {0.3f, -0.2f, 0.9f},      /* label -1: out of range */
+            {-50.0f, 40.0f, 39.5f},   /* label 2: wrong, tiny and large probabilities */
         };
         static const int32_t labs[7] = {1, 1, 3, 0, 0, -1, 2};
         memcpy(lg, rows, sizeof rows);
@@ -750,7 +760,10 @@ static void t_sgd(env *e, size_t count, float momentum, float wd, bool zero_mom,
         if (st_ok(e, e->be->upload(e->ctx, G->buf, G->off, g, bytes), "upload") &&
             st_ok(e, e->be->sgd(e->ctx, R(W), R(G), R(M), count, lr, momentum, wd), "sgd") &&
             dbuf_get(e, W, got)) {
-            compare(e, step == 0 ? "w after step 1" : step == 1 ? "w after step 2" : "w after step 3",
+            compare(e,
+                    step == 0   ? "w after step 1"
+                    : step == 1 ? "w after step 2"
+                                : "w after step 3",
                     got, rw, NULL, 1e-6, 1.0, count);
             if (dbuf_get(e, M, got)) {
                 if (momentum == 0.0f) {
@@ -784,12 +797,13 @@ static void test_sgd(env *e)
 
 static void test_events(env *e)
 {
-    case_begin(e, T_EVENTS, "record 0, fill, record 1, elapsed", 0);
+    case_begin(e, T_EVENTS, "record 0, gemm, record 1, elapsed", 0);
     dbuf *X = dbuf_new(e, NULL, 4096 * sizeof(float), 0);
     double ms = -1;
     if (X && st_ok(e, e->be->event_record(e->ctx, 0), "event_record") &&
-        st_ok(e, e->be->gemm(e->ctx, false, false, 32, 32, 32, 1, R(X), 32, R(X), 32, 0,
-                             (dg_ref){X->buf, X->off + 1024 * sizeof(float)}, 32),
+        st_ok(e,
+              e->be->gemm(e->ctx, false, false, 32, 32, 32, 1, R(X), 32, R(X), 32, 0,
+                          (dg_ref){X->buf, X->off + 1024 * sizeof(float)}, 32),
               "gemm") &&
         st_ok(e, e->be->event_record(e->ctx, 1), "event_record") &&
         st_ok(e, e->be->synchronize(e->ctx), "synchronize") &&
@@ -822,8 +836,17 @@ static void test_range(env *e)
     dg_pool_shape ps = {.n = 1, .c = 1, .h = 8, .w = 8, .k = 2, .stride = 2, .ho = 4, .wo = 4};
     dg_pool_shape ps_bad = ps;
     ps_bad.ho = 8; /* inconsistent with h, k, stride */
-    dg_conv_shape cs = {.n = 1, .c = 1, .h = 8, .w = 8, .k = 1, .kh = 3, .kw = 3, .stride = 1,
-                        .pad = 1, .ho = 8, .wo = 8};
+    dg_conv_shape cs = {.n = 1,
+                        .c = 1,
+                        .h = 8,
+                        .w = 8,
+                        .k = 1,
+                        .kh = 3,
+                        .kw = 3,
+                        .stride = 1,
+                        .pad = 1,
+                        .ho = 8,
+                        .wo = 8};
     dg_conv_shape cs_bad = cs;
     cs_bad.wo = 9;
     size_t ws = be->conv2d_workspace ? be->conv2d_workspace(c, &cs) : 0;

@@ -76,8 +76,17 @@ static void test_gemm_2x2(void)
 static void test_conv_1x1(void)
 {
     /* x [1, 2, 2, 2], w [1, 2, 1, 1] = {2, -1}, bias 0.5: y = 2 x0 - x1 + 0.5 */
-    dg_conv_shape s = {.n = 1, .c = 2, .h = 2, .w = 2, .k = 1, .kh = 1, .kw = 1, .stride = 1,
-                       .pad = 0, .ho = 2, .wo = 2};
+    dg_conv_shape s = {.n = 1,
+                       .c = 2,
+                       .h = 2,
+                       .w = 2,
+                       .k = 1,
+                       .kh = 1,
+                       .kw = 1,
+                       .stride = 1,
+                       .pad = 0,
+                       .ho = 2,
+                       .wo = 2};
     const double x[8] = {1, 2, 3, 4, 10, 20, 30, 40}, w[2] = {2, -1}, bias[1] = {0.5};
     double y[4];
     ref64_conv2d_fwd(&s, x, w, bias, y);
@@ -96,8 +105,17 @@ static void test_conv_1x1(void)
     CHECK(dw[0] == 10 && dw[1] == 100);
 
     /* 3x3 padding 1 on a 1x1 image: only the centre tap sees the pixel */
-    dg_conv_shape p = {.n = 1, .c = 1, .h = 1, .w = 1, .k = 1, .kh = 3, .kw = 3, .stride = 1,
-                       .pad = 1, .ho = 1, .wo = 1};
+    dg_conv_shape p = {.n = 1,
+                       .c = 1,
+                       .h = 1,
+                       .w = 1,
+                       .k = 1,
+                       .kh = 3,
+                       .kw = 3,
+                       .stride = 1,
+                       .pad = 1,
+                       .ho = 1,
+                       .wo = 1};
     const double x1[1] = {3}, w9[9] = {1, 1, 1, 1, 5, 1, 1, 1, 1};
     ref64_conv2d_fwd(&p, x1, w9, NULL, y);
     CHECK(y[0] == 15);
@@ -284,7 +302,7 @@ typedef struct cnn {
     int classes, feat;
     double *x, *cw, *cb, *lw, *lb;
     int32_t *lab, *am;
-    double *y1, *p, *logits, *dl; /* activations */
+    double *y1, *p, *logits, *dl;                 /* activations */
     double *dp, *dr, *dx, *dcw, *dcb, *dlw, *dlb; /* gradients */
 } cnn;
 
@@ -310,8 +328,8 @@ static void test_fd_cnn(int n, int c, int h, int w, int k, int ksz, int stride, 
                         uint64_t seed)
 {
     cnn m = {0};
-    m.cs = (dg_conv_shape){.n = n, .c = c, .h = h, .w = w, .k = k, .kh = ksz, .kw = ksz,
-                           .stride = stride, .pad = pad};
+    m.cs = (dg_conv_shape){
+        .n = n, .c = c, .h = h, .w = w, .k = k, .kh = ksz, .kw = ksz, .stride = stride, .pad = pad};
     m.cs.ho = (h + 2 * pad - ksz) / stride + 1;
     m.cs.wo = (w + 2 * pad - ksz) / stride + 1;
     m.ps = (dg_pool_shape){.n = n, .c = k, .h = m.cs.ho, .w = m.cs.wo, .k = 2, .stride = 2};
@@ -335,7 +353,8 @@ static void test_fd_cnn(int n, int c, int h, int w, int k, int ksz, int stride, 
     m.dcb = dalloc((size_t)k), m.dlw = dalloc(nlw), m.dlb = dalloc((size_t)m.classes);
 
     cnn_forward(&m);
-    ref64_gemm(true, false, m.classes, m.feat, n, 1, m.dl, m.classes, m.p, m.feat, 0, m.dlw, m.feat);
+    ref64_gemm(true, false, m.classes, m.feat, n, 1, m.dl, m.classes, m.p, m.feat, 0, m.dlw,
+               m.feat);
     ref64_bias_grad(m.dl, m.dlb, n, m.classes, 1);
     ref64_gemm(false, false, n, m.feat, m.classes, 1, m.dl, m.classes, m.lw, m.feat, 0, m.dp,
                m.feat);

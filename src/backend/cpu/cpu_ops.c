@@ -1,26 +1,31 @@
-/* The cpu backend's training ops (contracts in backend.h). conv2d is im2col
- * into the workspace plus one OpenBLAS SGEMM per image (a 1x1, stride 1,
- * unpadded convolution uses the image itself as its column matrix);
- * elementwise work is plain loops the compiler vectorises, spread over
- * OpenMP threads only when large enough to pay for waking them. Every op
- * checks its shapes and the ranges of its refs first and returns
- * DG_ERR_USAGE, touching nothing, when one is wrong. */
+/* The cpu backend's training ops (contracts in backend.h).
+ *
+ * conv2d is im2col into the workspace plus one OpenBLAS SGEMM per image (a
+ * 1x1, stride 1, unpadded convolution uses the image itself as its column
+ * matrix); backward sums dw over the batch with beta = 1 after the first
+ * image and computes dx as a GEMM into the column matrix followed by col2im.
+ * The images are spread over OpenMP threads, each with its own slice of the
+ * workspace and OpenBLAS kept single-threaded meanwhile: one GEMM per image
+ * is too small for OpenBLAS's own threads to pay (measured slower than one
+ * thread on two cores), and two thread pools spinning on the same cores
+ * slow each other down. Elementwise work is plain loops the compiler
+ * vectorises, spread over threads only when large enough to pay for waking
+ * them. Every op checks its shapes and the ranges of its refs before it
+ * touches memory and returns DG_ERR_USAGE when one is wrong (maxpool_bwd also
+ * refuses argmax entries outside their plane, skipping them). */
 #include "backend/cpu/cpu_ops.h"
 
 #include "core/core.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* Elements below which loops stay on the calling thread. */
 #define PAR_MIN 32768
 /* Channels summed together in bias_grad's row-wise pass. */
 #define BIAS_CHUNK 64
-/* Output columns (images x ho x wo) conv2d multiplies in one GEMM. */
-#ifndef CONV_COLS
-#define CONV_COLS 8192
-#endif
 
 /* ---- validation helpers ------------------------------------------------ */
 
@@ -271,9 +276,9 @@ dg_status dg_cpu_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_re
     bool bad = false;
 #pragma omp parallel for if (nx > PAR_MIN) schedule(static) reduction(|| : bad)
     for (long p = 0; p < planes; p++) {
-        float *dxq = dxp + (size_t)p * plane_in;           /* [h * w] */
-        const float *dyq = dyp + (size_t)p * plane_out;    /* [ho * wo] */
-        const int32_t *aq = ap + (size_t)p * plane_out;    /* [ho * wo] */
+        float *dxq = dxp + (size_t)p * plane_in;        /* [h * w] */
+        const float *dyq = dyp + (size_t)p * plane_out; /* [ho * wo] */
+        const int32_t *aq = ap + (size_t)p * plane_out; /* [ho * wo] */
         memset(dxq, 0, (size_t)plane_in * sizeof(float));
         for (int o = 0; o < plane_out; o++) {
             if (aq[o] < 0 || aq[o] >= plane_in) { /* never written: not from maxpool_fwd */
@@ -296,8 +301,7 @@ static dg_status check_conv(cpu_ctx *c, const dg_conv_shape *s, size_t *nx, size
 {
     if (!s || s->n < 0 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 || s->kw < 1 ||
         s->stride < 1 || s->pad < 0 || s->h + 2 * (long)s->pad < s->kh ||
-        s->w + 2 * (long)s->pad < s->kw ||
-        s->ho != (s->h + 2 * s->pad - s->kh) / s->stride + 1 ||
+        s->w + 2 * (long)s->pad < s->kw || s->ho != (s->h + 2 * s->pad - s->kh) / s->stride + 1 ||
         s->wo != (s->w + 2 * s->pad - s->kw) / s->stride + 1 ||
         !size_of((size_t)s->n * s->c, (size_t)s->h, (size_t)s->w, sizeof(float), nx) ||
         !size_of((size_t)s->k * s->c, (size_t)s->kh, (size_t)s->kw, sizeof(float), nw) ||
@@ -305,22 +309,26 @@ static dg_status check_conv(cpu_ctx *c, const dg_conv_shape *s, size_t *nx, size
         (size_t)s->c * s->kh * s->kw > INT32_MAX || (size_t)s->ho * s->wo > INT32_MAX)
         return usage(c, "cpu: bad conv2d shape n%d c%d %dx%d k%d %dx%d s%d p%d -> %dx%d",
                      s ? s->n : 0, s ? s->c : 0, s ? s->h : 0, s ? s->w : 0, s ? s->k : 0,
-                     s ? s->kh : 0, s ? s->kw : 0, s ? s->stride : 0, s ? s->pad : 0,
-                     s ? s->ho : 0, s ? s->wo : 0);
+                     s ? s->kh : 0, s ? s->kw : 0, s ? s->stride : 0, s ? s->pad : 0, s ? s->ho : 0,
+                     s ? s->wo : 0);
     *nx /= sizeof(float);
     *nw /= sizeof(float);
     *ny /= sizeof(float);
     return DG_OK;
 }
 
-/* Images per chunk: enough output columns that one GEMM over the chunk is
- * large enough for OpenBLAS to spread over its threads, few enough that the
- * chunk's column matrix stays near the cache. */
-static int conv_chunk(const dg_conv_shape *s)
+/* A 1x1, stride 1, unpadded convolution: each image is its own column matrix. */
+static bool conv_pointwise(const dg_conv_shape *s)
 {
-    int howo = s->ho * s->wo;
-    int b = (CONV_COLS + howo - 1) / howo;
-    return b > s->n ? (s->n > 0 ? s->n : 1) : b;
+    return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
+}
+
+/* Workspace floats one thread needs: an image's column matrix [c kh kw, ho wo]
+ * (none when pointwise) and a partial dw [k, c kh kw]. */
+static size_t conv_per_thread(const dg_conv_shape *s)
+{
+    size_t ckk = (size_t)s->c * s->kh * s->kw;
+    return (conv_pointwise(s) ? 0 : ckk * s->ho * s->wo) + (size_t)s->k * ckk;
 }
 
 size_t dg_cpu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
@@ -329,11 +337,10 @@ size_t dg_cpu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
     cpu_ctx scratch; /* messages of a NULL ctx go nowhere */
     if (check_conv(ctx ? ctx : &scratch, s, &nx, &nw, &ny) != DG_OK)
         return 0;
-    /* a chunk's column matrix [c * kh * kw, b * ho * wo], and when b > 1 its
-     * output (or dy) gathered as [k, b * ho * wo] */
-    size_t b = (size_t)conv_chunk(s), cols = b * s->ho * s->wo;
-    size_t rows = (size_t)s->c * s->kh * s->kw + (b > 1 ? (size_t)s->k : 0);
-    return rows * cols * sizeof(float);
+    int t = omp_get_max_threads();
+    if (t > s->n)
+        t = s->n > 0 ? s->n : 1;
+    return (size_t)t * conv_per_thread(s) * sizeof(float);
 }
 
 /* The output columns [lo, hi) whose input column ox * stride - pad + kx lies
@@ -403,7 +410,7 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
                     int iy = oy * stride - pad + ky;
                     if (iy < 0 || iy >= s->h)
                         continue;
-                    const float *r = row + (size_t)oy * wo;          /* [wo] */
+                    const float *r = row + (size_t)oy * wo;         /* [wo] */
                     float *dr = dxc + (size_t)iy * s->w - pad + kx; /* dr[ox * stride] */
                     if (stride == 1)
                         for (int ox = lo; ox < hi; ox++)
@@ -417,14 +424,42 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
     }
 }
 
-/* Checks the workspace ref against the bytes the shape needs. */
+/* Checks the workspace and returns in *threads how many threads it serves
+ * (at most the OpenMP maximum and the batch, at least one). */
 static dg_status conv_work(cpu_ctx *c, const dg_conv_shape *s, dg_ref work, const char *op,
-                           float **wk)
+                           float **wk, int *threads)
 {
-    size_t need = dg_cpu_conv2d_workspace(c, s);
+    size_t per = conv_per_thread(s) * sizeof(float);
+    const cpu_buf *b = work.buf;
     char what[48];
     snprintf(what, sizeof what, "%s workspace", op);
-    return cpu_ref(c, work, need, what, wk);
+    dg_status st = cpu_ref(c, work, per, what, wk);
+    if (st != DG_OK)
+        return st;
+    size_t fit = per ? (b->bytes - work.off) / per : SIZE_MAX;
+    int t = omp_get_max_threads();
+    if (t > s->n)
+        t = s->n;
+    *threads = (size_t)t < fit ? t : (int)fit;
+    if (*threads < 1)
+        *threads = 1;
+    return DG_OK;
+}
+
+/* OpenBLAS single-threaded while OpenMP spreads whole images over the cores
+ * (its own pool would fight them); restored afterwards. */
+static int blas_serial_begin(int threads)
+{
+    int saved = openblas_get_num_threads();
+    if (threads > 1 && saved != 1)
+        openblas_set_num_threads(1);
+    return saved;
+}
+
+static void blas_serial_end(int threads, int saved)
+{
+    if (threads > 1 && saved != 1)
+        openblas_set_num_threads(saved);
 }
 
 dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
@@ -433,6 +468,7 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     cpu_ctx *c = ctx;
     size_t nx, nw, ny;
     float *xp, *wp, *bp = NULL, *yp, *wk;
+    int threads;
     dg_status st;
     if ((st = check_conv(c, s, &nx, &nw, &ny)) || ny == 0 ||
         (st = cpu_ref(c, x, nx * sizeof(float), "conv2d_fwd x", &xp)) ||
@@ -440,35 +476,30 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         (bias.buf &&
          (st = cpu_ref(c, bias, (size_t)s->k * sizeof(float), "conv2d_fwd bias", &bp))) ||
         (st = cpu_ref(c, y, ny * sizeof(float), "conv2d_fwd y", &yp)) ||
-        (st = conv_work(c, s, work, "conv2d_fwd", &wk)))
+        (st = conv_work(c, s, work, "conv2d_fwd", &wk, &threads)))
         return st;
-    const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k, chunk = conv_chunk(s);
-    const size_t chw = (size_t)s->c * s->h * s->w;
-    for (int i0 = 0; i0 < s->n; i0 += chunk) {
-        int b = s->n - i0 < chunk ? s->n - i0 : chunk;
-        size_t ld = (size_t)b * howo;
-        float *col = wk;                                   /* [ckk, b * howo] */
-        float *z = b > 1 ? wk + (size_t)ckk * ld : yp + (size_t)i0 * K * howo; /* [k, b * howo] */
-#pragma omp parallel for if ((size_t)ckk * ld > PAR_MIN) schedule(static)
-        for (int j = 0; j < b; j++)
-            im2col(s, xp + (size_t)(i0 + j) * chw, col + (size_t)j * howo, ld);
-        /* z [k, b howo] = w [k, ckk] * col [ckk, b howo] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, (int)ld, ckk, 1.0f, wp, ckk, col,
-                    (int)ld, 0.0f, z, (int)ld);
-        if (b == 1 && !bp)
-            continue;
-        /* y [b, k, howo] = z [k, b, howo] + bias */
-#pragma omp parallel for if ((size_t)K * ld > PAR_MIN) schedule(static)
-        for (int j = 0; j < b; j++) {
-            for (int k = 0; k < K; k++) {
-                const float *zr = z + (size_t)k * ld + (size_t)j * howo;      /* [howo] */
-                float *yr = yp + ((size_t)(i0 + j) * K + k) * howo;         /* [howo] */
-                float bk = bp ? bp[k] : 0.0f;
-                for (int i = 0; i < howo; i++)
-                    yr[i] = zr[i] + bk;
-            }
+    const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
+    const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
+    const bool pointwise = conv_pointwise(s);
+    int saved = blas_serial_begin(threads);
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+    for (int img = 0; img < s->n; img++) {
+        const float *xi = xp + (size_t)img * chw;             /* [c, h, w] */
+        float *yi = yp + (size_t)img * K * howo;              /* [k, ho * wo] */
+        float *col = wk + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
+        if (!pointwise)
+            im2col(s, xi, col, (size_t)howo);
+        /* y_i [k, howo] = w [k, ckk] * col [ckk, howo] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, howo, ckk, 1.0f, wp, ckk,
+                    pointwise ? xi : col, howo, 0.0f, yi, howo);
+        for (int k = 0; bp && k < K; k++) {
+            float *row = yi + (size_t)k * howo; /* [ho * wo] */
+            float b = bp[k];
+            for (int i = 0; i < howo; i++)
+                row[i] += b;
         }
     }
+    blas_serial_end(threads, saved);
     return DG_OK;
 }
 
@@ -478,6 +509,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     cpu_ctx *c = ctx;
     size_t nx, nw, ny;
     float *xp, *wp, *dyp, *dxp = NULL, *dwp, *dbp = NULL, *wk;
+    int threads;
     dg_status st;
     if ((st = check_conv(c, s, &nx, &nw, &ny)) ||
         (st = cpu_ref(c, x, nx * sizeof(float), "conv2d_bwd x", &xp)) ||
@@ -485,12 +517,12 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         (st = cpu_ref(c, dy, ny * sizeof(float), "conv2d_bwd dy", &dyp)) ||
         (dx.buf && (st = cpu_ref(c, dx, nx * sizeof(float), "conv2d_bwd dx", &dxp))) ||
         (st = cpu_ref(c, dw, nw * sizeof(float), "conv2d_bwd dw", &dwp)) ||
-        (db.buf &&
-         (st = cpu_ref(c, db, (size_t)s->k * sizeof(float), "conv2d_bwd db", &dbp))) ||
-        (st = conv_work(c, s, work, "conv2d_bwd", &wk)))
+        (db.buf && (st = cpu_ref(c, db, (size_t)s->k * sizeof(float), "conv2d_bwd db", &dbp))) ||
+        (st = conv_work(c, s, work, "conv2d_bwd", &wk, &threads)))
         return st;
-    const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k, chunk = conv_chunk(s);
-    const size_t chw = (size_t)s->c * s->h * s->w;
+    const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
+    const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
+    const bool pointwise = conv_pointwise(s);
     if (s->n == 0) { /* empty sums */
         memset(dwp, 0, nw * sizeof(float));
         if (dbp)
@@ -499,34 +531,44 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     }
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
-    for (int i0 = 0; i0 < s->n; i0 += chunk) {
-        int b = s->n - i0 < chunk ? s->n - i0 : chunk;
-        size_t ld = (size_t)b * howo;
-        float *col = wk;                           /* [ckk, b * howo] */
-        const float *g = dyp + (size_t)i0 * K * howo; /* dy as [k, b * howo] */
-        if (b > 1) {
-            float *gk = wk + (size_t)ckk * ld;
-#pragma omp parallel for if ((size_t)K * ld > PAR_MIN) schedule(static)
-            for (int j = 0; j < b; j++)
-                for (int k = 0; k < K; k++)
-                    memcpy(gk + (size_t)k * ld + (size_t)j * howo,
-                           dyp + ((size_t)(i0 + j) * K + k) * howo, (size_t)howo * sizeof(float));
-            g = gk;
+    int saved = blas_serial_begin(threads);
+    /* Each thread sums dw over its images into its own partial (dw itself
+     * when alone); static scheduling gives every thread at least one image. */
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        int t = omp_get_thread_num();
+        float *col = wk + (size_t)t * per;                  /* [ckk, ho * wo] */
+        float *part = threads > 1 ? col + (per - nw) : dwp; /* [k, ckk] */
+        bool first = true;
+#pragma omp for schedule(static)
+        for (int img = 0; img < s->n; img++) {
+            const float *xi = xp + (size_t)img * chw;        /* [c, h, w] */
+            const float *dyi = dyp + (size_t)img * K * howo; /* [k, ho * wo] */
+            if (!pointwise)
+                im2col(s, xi, col, (size_t)howo);
+            /* part [k, ckk] (+)= dy_i [k, howo] * col^T [howo, ckk] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, ckk, howo, 1.0f, dyi, howo,
+                        pointwise ? xi : col, howo, first ? 0.0f : 1.0f, part, ckk);
+            first = false;
+            if (!dxp)
+                continue;
+            float *dxi = dxp + (size_t)img * chw; /* [c, h, w] */
+            /* col [ckk, howo] = w^T [ckk, k] * dy_i [k, howo], then back onto the image */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, howo, K, 1.0f, wp, ckk, dyi,
+                        howo, 0.0f, pointwise ? dxi : col, howo);
+            if (!pointwise)
+                col2im(s, col, (size_t)howo, dxi);
         }
-#pragma omp parallel for if ((size_t)ckk * ld > PAR_MIN) schedule(static)
-        for (int j = 0; j < b; j++)
-            im2col(s, xp + (size_t)(i0 + j) * chw, col + (size_t)j * howo, ld);
-        /* dw [k, ckk] (+)= g [k, b howo] * col^T [b howo, ckk] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, ckk, (int)ld, 1.0f, g, (int)ld, col,
-                    (int)ld, i0 ? 1.0f : 0.0f, dwp, ckk);
-        if (!dxp)
-            continue;
-        /* col [ckk, b howo] = w^T [ckk, k] * g [k, b howo], then back onto the images */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)ld, K, 1.0f, wp, ckk, g,
-                    (int)ld, 0.0f, col, (int)ld);
-#pragma omp parallel for if ((size_t)ckk * ld > PAR_MIN) schedule(static)
-        for (int j = 0; j < b; j++)
-            col2im(s, col + (size_t)j * howo, ld, dxp + (size_t)(i0 + j) * chw);
+    }
+    blas_serial_end(threads, saved);
+    if (threads > 1) {
+        /* dw = sum of the partials, in thread order (deterministic) */
+        for (size_t i = 0; i < nw; i++) {
+            float sum = 0.0f;
+            for (int t = 0; t < threads; t++)
+                sum += wk[(size_t)t * per + (per - nw) + i];
+            dwp[i] = sum;
+        }
     }
     return DG_OK;
 }
@@ -586,8 +628,7 @@ dg_status dg_cpu_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, fl
     float *wp, *gp, *mp = NULL;
     dg_status st;
     if ((st = count_bytes(c, count, "sgd", &bytes)) || count == 0 ||
-        (st = cpu_ref(c, w, bytes, "sgd w", &wp)) ||
-        (st = cpu_ref(c, g, bytes, "sgd g", &gp)) ||
+        (st = cpu_ref(c, w, bytes, "sgd w", &wp)) || (st = cpu_ref(c, g, bytes, "sgd g", &gp)) ||
         (momentum != 0.0f && (st = cpu_ref(c, mom, bytes, "sgd mom", &mp))))
         return st;
     if (!mp) {

@@ -389,18 +389,19 @@ __kernel void dg_maxpool_bwd(__global const float *dy, const ulong dy_off, __glo
 }
 
 /* Column buffer of nimg images: col[(ci*kh + ky)*kw + kx][img*ho*wo + oy*wo + ox]
- * = x[img, ci, oy*st - pad + ky, ox*st - pad + kx] (0 in the padding).
- * Dimension 0 runs over nimg*ho*wo columns (coalesced stores), dimension 1
- * over the c*kh*kw rows. */
+ * = x[img, ci, oy*st - pad + ky, ox*st - pad + kx] (0 in the padding). One
+ * work-item per column entry, consecutive work-items along a column row
+ * (coalesced stores); total = c*kh*kw * nimg*ho*wo. */
 __kernel void dg_im2col(__global const float *x, const ulong x_off, __global float *col,
                         const ulong col_off, const int c, const int h, const int w, const int kh,
                         const int kw, const int st, const int pad, const int ho, const int wo,
                         const int nimg)
 {
-    const int q = (int)get_global_id(0), row = (int)get_global_id(1);
     const int hw = ho * wo, ncol = nimg * hw;
-    if (q >= ncol)
+    const int gid = (int)get_global_id(0);
+    if (gid >= c * kh * kw * ncol)
         return;
+    const int row = gid / ncol, q = gid - row * ncol;
     const int img = q / hw, pos = q - img * hw;
     const int oy = pos / wo, ox = pos - oy * wo;
     const int ci = row / (kh * kw), rr = row - ci * (kh * kw);
@@ -409,7 +410,7 @@ __kernel void dg_im2col(__global const float *x, const ulong x_off, __global flo
     float v = 0.0f;
     if (iy >= 0 && iy < h && ix >= 0 && ix < w)
         v = x[x_off + ((size_t)(img * c + ci) * h + iy) * w + ix];
-    col[col_off + (size_t)row * ncol + q] = v;
+    col[col_off + gid] = v;
 }
 
 /* Gather form of col2im: one work-item per element of dx[nimg, c, h, w] sums
@@ -469,9 +470,9 @@ __kernel void dg_sum_parts(__global const float *part, const ulong part_off, __g
  * [0, classes) gives a zero dlogits row, loss 0 and correct 0. dlogits may be
  * the same place as logits (each element is read before it is written). */
 __kernel void dg_xent_rows(__global const float *logits, const ulong l_off,
-                           __global const int *labels, const ulong lab_off,
-                           __global float *dlogits, const ulong d_off, __global float *scratch,
-                           const int n, const int classes)
+                           __global const int *labels, const ulong lab_off, __global float *dlogits,
+                           const ulong d_off, __global float *scratch, const int n,
+                           const int classes)
 {
     const int r = (int)get_global_id(0);
     if (r >= n)

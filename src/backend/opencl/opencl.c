@@ -79,9 +79,9 @@ typedef enum ocl_op {
     K_COUNT
 } ocl_op;
 static const char *const op_kernels[K_COUNT] = {
-    "dg_fill",      "dg_bias_add", "dg_bias_grad", "dg_relu_fwd",    "dg_relu_bwd",
-    "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col", "dg_col2im", "dg_sum_parts",
-    "dg_xent_rows", "dg_xent_reduce", "dg_sgd",    "dg_mark"};
+    "dg_fill",        "dg_bias_add",    "dg_bias_grad", "dg_relu_fwd", "dg_relu_bwd",
+    "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col",    "dg_col2im",   "dg_sum_parts",
+    "dg_xent_rows",   "dg_xent_reduce", "dg_sgd",       "dg_mark"};
 static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true};
 #define OCL_LOCAL 256 /* local size of the op kernels (RED_MAX in kernels.cl) */
 /* Convolution workspace cap: images are processed in chunks whose column
@@ -89,6 +89,7 @@ static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] =
  * image per chunk). */
 #define OCL_CONV_WORK_CAP ((uint64_t)64 << 20)
 #define OCL_ELEMS_MAX ((uint64_t)INT32_MAX) /* int-indexed tensors in the kernels */
+#define OCL_BATCH_MAX 65535 /* batched GEMM's third NDRange dimension (NVIDIA's grid limit) */
 
 typedef struct ocl_dev {
     cl_platform_id platform;
@@ -412,8 +413,8 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
         cl_int e = CL_SUCCESS;
         o->kernels[v][t] = clCreateKernel(o->program, name, &e);
         if (!o->kernels[v][t])
-            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
-                              name, cl_err_name(e), (int)e);
+            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)", name,
+                              cl_err_name(e), (int)e);
         size_t kwg = 0;
         e = clGetKernelWorkGroupInfo(o->kernels[v][t], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg,
                                      &kwg, NULL);
@@ -870,7 +871,10 @@ typedef struct karg {
     size_t size;
     const void *value;
 } karg;
-#define KA(x) {sizeof(x), &(x)}
+#define KA(x)                                                                                      \
+    {                                                                                              \
+        sizeof(x), &(x)                                                                            \
+    }
 #define NARGS(a) (sizeof(a) / sizeof((a)[0]))
 
 static dg_status set_args(ocl_ctx *o, cl_kernel k, const char *name, const karg *args, size_t n)
@@ -884,18 +888,18 @@ static dg_status set_args(ocl_ctx *o, cl_kernel k, const char *name, const karg 
     return DG_OK;
 }
 
-/* Sets op kernel k's arguments and enqueues it over g0 x g1 work-items, g0
- * rounded up to the kernel's local size (dimension 1 has local size 1). A
- * reduction passes g0 = groups * ops_local[k]. */
-static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, size_t g0, size_t g1)
+/* Sets op kernel k's arguments and enqueues it over items work-items rounded
+ * up to the kernel's local size (an explicit local size: left to the driver,
+ * an odd count can get work-groups of one). A reduction passes items =
+ * groups * ops_local[k]. */
+static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, size_t items)
 {
     dg_status st = set_args(o, o->ops[k], op_kernels[k], args, nargs);
     if (st != DG_OK)
         return st;
-    size_t l = o->ops_local[k];
-    size_t global[2] = {(g0 + l - 1) / l * l, g1}, local[2] = {l, 1};
-    cl_int e = clEnqueueNDRangeKernel(o->queue, o->ops[k], g1 > 1 ? 2 : 1, NULL, global, local, 0,
-                                      NULL, NULL);
+    size_t local = o->ops_local[k];
+    size_t global = (items + local - 1) / local * local;
+    cl_int e = clEnqueueNDRangeKernel(o->queue, o->ops[k], 1, NULL, &global, &local, 0, NULL, NULL);
     if (e != CL_SUCCESS)
         return ocl_fail(o, cl_status(e), "clEnqueueNDRangeKernel(%s) failed: %s (%d)",
                         op_kernels[k], cl_err_name(e), (int)e);
@@ -928,8 +932,8 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
     cl_kernel kr = o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
     cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc;
     cl_float fa = alpha, fb = beta;
-    const karg args[] = {KA(im), KA(in), KA(ik), KA(fa), KA(a),  KA(ea), KA(ia), KA(sa), KA(b),
-                         KA(eb), KA(ib), KA(sb), KA(fb), KA(c),  KA(ec), KA(ic), KA(sc)};
+    const karg args[] = {KA(im), KA(in), KA(ik), KA(fa), KA(a), KA(ea), KA(ia), KA(sa), KA(b),
+                         KA(eb), KA(ib), KA(sb), KA(fb), KA(c), KA(ec), KA(ic), KA(sc)};
     dg_status st = set_args(o, kr, var_kernels[v], args, NARGS(args));
     if (st != DG_OK)
         return st;
@@ -1013,7 +1017,7 @@ static dg_status ocl_fill(void *ctx, dg_ref x, size_t count, float value)
     cl_mem mx = x.buf;
     cl_float v = value;
     const karg args[] = {KA(mx), KA(ex), KA(cnt), KA(v)};
-    return run_op(o, K_FILL, args, NARGS(args), count, 1);
+    return run_op(o, K_FILL, args, NARGS(args), count);
 }
 
 /* outer * channels * inner as a checked element count of an int-indexed
@@ -1049,7 +1053,7 @@ static dg_status ocl_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int c
     cl_mem my = y.buf, mb = bias.buf;
     cl_int ch = channels, in = inner, tot = (cl_int)total;
     const karg args[] = {KA(my), KA(ey), KA(mb), KA(eb), KA(ch), KA(in), KA(tot)};
-    return run_op(o, K_BIAS_ADD, args, NARGS(args), (size_t)total, 1);
+    return run_op(o, K_BIAS_ADD, args, NARGS(args), (size_t)total);
 }
 
 static dg_status ocl_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner)
@@ -1071,8 +1075,7 @@ static dg_status ocl_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int c
     cl_mem mdy = total > 0 ? (cl_mem)dy.buf : (cl_mem)db.buf, mdb = db.buf;
     cl_int io = outer, ic = channels, ii = inner;
     const karg args[] = {KA(mdy), KA(edy), KA(mdb), KA(edb), KA(io), KA(ic), KA(ii)};
-    return run_op(o, K_BIAS_GRAD, args, NARGS(args), (size_t)channels * o->ops_local[K_BIAS_GRAD],
-                  1);
+    return run_op(o, K_BIAS_GRAD, args, NARGS(args), (size_t)channels * o->ops_local[K_BIAS_GRAD]);
 }
 
 static dg_status ocl_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
@@ -1090,7 +1093,7 @@ static dg_status ocl_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
         return st;
     cl_mem mx = x.buf, my = y.buf;
     const karg args[] = {KA(mx), KA(ex), KA(my), KA(ey), KA(cnt)};
-    return run_op(o, K_RELU_FWD, args, NARGS(args), count, 1);
+    return run_op(o, K_RELU_FWD, args, NARGS(args), count);
 }
 
 static dg_status ocl_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
@@ -1110,7 +1113,7 @@ static dg_status ocl_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t 
         return st;
     cl_mem my = y.buf, mdy = dy.buf, mdx = dx.buf;
     const karg args[] = {KA(my), KA(ey), KA(mdy), KA(edy), KA(mdx), KA(edx), KA(cnt)};
-    return run_op(o, K_RELU_BWD, args, NARGS(args), count, 1);
+    return run_op(o, K_RELU_BWD, args, NARGS(args), count);
 }
 
 /* Validates a pooling shape (floor mode, window inside the input); *nin and
@@ -1120,8 +1123,8 @@ static dg_status check_pool(ocl_ctx *o, const char *op, const dg_pool_shape *s, 
 {
     if (!s)
         return ocl_fail(o, DG_ERR_USAGE, "%s: no shape", op);
-    if (s->n < 0 || s->c < 0 || s->h < 1 || s->w < 1 || s->k < 1 || s->stride < 1 ||
-        s->k > s->h || s->k > s->w)
+    if (s->n < 0 || s->c < 0 || s->h < 1 || s->w < 1 || s->k < 1 || s->stride < 1 || s->k > s->h ||
+        s->k > s->w)
         return ocl_fail(o, DG_ERR_USAGE, "%s: bad shape n=%d c=%d %dx%d k=%d stride=%d", op, s->n,
                         s->c, s->h, s->w, s->k, s->stride);
     int ho = (s->h - s->k) / s->stride + 1, wo = (s->w - s->k) / s->stride + 1;
@@ -1159,7 +1162,7 @@ static dg_status ocl_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg
     cl_int h = s->h, w = s->w, k = s->k, sd = s->stride, ho = s->ho, wo = s->wo, tot = (cl_int)nout;
     const karg args[] = {KA(mx), KA(ex), KA(my), KA(ey), KA(ma), KA(ea), KA(h),
                          KA(w),  KA(k),  KA(sd), KA(ho), KA(wo), KA(tot)};
-    return run_op(o, K_POOL_FWD, args, NARGS(args), (size_t)nout, 1);
+    return run_op(o, K_POOL_FWD, args, NARGS(args), (size_t)nout);
 }
 
 static dg_status ocl_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax,
@@ -1184,17 +1187,17 @@ static dg_status ocl_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, d
     cl_int h = s->h, w = s->w, k = s->k, sd = s->stride, ho = s->ho, wo = s->wo, tot = (cl_int)nin;
     const karg args[] = {KA(mdy), KA(edy), KA(ma), KA(ea), KA(mdx), KA(edx), KA(h),
                          KA(w),   KA(k),   KA(sd), KA(ho), KA(wo),  KA(tot)};
-    return run_op(o, K_POOL_BWD, args, NARGS(args), (size_t)nin, 1);
+    return run_op(o, K_POOL_BWD, args, NARGS(args), (size_t)nin);
 }
 
 /* Element counts of a validated convolution and its chunking: images run
  * chunk at a time through a column buffer [ckk, chunk*hw] followed by the
  * chunk's per-image weight gradients [chunk, k, ckk] (backward only). */
 typedef struct conv_dims {
-    uint64_t nx, nw, ny;  /* x, w, y */
-    uint64_t ckk, hw;     /* column rows c*kh*kw, output plane ho*wo */
-    uint64_t chunk;       /* images per chunk (0 when n == 0) */
-    uint64_t col, part;   /* workspace elements: column buffer, weight-gradient parts */
+    uint64_t nx, nw, ny; /* x, w, y */
+    uint64_t ckk, hw;    /* column rows c*kh*kw, output plane ho*wo */
+    uint64_t chunk;      /* images per chunk (0 when n == 0) */
+    uint64_t col, part;  /* workspace elements: column buffer, weight-gradient parts */
 } conv_dims;
 
 /* Validates a convolution shape and computes its dims (the chunk depends on
@@ -1239,6 +1242,8 @@ static dg_status conv_dims_of(ocl_ctx *o, const char *op, const dg_conv_shape *s
         chunk = OCL_ELEMS_MAX / (d->ckk * d->hw);
     if (chunk > OCL_ELEMS_MAX / d->nw)
         chunk = OCL_ELEMS_MAX / d->nw;
+    if (chunk > OCL_BATCH_MAX)
+        chunk = OCL_BATCH_MAX;
     if (chunk < 1)
         chunk = 1;
     if (chunk > (uint64_t)s->n)
@@ -1274,7 +1279,7 @@ static dg_status run_im2col(ocl_ctx *o, const dg_conv_shape *s, const conv_dims 
     cl_int ho = s->ho, wo = s->wo, ni = nimg;
     const karg args[] = {KA(x),  KA(ex), KA(col), KA(ecol), KA(c),  KA(h),  KA(w),
                          KA(kh), KA(kw), KA(sd),  KA(pad),  KA(ho), KA(wo), KA(ni)};
-    return run_op(o, K_IM2COL, args, NARGS(args), (size_t)nimg * (size_t)d->hw, (size_t)d->ckk);
+    return run_op(o, K_IM2COL, args, NARGS(args), (size_t)nimg * (size_t)d->hw * (size_t)d->ckk);
 }
 
 static dg_status ocl_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
@@ -1357,16 +1362,16 @@ static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
          * image into the parts (straight into dw for a single image), then
          * the parts added in image order. */
         if (st == DG_OK && nimg == 1)
-            st = enqueue_gemm(o, false, true, k, ckk, hw, 1.0f, mdy, edy + (cl_ulong)i0 * ys, hw,
-                              0, mk, ek, hw, 0, i0 > 0 ? 1.0f : 0.0f, mdw, edw, ckk, 0, 1);
+            st = enqueue_gemm(o, false, true, k, ckk, hw, 1.0f, mdy, edy + (cl_ulong)i0 * ys, hw, 0,
+                              mk, ek, hw, 0, i0 > 0 ? 1.0f : 0.0f, mdw, edw, ckk, 0, 1);
         if (st == DG_OK && nimg > 1) {
             st = enqueue_gemm(o, false, true, k, ckk, hw, 1.0f, mdy, edy + (cl_ulong)i0 * ys, hw,
-                              ys, mk, ek, nimg * hw, (cl_ulong)hw, 0.0f, mk, epart, ckk,
-                              d.nw, (size_t)nimg);
+                              ys, mk, ek, nimg * hw, (cl_ulong)hw, 0.0f, mk, epart, ckk, d.nw,
+                              (size_t)nimg);
             cl_int cnt = (cl_int)d.nw, np = nimg, accum = i0 > 0;
             const karg args[] = {KA(mk), KA(epart), KA(mdw), KA(edw), KA(cnt), KA(np), KA(accum)};
             if (st == DG_OK)
-                st = run_op(o, K_SUM_PARTS, args, NARGS(args), (size_t)d.nw, 1);
+                st = run_op(o, K_SUM_PARTS, args, NARGS(args), (size_t)d.nw);
         }
         if (!dx.buf)
             continue;
@@ -1381,7 +1386,7 @@ static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
             cl_ulong edx0 = edx + (cl_ulong)i0 * xs;
             const karg args[] = {KA(mk), KA(ek), KA(mdx), KA(edx0), KA(c),  KA(h),  KA(wd),
                                  KA(kh), KA(kw), KA(sd),  KA(pad),  KA(ho), KA(wo), KA(ni)};
-            st = run_op(o, K_COL2IM, args, NARGS(args), (size_t)nimg * xs, 1);
+            st = run_op(o, K_COL2IM, args, NARGS(args), (size_t)nimg * xs);
         }
     }
     if (st == DG_OK && db.buf)
@@ -1439,11 +1444,12 @@ static dg_status ocl_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref l
         return st;
     cl_mem ml = logits.buf, mlab = labels.buf, md = dlogits.buf, ma = acc.buf, ms = o->scratch;
     cl_int in = n, ic = classes;
-    const karg rows[] = {KA(ml), KA(el), KA(mlab), KA(elab), KA(md), KA(ed), KA(ms), KA(in), KA(ic)};
-    st = run_op(o, K_XENT_ROWS, rows, NARGS(rows), (size_t)n, 1);
+    const karg rows[] = {KA(ml), KA(el), KA(mlab), KA(elab), KA(md),
+                         KA(ed), KA(ms), KA(in),   KA(ic)};
+    st = run_op(o, K_XENT_ROWS, rows, NARGS(rows), (size_t)n);
     const karg red[] = {KA(ms), KA(in), KA(ma), KA(ea)};
     if (st == DG_OK)
-        st = run_op(o, K_XENT_REDUCE, red, NARGS(red), o->ops_local[K_XENT_REDUCE], 1);
+        st = run_op(o, K_XENT_REDUCE, red, NARGS(red), o->ops_local[K_XENT_REDUCE]);
     return st;
 }
 
@@ -1466,9 +1472,9 @@ static dg_status ocl_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count
     /* Without momentum mom is never touched (and may be absent): stand w in. */
     cl_mem mw = w.buf, mg = g.buf, mm = momentum != 0.0f ? (cl_mem)mom.buf : (cl_mem)w.buf;
     cl_float flr = lr, fm = momentum, fwd = weight_decay;
-    const karg args[] = {KA(mw), KA(ew), KA(mg), KA(eg),  KA(mm),
+    const karg args[] = {KA(mw), KA(ew),  KA(mg),  KA(eg), KA(mm),
                          KA(em), KA(cnt), KA(flr), KA(fm), KA(fwd)};
-    return run_op(o, K_SGD, args, NARGS(args), count, 1);
+    return run_op(o, K_SGD, args, NARGS(args), count);
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -1490,9 +1496,9 @@ static dg_status ocl_event_record(void *ctx, int slot)
         e = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &ev);
     }
     if (e != CL_SUCCESS)
-        return ocl_clfail(o, o->kernel_marks ? "clEnqueueNDRangeKernel(dg_mark)"
-                                             : "clEnqueueMarkerWithWaitList",
-                          e);
+        return ocl_clfail(
+            o, o->kernel_marks ? "clEnqueueNDRangeKernel(dg_mark)" : "clEnqueueMarkerWithWaitList",
+            e);
     if (o->events[slot])
         clReleaseEvent(o->events[slot]);
     o->events[slot] = ev;
