@@ -2,7 +2,6 @@
  * (native, or the cpu backend with copies both ways) and the fallback census. */
 #include "engine/engine.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -210,8 +209,7 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
         return dg_fail(ctx, DG_ERR_NOMEM, "out of host memory opening the %s engine", be->name);
     }
     if (o.threads > 0) {
-        openblas_set_num_threads(o.threads);
-        omp_set_num_threads(o.threads);
+        omp_set_num_threads(o.threads); /* the cpu backend's one thread pool */
     }
     *out = e;
     return DG_OK;

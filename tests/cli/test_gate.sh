@@ -39,7 +39,8 @@ else
   expect_json "$T/cuda.json" 'd["verdict"]=="unavailable" and len(d["backends"][0]["reason"])>10'
   # Inside a VM or container the gate names virtualization in the reason.
   "$DG" --no-ledger env --json >"$T/env.json" 2>/dev/null
-  if python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["virtualization"]; sys.exit(0 if v["vm"] or v["container"] else 1)' "$T/env.json"; then
+  if python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["virtualization"]; sys.exit(0 if v["vm"] or v["container"] else 1)' "$T/env.json" &&
+     python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["backends"][0]["built"] else 1)' "$T/cuda.json"; then
     expect_json "$T/cuda.json" '"virtualization" in d["backends"][0]["reason"] and d["backends"][0]["virtualized"] is True'
   fi
 fi

@@ -6,6 +6,7 @@
 #include "core/core.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
@@ -13,6 +14,8 @@
 
 static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_len)
 {
+    /* All cpu parallelism goes through OpenMP (see cpu_gemm). */
+    openblas_set_num_threads(1);
     if (device != 0) {
         snprintf(reason, reason_len, "cpu has one device (index 0), asked for %d", device);
         return DG_ERR_NOT_FOUND;
@@ -89,7 +92,7 @@ static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
 
 static void cpu_versions(void *ctx, char *buf, size_t len)
 {
-    snprintf(buf, len, "OpenBLAS %s; %d threads", openblas_get_config(), openblas_get_num_threads());
+    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP)", openblas_get_config(), omp_get_max_threads());
 }
 
 static dg_status cpu_buf_alloc(void *ctx, size_t bytes, void **buf)
@@ -172,10 +175,35 @@ static dg_status cpu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, floa
         }
         return DG_OK;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-                k, alpha, (const float *)((const char *)A->data + a.off), lda,
-                (const float *)((const char *)B->data + b.off), ldb, beta,
-                (float *)((char *)C->data + c.off), ldc);
+    const float *pa = (const float *)((const char *)A->data + a.off);
+    const float *pb = (const float *)((const char *)B->data + b.off);
+    float *pc = (float *)((char *)C->data + c.off);
+    /* OpenBLAS runs single-threaded (cpu_init): OpenMP is the one thread pool,
+     * so two pools never spin against each other. Large products are split
+     * into row (or, when m is small, column) blocks, one per thread. */
+    int nt = omp_get_max_threads();
+    if (nt < 2 || 2.0 * m * n * k < 4e6) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                    n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+        return DG_OK;
+    }
+    bool by_rows = m >= n || m >= 64 * nt;
+    int extent = by_rows ? m : n;
+    int chunk = (extent + nt - 1) / nt;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; t++) {
+        int lo = t * chunk, hi = lo + chunk < extent ? lo + chunk : extent;
+        if (lo >= hi)
+            continue;
+        if (by_rows) /* rows lo..hi of op(A) and C */
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                        hi - lo, n, k, alpha, ta ? pa + lo : pa + (size_t)lo * lda, lda, pb, ldb, beta,
+                        pc + (size_t)lo * ldc, ldc);
+        else /* columns lo..hi of op(B) and C */
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                        m, hi - lo, k, alpha, pa, lda, tb ? pb + (size_t)lo * ldb : pb + lo, ldb, beta,
+                        pc + lo, ldc);
+    }
     return DG_OK;
 }
 

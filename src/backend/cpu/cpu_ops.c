@@ -5,9 +5,10 @@
  * matrix); backward sums dw over the batch with beta = 1 after the first
  * image and computes dx as a GEMM into the column matrix followed by col2im.
  * The images are spread over OpenMP threads, each with its own slice of the
- * workspace and OpenBLAS kept single-threaded meanwhile: one GEMM per image
- * is too small for OpenBLAS's own threads to pay (measured slower than one
- * thread on two cores), and two thread pools spinning on the same cores
+ * workspace, and OpenBLAS is kept single-threaded meanwhile (a process-wide
+ * setting, restored after; an engine is used from one thread): one GEMM per
+ * image is too small for OpenBLAS's own threads to pay (measured slower than
+ * one thread on two cores), and two thread pools spinning on the same cores
  * slow each other down. Elementwise work is plain loops the compiler
  * vectorises, spread over threads only when large enough to pay for waking
  * them. Every op checks its shapes and the ranges of its refs before it
@@ -446,22 +447,6 @@ static dg_status conv_work(cpu_ctx *c, const dg_conv_shape *s, dg_ref work, cons
     return DG_OK;
 }
 
-/* OpenBLAS single-threaded while OpenMP spreads whole images over the cores
- * (its own pool would fight them); restored afterwards. */
-static int blas_serial_begin(int threads)
-{
-    int saved = openblas_get_num_threads();
-    if (threads > 1 && saved != 1)
-        openblas_set_num_threads(1);
-    return saved;
-}
-
-static void blas_serial_end(int threads, int saved)
-{
-    if (threads > 1 && saved != 1)
-        openblas_set_num_threads(saved);
-}
-
 dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
                             dg_ref y, dg_ref work)
 {
@@ -481,7 +466,6 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
     const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
     const bool pointwise = conv_pointwise(s);
-    int saved = blas_serial_begin(threads);
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
     for (int img = 0; img < s->n; img++) {
         const float *xi = xp + (size_t)img * chw;             /* [c, h, w] */
@@ -499,7 +483,6 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
                 row[i] += b;
         }
     }
-    blas_serial_end(threads, saved);
     return DG_OK;
 }
 
@@ -531,7 +514,6 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     }
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
-    int saved = blas_serial_begin(threads);
     /* Each thread sums dw over its images into its own partial (dw itself
      * when alone); static scheduling gives every thread at least one image. */
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -560,7 +542,6 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
                 col2im(s, col, (size_t)howo, dxi);
         }
     }
-    blas_serial_end(threads, saved);
     if (threads > 1) {
         /* dw = sum of the partials, in thread order (deterministic) */
         for (size_t i = 0; i < nw; i++) {
