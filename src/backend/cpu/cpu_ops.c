@@ -224,7 +224,7 @@ static dg_status check_pool(cpu_ctx *c, const dg_pool_shape *s, size_t *nx, size
 dg_status dg_cpu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref y, dg_ref argmax)
 {
     cpu_ctx *c = ctx;
-    size_t nx, ny;
+    size_t nx = 0, ny = 0;
     float *xp, *yp;
     int32_t *ap;
     dg_status st;
@@ -263,7 +263,7 @@ dg_status dg_cpu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref
 dg_status dg_cpu_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax, dg_ref dx)
 {
     cpu_ctx *c = ctx;
-    size_t nx, ny;
+    size_t nx = 0, ny = 0;
     float *dyp, *dxp;
     int32_t *ap;
     dg_status st;
@@ -334,7 +334,7 @@ static size_t conv_per_thread(const dg_conv_shape *s)
 
 size_t dg_cpu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
 {
-    size_t nx, nw, ny;
+    size_t nx = 0, nw = 0, ny = 0;
     cpu_ctx scratch; /* messages of a NULL ctx go nowhere */
     if (check_conv(ctx ? ctx : &scratch, s, &nx, &nw, &ny) != DG_OK)
         return 0;
@@ -451,7 +451,7 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
                             dg_ref y, dg_ref work)
 {
     cpu_ctx *c = ctx;
-    size_t nx, nw, ny;
+    size_t nx = 0, nw = 0, ny = 0;
     float *xp, *wp, *bp = NULL, *yp, *wk;
     int threads;
     dg_status st;
@@ -490,7 +490,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
                             dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
 {
     cpu_ctx *c = ctx;
-    size_t nx, nw, ny;
+    size_t nx = 0, nw = 0, ny = 0;
     float *xp, *wp, *dyp, *dxp = NULL, *dwp, *dbp = NULL, *wk;
     int threads;
     dg_status st;
