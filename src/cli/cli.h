@@ -36,6 +36,11 @@ int cli_fail_status(cli *c, dg_status st, const char *what);
  * *run_id (may be NULL) gets the id to free with dg_string_free. */
 int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id);
 
+/* Parses a decimal long in [lo, hi]; false for anything else. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
+/* Prints a record as indented JSON, with its ledger run id when there is one. */
+void cli_print_json(cJSON *rec, const char *run_id);
+
 /* Human formatting. */
 void fmt_bytes(char *buf, size_t len, const cJSON *metric);
 const char *jstr(const cJSON *obj, const char *key, const char *fallback);

@@ -215,11 +215,7 @@ int cmd_env(cli *c, int argc, char **argv)
     int rc = cli_record(c, "env", json, EXIT_PASS, &run_id);
     cJSON *rec = cJSON_Parse(json);
     if (c->json) {
-        if (run_id)
-            cJSON_AddStringToObject(rec, "run_id", run_id);
-        char *out = cJSON_Print(rec);
-        puts(out ? out : json);
-        cJSON_free(out);
+        cli_print_json(rec, run_id);
     } else {
         print_env(rec);
         if (run_id)

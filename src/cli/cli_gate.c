@@ -7,17 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* "M,N,K" or a single "S" for a square product. */
 static bool parse_size(const char *s, dg_gate_opts *o)
 {
@@ -28,7 +17,7 @@ static bool parse_size(const char *s, dg_gate_opts *o)
     strcpy(buf, s);
     int n = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == 3 || !parse_int(tok, 1, 16384, &v[n]))
+        if (n == 3 || !cli_parse_long(tok, 1, 16384, &v[n]))
             return false;
         n++;
     }
@@ -105,7 +94,7 @@ int cmd_gate(cli *c, int argc, char **argv)
                 return EXIT_USAGE;
             }
         } else if (opt_value(argc, argv, &i, "--reps", &v)) {
-            if (!parse_int(v, 1, 64, &n)) {
+            if (!cli_parse_long(v, 1, 64, &n)) {
                 cli_error("gate: --reps wants 1..64, got '%s'", v);
                 return EXIT_USAGE;
             }
@@ -125,11 +114,7 @@ int cmd_gate(cli *c, int argc, char **argv)
     int rrc = cli_record(c, "gate", json, rc, &run_id);
     cJSON *rec = cJSON_Parse(json);
     if (c->json) {
-        if (run_id)
-            cJSON_AddStringToObject(rec, "run_id", run_id);
-        char *out = cJSON_Print(rec);
-        puts(out ? out : json);
-        cJSON_free(out);
+        cli_print_json(rec, run_id);
     } else {
         printf("devgate gate · seed %" PRIu64 "\n\n", o.seed);
         const cJSON *b;

@@ -6,17 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 static bool parse_bytes(const char *s, size_t *out)
 {
     char *end;
@@ -150,7 +139,7 @@ int cmd_train(cli *c, int argc, char **argv)
             continue;
 #define INT_OPT(flag, field, lo, hi)                                                               \
     if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
-        if (!parse_long(v, lo, hi, &n)) {                                                          \
+        if (!cli_parse_long(v, lo, hi, &n)) {                                                          \
             cli_error("train: %s wants an integer in %ld..%ld, got '%s'", flag, (long)(lo),        \
                       (long)(hi), v);                                                              \
             return EXIT_USAGE;                                                                     \
@@ -201,7 +190,7 @@ int cmd_train(cli *c, int argc, char **argv)
                 return EXIT_USAGE;
             }
         } else if (opt_value(argc, argv, &i, "--samples", &v)) {
-            if (!parse_long(v, 1, 100000000, &n)) {
+            if (!cli_parse_long(v, 1, 100000000, &n)) {
                 cli_error("train: --samples wants 1..100000000, got '%s'", v);
                 return EXIT_USAGE;
             }
@@ -229,11 +218,7 @@ int cmd_train(cli *c, int argc, char **argv)
     char *run_id = NULL;
     int rrc = cli_record(c, "train", json, rc, &run_id);
     if (c->json) {
-        if (run_id)
-            cJSON_AddStringToObject(rec, "run_id", run_id);
-        char *out = cJSON_Print(rec);
-        puts(out ? out : json);
-        cJSON_free(out);
+        cli_print_json(rec, run_id);
     } else {
         print_train(rec);
         if (!finite && st == DG_OK)

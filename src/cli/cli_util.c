@@ -158,3 +158,24 @@ bool cli_common_opt(cli *c, int argc, char **argv, int *i)
         return false;
     return true;
 }
+
+bool cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+void cli_print_json(cJSON *rec, const char *run_id)
+{
+    if (run_id)
+        cJSON_AddStringToObject(rec, "run_id", run_id);
+    char *out = cJSON_Print(rec);
+    if (out)
+        puts(out);
+    cJSON_free(out);
+}
