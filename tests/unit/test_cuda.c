@@ -3,7 +3,9 @@
  * device facts, copies, fp32 GEMM accuracy in all four transposes, device OOM,
  * every training op against double references, events and graph capture, and
  * prints timings: a 4096^3 sgemm, a cifar-sized conv layer, an MLP step eager
- * against captured. */
+ * against captured. Convolutions are then checked, captured and timed (the
+ * cifar preset's four layers) on each path, im2col and cuDNN, each chosen
+ * with DEVGATE_CUDA_CONV for a fresh context. */
 #include <dlfcn.h>
 #include <float.h>
 #include <stdint.h>
@@ -591,10 +593,12 @@ static dg_conv_shape conv_shape(int n, int c, int h, int w, int k, int kh, int k
 
 /* Conv forward and backward against double. Images in check (ncheck of them)
  * are compared for y and dx; dw at nw sampled entries (all when nw == 0). When
- * timing, prints the median fwd and bwd times over reps runs. */
-static void t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *check, int ncheck,
-                   size_t nw, int reps)
+ * timing, prints the median fwd and bwd times over reps runs and returns their
+ * sum in ms (0 when not timed). */
+static double t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *check, int ncheck,
+                     size_t nw, int reps)
 {
+    double timed = 0.0;
     size_t nx = (size_t)s.n * s.c * s.h * s.w, nwt = (size_t)s.k * s.c * s.kh * s.kw;
     size_t P = (size_t)s.ho * s.wo, ny = (size_t)s.n * s.k * P;
     size_t img_x = (size_t)s.c * s.h * s.w, img_y = (size_t)s.k * P;
@@ -712,6 +716,7 @@ static void t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *che
                tag, tf[reps / 2], fl / tf[reps / 2] * 1e-6, tb[reps / 2],
                (with_dx ? 2 : 1) * fl / tb[reps / 2] * 1e-6, tf[reps / 2] + tb[reps / 2],
                ws / 1048576.0, reps);
+        timed = tf[reps / 2] + tb[reps / 2];
     }
 out:
     bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, b_d), bi->buf_free(cx, dy_d);
@@ -720,6 +725,7 @@ out:
     free(x), free(w), free(b), free(dy), free(gy), free(gdx), free(gdw), free(gdb);
     free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm), free(rdb), free(rdbm);
     free(widx), free(sdw);
+    return timed;
 }
 
 /* Double softmax cross-entropy; returns the mean loss, adds hits to *hits. */
@@ -1085,6 +1091,242 @@ out:
     free(x), free(got), free(want);
 }
 
+/* The conv shapes every path is checked on (the context's current path). */
+static void conv_cases(void)
+{
+    static const int first[] = {0}, two[] = {0, 1}, three[] = {0, 1, 2};
+    t_conv(conv_shape(2, 3, 7, 9, 5, 3, 3, 2, 1), true, true, two, 2, 0, 0);
+    t_conv(conv_shape(1, 2, 5, 5, 3, 3, 3, 1, 1), true, true, first, 1, 0, 0);
+    t_conv(conv_shape(3, 4, 8, 6, 2, 2, 3, 1, 0), false, true, three, 3, 0, 0);
+    t_conv(conv_shape(2, 3, 6, 6, 4, 1, 1, 1, 0), true, false, two, 2, 0, 0);
+    t_conv(conv_shape(1, 1, 4, 4, 1, 4, 4, 1, 0), true, true, first, 1, 0, 0);
+    /* A cifar-like layer (32 -> 32 channels, 3x3, pad 1): long reductions, where
+     * cuDNN may pick Winograd. */
+    static const int ends[] = {0, 5};
+    t_conv(conv_shape(6, 32, 12, 12, 32, 3, 3, 1, 1), true, true, ends, 2, 0, 0);
+}
+
+/* got[i] against want[i]; tol = a quarter of the distance to tf32[i], the
+ * value TF32 rounding of the inputs would give. */
+static void cmp_not_tf32(const char *what, const float *got, const double *want,
+                         const double *tf32, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double tol = 0.25 * fabs(want[i] - tf32[i]);
+        if (!(fabs((double)got[i] - want[i]) <= tol) && bad++ < 3)
+            fprintf(stderr, "%s[%zu] = %.9g, want %.9g (TF32 would give %.9g)\n", what, i, got[i],
+                    want[i], tf32[i]);
+    }
+    CHECK_MSG(bad == 0, "%s: %d of %zu not fp32-accurate: TF32 or reduced precision?", what, bad,
+              n);
+}
+
+/* Convolutions exact (y, dx) or nearly (dw) in fp32 but not in TF32: x and dy
+ * are 1 + 2^-12 (TF32 keeps 10 mantissa bits, so rounds them to 1), w is 1. */
+static void conv_not_tf32(void)
+{
+    dg_conv_shape s = conv_shape(2, 32, 6, 6, 4, 3, 3, 1, 0); /* 4x4 outputs, no padding */
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+    size_t ny = (size_t)s.n * s.k * s.ho * s.wo, most = nx > nw ? nx : nw;
+    const double v = 1.0 + 0x1p-12;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *got = malloc(most * 4);
+    double *want = malloc(most * 8), *tf = malloc(most * 8);
+    size_t ws = bi->conv2d_workspace(cx, &s);
+    void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL, *wk = NULL;
+    static const int cover[6] = {1, 2, 3, 3, 2, 1}; /* output rows (cols) covering an input row */
+
+    if (!x || !w || !dy || !got || !want || !tf) {
+        CHECK_MSG(0, "host allocation");
+        goto out;
+    }
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (float)v;
+    for (size_t i = 0; i < nw; i++)
+        w[i] = 1.0f;
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = (float)v;
+    x_d = to_dev(x, nx * 4), w_d = to_dev(w, nw * 4), dy_d = to_dev(dy, ny * 4);
+    CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK);
+    CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
+    if (!x_d || !w_d || !dy_d || !y_d || !dx_d || !dw_d || !wk)
+        goto out;
+    dg_status st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
+    CHECK_MSG(st == DG_OK, "conv2d_fwd: %s", bi->last_error(cx));
+    st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d), (dg_ref){NULL, 0},
+                        R(wk));
+    CHECK_MSG(st == DG_OK, "conv2d_bwd: %s", bi->last_error(cx));
+    from_dev(y_d, got, ny * 4);
+    for (size_t i = 0; i < ny; i++)
+        want[i] = 288.0 * v, tf[i] = 288.0;
+    cmp_not_tf32("conv2d_fwd y (fp32, not TF32)", got, want, tf, ny);
+    from_dev(dx_d, got, nx * 4);
+    for (size_t i = 0; i < nx; i++) {
+        int iy = (int)(i / 6 % 6), ix = (int)(i % 6);
+        double cnt = (double)s.k * cover[iy] * cover[ix];
+        want[i] = cnt * v, tf[i] = cnt;
+    }
+    cmp_not_tf32("conv2d_bwd dx (fp32, not TF32)", got, want, tf, nx);
+    from_dev(dw_d, got, nw * 4);
+    for (size_t i = 0; i < nw; i++)
+        want[i] = 32.0 * v * v, tf[i] = 32.0;
+    cmp_not_tf32("conv2d_bwd dw (fp32, not TF32)", got, want, tf, nw);
+out:
+    bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
+    bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
+    free(x), free(w), free(dy), free(got), free(want), free(tf);
+}
+
+/* Largest |a - b| over n floats, relative to the largest |a|. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > d || isnan(b[i]))
+            d = isnan(b[i]) ? INFINITY : fabs((double)a[i] - b[i]);
+        if (fabs(a[i]) > m)
+            m = fabs(a[i]);
+    }
+    return m > 0 ? d / m : d;
+}
+
+/* A conv layer's forward and backward, run eagerly twice and then captured and
+ * replayed: y and db (deterministic on every path) bitwise the same each time;
+ * dx and dw bitwise where the algorithms are deterministic, else close. */
+static void conv_capture(void)
+{
+    dg_conv_shape s = conv_shape(16, 32, 16, 16, 32, 3, 3, 1, 1);
+    size_t n[4] = {(size_t)s.n * s.k * s.ho * s.wo, (size_t)s.n * s.c * s.h * s.w,
+                   (size_t)s.k * s.c * s.kh * s.kw, (size_t)s.k}; /* y, dx, dw, db */
+    static const char *const names[4] = {"y", "dx", "dw", "db"};
+    size_t ws = bi->conv2d_workspace(cx, &s);
+    float *x = frnd(n[1], 101), *w = frnd(n[2], 102), *b = frnd(n[3], 103), *dy = frnd(n[0], 104);
+    float *run[3][4] = {{NULL}};
+    void *x_d = to_dev(x, n[1] * 4), *w_d = to_dev(w, n[2] * 4), *b_d = to_dev(b, n[3] * 4);
+    void *dy_d = to_dev(dy, n[0] * 4), *out[4] = {NULL, NULL, NULL, NULL}, *wk = NULL;
+    bool ok = true;
+
+    for (int i = 0; i < 4; i++)
+        CHECK(bi->buf_alloc(cx, n[i] * 4, &out[i]) == DG_OK);
+    CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
+    if (!x_d || !w_d || !b_d || !dy_d || !out[0] || !out[1] || !out[2] || !out[3] || !wk)
+        goto out;
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 4; i++) {
+            run[r][i] = malloc(n[i] * 4);
+            ok &= bi->fill(cx, R(out[i]), n[i], NAN) == DG_OK;
+        }
+        if (r == 2)
+            ok &= bi->capture_begin(cx) == DG_OK;
+        ok &= bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), R(b_d), R(out[0]), R(wk)) == DG_OK;
+        ok &= bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(out[1]), R(out[2]), R(out[3]),
+                             R(wk)) == DG_OK;
+        if (r == 2) {
+            ok &= bi->capture_end(cx) == DG_OK;
+            ok &= bi->replay(cx) == DG_OK;
+        }
+        CHECK_MSG(ok, "conv capture pass %d: %s", r, bi->last_error(cx));
+        for (int i = 0; i < 4; i++)
+            if (run[r][i])
+                from_dev(out[i], run[r][i], n[i] * 4);
+    }
+    if (!ok)
+        goto out;
+    printf("conv capture n%d c%d %dx%d k%d:", s.n, s.c, s.h, s.w, s.k);
+    for (int i = 0; i < 4; i++) {
+        if (!run[0][i] || !run[1][i] || !run[2][i])
+            continue;
+        bool same1 = memcmp(run[0][i], run[1][i], n[i] * 4) == 0;
+        bool same2 = memcmp(run[0][i], run[2][i], n[i] * 4) == 0;
+        double d1 = rel_diff(run[0][i], run[1][i], n[i]), d2 = rel_diff(run[0][i], run[2][i], n[i]);
+        if (i == 0 || i == 3)
+            CHECK_MSG(same1 && same2, "conv %s: eager twice %s, replay %s", names[i],
+                      same1 ? "same" : "differs", same2 ? "same" : "differs");
+        else
+            CHECK_MSG(d1 <= 1e-5 && d2 <= 1e-5, "conv %s: eager twice rel diff %.3g, replay %.3g",
+                      names[i], d1, d2);
+        printf(" %s %s", names[i], same1 && same2 ? "bitwise repeatable" : "NOT bitwise");
+    }
+    printf(" (eager, eager again, captured replay)\n");
+out:
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 4; i++)
+            free(run[r][i]);
+    for (int i = 0; i < 4; i++)
+        bi->buf_free(cx, out[i]);
+    bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, b_d), bi->buf_free(cx, dy_d);
+    bi->buf_free(cx, wk);
+    free(x), free(w), free(b), free(dy);
+}
+
+/* The four conv layers of the cifar preset at batch 1024 (fwd and bwd as the
+ * engine runs them: the first layer without dx), checked and timed. */
+static void cifar_convs(const char *path)
+{
+    enum { N = 1024 };
+    static const int ends[] = {0, N - 1};
+    double t = 0.0;
+    t += t_conv(conv_shape(N, 3, 32, 32, 32, 3, 3, 1, 1), true, false, ends, 2, 24, 10);
+    t += t_conv(conv_shape(N, 32, 32, 32, 32, 3, 3, 1, 1), true, true, ends, 2, 24, 10);
+    t += t_conv(conv_shape(N, 32, 16, 16, 64, 3, 3, 1, 1), true, true, ends, 2, 24, 10);
+    t += t_conv(conv_shape(N, 64, 16, 16, 64, 3, 3, 1, 1), true, true, ends, 2, 24, 10);
+    printf("cifar conv layers, batch %d, %s: fwd+bwd %.3f ms per step\n", N, path, t);
+}
+
+/* Both conv paths, each in a fresh context opened with DEVGATE_CUDA_CONV set:
+ * the conv checks, fp32 (not TF32) accuracy, capture, and the cifar layers
+ * timed. Where cuDNN cannot be loaded the cudnn path is reported, not run. */
+static void conv_paths(void)
+{
+    static const char *const paths[] = {"im2col", "cudnn"};
+    const char *env = getenv("DEVGATE_CUDA_CONV");
+    char *saved = env ? strdup(env) : NULL, text[4096], reason[256];
+    void *outer = cx;
+
+    for (int m = 0; m < 2; m++) {
+        void *c2 = (void *)1;
+        setenv("DEVGATE_CUDA_CONV", paths[m], 1);
+        dg_status st = bi->init(0, &c2, reason, sizeof reason);
+        if (st != DG_OK && m == 1 && strstr(reason, "cuDNN is not usable")) {
+            CHECK(st == DG_ERR_UNAVAILABLE && c2 == NULL);
+            printf("conv path cudnn: not run: %s\n", reason);
+            continue;
+        }
+        CHECK_MSG(st == DG_OK, "init with DEVGATE_CUDA_CONV=%s: %s", paths[m], reason);
+        if (st != DG_OK)
+            continue;
+        cx = c2;
+        bi->versions(cx, text, sizeof text);
+        if (m == 0)
+            CHECK_MSG(strstr(text, "conv im2col (DEVGATE_CUDA_CONV=im2col)") != NULL,
+                      "versions: \"%s\"", text);
+        else
+            CHECK_MSG(strstr(text, ", cuDNN ") != NULL, "versions: \"%s\"", text);
+        printf("conv path %s: %s\n", paths[m], text);
+        conv_cases();
+        conv_not_tf32();
+        conv_capture();
+        cifar_convs(paths[m]);
+        bi->versions(cx, text, sizeof text);
+        printf("conv path %s, chosen: %s\n", paths[m], text);
+        bi->free(cx);
+    }
+    cx = outer;
+
+    void *c3 = (void *)1;
+    setenv("DEVGATE_CUDA_CONV", "fft", 1);
+    CHECK(bi->init(0, &c3, reason, sizeof reason) == DG_ERR_USAGE);
+    CHECK(c3 == NULL);
+    CHECK_MSG(strstr(reason, "DEVGATE_CUDA_CONV") != NULL, "reason: \"%s\"", reason);
+    if (saved)
+        setenv("DEVGATE_CUDA_CONV", saved, 1);
+    else
+        unsetenv("DEVGATE_CUDA_CONV");
+    free(saved);
+}
+
 /* Every op of interface v2 against double references. */
 static void ops(void)
 {
@@ -1102,12 +1344,7 @@ static void ops(void)
     t_maxpool(2, 3, 9, 7, 3, 2, false);
     t_maxpool(1, 2, 8, 8, 2, 2, true);
     t_maxpool(3, 1, 5, 6, 3, 1, true);
-    static const int first[] = {0}, two[] = {0, 1}, three[] = {0, 1, 2};
-    t_conv(conv_shape(2, 3, 7, 9, 5, 3, 3, 2, 1), true, true, two, 2, 0, 0);
-    t_conv(conv_shape(1, 2, 5, 5, 3, 3, 3, 1, 1), true, true, first, 1, 0, 0);
-    t_conv(conv_shape(3, 4, 8, 6, 2, 2, 3, 1, 0), false, true, three, 3, 0, 0);
-    t_conv(conv_shape(2, 3, 6, 6, 4, 1, 1, 1, 0), true, false, two, 2, 0, 0);
-    t_conv(conv_shape(1, 1, 4, 4, 1, 4, 4, 1, 0), true, true, first, 1, 0, 0);
+    conv_cases();
     t_xent(5, 7, false);
     t_xent(1, 3, false);
     t_xent(37, 10, true);
@@ -1228,6 +1465,7 @@ int main(void)
     ops();
     perf();
     timings();
+    conv_paths();
 
     bi->free(cx);
     dlclose(so);

@@ -11,7 +11,13 @@
  * no allocation, no synchronisation and no host read of device memory, so a
  * whole training step can be captured into a CUDA graph and replayed.
  * Reductions (bias_grad, xent, conv dW) run in a fixed order without float
- * atomics, so results are bitwise repeatable run to run. */
+ * atomics, so results are bitwise repeatable run to run.
+ *
+ * Convolutions run on cuDNN when it can be loaded at run time (cudnn_conv.cu
+ * dlopens it; the plug-in does not link it), else on im2col + cuBLAS below.
+ * DEVGATE_CUDA_CONV=im2col|cudnn|auto (read at init) forces a path: im2col
+ * never loads cuDNN, cudnn makes init fail when cuDNN is not usable, auto (the
+ * default) uses cuDNN when it loads. A shape cuDNN declines stays on im2col. */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -25,6 +31,20 @@
 
 #include "backend/backend.h"
 
+/* cuDNN convolutions (cudnn_conv.cu; hidden symbols, not exported). */
+typedef struct cdn_ctx cdn_ctx;
+#define CDN_HIDDEN __attribute__((visibility("hidden")))
+CDN_HIDDEN bool cdn_version_text(char *buf, size_t len);
+CDN_HIDDEN dg_status cdn_open(cdn_ctx **out, cudaStream_t stream, char *why, size_t len);
+CDN_HIDDEN void cdn_close(cdn_ctx *d);
+CDN_HIDDEN dg_status cdn_plan_shape(cdn_ctx *d, const dg_conv_shape *s, bool may_find, size_t *ws);
+CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
+                                  const float *w, float *y, void *work, char *err, size_t len);
+CDN_HIDDEN dg_status cdn_conv_bwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw, void *work,
+                                  char *err, size_t len);
+CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
+
 #define CU_BUF_MAGIC 0x64674355u   /* "UCgd" */
 #define CU_BLAS_WORKSPACE (32u << 20) /* cuBLAS workspace: Hopper's recommendation */
 #define CU_CONV_CAP ((size_t)256 << 20) /* conv workspace bytes before batching in chunks */
@@ -32,6 +52,11 @@
 #define CU_MAX_BLOCKS 65536
 #define CU_XENT_WARPS 8     /* rows in flight per xent block (one warp each) */
 #define CU_XENT_BLOCKS 1024 /* xent blocks at most; each writes one partial */
+#define CU_BG_PARTS 65536   /* bias_grad partial sums (doubles) in the context's scratch */
+#define CU_BG_TARGET 1024   /* bias_grad blocks aimed at (channels x slices) */
+
+/* Which convolution path a context uses (DEVGATE_CUDA_CONV). */
+enum { CU_CONV_AUTO, CU_CONV_IM2COL, CU_CONV_CUDNN };
 
 /* A device allocation with its size; what dg_ref.buf points at on this backend. */
 typedef struct cu_buf {
@@ -48,6 +73,10 @@ typedef struct cu_ctx {
     cublasHandle_t blas;
     void *blas_ws;      /* cuBLAS workspace (CU_BLAS_WORKSPACE bytes) */
     double *xent_part;  /* xent per-block partials: 2 * CU_XENT_BLOCKS */
+    double *bg_part;    /* bias_grad per-slice partials: CU_BG_PARTS */
+    int conv_mode;      /* CU_CONV_* from DEVGATE_CUDA_CONV */
+    cdn_ctx *dnn;       /* cuDNN for conv2d; NULL: im2col only */
+    char dnn_why[200];  /* why dnn is NULL */
     cudaEvent_t ev[DG_EVENT_SLOTS];
     bool ev_recorded[DG_EVENT_SLOTS];
     bool capturing;
@@ -223,6 +252,19 @@ __global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned chann
     y[i] += bias[(i / inner) % channels];
 }
 
+/* The same for planes of inner >= 32 (conv outputs): blocks stride over the
+ * outer*channels planes, threads over a plane; no 64-bit division per element. */
+__global__ void k_bias_add_plane(float *y, const float *bias, unsigned planes, unsigned channels,
+                                 unsigned inner)
+{
+    for (unsigned pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        float b = bias[pl % channels];
+        float *p = y + (size_t)pl * inner;
+        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x)
+            p[i] += b;
+    }
+}
+
 /* db[ch] = sum over rows of dy[o, ch] (inner == 1): a block of 32 x 16 threads
  * per 32 channels, x along channels (coalesced), y striding rows; fixed order. */
 __global__ void k_bias_grad_rows(const float *dy, float *db, int outer, int channels)
@@ -244,16 +286,21 @@ __global__ void k_bias_grad_rows(const float *dy, float *db, int outer, int chan
     }
 }
 
-#define CU_BG_THREADS 512
-/* db[ch] = sum over o, i of dy[o, ch, i]: one block per channel, a shared-memory
- * tree in double; fixed order. */
-__global__ void k_bias_grad_plane(const float *dy, float *db, int outer, int channels, int inner)
+#define CU_BG_THREADS 256
+/* Partial sums of db over slices of the outer index: block (ch, sl) adds
+ * dy[o, ch, i] for o in slice sl of `slices` equal slices, each thread in a
+ * fixed order, then a shared-memory tree in double, into part[ch * slices + sl]
+ * (or, with db given and one slice, straight into db[ch]). */
+__global__ void k_bias_grad_part(const float *dy, double *part, float *db, int outer, int channels,
+                                 int inner, int slices)
 {
     __shared__ double sh[CU_BG_THREADS];
-    int ch = blockIdx.x, t = threadIdx.x;
+    int ch = blockIdx.x, sl = blockIdx.y, t = threadIdx.x;
+    int o0 = (int)((long long)outer * sl / slices);
+    int o1 = (int)((long long)outer * (sl + 1) / slices);
     double s = 0.0;
 
-    for (int o = 0; o < outer; o++) {
+    for (int o = o0; o < o1; o++) {
         const float *p = dy + ((size_t)o * channels + ch) * inner;
         for (int i = t; i < inner; i += CU_BG_THREADS)
             s += p[i];
@@ -265,8 +312,24 @@ __global__ void k_bias_grad_plane(const float *dy, float *db, int outer, int cha
             sh[t] += sh[t + w];
         __syncthreads();
     }
-    if (t == 0)
-        db[ch] = (float)sh[0];
+    if (t == 0) {
+        if (db)
+            db[ch] = (float)sh[0];
+        else
+            part[(size_t)ch * slices + sl] = sh[0];
+    }
+}
+
+/* db[ch] = the channel's partials added in slice order. */
+__global__ void k_bias_grad_fin(const double *part, float *db, int channels, int slices)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= channels)
+        return;
+    double s = 0.0;
+    for (int i = 0; i < slices; i++)
+        s += part[(size_t)ch * slices + i];
+    db[ch] = (float)s;
 }
 
 __global__ void k_relu_fwd(const float *x, float *y, size_t n)
@@ -284,16 +347,18 @@ __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
     dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/* One thread per output: window max, argmax = iy*w+ix, first max on ties. */
-__global__ void k_maxpool_fwd(const float *x, float *y, int *am, size_t n, int h, int w, int k,
-                              int s, int ho, int wo)
+/* One thread per output: window max, argmax = iy*w+ix, first max on ties.
+ * I is the index type: unsigned (cheap division) when n < 2^31, else size_t. */
+template <typename I>
+__global__ void k_maxpool_fwd(const float *x, float *y, int *am, I n, int h, int w, int k, int s,
+                              int ho, int wo)
 {
-    CU_GRID_LOOP(idx, n)
-    {
-        int ox = (int)(idx % wo);
-        size_t t = idx / wo;
-        int oy = (int)(t % ho);
-        size_t pl = t / ho;
+    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
+         idx += (I)gridDim.x * blockDim.x) {
+        int ox = (int)(idx % (I)wo);
+        I t = idx / (I)wo;
+        int oy = (int)(t % (I)ho);
+        size_t pl = t / (I)ho;
         const float *xp = x + pl * (size_t)h * w;
         int iy0 = oy * s, ix0 = ox * s;
         int bi = iy0 * w + ix0;
@@ -313,16 +378,17 @@ __global__ void k_maxpool_fwd(const float *x, float *y, int *am, size_t n, int h
 }
 
 /* Gather: each dx element sums dy of the windows covering it whose argmax
- * names it, in window order (deterministic, no atomics). */
-__global__ void k_maxpool_bwd(const float *dy, const int *am, float *dx, size_t n, int h, int w,
-                              int k, int s, int ho, int wo)
+ * names it, in window order (deterministic, no atomics). I as above. */
+template <typename I>
+__global__ void k_maxpool_bwd(const float *dy, const int *am, float *dx, I n, int h, int w, int k,
+                              int s, int ho, int wo)
 {
-    CU_GRID_LOOP(idx, n)
-    {
-        int ix = (int)(idx % w);
-        size_t t = idx / w;
-        int iy = (int)(t % h);
-        size_t pl = t / h;
+    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
+         idx += (I)gridDim.x * blockDim.x) {
+        int ix = (int)(idx % (I)w);
+        I t = idx / (I)w;
+        int iy = (int)(t % (I)h);
+        size_t pl = t / (I)h;
         int me = iy * w + ix;
         int oy0 = iy - k + 1 <= 0 ? 0 : (iy - k + 1 + s - 1) / s;
         int ox0 = ix - k + 1 <= 0 ? 0 : (ix - k + 1 + s - 1) / s;
@@ -563,20 +629,37 @@ static void cu_free(void *ctx)
     for (int i = 0; i < DG_EVENT_SLOTS; i++)
         if (c->ev[i])
             cudaEventDestroy(c->ev[i]);
+    cdn_close(c->dnn);
     if (c->blas)
         cublasDestroy(c->blas);
     if (c->blas_ws)
         cudaFree(c->blas_ws);
     if (c->xent_part)
         cudaFree(c->xent_part);
+    if (c->bg_part)
+        cudaFree(c->bg_part);
     if (c->stream)
         cudaStreamDestroy(c->stream);
     cudaGetLastError();
     free(c);
 }
 
+/* DEVGATE_CUDA_CONV as a CU_CONV_* value; -1 for a value it does not know. */
+static int cu_conv_mode_env(void)
+{
+    const char *v = getenv("DEVGATE_CUDA_CONV");
+    if (!v || !*v || strcmp(v, "auto") == 0)
+        return CU_CONV_AUTO;
+    if (strcmp(v, "im2col") == 0)
+        return CU_CONV_IM2COL;
+    if (strcmp(v, "cudnn") == 0)
+        return CU_CONV_CUDNN;
+    return -1;
+}
+
 /* Checks driver and devices, then opens `device` with a stream, a cuBLAS handle
- * (with its own workspace, as graph capture wants) and the xent scratch. */
+ * (with its own workspace, as graph capture wants), the xent and bias_grad
+ * scratch, and cuDNN unless DEVGATE_CUDA_CONV says im2col. */
 static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len)
 {
     int drv = 0, rt = 0, count = 0;
@@ -584,12 +667,17 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
     cudaError_t e;
     cublasStatus_t bs;
     cu_ctx *c;
+    int mode = cu_conv_mode_env();
 
     if (reason && reason_len > 0)
         reason[0] = '\0';
     if (!ctx)
         return cu_reason(reason, reason_len, DG_ERR_USAGE, "cuda: init: NULL ctx pointer");
     *ctx = NULL;
+    if (mode < 0)
+        return cu_reason(reason, reason_len, DG_ERR_USAGE,
+                         "cuda: DEVGATE_CUDA_CONV='%.32s': expected im2col, cudnn or auto",
+                         getenv("DEVGATE_CUDA_CONV"));
 
     /* cudaDriverGetVersion reports 0 when no driver (libcuda) is installed. */
     cudaDriverGetVersion(&drv);
@@ -640,6 +728,7 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
     c->device = device;
     c->driver_ver = drv;
     c->runtime_ver = rt;
+    c->conv_mode = mode;
 
     e = cudaSetDevice(device);
     if (e == cudaSuccess)
@@ -655,6 +744,8 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
     e = cudaMalloc(&c->blas_ws, CU_BLAS_WORKSPACE);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&c->xent_part, sizeof(double) * 2 * CU_XENT_BLOCKS);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&c->bg_part, sizeof(double) * CU_BG_PARTS);
     if (e != cudaSuccess) {
         cudaGetLastError();
         cu_free(c);
@@ -683,6 +774,17 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
         return cu_reason(reason, reason_len, DG_ERR_BACKEND,
                          "cuda: configuring cuBLAS on device %d: %s: %s", device,
                          cublasGetStatusName(bs), cublasGetStatusString(bs));
+    }
+    if (mode != CU_CONV_IM2COL &&
+        cdn_open(&c->dnn, c->stream, c->dnn_why, sizeof c->dnn_why) != DG_OK) {
+        c->dnn = NULL;
+        cudaGetLastError();
+        if (mode == CU_CONV_CUDNN) {
+            cu_reason(reason, reason_len, DG_ERR_UNAVAILABLE,
+                      "cuda: DEVGATE_CUDA_CONV=cudnn but cuDNN is not usable: %s", c->dnn_why);
+            cu_free(c);
+            return DG_ERR_UNAVAILABLE;
+        }
     }
     *ctx = c;
     return DG_OK;
@@ -757,7 +859,9 @@ static dg_status cu_device_info(void *ctx, int device, dg_device_info *out)
     return DG_OK;
 }
 
-/* "CUDA driver X.Y, runtime X.Y, cuBLAS X.Y.Z". */
+/* "CUDA driver X.Y, runtime X.Y, cuBLAS X.Y.Z", then for a context its conv
+ * path: ", cuDNN X.Y.Z" and the algorithms chosen per shape so far, or why
+ * convolutions run on im2col. */
 static void cu_versions(void *ctx, char *buf, size_t len)
 {
     cu_ctx *c = (cu_ctx *)ctx;
@@ -779,6 +883,18 @@ static void cu_versions(void *ctx, char *buf, size_t len)
     else
         snprintf(blas_s, sizeof blas_s, "unknown");
     snprintf(buf, len, "CUDA driver %s, runtime %s, cuBLAS %s", drv_s, rt_s, blas_s);
+    size_t used = strlen(buf);
+    char dnn_s[32];
+    if (c && c->dnn && cdn_version_text(dnn_s, sizeof dnn_s)) {
+        snprintf(buf + used, len - used, ", cuDNN %s", dnn_s);
+        cdn_describe(c->dnn, buf, len);
+    } else if (c && c->conv_mode == CU_CONV_IM2COL) {
+        snprintf(buf + used, len - used, ", conv im2col (DEVGATE_CUDA_CONV=im2col)");
+    } else if (c) {
+        snprintf(buf + used, len - used, ", conv im2col (cuDNN not loaded: %.120s)", c->dnn_why);
+    } else if (cdn_version_text(dnn_s, sizeof dnn_s)) {
+        snprintf(buf + used, len - used, ", cuDNN %s", dnn_s);
+    }
 }
 
 /* ---- memory ---------------------------------------------------------------------- */
@@ -1027,6 +1143,22 @@ static dg_status cu_oci(cu_ctx *c, const char *op, int outer, int channels, int 
     return DG_OK;
 }
 
+/* Enqueues y[o, ch, i] += bias[ch] (device addresses already checked; total > 0). */
+static dg_status cu_bias_add_raw(cu_ctx *c, float *y, const float *b, size_t total, int channels,
+                                 int inner, const char *what)
+{
+    size_t planes = total / (size_t)inner;
+    if (inner >= 32 && planes <= UINT_MAX) {
+        unsigned g = planes > CU_MAX_BLOCKS ? CU_MAX_BLOCKS : (unsigned)planes;
+        k_bias_add_plane<<<g, inner >= CU_THREADS ? CU_THREADS : 128, 0, c->stream>>>(
+            y, b, (unsigned)planes, (unsigned)channels, (unsigned)inner);
+    } else {
+        k_bias_add<<<cu_blocks(total), CU_THREADS, 0, c->stream>>>(y, b, total, (unsigned)channels,
+                                                                   (unsigned)inner);
+    }
+    return cu_launched(c, what);
+}
+
 static dg_status cu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int channels, int inner)
 {
     cu_ctx *c = (cu_ctx *)ctx;
@@ -1042,10 +1174,7 @@ static dg_status cu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int ch
         return st;
     if (total == 0)
         return DG_OK;
-    k_bias_add<<<cu_blocks(total), CU_THREADS, 0, c->stream>>>((float *)py, (const float *)pb,
-                                                               total, (unsigned)channels,
-                                                               (unsigned)inner);
-    return cu_launched(c, "bias_add");
+    return cu_bias_add_raw(c, (float *)py, (const float *)pb, total, channels, inner, "bias_add");
 }
 
 /* Enqueues db = per-channel sums of dy (device addresses already checked). */
@@ -1059,8 +1188,25 @@ static dg_status cu_bias_grad_raw(cu_ctx *c, const float *dy, float *db, int out
         k_bias_grad_rows<<<(unsigned)((channels + 31) / 32), blk, 0, c->stream>>>(dy, db, outer,
                                                                                   channels);
     } else {
-        k_bias_grad_plane<<<(unsigned)channels, CU_BG_THREADS, 0, c->stream>>>(dy, db, outer,
-                                                                               channels, inner);
+        /* Slices of the outer index spread a channel over several blocks; the
+         * slice count depends on the shape alone, so the order is fixed. */
+        int slices = (CU_BG_TARGET + channels - 1) / channels;
+        if (slices > outer)
+            slices = outer;
+        if (slices > CU_BG_PARTS / channels)
+            slices = CU_BG_PARTS / channels;
+        if (slices > 65535)
+            slices = 65535;
+        if (slices <= 1) {
+            k_bias_grad_part<<<(unsigned)channels, CU_BG_THREADS, 0, c->stream>>>(
+                dy, NULL, db, outer, channels, inner, 1);
+        } else {
+            dim3 grid((unsigned)channels, (unsigned)slices);
+            k_bias_grad_part<<<grid, CU_BG_THREADS, 0, c->stream>>>(dy, c->bg_part, NULL, outer,
+                                                                    channels, inner, slices);
+            k_bias_grad_fin<<<(unsigned)((channels + 127) / 128), 128, 0, c->stream>>>(
+                c->bg_part, db, channels, slices);
+        }
     }
     return cu_launched(c, "bias_grad");
 }
@@ -1151,8 +1297,14 @@ static dg_status cu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_
         return st;
     if (nout == 0)
         return DG_OK;
-    k_maxpool_fwd<<<cu_blocks(nout), CU_THREADS, 0, c->stream>>>(
-        (const float *)px, (float *)py, (int *)pa, nout, s->h, s->w, s->k, s->stride, s->ho, s->wo);
+    if (nout < ((size_t)1 << 31))
+        k_maxpool_fwd<unsigned><<<cu_blocks(nout), CU_THREADS, 0, c->stream>>>(
+            (const float *)px, (float *)py, (int *)pa, (unsigned)nout, s->h, s->w, s->k, s->stride,
+            s->ho, s->wo);
+    else
+        k_maxpool_fwd<size_t><<<cu_blocks(nout), CU_THREADS, 0, c->stream>>>(
+            (const float *)px, (float *)py, (int *)pa, nout, s->h, s->w, s->k, s->stride, s->ho,
+            s->wo);
     return cu_launched(c, "maxpool_fwd");
 }
 
@@ -1173,14 +1325,22 @@ static dg_status cu_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg
         return st;
     if (nin == 0)
         return DG_OK;
-    k_maxpool_bwd<<<cu_blocks(nin), CU_THREADS, 0, c->stream>>>(
-        (const float *)pdy, (const int *)pa, (float *)pdx, nin, s->h, s->w, s->k, s->stride, s->ho,
-        s->wo);
+    if (nin < ((size_t)1 << 31))
+        k_maxpool_bwd<unsigned><<<cu_blocks(nin), CU_THREADS, 0, c->stream>>>(
+            (const float *)pdy, (const int *)pa, (float *)pdx, (unsigned)nin, s->h, s->w, s->k,
+            s->stride, s->ho, s->wo);
+    else
+        k_maxpool_bwd<size_t><<<cu_blocks(nin), CU_THREADS, 0, c->stream>>>(
+            (const float *)pdy, (const int *)pa, (float *)pdx, nin, s->h, s->w, s->k, s->stride,
+            s->ho, s->wo);
     return cu_launched(c, "maxpool_bwd");
 }
 
 /* ---- conv2d ----------------------------------------------------------------------
- * Per chunk of cn images: im2col into col[c*kh*kw, cn*P] (P = ho*wo), then
+ * With cuDNN (cudnn_conv.cu), a shape it accepts runs its chosen forward,
+ * backward-data and backward-filter algorithms in the caller's workspace, and
+ * the bias and its gradient run on the kernels above. Otherwise (the im2col
+ * path), per chunk of cn images: im2col into col[c*kh*kw, cn*P] (P = ho*wo), then
  *   forward  y_i = W[k, ckk] col_i          (strided-batched GEMM, col_i = col + i*P)
  *   dW      += dyT[k, cn*P] col^T            (one GEMM over the chunk, K = cn*P)
  *   dcol     = W^T dyT                       (one GEMM, into the col area)
@@ -1231,10 +1391,27 @@ static bool cu_conv_plan_make(const dg_conv_shape *s, cu_conv_plan *pl)
     return true;
 }
 
+/* Whether cuDNN runs s; *ws = its workspace bytes then. The first call for a
+ * shape chooses the algorithms: timed with cuDNN's Find outside a capture,
+ * from the heuristics inside one (Find allocates and synchronises). */
+static bool cu_conv_on_dnn(cu_ctx *c, const dg_conv_shape *s, size_t *ws)
+{
+    *ws = 0;
+    return c && c->dnn && cdn_plan_shape(c->dnn, s, !c->capturing, ws) == DG_OK;
+}
+
+/* cuDNN's workspace (the most its three chosen algorithms need) when it runs
+ * s, else im2col's column buffers. */
 static size_t cu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
 {
+    cu_ctx *c = (cu_ctx *)ctx;
     cu_conv_plan pl;
-    return cu_conv_plan_make(s, &pl) ? pl.work_bytes : 0;
+    size_t ws;
+    if (!cu_conv_plan_make(s, &pl))
+        return 0;
+    if (c && c->dnn && cu_bind(c) == DG_OK && cu_conv_on_dnn(c, s, &ws))
+        return ws;
+    return pl.work_bytes;
 }
 
 /* Geometry of a chunk of cn images. */
@@ -1271,8 +1448,23 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
     if ((st = cu_ref(c, "conv2d_fwd", "x", x, pl.x_count, &px)) != DG_OK ||
         (st = cu_ref(c, "conv2d_fwd", "w", w, pl.w_count, &pw)) != DG_OK ||
         (st = cu_ref_opt(c, "conv2d_fwd", "bias", bias, (size_t)s->k, &pb)) != DG_OK ||
-        (st = cu_ref(c, "conv2d_fwd", "y", y, pl.y_count, &py)) != DG_OK ||
-        (st = cu_ref(c, "conv2d_fwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
+        (st = cu_ref(c, "conv2d_fwd", "y", y, pl.y_count, &py)) != DG_OK)
+        return st;
+    size_t dws;
+    if (cu_conv_on_dnn(c, s, &dws)) {
+        char msg[256];
+        pwk = NULL;
+        if (dws && (st = cu_ref(c, "conv2d_fwd", "work", work, dws / sizeof(float), &pwk)) != DG_OK)
+            return st;
+        if ((st = cdn_conv_fwd(c->dnn, s, (const float *)px, (const float *)pw, (float *)py, pwk,
+                               msg, sizeof msg)) != DG_OK)
+            return cu_fail(c, st, "cuda: conv2d_fwd: %s", msg);
+        if (pb)
+            return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl.y_count, s->k, pl.P,
+                                   "conv2d_fwd: bias");
+        return DG_OK;
+    }
+    if ((st = cu_ref(c, "conv2d_fwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
         return st;
     float *col = (float *)pwk;
     size_t img_x = (size_t)s->c * s->h * s->w, img_y = (size_t)s->k * pl.P;
@@ -1293,11 +1485,9 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
         if (bs != CUBLAS_STATUS_SUCCESS)
             return cu_fail_blas(c, "conv2d_fwd: cublasSgemmStridedBatched", bs);
     }
-    if (pb) {
-        k_bias_add<<<cu_blocks(pl.y_count), CU_THREADS, 0, c->stream>>>(
-            (float *)py, (const float *)pb, pl.y_count, (unsigned)s->k, (unsigned)pl.P);
-        return cu_launched(c, "conv2d_fwd: bias");
-    }
+    if (pb)
+        return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl.y_count, s->k, pl.P,
+                               "conv2d_fwd: bias");
     return DG_OK;
 }
 
@@ -1318,8 +1508,22 @@ static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
         (st = cu_ref(c, "conv2d_bwd", "dy", dy, pl.y_count, &pdy)) != DG_OK ||
         (st = cu_ref_opt(c, "conv2d_bwd", "dx", dx, pl.x_count, &pdx)) != DG_OK ||
         (st = cu_ref(c, "conv2d_bwd", "dw", dw, pl.w_count, &pdw)) != DG_OK ||
-        (st = cu_ref_opt(c, "conv2d_bwd", "db", db, (size_t)s->k, &pdb)) != DG_OK ||
-        (st = cu_ref(c, "conv2d_bwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
+        (st = cu_ref_opt(c, "conv2d_bwd", "db", db, (size_t)s->k, &pdb)) != DG_OK)
+        return st;
+    size_t dws;
+    if (cu_conv_on_dnn(c, s, &dws)) {
+        char msg[256];
+        pwk = NULL;
+        if (dws && (st = cu_ref(c, "conv2d_bwd", "work", work, dws / sizeof(float), &pwk)) != DG_OK)
+            return st;
+        if ((st = cdn_conv_bwd(c->dnn, s, (const float *)px, (const float *)pw, (const float *)pdy,
+                               (float *)pdx, (float *)pdw, pwk, msg, sizeof msg)) != DG_OK)
+            return cu_fail(c, st, "cuda: conv2d_bwd: %s", msg);
+        if (pdb)
+            return cu_bias_grad_raw(c, (const float *)pdy, (float *)pdb, s->n, s->k, pl.P);
+        return DG_OK;
+    }
+    if ((st = cu_ref(c, "conv2d_bwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
         return st;
     float *col = (float *)pwk, *dyt = col + pl.col_floats;
     size_t img_x = (size_t)s->c * s->h * s->w, img_y = (size_t)s->k * pl.P;
