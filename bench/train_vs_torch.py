@@ -77,12 +77,20 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--torch-fp32", action="store_true",
+                    help="turn off PyTorch's TF32 convolutions (its default on Ampere and later), "
+                         "so both sides compute in plain fp32 as devgate does")
     a = ap.parse_args()
+    if a.torch_fp32:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     device = "cuda" if a.backend == "cuda" else "cpu"
     if a.threads:
         torch.set_num_threads(a.threads)
+    tf32 = device == "cuda" and torch.backends.cudnn.allow_tf32
     print(f"# devgate {a.backend} vs PyTorch {torch.__version__} {device}, threads {a.threads or 'default'}, "
-          f"{a.steps} timed steps, median of {a.repeats}")
+          f"{a.steps} timed steps, median of {a.repeats}; PyTorch convolutions "
+          f"{'TF32 (default)' if tf32 else 'fp32'}; devgate fp32")
     print(f"{'preset':8} {'batch':>6} {'devgate/s':>12} {'torch/s':>12} {'ratio':>7}")
     for preset in a.presets.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
