@@ -119,6 +119,16 @@ typedef struct dg_train_opts {
     size_t samples;          /* synthetic data set size; 0: steps*batch capped at 8192 (>= batch) */
     bool no_capture;         /* do not capture the step as a device graph */
     const char *export_dir;  /* write initial weights and the batches here (golden tests) */
+    /* The data path (docs/data.md). */
+    const char *data;        /* source spec: "synthetic" (NULL), "idx:IMAGES,LABELS", "cifar:DIR", "images:DIR" */
+    int workers;             /* loader threads; 0: 2; < 0: none (batches made inline in the loop) */
+    double val_split;        /* share held out and evaluated after each epoch; 0: none */
+    const char *resolution;  /* "HxW[:WEIGHT][,...]"; NULL: the model input (the only size train accepts) */
+    const char *augment;     /* "crop", "flip", "crop,flip" or NULL/"none" */
+    const char *normalize;   /* NULL/"none", "auto" or "m1[,m2,m3]/s1[,s2,s3]" */
+    bool cache;              /* keep decoded, resized samples in memory (2 GiB cap) */
+    bool on_bad_fail;        /* a bad sample ends the run instead of being skipped */
+    double max_bad_share;    /* fail above this bad/seen share; 0: 0.01; < 0: no bad sample allowed */
 } dg_train_opts;
 
 /* Runs the training fixture and returns its record as JSON in *json.

@@ -5,7 +5,7 @@ set -euo pipefail
 tier=${1:-build}
 pkgs=(build-essential cmake pkg-config git
       libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-      libsqlite3-dev libcjson-dev libssl-dev)
+      libsqlite3-dev libcjson-dev libssl-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev)
 if [ "$tier" = test ]; then
   pkgs+=(sqlite3 python3 clang libclang-rt-14-dev)
 fi

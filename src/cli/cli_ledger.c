@@ -1,6 +1,8 @@
-/* devgate ledger list|show: read the run ledger. */
+/* devgate ledger list|show|diff: read the run ledger; diff compares two train
+ * runs' input buckets and, when they match (or with --force), throughput. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +22,19 @@ static int open_ledger(cli *c, dg_ledger **lg)
         return EXIT_USAGE;
     }
     return EXIT_PASS;
+}
+
+/* {"value", "unit", "valid"} as the library writes metrics (NAN: not valid). */
+static cJSON *metric_json(double v, const char *unit)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (isnan(v))
+        cJSON_AddNullToObject(m, "value");
+    else
+        cJSON_AddNumberToObject(m, "value", v);
+    cJSON_AddStringToObject(m, "unit", unit);
+    cJSON_AddBoolToObject(m, "valid", !isnan(v));
+    return m;
 }
 
 static int ledger_list(cli *c, int limit)
@@ -80,9 +95,160 @@ static int ledger_show(cli *c, const char *id)
     return EXIT_PASS;
 }
 
+/* The record of run id (an entry's "record"), parsed; NULL with a message. */
+static cJSON *load_record(cli *c, dg_ledger *lg, const char *id, int *rc)
+{
+    char *json = NULL;
+    dg_status st = dg_ledger_show(c->ctx, lg, id, &json);
+    if (st != DG_OK) {
+        cli_error("ledger diff: %s", dg_errmsg(c->ctx));
+        *rc = st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
+        return NULL;
+    }
+    cJSON *e = cJSON_Parse(json);
+    dg_string_free(json);
+    return e;
+}
+
+/* A bucket field as short text. */
+static void field_text(char *buf, size_t len, const char *key, const cJSON *v)
+{
+    buf[0] = '\0';
+    if (!v) {
+        snprintf(buf, len, "-");
+    } else if (strcmp(key, "resolutions") == 0) {
+        const cJSON *r;
+        size_t off = 0;
+        cJSON_ArrayForEach(r, v)
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%gx%g:%g", off ? "," : "",
+                                jnum(r, "h", 0), jnum(r, "w", 0), jnum(r, "weight", 0));
+    } else if (strcmp(key, "augment") == 0) {
+        const cJSON *a;
+        size_t off = 0;
+        cJSON_ArrayForEach(a, v)
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", off ? "," : "",
+                                cJSON_IsString(a) ? a->valuestring : "?");
+        if (!off)
+            snprintf(buf, len, "none");
+    } else if (strcmp(key, "dataset") == 0) {
+        snprintf(buf, len, "%s %g samples sha256 %.12s", jstr(v, "kind", "?"), jnum(v, "samples", 0),
+                 jstr(v, "sha256", "?"));
+    } else if (cJSON_IsNumber(v)) {
+        snprintf(buf, len, "%g", v->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        snprintf(buf, len, "%s", v->valuestring);
+    } else {
+        char *t = cJSON_PrintUnformatted(v);
+        snprintf(buf, len, "%s", t ? t : "?");
+        cJSON_free(t);
+    }
+}
+
+static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
+{
+    dg_ledger *lg;
+    int rc = open_ledger(c, &lg);
+    if (rc)
+        return rc;
+    const char *ids[2] = {ida, idb};
+    cJSON *ent[2] = {NULL, NULL};
+    const cJSON *rec[2], *bk[2];
+    for (int k = 0; k < 2 && !rc; k++) {
+        ent[k] = load_record(c, lg, ids[k], &rc);
+        rec[k] = cJSON_GetObjectItem(ent[k], "record");
+        bk[k] = cJSON_GetObjectItem(rec[k], "bucket");
+        if (!rc && !cJSON_IsObject(bk[k])) {
+            cli_error("ledger diff: run %s (%s) has no input bucket; diff compares train runs",
+                      jstr(ent[k], "id", ids[k]), jstr(ent[k], "verb", "?"));
+            rc = EXIT_USAGE;
+        }
+    }
+    dg_ledger_close(lg);
+    if (rc) {
+        cJSON_Delete(ent[0]);
+        cJSON_Delete(ent[1]);
+        return rc;
+    }
+    static const char *const keys[] = {"id", "resolutions", "augment", "batch", "channels", "normalize", "dataset"};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    bool same = strcmp(jstr(bk[0], "id", "a"), jstr(bk[1], "id", "b")) == 0;
+    bool compare = same || force;
+    double sps[2], ms[2];
+    for (int k = 0; k < 2; k++) {
+        const cJSON *thr = cJSON_GetObjectItem(rec[k], "throughput");
+        sps[k] = jmetric(thr, "samples_per_s");
+        ms[k] = jmetric(thr, "step_ms");
+    }
+    char differs[256] = "";
+    size_t doff = 0;
+    for (int i = 1; i < NKEYS; i++)
+        if (!cJSON_Compare(cJSON_GetObjectItem(bk[0], keys[i]), cJSON_GetObjectItem(bk[1], keys[i]), true))
+            doff += (size_t)snprintf(differs + doff, doff < sizeof differs ? sizeof differs - doff : 0,
+                                     "%s%s", doff ? ", " : "", keys[i]);
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+        for (int k = 0; k < 2; k++) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "id", jstr(ent[k], "id", ids[k]));
+            cJSON_AddItemToObject(r, "bucket", cJSON_Duplicate(bk[k], true));
+            cJSON_AddItemToObject(r, "samples_per_s", metric_json(sps[k], "samples/s"));
+            cJSON_AddItemToObject(r, "step_ms", metric_json(ms[k], "ms"));
+            cJSON_AddItemToArray(runs, r);
+        }
+        cJSON *df = cJSON_AddArrayToObject(o, "differs");
+        for (int i = 1; i < NKEYS; i++)
+            if (!cJSON_Compare(cJSON_GetObjectItem(bk[0], keys[i]), cJSON_GetObjectItem(bk[1], keys[i]), true))
+                cJSON_AddItemToArray(df, cJSON_CreateString(keys[i]));
+        cJSON_AddBoolToObject(o, "same_bucket", same);
+        cJSON_AddBoolToObject(o, "forced", force && !same);
+        cJSON_AddBoolToObject(o, "compared", compare);
+        if (compare && !isnan(sps[0]) && !isnan(sps[1]) && sps[0] > 0)
+            cJSON_AddNumberToObject(o, "speedup", sps[1] / sps[0]);
+        else
+            cJSON_AddNullToObject(o, "speedup");
+        char *out = cJSON_Print(o);
+        puts(out ? out : "{}");
+        cJSON_free(out);
+        cJSON_Delete(o);
+    } else {
+        printf("devgate ledger diff · A %s · B %s\n\n", jstr(ent[0], "id", ida), jstr(ent[1], "id", idb));
+        printf("  %-12s %-40s %-40s\n", "bucket", "A", "B");
+        for (int i = 0; i < NKEYS; i++) {
+            char a[160], b[160];
+            field_text(a, sizeof a, keys[i], cJSON_GetObjectItem(bk[0], keys[i]));
+            field_text(b, sizeof b, keys[i], cJSON_GetObjectItem(bk[1], keys[i]));
+            bool d = !cJSON_Compare(cJSON_GetObjectItem(bk[0], keys[i]), cJSON_GetObjectItem(bk[1], keys[i]), true);
+            printf("%s %-12s %-40.40s %-40.40s\n", d ? "*" : " ", keys[i], a, b);
+        }
+        if (compare) {
+            printf("\n  %-12s %-40s %-40s\n", "throughput", "A", "B");
+            char a[64], b[64];
+            for (int k = 0; k < 2; k++)
+                snprintf(k ? b : a, 64, isnan(sps[k]) ? "not reported" : "%.0f samples/s", sps[k]);
+            printf("  %-12s %-40s %-40s\n", "", a, b);
+            for (int k = 0; k < 2; k++)
+                snprintf(k ? b : a, 64, isnan(ms[k]) ? "not reported" : "%.3f ms/step", ms[k]);
+            printf("  %-12s %-40s %-40s\n", "", a, b);
+            if (!isnan(sps[0]) && !isnan(sps[1]) && sps[0] > 0)
+                printf("  B/A          %.3fx\n", sps[1] / sps[0]);
+            if (!same)
+                printf("  note         compared despite different input buckets (%s)\n", differs);
+        }
+    }
+    cJSON_Delete(ent[0]);
+    cJSON_Delete(ent[1]);
+    if (!compare) {
+        cli_error("input buckets differ: %s; use --force to compare anyway", differs);
+        return EXIT_FAIL;
+    }
+    return EXIT_PASS;
+}
+
 int cmd_ledger(cli *c, int argc, char **argv)
 {
-    const char *sub = NULL, *id = NULL, *v;
+    const char *sub = NULL, *id = NULL, *id2 = NULL, *v;
+    bool force = false;
     int limit = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_common_opt(c, argc, argv, &i))
@@ -95,6 +261,8 @@ int cmd_ledger(cli *c, int argc, char **argv)
                 return EXIT_USAGE;
             }
             limit = (int)n;
+        } else if (strcmp(argv[i], "--force") == 0) {
+            force = true;
         } else if (argv[i][0] == '-') {
             cli_error("ledger: unknown option '%s'", argv[i]);
             return EXIT_USAGE;
@@ -102,6 +270,8 @@ int cmd_ledger(cli *c, int argc, char **argv)
             sub = argv[i];
         } else if (!id) {
             id = argv[i];
+        } else if (!id2) {
+            id2 = argv[i];
         } else {
             cli_error("ledger: unexpected argument '%s'", argv[i]);
             return EXIT_USAGE;
@@ -113,8 +283,10 @@ int cmd_ledger(cli *c, int argc, char **argv)
     }
     if (sub && strcmp(sub, "list") == 0 && !id)
         return ledger_list(c, limit);
-    if (sub && strcmp(sub, "show") == 0 && id)
+    if (sub && strcmp(sub, "show") == 0 && id && !id2)
         return ledger_show(c, id);
-    cli_error("ledger: use 'ledger list [--limit N]' or 'ledger show ID'");
+    if (sub && strcmp(sub, "diff") == 0 && id && id2)
+        return ledger_diff(c, id, id2, force);
+    cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID' or 'ledger diff A B [--force]'");
     return EXIT_USAGE;
 }

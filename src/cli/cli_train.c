@@ -37,6 +37,17 @@ static bool parse_bytes(const char *s, size_t *out)
     return true;
 }
 
+/* A share in [0, 1) (or [0, 1] with one_ok). */
+static bool parse_share(const char *s, bool one_ok, double *out)
+{
+    char *end;
+    double d = strtod(s, &end);
+    if (end == s || *end || !(d >= 0) || d > 1 || (!one_ok && d == 1))
+        return false;
+    *out = d;
+    return true;
+}
+
 static void metric_fmt(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
 {
     double v = jmetric(obj, key);
@@ -44,6 +55,61 @@ static void metric_fmt(char *buf, size_t len, const cJSON *obj, const char *key,
         snprintf(buf, len, "not reported");
     else
         snprintf(buf, len, fmt, v);
+}
+
+/* The data line: stage times summed over the run, and the loop's wait. */
+static void print_data(const cJSON *r)
+{
+    const cJSON *d = cJSON_GetObjectItem(r, "data"), *b = cJSON_GetObjectItem(r, "bucket");
+    if (!d)
+        return;
+    const cJSON *st = cJSON_GetObjectItem(d, "stages");
+    static const char *const names[] = {"read", "decode", "resize", "augment", "normalise", "collate"};
+    printf("  data    ");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        double v = jmetric(st, names[i]);
+        printf(" %s %.0f ms%s", names[i], isnan(v) ? 0 : v * 1e3, i + 1 < sizeof names / sizeof names[0] ? " ·" : "");
+    }
+    const cJSON *w = cJSON_GetObjectItem(d, "wait");
+    double per = jmetric(w, "per_step"), share = jmetric(w, "share_of_step");
+    if (isnan(per))
+        printf(" · waited: not timed\n");
+    else
+        printf(" · waited %.3f ms (%.1f%% of the step)\n", per, isnan(share) ? 0 : 100 * share);
+    const cJSON *bad = cJSON_GetObjectItem(d, "bad_samples"), *cache = cJSON_GetObjectItem(d, "cache");
+    printf("           %s · %g samples (%g train, %g val) · %g workers · %g bad · cache %s",
+           jstr(d, "source", "?"), jnum(d, "samples", 0), jnum(d, "train_samples", 0),
+           jnum(d, "val_samples", 0), jnum(d, "workers", 0), jnum(bad, "count", 0),
+           cJSON_IsTrue(cJSON_GetObjectItem(cache, "enabled")) ? "on" : "off");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(cache, "enabled")))
+        printf(" (%g hits)", jnum(cache, "hits", 0));
+    printf("\n");
+    if (b)
+        printf("  bucket   %.16s · batch %g · channels %g\n", jstr(b, "id", "?"), jnum(b, "batch", 0),
+               jnum(b, "channels", 0));
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(r, "val"))
+    {
+        printf("  val      epoch %-3g loss %-10.5f accuracy %.3f (%g batches)\n", jnum(v, "epoch", 0),
+               jnum(v, "loss", NAN), jnum(v, "accuracy", 0), jnum(v, "batches", 0));
+    }
+}
+
+/* Bad-sample warnings on stderr. */
+static void warn_bad(const cJSON *r)
+{
+    const cJSON *bad = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "data"), "bad_samples");
+    double n = jnum(bad, "count", 0);
+    if (n <= 0)
+        return;
+    cli_error("warning: %g bad sample%s of %g read (%.2f%%) %s", n, n == 1 ? "" : "s", jnum(bad, "seen", 0),
+              100 * jnum(bad, "share", 0), strcmp(jstr(bad, "mode", "skip"), "skip") ? "" : "skipped");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(bad, "messages"))
+    {
+        if (cJSON_IsString(m))
+            cli_error("warning:   %s", m->valuestring);
+    }
 }
 
 static void print_train(const cJSON *r)
@@ -85,15 +151,17 @@ static void print_train(const cJSON *r)
     printf("  speed    %s · %s (%g timed steps after %g warm-up) · %g sync points\n", sps, ms,
            jnum(thr, "timed_steps", 0), jnum(thr, "warmup_steps", 0), jnum(thr, "sync_points", 0));
     const cJSON *ph = cJSON_GetObjectItem(r, "phases");
-    char h2d[24], fwd[24], bwd[24], upd[24];
+    char dat[24], h2d[24], fwd[24], bwd[24], upd[24];
+    metric_fmt(dat, sizeof dat, ph, "data", "%.3f ms");
     metric_fmt(h2d, sizeof h2d, ph, "h2d", "%.3f ms");
     metric_fmt(fwd, sizeof fwd, ph, "forward", "%.3f ms");
     metric_fmt(bwd, sizeof bwd, ph, "backward", "%.3f ms");
     metric_fmt(upd, sizeof upd, ph, "update", "%.3f ms");
-    printf("  phases   h2d %s · forward %s · backward %s · update %s (%s, %g samples)\n", h2d, fwd,
-           bwd, upd, jstr(ph, "source", "?"), jnum(ph, "samples", 0));
+    printf("  phases   data %s · h2d %s · forward %s · backward %s · update %s (%s, %g samples)\n", dat,
+           h2d, fwd, bwd, upd, jstr(ph, "source", "?"), jnum(ph, "samples", 0));
     if (cJSON_GetObjectItem(ph, "note"))
         printf("           %s\n", jstr(ph, "note", ""));
+    print_data(r);
     const cJSON *al = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "memory"), "allocator");
     char a[24], ap[24], rs[24], rp[24];
     fmt_bytes(a, sizeof a, cJSON_GetObjectItem(al, "allocated"));
@@ -201,6 +269,40 @@ int cmd_train(cli *c, int argc, char **argv)
             o.export_dir = v;
         } else if (strcmp(argv[i], "--no-capture") == 0) {
             o.no_capture = true;
+        } else if (opt_value(argc, argv, &i, "--data", &v)) {
+            o.data = v;
+        } else if (opt_value(argc, argv, &i, "--workers", &v)) {
+            if (!cli_parse_long(v, 0, 256, &n)) {
+                cli_error("train: --workers wants 0..256 (0: batches made in the training loop), got '%s'", v);
+                return EXIT_USAGE;
+            }
+            o.workers = n == 0 ? -1 : (int)n;
+        } else if (opt_value(argc, argv, &i, "--val-split", &v)) {
+            if (!parse_share(v, false, &o.val_split)) {
+                cli_error("train: --val-split wants a share in [0, 1), got '%s'", v);
+                return EXIT_USAGE;
+            }
+        } else if (opt_value(argc, argv, &i, "--max-bad-share", &v)) {
+            if (!parse_share(v, true, &o.max_bad_share)) {
+                cli_error("train: --max-bad-share wants a share in [0, 1], got '%s'", v);
+                return EXIT_USAGE;
+            }
+            if (o.max_bad_share == 0)
+                o.max_bad_share = -1; /* the library's 0 is the default */
+        } else if (opt_value(argc, argv, &i, "--resolution", &v)) {
+            o.resolution = v;
+        } else if (opt_value(argc, argv, &i, "--augment", &v)) {
+            o.augment = v;
+        } else if (opt_value(argc, argv, &i, "--normalize", &v)) {
+            o.normalize = v;
+        } else if (strcmp(argv[i], "--cache") == 0) {
+            o.cache = true;
+        } else if (opt_value(argc, argv, &i, "--on-bad-sample", &v)) {
+            if (strcmp(v, "skip") != 0 && strcmp(v, "fail") != 0) {
+                cli_error("train: --on-bad-sample wants skip or fail, got '%s'", v);
+                return EXIT_USAGE;
+            }
+            o.on_bad_fail = strcmp(v, "fail") == 0;
         } else {
             cli_error("train: unknown argument '%s' (see devgate --help)", argv[i]);
             return EXIT_USAGE;
@@ -211,6 +313,7 @@ int cmd_train(cli *c, int argc, char **argv)
     if (!json)
         return cli_fail_status(c, st, "train");
     cJSON *rec = cJSON_Parse(json);
+    warn_bad(rec);
     bool finite = cJSON_IsTrue(cJSON_GetObjectItem(rec, "loss_finite"));
     int rc = st == DG_OK ? (finite ? EXIT_PASS : EXIT_FAIL) : EXIT_FAIL;
     if (st != DG_OK)

@@ -1,9 +1,9 @@
-/* The training loop of the fixture: seeded model and data, forward, loss,
- * backward and SGD on one backend, the loss read back only at sync points,
+/* The training loop of the fixture: seeded model, batches from the loader
+ * (docs/data.md), forward, loss, backward and SGD on one backend, the loss read back only at sync points,
  * phases timed with device events, and on backends that can, the whole step
  * captured once as a device graph and replayed. */
 #include "engine/model.h"
-#include "engine/synth.h"
+#include "data/loader.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,6 +15,22 @@
 enum { EV_START, EV_H2D, EV_FWD, EV_BWD, EV_UPDATE };
 enum { PH_H2D, PH_FWD, PH_BWD, PH_UPDATE, PH_COUNT };
 static const char *const phase_names[PH_COUNT] = {"h2d", "forward", "backward", "update"};
+/* Loader opts of a second, inline loader that makes the same batches (the
+ * export and the validation passes): normalisation fixed to the first's. */
+static dg_loader_opts inline_opts(const dg_loader_opts *lo, const dg_loader *ld)
+{
+    dg_loader_opts v = *lo;
+    v.workers = 0;
+    v.prefetch = 0;
+    v.cache = false;
+    if (v.norm != DG_NORM_NONE) {
+        v.norm = DG_NORM_GIVEN;
+        v.norm_count = v.channels;
+        dg_loader_norm(ld, v.mean, v.std);
+    }
+    return v;
+}
+
 
 typedef struct trainer {
     dg_ctx *ctx;
@@ -161,9 +177,12 @@ static double median(double *v, size_t n)
 
 /* Writes the initial parameters, the manifest and every batch under dir, for
  * the golden-trajectory script (tests/golden/). */
-static dg_status export_run(trainer *t, dg_synth *data, const dg_train_opts *o, int epochs,
+static dg_status export_run(trainer *t, dg_loader *data, const dg_train_opts *o, int epochs,
                             int steps, const float *init, cJSON *spec)
 {
+    dg_status st = dg_loader_start(data, DG_SPLIT_TRAIN, 0, epochs, steps);
+    if (st != DG_OK)
+        return st;
     const char *dir = o->export_dir;
     size_t xb = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w * sizeof(float);
     if ((double)xb * steps * epochs > 256.0 * 1048576)
@@ -184,7 +203,11 @@ static dg_status export_run(trainer *t, dg_synth *data, const dg_train_opts *o, 
         return dg_fail(t->ctx, DG_ERR_IO, "--export: cannot write %s: %s", path, strerror(errno));
     for (int ep = 0; ep < epochs; ep++)
         for (int s = 0; s < steps; s++) {
-            dg_synth_batch(data, ep, s, t->n, t->hx, t->hy);
+            int h, w;
+            if ((st = dg_loader_next(data, t->hx, t->hy, &h, &w)) != DG_OK) {
+                fclose(f);
+                return st;
+            }
             ok &= fwrite(t->hx, 1, xb, f) == xb;
             ok &= fwrite(t->hy, 4, (size_t)t->n, f) == (size_t)t->n;
         }
@@ -226,7 +249,99 @@ static cJSON *spec_json(const dg_train_opts *o, const char *backend, int batch, 
     cJSON_AddItemToObject(s, "mem_budget", dg_json_metric((double)o->mem_budget, o->mem_budget > 0, "bytes"));
     dg_json_add_str(s, "disable_ops", o->disable_ops);
     cJSON_AddBoolToObject(s, "capture", !o->no_capture);
+    cJSON_AddStringToObject(s, "data", o->data ? o->data : "synthetic");
+    cJSON_AddNumberToObject(s, "workers", o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers);
+    cJSON_AddNumberToObject(s, "val_split", o->val_split);
+    dg_json_add_str(s, "resolution", o->resolution);
+    cJSON_AddStringToObject(s, "augment", o->augment ? o->augment : "none");
+    cJSON_AddStringToObject(s, "normalize", o->normalize ? o->normalize : "none");
+    cJSON_AddBoolToObject(s, "cache", o->cache);
+    cJSON_AddStringToObject(s, "on_bad_sample", o->on_bad_fail ? "fail" : "skip");
+    cJSON_AddNumberToObject(s, "max_bad_share", o->max_bad_share == 0 ? 0.01 : o->max_bad_share < 0 ? 0 : o->max_bad_share);
     return s;
+}
+
+/* Opens the data source for the model and fills the loader options; the
+ * bucket resolution is the model input (models have fixed input sizes). */
+static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *m, int batch,
+                           size_t samples, dg_source **src, dg_loader_opts *lo)
+{
+    const char *spec = o->data ? o->data : "synthetic";
+    bool synthetic = strcmp(spec, "synthetic") == 0;
+    if (o->samples && !synthetic)
+        return dg_fail(ctx, DG_ERR_USAGE, "--samples applies to the synthetic source only");
+    if (!(o->val_split >= 0 && o->val_split < 1))
+        return dg_fail(ctx, DG_ERR_USAGE, "--val-split wants a share in [0, 1), got %g", o->val_split);
+    if (!isfinite(o->max_bad_share) || o->max_bad_share > 1)
+        return dg_fail(ctx, DG_ERR_USAGE, "--max-bad-share wants a share in [0, 1]");
+    *lo = (dg_loader_opts){.batch = batch};
+    lo->channels = m->in_c;
+    dg_status st;
+    if (o->resolution) {
+        if ((st = dg_loader_parse_resolution(ctx, o->resolution, lo)) != DG_OK)
+            return st;
+        if (lo->nres > 1 || lo->res[0].h != m->in_h || lo->res[0].w != m->in_w)
+            return dg_fail(ctx, DG_ERR_USAGE,
+                           "--resolution %s differs from the model input %dx%d; the fixture's "
+                           "models have fixed input sizes (data of another size is resized to the input)",
+                           o->resolution, m->in_h, m->in_w);
+    }
+    lo->nres = 1;
+    lo->res[0] = (dg_resolution){m->in_h, m->in_w, 1.0};
+    if (o->augment && (st = dg_loader_parse_augment(ctx, o->augment, lo)) != DG_OK)
+        return st;
+    if (o->normalize && (st = dg_loader_parse_normalize(ctx, o->normalize, lo)) != DG_OK)
+        return st;
+    if (lo->norm == DG_NORM_GIVEN && lo->norm_count != 1 && lo->norm_count != m->in_c)
+        return dg_fail(ctx, DG_ERR_USAGE, "--normalize gives %d values per list, the model has %d channel%s",
+                       lo->norm_count, m->in_c, m->in_c > 1 ? "s" : "");
+    lo->workers = o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers;
+    lo->cache = o->cache;
+    lo->val_split = o->val_split;
+    lo->on_bad_fail = o->on_bad_fail;
+    lo->max_bad_share = o->max_bad_share == 0 ? 0.01 : o->max_bad_share < 0 ? 0 : o->max_bad_share;
+    lo->seed = o->seed;
+    dg_source_opts so = {.channels = m->in_c, .seed = o->seed, .samples = samples, .classes = m->classes,
+                         .height = m->in_h, .width = m->in_w};
+    if ((st = dg_source_open(ctx, spec, &so, src)) != DG_OK)
+        return st;
+    int classes = dg_source_classes(*src);
+    if (classes > m->classes)
+        return dg_fail(ctx, DG_ERR_USAGE, "the data set has %d classes, the model %s only %d",
+                       classes, m->name, m->classes);
+    return DG_OK;
+}
+
+/* One pass over the validation split with the current weights (eagerly, no
+ * update); appends {epoch, loss, accuracy, batches} to vals. */
+static dg_status validate(trainer *t, dg_loader *val, int epoch, cJSON *vals)
+{
+    dg_status st = dg_loader_start(val, DG_SPLIT_VAL, epoch, 1, 0);
+    size_t nb = (dg_loader_count(val, DG_SPLIT_VAL) + (size_t)t->n - 1) / (size_t)t->n;
+    for (size_t k = 0; k < nb && st == DG_OK; k++) {
+        int h, w;
+        if ((st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK && (st = upload_batch(t)) == DG_OK)
+            st = forward(t);
+    }
+    float acc[2];
+    if (st == DG_OK && t->e->be->download(t->e->bctx, t->act->buf, t->lay.acc_off, acc, sizeof acc) != DG_OK)
+        st = dg_fail(t->ctx, DG_ERR_BACKEND, "%s: reading the validation loss: %s", t->e->name,
+                     t->e->be->last_error(t->e->bctx));
+    if (st == DG_OK)
+        st = dg_op_fill(t->ctx, t->e, act_at(t, t->lay.acc_off), 2, 0.0f);
+    if (st != DG_OK)
+        return st;
+    cJSON *v = cJSON_CreateObject();
+    cJSON_AddNumberToObject(v, "epoch", epoch);
+    double loss = acc[0] / (double)nb;
+    if (isfinite(loss))
+        cJSON_AddNumberToObject(v, "loss", loss);
+    else
+        cJSON_AddNullToObject(v, "loss");
+    cJSON_AddNumberToObject(v, "accuracy", acc[1] / ((double)nb * t->n));
+    cJSON_AddNumberToObject(v, "batches", (double)nb);
+    cJSON_AddItemToArray(vals, v);
+    return DG_OK;
 }
 
 dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
@@ -249,11 +364,6 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
     dg_engine_opts eo = {.device = o->device, .mem_budget = o->mem_budget, .threads = o->threads};
     if (o->disable_ops && (st = dg_parse_disabled_ops(ctx, o->disable_ops, backend, &eo.disabled_ops)))
         return st;
-    if ((st = dg_engine_open(ctx, backend, &eo, &t.e)) != DG_OK)
-        return st;
-    dg_engine *e = t.e;
-    dg_model_layout(&t.m, e, batch, &t.lay);
-
     size_t samples = o->samples;
     if (!samples) {
         samples = (size_t)steps * batch;
@@ -262,7 +372,21 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
         if (samples < (size_t)batch)
             samples = (size_t)batch;
     }
-    dg_synth *data = NULL;
+    /* Bad data options and unreadable data end the run before it has a record. */
+    dg_source *src = NULL;
+    dg_loader_opts lo = {0};
+    if ((st = open_data(ctx, o, &t.m, batch, samples, &src, &lo)) != DG_OK) {
+        dg_source_close(src);
+        return st;
+    }
+    if ((st = dg_engine_open(ctx, backend, &eo, &t.e)) != DG_OK) {
+        dg_source_close(src);
+        return st;
+    }
+    dg_engine *e = t.e;
+    dg_model_layout(&t.m, e, batch, &t.lay);
+
+    dg_loader *data = NULL, *val = NULL;
     float *init = NULL;
     cJSON *rec = cJSON_CreateObject(), *losses = NULL;
     cJSON *spec = spec_json(o, backend, batch, steps, epochs, sync_every, lr, mom, wd);
@@ -272,14 +396,20 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
     int syncs = 0;
     bool finite = true, captured = false;
     const char *capture_note = NULL;
-    double wall = 0;
+    double wall = 0, val_time = 0, data_wait = 0;
     int timed_steps = 0;
+    cJSON *vals = NULL;
     /* The first steps pay for first-use costs (kernel builds, library set-up,
      * the capture): they run but are not timed. */
     int total = steps * epochs, warmup = total > 2 ? 2 : total - 1;
 
-    if ((st = dg_synth_new(ctx, o->seed, t.m.classes, t.m.in_c, t.m.in_h, t.m.in_w, samples, &data)))
+    if ((st = dg_loader_new(ctx, src, &lo, &data)) != DG_OK)
         goto done;
+    if (o->val_split > 0) {
+        dg_loader_opts vo = inline_opts(&lo, data);
+        if ((st = dg_loader_new(ctx, src, &vo, &val)) != DG_OK)
+            goto done;
+    }
     t.hx = dg_malloc(xelems * sizeof(float));
     t.hy = dg_malloc((size_t)batch * sizeof(int32_t));
     init = dg_malloc(t.m.param_arena);
@@ -291,7 +421,16 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
         (st = dg_alloc(ctx, e->alloc, t.lay.bytes, &t.act)) != DG_OK)
         goto done;
     dg_model_init_params(&t.m, o->seed, init);
-    if (o->export_dir && (st = export_run(&t, data, o, epochs, steps, init, spec)) != DG_OK)
+    if (o->export_dir) {
+        dg_loader_opts xo = inline_opts(&lo, data);
+        dg_loader *ex = NULL;
+        if ((st = dg_loader_new(ctx, src, &xo, &ex)) == DG_OK)
+            st = export_run(&t, ex, o, epochs, steps, init, spec);
+        dg_loader_free(ex);
+        if (st != DG_OK)
+            goto done;
+    }
+    if ((st = dg_loader_start(data, DG_SPLIT_TRAIN, 0, epochs, steps)) != DG_OK)
         goto done;
     if (e->be->upload(e->bctx, t.params->buf, 0, init, t.m.param_arena) != DG_OK) {
         st = dg_fail(ctx, DG_ERR_BACKEND, "%s: uploading parameters: %s", backend,
@@ -320,7 +459,12 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
                 break;
             t0 = dg_now();
         }
-        dg_synth_batch(data, ep, s, batch, t.hx, t.hy);
+        double tw = dg_now();
+        int bh, bw;
+        if ((st = dg_loader_next(data, t.hx, t.hy, &bh, &bw)) != DG_OK)
+            break;
+        if (g >= warmup)
+            data_wait += dg_now() - tw;
         mark(&t, EV_START);
         if ((st = upload_batch(&t)) != DG_OK)
             break;
@@ -401,8 +545,18 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
         since_sync = 0;
         if ((st = dg_op_fill(ctx, e, act_at(&t, t.lay.acc_off), 2, 0.0f)) != DG_OK)
             break;
+        if (val && s == steps - 1) {
+            double tv = dg_now();
+            if (!vals)
+                vals = cJSON_CreateArray();
+            st = validate(&t, val, ep, vals);
+            if (g >= warmup)
+                val_time += dg_now() - tv;
+            if (st != DG_OK)
+                break;
+        }
         if (g + 1 == total && g >= warmup) {
-            wall = dg_now() - t0;
+            wall = dg_now() - t0 - val_time;
             timed_steps = total - warmup;
         }
     }
@@ -431,8 +585,23 @@ done:;
     char ver[512] = "";
     e->be->versions(e->bctx, ver, sizeof ver);
     cJSON_AddStringToObject(dev, "versions", ver);
-    if (data)
-        cJSON_AddItemToObject(rec, "data", dg_synth_json(data));
+    if (data) {
+        cJSON_AddItemToObject(rec, "bucket", dg_loader_bucket_json(data));
+        cJSON *dj = dg_loader_stats_json(data);
+        bool waited = timed_steps > 0;
+        cJSON *wj = cJSON_AddObjectToObject(dj, "wait");
+        cJSON_AddItemToObject(wj, "per_step", dg_json_metric(waited ? data_wait / timed_steps * 1e3 : 0, waited, "ms"));
+        cJSON_AddItemToObject(wj, "share_of_step",
+                              dg_json_metric(waited && wall > 0 ? data_wait / wall : 0, waited && wall > 0, "fraction"));
+        if (val) {
+            size_t vb, vs;
+            dg_loader_bad_counts(val, &vb, &vs);
+            cJSON_AddNumberToObject(dj, "val_bad_samples", (double)vb);
+        }
+        cJSON_AddItemToObject(rec, "data", dj);
+    }
+    if (vals)
+        cJSON_AddItemToObject(rec, "val", vals);
     cJSON *mem = cJSON_AddObjectToObject(rec, "memory");
     cJSON_AddItemToObject(mem, "activation_bytes", dg_json_metric((double)t.lay.bytes, true, "bytes"));
     cJSON_AddItemToObject(mem, "workspace_bytes", dg_json_metric((double)t.lay.work_bytes, true, "bytes"));
@@ -457,6 +626,8 @@ done:;
         double v = phase_n ? median(phase_ms[p], phase_n) : NAN;
         cJSON_AddItemToObject(ph, phase_names[p], dg_json_metric(v, isfinite(v), "ms"));
     }
+    /* Host time the loop waited for its next batch, mean over the timed steps. */
+    cJSON_AddItemToObject(ph, "data", dg_json_metric(timed ? data_wait / timed_steps * 1e3 : 0, timed, "ms"));
     if (captured)
         cJSON_AddStringToObject(ph, "note", "step captured as a graph: forward holds forward+backward+update");
     cJSON *cap = cJSON_AddObjectToObject(rec, "capture");
@@ -471,7 +642,9 @@ done:;
     dg_free(t.hx);
     dg_free(t.hy);
     dg_free(init);
-    dg_synth_free(data);
+    dg_loader_free(val);
+    dg_loader_free(data);
+    dg_source_close(src);
     dg_engine_close(e);
     if (!*json)
         return dg_fail(ctx, DG_ERR_NOMEM, "train: out of memory printing the record");

@@ -307,7 +307,7 @@ static dg_status migrate(dg_ctx *ctx, dg_ledger *lg)
         int rc = begin_immediate(lg);
         if (rc != SQLITE_OK)
             return lg_fail(ctx, lg, rc, "starting the schema migration");
-        ident id;
+        ident id = {0};
         rc = read_ident(lg->db, &id);
         if (rc != SQLITE_OK) {
             dg_status st = lg_fail(ctx, lg, rc, "reading the schema version");
@@ -421,7 +421,7 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
     }
 
     /* Identify the file before anything writes to it. */
-    ident id;
+    ident id = {0};
     double deadline = deadline_of(lg);
     int attempt = 0;
     do

@@ -48,11 +48,16 @@ PY
   wait "$holder"
 fi
 
-# Two processes recording at once both land.
+# Processes recording at once all land (a generous lock timeout: this checks
+# that writers queue, not how fast a loaded machine is).
+pids=()
 for i in 1 2 3 4; do
-  "$DG" --ledger "$T/shared.db" gate --backend cpu --size 8 >/dev/null 2>&1 &
+  DEVGATE_LEDGER_TIMEOUT_MS=30000 "$DG" --ledger "$T/shared.db" gate --backend cpu --size 8 >"$T/w$i.out" 2>"$T/w$i.err" &
+  pids+=($!)
 done
-wait
+for i in 1 2 3 4; do
+  if wait "${pids[$((i - 1))]}"; then ok; else bad "concurrent writer $i failed: $(cat "$T/w$i.err")"; fi
+done
 expect_exit 0 "$DG" --ledger "$T/shared.db" ledger list --json
 expect_json out 'len(d)==4'
 

@@ -1,9 +1,13 @@
 /* The cpu backend's training ops (contracts in backend.h).
  *
- * conv2d is im2col into the workspace plus one OpenBLAS SGEMM per image (a
- * 1x1, stride 1, unpadded convolution uses the image itself as its column
- * matrix); backward sums dw over the batch with beta = 1 after the first
- * image and computes dx as a GEMM into the column matrix followed by col2im.
+ * conv2d with AVX2 and FMA runs on its own register-blocked kernel: stride 1
+ * reads the (zero-padded) image directly, no column matrix; other strides
+ * write the column matrix as panels the kernel reads. Backward gets dw from
+ * im2col plus an OpenBLAS SGEMM per image (beta = 1 after the first) and, for
+ * stride 1, dx as the forward convolution of dy with the weights turned 180
+ * degrees (no col2im). Without AVX2 (or for dx at other strides) it is im2col
+ * into the workspace plus one OpenBLAS SGEMM per image and col2im (a 1x1,
+ * stride 1, unpadded convolution uses the image itself as its column matrix).
  * The images are spread over OpenMP threads, each with its own slice of the
  * workspace, and OpenBLAS is kept single-threaded meanwhile (a process-wide
  * setting, restored after; an engine is used from one thread): one GEMM per
@@ -324,24 +328,242 @@ static bool conv_pointwise(const dg_conv_shape *s)
     return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
 }
 
-/* Workspace floats one thread needs: an image's column matrix [c kh kw, ho wo]
- * (none when pointwise) and a partial dw [k, c kh kw]. */
+/* ---- the packed-panel kernel --------------------------------------------------
+ * OpenBLAS packs the column matrix before multiplying, and with only k (32 or
+ * 64) output rows that packing costs as much as the product. With AVX2 and
+ * FMA, conv2d instead writes its column matrix straight into the layout the
+ * kernel reads: panels of PNR columns, each [ckk, PNR] contiguous, and the
+ * weights once per call as blocks of PMR rows, [ckk, PMR] each. The kernel
+ * keeps a PMR x PNR block of the output in registers over a KC-long slice of
+ * the reduction (the panel slice stays in L1). */
+#define PMR 6
+#define PNR 16
+#define PKC 256
+
+static bool have_fma(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+static size_t round_up(size_t v, size_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DG_PANEL_KERNEL 1
+
+/* c[mr, nr] (ldc) = (accumulate ? c : bias or 0) + ap [kc, PMR] * bp [kc, PNR]. */
+__attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float *ap,
+                                                               const float *bp, float *c,
+                                                               size_t ldc, int mr, int nr,
+                                                               const float *bias, bool accumulate)
+{
+    __m256 acc[PMR][2];
+    float tmp[PMR][PNR];
+    for (int r = 0; r < PMR; r++) {
+        __m256 v = _mm256_setzero_ps();
+        if (r < mr && !accumulate && bias)
+            v = _mm256_set1_ps(bias[r]);
+        acc[r][0] = acc[r][1] = v;
+        if (r < mr && accumulate) {
+            if (nr == PNR) {
+                acc[r][0] = _mm256_loadu_ps(c + (size_t)r * ldc);
+                acc[r][1] = _mm256_loadu_ps(c + (size_t)r * ldc + 8);
+            } else {
+                memset(tmp[r], 0, sizeof tmp[r]);
+                memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
+                acc[r][0] = _mm256_loadu_ps(tmp[r]);
+                acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
+            }
+        }
+    }
+    __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
+    __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
+    __m256 c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
+    for (int kk = 0; kk < kc; kk++) {
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8), a;
+        a = _mm256_broadcast_ss(ap + 0);
+        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
+        ap += PMR;
+        bp += PNR;
+    }
+    acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
+    acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
+    acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+    for (int r = 0; r < mr; r++) {
+        float *row = c + (size_t)r * ldc; /* [nr] */
+        if (nr == PNR) {
+            _mm256_storeu_ps(row, acc[r][0]);
+            _mm256_storeu_ps(row + 8, acc[r][1]);
+        } else {
+            _mm256_storeu_ps(tmp[r], acc[r][0]);
+            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
+            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* The same block for a stride-1 convolution read straight from a padded
+ * image: src points at channel 0, row oy, column ox0 of it; the reduction
+ * runs over nch channels (cs floats apart) and the kh x kw taps (rows ldr
+ * floats apart), ap packed in that order. Reads PNR floats per tap even when
+ * nr is smaller (the image carries PNR floats of slack). */
+__attribute__((target("avx2,fma"))) static void direct_kernel(int nch, int kh, int kw,
+                                                                const float *ap, const float *src,
+                                                                size_t cs, size_t ldr, float *c,
+                                                                size_t ldc, int mr, int nr,
+                                                                const float *bias, bool accumulate)
+{
+    __m256 acc[PMR][2];
+    float tmp[PMR][PNR];
+    for (int r = 0; r < PMR; r++) {
+        __m256 v = _mm256_setzero_ps();
+        if (r < mr && !accumulate && bias)
+            v = _mm256_set1_ps(bias[r]);
+        acc[r][0] = acc[r][1] = v;
+        if (r < mr && accumulate) {
+            memset(tmp[r], 0, sizeof tmp[r]);
+            memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
+            acc[r][0] = _mm256_loadu_ps(tmp[r]);
+            acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
+        }
+    }
+    __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
+    __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
+    __m256 c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
+    for (int ch = 0; ch < nch; ch++) {
+        for (int ky = 0; ky < kh; ky++) {
+            const float *bp = src + ch * cs + ky * ldr;
+            for (int kx = 0; kx < kw; kx++) {
+                __m256 b0 = _mm256_loadu_ps(bp + kx), b1 = _mm256_loadu_ps(bp + kx + 8), a;
+                a = _mm256_broadcast_ss(ap + 0);
+                c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
+                a = _mm256_broadcast_ss(ap + 1);
+                c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
+                a = _mm256_broadcast_ss(ap + 2);
+                c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
+                a = _mm256_broadcast_ss(ap + 3);
+                c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
+                a = _mm256_broadcast_ss(ap + 4);
+                c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
+                a = _mm256_broadcast_ss(ap + 5);
+                c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
+                ap += PMR;
+            }
+        }
+    }
+    acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
+    acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
+    acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+    for (int r = 0; r < mr; r++) {
+        float *row = c + (size_t)r * ldc; /* [nr] */
+        if (nr == PNR) {
+            _mm256_storeu_ps(row, acc[r][0]);
+            _mm256_storeu_ps(row + 8, acc[r][1]);
+        } else {
+            _mm256_storeu_ps(tmp[r], acc[r][0]);
+            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
+            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
+        }
+    }
+}
+#else
+#define DG_PANEL_KERNEL 0
+#endif
+
+/* Whether conv2d_fwd runs on the panel kernel. */
+static bool conv_fast_fwd(const dg_conv_shape *s)
+{
+    return DG_PANEL_KERNEL && have_fma();
+}
+
+/* Whether conv2d_bwd computes dx on the panel kernel: for stride 1, dx is the
+ * convolution of dy (padded by kh - 1 - pad) with the weights turned 180
+ * degrees and c and k swapped, so dx needs no col2im. */
+static bool conv_fast_dx(const dg_conv_shape *s)
+{
+    return DG_PANEL_KERNEL && have_fma() && s->stride == 1 && s->kh == s->kw && s->pad < s->kh;
+}
+
+/* The convolution whose output is dx (conv_fast_dx), for one image. */
+static dg_conv_shape conv_dx_shape(const dg_conv_shape *s)
+{
+    dg_conv_shape f = {.n = 1, .c = s->k, .h = s->ho, .w = s->wo, .k = s->c, .kh = s->kh,
+                       .kw = s->kw, .stride = 1, .pad = s->kh - 1 - s->pad, .ho = s->h, .wo = s->w};
+    return f;
+}
+
+/* Floats of the panels of a column matrix [kd, cols]. */
+static size_t panel_floats(size_t kd, size_t cols)
+{
+    return kd * round_up(cols, PNR);
+}
+
+/* Floats of weights packed for the panel kernel: m rows of kd. */
+static size_t packed_floats(size_t m, size_t kd)
+{
+    return round_up(m, PMR) * kd;
+}
+
+/* Workspace floats shared by the threads: the packed weights. */
+static size_t conv_shared(const dg_conv_shape *s)
+{
+    size_t ckk = (size_t)s->c * s->kh * s->kw, kkk = (size_t)s->k * s->kh * s->kw, n = 0;
+    if (conv_fast_fwd(s))
+        n = packed_floats((size_t)s->k, ckk);
+    if (conv_fast_dx(s) && packed_floats((size_t)s->c, kkk) > n)
+        n = packed_floats((size_t)s->c, kkk);
+    return round_up(n, 16);
+}
+
+/* Floats of one image x [c, h, w] padded for direct_kernel, with slack. */
+static size_t padded_floats(const dg_conv_shape *s)
+{
+    return (size_t)s->c * (s->h + 2 * s->pad) * (s->w + 2 * s->pad) + PNR;
+}
+
+/* Workspace floats one thread needs. Forward: a padded copy of the image
+ * (stride 1), or its column matrix [c kh kw, ho wo] as panels plus one plain
+ * row (or plain, and none when pointwise, without AVX2). Backward: the plain
+ * column matrix for dw (none when pointwise), a padded copy of dy's image for
+ * dx (or the plain column matrix, reused, and col2im) and a partial dw [k, c
+ * kh kw]. */
 static size_t conv_per_thread(const dg_conv_shape *s)
 {
-    size_t ckk = (size_t)s->c * s->kh * s->kw;
-    return (conv_pointwise(s) ? 0 : ckk * s->ho * s->wo) + (size_t)s->k * ckk;
+    size_t ckk = (size_t)s->c * s->kh * s->kw, howo = (size_t)s->ho * s->wo;
+    size_t plain = conv_pointwise(s) ? 0 : round_up(ckk * howo, 16), fwd = plain;
+    if (conv_fast_fwd(s))
+        fwd = s->stride == 1 ? padded_floats(s) : panel_floats(ckk, howo) + round_up(howo, 16);
+    size_t bwd = plain + (size_t)s->k * ckk;
+    if (conv_fast_dx(s)) {
+        dg_conv_shape fs = conv_dx_shape(s);
+        bwd += round_up(padded_floats(&fs), 16);
+    }
+    return fwd > bwd ? fwd : bwd;
 }
 
 size_t dg_cpu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
 {
-    size_t nx = 0, nw = 0, ny = 0;
+    size_t nx, nw, ny;
     cpu_ctx scratch; /* messages of a NULL ctx go nowhere */
     if (check_conv(ctx ? ctx : &scratch, s, &nx, &nw, &ny) != DG_OK)
         return 0;
     int t = omp_get_max_threads();
     if (t > s->n)
         t = s->n > 0 ? s->n : 1;
-    return (size_t)t * conv_per_thread(s) * sizeof(float);
+    return (conv_shared(s) + (size_t)t * conv_per_thread(s)) * sizeof(float);
 }
 
 /* The output columns [lo, hi) whose input column ox * stride - pad + kx lies
@@ -359,39 +581,59 @@ static void valid_cols(const dg_conv_shape *s, int kx, int *lo, int *hi)
     *hi = end < first ? first : end;
 }
 
+/* Row (ch, ky, kx) of one image's column matrix: row [ho * wo] gets the
+ * input x [c, h, w] seen through that kernel tap; zeros in the padding. */
+static void im2col_row(const dg_conv_shape *s, const float *x, int ch, int ky, int kx, float *row)
+{
+    const int ho = s->ho, wo = s->wo, stride = s->stride, pad = s->pad;
+    const float *xc = x + (size_t)ch * s->h * s->w; /* [h, w] */
+    int lo, hi;
+    valid_cols(s, kx, &lo, &hi);
+    for (int oy = 0; oy < ho; oy++) {
+        float *r = row + (size_t)oy * wo; /* [wo] */
+        int iy = oy * stride - pad + ky;
+        if (iy < 0 || iy >= s->h) {
+            memset(r, 0, (size_t)wo * sizeof(float));
+            continue;
+        }
+        const float *xr = xc + (size_t)iy * s->w - pad + kx; /* xr[ox * stride] */
+        for (int ox = 0; ox < lo; ox++)
+            r[ox] = 0.0f;
+        if (stride == 1)
+            memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof(float));
+        else
+            for (int ox = lo; ox < hi; ox++)
+                r[ox] = xr[(size_t)ox * stride];
+        for (int ox = hi; ox < wo; ox++)
+            r[ox] = 0.0f;
+    }
+}
+
 /* One image x [c, h, w] into its columns of col [c * kh * kw, ld] (ho * wo
  * of them, from col[0]); zeros in the padding. */
 static void im2col(const dg_conv_shape *s, const float *x, float *col, size_t ld)
 {
-    const int ho = s->ho, wo = s->wo, stride = s->stride, pad = s->pad;
-    for (int ch = 0; ch < s->c; ch++) {
-        const float *xc = x + (size_t)ch * s->h * s->w; /* [h, w] */
-        for (int ky = 0; ky < s->kh; ky++) {
+    for (int ch = 0; ch < s->c; ch++)
+        for (int ky = 0; ky < s->kh; ky++)
+            for (int kx = 0; kx < s->kw; kx++)
+                im2col_row(s, x, ch, ky, kx, col + (size_t)((ch * s->kh + ky) * s->kw + kx) * ld);
+}
+
+/* One image x [c, h, w] into the panels of its column matrix (panel_floats
+ * of them; columns past ho * wo are zero); row is scratch [round_up(ho wo)]. */
+static void im2col_panels(const dg_conv_shape *s, const float *x, float *panels, float *row)
+{
+    const size_t kd = (size_t)s->c * s->kh * s->kw, cols = (size_t)s->ho * s->wo;
+    const size_t np = (cols + PNR - 1) / PNR;
+    memset(row + cols, 0, (np * PNR - cols) * sizeof(float));
+    for (int ch = 0; ch < s->c; ch++)
+        for (int ky = 0; ky < s->kh; ky++)
             for (int kx = 0; kx < s->kw; kx++) {
-                float *row = col + (size_t)((ch * s->kh + ky) * s->kw + kx) * ld; /* [ho, wo] */
-                int lo, hi;
-                valid_cols(s, kx, &lo, &hi);
-                for (int oy = 0; oy < ho; oy++) {
-                    float *r = row + (size_t)oy * wo; /* [wo] */
-                    int iy = oy * stride - pad + ky;
-                    if (iy < 0 || iy >= s->h) {
-                        memset(r, 0, (size_t)wo * sizeof(float));
-                        continue;
-                    }
-                    const float *xr = xc + (size_t)iy * s->w - pad + kx; /* xr[ox * stride] */
-                    for (int ox = 0; ox < lo; ox++)
-                        r[ox] = 0.0f;
-                    if (stride == 1)
-                        memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof(float));
-                    else
-                        for (int ox = lo; ox < hi; ox++)
-                            r[ox] = xr[(size_t)ox * stride];
-                    for (int ox = hi; ox < wo; ox++)
-                        r[ox] = 0.0f;
-                }
+                size_t kk = (size_t)(ch * s->kh + ky) * s->kw + kx;
+                im2col_row(s, x, ch, ky, kx, row);
+                for (size_t p = 0; p < np; p++)
+                    memcpy(panels + (p * kd + kk) * PNR, row + p * PNR, PNR * sizeof(float));
             }
-        }
-    }
 }
 
 /* dx [c, h, w] = one image's columns of col [c * kh * kw, ld] summed back
@@ -425,19 +667,101 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
     }
 }
 
-/* Checks the workspace and returns in *threads how many threads it serves
- * (at most the OpenMP maximum and the batch, at least one). */
+/* Packs w [k, c, kh, kw] as PMR-row blocks of the [k, c kh kw] matrix
+ * (forward), or, when flip, of the [c, k kh kw] matrix of the weights turned
+ * 180 degrees (dx): wp[(block * kd + kk) * PMR + r], zero rows past the end. */
+static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, float *wp)
+{
+    const int m = flip ? s->c : s->k, kh = s->kh, kw = s->kw, taps = kh * kw;
+    const int kd = (flip ? s->k : s->c) * taps;
+    for (int rb = 0; rb < m; rb += PMR)
+        for (int kk = 0; kk < kd; kk++)
+            for (int r = 0; r < PMR; r++) {
+                int row = rb + r;
+                float v = 0.0f;
+                if (row < m && !flip)
+                    v = w[(size_t)row * kd + kk];
+                else if (row < m) { /* w[kk / taps][row][kh - 1 - ky][kw - 1 - kx] */
+                    int q = kk / taps, t = kk % taps, ky = t / kw, kx = t % kw;
+                    v = w[(((size_t)q * s->c + row) * kh + (kh - 1 - ky)) * kw + (kw - 1 - kx)];
+                }
+                *wp++ = v;
+            }
+}
+
+/* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w] through the panel
+ * kernel; wp from pack_weights(s, ..., false), panels and row scratch. */
+static void conv_panel_image(const dg_conv_shape *s, const float *x, const float *wp,
+                             const float *bias, float *y, float *panels, float *row)
+{
+#if DG_PANEL_KERNEL
+    const int m = s->k;
+    const size_t kd = (size_t)s->c * s->kh * s->kw, cols = (size_t)s->ho * s->wo;
+    const size_t np = (cols + PNR - 1) / PNR;
+    im2col_panels(s, x, panels, row);
+    for (size_t k0 = 0; k0 < kd; k0 += PKC) {
+        int kc = kd - k0 < PKC ? (int)(kd - k0) : PKC;
+        for (size_t p = 0; p < np; p++) {
+            int nr = cols - p * PNR < PNR ? (int)(cols - p * PNR) : PNR;
+            const float *bp = panels + (p * kd + k0) * PNR;
+            for (int rb = 0; rb < m; rb += PMR)
+                panel_kernel(kc, wp + ((size_t)rb * kd + k0 * PMR), bp, y + (size_t)rb * cols + p * PNR,
+                             cols, m - rb < PMR ? m - rb : PMR, nr, bias ? bias + rb : NULL, k0 > 0);
+        }
+    }
+#else
+    (void)s, (void)x, (void)wp, (void)bias, (void)y, (void)panels, (void)row;
+#endif
+}
+
+/* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w], stride 1, through
+ * direct_kernel; wp from pack_weights, buf scratch of padded_floats(s). */
+static void conv_direct_image(const dg_conv_shape *s, const float *x, const float *wp,
+                              const float *bias, float *y, float *buf)
+{
+#if DG_PANEL_KERNEL
+    const int hp = s->h + 2 * s->pad, wpd = s->w + 2 * s->pad, taps = s->kh * s->kw;
+    const int m = s->k, ho = s->ho, wo = s->wo;
+    const size_t cs = (size_t)hp * wpd, howo = (size_t)ho * wo, kd = (size_t)s->c * taps;
+    memset(buf, 0, padded_floats(s) * sizeof(float));
+    for (int ch = 0; ch < s->c; ch++)
+        for (int iy = 0; iy < s->h; iy++)
+            memcpy(buf + ch * cs + (size_t)(iy + s->pad) * wpd + s->pad,
+                   x + ((size_t)ch * s->h + iy) * s->w, (size_t)s->w * sizeof(float));
+    int chb = PKC / taps > 0 ? PKC / taps : 1;
+    for (int c0 = 0; c0 < s->c; c0 += chb) {
+        int nch = s->c - c0 < chb ? s->c - c0 : chb;
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox0 = 0; ox0 < wo; ox0 += PNR) {
+                int nr = wo - ox0 < PNR ? wo - ox0 : PNR;
+                const float *src = buf + c0 * cs + (size_t)oy * wpd + ox0;
+                float *yo = y + (size_t)oy * wo + ox0;
+                for (int rb = 0; rb < m; rb += PMR)
+                    direct_kernel(nch, s->kh, s->kw, wp + (size_t)rb * kd + (size_t)c0 * taps * PMR,
+                                  src, cs, (size_t)wpd, yo + (size_t)rb * howo, howo,
+                                  m - rb < PMR ? m - rb : PMR, nr,
+                                  c0 == 0 && bias ? bias + rb : NULL, c0 > 0);
+            }
+    }
+#else
+    (void)s, (void)x, (void)wp, (void)bias, (void)y, (void)buf;
+#endif
+}
+
+/* Checks the workspace; *wk gets its start (the shared part) and *threads how
+ * many threads it serves (at most the OpenMP maximum and the batch, at least
+ * one). */
 static dg_status conv_work(cpu_ctx *c, const dg_conv_shape *s, dg_ref work, const char *op,
                            float **wk, int *threads)
 {
-    size_t per = conv_per_thread(s) * sizeof(float);
+    size_t shared = conv_shared(s) * sizeof(float), per = conv_per_thread(s) * sizeof(float);
     const cpu_buf *b = work.buf;
     char what[48];
     snprintf(what, sizeof what, "%s workspace", op);
-    dg_status st = cpu_ref(c, work, per, what, wk);
+    dg_status st = cpu_ref(c, work, shared + per, what, wk);
     if (st != DG_OK)
         return st;
-    size_t fit = per ? (b->bytes - work.off) / per : SIZE_MAX;
+    size_t fit = per ? (b->bytes - work.off - shared) / per : SIZE_MAX;
     int t = omp_get_max_threads();
     if (t > s->n)
         t = s->n;
@@ -465,12 +789,23 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         return st;
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
     const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
-    const bool pointwise = conv_pointwise(s);
+    const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(s);
+    float *packed = wk, *slots = wk + conv_shared(s);
+    if (fast)
+        pack_weights(s, wp, false, packed);
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
     for (int img = 0; img < s->n; img++) {
-        const float *xi = xp + (size_t)img * chw;             /* [c, h, w] */
-        float *yi = yp + (size_t)img * K * howo;              /* [k, ho * wo] */
-        float *col = wk + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
+        const float *xi = xp + (size_t)img * chw;                /* [c, h, w] */
+        float *yi = yp + (size_t)img * K * howo;                 /* [k, ho * wo] */
+        float *col = slots + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
+        if (fast && s->stride == 1) {
+            conv_direct_image(s, xi, packed, bp, yi, col);
+            continue;
+        }
+        if (fast) {
+            conv_panel_image(s, xi, packed, bp, yi, col, col + panel_floats((size_t)ckk, howo));
+            continue;
+        }
         if (!pointwise)
             im2col(s, xi, col, (size_t)howo);
         /* y_i [k, howo] = w [k, ckk] * col [ckk, howo] */
@@ -505,7 +840,10 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         return st;
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
     const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
-    const bool pointwise = conv_pointwise(s);
+    const bool pointwise = conv_pointwise(s), fast_dx = dxp && conv_fast_dx(s);
+    const dg_conv_shape fs = conv_dx_shape(s);
+    const size_t plain = pointwise ? 0 : round_up((size_t)ckk * howo, 16);
+    float *packed = wk, *slots = wk + conv_shared(s);
     if (s->n == 0) { /* empty sums */
         memset(dwp, 0, nw * sizeof(float));
         if (dbp)
@@ -514,13 +852,16 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     }
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
+    if (fast_dx)
+        pack_weights(s, wp, true, packed);
     /* Each thread sums dw over its images into its own partial (dw itself
      * when alone); static scheduling gives every thread at least one image. */
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         int t = omp_get_thread_num();
-        float *col = wk + (size_t)t * per;                  /* [ckk, ho * wo] */
+        float *col = slots + (size_t)t * per;               /* [ckk, ho * wo] */
         float *part = threads > 1 ? col + (per - nw) : dwp; /* [k, ckk] */
+        float *panels = col + plain;                        /* dy padded, for dx */
         bool first = true;
 #pragma omp for schedule(static)
         for (int img = 0; img < s->n; img++) {
@@ -535,6 +876,10 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
             if (!dxp)
                 continue;
             float *dxi = dxp + (size_t)img * chw; /* [c, h, w] */
+            if (fast_dx) {
+                conv_direct_image(&fs, dyi, packed, NULL, dxi, panels);
+                continue;
+            }
             /* col [ckk, howo] = w^T [ckk, k] * dy_i [k, howo], then back onto the image */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, howo, K, 1.0f, wp, ckk, dyi,
                         howo, 0.0f, pointwise ? dxi : col, howo);
@@ -547,7 +892,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         for (size_t i = 0; i < nw; i++) {
             float sum = 0.0f;
             for (int t = 0; t < threads; t++)
-                sum += wk[(size_t)t * per + (per - nw) + i];
+                sum += slots[(size_t)t * per + (per - nw) + i];
             dwp[i] = sum;
         }
     }

@@ -1,0 +1,888 @@
+/* Data sources: synthetic (wrapping dg_synth), IDX (MNIST, plain or gzip),
+ * CIFAR-10 binary batches and image folders, plus each source's identity.
+ * IDX and CIFAR data are loaded at open; image files are read and decoded at
+ * dg_source_read time. After open a source is read-only, so reads are safe
+ * from any number of threads. */
+#include "data/data.h"
+#include "engine/synth.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define MAX_FILE_BYTES ((size_t)2 << 30) /* cap on a file or inflated stream */
+#define MAX_IMAGE_FILE ((size_t)256 << 20)
+#define IDENT_SAMPLE 4096
+#define IDENT_MAX_FILES 64
+#define CIFAR_RECORD 3073
+#define CIFAR_SIDE 32
+
+enum src_kind { SRC_SYNTH, SRC_IDX, SRC_CIFAR, SRC_IMAGES };
+
+/* One file of the data set as the identity sees it. */
+typedef struct ident_file {
+    char *name; /* relative to the spec root */
+    char *path; /* as opened */
+    uint64_t bytes;
+    const unsigned char *mem; /* the file's bytes when already in memory */
+} ident_file;
+
+struct dg_source {
+    enum src_kind kind;
+    int channels; /* requested (0: native) */
+    int native_c; /* before conversion (images: 0, varies) */
+    int h, w;     /* images: 0 */
+    int classes;
+    size_t count;
+    cJSON *identity;
+    /* synthetic */
+    dg_synth *syn;
+    /* idx */
+    unsigned char *idx_img_buf, *idx_lab_buf;
+    dg_idx idx_img, idx_lab;
+    /* cifar */
+    unsigned char *cifar;
+    /* images */
+    char *root;
+    char **files; /* "class/file", relative to root */
+    int32_t *labels;
+};
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* Formats into a caller's error buffer (when given) and returns st. */
+static dg_status buf_err(char *err, size_t errlen, dg_status st, const char *fmt, ...)
+    DG_PRINTF(4, 5);
+static dg_status buf_err(char *err, size_t errlen, dg_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Reads a whole file (at most cap bytes) into a dg_malloc'd buffer; on failure
+ * returns DG_ERR_IO, DG_ERR_FORMAT (too large) or DG_ERR_NOMEM with a message. */
+static dg_status read_whole(const char *path, size_t cap, unsigned char **out, size_t *len,
+                            char *err, size_t errlen)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int e = errno;
+        close(fd);
+        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path,
+                       S_ISDIR(sb.st_mode) ? "is a directory" : strerror(e));
+    }
+    if ((uint64_t)sb.st_size > cap) {
+        close(fd);
+        return buf_err(err, errlen, DG_ERR_FORMAT, "%s: %lld bytes is over the %zu-byte limit",
+                       path, (long long)sb.st_size, cap);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    unsigned char *buf = dg_malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: out of memory for %zu bytes", path, n);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            dg_free(buf);
+            return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path,
+                           e ? strerror(e) : "file shrank while being read");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *len = n;
+    return DG_OK;
+}
+
+/* Inflates a gzip buffer (all members) into a new buffer of at most
+ * MAX_FILE_BYTES; DG_ERR_FORMAT for corrupt or truncated streams. */
+static dg_status gunzip(const char *name, const unsigned char *in, size_t inlen,
+                        unsigned char **out, size_t *outlen, char *err, size_t errlen)
+{
+    *out = NULL;
+    *outlen = 0;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: cannot start zlib", name);
+    size_t cap = inlen * 4 < (1u << 20) ? (1u << 20) : inlen * 4, n = 0;
+    if (cap > MAX_FILE_BYTES)
+        cap = MAX_FILE_BYTES;
+    unsigned char *buf = dg_malloc(cap);
+    dg_status st = DG_OK;
+    size_t pos = 0;
+    int zr = Z_OK;
+    while (buf) {
+        if (n == cap) {
+            if (cap >= MAX_FILE_BYTES) {
+                st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: inflates to more than %zu bytes",
+                             name, MAX_FILE_BYTES);
+                break;
+            }
+            size_t ncap = cap * 2 > MAX_FILE_BYTES ? MAX_FILE_BYTES : cap * 2;
+            unsigned char *nb = dg_realloc(buf, ncap);
+            if (!nb)
+                break;
+            buf = nb;
+            cap = ncap;
+        }
+        size_t in_chunk = inlen - pos > (1u << 30) ? (1u << 30) : inlen - pos;
+        size_t out_chunk = cap - n > (1u << 30) ? (1u << 30) : cap - n;
+        z.next_in = (unsigned char *)in + pos;
+        z.avail_in = (uInt)in_chunk;
+        z.next_out = buf + n;
+        z.avail_out = (uInt)out_chunk;
+        zr = inflate(&z, Z_NO_FLUSH);
+        pos += in_chunk - z.avail_in;
+        n += out_chunk - z.avail_out;
+        if (zr == Z_STREAM_END) {
+            /* Another member may follow (concatenated gzip files). */
+            if (pos < inlen && in[pos] == 0x1f && inlen - pos >= 2 && in[pos + 1] == 0x8b) {
+                inflateReset(&z);
+                continue;
+            }
+            break;
+        }
+        if (zr == Z_BUF_ERROR && pos == inlen && z.avail_out > 0) {
+            st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: truncated gzip stream", name);
+            break;
+        }
+        if (zr != Z_OK && zr != Z_BUF_ERROR) {
+            st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: corrupt gzip stream (%s)", name,
+                         z.msg ? z.msg : "zlib error");
+            break;
+        }
+        if (zr == Z_OK && pos == inlen && z.avail_out > 0) {
+            st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: truncated gzip stream", name);
+            break;
+        }
+    }
+    inflateEnd(&z);
+    if (!buf)
+        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: out of memory inflating", name);
+    if (st != DG_OK) {
+        dg_free(buf);
+        return st;
+    }
+    if (zr != Z_STREAM_END) {
+        dg_free(buf);
+        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: out of memory inflating", name);
+    }
+    *out = buf;
+    *outlen = n;
+    return DG_OK;
+}
+
+/* The last path component (for sources named by file rather than folder). */
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s && s[1] ? s + 1 : path;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_ident(const void *a, const void *b)
+{
+    return strcmp(((const ident_file *)a)->name, ((const ident_file *)b)->name);
+}
+
+/* Adds bytes [off, off+n) of the file (or of mem when given) to the digest. */
+static dg_status hash_range(EVP_MD_CTX *md, int fd, const unsigned char *mem, uint64_t off,
+                            size_t n)
+{
+    if (mem)
+        return EVP_DigestUpdate(md, mem + off, n) == 1 ? DG_OK : DG_ERR_IO;
+    unsigned char b[IDENT_SAMPLE];
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return DG_ERR_IO;
+        got += (size_t)r;
+    }
+    return EVP_DigestUpdate(md, b, n) == 1 ? DG_OK : DG_ERR_IO;
+}
+
+/* Adds one file to the digest: its name, size and sampled bytes (first,
+ * middle and last 4 KiB, each clamped to the file), from f->mem when set. */
+static dg_status hash_file(dg_ctx *ctx, EVP_MD_CTX *md, const ident_file *f)
+{
+    const unsigned char *mem = f->mem;
+    unsigned char sz[8];
+    for (int i = 0; i < 8; i++)
+        sz[i] = (unsigned char)(f->bytes >> (8 * i));
+    if (EVP_DigestUpdate(md, f->name, strlen(f->name) + 1) != 1 || EVP_DigestUpdate(md, sz, 8) != 1)
+        return dg_fail(ctx, DG_ERR_IO, "%s: hashing failed", f->path);
+    int fd = -1;
+    if (!mem) {
+        fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return dg_fail(ctx, DG_ERR_IO, "%s: %s", f->path, strerror(errno));
+    }
+    uint64_t n = f->bytes, k = n < IDENT_SAMPLE ? n : IDENT_SAMPLE;
+    uint64_t mid = n / 2 >= IDENT_SAMPLE / 2 ? n / 2 - IDENT_SAMPLE / 2 : 0;
+    dg_status st = hash_range(md, fd, mem, 0, (size_t)k);
+    if (st == DG_OK)
+        st = hash_range(md, fd, mem, mid, (size_t)(mid + k <= n ? k : n - mid));
+    if (st == DG_OK)
+        st = hash_range(md, fd, mem, n - k, (size_t)k);
+    if (fd >= 0)
+        close(fd);
+    return st == DG_OK ? DG_OK : dg_fail(ctx, DG_ERR_IO, "%s: read failed while hashing", f->path);
+}
+
+/* Builds {"kind", "files", "files_total", "sha256", "samples", "classes"}
+ * over files (sorted here by name). */
+static dg_status make_identity(dg_ctx *ctx, dg_source *s, const char *kind, ident_file *files,
+                               size_t nfiles)
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory hashing the data set");
+    if (nfiles > 1)
+        qsort(files, nfiles, sizeof *files, cmp_ident);
+    dg_status st = DG_OK;
+    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(md, kind, strlen(kind) + 1) != 1)
+        st = dg_fail(ctx, DG_ERR_IO, "SHA-256 is not available");
+    for (size_t i = 0; st == DG_OK && i < nfiles; i++)
+        st = hash_file(ctx, md, &files[i]);
+    unsigned char dig[EVP_MAX_MD_SIZE];
+    unsigned dlen = 0;
+    if (st == DG_OK && EVP_DigestFinal_ex(md, dig, &dlen) != 1)
+        st = dg_fail(ctx, DG_ERR_IO, "SHA-256 failed");
+    EVP_MD_CTX_free(md);
+    if (st != DG_OK)
+        return st;
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    for (unsigned i = 0; i < dlen; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", kind);
+    cJSON *arr = cJSON_AddArrayToObject(o, "files");
+    for (size_t i = 0; i < nfiles && i < IDENT_MAX_FILES; i++) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "name", files[i].name);
+        cJSON_AddNumberToObject(f, "bytes", (double)files[i].bytes);
+        cJSON_AddItemToArray(arr, f);
+    }
+    cJSON_AddNumberToObject(o, "files_total", (double)nfiles);
+    cJSON_AddStringToObject(o, "sha256", hex);
+    cJSON_AddNumberToObject(o, "samples", (double)s->count);
+    cJSON_AddNumberToObject(o, "classes", s->classes);
+    s->identity = o;
+    return DG_OK;
+}
+
+/* ---- synthetic ------------------------------------------------------------ */
+
+static dg_status open_synth(dg_ctx *ctx, dg_source *s, const dg_source_opts *o)
+{
+    int c = o->channels ? o->channels : 3;
+    int classes = o->classes ? o->classes : 10;
+    int h = o->height ? o->height : 32, w = o->width ? o->width : 32;
+    size_t n = o->samples ? o->samples : 1024;
+    if (classes < 1 || h < 1 || w < 1 || h > 16384 || w > 16384)
+        return dg_fail(ctx, DG_ERR_USAGE, "synthetic data: bad size %d classes, %dx%d", classes, h,
+                       w);
+    dg_status st = dg_synth_new(ctx, o->seed, classes, c, h, w, n, &s->syn);
+    if (st)
+        return st;
+    s->native_c = c;
+    s->h = h;
+    s->w = w;
+    s->classes = classes;
+    s->count = n;
+    cJSON *id = dg_synth_json(s->syn);
+    char *txt = cJSON_PrintUnformatted(id);
+    unsigned char dig[32];
+    unsigned dlen = 0;
+    char hex[65] = "";
+    if (txt && EVP_Digest(txt, strlen(txt), dig, &dlen, EVP_sha256(), NULL) == 1 && dlen == 32)
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+    cJSON_free(txt);
+    cJSON *o2 = cJSON_CreateObject();
+    cJSON_AddStringToObject(o2, "kind", "synthetic");
+    cJSON_AddItemToObject(o2, "generator", id);
+    cJSON_AddArrayToObject(o2, "files");
+    cJSON_AddNumberToObject(o2, "files_total", 0);
+    cJSON_AddStringToObject(o2, "sha256", hex);
+    cJSON_AddNumberToObject(o2, "samples", (double)n);
+    cJSON_AddNumberToObject(o2, "classes", classes);
+    s->identity = o2;
+    return DG_OK;
+}
+
+/* ---- IDX ------------------------------------------------------------------ */
+
+/* Reads an IDX file (gunzipping when it starts with 1f 8b) and parses it;
+ * raw keeps the bytes as stored for the identity. */
+static dg_status load_idx(dg_ctx *ctx, const char *path, unsigned char **raw, size_t *rawlen,
+                          unsigned char **data, dg_idx *idx)
+{
+    char err[512];
+    *data = NULL;
+    dg_status st = read_whole(path, MAX_FILE_BYTES, raw, rawlen, err, sizeof err);
+    if (st)
+        return dg_fail(ctx, st, "%s", err);
+    const unsigned char *p = *raw;
+    size_t n = *rawlen;
+    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
+        if ((st = gunzip(path, p, n, data, &n, err, sizeof err)))
+            return dg_fail(ctx, st, "%s", err);
+        p = *data;
+    }
+    if ((st = dg_idx_parse(p, n, idx, err, sizeof err)))
+        return dg_fail(ctx, st, "%s: %s", path, err);
+    return DG_OK;
+}
+
+static dg_status open_idx(dg_ctx *ctx, dg_source *s, const char *arg)
+{
+    const char *comma = strchr(arg, ',');
+    if (!comma || comma == arg || !comma[1])
+        return dg_fail(ctx, DG_ERR_USAGE, "idx source needs \"idx:IMAGES,LABELS\", got \"idx:%s\"",
+                       arg);
+    char *ipath = dg_asprintf("%.*s", (int)(comma - arg), arg);
+    char *lpath = dg_strdup(comma + 1);
+    unsigned char *iraw = NULL, *lraw = NULL;
+    size_t ilen = 0, llen = 0;
+    dg_status st = DG_OK;
+    if (!ipath || !lpath)
+        st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    if (!st)
+        st = load_idx(ctx, ipath, &iraw, &ilen, &s->idx_img_buf, &s->idx_img);
+    if (!st)
+        st = load_idx(ctx, lpath, &lraw, &llen, &s->idx_lab_buf, &s->idx_lab);
+    if (!st && s->idx_img.ndim != 3)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s: images need 3 dimensions [n, h, w], file has %d",
+                     ipath, s->idx_img.ndim);
+    if (!st && s->idx_lab.ndim != 1)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s: labels need 1 dimension [n], file has %d", lpath,
+                     s->idx_lab.ndim);
+    if (!st && s->idx_img.count != s->idx_lab.count)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s has %zu images but %s has %zu labels", ipath,
+                     s->idx_img.count, lpath, s->idx_lab.count);
+    if (!st && s->idx_img.count == 0)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s: no images", ipath);
+    if (!st && (s->idx_img.dims[1] > 16384 || s->idx_img.dims[2] > 16384))
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s: images of %ux%u are above the 16384 limit", ipath,
+                     (unsigned)s->idx_img.dims[1], (unsigned)s->idx_img.dims[2]);
+    if (!st) {
+        /* Keep the raw bytes as the parsed data when the file was not gzipped. */
+        if (!s->idx_img_buf) {
+            s->idx_img_buf = iraw;
+            iraw = NULL;
+        }
+        if (!s->idx_lab_buf) {
+            s->idx_lab_buf = lraw;
+            lraw = NULL;
+        }
+        int maxlab = 0;
+        for (size_t i = 0; i < s->idx_lab.count; i++)
+            if (s->idx_lab.data[i] > maxlab)
+                maxlab = s->idx_lab.data[i];
+        s->classes = maxlab + 1;
+        s->count = s->idx_img.count;
+        s->native_c = 1;
+        s->h = (int)s->idx_img.dims[1];
+        s->w = (int)s->idx_img.dims[2];
+        ident_file files[2] = {
+            /* Raw bytes live in iraw/lraw, or in the data buffers when not gzipped. */
+            {.name = (char *)base_name(ipath),
+             .path = ipath,
+             .bytes = ilen,
+             .mem = iraw ? iraw : s->idx_img_buf},
+            {.name = (char *)base_name(lpath),
+             .path = lpath,
+             .bytes = llen,
+             .mem = lraw ? lraw : s->idx_lab_buf},
+        };
+        st = make_identity(ctx, s, "idx", files, 2);
+    }
+    dg_free(iraw);
+    dg_free(lraw);
+    dg_free(ipath);
+    dg_free(lpath);
+    return st;
+}
+
+/* ---- CIFAR ---------------------------------------------------------------- */
+
+/* data_batch_<digits>.bin or test_batch.bin */
+static int is_cifar_name(const char *n)
+{
+    if (strcmp(n, "test_batch.bin") == 0)
+        return 1;
+    if (strncmp(n, "data_batch_", 11) != 0)
+        return 0;
+    const char *p = n + 11;
+    if (!isdigit((unsigned char)*p))
+        return 0;
+    while (isdigit((unsigned char)*p))
+        p++;
+    return strcmp(p, ".bin") == 0;
+}
+
+/* Lists the entries of dir passing keep(), sorted; DG_ERR_IO when unreadable. */
+static dg_status list_dir(dg_ctx *ctx, const char *dir,
+                          int (*keep)(const char *dir, const char *name), char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return dg_fail(ctx, DG_ERR_IO, "%s: %s", dir, strerror(errno));
+    char **v = NULL;
+    size_t cnt = 0, cap = 0;
+    struct dirent *e;
+    dg_status st = DG_OK;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !keep(dir, e->d_name))
+            continue;
+        if (cnt == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            char **nv = dg_realloc(v, ncap * sizeof *nv);
+            if (!nv) {
+                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory listing %s", dir);
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        if (!(v[cnt] = dg_strdup(e->d_name))) {
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory listing %s", dir);
+            break;
+        }
+        cnt++;
+    }
+    closedir(d);
+    if (st) {
+        for (size_t i = 0; i < cnt; i++)
+            dg_free(v[i]);
+        dg_free(v);
+        return st;
+    }
+    if (cnt)
+        qsort(v, cnt, sizeof *v, cmp_str);
+    *out = v;
+    *n = cnt;
+    return DG_OK;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dg_free(v[i]);
+    dg_free(v);
+}
+
+static int keep_cifar(const char *dir, const char *name)
+{
+    return is_cifar_name(name);
+}
+
+static dg_status open_cifar(dg_ctx *ctx, dg_source *s, const char *dir)
+{
+    char **names = NULL;
+    size_t nn = 0;
+    dg_status st = list_dir(ctx, dir, keep_cifar, &names, &nn);
+    if (st)
+        return st;
+    if (nn == 0) {
+        free_list(names, nn);
+        return dg_fail(ctx, DG_ERR_IO, "%s: no data_batch_*.bin or test_batch.bin files", dir);
+    }
+    unsigned char **bufs = dg_calloc(nn, sizeof *bufs);
+    ident_file *files = dg_calloc(nn, sizeof *files);
+    size_t *recs = dg_calloc(nn, sizeof *recs);
+    if (!bufs || !files || !recs)
+        st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; !st && i < nn; i++) {
+        char err[512];
+        size_t len = 0;
+        files[i].name = names[i];
+        files[i].path = dg_asprintf("%s/%s", dir, names[i]);
+        if (!files[i].path) {
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if ((st = read_whole(files[i].path, MAX_FILE_BYTES, &bufs[i], &len, err, sizeof err))) {
+            st = dg_fail(ctx, st, "%s", err);
+            break;
+        }
+        files[i].bytes = len;
+        files[i].mem = bufs[i];
+        if ((st = dg_cifar_check(bufs[i], len, &recs[i], err, sizeof err))) {
+            st = dg_fail(ctx, st, "%s: %s", files[i].path, err);
+            break;
+        }
+        total += recs[i];
+    }
+    if (!st) {
+        s->cifar = dg_malloc(total * CIFAR_RECORD);
+        if (!s->cifar)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory for %zu CIFAR records", total);
+    }
+    if (!st) {
+        size_t off = 0;
+        for (size_t i = 0; i < nn; i++) {
+            memcpy(s->cifar + off, bufs[i], recs[i] * CIFAR_RECORD);
+            off += recs[i] * CIFAR_RECORD;
+        }
+        s->count = total;
+        s->classes = 10;
+        s->native_c = 3;
+        s->h = s->w = CIFAR_SIDE;
+        st = make_identity(ctx, s, "cifar", files, nn);
+    }
+    for (size_t i = 0; i < nn; i++) {
+        if (bufs)
+            dg_free(bufs[i]);
+        if (files)
+            dg_free(files[i].path);
+    }
+    dg_free(bufs);
+    dg_free(files);
+    dg_free(recs);
+    free_list(names, nn);
+    return st;
+}
+
+/* ---- image folders -------------------------------------------------------- */
+
+static int keep_subdir(const char *dir, const char *name)
+{
+    char *p = dg_asprintf("%s/%s", dir, name);
+    struct stat sb;
+    int ok = p && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+    dg_free(p);
+    return ok;
+}
+
+static int keep_image(const char *dir, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || (strcasecmp(dot, ".png") && strcasecmp(dot, ".jpg") && strcasecmp(dot, ".jpeg")))
+        return 0;
+    char *p = dg_asprintf("%s/%s", dir, name);
+    struct stat sb;
+    int ok = p && stat(p, &sb) == 0 && !S_ISDIR(sb.st_mode);
+    dg_free(p);
+    return ok;
+}
+
+static dg_status open_images(dg_ctx *ctx, dg_source *s, const char *dir)
+{
+    char **classes = NULL;
+    size_t nc = 0, nfiles = 0, cap = 0;
+    dg_status st = list_dir(ctx, dir, keep_subdir, &classes, &nc);
+    if (st)
+        return st;
+    if (nc == 0)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s: no class folders", dir);
+    if (!st && nc > INT32_MAX)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "%s: too many class folders", dir);
+    for (size_t k = 0; !st && k < nc; k++) {
+        char *cdir = dg_asprintf("%s/%s", dir, classes[k]);
+        char **imgs = NULL;
+        size_t ni = 0;
+        if (!cdir)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        if (!st)
+            st = list_dir(ctx, cdir, keep_image, &imgs, &ni);
+        if (!st && ni == 0)
+            st = dg_fail(ctx, DG_ERR_FORMAT,
+                         "%s: empty class folder (no .png, .jpg or .jpeg files)", cdir);
+        if (!st && nfiles + ni > cap) {
+            size_t ncap = cap ? cap : 64;
+            while (ncap < nfiles + ni)
+                ncap *= 2;
+            char **nf = dg_realloc(s->files, ncap * sizeof *nf);
+            int32_t *nl = nf ? dg_realloc(s->labels, ncap * sizeof *nl) : NULL;
+            if (nf)
+                s->files = nf;
+            if (nl) {
+                s->labels = nl;
+                cap = ncap;
+            } else {
+                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory listing %s", cdir);
+            }
+        }
+        for (size_t i = 0; !st && i < ni; i++) {
+            if (!(s->files[nfiles] = dg_asprintf("%s/%s", classes[k], imgs[i]))) {
+                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+                break;
+            }
+            s->labels[nfiles++] = (int32_t)k;
+            s->count = nfiles; /* so close frees what was made */
+        }
+        free_list(imgs, ni);
+        dg_free(cdir);
+    }
+    if (!st) {
+        s->classes = (int)nc;
+        s->native_c = 0;
+        s->h = s->w = 0;
+        ident_file *files = dg_calloc(nfiles, sizeof *files);
+        if (!files)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !st && i < nfiles; i++) {
+            struct stat sb;
+            files[i].name = s->files[i];
+            files[i].path = dg_asprintf("%s/%s", dir, s->files[i]);
+            if (!files[i].path)
+                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+            else if (stat(files[i].path, &sb) != 0)
+                st = dg_fail(ctx, DG_ERR_IO, "%s: %s", files[i].path, strerror(errno));
+            else
+                files[i].bytes = (uint64_t)sb.st_size;
+        }
+        if (!st)
+            st = make_identity(ctx, s, "images", files, nfiles);
+        for (size_t i = 0; files && i < nfiles; i++)
+            dg_free(files[i].path);
+        dg_free(files);
+    }
+    free_list(classes, nc);
+    return st;
+}
+
+/* ---- the API -------------------------------------------------------------- */
+
+dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *opts, dg_source **out)
+{
+    *out = NULL;
+    dg_source_opts o = {0};
+    if (opts)
+        o = *opts;
+    if (!spec)
+        return dg_fail(ctx, DG_ERR_USAGE, "no data source given");
+    if (o.channels != 0 && o.channels != 1 && o.channels != 3)
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "channels must be 1 or 3 (or 0 for the source's own), not %d", o.channels);
+    dg_json_init();
+    dg_source *s = dg_calloc(1, sizeof *s);
+    if (!s)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    s->channels = o.channels;
+    dg_status st;
+    if (strcmp(spec, "synthetic") == 0) {
+        s->kind = SRC_SYNTH;
+        st = open_synth(ctx, s, &o);
+    } else if (strncmp(spec, "idx:", 4) == 0) {
+        s->kind = SRC_IDX;
+        st = open_idx(ctx, s, spec + 4);
+    } else if (strncmp(spec, "cifar:", 6) == 0 && spec[6]) {
+        s->kind = SRC_CIFAR;
+        st = open_cifar(ctx, s, spec + 6);
+    } else if (strncmp(spec, "images:", 7) == 0 && spec[7]) {
+        s->kind = SRC_IMAGES;
+        s->root = dg_strdup(spec + 7);
+        st = s->root ? open_images(ctx, s, s->root) : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    } else {
+        char clean[128];
+        dg_copy_clean(clean, sizeof clean, spec);
+        st = dg_fail(
+            ctx, DG_ERR_USAGE,
+            "unknown data source \"%s\" (synthetic, idx:IMAGES,LABELS, cifar:DIR, images:DIR)",
+            clean);
+    }
+    if (st) {
+        dg_source_close(s);
+        return st;
+    }
+    *out = s;
+    return DG_OK;
+}
+
+void dg_source_close(dg_source *s)
+{
+    if (!s)
+        return;
+    dg_synth_free(s->syn);
+    dg_free(s->idx_img_buf);
+    dg_free(s->idx_lab_buf);
+    dg_free(s->cifar);
+    if (s->files)
+        for (size_t i = 0; i < s->count; i++)
+            dg_free(s->files[i]);
+    dg_free(s->files);
+    dg_free(s->labels);
+    dg_free(s->root);
+    cJSON_Delete(s->identity);
+    dg_free(s);
+}
+
+size_t dg_source_count(const dg_source *s)
+{
+    return s->count;
+}
+
+int dg_source_classes(const dg_source *s)
+{
+    return s->classes;
+}
+
+void dg_source_shape(const dg_source *s, int *c, int *h, int *w)
+{
+    if (c)
+        *c = s->channels ? s->channels : s->native_c;
+    if (h)
+        *h = s->h;
+    if (w)
+        *w = s->w;
+}
+
+const char *dg_source_kind(const dg_source *s)
+{
+    static const char *const names[] = {"synthetic", "idx", "cifar", "images"};
+    return names[s->kind];
+}
+
+/* Fills img from 8-bit planar (CHW) or single-plane pixels, converting
+ * channels (1 <-> 3) as asked. */
+static dg_status from_u8_planar(const unsigned char *px, int nc, int h, int w, int want,
+                                dg_image *img, char *err, size_t errlen)
+{
+    int outc = want ? want : nc;
+    size_t plane = (size_t)h * w;
+    float *d = dg_malloc(plane * outc * sizeof(float));
+    if (!d)
+        return buf_err(err, errlen, DG_ERR_NOMEM, "out of memory for a %dx%d image", w, h);
+    if (outc == nc) {
+        for (size_t i = 0; i < plane * nc; i++)
+            d[i] = px[i] / 255.0f;
+    } else if (outc == 3) {
+        for (size_t i = 0; i < plane; i++)
+            d[i] = d[plane + i] = d[2 * plane + i] = px[i] / 255.0f;
+    } else {
+        for (size_t i = 0; i < plane; i++) {
+            float l = 0.299f * (px[i] / 255.0f) + 0.587f * (px[plane + i] / 255.0f) +
+                      0.114f * (px[2 * plane + i] / 255.0f);
+            d[i] = l < 1.0f ? l : 1.0f;
+        }
+    }
+    img->c = outc;
+    img->h = h;
+    img->w = w;
+    img->data = d;
+    return DG_OK;
+}
+
+dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t, char *err,
+                         size_t errlen)
+{
+    memset(img, 0, sizeof *img);
+    if (err && errlen)
+        err[0] = '\0';
+    if (i >= s->count)
+        return buf_err(err, errlen, DG_ERR_USAGE, "sample %zu is out of range (%zu samples)", i,
+                       s->count);
+    double t0 = dg_now();
+    dg_status st = DG_OK;
+    switch (s->kind) {
+    case SRC_SYNTH: {
+        size_t chw = (size_t)s->native_c * s->h * s->w;
+        img->data = dg_malloc(chw * sizeof(float));
+        if (!img->data)
+            return buf_err(err, errlen, DG_ERR_NOMEM, "out of memory");
+        memcpy(img->data, s->syn->x + i * chw, chw * sizeof(float));
+        img->c = s->native_c;
+        img->h = s->h;
+        img->w = s->w;
+        img->label = s->syn->y[i];
+        if (t)
+            t->read += dg_now() - t0;
+        return DG_OK;
+    }
+    case SRC_IDX:
+        st = from_u8_planar(s->idx_img.data + i * s->idx_img.item_bytes, 1, s->h, s->w, s->channels,
+                            img, err, errlen);
+        img->label = s->idx_lab.data[i];
+        break;
+    case SRC_CIFAR: {
+        const unsigned char *rec = s->cifar + i * CIFAR_RECORD;
+        st = from_u8_planar(rec + 1, 3, CIFAR_SIDE, CIFAR_SIDE, s->channels, img, err, errlen);
+        img->label = rec[0];
+        break;
+    }
+    case SRC_IMAGES: {
+        char *path = dg_asprintf("%s/%s", s->root, s->files[i]);
+        if (!path)
+            return buf_err(err, errlen, DG_ERR_NOMEM, "out of memory");
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        char why[512];
+        st = read_whole(path, MAX_IMAGE_FILE, &buf, &len, why, sizeof why);
+        double t1 = dg_now();
+        if (t)
+            t->read += t1 - t0;
+        if (st) {
+            /* read_whole's message already names the file. */
+            buf_err(err, errlen, st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT, "%s", why);
+            st = st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT;
+        } else {
+            st = dg_decode_image(buf, len, s->channels, img, why, sizeof why);
+            if (st)
+                buf_err(err, errlen, st, "%s: %s", path, why);
+            else
+                img->label = s->labels[i];
+        }
+        if (t)
+            t->decode += dg_now() - t1;
+        dg_free(buf);
+        dg_free(path);
+        return st;
+    }
+    }
+    if (t)
+        t->decode += dg_now() - t0;
+    return st;
+}
+
+cJSON *dg_source_identity(const dg_source *s)
+{
+    return cJSON_Duplicate(s->identity, 1);
+}
+
+void dg_image_free(dg_image *img)
+{
+    if (!img)
+        return;
+    dg_free(img->data);
+    img->data = NULL;
+    img->c = img->h = img->w = 0;
+}
