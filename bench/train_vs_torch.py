@@ -18,6 +18,14 @@ import subprocess
 import sys
 import time
 
+# PyTorch's BLAS (OpenBLAS on Debian) keeps its own thread pool that
+# torch.set_num_threads does not reach: pin it before torch loads, so "1
+# thread" means one thread on both sides.
+if "--threads" in sys.argv:
+    _n = sys.argv[sys.argv.index("--threads") + 1]
+    if _n != "0":
+        os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _n
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
 import torch  # noqa: E402
 from golden import build  # noqa: E402
@@ -59,9 +67,11 @@ def torch_rate(preset, batch, steps, device, warmup=3):
     return steps * batch / (time.perf_counter() - t0)
 
 
-def devgate_rate(exe, backend, preset, batch, steps, threads):
+def devgate_rate(exe, backend, preset, batch, steps, threads, workers):
     cmd = [exe, "--no-ledger", "train", "--backend", backend, "--model", preset, "--batch", str(batch),
            "--steps", str(steps + 2), "--json"]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
     if threads:
         cmd += ["--threads", str(threads)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -77,6 +87,9 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="devgate's data-loader workers (default: devgate's own); PyTorch's side "
+                         "has no loader: its batches are pre-made tensors")
     ap.add_argument("--torch-fp32", action="store_true",
                     help="turn off PyTorch's TF32 convolutions (its default on Ampere and later), "
                          "so both sides compute in plain fp32 as devgate does")
@@ -90,11 +103,12 @@ def main():
     tf32 = device == "cuda" and torch.backends.cudnn.allow_tf32
     print(f"# devgate {a.backend} vs PyTorch {torch.__version__} {device}, threads {a.threads or 'default'}, "
           f"{a.steps} timed steps, median of {a.repeats}; PyTorch convolutions "
-          f"{'TF32 (default)' if tf32 else 'fp32'}; devgate fp32")
+          f"{'TF32 (default)' if tf32 else 'fp32'}; devgate fp32, loader workers "
+          f"{a.workers if a.workers is not None else 'default'}")
     print(f"{'preset':8} {'batch':>6} {'devgate/s':>12} {'torch/s':>12} {'ratio':>7}")
     for preset in a.presets.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
-            d = statistics.median(devgate_rate(a.devgate, a.backend, preset, batch, a.steps, a.threads)
+            d = statistics.median(devgate_rate(a.devgate, a.backend, preset, batch, a.steps, a.threads, a.workers)
                                   for _ in range(a.repeats))
             t = statistics.median(torch_rate(preset, batch, a.steps, device) for _ in range(a.repeats))
             print(f"{preset:8} {batch:6d} {d:12.0f} {t:12.0f} {d / t:7.2f}", flush=True)
