@@ -136,6 +136,59 @@ typedef struct dg_train_opts {
  * DG_ERR_DEVICE_OOM out of device memory (the record is still returned). */
 dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *opts, char **json);
 
+/* ---- measurement steps (docs/schema/measure.md) ---------------------------- */
+
+typedef struct dg_sweep_opts {
+    dg_train_opts train;     /* model, backend, data...; batch is ignored */
+    int from, to;            /* batches: from (0: 8) doubling up to to (0: no limit) */
+    bool no_bisect;          /* skip bisection between last good and first bad */
+    int warmup_steps;        /* per trial (0: 3) */
+    int timed_steps;         /* per trial (0: 20) */
+    double trial_timeout_s;  /* per trial (0: 120) */
+    double swap_growth_mib;  /* stop when swap grows more than this in a trial (0: 256) */
+    const char *exe;         /* the devgate binary trials re-execute (NULL: /proc/self/exe) */
+} dg_sweep_opts;
+
+/* Batch sweep: each trial runs in a child process (`devgate __trial`), so an
+ * out-of-memory kill or a driver fault ends that trial only. */
+dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json);
+/* The child side of a trial: runs the training described by argv (the CLI's
+ * hidden `__trial` verb passes its arguments) and writes the record as one
+ * JSON line to fd. Returns the status of the run. */
+dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd);
+
+typedef struct dg_soak_opts {
+    dg_train_opts train;  /* epochs default 10 here */
+    bool no_empty_cache;  /* keep the allocator cache across epoch ends */
+    size_t leak_per_step; /* bytes kept alive each step (retained references on demand) */
+    int val_steps;        /* validation steps per epoch (0: none) */
+} dg_soak_opts;
+
+/* Soak: epochs with allocator discipline and per-epoch watermarks. */
+dg_status dg_soak_run(dg_ctx *ctx, const dg_soak_opts *opts, char **json);
+
+typedef struct dg_compare_opts {
+    dg_train_opts train;    /* backend = the device; cpu is the baseline */
+    int batches[4];         /* batch sizes (0-terminated; all 0: 32, 128, 512) */
+    int steps;              /* steps per run (0: 20) */
+    double loss_tolerance;  /* relative (0: 1e-3) */
+    double param_tolerance; /* relative L2 (0: 1e-3) */
+} dg_compare_opts;
+
+/* Compare: the same spec and seed on cpu and on the device, and both against
+ * the float64 reference: speedup, busy fraction, loss and parameter drift. */
+dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json);
+
+typedef struct dg_profile_opts {
+    dg_train_opts train;
+    int warmup;             /* steps before the window (0: 10) */
+    int window;             /* profiled steps (0: 50) */
+    const char *trace_path; /* Chrome trace JSON written here, or NULL */
+} dg_profile_opts;
+
+/* Profile: a fixed window split into phases and ops, with a Chrome trace. */
+dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json);
+
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 
 typedef struct dg_ledger dg_ledger;

@@ -57,4 +57,9 @@ int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
 int cmd_train(cli *c, int argc, char **argv);
+int cmd_sweep(cli *c, int argc, char **argv);
+int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a child */
+int cmd_soak(cli *c, int argc, char **argv);
+int cmd_compare(cli *c, int argc, char **argv);
+int cmd_profile(cli *c, int argc, char **argv);
 #endif

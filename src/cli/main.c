@@ -70,6 +70,16 @@ int main(int argc, char **argv)
         rc = cmd_gate(&c, argc - i, argv + i);
     else if (strcmp(verb, "train") == 0)
         rc = cmd_train(&c, argc - i, argv + i);
+    else if (strcmp(verb, "sweep") == 0)
+        rc = cmd_sweep(&c, argc - i, argv + i);
+    else if (strcmp(verb, "__trial") == 0)
+        rc = cmd_trial(&c, argc - i, argv + i);
+    else if (strcmp(verb, "soak") == 0)
+        rc = cmd_soak(&c, argc - i, argv + i);
+    else if (strcmp(verb, "compare") == 0)
+        rc = cmd_compare(&c, argc - i, argv + i);
+    else if (strcmp(verb, "profile") == 0)
+        rc = cmd_profile(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {

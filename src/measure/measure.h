@@ -1,0 +1,62 @@
+/* Measurement: a background sampler of process and device memory, and the
+ * statistics every step reports (docs/measure.md). */
+#ifndef DG_MEASURE_H
+#define DG_MEASURE_H
+
+#include "backend/backend.h"
+#include "core/core.h"
+#include "core/json.h"
+
+/* ---- statistics (stats.c) -------------------------------------------------- */
+
+typedef struct dg_stats {
+    size_t n;               /* values after warm-up */
+    double median, q1, q3, iqr, mean, sd, min, max;
+    double iqr_share;       /* iqr / median */
+    int noise;              /* 0 quiet, 1 warn (IQR > 10% of median), 2 strong (> 25%) */
+    size_t outliers;        /* modified z-score |0.6745 (x - median) / MAD| > 3.5 */
+    double slope;           /* least-squares trend per index, same unit as the values */
+    double thirds_ratio;    /* mean of the last third / mean of the first third (NAN when n < 3) */
+} dg_stats;
+
+/* Statistics of v[warmup..n) (v is not modified). n - warmup == 0 gives n = 0
+ * and NAN fields. */
+void dg_stats_compute(const double *v, size_t n, size_t warmup, dg_stats *out);
+/* {n, median, q1, q3, iqr, mean, sd, min, max, iqr_share, noise: "quiet"|"warn"|"strong",
+ *  outliers, slope, thirds_ratio} with every value a metric in `unit`. */
+cJSON *dg_stats_json(const dg_stats *s, const char *unit);
+
+/* ---- sampler (sampler.c) ----------------------------------------------------- */
+
+typedef struct dg_sample_point {
+    double t;             /* seconds since the sampler started */
+    dg_metric rss;        /* bytes, this process */
+    dg_metric swap_used;  /* bytes, whole machine */
+    dg_metric psi_some10; /* percent, /proc/pressure/memory some avg10 */
+    dg_metric dev_used;   /* bytes of device memory in use (backend mem info or NVML) */
+    dg_metric dev_total;  /* bytes */
+    dg_metric dev_util;   /* percent, where reported (NVML) */
+} dg_sample_point;
+
+typedef struct dg_sampler dg_sampler;
+
+/* Starts a thread sampling every period_ms (<= 0: 100) until stopped. be/bctx
+ * (may be NULL) give device memory through device_info's mem_free/mem_total;
+ * for NVIDIA devices NVML (dlopen'ed) adds utilisation and the process's own
+ * device memory. NULL when out of memory or the thread cannot start. */
+dg_sampler *dg_sampler_start(const dg_backend_iface *be, void *bctx, int period_ms);
+/* Stops the thread and keeps the samples; accepts NULL. */
+void dg_sampler_stop(dg_sampler *s);
+void dg_sampler_free(dg_sampler *s);
+/* Samples so far (valid until the next call on s after stop). */
+const dg_sample_point *dg_sampler_points(const dg_sampler *s, size_t *n);
+/* Peaks and deltas: rss_peak, swap growth (last - first), psi peak, device used peak. */
+typedef struct dg_sampler_summary {
+    dg_metric rss_peak, swap_growth, psi_peak, dev_used_peak, dev_util_mean;
+    double overhead_s; /* CPU time the sampler thread itself used */
+    size_t count;
+} dg_sampler_summary;
+void dg_sampler_summarise(const dg_sampler *s, dg_sampler_summary *out);
+/* {"period_ms", "count", "overhead_s", summary metrics, "samples": [raw points]} */
+cJSON *dg_sampler_json(const dg_sampler *s);
+#endif

@@ -1,0 +1,2 @@
+/* placeholder: being written */
+typedef int dg_placeholder_trace;
