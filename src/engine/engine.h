@@ -89,6 +89,19 @@ bool dg_engine_native(const dg_engine *e, dg_op op);
  * copied back after the CPU ran the op). */
 cJSON *dg_engine_census_json(const dg_engine *e);
 
+/* Per-op timing for `devgate profile` (dispatch.c): when on, every op is
+ * bracketed by synchronisation and timed (host clock around native calls and
+ * fallbacks), accumulated per (op, shape, backend, native/fallback), and kept
+ * as trace events (name, start and duration in microseconds since on, up to
+ * 200000 events). */
+void dg_engine_set_profiling(dg_engine *e, bool on);
+/* [{op, shape, backend, fallback: bool, calls, ms_total, ms_mean, share}] sorted
+ * by ms_total, share of the profiled op time; [] when never on. */
+cJSON *dg_engine_ops_json(const dg_engine *e);
+/* Chrome trace events [{name, cat, ph: "X", ts, dur, pid, tid, args}] of the
+ * profiled ops. */
+cJSON *dg_engine_trace_json(const dg_engine *e);
+
 /* Op entry points: run natively or fall back to the cpu backend with the
  * copies that implies, recording each fallback. Contracts as in backend.h. */
 dg_status dg_op_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k, float alpha,
