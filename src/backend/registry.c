@@ -6,8 +6,9 @@
  * Fault injection for tests: DEVGATE_FAULT=KIND@BACKEND wraps that backend so
  * the gate and the learning tests can be shown to fail. KIND is gemm-corrupt
  * (one element of every product is altered), upload-fail (every upload
- * returns an error), sgd-skip (updates do nothing) or sgd-ascend (updates
- * climb the gradient). */
+ * returns an error), sgd-skip (updates do nothing), sgd-ascend (updates
+ * climb the gradient) or relu-leak (relu_fwd lets 1% of negative values
+ * through: y = x > 0 ? x : 0.01 x; step capture is then off). */
 #include "backend/backend.h"
 #include "core/core.h"
 
@@ -143,6 +144,26 @@ static dg_status faulty_sgd_ascend(void *ctx, dg_ref w, dg_ref g, dg_ref mom, si
     return faulty_inner->sgd(ctx, w, g, mom, count, -lr, momentum, weight_decay);
 }
 
+/* Leaky relu on the host: the device's values are copied out, altered and
+ * copied back, so every backend gets the same fault. */
+static dg_status faulty_relu_leak(void *ctx, dg_ref x, dg_ref y, size_t count)
+{
+    if (count == 0)
+        return DG_OK;
+    float *h = malloc(count * sizeof *h);
+    if (!h)
+        return DG_ERR_NOMEM;
+    dg_status st = faulty_inner->synchronize(ctx);
+    if (st == DG_OK)
+        st = faulty_inner->download(ctx, x.buf, x.off, h, count * sizeof *h);
+    for (size_t i = 0; st == DG_OK && i < count; i++)
+        h[i] = h[i] > 0.0f ? h[i] : 0.01f * h[i];
+    if (st == DG_OK)
+        st = faulty_inner->upload(ctx, y.buf, y.off, h, count * sizeof *h);
+    free(h);
+    return st;
+}
+
 static const char *faulty_last_error(void *ctx)
 {
     return "injected fault: upload refused (DEVGATE_FAULT)";
@@ -166,6 +187,12 @@ static const dg_backend_iface *maybe_inject(const char *name, const dg_backend_i
         faulty.sgd = faulty_sgd_skip;
     } else if (kind_len == 10 && strncmp(spec, "sgd-ascend", 10) == 0 && iface->sgd) {
         faulty.sgd = faulty_sgd_ascend;
+    } else if (kind_len == 9 && strncmp(spec, "relu-leak", 9) == 0 && iface->relu_fwd) {
+        faulty.relu_fwd = faulty_relu_leak;
+        /* Host copies cannot be recorded into a captured step. */
+        faulty.capture_begin = NULL;
+        faulty.capture_end = NULL;
+        faulty.replay = NULL;
     } else {
         return iface;
     }

@@ -53,6 +53,12 @@ bool cli_common_opt(cli *c, int argc, char **argv, int *i);
 /* Option parsing: matches "--name VALUE" or "--name=VALUE"; advances *i. */
 bool opt_value(int argc, char **argv, int *i, const char *name, const char **value);
 
+/* Parses one `devgate train` option at argv[*i] into *o (the verb in messages
+ * is argv[0]): 1 consumed (advancing *i past a value), 0 not a train option,
+ * -1 bad value (message printed). Callers start o as {.lr = -1, .momentum = -1,
+ * .weight_decay = -1}. */
+int cli_parse_train_opt(cli *c, int argc, char **argv, int *i, dg_train_opts *o);
+
 int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);

@@ -196,114 +196,132 @@ static void print_train(const cJSON *r)
         printf("  error    %s\n", jstr(r, "error", ""));
 }
 
-int cmd_train(cli *c, int argc, char **argv)
+int cli_parse_train_opt(cli *c, int argc, char **argv, int *pi, dg_train_opts *op)
 {
-    dg_train_opts o = {.lr = -1, .momentum = -1, .weight_decay = -1};
+    (void)c;
+    const char *verb = argv[0];
     const char *v;
-    for (int i = 1; i < argc; i++) {
-        long n;
-        char *end;
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
+    int i = *pi;
+    long n;
+    char *end;
+    dg_train_opts o = *op;
 #define INT_OPT(flag, field, lo, hi)                                                               \
     if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
-        if (!cli_parse_long(v, lo, hi, &n)) {                                                          \
-            cli_error("train: %s wants an integer in %ld..%ld, got '%s'", flag, (long)(lo),        \
+        if (!cli_parse_long(v, lo, hi, &n)) {                                                      \
+            cli_error("%s: %s wants an integer in %ld..%ld, got '%s'", verb, flag, (long)(lo),     \
                       (long)(hi), v);                                                              \
-            return EXIT_USAGE;                                                                     \
+            return -1;                                                                             \
         }                                                                                          \
         o.field = (int)n;                                                                          \
-        continue;                                                                                  \
+        goto matched;                                                                              \
     }
 #define FLOAT_OPT(flag, field)                                                                     \
     if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
         o.field = strtof(v, &end);                                                                 \
         if (end == v || *end || !(o.field >= 0) || !isfinite(o.field)) {                           \
-            cli_error("train: %s wants a non-negative number, got '%s'", flag, v);                 \
-            return EXIT_USAGE;                                                                     \
+            cli_error("%s: %s wants a non-negative number, got '%s'", verb, flag, v);              \
+            return -1;                                                                             \
         }                                                                                          \
-        continue;                                                                                  \
+        goto matched;                                                                              \
     }
-        INT_OPT("--batch", batch, 1, 1 << 20)
-        INT_OPT("--steps", steps, 1, 100000000)
-        INT_OPT("--epochs", epochs, 1, 100000)
-        INT_OPT("--sync-every", sync_every, 0, 100000000)
-        INT_OPT("--threads", threads, 1, 1024)
-        INT_OPT("--device", device, 0, 64)
-        FLOAT_OPT("--lr", lr)
-        FLOAT_OPT("--momentum", momentum)
-        FLOAT_OPT("--weight-decay", weight_decay)
+    INT_OPT("--batch", batch, 1, 1 << 20)
+    INT_OPT("--steps", steps, 1, 100000000)
+    INT_OPT("--epochs", epochs, 1, 100000)
+    INT_OPT("--sync-every", sync_every, 0, 100000000)
+    INT_OPT("--threads", threads, 1, 1024)
+    INT_OPT("--device", device, 0, 64)
+    FLOAT_OPT("--lr", lr)
+    FLOAT_OPT("--momentum", momentum)
+    FLOAT_OPT("--weight-decay", weight_decay)
 #undef INT_OPT
 #undef FLOAT_OPT
-        if (opt_value(argc, argv, &i, "--model", &v)) {
-            o.model = v;
-        } else if (opt_value(argc, argv, &i, "--backend", &v)) {
-            o.backend = v;
-        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
-            errno = 0;
-            o.seed = strtoull(v, &end, 0);
-            if (errno || end == v || *end || v[0] == '-') {
-                cli_error("train: --seed wants a non-negative integer, got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--input", &v)) {
-            if (sscanf(v, "%dx%dx%d%n", &o.in_c, &o.in_h, &o.in_w, &(int){0}) != 3 || o.in_c < 1 ||
-                o.in_h < 1 || o.in_w < 1) {
-                cli_error("train: --input wants CxHxW, got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--mem-budget", &v)) {
-            if (!parse_bytes(v, &o.mem_budget) || o.mem_budget == 0) {
-                cli_error("train: --mem-budget wants a size such as 512M or 2G, got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--samples", &v)) {
-            if (!cli_parse_long(v, 1, 100000000, &n)) {
-                cli_error("train: --samples wants 1..100000000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.samples = (size_t)n;
-        } else if (opt_value(argc, argv, &i, "--disable-op", &v)) {
-            o.disable_ops = v;
-        } else if (opt_value(argc, argv, &i, "--export", &v)) {
-            o.export_dir = v;
-        } else if (strcmp(argv[i], "--no-capture") == 0) {
-            o.no_capture = true;
-        } else if (opt_value(argc, argv, &i, "--data", &v)) {
-            o.data = v;
-        } else if (opt_value(argc, argv, &i, "--workers", &v)) {
-            if (!cli_parse_long(v, 0, 256, &n)) {
-                cli_error("train: --workers wants 0..256 (0: batches made in the training loop), got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.workers = n == 0 ? -1 : (int)n;
-        } else if (opt_value(argc, argv, &i, "--val-split", &v)) {
-            if (!parse_share(v, false, &o.val_split)) {
-                cli_error("train: --val-split wants a share in [0, 1), got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--max-bad-share", &v)) {
-            if (!parse_share(v, true, &o.max_bad_share)) {
-                cli_error("train: --max-bad-share wants a share in [0, 1], got '%s'", v);
-                return EXIT_USAGE;
-            }
-            if (o.max_bad_share == 0)
-                o.max_bad_share = -1; /* the library's 0 is the default */
-        } else if (opt_value(argc, argv, &i, "--resolution", &v)) {
-            o.resolution = v;
-        } else if (opt_value(argc, argv, &i, "--augment", &v)) {
-            o.augment = v;
-        } else if (opt_value(argc, argv, &i, "--normalize", &v)) {
-            o.normalize = v;
-        } else if (strcmp(argv[i], "--cache") == 0) {
-            o.cache = true;
-        } else if (opt_value(argc, argv, &i, "--on-bad-sample", &v)) {
-            if (strcmp(v, "skip") != 0 && strcmp(v, "fail") != 0) {
-                cli_error("train: --on-bad-sample wants skip or fail, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.on_bad_fail = strcmp(v, "fail") == 0;
-        } else {
+    if (opt_value(argc, argv, &i, "--model", &v)) {
+        o.model = v;
+    } else if (opt_value(argc, argv, &i, "--backend", &v)) {
+        o.backend = v;
+    } else if (opt_value(argc, argv, &i, "--seed", &v)) {
+        errno = 0;
+        o.seed = strtoull(v, &end, 0);
+        if (errno || end == v || *end || v[0] == '-') {
+            cli_error("%s: --seed wants a non-negative integer, got '%s'", verb, v);
+            return -1;
+        }
+    } else if (opt_value(argc, argv, &i, "--input", &v)) {
+        if (sscanf(v, "%dx%dx%d%n", &o.in_c, &o.in_h, &o.in_w, &(int){0}) != 3 || o.in_c < 1 ||
+            o.in_h < 1 || o.in_w < 1) {
+            cli_error("%s: --input wants CxHxW, got '%s'", verb, v);
+            return -1;
+        }
+    } else if (opt_value(argc, argv, &i, "--mem-budget", &v)) {
+        if (!parse_bytes(v, &o.mem_budget) || o.mem_budget == 0) {
+            cli_error("%s: --mem-budget wants a size such as 512M or 2G, got '%s'", verb, v);
+            return -1;
+        }
+    } else if (opt_value(argc, argv, &i, "--samples", &v)) {
+        if (!cli_parse_long(v, 1, 100000000, &n)) {
+            cli_error("%s: --samples wants 1..100000000, got '%s'", verb, v);
+            return -1;
+        }
+        o.samples = (size_t)n;
+    } else if (opt_value(argc, argv, &i, "--disable-op", &v)) {
+        o.disable_ops = v;
+    } else if (opt_value(argc, argv, &i, "--export", &v)) {
+        o.export_dir = v;
+    } else if (strcmp(argv[i], "--no-capture") == 0) {
+        o.no_capture = true;
+    } else if (opt_value(argc, argv, &i, "--data", &v)) {
+        o.data = v;
+    } else if (opt_value(argc, argv, &i, "--workers", &v)) {
+        if (!cli_parse_long(v, 0, 256, &n)) {
+            cli_error("%s: --workers wants 0..256 (0: batches made in the training loop), got '%s'", verb, v);
+            return -1;
+        }
+        o.workers = n == 0 ? -1 : (int)n;
+    } else if (opt_value(argc, argv, &i, "--val-split", &v)) {
+        if (!parse_share(v, false, &o.val_split)) {
+            cli_error("%s: --val-split wants a share in [0, 1), got '%s'", verb, v);
+            return -1;
+        }
+    } else if (opt_value(argc, argv, &i, "--max-bad-share", &v)) {
+        if (!parse_share(v, true, &o.max_bad_share)) {
+            cli_error("%s: --max-bad-share wants a share in [0, 1], got '%s'", verb, v);
+            return -1;
+        }
+        if (o.max_bad_share == 0)
+            o.max_bad_share = -1; /* the library's 0 is the default */
+    } else if (opt_value(argc, argv, &i, "--resolution", &v)) {
+        o.resolution = v;
+    } else if (opt_value(argc, argv, &i, "--augment", &v)) {
+        o.augment = v;
+    } else if (opt_value(argc, argv, &i, "--normalize", &v)) {
+        o.normalize = v;
+    } else if (strcmp(argv[i], "--cache") == 0) {
+        o.cache = true;
+    } else if (opt_value(argc, argv, &i, "--on-bad-sample", &v)) {
+        if (strcmp(v, "skip") != 0 && strcmp(v, "fail") != 0) {
+            cli_error("%s: --on-bad-sample wants skip or fail, got '%s'", verb, v);
+            return -1;
+        }
+        o.on_bad_fail = strcmp(v, "fail") == 0;
+    } else {
+        return 0;
+    }
+matched:
+    *op = o;
+    *pi = i;
+    return 1;
+}
+
+int cmd_train(cli *c, int argc, char **argv)
+{
+    dg_train_opts o = {.lr = -1, .momentum = -1, .weight_decay = -1};
+    for (int i = 1; i < argc; i++) {
+        if (cli_common_opt(c, argc, argv, &i))
+            continue;
+        int r = cli_parse_train_opt(c, argc, argv, &i, &o);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r == 0) {
             cli_error("train: unknown argument '%s' (see devgate --help)", argv[i]);
             return EXIT_USAGE;
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *dg_status_name(dg_status st)
 {
@@ -257,4 +258,40 @@ void dg_copy_clean(char *dst, size_t n, const char *src)
         dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
     }
     dst[i] = '\0';
+}
+
+bool dg_proc_kb(const char *text, const char *key, double *bytes)
+{
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p;) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == ':') {
+            char *end;
+            unsigned long long kb = strtoull(p + kl + 1, &end, 10);
+            if (end == p + kl + 1)
+                return false;
+            *bytes = (double)kb * 1024.0;
+            return true;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return false;
+}
+
+bool dg_proc_self_rss(double *bytes)
+{
+    char buf[256];
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    unsigned long long size, res;
+    long page = sysconf(_SC_PAGESIZE);
+    if (sscanf(buf, "%llu %llu", &size, &res) != 2 || page <= 0)
+        return false;
+    *bytes = (double)res * (double)page;
+    return true;
 }

@@ -59,6 +59,10 @@ void dg_rng_uniform(dg_rng *r, float *dst, size_t n, float lo, float hi);
 char *dg_read_file(const char *path, size_t max, size_t *len);
 /* Trims ASCII whitespace at both ends in place; returns s. */
 char *dg_trim(char *s);
+/* "Key: N kB" from a /proc status-style text (meminfo, self/status) in bytes; false when absent. */
+bool dg_proc_kb(const char *text, const char *key, double *bytes);
+/* Resident set of this process in bytes (/proc/self/statm); false when unreadable. */
+bool dg_proc_self_rss(double *bytes);
 /* Copies src into dst of size n, always NUL-terminated, replacing control
  * characters so hostile strings cannot break terminals or records. */
 void dg_copy_clean(char *dst, size_t n, const char *src);

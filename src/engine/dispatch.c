@@ -2,6 +2,7 @@
  * (native, or the cpu backend with copies both ways) and the fallback census. */
 #include "engine/engine.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #define CENSUS_MAX 256 /* distinct records; further ones fold into "other" */
 #define STAGE_MAX 64   /* cached cpu staging buffers per engine */
 #define OPERANDS_MAX 8 /* staged operands of one op */
+#define PROF_ROWS_MAX 1024     /* distinct profile rows; further ones fold into "other" */
+#define PROF_EVENTS_MAX 200000 /* trace events kept; further ones are counted as dropped */
 
 typedef struct census_rec {
     uint64_t hash;
@@ -37,6 +40,9 @@ struct dg_census {
     stage_buf stage[STAGE_MAX];
     size_t nstage;
     uint64_t tick;
+    size_t fb_d2h, fb_h2d; /* bytes every fallback copied, engine lifetime */
+    struct prof *prof;     /* per-op profiling; NULL until first switched on */
+    bool prof_on;
 };
 
 /* ---- ops and their function pointers ------------------------------------ */
@@ -131,6 +137,8 @@ dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name,
 
 /* ---- open and close ---------------------------------------------------- */
 
+static void prof_free(struct prof *p);
+
 static void *cpu_ctx_of(const dg_engine *e)
 {
     return e->cpu_ctx ? e->cpu_ctx : e->bctx;
@@ -145,6 +153,7 @@ void dg_engine_close(dg_engine *e)
         for (size_t i = 0; i < e->census->nstage; i++)
             e->cpu->buf_free(cpu_ctx_of(e), e->census->stage[i].buf);
         dg_free(e->census->recs);
+        prof_free(e->census->prof);
         dg_free(e->census);
     }
     if (e->cpu_ctx)
@@ -492,6 +501,8 @@ static dg_status fb_end(fallback *f, const char *shape)
         snprintf(reason, sizeof reason, "disabled by --disable-op");
     else
         snprintf(reason, sizeof reason, "not supported by %s", e->name);
+    e->census->fb_d2h += f->d2h;
+    e->census->fb_h2d += f->h2d;
     census_rec *r = census_find(e->census, dg_op_names[f->op], shape, reason);
     r->calls++;
     r->ms += (dg_now() - f->t0) * 1e3;
@@ -541,10 +552,11 @@ static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st)
     return dg_fail(ctx, st, "%s: %s: %s", e->name, fn, err && *err ? err : dg_status_name(st));
 }
 
-/* ---- op entry points ---------------------------------------------------- */
+/* ---- op bodies: native or fallback (the public entry points are below) --- */
 
-dg_status dg_op_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k, float alpha,
-                     dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+static dg_status run_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k,
+                          float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c,
+                          int ldc)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_GEMM, e && e->cpu->gemm, &st);
@@ -566,7 +578,7 @@ dg_status dg_op_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, 
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float value)
+static dg_status run_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float value)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_FILL, e && e->cpu->fill, &st);
@@ -584,8 +596,8 @@ dg_status dg_op_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float va
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int outer, int channels,
-                         int inner)
+static dg_status run_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int outer,
+                              int channels, int inner)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_BIAS_ADD, e && e->cpu->bias_add, &st);
@@ -605,8 +617,8 @@ dg_status dg_op_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int o
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int outer, int channels,
-                          int inner)
+static dg_status run_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int outer,
+                               int channels, int inner)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_BIAS_GRAD, e && e->cpu->bias_grad, &st);
@@ -626,7 +638,7 @@ dg_status dg_op_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int o
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t count)
+static dg_status run_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t count)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_RELU, e && e->cpu->relu_fwd, &st);
@@ -645,7 +657,8 @@ dg_status dg_op_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t c
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_relu_bwd(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
+static dg_status run_relu_bwd(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref dy, dg_ref dx,
+                              size_t count)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_RELU, e && e->cpu->relu_bwd, &st);
@@ -670,8 +683,8 @@ static void pool_shape(char *buf, size_t len, const char *name, const dg_pool_sh
     snprintf(buf, len, "%s n%d c%d %dx%d k%d s%d", name, s->n, s->c, s->h, s->w, s->k, s->stride);
 }
 
-dg_status dg_op_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref x, dg_ref y,
-                            dg_ref argmax)
+static dg_status run_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref x,
+                                 dg_ref y, dg_ref argmax)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_MAXPOOL, e && e->cpu->maxpool_fwd, &st);
@@ -692,8 +705,8 @@ dg_status dg_op_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, d
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_maxpool_bwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref dy,
-                            dg_ref argmax, dg_ref dx)
+static dg_status run_maxpool_bwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref dy,
+                                 dg_ref argmax, dg_ref dx)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_MAXPOOL, e && e->cpu->maxpool_bwd, &st);
@@ -738,8 +751,8 @@ static dg_ref conv_scratch(fallback *f, const dg_conv_shape *s)
     return fb_ref(f, (dg_ref){NULL, 0}, ws, STAGE_SCRATCH);
 }
 
-dg_status dg_op_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
-                           dg_ref bias, dg_ref y, dg_ref work)
+static dg_status run_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x,
+                                dg_ref w, dg_ref bias, dg_ref y, dg_ref work)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_CONV2D, e && e->cpu->conv2d_fwd, &st);
@@ -761,8 +774,8 @@ dg_status dg_op_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
-                           dg_ref dy, dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
+static dg_status run_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x,
+                                dg_ref w, dg_ref dy, dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_CONV2D, e && e->cpu->conv2d_bwd, &st);
@@ -789,8 +802,8 @@ dg_status dg_op_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logits, dg_ref labels,
-                     dg_ref dlogits, dg_ref acc)
+static dg_status run_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logits,
+                          dg_ref labels, dg_ref dlogits, dg_ref acc)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_XENT, e && e->cpu->xent, &st);
@@ -813,8 +826,8 @@ dg_status dg_op_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logit
     return fb_end(&f, shape);
 }
 
-dg_status dg_op_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
-                    float lr, float momentum, float weight_decay)
+static dg_status run_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
+                         float lr, float momentum, float weight_decay)
 {
     dg_status st;
     route r = route_op(ctx, e, DG_OP_SGD, e && e->cpu->sgd, &st);
@@ -883,4 +896,335 @@ cJSON *dg_engine_census_json(const dg_engine *e)
     }
     dg_free(v);
     return arr;
+}
+
+/* ---- per-op profiling (devgate profile) ----------------------------------
+ * Off: each op entry point costs one branch on census->prof_on. On: the op is
+ * bracketed by synchronisation and timed with the host clock, so each op is
+ * measured in isolation (no overlap with its neighbours). */
+
+typedef struct prof_row {
+    uint64_t hash;
+    const char *op; /* static name: "conv2d_fwd", "relu_bwd", ... */
+    char shape[96]; /* as in the fallback census */
+    bool fallback;
+    size_t calls;
+    double ms;
+    size_t d2h, h2d; /* bytes the fallback copied */
+} prof_row;
+
+typedef struct prof_event {
+    uint32_t row; /* index into rows, UINT32_MAX: "other" */
+    double ts, dur; /* microseconds since profiling was first switched on */
+} prof_event;
+
+struct prof {
+    double origin; /* dg_now() when first switched on */
+    prof_row *rows;
+    size_t n, cap;
+    prof_row other;
+    bool have_other;
+    prof_event *ev;
+    size_t nev, capev, dropped;
+};
+
+static void prof_free(struct prof *p)
+{
+    if (!p)
+        return;
+    dg_free(p->rows);
+    dg_free(p->ev);
+    dg_free(p);
+}
+
+void dg_engine_set_profiling(dg_engine *e, bool on)
+{
+    if (!e || !e->census)
+        return;
+    if (on && !e->census->prof) {
+        e->census->prof = dg_calloc(1, sizeof *e->census->prof);
+        if (!e->census->prof)
+            return; /* out of host memory: stays off, ops_json stays [] */
+        e->census->prof->origin = dg_now();
+    }
+    e->census->prof_on = on;
+}
+
+static prof_row *prof_find(struct prof *p, const char *op, const char *shape, bool fb,
+                           uint32_t *idx)
+{
+    uint64_t h = fnv(fnv(0xcbf29ce484222325ull, op), shape) ^ (fb ? 1u : 0u);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->rows[i].hash == h && p->rows[i].fallback == fb &&
+            strcmp(p->rows[i].op, op) == 0 && strcmp(p->rows[i].shape, shape) == 0) {
+            *idx = (uint32_t)i;
+            return &p->rows[i];
+        }
+    if (p->n == p->cap && p->cap < PROF_ROWS_MAX) {
+        size_t ncap = p->cap ? p->cap * 2 : 32;
+        prof_row *nr = dg_realloc(p->rows, ncap * sizeof *nr);
+        if (nr) {
+            p->rows = nr;
+            p->cap = ncap;
+        }
+    }
+    if (p->n == p->cap) { /* full (or no memory): fold into "other" */
+        if (!p->have_other) {
+            p->have_other = true;
+            p->other.op = "other";
+            snprintf(p->other.shape, sizeof p->other.shape, "folded: more than %d distinct rows",
+                     PROF_ROWS_MAX);
+        }
+        *idx = UINT32_MAX;
+        return &p->other;
+    }
+    prof_row *r = &p->rows[p->n];
+    *idx = (uint32_t)p->n++;
+    memset(r, 0, sizeof *r);
+    r->hash = h;
+    r->op = op;
+    r->fallback = fb;
+    snprintf(r->shape, sizeof r->shape, "%s", shape);
+    return r;
+}
+
+/* One profiled call in flight. */
+typedef struct prof_call {
+    bool fallback;
+    double t0;
+    size_t d2h0, h2d0;
+} prof_call;
+
+/* Synchronises (so the op starts on an idle device) and starts the clock. */
+static dg_status prof_begin(dg_ctx *ctx, dg_engine *e, dg_op op, prof_call *pc)
+{
+    pc->fallback = e->cpu_ctx && !dg_engine_native(e, op);
+    dg_status st = e->be->synchronize(e->bctx);
+    if (st != DG_OK)
+        return native(ctx, e, "synchronize (profiling)", st);
+    pc->d2h0 = e->census->fb_d2h;
+    pc->h2d0 = e->census->fb_h2d;
+    pc->t0 = dg_now();
+    return DG_OK;
+}
+
+/* Waits for the op to finish, stops the clock and records row and event. */
+static dg_status prof_end(dg_ctx *ctx, dg_engine *e, prof_call *pc, const char *op,
+                          const char *shape, dg_status st)
+{
+    if (st != DG_OK)
+        return st;
+    if ((st = e->be->synchronize(e->bctx)) != DG_OK)
+        return native(ctx, e, "synchronize (profiling)", st);
+    double t1 = dg_now();
+    struct prof *p = e->census->prof;
+    uint32_t idx;
+    prof_row *r = prof_find(p, op, shape, pc->fallback, &idx);
+    r->calls++;
+    r->ms += (t1 - pc->t0) * 1e3;
+    r->d2h += e->census->fb_d2h - pc->d2h0;
+    r->h2d += e->census->fb_h2d - pc->h2d0;
+    if (p->nev == p->capev && p->capev < PROF_EVENTS_MAX) {
+        size_t ncap = p->capev ? p->capev * 2 : 4096;
+        if (ncap > PROF_EVENTS_MAX)
+            ncap = PROF_EVENTS_MAX;
+        prof_event *ne = dg_realloc(p->ev, ncap * sizeof *ne);
+        if (ne) {
+            p->ev = ne;
+            p->capev = ncap;
+        }
+    }
+    if (p->nev < p->capev)
+        p->ev[p->nev++] = (prof_event){idx, (pc->t0 - p->origin) * 1e6, (t1 - pc->t0) * 1e6};
+    else
+        p->dropped++;
+    return DG_OK;
+}
+
+static int row_by_ms_desc(const void *pa, const void *pb)
+{
+    const prof_row *a = *(const prof_row *const *)pa, *b = *(const prof_row *const *)pb;
+    if (a->ms != b->ms)
+        return a->ms < b->ms ? 1 : -1;
+    int c = strcmp(a->op, b->op);
+    return c ? c : strcmp(a->shape, b->shape);
+}
+
+cJSON *dg_engine_ops_json(const dg_engine *e)
+{
+    dg_json_init();
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr || !e || !e->census || !e->census->prof)
+        return arr;
+    const struct prof *p = e->census->prof;
+    size_t n = p->n + (p->have_other ? 1 : 0);
+    const prof_row **v = dg_malloc((n ? n : 1) * sizeof *v);
+    if (!v) {
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    double total = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        v[i] = &p->rows[i];
+        total += p->rows[i].ms;
+    }
+    if (p->have_other) {
+        v[p->n] = &p->other;
+        total += p->other.ms;
+    }
+    qsort(v, n, sizeof *v, row_by_ms_desc);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            dg_free(v);
+            return NULL;
+        }
+        cJSON_AddStringToObject(o, "op", v[i]->op);
+        cJSON_AddStringToObject(o, "shape", v[i]->shape);
+        cJSON_AddStringToObject(o, "backend", e->name);
+        cJSON_AddBoolToObject(o, "fallback", v[i]->fallback);
+        cJSON_AddNumberToObject(o, "calls", (double)v[i]->calls);
+        cJSON_AddNumberToObject(o, "ms_total", v[i]->ms);
+        cJSON_AddNumberToObject(o, "ms_mean", v[i]->calls ? v[i]->ms / (double)v[i]->calls : 0);
+        cJSON_AddNumberToObject(o, "share", total > 0 ? v[i]->ms / total : 0);
+        if (v[i]->fallback) {
+            cJSON_AddNumberToObject(o, "bytes_d2h", (double)v[i]->d2h);
+            cJSON_AddNumberToObject(o, "bytes_h2d", (double)v[i]->h2d);
+        }
+    }
+    dg_free(v);
+    return arr;
+}
+
+cJSON *dg_engine_trace_json(const dg_engine *e)
+{
+    dg_json_init();
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr || !e || !e->census || !e->census->prof)
+        return arr;
+    const struct prof *p = e->census->prof;
+    for (size_t i = 0; i < p->nev; i++) {
+        const prof_event *ev = &p->ev[i];
+        const prof_row *r = ev->row == UINT32_MAX ? &p->other : &p->rows[ev->row];
+        cJSON *o = cJSON_CreateObject(), *args = o ? cJSON_AddObjectToObject(o, "args") : NULL;
+        if (!args || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+        cJSON_AddStringToObject(o, "name", r->op);
+        cJSON_AddStringToObject(o, "cat", r->fallback ? "op,fallback" : "op");
+        cJSON_AddStringToObject(o, "ph", "X");
+        /* Whole nanoseconds: exact enough, and short in the file. */
+        cJSON_AddNumberToObject(o, "ts", (double)llround(ev->ts * 1e3) / 1e3);
+        cJSON_AddNumberToObject(o, "dur", (double)llround(ev->dur * 1e3) / 1e3);
+        cJSON_AddNumberToObject(o, "pid", 1);
+        cJSON_AddNumberToObject(o, "tid", 1);
+        cJSON_AddStringToObject(args, "shape", r->shape);
+        cJSON_AddStringToObject(args, "backend", e->name);
+        cJSON_AddBoolToObject(args, "fallback", r->fallback);
+    }
+    return arr;
+}
+
+/* ---- public op entry points: profiled or straight through --------------- */
+
+#define PROFILED(op_id, name, shape_fmt, call)                                                     \
+    do {                                                                                           \
+        if (__builtin_expect(!e || !e->census->prof_on, 1))                                        \
+            return call;                                                                           \
+        prof_call pc;                                                                              \
+        dg_status pst = prof_begin(ctx, e, op_id, &pc);                                            \
+        if (pst != DG_OK)                                                                          \
+            return pst;                                                                            \
+        char shape[96];                                                                            \
+        shape_fmt;                                                                                 \
+        return prof_end(ctx, e, &pc, name, shape, call);                                           \
+    } while (0)
+
+dg_status dg_op_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k, float alpha,
+                     dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+{
+    PROFILED(DG_OP_GEMM, "gemm",
+             snprintf(shape, sizeof shape, "gemm %dx%dx%d ta=%d tb=%d", m, n, k, (int)ta, (int)tb),
+             run_gemm(ctx, e, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+}
+
+dg_status dg_op_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float value)
+{
+    PROFILED(DG_OP_FILL, "fill", snprintf(shape, sizeof shape, "fill %zu", count),
+             run_fill(ctx, e, x, count, value));
+}
+
+dg_status dg_op_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int outer, int channels,
+                         int inner)
+{
+    PROFILED(DG_OP_BIAS_ADD, "bias_add",
+             snprintf(shape, sizeof shape, "bias_add %dx%dx%d", outer, channels, inner),
+             run_bias_add(ctx, e, y, bias, outer, channels, inner));
+}
+
+dg_status dg_op_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int outer, int channels,
+                          int inner)
+{
+    PROFILED(DG_OP_BIAS_GRAD, "bias_grad",
+             snprintf(shape, sizeof shape, "bias_grad %dx%dx%d", outer, channels, inner),
+             run_bias_grad(ctx, e, dy, db, outer, channels, inner));
+}
+
+dg_status dg_op_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t count)
+{
+    PROFILED(DG_OP_RELU, "relu_fwd", snprintf(shape, sizeof shape, "relu %zu", count),
+             run_relu_fwd(ctx, e, x, y, count));
+}
+
+dg_status dg_op_relu_bwd(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
+{
+    PROFILED(DG_OP_RELU, "relu_bwd", snprintf(shape, sizeof shape, "relu_bwd %zu", count),
+             run_relu_bwd(ctx, e, y, dy, dx, count));
+}
+
+dg_status dg_op_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref x, dg_ref y,
+                            dg_ref argmax)
+{
+    PROFILED(DG_OP_MAXPOOL, "maxpool_fwd", pool_shape(shape, sizeof shape, "maxpool", s),
+             run_maxpool_fwd(ctx, e, s, x, y, argmax));
+}
+
+dg_status dg_op_maxpool_bwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref dy,
+                            dg_ref argmax, dg_ref dx)
+{
+    PROFILED(DG_OP_MAXPOOL, "maxpool_bwd", pool_shape(shape, sizeof shape, "maxpool_bwd", s),
+             run_maxpool_bwd(ctx, e, s, dy, argmax, dx));
+}
+
+dg_status dg_op_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
+                           dg_ref bias, dg_ref y, dg_ref work)
+{
+    PROFILED(DG_OP_CONV2D, "conv2d_fwd", conv_shape(shape, sizeof shape, "conv2d", s),
+             run_conv2d_fwd(ctx, e, s, x, w, bias, y, work));
+}
+
+dg_status dg_op_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
+                           dg_ref dy, dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
+{
+    PROFILED(DG_OP_CONV2D, "conv2d_bwd", conv_shape(shape, sizeof shape, "conv2d_bwd", s),
+             run_conv2d_bwd(ctx, e, s, x, w, dy, dx, dw, db, work));
+}
+
+dg_status dg_op_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logits, dg_ref labels,
+                     dg_ref dlogits, dg_ref acc)
+{
+    PROFILED(DG_OP_XENT, "softmax_xent",
+             snprintf(shape, sizeof shape, "softmax_xent n%d classes%d", n, classes),
+             run_xent(ctx, e, n, classes, logits, labels, dlogits, acc));
+}
+
+dg_status dg_op_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
+                    float lr, float momentum, float weight_decay)
+{
+    PROFILED(DG_OP_SGD, "sgd", snprintf(shape, sizeof shape, "sgd %zu", count),
+             run_sgd(ctx, e, w, g, mom, count, lr, momentum, weight_decay));
 }

@@ -148,4 +148,27 @@ double ref64_xent(int n, int classes, const double *logits, const int32_t *label
                   double *correct);
 void ref64_sgd(double *w, const double *g, double *mom, size_t count, double lr, double momentum,
                double weight_decay);
+
+/* ---- float64 training (ref64_train.c) ---------------------------------------
+ * The training fixture's step composed from the ref64_* ops exactly as
+ * train.c composes the device ops (forward, mean softmax cross-entropy,
+ * backward, one SGD over the whole parameter arena), in double. */
+struct dg_model;
+
+/* Batch `step` (0-based) into x (batch * in_c * in_h * in_w floats, NCHW) and
+ * labels (batch int32); a failure status ends the run (its message on ctx). */
+typedef dg_status (*dg_ref64_batch_fn)(void *user, int step, float *x, int32_t *labels);
+
+/* Trains m at batch size `batch` for `steps` steps from init_params (the
+ * float32 arena, param_arena bytes) on the batches next_batch gives:
+ * losses[steps] gets each step's mean loss (before its update), final_params
+ * (param_arena / 4 doubles, arena layout, gaps 0) the parameters after the last
+ * update. DG_ERR_USAGE bad sizes, DG_ERR_NOMEM out of host memory. */
+dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *m, const float *init_params, int batch,
+                         int steps, dg_ref64_batch_fn next_batch, void *user, double lr,
+                         double momentum, double weight_decay, double *losses,
+                         double *final_params);
+/* Floating-point operations of one training step (forward and backward) of m
+ * at batch size `batch` (2 per multiply-add; the cost of dg_ref64_train). */
+double dg_ref64_step_flops(const struct dg_model *m, int batch);
 #endif

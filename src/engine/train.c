@@ -3,7 +3,9 @@
  * phases timed with device events, and on backends that can, the whole step
  * captured once as a device graph and replayed. */
 #include "engine/model.h"
+#include "engine/train.h"
 #include "data/loader.h"
+#include "measure/measure.h"
 
 #include <errno.h>
 #include <math.h>
@@ -312,12 +314,14 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
     return DG_OK;
 }
 
-/* One pass over the validation split with the current weights (eagerly, no
- * update); appends {epoch, loss, accuracy, batches} to vals. */
-static dg_status validate(trainer *t, dg_loader *val, int epoch, cJSON *vals)
+/* One pass over split sp of loader val with the current weights (eagerly, no
+ * update), or max_batches batches of it when > 0; appends {epoch, loss,
+ * accuracy, batches} to vals. */
+static dg_status validate(trainer *t, dg_loader *val, dg_split sp, int max_batches, int epoch, cJSON *vals)
 {
-    dg_status st = dg_loader_start(val, DG_SPLIT_VAL, epoch, 1, 0);
-    size_t nb = (dg_loader_count(val, DG_SPLIT_VAL) + (size_t)t->n - 1) / (size_t)t->n;
+    dg_status st = dg_loader_start(val, sp, epoch, 1, max_batches > 0 ? max_batches : 0);
+    size_t nb = max_batches > 0 ? (size_t)max_batches
+                                : (dg_loader_count(val, sp) + (size_t)t->n - 1) / (size_t)t->n;
     for (size_t k = 0; k < nb && st == DG_OK; k++) {
         int h, w;
         if ((st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK && (st = upload_batch(t)) == DG_OK)
@@ -344,10 +348,99 @@ static dg_status validate(trainer *t, dg_loader *val, int epoch, cJSON *vals)
     return DG_OK;
 }
 
+/* The process footprint: resident set and its peak (VmHWM). */
+static void footprint(dg_metric *rss, dg_metric *hwm)
+{
+    double v = 0;
+    *rss = (dg_metric){v, dg_proc_self_rss(&v)};
+    rss->value = v;
+    char *status = dg_read_file("/proc/self/status", 1u << 16, NULL);
+    v = 0;
+    hwm->valid = status && dg_proc_kb(status, "VmHWM", &v);
+    hwm->value = v;
+    dg_free(status);
+}
+
+/* One epoch's watermark entry: allocator, backend/driver and process memory,
+ * whether the cache was emptied and a validation phase ran, and the epoch's
+ * step times (step_s: its steps' host seconds, NULL when not timed). */
+static cJSON *epoch_entry(trainer *t, int device, int ep, bool emptied, bool validated, const double *step_s,
+                          int steps)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "epoch", ep);
+    dg_alloc_stats as;
+    dg_alloc_get_stats(t->e->alloc, &as);
+    cJSON_AddItemToObject(o, "allocated", dg_json_metric((double)as.allocated, true, "bytes"));
+    cJSON_AddItemToObject(o, "reserved", dg_json_metric((double)as.reserved, true, "bytes"));
+    dg_device_info info;
+    bool dev = t->e->be->device_info(t->e->bctx, device, &info) == DG_OK && info.mem_total.valid &&
+               info.mem_free.valid;
+    cJSON_AddItemToObject(o, "driver_used",
+                          dg_json_metric(dev ? info.mem_total.value - info.mem_free.value : 0, dev, "bytes"));
+    dg_metric rss, hwm;
+    footprint(&rss, &hwm);
+    cJSON_AddItemToObject(o, "rss", dg_json_metric(rss.value, rss.valid, "bytes"));
+    cJSON_AddItemToObject(o, "rss_peak", dg_json_metric(hwm.value, hwm.valid, "bytes"));
+    cJSON_AddBoolToObject(o, "cache_emptied", emptied);
+    cJSON_AddBoolToObject(o, "validation", validated);
+    double med = NAN, sum = 0;
+    if (step_s && steps > 0) {
+        double *tmp = dg_malloc((size_t)steps * sizeof *tmp);
+        if (tmp) {
+            for (int i = 0; i < steps; i++)
+                sum += (tmp[i] = step_s[i] * 1e3);
+            med = median(tmp, (size_t)steps);
+            dg_free(tmp);
+        }
+    }
+    cJSON_AddItemToObject(o, "step_ms", dg_json_metric(med, isfinite(med), "ms"));
+    bool rate = isfinite(med) && sum > 0;
+    cJSON_AddItemToObject(o, "samples_per_s",
+                          dg_json_metric(rate ? steps * (double)t->n / (sum / 1e3) : 0, rate, "samples/s"));
+    return o;
+}
+
+/* Downloads the parameter arena and writes it as raw float32 to path. */
+static dg_status write_params(trainer *t, const char *path)
+{
+    float *p = dg_malloc(t->m.param_arena);
+    if (!p)
+        return dg_fail(t->ctx, DG_ERR_NOMEM, "train: out of host memory for the parameters");
+    if (t->e->be->download(t->e->bctx, t->params->buf, 0, p, t->m.param_arena) != DG_OK) {
+        dg_free(p);
+        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: reading the parameters back: %s", t->e->name,
+                       t->e->be->last_error(t->e->bctx));
+    }
+    FILE *f = fopen(path, "wb");
+    int err = f ? 0 : errno;
+    bool ok = f && fwrite(p, 1, t->m.param_arena, f) == t->m.param_arena;
+    if (f && !ok)
+        err = errno;
+    if (f && fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    dg_free(p);
+    return ok ? DG_OK
+              : dg_fail(t->ctx, DG_ERR_IO, "train: writing the parameters to %s failed: %s", path,
+                        err ? strerror(err) : "short write");
+}
+
 dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
+{
+    return dg_train_run_ext(ctx, o, NULL, json);
+}
+
+dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_ext *ext, char **json)
 {
     dg_json_init();
     *json = NULL;
+    const dg_train_ext none = {0};
+    const dg_train_ext *x = ext ? ext : &none;
+    if (x->leak_per_step > ((size_t)1 << 40) || x->val_steps < 0 || x->profile_warmup < 0)
+        return dg_fail(ctx, DG_ERR_USAGE, "train: leak per step, validation steps and profile warm-up "
+                                          "must be non-negative (leak at most 1 TiB)");
     const char *backend = o->backend ? o->backend : "cpu";
     int batch = o->batch ? o->batch : 64, steps = o->steps ? o->steps : 100;
     int epochs = o->epochs ? o->epochs : 1, sync_every = o->sync_every;
@@ -386,8 +479,14 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
     dg_engine *e = t.e;
     dg_model_layout(&t.m, e, batch, &t.lay);
 
-    dg_loader *data = NULL, *val = NULL;
+    dg_loader *data = NULL, *val = NULL, *vtrain = NULL;
     float *init = NULL;
+    double *step_s = NULL;     /* host seconds of every step (step times, epoch watermarks) */
+    dg_block **leaks = NULL;   /* the blocks kept alive on demand */
+    size_t nleaks = 0;
+    int nstep = 0;             /* steps with a time in step_s */
+    dg_sampler *sampler = NULL;
+    cJSON *epochs_j = NULL;
     cJSON *rec = cJSON_CreateObject(), *losses = NULL;
     cJSON *spec = spec_json(o, backend, batch, steps, epochs, sync_every, lr, mom, wd);
     size_t xelems = (size_t)batch * t.m.in_c * t.m.in_h * t.m.in_w;
@@ -409,7 +508,26 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
         dg_loader_opts vo = inline_opts(&lo, data);
         if ((st = dg_loader_new(ctx, src, &vo, &val)) != DG_OK)
             goto done;
+    } else if (x->val_steps > 0) {
+        /* Validation steps without a split: forward passes over training
+         * batches, not augmented. */
+        dg_loader_opts vo = inline_opts(&lo, data);
+        vo.crop = vo.flip = false;
+        if ((st = dg_loader_new(ctx, src, &vo, &vtrain)) != DG_OK)
+            goto done;
     }
+    if (x->step_times || x->epoch_watermarks) {
+        if (!(step_s = dg_calloc((size_t)total, sizeof *step_s))) {
+            st = dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
+            goto done;
+        }
+    }
+    if (x->leak_per_step && !(leaks = dg_calloc((size_t)total, sizeof *leaks))) {
+        st = dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
+        goto done;
+    }
+    if (x->epoch_watermarks)
+        epochs_j = cJSON_CreateArray();
     t.hx = dg_malloc(xelems * sizeof(float));
     t.hy = dg_malloc((size_t)batch * sizeof(int32_t));
     init = dg_malloc(t.m.param_arena);
@@ -449,6 +567,13 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
             can_capture = false;
             capture_note = "an op falls back to the cpu (fallbacks synchronise)";
         }
+    if (x->profile_ops && can_capture) {
+        /* Timing every op needs each op run eagerly. */
+        can_capture = false;
+        capture_note = "op profiling times every op eagerly";
+    }
+    if (x->sample_ms > 0)
+        sampler = dg_sampler_start(e->be, e->bctx, x->sample_ms);
     int since_sync = 0;
     double t0 = 0;
     losses = cJSON_CreateArray();
@@ -459,6 +584,8 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
                 break;
             t0 = dg_now();
         }
+        if (x->profile_ops && g == x->profile_warmup)
+            dg_engine_set_profiling(e, true);
         double tw = dg_now();
         int bh, bw;
         if ((st = dg_loader_next(data, t.hx, t.hy, &bh, &bw)) != DG_OK)
@@ -502,10 +629,21 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
         if (st != DG_OK)
             break;
         mark(&t, EV_UPDATE);
+        if (leaks) {
+            /* Retained references on demand: the allocator counts them. */
+            if ((st = dg_alloc(ctx, e->alloc, x->leak_per_step, &leaks[nleaks])) != DG_OK)
+                break;
+            nleaks++;
+        }
         since_sync++;
         bool sync = (sync_every > 0 && (g + 1) % sync_every == 0) || s == steps - 1;
-        if (!sync)
+        if (!sync) {
+            if (step_s) {
+                step_s[g] = dg_now() - tw;
+                nstep = g + 1;
+            }
             continue;
+        }
         float acc[2];
         if (e->be->download(e->bctx, t.act->buf, t.lay.acc_off, acc, sizeof acc) != DG_OK) {
             st = dg_fail(ctx, DG_ERR_BACKEND, "%s: reading the loss: %s", backend, e->be->last_error(e->bctx));
@@ -545,15 +683,35 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
         since_sync = 0;
         if ((st = dg_op_fill(ctx, e, act_at(&t, t.lay.acc_off), 2, 0.0f)) != DG_OK)
             break;
-        if (val && s == steps - 1) {
+        if (step_s) {
+            step_s[g] = dg_now() - tw;
+            nstep = g + 1;
+        }
+        bool validated = false;
+        if ((val || vtrain) && s == steps - 1) {
             double tv = dg_now();
             if (!vals)
                 vals = cJSON_CreateArray();
-            st = validate(&t, val, ep, vals);
+            st = validate(&t, val ? val : vtrain, val ? DG_SPLIT_VAL : DG_SPLIT_TRAIN, x->val_steps, ep, vals);
             if (g >= warmup)
                 val_time += dg_now() - tv;
             if (st != DG_OK)
                 break;
+            validated = true;
+        }
+        if (s == steps - 1 && (x->epoch_watermarks || x->empty_cache_epoch)) {
+            /* Epoch end: allocator discipline, then the watermark (outside the timed wall). */
+            double tv = dg_now();
+            if (x->empty_cache_epoch) {
+                if ((st = e->be->synchronize(e->bctx)) != DG_OK)
+                    break;
+                dg_empty_cache(e->alloc);
+            }
+            if (epochs_j)
+                cJSON_AddItemToArray(epochs_j, epoch_entry(&t, o->device, ep, x->empty_cache_epoch, validated,
+                                                           step_s ? step_s + (size_t)ep * steps : NULL, steps));
+            if (g >= warmup)
+                val_time += dg_now() - tv;
         }
         if (g + 1 == total && g >= warmup) {
             wall = dg_now() - t0 - val_time;
@@ -562,6 +720,9 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
     }
 
 done:;
+    dg_sampler_stop(sampler);
+    if (st == DG_OK && x->params_out)
+        st = write_params(&t, x->params_out);
     dg_status final = st;
     cJSON_AddNumberToObject(rec, "v", 1);
     cJSON_AddStringToObject(rec, "kind", "train");
@@ -634,9 +795,57 @@ done:;
     cJSON_AddBoolToObject(cap, "used", captured);
     dg_json_add_str(cap, "note", captured ? NULL : capture_note);
     cJSON_AddItemToObject(rec, "fallbacks", dg_engine_census_json(e));
+    if (ext) {
+        cJSON *ins = cJSON_AddObjectToObject(rec, "instrumentation");
+        cJSON_AddNumberToObject(ins, "sample_ms", x->sample_ms > 0 ? x->sample_ms : 0);
+        cJSON_AddBoolToObject(ins, "step_times", x->step_times);
+        cJSON_AddBoolToObject(ins, "epoch_watermarks", x->epoch_watermarks);
+        cJSON_AddBoolToObject(ins, "empty_cache_epoch", x->empty_cache_epoch);
+        cJSON_AddNumberToObject(ins, "leak_per_step", (double)x->leak_per_step);
+        cJSON_AddNumberToObject(ins, "leaked_blocks", (double)nleaks);
+        cJSON_AddNumberToObject(ins, "val_steps", x->val_steps);
+        cJSON_AddBoolToObject(ins, "profile_ops", x->profile_ops);
+        dg_json_add_str(ins, "params_out", x->params_out);
+    }
+    if (x->step_times && step_s) {
+        int done_steps = nstep;
+        cJSON *sj = cJSON_AddObjectToObject(rec, "steps");
+        cJSON *ms = cJSON_AddArrayToObject(sj, "ms");
+        double *v = dg_malloc(((size_t)done_steps + 1) * sizeof *v);
+        for (int i = 0; i < done_steps; i++) {
+            cJSON_AddItemToArray(ms, cJSON_CreateNumber(step_s[i] * 1e3));
+            if (v)
+                v[i] = step_s[i] * 1e3;
+        }
+        dg_stats stt;
+        size_t wu = (size_t)(done_steps < warmup ? done_steps : warmup);
+        dg_stats_compute(v, v ? (size_t)done_steps : 0, v ? wu : 0, &stt);
+        cJSON_AddNumberToObject(sj, "warmup", (double)wu);
+        cJSON_AddItemToObject(sj, "stats", dg_stats_json(&stt, "ms"));
+        dg_free(v);
+    }
+    if (epochs_j) {
+        cJSON_AddItemToObject(rec, "epochs", epochs_j);
+        epochs_j = NULL;
+    }
+    if (sampler)
+        cJSON_AddItemToObject(rec, "sampler", dg_sampler_json(sampler));
+    else if (x->sample_ms > 0)
+        cJSON_AddNullToObject(rec, "sampler");
+    if (x->profile_ops) {
+        cJSON_AddItemToObject(rec, "ops", dg_engine_ops_json(e));
+        cJSON_AddItemToObject(rec, "trace", dg_engine_trace_json(e));
+    }
 
     *json = dg_json_print(rec);
     cJSON_Delete(rec);
+    cJSON_Delete(epochs_j);
+    dg_sampler_free(sampler);
+    for (size_t i = 0; i < nleaks; i++)
+        dg_release(e->alloc, leaks[i]);
+    dg_free(leaks);
+    dg_free(step_s);
+    dg_loader_free(vtrain);
     dg_release(e->alloc, t.params);
     dg_release(e->alloc, t.act);
     dg_free(t.hx);

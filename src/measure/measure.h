@@ -59,4 +59,20 @@ typedef struct dg_sampler_summary {
 void dg_sampler_summarise(const dg_sampler *s, dg_sampler_summary *out);
 /* {"period_ms", "count", "overhead_s", summary metrics, "samples": [raw points]} */
 cJSON *dg_sampler_json(const dg_sampler *s);
+
+/* ---- Chrome trace (trace.c) ---------------------------------------------------
+ * The Trace Event format Perfetto and chrome://tracing open: complete events
+ * ("ph": "X") with ts and dur in microseconds and integer pid/tid. */
+
+/* Appends a complete event {name, cat, ph: "X", ts, dur, pid, tid, args: {}} to
+ * events and returns its args object (NULL when out of memory). */
+cJSON *dg_trace_add(cJSON *events, const char *name, const char *cat, double ts_us,
+                    double dur_us, int pid, int tid);
+/* Appends a metadata event naming process pid (tid < 0) or thread pid/tid. */
+void dg_trace_name(cJSON *events, int pid, int tid, const char *name);
+/* Writes {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
+ * to path (through a temporary file renamed into place); events and metadata
+ * (may be NULL) are borrowed. DG_ERR_IO with the reason when it cannot. */
+dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events,
+                         const cJSON *metadata);
 #endif

@@ -1,2 +1,360 @@
-/* placeholder: being written */
-typedef int dg_placeholder_sampler;
+/* Background sampler (docs/measure.md): a thread that reads, every period,
+ * this process's resident set, the machine's swap use, memory pressure (PSI)
+ * and device memory. Device memory comes from the backend's device_info on
+ * backends whose query is thread-safe (cpu, opencl) and from NVML (dlopen'ed)
+ * for NVIDIA devices, which also gives utilisation; the CUDA plug-in is never
+ * called from the sampler thread. */
+#include "measure/measure.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* NVML's ABI, declared here so no header is needed. */
+typedef int nvml_ret;
+typedef void *nvml_dev;
+typedef struct nvml_util {
+    unsigned int gpu, memory;
+} nvml_util;
+typedef struct nvml_mem {
+    unsigned long long total, free, used;
+} nvml_mem;
+
+typedef struct nvml {
+    void *lib;
+    nvml_dev dev;
+    nvml_ret (*shutdown)(void);
+    nvml_ret (*util)(nvml_dev, nvml_util *);
+    nvml_ret (*mem)(nvml_dev, nvml_mem *);
+} nvml;
+
+struct dg_sampler {
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int period_ms;
+    double t0;
+    const dg_backend_iface *be; /* device_info is called only when dev_info_safe */
+    void *bctx;
+    bool dev_info_safe;
+    nvml nv;
+    bool used_nvml;
+    dg_sample_point *pts;
+    size_t n, cap;
+    double overhead_s;
+};
+
+/* Opens NVML on device 0; false (and nothing held) when it is not there. */
+static bool nvml_open(nvml *nv)
+{
+    memset(nv, 0, sizeof *nv);
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return false;
+    nvml_ret (*init)(void) = (nvml_ret(*)(void))dlsym(lib, "nvmlInit_v2");
+    nvml_ret (*handle)(unsigned int, nvml_dev *) =
+        (nvml_ret(*)(unsigned int, nvml_dev *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    nv->shutdown = (nvml_ret(*)(void))dlsym(lib, "nvmlShutdown");
+    nv->util = (nvml_ret(*)(nvml_dev, nvml_util *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
+    nv->mem = (nvml_ret(*)(nvml_dev, nvml_mem *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    if (!init || !handle || !nv->shutdown || !nv->util || !nv->mem || init() != 0) {
+        dlclose(lib);
+        memset(nv, 0, sizeof *nv);
+        return false;
+    }
+    if (handle(0, &nv->dev) != 0) {
+        nv->shutdown();
+        dlclose(lib);
+        memset(nv, 0, sizeof *nv);
+        return false;
+    }
+    nv->lib = lib;
+    return true;
+}
+
+static void nvml_close(nvml *nv)
+{
+    if (nv->lib) {
+        nv->shutdown();
+        dlclose(nv->lib);
+    }
+    memset(nv, 0, sizeof *nv);
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* PSI "some avg10" of /proc/pressure/memory; false when absent. */
+static bool psi_some10(double *out)
+{
+    char *txt = dg_read_file("/proc/pressure/memory", 4096, NULL);
+    if (!txt)
+        return false;
+    bool ok = false;
+    const char *p = strstr(txt, "some ");
+    if (p && (p = strstr(p, "avg10="))) {
+        char *end;
+        double v = strtod(p + 6, &end);
+        ok = end != p + 6;
+        *out = v;
+    }
+    dg_free(txt);
+    return ok;
+}
+
+static void take(dg_sampler *s, dg_sample_point *pt)
+{
+    memset(pt, 0, sizeof *pt);
+    pt->t = dg_now() - s->t0;
+    double v = 0;
+    pt->rss.valid = dg_proc_self_rss(&v);
+    pt->rss.value = v;
+    char *mi = dg_read_file("/proc/meminfo", 1u << 16, NULL);
+    double tot = 0, fr = 0;
+    if (mi && dg_proc_kb(mi, "SwapTotal", &tot) && dg_proc_kb(mi, "SwapFree", &fr))
+        pt->swap_used = (dg_metric){tot - fr, true};
+    dg_free(mi);
+    v = 0;
+    pt->psi_some10.valid = psi_some10(&v);
+    pt->psi_some10.value = v;
+    if (s->nv.lib) {
+        nvml_mem m;
+        nvml_util u;
+        if (s->nv.mem(s->nv.dev, &m) == 0) {
+            pt->dev_used = (dg_metric){(double)m.used, true};
+            pt->dev_total = (dg_metric){(double)m.total, true};
+        }
+        if (s->nv.util(s->nv.dev, &u) == 0)
+            pt->dev_util = (dg_metric){(double)u.gpu, true};
+    } else if (s->dev_info_safe) {
+        dg_device_info info;
+        if (s->be->device_info(s->bctx, 0, &info) == DG_OK && info.mem_total.valid) {
+            pt->dev_total = info.mem_total;
+            if (info.mem_free.valid)
+                pt->dev_used = (dg_metric){info.mem_total.value - info.mem_free.value, true};
+        }
+    }
+}
+
+static void *run(void *arg)
+{
+    dg_sampler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        pthread_mutex_unlock(&s->mu);
+        dg_sample_point pt;
+        take(s, &pt);
+        pthread_mutex_lock(&s->mu);
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? 2 * s->cap : 256;
+            dg_sample_point *np = dg_realloc(s->pts, cap * sizeof *np);
+            if (np) {
+                s->pts = np;
+                s->cap = cap;
+            }
+        }
+        if (s->n < s->cap)
+            s->pts[s->n++] = pt;
+        s->overhead_s = thread_cpu_s();
+        if (atomic_load(&s->stop))
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ns = until.tv_nsec + (long)s->period_ms * 1000000L;
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        while (!atomic_load(&s->stop)) {
+            if (pthread_cond_timedwait(&s->cv, &s->mu, &until) != 0)
+                break;
+        }
+        if (atomic_load(&s->stop))
+            break;
+    }
+    s->overhead_s = thread_cpu_s();
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+dg_sampler *dg_sampler_start(const dg_backend_iface *be, void *bctx, int period_ms)
+{
+    dg_sampler *s = dg_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->period_ms = period_ms > 0 ? period_ms : 100;
+    s->be = be;
+    s->bctx = bctx;
+    atomic_init(&s->stop, false);
+    bool nvidia = false;
+    if (be && be->name) {
+        s->dev_info_safe = be->device_info && (strcmp(be->name, "cpu") == 0 || strcmp(be->name, "opencl") == 0);
+        nvidia = strcmp(be->name, "cuda") == 0;
+        dg_device_info info;
+        if (!nvidia && s->dev_info_safe && be->device_info(bctx, 0, &info) == DG_OK)
+            nvidia = strstr(info.vendor, "NVIDIA") != NULL;
+    }
+    if (nvidia)
+        s->used_nvml = nvml_open(&s->nv);
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        nvml_close(&s->nv);
+        dg_free(s);
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    if (pthread_cond_init(&s->cv, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        pthread_mutex_destroy(&s->mu);
+        nvml_close(&s->nv);
+        dg_free(s);
+        return NULL;
+    }
+    pthread_condattr_destroy(&ca);
+    s->t0 = dg_now();
+    if (pthread_create(&s->thread, NULL, run, s) != 0) {
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        nvml_close(&s->nv);
+        dg_free(s);
+        return NULL;
+    }
+    s->started = true;
+    return s;
+}
+
+void dg_sampler_stop(dg_sampler *s)
+{
+    if (!s || !s->started)
+        return;
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->stop, true);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->started = false;
+    nvml_close(&s->nv);
+}
+
+void dg_sampler_free(dg_sampler *s)
+{
+    if (!s)
+        return;
+    dg_sampler_stop(s);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    dg_free(s->pts);
+    dg_free(s);
+}
+
+const dg_sample_point *dg_sampler_points(const dg_sampler *s, size_t *n)
+{
+    *n = s ? s->n : 0;
+    return s ? s->pts : NULL;
+}
+
+void dg_sampler_summarise(const dg_sampler *s, dg_sampler_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return;
+    dg_sampler *m = (dg_sampler *)s; /* the lock only */
+    pthread_mutex_lock(&m->mu);
+    out->count = s->n;
+    out->overhead_s = s->overhead_s;
+    const dg_sample_point *first_swap = NULL, *last_swap = NULL;
+    double util_sum = 0;
+    size_t util_n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const dg_sample_point *p = &s->pts[i];
+        if (p->rss.valid && (!out->rss_peak.valid || p->rss.value > out->rss_peak.value))
+            out->rss_peak = p->rss;
+        if (p->psi_some10.valid && (!out->psi_peak.valid || p->psi_some10.value > out->psi_peak.value))
+            out->psi_peak = p->psi_some10;
+        if (p->dev_used.valid && (!out->dev_used_peak.valid || p->dev_used.value > out->dev_used_peak.value))
+            out->dev_used_peak = p->dev_used;
+        if (p->swap_used.valid) {
+            if (!first_swap)
+                first_swap = p;
+            last_swap = p;
+        }
+        if (p->dev_util.valid) {
+            util_sum += p->dev_util.value;
+            util_n++;
+        }
+    }
+    if (first_swap)
+        out->swap_growth = (dg_metric){last_swap->swap_used.value - first_swap->swap_used.value, true};
+    if (util_n)
+        out->dev_util_mean = (dg_metric){util_sum / (double)util_n, true};
+    pthread_mutex_unlock(&m->mu);
+}
+
+static cJSON *metric(dg_metric m, const char *unit)
+{
+    return dg_json_metric(m.value, m.valid, unit);
+}
+
+static void add_raw(cJSON *o, const char *key, dg_metric m)
+{
+    if (m.valid)
+        cJSON_AddNumberToObject(o, key, m.value);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+cJSON *dg_sampler_json(const dg_sampler *s)
+{
+    dg_json_init();
+    dg_sampler_summary sum;
+    dg_sampler_summarise(s, &sum);
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "period_ms", s ? s->period_ms : 0);
+    cJSON_AddNumberToObject(o, "count", (double)sum.count);
+    cJSON_AddNumberToObject(o, "overhead_s", sum.overhead_s);
+    const char *src = !s ? "none" : s->used_nvml ? "nvml" : s->dev_info_safe ? "backend" : "none";
+    cJSON_AddStringToObject(o, "device_source", src);
+    cJSON_AddItemToObject(o, "rss_peak", metric(sum.rss_peak, "bytes"));
+    cJSON_AddItemToObject(o, "swap_growth", metric(sum.swap_growth, "bytes"));
+    cJSON_AddItemToObject(o, "psi_peak", metric(sum.psi_peak, "percent"));
+    cJSON_AddItemToObject(o, "dev_used_peak", metric(sum.dev_used_peak, "bytes"));
+    cJSON_AddItemToObject(o, "dev_util_mean", metric(sum.dev_util_mean, "percent"));
+    cJSON *units = cJSON_AddObjectToObject(o, "units");
+    cJSON_AddStringToObject(units, "t", "s");
+    cJSON_AddStringToObject(units, "rss", "bytes");
+    cJSON_AddStringToObject(units, "swap_used", "bytes");
+    cJSON_AddStringToObject(units, "psi_some10", "percent");
+    cJSON_AddStringToObject(units, "dev_used", "bytes");
+    cJSON_AddStringToObject(units, "dev_total", "bytes");
+    cJSON_AddStringToObject(units, "dev_util", "percent");
+    cJSON *arr = cJSON_AddArrayToObject(o, "samples");
+    if (s) {
+        dg_sampler *m = (dg_sampler *)s;
+        pthread_mutex_lock(&m->mu);
+        for (size_t i = 0; i < s->n; i++) {
+            const dg_sample_point *p = &s->pts[i];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "t", p->t);
+            add_raw(e, "rss", p->rss);
+            add_raw(e, "swap_used", p->swap_used);
+            add_raw(e, "psi_some10", p->psi_some10);
+            add_raw(e, "dev_used", p->dev_used);
+            add_raw(e, "dev_total", p->dev_total);
+            add_raw(e, "dev_util", p->dev_util);
+            cJSON_AddItemToArray(arr, e);
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    return o;
+}

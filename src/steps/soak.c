@@ -1,2 +1,152 @@
-/* placeholder: being written */
-typedef int dg_placeholder_soak;
+/* Soak (docs/measure.md): many epochs with allocator discipline (the cache
+ * emptied at each epoch end), a watermark per epoch from every memory source,
+ * per-step times and the background sampler; the record adds the baseline
+ * (end of epoch 1), each source's growth at the last epoch, whether growth
+ * steps line up with validation epochs, and the step-time trend. */
+#include "engine/train.h"
+#include "core/core.h"
+#include "core/json.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The sources compared, as named in the epoch entries and in "growth". */
+static const struct {
+    const char *entry, *name;
+} sources[] = {
+    {"reserved", "allocator_reserved"},
+    {"allocated", "allocator_allocated"},
+    {"driver_used", "driver"},
+    {"rss", "footprint"},
+};
+enum { NSRC = sizeof sources / sizeof sources[0] };
+
+/* A metric's value, NAN when not valid or absent. */
+static double metric_of(const cJSON *obj, const char *key)
+{
+    const cJSON *m = cJSON_GetObjectItem(obj, key);
+    const cJSON *v = cJSON_GetObjectItem(m, "value");
+    return cJSON_IsTrue(cJSON_GetObjectItem(m, "valid")) && cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* Epochs k >= 2 where source src jumped by more than max(5% of baseline,
+ * 1 MiB) over epoch k-1, and whether that pattern is a staircase lined up
+ * with validation epochs: true when every jump is at a validation epoch and
+ * jumps are at most half the transitions (a ramp is not a staircase); null
+ * without jumps. */
+static cJSON *staircase_of(const cJSON *epochs, const char *entry, double base, int *aligned)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *steps = cJSON_AddArrayToObject(o, "step_epochs");
+    int n = cJSON_GetArraySize(epochs), jumps = 0, at_val = 0;
+    double thr = fmax(0.05 * (isfinite(base) ? base : 0), 1048576.0);
+    for (int k = 1; k < n; k++) {
+        const cJSON *prev = cJSON_GetArrayItem(epochs, k - 1), *cur = cJSON_GetArrayItem(epochs, k);
+        double a = metric_of(prev, entry), b = metric_of(cur, entry);
+        if (!isfinite(a) || !isfinite(b) || b - a <= thr)
+            continue;
+        jumps++;
+        cJSON_AddItemToArray(steps, cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(cur, "epoch"))));
+        if (cJSON_IsTrue(cJSON_GetObjectItem(cur, "validation")))
+            at_val++;
+    }
+    bool ramp = jumps > 0 && 2 * jumps > n - 1;
+    cJSON_AddBoolToObject(o, "ramp", ramp);
+    *aligned = jumps == 0 ? -1 : (at_val == jumps && !ramp) ? 1 : 0;
+    if (*aligned < 0)
+        cJSON_AddNullToObject(o, "aligned");
+    else
+        cJSON_AddBoolToObject(o, "aligned", *aligned == 1);
+    return o;
+}
+
+/* The "soak" section from the train record. */
+static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs, int steps, const dg_train_ext *x)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "epochs", epochs);
+    cJSON_AddNumberToObject(s, "steps_per_epoch", steps);
+    cJSON_AddBoolToObject(s, "empty_cache", !so->no_empty_cache);
+    cJSON_AddNumberToObject(s, "leak_per_step", (double)so->leak_per_step);
+    cJSON_AddNumberToObject(s, "val_steps", so->val_steps);
+    cJSON_AddNumberToObject(s, "sample_ms", x->sample_ms);
+    const cJSON *ep = cJSON_GetObjectItem(rec, "epochs");
+    int n = cJSON_GetArraySize(ep);
+    const cJSON *first = cJSON_GetArrayItem(ep, 0), *last = cJSON_GetArrayItem(ep, n - 1);
+    cJSON_AddNumberToObject(s, "epochs_recorded", n);
+    cJSON *base = cJSON_AddObjectToObject(s, "baseline");
+    cJSON_AddNumberToObject(base, "epoch", first ? cJSON_GetNumberValue(cJSON_GetObjectItem(first, "epoch")) : 0);
+    cJSON *growth = cJSON_AddObjectToObject(s, "growth");
+    cJSON *last_j = cJSON_AddObjectToObject(s, "last");
+    cJSON_AddNumberToObject(last_j, "epoch", last ? cJSON_GetNumberValue(cJSON_GetObjectItem(last, "epoch")) : 0);
+    cJSON *stair = cJSON_AddObjectToObject(s, "staircase");
+    int any = -1;
+    for (int i = 0; i < NSRC; i++) {
+        double b = first ? metric_of(first, sources[i].entry) : NAN;
+        double l = last && n >= 2 ? metric_of(last, sources[i].entry) : NAN;
+        cJSON_AddItemToObject(base, sources[i].name, dg_json_metric(b, isfinite(b), "bytes"));
+        cJSON_AddItemToObject(last_j, sources[i].name, dg_json_metric(l, isfinite(l), "bytes"));
+        bool ok = isfinite(b) && isfinite(l) && b > 0;
+        cJSON_AddItemToObject(growth, sources[i].name, dg_json_metric(ok ? 100.0 * (l - b) / b : 0, ok, "%"));
+        int al;
+        cJSON_AddItemToObject(stair, sources[i].name, staircase_of(ep, sources[i].entry, b, &al));
+        if (al == 0)
+            any = 0;
+        else if (al == 1 && any != 0)
+            any = 1;
+    }
+    cJSON *vals = cJSON_AddArrayToObject(stair, "validation_epochs");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ep)
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItem(e, "validation")))
+            cJSON_AddItemToArray(vals, cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "epoch"))));
+    }
+    if (any < 0)
+        cJSON_AddNullToObject(stair, "aligned");
+    else
+        cJSON_AddBoolToObject(stair, "aligned", any == 1);
+    const cJSON *st = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "steps"), "stats");
+    cJSON *tr = cJSON_AddObjectToObject(s, "step_trend");
+    cJSON_AddItemToObject(tr, "median", dg_json_metric(metric_of(st, "median"), isfinite(metric_of(st, "median")), "ms"));
+    double slope = metric_of(st, "slope"), ratio = metric_of(st, "thirds_ratio");
+    cJSON_AddItemToObject(tr, "slope", dg_json_metric(slope, isfinite(slope), "ms/step"));
+    cJSON_AddItemToObject(tr, "thirds_ratio", dg_json_metric(ratio, isfinite(ratio), "ratio"));
+    return s;
+}
+
+dg_status dg_soak_run(dg_ctx *ctx, const dg_soak_opts *opts, char **json)
+{
+    dg_json_init();
+    *json = NULL;
+    if (opts->val_steps < 0)
+        return dg_fail(ctx, DG_ERR_USAGE, "soak: --val-steps must be non-negative");
+    dg_train_opts o = opts->train;
+    if (!o.epochs)
+        o.epochs = 10;
+    if (!o.steps)
+        o.steps = 50;
+    dg_train_ext x = {
+        .sample_ms = 100,
+        .step_times = true,
+        .epoch_watermarks = true,
+        .empty_cache_epoch = !opts->no_empty_cache,
+        .leak_per_step = opts->leak_per_step,
+        .val_steps = opts->val_steps,
+    };
+    char *tj = NULL;
+    dg_status st = dg_train_run_ext(ctx, &o, &x, &tj);
+    if (!tj)
+        return st;
+    cJSON *rec = cJSON_Parse(tj);
+    dg_string_free(tj);
+    if (!rec)
+        return dg_fail(ctx, DG_ERR_NOMEM, "soak: out of memory reading the training record");
+    cJSON_ReplaceItemInObject(rec, "kind", cJSON_CreateString("soak"));
+    cJSON_AddItemToObject(rec, "soak", soak_section(rec, opts, o.epochs, o.steps, &x));
+    *json = dg_json_print(rec);
+    cJSON_Delete(rec);
+    if (!*json)
+        return dg_fail(ctx, DG_ERR_NOMEM, "soak: out of memory printing the record");
+    return st;
+}

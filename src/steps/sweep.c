@@ -1,2 +1,951 @@
-/* placeholder: being written */
-typedef int dg_placeholder_sweep;
+/* Batch sweep (METHOD.md step 3; docs/measure.md "Sweep", record in
+ * docs/schema/measure.md "sweep").
+ *
+ * Each trial is a child process (`devgate --no-ledger __trial ...`) started
+ * without a shell in its own process group, with stdout on /dev/null, stderr
+ * on a pipe (its first line is the failure reason when there is no record)
+ * and a result pipe on fd 3 (`--result-fd 3`) carrying the child's training
+ * record as one JSON line. Whatever the child does (dies, hangs, writes
+ * garbage, closes the pipe) ends that trial only: a deadline kills the whole
+ * group with SIGKILL, the child is always reaped, and everything read from it
+ * is parsed as untrusted text.
+ *
+ * Test hooks (child side, dg_sweep_trial): DEVGATE_FAULT=trial-crash@BATCH
+ * raises SIGSEGV and DEVGATE_FAULT=trial-hang@BATCH sleeps forever when the
+ * trial's batch is BATCH. */
+#include "backend/backend.h"
+#include "core/core.h"
+#include "core/json.h"
+#include "engine/train.h"
+#include "measure/measure.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define DEFAULT_FROM 8
+#define DEFAULT_WARMUP 3
+#define DEFAULT_TIMED 20
+#define DEFAULT_TIMEOUT_S 120.0
+#define DEFAULT_SWAP_MIB 256.0
+#define MAX_BATCH (1 << 20)       /* the CLI's --batch limit */
+#define MAX_TRIALS 64             /* doubling plus bisection never gets near this */
+#define RESULT_MAX ((size_t)32 << 20) /* bytes of record kept from a child */
+#define ERR_MAX ((size_t)16 << 10)    /* bytes of stderr kept from a child */
+#define RESULT_FD 3               /* where the child finds the result pipe */
+#define KNEE_SHARE 0.05           /* knee: within 5% of the best throughput */
+#define SAFE_MARGIN 0.05          /* safe batch: 5% under the first failure */
+
+/* How a trial ended. */
+typedef enum ended {
+    ENDED_OK,
+    ENDED_OOM,
+    ENDED_SIGNAL,
+    ENDED_TIMEOUT,
+    ENDED_FAILED,
+} ended;
+
+static const char *const ended_names[] = {"ok", "device-oom", "signal", "timeout", "failed"};
+
+/* One trial's outcome as the sweep logic needs it; json is its record entry. */
+typedef struct trial {
+    int batch;
+    ended end;
+    bool budget;   /* device-oom because the memory budget would be exceeded */
+    bool swapped;  /* swap grew past the limit */
+    double sps;    /* samples/s, NAN when not reported */
+    cJSON *json;
+} trial;
+
+/* ---- small helpers --------------------------------------------------------- */
+
+/* Growing byte buffer capped at cap; what does not fit is read and dropped. */
+typedef struct buf {
+    char *data;
+    size_t len, alloc, cap;
+    bool nomem, truncated;
+} buf;
+
+static void buf_add(buf *b, const char *src, size_t n)
+{
+    if (b->nomem)
+        return;
+    if (n > b->cap - b->len) {
+        n = b->cap - b->len;
+        b->truncated = true;
+    }
+    if (n == 0)
+        return;
+    if (b->len + n + 1 > b->alloc) {
+        size_t want = b->alloc ? b->alloc : 4096;
+        while (want < b->len + n + 1)
+            want *= 2;
+        char *nd = dg_realloc(b->data, want);
+        if (!nd) {
+            b->nomem = true;
+            return;
+        }
+        b->data = nd;
+        b->alloc = want;
+    }
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+/* Reads what is there on the non-blocking fd; true at end of file or error. */
+static bool drain(int fd, buf *b)
+{
+    char chunk[8192];
+    for (;;) {
+        ssize_t got = read(fd, chunk, sizeof chunk);
+        if (got > 0) {
+            buf_add(b, chunk, (size_t)got);
+            continue;
+        }
+        if (got == 0)
+            return true;
+        if (errno == EINTR)
+            continue;
+        return errno != EAGAIN && errno != EWOULDBLOCK;
+    }
+}
+
+/* A close-on-exec pipe whose ends sit at fd 10 or above (never 0-3). */
+static int make_pipe(int fds[2])
+{
+    int raw[2];
+    if (pipe2(raw, O_CLOEXEC) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        fds[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
+        close(raw[i]);
+    }
+    if (fds[0] < 0 || fds[1] < 0) {
+        if (fds[0] >= 0)
+            close(fds[0]);
+        if (fds[1] >= 0)
+            close(fds[1]);
+        return -1;
+    }
+    return 0;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* "SIGSEGV"-style name of a signal ("signal N" for the rare ones). */
+static const char *signal_name(int sig, char *tmp, size_t len)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {
+        {SIGSEGV, "SIGSEGV"}, {SIGKILL, "SIGKILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
+        {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
+        {SIGHUP, "SIGHUP"},   {SIGPIPE, "SIGPIPE"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
+        {SIGXCPU, "SIGXCPU"}, {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(tmp, len, "signal %d", sig);
+    return tmp;
+}
+
+/* NULL-terminated argument vector of dg_malloc'd strings. */
+typedef struct args {
+    char *v[96];
+    int n;
+    bool nomem;
+} args;
+
+static void arg_add(args *a, const char *fmt, ...) DG_PRINTF(2, 3);
+static void arg_add(args *a, const char *fmt, ...)
+{
+    if (a->nomem || a->n + 1 >= (int)(sizeof a->v / sizeof a->v[0])) {
+        a->nomem = true;
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = len >= 0 ? dg_malloc((size_t)len + 1) : NULL;
+    if (!s) {
+        a->nomem = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    a->v[a->n++] = s;
+    a->v[a->n] = NULL;
+}
+
+static void args_free(args *a)
+{
+    for (int i = 0; i < a->n; i++)
+        dg_free(a->v[i]);
+    a->n = 0;
+}
+
+/* The train options as `devgate train` options (docs/cli.md), batch/steps/epochs aside. */
+static void add_train_args(args *a, const dg_train_opts *o)
+{
+    if (o->model)
+        arg_add(a, "--model"), arg_add(a, "%s", o->model);
+    if (o->in_c > 0 && o->in_h > 0 && o->in_w > 0)
+        arg_add(a, "--input"), arg_add(a, "%dx%dx%d", o->in_c, o->in_h, o->in_w);
+    if (o->backend)
+        arg_add(a, "--backend"), arg_add(a, "%s", o->backend);
+    if (o->device)
+        arg_add(a, "--device"), arg_add(a, "%d", o->device);
+    arg_add(a, "--seed"), arg_add(a, "%llu", (unsigned long long)o->seed);
+    if (o->sync_every > 0)
+        arg_add(a, "--sync-every"), arg_add(a, "%d", o->sync_every);
+    if (o->lr >= 0)
+        arg_add(a, "--lr"), arg_add(a, "%.9g", (double)o->lr);
+    if (o->momentum >= 0)
+        arg_add(a, "--momentum"), arg_add(a, "%.9g", (double)o->momentum);
+    if (o->weight_decay >= 0)
+        arg_add(a, "--weight-decay"), arg_add(a, "%.9g", (double)o->weight_decay);
+    if (o->threads > 0)
+        arg_add(a, "--threads"), arg_add(a, "%d", o->threads);
+    if (o->mem_budget)
+        arg_add(a, "--mem-budget"), arg_add(a, "%zu", o->mem_budget);
+    if (o->disable_ops)
+        arg_add(a, "--disable-op"), arg_add(a, "%s", o->disable_ops);
+    if (o->samples)
+        arg_add(a, "--samples"), arg_add(a, "%zu", o->samples);
+    if (o->no_capture)
+        arg_add(a, "--no-capture");
+    if (o->data)
+        arg_add(a, "--data"), arg_add(a, "%s", o->data);
+    if (o->workers)
+        arg_add(a, "--workers"), arg_add(a, "%d", o->workers < 0 ? 0 : o->workers);
+    if (o->val_split > 0)
+        arg_add(a, "--val-split"), arg_add(a, "%.17g", o->val_split);
+    if (o->resolution)
+        arg_add(a, "--resolution"), arg_add(a, "%s", o->resolution);
+    if (o->augment)
+        arg_add(a, "--augment"), arg_add(a, "%s", o->augment);
+    if (o->normalize)
+        arg_add(a, "--normalize"), arg_add(a, "%s", o->normalize);
+    if (o->cache)
+        arg_add(a, "--cache");
+    if (o->on_bad_fail)
+        arg_add(a, "--on-bad-sample"), arg_add(a, "fail");
+    if (o->max_bad_share)
+        arg_add(a, "--max-bad-share"), arg_add(a, "%.17g", o->max_bad_share < 0 ? 0 : o->max_bad_share);
+}
+
+/* ---- running one child ------------------------------------------------------- */
+
+typedef struct child_run {
+    bool started;      /* false: posix_spawn failed (reason in err_line) */
+    bool timed_out;
+    int exit_code;     /* -1 when killed by a signal */
+    int sig;           /* terminating signal, 0 if none */
+    buf out;           /* the result pipe */
+    char err_line[256];
+    double wall_s;
+} child_run;
+
+/* First non-empty line of text into dst (cleaned); "" when none. */
+static void first_line(char *dst, size_t n, const char *text)
+{
+    dst[0] = '\0';
+    if (!text)
+        return;
+    while (*text == '\n' || *text == '\r' || *text == ' ')
+        text++;
+    size_t len = strcspn(text, "\r\n");
+    char tmp[512];
+    if (len >= sizeof tmp)
+        len = sizeof tmp - 1;
+    memcpy(tmp, text, len);
+    tmp[len] = '\0';
+    dg_copy_clean(dst, n, tmp);
+}
+
+/* Spawns exe with argv, reads the result pipe and stderr until the child ends
+ * or timeout_s passes (then its group is killed), and reaps it. false only
+ * when out of memory. */
+static bool run_child(const char *exe, char *const argv[], double timeout_s, child_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->out.cap = RESULT_MAX;
+    r->exit_code = -1;
+    buf err = {.cap = ERR_MAX};
+    int rp[2], ep[2];
+    if (make_pipe(rp) != 0) {
+        snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
+        return true;
+    }
+    if (make_pipe(ep) != 0) {
+        snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
+        close(rp[0]);
+        close(rp[1]);
+        return true;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int rc = posix_spawn_file_actions_init(&fa);
+    bool fa_ok = rc == 0, attr_ok = false;
+    if (!rc)
+        rc = posix_spawnattr_init(&attr), attr_ok = rc == 0;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    if (!rc)
+        rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!rc)
+        rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (!rc)
+        rc = posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
+    if (!rc) /* rp[1] >= 10, so dup2 onto 3 clears close-on-exec there */
+        rc = posix_spawn_file_actions_adddup2(&fa, rp[1], RESULT_FD);
+    if (!rc)
+        rc = posix_spawnattr_setpgroup(&attr, 0);
+    if (!rc)
+        rc = posix_spawnattr_setsigmask(&attr, &none);
+    if (!rc)
+        rc = posix_spawnattr_setsigdefault(&attr, &all);
+    if (!rc)
+        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                 POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    double t0 = dg_now();
+    if (!rc)
+        rc = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
+    if (fa_ok)
+        posix_spawn_file_actions_destroy(&fa);
+    if (attr_ok)
+        posix_spawnattr_destroy(&attr);
+    close(rp[1]);
+    close(ep[1]);
+    if (rc != 0) {
+        snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", strerror(rc));
+        close(rp[0]);
+        close(ep[0]);
+        return rc != ENOMEM;
+    }
+    r->started = true;
+    for (int i = 0; i < 2; i++) {
+        int fd = i ? ep[0] : rp[0];
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    }
+    double deadline = t0 + timeout_s;
+    bool out_eof = false, err_eof = false;
+    int st = 0;
+    for (;;) {
+        double left = deadline - dg_now();
+        int slice = left <= 0 ? 0 : left < 0.05 ? (int)(left * 1000) + 1 : 50;
+        struct pollfd p[2];
+        int np = 0;
+        if (!out_eof)
+            p[np++] = (struct pollfd){rp[0], POLLIN, 0};
+        if (!err_eof)
+            p[np++] = (struct pollfd){ep[0], POLLIN, 0};
+        if (np > 0 && poll(p, (nfds_t)np, slice) > 0) {
+            if (!out_eof)
+                out_eof = drain(rp[0], &r->out);
+            if (!err_eof)
+                err_eof = drain(ep[0], &err);
+        } else if (np == 0) {
+            nap_ms(slice < 5 ? (slice ? slice : 1) : 5);
+        }
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) {
+            /* Ended: take what is buffered; do not wait on anything it left behind. */
+            if (!out_eof)
+                drain(rp[0], &r->out);
+            if (!err_eof)
+                drain(ep[0], &err);
+            kill(-pid, SIGKILL); /* stray members of its group, if any */
+            break;
+        }
+        if (w < 0 && errno != EINTR) {
+            st = -1;
+            break;
+        }
+        if (dg_now() >= deadline) {
+            r->timed_out = true;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            if (!out_eof)
+                drain(rp[0], &r->out);
+            if (!err_eof)
+                drain(ep[0], &err);
+            break;
+        }
+    }
+    r->wall_s = dg_now() - t0;
+    close(rp[0]);
+    close(ep[0]);
+    if (st != -1 && WIFEXITED(st))
+        r->exit_code = WEXITSTATUS(st);
+    else if (st != -1 && WIFSIGNALED(st))
+        r->sig = WTERMSIG(st);
+    first_line(r->err_line, sizeof r->err_line, err.data);
+    dg_free(err.data);
+    return !r->out.nomem && !err.nomem;
+}
+
+/* ---- reading the child's record ------------------------------------------------ */
+
+/* A metric of obj[key] re-made with unit (never trusting the child's shape). */
+static cJSON *metric_of(const cJSON *obj, const char *key, const char *unit, double scale)
+{
+    const cJSON *m = obj ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
+    bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) &&
+              isfinite(v->valuedouble);
+    return dg_json_metric(ok ? v->valuedouble * scale : 0, ok, unit);
+}
+
+static double metric_val(const cJSON *m)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) &&
+        isfinite(v->valuedouble))
+        return v->valuedouble;
+    return NAN;
+}
+
+static const cJSON *path2(const cJSON *o, const char *a, const char *b)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
+}
+
+/* Parses the first line of the result pipe; NULL unless it is a JSON object
+ * with a "status" string. */
+static cJSON *parse_record(const buf *out)
+{
+    if (!out->data || out->len == 0)
+        return NULL;
+    size_t len = strcspn(out->data, "\n");
+    cJSON *rec = cJSON_ParseWithLength(out->data, len);
+    if (!cJSON_IsObject(rec) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "status"))) {
+        cJSON_Delete(rec);
+        return NULL;
+    }
+    return rec;
+}
+
+/* Fills the trial's record entry from the child's record (may be NULL). */
+static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_limit_bytes)
+{
+    cJSON *j = t->json;
+    const cJSON *thr = cJSON_GetObjectItemCaseSensitive(rec, "throughput");
+    const cJSON *stats = path2(rec, "steps", "stats");
+    cJSON *sps = metric_of(thr, "samples_per_s", "samples/s", 1);
+    t->sps = t->end == ENDED_OK ? metric_val(sps) : NAN;
+    cJSON_AddItemToObject(j, "samples_per_s", sps);
+    cJSON *sm = cJSON_AddObjectToObject(j, "step_ms");
+    /* Per-step times after the sweep's own warm-up, else the child's statistics. */
+    const cJSON *ms = path2(rec, "steps", "ms");
+    int n = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
+    double *v = n > warmup ? dg_malloc((size_t)n * sizeof *v) : NULL;
+    int nv = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, ms)
+    {
+        if (v && nv < n && cJSON_IsNumber(x) && isfinite(x->valuedouble))
+            v[nv++] = x->valuedouble;
+    }
+    if (v && nv == n) {
+        dg_stats st;
+        dg_stats_compute(v, (size_t)n, (size_t)warmup, &st);
+        cJSON_AddItemToObject(sm, "median", dg_json_metric(st.median, isfinite(st.median), "ms"));
+        cJSON_AddItemToObject(sm, "iqr", dg_json_metric(st.iqr, isfinite(st.iqr), "ms"));
+        cJSON_AddNumberToObject(sm, "steps", (double)st.n);
+        cJSON_AddStringToObject(sm, "source", "steps");
+    } else if (stats && !isnan(metric_val(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
+        cJSON_AddItemToObject(sm, "median", metric_of(stats, "median", "ms", 1));
+        cJSON_AddItemToObject(sm, "iqr", metric_of(stats, "iqr", "ms", 1));
+        const cJSON *sn = cJSON_GetObjectItemCaseSensitive(stats, "n");
+        cJSON_AddNumberToObject(sm, "steps", cJSON_IsNumber(sn) ? sn->valuedouble : 0);
+        cJSON_AddStringToObject(sm, "source", "steps");
+    } else {
+        cJSON_AddItemToObject(sm, "median", metric_of(thr, "step_ms", "ms", 1));
+        cJSON_AddItemToObject(sm, "iqr", dg_json_metric(0, false, "ms"));
+        const cJSON *tn = cJSON_GetObjectItemCaseSensitive(thr, "timed_steps");
+        cJSON_AddNumberToObject(sm, "steps", cJSON_IsNumber(tn) ? tn->valuedouble : 0);
+        cJSON_AddStringToObject(sm, "source", rec ? "throughput" : "none");
+    }
+    dg_free(v);
+    const cJSON *al = path2(rec, "memory", "allocator");
+    cJSON_AddItemToObject(j, "device_allocated_peak", metric_of(al, "allocated_peak", "bytes", 1));
+    cJSON_AddItemToObject(j, "device_reserved_peak", metric_of(al, "reserved_peak", "bytes", 1));
+    const cJSON *smp = cJSON_GetObjectItemCaseSensitive(rec, "sampler");
+    cJSON_AddItemToObject(j, "rss_peak", metric_of(smp, "rss_peak", "bytes", 1));
+    cJSON *swap = metric_of(smp, "swap_growth", "bytes", 1);
+    double sg = metric_val(swap);
+    t->swapped = !isnan(sg) && sg > swap_limit_bytes;
+    cJSON_AddItemToObject(j, "swap_growth", swap);
+    cJSON_AddItemToObject(j, "psi_peak", metric_of(smp, "psi_peak", "percent", 1));
+}
+
+/* ---- one trial ------------------------------------------------------------------ */
+
+typedef struct sweep {
+    dg_ctx *ctx;
+    const dg_sweep_opts *o;
+    dg_train_opts train; /* with the budget filled in */
+    const char *exe;
+    int warmup, timed;
+    double timeout_s, swap_limit;
+    trial trials[MAX_TRIALS];
+    int ntrials;
+} sweep;
+
+/* Runs the trial at batch b; NULL only when out of memory (or out of slots). */
+static trial *run_trial(sweep *s, int b)
+{
+    if (s->ntrials >= MAX_TRIALS)
+        return NULL;
+    trial *t = &s->trials[s->ntrials];
+    memset(t, 0, sizeof *t);
+    t->batch = b;
+    t->sps = NAN;
+    t->json = cJSON_CreateObject();
+    if (!t->json)
+        return NULL;
+    args a = {.n = 0};
+    arg_add(&a, "devgate");
+    arg_add(&a, "--no-ledger");
+    arg_add(&a, "__trial");
+    add_train_args(&a, &s->train);
+    arg_add(&a, "--batch"), arg_add(&a, "%d", b);
+    arg_add(&a, "--steps"), arg_add(&a, "%d", s->warmup + s->timed);
+    if (s->train.sync_every <= 0) /* every step, so each step time is a device time */
+        arg_add(&a, "--sync-every"), arg_add(&a, "1");
+    arg_add(&a, "--result-fd"), arg_add(&a, "%d", RESULT_FD);
+    if (a.nomem) {
+        args_free(&a);
+        cJSON_Delete(t->json);
+        return NULL;
+    }
+    dg_log(s->ctx, DG_LOG_INFO, "sweep: trial at batch %d", b);
+    child_run r;
+    bool mem_ok = run_child(s->exe, a.v, s->timeout_s, &r);
+    args_free(&a);
+    if (!mem_ok) {
+        dg_free(r.out.data);
+        cJSON_Delete(t->json);
+        return NULL;
+    }
+    cJSON *rec = r.started && !r.timed_out && r.sig == 0 ? parse_record(&r.out) : NULL;
+    const char *status = rec ? cJSON_GetObjectItemCaseSensitive(rec, "status")->valuestring : NULL;
+    const cJSON *errj = cJSON_GetObjectItemCaseSensitive(rec, "error");
+    char reason[640] = "";
+    char sigtmp[32];
+    const char *signame = NULL;
+    if (!r.started) {
+        t->end = ENDED_FAILED;
+        snprintf(reason, sizeof reason, "%s", r.err_line);
+    } else if (r.timed_out) {
+        t->end = ENDED_TIMEOUT;
+        snprintf(reason, sizeof reason, "no result within %g s; process group killed", s->timeout_s);
+    } else if (r.sig) {
+        t->end = ENDED_SIGNAL;
+        signame = signal_name(r.sig, sigtmp, sizeof sigtmp);
+        snprintf(reason, sizeof reason, "%s%s", signame,
+                 r.sig == SIGKILL ? " (the kernel's out-of-memory killer sends this)" : "");
+    } else if (!rec) {
+        t->end = ENDED_FAILED;
+        snprintf(reason, sizeof reason, "no record (exit %d)%s%s", r.exit_code, r.err_line[0] ? ": " : "",
+                 r.err_line);
+    } else if (strcmp(status, "device-oom") == 0) {
+        t->end = ENDED_OOM;
+        char e[512] = "";
+        if (cJSON_IsString(errj))
+            dg_copy_clean(e, sizeof e, errj->valuestring);
+        t->budget = strstr(e, "budget would be exceeded") != NULL;
+        snprintf(reason, sizeof reason, "%s", e[0] ? e : "device out of memory");
+    } else if (strcmp(status, "ok") == 0 && r.exit_code == 0) {
+        t->end = ENDED_OK;
+    } else {
+        t->end = ENDED_FAILED;
+        char e[512] = "", st[40];
+        dg_copy_clean(st, sizeof st, status);
+        if (cJSON_IsString(errj))
+            dg_copy_clean(e, sizeof e, errj->valuestring);
+        else
+            snprintf(e, sizeof e, "%s", r.err_line);
+        snprintf(reason, sizeof reason, "%s (exit %d)%s%s", st, r.exit_code, e[0] ? ": " : "", e);
+    }
+    cJSON *j = t->json;
+    cJSON_AddNumberToObject(j, "batch", b);
+    cJSON_AddStringToObject(j, "ended", ended_names[t->end]);
+    dg_json_add_str(j, "reason", reason[0] ? reason : NULL);
+    dg_json_add_str(j, "signal", signame);
+    if (t->end == ENDED_OOM)
+        cJSON_AddBoolToObject(j, "budget", t->budget);
+    trial_metrics(t, rec, s->warmup, s->swap_limit);
+    cJSON_AddItemToObject(j, "wall_s", dg_json_metric(r.wall_s, r.started, "s"));
+    cJSON_Delete(rec);
+    dg_free(r.out.data);
+    s->ntrials++;
+    dg_log(s->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", b, ended_names[t->end], reason[0] ? ": " : "",
+           reason);
+    return t;
+}
+
+/* A trial that can stand as "good": it ran and did not swap past the limit. */
+static bool good(const trial *t)
+{
+    return t->end == ENDED_OK && !t->swapped;
+}
+
+/* ---- the sweep ------------------------------------------------------------------- */
+
+/* Fills s->train.mem_budget when not given: 90% of the device's memory, or of
+ * MemAvailable on cpu. DG_ERR_UNAVAILABLE when the backend cannot be opened. */
+static dg_status settle_budget(sweep *s, cJSON *spec)
+{
+    const char *name = s->train.backend ? s->train.backend : "cpu";
+    dg_backend_entry ent;
+    dg_status st = dg_backend_lookup(s->ctx, name, &ent);
+    if (st != DG_OK)
+        return DG_ERR_USAGE; /* unknown name; lookup left the message */
+    if (!ent.iface)
+        return dg_fail(s->ctx, DG_ERR_UNAVAILABLE, "backend %s is not available: %s", name, ent.reason);
+    void *bctx = NULL;
+    char why[256] = "";
+    st = ent.iface->init(s->train.device, &bctx, why, sizeof why);
+    if (st != DG_OK)
+        return dg_fail(s->ctx, DG_ERR_UNAVAILABLE, "backend %s is not available: %s", name,
+                       why[0] ? why : dg_status_name(st));
+    dg_device_info info;
+    memset(&info, 0, sizeof info);
+    bool have = ent.iface->device_info(bctx, s->train.device, &info) == DG_OK;
+    ent.iface->free(bctx);
+    cJSON *dev = cJSON_AddObjectToObject(spec, "device");
+    char clean[128];
+    dg_copy_clean(clean, sizeof clean, have ? info.name : "");
+    dg_json_add_str(dev, "name", have ? clean : NULL);
+    cJSON_AddItemToObject(dev, "mem_total", dg_json_metric(info.mem_total.value, have && info.mem_total.valid, "bytes"));
+    cJSON_AddItemToObject(dev, "mem_free", dg_json_metric(info.mem_free.value, have && info.mem_free.valid, "bytes"));
+    const char *src = "option";
+    if (!s->train.mem_budget) {
+        bool cpu = strcmp(name, "cpu") == 0;
+        dg_metric base = cpu ? info.mem_free : info.mem_total;
+        if (have && base.valid && base.value > 0) {
+            s->train.mem_budget = (size_t)(0.9 * base.value);
+            src = cpu ? "90% of MemAvailable" : "90% of device memory";
+        } else {
+            src = "none (device memory not reported)";
+        }
+    }
+    cJSON_AddItemToObject(spec, "mem_budget",
+                          dg_json_metric((double)s->train.mem_budget, s->train.mem_budget > 0, "bytes"));
+    cJSON_AddStringToObject(spec, "mem_budget_source", src);
+    return DG_OK;
+}
+
+/* The stop reason a failing trial gives. */
+static const char *stop_reason(const trial *t)
+{
+    switch (t->end) {
+    case ENDED_OOM: return t->budget ? "budget" : "oom";
+    case ENDED_SIGNAL: return "signal";
+    case ENDED_TIMEOUT: return "timeout";
+    case ENDED_FAILED: return "failed";
+    case ENDED_OK: break;
+    }
+    return "swap";
+}
+
+dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
+{
+    dg_json_init();
+    *json = NULL;
+    if (!opts)
+        return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
+    sweep *s = dg_calloc(1, sizeof *s);
+    if (!s)
+        return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
+    s->ctx = ctx;
+    s->o = opts;
+    s->train = opts->train;
+    s->train.batch = 0;
+    s->warmup = opts->warmup_steps > 0 ? opts->warmup_steps : DEFAULT_WARMUP;
+    s->timed = opts->timed_steps > 0 ? opts->timed_steps : DEFAULT_TIMED;
+    s->timeout_s = opts->trial_timeout_s > 0 ? opts->trial_timeout_s : DEFAULT_TIMEOUT_S;
+    s->swap_limit = (opts->swap_growth_mib > 0 ? opts->swap_growth_mib : DEFAULT_SWAP_MIB) * 1048576.0;
+    int from = opts->from > 0 ? opts->from : DEFAULT_FROM;
+    int to = opts->to > 0 ? opts->to : MAX_BATCH;
+    char exe_buf[PATH_MAX];
+    dg_status st = DG_OK;
+    if (opts->exe) {
+        s->exe = opts->exe;
+    } else {
+        ssize_t n = readlink("/proc/self/exe", exe_buf, sizeof exe_buf - 1);
+        if (n <= 0) {
+            st = dg_fail(ctx, DG_ERR_IO, "sweep: cannot tell which program to run trials with: %s",
+                         strerror(errno));
+        } else {
+            exe_buf[n] = '\0';
+            s->exe = exe_buf;
+        }
+    }
+    if (st == DG_OK && (from > MAX_BATCH || to < from))
+        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: batches from %d to %d: want 1 <= from <= to <= %d", from,
+                     opts->to, MAX_BATCH);
+    if (st == DG_OK && (s->warmup + s->timed > 100000000 || s->warmup > 100000000 || s->timed > 100000000))
+        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: too many steps per trial");
+    if (st != DG_OK) {
+        dg_free(s);
+        return st;
+    }
+
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "v", 1);
+    cJSON_AddStringToObject(root, "kind", "sweep");
+    char ts[32], host[256] = "";
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(root, "timestamp", ts);
+    if (gethostname(host, sizeof host) == 0) {
+        host[sizeof host - 1] = '\0';
+        cJSON_AddStringToObject(root, "host", host);
+    }
+    cJSON *spec = cJSON_AddObjectToObject(root, "spec");
+    dg_json_add_str(spec, "model", s->train.model ? s->train.model : "mlp");
+    dg_json_add_str(spec, "backend", s->train.backend ? s->train.backend : "cpu");
+    cJSON_AddNumberToObject(spec, "device_index", s->train.device);
+    dg_json_add_str(spec, "data", s->train.data ? s->train.data : "synthetic");
+    cJSON_AddNumberToObject(spec, "threads", s->train.threads);
+    cJSON_AddNumberToObject(spec, "workers", s->train.workers < 0 ? 0 : s->train.workers);
+    cJSON_AddNumberToObject(spec, "seed", (double)s->train.seed);
+    cJSON_AddNumberToObject(spec, "from", from);
+    if (opts->to > 0)
+        cJSON_AddNumberToObject(spec, "to", opts->to);
+    else
+        cJSON_AddNullToObject(spec, "to");
+    cJSON_AddBoolToObject(spec, "bisect", !opts->no_bisect);
+    cJSON_AddNumberToObject(spec, "warmup_steps", s->warmup);
+    cJSON_AddNumberToObject(spec, "timed_steps", s->timed);
+    cJSON_AddNumberToObject(spec, "sync_every", s->train.sync_every > 0 ? s->train.sync_every : 1);
+    cJSON_AddNumberToObject(spec, "trial_timeout_s", s->timeout_s);
+    cJSON_AddNumberToObject(spec, "swap_growth_mib", s->swap_limit / 1048576.0);
+    st = settle_budget(s, spec);
+    if (st != DG_OK) {
+        cJSON_Delete(root);
+        dg_free(s);
+        return st;
+    }
+
+    /* Doubling. */
+    cJSON *trials = cJSON_AddArrayToObject(root, "trials");
+    const char *why = "limit";
+    int at = 0, last_good = 0, first_bad = 0;
+    int falls = 0;
+    double prev_sps = NAN;
+    for (long b = from; b <= to; b *= 2) {
+        trial *t = run_trial(s, (int)b);
+        if (!t) {
+            st = DG_ERR_NOMEM;
+            break;
+        }
+        cJSON_AddItemReferenceToArray(trials, t->json);
+        at = t->batch;
+        if (!good(t)) {
+            why = stop_reason(t);
+            first_bad = t->batch;
+            break;
+        }
+        last_good = t->batch;
+        if (!isnan(prev_sps) && !isnan(t->sps) && t->sps < prev_sps)
+            falls++;
+        else
+            falls = 0;
+        prev_sps = t->sps;
+        if (falls >= 2) {
+            why = "throughput-falling";
+            break;
+        }
+    }
+    cJSON *stopped = cJSON_AddObjectToObject(root, "stopped");
+    cJSON_AddStringToObject(stopped, "reason", why);
+    cJSON_AddNumberToObject(stopped, "at_batch", at);
+
+    /* Bisection between the last good and the first bad size. */
+    cJSON *bis = cJSON_AddArrayToObject(root, "bisect");
+    int resolution = last_good / 8 > 1 ? last_good / 8 : 1;
+    if (st == DG_OK && !opts->no_bisect && last_good && first_bad) {
+        int g = last_good, bad = first_bad;
+        while (bad - g > resolution) {
+            int m = g + (bad - g) / 2;
+            trial *t = run_trial(s, m);
+            if (!t) {
+                st = DG_ERR_NOMEM;
+                break;
+            }
+            cJSON_AddItemReferenceToArray(bis, t->json);
+            if (good(t))
+                g = m;
+            else
+                bad = m;
+        }
+        first_bad = bad;
+    }
+    cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
+
+    /* Knee and safe batch over every good trial. */
+    double best = NAN;
+    for (int i = 0; i < s->ntrials; i++)
+        if (good(&s->trials[i]) && !isnan(s->trials[i].sps) && !(s->trials[i].sps <= best))
+            best = s->trials[i].sps;
+    const trial *knee = NULL, *safe = NULL;
+    double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
+    int good_n = 0;
+    for (int i = 0; i < s->ntrials; i++) {
+        const trial *t = &s->trials[i];
+        if (!good(t))
+            continue;
+        good_n++;
+        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best && (!knee || t->batch < knee->batch))
+            knee = t;
+        if (t->batch <= cap && (!safe || t->batch > safe->batch))
+            safe = t;
+    }
+    cJSON *kj = cJSON_AddObjectToObject(root, "knee");
+    if (knee) {
+        cJSON_AddNumberToObject(kj, "batch", knee->batch);
+        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(knee->sps, true, "samples/s"));
+    } else {
+        cJSON_AddNullToObject(kj, "batch");
+        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+    }
+    cJSON_AddItemToObject(kj, "best_samples_per_s", dg_json_metric(best, !isnan(best), "samples/s"));
+    cJSON_AddNumberToObject(kj, "within", KNEE_SHARE);
+    cJSON *sj = cJSON_AddObjectToObject(root, "safe_batch");
+    if (safe) {
+        cJSON_AddNumberToObject(sj, "batch", safe->batch);
+        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(safe->sps, !isnan(safe->sps), "samples/s"));
+    } else {
+        cJSON_AddNullToObject(sj, "batch");
+        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+    }
+    cJSON_AddNumberToObject(sj, "margin", SAFE_MARGIN);
+    if (first_bad)
+        cJSON_AddNumberToObject(sj, "first_failure", first_bad);
+    else
+        cJSON_AddNullToObject(sj, "first_failure");
+    dg_json_add_str(sj, "note", !good_n ? "no trial succeeded"
+                                : !first_bad ? "no failure reached"
+                                : !safe ? "no good batch 5% under the first failure"
+                                        : NULL);
+    cJSON_AddNumberToObject(root, "good_trials", good_n);
+
+    if (st == DG_OK) {
+        *json = dg_json_print(root);
+        if (!*json)
+            st = DG_ERR_NOMEM;
+    }
+    cJSON_Delete(root);
+    for (int i = 0; i < s->ntrials; i++)
+        cJSON_Delete(s->trials[i].json);
+    dg_free(s);
+    if (st == DG_ERR_NOMEM)
+        return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
+    return st;
+}
+
+/* ---- the child side ---------------------------------------------------------------- */
+
+/* True when DEVGATE_FAULT is KIND@N with N the given batch. */
+static bool fault_at(const char *kind, int batch)
+{
+    const char *spec = getenv("DEVGATE_FAULT");
+    size_t kl = strlen(kind);
+    if (!spec || strncmp(spec, kind, kl) != 0 || spec[kl] != '@')
+        return false;
+    char *end;
+    long n = strtol(spec + kl + 1, &end, 10);
+    return end != spec + kl + 1 && *end == '\0' && n == batch;
+}
+
+/* Writes all of s and a newline to fd; false on error. */
+static bool write_line(int fd, const char *s)
+{
+    size_t len = strlen(s);
+    for (int part = 0; part < 2; part++) {
+        const char *p = part ? "\n" : s;
+        size_t n = part ? 1 : len;
+        while (n > 0) {
+            ssize_t w = write(fd, p, n);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return false;
+            p += w;
+            n -= (size_t)w;
+        }
+    }
+    return true;
+}
+
+dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd)
+{
+    dg_json_init();
+    if (!opts || fd < 0)
+        return dg_fail(ctx, DG_ERR_USAGE, "trial: no options or result fd");
+    /* The trial runs in its own process group, out of reach of the terminal's
+     * Ctrl-C: it dies with the sweep instead. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (fault_at("trial-crash", opts->batch)) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        signal(SIGSEGV, SIG_DFL); /* past any sanitizer's handler */
+        raise(SIGSEGV);
+    }
+    if (fault_at("trial-hang", opts->batch)) {
+        for (;;)
+            pause();
+    }
+    dg_train_ext ext = {.step_times = true, .sample_ms = 50};
+    char *json = NULL;
+    dg_status st = dg_train_run_ext(ctx, opts, &ext, &json);
+    if (!json) {
+        /* No record (bad options, no memory): a minimal one says why. */
+        cJSON *rec = cJSON_CreateObject();
+        cJSON_AddNumberToObject(rec, "v", 1);
+        cJSON_AddStringToObject(rec, "kind", "train");
+        cJSON_AddStringToObject(rec, "status", dg_status_name(st == DG_OK ? DG_ERR_FORMAT : st));
+        dg_json_add_str(rec, "error", dg_errmsg(ctx));
+        json = dg_json_print(rec);
+        cJSON_Delete(rec);
+        if (!json)
+            return dg_fail(ctx, DG_ERR_NOMEM, "trial: out of host memory");
+    }
+    bool wrote = write_line(fd, json);
+    int e = errno;
+    dg_string_free(json);
+    if (!wrote && st == DG_OK)
+        return dg_fail(ctx, DG_ERR_IO, "trial: cannot write the record to fd %d: %s", fd, strerror(e));
+    return st;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# devgate compare: the cpu baseline against opencl (PoCL here) and both against
+# the float64 reference. A clean run is within tolerance and reports a speedup
+# and a busy fraction; a relu that leaks 1% of negative values on the device
+# (DEVGATE_FAULT=relu-leak@opencl) is reported as drift; cpu against itself,
+# bad options and an unavailable device are refused.
+. "$(dirname "$0")/lib.sh"
+
+if ! "$DG" --no-ledger gate --backend opencl --size 8 >/dev/null 2>&1; then
+  echo "skipped: opencl is not available"
+  exit 77
+fi
+
+# A private TMPDIR, to see that compare leaves no temporary files behind.
+export TMPDIR="$T/tmp"
+mkdir -p "$TMPDIR"
+
+# One thread and small runs: this checks numerics and the record, not speed.
+common=(--backend opencl --model mlp --steps 20 --lr 0.02 --threads 1 --seed 1)
+
+# Clean: exit 0, every batch within tolerance, speedup and busy fraction present.
+expect_exit 0 "$DG" compare "${common[@]}" --batches 16,32 --json
+cp out "$T/clean.json"
+expect_json "$T/clean.json" 'd["v"] == 1 and d["kind"] == "compare" and d["within_tolerance"] is True'
+expect_json "$T/clean.json" '[r["batch"] for r in d["runs"]] == [16, 32]'
+expect_json "$T/clean.json" 'all(r["speedup"]["valid"] and r["speedup"]["value"] > 0 for r in d["runs"])'
+expect_json "$T/clean.json" 'all(r["busy_fraction"]["valid"] and 0 < r["busy_fraction"]["value"] for r in d["runs"])'
+expect_json "$T/clean.json" 'all(r["within_tolerance"] is True and r["verdict"] == "within tolerance" and r["drift"] == [] for r in d["runs"])'
+# JSON shape: both sides, the reference, every drift figure, the thresholds.
+expect_json "$T/clean.json" 'all(set(r) >= {"batch", "cpu", "device", "speedup", "step_time_reduction_pct", "busy_fraction", "loss_vs_ref", "loss_cpu_vs_device", "param_drift", "within_tolerance", "reference", "losses"} for r in d["runs"])'
+expect_json "$T/clean.json" 'all(r[s]["step_ms"]["valid"] and r[s]["step_ms"]["value"] > 0 and r[s]["samples_per_s"]["value"] > 0 for r in d["runs"] for s in ("cpu", "device"))'
+expect_json "$T/clean.json" 'all(r["reference"]["ran"] and r["loss_vs_ref"][k]["value"] < 1e-4 for r in d["runs"] for k in ("cpu", "device"))'
+expect_json "$T/clean.json" 'all(r["param_drift"][k]["value"] < 1e-4 for r in d["runs"] for k in ("device_vs_cpu", "cpu_vs_ref", "device_vs_ref"))'
+expect_json "$T/clean.json" 'all(len(r["losses"][k]) == 20 for r in d["runs"] for k in ("cpu", "device", "ref"))'
+expect_json "$T/clean.json" 'abs(r0["step_time_reduction_pct"]["value"] - 100 * (r0["cpu"]["step_ms"]["value"] - r0["device"]["step_ms"]["value"]) / r0["cpu"]["step_ms"]["value"]) < 1e-6 if (r0 := d["runs"][0]) else False'
+expect_json "$T/clean.json" 'd["thresholds"]["loss_tolerance"] == 1e-3 and d["thresholds"]["param_tolerance"] == 1e-3'
+expect_json "$T/clean.json" 'd["spec"]["backend"] == "opencl" and d["spec"]["baseline"] == "cpu" and d["spec"]["steps"] == 20 and d["spec"]["lr"] == 0.02'
+# Recorded in the ledger under the verb compare.
+expect_exit 0 "$DG" ledger list --json
+expect_grep out '"compare"' "ledger list"
+# No temporary files are left behind.
+if [ -z "$(ls -A "$TMPDIR")" ]; then ok; else bad "compare left $(ls "$TMPDIR") in TMPDIR"; fi
+
+# Human output: one line per batch.
+expect_exit 0 "$DG" --no-ledger compare "${common[@]}" --batches 16
+expect_grep out '^  batch 16 .*speedup [0-9.]+x.*busy [0-9]+%.*within tolerance'
+
+# The leaky relu on the device drifts: exit 1, the drift named per batch.
+DEVGATE_FAULT=relu-leak@opencl expect_exit 1 "$DG" --no-ledger compare "${common[@]}" --batches 16
+expect_grep out 'DRIFT: .*loss_vs_ref\.device'
+expect_grep out 'drift beyond tolerance'
+DEVGATE_FAULT=relu-leak@opencl expect_exit 1 "$DG" --no-ledger compare "${common[@]}" --batches 32 --json
+expect_json out 'd["within_tolerance"] is False and all(r["verdict"] == "drift" and "loss_vs_ref.device" in r["drift"] for r in d["runs"])'
+expect_json out 'all(r["loss_vs_ref"]["cpu"]["value"] < 1e-4 and r["loss_vs_ref"]["device"]["value"] > 1e-3 and r["loss_cpu_vs_device"]["value"] > 1e-3 and r["baseline_within_tolerance"] for r in d["runs"])'
+
+# A looser tolerance accepts the same clean run; the reference is skipped
+# (and said so) for a step above its 2 GFLOP cap.
+expect_exit 0 "$DG" --no-ledger compare --backend opencl --model fc:20000,relu,fc:10 --batches 40 --steps 3 \
+  --threads 1 --loss-tolerance 1e-2 --json
+expect_json out 'not d["runs"][0]["reference"]["ran"] and "skipped" in d["runs"][0]["reference"]["note"] and d["runs"][0]["loss_vs_ref"]["cpu"]["value"] is None'
+expect_json out 'd["thresholds"]["loss_tolerance"] == 1e-2 and d["runs"][0]["param_drift"]["device_vs_cpu"]["valid"]'
+
+# Usage: cpu against itself, no backend, bad values, options that do not apply.
+expect_exit 2 "$DG" --no-ledger compare --backend cpu
+expect_grep err 'cpu'
+expect_exit 2 "$DG" --no-ledger compare
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --batches 0
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --batches 8,16,32,64,128
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --batches 8,
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --loss-tolerance -1
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --param-tolerance x
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --sync-every 5
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --export here
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --bogus
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --model nosuchmodel --batches 8 --steps 3
+
+# An unavailable device: exit 3 (cuda is not built here; skip when it is).
+if ! "$DG" --no-ledger gate --backend cuda --size 8 >/dev/null 2>&1; then
+  expect_exit 3 "$DG" --no-ledger compare --backend cuda --batches 8 --steps 3 --threads 1
+fi
+# A device that refuses every upload fails the run (not drift, not a pass).
+DEVGATE_FAULT=upload-fail@opencl expect_exit 1 "$DG" --no-ledger compare --backend opencl --batches 8 --steps 3 --threads 1 --json
+expect_json out 'd["runs"][0]["failed"] == "opencl" and d["status"] != "ok"'
+
+done_tests

@@ -1,0 +1,85 @@
+/* The background sampler: samples arrive, the resident set follows memory
+ * this process touches, times increase, PSI as the machine offers it, small
+ * overhead, start/stop twice, NULL accepted. */
+#include "measure/measure.h"
+
+#include "check.h"
+
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void one_run(void)
+{
+    double w0 = dg_now();
+    dg_sampler *s = dg_sampler_start(NULL, NULL, 10);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    sleep_ms(30);
+    size_t mb = 100u << 20;
+    volatile char *p = malloc(mb);
+    CHECK(p != NULL);
+    for (size_t i = 0; p && i < mb; i += 4096)
+        p[i] = (char)i;
+    sleep_ms(80);
+    dg_sampler_stop(s);
+    double wall = dg_now() - w0;
+    size_t n;
+    const dg_sample_point *pts = dg_sampler_points(s, &n);
+    CHECK_MSG(n >= 5, "%zu samples", n);
+    bool increasing = true;
+    for (size_t i = 1; i < n; i++)
+        increasing = increasing && pts[i].t > pts[i - 1].t;
+    CHECK(increasing);
+    dg_sampler_summary sum;
+    dg_sampler_summarise(s, &sum);
+    CHECK(sum.count == n);
+    CHECK(n > 0 && pts[0].rss.valid && sum.rss_peak.valid);
+    if (n > 0)
+        CHECK_MSG(sum.rss_peak.value >= pts[0].rss.value + 100.0 * 1048576 * 0.95, "peak %.0f first %.0f",
+                  sum.rss_peak.value, pts[0].rss.value);
+    bool psi = access("/proc/pressure/memory", R_OK) == 0;
+    CHECK(n > 0 && pts[0].psi_some10.valid == psi);
+    CHECK(sum.psi_peak.valid == psi);
+    CHECK(!pts[0].dev_used.valid && !sum.dev_util_mean.valid); /* no backend given */
+    CHECK_MSG(sum.overhead_s >= 0 && sum.overhead_s < 0.1 * wall, "overhead %.4f of %.3f s", sum.overhead_s, wall);
+    cJSON *j = dg_sampler_json(s);
+    CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "period_ms")) == 10);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "count")) == (double)n);
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(j, "overhead_s")));
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "rss_peak"), "valid")));
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "dev_used_peak"), "value")));
+    const cJSON *samples = cJSON_GetObjectItem(j, "samples");
+    CHECK(cJSON_GetArraySize(samples) == (int)n);
+    const cJSON *first = cJSON_GetArrayItem(samples, 0);
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(first, "t")) && cJSON_IsNumber(cJSON_GetObjectItem(first, "rss")));
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(first, "dev_used")));
+    cJSON_Delete(j);
+    dg_sampler_stop(s); /* a second stop is harmless */
+    dg_sampler_free(s);
+    free((void *)p);
+}
+
+int main(void)
+{
+    dg_json_init();
+    one_run();
+    one_run();
+    /* Freed while running: free stops the thread first. */
+    dg_sampler *s = dg_sampler_start(NULL, NULL, 0);
+    CHECK(s != NULL);
+    sleep_ms(5);
+    dg_sampler_free(s);
+    dg_sampler_free(NULL);
+    dg_sampler_stop(NULL);
+    dg_sampler_summary sum;
+    dg_sampler_summarise(NULL, &sum);
+    CHECK(sum.count == 0 && !sum.rss_peak.valid);
+    CHECK_DONE();
+}

@@ -1,0 +1,187 @@
+/* Sweep trials against hostile children: small shell scripts stand in for
+ * `devgate __trial` (dg_sweep_opts.exe) and write garbage, close the result
+ * pipe, die by a signal, hang with a grandchild holding the pipe, flood the
+ * pipe, or leave a grandchild behind. Every case must end as a classified
+ * trial in the record, never as a crash or a hang of the parent. */
+#include "check.h"
+
+#include "devgate.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[512];
+
+/* Writes an executable script `name` with body; returns its path (static). */
+static const char *script(const char *name, const char *body)
+{
+    static char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return path;
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    chmod(path, 0755);
+    return path;
+}
+
+/* One-trial sweep at batch 8 with exe; the record parsed (NULL on failure). */
+static cJSON *one_trial(const char *exe, double timeout_s, double *wall)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    dg_sweep_opts o = {.train = {.lr = -1, .momentum = -1, .weight_decay = -1, .threads = 1},
+                       .from = 8, .to = 8, .no_bisect = true, .trial_timeout_s = timeout_s, .exe = exe};
+    char *json = NULL;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    dg_status st = dg_sweep_run(ctx, &o, &json);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (wall)
+        *wall = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    CHECK_MSG(st == DG_OK, "%s: %s", exe, dg_errmsg(ctx));
+    cJSON *rec = json ? cJSON_Parse(json) : NULL;
+    dg_string_free(json);
+    dg_ctx_free(ctx);
+    return rec;
+}
+
+static const cJSON *trial0(const cJSON *rec)
+{
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "trials"), 0);
+}
+
+static const char *tstr(const cJSON *rec, const char *key)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(trial0(rec), key));
+    return s ? s : "";
+}
+
+/* Expects the trial to have ended `ended` with reason containing `reason`. */
+static void expect(const char *name, const char *body, const char *ended, const char *reason, double timeout_s)
+{
+    double wall = 0;
+    cJSON *rec = one_trial(script(name, body), timeout_s, &wall);
+    CHECK_MSG(rec != NULL, "%s: no record", name);
+    CHECK_MSG(strcmp(tstr(rec, "ended"), ended) == 0, "%s: ended '%s', wanted '%s'", name, tstr(rec, "ended"), ended);
+    CHECK_MSG(strstr(tstr(rec, "reason"), reason) != NULL, "%s: reason '%s' lacks '%s'", name, tstr(rec, "reason"),
+              reason);
+    CHECK_MSG(wall < timeout_s + 5, "%s: took %.1f s", name, wall);
+    cJSON_Delete(rec);
+}
+
+/* True when pid no longer runs (gone, or a zombie awaiting its new parent). */
+static bool gone(long pid)
+{
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    for (int i = 0; i < 50; i++) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return true;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *rp = strrchr(buf, ')');
+        if (rp && (rp[2] == 'Z' || rp[2] == 'X'))
+            return true;
+        usleep(20000);
+    }
+    return false;
+}
+
+static long read_pid(const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    long pid = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = -1;
+        fclose(f);
+    }
+    return pid;
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/dg-sweep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        check_skip("no temporary directory");
+    if (access("/bin/sh", X_OK) != 0)
+        check_skip("no /bin/sh");
+
+    expect("garbage", "printf 'not json{' >&3; exit 0", "failed", "no record", 20);
+    expect("array", "echo '[1,2,3]' >&3; exit 0", "failed", "no record", 20);
+    expect("closed", "exec 3>&-; sleep 0.1; exit 0", "failed", "no record", 20);
+    expect("silent", "exit 0", "failed", "no record (exit 0)", 20);
+    expect("stderr", "echo 'first complaint' >&2; echo 'second' >&2; exit 2", "failed", "first complaint", 20);
+    expect("flood", "head -c 40000000 /dev/zero | tr '\\0' 'x' >&3; exit 0", "failed", "no record", 30);
+    expect("killed", "kill -KILL $$", "signal", "SIGKILL", 20);
+    expect("abort", "kill -ABRT $$", "signal", "SIGABRT", 20);
+    expect("status", "echo '{\"status\":\"backend\",\"error\":\"the driver said no\"}' >&3; exit 1", "failed",
+           "the driver said no", 20);
+    expect("oom", "echo '{\"status\":\"device-oom\",\"error\":\"no room on the device\"}' >&3; exit 1",
+           "device-oom", "no room", 20);
+
+    /* A hang with a grandchild holding the pipe: the whole group dies at the deadline. */
+    char body[512];
+    snprintf(body, sizeof body, "sleep 60 & echo $! > %s/hang.pid; sleep 60", dir);
+    expect("hang", body, "timeout", "process group killed", 1);
+    long pid = read_pid("hang.pid");
+    CHECK_MSG(pid > 0 && gone(pid), "grandchild %ld of a timed-out trial survived", pid);
+
+    /* A child that ends after its record while a grandchild keeps the pipe open:
+     * the trial is ok at once and the straggler is killed with the group. */
+    snprintf(body, sizeof body,
+             "echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":{\"value\":100,\"valid\":true}}}' >&3; "
+             "sleep 60 & echo $! > %s/stray.pid; exit 0",
+             dir);
+    double wall = 0;
+    cJSON *rec = one_trial(script("stray", body), 30, &wall);
+    CHECK(rec && strcmp(tstr(rec, "ended"), "ok") == 0);
+    CHECK_MSG(wall < 10, "waited %.1f s on a grandchild", wall);
+    const cJSON *sps = cJSON_GetObjectItem(trial0(rec), "samples_per_s");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(sps, "valid")) && cJSON_GetNumberValue(cJSON_GetObjectItem(sps, "value")) == 100);
+    /* Fields the child did not give are not reported: null, never 0. */
+    const cJSON *rss = cJSON_GetObjectItem(trial0(rec), "rss_peak");
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(rss, "valid")) && cJSON_IsNull(cJSON_GetObjectItem(rss, "value")));
+    const cJSON *knee = cJSON_GetObjectItem(rec, "knee");
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(knee, "batch")) == 8);
+    cJSON_Delete(rec);
+    pid = read_pid("stray.pid");
+    CHECK_MSG(pid > 0 && gone(pid), "grandchild %ld of a finished trial survived", pid);
+
+    /* A program that cannot start. */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/no-such-program", dir);
+    rec = one_trial(missing, 5, NULL);
+    CHECK(rec && strcmp(tstr(rec, "ended"), "failed") == 0 && strstr(tstr(rec, "reason"), "cannot start"));
+    CHECK(rec && cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "good_trials")) == 0);
+    cJSON_Delete(rec);
+
+    /* Bad ranges are usage errors. */
+    dg_ctx *ctx = dg_ctx_new();
+    char *json = NULL;
+    dg_sweep_opts bad = {.from = 64, .to = 8, .exe = missing};
+    CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
+    bad = (dg_sweep_opts){.train = {.backend = "nosuch"}, .exe = missing};
+    CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
+    dg_ctx_free(ctx);
+
+    const char *names[] = {"garbage", "array", "closed", "silent", "stderr", "flood", "killed", "abort",
+                           "status", "oom", "hang", "stray", "hang.pid", "stray.pid"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    CHECK_DONE();
+}
