@@ -118,6 +118,7 @@ typedef struct dg_train_opts {
     const char *disable_ops; /* "OP[@BACKEND],..." forced onto the cpu fallback, or NULL */
     size_t samples;          /* synthetic data set size; 0: steps*batch capped at 8192 (>= batch) */
     bool no_capture;         /* do not capture the step as a device graph */
+    int sample_ms;           /* > 0: run the background memory sampler at this period */
     const char *export_dir;  /* write initial weights and the batches here (golden tests) */
     /* The data path (docs/data.md). */
     const char *data;        /* source spec: "synthetic" (NULL), "idx:IMAGES,LABELS", "cifar:DIR", "images:DIR" */

@@ -229,6 +229,7 @@ int cli_parse_train_opt(cli *c, int argc, char **argv, int *pi, dg_train_opts *o
     INT_OPT("--epochs", epochs, 1, 100000)
     INT_OPT("--sync-every", sync_every, 0, 100000000)
     INT_OPT("--threads", threads, 1, 1024)
+    INT_OPT("--sample-ms", sample_ms, 1, 60000)
     INT_OPT("--device", device, 0, 64)
     FLOAT_OPT("--lr", lr)
     FLOAT_OPT("--momentum", momentum)

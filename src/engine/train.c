@@ -436,8 +436,14 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
 {
     dg_json_init();
     *json = NULL;
-    const dg_train_ext none = {0};
-    const dg_train_ext *x = ext ? ext : &none;
+    /* The public options can ask for the sampler too (devgate train --sample-ms). */
+    dg_train_ext plain = {.sample_ms = o->sample_ms};
+    if (ext && ext->sample_ms <= 0 && o->sample_ms > 0) {
+        plain = *ext;
+        plain.sample_ms = o->sample_ms;
+        ext = NULL;
+    }
+    const dg_train_ext *x = ext ? ext : &plain;
     if (x->leak_per_step > ((size_t)1 << 40) || x->val_steps < 0 || x->profile_warmup < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "train: leak per step, validation steps and profile warm-up "
                                           "must be non-negative (leak at most 1 TiB)");
