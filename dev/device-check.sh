@@ -5,19 +5,7 @@
 # Writes logs under $OUT when set.
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-check}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$PWD/build" DEVGATE_BIN="$PWD/build/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C
-# The image lists only PoCL in /etc/OpenCL/vendors; add NVIDIA's ICD beside it.
-nv=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 2>/dev/null)
-if [ -n "$nv" ]; then
-  mkdir -p "$out/icd"
-  echo "$nv" >"$out/icd/nvidia.icd"
-  cp /etc/OpenCL/vendors/*.icd "$out/icd/" 2>/dev/null
-  export OCL_ICD_VENDORS="$out/icd"
-fi
+. dev/device-env.sh
 nvidia-smi -L 2>&1 | head -4
 build/devgate --version
 build/devgate env >"$out/env.txt" 2>&1; echo "env exit $?"; head -40 "$out/env.txt"

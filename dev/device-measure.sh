@@ -2,10 +2,7 @@
 # On a GPU machine: the measurement steps on cuda (sweep, soak, compare, profile).
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-measure}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$PWD/build" DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C
+. dev/device-env.sh
 DG=build/devgate
 $DG sweep --backend cuda --model cifar --from 512 --mem-budget 6G --timed-steps 10 2>&1 | tail -20
 $DG soak --backend cuda --model lenet --batch 256 --epochs 5 --steps 50 --leak-per-step 4M 2>&1 | tail -14

@@ -4,15 +4,7 @@
 # Expects build/ and .devcarry/root (Debian runtime libraries) carried.
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-train}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$PWD/build" DEVGATE_BIN="$PWD/build/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
-nv=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 2>/dev/null)
-if [ -n "$nv" ]; then
-  mkdir -p "$out/icd" && echo "$nv" >"$out/icd/nvidia.icd" && export OCL_ICD_VENDORS="$out/icd"
-fi
+. dev/device-env.sh
 DG=build/devgate
 for t in test_cuda test_ops; do
   build/tests/$t >"$out/$t.log" 2>&1; echo "$t: exit $?: $(tail -1 "$out/$t.log")"
