@@ -38,6 +38,8 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
 
 /* Parses a decimal long in [lo, hi]; false for anything else. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
+/* Parses a byte count such as 1048576, 512K, 1M or 2GiB (binary units). */
+bool cli_parse_bytes(const char *s, size_t *out);
 /* Prints a record as indented JSON, with its ledger run id when there is one. */
 void cli_print_json(cJSON *rec, const char *run_id);
 

@@ -6,37 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A byte count such as 1048576, 512K, 1M, 2GiB. */
-static bool parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0))
-        return false;
-    double mult = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': mult = 1024.0; break;
-        case 'm': case 'M': mult = 1048576.0; break;
-        case 'g': case 'G': mult = 1073741824.0; break;
-        default: return false;
-        }
-        end++;
-        if (*end == 'i')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-        if (*end)
-            return false;
-    }
-    v *= mult;
-    if (v > 1099511627776.0)
-        return false;
-    *out = (size_t)v;
-    return true;
-}
-
 static void pct(char *buf, size_t len, const cJSON *obj, const char *key)
 {
     double v = jmetric(obj, key);
@@ -119,7 +88,7 @@ int cmd_soak(cli *c, int argc, char **argv)
             continue;
         }
         if (opt_value(argc, argv, &i, "--leak-per-step", &v)) {
-            if (!parse_size(v, &o.leak_per_step)) {
+            if (!cli_parse_bytes(v, &o.leak_per_step)) {
                 cli_error("soak: --leak-per-step wants a size such as 1M or 65536 (at most 1T), got '%s'", v);
                 return EXIT_USAGE;
             }

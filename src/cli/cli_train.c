@@ -6,37 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool parse_bytes(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0))
-        return false;
-    double mult = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': mult = 1024.0; break;
-        case 'm': case 'M': mult = 1048576.0; break;
-        case 'g': case 'G': mult = 1073741824.0; break;
-        case 't': case 'T': mult = 1099511627776.0; break;
-        default: return false;
-        }
-        end++;
-        if (*end == 'i')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-        if (*end)
-            return false;
-    }
-    v *= mult;
-    if (v > 1e18)
-        return false;
-    *out = (size_t)v;
-    return true;
-}
-
 /* A share in [0, 1) (or [0, 1] with one_ok). */
 static bool parse_share(const char *s, bool one_ok, double *out)
 {
@@ -254,7 +223,7 @@ int cli_parse_train_opt(cli *c, int argc, char **argv, int *pi, dg_train_opts *o
             return -1;
         }
     } else if (opt_value(argc, argv, &i, "--mem-budget", &v)) {
-        if (!parse_bytes(v, &o.mem_budget) || o.mem_budget == 0) {
+        if (!cli_parse_bytes(v, &o.mem_budget) || o.mem_budget == 0) {
             cli_error("%s: --mem-budget wants a size such as 512M or 2G, got '%s'", verb, v);
             return -1;
         }
