@@ -1163,7 +1163,7 @@ static dg_status cu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int ch
 {
     cu_ctx *c = (cu_ctx *)ctx;
     void *py, *pb;
-    size_t total;
+    size_t total = 0;
     dg_status st;
 
     if ((st = cu_enter(c)) != DG_OK)
@@ -1215,7 +1215,7 @@ static dg_status cu_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int ch
 {
     cu_ctx *c = (cu_ctx *)ctx;
     void *pdy, *pdb;
-    size_t total;
+    size_t total = 0;
     dg_status st;
 
     if ((st = cu_enter(c)) != DG_OK)
@@ -1285,7 +1285,7 @@ static dg_status cu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_
 {
     cu_ctx *c = (cu_ctx *)ctx;
     void *px, *py, *pa;
-    size_t nin, nout;
+    size_t nin = 0, nout = 0;
     dg_status st;
 
     if ((st = cu_enter(c)) != DG_OK)
@@ -1313,7 +1313,7 @@ static dg_status cu_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, dg
 {
     cu_ctx *c = (cu_ctx *)ctx;
     void *pdy, *pa, *pdx;
-    size_t nin, nout;
+    size_t nin = 0, nout = 0;
     dg_status st;
 
     if ((st = cu_enter(c)) != DG_OK)
@@ -1566,7 +1566,7 @@ static dg_status cu_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref la
 {
     cu_ctx *c = (cu_ctx *)ctx;
     void *pl, *plab, *pd, *pacc;
-    size_t total;
+    size_t total = 0;
     dg_status st;
 
     if ((st = cu_enter(c)) != DG_OK)
