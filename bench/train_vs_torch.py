@@ -67,9 +67,11 @@ def torch_rate(preset, batch, steps, device, warmup=3):
     return steps * batch / (time.perf_counter() - t0)
 
 
-def devgate_rate(exe, backend, preset, batch, steps, threads, workers):
+def devgate_rate(exe, backend, preset, batch, steps, threads, workers, tf32=False):
     cmd = [exe, "--no-ledger", "train", "--backend", backend, "--model", preset, "--batch", str(batch),
            "--steps", str(steps + 2), "--json"]
+    if tf32:
+        cmd += ["--tf32"]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     if threads:
@@ -93,6 +95,9 @@ def main():
     ap.add_argument("--torch-fp32", action="store_true",
                     help="turn off PyTorch's TF32 convolutions (its default on Ampere and later), "
                          "so both sides compute in plain fp32 as devgate does")
+    ap.add_argument("--devgate-tf32", action="store_true",
+                    help="run devgate with --tf32 (TF32 tensor cores for convolutions and GEMMs, "
+                         "cuda only), as PyTorch does by default")
     a = ap.parse_args()
     if a.torch_fp32:
         torch.backends.cudnn.allow_tf32 = False
@@ -103,12 +108,13 @@ def main():
     tf32 = device == "cuda" and torch.backends.cudnn.allow_tf32
     print(f"# devgate {a.backend} vs PyTorch {torch.__version__} {device}, threads {a.threads or 'default'}, "
           f"{a.steps} timed steps, median of {a.repeats}; PyTorch convolutions "
-          f"{'TF32 (default)' if tf32 else 'fp32'}; devgate fp32, loader workers "
+          f"{'TF32 (default)' if tf32 else 'fp32'}; devgate {'tf32' if a.devgate_tf32 else 'fp32'}, loader workers "
           f"{a.workers if a.workers is not None else 'default'}")
     print(f"{'preset':8} {'batch':>6} {'devgate/s':>12} {'torch/s':>12} {'ratio':>7}")
     for preset in a.presets.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
-            d = statistics.median(devgate_rate(a.devgate, a.backend, preset, batch, a.steps, a.threads, a.workers)
+            d = statistics.median(devgate_rate(a.devgate, a.backend, preset, batch, a.steps, a.threads, a.workers,
+                                               a.devgate_tf32)
                                   for _ in range(a.repeats))
             t = statistics.median(torch_rate(preset, batch, a.steps, device) for _ in range(a.repeats))
             print(f"{preset:8} {batch:6d} {d:12.0f} {t:12.0f} {d / t:7.2f}", flush=True)

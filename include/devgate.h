@@ -130,6 +130,7 @@ typedef struct dg_train_opts {
     bool cache;              /* keep decoded, resized samples in memory (2 GiB cap) */
     bool on_bad_fail;        /* a bad sample ends the run instead of being skipped */
     double max_bad_share;    /* fail above this bad/seen share; 0: 0.01; < 0: no bad sample allowed */
+    bool tf32;               /* let the backend use TF32 tensor cores (cuda only; default exact fp32) */
 } dg_train_opts;
 
 /* Runs the training fixture and returns its record as JSON in *json.

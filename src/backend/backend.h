@@ -150,6 +150,10 @@ typedef struct dg_backend_iface {
     dg_status (*capture_begin)(void *ctx);
     dg_status (*capture_end)(void *ctx);
     dg_status (*replay)(void *ctx);
+    /* Math mode: 0 = exact fp32 (the default at init), 1 = TF32 tensor cores
+     * allowed for GEMMs and convolutions. NULL: fp32 only. Set before the
+     * conv2d_workspace queries (the algorithms depend on it). */
+    dg_status (*set_math)(void *ctx, int mode);
 } dg_backend_iface;
 
 /* Registration functions of the backends compiled into the library. */

@@ -144,6 +144,14 @@ static void field_text(char *buf, size_t len, const char *key, const cJSON *v)
     }
 }
 
+/* Whether two buckets agree on a field; absent on both sides counts as the
+ * same (fp32 buckets carry no "math"). */
+static bool same_field(const cJSON *const bk[2], const char *key)
+{
+    const cJSON *a = cJSON_GetObjectItem(bk[0], key), *b = cJSON_GetObjectItem(bk[1], key);
+    return (!a && !b) || cJSON_Compare(a, b, true);
+}
+
 static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
 {
     dg_ledger *lg;
@@ -169,7 +177,7 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
         cJSON_Delete(ent[1]);
         return rc;
     }
-    static const char *const keys[] = {"id", "resolutions", "augment", "batch", "channels", "normalize", "dataset"};
+    static const char *const keys[] = {"id", "resolutions", "augment", "batch", "channels", "normalize", "math", "dataset"};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     bool same = strcmp(jstr(bk[0], "id", "a"), jstr(bk[1], "id", "b")) == 0;
     bool compare = same || force;
@@ -181,10 +189,11 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
     }
     char differs[256] = "";
     size_t doff = 0;
-    for (int i = 1; i < NKEYS; i++)
-        if (!cJSON_Compare(cJSON_GetObjectItem(bk[0], keys[i]), cJSON_GetObjectItem(bk[1], keys[i]), true))
+    for (int i = 1; i < NKEYS; i++) {
+        if (!same_field(bk, keys[i]))
             doff += (size_t)snprintf(differs + doff, doff < sizeof differs ? sizeof differs - doff : 0,
                                      "%s%s", doff ? ", " : "", keys[i]);
+    }
     if (c->json) {
         cJSON *o = cJSON_CreateObject();
         cJSON *runs = cJSON_AddArrayToObject(o, "runs");
@@ -198,7 +207,7 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
         }
         cJSON *df = cJSON_AddArrayToObject(o, "differs");
         for (int i = 1; i < NKEYS; i++)
-            if (!cJSON_Compare(cJSON_GetObjectItem(bk[0], keys[i]), cJSON_GetObjectItem(bk[1], keys[i]), true))
+            if (!same_field(bk, keys[i]))
                 cJSON_AddItemToArray(df, cJSON_CreateString(keys[i]));
         cJSON_AddBoolToObject(o, "same_bucket", same);
         cJSON_AddBoolToObject(o, "forced", force && !same);
@@ -218,7 +227,7 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
             char a[160], b[160];
             field_text(a, sizeof a, keys[i], cJSON_GetObjectItem(bk[0], keys[i]));
             field_text(b, sizeof b, keys[i], cJSON_GetObjectItem(bk[1], keys[i]));
-            bool d = !cJSON_Compare(cJSON_GetObjectItem(bk[0], keys[i]), cJSON_GetObjectItem(bk[1], keys[i]), true);
+            bool d = !same_field(bk, keys[i]);
             printf("%s %-12s %-40.40s %-40.40s\n", d ? "*" : " ", keys[i], a, b);
         }
         if (compare) {

@@ -239,6 +239,8 @@ int cli_parse_train_opt(cli *c, int argc, char **argv, int *pi, dg_train_opts *o
         o.export_dir = v;
     } else if (strcmp(argv[i], "--no-capture") == 0) {
         o.no_capture = true;
+    } else if (strcmp(argv[i], "--tf32") == 0) {
+        o.tf32 = true;
     } else if (opt_value(argc, argv, &i, "--data", &v)) {
         o.data = v;
     } else if (opt_value(argc, argv, &i, "--workers", &v)) {

@@ -20,7 +20,7 @@ static const char usage_text[] =
     "        [--data synthetic|idx:IMAGES,LABELS|cifar:DIR|images:DIR] [--workers N]\n"
     "        [--val-split F] [--resolution HxW] [--augment crop,flip] [--cache]\n"
     "        [--normalize none|auto|M1,M2,M3/S1,S2,S3] [--on-bad-sample skip|fail]\n"
-    "        [--max-bad-share F] [--sample-ms N]\n"
+    "        [--max-bad-share F] [--sample-ms N] [--tf32]\n"
     "        the seeded training fixture: loss curve, samples/s, phases, allocator, fallbacks\n"
     "  sweep [train options] [--from N] [--to N] [--no-bisect] [--warmup-steps N]\n"
     "        [--timed-steps N] [--trial-timeout S] [--swap-growth MIB] [--json]\n"

@@ -170,6 +170,9 @@ char *dg_bucket_text(const dg_loader_opts *o, const float mean[3], const float s
     }
     puts_(&b, "]},\"dataset\":");
     put_canon(&b, dataset, 0);
+    /* Only when not fp32, so fp32 buckets keep their ids. */
+    if (o->tf32)
+        puts_(&b, ",\"math\":\"tf32\"");
     puts_(&b, "}");
     if (b.oom) {
         dg_free(b.p);

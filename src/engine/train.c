@@ -235,6 +235,7 @@ static cJSON *spec_json(const dg_train_opts *o, const char *backend, int batch, 
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "model", o->model ? o->model : "mlp");
     cJSON_AddStringToObject(s, "backend", backend);
+    cJSON_AddStringToObject(s, "math", o->tf32 ? "tf32" : "fp32");
     cJSON_AddNumberToObject(s, "device", o->device);
     cJSON_AddNumberToObject(s, "batch", batch);
     cJSON_AddNumberToObject(s, "steps", steps);
@@ -276,7 +277,7 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
         return dg_fail(ctx, DG_ERR_USAGE, "--val-split wants a share in [0, 1), got %g", o->val_split);
     if (!isfinite(o->max_bad_share) || o->max_bad_share > 1)
         return dg_fail(ctx, DG_ERR_USAGE, "--max-bad-share wants a share in [0, 1]");
-    *lo = (dg_loader_opts){.batch = batch};
+    *lo = (dg_loader_opts){.batch = batch, .tf32 = o->tf32};
     lo->channels = m->in_c;
     dg_status st;
     if (o->resolution) {
@@ -460,7 +461,8 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
     dg_status st = dg_model_parse(ctx, o->model ? o->model : "mlp", o->in_c, o->in_h, o->in_w, &t.m);
     if (st != DG_OK)
         return st;
-    dg_engine_opts eo = {.device = o->device, .mem_budget = o->mem_budget, .threads = o->threads};
+    dg_engine_opts eo = {.device = o->device, .mem_budget = o->mem_budget, .threads = o->threads,
+                         .tf32 = o->tf32};
     if (o->disable_ops && (st = dg_parse_disabled_ops(ctx, o->disable_ops, backend, &eo.disabled_ops)))
         return st;
     size_t samples = o->samples;

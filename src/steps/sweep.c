@@ -236,6 +236,8 @@ static void add_train_args(args *a, const dg_train_opts *o)
         arg_add(a, "--samples"), arg_add(a, "%zu", o->samples);
     if (o->no_capture)
         arg_add(a, "--no-capture");
+    if (o->tf32)
+        arg_add(a, "--tf32");
     if (o->data)
         arg_add(a, "--data"), arg_add(a, "%s", o->data);
     if (o->workers)

@@ -68,6 +68,10 @@ expect_exit 2 "$DG" --no-ledger train --backend cpu --disable-op conv2d
 expect_grep err 'fallback'
 expect_exit 2 "$DG" --no-ledger train --disable-op frobnicate
 expect_grep err 'frobnicate'
+# TF32 is opt-in and cuda-only; the default is recorded as exact fp32.
+expect_exit 2 "$DG" --no-ledger train --backend cpu --tf32
+expect_grep err 'TF32'
+expect_json "$T/golden-cpu-mlp.json" 'd["spec"]["math"] == "fp32"'
 
 # Memory budget: out of memory is reported with the requested size, exit 1.
 expect_exit 1 "$DG" --no-ledger train --model cifar --batch 256 --steps 2 --mem-budget 1M --json

@@ -1179,6 +1179,115 @@ out:
     free(x), free(w), free(dy), free(got), free(want), free(tf);
 }
 
+/* Largest |got - want| / mag over n values (mag: the sum of |terms|). */
+static double tf32_err(const float *got, const double *want, const double *mag, size_t n)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]) / (mag[i] > 0.0 ? mag[i] : 1.0);
+        if (!(e <= worst)) /* NaN counts as worst */
+            worst = isnan(e) ? INFINITY : e;
+    }
+    return worst;
+}
+
+/* set_math(1) (devgate train --tf32): a GEMM and a convolution (forward and
+ * backward) still agree with double references within a TF32 tolerance
+ * (1e-2 of the sum of |terms|); set_math(0) restores exact fp32 (the GEMM and
+ * conv TF32 detectors pass again). Run on a context of each conv path. */
+static void tf32_mode(void)
+{
+    enum { M = 192, N = 160, K = 320 };
+    const double tol = 1e-2;
+    CHECK_MSG(bi->set_math != NULL, "the cuda backend has no set_math");
+    if (!bi->set_math)
+        return;
+    CHECK(bi->set_math(cx, 2) == DG_ERR_USAGE);
+    dg_status st = bi->set_math(cx, 1);
+    CHECK_MSG(st == DG_OK, "set_math(1): %s", bi->last_error(cx));
+    if (st != DG_OK)
+        return;
+
+    /* GEMM. */
+    float *a = frnd((size_t)M * K, 71), *b = frnd((size_t)K * N, 72), *c = malloc(sizeof(float) * M * N);
+    double *want = calloc((size_t)M * N, 8), *mag = calloc((size_t)M * N, 8);
+    void *da = NULL, *db = NULL, *dc = NULL;
+    if (a && b && c && want && mag) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0.0, g = 0.0;
+                for (int p = 0; p < K; p++) {
+                    double t = (double)a[(size_t)i * K + p] * b[(size_t)p * N + j];
+                    s += t;
+                    g += fabs(t);
+                }
+                want[(size_t)i * N + j] = s, mag[(size_t)i * N + j] = g;
+            }
+        da = to_dev(a, sizeof(float) * M * K), db = to_dev(b, sizeof(float) * K * N);
+        CHECK(bi->buf_alloc(cx, sizeof(float) * M * N, &dc) == DG_OK);
+        if (da && db && dc) {
+            st = bi->gemm(cx, false, false, M, N, K, 1.0f, R(da), K, R(db), N, 0.0f, R(dc), N);
+            CHECK_MSG(st == DG_OK, "tf32 gemm: %s", bi->last_error(cx));
+            from_dev(dc, c, sizeof(float) * M * N);
+            double e = tf32_err(c, want, mag, (size_t)M * N);
+            CHECK_MSG(e <= tol, "tf32 gemm: normalised error %.3g > %.0e", e, tol);
+            printf("tf32 gemm %dx%dx%d: normalised error %.3g\n", M, N, K, e);
+        }
+    } else {
+        CHECK_MSG(0, "host allocation");
+    }
+    bi->buf_free(cx, da), bi->buf_free(cx, db), bi->buf_free(cx, dc);
+    free(a), free(b), free(c), free(want), free(mag);
+
+    /* Convolution: workspace asked after set_math, as the engine does. */
+    dg_conv_shape s = conv_shape(4, 32, 12, 12, 48, 3, 3, 1, 1);
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+    size_t ny = (size_t)s.n * s.k * s.ho * s.wo;
+    size_t ws = bi->conv2d_workspace(cx, &s);
+    float *x = frnd(nx, 73), *w = frnd(nw, 74), *dy = frnd(ny, 75);
+    float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nw * 4);
+    double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8), *rdxm = malloc(nx * 8);
+    double *rdw = malloc(nw * 8), *rdwm = malloc(nw * 8);
+    void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL, *wk = NULL;
+    if (x && w && dy && gy && gdx && gdw && ry && rym && rdx && rdxm && rdw && rdwm) {
+        ref_conv_fwd(&s, x, w, NULL, 0, s.n, ry, rym);
+        ref_conv_bwd(&s, x, w, dy, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
+        x_d = to_dev(x, nx * 4), w_d = to_dev(w, nw * 4), dy_d = to_dev(dy, ny * 4);
+        CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK);
+        CHECK(bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK);
+        CHECK(bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK);
+        CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
+        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
+            st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
+            CHECK_MSG(st == DG_OK, "tf32 conv2d_fwd: %s", bi->last_error(cx));
+            st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
+                                (dg_ref){NULL, 0}, R(wk));
+            CHECK_MSG(st == DG_OK, "tf32 conv2d_bwd: %s", bi->last_error(cx));
+            from_dev(y_d, gy, ny * 4);
+            from_dev(dx_d, gdx, nx * 4);
+            from_dev(dw_d, gdw, nw * 4);
+            double ey = tf32_err(gy, ry, rym, ny), ex = tf32_err(gdx, rdx, rdxm, nx);
+            double ew = tf32_err(gdw, rdw, rdwm, nw);
+            CHECK_MSG(ey <= tol && ex <= tol && ew <= tol,
+                      "tf32 conv: normalised errors y %.3g dx %.3g dw %.3g > %.0e", ey, ex, ew, tol);
+            printf("tf32 conv n%d c%d>%d %dx%d: normalised errors y %.3g dx %.3g dw %.3g\n", s.n,
+                   s.c, s.k, s.h, s.w, ey, ex, ew);
+        }
+    } else {
+        CHECK_MSG(0, "host allocation");
+    }
+    bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
+    bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
+    free(x), free(w), free(dy), free(gy), free(gdx), free(gdw);
+    free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm);
+
+    /* Back to exact fp32. */
+    st = bi->set_math(cx, 0);
+    CHECK_MSG(st == DG_OK, "set_math(0): %s", bi->last_error(cx));
+    fp32_not_tf32();
+    conv_not_tf32();
+}
+
 /* Largest |a - b| over n floats, relative to the largest |a|. */
 static double rel_diff(const float *a, const float *b, size_t n)
 {
@@ -1307,6 +1416,7 @@ static void conv_paths(void)
         printf("conv path %s: %s\n", paths[m], text);
         conv_cases();
         conv_not_tf32();
+        tf32_mode();
         conv_capture();
         cifar_convs(paths[m]);
         bi->versions(cx, text, sizeof text);

@@ -449,6 +449,11 @@ static void test_bucket(void)
     v.prefetch = 3;
     bucket_of(s, v, b);
     CHECK_MSG(strcmp(a, b) == 0, "cache or prefetch changed the bucket");
+    /* The math mode changes numerics: TF32 runs are another bucket. */
+    v = o;
+    v.tf32 = true;
+    bucket_of(s, v, b);
+    CHECK_MSG(strcmp(a, b) != 0, "the math mode does not change the bucket");
     /* Resolution order does not matter: the list is sorted. */
     o.nres = 2;
     o.res[1] = (dg_resolution){3, 3, 1};

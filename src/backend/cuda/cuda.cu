@@ -37,6 +37,7 @@ typedef struct cdn_ctx cdn_ctx;
 CDN_HIDDEN bool cdn_version_text(char *buf, size_t len);
 CDN_HIDDEN dg_status cdn_open(cdn_ctx **out, cudaStream_t stream, char *why, size_t len);
 CDN_HIDDEN void cdn_close(cdn_ctx *d);
+CDN_HIDDEN void cdn_set_math(cdn_ctx *d, int tf32);
 CDN_HIDDEN dg_status cdn_plan_shape(cdn_ctx *d, const dg_conv_shape *s, bool may_find, size_t *ws);
 CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
                                   const float *w, float *y, void *work, char *err, size_t len);
@@ -761,7 +762,8 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
                          "cuda: cublasCreate on device %d: %s: %s", device, cublasGetStatusName(bs),
                          cublasGetStatusString(bs));
     }
-    /* Plain fp32: no TF32 tensor-core shortcut, the gate checks fp32 accuracy.
+    /* Plain fp32: no TF32 tensor-core shortcut, the gate checks fp32 accuracy
+     * (set_math(1), devgate train --tf32, opts in to TF32).
      * The workspace is set after the stream (cublasSetStream resets it), so
      * cuBLAS never allocates inside a capture. */
     bs = cublasSetStream(c->blas, c->stream);
@@ -1747,6 +1749,28 @@ static dg_status cu_replay(void *ctx)
     return DG_OK;
 }
 
+/* 0: exact fp32 (cuBLAS default math, cuDNN FMA math); 1: TF32 tensor cores
+ * allowed for GEMMs and convolutions. Call before conv2d_workspace: the
+ * convolution algorithms (and their workspaces) are chosen per math mode. */
+static dg_status cu_set_math(void *ctx, int mode)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    dg_status st;
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (mode != 0 && mode != 1)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: set_math: mode %d (0 fp32, 1 tf32)", mode);
+    if (c->capturing)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: set_math: a capture is open");
+    cublasStatus_t bs =
+        cublasSetMathMode(c->blas, mode ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return cu_fail(c, DG_ERR_BACKEND, "cuda: cublasSetMathMode: %s: %s",
+                       cublasGetStatusName(bs), cublasGetStatusString(bs));
+    cdn_set_math(c->dnn, mode);
+    return DG_OK;
+}
+
 static const dg_backend_iface cu_iface = {
     .version = DG_BACKEND_IFACE_VERSION,
     .name = "cuda",
@@ -1780,6 +1804,7 @@ static const dg_backend_iface cu_iface = {
     .capture_begin = cu_capture_begin,
     .capture_end = cu_capture_end,
     .replay = cu_replay,
+    .set_math = cu_set_math,
 };
 
 /* The plug-in's only export: the CUDA backend's interface. */

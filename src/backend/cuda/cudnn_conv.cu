@@ -15,6 +15,9 @@
  * capture; there the heuristic list is used instead), and the choice is kept
  * with its descriptors. Choice rules:
  *   - fp32 FMA math only (CUDNN_FMA_MATH): no TF32 tensor-core rounding;
+ *     except after cdn_set_math(d, 1) (devgate train --tf32): then the
+ *     descriptors allow tensor-op math (TF32) and algorithms of either math
+ *     type compete. Plans are kept per (shape, math mode);
  *   - no FFT algorithms and no non-fused Winograd (their rounding is not
  *     bounded by the per-element magnitude the tests hold results to); fused
  *     Winograd only where the reduction is at least 64 terms long, so that its
@@ -265,6 +268,7 @@ static bool cdn_load(char *why, size_t len)
 
 typedef struct cdn_plan {
     dg_conv_shape s;
+    int tf32;            /* the math mode the plan was made for */
     bool ok;             /* false: cuDNN declined this shape (im2col runs it) */
     bool found;          /* chosen from Find's timings (else from the heuristics) */
     cdnDesc xd, yd, wd, cd;
@@ -276,6 +280,7 @@ typedef struct cdn_plan {
 
 struct cdn_ctx {
     cdnHandle h;
+    int tf32;            /* 1: TF32 tensor-op math allowed (cdn_set_math) */
     cdn_plan *plans;
     int nplans, cap;
 };
@@ -342,6 +347,14 @@ static void cdn_plan_free(cdn_plan *p)
     p->xd = p->yd = p->wd = p->cd = NULL;
 }
 
+/* 0: exact fp32 (FMA math, the default); 1: TF32 tensor-op math allowed.
+ * Later plans (and lookups) use the mode; plans of the other mode stay cached. */
+CDN_HIDDEN void cdn_set_math(cdn_ctx *d, int tf32)
+{
+    if (d)
+        d->tf32 = tf32 ? 1 : 0;
+}
+
 CDN_HIDDEN void cdn_close(cdn_ctx *d)
 {
     if (!d)
@@ -381,15 +394,15 @@ static bool cdn_allowed(int kind, int a, const dg_conv_shape *s)
 
 /* Picks from n results (Find: timed; heuristics: ranked, time < 0, where the
  * first deterministic one wins). -1 when none fits. */
-static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n)
+static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, bool tf32)
 {
     int best = -1, best_det = -1;
     float tb = 0.0f, td = 0.0f;
     bool timed = true;
     for (int i = 0; i < n; i++) {
         if (p[i].status != CDN_STATUS_SUCCESS || p[i].memory > CDN_WS_CAP ||
-            p[i].math_type == CDN_TENSOR_OP_MATH ||
-            p[i].math_type == CDN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+            (!tf32 && (p[i].math_type == CDN_TENSOR_OP_MATH ||
+                       p[i].math_type == CDN_TENSOR_OP_MATH_ALLOW_CONVERSION)) ||
             !cdn_allowed(kind, p[i].algo, s))
             continue;
         if (p[i].time < 0.0f)
@@ -444,17 +457,18 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     CDN_CHECK(A.set_conv2d(p->cd, s->pad, s->pad, s->stride, s->stride, 1, 1,
                            CDN_CROSS_CORRELATION, CDN_DATA_FLOAT),
               "conv descriptor");
-    CDN_CHECK(A.set_math(p->cd, CDN_FMA_MATH), "cudnnSetConvolutionMathType");
+    CDN_CHECK(A.set_math(p->cd, p->tf32 ? CDN_TENSOR_OP_MATH : CDN_FMA_MATH),
+              "cudnnSetConvolutionMathType");
 
     /* Forward. */
     pick = -1;
     if (may_find && A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS &&
-        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got)) >= 0)
+        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0)) >= 0)
         p->found = true;
     if (pick < 0 && A.get_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FWD, s, perf, got), p->found = false;
+        pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable forward algorithm");
         return false;
@@ -466,10 +480,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got);
+        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0);
     if (pick < 0 && A.get_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got), p->found = false;
+        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-data algorithm");
         return false;
@@ -482,10 +496,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got);
+        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0);
     if (pick < 0 && A.get_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got), p->found = false;
+        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-filter algorithm");
         return false;
@@ -512,7 +526,7 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
 static cdn_plan *cdn_plan_of(cdn_ctx *d, const dg_conv_shape *s, bool may_find)
 {
     for (int i = 0; i < d->nplans; i++)
-        if (cdn_same(&d->plans[i].s, s))
+        if (d->plans[i].tf32 == d->tf32 && cdn_same(&d->plans[i].s, s))
             return &d->plans[i];
     if (d->nplans == d->cap) {
         int cap = d->cap ? 2 * d->cap : 8;
@@ -525,6 +539,7 @@ static cdn_plan *cdn_plan_of(cdn_ctx *d, const dg_conv_shape *s, bool may_find)
     cdn_plan *p = &d->plans[d->nplans++];
     memset(p, 0, sizeof *p);
     p->s = *s;
+    p->tf32 = d->tf32;
     p->ok = cdn_plan_make(d, p, may_find);
     if (!p->ok) {
         cdn_plan_free(p);
@@ -606,10 +621,11 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len)
         int n;
         if (p->ok)
             n = snprintf(buf + used, len - used,
-                         "; conv n%d c%d>%d %dx%d k%dx%d s%d: fwd %s, data %s, filter %s (%s)",
+                         "; conv n%d c%d>%d %dx%d k%dx%d s%d: fwd %s, data %s, filter %s (%s%s)",
                          s->n, s->c, s->k, s->h, s->w, s->kh, s->kw, s->stride,
                          cdn_fwd_names[p->fwd], cdn_data_names[p->data],
-                         cdn_filter_names[p->filter], p->found ? "timed" : "heuristic");
+                         cdn_filter_names[p->filter], p->found ? "timed" : "heuristic",
+                         p->tf32 ? ", tf32" : "");
         else
             n = snprintf(buf + used, len - used, "; conv n%d c%d>%d %dx%d k%dx%d s%d: im2col (%s)",
                          s->n, s->c, s->k, s->h, s->w, s->kh, s->kw, s->stride, p->why);
