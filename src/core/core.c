@@ -295,3 +295,49 @@ bool dg_proc_self_rss(double *bytes)
     *bytes = (double)res * (double)page;
     return true;
 }
+
+void dg_capbuf_add(dg_capbuf *b, const char *src, size_t n)
+{
+    if (b->nomem)
+        return;
+    if (n > b->cap - b->len) {
+        n = b->cap - b->len;
+        b->truncated = true;
+    }
+    if (n == 0)
+        return;
+    if (b->len + n + 1 > b->alloc) {
+        size_t want = b->alloc ? b->alloc : 4096;
+        while (want < b->len + n + 1)
+            want *= 2;
+        if (want > b->cap + 1)
+            want = b->cap + 1;
+        char *nd = dg_realloc(b->data, want);
+        if (!nd) {
+            b->nomem = true;
+            return;
+        }
+        b->data = nd;
+        b->alloc = want;
+    }
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+bool dg_capbuf_drain(int fd, dg_capbuf *b)
+{
+    char chunk[8192];
+    for (;;) {
+        ssize_t got = read(fd, chunk, sizeof chunk);
+        if (got > 0) {
+            dg_capbuf_add(b, chunk, (size_t)got);
+            continue;
+        }
+        if (got == 0)
+            return true;
+        if (errno == EINTR)
+            continue;
+        return errno != EAGAIN && errno != EWOULDBLOCK;
+    }
+}

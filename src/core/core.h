@@ -54,6 +54,19 @@ void dg_rng_next4(dg_rng *r, uint32_t out[4]);
 /* Uniform floats in [lo, hi). */
 void dg_rng_uniform(dg_rng *r, float *dst, size_t n, float lo, float hi);
 
+/* A growing byte buffer that keeps at most cap bytes: the rest is dropped and
+ * marked truncated. data stays NUL-terminated once allocated. */
+typedef struct dg_capbuf {
+    char *data;
+    size_t len, alloc, cap;
+    bool nomem, truncated;
+} dg_capbuf;
+/* Appends n bytes (up to the cap); sets nomem when growing fails. */
+void dg_capbuf_add(dg_capbuf *b, const char *src, size_t n);
+/* Reads what is there on the non-blocking fd into b; true at end of file or
+ * on an error other than EAGAIN (a child's pipe closing). */
+bool dg_capbuf_drain(int fd, dg_capbuf *b);
+
 /* Reads a whole (small) file into a NUL-terminated dg_malloc'd buffer, at most
  * max bytes; NULL on failure (errno set). *len gets the byte count when non-NULL. */
 char *dg_read_file(const char *path, size_t max, size_t *len);

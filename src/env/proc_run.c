@@ -16,56 +16,6 @@
 
 extern char **environ;
 
-/* Growing output buffer that keeps at most cap bytes and drops the rest. */
-typedef struct outbuf {
-    char *data;
-    size_t len, alloc, cap;
-    bool nomem;
-} outbuf;
-
-/* Appends n bytes, dropping what does not fit under the cap. */
-static void outbuf_add(outbuf *b, const char *src, size_t n)
-{
-    if (b->nomem || b->len >= b->cap)
-        return;
-    if (n > b->cap - b->len)
-        n = b->cap - b->len;
-    if (b->len + n + 1 > b->alloc) {
-        size_t want = b->alloc ? b->alloc : 4096;
-        while (want < b->len + n + 1)
-            want *= 2;
-        if (want > b->cap + 1)
-            want = b->cap + 1;
-        char *nd = dg_realloc(b->data, want);
-        if (!nd) {
-            b->nomem = true;
-            return;
-        }
-        b->data = nd;
-        b->alloc = want;
-    }
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-}
-
-/* Reads what is available on the non-blocking fd; true at end of file or on error. */
-static bool drain(int fd, outbuf *b)
-{
-    char chunk[8192];
-    for (;;) {
-        ssize_t got = read(fd, chunk, sizeof chunk);
-        if (got > 0) {
-            outbuf_add(b, chunk, (size_t)got);
-            continue;
-        }
-        if (got == 0)
-            return true;
-        if (errno == EINTR)
-            continue;
-        return errno != EAGAIN && errno != EWOULDBLOCK;
-    }
-}
-
 /* Sleeps for ms milliseconds (shortened by signals, which is harmless here). */
 static void nap_ms(int ms)
 {
@@ -188,7 +138,7 @@ dg_status dg_run_capture(const char *const argv[], double timeout_s, char **out,
     if (fl >= 0)
         fcntl(fds[0], F_SETFL, fl | O_NONBLOCK);
 
-    outbuf b = {NULL, 0, 0, max_out, false};
+    dg_capbuf b = {.cap = max_out};
     double deadline = dg_now() + (timeout_s > 0 ? timeout_s : 0);
     bool eof = false, reaped = false, timed_out = false;
     int st = 0, wait_errno = 0;
@@ -199,7 +149,7 @@ dg_status dg_run_capture(const char *const argv[], double timeout_s, char **out,
             struct pollfd p = {fds[0], POLLIN, 0};
             int pr = poll(&p, 1, slice);
             if (pr > 0)
-                eof = drain(fds[0], &b);
+                eof = dg_capbuf_drain(fds[0], &b);
         }
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR)) {
@@ -210,7 +160,7 @@ dg_status dg_run_capture(const char *const argv[], double timeout_s, char **out,
                 wait_errno = errno;
             reaped = true;
             if (!eof)
-                drain(fds[0], &b);
+                dg_capbuf_drain(fds[0], &b);
             break;
         }
         if (dg_now() >= deadline) {
@@ -226,7 +176,7 @@ dg_status dg_run_capture(const char *const argv[], double timeout_s, char **out,
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
         if (!eof)
-            drain(fds[0], &b);
+            dg_capbuf_drain(fds[0], &b);
     }
     close(fds[0]);
 

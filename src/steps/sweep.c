@@ -72,58 +72,6 @@ typedef struct trial {
 
 /* ---- small helpers --------------------------------------------------------- */
 
-/* Growing byte buffer capped at cap; what does not fit is read and dropped. */
-typedef struct buf {
-    char *data;
-    size_t len, alloc, cap;
-    bool nomem, truncated;
-} buf;
-
-static void buf_add(buf *b, const char *src, size_t n)
-{
-    if (b->nomem)
-        return;
-    if (n > b->cap - b->len) {
-        n = b->cap - b->len;
-        b->truncated = true;
-    }
-    if (n == 0)
-        return;
-    if (b->len + n + 1 > b->alloc) {
-        size_t want = b->alloc ? b->alloc : 4096;
-        while (want < b->len + n + 1)
-            want *= 2;
-        char *nd = dg_realloc(b->data, want);
-        if (!nd) {
-            b->nomem = true;
-            return;
-        }
-        b->data = nd;
-        b->alloc = want;
-    }
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-/* Reads what is there on the non-blocking fd; true at end of file or error. */
-static bool drain(int fd, buf *b)
-{
-    char chunk[8192];
-    for (;;) {
-        ssize_t got = read(fd, chunk, sizeof chunk);
-        if (got > 0) {
-            buf_add(b, chunk, (size_t)got);
-            continue;
-        }
-        if (got == 0)
-            return true;
-        if (errno == EINTR)
-            continue;
-        return errno != EAGAIN && errno != EWOULDBLOCK;
-    }
-}
-
 /* A close-on-exec pipe whose ends sit at fd 10 or above (never 0-3). */
 static int make_pipe(int fds[2])
 {
@@ -265,7 +213,7 @@ typedef struct child_run {
     bool timed_out;
     int exit_code;     /* -1 when killed by a signal */
     int sig;           /* terminating signal, 0 if none */
-    buf out;           /* the result pipe */
+    dg_capbuf out; /* the result pipe */
     char err_line[256];
     double wall_s;
 } child_run;
@@ -295,7 +243,7 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s, chi
     memset(r, 0, sizeof *r);
     r->out.cap = RESULT_MAX;
     r->exit_code = -1;
-    buf err = {.cap = ERR_MAX};
+    dg_capbuf err = {.cap = ERR_MAX};
     int rp[2], ep[2];
     if (make_pipe(rp) != 0) {
         snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
@@ -370,9 +318,9 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s, chi
             p[np++] = (struct pollfd){ep[0], POLLIN, 0};
         if (np > 0 && poll(p, (nfds_t)np, slice) > 0) {
             if (!out_eof)
-                out_eof = drain(rp[0], &r->out);
+                out_eof = dg_capbuf_drain(rp[0], &r->out);
             if (!err_eof)
-                err_eof = drain(ep[0], &err);
+                err_eof = dg_capbuf_drain(ep[0], &err);
         } else if (np == 0) {
             nap_ms(slice < 5 ? (slice ? slice : 1) : 5);
         }
@@ -380,9 +328,9 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s, chi
         if (w == pid) {
             /* Ended: take what is buffered; do not wait on anything it left behind. */
             if (!out_eof)
-                drain(rp[0], &r->out);
+                dg_capbuf_drain(rp[0], &r->out);
             if (!err_eof)
-                drain(ep[0], &err);
+                dg_capbuf_drain(ep[0], &err);
             kill(-pid, SIGKILL); /* stray members of its group, if any */
             break;
         }
@@ -397,9 +345,9 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s, chi
             while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
             }
             if (!out_eof)
-                drain(rp[0], &r->out);
+                dg_capbuf_drain(rp[0], &r->out);
             if (!err_eof)
-                drain(ep[0], &err);
+                dg_capbuf_drain(ep[0], &err);
             break;
         }
     }
@@ -443,7 +391,7 @@ static const cJSON *path2(const cJSON *o, const char *a, const char *b)
 
 /* Parses the first line of the result pipe; NULL unless it is a JSON object
  * with a "status" string. */
-static cJSON *parse_record(const buf *out)
+static cJSON *parse_record(const dg_capbuf *out)
 {
     if (!out->data || out->len == 0)
         return NULL;
