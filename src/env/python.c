@@ -195,11 +195,8 @@ typedef struct run_result {
     bool has_seconds;
     char error[STR_MAX];
     bool has_error;
-    char *out;
-    size_t out_len;
-    bool out_over;
-    char *err;
-    size_t err_len;
+    dg_capbuf out; /* the answer on stdout, capped at OUT_MAX */
+    dg_capbuf err; /* stderr, capped at ERR_MAX */
 } run_result;
 
 static void set_error(run_result *r, const char *fmt, ...) DG_PRINTF(2, 3);
@@ -234,26 +231,6 @@ static int make_pipe(int p[2])
         p[i] = nfd;
     }
     return 0;
-}
-
-/* Appends to a capped buffer; past the cap the bytes are dropped (the pipe is
- * still drained so the child never blocks on a full pipe). */
-static bool append(char **buf, size_t *len, size_t cap, const char *src, size_t n, bool *over)
-{
-    if (*len + n > cap) {
-        *over = true;
-        n = cap - *len;
-    }
-    if (!n)
-        return true;
-    char *nb = dg_realloc(*buf, *len + n + 1);
-    if (!nb)
-        return false;
-    memcpy(nb + *len, src, n);
-    *len += n;
-    nb[*len] = '\0';
-    *buf = nb;
-    return true;
 }
 
 static void reap_killed(pid_t pid, int *ws)
@@ -359,10 +336,11 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
                 pf[i].fd = -1;
                 continue;
             }
-            bool ok = i == 0 ? append(&r->out, &r->out_len, OUT_MAX, chunk, (size_t)got, &r->out_over)
-                             : append(&r->err, &r->err_len, ERR_MAX, chunk, (size_t)got,
-                                      &(bool){false});
-            if (!ok) {
+            /* Past the cap the bytes are dropped, but the pipe is still
+             * drained so the child never blocks on a full pipe. */
+            dg_capbuf *cb = i == 0 ? &r->out : &r->err;
+            dg_capbuf_add(cb, chunk, (size_t)got);
+            if (cb->nomem) {
                 oom = true;
                 break;
             }
@@ -429,9 +407,9 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
 static void stderr_reason(const run_result *r, char *dst, size_t n)
 {
     dst[0] = '\0';
-    if (!r->err)
+    if (!r->err.data)
         return;
-    const char *s = r->err, *end = r->err + r->err_len;
+    const char *s = r->err.data, *end = r->err.data + r->err.len;
     const char *best = NULL, *best_end = NULL;
     bool traceback = false;
     for (const char *p = s; p < end;) {
@@ -732,6 +710,8 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     run_result r;
     memset(&r, 0, sizeof r);
     r.status = "failed";
+    r.out.cap = OUT_MAX;
+    r.err.cap = ERR_MAX;
     answer a;
     memset(&a, 0, sizeof a);
     if (missing) {
@@ -742,15 +722,15 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     } else if (!run_probe(exe, timeout_s, &r)) {
         b.oom = true;
     }
-    if (r.out)
-        parse_answer(&a, r.out, r.out_len);
+    if (r.out.data)
+        parse_answer(&a, r.out.data, r.out.len);
     if (strcmp(r.status, "ok") == 0) {
-        if (r.out_over) {
+        if (r.out.truncated) {
             r.status = "failed";
             set_error(&r, "answer longer than %zu bytes", OUT_MAX);
         } else if (a.n == 0) {
             char head[81];
-            dg_copy_clean(head, sizeof head, r.out ? dg_trim(r.out) : "");
+            dg_copy_clean(head, sizeof head, r.out.data ? dg_trim(r.out.data) : "");
             r.status = "failed";
             set_error(&r, "answer is not JSON: \"%s\"", head);
         }
@@ -897,8 +877,8 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
 
     for (int i = 0; i < a.n; i++)
         cJSON_Delete(a.objs[i]);
-    dg_free(r.out);
-    dg_free(r.err);
+    dg_free(r.out.data);
+    dg_free(r.err.data);
     if (b.oom) {
         cJSON_Delete(o);
         return NULL;
