@@ -50,6 +50,9 @@ double jnum(const cJSON *obj, const char *key, double fallback);
 /* A metric's value, or NAN when it is not valid. */
 double jmetric(const cJSON *obj, const char *key);
 
+/* Train options as the CLI starts them: rates negative = "the library's default". */
+#define CLI_TRAIN_DEFAULTS {.lr = -1, .momentum = -1, .weight_decay = -1}
+
 /* Handles --json, --quiet, --ledger PATH, --no-ledger; false for other args. */
 bool cli_common_opt(cli *c, int argc, char **argv, int *i);
 /* Option parsing: matches "--name VALUE" or "--name=VALUE"; advances *i. */

@@ -109,7 +109,7 @@ static void print_compare(const cJSON *r)
 
 int cmd_compare(cli *c, int argc, char **argv)
 {
-    dg_compare_opts o = {.train = {.lr = -1, .momentum = -1, .weight_decay = -1}};
+    dg_compare_opts o = {.train = CLI_TRAIN_DEFAULTS};
     const char *v;
     for (int i = 1; i < argc; i++) {
         if (cli_common_opt(c, argc, argv, &i))

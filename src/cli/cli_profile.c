@@ -120,7 +120,7 @@ static void print_profile(const cJSON *r)
 
 int cmd_profile(cli *c, int argc, char **argv)
 {
-    dg_profile_opts o = {.train = {.lr = -1, .momentum = -1, .weight_decay = -1}};
+    dg_profile_opts o = {.train = CLI_TRAIN_DEFAULTS};
     const char *v;
     long n;
     for (int i = 1; i < argc; i++) {

@@ -77,7 +77,7 @@ static void print_soak(const cJSON *r)
 
 int cmd_soak(cli *c, int argc, char **argv)
 {
-    dg_soak_opts o = {.train = {.lr = -1, .momentum = -1, .weight_decay = -1}};
+    dg_soak_opts o = {.train = CLI_TRAIN_DEFAULTS};
     const char *v;
     for (int i = 1; i < argc; i++) {
         long n;

@@ -111,7 +111,7 @@ static void print_sweep(const cJSON *r)
 
 int cmd_sweep(cli *c, int argc, char **argv)
 {
-    dg_sweep_opts o = {.train = {.lr = -1, .momentum = -1, .weight_decay = -1}};
+    dg_sweep_opts o = {.train = CLI_TRAIN_DEFAULTS};
     const char *v;
     for (int i = 1; i < argc; i++) {
         long n;
@@ -193,7 +193,7 @@ int cmd_sweep(cli *c, int argc, char **argv)
 
 int cmd_trial(cli *c, int argc, char **argv)
 {
-    dg_train_opts o = {.lr = -1, .momentum = -1, .weight_decay = -1};
+    dg_train_opts o = CLI_TRAIN_DEFAULTS;
     long fd = -1;
     const char *v;
     for (int i = 1; i < argc; i++) {

@@ -286,7 +286,7 @@ matched:
 
 int cmd_train(cli *c, int argc, char **argv)
 {
-    dg_train_opts o = {.lr = -1, .momentum = -1, .weight_decay = -1};
+    dg_train_opts o = CLI_TRAIN_DEFAULTS;
     for (int i = 1; i < argc; i++) {
         if (cli_common_opt(c, argc, argv, &i))
             continue;

@@ -308,8 +308,16 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
     cJSON_AddNumberToObject(ph, "samples", num(uph, "samples", 0));
     for (size_t i = 0; i < NSTAGES; i++)
         add_phase(ph, stage_names[i], s.stage[i], step_ms, false);
+    /* Phases come from one sampled step while step_ms is a median: under load
+     * the sample can outlast the median, so shares are of whichever is larger
+     * and never exceed the whole. */
+    double in_step = 0;
     for (size_t i = 0; i < NSTEP; i++)
-        add_phase(ph, step_names[i], s.step[i], step_ms, true);
+        if (isfinite(s.step[i]))
+            in_step += s.step[i];
+    double share_base = isfinite(step_ms) && step_ms > in_step ? step_ms : in_step;
+    for (size_t i = 0; i < NSTEP; i++)
+        add_phase(ph, step_names[i], s.step[i], share_base, true);
     cJSON_AddStringToObject(ph, "source",
                             "unprofiled pass: loader stages per batch (summed over workers, "
                             "overlapped with the step), queue wait per step, device phases from "

@@ -8,16 +8,18 @@
 #include "core/json.h"
 
 #include <math.h>
-#include <string.h>
 
-/* The sources compared, as named in the epoch entries and in "growth". */
+/* The sources compared, as named in the epoch entries and in "growth".
+ * shared: the figure counts other processes too (the whole machine on cpu),
+ * so it is reported but does not decide the staircase reading. */
 static const struct {
     const char *entry, *name;
+    bool shared;
 } sources[] = {
-    {"reserved", "allocator_reserved"},
-    {"allocated", "allocator_allocated"},
-    {"driver_used", "driver"},
-    {"rss", "footprint"},
+    {"reserved", "allocator_reserved", false},
+    {"allocated", "allocator_allocated", false},
+    {"driver_used", "driver", true},
+    {"rss", "footprint", false},
 };
 enum { NSRC = sizeof sources / sizeof sources[0] };
 
@@ -90,9 +92,7 @@ static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs,
         cJSON_AddItemToObject(growth, sources[i].name, dg_json_metric(ok ? 100.0 * (l - b) / b : 0, ok, "%"));
         int al;
         cJSON_AddItemToObject(stair, sources[i].name, staircase_of(ep, sources[i].entry, b, &al));
-        /* The driver figure counts other processes too (the whole machine on
-         * cpu): it is reported per source but does not decide the verdict. */
-        if (strcmp(sources[i].entry, "driver") == 0)
+        if (sources[i].shared)
             continue;
         if (al == 0)
             any = 0;
