@@ -268,14 +268,22 @@ typedef struct ident {
     long long app_id, version, objects;
 } ident;
 
-/* Reads the identity of the database; the first real read of the file. */
+/* Reads the identity of the database; the first real read of the file. The
+ * three values come from one snapshot: read outside a transaction, another
+ * opener's migration could commit between them (application_id 0 beside
+ * user_version 1), making a fresh ledger look like another application's. */
 static int read_ident(sqlite3 *db, ident *id)
 {
-    int rc = query_int(db, "SELECT count(*) FROM sqlite_schema", &id->objects);
+    bool own = sqlite3_get_autocommit(db) != 0;
+    int rc = own ? sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
+    if (rc == SQLITE_OK)
+        rc = query_int(db, "SELECT count(*) FROM sqlite_schema", &id->objects);
     if (rc == SQLITE_OK)
         rc = query_int(db, "PRAGMA application_id", &id->app_id);
     if (rc == SQLITE_OK)
         rc = query_int(db, "PRAGMA user_version", &id->version);
+    if (own && !sqlite3_get_autocommit(db))
+        sqlite3_exec(db, rc == SQLITE_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
     return rc;
 }
 
