@@ -191,6 +191,31 @@ typedef struct dg_profile_opts {
 /* Profile: a fixed window split into phases and ops, with a Chrome trace. */
 dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json);
 
+/* ---- diagnosis: rules and the routing decision (docs/rules.md) ----------- */
+
+/* Applies the rules to an evidence record (docs/schema/report.md; a section that
+ * is null or absent is not judged) and returns {"v", "thresholds", "findings",
+ * "decision"} as JSON in *json. overrides: "NAME=VALUE[,NAME=VALUE...]" or NULL.
+ * DG_ERR_USAGE for an unknown threshold or a bad value, DG_ERR_FORMAT when the
+ * record does not parse. */
+dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *overrides, char **json);
+/* The thresholds with their defaults as a JSON array of {name, value, unit, rule, doc}. */
+dg_status dg_rules_catalogue(dg_ctx *ctx, char **json);
+
+/* ---- reports (docs/report.md) ------------------------------------------- */
+
+typedef enum dg_report_format {
+    DG_REPORT_HTML, /* self-contained page with inline SVG charts */
+    DG_REPORT_MD,   /* Markdown for a merge request */
+    DG_REPORT_JSON, /* the record, indented */
+    DG_REPORT_TEXT, /* the terminal summary (plain UTF-8, no colour) */
+} dg_report_format;
+
+/* Renders an evidence record (docs/schema/report.md) into *out (free with
+ * dg_string_free). Every string taken from the record is escaped for the format.
+ * DG_ERR_FORMAT when the record does not parse or is not an evidence record. */
+dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_format fmt, char **out);
+
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 
 typedef struct dg_ledger dg_ledger;
