@@ -1,0 +1,199 @@
+/* The routing decision (METHOD.md, "Routes and when each fits"): from the
+ * findings and the compare section to one of cpu, device, native or remote,
+ * with reasons that carry the numbers. The first group that applies decides:
+ *
+ *   1. the environment is broken (gate-failed, env-translated, env-mixed-arch,
+ *      device-missing)                                   -> cpu: fix it first
+ *   2. numerics drift or a failed compare run            -> cpu
+ *   3. heavy persistent fallbacks (operator-gap fail)    -> native for `run`
+ *      (the user's framework), else remote (devgate's fixture is the native engine)
+ *   4. memory pressure (retained-refs, memory-pressure)  -> remote
+ *   5. the device does not pay off at the route run's batch (slow-device-data,
+ *      or speedup below speedup_min)                     -> cpu
+ *   6. otherwise                                         -> device, with its speedup
+ *
+ * Without a compare section the speedup was not measured: the device is kept
+ * only when the gate shows it working, and the reasons say so. */
+#include "diagnose/diagnose.h"
+
+#include <string.h>
+
+typedef struct decision {
+    dg_diag *d;
+    cJSON *reasons;
+} decision;
+
+static void reason(decision *dc, const char *fmt, ...) DG_PRINTF(2, 3);
+static void reason(decision *dc, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cJSON *s = cJSON_CreateString(buf);
+    if (!s || !cJSON_AddItemToArray(dc->reasons, s)) {
+        cJSON_Delete(s);
+        dc->d->nomem = true;
+    }
+}
+
+static const char *title_of(const dg_finding *f)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(f->json, "title");
+    return cJSON_IsString(t) ? t->valuestring : f->id;
+}
+
+/* Adds "prefix<title>suffix" for every finding of these ids at min severity
+ * or above; returns how many. */
+static int reasons_from(decision *dc, const char *const *ids, dg_severity min, const char *prefix,
+                        const char *suffix)
+{
+    int n = 0;
+    for (int i = 0; i < dc->d->nfindings; i++) {
+        const dg_finding *f = &dc->d->findings[i];
+        if (f->severity < min)
+            continue;
+        for (const char *const *id = ids; *id; id++)
+            if (!strcmp(f->id, *id)) {
+                reason(dc, "%s%s%s", prefix, title_of(f), suffix);
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
+/* The device backend under judgement: the compare run's, else compare's or
+ * the spec's; NULL when none is known. */
+static const char *device_backend(const dg_diag *d, int run)
+{
+    const cJSON *r = dg_jpath(d->compare, "runs");
+    const char *b = run >= 0 ? dg_jstr(cJSON_GetArrayItem(r, run), "device.backend") : NULL;
+    if (!b)
+        b = dg_jstr(d->compare, "spec.backend");
+    if (!b)
+        b = dg_jstr(d->spec, "backend");
+    return b && strcmp(b, "cpu") != 0 ? b : NULL;
+}
+
+/* A backend the gate shows available with a good matrix product; with no
+ * name, the first such non-cpu backend. */
+static const char *gate_working(const dg_diag *d, const char *name)
+{
+    const cJSON *b;
+    cJSON_ArrayForEach(b, dg_jpath(d->gate, "backends"))
+    {
+        const char *nm = dg_jstr(b, "name");
+        if (!nm || !strcmp(nm, "cpu") || (name && strcmp(nm, name) != 0))
+            continue;
+        if (dg_jbool(b, "available") == 1 && dg_jbool(b, "matmul.ok") == 1)
+            return nm;
+    }
+    return NULL;
+}
+
+cJSON *dg_decide(dg_diag *d)
+{
+    static const char *const env_ids[] = {"gate-failed", "env-translated", "env-mixed-arch",
+                                          "device-missing", NULL};
+    static const char *const drift_ids[] = {"numerics-drift", NULL};
+    static const char *const failed_ids[] = {"compare-failed", NULL};
+    static const char *const gap_ids[] = {"operator-gap", NULL};
+    static const char *const mem_ids[] = {"retained-refs", "memory-pressure", NULL};
+
+    decision dc = {d, cJSON_CreateArray()};
+    if (!dc.reasons) {
+        d->nomem = true;
+        return NULL;
+    }
+    const char *route = NULL;
+    const char *backend = NULL;
+    bool run_kind = !strcmp(d->kind, "run");
+    int rr = dg_route_run(d);
+
+    if (reasons_from(&dc, env_ids, DG_SEV_FAIL, "fix the environment first: ", "") > 0) {
+        route = "cpu";
+    } else if (reasons_from(&dc, drift_ids, DG_SEV_FAIL, "",
+                            ": train elsewhere or use the device for preprocessing only") +
+                   reasons_from(&dc, failed_ids, DG_SEV_FAIL, "",
+                                ": the device path must run to the end before it is trusted") >
+               0) {
+        route = "cpu";
+    } else if (reasons_from(&dc, gap_ids, DG_SEV_FAIL, "",
+                            run_kind ? ": heavy persistent fallbacks; move to the native engine "
+                                       "(an engine with these operators)"
+                                     : ": heavy persistent fallbacks; move to a remote node "
+                                       "whose device has these operators") > 0) {
+        route = run_kind ? "native" : "remote";
+    } else if (reasons_from(&dc, mem_ids, DG_SEV_WARN, "",
+                            ": memory pressure; a dedicated remote host isolates the load") > 0) {
+        route = "remote";
+    } else if (rr >= 0) {
+        const cJSON *run = cJSON_GetArrayItem(dg_jpath(d->compare, "runs"), rr);
+        double sp = dg_jnum(run, "speedup");
+        double cpu_ms = dg_jnum(run, "cpu.step_ms"), dev_ms = dg_jnum(run, "device.step_ms");
+        int batch = (int)dg_jnum(run, "batch");
+        const char *dev = device_backend(d, rr);
+        dev = dev ? dev : "the device";
+        char times[96] = "";
+        if (isfinite(cpu_ms) && isfinite(dev_ms))
+            snprintf(times, sizeof times, " (step %.1f ms on the device, %.1f ms on cpu)", dev_ms,
+                     cpu_ms);
+        if (dg_fired(d, "slow-device-data", DG_SEV_INFO, rr) || sp < d->th[TH_SPEEDUP_MIN]) {
+            route = "cpu";
+            char why[96];
+            double red = dg_jnum(run, "step_time_reduction_pct");
+            if (sp < d->th[TH_SPEEDUP_MIN] || !isfinite(red))
+                snprintf(why, sizeof why, "below speedup_min %.2fx", d->th[TH_SPEEDUP_MIN]);
+            else
+                snprintf(why, sizeof why,
+                         "step time %.0f%% shorter, under device_min_reduction_pct %.0f%%", red,
+                         d->th[TH_DEVICE_MIN_REDUCTION_PCT]);
+            reason(&dc,
+                   "the device does not pay off at this batch: %s is %.2fx cpu at batch %d%s, %s",
+                   dev, sp, batch, times, why);
+        } else {
+            route = "device";
+            backend = device_backend(d, rr);
+            reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
+            double safe = dg_jnum(d->sweep, "safe_batch.batch");
+            if (isfinite(safe))
+                reason(&dc, "train at batch %d or below (the sweep's safe batch)", (int)safe);
+        }
+    } else {
+        const char *why =
+            d->compare ? "compare has no finished run with a speedup" : "no compare section";
+        const char *dev = device_backend(d, -1);
+        const char *ok = gate_working(d, dev);
+        if (ok) {
+            route = "device";
+            backend = ok;
+            reason(&dc,
+                   "the speedup was not measured (%s): %s passed the device gate, but its "
+                   "payoff over the cpu is unproven",
+                   why, ok);
+        } else {
+            route = "cpu";
+            reason(&dc, "the speedup was not measured (%s)", why);
+            reason(&dc, d->gate ? "no device backend passed the device gate"
+                                : "no gate section: no device is known to work");
+        }
+    }
+
+    cJSON *o = cJSON_CreateObject();
+    if (!o) {
+        cJSON_Delete(dc.reasons);
+        d->nomem = true;
+        return NULL;
+    }
+    if (!cJSON_AddStringToObject(o, "route", route) ||
+        !(backend ? cJSON_AddStringToObject(o, "backend", backend)
+                  : cJSON_AddNullToObject(o, "backend")))
+        d->nomem = true;
+    if (!cJSON_AddItemToObject(o, "reasons", dc.reasons)) {
+        cJSON_Delete(dc.reasons);
+        d->nomem = true;
+    }
+    return o;
+}

@@ -1,0 +1,828 @@
+/* The diagnosis rules and the routing decision, table-driven over recorded
+ * evidence: a healthy record (tests/data/records/healthy.json, derived from a
+ * real lenet run on PoCL OpenCL vs cpu) yields no warn/fail finding and the
+ * route "device"; each case patches a few fields and expects one rule to
+ * fire with a severity, and where it matters the route. Set
+ * DG_RULES_VERBOSE=1 to print every diagnosis. */
+#include "core/core.h"
+#include "core/json.h"
+#include "diagnose/diagnose.h"
+
+#include "check.h"
+
+#include <stdbool.h>
+
+static char *healthy_text;
+
+typedef struct patch {
+    const char *path;  /* "compare.runs[0].busy_fraction.value" */
+    const char *value; /* JSON text; NULL removes the item */
+} patch;
+
+typedef struct rule_case {
+    const char *name;
+    patch patches[5];
+    const char *overrides;
+    const char *fires;    /* rule id expected ... */
+    const char *severity; /* ... with this severity */
+    const char *silent;   /* a rule id that must not fire, or NULL */
+    const char *route;    /* expected route, or NULL */
+} rule_case;
+
+/* Sets (or with value NULL removes) the item at path; the last part may be a
+ * new key or the index one past the end of an array. */
+static bool set_path(cJSON *root, const char *path, const char *value)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *last = NULL;
+    for (char *p = buf; *p; p++)
+        if (*p == '.' || *p == '[')
+            last = p;
+    cJSON *parent = root;
+    const char *leaf = buf;
+    if (last) {
+        char sep = *last;
+        *last = '\0';
+        parent = (cJSON *)dg_jpath(root, buf);
+        leaf = sep == '[' ? last : last + 1;
+        if (sep == '[')
+            *last = '[';
+    }
+    if (!parent)
+        return false;
+    cJSON *item = value ? cJSON_Parse(value) : NULL;
+    if (value && !item)
+        return false;
+    if (leaf[0] == '[') {
+        int i = atoi(leaf + 1);
+        if (!cJSON_IsArray(parent))
+            return cJSON_Delete(item), false;
+        if (!item) {
+            cJSON_DeleteItemFromArray(parent, i);
+            return true;
+        }
+        if (i == cJSON_GetArraySize(parent))
+            return cJSON_AddItemToArray(parent, item);
+        return cJSON_ReplaceItemInArray(parent, i, item);
+    }
+    if (!cJSON_IsObject(parent))
+        return cJSON_Delete(item), false;
+    cJSON_DeleteItemFromObjectCaseSensitive(parent, leaf);
+    return item ? cJSON_AddItemToObject(parent, leaf, item) : true;
+}
+
+/* The healthy record with the patches applied, as text (dg_free). */
+static char *patched(const patch *ps)
+{
+    cJSON *rec = cJSON_Parse(healthy_text);
+    for (const patch *p = ps; p && p->path; p++)
+        CHECK_MSG(set_path(rec, p->path, p->value), "patch %s", p->path);
+    char *s = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    return s;
+}
+
+/* Runs the diagnosis; returns the parsed output or NULL (status in *st). */
+static cJSON *diagnose(const char *rec, const char *overrides, dg_status *st)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    char *out = NULL;
+    *st = dg_diagnose(ctx, rec, overrides, &out);
+    if (*st != DG_OK && getenv("DG_RULES_VERBOSE"))
+        fprintf(stderr, "diagnose: %s: %s\n", dg_status_name(*st), dg_errmsg(ctx));
+    cJSON *o = out ? cJSON_Parse(out) : NULL;
+    if (out && getenv("DG_RULES_VERBOSE")) {
+        char *pretty = cJSON_Print(o);
+        fprintf(stderr, "%s\n", pretty);
+        cJSON_free(pretty);
+    }
+    dg_string_free(out);
+    dg_ctx_free(ctx);
+    return o;
+}
+
+static const cJSON *find(const cJSON *out, const char *id)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(out, "findings"))
+    {
+        if (!strcmp(dg_jstr(f, "id"), id))
+            return f;
+    }
+    return NULL;
+}
+
+static int count_at_least(const cJSON *out, const char *sev)
+{
+    int n = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(out, "findings"))
+    {
+        const char *s = dg_jstr(f, "severity");
+        if (!strcmp(sev, "warn") ? strcmp(s, "info") != 0 : !strcmp(s, sev))
+            n++;
+    }
+    return n;
+}
+
+/* Every finding has the FINDING shape, the evidence names section, field,
+ * value and unit, and the list is sorted fail > warn > info. */
+static void check_shape(const char *name, const cJSON *out)
+{
+    CHECK_MSG(cJSON_IsObject(out), "%s: no output", name);
+    CHECK_MSG(dg_jnum(out, "v") == 1, "%s: v", name);
+    CHECK_MSG(cJSON_IsObject(cJSON_GetObjectItem(out, "thresholds")), "%s: thresholds", name);
+    int last = 3;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(out, "findings"))
+    {
+        const char *sev = dg_jstr(f, "severity");
+        int rank = !strcmp(sev, "fail") ? 2 : !strcmp(sev, "warn") ? 1 : 0;
+        CHECK_MSG(rank <= last, "%s: %s out of order", name, dg_jstr(f, "id"));
+        last = rank;
+        CHECK(dg_jstr(f, "title") && dg_jstr(f, "hypothesis") && dg_jstr(f, "action"));
+        const cJSON *ev = cJSON_GetObjectItem(f, "evidence");
+        CHECK_MSG(cJSON_GetArraySize(ev) > 0, "%s: %s has no evidence", name, dg_jstr(f, "id"));
+        const cJSON *e;
+        cJSON_ArrayForEach(e, ev)
+        {
+            CHECK(dg_jstr(e, "section") && dg_jstr(e, "field"));
+            CHECK(cJSON_HasObjectItem(e, "value") && cJSON_HasObjectItem(e, "unit"));
+        }
+    }
+    const cJSON *dec = cJSON_GetObjectItem(out, "decision");
+    CHECK_MSG(dg_jstr(dec, "route"), "%s: no route", name);
+    CHECK_MSG(cJSON_GetArraySize(cJSON_GetObjectItem(dec, "reasons")) > 0, "%s: no reason", name);
+}
+
+#define RUN0 "compare.runs[0]."
+#define SOAK "soak.soak."
+#define INVALID(u) "{\"value\": null, \"unit\": \"" u "\", \"valid\": false}"
+
+static const char failed_run[] = "{\"batch\": 512, \"status\": \"device-oom\", \"failed\": "
+                                 "\"opencl\", \"error\": \"out of device memory\", "
+                                 "\"within_tolerance\": false}";
+static const char python_mixed[] =
+    "{\"reference_arch\": \"aarch64\", \"arch_matches_host\": true, \"mixed_extensions\": "
+    "[{\"path\": \"torch/_C.so\", \"arch\": [\"x86_64\"]}], \"mixed_extensions_truncated\": 2}";
+static const char fallback_op[] =
+    "{\"op\": \"conv2d_bwd\", \"shape\": \"conv2d_bwd n64\", \"backend\": \"opencl\", "
+    "\"fallback\": true, \"calls\": 10, \"ms_total\": 300, \"ms_mean\": 30, \"share\": 0.6}";
+
+static const rule_case cases[] = {
+    {"slow device, idle",
+     {{RUN0 "step_time_reduction_pct.value", "7"},
+      {RUN0 "speedup.value", "1.075"},
+      {RUN0 "busy_fraction.value", "0.12"}},
+     NULL,
+     "slow-device-data",
+     "fail",
+     "speedup-near-one",
+     "cpu"},
+    {"slow device, busy not reported",
+     {{RUN0 "step_time_reduction_pct.value", "7"},
+      {RUN0 "speedup.value", "1.075"},
+      {RUN0 "busy_fraction", INVALID("fraction")}},
+     NULL,
+     "slow-device-data",
+     "warn",
+     NULL,
+     "cpu"},
+    {"slow device, threshold lowered",
+     {{RUN0 "step_time_reduction_pct.value", "7"},
+      {RUN0 "speedup.value", "1.075"},
+      {RUN0 "busy_fraction.value", "0.12"}},
+     "device_min_reduction_pct=5",
+     "speedup-near-one",
+     "warn",
+     "slow-device-data",
+     "cpu"},
+    {"slow device, busy threshold lowered",
+     {{RUN0 "step_time_reduction_pct.value", "7"},
+      {RUN0 "speedup.value", "1.075"},
+      {RUN0 "busy_fraction.value", "0.12"}},
+     "device_busy_min=0.1",
+     "speedup-near-one",
+     "warn",
+     "slow-device-data",
+     "cpu"},
+    {"slow device, busy not reported, speedup above speedup_min",
+     {{RUN0 "step_time_reduction_pct.value", "21"},
+      {RUN0 "speedup.value", "1.27"},
+      {RUN0 "busy_fraction", INVALID("fraction")}},
+     NULL,
+     "slow-device-data",
+     "warn",
+     "speedup-near-one",
+     "cpu"},
+    {"busy but near one",
+     {{RUN0 "step_time_reduction_pct.value", "9"}, {RUN0 "speedup.value", "1.1"}},
+     NULL,
+     "speedup-near-one",
+     "warn",
+     "slow-device-data",
+     "cpu"},
+    {"speedup_min raised",
+     {{NULL, NULL}},
+     "speedup_min=4",
+     "speedup-near-one",
+     "warn",
+     NULL,
+     "cpu"},
+    {"speedup invalid",
+     {{RUN0 "speedup", INVALID("x")},
+      {RUN0 "step_time_reduction_pct", INVALID("%")},
+      {RUN0 "busy_fraction.value", "0.01"}},
+     "speedup_min=4",
+     NULL,
+     NULL,
+     "speedup-near-one",
+     "device"},
+    {"retained references",
+     {{SOAK "growth.allocator_allocated.value", "31"}},
+     NULL,
+     "retained-refs",
+     "warn",
+     "working-set-change",
+     "remote"},
+    {"retained references, threshold raised",
+     {{SOAK "growth.allocator_allocated.value", "31"}},
+     "mem_growth_pct=40",
+     NULL,
+     NULL,
+     "retained-refs",
+     "device"},
+    {"retained references, growth invalid",
+     {{SOAK "growth.allocator_allocated", INVALID("%")},
+      {SOAK "growth.footprint", INVALID("%")},
+      {SOAK "growth.allocator_reserved", INVALID("%")}},
+     "mem_growth_pct=0",
+     NULL,
+     NULL,
+     "retained-refs",
+     "device"},
+    {"staircase aligned with validation",
+     {{SOAK "growth.footprint.value", "40"},
+      {SOAK "staircase.aligned", "true"},
+      {SOAK "staircase.validation_epochs", "[3, 6]"}},
+     NULL,
+     "working-set-change",
+     "info",
+     "retained-refs",
+     "device"},
+    {"too few epochs",
+     {{SOAK "epochs_recorded", "4"}, {SOAK "growth.allocator_allocated.value", "31"}},
+     NULL,
+     "memory-short",
+     "info",
+     "retained-refs",
+     "device"},
+    {"mem_epochs lowered",
+     {{SOAK "epochs_recorded", "4"}, {SOAK "growth.allocator_allocated.value", "31"}},
+     "mem_epochs=4",
+     "retained-refs",
+     "warn",
+     "memory-short",
+     "remote"},
+    {"cache not emptied",
+     {{SOAK "empty_cache", "false"}, {SOAK "growth.allocator_allocated.value", "31"}},
+     NULL,
+     "memory-not-emptied",
+     "info",
+     "retained-refs",
+     "device"},
+    {"numerics drift",
+     {{RUN0 "verdict", "\"drift\""},
+      {RUN0 "within_tolerance", "false"},
+      {RUN0 "drift", "[\"loss_vs_ref.device\"]"},
+      {RUN0 "loss_vs_ref.device.value", "0.0032"},
+      {"compare.within_tolerance", "false"}},
+     NULL,
+     "numerics-drift",
+     "fail",
+     NULL,
+     "cpu"},
+    {"compare run failed",
+     {{"compare.runs[1]", failed_run}, {"compare.within_tolerance", "false"}},
+     NULL,
+     "compare-failed",
+     "fail",
+     NULL,
+     "cpu"},
+    {"slowing down",
+     {{SOAK "step_trend.thirds_ratio.value", "1.5"}},
+     NULL,
+     "slowing-down",
+     "warn",
+     NULL,
+     "device"},
+    {"slowing down, ratio invalid",
+     {{SOAK "step_trend.thirds_ratio", INVALID("ratio")}},
+     "slowdown_ratio=0",
+     NULL,
+     NULL,
+     "slowing-down",
+     "device"},
+    {"fallbacks in compare",
+     {{RUN0 "device.fallbacks", "3"}, {"profile", "null"}},
+     NULL,
+     "operator-gap",
+     "warn",
+     NULL,
+     "device"},
+    {"heavy fallbacks",
+     {{"profile.ops[4]", fallback_op}},
+     NULL,
+     "operator-gap",
+     "fail",
+     NULL,
+     "remote"},
+    {"heavy fallbacks in a run",
+     {{"profile.ops[4]", fallback_op}, {"kind", "\"run\""}},
+     NULL,
+     "operator-gap",
+     "fail",
+     NULL,
+     "native"},
+    {"heavy fallbacks, share threshold raised",
+     {{"profile.ops[4]", fallback_op}},
+     "fallback_share_fail=0.9",
+     "operator-gap",
+     "warn",
+     NULL,
+     "device"},
+    {"heavy fallbacks, thresholds raised",
+     {{"profile.ops[4]", fallback_op}},
+     "fallback_share_fail=0.9,fallback_share=0.7",
+     "operator-gap",
+     "info",
+     NULL,
+     "device"},
+    {"sweep out of memory",
+     {{"sweep.stopped", "{\"reason\": \"oom\", \"at_batch\": 128}"},
+      {"sweep.safe_batch.first_failure", "128"},
+      {"sweep.safe_batch.batch", "64"}},
+     NULL,
+     "sweep-memory",
+     "info",
+     "batch-above-safe",
+     "device"},
+    {"sweep trial killed",
+     {{"sweep.stopped", "{\"reason\": \"signal\", \"at_batch\": 128}"},
+      {"sweep.trials[4]", "{\"batch\": 128, \"ended\": \"signal\", \"signal\": \"SIGKILL\", "
+                          "\"reason\": \"killed by SIGKILL\"}"}},
+     NULL,
+     "sweep-memory",
+     "warn",
+     NULL,
+     "device"},
+    {"batch above safe", {{"spec.batch", "256"}}, NULL, "batch-above-safe", "warn", NULL, "device"},
+    {"data starved",
+     {{"profile.phases.queue_wait.share.value", "0.35"}},
+     NULL,
+     "data-starved",
+     "warn",
+     NULL,
+     "device"},
+    {"data starved, share invalid",
+     {{"profile.phases.queue_wait.share", INVALID("fraction")}},
+     "data_wait_share=0",
+     NULL,
+     NULL,
+     "data-starved",
+     "device"},
+    {"noisy profile",
+     {{"profile.step.stats.iqr_share.value", "0.3"},
+      {"env.processes.top_cpu[1].cpu_percent.value", "95"}},
+     NULL,
+     "noisy-measurement",
+     "warn",
+     NULL,
+     "device"},
+    {"noisy profile, ratio raised",
+     {{"profile.step.stats.iqr_share.value", "0.3"}},
+     "noise_iqr_ratio=0.5",
+     NULL,
+     NULL,
+     "noisy-measurement",
+     "device"},
+    {"noisy sweep trial",
+     {{"sweep.trials[1].step_ms.iqr.value", "5"}},
+     NULL,
+     "noisy-measurement",
+     "warn",
+     NULL,
+     "device"},
+    {"translated",
+     {{"env.arch.translated", "true"}, {"env.arch.translation", "\"qemu-user\""}},
+     NULL,
+     "env-translated",
+     "fail",
+     NULL,
+     "cpu"},
+    {"mixed architectures",
+     {{"env.python", python_mixed}},
+     NULL,
+     "env-mixed-arch",
+     "fail",
+     NULL,
+     "cpu"},
+    {"backend unavailable, nothing requested",
+     {{"spec.backend", "null"}},
+     NULL,
+     "backend-unavailable",
+     "warn",
+     NULL,
+     "device"},
+    {"gate failed",
+     {{"gate.verdict", "\"fail\""},
+      {"gate.backends[1].matmul.ok", "false"},
+      {"gate.backends[1].matmul.reason", "\"12 elements beyond tolerance\""},
+      {"gate.backends[1].matmul.bad_elements", "12"}},
+     NULL,
+     "gate-failed",
+     "fail",
+     NULL,
+     "cpu"},
+    {"device missing",
+     {{"gate.backends[1].available", "false"},
+      {"gate.backends[1].reason", "\"no OpenCL platform\""}},
+     NULL,
+     "device-missing",
+     "fail",
+     NULL,
+     "cpu"},
+    {"device missing without a gate",
+     {{"gate", "null"}, {"env.backends[1].available", "false"}},
+     NULL,
+     "device-missing",
+     "fail",
+     NULL,
+     "cpu"},
+    {"memory pressure",
+     {{"env.memory.pressure.some_avg10.value", "40"}},
+     NULL,
+     "memory-pressure",
+     "warn",
+     NULL,
+     "remote"},
+    {"memory held by others",
+     {{"env.processes.top_mem[0].rss.value", "20000000000"}},
+     NULL,
+     "memory-pressure",
+     "warn",
+     NULL,
+     "remote"},
+    {"swap during soak",
+     {{"soak.sampler.swap_growth.value", "300000000"}},
+     NULL,
+     "memory-pressure",
+     "warn",
+     NULL,
+     "remote"},
+};
+
+static void run_cases(void)
+{
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const rule_case *k = &cases[c];
+        char *rec = patched(k->patches);
+        dg_status st;
+        cJSON *out = diagnose(rec, k->overrides, &st);
+        CHECK_MSG(st == DG_OK, "%s: status %s", k->name, dg_status_name(st));
+        check_shape(k->name, out);
+        if (k->fires) {
+            const cJSON *f = find(out, k->fires);
+            CHECK_MSG(f, "%s: %s did not fire", k->name, k->fires);
+            if (f)
+                CHECK_MSG(!strcmp(dg_jstr(f, "severity"), k->severity), "%s: %s is %s, not %s",
+                          k->name, k->fires, dg_jstr(f, "severity"), k->severity);
+        }
+        if (k->silent)
+            CHECK_MSG(!find(out, k->silent), "%s: %s fired", k->name, k->silent);
+        if (k->route) {
+            const char *route = dg_jstr(out, "decision.route");
+            CHECK_MSG(route && !strcmp(route, k->route), "%s: route %s, not %s", k->name,
+                      route ? route : "(none)", k->route);
+        }
+        cJSON_Delete(out);
+        cJSON_free(rec);
+    }
+}
+
+/* Every rule in the table has at least one case above that makes it fire. */
+static void check_every_rule_fires(void)
+{
+    for (int i = 0; i < dg_rule_count; i++) {
+        bool seen = false;
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+            seen = seen || (cases[c].fires && !strcmp(cases[c].fires, dg_rules[i].id));
+        CHECK_MSG(seen, "rule %s has no firing case", dg_rules[i].id);
+    }
+}
+
+static void check_healthy(void)
+{
+    dg_status st;
+    cJSON *out = diagnose(healthy_text, NULL, &st);
+    CHECK(st == DG_OK);
+    check_shape("healthy", out);
+    CHECK_MSG(count_at_least(out, "warn") == 0, "healthy record has warn/fail findings");
+    CHECK_STR(dg_jstr(out, "decision.route"), "device");
+    CHECK_STR(dg_jstr(out, "decision.backend"), "opencl");
+    const char *why = dg_jstr(out, "decision.reasons[0]");
+    CHECK_MSG(why && strstr(why, "3.00x"), "reason: %s", why ? why : "(none)");
+    /* The thresholds used are echoed with their defaults. */
+    CHECK(dg_jnum(out, "thresholds.device_min_reduction_pct") == 22);
+    CHECK(dg_jnum(out, "thresholds.mem_epochs") == 10);
+    cJSON_Delete(out);
+
+    /* Overrides are echoed too; whitespace and empty items are tolerated. */
+    out = diagnose(healthy_text, " speedup_min = 1.5 ,, mem_epochs=12", &st);
+    CHECK(st == DG_OK);
+    CHECK(dg_jnum(out, "thresholds.speedup_min") == 1.5);
+    CHECK(dg_jnum(out, "thresholds.mem_epochs") == 12);
+    CHECK(find(out, "memory-short") != NULL); /* 10 epochs < 12 */
+    cJSON_Delete(out);
+}
+
+static void check_evidence_and_titles(void)
+{
+    const patch p[] = {{RUN0 "step_time_reduction_pct.value", "7"},
+                       {RUN0 "speedup.value", "1.075"},
+                       {RUN0 "busy_fraction.value", "0.12"},
+                       {NULL, NULL}};
+    char *rec = patched(p);
+    dg_status st;
+    cJSON *out = diagnose(rec, NULL, &st);
+    const cJSON *f = find(out, "slow-device-data");
+    const char *title = dg_jstr(f, "title");
+    CHECK_MSG(title && !strcmp(title, "opencl step time only 7% shorter than cpu and device busy "
+                                      "12% at batch 64"),
+              "title: %s", title ? title : "(none)");
+    CHECK_STR(dg_jstr(f, "evidence[0].section"), "compare");
+    CHECK_STR(dg_jstr(f, "evidence[0].field"), "runs[0].step_time_reduction_pct");
+    CHECK(dg_jnum(f, "evidence[0].value") == 7);
+    CHECK_STR(dg_jstr(f, "evidence[0].unit"), "%");
+    CHECK_STR(dg_jstr(f, "evidence[1].field"), "runs[0].busy_fraction");
+    CHECK_STR(dg_jstr(f, "evidence[1].unit"), "fraction");
+    CHECK(strstr(dg_jstr(f, "action"), "data path and the batch first") != NULL);
+    const char *why = dg_jstr(out, "decision.reasons[0]");
+    CHECK_MSG(why && strstr(why, "does not pay off at this batch") && strstr(why, "1.07x"),
+              "reason: %s", why ? why : "(none)");
+    cJSON_Delete(out);
+    cJSON_free(rec);
+
+    /* The drift figures are named with their values. */
+    const patch q[] = {{RUN0 "verdict", "\"drift\""},
+                       {RUN0 "drift", "[\"loss_vs_ref.device\", \"param_drift.device_vs_ref\"]"},
+                       {RUN0 "loss_vs_ref.device.value", "0.0032"},
+                       {RUN0 "param_drift.device_vs_ref.value", "0.002"},
+                       {NULL, NULL}};
+    rec = patched(q);
+    out = diagnose(rec, NULL, &st);
+    f = find(out, "numerics-drift");
+    title = dg_jstr(f, "title");
+    CHECK_MSG(title && strstr(title, "loss_vs_ref.device 3.2e-03") &&
+                  strstr(title, "param_drift.device_vs_ref 2.0e-03"),
+              "title: %s", title ? title : "(none)");
+    CHECK_STR(dg_jstr(f, "evidence[0].field"), "runs[0].loss_vs_ref.device");
+    why = dg_jstr(out, "decision.reasons[0]");
+    CHECK(why && strstr(why, "preprocessing only"));
+    cJSON_Delete(out);
+    cJSON_free(rec);
+
+    /* Busy processes are named in the noise finding's action. */
+    const patch n[] = {{"profile.step.stats.iqr_share.value", "0.3"},
+                       {"env.processes.top_cpu[1].cpu_percent.value", "95"},
+                       {NULL, NULL}};
+    rec = patched(n);
+    out = diagnose(rec, NULL, &st);
+    f = find(out, "noisy-measurement");
+    CHECK(f && strstr(dg_jstr(f, "action"), "(pid 1, 95%)"));
+    cJSON_Delete(out);
+    cJSON_free(rec);
+}
+
+static void check_errors(void)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    char *out = (char *)"sentinel";
+    CHECK(dg_diagnose(ctx, healthy_text, "no_such_threshold=1", &out) == DG_ERR_USAGE);
+    CHECK(out == NULL);
+    CHECK(strstr(dg_errmsg(ctx), "no_such_threshold") != NULL);
+    CHECK(dg_diagnose(ctx, healthy_text, "speedup_min=fast", &out) == DG_ERR_USAGE);
+    CHECK(strstr(dg_errmsg(ctx), "speedup_min") != NULL);
+    CHECK(dg_diagnose(ctx, healthy_text, "device_busy_min=2", &out) == DG_ERR_USAGE);
+    CHECK(strstr(dg_errmsg(ctx), "range") != NULL);
+    CHECK(dg_diagnose(ctx, healthy_text, "mem_epochs=2.5", &out) == DG_ERR_USAGE);
+    CHECK(dg_diagnose(ctx, healthy_text, "speedup_min", &out) == DG_ERR_USAGE);
+    CHECK(dg_diagnose(ctx, healthy_text, "speedup_min=", &out) == DG_ERR_USAGE);
+    CHECK(dg_diagnose(ctx, healthy_text, "speedup_min=nan", &out) == DG_ERR_USAGE);
+    CHECK(dg_diagnose(ctx, "{\"kind\": \"accept\"", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(out == NULL);
+    CHECK(dg_diagnose(ctx, "not json at all", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "[1, 2]", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "\"accept\"", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, NULL, NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "{\"v\": 2}", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "{}", NULL, NULL) == DG_ERR_USAGE);
+    dg_ctx_free(ctx);
+}
+
+/* Sections null, absent, or of the wrong type: no crash, a route with a reason. */
+static void check_empty_records(void)
+{
+    static const char *const recs[] = {
+        "{\"v\": 1, \"kind\": \"accept\", \"spec\": null, \"env\": null, \"gate\": null, "
+        "\"sweep\": null, \"soak\": null, \"compare\": null, \"profile\": null}",
+        "{}",
+        "{\"kind\": \"run\", \"spec\": {\"cmd\": [\"python\", \"train.py\"]}}",
+        "{\"spec\": 3, \"env\": [], \"gate\": \"x\", \"sweep\": 1, \"soak\": true, "
+        "\"compare\": {\"runs\": {\"a\": 1}}, \"profile\": {\"ops\": 7, \"phases\": []}}",
+        "{\"compare\": {\"runs\": [null, 1, {\"speedup\": \"fast\"}, {}], \"status\": 5}, "
+        "\"soak\": {\"soak\": {\"empty_cache\": true, \"growth\": null}}, \"gate\": "
+        "{\"backends\": [null, {\"name\": 4}]}, \"env\": {\"processes\": {\"top_cpu\": [1]}}}",
+    };
+    for (size_t i = 0; i < sizeof recs / sizeof *recs; i++) {
+        dg_status st;
+        cJSON *out = diagnose(recs[i], NULL, &st);
+        CHECK_MSG(st == DG_OK, "record %zu: %s", i, dg_status_name(st));
+        CHECK(cJSON_IsArray(cJSON_GetObjectItem(out, "findings")));
+        CHECK_MSG(count_at_least(out, "warn") == 0, "record %zu has warn/fail findings", i);
+        CHECK_STR(dg_jstr(out, "decision.route"), "cpu");
+        const char *why = dg_jstr(out, "decision.reasons[0]");
+        CHECK_MSG(why && strstr(why, "not measured"), "record %zu reason: %s", i, why ? why : "-");
+        cJSON_Delete(out);
+    }
+
+    /* No compare, but a gate that shows the device working: device, said unproven. */
+    const patch p[] = {{"compare", "null"}, {NULL, NULL}};
+    char *rec = patched(p);
+    dg_status st;
+    cJSON *out = diagnose(rec, NULL, &st);
+    CHECK_STR(dg_jstr(out, "decision.route"), "device");
+    CHECK_STR(dg_jstr(out, "decision.backend"), "opencl");
+    CHECK(strstr(dg_jstr(out, "decision.reasons[0]"), "not measured") != NULL);
+    cJSON_Delete(out);
+    cJSON_free(rec);
+}
+
+/* Every item of the healthy record replaced in turn by null, a string and a
+ * negative number: the diagnosis never fails or crashes. The item is changed
+ * in place and restored, so the record is parsed once. */
+typedef struct mutable_node {
+    cJSON *node;
+    char path[160];
+} mutable_node;
+
+static void collect_nodes(cJSON *node, const char *path, mutable_node *nodes, int *n, int max)
+{
+    cJSON *c;
+    int i = 0;
+    cJSON_ArrayForEach(c, node)
+    {
+        if (*n >= max)
+            return;
+        char p[160];
+        if (cJSON_IsArray(node))
+            snprintf(p, sizeof p, "%s[%d]", path, i);
+        else
+            snprintf(p, sizeof p, "%s%s%s", path, path[0] ? "." : "", c->string);
+        i++;
+        /* Units are never read; steps and the final gate are not the rules' input. */
+        if (c->string &&
+            (!strcmp(c->string, "unit") ||
+             (!path[0] && (!strcmp(c->string, "v") || !strcmp(c->string, "kind") ||
+                           !strcmp(c->string, "steps") || !strcmp(c->string, "final_gate")))))
+            continue;
+        nodes[*n].node = c;
+        snprintf(nodes[*n].path, sizeof nodes[*n].path, "%s", p);
+        (*n)++;
+        collect_nodes(c, p, nodes, n, max);
+    }
+}
+
+static void check_mutations(void)
+{
+    enum { MAX = 4000 };
+    static mutable_node nodes[MAX];
+    static char x[] = "x";
+    int n = 0;
+    cJSON *rec = cJSON_Parse(healthy_text);
+    collect_nodes(rec, "", nodes, &n, MAX);
+    CHECK(n > 100 && n < MAX);
+    dg_ctx *ctx = dg_ctx_new();
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *node = nodes[i].node;
+        cJSON saved = *node;
+        for (int v = 0; v < 3; v++) {
+            node->child = NULL;
+            node->valuestring = NULL;
+            if (v == 0) {
+                node->type = cJSON_NULL;
+            } else if (v == 1) {
+                node->type = cJSON_String;
+                node->valuestring = x;
+            } else {
+                node->type = cJSON_Number;
+                node->valuedouble = -1;
+                node->valueint = -1;
+            }
+            char *text = cJSON_PrintUnformatted(rec);
+            char *out = NULL;
+            dg_status st = dg_diagnose(ctx, text, NULL, &out);
+            if (st != DG_OK || !out || !strstr(out, "\"route\":")) {
+                if (bad++ < 5)
+                    fprintf(stderr, "mutation %s (%d): %s %s\n", nodes[i].path, v,
+                            dg_status_name(st), dg_errmsg(ctx));
+            }
+            dg_string_free(out);
+            cJSON_free(text);
+        }
+        node->type = saved.type;
+        node->child = saved.child;
+        node->valuestring = saved.valuestring;
+        node->valuedouble = saved.valuedouble;
+        node->valueint = saved.valueint;
+    }
+    CHECK_MSG(bad == 0, "%d mutations failed", bad);
+    dg_ctx_free(ctx);
+    cJSON_Delete(rec);
+}
+
+/* The catalogue lists every threshold the diagnosis reports and every rule reads. */
+static void check_catalogue(void)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    char *json = NULL;
+    CHECK(dg_rules_catalogue(ctx, &json) == DG_OK);
+    cJSON *cat = cJSON_Parse(json);
+    CHECK(cJSON_GetArraySize(cat) == TH_COUNT);
+    dg_status st;
+    cJSON *out = diagnose(healthy_text, NULL, &st);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(out, "thresholds"))
+    {
+        bool listed = false;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cat)
+        {
+            if (!strcmp(dg_jstr(e, "name"), t->string)) {
+                listed = true;
+                CHECK(dg_jnum(e, "value") == t->valuedouble);
+                CHECK(dg_jstr(e, "unit") && dg_jstr(e, "rule") && dg_jstr(e, "doc"));
+            }
+        }
+        CHECK_MSG(listed, "threshold %s not in the catalogue", t->string);
+    }
+    for (int i = 0; i < dg_rule_count; i++) {
+        char names[256];
+        snprintf(names, sizeof names, "%s", dg_rules[i].thresholds);
+        for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ",")) {
+            bool listed = false;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, cat) listed = listed || !strcmp(dg_jstr(e, "name"), tok);
+            CHECK_MSG(listed, "rule %s reads %s, not in the catalogue", dg_rules[i].id, tok);
+            CHECK_MSG(cJSON_HasObjectItem(cJSON_GetObjectItem(out, "thresholds"), tok),
+                      "rule %s reads %s, not in the output", dg_rules[i].id, tok);
+        }
+    }
+    cJSON_Delete(out);
+    cJSON_Delete(cat);
+    dg_string_free(json);
+    dg_ctx_free(ctx);
+}
+
+int main(void)
+{
+    dg_json_init();
+    const char *src = getenv("DEVGATE_SRC");
+    if (!src)
+        check_skip("DEVGATE_SRC is not set (run through ctest)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/records/healthy.json", src);
+    healthy_text = dg_read_file(path, 1 << 20, NULL);
+    if (!healthy_text) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 1;
+    }
+    check_healthy();
+    run_cases();
+    check_every_rule_fires();
+    check_evidence_and_titles();
+    check_errors();
+    check_empty_records();
+    check_catalogue();
+    check_mutations();
+
+    /* Nothing the diagnosis allocated may outlive it. */
+    dg_free(healthy_text);
+    size_t live, peak;
+    dg_host_mem_stats(&live, &peak);
+    CHECK_MSG(live == 0, "%zu host bytes still live", live);
+    CHECK_DONE();
+}
