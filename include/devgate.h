@@ -8,6 +8,7 @@
 #ifndef DEVGATE_H
 #define DEVGATE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@ typedef enum dg_status {
     DG_ERR_SCHEMA,      /* ledger written by a newer devgate */
     DG_ERR_NOT_FOUND,   /* no such record, backend or device */
     DG_ERR_TIMEOUT,     /* a child process or wait ran past its limit */
+    DG_ERR_INTERRUPTED, /* stopped because the caller's cancel flag was set */
 } dg_status;
 
 /* Short stable name of a status ("ok", "usage", "device-oom", ...). */
@@ -131,6 +133,9 @@ typedef struct dg_train_opts {
     bool on_bad_fail;        /* a bad sample ends the run instead of being skipped */
     double max_bad_share;    /* fail above this bad/seen share; 0: 0.01; < 0: no bad sample allowed */
     bool tf32;               /* let the backend use TF32 tensor cores (cuda only; default exact fp32) */
+    /* Set non-zero (e.g. from a signal handler) to stop at the next step with
+     * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
+    const volatile sig_atomic_t *cancel;
 } dg_train_opts;
 
 /* Runs the training fixture and returns its record as JSON in *json.
@@ -148,6 +153,7 @@ typedef struct dg_sweep_opts {
     int timed_steps;         /* per trial (0: 20) */
     double trial_timeout_s;  /* per trial (0: 120) */
     double swap_growth_mib;  /* stop when swap grows more than this in a trial (0: 256) */
+    double max_trial_s;      /* stop doubling after a good trial that ran longer than this (0: no limit) */
     const char *exe;         /* the devgate binary trials re-execute (NULL: /proc/self/exe) */
 } dg_sweep_opts;
 
@@ -190,6 +196,39 @@ typedef struct dg_profile_opts {
 
 /* Profile: a fixed window split into phases and ops, with a Chrome trace. */
 dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json);
+
+/* ---- accept: the main job (docs/accept.md) ------------------------------- */
+
+/* Called as each step starts: its name ("env", "gate", "sweep", "soak",
+ * "compare", "profile"), its index and the number of steps. */
+typedef void (*dg_progress_fn)(void *user, const char *step, int index, int total);
+
+typedef struct dg_accept_opts {
+    dg_train_opts train;    /* model (NULL: cifar), backend (NULL: the best device the gate
+                             * passes), data, seed, threads, workers, cancel...; batch: the
+                             * batch soak/compare/profile use (0: the sweep's knee);
+                             * epochs, steps: the soak's (0: the tier's, by time budget) */
+    bool quick;             /* the short tier (about a minute on a 2-core machine) */
+    const char *label;      /* free text kept in the record, or NULL */
+    const char *python;     /* interpreter the environment proof inspects, or NULL */
+    const char *trace_path; /* the profile's Chrome trace is written here, or NULL */
+    int sweep_to;           /* largest sweep batch (0: no limit but memory and time) */
+    dg_progress_fn progress;
+    void *progress_user;
+} dg_accept_opts;
+
+/* Runs env, gate, sweep, soak, compare and profile into one evidence record
+ * (docs/schema/report.md, without findings: see dg_evidence_finish) in *json.
+ * The record is returned also when the result is DG_ERR_INTERRUPTED (the cancel
+ * flag was set: state "interrupted", later steps skipped) or DG_ERR_UNAVAILABLE
+ * (the backend asked for is not available). */
+dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json);
+
+/* Completes an evidence record (accept or run): applies the rules and the
+ * decision (dg_diagnose with overrides), sets each step's verdict from the
+ * findings, and judges the final gate. The completed record goes to *json.
+ * DG_ERR_USAGE for a bad override, DG_ERR_FORMAT for a record that is not one. */
+dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides, char **json);
 
 /* ---- diagnosis: rules and the routing decision (docs/rules.md) ----------- */
 
@@ -236,6 +275,10 @@ void dg_ledger_close(dg_ledger *lg);
  * dg_string_free), may be NULL. */
 dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
                            const char *record_json, char **run_id);
+/* Replaces the record, exit status and state of run id (an exact id), e.g. to
+ * add the evidence pack's location once it is written. DG_ERR_NOT_FOUND when no
+ * run has that id. */
+dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status, const char *record_json);
 /* Lists the newest `limit` runs (0: all) as a JSON array into *json. */
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
 /* One run's entry with its record as JSON into *json; id is the run id or a

@@ -36,6 +36,14 @@ int cli_fail_status(cli *c, dg_status st, const char *what);
  * *run_id (may be NULL) gets the id to free with dg_string_free. */
 int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id);
 
+/* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
+ * path written (a static buffer) or NULL. */
+const char *cli_save_unrecorded(const char *verb, const char *json);
+/* Runs the rules and the decision on the record, applies the final gate, writes
+ * the evidence pack (out_dir or ./devgate-report/RUN_ID/), records the ledger
+ * entry and prints the summary (or the JSON); returns the exit status. */
+int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds, const char *out_dir,
+                        int exit_status);
 /* Parses a decimal long in [lo, hi]; false for anything else. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
 /* Parses a byte count such as 1048576, 512K, 1M or 2GiB (binary units). */
@@ -73,4 +81,5 @@ int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a ch
 int cmd_soak(cli *c, int argc, char **argv);
 int cmd_compare(cli *c, int argc, char **argv);
 int cmd_profile(cli *c, int argc, char **argv);
+int cmd_accept(cli *c, int argc, char **argv);
 #endif

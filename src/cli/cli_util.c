@@ -28,9 +28,7 @@ int cli_fail_status(cli *c, dg_status st, const char *what)
     }
 }
 
-/* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
- * path written or NULL. */
-static char *save_unrecorded(const char *verb, const char *json)
+const char *cli_save_unrecorded(const char *verb, const char *json)
 {
     static char path[256];
     char ts[32];
@@ -72,7 +70,7 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
     dg_ledger_close(lg);
     if (st != DG_OK) {
         cli_error("%s", dg_errmsg(c->ctx));
-        const char *saved = save_unrecorded(verb, json);
+        const char *saved = cli_save_unrecorded(verb, json);
         if (saved)
             cli_error("the record was not lost: saved to %s", saved);
         else

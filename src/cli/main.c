@@ -33,6 +33,10 @@ static const char usage_text[] =
     "        the same run on cpu and the device against a float64 reference\n"
     "  profile [train options] [--warmup N] [--window N] [--trace FILE] [--json]\n"
     "        phases, per-op table with fallbacks, and a Chrome trace\n"
+    "  accept [--quick] [train options] [--sweep-to N] [--threshold NAME=VALUE]...\n"
+    "        [--spec FILE] [--label TEXT] [--python PATH] [-o DIR] [--json] [--quiet]\n"
+    "        the main job: every step above, the rules, the decision, the evidence\n"
+    "        pack (default ./devgate-report/RUN_ID/) and one ledger entry\n"
     "  ledger list [--limit N] [--json]\n"
     "  ledger show ID [--json]\n"
     "  ledger diff A B [--force] [--json]\n"
@@ -40,7 +44,8 @@ static const char usage_text[] =
     "        or DEVGATE_LEDGER, or --ledger PATH)\n"
     "\n"
     "options: --json prints the record; --version; --help\n"
-    "exit status: 0 pass, 1 fail, 2 usage or ledger error, 3 backend unavailable\n";
+    "exit status: 0 pass, 1 fail, 2 usage or ledger error, 3 backend unavailable,\n"
+    "130 interrupted (accept keeps the partial pack and ledger entry)\n";
 
 static void log_to_stderr(dg_log_level level, const char *msg, void *user)
 {
@@ -96,6 +101,8 @@ int main(int argc, char **argv)
         rc = cmd_compare(&c, argc - i, argv + i);
     else if (strcmp(verb, "profile") == 0)
         rc = cmd_profile(&c, argc - i, argv + i);
+    else if (strcmp(verb, "accept") == 0)
+        rc = cmd_accept(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {

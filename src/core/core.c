@@ -28,6 +28,7 @@ const char *dg_status_name(dg_status st)
     case DG_ERR_SCHEMA: return "schema";
     case DG_ERR_NOT_FOUND: return "not-found";
     case DG_ERR_TIMEOUT: return "timeout";
+    case DG_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown";
 }

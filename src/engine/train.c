@@ -587,6 +587,10 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
     losses = cJSON_CreateArray();
     for (int g = 0; g < total && st == DG_OK; g++) {
         int ep = g / steps, s = g % steps;
+        if (o->cancel && *o->cancel) {
+            st = dg_fail(ctx, DG_ERR_INTERRUPTED, "train: interrupted at step %d of %d", g, total);
+            break;
+        }
         if (g == warmup) {
             if ((st = e->be->synchronize(e->bctx)) != DG_OK)
                 break;

@@ -681,6 +681,37 @@ done:
     return st;
 }
 
+dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status, const char *record_json)
+{
+    if (!lg || !lg->db)
+        return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no open ledger");
+    if (!id || !record_json)
+        return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no run id or no record");
+    dg_json_init();
+    cJSON *rec = cJSON_ParseWithOpts(record_json, NULL, 1);
+    if (!rec)
+        return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
+    const char *state = state_of(rec);
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(lg->db, "UPDATE runs SET exit_status = ?, state = ?, record = ? WHERE id = ?", -1,
+                                &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int(stmt, 1, exit_status);
+        sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 3, record_json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 4, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(stmt);
+    }
+    dg_status st = DG_OK;
+    if (rc != SQLITE_DONE)
+        st = lg_fail(ctx, lg, rc, "updating a run");
+    else if (sqlite3_changes(lg->db) != 1)
+        st = dg_fail(ctx, DG_ERR_NOT_FOUND, "ledger %s: no run %s to update", lg->shown, id);
+    sqlite3_finalize(stmt);
+    cJSON_Delete(rec);
+    return st;
+}
+
 /* ---- list / show -------------------------------------------------------------- */
 
 #define ENTRY_COLUMNS "id, seq, verb, started_at, exit_status, state, host, git_commit"

@@ -56,9 +56,10 @@ typedef enum ended {
     ENDED_SIGNAL,
     ENDED_TIMEOUT,
     ENDED_FAILED,
+    ENDED_INTERRUPTED,
 } ended;
 
-static const char *const ended_names[] = {"ok", "device-oom", "signal", "timeout", "failed"};
+static const char *const ended_names[] = {"ok", "device-oom", "signal", "timeout", "failed", "interrupted"};
 
 /* One trial's outcome as the sweep logic needs it; json is its record entry. */
 typedef struct trial {
@@ -67,6 +68,7 @@ typedef struct trial {
     bool budget;   /* device-oom because the memory budget would be exceeded */
     bool swapped;  /* swap grew past the limit */
     double sps;    /* samples/s, NAN when not reported */
+    double wall_s; /* spawn to reap */
     cJSON *json;
 } trial;
 
@@ -211,6 +213,7 @@ static void add_train_args(args *a, const dg_train_opts *o)
 typedef struct child_run {
     bool started;      /* false: posix_spawn failed (reason in err_line) */
     bool timed_out;
+    bool interrupted; /* the caller's cancel flag ended it */
     int exit_code;     /* -1 when killed by a signal */
     int sig;           /* terminating signal, 0 if none */
     dg_capbuf out; /* the result pipe */
@@ -235,10 +238,11 @@ static void first_line(char *dst, size_t n, const char *text)
     dg_copy_clean(dst, n, tmp);
 }
 
-/* Spawns exe with argv, reads the result pipe and stderr until the child ends
- * or timeout_s passes (then its group is killed), and reaps it. false only
- * when out of memory. */
-static bool run_child(const char *exe, char *const argv[], double timeout_s, child_run *r)
+/* Spawns exe with argv, reads the result pipe and stderr until the child ends,
+ * timeout_s passes or *cancel is set (then its group is killed), and reaps it.
+ * false only when out of memory. */
+static bool run_child(const char *exe, char *const argv[], double timeout_s, const volatile sig_atomic_t *cancel,
+                      child_run *r)
 {
     memset(r, 0, sizeof *r);
     r->out.cap = RESULT_MAX;
@@ -338,8 +342,10 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s, chi
             st = -1;
             break;
         }
-        if (dg_now() >= deadline) {
-            r->timed_out = true;
+        bool cancelled = cancel && *cancel;
+        if (cancelled || dg_now() >= deadline) {
+            r->timed_out = !cancelled;
+            r->interrupted = cancelled;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -500,14 +506,14 @@ static trial *run_trial(sweep *s, int b)
     }
     dg_log(s->ctx, DG_LOG_INFO, "sweep: trial at batch %d", b);
     child_run r;
-    bool mem_ok = run_child(s->exe, a.v, s->timeout_s, &r);
+    bool mem_ok = run_child(s->exe, a.v, s->timeout_s, s->train.cancel, &r);
     args_free(&a);
     if (!mem_ok) {
         dg_free(r.out.data);
         cJSON_Delete(t->json);
         return NULL;
     }
-    cJSON *rec = r.started && !r.timed_out && r.sig == 0 ? parse_record(&r.out) : NULL;
+    cJSON *rec = r.started && !r.timed_out && !r.interrupted && r.sig == 0 ? parse_record(&r.out) : NULL;
     const char *status = rec ? cJSON_GetObjectItemCaseSensitive(rec, "status")->valuestring : NULL;
     const cJSON *errj = cJSON_GetObjectItemCaseSensitive(rec, "error");
     char reason[640] = "";
@@ -516,6 +522,9 @@ static trial *run_trial(sweep *s, int b)
     if (!r.started) {
         t->end = ENDED_FAILED;
         snprintf(reason, sizeof reason, "%s", r.err_line);
+    } else if (r.interrupted) {
+        t->end = ENDED_INTERRUPTED;
+        snprintf(reason, sizeof reason, "interrupted; process group killed");
     } else if (r.timed_out) {
         t->end = ENDED_TIMEOUT;
         snprintf(reason, sizeof reason, "no result within %g s; process group killed", s->timeout_s);
@@ -555,6 +564,7 @@ static trial *run_trial(sweep *s, int b)
     if (t->end == ENDED_OOM)
         cJSON_AddBoolToObject(j, "budget", t->budget);
     trial_metrics(t, rec, s->warmup, s->swap_limit);
+    t->wall_s = r.wall_s;
     cJSON_AddItemToObject(j, "wall_s", dg_json_metric(r.wall_s, r.started, "s"));
     cJSON_Delete(rec);
     dg_free(r.out.data);
@@ -624,6 +634,7 @@ static const char *stop_reason(const trial *t)
     case ENDED_SIGNAL: return "signal";
     case ENDED_TIMEOUT: return "timeout";
     case ENDED_FAILED: return "failed";
+    case ENDED_INTERRUPTED: return "interrupted";
     case ENDED_OK: break;
     }
     return "swap";
@@ -700,6 +711,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON_AddNumberToObject(spec, "timed_steps", s->timed);
     cJSON_AddNumberToObject(spec, "sync_every", s->train.sync_every > 0 ? s->train.sync_every : 1);
     cJSON_AddNumberToObject(spec, "trial_timeout_s", s->timeout_s);
+    if (opts->max_trial_s > 0)
+        cJSON_AddNumberToObject(spec, "max_trial_s", opts->max_trial_s);
+    else
+        cJSON_AddNullToObject(spec, "max_trial_s");
     cJSON_AddNumberToObject(spec, "swap_growth_mib", s->swap_limit / 1048576.0);
     st = settle_budget(s, spec);
     if (st != DG_OK) {
@@ -722,6 +737,11 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
         }
         cJSON_AddItemReferenceToArray(trials, t->json);
         at = t->batch;
+        if (t->end == ENDED_INTERRUPTED) {
+            why = "interrupted";
+            st = DG_ERR_INTERRUPTED;
+            break;
+        }
         if (!good(t)) {
             why = stop_reason(t);
             first_bad = t->batch;
@@ -735,6 +755,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
         prev_sps = t->sps;
         if (falls >= 2) {
             why = "throughput-falling";
+            break;
+        }
+        if (opts->max_trial_s > 0 && t->wall_s > opts->max_trial_s && b < to) {
+            why = "time"; /* the next size would take about twice as long */
             break;
         }
     }
@@ -755,6 +779,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
                 break;
             }
             cJSON_AddItemReferenceToArray(bis, t->json);
+            if (t->end == ENDED_INTERRUPTED) {
+                st = DG_ERR_INTERRUPTED;
+                break;
+            }
             if (good(t))
                 g = m;
             else
@@ -811,7 +839,8 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
                                         : NULL);
     cJSON_AddNumberToObject(root, "good_trials", good_n);
 
-    if (st == DG_OK) {
+    if (st == DG_OK || st == DG_ERR_INTERRUPTED) {
+        /* An interrupted sweep still returns the trials it ran. */
         *json = dg_json_print(root);
         if (!*json)
             st = DG_ERR_NOMEM;
@@ -822,6 +851,8 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     dg_free(s);
     if (st == DG_ERR_NOMEM)
         return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
+    if (st == DG_ERR_INTERRUPTED)
+        return dg_fail(ctx, st, "sweep: interrupted at batch %d", at);
     return st;
 }
 

@@ -1,0 +1,234 @@
+/* The end every evidence-producing verb shares (accept, run): rules, decision
+ * and final gate; one ledger entry; the evidence pack (report.html, report.json,
+ * report.md, trace.json); the terminal summary. Nothing measured is lost: when
+ * the ledger or a pack file cannot be written the others still are, and the
+ * record is saved beside the working directory (cli_record). */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* mkdir -p; false with errno set. */
+static bool make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return false;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) == 0 || errno == EEXIST;
+}
+
+/* Writes text to dir/name through a temporary file and a rename, so a reader
+ * never sees half a file and a full disk leaves the old one. */
+static bool write_file(const char *dir, const char *name, const char *text)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        cli_error("pack: cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    ok = fflush(f) == 0 && ok;
+    int e = errno;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0)
+        return true;
+    e = errno ? errno : e;
+    unlink(tmp);
+    cli_error("pack: cannot write %s: %s", path, strerror(e));
+    return false;
+}
+
+/* Moves the trace file at src into dir/trace.json (copying across file systems). */
+static bool move_trace(const char *src, const char *dir)
+{
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/trace.json", dir);
+    if (rename(src, dst) == 0)
+        return true;
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
+    bool ok = in && out;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    ok = ok && !ferror(in);
+    if (in)
+        fclose(in);
+    if (out)
+        ok = fclose(out) == 0 && ok;
+    if (ok)
+        unlink(src);
+    else
+        cli_error("pack: cannot move the trace %s to %s: %s", src, dst, strerror(errno));
+    return ok;
+}
+
+/* A run id for a pack that has no ledger entry: the time and the pid. */
+static void local_id(char *buf, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    char ts[24] = "unknown-time";
+    if (gmtime_r(&t, &tm))
+        strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tm);
+    snprintf(buf, len, "%s-p%ld", ts, (long)getpid());
+}
+
+/* Opens the ledger the options name; NULL (message printed) when it cannot. */
+static dg_ledger *open_ledger(cli *c)
+{
+    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
+    const char *path = c->ledger_path ? c->ledger_path : def;
+    dg_ledger *lg = NULL;
+    if (!path) {
+        cli_error("ledger: cannot tell where the ledger goes (set DEVGATE_LEDGER or --ledger)");
+    } else {
+        const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+        if (dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, &lg) != DG_OK)
+            cli_error("%s", dg_errmsg(c->ctx));
+    }
+    dg_string_free(def);
+    return lg;
+}
+
+/* Renders rec in fmt and writes it to dir/name; false when either fails. */
+static bool write_rendered(cli *c, const char *json, dg_report_format fmt, const char *dir, const char *name)
+{
+    char *out = NULL;
+    dg_status st = dg_report_render(c->ctx, json, fmt, &out);
+    if (st != DG_OK) {
+        cli_error("pack: rendering %s: %s", name, dg_errmsg(c->ctx));
+        return false;
+    }
+    bool ok = write_file(dir, name, out);
+    dg_string_free(out);
+    return ok;
+}
+
+int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds, const char *out_dir,
+                        int exit_status)
+{
+    char *done = NULL;
+    dg_status st = dg_evidence_finish(c->ctx, record_json, thresholds, &done);
+    if (st != DG_OK) {
+        /* The rules could not run: keep the measurements anyway. */
+        cli_error("%s: judging the record: %s", verb, dg_errmsg(c->ctx));
+        cli_record(c, verb, record_json, EXIT_USAGE, NULL);
+        return EXIT_USAGE;
+    }
+    cJSON *rec = cJSON_Parse(done);
+    dg_string_free(done);
+    if (!rec) {
+        cli_error("%s: out of memory", verb);
+        return EXIT_USAGE;
+    }
+    const cJSON *fg = cJSON_GetObjectItem(rec, "final_gate");
+    if (exit_status == EXIT_PASS && jnum(fg, "fail_findings", 0) > 0)
+        exit_status = EXIT_FAIL;
+
+    /* One ledger entry first, for its id; the final record replaces it below. */
+    int rc = exit_status;
+    dg_ledger *lg = NULL;
+    char *run_id = NULL, id[64];
+    if (!c->no_ledger) {
+        char *first = cJSON_PrintUnformatted(rec);
+        lg = first ? open_ledger(c) : NULL;
+        if (lg && dg_ledger_record(c->ctx, lg, verb, exit_status, first, &run_id) != DG_OK) {
+            cli_error("%s", dg_errmsg(c->ctx));
+            dg_ledger_close(lg);
+            lg = NULL;
+        }
+        cJSON_free(first);
+        if (!lg)
+            rc = EXIT_USAGE; /* the record is saved below, beside the pack */
+    }
+    if (run_id)
+        snprintf(id, sizeof id, "%s", run_id);
+    else
+        local_id(id, sizeof id);
+    cJSON_ReplaceItemInObject(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
+
+    /* The pack. */
+    char dir[4096];
+    snprintf(dir, sizeof dir, out_dir ? "%s" : "devgate-report/%s", out_dir ? out_dir : id);
+    bool dir_ok = make_dirs(dir);
+    if (!dir_ok)
+        cli_error("pack: cannot create %s: %s", dir, strerror(errno));
+    cJSON *files = cJSON_CreateArray();
+    cJSON *prof = cJSON_GetObjectItem(rec, "profile");
+    const char *trace = jstr(prof, "trace", NULL);
+    if (dir_ok && trace && access(trace, R_OK) == 0 && move_trace(trace, dir)) {
+        cJSON_ReplaceItemInObject(prof, "trace", cJSON_CreateString("trace.json"));
+        cJSON_AddItemToArray(files, cJSON_CreateString("trace.json"));
+    }
+    static const struct {
+        const char *name;
+        dg_report_format fmt;
+    } pack[] = {{"report.json", DG_REPORT_JSON}, {"report.html", DG_REPORT_HTML}, {"report.md", DG_REPORT_MD}};
+    for (size_t i = 0; i < sizeof pack / sizeof pack[0]; i++)
+        cJSON_AddItemToArray(files, cJSON_CreateString(pack[i].name));
+    cJSON *pk = cJSON_CreateObject();
+    cJSON_AddStringToObject(pk, "dir", dir);
+    cJSON_AddItemToObject(pk, "files", files);
+    if (cJSON_GetObjectItem(rec, "pack"))
+        cJSON_ReplaceItemInObject(rec, "pack", pk);
+    else
+        cJSON_AddItemToObject(rec, "pack", pk);
+
+    char *json = cJSON_Print(rec);
+    bool pack_ok = dir_ok && json;
+    for (size_t i = 0; pack_ok && i < sizeof pack / sizeof pack[0]; i++)
+        pack_ok = write_rendered(c, json, pack[i].fmt, dir, pack[i].name);
+    if (!pack_ok)
+        rc = EXIT_USAGE;
+
+    if (lg && json && dg_ledger_update(c->ctx, lg, run_id, exit_status, json) != DG_OK) {
+        cli_error("%s", dg_errmsg(c->ctx));
+        rc = EXIT_USAGE;
+    }
+    dg_ledger_close(lg);
+    if (json && !pack_ok) {
+        /* The pack may not hold it: save it where cli_record does. */
+        const char *saved = cli_save_unrecorded(verb, json);
+        if (saved)
+            cli_error("the record was not lost: saved to %s", saved);
+        else
+            fprintf(stderr, "%s\n", json);
+    } else if (json && !c->no_ledger && !run_id) {
+        cli_error("the record was not lost: it is in %s/report.json", dir);
+    }
+
+    if (c->json) {
+        if (json)
+            puts(json);
+    } else if (json) {
+        char *text = NULL;
+        if (dg_report_render(c->ctx, json, DG_REPORT_TEXT, &text) == DG_OK)
+            fputs(text, stdout);
+        else
+            cli_error("summary: %s", dg_errmsg(c->ctx));
+        dg_string_free(text);
+    }
+    cJSON_free(json);
+    cJSON_Delete(rec);
+    dg_string_free(run_id);
+    return exit_status == EXIT_INTERRUPTED ? exit_status : rc;
+}

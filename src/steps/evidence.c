@@ -1,0 +1,183 @@
+/* The end of every evidence record (accept and run): the rules and the
+ * decision, each step's verdict, and the final gate of the method: a
+ * throughput is promised only when the record holds the architecture proof,
+ * the device gate log, the batch sweep and the memory curve, no finding fails
+ * and the run was not interrupted (docs/schema/report.md, FINAL_GATE). */
+#include "core/core.h"
+#include "core/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const cJSON *item(const cJSON *o, const char *key)
+{
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+static int severity_rank(const char *s)
+{
+    return !s ? 0 : strcmp(s, "fail") == 0 ? 3 : strcmp(s, "warn") == 0 ? 2 : strcmp(s, "info") == 0 ? 1 : 0;
+}
+
+/* The section a finding speaks about: that of its first piece of evidence. */
+static const char *finding_section(const cJSON *f)
+{
+    const cJSON *ev = cJSON_GetArrayItem(item(f, "evidence"), 0);
+    return cJSON_GetStringValue(item(ev, "section"));
+}
+
+/* Each step that ran gets "fail" when it failed, else the most severe finding
+ * about its section, else "pass". Skipped and interrupted steps keep null. */
+static void set_verdicts(cJSON *rec, const cJSON *findings)
+{
+    static const char *const names[] = {NULL, "info", "warn", "fail"};
+    cJSON *step;
+    cJSON_ArrayForEach(step, item(rec, "steps"))
+    {
+        const char *name = cJSON_GetStringValue(item(step, "name"));
+        const char *status = cJSON_GetStringValue(item(step, "status"));
+        if (!name || !status || strcmp(status, "skipped") == 0 || strcmp(status, "interrupted") == 0)
+            continue;
+        int worst = strcmp(status, "failed") == 0 ? 3 : 0;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, findings)
+        {
+            const char *sec = finding_section(f);
+            int r = severity_rank(cJSON_GetStringValue(item(f, "severity")));
+            if (sec && strcmp(sec, name) == 0 && r > worst)
+                worst = r;
+        }
+        cJSON_ReplaceItemInObjectCaseSensitive(step, "verdict", cJSON_CreateString(worst ? names[worst] : "pass"));
+    }
+}
+
+static double metric_value(const cJSON *m)
+{
+    const cJSON *v = item(m, "value");
+    return cJSON_IsTrue(item(m, "valid")) && cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* Appends "what" to a "; "-separated list in buf. */
+static void list_add(char *buf, size_t len, const char *what)
+{
+    size_t n = strlen(buf);
+    if (n < len)
+        snprintf(buf + n, len - n, "%s%s", n ? "; " : "", what);
+}
+
+static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
+{
+    const cJSON *env = item(rec, "env"), *gate = item(rec, "gate"), *sweep = item(rec, "sweep"),
+                *soak = item(rec, "soak");
+    const cJSON *knee = item(item(sweep, "knee"), "batch");
+    bool proofs[4] = {
+        cJSON_IsObject(item(env, "arch")),
+        cJSON_GetArraySize(item(gate, "backends")) > 0,
+        cJSON_IsNumber(knee),
+        cJSON_GetArraySize(item(soak, "epochs")) >= 2,
+    };
+    static const char *const keys[4] = {"architecture", "gate_log", "sweep", "memory_curve"};
+    static const char *const shown[4] = {"the architecture proof", "the device gate log", "the batch sweep",
+                                         "the memory curve"};
+    cJSON *g = cJSON_CreateObject();
+    cJSON *p = cJSON_AddObjectToObject(g, "proofs");
+    cJSON *missing = cJSON_CreateArray();
+    char lacks[256] = "";
+    for (int i = 0; i < 4; i++) {
+        cJSON_AddBoolToObject(p, keys[i], proofs[i]);
+        if (!proofs[i]) {
+            cJSON_AddItemToArray(missing, cJSON_CreateString(keys[i]));
+            list_add(lacks, sizeof lacks, shown[i]);
+        }
+    }
+    int fails = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, findings)
+    {
+        fails += severity_rank(cJSON_GetStringValue(item(f, "severity"))) == 3;
+    }
+    const char *state = cJSON_GetStringValue(item(rec, "state"));
+    bool complete = state && strcmp(state, "complete") == 0;
+    const cJSON *safe = item(sweep, "safe_batch");
+    double sps = metric_value(item(safe, "samples_per_s"));
+    const cJSON *batch = item(safe, "batch");
+    bool accepted = cJSON_GetArraySize(missing) == 0 && fails == 0 && complete && !isnan(sps);
+
+    char why[512] = "", statement[640];
+    if (!complete)
+        list_add(why, sizeof why, state ? (strcmp(state, "interrupted") == 0 ? "the run was interrupted" : state)
+                                        : "the run has no state");
+    if (fails) {
+        char n[64];
+        snprintf(n, sizeof n, "%d fail finding%s", fails, fails == 1 ? "" : "s");
+        list_add(why, sizeof why, n);
+    }
+    if (lacks[0]) {
+        char m[300];
+        snprintf(m, sizeof m, "the pack lacks %s", lacks);
+        list_add(why, sizeof why, m);
+    }
+    if (!fails && !lacks[0] && complete && isnan(sps))
+        list_add(why, sizeof why, "the sweep found no safe batch");
+    const char *backend = cJSON_GetStringValue(item(item(sweep, "spec"), "backend"));
+    if (accepted)
+        snprintf(statement, sizeof statement, "accepted: %.0f samples/s at batch %.0f on %s (the sweep's safe batch)",
+                 sps, batch->valuedouble, backend ? backend : "the device");
+    else
+        snprintf(statement, sizeof statement, "not accepted: throughput is not promised (%s)", why);
+
+    cJSON_AddBoolToObject(g, "accepted", accepted);
+    cJSON_AddItemToObject(g, "missing", missing);
+    cJSON_AddNumberToObject(g, "fail_findings", fails);
+    cJSON_AddItemToObject(g, "throughput", dg_json_metric(isnan(sps) ? 0 : sps, !isnan(sps), "samples/s"));
+    if (cJSON_IsNumber(batch))
+        cJSON_AddNumberToObject(g, "batch", batch->valuedouble);
+    else
+        cJSON_AddNullToObject(g, "batch");
+    cJSON_AddStringToObject(g, "statement", statement);
+    return g;
+}
+
+/* Replaces (or adds) key in obj with val, taking ownership of val. */
+static void put(cJSON *obj, const char *key, cJSON *val)
+{
+    if (cJSON_GetObjectItemCaseSensitive(obj, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, key, val);
+    else
+        cJSON_AddItemToObject(obj, key, val);
+}
+
+dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides, char **json)
+{
+    dg_json_init();
+    *json = NULL;
+    if (!record_json)
+        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: no record");
+    cJSON *rec = cJSON_Parse(record_json);
+    const char *kind = cJSON_GetStringValue(item(rec, "kind"));
+    if (!cJSON_IsObject(rec) || !kind || (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0)) {
+        cJSON_Delete(rec);
+        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record");
+    }
+    char *dj = NULL;
+    dg_status st = dg_diagnose(ctx, record_json, overrides, &dj);
+    cJSON *diag = st == DG_OK ? cJSON_Parse(dj) : NULL;
+    dg_string_free(dj);
+    if (st != DG_OK || !diag) {
+        cJSON_Delete(rec);
+        return st != DG_OK ? st : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
+    }
+    static const char *const moved[] = {"thresholds", "findings", "decision"};
+    for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++) {
+        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(diag, moved[i]);
+        put(rec, moved[i], v ? v : cJSON_CreateNull());
+    }
+    cJSON_Delete(diag);
+    const cJSON *findings = item(rec, "findings");
+    set_verdicts(rec, findings);
+    put(rec, "final_gate", final_gate(rec, findings));
+    *json = dg_json_print(rec);
+    cJSON_Delete(rec);
+    return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
+}
