@@ -1,0 +1,163 @@
+"""Helpers without state: JSON cleaning, process memory, out-of-memory
+recognition, device names. Standard library only; torch is looked up in
+sys.modules and never imported here."""
+
+import math
+import numbers
+import os
+import re
+import sys
+
+PROTOCOL_VERSION = 1
+MAX_TEXT = 2048  # characters kept of any free-text string in an event
+_MAX_DEPTH = 8
+
+
+def clean(obj, depth=0):
+    """Returns obj as plain JSON data: non-finite floats become None, numpy and
+    other number types become int/float, strings are cut to MAX_TEXT, anything
+    else becomes a short string. Never reads a tensor's value (that would make
+    the device wait)."""
+    if obj is None or isinstance(obj, bool):
+        return obj
+    if isinstance(obj, str):
+        return obj if len(obj) <= MAX_TEXT else obj[:MAX_TEXT]
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if depth >= _MAX_DEPTH:
+        return None
+    if isinstance(obj, dict):
+        return {str(k)[:MAX_TEXT]: clean(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean(v, depth + 1) for v in obj]
+    if type(obj).__module__.startswith("torch"):
+        # A tensor (or other torch object): describe it, never print its values.
+        shape = getattr(obj, "shape", None)
+        dev = getattr(obj, "device", None)
+        return "<%s shape=%s device=%s>" % (type(obj).__name__, tuple(shape) if shape is not None else "?", dev)
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    try:
+        s = str(obj)
+    except Exception:
+        s = "<%s>" % type(obj).__name__
+    return s[:MAX_TEXT]
+
+
+def split_device(device):
+    """'cuda:1' -> ('cuda', 1); 'mps' -> ('mps', None); None -> ('cpu', None)."""
+    s = "cpu" if device is None else str(device)
+    kind, _, index = s.partition(":")
+    kind = kind.strip().lower()
+    try:
+        idx = int(index) if index else None
+    except ValueError:
+        idx = None
+    return kind, idx
+
+
+def rss_bytes():
+    """The process's resident bytes now, or None when they cannot be read.
+    Linux: /proc/self/statm. macOS: proc_pid_rusage (ri_resident_size)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            fields = f.read().split()
+        return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    if sys.platform == "darwin":
+        return _darwin_resident()
+    return None
+
+
+def _darwin_resident():
+    try:
+        import ctypes
+        import ctypes.util
+
+        name = ctypes.util.find_library("proc")
+        if not name:
+            return None
+        lib = ctypes.CDLL(name)
+        buf = ctypes.create_string_buffer(512)  # rusage_info_v0 is 96 bytes
+        if lib.proc_pid_rusage(ctypes.c_int(os.getpid()), ctypes.c_int(0), buf) != 0:
+            return None
+        # rusage_info_v0: uuid[16], then uint64 user_time, system_time,
+        # pkg_idle_wkups, interrupt_wkups, pageins, wired_size, resident_size (@64).
+        return int.from_bytes(buf.raw[64:72], sys.byteorder)
+    except Exception:
+        return None
+
+
+def max_rss_bytes():
+    """The process's peak resident bytes (getrusage), or None. Only a maximum:
+    never used as the current footprint."""
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+    except Exception:
+        return None
+
+
+_OOM_TEXT = (
+    ("cuda", re.compile(r"CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED")),
+    ("mps", re.compile(r"MPS backend out of memory")),
+    ("cpu", re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"
+                       r"|can't allocate memory|not enough memory")),
+)
+
+
+def oom_device(exc):
+    """The device kind ("cuda", "mps", "cpu") whose memory ran out, when exc is
+    an out-of-memory error; None otherwise."""
+    if isinstance(exc, MemoryError):
+        return "cpu"
+    torch = sys.modules.get("torch")
+    cls = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch else None
+    if isinstance(cls, type) and isinstance(exc, cls):
+        return "cuda"
+    if not isinstance(exc, RuntimeError):
+        return None
+    try:
+        text = str(exc)
+    except Exception:
+        return None
+    for kind, pattern in _OOM_TEXT:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def is_oom(exc):
+    """True when exc is an out-of-memory error of cuda, mps or the cpu."""
+    return oom_device(exc) is not None
+
+
+def describe(exc):
+    """'Type: message', cut to MAX_TEXT."""
+    try:
+        text = "%s: %s" % (type(exc).__name__, exc)
+    except Exception:
+        text = type(exc).__name__
+    return text[:MAX_TEXT]
+
+
+# PyTorch's MPS fallback warning (PYTORCH_ENABLE_MPS_FALLBACK=1), e.g.
+# "The operator 'aten::nonzero' is not currently supported on the MPS backend and
+# will fall back to run on the CPU. This may have performance implications."
+_FALLBACK = re.compile(
+    r"The operator '([^']{1,200})' is not (?:currently )?(?:supported|implemented) "
+    r"(?:on|for) the MPS (?:backend|device)")
+
+
+def fallback_op(text):
+    """The operator named in PyTorch's MPS fallback warning text, or None."""
+    m = _FALLBACK.search(text or "")
+    return m.group(1) if m else None
