@@ -64,6 +64,17 @@ bool opt_value(int argc, char **argv, int *i, const char *name, const char **val
  * .weight_decay = -1}. */
 int cli_parse_train_opt(cli *c, int argc, char **argv, int *i, dg_train_opts *o);
 
+/* Runs the rules and the decision on the record, applies the final gate, writes the evidence pack (out_dir or ./devgate-report/RUN_ID/), records the ledger entry and prints the summary (or the JSON); returns the exit status. */
+int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds, const char *out_dir,
+                        int exit_status);
+
+/* Exit statuses of `devgate run` beyond the common ones (docs/cli.md). */
+enum {
+    EXIT_RUN_TIMEOUT = 124,   /* the program ran past --timeout and was killed */
+    EXIT_RUN_NOEXEC = 126,    /* the program exists but could not be started */
+    EXIT_RUN_NOTFOUND = 127,  /* no such program */
+};
+
 int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
@@ -73,4 +84,7 @@ int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a ch
 int cmd_soak(cli *c, int argc, char **argv);
 int cmd_compare(cli *c, int argc, char **argv);
 int cmd_profile(cli *c, int argc, char **argv);
+int cmd_run(cli *c, int argc, char **argv);
+/* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
+int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
 #endif

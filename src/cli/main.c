@@ -33,6 +33,13 @@ static const char usage_text[] =
     "        the same run on cpu and the device against a float64 reference\n"
     "  profile [train options] [--warmup N] [--window N] [--trace FILE] [--json]\n"
     "        phases, per-op table with fallbacks, and a Chrome trace\n"
+    "  run [--label L] [--sample-ms N] [--timeout D] [-o DIR] [--threshold NAME=VALUE]...\n"
+    "        [--no-env] [--json] -- CMD ARGS...\n"
+    "        supervise your own training program: its events (DEVGATE_EVENTS_FD), its\n"
+    "        process tree's memory and CPU, timeout and signals; exit 124 timeout,\n"
+    "        127 no such program, 130 interrupted\n"
+    "  compare RUN_A RUN_B [--force] [--json]\n"
+    "        two recorded runs (ledger ids, prefixes or record files) side by side\n"
     "  ledger list [--limit N] [--json]\n"
     "  ledger show ID [--json]\n"
     "  ledger diff A B [--force] [--json]\n"
@@ -96,6 +103,8 @@ int main(int argc, char **argv)
         rc = cmd_compare(&c, argc - i, argv + i);
     else if (strcmp(verb, "profile") == 0)
         rc = cmd_profile(&c, argc - i, argv + i);
+    else if (strcmp(verb, "run") == 0)
+        rc = cmd_run(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {
