@@ -255,6 +255,55 @@ typedef enum dg_report_format {
  * DG_ERR_FORMAT when the record does not parse or is not an evidence record. */
 dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_format fmt, char **out);
 
+/* ---- run: supervising the user's own program (docs/events.md) ------------- */
+
+typedef struct dg_run_opts {
+    const char *const *argv;   /* the program (argv[0], searched in PATH) and its arguments; NULL-terminated */
+    const char *label;         /* free text kept in the record, or NULL */
+    int sample_ms;             /* process-tree sampling period (<= 0: 200) */
+    double timeout_s;          /* wall-clock limit (<= 0: none); then SIGTERM to the tree, SIGKILL after grace_s */
+    double grace_s;            /* SIGTERM to SIGKILL (<= 0: 2 s) */
+    /* Where the caller's SIGINT/SIGTERM handler stores the signal number (may
+     * be NULL). The library installs no handler: it polls this, forwards each
+     * new value to the program's process group and marks the run interrupted;
+     * the tree is killed if it is still there grace_s later. */
+    const volatile sig_atomic_t *forward;
+    bool no_env;               /* skip the environment proof (dg_env_run) */
+    bool no_nvml;              /* do not load NVML for the tree's GPU memory */
+    bool stdout_to_stderr;     /* the program's stdout goes to stderr (stdout kept for JSON) */
+    size_t max_line;           /* event line cap in bytes (0: 65536) */
+    double events_rate;        /* step, phase and fallback events kept per 1 s window (0: 1000) */
+    size_t max_steps;          /* step events stored; later ones summarised (0: 100000) */
+    size_t series_points;      /* points of the sampled series in the record (0: 600) */
+} dg_run_opts;
+
+/* Runs opts->argv without a shell in its own process group, with an events
+ * pipe on fd 3 (DEVGATE_EVENTS_FD=3 in its environment, the rest of the
+ * environment passed through, stdin on /dev/null), reads its events
+ * (docs/events.md), samples its process tree, enforces the timeout, forwards
+ * signals, and kills descendants left behind when it exits. For the duration
+ * the calling process is made a child subreaper (PR_SET_CHILD_SUBREAPER; the
+ * old setting is restored) so orphaned descendants stay visible; only the
+ * run's own processes are reaped. *json gets the evidence record of kind
+ * "run" (docs/schema/report.md; supervise section in docs/events.md) whatever
+ * the program did: its exit status, signal, timeout or interruption are in
+ * the record, not in the returned status. DG_ERR_USAGE empty argv;
+ * DG_ERR_NOT_FOUND the program does not exist; DG_ERR_IO it could not be
+ * started otherwise (not executable, no pipe...; *json NULL in both, the
+ * reason on ctx); DG_ERR_NOMEM. */
+dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *opts, char **json);
+
+/* Compares two run records (kind "run", as dg_run_supervise returns them or
+ * the ledger keeps them): speedup from the step-time medians and samples/s,
+ * busy fraction where known (the share of step time not waiting for data),
+ * the two memory curves (soak epochs) side by side, and loss agreement over
+ * the (epoch, step) pairs both reported. *json gets {"v", "kind":
+ * "compare-runs", ...} (docs/events.md). Runs whose input buckets (run_start's
+ * bucket) differ are refused with DG_ERR_USAGE and a message naming both,
+ * unless force. DG_ERR_FORMAT when a record does not parse or is not a run
+ * record. */
+dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force, char **json);
+
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 
 typedef struct dg_ledger dg_ledger;

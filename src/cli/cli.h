@@ -72,6 +72,13 @@ bool opt_value(int argc, char **argv, int *i, const char *name, const char **val
  * .weight_decay = -1}. */
 int cli_parse_train_opt(cli *c, int argc, char **argv, int *i, dg_train_opts *o);
 
+/* Exit statuses of `devgate run` beyond the common ones (docs/cli.md). */
+enum {
+    EXIT_RUN_TIMEOUT = 124,   /* the program ran past --timeout and was killed */
+    EXIT_RUN_NOEXEC = 126,    /* the program exists but could not be started */
+    EXIT_RUN_NOTFOUND = 127,  /* no such program */
+};
+
 int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
@@ -82,4 +89,7 @@ int cmd_soak(cli *c, int argc, char **argv);
 int cmd_compare(cli *c, int argc, char **argv);
 int cmd_profile(cli *c, int argc, char **argv);
 int cmd_accept(cli *c, int argc, char **argv);
+int cmd_run(cli *c, int argc, char **argv);
+/* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
+int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
 #endif

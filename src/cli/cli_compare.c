@@ -109,6 +109,34 @@ static void print_compare(const cJSON *r)
 
 int cmd_compare(cli *c, int argc, char **argv)
 {
+    /* Two positional arguments: compare two recorded runs (cli_compare_runs.c). */
+    const char *pos[3] = {NULL, NULL, NULL};
+    int npos = 0;
+    bool force = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (argv[i][0] != '-' && (i == 1 || argv[i - 1][0] != '-' || strcmp(argv[i - 1], "--json") == 0 ||
+                                  strcmp(argv[i - 1], "--force") == 0 || strcmp(argv[i - 1], "--no-ledger") == 0 ||
+                                  strcmp(argv[i - 1], "--quiet") == 0 || strchr(argv[i - 1], '=')))
+            pos[npos < 3 ? npos++ : 2] = argv[i];
+        else if (strcmp(argv[i], "--force") == 0)
+            force = true;
+    }
+    if (npos >= 1) {
+        for (int i = 1; i < argc; i++) {
+            if (argv[i][0] != '-' || strcmp(argv[i], "--force") == 0 || cli_common_opt(c, argc, argv, &i))
+                continue;
+            cli_error("compare: unknown option '%s' for comparing runs (compare RUN_A RUN_B [--force] [--json])",
+                      argv[i]);
+            return EXIT_USAGE;
+        }
+        if (npos != 2) {
+            cli_error("compare: give two runs (ledger ids, unique prefixes or record files): compare RUN_A RUN_B");
+            return EXIT_USAGE;
+        }
+        return cmd_compare_runs(c, pos[0], pos[1], force);
+    }
     dg_compare_opts o = {.train = CLI_TRAIN_DEFAULTS};
     const char *v;
     for (int i = 1; i < argc; i++) {
@@ -170,6 +198,205 @@ int cmd_compare(cli *c, int argc, char **argv)
         print_compare(rec);
         if (st == DG_OK && !ok)
             printf("  FAIL     drift beyond tolerance: losses or parameters of the runs disagree\n");
+        if (run_id)
+            printf("  recorded as %s\n", run_id);
+    }
+    cJSON_Delete(rec);
+    dg_string_free(json);
+    dg_string_free(run_id);
+    return rrc;
+}
+
+/* ---- compare RUN_A RUN_B: two recorded runs of `devgate run` ---------------------- */
+
+/* The record text of a run given as a record file or a ledger id/prefix, to
+ * free with cJSON_free; NULL with a message and *rc set. */
+static char *load_run(cli *c, const char *arg, int *rc)
+{
+    FILE *f = fopen(arg, "rb");
+    if (f) {
+        size_t cap = 1 << 16, len = 0;
+        char *buf = malloc(cap);
+        size_t got;
+        while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+            len += got;
+            if (len + 1 == cap) {
+                if (cap >= ((size_t)1 << 30)) {
+                    free(buf);
+                    buf = NULL;
+                    break;
+                }
+                char *nb = realloc(buf, cap * 2);
+                if (!nb) {
+                    free(buf);
+                    buf = NULL;
+                    break;
+                }
+                buf = nb;
+                cap *= 2;
+            }
+        }
+        fclose(f);
+        if (!buf) {
+            cli_error("compare: cannot read %s", arg);
+            *rc = EXIT_USAGE;
+            return NULL;
+        }
+        buf[len] = '\0';
+        /* Re-printed through cJSON, so every path returns cJSON_free memory. */
+        cJSON *doc = cJSON_Parse(buf);
+        free(buf);
+        char *txt = doc ? cJSON_PrintUnformatted(doc) : NULL;
+        cJSON_Delete(doc);
+        if (!txt) {
+            cli_error("compare: %s is not a JSON record", arg);
+            *rc = EXIT_USAGE;
+        }
+        return txt;
+    }
+    if (c->no_ledger) {
+        cli_error("compare: %s is not a readable file and --no-ledger leaves no ledger to look it up in", arg);
+        *rc = EXIT_USAGE;
+        return NULL;
+    }
+    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
+    const char *path = c->ledger_path ? c->ledger_path : def;
+    if (!path) {
+        cli_error("compare: cannot tell where the ledger is (set DEVGATE_LEDGER or --ledger)");
+        *rc = EXIT_USAGE;
+        return NULL;
+    }
+    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    dg_ledger *lg = NULL;
+    dg_status st = dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, &lg);
+    dg_string_free(def);
+    char *entry = NULL;
+    if (st == DG_OK)
+        st = dg_ledger_show(c->ctx, lg, arg, &entry);
+    dg_ledger_close(lg);
+    if (st != DG_OK) {
+        cli_error("compare: %s", dg_errmsg(c->ctx));
+        *rc = st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
+        return NULL;
+    }
+    /* The entry's record, with the ledger id as its run_id. */
+    cJSON *e = cJSON_Parse(entry);
+    dg_string_free(entry);
+    cJSON *rec = cJSON_DetachItemFromObject(e, "record");
+    if (cJSON_IsObject(rec)) {
+        const cJSON *id = cJSON_GetObjectItem(e, "id");
+        if (cJSON_IsString(id)) {
+            cJSON_DeleteItemFromObject(rec, "run_id");
+            cJSON_AddStringToObject(rec, "run_id", id->valuestring);
+        }
+    }
+    char *out = rec ? cJSON_PrintUnformatted(rec) : NULL;
+    cJSON_Delete(rec);
+    cJSON_Delete(e);
+    if (!out) {
+        cli_error("compare: run %s has no record", arg);
+        *rc = EXIT_USAGE;
+    }
+    return out;
+}
+
+static void cell_metric(char *buf, size_t n, const cJSON *run, const char *key, const char *fmt, double scale)
+{
+    double v = jmetric(run, key);
+    if (isnan(v))
+        snprintf(buf, n, "not reported");
+    else
+        snprintf(buf, n, fmt, v * scale);
+}
+
+static void print_compare_runs(const cJSON *r)
+{
+    const cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 0);
+    const cJSON *rb = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 1);
+    printf("devgate compare · A %s · B %s%s\n\n", jstr(ra, "run_id", "(file)"), jstr(rb, "run_id", "(file)"),
+           cJSON_IsTrue(cJSON_GetObjectItem(r, "forced")) ? " · input buckets differ (--force)" : "");
+    printf("  %-14s %-34s %-34s\n", "", "A", "B");
+    char a[160], b[160];
+    for (int k = 0; k < 2; k++) {
+        const cJSON *run = k ? rb : ra;
+        char *buf = k ? b : a;
+        size_t off = 0;
+        buf[0] = '\0';
+        const cJSON *arg;
+        cJSON_ArrayForEach(arg, cJSON_GetObjectItem(run, "cmd"))
+        off += (size_t)snprintf(buf + off, off < 160 ? 160 - off : 0, "%s%s", off ? " " : "",
+                                cJSON_IsString(arg) ? arg->valuestring : "?");
+    }
+    printf("  %-14s %-34.34s %-34.34s\n", "command", a, b);
+    printf("  %-14s %-34.34s %-34.34s\n", "label", jstr(ra, "label", "-"), jstr(rb, "label", "-"));
+    printf("  %-14s %-34.34s %-34.34s\n", "device", jstr(ra, "device", "-"), jstr(rb, "device", "-"));
+    printf("  %-14s %-34.34s %-34.34s\n", "state", jstr(ra, "state", "-"), jstr(rb, "state", "-"));
+    cell_metric(a, sizeof a, ra, "step_ms", "%.3f ms", 1);
+    cell_metric(b, sizeof b, rb, "step_ms", "%.3f ms", 1);
+    printf("  %-14s %-34s %-34s\n", "step (median)", a, b);
+    cell_metric(a, sizeof a, ra, "samples_per_s", "%.1f samples/s", 1);
+    cell_metric(b, sizeof b, rb, "samples_per_s", "%.1f samples/s", 1);
+    printf("  %-14s %-34s %-34s\n", "throughput", a, b);
+    cell_metric(a, sizeof a, ra, "busy_fraction", "%.0f%%", 100);
+    cell_metric(b, sizeof b, rb, "busy_fraction", "%.0f%%", 100);
+    printf("  %-14s %-34s %-34s\n", "busy", a, b);
+    const cJSON *sp = cJSON_GetObjectItem(r, "speedup");
+    double st = jmetric(sp, "step_time"), ss = jmetric(sp, "samples_per_s");
+    snprintf(a, sizeof a, isnan(st) ? "not reported" : "%.3fx", st);
+    snprintf(b, sizeof b, isnan(ss) ? "not reported" : "%.3fx", ss);
+    printf("\n  speedup B/A    step time %s · samples/s %s\n", a, b);
+    const cJSON *mem = cJSON_GetObjectItem(r, "memory");
+    const cJSON *ma = cJSON_GetObjectItem(mem, "a"), *mb = cJSON_GetObjectItem(mem, "b");
+    int na = cJSON_GetArraySize(ma), nb = cJSON_GetArraySize(mb);
+    if (na || nb) {
+        printf("\n  %-6s %12s %12s   %12s %12s\n", "epoch", "A allocated", "A footprint", "B allocated", "B footprint");
+        for (int i = 0; i < (na > nb ? na : nb); i++) {
+            const cJSON *ea = cJSON_GetArrayItem(ma, i), *eb = cJSON_GetArrayItem(mb, i);
+            char x[24], y[24], z[24], w[24];
+            fmt_bytes(x, sizeof x, cJSON_GetObjectItem(ea, "allocated"));
+            fmt_bytes(y, sizeof y, cJSON_GetObjectItem(ea, "rss"));
+            fmt_bytes(z, sizeof z, cJSON_GetObjectItem(eb, "allocated"));
+            fmt_bytes(w, sizeof w, cJSON_GetObjectItem(eb, "rss"));
+            printf("  %-6d %12s %12s   %12s %12s\n", i, ea ? x : "-", ea ? y : "-", eb ? z : "-", eb ? w : "-");
+        }
+    } else {
+        printf("\n  memory         neither run reported epoch watermarks\n");
+    }
+    const cJSON *l = cJSON_GetObjectItem(r, "loss");
+    const cJSON *agree = cJSON_GetObjectItem(l, "agree");
+    if (cJSON_IsBool(agree))
+        printf("  loss           %g (epoch, step) pairs · max difference %.3g (relative %.3g) · %s (tolerance %g)\n",
+               jnum(l, "pairs", 0), jmetric(l, "max_abs_diff"), jmetric(l, "max_rel_diff"),
+               cJSON_IsTrue(agree) ? "agree" : "DISAGREE", jnum(l, "tolerance", 0));
+    else
+        printf("  loss           no (epoch, step) reported a loss in both runs\n");
+}
+
+int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
+{
+    int rc = EXIT_PASS;
+    char *a = load_run(c, ida, &rc);
+    char *b = a ? load_run(c, idb, &rc) : NULL;
+    if (!a || !b) {
+        cJSON_free(a);
+        cJSON_free(b);
+        return rc;
+    }
+    char *json = NULL;
+    dg_status st = dg_compare_runs(c->ctx, a, b, force, &json);
+    cJSON_free(a);
+    cJSON_free(b);
+    if (st != DG_OK) {
+        cli_error("%s", dg_errmsg(c->ctx));
+        return EXIT_USAGE;
+    }
+    cJSON *rec = cJSON_Parse(json);
+    char *run_id = NULL;
+    int rrc = cli_record(c, "compare-runs", json, EXIT_PASS, &run_id);
+    if (c->json) {
+        cli_print_json(rec, run_id);
+    } else if (!c->quiet) {
+        print_compare_runs(rec);
         if (run_id)
             printf("  recorded as %s\n", run_id);
     }

@@ -37,6 +37,13 @@ static const char usage_text[] =
     "        [--spec FILE] [--label TEXT] [--python PATH] [-o DIR] [--json] [--quiet]\n"
     "        the main job: every step above, the rules, the decision, the evidence\n"
     "        pack (default ./devgate-report/RUN_ID/) and one ledger entry\n"
+    "  run [--label L] [--sample-ms N] [--timeout D] [-o DIR] [--threshold NAME=VALUE]...\n"
+    "        [--no-env] [--json] -- CMD ARGS...\n"
+    "        supervise your own training program: its events (DEVGATE_EVENTS_FD), its\n"
+    "        process tree's memory and CPU, timeout and signals; exit 124 timeout,\n"
+    "        127 no such program, 130 interrupted\n"
+    "  compare RUN_A RUN_B [--force] [--json]\n"
+    "        two recorded runs (ledger ids, prefixes or record files) side by side\n"
     "  ledger list [--limit N] [--json]\n"
     "  ledger show ID [--json]\n"
     "  ledger diff A B [--force] [--json]\n"
@@ -103,6 +110,8 @@ int main(int argc, char **argv)
         rc = cmd_profile(&c, argc - i, argv + i);
     else if (strcmp(verb, "accept") == 0)
         rc = cmd_accept(&c, argc - i, argv + i);
+    else if (strcmp(verb, "run") == 0)
+        rc = cmd_run(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {

@@ -6,10 +6,10 @@
 
 #include "env/binfmt.h"
 #include "env/proc_run.h"
+#include "measure/nvml.h"
 
 #include <ctype.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -1607,82 +1607,26 @@ static void add_processes(sb *b, cJSON *root)
 
 /* ---- NVIDIA GPU processes through NVML ------------------------------------------- */
 
-typedef int nvml_ret;
-typedef struct nvml_dev *nvml_device;
-typedef struct nvml_memory {
-    unsigned long long total, free, used;
-} nvml_memory;
-typedef struct nvml_util {
-    unsigned int gpu, memory;
-} nvml_util;
-typedef struct nvml_proc { /* nvmlProcessInfo_t of the _v2 and _v3 calls */
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-} nvml_proc;
-typedef nvml_ret (*nvml_procs_fn)(nvml_device, unsigned int *, nvml_proc *);
-
-#define NVML_OK 0
-#define NVML_INSUFFICIENT_SIZE 7
-#define NVML_NOT_AVAILABLE 0xFFFFFFFFFFFFFFFFULL
-
-typedef struct nvml_api {
-    nvml_ret (*init)(void);
-    nvml_ret (*shutdown)(void);
-    nvml_ret (*count)(unsigned int *);
-    nvml_ret (*handle)(unsigned int, nvml_device *);
-    nvml_ret (*name)(nvml_device, char *, unsigned int);
-    nvml_ret (*mem)(nvml_device, nvml_memory *);
-    nvml_ret (*util)(nvml_device, nvml_util *);
-    nvml_procs_fn compute, graphics;
-    nvml_ret (*driver)(char *, unsigned int);
-    const char *(*errstr)(nvml_ret);
-} nvml_api;
-
-/* NVML's text for a return code. */
-static const char *nvml_err(const nvml_api *api, nvml_ret r, char *buf, size_t n)
-{
-    const char *s = api->errstr ? api->errstr(r) : NULL;
-    if (s)
-        dg_copy_clean(buf, n, s);
-    else
-        snprintf(buf, n, "NVML error %d", r);
-    return buf;
-}
-
 /* Appends one kind of running processes of a device to arr. */
-static void gpu_procs(sb *b, const nvml_api *api, nvml_procs_fn fn, nvml_device dev,
+static void gpu_procs(sb *b, const dg_nvml *api, dg_nvml_procs_fn fn, dg_nvml_device dev,
                       const char *type, cJSON *arr, cJSON *devobj)
 {
     if (!fn || !arr)
         return;
-    unsigned int cap = 64, count = cap;
-    nvml_proc *v = dg_malloc(cap * sizeof *v);
-    nvml_ret r = NVML_INSUFFICIENT_SIZE;
-    for (int tries = 0; v && tries < 4; tries++) {
-        count = cap;
-        r = fn(dev, &count, v);
-        if (r != NVML_INSUFFICIENT_SIZE)
-            break;
-        cap = count + 16;
-        nvml_proc *nv = dg_realloc(v, cap * sizeof *nv);
-        if (!nv)
-            break;
-        v = nv;
-    }
-    if (!v) {
+    dg_nvml_proc *v = NULL;
+    unsigned int count = 0;
+    dg_nvml_ret r = dg_nvml_processes(fn, dev, &v, &count);
+    if (r == -1) {
         b->oom = true;
         return;
     }
-    if (r != NVML_OK) {
+    if (r != DG_NVML_OK) {
         char e[200], key[64];
         snprintf(key, sizeof key, "%s_processes_error", type);
-        put_str(b, devobj, key, nvml_err(api, r, e, sizeof e));
-        dg_free(v);
+        put_str(b, devobj, key, dg_nvml_error(api, r, e, sizeof e));
         return;
     }
-    for (unsigned int i = 0; i < count && i < cap; i++) {
+    for (unsigned int i = 0; i < count; i++) {
         cJSON *o = push(b, arr, cJSON_CreateObject());
         if (!o)
             break;
@@ -1692,7 +1636,7 @@ static void gpu_procs(sb *b, const nvml_api *api, nvml_procs_fn fn, nvml_device 
         char *comm = read_value(path);
         put_str(b, o, "name", comm);
         dg_free(comm);
-        bool mv = v[i].usedGpuMemory != NVML_NOT_AVAILABLE;
+        bool mv = v[i].usedGpuMemory != DG_NVML_NOT_AVAILABLE;
         put_metric(b, o, "used_memory", mv ? (double)v[i].usedGpuMemory : 0, mv, "bytes");
         put_str(b, o, "type", type);
     }
@@ -1704,99 +1648,57 @@ static void add_gpu_processes(sb *b, cJSON *root)
     cJSON *g = put_obj(b, root, "gpu_processes");
     if (!g)
         return;
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    const char *why = lib ? NULL : dlerror();
-    char derr[400] = "";
-    if (why)
-        dg_copy_clean(derr, sizeof derr, why);
-    if (!lib) {
-        lib = dlopen("libnvidia-ml.so", RTLD_NOW | RTLD_LOCAL);
-        if (!lib && !derr[0] && (why = dlerror()) != NULL)
-            dg_copy_clean(derr, sizeof derr, why);
-    }
-    if (!lib) {
-        put_str(b, g, "nvml", "absent");
-        put_str(b, g, "error", derr[0] ? derr : "libnvidia-ml not found");
+    dg_nvml api;
+    char why[400];
+    dg_nvml_open_result or = dg_nvml_open(&api, why, sizeof why);
+    if (or != DG_NVML_LOADED) {
+        char msg[420];
+        snprintf(msg, sizeof msg, "error: %s", why);
+        put_str(b, g, "nvml", or == DG_NVML_ABSENT ? "absent" : msg);
+        if (or == DG_NVML_ABSENT)
+            put_str(b, g, "error", why);
         put_str(b, g, "driver_version", NULL);
         put_arr(b, g, "devices");
         return;
     }
-    nvml_api api;
-    memset(&api, 0, sizeof api);
-    api.init = (nvml_ret(*)(void))dlsym(lib, "nvmlInit_v2");
-    api.shutdown = (nvml_ret(*)(void))dlsym(lib, "nvmlShutdown");
-    api.count = (nvml_ret(*)(unsigned int *))dlsym(lib, "nvmlDeviceGetCount_v2");
-    api.handle =
-        (nvml_ret(*)(unsigned int, nvml_device *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    api.name = (nvml_ret(*)(nvml_device, char *, unsigned int))dlsym(lib, "nvmlDeviceGetName");
-    api.mem = (nvml_ret(*)(nvml_device, nvml_memory *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    api.util = (nvml_ret(*)(nvml_device, nvml_util *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
-    api.compute = (nvml_procs_fn)dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-    if (!api.compute)
-        api.compute = (nvml_procs_fn)dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2");
-    api.graphics = (nvml_procs_fn)dlsym(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3");
-    if (!api.graphics)
-        api.graphics = (nvml_procs_fn)dlsym(lib, "nvmlDeviceGetGraphicsRunningProcesses_v2");
-    api.driver = (nvml_ret(*)(char *, unsigned int))dlsym(lib, "nvmlSystemGetDriverVersion");
-    api.errstr = (const char *(*)(nvml_ret))dlsym(lib, "nvmlErrorString");
-
     char e[200];
-    if (!api.init || !api.count || !api.handle) {
-        put_str(b, g, "nvml", "error: libnvidia-ml lacks nvmlInit_v2 or device enumeration");
-        put_str(b, g, "driver_version", NULL);
-        put_arr(b, g, "devices");
-        dlclose(lib);
-        return;
-    }
-    nvml_ret r = api.init();
-    if (r != NVML_OK) {
-        char msg[260];
-        snprintf(msg, sizeof msg, "error: nvmlInit_v2: %s", nvml_err(&api, r, e, sizeof e));
-        put_str(b, g, "nvml", msg);
-        put_str(b, g, "driver_version", NULL);
-        put_arr(b, g, "devices");
-        dlclose(lib);
-        return;
-    }
     put_str(b, g, "nvml", "loaded");
     char drv[96] = "";
-    bool have_drv = api.driver && api.driver(drv, sizeof drv) == NVML_OK;
+    bool have_drv = api.driver && api.driver(drv, sizeof drv) == DG_NVML_OK;
     drv[sizeof drv - 1] = '\0';
     put_str(b, g, "driver_version", have_drv ? drv : NULL);
     cJSON *devs = put_arr(b, g, "devices");
     unsigned int n = 0;
-    r = api.count(&n);
-    if (r != NVML_OK)
-        put_str(b, g, "error", nvml_err(&api, r, e, sizeof e));
-    for (unsigned int i = 0; r == NVML_OK && i < n && devs && i < 1024; i++) {
+    dg_nvml_ret r = api.count(&n);
+    if (r != DG_NVML_OK)
+        put_str(b, g, "error", dg_nvml_error(&api, r, e, sizeof e));
+    for (unsigned int i = 0; r == DG_NVML_OK && i < n && devs && i < 1024; i++) {
         cJSON *d = push(b, devs, cJSON_CreateObject());
         if (!d)
             break;
         put_num(b, d, "index", i);
-        nvml_device h = NULL;
-        nvml_ret hr = api.handle(i, &h);
-        if (hr != NVML_OK) {
-            put_str(b, d, "error", nvml_err(&api, hr, e, sizeof e));
+        dg_nvml_device h = NULL;
+        dg_nvml_ret hr = api.handle(i, &h);
+        if (hr != DG_NVML_OK) {
+            put_str(b, d, "error", dg_nvml_error(&api, hr, e, sizeof e));
             continue;
         }
         char name[128] = "";
-        bool hn = api.name && api.name(h, name, 96) == NVML_OK;
+        bool hn = api.name && api.name(h, name, 96) == DG_NVML_OK;
         name[sizeof name - 1] = '\0';
         put_str(b, d, "name", hn ? name : NULL);
-        nvml_memory mem = {0, 0, 0};
-        bool hm = api.mem && api.mem(h, &mem) == NVML_OK;
+        dg_nvml_memory mem = {0, 0, 0};
+        bool hm = api.mem && api.mem(h, &mem) == DG_NVML_OK;
         put_metric(b, d, "memory_total", (double)mem.total, hm, "bytes");
         put_metric(b, d, "memory_used", (double)mem.used, hm, "bytes");
-        nvml_util ut = {0, 0};
-        bool hu = api.util && api.util(h, &ut) == NVML_OK;
+        dg_nvml_util ut = {0, 0};
+        bool hu = api.util && api.util(h, &ut) == DG_NVML_OK;
         put_metric(b, d, "utilization_gpu", ut.gpu, hu, "percent");
         cJSON *procs = put_arr(b, d, "processes");
         gpu_procs(b, &api, api.compute, h, "compute", procs, d);
         gpu_procs(b, &api, api.graphics, h, "graphics", procs, d);
     }
-    if (api.shutdown)
-        api.shutdown();
-    dlclose(lib);
+    dg_nvml_close(&api);
 }
 
 /* ---- assembly -------------------------------------------------------------------- */

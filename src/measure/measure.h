@@ -60,6 +60,12 @@ void dg_sampler_summarise(const dg_sampler *s, dg_sampler_summary *out);
 /* {"period_ms", "count", "overhead_s", summary metrics, "samples": [raw points]} */
 cJSON *dg_sampler_json(const dg_sampler *s);
 
+/* Machine swap in use (SwapTotal - SwapFree of /proc/meminfo) in bytes; false
+ * when unreadable. */
+bool dg_swap_used(double *bytes);
+/* "some avg10" of /proc/pressure/memory in percent; false when absent. */
+bool dg_psi_memory_some10(double *pct);
+
 /* ---- Chrome trace (trace.c) ---------------------------------------------------
  * The Trace Event format Perfetto and chrome://tracing open: complete events
  * ("ph": "X") with ts and dur in microseconds and integer pid/tid. */

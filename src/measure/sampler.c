@@ -5,8 +5,8 @@
  * for NVIDIA devices, which also gives utilisation; the CUDA plug-in is never
  * called from the sampler thread. */
 #include "measure/measure.h"
+#include "measure/nvml.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,22 +14,11 @@
 #include <string.h>
 #include <time.h>
 
-/* NVML's ABI, declared here so no header is needed. */
-typedef int nvml_ret;
-typedef void *nvml_dev;
-typedef struct nvml_util {
-    unsigned int gpu, memory;
-} nvml_util;
-typedef struct nvml_mem {
-    unsigned long long total, free, used;
-} nvml_mem;
-
+/* NVML on device 0 (the shared loader, measure/nvml.h). */
 typedef struct nvml {
-    void *lib;
-    nvml_dev dev;
-    nvml_ret (*shutdown)(void);
-    nvml_ret (*util)(nvml_dev, nvml_util *);
-    nvml_ret (*mem)(nvml_dev, nvml_mem *);
+    dg_nvml api;
+    dg_nvml_device dev;
+    bool open;
 } nvml;
 
 struct dg_sampler {
@@ -50,40 +39,25 @@ struct dg_sampler {
     double overhead_s;
 };
 
-/* Opens NVML on device 0; false (and nothing held) when it is not there. */
+/* Opens NVML on device 0; false (and nothing held) when it is not there or
+ * lacks the memory and utilisation queries. */
 static bool nvml_open(nvml *nv)
 {
     memset(nv, 0, sizeof *nv);
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
+    if (dg_nvml_open(&nv->api, NULL, 0) != DG_NVML_LOADED)
         return false;
-    nvml_ret (*init)(void) = (nvml_ret(*)(void))dlsym(lib, "nvmlInit_v2");
-    nvml_ret (*handle)(unsigned int, nvml_dev *) =
-        (nvml_ret(*)(unsigned int, nvml_dev *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    nv->shutdown = (nvml_ret(*)(void))dlsym(lib, "nvmlShutdown");
-    nv->util = (nvml_ret(*)(nvml_dev, nvml_util *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
-    nv->mem = (nvml_ret(*)(nvml_dev, nvml_mem *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    if (!init || !handle || !nv->shutdown || !nv->util || !nv->mem || init() != 0) {
-        dlclose(lib);
+    if (!nv->api.util || !nv->api.mem || nv->api.handle(0, &nv->dev) != DG_NVML_OK) {
+        dg_nvml_close(&nv->api);
         memset(nv, 0, sizeof *nv);
         return false;
     }
-    if (handle(0, &nv->dev) != 0) {
-        nv->shutdown();
-        dlclose(lib);
-        memset(nv, 0, sizeof *nv);
-        return false;
-    }
-    nv->lib = lib;
+    nv->open = true;
     return true;
 }
 
 static void nvml_close(nvml *nv)
 {
-    if (nv->lib) {
-        nv->shutdown();
-        dlclose(nv->lib);
-    }
+    dg_nvml_close(&nv->api);
     memset(nv, 0, sizeof *nv);
 }
 
@@ -95,8 +69,7 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* PSI "some avg10" of /proc/pressure/memory; false when absent. */
-static bool psi_some10(double *out)
+bool dg_psi_memory_some10(double *out)
 {
     char *txt = dg_read_file("/proc/pressure/memory", 4096, NULL);
     if (!txt)
@@ -113,6 +86,16 @@ static bool psi_some10(double *out)
     return ok;
 }
 
+bool dg_swap_used(double *bytes)
+{
+    char *mi = dg_read_file("/proc/meminfo", 1u << 16, NULL);
+    double tot = 0, fr = 0;
+    bool ok = mi && dg_proc_kb(mi, "SwapTotal", &tot) && dg_proc_kb(mi, "SwapFree", &fr);
+    dg_free(mi);
+    *bytes = ok ? tot - fr : 0;
+    return ok;
+}
+
 static void take(dg_sampler *s, dg_sample_point *pt)
 {
     memset(pt, 0, sizeof *pt);
@@ -120,22 +103,20 @@ static void take(dg_sampler *s, dg_sample_point *pt)
     double v = 0;
     pt->rss.valid = dg_proc_self_rss(&v);
     pt->rss.value = v;
-    char *mi = dg_read_file("/proc/meminfo", 1u << 16, NULL);
-    double tot = 0, fr = 0;
-    if (mi && dg_proc_kb(mi, "SwapTotal", &tot) && dg_proc_kb(mi, "SwapFree", &fr))
-        pt->swap_used = (dg_metric){tot - fr, true};
-    dg_free(mi);
     v = 0;
-    pt->psi_some10.valid = psi_some10(&v);
+    pt->swap_used.valid = dg_swap_used(&v);
+    pt->swap_used.value = v;
+    v = 0;
+    pt->psi_some10.valid = dg_psi_memory_some10(&v);
     pt->psi_some10.value = v;
-    if (s->nv.lib) {
-        nvml_mem m;
-        nvml_util u;
-        if (s->nv.mem(s->nv.dev, &m) == 0) {
+    if (s->nv.open) {
+        dg_nvml_memory m;
+        dg_nvml_util u;
+        if (s->nv.api.mem(s->nv.dev, &m) == DG_NVML_OK) {
             pt->dev_used = (dg_metric){(double)m.used, true};
             pt->dev_total = (dg_metric){(double)m.total, true};
         }
-        if (s->nv.util(s->nv.dev, &u) == 0)
+        if (s->nv.api.util(s->nv.dev, &u) == DG_NVML_OK)
             pt->dev_util = (dg_metric){(double)u.gpu, true};
     } else if (s->dev_info_safe) {
         dg_device_info info;

@@ -6,6 +6,7 @@
 #include "engine/train.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "steps/steps.h"
 
 #include <math.h>
 
@@ -62,17 +63,8 @@ static cJSON *staircase_of(const cJSON *epochs, const char *entry, double base, 
     return o;
 }
 
-/* The "soak" section from the train record. */
-static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs, int steps, const dg_train_ext *x)
+void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
 {
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "epochs", epochs);
-    cJSON_AddNumberToObject(s, "steps_per_epoch", steps);
-    cJSON_AddBoolToObject(s, "empty_cache", !so->no_empty_cache);
-    cJSON_AddNumberToObject(s, "leak_per_step", (double)so->leak_per_step);
-    cJSON_AddNumberToObject(s, "val_steps", so->val_steps);
-    cJSON_AddNumberToObject(s, "sample_ms", x->sample_ms);
-    const cJSON *ep = cJSON_GetObjectItem(rec, "epochs");
     int n = cJSON_GetArraySize(ep);
     const cJSON *first = cJSON_GetArrayItem(ep, 0), *last = cJSON_GetArrayItem(ep, n - 1);
     cJSON_AddNumberToObject(s, "epochs_recorded", n);
@@ -110,12 +102,25 @@ static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs,
         cJSON_AddNullToObject(stair, "aligned");
     else
         cJSON_AddBoolToObject(stair, "aligned", any == 1);
-    const cJSON *st = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "steps"), "stats");
     cJSON *tr = cJSON_AddObjectToObject(s, "step_trend");
     cJSON_AddItemToObject(tr, "median", dg_json_metric(metric_of(st, "median"), isfinite(metric_of(st, "median")), "ms"));
     double slope = metric_of(st, "slope"), ratio = metric_of(st, "thirds_ratio");
     cJSON_AddItemToObject(tr, "slope", dg_json_metric(slope, isfinite(slope), "ms/step"));
     cJSON_AddItemToObject(tr, "thirds_ratio", dg_json_metric(ratio, isfinite(ratio), "ratio"));
+}
+
+/* The "soak" section from the train record. */
+static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs, int steps, const dg_train_ext *x)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "epochs", epochs);
+    cJSON_AddNumberToObject(s, "steps_per_epoch", steps);
+    cJSON_AddBoolToObject(s, "empty_cache", !so->no_empty_cache);
+    cJSON_AddNumberToObject(s, "leak_per_step", (double)so->leak_per_step);
+    cJSON_AddNumberToObject(s, "val_steps", so->val_steps);
+    cJSON_AddNumberToObject(s, "sample_ms", x->sample_ms);
+    dg_soak_analyse(s, cJSON_GetObjectItem(rec, "epochs"),
+                    cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "steps"), "stats"));
     return s;
 }
 

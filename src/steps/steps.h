@@ -19,4 +19,25 @@ typedef struct dg_matmul_check {
  * gate a deliberately broken backend). NULL only when out of memory. */
 cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
                        const dg_matmul_check *check);
+/* ---- analyses shared with `devgate run` (src/supervise/run.c), which builds
+ * the same sections from a supervised program's events ---------------------- */
+
+/* Adds the soak analysis (docs/measure.md "Soak") to the section s:
+ * epochs_recorded, baseline, growth, last, staircase and step_trend, from
+ * epochs (the soak record's epoch entries: epoch, allocated, reserved,
+ * driver_used, rss as METRICs, validation as a bool) and step_stats (a
+ * dg_stats_json object, or NULL when steps were not timed). */
+void dg_soak_analyse(cJSON *s, const cJSON *epochs, const cJSON *step_stats);
+
+/* One trial as the sweep's conclusion needs it. */
+typedef struct dg_sweep_point {
+    int batch;
+    bool good;  /* ended ok and did not swap past the limit */
+    double sps; /* samples/s, NAN when not reported */
+} dg_sweep_point;
+
+/* Adds "knee", "safe_batch" and "good_trials" (docs/schema/measure.md
+ * "sweep") to root from the n trials; first_bad is the smallest failing
+ * batch known (0: none). */
+void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad);
 #endif

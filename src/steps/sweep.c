@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "engine/train.h"
 #include "measure/measure.h"
+#include "steps/steps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -640,6 +641,55 @@ static const char *stop_reason(const trial *t)
     return "swap";
 }
 
+void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad)
+{
+    double best = NAN;
+    for (int i = 0; i < n; i++)
+        if (pts[i].good && !isnan(pts[i].sps) && !(pts[i].sps <= best))
+            best = pts[i].sps;
+    const dg_sweep_point *knee = NULL, *safe = NULL;
+    double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
+    int good_n = 0;
+    for (int i = 0; i < n; i++) {
+        const dg_sweep_point *t = &pts[i];
+        if (!t->good)
+            continue;
+        good_n++;
+        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best && (!knee || t->batch < knee->batch))
+            knee = t;
+        if (t->batch <= cap && (!safe || t->batch > safe->batch))
+            safe = t;
+    }
+    cJSON *kj = cJSON_AddObjectToObject(root, "knee");
+    if (knee) {
+        cJSON_AddNumberToObject(kj, "batch", knee->batch);
+        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(knee->sps, true, "samples/s"));
+    } else {
+        cJSON_AddNullToObject(kj, "batch");
+        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+    }
+    cJSON_AddItemToObject(kj, "best_samples_per_s", dg_json_metric(best, !isnan(best), "samples/s"));
+    cJSON_AddNumberToObject(kj, "within", KNEE_SHARE);
+    cJSON *sj = cJSON_AddObjectToObject(root, "safe_batch");
+    if (safe) {
+        cJSON_AddNumberToObject(sj, "batch", safe->batch);
+        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(safe->sps, !isnan(safe->sps), "samples/s"));
+    } else {
+        cJSON_AddNullToObject(sj, "batch");
+        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+    }
+    cJSON_AddNumberToObject(sj, "margin", SAFE_MARGIN);
+    if (first_bad)
+        cJSON_AddNumberToObject(sj, "first_failure", first_bad);
+    else
+        cJSON_AddNullToObject(sj, "first_failure");
+    dg_json_add_str(sj, "note", !good_n ? "no trial succeeded"
+                                : !first_bad ? "no failure reached"
+                                : !safe ? "no good batch 5% under the first failure"
+                                        : NULL);
+    cJSON_AddNumberToObject(root, "good_trials", good_n);
+}
+
 dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
 {
     dg_json_init();
@@ -793,51 +843,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
 
     /* Knee and safe batch over every good trial. */
-    double best = NAN;
+    dg_sweep_point pts[MAX_TRIALS] = {{0, false, 0}};
     for (int i = 0; i < s->ntrials; i++)
-        if (good(&s->trials[i]) && !isnan(s->trials[i].sps) && !(s->trials[i].sps <= best))
-            best = s->trials[i].sps;
-    const trial *knee = NULL, *safe = NULL;
-    double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
-    int good_n = 0;
-    for (int i = 0; i < s->ntrials; i++) {
-        const trial *t = &s->trials[i];
-        if (!good(t))
-            continue;
-        good_n++;
-        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best && (!knee || t->batch < knee->batch))
-            knee = t;
-        if (t->batch <= cap && (!safe || t->batch > safe->batch))
-            safe = t;
-    }
-    cJSON *kj = cJSON_AddObjectToObject(root, "knee");
-    if (knee) {
-        cJSON_AddNumberToObject(kj, "batch", knee->batch);
-        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(knee->sps, true, "samples/s"));
-    } else {
-        cJSON_AddNullToObject(kj, "batch");
-        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
-    }
-    cJSON_AddItemToObject(kj, "best_samples_per_s", dg_json_metric(best, !isnan(best), "samples/s"));
-    cJSON_AddNumberToObject(kj, "within", KNEE_SHARE);
-    cJSON *sj = cJSON_AddObjectToObject(root, "safe_batch");
-    if (safe) {
-        cJSON_AddNumberToObject(sj, "batch", safe->batch);
-        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(safe->sps, !isnan(safe->sps), "samples/s"));
-    } else {
-        cJSON_AddNullToObject(sj, "batch");
-        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
-    }
-    cJSON_AddNumberToObject(sj, "margin", SAFE_MARGIN);
-    if (first_bad)
-        cJSON_AddNumberToObject(sj, "first_failure", first_bad);
-    else
-        cJSON_AddNullToObject(sj, "first_failure");
-    dg_json_add_str(sj, "note", !good_n ? "no trial succeeded"
-                                : !first_bad ? "no failure reached"
-                                : !safe ? "no good batch 5% under the first failure"
-                                        : NULL);
-    cJSON_AddNumberToObject(root, "good_trials", good_n);
+        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].sps};
+    dg_sweep_conclude(root, pts, s->ntrials, first_bad);
 
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {
         /* An interrupted sweep still returns the trials it ran. */

@@ -1,0 +1,224 @@
+/* devgate compare RUN_A RUN_B (docs/events.md "Comparing two runs"): two
+ * supervised runs of the user's own program side by side: speedup, busy
+ * fraction, memory curves and loss agreement, refused across different input
+ * buckets unless forced. */
+#include "core/core.h"
+#include "core/json.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOSS_TOLERANCE 1e-2 /* relative: runs on different paths are not bit-identical */
+
+static double metric_val(const cJSON *m)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) && isfinite(v->valuedouble)
+               ? v->valuedouble
+               : NAN;
+}
+
+static const cJSON *at(const cJSON *o, const char *a, const char *b)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
+    return b ? cJSON_GetObjectItemCaseSensitive(x, b) : x;
+}
+
+static cJSON *metric(double v, const char *unit)
+{
+    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
+}
+
+/* Parses a run record (or a ledger entry holding one under "record"). */
+static cJSON *load(dg_ctx *ctx, const char *text, const char *which, dg_status *st)
+{
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    if (!cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        *st = dg_fail(ctx, DG_ERR_FORMAT, "compare: run %s is not a JSON record", which);
+        return NULL;
+    }
+    cJSON *rec = doc;
+    if (!cJSON_GetObjectItemCaseSensitive(doc, "kind") && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "record"))) {
+        rec = cJSON_DetachItemFromObjectCaseSensitive(doc, "record");
+        cJSON_Delete(doc);
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rec, "kind");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "run") != 0) {
+        *st = dg_fail(ctx, DG_ERR_FORMAT, "compare: run %s is a '%s' record, not a 'run' record (devgate run)", which,
+                      cJSON_IsString(kind) ? kind->valuestring : "?");
+        cJSON_Delete(rec);
+        return NULL;
+    }
+    return rec;
+}
+
+typedef struct loss_row {
+    double epoch, step, loss;
+} loss_row;
+
+static int by_key(const void *a, const void *b)
+{
+    const loss_row *x = a, *y = b;
+    if (x->epoch != y->epoch)
+        return x->epoch < y->epoch ? -1 : 1;
+    return (x->step > y->step) - (x->step < y->step);
+}
+
+/* The losses [[epoch, step, loss], ...] of a record, sorted by (epoch, step). */
+static loss_row *losses_of(const cJSON *rec, size_t *n)
+{
+    const cJSON *arr = at(rec, "supervise", "losses");
+    int cnt = cJSON_GetArraySize(arr);
+    loss_row *v = dg_malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *v);
+    *n = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, arr)
+    {
+        const cJSON *e = cJSON_GetArrayItem(row, 0), *s = cJSON_GetArrayItem(row, 1), *l = cJSON_GetArrayItem(row, 2);
+        if (v && cJSON_IsNumber(e) && cJSON_IsNumber(s) && cJSON_IsNumber(l) && isfinite(l->valuedouble))
+            v[(*n)++] = (loss_row){e->valuedouble, s->valuedouble, l->valuedouble};
+    }
+    if (v)
+        qsort(v, *n, sizeof *v, by_key);
+    return v;
+}
+
+static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *busy)
+{
+    cJSON *r = cJSON_CreateObject();
+    const cJSON *id = at(rec, "run_id", NULL);
+    cJSON_AddItemToObject(r, "run_id", cJSON_IsString(id) ? cJSON_CreateString(id->valuestring) : cJSON_CreateNull());
+    const char *keys[] = {"label", "state", "device", "framework", "bucket"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *v = at(rec, keys[i], NULL);
+        cJSON_AddItemToObject(r, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
+    }
+    const cJSON *cmd = at(rec, "spec", "cmd");
+    cJSON_AddItemToObject(r, "cmd", cmd ? cJSON_Duplicate(cmd, true) : cJSON_CreateNull());
+    *ms = metric_val(at(rec, "throughput", "step_ms"));
+    if (isnan(*ms))
+        *ms = metric_val(at(at(rec, "profile", "step"), "ms", NULL));
+    *sps = metric_val(at(rec, "throughput", "samples_per_s"));
+    double wait = metric_val(at(at(rec, "profile", "phases"), "queue_wait", "share"));
+    *busy = isfinite(wait) ? fmax(0.0, 1.0 - wait) : NAN;
+    cJSON_AddItemToObject(r, "step_ms", metric(*ms, "ms"));
+    cJSON_AddItemToObject(r, "samples_per_s", metric(*sps, "samples/s"));
+    cJSON_AddItemToObject(r, "busy_fraction", metric(*busy, "fraction"));
+    const cJSON *ts = at(rec, "throughput", "timed_steps");
+    cJSON_AddNumberToObject(r, "timed_steps", cJSON_IsNumber(ts) ? ts->valuedouble : 0);
+    return r;
+}
+
+/* Compact JSON of a bucket for a message, cut at 200 bytes. */
+static void bucket_text(char *buf, size_t n, const cJSON *b)
+{
+    char *t = b ? cJSON_PrintUnformatted(b) : NULL;
+    snprintf(buf, n, "%s", t ? t : "none");
+    if (t && strlen(t) >= n && n > 4)
+        memcpy(buf + n - 4, "...", 4);
+    cJSON_free(t);
+}
+
+dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force, char **json)
+{
+    dg_json_init();
+    *json = NULL;
+    dg_status st = DG_OK;
+    cJSON *ra = load(ctx, record_a, "A", &st);
+    if (!ra)
+        return st;
+    cJSON *rb = load(ctx, record_b, "B", &st);
+    if (!rb) {
+        cJSON_Delete(ra);
+        return st;
+    }
+    const cJSON *ba = at(ra, "bucket", NULL), *bb = at(rb, "bucket", NULL);
+    if (ba && cJSON_IsNull(ba))
+        ba = NULL;
+    if (bb && cJSON_IsNull(bb))
+        bb = NULL;
+    bool same = (!ba && !bb) || (ba && bb && cJSON_Compare(ba, bb, true));
+    if (!same && !force) {
+        char ta[220], tb[220];
+        bucket_text(ta, sizeof ta, ba);
+        bucket_text(tb, sizeof tb, bb);
+        cJSON_Delete(ra);
+        cJSON_Delete(rb);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "compare: the runs' input buckets differ (A: %s; B: %s); --force compares them anyway", ta, tb);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "v", 1);
+    cJSON_AddStringToObject(o, "kind", "compare-runs");
+    char ts[32], host[256] = "";
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(o, "timestamp", ts);
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    dg_json_add_str(o, "host", host[0] ? host : NULL);
+    cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+    double ms[2], sps[2], busy[2];
+    cJSON_AddItemToArray(runs, run_summary(ra, &ms[0], &sps[0], &busy[0]));
+    cJSON_AddItemToArray(runs, run_summary(rb, &ms[1], &sps[1], &busy[1]));
+    cJSON *bk = cJSON_AddObjectToObject(o, "buckets");
+    cJSON_AddBoolToObject(bk, "same", same);
+    cJSON_AddBoolToObject(bk, "known", ba || bb);
+    cJSON_AddBoolToObject(o, "forced", force && !same);
+    /* Speedup of B over A. */
+    cJSON *sp = cJSON_AddObjectToObject(o, "speedup");
+    cJSON_AddItemToObject(sp, "step_time", metric(ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN, "x"));
+    cJSON_AddItemToObject(sp, "samples_per_s", metric(sps[0] > 0 && sps[1] > 0 ? sps[1] / sps[0] : NAN, "x"));
+    cJSON_AddStringToObject(sp, "definition", "B over A: A step_ms median / B step_ms median; B samples/s / A samples/s");
+    cJSON *bf = cJSON_AddObjectToObject(o, "busy_fraction");
+    cJSON_AddItemToObject(bf, "a", metric(busy[0], "fraction"));
+    cJSON_AddItemToObject(bf, "b", metric(busy[1], "fraction"));
+    cJSON_AddStringToObject(bf, "definition", "1 - the share of step time spent waiting for data (profile.phases.queue_wait)");
+    /* Memory curves side by side. */
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+    const cJSON *ea = at(ra, "soak", "epochs"), *eb = at(rb, "soak", "epochs");
+    cJSON_AddItemToObject(mem, "a", ea ? cJSON_Duplicate(ea, true) : cJSON_CreateNull());
+    cJSON_AddItemToObject(mem, "b", eb ? cJSON_Duplicate(eb, true) : cJSON_CreateNull());
+    cJSON *gr = cJSON_AddObjectToObject(mem, "growth");
+    const cJSON *ga = at(at(ra, "soak", "soak"), "growth", NULL), *gb = at(at(rb, "soak", "soak"), "growth", NULL);
+    cJSON_AddItemToObject(gr, "a", ga ? cJSON_Duplicate(ga, true) : cJSON_CreateNull());
+    cJSON_AddItemToObject(gr, "b", gb ? cJSON_Duplicate(gb, true) : cJSON_CreateNull());
+    /* Loss agreement over the (epoch, step) pairs both runs reported. */
+    size_t na, nb;
+    loss_row *la = losses_of(ra, &na), *lb = losses_of(rb, &nb);
+    size_t pairs = 0;
+    double max_abs = NAN, max_rel = NAN;
+    for (size_t i = 0; la && lb && i < na; i++) {
+        const loss_row *m = bsearch(&la[i], lb, nb, sizeof *lb, by_key);
+        if (!m)
+            continue;
+        pairs++;
+        double d = fabs(la[i].loss - m->loss);
+        double den = fmax(fmax(fabs(la[i].loss), fabs(m->loss)), 1e-12);
+        max_abs = isnan(max_abs) ? d : fmax(max_abs, d);
+        max_rel = isnan(max_rel) ? d / den : fmax(max_rel, d / den);
+    }
+    dg_free(la);
+    dg_free(lb);
+    cJSON *loss = cJSON_AddObjectToObject(o, "loss");
+    cJSON_AddNumberToObject(loss, "pairs", (double)pairs);
+    cJSON_AddNumberToObject(loss, "a_only", (double)(na - pairs));
+    cJSON_AddNumberToObject(loss, "b_only", (double)(nb - pairs));
+    cJSON_AddItemToObject(loss, "max_abs_diff", metric(max_abs, "loss"));
+    cJSON_AddItemToObject(loss, "max_rel_diff", metric(max_rel, "relative"));
+    cJSON_AddNumberToObject(loss, "tolerance", LOSS_TOLERANCE);
+    if (pairs)
+        cJSON_AddBoolToObject(loss, "agree", max_rel <= LOSS_TOLERANCE);
+    else
+        cJSON_AddNullToObject(loss, "agree");
+    *json = dg_json_print(o);
+    cJSON_Delete(o);
+    cJSON_Delete(ra);
+    cJSON_Delete(rb);
+    if (!*json)
+        return dg_fail(ctx, DG_ERR_NOMEM, "compare: out of host memory");
+    return DG_OK;
+}

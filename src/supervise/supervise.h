@@ -1,0 +1,197 @@
+/* The run supervisor's internals (docs/events.md): spawning the user's
+ * program, reading its events, sampling its process tree. dg_run_supervise
+ * (run.c) puts them together. */
+#ifndef DG_SUPERVISE_H
+#define DG_SUPERVISE_H
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- events.c: the line reader and the event parser ------------------------- */
+
+typedef enum dg_ev_kind {
+    DG_EV_MALFORMED = -1, /* not a JSON object with "v": 1 and a string "ev" */
+    DG_EV_UNKNOWN = 0,    /* well formed, an event name this devgate does not know */
+    DG_EV_RUN_START,
+    DG_EV_GATE,
+    DG_EV_STEP,
+    DG_EV_EPOCH_END,
+    DG_EV_PHASE,
+    DG_EV_FALLBACK,
+    DG_EV_SWEEP_TRIAL,
+    DG_EV_OOM,
+    DG_EV_RUN_END,
+    DG_EV_NKINDS
+} dg_ev_kind;
+
+/* The protocol name of a kind ("step", ...; "unknown", "malformed"). */
+const char *dg_ev_kind_name(dg_ev_kind k);
+
+/* Parses one line (without its '\n'; any bytes, not NUL-terminated). A line
+ * holding a NUL byte or invalid UTF-8, or that is not a JSON object with
+ * "v": 1 and a string "ev", is DG_EV_MALFORMED (*obj NULL). Otherwise *obj
+ * gets the object (free with cJSON_Delete) and the kind is returned. Pure:
+ * no I/O, no global state beyond cJSON's allocator. */
+dg_ev_kind dg_event_parse(const char *line, size_t len, cJSON **obj);
+
+/* True when s[0..n) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
+bool dg_utf8_valid(const char *s, size_t n);
+
+/* Splits a byte stream into lines of at most max_line bytes (without the
+ * '\n'); the rest of a longer line is discarded and the line counted as
+ * overlong. Blank lines (only spaces, tabs, '\r') are skipped uncounted. */
+typedef struct dg_evreader {
+    char *buf;
+    size_t len, cap, max_line;
+    bool discarding;  /* inside an overlong line */
+    bool nomem;
+    uint64_t overlong;
+} dg_evreader;
+typedef void (*dg_evline_fn)(void *user, const char *line, size_t len);
+/* Feeds n bytes; calls fn for every complete line within the cap. */
+void dg_evreader_feed(dg_evreader *r, const char *data, size_t n, dg_evline_fn fn, void *user);
+/* End of stream: a last unterminated line within the cap is passed to fn. */
+void dg_evreader_finish(dg_evreader *r, dg_evline_fn fn, void *user);
+void dg_evreader_free(dg_evreader *r);
+
+/* ---- events.c: the collector (what the record keeps of the events) ------------- */
+
+typedef struct dg_ev_step {
+    double epoch, step, step_ms, data_ms, loss, batch, t; /* NAN when not reported */
+    signed char synced;                                   /* 1, 0, -1 unknown */
+} dg_ev_step;
+
+typedef struct dg_ev_epoch {
+    double epoch, allocated, reserved, max_allocated, driver, footprint, t; /* NAN: not reported */
+    signed char cache_emptied, validation;                                  /* 1, 0, -1 unknown */
+} dg_ev_epoch;
+
+typedef struct dg_ev_fallback {
+    char op[128], device[64], message[512];
+    uint64_t count;
+} dg_ev_fallback;
+
+/* Limits (0 in a field: the default in brackets). */
+typedef struct dg_ev_limits {
+    double rate;          /* step, phase, fallback and unknown events per 1 s window [1000] */
+    size_t max_steps;     /* step events stored; later ones summarised [100000] */
+    size_t max_epochs;    /* epoch_end events kept [10000] */
+    size_t max_other;     /* gate, sweep_trial, oom events kept, each [1000] */
+} dg_ev_limits;
+
+typedef struct dg_evcollect {
+    dg_ev_limits lim;
+    /* counters (docs/events.md) */
+    uint64_t lines, parsed, malformed, overlong, dropped, unknown;
+    uint64_t by_kind[DG_EV_NKINDS];
+    /* rate window */
+    double window_start;
+    uint64_t window_n;
+    /* kept */
+    cJSON *run_start, *run_end; /* the first of each */
+    cJSON *gates, *sweep_trials, *ooms; /* arrays of the events' objects */
+    dg_ev_step *steps;
+    size_t nsteps, steps_cap;
+    uint64_t steps_summarised; /* beyond max_steps: counted into the totals only */
+    double sum_step_ms_summarised;
+    dg_ev_epoch *epochs;
+    size_t nepochs, epochs_cap;
+    dg_ev_fallback *fallbacks;
+    size_t nfallbacks, fallbacks_cap;
+    uint64_t fallback_events;
+    bool nomem;
+} dg_evcollect;
+
+/* A collector with limits lim (NULL: defaults); false when out of memory. */
+bool dg_evcollect_init(dg_evcollect *c, const dg_ev_limits *lim);
+void dg_evcollect_free(dg_evcollect *c);
+/* Takes one line received at time now (seconds, any monotonic origin):
+ * counts it, parses it, applies the rate limit and the caps, keeps what the
+ * record needs. Never fails; running out of memory drops the event (counted
+ * as dropped) and sets nomem. */
+void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now);
+
+/* ---- spawn.c ---------------------------------------------------------------------- */
+
+#define DG_EVENTS_FD 3 /* the events pipe's number in the child (DEVGATE_EVENTS_FD) */
+
+/* Spawns argv[0] (searched in PATH) without a shell in a new process group,
+ * stdin on /dev/null, stdout on the caller's stdout (or its stderr when
+ * stdout_to_stderr), stderr inherited, the write end of a new pipe on fd
+ * DG_EVENTS_FD and DEVGATE_EVENTS_FD=3 added to the environment (replacing
+ * any inherited value). *events_fd gets the read end (close-on-exec,
+ * non-blocking). Returns 0 or the errno of the failure (ENOENT: no such
+ * program, EACCES: not executable, ...). */
+int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, int *events_fd);
+
+/* "SIGSEGV"-style name of a signal ("signal N" for the rare ones) in tmp. */
+const char *dg_signal_name(int sig, char *tmp, size_t len);
+
+/* ---- sample.c: the process tree and its sampler ---------------------------------- */
+
+typedef struct dg_proc_entry {
+    pid_t pid, ppid, pgid;
+    char state;
+    unsigned long long ticks;     /* utime + stime */
+    unsigned long long starttime; /* clock ticks after boot: tells a reused pid apart */
+    long threads;
+    double rss;                   /* bytes */
+} dg_proc_entry;
+
+/* A set of processes known to belong to the run's tree. */
+typedef struct dg_tree {
+    pid_t child, pgid, self;
+    unsigned long long child_start;
+    bool subreaper; /* orphans of the tree are re-parented to self */
+    dg_proc_entry *known;
+    size_t nknown, known_cap;
+} dg_tree;
+
+/* Reads every process's /proc/PID/stat into a dg_malloc'd array; NULL (n = 0)
+ * when /proc cannot be read or out of memory. */
+dg_proc_entry *dg_proc_scan(size_t *n);
+/* One process's /proc/PID/stat; false when it cannot be read. */
+bool dg_proc_stat(pid_t pid, dg_proc_entry *e);
+/* The live members (not zombies) of the tree among all (scanned): the child,
+ * members of its process group, descendants of either (ppid walk), earlier
+ * known members still alive with the same start time, and with subreaper
+ * orphans re-parented to self that started after the child. Adds them to the
+ * known set. out (may be NULL) gets up to max of them; returns the count. */
+size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_entry *out, size_t max);
+/* Sends sig to every live member of the tree (but the child when
+ * exclude_child) and to its process group; returns the number of members
+ * other than the child that were signalled. */
+size_t dg_tree_kill(dg_tree *t, int sig, bool exclude_child);
+/* Reaps (WNOHANG) known members that are zombies of self. */
+void dg_tree_reap(dg_tree *t);
+void dg_tree_free(dg_tree *t);
+
+typedef struct dg_tree_point {
+    double t;       /* seconds since the run started */
+    double rss;     /* bytes over the tree */
+    double cpu_pct; /* percent of one core over the tree since the previous sample; NAN first */
+    double threads, procs;
+    double swap;    /* machine swap in use, bytes; NAN unreadable */
+    double psi;     /* some avg10, percent; NAN absent */
+    double gpu_mem; /* bytes over the tree's pids (NVML); NAN unknown */
+} dg_tree_point;
+
+typedef struct dg_tree_sampler dg_tree_sampler;
+/* A sampler of tree t (borrowed); nvml: try NVML for per-process GPU memory.
+ * NULL when out of memory. */
+dg_tree_sampler *dg_tree_sampler_new(dg_tree *t, bool nvml);
+/* Takes one sample at time t_s; returns the live member count (0: the tree is
+ * gone). */
+size_t dg_tree_sample(dg_tree_sampler *s, double t_s);
+/* RSS peak of the tree since the last call (NAN when no sample), then resets. */
+double dg_tree_sampler_take_rss_peak(dg_tree_sampler *s);
+/* The summary "samples" and the downsampled "series" (at most max_points)
+ * into the supervise section sup. */
+void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_points);
+/* "nvml" when GPU memory came from NVML, else the reason it did not. */
+const char *dg_tree_sampler_gpu_source(const dg_tree_sampler *s);
+void dg_tree_sampler_free(dg_tree_sampler *s);
+#endif

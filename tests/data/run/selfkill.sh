@@ -1,0 +1,3 @@
+#!/bin/sh
+# Dies by SIGKILL.
+kill -KILL $$

@@ -1,0 +1,204 @@
+/* The events protocol's pure parts (src/supervise/events.c): the line parser,
+ * the line splitter with its cap, and the collector's counting, rate limit
+ * and caps. No processes. */
+#include "check.h"
+#include "supervise/supervise.h"
+
+#include <math.h>
+
+static dg_ev_kind kind_of(const char *s)
+{
+    cJSON *o = NULL;
+    dg_ev_kind k = dg_event_parse(s, strlen(s), &o);
+    CHECK((k == DG_EV_MALFORMED) == (o == NULL));
+    cJSON_Delete(o);
+    return k;
+}
+
+static void test_parse(void)
+{
+    static const struct {
+        const char *line;
+        dg_ev_kind kind;
+    } cases[] = {
+        {"{\"v\":1,\"ev\":\"run_start\",\"t\":1,\"framework\":{\"name\":\"torch\",\"version\":\"2.4\"},\"device\":\"mps\","
+         "\"batch\":32,\"bucket\":{\"resolution\":224},\"seeds\":{\"torch\":0},\"pid\":12}",
+         DG_EV_RUN_START},
+        {"{\"v\":1,\"ev\":\"gate\",\"device\":\"mps\",\"built\":true,\"available\":true,\"reason\":null,"
+         "\"matmul\":{\"ok\":true,\"n\":256,\"max_abs_err\":1e-6,\"ms\":0.3}}",
+         DG_EV_GATE},
+        {"{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":3,\"step_ms\":12.5,\"data_ms\":null,\"loss\":null,\"synced\":false}",
+         DG_EV_STEP},
+        {"{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":0,\"allocated\":1,\"reserved\":2,\"max_allocated\":3,\"driver\":4,"
+         "\"footprint\":5,\"cache_emptied\":true,\"validation\":false}",
+         DG_EV_EPOCH_END},
+        {"{\"v\":1,\"ev\":\"phase\",\"name\":\"validation\",\"epoch\":2}", DG_EV_PHASE},
+        {"{\"v\":1,\"ev\":\"fallback\",\"op\":\"aten::x\",\"device\":\"mps\",\"message\":\"w\"}", DG_EV_FALLBACK},
+        {"{\"v\":1,\"ev\":\"sweep_trial\",\"batch\":64,\"ended\":\"ok\",\"samples_per_s\":100,\"step_ms\":5,"
+         "\"peak_bytes\":1000,\"reason\":null}",
+         DG_EV_SWEEP_TRIAL},
+        {"{\"v\":1,\"ev\":\"oom\",\"device\":\"cuda:0\",\"batch\":512,\"message\":\"CUDA out of memory\"}", DG_EV_OOM},
+        {"{\"v\":1,\"ev\":\"run_end\",\"status\":\"ok\",\"message\":null}", DG_EV_RUN_END},
+        {"  {\"ev\":\"run_end\",\"v\":1.0}  \r", DG_EV_RUN_END}, /* whitespace, key order, 1.0 */
+        {"{\"v\":1,\"ev\":\"teleport\"}", DG_EV_UNKNOWN},
+        {"{\"v\":1,\"ev\":\"\"}", DG_EV_UNKNOWN},
+        {"{\"v\":1,\"ev\":\"STEP\"}", DG_EV_UNKNOWN}, /* names are case-sensitive */
+        /* malformed */
+        {"", DG_EV_MALFORMED},
+        {"hello", DG_EV_MALFORMED},
+        {"[1,2]", DG_EV_MALFORMED},
+        {"\"str\"", DG_EV_MALFORMED},
+        {"{\"v\":1,\"ev\":\"step\"", DG_EV_MALFORMED},
+        {"{\"v\":1,\"ev\":\"step\"} x", DG_EV_MALFORMED},
+        {"{\"v\":1,\"ev\":\"step\"}{}", DG_EV_MALFORMED},
+        {"{\"v\":2,\"ev\":\"step\"}", DG_EV_MALFORMED},
+        {"{\"v\":\"1\",\"ev\":\"step\"}", DG_EV_MALFORMED},
+        {"{\"ev\":\"step\"}", DG_EV_MALFORMED},
+        {"{\"v\":1,\"ev\":3}", DG_EV_MALFORMED},
+        {"{\"v\":1,\"ev\":null}", DG_EV_MALFORMED},
+        {"{\"v\":1}", DG_EV_MALFORMED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK_MSG(kind_of(cases[i].line) == cases[i].kind, "line %zu: %s", i, cases[i].line);
+
+    /* Embedded NUL: malformed even though the bytes before it parse. */
+    const char nul[] = "{\"v\":1,\"ev\":\"step\"}\0garbage";
+    cJSON *o = NULL;
+    CHECK(dg_event_parse(nul, sizeof nul - 1, &o) == DG_EV_MALFORMED && !o);
+    const char nul2[] = "{\"v\":1,\"ev\":\"st\0ep\"}";
+    CHECK(dg_event_parse(nul2, sizeof nul2 - 1, &o) == DG_EV_MALFORMED && !o);
+    /* Invalid UTF-8 (a lone continuation byte, an overlong, a surrogate); valid multi-byte is fine. */
+    CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\x80\"}") == DG_EV_MALFORMED);
+    CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xc0\xaf\"}") == DG_EV_MALFORMED);
+    CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xed\xa0\x80\"}") == DG_EV_MALFORMED);
+    CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xe2\x82\xac \xf0\x9f\x98\x80\"}") == DG_EV_FALLBACK);
+    /* Not parsed past len. */
+    const char *two = "{\"v\":1,\"ev\":\"oom\"}{\"v\":1";
+    CHECK(dg_event_parse(two, 18, &o) == DG_EV_OOM);
+    cJSON_Delete(o);
+    /* Deep nesting does not overflow the stack. */
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 40);
+    size_t n = (size_t)sprintf(deep, "{\"v\":1,\"ev\":\"step\",\"x\":");
+    for (size_t i = 0; i < depth; i++)
+        deep[n++] = '[';
+    for (size_t i = 0; i < depth; i++)
+        deep[n++] = ']';
+    deep[n++] = '}';
+    CHECK(dg_event_parse(deep, n, &o) == DG_EV_MALFORMED);
+    free(deep);
+    CHECK_STR(dg_ev_kind_name(DG_EV_EPOCH_END), "epoch_end");
+    CHECK_STR(dg_ev_kind_name(DG_EV_MALFORMED), "malformed");
+}
+
+/* ---- the splitter ---- */
+
+typedef struct lines {
+    int n;
+    char last[256];
+    size_t last_len;
+} lines;
+
+static void got_line(void *user, const char *line, size_t len)
+{
+    lines *l = user;
+    l->n++;
+    l->last_len = len;
+    memcpy(l->last, line, len < sizeof l->last ? len : sizeof l->last - 1);
+    l->last[len < sizeof l->last ? len : sizeof l->last - 1] = '\0';
+}
+
+static void test_reader(void)
+{
+    dg_evreader r = {.max_line = 16};
+    lines l = {0};
+    /* Lines split across feeds, blank lines skipped. */
+    dg_evreader_feed(&r, "ab", 2, got_line, &l);
+    CHECK(l.n == 0);
+    dg_evreader_feed(&r, "c\n\n  \r\nde", 9, got_line, &l);
+    CHECK(l.n == 1 && strcmp(l.last, "abc") == 0);
+    dg_evreader_feed(&r, "f\n", 2, got_line, &l);
+    CHECK(l.n == 2 && strcmp(l.last, "def") == 0);
+    /* Exactly at the cap passes; one more is overlong and its rest discarded across feeds. */
+    dg_evreader_feed(&r, "0123456789abcdef\n", 17, got_line, &l);
+    CHECK(l.n == 3 && l.last_len == 16);
+    dg_evreader_feed(&r, "0123456789", 10, got_line, &l);
+    dg_evreader_feed(&r, "abcdefg", 7, got_line, &l);
+    dg_evreader_feed(&r, "more more more", 14, got_line, &l);
+    CHECK(l.n == 3 && r.overlong == 1);
+    dg_evreader_feed(&r, "tail\nok\n", 8, got_line, &l);
+    CHECK(l.n == 4 && strcmp(l.last, "ok") == 0 && r.overlong == 1);
+    /* An overlong line in one piece. */
+    dg_evreader_feed(&r, "0123456789abcdefXYZ\nz\n", 22, got_line, &l);
+    CHECK(l.n == 5 && strcmp(l.last, "z") == 0 && r.overlong == 2);
+    /* The last line without '\n' comes out at the end. */
+    dg_evreader_feed(&r, "end", 3, got_line, &l);
+    dg_evreader_finish(&r, got_line, &l);
+    CHECK(l.n == 6 && strcmp(l.last, "end") == 0);
+    /* Embedded NUL bytes are carried to the parser, not cut. */
+    dg_evreader_feed(&r, "a\0b\n", 4, got_line, &l);
+    CHECK(l.n == 7 && l.last_len == 3);
+    dg_evreader_free(&r);
+}
+
+/* ---- the collector ---- */
+
+static void feed(dg_evcollect *c, const char *s, double now)
+{
+    dg_evcollect_line(c, s, strlen(s), now);
+}
+
+static void test_collect(void)
+{
+    dg_evcollect c;
+    dg_ev_limits lim = {.rate = 100, .max_steps = 50, .max_epochs = 3, .max_other = 2};
+    CHECK(dg_evcollect_init(&c, &lim));
+    feed(&c, "{\"v\":1,\"ev\":\"run_start\",\"device\":\"cpu\",\"batch\":4}", 0);
+    feed(&c, "{\"v\":1,\"ev\":\"run_start\",\"device\":\"other\"}", 0); /* only the first counts */
+    feed(&c, "garbage", 0);
+    feed(&c, "{\"v\":1,\"ev\":\"nope\"}", 0);
+    /* A flood of steps in one second: 100 kept, the rest dropped. */
+    for (int i = 0; i < 1000; i++)
+        feed(&c, "{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":1,\"step_ms\":2.5,\"loss\":0.5,\"synced\":true}", 0.5);
+    CHECK(c.nsteps == 50 && c.steps_summarised == 50 && c.dropped == 1 + 900);
+    CHECK(c.steps[0].step_ms == 2.5 && c.steps[0].loss == 0.5 && c.steps[0].synced == 1 && isnan(c.steps[0].data_ms));
+    /* The next window lets steps in again (all summarised now: the store is full). */
+    feed(&c, "{\"v\":1,\"ev\":\"step\",\"step_ms\":1}", 1.6);
+    CHECK(c.steps_summarised == 51);
+    /* Epoch ends are not rate limited but capped. */
+    for (int i = 0; i < 5; i++)
+        feed(&c, "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,\"reserved\":\"x\",\"cache_emptied\":true}", 0.5);
+    CHECK(c.nepochs == 3 && c.epochs[0].allocated == 10 && isnan(c.epochs[0].reserved) && c.epochs[0].cache_emptied == 1 &&
+          c.epochs[0].validation == -1);
+    /* Gates capped at max_other; fallbacks aggregated by (op, device). */
+    for (int i = 0; i < 3; i++)
+        feed(&c, "{\"v\":1,\"ev\":\"gate\",\"device\":\"cpu\",\"built\":true,\"available\":true,\"matmul\":{\"ok\":true}}", 2);
+    CHECK(cJSON_GetArraySize(c.gates) == 2);
+    feed(&c, "{\"v\":1,\"ev\":\"fallback\",\"op\":\"a\",\"device\":\"mps\",\"message\":\"m1\"}", 3);
+    feed(&c, "{\"v\":1,\"ev\":\"fallback\",\"op\":\"a\",\"device\":\"mps\",\"message\":\"m2\"}", 3);
+    feed(&c, "{\"v\":1,\"ev\":\"fallback\",\"op\":42}", 3);
+    CHECK(c.nfallbacks == 2 && c.fallbacks[0].count == 2 && strcmp(c.fallbacks[0].message, "m1") == 0 &&
+          strcmp(c.fallbacks[1].op, "?") == 0);
+    CHECK(c.malformed == 1 && c.unknown == 1 && c.by_kind[DG_EV_STEP] == 1001 && c.by_kind[DG_EV_RUN_START] == 2);
+    CHECK(c.lines == c.parsed + c.malformed);
+    const cJSON *dev = cJSON_GetObjectItem(c.run_start, "device");
+    CHECK(cJSON_IsString(dev) && strcmp(dev->valuestring, "cpu") == 0);
+    /* A long message is cut at a UTF-8 boundary. */
+    char big[2000];
+    int n = sprintf(big, "{\"v\":1,\"ev\":\"oom\",\"device\":\"x\",\"message\":\"");
+    for (int i = 0; i < 600; i++)
+        n += sprintf(big + n, "\xe2\x82\xac");
+    sprintf(big + n, "\"}");
+    feed(&c, big, 4);
+    const cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(c.ooms, 0), "message");
+    CHECK(cJSON_IsString(msg) && strlen(msg->valuestring) < 512 && dg_utf8_valid(msg->valuestring, strlen(msg->valuestring)));
+    dg_evcollect_free(&c);
+}
+
+int main(void)
+{
+    test_parse();
+    test_reader();
+    test_collect();
+    CHECK_DONE();
+}
