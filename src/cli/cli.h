@@ -73,4 +73,5 @@ int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a ch
 int cmd_soak(cli *c, int argc, char **argv);
 int cmd_compare(cli *c, int argc, char **argv);
 int cmd_profile(cli *c, int argc, char **argv);
+int cmd_report(cli *c, int argc, char **argv);
 #endif

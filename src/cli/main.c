@@ -33,6 +33,8 @@ static const char usage_text[] =
     "        the same run on cpu and the device against a float64 reference\n"
     "  profile [train options] [--warmup N] [--window N] [--trace FILE] [--json]\n"
     "        phases, per-op table with fallbacks, and a Chrome trace\n"
+    "  report RUN_ID|FILE.json [--format html|md|json|text] [-o DIR]\n"
+    "        render an evidence record: terminal summary, page, Markdown or JSON\n"
     "  ledger list [--limit N] [--json]\n"
     "  ledger show ID [--json]\n"
     "  ledger diff A B [--force] [--json]\n"
@@ -96,6 +98,8 @@ int main(int argc, char **argv)
         rc = cmd_compare(&c, argc - i, argv + i);
     else if (strcmp(verb, "profile") == 0)
         rc = cmd_profile(&c, argc - i, argv + i);
+    else if (strcmp(verb, "report") == 0)
+        rc = cmd_report(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {
