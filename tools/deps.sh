@@ -7,7 +7,7 @@ pkgs=(build-essential cmake pkg-config git
       libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
       libsqlite3-dev libcjson-dev libssl-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev)
 if [ "$tier" = test ]; then
-  pkgs+=(sqlite3 python3 python3-torch clang libclang-rt-14-dev)
+  pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang libclang-rt-14-dev chromium)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -92,4 +92,5 @@ int cmd_accept(cli *c, int argc, char **argv);
 int cmd_run(cli *c, int argc, char **argv);
 /* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
 int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
+int cmd_report(cli *c, int argc, char **argv);
 #endif

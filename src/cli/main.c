@@ -44,6 +44,8 @@ static const char usage_text[] =
     "        127 no such program, 130 interrupted\n"
     "  compare RUN_A RUN_B [--force] [--json]\n"
     "        two recorded runs (ledger ids, prefixes or record files) side by side\n"
+    "  report RUN_ID|FILE.json [--format html|md|json|text] [-o DIR]\n"
+    "        render an evidence record: terminal summary, page, Markdown or JSON\n"
     "  ledger list [--limit N] [--json]\n"
     "  ledger show ID [--json]\n"
     "  ledger diff A B [--force] [--json]\n"
@@ -112,6 +114,8 @@ int main(int argc, char **argv)
         rc = cmd_accept(&c, argc - i, argv + i);
     else if (strcmp(verb, "run") == 0)
         rc = cmd_run(&c, argc - i, argv + i);
+    else if (strcmp(verb, "report") == 0)
+        rc = cmd_report(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {

@@ -89,8 +89,10 @@ expect_json "$T/out" 'd["spec"]["cmd"] == ["touch", "x;y", "$(touch pwned)"]'
 
 # 11. The human summary, recorded in the ledger.
 expect_exit 0 "${RUN[@]}" -- python3 "$D/good.py"
-expect_grep "$T/out" 'supervise +ok +exit 0'
-expect_grep "$T/out" 'recorded as '
+expect_grep "$T/out" 'supervise +PASS +exit 0'
+expect_grep "$T/out" '^  pack +devgate-report/2'
+expect_exit 0 "$DG" ledger list
+expect_grep "$T/out" ' run ' "the run's ledger entry"
 
 # 12. compare RUN_A RUN_B: equal buckets compare, different ones are refused unless --force.
 "$DG" run --no-env --json --label a -- python3 "$D/good.py" --step-ms 4 >a.json 2>/dev/null

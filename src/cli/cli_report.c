@@ -1,0 +1,253 @@
+/* devgate report RUN_ID|FILE.json [--format html|md|json|text] [-o DIR]:
+ * renders an evidence record (docs/report.md) from a file or the ledger. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RECORD_MAX ((long)64 << 20)
+
+static const char report_usage[] =
+    "report: use 'report RUN_ID|FILE.json [--format html|md|json|text] [-o DIR]'";
+
+static bool parse_format(const char *s, dg_report_format *f)
+{
+    static const struct {
+        const char *name;
+        dg_report_format fmt;
+    } names[] = {
+        {"html", DG_REPORT_HTML}, {"md", DG_REPORT_MD},     {"markdown", DG_REPORT_MD},
+        {"json", DG_REPORT_JSON}, {"text", DG_REPORT_TEXT}, {"txt", DG_REPORT_TEXT},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *f = names[i].fmt;
+            return true;
+        }
+    return false;
+}
+
+static const char *format_ext(dg_report_format f)
+{
+    switch (f) {
+    case DG_REPORT_HTML: return "html";
+    case DG_REPORT_MD: return "md";
+    case DG_REPORT_JSON: return "json";
+    case DG_REPORT_TEXT: return "txt";
+    }
+    return "txt";
+}
+
+/* The whole file as a NUL-terminated string (free), or NULL with a message. */
+static char *read_record_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("report: cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 131072;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                cli_error("report: out of memory reading %s", path);
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, 65536, f);
+        len += got;
+        if ((long)len > RECORD_MAX) {
+            cli_error("report: %s is larger than %ld bytes; not an evidence record", path,
+                      RECORD_MAX);
+            break;
+        }
+        if (got == 0) {
+            bool err = ferror(f);
+            fclose(f);
+            if (err) {
+                cli_error("report: cannot read %s: %s", path, strerror(errno));
+                free(buf);
+                return NULL;
+            }
+            buf[len] = '\0';
+            return buf;
+        }
+    }
+    fclose(f);
+    free(buf);
+    return NULL;
+}
+
+/* The record of ledger run id (or unique prefix), printed compactly (free()). */
+static char *read_record_ledger(cli *c, const char *id, int *rc)
+{
+    *rc = EXIT_USAGE;
+    if (c->no_ledger) {
+        cli_error("report: '%s' is not a file, and --no-ledger leaves no ledger to look it up in",
+                  id);
+        return NULL;
+    }
+    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
+    const char *path = c->ledger_path ? c->ledger_path : def;
+    if (!path) {
+        cli_error("report: cannot tell where the ledger is (set DEVGATE_LEDGER or --ledger)");
+        return NULL;
+    }
+    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    dg_ledger *lg = NULL;
+    char *entry_json = NULL;
+    dg_status st = dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, &lg);
+    if (st == DG_OK)
+        st = dg_ledger_show(c->ctx, lg, id, &entry_json);
+    dg_ledger_close(lg);
+    if (st != DG_OK) {
+        if (st == DG_ERR_NOT_FOUND)
+            cli_error("report: '%s' is neither a file nor a run in the ledger %s", id, path);
+        else
+            cli_error("report: %s", dg_errmsg(c->ctx));
+        dg_string_free(def);
+        return NULL;
+    }
+    dg_string_free(def);
+    cJSON *entry = cJSON_Parse(entry_json);
+    dg_string_free(entry_json);
+    const cJSON *rec = cJSON_GetObjectItem(entry, "record");
+    /* A plain copy: cJSON's allocator may change once the library installs its hooks. */
+    char *printed = rec ? cJSON_PrintUnformatted(rec) : NULL;
+    char *out = printed ? strdup(printed) : NULL;
+    cJSON_free(printed);
+    if (!out)
+        cli_error("report: run %s has no record", id);
+    else
+        *rc = EXIT_PASS;
+    cJSON_Delete(entry);
+    return out;
+}
+
+/* mkdir -p; false with a message. */
+static bool make_dirs(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p) {
+        cli_error("report: out of memory");
+        return false;
+    }
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char saved = *s;
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                cli_error("report: cannot create folder %s: %s", p, strerror(errno));
+                free(p);
+                return false;
+            }
+            *s = saved;
+            if (!saved)
+                break;
+        }
+    }
+    free(p);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        cli_error("report: %s is not a folder", dir);
+        return false;
+    }
+    return true;
+}
+
+/* Writes text to DIR/report.EXT through a temporary file and a rename. */
+static int write_report(const char *dir, dg_report_format fmt, const char *text)
+{
+    if (!make_dirs(dir))
+        return EXIT_USAGE;
+    size_t n = strlen(dir) + 64;
+    char *path = malloc(n), *tmp = malloc(n);
+    if (!path || !tmp) {
+        free(path);
+        free(tmp);
+        cli_error("report: out of memory");
+        return EXIT_USAGE;
+    }
+    snprintf(path, n, "%s/report.%s", dir, format_ext(fmt));
+    snprintf(tmp, n, "%s/.report.%s.%ld.tmp", dir, format_ext(fmt), (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fputs(text, f) >= 0;
+    ok = f && fclose(f) == 0 && ok;
+    ok = ok && rename(tmp, path) == 0;
+    int rc = EXIT_PASS;
+    if (!ok) {
+        cli_error("report: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        rc = EXIT_USAGE;
+    } else {
+        puts(path);
+    }
+    free(path);
+    free(tmp);
+    return rc;
+}
+
+int cmd_report(cli *c, int argc, char **argv)
+{
+    const char *what = NULL, *fmt_name = NULL, *dir = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        if (cli_common_opt(c, argc, argv, &i))
+            continue;
+        if (opt_value(argc, argv, &i, "--format", &v)) {
+            fmt_name = v;
+        } else if (opt_value(argc, argv, &i, "-o", &v) ||
+                   opt_value(argc, argv, &i, "--output", &v)) {
+            dir = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error("report: unknown option '%s'\n%s", argv[i], report_usage);
+            return EXIT_USAGE;
+        } else if (!what) {
+            what = argv[i];
+        } else {
+            cli_error("report: unexpected argument '%s'\n%s", argv[i], report_usage);
+            return EXIT_USAGE;
+        }
+    }
+    if (!what || !what[0]) {
+        cli_error("%s", report_usage);
+        return EXIT_USAGE;
+    }
+    dg_report_format fmt = dir ? DG_REPORT_HTML : DG_REPORT_TEXT;
+    if (c->json)
+        fmt = DG_REPORT_JSON;
+    if (fmt_name && !parse_format(fmt_name, &fmt)) {
+        cli_error("report: --format wants html, md, json or text, got '%s'", fmt_name);
+        return EXIT_USAGE;
+    }
+    struct stat sb;
+    bool is_file = stat(what, &sb) == 0 && !S_ISDIR(sb.st_mode);
+    int rc = EXIT_USAGE;
+    char *record = NULL;
+    if (is_file)
+        record = read_record_file(what);
+    else
+        record = read_record_ledger(c, what, &rc);
+    if (!record)
+        return EXIT_USAGE;
+    char *text = NULL;
+    dg_status st = dg_report_render(c->ctx, record, fmt, &text);
+    free(record);
+    if (st != DG_OK) {
+        cli_error("report: %s %s: %s", is_file ? "file" : "run", what, dg_errmsg(c->ctx));
+        return EXIT_USAGE;
+    }
+    if (dir) {
+        rc = write_report(dir, fmt, text);
+    } else {
+        rc = fputs(text, stdout) >= 0 && fflush(stdout) == 0 ? EXIT_PASS : EXIT_USAGE;
+    }
+    dg_string_free(text);
+    return rc;
+}

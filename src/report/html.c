@@ -1,0 +1,900 @@
+/* The report page: one self-contained HTML file (no script, no network: a
+ * Content-Security-Policy forbids both), readable on a phone and in print.
+ * Sections in the order of docs/report.md; charts are inline SVG drawn in
+ * svg.c. Every record string goes through ESC_HTML. */
+#include "report/html.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char page_css[] =
+    ":root{--ok:#1a7f37;--warn:#9a6700;--fail:#cf222e;--info:#0969da;--mute:#57606a;--line:#d0d7de}"
+    "*{box-sizing:border-box}"
+    "body{margin:0 auto;max-width:1100px;padding:12px;font:15px/1.45 system-ui,-apple-system,"
+    "'Segoe UI',Roboto,sans-serif;color:#1f2328;background:#fff;overflow-wrap:break-word}"
+    "h1{font-size:1.3em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;"
+    "border-bottom:1px solid var(--line);padding-bottom:.2em}h3{font-size:1em;margin:1em 0 .4em}"
+    ".meta{color:var(--mute);font-size:.9em}"
+    ".banner{border:2px solid;border-radius:8px;padding:12px 16px;margin:8px 0}"
+    ".banner.ok{border-color:var(--ok);background:#dafbe1}.banner.bad{border-color:var(--fail);"
+    "background:#ffebe9}.banner.none{border-color:var(--mute);background:#f6f8fa}"
+    ".verdict{font-size:1.5em;font-weight:700}.proofs{list-style:none;padding:0;margin:.5em 0;"
+    "display:flex;flex-wrap:wrap;gap:6px 18px}.yes{color:var(--ok);font-weight:700}"
+    ".no{color:var(--fail);font-weight:700}"
+    ".scroll{overflow-x:auto;margin:.4em 0}"
+    "table{border-collapse:collapse;font-size:.9em;min-width:50%}"
+    "th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top}"
+    "th{background:#f6f8fa;white-space:nowrap}td.wide{min-width:22em;overflow-wrap:anywhere}td.n{"
+    "text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "tr.fallback td{background:#fff8c5}tr.failed td{background:#ffebe9}"
+    ".sev{display:inline-block;min-width:3.2em;text-align:center;border-radius:4px;color:#fff;"
+    "font-size:.8em;font-weight:700;padding:1px 5px;text-transform:uppercase}"
+    ".sev.fail{background:var(--fail)}.sev.warn{background:var(--warn)}.sev.info{background:var(--"
+    "info)}"
+    ".sev.pass{background:var(--ok)}.sev.none{background:var(--mute)}"
+    ".finding{border-left:4px solid var(--line);padding:4px 12px;margin:10px 0}"
+    ".finding.fail{border-color:var(--fail)}.finding.warn{border-color:var(--warn)}"
+    ".finding.info{border-color:var(--info)}.finding p{margin:.3em 0}"
+    ".na{color:var(--mute);font-style:italic}.note{color:var(--mute);font-size:.9em}"
+    "svg{width:100%;height:auto;display:block;max-width:860px}"
+    "svg text{font:11px system-ui,sans-serif;fill:#1f2328}svg .ax{stroke:#8c959f;stroke-width:1}"
+    "svg .grid{stroke:#eaeef2;stroke-width:1}svg .t{font-size:12px;font-weight:600}"
+    ".charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px}"
+    "code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.88em}"
+    "@media (max-width:600px){body{font-size:14px;padding:8px}.verdict{font-size:1.25em}}"
+    "@media print{body{max-width:none;font-size:11px}.banner{break-inside:avoid}"
+    "section{break-inside:avoid-page}.scroll{overflow:visible}svg{max-width:100%}"
+    "a{color:inherit;text-decoration:none}}";
+
+/* ---- small writers -------------------------------------------------------- */
+
+void rp_h_esc(dg_capbuf *b, const char *s, const char *fallback)
+{
+    rp_esc(b, ESC_HTML, s, fallback);
+}
+
+/* A formatted value: "not reported" is shown muted. */
+void rp_h_val(dg_capbuf *b, const char *v)
+{
+    bool na = strcmp(v, "not reported") == 0;
+    rp_put(b, na ? "<span class=\"na\">" : "");
+    rp_h_esc(b, v, "");
+    rp_put(b, na ? "</span>" : "");
+}
+
+void rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path)
+{
+    char v[64];
+    rp_fmt_metric_at(v, sizeof v, o, path);
+    rp_h_val(b, v);
+}
+
+/* A JSON scalar as text: strings escaped, numbers short, metrics with unit. */
+void rp_h_scalar(dg_capbuf *b, const cJSON *n)
+{
+    char v[64];
+    if (cJSON_IsString(n)) {
+        rp_h_esc(b, n->valuestring, "");
+    } else if (cJSON_IsBool(n)) {
+        rp_put(b, cJSON_IsTrue(n) ? "yes" : "no");
+    } else if (cJSON_IsNumber(n)) {
+        rp_fmt_num(v, sizeof v, n->valuedouble, isfinite(n->valuedouble));
+        if (fabs(n->valuedouble) >= 1000 && fabs(n->valuedouble) < 1e15 &&
+            n->valuedouble == floor(n->valuedouble))
+            snprintf(v, sizeof v, "%.0f", n->valuedouble);
+        rp_h_val(b, v);
+    } else if (cJSON_IsObject(n) && cJSON_GetObjectItem(n, "valid")) {
+        rp_fmt_metric(v, sizeof v, n);
+        rp_h_val(b, v);
+    } else {
+        rp_put(b, "<span class=\"na\">not reported</span>");
+    }
+}
+
+/* <tr><th>key</th><td>...: the caller writes the cell and calls rp_kv_end. */
+void rp_kv_begin(dg_capbuf *b, const char *key)
+{
+    rp_put(b, "<tr><th>");
+    rp_put(b, key);
+    rp_put(b, "</th><td>");
+}
+
+void rp_kv_end(dg_capbuf *b)
+{
+    rp_put(b, "</td></tr>\n");
+}
+
+void rp_kv_str(dg_capbuf *b, const char *key, const char *s)
+{
+    rp_kv_begin(b, key);
+    if (s)
+        rp_h_esc(b, s, "");
+    else
+        rp_put(b, "<span class=\"na\">not reported</span>");
+    rp_kv_end(b);
+}
+
+void rp_kv_metric(dg_capbuf *b, const char *key, const cJSON *o, const char *path)
+{
+    rp_kv_begin(b, key);
+    rp_h_scalar(b, rp_get(o, path));
+    rp_kv_end(b);
+}
+
+void rp_kv_bool(dg_capbuf *b, const char *key, const cJSON *o, const char *path)
+{
+    const cJSON *n = rp_get(o, path);
+    rp_kv_begin(b, key);
+    rp_put(b, cJSON_IsTrue(n)    ? "yes"
+              : cJSON_IsFalse(n) ? "no"
+                                 : "<span class=\"na\">not reported</span>");
+    rp_kv_end(b);
+}
+
+/* Strings of an array joined by sep, escaped; "none" when empty. */
+void rp_h_join(dg_capbuf *b, const cJSON *arr, const char *sep)
+{
+    const cJSON *a;
+    bool first = true;
+    cJSON_ArrayForEach(a, arr)
+    {
+        rp_put(b, first ? "" : sep);
+        rp_h_scalar(b, a);
+        first = false;
+    }
+    if (first)
+        rp_put(b, "<span class=\"na\">none</span>");
+}
+
+void rp_table_open(dg_capbuf *b, const char *head)
+{
+    rp_put(b, "<div class=\"scroll\"><table>");
+    if (head)
+        rp_put(b, head);
+    rp_put(b, "\n");
+}
+
+void rp_table_close(dg_capbuf *b)
+{
+    rp_put(b, "</table></div>\n");
+}
+
+/* Any JSON value as nested key/value tables (depth-limited): used for
+ * sections whose shape devgate does not know in detail (supervise). */
+void rp_h_generic(dg_capbuf *b, const cJSON *n, int depth)
+{
+    if (cJSON_IsArray(n)) {
+        int count = cJSON_GetArraySize(n);
+        const cJSON *first = cJSON_GetArrayItem(n, 0);
+        if (count == 0 || !(cJSON_IsObject(first) || cJSON_IsArray(first)) || depth <= 0) {
+            if (count > 0 && (cJSON_IsObject(first) || cJSON_IsArray(first)))
+                rp_printf(b, "%d items", count);
+            else
+                rp_h_join(b, n, ", ");
+            return;
+        }
+        int shown = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, n)
+        {
+            if (shown++ == 20) {
+                rp_printf(b, "<p class=\"note\">%d more</p>", count - 20);
+                break;
+            }
+            rp_h_generic(b, a, depth - 1);
+        }
+        return;
+    }
+    if (!cJSON_IsObject(n) || cJSON_GetObjectItem(n, "valid")) {
+        rp_h_scalar(b, n);
+        return;
+    }
+    if (depth <= 0) {
+        rp_printf(b, "%d fields", cJSON_GetArraySize(n));
+        return;
+    }
+    rp_table_open(b, NULL);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, n)
+    {
+        rp_put(b, "<tr><th>");
+        rp_h_esc(b, f->string, "");
+        rp_put(b, "</th><td>");
+        rp_h_generic(b, f, depth - 1);
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+}
+
+/* Opens a section with its id and heading (trusted text). */
+void rp_section_open(dg_capbuf *b, const char *id, const char *title)
+{
+    rp_printf(b, "<section id=\"%s\"><h2>%s</h2>\n", id, title);
+}
+
+void rp_section_absent(dg_capbuf *b, const char *what)
+{
+    rp_printf(b, "<p class=\"na\">No %s in this record.</p>\n", what);
+}
+
+/* ---- page ------------------------------------------------------------------ */
+
+static void page_begin(dg_capbuf *b, const cJSON *rec)
+{
+    rp_put(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+              "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+              "style-src 'unsafe-inline'; img-src data:\">\n"
+              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+              "<meta name=\"generator\" content=\"devgate " DG_VERSION "\">\n<title>devgate ");
+    rp_h_esc(b, rp_str(rec, "kind"), "");
+    rp_put(b, " ");
+    rp_h_esc(b, rp_str(rec, "run_id"), "(not recorded)");
+    if (rp_str(rec, "label")) {
+        rp_put(b, " · ");
+        rp_h_esc(b, rp_str(rec, "label"), "");
+    }
+    rp_put(b, "</title>\n<style>");
+    rp_put(b, page_css);
+    rp_put(b, "</style></head>\n<body>\n<header><h1>devgate ");
+    rp_h_esc(b, rp_str(rec, "kind"), "");
+    rp_put(b, " · run <span class=\"mono\">");
+    rp_h_esc(b, rp_str(rec, "run_id"), "(not recorded)");
+    rp_put(b, "</span></h1>\n<p class=\"meta\">host ");
+    rp_h_esc(b, rp_str(rec, "host"), "unknown");
+    rp_put(b, " · ");
+    rp_h_esc(b, rp_str(rec, "timestamp"), "no time");
+    const char *bucket = rp_bucket_id(rec);
+    if (bucket) {
+        rp_put(b, " · bucket <span class=\"mono\">");
+        char shortid[13];
+        snprintf(shortid, sizeof shortid, "%s", bucket);
+        rp_h_esc(b, shortid, "");
+        rp_put(b, "</span>");
+    }
+    if (rp_str(rec, "label")) {
+        rp_put(b, " · label <b>");
+        rp_h_esc(b, rp_str(rec, "label"), "");
+        rp_put(b, "</b>");
+    }
+    const char *state = rp_str(rec, "state");
+    if (state && strcmp(state, "complete") != 0) {
+        rp_put(b, " · state <b class=\"no\">");
+        rp_h_esc(b, state, "");
+        rp_put(b, "</b>");
+    }
+    rp_put(b, "</p></header>\n<main>\n");
+}
+
+static void page_end(dg_capbuf *b)
+{
+    rp_put(b, "</main>\n<footer><p class=\"note\">Rendered by devgate " DG_VERSION
+              " from the evidence record (docs/schema/report.md). Values the run could not "
+              "measure are shown as <span class=\"na\">not reported</span>, never as 0.</p>"
+              "</footer>\n</body></html>\n");
+}
+
+/* ---- verdict banner and steps ----------------------------------------------- */
+
+static void sec_banner(dg_capbuf *b, const cJSON *rec)
+{
+    const cJSON *g = rp_obj(rec, "final_gate");
+    bool accepted = rp_true(g, "accepted");
+    rp_printf(b, "<section id=\"verdict\" class=\"banner %s\">\n<div class=\"verdict\">%s</div>\n",
+              !g         ? "none"
+              : accepted ? "ok"
+                         : "bad",
+              !g         ? "no final gate recorded"
+              : accepted ? "✓ accepted"
+                         : "✗ not accepted");
+    if (g) {
+        rp_put(b, "<p><b>");
+        rp_h_esc(b, rp_str(g, "statement"), accepted ? "accepted" : "not accepted");
+        rp_put(b, "</b></p>\n<ul class=\"proofs\">");
+        static const char *const keys[] = {"proofs.architecture", "proofs.gate_log", "proofs.sweep",
+                                           "proofs.memory_curve"};
+        static const char *const names[] = {"architecture proof", "device gate log", "batch sweep",
+                                            "memory curve"};
+        for (int i = 0; i < 4; i++) {
+            bool yes = rp_true(g, keys[i]);
+            rp_printf(b, "<li><span class=\"%s\">%s</span> %s</li>", yes ? "yes" : "no",
+                      yes ? "✓" : "✗", names[i]);
+        }
+        rp_put(b, "</ul>\n");
+        if (cJSON_GetArraySize(rp_arr(g, "missing")) > 0) {
+            rp_put(b, "<p>missing: ");
+            rp_h_join(b, rp_arr(g, "missing"), ", ");
+            rp_put(b, "</p>\n");
+        }
+        double ff;
+        rp_put(b, "<p>throughput ");
+        rp_h_metric(b, g, "throughput");
+        double batch;
+        if (rp_num(g, "batch", &batch))
+            rp_printf(b, " at batch %.0f", batch);
+        if (rp_num(g, "fail_findings", &ff))
+            rp_printf(b, " · %.0f fail finding%s", ff, ff == 1 ? "" : "s");
+        rp_put(b, "</p>\n");
+    }
+    const cJSON *d = rp_obj(rec, "decision");
+    rp_put(b, "<p><b>decision:</b> ");
+    if (d) {
+        rp_h_esc(b, rp_str(d, "route"), "?");
+        if (rp_str(d, "backend")) {
+            rp_put(b, " (");
+            rp_h_esc(b, rp_str(d, "backend"), "");
+            rp_put(b, ")");
+        }
+        const cJSON *r;
+        bool first = true;
+        cJSON_ArrayForEach(r, rp_arr(d, "reasons"))
+        {
+            rp_put(b, first ? " — " : "; ");
+            rp_h_scalar(b, r);
+            first = false;
+        }
+    } else {
+        rp_put(b, "<span class=\"na\">none recorded</span>");
+    }
+    rp_put(b, "</p>\n</section>\n");
+}
+
+static const char *verdict_class(const char *v)
+{
+    if (!v)
+        return "none";
+    if (strcmp(v, "pass") == 0 || strcmp(v, "warn") == 0 || strcmp(v, "fail") == 0 ||
+        strcmp(v, "info") == 0)
+        return v;
+    return "none";
+}
+
+static void sec_steps(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "steps", "Steps");
+    const cJSON *steps = rp_arr(rec, "steps");
+    if (cJSON_GetArraySize(steps) == 0) {
+        rp_section_absent(b, "steps");
+        rp_put(b, "</section>\n");
+        return;
+    }
+    rp_table_open(
+        b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</th></tr>");
+    const cJSON *s;
+    cJSON_ArrayForEach(s, steps)
+    {
+        const char *v = rp_str(s, "verdict");
+        rp_put(b, "<tr><td>");
+        rp_h_esc(b, rp_str(s, "name"), "?");
+        rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(v));
+        rp_h_esc(b, v, "–");
+        rp_put(b, "</span></td><td>");
+        rp_h_esc(b, rp_str(s, "summary"), "");
+        if (rp_str(s, "error")) {
+            rp_put(b, "<br><span class=\"no\">error:</span> ");
+            rp_h_esc(b, rp_str(s, "error"), "");
+        }
+        rp_put(b, "</td><td>");
+        rp_h_esc(b, rp_str(s, "status"), "?");
+        rp_put(b, "</td><td class=\"n\">");
+        rp_h_metric(b, s, "wall");
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+    rp_put(b, "</section>\n");
+}
+
+/* ---- findings ---------------------------------------------------------------- */
+
+static void finding_evidence(dg_capbuf *b, const cJSON *f)
+{
+    const cJSON *ev = rp_arr(f, "evidence");
+    if (cJSON_GetArraySize(ev) == 0)
+        return;
+    rp_table_open(b, "<tr><th>evidence</th><th>value</th><th>source</th></tr>");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        rp_put(b, "<tr><td class=\"mono\">");
+        rp_h_esc(b, rp_str(e, "field"), "?");
+        rp_put(b, "</td><td class=\"n\">");
+        const cJSON *v = rp_get(e, "value");
+        rp_h_scalar(b, v);
+        if (rp_str(e, "unit") && !cJSON_IsNull(v) && v) {
+            rp_put(b, " ");
+            rp_h_esc(b, rp_str(e, "unit"), "");
+        }
+        rp_put(b, "</td><td>");
+        rp_h_esc(b, rp_str(e, "section"), "?");
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+}
+
+static void sec_findings(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "findings", "Findings");
+    int n;
+    const cJSON **fs = rp_findings_sorted(rec, &n);
+    if (n == 0)
+        rp_put(b, "<p>No findings: no rule fired on this record.</p>\n");
+    for (int i = 0; i < n; i++) {
+        const char *sev = verdict_class(rp_str(fs[i], "severity"));
+        rp_printf(b, "<div class=\"finding %s\"><p><span class=\"sev %s\">", sev, sev);
+        rp_h_esc(b, rp_str(fs[i], "severity"), "?");
+        rp_put(b, "</span> <b class=\"mono\">");
+        rp_h_esc(b, rp_str(fs[i], "id"), "?");
+        rp_put(b, "</b> ");
+        rp_h_esc(b, rp_str(fs[i], "title"), "");
+        rp_put(b, "</p>\n");
+        finding_evidence(b, fs[i]);
+        if (rp_str(fs[i], "hypothesis")) {
+            rp_put(b, "<p><b>hypothesis:</b> ");
+            rp_h_esc(b, rp_str(fs[i], "hypothesis"), "");
+            rp_put(b, "</p>\n");
+        }
+        if (rp_str(fs[i], "action")) {
+            rp_put(b, "<p><b>→ action:</b> ");
+            rp_h_esc(b, rp_str(fs[i], "action"), "");
+            rp_put(b, "</p>\n");
+        }
+        rp_put(b, "</div>\n");
+    }
+    dg_free(fs);
+    rp_put(b, "</section>\n");
+}
+
+/* ---- batch sweep --------------------------------------------------------------- */
+
+static void sweep_trial_row(dg_capbuf *b, const cJSON *t, bool bisect)
+{
+    const char *ended = rp_str(t, "ended");
+    bool ok = ended && strcmp(ended, "ok") == 0;
+    double batch = 0;
+    rp_num(t, "batch", &batch);
+    rp_printf(b, "<tr%s><td class=\"n\">%.0f%s</td><td>", ok ? "" : " class=\"failed\"", batch,
+              bisect ? " (bisect)" : "");
+    rp_h_esc(b, ended, "?");
+    if (rp_str(t, "signal")) {
+        rp_put(b, " ");
+        rp_h_esc(b, rp_str(t, "signal"), "");
+    }
+    if (rp_true(t, "budget"))
+        rp_put(b, " (budget)");
+    if (rp_str(t, "reason")) {
+        rp_put(b, "<br><span class=\"note\">");
+        rp_h_esc(b, rp_str(t, "reason"), "");
+        rp_put(b, "</span>");
+    }
+    static const char *const cols[] = {
+        "samples_per_s",        "step_ms.median", "step_ms.iqr", "device_allocated_peak",
+        "device_reserved_peak", "rss_peak",       "swap_growth", "wall_s"};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        rp_put(b, "</td><td class=\"n\">");
+        rp_h_metric(b, t, cols[i]);
+    }
+    rp_put(b, "</td></tr>\n");
+}
+
+static void sec_sweep(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "sweep", "Batch sweep");
+    const cJSON *sw = rp_obj(rec, "sweep");
+    if (!sw) {
+        rp_section_absent(b, "batch sweep");
+        rp_put(b, "</section>\n");
+        return;
+    }
+    rp_svg_sweep(b, sw);
+    double kb, sb, at;
+    rp_put(b, "<p>knee: ");
+    if (rp_num(sw, "knee.batch", &kb))
+        rp_printf(b, "batch <b>%.0f</b> (", kb);
+    else
+        rp_put(b, "<span class=\"na\">not reported</span> (");
+    rp_h_metric(b, sw, "knee.samples_per_s");
+    rp_put(b, ") · safe batch: ");
+    if (rp_num(sw, "safe_batch.batch", &sb))
+        rp_printf(b, "<b>%.0f</b> (", sb);
+    else
+        rp_put(b, "<span class=\"na\">not reported</span> (");
+    rp_h_metric(b, sw, "safe_batch.samples_per_s");
+    rp_put(b, ")");
+    if (rp_str(sw, "safe_batch.note")) {
+        rp_put(b, ", ");
+        rp_h_esc(b, rp_str(sw, "safe_batch.note"), "");
+    }
+    rp_put(b, " · stopped: ");
+    rp_h_esc(b, rp_str(sw, "stopped.reason"), "not reported");
+    if (rp_num(sw, "stopped.at_batch", &at))
+        rp_printf(b, " at batch %.0f", at);
+    rp_put(b, " · memory budget ");
+    rp_h_metric(b, sw, "spec.mem_budget");
+    if (rp_str(sw, "spec.mem_budget_source")) {
+        rp_put(b, " (");
+        rp_h_esc(b, rp_str(sw, "spec.mem_budget_source"), "");
+        rp_put(b, ")");
+    }
+    rp_put(b, "</p>\n");
+    rp_table_open(
+        b, "<tr><th>batch</th><th>ended</th><th>samples/s</th><th>step ms</th><th>IQR</th>"
+           "<th>device allocated</th><th>device reserved</th><th>RSS peak</th><th>swap growth</th>"
+           "<th>wall</th></tr>");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, rp_arr(sw, "trials")) sweep_trial_row(b, t, false);
+    cJSON_ArrayForEach(t, rp_arr(sw, "bisect")) sweep_trial_row(b, t, true);
+    rp_table_close(b);
+    rp_put(b, "</section>\n");
+}
+
+/* ---- memory curve ---------------------------------------------------------------- */
+
+static void sec_memory(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "memory", "Memory curve");
+    const cJSON *soak = rp_obj(rec, "soak");
+    const cJSON *epochs = rp_arr(soak, "epochs");
+    if (!soak || cJSON_GetArraySize(epochs) == 0) {
+        rp_section_absent(b, soak ? "per-epoch watermarks" : "soak (memory curve)");
+        rp_put(b, "</section>\n");
+        return;
+    }
+    rp_svg_memory(b, rec, soak);
+    const cJSON *s = rp_obj(soak, "soak");
+    rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
+    static const char *const src[] = {"allocator_allocated", "allocator_reserved", "driver",
+                                      "footprint"};
+    static const char *const names[] = {"allocator allocated", "allocator reserved", "driver",
+                                        "footprint"};
+    for (int i = 0; i < 4; i++) {
+        char path[64], v[48];
+        double x;
+        snprintf(path, sizeof path, "growth.%s", src[i]);
+        if (rp_num(s, path, &x))
+            snprintf(v, sizeof v, "%+.1f%%", x);
+        else
+            snprintf(v, sizeof v, "not reported");
+        rp_printf(b, "%s%s ", i ? " · " : "", names[i]);
+        rp_h_val(b, v);
+    }
+    rp_printf(b, " · threshold %.0f%%", rp_mem_growth_pct(rec));
+    const cJSON *al = rp_get(s, "staircase.aligned");
+    rp_put(b, " · staircase ");
+    rp_put(b, cJSON_IsTrue(al)    ? "aligned with validation (a working-set change)"
+              : cJSON_IsFalse(al) ? "not aligned with validation"
+                                  : "none");
+    rp_put(b, rp_true(s, "empty_cache") ? " · cache emptied at every epoch end" : " · cache kept");
+    rp_put(b, "</p>\n");
+    rp_table_open(
+        b, "<tr><th>epoch</th><th>allocated</th><th>reserved</th><th>driver</th><th>footprint</th>"
+           "<th>cache emptied</th><th>validation</th><th>step ms</th><th>samples/s</th></tr>");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, epochs)
+    {
+        double ep = 0;
+        rp_num(e, "epoch", &ep);
+        rp_printf(b, "<tr><td class=\"n\">%.0f</td>", ep);
+        static const char *const cols[] = {"allocated", "reserved", "driver_used", "rss"};
+        for (int i = 0; i < 4; i++) {
+            rp_put(b, "<td class=\"n\">");
+            rp_h_metric(b, e, cols[i]);
+            rp_put(b, "</td>");
+        }
+        rp_printf(b, "<td>%s</td><td>%s</td><td class=\"n\">",
+                  rp_true(e, "cache_emptied") ? "yes" : "no",
+                  rp_true(e, "validation") ? "yes" : "no");
+        rp_h_metric(b, e, "step_ms");
+        rp_put(b, "</td><td class=\"n\">");
+        rp_h_metric(b, e, "samples_per_s");
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+    rp_put(b, "</section>\n");
+}
+
+/* ---- baseline: cpu against the device ---------------------------------------------- */
+
+static void sec_baseline(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "baseline", "Baseline: cpu against the device");
+    const cJSON *cmp = rp_obj(rec, "compare");
+    if (!cmp) {
+        rp_section_absent(b, "comparison with the cpu");
+        rp_put(b, "</section>\n");
+        return;
+    }
+    rp_svg_baseline(b, cmp);
+    rp_table_open(
+        b, "<tr><th>batch</th><th>cpu step</th><th>device step</th><th>speedup</th>"
+           "<th>step time reduction</th><th>device busy</th><th>loss vs float64 (device)</th>"
+           "<th>param drift (device vs float64)</th><th>fallbacks</th><th>verdict</th></tr>");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rp_arr(cmp, "runs"))
+    {
+        double batch = 0;
+        rp_num(r, "batch", &batch);
+        bool failed = rp_str(r, "failed") != NULL;
+        rp_printf(b, "<tr%s><td class=\"n\">%.0f</td>", failed ? " class=\"failed\"" : "", batch);
+        if (failed) {
+            rp_put(b, "<td colspan=\"9\">failed on ");
+            rp_h_esc(b, rp_str(r, "failed"), "?");
+            rp_put(b, ": ");
+            rp_h_esc(b, rp_str(r, "error"), "");
+            rp_put(b, "</td></tr>\n");
+            continue;
+        }
+        static const char *const cols[] = {"cpu.step_ms",
+                                           "device.step_ms",
+                                           "speedup",
+                                           "step_time_reduction_pct",
+                                           "busy_fraction",
+                                           "loss_vs_ref.device",
+                                           "param_drift.device_vs_ref",
+                                           "device.fallbacks"};
+        for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+            rp_put(b, "<td class=\"n\">");
+            rp_h_metric(b, r, cols[i]);
+            rp_put(b, "</td>");
+        }
+        rp_put(b, "<td>");
+        rp_h_esc(b, rp_str(r, "verdict"), "?");
+        if (cJSON_GetArraySize(rp_arr(r, "drift")) > 0) {
+            rp_put(b, ": ");
+            rp_h_join(b, rp_arr(r, "drift"), ", ");
+        }
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+    rp_put(b, "<p class=\"note\">device ");
+    rp_h_esc(b, rp_str(cmp, "device.name"), "not reported");
+    rp_put(
+        b,
+        " · speedup = cpu step time / device step time · busy = device time of forward, backward "
+        "and update over the device step · drift against the float64 reference "
+        "(loss tolerance ");
+    rp_h_metric(b, cmp, "thresholds.loss_tolerance");
+    rp_put(b, ", parameter tolerance ");
+    rp_h_metric(b, cmp, "thresholds.param_tolerance");
+    rp_put(b, ")</p>\n</section>\n");
+}
+
+/* ---- profile ------------------------------------------------------------------------ */
+
+static int op_share_cmp(const cJSON *a, const cJSON *b)
+{
+    double x = 0, y = 0;
+    if (!rp_num(a, "ms_total", &x))
+        x = -1;
+    if (!rp_num(b, "ms_total", &y))
+        y = -1;
+    return (x < y) - (x > y);
+}
+
+#define TOP_OPS 15
+
+static void profile_ops(dg_capbuf *b, const cJSON *prof)
+{
+    const cJSON *ops = rp_arr(prof, "ops");
+    int n = cJSON_GetArraySize(ops);
+    if (n <= 0) {
+        rp_put(b, "<p class=\"na\">No per-op table in this record.</p>\n");
+        return;
+    }
+    const cJSON *top[TOP_OPS];
+    int k = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, ops)
+    {
+        /* Keep the TOP_OPS largest by total time, in order (insertion). */
+        int j = k < TOP_OPS ? k++ : TOP_OPS;
+        if (j == TOP_OPS && op_share_cmp(o, top[TOP_OPS - 1]) >= 0)
+            continue;
+        if (j == TOP_OPS)
+            j = TOP_OPS - 1;
+        while (j > 0 && op_share_cmp(o, top[j - 1]) < 0) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = o;
+    }
+    rp_printf(b, "<h3>Top ops (%d of %d rows; profiled pass, each op timed in isolation)</h3>\n", k,
+              n);
+    rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>calls</th><th>total ms</th>"
+                     "<th>mean ms</th><th>share</th></tr>");
+    for (int i = 0; i < k; i++) {
+        bool fb = rp_true(top[i], "fallback");
+        rp_printf(b, "<tr%s><td class=\"mono\">", fb ? " class=\"fallback\"" : "");
+        rp_h_esc(b, rp_str(top[i], "op"), "?");
+        rp_put(b, fb ? " <b>FALLBACK</b>" : "");
+        rp_put(b, "</td><td class=\"mono\">");
+        rp_h_esc(b, rp_str(top[i], "shape"), "");
+        rp_put(b, "</td><td>");
+        rp_h_esc(b, rp_str(top[i], "backend"), "?");
+        rp_put(b, "</td><td class=\"n\">");
+        rp_h_metric(b, top[i], "calls");
+        rp_put(b, "</td><td class=\"n\">");
+        rp_h_metric(b, top[i], "ms_total");
+        rp_put(b, "</td><td class=\"n\">");
+        rp_h_metric(b, top[i], "ms_mean");
+        rp_put(b, "</td><td class=\"n\">");
+        double sh;
+        char v[32];
+        if (rp_num(top[i], "share", &sh))
+            snprintf(v, sizeof v, "%.1f%%", 100 * sh);
+        else
+            snprintf(v, sizeof v, "not reported");
+        rp_h_val(b, v);
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+}
+
+static void sec_profile(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "profile", "Profile");
+    const cJSON *prof = rp_obj(rec, "profile");
+    if (!prof) {
+        rp_section_absent(b, "profile");
+        rp_put(b, "</section>\n");
+        return;
+    }
+    rp_put(b, "<p>step ");
+    rp_h_metric(b, prof, "step.ms");
+    rp_put(b, " (median, unprofiled) · profiled ");
+    rp_h_metric(b, prof, "step.profiled_ms");
+    double w;
+    if (rp_num(prof, "window.steps", &w))
+        rp_printf(b, " · window %.0f steps", w);
+    rp_put(b, " · sync points per step ");
+    rp_h_metric(b, prof, "sync_points.per_step");
+    rp_put(b, " · noise ");
+    rp_h_esc(b, rp_str(prof, "step.stats.noise"), "not reported");
+    rp_put(b, "</p>\n");
+    rp_svg_phases(b, prof);
+    profile_ops(b, prof);
+    rp_put(b, "<p>bytes in the window: h2d ");
+    rp_h_metric(b, prof, "bytes.h2d");
+    rp_put(b, " · d2h ");
+    rp_h_metric(b, prof, "bytes.d2h");
+    rp_put(b, " · fallback copies ");
+    rp_h_metric(b, prof, "bytes.fallback_h2d");
+    rp_put(b, " up, ");
+    rp_h_metric(b, prof, "bytes.fallback_d2h");
+    rp_put(b, " down</p>\n");
+    if (rp_str(prof, "note")) {
+        rp_put(b, "<p class=\"note\">");
+        rp_h_esc(b, rp_str(prof, "note"), "");
+        rp_put(b, "</p>\n");
+    }
+    rp_put(b, "</section>\n");
+}
+
+/* ---- fallback census ---------------------------------------------------------------- */
+
+static void census_table(dg_capbuf *b, const cJSON *arr, const char *from)
+{
+    rp_put(b, "<h3>from ");
+    rp_put(b, from);
+    rp_put(b, "</h3>\n");
+    rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>reason</th><th>calls</th>"
+                     "<th>ms</th><th>bytes d2h</th><th>bytes h2d</th></tr>");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, arr)
+    {
+        rp_put(b, "<tr class=\"fallback\"><td class=\"mono\">");
+        rp_h_esc(b, rp_str(f, "op"), "?");
+        rp_put(b, "</td><td class=\"mono\">");
+        rp_h_esc(b, rp_str(f, "shape"), "");
+        rp_put(b, "</td><td>");
+        rp_h_esc(b, rp_str(f, "backend"), "?");
+        rp_put(b, "</td><td>");
+        rp_h_esc(b, rp_str(f, "reason"), "");
+        static const char *const cols[] = {"calls", "ms_total", "bytes_d2h", "bytes_h2d"};
+        for (int i = 0; i < 4; i++) {
+            rp_put(b, "</td><td class=\"n\">");
+            double v;
+            char t[48];
+            if (i >= 2 && rp_num(f, cols[i], &v))
+                rp_fmt_bytes(t, sizeof t, v, true);
+            else
+                rp_fmt_metric_at(t, sizeof t, f, cols[i]);
+            rp_h_val(b, t);
+        }
+        rp_put(b, "</td></tr>\n");
+    }
+    rp_table_close(b);
+}
+
+static void sec_fallbacks(dg_capbuf *b, const cJSON *rec)
+{
+    rp_section_open(b, "fallbacks", "Fallback census");
+    static const char *const paths[] = {"profile.fallbacks", "soak.fallbacks",
+                                        "supervise.fallbacks"};
+    static const char *const names[] = {"the profile", "the soak", "the supervised run"};
+    bool any_section = false, any = false;
+    for (int i = 0; i < 3; i++) {
+        const cJSON *arr = rp_arr(rec, paths[i]);
+        if (!arr)
+            continue;
+        any_section = true;
+        if (cJSON_GetArraySize(arr) == 0)
+            continue;
+        any = true;
+        census_table(b, arr, names[i]);
+    }
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rp_arr(rec, "compare.runs"))
+    {
+        double n, batch;
+        if (rp_num(r, "device.fallbacks", &n) && rp_num(r, "batch", &batch)) {
+            any_section = true;
+            if (n > 0) {
+                any = true;
+                rp_printf(b, "<p>compare, batch %.0f: %.0f ops fell back to the cpu</p>\n", batch,
+                          n);
+            }
+        }
+    }
+    if (!any_section)
+        rp_section_absent(b, "fallback census");
+    else if (!any)
+        rp_put(b, "<p><span class=\"yes\">✓</span> No op fell back to the cpu in the sections that "
+                  "keep a census.</p>\n");
+    rp_put(b, "</section>\n");
+}
+
+/* ---- supervised run ---------------------------------------------------------------------- */
+
+static void sec_supervise(dg_capbuf *b, const cJSON *rec)
+{
+    const cJSON *sup = rp_obj(rec, "supervise");
+    const cJSON *cmd = rp_supervise_command(rec);
+    if (!sup && !cmd)
+        return;
+    rp_section_open(b, "supervise", "Supervised run");
+    rp_table_open(b, NULL);
+    rp_kv_begin(b, "command");
+    if (cmd) {
+        rp_put(b, "<span class=\"mono\">");
+        rp_command(b, ESC_HTML, cmd);
+        rp_put(b, "</span>");
+    } else {
+        rp_put(b, "<span class=\"na\">not reported</span>");
+    }
+    rp_kv_end(b);
+    static const char *const exits[] = {"exit_status", "exit_code", "status"};
+    for (int i = 0; i < 3; i++)
+        if (rp_get(sup, exits[i]))
+            rp_kv_metric(b, exits[i], sup, exits[i]);
+    if (rp_get(sup, "signal"))
+        rp_kv_metric(b, "signal", sup, "signal");
+    rp_table_close(b);
+    if (sup) {
+        rp_put(b, "<h3>All facts of the section</h3>\n");
+        rp_h_generic(b, sup, 3);
+    }
+    rp_put(b, "</section>\n");
+}
+
+/* ---- entry ----------------------------------------------------------------------------- */
+
+void rp_render_html(dg_capbuf *b, const cJSON *rec)
+{
+    page_begin(b, rec);
+    sec_banner(b, rec);
+    sec_steps(b, rec);
+    sec_findings(b, rec);
+    sec_sweep(b, rec);
+    sec_memory(b, rec);
+    sec_baseline(b, rec);
+    sec_profile(b, rec);
+    sec_fallbacks(b, rec);
+    sec_supervise(b, rec);
+    rp_sec_environment(b, rec);
+    rp_sec_gate(b, rec);
+    rp_sec_bucket(b, rec);
+    rp_sec_seeds(b, rec);
+    rp_sec_versions(b, rec);
+    rp_sec_thresholds(b, rec);
+    rp_sec_pack(b, rec);
+    page_end(b);
+}

@@ -1,0 +1,52 @@
+/* Internal to the HTML report: writers shared by html.c (page, verdict,
+ * findings, measurement sections), html_env.c (environment, gate log, bucket,
+ * seeds, versions) and svg.c (the charts). Record strings go through rp_h_esc. */
+#ifndef DG_REPORT_HTML_H
+#define DG_REPORT_HTML_H
+
+#include "report/report.h"
+
+/* A record string, HTML-escaped; fallback (trusted) when s is NULL. */
+void rp_h_esc(dg_capbuf *b, const char *s, const char *fallback);
+/* A formatted value; "not reported" is shown muted. */
+void rp_h_val(dg_capbuf *b, const char *v);
+/* The metric (or number) at path, formatted for its unit. */
+void rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path);
+/* A JSON scalar or metric as text. */
+void rp_h_scalar(dg_capbuf *b, const cJSON *n);
+/* Scalars of an array joined by sep (trusted); "none" when empty. */
+void rp_h_join(dg_capbuf *b, const cJSON *arr, const char *sep);
+/* Any JSON value as nested tables, at most depth levels. */
+void rp_h_generic(dg_capbuf *b, const cJSON *n, int depth);
+
+/* Key/value rows: key is trusted text. */
+void rp_kv_begin(dg_capbuf *b, const char *key);
+void rp_kv_end(dg_capbuf *b);
+void rp_kv_str(dg_capbuf *b, const char *key, const char *s);
+void rp_kv_metric(dg_capbuf *b, const char *key, const cJSON *o, const char *path);
+void rp_kv_bool(dg_capbuf *b, const char *key, const cJSON *o, const char *path);
+
+/* A table in a horizontally scrolling wrapper; head is trusted markup or NULL. */
+void rp_table_open(dg_capbuf *b, const char *head);
+void rp_table_close(dg_capbuf *b);
+/* <section id><h2>title: both trusted. */
+void rp_section_open(dg_capbuf *b, const char *id, const char *title);
+/* "No WHAT in this record." */
+void rp_section_absent(dg_capbuf *b, const char *what);
+
+/* Charts (svg.c): each skips points that are not valid numbers. */
+void rp_svg_sweep(dg_capbuf *b, const cJSON *sweep);
+void rp_svg_memory(dg_capbuf *b, const cJSON *rec, const cJSON *soak);
+void rp_svg_baseline(dg_capbuf *b, const cJSON *compare);
+void rp_svg_phases(dg_capbuf *b, const cJSON *profile);
+
+/* Sections of html_env.c. */
+void rp_sec_environment(dg_capbuf *b, const cJSON *rec);
+void rp_sec_gate(dg_capbuf *b, const cJSON *rec);
+void rp_sec_bucket(dg_capbuf *b, const cJSON *rec);
+void rp_sec_seeds(dg_capbuf *b, const cJSON *rec);
+void rp_sec_versions(dg_capbuf *b, const cJSON *rec);
+void rp_sec_thresholds(dg_capbuf *b, const cJSON *rec);
+void rp_sec_pack(dg_capbuf *b, const cJSON *rec);
+
+#endif

@@ -1,0 +1,91 @@
+/* Internal to the report renderers (docs/report.md): an output buffer with
+ * escaping writers, tolerant accessors for the evidence record, and number
+ * formatting that never prints NaN or infinity. Nothing here prints or exits. */
+#ifndef DG_REPORT_H
+#define DG_REPORT_H
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <stdbool.h>
+
+/* Largest rendered report; a bigger one fails with DG_ERR_NOMEM. */
+#define REPORT_MAX ((size_t)64 << 20)
+
+/* How a string taken from the record is written. */
+typedef enum esc_mode {
+    ESC_HTML, /* & < > " ' as entities; controls and bad UTF-8 as U+FFFD */
+    ESC_MD,   /* Markdown specials backslash-escaped, < > & as entities; newlines flattened */
+    ESC_TEXT, /* terminal: newlines flattened, controls and bad UTF-8 as '?' */
+} esc_mode;
+
+/* ---- output ------------------------------------------------------------- */
+
+/* Appends a trusted literal (the renderer's own markup). */
+void rp_put(dg_capbuf *b, const char *s);
+/* Appends formatted trusted text; never pass record strings through fmt. */
+void rp_printf(dg_capbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
+/* Appends a record string escaped for mode; NULL writes fallback (trusted, may be NULL). */
+void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
+
+/* ---- record access ------------------------------------------------------ */
+
+/* The node at a dotted path ("soak.growth.footprint"); NULL when any part is
+ * absent or not an object. Array elements are not addressed by paths. */
+const cJSON *rp_get(const cJSON *o, const char *path);
+/* An object at path, or NULL (null, absent and non-objects alike). */
+const cJSON *rp_obj(const cJSON *o, const char *path);
+/* An array at path, or NULL. */
+const cJSON *rp_arr(const cJSON *o, const char *path);
+/* A string at path, or NULL. */
+const char *rp_str(const cJSON *o, const char *path);
+/* True when path is the JSON value true. */
+bool rp_true(const cJSON *o, const char *path);
+/* A finite number: a plain JSON number, or a metric with valid true and a
+ * numeric value. False for null, invalid metrics, NaN and the rest. */
+bool rp_num(const cJSON *o, const char *path, double *v);
+/* rp_num on a node itself. */
+bool rp_node_num(const cJSON *n, double *v);
+
+/* ---- numbers ------------------------------------------------------------ */
+
+/* Short human number: 2115, 31.35, 0.139, 4.9e-08; "not reported" when !ok. */
+void rp_fmt_num(char *buf, size_t len, double v, bool ok);
+/* 10.5 MiB style; "not reported" when !ok. */
+void rp_fmt_bytes(char *buf, size_t len, double v, bool ok);
+/* A metric (or plain number) with its unit, formatted for the unit: bytes in
+ * KiB/MiB, fractions as percent, "not reported" when it is not valid. */
+void rp_fmt_metric(char *buf, size_t len, const cJSON *m);
+/* rp_fmt_metric of the node at path. */
+void rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path);
+/* A coordinate for SVG: fixed point with one decimal, 0 for non-finite input
+ * (callers skip invalid points before they get here). */
+void rp_fmt_coord(char *buf, size_t len, double v);
+
+/* ---- shared readings of the record ------------------------------------- */
+
+/* Severity rank: fail 3, warn 2, info 1, anything else 0. */
+int rp_severity_rank(const char *sev);
+/* The findings ordered most severe first (stable); *n gets the count. The
+ * array holds borrowed pointers into rec; free it with dg_free. NULL when
+ * there are none or out of memory (*n is then 0). */
+const cJSON **rp_findings_sorted(const cJSON *rec, int *n);
+/* The input bucket id: the record's, else a section's (soak, profile, ...). */
+const char *rp_bucket_id(const cJSON *rec);
+/* The memory growth threshold in percent (thresholds.rp_mem_growth_pct, else 26). */
+double rp_mem_growth_pct(const cJSON *rec);
+
+/* The supervised command: supervise.cmd or .command, else spec.cmd (an array
+ * of strings or one string); NULL when the record has none. */
+const cJSON *rp_supervise_command(const cJSON *rec);
+/* Writes a command line, arguments separated by spaces and quoted when they
+ * hold spaces or quotes, every argument escaped for mode. */
+void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
+
+/* ---- the formats -------------------------------------------------------- */
+
+void rp_render_html(dg_capbuf *b, const cJSON *rec);
+void rp_render_md(dg_capbuf *b, const cJSON *rec);
+void rp_render_text(dg_capbuf *b, const cJSON *rec);
+
+#endif

@@ -1,0 +1,712 @@
+/* Inline SVG charts of the report page: batch sweep, memory curve, cpu against
+ * device bars, profile phases. Every coordinate goes through rp_fmt_coord and
+ * every point whose value is not a valid finite number is skipped, so no
+ * NaN or infinity ever reaches the markup. Labels from the record are escaped. */
+#include "report/html.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define C_SPS "#0969da"
+#define C_MEM "#bc4c00"
+#define C_FAIL "#cf222e"
+#define C_KNEE "#1a7f37"
+#define C_SAFE "#8250df"
+
+/* A plot area: data ranges mapped into a viewBox with margins. */
+typedef struct plot {
+    double w, h;           /* viewBox */
+    double ml, mr, mt, mb; /* margins */
+    double x0, x1, y0, y1; /* data range (x already transformed) */
+    double r0, r1;         /* right axis range (r1 > r0 when used) */
+} plot;
+
+static double px(const plot *p, double x)
+{
+    return p->ml + (x - p->x0) / (p->x1 - p->x0) * (p->w - p->ml - p->mr);
+}
+
+static double py(const plot *p, double y)
+{
+    return p->h - p->mb - (y - p->y0) / (p->y1 - p->y0) * (p->h - p->mt - p->mb);
+}
+
+static double pr(const plot *p, double y)
+{
+    return p->h - p->mb - (y - p->r0) / (p->r1 - p->r0) * (p->h - p->mt - p->mb);
+}
+
+/* Appends one coordinate. */
+static void co(dg_capbuf *b, double v)
+{
+    char buf[32];
+    rp_fmt_coord(buf, sizeof buf, v);
+    rp_put(b, buf);
+}
+
+/* Appends ` name="v"` with a coordinate value. */
+static void attr(dg_capbuf *b, const char *name, double v)
+{
+    rp_printf(b, " %s=\"", name);
+    co(b, v);
+    rp_put(b, "\"");
+}
+
+static void svg_open(dg_capbuf *b, double w, double h, const char *title)
+{
+    rp_put(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ");
+    co(b, w);
+    rp_put(b, " ");
+    co(b, h);
+    rp_printf(b, "\" width=\"100%%\" role=\"img\" aria-label=\"%s\"><title>%s</title>\n", title,
+              title);
+}
+
+static void svg_close(dg_capbuf *b)
+{
+    rp_put(b, "</svg>\n");
+}
+
+static void line(dg_capbuf *b, double x1, double y1, double x2, double y2, const char *style)
+{
+    rp_put(b, "<line");
+    attr(b, "x1", x1);
+    attr(b, "y1", y1);
+    attr(b, "x2", x2);
+    attr(b, "y2", y2);
+    rp_printf(b, " %s/>\n", style);
+}
+
+/* Text at (x, y); s is trusted when esc is false, a record string otherwise. */
+static void text(dg_capbuf *b, double x, double y, const char *anchor, const char *style,
+                 const char *s, bool esc)
+{
+    rp_put(b, "<text");
+    attr(b, "x", x);
+    attr(b, "y", y);
+    rp_printf(b, " text-anchor=\"%s\" %s>", anchor, style ? style : "");
+    if (esc)
+        rp_h_esc(b, s, "");
+    else
+        rp_put(b, s);
+    rp_put(b, "</text>\n");
+}
+
+/* 1, 2 or 5 times a power of ten, about range / n. */
+static double nice_step(double range, int n)
+{
+    if (!(range > 0) || !isfinite(range))
+        return 1;
+    double raw = range / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+/* A step for a byte axis: a 1-2-5 multiple of the binary unit that fits. */
+static double bytes_step(double range, int n)
+{
+    double unit = 1;
+    while (range / unit >= 1024 && unit < 1e18)
+        unit *= 1024;
+    return nice_step(range / unit, n) * unit;
+}
+
+/* Compact axis label: 2.1k, 1.5M, 0.25. */
+static void short_num(char *buf, size_t len, double v)
+{
+    double a = fabs(v);
+    if (a >= 1e6)
+        snprintf(buf, len, "%.3gM", v / 1e6);
+    else if (a >= 1e3)
+        snprintf(buf, len, "%.3gk", v / 1e3);
+    else
+        snprintf(buf, len, "%.3g", v);
+}
+
+typedef void (*label_fn)(char *buf, size_t len, double v);
+
+static void bytes_label(char *buf, size_t len, double v)
+{
+    rp_fmt_bytes(buf, len, v, true);
+}
+
+static void pct_label(char *buf, size_t len, double v)
+{
+    snprintf(buf, len, "%.0f%%", v);
+}
+
+/* Horizontal grid and labels of the left axis (and the right one when used). */
+static void y_axis(dg_capbuf *b, const plot *p, label_fn left, label_fn right)
+{
+    double step = nice_step(p->y1 - p->y0, 5);
+    if (!((p->y1 - p->y0) / step <= 50) || !((p->r1 - p->r0) / bytes_step(p->r1 - p->r0, 5) <= 50))
+        return; /* a range no axis can label (never with finite, sane data) */
+    for (double v = ceil(p->y0 / step) * step; v <= p->y1 + step * 1e-9; v += step) {
+        char lab[32];
+        left(lab, sizeof lab, v);
+        line(b, p->ml, py(p, v), p->w - p->mr, py(p, v), "class=\"grid\"");
+        text(b, p->ml - 4, py(p, v) + 4, "end", NULL, lab, false);
+    }
+    if (right && p->r1 > p->r0) {
+        double rs = bytes_step(p->r1 - p->r0, 5);
+        for (double v = ceil(p->r0 / rs) * rs; v <= p->r1 + rs * 1e-9; v += rs) {
+            char lab[32];
+            right(lab, sizeof lab, v);
+            text(b, p->w - p->mr + 4, pr(p, v) + 4, "start", "fill=\"" C_MEM "\"", lab, false);
+        }
+    }
+    line(b, p->ml, p->mt, p->ml, p->h - p->mb, "class=\"ax\"");
+    line(b, p->ml, p->h - p->mb, p->w - p->mr, p->h - p->mb, "class=\"ax\"");
+}
+
+/* A legend entry at (x, y): a short line or marker in colour, then the text. */
+static double legend(dg_capbuf *b, double x, double y, const char *color, const char *dash,
+                     const char *s)
+{
+    rp_put(b, "<line");
+    attr(b, "x1", x);
+    attr(b, "y1", y - 4);
+    attr(b, "x2", x + 16);
+    attr(b, "y2", y - 4);
+    rp_printf(b, " stroke=\"%s\" stroke-width=\"2\"%s/>\n", color, dash ? dash : "");
+    text(b, x + 20, y, "start", NULL, s, false);
+    return x + 28 + 6.2 * (double)strlen(s);
+}
+
+/* ---- batch sweep ----------------------------------------------------------------- */
+
+typedef struct trial_pt {
+    double batch, lx, sps, mem;
+    bool ok, has_sps, has_mem;
+    const cJSON *t;
+} trial_pt;
+
+static int trial_cmp(const void *a, const void *b)
+{
+    const trial_pt *x = a, *y = b;
+    return (x->batch > y->batch) - (x->batch < y->batch);
+}
+
+/* The memory figure the sweep chart draws: the first the trials report. */
+static const char *sweep_mem_key(const cJSON *sw, const char **label)
+{
+    static const char *const keys[] = {"device_reserved_peak", "device_allocated_peak", "rss_peak"};
+    static const char *const labels[] = {"device reserved peak", "device allocated peak",
+                                         "process RSS peak"};
+    const char *arrs[] = {"trials", "bisect"};
+    for (int k = 0; k < 3; k++)
+        for (int a = 0; a < 2; a++) {
+            const cJSON *t;
+            cJSON_ArrayForEach(t, rp_arr(sw, arrs[a]))
+            {
+                double v;
+                if (rp_num(t, keys[k], &v)) {
+                    *label = labels[k];
+                    return keys[k];
+                }
+            }
+        }
+    *label = NULL;
+    return NULL;
+}
+
+/* Collects the doubling and bisection trials with a positive batch, sorted by batch. */
+static int sweep_points(const cJSON *sw, const char *memkey, trial_pt **out)
+{
+    int cap = cJSON_GetArraySize(rp_arr(sw, "trials")) + cJSON_GetArraySize(rp_arr(sw, "bisect"));
+    *out = NULL;
+    if (cap <= 0)
+        return 0;
+    trial_pt *v = dg_calloc((size_t)cap, sizeof *v);
+    if (!v)
+        return 0;
+    int n = 0;
+    const char *arrs[] = {"trials", "bisect"};
+    for (int a = 0; a < 2; a++) {
+        const cJSON *t;
+        cJSON_ArrayForEach(t, rp_arr(sw, arrs[a]))
+        {
+            trial_pt p = {.t = t};
+            if (n >= cap || !rp_num(t, "batch", &p.batch) || !(p.batch >= 1) || p.batch > 1e12)
+                continue;
+            p.lx = log2(p.batch);
+            const char *ended = rp_str(t, "ended");
+            p.ok = ended && strcmp(ended, "ok") == 0;
+            /* Beyond these a figure cannot be real, and scaling it would overflow. */
+            p.has_sps = p.ok && rp_num(t, "samples_per_s", &p.sps) && p.sps >= 0 && p.sps < 1e15;
+            p.has_mem = memkey && rp_num(t, memkey, &p.mem) && p.mem >= 0 && p.mem < 1e18;
+            v[n++] = p;
+        }
+    }
+    qsort(v, (size_t)n, sizeof *v, trial_cmp);
+    *out = v;
+    return n;
+}
+
+/* A vertical marker line at batch with a label at the top (row 0 or 1). */
+static void batch_marker(dg_capbuf *b, const plot *p, double batch, const char *color,
+                         const char *what, int row)
+{
+    if (!(batch >= 1) || !isfinite(batch))
+        return;
+    double x = px(p, log2(batch));
+    char style[80], lab[64];
+    snprintf(style, sizeof style, "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"",
+             color);
+    line(b, x, p->mt, x, p->h - p->mb, style);
+    snprintf(lab, sizeof lab, "%s %.0f", what, batch);
+    snprintf(style, sizeof style, "fill=\"%s\" font-weight=\"600\"", color);
+    text(b, x + 3, p->mt + 10 + 12 * row, "start", style, lab, false);
+}
+
+static void sweep_x_axis(dg_capbuf *b, const plot *p)
+{
+    int k0 = (int)ceil(p->x0), k1 = (int)floor(p->x1);
+    int stride = (k1 - k0) > 12 ? 2 : 1;
+    for (int k = k0; k <= k1; k += stride) {
+        char lab[24];
+        snprintf(lab, sizeof lab, "%.0f", ldexp(1, k));
+        line(b, px(p, k), p->h - p->mb, px(p, k), p->h - p->mb + 4, "class=\"ax\"");
+        text(b, px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
+    }
+    text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "batch (log2 scale)", false);
+}
+
+static void sweep_series(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
+{
+    /* samples/s of the trials that ended ok, joined in batch order. */
+    rp_put(b, "<polyline fill=\"none\" stroke=\"" C_SPS "\" stroke-width=\"2\" points=\"");
+    for (int i = 0; i < n; i++)
+        if (v[i].has_sps) {
+            co(b, px(p, v[i].lx));
+            rp_put(b, ",");
+            co(b, py(p, v[i].sps));
+            rp_put(b, " ");
+        }
+    rp_put(b, "\"/>\n");
+    if (p->r1 > p->r0) {
+        rp_put(b, "<polyline fill=\"none\" stroke=\"" C_MEM
+                  "\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\" "
+                  "points=\"");
+        for (int i = 0; i < n; i++)
+            if (v[i].has_mem) {
+                co(b, px(p, v[i].lx));
+                rp_put(b, ",");
+                co(b, pr(p, v[i].mem));
+                rp_put(b, " ");
+            }
+        rp_put(b, "\"/>\n");
+    }
+    for (int i = 0; i < n; i++) {
+        if (v[i].has_sps) {
+            rp_put(b, "<circle r=\"3.5\" fill=\"" C_SPS "\"");
+            attr(b, "cx", px(p, v[i].lx));
+            attr(b, "cy", py(p, v[i].sps));
+            rp_put(b, "/>\n");
+        }
+        if (v[i].has_mem && p->r1 > p->r0) {
+            rp_put(b, "<rect width=\"6\" height=\"6\" fill=\"" C_MEM "\"");
+            attr(b, "x", px(p, v[i].lx) - 3);
+            attr(b, "y", pr(p, v[i].mem) - 3);
+            rp_put(b, "/>\n");
+        }
+    }
+}
+
+/* Failed trials: a red cross on the axis and how the trial ended. */
+static void sweep_failures(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
+{
+    int row = 0;
+    for (int i = 0; i < n; i++) {
+        if (v[i].ok)
+            continue;
+        double x = px(p, v[i].lx), y = p->h - p->mb - 8;
+        line(b, x - 5, y - 5, x + 5, y + 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
+        line(b, x - 5, y + 5, x + 5, y - 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
+        char lab[96];
+        const char *sig = rp_str(v[i].t, "signal");
+        snprintf(lab, sizeof lab, "%.0f: %s%s%s", v[i].batch,
+                 rp_str(v[i].t, "ended") ? rp_str(v[i].t, "ended") : "?", sig ? " " : "",
+                 sig ? sig : "");
+        text(b, x, y - 10 - 12 * (row++ % 3), "middle", "fill=\"" C_FAIL "\"", lab, true);
+    }
+}
+
+void rp_svg_sweep(dg_capbuf *b, const cJSON *sw)
+{
+    const char *memlabel;
+    const char *memkey = sweep_mem_key(sw, &memlabel);
+    trial_pt *v;
+    int n = sweep_points(sw, memkey, &v);
+    if (n == 0) {
+        rp_put(b, "<p class=\"na\">No trials to draw.</p>\n");
+        dg_free(v);
+        return;
+    }
+    plot p = {.w = 760, .h = 330, .ml = 56, .mr = 70, .mt = 30, .mb = 40};
+    double spsmax = 0, memmax = 0;
+    for (int i = 0; i < n; i++) {
+        if (v[i].has_sps && v[i].sps > spsmax)
+            spsmax = v[i].sps;
+        if (v[i].has_mem && v[i].mem > memmax)
+            memmax = v[i].mem;
+    }
+    p.x0 = v[0].lx - 0.4;
+    p.x1 = v[n - 1].lx + 0.4;
+    p.y0 = 0;
+    p.y1 = spsmax > 0 ? spsmax * 1.15 : 1;
+    p.r0 = 0;
+    p.r1 = memmax > 0 ? memmax * 1.15 : 0;
+    svg_open(b, p.w, p.h, "Batch sweep: samples per second and memory against batch");
+    y_axis(b, &p, short_num, p.r1 > 0 ? bytes_label : NULL);
+    sweep_x_axis(b, &p);
+    text(b, 12, p.mt - 10, "start", "class=\"t\"", "samples/s", false);
+    double lx = 120;
+    lx = legend(b, lx, 16, C_SPS, NULL, "samples/s (trials that ended ok)");
+    if (p.r1 > 0)
+        lx = legend(b, lx, 16, C_MEM, " stroke-dasharray=\"6 3\"", memlabel);
+    legend(b, lx, 16, C_FAIL, NULL, "failed trial");
+    double knee, safe;
+    bool hk = rp_num(sw, "knee.batch", &knee), hs = rp_num(sw, "safe_batch.batch", &safe);
+    if (hk)
+        batch_marker(b, &p, knee, C_KNEE, "knee", 0);
+    if (hs)
+        batch_marker(b, &p, safe, C_SAFE, "safe", hk ? 1 : 0);
+    sweep_series(b, &p, v, n);
+    sweep_failures(b, &p, v, n);
+    svg_close(b);
+    dg_free(v);
+}
+
+/* ---- memory curve ------------------------------------------------------------------- */
+
+typedef struct mem_src {
+    const char *key, *base, *name, *color;
+    double baseline;
+    bool used;
+} mem_src;
+
+static double epoch_x(const cJSON *e, int index)
+{
+    double x;
+    return rp_num(e, "epoch", &x) && x >= 0 && x < 1e7 ? x : index;
+}
+
+/* An epoch's watermark of source s in percent of its baseline; false when
+ * not reported or beyond what a chart can show (a baseline near zero). */
+static bool mem_pct(const cJSON *e, const mem_src *s, double *pct)
+{
+    double v;
+    if (!rp_num(e, s->key, &v))
+        return false;
+    *pct = 100 * v / s->baseline;
+    return isfinite(*pct) && fabs(*pct) < 1e6;
+}
+
+/* One source's curve in percent of its baseline; gaps break the path. */
+static void mem_curve(dg_capbuf *b, const plot *p, const cJSON *epochs, const mem_src *s)
+{
+    rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", s->color);
+    bool pen = false;
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, epochs)
+    {
+        double v;
+        if (mem_pct(e, s, &v)) {
+            rp_put(b, pen ? "L" : "M");
+            co(b, px(p, epoch_x(e, i)));
+            rp_put(b, " ");
+            co(b, py(p, v));
+            rp_put(b, " ");
+            pen = true;
+        } else {
+            pen = false;
+        }
+        i++;
+    }
+    rp_put(b, "\"/>\n");
+    i = 0;
+    cJSON_ArrayForEach(e, epochs)
+    {
+        double v;
+        if (mem_pct(e, s, &v)) {
+            rp_printf(b, "<circle r=\"3\" fill=\"%s\"", s->color);
+            attr(b, "cx", px(p, epoch_x(e, i)));
+            attr(b, "cy", py(p, v));
+            rp_put(b, "/>\n");
+        }
+        i++;
+    }
+}
+
+/* Validation epochs shaded, cache releases marked with a triangle on top. */
+static void mem_epoch_marks(dg_capbuf *b, const plot *p, const cJSON *epochs)
+{
+    int i = 0;
+    const cJSON *e;
+    double half = 0.5 * (px(p, 1) - px(p, 0));
+    cJSON_ArrayForEach(e, epochs)
+    {
+        double x = px(p, epoch_x(e, i));
+        if (rp_true(e, "validation")) {
+            rp_put(b, "<rect fill=\"#ddf4ff\"");
+            attr(b, "x", x - half);
+            attr(b, "y", p->mt);
+            attr(b, "width", 2 * half);
+            attr(b, "height", p->h - p->mt - p->mb);
+            rp_put(b, "/>\n");
+        }
+        if (rp_true(e, "cache_emptied")) {
+            rp_put(b, "<path fill=\"#57606a\" d=\"M");
+            co(b, x - 5);
+            rp_put(b, " ");
+            co(b, p->mt - 8);
+            rp_put(b, " L");
+            co(b, x + 5);
+            rp_put(b, " ");
+            co(b, p->mt - 8);
+            rp_put(b, " L");
+            co(b, x);
+            rp_put(b, " ");
+            co(b, p->mt);
+            rp_put(b, " Z\"/>\n");
+        }
+        i++;
+    }
+}
+
+static void mem_x_axis(dg_capbuf *b, const plot *p)
+{
+    double step = nice_step(p->x1 - p->x0, 10);
+    if (step < 1)
+        step = 1;
+    for (double k = ceil(p->x0 / step) * step; k <= p->x1; k += step) {
+        char lab[24];
+        snprintf(lab, sizeof lab, "%.0f", k + 0.0); /* never "-0" */
+        text(b, px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
+    }
+    text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
+}
+
+void rp_svg_memory(dg_capbuf *b, const cJSON *rec, const cJSON *soak)
+{
+    mem_src src[] = {
+        {"allocated", "soak.baseline.allocator_allocated", "allocator allocated", "#0969da", 0,
+         false},
+        {"reserved", "soak.baseline.allocator_reserved", "allocator reserved", "#8250df", 0, false},
+        {"driver_used", "soak.baseline.driver", "driver / backend pool", "#bc4c00", 0, false},
+        {"rss", "soak.baseline.footprint", "process footprint", "#1a7f37", 0, false},
+    };
+    const cJSON *epochs = rp_arr(soak, "epochs");
+    double ymin = 100, ymax = 100, xmax = 0;
+    int i = 0, used = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, epochs) xmax = fmax(xmax, epoch_x(e, i++));
+    for (int k = 0; k < 4; k++) {
+        mem_src *s = &src[k];
+        if (!rp_num(soak, s->base, &s->baseline))
+            rp_num(cJSON_GetArrayItem(epochs, 0), s->key, &s->baseline);
+        if (!(s->baseline > 0))
+            continue;
+        cJSON_ArrayForEach(e, epochs)
+        {
+            double pct;
+            if (mem_pct(e, s, &pct)) {
+                s->used = true;
+                ymin = fmin(ymin, pct);
+                ymax = fmax(ymax, pct);
+            }
+        }
+        used += s->used;
+    }
+    if (!used) {
+        rp_put(b, "<p class=\"na\">No watermark with a baseline to draw.</p>\n");
+        return;
+    }
+    double pct = rp_mem_growth_pct(rec), thr = 100 + pct;
+    plot p = {.w = 760, .h = 300, .ml = 56, .mr = 20, .mt = 40, .mb = 40};
+    p.x0 = -0.5;
+    p.x1 = xmax + 0.5;
+    p.y0 = fmax(0, fmin(ymin, thr) - 10);
+    p.y1 = fmax(ymax, thr) + 10;
+    svg_open(b, p.w, p.h, "Memory watermarks per epoch, in percent of the end of epoch 0");
+    mem_epoch_marks(b, &p, epochs);
+    y_axis(b, &p, pct_label, NULL);
+    mem_x_axis(b, &p);
+    line(b, p.ml, py(&p, 100), p.w - p.mr, py(&p, 100), "stroke=\"#57606a\" stroke-width=\"1\"");
+    line(b, p.ml, py(&p, thr), p.w - p.mr, py(&p, thr),
+         "stroke=\"" C_FAIL "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"");
+    char lab[64];
+    snprintf(lab, sizeof lab, "threshold +%.0f%%", pct);
+    text(b, p.w - p.mr - 4, py(&p, thr) - 4, "end", "fill=\"" C_FAIL "\"", lab, false);
+    text(b, p.w - p.mr - 4, py(&p, 100) + 12, "end", "fill=\"#57606a\"",
+         "baseline (end of epoch 0)", false);
+    for (int k = 0; k < 4; k++)
+        if (src[k].used)
+            mem_curve(b, &p, epochs, &src[k]);
+    double lx = p.ml;
+    for (int k = 0; k < 4; k++)
+        if (src[k].used)
+            lx = legend(b, lx, 14, src[k].color, NULL, src[k].name);
+    text(b, p.ml, 28, "start", "fill=\"#57606a\"",
+         "▼ cache emptied at the epoch end · shaded: validation epoch", false);
+    svg_close(b);
+}
+
+/* ---- cpu against device bars ---------------------------------------------------------- */
+
+/* One panel: two bars (cpu, device) per batch for the metric under key. */
+static void bar_panel(dg_capbuf *b, const cJSON *runs, const char *key, const char *title,
+                      const char *devname)
+{
+    int rows = 0;
+    double max = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, runs)
+    {
+        double batch, v;
+        if (!rp_num(r, "batch", &batch) || rp_str(r, "failed"))
+            continue;
+        rows++;
+        char path[64];
+        for (int side = 0; side < 2; side++) {
+            snprintf(path, sizeof path, "%s.%s", side ? "device" : "cpu", key);
+            if (rp_num(r, path, &v) && v > max)
+                max = v;
+        }
+    }
+    if (rows == 0)
+        return;
+    double w = 380, lw = 110, rowh = 18, h = 30 + rows * (2 * rowh + 8);
+    svg_open(b, w, h, title);
+    text(b, 4, 16, "start", "class=\"t\"", title, false);
+    double y = 28;
+    cJSON_ArrayForEach(r, runs)
+    {
+        double batch;
+        if (!rp_num(r, "batch", &batch) || rp_str(r, "failed"))
+            continue;
+        for (int side = 0; side < 2; side++) {
+            char path[64], lab[64], val[48];
+            double v;
+            snprintf(path, sizeof path, "%s.%s", side ? "device" : "cpu", key);
+            snprintf(lab, sizeof lab, "b%.0f %s", batch, side ? "" : "cpu");
+            rp_put(b, "<text text-anchor=\"end\"");
+            attr(b, "x", lw - 6);
+            attr(b, "y", y + 13);
+            rp_put(b, ">");
+            rp_put(b, lab);
+            if (side)
+                rp_h_esc(b, devname, "device");
+            rp_put(b, "</text>\n");
+            bool ok = rp_num(r, path, &v) && v >= 0;
+            rp_fmt_num(val, sizeof val, ok ? v : 0, ok);
+            double bw = ok && max > 0 ? (w - lw - 70) * v / max : 0;
+            if (ok) {
+                rp_printf(b, "<rect fill=\"%s\"", side ? C_SPS : "#8c959f");
+                attr(b, "x", lw);
+                attr(b, "y", y + 2);
+                attr(b, "width", bw);
+                attr(b, "height", rowh - 4);
+                rp_put(b, "/>\n");
+            }
+            text(b, lw + bw + 4, y + 13, "start", NULL, val, true);
+            y += rowh;
+        }
+        y += 8;
+    }
+    svg_close(b);
+}
+
+void rp_svg_baseline(dg_capbuf *b, const cJSON *cmp)
+{
+    const cJSON *runs = rp_arr(cmp, "runs");
+    const char *dev = rp_str(cmp, "spec.backend");
+    rp_put(b, "<div class=\"charts\"><div>");
+    bar_panel(b, runs, "step_ms", "step time (ms, shorter is better)", dev);
+    rp_put(b, "</div><div>");
+    bar_panel(b, runs, "samples_per_s", "throughput (samples/s, longer is better)", dev);
+    rp_put(b, "</div></div>\n");
+}
+
+/* ---- profile phases ----------------------------------------------------------------------- */
+
+static void phase_bar(dg_capbuf *b, const cJSON *ph, const char *name, double max, double *y)
+{
+    const cJSON *p = rp_obj(ph, name);
+    if (!p)
+        return;
+    double lw = 110, w = 760, ms, share;
+    bool hm = rp_num(p, "ms", &ms);
+    bool hs = rp_num(p, "share", &share) && share >= 0;
+    text(b, lw - 6, *y + 13, "end", NULL, name, false);
+    char lab[96];
+    double bw = 0;
+    if (!hm) {
+        snprintf(lab, sizeof lab, "not reported");
+    } else {
+        char m[32];
+        rp_fmt_num(m, sizeof m, ms, true);
+        if (hs)
+            snprintf(lab, sizeof lab, "%s ms · %.1f%%", m, 100 * share);
+        else
+            snprintf(lab, sizeof lab, "%s ms", m);
+        bw = hs && max > 0 ? (w - lw - 140) * fmin(share / max, 1) : 0;
+        if (hs && share > 0 && bw < 1)
+            bw = 1;
+    }
+    if (bw > 0) {
+        rp_put(b, "<rect fill=\"" C_SPS "\"");
+        attr(b, "x", lw);
+        attr(b, "y", *y + 2);
+        attr(b, "width", bw);
+        attr(b, "height", 14);
+        rp_put(b, "/>\n");
+    }
+    text(b, lw + bw + 4, *y + 13, "start", hm ? NULL : "fill=\"#57606a\"", lab, false);
+    *y += 18;
+}
+
+void rp_svg_phases(dg_capbuf *b, const cJSON *prof)
+{
+    static const char *const step_phases[] = {"queue_wait", "h2d", "forward", "backward",
+                                              "update",     "d2h", "sync"};
+    static const char *const loader[] = {"read",    "decode",    "resize",
+                                         "augment", "normalise", "collate"};
+    const cJSON *ph = rp_obj(prof, "phases");
+    if (!ph) {
+        rp_put(b, "<p class=\"na\">No phases in this record.</p>\n");
+        return;
+    }
+    double max = 0, s;
+    int rows = 0;
+    for (int i = 0; i < 7; i++)
+        if (rp_obj(ph, step_phases[i])) {
+            rows++;
+            char path[64];
+            snprintf(path, sizeof path, "%s.share", step_phases[i]);
+            if (rp_num(ph, path, &s))
+                max = fmax(max, s);
+        }
+    for (int i = 0; i < 6; i++)
+        if (rp_obj(ph, loader[i])) {
+            rows++;
+            char path[64];
+            snprintf(path, sizeof path, "%s.share", loader[i]);
+            if (rp_num(ph, path, &s))
+                max = fmax(max, s);
+        }
+    double h = 58 + rows * 18, y = 26;
+    svg_open(b, 760, h, "Where the step time goes: phases of the unprofiled pass");
+    text(b, 4, 16, "start", "class=\"t\"", "the step (per step, share of the step time)", false);
+    for (int i = 0; i < 7; i++)
+        phase_bar(b, ph, step_phases[i], max, &y);
+    y += 8;
+    text(b, 4, y + 8, "start", "class=\"t\"",
+         "the loader (per batch, worker threads beside the step)", false);
+    y += 14;
+    for (int i = 0; i < 6; i++)
+        phase_bar(b, ph, loader[i], max, &y);
+    svg_close(b);
+}

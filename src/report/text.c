@@ -1,0 +1,172 @@
+/* The terminal summary: plain UTF-8, no colour (docs/report.md). One header
+ * line, one line per step, the findings with their actions, the decision, the
+ * final gate statement and the pack path. Record strings are flattened to one
+ * line and stripped of control characters, so they cannot drive a terminal. */
+#include "report/report.h"
+
+#include <ctype.h>
+#include <string.h>
+
+static void text_header(dg_capbuf *b, const cJSON *rec)
+{
+    rp_put(b, "devgate ");
+    rp_esc(b, ESC_TEXT, rp_str(rec, "kind"), "?");
+    rp_put(b, " · run ");
+    rp_esc(b, ESC_TEXT, rp_str(rec, "run_id"), "(not recorded)");
+    const char *bucket = rp_bucket_id(rec);
+    if (bucket) {
+        char shortid[9];
+        snprintf(shortid, sizeof shortid, "%s", bucket);
+        rp_put(b, " · bucket ");
+        rp_esc(b, ESC_TEXT, shortid, "");
+    }
+    rp_put(b, " · host ");
+    rp_esc(b, ESC_TEXT, rp_str(rec, "host"), "unknown");
+    rp_put(b, "\n");
+    const char *label = rp_str(rec, "label");
+    const char *state = rp_str(rec, "state");
+    if (label || (state && strcmp(state, "complete") != 0)) {
+        rp_put(b, "  ");
+        if (label) {
+            rp_put(b, "label ");
+            rp_esc(b, ESC_TEXT, label, "");
+        }
+        if (state && strcmp(state, "complete") != 0) {
+            rp_put(b, label ? " · state " : "state ");
+            rp_esc(b, ESC_TEXT, state, "");
+        }
+        rp_put(b, "\n");
+    }
+    rp_put(b, "\n");
+}
+
+/* The verdict word of a step: PASS, WARN, FAIL, INFO, else its status. */
+static void step_word(char *buf, size_t len, const cJSON *step)
+{
+    const char *w = rp_str(step, "verdict");
+    if (!w)
+        w = rp_str(step, "status");
+    if (!w)
+        w = "?";
+    size_t i = 0;
+    for (; w[i] && i + 1 < len && i < 5; i++)
+        buf[i] = isalpha((unsigned char)w[i]) ? (char)toupper((unsigned char)w[i]) : '?';
+    buf[i] = '\0';
+}
+
+static void text_steps(dg_capbuf *b, const cJSON *rec)
+{
+    const cJSON *step;
+    cJSON_ArrayForEach(step, rp_arr(rec, "steps"))
+    {
+        char name[11], word[6];
+        dg_copy_clean(name, sizeof name, rp_str(step, "name") ? rp_str(step, "name") : "?");
+        step_word(word, sizeof word, step);
+        rp_put(b, "  ");
+        rp_esc(b, ESC_TEXT, name, "");
+        rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
+        rp_printf(b, "%-5s ", word);
+        rp_esc(b, ESC_TEXT, rp_str(step, "summary"), "");
+        const char *err = rp_str(step, "error");
+        if (err) {
+            rp_put(b, " (error: ");
+            rp_esc(b, ESC_TEXT, err, "");
+            rp_put(b, ")");
+        }
+        rp_put(b, "\n");
+    }
+}
+
+static void text_findings(dg_capbuf *b, const cJSON *rec)
+{
+    int n;
+    const cJSON **fs = rp_findings_sorted(rec, &n);
+    if (n == 0) {
+        rp_put(b, "\n  findings  none\n");
+        return;
+    }
+    rp_put(b, "\n  findings\n");
+    for (int i = 0; i < n; i++) {
+        char sev[6], id[40];
+        dg_copy_clean(sev, sizeof sev, rp_str(fs[i], "severity") ? rp_str(fs[i], "severity") : "?");
+        dg_copy_clean(id, sizeof id, rp_str(fs[i], "id") ? rp_str(fs[i], "id") : "?");
+        rp_put(b, "   ");
+        rp_esc(b, ESC_TEXT, sev, "");
+        rp_printf(b, "%*s", (int)(6 - strlen(sev)), "");
+        rp_esc(b, ESC_TEXT, id, "");
+        rp_printf(b, "%*s", strlen(id) < 18 ? (int)(18 - strlen(id)) : 1, "");
+        rp_esc(b, ESC_TEXT, rp_str(fs[i], "title"), "");
+        rp_put(b, "\n");
+        const char *action = rp_str(fs[i], "action");
+        if (action) {
+            rp_printf(b, "%*s→ ", 27, "");
+            rp_esc(b, ESC_TEXT, action, "");
+            rp_put(b, "\n");
+        }
+    }
+    dg_free(fs);
+}
+
+static void text_decision(dg_capbuf *b, const cJSON *rec)
+{
+    const cJSON *d = rp_obj(rec, "decision");
+    rp_put(b, "  decision  ");
+    if (!d) {
+        rp_put(b, "none recorded\n");
+        return;
+    }
+    rp_esc(b, ESC_TEXT, rp_str(d, "route"), "?");
+    const char *be = rp_str(d, "backend");
+    if (be) {
+        rp_put(b, " (");
+        rp_esc(b, ESC_TEXT, be, "");
+        rp_put(b, ")");
+    }
+    const cJSON *r;
+    bool first = true;
+    cJSON_ArrayForEach(r, rp_arr(d, "reasons"))
+    {
+        if (!cJSON_IsString(r))
+            continue;
+        rp_put(b, first ? " — " : "; ");
+        rp_esc(b, ESC_TEXT, r->valuestring, "");
+        first = false;
+    }
+    rp_put(b, "\n");
+}
+
+static void text_gate_and_pack(dg_capbuf *b, const cJSON *rec)
+{
+    const cJSON *g = rp_obj(rec, "final_gate");
+    rp_put(b, "\n  ");
+    if (!g) {
+        rp_put(b, "final gate not recorded\n");
+    } else {
+        const char *st = rp_str(g, "statement");
+        if (st)
+            rp_esc(b, ESC_TEXT, st, "");
+        else
+            rp_put(b, rp_true(g, "accepted") ? "accepted" : "not accepted");
+        rp_put(b, "\n");
+    }
+    const cJSON *pack = rp_obj(rec, "pack");
+    const char *dir = rp_str(pack, "dir");
+    if (dir) {
+        bool has_html = false;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, rp_arr(pack, "files")) has_html =
+            has_html || (cJSON_IsString(f) && strcmp(f->valuestring, "report.html") == 0);
+        rp_put(b, "  pack  ");
+        rp_esc(b, ESC_TEXT, dir, "");
+        rp_put(b, has_html ? "/report.html\n" : "\n");
+    }
+}
+
+void rp_render_text(dg_capbuf *b, const cJSON *rec)
+{
+    text_header(b, rec);
+    text_steps(b, rec);
+    text_findings(b, rec);
+    text_decision(b, rec);
+    text_gate_and_pack(b, rec);
+}
