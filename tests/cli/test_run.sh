@@ -25,11 +25,13 @@ expect_exit 0 "${RUN[@]}" --json -- sh "$D/garbage.sh"
 expect_json "$T/out" 'd["supervise"]["events"]["malformed"] == 5 and d["supervise"]["events"]["overlong"] == 1'
 expect_json "$T/out" 'd["supervise"]["events"]["by_kind"]["step"] == 1 and d["supervise"]["run_end"]["status"] == "ok"'
 
-# 3. A flood: dropped events counted, devgate keeps up and finishes.
+# 3. A flood: dropped events counted, devgate keeps up and finishes. The time
+# limits below are far from the sleeps (1000 s) they guard against, so a loaded
+# CI machine does not trip them.
 start=$(date +%s)
 expect_exit 0 "${RUN[@]}" --json -- python3 "$D/flood.py"
 took=$(( $(date +%s) - start ))
-if [ "$took" -lt 20 ]; then ok; else bad "flood took ${took}s"; fi
+if [ "$took" -lt 90 ]; then ok; else bad "flood took ${took}s"; fi
 expect_json "$T/out" 'd["supervise"]["events"]["dropped"] > 100000 and d["supervise"]["events"]["by_kind"]["step"] == 200000'
 expect_json "$T/out" 'd["supervise"]["events"]["by_kind"]["epoch_end"] == 1 and d["supervise"]["run_end"] is not None'
 
@@ -37,7 +39,7 @@ expect_json "$T/out" 'd["supervise"]["events"]["by_kind"]["epoch_end"] == 1 and 
 start=$(date +%s)
 expect_exit 0 "${RUN[@]}" --json -- sh "$D/forker.sh"
 took=$(( $(date +%s) - start ))
-if [ "$took" -lt 8 ]; then ok; else bad "forker run took ${took}s"; fi
+if [ "$took" -lt 60 ]; then ok; else bad "forker run took ${took}s"; fi
 expect_json "$T/out" 'd["supervise"]["descendants_killed"] == 1 and d["supervise"]["exit_status"] == 0'
 if [ -s grandchild.pid ] && ! kill -0 "$(cat grandchild.pid)" 2>/dev/null; then ok; else bad "grandchild still alive"; fi
 
@@ -46,7 +48,7 @@ rm -f grandchild.pid
 start=$(date +%s)
 expect_exit 124 "${RUN[@]}" --json --timeout 1 -- sh "$D/hang.sh"
 took=$(( $(date +%s) - start ))
-if [ "$took" -lt 10 ]; then ok; else bad "timeout run took ${took}s"; fi
+if [ "$took" -lt 60 ]; then ok; else bad "timeout run took ${took}s"; fi
 expect_json "$T/out" 'd["supervise"]["timed_out"] and d["supervise"]["signal"] == "SIGTERM" and d["state"] == "failed"'
 expect_json "$T/out" 'd["supervise"]["descendants_killed"] >= 1'
 sleep 0.2
