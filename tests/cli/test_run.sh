@@ -72,7 +72,8 @@ expect_exit 2 "$DG" run --bogus -- true
 # 9. SIGINT to devgate: forwarded to the program, exit 130, record kept as interrupted.
 "$DG" run --no-env --sample-ms 50 --label int -- sh "$D/sleeper.sh" >int.out 2>int.err &
 dgpid=$!
-sleep 1
+for _ in $(seq 1 300); do pgrep -P "$dgpid" >/dev/null && break; sleep 0.1; done
+sleep 0.3 # the program has started: devgate's handler is in place
 kill -INT "$dgpid"
 wait "$dgpid"
 rc=$?
