@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small PyTorch CPU training run reported through devgate_probe.
+"""A small PyTorch training run (cpu by default) reported through devgate_probe.
 
 A tiny MLP on seeded random data, EPOCHS epochs of STEPS training steps and a
 short validation pass each (run with autograd on, as programs often do). Every
@@ -36,6 +36,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:N or mps")
     ap.add_argument("--print", action="store_true", help="print each epoch's footprint")
     args = ap.parse_args(argv)
 
@@ -44,22 +45,24 @@ def main(argv=None):
     inputs, classes, val_batches, vb = 128, 10, 8, 4 * args.batch
 
     probe = dg.Probe(label="leaky_train" + (" --keep-losses" if args.keep_losses else ""))
-    probe.run_start("cpu", args.batch, bucket={"data": "random normal, seeded", "resolution": inputs,
+    probe.run_start(args.device, args.batch, bucket={"data": "random normal, seeded", "resolution": inputs,
                                                "augment": "none", "batch": args.batch})
-    probe.gate("cpu")
+    probe.gate(args.device)
+    dev = torch.device(args.device)
 
     w = args.width
     model = torch.nn.Sequential(
         torch.nn.Linear(inputs, w), torch.nn.ReLU(),
         torch.nn.Linear(w, w), torch.nn.ReLU(),
         torch.nn.Linear(w, w), torch.nn.ReLU(),
-        torch.nn.Linear(w, classes))
+        torch.nn.Linear(w, classes)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     gen = torch.Generator().manual_seed(args.seed)
     data = torch.randn(args.steps * args.batch, inputs, generator=gen)
     labels = torch.randint(0, classes, (args.steps * args.batch,), generator=gen)
     val_x = torch.randn(val_batches * vb, inputs, generator=gen)
     val_y = torch.randint(0, classes, (val_batches * vb,), generator=gen)
+    data, labels, val_x, val_y = (t.to(dev) for t in (data, labels, val_x, val_y))
 
     history = []  # every loss of the run: floats, or tensors with --keep-losses
     for epoch in range(args.epochs):
