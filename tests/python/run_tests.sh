@@ -3,13 +3,15 @@
 # Usage: run_tests.sh [stdlib|torch|all]
 #   stdlib: the cases that need only the standard library (always run)
 #   torch:  the cases that need torch; exit 77 (skipped) when torch is not importable
-# Prefers /usr/bin/python3 (Debian's, where python3-torch is installed) over the
+# Uses $DEVGATE_PYTHON when set, else prefers /usr/bin/python3 (Debian's, where python3-torch is installed) over the
 # first python3 on PATH; exits 77 when there is no python3 at all.
 set -u
 mode=${1:-all}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-if [ -x /usr/bin/python3 ]; then
+if [ -n "${DEVGATE_PYTHON:-}" ]; then
+  py=$DEVGATE_PYTHON # e.g. an interpreter with a CUDA torch elsewhere
+elif [ -x /usr/bin/python3 ]; then
   py=/usr/bin/python3
 elif command -v python3 >/dev/null 2>&1; then
   py=$(command -v python3)
