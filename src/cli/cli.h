@@ -36,6 +36,17 @@ int cli_fail_status(cli *c, dg_status st, const char *what);
  * *run_id (may be NULL) gets the id to free with dg_string_free. */
 int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id);
 
+/* The whole file at path as a NUL-terminated string to free(); NULL with errno
+ * set when it cannot be opened or read, EFBIG when it holds more than max
+ * bytes, ENOMEM when out of memory. */
+char *cli_read_file(const char *path, size_t max);
+/* The end of a measurement verb: records json under verb (cli_record with
+ * exit_status), then prints rec as JSON with its ledger id (--json), or through
+ * print followed by "FAIL     fail" (when fail is not NULL) and the ledger id;
+ * a NULL print prints nothing in text mode. Takes and frees json and rec;
+ * returns cli_record's status. */
+int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
+                     void (*print)(const cJSON *rec), const char *fail);
 /* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
  * path written (a static buffer) or NULL. */
 const char *cli_save_unrecorded(const char *verb, const char *json);

@@ -84,31 +84,14 @@ static bool threshold_add(char *buf, size_t len, const char *item)
 /* Reads a JSON spec file (docs/accept.md) into o; flags given later override it. */
 static bool load_spec(const char *path, cJSON **keep, dg_accept_opts *o, char *thr, size_t thr_len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("accept: cannot read the spec file %s: %s", path, strerror(errno));
+    char *text = cli_read_file(path, (size_t)1 << 20);
+    if (!text) {
+        if (errno == EFBIG)
+            cli_error("accept: the spec file %s is over 1 MiB", path);
+        else
+            cli_error("accept: cannot read the spec file %s: %s", path, strerror(errno));
         return false;
     }
-    char *text = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            char *t = realloc(text, cap = cap ? 2 * cap : 8192);
-            if (!t || cap > (1u << 20)) {
-                free(t ? t : text);
-                fclose(f);
-                cli_error("accept: the spec file %s is over 1 MiB", path);
-                return false;
-            }
-            text = t;
-        }
-        size_t r = fread(text + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    fclose(f);
-    text[n] = '\0';
     cJSON *spec = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(spec)) {

@@ -190,21 +190,9 @@ int cmd_compare(cli *c, int argc, char **argv)
     int rc = st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : ok ? EXIT_PASS : EXIT_FAIL;
     if (st != DG_OK)
         cli_error("compare: %s", dg_errmsg(c->ctx));
-    char *run_id = NULL;
-    int rrc = cli_record(c, "compare", json, rc, &run_id);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else {
-        print_compare(rec);
-        if (st == DG_OK && !ok)
-            printf("  FAIL     drift beyond tolerance: losses or parameters of the runs disagree\n");
-        if (run_id)
-            printf("  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "compare", json, rec, rc, print_compare,
+                            st == DG_OK && !ok ? "drift beyond tolerance: losses or parameters of the runs disagree"
+                                               : NULL);
 }
 
 /* ---- compare RUN_A RUN_B: two recorded runs of `devgate run` ---------------------- */
@@ -215,34 +203,14 @@ static char *load_run(cli *c, const char *arg, int *rc)
 {
     FILE *f = fopen(arg, "rb");
     if (f) {
-        size_t cap = 1 << 16, len = 0;
-        char *buf = malloc(cap);
-        size_t got;
-        while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-            len += got;
-            if (len + 1 == cap) {
-                if (cap >= ((size_t)1 << 30)) {
-                    free(buf);
-                    buf = NULL;
-                    break;
-                }
-                char *nb = realloc(buf, cap * 2);
-                if (!nb) {
-                    free(buf);
-                    buf = NULL;
-                    break;
-                }
-                buf = nb;
-                cap *= 2;
-            }
-        }
+        /* A file that opens is a record file; anything else a ledger id. */
         fclose(f);
+        char *buf = cli_read_file(arg, (size_t)1 << 30);
         if (!buf) {
             cli_error("compare: cannot read %s", arg);
             *rc = EXIT_USAGE;
             return NULL;
         }
-        buf[len] = '\0';
         /* Re-printed through cJSON, so every path returns cJSON_free memory. */
         cJSON *doc = cJSON_Parse(buf);
         free(buf);
@@ -391,17 +359,5 @@ int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
         return EXIT_USAGE;
     }
     cJSON *rec = cJSON_Parse(json);
-    char *run_id = NULL;
-    int rrc = cli_record(c, "compare-runs", json, EXIT_PASS, &run_id);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else if (!c->quiet) {
-        print_compare_runs(rec);
-        if (run_id)
-            printf("  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "compare-runs", json, rec, EXIT_PASS, c->quiet ? NULL : print_compare_runs, NULL);
 }

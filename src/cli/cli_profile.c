@@ -181,17 +181,5 @@ int cmd_profile(cli *c, int argc, char **argv)
     int rc = st == DG_OK ? EXIT_PASS : st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_FAIL;
     if (st != DG_OK)
         cli_error("profile: %s", dg_errmsg(c->ctx));
-    char *run_id = NULL;
-    int rrc = cli_record(c, "profile", json, rc, &run_id);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else {
-        print_profile(rec);
-        if (run_id)
-            printf("  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "profile", json, rec, rc, print_profile, NULL);
 }

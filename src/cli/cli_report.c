@@ -44,45 +44,16 @@ static const char *format_ext(dg_report_format f)
 /* The whole file as a NUL-terminated string (free), or NULL with a message. */
 static char *read_record_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("report: cannot read %s: %s", path, strerror(errno));
-        return NULL;
+    char *buf = cli_read_file(path, (size_t)RECORD_MAX);
+    if (!buf) {
+        if (errno == EFBIG)
+            cli_error("report: %s is larger than %ld bytes; not an evidence record", path, RECORD_MAX);
+        else if (errno == ENOMEM)
+            cli_error("report: out of memory reading %s", path);
+        else
+            cli_error("report: cannot read %s: %s", path, strerror(errno));
     }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 131072;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                cli_error("report: out of memory reading %s", path);
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, 65536, f);
-        len += got;
-        if ((long)len > RECORD_MAX) {
-            cli_error("report: %s is larger than %ld bytes; not an evidence record", path,
-                      RECORD_MAX);
-            break;
-        }
-        if (got == 0) {
-            bool err = ferror(f);
-            fclose(f);
-            if (err) {
-                cli_error("report: cannot read %s: %s", path, strerror(errno));
-                free(buf);
-                return NULL;
-            }
-            buf[len] = '\0';
-            return buf;
-        }
-    }
-    fclose(f);
-    free(buf);
-    return NULL;
+    return buf;
 }
 
 /* The record of ledger run id (or unique prefix), printed compactly (free()). */

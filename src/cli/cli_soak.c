@@ -124,17 +124,5 @@ int cmd_soak(cli *c, int argc, char **argv)
         rc = EXIT_FAIL;
     }
     cJSON *rec = cJSON_Parse(json);
-    char *run_id = NULL;
-    int rrc = cli_record(c, "soak", json, rc, &run_id);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else if (!c->quiet) {
-        print_soak(rec);
-        if (run_id)
-            printf("  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "soak", json, rec, rc, c->quiet ? NULL : print_soak, NULL);
 }

@@ -174,21 +174,7 @@ int cmd_sweep(cli *c, int argc, char **argv)
     cJSON *rec = cJSON_Parse(json);
     int good = (int)jnum(rec, "good_trials", 0);
     int rc = good > 0 ? EXIT_PASS : EXIT_FAIL;
-    char *run_id = NULL;
-    int rrc = cli_record(c, "sweep", json, rc, &run_id);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else {
-        print_sweep(rec);
-        if (!good)
-            printf("  FAIL     no trial succeeded\n");
-        if (run_id)
-            printf("  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "sweep", json, rec, rc, print_sweep, good ? NULL : "no trial succeeded");
 }
 
 int cmd_trial(cli *c, int argc, char **argv)

@@ -308,19 +308,6 @@ int cmd_train(cli *c, int argc, char **argv)
     int rc = st == DG_OK ? (finite ? EXIT_PASS : EXIT_FAIL) : EXIT_FAIL;
     if (st != DG_OK)
         cli_error("train: %s", dg_errmsg(c->ctx));
-    char *run_id = NULL;
-    int rrc = cli_record(c, "train", json, rc, &run_id);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else {
-        print_train(rec);
-        if (!finite && st == DG_OK)
-            printf("  FAIL     the loss is not finite\n");
-        if (run_id)
-            printf("  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "train", json, rec, rc, print_train,
+                            !finite && st == DG_OK ? "the loss is not finite" : NULL);
 }

@@ -28,6 +28,68 @@ int cli_fail_status(cli *c, dg_status st, const char *what)
     }
 }
 
+int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
+                     void (*print)(const cJSON *rec), const char *fail)
+{
+    char *run_id = NULL;
+    int rc = cli_record(c, verb, json, exit_status, &run_id);
+    if (c->json) {
+        cli_print_json(rec, run_id);
+    } else if (print) {
+        print(rec);
+        if (fail)
+            printf("  FAIL     %s\n", fail);
+        if (run_id)
+            printf("  recorded as %s\n", run_id);
+    }
+    cJSON_Delete(rec);
+    dg_string_free(json);
+    dg_string_free(run_id);
+    return rc;
+}
+
+char *cli_read_file(const char *path, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int err = 0;
+    for (;;) {
+        if (cap - len < 2) { /* room for a byte and the NUL */
+            size_t ncap = cap ? 2 * cap : 65536;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                err = ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        errno = 0;
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (len > max) {
+            err = EFBIG;
+            break;
+        }
+        if (got == 0) {
+            if (ferror(f))
+                err = errno ? errno : EIO;
+            break;
+        }
+    }
+    fclose(f);
+    if (err) {
+        free(buf);
+        errno = err;
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
 const char *cli_save_unrecorded(const char *verb, const char *json)
 {
     static char path[256];

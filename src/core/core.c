@@ -158,19 +158,25 @@ char *dg_strdup(const char *s)
     return d;
 }
 
+char *dg_vasprintf(const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    if (n < 0)
+        return NULL;
+    char *s = dg_malloc((size_t)n + 1);
+    if (s)
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
 char *dg_asprintf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return NULL;
-    char *s = dg_malloc((size_t)n + 1);
-    if (!s)
-        return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    char *s = dg_vasprintf(fmt, ap);
     va_end(ap);
     return s;
 }

@@ -35,6 +35,8 @@ void dg_free(void *p);
 char *dg_strdup(const char *s);
 /* printf into a new dg_malloc'd string; NULL when out of memory. */
 char *dg_asprintf(const char *fmt, ...) DG_PRINTF(1, 2);
+/* dg_asprintf with a va_list (ap is used up). */
+char *dg_vasprintf(const char *fmt, va_list ap) DG_PRINTF(1, 0);
 
 /* Monotonic clock in seconds. */
 double dg_now(void);

@@ -2,6 +2,9 @@
 
 #include "core.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <threads.h>
 
 static void *hook_malloc(size_t n)
@@ -44,4 +47,72 @@ char *dg_json_print(const cJSON *item)
 {
     dg_json_init();
     return cJSON_PrintUnformatted(item);
+}
+
+double dg_json_metric_value(const cJSON *m)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) && isfinite(v->valuedouble)
+               ? v->valuedouble
+               : NAN;
+}
+
+const cJSON *dg_jpath(const cJSON *root, const char *path)
+{
+    const cJSON *cur = root;
+    const char *p = path ? path : "";
+    char key[128];
+    while (cur && *p) {
+        if (*p == '.') {
+            p++;
+            continue;
+        }
+        if (*p == '[') {
+            char *end;
+            long i = strtol(p + 1, &end, 10);
+            if (end == p + 1 || *end != ']' || i < 0 || i > 1000000 || !cJSON_IsArray(cur))
+                return NULL;
+            cur = cJSON_GetArrayItem(cur, (int)i);
+            p = end + 1;
+            continue;
+        }
+        size_t n = strcspn(p, ".[");
+        if (n >= sizeof key || !cJSON_IsObject(cur))
+            return NULL;
+        memcpy(key, p, n);
+        key[n] = '\0';
+        cur = cJSON_GetObjectItemCaseSensitive(cur, key);
+        p += n;
+    }
+    return cur;
+}
+
+static double item_num(const cJSON *it)
+{
+    if (cJSON_IsNumber(it))
+        return it->valuedouble;
+    if (!cJSON_IsObject(it))
+        return NAN;
+    const cJSON *valid = cJSON_GetObjectItemCaseSensitive(it, "valid");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "value");
+    if ((valid && !cJSON_IsTrue(valid)) || !cJSON_IsNumber(v))
+        return NAN;
+    return v->valuedouble;
+}
+
+double dg_jnum(const cJSON *root, const char *path)
+{
+    return item_num(dg_jpath(root, path));
+}
+
+int dg_jbool(const cJSON *root, const char *path)
+{
+    const cJSON *it = dg_jpath(root, path);
+    return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
+}
+
+const char *dg_jstr(const cJSON *root, const char *path)
+{
+    const cJSON *it = dg_jpath(root, path);
+    return cJSON_IsString(it) ? it->valuestring : NULL;
 }

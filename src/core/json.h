@@ -14,4 +14,19 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit);
 cJSON *dg_json_add_str(cJSON *obj, const char *key, const char *s);
 /* Prints compactly into a string the caller frees with dg_string_free. */
 char *dg_json_print(const cJSON *item);
+/* A metric's value when it is valid and finite, else NAN. */
+double dg_json_metric_value(const cJSON *m);
+
+/* ---- tolerant record lookups ---------------------------------------------- */
+
+/* The item at path below root: keys split by '.', array indices as [i]
+ * ("runs[0].speedup"); NULL when any part is missing. */
+const cJSON *dg_jpath(const cJSON *root, const char *path);
+/* A number: a METRIC's value when valid, or a plain JSON number; NAN when
+ * absent, null or not valid. */
+double dg_jnum(const cJSON *root, const char *path);
+/* 1 true, 0 false, -1 absent or not a bool. */
+int dg_jbool(const cJSON *root, const char *path);
+/* A string, NULL when absent or not a string. */
+const char *dg_jstr(const cJSON *root, const char *path);
 #endif

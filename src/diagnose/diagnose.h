@@ -83,16 +83,7 @@ extern const int dg_rule_count;
 
 /* ---- reading the record -------------------------------------------------- */
 
-/* The item at path below root: keys split by '.', array indices as [i]
- * ("runs[0].speedup"); NULL when any part is missing. */
-const cJSON *dg_jpath(const cJSON *root, const char *path);
-/* A number: a METRIC's value when valid, or a plain JSON number; NAN when
- * absent, null or not valid. */
-double dg_jnum(const cJSON *root, const char *path);
-/* 1 true, 0 false, -1 absent or not a bool. */
-int dg_jbool(const cJSON *root, const char *path);
-/* A string, NULL when absent or not a string. */
-const char *dg_jstr(const cJSON *root, const char *path);
+/* dg_jpath, dg_jnum, dg_jbool, dg_jstr: core/json.h */
 
 /* ---- making findings ------------------------------------------------------ */
 

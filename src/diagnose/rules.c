@@ -59,66 +59,6 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
 
 /* ---- reading the record ------------------------------------------------------ */
 
-const cJSON *dg_jpath(const cJSON *root, const char *path)
-{
-    const cJSON *cur = root;
-    const char *p = path ? path : "";
-    char key[128];
-    while (cur && *p) {
-        if (*p == '.') {
-            p++;
-            continue;
-        }
-        if (*p == '[') {
-            char *end;
-            long i = strtol(p + 1, &end, 10);
-            if (end == p + 1 || *end != ']' || i < 0 || i > 1000000 || !cJSON_IsArray(cur))
-                return NULL;
-            cur = cJSON_GetArrayItem(cur, (int)i);
-            p = end + 1;
-            continue;
-        }
-        size_t n = strcspn(p, ".[");
-        if (n >= sizeof key || !cJSON_IsObject(cur))
-            return NULL;
-        memcpy(key, p, n);
-        key[n] = '\0';
-        cur = cJSON_GetObjectItemCaseSensitive(cur, key);
-        p += n;
-    }
-    return cur;
-}
-
-static double item_num(const cJSON *it)
-{
-    if (cJSON_IsNumber(it))
-        return it->valuedouble;
-    if (!cJSON_IsObject(it))
-        return NAN;
-    const cJSON *valid = cJSON_GetObjectItemCaseSensitive(it, "valid");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "value");
-    if ((valid && !cJSON_IsTrue(valid)) || !cJSON_IsNumber(v))
-        return NAN;
-    return v->valuedouble;
-}
-
-double dg_jnum(const cJSON *root, const char *path)
-{
-    return item_num(dg_jpath(root, path));
-}
-
-int dg_jbool(const cJSON *root, const char *path)
-{
-    const cJSON *it = dg_jpath(root, path);
-    return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
-}
-
-const char *dg_jstr(const cJSON *root, const char *path)
-{
-    const cJSON *it = dg_jpath(root, path);
-    return cJSON_IsString(it) ? it->valuestring : NULL;
-}
-
 static const cJSON *section(const cJSON *rec, const char *name)
 {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(rec, name);
@@ -131,20 +71,6 @@ const char *dg_severity_name(dg_severity s)
 }
 
 /* ---- making findings -------------------------------------------------------- */
-
-static char *vfmt(const char *fmt, va_list ap)
-{
-    va_list aq;
-    va_copy(aq, ap);
-    int n = vsnprintf(NULL, 0, fmt, aq);
-    va_end(aq);
-    if (n < 0)
-        return NULL;
-    char *s = dg_malloc((size_t)n + 1);
-    if (s)
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-    return s;
-}
 
 static void put(dg_diag *d, cJSON *obj, const char *key, cJSON *item)
 {
@@ -172,7 +98,7 @@ static cJSON *finding(dg_diag *d, const dg_rule *r, dg_severity sev, int run, co
     }
     va_list ap;
     va_start(ap, fmt);
-    char *title = vfmt(fmt, ap);
+    char *title = dg_vasprintf(fmt, ap);
     va_end(ap);
     cJSON *o = cJSON_CreateObject();
     if (!o || !title) {
@@ -200,7 +126,7 @@ static void set_text(dg_diag *d, cJSON *f, const char *key, const char *fmt, ...
         return;
     va_list ap;
     va_start(ap, fmt);
-    char *s = vfmt(fmt, ap);
+    char *s = dg_vasprintf(fmt, ap);
     va_end(ap);
     cJSON *item = s ? cJSON_CreateString(s) : NULL;
     dg_free(s);
@@ -247,7 +173,7 @@ static void ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec
         return;
     va_list ap;
     va_start(ap, fmt);
-    char *path = vfmt(fmt, ap);
+    char *path = dg_vasprintf(fmt, ap);
     va_end(ap);
     if (!path) {
         d->nomem = true;

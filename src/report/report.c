@@ -137,18 +137,7 @@ void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
 
 const cJSON *rp_get(const cJSON *o, const char *path)
 {
-    char key[128];
-    while (o && path && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof key || !cJSON_IsObject(o))
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = '\0';
-        o = cJSON_GetObjectItemCaseSensitive(o, key);
-        path = dot ? dot + 1 : NULL;
-    }
-    return o;
+    return dg_jpath(o, path);
 }
 
 const cJSON *rp_obj(const cJSON *o, const char *path)

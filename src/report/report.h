@@ -31,7 +31,7 @@ void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
 /* ---- record access ------------------------------------------------------ */
 
 /* The node at a dotted path ("soak.growth.footprint"); NULL when any part is
- * absent or not an object. Array elements are not addressed by paths. */
+ * absent or not an object; [i] addresses an array element (dg_jpath). */
 const cJSON *rp_get(const cJSON *o, const char *path);
 /* An object at path, or NULL (null, absent and non-objects alike). */
 const cJSON *rp_obj(const cJSON *o, const char *path);

@@ -103,28 +103,6 @@ static void finish(acc *a, dg_status st, const char *summary)
         end(a, "ok", summary, NULL);
 }
 
-static double num_at(const cJSON *o, const char *path)
-{
-    /* path: keys separated by '.'; a METRIC at the end gives its value when valid */
-    char key[64];
-    while (o && *path) {
-        size_t n = strcspn(path, ".");
-        if (n >= sizeof key)
-            return NAN;
-        memcpy(key, path, n);
-        key[n] = '\0';
-        o = cJSON_GetObjectItemCaseSensitive(o, key);
-        path += n + (path[n] == '.');
-    }
-    if (cJSON_IsNumber(o))
-        return o->valuedouble;
-    if (cJSON_IsObject(o) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "valid"))) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
-        return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-    }
-    return NAN;
-}
-
 /* "12.3k" style rates for the one-line summaries. */
 static void fmt_rate(char *buf, size_t len, double v)
 {
@@ -161,7 +139,7 @@ static void run_env(acc *a)
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(env, "processes"),
                                                                "top_cpu"))
         {
-            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "self")) && num_at(p, "cpu_percent") > 20)
+            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "self")) && dg_jnum(p, "cpu_percent") > 20)
                 busy++;
         }
         snprintf(sum, sizeof sum, "%s process on %s host, %s; %s; %d busy process%s", proc ? proc : "?",
@@ -233,7 +211,7 @@ static dg_status run_gate(acc *a)
         bool built = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "built"));
         char part[128];
         if (avail)
-            snprintf(part, sizeof part, "%s %.1f GFLOP/s %s", n ? n : "?", num_at(mm, "gflops"),
+            snprintf(part, sizeof part, "%s %.1f GFLOP/s %s", n ? n : "?", dg_jnum(mm, "gflops"),
                      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mm, "ok")) ? "ok" : "FAILED");
         else
             snprintf(part, sizeof part, "%s: %s", n ? n : "?", built ? "built, not available" : "not built");
@@ -262,12 +240,12 @@ static void run_sweep(acc *a)
     dg_status st = dg_sweep_run(a->ctx, &so, &json);
     cJSON *sw = keep(a, json);
     char sum[256] = "", rate[32];
-    double knee = num_at(sw, "knee.batch"), safe = num_at(sw, "safe_batch.batch");
-    fmt_rate(rate, sizeof rate, num_at(sw, "knee.samples_per_s"));
+    double knee = dg_jnum(sw, "knee.batch"), safe = dg_jnum(sw, "safe_batch.batch");
+    fmt_rate(rate, sizeof rate, dg_jnum(sw, "knee.samples_per_s"));
     const cJSON *stop = cJSON_GetObjectItemCaseSensitive(sw, "stopped");
     if (sw)
         snprintf(sum, sizeof sum, "%s: knee b%.0f (%s samples/s) · safe b%.0f · stopped at b%.0f: %s", a->device,
-                 knee, rate, safe, num_at(stop, "at_batch"),
+                 knee, rate, safe, dg_jnum(stop, "at_batch"),
                  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(stop, "reason")));
     /* The batch and step time the later steps build on: the knee's. */
     if (!isnan(knee) && !a->o->train.batch) {
@@ -275,8 +253,8 @@ static void run_sweep(acc *a)
         const cJSON *t;
         cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(sw, "trials"))
         {
-            if (num_at(t, "batch") == knee)
-                a->step_s = num_at(t, "step_ms.median") / 1000.0;
+            if (dg_jnum(t, "batch") == knee)
+                a->step_s = dg_jnum(t, "step_ms.median") / 1000.0;
         }
     }
     finish(a, st, sum);
@@ -306,8 +284,8 @@ static void run_soak(acc *a)
     char sum[256] = "";
     if (soak)
         snprintf(sum, sizeof sum, "%s b%d: allocator %+.0f%%, footprint %+.0f%% after %.0f epochs%s", a->device,
-                 a->batch, num_at(soak, "growth.allocator_allocated"), num_at(soak, "growth.footprint"),
-                 num_at(soak, "epochs_recorded"),
+                 a->batch, dg_jnum(soak, "growth.allocator_allocated"), dg_jnum(soak, "growth.footprint"),
+                 dg_jnum(soak, "epochs_recorded"),
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(soak, "empty_cache")) ? ", cache emptied each epoch"
                                                                                      : "");
     if (rec && !cJSON_GetObjectItemCaseSensitive(a->rec, "bucket")) {
@@ -343,12 +321,12 @@ static void run_compare(acc *a)
     const cJSON *run = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rec, "runs"), 0);
     char sum[256] = "";
     if (run) {
-        double busy = num_at(run, "busy_fraction");
+        double busy = dg_jnum(run, "busy_fraction");
         char bs[32] = "not reported";
         if (!isnan(busy))
             snprintf(bs, sizeof bs, "%.0f%%", 100 * busy);
         const char *verdict = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(run, "verdict"));
-        snprintf(sum, sizeof sum, "%s is %.2f× cpu at b%d, busy %s, %s", a->device, num_at(run, "speedup"), batch,
+        snprintf(sum, sizeof sum, "%s is %.2f× cpu at b%d, busy %s, %s", a->device, dg_jnum(run, "speedup"), batch,
                  bs, verdict ? verdict : "numerics not judged");
     }
     finish(a, st, sum);
@@ -375,12 +353,12 @@ static void run_profile(acc *a)
         for (size_t i = 0; i < sizeof shown / sizeof shown[0] && off < sizeof sum; i++) {
             char key[64];
             snprintf(key, sizeof key, "%s.share", shown[i].key);
-            double v = num_at(ph, key);
+            double v = dg_jnum(ph, key);
             if (!isnan(v))
                 off += (size_t)snprintf(sum + off, sizeof sum - off, "%s%s %.0f%%", off ? " · " : "", shown[i].label,
                                         100 * v);
         }
-        double per = num_at(rec, "sync_points.per_step");
+        double per = dg_jnum(rec, "sync_points.per_step");
         if (!isnan(per) && off < sizeof sum)
             snprintf(sum + off, sizeof sum - off, " · %.2g sync points per step", per);
     }

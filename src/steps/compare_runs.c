@@ -12,14 +12,6 @@
 
 #define LOSS_TOLERANCE 1e-2 /* relative: runs on different paths are not bit-identical */
 
-static double metric_val(const cJSON *m)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
-    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) && isfinite(v->valuedouble)
-               ? v->valuedouble
-               : NAN;
-}
-
 static const cJSON *at(const cJSON *o, const char *a, const char *b)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
@@ -98,11 +90,11 @@ static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *bus
     }
     const cJSON *cmd = at(rec, "spec", "cmd");
     cJSON_AddItemToObject(r, "cmd", cmd ? cJSON_Duplicate(cmd, true) : cJSON_CreateNull());
-    *ms = metric_val(at(rec, "throughput", "step_ms"));
+    *ms = dg_json_metric_value(at(rec, "throughput", "step_ms"));
     if (isnan(*ms))
-        *ms = metric_val(at(at(rec, "profile", "step"), "ms", NULL));
-    *sps = metric_val(at(rec, "throughput", "samples_per_s"));
-    double wait = metric_val(at(at(rec, "profile", "phases"), "queue_wait", "share"));
+        *ms = dg_json_metric_value(at(at(rec, "profile", "step"), "ms", NULL));
+    *sps = dg_json_metric_value(at(rec, "throughput", "samples_per_s"));
+    double wait = dg_json_metric_value(at(at(rec, "profile", "phases"), "queue_wait", "share"));
     *busy = isfinite(wait) ? fmax(0.0, 1.0 - wait) : NAN;
     cJSON_AddItemToObject(r, "step_ms", metric(*ms, "ms"));
     cJSON_AddItemToObject(r, "samples_per_s", metric(*sps, "samples/s"));

@@ -382,15 +382,6 @@ static cJSON *metric_of(const cJSON *obj, const char *key, const char *unit, dou
     return dg_json_metric(ok ? v->valuedouble * scale : 0, ok, unit);
 }
 
-static double metric_val(const cJSON *m)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) &&
-        isfinite(v->valuedouble))
-        return v->valuedouble;
-    return NAN;
-}
-
 static const cJSON *path2(const cJSON *o, const char *a, const char *b)
 {
     return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
@@ -418,7 +409,7 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
     const cJSON *thr = cJSON_GetObjectItemCaseSensitive(rec, "throughput");
     const cJSON *stats = path2(rec, "steps", "stats");
     cJSON *sps = metric_of(thr, "samples_per_s", "samples/s", 1);
-    t->sps = t->end == ENDED_OK ? metric_val(sps) : NAN;
+    t->sps = t->end == ENDED_OK ? dg_json_metric_value(sps) : NAN;
     cJSON_AddItemToObject(j, "samples_per_s", sps);
     cJSON *sm = cJSON_AddObjectToObject(j, "step_ms");
     /* Per-step times after the sweep's own warm-up, else the child's statistics. */
@@ -439,7 +430,7 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
         cJSON_AddItemToObject(sm, "iqr", dg_json_metric(st.iqr, isfinite(st.iqr), "ms"));
         cJSON_AddNumberToObject(sm, "steps", (double)st.n);
         cJSON_AddStringToObject(sm, "source", "steps");
-    } else if (stats && !isnan(metric_val(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
+    } else if (stats && !isnan(dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
         cJSON_AddItemToObject(sm, "median", metric_of(stats, "median", "ms", 1));
         cJSON_AddItemToObject(sm, "iqr", metric_of(stats, "iqr", "ms", 1));
         const cJSON *sn = cJSON_GetObjectItemCaseSensitive(stats, "n");
@@ -459,7 +450,7 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
     const cJSON *smp = cJSON_GetObjectItemCaseSensitive(rec, "sampler");
     cJSON_AddItemToObject(j, "rss_peak", metric_of(smp, "rss_peak", "bytes", 1));
     cJSON *swap = metric_of(smp, "swap_growth", "bytes", 1);
-    double sg = metric_val(swap);
+    double sg = dg_json_metric_value(swap);
     t->swapped = !isnan(sg) && sg > swap_limit_bytes;
     cJSON_AddItemToObject(j, "swap_growth", swap);
     cJSON_AddItemToObject(j, "psi_peak", metric_of(smp, "psi_peak", "percent", 1));
