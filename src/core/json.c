@@ -87,7 +87,7 @@ const cJSON *dg_jpath(const cJSON *root, const char *path)
     return cur;
 }
 
-static double item_num(const cJSON *it)
+double dg_jnum_item(const cJSON *it)
 {
     if (cJSON_IsNumber(it))
         return it->valuedouble;
@@ -102,7 +102,7 @@ static double item_num(const cJSON *it)
 
 double dg_jnum(const cJSON *root, const char *path)
 {
-    return item_num(dg_jpath(root, path));
+    return dg_jnum_item(dg_jpath(root, path));
 }
 
 int dg_jbool(const cJSON *root, const char *path)

@@ -25,6 +25,8 @@ const cJSON *dg_jpath(const cJSON *root, const char *path);
 /* A number: a METRIC's value when valid, or a plain JSON number; NAN when
  * absent, null or not valid. */
 double dg_jnum(const cJSON *root, const char *path);
+/* dg_jnum of the item itself. */
+double dg_jnum_item(const cJSON *it);
 /* 1 true, 0 false, -1 absent or not a bool. */
 int dg_jbool(const cJSON *root, const char *path);
 /* A string, NULL when absent or not a string. */

@@ -183,7 +183,7 @@ static void ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec
     cJSON *v = NULL;
     const char *u = unit;
     if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
-        double x = item_num(it);
+        double x = dg_jnum_item(it);
         v = isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
         const char *mu = dg_jstr(it, "unit");
         u = mu ? mu : unit;
@@ -437,7 +437,7 @@ static double own_growth(const cJSON *s, const char **which)
     *which = NULL;
     for (size_t i = 0; i < sizeof own_sources / sizeof *own_sources; i++) {
         const cJSON *g = dg_jpath(dg_jpath(s, "growth"), own_sources[i]);
-        double v = item_num(g);
+        double v = dg_jnum_item(g);
         if (isfinite(v) && (!isfinite(best) || v > best)) {
             best = v;
             *which = own_sources[i];
@@ -460,7 +460,7 @@ static const char *source_label(const char *src)
 static void ev_growth(dg_diag *d, cJSON *f)
 {
     for (size_t i = 0; i < sizeof own_sources / sizeof *own_sources; i++)
-        if (isfinite(item_num(dg_jpath(dg_jpath(d->soak, "soak.growth"), own_sources[i]))))
+        if (isfinite(dg_jnum_item(dg_jpath(dg_jpath(d->soak, "soak.growth"), own_sources[i]))))
             ev_path(d, f, "soak", d->soak, "%", "soak.growth.%s", own_sources[i]);
     ev_path(d, f, "soak", d->soak, "epochs", "soak.epochs_recorded");
     ev_path(d, f, "soak", d->soak, NULL, "soak.empty_cache");
