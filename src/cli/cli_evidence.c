@@ -164,7 +164,8 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
         snprintf(id, sizeof id, "%s", run_id);
     else
         local_id(id, sizeof id);
-    cJSON_ReplaceItemInObject(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
+    cJSON_DeleteItemFromObject(rec, "run_id");
+    cJSON_AddItemToObject(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
 
     /* The pack. */
     char dir[4096];

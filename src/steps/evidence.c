@@ -15,6 +15,15 @@ static const cJSON *item(const cJSON *o, const char *key)
     return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
 }
 
+/* Replaces (or adds) key in obj with val, taking ownership of val. */
+static void put(cJSON *obj, const char *key, cJSON *val)
+{
+    if (cJSON_GetObjectItemCaseSensitive(obj, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, key, val);
+    else
+        cJSON_AddItemToObject(obj, key, val);
+}
+
 static int severity_rank(const char *s)
 {
     return !s ? 0 : strcmp(s, "fail") == 0 ? 3 : strcmp(s, "warn") == 0 ? 2 : strcmp(s, "info") == 0 ? 1 : 0;
@@ -48,7 +57,7 @@ static void set_verdicts(cJSON *rec, const cJSON *findings)
             if (sec && strcmp(sec, name) == 0 && r > worst)
                 worst = r;
         }
-        cJSON_ReplaceItemInObjectCaseSensitive(step, "verdict", cJSON_CreateString(worst ? names[worst] : "pass"));
+        put(step, "verdict", cJSON_CreateString(worst ? names[worst] : "pass"));
     }
 }
 
@@ -137,15 +146,6 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
         cJSON_AddNullToObject(g, "batch");
     cJSON_AddStringToObject(g, "statement", statement);
     return g;
-}
-
-/* Replaces (or adds) key in obj with val, taking ownership of val. */
-static void put(cJSON *obj, const char *key, cJSON *val)
-{
-    if (cJSON_GetObjectItemCaseSensitive(obj, key))
-        cJSON_ReplaceItemInObjectCaseSensitive(obj, key, val);
-    else
-        cJSON_AddItemToObject(obj, key, val);
 }
 
 dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides, char **json)
