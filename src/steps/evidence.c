@@ -61,12 +61,6 @@ static void set_verdicts(cJSON *rec, const cJSON *findings)
     }
 }
 
-static double metric_value(const cJSON *m)
-{
-    const cJSON *v = item(m, "value");
-    return cJSON_IsTrue(item(m, "valid")) && cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 /* Appends "what" to a "; "-separated list in buf. */
 static void list_add(char *buf, size_t len, const char *what)
 {
@@ -109,8 +103,10 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
     const char *state = cJSON_GetStringValue(item(rec, "state"));
     bool complete = state && strcmp(state, "complete") == 0;
     const cJSON *safe = item(sweep, "safe_batch");
-    double sps = metric_value(item(safe, "samples_per_s"));
+    double sps = dg_json_metric_value(item(safe, "samples_per_s"));
     const cJSON *batch = item(safe, "batch");
+    if (!cJSON_IsNumber(batch))
+        sps = NAN; /* a rate without its batch promises nothing */
     bool accepted = cJSON_GetArraySize(missing) == 0 && fails == 0 && complete && !isnan(sps);
 
     char why[512] = "", statement[640];
