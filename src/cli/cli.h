@@ -47,6 +47,8 @@ char *cli_read_file(const char *path, size_t max);
  * returns cli_record's status. */
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail);
+/* mkdir -p: creates path and the folders above it; false with errno set. */
+bool cli_make_dirs(const char *path);
 /* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
  * path written (a static buffer) or NULL. */
 const char *cli_save_unrecorded(const char *verb, const char *json);

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t cancel_flag;
@@ -215,11 +214,7 @@ int cmd_accept(cli *c, int argc, char **argv)
     char tdir[4200];
     snprintf(tdir, sizeof tdir, "%s", trace);
     *strrchr(tdir, '/') = '\0';
-    if (mkdir("devgate-report", 0777) != 0 && errno != EEXIST && !out_dir) {
-        cli_error("accept: cannot create devgate-report: %s", strerror(errno));
-        goto out;
-    }
-    if (out_dir && mkdir(tdir, 0777) != 0 && errno != EEXIST) {
+    if (!cli_make_dirs(tdir)) {
         cli_error("accept: cannot create %s: %s", tdir, strerror(errno));
         goto out;
     }

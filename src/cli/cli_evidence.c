@@ -9,28 +9,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-/* mkdir -p; false with errno set. */
-static bool make_dirs(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return false;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return false;
-        *p = '/';
-    }
-    return mkdir(buf, 0777) == 0 || errno == EEXIST;
-}
 
 /* Writes text to dir/name through a temporary file and a rename, so a reader
  * never sees half a file and a full disk leaves the old one. */
@@ -170,7 +150,7 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     /* The pack. */
     char dir[4096];
     snprintf(dir, sizeof dir, out_dir ? "%s" : "devgate-report/%s", out_dir ? out_dir : id);
-    bool dir_ok = make_dirs(dir);
+    bool dir_ok = cli_make_dirs(dir);
     if (!dir_ok)
         cli_error("pack: cannot create %s: %s", dir, strerror(errno));
     cJSON *files = cJSON_CreateArray();
