@@ -845,6 +845,9 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
     }
 }
 
+/* Steps a sample needs before its spread is judged. */
+#define NOISE_MIN_STEPS 5
+
 static void judge_noisy_measurement(dg_diag *d, const dg_rule *r)
 {
     double lim = d->th[TH_NOISE_IQR_RATIO];
@@ -857,7 +860,7 @@ static void judge_noisy_measurement(dg_diag *d, const dg_rule *r)
         double med = dg_jnum(d->profile, "step.stats.median");
         pr = isfinite(iqr) && isfinite(med) && med > 0 ? iqr / med : NAN;
     }
-    bool prof = isfinite(pr) && pr > lim;
+    bool prof = isfinite(pr) && pr > lim && dg_jnum(d->profile, "step.stats.n") >= NOISE_MIN_STEPS;
     if (prof) {
         cat(what, sizeof what, "profile IQR %.0f%% of the median", 100 * pr);
         nsrc++;
@@ -869,8 +872,9 @@ static void judge_noisy_measurement(dg_diag *d, const dg_rule *r)
         const cJSON *t = cJSON_GetArrayItem(trials, i);
         const char *ended = dg_jstr(t, "ended");
         double iqr = dg_jnum(t, "step_ms.iqr"), med = dg_jnum(t, "step_ms.median");
+        /* The quartiles of fewer than 5 steps say little about noise. */
         if (!ended || strcmp(ended, "ok") != 0 || !isfinite(iqr) || !isfinite(med) || med <= 0 ||
-            iqr / med <= lim)
+            iqr / med <= lim || !(dg_jnum(t, "step_ms.steps") >= NOISE_MIN_STEPS))
             continue;
         noisy_trials[nt++] = i;
         if (nsrc++ < 3)
