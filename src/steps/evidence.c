@@ -152,9 +152,11 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
         return dg_fail(ctx, DG_ERR_FORMAT, "evidence: no record");
     cJSON *rec = cJSON_Parse(record_json);
     const char *kind = cJSON_GetStringValue(item(rec, "kind"));
-    if (!cJSON_IsObject(rec) || !kind || (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0)) {
+    const cJSON *version = item(rec, "v");
+    if (!cJSON_IsObject(rec) || !kind || (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) ||
+        !cJSON_IsNumber(version) || version->valuedouble != 1) {
         cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record");
+        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record of version 1");
     }
     char *dj = NULL;
     dg_status st = dg_diagnose(ctx, record_json, overrides, &dj);

@@ -410,6 +410,39 @@ static void check_refused(dg_ctx *ctx, const char *path, dg_status want, const c
     dg_free(after);
 }
 
+/* An evidence verb records, then replaces the record once its pack is written. */
+static void test_update(dg_ctx *ctx)
+{
+    const char *path = tpath("upd/ledger.db");
+    dg_ledger *lg = NULL;
+    CHECK_MSG(dg_ledger_open(ctx, path, 0, &lg) == DG_OK, "%s", dg_errmsg(ctx));
+    if (!lg)
+        return;
+    char *id = NULL, *shown = NULL;
+    CHECK(dg_ledger_record(ctx, lg, "accept", 0, "{\"v\":1,\"pack\":null}", &id) == DG_OK);
+    CHECK(id && dg_ledger_update(ctx, lg, id, 130, "{\"v\":1,\"pack\":{\"dir\":\"p\"},\"state\":\"interrupted\"}") ==
+                    DG_OK);
+    CHECK(id && dg_ledger_show(ctx, lg, id, &shown) == DG_OK);
+    cJSON *e = shown ? cJSON_Parse(shown) : NULL;
+    const cJSON *rec = cJSON_GetObjectItem(e, "record");
+    CHECK(cJSON_IsObject(cJSON_GetObjectItem(rec, "pack")));
+    CHECK(cJSON_GetObjectItem(e, "exit_status") && cJSON_GetObjectItem(e, "exit_status")->valueint == 130);
+    const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(e, "state"));
+    CHECK(state && strcmp(state, "interrupted") == 0);
+    cJSON_Delete(e);
+    dg_string_free(shown);
+    CHECK(raw_int(path, "SELECT count(*) FROM runs") == 1);
+    /* no such run; a record that is not JSON; an id that is only a prefix */
+    CHECK(dg_ledger_update(ctx, lg, "20000101-000000-0000", 0, "{}") == DG_ERR_NOT_FOUND);
+    CHECK(id && dg_ledger_update(ctx, lg, id, 0, "{nope") == DG_ERR_USAGE);
+    char prefix[9] = "";
+    if (id)
+        snprintf(prefix, sizeof prefix, "%.8s", id);
+    CHECK(dg_ledger_update(ctx, lg, prefix, 0, "{}") == DG_ERR_NOT_FOUND);
+    dg_string_free(id);
+    dg_ledger_close(lg);
+}
+
 static void test_refusals(dg_ctx *ctx)
 {
     /* random bytes, long and short, and plain text */
@@ -676,6 +709,7 @@ int main(void)
     test_bad_arguments(ctx);
     test_open_creates_folders(ctx);
     test_round_trip(ctx);
+    test_update(ctx);
     test_refusals(ctx);
     test_unwritable(ctx);
     test_migration_from_empty(ctx);
