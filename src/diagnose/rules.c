@@ -562,10 +562,16 @@ static void judge_memory_not_emptied(dg_diag *d, const dg_rule *r)
     ev_growth(d, f);
 }
 
+/* Steps a soak needs before its first and last thirds are compared. */
+#define SLOWDOWN_MIN_STEPS 30
+
 static void judge_slowing_down(dg_diag *d, const dg_rule *r)
 {
+    /* Thirds of a short soak are a handful of steps each: too few for a trend. */
     double ratio = dg_jnum(d->soak, "soak.step_trend.thirds_ratio");
-    if (!isfinite(ratio) || ratio <= d->th[TH_SLOWDOWN_RATIO])
+    if (!isfinite(ratio) || ratio <= d->th[TH_SLOWDOWN_RATIO] ||
+        !(dg_jnum(d->soak, "soak.epochs_recorded") * dg_jnum(d->soak, "soak.steps_per_epoch") >=
+          SLOWDOWN_MIN_STEPS))
         return;
     cJSON *f = finding(d, r, DG_SEV_WARN, -1,
                        "steps %.0f%% slower in the last third of the soak than in the first "

@@ -44,10 +44,16 @@ static void text_header(dg_capbuf *b, const cJSON *rec)
 static void step_word(char *buf, size_t len, const cJSON *step)
 {
     const char *w = rp_str(step, "verdict");
-    if (!w)
-        w = rp_str(step, "status");
-    if (!w)
-        w = "?";
+    if (!w) {
+        /* No verdict: a step that did not run to the end says how it ended. */
+        static const char *const words[][2] = {
+            {"skipped", "SKIP"}, {"interrupted", "STOP"}, {"failed", "FAIL"}, {"ok", "OK"}};
+        const char *st = rp_str(step, "status");
+        w = st ? st : "?";
+        for (size_t k = 0; st && k < sizeof words / sizeof words[0]; k++)
+            if (strcmp(st, words[k][0]) == 0)
+                w = words[k][1];
+    }
     size_t i = 0;
     for (; w[i] && i + 1 < len && i < 5; i++)
         buf[i] = isalpha((unsigned char)w[i]) ? (char)toupper((unsigned char)w[i]) : '?';
