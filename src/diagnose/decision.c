@@ -133,7 +133,7 @@ cJSON *dg_decide(dg_diag *d)
         const cJSON *run = cJSON_GetArrayItem(dg_jpath(d->compare, "runs"), rr);
         double sp = dg_jnum(run, "speedup");
         double cpu_ms = dg_jnum(run, "cpu.step_ms"), dev_ms = dg_jnum(run, "device.step_ms");
-        int batch = (int)dg_jnum(run, "batch");
+        int batch = diag_int(dg_jnum(run, "batch"));
         const char *dev = device_backend(d, rr);
         dev = dev ? dev : "the device";
         char times[96] = "";
@@ -158,8 +158,8 @@ cJSON *dg_decide(dg_diag *d)
             backend = device_backend(d, rr);
             reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
             double safe = dg_jnum(d->sweep, "safe_batch.batch");
-            if (isfinite(safe))
-                reason(&dc, "train at batch %d or below (the sweep's safe batch)", (int)safe);
+            if (diag_int(safe) > 0)
+                reason(&dc, "train at batch %d or below (the sweep's safe batch)", diag_int(safe));
         }
     } else {
         const char *why =

@@ -103,4 +103,11 @@ cJSON *dg_decide(dg_diag *d);
 
 const char *dg_severity_name(dg_severity s);
 
+/* A count from a record as an int; -1 when it is not a finite number in range
+ * (a cast of NaN or 1e300 would be undefined). */
+static inline int diag_int(double v)
+{
+    return isfinite(v) && fabs(v) < 2e9 ? (int)v : -1;
+}
+
 #endif

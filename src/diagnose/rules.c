@@ -236,11 +236,6 @@ static void cat(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-static int as_int(double v)
-{
-    return isfinite(v) && fabs(v) < 2e9 ? (int)v : -1;
-}
-
 /* ---- compare runs -------------------------------------------------------------- */
 
 static const cJSON *compare_runs(const dg_diag *d)
@@ -299,7 +294,7 @@ static void judge_slow_device_data(dg_diag *d, const dg_rule *r)
         if (isfinite(busy) && busy >= d->th[TH_DEVICE_BUSY_MIN])
             continue; /* busy but not faster: speedup-near-one's business */
         const char *dev = run_device(d, run);
-        int batch = as_int(dg_jnum(run, "batch"));
+        int batch = diag_int(dg_jnum(run, "batch"));
         char step[96];
         if (red >= 0)
             snprintf(step, sizeof step, "%s step time only %.0f%% shorter than cpu", dev, red);
@@ -337,7 +332,7 @@ static void judge_speedup_near_one(dg_diag *d, const dg_rule *r)
             dg_fired(d, "slow-device-data", DG_SEV_INFO, i))
             continue;
         const char *dev = run_device(d, run);
-        int batch = as_int(dg_jnum(run, "batch"));
+        int batch = diag_int(dg_jnum(run, "batch"));
         cJSON *f =
             sp < 1 ? finding(d, r, DG_SEV_WARN, i, "%s slower than cpu: %.2fx at batch %d", dev, sp,
                              batch)
@@ -381,7 +376,7 @@ static void judge_numerics_drift(dg_diag *d, const dg_rule *r)
         if (isfinite(ltol) && isfinite(ptol))
             snprintf(tol, sizeof tol, " (tolerance loss %.0e, params %.0e)", ltol, ptol);
         cJSON *f = finding(d, r, DG_SEV_FAIL, i, "%s drifts from %s at batch %d: %s%s",
-                           run_device(d, run), against, as_int(dg_jnum(run, "batch")),
+                           run_device(d, run), against, diag_int(dg_jnum(run, "batch")),
                            figs[0] ? figs : "figures not listed", tol);
         cJSON_ArrayForEach(fig, drift)
         {
@@ -410,7 +405,7 @@ static void judge_compare_failed(dg_diag *d, const dg_rule *r)
         const char *who = dg_jstr(run, "failed");
         const char *err = dg_jstr(run, "error");
         cJSON *f = finding(d, r, DG_SEV_FAIL, i, "compare failed at batch %d on %s: %s",
-                           as_int(dg_jnum(run, "batch")), who ? who : "an unnamed backend",
+                           diag_int(dg_jnum(run, "batch")), who ? who : "an unnamed backend",
                            err ? err : "no error reported");
         ev_path(d, f, "compare", d->compare, NULL, "runs[%d].status", i);
         ev_path(d, f, "compare", d->compare, NULL, "runs[%d].failed", i);
@@ -676,7 +671,7 @@ static void judge_operator_gap(dg_diag *d, const dg_rule *r)
         if (cmp_run >= 0)
             f = finding(d, r, DG_SEV_WARN, cmp_run,
                         "%.0f op calls fell back to the cpu in compare at batch %d%s%s%s",
-                        cmp_calls, as_int(dg_jnum(cJSON_GetArrayItem(runs, cmp_run), "batch")),
+                        cmp_calls, diag_int(dg_jnum(cJSON_GetArrayItem(runs, cmp_run), "batch")),
                         names[0] ? " (" : "", names, names[0] ? ")" : "");
         else
             f = finding(d, r, DG_SEV_WARN, -1, "%d ops fell back to the cpu in the profile%s%s",
@@ -731,9 +726,9 @@ static void judge_sweep_memory(dg_diag *d, const dg_rule *r)
             return; /* limit, throughput-falling: no failure */
         sev = DG_SEV_WARN;
     }
-    int at = as_int(dg_jnum(d->sweep, "stopped.at_batch"));
-    int safe = as_int(dg_jnum(d->sweep, "safe_batch.batch"));
-    int first = as_int(dg_jnum(d->sweep, "safe_batch.first_failure"));
+    int at = diag_int(dg_jnum(d->sweep, "stopped.at_batch"));
+    int safe = diag_int(dg_jnum(d->sweep, "safe_batch.batch"));
+    int first = diag_int(dg_jnum(d->sweep, "safe_batch.first_failure"));
     char safe_txt[48], first_txt[48];
     if (safe > 0)
         snprintf(safe_txt, sizeof safe_txt, "safe batch %d", safe);
@@ -781,9 +776,9 @@ static void judge_batch_above_safe(dg_diag *d, const dg_rule *r)
         return;
     cJSON *f =
         finding(d, r, DG_SEV_WARN, -1, "training batch %d is above the sweep's safe batch %d",
-                as_int(want), as_int(safe));
+                diag_int(want), diag_int(safe));
     set_text(d, f, "action", "train at batch %d or below, or sweep again with the real data path",
-             as_int(safe));
+             diag_int(safe));
     ev_num(d, f, "spec", "batch", want, "samples");
     ev_path(d, f, "sweep", d->sweep, "samples", "safe_batch.batch");
     ev_path(d, f, "sweep", d->sweep, "samples", "safe_batch.first_failure");
@@ -809,7 +804,7 @@ static void judge_data_starved(dg_diag *d, const dg_rule *r)
         set_text(d, f, "action",
                  "more loader workers (now %d), or cached, pre-augmented samples (--cache); "
                  "profile the data path on its own",
-                 as_int(workers));
+                 diag_int(workers));
     ev_path(d, f, "profile", d->profile, "fraction", "phases.queue_wait.share");
     ev_path(d, f, "profile", d->profile, "ms", "phases.queue_wait.ms");
     ev_path(d, f, "profile", d->profile, "ms", "step.ms");
@@ -846,7 +841,7 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
             continue;
         const char *name = dg_jstr(p, "name");
         cat(buf, n, "%s%s (pid %d, %.0f%%)", *count ? ", " : "", name ? name : "?",
-            as_int(dg_jnum(p, "pid")), cpu);
+            diag_int(dg_jnum(p, "pid")), cpu);
         (*count)++;
     }
 }
@@ -885,7 +880,7 @@ static void judge_noisy_measurement(dg_diag *d, const dg_rule *r)
         noisy_trials[nt++] = i;
         if (nsrc++ < 3)
             cat(what, sizeof what, "%ssweep batch %d IQR %.0f%%", what[0] ? "; " : "",
-                as_int(dg_jnum(t, "batch")), 100 * iqr / med);
+                diag_int(dg_jnum(t, "batch")), 100 * iqr / med);
     }
     if (nsrc == 0)
         return;
@@ -948,7 +943,7 @@ static void judge_env_mixed_arch(dg_diag *d, const dg_rule *r)
     const cJSON *mixed = dg_jpath(py, "mixed_extensions");
     int n = cJSON_IsArray(mixed) ? cJSON_GetArraySize(mixed) : 0;
     double more = dg_jnum(py, "mixed_extensions_truncated");
-    int total = n + (isfinite(more) && more > 0 ? as_int(more) : 0);
+    int total = n + (isfinite(more) && more > 0 ? diag_int(more) : 0);
     bool interp = dg_jbool(py, "arch_matches_host") == 0;
     if (total == 0 && !interp)
         return;
@@ -1051,7 +1046,7 @@ static void judge_gate_failed(dg_diag *d, const dg_rule *r)
         double over = dg_jnum(b, "matmul.max_err_over_tolerance");
         char detail[120] = "";
         if (isfinite(bad))
-            cat(detail, sizeof detail, ", %d bad elements", as_int(bad));
+            cat(detail, sizeof detail, ", %d bad elements", diag_int(bad));
         if (isfinite(over) && over >= 0)
             cat(detail, sizeof detail, ", max error %.3gx the tolerance", over);
         cJSON *f = finding(d, r, DG_SEV_FAIL, -1, "%s matrix product check failed: %s%s",
@@ -1151,7 +1146,7 @@ static void judge_memory_pressure(dg_diag *d, const dg_rule *r)
     if (swap_trial >= 0)
         cat(what, sizeof what, "%sswap grew %.0f MiB in the sweep trial at batch %d",
             what[0] ? "; " : "", swap_max / MIB,
-            as_int(dg_jnum(cJSON_GetArrayItem(trials, swap_trial), "batch")));
+            diag_int(dg_jnum(cJSON_GetArrayItem(trials, swap_trial), "batch")));
     if (!what[0])
         return;
     cJSON *f = finding(d, r, DG_SEV_WARN, -1, "memory under pressure from other work: %s", what);
