@@ -36,7 +36,8 @@ static void progress_draw(progress *p, const char *note)
     for (int i = 0; i < width; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\r\033[K[%s] %d/%d %-8s %.60s", bar, p->index + 1, p->total, p->step, note ? note : "");
+    fprintf(stderr, "\r\033[K[%s] %d/%d %-8s %.60s", bar, p->index + 1, p->total, p->step,
+            note ? note : "");
     fflush(stderr);
 }
 
@@ -103,7 +104,8 @@ static bool load_spec(const char *path, cJSON **keep, dg_accept_opts *o, char *t
     cJSON_ArrayForEach(it, spec)
     {
         const char *k = it->string;
-        bool str = cJSON_IsString(it), num = cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble < 1e9;
+        bool str = cJSON_IsString(it),
+             num = cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble < 1e9;
         if (strcmp(k, "model") == 0 && str)
             o->train.model = it->valuestring;
         else if (strcmp(k, "backend") == 0 && str)
@@ -130,7 +132,8 @@ static bool load_spec(const char *path, cJSON **keep, dg_accept_opts *o, char *t
             {
                 char item[160];
                 if (!cJSON_IsNumber(t)) {
-                    cli_error("accept: spec file %s: threshold %.64s is not a number", path, t->string);
+                    cli_error("accept: spec file %s: threshold %.64s is not a number", path,
+                              t->string);
                     return false;
                 }
                 snprintf(item, sizeof item, "%.64s=%.17g", t->string, t->valuedouble);
@@ -199,7 +202,8 @@ int cmd_accept(cli *c, int argc, char **argv)
     }
     /* A bad threshold is found now, not after minutes of measuring. */
     char *probe = NULL;
-    if (dg_diagnose(c->ctx, "{\"v\":1,\"kind\":\"accept\"}", thr[0] ? thr : NULL, &probe) != DG_OK) {
+    if (dg_diagnose(c->ctx, "{\"v\":1,\"kind\":\"accept\"}", thr[0] ? thr : NULL, &probe) !=
+        DG_OK) {
         cli_error("accept: %s", dg_errmsg(c->ctx));
         goto out;
     }
@@ -236,10 +240,10 @@ int cmd_accept(cli *c, int argc, char **argv)
     dg_status st = dg_accept_run(c->ctx, &o, &json);
     if (p.on)
         fputs("\r\033[K", stderr);
-    int exit_status = st == DG_OK ? EXIT_PASS
-                    : st == DG_ERR_INTERRUPTED ? EXIT_INTERRUPTED
-                    : st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE
-                                               : EXIT_USAGE;
+    int exit_status = st == DG_OK                ? EXIT_PASS
+                      : st == DG_ERR_INTERRUPTED ? EXIT_INTERRUPTED
+                      : st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE
+                                                 : EXIT_USAGE;
     if (!json) {
         rc = cli_fail_status(c, st, "accept");
     } else {

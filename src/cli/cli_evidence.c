@@ -90,7 +90,8 @@ static dg_ledger *open_ledger(cli *c)
 }
 
 /* Renders rec in fmt and writes it to dir/name; false when either fails. */
-static bool write_rendered(cli *c, const char *json, dg_report_format fmt, const char *dir, const char *name)
+static bool write_rendered(cli *c, const char *json, dg_report_format fmt, const char *dir,
+                           const char *name)
 {
     char *out = NULL;
     dg_status st = dg_report_render(c->ctx, json, fmt, &out);
@@ -103,8 +104,8 @@ static bool write_rendered(cli *c, const char *json, dg_report_format fmt, const
     return ok;
 }
 
-int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds, const char *out_dir,
-                        int exit_status)
+int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds,
+                        const char *out_dir, int exit_status)
 {
     char *done = NULL;
     dg_status st = dg_evidence_finish(c->ctx, record_json, thresholds, &done);
@@ -163,7 +164,9 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     static const struct {
         const char *name;
         dg_report_format fmt;
-    } pack[] = {{"report.json", DG_REPORT_JSON}, {"report.html", DG_REPORT_HTML}, {"report.md", DG_REPORT_MD}};
+    } pack[] = {{"report.json", DG_REPORT_JSON},
+                {"report.html", DG_REPORT_HTML},
+                {"report.md", DG_REPORT_MD}};
     for (size_t i = 0; i < sizeof pack / sizeof pack[0]; i++)
         cJSON_AddItemToArray(files, cJSON_CreateString(pack[i].name));
     cJSON *pk = cJSON_CreateObject();

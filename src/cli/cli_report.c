@@ -47,7 +47,8 @@ static char *read_record_file(const char *path)
     char *buf = cli_read_file(path, (size_t)RECORD_MAX);
     if (!buf) {
         if (errno == EFBIG)
-            cli_error("report: %s is larger than %ld bytes; not an evidence record", path, RECORD_MAX);
+            cli_error("report: %s is larger than %ld bytes; not an evidence record", path,
+                      RECORD_MAX);
         else if (errno == ENOMEM)
             cli_error("report: out of memory reading %s", path);
         else

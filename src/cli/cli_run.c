@@ -66,7 +66,8 @@ int cmd_run(cli *c, int argc, char **argv)
             o.sample_ms = (int)n;
         } else if (opt_value(argc, argv, &i, "--timeout", &v)) {
             if (!parse_duration(v, &o.timeout_s)) {
-                cli_error("run: --timeout wants a duration such as 90, 90s, 10m or 2h, got '%s'", v);
+                cli_error("run: --timeout wants a duration such as 90, 90s, 10m or 2h, got '%s'",
+                          v);
                 return EXIT_USAGE;
             }
         } else if (opt_value(argc, argv, &i, "--out", &v) || opt_value(argc, argv, &i, "-o", &v)) {
@@ -77,7 +78,8 @@ int cmd_run(cli *c, int argc, char **argv)
                 cli_error("run: --threshold wants NAME=VALUE, got '%s'", v);
                 return EXIT_USAGE;
             }
-            int w = snprintf(thresholds + toff, sizeof thresholds - toff, "%s%s", toff ? "," : "", v);
+            int w =
+                snprintf(thresholds + toff, sizeof thresholds - toff, "%s%s", toff ? "," : "", v);
             if (w < 0 || (size_t)w >= sizeof thresholds - toff) {
                 cli_error("run: too many --threshold values");
                 return EXIT_USAGE;
@@ -116,14 +118,15 @@ int cmd_run(cli *c, int argc, char **argv)
     const cJSON *sup = cJSON_GetObjectItem(rec, "supervise");
     const cJSON *xs = cJSON_GetObjectItem(sup, "exit_status");
     int rc = cJSON_IsTrue(cJSON_GetObjectItem(sup, "interrupted")) ? EXIT_INTERRUPTED
-             : cJSON_IsTrue(cJSON_GetObjectItem(sup, "timed_out"))  ? EXIT_RUN_TIMEOUT
-             : cJSON_IsNumber(xs) && xs->valuedouble == 0           ? EXIT_PASS
-                                                                    : EXIT_FAIL;
+             : cJSON_IsTrue(cJSON_GetObjectItem(sup, "timed_out")) ? EXIT_RUN_TIMEOUT
+             : cJSON_IsNumber(xs) && xs->valuedouble == 0          ? EXIT_PASS
+                                                                   : EXIT_FAIL;
     if (!c->quiet && rc != EXIT_PASS) {
         const cJSON *step;
         cJSON_ArrayForEach(step, cJSON_GetObjectItem(rec, "steps"))
         {
-            if (strcmp(jstr(step, "name", ""), "supervise") == 0 && cJSON_IsString(cJSON_GetObjectItem(step, "error")))
+            if (strcmp(jstr(step, "name", ""), "supervise") == 0 &&
+                cJSON_IsString(cJSON_GetObjectItem(step, "error")))
                 cli_error("run: %s", jstr(step, "error", ""));
         }
     }

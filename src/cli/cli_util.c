@@ -137,7 +137,8 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
         if (saved)
             cli_error("the record was not lost: saved to %s", saved);
         else
-            cli_error("the record could not be saved either (%s); it follows on stderr", strerror(errno));
+            cli_error("the record could not be saved either (%s); it follows on stderr",
+                      strerror(errno));
         if (!saved)
             fprintf(stderr, "%s\n", json);
         dg_string_free(def);
@@ -251,10 +252,14 @@ bool cli_parse_bytes(const char *s, size_t *out)
     double mult = 1;
     if (*end) {
         switch (*end) {
-        case 'k': case 'K': mult = 1024.0; break;
-        case 'm': case 'M': mult = 1048576.0; break;
-        case 'g': case 'G': mult = 1073741824.0; break;
-        case 't': case 'T': mult = 1099511627776.0; break;
+        case 'k':
+        case 'K': mult = 1024.0; break;
+        case 'm':
+        case 'M': mult = 1048576.0; break;
+        case 'g':
+        case 'G': mult = 1073741824.0; break;
+        case 't':
+        case 'T': mult = 1099511627776.0; break;
         default: return false;
         }
         end++;

@@ -52,7 +52,8 @@ char *dg_json_print(const cJSON *item)
 double dg_json_metric_value(const cJSON *m)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
-    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) && isfinite(v->valuedouble)
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) &&
+                   isfinite(v->valuedouble)
                ? v->valuedouble
                : NAN;
 }

@@ -865,8 +865,10 @@ static void judge_noisy_measurement(dg_diag *d, const dg_rule *r)
      * measure how fast work is queued, not how long it runs: their spread is
      * judged on the cpu or when every step was synchronised. */
     const char *pbackend = dg_jstr(d->profile, "spec.backend");
-    bool synced = (pbackend && strcmp(pbackend, "cpu") == 0) || dg_jnum(d->profile, "spec.sync_every") == 1;
-    bool prof = isfinite(pr) && pr > lim && synced && dg_jnum(d->profile, "step.stats.n") >= NOISE_MIN_STEPS;
+    bool synced =
+        (pbackend && strcmp(pbackend, "cpu") == 0) || dg_jnum(d->profile, "spec.sync_every") == 1;
+    bool prof = isfinite(pr) && pr > lim && synced &&
+                dg_jnum(d->profile, "step.stats.n") >= NOISE_MIN_STEPS;
     if (prof) {
         cat(what, sizeof what, "profile IQR %.0f%% of the median", 100 * pr);
         nsrc++;

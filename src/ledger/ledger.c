@@ -681,7 +681,8 @@ done:
     return st;
 }
 
-dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status, const char *record_json)
+dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                           const char *record_json)
 {
     if (!lg || !lg->db)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no open ledger");
@@ -693,8 +694,9 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
     const char *state = state_of(rec);
     sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(lg->db, "UPDATE runs SET exit_status = ?, state = ?, record = ? WHERE id = ?", -1,
-                                &stmt, NULL);
+    int rc = sqlite3_prepare_v2(
+        lg->db, "UPDATE runs SET exit_status = ?, state = ?, record = ? WHERE id = ?", -1, &stmt,
+        NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int(stmt, 1, exit_status);
         sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);

@@ -136,15 +136,20 @@ static void run_env(acc *a)
         bool ct = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(virt, "container"));
         int busy = 0;
         const cJSON *p;
-        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(env, "processes"),
-                                                               "top_cpu"))
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(
+                                  cJSON_GetObjectItemCaseSensitive(env, "processes"), "top_cpu"))
         {
-            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "self")) && dg_jnum(p, "cpu_percent") > 20)
+            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "self")) &&
+                dg_jnum(p, "cpu_percent") > 20)
                 busy++;
         }
-        snprintf(sum, sizeof sum, "%s process on %s host, %s; %s; %d busy process%s", proc ? proc : "?",
-                 host ? host : "?", translated ? "TRANSLATED" : "native",
-                 vm && ct ? "container in a VM" : vm ? "VM" : ct ? "container" : "no VM", busy, busy == 1 ? "" : "es");
+        snprintf(sum, sizeof sum, "%s process on %s host, %s; %s; %d busy process%s",
+                 proc ? proc : "?", host ? host : "?", translated ? "TRANSLATED" : "native",
+                 vm && ct ? "container in a VM"
+                 : vm     ? "VM"
+                 : ct     ? "container"
+                          : "no VM",
+                 busy, busy == 1 ? "" : "es");
     }
     finish(a, st, sum);
 }
@@ -164,15 +169,16 @@ static dg_status choose_device(acc *a, const cJSON *gate, char *why, size_t len)
             if (!n || strcmp(n, name) != 0)
                 continue;
             bool avail = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "available"));
-            bool ok = cJSON_IsTrue(
-                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "matmul"), "ok"));
+            bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(b, "matmul"), "ok"));
             if (avail && (ok || want)) {
                 a->device = name;
                 return DG_OK;
             }
             if (want) {
                 const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "reason"));
-                snprintf(why, len, "backend %s is not available: %s", name, r ? r : "no reason given");
+                snprintf(why, len, "backend %s is not available: %s", name,
+                         r ? r : "no reason given");
                 return DG_ERR_UNAVAILABLE;
             }
         }
@@ -214,8 +220,10 @@ static dg_status run_gate(acc *a)
             snprintf(part, sizeof part, "%s %.1f GFLOP/s %s", n ? n : "?", dg_jnum(mm, "gflops"),
                      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mm, "ok")) ? "ok" : "FAILED");
         else
-            snprintf(part, sizeof part, "%s: %s", n ? n : "?", built ? "built, not available" : "not built");
-        off += (size_t)snprintf(sum + off, off < sizeof sum ? sizeof sum - off : 0, "%s%s", off ? " · " : "", part);
+            snprintf(part, sizeof part, "%s: %s", n ? n : "?",
+                     built ? "built, not available" : "not built");
+        off += (size_t)snprintf(sum + off, off < sizeof sum ? sizeof sum - off : 0, "%s%s",
+                                off ? " · " : "", part);
         if (off >= sizeof sum)
             break;
     }
@@ -244,7 +252,8 @@ static void run_sweep(acc *a)
     fmt_rate(rate, sizeof rate, dg_jnum(sw, "knee.samples_per_s"));
     const cJSON *stop = cJSON_GetObjectItemCaseSensitive(sw, "stopped");
     if (sw)
-        snprintf(sum, sizeof sum, "%s: knee b%.0f (%s samples/s) · safe b%.0f · stopped at b%.0f: %s", a->device,
+        snprintf(sum, sizeof sum,
+                 "%s: knee b%.0f (%s samples/s) · safe b%.0f · stopped at b%.0f: %s", a->device,
                  knee, rate, safe, dg_jnum(stop, "at_batch"),
                  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(stop, "reason")));
     /* The batch and step time the later steps build on: the knee's. */
@@ -275,19 +284,22 @@ static void run_soak(acc *a)
     so.train.backend = a->device;
     so.train.batch = a->batch;
     so.train.epochs = a->o->train.epochs > 0 ? a->o->train.epochs : a->tier->soak_epochs;
-    so.train.steps = a->o->train.steps > 0 ? a->o->train.steps
-                                           : steps_for(a, a->tier->soak_budget_s, so.train.epochs, 2, 50);
+    so.train.steps = a->o->train.steps > 0
+                         ? a->o->train.steps
+                         : steps_for(a, a->tier->soak_budget_s, so.train.epochs, 2, 50);
     char *json = NULL;
     dg_status st = dg_soak_run(a->ctx, &so, &json);
     cJSON *rec = keep(a, json);
     const cJSON *soak = cJSON_GetObjectItemCaseSensitive(rec, "soak");
     char sum[256] = "";
     if (soak)
-        snprintf(sum, sizeof sum, "%s b%d: allocator %+.0f%%, footprint %+.0f%% after %.0f epochs%s", a->device,
-                 a->batch, dg_jnum(soak, "growth.allocator_allocated"), dg_jnum(soak, "growth.footprint"),
-                 dg_jnum(soak, "epochs_recorded"),
-                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(soak, "empty_cache")) ? ", cache emptied each epoch"
-                                                                                     : "");
+        snprintf(sum, sizeof sum,
+                 "%s b%d: allocator %+.0f%%, footprint %+.0f%% after %.0f epochs%s", a->device,
+                 a->batch, dg_jnum(soak, "growth.allocator_allocated"),
+                 dg_jnum(soak, "growth.footprint"), dg_jnum(soak, "epochs_recorded"),
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(soak, "empty_cache"))
+                     ? ", cache emptied each epoch"
+                     : "");
     if (rec && !cJSON_GetObjectItemCaseSensitive(a->rec, "bucket")) {
         const cJSON *bk = cJSON_GetObjectItemCaseSensitive(rec, "bucket");
         if (bk)
@@ -325,9 +337,10 @@ static void run_compare(acc *a)
         char bs[32] = "not reported";
         if (!isnan(busy))
             snprintf(bs, sizeof bs, "%.0f%%", 100 * busy);
-        const char *verdict = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(run, "verdict"));
-        snprintf(sum, sizeof sum, "%s is %.2f× cpu at b%d, busy %s, %s", a->device, dg_jnum(run, "speedup"), batch,
-                 bs, verdict ? verdict : "numerics not judged");
+        const char *verdict =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(run, "verdict"));
+        snprintf(sum, sizeof sum, "%s is %.2f× cpu at b%d, busy %s, %s", a->device,
+                 dg_jnum(run, "speedup"), batch, bs, verdict ? verdict : "numerics not judged");
     }
     finish(a, st, sum);
 }
@@ -335,7 +348,8 @@ static void run_compare(acc *a)
 static void run_profile(acc *a)
 {
     begin(a, 5);
-    dg_profile_opts po = {.train = a->base, .warmup = a->tier->profile_warmup, .trace_path = a->o->trace_path};
+    dg_profile_opts po = {
+        .train = a->base, .warmup = a->tier->profile_warmup, .trace_path = a->o->trace_path};
     po.train.backend = a->device;
     po.train.batch = a->batch;
     po.window = steps_for(a, a->tier->profile_budget_s, 2, 5, 50);
@@ -347,16 +361,16 @@ static void run_profile(acc *a)
     if (ph) {
         static const struct {
             const char *key, *label;
-        } shown[] = {{"queue_wait", "data"}, {"h2d", "h2d"},     {"forward", "fwd"},
-                     {"backward", "bwd"},    {"update", "upd"},  {"sync", "sync"}};
+        } shown[] = {{"queue_wait", "data"}, {"h2d", "h2d"},    {"forward", "fwd"},
+                     {"backward", "bwd"},    {"update", "upd"}, {"sync", "sync"}};
         size_t off = 0;
         for (size_t i = 0; i < sizeof shown / sizeof shown[0] && off < sizeof sum; i++) {
             char key[64];
             snprintf(key, sizeof key, "%s.share", shown[i].key);
             double v = dg_jnum(ph, key);
             if (!isnan(v))
-                off += (size_t)snprintf(sum + off, sizeof sum - off, "%s%s %.0f%%", off ? " · " : "", shown[i].label,
-                                        100 * v);
+                off += (size_t)snprintf(sum + off, sizeof sum - off, "%s%s %.0f%%",
+                                        off ? " · " : "", shown[i].label, 100 * v);
         }
         double per = dg_jnum(rec, "sync_points.per_step");
         if (!isnan(per) && off < sizeof sum)
@@ -371,7 +385,8 @@ static void add_spec(acc *a)
 {
     const dg_train_opts *t = &a->base;
     cJSON *spec = cJSON_AddObjectToObject(a->rec, "spec");
-    cJSON_AddStringToObject(spec, "backend", a->device ? a->device : (a->o->train.backend ? a->o->train.backend : ""));
+    cJSON_AddStringToObject(
+        spec, "backend", a->device ? a->device : (a->o->train.backend ? a->o->train.backend : ""));
     cJSON_AddBoolToObject(spec, "backend_chosen", a->o->train.backend == NULL);
     cJSON_AddStringToObject(spec, "baseline", "cpu");
     cJSON_AddStringToObject(spec, "model", t->model);
@@ -398,9 +413,15 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
     *json = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "accept: no options");
-    if (opts->train.batch < 0 || opts->train.epochs < 0 || opts->train.steps < 0 || opts->sweep_to < 0)
-        return dg_fail(ctx, DG_ERR_USAGE, "accept: batch, epochs, steps and the sweep limit must be positive");
-    acc a = {.ctx = ctx, .o = opts, .tier = &tiers[opts->quick ? 0 : 1], .base = opts->train, .step_s = NAN};
+    if (opts->train.batch < 0 || opts->train.epochs < 0 || opts->train.steps < 0 ||
+        opts->sweep_to < 0)
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "accept: batch, epochs, steps and the sweep limit must be positive");
+    acc a = {.ctx = ctx,
+             .o = opts,
+             .tier = &tiers[opts->quick ? 0 : 1],
+             .base = opts->train,
+             .step_s = NAN};
     if (!a.base.model)
         a.base.model = "cifar";
     a.base.batch = 0;
@@ -435,8 +456,9 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
     if (cancelled(&a))
         st = DG_ERR_INTERRUPTED;
     for (int i = next; i < STEP_COUNT; i++)
-        skip(&a, i, st == DG_ERR_INTERRUPTED ? "interrupted before this step"
-                                             : "not run: the gate gave no device to judge");
+        skip(&a, i,
+             st == DG_ERR_INTERRUPTED ? "interrupted before this step"
+                                      : "not run: the gate gave no device to judge");
 
     add_spec(&a);
     cJSON_AddItemToObject(a.rec, "steps", a.steps);

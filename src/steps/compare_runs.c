@@ -33,13 +33,15 @@ static cJSON *load(dg_ctx *ctx, const char *text, const char *which, dg_status *
         return NULL;
     }
     cJSON *rec = doc;
-    if (!cJSON_GetObjectItemCaseSensitive(doc, "kind") && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "record"))) {
+    if (!cJSON_GetObjectItemCaseSensitive(doc, "kind") &&
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "record"))) {
         rec = cJSON_DetachItemFromObjectCaseSensitive(doc, "record");
         cJSON_Delete(doc);
     }
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rec, "kind");
     if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "run") != 0) {
-        *st = dg_fail(ctx, DG_ERR_FORMAT, "compare: run %s is a '%s' record, not a 'run' record (devgate run)", which,
+        *st = dg_fail(ctx, DG_ERR_FORMAT,
+                      "compare: run %s is a '%s' record, not a 'run' record (devgate run)", which,
                       cJSON_IsString(kind) ? kind->valuestring : "?");
         cJSON_Delete(rec);
         return NULL;
@@ -69,8 +71,10 @@ static loss_row *losses_of(const cJSON *rec, size_t *n)
     const cJSON *row;
     cJSON_ArrayForEach(row, arr)
     {
-        const cJSON *e = cJSON_GetArrayItem(row, 0), *s = cJSON_GetArrayItem(row, 1), *l = cJSON_GetArrayItem(row, 2);
-        if (v && cJSON_IsNumber(e) && cJSON_IsNumber(s) && cJSON_IsNumber(l) && isfinite(l->valuedouble))
+        const cJSON *e = cJSON_GetArrayItem(row, 0), *s = cJSON_GetArrayItem(row, 1),
+                    *l = cJSON_GetArrayItem(row, 2);
+        if (v && cJSON_IsNumber(e) && cJSON_IsNumber(s) && cJSON_IsNumber(l) &&
+            isfinite(l->valuedouble))
             v[(*n)++] = (loss_row){e->valuedouble, s->valuedouble, l->valuedouble};
     }
     if (v)
@@ -82,7 +86,8 @@ static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *bus
 {
     cJSON *r = cJSON_CreateObject();
     const cJSON *id = at(rec, "run_id", NULL);
-    cJSON_AddItemToObject(r, "run_id", cJSON_IsString(id) ? cJSON_CreateString(id->valuestring) : cJSON_CreateNull());
+    cJSON_AddItemToObject(
+        r, "run_id", cJSON_IsString(id) ? cJSON_CreateString(id->valuestring) : cJSON_CreateNull());
     const char *keys[] = {"label", "state", "device", "framework", "bucket"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = at(rec, keys[i], NULL);
@@ -114,7 +119,8 @@ static void bucket_text(char *buf, size_t n, const cJSON *b)
     cJSON_free(t);
 }
 
-dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force, char **json)
+dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
+                          char **json)
 {
     dg_json_init();
     *json = NULL;
@@ -139,8 +145,10 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
         bucket_text(tb, sizeof tb, bb);
         cJSON_Delete(ra);
         cJSON_Delete(rb);
-        return dg_fail(ctx, DG_ERR_USAGE,
-                       "compare: the runs' input buckets differ (A: %s; B: %s); --force compares them anyway", ta, tb);
+        return dg_fail(
+            ctx, DG_ERR_USAGE,
+            "compare: the runs' input buckets differ (A: %s; B: %s); --force compares them anyway",
+            ta, tb);
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "v", 1);
@@ -162,20 +170,27 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON_AddBoolToObject(o, "forced", force && !same);
     /* Speedup of B over A. */
     cJSON *sp = cJSON_AddObjectToObject(o, "speedup");
-    cJSON_AddItemToObject(sp, "step_time", metric(ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN, "x"));
-    cJSON_AddItemToObject(sp, "samples_per_s", metric(sps[0] > 0 && sps[1] > 0 ? sps[1] / sps[0] : NAN, "x"));
-    cJSON_AddStringToObject(sp, "definition", "B over A: A step_ms median / B step_ms median; B samples/s / A samples/s");
+    cJSON_AddItemToObject(sp, "step_time",
+                          metric(ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN, "x"));
+    cJSON_AddItemToObject(sp, "samples_per_s",
+                          metric(sps[0] > 0 && sps[1] > 0 ? sps[1] / sps[0] : NAN, "x"));
+    cJSON_AddStringToObject(
+        sp, "definition",
+        "B over A: A step_ms median / B step_ms median; B samples/s / A samples/s");
     cJSON *bf = cJSON_AddObjectToObject(o, "busy_fraction");
     cJSON_AddItemToObject(bf, "a", metric(busy[0], "fraction"));
     cJSON_AddItemToObject(bf, "b", metric(busy[1], "fraction"));
-    cJSON_AddStringToObject(bf, "definition", "1 - the share of step time spent waiting for data (profile.phases.queue_wait)");
+    cJSON_AddStringToObject(
+        bf, "definition",
+        "1 - the share of step time spent waiting for data (profile.phases.queue_wait)");
     /* Memory curves side by side. */
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     const cJSON *ea = at(ra, "soak", "epochs"), *eb = at(rb, "soak", "epochs");
     cJSON_AddItemToObject(mem, "a", ea ? cJSON_Duplicate(ea, true) : cJSON_CreateNull());
     cJSON_AddItemToObject(mem, "b", eb ? cJSON_Duplicate(eb, true) : cJSON_CreateNull());
     cJSON *gr = cJSON_AddObjectToObject(mem, "growth");
-    const cJSON *ga = at(at(ra, "soak", "soak"), "growth", NULL), *gb = at(at(rb, "soak", "soak"), "growth", NULL);
+    const cJSON *ga = at(at(ra, "soak", "soak"), "growth", NULL),
+                *gb = at(at(rb, "soak", "soak"), "growth", NULL);
     cJSON_AddItemToObject(gr, "a", ga ? cJSON_Duplicate(ga, true) : cJSON_CreateNull());
     cJSON_AddItemToObject(gr, "b", gb ? cJSON_Duplicate(gb, true) : cJSON_CreateNull());
     /* Loss agreement over the (epoch, step) pairs both runs reported. */

@@ -26,7 +26,11 @@ static void put(cJSON *obj, const char *key, cJSON *val)
 
 static int severity_rank(const char *s)
 {
-    return !s ? 0 : strcmp(s, "fail") == 0 ? 3 : strcmp(s, "warn") == 0 ? 2 : strcmp(s, "info") == 0 ? 1 : 0;
+    return !s                       ? 0
+           : strcmp(s, "fail") == 0 ? 3
+           : strcmp(s, "warn") == 0 ? 2
+           : strcmp(s, "info") == 0 ? 1
+                                    : 0;
 }
 
 /* The section a finding speaks about: that of its first piece of evidence. */
@@ -46,7 +50,8 @@ static void set_verdicts(cJSON *rec, const cJSON *findings)
     {
         const char *name = cJSON_GetStringValue(item(step, "name"));
         const char *status = cJSON_GetStringValue(item(step, "status"));
-        if (!name || !status || strcmp(status, "skipped") == 0 || strcmp(status, "interrupted") == 0)
+        if (!name || !status || strcmp(status, "skipped") == 0 ||
+            strcmp(status, "interrupted") == 0)
             continue;
         int worst = strcmp(status, "failed") == 0 ? 3 : 0;
         const cJSON *f;
@@ -81,8 +86,8 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
         cJSON_GetArraySize(item(soak, "epochs")) >= 2,
     };
     static const char *const keys[4] = {"architecture", "gate_log", "sweep", "memory_curve"};
-    static const char *const shown[4] = {"the architecture proof", "the device gate log", "the batch sweep",
-                                         "the memory curve"};
+    static const char *const shown[4] = {"the architecture proof", "the device gate log",
+                                         "the batch sweep", "the memory curve"};
     cJSON *g = cJSON_CreateObject();
     cJSON *p = cJSON_AddObjectToObject(g, "proofs");
     cJSON *missing = cJSON_CreateArray();
@@ -111,8 +116,9 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
 
     char why[512] = "", statement[640];
     if (!complete)
-        list_add(why, sizeof why, state ? (strcmp(state, "interrupted") == 0 ? "the run was interrupted" : state)
-                                        : "the run has no state");
+        list_add(why, sizeof why,
+                 state ? (strcmp(state, "interrupted") == 0 ? "the run was interrupted" : state)
+                       : "the run has no state");
     if (fails) {
         char n[64];
         snprintf(n, sizeof n, "%d fail finding%s", fails, fails == 1 ? "" : "s");
@@ -127,15 +133,17 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
         list_add(why, sizeof why, "the sweep found no safe batch");
     const char *backend = cJSON_GetStringValue(item(item(sweep, "spec"), "backend"));
     if (accepted)
-        snprintf(statement, sizeof statement, "accepted: %.0f samples/s at batch %.0f on %s (the sweep's safe batch)",
-                 sps, batch->valuedouble, backend ? backend : "the device");
+        snprintf(statement, sizeof statement,
+                 "accepted: %.0f samples/s at batch %.0f on %s (the sweep's safe batch)", sps,
+                 batch->valuedouble, backend ? backend : "the device");
     else
         snprintf(statement, sizeof statement, "not accepted: throughput is not promised (%s)", why);
 
     cJSON_AddBoolToObject(g, "accepted", accepted);
     cJSON_AddItemToObject(g, "missing", missing);
     cJSON_AddNumberToObject(g, "fail_findings", fails);
-    cJSON_AddItemToObject(g, "throughput", dg_json_metric(isnan(sps) ? 0 : sps, !isnan(sps), "samples/s"));
+    cJSON_AddItemToObject(g, "throughput",
+                          dg_json_metric(isnan(sps) ? 0 : sps, !isnan(sps), "samples/s"));
     if (cJSON_IsNumber(batch))
         cJSON_AddNumberToObject(g, "batch", batch->valuedouble);
     else
@@ -144,7 +152,8 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
     return g;
 }
 
-dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides, char **json)
+dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides,
+                             char **json)
 {
     dg_json_init();
     *json = NULL;
@@ -153,8 +162,9 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
     cJSON *rec = cJSON_Parse(record_json);
     const char *kind = cJSON_GetStringValue(item(rec, "kind"));
     const cJSON *version = item(rec, "v");
-    if (!cJSON_IsObject(rec) || !kind || (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) ||
-        !cJSON_IsNumber(version) || version->valuedouble != 1) {
+    if (!cJSON_IsObject(rec) || !kind ||
+        (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) || !cJSON_IsNumber(version) ||
+        version->valuedouble != 1) {
         cJSON_Delete(rec);
         return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record of version 1");
     }

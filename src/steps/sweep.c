@@ -42,13 +42,13 @@ extern char **environ;
 #define DEFAULT_TIMED 20
 #define DEFAULT_TIMEOUT_S 120.0
 #define DEFAULT_SWAP_MIB 256.0
-#define MAX_BATCH (1 << 20)       /* the CLI's --batch limit */
-#define MAX_TRIALS 64             /* doubling plus bisection never gets near this */
+#define MAX_BATCH (1 << 20)           /* the CLI's --batch limit */
+#define MAX_TRIALS 64                 /* doubling plus bisection never gets near this */
 #define RESULT_MAX ((size_t)32 << 20) /* bytes of record kept from a child */
 #define ERR_MAX ((size_t)16 << 10)    /* bytes of stderr kept from a child */
-#define RESULT_FD 3               /* where the child finds the result pipe */
-#define KNEE_SHARE 0.05           /* knee: within 5% of the best throughput */
-#define SAFE_MARGIN 0.05          /* safe batch: 5% under the first failure */
+#define RESULT_FD 3                   /* where the child finds the result pipe */
+#define KNEE_SHARE 0.05               /* knee: within 5% of the best throughput */
+#define SAFE_MARGIN 0.05              /* safe batch: 5% under the first failure */
 
 /* How a trial ended. */
 typedef enum ended {
@@ -60,7 +60,8 @@ typedef enum ended {
     ENDED_INTERRUPTED,
 } ended;
 
-static const char *const ended_names[] = {"ok", "device-oom", "signal", "timeout", "failed", "interrupted"};
+static const char *const ended_names[] = {"ok",      "device-oom", "signal",
+                                          "timeout", "failed",     "interrupted"};
 
 /* One trial's outcome as the sweep logic needs it; json is its record entry. */
 typedef struct trial {
@@ -206,18 +207,19 @@ static void add_train_args(args *a, const dg_train_opts *o)
     if (o->on_bad_fail)
         arg_add(a, "--on-bad-sample"), arg_add(a, "fail");
     if (o->max_bad_share)
-        arg_add(a, "--max-bad-share"), arg_add(a, "%.17g", o->max_bad_share < 0 ? 0 : o->max_bad_share);
+        arg_add(a, "--max-bad-share"),
+            arg_add(a, "%.17g", o->max_bad_share < 0 ? 0 : o->max_bad_share);
 }
 
 /* ---- running one child ------------------------------------------------------- */
 
 typedef struct child_run {
-    bool started;      /* false: posix_spawn failed (reason in err_line) */
+    bool started; /* false: posix_spawn failed (reason in err_line) */
     bool timed_out;
     bool interrupted; /* the caller's cancel flag ended it */
-    int exit_code;     /* -1 when killed by a signal */
-    int sig;           /* terminating signal, 0 if none */
-    dg_capbuf out; /* the result pipe */
+    int exit_code;    /* -1 when killed by a signal */
+    int sig;          /* terminating signal, 0 if none */
+    dg_capbuf out;    /* the result pipe */
     char err_line[256];
     double wall_s;
 } child_run;
@@ -242,8 +244,8 @@ static void first_line(char *dst, size_t n, const char *text)
 /* Spawns exe with argv, reads the result pipe and stderr until the child ends,
  * timeout_s passes or *cancel is set (then its group is killed), and reaps it.
  * false only when out of memory. */
-static bool run_child(const char *exe, char *const argv[], double timeout_s, const volatile sig_atomic_t *cancel,
-                      child_run *r)
+static bool run_child(const char *exe, char *const argv[], double timeout_s,
+                      const volatile sig_atomic_t *cancel, child_run *r)
 {
     memset(r, 0, sizeof *r);
     r->out.cap = RESULT_MAX;
@@ -430,7 +432,8 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
         cJSON_AddItemToObject(sm, "iqr", dg_json_metric(st.iqr, isfinite(st.iqr), "ms"));
         cJSON_AddNumberToObject(sm, "steps", (double)st.n);
         cJSON_AddStringToObject(sm, "source", "steps");
-    } else if (stats && !isnan(dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
+    } else if (stats &&
+               !isnan(dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
         cJSON_AddItemToObject(sm, "median", metric_of(stats, "median", "ms", 1));
         cJSON_AddItemToObject(sm, "iqr", metric_of(stats, "iqr", "ms", 1));
         const cJSON *sn = cJSON_GetObjectItemCaseSensitive(stats, "n");
@@ -505,7 +508,8 @@ static trial *run_trial(sweep *s, int b)
         cJSON_Delete(t->json);
         return NULL;
     }
-    cJSON *rec = r.started && !r.timed_out && !r.interrupted && r.sig == 0 ? parse_record(&r.out) : NULL;
+    cJSON *rec =
+        r.started && !r.timed_out && !r.interrupted && r.sig == 0 ? parse_record(&r.out) : NULL;
     const char *status = rec ? cJSON_GetObjectItemCaseSensitive(rec, "status")->valuestring : NULL;
     const cJSON *errj = cJSON_GetObjectItemCaseSensitive(rec, "error");
     char reason[640] = "";
@@ -519,7 +523,8 @@ static trial *run_trial(sweep *s, int b)
         snprintf(reason, sizeof reason, "interrupted; process group killed");
     } else if (r.timed_out) {
         t->end = ENDED_TIMEOUT;
-        snprintf(reason, sizeof reason, "no result within %g s; process group killed", s->timeout_s);
+        snprintf(reason, sizeof reason, "no result within %g s; process group killed",
+                 s->timeout_s);
     } else if (r.sig) {
         t->end = ENDED_SIGNAL;
         signame = signal_name(r.sig, sigtmp, sizeof sigtmp);
@@ -527,8 +532,8 @@ static trial *run_trial(sweep *s, int b)
                  r.sig == SIGKILL ? " (the kernel's out-of-memory killer sends this)" : "");
     } else if (!rec) {
         t->end = ENDED_FAILED;
-        snprintf(reason, sizeof reason, "no record (exit %d)%s%s", r.exit_code, r.err_line[0] ? ": " : "",
-                 r.err_line);
+        snprintf(reason, sizeof reason, "no record (exit %d)%s%s", r.exit_code,
+                 r.err_line[0] ? ": " : "", r.err_line);
     } else if (strcmp(status, "device-oom") == 0) {
         t->end = ENDED_OOM;
         char e[512] = "";
@@ -561,8 +566,8 @@ static trial *run_trial(sweep *s, int b)
     cJSON_Delete(rec);
     dg_free(r.out.data);
     s->ntrials++;
-    dg_log(s->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", b, ended_names[t->end], reason[0] ? ": " : "",
-           reason);
+    dg_log(s->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", b, ended_names[t->end],
+           reason[0] ? ": " : "", reason);
     return t;
 }
 
@@ -584,7 +589,8 @@ static dg_status settle_budget(sweep *s, cJSON *spec)
     if (st != DG_OK)
         return DG_ERR_USAGE; /* unknown name; lookup left the message */
     if (!ent.iface)
-        return dg_fail(s->ctx, DG_ERR_UNAVAILABLE, "backend %s is not available: %s", name, ent.reason);
+        return dg_fail(s->ctx, DG_ERR_UNAVAILABLE, "backend %s is not available: %s", name,
+                       ent.reason);
     void *bctx = NULL;
     char why[256] = "";
     st = ent.iface->init(s->train.device, &bctx, why, sizeof why);
@@ -599,8 +605,11 @@ static dg_status settle_budget(sweep *s, cJSON *spec)
     char clean[128];
     dg_copy_clean(clean, sizeof clean, have ? info.name : "");
     dg_json_add_str(dev, "name", have ? clean : NULL);
-    cJSON_AddItemToObject(dev, "mem_total", dg_json_metric(info.mem_total.value, have && info.mem_total.valid, "bytes"));
-    cJSON_AddItemToObject(dev, "mem_free", dg_json_metric(info.mem_free.value, have && info.mem_free.valid, "bytes"));
+    cJSON_AddItemToObject(
+        dev, "mem_total",
+        dg_json_metric(info.mem_total.value, have && info.mem_total.valid, "bytes"));
+    cJSON_AddItemToObject(
+        dev, "mem_free", dg_json_metric(info.mem_free.value, have && info.mem_free.valid, "bytes"));
     const char *src = "option";
     if (!s->train.mem_budget) {
         bool cpu = strcmp(name, "cpu") == 0;
@@ -612,8 +621,9 @@ static dg_status settle_budget(sweep *s, cJSON *spec)
             src = "none (device memory not reported)";
         }
     }
-    cJSON_AddItemToObject(spec, "mem_budget",
-                          dg_json_metric((double)s->train.mem_budget, s->train.mem_budget > 0, "bytes"));
+    cJSON_AddItemToObject(
+        spec, "mem_budget",
+        dg_json_metric((double)s->train.mem_budget, s->train.mem_budget > 0, "bytes"));
     cJSON_AddStringToObject(spec, "mem_budget_source", src);
     return DG_OK;
 }
@@ -646,7 +656,8 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
         if (!t->good)
             continue;
         good_n++;
-        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best && (!knee || t->batch < knee->batch))
+        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best &&
+            (!knee || t->batch < knee->batch))
             knee = t;
         if (t->batch <= cap && (!safe || t->batch > safe->batch))
             safe = t;
@@ -659,12 +670,14 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
         cJSON_AddNullToObject(kj, "batch");
         cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
     }
-    cJSON_AddItemToObject(kj, "best_samples_per_s", dg_json_metric(best, !isnan(best), "samples/s"));
+    cJSON_AddItemToObject(kj, "best_samples_per_s",
+                          dg_json_metric(best, !isnan(best), "samples/s"));
     cJSON_AddNumberToObject(kj, "within", KNEE_SHARE);
     cJSON *sj = cJSON_AddObjectToObject(root, "safe_batch");
     if (safe) {
         cJSON_AddNumberToObject(sj, "batch", safe->batch);
-        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(safe->sps, !isnan(safe->sps), "samples/s"));
+        cJSON_AddItemToObject(sj, "samples_per_s",
+                              dg_json_metric(safe->sps, !isnan(safe->sps), "samples/s"));
     } else {
         cJSON_AddNullToObject(sj, "batch");
         cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
@@ -674,10 +687,11 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
         cJSON_AddNumberToObject(sj, "first_failure", first_bad);
     else
         cJSON_AddNullToObject(sj, "first_failure");
-    dg_json_add_str(sj, "note", !good_n ? "no trial succeeded"
-                                : !first_bad ? "no failure reached"
-                                : !safe ? "no good batch 5% under the first failure"
-                                        : NULL);
+    dg_json_add_str(sj, "note",
+                    !good_n      ? "no trial succeeded"
+                    : !first_bad ? "no failure reached"
+                    : !safe      ? "no good batch 5% under the first failure"
+                                 : NULL);
     cJSON_AddNumberToObject(root, "good_trials", good_n);
 }
 
@@ -697,7 +711,8 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     s->warmup = opts->warmup_steps > 0 ? opts->warmup_steps : DEFAULT_WARMUP;
     s->timed = opts->timed_steps > 0 ? opts->timed_steps : DEFAULT_TIMED;
     s->timeout_s = opts->trial_timeout_s > 0 ? opts->trial_timeout_s : DEFAULT_TIMEOUT_S;
-    s->swap_limit = (opts->swap_growth_mib > 0 ? opts->swap_growth_mib : DEFAULT_SWAP_MIB) * 1048576.0;
+    s->swap_limit =
+        (opts->swap_growth_mib > 0 ? opts->swap_growth_mib : DEFAULT_SWAP_MIB) * 1048576.0;
     int from = opts->from > 0 ? opts->from : DEFAULT_FROM;
     int to = opts->to > 0 ? opts->to : MAX_BATCH;
     char exe_buf[PATH_MAX];
@@ -715,9 +730,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
         }
     }
     if (st == DG_OK && (from > MAX_BATCH || to < from))
-        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: batches from %d to %d: want 1 <= from <= to <= %d", from,
-                     opts->to, MAX_BATCH);
-    if (st == DG_OK && (s->warmup + s->timed > 100000000 || s->warmup > 100000000 || s->timed > 100000000))
+        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: batches from %d to %d: want 1 <= from <= to <= %d",
+                     from, opts->to, MAX_BATCH);
+    if (st == DG_OK &&
+        (s->warmup + s->timed > 100000000 || s->warmup > 100000000 || s->timed > 100000000))
         st = dg_fail(ctx, DG_ERR_USAGE, "sweep: too many steps per trial");
     if (st != DG_OK) {
         dg_free(s);
@@ -927,6 +943,7 @@ dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd)
     int e = errno;
     dg_string_free(json);
     if (!wrote && st == DG_OK)
-        return dg_fail(ctx, DG_ERR_IO, "trial: cannot write the record to fd %d: %s", fd, strerror(e));
+        return dg_fail(ctx, DG_ERR_IO, "trial: cannot write the record to fd %d: %s", fd,
+                       strerror(e));
     return st;
 }

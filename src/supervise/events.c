@@ -9,7 +9,8 @@
 #include <string.h>
 
 static const char *const kind_names[DG_EV_NKINDS] = {
-    "unknown", "run_start", "gate", "step", "epoch_end", "phase", "fallback", "sweep_trial", "oom", "run_end",
+    "unknown", "run_start", "gate",        "step", "epoch_end",
+    "phase",   "fallback",  "sweep_trial", "oom",  "run_end",
 };
 
 const char *dg_ev_kind_name(dg_ev_kind k)
@@ -320,7 +321,8 @@ static void keep_fallback(dg_evcollect *c, const cJSON *ev)
 {
     c->fallback_events++;
     char op[128], dev[64];
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(ev, "op"), *d = cJSON_GetObjectItemCaseSensitive(ev, "device");
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(ev, "op"),
+                *d = cJSON_GetObjectItemCaseSensitive(ev, "device");
     copy_utf8(op, sizeof op, cJSON_IsString(o) ? o->valuestring : "?");
     copy_utf8(dev, sizeof dev, cJSON_IsString(d) ? d->valuestring : "?");
     for (size_t i = 0; i < c->nfallbacks; i++) {
@@ -396,8 +398,9 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
             c->dropped++;
             break;
         }
-        c->steps[c->nsteps++] = (dg_ev_step){num(ev, "epoch"), num(ev, "step"), ms, num(ev, "data_ms"),
-                                             num(ev, "loss"), num(ev, "batch"), now, tri(ev, "synced")};
+        c->steps[c->nsteps++] =
+            (dg_ev_step){num(ev, "epoch"), num(ev, "step"),  ms,  num(ev, "data_ms"),
+                         num(ev, "loss"),  num(ev, "batch"), now, tri(ev, "synced")};
         break;
     }
     case DG_EV_EPOCH_END:
@@ -410,9 +413,15 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
             c->dropped++;
             break;
         }
-        c->epochs[c->nepochs++] = (dg_ev_epoch){num(ev, "epoch"), num(ev, "allocated"), num(ev, "reserved"),
-                                               num(ev, "max_allocated"), num(ev, "driver"), num(ev, "footprint"),
-                                               now, tri(ev, "cache_emptied"), tri(ev, "validation")};
+        c->epochs[c->nepochs++] = (dg_ev_epoch){num(ev, "epoch"),
+                                                num(ev, "allocated"),
+                                                num(ev, "reserved"),
+                                                num(ev, "max_allocated"),
+                                                num(ev, "driver"),
+                                                num(ev, "footprint"),
+                                                now,
+                                                tri(ev, "cache_emptied"),
+                                                tri(ev, "validation")};
         break;
     case DG_EV_FALLBACK: keep_fallback(c, ev); break;
     case DG_EV_GATE:

@@ -25,7 +25,7 @@
 #define READ_BUDGET ((size_t)1 << 20) /* bytes read per loop turn, so the loop stays responsive */
 #define EOF_SLACK_S 0.25              /* EOF this long before the exit is "closed early" */
 #define MAX_LOSSES 10000
-#define STEP_WARMUP 2                 /* as the training fixture: the first two steps are warm-up */
+#define STEP_WARMUP 2 /* as the training fixture: the first two steps are warm-up */
 
 typedef struct run {
     dg_evcollect col;
@@ -126,7 +126,8 @@ static cJSON *from_start(const dg_evcollect *c, const char *key)
 static double start_batch(const dg_evcollect *c)
 {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(c->run_start, "batch");
-    return cJSON_IsNumber(b) && isfinite(b->valuedouble) && b->valuedouble > 0 ? b->valuedouble : NAN;
+    return cJSON_IsNumber(b) && isfinite(b->valuedouble) && b->valuedouble > 0 ? b->valuedouble
+                                                                               : NAN;
 }
 
 /* gate: the gate record's shape (docs/schema/gate.md) from gate events. */
@@ -163,8 +164,10 @@ static cJSON *gate_section(const dg_evcollect *c)
             cJSON_AddBoolToObject(m, "ok", cJSON_IsTrue(ok));
         else
             cJSON_AddNullToObject(m, "ok");
-        dg_json_add_str(m, "reason", cJSON_IsFalse(ok) ? "the probe's matrix product did not match" : NULL);
-        add_num_or_null(m, "max_abs_err", cJSON_GetNumberValue(cJSON_GetObjectItem(mm, "max_abs_err")));
+        dg_json_add_str(m, "reason",
+                        cJSON_IsFalse(ok) ? "the probe's matrix product did not match" : NULL);
+        add_num_or_null(m, "max_abs_err",
+                        cJSON_GetNumberValue(cJSON_GetObjectItem(mm, "max_abs_err")));
         add_num_or_null(m, "ms", cJSON_GetNumberValue(cJSON_GetObjectItem(mm, "ms")));
         if (avail && cJSON_IsFalse(ok))
             fail = true;
@@ -213,12 +216,14 @@ static cJSON *sweep_section(const dg_evcollect *c)
         cJSON_AddNullToObject(t, "signal");
         cJSON_AddItemToObject(t, "samples_per_s", metric(sps, "samples/s"));
         cJSON *sm = cJSON_AddObjectToObject(t, "step_ms");
-        cJSON_AddItemToObject(sm, "median", metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "step_ms")), "ms"));
+        cJSON_AddItemToObject(
+            sm, "median", metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "step_ms")), "ms"));
         cJSON_AddItemToObject(sm, "iqr", metric(NAN, "ms"));
         cJSON_AddNullToObject(sm, "steps");
         cJSON_AddStringToObject(sm, "source", "probe");
-        cJSON_AddItemToObject(t, "device_allocated_peak",
-                              metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "peak_bytes")), "bytes"));
+        cJSON_AddItemToObject(
+            t, "device_allocated_peak",
+            metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "peak_bytes")), "bytes"));
         cJSON_AddItemToObject(t, "device_reserved_peak", metric(NAN, "bytes"));
         cJSON_AddItemToObject(t, "rss_peak", metric(NAN, "bytes"));
         cJSON_AddItemToObject(t, "swap_growth", metric(NAN, "bytes"));
@@ -281,7 +286,8 @@ static cJSON *soak_section(const run *r)
         cJSON_AddItemToObject(o, "reserved", metric(e->reserved, "bytes"));
         cJSON_AddItemToObject(o, "driver_used", metric(e->driver, "bytes"));
         cJSON_AddItemToObject(o, "rss", metric(e->footprint, "bytes"));
-        cJSON_AddItemToObject(o, "rss_peak", metric(i < r->nerp ? r->epoch_rss_peak[i] : NAN, "bytes"));
+        cJSON_AddItemToObject(o, "rss_peak",
+                              metric(i < r->nerp ? r->epoch_rss_peak[i] : NAN, "bytes"));
         add_tri(o, "cache_emptied", e->cache_emptied);
         add_tri(o, "validation", e->validation);
         /* The epoch's steps: median time and samples/s. */
@@ -302,8 +308,9 @@ static cJSON *soak_section(const run *r)
         }
         double med = median_of(tmp, n);
         cJSON_AddItemToObject(o, "step_ms", metric(med, "ms"));
-        cJSON_AddItemToObject(o, "samples_per_s", metric(n && batch_known && sum > 0 ? samples / (sum / 1e3) : NAN,
-                                                         "samples/s"));
+        cJSON_AddItemToObject(
+            o, "samples_per_s",
+            metric(n && batch_known && sum > 0 ? samples / (sum / 1e3) : NAN, "samples/s"));
         cJSON_AddItemToObject(o, "max_allocated", metric(e->max_allocated, "bytes"));
         cJSON_AddNumberToObject(o, "t", e->t);
         cJSON_AddItemToArray(eps, o);
@@ -378,10 +385,12 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON *qw = cJSON_AddObjectToObject(ph, "queue_wait");
     double dmed = dv ? median_of(dv, with_data) : NAN;
     cJSON_AddItemToObject(qw, "ms", metric(dmed, "ms"));
-    cJSON_AddItemToObject(qw, "share", metric(with_data && sum_ms_with_data > 0 ? sum_data / sum_ms_with_data : NAN,
-                                              "fraction"));
+    cJSON_AddItemToObject(
+        qw, "share",
+        metric(with_data && sum_ms_with_data > 0 ? sum_data / sum_ms_with_data : NAN, "fraction"));
     cJSON_AddBoolToObject(qw, "in_step", true);
-    cJSON_AddStringToObject(ph, "source", "probe step events: data_ms (time waiting for the batch) over step_ms");
+    cJSON_AddStringToObject(ph, "source",
+                            "probe step events: data_ms (time waiting for the batch) over step_ms");
     dg_free(dv);
     cJSON *fb = cJSON_AddArrayToObject(p, "fallbacks");
     for (size_t i = 0; i < c->nfallbacks; i++) {
@@ -397,7 +406,8 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON_AddNullToObject(sp, "fallbacks");
     cJSON_AddNullToObject(sp, "total");
     add_num_or_null(sp, "per_step", c->nsteps ? (double)synced / (double)c->nsteps : NAN);
-    cJSON_AddStringToObject(sp, "note", "per_step: share of step events that were synchronised or read the loss");
+    cJSON_AddStringToObject(
+        sp, "note", "per_step: share of step events that were synchronised or read the loss");
     cJSON *sc = cJSON_AddObjectToObject(p, "steps");
     cJSON_AddNumberToObject(sc, "stored", (double)c->nsteps);
     cJSON_AddNumberToObject(sc, "summarised", (double)c->steps_summarised);
@@ -406,8 +416,8 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
 }
 
 /* STEP entry of the record (docs/schema/report.md). */
-static void add_step(cJSON *steps, const char *name, const char *status, const char *verdict, const char *summary,
-                     const char *error, double wall)
+static void add_step(cJSON *steps, const char *name, const char *status, const char *verdict,
+                     const char *summary, const char *error, double wall)
 {
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "name", name);
@@ -548,8 +558,8 @@ static void supervise(run *r, const dg_run_opts *o, pid_t pid, int fd, outcome *
 }
 
 /* The supervise section. */
-static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcome *oc, char *summary, size_t slen,
-                                char *error, size_t elen)
+static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcome *oc,
+                                char *summary, size_t slen, char *error, size_t elen)
 {
     const dg_evcollect *c = &r->col;
     cJSON *s = cJSON_CreateObject();
@@ -566,7 +576,8 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
     cJSON_AddBoolToObject(s, "timed_out", oc->timed_out);
     cJSON_AddBoolToObject(s, "interrupted", oc->interrupted);
     char tmp2[32];
-    const char *intname = oc->interrupted ? dg_signal_name(oc->interrupt_sig, tmp2, sizeof tmp2) : NULL;
+    const char *intname =
+        oc->interrupted ? dg_signal_name(oc->interrupt_sig, tmp2, sizeof tmp2) : NULL;
     dg_json_add_str(s, "interrupt_signal", intname);
     cJSON_AddItemToObject(s, "wall", metric(oc->wall, "s"));
     cJSON *ev = cJSON_AddObjectToObject(s, "events");
@@ -593,7 +604,8 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
     cJSON_AddNumberToObject(s, "descendants_killed", (double)oc->descendants_killed);
     if (c->run_end) {
         cJSON *re = cJSON_AddObjectToObject(s, "run_end");
-        const cJSON *st = cJSON_GetObjectItem(c->run_end, "status"), *m = cJSON_GetObjectItem(c->run_end, "message");
+        const cJSON *st = cJSON_GetObjectItem(c->run_end, "status"),
+                    *m = cJSON_GetObjectItem(c->run_end, "message");
         dg_json_add_str(re, "status", cJSON_IsString(st) ? st->valuestring : NULL);
         char mb[512] = "";
         if (cJSON_IsString(m))
@@ -610,8 +622,10 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         if (!isfinite(st->loss))
             continue;
         cJSON *row = cJSON_CreateArray();
-        cJSON_AddItemToArray(row, isfinite(st->epoch) ? cJSON_CreateNumber(st->epoch) : cJSON_CreateNull());
-        cJSON_AddItemToArray(row, isfinite(st->step) ? cJSON_CreateNumber(st->step) : cJSON_CreateNull());
+        cJSON_AddItemToArray(row, isfinite(st->epoch) ? cJSON_CreateNumber(st->epoch)
+                                                      : cJSON_CreateNull());
+        cJSON_AddItemToArray(row, isfinite(st->step) ? cJSON_CreateNumber(st->step)
+                                                     : cJSON_CreateNull());
         cJSON_AddItemToArray(row, cJSON_CreateNumber(st->loss));
         cJSON_AddItemToArray(ls, row);
         nl++;
@@ -637,10 +651,15 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
     else
         snprintf(how, sizeof how, "ended");
     snprintf(summary, slen,
-             "%s%s after %.1f s · %llu events (%llu malformed, %llu overlong, %llu dropped, %llu unknown)%s%s",
-             how, oc->timed_out ? " (timeout)" : oc->interrupted ? " (interrupted)" : "", oc->wall,
-             (unsigned long long)c->parsed, (unsigned long long)c->malformed, (unsigned long long)r->rd.overlong,
-             (unsigned long long)c->dropped, (unsigned long long)c->unknown,
+             "%s%s after %.1f s · %llu events (%llu malformed, %llu overlong, %llu dropped, %llu "
+             "unknown)%s%s",
+             how,
+             oc->timed_out     ? " (timeout)"
+             : oc->interrupted ? " (interrupted)"
+                               : "",
+             oc->wall, (unsigned long long)c->parsed, (unsigned long long)c->malformed,
+             (unsigned long long)r->rd.overlong, (unsigned long long)c->dropped,
+             (unsigned long long)c->unknown,
              oc->pipe_closed_early ? " · events pipe closed early" : "",
              oc->descendants_killed ? " · left-behind processes killed" : "");
     return s;
@@ -701,8 +720,12 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON_AddStringToObject(root, "timestamp", ts);
     dg_json_add_str(root, "host", host[0] ? host : NULL);
     dg_json_add_str(root, "label", o->label);
-    bool ok_exit = oc.wstatus != -1 && WIFEXITED(oc.wstatus) && WEXITSTATUS(oc.wstatus) == 0 && !oc.timed_out;
-    cJSON_AddStringToObject(root, "state", oc.interrupted ? "interrupted" : ok_exit ? "complete" : "failed");
+    bool ok_exit =
+        oc.wstatus != -1 && WIFEXITED(oc.wstatus) && WEXITSTATUS(oc.wstatus) == 0 && !oc.timed_out;
+    cJSON_AddStringToObject(root, "state",
+                            oc.interrupted ? "interrupted"
+                            : ok_exit      ? "complete"
+                                           : "failed");
     cJSON *spec = cJSON_AddObjectToObject(root, "spec");
     cJSON *cmd = cJSON_AddArrayToObject(spec, "cmd");
     for (size_t i = 0; o->argv[i]; i++) {
@@ -729,11 +752,17 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     if (!o->no_env) {
         char es[128];
         snprintf(es, sizeof es, envj ? "environment proof collected" : "environment proof failed");
-        add_step(steps, "env", envj ? "ok" : "failed", envj ? "info" : NULL, es, env_err[0] ? env_err : NULL,
-                 env_wall);
+        add_step(steps, "env", envj ? "ok" : "failed", envj ? "info" : NULL, es,
+                 env_err[0] ? env_err : NULL, env_wall);
     }
-    add_step(steps, "supervise", oc.interrupted ? "interrupted" : ok_exit ? "ok" : "failed",
-             oc.interrupted ? NULL : ok_exit ? "pass" : "fail", summary, error[0] ? error : NULL, oc.wall);
+    add_step(steps, "supervise",
+             oc.interrupted ? "interrupted"
+             : ok_exit      ? "ok"
+                            : "failed",
+             oc.interrupted ? NULL
+             : ok_exit      ? "pass"
+                            : "fail",
+             summary, error[0] ? error : NULL, oc.wall);
     cJSON *envo = envj ? cJSON_Parse(envj) : NULL;
     dg_string_free(envj);
     cJSON_AddItemToObject(root, "env", envo ? envo : cJSON_CreateNull());

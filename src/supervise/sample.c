@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 #define MAX_KNOWN 4096
-#define MAX_STORED 32768 /* points kept; beyond, every other one is dropped and the stride doubles */
+#define MAX_STORED                                                                                 \
+    32768 /* points kept; beyond, every other one is dropped and the stride doubles */
 
 /* Parses /proc/PID/stat text into e; false when it does not look right. */
 static bool parse_stat(const char *txt, dg_proc_entry *e, double page)
@@ -137,7 +138,8 @@ static bool live(const dg_proc_entry *e)
     return e->state != 'Z' && e->state != 'X' && e->state != 'x';
 }
 
-size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_entry *out, size_t max)
+size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_entry *out,
+                       size_t max)
 {
     if (!all || !n)
         return 0;
@@ -154,8 +156,9 @@ size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_e
         const dg_proc_entry *e = &v[i];
         if (e->pid == t->self)
             continue;
-        in[i] = (e->pid == t->child && e->starttime == t->child_start) || (t->pgid > 0 && e->pgid == t->pgid) ||
-                is_known(t, e) || (t->subreaper && e->ppid == t->self && e->starttime >= t->child_start);
+        in[i] = (e->pid == t->child && e->starttime == t->child_start) ||
+                (t->pgid > 0 && e->pgid == t->pgid) || is_known(t, e) ||
+                (t->subreaper && e->ppid == t->self && e->starttime >= t->child_start);
     }
     /* Descendants by parent pid, until nothing changes. */
     for (bool changed = true; changed;) {
@@ -340,7 +343,8 @@ static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k)
                 any = true;
                 for (unsigned int i = 0; i < cnt; i++) {
                     unsigned key = v[i].pid;
-                    if (v[i].usedGpuMemory != DG_NVML_NOT_AVAILABLE && bsearch(&key, pids, k, sizeof *pids, by_u))
+                    if (v[i].usedGpuMemory != DG_NVML_NOT_AVAILABLE &&
+                        bsearch(&key, pids, k, sizeof *pids, by_u))
                         sum += (double)v[i].usedGpuMemory;
                 }
                 dg_free(v);
@@ -479,7 +483,8 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
         med = nc % 2 ? cpu[nc / 2] : 0.5 * (cpu[nc / 2 - 1] + cpu[nc / 2]);
     }
     dg_free(cpu);
-    double rss = s ? s->rss_peak : NAN, thr = s ? s->threads_peak : NAN, pr = s ? s->procs_peak : NAN;
+    double rss = s ? s->rss_peak : NAN, thr = s ? s->threads_peak : NAN,
+           pr = s ? s->procs_peak : NAN;
     double swg = s && !isnan(s->swap_first) ? s->swap_last - s->swap_first : NAN;
     double psi = s ? s->psi_peak : NAN, gpu = s ? s->gpu_peak : NAN;
     cJSON_AddItemToObject(sm, "rss_peak", dg_json_metric(rss, isfinite(rss), "bytes"));

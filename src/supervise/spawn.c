@@ -93,7 +93,8 @@ int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, 
     if (!rc)
         rc = posix_spawnattr_setsigdefault(&attr, &all);
     if (!rc)
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                 POSIX_SPAWN_SETSIGDEF);
     if (!rc)
         rc = posix_spawnp(pid, argv[0], &fa, &attr, (char *const *)argv, env);
     if (fa_ok)

@@ -420,13 +420,15 @@ static void test_update(dg_ctx *ctx)
         return;
     char *id = NULL, *shown = NULL;
     CHECK(dg_ledger_record(ctx, lg, "accept", 0, "{\"v\":1,\"pack\":null}", &id) == DG_OK);
-    CHECK(id && dg_ledger_update(ctx, lg, id, 130, "{\"v\":1,\"pack\":{\"dir\":\"p\"},\"state\":\"interrupted\"}") ==
+    CHECK(id && dg_ledger_update(ctx, lg, id, 130,
+                                 "{\"v\":1,\"pack\":{\"dir\":\"p\"},\"state\":\"interrupted\"}") ==
                     DG_OK);
     CHECK(id && dg_ledger_show(ctx, lg, id, &shown) == DG_OK);
     cJSON *e = shown ? cJSON_Parse(shown) : NULL;
     const cJSON *rec = cJSON_GetObjectItem(e, "record");
     CHECK(cJSON_IsObject(cJSON_GetObjectItem(rec, "pack")));
-    CHECK(cJSON_GetObjectItem(e, "exit_status") && cJSON_GetObjectItem(e, "exit_status")->valueint == 130);
+    CHECK(cJSON_GetObjectItem(e, "exit_status") &&
+          cJSON_GetObjectItem(e, "exit_status")->valueint == 130);
     const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(e, "state"));
     CHECK(state && strcmp(state, "interrupted") == 0);
     cJSON_Delete(e);
