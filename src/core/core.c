@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,4 +348,20 @@ bool dg_capbuf_drain(int fd, dg_capbuf *b)
             continue;
         return errno != EAGAIN && errno != EWOULDBLOCK;
     }
+}
+
+int dg_spawnattr_isolate(posix_spawnattr_t *attr)
+{
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    int rc = posix_spawnattr_setpgroup(attr, 0);
+    if (!rc)
+        rc = posix_spawnattr_setsigmask(attr, &none);
+    if (!rc)
+        rc = posix_spawnattr_setsigdefault(attr, &all);
+    if (!rc)
+        rc = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                POSIX_SPAWN_SETSIGDEF);
+    return rc;
 }

@@ -5,6 +5,7 @@
 
 #include "devgate.h"
 
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -81,5 +82,10 @@ bool dg_proc_self_rss(double *bytes);
 /* Copies src into dst of size n, always NUL-terminated, replacing control
  * characters so hostile strings cannot break terminals or records. */
 void dg_copy_clean(char *dst, size_t n, const char *src);
+
+/* Sets a spawn's attributes for a child of its own: a new process group (so
+ * the terminal's Ctrl-C and group kills reach only what is meant), an empty
+ * signal mask and every signal at its default disposition. 0 or an errno. */
+int dg_spawnattr_isolate(posix_spawnattr_t *attr);
 
 #endif

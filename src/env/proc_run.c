@@ -101,9 +101,6 @@ dg_status dg_run_capture(const char *const argv[], double timeout_s, char **out,
         errno = rc;
         return rc == ENOMEM ? DG_ERR_NOMEM : DG_ERR_IO;
     }
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (!rc)
@@ -111,14 +108,7 @@ dg_status dg_run_capture(const char *const argv[], double timeout_s, char **out,
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     if (!rc)
-        rc = posix_spawnattr_setpgroup(&attr, 0);
-    if (!rc)
-        rc = posix_spawnattr_setsigmask(&attr, &none);
-    if (!rc)
-        rc = posix_spawnattr_setsigdefault(&attr, &all);
-    if (!rc)
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                 POSIX_SPAWN_SETSIGDEF);
+        rc = dg_spawnattr_isolate(&attr);
     pid_t pid = -1;
     if (!rc)
         rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, environ);

@@ -268,9 +268,6 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s,
     bool fa_ok = rc == 0, attr_ok = false;
     if (!rc)
         rc = posix_spawnattr_init(&attr), attr_ok = rc == 0;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (!rc)
@@ -280,14 +277,7 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s,
     if (!rc) /* rp[1] >= 10, so dup2 onto 3 clears close-on-exec there */
         rc = posix_spawn_file_actions_adddup2(&fa, rp[1], RESULT_FD);
     if (!rc)
-        rc = posix_spawnattr_setpgroup(&attr, 0);
-    if (!rc)
-        rc = posix_spawnattr_setsigmask(&attr, &none);
-    if (!rc)
-        rc = posix_spawnattr_setsigdefault(&attr, &all);
-    if (!rc)
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                 POSIX_SPAWN_SETSIGDEF);
+        rc = dg_spawnattr_isolate(&attr);
     pid_t pid = -1;
     double t0 = dg_now();
     if (!rc)

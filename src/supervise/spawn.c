@@ -77,9 +77,6 @@ int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, 
     bool fa_ok = rc == 0, attr_ok = false;
     if (!rc)
         rc = posix_spawnattr_init(&attr), attr_ok = rc == 0;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (!rc && stdout_to_stderr)
@@ -87,14 +84,7 @@ int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, 
     if (!rc) /* fds[1] >= 10, so dup2 onto 3 gives a descriptor without close-on-exec */
         rc = posix_spawn_file_actions_adddup2(&fa, fds[1], DG_EVENTS_FD);
     if (!rc)
-        rc = posix_spawnattr_setpgroup(&attr, 0);
-    if (!rc)
-        rc = posix_spawnattr_setsigmask(&attr, &none);
-    if (!rc)
-        rc = posix_spawnattr_setsigdefault(&attr, &all);
-    if (!rc)
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                 POSIX_SPAWN_SETSIGDEF);
+        rc = dg_spawnattr_isolate(&attr);
     if (!rc)
         rc = posix_spawnp(pid, argv[0], &fa, &attr, (char *const *)argv, env);
     if (fa_ok)
