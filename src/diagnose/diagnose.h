@@ -57,7 +57,7 @@ typedef struct dg_finding {
 typedef struct dg_diag {
     const cJSON *rec;
     const char *kind; /* "accept", "run", or "" */
-    const cJSON *spec, *env, *gate, *sweep, *soak, *compare, *profile;
+    const cJSON *spec, *env, *gate, *sweep, *soak, *compare, *profile, *supervise;
     double th[TH_COUNT];
     dg_finding *findings;
     int nfindings, cap;

@@ -577,6 +577,52 @@ static void judge_slowing_down(dg_diag *d, const dg_rule *r)
     ev_path(d, f, "soak", d->soak, "ms", "soak.step_trend.median");
 }
 
+/* ---- supervised programs ------------------------------------------------------- */
+
+static void judge_program_failed(dg_diag *d, const dg_rule *r)
+{
+    const cJSON *s = d->supervise;
+    if (!s || dg_jbool(s, "interrupted") == 1)
+        return; /* an interrupt is the user's, and the record says so */
+    bool timed_out = dg_jbool(s, "timed_out") == 1;
+    const char *sig = dg_jstr(s, "signal");
+    double code = dg_jnum(s, "exit_status");
+    cJSON *f;
+    if (timed_out)
+        f = finding(d, r, DG_SEV_FAIL, -1,
+                    "the program ran past its timeout; its process tree was killed");
+    else if (sig)
+        f = finding(d, r, DG_SEV_FAIL, -1, "the program was killed by %s", sig);
+    else if (isfinite(code) && code != 0)
+        f = finding(d, r, DG_SEV_FAIL, -1, "the program exited with status %d", diag_int(code));
+    else
+        return;
+    ev_path(d, f, "supervise", s, NULL, "exit_status");
+    ev_path(d, f, "supervise", s, NULL, "signal");
+    ev_path(d, f, "supervise", s, NULL, "timed_out");
+    ev_path(d, f, "supervise", s, "s", "wall");
+}
+
+static void judge_events_lost(dg_diag *d, const dg_rule *r)
+{
+    const cJSON *e = dg_jpath(d->supervise, "events");
+    double dropped = dg_jnum(e, "dropped"), bad = dg_jnum(e, "malformed"),
+           cut = dg_jnum(e, "overlong");
+    double lost =
+        (isfinite(dropped) ? dropped : 0) + (isfinite(bad) ? bad : 0) + (isfinite(cut) ? cut : 0);
+    if (!(lost > 0))
+        return;
+    cJSON *f = finding(
+        d, r, DG_SEV_WARN, -1,
+        "%.0f of the program's event lines were lost: %.0f dropped by the rate limit, "
+        "%.0f malformed, %.0f overlong",
+        lost, isfinite(dropped) ? dropped : 0, isfinite(bad) ? bad : 0, isfinite(cut) ? cut : 0);
+    ev_path(d, f, "supervise", d->supervise, "lines", "events.dropped");
+    ev_path(d, f, "supervise", d->supervise, "lines", "events.malformed");
+    ev_path(d, f, "supervise", d->supervise, "lines", "events.overlong");
+    ev_path(d, f, "supervise", d->supervise, "lines", "events.lines");
+}
+
 /* ---- operators ------------------------------------------------------------------- */
 
 typedef struct op_share {
@@ -1270,6 +1316,15 @@ const dg_rule dg_rules[] = {
      judge_data_starved, "the data path cannot keep up: the step waits for its next batch",
      "more loader workers, or cached, pre-augmented samples (--cache); profile the data path on "
      "its own"},
+    {"program-failed", DG_SEV_FAIL, "supervise.exit_status, supervise.signal, supervise.timed_out",
+     "", judge_program_failed,
+     "the supervised program did not finish: its figures cover only part of the run",
+     "fix the failure before trusting the figures; the record keeps what was measured"},
+    {"events-lost", DG_SEV_WARN, "supervise.events.dropped, .malformed, .overlong", "",
+     judge_events_lost,
+     "the program's events were dropped or garbled: the curves and step statistics have gaps",
+     "emit step events less often (every N steps) and check the emitter; the probes write one "
+     "whole line per event"},
     {"noisy-measurement", DG_SEV_WARN,
      "profile.step.stats.iqr_share, "
      "sweep.trials[].step_ms.iqr/median, env.processes.top_cpu",
@@ -1404,6 +1459,7 @@ dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *override
     d.soak = section(rec, "soak");
     d.compare = section(rec, "compare");
     d.profile = section(rec, "profile");
+    d.supervise = section(rec, "supervise");
 
     for (int i = 0; i < dg_rule_count && !d.nomem; i++)
         dg_rules[i].judge(&d, &dg_rules[i]);
