@@ -66,12 +66,12 @@ static void set_verdicts(cJSON *rec, const cJSON *findings)
     }
 }
 
-/* Appends "what" to a "; "-separated list in buf. */
-static void list_add(char *buf, size_t len, const char *what)
+/* Appends "what" to a list in buf, after sep when the list is not empty. */
+static void list_add(char *buf, size_t len, const char *sep, const char *what)
 {
     size_t n = strlen(buf);
     if (n < len)
-        snprintf(buf + n, len - n, "%s%s", n ? "; " : "", what);
+        snprintf(buf + n, len - n, "%s%s", n ? sep : "", what);
 }
 
 static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
@@ -96,7 +96,7 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
         cJSON_AddBoolToObject(p, keys[i], proofs[i]);
         if (!proofs[i]) {
             cJSON_AddItemToArray(missing, cJSON_CreateString(keys[i]));
-            list_add(lacks, sizeof lacks, shown[i]);
+            list_add(lacks, sizeof lacks, ", ", shown[i]);
         }
     }
     int fails = 0;
@@ -116,21 +116,22 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
 
     char why[512] = "", statement[640];
     if (!complete)
-        list_add(why, sizeof why,
-                 state ? (strcmp(state, "interrupted") == 0 ? "the run was interrupted" : state)
-                       : "the run has no state");
+        list_add(why, sizeof why, "; ",
+                 !state                              ? "the run has no state"
+                 : strcmp(state, "interrupted") == 0 ? "the run was interrupted"
+                                                     : "the run did not complete");
     if (fails) {
         char n[64];
         snprintf(n, sizeof n, "%d fail finding%s", fails, fails == 1 ? "" : "s");
-        list_add(why, sizeof why, n);
+        list_add(why, sizeof why, "; ", n);
     }
     if (lacks[0]) {
         char m[300];
         snprintf(m, sizeof m, "the pack lacks %s", lacks);
-        list_add(why, sizeof why, m);
+        list_add(why, sizeof why, "; ", m);
     }
     if (!fails && !lacks[0] && complete && isnan(sps))
-        list_add(why, sizeof why, "the sweep found no safe batch");
+        list_add(why, sizeof why, "; ", "the sweep found no safe batch");
     const char *backend = cJSON_GetStringValue(item(item(sweep, "spec"), "backend"));
     if (accepted)
         snprintf(statement, sizeof statement,
