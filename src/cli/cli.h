@@ -49,6 +49,9 @@ int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_
                      void (*print)(const cJSON *rec), const char *fail);
 /* mkdir -p: creates path and the folders above it; false with errno set. */
 bool cli_make_dirs(const char *path);
+/* Writes text to path through a temporary file and a rename, so a reader never
+ * sees half a file and a full disk leaves the old one; false with a message. */
+bool cli_write_file(const char *path, const char *text);
 /* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
  * path written (a static buffer) or NULL. */
 const char *cli_save_unrecorded(const char *verb, const char *json);

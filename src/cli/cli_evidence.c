@@ -12,30 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Writes text to dir/name through a temporary file and a rename, so a reader
- * never sees half a file and a full disk leaves the old one. */
-static bool write_file(const char *dir, const char *name, const char *text)
-{
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        cli_error("pack: cannot write %s: %s", path, strerror(errno));
-        return false;
-    }
-    bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    ok = fflush(f) == 0 && ok;
-    int e = errno;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0)
-        return true;
-    e = errno ? errno : e;
-    unlink(tmp);
-    cli_error("pack: cannot write %s: %s", path, strerror(e));
-    return false;
-}
-
 /* Moves the trace file at src into dir/trace.json (copying across file systems). */
 static bool move_trace(const char *src, const char *dir)
 {
@@ -99,7 +75,9 @@ static bool write_rendered(cli *c, const char *json, dg_report_format fmt, const
         cli_error("pack: rendering %s: %s", name, dg_errmsg(c->ctx));
         return false;
     }
-    bool ok = write_file(dir, name, out);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    bool ok = cli_write_file(path, out);
     dg_string_free(out);
     return ok;
 }

@@ -103,67 +103,24 @@ static char *read_record_ledger(cli *c, const char *id, int *rc)
     return out;
 }
 
-/* mkdir -p; false with a message. */
-static bool make_dirs(const char *dir)
-{
-    char *p = strdup(dir);
-    if (!p) {
-        cli_error("report: out of memory");
-        return false;
-    }
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char saved = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                cli_error("report: cannot create folder %s: %s", p, strerror(errno));
-                free(p);
-                return false;
-            }
-            *s = saved;
-            if (!saved)
-                break;
-        }
-    }
-    free(p);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        cli_error("report: %s is not a folder", dir);
-        return false;
-    }
-    return true;
-}
-
-/* Writes text to DIR/report.EXT through a temporary file and a rename. */
+/* Writes text to DIR/report.EXT (creating DIR) and prints the path. */
 static int write_report(const char *dir, dg_report_format fmt, const char *text)
 {
-    if (!make_dirs(dir))
-        return EXIT_USAGE;
-    size_t n = strlen(dir) + 64;
-    char *path = malloc(n), *tmp = malloc(n);
-    if (!path || !tmp) {
-        free(path);
-        free(tmp);
-        cli_error("report: out of memory");
+    struct stat sb;
+    if (!cli_make_dirs(dir)) {
+        cli_error("report: cannot create folder %s: %s", dir, strerror(errno));
         return EXIT_USAGE;
     }
-    snprintf(path, n, "%s/report.%s", dir, format_ext(fmt));
-    snprintf(tmp, n, "%s/.report.%s.%ld.tmp", dir, format_ext(fmt), (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fputs(text, f) >= 0;
-    ok = f && fclose(f) == 0 && ok;
-    ok = ok && rename(tmp, path) == 0;
-    int rc = EXIT_PASS;
-    if (!ok) {
-        cli_error("report: cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        rc = EXIT_USAGE;
-    } else {
-        puts(path);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        cli_error("report: %s is not a folder", dir);
+        return EXIT_USAGE;
     }
-    free(path);
-    free(tmp);
-    return rc;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.%s", dir, format_ext(fmt));
+    if (!cli_write_file(path, text))
+        return EXIT_USAGE;
+    puts(path);
+    return EXIT_PASS;
 }
 
 int cmd_report(cli *c, int argc, char **argv)

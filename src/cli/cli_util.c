@@ -294,3 +294,28 @@ bool cli_make_dirs(const char *path)
     }
     return mkdir(buf, 0777) == 0 || errno == EEXIST;
 }
+
+bool cli_write_file(const char *path, const char *text)
+{
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        cli_error("cannot write %s: out of memory", path);
+        return false;
+    }
+    snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    ok = f && fflush(f) == 0 && ok;
+    int e = errno;
+    ok = f && fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) {
+        free(tmp);
+        return true;
+    }
+    e = errno ? errno : e;
+    unlink(tmp);
+    free(tmp);
+    cli_error("cannot write %s: %s", path, strerror(e));
+    return false;
+}
