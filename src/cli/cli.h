@@ -6,6 +6,7 @@
 #include "devgate.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <stdio.h>
 
 /* Exit statuses (docs/cli.md). */
@@ -62,6 +63,10 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
                         int exit_status);
 /* Parses a decimal long in [lo, hi]; false for anything else. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
+/* Parses a finite number in [lo, hi] (ABOVE_ZERO as lo: positive); false for
+ * anything else. */
+#define ABOVE_ZERO DBL_TRUE_MIN
+bool cli_parse_double(const char *s, double lo, double hi, double *out);
 /* Parses a byte count such as 1048576, 512K, 1M or 2GiB (binary units). */
 bool cli_parse_bytes(const char *s, size_t *out);
 /* Prints a record as indented JSON, with its ledger run id when there is one. */

@@ -24,16 +24,6 @@ static bool parse_batches(const char *s, int out[4])
     return n > 0;
 }
 
-static bool parse_tolerance(const char *s, double *out)
-{
-    char *end;
-    double d = strtod(s, &end);
-    if (end == s || *end || !(d > 0) || !isfinite(d))
-        return false;
-    *out = d;
-    return true;
-}
-
 /* "1.2e-07" or "n/a" for a relative metric. */
 static const char *rel(char *buf, size_t len, const cJSON *obj, const char *key)
 {
@@ -50,7 +40,8 @@ static void print_compare(const cJSON *r)
     const cJSON *spec = cJSON_GetObjectItem(r, "spec"), *dev = cJSON_GetObjectItem(r, "device");
     const cJSON *th = cJSON_GetObjectItem(r, "thresholds");
     const char *be = jstr(spec, "backend", "?");
-    printf("devgate compare · %s · cpu vs %s (%s) · %g steps · seed %g · tolerance loss %g, params %g\n",
+    printf("devgate compare · %s · cpu vs %s (%s) · %g steps · seed %g · tolerance loss %g, params "
+           "%g\n",
            jstr(spec, "model", "?"), be, jstr(dev, "name", "?"), jnum(spec, "steps", 0),
            jnum(spec, "seed", 0), jnum(th, "loss_tolerance", 0), jnum(th, "param_tolerance", 0));
     const cJSON *run;
@@ -58,11 +49,13 @@ static void print_compare(const cJSON *r)
     {
         int batch = (int)jnum(run, "batch", 0);
         if (cJSON_GetObjectItem(run, "error")) {
-            printf("  batch %-6d %s failed: %s\n", batch, jstr(run, "failed", "?"), jstr(run, "error", ""));
+            printf("  batch %-6d %s failed: %s\n", batch, jstr(run, "failed", "?"),
+                   jstr(run, "error", ""));
             continue;
         }
         const cJSON *cj = cJSON_GetObjectItem(run, "cpu"), *dj = cJSON_GetObjectItem(run, "device");
-        const cJSON *lr = cJSON_GetObjectItem(run, "loss_vs_ref"), *pd = cJSON_GetObjectItem(run, "param_drift");
+        const cJSON *lr = cJSON_GetObjectItem(run, "loss_vs_ref"),
+                    *pd = cJSON_GetObjectItem(run, "param_drift");
         double busy = jmetric(run, "busy_fraction"), sp = jmetric(run, "speedup");
         double red = jmetric(run, "step_time_reduction_pct");
         char busy_s[24], sp_s[48], a[16], b[16], cc[16], d[16], e[16], f[16];
@@ -91,14 +84,17 @@ static void print_compare(const cJSON *r)
         }
         if (!cJSON_IsTrue(cJSON_GetObjectItem(run, "baseline_within_tolerance"))) {
             size_t used = strlen(verdict);
-            snprintf(verdict + used, sizeof verdict - used, " (the cpu baseline is off float64 too)");
+            snprintf(verdict + used, sizeof verdict - used,
+                     " (the cpu baseline is off float64 too)");
         }
-        printf("  batch %-6d cpu %.3f ms · %s %.3f ms · speedup %s · busy %s · loss vs f64 cpu %s %s %s"
+        printf("  batch %-6d cpu %.3f ms · %s %.3f ms · speedup %s · busy %s · loss vs f64 cpu %s "
+               "%s %s"
                " · cpu/%s %s · params %s/cpu %s, vs f64 cpu %s %s %s · %s%s\n",
                batch, jmetric(cj, "step_ms"), be, jmetric(dj, "step_ms"), sp_s, busy_s,
                rel(a, sizeof a, lr, "cpu"), be, rel(b, sizeof b, lr, "device"), be,
-               rel(cc, sizeof cc, run, "loss_cpu_vs_device"), be, rel(d, sizeof d, pd, "device_vs_cpu"),
-               rel(e, sizeof e, pd, "cpu_vs_ref"), be, rel(f, sizeof f, pd, "device_vs_ref"), verdict,
+               rel(cc, sizeof cc, run, "loss_cpu_vs_device"), be,
+               rel(d, sizeof d, pd, "device_vs_cpu"), rel(e, sizeof e, pd, "cpu_vs_ref"), be,
+               rel(f, sizeof f, pd, "device_vs_ref"), verdict,
                cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(run, "reference"), "ran"))
                    ? ""
                    : " (float64 reference skipped)");
@@ -116,23 +112,27 @@ int cmd_compare(cli *c, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0)
             break;
-        if (argv[i][0] != '-' && (i == 1 || argv[i - 1][0] != '-' || strcmp(argv[i - 1], "--json") == 0 ||
-                                  strcmp(argv[i - 1], "--force") == 0 || strcmp(argv[i - 1], "--no-ledger") == 0 ||
-                                  strcmp(argv[i - 1], "--quiet") == 0 || strchr(argv[i - 1], '=')))
+        if (argv[i][0] != '-' &&
+            (i == 1 || argv[i - 1][0] != '-' || strcmp(argv[i - 1], "--json") == 0 ||
+             strcmp(argv[i - 1], "--force") == 0 || strcmp(argv[i - 1], "--no-ledger") == 0 ||
+             strcmp(argv[i - 1], "--quiet") == 0 || strchr(argv[i - 1], '=')))
             pos[npos < 3 ? npos++ : 2] = argv[i];
         else if (strcmp(argv[i], "--force") == 0)
             force = true;
     }
     if (npos >= 1) {
         for (int i = 1; i < argc; i++) {
-            if (argv[i][0] != '-' || strcmp(argv[i], "--force") == 0 || cli_common_opt(c, argc, argv, &i))
+            if (argv[i][0] != '-' || strcmp(argv[i], "--force") == 0 ||
+                cli_common_opt(c, argc, argv, &i))
                 continue;
-            cli_error("compare: unknown option '%s' for comparing runs (compare RUN_A RUN_B [--force] [--json])",
+            cli_error("compare: unknown option '%s' for comparing runs (compare RUN_A RUN_B "
+                      "[--force] [--json])",
                       argv[i]);
             return EXIT_USAGE;
         }
         if (npos != 2) {
-            cli_error("compare: give two runs (ledger ids, unique prefixes or record files): compare RUN_A RUN_B");
+            cli_error("compare: give two runs (ledger ids, unique prefixes or record files): "
+                      "compare RUN_A RUN_B");
             return EXIT_USAGE;
         }
         return cmd_compare_runs(c, pos[0], pos[1], force);
@@ -144,21 +144,22 @@ int cmd_compare(cli *c, int argc, char **argv)
             continue;
         if (opt_value(argc, argv, &i, "--batches", &v)) {
             if (!parse_batches(v, o.batches)) {
-                cli_error("compare: --batches wants up to 4 sizes in 1..%d such as 32,128, got '%s'",
-                          1 << 20, v);
+                cli_error(
+                    "compare: --batches wants up to 4 sizes in 1..%d such as 32,128, got '%s'",
+                    1 << 20, v);
                 return EXIT_USAGE;
             }
             continue;
         }
         if (opt_value(argc, argv, &i, "--loss-tolerance", &v)) {
-            if (!parse_tolerance(v, &o.loss_tolerance)) {
+            if (!cli_parse_double(v, ABOVE_ZERO, DBL_MAX, &o.loss_tolerance)) {
                 cli_error("compare: --loss-tolerance wants a positive number, got '%s'", v);
                 return EXIT_USAGE;
             }
             continue;
         }
         if (opt_value(argc, argv, &i, "--param-tolerance", &v)) {
-            if (!parse_tolerance(v, &o.param_tolerance)) {
+            if (!cli_parse_double(v, ABOVE_ZERO, DBL_MAX, &o.param_tolerance)) {
                 cli_error("compare: --param-tolerance wants a positive number, got '%s'", v);
                 return EXIT_USAGE;
             }
@@ -178,7 +179,8 @@ int cmd_compare(cli *c, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (!o.train.backend || strcmp(o.train.backend, "cpu") == 0) {
-        cli_error("compare: --backend names the device to hold against the cpu baseline (opencl, cuda)");
+        cli_error(
+            "compare: --backend names the device to hold against the cpu baseline (opencl, cuda)");
         return EXIT_USAGE;
     }
     char *json = NULL;
@@ -190,9 +192,10 @@ int cmd_compare(cli *c, int argc, char **argv)
     int rc = st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : ok ? EXIT_PASS : EXIT_FAIL;
     if (st != DG_OK)
         cli_error("compare: %s", dg_errmsg(c->ctx));
-    return cli_record_print(c, "compare", json, rec, rc, print_compare,
-                            st == DG_OK && !ok ? "drift beyond tolerance: losses or parameters of the runs disagree"
-                                               : NULL);
+    return cli_record_print(
+        c, "compare", json, rec, rc, print_compare,
+        st == DG_OK && !ok ? "drift beyond tolerance: losses or parameters of the runs disagree"
+                           : NULL);
 }
 
 /* ---- compare RUN_A RUN_B: two recorded runs of `devgate run` ---------------------- */
@@ -223,7 +226,9 @@ static char *load_run(cli *c, const char *arg, int *rc)
         return txt;
     }
     if (c->no_ledger) {
-        cli_error("compare: %s is not a readable file and --no-ledger leaves no ledger to look it up in", arg);
+        cli_error(
+            "compare: %s is not a readable file and --no-ledger leaves no ledger to look it up in",
+            arg);
         *rc = EXIT_USAGE;
         return NULL;
     }
@@ -268,7 +273,8 @@ static char *load_run(cli *c, const char *arg, int *rc)
     return out;
 }
 
-static void cell_metric(char *buf, size_t n, const cJSON *run, const char *key, const char *fmt, double scale)
+static void cell_metric(char *buf, size_t n, const cJSON *run, const char *key, const char *fmt,
+                        double scale)
 {
     double v = jmetric(run, key);
     if (isnan(v))
@@ -281,8 +287,10 @@ static void print_compare_runs(const cJSON *r)
 {
     const cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 0);
     const cJSON *rb = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 1);
-    printf("devgate compare · A %s · B %s%s\n\n", jstr(ra, "run_id", "(file)"), jstr(rb, "run_id", "(file)"),
-           cJSON_IsTrue(cJSON_GetObjectItem(r, "forced")) ? " · input buckets differ (--force)" : "");
+    printf("devgate compare · A %s · B %s%s\n\n", jstr(ra, "run_id", "(file)"),
+           jstr(rb, "run_id", "(file)"),
+           cJSON_IsTrue(cJSON_GetObjectItem(r, "forced")) ? " · input buckets differ (--force)"
+                                                          : "");
     printf("  %-14s %-34s %-34s\n", "", "A", "B");
     char a[160], b[160];
     for (int k = 0; k < 2; k++) {
@@ -291,13 +299,14 @@ static void print_compare_runs(const cJSON *r)
         size_t off = 0;
         buf[0] = '\0';
         const cJSON *arg;
-        cJSON_ArrayForEach(arg, cJSON_GetObjectItem(run, "cmd"))
-        off += (size_t)snprintf(buf + off, off < 160 ? 160 - off : 0, "%s%s", off ? " " : "",
-                                cJSON_IsString(arg) ? arg->valuestring : "?");
+        cJSON_ArrayForEach(arg, cJSON_GetObjectItem(run, "cmd")) off +=
+            (size_t)snprintf(buf + off, off < 160 ? 160 - off : 0, "%s%s", off ? " " : "",
+                             cJSON_IsString(arg) ? arg->valuestring : "?");
     }
     printf("  %-14s %-34.34s %-34.34s\n", "command", a, b);
     printf("  %-14s %-34.34s %-34.34s\n", "label", jstr(ra, "label", "-"), jstr(rb, "label", "-"));
-    printf("  %-14s %-34.34s %-34.34s\n", "device", jstr(ra, "device", "-"), jstr(rb, "device", "-"));
+    printf("  %-14s %-34.34s %-34.34s\n", "device", jstr(ra, "device", "-"),
+           jstr(rb, "device", "-"));
     printf("  %-14s %-34.34s %-34.34s\n", "state", jstr(ra, "state", "-"), jstr(rb, "state", "-"));
     cell_metric(a, sizeof a, ra, "step_ms", "%.3f ms", 1);
     cell_metric(b, sizeof b, rb, "step_ms", "%.3f ms", 1);
@@ -317,7 +326,8 @@ static void print_compare_runs(const cJSON *r)
     const cJSON *ma = cJSON_GetObjectItem(mem, "a"), *mb = cJSON_GetObjectItem(mem, "b");
     int na = cJSON_GetArraySize(ma), nb = cJSON_GetArraySize(mb);
     if (na || nb) {
-        printf("\n  %-6s %12s %12s   %12s %12s\n", "epoch", "A allocated", "A footprint", "B allocated", "B footprint");
+        printf("\n  %-6s %12s %12s   %12s %12s\n", "epoch", "A allocated", "A footprint",
+               "B allocated", "B footprint");
         for (int i = 0; i < (na > nb ? na : nb); i++) {
             const cJSON *ea = cJSON_GetArrayItem(ma, i), *eb = cJSON_GetArrayItem(mb, i);
             char x[24], y[24], z[24], w[24];
@@ -325,7 +335,8 @@ static void print_compare_runs(const cJSON *r)
             fmt_bytes(y, sizeof y, cJSON_GetObjectItem(ea, "rss"));
             fmt_bytes(z, sizeof z, cJSON_GetObjectItem(eb, "allocated"));
             fmt_bytes(w, sizeof w, cJSON_GetObjectItem(eb, "rss"));
-            printf("  %-6d %12s %12s   %12s %12s\n", i, ea ? x : "-", ea ? y : "-", eb ? z : "-", eb ? w : "-");
+            printf("  %-6d %12s %12s   %12s %12s\n", i, ea ? x : "-", ea ? y : "-", eb ? z : "-",
+                   eb ? w : "-");
         }
     } else {
         printf("\n  memory         neither run reported epoch watermarks\n");
@@ -333,7 +344,8 @@ static void print_compare_runs(const cJSON *r)
     const cJSON *l = cJSON_GetObjectItem(r, "loss");
     const cJSON *agree = cJSON_GetObjectItem(l, "agree");
     if (cJSON_IsBool(agree))
-        printf("  loss           %g (epoch, step) pairs · max difference %.3g (relative %.3g) · %s (tolerance %g)\n",
+        printf("  loss           %g (epoch, step) pairs · max difference %.3g (relative %.3g) · %s "
+               "(tolerance %g)\n",
                jnum(l, "pairs", 0), jmetric(l, "max_abs_diff"), jmetric(l, "max_rel_diff"),
                cJSON_IsTrue(agree) ? "agree" : "DISAGREE", jnum(l, "tolerance", 0));
     else
@@ -359,5 +371,6 @@ int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
         return EXIT_USAGE;
     }
     cJSON *rec = cJSON_Parse(json);
-    return cli_record_print(c, "compare-runs", json, rec, EXIT_PASS, c->quiet ? NULL : print_compare_runs, NULL);
+    return cli_record_print(c, "compare-runs", json, rec, EXIT_PASS,
+                            c->quiet ? NULL : print_compare_runs, NULL);
 }

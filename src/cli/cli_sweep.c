@@ -8,17 +8,6 @@
 #include <string.h>
 
 /* A positive finite number up to 1e7; false for anything else. */
-static bool parse_positive(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end);
-    if (errno || end == s || *end || !(d > 0) || d > 1e7)
-        return false;
-    *out = d;
-    return true;
-}
-
 /* "12345" or "-" for a metric. */
 static void fmt_num(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
 {
@@ -66,7 +55,8 @@ static void print_sweep(const cJSON *r)
     const cJSON *dev = cJSON_GetObjectItem(spec, "device");
     char budget[24];
     fmt_bytes(budget, sizeof budget, cJSON_GetObjectItem(spec, "mem_budget"));
-    printf("devgate sweep · %s on %s (%s) · from batch %g, doubling · %g warm-up + %g timed steps a trial\n",
+    printf("devgate sweep · %s on %s (%s) · from batch %g, doubling · %g warm-up + %g timed steps "
+           "a trial\n",
            jstr(spec, "model", "?"), jstr(spec, "backend", "?"), jstr(dev, "name", "?"),
            jnum(spec, "from", 0), jnum(spec, "warmup_steps", 0), jnum(spec, "timed_steps", 0));
     printf("  budget %s (%s) · trial timeout %g s · swap growth limit %g MiB\n\n", budget,
@@ -91,19 +81,21 @@ static void print_sweep(const cJSON *r)
     }
     const cJSON *k = cJSON_GetObjectItem(r, "knee");
     if (cJSON_IsNumber(cJSON_GetObjectItem(k, "batch")))
-        printf("  knee     batch %g: %.0f samples/s (the smallest within %.0f%% of the best, %.0f)\n",
-               jnum(k, "batch", 0), jmetric(k, "samples_per_s"), 100 * jnum(k, "within", 0),
-               jmetric(k, "best_samples_per_s"));
+        printf(
+            "  knee     batch %g: %.0f samples/s (the smallest within %.0f%% of the best, %.0f)\n",
+            jnum(k, "batch", 0), jmetric(k, "samples_per_s"), 100 * jnum(k, "within", 0),
+            jmetric(k, "best_samples_per_s"));
     else
         printf("  knee     none: no trial succeeded\n");
     const cJSON *s = cJSON_GetObjectItem(r, "safe_batch");
     const char *note = jstr(s, "note", NULL);
     if (cJSON_IsNumber(cJSON_GetObjectItem(s, "batch"))) {
         if (cJSON_IsNumber(cJSON_GetObjectItem(s, "first_failure")))
-            printf("  safe     batch %g (%.0f%% under the first failure at %g)\n", jnum(s, "batch", 0),
-                   100 * jnum(s, "margin", 0), jnum(s, "first_failure", 0));
+            printf("  safe     batch %g (%.0f%% under the first failure at %g)\n",
+                   jnum(s, "batch", 0), 100 * jnum(s, "margin", 0), jnum(s, "first_failure", 0));
         else
-            printf("  safe     batch %g (%s)\n", jnum(s, "batch", 0), note ? note : "no failure reached");
+            printf("  safe     batch %g (%s)\n", jnum(s, "batch", 0),
+                   note ? note : "no failure reached");
     } else {
         printf("  safe     none: %s\n", note ? note : "?");
     }
@@ -137,14 +129,14 @@ int cmd_sweep(cli *c, int argc, char **argv)
         INT_OPT("--timed-steps", timed_steps, 1, 1000000)
 #undef INT_OPT
         if (opt_value(argc, argv, &i, "--trial-timeout", &v)) {
-            if (!parse_positive(v, &o.trial_timeout_s)) {
+            if (!cli_parse_double(v, ABOVE_ZERO, 1e7, &o.trial_timeout_s)) {
                 cli_error("sweep: --trial-timeout wants a positive number of seconds, got '%s'", v);
                 return EXIT_USAGE;
             }
             continue;
         }
         if (opt_value(argc, argv, &i, "--swap-growth", &v)) {
-            if (!parse_positive(v, &o.swap_growth_mib)) {
+            if (!cli_parse_double(v, ABOVE_ZERO, 1e7, &o.swap_growth_mib)) {
                 cli_error("sweep: --swap-growth wants a positive number of MiB, got '%s'", v);
                 return EXIT_USAGE;
             }
@@ -174,7 +166,8 @@ int cmd_sweep(cli *c, int argc, char **argv)
     cJSON *rec = cJSON_Parse(json);
     int good = (int)jnum(rec, "good_trials", 0);
     int rc = good > 0 ? EXIT_PASS : EXIT_FAIL;
-    return cli_record_print(c, "sweep", json, rec, rc, print_sweep, good ? NULL : "no trial succeeded");
+    return cli_record_print(c, "sweep", json, rec, rc, print_sweep,
+                            good ? NULL : "no trial succeeded");
 }
 
 int cmd_trial(cli *c, int argc, char **argv)

@@ -7,16 +7,6 @@
 #include <string.h>
 
 /* A share in [0, 1) (or [0, 1] with one_ok). */
-static bool parse_share(const char *s, bool one_ok, double *out)
-{
-    char *end;
-    double d = strtod(s, &end);
-    if (end == s || *end || !(d >= 0) || d > 1 || (!one_ok && d == 1))
-        return false;
-    *out = d;
-    return true;
-}
-
 static void metric_fmt(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
 {
     double v = jmetric(obj, key);
@@ -33,11 +23,13 @@ static void print_data(const cJSON *r)
     if (!d)
         return;
     const cJSON *st = cJSON_GetObjectItem(d, "stages");
-    static const char *const names[] = {"read", "decode", "resize", "augment", "normalise", "collate"};
+    static const char *const names[] = {"read",    "decode",    "resize",
+                                        "augment", "normalise", "collate"};
     printf("  data    ");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         double v = jmetric(st, names[i]);
-        printf(" %s %.0f ms%s", names[i], isnan(v) ? 0 : v * 1e3, i + 1 < sizeof names / sizeof names[0] ? " ·" : "");
+        printf(" %s %.0f ms%s", names[i], isnan(v) ? 0 : v * 1e3,
+               i + 1 < sizeof names / sizeof names[0] ? " ·" : "");
     }
     const cJSON *w = cJSON_GetObjectItem(d, "wait");
     double per = jmetric(w, "per_step"), share = jmetric(w, "share_of_step");
@@ -45,7 +37,8 @@ static void print_data(const cJSON *r)
         printf(" · waited: not timed\n");
     else
         printf(" · waited %.3f ms (%.1f%% of the step)\n", per, isnan(share) ? 0 : 100 * share);
-    const cJSON *bad = cJSON_GetObjectItem(d, "bad_samples"), *cache = cJSON_GetObjectItem(d, "cache");
+    const cJSON *bad = cJSON_GetObjectItem(d, "bad_samples"),
+                *cache = cJSON_GetObjectItem(d, "cache");
     printf("           %s · %g samples (%g train, %g val) · %g workers · %g bad · cache %s",
            jstr(d, "source", "?"), jnum(d, "samples", 0), jnum(d, "train_samples", 0),
            jnum(d, "val_samples", 0), jnum(d, "workers", 0), jnum(bad, "count", 0),
@@ -54,13 +47,14 @@ static void print_data(const cJSON *r)
         printf(" (%g hits)", jnum(cache, "hits", 0));
     printf("\n");
     if (b)
-        printf("  bucket   %.16s · batch %g · channels %g\n", jstr(b, "id", "?"), jnum(b, "batch", 0),
-               jnum(b, "channels", 0));
+        printf("  bucket   %.16s · batch %g · channels %g\n", jstr(b, "id", "?"),
+               jnum(b, "batch", 0), jnum(b, "channels", 0));
     const cJSON *v;
     cJSON_ArrayForEach(v, cJSON_GetObjectItem(r, "val"))
     {
-        printf("  val      epoch %-3g loss %-10.5f accuracy %.3f (%g batches)\n", jnum(v, "epoch", 0),
-               jnum(v, "loss", NAN), jnum(v, "accuracy", 0), jnum(v, "batches", 0));
+        printf("  val      epoch %-3g loss %-10.5f accuracy %.3f (%g batches)\n",
+               jnum(v, "epoch", 0), jnum(v, "loss", NAN), jnum(v, "accuracy", 0),
+               jnum(v, "batches", 0));
     }
 }
 
@@ -71,8 +65,9 @@ static void warn_bad(const cJSON *r)
     double n = jnum(bad, "count", 0);
     if (n <= 0)
         return;
-    cli_error("warning: %g bad sample%s of %g read (%.2f%%) %s", n, n == 1 ? "" : "s", jnum(bad, "seen", 0),
-              100 * jnum(bad, "share", 0), strcmp(jstr(bad, "mode", "skip"), "skip") ? "" : "skipped");
+    cli_error("warning: %g bad sample%s of %g read (%.2f%%) %s", n, n == 1 ? "" : "s",
+              jnum(bad, "seen", 0), 100 * jnum(bad, "share", 0),
+              strcmp(jstr(bad, "mode", "skip"), "skip") ? "" : "skipped");
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItem(bad, "messages"))
     {
@@ -92,7 +87,8 @@ static void print_train(const cJSON *r)
            jnum(spec, "batch", 0), jnum(spec, "steps", 0), jnum(spec, "epochs", 0),
            jnum(spec, "seed", 0));
     printf("  model    %s · %g parameters · input %gx%gx%g\n", jstr(model, "layers", "?"),
-           jnum(model, "parameters", 0), cJSON_GetArrayItem(in, 0) ? cJSON_GetArrayItem(in, 0)->valuedouble : 0,
+           jnum(model, "parameters", 0),
+           cJSON_GetArrayItem(in, 0) ? cJSON_GetArrayItem(in, 0)->valuedouble : 0,
            cJSON_GetArrayItem(in, 1) ? cJSON_GetArrayItem(in, 1)->valuedouble : 0,
            cJSON_GetArrayItem(in, 2) ? cJSON_GetArrayItem(in, 2)->valuedouble : 0);
     const cJSON *pt;
@@ -126,8 +122,8 @@ static void print_train(const cJSON *r)
     metric_fmt(fwd, sizeof fwd, ph, "forward", "%.3f ms");
     metric_fmt(bwd, sizeof bwd, ph, "backward", "%.3f ms");
     metric_fmt(upd, sizeof upd, ph, "update", "%.3f ms");
-    printf("  phases   data %s · h2d %s · forward %s · backward %s · update %s (%s, %g samples)\n", dat,
-           h2d, fwd, bwd, upd, jstr(ph, "source", "?"), jnum(ph, "samples", 0));
+    printf("  phases   data %s · h2d %s · forward %s · backward %s · update %s (%s, %g samples)\n",
+           dat, h2d, fwd, bwd, upd, jstr(ph, "source", "?"), jnum(ph, "samples", 0));
     if (cJSON_GetObjectItem(ph, "note"))
         printf("           %s\n", jstr(ph, "note", ""));
     print_data(r);
@@ -245,17 +241,18 @@ int cli_parse_train_opt(cli *c, int argc, char **argv, int *pi, dg_train_opts *o
         o.data = v;
     } else if (opt_value(argc, argv, &i, "--workers", &v)) {
         if (!cli_parse_long(v, 0, 256, &n)) {
-            cli_error("%s: --workers wants 0..256 (0: batches made in the training loop), got '%s'", verb, v);
+            cli_error("%s: --workers wants 0..256 (0: batches made in the training loop), got '%s'",
+                      verb, v);
             return -1;
         }
         o.workers = n == 0 ? -1 : (int)n;
     } else if (opt_value(argc, argv, &i, "--val-split", &v)) {
-        if (!parse_share(v, false, &o.val_split)) {
+        if (!cli_parse_double(v, 0, nextafter(1.0, 0.0), &o.val_split)) {
             cli_error("%s: --val-split wants a share in [0, 1), got '%s'", verb, v);
             return -1;
         }
     } else if (opt_value(argc, argv, &i, "--max-bad-share", &v)) {
-        if (!parse_share(v, true, &o.max_bad_share)) {
+        if (!cli_parse_double(v, 0, 1, &o.max_bad_share)) {
             cli_error("%s: --max-bad-share wants a share in [0, 1], got '%s'", verb, v);
             return -1;
         }

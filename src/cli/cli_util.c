@@ -232,6 +232,16 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+bool cli_parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || !(v >= lo) || !(v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
 void cli_print_json(cJSON *rec, const char *run_id)
 {
     if (run_id)
