@@ -10,11 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const cJSON *item(const cJSON *o, const char *key)
-{
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-}
-
 /* Replaces (or adds) key in obj with val, taking ownership of val. */
 static void put(cJSON *obj, const char *key, cJSON *val)
 {
@@ -36,8 +31,7 @@ static int severity_rank(const char *s)
 /* The section a finding speaks about: that of its first piece of evidence. */
 static const char *finding_section(const cJSON *f)
 {
-    const cJSON *ev = cJSON_GetArrayItem(item(f, "evidence"), 0);
-    return cJSON_GetStringValue(item(ev, "section"));
+    return dg_jstr(f, "evidence[0].section");
 }
 
 /* Each step that ran gets "fail" when it failed, else the most severe finding
@@ -46,10 +40,10 @@ static void set_verdicts(cJSON *rec, const cJSON *findings)
 {
     static const char *const names[] = {NULL, "info", "warn", "fail"};
     cJSON *step;
-    cJSON_ArrayForEach(step, item(rec, "steps"))
+    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
     {
-        const char *name = cJSON_GetStringValue(item(step, "name"));
-        const char *status = cJSON_GetStringValue(item(step, "status"));
+        const char *name = dg_jstr(step, "name");
+        const char *status = dg_jstr(step, "status");
         if (!name || !status || strcmp(status, "skipped") == 0 ||
             strcmp(status, "interrupted") == 0)
             continue;
@@ -58,7 +52,7 @@ static void set_verdicts(cJSON *rec, const cJSON *findings)
         cJSON_ArrayForEach(f, findings)
         {
             const char *sec = finding_section(f);
-            int r = severity_rank(cJSON_GetStringValue(item(f, "severity")));
+            int r = severity_rank(dg_jstr(f, "severity"));
             if (sec && strcmp(sec, name) == 0 && r > worst)
                 worst = r;
         }
@@ -76,14 +70,14 @@ static void list_add(char *buf, size_t len, const char *sep, const char *what)
 
 static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
 {
-    const cJSON *env = item(rec, "env"), *gate = item(rec, "gate"), *sweep = item(rec, "sweep"),
-                *soak = item(rec, "soak");
-    const cJSON *knee = item(item(sweep, "knee"), "batch");
+    const cJSON *env = dg_jpath(rec, "env"), *gate = dg_jpath(rec, "gate"),
+                *sweep = dg_jpath(rec, "sweep"), *soak = dg_jpath(rec, "soak");
+    const cJSON *knee = dg_jpath(sweep, "knee.batch");
     bool proofs[4] = {
-        cJSON_IsObject(item(env, "arch")),
-        cJSON_GetArraySize(item(gate, "backends")) > 0,
+        cJSON_IsObject(dg_jpath(env, "arch")),
+        cJSON_GetArraySize(dg_jpath(gate, "backends")) > 0,
         cJSON_IsNumber(knee),
-        cJSON_GetArraySize(item(soak, "epochs")) >= 2,
+        cJSON_GetArraySize(dg_jpath(soak, "epochs")) >= 2,
     };
     static const char *const keys[4] = {"architecture", "gate_log", "sweep", "memory_curve"};
     static const char *const shown[4] = {"the architecture proof", "the device gate log",
@@ -103,13 +97,13 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
     const cJSON *f;
     cJSON_ArrayForEach(f, findings)
     {
-        fails += severity_rank(cJSON_GetStringValue(item(f, "severity"))) == 3;
+        fails += severity_rank(dg_jstr(f, "severity")) == 3;
     }
-    const char *state = cJSON_GetStringValue(item(rec, "state"));
+    const char *state = dg_jstr(rec, "state");
     bool complete = state && strcmp(state, "complete") == 0;
-    const cJSON *safe = item(sweep, "safe_batch");
-    double sps = dg_json_metric_value(item(safe, "samples_per_s"));
-    const cJSON *batch = item(safe, "batch");
+    const cJSON *safe = dg_jpath(sweep, "safe_batch");
+    double sps = dg_json_metric_value(dg_jpath(safe, "samples_per_s"));
+    const cJSON *batch = dg_jpath(safe, "batch");
     if (!cJSON_IsNumber(batch))
         sps = NAN; /* a rate without its batch promises nothing */
     bool accepted = cJSON_GetArraySize(missing) == 0 && fails == 0 && complete && !isnan(sps);
@@ -132,7 +126,7 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
     }
     if (!fails && !lacks[0] && complete && isnan(sps))
         list_add(why, sizeof why, "; ", "the sweep found no safe batch");
-    const char *backend = cJSON_GetStringValue(item(item(sweep, "spec"), "backend"));
+    const char *backend = dg_jstr(sweep, "spec.backend");
     if (accepted)
         snprintf(statement, sizeof statement,
                  "accepted: %.0f samples/s at batch %.0f on %s (the sweep's safe batch)", sps,
@@ -161,8 +155,8 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
     if (!record_json)
         return dg_fail(ctx, DG_ERR_FORMAT, "evidence: no record");
     cJSON *rec = cJSON_Parse(record_json);
-    const char *kind = cJSON_GetStringValue(item(rec, "kind"));
-    const cJSON *version = item(rec, "v");
+    const char *kind = dg_jstr(rec, "kind");
+    const cJSON *version = dg_jpath(rec, "v");
     if (!cJSON_IsObject(rec) || !kind ||
         (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) || !cJSON_IsNumber(version) ||
         version->valuedouble != 1) {
@@ -183,7 +177,7 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
         put(rec, moved[i], v ? v : cJSON_CreateNull());
     }
     cJSON_Delete(diag);
-    const cJSON *findings = item(rec, "findings");
+    const cJSON *findings = dg_jpath(rec, "findings");
     set_verdicts(rec, findings);
     put(rec, "final_gate", final_gate(rec, findings));
     *json = dg_json_print(rec);
