@@ -76,8 +76,9 @@ def _mps_fn(torch, name):
     return fn if callable(fn) else None
 
 
-def _synchronize(torch, device):
-    """Waits for the device's queued work. True when it could."""
+def _device_call(torch, device, name):
+    """Calls torch.cuda.NAME or torch.mps.NAME for the device. True when it
+    ran; cpu has nothing to do."""
     kind, idx = split_device(device)
     if kind == "cpu":
         return True
@@ -87,10 +88,13 @@ def _synchronize(torch, device):
         if kind == "cuda":
             if not torch.cuda.is_available():
                 return False
-            torch.cuda.synchronize(idx if idx is not None else None)
+            if name == "synchronize":
+                torch.cuda.synchronize(idx)  # None: the current device
+            else:
+                getattr(torch.cuda, name)()
             return True
         if kind == "mps":
-            fn = _mps_fn(torch, "synchronize")
+            fn = _mps_fn(torch, name)
             if fn is None:
                 return False
             fn()
@@ -98,31 +102,17 @@ def _synchronize(torch, device):
     except Exception:
         return False
     return False
+
+
+def _synchronize(torch, device):
+    """Waits for the device's queued work. True when it could."""
+    return _device_call(torch, device, "synchronize")
 
 
 def _empty_cache(torch, device):
     """Empties the device allocator's cache. True when the discipline was
     applied (cpu: nothing to empty beyond the gc.collect that precedes it)."""
-    kind, _ = split_device(device)
-    if kind == "cpu":
-        return True
-    if torch is None:
-        return False
-    try:
-        if kind == "cuda":
-            if not torch.cuda.is_available():
-                return False
-            torch.cuda.empty_cache()
-            return True
-        if kind == "mps":
-            fn = _mps_fn(torch, "empty_cache")
-            if fn is None:
-                return False
-            fn()
-            return True
-    except Exception:
-        return False
-    return False
+    return _device_call(torch, device, "empty_cache")
 
 
 def _device_memory(torch, device):
