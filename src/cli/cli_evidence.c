@@ -12,6 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Sets obj[key] to val (taking it), replacing what was there. */
+static void json_set(cJSON *obj, const char *key, cJSON *val)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+    cJSON_AddItemToObject(obj, key, val);
+}
+
 /* Moves the trace file at src into dir/trace.json (copying across file systems). */
 static bool move_trace(const char *src, const char *dir)
 {
@@ -123,8 +130,7 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
         snprintf(id, sizeof id, "%s", run_id);
     else
         local_id(id, sizeof id);
-    cJSON_DeleteItemFromObject(rec, "run_id");
-    cJSON_AddItemToObject(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
+    json_set(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
 
     /* The pack. */
     char dir[4096];
@@ -136,7 +142,7 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     cJSON *prof = cJSON_GetObjectItem(rec, "profile");
     const char *trace = jstr(prof, "trace", NULL);
     if (dir_ok && trace && access(trace, R_OK) == 0 && move_trace(trace, dir)) {
-        cJSON_ReplaceItemInObject(prof, "trace", cJSON_CreateString("trace.json"));
+        json_set(prof, "trace", cJSON_CreateString("trace.json"));
         cJSON_AddItemToArray(files, cJSON_CreateString("trace.json"));
     }
     static const struct {
@@ -150,10 +156,7 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     cJSON *pk = cJSON_CreateObject();
     cJSON_AddStringToObject(pk, "dir", dir);
     cJSON_AddItemToObject(pk, "files", files);
-    if (cJSON_GetObjectItem(rec, "pack"))
-        cJSON_ReplaceItemInObject(rec, "pack", pk);
-    else
-        cJSON_AddItemToObject(rec, "pack", pk);
+    json_set(rec, "pack", pk);
 
     char *json = cJSON_Print(rec);
     bool pack_ok = dir_ok && json;
