@@ -3,10 +3,12 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Set by the handler, read (and forwarded) by the library's loop. */
 static volatile sig_atomic_t forward_sig;
@@ -37,6 +39,47 @@ static bool parse_duration(const char *s, double *out)
     return true;
 }
 
+/* True when dir/devgate_probe/auto.py exists. */
+static bool has_probe(const char *dir)
+{
+    char p[4096];
+    int n = snprintf(p, sizeof p, "%s/devgate_probe/auto.py", dir);
+    return n > 0 && (size_t)n < sizeof p && access(p, R_OK) == 0;
+}
+
+/* The directory holding the devgate_probe package: DEVGATE_PROBE_PATH, else
+ * found relative to this executable: EXE_DIR/python (the build's copy),
+ * EXE_DIR/../share/devgate/python (installed), EXE_DIR/../clients/python (a
+ * build directory inside the source tree). false when none has it. */
+static bool find_probe(char *out, size_t n)
+{
+    const char *env = getenv("DEVGATE_PROBE_PATH");
+    if (env && env[0]) {
+        snprintf(out, n, "%s", env);
+        return has_probe(out);
+    }
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return false;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    static const char *const rel[] = {"python", "../share/devgate/python", "../clients/python"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[4096 + 64];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        char real[PATH_MAX];
+        if (realpath(cand, real) && has_probe(real)) {
+            snprintf(out, n, "%s", real);
+            return true;
+        }
+    }
+    return false;
+}
+
 int cmd_run(cli *c, int argc, char **argv)
 {
     dg_run_opts o = {.forward = &forward_sig};
@@ -56,6 +99,19 @@ int cmd_run(cli *c, int argc, char **argv)
             continue;
         if (strcmp(argv[i], "--no-env") == 0) {
             o.no_env = true;
+        } else if (strcmp(argv[i], "--empty-cache") == 0) {
+            o.empty_cache = true;
+        } else if (opt_value(argc, argv, &i, "--probe", &v)) {
+            if (strcmp(v, "auto") == 0)
+                o.probe = DG_PROBE_AUTO;
+            else if (strcmp(v, "manual") == 0)
+                o.probe = DG_PROBE_MANUAL;
+            else if (strcmp(v, "off") == 0)
+                o.probe = DG_PROBE_OFF;
+            else {
+                cli_error("run: --probe wants auto, manual or off, got '%s'", v);
+                return EXIT_USAGE;
+            }
         } else if (opt_value(argc, argv, &i, "--label", &v)) {
             o.label = v;
         } else if (opt_value(argc, argv, &i, "--sample-ms", &v)) {
@@ -95,6 +151,12 @@ int cmd_run(cli *c, int argc, char **argv)
         return EXIT_USAGE;
     }
     o.argv = (const char *const *)(argv + i); /* argv is NULL-terminated */
+    char probe_dir[4096];
+    if (o.probe == DG_PROBE_AUTO && find_probe(probe_dir, sizeof probe_dir))
+        o.probe_path = probe_dir;
+    else if (o.probe == DG_PROBE_AUTO && !c->quiet)
+        cli_error("run: the zero-code probe is not armed: devgate_probe not found beside devgate "
+                  "(set DEVGATE_PROBE_PATH); running with --probe manual");
     o.stdout_to_stderr = c->json;
 
     struct sigaction sa, old_int, old_term;
