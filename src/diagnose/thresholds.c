@@ -44,6 +44,12 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                             "swap growth during a soak or a good sweep trial"},
     [TH_PSI_SOME_PCT] = {"psi_some_pct", 10, "%", 0, 100, false, "memory-pressure",
                          "memory pressure (PSI some avg10) when the environment was taken"},
+    [TH_CPU_BUSY_MIN_PCT] = {"cpu_busy_min_pct", 75, "%", 0, 1e6, false, "cpu-use",
+                             "median CPU of a supervised program's process tree, in % of one "
+                             "core, below which it mostly waits"},
+    [TH_HOST_READS_PER_STEP] = {"host_reads_per_step", 0.5, "reads", 0, 1e6, false, "host-sync",
+                                "host reads (.item(), .tolist(), .cpu(), synchronize) per step "
+                                "at or above which each step waits for the device"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

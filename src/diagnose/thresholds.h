@@ -24,6 +24,8 @@ typedef enum dg_threshold_id {
     TH_OTHER_MEM_SHARE,
     TH_SWAP_GROWTH_MIB,
     TH_PSI_SOME_PCT,
+    TH_CPU_BUSY_MIN_PCT,
+    TH_HOST_READS_PER_STEP,
     TH_COUNT
 } dg_threshold_id;
 

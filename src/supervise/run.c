@@ -11,6 +11,7 @@
 #include "steps/steps.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -645,6 +646,18 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         nl++;
     }
     dg_tree_sampler_json(r->smp, s, o->series_points);
+    /* The cores the program could use, for the rules' CPU-use judgement. */
+    cJSON *samples = cJSON_GetObjectItemCaseSensitive(s, "samples");
+    if (samples) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+            cores = CPU_COUNT(&set);
+#endif
+        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? (double)cores : NAN, "cores"));
+    }
     /* One line for the terminal, and the error when it did not end well. */
     error[0] = '\0';
     if (oc->timed_out)

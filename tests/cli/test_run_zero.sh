@@ -45,10 +45,21 @@ run retain --sample-ms 50 -- "$PY" "$SCRIPT" --mode retain
 expect_json retain.json 'd["soak"]["soak"]["epochs_recorded"] >= 10 and d["soak"]["source"] == "probe"'
 expect_json retain.json 'any(f["id"] == "retained-refs" for f in d["findings"])'
 
+# The same leak with the probe turned off: found from the sampled footprint alone.
+run retain-off --probe off --sample-ms 50 -- "$PY" "$SCRIPT" --mode retain
+expect_json retain-off.json 'd["probe"]["mode"] == "off" and d["spec"]["events_fd"] is None and d["supervise"]["events"]["lines"] == 0 and d["soak"] is None'
+expect_json retain-off.json 'any(f["id"] == "footprint-growth" and f["severity"] == "warn" for f in d["findings"])'
+
+# .item() every step: a host read per step, a sync finding (info on the cpu).
+run item -- "$PY" "$SCRIPT" --mode item --epochs 2
+expect_json item.json 'd["profile"]["sync_points"]["host_reads_per_step"] >= 0.9'
+expect_json item.json 'any(f["id"] == "host-sync" for f in d["findings"])'
+
 # A healthy run: nothing above info.
 run healthy -- "$PY" "$SCRIPT" --mode healthy --epochs 4
 expect_json healthy.json 'd["throughput"]["timed_steps"] == 96 and d["gate"]["backends"][0]["matmul"]["ok"]'
 expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"])'
+expect_json healthy.json 'not any(f["id"] in ("host-sync", "footprint-growth", "retained-refs", "data-starved") for f in d["findings"])'
 
 # The same script by hand: --probe manual runs it as given (it sends nothing).
 run manual --probe manual -- "$PY" "$SCRIPT" --mode healthy --epochs 1 --steps 4
