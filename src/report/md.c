@@ -2,7 +2,7 @@
  * and the key numbers. Every record string goes through ESC_MD: Markdown and
  * HTML specials are backslash-escaped (| included, for table cells) and
  * newlines flattened, so a record cannot add markup, links or rows. */
-#include "report/report.h"
+#include "report/render.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * line, one line per step, the findings with their actions, the decision, the
  * final gate statement and the pack path. Record strings are flattened to one
  * line and stripped of control characters, so they cannot drive a terminal. */
-#include "report/report.h"
+#include "report/render.h"
 
 #include <ctype.h>
 #include <string.h>

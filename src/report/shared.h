@@ -1,16 +1,14 @@
-/* Internal to the report renderers (docs/report.md): an output buffer with
- * escaping writers, tolerant accessors for the evidence record, and number
- * formatting that never prints NaN or infinity. Nothing here prints or exits. */
-#ifndef DG_REPORT_H
-#define DG_REPORT_H
+/* Shared by every report renderer (docs/report.md), and depending on none of
+ * them: an output buffer with escaping writers, tolerant accessors for the
+ * evidence record, number formatting that never prints NaN or infinity, and
+ * readings of the record several formats show. Nothing here prints or exits. */
+#ifndef DG_REPORT_SHARED_H
+#define DG_REPORT_SHARED_H
 
 #include "core/core.h"
 #include "core/json.h"
 
 #include <stdbool.h>
-
-/* Largest rendered report; a bigger one fails with DG_ERR_NOMEM. */
-#define REPORT_MAX ((size_t)64 << 20)
 
 /* How a string taken from the record is written. */
 typedef enum esc_mode {
@@ -44,8 +42,6 @@ bool rp_true(const cJSON *o, const char *path);
 /* A finite number: a plain JSON number, or a metric with valid true and a
  * numeric value. False for null, invalid metrics, NaN and the rest. */
 bool rp_num(const cJSON *o, const char *path, double *v);
-/* rp_num on a node itself. */
-bool rp_node_num(const cJSON *n, double *v);
 
 /* ---- numbers ------------------------------------------------------------ */
 
@@ -64,9 +60,7 @@ void rp_fmt_coord(char *buf, size_t len, double v);
 
 /* ---- shared readings of the record ------------------------------------- */
 
-/* Severity rank: fail 3, warn 2, info 1, anything else 0. */
-int rp_severity_rank(const char *sev);
-/* The findings ordered most severe first (stable); *n gets the count. The
+/* The findings ordered most severe first (fail, warn, info, other; stable); *n gets the count. The
  * array holds borrowed pointers into rec; free it with dg_free. NULL when
  * there are none or out of memory (*n is then 0). */
 const cJSON **rp_findings_sorted(const cJSON *rec, int *n);
@@ -82,11 +76,5 @@ const cJSON *rp_supervise_command(const cJSON *rec);
 /* Writes a command line, arguments separated by spaces and quoted when they
  * hold spaces or quotes, every argument escaped for mode. */
 void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
-
-/* ---- the formats -------------------------------------------------------- */
-
-void rp_render_html(dg_capbuf *b, const cJSON *rec);
-void rp_render_md(dg_capbuf *b, const cJSON *rec);
-void rp_render_text(dg_capbuf *b, const cJSON *rec);
 
 #endif
