@@ -119,7 +119,7 @@ static void sec_banner(dg_capbuf *b, const cJSON *rec)
                          : "✗ not accepted");
     if (g) {
         rp_put(b, "<p><b>");
-        rp_h_esc(b, rp_str(g, "statement"), accepted ? "accepted" : "not accepted");
+        rp_prose(b, ESC_HTML, rp_str(g, "statement"), accepted ? "accepted" : "not accepted");
         rp_put(b, "</b></p>\n<ul class=\"proofs\">");
         static const char *const keys[] = {"proofs.architecture", "proofs.gate_log", "proofs.sweep",
                                            "proofs.memory_curve"};
@@ -160,7 +160,10 @@ static void sec_banner(dg_capbuf *b, const cJSON *rec)
         cJSON_ArrayForEach(r, rp_arr(d, "reasons"))
         {
             rp_put(b, first ? " — " : "; ");
-            rp_h_scalar(b, r);
+            if (cJSON_IsString(r))
+                rp_prose(b, ESC_HTML, r->valuestring, "");
+            else
+                rp_h_scalar(b, r);
             first = false;
         }
     } else {
@@ -199,7 +202,7 @@ static void sec_steps(dg_capbuf *b, const cJSON *rec)
         rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(v));
         rp_h_esc(b, v, "–");
         rp_put(b, "</span></td><td>");
-        rp_h_esc(b, rp_str(s, "summary"), "");
+        rp_prose(b, ESC_HTML, rp_str(s, "summary"), "");
         if (rp_str(s, "error")) {
             rp_put(b, "<br><span class=\"no\">error:</span> ");
             rp_h_esc(b, rp_str(s, "error"), "");
@@ -255,7 +258,7 @@ static void sec_findings(dg_capbuf *b, const cJSON *rec)
         rp_put(b, "</span> <b class=\"mono\">");
         rp_h_esc(b, rp_str(fs[i], "id"), "?");
         rp_put(b, "</b> ");
-        rp_h_esc(b, rp_str(fs[i], "title"), "");
+        rp_prose(b, ESC_HTML, rp_str(fs[i], "title"), "");
         rp_put(b, "</p>\n");
         finding_evidence(b, fs[i]);
         if (rp_str(fs[i], "hypothesis")) {

@@ -3,6 +3,7 @@
  * readings of the record more than one format shows. */
 #include "report/shared.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -131,6 +132,61 @@ void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
         esc_one(b, mode, p, n, cp);
         p += n;
     }
+}
+
+/* Length of a non-finite number as printf writes it at s ("nan", "-nan",
+ * "+inf", with a batch prefix "b" or a unit suffix "%", "x" or "×"), when s
+ * starts one as a whole word; 0 otherwise. */
+static size_t nonfinite_word(const char *s, bool word_start)
+{
+    if (!word_start)
+        return 0;
+    size_t i = 0;
+    if (s[i] == 'b')
+        i++;
+    if (s[i] == '+' || s[i] == '-')
+        i++;
+    if (strncmp(s + i, "nan", 3) != 0 && strncmp(s + i, "inf", 3) != 0)
+        return 0;
+    i += 3;
+    if (strncmp(s + i, "inity", 5) == 0)
+        i += 5;
+    if (s[i] == '%' || s[i] == 'x')
+        i++;
+    else if (strncmp(s + i, "\xc3\x97", 2) == 0) /* × */
+        i += 2;
+    unsigned char next = (unsigned char)s[i];
+    if (isalnum(next) || next == '_' || next == '.')
+        return 0;
+    return i;
+}
+
+void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
+{
+    if (!s) {
+        rp_put(b, fallback);
+        return;
+    }
+    /* Copy with every non-finite number spelled "not reported", then escape. */
+    dg_capbuf t = {.cap = REPORT_STRING_MAX};
+    bool start = true;
+    for (const char *p = s; *p;) {
+        size_t n = nonfinite_word(p, start);
+        if (n) {
+            rp_put(&t, "not reported");
+            p += n;
+            start = false;
+            continue;
+        }
+        unsigned char c = (unsigned char)*p;
+        start = !(isalnum(c) || c == '_' || c == '.' || c >= 0x80);
+        dg_capbuf_add(&t, p, 1);
+        p++;
+    }
+    if (t.nomem)
+        b->nomem = true;
+    rp_esc(b, mode, t.data ? t.data : "", fallback);
+    dg_free(t.data);
 }
 
 /* ---- record access ------------------------------------------------------ */

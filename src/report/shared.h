@@ -26,6 +26,13 @@ void rp_printf(dg_capbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
 /* Appends a record string escaped for mode; NULL writes fallback (trusted, may be NULL). */
 void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
 
+/* Largest string rp_prose rewrites; the rest of a longer one is dropped. */
+#define REPORT_STRING_MAX ((size_t)1 << 20)
+/* rp_esc for prose devgate wrote into the record (step summaries, the final
+ * gate statement, decision reasons, finding titles): a number printed as
+ * nan or inf there ("knee bnan", "+nan%", "-infx") reads "not reported". */
+void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
+
 /* ---- record access ------------------------------------------------------ */
 
 /* The node at a dotted path ("soak.growth.footprint"); NULL when any part is
