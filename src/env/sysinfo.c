@@ -1705,7 +1705,6 @@ static void add_gpu_processes(sb *b, cJSON *root)
 
 cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
 {
-    dg_json_init();
     sb b = {false};
     cJSON *root = cJSON_CreateObject();
     if (!root) {
@@ -1741,7 +1740,6 @@ cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
 
 cJSON *dg_env_virtualization(void)
 {
-    dg_json_init();
     sb b = {false};
     cJSON *root = cJSON_CreateObject();
     char host[256] = "";
