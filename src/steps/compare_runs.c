@@ -211,7 +211,6 @@ static cJSON *judge(const double sps[2], const double ms[2], double busy_b)
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
                           char **json)
 {
-    dg_json_init();
     *json = NULL;
     dg_status st = DG_OK;
     cJSON *ra = load(ctx, record_a, "A", &st);
