@@ -19,7 +19,7 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                        "retained-refs,working-set-change,memory-short",
                        "epochs a soak needs before memory growth is judged"},
     [TH_MEM_GROWTH_PCT] = {"mem_growth_pct", 26, "%", 0, 1e6, false,
-                           "retained-refs,working-set-change",
+                           "retained-refs,working-set-change,footprint-growth",
                            "growth of the process's own memory over the first epoch's "
                            "watermark, with the cache emptied every epoch"},
     [TH_SLOWDOWN_RATIO] = {"slowdown_ratio", 1.2, "ratio", 0, 1e3, false, "slowing-down",
