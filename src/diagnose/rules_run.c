@@ -149,11 +149,11 @@ void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
  * environment proof's. NAN when unknown. */
 static double run_cores(const dg_diag *d)
 {
-    double c = dg_jnum(d->supervise, "samples.cores.value");
+    double c = dg_jnum(d->supervise, "samples.cores");
     if (!isfinite(c))
-        c = dg_jnum(d->env, "cpu.affinity_cores.value");
+        c = dg_jnum(d->env, "cpu.affinity_cores");
     if (!isfinite(c))
-        c = dg_jnum(d->env, "cpu.logical_cores.value");
+        c = dg_jnum(d->env, "cpu.logical_cores");
     return c > 0 ? c : NAN;
 }
 
@@ -163,10 +163,9 @@ void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
 {
     if (d->profile)
         return; /* with the probe's steps, data-starved and host-sync say more */
-    double med = dg_jnum(d->supervise, "samples.cpu_pct_median.value");
-    double wall = dg_jnum(d->supervise, "wall.value");
-    if (dg_jbool(d->supervise, "samples.cpu_pct_median.valid") != 1 || !isfinite(med) ||
-        !(wall >= CPU_MIN_WALL_S))
+    double med = dg_jnum(d->supervise, "samples.cpu_pct_median"); /* NAN unless valid */
+    double wall = dg_jnum(d->supervise, "wall");
+    if (!isfinite(med) || !(wall >= CPU_MIN_WALL_S))
         return;
     double cores = run_cores(d);
     char of[48] = "";
