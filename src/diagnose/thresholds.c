@@ -44,6 +44,14 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                             "swap growth during a soak or a good sweep trial"},
     [TH_PSI_SOME_PCT] = {"psi_some_pct", 10, "%", 0, 100, false, "memory-pressure",
                          "memory pressure (PSI some avg10) when the environment was taken"},
+    [TH_CONTENTION_CPUS] = {"contention_cpus", 0.5, "cpus", 0, 1e4, false,
+                            "contended,cpu-baseline-unfair",
+                            "CPU time other processes used during a measured window, in CPUs' "
+                            "worth (1 = one CPU busy the whole window)"},
+    [TH_CPU_PEAK_FRACTION_MIN] = {"cpu_peak_fraction_min", 0.40, "fraction", 0, 1, false,
+                                  "cpu-baseline-unfair",
+                                  "the gate's cpu GEMM below this share of the cores' FP32 peak "
+                                  "is an unfair baseline"},
 };
 
 int dg_threshold_index(const char *name, size_t n)
