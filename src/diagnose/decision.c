@@ -177,10 +177,24 @@ cJSON *dg_decide(dg_diag *d)
         } else {
             route = "device";
             backend = device_backend(d, rr);
-            reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
+            if (slo != shi)
+                reason(&dc, "%s is %.2fx cpu at batch %d (95%% interval %.2f-%.2fx)%s", dev, sp,
+                       batch, slo, shi, times);
+            else
+                reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
             double safe = dg_jnum(d->sweep, "safe_batch.batch");
-            if (diag_int(safe) > 0)
-                reason(&dc, "train at batch %d or below (the sweep's safe batch)", diag_int(safe));
+            if (diag_int(safe) > 0) {
+                /* Never a batch larger than the training set. */
+                int ntrain = diag_int(dg_jnum(d->soak, "data.train_samples"));
+                if (ntrain > 0 && ntrain < diag_int(safe))
+                    reason(&dc,
+                           "train at batch %d or below (the training set's size; the sweep's "
+                           "safe batch is %d)",
+                           ntrain, diag_int(safe));
+                else
+                    reason(&dc, "train at batch %d or below (the sweep's safe batch)",
+                           diag_int(safe));
+            }
         }
     } else {
         const char *why =

@@ -263,10 +263,11 @@ void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r)
     if (generic)
         dg_cat(cause, sizeof cause, "%s runs its %s kernel (%.0f-bit vectors) on a %s CPU",
                lib ? lib : "the BLAS", kernel ? kernel : "?",
-               dg_jnum(cpu, "blas.kernel_vector_bits"), dg_jstr(cpu, "peak.cpu.isa") ? dg_jstr(cpu, "peak.cpu.isa") : "?");
+               dg_jnum(cpu, "blas.kernel_vector_bits"),
+               dg_jstr(cpu, "peak.cpu.isa") ? dg_jstr(cpu, "peak.cpu.isa") : "?");
     if (few)
-        dg_cat(cause, sizeof cause, "%sthe fixture runs %d thread%s on %d cores", cause[0] ? "; " : "",
-               threads, threads == 1 ? "" : "s", cores);
+        dg_cat(cause, sizeof cause, "%sthe fixture runs %d thread%s on %d cores",
+               cause[0] ? "; " : "", threads, threads == 1 ? "" : "s", cores);
     if (low && !generic && !contended)
         dg_cat(cause, sizeof cause, "%s%s kernel %s", cause[0] ? "; " : "", lib ? lib : "BLAS",
                kernel ? kernel : "not identified");

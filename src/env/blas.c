@@ -21,12 +21,12 @@ static int openblas_core_bits(const char *core)
         const char *name;
         int bits;
     } cores[] = {
-        {"Katmai", 128},     {"Coppermine", 128},  {"Northwood", 128},    {"Prescott", 128},
-        {"Banias", 128},     {"Atom", 128},        {"Core2", 128},        {"Penryn", 128},
-        {"Dunnington", 128}, {"Nehalem", 128},     {"Opteron", 128},      {"Opteron_SSE3", 128},
-        {"Barcelona", 128},  {"Nano", 128},        {"Bobcat", 128},       {"Sandybridge", 256},
-        {"Bulldozer", 256},  {"Piledriver", 256},  {"Steamroller", 256},  {"Excavator", 256},
-        {"Haswell", 256},    {"Zen", 256},         {"SkylakeX", 512},     {"Cooperlake", 512},
+        {"Katmai", 128},         {"Coppermine", 128}, {"Northwood", 128},   {"Prescott", 128},
+        {"Banias", 128},         {"Atom", 128},       {"Core2", 128},       {"Penryn", 128},
+        {"Dunnington", 128},     {"Nehalem", 128},    {"Opteron", 128},     {"Opteron_SSE3", 128},
+        {"Barcelona", 128},      {"Nano", 128},       {"Bobcat", 128},      {"Sandybridge", 256},
+        {"Bulldozer", 256},      {"Piledriver", 256}, {"Steamroller", 256}, {"Excavator", 256},
+        {"Haswell", 256},        {"Zen", 256},        {"SkylakeX", 512},    {"Cooperlake", 512},
         {"SapphireRapids", 512},
     };
     for (size_t i = 0; core && i < sizeof cores / sizeof cores[0]; i++)
@@ -39,7 +39,8 @@ static int openblas_core_bits(const char *core)
 static const char *openblas_right_core(const dg_cpu_peak *p)
 {
     if (p->vector_bits >= 512)
-        return p->amd ? "Zen (0.3.21 has no AVX-512 Zen target; SkylakeX works on Zen 4)" : "SkylakeX";
+        return p->amd ? "Zen (0.3.21 has no AVX-512 Zen target; SkylakeX works on Zen 4)"
+                      : "SkylakeX";
     if (p->vector_bits >= 256 && p->fma)
         return p->amd ? "Zen" : "Haswell";
     if (p->vector_bits >= 256)
@@ -66,7 +67,6 @@ static long version_code(const char *s)
 
 cJSON *dg_env_blas(const dg_cpu_peak *cpu)
 {
-    dg_json_init();
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -105,9 +105,8 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
         cJSON_AddItemToObject(o, "threads", dg_json_metric(th, th > 0, "threads"));
         const char *right = openblas_right_core(cpu);
         if (coretype && *coretype)
-            snprintf(fix, sizeof fix,
-                     "OPENBLAS_CORETYPE=%s forces this kernel: unset it%s%s", coretype,
-                     right ? " or set OPENBLAS_CORETYPE=" : "", right ? right : "");
+            snprintf(fix, sizeof fix, "OPENBLAS_CORETYPE=%s forces this kernel: unset it%s%s",
+                     coretype, right ? " or set OPENBLAS_CORETYPE=" : "", right ? right : "");
         else if (right && vc && vc < 32500)
             snprintf(fix, sizeof fix,
                      "OpenBLAS %s does not know this CPU model and falls back to a generic "
@@ -122,8 +121,9 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
         cJSON_AddItemToObject(o, "threads", dg_json_metric(0, false, "threads"));
         if (kernel && (strcmp(kernel, "generic") == 0 || strcmp(kernel, "penryn") == 0))
             kbits = 128;
-        snprintf(fix, sizeof fix, "set BLIS_ARCH_TYPE to this CPU's configuration or use a BLIS "
-                                  "built with it");
+        snprintf(fix, sizeof fix,
+                 "set BLIS_ARCH_TYPE to this CPU's configuration or use a BLIS "
+                 "built with it");
     } else if (mkl_version) {
         char v[256] = "";
         mkl_version(v, (int)sizeof v);
@@ -131,8 +131,9 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
         dg_json_add_str(o, "version", v);
         int th = mkl_threads ? mkl_threads() : -1;
         cJSON_AddItemToObject(o, "threads", dg_json_metric(th, th > 0, "threads"));
-        snprintf(fix, sizeof fix, "on AMD CPUs, older MKL takes a generic code path: use "
-                                  "OpenBLAS or BLIS, or a recent MKL");
+        snprintf(fix, sizeof fix,
+                 "on AMD CPUs, older MKL takes a generic code path: use "
+                 "OpenBLAS or BLIS, or a recent MKL");
     } else {
         cJSON_AddNullToObject(o, "library");
         cJSON_AddItemToObject(o, "threads", dg_json_metric(0, false, "threads"));

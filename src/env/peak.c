@@ -95,7 +95,8 @@ static void count_cores(int *logical, int *cores)
             continue;
         (*logical)++;
         char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+                 c);
         char *s = dg_read_file(path, 64, NULL);
         if (!s) {
             topo = false;
@@ -152,7 +153,7 @@ static void compute_peak(void)
     p->ghz = isfinite(p->ghz_measured) && isfinite(p->ghz_reported)
                  ? fmax(p->ghz_measured, p->ghz_reported)
              : isfinite(p->ghz_measured) ? p->ghz_measured
-                                          : p->ghz_reported;
+                                         : p->ghz_reported;
     count_cores(&p->logical, &p->cores);
     p->per_core_gflops = p->flops_per_cycle * p->ghz;
     p->gflops = p->cores > 0 ? p->per_core_gflops * p->cores : NAN;
@@ -166,16 +167,17 @@ const dg_cpu_peak *dg_cpu_peak_get(void)
 
 cJSON *dg_cpu_peak_json(const dg_cpu_peak *p)
 {
-    dg_json_init();
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
     cJSON_AddStringToObject(o, "isa", p->isa ? p->isa : "unknown");
-    cJSON_AddItemToObject(o, "vector_bits", dg_json_metric(p->vector_bits, p->vector_bits > 0, "bits"));
+    cJSON_AddItemToObject(o, "vector_bits",
+                          dg_json_metric(p->vector_bits, p->vector_bits > 0, "bits"));
     cJSON_AddBoolToObject(o, "fma", p->fma);
     cJSON_AddNumberToObject(o, "fma_units", p->fma_units);
-    cJSON_AddItemToObject(o, "flops_per_cycle",
-                          dg_json_metric(p->flops_per_cycle, isfinite(p->flops_per_cycle), "FLOP/cycle"));
+    cJSON_AddItemToObject(
+        o, "flops_per_cycle",
+        dg_json_metric(p->flops_per_cycle, isfinite(p->flops_per_cycle), "FLOP/cycle"));
     cJSON_AddItemToObject(o, "clock", dg_json_metric(p->ghz, isfinite(p->ghz), "GHz"));
     cJSON_AddItemToObject(o, "clock_measured",
                           dg_json_metric(p->ghz_measured, isfinite(p->ghz_measured), "GHz"));
@@ -183,8 +185,8 @@ cJSON *dg_cpu_peak_json(const dg_cpu_peak *p)
                           dg_json_metric(p->ghz_reported, isfinite(p->ghz_reported), "GHz"));
     cJSON_AddNumberToObject(o, "cores", p->cores);
     cJSON_AddNumberToObject(o, "logical_cpus", p->logical);
-    cJSON_AddItemToObject(o, "per_core",
-                          dg_json_metric(p->per_core_gflops, isfinite(p->per_core_gflops), "GFLOP/s"));
+    cJSON_AddItemToObject(
+        o, "per_core", dg_json_metric(p->per_core_gflops, isfinite(p->per_core_gflops), "GFLOP/s"));
     cJSON_AddItemToObject(o, "fp32", dg_json_metric(p->gflops, isfinite(p->gflops), "GFLOP/s"));
     cJSON_AddStringToObject(o, "source", "cores x vector lanes x 2 (FMA) x FMA units x clock");
     return o;
@@ -196,11 +198,11 @@ static const struct part {
     const char *name;
     double tflops;
 } parts[] = {
-    {"H200", 67.0},     {"H100 PCIe", 51.2}, {"H100", 67.0},     {"GH200", 67.0},
-    {"A100", 19.5},     {"A10G", 31.2},      {"A10", 31.2},      {"L40S", 91.6},
-    {"L40", 90.5},      {"L4", 30.3},        {"V100", 15.7},     {"T4", 8.1},
-    {"RTX 4090", 82.6}, {"RTX 4080", 48.7},  {"RTX 3090", 35.6}, {"RTX 3080", 29.8},
-    {"RTX A6000", 38.7}, {"MI300X", 163.4},  {"MI250X", 47.9},   {"MI210", 22.6},
+    {"H200", 67.0},      {"H100 PCIe", 51.2}, {"H100", 67.0},     {"GH200", 67.0},
+    {"A100", 19.5},      {"A10G", 31.2},      {"A10", 31.2},      {"L40S", 91.6},
+    {"L40", 90.5},       {"L4", 30.3},        {"V100", 15.7},     {"T4", 8.1},
+    {"RTX 4090", 82.6},  {"RTX 4080", 48.7},  {"RTX 3090", 35.6}, {"RTX 3080", 29.8},
+    {"RTX A6000", 38.7}, {"MI300X", 163.4},   {"MI250X", 47.9},   {"MI210", 22.6},
 };
 
 double dg_device_peak_gflops(const char *backend, const char *device_name, double compute_units,

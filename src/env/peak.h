@@ -7,11 +7,12 @@
 #include "core/json.h"
 
 typedef struct dg_cpu_peak {
-    int vector_bits;        /* widest FP32 vectors the CPU and OS support: 128, 256, 512; 0 unknown */
-    bool fma, amd;          /* fused multiply-add; AMD (for the OpenBLAS core name) */
-    int fma_units;          /* vector FMA pipes per core (assumed 2 on x86 with FMA/AVX-512) */
+    int vector_bits; /* widest FP32 vectors the CPU and OS support: 128, 256, 512; 0 unknown */
+    bool fma, amd;   /* fused multiply-add; AMD (for the OpenBLAS core name) */
+    int fma_units;   /* vector FMA pipes per core (assumed 2 on x86 with FMA/AVX-512) */
     double flops_per_cycle; /* per core: lanes x 2 (FMA) x units */
-    double ghz, ghz_measured, ghz_reported; /* the clock used: measured, else reported; NAN unknown */
+    double ghz, ghz_measured,
+        ghz_reported;       /* the clock used: measured, else reported; NAN unknown */
     int cores, logical;     /* physical cores and logical CPUs this process may use */
     double per_core_gflops; /* NAN when unknown */
     double gflops;          /* all cores */

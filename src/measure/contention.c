@@ -213,7 +213,6 @@ static int by_share_desc(const void *a, const void *b)
 
 cJSON *dg_window_end(dg_window *w)
 {
-    dg_json_init();
     if (!w)
         return cJSON_CreateNull();
     double t1 = dg_now(), dt = t1 - w->t0;
@@ -271,9 +270,9 @@ cJSON *dg_window_end(dg_window *w)
     if (pv && ncpu > 0 && busy > (double)ncpu)
         busy = (double)ncpu;
     cJSON_AddItemToObject(o, "others_cpus", dg_json_metric(busy, pv, "cpus"));
-    cJSON_AddItemToObject(o, "others_share",
-                          dg_json_metric(pv && ncpu > 0 ? busy / (double)ncpu : NAN,
-                                         pv && ncpu > 0, "fraction"));
+    cJSON_AddItemToObject(
+        o, "others_share",
+        dg_json_metric(pv && ncpu > 0 ? busy / (double)ncpu : NAN, pv && ncpu > 0, "fraction"));
     cJSON *top = cJSON_AddArrayToObject(o, "top");
     if (kept)
         qsort(now, kept, sizeof *now, by_share_desc);
@@ -281,9 +280,9 @@ cJSON *dg_window_end(dg_window *w)
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "pid", now[i].pid);
         cJSON_AddStringToObject(e, "name", now[i].name);
-        cJSON_AddItemToObject(e, "cpu_percent",
-                              dg_json_metric((double)now[i].ticks / (double)hz / dt * 100, true,
-                                             "percent"));
+        cJSON_AddItemToObject(
+            e, "cpu_percent",
+            dg_json_metric((double)now[i].ticks / (double)hz / dt * 100, true, "percent"));
         cJSON_AddItemToArray(top, e);
     }
     if (ncpu > 0)

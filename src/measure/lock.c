@@ -108,7 +108,6 @@ void dg_measure_unlock(dg_mlock *l)
 
 cJSON *dg_measure_lock_json(const dg_mlock *l)
 {
-    dg_json_init();
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;

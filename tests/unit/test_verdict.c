@@ -94,7 +94,8 @@ static int prescott_child(void)
     CHECK_MSG(f != NULL, "cpu-baseline-unfair did not fire under OPENBLAS_CORETYPE=Prescott");
     const char *title = dg_jstr(f, "title"), *action = dg_jstr(f, "action");
     CHECK_MSG(title && strstr(title, "Prescott"), "title: %s", title ? title : "(none)");
-    CHECK_MSG(action && strstr(action, "OPENBLAS_CORETYPE"), "action: %s", action ? action : "(none)");
+    CHECK_MSG(action && strstr(action, "OPENBLAS_CORETYPE"), "action: %s",
+              action ? action : "(none)");
     cJSON_Delete(out);
     cJSON_Delete(g);
     dg_string_free(json);
@@ -123,8 +124,8 @@ static void check_blas(const char *self)
     cJSON *out = json ? judge_with("gate-cpu", json, NULL) : NULL;
     const cJSON *f = finding(out, "cpu-baseline-unfair");
     const char *title = dg_jstr(f, "title");
-    CHECK_MSG(!f || (title && !strstr(title, "kernel (")),
-              "the right kernel was blamed: %s", title ? title : "");
+    CHECK_MSG(!f || (title && !strstr(title, "kernel (")), "the right kernel was blamed: %s",
+              title ? title : "");
     cJSON_Delete(out);
     cJSON_Delete(g);
     dg_string_free(json);
@@ -212,9 +213,16 @@ static void check_contended(void)
 
     /* A small compare beside it: contended names it. */
     dg_ctx *ctx = dg_ctx_new();
-    dg_compare_opts co = {.train = {.model = "mlp", .backend = "opencl", .threads = 1, .seed = 1,
-                                    .lr = -1, .momentum = -1, .weight_decay = -1},
-                          .batches = {16}, .steps = 5, .repetitions = 2};
+    dg_compare_opts co = {.train = {.model = "mlp",
+                                    .backend = "opencl",
+                                    .threads = 1,
+                                    .seed = 1,
+                                    .lr = -1,
+                                    .momentum = -1,
+                                    .weight_decay = -1},
+                          .batches = {16},
+                          .steps = 5,
+                          .repetitions = 2};
     char *json = NULL;
     dg_status st = dg_compare_run(ctx, &co, &json);
     kill(hog, SIGKILL); /* not our child: init reaps it */
@@ -303,7 +311,6 @@ static void check_lock(void)
 int main(int argc, char **argv)
 {
     (void)argc;
-    dg_json_init();
     const char *src = getenv("DEVGATE_SRC");
     if (!src)
         check_skip("DEVGATE_SRC is not set (run through ctest)");
