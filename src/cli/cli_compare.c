@@ -119,6 +119,8 @@ typedef struct runs_args {
 static const cli_opt compare_opts[] = {
     {CLI_FUNC, "--batches", NULL, "N,N,...", "32,128,512", "samples", "batch sizes compared",
      OFF(batches), 0, 0, batches_opt, NULL, NULL},
+    {CLI_INT, "--repetitions", NULL, "N", "5", "repetitions",
+     "interleaved timed repetitions of each run", OFF(repetitions), 1, 50, NULL, NULL, NULL},
     {CLI_DOUBLE, "--loss-tolerance", NULL, "F", "1e-3", "relative",
      "loss drift allowed against the float64 reference", OFF(loss_tolerance), ABOVE_ZERO,
      DBL_MAX, NULL, NULL, NULL},
