@@ -383,7 +383,6 @@ static cJSON *encode(const dg_train_opts *o, bool for_hash)
 
 cJSON *dg_spec_json(const dg_train_opts *o)
 {
-    dg_json_init();
     return encode(o, false);
 }
 
@@ -405,7 +404,6 @@ dg_status dg_spec_hash(dg_ctx *ctx, const dg_train_opts *o, char hex[65])
     dg_status st = dg_train_opts_check(ctx, o);
     if (st != DG_OK)
         return st;
-    dg_json_init();
     cJSON *s = encode(o, true);
     char *text = s ? dg_json_print(s) : NULL;
     cJSON_Delete(s);
@@ -507,7 +505,6 @@ static dg_status decode_member(dg_ctx *ctx, dg_spec *s, const cJSON *it)
 dg_status dg_spec_decode(dg_ctx *ctx, const char *json, dg_spec **out)
 {
     *out = NULL;
-    dg_json_init();
     cJSON *root = json ? cJSON_Parse(json) : NULL;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);

@@ -413,7 +413,6 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
 
 dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_ext *ext, char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (dg_train_opts_check(ctx, o) != DG_OK)
         return DG_ERR_USAGE;
