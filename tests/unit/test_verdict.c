@@ -213,16 +213,12 @@ static void check_contended(void)
 
     /* A small compare beside it: contended names it. */
     dg_ctx *ctx = dg_ctx_new();
-    dg_compare_opts co = {.train = {.model = "mlp",
-                                    .backend = "opencl",
-                                    .threads = 1,
-                                    .seed = 1,
-                                    .lr = -1,
-                                    .momentum = -1,
-                                    .weight_decay = -1},
-                          .batches = {16},
-                          .steps = 5,
-                          .repetitions = 2};
+    dg_compare_opts co = {
+        .train = DG_TRAIN_OPTS_INIT, .batches = {16}, .steps = 5, .repetitions = 2};
+    co.train.model = "mlp";
+    co.train.backend = "opencl";
+    co.train.threads = 1;
+    co.train.seed = 1;
     char *json = NULL;
     dg_status st = dg_compare_run(ctx, &co, &json);
     kill(hog, SIGKILL); /* not our child: init reaps it */
