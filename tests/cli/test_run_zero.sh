@@ -5,7 +5,7 @@
 # name each habit: a slow __getitem__ -> data-starved with the share and the
 # throughput the script measured itself (within 10%); loss tensors kept with
 # their graphs -> retained-refs; .item() every step -> a sync finding; a
-# healthy script -> nothing above info; the same leak with --probe off -> a
+# healthy script -> nothing above info (but the machine's noise); the same leak with --probe off -> a
 # footprint-growth finding from the samples alone. Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
@@ -58,7 +58,9 @@ expect_json item.json 'any(f["id"] == "host-sync" for f in d["findings"])'
 # A healthy run: nothing above info.
 run healthy -- "$PY" "$SCRIPT" --mode healthy --epochs 4
 expect_json healthy.json 'd["throughput"]["timed_steps"] == 96 and d["gate"]["backends"][0]["matmul"]["ok"]'
-expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"])'
+# Nothing above info about the script; noisy-measurement judges the machine
+# (step-time spread on a loaded host), not the script, and may warn here.
+expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"] if f["id"] != "noisy-measurement")'
 expect_json healthy.json 'not any(f["id"] in ("host-sync", "footprint-growth", "retained-refs", "data-starved") for f in d["findings"])'
 
 # The same script by hand: --probe manual runs it as given (it sends nothing).
