@@ -68,8 +68,11 @@ dg_status dg_fail(dg_ctx *ctx, dg_status st, const char *fmt, ...)
     if (ctx) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+        char raw[sizeof ctx->errmsg];
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        /* Messages name files and devices: keep them valid UTF-8. */
+        dg_utf8_clean(ctx->errmsg, sizeof ctx->errmsg, raw, strlen(raw), false);
     }
     return st;
 }
@@ -260,12 +263,7 @@ void dg_copy_clean(char *dst, size_t n, const char *src)
 {
     if (!n)
         return;
-    size_t i = 0;
-    for (; src && src[i] && i + 1 < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    dst[i] = '\0';
+    dg_utf8_clean(dst, n, src, src ? strlen(src) : 0, true);
 }
 
 bool dg_proc_kb(const char *text, const char *key, double *bytes)

@@ -80,7 +80,9 @@ bool dg_proc_kb(const char *text, const char *key, double *bytes);
 /* Resident set of this process in bytes (/proc/self/statm); false when unreadable. */
 bool dg_proc_self_rss(double *bytes);
 /* Copies src into dst of size n, always NUL-terminated, replacing control
- * characters so hostile strings cannot break terminals or records. */
+ * characters (C0, DEL, C1) with '?' and invalid UTF-8 with U+FFFD, never
+ * cutting a sequence, so hostile strings cannot break terminals or records
+ * (dg_utf8_clean in json.h). */
 void dg_copy_clean(char *dst, size_t n, const char *src);
 
 /* Sets a spawn's attributes for a child of its own: a new process group (so

@@ -345,7 +345,7 @@ cJSON *dg_loader_stats_json(const dg_loader *ld)
     cJSON_AddNumberToObject(bad, "max_share", ld->o.max_bad_share);
     cJSON *msgs = cJSON_AddArrayToObject(bad, "messages");
     for (int i = 0; i < ld->nmsg; i++)
-        cJSON_AddItemToArray(msgs, cJSON_CreateString(ld->msgs[i]));
+        cJSON_AddItemToArray(msgs, dg_json_string(ld->msgs[i]));
     cJSON *cache = cJSON_AddObjectToObject(o, "cache");
     cJSON_AddBoolToObject(cache, "enabled", ld->cache != NULL);
     cJSON_AddNumberToObject(cache, "hits", (double)ld->cache_hits);

@@ -292,7 +292,7 @@ static dg_status make_identity(dg_ctx *ctx, dg_source *s, const char *kind, iden
     cJSON *arr = cJSON_AddArrayToObject(o, "files");
     for (size_t i = 0; i < nfiles && i < IDENT_MAX_FILES; i++) {
         cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "name", files[i].name);
+        dg_json_add_str(f, "name", files[i].name);
         cJSON_AddNumberToObject(f, "bytes", (double)files[i].bytes);
         cJSON_AddItemToArray(arr, f);
     }

@@ -47,16 +47,17 @@ static inline cJSON *push(sb *b, cJSON *arr, cJSON *item)
     return item;
 }
 
-/* A string item cleaned of control characters; null for NULL s. */
+/* A string item cleaned of control characters and made valid UTF-8
+ * (dg_utf8_clean); null for NULL s. */
 static inline cJSON *clean_str(const char *s)
 {
     if (!s)
         return cJSON_CreateNull();
-    size_t n = strlen(s) + 1;
+    size_t len = strlen(s), n = 3 * len + 1; /* U+FFFD for each invalid byte at most */
     char *c = dg_malloc(n);
     if (!c)
         return NULL;
-    dg_copy_clean(c, n, s);
+    dg_utf8_clean(c, n, s, len, true);
     cJSON *item = cJSON_CreateString(c);
     dg_free(c);
     return item;

@@ -152,8 +152,7 @@ static bool proc_cmdline(int pid, char *dst, size_t n)
     for (size_t i = 0; i < len; i++)
         if (raw[i] == '\0')
             raw[i] = ' ';
-    if (len > CMDLINE_MAX)
-        raw[CMDLINE_MAX] = '\0';
+    /* dst (CMDLINE_MAX + 1 bytes) cuts the text at a UTF-8 boundary. */
     dg_copy_clean(dst, n, dg_trim(raw));
     dg_free(raw);
     return dst[0] != '\0';
