@@ -17,34 +17,15 @@
 
 /* ---- processes ------------------------------------------------------------------- */
 
-typedef struct psamp {
-    int pid;
-    unsigned long long start, ticks, rss_pages;
-    double cpu;
-    bool cpu_ok;
-    char comm[64];
-} psamp;
-
 typedef struct pslist {
     psamp *v;
     size_t n, cap;
     bool nomem;
 } pslist;
 
-/* Reads /proc/pid/stat into p; false when the process is gone or unreadable. */
-static bool read_stat(int pid, psamp *p)
+bool dg_si_parse_stat(const char *buf, int pid, psamp *p)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+    const char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
     if (!lp || !rp || rp < lp)
         return false;
     char comm[64];
@@ -56,7 +37,7 @@ static bool read_stat(int pid, psamp *p)
     dg_copy_clean(p->comm, sizeof p->comm, comm);
 
     /* Field 3 is the state letter; 14/15 utime/stime, 22 starttime, 24 rss. */
-    char *s = rp + 1;
+    const char *s = rp + 1;
     while (*s == ' ')
         s++;
     if (!*s)
@@ -78,6 +59,22 @@ static bool read_stat(int pid, psamp *p)
     p->cpu = 0;
     p->cpu_ok = false;
     return true;
+}
+
+/* Reads /proc/pid/stat into p; false when the process is gone or unreadable. */
+static bool read_stat(int pid, psamp *p)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return dg_si_parse_stat(buf, pid, p);
 }
 
 /* One pass over /proc; false when /proc cannot be listed. */
