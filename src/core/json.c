@@ -1,28 +1,13 @@
 #include "json.h"
 
 #include "core.h"
+#include "utf8.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 
-static void *hook_malloc(size_t n)
-{
-    return dg_malloc(n);
-}
-
-static void install_hooks(void)
-{
-    cJSON_Hooks h = {hook_malloc, dg_free};
-    cJSON_InitHooks(&h);
-}
-
-void dg_json_init(void)
-{
-    static once_flag once = ONCE_FLAG_INIT;
-    call_once(&once, install_hooks);
-}
 
 cJSON *dg_json_metric(double value, bool valid, const char *unit)
 {
@@ -42,37 +27,12 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
 
 size_t dg_utf8_seq(const char *str, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)str;
     if (n == 0)
         return 0;
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0; /* no overlong forms */
-        else if (c == 0xed)
-            hi = 0x9f; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f; /* nothing above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return len;
+    uint32_t cp;
+    size_t k = dg_utf8_next((const unsigned char *)str, n, &cp);
+    /* dg_utf8_next reports a malformed byte as one byte of U+FFFD. */
+    return k == 1 && cp == 0xfffd ? 0 : k;
 }
 
 size_t dg_utf8_clean(char *dst, size_t n, const char *src, size_t len, bool controls)
@@ -181,8 +141,18 @@ cJSON *dg_json_add_str(cJSON *obj, const char *key, const char *s)
 
 char *dg_json_print(const cJSON *item)
 {
-    dg_json_init();
-    return cJSON_PrintUnformatted(item);
+    /* cJSON allocates with its own (process-wide) allocator, which devgate
+     * leaves alone; strings the library hands out come from dg_malloc so that
+     * dg_string_free is their one free. */
+    char *text = cJSON_PrintUnformatted(item);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text) + 1;
+    char *out = dg_malloc(n);
+    if (out)
+        memcpy(out, text, n);
+    cJSON_free(text);
+    return out;
 }
 
 double dg_json_metric_value(const cJSON *m)

@@ -34,7 +34,7 @@ bool dg_si_parse_stat(const char *buf, int pid, psamp *p)
         cl = sizeof comm - 1;
     memcpy(comm, lp + 1, cl);
     comm[cl] = '\0';
-    dg_copy_clean(p->comm, sizeof p->comm, comm);
+    dg_utf8_clean(p->comm, sizeof p->comm, comm, strlen(comm), true);
 
     /* Field 3 is the state letter; 14/15 utime/stime, 22 starttime, 24 rss. */
     const char *s = rp + 1;
@@ -150,7 +150,8 @@ static bool proc_cmdline(int pid, char *dst, size_t n)
         if (raw[i] == '\0')
             raw[i] = ' ';
     /* dst (CMDLINE_MAX + 1 bytes) cuts the text at a UTF-8 boundary. */
-    dg_copy_clean(dst, n, dg_trim(raw));
+    char *cmd = dg_trim(raw);
+    dg_utf8_clean(dst, n, cmd, strlen(cmd), true);
     dg_free(raw);
     return dst[0] != '\0';
 }

@@ -18,7 +18,6 @@ static void sleep_ms(int ms)
 
 int main(void)
 {
-    dg_json_init();
     enum { CAP = 16 };
     dg_sampler *s = dg_sampler_start_capped(NULL, NULL, 1, CAP);
     CHECK(s != NULL);
