@@ -312,12 +312,39 @@ typedef struct dg_ledger dg_ledger;
  * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free;
  * NULL when no home folder is known or out of memory. */
 char *dg_ledger_default_path(void);
+/* The local ledger, where runs wait while the team ledger cannot be reached:
+ * $DEVGATE_LOCAL_LEDGER, else $DEVGATE_LEDGER when it names a file, else the
+ * default path as if DEVGATE_LEDGER were unset. Free with dg_string_free. */
+char *dg_ledger_local_path(void);
+/* True when path names a team ledger (postgresql:// or postgres:// URI). */
+bool dg_ledger_is_team(const char *path);
 /* Opens (creating folders and file, migrating the schema) the ledger at path.
  * DG_ERR_LEDGER corrupt/unwritable, DG_ERR_BUSY locked past timeout_ms,
  * DG_ERR_SCHEMA newer schema. Close with dg_ledger_close. */
 dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
+/* Opens a ledger to record runs in: as dg_ledger_open, except that a team
+ * ledger that cannot be reached (or refuses the connection) gives the local
+ * ledger (dg_ledger_local_path) instead, whose runs are then marked pending for
+ * the team ledger (dg_ledger_pending_for) until dg_ledger_push; a warning
+ * naming both goes to the log. */
+dg_status dg_ledger_open_record(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
+/* The team ledger (its URI without password) that runs recorded through lg
+ * wait for, or NULL when lg records where it was asked to. */
+const char *dg_ledger_pending_for(const dg_ledger *lg);
+/* The ledger as messages name it: the path, or the URI without its password. */
+const char *dg_ledger_name(const dg_ledger *lg);
 /* Closes a ledger; accepts NULL. */
 void dg_ledger_close(dg_ledger *lg);
+typedef struct dg_ledger_push_counts {
+    int pushed;  /* runs copied into the team ledger */
+    int already; /* runs found there already with the same record (pushed before) */
+    int other;   /* runs waiting for another team ledger, left waiting */
+} dg_ledger_push_counts;
+/* Uploads the runs of the local ledger that wait for team, each exactly once,
+ * under its own id, then marks them pushed locally. A run whose id the team
+ * ledger already holds with the same record counts as already pushed; with a
+ * different record it is a conflict (DG_ERR_LEDGER, the run stays waiting). */
+dg_status dg_ledger_push(dg_ctx *ctx, dg_ledger *local, dg_ledger *team, dg_ledger_push_counts *n);
 /* Records one run: verb, exit status, record JSON (DG_ERR_USAGE when it does not
  * parse; "interrupted": true or "state": "interrupted" in it marks the run
  * interrupted). *run_id gets the new id (a string the caller frees with

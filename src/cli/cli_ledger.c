@@ -1,5 +1,6 @@
-/* devgate ledger list|show|diff: read the run ledger; diff compares two train
- * runs' input buckets and, when they match (or with --force), throughput. */
+/* devgate ledger list|show|diff|push: read the run ledger; diff compares two
+ * train runs' input buckets and, when they match (or with --force),
+ * throughput; push uploads the runs the local ledger keeps for the team ledger. */
 #include "cli.h"
 
 #include <math.h>
@@ -54,14 +55,17 @@ static int ledger_list(cli *c, int limit)
         puts(out ? out : json);
         cJSON_free(out);
     } else {
-        printf("%-22s %-8s %-20s %4s %-12s %s\n", "id", "verb", "started (UTC)", "exit", "commit", "host");
+        printf("%-28s %-8s %-20s %4s %-12s %s\n", "id", "verb", "started (UTC)", "exit", "commit", "host");
         const cJSON *r;
         cJSON_ArrayForEach(r, arr)
         {
-            printf("%-22s %-8s %-20s %4.0f %-12.12s %s%s\n", jstr(r, "id", "?"), jstr(r, "verb", "?"),
+            const char *node = jstr(r, "node", NULL);
+            printf("%-28s %-8s %-20s %4.0f %-12.12s %s%s%s%s%s\n", jstr(r, "id", "?"), jstr(r, "verb", "?"),
                    jstr(r, "started_at", "?"), jnum(r, "exit_status", -1), jstr(r, "git_commit", "-"),
-                   jstr(r, "host", "-"),
+                   jstr(r, "host", "-"), node ? " (node " : "", node ? node : "", node ? ")" : "",
                    strcmp(jstr(r, "state", "complete"), "complete") ? " (interrupted)" : "");
+            if (jstr(r, "pending", NULL))
+                printf("%-28s pending: waits for %s (devgate ledger push)\n", "", jstr(r, "pending", ""));
         }
         if (cJSON_GetArraySize(arr) == 0)
             printf("(no runs recorded)\n");
@@ -254,9 +258,70 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
     return EXIT_PASS;
 }
 
+/* ledger push: the runs the local ledger keeps for the team ledger go up. */
+static int ledger_push(cli *c, const char *from)
+{
+    char *def_team = c->ledger_path ? NULL : dg_ledger_default_path();
+    const char *team_path = c->ledger_path ? c->ledger_path : def_team;
+    char *def_local = from ? NULL : dg_ledger_local_path();
+    const char *local_path = from ? from : def_local;
+    int rc = EXIT_PASS;
+    if (!team_path || !local_path || strcmp(team_path, local_path) == 0) {
+        cli_error("ledger push: name the team ledger with --ledger postgresql://... (or "
+                  "DEVGATE_LEDGER) and the local one with --from PATH (or DEVGATE_LOCAL_LEDGER)");
+        rc = EXIT_USAGE;
+    }
+    dg_ledger *local = NULL, *team = NULL;
+    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    if (!rc && dg_ledger_open(c->ctx, local_path, t ? atoi(t) : 0, &local) != DG_OK) {
+        cli_error("ledger push: %s", dg_errmsg(c->ctx));
+        rc = EXIT_USAGE;
+    }
+    if (!rc && dg_ledger_open(c->ctx, team_path, t ? atoi(t) : 0, &team) != DG_OK) {
+        cli_error("ledger push: %s; the runs stay waiting in %s", dg_errmsg(c->ctx),
+                  dg_ledger_name(local));
+        rc = EXIT_USAGE;
+    }
+    dg_ledger_push_counts n = {0};
+    dg_status st = rc ? DG_OK : dg_ledger_push(c->ctx, local, team, &n);
+    if (st != DG_OK) {
+        cli_error("ledger push: %s", dg_errmsg(c->ctx));
+        rc = EXIT_USAGE;
+    }
+    if (!rc || st != DG_OK) {
+        if (c->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "team", dg_ledger_name(team));
+            cJSON_AddStringToObject(o, "local", dg_ledger_name(local));
+            cJSON_AddNumberToObject(o, "pushed", n.pushed);
+            cJSON_AddNumberToObject(o, "already", n.already);
+            cJSON_AddNumberToObject(o, "other", n.other);
+            cJSON_AddBoolToObject(o, "complete", st == DG_OK);
+            char *out = cJSON_Print(o);
+            puts(out ? out : "{}");
+            cJSON_free(out);
+            cJSON_Delete(o);
+        } else if (!c->quiet) {
+            printf("pushed %d run%s from %s to %s", n.pushed, n.pushed == 1 ? "" : "s",
+                   dg_ledger_name(local), dg_ledger_name(team));
+            if (n.already)
+                printf(" (%d already there from an earlier push)", n.already);
+            printf("\n");
+            if (n.other)
+                printf("%d run%s wait%s for another team ledger (see 'devgate ledger list')\n",
+                       n.other, n.other == 1 ? "" : "s", n.other == 1 ? "s" : "");
+        }
+    }
+    dg_ledger_close(local);
+    dg_ledger_close(team);
+    dg_string_free(def_team);
+    dg_string_free(def_local);
+    return rc;
+}
+
 int cmd_ledger(cli *c, int argc, char **argv)
 {
-    const char *sub = NULL, *id = NULL, *id2 = NULL, *v;
+    const char *sub = NULL, *id = NULL, *id2 = NULL, *from = NULL, *v;
     bool force = false;
     int limit = 0;
     for (int i = 1; i < argc; i++) {
@@ -270,6 +335,8 @@ int cmd_ledger(cli *c, int argc, char **argv)
                 return EXIT_USAGE;
             }
             limit = (int)n;
+        } else if (opt_value(argc, argv, &i, "--from", &v)) {
+            from = v;
         } else if (strcmp(argv[i], "--force") == 0) {
             force = true;
         } else if (argv[i][0] == '-') {
@@ -296,6 +363,9 @@ int cmd_ledger(cli *c, int argc, char **argv)
         return ledger_show(c, id);
     if (sub && strcmp(sub, "diff") == 0 && id && id2)
         return ledger_diff(c, id, id2, force);
-    cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID' or 'ledger diff A B [--force]'");
+    if (sub && strcmp(sub, "push") == 0 && !id)
+        return ledger_push(c, from);
+    cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID', 'ledger diff A B [--force]' "
+              "or 'ledger push [--from LOCAL]'");
     return EXIT_USAGE;
 }
