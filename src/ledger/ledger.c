@@ -397,7 +397,6 @@ static dg_status open_any(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledg
     *out = NULL;
     if (!path || !path[0])
         return dg_fail(ctx, DG_ERR_USAGE, "ledger open: empty path");
-    dg_json_init();
     dg_ledger *lg = dg_calloc(1, sizeof *lg);
     if (!lg)
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
@@ -924,7 +923,6 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
         return dg_fail(ctx, DG_ERR_USAGE, "ledger record: empty verb");
     if (!record_json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger record: no record");
-    dg_json_init();
     const char *end = NULL;
     cJSON *rec = cJSON_ParseWithOpts(record_json, &end, 1);
     if (!rec) {
@@ -979,7 +977,6 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no open ledger");
     if (!id || !record_json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no run id or no record");
-    dg_json_init();
     cJSON *rec = cJSON_ParseWithOpts(record_json, NULL, 1);
     if (!rec)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
@@ -1001,7 +998,6 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     if (limit < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger list: limit must be 0 (all) or positive, not %d",
                        limit);
-    dg_json_init();
     cJSON *arr = cJSON_CreateArray();
     dg_status st = arr ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     if (st == DG_OK)
@@ -1042,7 +1038,6 @@ dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json
         return dg_fail(ctx, DG_ERR_USAGE, "ledger show: no open ledger or no place for the result");
     if (!id || !id[0])
         return dg_fail(ctx, DG_ERR_USAGE, "ledger show: empty run id");
-    dg_json_init();
     char shown_id[64];
     dg_copy_clean(shown_id, sizeof shown_id, id);
 
@@ -1117,7 +1112,6 @@ dg_status dg_ledger_push(dg_ctx *ctx, dg_ledger *local, dg_ledger *team, dg_ledg
     if (local == team || (team->db && strcmp(local->path, team->path) == 0))
         return dg_fail(ctx, DG_ERR_USAGE, "ledger push: ledger %s cannot be pushed into itself",
                        local->shown);
-    dg_json_init();
     cJSON *arr = cJSON_CreateArray();
     dg_status st = arr ? sq_pending(ctx, local, arr) : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     cJSON *e;
