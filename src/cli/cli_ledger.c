@@ -70,7 +70,8 @@ static int ledger_list(cli *c, int limit)
                    nd ? cli_cell(node, sizeof node, nd) : "", nd ? ")" : "",
                    strcmp(jstr(r, "state", "complete"), "complete") ? " (interrupted)" : "");
             if (jstr(r, "pending", NULL))
-                printf("%-28s pending: waits for %s (devgate ledger push)\n", "", jstr(r, "pending", ""));
+                printf("%-28s pending: waits for %s (devgate ledger push)\n", "",
+                       cli_cell(node, sizeof node, jstr(r, "pending", "")));
         }
         if (cJSON_GetArraySize(arr) == 0)
             printf("(no runs recorded)\n");
