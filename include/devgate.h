@@ -377,6 +377,17 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
  * the prefix matches several. */
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
 
+/* ---- remote nodes (docs/team.md) ---------------------------------------- */
+
+/* argv (NULL-terminated) as one POSIX shell command line that splits back into
+ * exactly those words: each one single-quoted, a ' inside written '\''. Quotes,
+ * ;, $(), backquotes, globs and newlines all arrive as plain characters. Free
+ * with dg_string_free; NULL when argv is NULL or out of memory. */
+char *dg_shell_quote(const char *const *argv);
+/* SHA-256 of the whole file at path as 64 lowercase hex digits into hex, its
+ * size into *size (may be NULL). DG_ERR_IO when it cannot be read. */
+dg_status dg_sha256_file(dg_ctx *ctx, const char *path, char hex[65], uint64_t *size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,8 @@
 #
 #   tools/servers.sh start DIR pg     PostgreSQL 15 on a unix socket in DIR/pg;
 #                                     writes DIR/pg.env (PGHOST, PGPORT, TEAM_URL, ...)
+#   tools/servers.sh start DIR ssh    sshd on 127.0.0.1 (a free port), key-only login with a
+#                                     throwaway key; writes DIR/ssh.env (SSH_OPTS, SSH_HOST)
 #   tools/servers.sh stop-one DIR pg  stops that server only (DIR/pg.pid); a later
 #                                     start DIR pg starts it again on the same data
 #   tools/servers.sh stop DIR         stops every server started under DIR
@@ -93,10 +95,73 @@ EOF
   return 0
 }
 
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+start_ssh() {
+  local sshd=/usr/sbin/sshd
+  if [ ! -x "$sshd" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server >/dev/null 2>&1
+    fi
+    [ -x "$sshd" ] || { say "openssh-server is not installed and could not be installed"; return 77; }
+  fi
+  command -v ssh >/dev/null || { say "the OpenSSH client is not installed"; return 77; }
+  local s=$dir/ssh user port
+  user=$(id -un)
+  mkdir -p "$s" && chmod 755 "$dir" "$s"
+  # the privilege separation folder is compiled into sshd (INFRA.md)
+  [ -d /run/sshd ] || install -d -m 0755 /run/sshd 2>/dev/null
+  ssh-keygen -q -t ed25519 -N '' -f "$s/host_ed25519" &&
+    ssh-keygen -q -t ed25519 -N '' -f "$s/client_ed25519" &&
+    install -m 0600 "$s/client_ed25519.pub" "$s/authorized_keys" || { say "ssh-keygen failed"; return 1; }
+  for _ in 1 2 3; do
+    port=$(free_port)
+    cat >"$s/sshd_config" <<EOF
+ListenAddress 127.0.0.1
+Port $port
+HostKey $s/host_ed25519
+PidFile $s/sshd.pid
+AuthorizedKeysFile $s/authorized_keys
+PermitRootLogin prohibit-password
+AllowUsers $user@127.0.0.1
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+EOF
+    "$sshd" -t -f "$s/sshd_config" || { say "sshd rejects its config"; return 1; }
+    "$sshd" -D -e -f "$s/sshd_config" 2>>"$s/sshd.log" &
+    echo $! >"$dir/ssh.pid"
+    for _ in $(seq 50); do
+      ssh-keyscan -p "$port" 127.0.0.1 >/dev/null 2>&1 && break
+      kill -0 "$(cat "$dir/ssh.pid")" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$(cat "$dir/ssh.pid")" 2>/dev/null; then
+      cat >"$dir/ssh.env" <<EOF
+SSH_PORT=$port
+SSH_HOST=$user@127.0.0.1
+SSH_KEY=$s/client_ed25519
+SSH_OPTS=(-o Port=$port -o IdentityFile=$s/client_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=$s/known_hosts -o StrictHostKeyChecking=accept-new)
+EOF
+      return 0
+    fi
+    rm -f "$dir/ssh.pid" # the port was taken meanwhile: another one
+  done
+  say "sshd did not start:"
+  tail -5 "$s/sshd.log" >&2
+  return 1
+}
+
 case $cmd in
 start)
   case $what in
   pg) start_pg ;;
+  ssh) start_ssh ;;
   *) say "unknown server '$what'"; exit 2 ;;
   esac
   ;;

@@ -118,6 +118,8 @@ enum {
 int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
+int cmd_remote(cli *c, int argc, char **argv);
+int cmd_node(cli *c, int argc, char **argv);
 int cmd_train(cli *c, int argc, char **argv);
 int cmd_sweep(cli *c, int argc, char **argv);
 int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a child */

@@ -53,6 +53,12 @@ static const char usage_text[] =
     "        read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db,\n"
     "        or DEVGATE_LEDGER, or --ledger PATH), or a team ledger postgresql://...;\n"
     "        push uploads the runs kept locally while the team ledger was unreachable\n"
+    "  remote [-o SSH_OPT]... [--devgate PATH] [--cache DIR] [--like RUN_ID] [--detach]\n"
+    "        HOST VERB [options]\n"
+    "        run VERB on a node over ssh (input shipped by SHA-256, run detached);\n"
+    "        'remote HOST collect [TOKEN]' fetches finished runs; exit 10 unreachable,\n"
+    "        11 auth refused, 12 devgate missing/too old, 13 disk full, 14 connection\n"
+    "        lost (the run goes on), 15 input bucket differs or arrived corrupt\n"
     "\n"
     "options: --json prints the record; --version; --help\n"
     "exit status: 0 pass, 1 fail, 2 usage or ledger error, 3 backend unavailable,\n"
@@ -121,6 +127,10 @@ int main(int argc, char **argv)
         rc = cmd_report(&c, argc - i, argv + i);
     else if (strcmp(verb, "ledger") == 0)
         rc = cmd_ledger(&c, argc - i, argv + i);
+    else if (strcmp(verb, "remote") == 0)
+        rc = cmd_remote(&c, argc - i, argv + i);
+    else if (strcmp(verb, "__node") == 0)
+        rc = cmd_node(&c, argc - i, argv + i);
     else if (strcmp(verb, "help") == 0) {
         fputs(usage_text, stdout);
         rc = EXIT_PASS;
