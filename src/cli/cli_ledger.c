@@ -1,6 +1,5 @@
-/* devgate ledger list|show|diff|push: read the run ledger; diff compares two
- * train runs' input buckets and, when they match (or with --force),
- * throughput; push uploads the runs the local ledger keeps for the team ledger. */
+/* devgate ledger list|show|diff: read the run ledger; diff compares two train
+ * runs' input buckets and, when they match (or with --force), throughput. */
 #include "cli.h"
 
 #include <math.h>
@@ -266,6 +265,12 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
     return EXIT_PASS;
 }
 
+typedef struct ledger_args {
+    int limit;
+    bool force;
+    const char *from;
+} ledger_args;
+
 /* ledger push: the runs the local ledger keeps for the team ledger go up. */
 static int ledger_push(cli *c, const char *from)
 {
@@ -306,6 +311,7 @@ static int ledger_push(cli *c, const char *from)
             cJSON_AddNumberToObject(o, "other", n.other);
             cJSON_AddBoolToObject(o, "complete", st == DG_OK);
             char *out = cJSON_Print(o);
+            cli_term_machine_output();
             puts(out ? out : "{}");
             cJSON_free(out);
             cJSON_Delete(o);
@@ -327,40 +333,42 @@ static int ledger_push(cli *c, const char *from)
     return rc;
 }
 
+static const cli_opt ledger_opts[] = {
+    {CLI_INT, "--limit", NULL, "N", "0: all", "runs", "list: the newest N",
+     offsetof(ledger_args, limit), 0, 1000000, NULL, NULL, NULL},
+    {CLI_FLAG, "--force", NULL, NULL, NULL, NULL, "diff: compare runs whose input buckets differ",
+     offsetof(ledger_args, force), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--from", NULL, "LOCAL", "DEVGATE_LOCAL_LEDGER or the local default", NULL,
+     "push: the local ledger whose waiting runs go up", offsetof(ledger_args, from), 0, 0,
+     cli_nonempty, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_ledger = {
+    .name = "ledger",
+    .args = "list | show ID | diff A B | push",
+    .summary = "read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db, or "
+               "DEVGATE_LEDGER, or --ledger PATH), or a team ledger postgresql://...; push "
+               "uploads the runs kept locally while the team ledger was unreachable",
+    .exits = "0 done, 1 no such run (show) or buckets differ (diff), 2 usage or ledger error",
+    .example = "devgate ledger list --limit 10",
+    .tables = {ledger_opts, cli_common_opts},
+    .titles = {"ledger options", "common options"},
+    .run = cmd_ledger,
+};
+
 int cmd_ledger(cli *c, int argc, char **argv)
 {
-    const char *sub = NULL, *id = NULL, *id2 = NULL, *from = NULL, *v;
-    bool force = false;
-    int limit = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--limit", &v)) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (end == v || *end || n < 0 || n > 1000000) {
-                cli_error("ledger: --limit wants 0..1000000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            limit = (int)n;
-        } else if (opt_value(argc, argv, &i, "--from", &v)) {
-            from = v;
-        } else if (strcmp(argv[i], "--force") == 0) {
-            force = true;
-        } else if (argv[i][0] == '-') {
-            cli_error("ledger: unknown option '%s'", argv[i]);
-            return EXIT_USAGE;
-        } else if (!sub) {
-            sub = argv[i];
-        } else if (!id) {
-            id = argv[i];
-        } else if (!id2) {
-            id2 = argv[i];
-        } else {
-            cli_error("ledger: unexpected argument '%s'", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
+    ledger_args la = {0, false, NULL};
+    char *pos[3];
+    cli_args a = {.pos = pos, .max = 3};
+    int r = cli_parse(c, &cli_verb_ledger, argc, argv, (void *const[]){&la, c}, &a);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
+    const char *sub = a.npos > 0 ? pos[0] : NULL, *id = a.npos > 1 ? pos[1] : NULL,
+               *id2 = a.npos > 2 ? pos[2] : NULL;
+    bool force = la.force;
+    int limit = la.limit;
     if (c->no_ledger) {
         cli_error("ledger: --no-ledger leaves nothing to read");
         return EXIT_USAGE;
@@ -372,7 +380,7 @@ int cmd_ledger(cli *c, int argc, char **argv)
     if (sub && strcmp(sub, "diff") == 0 && id && id2)
         return ledger_diff(c, id, id2, force);
     if (sub && strcmp(sub, "push") == 0 && !id)
-        return ledger_push(c, from);
+        return ledger_push(c, la.from);
     cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID', 'ledger diff A B [--force]' "
               "or 'ledger push [--from LOCAL]'");
     return EXIT_USAGE;

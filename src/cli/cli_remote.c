@@ -7,6 +7,8 @@
  * the hidden verb `__node`. docs/team.md. */
 #include "cli.h"
 
+#include <stddef.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -812,40 +814,85 @@ static void mux_stop(remote *r)
     rmdir(r->mux_dir);
 }
 
+/* -o OPT (repeatable): appended to the remote's ssh options. */
+static const char *add_ssh_opt(const cli_opt *o, const char *value, void *field)
+{
+    (void)o;
+    remote *r = field;
+    if (!value[0] || r->nopts >= MAX_SSH_OPTS)
+        return "an ssh option such as Port=2222 (at most 32)";
+    r->opts[r->nopts++] = value;
+    return NULL;
+}
+
+typedef struct remote_args {
+    const char *like;
+    bool detach;
+} remote_args;
+
+static const cli_opt remote_opts[] = {
+    {CLI_FUNC, "--ssh-option", "-o", "OPT", NULL, NULL,
+     "passed to ssh as -o OPT (repeatable; after BatchMode=yes)", 0, 0, 0, add_ssh_opt, NULL,
+     NULL},
+    {CLI_STR, "--devgate", NULL, "PATH", "devgate", NULL, "devgate on the node",
+     offsetof(remote, devgate), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_STR, "--cache", NULL, "DIR", "~/.cache/devgate on the node", NULL,
+     "the node's cache folder (shipped input, runs)", offsetof(remote, cache), 0, 0, NULL, NULL,
+     NULL},
+    CLI_OPTS_END,
+};
+
+static const cli_opt remote_run_opts[] = {
+    {CLI_STR, "--like", NULL, "RUN_ID", NULL, NULL,
+     "refuse the result unless its input bucket equals this local run's",
+     offsetof(remote_args, like), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_FLAG, "--detach", NULL, NULL, NULL, NULL,
+     "return once the run started; collect it later", offsetof(remote_args, detach), 0, 0, NULL,
+     NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_remote = {
+    .name = "remote",
+    .args = "HOST VERB [options] | HOST collect [TOKEN] | HOST argv WORDS...",
+    .summary = "run VERB on a node over ssh: node check, input shipped by SHA-256 into its cache, "
+               "the run detached there, the record into the local ledger (options go before "
+               "HOST)",
+    .exits = "the verb's; 2 usage, 10 unreachable, 11 auth refused, 12 devgate missing or too "
+             "old, 13 disk full, 14 connection lost (the run goes on), 15 input bucket differs "
+             "or arrived corrupt",
+    .example = "devgate remote -o Port=2222 mac-mini accept --quick",
+    .tables = {remote_opts, remote_run_opts, cli_common_opts},
+    .titles = {"ssh and node options", "run options", "common options"},
+    .run = cmd_remote,
+};
+
+const cli_verb cli_verb_node = {
+    .name = "__node",
+    .summary = "the node side of devgate remote (info, have, put, start, wait, fetch, list, mark)",
+    .exits = "0 done, 2 usage, 13 disk full, 15 arrived corrupt",
+    .example = "devgate __node info",
+    .run = cmd_node,
+    .hidden = true,
+};
+
 int cmd_remote(cli *c, int argc, char **argv)
 {
     remote r = {.c = c, .devgate = "devgate"};
-    const char *like = NULL, *v;
-    bool detach = false;
+    remote_args ra = {NULL, false};
     int i = 1;
-    for (; i < argc && !r.host; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (strcmp(argv[i], "-o") == 0 || strncmp(argv[i], "-o", 2) == 0) {
-            const char *o = argv[i][2] ? argv[i] + 2 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!o || r.nopts >= MAX_SSH_OPTS) {
-                cli_error("remote: -o needs an ssh option (at most %d)", MAX_SSH_OPTS);
-                return EXIT_USAGE;
-            }
-            r.opts[r.nopts++] = o;
-        } else if (opt_value(argc, argv, &i, "--devgate", &v)) {
-            r.devgate = v;
-        } else if (opt_value(argc, argv, &i, "--cache", &v)) {
-            r.cache = v;
-        } else if (opt_value(argc, argv, &i, "--like", &v)) {
-            like = v;
-        } else if (strcmp(argv[i], "--detach") == 0) {
-            detach = true;
-        } else if (argv[i][0] == '-') {
-            cli_error("remote: unknown option '%s' (options go before HOST)", argv[i]);
-            return EXIT_USAGE;
-        } else {
-            r.host = argv[i];
-        }
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        int pr = cli_parse_one(c, &cli_verb_remote, argc, argv, &i, (void *const[]){&r, &ra, c},
+                               NULL);
+        if (pr != CLI_PARSED)
+            return cli_parse_exit(pr);
     }
+    const char *like = ra.like;
+    bool detach = ra.detach;
+    r.host = i < argc ? argv[i++] : NULL;
     if (!r.host || i >= argc) {
-        cli_error("remote: use 'remote [-o SSH_OPT]... [--devgate PATH] [--cache DIR] [--like "
-                  "RUN_ID] [--detach] HOST VERB [options]' or 'remote HOST collect [TOKEN]'");
+        cli_error("remote: use 'remote [options] HOST VERB [options]', 'remote HOST collect "
+                  "[TOKEN]' or 'remote HOST argv WORDS...' (devgate remote --help)");
         return EXIT_USAGE;
     }
     const char *verb = argv[i];
