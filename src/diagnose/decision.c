@@ -68,12 +68,12 @@ static int reasons_from(decision *dc, const char *const *ids, dg_severity min, c
  * the spec's; NULL when none is known. */
 static const char *device_backend(const dg_diag *d, int run)
 {
-    const cJSON *r = dg_jpath(d->compare, "runs");
-    const char *b = run >= 0 ? dg_jstr(cJSON_GetArrayItem(r, run), "device.backend") : NULL;
+    const dg_view_compare *c = &d->v->compare;
+    const char *b = run >= 0 && run < c->nruns ? c->runs[run].device_backend : NULL;
     if (!b)
-        b = dg_jstr(d->compare, "spec.backend");
+        b = c->backend;
     if (!b)
-        b = dg_jstr(d->spec, "backend");
+        b = d->v->spec.backend;
     return b && strcmp(b, "cpu") != 0 ? b : NULL;
 }
 
@@ -81,14 +81,13 @@ static const char *device_backend(const dg_diag *d, int run)
  * name, the first such non-cpu backend. */
 static const char *gate_working(const dg_diag *d, const char *name)
 {
-    const cJSON *b;
-    cJSON_ArrayForEach(b, dg_jpath(d->gate, "backends"))
-    {
-        const char *nm = dg_jstr(b, "name");
-        if (!nm || !strcmp(nm, "cpu") || (name && strcmp(nm, name) != 0))
+    const dg_view_gate *g = &d->v->gate;
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        if (!b->name || !strcmp(b->name, "cpu") || (name && strcmp(b->name, name) != 0))
             continue;
-        if (dg_jbool(b, "available") == 1 && dg_jbool(b, "matmul.ok") == 1)
-            return nm;
+        if (b->available == 1 && b->matmul.ok == 1)
+            return b->name;
     }
     return NULL;
 }
@@ -130,21 +129,21 @@ cJSON *dg_decide(dg_diag *d)
                             ": memory pressure; a dedicated remote host isolates the load") > 0) {
         route = "remote";
     } else if (rr >= 0) {
-        const cJSON *run = cJSON_GetArrayItem(dg_jpath(d->compare, "runs"), rr);
-        double sp = dg_jnum(run, "speedup");
-        double cpu_ms = dg_jnum(run, "cpu.step_ms"), dev_ms = dg_jnum(run, "device.step_ms");
-        int batch = diag_int(dg_jnum(run, "batch"));
+        const dg_view_run *run = &d->v->compare.runs[rr];
+        double sp = run->speedup.value;
+        double cpu_ms = run->cpu_step_ms.value, dev_ms = run->device_step_ms.value;
+        int batch = dg_rec_int(run->batch);
         const char *dev = device_backend(d, rr);
         dev = dev ? dev : "the device";
         char times[96] = "";
-        if (isfinite(cpu_ms) && isfinite(dev_ms))
+        if (run->cpu_step_ms.valid && run->device_step_ms.valid)
             snprintf(times, sizeof times, " (step %.1f ms on the device, %.1f ms on cpu)", dev_ms,
                      cpu_ms);
         if (dg_fired(d, "slow-device-data", DG_SEV_INFO, rr) || sp < d->th[TH_SPEEDUP_MIN]) {
             route = "cpu";
             char why[96];
-            double red = dg_jnum(run, "step_time_reduction_pct");
-            if (sp < d->th[TH_SPEEDUP_MIN] || !isfinite(red))
+            double red = run->reduction_pct.value;
+            if (sp < d->th[TH_SPEEDUP_MIN] || !run->reduction_pct.valid)
                 snprintf(why, sizeof why, "below speedup_min %.2fx", d->th[TH_SPEEDUP_MIN]);
             else
                 snprintf(why, sizeof why,
@@ -157,13 +156,13 @@ cJSON *dg_decide(dg_diag *d)
             route = "device";
             backend = device_backend(d, rr);
             reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
-            double safe = dg_jnum(d->sweep, "safe_batch.batch");
-            if (diag_int(safe) > 0)
-                reason(&dc, "train at batch %d or below (the sweep's safe batch)", diag_int(safe));
+            int safe = dg_rec_int(d->v->sweep.safe_batch);
+            if (safe > 0)
+                reason(&dc, "train at batch %d or below (the sweep's safe batch)", safe);
         }
     } else {
-        const char *why =
-            d->compare ? "compare has no finished run with a speedup" : "no compare section";
+        const char *why = d->v->compare.present ? "compare has no finished run with a speedup"
+                                                : "no compare section";
         const char *dev = device_backend(d, -1);
         const char *ok = gate_working(d, dev);
         if (ok) {
@@ -176,8 +175,8 @@ cJSON *dg_decide(dg_diag *d)
         } else {
             route = "cpu";
             reason(&dc, "the speedup was not measured (%s)", why);
-            reason(&dc, d->gate ? "no device backend passed the device gate"
-                                : "no gate section: no device is known to work");
+            reason(&dc, d->v->gate.present ? "no device backend passed the device gate"
+                                           : "no gate section: no device is known to work");
         }
     }
 

@@ -14,12 +14,6 @@
 
 /* ---- reading the record ------------------------------------------------------ */
 
-static const cJSON *section(const cJSON *rec, const char *name)
-{
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(rec, name);
-    return cJSON_IsObject(s) ? s : NULL;
-}
-
 /* ---- the table ------------------------------------------------------------------------ */
 
 /* Order matters only where a judge reads another's findings: slow-device-data
@@ -142,14 +136,51 @@ const int dg_rule_count = (int)(sizeof dg_rules / sizeof dg_rules[0]);
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
+dg_status dg_diagnose_view(dg_ctx *ctx, const dg_record_view *v, const char *overrides,
+                           cJSON **result)
+{
+    *result = NULL;
+    dg_diag d = {0};
+    dg_status st = dg_thresholds_parse(ctx, overrides, d.th);
+    if (st != DG_OK)
+        return st;
+    d.v = v;
+    d.kind = v->kind ? v->kind : "";
+    /* Evidence cites the soak analysis where this record holds it. */
+    d.soak_pfx = v->soak_payload && v->soak_payload != v->section[DG_SEC_SOAK] ? "soak." : "";
+
+    for (int i = 0; i < dg_rule_count && !dg_diag_nomem(&d); i++)
+        dg_rules[i].judge(&d, &dg_rules[i]);
+
+    cJSON *out = cJSON_CreateObject();
+    cJSON *th = cJSON_CreateObject();
+    cJSON *arr = cJSON_CreateArray();
+    dg_put(&d, out, "v", cJSON_CreateNumber(DG_RECORD_VERSION));
+    for (int i = 0; i < TH_COUNT; i++)
+        dg_put(&d, th, dg_thresholds[i].name, cJSON_CreateNumber(d.th[i]));
+    dg_put(&d, out, "thresholds", th);
+    /* Most severe first, stable within a severity (the table's order). */
+    dg_findings_emit(&d.fs, arr);
+    dg_put(&d, out, "findings", arr);
+    /* The decision reads the findings' titles: it runs while arr holds them. */
+    dg_put(&d, out, "decision", dg_diag_nomem(&d) ? NULL : dg_decide(&d));
+    dg_findings_free(&d.fs);
+    if (dg_diag_nomem(&d)) {
+        cJSON_Delete(out);
+        return dg_fail(ctx, DG_ERR_NOMEM, "diagnose: out of memory");
+    }
+    *result = out;
+    return DG_OK;
+}
+
 dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *overrides, char **json)
 {
     if (!json)
         return dg_fail(ctx, DG_ERR_USAGE, "diagnose: no place for the result");
     *json = NULL;
     dg_json_init();
-    dg_diag d = {0};
-    dg_status st = dg_thresholds_parse(ctx, overrides, d.th);
+    double th[TH_COUNT];
+    dg_status st = dg_thresholds_parse(ctx, overrides, th);
     if (st != DG_OK)
         return st;
     if (!record_json)
@@ -164,49 +195,28 @@ dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *override
         cJSON_Delete(rec);
         return dg_fail(ctx, DG_ERR_FORMAT, "diagnose: the evidence record is not a JSON object");
     }
+    /* A record without "v" is read as version 1 (hand-written test records). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, "v");
-    if (v && (!cJSON_IsNumber(v) || v->valuedouble != 1)) {
+    if (v && (!cJSON_IsNumber(v) || (v->valuedouble != 1 && v->valuedouble != 2))) {
         cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_FORMAT, "diagnose: evidence record version is not 1");
+        return dg_fail(ctx, DG_ERR_FORMAT, "diagnose: evidence record version is not 1 or 2");
     }
-
-    d.rec = rec;
-    d.kind = dg_jstr(rec, "kind") ? dg_jstr(rec, "kind") : "";
-    d.spec = section(rec, "spec");
-    d.env = section(rec, "env");
-    d.gate = section(rec, "gate");
-    d.sweep = section(rec, "sweep");
-    d.soak = section(rec, "soak");
-    d.compare = section(rec, "compare");
-    d.profile = section(rec, "profile");
-    d.supervise = section(rec, "supervise");
-
-    for (int i = 0; i < dg_rule_count && !dg_diag_nomem(&d); i++)
-        dg_rules[i].judge(&d, &dg_rules[i]);
-
-    cJSON *out = cJSON_CreateObject();
-    cJSON *th = cJSON_CreateObject();
-    cJSON *arr = cJSON_CreateArray();
-    dg_put(&d, out, "v", cJSON_CreateNumber(1));
-    for (int i = 0; i < TH_COUNT; i++)
-        dg_put(&d, th, dg_thresholds[i].name, cJSON_CreateNumber(d.th[i]));
-    dg_put(&d, out, "thresholds", th);
-    /* Most severe first, stable within a severity (the table's order). */
-    dg_findings_emit(&d.fs, arr);
-    dg_put(&d, out, "findings", arr);
-    /* The decision reads the findings' titles: it runs while arr holds them. */
-    dg_put(&d, out, "decision", dg_diag_nomem(&d) ? NULL : dg_decide(&d));
-    if (!dg_diag_nomem(&d))
+    if (!v)
+        cJSON_AddNumberToObject(rec, "v", 1);
+    dg_record_view view;
+    st = dg_record_view_build(ctx, rec, &view);
+    cJSON *out = NULL;
+    if (st == DG_OK)
+        st = dg_diagnose_view(ctx, &view, overrides, &out);
+    if (st == DG_OK) {
         *json = dg_json_print(out);
-    cJSON_Delete(out);
-    dg_findings_free(&d.fs);
-    cJSON_Delete(rec);
-    if (dg_diag_nomem(&d) || !*json) {
-        dg_string_free(*json);
-        *json = NULL;
-        return dg_fail(ctx, DG_ERR_NOMEM, "diagnose: out of memory");
+        if (!*json)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "diagnose: out of memory");
     }
-    return DG_OK;
+    cJSON_Delete(out);
+    dg_record_view_free(&view);
+    cJSON_Delete(rec);
+    return st;
 }
 
 dg_status dg_rules_catalogue(dg_ctx *ctx, char **json)

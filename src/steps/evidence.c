@@ -5,6 +5,8 @@
  * and the run was not interrupted (docs/schema/report.md, FINAL_GATE). */
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
+#include "diagnose/diagnose.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,44 +21,27 @@ static void put(cJSON *obj, const char *key, cJSON *val)
         cJSON_AddItemToObject(obj, key, val);
 }
 
-static int severity_rank(const char *s)
-{
-    return !s                       ? 0
-           : strcmp(s, "fail") == 0 ? 3
-           : strcmp(s, "warn") == 0 ? 2
-           : strcmp(s, "info") == 0 ? 1
-                                    : 0;
-}
-
-/* The section a finding speaks about: that of its first piece of evidence. */
-static const char *finding_section(const cJSON *f)
-{
-    return dg_jstr(f, "evidence[0].section");
-}
-
 /* Each step that ran gets "fail" when it failed, else the most severe finding
- * about its section, else "pass". Skipped and interrupted steps keep null. */
-static void set_verdicts(cJSON *rec, const cJSON *findings)
+ * about its section, else "pass". Skipped and interrupted steps keep null.
+ * v is the view of rec (with its findings); steps[i] of v is rec's steps[i]. */
+static void set_verdicts(cJSON *rec, const dg_record_view *v)
 {
     static const char *const names[] = {NULL, "info", "warn", "fail"};
-    cJSON *step;
-    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
-    {
-        const char *name = dg_jstr(step, "name");
-        const char *status = dg_jstr(step, "status");
-        if (!name || !status || strcmp(status, "skipped") == 0 ||
-            strcmp(status, "interrupted") == 0)
+    cJSON *steps = cJSON_GetObjectItemCaseSensitive(rec, dg_rec_paths[DG_P_REC_STEPS].path);
+    for (int i = 0; i < v->nsteps; i++) {
+        const dg_view_step *step = &v->steps[i];
+        if (!step->name || !step->status || strcmp(step->status, "skipped") == 0 ||
+            strcmp(step->status, "interrupted") == 0)
             continue;
-        int worst = strcmp(status, "failed") == 0 ? 3 : 0;
-        const cJSON *f;
-        cJSON_ArrayForEach(f, findings)
-        {
-            const char *sec = finding_section(f);
-            int r = severity_rank(dg_jstr(f, "severity"));
-            if (sec && strcmp(sec, name) == 0 && r > worst)
-                worst = r;
+        int worst = strcmp(step->status, "failed") == 0 ? 3 : 0;
+        for (int k = 0; k < v->nfindings; k++) {
+            const dg_view_finding *f = &v->findings[k];
+            if (f->section && strcmp(f->section, step->name) == 0 && f->rank > worst)
+                worst = f->rank;
         }
-        put(step, "verdict", cJSON_CreateString(worst ? names[worst] : "pass"));
+        cJSON *obj = cJSON_GetArrayItem(steps, i);
+        if (cJSON_IsObject(obj))
+            put(obj, "verdict", cJSON_CreateString(worst ? names[worst] : "pass"));
     }
 }
 
@@ -68,16 +53,13 @@ static void list_add(char *buf, size_t len, const char *sep, const char *what)
         snprintf(buf + n, len - n, "%s%s", n ? sep : "", what);
 }
 
-static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
+static cJSON *final_gate(const dg_record_view *v)
 {
-    const cJSON *env = dg_jpath(rec, "env"), *gate = dg_jpath(rec, "gate"),
-                *sweep = dg_jpath(rec, "sweep"), *soak = dg_jpath(rec, "soak");
-    const cJSON *knee = dg_jpath(sweep, "knee.batch");
     bool proofs[4] = {
-        cJSON_IsObject(dg_jpath(env, "arch")),
-        cJSON_GetArraySize(dg_jpath(gate, "backends")) > 0,
-        cJSON_IsNumber(knee),
-        cJSON_GetArraySize(dg_jpath(soak, "epochs")) >= 2,
+        v->env.has_arch,
+        v->gate.nbackends > 0,
+        v->sweep.knee_is_number,
+        v->soak.nepochs >= 2,
     };
     static const char *const keys[4] = {"architecture", "gate_log", "sweep", "memory_curve"};
     static const char *const shown[4] = {"the architecture proof", "the device gate log",
@@ -94,18 +76,15 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
         }
     }
     int fails = 0;
-    const cJSON *f;
-    cJSON_ArrayForEach(f, findings)
-    {
-        fails += severity_rank(dg_jstr(f, "severity")) == 3;
-    }
-    const char *state = dg_jstr(rec, "state");
+    for (int k = 0; k < v->nfindings; k++)
+        fails += v->findings[k].rank == 3;
+    const char *state = v->state;
     bool complete = state && strcmp(state, "complete") == 0;
-    const cJSON *safe = dg_jpath(sweep, "safe_batch");
-    double sps = dg_json_metric_value(dg_jpath(safe, "samples_per_s"));
-    const cJSON *batch = dg_jpath(safe, "batch");
-    if (!cJSON_IsNumber(batch))
-        sps = NAN; /* a rate without its batch promises nothing */
+    /* A rate without its batch promises nothing. */
+    double sps = v->sweep.safe_sps.valid && v->sweep.safe_batch_is_number ? v->sweep.safe_sps.value
+                                                                            : NAN;
+    bool has_batch = v->sweep.safe_batch_is_number;
+    double batch = v->sweep.safe_batch.value;
     bool accepted = cJSON_GetArraySize(missing) == 0 && fails == 0 && complete && !isnan(sps);
 
     char why[512] = "", statement[640];
@@ -126,11 +105,11 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
     }
     if (!fails && !lacks[0] && complete && isnan(sps))
         list_add(why, sizeof why, "; ", "the sweep found no safe batch");
-    const char *backend = dg_jstr(sweep, "spec.backend");
+    const char *backend = v->sweep.backend;
     if (accepted)
         snprintf(statement, sizeof statement,
                  "accepted: %.0f samples/s at batch %.0f on %s (the sweep's safe batch)", sps,
-                 batch->valuedouble, backend ? backend : "the device");
+                 batch, backend ? backend : "the device");
     else
         snprintf(statement, sizeof statement, "not accepted: throughput is not promised (%s)", why);
 
@@ -139,8 +118,8 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
     cJSON_AddNumberToObject(g, "fail_findings", fails);
     cJSON_AddItemToObject(g, "throughput",
                           dg_json_metric(isnan(sps) ? 0 : sps, !isnan(sps), "samples/s"));
-    if (cJSON_IsNumber(batch))
-        cJSON_AddNumberToObject(g, "batch", batch->valuedouble);
+    if (has_batch)
+        cJSON_AddNumberToObject(g, "batch", batch);
     else
         cJSON_AddNullToObject(g, "batch");
     cJSON_AddStringToObject(g, "statement", statement);
@@ -155,32 +134,44 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
     if (!record_json)
         return dg_fail(ctx, DG_ERR_FORMAT, "evidence: no record");
     cJSON *rec = cJSON_Parse(record_json);
-    const char *kind = dg_jstr(rec, "kind");
-    const cJSON *version = dg_jpath(rec, "v");
-    if (!cJSON_IsObject(rec) || !kind ||
-        (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) || !cJSON_IsNumber(version) ||
-        version->valuedouble != 1) {
+    dg_record_view v;
+    dg_status st = rec ? dg_record_view_build(NULL, rec, &v) : DG_ERR_FORMAT;
+    if (st == DG_ERR_NOMEM) {
+        dg_record_view_free(&v);
         cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record of version 1");
+        return dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
     }
-    char *dj = NULL;
-    dg_status st = dg_diagnose(ctx, record_json, overrides, &dj);
-    cJSON *diag = st == DG_OK ? cJSON_Parse(dj) : NULL;
-    dg_string_free(dj);
-    if (st != DG_OK || !diag) {
+    if (st != DG_OK || !v.kind || (strcmp(v.kind, "accept") != 0 && strcmp(v.kind, "run") != 0)) {
+        if (rec)
+            dg_record_view_free(&v);
         cJSON_Delete(rec);
-        return st != DG_OK ? st : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
+        return dg_fail(ctx, DG_ERR_FORMAT,
+                       "evidence: not an accept or run record of version 1 or 2");
+    }
+    /* The record is parsed once: the rules read this view. */
+    cJSON *diag = NULL;
+    st = dg_diagnose_view(ctx, &v, overrides, &diag);
+    dg_record_view_free(&v);
+    if (st != DG_OK) {
+        cJSON_Delete(rec);
+        return st;
     }
     static const char *const moved[] = {"thresholds", "findings", "decision"};
     for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++) {
-        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(diag, moved[i]);
-        put(rec, moved[i], v ? v : cJSON_CreateNull());
+        cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(diag, moved[i]);
+        put(rec, moved[i], item ? item : cJSON_CreateNull());
     }
     cJSON_Delete(diag);
-    const cJSON *findings = dg_jpath(rec, "findings");
-    set_verdicts(rec, findings);
-    put(rec, "final_gate", final_gate(rec, findings));
-    *json = dg_json_print(rec);
+    /* The view again, now with the findings (no parse: the same tree). */
+    st = dg_record_view_build(ctx, rec, &v);
+    if (st == DG_OK) {
+        set_verdicts(rec, &v);
+        put(rec, "final_gate", final_gate(&v));
+        *json = dg_json_print(rec);
+    }
+    dg_record_view_free(&v);
     cJSON_Delete(rec);
+    if (st != DG_OK)
+        return st;
     return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
 }

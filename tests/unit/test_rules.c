@@ -690,7 +690,8 @@ static void check_errors(void)
     CHECK(dg_diagnose(ctx, "\"accept\"", NULL, &out) == DG_ERR_FORMAT);
     CHECK(dg_diagnose(ctx, "", NULL, &out) == DG_ERR_FORMAT);
     CHECK(dg_diagnose(ctx, NULL, NULL, &out) == DG_ERR_FORMAT);
-    CHECK(dg_diagnose(ctx, "{\"v\": 2}", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "{\"v\": 3}", NULL, &out) == DG_ERR_FORMAT);
+    CHECK(dg_diagnose(ctx, "{\"v\": \"2\"}", NULL, &out) == DG_ERR_FORMAT);
     CHECK(dg_diagnose(ctx, "{}", NULL, NULL) == DG_ERR_USAGE);
     dg_ctx_free(ctx);
 }
