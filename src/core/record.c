@@ -342,8 +342,8 @@ static const cJSON *soak_payload(const cJSON *soak, int version)
     return dg_rec_obj(soak, DG_P_SOAK_SOAK);
 }
 
-/* A soak-analysis row's path below the payload: the table's v1 paths start
- * with "soak." (the nesting v1 records have); v2 paths do not. */
+/* A soak-analysis row's path (a version-2 row: "growth.footprint") below the
+ * payload, which is the nested object of a version-1 record. */
 static const cJSON *payload_at(const cJSON *payload, dg_rec_path_id id)
 {
     const char *p = dg_rec_paths[id].path;
@@ -380,20 +380,20 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
 {
     s->present = soak != NULL;
     s->has_payload = payload != NULL;
-    s->empty_cache = payload_bool(payload, DG_P_SOAK_SOAK_EMPTY_CACHE);
-    s->epochs_recorded = payload_num(payload, DG_P_SOAK_SOAK_EPOCHS_RECORDED);
-    s->steps_per_epoch = payload_num(payload, DG_P_SOAK_SOAK_STEPS_PER_EPOCH);
+    s->empty_cache = payload_bool(payload, DG_P_SOAK_EMPTY_CACHE);
+    s->epochs_recorded = payload_num(payload, DG_P_SOAK_EPOCHS_RECORDED);
+    s->steps_per_epoch = payload_num(payload, DG_P_SOAK_STEPS_PER_EPOCH);
     static const dg_rec_path_id growth[DG_MEM_COUNT] = {
-        DG_P_SOAK_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_SOAK_GROWTH_ALLOCATOR_RESERVED,
-        DG_P_SOAK_SOAK_GROWTH_DRIVER, DG_P_SOAK_SOAK_GROWTH_FOOTPRINT};
+        DG_P_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_GROWTH_ALLOCATOR_RESERVED,
+        DG_P_SOAK_GROWTH_DRIVER, DG_P_SOAK_GROWTH_FOOTPRINT};
     for (int i = 0; i < DG_MEM_COUNT; i++)
         s->growth[i] = payload_num(payload, growth[i]);
-    s->staircase_aligned = payload_bool(payload, DG_P_SOAK_SOAK_STAIRCASE_ALIGNED);
-    const cJSON *ve = payload_at(payload, DG_P_SOAK_SOAK_STAIRCASE_VALIDATION_EPOCHS);
+    s->staircase_aligned = payload_bool(payload, DG_P_SOAK_STAIRCASE_ALIGNED);
+    const cJSON *ve = payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
     s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;
-    s->thirds_ratio = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_THIRDS_RATIO);
-    s->trend_slope = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_SLOPE);
-    s->trend_median = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_MEDIAN);
+    s->thirds_ratio = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO);
+    s->trend_slope = payload_num(payload, DG_P_SOAK_STEP_TREND_SLOPE);
+    s->trend_median = payload_num(payload, DG_P_SOAK_STEP_TREND_MEDIAN);
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
     const cJSON *arr = dg_rec_arr(soak, DG_P_SOAK_EPOCHS);
     s->epochs = array_of(b, cJSON_GetArraySize(arr), sizeof *s->epochs);

@@ -76,22 +76,22 @@ const dg_rule dg_rules[] = {
      "profile them and replace the operator, or route to an engine that has it (the native "
      "engine) or to a remote node"},
     {"retained-refs", DG_SEV_WARN,
-     "soak.soak.growth, soak.soak.epochs_recorded, "
-     "soak.soak.empty_cache, soak.soak.staircase.aligned",
+     "soak.growth, soak.epochs_recorded, "
+     "soak.empty_cache, soak.staircase.aligned",
      "mem_epochs,mem_growth_pct", dg_judge_retained_refs,
      "retained references: tensors or graphs kept alive across steps, so the cache cannot give "
      "memory back",
      "look for references kept across steps (losses kept with their graph, lists of outputs); "
      "consider a dedicated remote host"},
-    {"working-set-change", DG_SEV_INFO, "soak.soak.growth, soak.soak.staircase.aligned",
+    {"working-set-change", DG_SEV_INFO, "soak.growth, soak.staircase.aligned",
      "mem_epochs,mem_growth_pct", dg_judge_working_set_change,
      "a working-set change: the staircase lines up with validation epochs, not a leak",
      "nothing to fix; keep validation and checkpoint epochs marked in the memory chart"},
-    {"memory-short", DG_SEV_INFO, "soak.soak.epochs_recorded, soak.soak.growth",
+    {"memory-short", DG_SEV_INFO, "soak.epochs_recorded, soak.growth",
      "mem_epochs,mem_growth_pct", dg_judge_memory_short,
      "too few epochs to tell retained references from a warm-up",
      "soak for at least 10 epochs with the cache emptied at each end"},
-    {"memory-not-emptied", DG_SEV_INFO, "soak.soak.empty_cache, soak.soak.growth", "",
+    {"memory-not-emptied", DG_SEV_INFO, "soak.empty_cache, soak.growth", "",
      dg_judge_memory_not_emptied,
      "without emptying the cache at epoch ends memory curves only ever go up",
      "soak with the cache emptied at every epoch end (leave out --no-empty-cache)"},
@@ -102,7 +102,7 @@ const dg_rule dg_rules[] = {
      "other work competes for memory: the machine pages and the curves show it, not the model",
      "close the other programs or train on a dedicated (remote) node; record them with the "
      "result"},
-    {"slowing-down", DG_SEV_WARN, "soak.soak.step_trend.thirds_ratio", "slowdown_ratio",
+    {"slowing-down", DG_SEV_WARN, "soak.step_trend.thirds_ratio", "slowdown_ratio",
      dg_judge_slowing_down, "cache and memory contention: fast at first, slow later",
      "lower the batch; release memory at every epoch end (empty the cache, collect garbage)"},
     {"sweep-memory", DG_SEV_INFO, "sweep.stopped.reason, sweep.safe_batch", "",
@@ -155,7 +155,7 @@ dg_status dg_diagnose_view(dg_ctx *ctx, const dg_record_view *v, const char *ove
     cJSON *out = cJSON_CreateObject();
     cJSON *th = cJSON_CreateObject();
     cJSON *arr = cJSON_CreateArray();
-    dg_put(&d, out, "v", cJSON_CreateNumber(DG_RECORD_VERSION));
+    dg_put(&d, out, "v", cJSON_CreateNumber(1)); /* the diagnosis format: unchanged */
     for (int i = 0; i < TH_COUNT; i++)
         dg_put(&d, th, dg_thresholds[i].name, cJSON_CreateNumber(d.th[i]));
     dg_put(&d, out, "thresholds", th);

@@ -539,7 +539,8 @@ static void sec_memory(dg_capbuf *b, const cJSON *rec)
         return;
     }
     rp_svg_memory(b, rec, soak);
-    const cJSON *s = rp_obj(soak, "soak");
+    /* The analysis: nested under "soak" in version 1, in the soak record in 2. */
+    const cJSON *s = rp_obj(soak, "soak") ? rp_obj(soak, "soak") : soak;
     rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
     static const char *const src[] = {"allocator_allocated", "allocator_reserved", "driver",
                                       "footprint"};

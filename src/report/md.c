@@ -202,7 +202,12 @@ static void md_key_compare(dg_capbuf *b, const cJSON *rec)
 
 static void md_key_memory(dg_capbuf *b, const cJSON *rec)
 {
-    const cJSON *g = rp_obj(rec, "soak.soak.growth");
+    /* The soak analysis: soak.soak.* in record version 1, soak.* in 2. */
+    const char *pfx = rp_obj(rec, "soak.soak") ? "soak.soak." : "soak.";
+    char gpath[32], epath[40];
+    snprintf(gpath, sizeof gpath, "%sgrowth", pfx);
+    snprintf(epath, sizeof epath, "%sepochs_recorded", pfx);
+    const cJSON *g = rp_obj(rec, gpath);
     if (!g)
         return;
     static const char *const src[] = {"allocator_allocated", "allocator_reserved", "driver",
@@ -223,7 +228,7 @@ static void md_key_memory(dg_capbuf *b, const cJSON *rec)
     }
     double epochs;
     char what[80];
-    if (rp_num(rec, "soak.soak.epochs_recorded", &epochs))
+    if (rp_num(rec, epath, &epochs))
         snprintf(what, sizeof what, "memory growth over %.0f epochs (threshold %.0f%%)", epochs,
                  rp_mem_growth_pct(rec));
     else

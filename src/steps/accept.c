@@ -9,6 +9,7 @@
  * rules, the decision and the final gate are dg_evidence_finish's business. */
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
 
 #include <math.h>
 #include <string.h>
@@ -290,7 +291,8 @@ static void run_soak(acc *a)
     char *json = NULL;
     dg_status st = dg_soak_run(a->ctx, &so, &json);
     cJSON *rec = keep(a, json);
-    const cJSON *soak = cJSON_GetObjectItemCaseSensitive(rec, "soak");
+    /* Record version 2: the soak analysis is in the soak record itself. */
+    const cJSON *soak = cJSON_IsObject(rec) ? rec : NULL;
     char sum[256] = "";
     if (soak)
         snprintf(sum, sizeof sum,
@@ -431,7 +433,7 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
     a.rec = cJSON_CreateObject();
     if (!a.rec)
         return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
-    cJSON_AddNumberToObject(a.rec, "v", 1);
+    cJSON_AddNumberToObject(a.rec, "v", DG_RECORD_VERSION);
     cJSON_AddStringToObject(a.rec, "kind", "accept");
     cJSON_AddNullToObject(a.rec, "run_id");
     char ts[32], host[256] = "";
