@@ -63,6 +63,8 @@ char *cli_read_file(const char *path, size_t max);
  * returns cli_record's status. */
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail);
+/* "DIR/NAME" in a new string to free(), however long; NULL when out of memory. */
+char *cli_join(const char *dir, const char *name);
 /* mkdir -p: creates path and the folders above it; false with errno set. */
 bool cli_make_dirs(const char *path);
 /* Writes text to path through a temporary file and a rename, so a reader never

@@ -255,8 +255,6 @@ int cmd_accept(cli *c, int argc, char **argv)
             cli_error("interrupted: keeping the partial pack and ledger entry");
         else if (st != DG_OK)
             cli_error("accept: %s", dg_errmsg(c->ctx));
-        /* Judging and writing the pack are not interrupted by a late signal. */
-        signal(SIGINT, SIG_IGN);
         rc = cli_evidence_finish(c, "accept", json, thr[0] ? thr : NULL, out_dir, exit_status);
     }
     dg_string_free(json);

@@ -315,3 +315,12 @@ bool cli_write_file(const char *path, const char *text)
     dg_ctx_free(ctx);
     return st == DG_OK;
 }
+
+char *cli_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
