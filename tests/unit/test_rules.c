@@ -616,7 +616,9 @@ static void check_v2_records(void)
             {
                 const char *sec = dg_jstr(e, "section"), *field = dg_jstr(e, "field");
                 if (sec && field && !strcmp(sec, "soak") && !strncmp(field, "soak.", 5)) {
-                    cJSON_SetValuestring(cJSON_GetObjectItem(e, "field"), field + 5);
+                    char v2[256];
+                    snprintf(v2, sizeof v2, "%s", field + 5); /* not in place: it overlaps */
+                    cJSON_SetValuestring(cJSON_GetObjectItem(e, "field"), v2);
                     soak_cited++;
                 }
             }
