@@ -3,6 +3,7 @@
  * phases timed with device events, and on backends that can, the whole step
  * captured once as a device graph and replayed. */
 #include "engine/model.h"
+#include "engine/spec.h"
 #include "engine/train.h"
 #include "data/loader.h"
 #include "measure/measure.h"
@@ -229,39 +230,16 @@ static dg_status export_run(trainer *t, dg_loader *data, const dg_train_opts *o,
     return ok ? DG_OK : dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
 }
 
-static cJSON *spec_json(const dg_train_opts *o, const char *backend, int batch, int steps, int epochs,
-                        int sync_every, float lr, float mom, float wd)
+/* The options with the library's defaults filled in: what the record's spec
+ * (the codec in engine/spec.c) says ran. */
+static dg_train_opts resolved_opts(const dg_train_opts *o, const char *backend, int batch,
+                                   int steps, int epochs, int sync_every, float lr, float mom,
+                                   float wd)
 {
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddStringToObject(s, "model", o->model ? o->model : "mlp");
-    cJSON_AddStringToObject(s, "backend", backend);
-    cJSON_AddStringToObject(s, "math", o->tf32 ? "tf32" : "fp32");
-    cJSON_AddNumberToObject(s, "device", o->device);
-    cJSON_AddNumberToObject(s, "batch", batch);
-    cJSON_AddNumberToObject(s, "steps", steps);
-    cJSON_AddNumberToObject(s, "epochs", epochs);
-    cJSON_AddNumberToObject(s, "seed", (double)o->seed);
-    if (sync_every)
-        cJSON_AddNumberToObject(s, "sync_every", sync_every);
-    else
-        cJSON_AddStringToObject(s, "sync_every", "epoch");
-    cJSON_AddNumberToObject(s, "lr", lr);
-    cJSON_AddNumberToObject(s, "momentum", mom);
-    cJSON_AddNumberToObject(s, "weight_decay", wd);
-    cJSON_AddNumberToObject(s, "threads", o->threads);
-    cJSON_AddItemToObject(s, "mem_budget", dg_json_metric((double)o->mem_budget, o->mem_budget > 0, "bytes"));
-    dg_json_add_str(s, "disable_ops", o->disable_ops);
-    cJSON_AddBoolToObject(s, "capture", !o->no_capture);
-    cJSON_AddStringToObject(s, "data", o->data ? o->data : "synthetic");
-    cJSON_AddNumberToObject(s, "workers", o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers);
-    cJSON_AddNumberToObject(s, "val_split", o->val_split);
-    dg_json_add_str(s, "resolution", o->resolution);
-    cJSON_AddStringToObject(s, "augment", o->augment ? o->augment : "none");
-    cJSON_AddStringToObject(s, "normalize", o->normalize ? o->normalize : "none");
-    cJSON_AddBoolToObject(s, "cache", o->cache);
-    cJSON_AddStringToObject(s, "on_bad_sample", o->on_bad_fail ? "fail" : "skip");
-    cJSON_AddNumberToObject(s, "max_bad_share", o->max_bad_share == 0 ? 0.01 : o->max_bad_share < 0 ? 0 : o->max_bad_share);
-    return s;
+    dg_train_opts r = *o;
+    r.backend = backend, r.batch = batch, r.steps = steps, r.epochs = epochs;
+    r.sync_every = sync_every, r.lr = lr, r.momentum = mom, r.weight_decay = wd;
+    return r;
 }
 
 /* Opens the data source for the model and fills the loader options; the
@@ -436,6 +414,8 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
 dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_ext *ext, char **json)
 {
     *json = NULL;
+    if (dg_train_opts_check(ctx, o) != DG_OK)
+        return DG_ERR_USAGE;
     /* The public options can ask for the sampler too (devgate train --sample-ms). */
     dg_train_ext plain = {.sample_ms = o->sample_ms};
     if (ext && ext->sample_ms <= 0 && o->sample_ms > 0) {
@@ -495,7 +475,10 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
     dg_sampler *sampler = NULL;
     cJSON *epochs_j = NULL;
     cJSON *rec = cJSON_CreateObject(), *losses = NULL;
-    cJSON *spec = spec_json(o, backend, batch, steps, epochs, sync_every, lr, mom, wd);
+    dg_train_opts ran = resolved_opts(o, backend, batch, steps, epochs, sync_every, lr, mom, wd);
+    cJSON *spec = dg_spec_json(&ran);
+    char spec_id[65] = "";
+    dg_spec_hash(ctx, &ran, spec_id);
     size_t xelems = (size_t)batch * t.m.in_c * t.m.in_h * t.m.in_w;
     double phase_ms[PH_COUNT][256];
     size_t phase_n = 0;
@@ -759,6 +742,7 @@ done:;
     cJSON_AddStringToObject(dev, "versions", ver);
     if (data) {
         cJSON_AddItemToObject(rec, "bucket", dg_loader_bucket_json(data));
+        cJSON_AddStringToObject(rec, "spec_id", spec_id); /* dg_spec_hash of the spec */
         cJSON *dj = dg_loader_stats_json(data);
         bool waited = timed_steps > 0;
         cJSON *wj = cJSON_AddObjectToObject(dj, "wait");
