@@ -8,9 +8,11 @@
  *   3. heavy persistent fallbacks (operator-gap fail)    -> native for `run`
  *      (the user's framework), else remote (devgate's fixture is the native engine)
  *   4. memory pressure (retained-refs, memory-pressure)  -> remote
- *   5. the device does not pay off at the route run's batch (slow-device-data,
- *      or speedup below speedup_min)                     -> cpu
- *   6. otherwise                                         -> device, with its speedup
+ *   5. the speedup's 95% interval holds a threshold the route hangs on and
+ *      neither rules the device out (verdict-inconclusive) -> inconclusive: no route
+ *   6. the device does not pay off at the route run's batch (slow-device-data,
+ *      or the speedup's interval below speedup_min)      -> cpu
+ *   7. otherwise                                         -> device, with its speedup
  *
  * Without a compare section the speedup was not measured: the device is kept
  * only when the gate shows it working, and the reasons say so. */
@@ -68,12 +70,12 @@ static int reasons_from(decision *dc, const char *const *ids, dg_severity min, c
  * the spec's; NULL when none is known. */
 static const char *device_backend(const dg_diag *d, int run)
 {
-    const dg_view_compare *c = &d->v->compare;
-    const char *b = run >= 0 && run < c->nruns ? c->runs[run].device_backend : NULL;
+    const cJSON *r = dg_jpath(d->compare, "runs");
+    const char *b = run >= 0 ? dg_jstr(cJSON_GetArrayItem(r, run), "device.backend") : NULL;
     if (!b)
-        b = c->backend;
+        b = dg_jstr(d->compare, "spec.backend");
     if (!b)
-        b = d->v->spec.backend;
+        b = dg_jstr(d->spec, "backend");
     return b && strcmp(b, "cpu") != 0 ? b : NULL;
 }
 
@@ -81,13 +83,14 @@ static const char *device_backend(const dg_diag *d, int run)
  * name, the first such non-cpu backend. */
 static const char *gate_working(const dg_diag *d, const char *name)
 {
-    const dg_view_gate *g = &d->v->gate;
-    for (int i = 0; i < g->nbackends; i++) {
-        const dg_view_backend *b = &g->backends[i];
-        if (!b->name || !strcmp(b->name, "cpu") || (name && strcmp(b->name, name) != 0))
+    const cJSON *b;
+    cJSON_ArrayForEach(b, dg_jpath(d->gate, "backends"))
+    {
+        const char *nm = dg_jstr(b, "name");
+        if (!nm || !strcmp(nm, "cpu") || (name && strcmp(nm, name) != 0))
             continue;
-        if (b->available == 1 && b->matmul.ok == 1)
-            return b->name;
+        if (dg_jbool(b, "available") == 1 && dg_jbool(b, "matmul.ok") == 1)
+            return nm;
     }
     return NULL;
 }
@@ -129,22 +132,41 @@ cJSON *dg_decide(dg_diag *d)
                             ": memory pressure; a dedicated remote host isolates the load") > 0) {
         route = "remote";
     } else if (rr >= 0) {
-        const dg_view_run *run = &d->v->compare.runs[rr];
-        double sp = run->speedup.value;
-        double cpu_ms = run->cpu_step_ms.value, dev_ms = run->device_step_ms.value;
-        int batch = dg_rec_int(run->batch);
+        const cJSON *run = cJSON_GetArrayItem(dg_jpath(d->compare, "runs"), rr);
+        double sp = dg_jnum(run, "speedup");
+        double cpu_ms = dg_jnum(run, "cpu.step_ms"), dev_ms = dg_jnum(run, "device.step_ms");
+        int batch = diag_int(dg_jnum(run, "batch"));
         const char *dev = device_backend(d, rr);
         dev = dev ? dev : "the device";
         char times[96] = "";
-        if (run->cpu_step_ms.valid && run->device_step_ms.valid)
+        if (isfinite(cpu_ms) && isfinite(dev_ms))
             snprintf(times, sizeof times, " (step %.1f ms on the device, %.1f ms on cpu)", dev_ms,
                      cpu_ms);
-        if (dg_fired(d, "slow-device-data", DG_SEV_INFO, rr) || sp < d->th[TH_SPEEDUP_MIN]) {
+        double slo, shi;
+        dg_run_interval(run, "speedup", &slo, &shi);
+        if (dg_fired(d, "verdict-inconclusive", DG_SEV_INFO, rr)) {
+            /* An interval that holds the threshold routes nowhere. */
+            route = "inconclusive";
+            reason(&dc,
+                   "no route: %s is %.2fx cpu at batch %d (95%% interval %.2f-%.2fx)%s, and the "
+                   "interval holds the threshold the route hangs on",
+                   dev, sp, batch, slo, shi, times);
+            int reps = diag_int(dg_jnum(run, "repetitions.per_side"));
+            reason(&dc,
+                   "rerun with the machine quiet%s, or with more repetitions (devgate compare "
+                   "--repetitions %d)",
+                   dg_fired(d, "contended", DG_SEV_INFO, -1) ? " (other processes ran during "
+                                                               "the measurements: see contended)"
+                                                             : "",
+                   reps > 0 ? 2 * reps : 10);
+        } else if (dg_fired(d, "slow-device-data", DG_SEV_INFO, rr) ||
+                   dg_interval_side(slo, shi, d->th[TH_SPEEDUP_MIN]) == -1) {
             route = "cpu";
             char why[96];
-            double red = run->reduction_pct.value;
-            if (sp < d->th[TH_SPEEDUP_MIN] || !run->reduction_pct.valid)
-                snprintf(why, sizeof why, "below speedup_min %.2fx", d->th[TH_SPEEDUP_MIN]);
+            double red = dg_jnum(run, "step_time_reduction_pct");
+            if (dg_interval_side(slo, shi, d->th[TH_SPEEDUP_MIN]) == -1 || !isfinite(red))
+                snprintf(why, sizeof why, "below speedup_min %.2fx (95%% interval %.2f-%.2fx)",
+                         d->th[TH_SPEEDUP_MIN], slo, shi);
             else
                 snprintf(why, sizeof why,
                          "step time %.0f%% shorter, under device_min_reduction_pct %.0f%%", red,
@@ -155,14 +177,28 @@ cJSON *dg_decide(dg_diag *d)
         } else {
             route = "device";
             backend = device_backend(d, rr);
-            reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
-            int safe = dg_rec_int(d->v->sweep.safe_batch);
-            if (safe > 0)
-                reason(&dc, "train at batch %d or below (the sweep's safe batch)", safe);
+            if (slo != shi)
+                reason(&dc, "%s is %.2fx cpu at batch %d (95%% interval %.2f-%.2fx)%s", dev, sp,
+                       batch, slo, shi, times);
+            else
+                reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
+            double safe = dg_jnum(d->sweep, "safe_batch.batch");
+            if (diag_int(safe) > 0) {
+                /* Never a batch larger than the training set. */
+                int ntrain = diag_int(dg_jnum(d->soak, "data.train_samples"));
+                if (ntrain > 0 && ntrain < diag_int(safe))
+                    reason(&dc,
+                           "train at batch %d or below (the training set's size; the sweep's "
+                           "safe batch is %d)",
+                           ntrain, diag_int(safe));
+                else
+                    reason(&dc, "train at batch %d or below (the sweep's safe batch)",
+                           diag_int(safe));
+            }
         }
     } else {
-        const char *why = d->v->compare.present ? "compare has no finished run with a speedup"
-                                                : "no compare section";
+        const char *why =
+            d->compare ? "compare has no finished run with a speedup" : "no compare section";
         const char *dev = device_backend(d, -1);
         const char *ok = gate_working(d, dev);
         if (ok) {
@@ -175,8 +211,8 @@ cJSON *dg_decide(dg_diag *d)
         } else {
             route = "cpu";
             reason(&dc, "the speedup was not measured (%s)", why);
-            reason(&dc, d->v->gate.present ? "no device backend passed the device gate"
-                                           : "no gate section: no device is known to work");
+            reason(&dc, d->gate ? "no device backend passed the device gate"
+                                : "no gate section: no device is known to work");
         }
     }
 

@@ -2,11 +2,10 @@
  * the environment): ops on the cpu fallback (operator-gap), the step waiting
  * for data (data-starved), noisy step times (noisy-measurement). */
 #include "diagnose/diagnose.h"
+#include "measure/measure.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- operators ------------------------------------------------------------------- */
 
 typedef struct op_share {
     const char *op;
@@ -21,40 +20,46 @@ static int by_share_desc(const void *a, const void *b)
 
 void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
 {
-    const dg_view_profile *p = &d->v->profile;
     /* Fallback rows of the profile's op table, summed per op name. */
+    const cJSON *ops = dg_jpath(d->profile, "ops");
+    if (!cJSON_IsArray(ops))
+        ops = NULL;
     op_share top[32];
     int ntop = 0;
     double share = 0;
     bool share_known = false;
-    for (int i = 0; i < p->nops; i++) {
-        const dg_view_op *row = &p->ops[i];
-        if (!row->share.valid)
+    const cJSON *row;
+    cJSON_ArrayForEach(row, ops)
+    {
+        double s = dg_jnum(row, "share");
+        if (!isfinite(s))
             continue;
         share_known = true;
-        if (row->fallback != 1)
+        if (dg_jbool(row, "fallback") != 1)
             continue;
-        share += row->share.value;
-        const char *op = row->op ? row->op : "?";
+        share += s;
+        const char *op = dg_jstr(row, "op");
+        op = op ? op : "?";
         int k = 0;
         while (k < ntop && strcmp(top[k].op, op) != 0)
             k++;
         if (k == ntop && ntop < (int)(sizeof top / sizeof *top))
             top[ntop++] = (op_share){op, 0};
         if (k < ntop)
-            top[k].share += row->share.value;
+            top[k].share += s;
     }
     qsort(top, (size_t)ntop, sizeof *top, by_share_desc);
 
     /* The census (profile) and the compare runs say whether anything fell back. */
-    int ncensus = p->nfallbacks;
-    const dg_view_compare *c = &d->v->compare;
+    const cJSON *census = dg_jpath(d->profile, "fallbacks");
+    int ncensus = cJSON_IsArray(census) ? cJSON_GetArraySize(census) : 0;
+    const cJSON *runs = dg_diag_compare_runs(d);
     int cmp_run = -1;
     double cmp_calls = 0;
-    for (int i = 0; i < c->nruns; i++) {
-        dg_rec_metric n = c->runs[i].device_fallbacks;
-        if (n.valid && n.value > cmp_calls) {
-            cmp_calls = n.value;
+    for (int i = 0; i < cJSON_GetArraySize(runs); i++) {
+        double n = dg_jnum(cJSON_GetArrayItem(runs, i), "device.fallbacks");
+        if (isfinite(n) && n > cmp_calls) {
+            cmp_calls = n;
             cmp_run = i;
         }
     }
@@ -65,11 +70,11 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
     for (int k = 0; k < ntop && k < 3; k++)
         dg_cat(names, sizeof names, "%s%s %.0f%%", k ? ", " : "", top[k].op, 100 * top[k].share);
     if (!names[0]) {
-        const cJSON *e;
+        const cJSON *c;
         int k = 0;
-        cJSON_ArrayForEach(e, p->fallbacks)
+        cJSON_ArrayForEach(c, census)
         {
-            const char *op = dg_rec_str(e, DG_P_PROFILE_FALLBACKS_OP);
+            const char *op = dg_jstr(c, "op");
             if (op && k++ < 3)
                 dg_cat(names, sizeof names, "%s%s", k > 1 ? ", " : "", op);
         }
@@ -87,15 +92,16 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
                             "ops on the cpu fallback hold %.0f%% of the profiled op time%s%s%s",
                             100 * share, under, names[0] ? ": " : "", names);
         dg_ev_num(d, f, "profile", "ops[fallback].share", share, "fraction");
-        dg_ev_metric(d, f, "profile", "calls", p->fallback_calls, "ops_total.fallback_calls");
+        dg_ev_path(d, f, "profile", d->profile, "calls", "ops_total.fallback_calls");
         if (ncensus > 0)
             dg_ev_num(d, f, "profile", "fallbacks.length", ncensus, "entries");
     } else {
         if (cmp_run >= 0)
             f = dg_rule_finding(d, r, DG_SEV_WARN, cmp_run,
                                 "%.0f op calls fell back to the cpu in compare at batch %d%s%s%s",
-                                cmp_calls, dg_rec_int(c->runs[cmp_run].batch), names[0] ? " (" : "",
-                                names, names[0] ? ")" : "");
+                                cmp_calls,
+                                diag_int(dg_jnum(cJSON_GetArrayItem(runs, cmp_run), "batch")),
+                                names[0] ? " (" : "", names, names[0] ? ")" : "");
         else
             f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                 "%d ops fell back to the cpu in the profile%s%s", ncensus,
@@ -104,55 +110,51 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
             dg_ev_num(d, f, "profile", "fallbacks.length", ncensus, "entries");
     }
     if (cmp_run >= 0)
-        dg_ev_metric(d, f, "compare", "calls", c->runs[cmp_run].device_fallbacks,
-                     "runs[%d].device.fallbacks", cmp_run);
+        dg_ev_path(d, f, "compare", d->compare, "calls", "runs[%d].device.fallbacks", cmp_run);
 }
 
 /* ---- profile ------------------------------------------------------------------------ */
 
 void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
 {
-    const dg_view_profile *p = &d->v->profile;
-    const dg_view_phase *qw = &p->phases[DG_PHASE_QUEUE_WAIT];
-    if (!qw->share.valid || qw->share.value <= d->th[TH_DATA_WAIT_SHARE])
+    double share = dg_jnum(d->profile, "phases.queue_wait.share");
+    if (!isfinite(share) || share <= d->th[TH_DATA_WAIT_SHARE])
         return;
+    double wait = dg_jnum(d->profile, "phases.queue_wait.ms");
+    double step = dg_jnum(d->profile, "step.ms");
     char detail[96] = "";
-    if (qw->ms.valid && p->step_ms.valid)
-        snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", qw->ms.value,
-                 p->step_ms.value);
+    if (isfinite(wait) && isfinite(step))
+        snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", wait, step);
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "the step waits for its next batch %.0f%% of the time%s",
-                               100 * qw->share.value, detail);
-    if (p->workers.valid)
+                               100 * share, detail);
+    double workers = dg_jnum(d->profile, "spec.workers");
+    if (isfinite(workers))
         dg_rule_text(d, f, "action",
                      "more loader workers (now %d), or cached, pre-augmented samples (--cache); "
                      "profile the data path on its own",
-                     dg_rec_int(p->workers));
-    dg_ev_metric(d, f, "profile", "fraction", qw->share, "phases.queue_wait.share");
-    dg_ev_metric(d, f, "profile", "ms", qw->ms, "phases.queue_wait.ms");
-    dg_ev_metric(d, f, "profile", "ms", p->step_ms, "step.ms");
+                     diag_int(workers));
+    dg_ev_path(d, f, "profile", d->profile, "fraction", "phases.queue_wait.share");
+    dg_ev_path(d, f, "profile", d->profile, "ms", "phases.queue_wait.ms");
+    dg_ev_path(d, f, "profile", d->profile, "ms", "step.ms");
     /* The slowest loader stage says where the data path spends its time. */
-    int slow = -1;
+    static const char *const stages[] = {"read",    "decode",    "resize",
+                                         "augment", "normalise", "collate"};
+    const char *slow = NULL;
     double slow_ms = -1;
-    for (int i = DG_PHASE_READ; i <= DG_PHASE_COLLATE; i++) {
-        dg_rec_metric ms = p->phases[i].ms;
-        if (ms.valid && ms.value > slow_ms) {
-            slow_ms = ms.value;
-            slow = i;
+    for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
+        char p[48];
+        snprintf(p, sizeof p, "phases.%s.ms", stages[i]);
+        double ms = dg_jnum(d->profile, p);
+        if (isfinite(ms) && ms > slow_ms) {
+            slow_ms = ms;
+            slow = stages[i];
         }
     }
-    if (slow >= 0)
-        dg_ev_metric(d, f, "profile", "ms", p->phases[slow].ms, "phases.%s.ms",
-                     dg_phase_key((dg_phase)slow));
-    if (p->workers.valid)
-        dg_ev_metric(d, f, "profile", "workers", p->workers, "spec.workers");
-}
-
-/* Whether another process is busier than busy_process_cpu_pct. */
-static bool busy(const dg_diag *d, const dg_view_proc *p)
-{
-    return p->self != 1 && p->cpu_percent.valid &&
-           p->cpu_percent.value > d->th[TH_BUSY_PROCESS_CPU_PCT];
+    if (slow)
+        dg_ev_path(d, f, "profile", d->profile, "ms", "phases.%s.ms", slow);
+    if (isfinite(workers))
+        dg_ev_path(d, f, "profile", d->profile, "workers", "spec.workers");
 }
 
 /* Other processes busier than busy_process_cpu_pct, "name (pid N, P%)". */
@@ -160,13 +162,15 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
 {
     *count = 0;
     buf[0] = '\0';
-    const dg_view_env *env = &d->v->env;
-    for (int i = 0; i < env->ntop_cpu; i++) {
-        const dg_view_proc *p = &env->top_cpu[i];
-        if (!busy(d, p))
+    const cJSON *p;
+    cJSON_ArrayForEach(p, dg_jpath(d->env, "processes.top_cpu"))
+    {
+        double cpu = dg_jnum(p, "cpu_percent");
+        if (dg_jbool(p, "self") == 1 || !isfinite(cpu) || cpu <= d->th[TH_BUSY_PROCESS_CPU_PCT])
             continue;
-        dg_cat(buf, n, "%s%s (pid %d, %.0f%%)", *count ? ", " : "", p->name ? p->name : "?",
-               dg_rec_int(p->pid), p->cpu_percent.value);
+        const char *name = dg_jstr(p, "name");
+        dg_cat(buf, n, "%s%s (pid %d, %.0f%%)", *count ? ", " : "", name ? name : "?",
+               diag_int(dg_jnum(p, "pid")), cpu);
         (*count)++;
     }
 }
@@ -174,75 +178,143 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
 /* Steps a sample needs before its spread is judged. */
 #define NOISE_MIN_STEPS 5
 
+/* IQR over median of one side's step times pooled over a compare run's timed
+ * repetitions (each one's warm-up left out); NAN under NOISE_MIN_STEPS steps. */
+static double compare_side_spread(const cJSON *run, const char *side)
+{
+    char key[48];
+    snprintf(key, sizeof key, "repetitions.%s", side);
+    const cJSON *reps = dg_jpath(run, key), *rep;
+    size_t n = 0, cap = 0;
+    double *v = NULL;
+    cJSON_ArrayForEach(rep, reps)
+    {
+        int wu = diag_int(dg_jnum(rep, "warmup"));
+        int k = 0;
+        const cJSON *ms;
+        cJSON_ArrayForEach(ms, dg_jpath(rep, "ms"))
+        {
+            if (k++ < wu || !cJSON_IsNumber(ms) || !isfinite(ms->valuedouble))
+                continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                double *nv = dg_realloc(v, nc * sizeof *v);
+                if (!nv)
+                    break;
+                v = nv;
+                cap = nc;
+            }
+            v[n++] = ms->valuedouble;
+        }
+    }
+    dg_stats st;
+    dg_stats_compute(v, n, 0, &st);
+    dg_free(v);
+    return n >= NOISE_MIN_STEPS ? st.iqr_share : NAN;
+}
+
 void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
 {
-    const dg_view_profile *p = &d->v->profile;
     double lim = d->th[TH_NOISE_IQR_RATIO];
     char what[300] = "";
     int nsrc = 0;
     /* Profile window: the stats' iqr_share, else iqr / median. */
-    double pr = p->stats_iqr_share.value;
-    if (!p->stats_iqr_share.valid) {
-        double iqr = p->stats_iqr.value, med = p->stats_median.value;
-        pr = p->stats_iqr.valid && p->stats_median.valid && med > 0 ? iqr / med : NAN;
+    double pr = dg_jnum(d->profile, "step.stats.iqr_share");
+    if (!isfinite(pr)) {
+        double iqr = dg_jnum(d->profile, "step.stats.iqr");
+        double med = dg_jnum(d->profile, "step.stats.median");
+        pr = isfinite(iqr) && isfinite(med) && med > 0 ? iqr / med : NAN;
     }
     /* Host step times of a device window that only synchronises at its end
      * measure how fast work is queued, not how long it runs: their spread is
      * judged on the cpu or when every step was synchronised. */
-    bool synced = (p->backend && strcmp(p->backend, "cpu") == 0) ||
-                  (p->sync_every.valid && p->sync_every.value == 1);
-    bool prof = isfinite(pr) && pr > lim && synced && p->stats_n.value >= NOISE_MIN_STEPS;
+    const char *pbackend = dg_jstr(d->profile, "spec.backend");
+    /* A probe's step events (devgate run) time the user's steps end to end:
+     * judged too, so noise is judged on every record kind. */
+    const char *psource = dg_jstr(d->profile, "source");
+    bool synced = (pbackend && strcmp(pbackend, "cpu") == 0) ||
+                  dg_jnum(d->profile, "spec.sync_every") == 1 ||
+                  (psource && strcmp(psource, "probe") == 0);
+    bool prof = isfinite(pr) && pr > lim && synced &&
+                dg_jnum(d->profile, "step.stats.n") >= NOISE_MIN_STEPS;
     if (prof) {
         dg_cat(what, sizeof what, "profile IQR %.0f%% of the median", 100 * pr);
         nsrc++;
     }
     /* Sweep trials that ran to the end. */
-    const dg_view_sweep *sw = &d->v->sweep;
+    const cJSON *trials = dg_jpath(d->sweep, "trials");
     int noisy_trials[64], nt = 0;
-    for (int i = 0; i < sw->ntrials && nt < 64; i++) {
-        const dg_view_trial *t = &sw->trials[i];
-        double iqr = t->step_iqr.value, med = t->step_median.value;
+    for (int i = 0; i < cJSON_GetArraySize(trials) && nt < 64; i++) {
+        const cJSON *t = cJSON_GetArrayItem(trials, i);
+        const char *ended = dg_jstr(t, "ended");
+        double iqr = dg_jnum(t, "step_ms.iqr"), med = dg_jnum(t, "step_ms.median");
         /* The quartiles of fewer than 5 steps say little about noise. */
-        if (!t->ended || strcmp(t->ended, "ok") != 0 || !t->step_iqr.valid ||
-            !t->step_median.valid || med <= 0 || iqr / med <= lim ||
-            !(t->step_steps.value >= NOISE_MIN_STEPS))
+        if (!ended || strcmp(ended, "ok") != 0 || !isfinite(iqr) || !isfinite(med) || med <= 0 ||
+            iqr / med <= lim || !(dg_jnum(t, "step_ms.steps") >= NOISE_MIN_STEPS))
             continue;
         noisy_trials[nt++] = i;
         if (nsrc++ < 3)
             dg_cat(what, sizeof what, "%ssweep batch %d IQR %.0f%%", what[0] ? "; " : "",
-                   dg_rec_int(t->batch), 100 * iqr / med);
+                   diag_int(dg_jnum(t, "batch")), 100 * iqr / med);
+    }
+    /* Compare: each side's step times pooled over its timed repetitions
+     * (every step synchronised), warm-up steps left out. */
+    int noisy_cmp[8][2], nc = 0;
+    const cJSON *runs = dg_diag_compare_runs(d);
+    for (int i = 0; i < cJSON_GetArraySize(runs) && nc < 8; i++) {
+        const cJSON *run = cJSON_GetArrayItem(runs, i);
+        for (int side = 0; side < 2 && nc < 8; side++) {
+            double share = compare_side_spread(run, side ? "device" : "cpu");
+            if (!(share > lim))
+                continue;
+            noisy_cmp[nc][0] = i;
+            noisy_cmp[nc][1] = side;
+            nc++;
+            if (nsrc++ < 3)
+                dg_cat(what, sizeof what, "%scompare b%d %s IQR %.0f%%", what[0] ? "; " : "",
+                       diag_int(dg_jnum(run, "batch")), side ? dg_run_device(d, run) : "cpu",
+                       100 * share);
+        }
     }
     if (nsrc == 0)
         return;
     if (nsrc > 3)
         dg_cat(what, sizeof what, "; %d more", nsrc - 3);
-    char busy_txt[400];
+    char busy[400];
     int nbusy;
-    busy_processes(d, busy_txt, sizeof busy_txt, &nbusy);
+    busy_processes(d, busy, sizeof busy, &nbusy);
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1, "step times noisy: %s", what);
     if (nbusy)
-        dg_rule_text(d, f, "action", "%s; other busy processes: %s", r->action, busy_txt);
-    else if (d->v->env.present)
+        dg_rule_text(d, f, "action", "%s; other busy processes: %s", r->action, busy);
+    else if (d->env)
         dg_rule_text(d, f, "action",
                      "%s; no other busy process was seen when the environment was taken",
                      r->action);
     if (prof) {
-        if (p->stats_iqr_share.valid)
-            dg_ev_metric(d, f, "profile", "fraction", p->stats_iqr_share, "step.stats.iqr_share");
+        if (isfinite(dg_jnum(d->profile, "step.stats.iqr_share")))
+            dg_ev_path(d, f, "profile", d->profile, "fraction", "step.stats.iqr_share");
         else
             dg_ev_num(d, f, "profile", "step.stats.iqr / step.stats.median", pr, "ratio");
-        dg_ev_metric(d, f, "profile", "ms", p->stats_iqr, "step.stats.iqr");
-        dg_ev_metric(d, f, "profile", "ms", p->stats_median, "step.stats.median");
+        dg_ev_path(d, f, "profile", d->profile, "ms", "step.stats.iqr");
+        dg_ev_path(d, f, "profile", d->profile, "ms", "step.stats.median");
+    }
+    for (int k = 0; k < nc; k++) {
+        const cJSON *run = cJSON_GetArrayItem(runs, noisy_cmp[k][0]);
+        char field[96];
+        snprintf(field, sizeof field, "runs[%d].repetitions.%s[].ms (IQR / median)", noisy_cmp[k][0],
+                 noisy_cmp[k][1] ? "device" : "cpu");
+        dg_ev_num(d, f, "compare", field, compare_side_spread(run, noisy_cmp[k][1] ? "device" : "cpu"),
+                  "ratio");
     }
     for (int k = 0; k < nt; k++) {
-        dg_ev_metric(d, f, "sweep", "ms", sw->trials[noisy_trials[k]].step_iqr,
-                     "trials[%d].step_ms.iqr", noisy_trials[k]);
-        dg_ev_metric(d, f, "sweep", "ms", sw->trials[noisy_trials[k]].step_median,
-                     "trials[%d].step_ms.median", noisy_trials[k]);
+        dg_ev_path(d, f, "sweep", d->sweep, "ms", "trials[%d].step_ms.iqr", noisy_trials[k]);
+        dg_ev_path(d, f, "sweep", d->sweep, "ms", "trials[%d].step_ms.median", noisy_trials[k]);
     }
-    const dg_view_env *env = &d->v->env;
-    for (int i = 0; i < env->ntop_cpu; i++)
-        if (busy(d, &env->top_cpu[i]))
-            dg_ev_metric(d, f, "env", "percent", env->top_cpu[i].cpu_percent,
-                         "processes.top_cpu[%d].cpu_percent", i);
+    const cJSON *top = dg_jpath(d->env, "processes.top_cpu");
+    for (int i = 0; i < cJSON_GetArraySize(top); i++) {
+        const cJSON *p = cJSON_GetArrayItem(top, i);
+        double cpu = dg_jnum(p, "cpu_percent");
+        if (dg_jbool(p, "self") != 1 && isfinite(cpu) && cpu > d->th[TH_BUSY_PROCESS_CPU_PCT])
+            dg_ev_path(d, f, "env", d->env, "percent", "processes.top_cpu[%d].cpu_percent", i);
+    }
 }
