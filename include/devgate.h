@@ -187,6 +187,7 @@ typedef struct dg_compare_opts {
     int steps;              /* steps per run (0: 20) */
     double loss_tolerance;  /* relative (0: 1e-3) */
     double param_tolerance; /* relative L2 (0: 1e-3) */
+    int repetitions;        /* timed repetitions per side, interleaved cpu, device, ... (0: 5) */
 } dg_compare_opts;
 
 /* Compare: the same spec and seed on cpu and on the device, and both against

@@ -1,4 +1,4 @@
-/* The explicit backend registry: one list, one stanza per backend, lookup by
+/* The backend registry: one table, one row per backend, lookup by
  * name. The CUDA backend is a plug-in found beside the executable (or in
  * $DEVGATE_PLUGIN_DIR) and loaded once; "built" means compiled in or plug-in
  * present, and the reason says why a built backend still cannot be used.

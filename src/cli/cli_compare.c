@@ -151,6 +151,15 @@ int cmd_compare(cli *c, int argc, char **argv)
             }
             continue;
         }
+        if (opt_value(argc, argv, &i, "--repetitions", &v)) {
+            long n;
+            if (!cli_parse_long(v, 1, 50, &n)) {
+                cli_error("compare: --repetitions wants a count in 1..50, got '%s'", v);
+                return EXIT_USAGE;
+            }
+            o.repetitions = (int)n;
+            continue;
+        }
         if (opt_value(argc, argv, &i, "--loss-tolerance", &v)) {
             if (!cli_parse_double(v, ABOVE_ZERO, DBL_MAX, &o.loss_tolerance)) {
                 cli_error("compare: --loss-tolerance wants a positive number, got '%s'", v);

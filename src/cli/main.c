@@ -29,7 +29,7 @@ static const char usage_text[] =
     "        [--leak-per-step BYTES] [--val-steps N] [--json]\n"
     "        epochs with allocator discipline and per-epoch memory watermarks\n"
     "  compare [train options] --backend DEVICE [--batches 32,128] [--steps N]\n"
-    "        [--loss-tolerance F] [--param-tolerance F] [--json]\n"
+    "        [--repetitions N] [--loss-tolerance F] [--param-tolerance F] [--json]\n"
     "        the same run on cpu and the device against a float64 reference\n"
     "  profile [train options] [--warmup N] [--window N] [--trace FILE] [--json]\n"
     "        phases, per-op table with fallbacks, and a Chrome trace\n"

@@ -1,487 +1,17 @@
 /* The batch loader: a ring of batch slots filled by worker threads in batch
  * order and handed to the consumer strictly in order. Every random choice
  * comes from a Philox stream keyed by (seed, purpose, epoch, index), so the
- * batches are the same for any worker count and any timing. */
-#include "data/loader.h"
+ * batches are the same for any worker count and any timing. This file:
+ * creation, reporting and the option strings; the stages are in
+ * loader_xform.c, loader_cache.c, loader_bad.c and loader_queue.c. */
+#include "data/loader_int.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Philox streams. STREAM_ORDER matches the synthetic generator's (synth.c),
- * so the synthetic source's epochs are the fixture's original batches. */
-#define STREAM_ORDER (3ull << 40)
-#define STREAM_AUG (0x10ull << 56)
-#define STREAM_RES (0x11ull << 56)
-#define STREAM_SPLIT (0x12ull << 56)
-
-enum { S_READ, S_DECODE, S_RESIZE, S_AUGMENT, S_NORM, S_COLLATE, S_COUNT };
-static const char *const stage_names[S_COUNT] = {"read", "decode", "resize", "augment", "normalise", "collate"};
-
-enum { SLOT_FREE, SLOT_FILLING, SLOT_READY };
-
-#define MSG_LEN 256
-
-typedef struct slot {
-    float *x;
-    int32_t *y;
-    int h, w;
-    int64_t g;
-    int state;
-    dg_status st;
-    char err[MSG_LEN + 64];
-    double t[S_COUNT];
-    size_t bad, seen;
-    int nmsg;
-    char msgs[DG_LOADER_MAX_BAD_MSGS][MSG_LEN];
-} slot;
-
-typedef struct epoch_stat {
-    int epoch;
-    size_t batches;
-    double waited;
-    double t[S_COUNT];
-} epoch_stat;
-
-struct dg_loader {
-    dg_ctx *ctx;
-    dg_source *src;
-    dg_loader_opts o;
-    size_t n_all, ntrain, nval;
-    size_t *train, *val;
-    float mean[3], std[3];
-    int maxh, maxw;
-    size_t slot_floats, scratch_floats;
-    char *bucket_text;
-    char bucket_id[65];
-    cJSON *dataset;
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_ready;
-    pthread_t *threads;
-    int nthreads;
-    bool stop;
-    slot *slots;
-    int nslots;
-    /* The run in progress. */
-    dg_split sp;
-    int first_epoch, steps;
-    int64_t total, next, consumed;
-    int busy;
-    uint64_t gen;
-    size_t *perm[2];
-    int perm_epoch[2];
-
-    /* Cache of decoded, resized samples, per (resolution, sample). */
-    pthread_mutex_t cache_mu;
-    float **cache;
-    int32_t *cache_y;
-    size_t cache_bytes, cache_cap, cache_hits, cache_misses;
-
-    /* Consumer-side totals. */
-    double t[S_COUNT], waited;
-    size_t batches;
-    epoch_stat *eps;
-    size_t neps, cap_eps;
-    size_t bad, seen;
-    int nmsg;
-    char msgs[DG_LOADER_MAX_BAD_MSGS][MSG_LEN];
-    bool failed;
-};
-
-/* ---- resize ------------------------------------------------------------- */
-
-typedef struct taps {
-    int n;       /* taps per output */
-    int *idx;    /* out * n source indices */
-    float *wt;   /* out * n weights */
-} taps;
-
-/* Per-axis filter: bilinear (half-pixel centres, clamped) when growing,
- * box overlap when shrinking. */
-static bool make_taps(int in, int out, taps *t)
-{
-    double scale = (double)in / out;
-    t->n = out >= in ? 2 : (int)ceil(scale) + 1;
-    t->idx = dg_malloc(sizeof(int) * (size_t)out * t->n);
-    t->wt = dg_malloc(sizeof(float) * (size_t)out * t->n);
-    if (!t->idx || !t->wt)
-        return false;
-    for (int o = 0; o < out; o++) {
-        int *ix = t->idx + (size_t)o * t->n;
-        float *w = t->wt + (size_t)o * t->n;
-        for (int k = 0; k < t->n; k++) {
-            ix[k] = 0;
-            w[k] = 0;
-        }
-        if (out >= in) {
-            double s = (o + 0.5) * scale - 0.5;
-            if (s < 0)
-                s = 0;
-            int i0 = (int)s;
-            if (i0 > in - 1)
-                i0 = in - 1;
-            int i1 = i0 + 1 < in ? i0 + 1 : in - 1;
-            double f = s - i0;
-            ix[0] = i0;
-            ix[1] = i1;
-            w[0] = (float)(1 - f);
-            w[1] = (float)f;
-        } else {
-            double a = o * scale, b = (o + 1) * scale;
-            int k = 0;
-            for (int i = (int)floor(a); i < b && i < in && k < t->n; i++, k++) {
-                double lo = i > a ? i : a, hi = i + 1 < b ? i + 1 : b;
-                ix[k] = i;
-                w[k] = (float)((hi - lo) / scale);
-            }
-        }
-    }
-    return true;
-}
-
-static void free_taps(taps *t)
-{
-    dg_free(t->idx);
-    dg_free(t->wt);
-}
-
-void dg_resize(const float *src, int c, int h, int w, float *dst, int oh, int ow)
-{
-    if (h == oh && w == ow) {
-        memcpy(dst, src, sizeof(float) * (size_t)c * h * w);
-        return;
-    }
-    taps tx = {0}, ty = {0};
-    float *tmp = dg_malloc(sizeof(float) * (size_t)c * h * ow);
-    if (!tmp || !make_taps(w, ow, &tx) || !make_taps(h, oh, &ty)) {
-        /* Out of memory: nearest neighbour needs nothing extra. */
-        for (int ch = 0; ch < c; ch++)
-            for (int y = 0; y < oh; y++)
-                for (int x = 0; x < ow; x++)
-                    dst[((size_t)ch * oh + y) * ow + x] =
-                        src[((size_t)ch * h + (size_t)y * h / oh) * w + (size_t)x * w / ow];
-        dg_free(tmp);
-        free_taps(&tx);
-        free_taps(&ty);
-        return;
-    }
-    for (int ch = 0; ch < c; ch++)
-        for (int y = 0; y < h; y++) {
-            const float *row = src + ((size_t)ch * h + y) * w;
-            float *o = tmp + ((size_t)ch * h + y) * ow;
-            for (int x = 0; x < ow; x++) {
-                float acc = 0;
-                for (int k = 0; k < tx.n; k++)
-                    acc += tx.wt[(size_t)x * tx.n + k] * row[tx.idx[(size_t)x * tx.n + k]];
-                o[x] = acc;
-            }
-        }
-    for (int ch = 0; ch < c; ch++)
-        for (int y = 0; y < oh; y++) {
-            float *o = dst + ((size_t)ch * oh + y) * ow;
-            for (int x = 0; x < ow; x++)
-                o[x] = 0;
-            for (int k = 0; k < ty.n; k++) {
-                float wk = ty.wt[(size_t)y * ty.n + k];
-                if (wk == 0)
-                    continue;
-                const float *r = tmp + ((size_t)ch * h + ty.idx[(size_t)y * ty.n + k]) * ow;
-                for (int x = 0; x < ow; x++)
-                    o[x] += wk * r[x];
-            }
-        }
-    dg_free(tmp);
-    free_taps(&tx);
-    free_taps(&ty);
-}
-
-/* ---- order ---------------------------------------------------------------- */
-
-/* Fisher-Yates over list with the epoch's stream (as synth.c's make_order). */
-static void shuffle(size_t *list, size_t n, uint64_t seed, uint64_t stream)
-{
-    dg_rng r;
-    dg_rng_init(&r, seed, stream);
-    uint32_t buf[4];
-    for (size_t i = n - 1; i > 0 && n > 1; i--) {
-        dg_rng_next4(&r, buf);
-        uint64_t v = ((uint64_t)buf[0] << 32) | buf[1];
-        size_t j = (size_t)(v % (i + 1));
-        size_t t = list[i];
-        list[i] = list[j];
-        list[j] = t;
-    }
-}
-
-static int cmp_size(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The sample list of (split, epoch): train shuffled per epoch, val in order.
- * Called with mu held. */
-static const size_t *epoch_list(dg_loader *ld, dg_split sp, int epoch, size_t *count)
-{
-    if (sp == DG_SPLIT_VAL) {
-        *count = ld->nval;
-        return ld->val;
-    }
-    *count = ld->ntrain;
-    int k = epoch & 1;
-    if (ld->perm_epoch[k] != epoch) {
-        memcpy(ld->perm[k], ld->train, ld->ntrain * sizeof(size_t));
-        shuffle(ld->perm[k], ld->ntrain, ld->o.seed, STREAM_ORDER + (uint64_t)epoch);
-        ld->perm_epoch[k] = epoch;
-    }
-    return ld->perm[k];
-}
-
-static int pick_res(const dg_loader *ld, int epoch, int step)
-{
-    if (ld->o.nres == 1)
-        return 0;
-    dg_rng r;
-    dg_rng_init(&r, ld->o.seed, STREAM_RES | ((uint64_t)(uint32_t)epoch << 32) | (uint32_t)step);
-    uint32_t b[4];
-    dg_rng_next4(&r, b);
-    double total = 0;
-    for (int i = 0; i < ld->o.nres; i++)
-        total += ld->o.res[i].weight;
-    double u = (b[0] >> 8) * (1.0 / 16777216.0) * total, acc = 0;
-    for (int i = 0; i < ld->o.nres; i++) {
-        acc += ld->o.res[i].weight;
-        if (u < acc)
-            return i;
-    }
-    return ld->o.nres - 1;
-}
-
-/* ---- one sample ------------------------------------------------------------ */
-
-typedef struct scratch {
-    float *a, *b;
-} scratch;
-
-/* Reads, resizes (or takes from the cache), augments and normalises sample idx
- * into dst (c*h*w floats); *label gets its label. DG_ERR_FORMAT with err for a
- * bad sample. */
-static dg_status load_sample(dg_loader *ld, dg_split sp, int epoch, size_t idx, int ri, slot *sl,
-                             scratch *sc, float *dst, int32_t *label, char *err, size_t errlen)
-{
-    int c = ld->o.channels, h = ld->o.res[ri].h, w = ld->o.res[ri].w;
-    size_t chw = (size_t)c * h * w;
-    const float *cur = NULL;
-    dg_image img = {0};
-    size_t key = (size_t)ri * ld->n_all + idx;
-    if (ld->cache) {
-        pthread_mutex_lock(&ld->cache_mu);
-        if (ld->cache[key]) {
-            cur = ld->cache[key];
-            *label = ld->cache_y[key];
-            ld->cache_hits++;
-        } else {
-            ld->cache_misses++;
-        }
-        pthread_mutex_unlock(&ld->cache_mu);
-    }
-    if (!cur) {
-        dg_read_times rt = {0, 0};
-        dg_status st = ld->o.read ? ld->o.read(ld->o.read_user, ld->src, idx, &img, &rt, err, errlen)
-                                  : dg_source_read(ld->src, idx, &img, &rt, err, errlen);
-        sl->t[S_READ] += rt.read;
-        sl->t[S_DECODE] += rt.decode;
-        if (st != DG_OK) {
-            dg_image_free(&img);
-            return st;
-        }
-        if (img.c != c || img.h < 1 || img.w < 1 || !img.data) {
-            snprintf(err, errlen, "sample has %d channels (%dx%d), the loader wants %d", img.c, img.h,
-                     img.w, c);
-            dg_image_free(&img);
-            return DG_ERR_FORMAT;
-        }
-        *label = img.label;
-        double t0 = dg_now();
-        if (img.h == h && img.w == w) {
-            cur = img.data;
-        } else {
-            dg_resize(img.data, c, img.h, img.w, sc->a, h, w);
-            cur = sc->a;
-        }
-        sl->t[S_RESIZE] += dg_now() - t0;
-        if (ld->cache) {
-            pthread_mutex_lock(&ld->cache_mu);
-            if (!ld->cache[key] && ld->cache_bytes + chw * sizeof(float) <= ld->cache_cap) {
-                float *keep = dg_malloc(chw * sizeof(float));
-                if (keep) {
-                    memcpy(keep, cur, chw * sizeof(float));
-                    ld->cache[key] = keep;
-                    ld->cache_y[key] = *label;
-                    ld->cache_bytes += chw * sizeof(float);
-                }
-            }
-            pthread_mutex_unlock(&ld->cache_mu);
-        }
-    }
-    bool aug = sp == DG_SPLIT_TRAIN && (ld->o.crop || ld->o.flip);
-    if (aug) {
-        double t0 = dg_now();
-        dg_rng r;
-        dg_rng_init(&r, ld->o.seed, STREAM_AUG | ((uint64_t)(uint16_t)epoch << 40) | (idx & 0xffffffffffull));
-        uint32_t b[4];
-        dg_rng_next4(&r, b);
-        /* cur is read-only unless it is scratch a (a resize result). */
-        if (ld->o.crop) {
-            /* Random-resized-lite: grow to 1.125x into b, crop back into a. */
-            int H = (int)lround(h * 1.125), W = (int)lround(w * 1.125);
-            dg_resize(cur, c, h, w, sc->b, H, W);
-            int oy = (int)(b[0] % (uint32_t)(H - h + 1)), ox = (int)(b[1] % (uint32_t)(W - w + 1));
-            for (int ch = 0; ch < c; ch++)
-                for (int y = 0; y < h; y++)
-                    memcpy(sc->a + ((size_t)ch * h + y) * w, sc->b + ((size_t)ch * H + oy + y) * W + ox,
-                           sizeof(float) * (size_t)w);
-            cur = sc->a;
-        }
-        if (ld->o.flip && (b[2] & 1)) {
-            if (cur != sc->a) {
-                memcpy(sc->a, cur, chw * sizeof(float));
-                cur = sc->a;
-            }
-            for (size_t row = 0; row < (size_t)c * h; row++) {
-                float *p = sc->a + row * w;
-                for (int x = 0; x < w / 2; x++) {
-                    float t = p[x];
-                    p[x] = p[w - 1 - x];
-                    p[w - 1 - x] = t;
-                }
-            }
-        }
-        sl->t[S_AUGMENT] += dg_now() - t0;
-    }
-    double t0 = dg_now();
-    if (ld->o.norm != DG_NORM_NONE) {
-        for (int ch = 0; ch < c; ch++) {
-            float m = ld->mean[ch], is = 1.0f / ld->std[ch];
-            const float *s = cur + (size_t)ch * h * w;
-            float *d = dst + (size_t)ch * h * w;
-            for (size_t i = 0; i < (size_t)h * w; i++)
-                d[i] = (s[i] - m) * is;
-        }
-        sl->t[S_NORM] += dg_now() - t0;
-    } else {
-        memcpy(dst, cur, chw * sizeof(float));
-        sl->t[S_COLLATE] += dg_now() - t0;
-    }
-    dg_image_free(&img);
-    return DG_OK;
-}
-
-/* Fills batch g of the run into sl. Bad samples (skip mode) are replaced by
- * the next good sample of the epoch's list, so batches stay full and the
- * same on every run. */
-static void fill_batch(dg_loader *ld, int64_t g, slot *sl, dg_split sp, int first_epoch, int steps)
-{
-    int epoch = first_epoch + (int)(g / steps), step = (int)(g % steps);
-    int ri = pick_res(ld, epoch, step);
-    int c = ld->o.channels, h = ld->o.res[ri].h, w = ld->o.res[ri].w, n = ld->o.batch;
-    size_t chw = (size_t)c * h * w, count;
-    sl->h = h;
-    sl->w = w;
-    sl->st = DG_OK;
-    sl->err[0] = '\0';
-    sl->bad = sl->seen = 0;
-    sl->nmsg = 0;
-    for (int s = 0; s < S_COUNT; s++)
-        sl->t[s] = 0;
-    pthread_mutex_lock(&ld->mu);
-    const size_t *list = epoch_list(ld, sp, epoch, &count);
-    pthread_mutex_unlock(&ld->mu);
-    scratch sc = {dg_malloc(ld->scratch_floats * sizeof(float)), dg_malloc(ld->scratch_floats * sizeof(float))};
-    if (!sc.a || !sc.b) {
-        sl->st = DG_ERR_NOMEM;
-        snprintf(sl->err, sizeof sl->err, "loader: out of memory for a batch");
-        goto out;
-    }
-    for (int j = 0; j < n && sl->st == DG_OK; j++) {
-        size_t p = ((size_t)step * n + j) % count;
-        for (size_t tries = 0;; tries++) {
-            if (tries >= count) {
-                sl->st = DG_ERR_FORMAT;
-                snprintf(sl->err, sizeof sl->err, "loader: no readable sample in the %s split",
-                         sp == DG_SPLIT_VAL ? "validation" : "training");
-                break;
-            }
-            size_t idx = list[(p + tries) % count];
-            char err[MSG_LEN - 32] = "";
-            sl->seen++;
-            dg_status st = load_sample(ld, sp, epoch, idx, ri, sl, &sc, sl->x + (size_t)j * chw,
-                                       &sl->y[j], err, sizeof err);
-            if (st == DG_OK)
-                break;
-            if (st != DG_ERR_FORMAT || ld->o.on_bad_fail) {
-                sl->st = st;
-                snprintf(sl->err, sizeof sl->err, "bad sample %zu: %s", idx, err[0] ? err : dg_status_name(st));
-                if (st == DG_ERR_FORMAT)
-                    sl->bad++;
-                break;
-            }
-            sl->bad++;
-            if (sl->nmsg < DG_LOADER_MAX_BAD_MSGS)
-                snprintf(sl->msgs[sl->nmsg++], MSG_LEN, "sample %zu: %s", idx, err);
-        }
-    }
-out:
-    dg_free(sc.a);
-    dg_free(sc.b);
-}
-
-/* ---- workers ---------------------------------------------------------------- */
-
-static int epoch_of(const dg_loader *ld, int64_t g)
-{
-    return (int)(g / ld->steps);
-}
-
-/* A worker may take batch next when its slot is free and it is at most one
- * epoch ahead of the consumer (two permutations are live at most). */
-static bool can_take(const dg_loader *ld)
-{
-    return ld->next < ld->total && ld->next < ld->consumed + ld->nslots &&
-           epoch_of(ld, ld->next) <= epoch_of(ld, ld->consumed) + 1;
-}
-
-static void *worker_main(void *arg)
-{
-    dg_loader *ld = arg;
-    pthread_mutex_lock(&ld->mu);
-    for (;;) {
-        while (!ld->stop && !can_take(ld))
-            pthread_cond_wait(&ld->cv_work, &ld->mu);
-        if (ld->stop)
-            break;
-        int64_t g = ld->next++;
-        slot *sl = &ld->slots[g % ld->nslots];
-        sl->state = SLOT_FILLING;
-        uint64_t gen = ld->gen;
-        dg_split sp = ld->sp;
-        int first = ld->first_epoch, steps = ld->steps;
-        ld->busy++;
-        pthread_mutex_unlock(&ld->mu);
-        fill_batch(ld, g, sl, sp, first, steps);
-        pthread_mutex_lock(&ld->mu);
-        ld->busy--;
-        if (gen == ld->gen) {
-            sl->g = g;
-            sl->state = SLOT_READY;
-        }
-        pthread_cond_broadcast(&ld->cv_ready);
-    }
-    pthread_mutex_unlock(&ld->mu);
-    return NULL;
-}
+static const char *const stage_names[S_COUNT] = {"read",    "decode",    "resize",
+                                                 "augment", "normalise", "collate"};
 
 /* ---- creation ------------------------------------------------------------------ */
 
@@ -497,8 +27,9 @@ static dg_status auto_norm(dg_loader *ld)
         dg_image img = {0};
         dg_read_times rt = {0, 0};
         char err[MSG_LEN];
-        dg_status st = ld->o.read ? ld->o.read(ld->o.read_user, ld->src, idx, &img, &rt, err, sizeof err)
-                                  : dg_source_read(ld->src, idx, &img, &rt, err, sizeof err);
+        dg_status st = ld->o.read
+                           ? ld->o.read(ld->o.read_user, ld->src, idx, &img, &rt, err, sizeof err)
+                           : dg_source_read(ld->src, idx, &img, &rt, err, sizeof err);
         if (st == DG_OK && img.c == c && img.data) {
             size_t hw = (size_t)img.h * img.w;
             for (int ch = 0; ch < c; ch++) {
@@ -519,7 +50,8 @@ static dg_status auto_norm(dg_loader *ld)
         dg_image_free(&img);
     }
     if (cnt == 0)
-        return dg_fail(ld->ctx, DG_ERR_FORMAT, "loader: normalise auto: no readable training sample");
+        return dg_fail(ld->ctx, DG_ERR_FORMAT,
+                       "loader: normalise auto: no readable training sample");
     for (int ch = 0; ch < c; ch++) {
         double mu = sum[ch] / cnt, var = sq[ch] / cnt - mu * mu;
         ld->mean[ch] = (float)mu;
@@ -544,31 +76,35 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     if (o.batch < 1 || (o.channels != 1 && o.channels != 3))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: batch must be positive and channels 1 or 3");
     if (o.nres < 1 || o.nres > DG_LOADER_MAX_RES)
-        return dg_fail(ctx, DG_ERR_USAGE, "loader: 1..%d resolutions, got %d", DG_LOADER_MAX_RES, o.nres);
+        return dg_fail(ctx, DG_ERR_USAGE, "loader: 1..%d resolutions, got %d", DG_LOADER_MAX_RES,
+                       o.nres);
     for (int i = 0; i < o.nres; i++)
         if (o.res[i].h < 1 || o.res[i].w < 1 || o.res[i].h > 16384 || o.res[i].w > 16384 ||
             !(o.res[i].weight > 0) || !isfinite(o.res[i].weight))
-            return dg_fail(ctx, DG_ERR_USAGE, "loader: resolution %dx%d:%g is out of range", o.res[i].h,
-                           o.res[i].w, o.res[i].weight);
+            return dg_fail(ctx, DG_ERR_USAGE, "loader: resolution %dx%d:%g is out of range",
+                           o.res[i].h, o.res[i].w, o.res[i].weight);
     qsort(o.res, (size_t)o.nres, sizeof o.res[0], cmp_res);
     if (!(o.val_split >= 0 && o.val_split < 1))
-        return dg_fail(ctx, DG_ERR_USAGE, "loader: the validation share must be in [0, 1), got %g", o.val_split);
+        return dg_fail(ctx, DG_ERR_USAGE, "loader: the validation share must be in [0, 1), got %g",
+                       o.val_split);
     if (o.max_bad_share < 0)
         o.max_bad_share = 0.01;
     if (!(o.max_bad_share <= 1))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: the bad-sample share must be in [0, 1]");
     if (o.norm == DG_NORM_GIVEN) {
         if (o.norm_count != 1 && o.norm_count != o.channels)
-            return dg_fail(ctx, DG_ERR_USAGE,
-                           "loader: --normalize gives %d values per list, the model has %d channel%s",
-                           o.norm_count, o.channels, o.channels > 1 ? "s" : "");
+            return dg_fail(
+                ctx, DG_ERR_USAGE,
+                "loader: --normalize gives %d values per list, the model has %d channel%s",
+                o.norm_count, o.channels, o.channels > 1 ? "s" : "");
         for (int ch = 0; ch < 3; ch++) {
             if (o.norm_count == 1) {
                 o.mean[ch] = o.mean[0];
                 o.std[ch] = o.std[0];
             }
             if (ch < o.channels && !(o.std[ch] > 0 && isfinite(o.std[ch]) && isfinite(o.mean[ch])))
-                return dg_fail(ctx, DG_ERR_USAGE, "loader: normalisation std must be positive and finite");
+                return dg_fail(ctx, DG_ERR_USAGE,
+                               "loader: normalisation std must be positive and finite");
         }
     }
     if (o.workers < 0)
@@ -621,10 +157,10 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     for (size_t i = 0; i < n; i++)
         ld->train[i] = i;
     if (ld->nval) {
-        shuffle(ld->train, n, o.seed, STREAM_SPLIT);
+        dg_ld_shuffle(ld->train, n, o.seed, STREAM_SPLIT);
         memcpy(ld->val, ld->train + ld->ntrain, ld->nval * sizeof(size_t));
-        qsort(ld->train, ld->ntrain, sizeof(size_t), cmp_size);
-        qsort(ld->val, ld->nval, sizeof(size_t), cmp_size);
+        qsort(ld->train, ld->ntrain, sizeof(size_t), dg_ld_cmp_size);
+        qsort(ld->val, ld->nval, sizeof(size_t), dg_ld_cmp_size);
     }
 
     for (int ch = 0; ch < 3; ch++) {
@@ -654,10 +190,7 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     dg_sha256_hex(ld->bucket_text, strlen(ld->bucket_text), ld->bucket_id);
 
     if (o.cache) {
-        ld->cache = dg_calloc((size_t)o.nres * n, sizeof(float *));
-        ld->cache_y = dg_calloc((size_t)o.nres * n, sizeof(int32_t));
-        ld->cache_cap = o.cache_cap;
-        if (!ld->cache || !ld->cache_y) {
+        if (!dg_ld_cache_new(ld)) {
             st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory for the cache index");
             goto fail;
         }
@@ -684,7 +217,7 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
             goto fail;
         }
         for (int i = 0; i < o.workers; i++) {
-            if (pthread_create(&ld->threads[i], NULL, worker_main, ld) != 0) {
+            if (pthread_create(&ld->threads[i], NULL, dg_ld_worker_main, ld) != 0) {
                 st = dg_fail(ctx, DG_ERR_NOMEM, "loader: cannot start worker %d", i);
                 goto fail;
             }
@@ -715,11 +248,7 @@ void dg_loader_free(dg_loader *ld)
             dg_free(ld->slots[i].y);
         }
     dg_free(ld->slots);
-    if (ld->cache)
-        for (size_t i = 0; i < (size_t)ld->o.nres * ld->n_all; i++)
-            dg_free(ld->cache[i]);
-    dg_free(ld->cache);
-    dg_free(ld->cache_y);
+    dg_ld_cache_free(ld);
     dg_free(ld->train);
     dg_free(ld->val);
     dg_free(ld->perm[0]);
@@ -742,125 +271,6 @@ size_t dg_loader_count(const dg_loader *ld, dg_split sp)
 size_t dg_loader_batch_floats(const dg_loader *ld)
 {
     return ld->slot_floats;
-}
-
-/* ---- running ----------------------------------------------------------------- */
-
-dg_status dg_loader_start(dg_loader *ld, dg_split sp, int first_epoch, int epochs, int steps)
-{
-    size_t count = dg_loader_count(ld, sp);
-    if (count == 0)
-        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: the %s split is empty",
-                       sp == DG_SPLIT_VAL ? "validation" : "training");
-    if (steps <= 0)
-        steps = (int)((count + (size_t)ld->o.batch - 1) / (size_t)ld->o.batch);
-    if (epochs < 1 || first_epoch < 0 || first_epoch > 65535 - epochs)
-        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: epochs must be in 0..65535");
-    pthread_mutex_lock(&ld->mu);
-    ld->gen++;
-    ld->total = 0; /* no new work */
-    while (ld->busy > 0)
-        pthread_cond_wait(&ld->cv_ready, &ld->mu);
-    for (int i = 0; i < ld->nslots; i++)
-        ld->slots[i].state = SLOT_FREE;
-    ld->sp = sp;
-    ld->first_epoch = first_epoch;
-    ld->steps = steps;
-    ld->next = ld->consumed = 0;
-    ld->total = (int64_t)epochs * steps;
-    ld->perm_epoch[0] = ld->perm_epoch[1] = -1;
-    ld->failed = false;
-    pthread_cond_broadcast(&ld->cv_work);
-    pthread_mutex_unlock(&ld->mu);
-    return DG_OK;
-}
-
-static epoch_stat *epoch_entry(dg_loader *ld, int epoch)
-{
-    for (size_t i = ld->neps; i-- > 0;)
-        if (ld->eps[i].epoch == epoch)
-            return &ld->eps[i];
-    if (ld->neps == ld->cap_eps) {
-        size_t cap = ld->cap_eps ? 2 * ld->cap_eps : 16;
-        epoch_stat *p = dg_realloc(ld->eps, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        ld->eps = p;
-        ld->cap_eps = cap;
-    }
-    epoch_stat *e = &ld->eps[ld->neps++];
-    memset(e, 0, sizeof *e);
-    e->epoch = epoch;
-    return e;
-}
-
-dg_status dg_loader_next(dg_loader *ld, float *x, int32_t *y, int *h, int *w)
-{
-    double t0 = dg_now();
-    if (ld->failed)
-        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: a previous batch failed");
-    pthread_mutex_lock(&ld->mu);
-    if (ld->consumed >= ld->total) {
-        pthread_mutex_unlock(&ld->mu);
-        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: no batches left (call dg_loader_start)");
-    }
-    int64_t g = ld->consumed;
-    slot *sl = &ld->slots[g % ld->nslots];
-    if (!ld->nthreads) {
-        pthread_mutex_unlock(&ld->mu);
-        fill_batch(ld, g, sl, ld->sp, ld->first_epoch, ld->steps);
-    } else {
-        while (!(sl->state == SLOT_READY && sl->g == g))
-            pthread_cond_wait(&ld->cv_ready, &ld->mu);
-        pthread_mutex_unlock(&ld->mu);
-    }
-    int epoch = ld->first_epoch + (int)(g / ld->steps);
-    bool epoch_end = (g + 1) % ld->steps == 0;
-    epoch_stat *es = epoch_entry(ld, epoch);
-    for (int s = 0; s < S_COUNT; s++) {
-        ld->t[s] += sl->t[s];
-        if (es)
-            es->t[s] += sl->t[s];
-    }
-    ld->bad += sl->bad;
-    ld->seen += sl->seen;
-    for (int i = 0; i < sl->nmsg && ld->nmsg < DG_LOADER_MAX_BAD_MSGS; i++)
-        memcpy(ld->msgs[ld->nmsg++], sl->msgs[i], MSG_LEN);
-    dg_status st = DG_OK;
-    if (sl->st != DG_OK) {
-        st = dg_fail(ld->ctx, sl->st, "%s", sl->err);
-    } else if ((ld->seen >= 1000 || epoch_end) && (double)ld->bad > ld->o.max_bad_share * (double)ld->seen) {
-        st = dg_fail(ld->ctx, DG_ERR_FORMAT,
-                     "loader: %zu of %zu samples read were bad (%.2f%%), above the allowed %.2f%%%s%s",
-                     ld->bad, ld->seen, 100.0 * (double)ld->bad / (double)ld->seen,
-                     100.0 * ld->o.max_bad_share, ld->nmsg ? "; first: " : "", ld->nmsg ? ld->msgs[0] : "");
-    } else {
-        size_t floats = (size_t)ld->o.batch * ld->o.channels * sl->h * sl->w;
-        double tc = dg_now();
-        memcpy(x, sl->x, floats * sizeof(float));
-        memcpy(y, sl->y, (size_t)ld->o.batch * sizeof(int32_t));
-        *h = sl->h;
-        *w = sl->w;
-        double dc = dg_now() - tc;
-        ld->t[S_COLLATE] += dc;
-        if (es)
-            es->t[S_COLLATE] += dc;
-    }
-    if (st != DG_OK)
-        ld->failed = true;
-    pthread_mutex_lock(&ld->mu);
-    sl->state = SLOT_FREE;
-    ld->consumed++;
-    pthread_cond_broadcast(&ld->cv_work);
-    pthread_mutex_unlock(&ld->mu);
-    double waited = dg_now() - t0;
-    ld->waited += waited;
-    ld->batches++;
-    if (es) {
-        es->waited += waited;
-        es->batches++;
-    }
-    return st;
 }
 
 /* ---- reporting -------------------------------------------------------------- */
@@ -941,7 +351,8 @@ cJSON *dg_loader_stats_json(const dg_loader *ld)
     cJSON_AddNumberToObject(cache, "hits", (double)ld->cache_hits);
     cJSON_AddNumberToObject(cache, "misses", (double)ld->cache_misses);
     cJSON_AddItemToObject(cache, "bytes", dg_json_metric((double)ld->cache_bytes, true, "bytes"));
-    cJSON_AddItemToObject(cache, "cap", dg_json_metric((double)ld->o.cache_cap, ld->cache != NULL, "bytes"));
+    cJSON_AddItemToObject(cache, "cap",
+                          dg_json_metric((double)ld->o.cache_cap, ld->cache != NULL, "bytes"));
     return o;
 }
 
@@ -959,7 +370,8 @@ dg_status dg_loader_parse_resolution(dg_ctx *ctx, const char *s, dg_loader_opts 
     const char *p = s;
     while (*p) {
         if (o->nres == DG_LOADER_MAX_RES)
-            return dg_fail(ctx, DG_ERR_USAGE, "--resolution: at most %d entries", DG_LOADER_MAX_RES);
+            return dg_fail(ctx, DG_ERR_USAGE, "--resolution: at most %d entries",
+                           DG_LOADER_MAX_RES);
         char *end;
         long h = strtol(p, &end, 10);
         if (end == p || *end != 'x')
@@ -988,7 +400,9 @@ dg_status dg_loader_parse_resolution(dg_ctx *ctx, const char *s, dg_loader_opts 
     return DG_OK;
 bad:
     return dg_fail(ctx, DG_ERR_USAGE,
-                   "--resolution wants HxW[:WEIGHT][,...] with sizes 1..16384 and positive weights, got '%.100s'", s);
+                   "--resolution wants HxW[:WEIGHT][,...] with sizes 1..16384 and positive "
+                   "weights, got '%.100s'",
+                   s);
 }
 
 dg_status dg_loader_parse_augment(dg_ctx *ctx, const char *s, dg_loader_opts *o)
@@ -1004,7 +418,8 @@ dg_status dg_loader_parse_augment(dg_ctx *ctx, const char *s, dg_loader_opts *o)
         else if (n == 4 && strncmp(p, "flip", 4) == 0)
             o->flip = true;
         else
-            return dg_fail(ctx, DG_ERR_USAGE, "--augment: unknown augmentation '%.*s' (crop, flip or none)",
+            return dg_fail(ctx, DG_ERR_USAGE,
+                           "--augment: unknown augmentation '%.*s' (crop, flip or none)",
                            (int)(n > 40 ? 40 : n), p);
         p += n;
         if (*p == ',')
@@ -1047,7 +462,8 @@ dg_status dg_loader_parse_normalize(dg_ctx *ctx, const char *s, dg_loader_opts *
     }
     const char *slash = strchr(s, '/');
     if (slash) {
-        int nm = parse_list(s, slash, o->mean), ns = parse_list(slash + 1, slash + strlen(slash), o->std);
+        int nm = parse_list(s, slash, o->mean),
+            ns = parse_list(slash + 1, slash + strlen(slash), o->std);
         bool pos = ns > 0;
         for (int i = 0; i < ns; i++)
             pos = pos && o->std[i] > 0;
@@ -1057,7 +473,9 @@ dg_status dg_loader_parse_normalize(dg_ctx *ctx, const char *s, dg_loader_opts *
             return DG_OK;
         }
     }
-    return dg_fail(ctx, DG_ERR_USAGE,
-                   "--normalize wants none, auto or MEAN/STD (e.g. 0.5/0.25 or 0.49,0.48,0.45/0.25,0.24,0.26; "
-                   "std positive), got '%.100s'", s);
+    return dg_fail(
+        ctx, DG_ERR_USAGE,
+        "--normalize wants none, auto or MEAN/STD (e.g. 0.5/0.25 or 0.49,0.48,0.45/0.25,0.24,0.26; "
+        "std positive), got '%.100s'",
+        s);
 }

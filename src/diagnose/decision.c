@@ -50,8 +50,8 @@ static int reasons_from(decision *dc, const char *const *ids, dg_severity min, c
                         const char *suffix)
 {
     int n = 0;
-    for (int i = 0; i < dc->d->nfindings; i++) {
-        const dg_finding *f = &dc->d->findings[i];
+    for (int i = 0; i < dc->d->fs.n; i++) {
+        const dg_finding *f = &dc->d->fs.items[i];
         if (f->severity < min)
             continue;
         for (const char *const *id = ids; *id; id++)

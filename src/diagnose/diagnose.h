@@ -1,56 +1,25 @@
-/* Internal diagnosis API shared by the rules (rules.c) and the routing
- * decision (decision.c). docs/rules.md is the catalogue. Nothing here prints
- * or exits; allocation failures set `nomem` and the caller turns that into
- * DG_ERR_NOMEM. */
+/* Internal diagnosis API shared by the rule table and its entry points
+ * (rules.c), the rule families (rules_*.c), the rule kit (rulekit.c) and the
+ * routing decision (decision.c). The finding store is findings.h, the
+ * thresholds thresholds.h. docs/rules.md is the catalogue. Nothing here
+ * prints or exits; allocation failures set `nomem` and the caller turns that
+ * into DG_ERR_NOMEM.
+ *
+ * Adding a rule: write its judge in the family file it belongs to (declare it
+ * below with that file's group), add its row to dg_rules[] in rules.c, and
+ * its entry to docs/rules.md. */
 #ifndef DG_DIAGNOSE_H
 #define DG_DIAGNOSE_H
 
 #include "core/core.h"
 #include "core/json.h"
+#include "diagnose/findings.h"
+#include "diagnose/thresholds.h"
 
 #include <math.h>
 
-typedef enum dg_severity { DG_SEV_INFO = 0, DG_SEV_WARN = 1, DG_SEV_FAIL = 2 } dg_severity;
-
-/* Threshold indices; the table of names, defaults and units is in rules.c. */
-typedef enum dg_threshold_id {
-    TH_DEVICE_MIN_REDUCTION_PCT,
-    TH_DEVICE_BUSY_MIN,
-    TH_MEM_EPOCHS,
-    TH_MEM_GROWTH_PCT,
-    TH_SLOWDOWN_RATIO,
-    TH_FALLBACK_SHARE,
-    TH_FALLBACK_SHARE_FAIL,
-    TH_SPEEDUP_MIN,
-    TH_DATA_WAIT_SHARE,
-    TH_NOISE_IQR_RATIO,
-    TH_BUSY_PROCESS_CPU_PCT,
-    TH_OTHER_MEM_SHARE,
-    TH_SWAP_GROWTH_MIB,
-    TH_PSI_SOME_PCT,
-    TH_COUNT
-} dg_threshold_id;
-
-typedef struct dg_threshold {
-    const char *name;
-    double value; /* the default */
-    const char *unit;
-    double lo, hi;     /* accepted range of an override, inclusive */
-    bool integer;      /* an override must be a whole number */
-    const char *rules; /* the rule ids that read it */
-    const char *doc;
-} dg_threshold;
-
-extern const dg_threshold dg_thresholds[TH_COUNT];
-
-/* One finding as the rules made it; json is the FINDING object. */
-typedef struct dg_finding {
-    const char *id;
-    dg_severity severity;
-    int run; /* the compare run it judged, -1 when none */
-    cJSON *json;
-    bool in_output; /* json now belongs to the output's findings array */
-} dg_finding;
+#define DG_MIB (1024.0 * 1024.0)
+#define DG_GIB (1024.0 * DG_MIB)
 
 /* Everything a rule reads, and the findings made so far. Sections are NULL
  * when null, absent or not an object. */
@@ -59,10 +28,15 @@ typedef struct dg_diag {
     const char *kind; /* "accept", "run", or "" */
     const cJSON *spec, *env, *gate, *sweep, *soak, *compare, *profile, *supervise;
     double th[TH_COUNT];
-    dg_finding *findings;
-    int nfindings, cap;
-    bool nomem;
+    dg_findings fs;
+    bool nomem; /* set by the kit and the decision; the store has its own */
 } dg_diag;
+
+/* Whether the diagnosis ran out of memory anywhere. */
+static inline bool dg_diag_nomem(const dg_diag *d)
+{
+    return d->nomem || d->fs.nomem;
+}
 
 struct dg_rule;
 typedef void (*dg_rule_fn)(dg_diag *d, const struct dg_rule *r);
@@ -81,27 +55,50 @@ typedef struct dg_rule {
 extern const dg_rule dg_rules[];
 extern const int dg_rule_count;
 
-/* ---- reading the record -------------------------------------------------- */
+/* ---- the rule kit (rulekit.c) --------------------------------------------- */
 
 /* dg_jpath, dg_jnum, dg_jbool, dg_jstr: core/json.h */
 
-/* ---- making findings ------------------------------------------------------ */
+/* Adds item to obj under key (item NULL or a failed add: d->nomem). */
+void dg_put(dg_diag *d, cJSON *obj, const char *key, cJSON *item);
+
+/* A new finding of rule r with a printf-formatted title, in d's store.
+ * Returns the FINDING object (owned by the store; NULL when out of memory). */
+cJSON *dg_rule_finding(dg_diag *d, const dg_rule *r, dg_severity sev, int run, const char *fmt, ...)
+    DG_PRINTF(5, 6);
+/* Replaces the finding's "hypothesis" or "action" with a formatted text. */
+void dg_rule_text(dg_diag *d, cJSON *f, const char *key, const char *fmt, ...) DG_PRINTF(4, 5);
+/* Appends {section, field, value, unit} to the finding's evidence; takes
+ * value (NULL: null). f NULL: nothing. */
+void dg_ev_add(dg_diag *d, cJSON *f, const char *sec, const char *field, cJSON *value,
+               const char *unit);
+/* Evidence of a computed number (not finite: null). */
+void dg_ev_num(dg_diag *d, cJSON *f, const char *sec, const char *field, double v,
+               const char *unit);
+/* Evidence read from the record: the item at the printf-formatted path below
+ * the section, with a METRIC's unit (or `unit` for plain values). Arrays and
+ * objects that are not metrics are written as their compact JSON text. */
+void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
+                const char *fmt, ...) DG_PRINTF(6, 7);
+/* Appends to a fixed buffer, keeping it NUL-terminated (truncates quietly). */
+void dg_cat(char *buf, size_t n, const char *fmt, ...) DG_PRINTF(3, 4);
 
 /* Whether a finding with this id (at least min severity) was made; run >= 0
  * narrows it to findings about that compare run. */
-bool dg_fired(const dg_diag *d, const char *id, dg_severity min, int run);
-/* The first finding with this id, or NULL. */
-const dg_finding *dg_finding_get(const dg_diag *d, const char *id);
+static inline bool dg_fired(const dg_diag *d, const char *id, dg_severity min, int run)
+{
+    return dg_findings_fired(&d->fs, id, min, run);
+}
 
+/* compare.runs when it is an array, else NULL. */
+const cJSON *dg_diag_compare_runs(const dg_diag *d);
+/* A compare run that ended: not the failed-run shape {batch, status, failed, error}. */
+bool dg_run_ok(const cJSON *run);
+/* The device backend of a compare run (the run's, compare's spec, or "the device"). */
+const char *dg_run_device(const dg_diag *d, const cJSON *run);
 /* The compare run the route is judged on: the run at the spec's batch when
  * there is one, else the ok run with the highest speedup; -1 when none. */
 int dg_route_run(const dg_diag *d);
-
-/* The routing decision (decision.c): the DECISION object, NULL when out of
- * memory (d->nomem is set). */
-cJSON *dg_decide(dg_diag *d);
-
-const char *dg_severity_name(dg_severity s);
 
 /* A count from a record as an int; -1 when it is not a finite number in range
  * (a cast of NaN or 1e300 would be undefined). */
@@ -109,5 +106,48 @@ static inline int diag_int(double v)
 {
     return isfinite(v) && fabs(v) < 2e9 ? (int)v : -1;
 }
+
+/* ---- the rule families: one judge per rule ------------------------------- */
+
+/* rules_env.c: environment, gate and backends */
+void dg_judge_env_translated(dg_diag *d, const dg_rule *r);
+void dg_judge_env_mixed_arch(dg_diag *d, const dg_rule *r);
+void dg_judge_gate_failed(dg_diag *d, const dg_rule *r);
+void dg_judge_device_missing(dg_diag *d, const dg_rule *r);
+void dg_judge_backend_unavailable(dg_diag *d, const dg_rule *r);
+
+/* rules_speed.c: the compare runs (speed and numerics) */
+void dg_judge_compare_failed(dg_diag *d, const dg_rule *r);
+void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r);
+void dg_judge_slow_device_data(dg_diag *d, const dg_rule *r);
+void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r);
+
+/* rules_memory.c: soak memory, slowdown, memory pressure from other work */
+void dg_judge_retained_refs(dg_diag *d, const dg_rule *r);
+void dg_judge_working_set_change(dg_diag *d, const dg_rule *r);
+void dg_judge_memory_short(dg_diag *d, const dg_rule *r);
+void dg_judge_memory_not_emptied(dg_diag *d, const dg_rule *r);
+void dg_judge_memory_pressure(dg_diag *d, const dg_rule *r);
+void dg_judge_slowing_down(dg_diag *d, const dg_rule *r);
+
+/* rules_sweep.c: the batch sweep */
+void dg_judge_sweep_memory(dg_diag *d, const dg_rule *r);
+void dg_judge_batch_above_safe(dg_diag *d, const dg_rule *r);
+
+/* rules_profile.c: operators, the data path, measurement noise */
+void dg_judge_operator_gap(dg_diag *d, const dg_rule *r);
+void dg_judge_data_starved(dg_diag *d, const dg_rule *r);
+void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r);
+
+/* rules_run.c: supervised programs (devgate run) */
+void dg_judge_program_failed(dg_diag *d, const dg_rule *r);
+void dg_judge_events_lost(dg_diag *d, const dg_rule *r);
+
+/* ---- the routing decision (decision.c) ----------------------------------- */
+
+/* The DECISION object from the findings and the record; NULL when out of
+ * memory (d->nomem is set). Reads the findings' titles: call it while the
+ * store still holds them. */
+cJSON *dg_decide(dg_diag *d);
 
 #endif

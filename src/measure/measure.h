@@ -26,6 +26,34 @@ void dg_stats_compute(const double *v, size_t n, size_t warmup, dg_stats *out);
  *  outliers, slope, thirds_ratio} with every value a metric in `unit`. */
 cJSON *dg_stats_json(const dg_stats *s, const char *unit);
 
+/* ---- comparisons of two series (stats.c, docs/measure.md) ------------------- */
+
+typedef struct dg_median_ci {
+    double point;     /* median(a) / median(b), or median(a) when there is no b */
+    double lo, hi;    /* percentile-bootstrap interval at `level` */
+    double level;     /* e.g. 0.95 */
+    size_t resamples; /* bootstrap resamples drawn */
+    bool valid;       /* false when a side is empty, a median is not finite or b's is 0 */
+} dg_median_ci;
+
+#define DG_BOOTSTRAP_RESAMPLES 2000
+#define DG_BOOTSTRAP_SEED 0x5eed0b007ULL
+
+/* Percentile-bootstrap interval of median(a) / median(b) (b NULL or nb 0: of
+ * median(a) alone). Each resample draws na values of a and nb of b with
+ * replacement through Philox keyed by seed, so the same inputs and seed give
+ * the same interval on every machine. resamples 0: DG_BOOTSTRAP_RESAMPLES;
+ * level outside (0, 1): 0.95. False (out->valid false) when it cannot. */
+bool dg_bootstrap_median_ci(const double *a, size_t na, const double *b, size_t nb,
+                            size_t resamples, double level, uint64_t seed, dg_median_ci *out);
+
+/* Two-sided Mann-Whitney U test of a against b as scipy.stats.mannwhitneyu
+ * (method "auto"): the exact distribution when there are no ties and either
+ * side has at most 8 values, else the normal approximation with the tie and
+ * continuity corrections. Returns p in [0, 1] (NAN when a side is empty or a
+ * value is not finite); *u_a (may be NULL) gets U of a (pairs a > b, ties 1/2). */
+double dg_mann_whitney_p(const double *a, size_t na, const double *b, size_t nb, double *u_a);
+
 /* ---- sampler (sampler.c) ----------------------------------------------------- */
 
 typedef struct dg_sample_point {

@@ -125,3 +125,181 @@ cJSON *dg_stats_json(const dg_stats *s, const char *unit)
     add_metric(o, "thirds_ratio", s->thirds_ratio, "ratio");
     return o;
 }
+
+/* ---- comparisons ------------------------------------------------------------ */
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return quantile(v, n, 0.5);
+}
+
+static bool all_finite(const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return false;
+    return true;
+}
+
+/* n values of src drawn with replacement into dst; indices from the top bits
+ * of Philox outputs scaled to [0, n) (bias below 2^-32 * n). */
+static void resample(dg_rng *r, const double *src, size_t n, double *dst)
+{
+    uint32_t q[4];
+    for (size_t i = 0; i < n; i++) {
+        if (i % 4 == 0)
+            dg_rng_next4(r, q);
+        dst[i] = src[(size_t)(((uint64_t)q[i % 4] * n) >> 32)];
+    }
+}
+
+bool dg_bootstrap_median_ci(const double *a, size_t na, const double *b, size_t nb,
+                            size_t resamples, double level, uint64_t seed, dg_median_ci *out)
+{
+    dg_median_ci c = {.point = NAN, .lo = NAN, .hi = NAN};
+    c.level = level > 0 && level < 1 ? level : 0.95;
+    c.resamples = resamples ? resamples : DG_BOOTSTRAP_RESAMPLES;
+    if (!b)
+        nb = 0;
+    *out = c;
+    if (!a || !na || !all_finite(a, na) || (nb && !all_finite(b, nb)))
+        return false;
+    double *work = dg_malloc((na + nb) * sizeof *work);
+    double *dist = dg_malloc(c.resamples * sizeof *dist);
+    if (!work || !dist) {
+        dg_free(work);
+        dg_free(dist);
+        return false;
+    }
+    memcpy(work, a, na * sizeof *work);
+    double ma = median_of(work, na), mb = 1;
+    if (nb) {
+        memcpy(work, b, nb * sizeof *work);
+        mb = median_of(work, nb);
+    }
+    bool ok = mb != 0 && isfinite(ma / mb);
+    if (ok) {
+        c.point = ma / mb;
+        dg_rng r;
+        dg_rng_init(&r, seed, 0xb0075);
+        size_t kept = 0;
+        for (size_t k = 0; k < c.resamples; k++) {
+            resample(&r, a, na, work);
+            double ra = median_of(work, na), rb = 1;
+            if (nb) {
+                resample(&r, b, nb, work + na);
+                rb = median_of(work + na, nb);
+            }
+            if (rb != 0 && isfinite(ra / rb))
+                dist[kept++] = ra / rb;
+        }
+        ok = kept > 0;
+        if (ok) {
+            qsort(dist, kept, sizeof *dist, cmp_double);
+            c.lo = quantile(dist, kept, (1 - c.level) / 2);
+            c.hi = quantile(dist, kept, (1 + c.level) / 2);
+        }
+    }
+    c.valid = ok;
+    dg_free(work);
+    dg_free(dist);
+    *out = c;
+    return ok;
+}
+
+/* Number of arrangements of m values of a and n of b whose U of a is u:
+ * f(m, n, u) = f(m - 1, n, u - n) + f(m, n - 1, u), as one table over n per m.
+ * Returns the count table over u = 0..m*n (NULL when out of memory). */
+static double *u_counts(size_t m, size_t n)
+{
+    size_t w = m * n + 1;
+    /* prev[j][u] for rows of m - 1, kept for j = 0..n */
+    double *prev = dg_calloc((n + 1) * w, sizeof(double));
+    double *cur = dg_calloc((n + 1) * w, sizeof(double));
+    if (!prev || !cur) {
+        dg_free(prev);
+        dg_free(cur);
+        return NULL;
+    }
+    for (size_t j = 0; j <= n; j++)
+        prev[j * w] = 1; /* f(0, j, 0) = 1 */
+    for (size_t i = 1; i <= m; i++) {
+        memset(cur, 0, (n + 1) * w * sizeof(double));
+        cur[0] = 1; /* f(i, 0, 0) = 1 */
+        for (size_t j = 1; j <= n; j++)
+            for (size_t u = 0; u <= i * j; u++)
+                cur[j * w + u] = (u >= j ? prev[j * w + u - j] : 0) + cur[(j - 1) * w + u];
+        double *t = prev;
+        prev = cur;
+        cur = t;
+    }
+    double *res = dg_malloc(w * sizeof(double));
+    if (res)
+        memcpy(res, prev + n * w, w * sizeof(double));
+    dg_free(prev);
+    dg_free(cur);
+    return res;
+}
+
+double dg_mann_whitney_p(const double *a, size_t na, const double *b, size_t nb, double *u_a)
+{
+    if (u_a)
+        *u_a = NAN;
+    if (!a || !b || !na || !nb || !all_finite(a, na) || !all_finite(b, nb))
+        return NAN;
+    /* Ranks of the pooled values with ties at their mean rank. */
+    size_t n = na + nb;
+    double *v = dg_malloc(n * sizeof *v);
+    if (!v)
+        return NAN;
+    memcpy(v, a, na * sizeof *v);
+    memcpy(v + na, b, nb * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_double);
+    double rank_a = 0, tie_term = 0;
+    bool ties = false;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && v[j + 1] == v[i])
+            j++;
+        double t = (double)(j - i + 1), mean_rank = (double)(i + j) / 2 + 1;
+        if (t > 1) {
+            ties = true;
+            tie_term += t * t * t - t;
+        }
+        for (size_t k = 0; k < na; k++)
+            if (a[k] == v[i])
+                rank_a += mean_rank;
+        i = j + 1;
+    }
+    dg_free(v);
+    double m1 = (double)na, m2 = (double)nb;
+    double u1 = rank_a - m1 * (m1 + 1) / 2, u2 = m1 * m2 - u1;
+    if (u_a)
+        *u_a = u1;
+    double big = fmax(u1, u2), p;
+    if (!ties && (na <= 8 || nb <= 8) && na * nb <= 20000) {
+        /* The distribution is the same for (na, nb) and (nb, na): keep the
+         * table's inner side the short one. */
+        double *cnt = na >= nb ? u_counts(na, nb) : u_counts(nb, na);
+        if (!cnt)
+            return NAN;
+        double total = 0, upper = 0;
+        size_t top = na * nb, from = (size_t)big;
+        for (size_t u = 0; u <= top; u++) {
+            total += cnt[u];
+            if (u >= from)
+                upper += cnt[u];
+        }
+        dg_free(cnt);
+        p = 2 * upper / total;
+    } else {
+        double mu = m1 * m2 / 2;
+        double var = m1 * m2 / 12 * ((double)n + 1 - tie_term / ((double)n * ((double)n - 1)));
+        if (!(var > 0))
+            return 1; /* every value equal */
+        double z = (big - mu - 0.5) / sqrt(var);
+        p = erfc(z / sqrt(2.0));
+    }
+    return fmin(fmax(p, 0), 1);
+}

@@ -321,7 +321,7 @@ const char *rp_bucket_id(const cJSON *rec)
 double rp_mem_growth_pct(const cJSON *rec)
 {
     double v;
-    if (rp_num(rec, "thresholds.rp_mem_growth_pct", &v) && v > -100 && v < 1e6)
+    if (rp_num(rec, "thresholds.mem_growth_pct", &v) && v > -100 && v < 1e6)
         return v;
     return 26;
 }

@@ -72,7 +72,8 @@ int rp_severity_rank(const char *sev);
 const cJSON **rp_findings_sorted(const cJSON *rec, int *n);
 /* The input bucket id: the record's, else a section's (soak, profile, ...). */
 const char *rp_bucket_id(const cJSON *rec);
-/* The memory growth threshold in percent (thresholds.rp_mem_growth_pct, else 26). */
+/* The memory growth threshold in percent the rules used (thresholds.mem_growth_pct,
+ * the name the rule table writes), else the default 26. */
 double rp_mem_growth_pct(const cJSON *rec);
 
 /* The supervised command: supervise.cmd or .command, else spec.cmd (an array

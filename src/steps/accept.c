@@ -21,13 +21,13 @@ static const struct tier {
     double trial_timeout_s, max_trial_s;
     int soak_epochs;
     double soak_budget_s;
-    int compare_steps;
+    int compare_steps, compare_reps; /* per repetition; timed repetitions per side */
     int compare_max_batch; /* the cpu side runs the same batch: keep it affordable */
     int profile_warmup;
     double profile_budget_s;
 } tiers[2] = {
-    {1, 3, 60, 4, 4, 6, 5, 256, 2, 4},
-    {2, 5, 120, 20, 10, 40, 10, 1024, 5, 20},
+    {1, 3, 60, 4, 4, 6, 5, 3, 256, 2, 4},
+    {2, 5, 120, 20, 10, 40, 10, 5, 1024, 5, 20},
 };
 
 static const char *const step_names[] = {"env", "gate", "sweep", "soak", "compare", "profile"};
@@ -327,7 +327,8 @@ static void run_compare(acc *a)
     int batch = a->batch;
     if (!a->o->train.batch && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
-    dg_compare_opts co = {.train = a->base, .batches = {batch}, .steps = a->tier->compare_steps};
+    dg_compare_opts co = {.train = a->base, .batches = {batch},
+                          .steps = a->tier->compare_steps, .repetitions = a->tier->compare_reps};
     co.train.backend = a->device;
     char *json = NULL;
     dg_status st = dg_compare_run(a->ctx, &co, &json);

@@ -5,6 +5,7 @@
  * loss and parameter drift, and a verdict per batch. */
 #include "engine/model.h"
 #include "engine/train.h"
+#include "measure/measure.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #define REF_MAX_GFLOP 2.0      /* the float64 run is skipped above this per step */
 #define REF_MAX_BATCH_MIB 256  /* train --export keeps at most this much batch data */
 #define MAX_RUNS 4
+#define MAX_REPS 50 /* timed repetitions per side */
 
 /* Batches of an export read back in order (train --export's batches.bin). */
 typedef struct batch_file {
@@ -176,7 +178,7 @@ static void remove_export(const char *dir)
 typedef struct cmp_cfg {
     const dg_compare_opts *opts;
     const char *device;
-    int steps;
+    int steps, reps;
     double loss_tol, param_tol;
     float lr, momentum, wd;
     const dg_model *m;
@@ -190,6 +192,84 @@ static bool within(double v, double tol, const char *name, cJSON *drift)
         return true;
     cJSON_AddItemToArray(drift, cJSON_CreateString(name));
     return false;
+}
+
+/* The timed repetitions of one side: each one's median step time after the
+ * run's warm-up, its busy fraction and its raw step times. */
+typedef struct side_reps {
+    double med[MAX_REPS], busy[MAX_REPS];
+    int n;
+    cJSON *raw; /* [{ms: [..], warmup, median: METRIC(ms), busy_fraction}] */
+} side_reps;
+
+static void keep_rep(side_reps *s, const cJSON *rec)
+{
+    double med = step_ms(rec);
+    double busy = busy_fraction(rec, med);
+    const cJSON *steps = cJSON_GetObjectItem(rec, "steps");
+    cJSON *r = cJSON_CreateObject();
+    const cJSON *ms = cJSON_GetObjectItem(steps, "ms");
+    cJSON_AddItemToObject(r, "ms", ms ? cJSON_Duplicate(ms, true) : cJSON_CreateArray());
+    cJSON_AddNumberToObject(r, "warmup", dg_jnum(steps, "warmup"));
+    cJSON_AddItemToObject(r, "median", dg_json_metric(med, med > 0, "ms"));
+    cJSON_AddItemToObject(r, "busy_fraction", dg_json_metric(busy, isfinite(busy), "fraction"));
+    cJSON_AddItemToArray(s->raw, r);
+    if (med > 0 && s->n < MAX_REPS) {
+        s->med[s->n] = med;
+        s->busy[s->n] = busy;
+        s->n++;
+    }
+}
+
+/* After the numerics pair (the warm-up repetition, not timed: it exports the
+ * batches and compiles the device's kernels), c->reps timed repetitions per
+ * side, interleaved cpu, device, cpu, device, ... so drift and other load fall
+ * on both sides alike. */
+static dg_status timed_reps(dg_ctx *ctx, const cmp_cfg *c, int batch, side_reps *cpu,
+                            side_reps *dev, cJSON *order, const char **failed)
+{
+    for (int r = 0; r < c->reps; r++) {
+        for (int side = 0; side < 2; side++) {
+            const char *be = side ? c->device : "cpu";
+            cJSON *rec = NULL;
+            if (c->opts->train.cancel && *c->opts->train.cancel)
+                return dg_fail(ctx, DG_ERR_INTERRUPTED, "compare: interrupted");
+            dg_status st = train_once(ctx, &c->opts->train, be, batch, c->steps, NULL, NULL, &rec);
+            if (st != DG_OK) {
+                cJSON_Delete(rec);
+                *failed = be;
+                return st;
+            }
+            keep_rep(side ? dev : cpu, rec);
+            cJSON_AddItemToArray(order, cJSON_CreateString(side ? "device" : "cpu"));
+            cJSON_Delete(rec);
+        }
+    }
+    return DG_OK;
+}
+
+/* {lo, hi: METRIC(unit), level, resamples, method} of an interval; map (may be
+ * NULL) turns a speedup bound into another figure's (monotone increasing). */
+static cJSON *ci_json(const dg_median_ci *ci, const char *unit, double (*map)(double),
+                      const char *method)
+{
+    cJSON *o = cJSON_CreateObject();
+    double lo = ci->lo, hi = ci->hi;
+    if (map) {
+        lo = map(lo);
+        hi = map(hi);
+    }
+    cJSON_AddItemToObject(o, "lo", dg_json_metric(lo, ci->valid && isfinite(lo), unit));
+    cJSON_AddItemToObject(o, "hi", dg_json_metric(hi, ci->valid && isfinite(hi), unit));
+    cJSON_AddNumberToObject(o, "level", ci->level);
+    cJSON_AddNumberToObject(o, "resamples", (double)ci->resamples);
+    cJSON_AddStringToObject(o, "method", method);
+    return o;
+}
+
+static double reduction_pct(double speedup)
+{
+    return 100 * (1 - 1 / speedup);
 }
 
 /* Runs cpu, device and the float64 reference at one batch size and appends
@@ -267,6 +347,10 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     remove_export(exdir);
     unlink(cpu_path);
     unlink(dev_path);
+    side_reps cpu_r = {.raw = cJSON_CreateArray()}, dev_r = {.raw = cJSON_CreateArray()};
+    cJSON *order = cJSON_CreateArray();
+    if (st == DG_OK)
+        st = timed_reps(ctx, c, batch, &cpu_r, &dev_r, order, &failed);
 
     if (st != DG_OK) {
         cJSON_AddStringToObject(run, "status", dg_status_name(st));
@@ -276,7 +360,24 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         *all_ok = false;
     } else {
         bool have_ref = want_ref;
-        double cms = step_ms(cpu_rec), dms = step_ms(dev_rec);
+        /* The timing: medians over the timed repetitions; the speedup the ratio
+         * of the two medians with its bootstrap interval over the repetitions. */
+        dg_median_ci sp_ci, busy_ci;
+        uint64_t seed = DG_BOOTSTRAP_SEED ^ ((uint64_t)c->opts->train.seed << 20) ^ (uint64_t)batch;
+        dg_bootstrap_median_ci(cpu_r.med, (size_t)cpu_r.n, dev_r.med, (size_t)dev_r.n, 0, 0.95,
+                               seed, &sp_ci);
+        size_t nb = 0;
+        double busy_v[MAX_REPS];
+        for (int i = 0; i < dev_r.n; i++)
+            if (isfinite(dev_r.busy[i]))
+                busy_v[nb++] = dev_r.busy[i];
+        dg_bootstrap_median_ci(busy_v, nb, NULL, 0, 0, 0.95, seed + 1, &busy_ci);
+        double u = NAN;
+        double p = dg_mann_whitney_p(cpu_r.med, (size_t)cpu_r.n, dev_r.med, (size_t)dev_r.n, &u);
+        dg_stats cs, ds;
+        dg_stats_compute(cpu_r.med, (size_t)cpu_r.n, 0, &cs);
+        dg_stats_compute(dev_r.med, (size_t)dev_r.n, 0, &ds);
+        double cms = cs.median, dms = ds.median;
         bool ct = cms > 0, dt = dms > 0;
         cJSON *cj = cJSON_AddObjectToObject(run, "cpu");
         cJSON_AddItemToObject(cj, "step_ms", dg_json_metric(cms, ct, "ms"));
@@ -288,11 +389,30 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         cJSON_AddBoolToObject(dj, "captured",
                               cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(dev_rec, "capture"), "used")));
         cJSON_AddNumberToObject(dj, "fallbacks", cJSON_GetArraySize(cJSON_GetObjectItem(dev_rec, "fallbacks")));
-        cJSON_AddItemToObject(run, "speedup", dg_json_metric(ct && dt ? cms / dms : 0, ct && dt, "x"));
+        bool spv = ct && dt && sp_ci.valid;
+        static const char method[] = "percentile bootstrap over the repetitions' median step times";
+        cJSON_AddItemToObject(run, "speedup", dg_json_metric(spv ? sp_ci.point : 0, spv, "x"));
+        cJSON_AddItemToObject(run, "speedup_ci", ci_json(&sp_ci, "x", NULL, method));
         cJSON_AddItemToObject(run, "step_time_reduction_pct",
-                              dg_json_metric(ct && dt ? (cms - dms) / cms * 100 : 0, ct && dt, "%"));
-        double busy = busy_fraction(dev_rec, dms);
-        cJSON_AddItemToObject(run, "busy_fraction", dg_json_metric(busy, isfinite(busy), "fraction"));
+                              dg_json_metric(spv ? reduction_pct(sp_ci.point) : 0, spv, "%"));
+        cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
+                              ci_json(&sp_ci, "%", reduction_pct, method));
+        double busy = busy_ci.point;
+        cJSON_AddItemToObject(run, "busy_fraction", dg_json_metric(busy, busy_ci.valid, "fraction"));
+        cJSON_AddItemToObject(run, "busy_fraction_ci", ci_json(&busy_ci, "fraction", NULL,
+                                                               "percentile bootstrap over the repetitions"));
+        cJSON *mw = cJSON_AddObjectToObject(run, "mann_whitney");
+        cJSON_AddItemToObject(mw, "p", dg_json_metric(p, isfinite(p), "probability"));
+        cJSON_AddItemToObject(mw, "u_cpu", dg_json_metric(u, isfinite(u), "pairs"));
+        cJSON_AddStringToObject(mw, "of", "the repetitions' median step times, cpu against device, two-sided");
+        cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
+        cJSON_AddNumberToObject(rp, "per_side", c->reps);
+        cJSON_AddNumberToObject(rp, "warmup_pairs", 1);
+        cJSON_AddItemToObject(rp, "order", order);
+        order = NULL;
+        cJSON_AddItemToObject(rp, "cpu", cpu_r.raw);
+        cJSON_AddItemToObject(rp, "device", dev_r.raw);
+        cpu_r.raw = dev_r.raw = NULL;
 
         cJSON *rj = cJSON_AddObjectToObject(run, "reference");
         cJSON_AddBoolToObject(rj, "ran", have_ref);
@@ -342,6 +462,9 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         cJSON_AddItemToObject(ls, "ref", have_ref ? loss_array(ref_l, steps) : cJSON_CreateNull());
         *all_ok = *all_ok && ok;
     }
+    cJSON_Delete(cpu_r.raw);
+    cJSON_Delete(dev_r.raw);
+    cJSON_Delete(order);
     if (dev_rec && !*device_rec) {
         *device_rec = dev_rec;
         dev_rec = NULL;
@@ -379,6 +502,7 @@ static cJSON *spec_json(const cmp_cfg *c, const int *batches, int nb)
     for (int i = 0; i < nb; i++)
         cJSON_AddItemToArray(b, cJSON_CreateNumber(batches[i]));
     cJSON_AddNumberToObject(s, "steps", c->steps);
+    cJSON_AddNumberToObject(s, "repetitions", c->reps);
     cJSON_AddNumberToObject(s, "seed", (double)o->seed);
     cJSON_AddNumberToObject(s, "sync_every", 1);
     cJSON_AddNumberToObject(s, "lr", rate(c->lr));
@@ -424,6 +548,10 @@ dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
     }
     cmp_cfg c = {.opts = opts, .device = device};
     c.steps = opts->steps ? opts->steps : o->steps ? o->steps : 20;
+    c.reps = opts->repetitions ? opts->repetitions : 5;
+    if (c.reps < 1 || c.reps > MAX_REPS)
+        return dg_fail(ctx, DG_ERR_USAGE, "compare: repetitions must be in 1..%d, got %d", MAX_REPS,
+                       c.reps);
     c.loss_tol = opts->loss_tolerance ? opts->loss_tolerance : 1e-3;
     c.param_tol = opts->param_tolerance ? opts->param_tolerance : 1e-3;
     /* The rates as float, exactly as the fp32 runs use them. */

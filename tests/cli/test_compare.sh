@@ -16,11 +16,20 @@ export TMPDIR="$T/tmp"
 mkdir -p "$TMPDIR"
 
 # One thread and small runs: this checks numerics and the record, not speed.
-common=(--backend opencl --model mlp --steps 20 --lr 0.02 --threads 1 --seed 1)
+# One timed repetition a side unless a check is about the repetitions.
+common=(--backend opencl --model mlp --steps 20 --lr 0.02 --threads 1 --seed 1 --repetitions 1)
 
 # Clean: exit 0, every batch within tolerance, speedup and busy fraction present.
-expect_exit 0 "$DG" compare "${common[@]}" --batches 16,32 --json
+expect_exit 0 "$DG" compare "${common[@]}" --batches 16,32 --repetitions 3 --json
 cp out "$T/clean.json"
+# Interleaved repetitions: 3 a side, cpu and device alternating, raw step times kept,
+# the speedup with its interval (which holds it) and the rank test beside it.
+expect_json "$T/clean.json" 'd["spec"]["repetitions"] == 3 and all(r["repetitions"]["per_side"] == 3 and r["repetitions"]["order"] == ["cpu", "device"] * 3 for r in d["runs"])'
+expect_json "$T/clean.json" 'all(len(r["repetitions"][s]) == 3 and all(len(x["ms"]) == 20 and x["warmup"] == 2 and x["median"]["valid"] for x in r["repetitions"][s]) for r in d["runs"] for s in ("cpu", "device"))'
+expect_json "$T/clean.json" 'all(r["speedup_ci"]["lo"]["value"] <= r["speedup"]["value"] <= r["speedup_ci"]["hi"]["value"] and r["speedup_ci"]["level"] == 0.95 for r in d["runs"])'
+expect_json "$T/clean.json" 'all(r["step_time_reduction_pct_ci"]["lo"]["value"] <= r["step_time_reduction_pct"]["value"] <= r["step_time_reduction_pct_ci"]["hi"]["value"] for r in d["runs"])'
+expect_json "$T/clean.json" 'all(0 < r["mann_whitney"]["p"]["value"] <= 1 and r["busy_fraction_ci"]["lo"]["valid"] for r in d["runs"])'
+expect_json "$T/clean.json" 'sorted([x["median"]["value"] for x in r0["repetitions"]["cpu"]])[1] == r0["cpu"]["step_ms"]["value"] if (r0 := d["runs"][0]) else False'
 expect_json "$T/clean.json" 'd["v"] == 1 and d["kind"] == "compare" and d["within_tolerance"] is True'
 expect_json "$T/clean.json" '[r["batch"] for r in d["runs"]] == [16, 32]'
 expect_json "$T/clean.json" 'all(r["speedup"]["valid"] and r["speedup"]["value"] > 0 for r in d["runs"])'
@@ -55,7 +64,7 @@ expect_json out 'all(r["loss_vs_ref"]["cpu"]["value"] < 1e-4 and r["loss_vs_ref"
 
 # A looser tolerance accepts the same clean run; the reference is skipped
 # (and said so) for a step above its 2 GFLOP cap.
-expect_exit 0 "$DG" --no-ledger compare --backend opencl --model fc:20000,relu,fc:10 --batches 40 --steps 3 \
+expect_exit 0 "$DG" --no-ledger compare --backend opencl --model fc:20000,relu,fc:10 --batches 40 --steps 3 --repetitions 1 \
   --threads 1 --loss-tolerance 1e-2 --json
 expect_json out 'not d["runs"][0]["reference"]["ran"] and "skipped" in d["runs"][0]["reference"]["note"] and d["runs"][0]["loss_vs_ref"]["cpu"]["value"] is None'
 expect_json out 'd["thresholds"]["loss_tolerance"] == 1e-2 and d["runs"][0]["param_drift"]["device_vs_cpu"]["valid"]'
@@ -72,6 +81,8 @@ expect_exit 2 "$DG" --no-ledger compare --backend opencl --param-tolerance x
 expect_exit 2 "$DG" --no-ledger compare --backend opencl --sync-every 5
 expect_exit 2 "$DG" --no-ledger compare --backend opencl --export here
 expect_exit 2 "$DG" --no-ledger compare --backend opencl --bogus
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --repetitions 0
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --repetitions 51
 expect_exit 2 "$DG" --no-ledger compare --backend opencl --model nosuchmodel --batches 8 --steps 3
 
 # An unavailable device: exit 3 (cuda is not built here; skip when it is).

@@ -34,6 +34,17 @@ expect_json out 'd["kind"]=="accept" and d["run_id"]=="20261130-0655-abcd" and l
 expect_exit 0 "$DG" report "$S" --json
 expect_json out 'd["final_gate"]["accepted"] is True'
 
+# The memory threshold the rules used (a real record of `accept --quick
+# --threshold mem_growth_pct=40`) is the one shown: page, chart and Markdown.
+S40="$DEVGATE_SRC/tests/data/records/accept-threshold40.json"
+expect_json "$S40" 'd["thresholds"]["mem_growth_pct"]==40'
+expect_exit 0 "$DG" report "$S40" --format html
+expect_grep out '>threshold \+40%</text>' "the memory chart"
+expect_grep out ' · threshold 40% · ' "the memory section"
+if grep -q 'threshold +\?26%' out; then bad "page still says 26%"; else ok; fi
+expect_exit 0 "$DG" report "$S40" --format md
+expect_grep out '^\| memory growth over 4 epochs \(threshold 40%\) \|'
+
 # -o DIR: html by default, the folder created, the path printed.
 expect_exit 0 "$DG" report "$S" -o "$T/pack/a/b"
 expect_grep out "^$T/pack/a/b/report.html$"

@@ -332,6 +332,38 @@ static void test_extreme_numbers(dg_ctx *ctx, const char *sample)
     cJSON_free(rec);
 }
 
+/* The memory threshold shown is the one the rules used (thresholds.mem_growth_pct):
+ * the page, the memory chart's threshold line and the Markdown all say 40%, and the
+ * default 26% appears nowhere once the record says otherwise. */
+static void test_threshold_shown(dg_ctx *ctx, const char *sample)
+{
+    cJSON *r = cJSON_Parse(sample);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r, "thresholds"), "mem_growth_pct",
+                              cJSON_CreateNumber(40));
+    char *rec = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    char *html = render(ctx, rec, DG_REPORT_HTML);
+    CHECK_MSG(has(html, "fill=\"#cf222e\">threshold +40%</text>"), "chart threshold line");
+    CHECK_MSG(has(html, " · threshold 40% · staircase"), "memory section text");
+    CHECK(!has(html, "threshold +26%") && !has(html, "threshold 26%"));
+    dg_string_free(html);
+    char *md = render(ctx, rec, DG_REPORT_MD);
+    CHECK_MSG(has(md, "(threshold 40%) |"), "markdown key numbers");
+    CHECK(!has(md, "threshold 26%"));
+    dg_string_free(md);
+    cJSON_free(rec);
+
+    /* Without a thresholds section the default applies. */
+    r = cJSON_Parse(sample);
+    cJSON_DeleteItemFromObject(r, "thresholds");
+    rec = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    md = render(ctx, rec, DG_REPORT_MD);
+    CHECK(has(md, "(threshold 26%) |"));
+    dg_string_free(md);
+    cJSON_free(rec);
+}
+
 static void test_refusals(dg_ctx *ctx, const char *sample)
 {
     char *out = (char *)1;
@@ -447,6 +479,7 @@ int main(void)
     test_null_sections(ctx);
     test_invalid_metrics(ctx, sample);
     test_extreme_numbers(ctx, sample);
+    test_threshold_shown(ctx, sample);
     test_refusals(ctx, sample);
     size_t live1;
     dg_host_mem_stats(&live1, &peak);

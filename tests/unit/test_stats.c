@@ -10,6 +10,66 @@ static const cJSON *val(const cJSON *o, const char *k)
     return cJSON_GetObjectItem(cJSON_GetObjectItem(o, k), "value");
 }
 
+/* Bootstrap intervals against hand-computed distributions, Mann-Whitney
+ * p-values against scipy.stats.mannwhitneyu 1.10.1 (method "auto"). */
+static void comparisons(void)
+{
+    dg_median_ci c, c2;
+    /* a = {1, 3}: a resample's median is 1, 2 or 3 with probability 1/4, 1/2,
+     * 1/4, so the 2.5% and 97.5% points are 1 and 3; b = {1, 1} is always 1. */
+    double a[2] = {3, 1}, b[2] = {1, 1};
+    CHECK(dg_bootstrap_median_ci(a, 2, b, 2, 0, 0.95, 7, &c));
+    CHECK(c.valid && NEAR(c.point, 2) && NEAR(c.lo, 1) && NEAR(c.hi, 3));
+    CHECK(c.resamples == DG_BOOTSTRAP_RESAMPLES && NEAR(c.level, 0.95));
+    /* Constant sides: the interval is the point. */
+    double k2[3] = {2, 2, 2}, k4[4] = {4, 4, 4, 4};
+    CHECK(dg_bootstrap_median_ci(k2, 3, k4, 4, 500, 0.95, 1, &c));
+    CHECK(NEAR(c.point, 0.5) && NEAR(c.lo, 0.5) && NEAR(c.hi, 0.5) && c.resamples == 500);
+    /* One sample {10, 20, 30}: P(median = 10) = 3 (1/3)^2 (2/3) + (1/3)^3 = 7/27 > 2.5%. */
+    double t[3] = {30, 10, 20};
+    CHECK(dg_bootstrap_median_ci(t, 3, NULL, 0, 0, 0.95, 3, &c));
+    CHECK(NEAR(c.point, 20) && NEAR(c.lo, 10) && NEAR(c.hi, 30));
+    /* Deterministic for a seed; bounded by the extreme ratios for any seed. */
+    double cpu[5] = {10.2, 11.0, 9.8, 10.5, 12.9}, dev[5] = {2.1, 2.0, 2.6, 1.9, 2.2};
+    CHECK(dg_bootstrap_median_ci(cpu, 5, dev, 5, 0, 0.95, 42, &c));
+    CHECK(dg_bootstrap_median_ci(cpu, 5, dev, 5, 0, 0.95, 42, &c2));
+    CHECK(c.lo == c2.lo && c.hi == c2.hi && c.point == c2.point);
+    CHECK(NEAR(c.point, 10.5 / 2.1));
+    CHECK(c.lo >= 9.8 / 2.6 && c.hi <= 12.9 / 1.9 && c.lo <= c.point && c.point <= c.hi);
+    CHECK(c.lo < c.hi);
+    CHECK(dg_bootstrap_median_ci(cpu, 5, dev, 5, 0, 0.95, 43, &c2));
+    CHECK(c2.lo >= 9.8 / 2.6 && c2.hi <= 12.9 / 1.9);
+    /* A wider level gives an interval at least as wide. */
+    CHECK(dg_bootstrap_median_ci(cpu, 5, dev, 5, 0, 0.5, 42, &c2));
+    CHECK(c2.lo >= c.lo && c2.hi <= c.hi && NEAR(c2.level, 0.5));
+    /* Not computable: empty side, non-finite value, zero denominator. */
+    double z[2] = {0, 0}, bad[2] = {1, NAN};
+    CHECK(!dg_bootstrap_median_ci(a, 0, b, 2, 0, 0.95, 1, &c) && !c.valid && isnan(c.point));
+    CHECK(!dg_bootstrap_median_ci(bad, 2, b, 2, 0, 0.95, 1, &c) && !c.valid);
+    CHECK(!dg_bootstrap_median_ci(a, 2, z, 2, 0, 0.95, 1, &c) && !c.valid && isnan(c.lo));
+
+    /* Mann-Whitney: scipy's values typed in. */
+    double u;
+    double x1[5] = {1, 2, 3, 4, 5}, y1[5] = {6, 7, 8, 9, 10};
+    CHECK(NEAR(dg_mann_whitney_p(x1, 5, y1, 5, &u), 0.007936507936507936) && NEAR(u, 0));
+    CHECK(NEAR(dg_mann_whitney_p(y1, 5, x1, 5, &u), 0.007936507936507936) && NEAR(u, 25));
+    double x2[5] = {1.1, 2.5, 3.0, 4.2, 7.7}, y2[6] = {2.0, 5.1, 6.3, 8.8, 9.0, 9.5};
+    CHECK(NEAR(dg_mann_whitney_p(x2, 5, y2, 6, &u), 0.12554112554112554) && NEAR(u, 6));
+    double x3[6] = {3, 3, 4, 5, 5, 6}, y3[6] = {4, 5, 6, 6, 7, 8}; /* ties: asymptotic */
+    CHECK(NEAR(dg_mann_whitney_p(x3, 6, y3, 6, &u), 0.07296726831346526) && NEAR(u, 6.5));
+    double x4[12], y4[12]; /* 12 against 12 without ties: asymptotic */
+    for (int i = 0; i < 12; i++) {
+        x4[i] = i + 1;
+        y4[i] = i + 6.5;
+    }
+    CHECK(NEAR(dg_mann_whitney_p(x4, 12, y4, 12, &u), 0.003549838634913565) && NEAR(u, 21));
+    double x5[3] = {1, 2, 3}, y5[3] = {5, 6, 7};
+    CHECK(NEAR(dg_mann_whitney_p(x5, 3, x5, 3, &u), 1.0) && NEAR(u, 4.5));
+    CHECK(NEAR(dg_mann_whitney_p(y5, 3, x5, 3, &u), 0.1) && NEAR(u, 9));
+    CHECK(isnan(dg_mann_whitney_p(x5, 0, y5, 3, &u)) && isnan(u));
+    CHECK(isnan(dg_mann_whitney_p(bad, 2, y5, 3, NULL)));
+}
+
 int main(void)
 {
     dg_stats s;
@@ -106,5 +166,6 @@ int main(void)
     j = dg_stats_json(&s, "ms");
     CHECK(cJSON_IsNull(val(j, "median")) && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "n")) == 0);
     cJSON_Delete(j);
+    comparisons();
     CHECK_DONE();
 }

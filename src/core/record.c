@@ -1,0 +1,702 @@
+/* The record path table and the typed views (record.h). */
+#include "core/record.h"
+
+#include <math.h>
+#include <string.h>
+
+const dg_rec_path dg_rec_paths[DG_P_COUNT] = {
+#define DG_RP(id, sec, path, type, unit, flags) {DG_SEC_##sec, path, DG_RT_##type, unit, flags},
+#include "core/record_paths.def"
+#undef DG_RP
+};
+
+const char *dg_rec_section_name(dg_rec_section s)
+{
+    static const char *const names[DG_SEC_COUNT] = {
+        "", "env", "gate", "sweep", "soak", "compare", "profile", "supervise", "train"};
+    return (unsigned)s < DG_SEC_COUNT ? names[s] : "";
+}
+
+const char *dg_rec_type_name(dg_rec_type t)
+{
+    static const char *const names[] = {"object", "array", "number", "metric",
+                                        "string", "bool",  "any"};
+    return (unsigned)t <= DG_RT_ANY ? names[t] : "?";
+}
+
+const char *dg_mem_source_key(dg_mem_source s)
+{
+    static const char *const keys[DG_MEM_COUNT] = {"allocator_allocated", "allocator_reserved",
+                                                   "driver", "footprint"};
+    return (unsigned)s < DG_MEM_COUNT ? keys[s] : "";
+}
+
+const char *dg_phase_key(dg_phase p)
+{
+    static const char *const keys[DG_PHASE_COUNT] = {
+        "read", "decode",  "resize",   "augment", "normalise", "collate", "queue_wait",
+        "h2d",  "forward", "backward", "update",  "d2h",       "sync"};
+    return (unsigned)p < DG_PHASE_COUNT ? keys[p] : "";
+}
+
+/* ---- reading one path --------------------------------------------------------- */
+
+const cJSON *dg_rec_at(const cJSON *node, dg_rec_path_id id)
+{
+    if ((unsigned)id >= DG_P_COUNT || !node)
+        return NULL;
+    const char *p = dg_rec_paths[id].path;
+    const char *last = NULL;
+    for (const char *q = strstr(p, "[]"); q; q = strstr(q + 2, "[]"))
+        last = q;
+    if (last) {
+        p = last + 2;
+        if (*p == '.')
+            p++;
+        if (!*p)
+            return node; /* the element itself */
+    }
+    return dg_jpath(node, p);
+}
+
+dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id)
+{
+    dg_rec_metric m = {NAN, (unsigned)id < DG_P_COUNT ? dg_rec_paths[id].unit : "", false, false};
+    const cJSON *it = dg_rec_at(node, id);
+    if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
+        m.metric = true;
+        const char *u = dg_jstr(it, "unit");
+        if (u)
+            m.unit = u;
+    }
+    double v = dg_jnum_item(it);
+    if (isfinite(v)) {
+        m.value = v;
+        m.valid = true;
+    }
+    return m;
+}
+
+const char *dg_rec_str(const cJSON *node, dg_rec_path_id id)
+{
+    const cJSON *it = dg_rec_at(node, id);
+    return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+int dg_rec_bool(const cJSON *node, dg_rec_path_id id)
+{
+    const cJSON *it = dg_rec_at(node, id);
+    return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
+}
+
+const cJSON *dg_rec_arr(const cJSON *node, dg_rec_path_id id)
+{
+    const cJSON *it = dg_rec_at(node, id);
+    return cJSON_IsArray(it) ? it : NULL;
+}
+
+const cJSON *dg_rec_obj(const cJSON *node, dg_rec_path_id id)
+{
+    const cJSON *it = dg_rec_at(node, id);
+    return cJSON_IsObject(it) ? it : NULL;
+}
+
+int dg_rec_int(dg_rec_metric m)
+{
+    return m.valid && fabs(m.value) < 2e9 ? (int)m.value : -1;
+}
+
+/* ---- the builder ---------------------------------------------------------------- */
+
+typedef struct builder {
+    dg_ctx *ctx;
+    bool nomem;
+} builder;
+
+/* A zeroed array of n elements of size sz (NULL for n == 0; nomem on failure). */
+static void *array_of(builder *b, int n, size_t sz)
+{
+    if (n <= 0)
+        return NULL;
+    void *p = dg_calloc((size_t)n, sz);
+    if (!p)
+        b->nomem = true;
+    return p;
+}
+
+static const cJSON *obj_or_null(const cJSON *it)
+{
+    return cJSON_IsObject(it) ? it : NULL;
+}
+
+/* REC_SPEC_* paths start at the record. */
+static void build_spec(dg_view_spec *s, const cJSON *spec)
+{
+    s->present = dg_rec_obj(spec, DG_P_REC_SPEC) != NULL;
+    s->backend = dg_rec_str(spec, DG_P_REC_SPEC_BACKEND);
+    s->model = dg_rec_str(spec, DG_P_REC_SPEC_MODEL);
+    s->data = dg_rec_str(spec, DG_P_REC_SPEC_DATA);
+    s->batch_source = dg_rec_str(spec, DG_P_REC_SPEC_BATCH_SOURCE);
+    s->label = dg_rec_str(spec, DG_P_REC_SPEC_LABEL);
+    s->batch = dg_rec_num(spec, DG_P_REC_SPEC_BATCH);
+    s->seed = dg_rec_num(spec, DG_P_REC_SPEC_SEED);
+    s->threads = dg_rec_num(spec, DG_P_REC_SPEC_THREADS);
+    s->workers = dg_rec_num(spec, DG_P_REC_SPEC_WORKERS);
+    s->sweep_to = dg_rec_num(spec, DG_P_REC_SPEC_SWEEP_TO);
+    s->quick = dg_rec_bool(spec, DG_P_REC_SPEC_QUICK);
+    s->cmd = dg_rec_arr(spec, DG_P_REC_SPEC_CMD);
+}
+
+static void build_steps(builder *b, dg_record_view *v, const cJSON *rec)
+{
+    const cJSON *arr = dg_rec_arr(rec, DG_P_REC_STEPS);
+    int n = cJSON_GetArraySize(arr);
+    v->steps = array_of(b, n, sizeof *v->steps);
+    if (!v->steps)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_step *s = &v->steps[v->nsteps++];
+        s->name = dg_rec_str(it, DG_P_REC_STEPS_NAME);
+        s->status = dg_rec_str(it, DG_P_REC_STEPS_STATUS);
+        s->verdict = dg_rec_str(it, DG_P_REC_STEPS_VERDICT);
+        s->summary = dg_rec_str(it, DG_P_REC_STEPS_SUMMARY);
+        s->error = dg_rec_str(it, DG_P_REC_STEPS_ERROR);
+        s->wall = dg_rec_num(it, DG_P_REC_STEPS_WALL);
+    }
+}
+
+/* The ids of one backends[] list (the gate's or the environment's). */
+typedef struct backend_ids {
+    dg_rec_path_id name, built, available, reason, versions;
+} backend_ids;
+
+static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids, bool gate,
+                           dg_view_backend **out, int *nout)
+{
+    int n = cJSON_GetArraySize(arr);
+    *out = array_of(b, n, sizeof **out);
+    *nout = 0;
+    if (!*out)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_backend *be = &(*out)[(*nout)++];
+        be->name = dg_rec_str(it, ids->name);
+        be->built = dg_rec_bool(it, ids->built);
+        be->available = dg_rec_bool(it, ids->available);
+        be->reason = dg_rec_str(it, ids->reason);
+        be->versions = dg_rec_str(it, ids->versions);
+        if (!gate)
+            continue;
+        be->matmul.present = dg_rec_obj(it, DG_P_GATE_BACKENDS_MATMUL) != NULL;
+        be->matmul.ok = dg_rec_bool(it, DG_P_GATE_BACKENDS_MATMUL_OK);
+        be->matmul.reason = dg_rec_str(it, DG_P_GATE_BACKENDS_MATMUL_REASON);
+        be->matmul.bad_elements = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_BAD_ELEMENTS);
+        be->matmul.max_err_over_tolerance =
+            dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_ERR_OVER_TOLERANCE);
+        be->matmul.max_abs_err = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_ABS_ERR);
+        be->matmul.gflops = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_GFLOPS);
+        be->matmul.ms_warm = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MS_WARM);
+    }
+}
+
+static void build_procs(builder *b, const cJSON *arr, bool cpu, dg_view_proc **out, int *nout)
+{
+    int n = cJSON_GetArraySize(arr);
+    *out = array_of(b, n, sizeof **out);
+    *nout = 0;
+    if (!*out)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_proc *p = &(*out)[(*nout)++];
+        p->name =
+            dg_rec_str(it, cpu ? DG_P_ENV_PROCESSES_TOP_CPU_NAME : DG_P_ENV_PROCESSES_TOP_MEM_NAME);
+        p->pid =
+            dg_rec_num(it, cpu ? DG_P_ENV_PROCESSES_TOP_CPU_PID : DG_P_ENV_PROCESSES_TOP_MEM_PID);
+        p->cpu_percent = dg_rec_num(it, cpu ? DG_P_ENV_PROCESSES_TOP_CPU_CPU_PERCENT
+                                            : DG_P_ENV_PROCESSES_TOP_MEM_CPU_PERCENT);
+        p->rss =
+            dg_rec_num(it, cpu ? DG_P_ENV_PROCESSES_TOP_CPU_RSS : DG_P_ENV_PROCESSES_TOP_MEM_RSS);
+        p->self = dg_rec_bool(it, cpu ? DG_P_ENV_PROCESSES_TOP_CPU_SELF
+                                      : DG_P_ENV_PROCESSES_TOP_MEM_SELF);
+    }
+}
+
+static void build_env(builder *b, dg_view_env *e, const cJSON *env)
+{
+    e->present = env != NULL;
+    if (!env)
+        return;
+    e->has_arch = dg_rec_obj(env, DG_P_ENV_ARCH) != NULL;
+    e->host = dg_rec_str(env, DG_P_ENV_HOST);
+    e->arch_host = dg_rec_str(env, DG_P_ENV_ARCH_HOST);
+    e->arch_process = dg_rec_str(env, DG_P_ENV_ARCH_PROCESS);
+    e->translation = dg_rec_str(env, DG_P_ENV_ARCH_TRANSLATION);
+    e->translated = dg_rec_bool(env, DG_P_ENV_ARCH_TRANSLATED);
+    e->mem_total = dg_rec_num(env, DG_P_ENV_MEMORY_TOTAL);
+    e->psi_some_avg10 = dg_rec_num(env, DG_P_ENV_MEMORY_PRESSURE_SOME_AVG10);
+    build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_CPU), true, &e->top_cpu, &e->ntop_cpu);
+    build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_MEM), false, &e->top_mem, &e->ntop_mem);
+    e->has_python = dg_rec_obj(env, DG_P_ENV_PYTHON) != NULL;
+    const cJSON *mixed = dg_rec_arr(env, DG_P_ENV_PYTHON_MIXED_EXTENSIONS);
+    e->mixed = array_of(b, cJSON_GetArraySize(mixed), sizeof *e->mixed);
+    if (e->mixed) {
+        const cJSON *m;
+        cJSON_ArrayForEach(m, mixed)
+        {
+            dg_view_py_ext *x = &e->mixed[e->nmixed++];
+            x->path = dg_rec_str(m, DG_P_ENV_PYTHON_MIXED_EXTENSIONS_PATH);
+            const cJSON *arch = dg_rec_arr(m, DG_P_ENV_PYTHON_MIXED_EXTENSIONS_ARCH);
+            x->arch = arch && cJSON_IsString(arch->child) ? arch->child->valuestring : NULL;
+        }
+    }
+    e->mixed_truncated = dg_rec_num(env, DG_P_ENV_PYTHON_MIXED_EXTENSIONS_TRUNCATED);
+    e->py_arch_matches_host = dg_rec_bool(env, DG_P_ENV_PYTHON_ARCH_MATCHES_HOST);
+    e->py_reference_arch = dg_rec_str(env, DG_P_ENV_PYTHON_REFERENCE_ARCH);
+    const cJSON *barch = dg_rec_arr(env, DG_P_ENV_PYTHON_BINARY_ARCH);
+    e->py_binary_arch = barch && cJSON_IsString(barch->child) ? barch->child->valuestring : NULL;
+    const cJSON *backends = dg_rec_arr(env, DG_P_ENV_BACKENDS);
+    e->has_backends = backends != NULL;
+    static const backend_ids ids = {DG_P_ENV_BACKENDS_NAME, DG_P_ENV_BACKENDS_BUILT,
+                                    DG_P_ENV_BACKENDS_AVAILABLE, DG_P_ENV_BACKENDS_REASON,
+                                    DG_P_ENV_BACKENDS_VERSIONS};
+    build_backends(b, backends, &ids, false, &e->backends, &e->nbackends);
+}
+
+static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
+{
+    g->present = gate != NULL;
+    if (!gate)
+        return;
+    g->verdict = dg_rec_str(gate, DG_P_GATE_VERDICT);
+    const cJSON *backends = dg_rec_arr(gate, DG_P_GATE_BACKENDS);
+    g->has_backends = backends != NULL;
+    static const backend_ids ids = {DG_P_GATE_BACKENDS_NAME, DG_P_GATE_BACKENDS_BUILT,
+                                    DG_P_GATE_BACKENDS_AVAILABLE, DG_P_GATE_BACKENDS_REASON,
+                                    DG_P_GATE_BACKENDS_VERSIONS};
+    build_backends(b, backends, &ids, true, &g->backends, &g->nbackends);
+}
+
+/* Trials and bisection trials share the TRIAL shape: the trials[] ids read
+ * either (dg_rec_at resolves below the element). */
+static void build_trials(builder *b, const cJSON *arr, dg_view_trial **out, int *nout)
+{
+    *out = array_of(b, cJSON_GetArraySize(arr), sizeof **out);
+    *nout = 0;
+    if (!*out)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_trial *t = &(*out)[(*nout)++];
+        t->ended = dg_rec_str(it, DG_P_SWEEP_TRIALS_ENDED);
+        t->reason = dg_rec_str(it, DG_P_SWEEP_TRIALS_REASON);
+        t->signal = dg_rec_str(it, DG_P_SWEEP_TRIALS_SIGNAL);
+        t->batch = dg_rec_num(it, DG_P_SWEEP_TRIALS_BATCH);
+        t->samples_per_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_SAMPLES_PER_S);
+        t->step_median = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_MEDIAN);
+        t->step_iqr = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_IQR);
+        t->step_steps = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_STEPS);
+        t->swap_growth = dg_rec_num(it, DG_P_SWEEP_TRIALS_SWAP_GROWTH);
+        t->rss_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_RSS_PEAK);
+        t->device_allocated_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_DEVICE_ALLOCATED_PEAK);
+        t->device_reserved_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_DEVICE_RESERVED_PEAK);
+        t->psi_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_PSI_PEAK);
+        t->wall_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_WALL_S);
+    }
+}
+
+static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
+{
+    s->present = sweep != NULL;
+    if (!sweep)
+        return;
+    s->backend = dg_rec_str(sweep, DG_P_SWEEP_SPEC_BACKEND);
+    build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), &s->trials, &s->ntrials);
+    build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_BISECT), &s->bisect, &s->nbisect);
+    s->stopped_reason = dg_rec_str(sweep, DG_P_SWEEP_STOPPED_REASON);
+    s->stopped_at = dg_rec_num(sweep, DG_P_SWEEP_STOPPED_AT_BATCH);
+    s->knee_batch = dg_rec_num(sweep, DG_P_SWEEP_KNEE_BATCH);
+    s->knee_is_number = cJSON_IsNumber(dg_rec_at(sweep, DG_P_SWEEP_KNEE_BATCH));
+    s->knee_sps = dg_rec_num(sweep, DG_P_SWEEP_KNEE_SAMPLES_PER_S);
+    s->best_sps = dg_rec_num(sweep, DG_P_SWEEP_KNEE_BEST_SAMPLES_PER_S);
+    s->safe_batch = dg_rec_num(sweep, DG_P_SWEEP_SAFE_BATCH_BATCH);
+    s->safe_batch_is_number = cJSON_IsNumber(dg_rec_at(sweep, DG_P_SWEEP_SAFE_BATCH_BATCH));
+    s->safe_sps = dg_rec_num(sweep, DG_P_SWEEP_SAFE_BATCH_SAMPLES_PER_S);
+    s->first_failure = dg_rec_num(sweep, DG_P_SWEEP_SAFE_BATCH_FIRST_FAILURE);
+    s->safe_note = dg_rec_str(sweep, DG_P_SWEEP_SAFE_BATCH_NOTE);
+    s->good_trials = dg_rec_num(sweep, DG_P_SWEEP_GOOD_TRIALS);
+}
+
+/* The soak's analysis object: v1 nests it under "soak" (soak.soak in the
+ * evidence record), v2 holds its members in the soak record itself. */
+static const cJSON *soak_payload(const cJSON *soak, int version)
+{
+    if (!soak)
+        return NULL;
+    if (version >= 2)
+        return soak;
+    return dg_rec_obj(soak, DG_P_SOAK_SOAK);
+}
+
+/* A soak-analysis row's path below the payload: the table's v1 paths start
+ * with "soak." (the nesting v1 records have); v2 paths do not. */
+static const cJSON *payload_at(const cJSON *payload, dg_rec_path_id id)
+{
+    const char *p = dg_rec_paths[id].path;
+    if (!strncmp(p, "soak.", 5))
+        p += 5;
+    return payload ? dg_jpath(payload, p) : NULL;
+}
+
+static dg_rec_metric payload_num(const cJSON *payload, dg_rec_path_id id)
+{
+    dg_rec_metric m = {NAN, dg_rec_paths[id].unit, false, false};
+    const cJSON *it = payload_at(payload, id);
+    if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
+        m.metric = true;
+        const char *u = dg_jstr(it, "unit");
+        if (u)
+            m.unit = u;
+    }
+    double x = dg_jnum_item(it);
+    if (isfinite(x)) {
+        m.value = x;
+        m.valid = true;
+    }
+    return m;
+}
+
+static int payload_bool(const cJSON *payload, dg_rec_path_id id)
+{
+    const cJSON *it = payload_at(payload, id);
+    return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
+}
+
+static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJSON *payload)
+{
+    s->present = soak != NULL;
+    if (!soak)
+        return;
+    s->has_payload = payload != NULL;
+    s->empty_cache = payload_bool(payload, DG_P_SOAK_SOAK_EMPTY_CACHE);
+    s->epochs_recorded = payload_num(payload, DG_P_SOAK_SOAK_EPOCHS_RECORDED);
+    s->steps_per_epoch = payload_num(payload, DG_P_SOAK_SOAK_STEPS_PER_EPOCH);
+    static const dg_rec_path_id growth[DG_MEM_COUNT] = {
+        DG_P_SOAK_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_SOAK_GROWTH_ALLOCATOR_RESERVED,
+        DG_P_SOAK_SOAK_GROWTH_DRIVER, DG_P_SOAK_SOAK_GROWTH_FOOTPRINT};
+    for (int i = 0; i < DG_MEM_COUNT; i++)
+        s->growth[i] = payload_num(payload, growth[i]);
+    s->staircase_aligned = payload_bool(payload, DG_P_SOAK_SOAK_STAIRCASE_ALIGNED);
+    const cJSON *ve = payload_at(payload, DG_P_SOAK_SOAK_STAIRCASE_VALIDATION_EPOCHS);
+    s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;
+    s->thirds_ratio = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_THIRDS_RATIO);
+    s->trend_slope = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_SLOPE);
+    s->trend_median = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_MEDIAN);
+    s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
+    const cJSON *arr = dg_rec_arr(soak, DG_P_SOAK_EPOCHS);
+    s->epochs = array_of(b, cJSON_GetArraySize(arr), sizeof *s->epochs);
+    if (!s->epochs)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_epoch *e = &s->epochs[s->nepochs++];
+        e->epoch = dg_rec_num(it, DG_P_SOAK_EPOCHS_EPOCH);
+        e->allocated = dg_rec_num(it, DG_P_SOAK_EPOCHS_ALLOCATED);
+        e->reserved = dg_rec_num(it, DG_P_SOAK_EPOCHS_RESERVED);
+        e->driver_used = dg_rec_num(it, DG_P_SOAK_EPOCHS_DRIVER_USED);
+        e->rss = dg_rec_num(it, DG_P_SOAK_EPOCHS_RSS);
+        e->rss_peak = dg_rec_num(it, DG_P_SOAK_EPOCHS_RSS_PEAK);
+        e->step_ms = dg_rec_num(it, DG_P_SOAK_EPOCHS_STEP_MS);
+        e->samples_per_s = dg_rec_num(it, DG_P_SOAK_EPOCHS_SAMPLES_PER_S);
+        e->cache_emptied = dg_rec_bool(it, DG_P_SOAK_EPOCHS_CACHE_EMPTIED);
+        e->validation = dg_rec_bool(it, DG_P_SOAK_EPOCHS_VALIDATION);
+    }
+}
+
+static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
+{
+    c->present = cmp != NULL;
+    if (!cmp)
+        return;
+    c->status = dg_rec_str(cmp, DG_P_COMPARE_STATUS);
+    c->error = dg_rec_str(cmp, DG_P_COMPARE_ERROR);
+    c->backend = dg_rec_str(cmp, DG_P_COMPARE_SPEC_BACKEND);
+    c->loss_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_LOSS_TOLERANCE);
+    c->param_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_PARAM_TOLERANCE);
+    c->within_tolerance = dg_rec_bool(cmp, DG_P_COMPARE_WITHIN_TOLERANCE);
+    const cJSON *arr = dg_rec_arr(cmp, DG_P_COMPARE_RUNS);
+    c->runs = array_of(b, cJSON_GetArraySize(arr), sizeof *c->runs);
+    if (!c->runs)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_run *r = &c->runs[c->nruns++];
+        r->json = it;
+        r->status = dg_rec_str(it, DG_P_COMPARE_RUNS_STATUS);
+        r->failed = dg_rec_str(it, DG_P_COMPARE_RUNS_FAILED);
+        r->error = dg_rec_str(it, DG_P_COMPARE_RUNS_ERROR);
+        /* A run that ended: not the failed-run shape {batch, status, failed, error}. */
+        r->ok = cJSON_IsObject(it) && !dg_rec_at(it, DG_P_COMPARE_RUNS_FAILED) &&
+                (!r->status || !strcmp(r->status, "ok"));
+        r->device_backend = dg_rec_str(it, DG_P_COMPARE_RUNS_DEVICE_BACKEND);
+        r->verdict = dg_rec_str(it, DG_P_COMPARE_RUNS_VERDICT);
+        r->batch = dg_rec_num(it, DG_P_COMPARE_RUNS_BATCH);
+        r->speedup = dg_rec_num(it, DG_P_COMPARE_RUNS_SPEEDUP);
+        r->reduction_pct = dg_rec_num(it, DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT);
+        r->busy_fraction = dg_rec_num(it, DG_P_COMPARE_RUNS_BUSY_FRACTION);
+        r->cpu_step_ms = dg_rec_num(it, DG_P_COMPARE_RUNS_CPU_STEP_MS);
+        r->device_step_ms = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_STEP_MS);
+        r->cpu_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_CPU_SAMPLES_PER_S);
+        r->device_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_SAMPLES_PER_S);
+        r->device_fallbacks = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_FALLBACKS);
+        r->reference_ran = dg_rec_bool(it, DG_P_COMPARE_RUNS_REFERENCE_RAN);
+        r->within_tolerance = dg_rec_bool(it, DG_P_COMPARE_RUNS_WITHIN_TOLERANCE);
+        r->drift = dg_rec_arr(it, DG_P_COMPARE_RUNS_DRIFT);
+    }
+}
+
+static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
+{
+    p->present = prof != NULL;
+    if (!prof)
+        return;
+    p->backend = dg_rec_str(prof, DG_P_PROFILE_SPEC_BACKEND);
+    p->workers = dg_rec_num(prof, DG_P_PROFILE_SPEC_WORKERS);
+    p->sync_every = dg_rec_num(prof, DG_P_PROFILE_SPEC_SYNC_EVERY);
+    p->step_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_MS);
+    p->profiled_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_PROFILED_MS);
+    p->stats_n = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_N);
+    p->stats_median = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_MEDIAN);
+    p->stats_iqr = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_IQR);
+    p->stats_iqr_share = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_IQR_SHARE);
+    p->sync_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_PER_STEP);
+    p->fallback_calls = dg_rec_num(prof, DG_P_PROFILE_OPS_TOTAL_FALLBACK_CALLS);
+    static const dg_rec_path_id ph[DG_PHASE_COUNT][3] = {
+        {DG_P_PROFILE_PHASES_READ_MS, DG_P_PROFILE_PHASES_READ_SHARE,
+         DG_P_PROFILE_PHASES_READ_IN_STEP},
+        {DG_P_PROFILE_PHASES_DECODE_MS, DG_P_PROFILE_PHASES_DECODE_SHARE,
+         DG_P_PROFILE_PHASES_DECODE_IN_STEP},
+        {DG_P_PROFILE_PHASES_RESIZE_MS, DG_P_PROFILE_PHASES_RESIZE_SHARE,
+         DG_P_PROFILE_PHASES_RESIZE_IN_STEP},
+        {DG_P_PROFILE_PHASES_AUGMENT_MS, DG_P_PROFILE_PHASES_AUGMENT_SHARE,
+         DG_P_PROFILE_PHASES_AUGMENT_IN_STEP},
+        {DG_P_PROFILE_PHASES_NORMALISE_MS, DG_P_PROFILE_PHASES_NORMALISE_SHARE,
+         DG_P_PROFILE_PHASES_NORMALISE_IN_STEP},
+        {DG_P_PROFILE_PHASES_COLLATE_MS, DG_P_PROFILE_PHASES_COLLATE_SHARE,
+         DG_P_PROFILE_PHASES_COLLATE_IN_STEP},
+        {DG_P_PROFILE_PHASES_QUEUE_WAIT_MS, DG_P_PROFILE_PHASES_QUEUE_WAIT_SHARE,
+         DG_P_PROFILE_PHASES_QUEUE_WAIT_IN_STEP},
+        {DG_P_PROFILE_PHASES_H2D_MS, DG_P_PROFILE_PHASES_H2D_SHARE,
+         DG_P_PROFILE_PHASES_H2D_IN_STEP},
+        {DG_P_PROFILE_PHASES_FORWARD_MS, DG_P_PROFILE_PHASES_FORWARD_SHARE,
+         DG_P_PROFILE_PHASES_FORWARD_IN_STEP},
+        {DG_P_PROFILE_PHASES_BACKWARD_MS, DG_P_PROFILE_PHASES_BACKWARD_SHARE,
+         DG_P_PROFILE_PHASES_BACKWARD_IN_STEP},
+        {DG_P_PROFILE_PHASES_UPDATE_MS, DG_P_PROFILE_PHASES_UPDATE_SHARE,
+         DG_P_PROFILE_PHASES_UPDATE_IN_STEP},
+        {DG_P_PROFILE_PHASES_D2H_MS, DG_P_PROFILE_PHASES_D2H_SHARE,
+         DG_P_PROFILE_PHASES_D2H_IN_STEP},
+        {DG_P_PROFILE_PHASES_SYNC_MS, DG_P_PROFILE_PHASES_SYNC_SHARE,
+         DG_P_PROFILE_PHASES_SYNC_IN_STEP},
+    };
+    for (int i = 0; i < DG_PHASE_COUNT; i++) {
+        p->phases[i].ms = dg_rec_num(prof, ph[i][0]);
+        p->phases[i].share = dg_rec_num(prof, ph[i][1]);
+        p->phases[i].in_step = dg_rec_bool(prof, ph[i][2]);
+    }
+    const cJSON *ops = dg_rec_arr(prof, DG_P_PROFILE_OPS);
+    p->has_ops = ops != NULL;
+    p->ops = array_of(b, cJSON_GetArraySize(ops), sizeof *p->ops);
+    if (p->ops) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, ops)
+        {
+            dg_view_op *o = &p->ops[p->nops++];
+            o->op = dg_rec_str(it, DG_P_PROFILE_OPS_OP);
+            o->shape = dg_rec_str(it, DG_P_PROFILE_OPS_SHAPE);
+            o->backend = dg_rec_str(it, DG_P_PROFILE_OPS_BACKEND);
+            o->fallback = dg_rec_bool(it, DG_P_PROFILE_OPS_FALLBACK);
+            o->calls = dg_rec_num(it, DG_P_PROFILE_OPS_CALLS);
+            o->ms_total = dg_rec_num(it, DG_P_PROFILE_OPS_MS_TOTAL);
+            o->ms_mean = dg_rec_num(it, DG_P_PROFILE_OPS_MS_MEAN);
+            o->share = dg_rec_num(it, DG_P_PROFILE_OPS_SHARE);
+        }
+    }
+    p->fallbacks = dg_rec_arr(prof, DG_P_PROFILE_FALLBACKS);
+    p->nfallbacks = cJSON_GetArraySize(p->fallbacks);
+}
+
+static void build_supervise(dg_view_supervise *s, const cJSON *sup)
+{
+    s->present = sup != NULL;
+    if (!sup)
+        return;
+    s->exit_status = dg_rec_num(sup, DG_P_SUPERVISE_EXIT_STATUS);
+    s->signal = dg_rec_str(sup, DG_P_SUPERVISE_SIGNAL);
+    s->timed_out = dg_rec_bool(sup, DG_P_SUPERVISE_TIMED_OUT);
+    s->interrupted = dg_rec_bool(sup, DG_P_SUPERVISE_INTERRUPTED);
+    s->wall = dg_rec_num(sup, DG_P_SUPERVISE_WALL);
+    s->events_lines = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_LINES);
+    s->events_dropped = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_DROPPED);
+    s->events_malformed = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_MALFORMED);
+    s->events_overlong = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_OVERLONG);
+}
+
+static int severity_rank(const char *s)
+{
+    return !s                       ? 0
+           : strcmp(s, "fail") == 0 ? 3
+           : strcmp(s, "warn") == 0 ? 2
+           : strcmp(s, "info") == 0 ? 1
+                                    : 0;
+}
+
+static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
+{
+    const cJSON *th = dg_rec_obj(rec, DG_P_REC_THRESHOLDS);
+    v->thresholds = array_of(b, cJSON_GetArraySize(th), sizeof *v->thresholds);
+    if (v->thresholds) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, th)
+        {
+            if (cJSON_IsNumber(it) && it->string)
+                v->thresholds[v->nthresholds++] = (dg_view_threshold){it->string, it->valuedouble};
+        }
+    }
+    const cJSON *fs = dg_rec_arr(rec, DG_P_REC_FINDINGS);
+    v->findings = array_of(b, cJSON_GetArraySize(fs), sizeof *v->findings);
+    if (v->findings) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, fs)
+        {
+            dg_view_finding *f = &v->findings[v->nfindings++];
+            f->json = it;
+            f->id = dg_rec_str(it, DG_P_REC_FINDINGS_ID);
+            f->severity = dg_rec_str(it, DG_P_REC_FINDINGS_SEVERITY);
+            f->title = dg_rec_str(it, DG_P_REC_FINDINGS_TITLE);
+            f->hypothesis = dg_rec_str(it, DG_P_REC_FINDINGS_HYPOTHESIS);
+            f->action = dg_rec_str(it, DG_P_REC_FINDINGS_ACTION);
+            const cJSON *ev = dg_rec_arr(it, DG_P_REC_FINDINGS_EVIDENCE);
+            f->section = dg_rec_str(cJSON_GetArrayItem(ev, 0), DG_P_REC_FINDINGS_EVIDENCE_SECTION);
+            f->rank = severity_rank(f->severity);
+        }
+    }
+    /* REC_DECISION_* and REC_FINAL_GATE_* paths start at the record. */
+    const cJSON *d = dg_rec_obj(rec, DG_P_REC_DECISION) ? rec : NULL;
+    v->decision.present = d != NULL;
+    v->decision.route = dg_rec_str(d, DG_P_REC_DECISION_ROUTE);
+    v->decision.backend = dg_rec_str(d, DG_P_REC_DECISION_BACKEND);
+    v->decision.reasons = dg_rec_arr(d, DG_P_REC_DECISION_REASONS);
+    const cJSON *g = dg_rec_obj(rec, DG_P_REC_FINAL_GATE) ? rec : NULL;
+    dg_view_final_gate *fg = &v->final_gate;
+    fg->present = g != NULL;
+    fg->accepted = dg_rec_bool(g, DG_P_REC_FINAL_GATE_ACCEPTED);
+    fg->proofs[0] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_ARCHITECTURE);
+    fg->proofs[1] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_GATE_LOG);
+    fg->proofs[2] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_SWEEP);
+    fg->proofs[3] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_MEMORY_CURVE);
+    fg->fail_findings = dg_rec_num(g, DG_P_REC_FINAL_GATE_FAIL_FINDINGS);
+    fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
+    fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
+    fg->statement = dg_rec_str(g, DG_P_REC_FINAL_GATE_STATEMENT);
+}
+
+/* The section of each kind of per-verb record ("sweep" -> DG_SEC_SWEEP). */
+static dg_rec_section kind_section(const char *kind)
+{
+    for (int s = DG_SEC_ENV; kind && s < DG_SEC_COUNT; s++)
+        if (!strcmp(kind, dg_rec_section_name((dg_rec_section)s)))
+            return (dg_rec_section)s;
+    return DG_SEC_REC;
+}
+
+dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(rec))
+        return dg_fail(ctx, DG_ERR_FORMAT, "record: not a JSON object");
+    const cJSON *ver = dg_rec_at(rec, DG_P_REC_V);
+    if (!cJSON_IsNumber(ver) || (ver->valuedouble != 1 && ver->valuedouble != 2))
+        return dg_fail(ctx, DG_ERR_FORMAT, "record: version (\"v\") is not 1 or 2");
+    builder b = {ctx, false};
+    out->rec = rec;
+    out->version = (int)ver->valuedouble;
+    out->kind = dg_rec_str(rec, DG_P_REC_KIND);
+    out->state = dg_rec_str(rec, DG_P_REC_STATE);
+    out->label = dg_rec_str(rec, DG_P_REC_LABEL);
+    out->host = dg_rec_str(rec, DG_P_REC_HOST);
+    out->timestamp = dg_rec_str(rec, DG_P_REC_TIMESTAMP);
+    out->run_id = dg_rec_str(rec, DG_P_REC_RUN_ID);
+
+    dg_rec_section own = kind_section(out->kind);
+    if (own != DG_SEC_REC) {
+        out->section[own] = rec; /* a per-verb record is its own section */
+    } else {
+        static const dg_rec_path_id ids[DG_SEC_COUNT] = {[DG_SEC_ENV] = DG_P_REC_ENV,
+                                                         [DG_SEC_GATE] = DG_P_REC_GATE,
+                                                         [DG_SEC_SWEEP] = DG_P_REC_SWEEP,
+                                                         [DG_SEC_SOAK] = DG_P_REC_SOAK,
+                                                         [DG_SEC_COMPARE] = DG_P_REC_COMPARE,
+                                                         [DG_SEC_PROFILE] = DG_P_REC_PROFILE,
+                                                         [DG_SEC_SUPERVISE] = DG_P_REC_SUPERVISE};
+        out->section[DG_SEC_REC] = rec;
+        for (int s = DG_SEC_ENV; s < DG_SEC_COUNT; s++)
+            if (s != DG_SEC_TRAIN)
+                out->section[s] = obj_or_null(dg_rec_at(rec, ids[s]));
+        build_spec(&out->spec, rec);
+        build_steps(&b, out, rec);
+        build_judgement(&b, out, rec);
+    }
+    build_env(&b, &out->env, out->section[DG_SEC_ENV]);
+    build_gate(&b, &out->gate, out->section[DG_SEC_GATE]);
+    build_sweep(&b, &out->sweep, out->section[DG_SEC_SWEEP]);
+    /* The soak section's own "v" says how it nests (a v1 section inside a
+     * record read as v1 has none of its own only when written by hand). */
+    const cJSON *soak = out->section[DG_SEC_SOAK];
+    const cJSON *sv = dg_rec_at(soak, DG_P_SOAK_V);
+    int soak_version = cJSON_IsNumber(sv) ? (int)sv->valuedouble : out->version;
+    out->soak_payload = soak_payload(soak, soak_version);
+    build_soak(&b, &out->soak, soak, out->soak_payload);
+    build_compare(&b, &out->compare, out->section[DG_SEC_COMPARE]);
+    build_profile(&b, &out->profile, out->section[DG_SEC_PROFILE]);
+    build_supervise(&out->supervise, out->section[DG_SEC_SUPERVISE]);
+    if (b.nomem)
+        return dg_fail(ctx, DG_ERR_NOMEM, "record: out of host memory for the view");
+    return DG_OK;
+}
+
+void dg_record_view_free(dg_record_view *v)
+{
+    if (!v)
+        return;
+    dg_free(v->steps);
+    dg_free(v->env.top_cpu);
+    dg_free(v->env.top_mem);
+    dg_free(v->env.mixed);
+    dg_free(v->env.backends);
+    dg_free(v->gate.backends);
+    dg_free(v->sweep.trials);
+    dg_free(v->sweep.bisect);
+    dg_free(v->soak.epochs);
+    dg_free(v->compare.runs);
+    dg_free(v->profile.ops);
+    dg_free(v->thresholds);
+    dg_free(v->findings);
+    memset(v, 0, sizeof *v);
+}
+
+double dg_view_threshold_value(const dg_record_view *v, const char *name)
+{
+    for (int i = 0; v && name && i < v->nthresholds; i++)
+        if (!strcmp(v->thresholds[i].name, name))
+            return v->thresholds[i].value;
+    return NAN;
+}

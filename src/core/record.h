@@ -1,0 +1,423 @@
+/* The record vocabulary: one table of every path the records hold (the
+ * evidence record of accept and run, and the per-verb records env, gate,
+ * train, sweep, soak, compare, profile), and typed views built once from a
+ * parsed record.
+ *
+ * The table (record_paths.def, X-macro rows) names each path once with its
+ * type, unit and flags; code reads a record through the row's id
+ * (dg_rec_num(node, DG_P_COMPARE_RUNS_SPEEDUP)) instead of a string.
+ * tests/unit/test_record.c checks fresh records of every verb against it;
+ * tests/lint/record_paths.py checks that no source reads an undeclared path.
+ *
+ * The views are plain C structs over the parsed cJSON tree: strings and raw
+ * sub-trees point into that tree (the view is valid while the tree lives and
+ * is not modified), arrays are owned by the view (dg_record_view_free).
+ * Conventions of every member:
+ *   - dg_rec_metric: value with its unit and validity; valid is false when
+ *     the record did not report it (absent, null, METRIC valid:false, not
+ *     finite): value is then NAN, never 0.
+ *   - const char *: NULL when absent, null or not a string.
+ *   - int flags documented "tri": 1 true, 0 false, -1 not reported.
+ *   - bool present: the section was an object in the record.
+ * The builder reads version-1 and version-2 records (docs/schema/report.md,
+ * "Versions"). */
+#ifndef DG_RECORD_H
+#define DG_RECORD_H
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <stdbool.h>
+
+/* ---- the path table ---------------------------------------------------------- */
+
+/* Where a row's path starts: REC is the evidence record itself; the others are
+ * its sections, which are also whole per-verb records (a `devgate sweep
+ * --json` record is what an accept record holds under "sweep"). */
+typedef enum dg_rec_section {
+    DG_SEC_REC,
+    DG_SEC_ENV,
+    DG_SEC_GATE,
+    DG_SEC_SWEEP,
+    DG_SEC_SOAK,
+    DG_SEC_COMPARE,
+    DG_SEC_PROFILE,
+    DG_SEC_SUPERVISE,
+    DG_SEC_TRAIN,
+    DG_SEC_COUNT
+} dg_rec_section;
+
+typedef enum dg_rec_type {
+    DG_RT_OBJECT,
+    DG_RT_ARRAY,
+    DG_RT_NUMBER,
+    DG_RT_METRIC, /* {"value": number | null, "unit": str, "valid": bool} */
+    DG_RT_STRING,
+    DG_RT_BOOL,
+    DG_RT_ANY /* more than one type (e.g. a finding's evidence value) */
+} dg_rec_type;
+
+enum {
+    DG_RF_OPT = 1u, /* may be absent */
+    DG_RF_NULL = 2u /* may be null */
+};
+
+typedef struct dg_rec_path {
+    dg_rec_section section;
+    const char
+        *path; /* below the section: "runs[].cpu.step_ms"; "[]" every element, "*" every key */
+    dg_rec_type type;
+    const char *unit; /* a METRIC's unit; a NUMBER's, "" for counts, ids and plain ratios */
+    unsigned flags;   /* DG_RF_* */
+} dg_rec_path;
+
+typedef enum dg_rec_path_id {
+#define DG_RP(id, sec, path, type, unit, flags) DG_P_##id,
+#include "core/record_paths.def"
+#undef DG_RP
+    DG_P_COUNT
+} dg_rec_path_id;
+
+extern const dg_rec_path dg_rec_paths[DG_P_COUNT];
+
+/* "" for DG_SEC_REC, else the section's key ("env", "soak", ...). */
+const char *dg_rec_section_name(dg_rec_section s);
+/* "object", "array", "number", "metric", "string", "bool" or "any". */
+const char *dg_rec_type_name(dg_rec_type t);
+
+/* ---- reading one path --------------------------------------------------------- */
+
+/* A number as the views hold it. unit is never NULL: the METRIC's own unit
+ * when the record held a METRIC there (metric true), else the table's. */
+typedef struct dg_rec_metric {
+    double value; /* NAN when !valid */
+    const char *unit;
+    bool valid;
+    bool metric; /* the record held a METRIC object (its unit is unit) */
+} dg_rec_metric;
+
+/* The item of row id below node: the whole path when the row has no "[]",
+ * else the part after its last "[]." below node, which is then one element
+ * of that array. NULL when any part is missing. */
+const cJSON *dg_rec_at(const cJSON *node, dg_rec_path_id id);
+/* The number of row id below node (a METRIC's value when valid, or a plain
+ * finite number); invalid when not reported. */
+dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id);
+/* A string, NULL when absent or not a string. */
+const char *dg_rec_str(const cJSON *node, dg_rec_path_id id);
+/* Tri: 1 true, 0 false, -1 absent or not a bool. */
+int dg_rec_bool(const cJSON *node, dg_rec_path_id id);
+/* The array at row id, NULL when absent or not an array. */
+const cJSON *dg_rec_arr(const cJSON *node, dg_rec_path_id id);
+/* The object at row id, NULL when absent or not an object. */
+const cJSON *dg_rec_obj(const cJSON *node, dg_rec_path_id id);
+
+/* A count as an int: -1 when not valid or out of int range. */
+int dg_rec_int(dg_rec_metric m);
+
+/* ---- typed views ---------------------------------------------------------------- */
+
+/* The memory sources a soak judges, in the order records list them. */
+typedef enum dg_mem_source {
+    DG_MEM_ALLOCATOR_ALLOCATED,
+    DG_MEM_ALLOCATOR_RESERVED,
+    DG_MEM_DRIVER,
+    DG_MEM_FOOTPRINT,
+    DG_MEM_COUNT
+} dg_mem_source;
+/* The record key of a source ("allocator_allocated", ...). */
+const char *dg_mem_source_key(dg_mem_source s);
+
+/* The profile's phases: loader stages (per batch, beside the step) then the
+ * step's own (per step). */
+typedef enum dg_phase {
+    DG_PHASE_READ,
+    DG_PHASE_DECODE,
+    DG_PHASE_RESIZE,
+    DG_PHASE_AUGMENT,
+    DG_PHASE_NORMALISE,
+    DG_PHASE_COLLATE,
+    DG_PHASE_QUEUE_WAIT,
+    DG_PHASE_H2D,
+    DG_PHASE_FORWARD,
+    DG_PHASE_BACKWARD,
+    DG_PHASE_UPDATE,
+    DG_PHASE_D2H,
+    DG_PHASE_SYNC,
+    DG_PHASE_COUNT
+} dg_phase;
+/* The record key of a phase ("queue_wait", ...). */
+const char *dg_phase_key(dg_phase p);
+
+/* The evidence record's spec (accept: the fixture's; run: the command's).
+ * batch and sweep_to are in samples; seed, threads, workers are
+ * counts. */
+typedef struct dg_view_spec {
+    bool present;
+    const char *backend, *model, *data, *batch_source, *label;
+    dg_rec_metric batch, seed, threads, workers, sweep_to;
+    int quick;        /* tri */
+    const cJSON *cmd; /* run: the command as an array of strings, else NULL */
+} dg_view_spec;
+
+/* One entry of the record's steps[]. */
+typedef struct dg_view_step {
+    const char *name, *status, *verdict, *summary, *error;
+    dg_rec_metric wall; /* s */
+} dg_view_step;
+
+/* Another process the environment saw. */
+typedef struct dg_view_proc {
+    const char *name;
+    dg_rec_metric pid;         /* id, no unit */
+    dg_rec_metric cpu_percent; /* % of one core */
+    dg_rec_metric rss;         /* bytes */
+    int self;                  /* tri: devgate itself */
+} dg_view_proc;
+
+/* A Python extension module built for another architecture. */
+typedef struct dg_view_py_ext {
+    const char *path;
+    const char *arch; /* the first architecture it was built for, NULL when none */
+} dg_view_py_ext;
+
+/* A backend as the gate (or, without a gate, the environment) lists it. */
+typedef struct dg_view_backend {
+    const char *name, *reason, *versions;
+    int built, available; /* tri */
+    struct {
+        bool present;
+        int ok; /* tri */
+        const char *reason;
+        dg_rec_metric bad_elements;           /* elements */
+        dg_rec_metric max_err_over_tolerance; /* ratio */
+        dg_rec_metric max_abs_err, gflops, ms_warm;
+    } matmul;
+} dg_view_backend;
+
+/* The environment summary the rules and the summaries read. */
+typedef struct dg_view_env {
+    bool present;
+    bool has_arch; /* env.arch is an object: the architecture proof */
+    const char *arch_host, *arch_process, *translation, *host;
+    int translated;               /* tri */
+    dg_rec_metric mem_total;      /* bytes */
+    dg_rec_metric psi_some_avg10; /* percent */
+    dg_view_proc *top_cpu, *top_mem;
+    int ntop_cpu, ntop_mem;
+    bool has_python;
+    dg_view_py_ext *mixed; /* python.mixed_extensions */
+    int nmixed;
+    dg_rec_metric mixed_truncated; /* modules left out of the list */
+    int py_arch_matches_host;      /* tri */
+    const char *py_reference_arch, *py_binary_arch;
+    bool has_backends; /* env.backends is an array */
+    dg_view_backend *backends;
+    int nbackends;
+} dg_view_env;
+
+typedef struct dg_view_gate {
+    bool present;
+    const char *verdict; /* "pass" | "fail" | ... */
+    bool has_backends;   /* gate.backends is an array */
+    dg_view_backend *backends;
+    int nbackends;
+} dg_view_gate;
+
+/* One sweep trial (doubling or bisection). */
+typedef struct dg_view_trial {
+    const char *ended, *reason, *signal;
+    dg_rec_metric batch;                 /* samples */
+    dg_rec_metric samples_per_s;         /* samples/s */
+    dg_rec_metric step_median, step_iqr; /* ms */
+    dg_rec_metric step_steps;            /* steps behind them */
+    dg_rec_metric swap_growth, rss_peak, device_allocated_peak, device_reserved_peak; /* bytes */
+    dg_rec_metric psi_peak;                                                           /* percent */
+    dg_rec_metric wall_s;                                                             /* s */
+} dg_view_trial;
+
+typedef struct dg_view_sweep {
+    bool present;
+    const char *backend; /* sweep.spec.backend */
+    dg_view_trial *trials, *bisect;
+    int ntrials, nbisect;
+    const char *stopped_reason;
+    dg_rec_metric stopped_at;                /* samples */
+    dg_rec_metric knee_batch;                /* samples */
+    dg_rec_metric knee_sps, best_sps;        /* samples/s */
+    dg_rec_metric safe_batch, first_failure; /* samples */
+    dg_rec_metric safe_sps;                  /* samples/s */
+    bool safe_batch_is_number;               /* safe_batch.batch is a JSON number */
+    bool knee_is_number;                     /* knee.batch is a JSON number */
+    const char *safe_note;
+    dg_rec_metric good_trials;
+} dg_view_sweep;
+
+/* One soak epoch row. */
+typedef struct dg_view_epoch {
+    dg_rec_metric epoch;
+    dg_rec_metric allocated, reserved, driver_used, rss, rss_peak; /* bytes */
+    dg_rec_metric step_ms;                                         /* ms */
+    dg_rec_metric samples_per_s;                                   /* samples/s */
+    int cache_emptied, validation;                                 /* tri */
+} dg_view_epoch;
+
+/* The soak: its epochs and the memory analysis (v1: soak.soak.*, v2: soak.*). */
+typedef struct dg_view_soak {
+    bool present;
+    bool has_payload; /* the analysis object was there */
+    int empty_cache;  /* tri */
+    dg_rec_metric epochs_recorded, steps_per_epoch;
+    dg_rec_metric growth[DG_MEM_COUNT]; /* % over the first epoch's watermark */
+    int staircase_aligned;              /* tri */
+    const cJSON *validation_epochs;     /* array of epoch numbers, or NULL */
+    dg_rec_metric thirds_ratio;         /* ratio */
+    dg_rec_metric trend_slope;          /* ms/step */
+    dg_rec_metric trend_median;         /* ms */
+    dg_rec_metric swap_growth;          /* bytes (the soak's sampler) */
+    dg_view_epoch *epochs;
+    int nepochs;
+} dg_view_soak;
+
+/* One compare run. A failed run ({batch, status, failed, error}) has ok false. */
+typedef struct dg_view_run {
+    bool ok;
+    const char *status, *failed, *error;
+    const char *device_backend;                /* runs[].device.backend */
+    const char *verdict;                       /* "within tolerance" | "drift" */
+    dg_rec_metric batch;                       /* samples */
+    dg_rec_metric speedup;                     /* x */
+    dg_rec_metric reduction_pct;               /* % */
+    dg_rec_metric busy_fraction;               /* fraction */
+    dg_rec_metric cpu_step_ms, device_step_ms; /* ms */
+    dg_rec_metric cpu_sps, device_sps;         /* samples/s */
+    dg_rec_metric device_fallbacks;            /* calls */
+    int reference_ran, within_tolerance;       /* tri */
+    const cJSON *drift;                        /* array of figure names, or NULL */
+    const cJSON *json; /* the run object (figures named by drift are paths below it) */
+    /* Room for the repetition statistics (speedup interval, ...): issue 12. */
+} dg_view_run;
+
+typedef struct dg_view_compare {
+    bool present;
+    const char *status, *error;
+    const char *backend;                           /* compare.spec.backend */
+    dg_rec_metric loss_tolerance, param_tolerance; /* relative */
+    int within_tolerance;                          /* tri */
+    dg_view_run *runs;
+    int nruns;
+} dg_view_compare;
+
+typedef struct dg_view_phase {
+    dg_rec_metric ms;    /* ms, per batch (loader stages) or per step */
+    dg_rec_metric share; /* fraction */
+    int in_step;         /* tri */
+} dg_view_phase;
+
+/* One row of the profile's op table. */
+typedef struct dg_view_op {
+    const char *op, *shape, *backend;
+    int fallback; /* tri */
+    dg_rec_metric calls;
+    dg_rec_metric ms_total, ms_mean; /* ms */
+    dg_rec_metric share;             /* fraction of the profiled op time */
+} dg_view_op;
+
+typedef struct dg_view_profile {
+    bool present;
+    const char *backend;                   /* profile.spec.backend */
+    dg_rec_metric workers, sync_every;     /* profile.spec */
+    dg_rec_metric step_ms, profiled_ms;    /* ms */
+    dg_rec_metric stats_n;                 /* steps */
+    dg_rec_metric stats_median, stats_iqr; /* ms */
+    dg_rec_metric stats_iqr_share;         /* fraction */
+    dg_rec_metric sync_per_step;           /* sync points/step */
+    dg_rec_metric fallback_calls;          /* ops_total.fallback_calls */
+    dg_view_phase phases[DG_PHASE_COUNT];
+    dg_view_op *ops;
+    int nops;
+    bool has_ops;           /* profile.ops is an array */
+    const cJSON *fallbacks; /* the fallback census (array of {op, ...}), or NULL */
+    int nfallbacks;
+} dg_view_profile;
+
+/* devgate run's supervision of the program. */
+typedef struct dg_view_supervise {
+    bool present;
+    dg_rec_metric exit_status;
+    const char *signal;         /* "SIGKILL", ...; NULL when none */
+    int timed_out, interrupted; /* tri */
+    dg_rec_metric wall;         /* s */
+    dg_rec_metric events_lines, events_dropped, events_malformed, events_overlong; /* lines */
+} dg_view_supervise;
+
+typedef struct dg_view_threshold {
+    const char *name;
+    double value; /* in the threshold's unit (docs/rules.md) */
+} dg_view_threshold;
+
+typedef struct dg_view_finding {
+    const char *id, *severity, *title, *hypothesis, *action;
+    const char *section; /* that of its first piece of evidence, NULL when none */
+    int rank;            /* 3 fail, 2 warn, 1 info, 0 other */
+    const cJSON *json;
+} dg_view_finding;
+
+typedef struct dg_view_decision {
+    bool present;
+    const char *route, *backend;
+    const cJSON *reasons; /* array of strings, or NULL */
+} dg_view_decision;
+
+typedef struct dg_view_final_gate {
+    bool present;
+    int accepted;  /* tri */
+    int proofs[4]; /* tri: architecture, gate_log, sweep, memory_curve */
+    dg_rec_metric fail_findings;
+    dg_rec_metric throughput; /* samples/s */
+    dg_rec_metric batch;      /* samples */
+    const char *statement;
+} dg_view_final_gate;
+
+/* A record, typed. For a per-verb record (kind sweep, soak, ...) the section
+ * view of that kind is filled from the record itself. */
+typedef struct dg_record_view {
+    int version;      /* "v": 1 or 2 */
+    const char *kind; /* "accept", "run", "sweep", ...; NULL when absent */
+    const char *state, *label, *host, *timestamp, *run_id;
+    dg_view_spec spec;
+    dg_view_step *steps;
+    int nsteps;
+    dg_view_env env;
+    dg_view_gate gate;
+    dg_view_sweep sweep;
+    dg_view_soak soak;
+    dg_view_compare compare;
+    dg_view_profile profile;
+    dg_view_supervise supervise;
+    dg_view_threshold *thresholds; /* as the rules used them; NULL when none recorded */
+    int nthresholds;
+    dg_view_finding *findings; /* in record order (most severe first) */
+    int nfindings;
+    dg_view_decision decision;
+    dg_view_final_gate final_gate;
+    const cJSON *rec;                   /* the record */
+    const cJSON *section[DG_SEC_COUNT]; /* each section's object, NULL when not one */
+    const cJSON *soak_payload;          /* the soak analysis object (v1 soak.soak, v2 soak) */
+} dg_record_view;
+
+/* Builds the view of rec (an object; accept, run or a per-verb record of
+ * version 1 or 2). *out is overwritten; free it with dg_record_view_free,
+ * also after a failure. DG_ERR_FORMAT when rec is not an object or its
+ * version is not 1 or 2, DG_ERR_NOMEM. ctx may be NULL (no message). */
+dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *out);
+/* Frees what the view owns (not the record); NULL and zeroed views are fine. */
+void dg_record_view_free(dg_record_view *v);
+
+/* The threshold value the record used, NAN when not recorded. */
+double dg_view_threshold_value(const dg_record_view *v, const char *name);
+
+/* The record version devgate writes. */
+#define DG_RECORD_VERSION 1
+
+#endif

@@ -1,0 +1,226 @@
+/* The loader's order and queue: the seeded sample order per epoch, the
+ * resolution per step, worker threads filling a ring of batch slots, and the
+ * consumer taking them strictly in batch order. */
+#include "data/loader_int.h"
+
+#include <string.h>
+
+/* ---- order ---------------------------------------------------------------- */
+
+void dg_ld_shuffle(size_t *list, size_t n, uint64_t seed, uint64_t stream)
+{
+    dg_rng r;
+    dg_rng_init(&r, seed, stream);
+    uint32_t buf[4];
+    for (size_t i = n - 1; i > 0 && n > 1; i--) {
+        dg_rng_next4(&r, buf);
+        uint64_t v = ((uint64_t)buf[0] << 32) | buf[1];
+        size_t j = (size_t)(v % (i + 1));
+        size_t t = list[i];
+        list[i] = list[j];
+        list[j] = t;
+    }
+}
+
+int dg_ld_cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+const size_t *dg_ld_epoch_list(dg_loader *ld, dg_split sp, int epoch, size_t *count)
+{
+    if (sp == DG_SPLIT_VAL) {
+        *count = ld->nval;
+        return ld->val;
+    }
+    *count = ld->ntrain;
+    int k = epoch & 1;
+    if (ld->perm_epoch[k] != epoch) {
+        memcpy(ld->perm[k], ld->train, ld->ntrain * sizeof(size_t));
+        dg_ld_shuffle(ld->perm[k], ld->ntrain, ld->o.seed, STREAM_ORDER + (uint64_t)epoch);
+        ld->perm_epoch[k] = epoch;
+    }
+    return ld->perm[k];
+}
+
+int dg_ld_pick_res(const dg_loader *ld, int epoch, int step)
+{
+    if (ld->o.nres == 1)
+        return 0;
+    dg_rng r;
+    dg_rng_init(&r, ld->o.seed, STREAM_RES | ((uint64_t)(uint32_t)epoch << 32) | (uint32_t)step);
+    uint32_t b[4];
+    dg_rng_next4(&r, b);
+    double total = 0;
+    for (int i = 0; i < ld->o.nres; i++)
+        total += ld->o.res[i].weight;
+    double u = (b[0] >> 8) * (1.0 / 16777216.0) * total, acc = 0;
+    for (int i = 0; i < ld->o.nres; i++) {
+        acc += ld->o.res[i].weight;
+        if (u < acc)
+            return i;
+    }
+    return ld->o.nres - 1;
+}
+
+/* ---- workers ---------------------------------------------------------------- */
+
+static int epoch_of(const dg_loader *ld, int64_t g)
+{
+    return (int)(g / ld->steps);
+}
+
+/* A worker may take batch next when its slot is free and it is at most one
+ * epoch ahead of the consumer (two permutations are live at most). */
+static bool can_take(const dg_loader *ld)
+{
+    return ld->next < ld->total && ld->next < ld->consumed + ld->nslots &&
+           epoch_of(ld, ld->next) <= epoch_of(ld, ld->consumed) + 1;
+}
+
+void *dg_ld_worker_main(void *arg)
+{
+    dg_loader *ld = arg;
+    pthread_mutex_lock(&ld->mu);
+    for (;;) {
+        while (!ld->stop && !can_take(ld))
+            pthread_cond_wait(&ld->cv_work, &ld->mu);
+        if (ld->stop)
+            break;
+        int64_t g = ld->next++;
+        slot *sl = &ld->slots[g % ld->nslots];
+        sl->state = SLOT_FILLING;
+        uint64_t gen = ld->gen;
+        dg_split sp = ld->sp;
+        int first = ld->first_epoch, steps = ld->steps;
+        ld->busy++;
+        pthread_mutex_unlock(&ld->mu);
+        dg_ld_fill_batch(ld, g, sl, sp, first, steps);
+        pthread_mutex_lock(&ld->mu);
+        ld->busy--;
+        if (gen == ld->gen) {
+            sl->g = g;
+            sl->state = SLOT_READY;
+        }
+        pthread_cond_broadcast(&ld->cv_ready);
+    }
+    pthread_mutex_unlock(&ld->mu);
+    return NULL;
+}
+
+/* ---- running ----------------------------------------------------------------- */
+
+dg_status dg_loader_start(dg_loader *ld, dg_split sp, int first_epoch, int epochs, int steps)
+{
+    size_t count = dg_loader_count(ld, sp);
+    if (count == 0)
+        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: the %s split is empty",
+                       sp == DG_SPLIT_VAL ? "validation" : "training");
+    if (steps <= 0)
+        steps = (int)((count + (size_t)ld->o.batch - 1) / (size_t)ld->o.batch);
+    if (epochs < 1 || first_epoch < 0 || first_epoch > 65535 - epochs)
+        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: epochs must be in 0..65535");
+    pthread_mutex_lock(&ld->mu);
+    ld->gen++;
+    ld->total = 0; /* no new work */
+    while (ld->busy > 0)
+        pthread_cond_wait(&ld->cv_ready, &ld->mu);
+    for (int i = 0; i < ld->nslots; i++)
+        ld->slots[i].state = SLOT_FREE;
+    ld->sp = sp;
+    ld->first_epoch = first_epoch;
+    ld->steps = steps;
+    ld->next = ld->consumed = 0;
+    ld->total = (int64_t)epochs * steps;
+    ld->perm_epoch[0] = ld->perm_epoch[1] = -1;
+    ld->failed = false;
+    pthread_cond_broadcast(&ld->cv_work);
+    pthread_mutex_unlock(&ld->mu);
+    return DG_OK;
+}
+
+static epoch_stat *epoch_entry(dg_loader *ld, int epoch)
+{
+    for (size_t i = ld->neps; i-- > 0;)
+        if (ld->eps[i].epoch == epoch)
+            return &ld->eps[i];
+    if (ld->neps == ld->cap_eps) {
+        size_t cap = ld->cap_eps ? 2 * ld->cap_eps : 16;
+        epoch_stat *p = dg_realloc(ld->eps, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        ld->eps = p;
+        ld->cap_eps = cap;
+    }
+    epoch_stat *e = &ld->eps[ld->neps++];
+    memset(e, 0, sizeof *e);
+    e->epoch = epoch;
+    return e;
+}
+
+dg_status dg_loader_next(dg_loader *ld, float *x, int32_t *y, int *h, int *w)
+{
+    double t0 = dg_now();
+    if (ld->failed)
+        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: a previous batch failed");
+    pthread_mutex_lock(&ld->mu);
+    if (ld->consumed >= ld->total) {
+        pthread_mutex_unlock(&ld->mu);
+        return dg_fail(ld->ctx, DG_ERR_USAGE, "loader: no batches left (call dg_loader_start)");
+    }
+    int64_t g = ld->consumed;
+    slot *sl = &ld->slots[g % ld->nslots];
+    if (!ld->nthreads) {
+        pthread_mutex_unlock(&ld->mu);
+        dg_ld_fill_batch(ld, g, sl, ld->sp, ld->first_epoch, ld->steps);
+    } else {
+        while (!(sl->state == SLOT_READY && sl->g == g))
+            pthread_cond_wait(&ld->cv_ready, &ld->mu);
+        pthread_mutex_unlock(&ld->mu);
+    }
+    int epoch = ld->first_epoch + (int)(g / ld->steps);
+    bool epoch_end = (g + 1) % ld->steps == 0;
+    epoch_stat *es = epoch_entry(ld, epoch);
+    for (int s = 0; s < S_COUNT; s++) {
+        ld->t[s] += sl->t[s];
+        if (es)
+            es->t[s] += sl->t[s];
+    }
+    ld->bad += sl->bad;
+    ld->seen += sl->seen;
+    for (int i = 0; i < sl->nmsg && ld->nmsg < DG_LOADER_MAX_BAD_MSGS; i++)
+        memcpy(ld->msgs[ld->nmsg++], sl->msgs[i], MSG_LEN);
+    dg_status st = DG_OK;
+    if (sl->st != DG_OK) {
+        st = dg_fail(ld->ctx, sl->st, "%s", sl->err);
+    } else if ((st = dg_ld_bad_share_check(ld, epoch_end)) != DG_OK) {
+        /* the message is on ld's ctx */
+    } else {
+        size_t floats = (size_t)ld->o.batch * ld->o.channels * sl->h * sl->w;
+        double tc = dg_now();
+        memcpy(x, sl->x, floats * sizeof(float));
+        memcpy(y, sl->y, (size_t)ld->o.batch * sizeof(int32_t));
+        *h = sl->h;
+        *w = sl->w;
+        double dc = dg_now() - tc;
+        ld->t[S_COLLATE] += dc;
+        if (es)
+            es->t[S_COLLATE] += dc;
+    }
+    if (st != DG_OK)
+        ld->failed = true;
+    pthread_mutex_lock(&ld->mu);
+    sl->state = SLOT_FREE;
+    ld->consumed++;
+    pthread_cond_broadcast(&ld->cv_work);
+    pthread_mutex_unlock(&ld->mu);
+    double waited = dg_now() - t0;
+    ld->waited += waited;
+    ld->batches++;
+    if (es) {
+        es->waited += waited;
+        es->batches++;
+    }
+    return st;
+}

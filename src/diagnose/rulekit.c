@@ -1,0 +1,165 @@
+/* The rule kit (diagnose.h): what every rule family uses to make findings
+ * and cite their evidence, and the compare-run helpers the speed rules and the
+ * decision share. */
+#include "diagnose/diagnose.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+void dg_put(dg_diag *d, cJSON *obj, const char *key, cJSON *item)
+{
+    if (!obj || !item || !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        d->nomem = true;
+    }
+}
+
+cJSON *dg_rule_finding(dg_diag *d, const dg_rule *r, dg_severity sev, int run, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *title = dg_vasprintf(fmt, ap);
+    va_end(ap);
+    cJSON *f = dg_findings_add(&d->fs, r->id, sev, run, title, r->hypothesis, r->action);
+    dg_free(title);
+    return f;
+}
+
+/* Replaces the finding's hypothesis or action with a formatted text. */
+void dg_rule_text(dg_diag *d, cJSON *f, const char *key, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = dg_vasprintf(fmt, ap);
+    va_end(ap);
+    cJSON *item = s ? cJSON_CreateString(s) : NULL;
+    dg_free(s);
+    if (!item || !cJSON_ReplaceItemInObjectCaseSensitive(f, key, item)) {
+        cJSON_Delete(item);
+        d->nomem = true;
+    }
+}
+
+void dg_ev_add(dg_diag *d, cJSON *f, const char *sec, const char *field, cJSON *value,
+               const char *unit)
+{
+    if (!f) {
+        cJSON_Delete(value);
+        return;
+    }
+    cJSON *e = cJSON_CreateObject();
+    dg_put(d, e, "section", cJSON_CreateString(sec));
+    dg_put(d, e, "field", cJSON_CreateString(field));
+    dg_put(d, e, "value", value ? value : cJSON_CreateNull());
+    dg_put(d, e, "unit", unit ? cJSON_CreateString(unit) : cJSON_CreateNull());
+    if (!e || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(f, "evidence"), e)) {
+        cJSON_Delete(e);
+        d->nomem = true;
+    }
+}
+
+/* Evidence of a computed number (NAN: null). */
+void dg_ev_num(dg_diag *d, cJSON *f, const char *sec, const char *field, double v, const char *unit)
+{
+    dg_ev_add(d, f, sec, field, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(), unit);
+}
+
+/* Evidence read from the record: the item at the printf-formatted path below
+ * the section, with a METRIC's unit (or `unit` for plain values). Arrays and
+ * objects that are not metrics are written as their compact JSON text. */
+void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
+                const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *path = dg_vasprintf(fmt, ap);
+    va_end(ap);
+    if (!path) {
+        d->nomem = true;
+        return;
+    }
+    const cJSON *it = dg_jpath(sec, path);
+    cJSON *v = NULL;
+    const char *u = unit;
+    if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
+        double x = dg_jnum_item(it);
+        v = isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
+        const char *mu = dg_jstr(it, "unit");
+        u = mu ? mu : unit;
+    } else if (cJSON_IsNumber(it)) {
+        v = cJSON_CreateNumber(it->valuedouble);
+    } else if (cJSON_IsBool(it)) {
+        v = cJSON_CreateBool(cJSON_IsTrue(it));
+    } else if (cJSON_IsString(it)) {
+        v = cJSON_CreateString(it->valuestring);
+    } else if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
+        char *txt = cJSON_PrintUnformatted(it);
+        v = txt ? cJSON_CreateString(txt) : NULL;
+        cJSON_free(txt);
+        if (!v)
+            d->nomem = true;
+    } else {
+        v = cJSON_CreateNull();
+    }
+    dg_ev_add(d, f, sec_name, path, v, u);
+    dg_free(path);
+}
+
+/* Appends to a fixed buffer, keeping it NUL-terminated (truncates quietly). */
+void dg_cat(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    if (len + 1 >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+const cJSON *dg_diag_compare_runs(const dg_diag *d)
+{
+    const cJSON *runs = dg_jpath(d->compare, "runs");
+    return cJSON_IsArray(runs) ? runs : NULL;
+}
+
+/* A run that ended: not the failed-run shape {batch, status, failed, error}. */
+bool dg_run_ok(const cJSON *run)
+{
+    const char *st = dg_jstr(run, "status");
+    return cJSON_IsObject(run) && !cJSON_HasObjectItem(run, "failed") && (!st || !strcmp(st, "ok"));
+}
+
+const char *dg_run_device(const dg_diag *d, const cJSON *run)
+{
+    const char *b = dg_jstr(run, "device.backend");
+    if (!b)
+        b = dg_jstr(d->compare, "spec.backend");
+    return b ? b : "the device";
+}
+
+int dg_route_run(const dg_diag *d)
+{
+    const cJSON *runs = dg_diag_compare_runs(d);
+    int n = cJSON_GetArraySize(runs);
+    double want = dg_jnum(d->spec, "batch");
+    int best = -1;
+    double best_sp = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        const cJSON *run = cJSON_GetArrayItem(runs, i);
+        double sp = dg_jnum(run, "speedup");
+        if (!dg_run_ok(run) || !isfinite(sp))
+            continue;
+        if (isfinite(want) && dg_jnum(run, "batch") == want)
+            return i;
+        if (sp > best_sp) {
+            best_sp = sp;
+            best = i;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,133 @@
+/* Internal to the host-facts collector (src/env/sysinfo*.c): the JSON
+ * builder with one out-of-memory flag, the small /proc and /sys readers, and
+ * one filler per source, each adding its member to the sysinfo object. */
+#ifndef DG_SYSINFO_H
+#define DG_SYSINFO_H
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct sb {
+    bool oom;
+} sb;
+
+/* Adds item under key (deleting it if that fails); returns it or NULL. */
+static inline cJSON *put(sb *b, cJSON *obj, const char *key, cJSON *item)
+{
+    if (!obj || !item) {
+        cJSON_Delete(item);
+        b->oom = true;
+        return NULL;
+    }
+    if (!cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        b->oom = true;
+        return NULL;
+    }
+    return item;
+}
+
+/* Appends item to an array (deleting it if that fails); returns it or NULL. */
+static inline cJSON *push(sb *b, cJSON *arr, cJSON *item)
+{
+    if (!arr || !item) {
+        cJSON_Delete(item);
+        b->oom = true;
+        return NULL;
+    }
+    if (!cJSON_AddItemToArray(arr, item)) {
+        cJSON_Delete(item);
+        b->oom = true;
+        return NULL;
+    }
+    return item;
+}
+
+/* A string item cleaned of control characters; null for NULL s. */
+static inline cJSON *clean_str(const char *s)
+{
+    if (!s)
+        return cJSON_CreateNull();
+    size_t n = strlen(s) + 1;
+    char *c = dg_malloc(n);
+    if (!c)
+        return NULL;
+    dg_copy_clean(c, n, s);
+    cJSON *item = cJSON_CreateString(c);
+    dg_free(c);
+    return item;
+}
+
+static inline void put_str(sb *b, cJSON *obj, const char *key, const char *s)
+{
+    put(b, obj, key, clean_str(s));
+}
+
+static inline void put_bool(sb *b, cJSON *obj, const char *key, bool v)
+{
+    put(b, obj, key, cJSON_CreateBool(v));
+}
+
+/* A bool that may be unknown: tri < 0 writes null. */
+static inline void put_tri(sb *b, cJSON *obj, const char *key, int tri)
+{
+    put(b, obj, key, tri < 0 ? cJSON_CreateNull() : cJSON_CreateBool(tri > 0));
+}
+
+static inline void put_num(sb *b, cJSON *obj, const char *key, double v)
+{
+    put(b, obj, key, cJSON_CreateNumber(v));
+}
+
+static inline void put_metric(sb *b, cJSON *obj, const char *key, double v, bool valid,
+                              const char *unit)
+{
+    put(b, obj, key, dg_json_metric(v, valid, unit));
+}
+
+static inline cJSON *put_obj(sb *b, cJSON *obj, const char *key)
+{
+    return put(b, obj, key, cJSON_CreateObject());
+}
+
+static inline cJSON *put_arr(sb *b, cJSON *obj, const char *key)
+{
+    return put(b, obj, key, cJSON_CreateArray());
+}
+
+static inline void push_str(sb *b, cJSON *arr, const char *s)
+{
+    push(b, arr, clean_str(s));
+}
+
+/* The trimmed content of a small file (dg_malloc'd), or NULL. */
+char *dg_si_read_value(const char *path);
+/* Reads "Key:   value" lines: the value of the first line starting with key
+ * followed by optional blanks and ':' into dst (trimmed); false if none. */
+bool dg_si_field_of(const char *text, const char *key, char *dst, size_t n);
+/* True when the blank-separated word list contains word. */
+bool dg_si_has_word(const char *list, const char *word);
+
+/* Fills "arch"; host_arch gets the normalised kernel machine (sysinfo_arch.c). */
+void dg_si_arch(sb *b, cJSON *root, char *host_arch, size_t host_len);
+/* Fills "virtualization" (sysinfo_virt.c). */
+void dg_si_virtualization(sb *b, cJSON *root, const char *hostname, const char *host_arch);
+/* Fills "os" (sysinfo_os.c). */
+void dg_si_os(sb *b, cJSON *root);
+/* Fills "cpu" (sysinfo_cpu.c). */
+void dg_si_cpu(sb *b, cJSON *root);
+/* Fills "load" (sysinfo_cpu.c). */
+void dg_si_load(sb *b, cJSON *root);
+/* Fills "memory" (sysinfo_memory.c). */
+void dg_si_memory(sb *b, cJSON *root);
+/* Fills "git" for the repository around cwd (sysinfo_git.c). */
+void dg_si_git(sb *b, cJSON *root, const char *cwd);
+/* Fills "processes" (sysinfo_proc.c). */
+void dg_si_processes(sb *b, cJSON *root);
+/* Fills "gpu_processes" (sysinfo_gpu.c). */
+void dg_si_gpu_processes(sb *b, cJSON *root);
+#endif
