@@ -58,7 +58,21 @@ void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user);
 /* Frees a string returned by the library; accepts NULL. */
 void dg_string_free(char *s);
 
-/* Host bytes allocated through the library now and at peak. */
+/* Copies the len bytes at src into dst (capacity n; NUL-terminated when
+ * n > 0) so that no terminal acts on them: invalid UTF-8, NUL, C0 and C1
+ * controls, DEL and bidi embeddings/overrides/isolates become '?'; CR, and tab
+ * and newline unless keep_lines, become a space. Never splits a UTF-8
+ * sequence; stops when dst is full. Returns the bytes written. */
+size_t dg_text_clean(char *dst, size_t n, const char *src, size_t len, bool keep_lines);
+
+/* Writes len bytes to path atomically: a temporary file created exclusively
+ * (O_EXCL, random name) beside path, then renamed over it, so readers never
+ * see half a file, a failed write leaves the old file, and a planted symlink
+ * is never followed. DG_ERR_IO with the reason (the path cleaned) on ctx. */
+dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, size_t len);
+
+/* Host bytes allocated through the library now and at peak. cJSON trees are
+ * not counted: devgate leaves cJSON's process-wide allocator hooks alone. */
 void dg_host_mem_stats(size_t *live, size_t *peak);
 
 /* ---- build facts -------------------------------------------------------- */

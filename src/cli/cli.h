@@ -27,6 +27,21 @@ typedef struct cli {
     const char *prog;
 } cli;
 
+/* Replaces stdout and stderr with streams that clean everything written
+ * through dg_text_clean (controls, C1, bidi overrides, invalid UTF-8 become
+ * '?'; newlines and tabs stay) before it reaches the descriptors. */
+void cli_term_init(void);
+/* From now on stdout carries a machine format (JSON, HTML, Markdown): kept
+ * byte for byte when it is not a terminal, cleaned when it is. */
+void cli_term_machine_output(void);
+/* Writes s (devgate's own escapes, e.g. the progress line) to stderr's
+ * descriptor unchanged, after what stderr holds. */
+void cli_term_raw(const char *s);
+
+/* s (NULL: "") cleaned into buf for one table cell: newlines and tabs
+ * flattened too, so a hostile value cannot break the row. Returns buf. */
+const char *cli_cell(char *buf, size_t n, const char *s);
+
 /* Prints "devgate: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Maps a library status to an exit code, printing the context's message. */

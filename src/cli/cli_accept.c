@@ -36,9 +36,13 @@ static void progress_draw(progress *p, const char *note)
     for (int i = 0; i < width; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\r\033[K[%s] %d/%d %-8s %.60s", bar, p->index + 1, p->total, p->step,
-            note ? note : "");
-    fflush(stderr);
+    /* The note is a library message (it can hold file names): cleaned here,
+     * because the line goes to the raw descriptor for its escapes. */
+    char clean[64], line[160];
+    dg_text_clean(clean, sizeof clean, note ? note : "", note ? strlen(note) : 0, false);
+    snprintf(line, sizeof line, "\r\033[K[%s] %d/%d %-8s %s", bar, p->index + 1, p->total,
+             p->step, clean);
+    cli_term_raw(line);
 }
 
 static void on_progress(void *user, const char *step, int index, int total)
@@ -61,7 +65,7 @@ static void on_log(dg_log_level level, const char *msg, void *user)
     log_user *u = user;
     if (level >= DG_LOG_WARN) {
         if (u->p->on)
-            fputs("\r\033[K", stderr);
+            cli_term_raw("\r\033[K");
         fprintf(stderr, "devgate: %s\n", msg);
         progress_draw(u->p, NULL);
     } else if (u->p->on) {
@@ -243,7 +247,7 @@ int cmd_accept(cli *c, int argc, char **argv)
     char *json = NULL;
     dg_status st = dg_accept_run(c->ctx, &o, &json);
     if (p.on)
-        fputs("\r\033[K", stderr);
+        cli_term_raw("\r\033[K");
     int exit_status = st == DG_OK                ? EXIT_PASS
                       : st == DG_ERR_INTERRUPTED ? EXIT_INTERRUPTED
                       : st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE

@@ -296,12 +296,12 @@ static void print_compare_runs(const cJSON *r)
 {
     const cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 0);
     const cJSON *rb = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 1);
-    printf("devgate compare · A %s · B %s%s\n\n", jstr(ra, "run_id", "(file)"),
-           jstr(rb, "run_id", "(file)"),
+    char a[160], b[160];
+    printf("devgate compare · A %s · B %s%s\n\n", cli_cell(a, 64, jstr(ra, "run_id", "(file)")),
+           cli_cell(b, 64, jstr(rb, "run_id", "(file)")),
            cJSON_IsTrue(cJSON_GetObjectItem(r, "forced")) ? " · input buckets differ (--force)"
                                                           : "");
     printf("  %-14s %-34s %-34s\n", "", "A", "B");
-    char a[160], b[160];
     for (int k = 0; k < 2; k++) {
         const cJSON *run = k ? rb : ra;
         char *buf = k ? b : a;
@@ -312,11 +312,13 @@ static void print_compare_runs(const cJSON *r)
             (size_t)snprintf(buf + off, off < 160 ? 160 - off : 0, "%s%s", off ? " " : "",
                              cJSON_IsString(arg) ? arg->valuestring : "?");
     }
-    printf("  %-14s %-34.34s %-34.34s\n", "command", a, b);
-    printf("  %-14s %-34.34s %-34.34s\n", "label", jstr(ra, "label", "-"), jstr(rb, "label", "-"));
-    printf("  %-14s %-34.34s %-34.34s\n", "device", jstr(ra, "device", "-"),
-           jstr(rb, "device", "-"));
-    printf("  %-14s %-34.34s %-34.34s\n", "state", jstr(ra, "state", "-"), jstr(rb, "state", "-"));
+    /* Cells of at most 34 bytes, cut at a character boundary and flattened. */
+    char ca[35], cb[35];
+    printf("  %-14s %-34s %-34s\n", "command", cli_cell(ca, sizeof ca, a), cli_cell(cb, sizeof cb, b));
+    static const char *const rows[] = {"label", "device", "state"};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
+        printf("  %-14s %-34s %-34s\n", rows[k], cli_cell(ca, sizeof ca, jstr(ra, rows[k], "-")),
+               cli_cell(cb, sizeof cb, jstr(rb, rows[k], "-")));
     cell_metric(a, sizeof a, ra, "step_ms", "%.3f ms", 1);
     cell_metric(b, sizeof b, rb, "step_ms", "%.3f ms", 1);
     printf("  %-14s %-34s %-34s\n", "step (median)", a, b);

@@ -22,25 +22,25 @@ static void json_set(cJSON *obj, const char *key, cJSON *val)
 /* Moves the trace file at src into dir/trace.json (copying across file systems). */
 static bool move_trace(const char *src, const char *dir)
 {
-    char dst[4200];
-    snprintf(dst, sizeof dst, "%s/trace.json", dir);
-    if (rename(src, dst) == 0)
-        return true;
-    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
-    bool ok = in && out;
-    char buf[65536];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        ok = fwrite(buf, 1, n, out) == n;
-    ok = ok && !ferror(in);
-    if (in)
-        fclose(in);
-    if (out)
-        ok = fclose(out) == 0 && ok;
-    if (ok)
-        unlink(src);
-    else
-        cli_error("pack: cannot move the trace %s to %s: %s", src, dst, strerror(errno));
+    size_t n = strlen(dir) + sizeof "/trace.json";
+    char *dst = malloc(n);
+    if (!dst) {
+        cli_error("pack: cannot move the trace: out of memory");
+        return false;
+    }
+    snprintf(dst, n, "%s/trace.json", dir);
+    bool ok = rename(src, dst) == 0;
+    if (!ok) {
+        /* Another file system: copied through the exclusive writer. */
+        char *text = cli_read_file(src, (size_t)1 << 30);
+        if (!text)
+            cli_error("pack: cannot read the trace %s: %s", src, strerror(errno));
+        ok = text && cli_write_file(dst, text);
+        free(text);
+        if (ok)
+            unlink(src);
+    }
+    free(dst);
     return ok;
 }
 

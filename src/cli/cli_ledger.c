@@ -51,6 +51,7 @@ static int ledger_list(cli *c, int limit)
     cJSON *arr = cJSON_Parse(json);
     if (c->json) {
         char *out = cJSON_Print(arr);
+        cli_term_machine_output();
         puts(out ? out : json);
         cJSON_free(out);
     } else {
@@ -58,9 +59,12 @@ static int ledger_list(cli *c, int limit)
         const cJSON *r;
         cJSON_ArrayForEach(r, arr)
         {
-            printf("%-22s %-8s %-20s %4.0f %-12.12s %s%s\n", jstr(r, "id", "?"), jstr(r, "verb", "?"),
-                   jstr(r, "started_at", "?"), jnum(r, "exit_status", -1), jstr(r, "git_commit", "-"),
-                   jstr(r, "host", "-"),
+            char id[64], verb[32], at[32], commit[16], host[256];
+            printf("%-22s %-8s %-20s %4.0f %-12s %s%s\n", cli_cell(id, sizeof id, jstr(r, "id", "?")),
+                   cli_cell(verb, sizeof verb, jstr(r, "verb", "?")),
+                   cli_cell(at, sizeof at, jstr(r, "started_at", "?")), jnum(r, "exit_status", -1),
+                   cli_cell(commit, 13, jstr(r, "git_commit", "-")),
+                   cli_cell(host, sizeof host, jstr(r, "host", "-")),
                    strcmp(jstr(r, "state", "complete"), "complete") ? " (interrupted)" : "");
         }
         if (cJSON_GetArraySize(arr) == 0)
@@ -88,6 +92,7 @@ static int ledger_show(cli *c, const char *id)
         return cli_fail_status(c, st, "ledger show");
     cJSON *e = cJSON_Parse(json);
     char *out = cJSON_Print(e);
+    cli_term_machine_output();
     puts(out ? out : json);
     cJSON_free(out);
     cJSON_Delete(e);
@@ -217,6 +222,7 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
         else
             cJSON_AddNullToObject(o, "speedup");
         char *out = cJSON_Print(o);
+        cli_term_machine_output();
         puts(out ? out : "{}");
         cJSON_free(out);
         cJSON_Delete(o);

@@ -175,6 +175,8 @@ int cmd_report(cli *c, int argc, char **argv)
     if (dir) {
         rc = write_report(dir, fmt, text);
     } else {
+        if (fmt != DG_REPORT_TEXT)
+            cli_term_machine_output();
         rc = fputs(text, stdout) >= 0 && fflush(stdout) == 0 ? EXIT_PASS : EXIT_USAGE;
     }
     dg_string_free(text);

@@ -247,6 +247,7 @@ void cli_print_json(cJSON *rec, const char *run_id)
     if (run_id)
         cJSON_AddStringToObject(rec, "run_id", run_id);
     char *out = cJSON_Print(rec);
+    cli_term_machine_output();
     if (out)
         puts(out);
     cJSON_free(out);
@@ -307,25 +308,10 @@ bool cli_make_dirs(const char *path)
 
 bool cli_write_file(const char *path, const char *text)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        cli_error("cannot write %s: out of memory", path);
-        return false;
-    }
-    snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    bool ok = f && fputs(text, f) >= 0;
-    ok = f && fflush(f) == 0 && ok;
-    int e = errno;
-    ok = f && fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0) {
-        free(tmp);
-        return true;
-    }
-    e = errno ? errno : e;
-    unlink(tmp);
-    free(tmp);
-    cli_error("cannot write %s: %s", path, strerror(e));
-    return false;
+    dg_ctx *ctx = dg_ctx_new();
+    dg_status st = ctx ? dg_file_write_atomic(ctx, path, text, strlen(text)) : DG_ERR_NOMEM;
+    if (st != DG_OK)
+        cli_error("%s", ctx ? dg_errmsg(ctx) : "cannot write: out of memory");
+    dg_ctx_free(ctx);
+    return st == DG_OK;
 }

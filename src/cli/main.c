@@ -66,6 +66,7 @@ static void log_to_stderr(dg_log_level level, const char *msg, void *user)
 int main(int argc, char **argv)
 {
     cli c = {.prog = argv[0]};
+    cli_term_init();
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--version") == 0) {

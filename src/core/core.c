@@ -36,7 +36,6 @@ const char *dg_status_name(dg_status st)
 
 dg_ctx *dg_ctx_new(void)
 {
-    dg_json_init();
     return dg_calloc(1, sizeof(dg_ctx));
 }
 
@@ -58,8 +57,8 @@ void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user)
 
 void dg_string_free(char *s)
 {
-    /* Strings handed out come from cJSON_Print* or dg_malloc; both use the
-     * counted allocator (cJSON hooks are installed in json.c). */
+    /* Every string handed out is dg_malloc memory (dg_json_print copies
+     * cJSON's output), so this is the one free for all of them. */
     dg_free(s);
 }
 
@@ -258,14 +257,7 @@ char *dg_trim(char *s)
 
 void dg_copy_clean(char *dst, size_t n, const char *src)
 {
-    if (!n)
-        return;
-    size_t i = 0;
-    for (; src && src[i] && i + 1 < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    dst[i] = '\0';
+    dg_text_clean(dst, n, src, src ? strlen(src) : 0, false);
 }
 
 bool dg_proc_kb(const char *text, const char *key, double *bytes)

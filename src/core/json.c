@@ -5,24 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 
-static void *hook_malloc(size_t n)
-{
-    return dg_malloc(n);
-}
-
-static void install_hooks(void)
-{
-    cJSON_Hooks h = {hook_malloc, dg_free};
-    cJSON_InitHooks(&h);
-}
-
-void dg_json_init(void)
-{
-    static once_flag once = ONCE_FLAG_INIT;
-    call_once(&once, install_hooks);
-}
 
 cJSON *dg_json_metric(double value, bool valid, const char *unit)
 {
@@ -45,8 +28,18 @@ cJSON *dg_json_add_str(cJSON *obj, const char *key, const char *s)
 
 char *dg_json_print(const cJSON *item)
 {
-    dg_json_init();
-    return cJSON_PrintUnformatted(item);
+    /* cJSON allocates with its own (process-wide) allocator, which devgate
+     * leaves alone; strings the library hands out come from dg_malloc so that
+     * dg_string_free is their one free. */
+    char *text = cJSON_PrintUnformatted(item);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text) + 1;
+    char *out = dg_malloc(n);
+    if (out)
+        memcpy(out, text, n);
+    cJSON_free(text);
+    return out;
 }
 
 double dg_json_metric_value(const cJSON *m)

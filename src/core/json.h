@@ -1,18 +1,19 @@
-/* JSON through cJSON with devgate's counted allocator, plus the metric shape
- * every record uses: {"value": x | null, "unit": "...", "valid": bool}. */
+/* JSON through cJSON, plus the metric shape every record uses:
+ * {"value": x | null, "unit": "...", "valid": bool}. cJSON keeps its default
+ * allocator (devgate installs no hooks: they would be process-wide), so cJSON
+ * trees are not in dg_host_mem_stats; strings handed out through
+ * dg_json_print are dg_malloc memory, freed with dg_string_free. */
 #ifndef DG_JSON_H
 #define DG_JSON_H
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-/* Installs the counted allocator into cJSON (idempotent, thread-safe). */
-void dg_json_init(void);
 /* A metric object; value is written as null when !valid, never as 0. */
 cJSON *dg_json_metric(double value, bool valid, const char *unit);
 /* Adds a string member, writing null for a NULL s. */
 cJSON *dg_json_add_str(cJSON *obj, const char *key, const char *s);
-/* Prints compactly into a string the caller frees with dg_string_free. */
+/* Prints compactly into a dg_malloc string the caller frees with dg_string_free. */
 char *dg_json_print(const cJSON *item);
 /* A metric's value when it is valid and finite, else NAN. */
 double dg_json_metric_value(const cJSON *m);

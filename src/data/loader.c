@@ -71,7 +71,6 @@ static int cmp_res(const void *a, const void *b)
 dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts, dg_loader **out)
 {
     *out = NULL;
-    dg_json_init();
     dg_loader_opts o = *opts;
     if (o.batch < 1 || (o.channels != 1 && o.channels != 3))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: batch must be positive and channels 1 or 3");

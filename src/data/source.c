@@ -693,7 +693,6 @@ dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *op
     if (o.channels != 0 && o.channels != 1 && o.channels != 3)
         return dg_fail(ctx, DG_ERR_USAGE,
                        "channels must be 1 or 3 (or 0 for the source's own), not %d", o.channels);
-    dg_json_init();
     dg_source *s = dg_calloc(1, sizeof *s);
     if (!s)
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");

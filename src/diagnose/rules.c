@@ -147,7 +147,6 @@ dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *override
     if (!json)
         return dg_fail(ctx, DG_ERR_USAGE, "diagnose: no place for the result");
     *json = NULL;
-    dg_json_init();
     dg_diag d = {0};
     dg_status st = dg_thresholds_parse(ctx, overrides, d.th);
     if (st != DG_OK)
@@ -214,7 +213,6 @@ dg_status dg_rules_catalogue(dg_ctx *ctx, char **json)
     if (!json)
         return dg_fail(ctx, DG_ERR_USAGE, "rules: no place for the result");
     *json = NULL;
-    dg_json_init();
     dg_diag d = {0};
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < TH_COUNT && arr; i++) {

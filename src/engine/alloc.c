@@ -281,7 +281,6 @@ void dg_alloc_get_stats(const dg_allocator *a, dg_alloc_stats *out)
 
 cJSON *dg_alloc_stats_json(const dg_alloc_stats *s)
 {
-    dg_json_init();
     cJSON *o = s ? cJSON_CreateObject() : NULL;
     if (!o)
         return NULL;

@@ -544,7 +544,6 @@ static int by_ms_desc(const void *pa, const void *pb)
 
 cJSON *dg_engine_census_json(const dg_engine *e)
 {
-    dg_json_init();
     cJSON *arr = cJSON_CreateArray();
     if (!arr || !e || !e->census)
         return arr;
@@ -737,7 +736,6 @@ static int row_by_ms_desc(const void *pa, const void *pb)
 
 cJSON *dg_engine_ops_json(const dg_engine *e)
 {
-    dg_json_init();
     cJSON *arr = cJSON_CreateArray();
     if (!arr || !e || !e->census || !e->census->prof)
         return arr;
@@ -785,7 +783,6 @@ cJSON *dg_engine_ops_json(const dg_engine *e)
 
 cJSON *dg_engine_trace_json(const dg_engine *e)
 {
-    dg_json_init();
     cJSON *arr = cJSON_CreateArray();
     if (!arr || !e || !e->census || !e->census->prof)
         return arr;

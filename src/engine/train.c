@@ -987,7 +987,6 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
 dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_ext *ext,
                            char **json)
 {
-    dg_json_init();
     *json = NULL;
     /* The public options can ask for the sampler too (devgate train --sample-ms). */
     dg_train_ext plain = {.sample_ms = o->sample_ms};

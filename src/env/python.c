@@ -675,7 +675,6 @@ static bool slices_have(const dg_binfmt_info *info, const char *arch)
 cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const char *host_arch)
 {
     (void)ctx;
-    dg_json_init();
     if (!(timeout_s > 0))
         timeout_s = DEFAULT_TIMEOUT_S;
     jb b = {false};

@@ -72,7 +72,6 @@ bool dg_si_has_word(const char *list, const char *word)
 
 cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
 {
-    dg_json_init();
     sb b = {false};
     cJSON *root = cJSON_CreateObject();
     if (!root) {
@@ -108,7 +107,6 @@ cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
 
 cJSON *dg_env_virtualization(void)
 {
-    dg_json_init();
     sb b = {false};
     cJSON *root = cJSON_CreateObject();
     char host[256] = "";

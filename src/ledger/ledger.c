@@ -374,7 +374,6 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
     *out = NULL;
     if (!path || !path[0])
         return dg_fail(ctx, DG_ERR_USAGE, "ledger open: empty path");
-    dg_json_init();
     dg_ledger *lg = dg_calloc(1, sizeof *lg);
     if (!lg)
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
@@ -592,7 +591,6 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
         return dg_fail(ctx, DG_ERR_USAGE, "ledger record: empty verb");
     if (!record_json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger record: no record");
-    dg_json_init();
     const char *end = NULL;
     cJSON *rec = cJSON_ParseWithOpts(record_json, &end, 1);
     if (!rec) {
@@ -688,7 +686,6 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no open ledger");
     if (!id || !record_json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no run id or no record");
-    dg_json_init();
     cJSON *rec = cJSON_ParseWithOpts(record_json, NULL, 1);
     if (!rec)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
@@ -753,7 +750,6 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     if (limit < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger list: limit must be 0 (all) or positive, not %d",
                        limit);
-    dg_json_init();
     sqlite3_stmt *stmt = NULL;
     int rc = sqlite3_prepare_v2(
         lg->db, "SELECT " ENTRY_COLUMNS " FROM runs ORDER BY seq DESC LIMIT ?", -1, &stmt, NULL);
@@ -789,7 +785,6 @@ dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json
         return dg_fail(ctx, DG_ERR_USAGE, "ledger show: no open ledger or no place for the result");
     if (!id || !id[0])
         return dg_fail(ctx, DG_ERR_USAGE, "ledger show: empty run id");
-    dg_json_init();
     char shown_id[64];
     dg_copy_clean(shown_id, sizeof shown_id, id);
 

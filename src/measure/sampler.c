@@ -295,7 +295,6 @@ static void add_raw(cJSON *o, const char *key, dg_metric m)
 
 cJSON *dg_sampler_json(const dg_sampler *s)
 {
-    dg_json_init();
     dg_sampler_summary sum;
     dg_sampler_summarise(s, &sum);
     cJSON *o = cJSON_CreateObject();

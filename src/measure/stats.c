@@ -103,7 +103,6 @@ static void add_metric(cJSON *o, const char *key, double v, const char *unit)
 
 cJSON *dg_stats_json(const dg_stats *s, const char *unit)
 {
-    dg_json_init();
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;

@@ -10,7 +10,6 @@
 cJSON *dg_trace_add(cJSON *events, const char *name, const char *cat, double ts_us, double dur_us,
                     int pid, int tid)
 {
-    dg_json_init();
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddItemToArray(events, o)) {
         cJSON_Delete(o);
@@ -28,7 +27,6 @@ cJSON *dg_trace_add(cJSON *events, const char *name, const char *cat, double ts_
 
 void dg_trace_name(cJSON *events, int pid, int tid, const char *name)
 {
-    dg_json_init();
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddItemToArray(events, o)) {
         cJSON_Delete(o);
@@ -45,7 +43,6 @@ void dg_trace_name(cJSON *events, int pid, int tid, const char *name)
 
 dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events, const cJSON *metadata)
 {
-    dg_json_init();
     if (!path || !*path || !cJSON_IsArray(events))
         return dg_fail(ctx, DG_ERR_USAGE, "trace: no path or no event array");
     cJSON *root = cJSON_CreateObject();
@@ -59,32 +56,14 @@ dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events, con
     cJSON_Delete(root); /* references: the borrowed items stay */
     if (!text)
         return dg_fail(ctx, DG_ERR_NOMEM, "trace: out of memory printing the trace");
-    char *tmp = dg_asprintf("%s.tmp%ld", path, (long)getpid());
-    if (!tmp) {
-        dg_free(text);
-        return dg_fail(ctx, DG_ERR_NOMEM, "trace: out of memory");
-    }
-    int err = 0;
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        err = errno;
-    } else {
-        size_t len = strlen(text);
-        if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF)
-            err = errno ? errno : EIO;
-        if (fclose(f) != 0 && !err)
-            err = errno ? errno : EIO;
-        if (!err && rename(tmp, path) != 0)
-            err = errno;
-        if (err)
-            unlink(tmp);
-    }
+    size_t len = strlen(text);
+    text[len] = '\n'; /* the NUL's place: written as the last line end */
+    dg_status st = dg_file_write_atomic(ctx, path, text, len + 1);
     dg_free(text);
-    dg_free(tmp);
-    if (err) {
-        char clean[256];
-        dg_copy_clean(clean, sizeof clean, path);
-        return dg_fail(ctx, DG_ERR_IO, "trace: cannot write %s: %s", clean, strerror(err));
+    if (st != DG_OK) {
+        char msg[sizeof ctx->errmsg];
+        snprintf(msg, sizeof msg, "trace: %s", dg_errmsg(ctx));
+        return dg_fail(ctx, st, "%s", msg);
     }
     return DG_OK;
 }

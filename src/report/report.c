@@ -401,7 +401,6 @@ dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_forma
     if (fmt != DG_REPORT_HTML && fmt != DG_REPORT_MD && fmt != DG_REPORT_JSON &&
         fmt != DG_REPORT_TEXT)
         return dg_fail(ctx, DG_ERR_USAGE, "report: unknown format %d", (int)fmt);
-    dg_json_init();
     const char *end = NULL;
     cJSON *rec = cJSON_ParseWithOpts(record_json, &end, true);
     if (!rec) {

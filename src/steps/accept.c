@@ -412,7 +412,6 @@ static void add_spec(acc *a)
 
 dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "accept: no options");

@@ -520,7 +520,6 @@ static cJSON *spec_json(const cmp_cfg *c, const int *batches, int nb)
 
 dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
 {
-    dg_json_init();
     *json = NULL;
     const dg_train_opts *o = &opts->train;
     const char *device = o->backend ? o->backend : "cpu";

@@ -122,7 +122,6 @@ static void bucket_text(char *buf, size_t n, const cJSON *b)
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
                           char **json)
 {
-    dg_json_init();
     *json = NULL;
     dg_status st = DG_OK;
     cJSON *ra = load(ctx, record_a, "A", &st);

@@ -43,7 +43,6 @@ static cJSON *libraries_json(void)
 
 dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json)
 {
-    dg_json_init();
     *json = NULL;
     cJSON *facts = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL);
     if (!facts)

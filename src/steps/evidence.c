@@ -150,7 +150,6 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
 dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides,
                              char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (!record_json)
         return dg_fail(ctx, DG_ERR_FORMAT, "evidence: no record");

@@ -318,7 +318,6 @@ static dg_status parse_backends(dg_ctx *ctx, const char *list, const char **name
 
 dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gate_verdict *verdict)
 {
-    dg_json_init();
     *json = NULL;
     dg_matmul_check chk = {
         .m = opts && opts->m ? opts->m : DEFAULT_SIZE,

@@ -225,7 +225,6 @@ static void add_status(cJSON *rec, dg_ctx *ctx, dg_status st)
 
 dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "profile: no options");

@@ -126,7 +126,6 @@ static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs,
 
 dg_status dg_soak_run(dg_ctx *ctx, const dg_soak_opts *opts, char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (opts->val_steps < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "soak: --val-steps must be non-negative");

@@ -687,7 +687,6 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
 
 dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
@@ -900,7 +899,6 @@ static bool write_line(int fd, const char *s)
 
 dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd)
 {
-    dg_json_init();
     if (!opts || fd < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "trial: no options or result fd");
     /* The trial runs in its own process group, out of reach of the terminal's

@@ -57,7 +57,6 @@ bool dg_utf8_valid(const char *str, size_t n)
 
 dg_ev_kind dg_event_parse(const char *line, size_t len, cJSON **obj)
 {
-    dg_json_init();
     *obj = NULL;
     if (!line || len == 0 || memchr(line, '\0', len) || !dg_utf8_valid(line, len))
         return DG_EV_MALFORMED;
@@ -176,7 +175,6 @@ void dg_evreader_free(dg_evreader *r)
 
 bool dg_evcollect_init(dg_evcollect *c, const dg_ev_limits *lim)
 {
-    dg_json_init();
     memset(c, 0, sizeof *c);
     if (lim)
         c->lim = *lim;

@@ -667,7 +667,6 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
 
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
 {
-    dg_json_init();
     *json = NULL;
     if (!o || !o->argv || !o->argv[0] || !o->argv[0][0])
         return dg_fail(ctx, DG_ERR_USAGE, "run: no program to run");

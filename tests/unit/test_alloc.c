@@ -281,7 +281,6 @@ static void test_device_oom(void)
 
 int main(void)
 {
-    dg_json_init();
     size_t live0, live1;
     dg_host_mem_stats(&live0, NULL);
     test_classes();

@@ -778,7 +778,6 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 int main(void)
 {
-    dg_json_init();
     size_t live0;
     dg_host_mem_stats(&live0, NULL);
 

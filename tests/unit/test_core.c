@@ -58,7 +58,6 @@ static void test_alloc(void)
 
 static void test_json(void)
 {
-    dg_json_init();
     cJSON *m = dg_json_metric(0, false, "bytes");
     char *s = dg_json_print(m);
     CHECK_STR(s, "{\"value\":null,\"unit\":\"bytes\",\"valid\":false}");
@@ -91,11 +90,43 @@ static void test_helpers(void)
     dg_free(s);
 }
 
+/* A host program's own cJSON allocator stays in place across devgate calls,
+ * and a tree it parsed before the first call is freed by it afterwards. */
+static size_t host_allocs;
+static void *host_malloc(size_t n)
+{
+    host_allocs++;
+    return malloc(n);
+}
+
+static void test_cjson_hooks_untouched(void)
+{
+    cJSON_Hooks h = {host_malloc, free};
+    cJSON_InitHooks(&h);
+    cJSON *before = cJSON_Parse("{\"a\":[1,2,3]}");
+    CHECK(before != NULL);
+    dg_ctx *ctx = dg_ctx_new();
+    char *cat = NULL;
+    CHECK(dg_rules_catalogue(ctx, &cat) == DG_OK && cat && cat[0] == '[');
+    dg_string_free(cat);
+    char text[64];
+    CHECK(dg_text_clean(text, sizeof text, "a\x1b[2J\xc2\x9b\xe2\x80\xae\xff\nb", 13, false) == 10);
+    CHECK_STR(text, "a?[2J??? b");
+    dg_ctx_free(ctx);
+    size_t n0 = host_allocs;
+    cJSON *after = cJSON_Parse("[1]");
+    CHECK(after != NULL && host_allocs > n0); /* still the host's allocator */
+    cJSON_Delete(after);
+    cJSON_Delete(before);
+    cJSON_InitHooks(NULL);
+}
+
 int main(void)
 {
     test_rng();
     test_alloc();
     test_json();
     test_helpers();
+    test_cjson_hooks_untouched();
     CHECK_DONE();
 }

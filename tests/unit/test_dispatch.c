@@ -715,7 +715,6 @@ static void test_shape_aware(dg_ctx *ctx)
 
 int main(void)
 {
-    dg_json_init();
     make_fakedev();
     size_t live0, live1;
     dg_ctx *ctx = dg_ctx_new();

@@ -398,7 +398,6 @@ static void check_table(void)
 
 int main(void)
 {
-    dg_json_init();
     check_table();
     check_view_errors();
     if (!getenv("DEVGATE_BIN") || !getenv("DEVGATE_SRC"))

@@ -862,7 +862,6 @@ static void check_catalogue(void)
 
 int main(void)
 {
-    dg_json_init();
     const char *src = getenv("DEVGATE_SRC");
     if (!src)
         check_skip("DEVGATE_SRC is not set (run through ctest)");

@@ -68,7 +68,6 @@ static void one_run(void)
 
 int main(void)
 {
-    dg_json_init();
     one_run();
     one_run();
     /* Freed while running: free stops the thread first. */

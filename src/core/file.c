@@ -1,0 +1,53 @@
+/* Files devgate writes: created exclusively under a random name beside the
+ * target, then renamed into place, so a reader never sees half a file, a full
+ * disk leaves the old one, and a symlink planted in a shared folder is never
+ * followed (O_EXCL refuses it; rename replaces the link, not its target). */
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, size_t len)
+{
+    char clean[256];
+    dg_copy_clean(clean, sizeof clean, path ? path : "");
+    if (!path || !*path)
+        return dg_fail(ctx, DG_ERR_USAGE, "write: no file name");
+    char *tmp = dg_asprintf("%s.tmp-XXXXXX", path);
+    if (!tmp)
+        return dg_fail(ctx, DG_ERR_NOMEM, "cannot write %s: out of memory", clean);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    int err = fd < 0 ? errno : 0;
+    if (!err) {
+        /* mkostemp makes 0600; a pack file gets what the umask allows, as fopen would. */
+        mode_t um = umask(0);
+        umask(um);
+        if (fchmod(fd, 0666 & ~um) != 0)
+            err = errno;
+        const char *p = data;
+        for (size_t left = len; !err && left;) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                err = w < 0 ? errno : EIO;
+            else
+                p += w, left -= (size_t)w;
+        }
+        if (close(fd) != 0 && !err)
+            err = errno;
+        if (!err && rename(tmp, path) != 0)
+            err = errno;
+        if (err)
+            unlink(tmp);
+    }
+    dg_free(tmp);
+    if (err)
+        return dg_fail(ctx, DG_ERR_IO, "cannot write %s: %s", clean,
+                       strerror(err));
+    return DG_OK;
+}
