@@ -116,7 +116,14 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
 
 /* ---- training fixture (docs/schema/train.md) ----------------------------- */
 
+/* Start every dg_train_opts with DG_TRAIN_OPTS_INIT or dg_train_opts_init():
+ * the library refuses one that was not (a zeroed struct would otherwise train
+ * with learning rate 0). */
+#define DG_TRAIN_OPTS_MAGIC 0x64677431u
+#define DG_TRAIN_OPTS_INIT {.init = DG_TRAIN_OPTS_MAGIC, .lr = -1, .momentum = -1, .weight_decay = -1}
+
 typedef struct dg_train_opts {
+    uint32_t init;           /* DG_TRAIN_OPTS_MAGIC once initialised */
     const char *model;       /* preset (mlp, lenet, cifar) or layer string; NULL: "mlp" */
     int in_c, in_h, in_w;    /* input shape for layer strings (0: the preset's / 1x28x28) */
     const char *backend;     /* NULL: "cpu" */
@@ -151,6 +158,32 @@ typedef struct dg_train_opts {
      * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
     const volatile sig_atomic_t *cancel;
 } dg_train_opts;
+
+/* Sets *o to DG_TRAIN_OPTS_INIT: every option at its default. */
+void dg_train_opts_init(dg_train_opts *o);
+/* DG_OK when o was initialised; DG_ERR_USAGE with a message otherwise. */
+dg_status dg_train_opts_check(dg_ctx *ctx, const dg_train_opts *o);
+/* Sets one option by its spec key (docs/schema/spec.md: "batch", "lr", "math",
+ * ...) from text, with the checks the command line and spec files share; a
+ * string value is kept by pointer (the caller keeps it alive). DG_ERR_USAGE for
+ * an unknown key or a bad value (the message names both). */
+dg_status dg_train_opts_set(dg_ctx *ctx, dg_train_opts *o, const char *key, const char *value);
+
+/* A decoded spec: the options and the strings they point to, owned together. */
+typedef struct dg_spec dg_spec;
+/* Decodes a spec JSON object (any subset of the keys; numbers where integers
+ * are wanted must be integers) into *out, free with dg_spec_free.
+ * DG_ERR_FORMAT not a JSON object; DG_ERR_USAGE unknown key or bad value. */
+dg_status dg_spec_decode(dg_ctx *ctx, const char *json, dg_spec **out);
+/* The options of a decoded spec; valid until dg_spec_free. */
+const dg_train_opts *dg_spec_opts(const dg_spec *spec);
+/* Frees a decoded spec and its strings; accepts NULL. */
+void dg_spec_free(dg_spec *spec);
+/* The canonical spec JSON of o (every key, defaults written as their values),
+ * free with dg_string_free; dg_spec_decode of it gives back the same run. */
+dg_status dg_spec_encode(dg_ctx *ctx, const dg_train_opts *o, char **json);
+/* SHA-256 (hex) of the canonical spec without where output goes ("export"). */
+dg_status dg_spec_hash(dg_ctx *ctx, const dg_train_opts *o, char hex[65]);
 
 /* Runs the training fixture and returns its record as JSON in *json.
  * DG_ERR_USAGE bad options or model; DG_ERR_UNAVAILABLE backend not usable;

@@ -4,6 +4,7 @@
 #define DG_CLI_H
 
 #include "devgate.h"
+#include "opt.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -56,6 +57,10 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
  * set when it cannot be opened or read, EFBIG when it holds more than max
  * bytes, ENOMEM when out of memory. */
 char *cli_read_file(const char *path, size_t max);
+/* The most bytes a record file may hold (report, compare RUN_A RUN_B). */
+#define CLI_RECORD_MAX ((size_t)64 << 20)
+/* The same from an open descriptor, read to its end (not closed). */
+char *cli_read_fd(int fd, size_t max);
 /* The end of a measurement verb: records json under verb (cli_record with
  * exit_status), then prints rec as JSON with its ledger id (--json), or through
  * print followed by "FAIL     fail" (when fail is not NULL) and the ledger id;
@@ -63,6 +68,8 @@ char *cli_read_file(const char *path, size_t max);
  * returns cli_record's status. */
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail);
+/* "DIR/NAME" in a new string to free(), however long; NULL when out of memory. */
+char *cli_join(const char *dir, const char *name);
 /* mkdir -p: creates path and the folders above it; false with errno set. */
 bool cli_make_dirs(const char *path);
 /* Writes text to path through a temporary file and a rename, so a reader never
@@ -94,20 +101,6 @@ double jnum(const cJSON *obj, const char *key, double fallback);
 /* A metric's value, or NAN when it is not valid. */
 double jmetric(const cJSON *obj, const char *key);
 
-/* Train options as the CLI starts them: rates negative = "the library's default". */
-#define CLI_TRAIN_DEFAULTS {.lr = -1, .momentum = -1, .weight_decay = -1}
-
-/* Handles --json, --quiet, --ledger PATH, --no-ledger; false for other args. */
-bool cli_common_opt(cli *c, int argc, char **argv, int *i);
-/* Option parsing: matches "--name VALUE" or "--name=VALUE"; advances *i. */
-bool opt_value(int argc, char **argv, int *i, const char *name, const char **value);
-
-/* Parses one `devgate train` option at argv[*i] into *o (the verb in messages
- * is argv[0]): 1 consumed (advancing *i past a value), 0 not a train option,
- * -1 bad value (message printed). Callers start o as {.lr = -1, .momentum = -1,
- * .weight_decay = -1}. */
-int cli_parse_train_opt(cli *c, int argc, char **argv, int *i, dg_train_opts *o);
-
 /* Exit statuses of `devgate run` beyond the common ones (docs/cli.md). */
 enum {
     EXIT_RUN_TIMEOUT = 124,   /* the program ran past --timeout and was killed */
@@ -129,4 +122,14 @@ int cmd_run(cli *c, int argc, char **argv);
 /* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
 int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
 int cmd_report(cli *c, int argc, char **argv);
+
+/* The verbs' option tables and help (one per verb file). */
+extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep,
+    cli_verb_trial, cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept,
+    cli_verb_run, cli_verb_report, cli_verb_ledger;
+/* --threshold NAME=VALUE (CLI_FUNC): appends to the cli_thresholds at the field. */
+typedef struct cli_thresholds {
+    char list[4096]; /* "NAME=VALUE,NAME=VALUE" */
+} cli_thresholds;
+const char *cli_threshold_add(const cli_opt *o, const char *value, void *field);
 #endif

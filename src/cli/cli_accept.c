@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,16 +78,51 @@ static void on_log(dg_log_level level, const char *msg, void *user)
 
 /* ---- the spec file -------------------------------------------------------------- */
 
-/* Appends "NAME=VALUE" to the comma-separated list in buf; false when it is full. */
-static bool threshold_add(char *buf, size_t len, const char *item)
-{
-    size_t n = strlen(buf);
-    int w = snprintf(buf + n, len - n, "%s%s", n ? "," : "", item);
-    return w >= 0 && (size_t)w < len - n;
-}
+typedef struct accept_args {
+    dg_accept_opts o;
+    const char *out_dir, *spec_path;
+    cli_thresholds thr;
+} accept_args;
 
-/* Reads a JSON spec file (docs/accept.md) into o; flags given later override it. */
-static bool load_spec(const char *path, cJSON **keep, dg_accept_opts *o, char *thr, size_t thr_len)
+#define OFF(f) offsetof(accept_args, f)
+static const cli_opt accept_opts[] = {
+    {CLI_FLAG, "--quick", NULL, NULL, NULL, NULL, "the short tier (about a minute on 2 cores)",
+     OFF(o.quick), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--sweep-to", NULL, "N", "the tier's", "samples", "largest batch the sweep tries",
+     OFF(o.sweep_to), 1, 1 << 20, NULL, NULL, NULL},
+    {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
+     "a rule threshold (repeatable; docs/rules.md)", OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
+    {CLI_STR, "--spec", NULL, "FILE", "none", NULL,
+     "a JSON spec (docs/schema/spec.md); flags override it", OFF(spec_path), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--label", NULL, "TEXT", "none", NULL, "free text kept in the record",
+     OFF(o.label), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--python", NULL, "PATH", "none", NULL, "a Python interpreter for the env proof",
+     OFF(o.python), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL,
+     "where the evidence pack goes", OFF(out_dir), 0, 0, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+#undef OFF
+
+const cli_verb cli_verb_accept = {
+    .name = "accept",
+    .summary = "the main job: env, gate, sweep, soak, compare, profile, the rules, the decision, "
+               "the evidence pack and one ledger entry",
+    .exits = "0 pass, 1 a fail finding or a failed gate, 2 usage or ledger error, 3 backend "
+             "unavailable, 130 interrupted (partial pack and ledger entry kept)",
+    .example = "devgate accept --quick --backend opencl -o pack/",
+    .tables = {accept_opts, cli_train_opts, cli_common_opts},
+    .titles = {"accept options",
+               "train options (--batch fixes soak, compare and profile; --epochs/--steps size "
+               "the soak)",
+               "common options"},
+    .run = cmd_accept,
+};
+
+/* Reads a JSON spec file (docs/schema/spec.md) into a: the accept keys here,
+ * the training keys through the library's codec into *spec (which owns their
+ * strings); *keep owns the label. Flags parsed later override it. */
+static bool load_spec(cli *c, const char *path, cJSON **keep, dg_spec **spec, accept_args *a)
 {
     char *text = cli_read_file(path, (size_t)1 << 20);
     if (!text) {
@@ -96,114 +132,108 @@ static bool load_spec(const char *path, cJSON **keep, dg_accept_opts *o, char *t
             cli_error("accept: cannot read the spec file %s: %s", path, strerror(errno));
         return false;
     }
-    cJSON *spec = cJSON_Parse(text);
+    cJSON *root = cJSON_Parse(text);
     free(text);
-    if (!cJSON_IsObject(spec)) {
-        cJSON_Delete(spec);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
         cli_error("accept: the spec file %s is not a JSON object", path);
         return false;
     }
-    *keep = spec;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, spec)
-    {
+    *keep = root;
+    cJSON *train = cJSON_CreateObject();
+    bool ok = train != NULL;
+    cJSON *it = root->child;
+    while (ok && it) {
+        cJSON *next = it->next;
         const char *k = it->string;
-        bool str = cJSON_IsString(it),
-             num = cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble < 1e9;
-        if (strcmp(k, "model") == 0 && str)
-            o->train.model = it->valuestring;
-        else if (strcmp(k, "backend") == 0 && str)
-            o->train.backend = it->valuestring;
-        else if (strcmp(k, "data") == 0 && str)
-            o->train.data = it->valuestring;
-        else if (strcmp(k, "label") == 0 && str)
-            o->label = it->valuestring;
-        else if (strcmp(k, "seed") == 0 && num)
-            o->train.seed = (uint64_t)it->valuedouble;
-        else if (strcmp(k, "batch") == 0 && num)
-            o->train.batch = (int)it->valuedouble;
-        else if (strcmp(k, "epochs") == 0 && num)
-            o->train.epochs = (int)it->valuedouble;
-        else if (strcmp(k, "steps") == 0 && num)
-            o->train.steps = (int)it->valuedouble;
-        else if (strcmp(k, "sweep_to") == 0 && num)
-            o->sweep_to = (int)it->valuedouble;
-        else if (strcmp(k, "quick") == 0 && cJSON_IsBool(it))
-            o->quick = cJSON_IsTrue(it);
-        else if (strcmp(k, "thresholds") == 0 && cJSON_IsObject(it)) {
+        if (strcmp(k, "label") == 0 && cJSON_IsString(it)) {
+            a->o.label = it->valuestring;
+        } else if (strcmp(k, "quick") == 0 && cJSON_IsBool(it)) {
+            a->o.quick = cJSON_IsTrue(it);
+        } else if (strcmp(k, "sweep_to") == 0) {
+            double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+            if (!(d >= 1 && d <= (1 << 20) && d == floor(d))) {
+                cli_error("accept: spec file %s: sweep_to wants an integer in 1..1048576", path);
+                ok = false;
+            } else {
+                a->o.sweep_to = (int)d;
+            }
+        } else if (strcmp(k, "thresholds") == 0 && cJSON_IsObject(it)) {
             const cJSON *t;
             cJSON_ArrayForEach(t, it)
             {
                 char item[160];
-                if (!cJSON_IsNumber(t)) {
-                    cli_error("accept: spec file %s: threshold %.64s is not a number", path,
-                              t->string);
-                    return false;
-                }
-                snprintf(item, sizeof item, "%.64s=%.17g", t->string, t->valuedouble);
-                if (!threshold_add(thr, thr_len, item)) {
-                    cli_error("accept: too many thresholds");
-                    return false;
+                const char *why = NULL;
+                if (!cJSON_IsNumber(t))
+                    why = "is not a number";
+                else if (snprintf(item, sizeof item, "%s=%.17g", t->string, t->valuedouble) >=
+                         (int)sizeof item)
+                    why = "has too long a name";
+                else if (strchr(t->string, '=') || strchr(t->string, ','))
+                    why = "has '=' or ',' in its name";
+                else if (cli_threshold_add(NULL, item, &a->thr))
+                    why = "does not fit (4 KiB of thresholds in all)";
+                if (why) {
+                    cli_error("accept: spec file %s: threshold \"%.64s\" %s", path, t->string,
+                              why);
+                    ok = false;
+                    break;
                 }
             }
-        } else {
-            cli_error("accept: spec file %s: unknown key or bad value for \"%.64s\"", path, k);
-            return false;
+        } else if (strcmp(k, "label") == 0 || strcmp(k, "quick") == 0 ||
+                   strcmp(k, "thresholds") == 0) {
+            cli_error("accept: spec file %s: bad value for \"%s\"", path, k);
+            ok = false;
+        } else { /* a training key: the codec checks it */
+            cJSON_AddItemToObject(train, k, cJSON_DetachItemViaPointer(root, it));
         }
+        it = next;
     }
-    return true;
+    char *tj = ok ? cJSON_PrintUnformatted(train) : NULL;
+    cJSON_Delete(train);
+    if (ok && !tj) {
+        cli_error("accept: out of memory");
+        ok = false;
+    }
+    if (ok && dg_spec_decode(c->ctx, tj, spec) != DG_OK) {
+        cli_error("accept: spec file %s: %s", path, dg_errmsg(c->ctx));
+        ok = false;
+    }
+    cJSON_free(tj);
+    if (ok) {
+        dg_train_opts keep_cancel = a->o.train;
+        a->o.train = *dg_spec_opts(*spec);
+        a->o.train.cancel = keep_cancel.cancel;
+    }
+    return ok;
 }
-
-static const char usage[] =
-    "usage: devgate accept [--quick] [train options] [--sweep-to N] [--threshold NAME=VALUE]...\n"
-    "        [--spec FILE] [--label TEXT] [--python PATH] [-o DIR] [--json] [--quiet]\n";
 
 int cmd_accept(cli *c, int argc, char **argv)
 {
-    dg_accept_opts o = {.train = CLI_TRAIN_DEFAULTS};
-    char thr[4096] = "";
+    accept_args aa = {.o = {.train = DG_TRAIN_OPTS_INIT}};
+    dg_accept_opts o;
+    char *thr = aa.thr.list;
     const char *out_dir = NULL;
     cJSON *spec = NULL;
+    dg_spec *tspec = NULL;
+    char *trace = NULL, *tdir = NULL;
     int rc = EXIT_USAGE;
     /* The spec file first, so that flags override it wherever they stand. */
     for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (opt_value(argc, argv, &i, "--spec", &v) && !load_spec(v, &spec, &o, thr, sizeof thr))
+        const char *path = strcmp(argv[i], "--spec") == 0 && i + 1 < argc ? argv[++i]
+                           : strncmp(argv[i], "--spec=", 7) == 0          ? argv[i] + 7
+                                                                           : NULL;
+        if (path && !load_spec(c, path, &spec, &tspec, &aa))
             goto out;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        long n;
-        int r;
-        if (cli_common_opt(c, argc, argv, &i) || opt_value(argc, argv, &i, "--spec", &v))
-            continue;
-        if (strcmp(argv[i], "--quick") == 0) {
-            o.quick = true;
-        } else if (opt_value(argc, argv, &i, "--label", &v)) {
-            o.label = v;
-        } else if (opt_value(argc, argv, &i, "--python", &v)) {
-            o.python = v;
-        } else if (opt_value(argc, argv, &i, "-o", &v) || opt_value(argc, argv, &i, "--out", &v)) {
-            out_dir = v;
-        } else if (opt_value(argc, argv, &i, "--sweep-to", &v)) {
-            if (!cli_parse_long(v, 1, 1 << 20, &n)) {
-                cli_error("accept: --sweep-to wants a batch in [1, 1048576], got '%s'", v);
-                goto out;
-            }
-            o.sweep_to = (int)n;
-        } else if (opt_value(argc, argv, &i, "--threshold", &v)) {
-            if (!strchr(v, '=') || strchr(v, ',') || !threshold_add(thr, sizeof thr, v)) {
-                cli_error("accept: --threshold wants NAME=VALUE, got '%s'", v);
-                goto out;
-            }
-        } else if ((r = cli_parse_train_opt(c, argc, argv, &i, &o.train)) != 0) {
-            if (r < 0)
-                goto out;
-        } else {
-            cli_error("accept: unknown option '%s'\n%s", argv[i], usage);
-            goto out;
-        }
+    int r = cli_parse(c, &cli_verb_accept, argc, argv, (void *const[]){&aa, &aa.o.train, c},
+                      NULL);
+    if (r != CLI_PARSED) {
+        rc = cli_parse_exit(r);
+        goto out;
     }
+    o = aa.o;
+    out_dir = aa.out_dir;
     /* A bad threshold is found now, not after minutes of measuring. */
     char *probe = NULL;
     if (dg_diagnose(c->ctx, "{\"v\":1,\"kind\":\"accept\"}", thr[0] ? thr : NULL, &probe) !=
@@ -218,16 +248,20 @@ int cmd_accept(cli *c, int argc, char **argv)
     }
 
     /* The profile's trace goes beside the packs and is moved into this one. */
-    char trace[4200];
+    tdir = strdup(out_dir ? out_dir : "devgate-report");
+    size_t tlen = strlen(tdir) + 64;
+    trace = tdir ? malloc(tlen) : NULL;
+    if (!trace) {
+        cli_error("accept: out of memory");
+        goto out;
+    }
     if (out_dir)
-        snprintf(trace, sizeof trace, "%s/trace.json", out_dir);
+        snprintf(trace, tlen, "%s/trace.json", out_dir);
     else
-        snprintf(trace, sizeof trace, "devgate-report/.trace-%ld.json", (long)getpid());
-    char tdir[4200];
-    snprintf(tdir, sizeof tdir, "%s", trace);
-    *strrchr(tdir, '/') = '\0';
+        snprintf(trace, tlen, "devgate-report/.trace-%ld.json", (long)getpid());
     if (!cli_make_dirs(tdir)) {
-        cli_error("accept: cannot create %s: %s", tdir, strerror(errno));
+        cli_error("accept: cannot create %.256s%s: %s", tdir, strlen(tdir) > 256 ? "..." : "",
+                  strerror(errno));
         goto out;
     }
     o.trace_path = trace;
@@ -259,8 +293,6 @@ int cmd_accept(cli *c, int argc, char **argv)
             cli_error("interrupted: keeping the partial pack and ledger entry");
         else if (st != DG_OK)
             cli_error("accept: %s", dg_errmsg(c->ctx));
-        /* Judging and writing the pack are not interrupted by a late signal. */
-        signal(SIGINT, SIG_IGN);
         rc = cli_evidence_finish(c, "accept", json, thr[0] ? thr : NULL, out_dir, exit_status);
     }
     dg_string_free(json);
@@ -269,6 +301,9 @@ int cmd_accept(cli *c, int argc, char **argv)
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
 out:
+    free(trace);
+    free(tdir);
+    dg_spec_free(tspec);
     cJSON_Delete(spec);
     return rc;
 }

@@ -1,6 +1,8 @@
 /* devgate compare: the cpu baseline against a device, both against float64. */
 #include "cli.h"
 
+#include <errno.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,83 +105,77 @@ static void print_compare(const cJSON *r)
         printf("  error    %s\n", jstr(r, "error", ""));
 }
 
+static const char *batches_opt(const cli_opt *o, const char *v, void *field)
+{
+    (void)o;
+    return parse_batches(v, field) ? NULL : "up to 4 sizes in 1..1048576 such as 32,128";
+}
+
+typedef struct runs_args {
+    bool force;
+} runs_args;
+
+#define OFF(f) offsetof(dg_compare_opts, f)
+static const cli_opt compare_opts[] = {
+    {CLI_FUNC, "--batches", NULL, "N,N,...", "32,128,512", "samples", "batch sizes compared",
+     OFF(batches), 0, 0, batches_opt, NULL, NULL},
+    {CLI_INT, "--repetitions", NULL, "N", "5", "repetitions",
+     "interleaved timed repetitions of each run", OFF(repetitions), 1, 50, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--loss-tolerance", NULL, "F", "1e-3", "relative",
+     "loss drift allowed against the float64 reference", OFF(loss_tolerance), ABOVE_ZERO,
+     DBL_MAX, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--param-tolerance", NULL, "F", "1e-3", "relative L2",
+     "parameter drift allowed", OFF(param_tolerance), ABOVE_ZERO, DBL_MAX, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+#undef OFF
+
+static const cli_opt runs_opts[] = {
+    {CLI_FLAG, "--force", NULL, NULL, NULL, NULL,
+     "compare RUN_A RUN_B: compare runs whose input buckets differ", offsetof(runs_args, force), 0, 0, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_compare = {
+    .name = "compare",
+    .args = "[RUN_A RUN_B]",
+    .summary = "the same run on cpu and the device against a float64 reference; with RUN_A RUN_B "
+               "(ledger ids, prefixes or record files), two recorded runs side by side",
+    .exits = "0 agree (RUN_A RUN_B: compared), 1 drift or a failed run (a run id not found), "
+             "2 usage (buckets differ), 3 backend unavailable",
+    .example = "devgate compare --backend opencl --batches 32,128",
+    .tables = {compare_opts, runs_opts, cli_train_opts, cli_common_opts},
+    .titles = {"compare options", "compare RUN_A RUN_B options",
+               "train options (--epochs, --sync-every, --export do not apply)", "common options"},
+    .run = cmd_compare,
+};
+
 int cmd_compare(cli *c, int argc, char **argv)
 {
+    dg_compare_opts o = {.train = DG_TRAIN_OPTS_INIT};
+    runs_args ra = {false};
+    char *pos[2];
+    cli_args a = {.pos = pos, .max = 2};
+    int r = cli_parse(c, &cli_verb_compare, argc, argv, (void *const[]){&o, &ra, &o.train, c},
+                      &a);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     /* Two positional arguments: compare two recorded runs (cli_compare_runs.c). */
-    const char *pos[3] = {NULL, NULL, NULL};
-    int npos = 0;
-    bool force = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            break;
-        if (argv[i][0] != '-' &&
-            (i == 1 || argv[i - 1][0] != '-' || strcmp(argv[i - 1], "--json") == 0 ||
-             strcmp(argv[i - 1], "--force") == 0 || strcmp(argv[i - 1], "--no-ledger") == 0 ||
-             strcmp(argv[i - 1], "--quiet") == 0 || strchr(argv[i - 1], '=')))
-            pos[npos < 3 ? npos++ : 2] = argv[i];
-        else if (strcmp(argv[i], "--force") == 0)
-            force = true;
-    }
-    if (npos >= 1) {
-        for (int i = 1; i < argc; i++) {
-            if (argv[i][0] != '-' || strcmp(argv[i], "--force") == 0 ||
-                cli_common_opt(c, argc, argv, &i))
-                continue;
-            cli_error("compare: unknown option '%s' for comparing runs (compare RUN_A RUN_B "
-                      "[--force] [--json])",
-                      argv[i]);
+    if (a.npos > 0) {
+        if (a.seen[0] || a.seen[2]) {
+            cli_error("compare: comparing runs takes only --force and the common options "
+                      "(compare RUN_A RUN_B [--force] [--json])");
             return EXIT_USAGE;
         }
-        if (npos != 2) {
+        if (a.npos != 2) {
             cli_error("compare: give two runs (ledger ids, unique prefixes or record files): "
                       "compare RUN_A RUN_B");
             return EXIT_USAGE;
         }
-        return cmd_compare_runs(c, pos[0], pos[1], force);
+        return cmd_compare_runs(c, pos[0], pos[1], ra.force);
     }
-    dg_compare_opts o = {.train = CLI_TRAIN_DEFAULTS};
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--batches", &v)) {
-            if (!parse_batches(v, o.batches)) {
-                cli_error(
-                    "compare: --batches wants up to 4 sizes in 1..%d such as 32,128, got '%s'",
-                    1 << 20, v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--repetitions", &v)) {
-            long n;
-            if (!cli_parse_long(v, 1, 50, &n)) {
-                cli_error("compare: --repetitions wants a count in 1..50, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.repetitions = (int)n;
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--loss-tolerance", &v)) {
-            if (!cli_parse_double(v, ABOVE_ZERO, DBL_MAX, &o.loss_tolerance)) {
-                cli_error("compare: --loss-tolerance wants a positive number, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--param-tolerance", &v)) {
-            if (!cli_parse_double(v, ABOVE_ZERO, DBL_MAX, &o.param_tolerance)) {
-                cli_error("compare: --param-tolerance wants a positive number, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        int r = cli_parse_train_opt(c, argc, argv, &i, &o.train);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r > 0)
-            continue;
-        cli_error("compare: unknown argument '%s' (see devgate --help)", argv[i]);
+    if (ra.force) {
+        cli_error("compare: --force applies to compare RUN_A RUN_B only");
         return EXIT_USAGE;
     }
     if (o.train.epochs || o.train.sync_every || o.train.export_dir) {
@@ -217,9 +213,13 @@ static char *load_run(cli *c, const char *arg, int *rc)
     if (f) {
         /* A file that opens is a record file; anything else a ledger id. */
         fclose(f);
-        char *buf = cli_read_file(arg, (size_t)1 << 30);
+        char *buf = cli_read_file(arg, CLI_RECORD_MAX);
         if (!buf) {
-            cli_error("compare: cannot read %s", arg);
+            if (errno == EFBIG)
+                cli_error("compare: %s is larger than %zu bytes, more than any record", arg,
+                          CLI_RECORD_MAX);
+            else
+                cli_error("compare: cannot read %s: %s", arg, strerror(errno));
             *rc = EXIT_USAGE;
             return NULL;
         }

@@ -186,27 +186,31 @@ static void print_env(const cJSON *r)
         print_python(py);
 }
 
+static const cli_opt env_opts[] = {
+    {CLI_STR, "--python", NULL, "PATH", "none", NULL, "a Python interpreter to inspect",
+     offsetof(dg_env_opts, python), 0, 0, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--python-timeout", NULL, "S", "20", "s", "limit for running it",
+     offsetof(dg_env_opts, python_timeout_s), ABOVE_ZERO, 3600, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_env = {
+    .name = "env",
+    .summary = "environment proof: architecture, translation, VM/container, OS, CPU, memory, "
+               "libraries, backends, git state, busy processes",
+    .exits = "0 collected, 2 usage or ledger error",
+    .example = "devgate env --python python3 --json",
+    .tables = {env_opts, cli_common_opts},
+    .titles = {"env options", "common options"},
+    .run = cmd_env,
+};
+
 int cmd_env(cli *c, int argc, char **argv)
 {
     dg_env_opts o = {0};
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--python", &v)) {
-            o.python = v;
-        } else if (opt_value(argc, argv, &i, "--python-timeout", &v)) {
-            char *end;
-            o.python_timeout_s = strtod(v, &end);
-            if (end == v || *end || !(o.python_timeout_s > 0 && o.python_timeout_s <= 3600)) {
-                cli_error("env: --python-timeout wants seconds in (0, 3600], got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else {
-            cli_error("env: unknown argument '%s' (see devgate --help)", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
+    int r = cli_parse(c, &cli_verb_env, argc, argv, (void *const[]){&o, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     char *json = NULL;
     dg_status st = dg_env_run(c->ctx, &o, &json);
     if (st != DG_OK)

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,15 +83,17 @@ static bool write_rendered(cli *c, const char *json, dg_report_format fmt, const
         cli_error("pack: rendering %s: %s", name, dg_errmsg(c->ctx));
         return false;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    bool ok = cli_write_file(path, out);
+    char *path = cli_join(dir, name);
+    bool ok = path && cli_write_file(path, out);
+    if (!path)
+        cli_error("pack: %s: out of memory", name);
+    free(path);
     dg_string_free(out);
     return ok;
 }
 
-int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds,
-                        const char *out_dir, int exit_status)
+static int evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds,
+                           const char *out_dir, int exit_status)
 {
     char *done = NULL;
     dg_status st = dg_evidence_finish(c->ctx, record_json, thresholds, &done);
@@ -133,10 +136,11 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     json_set(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
 
     /* The pack. */
-    char dir[4096];
-    snprintf(dir, sizeof dir, out_dir ? "%s" : "devgate-report/%s", out_dir ? out_dir : id);
-    bool dir_ok = cli_make_dirs(dir);
-    if (!dir_ok)
+    char *dir = out_dir ? strdup(out_dir) : cli_join("devgate-report", id);
+    bool dir_ok = dir && cli_make_dirs(dir);
+    if (!dir)
+        cli_error("pack: out of memory");
+    else if (!dir_ok)
         cli_error("pack: cannot create %s: %s", dir, strerror(errno));
     cJSON *files = cJSON_CreateArray();
     cJSON *prof = cJSON_GetObjectItem(rec, "profile");
@@ -154,16 +158,33 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     for (size_t i = 0; i < sizeof pack / sizeof pack[0]; i++)
         cJSON_AddItemToArray(files, cJSON_CreateString(pack[i].name));
     cJSON *pk = cJSON_CreateObject();
-    cJSON_AddStringToObject(pk, "dir", dir);
+    cJSON_AddStringToObject(pk, "dir", dir ? dir : "");
     cJSON_AddItemToObject(pk, "files", files);
     json_set(rec, "pack", pk);
 
     char *json = cJSON_Print(rec);
     bool pack_ok = dir_ok && json;
-    for (size_t i = 0; pack_ok && i < sizeof pack / sizeof pack[0]; i++)
-        pack_ok = write_rendered(c, json, pack[i].fmt, dir, pack[i].name);
-    if (!pack_ok)
+    size_t written = 0;
+    for (; pack_ok && written < sizeof pack / sizeof pack[0]; written++)
+        pack_ok = write_rendered(c, json, pack[written].fmt, dir, pack[written].name);
+    if (!pack_ok) {
         rc = EXIT_USAGE;
+        /* The ledger and the summary name only the files that are there. */
+        if (written)
+            written--; /* the loop counted the one that failed */
+        cJSON *left = cJSON_CreateArray();
+        for (int k = cJSON_GetArraySize(files) - 1; k >= 0; k--) {
+            const char *name = cJSON_GetArrayItem(files, k)->valuestring;
+            bool was = strcmp(name, "trace.json") == 0;
+            for (size_t i = 0; i < written; i++)
+                was = was || strcmp(name, pack[i].name) == 0;
+            if (!was)
+                cJSON_AddItemToArray(left, cJSON_DetachItemFromArray(files, k));
+        }
+        cJSON_AddItemToObject(pk, "not_written", left);
+        cJSON_free(json);
+        json = cJSON_Print(rec);
+    }
 
     if (lg && json && dg_ledger_update(c->ctx, lg, run_id, exit_status, json) != DG_OK) {
         cli_error("%s", dg_errmsg(c->ctx));
@@ -182,6 +203,7 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     }
 
     if (c->json) {
+        cli_term_machine_output();
         if (json)
             puts(json);
     } else if (json) {
@@ -195,5 +217,21 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
     cJSON_free(json);
     cJSON_Delete(rec);
     dg_string_free(run_id);
+    free(dir);
     return exit_status == EXIT_INTERRUPTED ? exit_status : rc;
+}
+
+int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds,
+                        const char *out_dir, int exit_status)
+{
+    /* Judging, the ledger entry and the pack are not cut short by a late
+     * Ctrl-C or SIGTERM (the measurements are done; losing them helps no one). */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_term;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGTERM, &ign, &old_term);
+    int rc = evidence_finish(c, verb, record_json, thresholds, out_dir, exit_status);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return rc;
 }

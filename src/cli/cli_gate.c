@@ -70,40 +70,40 @@ static void print_backend(const cJSON *b)
     }
 }
 
+static const char *size_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    return parse_size(v, field) ? NULL : "M,N,K (or S) with each in 1..16384";
+}
+
+static const cli_opt gate_opts[] = {
+    {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
+     offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
+    {CLI_FUNC, "--size", NULL, "M,N,K", "512", NULL, "the checked matrix product",
+     0, 0, 0, size_opt, NULL, NULL},
+    {CLI_U64, "--seed", NULL, "X", "0", NULL, "seed of the inputs", offsetof(dg_gate_opts, seed), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--reps", NULL, "N", "5", "repetitions", "timed warm repetitions",
+     offsetof(dg_gate_opts, warm_reps), 1, 64, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_gate = {
+    .name = "gate",
+    .summary = "device gate: built, available, and a checked matrix product per backend",
+    .exits = "0 every selected available backend passed, 1 a backend failed its check, 2 usage, "
+             "3 a backend named with --backend is not available",
+    .example = "devgate gate --backend cpu,opencl --size 1024",
+    .tables = {gate_opts, cli_common_opts},
+    .titles = {"gate options", "common options"},
+    .run = cmd_gate,
+};
+
 int cmd_gate(cli *c, int argc, char **argv)
 {
     dg_gate_opts o = {0};
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        long n;
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--backend", &v)) {
-            o.backends = v;
-        } else if (opt_value(argc, argv, &i, "--size", &v)) {
-            if (!parse_size(v, &o)) {
-                cli_error("gate: --size wants M,N,K (or S) with each in 1..16384, got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
-            char *end;
-            errno = 0;
-            o.seed = strtoull(v, &end, 0);
-            if (errno || end == v || *end || v[0] == '-') {
-                cli_error("gate: --seed wants a non-negative integer, got '%s'", v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--reps", &v)) {
-            if (!cli_parse_long(v, 1, 64, &n)) {
-                cli_error("gate: --reps wants 1..64, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.warm_reps = (int)n;
-        } else {
-            cli_error("gate: unknown argument '%s' (see devgate --help)", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
+    int r = cli_parse(c, &cli_verb_gate, argc, argv, (void *const[]){&o, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     char *json = NULL;
     dg_gate_verdict verdict;
     dg_status st = dg_gate_run(c->ctx, &o, &json, &verdict);

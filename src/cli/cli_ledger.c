@@ -260,38 +260,43 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
     return EXIT_PASS;
 }
 
+typedef struct ledger_args {
+    int limit;
+    bool force;
+} ledger_args;
+
+static const cli_opt ledger_opts[] = {
+    {CLI_INT, "--limit", NULL, "N", "0: all", "runs", "list: the newest N",
+     offsetof(ledger_args, limit), 0, 1000000, NULL, NULL, NULL},
+    {CLI_FLAG, "--force", NULL, NULL, NULL, NULL, "diff: compare runs whose input buckets differ",
+     offsetof(ledger_args, force), 0, 0, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_ledger = {
+    .name = "ledger",
+    .args = "list | show ID | diff A B",
+    .summary = "read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db, or "
+               "DEVGATE_LEDGER, or --ledger PATH)",
+    .exits = "0 done, 1 no such run (show) or buckets differ (diff), 2 usage or ledger error",
+    .example = "devgate ledger list --limit 10",
+    .tables = {ledger_opts, cli_common_opts},
+    .titles = {"ledger options", "common options"},
+    .run = cmd_ledger,
+};
+
 int cmd_ledger(cli *c, int argc, char **argv)
 {
-    const char *sub = NULL, *id = NULL, *id2 = NULL, *v;
-    bool force = false;
-    int limit = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--limit", &v)) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (end == v || *end || n < 0 || n > 1000000) {
-                cli_error("ledger: --limit wants 0..1000000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            limit = (int)n;
-        } else if (strcmp(argv[i], "--force") == 0) {
-            force = true;
-        } else if (argv[i][0] == '-') {
-            cli_error("ledger: unknown option '%s'", argv[i]);
-            return EXIT_USAGE;
-        } else if (!sub) {
-            sub = argv[i];
-        } else if (!id) {
-            id = argv[i];
-        } else if (!id2) {
-            id2 = argv[i];
-        } else {
-            cli_error("ledger: unexpected argument '%s'", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
+    ledger_args la = {0, false};
+    char *pos[3];
+    cli_args a = {.pos = pos, .max = 3};
+    int r = cli_parse(c, &cli_verb_ledger, argc, argv, (void *const[]){&la, c}, &a);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
+    const char *sub = a.npos > 0 ? pos[0] : NULL, *id = a.npos > 1 ? pos[1] : NULL,
+               *id2 = a.npos > 2 ? pos[2] : NULL;
+    bool force = la.force;
+    int limit = la.limit;
     if (c->no_ledger) {
         cli_error("ledger: --no-ledger leaves nothing to read");
         return EXIT_USAGE;

@@ -118,46 +118,35 @@ static void print_profile(const cJSON *r)
         printf("  error    %s\n", jstr(r, "error", ""));
 }
 
+#define OFF(f) offsetof(dg_profile_opts, f)
+static const cli_opt profile_opts[] = {
+    {CLI_INT, "--warmup", NULL, "N", "10", "steps", "untimed steps first", OFF(warmup), 1,
+     1000000, NULL, NULL, NULL},
+    {CLI_INT, "--window", NULL, "N", "50", "steps", "profiled steps", OFF(window), 1, 1000000, NULL, NULL, NULL},
+    {CLI_FUNC, "--trace", NULL, "FILE", "./devgate-trace-TIME.json", NULL,
+     "where the Chrome trace goes", OFF(trace_path), 0, 0, cli_nonempty, NULL, NULL},
+    CLI_OPTS_END,
+};
+#undef OFF
+
+const cli_verb cli_verb_profile = {
+    .name = "profile",
+    .summary = "phases, per-op table with fallbacks, and a Chrome trace",
+    .exits = "0 profiled, 1 the run failed, 2 usage, 3 backend unavailable",
+    .example = "devgate profile --model lenet --window 20 --trace lenet.json",
+    .tables = {profile_opts, cli_train_opts, cli_common_opts},
+    .titles = {"profile options",
+               "train options (--steps, --epochs, --val-split, --export do not apply)",
+               "common options"},
+    .run = cmd_profile,
+};
+
 int cmd_profile(cli *c, int argc, char **argv)
 {
-    dg_profile_opts o = {.train = CLI_TRAIN_DEFAULTS};
-    const char *v;
-    long n;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--warmup", &v)) {
-            if (!cli_parse_long(v, 1, 1000000, &n)) {
-                cli_error("profile: --warmup wants an integer in 1..1000000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.warmup = (int)n;
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--window", &v)) {
-            if (!cli_parse_long(v, 1, 1000000, &n)) {
-                cli_error("profile: --window wants an integer in 1..1000000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.window = (int)n;
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--trace", &v)) {
-            if (!*v) {
-                cli_error("profile: --trace wants a file name");
-                return EXIT_USAGE;
-            }
-            o.trace_path = v;
-            continue;
-        }
-        int r = cli_parse_train_opt(c, argc, argv, &i, &o.train);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r > 0)
-            continue;
-        cli_error("profile: unknown argument '%s' (see devgate --help)", argv[i]);
-        return EXIT_USAGE;
-    }
+    dg_profile_opts o = {.train = DG_TRAIN_OPTS_INIT};
+    int r = cli_parse(c, &cli_verb_profile, argc, argv, (void *const[]){&o, &o.train, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     if (o.train.steps || o.train.epochs || o.train.val_split > 0 || o.train.export_dir) {
         cli_error("profile: --steps, --epochs, --val-split and --export do not apply (one epoch "
                   "of --warmup + --window steps)");

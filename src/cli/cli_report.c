@@ -123,27 +123,39 @@ static int write_report(const char *dir, dg_report_format fmt, const char *text)
     return EXIT_PASS;
 }
 
+typedef struct report_args {
+    const char *format, *dir;
+} report_args;
+
+static const cli_opt report_opts[] = {
+    {CLI_STR, "--format", NULL, "html|md|json|text", "text (html with -o)", NULL,
+     "what to render", offsetof(report_args, format), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--output", "-o", "DIR", "stdout", NULL, "write DIR/report.EXT instead",
+     offsetof(report_args, dir), 0, 0, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_report = {
+    .name = "report",
+    .args = "RUN_ID|FILE.json",
+    .summary = "render an evidence record: terminal summary, page, Markdown or JSON",
+    .exits = "0 rendered, 2 usage, no such file or run, unreadable, not JSON or not an evidence "
+             "record",
+    .example = "devgate report 3f2a --format html -o pack/",
+    .tables = {report_opts, cli_common_opts},
+    .titles = {"report options", "common options"},
+    .run = cmd_report,
+};
+
 int cmd_report(cli *c, int argc, char **argv)
 {
-    const char *what = NULL, *fmt_name = NULL, *dir = NULL, *v;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--format", &v)) {
-            fmt_name = v;
-        } else if (opt_value(argc, argv, &i, "-o", &v) ||
-                   opt_value(argc, argv, &i, "--output", &v)) {
-            dir = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error("report: unknown option '%s'\n%s", argv[i], report_usage);
-            return EXIT_USAGE;
-        } else if (!what) {
-            what = argv[i];
-        } else {
-            cli_error("report: unexpected argument '%s'\n%s", argv[i], report_usage);
-            return EXIT_USAGE;
-        }
-    }
+    report_args ra = {NULL, NULL};
+    char *pos[1];
+    cli_args a = {.pos = pos, .max = 1};
+    int r = cli_parse(c, &cli_verb_report, argc, argv, (void *const[]){&ra, c}, &a);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
+    const char *what = a.npos ? pos[0] : NULL, *fmt_name = ra.format, *dir = ra.dir;
     if (!what || !what[0]) {
         cli_error("%s", report_usage);
         return EXIT_USAGE;

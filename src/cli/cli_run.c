@@ -37,64 +37,64 @@ static bool parse_duration(const char *s, double *out)
     return true;
 }
 
+static const char *duration_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    return parse_duration(v, field) ? NULL : "a duration such as 90, 90s, 10m or 2h";
+}
+
+typedef struct run_args {
+    dg_run_opts o;
+    const char *out_dir;
+    cli_thresholds thr;
+} run_args;
+
+#define OFF(f) offsetof(run_args, f)
+static const cli_opt run_opts[] = {
+    {CLI_STR, "--label", NULL, "L", "none", NULL, "free text kept in the record", OFF(o.label), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--sample-ms", NULL, "N", "200", "ms", "process-tree sampling period",
+     OFF(o.sample_ms), 10, 3600000, NULL, NULL, NULL},
+    {CLI_FUNC, "--timeout", NULL, "D", "none", NULL,
+     "SIGTERM the tree after D (90, 90s, 10m, 2h), SIGKILL 2 s later", OFF(o.timeout_s), 0, 0,
+     duration_opt, NULL, NULL},
+    {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL, "where the evidence pack goes",
+     OFF(out_dir), 0, 0, NULL, NULL, NULL},
+    {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
+     "a rule threshold (repeatable; docs/rules.md)", OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
+    {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0, 0, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+#undef OFF
+
+const cli_verb cli_verb_run = {
+    .name = "run",
+    .args = "-- CMD ARGS...",
+    .summary = "supervise your own training program: its events (DEVGATE_EVENTS_FD), its process "
+               "tree's memory and CPU, timeout and signals",
+    .exits = "0 the program exited 0, 1 it failed or was killed, 2 usage, 124 timeout, 126 "
+             "cannot start, 127 no such program, 130 interrupted",
+    .example = "devgate run --timeout 10m -- python3 train.py --epochs 2",
+    .tables = {run_opts, cli_common_opts},
+    .titles = {"run options", "common options"},
+    .run = cmd_run,
+};
+
 int cmd_run(cli *c, int argc, char **argv)
 {
-    dg_run_opts o = {.forward = &forward_sig};
-    const char *out_dir = NULL, *v;
-    char thresholds[2048] = "";
-    size_t toff = 0;
-    int i = 1;
-    for (; i < argc; i++) {
-        long n;
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        if (argv[i][0] != '-')
-            break; /* the command starts here */
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (strcmp(argv[i], "--no-env") == 0) {
-            o.no_env = true;
-        } else if (opt_value(argc, argv, &i, "--label", &v)) {
-            o.label = v;
-        } else if (opt_value(argc, argv, &i, "--sample-ms", &v)) {
-            if (!cli_parse_long(v, 10, 3600000, &n)) {
-                cli_error("run: --sample-ms wants an integer in 10..3600000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.sample_ms = (int)n;
-        } else if (opt_value(argc, argv, &i, "--timeout", &v)) {
-            if (!parse_duration(v, &o.timeout_s)) {
-                cli_error("run: --timeout wants a duration such as 90, 90s, 10m or 2h, got '%s'",
-                          v);
-                return EXIT_USAGE;
-            }
-        } else if (opt_value(argc, argv, &i, "--out", &v) || opt_value(argc, argv, &i, "-o", &v)) {
-            out_dir = v;
-        } else if (opt_value(argc, argv, &i, "--threshold", &v)) {
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || !eq[1] || strchr(v, ',')) {
-                cli_error("run: --threshold wants NAME=VALUE, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            int w =
-                snprintf(thresholds + toff, sizeof thresholds - toff, "%s%s", toff ? "," : "", v);
-            if (w < 0 || (size_t)w >= sizeof thresholds - toff) {
-                cli_error("run: too many --threshold values");
-                return EXIT_USAGE;
-            }
-            toff += (size_t)w;
-        } else {
-            cli_error("run: unknown option '%s' (devgate run [options] -- CMD ARGS...)", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (i >= argc) {
+    run_args ra = {.o = {.forward = &forward_sig}};
+    cli_args a = {.max = -1}; /* the first word that is not an option starts the command */
+    int r = cli_parse(c, &cli_verb_run, argc, argv, (void *const[]){&ra, c}, &a);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
+    if (!a.rest || a.nrest == 0) {
         cli_error("run: no program given (devgate run [options] -- CMD ARGS...)");
         return EXIT_USAGE;
     }
-    o.argv = (const char *const *)(argv + i); /* argv is NULL-terminated */
+    const char *out_dir = ra.out_dir;
+    size_t toff = strlen(ra.thr.list);
+    char *thresholds = ra.thr.list;
+    dg_run_opts o = ra.o;
+    o.argv = (const char *const *)a.rest; /* argv is NULL-terminated */
     o.stdout_to_stderr = c->json;
 
     struct sigaction sa, old_int, old_term;

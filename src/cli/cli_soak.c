@@ -75,41 +75,34 @@ static void print_soak(const cJSON *r)
         printf("  error    %s\n", jstr(r, "error", ""));
 }
 
+#define OFF(f) offsetof(dg_soak_opts, f)
+static const cli_opt soak_opts[] = {
+    {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
+     "keep the allocator cache across epoch ends", OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
+    {CLI_BYTES, "--leak-per-step", NULL, "SIZE", "0", "bytes",
+     "bytes kept alive each step (a test leak; at most 1T)", OFF(leak_per_step), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--val-steps", NULL, "N", "0", "steps", "validation steps an epoch", OFF(val_steps),
+     0, 100000, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+#undef OFF
+
+const cli_verb cli_verb_soak = {
+    .name = "soak",
+    .summary = "epochs with allocator discipline and per-epoch memory watermarks",
+    .exits = "0 the soak ran, 1 it failed part way, 2 usage, 3 backend unavailable",
+    .example = "devgate soak --model lenet --epochs 5 --steps 50",
+    .tables = {soak_opts, cli_train_opts, cli_common_opts},
+    .titles = {"soak options", "train options (--epochs default 10 here)", "common options"},
+    .run = cmd_soak,
+};
+
 int cmd_soak(cli *c, int argc, char **argv)
 {
-    dg_soak_opts o = {.train = CLI_TRAIN_DEFAULTS};
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        long n;
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (strcmp(argv[i], "--no-empty-cache") == 0) {
-            o.no_empty_cache = true;
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--leak-per-step", &v)) {
-            if (!cli_parse_bytes(v, &o.leak_per_step)) {
-                cli_error("soak: --leak-per-step wants a size such as 1M or 65536 (at most 1T), got '%s'", v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--val-steps", &v)) {
-            if (!cli_parse_long(v, 0, 100000, &n)) {
-                cli_error("soak: --val-steps wants an integer in 0..100000, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            o.val_steps = (int)n;
-            continue;
-        }
-        int r = cli_parse_train_opt(c, argc, argv, &i, &o.train);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0) {
-            cli_error("soak: unknown argument '%s' (see devgate --help)", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
+    dg_soak_opts o = {.train = DG_TRAIN_OPTS_INIT};
+    int r = cli_parse(c, &cli_verb_soak, argc, argv, (void *const[]){&o, &o.train, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     if (o.train.export_dir) {
         cli_error("soak: --export applies to train only");
         return EXIT_USAGE;

@@ -101,55 +101,43 @@ static void print_sweep(const cJSON *r)
     }
 }
 
+#define OFF(f) offsetof(dg_sweep_opts, f)
+static const cli_opt sweep_opts[] = {
+    {CLI_INT, "--from", NULL, "N", "8", "samples", "first batch (then doubling)", OFF(from), 1,
+     1 << 20, NULL, NULL, NULL},
+    {CLI_INT, "--to", NULL, "N", "no limit", "samples", "last batch", OFF(to), 1, 1 << 20, NULL, NULL, NULL},
+    {CLI_FLAG, "--no-bisect", NULL, NULL, NULL, NULL,
+     "skip bisection between the last good and the first bad batch", OFF(no_bisect), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--warmup-steps", NULL, "N", "3", "steps", "untimed steps a trial",
+     OFF(warmup_steps), 1, 1000000, NULL, NULL, NULL},
+    {CLI_INT, "--timed-steps", NULL, "N", "20", "steps", "timed steps a trial", OFF(timed_steps),
+     1, 1000000, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--trial-timeout", NULL, "S", "120", "s", "limit of one trial",
+     OFF(trial_timeout_s), ABOVE_ZERO, 1e7, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--swap-growth", NULL, "MIB", "256", "MiB",
+     "stop when swap grows more than this in a trial", OFF(swap_growth_mib), ABOVE_ZERO, 1e7, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+#undef OFF
+
+const cli_verb cli_verb_sweep = {
+    .name = "sweep",
+    .summary = "batch sweep, each trial in a child process: knee and largest safe batch",
+    .exits = "0 at least one trial succeeded, 1 none did, 2 usage, 3 backend unavailable",
+    .example = "devgate sweep --model lenet --from 16 --to 1024",
+    .tables = {sweep_opts, cli_train_opts, cli_common_opts},
+    .titles = {"sweep options", "train options (--batch, --steps, --epochs, --export do not "
+                                "apply)",
+               "common options"},
+    .run = cmd_sweep,
+};
+
 int cmd_sweep(cli *c, int argc, char **argv)
 {
-    dg_sweep_opts o = {.train = CLI_TRAIN_DEFAULTS};
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        long n;
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (strcmp(argv[i], "--no-bisect") == 0) {
-            o.no_bisect = true;
-            continue;
-        }
-#define INT_OPT(flag, field, lo, hi)                                                               \
-    if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
-        if (!cli_parse_long(v, lo, hi, &n)) {                                                      \
-            cli_error("sweep: %s wants an integer in %ld..%ld, got '%s'", flag, (long)(lo),        \
-                      (long)(hi), v);                                                              \
-            return EXIT_USAGE;                                                                     \
-        }                                                                                          \
-        o.field = (int)n;                                                                          \
-        continue;                                                                                  \
-    }
-        INT_OPT("--from", from, 1, 1 << 20)
-        INT_OPT("--to", to, 1, 1 << 20)
-        INT_OPT("--warmup-steps", warmup_steps, 1, 1000000)
-        INT_OPT("--timed-steps", timed_steps, 1, 1000000)
-#undef INT_OPT
-        if (opt_value(argc, argv, &i, "--trial-timeout", &v)) {
-            if (!cli_parse_double(v, ABOVE_ZERO, 1e7, &o.trial_timeout_s)) {
-                cli_error("sweep: --trial-timeout wants a positive number of seconds, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        if (opt_value(argc, argv, &i, "--swap-growth", &v)) {
-            if (!cli_parse_double(v, ABOVE_ZERO, 1e7, &o.swap_growth_mib)) {
-                cli_error("sweep: --swap-growth wants a positive number of MiB, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        int r = cli_parse_train_opt(c, argc, argv, &i, &o.train);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r > 0)
-            continue;
-        cli_error("sweep: unknown argument '%s' (see devgate --help)", argv[i]);
-        return EXIT_USAGE;
-    }
+    dg_sweep_opts o = {.train = DG_TRAIN_OPTS_INIT};
+    int r = cli_parse(c, &cli_verb_sweep, argc, argv, (void *const[]){&o, &o.train, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     if (o.train.batch || o.train.steps || o.train.epochs || o.train.export_dir) {
         cli_error("sweep: --batch, --steps, --epochs and --export do not apply; batches come from "
                   "--from/--to, steps from --warmup-steps/--timed-steps");
@@ -170,34 +158,53 @@ int cmd_sweep(cli *c, int argc, char **argv)
                             good ? NULL : "no trial succeeded");
 }
 
+typedef struct trial_args {
+    long result_fd, spec_fd;
+} trial_args;
+
+static const cli_opt trial_opts[] = {
+    {CLI_LONG, "--result-fd", NULL, "FD", NULL, NULL, "where the record goes (one JSON line)",
+     offsetof(trial_args, result_fd), 0, 1 << 20, NULL, NULL, NULL},
+    {CLI_LONG, "--spec-fd", NULL, "FD", NULL, NULL,
+     "where the spec JSON comes from (read to its end)", offsetof(trial_args, spec_fd), 0,
+     1 << 20, NULL, NULL, NULL},
+    CLI_OPTS_END,
+};
+
+const cli_verb cli_verb_trial = {
+    .name = "__trial",
+    .summary = "one sweep trial in a child process (run by devgate sweep)",
+    .exits = "0 trained, 1 failed, 2 usage",
+    .example = "devgate __trial --spec-fd 0 --result-fd 3",
+    .tables = {trial_opts, cli_common_opts},
+    .run = cmd_trial,
+    .hidden = true,
+};
+
 int cmd_trial(cli *c, int argc, char **argv)
 {
-    dg_train_opts o = CLI_TRAIN_DEFAULTS;
-    long fd = -1;
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        if (opt_value(argc, argv, &i, "--result-fd", &v)) {
-            if (!cli_parse_long(v, 0, 1 << 20, &fd)) {
-                cli_error("__trial: --result-fd wants a file descriptor number, got '%s'", v);
-                return EXIT_USAGE;
-            }
-            continue;
-        }
-        int r = cli_parse_train_opt(c, argc, argv, &i, &o);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0) {
-            cli_error("__trial: unknown argument '%s'", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (fd < 0) {
-        cli_error("__trial: --result-fd is required (this verb is run by devgate sweep)");
+    trial_args t = {-1, -1};
+    int r = cli_parse(c, &cli_verb_trial, argc, argv, (void *const[]){&t, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
+    if (t.result_fd < 0 || t.spec_fd < 0) {
+        cli_error("__trial: --spec-fd and --result-fd are required (this verb is run by devgate "
+                  "sweep)");
         return EXIT_USAGE;
     }
-    dg_status st = dg_sweep_trial(c->ctx, &o, (int)fd);
+    /* The spec comes whole through the same codec as every record's spec. */
+    char *text = cli_read_fd((int)t.spec_fd, (size_t)1 << 20);
+    if (!text) {
+        cli_error("__trial: cannot read the spec from fd %ld: %s", t.spec_fd, strerror(errno));
+        return EXIT_USAGE;
+    }
+    dg_spec *spec = NULL;
+    dg_status st = dg_spec_decode(c->ctx, text, &spec);
+    free(text);
+    if (st != DG_OK)
+        return cli_fail_status(c, st, "__trial");
+    st = dg_sweep_trial(c->ctx, dg_spec_opts(spec), (int)t.result_fd);
+    dg_spec_free(spec);
     if (st == DG_ERR_USAGE)
         return cli_fail_status(c, st, "__trial");
     if (st != DG_OK)

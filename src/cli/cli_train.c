@@ -161,140 +161,68 @@ static void print_train(const cJSON *r)
         printf("  error    %s\n", jstr(r, "error", ""));
 }
 
-int cli_parse_train_opt(cli *c, int argc, char **argv, int *pi, dg_train_opts *op)
-{
-    (void)c;
-    const char *verb = argv[0];
-    const char *v;
-    int i = *pi;
-    long n;
-    char *end;
-    dg_train_opts o = *op;
-#define INT_OPT(flag, field, lo, hi)                                                               \
-    if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
-        if (!cli_parse_long(v, lo, hi, &n)) {                                                      \
-            cli_error("%s: %s wants an integer in %ld..%ld, got '%s'", verb, flag, (long)(lo),     \
-                      (long)(hi), v);                                                              \
-            return -1;                                                                             \
-        }                                                                                          \
-        o.field = (int)n;                                                                          \
-        goto matched;                                                                              \
-    }
-#define FLOAT_OPT(flag, field)                                                                     \
-    if (opt_value(argc, argv, &i, flag, &v)) {                                                     \
-        o.field = strtof(v, &end);                                                                 \
-        if (end == v || *end || !(o.field >= 0) || !isfinite(o.field)) {                           \
-            cli_error("%s: %s wants a non-negative number, got '%s'", verb, flag, v);              \
-            return -1;                                                                             \
-        }                                                                                          \
-        goto matched;                                                                              \
-    }
-    INT_OPT("--batch", batch, 1, 1 << 20)
-    INT_OPT("--steps", steps, 1, 100000000)
-    INT_OPT("--epochs", epochs, 1, 100000)
-    INT_OPT("--sync-every", sync_every, 0, 100000000)
-    INT_OPT("--threads", threads, 1, 1024)
-    INT_OPT("--sample-ms", sample_ms, 1, 60000)
-    INT_OPT("--device", device, 0, 64)
-    FLOAT_OPT("--lr", lr)
-    FLOAT_OPT("--momentum", momentum)
-    FLOAT_OPT("--weight-decay", weight_decay)
-#undef INT_OPT
-#undef FLOAT_OPT
-    if (opt_value(argc, argv, &i, "--model", &v)) {
-        o.model = v;
-    } else if (opt_value(argc, argv, &i, "--backend", &v)) {
-        o.backend = v;
-    } else if (opt_value(argc, argv, &i, "--seed", &v)) {
-        errno = 0;
-        o.seed = strtoull(v, &end, 0);
-        if (errno || end == v || *end || v[0] == '-') {
-            cli_error("%s: --seed wants a non-negative integer, got '%s'", verb, v);
-            return -1;
-        }
-    } else if (opt_value(argc, argv, &i, "--input", &v)) {
-        if (sscanf(v, "%dx%dx%d%n", &o.in_c, &o.in_h, &o.in_w, &(int){0}) != 3 || o.in_c < 1 ||
-            o.in_h < 1 || o.in_w < 1) {
-            cli_error("%s: --input wants CxHxW, got '%s'", verb, v);
-            return -1;
-        }
-    } else if (opt_value(argc, argv, &i, "--mem-budget", &v)) {
-        if (!cli_parse_bytes(v, &o.mem_budget) || o.mem_budget == 0) {
-            cli_error("%s: --mem-budget wants a size such as 512M or 2G, got '%s'", verb, v);
-            return -1;
-        }
-    } else if (opt_value(argc, argv, &i, "--samples", &v)) {
-        if (!cli_parse_long(v, 1, 100000000, &n)) {
-            cli_error("%s: --samples wants 1..100000000, got '%s'", verb, v);
-            return -1;
-        }
-        o.samples = (size_t)n;
-    } else if (opt_value(argc, argv, &i, "--disable-op", &v)) {
-        o.disable_ops = v;
-    } else if (opt_value(argc, argv, &i, "--export", &v)) {
-        o.export_dir = v;
-    } else if (strcmp(argv[i], "--no-capture") == 0) {
-        o.no_capture = true;
-    } else if (strcmp(argv[i], "--tf32") == 0) {
-        o.tf32 = true;
-    } else if (opt_value(argc, argv, &i, "--data", &v)) {
-        o.data = v;
-    } else if (opt_value(argc, argv, &i, "--workers", &v)) {
-        if (!cli_parse_long(v, 0, 256, &n)) {
-            cli_error("%s: --workers wants 0..256 (0: batches made in the training loop), got '%s'",
-                      verb, v);
-            return -1;
-        }
-        o.workers = n == 0 ? -1 : (int)n;
-    } else if (opt_value(argc, argv, &i, "--val-split", &v)) {
-        if (!cli_parse_double(v, 0, nextafter(1.0, 0.0), &o.val_split)) {
-            cli_error("%s: --val-split wants a share in [0, 1), got '%s'", verb, v);
-            return -1;
-        }
-    } else if (opt_value(argc, argv, &i, "--max-bad-share", &v)) {
-        if (!cli_parse_double(v, 0, 1, &o.max_bad_share)) {
-            cli_error("%s: --max-bad-share wants a share in [0, 1], got '%s'", verb, v);
-            return -1;
-        }
-        if (o.max_bad_share == 0)
-            o.max_bad_share = -1; /* the library's 0 is the default */
-    } else if (opt_value(argc, argv, &i, "--resolution", &v)) {
-        o.resolution = v;
-    } else if (opt_value(argc, argv, &i, "--augment", &v)) {
-        o.augment = v;
-    } else if (opt_value(argc, argv, &i, "--normalize", &v)) {
-        o.normalize = v;
-    } else if (strcmp(argv[i], "--cache") == 0) {
-        o.cache = true;
-    } else if (opt_value(argc, argv, &i, "--on-bad-sample", &v)) {
-        if (strcmp(v, "skip") != 0 && strcmp(v, "fail") != 0) {
-            cli_error("%s: --on-bad-sample wants skip or fail, got '%s'", verb, v);
-            return -1;
-        }
-        o.on_bad_fail = strcmp(v, "fail") == 0;
-    } else {
-        return 0;
-    }
-matched:
-    *op = o;
-    *pi = i;
-    return 1;
-}
+/* The training options: one row each; the value goes through the library's
+ * spec codec (dg_train_opts_set), so flags and spec files share one check. */
+#define T(name, arg, key, def, unit, help)                                                         \
+    {CLI_TRAIN, name, NULL, arg, def, unit, help, 0, 0, 0, NULL, key, NULL}
+#define TFLAG(name, key, fixed, help)                                                              \
+    {CLI_TRAIN, name, NULL, NULL, NULL, NULL, help, 0, 0, 0, NULL, key, fixed}
+const cli_opt cli_train_opts[] = {
+    T("--model", "NAME", "model", "mlp", NULL, "preset (mlp, lenet, cifar) or a layer string"),
+    T("--input", "CxHxW", "input", "the preset's", NULL, "input shape for a layer string"),
+    T("--backend", "NAME", "backend", "cpu", NULL, "cpu, opencl or cuda"),
+    T("--device", "N", "device", "0", NULL, "device index"),
+    T("--batch", "N", "batch", "64", "samples", "samples a step"),
+    T("--steps", "N", "steps", "100", "steps", "steps an epoch"),
+    T("--epochs", "N", "epochs", "1", "epochs", "epochs"),
+    T("--seed", "X", "seed", "0", NULL, "seed of the weights and the data"),
+    T("--sync-every", "N", "sync_every", "epoch", "steps", "read the loss every N steps"),
+    T("--lr", "F", "lr", "0.01", NULL, "learning rate"),
+    T("--momentum", "F", "momentum", "0.9", NULL, "SGD momentum"),
+    T("--weight-decay", "F", "weight_decay", "0", NULL, "L2 weight decay"),
+    T("--threads", "N", "threads", "all cores", "threads", "cpu threads"),
+    T("--mem-budget", "SIZE", "mem_budget", "none", "bytes", "device allocator cap (512M, 2G)"),
+    T("--disable-op", "OP[@BACKEND],...", "disable_ops", "none", NULL,
+      "ops forced onto the cpu fallback"),
+    T("--samples", "N", "samples", "steps x batch, at most 8192", "samples",
+      "synthetic data set size"),
+    TFLAG("--no-capture", "capture", "false", "do not capture the step as a device graph"),
+    T("--sample-ms", "N", "sample_ms", "off", "ms", "background memory sampler period"),
+    T("--export", "DIR", "export", "none", NULL, "write the initial weights and batches here"),
+    T("--data", "SOURCE", "data", "synthetic", NULL,
+      "synthetic, idx:IMAGES,LABELS, cifar:DIR or images:DIR"),
+    T("--workers", "N", "workers", "2", "threads", "loader threads (0: batches made in the loop)"),
+    T("--val-split", "F", "val_split", "0", "share", "held out and evaluated after each epoch"),
+    T("--resolution", "HxW[:W],...", "resolution", "the model input", NULL, "bucket resolutions"),
+    T("--augment", "LIST", "augment", "none", NULL, "crop, flip or crop,flip"),
+    T("--normalize", "SPEC", "normalize", "none", NULL, "none, auto or M1,M2,M3/S1,S2,S3"),
+    TFLAG("--cache", "cache", "true", "keep decoded samples in memory (2 GiB cap)"),
+    T("--on-bad-sample", "skip|fail", "on_bad_sample", "skip", NULL, "what a bad sample does"),
+    T("--max-bad-share", "F", "max_bad_share", "0.01", "share",
+      "fail above this bad/seen share (0: none allowed)"),
+    TFLAG("--tf32", "math", "tf32", "let cuda use TF32 tensor cores (default exact fp32)"),
+    CLI_OPTS_END,
+};
+#undef T
+#undef TFLAG
+
+const cli_verb cli_verb_train = {
+    .name = "train",
+    .summary = "the seeded training fixture: loss curve, samples/s, phases, allocator, fallbacks",
+    .exits = "0 trained with a finite loss, 1 non-finite loss or a failed run, 2 usage, "
+             "3 backend unavailable",
+    .example = "devgate train --model lenet --backend opencl --epochs 2",
+    .tables = {cli_train_opts, cli_common_opts},
+    .titles = {"train options", "common options"},
+    .run = cmd_train,
+};
 
 int cmd_train(cli *c, int argc, char **argv)
 {
-    dg_train_opts o = CLI_TRAIN_DEFAULTS;
-    for (int i = 1; i < argc; i++) {
-        if (cli_common_opt(c, argc, argv, &i))
-            continue;
-        int r = cli_parse_train_opt(c, argc, argv, &i, &o);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0) {
-            cli_error("train: unknown argument '%s' (see devgate --help)", argv[i]);
-            return EXIT_USAGE;
-        }
-    }
+    dg_train_opts o = DG_TRAIN_OPTS_INIT;
+    int r = cli_parse(c, &cli_verb_train, argc, argv, (void *const[]){&o, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
     char *json = NULL;
     dg_status st = dg_train_run(c->ctx, &o, &json);
     if (!json)

@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -49,39 +50,39 @@ int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_
     return rc;
 }
 
-char *cli_read_file(const char *path, size_t max)
+char *cli_read_fd(int fd, size_t max)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int err = 0;
     for (;;) {
         if (cap - len < 2) { /* room for a byte and the NUL */
             size_t ncap = cap ? 2 * cap : 65536;
-            char *nb = realloc(buf, ncap);
+            if (ncap > max + 2)
+                ncap = max + 2; /* one byte past max tells "too big" */
+            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
             if (!nb) {
-                err = ENOMEM;
+                err = ncap > cap ? ENOMEM : EFBIG;
                 break;
             }
             buf = nb;
             cap = ncap;
         }
-        errno = 0;
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            err = errno;
+            break;
+        }
+        len += (size_t)got;
         if (len > max) {
             err = EFBIG;
             break;
         }
-        if (got == 0) {
-            if (ferror(f))
-                err = errno ? errno : EIO;
+        if (got == 0)
             break;
-        }
     }
-    fclose(f);
     if (err) {
         free(buf);
         errno = err;
@@ -89,6 +90,18 @@ char *cli_read_file(const char *path, size_t max)
     }
     buf[len] = '\0';
     return buf;
+}
+
+char *cli_read_file(const char *path, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *text = cli_read_fd(fd, max);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return text;
 }
 
 const char *cli_save_unrecorded(const char *verb, const char *json)
@@ -185,40 +198,20 @@ double jmetric(const cJSON *obj, const char *key)
     return jnum(m, "value", NAN);
 }
 
-bool opt_value(int argc, char **argv, int *i, const char *name, const char **value)
+const char *cli_threshold_add(const cli_opt *o, const char *value, void *field)
 {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return false;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return true;
+    (void)o;
+    cli_thresholds *t = field;
+    const char *eq = strchr(value, '=');
+    if (!eq || eq == value || !eq[1] || strchr(value, ',') || strchr(eq + 1, '='))
+        return "NAME=VALUE (no ',' and one '=')";
+    size_t n = strlen(t->list);
+    int w = snprintf(t->list + n, sizeof t->list - n, "%s%s", n ? "," : "", value);
+    if (w < 0 || (size_t)w >= sizeof t->list - n) {
+        t->list[n] = '\0';
+        return "fewer thresholds (4 KiB in all)";
     }
-    if (a[n] != '\0')
-        return false;
-    if (*i + 1 >= argc) {
-        cli_error("%s needs a value", name);
-        exit(EXIT_USAGE);
-    }
-    *value = argv[++*i];
-    return true;
-}
-
-bool cli_common_opt(cli *c, int argc, char **argv, int *i)
-{
-    const char *v;
-    if (strcmp(argv[*i], "--json") == 0)
-        c->json = true;
-    else if (strcmp(argv[*i], "--quiet") == 0 || strcmp(argv[*i], "-q") == 0)
-        c->quiet = true;
-    else if (strcmp(argv[*i], "--no-ledger") == 0)
-        c->no_ledger = true;
-    else if (opt_value(argc, argv, i, "--ledger", &v))
-        c->ledger_path = v;
-    else
-        return false;
-    return true;
+    return NULL;
 }
 
 bool cli_parse_long(const char *s, long lo, long hi, long *out)
@@ -314,4 +307,13 @@ bool cli_write_file(const char *path, const char *text)
         cli_error("%s", ctx ? dg_errmsg(ctx) : "cannot write: out of memory");
     dg_ctx_free(ctx);
     return st == DG_OK;
+}
+
+char *cli_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
 }

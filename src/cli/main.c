@@ -4,57 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_text[] =
-    "usage: devgate [--ledger PATH | --no-ledger] VERB [options]\n"
-    "\n"
-    "verbs:\n"
-    "  env [--python PATH] [--python-timeout S] [--json]\n"
-    "        environment proof: architecture, translation, VM/container, OS, CPU,\n"
-    "        memory, libraries, backends, git state, busy processes\n"
-    "  gate [--backend NAME[,NAME]] [--size M,N,K] [--seed X] [--reps N] [--json]\n"
-    "        device gate: built, available, and a checked matrix product per backend\n"
-    "  train [--model mlp|lenet|cifar|LAYERS] [--backend cpu|opencl|cuda] [--batch N]\n"
-    "        [--steps S] [--epochs E] [--seed X] [--sync-every N] [--lr F] [--momentum F]\n"
-    "        [--weight-decay F] [--threads N] [--mem-budget SIZE] [--disable-op OP[@BACKEND]]\n"
-    "        [--input CxHxW] [--samples N] [--no-capture] [--export DIR] [--json]\n"
-    "        [--data synthetic|idx:IMAGES,LABELS|cifar:DIR|images:DIR] [--workers N]\n"
-    "        [--val-split F] [--resolution HxW] [--augment crop,flip] [--cache]\n"
-    "        [--normalize none|auto|M1,M2,M3/S1,S2,S3] [--on-bad-sample skip|fail]\n"
-    "        [--max-bad-share F] [--sample-ms N] [--tf32]\n"
-    "        the seeded training fixture: loss curve, samples/s, phases, allocator, fallbacks\n"
-    "  sweep [train options] [--from N] [--to N] [--no-bisect] [--warmup-steps N]\n"
-    "        [--timed-steps N] [--trial-timeout S] [--swap-growth MIB] [--json]\n"
-    "        batch sweep, each trial in a child process: knee and largest safe batch\n"
-    "  soak [train options] [--epochs E] [--steps S] [--no-empty-cache]\n"
-    "        [--leak-per-step BYTES] [--val-steps N] [--json]\n"
-    "        epochs with allocator discipline and per-epoch memory watermarks\n"
-    "  compare [train options] --backend DEVICE [--batches 32,128] [--steps N]\n"
-    "        [--repetitions N] [--loss-tolerance F] [--param-tolerance F] [--json]\n"
-    "        the same run on cpu and the device against a float64 reference\n"
-    "  profile [train options] [--warmup N] [--window N] [--trace FILE] [--json]\n"
-    "        phases, per-op table with fallbacks, and a Chrome trace\n"
-    "  accept [--quick] [train options] [--sweep-to N] [--threshold NAME=VALUE]...\n"
-    "        [--spec FILE] [--label TEXT] [--python PATH] [-o DIR] [--json] [--quiet]\n"
-    "        the main job: every step above, the rules, the decision, the evidence\n"
-    "        pack (default ./devgate-report/RUN_ID/) and one ledger entry\n"
-    "  run [--label L] [--sample-ms N] [--timeout D] [-o DIR] [--threshold NAME=VALUE]...\n"
-    "        [--no-env] [--json] -- CMD ARGS...\n"
-    "        supervise your own training program: its events (DEVGATE_EVENTS_FD), its\n"
-    "        process tree's memory and CPU, timeout and signals; exit 124 timeout,\n"
-    "        127 no such program, 130 interrupted\n"
-    "  compare RUN_A RUN_B [--force] [--json]\n"
-    "        two recorded runs (ledger ids, prefixes or record files) side by side\n"
-    "  report RUN_ID|FILE.json [--format html|md|json|text] [-o DIR]\n"
-    "        render an evidence record: terminal summary, page, Markdown or JSON\n"
-    "  ledger list [--limit N] [--json]\n"
-    "  ledger show ID [--json]\n"
-    "  ledger diff A B [--force] [--json]\n"
-    "        read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db,\n"
-    "        or DEVGATE_LEDGER, or --ledger PATH)\n"
-    "\n"
-    "options: --json prints the record; --version; --help\n"
-    "exit status: 0 pass, 1 fail, 2 usage or ledger error, 3 backend unavailable,\n"
-    "130 interrupted (accept keeps the partial pack and ledger entry)\n";
+const cli_verb *const cli_verbs[] = {
+    &cli_verb_env,    &cli_verb_gate,   &cli_verb_train,  &cli_verb_sweep, &cli_verb_soak,
+    &cli_verb_compare, &cli_verb_profile, &cli_verb_accept, &cli_verb_run,   &cli_verb_report,
+    &cli_verb_ledger, &cli_verb_trial,  NULL,
+};
+
+/* The options before the verb: the common ones (and --help, --version). */
+static const cli_verb global = {
+    .name = "devgate",
+    .summary = "",
+    .exits = "0 pass, 2 usage",
+    .example = "devgate --ledger runs.db ledger list",
+    .tables = {cli_common_opts},
+    .titles = {"global options"},
+};
 
 static void log_to_stderr(dg_log_level level, const char *msg, void *user)
 {
@@ -75,16 +39,42 @@ int main(int argc, char **argv)
             return EXIT_PASS;
         }
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage_text, stdout);
+            cli_usage(stdout);
             return EXIT_PASS;
         }
-        if (!cli_common_opt(&c, argc, argv, &i)) {
-            cli_error("unknown option '%s'\n%s", argv[i], usage_text);
+        if (cli_parse_one(&c, &global, argc, argv, &i, (void *const[]){&c}, NULL) != CLI_PARSED)
             return EXIT_USAGE;
-        }
     }
     if (i >= argc) {
-        fputs(usage_text, stderr);
+        cli_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *verb = argv[i];
+    if (strcmp(verb, "help") == 0) {
+        const cli_verb *v = i + 1 < argc ? cli_find_verb(argv[i + 1]) : NULL;
+        if (v)
+            cli_verb_help(v, stdout);
+        else
+            cli_usage(stdout);
+        return EXIT_PASS;
+    }
+    if (strcmp(verb, "__options") == 0) { /* hidden: every verb's options (docs check) */
+        cli_list_options(stdout);
+        return EXIT_PASS;
+    }
+    const cli_verb *v = cli_find_verb(verb);
+    if (!v) {
+        const char *names[32];
+        size_t n = 0;
+        for (const cli_verb *const *p = cli_verbs; *p && n < 32; p++)
+            if (!(*p)->hidden)
+                names[n++] = (*p)->name;
+        const char *near = cli_did_you_mean(verb, names, n);
+        if (near)
+            cli_error("unknown verb '%s'; did you mean %s? (devgate --help lists the verbs)", verb,
+                      near);
+        else
+            cli_error("unknown verb '%s' (devgate --help lists the verbs)", verb);
         return EXIT_USAGE;
     }
     c.ctx = dg_ctx_new();
@@ -93,39 +83,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     dg_set_log(c.ctx, log_to_stderr, &c);
-    const char *verb = argv[i];
-    int rc;
-    if (strcmp(verb, "env") == 0)
-        rc = cmd_env(&c, argc - i, argv + i);
-    else if (strcmp(verb, "gate") == 0)
-        rc = cmd_gate(&c, argc - i, argv + i);
-    else if (strcmp(verb, "train") == 0)
-        rc = cmd_train(&c, argc - i, argv + i);
-    else if (strcmp(verb, "sweep") == 0)
-        rc = cmd_sweep(&c, argc - i, argv + i);
-    else if (strcmp(verb, "__trial") == 0)
-        rc = cmd_trial(&c, argc - i, argv + i);
-    else if (strcmp(verb, "soak") == 0)
-        rc = cmd_soak(&c, argc - i, argv + i);
-    else if (strcmp(verb, "compare") == 0)
-        rc = cmd_compare(&c, argc - i, argv + i);
-    else if (strcmp(verb, "profile") == 0)
-        rc = cmd_profile(&c, argc - i, argv + i);
-    else if (strcmp(verb, "accept") == 0)
-        rc = cmd_accept(&c, argc - i, argv + i);
-    else if (strcmp(verb, "run") == 0)
-        rc = cmd_run(&c, argc - i, argv + i);
-    else if (strcmp(verb, "report") == 0)
-        rc = cmd_report(&c, argc - i, argv + i);
-    else if (strcmp(verb, "ledger") == 0)
-        rc = cmd_ledger(&c, argc - i, argv + i);
-    else if (strcmp(verb, "help") == 0) {
-        fputs(usage_text, stdout);
-        rc = EXIT_PASS;
-    } else {
-        cli_error("unknown verb '%s'\n%s", verb, usage_text);
-        rc = EXIT_USAGE;
-    }
+    int rc = v->run(&c, argc - i, argv + i);
     dg_ctx_free(c.ctx);
     return rc;
 }

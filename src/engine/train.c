@@ -5,6 +5,7 @@
 #include "engine/train.h"
 #include "data/loader.h"
 #include "engine/model.h"
+#include "engine/spec.h"
 #include "measure/measure.h"
 
 #include <errno.h>
@@ -72,6 +73,7 @@ typedef struct trainer {
     bool finite;
     double t0, wall, val_time, data_wait;
     cJSON *rec, *spec, *losses, *vals, *epochs_j;
+    char spec_id[65]; /* dg_spec_hash of the spec */
 } trainer;
 
 static dg_ref act_at(const trainer *t, size_t off)
@@ -256,43 +258,16 @@ static dg_status export_run(trainer *t, dg_loader *data, const dg_train_opts *o,
     return ok ? DG_OK : dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
 }
 
-static cJSON *spec_json(const dg_train_opts *o, const char *backend, int batch, int steps,
-                        int epochs, int sync_every, float lr, float mom, float wd)
+/* The options with the library's defaults filled in: what the record's spec
+ * (the codec in engine/spec.c) says ran. */
+static dg_train_opts resolved_opts(const dg_train_opts *o, const char *backend, int batch,
+                                   int steps, int epochs, int sync_every, float lr, float mom,
+                                   float wd)
 {
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddStringToObject(s, "model", o->model ? o->model : "mlp");
-    cJSON_AddStringToObject(s, "backend", backend);
-    cJSON_AddStringToObject(s, "math", o->tf32 ? "tf32" : "fp32");
-    cJSON_AddNumberToObject(s, "device", o->device);
-    cJSON_AddNumberToObject(s, "batch", batch);
-    cJSON_AddNumberToObject(s, "steps", steps);
-    cJSON_AddNumberToObject(s, "epochs", epochs);
-    cJSON_AddNumberToObject(s, "seed", (double)o->seed);
-    if (sync_every)
-        cJSON_AddNumberToObject(s, "sync_every", sync_every);
-    else
-        cJSON_AddStringToObject(s, "sync_every", "epoch");
-    cJSON_AddNumberToObject(s, "lr", lr);
-    cJSON_AddNumberToObject(s, "momentum", mom);
-    cJSON_AddNumberToObject(s, "weight_decay", wd);
-    cJSON_AddNumberToObject(s, "threads", o->threads);
-    cJSON_AddItemToObject(s, "mem_budget",
-                          dg_json_metric((double)o->mem_budget, o->mem_budget > 0, "bytes"));
-    dg_json_add_str(s, "disable_ops", o->disable_ops);
-    cJSON_AddBoolToObject(s, "capture", !o->no_capture);
-    cJSON_AddStringToObject(s, "data", o->data ? o->data : "synthetic");
-    cJSON_AddNumberToObject(s, "workers", o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers);
-    cJSON_AddNumberToObject(s, "val_split", o->val_split);
-    dg_json_add_str(s, "resolution", o->resolution);
-    cJSON_AddStringToObject(s, "augment", o->augment ? o->augment : "none");
-    cJSON_AddStringToObject(s, "normalize", o->normalize ? o->normalize : "none");
-    cJSON_AddBoolToObject(s, "cache", o->cache);
-    cJSON_AddStringToObject(s, "on_bad_sample", o->on_bad_fail ? "fail" : "skip");
-    cJSON_AddNumberToObject(s, "max_bad_share",
-                            o->max_bad_share == 0  ? 0.01
-                            : o->max_bad_share < 0 ? 0
-                                                   : o->max_bad_share);
-    return s;
+    dg_train_opts r = *o;
+    r.backend = backend, r.batch = batch, r.steps = steps, r.epochs = epochs;
+    r.sync_every = sync_every, r.lr = lr, r.momentum = mom, r.weight_decay = wd;
+    return r;
 }
 
 /* Opens the data source for the model and fills the loader options; the
@@ -846,6 +821,7 @@ static cJSON *trainer_record(trainer *t, dg_status final)
     double wall = t->wall, data_wait = t->data_wait;
     if (t->data) {
         cJSON_AddItemToObject(rec, "bucket", dg_loader_bucket_json(t->data));
+        cJSON_AddStringToObject(rec, "spec_id", t->spec_id); /* dg_spec_hash of the spec */
         cJSON *dj = dg_loader_stats_json(t->data);
         bool waited = timed_steps > 0;
         cJSON *wj = cJSON_AddObjectToObject(dj, "wait");
@@ -988,6 +964,8 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
                            char **json)
 {
     *json = NULL;
+    if (dg_train_opts_check(ctx, o) != DG_OK)
+        return DG_ERR_USAGE;
     /* The public options can ask for the sampler too (devgate train --sample-ms). */
     dg_train_ext plain = {.sample_ms = o->sample_ms};
     if (ext && ext->sample_ms <= 0 && o->sample_ms > 0) {
@@ -1005,8 +983,10 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
         return st;
     }
     t->rec = cJSON_CreateObject();
-    t->spec = spec_json(o, t->backend, t->n, t->steps, t->epochs, t->sync_every, t->lr, t->momentum,
-                        t->wd);
+    dg_train_opts ran = resolved_opts(o, t->backend, t->n, t->steps, t->epochs, t->sync_every,
+                                      t->lr, t->momentum, t->wd);
+    t->spec = dg_spec_json(&ran);
+    dg_spec_hash(ctx, &ran, t->spec_id);
     if ((st = trainer_prepare(t)) == DG_OK) {
         trainer_plan_capture(t);
         st = trainer_loop(t);

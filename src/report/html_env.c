@@ -1,7 +1,8 @@
 /* The proof sections at the foot of the report page: environment (arch,
  * translation, VM, OS, CPU, memory, busy processes), the device gate log, the
  * input bucket, seeds, versions, thresholds and the pack's files. */
-#include "report/html.h"
+#include "report/html_env.h"
+#include "report/html_write.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * and the key numbers. Every record string goes through ESC_MD: Markdown and
  * HTML specials are backslash-escaped (| included, for table cells) and
  * newlines flattened, so a record cannot add markup, links or rows. */
-#include "report/report.h"
+#include "report/render.h"
 
 #include <string.h>
 
@@ -46,7 +46,7 @@ static void md_header(dg_capbuf *b, const cJSON *rec)
     rp_put(b, "\n\n");
     if (g) {
         rp_put(b, "**");
-        md_str(b, rp_str(g, "statement"), rp_true(g, "accepted") ? "accepted" : "not accepted");
+        rp_prose(b, ESC_MD, rp_str(g, "statement"), rp_true(g, "accepted") ? "accepted" : "not accepted");
         rp_put(b, "**\n\n");
         static const char *const proofs[] = {"architecture", "gate_log", "sweep", "memory_curve"};
         static const char *const names[] = {"architecture proof", "device gate log", "batch sweep",
@@ -81,7 +81,7 @@ static void md_decision(dg_capbuf *b, const cJSON *rec)
         if (!cJSON_IsString(r))
             continue;
         rp_put(b, first ? " — " : "; ");
-        md_str(b, r->valuestring, "");
+        rp_prose(b, ESC_MD, r->valuestring, "");
         first = false;
     }
     rp_put(b, "\n\n");
@@ -103,7 +103,7 @@ static void md_steps(dg_capbuf *b, const cJSON *rec)
         rp_put(b, " | ");
         md_str(b, rp_str(s, "verdict"), "–");
         rp_put(b, " | ");
-        md_str(b, rp_str(s, "summary"), "");
+        rp_prose(b, ESC_MD, rp_str(s, "summary"), "");
         if (rp_str(s, "error")) {
             rp_put(b, " (error: ");
             md_str(b, rp_str(s, "error"), "");
@@ -127,7 +127,7 @@ static void md_findings(dg_capbuf *b, const cJSON *rec)
         rp_put(b, "** ");
         md_str(b, rp_str(fs[i], "id"), "?");
         rp_put(b, ": ");
-        md_str(b, rp_str(fs[i], "title"), "");
+        rp_prose(b, ESC_MD, rp_str(fs[i], "title"), "");
         if (rp_str(fs[i], "action")) {
             rp_put(b, " → ");
             md_str(b, rp_str(fs[i], "action"), "");

@@ -2,7 +2,8 @@
  * device bars, profile phases. Every coordinate goes through rp_fmt_coord and
  * every point whose value is not a valid finite number is skipped, so no
  * NaN or infinity ever reaches the markup. Labels from the record are escaped. */
-#include "report/html.h"
+#include "report/html_write.h"
+#include "report/svg.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * line, one line per step, the findings with their actions, the decision, the
  * final gate statement and the pack path. Record strings are flattened to one
  * line and stripped of control characters, so they cannot drive a terminal. */
-#include "report/report.h"
+#include "report/render.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -72,7 +72,7 @@ static void text_steps(dg_capbuf *b, const cJSON *rec)
         rp_esc(b, ESC_TEXT, name, "");
         rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
         rp_printf(b, "%-5s ", word);
-        rp_esc(b, ESC_TEXT, rp_str(step, "summary"), "");
+        rp_prose(b, ESC_TEXT, rp_str(step, "summary"), "");
         const char *err = rp_str(step, "error");
         if (err) {
             rp_put(b, " (error: ");
@@ -101,7 +101,7 @@ static void text_findings(dg_capbuf *b, const cJSON *rec)
         rp_printf(b, "%*s", (int)(6 - strlen(sev)), "");
         rp_esc(b, ESC_TEXT, id, "");
         rp_printf(b, "%*s", strlen(id) < 18 ? (int)(18 - strlen(id)) : 1, "");
-        rp_esc(b, ESC_TEXT, rp_str(fs[i], "title"), "");
+        rp_prose(b, ESC_TEXT, rp_str(fs[i], "title"), "");
         rp_put(b, "\n");
         const char *action = rp_str(fs[i], "action");
         if (action) {
@@ -135,7 +135,7 @@ static void text_decision(dg_capbuf *b, const cJSON *rec)
         if (!cJSON_IsString(r))
             continue;
         rp_put(b, first ? " — " : "; ");
-        rp_esc(b, ESC_TEXT, r->valuestring, "");
+        rp_prose(b, ESC_TEXT, r->valuestring, "");
         first = false;
     }
     rp_put(b, "\n");
@@ -150,7 +150,7 @@ static void text_gate_and_pack(dg_capbuf *b, const cJSON *rec)
     } else {
         const char *st = rp_str(g, "statement");
         if (st)
-            rp_esc(b, ESC_TEXT, st, "");
+            rp_prose(b, ESC_TEXT, st, "");
         else
             rp_put(b, rp_true(g, "accepted") ? "accepted" : "not accepted");
         rp_put(b, "\n");

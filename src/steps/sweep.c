@@ -4,8 +4,10 @@
  * Each trial is a child process (`devgate --no-ledger __trial ...`) started
  * without a shell in its own process group, with stdout on /dev/null, stderr
  * on a pipe (its first line is the failure reason when there is no record)
- * and a result pipe on fd 3 (`--result-fd 3`) carrying the child's training
- * record as one JSON line. Whatever the child does (dies, hangs, writes
+ * a result pipe on fd 3 (`--result-fd 3`) carrying the child's training
+ * record as one JSON line, and the trial's spec (the canonical spec JSON of
+ * dg_spec_encode, decoded by the child with the same codec) on stdin
+ * (`--spec-fd 0`). Whatever the child does (dies, hangs, writes
  * garbage, closes the pipe) ends that trial only: a deadline kills the whole
  * group with SIGKILL, the child is always reaped, and everything read from it
  * is parsed as untrusted text.
@@ -47,6 +49,7 @@ extern char **environ;
 #define RESULT_MAX ((size_t)32 << 20) /* bytes of record kept from a child */
 #define ERR_MAX ((size_t)16 << 10)    /* bytes of stderr kept from a child */
 #define RESULT_FD 3                   /* where the child finds the result pipe */
+#define SPEC_MAX ((size_t)60 << 10)   /* spec bytes handed over (under a pipe's 64 KiB) */
 #define KNEE_SHARE 0.05               /* knee: within 5% of the best throughput */
 #define SAFE_MARGIN 0.05              /* safe batch: 5% under the first failure */
 
@@ -158,59 +161,6 @@ static void args_free(args *a)
     a->n = 0;
 }
 
-/* The train options as `devgate train` options (docs/cli.md), batch/steps/epochs aside. */
-static void add_train_args(args *a, const dg_train_opts *o)
-{
-    if (o->model)
-        arg_add(a, "--model"), arg_add(a, "%s", o->model);
-    if (o->in_c > 0 && o->in_h > 0 && o->in_w > 0)
-        arg_add(a, "--input"), arg_add(a, "%dx%dx%d", o->in_c, o->in_h, o->in_w);
-    if (o->backend)
-        arg_add(a, "--backend"), arg_add(a, "%s", o->backend);
-    if (o->device)
-        arg_add(a, "--device"), arg_add(a, "%d", o->device);
-    arg_add(a, "--seed"), arg_add(a, "%llu", (unsigned long long)o->seed);
-    if (o->sync_every > 0)
-        arg_add(a, "--sync-every"), arg_add(a, "%d", o->sync_every);
-    if (o->lr >= 0)
-        arg_add(a, "--lr"), arg_add(a, "%.9g", (double)o->lr);
-    if (o->momentum >= 0)
-        arg_add(a, "--momentum"), arg_add(a, "%.9g", (double)o->momentum);
-    if (o->weight_decay >= 0)
-        arg_add(a, "--weight-decay"), arg_add(a, "%.9g", (double)o->weight_decay);
-    if (o->threads > 0)
-        arg_add(a, "--threads"), arg_add(a, "%d", o->threads);
-    if (o->mem_budget)
-        arg_add(a, "--mem-budget"), arg_add(a, "%zu", o->mem_budget);
-    if (o->disable_ops)
-        arg_add(a, "--disable-op"), arg_add(a, "%s", o->disable_ops);
-    if (o->samples)
-        arg_add(a, "--samples"), arg_add(a, "%zu", o->samples);
-    if (o->no_capture)
-        arg_add(a, "--no-capture");
-    if (o->tf32)
-        arg_add(a, "--tf32");
-    if (o->data)
-        arg_add(a, "--data"), arg_add(a, "%s", o->data);
-    if (o->workers)
-        arg_add(a, "--workers"), arg_add(a, "%d", o->workers < 0 ? 0 : o->workers);
-    if (o->val_split > 0)
-        arg_add(a, "--val-split"), arg_add(a, "%.17g", o->val_split);
-    if (o->resolution)
-        arg_add(a, "--resolution"), arg_add(a, "%s", o->resolution);
-    if (o->augment)
-        arg_add(a, "--augment"), arg_add(a, "%s", o->augment);
-    if (o->normalize)
-        arg_add(a, "--normalize"), arg_add(a, "%s", o->normalize);
-    if (o->cache)
-        arg_add(a, "--cache");
-    if (o->on_bad_fail)
-        arg_add(a, "--on-bad-sample"), arg_add(a, "fail");
-    if (o->max_bad_share)
-        arg_add(a, "--max-bad-share"),
-            arg_add(a, "%.17g", o->max_bad_share < 0 ? 0 : o->max_bad_share);
-}
-
 /* ---- running one child ------------------------------------------------------- */
 
 typedef struct child_run {
@@ -244,7 +194,7 @@ static void first_line(char *dst, size_t n, const char *text)
 /* Spawns exe with argv, reads the result pipe and stderr until the child ends,
  * timeout_s passes or *cancel is set (then its group is killed), and reaps it.
  * false only when out of memory. */
-static bool run_child(const char *exe, char *const argv[], double timeout_s,
+static bool run_child(const char *exe, char *const argv[], const char *input, double timeout_s,
                       const volatile sig_atomic_t *cancel, child_run *r)
 {
     memset(r, 0, sizeof *r);
@@ -262,6 +212,18 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s,
         close(rp[1]);
         return true;
     }
+    /* The input goes into the pipe whole before the child starts (the caller
+     * keeps it under the pipe's 64 KiB), so nothing here waits on the child. */
+    int ip[2];
+    size_t ilen = strlen(input);
+    if (make_pipe(ip) != 0 || write(ip[1], input, ilen) != (ssize_t)ilen) {
+        snprintf(r->err_line, sizeof r->err_line, "cannot hand the spec over: %s", strerror(errno));
+        close(rp[0]), close(rp[1]), close(ep[0]), close(ep[1]);
+        if (ip[0] >= 0)
+            close(ip[0]), close(ip[1]);
+        return true;
+    }
+    close(ip[1]);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int rc = posix_spawn_file_actions_init(&fa);
@@ -269,7 +231,7 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s,
     if (!rc)
         rc = posix_spawnattr_init(&attr), attr_ok = rc == 0;
     if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        rc = posix_spawn_file_actions_adddup2(&fa, ip[0], 0);
     if (!rc)
         rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     if (!rc)
@@ -288,6 +250,7 @@ static bool run_child(const char *exe, char *const argv[], double timeout_s,
         posix_spawnattr_destroy(&attr);
     close(rp[1]);
     close(ep[1]);
+    close(ip[0]);
     if (rc != 0) {
         snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", strerror(rc));
         close(rp[0]);
@@ -474,25 +437,34 @@ static trial *run_trial(sweep *s, int b)
     t->json = cJSON_CreateObject();
     if (!t->json)
         return NULL;
+    dg_train_opts to = s->train;
+    to.batch = b;
+    to.steps = s->warmup + s->timed;
+    to.epochs = 1;
+    if (to.sync_every <= 0) /* every step, so each step time is a device time */
+        to.sync_every = 1;
+    char *spec = NULL;
+    if (dg_spec_encode(s->ctx, &to, &spec) != DG_OK) {
+        cJSON_Delete(t->json);
+        return NULL;
+    }
     args a = {.n = 0};
     arg_add(&a, "devgate");
     arg_add(&a, "--no-ledger");
     arg_add(&a, "__trial");
-    add_train_args(&a, &s->train);
-    arg_add(&a, "--batch"), arg_add(&a, "%d", b);
-    arg_add(&a, "--steps"), arg_add(&a, "%d", s->warmup + s->timed);
-    if (s->train.sync_every <= 0) /* every step, so each step time is a device time */
-        arg_add(&a, "--sync-every"), arg_add(&a, "1");
+    arg_add(&a, "--spec-fd"), arg_add(&a, "0");
     arg_add(&a, "--result-fd"), arg_add(&a, "%d", RESULT_FD);
-    if (a.nomem) {
+    if (a.nomem || strlen(spec) > SPEC_MAX) {
         args_free(&a);
+        dg_string_free(spec);
         cJSON_Delete(t->json);
         return NULL;
     }
     dg_log(s->ctx, DG_LOG_INFO, "sweep: trial at batch %d", b);
     child_run r;
-    bool mem_ok = run_child(s->exe, a.v, s->timeout_s, s->train.cancel, &r);
+    bool mem_ok = run_child(s->exe, a.v, spec, s->timeout_s, s->train.cancel, &r);
     args_free(&a);
+    dg_string_free(spec);
     if (!mem_ok) {
         dg_free(r.out.data);
         cJSON_Delete(t->json);
@@ -726,6 +698,11 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     if (st == DG_OK &&
         (s->warmup + s->timed > 100000000 || s->warmup > 100000000 || s->timed > 100000000))
         st = dg_fail(ctx, DG_ERR_USAGE, "sweep: too many steps per trial");
+    char *tspec = NULL; /* the trials' spec must encode, and fit the hand-off */
+    if (st == DG_OK && (st = dg_spec_encode(ctx, &s->train, &tspec)) == DG_OK &&
+        strlen(tspec) > SPEC_MAX)
+        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: the training spec is over %zu bytes", SPEC_MAX);
+    dg_string_free(tspec);
     if (st != DG_OK) {
         dg_free(s);
         return st;
@@ -904,6 +881,9 @@ dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd)
     /* The trial runs in its own process group, out of reach of the terminal's
      * Ctrl-C: it dies with the sweep instead. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char name[16]; /* "dgtrial-BATCH" in ps and pgrep: the batch is no longer in argv */
+    snprintf(name, sizeof name, "dgtrial-%d", opts->batch);
+    prctl(PR_SET_NAME, name);
     if (fault_at("trial-crash", opts->batch)) {
         struct rlimit no_core = {0, 0};
         setrlimit(RLIMIT_CORE, &no_core);

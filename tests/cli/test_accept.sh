@@ -91,7 +91,7 @@ DEVGATE_FAULT=trial-hang@16 "$DG" accept "${SMALL[@]}" --backend cpu -o packI >o
 pid=$!
 child=
 for _ in $(seq 1 600); do
-  child=$(pgrep -P "$pid" -f -- '--batch 16 ' || true)
+  child=$(pgrep -P "$pid" -x dgtrial-16 || true) # the trial names itself by its batch
   [ -n "$child" ] && break
   sleep 0.1
 done

@@ -66,7 +66,7 @@ expect_exit 2 "$DG" --no-ledger soak --leak-per-step 2T
 expect_exit 2 "$DG" --no-ledger soak --val-steps -1
 expect_exit 2 "$DG" --no-ledger soak --epochs 0
 expect_exit 2 "$DG" --no-ledger soak --frobnicate
-expect_grep err "soak: unknown argument '--frobnicate'"
+expect_grep err "soak: unknown option '--frobnicate'"
 expect_exit 2 "$DG" --no-ledger soak --batch x
 expect_grep err "soak: --batch wants an integer"
 expect_exit 2 "$DG" --no-ledger soak --backend nosuch --steps 2 --epochs 1

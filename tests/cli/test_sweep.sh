@@ -60,14 +60,15 @@ expect_grep out 'safe +batch 8 \(5% under the first failure at 16\)'
 # An injected hang is killed at --trial-timeout; no trial process is left behind.
 seed=$((RANDOM + 70000))
 start=$(date +%s)
-DEVGATE_FAULT=trial-hang@16 expect_exit 0 "$DG" --no-ledger sweep "${S[@]}" --to 64 --no-bisect --trial-timeout 2 \
-  --seed "$seed" --json
+DEVGATE_FAULT=trial-hang@16 DG_TEST_MARK="$seed" expect_exit 0 "$DG" --no-ledger sweep "${S[@]}" --to 64 \
+  --no-bisect --trial-timeout 2 --seed "$seed" --json
 elapsed=$(($(date +%s) - start))
 expect_json out 'd["trials"][1]["ended"] == "timeout" and d["stopped"]["reason"] == "timeout" and d["trials"][1]["wall_s"]["value"] >= 1.9'
 if [ "$elapsed" -lt 30 ]; then ok; else bad "hanging trial took ${elapsed}s to end"; fi
 left=0
-for f in /proc/[0-9]*/cmdline; do
-  if { tr '\0' ' ' <"$f"; } 2>/dev/null | grep -q -- "__trial .*--seed $seed "; then left=1; fi
+for p in /proc/[0-9]*; do
+  if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "__trial " &&
+    { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qx "DG_TEST_MARK=$seed"; then left=1; fi
 done
 if [ "$left" -eq 0 ]; then ok; else bad "a hanging trial process is still alive"; fi
 
@@ -80,8 +81,10 @@ expect_exit 0 "$DG" sweep "${S[@]}" --to 8
 expect_exit 0 "$DG" ledger list --json
 expect_json out 'any(r.get("verb") == "sweep" for r in d)'
 
-# The child verb without a result fd is a usage error.
-expect_exit 2 "$DG" --no-ledger __trial --batch 8
+# The child verb without its spec or result fd is a usage error; it takes no train flags.
+expect_exit 2 "$DG" --no-ledger __trial --result-fd 3
+expect_exit 2 "$DG" --no-ledger __trial --spec-fd 0
+expect_exit 2 "$DG" --no-ledger __trial --batch 8 --spec-fd 0 --result-fd 3
 
 # Backend not available: exit 3 (only where cuda is absent).
 if ! "$DG" --no-ledger gate --backend cuda --size 8 >/dev/null 2>&1; then

@@ -57,7 +57,7 @@ static void track_cpu(const char *model, int c, int h, int w, int batch, int ste
         return;
     char ex[600];
     snprintf(ex, sizeof ex, "%s/export", d);
-    dg_train_opts o = {.model = model, .in_c = c, .in_h = h, .in_w = w, .batch = batch, .steps = steps,
+    dg_train_opts o = {.init = DG_TRAIN_OPTS_MAGIC, .model = model, .in_c = c, .in_h = h, .in_w = w, .batch = batch, .steps = steps,
                        .seed = 7, .sync_every = 1, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f,
                        .threads = 1, .export_dir = ex};
     char *json = NULL;

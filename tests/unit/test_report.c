@@ -364,6 +364,58 @@ static void test_threshold_shown(dg_ctx *ctx, const char *sample)
     cJSON_free(rec);
 }
 
+/* Prose devgate wrote with a non-finite number in it ("knee bnan", "+nan%")
+ * reads "not reported" in every human format; words that merely contain
+ * nan or inf, and record strings that are not prose, are left alone. */
+static void test_nan_prose(dg_ctx *ctx, const char *sample)
+{
+    cJSON *r = cJSON_Parse(sample);
+    cJSON *step = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "steps"), 2);
+    cJSON_ReplaceItemInObject(
+        step, "summary",
+        cJSON_CreateString("opencl: knee bnan (banana) · safe b-inf · +nan% · -nan × "
+                           "nanx, 0.5x, information, inf. nan_rate (nan)"));
+    cJSON *g = cJSON_GetObjectItem(r, "final_gate");
+    cJSON_ReplaceItemInObject(g, "statement", cJSON_CreateString("accepted: nan samples/s"));
+    cJSON *reasons = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "decision"), "reasons");
+    cJSON_ReplaceItemInArray(reasons, 0, cJSON_CreateString("opencl is nan× cpu at batch 64"));
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "findings"), 0);
+    cJSON_ReplaceItemInObject(f, "title", cJSON_CreateString("growth -inf% over nan epochs"));
+    cJSON_ReplaceItemInObject(r, "label", cJSON_CreateString("nan"));
+    char *rec = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    static const char *const want[] = {
+        "opencl: knee not reported (banana) · safe not reported · not reported · not reported "
+        "× not reported, 0.5x, information, inf. nan_rate (not reported)",
+        "accepted: not reported samples/s", "opencl is not reported cpu at batch 64",
+        "growth not reported over not reported epochs"};
+    const dg_report_format human[] = {DG_REPORT_TEXT, DG_REPORT_MD, DG_REPORT_HTML};
+    for (size_t k = 0; k < 3; k++) {
+        char *out = render(ctx, rec, human[k]);
+        for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+            /* Markdown escapes '_' and HTML has no specials here but '×'. */
+            const char *needle = want[w];
+            char md[256];
+            if (human[k] == DG_REPORT_MD && strstr(needle, "nan_rate")) {
+                snprintf(md, sizeof md, "%s", needle);
+                char *u = strstr(md, "nan_rate");
+                memmove(u + 4, u + 3, strlen(u + 3) + 1);
+                u[3] = '\\';
+                needle = md;
+            }
+            CHECK_MSG(has(out, needle), "format %d lacks \"%s\"", (int)human[k], needle);
+        }
+        CHECK_MSG(!has(out, "bnan") && !has(out, "nan%") && !has(out, "inf%") &&
+                      !has(out, "nanx") && !has(out, "nan×"),
+                  "format %d still prints a non-finite number", (int)human[k]);
+        /* The label is the user's text, not devgate's prose: kept as it is. */
+        CHECK_MSG(has(out, human[k] == DG_REPORT_HTML ? ">nan<" : "nan"), "format %d label",
+                  (int)human[k]);
+        dg_string_free(out);
+    }
+    cJSON_free(rec);
+}
+
 static void test_refusals(dg_ctx *ctx, const char *sample)
 {
     char *out = (char *)1;
@@ -480,6 +532,7 @@ int main(void)
     test_invalid_metrics(ctx, sample);
     test_extreme_numbers(ctx, sample);
     test_threshold_shown(ctx, sample);
+    test_nan_prose(ctx, sample);
     test_refusals(ctx, sample);
     size_t live1;
     dg_host_mem_stats(&live1, &peak);

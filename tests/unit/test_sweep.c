@@ -34,7 +34,7 @@ static const char *script(const char *name, const char *body)
 static cJSON *one_trial(const char *exe, double timeout_s, double *wall)
 {
     dg_ctx *ctx = dg_ctx_new();
-    dg_sweep_opts o = {.train = {.lr = -1, .momentum = -1, .weight_decay = -1, .threads = 1},
+    dg_sweep_opts o = {.train = {.init = DG_TRAIN_OPTS_MAGIC, .lr = -1, .momentum = -1, .weight_decay = -1, .threads = 1},
                        .from = 8, .to = 8, .no_bisect = true, .trial_timeout_s = timeout_s, .exe = exe};
     char *json = NULL;
     struct timespec a, b;
@@ -171,7 +171,7 @@ int main(void)
     char *json = NULL;
     dg_sweep_opts bad = {.from = 64, .to = 8, .exe = missing};
     CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
-    bad = (dg_sweep_opts){.train = {.backend = "nosuch"}, .exe = missing};
+    bad = (dg_sweep_opts){.train = {.init = DG_TRAIN_OPTS_MAGIC, .backend = "nosuch"}, .exe = missing};
     CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
     dg_ctx_free(ctx);
 

@@ -1,16 +1,14 @@
-/* Internal to the report renderers (docs/report.md): an output buffer with
- * escaping writers, tolerant accessors for the evidence record, and number
- * formatting that never prints NaN or infinity. Nothing here prints or exits. */
-#ifndef DG_REPORT_H
-#define DG_REPORT_H
+/* Shared by every report renderer (docs/report.md), and depending on none of
+ * them: an output buffer with escaping writers, tolerant accessors for the
+ * evidence record, number formatting that never prints NaN or infinity, and
+ * readings of the record several formats show. Nothing here prints or exits. */
+#ifndef DG_REPORT_SHARED_H
+#define DG_REPORT_SHARED_H
 
 #include "core/core.h"
 #include "core/json.h"
 
 #include <stdbool.h>
-
-/* Largest rendered report; a bigger one fails with DG_ERR_NOMEM. */
-#define REPORT_MAX ((size_t)64 << 20)
 
 /* How a string taken from the record is written. */
 typedef enum esc_mode {
@@ -28,6 +26,13 @@ void rp_printf(dg_capbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
 /* Appends a record string escaped for mode; NULL writes fallback (trusted, may be NULL). */
 void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
 
+/* Largest string rp_prose rewrites; the rest of a longer one is dropped. */
+#define REPORT_STRING_MAX ((size_t)1 << 20)
+/* rp_esc for prose devgate wrote into the record (step summaries, the final
+ * gate statement, decision reasons, finding titles): a number printed as
+ * nan or inf there ("knee bnan", "+nan%", "-infx") reads "not reported". */
+void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
+
 /* ---- record access ------------------------------------------------------ */
 
 /* The node at a dotted path ("soak.growth.footprint"); NULL when any part is
@@ -44,8 +49,6 @@ bool rp_true(const cJSON *o, const char *path);
 /* A finite number: a plain JSON number, or a metric with valid true and a
  * numeric value. False for null, invalid metrics, NaN and the rest. */
 bool rp_num(const cJSON *o, const char *path, double *v);
-/* rp_num on a node itself. */
-bool rp_node_num(const cJSON *n, double *v);
 
 /* ---- numbers ------------------------------------------------------------ */
 
@@ -64,9 +67,7 @@ void rp_fmt_coord(char *buf, size_t len, double v);
 
 /* ---- shared readings of the record ------------------------------------- */
 
-/* Severity rank: fail 3, warn 2, info 1, anything else 0. */
-int rp_severity_rank(const char *sev);
-/* The findings ordered most severe first (stable); *n gets the count. The
+/* The findings ordered most severe first (fail, warn, info, other; stable); *n gets the count. The
  * array holds borrowed pointers into rec; free it with dg_free. NULL when
  * there are none or out of memory (*n is then 0). */
 const cJSON **rp_findings_sorted(const cJSON *rec, int *n);
@@ -82,11 +83,5 @@ const cJSON *rp_supervise_command(const cJSON *rec);
 /* Writes a command line, arguments separated by spaces and quoted when they
  * hold spaces or quotes, every argument escaped for mode. */
 void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
-
-/* ---- the formats -------------------------------------------------------- */
-
-void rp_render_html(dg_capbuf *b, const cJSON *rec);
-void rp_render_md(dg_capbuf *b, const cJSON *rec);
-void rp_render_text(dg_capbuf *b, const cJSON *rec);
 
 #endif

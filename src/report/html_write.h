@@ -1,10 +1,10 @@
-/* Internal to the HTML report: writers shared by html.c (page, verdict,
- * findings, measurement sections), html_env.c (environment, gate log, bucket,
- * seeds, versions) and svg.c (the charts). Record strings go through rp_h_esc. */
-#ifndef DG_REPORT_HTML_H
-#define DG_REPORT_HTML_H
+/* The HTML writers (html_write.c) shared by html.c (page, verdict, findings,
+ * measurement sections), html_env.c (environment, gate log, bucket, seeds,
+ * versions) and svg.c (the charts). Record strings go through rp_h_esc. */
+#ifndef DG_REPORT_HTML_WRITE_H
+#define DG_REPORT_HTML_WRITE_H
 
-#include "report/report.h"
+#include "report/shared.h"
 
 /* A record string, HTML-escaped; fallback (trusted) when s is NULL. */
 void rp_h_esc(dg_capbuf *b, const char *s, const char *fallback);
@@ -24,7 +24,6 @@ void rp_kv_begin(dg_capbuf *b, const char *key);
 void rp_kv_end(dg_capbuf *b);
 void rp_kv_str(dg_capbuf *b, const char *key, const char *s);
 void rp_kv_metric(dg_capbuf *b, const char *key, const cJSON *o, const char *path);
-void rp_kv_bool(dg_capbuf *b, const char *key, const cJSON *o, const char *path);
 
 /* A table in a horizontally scrolling wrapper; head is trusted markup or NULL. */
 void rp_table_open(dg_capbuf *b, const char *head);
@@ -33,20 +32,5 @@ void rp_table_close(dg_capbuf *b);
 void rp_section_open(dg_capbuf *b, const char *id, const char *title);
 /* "No WHAT in this record." */
 void rp_section_absent(dg_capbuf *b, const char *what);
-
-/* Charts (svg.c): each skips points that are not valid numbers. */
-void rp_svg_sweep(dg_capbuf *b, const cJSON *sweep);
-void rp_svg_memory(dg_capbuf *b, const cJSON *rec, const cJSON *soak);
-void rp_svg_baseline(dg_capbuf *b, const cJSON *compare);
-void rp_svg_phases(dg_capbuf *b, const cJSON *profile);
-
-/* Sections of html_env.c. */
-void rp_sec_environment(dg_capbuf *b, const cJSON *rec);
-void rp_sec_gate(dg_capbuf *b, const cJSON *rec);
-void rp_sec_bucket(dg_capbuf *b, const cJSON *rec);
-void rp_sec_seeds(dg_capbuf *b, const cJSON *rec);
-void rp_sec_versions(dg_capbuf *b, const cJSON *rec);
-void rp_sec_thresholds(dg_capbuf *b, const cJSON *rec);
-void rp_sec_pack(dg_capbuf *b, const cJSON *rec);
 
 #endif

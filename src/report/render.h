@@ -1,0 +1,16 @@
+/* The formats dg_report_render dispatches to (report.c): each writes one
+ * checked evidence record (an object of kind accept or run, version 1) into
+ * b; out of memory and the size cap are left on b. */
+#ifndef DG_REPORT_RENDER_H
+#define DG_REPORT_RENDER_H
+
+#include "report/shared.h"
+
+/* The self-contained page (html.c, with html_env.c and svg.c). */
+void rp_render_html(dg_capbuf *b, const cJSON *rec);
+/* Markdown for a merge request (md.c). */
+void rp_render_md(dg_capbuf *b, const cJSON *rec);
+/* The terminal summary (text.c). */
+void rp_render_text(dg_capbuf *b, const cJSON *rec);
+
+#endif

@@ -1,0 +1,417 @@
+/* The helpers every renderer shares (shared.h): the output buffer writers,
+ * escaping per format, tolerant record lookups, number formats and the
+ * readings of the record more than one format shows. */
+#include "report/shared.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- output ------------------------------------------------------------- */
+
+void rp_put(dg_capbuf *b, const char *s)
+{
+    if (s)
+        dg_capbuf_add(b, s, strlen(s));
+}
+
+void rp_printf(dg_capbuf *b, const char *fmt, ...)
+{
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        dg_capbuf_add(b, small, (size_t)n);
+        return;
+    }
+    char *big = dg_malloc((size_t)n + 1);
+    if (!big) {
+        b->nomem = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    dg_capbuf_add(b, big, (size_t)n);
+    dg_free(big);
+}
+
+/* Decodes one UTF-8 sequence at s; returns its length (>= 1) and the code
+ * point in *cp, or U+FFFD with length 1 for a malformed, overlong, surrogate
+ * or out-of-range sequence. */
+static size_t utf8_next(const unsigned char *s, uint32_t *cp)
+{
+    unsigned c = s[0];
+    size_t n;
+    uint32_t v, min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xe0) == 0xc0) {
+        n = 2, v = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        n = 3, v = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+        n = 4, v = c & 0x07, min = 0x10000;
+    } else {
+        *cp = 0xfffd;
+        return 1;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) { /* also stops at the NUL */
+            *cp = 0xfffd;
+            return 1;
+        }
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) {
+        *cp = 0xfffd;
+        return 1;
+    }
+    *cp = v;
+    return n;
+}
+
+/* Code points no report shows as they are: C0/C1 controls and DEL, bidi
+ * overrides and isolates (they reorder the text around them), U+FFFD from a
+ * bad sequence. Tab, CR and LF are handled by the caller. */
+static bool cp_unsafe(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfffd;
+}
+
+static const char md_special[] = "\\`*_[]|~!$#";
+
+static void esc_one(dg_capbuf *b, esc_mode mode, const unsigned char *s, size_t n, uint32_t cp)
+{
+    if (cp == '\n' || cp == '\r' || cp == '\t') {
+        rp_put(b, mode == ESC_HTML ? (cp == '\t' ? "\t" : "\n") : " ");
+        return;
+    }
+    if (cp_unsafe(cp)) {
+        rp_put(b, mode == ESC_TEXT ? "?" : "\xef\xbf\xbd");
+        return;
+    }
+    if (mode == ESC_HTML) {
+        switch (cp) {
+        case '&': rp_put(b, "&amp;"); return;
+        case '<': rp_put(b, "&lt;"); return;
+        case '>': rp_put(b, "&gt;"); return;
+        case '"': rp_put(b, "&quot;"); return;
+        case '\'': rp_put(b, "&#39;"); return;
+        default: break;
+        }
+    } else if (mode == ESC_MD && (cp == '<' || cp == '>' || cp == '&')) {
+        /* Entities, not backslashes: no raw '<' reaches a renderer that allows HTML. */
+        rp_put(b, cp == '<' ? "&lt;" : cp == '>' ? "&gt;" : "&amp;");
+        return;
+    } else if (mode == ESC_MD && cp < 0x80 && strchr(md_special, (int)cp)) {
+        dg_capbuf_add(b, "\\", 1);
+    }
+    dg_capbuf_add(b, (const char *)s, n);
+}
+
+void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
+{
+    if (!s) {
+        rp_put(b, fallback);
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        uint32_t cp;
+        size_t n = utf8_next(p, &cp);
+        esc_one(b, mode, p, n, cp);
+        p += n;
+    }
+}
+
+/* Length of a non-finite number as printf writes it at s ("nan", "-nan",
+ * "+inf", with a batch prefix "b" or a unit suffix "%", "x" or "×"), when s
+ * starts one as a whole word; 0 otherwise. */
+static size_t nonfinite_word(const char *s, bool word_start)
+{
+    if (!word_start)
+        return 0;
+    size_t i = 0;
+    if (s[i] == 'b')
+        i++;
+    if (s[i] == '+' || s[i] == '-')
+        i++;
+    if (strncmp(s + i, "nan", 3) != 0 && strncmp(s + i, "inf", 3) != 0)
+        return 0;
+    i += 3;
+    if (strncmp(s + i, "inity", 5) == 0)
+        i += 5;
+    if (s[i] == '%' || s[i] == 'x')
+        i++;
+    else if (strncmp(s + i, "\xc3\x97", 2) == 0) /* × */
+        i += 2;
+    unsigned char next = (unsigned char)s[i];
+    if (isalnum(next) || next == '_' || next == '.')
+        return 0;
+    return i;
+}
+
+void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
+{
+    if (!s) {
+        rp_put(b, fallback);
+        return;
+    }
+    /* Copy with every non-finite number spelled "not reported", then escape. */
+    dg_capbuf t = {.cap = REPORT_STRING_MAX};
+    bool start = true;
+    for (const char *p = s; *p;) {
+        size_t n = nonfinite_word(p, start);
+        if (n) {
+            rp_put(&t, "not reported");
+            p += n;
+            start = false;
+            continue;
+        }
+        unsigned char c = (unsigned char)*p;
+        start = !(isalnum(c) || c == '_' || c == '.' || c >= 0x80);
+        dg_capbuf_add(&t, p, 1);
+        p++;
+    }
+    if (t.nomem)
+        b->nomem = true;
+    rp_esc(b, mode, t.data ? t.data : "", fallback);
+    dg_free(t.data);
+}
+
+/* ---- record access ------------------------------------------------------ */
+
+const cJSON *rp_get(const cJSON *o, const char *path)
+{
+    return dg_jpath(o, path);
+}
+
+const cJSON *rp_obj(const cJSON *o, const char *path)
+{
+    const cJSON *n = rp_get(o, path);
+    return cJSON_IsObject(n) ? n : NULL;
+}
+
+const cJSON *rp_arr(const cJSON *o, const char *path)
+{
+    const cJSON *n = rp_get(o, path);
+    return cJSON_IsArray(n) ? n : NULL;
+}
+
+const char *rp_str(const cJSON *o, const char *path)
+{
+    return cJSON_GetStringValue(rp_get(o, path));
+}
+
+bool rp_true(const cJSON *o, const char *path)
+{
+    return cJSON_IsTrue(rp_get(o, path));
+}
+
+/* rp_num on a node itself. */
+static bool rp_node_num(const cJSON *n, double *v)
+{
+    if (cJSON_IsObject(n)) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "valid")))
+            return false;
+        n = cJSON_GetObjectItemCaseSensitive(n, "value");
+    }
+    if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble))
+        return false;
+    *v = n->valuedouble;
+    return true;
+}
+
+bool rp_num(const cJSON *o, const char *path, double *v)
+{
+    return rp_node_num(rp_get(o, path), v);
+}
+
+/* ---- numbers ------------------------------------------------------------ */
+
+void rp_fmt_num(char *buf, size_t len, double v, bool ok)
+{
+    if (!ok || !isfinite(v)) {
+        snprintf(buf, len, "not reported");
+        return;
+    }
+    double a = fabs(v);
+    if (a == 0)
+        snprintf(buf, len, "0");
+    else if (a < 1e15 && v == floor(v))
+        snprintf(buf, len, "%.0f", v); /* counts, batches, whole bytes */
+    else if (a >= 10000)
+        snprintf(buf, len, "%.0f", v);
+    else if (a >= 100)
+        snprintf(buf, len, "%.1f", v);
+    else if (a >= 1)
+        snprintf(buf, len, "%.2f", v);
+    else if (a >= 0.01)
+        snprintf(buf, len, "%.3f", v);
+    else
+        snprintf(buf, len, "%.2g", v);
+}
+
+void rp_fmt_bytes(char *buf, size_t len, double v, bool ok)
+{
+    if (!ok || !isfinite(v)) {
+        snprintf(buf, len, "not reported");
+        return;
+    }
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double a = fabs(v);
+    int u = 0;
+    while (a >= 1024 && u < 5) {
+        a /= 1024;
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+void rp_fmt_metric(char *buf, size_t len, const cJSON *m)
+{
+    double v;
+    bool ok = rp_node_num(m, &v);
+    const char *unit =
+        cJSON_IsObject(m) ? cJSON_GetStringValue(cJSON_GetObjectItem(m, "unit")) : NULL;
+    if (!ok) {
+        snprintf(buf, len, "not reported");
+    } else if (unit && strcmp(unit, "bytes") == 0) {
+        rp_fmt_bytes(buf, len, v, true);
+    } else if (unit && strcmp(unit, "fraction") == 0) {
+        snprintf(buf, len, "%.1f%%", 100 * v);
+    } else {
+        rp_fmt_num(buf, len, v, true);
+        if (unit && unit[0]) {
+            /* The unit is record text: keep it only when it is short and tame. */
+            bool tame = strlen(unit) <= 16;
+            for (const char *p = unit; tame && *p; p++)
+                tame = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || strchr("/%", *p);
+            size_t n = strlen(buf);
+            if (tame)
+                snprintf(buf + n, len > n ? len - n : 0, "%s%s",
+                         strcmp(unit, "%") && strcmp(unit, "percent") ? " " : "",
+                         strcmp(unit, "percent") ? unit : "%");
+        }
+    }
+}
+
+void rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path)
+{
+    rp_fmt_metric(buf, len, rp_get(o, path));
+}
+
+void rp_fmt_coord(char *buf, size_t len, double v)
+{
+    if (!isfinite(v) || fabs(v) > 1e7)
+        v = 0;
+    snprintf(buf, len, "%.1f", v);
+}
+
+/* ---- shared readings ---------------------------------------------------- */
+
+/* Severity rank: fail 3, warn 2, info 1, anything else 0. */
+static int rp_severity_rank(const char *sev)
+{
+    if (!sev)
+        return 0;
+    if (strcmp(sev, "fail") == 0)
+        return 3;
+    if (strcmp(sev, "warn") == 0)
+        return 2;
+    if (strcmp(sev, "info") == 0)
+        return 1;
+    return 0;
+}
+
+const cJSON **rp_findings_sorted(const cJSON *rec, int *n)
+{
+    *n = 0;
+    const cJSON *arr = rp_arr(rec, "findings");
+    int count = cJSON_GetArraySize(arr);
+    if (count <= 0)
+        return NULL;
+    const cJSON **v = dg_malloc((size_t)count * sizeof *v);
+    if (!v)
+        return NULL;
+    int k = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, arr)
+    {
+        if (!cJSON_IsObject(f))
+            continue;
+        /* Insertion sort keeps equal severities in record order. */
+        int r = rp_severity_rank(rp_str(f, "severity")), j = k;
+        while (j > 0 && rp_severity_rank(rp_str(v[j - 1], "severity")) < r) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = f;
+        k++;
+    }
+    *n = k;
+    return v;
+}
+
+const char *rp_bucket_id(const cJSON *rec)
+{
+    static const char *const paths[] = {"bucket.id", "soak.bucket.id", "profile.bucket.id",
+                                        "supervise.bucket.id", "compare.bucket.id"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const char *s = rp_str(rec, paths[i]);
+        if (s && s[0])
+            return s;
+    }
+    return NULL;
+}
+
+double rp_mem_growth_pct(const cJSON *rec)
+{
+    double v;
+    if (rp_num(rec, "thresholds.mem_growth_pct", &v) && v > -100 && v < 1e6)
+        return v;
+    return 26;
+}
+
+const cJSON *rp_supervise_command(const cJSON *rec)
+{
+    static const char *const paths[] = {"supervise.cmd", "supervise.command", "spec.cmd",
+                                        "spec.command"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const cJSON *c = rp_get(rec, paths[i]);
+        if (cJSON_IsString(c) || (cJSON_IsArray(c) && cJSON_GetArraySize(c) > 0))
+            return c;
+    }
+    return NULL;
+}
+
+void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)
+{
+    if (cJSON_IsString(cmd)) {
+        rp_esc(b, mode, cmd->valuestring, "");
+        return;
+    }
+    const cJSON *a;
+    bool first = true;
+    cJSON_ArrayForEach(a, cmd)
+    {
+        const char *s = cJSON_IsString(a) ? a->valuestring : "?";
+        bool quote = !s[0] || strpbrk(s, " \t'\"") != NULL;
+        rp_put(b, first ? "" : " ");
+        rp_put(b, quote ? "'" : "");
+        rp_esc(b, mode, s, "");
+        rp_put(b, quote ? "'" : "");
+        first = false;
+    }
+}

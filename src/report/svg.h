@@ -1,0 +1,18 @@
+/* The page's inline SVG charts (svg.c), drawn by html.c. */
+#ifndef DG_REPORT_SVG_H
+#define DG_REPORT_SVG_H
+
+#include "report/shared.h"
+
+/* Each chart skips points that are not valid numbers. */
+
+/* Samples/s and memory against batch, knee and safe batch, failed trials. */
+void rp_svg_sweep(dg_capbuf *b, const cJSON *sweep);
+/* Per-epoch watermarks in percent of the baseline, with the threshold line. */
+void rp_svg_memory(dg_capbuf *b, const cJSON *rec, const cJSON *soak);
+/* cpu against the device per batch: step time and throughput bars. */
+void rp_svg_baseline(dg_capbuf *b, const cJSON *compare);
+/* The unprofiled pass's phases as bars. */
+void rp_svg_phases(dg_capbuf *b, const cJSON *profile);
+
+#endif
