@@ -50,31 +50,31 @@ static const char page_css[] =
 
 /* ---- page ------------------------------------------------------------------ */
 
-static void page_begin(dg_capbuf *b, const cJSON *rec)
+static void page_begin(dg_capbuf *b, const dg_record_view *v)
 {
     rp_put(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
               "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
               "style-src 'unsafe-inline'; img-src data:\">\n"
               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
               "<meta name=\"generator\" content=\"devgate " DG_VERSION "\">\n<title>devgate ");
-    rp_h_esc(b, rp_str(rec, "kind"), "");
+    rp_h_esc(b, v->kind, "");
     rp_put(b, " ");
-    rp_h_esc(b, rp_str(rec, "run_id"), "(not recorded)");
-    if (rp_str(rec, "label")) {
+    rp_h_esc(b, v->run_id, "(not recorded)");
+    if (v->label) {
         rp_put(b, " · ");
-        rp_h_esc(b, rp_str(rec, "label"), "");
+        rp_h_esc(b, v->label, "");
     }
     rp_put(b, "</title>\n<style>");
     rp_put(b, page_css);
     rp_put(b, "</style></head>\n<body>\n<header><h1>devgate ");
-    rp_h_esc(b, rp_str(rec, "kind"), "");
+    rp_h_esc(b, v->kind, "");
     rp_put(b, " · run <span class=\"mono\">");
-    rp_h_esc(b, rp_str(rec, "run_id"), "(not recorded)");
+    rp_h_esc(b, v->run_id, "(not recorded)");
     rp_put(b, "</span></h1>\n<p class=\"meta\">host ");
-    rp_h_esc(b, rp_str(rec, "host"), "unknown");
+    rp_h_esc(b, v->host, "unknown");
     rp_put(b, " · ");
-    rp_h_esc(b, rp_str(rec, "timestamp"), "no time");
-    const char *bucket = rp_bucket_id(rec);
+    rp_h_esc(b, v->timestamp, "no time");
+    const char *bucket = rp_bucket_id(v->rec);
     if (bucket) {
         rp_put(b, " · bucket <span class=\"mono\">");
         char shortid[13];
@@ -82,12 +82,12 @@ static void page_begin(dg_capbuf *b, const cJSON *rec)
         rp_h_esc(b, shortid, "");
         rp_put(b, "</span>");
     }
-    if (rp_str(rec, "label")) {
+    if (v->label) {
         rp_put(b, " · label <b>");
-        rp_h_esc(b, rp_str(rec, "label"), "");
+        rp_h_esc(b, v->label, "");
         rp_put(b, "</b>");
     }
-    const char *state = rp_str(rec, "state");
+    const char *state = v->state;
     if (state && strcmp(state, "complete") != 0) {
         rp_put(b, " · state <b class=\"no\">");
         rp_h_esc(b, state, "");
@@ -106,58 +106,58 @@ static void page_end(dg_capbuf *b)
 
 /* ---- verdict banner and steps ----------------------------------------------- */
 
-static void sec_banner(dg_capbuf *b, const cJSON *rec)
+static void sec_banner(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *g = rp_obj(rec, "final_gate");
-    bool accepted = rp_true(g, "accepted");
+    const dg_view_final_gate *g = &v->final_gate;
+    bool accepted = g->accepted == 1;
     rp_printf(b, "<section id=\"verdict\" class=\"banner %s\">\n<div class=\"verdict\">%s</div>\n",
-              !g         ? "none"
-              : accepted ? "ok"
-                         : "bad",
-              !g         ? "no final gate recorded"
-              : accepted ? "✓ accepted"
-                         : "✗ not accepted");
-    if (g) {
+              !g->present ? "none"
+              : accepted  ? "ok"
+                          : "bad",
+              !g->present ? "no final gate recorded"
+              : accepted  ? "✓ accepted"
+                          : "✗ not accepted");
+    if (g->present) {
         rp_put(b, "<p><b>");
-        rp_prose(b, ESC_HTML, rp_str(g, "statement"), accepted ? "accepted" : "not accepted");
+        rp_prose(b, ESC_HTML, g->statement, accepted ? "accepted" : "not accepted");
         rp_put(b, "</b></p>\n<ul class=\"proofs\">");
-        static const char *const keys[] = {"proofs.architecture", "proofs.gate_log", "proofs.sweep",
-                                           "proofs.memory_curve"};
         static const char *const names[] = {"architecture proof", "device gate log", "batch sweep",
                                             "memory curve"};
         for (int i = 0; i < 4; i++) {
-            bool yes = rp_true(g, keys[i]);
+            bool yes = g->proofs[i] == 1;
             rp_printf(b, "<li><span class=\"%s\">%s</span> %s</li>", yes ? "yes" : "no",
                       yes ? "✓" : "✗", names[i]);
         }
         rp_put(b, "</ul>\n");
-        if (cJSON_GetArraySize(rp_arr(g, "missing")) > 0) {
+        const cJSON *missing = rp_arr(v->rec, "final_gate.missing");
+        if (cJSON_GetArraySize(missing) > 0) {
             rp_put(b, "<p>missing: ");
-            rp_h_join(b, rp_arr(g, "missing"), ", ");
+            rp_h_join(b, missing, ", ");
             rp_put(b, "</p>\n");
         }
-        double ff;
+        char val[64];
+        rp_fmt_view_metric(val, sizeof val, g->throughput);
         rp_put(b, "<p>throughput ");
-        rp_h_metric(b, g, "throughput");
-        double batch;
-        if (rp_num(g, "batch", &batch))
-            rp_printf(b, " at batch %.0f", batch);
-        if (rp_num(g, "fail_findings", &ff))
-            rp_printf(b, " · %.0f fail finding%s", ff, ff == 1 ? "" : "s");
+        rp_h_val(b, val);
+        if (g->batch.valid)
+            rp_printf(b, " at batch %.0f", g->batch.value);
+        if (g->fail_findings.valid)
+            rp_printf(b, " · %.0f fail finding%s", g->fail_findings.value,
+                      g->fail_findings.value == 1 ? "" : "s");
         rp_put(b, "</p>\n");
     }
-    const cJSON *d = rp_obj(rec, "decision");
+    const dg_view_decision *d = &v->decision;
     rp_put(b, "<p><b>decision:</b> ");
-    if (d) {
-        rp_h_esc(b, rp_str(d, "route"), "?");
-        if (rp_str(d, "backend")) {
+    if (d->present) {
+        rp_h_esc(b, d->route, "?");
+        if (d->backend) {
             rp_put(b, " (");
-            rp_h_esc(b, rp_str(d, "backend"), "");
+            rp_h_esc(b, d->backend, "");
             rp_put(b, ")");
         }
         const cJSON *r;
         bool first = true;
-        cJSON_ArrayForEach(r, rp_arr(d, "reasons"))
+        cJSON_ArrayForEach(r, d->reasons)
         {
             rp_put(b, first ? " — " : "; ");
             if (cJSON_IsString(r))
@@ -182,35 +182,34 @@ static const char *verdict_class(const char *v)
     return "none";
 }
 
-static void sec_steps(dg_capbuf *b, const cJSON *rec)
+static void sec_steps(dg_capbuf *b, const dg_record_view *v)
 {
     rp_section_open(b, "steps", "Steps");
-    const cJSON *steps = rp_arr(rec, "steps");
-    if (cJSON_GetArraySize(steps) == 0) {
+    if (v->nsteps == 0) {
         rp_section_absent(b, "steps");
         rp_put(b, "</section>\n");
         return;
     }
     rp_table_open(
         b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</th></tr>");
-    const cJSON *s;
-    cJSON_ArrayForEach(s, steps)
-    {
-        const char *v = rp_str(s, "verdict");
+    for (int i = 0; i < v->nsteps; i++) {
+        const dg_view_step *s = &v->steps[i];
+        char wall[64];
         rp_put(b, "<tr><td>");
-        rp_h_esc(b, rp_str(s, "name"), "?");
-        rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(v));
-        rp_h_esc(b, v, "–");
+        rp_h_esc(b, s->name, "?");
+        rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(s->verdict));
+        rp_h_esc(b, s->verdict, "–");
         rp_put(b, "</span></td><td>");
-        rp_prose(b, ESC_HTML, rp_str(s, "summary"), "");
-        if (rp_str(s, "error")) {
+        rp_prose(b, ESC_HTML, s->summary, "");
+        if (s->error) {
             rp_put(b, "<br><span class=\"no\">error:</span> ");
-            rp_h_esc(b, rp_str(s, "error"), "");
+            rp_h_esc(b, s->error, "");
         }
         rp_put(b, "</td><td>");
-        rp_h_esc(b, rp_str(s, "status"), "?");
+        rp_h_esc(b, s->status, "?");
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, s, "wall");
+        rp_fmt_view_metric(wall, sizeof wall, s->wall);
+        rp_h_val(b, wall);
         rp_put(b, "</td></tr>\n");
     }
     rp_table_close(b);
@@ -244,31 +243,31 @@ static void finding_evidence(dg_capbuf *b, const cJSON *f)
     rp_table_close(b);
 }
 
-static void sec_findings(dg_capbuf *b, const cJSON *rec)
+static void sec_findings(dg_capbuf *b, const dg_record_view *v)
 {
     rp_section_open(b, "findings", "Findings");
     int n;
-    const cJSON **fs = rp_findings_sorted(rec, &n);
+    const dg_view_finding **fs = rp_findings_sorted(v, &n);
     if (n == 0)
         rp_put(b, "<p>No findings: no rule fired on this record.</p>\n");
     for (int i = 0; i < n; i++) {
-        const char *sev = verdict_class(rp_str(fs[i], "severity"));
+        const char *sev = verdict_class(fs[i]->severity);
         rp_printf(b, "<div class=\"finding %s\"><p><span class=\"sev %s\">", sev, sev);
-        rp_h_esc(b, rp_str(fs[i], "severity"), "?");
+        rp_h_esc(b, fs[i]->severity, "?");
         rp_put(b, "</span> <b class=\"mono\">");
-        rp_h_esc(b, rp_str(fs[i], "id"), "?");
+        rp_h_esc(b, fs[i]->id, "?");
         rp_put(b, "</b> ");
-        rp_prose(b, ESC_HTML, rp_str(fs[i], "title"), "");
+        rp_prose(b, ESC_HTML, fs[i]->title, "");
         rp_put(b, "</p>\n");
-        finding_evidence(b, fs[i]);
-        if (rp_str(fs[i], "hypothesis")) {
+        finding_evidence(b, fs[i]->json);
+        if (fs[i]->hypothesis) {
             rp_put(b, "<p><b>hypothesis:</b> ");
-            rp_h_esc(b, rp_str(fs[i], "hypothesis"), "");
+            rp_h_esc(b, fs[i]->hypothesis, "");
             rp_put(b, "</p>\n");
         }
-        if (rp_str(fs[i], "action")) {
+        if (fs[i]->action) {
             rp_put(b, "<p><b>→ action:</b> ");
-            rp_h_esc(b, rp_str(fs[i], "action"), "");
+            rp_h_esc(b, fs[i]->action, "");
             rp_put(b, "</p>\n");
         }
         rp_put(b, "</div>\n");
@@ -362,8 +361,9 @@ static void sec_sweep(dg_capbuf *b, const cJSON *rec)
 
 /* ---- memory curve ---------------------------------------------------------------- */
 
-static void sec_memory(dg_capbuf *b, const cJSON *rec)
+static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 {
+    const cJSON *rec = v->rec;
     rp_section_open(b, "memory", "Memory curve");
     const cJSON *soak = rp_obj(rec, "soak");
     const cJSON *epochs = rp_arr(soak, "epochs");
@@ -372,25 +372,21 @@ static void sec_memory(dg_capbuf *b, const cJSON *rec)
         rp_put(b, "</section>\n");
         return;
     }
-    rp_svg_memory(b, rec, soak);
+    rp_svg_memory(b, rp_mem_growth_pct(v), soak);
     const cJSON *s = rp_obj(soak, "soak");
     rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
-    static const char *const src[] = {"allocator_allocated", "allocator_reserved", "driver",
-                                      "footprint"};
-    static const char *const names[] = {"allocator allocated", "allocator reserved", "driver",
-                                        "footprint"};
-    for (int i = 0; i < 4; i++) {
-        char path[64], v[48];
-        double x;
-        snprintf(path, sizeof path, "growth.%s", src[i]);
-        if (rp_num(s, path, &x))
-            snprintf(v, sizeof v, "%+.1f%%", x);
+    static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
+                                                    "driver", "footprint"};
+    for (int i = 0; i < DG_MEM_COUNT; i++) {
+        char val[48];
+        if (v->soak.growth[i].valid)
+            snprintf(val, sizeof val, "%+.1f%%", v->soak.growth[i].value);
         else
-            snprintf(v, sizeof v, "not reported");
+            snprintf(val, sizeof val, "not reported");
         rp_printf(b, "%s%s ", i ? " · " : "", names[i]);
-        rp_h_val(b, v);
+        rp_h_val(b, val);
     }
-    rp_printf(b, " · threshold %.0f%%", rp_mem_growth_pct(rec));
+    rp_printf(b, " · threshold %.0f%%", rp_mem_growth_pct(v));
     const cJSON *al = rp_get(s, "staircase.aligned");
     rp_put(b, " · staircase ");
     rp_put(b, cJSON_IsTrue(al)    ? "aligned with validation (a working-set change)"
@@ -678,10 +674,10 @@ static void sec_fallbacks(dg_capbuf *b, const cJSON *rec)
 
 /* ---- supervised run ---------------------------------------------------------------------- */
 
-static void sec_supervise(dg_capbuf *b, const cJSON *rec)
+static void sec_supervise(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *sup = rp_obj(rec, "supervise");
-    const cJSON *cmd = rp_supervise_command(rec);
+    const cJSON *sup = v->section[DG_SEC_SUPERVISE];
+    const cJSON *cmd = rp_supervise_command(v);
     if (!sup && !cmd)
         return;
     rp_section_open(b, "supervise", "Supervised run");
@@ -695,10 +691,8 @@ static void sec_supervise(dg_capbuf *b, const cJSON *rec)
         rp_put(b, "<span class=\"na\">not reported</span>");
     }
     rp_kv_end(b);
-    static const char *const exits[] = {"exit_status", "exit_code", "status"};
-    for (int i = 0; i < 3; i++)
-        if (rp_get(sup, exits[i]))
-            rp_kv_metric(b, exits[i], sup, exits[i]);
+    if (rp_get(sup, "exit_status"))
+        rp_kv_metric(b, "exit_status", sup, "exit_status");
     if (rp_get(sup, "signal"))
         rp_kv_metric(b, "signal", sup, "signal");
     rp_table_close(b);
@@ -711,18 +705,20 @@ static void sec_supervise(dg_capbuf *b, const cJSON *rec)
 
 /* ---- entry ----------------------------------------------------------------------------- */
 
-void rp_render_html(dg_capbuf *b, const cJSON *rec)
+void rp_render_html(dg_capbuf *b, const dg_record_view *v)
 {
-    page_begin(b, rec);
-    sec_banner(b, rec);
-    sec_steps(b, rec);
-    sec_findings(b, rec);
+    /* Sections not yet read through the view take the record itself. */
+    const cJSON *rec = v->rec;
+    page_begin(b, v);
+    sec_banner(b, v);
+    sec_steps(b, v);
+    sec_findings(b, v);
     sec_sweep(b, rec);
-    sec_memory(b, rec);
+    sec_memory(b, v);
     sec_baseline(b, rec);
     sec_profile(b, rec);
     sec_fallbacks(b, rec);
-    sec_supervise(b, rec);
+    sec_supervise(b, v);
     rp_sec_environment(b, rec);
     rp_sec_gate(b, rec);
     rp_sec_bucket(b, rec);

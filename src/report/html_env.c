@@ -398,7 +398,8 @@ void rp_sec_seeds(dg_capbuf *b, const cJSON *rec)
         rp_kv_metric(b, names[i], rec, paths[i]);
         shown++;
     }
-    const cJSON *sup = rp_obj(rec, "supervise.seeds");
+    /* A supervised program's seeds, as its probe reported them (run records). */
+    const cJSON *sup = rp_obj(rec, "seeds");
     if (sup) {
         rp_kv_begin(b, "supervised run");
         rp_h_generic(b, sup, 1);

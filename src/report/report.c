@@ -62,13 +62,22 @@ dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_forma
         cJSON_Delete(rec);
         return st;
     }
+    /* The typed view, built once, is what the renderers read. */
+    dg_record_view view;
+    st = dg_record_view_build(ctx, rec, &view);
+    if (st != DG_OK) {
+        dg_record_view_free(&view);
+        cJSON_Delete(rec);
+        return st;
+    }
     dg_capbuf b = {.cap = REPORT_MAX};
     switch (fmt) {
-    case DG_REPORT_HTML: rp_render_html(&b, rec); break;
-    case DG_REPORT_MD: rp_render_md(&b, rec); break;
-    case DG_REPORT_TEXT: rp_render_text(&b, rec); break;
+    case DG_REPORT_HTML: rp_render_html(&b, &view); break;
+    case DG_REPORT_MD: rp_render_md(&b, &view); break;
+    case DG_REPORT_TEXT: rp_render_text(&b, &view); break;
     case DG_REPORT_JSON: render_json(&b, rec); break;
     }
+    dg_record_view_free(&view);
     cJSON_Delete(rec);
     if (b.nomem || b.truncated || !b.data) {
         dg_free(b.data);

@@ -279,12 +279,9 @@ void rp_fmt_bytes(char *buf, size_t len, double v, bool ok)
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-void rp_fmt_metric(char *buf, size_t len, const cJSON *m)
+/* A number with its unit (NULL: none), formatted for the unit. */
+static void fmt_with_unit(char *buf, size_t len, bool ok, double v, const char *unit)
 {
-    double v;
-    bool ok = rp_node_num(m, &v);
-    const char *unit =
-        cJSON_IsObject(m) ? cJSON_GetStringValue(cJSON_GetObjectItem(m, "unit")) : NULL;
     if (!ok) {
         snprintf(buf, len, "not reported");
     } else if (unit && strcmp(unit, "bytes") == 0) {
@@ -307,6 +304,20 @@ void rp_fmt_metric(char *buf, size_t len, const cJSON *m)
     }
 }
 
+void rp_fmt_metric(char *buf, size_t len, const cJSON *m)
+{
+    double v = 0;
+    bool ok = rp_node_num(m, &v);
+    const char *unit =
+        cJSON_IsObject(m) ? cJSON_GetStringValue(cJSON_GetObjectItem(m, "unit")) : NULL;
+    fmt_with_unit(buf, len, ok, v, unit);
+}
+
+void rp_fmt_view_metric(char *buf, size_t len, dg_rec_metric m)
+{
+    fmt_with_unit(buf, len, m.valid && isfinite(m.value), m.value, m.metric ? m.unit : NULL);
+}
+
 void rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path)
 {
     rp_fmt_metric(buf, len, rp_get(o, path));
@@ -321,47 +332,30 @@ void rp_fmt_coord(char *buf, size_t len, double v)
 
 /* ---- shared readings ---------------------------------------------------- */
 
-/* Severity rank: fail 3, warn 2, info 1, anything else 0. */
-static int rp_severity_rank(const char *sev)
-{
-    if (!sev)
-        return 0;
-    if (strcmp(sev, "fail") == 0)
-        return 3;
-    if (strcmp(sev, "warn") == 0)
-        return 2;
-    if (strcmp(sev, "info") == 0)
-        return 1;
-    return 0;
-}
-
-const cJSON **rp_findings_sorted(const cJSON *rec, int *n)
+const dg_view_finding **rp_findings_sorted(const dg_record_view *v, int *n)
 {
     *n = 0;
-    const cJSON *arr = rp_arr(rec, "findings");
-    int count = cJSON_GetArraySize(arr);
-    if (count <= 0)
+    if (v->nfindings <= 0)
         return NULL;
-    const cJSON **v = dg_malloc((size_t)count * sizeof *v);
-    if (!v)
+    const dg_view_finding **out = dg_malloc((size_t)v->nfindings * sizeof *out);
+    if (!out)
         return NULL;
     int k = 0;
-    const cJSON *f;
-    cJSON_ArrayForEach(f, arr)
-    {
-        if (!cJSON_IsObject(f))
+    for (int i = 0; i < v->nfindings; i++) {
+        const dg_view_finding *f = &v->findings[i];
+        if (!cJSON_IsObject(f->json))
             continue;
         /* Insertion sort keeps equal severities in record order. */
-        int r = rp_severity_rank(rp_str(f, "severity")), j = k;
-        while (j > 0 && rp_severity_rank(rp_str(v[j - 1], "severity")) < r) {
-            v[j] = v[j - 1];
+        int j = k;
+        while (j > 0 && out[j - 1]->rank < f->rank) {
+            out[j] = out[j - 1];
             j--;
         }
-        v[j] = f;
+        out[j] = f;
         k++;
     }
     *n = k;
-    return v;
+    return out;
 }
 
 const char *rp_bucket_id(const cJSON *rec)
@@ -376,24 +370,17 @@ const char *rp_bucket_id(const cJSON *rec)
     return NULL;
 }
 
-double rp_mem_growth_pct(const cJSON *rec)
+double rp_mem_growth_pct(const dg_record_view *v)
 {
-    double v;
-    if (rp_num(rec, "thresholds.mem_growth_pct", &v) && v > -100 && v < 1e6)
-        return v;
+    double x = dg_view_threshold_value(v, "mem_growth_pct");
+    if (isfinite(x) && x > -100 && x < 1e6)
+        return x;
     return 26;
 }
 
-const cJSON *rp_supervise_command(const cJSON *rec)
+const cJSON *rp_supervise_command(const dg_record_view *v)
 {
-    static const char *const paths[] = {"supervise.cmd", "supervise.command", "spec.cmd",
-                                        "spec.command"};
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        const cJSON *c = rp_get(rec, paths[i]);
-        if (cJSON_IsString(c) || (cJSON_IsArray(c) && cJSON_GetArraySize(c) > 0))
-            return c;
-    }
-    return NULL;
+    return cJSON_GetArraySize(v->spec.cmd) > 0 ? v->spec.cmd : NULL;
 }
 
 void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)

@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
 
 #include <stdbool.h>
 
@@ -59,6 +60,9 @@ void rp_fmt_bytes(char *buf, size_t len, double v, bool ok);
 /* A metric (or plain number) with its unit, formatted for the unit: bytes in
  * KiB/MiB, fractions as percent, "not reported" when it is not valid. */
 void rp_fmt_metric(char *buf, size_t len, const cJSON *m);
+/* rp_fmt_metric of a typed view's metric: its own unit when the record held a
+ * METRIC there, none for a plain number. */
+void rp_fmt_view_metric(char *buf, size_t len, dg_rec_metric m);
 /* rp_fmt_metric of the node at path. */
 void rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path);
 /* A coordinate for SVG: fixed point with one decimal, 0 for non-finite input
@@ -67,19 +71,20 @@ void rp_fmt_coord(char *buf, size_t len, double v);
 
 /* ---- shared readings of the record ------------------------------------- */
 
-/* The findings ordered most severe first (fail, warn, info, other; stable); *n gets the count. The
- * array holds borrowed pointers into rec; free it with dg_free. NULL when
- * there are none or out of memory (*n is then 0). */
-const cJSON **rp_findings_sorted(const cJSON *rec, int *n);
+/* The view's findings (objects only) ordered most severe first (fail, warn,
+ * info, other; stable); *n gets the count. The array holds borrowed pointers
+ * into v; free it with dg_free. NULL when there are none or out of memory
+ * (*n is then 0). */
+const dg_view_finding **rp_findings_sorted(const dg_record_view *v, int *n);
 /* The input bucket id: the record's, else a section's (soak, profile, ...). */
 const char *rp_bucket_id(const cJSON *rec);
 /* The memory growth threshold in percent the rules used (thresholds.mem_growth_pct,
  * the name the rule table writes), else the default 26. */
-double rp_mem_growth_pct(const cJSON *rec);
+double rp_mem_growth_pct(const dg_record_view *v);
 
-/* The supervised command: supervise.cmd or .command, else spec.cmd (an array
- * of strings or one string); NULL when the record has none. */
-const cJSON *rp_supervise_command(const cJSON *rec);
+/* The supervised command (spec.cmd, an array of strings); NULL when the
+ * record has none. */
+const cJSON *rp_supervise_command(const dg_record_view *v);
 /* Writes a command line, arguments separated by spaces and quoted when they
  * hold spaces or quotes, every argument escaped for mode. */
 void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);

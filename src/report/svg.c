@@ -2,8 +2,8 @@
  * device bars, profile phases. Every coordinate goes through rp_fmt_coord and
  * every point whose value is not a valid finite number is skipped, so no
  * NaN or infinity ever reaches the markup. Labels from the record are escaped. */
-#include "report/html_write.h"
 #include "report/svg.h"
+#include "report/html_write.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -490,7 +490,7 @@ static void mem_x_axis(dg_capbuf *b, const plot *p)
     text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
 }
 
-void rp_svg_memory(dg_capbuf *b, const cJSON *rec, const cJSON *soak)
+void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak)
 {
     mem_src src[] = {
         {"allocated", "soak.baseline.allocator_allocated", "allocator allocated", "#0969da", 0,
@@ -525,7 +525,7 @@ void rp_svg_memory(dg_capbuf *b, const cJSON *rec, const cJSON *soak)
         rp_put(b, "<p class=\"na\">No watermark with a baseline to draw.</p>\n");
         return;
     }
-    double pct = rp_mem_growth_pct(rec), thr = 100 + pct;
+    double pct = threshold_pct, thr = 100 + pct;
     plot p = {.w = 760, .h = 300, .ml = 56, .mr = 20, .mt = 40, .mb = 40};
     p.x0 = -0.5;
     p.x1 = xmax + 0.5;

@@ -7,13 +7,13 @@
 #include <ctype.h>
 #include <string.h>
 
-static void text_header(dg_capbuf *b, const cJSON *rec)
+static void text_header(dg_capbuf *b, const dg_record_view *v)
 {
     rp_put(b, "devgate ");
-    rp_esc(b, ESC_TEXT, rp_str(rec, "kind"), "?");
+    rp_esc(b, ESC_TEXT, v->kind, "?");
     rp_put(b, " · run ");
-    rp_esc(b, ESC_TEXT, rp_str(rec, "run_id"), "(not recorded)");
-    const char *bucket = rp_bucket_id(rec);
+    rp_esc(b, ESC_TEXT, v->run_id, "(not recorded)");
+    const char *bucket = rp_bucket_id(v->rec);
     if (bucket) {
         char shortid[9];
         snprintf(shortid, sizeof shortid, "%s", bucket);
@@ -21,10 +21,10 @@ static void text_header(dg_capbuf *b, const cJSON *rec)
         rp_esc(b, ESC_TEXT, shortid, "");
     }
     rp_put(b, " · host ");
-    rp_esc(b, ESC_TEXT, rp_str(rec, "host"), "unknown");
+    rp_esc(b, ESC_TEXT, v->host, "unknown");
     rp_put(b, "\n");
-    const char *label = rp_str(rec, "label");
-    const char *state = rp_str(rec, "state");
+    const char *label = v->label;
+    const char *state = v->state;
     if (label || (state && strcmp(state, "complete") != 0)) {
         rp_put(b, "  ");
         if (label) {
@@ -41,14 +41,14 @@ static void text_header(dg_capbuf *b, const cJSON *rec)
 }
 
 /* The verdict word of a step: PASS, WARN, FAIL, INFO, else its status. */
-static void step_word(char *buf, size_t len, const cJSON *step)
+static void step_word(char *buf, size_t len, const dg_view_step *step)
 {
-    const char *w = rp_str(step, "verdict");
+    const char *w = step->verdict;
     if (!w) {
         /* No verdict: a step that did not run to the end says how it ended. */
         static const char *const words[][2] = {
             {"skipped", "SKIP"}, {"interrupted", "STOP"}, {"failed", "FAIL"}, {"ok", "OK"}};
-        const char *st = rp_str(step, "status");
+        const char *st = step->status;
         w = st ? st : "?";
         for (size_t k = 0; st && k < sizeof words / sizeof words[0]; k++)
             if (strcmp(st, words[k][0]) == 0)
@@ -60,20 +60,19 @@ static void step_word(char *buf, size_t len, const cJSON *step)
     buf[i] = '\0';
 }
 
-static void text_steps(dg_capbuf *b, const cJSON *rec)
+static void text_steps(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *step;
-    cJSON_ArrayForEach(step, rp_arr(rec, "steps"))
-    {
+    for (int i = 0; i < v->nsteps; i++) {
+        const dg_view_step *step = &v->steps[i];
         char name[11], word[6];
-        dg_copy_clean(name, sizeof name, rp_str(step, "name") ? rp_str(step, "name") : "?");
+        dg_copy_clean(name, sizeof name, step->name ? step->name : "?");
         step_word(word, sizeof word, step);
         rp_put(b, "  ");
         rp_esc(b, ESC_TEXT, name, "");
         rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
         rp_printf(b, "%-5s ", word);
-        rp_prose(b, ESC_TEXT, rp_str(step, "summary"), "");
-        const char *err = rp_str(step, "error");
+        rp_prose(b, ESC_TEXT, step->summary, "");
+        const char *err = step->error;
         if (err) {
             rp_put(b, " (error: ");
             rp_esc(b, ESC_TEXT, err, "");
@@ -83,10 +82,10 @@ static void text_steps(dg_capbuf *b, const cJSON *rec)
     }
 }
 
-static void text_findings(dg_capbuf *b, const cJSON *rec)
+static void text_findings(dg_capbuf *b, const dg_record_view *v)
 {
     int n;
-    const cJSON **fs = rp_findings_sorted(rec, &n);
+    const dg_view_finding **fs = rp_findings_sorted(v, &n);
     if (n == 0) {
         rp_put(b, "\n  findings  none\n");
         return;
@@ -94,16 +93,16 @@ static void text_findings(dg_capbuf *b, const cJSON *rec)
     rp_put(b, "\n  findings\n");
     for (int i = 0; i < n; i++) {
         char sev[6], id[40];
-        dg_copy_clean(sev, sizeof sev, rp_str(fs[i], "severity") ? rp_str(fs[i], "severity") : "?");
-        dg_copy_clean(id, sizeof id, rp_str(fs[i], "id") ? rp_str(fs[i], "id") : "?");
+        dg_copy_clean(sev, sizeof sev, fs[i]->severity ? fs[i]->severity : "?");
+        dg_copy_clean(id, sizeof id, fs[i]->id ? fs[i]->id : "?");
         rp_put(b, "   ");
         rp_esc(b, ESC_TEXT, sev, "");
         rp_printf(b, "%*s", (int)(6 - strlen(sev)), "");
         rp_esc(b, ESC_TEXT, id, "");
         rp_printf(b, "%*s", strlen(id) < 18 ? (int)(18 - strlen(id)) : 1, "");
-        rp_prose(b, ESC_TEXT, rp_str(fs[i], "title"), "");
+        rp_prose(b, ESC_TEXT, fs[i]->title, "");
         rp_put(b, "\n");
-        const char *action = rp_str(fs[i], "action");
+        const char *action = fs[i]->action;
         if (action) {
             rp_printf(b, "%*s→ ", 27, "");
             rp_esc(b, ESC_TEXT, action, "");
@@ -113,16 +112,16 @@ static void text_findings(dg_capbuf *b, const cJSON *rec)
     dg_free(fs);
 }
 
-static void text_decision(dg_capbuf *b, const cJSON *rec)
+static void text_decision(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *d = rp_obj(rec, "decision");
+    const dg_view_decision *d = &v->decision;
     rp_put(b, "  decision  ");
-    if (!d) {
+    if (!d->present) {
         rp_put(b, "none recorded\n");
         return;
     }
-    rp_esc(b, ESC_TEXT, rp_str(d, "route"), "?");
-    const char *be = rp_str(d, "backend");
+    rp_esc(b, ESC_TEXT, d->route, "?");
+    const char *be = d->backend;
     if (be) {
         rp_put(b, " (");
         rp_esc(b, ESC_TEXT, be, "");
@@ -130,7 +129,7 @@ static void text_decision(dg_capbuf *b, const cJSON *rec)
     }
     const cJSON *r;
     bool first = true;
-    cJSON_ArrayForEach(r, rp_arr(d, "reasons"))
+    cJSON_ArrayForEach(r, d->reasons)
     {
         if (!cJSON_IsString(r))
             continue;
@@ -141,21 +140,21 @@ static void text_decision(dg_capbuf *b, const cJSON *rec)
     rp_put(b, "\n");
 }
 
-static void text_gate_and_pack(dg_capbuf *b, const cJSON *rec)
+static void text_gate_and_pack(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *g = rp_obj(rec, "final_gate");
+    const dg_view_final_gate *g = &v->final_gate;
     rp_put(b, "\n  ");
-    if (!g) {
+    if (!g->present) {
         rp_put(b, "final gate not recorded\n");
     } else {
-        const char *st = rp_str(g, "statement");
+        const char *st = g->statement;
         if (st)
             rp_prose(b, ESC_TEXT, st, "");
         else
-            rp_put(b, rp_true(g, "accepted") ? "accepted" : "not accepted");
+            rp_put(b, g->accepted == 1 ? "accepted" : "not accepted");
         rp_put(b, "\n");
     }
-    const cJSON *pack = rp_obj(rec, "pack");
+    const cJSON *pack = rp_obj(v->rec, "pack");
     const char *dir = rp_str(pack, "dir");
     if (dir) {
         bool has_html = false;
@@ -168,11 +167,11 @@ static void text_gate_and_pack(dg_capbuf *b, const cJSON *rec)
     }
 }
 
-void rp_render_text(dg_capbuf *b, const cJSON *rec)
+void rp_render_text(dg_capbuf *b, const dg_record_view *v)
 {
-    text_header(b, rec);
-    text_steps(b, rec);
-    text_findings(b, rec);
-    text_decision(b, rec);
-    text_gate_and_pack(b, rec);
+    text_header(b, v);
+    text_steps(b, v);
+    text_findings(b, v);
+    text_decision(b, v);
+    text_gate_and_pack(b, v);
 }

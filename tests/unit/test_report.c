@@ -176,7 +176,9 @@ static char *hostile_record(const char *sample)
         proc, "cmdline", cJSON_CreateString("python train.py --x '<script>alert(1)</script>'"));
     cJSON *sup = cJSON_CreateObject();
     const char *argv[] = {"python", "-c", "print('<script>alert(1)</script>')"};
-    cJSON_AddItemToObject(sup, "cmd", cJSON_CreateStringArray(argv, 3));
+    cJSON *spec = cJSON_GetObjectItem(r, "spec");
+    cJSON_DeleteItemFromObject(spec, "cmd");
+    cJSON_AddItemToObject(spec, "cmd", cJSON_CreateStringArray(argv, 3));
     cJSON_AddNumberToObject(sup, "exit_status", 0);
     cJSON_AddItemToObject(sup, "note<script>", cJSON_CreateString(img));
     cJSON_ReplaceItemInObject(r, "supervise", sup);
