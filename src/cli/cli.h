@@ -16,6 +16,7 @@ enum {
     EXIT_FAIL = 1,
     EXIT_USAGE = 2, /* also: ledger unusable, internal errors */
     EXIT_UNAVAILABLE = 3,
+    EXIT_NOT_ACCEPTED = 4, /* accept: no fail finding, but the final gate promises no throughput */
     EXIT_INTERRUPTED = 130,
 };
 

@@ -110,8 +110,15 @@ static int evidence_finish(cli *c, const char *verb, char *record_json, const ch
         return EXIT_USAGE;
     }
     const cJSON *fg = cJSON_GetObjectItem(rec, "final_gate");
-    if (exit_status == EXIT_PASS && jnum(fg, "fail_findings", 0) > 0)
+    if (exit_status == EXIT_PASS &&
+        jnum(fg, "blocking_fail_findings", jnum(fg, "fail_findings", 0)) > 0)
         exit_status = EXIT_FAIL;
+    /* accept in the default tier promises a throughput or says it does not,
+     * in its exit status too (a --quick screening never promises one). */
+    if (exit_status == EXIT_PASS && strcmp(verb, "accept") == 0 &&
+        !cJSON_IsTrue(cJSON_GetObjectItem(fg, "accepted")) &&
+        !cJSON_IsTrue(cJSON_GetObjectItem(fg, "screening")))
+        exit_status = EXIT_NOT_ACCEPTED;
 
     /* One ledger entry first, for its id; the final record replaces it below. */
     int rc = exit_status;

@@ -8,9 +8,11 @@
  *   3. heavy persistent fallbacks (operator-gap fail)    -> native for `run`
  *      (the user's framework), else remote (devgate's fixture is the native engine)
  *   4. memory pressure (retained-refs, memory-pressure)  -> remote
- *   5. the device does not pay off at the route run's batch (slow-device-data,
- *      or speedup below speedup_min)                     -> cpu
- *   6. otherwise                                         -> device, with its speedup
+ *   5. the speedup's 95% interval holds a threshold the route hangs on and
+ *      neither rules the device out (verdict-inconclusive) -> inconclusive: no route
+ *   6. the device does not pay off at the route run's batch (slow-device-data,
+ *      or the speedup's interval below speedup_min)      -> cpu
+ *   7. otherwise                                         -> device, with its speedup
  *
  * Without a compare section the speedup was not measured: the device is kept
  * only when the gate shows it working, and the reasons say so. */
@@ -140,12 +142,31 @@ cJSON *dg_decide(dg_diag *d)
         if (isfinite(cpu_ms) && isfinite(dev_ms))
             snprintf(times, sizeof times, " (step %.1f ms on the device, %.1f ms on cpu)", dev_ms,
                      cpu_ms);
-        if (dg_fired(d, "slow-device-data", DG_SEV_INFO, rr) || sp < d->th[TH_SPEEDUP_MIN]) {
+        double slo, shi;
+        dg_run_interval(run, "speedup", &slo, &shi);
+        if (dg_fired(d, "verdict-inconclusive", DG_SEV_INFO, rr)) {
+            /* An interval that holds the threshold routes nowhere. */
+            route = "inconclusive";
+            reason(&dc,
+                   "no route: %s is %.2fx cpu at batch %d (95%% interval %.2f-%.2fx)%s, and the "
+                   "interval holds the threshold the route hangs on",
+                   dev, sp, batch, slo, shi, times);
+            int reps = diag_int(dg_jnum(run, "repetitions.per_side"));
+            reason(&dc,
+                   "rerun with the machine quiet%s, or with more repetitions (devgate compare "
+                   "--repetitions %d)",
+                   dg_fired(d, "contended", DG_SEV_INFO, -1) ? " (other processes ran during "
+                                                               "the measurements: see contended)"
+                                                             : "",
+                   reps > 0 ? 2 * reps : 10);
+        } else if (dg_fired(d, "slow-device-data", DG_SEV_INFO, rr) ||
+                   dg_interval_side(slo, shi, d->th[TH_SPEEDUP_MIN]) == -1) {
             route = "cpu";
             char why[96];
             double red = dg_jnum(run, "step_time_reduction_pct");
-            if (sp < d->th[TH_SPEEDUP_MIN] || !isfinite(red))
-                snprintf(why, sizeof why, "below speedup_min %.2fx", d->th[TH_SPEEDUP_MIN]);
+            if (dg_interval_side(slo, shi, d->th[TH_SPEEDUP_MIN]) == -1 || !isfinite(red))
+                snprintf(why, sizeof why, "below speedup_min %.2fx (95%% interval %.2f-%.2fx)",
+                         d->th[TH_SPEEDUP_MIN], slo, shi);
             else
                 snprintf(why, sizeof why,
                          "step time %.0f%% shorter, under device_min_reduction_pct %.0f%%", red,
@@ -156,10 +177,24 @@ cJSON *dg_decide(dg_diag *d)
         } else {
             route = "device";
             backend = device_backend(d, rr);
-            reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
+            if (slo != shi)
+                reason(&dc, "%s is %.2fx cpu at batch %d (95%% interval %.2f-%.2fx)%s", dev, sp,
+                       batch, slo, shi, times);
+            else
+                reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
             double safe = dg_jnum(d->sweep, "safe_batch.batch");
-            if (diag_int(safe) > 0)
-                reason(&dc, "train at batch %d or below (the sweep's safe batch)", diag_int(safe));
+            if (diag_int(safe) > 0) {
+                /* Never a batch larger than the training set. */
+                int ntrain = diag_int(dg_jnum(d->soak, "data.train_samples"));
+                if (ntrain > 0 && ntrain < diag_int(safe))
+                    reason(&dc,
+                           "train at batch %d or below (the training set's size; the sweep's "
+                           "safe batch is %d)",
+                           ntrain, diag_int(safe));
+                else
+                    reason(&dc, "train at batch %d or below (the sweep's safe batch)",
+                           diag_int(safe));
+            }
         }
     } else {
         const char *why =

@@ -122,6 +122,20 @@ void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r);
 void dg_judge_slow_device_data(dg_diag *d, const dg_rule *r);
 void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r);
 
+/* rules_verdict.c: whether a verdict holds (intervals, contention, the baseline) */
+void dg_judge_verdict_inconclusive(dg_diag *d, const dg_rule *r);
+void dg_judge_contended(dg_diag *d, const dg_rule *r);
+void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r);
+/* The 95% interval of a compare run's figure key (key_ci.lo/hi), else the
+ * point twice (a record without intervals is judged on its point). */
+void dg_run_interval(const cJSON *run, const char *key, double *lo, double *hi);
+/* -1: the interval lies below th; 1: at or above; 0: it holds th
+ * (inconclusive); 2: not reported. */
+int dg_interval_side(double lo, double hi, double th);
+/* The 22%/18% rule on the intervals: -1 the device is slow and idle (fires),
+ * 1 it is not, 0 inconclusive, 2 not reported. */
+int dg_slow_data_side(const dg_diag *d, const cJSON *run);
+
 /* rules_memory.c: soak memory, slowdown, memory pressure from other work */
 void dg_judge_retained_refs(dg_diag *d, const dg_rule *r);
 void dg_judge_working_set_change(dg_diag *d, const dg_rule *r);

@@ -60,6 +60,24 @@ const dg_rule dg_rules[] = {
      "dtype or reduction order: floating-point reductions run in another order on the device",
      "unify the dtype; accept the platform difference if losses need not match point by point, "
      "otherwise keep the device for preprocessing only and train elsewhere"},
+    {"verdict-inconclusive", DG_SEV_WARN,
+     "compare.runs[].speedup_ci, compare.runs[].step_time_reduction_pct_ci",
+     "speedup_min,device_min_reduction_pct,device_busy_min", dg_judge_verdict_inconclusive,
+     "the 95% interval of the speedup holds the threshold: the measurement cannot tell whether "
+     "the device pays off, so no route is chosen on it",
+     "rerun with the machine quiet (see contended), or with more repetitions"},
+    {"contended", DG_SEV_WARN,
+     "gate.backends[].matmul.window, compare.runs[].repetitions.*[].window",
+     "contention_cpus,busy_process_cpu_pct", dg_judge_contended,
+     "other programs ran during the measurements and took CPU time from them",
+     "rerun when the machine is quiet, or stop the named processes; devgate's measurement lock "
+     "keeps devgate runs apart but not other programs"},
+    {"cpu-baseline-unfair", DG_SEV_WARN,
+     "gate.backends[cpu].matmul.fraction_of_peak, gate.backends[cpu].blas, compare.spec.threads",
+     "cpu_peak_fraction_min,contention_cpus", dg_judge_cpu_baseline_unfair,
+     "the cpu baseline runs below what its cores can do (a generic BLAS kernel or too few "
+     "threads), so every speedup over it is inflated",
+     "give the cpu its proper BLAS kernel and all its cores, then compare again"},
     {"slow-device-data", DG_SEV_FAIL,
      "compare.runs[].step_time_reduction_pct, compare.runs[].busy_fraction",
      "device_min_reduction_pct,device_busy_min", dg_judge_slow_device_data,

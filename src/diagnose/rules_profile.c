@@ -2,6 +2,7 @@
  * the environment): ops on the cpu fallback (operator-gap), the step waiting
  * for data (data-starved), noisy step times (noisy-measurement). */
 #include "diagnose/diagnose.h"
+#include "measure/measure.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,41 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
 /* Steps a sample needs before its spread is judged. */
 #define NOISE_MIN_STEPS 5
 
+/* IQR over median of one side's step times pooled over a compare run's timed
+ * repetitions (each one's warm-up left out); NAN under NOISE_MIN_STEPS steps. */
+static double compare_side_spread(const cJSON *run, const char *side)
+{
+    char key[48];
+    snprintf(key, sizeof key, "repetitions.%s", side);
+    const cJSON *reps = dg_jpath(run, key), *rep;
+    size_t n = 0, cap = 0;
+    double *v = NULL;
+    cJSON_ArrayForEach(rep, reps)
+    {
+        int wu = diag_int(dg_jnum(rep, "warmup"));
+        int k = 0;
+        const cJSON *ms;
+        cJSON_ArrayForEach(ms, dg_jpath(rep, "ms"))
+        {
+            if (k++ < wu || !cJSON_IsNumber(ms) || !isfinite(ms->valuedouble))
+                continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                double *nv = dg_realloc(v, nc * sizeof *v);
+                if (!nv)
+                    break;
+                v = nv;
+                cap = nc;
+            }
+            v[n++] = ms->valuedouble;
+        }
+    }
+    dg_stats st;
+    dg_stats_compute(v, n, 0, &st);
+    dg_free(v);
+    return n >= NOISE_MIN_STEPS ? st.iqr_share : NAN;
+}
+
 void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
 {
     double lim = d->th[TH_NOISE_IQR_RATIO];
@@ -193,8 +229,12 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
      * measure how fast work is queued, not how long it runs: their spread is
      * judged on the cpu or when every step was synchronised. */
     const char *pbackend = dg_jstr(d->profile, "spec.backend");
-    bool synced =
-        (pbackend && strcmp(pbackend, "cpu") == 0) || dg_jnum(d->profile, "spec.sync_every") == 1;
+    /* A probe's step events (devgate run) time the user's steps end to end:
+     * judged too, so noise is judged on every record kind. */
+    const char *psource = dg_jstr(d->profile, "source");
+    bool synced = (pbackend && strcmp(pbackend, "cpu") == 0) ||
+                  dg_jnum(d->profile, "spec.sync_every") == 1 ||
+                  (psource && strcmp(psource, "probe") == 0);
     bool prof = isfinite(pr) && pr > lim && synced &&
                 dg_jnum(d->profile, "step.stats.n") >= NOISE_MIN_STEPS;
     if (prof) {
@@ -217,6 +257,25 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
             dg_cat(what, sizeof what, "%ssweep batch %d IQR %.0f%%", what[0] ? "; " : "",
                    diag_int(dg_jnum(t, "batch")), 100 * iqr / med);
     }
+    /* Compare: each side's step times pooled over its timed repetitions
+     * (every step synchronised), warm-up steps left out. */
+    int noisy_cmp[8][2], nc = 0;
+    const cJSON *runs = dg_diag_compare_runs(d);
+    for (int i = 0; i < cJSON_GetArraySize(runs) && nc < 8; i++) {
+        const cJSON *run = cJSON_GetArrayItem(runs, i);
+        for (int side = 0; side < 2 && nc < 8; side++) {
+            double share = compare_side_spread(run, side ? "device" : "cpu");
+            if (!(share > lim))
+                continue;
+            noisy_cmp[nc][0] = i;
+            noisy_cmp[nc][1] = side;
+            nc++;
+            if (nsrc++ < 3)
+                dg_cat(what, sizeof what, "%scompare b%d %s IQR %.0f%%", what[0] ? "; " : "",
+                       diag_int(dg_jnum(run, "batch")), side ? dg_run_device(d, run) : "cpu",
+                       100 * share);
+        }
+    }
     if (nsrc == 0)
         return;
     if (nsrc > 3)
@@ -238,6 +297,14 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
             dg_ev_num(d, f, "profile", "step.stats.iqr / step.stats.median", pr, "ratio");
         dg_ev_path(d, f, "profile", d->profile, "ms", "step.stats.iqr");
         dg_ev_path(d, f, "profile", d->profile, "ms", "step.stats.median");
+    }
+    for (int k = 0; k < nc; k++) {
+        const cJSON *run = cJSON_GetArrayItem(runs, noisy_cmp[k][0]);
+        char field[96];
+        snprintf(field, sizeof field, "runs[%d].repetitions.%s[].ms (IQR / median)", noisy_cmp[k][0],
+                 noisy_cmp[k][1] ? "device" : "cpu");
+        dg_ev_num(d, f, "compare", field, compare_side_spread(run, noisy_cmp[k][1] ? "device" : "cpu"),
+                  "ratio");
     }
     for (int k = 0; k < nt; k++) {
         dg_ev_path(d, f, "sweep", d->sweep, "ms", "trials[%d].step_ms.iqr", noisy_trials[k]);

@@ -13,10 +13,10 @@ void dg_judge_slow_device_data(dg_diag *d, const dg_rule *r)
         const cJSON *run = cJSON_GetArrayItem(runs, i);
         double red = dg_jnum(run, "step_time_reduction_pct");
         double busy = dg_jnum(run, "busy_fraction");
-        if (!dg_run_ok(run) || !isfinite(red) || red >= d->th[TH_DEVICE_MIN_REDUCTION_PCT])
+        /* Judged on the 95% intervals: only a device surely slow and idle
+         * fires; an interval holding a threshold is verdict-inconclusive's. */
+        if (!dg_run_ok(run) || !isfinite(red) || dg_slow_data_side(d, run) != -1)
             continue;
-        if (isfinite(busy) && busy >= d->th[TH_DEVICE_BUSY_MIN])
-            continue; /* busy but not faster: speedup-near-one's business */
         const char *dev = dg_run_device(d, run);
         int batch = diag_int(dg_jnum(run, "batch"));
         char step[96];
@@ -51,8 +51,10 @@ void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r)
     const cJSON *runs = dg_diag_compare_runs(d);
     for (int i = 0; i < cJSON_GetArraySize(runs); i++) {
         const cJSON *run = cJSON_GetArrayItem(runs, i);
-        double sp = dg_jnum(run, "speedup");
-        if (!dg_run_ok(run) || !isfinite(sp) || sp >= d->th[TH_SPEEDUP_MIN] ||
+        double sp = dg_jnum(run, "speedup"), lo, hi;
+        dg_run_interval(run, "speedup", &lo, &hi);
+        if (!dg_run_ok(run) || !isfinite(sp) ||
+            dg_interval_side(lo, hi, d->th[TH_SPEEDUP_MIN]) != -1 ||
             dg_fired(d, "slow-device-data", DG_SEV_INFO, i))
             continue;
         const char *dev = dg_run_device(d, run);

@@ -10,10 +10,11 @@
 
 const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_DEVICE_MIN_REDUCTION_PCT] = {"device_min_reduction_pct", 22, "%", -1000, 100, false,
-                                     "slow-device-data",
+                                     "slow-device-data,verdict-inconclusive",
                                      "the device step time must be at least this much shorter "
                                      "than the cpu's (100 (cpu - device) / cpu)"},
-    [TH_DEVICE_BUSY_MIN] = {"device_busy_min", 0.18, "fraction", 0, 1, false, "slow-device-data",
+    [TH_DEVICE_BUSY_MIN] = {"device_busy_min", 0.18, "fraction", 0, 1, false,
+                            "slow-device-data,verdict-inconclusive",
                             "below this busy fraction the device mostly waits"},
     [TH_MEM_EPOCHS] = {"mem_epochs", 10, "epochs", 1, 1e6, true,
                        "retained-refs,working-set-change,memory-short",
@@ -28,7 +29,8 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                            "share of the profiled op time on the cpu fallback that warns"},
     [TH_FALLBACK_SHARE_FAIL] = {"fallback_share_fail", 0.5, "fraction", 0, 1, false, "operator-gap",
                                 "share of the profiled op time on the cpu fallback that fails"},
-    [TH_SPEEDUP_MIN] = {"speedup_min", 1.25, "x", 0, 1e6, false, "speedup-near-one,decision",
+    [TH_SPEEDUP_MIN] = {"speedup_min", 1.25, "x", 0, 1e6, false,
+                        "speedup-near-one,verdict-inconclusive,decision",
                         "cpu step time over device step time below which the device does not "
                         "pay off"},
     [TH_DATA_WAIT_SHARE] = {"data_wait_share", 0.20, "fraction", 0, 1, false, "data-starved",
@@ -36,7 +38,7 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_NOISE_IQR_RATIO] = {"noise_iqr_ratio", 0.15, "ratio", 0, 1e3, false, "noisy-measurement",
                             "step-time IQR over the median"},
     [TH_BUSY_PROCESS_CPU_PCT] = {"busy_process_cpu_pct", 20, "%", 0, 1e6, false,
-                                 "noisy-measurement",
+                                 "noisy-measurement,contended",
                                  "another process above this share of one core counts as busy"},
     [TH_OTHER_MEM_SHARE] = {"other_mem_share", 0.25, "fraction", 0, 1, false, "memory-pressure",
                             "resident memory of other processes over the machine's memory"},
@@ -44,6 +46,14 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                             "swap growth during a soak or a good sweep trial"},
     [TH_PSI_SOME_PCT] = {"psi_some_pct", 10, "%", 0, 100, false, "memory-pressure",
                          "memory pressure (PSI some avg10) when the environment was taken"},
+    [TH_CONTENTION_CPUS] = {"contention_cpus", 0.5, "cpus", 0, 1e4, false,
+                            "contended,cpu-baseline-unfair",
+                            "CPU time other processes used during a measured window, in CPUs' "
+                            "worth (1 = one CPU busy the whole window)"},
+    [TH_CPU_PEAK_FRACTION_MIN] = {"cpu_peak_fraction_min", 0.40, "fraction", 0, 1, false,
+                                  "cpu-baseline-unfair",
+                                  "the gate's cpu GEMM below this share of the cores' FP32 peak "
+                                  "is an unfair baseline"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

@@ -24,6 +24,8 @@ typedef enum dg_threshold_id {
     TH_OTHER_MEM_SHARE,
     TH_SWAP_GROWTH_MIB,
     TH_PSI_SOME_PCT,
+    TH_CONTENTION_CPUS,
+    TH_CPU_PEAK_FRACTION_MIN,
     TH_COUNT
 } dg_threshold_id;
 

@@ -54,6 +54,46 @@ bool dg_bootstrap_median_ci(const double *a, size_t na, const double *b, size_t 
  * value is not finite); *u_a (may be NULL) gets U of a (pairs a > b, ties 1/2). */
 double dg_mann_whitney_p(const double *a, size_t na, const double *b, size_t nb, double *u_a);
 
+/* ---- contention during a measured window (contention.c) --------------------- */
+
+typedef struct dg_window dg_window;
+
+/* Snapshots the cumulative counters (CPU and memory PSI "some total", /proc/stat
+ * steal, every process's CPU time) at the start of a measured window; NULL when
+ * out of memory (dg_window_end(NULL) then gives null). */
+dg_window *dg_window_begin(void);
+/* What happened during the window: {wall: METRIC(s), cpu_pressure_some,
+ * memory_pressure_some: METRIC(fraction of the window some task stalled),
+ * steal: METRIC(fraction of CPU time), others_cpus: METRIC(cpus),
+ * others_share: METRIC(fraction of the online CPUs), top: [{pid, name,
+ * cpu_percent: METRIC(percent of one CPU)}] (other processes, busiest first, at
+ * most 10), cpus_online}. Our process and its children are not "others". Does
+ * not free w. */
+cJSON *dg_window_end(dg_window *w);
+void dg_window_free(dg_window *w);
+
+/* ---- the machine-wide measurement lock (lock.c) ------------------------------ */
+
+typedef struct dg_mlock {
+    char path[512];
+    const char *state; /* "held", "timed out", "interrupted", "unavailable" */
+    double waited_s;
+    bool held, nested, contended; /* contended: another measurement held it first */
+    char error[128];
+} dg_mlock;
+
+/* The lock file: $DEVGATE_MEASURE_LOCK, else $XDG_RUNTIME_DIR/devgate-measure.lock,
+ * else /tmp/devgate-measure.lock. */
+void dg_measure_lock_path(char *buf, size_t len);
+/* Takes the lock, waiting up to max_wait_s (polling every 50 ms, giving up
+ * when *cancel is set); a measurement goes on unlocked when the lock cannot be
+ * had, and l->state says why. Nested takes in one process only count. */
+void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t *cancel);
+/* Releases what dg_measure_lock took; accepts NULL and a lock not held. */
+void dg_measure_unlock(dg_mlock *l);
+/* {state, waited: METRIC(s), contended, error?} */
+cJSON *dg_measure_lock_json(const dg_mlock *l);
+
 /* ---- sampler (sampler.c) ----------------------------------------------------- */
 
 typedef struct dg_sample_point {

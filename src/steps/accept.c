@@ -342,8 +342,12 @@ static void run_compare(acc *a)
             snprintf(bs, sizeof bs, "%.0f%%", 100 * busy);
         const char *verdict =
             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(run, "verdict"));
-        snprintf(sum, sizeof sum, "%s is %.2f× cpu at b%d, busy %s, %s", a->device,
-                 dg_jnum(run, "speedup"), batch, bs, verdict ? verdict : "numerics not judged");
+        char ci[64] = "";
+        double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
+        if (!isnan(lo) && !isnan(hi))
+            snprintf(ci, sizeof ci, " (95%% %.2f-%.2f×)", lo, hi);
+        snprintf(sum, sizeof sum, "%s is %.2f× cpu%s at b%d, busy %s, %s", a->device,
+                 dg_jnum(run, "speedup"), ci, batch, bs, verdict ? verdict : "numerics not judged");
     }
     finish(a, st, sum);
 }

@@ -5,6 +5,7 @@
  * loss and parameter drift, and a verdict per batch. */
 #include "engine/model.h"
 #include "engine/train.h"
+#include "env/peak.h"
 #include "measure/measure.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 #define REF_MAX_BATCH_MIB 256  /* train --export keeps at most this much batch data */
 #define MAX_RUNS 4
 #define MAX_REPS 50 /* timed repetitions per side */
+#define LOCK_MAX_WAIT_S 600 /* then a repetition runs unlocked, and says so */
 
 /* Batches of an export read back in order (train --export's batches.bin). */
 typedef struct batch_file {
@@ -202,7 +204,7 @@ typedef struct side_reps {
     cJSON *raw; /* [{ms: [..], warmup, median: METRIC(ms), busy_fraction}] */
 } side_reps;
 
-static void keep_rep(side_reps *s, const cJSON *rec)
+static void keep_rep(side_reps *s, const cJSON *rec, cJSON *window, cJSON *lock)
 {
     double med = step_ms(rec);
     double busy = busy_fraction(rec, med);
@@ -213,6 +215,8 @@ static void keep_rep(side_reps *s, const cJSON *rec)
     cJSON_AddNumberToObject(r, "warmup", dg_jnum(steps, "warmup"));
     cJSON_AddItemToObject(r, "median", dg_json_metric(med, med > 0, "ms"));
     cJSON_AddItemToObject(r, "busy_fraction", dg_json_metric(busy, isfinite(busy), "fraction"));
+    cJSON_AddItemToObject(r, "window", window);
+    cJSON_AddItemToObject(r, "lock", lock);
     cJSON_AddItemToArray(s->raw, r);
     if (med > 0 && s->n < MAX_REPS) {
         s->med[s->n] = med;
@@ -226,7 +230,7 @@ static void keep_rep(side_reps *s, const cJSON *rec)
  * side, interleaved cpu, device, cpu, device, ... so drift and other load fall
  * on both sides alike. */
 static dg_status timed_reps(dg_ctx *ctx, const cmp_cfg *c, int batch, side_reps *cpu,
-                            side_reps *dev, cJSON *order, const char **failed)
+                            side_reps *dev, cJSON *order, const char **failed, double *lock_wait)
 {
     for (int r = 0; r < c->reps; r++) {
         for (int side = 0; side < 2; side++) {
@@ -234,13 +238,23 @@ static dg_status timed_reps(dg_ctx *ctx, const cmp_cfg *c, int batch, side_reps 
             cJSON *rec = NULL;
             if (c->opts->train.cancel && *c->opts->train.cancel)
                 return dg_fail(ctx, DG_ERR_INTERRUPTED, "compare: interrupted");
+            /* Each timed run holds the machine's measurement lock and records
+             * what else ran while it did. */
+            dg_mlock lk;
+            dg_measure_lock(&lk, LOCK_MAX_WAIT_S, c->opts->train.cancel);
+            dg_window *w = dg_window_begin();
             dg_status st = train_once(ctx, &c->opts->train, be, batch, c->steps, NULL, NULL, &rec);
+            cJSON *wj = dg_window_end(w);
+            dg_window_free(w);
+            dg_measure_unlock(&lk);
+            *lock_wait += lk.waited_s;
             if (st != DG_OK) {
                 cJSON_Delete(rec);
+                cJSON_Delete(wj);
                 *failed = be;
                 return st;
             }
-            keep_rep(side ? dev : cpu, rec);
+            keep_rep(side ? dev : cpu, rec, wj, dg_measure_lock_json(&lk));
             cJSON_AddItemToArray(order, cJSON_CreateString(side ? "device" : "cpu"));
             cJSON_Delete(rec);
         }
@@ -349,8 +363,9 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     unlink(dev_path);
     side_reps cpu_r = {.raw = cJSON_CreateArray()}, dev_r = {.raw = cJSON_CreateArray()};
     cJSON *order = cJSON_CreateArray();
+    double lock_wait = 0;
     if (st == DG_OK)
-        st = timed_reps(ctx, c, batch, &cpu_r, &dev_r, order, &failed);
+        st = timed_reps(ctx, c, batch, &cpu_r, &dev_r, order, &failed, &lock_wait);
 
     if (st != DG_OK) {
         cJSON_AddStringToObject(run, "status", dg_status_name(st));
@@ -389,6 +404,23 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         cJSON_AddBoolToObject(dj, "captured",
                               cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(dev_rec, "capture"), "used")));
         cJSON_AddNumberToObject(dj, "fallbacks", cJSON_GetArraySize(cJSON_GetObjectItem(dev_rec, "fallbacks")));
+        /* What each side did of what it could: the step's FLOPs (forward and
+         * backward, 2 per multiply-add) over its median step time, against its
+         * FP32 peak (the cpu's for the threads the run used). */
+        double flops = dg_ref64_step_flops(m, batch);
+        const char *src = NULL;
+        double cpu_peak = dg_device_peak_gflops("cpu", NULL, 0, c->opts->train.threads, &src);
+        double dev_peak = dg_device_peak_gflops(c->device, dg_jstr(dev_rec, "device.name"), 0, 0, &src);
+        double cg = ct ? flops / (cms / 1e3) / 1e9 : NAN, dg = dt ? flops / (dms / 1e3) / 1e9 : NAN;
+        cJSON_AddItemToObject(cj, "gflops", dg_json_metric(cg, isfinite(cg), "GFLOP/s"));
+        cJSON_AddItemToObject(cj, "peak_gflops", dg_json_metric(cpu_peak, isfinite(cpu_peak), "GFLOP/s"));
+        cJSON_AddItemToObject(cj, "fraction_of_peak",
+                              dg_json_metric(cg / cpu_peak, isfinite(cg / cpu_peak), "fraction"));
+        cJSON_AddItemToObject(dj, "gflops", dg_json_metric(dg, isfinite(dg), "GFLOP/s"));
+        cJSON_AddItemToObject(dj, "peak_gflops", dg_json_metric(dev_peak, isfinite(dev_peak), "GFLOP/s"));
+        cJSON_AddStringToObject(dj, "peak_source", src);
+        cJSON_AddItemToObject(dj, "fraction_of_peak",
+                              dg_json_metric(dg / dev_peak, isfinite(dg / dev_peak), "fraction"));
         bool spv = ct && dt && sp_ci.valid;
         static const char method[] = "percentile bootstrap over the repetitions' median step times";
         cJSON_AddItemToObject(run, "speedup", dg_json_metric(spv ? sp_ci.point : 0, spv, "x"));
@@ -408,6 +440,7 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
         cJSON_AddNumberToObject(rp, "per_side", c->reps);
         cJSON_AddNumberToObject(rp, "warmup_pairs", 1);
+        cJSON_AddItemToObject(rp, "lock_waited", dg_json_metric(lock_wait, true, "s"));
         cJSON_AddItemToObject(rp, "order", order);
         order = NULL;
         cJSON_AddItemToObject(rp, "cpu", cpu_r.raw);

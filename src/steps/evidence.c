@@ -68,24 +68,124 @@ static void list_add(char *buf, size_t len, const char *sep, const char *what)
         snprintf(buf + n, len - n, "%s%s", n ? sep : "", what);
 }
 
-static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
+/* Sweep stops that prove a ceiling (docs/schema/report.md, FINAL_GATE): out of
+ * memory or the memory budget, swap or pressure, throughput falling, the time
+ * budget, the tier's ceiling. A crash, a hang, a failure or an interruption
+ * proves nothing. */
+static bool proving_stop(const char *why)
+{
+    static const char *const ok[] = {"oom", "budget", "swap", "throughput-falling", "time",
+                                     "limit"};
+    for (size_t i = 0; why && i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(why, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The training set's size as the training steps saw it; NAN when unknown
+ * (synthetic data has no end). */
+static double train_samples(const cJSON *rec)
+{
+    static const char *const paths[] = {"soak.data.train_samples", "profile.data.train_samples",
+                                        "compare.data.train_samples"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        double n = dg_jnum(rec, paths[i]);
+        if (isfinite(n) && n > 0)
+            return n;
+    }
+    return NAN;
+}
+
+/* The throughput the route promises: route device, the device's at the sweep's
+ * safe batch (the sweep ran on it); route cpu, the cpu's at its best measured
+ * batch (the sweep's best good trial when the sweep ran on the cpu, else the
+ * best cpu side of the compare runs). *batch NAN and NAN returned when none. */
+static double route_throughput(const cJSON *rec, const char *route, const char *backend,
+                               double *batch, const char **what)
+{
+    const cJSON *sweep = dg_jpath(rec, "sweep");
+    const char *swept = dg_jstr(sweep, "spec.backend");
+    *batch = NAN;
+    *what = "";
+    if (!route)
+        return NAN;
+    if (strcmp(route, "device") == 0) {
+        if (!backend || !swept || strcmp(backend, swept) != 0)
+            return NAN;
+        *batch = dg_jnum(sweep, "safe_batch.batch");
+        *what = "the sweep's safe batch";
+        return isfinite(*batch) ? dg_json_metric_value(dg_jpath(sweep, "safe_batch.samples_per_s"))
+                                : NAN;
+    }
+    if (strcmp(route, "cpu") != 0)
+        return NAN;
+    double best = NAN;
+    if (swept && strcmp(swept, "cpu") == 0) {
+        const cJSON *t;
+        cJSON_ArrayForEach(t, dg_jpath(sweep, "trials"))
+        {
+            const char *ended = dg_jstr(t, "ended");
+            double sps = dg_jnum(t, "samples_per_s"), b = dg_jnum(t, "batch");
+            if (ended && strcmp(ended, "ok") == 0 && isfinite(sps) && isfinite(b) &&
+                !(sps <= best)) {
+                best = sps;
+                *batch = b;
+            }
+        }
+        *what = "the cpu's best batch in the sweep";
+        return best;
+    }
+    const cJSON *run;
+    cJSON_ArrayForEach(run, dg_jpath(rec, "compare.runs"))
+    {
+        double sps = dg_jnum(run, "cpu.samples_per_s"), b = dg_jnum(run, "batch");
+        if (isfinite(sps) && isfinite(b) && !(sps <= best)) {
+            best = sps;
+            *batch = b;
+        }
+    }
+    *what = "the cpu's best batch in compare";
+    return best;
+}
+
+static cJSON *final_gate(const cJSON *rec, const cJSON *findings, double mem_epochs)
 {
     const cJSON *env = dg_jpath(rec, "env"), *gate = dg_jpath(rec, "gate"),
                 *sweep = dg_jpath(rec, "sweep"), *soak = dg_jpath(rec, "soak");
-    const cJSON *knee = dg_jpath(sweep, "knee.batch");
+    bool quick = dg_jbool(rec, "spec.quick") == 1;
+    /* The sweep proves a ceiling only when it reached a real stop with at
+     * least 4 trials; the memory curve needs mem_epochs epochs (the method's
+     * rule is stated after 10) in the default tier. */
+    int trials = cJSON_GetArraySize(dg_jpath(sweep, "trials"));
+    const char *stop = dg_jstr(sweep, "stopped.reason");
+    int epochs = cJSON_GetArraySize(dg_jpath(soak, "epochs"));
+    double need_epochs = quick ? 2 : mem_epochs;
     bool proofs[4] = {
         cJSON_IsObject(dg_jpath(env, "arch")),
         cJSON_GetArraySize(dg_jpath(gate, "backends")) > 0,
-        cJSON_IsNumber(knee),
-        cJSON_GetArraySize(dg_jpath(soak, "epochs")) >= 2,
+        cJSON_IsNumber(dg_jpath(sweep, "knee.batch")) && trials >= 4 && proving_stop(stop),
+        epochs >= need_epochs,
     };
     static const char *const keys[4] = {"architecture", "gate_log", "sweep", "memory_curve"};
-    static const char *const shown[4] = {"the architecture proof", "the device gate log",
-                                         "the batch sweep", "the memory curve"};
+    char shown[4][160];
+    snprintf(shown[0], sizeof shown[0], "the architecture proof");
+    snprintf(shown[1], sizeof shown[1], "the device gate log");
+    if (!sweep)
+        snprintf(shown[2], sizeof shown[2], "the batch sweep");
+    else
+        snprintf(shown[2], sizeof shown[2],
+                 "a batch sweep that reached a stop with at least 4 trials (it ran %d, stopped: "
+                 "%s)",
+                 trials, stop ? stop : "no reason");
+    if (!soak)
+        snprintf(shown[3], sizeof shown[3], "the memory curve");
+    else
+        snprintf(shown[3], sizeof shown[3], "a memory curve of at least %.0f epochs (it has %d)",
+                 need_epochs, epochs);
     cJSON *g = cJSON_CreateObject();
     cJSON *p = cJSON_AddObjectToObject(g, "proofs");
     cJSON *missing = cJSON_CreateArray();
-    char lacks[256] = "";
+    char lacks[700] = "";
     for (int i = 0; i < 4; i++) {
         cJSON_AddBoolToObject(p, keys[i], proofs[i]);
         if (!proofs[i]) {
@@ -93,56 +193,120 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings)
             list_add(lacks, sizeof lacks, ", ", shown[i]);
         }
     }
-    int fails = 0;
+    /* On the cpu route, slow-device-data (the device does not pay off: the
+     * reason for that route) judges the device, not the cpu: it does not
+     * block the cpu's throughput. Every other fail finding does. */
+    const char *route = dg_jstr(rec, "decision.route");
+    bool cpu_route = route && strcmp(route, "cpu") == 0;
+    int fails = 0, blocking = 0;
     const cJSON *f;
     cJSON_ArrayForEach(f, findings)
     {
-        fails += severity_rank(dg_jstr(f, "severity")) == 3;
+        if (severity_rank(dg_jstr(f, "severity")) != 3)
+            continue;
+        fails++;
+        const char *id = dg_jstr(f, "id");
+        blocking += !(cpu_route && id && strcmp(id, "slow-device-data") == 0);
+    }
+    /* Every step that ran must have succeeded. */
+    char failed_steps[200] = "";
+    const cJSON *step;
+    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
+    {
+        const char *name = dg_jstr(step, "name"), *status = dg_jstr(step, "status");
+        /* Skipped steps follow a failed or interrupted one (or compare with
+         * the cpu as the only path): the proofs they owe are judged above. */
+        bool ok = status && (strcmp(status, "ok") == 0 || strcmp(status, "skipped") == 0);
+        if (!ok)
+            list_add(failed_steps, sizeof failed_steps, ", ", name ? name : "?");
     }
     const char *state = dg_jstr(rec, "state");
     bool complete = state && strcmp(state, "complete") == 0;
-    const cJSON *safe = dg_jpath(sweep, "safe_batch");
-    double sps = dg_json_metric_value(dg_jpath(safe, "samples_per_s"));
-    const cJSON *batch = dg_jpath(safe, "batch");
-    if (!cJSON_IsNumber(batch))
+    const char *backend = dg_jstr(rec, "decision.backend");
+    double batch = NAN;
+    const char *where = "";
+    double sps = route_throughput(rec, route, backend, &batch, &where);
+    if (!isfinite(batch))
         sps = NAN; /* a rate without its batch promises nothing */
-    bool accepted = cJSON_GetArraySize(missing) == 0 && fails == 0 && complete && !isnan(sps);
+    /* The safe batch never exceeds the training set. */
+    double ntrain = train_samples(rec);
+    bool capped = isfinite(batch) && isfinite(ntrain) && batch > ntrain;
+    if (capped)
+        batch = ntrain;
+    bool accepted = !quick && cJSON_GetArraySize(missing) == 0 && blocking == 0 && complete &&
+                    !failed_steps[0] && !isnan(sps);
 
-    char why[512] = "", statement[640];
+    char why[1400] = "", statement[1600];
     if (!complete)
         list_add(why, sizeof why, "; ",
                  !state                              ? "the run has no state"
                  : strcmp(state, "interrupted") == 0 ? "the run was interrupted"
                                                      : "the run did not complete");
-    if (fails) {
+    if (failed_steps[0]) {
+        char m[260];
+        snprintf(m, sizeof m, "not every step succeeded (%s)", failed_steps);
+        list_add(why, sizeof why, "; ", m);
+    }
+    if (blocking) {
         char n[64];
-        snprintf(n, sizeof n, "%d fail finding%s", fails, fails == 1 ? "" : "s");
+        snprintf(n, sizeof n, "%d fail finding%s", blocking, blocking == 1 ? "" : "s");
         list_add(why, sizeof why, "; ", n);
     }
     if (lacks[0]) {
-        char m[300];
+        char m[760];
         snprintf(m, sizeof m, "the pack lacks %s", lacks);
         list_add(why, sizeof why, "; ", m);
     }
-    if (!fails && !lacks[0] && complete && isnan(sps))
-        list_add(why, sizeof why, "; ", "the sweep found no safe batch");
-    const char *backend = dg_jstr(sweep, "spec.backend");
-    if (accepted)
+    if (isnan(sps)) {
+        char m[200];
+        if (!route)
+            snprintf(m, sizeof m, "the decision chose no route");
+        else if (strcmp(route, "cpu") != 0 && strcmp(route, "device") != 0)
+            snprintf(m, sizeof m, "the decision routes %s: no local throughput is promised", route);
+        else
+            snprintf(m, sizeof m, "no throughput was measured on the chosen route (%s%s%s)", route,
+                     backend ? " " : "", backend ? backend : "");
+        list_add(why, sizeof why, "; ", m);
+    }
+    const char *on = route && strcmp(route, "cpu") == 0 ? "cpu" : backend ? backend : "the device";
+    char cap[96] = "";
+    if (capped)
+        snprintf(cap, sizeof cap, ", capped at the training set of %.0f samples", ntrain);
+    char measured[200] = "nothing measured on the chosen route";
+    if (!isnan(sps))
+        snprintf(measured, sizeof measured, "measured %.0f samples/s at batch %.0f on %s%s", sps,
+                 batch, on, cap);
+    if (quick)
         snprintf(statement, sizeof statement,
-                 "accepted: %.0f samples/s at batch %.0f on %s (the sweep's safe batch)", sps,
-                 batch->valuedouble, backend ? backend : "the device");
+                 "screening only (--quick is never accepted): %s%s%s%s; run accept without "
+                 "--quick for a verdict",
+                 measured, why[0] ? " (and: " : "", why, why[0] ? ")" : "");
+    else if (accepted)
+        snprintf(statement, sizeof statement, "accepted: %.0f samples/s at batch %.0f on %s (%s%s)",
+                 sps, batch, on, where, cap);
     else
         snprintf(statement, sizeof statement, "not accepted: throughput is not promised (%s)", why);
 
     cJSON_AddBoolToObject(g, "accepted", accepted);
+    cJSON_AddBoolToObject(g, "screening", quick);
+    dg_json_add_str(g, "route", route);
     cJSON_AddItemToObject(g, "missing", missing);
     cJSON_AddNumberToObject(g, "fail_findings", fails);
+    cJSON_AddNumberToObject(g, "blocking_fail_findings", blocking);
+    cJSON *fs = cJSON_AddArrayToObject(g, "failed_steps");
+    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
+    {
+        const char *name = dg_jstr(step, "name"), *status = dg_jstr(step, "status");
+        if (!status || (strcmp(status, "ok") != 0 && strcmp(status, "skipped") != 0))
+            cJSON_AddItemToArray(fs, cJSON_CreateString(name ? name : "?"));
+    }
     cJSON_AddItemToObject(g, "throughput",
                           dg_json_metric(isnan(sps) ? 0 : sps, !isnan(sps), "samples/s"));
-    if (cJSON_IsNumber(batch))
-        cJSON_AddNumberToObject(g, "batch", batch->valuedouble);
+    if (isfinite(batch))
+        cJSON_AddNumberToObject(g, "batch", batch);
     else
         cJSON_AddNullToObject(g, "batch");
+    cJSON_AddBoolToObject(g, "batch_capped_to_train_set", capped);
     cJSON_AddStringToObject(g, "statement", statement);
     return g;
 }
@@ -178,7 +342,8 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
     cJSON_Delete(diag);
     const cJSON *findings = dg_jpath(rec, "findings");
     set_verdicts(rec, findings);
-    put(rec, "final_gate", final_gate(rec, findings));
+    double mem_epochs = dg_jnum(rec, "thresholds.mem_epochs");
+    put(rec, "final_gate", final_gate(rec, findings, isfinite(mem_epochs) ? mem_epochs : 10));
     *json = dg_json_print(rec);
     cJSON_Delete(rec);
     return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");

@@ -9,6 +9,8 @@
 #include "steps.h"
 
 #include "env/env.h"
+#include "env/peak.h"
+#include "measure/measure.h"
 
 #include <float.h>
 #include <math.h>
@@ -201,6 +203,28 @@ static cJSON *device_json(int index, const dg_device_info *d)
     return o;
 }
 
+/* The FP32 peak of the backend's device 0 and the product's fraction of it;
+ * for cpu also the CPU's peak figures and the BLAS loaded. */
+static void add_peak(cJSON *o, const char *name, cJSON *mm)
+{
+    const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "devices"), 0);
+    const char *src = NULL;
+    double peak = dg_device_peak_gflops(name, dg_jstr(dev, "name"), dg_jnum(dev, "compute_units"),
+                                        0, &src);
+    cJSON *pk = cJSON_AddObjectToObject(o, "peak");
+    cJSON_AddItemToObject(pk, "fp32", dg_json_metric(peak, isfinite(peak), "GFLOP/s"));
+    cJSON_AddStringToObject(pk, "source", src);
+    if (strcmp(name, "cpu") == 0) {
+        const dg_cpu_peak *cp = dg_cpu_peak_get();
+        cJSON_AddItemToObject(pk, "cpu", dg_cpu_peak_json(cp));
+        cJSON_AddItemToObject(o, "blas", dg_env_blas(cp));
+    }
+    double g = dg_jnum(mm, "gflops");
+    double f = g / peak;
+    cJSON_AddItemToObject(mm, "fraction_of_peak",
+                          dg_json_metric(f, isfinite(f) && g > 0 && peak > 0, "fraction"));
+}
+
 cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
                        const dg_matmul_check *check)
 {
@@ -268,8 +292,17 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                 cJSON_AddBoolToObject(mm, "ok", false);
                 cJSON_AddStringToObject(mm, "reason", dg_errmsg(ctx));
             } else {
+                /* Timed under the machine's measurement lock, with what else ran. */
+                dg_mlock lk;
+                dg_measure_lock(&lk, 600, NULL);
+                dg_window *w = dg_window_begin();
                 run_matmul(e.iface, bctx, &p, check->warm_reps, mm);
+                cJSON_AddItemToObject(mm, "window", dg_window_end(w));
+                dg_window_free(w);
+                dg_measure_unlock(&lk);
+                cJSON_AddItemToObject(mm, "lock", dg_measure_lock_json(&lk));
                 problem_free(&p);
+                add_peak(o, name, mm);
             }
         } else {
             cJSON_AddNullToObject(mm, "ok");

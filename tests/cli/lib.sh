@@ -4,6 +4,9 @@ set -u
 export LC_ALL=C
 DG=${DEVGATE_BIN:?DEVGATE_BIN must name the devgate binary}
 T=$(mktemp -d)
+# Each test script its own measurement lock (docs/measure.md): tests that run in
+# parallel must not wait on each other's windows (a timing test would fail).
+export DEVGATE_MEASURE_LOCK="$T/measure.lock"
 trap 'rm -rf "$T"' EXIT
 cd "$T"
 export DEVGATE_LEDGER="$T/ledger.db"

@@ -171,6 +171,48 @@ static const char fallback_op[] =
     "\"fallback\": true, \"calls\": 10, \"ms_total\": 300, \"ms_mean\": 30, \"share\": 0.6}";
 
 static const rule_case cases[] = {
+    {"speedup interval holds speedup_min: inconclusive, no route",
+     {{RUN0 "speedup.value", "1.3"},
+      {RUN0 "speedup_ci", "{\"lo\": {\"value\": 0.9, \"unit\": \"x\", \"valid\": true}, "
+                          "\"hi\": {\"value\": 2.2, \"unit\": \"x\", \"valid\": true}}"},
+      {RUN0 "step_time_reduction_pct.value", "23"}},
+     NULL,
+     "verdict-inconclusive",
+     "warn",
+     "speedup-near-one",
+     "inconclusive"},
+    {"speedup interval wholly below speedup_min: cpu, not inconclusive",
+     {{RUN0 "speedup.value", "1.1"},
+      {RUN0 "speedup_ci", "{\"lo\": {\"value\": 1.0, \"unit\": \"x\", \"valid\": true}, "
+                          "\"hi\": {\"value\": 1.2, \"unit\": \"x\", \"valid\": true}}"},
+      {RUN0 "step_time_reduction_pct.value", "9"}},
+     NULL,
+     "speedup-near-one",
+     "warn",
+     "verdict-inconclusive",
+     "cpu"},
+    {"another process ran during a measured window",
+     {{RUN0 "repetitions", "{\"cpu\": [{\"window\": {\"others_cpus\": {\"value\": 1.0, "
+                           "\"unit\": \"cpus\", \"valid\": true}, \"top\": [{\"pid\": 42, "
+                           "\"name\": \"dghog\", \"cpu_percent\": {\"value\": 98, \"unit\": "
+                           "\"percent\", \"valid\": true}}]}}], \"device\": []}"}},
+     NULL,
+     "contended",
+     "warn",
+     NULL,
+     "device"},
+    {"the cpu baseline runs a generic BLAS kernel",
+     {{"gate.backends[0].blas", "{\"library\": \"OpenBLAS\", \"kernel\": \"Prescott\", "
+                                "\"kernel_vector_bits\": {\"value\": 128, \"unit\": \"bits\", "
+                                "\"valid\": true}, \"generic_kernel\": true, \"fix\": \"set "
+                                "OPENBLAS_CORETYPE=Zen\"}"},
+      {"gate.backends[0].matmul.fraction_of_peak", "{\"value\": 0.1, \"unit\": \"fraction\", "
+                                                   "\"valid\": true}"}},
+     NULL,
+     "cpu-baseline-unfair",
+     "warn",
+     NULL,
+     "device"},
     {"slow device, idle",
      {{RUN0 "step_time_reduction_pct.value", "7"},
       {RUN0 "speedup.value", "1.075"},

@@ -1,0 +1,120 @@
+/* The machine-wide measurement lock (docs/measure.md, "Measurement lock"):
+ * an flock on one file that every devgate measurement on the host takes
+ * around its timed windows, so two measurements wait for each other instead
+ * of spoiling each other. The file is $DEVGATE_MEASURE_LOCK when set, else
+ * devgate-measure.lock in $XDG_RUNTIME_DIR, else in /tmp. Nested takes in one
+ * process count instead of locking again (flock on a second descriptor of the
+ * same file would wait for ourselves). */
+#include "measure/measure.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock_mu = PTHREAD_MUTEX_INITIALIZER;
+static int lock_depth, lock_fd = -1;
+
+void dg_measure_lock_path(char *buf, size_t len)
+{
+    const char *env = getenv("DEVGATE_MEASURE_LOCK");
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    if (env && *env)
+        snprintf(buf, len, "%s", env);
+    else if (rt && *rt && access(rt, W_OK | X_OK) == 0)
+        snprintf(buf, len, "%s/devgate-measure.lock", rt);
+    else
+        snprintf(buf, len, "/tmp/devgate-measure.lock");
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t *cancel)
+{
+    memset(l, 0, sizeof *l);
+    dg_measure_lock_path(l->path, sizeof l->path);
+    double t0 = dg_now();
+    pthread_mutex_lock(&lock_mu);
+    if (lock_depth > 0) {
+        lock_depth++;
+        l->held = true;
+        l->nested = true;
+        l->state = "held";
+        pthread_mutex_unlock(&lock_mu);
+        return;
+    }
+    int fd = open(l->path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) {
+        pthread_mutex_unlock(&lock_mu);
+        snprintf(l->error, sizeof l->error, "%s", strerror(errno));
+        l->state = "unavailable";
+        return;
+    }
+    (void)fchmod(fd, 0666); /* another user's measurement must be able to open it */
+    l->state = "held";
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            break;
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            snprintf(l->error, sizeof l->error, "%s", strerror(errno));
+            l->state = "unavailable";
+            break;
+        }
+        l->contended = true;
+        if (cancel && *cancel) {
+            l->state = "interrupted";
+            break;
+        }
+        if (dg_now() - t0 >= max_wait_s) {
+            l->state = "timed out";
+            break;
+        }
+        nap_ms(50);
+    }
+    l->waited_s = dg_now() - t0;
+    if (strcmp(l->state, "held") == 0) {
+        lock_fd = fd;
+        lock_depth = 1;
+        l->held = true;
+    } else {
+        close(fd);
+    }
+    pthread_mutex_unlock(&lock_mu);
+}
+
+void dg_measure_unlock(dg_mlock *l)
+{
+    if (!l || !l->held)
+        return;
+    pthread_mutex_lock(&lock_mu);
+    if (lock_depth > 0 && --lock_depth == 0 && lock_fd >= 0) {
+        flock(lock_fd, LOCK_UN);
+        close(lock_fd);
+        lock_fd = -1;
+    }
+    pthread_mutex_unlock(&lock_mu);
+    l->held = false;
+}
+
+cJSON *dg_measure_lock_json(const dg_mlock *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "state", l->state ? l->state : "not taken");
+    cJSON_AddItemToObject(o, "waited", dg_json_metric(l->waited_s, l->state != NULL, "s"));
+    cJSON_AddBoolToObject(o, "contended", l->contended);
+    if (l->error[0])
+        cJSON_AddStringToObject(o, "error", l->error);
+    return o;
+}

@@ -1,0 +1,270 @@
+/* The final gate and the decision over records, table-driven: the healthy
+ * record (tests/data/records/healthy.json) made a default-tier run (quick
+ * false, 10 soak epochs) is accepted on its route; each case patches a few
+ * fields and states what the gate must say. The accepted line always agrees
+ * with the route; a failed step, a short soak, a sweep without a proving stop
+ * and an inconclusive interval are never accepted. */
+#include "core/core.h"
+#include "core/json.h"
+
+#include "check.h"
+
+typedef struct patch {
+    const char *path;
+    const char *value; /* JSON text; NULL removes the item */
+} patch;
+
+typedef struct gate_case {
+    const char *name;
+    patch patches[8];
+    bool accepted;
+    const char *route;     /* decision.route */
+    double batch;          /* final_gate.batch (NAN: null) */
+    const char *statement; /* a substring of the statement */
+    const char *missing;   /* a proof that must be listed missing, or NULL */
+} gate_case;
+
+static char *healthy_text;
+
+/* Sets (or with value NULL removes) the item at path: the parent must exist;
+ * the last part is a key or an array index (one past the end appends). */
+static bool set_path(cJSON *root, const char *path, const char *value)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *last = NULL;
+    for (char *p = buf; *p; p++)
+        if (*p == '.' || *p == '[')
+            last = p;
+    cJSON *parent = root;
+    const char *leaf = buf;
+    if (last) {
+        char sep = *last;
+        *last = '\0';
+        parent = (cJSON *)dg_jpath(root, buf);
+        leaf = sep == '[' ? last : last + 1;
+        if (sep == '[')
+            *last = '[';
+    }
+    if (!parent)
+        return false;
+    cJSON *item = value ? cJSON_Parse(value) : NULL;
+    if (value && !item)
+        return false;
+    if (leaf[0] == '[') {
+        int i = atoi(leaf + 1);
+        if (!item) {
+            cJSON_DeleteItemFromArray(parent, i);
+            return true;
+        }
+        if (i == cJSON_GetArraySize(parent))
+            return cJSON_AddItemToArray(parent, item);
+        return cJSON_ReplaceItemInArray(parent, i, item);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(parent, leaf);
+    return item ? cJSON_AddItemToObject(parent, leaf, item) : true;
+}
+
+#define RUN0 "compare.runs[0]."
+#define TEN_EPOCHS "[{},{},{},{},{},{},{},{},{},{}]"
+#define CI(lo, hi)                                                                                 \
+    "{\"lo\": {\"value\": " #lo ", \"unit\": \"x\", \"valid\": true}, "                            \
+    "\"hi\": {\"value\": " #hi ", \"unit\": \"x\", \"valid\": true}}"
+#define PCT_CI(lo, hi)                                                                             \
+    "{\"lo\": {\"value\": " #lo ", \"unit\": \"%\", \"valid\": true}, "                            \
+    "\"hi\": {\"value\": " #hi ", \"unit\": \"%\", \"valid\": true}}"
+
+static const gate_case cases[] = {
+    {"default tier, every proof: accepted on the device at the safe batch",
+     {{NULL, NULL}},
+     true,
+     "device",
+     64,
+     "accepted: 2115 samples/s at batch 64 on opencl",
+     NULL},
+    {"a tight interval above the thresholds changes nothing",
+     {{RUN0 "speedup_ci", CI(2.6, 3.4)}, {RUN0 "step_time_reduction_pct_ci", PCT_CI(61, 70)}},
+     true,
+     "device",
+     64,
+     "on opencl (the sweep's safe batch)",
+     NULL},
+    {"route cpu: the cpu's throughput at its best compare batch, never the device's",
+     {{RUN0 "speedup.value", "1.1"},
+      {RUN0 "step_time_reduction_pct.value", "9"},
+      {RUN0 "busy_fraction.value", "0.1"}},
+     true,
+     "cpu",
+     64,
+     "accepted: 2133 samples/s at batch 64 on cpu",
+     NULL},
+    {"route cpu on a busy but slow device (speedup-near-one)",
+     {{RUN0 "speedup.value", "1.1"}, {RUN0 "step_time_reduction_pct.value", "9"}},
+     true,
+     "cpu",
+     64,
+     "accepted: 2133 samples/s at batch 64 on cpu",
+     NULL},
+    {"route cpu, but the numbers drift: a fail finding blocks it",
+     {{RUN0 "speedup.value", "1.1"},
+      {RUN0 "step_time_reduction_pct.value", "9"},
+      {RUN0 "verdict", "\"drift\""},
+      {RUN0 "drift", "[\"loss_vs_ref.device\"]"}},
+     false,
+     "cpu",
+     64,
+     "1 fail finding",
+     NULL},
+    {"route cpu with the sweep on the cpu: its best sweep trial",
+     {{RUN0 "speedup.value", "1.1"},
+      {RUN0 "step_time_reduction_pct.value", "9"},
+      {RUN0 "busy_fraction.value", "0.1"},
+      {"sweep.spec.backend", "\"cpu\""}},
+     true,
+     "cpu",
+     64,
+     "2115 samples/s at batch 64 on cpu (the cpu's best batch in the sweep)",
+     NULL},
+    {"inconclusive: the speedup interval holds speedup_min, no route, not accepted",
+     {{RUN0 "speedup.value", "1.3"},
+      {RUN0 "speedup_ci", CI(0.9, 2.2)},
+      {RUN0 "step_time_reduction_pct.value", "23"},
+      {RUN0 "step_time_reduction_pct_ci", PCT_CI(-11, 55)}},
+     false,
+     "inconclusive",
+     NAN,
+     "the decision routes inconclusive",
+     NULL},
+    {"a failed step is never accepted",
+     {{"steps[5].status", "\"failed\""}},
+     false,
+     "device",
+     64,
+     "not every step succeeded (profile)",
+     NULL},
+    {"an interrupted run is never accepted",
+     {{"state", "\"interrupted\""}},
+     false,
+     "device",
+     64,
+     "the run was interrupted",
+     NULL},
+    {"a short soak is never accepted in the default tier",
+     {{"soak.epochs", "[{},{}]"}},
+     false,
+     "device",
+     64,
+     "a memory curve of at least 10 epochs (it has 2)",
+     "memory_curve"},
+    {"a sweep of one trial is not a sweep",
+     {{"sweep.trials", "[{\"batch\": 8, \"ended\": \"ok\"}]"}},
+     false,
+     "device",
+     64,
+     "at least 4 trials (it ran 1",
+     "sweep"},
+    {"a sweep ended by a crash proves no ceiling",
+     {{"sweep.stopped.reason", "\"signal\""}},
+     false,
+     "device",
+     64,
+     "stopped: signal",
+     "sweep"},
+    {"--quick is a screening, never accepted",
+     {{"spec.quick", "true"}},
+     false,
+     "device",
+     64,
+     "screening only (--quick is never accepted): measured 2115",
+     NULL},
+    {"a remote route promises no local throughput",
+     {{"soak.sampler.swap_growth.value", "300000000"}},
+     false,
+     "remote",
+     NAN,
+     "routes remote",
+     NULL},
+    {"the safe batch never exceeds the training set",
+     {{"soak.data", "{\"train_samples\": 40}"}},
+     true,
+     "device",
+     40,
+     "capped at the training set of 40 samples",
+     NULL},
+};
+
+static void run_case(const gate_case *k)
+{
+    cJSON *rec = cJSON_Parse(healthy_text);
+    static const patch base[] = {{"spec.quick", "false"}, {"soak.epochs", TEN_EPOCHS}};
+    for (size_t i = 0; i < sizeof base / sizeof *base; i++)
+        CHECK(set_path(rec, base[i].path, base[i].value));
+    for (const patch *p = k->patches; p->path; p++)
+        CHECK_MSG(set_path(rec, p->path, p->value), "%s: patch %s", k->name, p->path);
+    /* The record as accept leaves it: no findings, decision or gate yet. */
+    cJSON_DeleteItemFromObject(rec, "findings");
+    cJSON_DeleteItemFromObject(rec, "decision");
+    cJSON_DeleteItemFromObject(rec, "final_gate");
+    char *text = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    dg_ctx *ctx = dg_ctx_new();
+    char *out = NULL;
+    dg_status st = dg_evidence_finish(ctx, text, NULL, &out);
+    CHECK_MSG(st == DG_OK, "%s: %s", k->name, dg_errmsg(ctx));
+    cJSON *r = cJSON_Parse(out);
+    const char *route = dg_jstr(r, "decision.route");
+    const char *statement = dg_jstr(r, "final_gate.statement");
+    bool accepted = dg_jbool(r, "final_gate.accepted") == 1;
+    double batch = dg_jnum(r, "final_gate.batch");
+    if (getenv("DG_GATE_VERBOSE"))
+        fprintf(stderr, "%s\n  route %s · %s\n", k->name, route ? route : "-",
+                statement ? statement : "-");
+    CHECK_MSG(accepted == k->accepted, "%s: accepted %d: %s", k->name, accepted,
+              statement ? statement : "(none)");
+    CHECK_MSG(route && !strcmp(route, k->route), "%s: route %s, not %s", k->name,
+              route ? route : "(none)", k->route);
+    CHECK_MSG(isnan(k->batch) ? !accepted || isnan(batch) : batch == k->batch,
+              "%s: batch %g, not %g", k->name, batch, k->batch);
+    CHECK_MSG(statement && strstr(statement, k->statement), "%s: statement '%s' lacks '%s'",
+              k->name, statement ? statement : "(none)", k->statement);
+    /* The accepted line agrees with the route: it names the route's side. */
+    if (accepted) {
+        const char *on = !strcmp(route, "cpu") ? "on cpu" : "on opencl";
+        CHECK_MSG(strstr(statement, on) != NULL, "%s: '%s' is not %s", k->name, statement, on);
+        CHECK_MSG(!strncmp(statement, "accepted: ", 10), "%s: %s", k->name, statement);
+    } else {
+        CHECK_MSG(strncmp(statement, "accepted", 8) != 0, "%s: %s", k->name, statement);
+    }
+    if (k->missing) {
+        bool listed = false;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, dg_jpath(r, "final_gate.missing"))
+        {
+            listed = listed || (cJSON_IsString(m) && !strcmp(m->valuestring, k->missing));
+        }
+        CHECK_MSG(listed, "%s: %s not listed missing", k->name, k->missing);
+    }
+    CHECK(cJSON_IsBool(dg_jpath(r, "final_gate.screening")));
+    cJSON_Delete(r);
+    dg_string_free(out);
+    cJSON_free(text);
+    dg_ctx_free(ctx);
+}
+
+int main(void)
+{
+    const char *src = getenv("DEVGATE_SRC");
+    if (!src)
+        check_skip("DEVGATE_SRC is not set (run through ctest)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/records/healthy.json", src);
+    healthy_text = dg_read_file(path, 1 << 20, NULL);
+    if (!healthy_text) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        run_case(&cases[i]);
+    dg_free(healthy_text);
+    CHECK_DONE();
+}
