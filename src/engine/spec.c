@@ -73,6 +73,7 @@ static const field fields[] = {
     {"export", K_STR, F(export_dir), 0, 0, true, false},
     {"data", K_STR, F(data), 0, 0, false, false},
     {"workers", K_WORKERS, F(workers), 0, 256, false, false},
+    {"prefetch", K_INT, F(prefetch), 1, 4096, false, true},
     {"val_split", K_DOUBLE, F(val_split), 0, 0x1.fffffffffffffp-1, false, false},
     {"resolution", K_STR, F(resolution), 0, 0, false, false},
     {"augment", K_STR, F(augment), 0, 0, false, false},

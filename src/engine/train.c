@@ -308,6 +308,7 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
                        "--normalize gives %d values per list, the model has %d channel%s",
                        lo->norm_count, m->in_c, m->in_c > 1 ? "s" : "");
     lo->workers = o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers;
+    lo->prefetch = o->prefetch;
     lo->cache = o->cache;
     lo->val_split = o->val_split;
     lo->on_bad_fail = o->on_bad_fail;

@@ -69,6 +69,23 @@ expect_grep err 'unknown key "frobnicate"'
 expect_exit 2 "$DG" --no-ledger accept --threshold a=b=c
 expect_grep err "accept: --threshold wants NAME=VALUE"
 
+# --- a training option from the table reaches the loader: --prefetch ------------------
+expect_exit 0 "$DG" --no-ledger train --steps 3 --batch 8 --workers 2 --prefetch 7 --json
+expect_json out 'd["data"]["prefetch"] == 7 and d["spec"]["prefetch"] == 7'
+expect_exit 0 "$DG" --no-ledger train --steps 3 --batch 8 --workers 2 --json
+expect_json out 'd["data"]["prefetch"] == 4 and d["spec"]["prefetch"] is None'
+expect_exit 2 "$DG" --no-ledger train --prefetch 0
+expect_grep err "train: --prefetch wants an integer in 1\.\.4096, got '0'"
+
+# --- the sweep hands each trial its spec through the codec (stdin), not flags ----------
+expect_exit 1 "$DG" --no-ledger sweep --data idx:nosuch-images,nosuch-labels --to 8 --no-bisect \
+  --warmup-steps 1 --timed-steps 1 --json
+expect_json out 'd["trials"][0]["ended"] == "failed" and "nosuch-images" in d["trials"][0]["reason"]'
+# a spec that does not decode is refused by the child with the codec's message
+echo '{"epochs": 1.5}' >bad-spec.json
+expect_exit 2 "$DG" --no-ledger __trial --spec-fd 0 --result-fd 1 <bad-spec.json
+expect_grep err "__trial: spec: epochs wants an integer"
+
 # --- path buffers never truncate silently ---------------------------------------------
 long=$(printf 'A%.0s' {1..4200})
 expect_exit 2 "$DG" --no-ledger accept --quick -o "$long"

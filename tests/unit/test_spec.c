@@ -23,7 +23,7 @@ static bool same_opts(const dg_train_opts *a, const dg_train_opts *b)
            same_str(a->disable_ops, b->disable_ops) && a->samples == b->samples &&
            a->no_capture == b->no_capture && a->sample_ms == b->sample_ms &&
            same_str(a->export_dir, b->export_dir) && same_str(a->data, b->data) &&
-           a->workers == b->workers && a->val_split == b->val_split &&
+           a->workers == b->workers && a->prefetch == b->prefetch && a->val_split == b->val_split &&
            same_str(a->resolution, b->resolution) && same_str(a->augment, b->augment) &&
            same_str(a->normalize, b->normalize) && a->cache == b->cache &&
            a->on_bad_fail == b->on_bad_fail && a->max_bad_share == b->max_bad_share &&
@@ -87,6 +87,7 @@ int main(void)
         {"export", "exp"},
         {"data", "cifar:dir"},
         {"workers", "0"},
+        {"prefetch", "6"},
         {"val_split", "0.25"},
         {"resolution", "32x32"},
         {"augment", "crop,flip"},
@@ -152,6 +153,7 @@ int main(void)
     CHECK(decode(ctx, "{\"input\": \"3x32\"}") == DG_ERR_USAGE);
     CHECK(decode(ctx, "{\"mem_budget\": 0}") == DG_ERR_USAGE);
     CHECK(decode(ctx, "{\"val_split\": 1}") == DG_ERR_USAGE);
+    CHECK(decode(ctx, "{\"prefetch\": 0}") == DG_ERR_USAGE);
     CHECK(decode(ctx, "{\"nosuch\": 1}") == DG_ERR_USAGE);
     CHECK(strstr(dg_errmsg(ctx), "unknown key \"nosuch\"") != NULL);
     CHECK(decode(ctx, "[1]") == DG_ERR_FORMAT);
