@@ -67,8 +67,11 @@ dg_status dg_fail(dg_ctx *ctx, dg_status st, const char *fmt, ...)
     if (ctx) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+        char raw[sizeof ctx->errmsg];
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        /* Messages name files and devices: keep them valid UTF-8. */
+        dg_utf8_clean(ctx->errmsg, sizeof ctx->errmsg, raw, strlen(raw), false);
     }
     return st;
 }

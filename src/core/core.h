@@ -79,8 +79,11 @@ char *dg_trim(char *s);
 bool dg_proc_kb(const char *text, const char *key, double *bytes);
 /* Resident set of this process in bytes (/proc/self/statm); false when unreadable. */
 bool dg_proc_self_rss(double *bytes);
-/* Copies src into dst of size n, always NUL-terminated, replacing control
- * characters so hostile strings cannot break terminals or records. */
+/* Copies src into dst of size n, always NUL-terminated, through
+ * dg_text_clean (invalid UTF-8, controls, C1, bidi overrides become '?', tab
+ * and newline a space; never cutting a sequence), so hostile strings cannot
+ * break terminals or records. Records that keep the text as it was use
+ * dg_utf8_clean (json.h) instead. */
 void dg_copy_clean(char *dst, size_t n, const char *src);
 
 /* Sets a spawn's attributes for a child of its own: a new process group (so

@@ -1,8 +1,10 @@
 #include "json.h"
 
 #include "core.h"
+#include "utf8.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,9 +23,120 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
     return m;
 }
 
+/* ---- UTF-8 at the boundary ------------------------------------------------ */
+
+size_t dg_utf8_seq(const char *str, size_t n)
+{
+    if (n == 0)
+        return 0;
+    uint32_t cp;
+    size_t k = dg_utf8_next((const unsigned char *)str, n, &cp);
+    /* dg_utf8_next reports a malformed byte as one byte of U+FFFD. */
+    return k == 1 && cp == 0xfffd ? 0 : k;
+}
+
+size_t dg_utf8_clean(char *dst, size_t n, const char *src, size_t len, bool controls)
+{
+    if (n == 0)
+        return 0;
+    size_t w = 0;
+    for (size_t i = 0; src && i < len && src[i];) {
+        size_t k = dg_utf8_seq(src + i, len - i);
+        const char *put = src + i;
+        size_t pn = k;
+        unsigned char c = (unsigned char)src[i];
+        if (k == 0) {
+            put = "\xef\xbf\xbd"; /* U+FFFD */
+            pn = 3;
+            k = 1;
+        } else if (controls && ((k == 1 && (c < 0x20 || c == 0x7f)) ||
+                                (k == 2 && c == 0xc2 && (unsigned char)src[i + 1] < 0xa0))) {
+            put = "?";
+            pn = 1;
+        }
+        if (w + pn + 1 > n)
+            break;
+        memcpy(dst + w, put, pn);
+        w += pn;
+        i += k;
+    }
+    dst[w] = '\0';
+    return w;
+}
+
+char *dg_utf8_dup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t len = strlen(s);
+    char *d = dg_malloc(3 * len + 1);
+    if (d)
+        dg_utf8_clean(d, 3 * len + 1, s, len, false);
+    return d;
+}
+
+/* True when s is well-formed UTF-8 throughout. */
+static bool utf8_ok(const char *s)
+{
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        size_t k = dg_utf8_seq(s + i, len - i);
+        if (!k)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+cJSON *dg_json_string(const char *s)
+{
+    if (!s)
+        return cJSON_CreateNull();
+    if (utf8_ok(s))
+        return cJSON_CreateString(s);
+    char *c = dg_utf8_dup(s);
+    cJSON *item = c ? cJSON_CreateString(c) : NULL;
+    dg_free(c);
+    return item;
+}
+
+/* Replaces *slot (allocated through cJSON's hooks) with a valid copy when needed. */
+static bool fix_text(char **slot)
+{
+    if (!*slot || utf8_ok(*slot))
+        return true;
+    size_t len = strlen(*slot);
+    char *c = cJSON_malloc(3 * len + 1);
+    if (!c)
+        return false;
+    dg_utf8_clean(c, 3 * len + 1, *slot, len, false);
+    cJSON_free(*slot);
+    *slot = c;
+    return true;
+}
+
+bool dg_json_utf8_fix(cJSON *item)
+{
+    if (!item)
+        return true;
+    if (item->string && !(item->type & cJSON_StringIsConst) && !fix_text(&item->string))
+        return false;
+    if (cJSON_IsString(item) && !(item->type & cJSON_IsReference) && !fix_text(&item->valuestring))
+        return false;
+    for (cJSON *c = item->child; c; c = c->next)
+        if (!dg_json_utf8_fix(c))
+            return false;
+    return true;
+}
+
 cJSON *dg_json_add_str(cJSON *obj, const char *key, const char *s)
 {
-    return s ? cJSON_AddStringToObject(obj, key, s) : cJSON_AddNullToObject(obj, key);
+    cJSON *item = dg_json_string(s);
+    if (!item || !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        return NULL;
+    }
+    return item;
 }
 
 char *dg_json_print(const cJSON *item)

@@ -32,6 +32,18 @@ typedef struct dg_source_opts {
     int height, width;   /* synthetic: size */
 } dg_source_opts;
 
+#define DG_SOURCE_MAX_LINK_MSGS 8
+
+/* Symlinks met while listing an image folder (images:DIR). */
+typedef struct dg_source_links {
+    size_t class_links;       /* class folders that are symlinks (followed or skipped) */
+    size_t duplicate_classes; /* of those, skipped: the same folder as another class */
+    size_t loops, dangling;   /* symlinks that cannot be followed, skipped */
+    size_t shared_files;      /* image files (by device and inode) under several classes */
+    int nmsg;
+    char msgs[DG_SOURCE_MAX_LINK_MSGS][400];
+} dg_source_links;
+
 /* Opens `spec`: "synthetic", "idx:IMAGES,LABELS" (plain or .gz), "cifar:DIR"
  * (data_batch_*.bin and test_batch.bin), "images:DIR" (one sub-folder per
  * class; PNG and JPEG). Header lies, truncated files, empty class folders,
@@ -53,6 +65,12 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
  * SHA-256 over names, sizes and sampled bytes (or the synthetic generator's
  * parameters). Deterministic across runs and machines. */
 cJSON *dg_source_identity(const dg_source *s);
+/* The symlinks met while listing (all zero for sources other than images). */
+const dg_source_links *dg_source_links_seen(const dg_source *s);
+/* Caps the bytes one decoded image may take (decoder buffers and the float
+ * sample); an image above it is a bad sample naming its size. 0: no cap
+ * beyond the decoders' 16384 x 16384. Set before reading from threads. */
+void dg_source_set_decode_budget(dg_source *s, size_t bytes);
 void dg_image_free(dg_image *img);
 
 /* Decoders (decode.c): PNG (gray, gray+alpha, RGB, RGBA, palette, 1..16 bit)
@@ -62,6 +80,11 @@ void dg_image_free(dg_image *img);
  * above 16384 x 16384. */
 dg_status dg_decode_image(const unsigned char *buf, size_t len, int channels, dg_image *img,
                           char *err, size_t errlen);
+/* dg_decode_image refusing, before allocating, an image whose decoding
+ * (decoder buffer plus float sample) would take more than max_bytes (0: no
+ * cap): DG_ERR_FORMAT with its size and the cap in err. */
+dg_status dg_decode_image_limit(const unsigned char *buf, size_t len, int channels,
+                                size_t max_bytes, dg_image *img, char *err, size_t errlen);
 
 /* IDX and CIFAR readers over memory (idx.c, cifar.c): parse and validate
  * headers against the buffer length (fuzz targets call these). */

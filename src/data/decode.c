@@ -26,6 +26,33 @@ static dg_status dec_err(char *err, size_t errlen, dg_status st, const char *fmt
     return st;
 }
 
+/* Bytes for messages: "1.25 GiB", "512 MiB", "900 KiB". */
+static void human_bytes(double b, char *out, size_t n)
+{
+    if (b >= 1073741824.0)
+        snprintf(out, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0)
+        snprintf(out, n, "%.0f MiB", b / 1048576.0);
+    else
+        snprintf(out, n, "%.0f KiB", b / 1024.0);
+}
+
+/* True (with the message in err) when decoding a w x h image needs more than
+ * max_bytes: need counts the decoder's pixel buffer and the float sample. */
+static bool over_budget(const char *fmt, unsigned w, unsigned h, double need, size_t max_bytes,
+                        char *err, size_t errlen)
+{
+    if (!max_bytes || need <= (double)max_bytes)
+        return false;
+    char a[32], b[32];
+    human_bytes(need, a, sizeof a);
+    human_bytes((double)max_bytes, b, sizeof b);
+    dec_err(err, errlen, DG_ERR_FORMAT,
+            "%s: %ux%u decodes to %s, above the loader's memory budget of %s per image", fmt, w, h,
+            a, b);
+    return true;
+}
+
 /* Converts h rows of w interleaved samples (nch channels, alpha last when nch
  * is 2 or 4; depth 8 or 16 big-endian) into a new CHW float image. */
 static dg_status to_float(const unsigned char *px, size_t stride, int depth, int nch, int h, int w,
@@ -101,8 +128,8 @@ static void png_warn_cb(png_structp png, png_const_charp msg)
 {
 }
 
-static dg_status decode_png(const unsigned char *buf, size_t len, int want, dg_image *img,
-                            char *err, size_t errlen)
+static dg_status decode_png(const unsigned char *buf, size_t len, int want, size_t max_bytes,
+                            dg_image *img, char *err, size_t errlen)
 {
     png_src src = {.buf = buf, .len = len};
     png_structp png =
@@ -158,6 +185,12 @@ static dg_status decode_png(const unsigned char *buf, size_t len, int want, dg_i
                 (unsigned)w, (unsigned)h, raw, len);
         goto done;
     }
+    int outc = want ? want : nch >= 3 ? 3 : 1;
+    if (over_budget("PNG", (unsigned)w, (unsigned)h,
+                    (double)stride * h + (double)sizeof(png_bytep) * h +
+                        (double)outc * w * h * sizeof(float),
+                    max_bytes, err, errlen))
+        goto done;
     st = DG_ERR_NOMEM;
     pix = dg_malloc(stride * h);
     rows = dg_malloc(sizeof(png_bytep) * h);
@@ -252,8 +285,8 @@ static void jpg_progress(j_common_ptr c)
     }
 }
 
-static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, dg_image *img,
-                             char *err, size_t errlen)
+static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, size_t max_bytes,
+                             dg_image *img, char *err, size_t errlen)
 {
     struct jpeg_decompress_struct cinfo;
     jpg_err jerr;
@@ -306,6 +339,18 @@ static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, dg_
                 (int)cinfo.jpeg_color_space);
         goto done;
     }
+    /* Before jpeg_start_decompress, which allocates the decoder's buffers
+     * (for progressive files, coefficients of the whole image). */
+    jpeg_calc_output_dimensions(&cinfo);
+    {
+        unsigned ow = cinfo.output_width, oh = cinfo.output_height;
+        int oc = cinfo.output_components, outc = want ? want : oc >= 3 ? 3 : 1;
+        double coef = cinfo.progressive_mode ? 2.0 * ow * oh * cinfo.num_components : 0;
+        if (over_budget("JPEG", ow, oh,
+                        (double)ow * oh * oc + coef + (double)outc * ow * oh * sizeof(float),
+                        max_bytes, err, errlen))
+            goto done;
+    }
     jpeg_start_decompress(&cinfo);
     int nch = cinfo.output_components;
     unsigned w = cinfo.output_width, h = cinfo.output_height;
@@ -347,6 +392,12 @@ done:
 dg_status dg_decode_image(const unsigned char *buf, size_t len, int channels, dg_image *img,
                           char *err, size_t errlen)
 {
+    return dg_decode_image_limit(buf, len, channels, 0, img, err, errlen);
+}
+
+dg_status dg_decode_image_limit(const unsigned char *buf, size_t len, int channels,
+                                size_t max_bytes, dg_image *img, char *err, size_t errlen)
+{
     static const unsigned char png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memset(img, 0, sizeof *img);
     if (err && errlen)
@@ -354,8 +405,8 @@ dg_status dg_decode_image(const unsigned char *buf, size_t len, int channels, dg
     if (channels != 0 && channels != 1 && channels != 3)
         return dec_err(err, errlen, DG_ERR_USAGE, "channels must be 0, 1 or 3, not %d", channels);
     if (buf && len >= 8 && memcmp(buf, png_magic, 8) == 0)
-        return decode_png(buf, len, channels, img, err, errlen);
+        return decode_png(buf, len, channels, max_bytes, img, err, errlen);
     if (buf && len >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF)
-        return decode_jpeg(buf, len, channels, img, err, errlen);
+        return decode_jpeg(buf, len, channels, max_bytes, img, err, errlen);
     return dec_err(err, errlen, DG_ERR_FORMAT, "not a PNG or JPEG image");
 }

@@ -10,6 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Decoded bytes one image may take when the caller names no budget (about
+ * a 6700 x 6700 RGB image as floats), lowered to fit the workers. */
+#define AUTO_IMAGE_BUDGET ((size_t)512 << 20)
+
+/* MemAvailable of /proc/meminfo in bytes; false when unknown. */
+static bool available_memory(double *bytes)
+{
+    char *mi = dg_read_file("/proc/meminfo", 1u << 16, NULL);
+    bool ok = mi && dg_proc_kb(mi, "MemAvailable", bytes) && *bytes > 0;
+    dg_free(mi);
+    return ok;
+}
+
 static const char *const stage_names[S_COUNT] = {"read",    "decode",    "resize",
                                                  "augment", "normalise", "collate"};
 
@@ -119,6 +132,8 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     size_t n = dg_source_count(src);
     if (n == 0)
         return dg_fail(ctx, DG_ERR_FORMAT, "loader: the data set has no samples");
+    if (!(o.mem_available >= 0))
+        return dg_fail(ctx, DG_ERR_USAGE, "loader: mem_available must be 0 or positive");
 
     dg_loader *ld = dg_calloc(1, sizeof *ld);
     if (!ld)
@@ -133,6 +148,21 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     pthread_cond_init(&ld->cv_work, NULL);
     pthread_cond_init(&ld->cv_ready, NULL);
     dg_status st = DG_OK;
+
+    /* The host-memory budget: one decoded image at most image_budget bytes,
+     * so a small file claiming a huge image is a bad sample, not gigabytes
+     * per worker. */
+    ld->mem_known = o.mem_available > 0 || available_memory(&ld->mem_available);
+    if (o.mem_available > 0)
+        ld->mem_available = o.mem_available;
+    size_t per_worker =
+        ld->mem_known ? (size_t)(ld->mem_available / (4.0 * (o.workers ? o.workers : 1))) : 0;
+    ld->image_budget = o.max_image_bytes                                 ? o.max_image_bytes
+                       : ld->mem_known && per_worker < AUTO_IMAGE_BUDGET ? per_worker
+                                                                         : AUTO_IMAGE_BUDGET;
+    dg_source_set_decode_budget(src, ld->image_budget);
+    if (!opts->cache_cap && ld->mem_known && (double)ld->o.cache_cap > ld->mem_available / 4)
+        ld->o.cache_cap = (size_t)(ld->mem_available / 4);
 
     /* Split: the last val_split share of a seeded permutation is held out;
      * both lists are kept in index order. */
@@ -179,6 +209,28 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     /* Scratch holds the largest of a resized sample and its 1.125x growth. */
     ld->scratch_floats = (size_t)o.channels * (size_t)lround(ld->maxh * 1.125 + 1) *
                          (size_t)lround(ld->maxw * 1.125 + 1);
+
+    /* The slots and each worker's scratch are touched in full: refuse before
+     * allocating more than half of what the machine has (the rest is the
+     * model's). (The decoded images are
+     * held to image_budget each, at most a quarter of it in all when auto.) */
+    {
+        int users = o.workers ? o.workers : 1, slots = o.workers ? o.prefetch : 1;
+        double slot_b = (double)ld->slot_floats * sizeof(float) + (double)o.batch * sizeof(int32_t);
+        double worker_b = 2.0 * (double)ld->scratch_floats * sizeof(float);
+        double need = slots * slot_b + users * worker_b;
+        ld->fixed_bytes = need < 1e19 ? (size_t)need : SIZE_MAX;
+        if (ld->mem_known && need > ld->mem_available / 2) { /* the rest is the model's */
+            st = dg_fail(
+                ctx, DG_ERR_USAGE,
+                "loader: %d batch slot%s of %d samples at %dx%dx%d (%.2f GB each) and %d "
+                "worker%s' scratch buffers (%.2f GB each) need %.2f GB, more than half of the "
+                "%.2f GB of memory available; lower --batch, --prefetch or --workers",
+                slots, slots == 1 ? "" : "s", o.batch, o.channels, ld->maxh, ld->maxw, slot_b / 1e9,
+                users, users == 1 ? "" : "s", worker_b / 1e9, need / 1e9, ld->mem_available / 1e9);
+            goto fail;
+        }
+    }
 
     ld->dataset = dg_source_identity(src);
     ld->bucket_text = dg_bucket_text(&ld->o, ld->mean, ld->std, ld->dataset);
@@ -344,7 +396,24 @@ cJSON *dg_loader_stats_json(const dg_loader *ld)
     cJSON_AddNumberToObject(bad, "max_share", ld->o.max_bad_share);
     cJSON *msgs = cJSON_AddArrayToObject(bad, "messages");
     for (int i = 0; i < ld->nmsg; i++)
-        cJSON_AddItemToArray(msgs, cJSON_CreateString(ld->msgs[i]));
+        cJSON_AddItemToArray(msgs, dg_json_string(ld->msgs[i]));
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+    cJSON_AddItemToObject(mem, "available",
+                          dg_json_metric(ld->mem_available, ld->mem_known, "bytes"));
+    cJSON_AddItemToObject(mem, "image_budget",
+                          dg_json_metric((double)ld->image_budget, true, "bytes"));
+    cJSON_AddItemToObject(mem, "fixed", dg_json_metric((double)ld->fixed_bytes, true, "bytes"));
+    const dg_source_links *lk = dg_source_links_seen(ld->src);
+    cJSON *links = cJSON_AddObjectToObject(o, "links");
+    cJSON_AddNumberToObject(links, "class_folder_links", (double)lk->class_links);
+    cJSON_AddNumberToObject(links, "duplicate_class_folders_skipped",
+                            (double)lk->duplicate_classes);
+    cJSON_AddNumberToObject(links, "loops_skipped", (double)lk->loops);
+    cJSON_AddNumberToObject(links, "dangling_skipped", (double)lk->dangling);
+    cJSON_AddNumberToObject(links, "files_under_several_classes", (double)lk->shared_files);
+    cJSON *lm = cJSON_AddArrayToObject(links, "messages");
+    for (int i = 0; i < lk->nmsg; i++)
+        cJSON_AddItemToArray(lm, dg_json_string(lk->msgs[i]));
     cJSON *cache = cJSON_AddObjectToObject(o, "cache");
     cJSON_AddBoolToObject(cache, "enabled", ld->cache != NULL);
     cJSON_AddNumberToObject(cache, "hits", (double)ld->cache_hits);

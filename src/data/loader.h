@@ -41,7 +41,10 @@ typedef struct dg_loader_opts {
     int workers;              /* threads; 0: inline in the caller; < 0: 2 */
     int prefetch;             /* queue depth in batches; 0: 2 * workers */
     bool cache;               /* keep decoded+resized samples (before augmentation) */
-    size_t cache_cap;         /* cache cap in bytes; 0: 2 GiB */
+    size_t cache_cap;         /* cache cap in bytes; 0: 2 GiB, at most a quarter of the available memory */
+    size_t max_image_bytes;   /* decoded bytes one image may take; 0: auto (the smaller of
+                                 512 MiB and available / (4 * max(1, workers))) */
+    double mem_available;     /* bytes the budget is held against; 0: MemAvailable (/proc/meminfo) */
     double val_split;         /* share held out for validation, [0, 1) */
     bool on_bad_fail;         /* a bad sample fails the loader instead of being skipped */
     double max_bad_share;     /* fail when bad/seen exceeds this; < 0: 0.01 */
@@ -52,9 +55,11 @@ typedef struct dg_loader_opts {
 } dg_loader_opts;
 
 /* Creates a loader over src (borrowed; must outlive the loader): splits the
- * indices, computes "auto" normalisation (one pass over up to 10000 training
- * samples) and the bucket. DG_ERR_USAGE bad options, DG_ERR_FORMAT data that
- * cannot be normalised. */
+ * indices, sets src's decode budget (a larger image is a bad sample naming
+ * its size), computes "auto" normalisation (one pass over up to 10000
+ * training samples) and the bucket. DG_ERR_USAGE bad options or batch slots
+ * and worker buffers that need more than the available memory, DG_ERR_FORMAT
+ * data that cannot be normalised. */
 dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *o, dg_loader **out);
 /* Joins the workers (even mid-epoch) and frees; accepts NULL. */
 void dg_loader_free(dg_loader *ld);

@@ -80,6 +80,12 @@ struct dg_loader {
     int32_t *cache_y;
     size_t cache_bytes, cache_cap, cache_hits, cache_misses;
 
+    /* Host-memory budget: what it was held against, the per-image cap, and
+     * what the slots and worker buffers take. */
+    double mem_available;
+    bool mem_known;
+    size_t image_budget, fixed_bytes;
+
     /* Consumer-side totals. */
     double t[S_COUNT], waited;
     size_t batches;

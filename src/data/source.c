@@ -53,6 +53,8 @@ struct dg_source {
     char *root;
     char **files; /* "class/file", relative to root */
     int32_t *labels;
+    dg_source_links links; /* symlinks met while listing */
+    size_t decode_budget;  /* bytes one decoded image may take; 0: no budget */
 };
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -71,6 +73,22 @@ static dg_status buf_err(char *err, size_t errlen, dg_status st, const char *fmt
     return st;
 }
 
+/* What a file that is not a regular file is, for messages. */
+static const char *not_regular(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "is a directory";
+    if (S_ISCHR(m))
+        return "is a character device";
+    if (S_ISBLK(m))
+        return "is a block device";
+    if (S_ISFIFO(m))
+        return "is a FIFO";
+    if (S_ISSOCK(m))
+        return "is a socket";
+    return "is a special file";
+}
+
 /* Reads a whole file (at most cap bytes) into a dg_malloc'd buffer; on failure
  * returns DG_ERR_IO, DG_ERR_FORMAT (too large) or DG_ERR_NOMEM with a message. */
 static dg_status read_whole(const char *path, size_t cap, unsigned char **out, size_t *len,
@@ -78,15 +96,19 @@ static dg_status read_whole(const char *path, size_t cap, unsigned char **out, s
 {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
         return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path,
-                       S_ISDIR(sb.st_mode) ? "is a directory" : strerror(e));
+        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return buf_err(err, errlen, DG_ERR_IO, "%s: %s, not a regular file", path,
+                       not_regular(sb.st_mode));
     }
     if ((uint64_t)sb.st_size > cap) {
         close(fd);
@@ -292,7 +314,7 @@ static dg_status make_identity(dg_ctx *ctx, dg_source *s, const char *kind, iden
     cJSON *arr = cJSON_AddArrayToObject(o, "files");
     for (size_t i = 0; i < nfiles && i < IDENT_MAX_FILES; i++) {
         cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "name", files[i].name);
+        dg_json_add_str(f, "name", files[i].name);
         cJSON_AddNumberToObject(f, "bytes", (double)files[i].bytes);
         cJSON_AddItemToArray(arr, f);
     }
@@ -457,7 +479,8 @@ static int is_cifar_name(const char *n)
 
 /* Lists the entries of dir passing keep(), sorted; DG_ERR_IO when unreadable. */
 static dg_status list_dir(dg_ctx *ctx, const char *dir,
-                          int (*keep)(const char *dir, const char *name), char ***out, size_t *n)
+                          int (*keep)(const char *dir, const char *name, void *user), void *user,
+                          char ***out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -469,7 +492,7 @@ static dg_status list_dir(dg_ctx *ctx, const char *dir,
     struct dirent *e;
     dg_status st = DG_OK;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !keep(dir, e->d_name))
+        if (e->d_name[0] == '.' || !keep(dir, e->d_name, user))
             continue;
         if (cnt == cap) {
             size_t ncap = cap ? cap * 2 : 16;
@@ -508,7 +531,7 @@ static void free_list(char **v, size_t n)
     dg_free(v);
 }
 
-static int keep_cifar(const char *dir, const char *name)
+static int keep_cifar(const char *dir, const char *name, void *user)
 {
     return is_cifar_name(name);
 }
@@ -517,7 +540,7 @@ static dg_status open_cifar(dg_ctx *ctx, dg_source *s, const char *dir)
 {
     char **names = NULL;
     size_t nn = 0;
-    dg_status st = list_dir(ctx, dir, keep_cifar, &names, &nn);
+    dg_status st = list_dir(ctx, dir, keep_cifar, NULL, &names, &nn);
     if (st)
         return st;
     if (nn == 0) {
@@ -583,34 +606,146 @@ static dg_status open_cifar(dg_ctx *ctx, dg_source *s, const char *dir)
 
 /* ---- image folders -------------------------------------------------------- */
 
-static int keep_subdir(const char *dir, const char *name)
+/* Counts a symlink that cannot be followed (a loop, or dangling) and logs it. */
+static void count_bad_link(dg_source_links *l, const char *dir, const char *name, int err)
+{
+    if (err == ELOOP)
+        l->loops++;
+    else
+        l->dangling++;
+    if (l->nmsg < DG_SOURCE_MAX_LINK_MSGS) {
+        char clean[200];
+        dg_copy_clean(clean, sizeof clean, name);
+        snprintf(l->msgs[l->nmsg++], sizeof l->msgs[0], "%.200s: %s, skipped", clean,
+                 err == ELOOP ? "symlink loop" : "dangling symlink");
+    }
+    (void)dir;
+}
+
+/* Directory entries that are (or link to) directories; symlinks that cannot
+ * be followed are counted. */
+static int keep_subdir(const char *dir, const char *name, void *user)
 {
     char *p = dg_asprintf("%s/%s", dir, name);
-    struct stat sb;
-    int ok = p && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+    struct stat sb, lb;
+    int ok = 0;
+    if (p && stat(p, &sb) == 0)
+        ok = S_ISDIR(sb.st_mode);
+    else if (p && lstat(p, &lb) == 0 && S_ISLNK(lb.st_mode))
+        count_bad_link(user, dir, name, errno == ELOOP ? ELOOP : ENOENT);
     dg_free(p);
     return ok;
 }
 
-static int keep_image(const char *dir, const char *name)
+static int keep_image(const char *dir, const char *name, void *user)
 {
     const char *dot = strrchr(name, '.');
     if (!dot || (strcasecmp(dot, ".png") && strcasecmp(dot, ".jpg") && strcasecmp(dot, ".jpeg")))
         return 0;
     char *p = dg_asprintf("%s/%s", dir, name);
-    struct stat sb;
-    int ok = p && stat(p, &sb) == 0 && !S_ISDIR(sb.st_mode);
+    struct stat sb, lb;
+    int ok = 0;
+    if (p && stat(p, &sb) == 0) {
+        ok = !S_ISDIR(sb.st_mode);
+    } else if (p && lstat(p, &lb) == 0 && S_ISLNK(lb.st_mode)) {
+        const char *slash = strrchr(dir, '/');
+        char *shown = dg_asprintf("%s/%s", slash ? slash + 1 : dir, name);
+        count_bad_link(user, dir, shown ? shown : name, errno == ELOOP ? ELOOP : ENOENT);
+        dg_free(shown);
+    }
     dg_free(p);
     return ok;
+}
+
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    int32_t label;
+} file_id;
+
+static int cmp_file_id(const void *a, const void *b)
+{
+    const file_id *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return (x->label > y->label) - (x->label < y->label);
+}
+
+/* Drops class folders that are symlinks to the same folder as another class
+ * (they would repeat its images under another label), preferring the real
+ * folder, else the first name; counts symlinked class folders. */
+static void drop_duplicate_classes(dg_source_links *l, const char *dir, char **classes, size_t *nc)
+{
+    size_t n = *nc, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *p = dg_asprintf("%s/%s", dir, classes[i]);
+        struct stat si, li;
+        bool link = p && lstat(p, &li) == 0 && S_ISLNK(li.st_mode);
+        bool have = p && stat(p, &si) == 0;
+        dg_free(p);
+        const char *twin = NULL;
+        for (size_t j = 0; link && have && j < n && !twin; j++) {
+            if (j == i)
+                continue;
+            char *q = dg_asprintf("%s/%s", dir, classes[j]);
+            struct stat sj, lj;
+            bool jlink = q && lstat(q, &lj) == 0 && S_ISLNK(lj.st_mode);
+            bool same = q && stat(q, &sj) == 0 && sj.st_dev == si.st_dev && sj.st_ino == si.st_ino;
+            dg_free(q);
+            /* Keep a real folder over a link; of two links, the first. */
+            if (same && (!jlink || j < i))
+                twin = classes[j];
+        }
+        if (link)
+            l->class_links++;
+        if (twin) {
+            l->duplicate_classes++;
+            if (l->nmsg < DG_SOURCE_MAX_LINK_MSGS) {
+                char a[120], b[120];
+                dg_copy_clean(a, sizeof a, classes[i]);
+                dg_copy_clean(b, sizeof b, twin);
+                snprintf(l->msgs[l->nmsg++], sizeof l->msgs[0],
+                         "class folder %s is a symlink to the same folder as class %s: skipped "
+                         "(it would repeat those images under another label)",
+                         a, b);
+            }
+            dg_free(classes[i]);
+            continue;
+        }
+        classes[w++] = classes[i];
+    }
+    *nc = w;
+}
+
+/* Counts files that appear under more than one class (symlinked or hard-linked
+ * images); ids holds one entry per file. */
+static void count_shared_files(dg_source_links *l, file_id *ids, size_t n)
+{
+    qsort(ids, n, sizeof *ids, cmp_file_id);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        bool several = false;
+        while (j < n && ids[j].dev == ids[i].dev && ids[j].ino == ids[i].ino) {
+            several = several || ids[j].label != ids[i].label;
+            j++;
+        }
+        if (several)
+            l->shared_files++;
+        i = j;
+    }
 }
 
 static dg_status open_images(dg_ctx *ctx, dg_source *s, const char *dir)
 {
     char **classes = NULL;
     size_t nc = 0, nfiles = 0, cap = 0;
-    dg_status st = list_dir(ctx, dir, keep_subdir, &classes, &nc);
+    dg_source_links *links = &s->links;
+    dg_status st = list_dir(ctx, dir, keep_subdir, links, &classes, &nc);
     if (st)
         return st;
+    drop_duplicate_classes(links, dir, classes, &nc);
     if (nc == 0)
         st = dg_fail(ctx, DG_ERR_FORMAT, "%s: no class folders", dir);
     if (!st && nc > INT32_MAX)
@@ -622,7 +757,7 @@ static dg_status open_images(dg_ctx *ctx, dg_source *s, const char *dir)
         if (!cdir)
             st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
         if (!st)
-            st = list_dir(ctx, cdir, keep_image, &imgs, &ni);
+            st = list_dir(ctx, cdir, keep_image, links, &imgs, &ni);
         if (!st && ni == 0)
             st = dg_fail(ctx, DG_ERR_FORMAT,
                          "%s: empty class folder (no .png, .jpg or .jpeg files)", cdir);
@@ -659,17 +794,32 @@ static dg_status open_images(dg_ctx *ctx, dg_source *s, const char *dir)
         ident_file *files = dg_calloc(nfiles, sizeof *files);
         if (!files)
             st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        file_id *ids = dg_malloc((nfiles ? nfiles : 1) * sizeof *ids);
+        if (!ids)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
         for (size_t i = 0; !st && i < nfiles; i++) {
             struct stat sb;
             files[i].name = s->files[i];
             files[i].path = dg_asprintf("%s/%s", dir, s->files[i]);
-            if (!files[i].path)
+            if (!files[i].path) {
                 st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-            else if (stat(files[i].path, &sb) != 0)
+            } else if (stat(files[i].path, &sb) != 0) {
                 st = dg_fail(ctx, DG_ERR_IO, "%s: %s", files[i].path, strerror(errno));
-            else
+            } else {
                 files[i].bytes = (uint64_t)sb.st_size;
+                ids[i] = (file_id){sb.st_dev, sb.st_ino, s->labels[i]};
+            }
         }
+        if (!st) {
+            count_shared_files(links, ids, nfiles);
+            if (links->shared_files && links->nmsg < DG_SOURCE_MAX_LINK_MSGS)
+                snprintf(links->msgs[links->nmsg++], sizeof links->msgs[0],
+                         "%zu image file%s appear%s under more than one class (symlinks or "
+                         "hard links): the same pixels carry several labels",
+                         links->shared_files, links->shared_files == 1 ? "" : "s",
+                         links->shared_files == 1 ? "s" : "");
+        }
+        dg_free(ids);
         if (!st)
             st = make_identity(ctx, s, "images", files, nfiles);
         for (size_t i = 0; files && i < nfiles; i++)
@@ -677,6 +827,12 @@ static dg_status open_images(dg_ctx *ctx, dg_source *s, const char *dir)
         dg_free(files);
     }
     free_list(classes, nc);
+    if (!st && links->nmsg) {
+        char shown[200];
+        dg_copy_clean(shown, sizeof shown, dir);
+        for (int i = 0; i < links->nmsg; i++)
+            dg_log(ctx, DG_LOG_WARN, "images:%s: %s", shown, links->msgs[i]);
+    }
     return st;
 }
 
@@ -854,7 +1010,8 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
             buf_err(err, errlen, st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT, "%s", why);
             st = st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT;
         } else {
-            st = dg_decode_image(buf, len, s->channels, img, why, sizeof why);
+            st = dg_decode_image_limit(buf, len, s->channels, s->decode_budget, img, why,
+                                       sizeof why);
             if (st)
                 buf_err(err, errlen, st, "%s: %s", path, why);
             else
@@ -870,6 +1027,16 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
     if (t)
         t->decode += dg_now() - t0;
     return st;
+}
+
+const dg_source_links *dg_source_links_seen(const dg_source *s)
+{
+    return &s->links;
+}
+
+void dg_source_set_decode_budget(dg_source *s, size_t bytes)
+{
+    s->decode_budget = bytes;
 }
 
 cJSON *dg_source_identity(const dg_source *s)

@@ -133,7 +133,7 @@ static void put(jb *b, cJSON *obj, const char *key, cJSON *item)
 
 static void put_str(jb *b, cJSON *obj, const char *key, const char *s)
 {
-    put(b, obj, key, s ? cJSON_CreateString(s) : cJSON_CreateNull());
+    put(b, obj, key, dg_json_string(s));
 }
 
 static void put_num(jb *b, cJSON *obj, const char *key, double v, bool valid)

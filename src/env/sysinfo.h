@@ -47,16 +47,17 @@ static inline cJSON *push(sb *b, cJSON *arr, cJSON *item)
     return item;
 }
 
-/* A string item cleaned of control characters; null for NULL s. */
+/* A string item cleaned of control characters and made valid UTF-8
+ * (dg_utf8_clean); null for NULL s. */
 static inline cJSON *clean_str(const char *s)
 {
     if (!s)
         return cJSON_CreateNull();
-    size_t n = strlen(s) + 1;
+    size_t len = strlen(s), n = 3 * len + 1; /* U+FFFD for each invalid byte at most */
     char *c = dg_malloc(n);
     if (!c)
         return NULL;
-    dg_copy_clean(c, n, s);
+    dg_utf8_clean(c, n, s, len, true);
     cJSON *item = cJSON_CreateString(c);
     dg_free(c);
     return item;
@@ -111,6 +112,49 @@ char *dg_si_read_value(const char *path);
 bool dg_si_field_of(const char *text, const char *key, char *dst, size_t n);
 /* True when the blank-separated word list contains word. */
 bool dg_si_has_word(const char *list, const char *word);
+
+/* ---- the text parsers, exposed for tests/fuzz/fuzz_procfs.c ---- */
+
+typedef struct bm_entry {
+    bool enabled;
+    char interp[256];
+    char flags[32];
+    long offset;
+    unsigned char magic[128], mask[128];
+    size_t mlen;
+    bool has_magic;
+} bm_entry;
+
+/* Parses one /proc/sys/fs/binfmt_misc entry file. */
+void dg_si_bm_parse(const char *text, bm_entry *e);
+/* Architecture an ELF-magic entry hands to its interpreter, or NULL. */
+const char *dg_si_bm_target_arch(const bm_entry *e);
+/* True when the entry's magic (under its mask) matches the header bytes. */
+bool dg_si_bm_matches(const bm_entry *e, const unsigned char *hdr, size_t hlen);
+
+/* One process of a /proc pass. */
+typedef struct psamp {
+    int pid;
+    unsigned long long start, ticks, rss_pages;
+    double cpu;
+    bool cpu_ok;
+    char comm[64];
+} psamp;
+
+/* Parses /proc/PID/stat text (NUL-terminated) into p; false when malformed. */
+bool dg_si_parse_stat(const char *buf, int pid, psamp *p);
+/* Physical cores from /proc/cpuinfo (physical id, core id) pairs; 0 if unknown. */
+size_t dg_si_cores_from_cpuinfo(const char *cpuinfo);
+/* A /proc/meminfo value in bytes; false when absent. */
+bool dg_si_meminfo_bytes(const char *text, const char *key, double *out);
+/* avg10 and avg60 of the "some" or "full" line of /proc/pressure text; false when absent. */
+bool dg_si_psi_avgs(const char *psi, const char *which, double *a10, double *a60);
+/* The cgroup v2 path and the v1 memory controller's path from
+ * /proc/self/cgroup text (modified in place). */
+void dg_si_cgroup_paths(char *cg, char *v2path, size_t n2, bool *v2, char *v1path, size_t n1,
+                        bool *v1);
+/* NAME (PRETTY_NAME first) and VERSION_ID of os-release text (modified in place). */
+void dg_si_os_release(char *rel, char *name, size_t nn, char *version, size_t vn);
 
 /* Fills "arch"; host_arch gets the normalised kernel machine (sysinfo_arch.c). */
 void dg_si_arch(sb *b, cJSON *root, char *host_arch, size_t host_len);

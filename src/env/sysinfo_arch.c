@@ -84,16 +84,6 @@ static const char *elf_machine_arch(unsigned mach, int cls, int data)
     return NULL;
 }
 
-typedef struct bm_entry {
-    bool enabled;
-    char interp[256];
-    char flags[32];
-    long offset;
-    unsigned char magic[128], mask[128];
-    size_t mlen;
-    bool has_magic;
-} bm_entry;
-
 /* Decodes hex into out; the byte count, or 0 on malformed input. */
 static size_t unhex(const char *s, unsigned char *out, size_t max)
 {
@@ -108,8 +98,7 @@ static size_t unhex(const char *s, unsigned char *out, size_t max)
     return n;
 }
 
-/* Parses one /proc/sys/fs/binfmt_misc entry file. */
-static void bm_parse(const char *text, bm_entry *e)
+void dg_si_bm_parse(const char *text, bm_entry *e)
 {
     memset(e, 0, sizeof *e);
     e->enabled = strncmp(text, "enabled", 7) == 0;
@@ -137,8 +126,7 @@ static void bm_parse(const char *text, bm_entry *e)
     }
 }
 
-/* Architecture an ELF-magic entry hands to its interpreter, or NULL. */
-static const char *bm_target_arch(const bm_entry *e)
+const char *dg_si_bm_target_arch(const bm_entry *e)
 {
     if (!e->has_magic || e->offset != 0 || e->mlen < 20 ||
         memcmp(e->magic,
@@ -151,8 +139,7 @@ static const char *bm_target_arch(const bm_entry *e)
     return elf_machine_arch(mach, e->magic[4], e->magic[5]);
 }
 
-/* True when the entry's magic (under its mask) matches the header bytes. */
-static bool bm_matches(const bm_entry *e, const unsigned char *hdr, size_t hlen)
+bool dg_si_bm_matches(const bm_entry *e, const unsigned char *hdr, size_t hlen)
 {
     if (!e->has_magic || e->offset < 0 || (size_t)e->offset + e->mlen > hlen)
         return false;
@@ -293,7 +280,7 @@ void dg_si_arch(sb *b, cJSON *root, char *host_arch, size_t host_len)
             if (!text)
                 continue;
             bm_entry e;
-            bm_parse(text, &e);
+            dg_si_bm_parse(text, &e);
             dg_free(text);
             const char *kind = emulator_kind(de->d_name, e.interp);
             cJSON *o = push(b, emus, cJSON_CreateObject());
@@ -303,9 +290,9 @@ void dg_si_arch(sb *b, cJSON *root, char *host_arch, size_t host_len)
             put_str(b, o, "interpreter", e.interp[0] ? e.interp : NULL);
             put_bool(b, o, "enabled", e.enabled);
             put_str(b, o, "kind", kind);
-            put_str(b, o, "target_arch", bm_target_arch(&e));
+            put_str(b, o, "target_arch", dg_si_bm_target_arch(&e));
             put_str(b, o, "flags", e.flags);
-            bool match = e.enabled && exe_known && bm_matches(&e, hdr, hlen);
+            bool match = e.enabled && exe_known && dg_si_bm_matches(&e, hdr, hlen);
             put_bool(b, o, "matches_this_binary", match);
             if (match) {
                 snprintf(ev, sizeof ev, "enabled binfmt_misc handler %s matches this binary",

@@ -52,8 +52,7 @@ static void strset_free(strset *s)
     dg_free(s->items);
 }
 
-/* Physical cores from /proc/cpuinfo (physical id, core id) pairs; 0 if unknown. */
-static size_t cores_from_cpuinfo(const char *cpuinfo)
+size_t dg_si_cores_from_cpuinfo(const char *cpuinfo)
 {
     strset s = {0};
     char phys[32] = "0";
@@ -158,7 +157,7 @@ void dg_si_cpu(sb *b, cJSON *root)
 #else
     put_metric(b, c, "affinity_cores", 0, false, "cores");
 #endif
-    size_t phys = cpuinfo ? cores_from_cpuinfo(cpuinfo) : 0;
+    size_t phys = cpuinfo ? dg_si_cores_from_cpuinfo(cpuinfo) : 0;
     if (!phys)
         phys = cores_from_sysfs();
 #ifdef __APPLE__

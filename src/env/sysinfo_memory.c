@@ -12,8 +12,7 @@
 /* ---- memory ---------------------------------------------------------------------- */
 
 #ifndef __APPLE__
-/* A /proc/meminfo value in bytes; false when absent. */
-static bool meminfo_bytes(const char *text, const char *key, double *out)
+bool dg_si_meminfo_bytes(const char *text, const char *key, double *out)
 {
     char val[64];
     if (!text || !dg_si_field_of(text, key, val, sizeof val))
@@ -63,6 +62,55 @@ static int cgroup_walk(const char *base, const char *path, const char *file, dou
 }
 
 /* memory.cgroup_limit and its note, cgroup v2 first, then v1. */
+bool dg_si_psi_avgs(const char *psi, const char *which, double *a10, double *a60)
+{
+    bool ok = false;
+    for (const char *line = psi; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        if (!strncmp(line, which, 4) && line[4] == ' ') {
+            const char *s10 = strstr(line, "avg10="), *s60 = strstr(line, "avg60=");
+            if (s10 && s60 && (!nl || (s10 < nl && s60 < nl))) {
+                *a10 = strtod(s10 + 6, NULL);
+                *a60 = strtod(s60 + 6, NULL);
+                ok = true;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return ok;
+}
+
+void dg_si_cgroup_paths(char *cg, char *v2path, size_t n2, bool *v2, char *v1path, size_t n1,
+                        bool *v1)
+{
+    for (char *line = cg; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c1 && c2) {
+            *c2 = '\0';
+            const char *ctrls = c1 + 1;
+            if (!strncmp(line, "0:", 2) && !ctrls[0]) {
+                snprintf(v2path, n2, "%s", c2 + 1);
+                *v2 = true;
+            } else {
+                char tmp[256];
+                snprintf(tmp, sizeof tmp, "%s", ctrls);
+                for (char *t = tmp; *t; t++)
+                    if (*t == ',')
+                        *t = ' ';
+                if (dg_si_has_word(tmp, "memory")) {
+                    snprintf(v1path, n1, "%s", c2 + 1);
+                    *v1 = true;
+                }
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
 static void add_cgroup_limit(sb *b, cJSON *mem)
 {
     double limit = 0;
@@ -72,32 +120,7 @@ static void add_cgroup_limit(sb *b, cJSON *mem)
     if (cg) {
         char v2path[1024] = "", v1path[1024] = "";
         bool v2 = false, v1 = false;
-        for (char *line = cg; line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = '\0';
-            char *c1 = strchr(line, ':');
-            char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-            if (c1 && c2) {
-                *c2 = '\0';
-                const char *ctrls = c1 + 1;
-                if (!strncmp(line, "0:", 2) && !ctrls[0]) {
-                    snprintf(v2path, sizeof v2path, "%s", c2 + 1);
-                    v2 = true;
-                } else {
-                    char tmp[256];
-                    snprintf(tmp, sizeof tmp, "%s", ctrls);
-                    for (char *t = tmp; *t; t++)
-                        if (*t == ',')
-                            *t = ' ';
-                    if (dg_si_has_word(tmp, "memory")) {
-                        snprintf(v1path, sizeof v1path, "%s", c2 + 1);
-                        v1 = true;
-                    }
-                }
-            }
-            line = nl ? nl + 1 : NULL;
-        }
+        dg_si_cgroup_paths(cg, v2path, sizeof v2path, &v2, v1path, sizeof v1path, &v1);
         dg_free(cg);
         if (v2) {
             found = cgroup_walk("/sys/fs/cgroup", v2path, "memory.max", &limit);
@@ -144,10 +167,10 @@ void dg_si_memory(sb *b, cJSON *root)
 #else
     double swf = 0;
     char *mi = dg_read_file("/proc/meminfo", 1u << 16, NULL);
-    ht = meminfo_bytes(mi, "MemTotal", &total);
-    ha = meminfo_bytes(mi, "MemAvailable", &avail);
-    hst = meminfo_bytes(mi, "SwapTotal", &swt);
-    hsu = hst && meminfo_bytes(mi, "SwapFree", &swf);
+    ht = dg_si_meminfo_bytes(mi, "MemTotal", &total);
+    ha = dg_si_meminfo_bytes(mi, "MemAvailable", &avail);
+    hst = dg_si_meminfo_bytes(mi, "SwapTotal", &swt);
+    hsu = hst && dg_si_meminfo_bytes(mi, "SwapFree", &swf);
     swu = swt - swf;
     dg_free(mi);
 #endif
@@ -162,21 +185,7 @@ void dg_si_memory(sb *b, cJSON *root)
     static const char *keys[2][2] = {{"some_avg10", "some_avg60"}, {"full_avg10", "full_avg60"}};
     for (int i = 0; i < 2 && p; i++) {
         double a10 = 0, a60 = 0;
-        bool ok = false;
-        if (psi) {
-            for (char *line = psi; line && *line;) {
-                char *nl = strchr(line, '\n');
-                if (!strncmp(line, lines[i], 4) && line[4] == ' ') {
-                    char *s10 = strstr(line, "avg10="), *s60 = strstr(line, "avg60=");
-                    if (s10 && s60 && (!nl || (s10 < nl && s60 < nl))) {
-                        a10 = strtod(s10 + 6, NULL);
-                        a60 = strtod(s60 + 6, NULL);
-                        ok = true;
-                    }
-                }
-                line = nl ? nl + 1 : NULL;
-            }
-        }
+        bool ok = psi && dg_si_psi_avgs(psi, lines[i], &a10, &a60);
         put_metric(b, p, keys[i][0], a10, ok, "percent");
         put_metric(b, p, keys[i][1], a60, ok, "percent");
     }

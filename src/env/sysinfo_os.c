@@ -33,6 +33,27 @@ static char *unquote(char *s)
     *w = '\0';
     return s;
 }
+
+void dg_si_os_release(char *rel, char *name, size_t nn, char *version, size_t vn)
+{
+    char tmp[256];
+    for (char *line = rel; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strncmp(line, "PRETTY_NAME=", 12) == 0) {
+            snprintf(tmp, sizeof tmp, "%s", line + 12);
+            snprintf(name, nn, "%s", unquote(tmp));
+        } else if (strncmp(line, "NAME=", 5) == 0 && !name[0]) {
+            snprintf(tmp, sizeof tmp, "%s", line + 5);
+            snprintf(name, nn, "%s", unquote(tmp));
+        } else if (strncmp(line, "VERSION_ID=", 11) == 0) {
+            snprintf(tmp, sizeof tmp, "%s", line + 11);
+            snprintf(version, vn, "%s", unquote(tmp));
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+}
 #endif
 
 void dg_si_os(sb *b, cJSON *root)
@@ -51,23 +72,7 @@ void dg_si_os(sb *b, cJSON *root)
     if (!rel)
         rel = dg_read_file("/usr/lib/os-release", 65536, NULL);
     if (rel) {
-        char tmp[256];
-        for (char *line = rel; line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = '\0';
-            if (strncmp(line, "PRETTY_NAME=", 12) == 0) {
-                snprintf(tmp, sizeof tmp, "%s", line + 12);
-                snprintf(name, sizeof name, "%s", unquote(tmp));
-            } else if (strncmp(line, "NAME=", 5) == 0 && !name[0]) {
-                snprintf(tmp, sizeof tmp, "%s", line + 5);
-                snprintf(name, sizeof name, "%s", unquote(tmp));
-            } else if (strncmp(line, "VERSION_ID=", 11) == 0) {
-                snprintf(tmp, sizeof tmp, "%s", line + 11);
-                snprintf(version, sizeof version, "%s", unquote(tmp));
-            }
-            line = nl ? nl + 1 : NULL;
-        }
+        dg_si_os_release(rel, name, sizeof name, version, sizeof version);
         dg_free(rel);
     }
 #endif

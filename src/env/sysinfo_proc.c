@@ -17,34 +17,15 @@
 
 /* ---- processes ------------------------------------------------------------------- */
 
-typedef struct psamp {
-    int pid;
-    unsigned long long start, ticks, rss_pages;
-    double cpu;
-    bool cpu_ok;
-    char comm[64];
-} psamp;
-
 typedef struct pslist {
     psamp *v;
     size_t n, cap;
     bool nomem;
 } pslist;
 
-/* Reads /proc/pid/stat into p; false when the process is gone or unreadable. */
-static bool read_stat(int pid, psamp *p)
+bool dg_si_parse_stat(const char *buf, int pid, psamp *p)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+    const char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
     if (!lp || !rp || rp < lp)
         return false;
     char comm[64];
@@ -53,10 +34,10 @@ static bool read_stat(int pid, psamp *p)
         cl = sizeof comm - 1;
     memcpy(comm, lp + 1, cl);
     comm[cl] = '\0';
-    dg_copy_clean(p->comm, sizeof p->comm, comm);
+    dg_utf8_clean(p->comm, sizeof p->comm, comm, strlen(comm), true);
 
     /* Field 3 is the state letter; 14/15 utime/stime, 22 starttime, 24 rss. */
-    char *s = rp + 1;
+    const char *s = rp + 1;
     while (*s == ' ')
         s++;
     if (!*s)
@@ -78,6 +59,22 @@ static bool read_stat(int pid, psamp *p)
     p->cpu = 0;
     p->cpu_ok = false;
     return true;
+}
+
+/* Reads /proc/pid/stat into p; false when the process is gone or unreadable. */
+static bool read_stat(int pid, psamp *p)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return dg_si_parse_stat(buf, pid, p);
 }
 
 /* One pass over /proc; false when /proc cannot be listed. */
@@ -152,9 +149,9 @@ static bool proc_cmdline(int pid, char *dst, size_t n)
     for (size_t i = 0; i < len; i++)
         if (raw[i] == '\0')
             raw[i] = ' ';
-    if (len > CMDLINE_MAX)
-        raw[CMDLINE_MAX] = '\0';
-    dg_copy_clean(dst, n, dg_trim(raw));
+    /* dst (CMDLINE_MAX + 1 bytes) cuts the text at a UTF-8 boundary. */
+    char *cmd = dg_trim(raw);
+    dg_utf8_clean(dst, n, cmd, strlen(cmd), true);
     dg_free(raw);
     return dst[0] != '\0';
 }

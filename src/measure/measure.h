@@ -113,19 +113,29 @@ typedef struct dg_sampler dg_sampler;
  * for NVIDIA devices NVML (dlopen'ed) adds utilisation and the process's own
  * device memory. NULL when out of memory or the thread cannot start. */
 dg_sampler *dg_sampler_start(const dg_backend_iface *be, void *bctx, int period_ms);
+/* Points a sampler keeps by default (about 3.4 MB); beyond, the samples are
+ * decimated as the run sampler's are: every other kept one is dropped and
+ * only every stride-th new one is kept (the stride doubles each time). */
+#define DG_SAMPLER_MAX_POINTS 32768
+/* dg_sampler_start keeping at most max_points points (< 2: the default). */
+dg_sampler *dg_sampler_start_capped(const dg_backend_iface *be, void *bctx, int period_ms,
+                                    size_t max_points);
 /* Stops the thread and keeps the samples; accepts NULL. */
 void dg_sampler_stop(dg_sampler *s);
 void dg_sampler_free(dg_sampler *s);
-/* Samples so far (valid until the next call on s after stop). */
+/* Samples kept so far, evenly spaced by the stride (valid until the next
+ * call on s after stop). */
 const dg_sample_point *dg_sampler_points(const dg_sampler *s, size_t *n);
-/* Peaks and deltas: rss_peak, swap growth (last - first), psi peak, device used peak. */
+/* Peaks and deltas over every sample taken (kept or not): rss_peak, swap
+ * growth (last - first), psi peak, device used peak; count: samples taken. */
 typedef struct dg_sampler_summary {
     dg_metric rss_peak, swap_growth, psi_peak, dev_used_peak, dev_util_mean;
     double overhead_s; /* CPU time the sampler thread itself used */
     size_t count;
 } dg_sampler_summary;
 void dg_sampler_summarise(const dg_sampler *s, dg_sampler_summary *out);
-/* {"period_ms", "count", "overhead_s", summary metrics, "samples": [raw points]} */
+/* {"period_ms", "count" (taken), "stride" (samples holds every stride-th),
+ * "overhead_s", summary metrics, "samples": [raw points kept]} */
 cJSON *dg_sampler_json(const dg_sampler *s);
 
 /* Machine swap in use (SwapTotal - SwapFree of /proc/meminfo) in bytes; false

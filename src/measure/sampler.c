@@ -36,6 +36,14 @@ struct dg_sampler {
     bool used_nvml;
     dg_sample_point *pts;
     size_t n, cap;
+    /* Decimation (as the run sampler's): every stride-th sample is kept; at
+     * max_pts kept, every other one is dropped and the stride doubles. The
+     * summary runs over every sample taken. */
+    size_t max_pts, stride, taken;
+    dg_sampler_summary agg;
+    bool have_swap;
+    double swap_first, util_sum;
+    size_t util_n;
     double overhead_s;
 };
 
@@ -128,6 +136,54 @@ static void take(dg_sampler *s, dg_sample_point *pt)
     }
 }
 
+/* Folds one sample into the running summary (called with mu held). */
+static void fold(dg_sampler *s, const dg_sample_point *p)
+{
+    dg_sampler_summary *a = &s->agg;
+    if (p->rss.valid && (!a->rss_peak.valid || p->rss.value > a->rss_peak.value))
+        a->rss_peak = p->rss;
+    if (p->psi_some10.valid && (!a->psi_peak.valid || p->psi_some10.value > a->psi_peak.value))
+        a->psi_peak = p->psi_some10;
+    if (p->dev_used.valid &&
+        (!a->dev_used_peak.valid || p->dev_used.value > a->dev_used_peak.value))
+        a->dev_used_peak = p->dev_used;
+    if (p->swap_used.valid) {
+        if (!s->have_swap)
+            s->swap_first = p->swap_used.value;
+        s->have_swap = true;
+        a->swap_growth = (dg_metric){p->swap_used.value - s->swap_first, true};
+    }
+    if (p->dev_util.valid) {
+        s->util_sum += p->dev_util.value;
+        s->util_n++;
+        a->dev_util_mean = (dg_metric){s->util_sum / (double)s->util_n, true};
+    }
+}
+
+/* Keeps every stride-th sample, halving the kept ones at max_pts (mu held). */
+static void keep(dg_sampler *s, const dg_sample_point *p)
+{
+    if (s->taken++ % s->stride != 0)
+        return;
+    if (s->n == s->max_pts) {
+        for (size_t i = 0; i < s->n / 2; i++)
+            s->pts[i] = s->pts[2 * i];
+        s->n /= 2;
+        s->stride *= 2;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        if (cap > s->max_pts)
+            cap = s->max_pts;
+        dg_sample_point *np = dg_realloc(s->pts, cap * sizeof *np);
+        if (!np)
+            return;
+        s->pts = np;
+        s->cap = cap;
+    }
+    s->pts[s->n++] = *p;
+}
+
 static void *run(void *arg)
 {
     dg_sampler *s = arg;
@@ -137,16 +193,8 @@ static void *run(void *arg)
         dg_sample_point pt;
         take(s, &pt);
         pthread_mutex_lock(&s->mu);
-        if (s->n == s->cap) {
-            size_t cap = s->cap ? 2 * s->cap : 256;
-            dg_sample_point *np = dg_realloc(s->pts, cap * sizeof *np);
-            if (np) {
-                s->pts = np;
-                s->cap = cap;
-            }
-        }
-        if (s->n < s->cap)
-            s->pts[s->n++] = pt;
+        fold(s, &pt);
+        keep(s, &pt);
         s->overhead_s = thread_cpu_s();
         if (atomic_load(&s->stop))
             break;
@@ -169,10 +217,18 @@ static void *run(void *arg)
 
 dg_sampler *dg_sampler_start(const dg_backend_iface *be, void *bctx, int period_ms)
 {
+    return dg_sampler_start_capped(be, bctx, period_ms, 0);
+}
+
+dg_sampler *dg_sampler_start_capped(const dg_backend_iface *be, void *bctx, int period_ms,
+                                    size_t max_points)
+{
     dg_sampler *s = dg_calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->period_ms = period_ms > 0 ? period_ms : 100;
+    s->max_pts = max_points >= 2 ? max_points : DG_SAMPLER_MAX_POINTS;
+    s->stride = 1;
     s->be = be;
     s->bctx = bctx;
     atomic_init(&s->stop, false);
@@ -250,33 +306,9 @@ void dg_sampler_summarise(const dg_sampler *s, dg_sampler_summary *out)
         return;
     dg_sampler *m = (dg_sampler *)s; /* the lock only */
     pthread_mutex_lock(&m->mu);
-    out->count = s->n;
+    *out = s->agg;
+    out->count = s->taken;
     out->overhead_s = s->overhead_s;
-    const dg_sample_point *first_swap = NULL, *last_swap = NULL;
-    double util_sum = 0;
-    size_t util_n = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const dg_sample_point *p = &s->pts[i];
-        if (p->rss.valid && (!out->rss_peak.valid || p->rss.value > out->rss_peak.value))
-            out->rss_peak = p->rss;
-        if (p->psi_some10.valid && (!out->psi_peak.valid || p->psi_some10.value > out->psi_peak.value))
-            out->psi_peak = p->psi_some10;
-        if (p->dev_used.valid && (!out->dev_used_peak.valid || p->dev_used.value > out->dev_used_peak.value))
-            out->dev_used_peak = p->dev_used;
-        if (p->swap_used.valid) {
-            if (!first_swap)
-                first_swap = p;
-            last_swap = p;
-        }
-        if (p->dev_util.valid) {
-            util_sum += p->dev_util.value;
-            util_n++;
-        }
-    }
-    if (first_swap)
-        out->swap_growth = (dg_metric){last_swap->swap_used.value - first_swap->swap_used.value, true};
-    if (util_n)
-        out->dev_util_mean = (dg_metric){util_sum / (double)util_n, true};
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -302,6 +334,7 @@ cJSON *dg_sampler_json(const dg_sampler *s)
         return NULL;
     cJSON_AddNumberToObject(o, "period_ms", s ? s->period_ms : 0);
     cJSON_AddNumberToObject(o, "count", (double)sum.count);
+    cJSON_AddNumberToObject(o, "stride", s ? (double)s->stride : 1);
     cJSON_AddNumberToObject(o, "overhead_s", sum.overhead_s);
     const char *src = !s ? "none" : s->used_nvml ? "nvml" : s->dev_info_safe ? "backend" : "none";
     cJSON_AddStringToObject(o, "device_source", src);

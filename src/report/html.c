@@ -372,8 +372,8 @@ static void sec_memory(dg_capbuf *b, const dg_record_view *v)
         rp_put(b, "</section>\n");
         return;
     }
-    rp_svg_memory(b, rp_mem_growth_pct(v), soak);
-    const cJSON *s = rp_obj(soak, "soak");
+    rp_svg_memory(b, rp_mem_growth_pct(v), soak, v->soak_payload);
+    const cJSON *s = v->soak_payload; /* v1 soak.soak, v2 the section */
     rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
     static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
                                                     "driver", "footprint"};

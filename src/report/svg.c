@@ -490,14 +490,13 @@ static void mem_x_axis(dg_capbuf *b, const plot *p)
     text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
 }
 
-void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak)
+void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak, const cJSON *payload)
 {
     mem_src src[] = {
-        {"allocated", "soak.baseline.allocator_allocated", "allocator allocated", "#0969da", 0,
-         false},
-        {"reserved", "soak.baseline.allocator_reserved", "allocator reserved", "#8250df", 0, false},
-        {"driver_used", "soak.baseline.driver", "driver / backend pool", "#bc4c00", 0, false},
-        {"rss", "soak.baseline.footprint", "process footprint", "#1a7f37", 0, false},
+        {"allocated", "baseline.allocator_allocated", "allocator allocated", "#0969da", 0, false},
+        {"reserved", "baseline.allocator_reserved", "allocator reserved", "#8250df", 0, false},
+        {"driver_used", "baseline.driver", "driver / backend pool", "#bc4c00", 0, false},
+        {"rss", "baseline.footprint", "process footprint", "#1a7f37", 0, false},
     };
     const cJSON *epochs = rp_arr(soak, "epochs");
     double ymin = 100, ymax = 100, xmax = 0;
@@ -506,7 +505,7 @@ void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak)
     cJSON_ArrayForEach(e, epochs) xmax = fmax(xmax, epoch_x(e, i++));
     for (int k = 0; k < 4; k++) {
         mem_src *s = &src[k];
-        if (!rp_num(soak, s->base, &s->baseline))
+        if (!rp_num(payload, s->base, &s->baseline))
             rp_num(cJSON_GetArrayItem(epochs, 0), s->key, &s->baseline);
         if (!(s->baseline > 0))
             continue;

@@ -22,13 +22,14 @@
 #define MAX_STORED                                                                                 \
     32768 /* points kept; beyond, every other one is dropped and the stride doubles */
 
-/* Parses /proc/PID/stat text into e; false when it does not look right. */
-static bool parse_stat(const char *txt, dg_proc_entry *e, double page)
+bool dg_proc_parse_stat(const char *txt, dg_proc_entry *e, double page)
 {
     const char *p = strrchr(txt, ')');
     if (!p || p[1] != ' ')
         return false;
     p += 2;
+    if (!*p) /* text ends after ") ": no state letter, no fields */
+        return false;
     e->state = *p;
     /* Fields from 4 (ppid) on. */
     char *end;
@@ -84,7 +85,7 @@ dg_proc_entry *dg_proc_scan(size_t *n)
         dg_proc_entry e;
         memset(&e, 0, sizeof e);
         e.pid = (pid_t)pid;
-        if (!parse_stat(buf, &e, page))
+        if (!dg_proc_parse_stat(buf, &e, page))
             continue;
         if (k == cap) {
             dg_proc_entry *nv = dg_realloc(v, 2 * cap * sizeof *nv);
@@ -116,7 +117,7 @@ bool dg_proc_stat(pid_t pid, dg_proc_entry *e)
     buf[got] = '\0';
     memset(e, 0, sizeof *e);
     e->pid = pid;
-    return parse_stat(buf, e, (double)sysconf(_SC_PAGESIZE));
+    return dg_proc_parse_stat(buf, e, (double)sysconf(_SC_PAGESIZE));
 }
 
 static int by_pid(const void *a, const void *b)

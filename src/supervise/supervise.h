@@ -123,8 +123,11 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
  * stdout_to_stderr), stderr inherited, the write end of a new pipe on fd
  * DG_EVENTS_FD and DEVGATE_EVENTS_FD=3 added to the environment (replacing
  * any inherited value). *events_fd gets the read end (close-on-exec,
- * non-blocking). Returns 0 or the errno of the failure (ENOENT: no such
- * program, EACCES: not executable, ...). */
+ * non-blocking). On Linux the child gets SIGKILL when the calling thread
+ * ends (PR_SET_PDEATHSIG), so a supervisor killed with SIGKILL does not leave
+ * it running; call it from the thread that waits for the child. Returns 0 or
+ * the errno of the failure (ENOENT: no such program, EACCES: not executable,
+ * ...). */
 int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, int *events_fd);
 
 /* "SIGSEGV"-style name of a signal ("signal N" for the rare ones) in tmp. */
@@ -153,6 +156,9 @@ typedef struct dg_tree {
 /* Reads every process's /proc/PID/stat into a dg_malloc'd array; NULL (n = 0)
  * when /proc cannot be read or out of memory. */
 dg_proc_entry *dg_proc_scan(size_t *n);
+/* Parses /proc/PID/stat text (NUL-terminated) into e (pid left as is), RSS
+ * in bytes of page-sized pages; false when it does not look right. */
+bool dg_proc_parse_stat(const char *txt, dg_proc_entry *e, double page);
 /* One process's /proc/PID/stat; false when it cannot be read. */
 bool dg_proc_stat(pid_t pid, dg_proc_entry *e);
 /* The live members (not zombies) of the tree among all (scanned): the child,

@@ -822,6 +822,132 @@ static void test_images(dg_ctx *ctx)
     CHECK(dg_source_open(ctx, spec, NULL, &s) == DG_ERR_IO);
 }
 
+/* Symlinks in an image folder: a class folder linked to another class is
+ * skipped (not an extra class with the same images), one linked to a folder
+ * elsewhere is followed, loops and dangling links are skipped, an image
+ * linked into another class is counted; all are counted and explained. */
+static void test_links(dg_ctx *ctx)
+{
+    char root[1100], p[1300], q[1300], spec[1200];
+    snprintf(root, sizeof root, "%s", path_of("links"));
+    unsigned char px[PW * PH * 3];
+    rgb_pattern(px, PW, PH, 3);
+    const char *dirs[] = {"links", "links/ant", "links/bee", "outside"};
+    for (int i = 0; i < 4; i++)
+        CHECK(mkdir(path_of(dirs[i]), 0700) == 0);
+    const char *pngs[] = {"links/ant/a1.png", "links/bee/b1.png", "outside/x.png"};
+    for (int i = 0; i < 3; i++)
+        CHECK(write_png(path_of(pngs[i]), PW, PH, PNG_COLOR_TYPE_RGB, 8, px, NULL, 0, NULL, 0, 0) ==
+              0);
+    struct {
+        const char *target, *link;
+    } ln[] = {
+        {"ant", "ant_again"},  /* the same folder as class ant */
+        {"../outside", "ext"}, /* a folder elsewhere: a real class */
+        {"loop", "loop"},      /* a class folder that loops */
+        {"nowhere.png", "bee/dangling.png"},
+        {"cycle.png", "bee/cycle.png"},
+        {"../ant/a1.png", "bee/a1_link.png"}, /* one image under two labels */
+    };
+    for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, ln[i].link);
+        CHECK_MSG(symlink(ln[i].target, p) == 0, "symlink %s: %s", p, strerror(errno));
+    }
+    snprintf(spec, sizeof spec, "images:%s", root);
+    dg_source *s = NULL;
+    CHECK_MSG(dg_source_open(ctx, spec, NULL, &s) == DG_OK, "%s", dg_errmsg(ctx));
+    if (!s)
+        return;
+    CHECK_MSG(dg_source_classes(s) == 3 && dg_source_count(s) == 4, "%d classes, %zu samples",
+              dg_source_classes(s), dg_source_count(s));
+    const dg_source_links *l = dg_source_links_seen(s);
+    CHECK_MSG(l->class_links == 2 && l->duplicate_classes == 1, "class links %zu, skipped %zu",
+              l->class_links, l->duplicate_classes);
+    CHECK_MSG(l->loops == 2 && l->dangling == 1, "loops %zu, dangling %zu", l->loops, l->dangling);
+    CHECK_MSG(l->shared_files == 1, "shared files %zu", l->shared_files);
+    bool said_dup = false, said_loop = false, said_shared = false;
+    for (int i = 0; i < l->nmsg; i++) {
+        said_dup = said_dup || (strstr(l->msgs[i], "ant_again") && strstr(l->msgs[i], "class ant"));
+        said_loop = said_loop || (strstr(l->msgs[i], "loop") && strstr(l->msgs[i], "symlink loop"));
+        said_shared = said_shared || strstr(l->msgs[i], "more than one class");
+    }
+    CHECK(said_dup && said_loop && said_shared);
+    /* The identity lists the kept classes only. */
+    cJSON *id = dg_source_identity(s);
+    char *txt = cJSON_PrintUnformatted(id);
+    CHECK(txt && !strstr(txt, "ant_again/") && strstr(txt, "ext/x.png") &&
+          strstr(txt, "bee/a1_link.png"));
+    cJSON_free(txt);
+    cJSON_Delete(id);
+    dg_source_close(s);
+    (void)q;
+}
+
+/* A small file claiming a large image: refused before decoding once it
+ * needs more than the budget, with the file, the size and the budget named;
+ * decoded without a budget. PNG and (progressive) JPEG. */
+static void test_decode_budget(dg_ctx *ctx)
+{
+    enum { BW = 1500, BH = 1400 };
+    unsigned char *px = calloc((size_t)BW * BH, 1);
+    CHECK(px != NULL);
+    if (!px)
+        return;
+    CHECK(mkdir(path_of("big"), 0700) == 0 && mkdir(path_of("big/one"), 0700) == 0);
+    CHECK(write_png(path_of("big/one/wide.png"), BW, BH, PNG_COLOR_TYPE_GRAY, 8, px, NULL, 0, NULL,
+                    0, 0) == 0);
+    CHECK(write_jpeg(path_of("big/one/wide.jpg"), BW, BH, 1, px, 1) == 0);
+    free(px);
+    const char *files[] = {"big/one/wide.png", "big/one/wide.jpg"};
+    for (int k = 0; k < 2; k++) {
+        size_t len = 0;
+        unsigned char *buf = slurp(path_of(files[k]), &len);
+        CHECK(buf && len < 200000);
+        dg_image im;
+        char err[512];
+        /* Gray: 2.1 MB of pixels and 8.4 MB of floats. */
+        CHECK(dg_decode_image_limit(buf, len, 0, 8u << 20, &im, err, sizeof err) == DG_ERR_FORMAT);
+        CHECK(im.data == NULL);
+        CHECK_MSG(strstr(err, "1500x1400 decodes to") && strstr(err, "budget of 8 MiB"), "%s", err);
+        CHECK(dg_decode_image_limit(buf, len, 0, 64u << 20, &im, err, sizeof err) == DG_OK);
+        dg_image_free(&im);
+        CHECK(dg_decode_image(buf, len, 3, &im, err, sizeof err) == DG_OK && im.c == 3);
+        dg_image_free(&im);
+        free(buf);
+    }
+    char spec[1200];
+    snprintf(spec, sizeof spec, "images:%s", path_of("big"));
+    dg_source *s = NULL;
+    CHECK(dg_source_open(ctx, spec, NULL, &s) == DG_OK);
+    if (!s)
+        return;
+    dg_source_set_decode_budget(s, 4u << 20);
+    dg_image im;
+    char err[512];
+    CHECK(dg_source_read(s, 1, &im, NULL, err, sizeof err) == DG_ERR_FORMAT);
+    CHECK_MSG(strstr(err, "wide.png: PNG: 1500x1400 decodes to") && strstr(err, "4 MiB"), "%s",
+              err);
+    dg_source_set_decode_budget(s, 0);
+    CHECK(dg_source_read(s, 1, &im, NULL, err, sizeof err) == DG_OK);
+    dg_image_free(&im);
+    dg_source_close(s);
+}
+
+/* A device or FIFO named as a data file says what it is, not "Success". */
+static void test_not_regular(dg_ctx *ctx)
+{
+    dg_source *s = NULL;
+    CHECK(dg_source_open(ctx, "idx:/dev/null,/dev/null", NULL, &s) == DG_ERR_IO && !s);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "/dev/null: is a character device, not a regular file") &&
+                  !strstr(dg_errmsg(ctx), "Success"),
+              "%s", dg_errmsg(ctx));
+    char spec[1200];
+    CHECK(mkfifo(path_of("fifo"), 0600) == 0);
+    snprintf(spec, sizeof spec, "idx:%s,%s", path_of("fifo"), path_of("fifo"));
+    CHECK(dg_source_open(ctx, spec, NULL, &s) == DG_ERR_IO && !s);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "is a FIFO"), "%s", dg_errmsg(ctx));
+}
+
 static void test_synthetic(dg_ctx *ctx)
 {
     dg_source_opts o = {
@@ -882,6 +1008,9 @@ int main(void)
     test_idx(ctx);
     test_cifar(ctx);
     test_images(ctx);
+    test_links(ctx);
+    test_decode_budget(ctx);
+    test_not_regular(ctx);
     test_synthetic(ctx);
     dg_ctx_free(ctx);
     rm_tree(tmp);

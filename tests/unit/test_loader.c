@@ -546,6 +546,71 @@ static void test_free_midway(void)
     dg_source_close(s);
 }
 
+/* The host-memory budget: batch slots and worker buffers that need more than
+ * the memory available are refused up front with the sizes named; the
+ * per-image decode budget follows the available memory and the workers, and
+ * is reported with what it was held against. */
+static void test_memory_budget(void)
+{
+    dg_source *s = synth(3, 64, 3, 32, 32);
+    if (!s)
+        return;
+    /* 4096 samples of 3x32x32 floats are 50 MB a slot; 2 slots, 64 MB available. */
+    dg_loader_opts o = base_opts(4096, 3, 32, 32);
+    o.workers = 1;
+    o.prefetch = 2;
+    o.mem_available = 64e6;
+    dg_loader *ld = NULL;
+    CHECK(dg_loader_new(ctx, s, &o, &ld) == DG_ERR_USAGE && ld == NULL);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "2 batch slots of 4096 samples at 3x32x32") &&
+                  strstr(dg_errmsg(ctx), "more than half of the 0.06 GB of memory available") &&
+                  strstr(dg_errmsg(ctx), "--batch"),
+              "%s", dg_errmsg(ctx));
+    /* Enough memory: it runs, and the budget is a quarter of it per worker. */
+    o.mem_available = 4e9;
+    o.workers = 4;
+    o.prefetch = 0;
+    CHECK_MSG(dg_loader_new(ctx, s, &o, &ld) == DG_OK, "%s", dg_errmsg(ctx));
+    if (ld) {
+        cJSON *j = dg_loader_stats_json(ld);
+        const cJSON *mem = cJSON_GetObjectItem(j, "memory");
+        double budget = dg_json_metric_value(cJSON_GetObjectItem(mem, "image_budget"));
+        double avail = dg_json_metric_value(cJSON_GetObjectItem(mem, "available"));
+        double fixed = dg_json_metric_value(cJSON_GetObjectItem(mem, "fixed"));
+        CHECK_MSG(budget == 250e6 && avail == 4e9 && fixed > 8 * 50e6 && fixed < 1e9,
+                  "budget %.0f available %.0f fixed %.0f", budget, avail, fixed);
+        CHECK(cJSON_GetObjectItem(j, "links") != NULL);
+        cJSON_Delete(j);
+        dg_loader_free(ld);
+        ld = NULL;
+    }
+    /* Plenty of memory: the budget stops at 512 MiB; an explicit one wins. */
+    o.mem_available = 1e12;
+    CHECK(dg_loader_new(ctx, s, &o, &ld) == DG_OK);
+    if (ld) {
+        cJSON *j = dg_loader_stats_json(ld);
+        double budget = dg_json_metric_value(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "memory"), "image_budget"));
+        CHECK_MSG(budget == 512.0 * 1048576, "budget %.0f", budget);
+        cJSON_Delete(j);
+        dg_loader_free(ld);
+        ld = NULL;
+    }
+    o.max_image_bytes = 1000;
+    CHECK(dg_loader_new(ctx, s, &o, &ld) == DG_OK);
+    if (ld) {
+        cJSON *j = dg_loader_stats_json(ld);
+        double budget = dg_json_metric_value(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "memory"), "image_budget"));
+        CHECK(budget == 1000);
+        cJSON_Delete(j);
+        dg_loader_free(ld);
+    }
+    o.mem_available = -1;
+    CHECK(dg_loader_new(ctx, s, &o, &ld) == DG_ERR_USAGE);
+    dg_source_close(s);
+}
+
 int main(void)
 {
     ctx = dg_ctx_new();
@@ -558,6 +623,7 @@ int main(void)
     test_auto_norm();
     test_bucket();
     test_free_midway();
+    test_memory_budget();
     size_t live, peak;
     dg_host_mem_stats(&live, &peak);
     dg_ctx_free(ctx);

@@ -418,6 +418,28 @@ static void test_nan_prose(dg_ctx *ctx, const char *sample)
     cJSON_free(rec);
 }
 
+/* The memory chart scales each source by the soak's recorded baseline
+ * (soak.soak.baseline), not only by epoch 0's row: halving the recorded
+ * baseline changes the chart. */
+static void test_memory_baseline(dg_ctx *ctx, const char *sample)
+{
+    cJSON *r = cJSON_Parse(sample);
+    cJSON *base = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "soak"), "soak"),
+                            "baseline"),
+        "allocator_allocated");
+    CHECK(base != NULL);
+    cJSON_ReplaceItemInObject(base, "value", cJSON_CreateNumber(11023360 / 2));
+    char *rec = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    char *a = render(ctx, sample, DG_REPORT_HTML), *b = render(ctx, rec, DG_REPORT_HTML);
+    CHECK_MSG(a && b && strcmp(a, b) != 0, "the recorded baseline does not reach the chart");
+    CHECK(has(b, ">200%</text>") && !has(a, ">200%</text>"));
+    dg_string_free(a);
+    dg_string_free(b);
+    cJSON_free(rec);
+}
+
 static void test_refusals(dg_ctx *ctx, const char *sample)
 {
     char *out = (char *)1;
@@ -535,6 +557,7 @@ int main(void)
     test_extreme_numbers(ctx, sample);
     test_threshold_shown(ctx, sample);
     test_nan_prose(ctx, sample);
+    test_memory_baseline(ctx, sample);
     test_refusals(ctx, sample);
     size_t live1;
     dg_host_mem_stats(&live1, &peak);

@@ -12,6 +12,7 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -352,6 +353,30 @@ static void test_git(dg_ctx *ctx, const char *tmp)
     CHECK(j && str_at(j, "git.commit") && head && strcmp(str_at(j, "git.commit"), head) == 0);
     cJSON_Delete(j);
     dg_free(head);
+
+    /* A repository's own config names programs for git to run: an fsmonitor
+     * hook and a (dotted-name) clean filter that status runs on a changed
+     * file. Neither may run; the change is still seen. */
+    char hook[700], mark_fsm[700], mark_filter[700], cfg[1600];
+    snprintf(hook, sizeof hook, "%s/hook.sh", tmp);
+    snprintf(mark_fsm, sizeof mark_fsm, "%s/FSMONITOR_RAN", tmp);
+    snprintf(mark_filter, sizeof mark_filter, "%s/FILTER_RAN", tmp);
+    snprintf(cfg, sizeof cfg, "#!/bin/sh\ntouch '%s'\n", mark_fsm);
+    CHECK(write_file(tmp, "hook.sh", cfg) && chmod(hook, 0755) == 0);
+    const char *fsm[] = {"git", "-C", repo, "config", "core.fsmonitor", hook, NULL};
+    CHECK(run_ok(fsm));
+    snprintf(cfg, sizeof cfg, "sh -c 'touch \"%s\"; cat'", mark_filter);
+    const char *flt[] = {"git", "-C", repo, "config", "filter.ev.il.clean", cfg, NULL};
+    CHECK(run_ok(flt));
+    const char *req[] = {"git", "-C", repo, "config", "filter.ev.il.required", "true", NULL};
+    CHECK(run_ok(req));
+    CHECK(write_file(repo, ".gitattributes", "tracked.txt filter=ev.il\n"));
+    CHECK(write_file(repo, "tracked.txt", "six\n")); /* same size: status must hash it */
+    j = dg_env_sysinfo(ctx, repo);
+    CHECK(j && cJSON_IsTrue(at(j, "git.dirty")));
+    CHECK_MSG(access(mark_fsm, F_OK) != 0, "git status ran the repository's fsmonitor hook");
+    CHECK_MSG(access(mark_filter, F_OK) != 0, "git status ran the repository's clean filter");
+    cJSON_Delete(j);
 
     j = dg_env_sysinfo(ctx, plain);
     CHECK(j && cJSON_IsFalse(at(j, "git.is_repo")));
