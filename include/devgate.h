@@ -191,6 +191,12 @@ dg_status dg_spec_hash(dg_ctx *ctx, const dg_train_opts *o, char hex[65]);
  * DG_ERR_DEVICE_OOM out of device memory (the record is still returned). */
 dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *opts, char **json);
 
+/* Checks a --disable-op list ("OP[@BACKEND][,...]", OP a name the reports
+ * print: conv2d_fwd, relu_bwd, ..., or conv2d for both directions) before
+ * anything is measured: DG_ERR_USAGE naming an unknown op, an unknown backend,
+ * or an op aimed at the cpu (the fallback). NULL or "" is DG_OK. */
+dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec);
+
 /* ---- measurement steps (docs/schema/measure.md) ---------------------------- */
 
 typedef struct dg_sweep_opts {
@@ -306,6 +312,14 @@ dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_forma
 
 /* ---- run: supervising the user's own program (docs/events.md) ------------- */
 
+/* How devgate run reaches inside the program (docs/events.md "The zero-code
+ * probe"). AUTO: a Python interpreter is started as `python -m
+ * devgate_probe.auto SCRIPT ARGS`, any other program with devgate's
+ * sitecustomize on PYTHONPATH; MANUAL: the program as given, with the events
+ * pipe (the explicit probe API); OFF: the program as given without the events
+ * pipe (DEVGATE_EVENTS_FD and DEVGATE_EVENTS_FILE removed): samples only. */
+typedef enum dg_probe_mode { DG_PROBE_AUTO = 0, DG_PROBE_MANUAL, DG_PROBE_OFF } dg_probe_mode;
+
 typedef struct dg_run_opts {
     const char *const *argv;   /* the program (argv[0], searched in PATH) and its arguments; NULL-terminated */
     const char *label;         /* free text kept in the record, or NULL */
@@ -324,6 +338,9 @@ typedef struct dg_run_opts {
     double events_rate;        /* step, phase and fallback events kept per 1 s window (0: 1000) */
     size_t max_steps;          /* step events stored; later ones summarised (0: 100000) */
     size_t series_points;      /* points of the sampled series in the record (0: 600) */
+    dg_probe_mode probe;       /* DG_PROBE_AUTO (default), DG_PROBE_MANUAL, DG_PROBE_OFF */
+    const char *probe_path;    /* directory holding the devgate_probe package (auto; NULL: not armed) */
+    bool empty_cache;          /* auto: the probe empties the device cache at every epoch end */
 } dg_run_opts;
 
 /* Runs opts->argv without a shell in its own process group, with an events

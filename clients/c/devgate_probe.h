@@ -79,7 +79,8 @@ void dgp_gate(const char *device, int built, int available, int ok, double max_a
 void dgp_gate_ex(const char *device, int built, int available, const char *reason, long long n, int ok,
                  double max_abs_err, double ms);
 /* step {epoch, step, step_ms, data_ms, loss, synced}: NAN for data_ms or loss
- * sends null. */
+ * sends null. data_ms is the wait for the step's batch BEFORE the step, not
+ * part of step_ms (docs/events.md, "One definition of the data wait"). */
 void dgp_step(long long epoch, long long step, double step_ms, double data_ms, double loss, int synced);
 /* epoch_end {epoch, allocated, reserved, max_allocated, driver, footprint,
  * cache_emptied, validation}: a byte count of -1 (any negative) sends null. */

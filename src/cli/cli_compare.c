@@ -333,6 +333,12 @@ static void print_compare_runs(const cJSON *r)
     snprintf(a, sizeof a, isnan(st) ? "not reported" : "%.3fx", st);
     snprintf(b, sizeof b, isnan(ss) ? "not reported" : "%.3fx", ss);
     printf("\n  speedup B/A    step time %s · samples/s %s\n", a, b);
+    const cJSON *jd = cJSON_GetObjectItem(r, "judgement");
+    if (jd)
+        printf("  decision       %s: %s\n", jstr(jd, "verdict", "?"), jstr(jd, "text", ""));
+    const cJSON *bf = cJSON_GetObjectItem(r, "busy_fraction");
+    if (jstr(bf, "source_b", NULL))
+        printf("  busy from      %s\n", jstr(bf, "source_b", ""));
     const cJSON *mem = cJSON_GetObjectItem(r, "memory");
     const cJSON *ma = cJSON_GetObjectItem(mem, "a"), *mb = cJSON_GetObjectItem(mem, "b");
     int na = cJSON_GetArraySize(ma), nb = cJSON_GetArraySize(mb);

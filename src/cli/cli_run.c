@@ -3,10 +3,12 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Set by the handler, read (and forwarded) by the library's loop. */
 static volatile sig_atomic_t forward_sig;
@@ -43,6 +45,63 @@ static const char *duration_opt(const cli_opt *opt, const char *v, void *field)
     return parse_duration(v, field) ? NULL : "a duration such as 90, 90s, 10m or 2h";
 }
 
+/* --probe auto|manual|off into a dg_probe_mode. */
+static const char *probe_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    dg_probe_mode *m = field;
+    if (strcmp(v, "auto") == 0)
+        *m = DG_PROBE_AUTO;
+    else if (strcmp(v, "manual") == 0)
+        *m = DG_PROBE_MANUAL;
+    else if (strcmp(v, "off") == 0)
+        *m = DG_PROBE_OFF;
+    else
+        return "auto, manual or off";
+    return NULL;
+}
+
+/* True when dir/devgate_probe/auto.py exists. */
+static bool has_probe(const char *dir)
+{
+    char p[4096];
+    int n = snprintf(p, sizeof p, "%s/devgate_probe/auto.py", dir);
+    return n > 0 && (size_t)n < sizeof p && access(p, R_OK) == 0;
+}
+
+/* The directory holding the devgate_probe package: DEVGATE_PROBE_PATH, else
+ * found relative to this executable: EXE_DIR/python (the build's copy),
+ * EXE_DIR/../share/devgate/python (installed), EXE_DIR/../clients/python (a
+ * build directory inside the source tree). false when none has it. */
+static bool find_probe(char *out, size_t n)
+{
+    const char *env = getenv("DEVGATE_PROBE_PATH");
+    if (env && env[0]) {
+        snprintf(out, n, "%s", env);
+        return has_probe(out);
+    }
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return false;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    static const char *const rel[] = {"python", "../share/devgate/python", "../clients/python"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[4096 + 64];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        char real[PATH_MAX];
+        if (realpath(cand, real) && has_probe(real)) {
+            snprintf(out, n, "%s", real);
+            return true;
+        }
+    }
+    return false;
+}
+
 typedef struct run_args {
     dg_run_opts o;
     const char *out_dir;
@@ -62,6 +121,14 @@ static const cli_opt run_opts[] = {
     {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
      "a rule threshold (repeatable; docs/rules.md)", OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
     {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0, 0, NULL, NULL, NULL},
+    {CLI_FUNC, "--probe", NULL, "auto|manual|off", "auto", NULL,
+     "auto: a Python program runs through the zero-code probe (python -m devgate_probe.auto), "
+     "others get its sitecustomize; manual: as given, with the events pipe; off: as given, "
+     "samples only",
+     OFF(o.probe), 0, 0, probe_opt, NULL, NULL},
+    {CLI_FLAG, "--empty-cache", NULL, NULL, NULL, NULL,
+     "auto: the probe collects garbage and empties the device cache at every epoch end",
+     OFF(o.empty_cache), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -95,6 +162,12 @@ int cmd_run(cli *c, int argc, char **argv)
     char *thresholds = ra.thr.list;
     dg_run_opts o = ra.o;
     o.argv = (const char *const *)a.rest; /* argv is NULL-terminated */
+    char probe_dir[4096];
+    if (o.probe == DG_PROBE_AUTO && find_probe(probe_dir, sizeof probe_dir))
+        o.probe_path = probe_dir;
+    else if (o.probe == DG_PROBE_AUTO && !c->quiet)
+        cli_error("run: the zero-code probe is not armed: devgate_probe not found beside devgate "
+                  "(set DEVGATE_PROBE_PATH); running with --probe manual");
     o.stdout_to_stderr = c->json;
 
     struct sigaction sa, old_int, old_term;

@@ -176,6 +176,9 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r);
 /* rules_run.c: supervised programs (devgate run) */
 void dg_judge_program_failed(dg_diag *d, const dg_rule *r);
 void dg_judge_events_lost(dg_diag *d, const dg_rule *r);
+void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r);
+void dg_judge_cpu_use(dg_diag *d, const dg_rule *r);
+void dg_judge_host_sync(dg_diag *d, const dg_rule *r);
 
 /* ---- entry points (rules.c) ---------------------------------------------- */
 

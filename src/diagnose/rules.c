@@ -142,6 +142,23 @@ const dg_rule dg_rules[] = {
      "the program's events were dropped or garbled: the curves and step statistics have gaps",
      "emit step events less often (every N steps) and check the emitter; the probes write one "
      "whole line per event"},
+    {"footprint-growth", DG_SEV_WARN, "supervise.series[].rss (no soak section)", "mem_growth_pct",
+     dg_judge_footprint_growth,
+     "the program keeps memory it no longer needs: the process tree grows steadily with time "
+     "(retained references, an unbounded cache or history)",
+     "look for references kept across steps or epochs (losses with their graph, lists of "
+     "outputs, caches); run with the probe to see it per epoch"},
+    {"cpu-use", DG_SEV_WARN, "supervise.samples.cpu_pct_median, supervise.samples.cores",
+     "cpu_busy_min_pct", dg_judge_cpu_use,
+     "the program mostly waits (data, I/O, sleep, a lock or a device) instead of computing",
+     "find what it waits for: run with the probe (data wait, sync points) or profile the data "
+     "path; more loader workers if it is the data"},
+    {"host-sync", DG_SEV_WARN, "profile.sync_points.host_reads_per_step", "host_reads_per_step",
+     dg_judge_host_sync,
+     "every step reads a value back to the host (.item(), .tolist(), .cpu(), synchronize): on a "
+     "device each read waits for all queued work, so the host cannot run ahead",
+     "read the loss every N steps or at epoch end (keep it as a tensor and sum on the device); "
+     "drop explicit synchronize calls from the step"},
     {"noisy-measurement", DG_SEV_WARN,
      "profile.step.stats.iqr_share, "
      "sweep.trials[].step_ms.iqr/median, env.processes.top_cpu",

@@ -20,7 +20,7 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                        "retained-refs,working-set-change,memory-short",
                        "epochs a soak needs before memory growth is judged"},
     [TH_MEM_GROWTH_PCT] = {"mem_growth_pct", 26, "%", 0, 1e6, false,
-                           "retained-refs,working-set-change",
+                           "retained-refs,working-set-change,footprint-growth",
                            "growth of the process's own memory over the first epoch's "
                            "watermark, with the cache emptied every epoch"},
     [TH_SLOWDOWN_RATIO] = {"slowdown_ratio", 1.2, "ratio", 0, 1e3, false, "slowing-down",
@@ -54,6 +54,12 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                                   "cpu-baseline-unfair",
                                   "the gate's cpu GEMM below this share of the cores' FP32 peak "
                                   "is an unfair baseline"},
+    [TH_CPU_BUSY_MIN_PCT] = {"cpu_busy_min_pct", 75, "%", 0, 1e6, false, "cpu-use",
+                             "median CPU of a supervised program's process tree, in % of one "
+                             "core, below which it mostly waits"},
+    [TH_HOST_READS_PER_STEP] = {"host_reads_per_step", 0.5, "reads", 0, 1e6, false, "host-sync",
+                                "host reads (.item(), .tolist(), .cpu(), synchronize) per step "
+                                "at or above which each step waits for the device"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

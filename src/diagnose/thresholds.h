@@ -26,6 +26,8 @@ typedef enum dg_threshold_id {
     TH_PSI_SOME_PCT,
     TH_CONTENTION_CPUS,
     TH_CPU_PEAK_FRACTION_MIN,
+    TH_CPU_BUSY_MIN_PCT,
+    TH_HOST_READS_PER_STEP,
     TH_COUNT
 } dg_threshold_id;
 

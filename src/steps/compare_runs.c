@@ -4,6 +4,7 @@
  * buckets unless forced. */
 #include "core/core.h"
 #include "core/json.h"
+#include "diagnose/thresholds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +83,20 @@ static loss_row *losses_of(const cJSON *rec, size_t *n)
     return v;
 }
 
+/* Where a run's busy fraction comes from, or NULL when it has none. */
+static const char *busy_source(const cJSON *rec)
+{
+    const cJSON *qw = at(at(rec, "profile", "phases"), "queue_wait", NULL);
+    if (!isfinite(dg_json_metric_value(at(qw, "share", NULL))))
+        return NULL;
+    const cJSON *p = at(rec, "probe", "reported");
+    return cJSON_IsString(p) && strcmp(p->valuestring, "auto") == 0
+               ? "zero-code probe: 1 - the DataLoader wait's share of the training loop (host "
+                 "clock, not device utilisation)"
+               : "probe step events: 1 - data_ms / (data_ms + step_ms) (host clock, not device "
+                 "utilisation)";
+}
+
 static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *busy)
 {
     cJSON *r = cJSON_CreateObject();
@@ -104,6 +119,7 @@ static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *bus
     cJSON_AddItemToObject(r, "step_ms", metric(*ms, "ms"));
     cJSON_AddItemToObject(r, "samples_per_s", metric(*sps, "samples/s"));
     cJSON_AddItemToObject(r, "busy_fraction", metric(*busy, "fraction"));
+    dg_json_add_str(r, "busy_source", busy_source(rec));
     const cJSON *ts = at(rec, "throughput", "timed_steps");
     cJSON_AddNumberToObject(r, "timed_steps", cJSON_IsNumber(ts) ? ts->valuedouble : 0);
     return r;
@@ -117,6 +133,79 @@ static void bucket_text(char *buf, size_t n, const cJSON *b)
     if (t && strlen(t) >= n && n > 4)
         memcpy(buf + n - 4, "...", 4);
     cJSON_free(t);
+}
+
+/* One rule's row of the judgement. */
+static void rule_row(cJSON *arr, const char *id, const char *threshold, double value, double limit,
+                     const char *unit, int passed)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "id", id);
+    cJSON_AddStringToObject(r, "threshold", threshold);
+    cJSON_AddItemToObject(r, "value", metric(value, unit));
+    cJSON_AddNumberToObject(r, "limit", limit);
+    if (passed < 0)
+        cJSON_AddNullToObject(r, "passed");
+    else
+        cJSON_AddBoolToObject(r, "passed", passed == 1);
+    cJSON_AddItemToArray(arr, r);
+}
+
+/* B against A by the fixture's speedup rules (docs/rules.md): the speedup is
+ * the throughput ratio (samples over the loop's wall time, data wait
+ * included), so a fix that makes each step slower but the epoch faster counts
+ * as faster. Falls back to the step-time ratio when a run has no samples/s. */
+static cJSON *judge(const double sps[2], const double ms[2], double busy_b)
+{
+    double th_speedup = dg_thresholds[TH_SPEEDUP_MIN].value;
+    double th_red = dg_thresholds[TH_DEVICE_MIN_REDUCTION_PCT].value;
+    double th_busy = dg_thresholds[TH_DEVICE_BUSY_MIN].value;
+    bool by_sps = sps[0] > 0 && sps[1] > 0;
+    double x = by_sps ? sps[1] / sps[0] : ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN;
+    double red = isfinite(x) ? 100.0 * (1.0 - 1.0 / x) : NAN;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "speedup", metric(x, "x"));
+    dg_json_add_str(j, "speedup_source",
+                    !isfinite(x) ? NULL
+                    : by_sps     ? "throughput: B samples/s over A samples/s"
+                                 : "step time: A step_ms median over B step_ms median");
+    cJSON_AddItemToObject(j, "time_reduction_pct", metric(red, "%"));
+    cJSON *rules = cJSON_AddArrayToObject(j, "rules");
+    int p_sp = isfinite(x) ? x >= th_speedup : -1;
+    int p_red = isfinite(red) ? red >= th_red : -1;
+    int p_busy = isfinite(busy_b) ? busy_b >= th_busy : -1;
+    rule_row(rules, "speedup-near-one", "speedup_min", x, th_speedup, "x", p_sp);
+    rule_row(rules, "slow-device-data", "device_min_reduction_pct", red, th_red, "%", p_red);
+    rule_row(rules, "slow-device-data", "device_busy_min", busy_b, th_busy, "fraction", p_busy);
+    const char *verdict, *text;
+    char buf[256];
+    if (!isfinite(x)) {
+        verdict = "unknown";
+        text = "neither run reported a throughput or a step time: nothing to judge";
+    } else if (x < 1.0) {
+        verdict = "slower";
+        snprintf(buf, sizeof buf, "B is %.0f%% slower than A (%.2fx)", 100 * (1 - x), x);
+        text = buf;
+    } else if (p_sp == 1 && p_red == 1 && p_busy != 0) {
+        verdict = "pays-off";
+        snprintf(buf, sizeof buf, "B pays off: %.2fx A (%.0f%% less time per sample)%s", x, red,
+                 p_busy < 0 ? "; B's busy fraction is not known" : "");
+        text = buf;
+    } else if (p_busy == 0 && p_sp == 1) {
+        verdict = "starved";
+        snprintf(buf, sizeof buf,
+                 "B is %.2fx A but busy only %.0f%% of its loop (under %.0f%%): it waits on data",
+                 x, 100 * busy_b, 100 * th_busy);
+        text = buf;
+    } else {
+        verdict = "no-gain";
+        snprintf(buf, sizeof buf, "B is %.2fx A: below the %.2fx (%.0f%%) that pays off", x,
+                 th_speedup, th_red);
+        text = buf;
+    }
+    cJSON_AddStringToObject(j, "verdict", verdict);
+    cJSON_AddStringToObject(j, "text", text);
+    return j;
 }
 
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
@@ -179,9 +268,12 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON *bf = cJSON_AddObjectToObject(o, "busy_fraction");
     cJSON_AddItemToObject(bf, "a", metric(busy[0], "fraction"));
     cJSON_AddItemToObject(bf, "b", metric(busy[1], "fraction"));
-    cJSON_AddStringToObject(
-        bf, "definition",
-        "1 - the share of step time spent waiting for data (profile.phases.queue_wait)");
+    dg_json_add_str(bf, "source_a", busy_source(ra));
+    dg_json_add_str(bf, "source_b", busy_source(rb));
+    cJSON_AddStringToObject(bf, "definition",
+                            "1 - the share of the training loop spent waiting for data "
+                            "(profile.phases.queue_wait: data_ms over data_ms + step_ms)");
+    cJSON_AddItemToObject(o, "judgement", judge(sps, ms, busy[1]));
     /* Memory curves side by side. */
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     const cJSON *ea = at(ra, "soak", "epochs"), *eb = at(rb, "soak", "epochs");

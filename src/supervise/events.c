@@ -396,9 +396,15 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
             c->dropped++;
             break;
         }
-        c->steps[c->nsteps++] =
-            (dg_ev_step){num(ev, "epoch"), num(ev, "step"),  ms,  num(ev, "data_ms"),
-                         num(ev, "loss"),  num(ev, "batch"), now, tri(ev, "synced")};
+        c->steps[c->nsteps++] = (dg_ev_step){.epoch = num(ev, "epoch"),
+                                             .step = num(ev, "step"),
+                                             .step_ms = ms,
+                                             .data_ms = num(ev, "data_ms"),
+                                             .loss = num(ev, "loss"),
+                                             .batch = num(ev, "batch"),
+                                             .t = now,
+                                             .syncs = num(ev, "syncs"),
+                                             .synced = tri(ev, "synced")};
         break;
     }
     case DG_EV_EPOCH_END:

@@ -12,6 +12,7 @@
 #include "steps/steps.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -300,7 +301,7 @@ static cJSON *soak_section(const run *r)
             if (st->epoch != ep || !isfinite(st->step_ms))
                 continue;
             tmp[n++] = st->step_ms;
-            sum += st->step_ms;
+            sum += st->step_ms + (isfinite(st->data_ms) ? st->data_ms : 0);
             double b = isfinite(st->batch) ? st->batch : batch0;
             if (isfinite(b))
                 samples += b;
@@ -336,8 +337,11 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
 {
     cJSON *thr = cJSON_AddObjectToObject(root, "throughput");
     double batch0 = start_batch(c);
-    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0;
-    size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0;
+    /* A step's data_ms is outside its step_ms (docs/events.md): the loop's
+     * time is their sum, so the wait's share is data / (data + step) and the
+     * throughput is samples over that sum. */
+    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0;
+    size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0, with_reads = 0;
     double *dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *dv);
     for (size_t i = 0; i < c->nsteps; i++) {
         const dg_ev_step *s = &c->steps[i];
@@ -345,10 +349,14 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
             loss_reads++;
         if (s->synced == 1 || isfinite(s->loss))
             synced++;
+        if (isfinite(s->syncs)) {
+            reads += s->syncs;
+            with_reads++;
+        }
         if (!isfinite(s->step_ms))
             continue;
         timed++;
-        sum_ms += s->step_ms;
+        sum_ms += s->step_ms + (isfinite(s->data_ms) ? s->data_ms : 0);
         double b = isfinite(s->batch) ? s->batch : batch0;
         if (isfinite(b))
             samples += b;
@@ -359,7 +367,7 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
                 dv[with_data] = s->data_ms;
             with_data++;
             sum_data += s->data_ms;
-            sum_ms_with_data += s->step_ms;
+            sum_ms_with_data += s->step_ms + s->data_ms;
         }
     }
     double med = NAN;
@@ -389,9 +397,10 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON_AddItemToObject(
         qw, "share",
         metric(with_data && sum_ms_with_data > 0 ? sum_data / sum_ms_with_data : NAN, "fraction"));
-    cJSON_AddBoolToObject(qw, "in_step", true);
+    cJSON_AddBoolToObject(qw, "in_step", false);
     cJSON_AddStringToObject(ph, "source",
-                            "probe step events: data_ms (time waiting for the batch) over step_ms");
+                            "probe step events: data_ms (time waiting for the batch, before the "
+                            "step) over data_ms + step_ms");
     dg_free(dv);
     cJSON *fb = cJSON_AddArrayToObject(p, "fallbacks");
     for (size_t i = 0; i < c->nfallbacks; i++) {
@@ -409,6 +418,12 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     add_num_or_null(sp, "per_step", c->nsteps ? (double)synced / (double)c->nsteps : NAN);
     cJSON_AddStringToObject(
         sp, "note", "per_step: share of step events that were synchronised or read the loss");
+    add_num_or_null(sp, "host_reads", with_reads ? reads : NAN);
+    add_num_or_null(sp, "host_reads_per_step", with_reads ? reads / (double)with_reads : NAN);
+    dg_json_add_str(sp, "host_reads_source",
+                    with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() from a "
+                                 "device and explicit synchronize, counted per step"
+                               : NULL);
     cJSON *sc = cJSON_AddObjectToObject(p, "steps");
     cJSON_AddNumberToObject(sc, "stored", (double)c->nsteps);
     cJSON_AddNumberToObject(sc, "summarised", (double)c->steps_summarised);
@@ -632,6 +647,18 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         nl++;
     }
     dg_tree_sampler_json(r->smp, s, o->series_points);
+    /* The cores the program could use, for the rules' CPU-use judgement. */
+    cJSON *samples = cJSON_GetObjectItemCaseSensitive(s, "samples");
+    if (samples) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+            cores = CPU_COUNT(&set);
+#endif
+        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? (double)cores : NAN, "cores"));
+    }
     /* One line for the terminal, and the error when it did not end well. */
     error[0] = '\0';
     if (oc->timed_out)
@@ -697,11 +724,19 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
         return dg_fail(ctx, DG_ERR_NOMEM, "run: out of host memory");
     }
     r.rd.max_line = o->max_line ? o->max_line : (size_t)64 << 10;
+    dg_probe_plan plan;
+    if (!dg_probe_plan_make(o, &plan)) {
+        dg_probe_plan_free(&plan);
+        dg_evcollect_free(&r.col);
+        dg_string_free(envj);
+        return dg_fail(ctx, DG_ERR_NOMEM, "run: out of host memory");
+    }
     pid_t pid;
     int fd;
     r.t0 = dg_now();
-    int err = dg_spawn_child(o->argv, o->stdout_to_stderr, &pid, &fd);
+    int err = dg_spawn_child(plan.argv, plan.env, o->stdout_to_stderr, &pid, &fd);
     if (err) {
+        dg_probe_plan_free(&plan);
         dg_evcollect_free(&r.col);
         dg_string_free(envj);
         if (err == ENOMEM)
@@ -744,7 +779,25 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON_AddNumberToObject(spec, "sample_ms", o->sample_ms > 0 ? o->sample_ms : DEFAULT_SAMPLE_MS);
     add_num_or_null(spec, "timeout_s", o->timeout_s > 0 ? o->timeout_s : NAN);
     cJSON_AddNumberToObject(spec, "grace_s", o->grace_s > 0 ? o->grace_s : DEFAULT_GRACE_S);
-    cJSON_AddNumberToObject(spec, "events_fd", DG_EVENTS_FD);
+    if (o->probe == DG_PROBE_OFF)
+        cJSON_AddNullToObject(spec, "events_fd");
+    else
+        cJSON_AddNumberToObject(spec, "events_fd", DG_EVENTS_FD);
+    cJSON_AddStringToObject(spec, "probe", plan.mode);
+    cJSON *pr = cJSON_AddObjectToObject(root, "probe");
+    cJSON_AddStringToObject(pr, "mode", plan.mode);
+    cJSON_AddBoolToObject(pr, "armed", plan.how != NULL);
+    dg_json_add_str(pr, "how", plan.how);
+    dg_json_add_str(pr, "why", plan.why[0] ? plan.why : NULL);
+    cJSON *pcmd = cJSON_AddArrayToObject(pr, "cmd");
+    for (size_t i = 0; plan.how && plan.argv[i]; i++)
+        cJSON_AddItemToArray(pcmd, cJSON_CreateString(dg_utf8_valid(plan.argv[i], strlen(plan.argv[i]))
+                                                          ? plan.argv[i]
+                                                          : "?"));
+    cJSON_AddBoolToObject(pr, "empty_cache", o->probe == DG_PROBE_AUTO && o->empty_cache);
+    const cJSON *sp_mode = cJSON_GetObjectItemCaseSensitive(r.col.run_start, "probe");
+    dg_json_add_str(pr, "reported", cJSON_IsString(sp_mode) ? sp_mode->valuestring : NULL);
+    dg_probe_plan_free(&plan);
 
     char summary[512], error[256];
     cJSON *sup = supervise_section(&r, o, &oc, summary, sizeof summary, error, sizeof error);

@@ -42,23 +42,47 @@ static int make_pipe(int fds[2])
     return 0;
 }
 
-/* environ without DEVGATE_EVENTS_FD, plus DEVGATE_EVENTS_FD=3; dg_malloc'd
- * array of borrowed strings (the last one static). */
-static char **child_env(void)
+/* Length of the name of an environment entry "NAME=VALUE" (or "NAME"). */
+static size_t env_name_len(const char *e)
+{
+    const char *eq = strchr(e, '=');
+    return eq ? (size_t)(eq - e) : strlen(e);
+}
+
+/* True when entry e names a variable that edits sets or removes. */
+static bool edited(const char *e, const char *const edits[])
+{
+    size_t n = env_name_len(e);
+    for (size_t i = 0; edits && edits[i]; i++)
+        if (env_name_len(edits[i]) == n && strncmp(edits[i], e, n) == 0)
+            return true;
+    return false;
+}
+
+/* environ without DEVGATE_EVENTS_FD and the edited names, plus
+ * DEVGATE_EVENTS_FD=3 (unless removed) and the edits' NAME=VALUE entries;
+ * dg_malloc'd array of borrowed strings (one of them static). */
+static char **child_env(const char *const edits[])
 {
     static char fdvar[32];
     snprintf(fdvar, sizeof fdvar, "DEVGATE_EVENTS_FD=%d", DG_EVENTS_FD);
-    size_t n = 0;
+    size_t n = 0, ne = 0;
     while (environ && environ[n])
         n++;
-    char **env = dg_malloc((n + 2) * sizeof *env);
+    while (edits && edits[ne])
+        ne++;
+    char **env = dg_malloc((n + ne + 2) * sizeof *env);
     if (!env)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "DEVGATE_EVENTS_FD=", 18) != 0)
+        if (strncmp(environ[i], "DEVGATE_EVENTS_FD=", 18) != 0 && !edited(environ[i], edits))
             env[k++] = environ[i];
-    env[k++] = fdvar;
+    if (!edited("DEVGATE_EVENTS_FD", edits))
+        env[k++] = fdvar;
+    for (size_t i = 0; i < ne; i++)
+        if (strchr(edits[i], '='))
+            env[k++] = (char *)edits[i];
     env[k] = NULL;
     return env;
 }
@@ -153,7 +177,8 @@ static void child_exec(const char *const argv[], char *const env[], const char *
     child_fail(errfd, saved);
 }
 
-int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, int *events_fd)
+int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool stdout_to_stderr,
+                   pid_t *pid, int *events_fd)
 {
     *pid = -1;
     *events_fd = -1;
@@ -168,7 +193,7 @@ int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, 
         close(fds[1]);
         return rc;
     }
-    char **env = child_env();
+    char **env = child_env(env_edits);
     if (!env) {
         close(fds[0]);
         close(fds[1]);

@@ -61,6 +61,7 @@ void dg_evreader_free(dg_evreader *r);
 
 typedef struct dg_ev_step {
     double epoch, step, step_ms, data_ms, loss, batch, t; /* NAN when not reported */
+    double syncs; /* host reads the zero-code probe saw in the step; NAN when not reported */
     signed char synced;                                   /* 1, 0, -1 unknown */
 } dg_ev_step;
 
@@ -122,13 +123,42 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
  * stdin on /dev/null, stdout on the caller's stdout (or its stderr when
  * stdout_to_stderr), stderr inherited, the write end of a new pipe on fd
  * DG_EVENTS_FD and DEVGATE_EVENTS_FD=3 added to the environment (replacing
- * any inherited value). *events_fd gets the read end (close-on-exec,
- * non-blocking). On Linux the child gets SIGKILL when the calling thread
- * ends (PR_SET_PDEATHSIG), so a supervisor killed with SIGKILL does not leave
- * it running; call it from the thread that waits for the child. Returns 0 or
- * the errno of the failure (ENOENT: no such program, EACCES: not executable,
- * ...). */
-int dg_spawn_child(const char *const argv[], bool stdout_to_stderr, pid_t *pid, int *events_fd);
+ * any inherited value). env_edits (NULL-terminated, may be NULL): "NAME=VALUE"
+ * sets NAME, a bare "NAME" removes it (a bare DEVGATE_EVENTS_FD leaves the
+ * variable out). *events_fd gets the read end (close-on-exec, non-blocking).
+ * On Linux the child gets SIGKILL when the calling thread ends
+ * (PR_SET_PDEATHSIG), so a supervisor killed with SIGKILL does not leave it
+ * running; call it from the thread that waits for the child. Returns 0 or the
+ * errno of the failure (ENOENT: no such program, EACCES: not executable, ...). */
+int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool stdout_to_stderr,
+                   pid_t *pid, int *events_fd);
+
+/* ---- probe.c: how the zero-code probe is armed ------------------------------------ */
+
+/* True when argv0's base name is a Python interpreter: python, python3,
+ * python3.11 ... */
+bool dg_is_python(const char *argv0);
+
+/* Where a Python command line's program starts (the index of SCRIPT, or of
+ * -m / -c), after the interpreter's own options; -1 when it cannot be
+ * rewritten: no program (stdin, "-"), or -E / -I (PYTHONPATH ignored). */
+int dg_python_program_index(const char *const argv[]);
+
+/* The command and environment devgate run starts (docs/events.md "The
+ * zero-code probe"). */
+typedef struct dg_probe_plan {
+    const char **argv;   /* the argv to spawn (dg_malloc'd; strings borrowed or owned below) */
+    const char *env[8];  /* env edits for dg_spawn_child, NULL-terminated */
+    char *owned[3];      /* dg_malloc'd strings the two arrays point into */
+    const char *mode;    /* "auto", "manual", "off" */
+    const char *how;     /* "argv", "sitecustomize" or NULL (not armed) */
+    char why[256];       /* why auto is not armed ("" when it is, or not auto) */
+} dg_probe_plan;
+
+/* Fills p for o (o->argv, o->probe, o->probe_path, o->empty_cache; the
+ * inherited PYTHONPATH from the environment). false when out of memory. */
+bool dg_probe_plan_make(const dg_run_opts *o, dg_probe_plan *p);
+void dg_probe_plan_free(dg_probe_plan *p);
 
 /* "SIGSEGV"-style name of a signal ("signal N" for the rare ones) in tmp. */
 const char *dg_signal_name(int sig, char *tmp, size_t len);

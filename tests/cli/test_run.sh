@@ -130,6 +130,21 @@ expect_grep "$T/err" '"resolution":64'
 expect_exit 0 "$DG" compare "$ida" "$idc" --force --json
 expect_json "$T/out" 'd["forced"] is True and d["buckets"]["same"] is False'
 expect_exit 0 "$DG" --no-ledger compare a.json b.json
+# The judgement: B twice as fast pays off; A against B is slower.
+expect_exit 0 "$DG" --no-ledger compare a.json b.json --json
+expect_json "$T/out" 'd["judgement"]["verdict"] == "pays-off" and abs(d["judgement"]["speedup"]["value"] - 1.90) < 0.05 and d["judgement"]["speedup_source"].startswith("throughput")'
+expect_json "$T/out" '[r["passed"] for r in d["judgement"]["rules"]] == [True, True, True] and d["busy_fraction"]["source_b"].startswith("probe step events")'
+expect_exit 0 "$DG" --no-ledger compare b.json a.json --json
+expect_json "$T/out" 'd["judgement"]["verdict"] == "slower"'
+# The advised fix for a data-bound loop: each step slower (3 ms, not 2), the
+# loop 3.75x faster (no more 10 ms data wait). Judged on throughput, it pays off.
+"$DG" --no-ledger run --no-env --json -- python3 "$D/good.py" --step-ms 2 --data-ms 10 >starved.json 2>/dev/null
+"$DG" --no-ledger run --no-env --json -- python3 "$D/good.py" --step-ms 3 --data-ms 0.2 >fixed.json 2>/dev/null
+expect_exit 0 "$DG" --no-ledger compare starved.json fixed.json --json
+expect_json "$T/out" 'd["speedup"]["step_time"]["value"] < 0.7 and d["judgement"]["verdict"] == "pays-off" and d["judgement"]["speedup"]["value"] > 3'
+expect_json "$T/out" 'abs(d["busy_fraction"]["a"]["value"] - 2.0 / 12.0) < 0.01 and d["busy_fraction"]["b"]["value"] > 0.9'
+expect_exit 0 "$DG" --no-ledger compare starved.json fixed.json
+expect_grep "$T/out" 'decision +pays-off'
 expect_exit 1 "$DG" compare 19990101-nope "$idb"
 "$DG" ledger list --json >list.json
 expect_json list.json 'd[0]["verb"] == "compare-runs"'

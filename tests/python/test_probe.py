@@ -632,5 +632,110 @@ class TorchTests(FileProbeCase):
         self.assertLess(growth[False], 0.26)
 
 
+
+SITE = os.path.join(CLIENT, "devgate_probe", "_site")
+ZERO_SCRIPT = r"""
+import os, sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(7)
+ds = TensorDataset(torch.randn(96, 8), torch.randint(0, 2, (96,)))
+train = DataLoader(ds, batch_size=16, num_workers=int(os.environ.get("WORKERS", "0")))
+val = DataLoader(ds, batch_size=32)
+m = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for epoch in range(3):
+    for x, y in train:
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        loss.item()
+    with torch.no_grad():
+        for x, y in val:
+            m(x)
+if os.environ.get("EXPLICIT"):
+    import devgate_probe as dg
+    dg.run_start("cpu", 16)
+    with dg.step():
+        pass
+sys.exit(int(os.environ.get("STATUS", "0")))
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not importable")
+class ZeroCodeTests(FileProbeCase):
+    """python -m devgate_probe.auto and the sitecustomize on an unmodified script."""
+
+    def run_script(self, launcher, **env):
+        script = os.path.join(self.tmp.name, "train.py")
+        with open(script, "w") as f:
+            f.write(ZERO_SCRIPT)
+        return subprocess.run(launcher(script), env=clean_env(DEVGATE_EVENTS_FILE=self.path, **env),
+                              capture_output=True, text=True, timeout=300)
+
+    def check_run(self, status="ok"):
+        evs = self.events()
+        names = [e["ev"] for e in evs]
+        self.assertEqual(names.count("run_start"), 1, names)
+        start = self.events("run_start")[0]
+        self.assertEqual((start["probe"], start["device"], start["batch"]), ("auto", "cpu", 16))
+        self.assertEqual(start["seeds"]["torch"], 7)
+        self.assertEqual(names.count("gate"), 1)
+        steps = self.events("step")
+        self.assertEqual(len(steps), 3 * 6)  # 96 / 16 per epoch, the validation passes not counted
+        self.assertEqual([s["epoch"] for s in steps], [e for e in range(3) for _ in range(6)])
+        self.assertTrue(all(s["batch"] == 16 and s["data_ms"] is not None and s["step_ms"] >= 0 for s in steps))
+        # loss.item() after each step: one host read, counted into the next step.
+        self.assertEqual(sum(s["syncs"] for s in steps), 3 * 6 - 1)
+        ends = self.events("epoch_end")
+        self.assertEqual([e["epoch"] for e in ends], [0, 1, 2])
+        self.assertTrue(all(e["validation"] and e["cache_emptied"] and e["footprint"] > 0 for e in ends))
+        self.assertEqual(self.events("run_end")[-1]["status"], status)
+        self.assertEqual({e.get("pid", start["pid"]) for e in evs if e["ev"] == "run_start"}, {start["pid"]})
+
+    def test_auto_runs_an_unmodified_script(self):
+        res = self.run_script(lambda s: [sys.executable, "-m", "devgate_probe.auto", s])
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.check_run()
+
+    def test_auto_with_forked_workers_reports_once(self):
+        res = self.run_script(lambda s: [sys.executable, "-m", "devgate_probe.auto", s], WORKERS="2")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.check_run()
+
+    def test_exit_status_passes_through(self):
+        res = self.run_script(lambda s: [sys.executable, "-m", "devgate_probe.auto", s], STATUS="3")
+        self.assertEqual(res.returncode, 3, res.stderr)
+        self.check_run(status="error")
+
+    def test_explicit_api_makes_the_zero_code_probe_stand_down(self):
+        res = self.run_script(lambda s: [sys.executable, "-m", "devgate_probe.auto", s], EXPLICIT="1")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        starts = self.events("run_start")
+        self.assertEqual([s["probe"] for s in starts], ["auto", "manual"])
+        self.assertEqual(len(self.events("step")), 3 * 6 + 1)  # nothing after the explicit run_start
+
+    def test_sitecustomize_through_a_shell_wrapper_chains(self):
+        # A sitecustomize further down the path stands for the distribution's own: it must still run.
+        other = os.path.join(self.tmp.name, "other")
+        os.mkdir(other)
+        marker = os.path.join(self.tmp.name, "chained")
+        with open(os.path.join(other, "sitecustomize.py"), "w") as f:
+            f.write("open(%r, 'w').write('yes')\n" % marker)
+        wrapper = os.path.join(self.tmp.name, "wrap.sh")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nexec "%s" "$@"\n' % sys.executable)
+        os.chmod(wrapper, 0o755)
+        pp = os.pathsep.join([SITE, CLIENT, other])
+        res = self.run_script(lambda s: [wrapper, s], PYTHONPATH=pp, DEVGATE_PROBE="auto", WORKERS="2")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.check_run()
+        self.assertTrue(os.path.exists(marker), "the hidden sitecustomize did not run")
+
+    def test_sitecustomize_stays_off_unless_auto(self):
+        pp = os.pathsep.join([SITE, CLIENT])
+        res = self.run_script(lambda s: [sys.executable, s], PYTHONPATH=pp, DEVGATE_PROBE="manual")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(self.events(), [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -162,6 +162,7 @@ static void test_collect(void)
         feed(&c, "{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":1,\"step_ms\":2.5,\"loss\":0.5,\"synced\":true}", 0.5);
     CHECK(c.nsteps == 50 && c.steps_summarised == 50 && c.dropped == 1 + 900);
     CHECK(c.steps[0].step_ms == 2.5 && c.steps[0].loss == 0.5 && c.steps[0].synced == 1 && isnan(c.steps[0].data_ms));
+    CHECK(isnan(c.steps[0].syncs)); /* not reported */
     /* The next window lets steps in again (all summarised now: the store is full). */
     feed(&c, "{\"v\":1,\"ev\":\"step\",\"step_ms\":1}", 1.6);
     CHECK(c.steps_summarised == 51);
@@ -195,10 +196,85 @@ static void test_collect(void)
     dg_evcollect_free(&c);
 }
 
+/* The zero-code probe's command lines (src/supervise/probe.c). */
+static void test_probe_plan(void)
+{
+    CHECK(dg_is_python("python") && dg_is_python("python3") && dg_is_python("/usr/bin/python3.11"));
+    CHECK(dg_is_python("python3.13t") && dg_is_python("bin/python3d"));
+    CHECK(!dg_is_python("python-config") && !dg_is_python("python3.") && !dg_is_python("ipython"));
+    CHECK(!dg_is_python("torchrun") && !dg_is_python("sh") && !dg_is_python(NULL));
+    struct {
+        const char *argv[8];
+        int at;
+    } cases[] = {
+        {{"python3", "train.py", "--batch", "8"}, 1},
+        {{"python3", "-u", "-X", "dev", "train.py"}, 4},
+        {{"python3", "-Wignore", "-uB", "train.py"}, 3},
+        {{"python3", "-W", "ignore", "-m", "pkg.train", "-x"}, 3},
+        {{"python3", "-c", "print(1)"}, 1},
+        {{"python3", "--", "train.py"}, 2},
+        {{"python3"}, -1},                  /* stdin */
+        {{"python3", "-"}, -1},             /* stdin */
+        {{"python3", "-I", "train.py"}, -1}, /* PYTHONPATH ignored */
+        {{"python3", "-sE", "train.py"}, -1},
+        {{"python3", "-uc", "print(1)"}, -1},
+        {{"python3", "-X"}, -1},
+        {{"python3", "--version"}, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK_MSG(dg_python_program_index(cases[i].argv) == cases[i].at, "case %zu: %d", i,
+                  dg_python_program_index(cases[i].argv));
+
+    const char *cmd[] = {"python3", "-u", "train.py", "--epochs", "2", NULL};
+    dg_run_opts o = {.argv = cmd, .probe_path = "pkgdir"};
+    dg_probe_plan p;
+    CHECK(dg_probe_plan_make(&o, &p));
+    CHECK(p.how && strcmp(p.how, "argv") == 0 && strcmp(p.mode, "auto") == 0);
+    const char *want[] = {"python3", "-u", "-m", "devgate_probe.auto", "train.py", "--epochs", "2"};
+    for (size_t i = 0; i < 7; i++)
+        CHECK_STR(p.argv[i], want[i]);
+    CHECK(p.argv[7] == NULL);
+    bool pp = false, cache_off = false;
+    for (size_t i = 0; p.env[i]; i++) {
+        pp = pp || strncmp(p.env[i], "PYTHONPATH=pkgdir", 17) == 0;
+        cache_off = cache_off || strcmp(p.env[i], "DEVGATE_PROBE_EMPTY_CACHE") == 0;
+    }
+    CHECK(pp && cache_off);
+    dg_probe_plan_free(&p);
+
+    const char *launcher[] = {"torchrun", "--nproc-per-node", "2", "train.py", NULL};
+    o.argv = launcher;
+    o.empty_cache = true;
+    CHECK(dg_probe_plan_make(&o, &p));
+    CHECK(p.how && strcmp(p.how, "sitecustomize") == 0 && strcmp(p.argv[0], "torchrun") == 0);
+    bool site = false, cache_on = false;
+    for (size_t i = 0; p.env[i]; i++) {
+        site = site || strncmp(p.env[i], "PYTHONPATH=pkgdir/devgate_probe/_site:pkgdir", 44) == 0;
+        cache_on = cache_on || strcmp(p.env[i], "DEVGATE_PROBE_EMPTY_CACHE=1") == 0;
+    }
+    CHECK(site && cache_on);
+    dg_probe_plan_free(&p);
+
+    o.argv = cmd;
+    o.probe_path = NULL; /* not found: the program runs as given, manual */
+    CHECK(dg_probe_plan_make(&o, &p));
+    CHECK(p.how == NULL && p.why[0] && strcmp(p.argv[2], "train.py") == 0);
+    dg_probe_plan_free(&p);
+
+    o.probe = DG_PROBE_OFF;
+    CHECK(dg_probe_plan_make(&o, &p));
+    bool no_fd = false;
+    for (size_t i = 0; p.env[i]; i++)
+        no_fd = no_fd || strcmp(p.env[i], "DEVGATE_EVENTS_FD") == 0;
+    CHECK(no_fd && p.how == NULL && strcmp(p.mode, "off") == 0);
+    dg_probe_plan_free(&p);
+}
+
 int main(void)
 {
     test_parse();
     test_reader();
     test_collect();
+    test_probe_plan();
     CHECK_DONE();
 }

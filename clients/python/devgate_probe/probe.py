@@ -27,6 +27,15 @@ _GATE_SEED = 20261130
 _MAX_FALLBACK_OPS = 1000
 _warned = set()
 _warned_lock = threading.Lock()
+# Set once the program drives a Probe of its own (not the zero-code one): the
+# zero-code probe then stands down, so one run never reports steps twice.
+_explicit_used = False
+
+
+def _note_explicit(probe):
+    global _explicit_used
+    if not getattr(probe, "_auto", False):
+        _explicit_used = True
 
 
 def _warn(key, text):
@@ -344,12 +353,14 @@ class Probe:
         return rec if self._write((line + "\n").encode("ascii")) else None
 
     # ---- run -------------------------------------------------------------------
-    def run_start(self, device, batch, bucket=None, seeds=None, framework=None):
+    def run_start(self, device, batch, bucket=None, seeds=None, framework=None, probe="manual"):
         """Sends run_start. device: "cpu", "cuda:0", "mps"...; batch: int;
         bucket: dict describing the input (resolution, augment, batch, data);
         seeds: dict {torch, numpy, random, workers}, default the latest
         seed_everything's; framework: {name, version}, default detected from
-        the modules imported. Arms an atexit run_end."""
+        the modules imported; probe: "manual" (this API) or "auto" (the
+        zero-code probe). Arms an atexit run_end."""
+        _note_explicit(self)
         self.device = str(device) if device is not None else self.device
         self._batch = batch
         self._run_started = True
@@ -365,6 +376,7 @@ class Probe:
             "bucket": bucket,
             "seeds": seeds if seeds is not None else _seed.last_seeds(),
             "pid": os.getpid(),
+            "probe": probe,
         }
         if self.label is not None:
             fields["label"] = str(self.label)
@@ -518,6 +530,7 @@ class Probe:
         max_memory_allocated; mps current_allocated_memory (allocated) and
         driver_allocated_memory (driver); footprint = process resident bytes.
         Unknown figures are null. Returns the fields sent."""
+        _note_explicit(self)
         torch = _torch()
         device = self.device or "cpu"
         emptied = False
@@ -587,6 +600,7 @@ class Probe:
         t0 = self._step_t0
         if t0 is None:
             return None
+        _note_explicit(self)
         self._step_t0 = None
         synced = False
         value = None

@@ -2,7 +2,7 @@
 with losses, 10 epoch_end events with flat memory, a fallback and run_end,
 written to DEVGATE_EVENTS_FD. Standard library only.
 
-Arguments: [--device NAME] [--bucket-res N] [--step-ms F] [--loss-scale F]"""
+Arguments: [--device NAME] [--bucket-res N] [--step-ms F] [--data-ms F] [--loss-scale F]"""
 import json
 import os
 import sys
@@ -12,6 +12,7 @@ args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 device = args.get("--device", "cpu")
 res = int(args.get("--bucket-res", "32"))
 step_ms = float(args.get("--step-ms", "2.0"))
+data_ms = float(args.get("--data-ms", "0.2"))
 loss_scale = float(args.get("--loss-scale", "1.0"))
 
 fd = int(os.environ["DEVGATE_EVENTS_FD"])
@@ -33,7 +34,7 @@ ballast = []
 for epoch in range(10):
     ev("phase", name="train", epoch=epoch)
     for step in range(5):
-        ev("step", epoch=epoch, step=step, step_ms=step_ms + 0.01 * step, data_ms=0.2,
+        ev("step", epoch=epoch, step=step, step_ms=step_ms + 0.01 * step, data_ms=data_ms,
            loss=loss_scale * (2.0 - 0.01 * (epoch * 5 + step)), synced=True)
     time.sleep(0.03)
     ev("epoch_end", epoch=epoch, allocated=100 << 20, reserved=128 << 20, max_allocated=110 << 20,

@@ -1,0 +1,578 @@
+"""The zero-code probe: hooks that report an unmodified PyTorch program to
+`devgate run` (docs/events.md, "The zero-code probe").
+
+install() arms an import hook; when the program imports torch (or at once if
+it already has), it patches:
+
+- DataLoader.__iter__ and the loader iterator's __next__: epoch boundaries and
+  the data wait, measured inside __next__ (a wait is outside the step: the
+  step is the rest of the interval between two optimizer steps);
+- the optimizer's step: step boundaries (the global step hooks on torch 2.x,
+  a patch of each optimizer class's step on 1.13) and Optimizer.__init__ (the
+  device of the parameters, and the device gate once, before training);
+- host reads (sync points): Tensor.item, .tolist, .numpy, .cpu (from a device),
+  torch.cuda.synchronize and torch.mps.synchronize, counted per step;
+- the seeds the program sets (torch.manual_seed, random.seed, numpy.random.seed);
+- PyTorch's MPS fallback warnings.
+
+The hooks only read clocks and counters: they never synchronise the device
+(the one exception is the gate's small product, run once when the first
+optimizer is built, outside every step). At a training epoch's end they read
+the allocator figures (no sync) and the process footprint;
+DEVGATE_PROBE_EMPTY_CACHE=1 also collects garbage and empties the device
+cache there, and says so.
+
+Inactive (a no-op) when DEVGATE_EVENTS_FD / DEVGATE_EVENTS_FILE are unset, in
+forked children (DataLoader workers), in multiprocessing's spawned children,
+and once the program uses the explicit API itself.
+"""
+
+import gc
+import os
+import random
+import sys
+import threading
+import weakref
+from time import perf_counter
+
+from . import probe as _probe_mod
+from ._util import describe, split_device
+
+_state = None
+_install_lock = threading.Lock()
+
+
+def _first_batch_size(obj, depth=0):
+    """The leading dimension of the first tensor (or sequence) in a batch."""
+    if depth > 4:
+        return None
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) else None
+        except Exception:
+            return None
+    if isinstance(obj, (list, tuple)):
+        for x in obj:
+            n = _first_batch_size(x, depth + 1)
+            if n is not None:
+                return n
+        return None
+    if isinstance(obj, dict):
+        for x in obj.values():
+            n = _first_batch_size(x, depth + 1)
+            if n is not None:
+                return n
+    return None
+
+
+class _State:
+    """Everything the hooks share. Only the main training thread is expected
+    to drive steps; counters are plain ints (a lost increment in a racing
+    thread costs one count, never a crash)."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.pid = os.getpid()
+        self.active = True
+        self.inside = 0  # > 0 while the probe itself calls torch: not the program's reads
+        self.patched = False
+        self.seeds = {}
+        self.device = None
+        self.primary_opt = None  # weakref to the optimizer whose steps are the steps
+        self.gated = set()
+        self.started = False
+        self.train_loader = None  # weakref to the loader whose iterator saw the first step
+        self.cur_loader = None  # weakref
+        self.cur_iter = None  # weakref
+        self.epoch = -1
+        self.epoch_open = False  # a training epoch began and has not been sent
+        self.epoch_has_validation = False
+        self.step_index = 0
+        self.mark = perf_counter()
+        self.data_ms = 0.0
+        self.data_seen = False
+        self.samples = 0
+        self.samples_known = True
+        self.syncs = 0
+        self.batch_hint = None
+        self.dataset_name = None
+        self.empty_cache = os.environ.get("DEVGATE_PROBE_EMPTY_CACHE", "") in ("1", "true", "yes")
+        self.gate_on = os.environ.get("DEVGATE_PROBE_GATE", "1") not in ("0", "false", "no")
+        self.lock = threading.Lock()
+
+    # ---- activity ------------------------------------------------------------
+    def on(self):
+        if not self.active or self.inside:
+            return False
+        if os.getpid() != self.pid:
+            self.active = False
+            return False
+        if _probe_mod._explicit_used:
+            self.active = False  # the program reports itself: stand down
+            return False
+        return self.probe.enabled
+
+    # ---- run -----------------------------------------------------------------------
+    def start(self):
+        if self.started:
+            return
+        self.started = True
+        bucket = {"data": self.dataset_name, "batch": self.batch_hint, "script": _script_name()}
+        seeds = dict(self.seeds) if self.seeds else None
+        if seeds is not None:
+            seeds.setdefault("workers", None)
+            hs = os.environ.get("PYTHONHASHSEED")
+            seeds["python_hash"] = int(hs) if hs and hs.isdigit() else None
+        self.inside += 1
+        try:
+            self.probe.run_start(self.device or "cpu", self.batch_hint, bucket=bucket, seeds=seeds,
+                                 probe="auto")
+        finally:
+            self.inside -= 1
+
+    def gate(self, device):
+        if not self.gate_on or device in self.gated:
+            return
+        self.gated.add(device)
+        self.inside += 1
+        try:
+            self.probe.gate(device)
+        except Exception:
+            pass
+        finally:
+            self.inside -= 1
+
+    # ---- epochs --------------------------------------------------------------------
+    def close_epoch(self):
+        """Sends the open training epoch's epoch_end (memory read now)."""
+        if not self.epoch_open:
+            return
+        self.epoch_open = False
+        torch = sys.modules.get("torch")
+        device = self.device or "cpu"
+        emptied = False
+        self.inside += 1
+        try:
+            kind = split_device(device)[0]
+            if self.empty_cache:
+                gc.collect()  # costs tens of ms with torch loaded: only when asked
+            if kind == "cpu":
+                emptied = True  # the cpu allocator keeps no cache to empty
+            elif self.empty_cache:
+                emptied = _probe_mod._empty_cache(torch, device)
+            alloc, reserved, max_alloc, driver = _probe_mod._device_memory(torch, device)
+        except Exception:
+            alloc = reserved = max_alloc = driver = None
+        finally:
+            self.inside -= 1
+        self.probe.emit("epoch_end", epoch=self.epoch, allocated=alloc, reserved=reserved,
+                        max_allocated=max_alloc, driver=driver, footprint=_probe_mod.rss_bytes(),
+                        cache_emptied=bool(emptied), validation=bool(self.epoch_has_validation))
+
+    def reset_interval(self, syncs=True):
+        self.mark = perf_counter()
+        self.data_ms = 0.0
+        self.data_seen = False
+        self.samples = 0
+        self.samples_known = True
+        if syncs:  # reads after an epoch's last step count toward the next step
+            self.syncs = 0
+
+    def on_iter(self, loader, it):
+        """DataLoader.__iter__ returned it."""
+        train = self.train_loader() if self.train_loader is not None else None
+        if train is None or loader is train:
+            if self.epoch_open:
+                self.close_epoch()
+            self.cur_loader = weakref.ref(loader)
+            self.cur_iter = weakref.ref(it)
+            self.reset_interval(syncs=False)
+            if train is not None:
+                self.epoch += 1
+                self.epoch_open = True
+                self.epoch_has_validation = False
+                self.step_index = 0
+            if self.batch_hint is None:
+                self.batch_hint = getattr(loader, "batch_size", None)
+            if self.dataset_name is None:
+                ds = getattr(loader, "dataset", None)
+                self.dataset_name = type(ds).__name__ if ds is not None else None
+        else:
+            self.epoch_has_validation = True  # another loader: validation, test...
+
+    def on_next(self, it, wait_ms, batch, ended):
+        cur = self.cur_iter() if self.cur_iter is not None else None
+        if it is not cur:
+            return
+        if ended:
+            return
+        self.data_ms += wait_ms
+        self.data_seen = True
+        n = _first_batch_size(batch)
+        if n is None:
+            self.samples_known = False
+        else:
+            self.samples += n
+
+    # ---- steps ---------------------------------------------------------------------
+    def on_optimizer(self, opt):
+        if self.device is None:
+            try:
+                for g in opt.param_groups:
+                    for p in g["params"]:
+                        self.device = str(p.device)
+                        break
+                    if self.device:
+                        break
+            except Exception:
+                pass
+            if self.device is not None:
+                self.gate(self.device)
+
+    def on_step(self, opt):
+        t1 = perf_counter()
+        prim = self.primary_opt() if self.primary_opt is not None else None
+        if prim is None:
+            self.primary_opt = weakref.ref(opt)
+            self.on_optimizer(opt)
+        elif opt is not prim:
+            return  # a second optimizer (GAN, multi-task): the first one's steps are the steps
+        if self.train_loader is None and self.cur_loader is not None:
+            loader = self.cur_loader()
+            if loader is not None:
+                self.train_loader = weakref.ref(loader)
+                self.epoch = 0
+                self.epoch_open = True
+                self.epoch_has_validation = False
+        self.start()
+        interval = (t1 - self.mark) * 1000.0
+        data = self.data_ms if self.data_seen else None
+        step_ms = interval - (self.data_ms if self.data_seen else 0.0)
+        fields = {"epoch": self.epoch if self.epoch >= 0 else None, "step": self.step_index,
+                  "step_ms": max(step_ms, 0.0), "data_ms": data, "loss": None, "synced": False,
+                  "syncs": self.syncs}
+        if self.samples_known and self.samples > 0:
+            fields["batch"] = self.samples
+        self.probe.emit("step", **fields)
+        self.step_index += 1
+        self.reset_interval()
+
+    def finish(self):
+        if not self.on():
+            return
+        if self.train_loader is not None:
+            self.close_epoch()
+
+
+def _script_name():
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else None)
+    return os.path.basename(path) if path else None
+
+
+# ---- patches ------------------------------------------------------------------------
+
+def _patch_tensor(torch, st):
+    T = torch.Tensor
+
+    def wrap_always(name):
+        orig = getattr(T, name, None)
+        if orig is None or getattr(orig, "_devgate", False):
+            return
+
+        def hooked(self, *a, **k):
+            if st.active and not st.inside:
+                st.syncs += 1
+            return orig(self, *a, **k)
+
+        hooked._devgate = True
+        hooked.__name__ = name
+        hooked.__doc__ = getattr(orig, "__doc__", None)
+        setattr(T, name, hooked)
+
+    for name in ("item", "tolist", "numpy"):
+        wrap_always(name)
+    orig_cpu = getattr(T, "cpu", None)
+    if orig_cpu is not None and not getattr(orig_cpu, "_devgate", False):
+        def cpu(self, *a, **k):
+            if st.active and not st.inside:
+                try:
+                    if self.device.type != "cpu":
+                        st.syncs += 1
+                except Exception:
+                    pass
+            return orig_cpu(self, *a, **k)
+
+        cpu._devgate = True
+        cpu.__doc__ = getattr(orig_cpu, "__doc__", None)
+        T.cpu = cpu
+    for modname in ("cuda", "mps"):
+        mod = getattr(torch, modname, None)
+        orig = getattr(mod, "synchronize", None)
+        if orig is None or getattr(orig, "_devgate", False):
+            continue
+
+        def make(orig):
+            def synchronize(*a, **k):
+                if st.active and not st.inside:
+                    st.syncs += 1
+                return orig(*a, **k)
+            synchronize._devgate = True
+            synchronize.__doc__ = getattr(orig, "__doc__", None)
+            return synchronize
+
+        try:
+            setattr(mod, "synchronize", make(orig))
+        except Exception:
+            pass
+
+
+def _patch_seeds(torch, st):
+    def record(key, orig):
+        def seeded(seed=None, *a, **k):
+            try:
+                st.seeds[key] = int(seed) if seed is not None else None
+            except Exception:
+                pass
+            return orig(seed, *a, **k) if seed is not None or a or k else orig()
+        seeded._devgate = True
+        seeded.__doc__ = getattr(orig, "__doc__", None)
+        return seeded
+
+    if not getattr(torch.manual_seed, "_devgate", False):
+        torch.manual_seed = record("torch", torch.manual_seed)
+    if not getattr(random.seed, "_devgate", False):
+        random.seed = record("random", random.seed)
+    np = sys.modules.get("numpy")
+    if np is not None and not getattr(np.random.seed, "_devgate", False):
+        try:
+            np.random.seed = record("numpy", np.random.seed)
+        except Exception:
+            pass
+
+
+def _patch_loader(torch, st):
+    dl = torch.utils.data.dataloader
+    DataLoader = dl.DataLoader
+    Base = dl._BaseDataLoaderIter
+    orig_iter = DataLoader.__iter__
+    orig_next = Base.__next__
+    if getattr(orig_iter, "_devgate", False):
+        return
+
+    def __iter__(self):
+        st.inside += 1  # the loader's own reads (its base seed's .item()) are not the program's
+        try:
+            it = orig_iter(self)
+        finally:
+            st.inside -= 1
+        if st.on():
+            try:
+                st.on_iter(self, it)
+            except Exception:
+                pass
+        return it
+
+    def __next__(self):
+        if not st.on():
+            return orig_next(self)
+        t0 = perf_counter()
+        st.inside += 1
+        try:
+            batch = orig_next(self)
+        except StopIteration:
+            st.inside -= 1
+            st.on_next(self, 0.0, None, True)
+            raise
+        except BaseException:
+            st.inside -= 1
+            raise
+        st.inside -= 1
+        try:
+            st.on_next(self, (perf_counter() - t0) * 1000.0, batch, False)
+        except Exception:
+            pass
+        return batch
+
+    __iter__._devgate = __next__._devgate = True
+    __iter__.__doc__, __next__.__doc__ = orig_iter.__doc__, orig_next.__doc__
+    DataLoader.__iter__ = __iter__
+    Base.__next__ = __next__
+
+
+def _patch_optimizer(torch, st):
+    optim = torch.optim
+    Optimizer = optim.Optimizer
+    if getattr(Optimizer.__init__, "_devgate", False):
+        return
+    reg = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook", None)
+    depth = threading.local()
+
+    def after_step(opt):
+        if st.on():
+            try:
+                st.on_step(opt)
+            except Exception:
+                pass
+
+    if callable(reg):  # torch 2.x: the global step hook
+        def post_hook(opt, args, kwargs):
+            after_step(opt)
+        reg(post_hook)
+        hooked_classes = None
+    else:  # torch 1.13: wrap each optimizer class's step at its first construction
+        hooked_classes = set()
+
+    def wrap_class(cls):
+        if cls in hooked_classes:
+            return
+        hooked_classes.add(cls)
+        orig = cls.__dict__.get("step")
+        if orig is None or getattr(orig, "_devgate", False):
+            return
+
+        def step(self, *a, **k):
+            d = getattr(depth, "n", 0)
+            depth.n = d + 1
+            try:
+                out = orig(self, *a, **k)
+            finally:
+                depth.n = d
+            if d == 0:  # a subclass's step calling super().step() counts once
+                after_step(self)
+            return out
+
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            try:
+                setattr(step, attr, getattr(orig, attr))
+            except Exception:
+                pass
+        step.__dict__.update(getattr(orig, "__dict__", {}))  # keeps 1.13's "hooked" mark
+        step._devgate = True
+        cls.step = step
+
+    orig_init = Optimizer.__init__
+
+    def __init__(self, *a, **k):
+        orig_init(self, *a, **k)
+        try:
+            if hooked_classes is not None:
+                for cls in type(self).__mro__:
+                    if cls is Optimizer or cls is object:
+                        break
+                    wrap_class(cls)
+            if st.on():
+                st.on_optimizer(self)
+        except Exception:
+            pass
+
+    __init__._devgate = True
+    __init__.__doc__ = orig_init.__doc__
+    Optimizer.__init__ = __init__
+
+
+def _patch_torch(torch):
+    st = _state
+    if st is None or st.patched:
+        return
+    st.patched = True
+    for fn in (_patch_tensor, _patch_seeds, _patch_loader, _patch_optimizer):
+        try:
+            fn(torch, st)
+        except Exception as e:
+            _probe_mod._warn("zero-" + fn.__name__, "zero-code probe: %s failed (%s); that hook is off"
+                             % (fn.__name__, describe(e)))
+
+
+class _TorchFinder:
+    """A meta-path finder that patches torch right after torch/__init__ has
+    run (torch.utils.data and torch.optim are imported by it). It finds
+    nothing itself: it asks the other finders and wraps the loader's
+    exec_module, then leaves sys.meta_path."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        import importlib.util
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        orig_exec = getattr(loader, "exec_module", None)
+        if orig_exec is None:
+            return spec
+
+        def exec_module(module):
+            orig_exec(module)
+            try:
+                del loader.exec_module  # back to the class's method
+            except Exception:
+                pass
+            _patch_torch(module)
+
+        try:
+            loader.exec_module = exec_module
+        except Exception:
+            return spec
+        return spec
+
+
+def _after_fork():
+    st = _state
+    if st is not None:
+        st.active = False
+
+
+def install(label="auto"):
+    """Arms the zero-code probe in this process (idempotent). Returns True
+    when it is active (events have somewhere to go)."""
+    global _state
+    with _install_lock:
+        if _state is not None:
+            return _state.active
+        if _in_worker():
+            return False
+        p = _probe_mod.Probe(label=label)
+        p._auto = True
+        _state = _State(p)
+        if not p.enabled:
+            _state.active = False
+            return False
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
+        try:
+            p.install_fallback_capture()
+        except Exception:
+            pass
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            _patch_torch(torch)
+        else:
+            sys.meta_path.insert(0, _TorchFinder())
+        import atexit
+        atexit.register(finish)
+        return True
+
+
+def finish(status="ok", message=None):
+    """Sends the last epoch's epoch_end and run_end (idempotent)."""
+    st = _state
+    if st is None or not st.active:
+        return
+    try:
+        st.finish()
+        if st.started and st.on():
+            st.probe.run_end(status, message)
+    except Exception:
+        pass
+    st.active = False
+
+
+def _in_worker():
+    """True in a multiprocessing child started by spawn/forkserver (a
+    DataLoader worker): its command line carries --multiprocessing-fork."""
+    argv = getattr(sys, "orig_argv", None) or sys.argv or []
+    return any(a == "--multiprocessing-fork" or a.startswith("from multiprocessing.") for a in argv)

@@ -1,0 +1,70 @@
+"""python -m devgate_probe.auto [-m MODULE | -c CODE | SCRIPT] [ARGS...]
+
+Runs a Python program unmodified with the zero-code probe armed (see
+devgate_probe._zero), the way `python -m cProfile` runs one: the hooks are in
+place before the program imports torch, sys.argv and __main__ are the
+program's, and its exit status is passed through. `devgate run -- python
+SCRIPT ARGS` starts the program this way (`--probe auto`, the default).
+Without DEVGATE_EVENTS_FD or DEVGATE_EVENTS_FILE the program just runs.
+"""
+
+import os
+import runpy
+import sys
+
+from . import _zero
+
+
+def _usage():
+    sys.stderr.write("usage: python -m devgate_probe.auto [-m MODULE | -c CODE | SCRIPT] [ARGS...]\n")
+    return 2
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        return _usage() if not argv else (sys.stdout.write(__doc__) and 0)
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            return _usage()
+        kind, target, rest = "module", argv[1], argv[2:]
+        sys.argv = [target] + rest
+    elif argv[0] == "-c":
+        if len(argv) < 2:
+            return _usage()
+        kind, target, rest = "code", argv[1], argv[2:]
+        sys.argv = ["-c"] + rest
+    else:
+        kind, target, rest = "script", argv[0], argv[1:]
+        if not os.path.exists(target):
+            sys.stderr.write("devgate_probe.auto: can't open file %r: no such file\n" % target)
+            return 2
+        sys.argv = [target] + rest
+        # As `python SCRIPT`: the script's directory first on sys.path.
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+    _zero.install()
+    status, message = "ok", None
+    try:
+        if kind == "module":
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        elif kind == "code":
+            sys.path[0] = ""
+            exec(compile(target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (0, None):
+            status, message = "error", "SystemExit(%r)" % (e.code,)
+        _zero.finish(status, message)
+        raise
+    except BaseException as e:
+        _zero.finish("error", "%s: %s" % (type(e).__name__, e))
+        raise
+    _zero.finish(status, message)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
