@@ -191,6 +191,12 @@ dg_status dg_spec_hash(dg_ctx *ctx, const dg_train_opts *o, char hex[65]);
  * DG_ERR_DEVICE_OOM out of device memory (the record is still returned). */
 dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *opts, char **json);
 
+/* Checks a --disable-op list ("OP[@BACKEND][,...]", OP a name the reports
+ * print: conv2d_fwd, relu_bwd, ..., or conv2d for both directions) before
+ * anything is measured: DG_ERR_USAGE naming an unknown op, an unknown backend,
+ * or an op aimed at the cpu (the fallback). NULL or "" is DG_OK. */
+dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec);
+
 /* ---- measurement steps (docs/schema/measure.md) ---------------------------- */
 
 typedef struct dg_sweep_opts {
