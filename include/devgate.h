@@ -191,6 +191,12 @@ dg_status dg_spec_hash(dg_ctx *ctx, const dg_train_opts *o, char hex[65]);
  * DG_ERR_DEVICE_OOM out of device memory (the record is still returned). */
 dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *opts, char **json);
 
+/* Checks a --disable-op list ("OP[@BACKEND][,...]", OP a name the reports
+ * print: conv2d_fwd, relu_bwd, ..., or conv2d for both directions) before
+ * anything is measured: DG_ERR_USAGE naming an unknown op, an unknown backend,
+ * or an op aimed at the cpu (the fallback). NULL or "" is DG_OK. */
+dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec);
+
 /* ---- measurement steps (docs/schema/measure.md) ---------------------------- */
 
 typedef struct dg_sweep_opts {
@@ -372,12 +378,39 @@ typedef struct dg_ledger dg_ledger;
  * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free;
  * NULL when no home folder is known or out of memory. */
 char *dg_ledger_default_path(void);
+/* The local ledger, where runs wait while the team ledger cannot be reached:
+ * $DEVGATE_LOCAL_LEDGER, else $DEVGATE_LEDGER when it names a file, else the
+ * default path as if DEVGATE_LEDGER were unset. Free with dg_string_free. */
+char *dg_ledger_local_path(void);
+/* True when path names a team ledger (postgresql:// or postgres:// URI). */
+bool dg_ledger_is_team(const char *path);
 /* Opens (creating folders and file, migrating the schema) the ledger at path.
  * DG_ERR_LEDGER corrupt/unwritable, DG_ERR_BUSY locked past timeout_ms,
  * DG_ERR_SCHEMA newer schema. Close with dg_ledger_close. */
 dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
+/* Opens a ledger to record runs in: as dg_ledger_open, except that a team
+ * ledger that cannot be reached (or refuses the connection) gives the local
+ * ledger (dg_ledger_local_path) instead, whose runs are then marked pending for
+ * the team ledger (dg_ledger_pending_for) until dg_ledger_push; a warning
+ * naming both goes to the log. */
+dg_status dg_ledger_open_record(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
+/* The team ledger (its URI without password) that runs recorded through lg
+ * wait for, or NULL when lg records where it was asked to. */
+const char *dg_ledger_pending_for(const dg_ledger *lg);
+/* The ledger as messages name it: the path, or the URI without its password. */
+const char *dg_ledger_name(const dg_ledger *lg);
 /* Closes a ledger; accepts NULL. */
 void dg_ledger_close(dg_ledger *lg);
+typedef struct dg_ledger_push_counts {
+    int pushed;  /* runs copied into the team ledger */
+    int already; /* runs found there already with the same record (pushed before) */
+    int other;   /* runs waiting for another team ledger, left waiting */
+} dg_ledger_push_counts;
+/* Uploads the runs of the local ledger that wait for team, each exactly once,
+ * under its own id, then marks them pushed locally. A run whose id the team
+ * ledger already holds with the same record counts as already pushed; with a
+ * different record it is a conflict (DG_ERR_LEDGER, the run stays waiting). */
+dg_status dg_ledger_push(dg_ctx *ctx, dg_ledger *local, dg_ledger *team, dg_ledger_push_counts *n);
 /* Records one run: verb, exit status, record JSON (DG_ERR_USAGE when it does not
  * parse; "interrupted": true or "state": "interrupted" in it marks the run
  * interrupted). *run_id gets the new id (a string the caller frees with
@@ -394,6 +427,17 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
  * unique prefix of it. DG_ERR_NOT_FOUND when none matches, DG_ERR_USAGE when
  * the prefix matches several. */
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
+
+/* ---- remote nodes (docs/team.md) ---------------------------------------- */
+
+/* argv (NULL-terminated) as one POSIX shell command line that splits back into
+ * exactly those words: each one single-quoted, a ' inside written '\''. Quotes,
+ * ;, $(), backquotes, globs and newlines all arrive as plain characters. Free
+ * with dg_string_free; NULL when argv is NULL or out of memory. */
+char *dg_shell_quote(const char *const *argv);
+/* SHA-256 of the whole file at path as 64 lowercase hex digits into hex, its
+ * size into *size (may be NULL). DG_ERR_IO when it cannot be read. */
+dg_status dg_sha256_file(dg_ctx *ctx, const char *path, char hex[65], uint64_t *size);
 
 #ifdef __cplusplus
 }

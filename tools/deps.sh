@@ -5,9 +5,12 @@ set -euo pipefail
 tier=${1:-build}
 pkgs=(build-essential cmake pkg-config git
       libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-      libsqlite3-dev libcjson-dev libssl-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev)
+      libsqlite3-dev libcjson-dev libssl-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
+      libpq-dev)
 if [ "$tier" = test ]; then
   pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang libclang-rt-14-dev chromium)
+  # throwaway servers of the team-scale tests (tools/servers.sh)
+  pkgs+=(postgresql-15 openssh-server openssh-client)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,7 +10,7 @@
 
 #include "devgate.h"
 
-#define DG_BACKEND_IFACE_VERSION 2
+#define DG_BACKEND_IFACE_VERSION 3
 
 typedef struct dg_metric {
     double value;
@@ -67,11 +67,72 @@ typedef enum dg_op {
 /* Stable names of the ops ("gemm", "conv2d", ...), indexed by dg_op. */
 extern const char *const dg_op_names[DG_OP__COUNT];
 
+/* The calls dispatch makes, one per op entry point. Their names
+ * ("conv2d_fwd", "relu_bwd", ...) are the ones the profile prints and
+ * --disable-op takes; an op's name (dg_op_names) stands for all its calls. */
+typedef enum dg_call {
+    DG_CALL_GEMM,
+    DG_CALL_FILL,
+    DG_CALL_BIAS_ADD,
+    DG_CALL_BIAS_GRAD,
+    DG_CALL_RELU_FWD,
+    DG_CALL_RELU_BWD,
+    DG_CALL_MAXPOOL_FWD,
+    DG_CALL_MAXPOOL_BWD,
+    DG_CALL_CONV2D_FWD,
+    DG_CALL_CONV2D_BWD,
+    DG_CALL_XENT,
+    DG_CALL_SGD,
+    DG_CALL__COUNT
+} dg_call;
+
+/* Names of the calls, indexed by dg_call; the op each call belongs to. */
+extern const char *const dg_call_names[DG_CALL__COUNT];
+extern const dg_op dg_call_op[DG_CALL__COUNT];
+
+/* Element types of an op's data operands (labels and argmax are int32 always). */
+typedef enum dg_dtype { DG_DTYPE_F32 } dg_dtype;
+
+/* What supports_op is asked about: one call with its shape and element type,
+ * or (any_shape) the op in general, before any call is known. */
+typedef struct dg_op_desc {
+    dg_op op;
+    dg_call call;  /* DG_CALL__COUNT when any_shape */
+    dg_dtype dtype;
+    bool any_shape; /* true: the shape fields below are unset */
+    /* gemm: m, n, k, ta, tb; bias_add/bias_grad: m = outer, n = channels,
+     * k = inner; xent: m = batch rows, n = classes; fill, relu, sgd: count. */
+    int m, n, k;
+    bool ta, tb;
+    size_t count;
+    const dg_conv_shape *conv; /* conv2d */
+    const dg_pool_shape *pool; /* maxpool */
+} dg_op_desc;
+
+/* The descriptor of op in general (no call known yet). */
+static inline dg_op_desc dg_op_desc_any(dg_op op)
+{
+    dg_op_desc d = {op, DG_CALL__COUNT, DG_DTYPE_F32, true, 0, 0, 0, false, false, 0, NULL, NULL};
+    return d;
+}
+
+/* What a backend can do beyond the ops, fixed per backend: the engine, the
+ * sampler and the steps read these instead of comparing backend names. */
+typedef struct dg_backend_caps {
+    bool host;          /* computes on the host cpu: the fallback and the baseline devices are judged against */
+    bool event_timing;  /* event_record/event_elapsed time device work (phase times) */
+    bool graph_capture; /* capture_begin/capture_end/replay record a whole step */
+    bool tf32;          /* set_math(1): TF32 tensor-core math */
+    bool device_info_any_thread; /* device_info may be called from the sampler thread while ops run */
+    bool nvml;                   /* an NVIDIA device: NVML reports its memory and utilisation */
+} dg_backend_caps;
+
 #define DG_EVENT_SLOTS 16
 
 typedef struct dg_backend_iface {
     uint32_t version; /* DG_BACKEND_IFACE_VERSION the backend was built against */
     const char *name;
+    dg_backend_caps caps;
 
     /* Opens device `device` (index into the enumeration). On failure returns a
      * status and writes the human reason (driver missing, no device, ...) to
@@ -93,7 +154,9 @@ typedef struct dg_backend_iface {
     dg_status (*upload)(void *ctx, void *buf, size_t off, const void *src, size_t bytes);
     dg_status (*download)(void *ctx, const void *buf, size_t off, void *dst, size_t bytes);
     dg_status (*synchronize)(void *ctx);
-    bool (*supports_op)(void *ctx, dg_op op);
+    /* Whether the backend runs the call (or, any_shape, the op) natively;
+     * false sends it to the cpu fallback. */
+    bool (*supports_op)(void *ctx, const dg_op_desc *d);
 
     /* ---- ops: all asynchronous where the device is, all fp32 ---- */
 
@@ -174,13 +237,31 @@ typedef struct dg_backend_entry {
     char reason[256];             /* why iface is NULL */
 } dg_backend_entry;
 
-/* Names of every backend devgate knows, in gate order. */
+/* Names of every backend devgate knows, in gate order (the registry table's
+ * first column). */
 extern const char *const dg_backend_names[];
 extern const size_t dg_backend_names_count;
 
-/* Looks a backend up by name, loading the plug-in when needed.
+/* Index of name in dg_backend_names, -1 when devgate does not know it. */
+int dg_backend_index(const char *name);
+/* The known names as "cpu, opencl, cuda" (for messages). */
+const char *dg_backend_known(void);
+
+/* The production lookup: the registry table, loading the plug-in when needed.
  * DG_ERR_NOT_FOUND for a name devgate does not know. */
+dg_status dg_backend_find(dg_ctx *ctx, const char *name, dg_backend_entry *out);
+/* dg_backend_find, then the test fault wrapper (DEVGATE_FAULT, fault.c):
+ * what the engine and the steps use. */
 dg_status dg_backend_lookup(dg_ctx *ctx, const char *name, dg_backend_entry *out);
+/* Whether backend name computes on the host (caps.host): the cpu baseline.
+ * False for unknown names and for backends that cannot be loaded. */
+bool dg_backend_is_host(const char *name);
+
+/* ---- fault injection (fault.c, tests only) ---- */
+
+/* iface wrapped by the fault DEVGATE_FAULT=KIND@NAME names for backend name,
+ * or iface itself when none applies. */
+const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend_iface *iface);
 
 /* Host memory behind a cpu-backend buffer (dispatch copies straight into it
  * when an op falls back to the cpu). */

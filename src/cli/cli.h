@@ -112,6 +112,8 @@ enum {
 int cmd_env(cli *c, int argc, char **argv);
 int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
+int cmd_remote(cli *c, int argc, char **argv);
+int cmd_node(cli *c, int argc, char **argv);
 int cmd_train(cli *c, int argc, char **argv);
 int cmd_sweep(cli *c, int argc, char **argv);
 int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a child */
@@ -127,7 +129,7 @@ int cmd_report(cli *c, int argc, char **argv);
 /* The verbs' option tables and help (one per verb file). */
 extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep,
     cli_verb_trial, cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept,
-    cli_verb_run, cli_verb_report, cli_verb_ledger;
+    cli_verb_run, cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node;
 /* --threshold NAME=VALUE (CLI_FUNC): appends to the cli_thresholds at the field. */
 typedef struct cli_thresholds {
     char list[4096]; /* "NAME=VALUE,NAME=VALUE" */

@@ -242,6 +242,10 @@ int cmd_accept(cli *c, int argc, char **argv)
         goto out;
     }
     dg_string_free(probe);
+    if (dg_disable_ops_check(c->ctx, o.train.disable_ops) != DG_OK) {
+        cli_error("accept: %s", dg_errmsg(c->ctx));
+        goto out;
+    }
 
     /* The profile's trace goes beside the packs and is moved into this one. */
     tdir = strdup(out_dir ? out_dir : "devgate-report");

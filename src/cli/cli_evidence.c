@@ -66,7 +66,7 @@ static dg_ledger *open_ledger(cli *c)
         cli_error("ledger: cannot tell where the ledger goes (set DEVGATE_LEDGER or --ledger)");
     } else {
         const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-        if (dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, &lg) != DG_OK)
+        if (dg_ledger_open_record(c->ctx, path, t ? atoi(t) : 0, &lg) != DG_OK)
             cli_error("%s", dg_errmsg(c->ctx));
     }
     dg_string_free(def);

@@ -55,17 +55,22 @@ static int ledger_list(cli *c, int limit)
         puts(out ? out : json);
         cJSON_free(out);
     } else {
-        printf("%-22s %-8s %-20s %4s %-12s %s\n", "id", "verb", "started (UTC)", "exit", "commit", "host");
+        printf("%-28s %-8s %-20s %4s %-12s %s\n", "id", "verb", "started (UTC)", "exit", "commit", "host");
         const cJSON *r;
         cJSON_ArrayForEach(r, arr)
         {
-            char id[64], verb[32], at[32], commit[16], host[256];
-            printf("%-22s %-8s %-20s %4.0f %-12s %s%s\n", cli_cell(id, sizeof id, jstr(r, "id", "?")),
+            char id[64], verb[32], at[32], commit[16], host[256], node[256];
+            const char *nd = jstr(r, "node", NULL);
+            printf("%-28s %-8s %-20s %4.0f %-12s %s%s%s%s%s\n", cli_cell(id, sizeof id, jstr(r, "id", "?")),
                    cli_cell(verb, sizeof verb, jstr(r, "verb", "?")),
                    cli_cell(at, sizeof at, jstr(r, "started_at", "?")), jnum(r, "exit_status", -1),
                    cli_cell(commit, 13, jstr(r, "git_commit", "-")),
-                   cli_cell(host, sizeof host, jstr(r, "host", "-")),
+                   cli_cell(host, sizeof host, jstr(r, "host", "-")), nd ? " (node " : "",
+                   nd ? cli_cell(node, sizeof node, nd) : "", nd ? ")" : "",
                    strcmp(jstr(r, "state", "complete"), "complete") ? " (interrupted)" : "");
+            if (jstr(r, "pending", NULL))
+                printf("%-28s pending: waits for %s (devgate ledger push)\n", "",
+                       cli_cell(node, sizeof node, jstr(r, "pending", "")));
         }
         if (cJSON_GetArraySize(arr) == 0)
             printf("(no runs recorded)\n");
@@ -263,21 +268,88 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
 typedef struct ledger_args {
     int limit;
     bool force;
+    const char *from;
 } ledger_args;
+
+/* ledger push: the runs the local ledger keeps for the team ledger go up. */
+static int ledger_push(cli *c, const char *from)
+{
+    char *def_team = c->ledger_path ? NULL : dg_ledger_default_path();
+    const char *team_path = c->ledger_path ? c->ledger_path : def_team;
+    char *def_local = from ? NULL : dg_ledger_local_path();
+    const char *local_path = from ? from : def_local;
+    int rc = EXIT_PASS;
+    if (!team_path || !local_path || strcmp(team_path, local_path) == 0) {
+        cli_error("ledger push: name the team ledger with --ledger postgresql://... (or "
+                  "DEVGATE_LEDGER) and the local one with --from PATH (or DEVGATE_LOCAL_LEDGER)");
+        rc = EXIT_USAGE;
+    }
+    dg_ledger *local = NULL, *team = NULL;
+    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    if (!rc && dg_ledger_open(c->ctx, local_path, t ? atoi(t) : 0, &local) != DG_OK) {
+        cli_error("ledger push: %s", dg_errmsg(c->ctx));
+        rc = EXIT_USAGE;
+    }
+    if (!rc && dg_ledger_open(c->ctx, team_path, t ? atoi(t) : 0, &team) != DG_OK) {
+        cli_error("ledger push: %s; the runs stay waiting in %s", dg_errmsg(c->ctx),
+                  dg_ledger_name(local));
+        rc = EXIT_USAGE;
+    }
+    dg_ledger_push_counts n = {0};
+    dg_status st = rc ? DG_OK : dg_ledger_push(c->ctx, local, team, &n);
+    if (st != DG_OK) {
+        cli_error("ledger push: %s", dg_errmsg(c->ctx));
+        rc = EXIT_USAGE;
+    }
+    if (!rc || st != DG_OK) {
+        if (c->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "team", dg_ledger_name(team));
+            cJSON_AddStringToObject(o, "local", dg_ledger_name(local));
+            cJSON_AddNumberToObject(o, "pushed", n.pushed);
+            cJSON_AddNumberToObject(o, "already", n.already);
+            cJSON_AddNumberToObject(o, "other", n.other);
+            cJSON_AddBoolToObject(o, "complete", st == DG_OK);
+            char *out = cJSON_Print(o);
+            cli_term_machine_output();
+            puts(out ? out : "{}");
+            cJSON_free(out);
+            cJSON_Delete(o);
+        } else if (!c->quiet) {
+            printf("pushed %d run%s from %s to %s", n.pushed, n.pushed == 1 ? "" : "s",
+                   dg_ledger_name(local), dg_ledger_name(team));
+            if (n.already)
+                printf(" (%d already there from an earlier push)", n.already);
+            printf("\n");
+            if (n.other)
+                printf("%d run%s wait%s for another team ledger (see 'devgate ledger list')\n",
+                       n.other, n.other == 1 ? "" : "s", n.other == 1 ? "s" : "");
+        }
+    }
+    dg_ledger_close(local);
+    dg_ledger_close(team);
+    dg_string_free(def_team);
+    dg_string_free(def_local);
+    return rc;
+}
 
 static const cli_opt ledger_opts[] = {
     {CLI_INT, "--limit", NULL, "N", "0: all", "runs", "list: the newest N",
      offsetof(ledger_args, limit), 0, 1000000, NULL, NULL, NULL},
     {CLI_FLAG, "--force", NULL, NULL, NULL, NULL, "diff: compare runs whose input buckets differ",
      offsetof(ledger_args, force), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--from", NULL, "LOCAL", "DEVGATE_LOCAL_LEDGER or the local default", NULL,
+     "push: the local ledger whose waiting runs go up", offsetof(ledger_args, from), 0, 0,
+     cli_nonempty, NULL, NULL},
     CLI_OPTS_END,
 };
 
 const cli_verb cli_verb_ledger = {
     .name = "ledger",
-    .args = "list | show ID | diff A B",
+    .args = "list | show ID | diff A B | push",
     .summary = "read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db, or "
-               "DEVGATE_LEDGER, or --ledger PATH)",
+               "DEVGATE_LEDGER, or --ledger PATH), or a team ledger postgresql://...; push "
+               "uploads the runs kept locally while the team ledger was unreachable",
     .exits = "0 done, 1 no such run (show) or buckets differ (diff), 2 usage or ledger error",
     .example = "devgate ledger list --limit 10",
     .tables = {ledger_opts, cli_common_opts},
@@ -287,7 +359,7 @@ const cli_verb cli_verb_ledger = {
 
 int cmd_ledger(cli *c, int argc, char **argv)
 {
-    ledger_args la = {0, false};
+    ledger_args la = {0, false, NULL};
     char *pos[3];
     cli_args a = {.pos = pos, .max = 3};
     int r = cli_parse(c, &cli_verb_ledger, argc, argv, (void *const[]){&la, c}, &a);
@@ -307,6 +379,9 @@ int cmd_ledger(cli *c, int argc, char **argv)
         return ledger_show(c, id);
     if (sub && strcmp(sub, "diff") == 0 && id && id2)
         return ledger_diff(c, id, id2, force);
-    cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID' or 'ledger diff A B [--force]'");
+    if (sub && strcmp(sub, "push") == 0 && !id)
+        return ledger_push(c, la.from);
+    cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID', 'ledger diff A B [--force]' "
+              "or 'ledger push [--from LOCAL]'");
     return EXIT_USAGE;
 }

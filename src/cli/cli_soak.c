@@ -18,7 +18,10 @@ static void pct(char *buf, size_t len, const cJSON *obj, const char *key)
 static void print_soak(const cJSON *r)
 {
     const cJSON *spec = cJSON_GetObjectItem(r, "spec"), *model = cJSON_GetObjectItem(r, "model");
+    /* The soak analysis: nested under "soak" in record version 1, in the record in 2. */
     const cJSON *dev = cJSON_GetObjectItem(r, "device"), *s = cJSON_GetObjectItem(r, "soak");
+    if (!cJSON_IsObject(s))
+        s = r;
     printf("devgate soak · %s on %s (%s) · batch %g · %g steps x %g epochs · cache %s · leak %.0f B/step · "
            "val %g steps\n\n",
            jstr(model, "name", "?"), jstr(spec, "backend", "?"), jstr(dev, "name", "?"), jnum(spec, "batch", 0),

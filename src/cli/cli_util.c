@@ -140,7 +140,7 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
     dg_ledger *lg = NULL;
     const char *timeout_env = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
     int timeout_ms = timeout_env ? atoi(timeout_env) : 0;
-    dg_status st = dg_ledger_open(c->ctx, path, timeout_ms, &lg);
+    dg_status st = dg_ledger_open_record(c->ctx, path, timeout_ms, &lg);
     if (st == DG_OK)
         st = dg_ledger_record(c->ctx, lg, verb, exit_status, json, run_id);
     dg_ledger_close(lg);

@@ -230,14 +230,13 @@ static void build_procs(builder *b, const cJSON *arr, bool cpu, dg_view_proc **o
 static void build_env(builder *b, dg_view_env *e, const cJSON *env)
 {
     e->present = env != NULL;
-    if (!env)
-        return;
     e->has_arch = dg_rec_obj(env, DG_P_ENV_ARCH) != NULL;
     e->host = dg_rec_str(env, DG_P_ENV_HOST);
     e->arch_host = dg_rec_str(env, DG_P_ENV_ARCH_HOST);
     e->arch_process = dg_rec_str(env, DG_P_ENV_ARCH_PROCESS);
     e->translation = dg_rec_str(env, DG_P_ENV_ARCH_TRANSLATION);
     e->translated = dg_rec_bool(env, DG_P_ENV_ARCH_TRANSLATED);
+    e->translation_evidence = dg_rec_at(env, DG_P_ENV_ARCH_TRANSLATION_EVIDENCE);
     e->mem_total = dg_rec_num(env, DG_P_ENV_MEMORY_TOTAL);
     e->psi_some_avg10 = dg_rec_num(env, DG_P_ENV_MEMORY_PRESSURE_SOME_AVG10);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_CPU), true, &e->top_cpu, &e->ntop_cpu);
@@ -258,10 +257,12 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
     e->mixed_truncated = dg_rec_num(env, DG_P_ENV_PYTHON_MIXED_EXTENSIONS_TRUNCATED);
     e->py_arch_matches_host = dg_rec_bool(env, DG_P_ENV_PYTHON_ARCH_MATCHES_HOST);
     e->py_reference_arch = dg_rec_str(env, DG_P_ENV_PYTHON_REFERENCE_ARCH);
+    e->py_binary_arch_list = dg_rec_at(env, DG_P_ENV_PYTHON_BINARY_ARCH);
     const cJSON *barch = dg_rec_arr(env, DG_P_ENV_PYTHON_BINARY_ARCH);
     e->py_binary_arch = barch && cJSON_IsString(barch->child) ? barch->child->valuestring : NULL;
     const cJSON *backends = dg_rec_arr(env, DG_P_ENV_BACKENDS);
     e->has_backends = backends != NULL;
+    e->backends_json = dg_rec_at(env, DG_P_ENV_BACKENDS);
     static const backend_ids ids = {DG_P_ENV_BACKENDS_NAME, DG_P_ENV_BACKENDS_BUILT,
                                     DG_P_ENV_BACKENDS_AVAILABLE, DG_P_ENV_BACKENDS_REASON,
                                     DG_P_ENV_BACKENDS_VERSIONS};
@@ -271,11 +272,10 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
 static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
 {
     g->present = gate != NULL;
-    if (!gate)
-        return;
     g->verdict = dg_rec_str(gate, DG_P_GATE_VERDICT);
     const cJSON *backends = dg_rec_arr(gate, DG_P_GATE_BACKENDS);
     g->has_backends = backends != NULL;
+    g->backends_json = dg_rec_at(gate, DG_P_GATE_BACKENDS);
     static const backend_ids ids = {DG_P_GATE_BACKENDS_NAME, DG_P_GATE_BACKENDS_BUILT,
                                     DG_P_GATE_BACKENDS_AVAILABLE, DG_P_GATE_BACKENDS_REASON,
                                     DG_P_GATE_BACKENDS_VERSIONS};
@@ -314,8 +314,6 @@ static void build_trials(builder *b, const cJSON *arr, dg_view_trial **out, int 
 static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
 {
     s->present = sweep != NULL;
-    if (!sweep)
-        return;
     s->backend = dg_rec_str(sweep, DG_P_SWEEP_SPEC_BACKEND);
     build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), &s->trials, &s->ntrials);
     build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_BISECT), &s->bisect, &s->nbisect);
@@ -344,8 +342,8 @@ static const cJSON *soak_payload(const cJSON *soak, int version)
     return dg_rec_obj(soak, DG_P_SOAK_SOAK);
 }
 
-/* A soak-analysis row's path below the payload: the table's v1 paths start
- * with "soak." (the nesting v1 records have); v2 paths do not. */
+/* A soak-analysis row's path (a version-2 row: "growth.footprint") below the
+ * payload, which is the nested object of a version-1 record. */
 static const cJSON *payload_at(const cJSON *payload, dg_rec_path_id id)
 {
     const char *p = dg_rec_paths[id].path;
@@ -381,23 +379,21 @@ static int payload_bool(const cJSON *payload, dg_rec_path_id id)
 static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJSON *payload)
 {
     s->present = soak != NULL;
-    if (!soak)
-        return;
     s->has_payload = payload != NULL;
-    s->empty_cache = payload_bool(payload, DG_P_SOAK_SOAK_EMPTY_CACHE);
-    s->epochs_recorded = payload_num(payload, DG_P_SOAK_SOAK_EPOCHS_RECORDED);
-    s->steps_per_epoch = payload_num(payload, DG_P_SOAK_SOAK_STEPS_PER_EPOCH);
+    s->empty_cache = payload_bool(payload, DG_P_SOAK_EMPTY_CACHE);
+    s->epochs_recorded = payload_num(payload, DG_P_SOAK_EPOCHS_RECORDED);
+    s->steps_per_epoch = payload_num(payload, DG_P_SOAK_STEPS_PER_EPOCH);
     static const dg_rec_path_id growth[DG_MEM_COUNT] = {
-        DG_P_SOAK_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_SOAK_GROWTH_ALLOCATOR_RESERVED,
-        DG_P_SOAK_SOAK_GROWTH_DRIVER, DG_P_SOAK_SOAK_GROWTH_FOOTPRINT};
+        DG_P_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_GROWTH_ALLOCATOR_RESERVED,
+        DG_P_SOAK_GROWTH_DRIVER, DG_P_SOAK_GROWTH_FOOTPRINT};
     for (int i = 0; i < DG_MEM_COUNT; i++)
         s->growth[i] = payload_num(payload, growth[i]);
-    s->staircase_aligned = payload_bool(payload, DG_P_SOAK_SOAK_STAIRCASE_ALIGNED);
-    const cJSON *ve = payload_at(payload, DG_P_SOAK_SOAK_STAIRCASE_VALIDATION_EPOCHS);
+    s->staircase_aligned = payload_bool(payload, DG_P_SOAK_STAIRCASE_ALIGNED);
+    const cJSON *ve = payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
     s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;
-    s->thirds_ratio = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_THIRDS_RATIO);
-    s->trend_slope = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_SLOPE);
-    s->trend_median = payload_num(payload, DG_P_SOAK_SOAK_STEP_TREND_MEDIAN);
+    s->thirds_ratio = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO);
+    s->trend_slope = payload_num(payload, DG_P_SOAK_STEP_TREND_SLOPE);
+    s->trend_median = payload_num(payload, DG_P_SOAK_STEP_TREND_MEDIAN);
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
     const cJSON *arr = dg_rec_arr(soak, DG_P_SOAK_EPOCHS);
     s->epochs = array_of(b, cJSON_GetArraySize(arr), sizeof *s->epochs);
@@ -423,8 +419,6 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
 static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 {
     c->present = cmp != NULL;
-    if (!cmp)
-        return;
     c->status = dg_rec_str(cmp, DG_P_COMPARE_STATUS);
     c->error = dg_rec_str(cmp, DG_P_COMPARE_ERROR);
     c->backend = dg_rec_str(cmp, DG_P_COMPARE_SPEC_BACKEND);
@@ -466,8 +460,6 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 {
     p->present = prof != NULL;
-    if (!prof)
-        return;
     p->backend = dg_rec_str(prof, DG_P_PROFILE_SPEC_BACKEND);
     p->workers = dg_rec_num(prof, DG_P_PROFILE_SPEC_WORKERS);
     p->sync_every = dg_rec_num(prof, DG_P_PROFILE_SPEC_SYNC_EVERY);
@@ -537,8 +529,6 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 static void build_supervise(dg_view_supervise *s, const cJSON *sup)
 {
     s->present = sup != NULL;
-    if (!sup)
-        return;
     s->exit_status = dg_rec_num(sup, DG_P_SUPERVISE_EXIT_STATUS);
     s->signal = dg_rec_str(sup, DG_P_SUPERVISE_SIGNAL);
     s->timed_out = dg_rec_bool(sup, DG_P_SUPERVISE_TIMED_OUT);
@@ -638,7 +628,9 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
 
     dg_rec_section own = kind_section(out->kind);
     if (own != DG_SEC_REC) {
-        out->section[own] = rec; /* a per-verb record is its own section */
+        out->section[own] = rec;      /* a per-verb record is its own section */
+        build_spec(&out->spec, NULL); /* all "not reported" */
+        build_judgement(&b, out, NULL);
     } else {
         static const dg_rec_path_id ids[DG_SEC_COUNT] = {[DG_SEC_ENV] = DG_P_REC_ENV,
                                                          [DG_SEC_GATE] = DG_P_REC_GATE,

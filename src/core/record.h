@@ -200,9 +200,10 @@ typedef struct dg_view_env {
     bool present;
     bool has_arch; /* env.arch is an object: the architecture proof */
     const char *arch_host, *arch_process, *translation, *host;
-    int translated;               /* tri */
-    dg_rec_metric mem_total;      /* bytes */
-    dg_rec_metric psi_some_avg10; /* percent */
+    int translated;                    /* tri */
+    const cJSON *translation_evidence; /* arch.translation_evidence as recorded, or NULL */
+    dg_rec_metric mem_total;           /* bytes */
+    dg_rec_metric psi_some_avg10;      /* percent */
     dg_view_proc *top_cpu, *top_mem;
     int ntop_cpu, ntop_mem;
     bool has_python;
@@ -211,15 +212,18 @@ typedef struct dg_view_env {
     dg_rec_metric mixed_truncated; /* modules left out of the list */
     int py_arch_matches_host;      /* tri */
     const char *py_reference_arch, *py_binary_arch;
-    bool has_backends; /* env.backends is an array */
+    const cJSON *py_binary_arch_list; /* python.binary.arch as recorded, or NULL */
+    bool has_backends;                /* env.backends is an array */
+    const cJSON *backends_json;       /* env.backends as recorded (any type), or NULL */
     dg_view_backend *backends;
     int nbackends;
 } dg_view_env;
 
 typedef struct dg_view_gate {
     bool present;
-    const char *verdict; /* "pass" | "fail" | ... */
-    bool has_backends;   /* gate.backends is an array */
+    const char *verdict;        /* "pass" | "fail" | ... */
+    bool has_backends;          /* gate.backends is an array */
+    const cJSON *backends_json; /* gate.backends as recorded (any type), or NULL */
     dg_view_backend *backends;
     int nbackends;
 } dg_view_gate;
@@ -417,7 +421,9 @@ void dg_record_view_free(dg_record_view *v);
 /* The threshold value the record used, NAN when not recorded. */
 double dg_view_threshold_value(const dg_record_view *v, const char *name);
 
-/* The record version devgate writes. */
-#define DG_RECORD_VERSION 1
+/* The version devgate writes into the records whose shape changed with it:
+ * soak, accept and run (2: the soak analysis flattened into the soak record).
+ * The other per-verb records keep version 1. docs/schema/report.md. */
+#define DG_RECORD_VERSION 2
 
 #endif

@@ -4,7 +4,7 @@
  * dg_source_read time. After open a source is read-only, so reads are safe
  * from any number of threads. */
 #include "data/data.h"
-#include "engine/synth.h"
+#include "data/synth.h"
 
 #include <ctype.h>
 #include <dirent.h>

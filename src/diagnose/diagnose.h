@@ -13,6 +13,7 @@
 
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
 #include "diagnose/findings.h"
 #include "diagnose/thresholds.h"
 
@@ -21,12 +22,17 @@
 #define DG_MIB (1024.0 * 1024.0)
 #define DG_GIB (1024.0 * DG_MIB)
 
-/* Everything a rule reads, and the findings made so far. Sections are NULL
- * when null, absent or not an object. */
+/* Everything a rule reads (the record's typed view, built once), and the
+ * findings made so far. */
 typedef struct dg_diag {
-    const cJSON *rec;
-    const char *kind; /* "accept", "run", or "" */
-    const cJSON *spec, *env, *gate, *sweep, *soak, *compare, *profile, *supervise;
+    const dg_record_view *v;
+    /* The sections as recorded (NULL when not an object), for the judges not
+     * yet converted to the view (rules_speed.c, rules_profile.c,
+     * rules_verdict.c, decision.c): new code reads v. */
+    const cJSON *rec, *spec, *env, *gate, *sweep, *soak, *compare, *profile, *supervise;
+    const char *kind;     /* "accept", "run", or "" */
+    const char *soak_pfx; /* where the soak analysis is below the soak section:
+                             "soak." (version 1) or "" (version 2), for evidence */
     double th[TH_COUNT];
     dg_findings fs;
     bool nomem; /* set by the kit and the decision; the store has its own */
@@ -75,10 +81,19 @@ void dg_ev_add(dg_diag *d, cJSON *f, const char *sec, const char *field, cJSON *
 /* Evidence of a computed number (not finite: null). */
 void dg_ev_num(dg_diag *d, cJSON *f, const char *sec, const char *field, double v,
                const char *unit);
-/* Evidence read from the record: the item at the printf-formatted path below
- * the section, with a METRIC's unit (or `unit` for plain values). Arrays and
+/* Evidence of a view number at the printf-formatted field: its value (null
+ * when not valid) with the METRIC's unit, or `unit` for a plain number. */
+void dg_ev_metric(dg_diag *d, cJSON *f, const char *sec, const char *unit, dg_rec_metric m,
+                  const char *fmt, ...) DG_PRINTF(6, 7);
+/* Evidence of a view string (NULL: null) at the printf-formatted field. */
+void dg_ev_str(dg_diag *d, cJSON *f, const char *sec, const char *s, const char *fmt, ...)
+    DG_PRINTF(5, 6);
+/* Evidence of a view tri-state bool (-1: null) at the printf-formatted field. */
+void dg_ev_bool(dg_diag *d, cJSON *f, const char *sec, int tri, const char *fmt, ...)
+    DG_PRINTF(5, 6);
+/* Evidence of a recorded item the view points at (NULL: null); arrays and
  * objects that are not metrics are written as their compact JSON text. */
-void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
+void dg_ev_item(dg_diag *d, cJSON *f, const char *sec, const char *unit, const cJSON *it,
                 const char *fmt, ...) DG_PRINTF(6, 7);
 /* Appends to a fixed buffer, keeping it NUL-terminated (truncates quietly). */
 void dg_cat(char *buf, size_t n, const char *fmt, ...) DG_PRINTF(3, 4);
@@ -96,6 +111,11 @@ const cJSON *dg_diag_compare_runs(const dg_diag *d);
 bool dg_run_ok(const cJSON *run);
 /* The device backend of a compare run (the run's, compare's spec, or "the device"). */
 const char *dg_run_device(const dg_diag *d, const cJSON *run);
+/* Evidence read from the record by path (the judges not yet on the view): the
+ * item at the printf-formatted path below the section, with a METRIC's unit
+ * (or `unit` for plain values). */
+void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
+                const char *fmt, ...) DG_PRINTF(6, 7);
 /* The compare run the route is judged on: the run at the spec's batch when
  * there is one, else the ok run with the highest speedup; -1 when none. */
 int dg_route_run(const dg_diag *d);
@@ -159,6 +179,14 @@ void dg_judge_events_lost(dg_diag *d, const dg_rule *r);
 void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r);
 void dg_judge_cpu_use(dg_diag *d, const dg_rule *r);
 void dg_judge_host_sync(dg_diag *d, const dg_rule *r);
+
+/* ---- entry points (rules.c) ---------------------------------------------- */
+
+/* dg_diagnose over a view already built: *result is the object {v,
+ * thresholds, findings, decision}, which the caller deletes (NULL on error).
+ * The view's record must outlive nothing here: strings are copied. */
+dg_status dg_diagnose_view(dg_ctx *ctx, const dg_record_view *v, const char *overrides,
+                           cJSON **result);
 
 /* ---- the routing decision (decision.c) ----------------------------------- */
 

@@ -66,30 +66,78 @@ void dg_ev_num(dg_diag *d, cJSON *f, const char *sec, const char *field, double 
     dg_ev_add(d, f, sec, field, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(), unit);
 }
 
-/* Evidence read from the record: the item at the printf-formatted path below
- * the section, with a METRIC's unit (or `unit` for plain values). Arrays and
- * objects that are not metrics are written as their compact JSON text. */
-void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
+/* The printf-formatted field, NULL when out of memory (d->nomem set). */
+static char *field_of(dg_diag *d, const char *fmt, va_list ap) DG_PRINTF(2, 0);
+static char *field_of(dg_diag *d, const char *fmt, va_list ap)
+{
+    char *field = dg_vasprintf(fmt, ap);
+    if (!field)
+        d->nomem = true;
+    return field;
+}
+
+void dg_ev_metric(dg_diag *d, cJSON *f, const char *sec, const char *unit, dg_rec_metric m,
+                  const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *field = field_of(d, fmt, ap);
+    va_end(ap);
+    if (!field)
+        return;
+    dg_ev_add(d, f, sec, field, m.valid ? cJSON_CreateNumber(m.value) : cJSON_CreateNull(),
+              m.metric ? m.unit : unit);
+    dg_free(field);
+}
+
+void dg_ev_str(dg_diag *d, cJSON *f, const char *sec, const char *s, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *field = field_of(d, fmt, ap);
+    va_end(ap);
+    if (!field)
+        return;
+    dg_ev_add(d, f, sec, field, s ? cJSON_CreateString(s) : cJSON_CreateNull(), NULL);
+    dg_free(field);
+}
+
+void dg_ev_bool(dg_diag *d, cJSON *f, const char *sec, int tri, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *field = field_of(d, fmt, ap);
+    va_end(ap);
+    if (!field)
+        return;
+    dg_ev_add(d, f, sec, field, tri >= 0 ? cJSON_CreateBool(tri == 1) : cJSON_CreateNull(), NULL);
+    dg_free(field);
+}
+
+void dg_ev_item(dg_diag *d, cJSON *f, const char *sec, const char *unit, const cJSON *it,
                 const char *fmt, ...)
 {
     if (!f)
         return;
     va_list ap;
     va_start(ap, fmt);
-    char *path = dg_vasprintf(fmt, ap);
+    char *field = field_of(d, fmt, ap);
     va_end(ap);
-    if (!path) {
-        d->nomem = true;
+    if (!field)
         return;
-    }
-    const cJSON *it = dg_jpath(sec, path);
     cJSON *v = NULL;
     const char *u = unit;
     if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
         double x = dg_jnum_item(it);
         v = isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
-        const char *mu = dg_jstr(it, "unit");
-        u = mu ? mu : unit;
+        const cJSON *mu = cJSON_GetObjectItemCaseSensitive(it, "unit");
+        u = cJSON_IsString(mu) ? mu->valuestring : unit;
     } else if (cJSON_IsNumber(it)) {
         v = cJSON_CreateNumber(it->valuedouble);
     } else if (cJSON_IsBool(it)) {
@@ -105,8 +153,8 @@ void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, co
     } else {
         v = cJSON_CreateNull();
     }
-    dg_ev_add(d, f, sec_name, path, v, u);
-    dg_free(path);
+    dg_ev_add(d, f, sec, field, v, u);
+    dg_free(field);
 }
 
 /* Appends to a fixed buffer, keeping it NUL-terminated (truncates quietly). */
@@ -127,7 +175,6 @@ const cJSON *dg_diag_compare_runs(const dg_diag *d)
     return cJSON_IsArray(runs) ? runs : NULL;
 }
 
-/* A run that ended: not the failed-run shape {batch, status, failed, error}. */
 bool dg_run_ok(const cJSON *run)
 {
     const char *st = dg_jstr(run, "status");
@@ -138,26 +185,39 @@ const char *dg_run_device(const dg_diag *d, const cJSON *run)
 {
     const char *b = dg_jstr(run, "device.backend");
     if (!b)
-        b = dg_jstr(d->compare, "spec.backend");
+        b = d->v->compare.backend;
     return b ? b : "the device";
+}
+
+void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
+                const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *path = field_of(d, fmt, ap);
+    va_end(ap);
+    if (!path)
+        return;
+    dg_ev_item(d, f, sec_name, unit, dg_jpath(sec, path), "%s", path);
+    dg_free(path);
 }
 
 int dg_route_run(const dg_diag *d)
 {
-    const cJSON *runs = dg_diag_compare_runs(d);
-    int n = cJSON_GetArraySize(runs);
-    double want = dg_jnum(d->spec, "batch");
+    const dg_view_compare *c = &d->v->compare;
+    dg_rec_metric want = d->v->spec.batch;
     int best = -1;
     double best_sp = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        const cJSON *run = cJSON_GetArrayItem(runs, i);
-        double sp = dg_jnum(run, "speedup");
-        if (!dg_run_ok(run) || !isfinite(sp))
+    for (int i = 0; i < c->nruns; i++) {
+        const dg_view_run *run = &c->runs[i];
+        if (!run->ok || !run->speedup.valid)
             continue;
-        if (isfinite(want) && dg_jnum(run, "batch") == want)
+        if (want.valid && run->batch.valid && run->batch.value == want.value)
             return i;
-        if (sp > best_sp) {
-            best_sp = sp;
+        if (run->speedup.value > best_sp) {
+            best_sp = run->speedup.value;
             best = i;
         }
     }

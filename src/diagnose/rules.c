@@ -14,12 +14,6 @@
 
 /* ---- reading the record ------------------------------------------------------ */
 
-static const cJSON *section(const cJSON *rec, const char *name)
-{
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(rec, name);
-    return cJSON_IsObject(s) ? s : NULL;
-}
-
 /* ---- the table ------------------------------------------------------------------------ */
 
 /* Order matters only where a judge reads another's findings: slow-device-data
@@ -100,22 +94,22 @@ const dg_rule dg_rules[] = {
      "profile them and replace the operator, or route to an engine that has it (the native "
      "engine) or to a remote node"},
     {"retained-refs", DG_SEV_WARN,
-     "soak.soak.growth, soak.soak.epochs_recorded, "
-     "soak.soak.empty_cache, soak.soak.staircase.aligned",
+     "soak.growth, soak.epochs_recorded, "
+     "soak.empty_cache, soak.staircase.aligned",
      "mem_epochs,mem_growth_pct", dg_judge_retained_refs,
      "retained references: tensors or graphs kept alive across steps, so the cache cannot give "
      "memory back",
      "look for references kept across steps (losses kept with their graph, lists of outputs); "
      "consider a dedicated remote host"},
-    {"working-set-change", DG_SEV_INFO, "soak.soak.growth, soak.soak.staircase.aligned",
+    {"working-set-change", DG_SEV_INFO, "soak.growth, soak.staircase.aligned",
      "mem_epochs,mem_growth_pct", dg_judge_working_set_change,
      "a working-set change: the staircase lines up with validation epochs, not a leak",
      "nothing to fix; keep validation and checkpoint epochs marked in the memory chart"},
-    {"memory-short", DG_SEV_INFO, "soak.soak.epochs_recorded, soak.soak.growth",
+    {"memory-short", DG_SEV_INFO, "soak.epochs_recorded, soak.growth",
      "mem_epochs,mem_growth_pct", dg_judge_memory_short,
      "too few epochs to tell retained references from a warm-up",
      "soak for at least 10 epochs with the cache emptied at each end"},
-    {"memory-not-emptied", DG_SEV_INFO, "soak.soak.empty_cache, soak.soak.growth", "",
+    {"memory-not-emptied", DG_SEV_INFO, "soak.empty_cache, soak.growth", "",
      dg_judge_memory_not_emptied,
      "without emptying the cache at epoch ends memory curves only ever go up",
      "soak with the cache emptied at every epoch end (leave out --no-empty-cache)"},
@@ -126,7 +120,7 @@ const dg_rule dg_rules[] = {
      "other work competes for memory: the machine pages and the curves show it, not the model",
      "close the other programs or train on a dedicated (remote) node; record them with the "
      "result"},
-    {"slowing-down", DG_SEV_WARN, "soak.soak.step_trend.thirds_ratio", "slowdown_ratio",
+    {"slowing-down", DG_SEV_WARN, "soak.step_trend.thirds_ratio", "slowdown_ratio",
      dg_judge_slowing_down, "cache and memory contention: fast at first, slow later",
      "lower the batch; release memory at every epoch end (empty the cache, collect garbage)"},
     {"sweep-memory", DG_SEV_INFO, "sweep.stopped.reason, sweep.safe_batch", "",
@@ -177,13 +171,59 @@ const int dg_rule_count = (int)(sizeof dg_rules / sizeof dg_rules[0]);
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
+dg_status dg_diagnose_view(dg_ctx *ctx, const dg_record_view *v, const char *overrides,
+                           cJSON **result)
+{
+    *result = NULL;
+    dg_diag d = {0};
+    dg_status st = dg_thresholds_parse(ctx, overrides, d.th);
+    if (st != DG_OK)
+        return st;
+    d.v = v;
+    d.rec = v->rec;
+    d.spec = dg_rec_obj(v->rec, DG_P_REC_SPEC);
+    d.env = v->section[DG_SEC_ENV];
+    d.gate = v->section[DG_SEC_GATE];
+    d.sweep = v->section[DG_SEC_SWEEP];
+    d.soak = v->section[DG_SEC_SOAK];
+    d.compare = v->section[DG_SEC_COMPARE];
+    d.profile = v->section[DG_SEC_PROFILE];
+    d.supervise = v->section[DG_SEC_SUPERVISE];
+    d.kind = v->kind ? v->kind : "";
+    /* Evidence cites the soak analysis where this record holds it. */
+    d.soak_pfx = v->soak_payload && v->soak_payload != v->section[DG_SEC_SOAK] ? "soak." : "";
+
+    for (int i = 0; i < dg_rule_count && !dg_diag_nomem(&d); i++)
+        dg_rules[i].judge(&d, &dg_rules[i]);
+
+    cJSON *out = cJSON_CreateObject();
+    cJSON *th = cJSON_CreateObject();
+    cJSON *arr = cJSON_CreateArray();
+    dg_put(&d, out, "v", cJSON_CreateNumber(1)); /* the diagnosis format: unchanged */
+    for (int i = 0; i < TH_COUNT; i++)
+        dg_put(&d, th, dg_thresholds[i].name, cJSON_CreateNumber(d.th[i]));
+    dg_put(&d, out, "thresholds", th);
+    /* Most severe first, stable within a severity (the table's order). */
+    dg_findings_emit(&d.fs, arr);
+    dg_put(&d, out, "findings", arr);
+    /* The decision reads the findings' titles: it runs while arr holds them. */
+    dg_put(&d, out, "decision", dg_diag_nomem(&d) ? NULL : dg_decide(&d));
+    dg_findings_free(&d.fs);
+    if (dg_diag_nomem(&d)) {
+        cJSON_Delete(out);
+        return dg_fail(ctx, DG_ERR_NOMEM, "diagnose: out of memory");
+    }
+    *result = out;
+    return DG_OK;
+}
+
 dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *overrides, char **json)
 {
     if (!json)
         return dg_fail(ctx, DG_ERR_USAGE, "diagnose: no place for the result");
     *json = NULL;
-    dg_diag d = {0};
-    dg_status st = dg_thresholds_parse(ctx, overrides, d.th);
+    double th[TH_COUNT];
+    dg_status st = dg_thresholds_parse(ctx, overrides, th);
     if (st != DG_OK)
         return st;
     if (!record_json)
@@ -198,49 +238,28 @@ dg_status dg_diagnose(dg_ctx *ctx, const char *record_json, const char *override
         cJSON_Delete(rec);
         return dg_fail(ctx, DG_ERR_FORMAT, "diagnose: the evidence record is not a JSON object");
     }
+    /* A record without "v" is read as version 1 (hand-written test records). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, "v");
-    if (v && (!cJSON_IsNumber(v) || v->valuedouble != 1)) {
+    if (v && (!cJSON_IsNumber(v) || (v->valuedouble != 1 && v->valuedouble != 2))) {
         cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_FORMAT, "diagnose: evidence record version is not 1");
+        return dg_fail(ctx, DG_ERR_FORMAT, "diagnose: evidence record version is not 1 or 2");
     }
-
-    d.rec = rec;
-    d.kind = dg_jstr(rec, "kind") ? dg_jstr(rec, "kind") : "";
-    d.spec = section(rec, "spec");
-    d.env = section(rec, "env");
-    d.gate = section(rec, "gate");
-    d.sweep = section(rec, "sweep");
-    d.soak = section(rec, "soak");
-    d.compare = section(rec, "compare");
-    d.profile = section(rec, "profile");
-    d.supervise = section(rec, "supervise");
-
-    for (int i = 0; i < dg_rule_count && !dg_diag_nomem(&d); i++)
-        dg_rules[i].judge(&d, &dg_rules[i]);
-
-    cJSON *out = cJSON_CreateObject();
-    cJSON *th = cJSON_CreateObject();
-    cJSON *arr = cJSON_CreateArray();
-    dg_put(&d, out, "v", cJSON_CreateNumber(1));
-    for (int i = 0; i < TH_COUNT; i++)
-        dg_put(&d, th, dg_thresholds[i].name, cJSON_CreateNumber(d.th[i]));
-    dg_put(&d, out, "thresholds", th);
-    /* Most severe first, stable within a severity (the table's order). */
-    dg_findings_emit(&d.fs, arr);
-    dg_put(&d, out, "findings", arr);
-    /* The decision reads the findings' titles: it runs while arr holds them. */
-    dg_put(&d, out, "decision", dg_diag_nomem(&d) ? NULL : dg_decide(&d));
-    if (!dg_diag_nomem(&d))
+    if (!v)
+        cJSON_AddNumberToObject(rec, "v", 1);
+    dg_record_view view;
+    st = dg_record_view_build(ctx, rec, &view);
+    cJSON *out = NULL;
+    if (st == DG_OK)
+        st = dg_diagnose_view(ctx, &view, overrides, &out);
+    if (st == DG_OK) {
         *json = dg_json_print(out);
-    cJSON_Delete(out);
-    dg_findings_free(&d.fs);
-    cJSON_Delete(rec);
-    if (dg_diag_nomem(&d) || !*json) {
-        dg_string_free(*json);
-        *json = NULL;
-        return dg_fail(ctx, DG_ERR_NOMEM, "diagnose: out of memory");
+        if (!*json)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "diagnose: out of memory");
     }
-    return DG_OK;
+    cJSON_Delete(out);
+    dg_record_view_free(&view);
+    cJSON_Delete(rec);
+    return st;
 }
 
 dg_status dg_rules_catalogue(dg_ctx *ctx, char **json)

@@ -7,46 +7,37 @@
 
 void dg_judge_env_translated(dg_diag *d, const dg_rule *r)
 {
-    if (dg_jbool(d->env, "arch.translated") != 1)
+    const dg_view_env *e = &d->v->env;
+    if (e->translated != 1)
         return;
-    const char *how = dg_jstr(d->env, "arch.translation");
-    const char *proc = dg_jstr(d->env, "arch.process");
-    const char *host = dg_jstr(d->env, "arch.host");
+    const char *how = e->translation, *proc = e->arch_process, *host = e->arch_host;
     cJSON *f = dg_rule_finding(
         d, r, DG_SEV_FAIL, -1, "devgate runs under translation (%s): %s binary on %s host",
         how ? how : "unnamed", proc ? proc : "an unknown", host ? host : "an unknown");
     if (host)
         dg_rule_text(d, f, "action", "%s (%s)", r->action, host);
-    dg_ev_path(d, f, "env", d->env, NULL, "arch.translated");
-    dg_ev_path(d, f, "env", d->env, NULL, "arch.translation");
-    dg_ev_path(d, f, "env", d->env, NULL, "arch.host");
-    dg_ev_path(d, f, "env", d->env, NULL, "arch.process");
-    dg_ev_path(d, f, "env", d->env, NULL, "arch.translation_evidence");
+    dg_ev_bool(d, f, "env", e->translated, "arch.translated");
+    dg_ev_str(d, f, "env", how, "arch.translation");
+    dg_ev_str(d, f, "env", host, "arch.host");
+    dg_ev_str(d, f, "env", proc, "arch.process");
+    dg_ev_item(d, f, "env", NULL, e->translation_evidence, "arch.translation_evidence");
 }
 
 void dg_judge_env_mixed_arch(dg_diag *d, const dg_rule *r)
 {
-    const cJSON *py = dg_jpath(d->env, "python");
-    const cJSON *mixed = dg_jpath(py, "mixed_extensions");
-    int n = cJSON_IsArray(mixed) ? cJSON_GetArraySize(mixed) : 0;
-    double more = dg_jnum(py, "mixed_extensions_truncated");
-    int total = n + (isfinite(more) && more > 0 ? diag_int(more) : 0);
-    bool interp = dg_jbool(py, "arch_matches_host") == 0;
+    const dg_view_env *e = &d->v->env;
+    int n = e->nmixed;
+    dg_rec_metric more = e->mixed_truncated;
+    int total = n + (more.valid && more.value > 0 ? dg_rec_int(more) : 0);
+    bool interp = e->py_arch_matches_host == 0;
     if (total == 0 && !interp)
         return;
-    const char *ref = dg_jstr(py, "reference_arch");
+    const char *ref = e->py_reference_arch;
     char list[300] = "";
-    const cJSON *m;
-    int k = 0;
-    cJSON_ArrayForEach(m, mixed)
-    {
-        if (k++ >= 3)
-            break;
-        const char *path = dg_jstr(m, "path");
-        const cJSON *arch = dg_jpath(m, "arch");
-        const char *a =
-            cJSON_IsArray(arch) && cJSON_IsString(arch->child) ? arch->child->valuestring : "?";
-        dg_cat(list, sizeof list, "%s%s (%s)", k > 1 ? ", " : "", path ? path : "?", a);
+    for (int k = 0; k < n && k < 3; k++) {
+        const dg_view_py_ext *m = &e->mixed[k];
+        dg_cat(list, sizeof list, "%s%s (%s)", k > 0 ? ", " : "", m->path ? m->path : "?",
+               m->arch ? m->arch : "?");
     }
     cJSON *f;
     if (total > 0)
@@ -57,39 +48,46 @@ void dg_judge_env_mixed_arch(dg_diag *d, const dg_rule *r)
         f = dg_rule_finding(
             d, r, DG_SEV_FAIL, -1,
             "the python interpreter's binary is not built for the host architecture (%s)",
-            dg_jstr(d->env, "arch.host") ? dg_jstr(d->env, "arch.host") : "unknown");
+            e->arch_host ? e->arch_host : "unknown");
     dg_ev_num(d, f, "env", "python.mixed_extensions.length", n, "modules");
-    if (isfinite(more))
-        dg_ev_path(d, f, "env", d->env, "modules", "python.mixed_extensions_truncated");
-    dg_ev_path(d, f, "env", d->env, NULL, "python.reference_arch");
-    dg_ev_path(d, f, "env", d->env, NULL, "python.arch_matches_host");
-    dg_ev_path(d, f, "env", d->env, NULL, "python.binary.arch");
+    if (more.valid)
+        dg_ev_metric(d, f, "env", "modules", more, "python.mixed_extensions_truncated");
+    dg_ev_str(d, f, "env", ref, "python.reference_arch");
+    dg_ev_bool(d, f, "env", e->py_arch_matches_host, "python.arch_matches_host");
+    dg_ev_item(d, f, "env", NULL, e->py_binary_arch_list, "python.binary.arch");
 }
 
 /* The requested device backend (spec.backend), NULL for none or cpu. */
 static const char *wanted_backend(const dg_diag *d)
 {
-    const char *b = dg_jstr(d->spec, "backend");
+    const char *b = d->v->spec.backend;
     return b && strcmp(b, "cpu") != 0 ? b : NULL;
 }
 
-/* The gate's entry for a backend (or env.backends without a gate); *sec and
- * *path say where it was found. */
-static const cJSON *backend_entry(const dg_diag *d, const char *name, const char **sec,
-                                  const cJSON **sec_obj, int *index)
+/* Where the backends are listed: the gate's, or env.backends without a gate. */
+typedef struct backend_list {
+    const char *sec;   /* "gate" or "env" */
+    const cJSON *json; /* the recorded backends item, or NULL */
+    const dg_view_backend *b;
+    int n;
+} backend_list;
+
+static backend_list backends_of(const dg_diag *d)
 {
-    const cJSON *src = d->gate ? d->gate : d->env;
-    *sec = d->gate ? "gate" : "env";
-    *sec_obj = src;
-    const cJSON *arr = dg_jpath(src, "backends");
-    for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
-        const cJSON *b = cJSON_GetArrayItem(arr, i);
-        const char *nm = dg_jstr(b, "name");
-        if (nm && !strcmp(nm, name)) {
+    if (d->v->gate.present)
+        return (backend_list){"gate", d->v->gate.backends_json, d->v->gate.backends,
+                              d->v->gate.nbackends};
+    return (backend_list){"env", d->v->env.backends_json, d->v->env.backends, d->v->env.nbackends};
+}
+
+/* The entry for a backend in the list; *index says which. */
+static const dg_view_backend *backend_entry(const backend_list *l, const char *name, int *index)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->b[i].name && !strcmp(l->b[i].name, name)) {
             *index = i;
-            return b;
+            return &l->b[i];
         }
-    }
     *index = -1;
     return NULL;
 }
@@ -97,87 +95,78 @@ static const cJSON *backend_entry(const dg_diag *d, const char *name, const char
 void dg_judge_backend_unavailable(dg_diag *d, const dg_rule *r)
 {
     const char *want = wanted_backend(d);
-    const char *wsec;
-    const cJSON *wobj;
+    backend_list l = backends_of(d);
     int wi;
-    const cJSON *wb = want ? backend_entry(d, want, &wsec, &wobj, &wi) : NULL;
+    const dg_view_backend *wb = want ? backend_entry(&l, want, &wi) : NULL;
     /* Another backend missing matters less when the one asked for is there. */
-    dg_severity sev = wb && dg_jbool(wb, "available") == 1 ? DG_SEV_INFO : DG_SEV_WARN;
-    const cJSON *arr = dg_jpath(d->gate, "backends");
-    for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
-        const cJSON *b = cJSON_GetArrayItem(arr, i);
-        const char *name = dg_jstr(b, "name");
-        if (!name || (want && !strcmp(name, want)) || dg_jbool(b, "built") != 1 ||
-            dg_jbool(b, "available") != 0)
+    dg_severity sev = wb && wb->available == 1 ? DG_SEV_INFO : DG_SEV_WARN;
+    const dg_view_gate *g = &d->v->gate;
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        if (!b->name || (want && !strcmp(b->name, want)) || b->built != 1 || b->available != 0)
             continue;
-        const char *why = dg_jstr(b, "reason");
-        cJSON *f = dg_rule_finding(d, r, sev, -1, "%s built but not available: %s", name,
-                                   why ? why : "no reason given");
-        dg_ev_path(d, f, "gate", d->gate, NULL, "backends[%d].built", i);
-        dg_ev_path(d, f, "gate", d->gate, NULL, "backends[%d].available", i);
-        dg_ev_path(d, f, "gate", d->gate, NULL, "backends[%d].reason", i);
+        cJSON *f = dg_rule_finding(d, r, sev, -1, "%s built but not available: %s", b->name,
+                                   b->reason ? b->reason : "no reason given");
+        dg_ev_bool(d, f, "gate", b->built, "backends[%d].built", i);
+        dg_ev_bool(d, f, "gate", b->available, "backends[%d].available", i);
+        dg_ev_str(d, f, "gate", b->reason, "backends[%d].reason", i);
     }
 }
 
 void dg_judge_gate_failed(dg_diag *d, const dg_rule *r)
 {
-    const cJSON *arr = dg_jpath(d->gate, "backends");
+    const dg_view_gate *g = &d->v->gate;
     bool any = false;
-    for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
-        const cJSON *b = cJSON_GetArrayItem(arr, i);
-        if (dg_jbool(b, "matmul.ok") != 0)
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        if (b->matmul.ok != 0)
             continue;
         any = true;
-        const char *name = dg_jstr(b, "name");
-        const char *why = dg_jstr(b, "matmul.reason");
-        double bad = dg_jnum(b, "matmul.bad_elements");
-        double over = dg_jnum(b, "matmul.max_err_over_tolerance");
+        dg_rec_metric bad = b->matmul.bad_elements, over = b->matmul.max_err_over_tolerance;
         char detail[120] = "";
-        if (isfinite(bad))
-            dg_cat(detail, sizeof detail, ", %d bad elements", diag_int(bad));
-        if (isfinite(over) && over >= 0)
-            dg_cat(detail, sizeof detail, ", max error %.3gx the tolerance", over);
+        if (bad.valid)
+            dg_cat(detail, sizeof detail, ", %d bad elements", dg_rec_int(bad));
+        if (over.valid && over.value >= 0)
+            dg_cat(detail, sizeof detail, ", max error %.3gx the tolerance", over.value);
         cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "%s matrix product check failed: %s%s",
-                                   name ? name : "a backend", why ? why : "wrong result", detail);
-        dg_ev_path(d, f, "gate", d->gate, NULL, "backends[%d].matmul.ok", i);
-        dg_ev_path(d, f, "gate", d->gate, NULL, "backends[%d].matmul.reason", i);
-        if (isfinite(bad))
-            dg_ev_path(d, f, "gate", d->gate, "elements", "backends[%d].matmul.bad_elements", i);
-        if (isfinite(over))
-            dg_ev_path(d, f, "gate", d->gate, "ratio", "backends[%d].matmul.max_err_over_tolerance",
-                       i);
+                                   b->name ? b->name : "a backend",
+                                   b->matmul.reason ? b->matmul.reason : "wrong result", detail);
+        dg_ev_bool(d, f, "gate", b->matmul.ok, "backends[%d].matmul.ok", i);
+        dg_ev_str(d, f, "gate", b->matmul.reason, "backends[%d].matmul.reason", i);
+        if (bad.valid)
+            dg_ev_metric(d, f, "gate", "elements", bad, "backends[%d].matmul.bad_elements", i);
+        if (over.valid)
+            dg_ev_metric(d, f, "gate", "ratio", over, "backends[%d].matmul.max_err_over_tolerance",
+                         i);
     }
-    const char *verdict = dg_jstr(d->gate, "verdict");
-    if (!any && verdict && !strcmp(verdict, "fail")) {
+    if (!any && g->verdict && !strcmp(g->verdict, "fail")) {
         cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the device gate failed");
-        dg_ev_path(d, f, "gate", d->gate, NULL, "verdict");
+        dg_ev_str(d, f, "gate", g->verdict, "verdict");
     }
 }
 
 void dg_judge_device_missing(dg_diag *d, const dg_rule *r)
 {
     const char *want = wanted_backend(d);
-    if (!want || (!d->gate && !d->env))
+    if (!want || (!d->v->gate.present && !d->v->env.present))
         return;
-    const char *sec;
-    const cJSON *obj;
+    backend_list l = backends_of(d);
     int i;
-    const cJSON *b = backend_entry(d, want, &sec, &obj, &i);
+    const dg_view_backend *b = backend_entry(&l, want, &i);
     if (!b) {
-        if (!dg_jpath(obj, "backends"))
+        if (!l.json)
             return; /* that section did not list backends at all */
         cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1,
                                    "%s requested but not built into this devgate", want);
         dg_ev_add(d, f, "spec", "backend", cJSON_CreateString(want), NULL);
-        dg_ev_path(d, f, sec, obj, NULL, "backends");
+        dg_ev_item(d, f, l.sec, NULL, l.json, "backends");
         return;
     }
-    if (dg_jbool(b, "available") != 0)
+    if (b->available != 0)
         return;
-    const char *why = dg_jstr(b, "reason");
     cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "%s requested but not available: %s", want,
-                               why ? why : "no reason given");
+                               b->reason ? b->reason : "no reason given");
     dg_ev_add(d, f, "spec", "backend", cJSON_CreateString(want), NULL);
-    dg_ev_path(d, f, sec, obj, NULL, "backends[%d].available", i);
-    dg_ev_path(d, f, sec, obj, NULL, "backends[%d].reason", i);
+    dg_ev_bool(d, f, l.sec, b->available, "backends[%d].available", i);
+    dg_ev_str(d, f, l.sec, b->reason, "backends[%d].reason", i);
 }

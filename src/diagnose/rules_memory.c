@@ -6,19 +6,21 @@
 
 #include <string.h>
 
-static const char *const own_sources[] = {"allocator_allocated", "allocator_reserved", "footprint"};
+/* The process's own memory sources, in the order they are cited. */
+static const dg_mem_source own_sources[] = {DG_MEM_ALLOCATOR_ALLOCATED, DG_MEM_ALLOCATOR_RESERVED,
+                                            DG_MEM_FOOTPRINT};
+#define NOWN (sizeof own_sources / sizeof *own_sources)
 
 /* The largest growth of the process's own sources (NAN when none reported). */
-static double own_growth(const cJSON *s, const char **which)
+static double own_growth(const dg_view_soak *s, const char **which)
 {
     double best = NAN;
     *which = NULL;
-    for (size_t i = 0; i < sizeof own_sources / sizeof *own_sources; i++) {
-        const cJSON *g = dg_jpath(dg_jpath(s, "growth"), own_sources[i]);
-        double v = dg_jnum_item(g);
-        if (isfinite(v) && (!isfinite(best) || v > best)) {
-            best = v;
-            *which = own_sources[i];
+    for (size_t i = 0; i < NOWN; i++) {
+        dg_rec_metric g = s->growth[own_sources[i]];
+        if (g.valid && (!isfinite(best) || g.value > best)) {
+            best = g.value;
+            *which = dg_mem_source_key(own_sources[i]);
         }
     }
     return best;
@@ -37,25 +39,26 @@ static const char *source_label(const char *src)
 
 static void ev_growth(dg_diag *d, cJSON *f)
 {
-    for (size_t i = 0; i < sizeof own_sources / sizeof *own_sources; i++)
-        if (isfinite(dg_jnum_item(dg_jpath(dg_jpath(d->soak, "soak.growth"), own_sources[i]))))
-            dg_ev_path(d, f, "soak", d->soak, "%", "soak.growth.%s", own_sources[i]);
-    dg_ev_path(d, f, "soak", d->soak, "epochs", "soak.epochs_recorded");
-    dg_ev_path(d, f, "soak", d->soak, NULL, "soak.empty_cache");
+    const dg_view_soak *s = &d->v->soak;
+    for (size_t i = 0; i < NOWN; i++)
+        if (s->growth[own_sources[i]].valid)
+            dg_ev_metric(d, f, "soak", "%", s->growth[own_sources[i]], "%sgrowth.%s", d->soak_pfx,
+                         dg_mem_source_key(own_sources[i]));
+    dg_ev_metric(d, f, "soak", "epochs", s->epochs_recorded, "%sepochs_recorded", d->soak_pfx);
+    dg_ev_bool(d, f, "soak", s->empty_cache, "%sempty_cache", d->soak_pfx);
 }
 
 /* The facts the memory rules share; false when the soak did not report them. */
 static bool soak_memory(const dg_diag *d, bool *emptied, double *epochs, double *growth,
                         const char **src, int *aligned)
 {
-    const cJSON *s = dg_jpath(d->soak, "soak");
-    int e = dg_jbool(s, "empty_cache");
-    if (!cJSON_IsObject(s) || e < 0)
+    const dg_view_soak *s = &d->v->soak;
+    if (!s->has_payload || s->empty_cache < 0)
         return false;
-    *emptied = e == 1;
-    *epochs = dg_jnum(s, "epochs_recorded");
+    *emptied = s->empty_cache == 1;
+    *epochs = s->epochs_recorded.value;
     *growth = own_growth(s, src);
-    *aligned = dg_jbool(s, "staircase.aligned");
+    *aligned = s->staircase_aligned;
     return true;
 }
 
@@ -74,7 +77,7 @@ void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
                         "%s +%.0f%% after %.0f epochs although the cache was emptied every epoch",
                         source_label(src), growth, epochs);
     ev_growth(d, f);
-    dg_ev_path(d, f, "soak", d->soak, NULL, "soak.staircase.aligned");
+    dg_ev_bool(d, f, "soak", d->v->soak.staircase_aligned, "%sstaircase.aligned", d->soak_pfx);
 }
 
 void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
@@ -88,7 +91,7 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
         growth <= d->th[TH_MEM_GROWTH_PCT] || aligned != 1)
         return;
     char *val = NULL;
-    const cJSON *ve = dg_jpath(d->soak, "soak.staircase.validation_epochs");
+    const cJSON *ve = d->v->soak.validation_epochs;
     if (ve)
         val = cJSON_PrintUnformatted(ve);
     cJSON *f =
@@ -97,8 +100,9 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
                         source_label(src), growth, epochs, val ? val : "[]");
     cJSON_free(val);
     ev_growth(d, f);
-    dg_ev_path(d, f, "soak", d->soak, NULL, "soak.staircase.aligned");
-    dg_ev_path(d, f, "soak", d->soak, NULL, "soak.staircase.validation_epochs");
+    dg_ev_bool(d, f, "soak", d->v->soak.staircase_aligned, "%sstaircase.aligned", d->soak_pfx);
+    dg_ev_item(d, f, "soak", NULL, d->v->soak.validation_epochs, "%sstaircase.validation_epochs",
+               d->soak_pfx);
 }
 
 void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
@@ -148,87 +152,86 @@ void dg_judge_memory_not_emptied(dg_diag *d, const dg_rule *r)
 void dg_judge_slowing_down(dg_diag *d, const dg_rule *r)
 {
     /* Thirds of a short soak are a handful of steps each: too few for a trend. */
-    double ratio = dg_jnum(d->soak, "soak.step_trend.thirds_ratio");
-    if (!isfinite(ratio) || ratio <= d->th[TH_SLOWDOWN_RATIO] ||
-        !(dg_jnum(d->soak, "soak.epochs_recorded") * dg_jnum(d->soak, "soak.steps_per_epoch") >=
-          SLOWDOWN_MIN_STEPS))
+    const dg_view_soak *s = &d->v->soak;
+    double ratio = s->thirds_ratio.value;
+    if (!s->thirds_ratio.valid || ratio <= d->th[TH_SLOWDOWN_RATIO] ||
+        !(s->epochs_recorded.value * s->steps_per_epoch.value >= SLOWDOWN_MIN_STEPS))
         return;
     cJSON *f =
         dg_rule_finding(d, r, DG_SEV_WARN, -1,
                         "steps %.0f%% slower in the last third of the soak than in the first "
                         "(ratio %.2f)",
                         100 * (ratio - 1), ratio);
-    dg_ev_path(d, f, "soak", d->soak, "ratio", "soak.step_trend.thirds_ratio");
-    dg_ev_path(d, f, "soak", d->soak, "ms/step", "soak.step_trend.slope");
-    dg_ev_path(d, f, "soak", d->soak, "ms", "soak.step_trend.median");
+    dg_ev_metric(d, f, "soak", "ratio", s->thirds_ratio, "%sstep_trend.thirds_ratio", d->soak_pfx);
+    dg_ev_metric(d, f, "soak", "ms/step", s->trend_slope, "%sstep_trend.slope", d->soak_pfx);
+    dg_ev_metric(d, f, "soak", "ms", s->trend_median, "%sstep_trend.median", d->soak_pfx);
 }
 
 /* ---- memory pressure from other work ----------------------------------------------- */
 
 void dg_judge_memory_pressure(dg_diag *d, const dg_rule *r)
 {
+    const dg_view_env *env = &d->v->env;
     char what[400] = "";
     /* Other processes' resident memory against the machine's. */
-    double total = dg_jnum(d->env, "memory.total");
+    double total = env->mem_total.value;
     double others = 0;
     char names[200] = "";
     int nn = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, dg_jpath(d->env, "processes.top_mem"))
-    {
-        double rss = dg_jnum(p, "rss");
-        if (dg_jbool(p, "self") == 1 || !isfinite(rss))
+    for (int i = 0; i < env->ntop_mem; i++) {
+        const dg_view_proc *p = &env->top_mem[i];
+        double rss = p->rss.value;
+        if (p->self == 1 || !p->rss.valid)
             continue;
         others += rss;
-        const char *name = dg_jstr(p, "name");
         if (nn++ < 3)
-            dg_cat(names, sizeof names, "%s%s %.*f %s", nn > 1 ? ", " : "", name ? name : "?",
+            dg_cat(names, sizeof names, "%s%s %.*f %s", nn > 1 ? ", " : "", p->name ? p->name : "?",
                    rss >= DG_GIB ? 1 : 0, rss >= DG_GIB ? rss / DG_GIB : rss / DG_MIB,
                    rss >= DG_GIB ? "GiB" : "MiB");
     }
-    bool mem = isfinite(total) && total > 0 && others / total > d->th[TH_OTHER_MEM_SHARE];
+    bool mem = env->mem_total.valid && total > 0 && others / total > d->th[TH_OTHER_MEM_SHARE];
     if (mem)
         dg_cat(what, sizeof what, "other processes hold %.0f%% of %.1f GiB (%s)",
                100 * others / total, total / DG_GIB, names);
-    double psi = dg_jnum(d->env, "memory.pressure.some_avg10");
-    bool pressure = isfinite(psi) && psi > d->th[TH_PSI_SOME_PCT];
+    dg_rec_metric psi = env->psi_some_avg10;
+    bool pressure = psi.valid && psi.value > d->th[TH_PSI_SOME_PCT];
     if (pressure)
         dg_cat(what, sizeof what, "%smemory pressure %.0f%% (PSI some avg10)", what[0] ? "; " : "",
-               psi);
+               psi.value);
     double lim = d->th[TH_SWAP_GROWTH_MIB] * DG_MIB;
-    double soak_swap = dg_jnum(d->soak, "sampler.swap_growth");
-    bool soak = isfinite(soak_swap) && soak_swap > lim;
+    dg_rec_metric soak_swap = d->v->soak.swap_growth;
+    bool soak = soak_swap.valid && soak_swap.value > lim;
     if (soak)
         dg_cat(what, sizeof what, "%sswap grew %.0f MiB during the soak", what[0] ? "; " : "",
-               soak_swap / DG_MIB);
-    const cJSON *trials = dg_jpath(d->sweep, "trials");
+               soak_swap.value / DG_MIB);
+    const dg_view_sweep *sw = &d->v->sweep;
     int swap_trial = -1;
     double swap_max = 0;
-    for (int i = 0; i < cJSON_GetArraySize(trials); i++) {
-        const cJSON *t = cJSON_GetArrayItem(trials, i);
-        const char *ended = dg_jstr(t, "ended");
-        double g = dg_jnum(t, "swap_growth");
-        if (ended && !strcmp(ended, "ok") && isfinite(g) && g > lim && g > swap_max) {
+    for (int i = 0; i < sw->ntrials; i++) {
+        const dg_view_trial *t = &sw->trials[i];
+        double g = t->swap_growth.value;
+        if (t->ended && !strcmp(t->ended, "ok") && t->swap_growth.valid && g > lim &&
+            g > swap_max) {
             swap_max = g;
             swap_trial = i;
         }
     }
     if (swap_trial >= 0)
         dg_cat(what, sizeof what, "%sswap grew %.0f MiB in the sweep trial at batch %d",
-               what[0] ? "; " : "", swap_max / DG_MIB,
-               diag_int(dg_jnum(cJSON_GetArrayItem(trials, swap_trial), "batch")));
+               what[0] ? "; " : "", swap_max / DG_MIB, dg_rec_int(sw->trials[swap_trial].batch));
     if (!what[0])
         return;
     cJSON *f =
         dg_rule_finding(d, r, DG_SEV_WARN, -1, "memory under pressure from other work: %s", what);
     if (mem) {
         dg_ev_num(d, f, "env", "processes.top_mem[self=false].rss", others, "bytes");
-        dg_ev_path(d, f, "env", d->env, "bytes", "memory.total");
+        dg_ev_metric(d, f, "env", "bytes", env->mem_total, "memory.total");
     }
     if (pressure)
-        dg_ev_path(d, f, "env", d->env, "percent", "memory.pressure.some_avg10");
+        dg_ev_metric(d, f, "env", "percent", psi, "memory.pressure.some_avg10");
     if (soak)
-        dg_ev_path(d, f, "soak", d->soak, "bytes", "sampler.swap_growth");
+        dg_ev_metric(d, f, "soak", "bytes", soak_swap, "sampler.swap_growth");
     if (swap_trial >= 0)
-        dg_ev_path(d, f, "sweep", d->sweep, "bytes", "trials[%d].swap_growth", swap_trial);
+        dg_ev_metric(d, f, "sweep", "bytes", sw->trials[swap_trial].swap_growth,
+                     "trials[%d].swap_growth", swap_trial);
 }

@@ -6,21 +6,23 @@
 
 /* The trial that stopped the sweep: the one at stopped.at_batch that did not
  * end ok, in trials or bisect; NULL when none matches. */
-static const cJSON *stopping_trial(const dg_diag *d, char *path, size_t n)
+static const dg_view_trial *stopping_trial(const dg_diag *d, char *path, size_t n)
 {
-    double at = dg_jnum(d->sweep, "stopped.at_batch");
-    const char *lists[] = {"trials", "bisect"};
-    for (int l = 0; l < 2; l++) {
-        const cJSON *arr = dg_jpath(d->sweep, lists[l]);
-        for (int i = 0; i < cJSON_GetArraySize(arr); i++) {
-            const cJSON *t = cJSON_GetArrayItem(arr, i);
-            const char *ended = dg_jstr(t, "ended");
-            if (dg_jnum(t, "batch") == at && ended && strcmp(ended, "ok") != 0) {
-                snprintf(path, n, "%s[%d]", lists[l], i);
+    const dg_view_sweep *s = &d->v->sweep;
+    const struct {
+        const char *name;
+        const dg_view_trial *t;
+        int n;
+    } lists[] = {{"trials", s->trials, s->ntrials}, {"bisect", s->bisect, s->nbisect}};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < lists[l].n; i++) {
+            const dg_view_trial *t = &lists[l].t[i];
+            if (t->batch.valid && s->stopped_at.valid && t->batch.value == s->stopped_at.value &&
+                t->ended && strcmp(t->ended, "ok") != 0) {
+                snprintf(path, n, "%s[%d]", lists[l].name, i);
                 return t;
             }
         }
-    }
     return NULL;
 }
 
@@ -28,7 +30,8 @@ void dg_judge_sweep_memory(dg_diag *d, const dg_rule *r)
 {
     static const char *const quiet[] = {"oom", "budget", "swap"};
     static const char *const loud[] = {"signal", "timeout", "failed"};
-    const char *why = dg_jstr(d->sweep, "stopped.reason");
+    const dg_view_sweep *s = &d->v->sweep;
+    const char *why = s->stopped_reason;
     if (!why)
         return;
     dg_severity sev;
@@ -45,9 +48,9 @@ void dg_judge_sweep_memory(dg_diag *d, const dg_rule *r)
             return; /* limit, throughput-falling: no failure */
         sev = DG_SEV_WARN;
     }
-    int at = diag_int(dg_jnum(d->sweep, "stopped.at_batch"));
-    int safe = diag_int(dg_jnum(d->sweep, "safe_batch.batch"));
-    int first = diag_int(dg_jnum(d->sweep, "safe_batch.first_failure"));
+    int at = dg_rec_int(s->stopped_at);
+    int safe = dg_rec_int(s->safe_batch);
+    int first = dg_rec_int(s->first_failure);
     char safe_txt[48], first_txt[48];
     if (safe > 0)
         snprintf(safe_txt, sizeof safe_txt, "safe batch %d", safe);
@@ -58,8 +61,8 @@ void dg_judge_sweep_memory(dg_diag *d, const dg_rule *r)
     else
         first_txt[0] = '\0';
     char tpath[32];
-    const cJSON *t = stopping_trial(d, tpath, sizeof tpath);
-    const char *sig = dg_jstr(t, "signal");
+    const dg_view_trial *t = stopping_trial(d, tpath, sizeof tpath);
+    const char *sig = t ? t->signal : NULL;
     cJSON *f = dg_rule_finding(d, r, sev, -1, "sweep stopped at batch %d (%s%s%s): %s%s", at, why,
                                sig ? " " : "", sig ? sig : "", safe_txt, first_txt);
     if (sev == DG_SEV_WARN)
@@ -75,31 +78,31 @@ void dg_judge_sweep_memory(dg_diag *d, const dg_rule *r)
             "train at batch %d or below (the safe batch); above it split the work or empty the "
             "cache",
             safe);
-    dg_ev_path(d, f, "sweep", d->sweep, NULL, "stopped.reason");
-    dg_ev_path(d, f, "sweep", d->sweep, "samples", "stopped.at_batch");
-    dg_ev_path(d, f, "sweep", d->sweep, "samples", "safe_batch.batch");
-    dg_ev_path(d, f, "sweep", d->sweep, "samples", "safe_batch.first_failure");
+    dg_ev_str(d, f, "sweep", why, "stopped.reason");
+    dg_ev_metric(d, f, "sweep", "samples", s->stopped_at, "stopped.at_batch");
+    dg_ev_metric(d, f, "sweep", "samples", s->safe_batch, "safe_batch.batch");
+    dg_ev_metric(d, f, "sweep", "samples", s->first_failure, "safe_batch.first_failure");
     if (t) {
-        dg_ev_path(d, f, "sweep", d->sweep, NULL, "%s.ended", tpath);
-        dg_ev_path(d, f, "sweep", d->sweep, NULL, "%s.reason", tpath);
+        dg_ev_str(d, f, "sweep", t->ended, "%s.ended", tpath);
+        dg_ev_str(d, f, "sweep", t->reason, "%s.reason", tpath);
         if (sig)
-            dg_ev_path(d, f, "sweep", d->sweep, NULL, "%s.signal", tpath);
+            dg_ev_str(d, f, "sweep", sig, "%s.signal", tpath);
     }
 }
 
 void dg_judge_batch_above_safe(dg_diag *d, const dg_rule *r)
 {
-    double want = dg_jnum(d->spec, "batch");
-    double safe = dg_jnum(d->sweep, "safe_batch.batch");
-    if (!isfinite(want) || !isfinite(safe) || want <= safe)
+    dg_rec_metric want = d->v->spec.batch;
+    dg_rec_metric safe = d->v->sweep.safe_batch;
+    if (!want.valid || !safe.valid || want.value <= safe.value)
         return;
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "training batch %d is above the sweep's safe batch %d",
-                               diag_int(want), diag_int(safe));
+                               dg_rec_int(want), dg_rec_int(safe));
     dg_rule_text(d, f, "action",
                  "train at batch %d or below, or sweep again with the real data path",
-                 diag_int(safe));
-    dg_ev_num(d, f, "spec", "batch", want, "samples");
-    dg_ev_path(d, f, "sweep", d->sweep, "samples", "safe_batch.batch");
-    dg_ev_path(d, f, "sweep", d->sweep, "samples", "safe_batch.first_failure");
+                 dg_rec_int(safe));
+    dg_ev_num(d, f, "spec", "batch", want.value, "samples");
+    dg_ev_metric(d, f, "sweep", "samples", d->v->sweep.safe_batch, "safe_batch.batch");
+    dg_ev_metric(d, f, "sweep", "samples", d->v->sweep.first_failure, "safe_batch.first_failure");
 }

@@ -1,5 +1,7 @@
 /* The engine: a backend opened for training with its allocator, op dispatch
- * (native, or the cpu backend with copies both ways) and the fallback census. */
+ * (native, or the cpu backend with copies both ways) and the fallback census.
+ * Every op entry point goes through one dispatch() over one table of calls
+ * (at the end of this file); --disable-op names are the call names. */
 #include "engine/engine.h"
 
 #include <math.h>
@@ -8,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CENSUS_MAX 256 /* distinct records; further ones fold into "other" */
-#define STAGE_MAX 64   /* cached cpu staging buffers per engine */
-#define OPERANDS_MAX 8 /* staged operands of one op */
+#define CENSUS_MAX 256         /* distinct records; further ones fold into "other" */
+#define STAGE_MAX 64           /* cached cpu staging buffers per engine */
+#define OPERANDS_MAX 8         /* staged operands of one op */
 #define PROF_ROWS_MAX 1024     /* distinct profile rows; further ones fold into "other" */
 #define PROF_EVENTS_MAX 200000 /* trace events kept; further ones are counted as dropped */
 
@@ -45,42 +47,34 @@ struct dg_census {
     bool prof_on;
 };
 
-/* ---- ops and their function pointers ------------------------------------ */
+/* ---- native or not -------------------------------------------------------- */
 
-/* Whether iface implements every function of op (conv2d_workspace optional). */
-static bool has_op(const dg_backend_iface *b, dg_op op)
-{
-    switch (op) {
-    case DG_OP_GEMM: return b->gemm != NULL;
-    case DG_OP_FILL: return b->fill != NULL;
-    case DG_OP_BIAS_ADD: return b->bias_add != NULL;
-    case DG_OP_BIAS_GRAD: return b->bias_grad != NULL;
-    case DG_OP_RELU: return b->relu_fwd && b->relu_bwd;
-    case DG_OP_MAXPOOL: return b->maxpool_fwd && b->maxpool_bwd;
-    case DG_OP_CONV2D: return b->conv2d_fwd && b->conv2d_bwd;
-    case DG_OP_XENT: return b->xent != NULL;
-    case DG_OP_SGD: return b->sgd != NULL;
-    default: return false;
-    }
-}
+static bool call_native(const dg_engine *e, dg_call c, const dg_op_desc *d);
 
 bool dg_engine_native(const dg_engine *e, dg_op op)
 {
-    if (!e || (unsigned)op >= DG_OP__COUNT || (e->disabled_ops & (1u << op)))
+    if (!e || (unsigned)op >= DG_OP__COUNT)
         return false;
-    return e->be->supports_op && e->be->supports_op(e->bctx, op) && has_op(e->be, op);
+    dg_op_desc d = dg_op_desc_any(op);
+    for (int c = 0; c < DG_CALL__COUNT; c++)
+        if (dg_call_op[c] == op && !call_native(e, (dg_call)c, &d))
+            return false;
+    return true;
 }
 
 /* ---- --disable-op parsing ---------------------------------------------- */
 
-static int op_index(const char *s)
+/* The calls name stands for: a call ("conv2d_fwd"), an op (every call of it:
+ * "conv2d"), or "xent" for softmax_xent; 0 when it names none. */
+static uint32_t calls_named(const char *s)
 {
     if (strcmp(s, "xent") == 0)
-        return DG_OP_XENT;
-    for (int i = 0; i < DG_OP__COUNT; i++)
-        if (strcmp(s, dg_op_names[i]) == 0)
-            return i;
-    return -1;
+        return 1u << DG_CALL_XENT;
+    uint32_t m = 0;
+    for (int c = 0; c < DG_CALL__COUNT; c++)
+        if (strcmp(s, dg_call_names[c]) == 0 || strcmp(s, dg_op_names[dg_call_op[c]]) == 0)
+            m |= 1u << c;
+    return m;
 }
 
 dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name, uint32_t *mask)
@@ -88,6 +82,8 @@ dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name,
     *mask = 0;
     if (!spec)
         return DG_OK;
+    /* Entries without a backend are for the device: never the host baseline. */
+    bool name_is_host = name && dg_backend_is_host(name);
     uint32_t m = 0;
     const char *p = spec;
     while (*p) {
@@ -107,32 +103,46 @@ dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name,
             backend = dg_trim(at + 1);
             dg_trim(entry);
         }
-        char clean[96];
-        int op = op_index(entry);
-        if (op < 0) {
+        char clean[96], cleanb[96];
+        uint32_t calls = calls_named(entry);
+        if (!calls) {
             dg_copy_clean(clean, sizeof clean, entry);
             return dg_fail(ctx, DG_ERR_USAGE,
                            "--disable-op: unknown op '%s' (known: gemm, fill, bias_add, bias_grad, "
-                           "relu, maxpool, conv2d, softmax_xent (or xent), sgd)",
+                           "relu_fwd, relu_bwd, maxpool_fwd, maxpool_bwd, conv2d_fwd, conv2d_bwd, "
+                           "softmax_xent (or xent), sgd; relu, maxpool and conv2d name both "
+                           "directions)",
                            clean);
         }
         if (backend) {
-            bool known = false;
-            for (size_t i = 0; i < dg_backend_names_count; i++)
-                known = known || strcmp(backend, dg_backend_names[i]) == 0;
-            if (!known) {
-                dg_copy_clean(clean, sizeof clean, backend);
+            if (dg_backend_index(backend) < 0) {
+                dg_copy_clean(cleanb, sizeof cleanb, backend);
+                return dg_fail(ctx, DG_ERR_USAGE, "--disable-op: unknown backend '%s' (known: %s)",
+                               cleanb, dg_backend_known());
+            }
+            if (dg_backend_is_host(backend)) {
+                dg_copy_clean(clean, sizeof clean, entry);
+                dg_copy_clean(cleanb, sizeof cleanb, backend);
                 return dg_fail(ctx, DG_ERR_USAGE,
-                               "--disable-op: unknown backend '%s' (known: cpu, opencl, cuda)",
-                               clean);
+                               "--disable-op: %s@%s: %s is the fallback backend; ops cannot be "
+                               "disabled on it",
+                               clean, cleanb, cleanb);
             }
             if (!name || strcmp(backend, name) != 0)
                 continue; /* for another backend */
+        } else if (!name || name_is_host) {
+            continue; /* for the device, and this is the baseline (or only a check) */
         }
-        m |= 1u << op;
+        m |= calls;
     }
     *mask = m;
     return DG_OK;
+}
+
+dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec)
+{
+    uint32_t m;
+    return dg_parse_disabled_ops(ctx, spec, NULL, &m);
 }
 
 /* ---- open and close ---------------------------------------------------- */
@@ -174,15 +184,15 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
         return dg_fail(ctx, DG_ERR_UNAVAILABLE,
                        "%s is not available: interface version %u, devgate needs %u", be->name,
                        be->version, DG_BACKEND_IFACE_VERSION);
-    bool is_cpu = strcmp(be->name, "cpu") == 0;
-    uint32_t mask = o.disabled_ops & ((1u << DG_OP__COUNT) - 1);
+    bool is_cpu = be->caps.host;
+    uint32_t mask = o.disabled_calls & ((1u << DG_CALL__COUNT) - 1);
     if (is_cpu && mask)
         return dg_fail(ctx, DG_ERR_USAGE,
                        "cpu is the fallback backend; ops cannot be disabled on it");
     if (o.threads < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "threads must be >= 0 (0: default), got %d", o.threads);
     /* A backend without set_math computes in exact fp32 only. */
-    if (o.tf32 && !be->set_math)
+    if (o.tf32 && !(be->caps.tf32 && be->set_math))
         return dg_fail(ctx, DG_ERR_USAGE, "the %s backend has no TF32 mode (--tf32 is for cuda)",
                        be->name);
 
@@ -196,7 +206,7 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
     e->be = be;
     e->cpu = is_cpu ? be : dg_backend_cpu_iface();
     e->census = c;
-    e->disabled_ops = mask;
+    e->disabled_calls = mask;
 
     char reason[256] = "";
     dg_status st = be->init(o.device, &e->bctx, reason, sizeof reason);
@@ -314,6 +324,7 @@ typedef struct operand {
 typedef struct fallback {
     dg_ctx *ctx;
     dg_engine *e;
+    dg_call call;
     dg_op op;
     dg_status st;
     double t0;
@@ -363,12 +374,13 @@ static dg_status be_fail(fallback *f, const dg_backend_iface *b, void *bctx, dg_
     return f->st;
 }
 
-static void fb_begin(fallback *f, dg_ctx *ctx, dg_engine *e, dg_op op)
+static void fb_begin(fallback *f, dg_ctx *ctx, dg_engine *e, dg_call call)
 {
     memset(f, 0, sizeof *f);
     f->ctx = ctx;
     f->e = e;
-    f->op = op;
+    f->call = call;
+    f->op = dg_call_op[call];
     f->t0 = dg_now();
     /* Downloads block, but make sure every queued write to the inputs is done. */
     dg_status st = e->be->synchronize(e->bctx);
@@ -507,7 +519,7 @@ static dg_status fb_end(fallback *f, const char *shape)
     if (f->st != DG_OK)
         return f->st;
     char reason[128];
-    if (e->disabled_ops & (1u << f->op))
+    if (e->disabled_calls & (1u << f->call))
         snprintf(reason, sizeof reason, "disabled by --disable-op");
     else
         snprintf(reason, sizeof reason, "not supported by %s", e->name);
@@ -520,345 +532,6 @@ static dg_status fb_end(fallback *f, const char *shape)
     r->h2d += f->h2d;
     e->any_fallback = true;
     return DG_OK;
-}
-
-/* ---- routing ------------------------------------------------------------ */
-
-typedef enum route { ROUTE_NATIVE, ROUTE_FALLBACK, ROUTE_ERROR } route;
-
-/* Where op runs: natively, on the cpu fallback (cpu_fn: the cpu implements the
- * function), or nowhere (*st and the message set). */
-static route route_op(dg_ctx *ctx, dg_engine *e, dg_op op, bool cpu_fn, dg_status *st)
-{
-    *st = DG_OK;
-    if (!e) {
-        *st = dg_fail(ctx, DG_ERR_USAGE, "%s: no engine", dg_op_names[op]);
-        return ROUTE_ERROR;
-    }
-    if (dg_engine_native(e, op))
-        return ROUTE_NATIVE;
-    if (!e->cpu_ctx) { /* the engine is the cpu: nothing to fall back to */
-        if (cpu_fn)
-            return ROUTE_NATIVE;
-        *st = dg_fail(ctx, DG_ERR_UNAVAILABLE, "op %s is not supported by %s", dg_op_names[op],
-                      e->name);
-        return ROUTE_ERROR;
-    }
-    if (!cpu_fn) {
-        *st = dg_fail(ctx, DG_ERR_UNAVAILABLE,
-                      "op %s is supported neither by %s nor by the cpu fallback", dg_op_names[op],
-                      e->name);
-        return ROUTE_ERROR;
-    }
-    return ROUTE_FALLBACK;
-}
-
-/* Result of a native call, with the backend's message on failure. */
-static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st)
-{
-    if (st == DG_OK)
-        return DG_OK;
-    const char *err = e->be->last_error(e->bctx);
-    return dg_fail(ctx, st, "%s: %s: %s", e->name, fn, err && *err ? err : dg_status_name(st));
-}
-
-/* ---- op bodies: native or fallback (the public entry points are below) --- */
-
-static dg_status run_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k,
-                          float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c,
-                          int ldc)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_GEMM, e && e->cpu->gemm, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "gemm",
-                      e->be->gemm(e->bctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_GEMM);
-    dg_ref as = fb_in(&f, a, span(ta ? k : m, ta ? m : k, lda));
-    dg_ref bs = fb_in(&f, b, span(tb ? n : k, tb ? k : n, ldb));
-    dg_ref cs = fb_ref(&f, c, span(m, n, ldc), beta != 0.0f ? STAGE_INOUT : STAGE_OUT);
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->gemm(cpu_ctx_of(e), ta, tb, m, n, k, alpha, as, lda, bs, ldb, beta, cs,
-                                ldc));
-    char shape[96];
-    snprintf(shape, sizeof shape, "gemm %dx%dx%d ta=%d tb=%d", m, n, k, (int)ta, (int)tb);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float value)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_FILL, e && e->cpu->fill, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "fill", e->be->fill(e->bctx, x, count, value));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_FILL);
-    dg_ref xs = fb_out(&f, x, bytes4(count));
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->fill(cpu_ctx_of(e), xs, count, value));
-    char shape[96];
-    snprintf(shape, sizeof shape, "fill %zu", count);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int outer,
-                              int channels, int inner)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_BIAS_ADD, e && e->cpu->bias_add, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "bias_add",
-                      e->be->bias_add(e->bctx, y, bias, outer, channels, inner));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_BIAS_ADD);
-    dg_ref bs = fb_in(&f, bias, bytes4(elems4(channels, 1, 1, 1)));
-    dg_ref ys = fb_inout(&f, y, bytes4(elems4(outer, channels, inner, 1)));
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->bias_add(cpu_ctx_of(e), ys, bs, outer, channels, inner));
-    char shape[96];
-    snprintf(shape, sizeof shape, "bias_add %dx%dx%d", outer, channels, inner);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int outer,
-                               int channels, int inner)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_BIAS_GRAD, e && e->cpu->bias_grad, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "bias_grad",
-                      e->be->bias_grad(e->bctx, dy, db, outer, channels, inner));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_BIAS_GRAD);
-    dg_ref dys = fb_in(&f, dy, bytes4(elems4(outer, channels, inner, 1)));
-    dg_ref dbs = fb_out(&f, db, bytes4(elems4(channels, 1, 1, 1)));
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->bias_grad(cpu_ctx_of(e), dys, dbs, outer, channels, inner));
-    char shape[96];
-    snprintf(shape, sizeof shape, "bias_grad %dx%dx%d", outer, channels, inner);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t count)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_RELU, e && e->cpu->relu_fwd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "relu_fwd", e->be->relu_fwd(e->bctx, x, y, count));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_RELU);
-    dg_ref xs = fb_in(&f, x, bytes4(count));
-    dg_ref ys = fb_out(&f, y, bytes4(count));
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->relu_fwd(cpu_ctx_of(e), xs, ys, count));
-    char shape[96];
-    snprintf(shape, sizeof shape, "relu %zu", count);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_relu_bwd(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref dy, dg_ref dx,
-                              size_t count)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_RELU, e && e->cpu->relu_bwd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "relu_bwd", e->be->relu_bwd(e->bctx, y, dy, dx, count));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_RELU);
-    dg_ref ys = fb_in(&f, y, bytes4(count));
-    dg_ref dys = fb_in(&f, dy, bytes4(count));
-    dg_ref dxs = fb_out(&f, dx, bytes4(count));
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->relu_bwd(cpu_ctx_of(e), ys, dys, dxs, count));
-    char shape[96];
-    snprintf(shape, sizeof shape, "relu_bwd %zu", count);
-    return fb_end(&f, shape);
-}
-
-static void pool_shape(char *buf, size_t len, const char *name, const dg_pool_shape *s)
-{
-    snprintf(buf, len, "%s n%d c%d %dx%d k%d s%d", name, s->n, s->c, s->h, s->w, s->k, s->stride);
-}
-
-static dg_status run_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref x,
-                                 dg_ref y, dg_ref argmax)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_MAXPOOL, e && e->cpu->maxpool_fwd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "maxpool_fwd", e->be->maxpool_fwd(e->bctx, s, x, y, argmax));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_MAXPOOL);
-    size_t out = bytes4(elems4(s->n, s->c, s->ho, s->wo));
-    dg_ref xs = fb_in(&f, x, bytes4(elems4(s->n, s->c, s->h, s->w)));
-    dg_ref ys = fb_out(&f, y, out);
-    dg_ref as = fb_out(&f, argmax, out); /* int32 */
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->maxpool_fwd(cpu_ctx_of(e), s, xs, ys, as));
-    char shape[96];
-    pool_shape(shape, sizeof shape, "maxpool", s);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_maxpool_bwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref dy,
-                                 dg_ref argmax, dg_ref dx)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_MAXPOOL, e && e->cpu->maxpool_bwd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "maxpool_bwd", e->be->maxpool_bwd(e->bctx, s, dy, argmax, dx));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_MAXPOOL);
-    size_t out = bytes4(elems4(s->n, s->c, s->ho, s->wo));
-    dg_ref dys = fb_in(&f, dy, out);
-    dg_ref as = fb_in(&f, argmax, out); /* int32 */
-    dg_ref dxs = fb_out(&f, dx, bytes4(elems4(s->n, s->c, s->h, s->w)));
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->maxpool_bwd(cpu_ctx_of(e), s, dys, as, dxs));
-    char shape[96];
-    pool_shape(shape, sizeof shape, "maxpool_bwd", s);
-    return fb_end(&f, shape);
-}
-
-static void conv_shape(char *buf, size_t len, const char *name, const dg_conv_shape *s)
-{
-    snprintf(buf, len, "%s n%d c%d %dx%d k%d %dx%d s%d p%d", name, s->n, s->c, s->h, s->w, s->k,
-             s->kh, s->kw, s->stride, s->pad);
-}
-
-size_t dg_op_conv2d_workspace(dg_engine *e, const dg_conv_shape *s)
-{
-    /* The fallback stages its own cpu workspace, so only a backend that runs
-     * conv2d itself needs device workspace. */
-    bool on_be = dg_engine_native(e, DG_OP_CONV2D) || (e && !e->cpu_ctx);
-    if (!on_be || !e->be->conv2d_workspace)
-        return 0;
-    return e->be->conv2d_workspace(e->bctx, s);
-}
-
-/* The cpu's own scratch for the fallback (the device's work ref is never used). */
-static dg_ref conv_scratch(fallback *f, const dg_conv_shape *s)
-{
-    const dg_backend_iface *cpu = f->e->cpu;
-    size_t ws = cpu->conv2d_workspace ? cpu->conv2d_workspace(cpu_ctx_of(f->e), s) : 0;
-    return fb_ref(f, (dg_ref){NULL, 0}, ws, STAGE_SCRATCH);
-}
-
-static dg_status run_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x,
-                                dg_ref w, dg_ref bias, dg_ref y, dg_ref work)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_CONV2D, e && e->cpu->conv2d_fwd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "conv2d_fwd", e->be->conv2d_fwd(e->bctx, s, x, w, bias, y, work));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_CONV2D);
-    dg_ref xs = fb_in(&f, x, bytes4(elems4(s->n, s->c, s->h, s->w)));
-    dg_ref ws = fb_in(&f, w, bytes4(elems4(s->k, s->c, s->kh, s->kw)));
-    dg_ref bs = fb_in(&f, bias, bytes4(elems4(s->k, 1, 1, 1)));
-    dg_ref ys = fb_out(&f, y, bytes4(elems4(s->n, s->k, s->ho, s->wo)));
-    dg_ref wk = conv_scratch(&f, s);
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->conv2d_fwd(cpu_ctx_of(e), s, xs, ws, bs, ys, wk));
-    char shape[96];
-    conv_shape(shape, sizeof shape, "conv2d", s);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x,
-                                dg_ref w, dg_ref dy, dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_CONV2D, e && e->cpu->conv2d_bwd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "conv2d_bwd",
-                      e->be->conv2d_bwd(e->bctx, s, x, w, dy, dx, dw, db, work));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_CONV2D);
-    size_t xb = bytes4(elems4(s->n, s->c, s->h, s->w));
-    size_t wb = bytes4(elems4(s->k, s->c, s->kh, s->kw));
-    dg_ref xs = fb_in(&f, x, xb);
-    dg_ref ws = fb_in(&f, w, wb);
-    dg_ref dys = fb_in(&f, dy, bytes4(elems4(s->n, s->k, s->ho, s->wo)));
-    dg_ref dxs = fb_out(&f, dx, xb);
-    dg_ref dws = fb_out(&f, dw, wb);
-    dg_ref dbs = fb_out(&f, db, bytes4(elems4(s->k, 1, 1, 1)));
-    dg_ref wk = conv_scratch(&f, s);
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->conv2d_bwd(cpu_ctx_of(e), s, xs, ws, dys, dxs, dws, dbs, wk));
-    char shape[96];
-    conv_shape(shape, sizeof shape, "conv2d_bwd", s);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logits,
-                          dg_ref labels, dg_ref dlogits, dg_ref acc)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_XENT, e && e->cpu->xent, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "xent",
-                      e->be->xent(e->bctx, n, classes, logits, labels, dlogits, acc));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_XENT);
-    size_t lb = bytes4(elems4(n, classes, 1, 1));
-    dg_ref ls = fb_in(&f, logits, lb);
-    dg_ref lab = fb_in(&f, labels, bytes4(elems4(n, 1, 1, 1))); /* int32 */
-    dg_ref dls = fb_out(&f, dlogits, lb);
-    dg_ref as = fb_inout(&f, acc, 2 * sizeof(float)); /* accumulated */
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->xent(cpu_ctx_of(e), n, classes, ls, lab, dls, as));
-    char shape[96];
-    snprintf(shape, sizeof shape, "softmax_xent n%d classes%d", n, classes);
-    return fb_end(&f, shape);
-}
-
-static dg_status run_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
-                         float lr, float momentum, float weight_decay)
-{
-    dg_status st;
-    route r = route_op(ctx, e, DG_OP_SGD, e && e->cpu->sgd, &st);
-    if (r == ROUTE_ERROR)
-        return st;
-    if (r == ROUTE_NATIVE)
-        return native(ctx, e, "sgd",
-                      e->be->sgd(e->bctx, w, g, mom, count, lr, momentum, weight_decay));
-    fallback f;
-    fb_begin(&f, ctx, e, DG_OP_SGD);
-    size_t b = bytes4(count);
-    dg_ref gs = fb_in(&f, g, b);
-    dg_ref ws = fb_inout(&f, w, b);
-    /* With momentum 0 the buffer is untouched: stage it without copies. */
-    dg_ref ms = mom.buf ? fb_ref(&f, mom, b, momentum != 0.0f ? STAGE_INOUT : STAGE_SCRATCH)
-                        : (dg_ref){NULL, 0};
-    if (f.st == DG_OK)
-        fb_ran(&f, e->cpu->sgd(cpu_ctx_of(e), ws, gs, ms, count, lr, momentum, weight_decay));
-    char shape[96];
-    snprintf(shape, sizeof shape, "sgd %zu", count);
-    return fb_end(&f, shape);
 }
 
 /* ---- census JSON -------------------------------------------------------- */
@@ -923,7 +596,7 @@ typedef struct prof_row {
 } prof_row;
 
 typedef struct prof_event {
-    uint32_t row; /* index into rows, UINT32_MAX: "other" */
+    uint32_t row;   /* index into rows, UINT32_MAX: "other" */
     double ts, dur; /* microseconds since profiling was first switched on */
 } prof_event;
 
@@ -964,8 +637,8 @@ static prof_row *prof_find(struct prof *p, const char *op, const char *shape, bo
 {
     uint64_t h = fnv(fnv(0xcbf29ce484222325ull, op), shape) ^ (fb ? 1u : 0u);
     for (size_t i = 0; i < p->n; i++)
-        if (p->rows[i].hash == h && p->rows[i].fallback == fb &&
-            strcmp(p->rows[i].op, op) == 0 && strcmp(p->rows[i].shape, shape) == 0) {
+        if (p->rows[i].hash == h && p->rows[i].fallback == fb && strcmp(p->rows[i].op, op) == 0 &&
+            strcmp(p->rows[i].shape, shape) == 0) {
             *idx = (uint32_t)i;
             return &p->rows[i];
         }
@@ -1004,10 +677,12 @@ typedef struct prof_call {
     size_t d2h0, h2d0;
 } prof_call;
 
+static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st);
+
 /* Synchronises (so the op starts on an idle device) and starts the clock. */
-static dg_status prof_begin(dg_ctx *ctx, dg_engine *e, dg_op op, prof_call *pc)
+static dg_status prof_begin(dg_ctx *ctx, dg_engine *e, bool on_cpu, prof_call *pc)
 {
-    pc->fallback = e->cpu_ctx && !dg_engine_native(e, op);
+    pc->fallback = on_cpu;
     dg_status st = e->be->synchronize(e->bctx);
     if (st != DG_OK)
         return native(ctx, e, "synchronize (profiling)", st);
@@ -1136,102 +811,518 @@ cJSON *dg_engine_trace_json(const dg_engine *e)
     return arr;
 }
 
-/* ---- public op entry points: profiled or straight through --------------- */
+/* ---- the call table and dispatch() ---------------------------------------
+ * Every entry point packs its arguments into a call_args and hands it to
+ * dispatch() with its dg_call. The table row of the call knows the rest: the
+ * backend function that implements it, its shape string (formatted once per
+ * call, and only when the census or the profile needs it), how its operands
+ * are staged on the cpu for a fallback, and how the function is invoked. */
 
-#define PROFILED(op_id, name, shape_fmt, call)                                                     \
-    do {                                                                                           \
-        if (__builtin_expect(!e || !e->census->prof_on, 1))                                        \
-            return call;                                                                           \
-        prof_call pc;                                                                              \
-        dg_status pst = prof_begin(ctx, e, op_id, &pc);                                            \
-        if (pst != DG_OK)                                                                          \
-            return pst;                                                                            \
-        char shape[96];                                                                            \
-        shape_fmt;                                                                                 \
-        return prof_end(ctx, e, &pc, name, shape, call);                                           \
-    } while (0)
+/* The arguments of one call: the union of the entry points' parameters.
+ * m, n, k: gemm's dimensions; bias_add/bias_grad: outer, channels, inner;
+ * xent: rows, classes (as in dg_op_desc). r: the places, in the order of the
+ * backend function's parameters. */
+typedef struct call_args {
+    bool ta, tb;
+    int m, n, k;
+    int lda, ldb, ldc;
+    float alpha, beta, value, lr, momentum, wd;
+    size_t count;
+    const dg_pool_shape *pool;
+    const dg_conv_shape *conv;
+    dg_ref r[OPERANDS_MAX];
+} call_args;
+
+typedef struct call_kind {
+    bool (*has)(const dg_backend_iface *b);
+    void (*shape)(const call_args *a, char *buf, size_t len);
+    /* Stages a's places on the cpu for a fallback: s[i] for a->r[i]. */
+    void (*stage)(fallback *f, const call_args *a, dg_ref *s);
+    dg_status (*invoke)(const dg_backend_iface *b, void *bctx, const call_args *a, const dg_ref *r);
+} call_kind;
+
+/* gemm */
+static bool has_gemm(const dg_backend_iface *b)
+{
+    return b->gemm != NULL;
+}
+static void shape_gemm(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "gemm %dx%dx%d ta=%d tb=%d", a->m, a->n, a->k, (int)a->ta, (int)a->tb);
+}
+static void stage_gemm(fallback *f, const call_args *a, dg_ref *s)
+{
+    s[0] = fb_in(f, a->r[0], span(a->ta ? a->k : a->m, a->ta ? a->m : a->k, a->lda));
+    s[1] = fb_in(f, a->r[1], span(a->tb ? a->n : a->k, a->tb ? a->k : a->n, a->ldb));
+    s[2] = fb_ref(f, a->r[2], span(a->m, a->n, a->ldc), a->beta != 0.0f ? STAGE_INOUT : STAGE_OUT);
+}
+static dg_status call_gemm(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
+{
+    return b->gemm(x, a->ta, a->tb, a->m, a->n, a->k, a->alpha, r[0], a->lda, r[1], a->ldb, a->beta,
+                   r[2], a->ldc);
+}
+
+/* fill */
+static bool has_fill(const dg_backend_iface *b)
+{
+    return b->fill != NULL;
+}
+static void shape_fill(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "fill %zu", a->count);
+}
+static void stage_fill(fallback *f, const call_args *a, dg_ref *s)
+{
+    s[0] = fb_out(f, a->r[0], bytes4(a->count));
+}
+static dg_status call_fill(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
+{
+    return b->fill(x, r[0], a->count, a->value);
+}
+
+/* bias_add, bias_grad: m = outer, n = channels, k = inner */
+static bool has_bias_add(const dg_backend_iface *b)
+{
+    return b->bias_add != NULL;
+}
+static bool has_bias_grad(const dg_backend_iface *b)
+{
+    return b->bias_grad != NULL;
+}
+static void shape_bias_add(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "bias_add %dx%dx%d", a->m, a->n, a->k);
+}
+static void shape_bias_grad(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "bias_grad %dx%dx%d", a->m, a->n, a->k);
+}
+static void stage_bias_add(fallback *f, const call_args *a, dg_ref *s)
+{
+    /* y, bias: the bias is staged first (its download comes first). */
+    s[1] = fb_in(f, a->r[1], bytes4(elems4(a->n, 1, 1, 1)));
+    s[0] = fb_inout(f, a->r[0], bytes4(elems4(a->m, a->n, a->k, 1)));
+}
+static void stage_bias_grad(fallback *f, const call_args *a, dg_ref *s)
+{
+    s[0] = fb_in(f, a->r[0], bytes4(elems4(a->m, a->n, a->k, 1)));
+    s[1] = fb_out(f, a->r[1], bytes4(elems4(a->n, 1, 1, 1)));
+}
+static dg_status call_bias_add(const dg_backend_iface *b, void *x, const call_args *a,
+                               const dg_ref *r)
+{
+    return b->bias_add(x, r[0], r[1], a->m, a->n, a->k);
+}
+static dg_status call_bias_grad(const dg_backend_iface *b, void *x, const call_args *a,
+                                const dg_ref *r)
+{
+    return b->bias_grad(x, r[0], r[1], a->m, a->n, a->k);
+}
+
+/* relu_fwd (x, y), relu_bwd (y, dy, dx) */
+static bool has_relu_fwd(const dg_backend_iface *b)
+{
+    return b->relu_fwd != NULL;
+}
+static bool has_relu_bwd(const dg_backend_iface *b)
+{
+    return b->relu_bwd != NULL;
+}
+static void shape_relu_fwd(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "relu %zu", a->count);
+}
+static void shape_relu_bwd(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "relu_bwd %zu", a->count);
+}
+static void stage_relu_fwd(fallback *f, const call_args *a, dg_ref *s)
+{
+    s[0] = fb_in(f, a->r[0], bytes4(a->count));
+    s[1] = fb_out(f, a->r[1], bytes4(a->count));
+}
+static void stage_relu_bwd(fallback *f, const call_args *a, dg_ref *s)
+{
+    s[0] = fb_in(f, a->r[0], bytes4(a->count));
+    s[1] = fb_in(f, a->r[1], bytes4(a->count));
+    s[2] = fb_out(f, a->r[2], bytes4(a->count));
+}
+static dg_status call_relu_fwd(const dg_backend_iface *b, void *x, const call_args *a,
+                               const dg_ref *r)
+{
+    return b->relu_fwd(x, r[0], r[1], a->count);
+}
+static dg_status call_relu_bwd(const dg_backend_iface *b, void *x, const call_args *a,
+                               const dg_ref *r)
+{
+    return b->relu_bwd(x, r[0], r[1], r[2], a->count);
+}
+
+/* maxpool_fwd (x, y, argmax), maxpool_bwd (dy, argmax, dx) */
+static bool has_maxpool_fwd(const dg_backend_iface *b)
+{
+    return b->maxpool_fwd != NULL;
+}
+static bool has_maxpool_bwd(const dg_backend_iface *b)
+{
+    return b->maxpool_bwd != NULL;
+}
+static void pool_shape(char *buf, size_t len, const char *name, const dg_pool_shape *s)
+{
+    snprintf(buf, len, "%s n%d c%d %dx%d k%d s%d", name, s->n, s->c, s->h, s->w, s->k, s->stride);
+}
+static void shape_maxpool_fwd(const call_args *a, char *buf, size_t len)
+{
+    pool_shape(buf, len, "maxpool", a->pool);
+}
+static void shape_maxpool_bwd(const call_args *a, char *buf, size_t len)
+{
+    pool_shape(buf, len, "maxpool_bwd", a->pool);
+}
+static void stage_maxpool_fwd(fallback *f, const call_args *a, dg_ref *s)
+{
+    const dg_pool_shape *p = a->pool;
+    size_t out = bytes4(elems4(p->n, p->c, p->ho, p->wo));
+    s[0] = fb_in(f, a->r[0], bytes4(elems4(p->n, p->c, p->h, p->w)));
+    s[1] = fb_out(f, a->r[1], out);
+    s[2] = fb_out(f, a->r[2], out); /* int32 */
+}
+static void stage_maxpool_bwd(fallback *f, const call_args *a, dg_ref *s)
+{
+    const dg_pool_shape *p = a->pool;
+    size_t out = bytes4(elems4(p->n, p->c, p->ho, p->wo));
+    s[0] = fb_in(f, a->r[0], out);
+    s[1] = fb_in(f, a->r[1], out); /* int32 */
+    s[2] = fb_out(f, a->r[2], bytes4(elems4(p->n, p->c, p->h, p->w)));
+}
+static dg_status call_maxpool_fwd(const dg_backend_iface *b, void *x, const call_args *a,
+                                  const dg_ref *r)
+{
+    return b->maxpool_fwd(x, a->pool, r[0], r[1], r[2]);
+}
+static dg_status call_maxpool_bwd(const dg_backend_iface *b, void *x, const call_args *a,
+                                  const dg_ref *r)
+{
+    return b->maxpool_bwd(x, a->pool, r[0], r[1], r[2]);
+}
+
+/* conv2d_fwd (x, w, bias, y, work), conv2d_bwd (x, w, dy, dx, dw, db, work) */
+static bool has_conv2d_fwd(const dg_backend_iface *b)
+{
+    return b->conv2d_fwd != NULL;
+}
+static bool has_conv2d_bwd(const dg_backend_iface *b)
+{
+    return b->conv2d_bwd != NULL;
+}
+static void conv_shape(char *buf, size_t len, const char *name, const dg_conv_shape *s)
+{
+    snprintf(buf, len, "%s n%d c%d %dx%d k%d %dx%d s%d p%d", name, s->n, s->c, s->h, s->w, s->k,
+             s->kh, s->kw, s->stride, s->pad);
+}
+static void shape_conv2d_fwd(const call_args *a, char *buf, size_t len)
+{
+    conv_shape(buf, len, "conv2d", a->conv);
+}
+static void shape_conv2d_bwd(const call_args *a, char *buf, size_t len)
+{
+    conv_shape(buf, len, "conv2d_bwd", a->conv);
+}
+/* The cpu's own scratch for the fallback (the device's work ref is never used). */
+static dg_ref conv_scratch(fallback *f, const dg_conv_shape *s)
+{
+    const dg_backend_iface *cpu = f->e->cpu;
+    size_t ws = cpu->conv2d_workspace ? cpu->conv2d_workspace(cpu_ctx_of(f->e), s) : 0;
+    return fb_ref(f, (dg_ref){NULL, 0}, ws, STAGE_SCRATCH);
+}
+static void stage_conv2d_fwd(fallback *f, const call_args *a, dg_ref *s)
+{
+    const dg_conv_shape *c = a->conv;
+    s[0] = fb_in(f, a->r[0], bytes4(elems4(c->n, c->c, c->h, c->w)));
+    s[1] = fb_in(f, a->r[1], bytes4(elems4(c->k, c->c, c->kh, c->kw)));
+    s[2] = fb_in(f, a->r[2], bytes4(elems4(c->k, 1, 1, 1)));
+    s[3] = fb_out(f, a->r[3], bytes4(elems4(c->n, c->k, c->ho, c->wo)));
+    s[4] = conv_scratch(f, c);
+}
+static void stage_conv2d_bwd(fallback *f, const call_args *a, dg_ref *s)
+{
+    const dg_conv_shape *c = a->conv;
+    size_t xb = bytes4(elems4(c->n, c->c, c->h, c->w));
+    size_t wb = bytes4(elems4(c->k, c->c, c->kh, c->kw));
+    s[0] = fb_in(f, a->r[0], xb);
+    s[1] = fb_in(f, a->r[1], wb);
+    s[2] = fb_in(f, a->r[2], bytes4(elems4(c->n, c->k, c->ho, c->wo)));
+    s[3] = fb_out(f, a->r[3], xb);
+    s[4] = fb_out(f, a->r[4], wb);
+    s[5] = fb_out(f, a->r[5], bytes4(elems4(c->k, 1, 1, 1)));
+    s[6] = conv_scratch(f, c);
+}
+static dg_status call_conv2d_fwd(const dg_backend_iface *b, void *x, const call_args *a,
+                                 const dg_ref *r)
+{
+    return b->conv2d_fwd(x, a->conv, r[0], r[1], r[2], r[3], r[4]);
+}
+static dg_status call_conv2d_bwd(const dg_backend_iface *b, void *x, const call_args *a,
+                                 const dg_ref *r)
+{
+    return b->conv2d_bwd(x, a->conv, r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
+}
+
+/* softmax_xent (logits, labels, dlogits, acc): m = rows, n = classes */
+static bool has_xent(const dg_backend_iface *b)
+{
+    return b->xent != NULL;
+}
+static void shape_xent(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "softmax_xent n%d classes%d", a->m, a->n);
+}
+static void stage_xent(fallback *f, const call_args *a, dg_ref *s)
+{
+    size_t lb = bytes4(elems4(a->m, a->n, 1, 1));
+    s[0] = fb_in(f, a->r[0], lb);
+    s[1] = fb_in(f, a->r[1], bytes4(elems4(a->m, 1, 1, 1))); /* int32 */
+    s[2] = fb_out(f, a->r[2], lb);
+    s[3] = fb_inout(f, a->r[3], 2 * sizeof(float)); /* accumulated */
+}
+static dg_status call_xent(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
+{
+    return b->xent(x, a->m, a->n, r[0], r[1], r[2], r[3]);
+}
+
+/* sgd (w, g, mom) */
+static bool has_sgd(const dg_backend_iface *b)
+{
+    return b->sgd != NULL;
+}
+static void shape_sgd(const call_args *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "sgd %zu", a->count);
+}
+static void stage_sgd(fallback *f, const call_args *a, dg_ref *s)
+{
+    size_t b = bytes4(a->count);
+    s[1] = fb_in(f, a->r[1], b);
+    s[0] = fb_inout(f, a->r[0], b);
+    /* With momentum 0 the buffer is untouched: stage it without copies. */
+    s[2] = a->r[2].buf ? fb_ref(f, a->r[2], b, a->momentum != 0.0f ? STAGE_INOUT : STAGE_SCRATCH)
+                       : (dg_ref){NULL, 0};
+}
+static dg_status call_sgd(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
+{
+    return b->sgd(x, r[0], r[1], r[2], a->count, a->lr, a->momentum, a->wd);
+}
+
+#define ROW(name)                                                                                  \
+    {                                                                                              \
+        has_##name, shape_##name, stage_##name, call_##name                                        \
+    }
+static const call_kind calls[DG_CALL__COUNT] = {
+    [DG_CALL_GEMM] = ROW(gemm),
+    [DG_CALL_FILL] = ROW(fill),
+    [DG_CALL_BIAS_ADD] = ROW(bias_add),
+    [DG_CALL_BIAS_GRAD] = ROW(bias_grad),
+    [DG_CALL_RELU_FWD] = ROW(relu_fwd),
+    [DG_CALL_RELU_BWD] = ROW(relu_bwd),
+    [DG_CALL_MAXPOOL_FWD] = ROW(maxpool_fwd),
+    [DG_CALL_MAXPOOL_BWD] = ROW(maxpool_bwd),
+    [DG_CALL_CONV2D_FWD] = ROW(conv2d_fwd),
+    [DG_CALL_CONV2D_BWD] = ROW(conv2d_bwd),
+    [DG_CALL_XENT] = ROW(xent),
+    [DG_CALL_SGD] = ROW(sgd),
+};
+#undef ROW
+
+static bool call_native(const dg_engine *e, dg_call c, const dg_op_desc *d)
+{
+    if (e->disabled_calls & (1u << c))
+        return false;
+    return e->be->supports_op && e->be->supports_op(e->bctx, d) && calls[c].has(e->be);
+}
+
+/* What supports_op sees of call c with arguments a. */
+static dg_op_desc desc_of(dg_call c, const call_args *a)
+{
+    return (dg_op_desc){.op = dg_call_op[c],
+                        .call = c,
+                        .dtype = DG_DTYPE_F32,
+                        .m = a->m,
+                        .n = a->n,
+                        .k = a->k,
+                        .ta = a->ta,
+                        .tb = a->tb,
+                        .count = a->count,
+                        .conv = a->conv,
+                        .pool = a->pool};
+}
+
+/* Result of a native call, with the backend's message on failure. */
+static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st)
+{
+    if (st == DG_OK)
+        return DG_OK;
+    const char *err = e->be->last_error(e->bctx);
+    return dg_fail(ctx, st, "%s: %s: %s", e->name, fn, err && *err ? err : dg_status_name(st));
+}
+
+/* Runs the call on the cpu with its places staged, and records the fallback. */
+static dg_status fall_back(dg_ctx *ctx, dg_engine *e, dg_call c, const call_args *a, char *shape,
+                           size_t shape_len)
+{
+    const call_kind *k = &calls[c];
+    fallback f;
+    dg_ref s[OPERANDS_MAX] = {{0}};
+    fb_begin(&f, ctx, e, c);
+    k->stage(&f, a, s);
+    if (f.st == DG_OK)
+        fb_ran(&f, k->invoke(e->cpu, cpu_ctx_of(e), a, s));
+    if (!shape[0])
+        k->shape(a, shape, shape_len);
+    return fb_end(&f, shape);
+}
+
+/* The one dispatch: native, on the cpu fallback, or an error; profiled when
+ * profiling is on. */
+static dg_status dispatch(dg_ctx *ctx, dg_engine *e, dg_call c, const call_args *a)
+{
+    const char *fn = dg_call_names[c];
+    dg_op op = dg_call_op[c];
+    if (!e)
+        return dg_fail(ctx, DG_ERR_USAGE, "%s: no engine", dg_op_names[op]);
+    const call_kind *k = &calls[c];
+    dg_op_desc d = desc_of(c, a);
+    bool nat = call_native(e, c, &d);
+    if (!nat && !e->cpu_ctx) { /* the engine is the cpu: nothing to fall back to */
+        if (!k->has(e->cpu))
+            return dg_fail(ctx, DG_ERR_UNAVAILABLE, "op %s is not supported by %s", dg_op_names[op],
+                           e->name);
+        nat = true;
+    } else if (!nat && !k->has(e->cpu)) {
+        return dg_fail(ctx, DG_ERR_UNAVAILABLE,
+                       "op %s is supported neither by %s nor by the cpu fallback", dg_op_names[op],
+                       e->name);
+    }
+    char shape[96] = "";
+    bool prof = e->census->prof_on;
+    prof_call pc = {0};
+    if (__builtin_expect(prof, 0)) {
+        k->shape(a, shape, sizeof shape);
+        dg_status pst = prof_begin(ctx, e, !nat, &pc);
+        if (pst != DG_OK)
+            return pst;
+    }
+    dg_status st = nat ? native(ctx, e, fn, k->invoke(e->be, e->bctx, a, a->r))
+                       : fall_back(ctx, e, c, a, shape, sizeof shape);
+    return prof ? prof_end(ctx, e, &pc, fn, shape, st) : st;
+}
+
+size_t dg_op_conv2d_workspace(dg_engine *e, const dg_conv_shape *s)
+{
+    /* The fallback stages its own cpu workspace, so only a backend that runs
+     * a conv2d call itself needs device workspace. */
+    if (!e)
+        return 0;
+    call_args a = {.conv = s};
+    dg_op_desc fwd = desc_of(DG_CALL_CONV2D_FWD, &a), bwd = desc_of(DG_CALL_CONV2D_BWD, &a);
+    bool on_be = call_native(e, DG_CALL_CONV2D_FWD, &fwd) ||
+                 call_native(e, DG_CALL_CONV2D_BWD, &bwd) || !e->cpu_ctx;
+    if (!on_be || !e->be->conv2d_workspace)
+        return 0;
+    return e->be->conv2d_workspace(e->bctx, s);
+}
+
+/* ---- public op entry points ---------------------------------------------- */
+
+#define PLACES(...) .r = {__VA_ARGS__}
 
 dg_status dg_op_gemm(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k, float alpha,
                      dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
 {
-    PROFILED(DG_OP_GEMM, "gemm",
-             snprintf(shape, sizeof shape, "gemm %dx%dx%d ta=%d tb=%d", m, n, k, (int)ta, (int)tb),
-             run_gemm(ctx, e, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    call_args x = {.ta = ta,
+                   .tb = tb,
+                   .m = m,
+                   .n = n,
+                   .k = k,
+                   .alpha = alpha,
+                   .beta = beta,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ldc = ldc,
+                   PLACES(a, b, c)};
+    return dispatch(ctx, e, DG_CALL_GEMM, &x);
 }
 
 dg_status dg_op_fill(dg_ctx *ctx, dg_engine *e, dg_ref x, size_t count, float value)
 {
-    PROFILED(DG_OP_FILL, "fill", snprintf(shape, sizeof shape, "fill %zu", count),
-             run_fill(ctx, e, x, count, value));
+    call_args a = {.count = count, .value = value, PLACES(x)};
+    return dispatch(ctx, e, DG_CALL_FILL, &a);
 }
 
 dg_status dg_op_bias_add(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref bias, int outer, int channels,
                          int inner)
 {
-    PROFILED(DG_OP_BIAS_ADD, "bias_add",
-             snprintf(shape, sizeof shape, "bias_add %dx%dx%d", outer, channels, inner),
-             run_bias_add(ctx, e, y, bias, outer, channels, inner));
+    call_args a = {.m = outer, .n = channels, .k = inner, PLACES(y, bias)};
+    return dispatch(ctx, e, DG_CALL_BIAS_ADD, &a);
 }
 
 dg_status dg_op_bias_grad(dg_ctx *ctx, dg_engine *e, dg_ref dy, dg_ref db, int outer, int channels,
                           int inner)
 {
-    PROFILED(DG_OP_BIAS_GRAD, "bias_grad",
-             snprintf(shape, sizeof shape, "bias_grad %dx%dx%d", outer, channels, inner),
-             run_bias_grad(ctx, e, dy, db, outer, channels, inner));
+    call_args a = {.m = outer, .n = channels, .k = inner, PLACES(dy, db)};
+    return dispatch(ctx, e, DG_CALL_BIAS_GRAD, &a);
 }
 
 dg_status dg_op_relu_fwd(dg_ctx *ctx, dg_engine *e, dg_ref x, dg_ref y, size_t count)
 {
-    PROFILED(DG_OP_RELU, "relu_fwd", snprintf(shape, sizeof shape, "relu %zu", count),
-             run_relu_fwd(ctx, e, x, y, count));
+    call_args a = {.count = count, PLACES(x, y)};
+    return dispatch(ctx, e, DG_CALL_RELU_FWD, &a);
 }
 
 dg_status dg_op_relu_bwd(dg_ctx *ctx, dg_engine *e, dg_ref y, dg_ref dy, dg_ref dx, size_t count)
 {
-    PROFILED(DG_OP_RELU, "relu_bwd", snprintf(shape, sizeof shape, "relu_bwd %zu", count),
-             run_relu_bwd(ctx, e, y, dy, dx, count));
+    call_args a = {.count = count, PLACES(y, dy, dx)};
+    return dispatch(ctx, e, DG_CALL_RELU_BWD, &a);
 }
 
 dg_status dg_op_maxpool_fwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref x, dg_ref y,
                             dg_ref argmax)
 {
-    PROFILED(DG_OP_MAXPOOL, "maxpool_fwd", pool_shape(shape, sizeof shape, "maxpool", s),
-             run_maxpool_fwd(ctx, e, s, x, y, argmax));
+    call_args a = {.pool = s, PLACES(x, y, argmax)};
+    return dispatch(ctx, e, DG_CALL_MAXPOOL_FWD, &a);
 }
 
 dg_status dg_op_maxpool_bwd(dg_ctx *ctx, dg_engine *e, const dg_pool_shape *s, dg_ref dy,
                             dg_ref argmax, dg_ref dx)
 {
-    PROFILED(DG_OP_MAXPOOL, "maxpool_bwd", pool_shape(shape, sizeof shape, "maxpool_bwd", s),
-             run_maxpool_bwd(ctx, e, s, dy, argmax, dx));
+    call_args a = {.pool = s, PLACES(dy, argmax, dx)};
+    return dispatch(ctx, e, DG_CALL_MAXPOOL_BWD, &a);
 }
 
 dg_status dg_op_conv2d_fwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
                            dg_ref bias, dg_ref y, dg_ref work)
 {
-    PROFILED(DG_OP_CONV2D, "conv2d_fwd", conv_shape(shape, sizeof shape, "conv2d", s),
-             run_conv2d_fwd(ctx, e, s, x, w, bias, y, work));
+    call_args a = {.conv = s, PLACES(x, w, bias, y, work)};
+    return dispatch(ctx, e, DG_CALL_CONV2D_FWD, &a);
 }
 
 dg_status dg_op_conv2d_bwd(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
                            dg_ref dy, dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
 {
-    PROFILED(DG_OP_CONV2D, "conv2d_bwd", conv_shape(shape, sizeof shape, "conv2d_bwd", s),
-             run_conv2d_bwd(ctx, e, s, x, w, dy, dx, dw, db, work));
+    call_args a = {.conv = s, PLACES(x, w, dy, dx, dw, db, work)};
+    return dispatch(ctx, e, DG_CALL_CONV2D_BWD, &a);
 }
 
 dg_status dg_op_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logits, dg_ref labels,
                      dg_ref dlogits, dg_ref acc)
 {
-    PROFILED(DG_OP_XENT, "softmax_xent",
-             snprintf(shape, sizeof shape, "softmax_xent n%d classes%d", n, classes),
-             run_xent(ctx, e, n, classes, logits, labels, dlogits, acc));
+    call_args a = {.m = n, .n = classes, PLACES(logits, labels, dlogits, acc)};
+    return dispatch(ctx, e, DG_CALL_XENT, &a);
 }
 
 dg_status dg_op_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
                     float lr, float momentum, float weight_decay)
 {
-    PROFILED(DG_OP_SGD, "sgd", snprintf(shape, sizeof shape, "sgd %zu", count),
-             run_sgd(ctx, e, w, g, mom, count, lr, momentum, weight_decay));
+    call_args a = {
+        .count = count, .lr = lr, .momentum = momentum, .wd = weight_decay, PLACES(w, g, mom)};
+    return dispatch(ctx, e, DG_CALL_SGD, &a);
 }

@@ -54,7 +54,7 @@ cJSON *dg_alloc_stats_json(const dg_alloc_stats *s);
 typedef struct dg_engine_opts {
     int device;             /* device index (0) */
     size_t mem_budget;      /* bytes, 0 = none */
-    uint32_t disabled_ops;  /* bit (1u << dg_op): force the CPU fallback */
+    uint32_t disabled_calls; /* bit (1u << dg_call): force the CPU fallback */
     int threads;            /* cpu threads for BLAS and elementwise work, 0 = default */
     bool tf32;              /* TF32 math on the device (DG_ERR_USAGE where the backend has none) */
 } dg_engine_opts;
@@ -66,7 +66,7 @@ typedef struct dg_engine {
     const dg_backend_iface *cpu; /* the fallback (cpu backend; == be on cpu) */
     void *cpu_ctx;               /* NULL when be is cpu (bctx serves) */
     dg_allocator *alloc;
-    uint32_t disabled_ops;
+    uint32_t disabled_calls; /* bit (1u << dg_call) */
     struct dg_census *census; /* fallback records */
     bool any_fallback;        /* an op has fallen back (capture is then off) */
 } dg_engine;
@@ -80,10 +80,15 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
                                dg_engine **out);
 /* Closes an engine; accepts NULL. */
 void dg_engine_close(dg_engine *e);
-/* Parses "OP[@BACKEND][,OP...]" into a mask for backend `name`; entries for
- * other backends are ignored. DG_ERR_USAGE names an unknown op or backend. */
+/* Parses "OP[@BACKEND][,OP...]" into a mask of dg_call bits for backend
+ * `name`: OP is a call name (conv2d_fwd), an op name (conv2d: all its calls)
+ * or xent; entries for other backends are ignored, and entries without a
+ * backend are for the device (ignored when name is the host baseline; with
+ * name NULL only checked). DG_ERR_USAGE names an unknown op, an unknown
+ * backend, or an op aimed at the host (OP@cpu). */
 dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name, uint32_t *mask);
-/* True when op runs natively on the engine's backend (supported, not disabled). */
+/* True when every call of op runs natively on the engine's backend, whatever
+ * its shape (supported in general, implemented, none disabled). */
 bool dg_engine_native(const dg_engine *e, dg_op op);
 /* The fallback census as a JSON array: [{op, shape, backend, reason, calls,
  * ms_total, bytes_h2d, bytes_d2h}] (bytes_h2d: host to device, i.e. results

@@ -1,11 +1,11 @@
 /* The training loop of the fixture: seeded model, batches from the loader
- * (docs/data.md), forward, loss, backward and SGD on one backend, the loss read back only at sync points,
- * phases timed with device events, and on backends that can, the whole step
- * captured once as a device graph and replayed. */
-#include "engine/model.h"
-#include "engine/spec.h"
+ * (docs/data.md), forward, loss, backward and SGD on one backend, the loss read back only at sync
+ * points, phases timed with device events, and on backends that can, the whole step captured once
+ * as a device graph and replayed. */
 #include "engine/train.h"
 #include "data/loader.h"
+#include "engine/model.h"
+#include "engine/spec.h"
 #include "measure/measure.h"
 
 #include <errno.h>
@@ -34,18 +34,46 @@ static dg_loader_opts inline_opts(const dg_loader_opts *lo, const dg_loader *ld)
     return v;
 }
 
-
+/* One training run: its options, the model on the device, the data, and
+ * what the loop measures; the phase functions below share it. */
 typedef struct trainer {
     dg_ctx *ctx;
+    const dg_train_opts *o;
+    const dg_train_ext *x;   /* never NULL (the plain instrumentation when none) */
+    const dg_train_ext *ext; /* as the caller gave it: NULL for a plain run */
+    const char *backend;
+    int n; /* batch */
+    int steps, epochs, sync_every, total, warmup;
+    float lr, momentum, wd;
+
     dg_engine *e;
     dg_model m;
     dg_act_layout lay;
-    int n;
     dg_block *params; /* three arenas: parameters, gradients, momentum */
     dg_block *act;
     float *hx;
     int32_t *hy;
-    float lr, momentum, wd;
+    float *init; /* the initial parameter arena (host) */
+
+    dg_source *src;
+    dg_loader_opts lo;
+    dg_loader *data, *val, *vtrain;
+
+    bool can_capture, captured;
+    const char *capture_note;
+
+    double *step_s;   /* host seconds of every step (step times, epoch watermarks) */
+    int nstep;        /* steps with a time in step_s */
+    dg_block **leaks; /* the blocks kept alive on demand */
+    size_t nleaks;
+    dg_sampler *sampler;
+    double phase_ms[PH_COUNT][256];
+    size_t phase_n;
+    int syncs, since_sync, timed_steps;
+    bool finite;
+    double t0, wall, val_time, data_wait;
+    cJSON *rec, *spec, *losses, *vals, *epochs_j;
+    char spec_id[65]; /* dg_spec_hash of the spec */
 } trainer;
 
 static dg_ref act_at(const trainer *t, size_t off)
@@ -153,8 +181,8 @@ static dg_status upload_batch(trainer *t)
     size_t xb = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w * sizeof(float);
     if (be->upload(t->e->bctx, t->act->buf, t->lay.x_off, t->hx, xb) != DG_OK ||
         be->upload(t->e->bctx, t->act->buf, t->lay.labels_off, t->hy, (size_t)t->n * 4) != DG_OK)
-        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: copying the batch to the device: %s", t->e->name,
-                       be->last_error(t->e->bctx));
+        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: copying the batch to the device: %s",
+                       t->e->name, be->last_error(t->e->bctx));
     return DG_OK;
 }
 
@@ -252,7 +280,8 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
     if (o->samples && !synthetic)
         return dg_fail(ctx, DG_ERR_USAGE, "--samples applies to the synthetic source only");
     if (!(o->val_split >= 0 && o->val_split < 1))
-        return dg_fail(ctx, DG_ERR_USAGE, "--val-split wants a share in [0, 1), got %g", o->val_split);
+        return dg_fail(ctx, DG_ERR_USAGE, "--val-split wants a share in [0, 1), got %g",
+                       o->val_split);
     if (!isfinite(o->max_bad_share) || o->max_bad_share > 1)
         return dg_fail(ctx, DG_ERR_USAGE, "--max-bad-share wants a share in [0, 1]");
     *lo = (dg_loader_opts){.batch = batch, .tf32 = o->tf32};
@@ -262,10 +291,11 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
         if ((st = dg_loader_parse_resolution(ctx, o->resolution, lo)) != DG_OK)
             return st;
         if (lo->nres > 1 || lo->res[0].h != m->in_h || lo->res[0].w != m->in_w)
-            return dg_fail(ctx, DG_ERR_USAGE,
-                           "--resolution %s differs from the model input %dx%d; the fixture's "
-                           "models have fixed input sizes (data of another size is resized to the input)",
-                           o->resolution, m->in_h, m->in_w);
+            return dg_fail(
+                ctx, DG_ERR_USAGE,
+                "--resolution %s differs from the model input %dx%d; the fixture's "
+                "models have fixed input sizes (data of another size is resized to the input)",
+                o->resolution, m->in_h, m->in_w);
     }
     lo->nres = 1;
     lo->res[0] = (dg_resolution){m->in_h, m->in_w, 1.0};
@@ -274,7 +304,8 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
     if (o->normalize && (st = dg_loader_parse_normalize(ctx, o->normalize, lo)) != DG_OK)
         return st;
     if (lo->norm == DG_NORM_GIVEN && lo->norm_count != 1 && lo->norm_count != m->in_c)
-        return dg_fail(ctx, DG_ERR_USAGE, "--normalize gives %d values per list, the model has %d channel%s",
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "--normalize gives %d values per list, the model has %d channel%s",
                        lo->norm_count, m->in_c, m->in_c > 1 ? "s" : "");
     lo->workers = o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers;
     lo->prefetch = o->prefetch;
@@ -283,8 +314,12 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
     lo->on_bad_fail = o->on_bad_fail;
     lo->max_bad_share = o->max_bad_share == 0 ? 0.01 : o->max_bad_share < 0 ? 0 : o->max_bad_share;
     lo->seed = o->seed;
-    dg_source_opts so = {.channels = m->in_c, .seed = o->seed, .samples = samples, .classes = m->classes,
-                         .height = m->in_h, .width = m->in_w};
+    dg_source_opts so = {.channels = m->in_c,
+                         .seed = o->seed,
+                         .samples = samples,
+                         .classes = m->classes,
+                         .height = m->in_h,
+                         .width = m->in_w};
     if ((st = dg_source_open(ctx, spec, &so, src)) != DG_OK)
         return st;
     int classes = dg_source_classes(*src);
@@ -297,18 +332,21 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
 /* One pass over split sp of loader val with the current weights (eagerly, no
  * update), or max_batches batches of it when > 0; appends {epoch, loss,
  * accuracy, batches} to vals. */
-static dg_status validate(trainer *t, dg_loader *val, dg_split sp, int max_batches, int epoch, cJSON *vals)
+static dg_status validate(trainer *t, dg_loader *val, dg_split sp, int max_batches, int epoch,
+                          cJSON *vals)
 {
     dg_status st = dg_loader_start(val, sp, epoch, 1, max_batches > 0 ? max_batches : 0);
     size_t nb = max_batches > 0 ? (size_t)max_batches
                                 : (dg_loader_count(val, sp) + (size_t)t->n - 1) / (size_t)t->n;
     for (size_t k = 0; k < nb && st == DG_OK; k++) {
         int h, w;
-        if ((st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK && (st = upload_batch(t)) == DG_OK)
+        if ((st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK &&
+            (st = upload_batch(t)) == DG_OK)
             st = forward(t);
     }
     float acc[2];
-    if (st == DG_OK && t->e->be->download(t->e->bctx, t->act->buf, t->lay.acc_off, acc, sizeof acc) != DG_OK)
+    if (st == DG_OK &&
+        t->e->be->download(t->e->bctx, t->act->buf, t->lay.acc_off, acc, sizeof acc) != DG_OK)
         st = dg_fail(t->ctx, DG_ERR_BACKEND, "%s: reading the validation loss: %s", t->e->name,
                      t->e->be->last_error(t->e->bctx));
     if (st == DG_OK)
@@ -344,8 +382,8 @@ static void footprint(dg_metric *rss, dg_metric *hwm)
 /* One epoch's watermark entry: allocator, backend/driver and process memory,
  * whether the cache was emptied and a validation phase ran, and the epoch's
  * step times (step_s: its steps' host seconds, NULL when not timed). */
-static cJSON *epoch_entry(trainer *t, int device, int ep, bool emptied, bool validated, const double *step_s,
-                          int steps)
+static cJSON *epoch_entry(trainer *t, int device, int ep, bool emptied, bool validated,
+                          const double *step_s, int steps)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "epoch", ep);
@@ -356,8 +394,9 @@ static cJSON *epoch_entry(trainer *t, int device, int ep, bool emptied, bool val
     dg_device_info info;
     bool dev = t->e->be->device_info(t->e->bctx, device, &info) == DG_OK && info.mem_total.valid &&
                info.mem_free.valid;
-    cJSON_AddItemToObject(o, "driver_used",
-                          dg_json_metric(dev ? info.mem_total.value - info.mem_free.value : 0, dev, "bytes"));
+    cJSON_AddItemToObject(
+        o, "driver_used",
+        dg_json_metric(dev ? info.mem_total.value - info.mem_free.value : 0, dev, "bytes"));
     dg_metric rss, hwm;
     footprint(&rss, &hwm);
     cJSON_AddItemToObject(o, "rss", dg_json_metric(rss.value, rss.valid, "bytes"));
@@ -376,8 +415,9 @@ static cJSON *epoch_entry(trainer *t, int device, int ep, bool emptied, bool val
     }
     cJSON_AddItemToObject(o, "step_ms", dg_json_metric(med, isfinite(med), "ms"));
     bool rate = isfinite(med) && sum > 0;
-    cJSON_AddItemToObject(o, "samples_per_s",
-                          dg_json_metric(rate ? steps * (double)t->n / (sum / 1e3) : 0, rate, "samples/s"));
+    cJSON_AddItemToObject(
+        o, "samples_per_s",
+        dg_json_metric(rate ? steps * (double)t->n / (sum / 1e3) : 0, rate, "samples/s"));
     return o;
 }
 
@@ -407,318 +447,354 @@ static dg_status write_params(trainer *t, const char *path)
                         err ? strerror(err) : "short write");
 }
 
-dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
-{
-    return dg_train_run_ext(ctx, o, NULL, json);
-}
+/* ---- the run, one function per phase ---------------------------------------
+ * trainer_open (options, model, data source, engine: a failure here has no
+ * record), trainer_prepare (loaders, buffers, initial parameters, export),
+ * trainer_plan_capture, then per step trainer_step, at each sync point
+ * trainer_sync and at each epoch end trainer_epoch_end, and last
+ * trainer_record (the record, whatever stopped the run) and trainer_close. */
 
-dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_ext *ext, char **json)
+/* Validates the options and opens what a record needs: model, data source,
+ * engine. Nothing is left open on failure. */
+static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
+                              const dg_train_ext *x)
 {
-    *json = NULL;
-    if (dg_train_opts_check(ctx, o) != DG_OK)
-        return DG_ERR_USAGE;
-    /* The public options can ask for the sampler too (devgate train --sample-ms). */
-    dg_train_ext plain = {.sample_ms = o->sample_ms};
-    if (ext && ext->sample_ms <= 0 && o->sample_ms > 0) {
-        plain = *ext;
-        plain.sample_ms = o->sample_ms;
-        ext = NULL;
-    }
-    const dg_train_ext *x = ext ? ext : &plain;
+    t->ctx = ctx;
+    t->o = o;
+    t->x = x;
     if (x->leak_per_step > ((size_t)1 << 40) || x->val_steps < 0 || x->profile_warmup < 0)
-        return dg_fail(ctx, DG_ERR_USAGE, "train: leak per step, validation steps and profile warm-up "
-                                          "must be non-negative (leak at most 1 TiB)");
-    const char *backend = o->backend ? o->backend : "cpu";
-    int batch = o->batch ? o->batch : 64, steps = o->steps ? o->steps : 100;
-    int epochs = o->epochs ? o->epochs : 1, sync_every = o->sync_every;
-    float lr = o->lr >= 0 ? o->lr : 0.01f, mom = o->momentum >= 0 ? o->momentum : 0.9f;
-    float wd = o->weight_decay >= 0 ? o->weight_decay : 0.0f;
-    if (batch < 1 || batch > (1 << 20) || steps < 1 || epochs < 1 || sync_every < 0 ||
-        !isfinite(lr) || !isfinite(mom) || !isfinite(wd))
-        return dg_fail(ctx, DG_ERR_USAGE, "train: batch, steps and epochs must be positive, "
-                                          "sync-every non-negative, rates finite");
-    trainer t = {.ctx = ctx, .n = batch, .lr = lr, .momentum = mom, .wd = wd};
-    dg_status st = dg_model_parse(ctx, o->model ? o->model : "mlp", o->in_c, o->in_h, o->in_w, &t.m);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "train: leak per step, validation steps and profile warm-up "
+                       "must be non-negative (leak at most 1 TiB)");
+    t->backend = o->backend ? o->backend : "cpu";
+    t->n = o->batch ? o->batch : 64;
+    t->steps = o->steps ? o->steps : 100;
+    t->epochs = o->epochs ? o->epochs : 1;
+    t->sync_every = o->sync_every;
+    t->lr = o->lr >= 0 ? o->lr : 0.01f;
+    t->momentum = o->momentum >= 0 ? o->momentum : 0.9f;
+    t->wd = o->weight_decay >= 0 ? o->weight_decay : 0.0f;
+    if (t->n < 1 || t->n > (1 << 20) || t->steps < 1 || t->epochs < 1 || t->sync_every < 0 ||
+        !isfinite(t->lr) || !isfinite(t->momentum) || !isfinite(t->wd))
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "train: batch, steps and epochs must be positive, "
+                       "sync-every non-negative, rates finite");
+    dg_status st =
+        dg_model_parse(ctx, o->model ? o->model : "mlp", o->in_c, o->in_h, o->in_w, &t->m);
     if (st != DG_OK)
         return st;
-    dg_engine_opts eo = {.device = o->device, .mem_budget = o->mem_budget, .threads = o->threads,
-                         .tf32 = o->tf32};
-    if (o->disable_ops && (st = dg_parse_disabled_ops(ctx, o->disable_ops, backend, &eo.disabled_ops)))
+    dg_engine_opts eo = {
+        .device = o->device, .mem_budget = o->mem_budget, .threads = o->threads, .tf32 = o->tf32};
+    if (o->disable_ops &&
+        (st = dg_parse_disabled_ops(ctx, o->disable_ops, t->backend, &eo.disabled_calls)))
         return st;
     size_t samples = o->samples;
     if (!samples) {
-        samples = (size_t)steps * batch;
+        samples = (size_t)t->steps * t->n;
         if (samples > 8192)
             samples = 8192;
-        if (samples < (size_t)batch)
-            samples = (size_t)batch;
+        if (samples < (size_t)t->n)
+            samples = (size_t)t->n;
     }
     /* Bad data options and unreadable data end the run before it has a record. */
-    dg_source *src = NULL;
-    dg_loader_opts lo = {0};
-    if ((st = open_data(ctx, o, &t.m, batch, samples, &src, &lo)) != DG_OK) {
-        dg_source_close(src);
+    if ((st = open_data(ctx, o, &t->m, t->n, samples, &t->src, &t->lo)) != DG_OK) {
+        dg_source_close(t->src);
+        t->src = NULL;
         return st;
     }
-    if ((st = dg_engine_open(ctx, backend, &eo, &t.e)) != DG_OK) {
-        dg_source_close(src);
+    if ((st = dg_engine_open(ctx, t->backend, &eo, &t->e)) != DG_OK) {
+        dg_source_close(t->src);
+        t->src = NULL;
         return st;
     }
-    dg_engine *e = t.e;
-    dg_model_layout(&t.m, e, batch, &t.lay);
-
-    dg_loader *data = NULL, *val = NULL, *vtrain = NULL;
-    float *init = NULL;
-    double *step_s = NULL;     /* host seconds of every step (step times, epoch watermarks) */
-    dg_block **leaks = NULL;   /* the blocks kept alive on demand */
-    size_t nleaks = 0;
-    int nstep = 0;             /* steps with a time in step_s */
-    dg_sampler *sampler = NULL;
-    cJSON *epochs_j = NULL;
-    cJSON *rec = cJSON_CreateObject(), *losses = NULL;
-    dg_train_opts ran = resolved_opts(o, backend, batch, steps, epochs, sync_every, lr, mom, wd);
-    cJSON *spec = dg_spec_json(&ran);
-    char spec_id[65] = "";
-    dg_spec_hash(ctx, &ran, spec_id);
-    size_t xelems = (size_t)batch * t.m.in_c * t.m.in_h * t.m.in_w;
-    double phase_ms[PH_COUNT][256];
-    size_t phase_n = 0;
-    int syncs = 0;
-    bool finite = true, captured = false;
-    const char *capture_note = NULL;
-    double wall = 0, val_time = 0, data_wait = 0;
-    int timed_steps = 0;
-    cJSON *vals = NULL;
+    dg_model_layout(&t->m, t->e, t->n, &t->lay);
     /* The first steps pay for first-use costs (kernel builds, library set-up,
      * the capture): they run but are not timed. */
-    int total = steps * epochs, warmup = total > 2 ? 2 : total - 1;
+    t->total = t->steps * t->epochs;
+    t->warmup = t->total > 2 ? 2 : t->total - 1;
+    t->finite = true;
+    return DG_OK;
+}
 
-    if ((st = dg_loader_new(ctx, src, &lo, &data)) != DG_OK)
-        goto done;
+/* Loaders, host and device buffers, the initial parameters on the device,
+ * the export when asked for. */
+static dg_status trainer_prepare(trainer *t)
+{
+    dg_ctx *ctx = t->ctx;
+    const dg_train_opts *o = t->o;
+    const dg_train_ext *x = t->x;
+    dg_engine *e = t->e;
+    dg_status st;
+    if ((st = dg_loader_new(ctx, t->src, &t->lo, &t->data)) != DG_OK)
+        return st;
     if (o->val_split > 0) {
-        dg_loader_opts vo = inline_opts(&lo, data);
-        if ((st = dg_loader_new(ctx, src, &vo, &val)) != DG_OK)
-            goto done;
+        dg_loader_opts vo = inline_opts(&t->lo, t->data);
+        if ((st = dg_loader_new(ctx, t->src, &vo, &t->val)) != DG_OK)
+            return st;
     } else if (x->val_steps > 0) {
         /* Validation steps without a split: forward passes over training
          * batches, not augmented. */
-        dg_loader_opts vo = inline_opts(&lo, data);
+        dg_loader_opts vo = inline_opts(&t->lo, t->data);
         vo.crop = vo.flip = false;
-        if ((st = dg_loader_new(ctx, src, &vo, &vtrain)) != DG_OK)
-            goto done;
+        if ((st = dg_loader_new(ctx, t->src, &vo, &t->vtrain)) != DG_OK)
+            return st;
     }
-    if (x->step_times || x->epoch_watermarks) {
-        if (!(step_s = dg_calloc((size_t)total, sizeof *step_s))) {
-            st = dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
-            goto done;
-        }
-    }
-    if (x->leak_per_step && !(leaks = dg_calloc((size_t)total, sizeof *leaks))) {
-        st = dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
-        goto done;
-    }
+    if ((x->step_times || x->epoch_watermarks) &&
+        !(t->step_s = dg_calloc((size_t)t->total, sizeof *t->step_s)))
+        return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
+    if (x->leak_per_step && !(t->leaks = dg_calloc((size_t)t->total, sizeof *t->leaks)))
+        return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
     if (x->epoch_watermarks)
-        epochs_j = cJSON_CreateArray();
-    t.hx = dg_malloc(xelems * sizeof(float));
-    t.hy = dg_malloc((size_t)batch * sizeof(int32_t));
-    init = dg_malloc(t.m.param_arena);
-    if (!t.hx || !t.hy || !init) {
-        st = dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
-        goto done;
-    }
-    if ((st = dg_alloc(ctx, e->alloc, 3 * t.m.param_arena, &t.params)) != DG_OK ||
-        (st = dg_alloc(ctx, e->alloc, t.lay.bytes, &t.act)) != DG_OK)
-        goto done;
-    dg_model_init_params(&t.m, o->seed, init);
+        t->epochs_j = cJSON_CreateArray();
+    size_t xelems = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w;
+    t->hx = dg_malloc(xelems * sizeof(float));
+    t->hy = dg_malloc((size_t)t->n * sizeof(int32_t));
+    t->init = dg_malloc(t->m.param_arena);
+    if (!t->hx || !t->hy || !t->init)
+        return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
+    if ((st = dg_alloc(ctx, e->alloc, 3 * t->m.param_arena, &t->params)) != DG_OK ||
+        (st = dg_alloc(ctx, e->alloc, t->lay.bytes, &t->act)) != DG_OK)
+        return st;
+    dg_model_init_params(&t->m, o->seed, t->init);
     if (o->export_dir) {
-        dg_loader_opts xo = inline_opts(&lo, data);
+        dg_loader_opts xo = inline_opts(&t->lo, t->data);
         dg_loader *ex = NULL;
-        if ((st = dg_loader_new(ctx, src, &xo, &ex)) == DG_OK)
-            st = export_run(&t, ex, o, epochs, steps, init, spec);
+        if ((st = dg_loader_new(ctx, t->src, &xo, &ex)) == DG_OK)
+            st = export_run(t, ex, o, t->epochs, t->steps, t->init, t->spec);
         dg_loader_free(ex);
         if (st != DG_OK)
-            goto done;
+            return st;
     }
-    if ((st = dg_loader_start(data, DG_SPLIT_TRAIN, 0, epochs, steps)) != DG_OK)
-        goto done;
-    if (e->be->upload(e->bctx, t.params->buf, 0, init, t.m.param_arena) != DG_OK) {
-        st = dg_fail(ctx, DG_ERR_BACKEND, "%s: uploading parameters: %s", backend,
-                     e->be->last_error(e->bctx));
-        goto done;
-    }
-    if ((st = dg_op_fill(ctx, e, param_at(&t, 1, 0), 2 * t.m.param_arena / sizeof(float), 0.0f)) ||
-        (st = dg_op_fill(ctx, e, act_at(&t, t.lay.acc_off), 2, 0.0f)))
-        goto done;
+    if ((st = dg_loader_start(t->data, DG_SPLIT_TRAIN, 0, t->epochs, t->steps)) != DG_OK)
+        return st;
+    if (e->be->upload(e->bctx, t->params->buf, 0, t->init, t->m.param_arena) != DG_OK)
+        return dg_fail(ctx, DG_ERR_BACKEND, "%s: uploading parameters: %s", t->backend,
+                       e->be->last_error(e->bctx));
+    if ((st = dg_op_fill(ctx, e, param_at(t, 1, 0), 2 * t->m.param_arena / sizeof(float), 0.0f)) ||
+        (st = dg_op_fill(ctx, e, act_at(t, t->lay.acc_off), 2, 0.0f)))
+        return st;
+    return DG_OK;
+}
 
-    bool can_capture = !o->no_capture && e->be->capture_begin && e->be->capture_end && e->be->replay;
-    if (!o->no_capture && !can_capture)
-        capture_note = "backend has no step capture";
-    for (int i = 0; i < DG_OP__COUNT && can_capture; i++)
-        if (!dg_engine_native(e, (dg_op)i) && i != DG_OP_FILL) {
-            can_capture = false;
-            capture_note = "an op falls back to the cpu (fallbacks synchronise)";
+/* Whether the step can be captured as a graph, and if not, why. */
+static void trainer_plan_capture(trainer *t)
+{
+    const dg_backend_iface *be = t->e->be;
+    t->can_capture = !t->o->no_capture && be->caps.graph_capture && be->capture_begin &&
+                     be->capture_end && be->replay;
+    if (!t->o->no_capture && !t->can_capture)
+        t->capture_note = "backend has no step capture";
+    for (int i = 0; i < DG_OP__COUNT && t->can_capture; i++)
+        if (!dg_engine_native(t->e, (dg_op)i) && i != DG_OP_FILL) {
+            t->can_capture = false;
+            t->capture_note = "an op falls back to the cpu (fallbacks synchronise)";
         }
-    if (x->profile_ops && can_capture) {
+    if (t->x->profile_ops && t->can_capture) {
         /* Timing every op needs each op run eagerly. */
-        can_capture = false;
-        capture_note = "op profiling times every op eagerly";
+        t->can_capture = false;
+        t->capture_note = "op profiling times every op eagerly";
     }
-    if (x->sample_ms > 0)
-        sampler = dg_sampler_start(e->be, e->bctx, x->sample_ms);
-    int since_sync = 0;
-    double t0 = 0;
-    losses = cJSON_CreateArray();
-    for (int g = 0; g < total && st == DG_OK; g++) {
-        int ep = g / steps, s = g % steps;
-        if (o->cancel && *o->cancel) {
-            st = dg_fail(ctx, DG_ERR_INTERRUPTED, "train: interrupted at step %d of %d", g, total);
-            break;
-        }
-        if (g == warmup) {
-            if ((st = e->be->synchronize(e->bctx)) != DG_OK)
-                break;
-            t0 = dg_now();
-        }
-        if (x->profile_ops && g == x->profile_warmup)
-            dg_engine_set_profiling(e, true);
-        double tw = dg_now();
-        int bh, bw;
-        if ((st = dg_loader_next(data, t.hx, t.hy, &bh, &bw)) != DG_OK)
-            break;
-        if (g >= warmup)
-            data_wait += dg_now() - tw;
-        mark(&t, EV_START);
-        if ((st = upload_batch(&t)) != DG_OK)
-            break;
-        mark(&t, EV_H2D);
-        if (captured) {
-            if (e->be->replay(e->bctx) != DG_OK)
-                st = dg_fail(ctx, DG_ERR_BACKEND, "%s: replaying the step: %s", backend,
-                             e->be->last_error(e->bctx));
-        } else if (can_capture && g == 1) {
-            /* Step 0 ran eagerly and proved the ops; capture step 1 and run it. */
-            bool ok = e->be->capture_begin(e->bctx) == DG_OK;
-            dg_status cst = ok ? forward(&t) : DG_OK;
-            if (ok && cst == DG_OK)
-                cst = backward(&t);
-            if (ok && cst == DG_OK)
-                cst = update(&t);
-            ok = e->be->capture_end(e->bctx) == DG_OK && ok && cst == DG_OK;
-            if (ok && e->be->replay(e->bctx) == DG_OK) {
-                captured = true;
-            } else {
-                capture_note = "capture failed; ran eagerly";
-                can_capture = false;
-                if ((st = forward(&t)) == DG_OK && (st = backward(&t)) == DG_OK)
-                    st = update(&t);
-            }
-        } else {
-            if ((st = forward(&t)) != DG_OK)
-                break;
-            mark(&t, EV_FWD);
-            if ((st = backward(&t)) != DG_OK)
-                break;
-            mark(&t, EV_BWD);
-            st = update(&t);
-        }
-        if (st != DG_OK)
-            break;
-        mark(&t, EV_UPDATE);
-        if (leaks) {
-            /* Retained references on demand: the allocator counts them. */
-            if ((st = dg_alloc(ctx, e->alloc, x->leak_per_step, &leaks[nleaks])) != DG_OK)
-                break;
-            nleaks++;
-        }
-        since_sync++;
-        bool sync = (sync_every > 0 && (g + 1) % sync_every == 0) || s == steps - 1;
-        if (!sync) {
-            if (step_s) {
-                step_s[g] = dg_now() - tw;
-                nstep = g + 1;
-            }
-            continue;
-        }
-        float acc[2];
-        if (e->be->download(e->bctx, t.act->buf, t.lay.acc_off, acc, sizeof acc) != DG_OK) {
-            st = dg_fail(ctx, DG_ERR_BACKEND, "%s: reading the loss: %s", backend, e->be->last_error(e->bctx));
-            break;
-        }
-        syncs++;
-        if (g >= warmup && e->be->event_elapsed && phase_n < 256) {
-            /* The phases of the step just finished, from device events. */
-            double ms[PH_COUNT];
-            bool ok = e->be->event_elapsed(e->bctx, EV_START, EV_H2D, &ms[PH_H2D]) == DG_OK;
-            if (!captured) {
-                ok = ok && e->be->event_elapsed(e->bctx, EV_H2D, EV_FWD, &ms[PH_FWD]) == DG_OK;
-                ok = ok && e->be->event_elapsed(e->bctx, EV_FWD, EV_BWD, &ms[PH_BWD]) == DG_OK;
-                ok = ok && e->be->event_elapsed(e->bctx, EV_BWD, EV_UPDATE, &ms[PH_UPDATE]) == DG_OK;
-            } else {
-                ok = ok && e->be->event_elapsed(e->bctx, EV_H2D, EV_UPDATE, &ms[PH_FWD]) == DG_OK;
-                ms[PH_BWD] = ms[PH_UPDATE] = NAN;
-            }
-            if (ok) {
-                for (int p = 0; p < PH_COUNT; p++)
-                    phase_ms[p][phase_n] = ms[p];
-                phase_n++;
-            }
-        }
-        double loss = acc[0] / since_sync, accuracy = acc[1] / ((double)since_sync * batch);
-        finite = finite && isfinite(loss);
-        cJSON *pt = cJSON_CreateObject();
-        cJSON_AddNumberToObject(pt, "epoch", ep);
-        cJSON_AddNumberToObject(pt, "step", g + 1);
-        cJSON_AddNumberToObject(pt, "steps_averaged", since_sync);
-        if (isfinite(loss))
-            cJSON_AddNumberToObject(pt, "loss", loss);
-        else
-            cJSON_AddNullToObject(pt, "loss");
-        cJSON_AddNumberToObject(pt, "accuracy", accuracy);
-        cJSON_AddItemToArray(losses, pt);
-        since_sync = 0;
-        if ((st = dg_op_fill(ctx, e, act_at(&t, t.lay.acc_off), 2, 0.0f)) != DG_OK)
-            break;
-        if (step_s) {
-            step_s[g] = dg_now() - tw;
-            nstep = g + 1;
-        }
-        bool validated = false;
-        if ((val || vtrain) && s == steps - 1) {
-            double tv = dg_now();
-            if (!vals)
-                vals = cJSON_CreateArray();
-            st = validate(&t, val ? val : vtrain, val ? DG_SPLIT_VAL : DG_SPLIT_TRAIN, x->val_steps, ep, vals);
-            if (g >= warmup)
-                val_time += dg_now() - tv;
-            if (st != DG_OK)
-                break;
-            validated = true;
-        }
-        if (s == steps - 1 && (x->epoch_watermarks || x->empty_cache_epoch)) {
-            /* Epoch end: allocator discipline, then the watermark (outside the timed wall). */
-            double tv = dg_now();
-            if (x->empty_cache_epoch) {
-                if ((st = e->be->synchronize(e->bctx)) != DG_OK)
-                    break;
-                dg_empty_cache(e->alloc);
-            }
-            if (epochs_j)
-                cJSON_AddItemToArray(epochs_j, epoch_entry(&t, o->device, ep, x->empty_cache_epoch, validated,
-                                                           step_s ? step_s + (size_t)ep * steps : NULL, steps));
-            if (g >= warmup)
-                val_time += dg_now() - tv;
-        }
-        if (g + 1 == total && g >= warmup) {
-            wall = dg_now() - t0 - val_time;
-            timed_steps = total - warmup;
-        }
-    }
+}
 
-done:;
-    dg_sampler_stop(sampler);
-    if (st == DG_OK && x->params_out)
-        st = write_params(&t, x->params_out);
-    dg_status final = st;
+static dg_status eager_step(trainer *t, bool marks)
+{
+    dg_status st = forward(t);
+    if (st != DG_OK)
+        return st;
+    if (marks)
+        mark(t, EV_FWD);
+    if ((st = backward(t)) != DG_OK)
+        return st;
+    if (marks)
+        mark(t, EV_BWD);
+    return update(t);
+}
+
+/* Step g (0-based over all epochs): the batch, then forward, backward and
+ * update (eagerly, captured at step 1, or replayed), and the leak on demand.
+ * *tw gets the step's start on the host clock. */
+static dg_status trainer_step(trainer *t, int g, double *tw)
+{
+    dg_ctx *ctx = t->ctx;
+    dg_engine *e = t->e;
+    dg_status st;
+    if (t->o->cancel && *t->o->cancel)
+        return dg_fail(ctx, DG_ERR_INTERRUPTED, "train: interrupted at step %d of %d", g, t->total);
+    if (g == t->warmup) {
+        if ((st = e->be->synchronize(e->bctx)) != DG_OK)
+            return st;
+        t->t0 = dg_now();
+    }
+    if (t->x->profile_ops && g == t->x->profile_warmup)
+        dg_engine_set_profiling(e, true);
+    *tw = dg_now();
+    int bh, bw;
+    if ((st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
+        return st;
+    if (g >= t->warmup)
+        t->data_wait += dg_now() - *tw;
+    mark(t, EV_START);
+    if ((st = upload_batch(t)) != DG_OK)
+        return st;
+    mark(t, EV_H2D);
+    if (t->captured) {
+        if (e->be->replay(e->bctx) != DG_OK)
+            st = dg_fail(ctx, DG_ERR_BACKEND, "%s: replaying the step: %s", t->backend,
+                         e->be->last_error(e->bctx));
+    } else if (t->can_capture && g == 1) {
+        /* Step 0 ran eagerly and proved the ops; capture step 1 and run it. */
+        bool ok = e->be->capture_begin(e->bctx) == DG_OK;
+        dg_status cst = ok ? forward(t) : DG_OK;
+        if (ok && cst == DG_OK)
+            cst = backward(t);
+        if (ok && cst == DG_OK)
+            cst = update(t);
+        ok = e->be->capture_end(e->bctx) == DG_OK && ok && cst == DG_OK;
+        if (ok && e->be->replay(e->bctx) == DG_OK) {
+            t->captured = true;
+        } else {
+            t->capture_note = "capture failed; ran eagerly";
+            t->can_capture = false;
+            st = eager_step(t, false);
+        }
+    } else {
+        st = eager_step(t, true);
+    }
+    if (st != DG_OK)
+        return st;
+    mark(t, EV_UPDATE);
+    if (t->leaks) {
+        /* Retained references on demand: the allocator counts them. */
+        if ((st = dg_alloc(ctx, e->alloc, t->x->leak_per_step, &t->leaks[t->nleaks])) != DG_OK)
+            return st;
+        t->nleaks++;
+    }
+    t->since_sync++;
+    return DG_OK;
+}
+
+/* Sync point after step g of epoch ep: the loss read back, the step's phases
+ * from device events, the loss entry, the accumulator reset. */
+static dg_status trainer_sync(trainer *t, int g, int ep)
+{
+    dg_ctx *ctx = t->ctx;
+    dg_engine *e = t->e;
+    float acc[2];
+    if (e->be->download(e->bctx, t->act->buf, t->lay.acc_off, acc, sizeof acc) != DG_OK)
+        return dg_fail(ctx, DG_ERR_BACKEND, "%s: reading the loss: %s", t->backend,
+                       e->be->last_error(e->bctx));
+    t->syncs++;
+    if (g >= t->warmup && e->be->caps.event_timing && e->be->event_elapsed && t->phase_n < 256) {
+        /* The phases of the step just finished, from device events. */
+        double ms[PH_COUNT];
+        bool ok = e->be->event_elapsed(e->bctx, EV_START, EV_H2D, &ms[PH_H2D]) == DG_OK;
+        if (!t->captured) {
+            ok = ok && e->be->event_elapsed(e->bctx, EV_H2D, EV_FWD, &ms[PH_FWD]) == DG_OK;
+            ok = ok && e->be->event_elapsed(e->bctx, EV_FWD, EV_BWD, &ms[PH_BWD]) == DG_OK;
+            ok = ok && e->be->event_elapsed(e->bctx, EV_BWD, EV_UPDATE, &ms[PH_UPDATE]) == DG_OK;
+        } else {
+            ok = ok && e->be->event_elapsed(e->bctx, EV_H2D, EV_UPDATE, &ms[PH_FWD]) == DG_OK;
+            ms[PH_BWD] = ms[PH_UPDATE] = NAN;
+        }
+        if (ok) {
+            for (int p = 0; p < PH_COUNT; p++)
+                t->phase_ms[p][t->phase_n] = ms[p];
+            t->phase_n++;
+        }
+    }
+    double loss = acc[0] / t->since_sync, accuracy = acc[1] / ((double)t->since_sync * t->n);
+    t->finite = t->finite && isfinite(loss);
+    cJSON *pt = cJSON_CreateObject();
+    cJSON_AddNumberToObject(pt, "epoch", ep);
+    cJSON_AddNumberToObject(pt, "step", g + 1);
+    cJSON_AddNumberToObject(pt, "steps_averaged", t->since_sync);
+    if (isfinite(loss))
+        cJSON_AddNumberToObject(pt, "loss", loss);
+    else
+        cJSON_AddNullToObject(pt, "loss");
+    cJSON_AddNumberToObject(pt, "accuracy", accuracy);
+    cJSON_AddItemToArray(t->losses, pt);
+    t->since_sync = 0;
+    return dg_op_fill(ctx, e, act_at(t, t->lay.acc_off), 2, 0.0f);
+}
+
+/* End of epoch ep (after its last step g): validation, then the allocator
+ * discipline and the watermark; their time is kept out of the timed wall. */
+static dg_status trainer_epoch_end(trainer *t, int g, int ep)
+{
+    const dg_train_ext *x = t->x;
+    dg_engine *e = t->e;
+    dg_status st;
+    bool validated = false;
+    if (t->val || t->vtrain) {
+        double tv = dg_now();
+        if (!t->vals)
+            t->vals = cJSON_CreateArray();
+        st = validate(t, t->val ? t->val : t->vtrain, t->val ? DG_SPLIT_VAL : DG_SPLIT_TRAIN,
+                      x->val_steps, ep, t->vals);
+        if (g >= t->warmup)
+            t->val_time += dg_now() - tv;
+        if (st != DG_OK)
+            return st;
+        validated = true;
+    }
+    if (x->epoch_watermarks || x->empty_cache_epoch) {
+        double tv = dg_now();
+        if (x->empty_cache_epoch) {
+            if ((st = e->be->synchronize(e->bctx)) != DG_OK)
+                return st;
+            dg_empty_cache(e->alloc);
+        }
+        if (t->epochs_j)
+            cJSON_AddItemToArray(t->epochs_j,
+                                 epoch_entry(t, t->o->device, ep, x->empty_cache_epoch, validated,
+                                             t->step_s ? t->step_s + (size_t)ep * t->steps : NULL,
+                                             t->steps));
+        if (g >= t->warmup)
+            t->val_time += dg_now() - tv;
+    }
+    return DG_OK;
+}
+
+/* Every step of every epoch, with sync points and epoch ends. */
+static dg_status trainer_loop(trainer *t)
+{
+    dg_status st = DG_OK;
+    if (t->x->sample_ms > 0)
+        t->sampler = dg_sampler_start(t->e->be, t->e->bctx, t->x->sample_ms);
+    t->losses = cJSON_CreateArray();
+    for (int g = 0; g < t->total; g++) {
+        int ep = g / t->steps, s = g % t->steps;
+        double tw = 0;
+        if ((st = trainer_step(t, g, &tw)) != DG_OK)
+            break;
+        bool sync = (t->sync_every > 0 && (g + 1) % t->sync_every == 0) || s == t->steps - 1;
+        if (sync && (st = trainer_sync(t, g, ep)) != DG_OK)
+            break;
+        if (t->step_s) {
+            t->step_s[g] = dg_now() - tw;
+            t->nstep = g + 1;
+        }
+        if (!sync)
+            continue;
+        if (s == t->steps - 1 && (st = trainer_epoch_end(t, g, ep)) != DG_OK)
+            break;
+        if (g + 1 == t->total && g >= t->warmup) {
+            t->wall = dg_now() - t->t0 - t->val_time;
+            t->timed_steps = t->total - t->warmup;
+        }
+    }
+    return st;
+}
+
+/* The record of the run that ended with status final. */
+static cJSON *trainer_record(trainer *t, dg_status final)
+{
+    dg_ctx *ctx = t->ctx;
+    const dg_train_opts *o = t->o;
+    const dg_train_ext *x = t->x;
+    dg_engine *e = t->e;
+    cJSON *rec = t->rec;
     cJSON_AddNumberToObject(rec, "v", 1);
     cJSON_AddStringToObject(rec, "kind", "train");
     char ts[32], host[256] = "";
@@ -730,8 +806,9 @@ done:;
     }
     cJSON_AddStringToObject(rec, "status", dg_status_name(final));
     dg_json_add_str(rec, "error", final == DG_OK ? NULL : dg_errmsg(ctx));
-    cJSON_AddItemToObject(rec, "spec", spec);
-    cJSON_AddItemToObject(rec, "model", dg_model_json(&t.m));
+    cJSON_AddItemToObject(rec, "spec", t->spec);
+    t->spec = NULL;
+    cJSON_AddItemToObject(rec, "model", dg_model_json(&t->m));
     cJSON *dev = cJSON_AddObjectToObject(rec, "device");
     dg_device_info info;
     if (e->be->device_info(e->bctx, o->device, &info) == DG_OK) {
@@ -741,77 +818,94 @@ done:;
     char ver[512] = "";
     e->be->versions(e->bctx, ver, sizeof ver);
     cJSON_AddStringToObject(dev, "versions", ver);
-    if (data) {
-        cJSON_AddItemToObject(rec, "bucket", dg_loader_bucket_json(data));
-        cJSON_AddStringToObject(rec, "spec_id", spec_id); /* dg_spec_hash of the spec */
-        cJSON *dj = dg_loader_stats_json(data);
+    int timed_steps = t->timed_steps, warmup = t->warmup;
+    double wall = t->wall, data_wait = t->data_wait;
+    if (t->data) {
+        cJSON_AddItemToObject(rec, "bucket", dg_loader_bucket_json(t->data));
+        cJSON_AddStringToObject(rec, "spec_id", t->spec_id); /* dg_spec_hash of the spec */
+        cJSON *dj = dg_loader_stats_json(t->data);
         bool waited = timed_steps > 0;
         cJSON *wj = cJSON_AddObjectToObject(dj, "wait");
-        cJSON_AddItemToObject(wj, "per_step", dg_json_metric(waited ? data_wait / timed_steps * 1e3 : 0, waited, "ms"));
+        cJSON_AddItemToObject(
+            wj, "per_step",
+            dg_json_metric(waited ? data_wait / timed_steps * 1e3 : 0, waited, "ms"));
         cJSON_AddItemToObject(wj, "share_of_step",
-                              dg_json_metric(waited && wall > 0 ? data_wait / wall : 0, waited && wall > 0, "fraction"));
-        if (val) {
+                              dg_json_metric(waited && wall > 0 ? data_wait / wall : 0,
+                                             waited && wall > 0, "fraction"));
+        if (t->val) {
             size_t vb, vs;
-            dg_loader_bad_counts(val, &vb, &vs);
+            dg_loader_bad_counts(t->val, &vb, &vs);
             cJSON_AddNumberToObject(dj, "val_bad_samples", (double)vb);
         }
         cJSON_AddItemToObject(rec, "data", dj);
     }
-    if (vals)
-        cJSON_AddItemToObject(rec, "val", vals);
+    if (t->vals) {
+        cJSON_AddItemToObject(rec, "val", t->vals);
+        t->vals = NULL;
+    }
     cJSON *mem = cJSON_AddObjectToObject(rec, "memory");
-    cJSON_AddItemToObject(mem, "activation_bytes", dg_json_metric((double)t.lay.bytes, true, "bytes"));
-    cJSON_AddItemToObject(mem, "workspace_bytes", dg_json_metric((double)t.lay.work_bytes, true, "bytes"));
+    cJSON_AddItemToObject(mem, "activation_bytes",
+                          dg_json_metric((double)t->lay.bytes, true, "bytes"));
+    cJSON_AddItemToObject(mem, "workspace_bytes",
+                          dg_json_metric((double)t->lay.work_bytes, true, "bytes"));
     dg_alloc_stats as;
     dg_alloc_get_stats(e->alloc, &as);
     cJSON_AddItemToObject(mem, "allocator", dg_alloc_stats_json(&as));
-    cJSON_AddItemToObject(rec, "loss", losses ? losses : cJSON_CreateArray());
-    cJSON_AddBoolToObject(rec, "loss_finite", finite);
+    cJSON_AddItemToObject(rec, "loss", t->losses ? t->losses : cJSON_CreateArray());
+    t->losses = NULL;
+    cJSON_AddBoolToObject(rec, "loss_finite", t->finite);
     cJSON *thr = cJSON_AddObjectToObject(rec, "throughput");
     bool timed = timed_steps > 0 && wall > 0;
     cJSON_AddNumberToObject(thr, "timed_steps", timed_steps);
     cJSON_AddNumberToObject(thr, "warmup_steps", warmup);
     cJSON_AddItemToObject(thr, "wall", dg_json_metric(wall, timed, "s"));
-    cJSON_AddItemToObject(thr, "samples_per_s",
-                          dg_json_metric(timed ? timed_steps * (double)batch / wall : 0, timed, "samples/s"));
-    cJSON_AddItemToObject(thr, "step_ms", dg_json_metric(timed ? wall / timed_steps * 1e3 : 0, timed, "ms"));
-    cJSON_AddNumberToObject(thr, "sync_points", syncs);
+    cJSON_AddItemToObject(
+        thr, "samples_per_s",
+        dg_json_metric(timed ? timed_steps * (double)t->n / wall : 0, timed, "samples/s"));
+    cJSON_AddItemToObject(thr, "step_ms",
+                          dg_json_metric(timed ? wall / timed_steps * 1e3 : 0, timed, "ms"));
+    cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
-    cJSON_AddStringToObject(ph, "source", e->be->event_elapsed ? "device events, last step before each sync" : "none");
-    cJSON_AddNumberToObject(ph, "samples", (double)phase_n);
+    cJSON_AddStringToObject(ph, "source",
+                            e->be->caps.event_timing && e->be->event_elapsed
+                                ? "device events, last step before each sync"
+                                : "none");
+    cJSON_AddNumberToObject(ph, "samples", (double)t->phase_n);
     for (int p = 0; p < PH_COUNT; p++) {
-        double v = phase_n ? median(phase_ms[p], phase_n) : NAN;
+        double v = t->phase_n ? median(t->phase_ms[p], t->phase_n) : NAN;
         cJSON_AddItemToObject(ph, phase_names[p], dg_json_metric(v, isfinite(v), "ms"));
     }
     /* Host time the loop waited for its next batch, mean over the timed steps. */
-    cJSON_AddItemToObject(ph, "data", dg_json_metric(timed ? data_wait / timed_steps * 1e3 : 0, timed, "ms"));
-    if (captured)
-        cJSON_AddStringToObject(ph, "note", "step captured as a graph: forward holds forward+backward+update");
+    cJSON_AddItemToObject(ph, "data",
+                          dg_json_metric(timed ? data_wait / timed_steps * 1e3 : 0, timed, "ms"));
+    if (t->captured)
+        cJSON_AddStringToObject(ph, "note",
+                                "step captured as a graph: forward holds forward+backward+update");
     cJSON *cap = cJSON_AddObjectToObject(rec, "capture");
-    cJSON_AddBoolToObject(cap, "used", captured);
-    dg_json_add_str(cap, "note", captured ? NULL : capture_note);
+    cJSON_AddBoolToObject(cap, "used", t->captured);
+    dg_json_add_str(cap, "note", t->captured ? NULL : t->capture_note);
     cJSON_AddItemToObject(rec, "fallbacks", dg_engine_census_json(e));
-    if (ext) {
+    if (t->ext) {
         cJSON *ins = cJSON_AddObjectToObject(rec, "instrumentation");
         cJSON_AddNumberToObject(ins, "sample_ms", x->sample_ms > 0 ? x->sample_ms : 0);
         cJSON_AddBoolToObject(ins, "step_times", x->step_times);
         cJSON_AddBoolToObject(ins, "epoch_watermarks", x->epoch_watermarks);
         cJSON_AddBoolToObject(ins, "empty_cache_epoch", x->empty_cache_epoch);
         cJSON_AddNumberToObject(ins, "leak_per_step", (double)x->leak_per_step);
-        cJSON_AddNumberToObject(ins, "leaked_blocks", (double)nleaks);
+        cJSON_AddNumberToObject(ins, "leaked_blocks", (double)t->nleaks);
         cJSON_AddNumberToObject(ins, "val_steps", x->val_steps);
         cJSON_AddBoolToObject(ins, "profile_ops", x->profile_ops);
         dg_json_add_str(ins, "params_out", x->params_out);
     }
-    if (x->step_times && step_s) {
-        int done_steps = nstep;
+    if (x->step_times && t->step_s) {
+        int done_steps = t->nstep;
         cJSON *sj = cJSON_AddObjectToObject(rec, "steps");
         cJSON *ms = cJSON_AddArrayToObject(sj, "ms");
         double *v = dg_malloc(((size_t)done_steps + 1) * sizeof *v);
         for (int i = 0; i < done_steps; i++) {
-            cJSON_AddItemToArray(ms, cJSON_CreateNumber(step_s[i] * 1e3));
+            cJSON_AddItemToArray(ms, cJSON_CreateNumber(t->step_s[i] * 1e3));
             if (v)
-                v[i] = step_s[i] * 1e3;
+                v[i] = t->step_s[i] * 1e3;
         }
         dg_stats stt;
         size_t wu = (size_t)(done_steps < warmup ? done_steps : warmup);
@@ -820,38 +914,91 @@ done:;
         cJSON_AddItemToObject(sj, "stats", dg_stats_json(&stt, "ms"));
         dg_free(v);
     }
-    if (epochs_j) {
-        cJSON_AddItemToObject(rec, "epochs", epochs_j);
-        epochs_j = NULL;
+    if (t->epochs_j) {
+        cJSON_AddItemToObject(rec, "epochs", t->epochs_j);
+        t->epochs_j = NULL;
     }
-    if (sampler)
-        cJSON_AddItemToObject(rec, "sampler", dg_sampler_json(sampler));
+    if (t->sampler)
+        cJSON_AddItemToObject(rec, "sampler", dg_sampler_json(t->sampler));
     else if (x->sample_ms > 0)
         cJSON_AddNullToObject(rec, "sampler");
     if (x->profile_ops) {
         cJSON_AddItemToObject(rec, "ops", dg_engine_ops_json(e));
         cJSON_AddItemToObject(rec, "trace", dg_engine_trace_json(e));
     }
+    return rec;
+}
 
-    *json = dg_json_print(rec);
-    cJSON_Delete(rec);
-    cJSON_Delete(epochs_j);
-    dg_sampler_free(sampler);
-    for (size_t i = 0; i < nleaks; i++)
-        dg_release(e->alloc, leaks[i]);
-    dg_free(leaks);
-    dg_free(step_s);
-    dg_loader_free(vtrain);
-    dg_release(e->alloc, t.params);
-    dg_release(e->alloc, t.act);
-    dg_free(t.hx);
-    dg_free(t.hy);
-    dg_free(init);
-    dg_loader_free(val);
-    dg_loader_free(data);
-    dg_source_close(src);
-    dg_engine_close(e);
+/* Releases everything the run holds; the engine last. */
+static void trainer_close(trainer *t)
+{
+    cJSON_Delete(t->rec);
+    cJSON_Delete(t->spec);
+    cJSON_Delete(t->losses);
+    cJSON_Delete(t->vals);
+    cJSON_Delete(t->epochs_j);
+    dg_sampler_free(t->sampler);
+    for (size_t i = 0; i < t->nleaks; i++)
+        dg_release(t->e->alloc, t->leaks[i]);
+    dg_free(t->leaks);
+    dg_free(t->step_s);
+    dg_loader_free(t->vtrain);
+    if (t->e) {
+        dg_release(t->e->alloc, t->params);
+        dg_release(t->e->alloc, t->act);
+    }
+    dg_free(t->hx);
+    dg_free(t->hy);
+    dg_free(t->init);
+    dg_loader_free(t->val);
+    dg_loader_free(t->data);
+    dg_source_close(t->src);
+    dg_engine_close(t->e);
+}
+
+dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *o, char **json)
+{
+    return dg_train_run_ext(ctx, o, NULL, json);
+}
+
+dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_ext *ext,
+                           char **json)
+{
+    *json = NULL;
+    if (dg_train_opts_check(ctx, o) != DG_OK)
+        return DG_ERR_USAGE;
+    /* The public options can ask for the sampler too (devgate train --sample-ms). */
+    dg_train_ext plain = {.sample_ms = o->sample_ms};
+    if (ext && ext->sample_ms <= 0 && o->sample_ms > 0) {
+        plain = *ext;
+        plain.sample_ms = o->sample_ms;
+        ext = NULL;
+    }
+    trainer *t = dg_calloc(1, sizeof *t);
+    if (!t)
+        return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
+    t->ext = ext;
+    dg_status st = trainer_open(t, ctx, o, ext ? ext : &plain);
+    if (st != DG_OK) {
+        dg_free(t);
+        return st;
+    }
+    t->rec = cJSON_CreateObject();
+    dg_train_opts ran = resolved_opts(o, t->backend, t->n, t->steps, t->epochs, t->sync_every,
+                                      t->lr, t->momentum, t->wd);
+    t->spec = dg_spec_json(&ran);
+    dg_spec_hash(ctx, &ran, t->spec_id);
+    if ((st = trainer_prepare(t)) == DG_OK) {
+        trainer_plan_capture(t);
+        st = trainer_loop(t);
+    }
+    dg_sampler_stop(t->sampler);
+    if (st == DG_OK && t->x->params_out)
+        st = write_params(t, t->x->params_out);
+    *json = dg_json_print(trainer_record(t, st));
+    trainer_close(t);
+    dg_free(t);
     if (!*json)
         return dg_fail(ctx, DG_ERR_NOMEM, "train: out of memory printing the record");
-    return final;
+    return st;
 }

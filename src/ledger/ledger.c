@@ -1,12 +1,11 @@
 /* Run ledger: one SQLite file (WAL) holding every recorded run, with forward
- * schema migrations. See docs/schema/ledger.md. */
-#include "core/core.h"
-#include "core/json.h"
+ * schema migrations, or a team ledger in PostgreSQL (ledger_pg.c) with the
+ * same schema behind the same calls. See docs/schema/ledger.md. */
+#include "ledger/ledger_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -14,14 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* PRAGMA application_id of a devgate ledger: "DGV1". */
-#define DG_LEDGER_APP_ID 0x44475631
 #define DG_LEDGER_DEFAULT_TIMEOUT_MS 5000
-#define DG_LEDGER_ID_RETRIES 64
 #define DG_LEDGER_AMBIGUOUS_SHOWN 5
 
 /* Migration i brings schema version i to i + 1; each runs inside BEGIN
- * IMMEDIATE ... COMMIT together with the user_version bump. Append only. */
+ * IMMEDIATE ... COMMIT together with the user_version bump. Append only; the
+ * team ledger's list in ledger_pg.c has the same steps in PostgreSQL's words. */
 static const char *const k_migrations[] = {
     /* 0 -> 1 */
     "CREATE TABLE runs("
@@ -36,15 +33,12 @@ static const char *const k_migrations[] = {
     " devgate_version TEXT,"
     " record TEXT NOT NULL);"
     "CREATE INDEX runs_started_at ON runs(started_at);",
+    /* 1 -> 2: the remote node a run ran on; the team ledger a run waits for */
+    "ALTER TABLE runs ADD COLUMN node TEXT;"
+    "ALTER TABLE runs ADD COLUMN pending TEXT;",
 };
-#define DG_LEDGER_SCHEMA ((int)(sizeof k_migrations / sizeof k_migrations[0]))
-
-struct dg_ledger {
-    sqlite3 *db;
-    char *path;  /* as given */
-    char *shown; /* path with control characters replaced, for messages */
-    int timeout_ms;
-};
+_Static_assert(sizeof k_migrations / sizeof k_migrations[0] == DG_LEDGER_SCHEMA,
+               "one migration per schema version");
 
 /* ---- default path ----------------------------------------------------------- */
 
@@ -362,13 +356,42 @@ void dg_ledger_close(dg_ledger *lg)
         return;
     if (lg->db)
         sqlite3_close_v2(lg->db);
+    lg_pg_close(lg->pg);
     dg_free(lg->path);
     dg_free(lg->shown);
+    if (lg->secret) {
+        memset(lg->secret, 0, strlen(lg->secret));
+        dg_free(lg->secret);
+    }
+    dg_free(lg->pending_for);
     dg_free(lg);
 }
 
-dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out)
+bool dg_ledger_is_team(const char *path)
 {
+    return path &&
+           (strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0);
+}
+
+/* Opens the team ledger at path (lg allocated, path set). */
+static dg_status open_team(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
+{
+    dg_status st = lg_pg_name(ctx, lg);
+    if (st != DG_OK)
+        return st;
+    if (!lg_pg_built())
+        return dg_fail(ctx, DG_ERR_UNAVAILABLE,
+                       "ledger %s: this devgate was built without PostgreSQL support (libpq)",
+                       lg->shown);
+    return lg_pg_open(ctx, lg, unreachable);
+}
+
+static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg);
+
+static dg_status open_any(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out,
+                          bool *unreachable)
+{
+    *unreachable = false;
     if (!out)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger open: no place for the result");
     *out = NULL;
@@ -377,28 +400,97 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
     dg_ledger *lg = dg_calloc(1, sizeof *lg);
     if (!lg)
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    size_t plen = strlen(path);
     lg->path = dg_strdup(path);
-    lg->shown = dg_malloc(plen + 1);
     lg->timeout_ms = timeout_ms > 0 ? timeout_ms : DG_LEDGER_DEFAULT_TIMEOUT_MS;
-    if (!lg->path || !lg->shown) {
+    if (!lg->path) {
         dg_ledger_close(lg);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
+    dg_status st = dg_ledger_is_team(path) ? open_team(ctx, lg, unreachable) : open_sqlite(ctx, lg);
+    if (st != DG_OK) {
+        dg_ledger_close(lg);
+        return st;
+    }
+    *out = lg;
+    return DG_OK;
+}
+
+dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out)
+{
+    bool unreachable;
+    return open_any(ctx, path, timeout_ms, out, &unreachable);
+}
+
+dg_status dg_ledger_open_record(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out)
+{
+    bool unreachable;
+    dg_status st = open_any(ctx, path, timeout_ms, out, &unreachable);
+    if (st == DG_OK || !unreachable)
+        return st;
+    /* Keep the run here; the team ledger's name is remembered without its
+     * password (lg_pg_name again: the failed handle is gone). */
+    char why[512];
+    dg_copy_clean(why, sizeof why, dg_errmsg(ctx));
+    dg_ledger probe = {.path = (char *)path};
+    st = lg_pg_name(ctx, &probe);
+    char *team = probe.shown;
+    if (probe.secret) {
+        memset(probe.secret, 0, strlen(probe.secret));
+        dg_free(probe.secret);
+    }
+    if (st != DG_OK)
+        return st;
+    char *local = dg_ledger_local_path();
+    if (!local) {
+        dg_free(team);
+        return dg_fail(ctx, DG_ERR_LEDGER,
+                       "%s; and no local ledger to keep the run in (set DEVGATE_LOCAL_LEDGER)",
+                       why);
+    }
+    st = dg_ledger_open(ctx, local, timeout_ms, out);
+    if (st == DG_OK) {
+        (*out)->pending_for = team;
+        dg_log(ctx, DG_LOG_WARN,
+               "%s; the run is kept in the local ledger %s, pending: 'devgate ledger push' "
+               "uploads it",
+               why, (*out)->shown);
+        team = NULL;
+    }
+    dg_free(local);
+    dg_free(team);
+    return st;
+}
+
+const char *dg_ledger_pending_for(const dg_ledger *lg)
+{
+    return lg ? lg->pending_for : NULL;
+}
+
+const char *dg_ledger_name(const dg_ledger *lg)
+{
+    return lg ? lg->shown : NULL;
+}
+
+/* Opens the SQLite ledger at lg->path; on failure the caller closes lg. */
+static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg)
+{
+    const char *path = lg->path;
+    size_t plen = strlen(path);
+    lg->shown = dg_malloc(plen + 1);
+    if (!lg->shown)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     dg_copy_clean(lg->shown, plen + 1, path);
 
     dg_status st = make_parents(ctx, path, lg->shown);
     if (st == DG_OK)
         st = check_location(ctx, path, lg->shown);
     if (st != DG_OK) {
-        dg_ledger_close(lg);
         return st;
     }
 
     /* This SQLite may treat names starting "file:" as URIs; keep them files. */
     char *name = strncmp(path, "file:", 5) == 0 ? dg_asprintf("./%s", path) : dg_strdup(path);
     if (!name) {
-        dg_ledger_close(lg);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
     char *wal = dg_asprintf("%s-wal", path);
@@ -410,7 +502,6 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
     dg_free(name);
     if (rc != SQLITE_OK) {
         st = lg_fail(ctx, lg, rc, "opening");
-        dg_ledger_close(lg);
         return st;
     }
     sqlite3_extended_result_codes(lg->db, 1);
@@ -423,7 +514,6 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
     if (sqlite3_db_readonly(lg->db, "main") == 1) {
         st = dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: opened read-only; a ledger must be writable",
                      lg->shown);
-        dg_ledger_close(lg);
         return st;
     }
 
@@ -443,12 +533,10 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
                          lg->shown, sqlite3_errmsg(lg->db));
         else
             st = lg_fail(ctx, lg, rc, "reading the ledger header");
-        dg_ledger_close(lg);
         return st;
     }
     st = judge_ident(ctx, &id, lg->shown);
     if (st != DG_OK) {
-        dg_ledger_close(lg);
         return st;
     }
     sqlite3_db_config(lg->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
@@ -477,38 +565,53 @@ dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledge
                           NULL);
     if (rc != SQLITE_OK) {
         st = lg_fail(ctx, lg, rc, "setting the journal mode");
-        dg_ledger_close(lg);
         return st;
     }
 
     if (id.app_id != DG_LEDGER_APP_ID || id.version < DG_LEDGER_SCHEMA) {
         st = migrate(ctx, lg);
-        if (st != DG_OK) {
-            dg_ledger_close(lg);
+        if (st != DG_OK)
             return st;
-        }
     }
-    *out = lg;
     return DG_OK;
 }
 
 /* ---- record ------------------------------------------------------------------- */
 
-static unsigned random16(void)
+/* n random bytes: getrandom, else /dev/urandom, else the clock and the pid. */
+static void random_bytes(unsigned char *out, size_t n)
 {
-    uint16_t v = 0;
-    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
-        return v;
+    if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)
+        return;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
-        ssize_t got = read(fd, &v, sizeof v);
+        ssize_t got = read(fd, out, n);
         close(fd);
-        if (got == (ssize_t)sizeof v)
-            return v;
+        if (got == (ssize_t)n)
+            return;
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (unsigned)((ts.tv_nsec ^ (long)getpid() * 2654435761L) & 0xffff);
+    unsigned long long v = (unsigned long long)ts.tv_nsec ^
+                           (unsigned long long)getpid() * 2654435761ULL ^
+                           (unsigned long long)ts.tv_sec << 20;
+    for (size_t k = 0; k < n; k++) {
+        v = v * 6364136223846793005ULL + 1442695040888963407ULL;
+        out[k] = (unsigned char)(v >> 56);
+    }
+}
+
+/* The run id: "YYYYMMDD-HHMMSS-" and 12 lowercase hex digits (48 random
+ * bits), so ids made on different hosts do not meet (docs/schema/ledger.md). */
+#define DG_LEDGER_ID_HEX 12
+
+void lg_draw_id(lg_fields *f)
+{
+    unsigned char r[DG_LEDGER_ID_HEX / 2];
+    random_bytes(r, sizeof r);
+    char *p = f->id + 16; /* after "YYYYMMDD-HHMMSS-" */
+    for (size_t k = 0; k < sizeof r; k++)
+        p += snprintf(p, 3, "%02x", r[k]);
 }
 
 /* A string member, or NULL. */
@@ -516,6 +619,13 @@ static const char *json_str(const cJSON *obj, const char *key)
 {
     const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
     return cJSON_IsString(it) && it->valuestring ? it->valuestring : NULL;
+}
+
+/* An integer member, or 0. */
+static int jnum_int(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return cJSON_IsNumber(it) ? (int)it->valuedouble : 0;
 }
 
 /* "host": "name" or "host": {"hostname"|"name": "..."}. */
@@ -580,12 +690,234 @@ static bool parse_utc_iso(const char *s, time_t *t)
     return true;
 }
 
+/* ---- the SQLite store ---------------------------------------------------------- */
+
+static void bind_opt(sqlite3_stmt *stmt, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(stmt, i);
+}
+
+static dg_status sq_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
+{
+    *taken = false;
+    sqlite3_stmt *stmt = NULL;
+    dg_status st = DG_OK;
+    int rc = begin_immediate(lg);
+    if (rc != SQLITE_OK)
+        return lg_fail(ctx, lg, rc, "starting to record a run");
+    rc = sqlite3_prepare_v2(lg->db,
+                            "INSERT INTO runs(id, verb, started_at, exit_status, state, host, "
+                            "git_commit, devgate_version, record, node, pending) "
+                            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                            -1, &stmt, NULL);
+    if (rc != SQLITE_OK) {
+        st = lg_fail(ctx, lg, rc, "preparing to record a run");
+        goto done;
+    }
+    for (int attempt = 0;; attempt++) {
+        sqlite3_reset(stmt);
+        sqlite3_clear_bindings(stmt);
+        sqlite3_bind_text(stmt, 1, f->id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(stmt, 2, f->verb, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(stmt, 3, f->started, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(stmt, 4, f->exit_status);
+        sqlite3_bind_text(stmt, 5, f->state, -1, SQLITE_TRANSIENT);
+        bind_opt(stmt, 6, f->host);
+        bind_opt(stmt, 7, f->commit);
+        bind_opt(stmt, 8, f->version);
+        sqlite3_bind_text(stmt, 9, f->record, -1, SQLITE_TRANSIENT);
+        bind_opt(stmt, 10, f->node);
+        bind_opt(stmt, 11, f->pending);
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc == SQLITE_CONSTRAINT_UNIQUE && f->exact) {
+            *taken = true;
+            goto done;
+        }
+        if (rc == SQLITE_CONSTRAINT_UNIQUE && attempt + 1 < DG_LEDGER_ID_RETRIES) {
+            lg_draw_id(f); /* id taken: draw other digits */
+            continue;
+        }
+        st = lg_fail(ctx, lg, rc, "recording a run");
+        goto done;
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    rc = sqlite3_exec(lg->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        st = lg_fail(ctx, lg, rc, "committing a run");
+done:
+    sqlite3_finalize(stmt);
+    rollback(lg->db);
+    return st;
+}
+
+static dg_status sq_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                           const char *state, const char *record)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(
+        lg->db, "UPDATE runs SET exit_status = ?, state = ?, record = ? WHERE id = ?", -1, &stmt,
+        NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int(stmt, 1, exit_status);
+        sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 3, record, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 4, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(stmt);
+    }
+    dg_status st = DG_OK;
+    if (rc != SQLITE_DONE)
+        st = lg_fail(ctx, lg, rc, "updating a run");
+    else if (sqlite3_changes(lg->db) != 1)
+        st = dg_fail(ctx, DG_ERR_NOT_FOUND, "ledger %s: no run %s to update", lg->shown, id);
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* Appends the entries of the rows of stmt to arr; with extra, the columns after
+ * the entry's are the record text and the rank. */
+static dg_status sq_rows(dg_ctx *ctx, dg_ledger *lg, sqlite3_stmt *stmt, bool extra, cJSON *arr,
+                         const char *doing)
+{
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *v[LG_NCOLS];
+        for (int k = 0; k < LG_NCOLS; k++)
+            v[k] = (const char *)sqlite3_column_text(stmt, k);
+        cJSON *e = lg_entry(v);
+        bool ok = e != NULL;
+        if (ok && extra)
+            ok = dg_json_add_str(e, "record", (const char *)sqlite3_column_text(stmt, LG_NCOLS)) &&
+                 cJSON_AddNumberToObject(e, "rank", sqlite3_column_int(stmt, LG_NCOLS + 1));
+        if (!ok || !cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
+            return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        }
+    }
+    return rc == SQLITE_DONE ? DG_OK : lg_fail(ctx, lg, rc, doing);
+}
+
+static dg_status sq_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(lg->db, "SELECT " LG_COLS " FROM runs ORDER BY seq DESC LIMIT ?",
+                                -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+        return lg_fail(ctx, lg, rc, "listing runs");
+    sqlite3_bind_int(stmt, 1, limit > 0 ? limit : -1);
+    dg_status st = sq_rows(ctx, lg, stmt, false, arr, "listing runs");
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* An exact id first, then a prefix compared with substr (no LIKE, so '%' and
+ * '_' in the argument are plain characters). */
+static dg_status sq_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(lg->db,
+                                "SELECT " LG_COLS ", record, 0 AS rank FROM runs WHERE id = ?1 "
+                                "UNION ALL "
+                                "SELECT " LG_COLS ", record, 1 FROM runs "
+                                "WHERE substr(id, 1, length(?1)) = ?1 AND id <> ?1 "
+                                "ORDER BY rank, seq DESC LIMIT ?2",
+                                -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+        return lg_fail(ctx, lg, rc, "looking up a run");
+    sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(stmt, 2, max);
+    dg_status st = sq_rows(ctx, lg, stmt, true, arr, "looking up a run");
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* The runs waiting for a team ledger, oldest first, with their records. */
+static dg_status sq_pending(dg_ctx *ctx, dg_ledger *lg, cJSON *arr)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(lg->db,
+                                "SELECT " LG_COLS ", record, 0 FROM runs "
+                                "WHERE pending IS NOT NULL ORDER BY seq",
+                                -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+        return lg_fail(ctx, lg, rc, "listing the runs waiting for a push");
+    dg_status st = sq_rows(ctx, lg, stmt, true, arr, "listing the runs waiting for a push");
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+static dg_status sq_clear_pending(dg_ctx *ctx, dg_ledger *lg, const char *id)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc =
+        sqlite3_prepare_v2(lg->db, "UPDATE runs SET pending = NULL WHERE id = ?", -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(stmt);
+    }
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_DONE ? DG_OK : lg_fail(ctx, lg, rc, "marking a run pushed");
+}
+
+/* ---- store-independent ---------------------------------------------------------- */
+
+static long long num_of(const char *s)
+{
+    return s ? strtoll(s, NULL, 10) : 0;
+}
+
+cJSON *lg_entry(const char *const v[LG_NCOLS])
+{
+    cJSON *e = cJSON_CreateObject();
+    if (!e)
+        return NULL;
+    bool ok =
+        dg_json_add_str(e, "id", v[0]) && cJSON_AddNumberToObject(e, "seq", (double)num_of(v[1])) &&
+        dg_json_add_str(e, "verb", v[2]) && dg_json_add_str(e, "started_at", v[3]) &&
+        cJSON_AddNumberToObject(e, "exit_status", (double)num_of(v[4])) &&
+        dg_json_add_str(e, "state", v[5]) && dg_json_add_str(e, "host", v[6]) &&
+        dg_json_add_str(e, "git_commit", v[7]) && dg_json_add_str(e, "devgate_version", v[8]) &&
+        dg_json_add_str(e, "node", v[9]) && dg_json_add_str(e, "pending", v[10]);
+    if (!ok) {
+        cJSON_Delete(e);
+        return NULL;
+    }
+    return e;
+}
+
+static bool usable(const dg_ledger *lg)
+{
+    return lg && (lg->db || lg->pg);
+}
+
+static dg_status store_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
+{
+    return lg->pg ? lg_pg_insert(ctx, lg, f, taken) : sq_insert(ctx, lg, f, taken);
+}
+
+static dg_status store_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
+{
+    return lg->pg ? lg_pg_match(ctx, lg, id, max, arr) : sq_match(ctx, lg, id, max, arr);
+}
+
+/* "remote": {"node": "..."} of a record that ran on a remote node. */
+static const char *node_of(const cJSON *rec)
+{
+    return cJSON_IsObject(rec) ? json_str(cJSON_GetObjectItemCaseSensitive(rec, "remote"), "node")
+                               : NULL;
+}
+
 dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
                            const char *record_json, char **run_id)
 {
     if (run_id)
         *run_id = NULL;
-    if (!lg || !lg->db)
+    if (!usable(lg))
         return dg_fail(ctx, DG_ERR_USAGE, "ledger record: no open ledger");
     if (!verb || !verb[0])
         return dg_fail(ctx, DG_ERR_USAGE, "ledger record: empty verb");
@@ -598,14 +930,20 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
         return dg_fail(ctx, DG_ERR_USAGE,
                        "ledger record: the record is not valid JSON (at byte %zu)", off);
     }
+    lg_fields f = {.verb = verb,
+                   .exit_status = exit_status,
+                   .record = record_json,
+                   .version = DG_VERSION,
+                   .pending = lg->pending_for};
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(rec, "env");
-    const char *host = host_of(rec);
-    if (!host)
-        host = host_of(env);
-    const char *commit = commit_of(rec);
-    if (!commit)
-        commit = commit_of(env);
-    const char *state = state_of(rec);
+    f.host = host_of(rec);
+    if (!f.host)
+        f.host = host_of(env);
+    f.commit = commit_of(rec);
+    if (!f.commit)
+        f.commit = commit_of(env);
+    f.state = state_of(rec);
+    f.node = node_of(rec);
 
     /* The run started when its record says (env and gate records carry a
      * top-level "timestamp"); otherwise now, when it is recorded. */
@@ -613,68 +951,21 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
     if (!parse_utc_iso(json_str(rec, "timestamp"), &now))
         now = time(NULL);
     struct tm tm;
-    char stamp[24], started[32], id[32];
     if (!gmtime_r(&now, &tm)) {
         cJSON_Delete(rec);
         return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: the clock cannot be read", lg->shown);
     }
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    strftime(f.id, sizeof f.id, "%Y%m%d-%H%M%S-", &tm);
+    strftime(f.started, sizeof f.started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    lg_draw_id(&f);
 
-    dg_status st = DG_OK;
-    sqlite3_stmt *stmt = NULL;
-    int rc = begin_immediate(lg);
-    if (rc != SQLITE_OK) {
-        st = lg_fail(ctx, lg, rc, "starting to record a run");
-        goto done;
-    }
-    rc = sqlite3_prepare_v2(lg->db,
-                            "INSERT INTO runs(id, verb, started_at, exit_status, state, host, "
-                            "git_commit, devgate_version, record) VALUES (?,?,?,?,?,?,?,?,?)",
-                            -1, &stmt, NULL);
-    if (rc != SQLITE_OK) {
-        st = lg_fail(ctx, lg, rc, "preparing to record a run");
-        goto done;
-    }
-    for (int attempt = 0;; attempt++) {
-        snprintf(id, sizeof id, "%s-%04x", stamp, random16());
-        sqlite3_reset(stmt);
-        sqlite3_clear_bindings(stmt);
-        sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(stmt, 2, verb, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(stmt, 3, started, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int(stmt, 4, exit_status);
-        sqlite3_bind_text(stmt, 5, state, -1, SQLITE_STATIC);
-        if (host)
-            sqlite3_bind_text(stmt, 6, host, -1, SQLITE_TRANSIENT);
-        if (commit)
-            sqlite3_bind_text(stmt, 7, commit, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(stmt, 8, DG_VERSION, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 9, record_json, -1, SQLITE_TRANSIENT);
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_DONE)
-            break;
-        if (rc == SQLITE_CONSTRAINT_UNIQUE && attempt + 1 < DG_LEDGER_ID_RETRIES)
-            continue; /* id taken this second: draw another suffix */
-        st = lg_fail(ctx, lg, rc, "recording a run");
-        goto done;
-    }
-    sqlite3_finalize(stmt);
-    stmt = NULL;
-    rc = sqlite3_exec(lg->db, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        st = lg_fail(ctx, lg, rc, "committing a run");
-        goto done;
-    }
-    if (run_id) {
-        *run_id = dg_strdup(id);
+    bool taken = false;
+    dg_status st = store_insert(ctx, lg, &f, &taken);
+    if (st == DG_OK && run_id) {
+        *run_id = dg_strdup(f.id);
         if (!*run_id)
-            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory (run %s was recorded)", id);
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory (run %s was recorded)", f.id);
     }
-done:
-    sqlite3_finalize(stmt);
-    if (st != DG_OK)
-        rollback(lg->db);
     cJSON_Delete(rec);
     return st;
 }
@@ -682,7 +973,7 @@ done:
 dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
                            const char *record_json)
 {
-    if (!lg || !lg->db)
+    if (!usable(lg))
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no open ledger");
     if (!id || !record_json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no run id or no record");
@@ -690,84 +981,27 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
     if (!rec)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
     const char *state = state_of(rec);
-    sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(
-        lg->db, "UPDATE runs SET exit_status = ?, state = ?, record = ? WHERE id = ?", -1, &stmt,
-        NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int(stmt, 1, exit_status);
-        sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 3, record_json, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 4, id, -1, SQLITE_STATIC);
-        rc = sqlite3_step(stmt);
-    }
-    dg_status st = DG_OK;
-    if (rc != SQLITE_DONE)
-        st = lg_fail(ctx, lg, rc, "updating a run");
-    else if (sqlite3_changes(lg->db) != 1)
-        st = dg_fail(ctx, DG_ERR_NOT_FOUND, "ledger %s: no run %s to update", lg->shown, id);
-    sqlite3_finalize(stmt);
+    dg_status st = lg->pg ? lg_pg_update(ctx, lg, id, exit_status, state, record_json)
+                          : sq_update(ctx, lg, id, exit_status, state, record_json);
     cJSON_Delete(rec);
     return st;
 }
 
 /* ---- list / show -------------------------------------------------------------- */
 
-#define ENTRY_COLUMNS "id, seq, verb, started_at, exit_status, state, host, git_commit"
-
-static const char *col_text(sqlite3_stmt *stmt, int i)
-{
-    return (const char *)sqlite3_column_text(stmt, i);
-}
-
-/* The list entry of the current row (columns in ENTRY_COLUMNS order). */
-static cJSON *entry_of(sqlite3_stmt *stmt)
-{
-    cJSON *e = cJSON_CreateObject();
-    if (!e)
-        return NULL;
-    bool ok = dg_json_add_str(e, "id", col_text(stmt, 0)) &&
-              cJSON_AddNumberToObject(e, "seq", (double)sqlite3_column_int64(stmt, 1)) &&
-              dg_json_add_str(e, "verb", col_text(stmt, 2)) &&
-              dg_json_add_str(e, "started_at", col_text(stmt, 3)) &&
-              cJSON_AddNumberToObject(e, "exit_status", sqlite3_column_int(stmt, 4)) &&
-              dg_json_add_str(e, "state", col_text(stmt, 5)) &&
-              dg_json_add_str(e, "host", col_text(stmt, 6)) &&
-              dg_json_add_str(e, "git_commit", col_text(stmt, 7));
-    if (!ok) {
-        cJSON_Delete(e);
-        return NULL;
-    }
-    return e;
-}
-
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
 {
     if (json)
         *json = NULL;
-    if (!lg || !lg->db || !json)
+    if (!usable(lg) || !json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger list: no open ledger or no place for the result");
     if (limit < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger list: limit must be 0 (all) or positive, not %d",
                        limit);
-    sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(
-        lg->db, "SELECT " ENTRY_COLUMNS " FROM runs ORDER BY seq DESC LIMIT ?", -1, &stmt, NULL);
-    if (rc != SQLITE_OK)
-        return lg_fail(ctx, lg, rc, "listing runs");
-    sqlite3_bind_int(stmt, 1, limit > 0 ? limit : -1);
     cJSON *arr = cJSON_CreateArray();
     dg_status st = arr ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    while (st == DG_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        cJSON *e = entry_of(stmt);
-        if (!e || !cJSON_AddItemToArray(arr, e)) {
-            cJSON_Delete(e);
-            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-        }
-    }
-    if (st == DG_OK && rc != SQLITE_DONE)
-        st = lg_fail(ctx, lg, rc, "listing runs");
-    sqlite3_finalize(stmt);
+    if (st == DG_OK)
+        st = lg->pg ? lg_pg_list(ctx, lg, limit, arr) : sq_list(ctx, lg, limit, arr);
     if (st == DG_OK) {
         *json = dg_json_print(arr);
         if (!*json)
@@ -777,89 +1011,153 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     return st;
 }
 
+/* Replaces an entry's "record" text by the parsed record and drops "rank". */
+static dg_status attach_record(dg_ctx *ctx, dg_ledger *lg, cJSON *entry)
+{
+    const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "record"));
+    cJSON *rec = text ? cJSON_Parse(text) : NULL;
+    if (!rec) {
+        char bad[64];
+        dg_copy_clean(bad, sizeof bad, json_str(entry, "id"));
+        return dg_fail(ctx, DG_ERR_LEDGER,
+                       "ledger %s: run %s holds a record that is not valid JSON", lg->shown, bad);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(entry, "rank");
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(entry, "record", rec)) {
+        cJSON_Delete(rec);
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    }
+    return DG_OK;
+}
+
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json)
 {
     if (json)
         *json = NULL;
-    if (!lg || !lg->db || !json)
+    if (!usable(lg) || !json)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger show: no open ledger or no place for the result");
     if (!id || !id[0])
         return dg_fail(ctx, DG_ERR_USAGE, "ledger show: empty run id");
     char shown_id[64];
     dg_copy_clean(shown_id, sizeof shown_id, id);
 
-    /* An exact id first, then a prefix compared with substr (no LIKE, so '%'
-     * and '_' in the argument are plain characters). */
-    sqlite3_stmt *stmt = NULL;
-    int rc =
-        sqlite3_prepare_v2(lg->db,
-                           "SELECT " ENTRY_COLUMNS ", record, 0 AS rank FROM runs WHERE id = ?1 "
-                           "UNION ALL "
-                           "SELECT " ENTRY_COLUMNS ", record, 1 FROM runs "
-                           "WHERE substr(id, 1, length(?1)) = ?1 AND id <> ?1 "
-                           "ORDER BY rank, seq DESC LIMIT ?2",
-                           -1, &stmt, NULL);
-    if (rc != SQLITE_OK)
-        return lg_fail(ctx, lg, rc, "looking up a run");
-    sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(stmt, 2, DG_LEDGER_AMBIGUOUS_SHOWN + 1);
-
-    dg_status st = DG_OK;
-    cJSON *entry = NULL;
-    int matches = 0;
-    char ids[(DG_LEDGER_AMBIGUOUS_SHOWN + 1) * 40] = "";
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        if (matches == 0) {
-            entry = entry_of(stmt);
-            if (!entry) {
-                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-                break;
-            }
-            const char *text = col_text(stmt, 8);
-            cJSON *rec = text ? cJSON_Parse(text) : NULL;
-            if (!rec) {
-                char bad[40];
-                dg_copy_clean(bad, sizeof bad, col_text(stmt, 0));
-                st = dg_fail(ctx, DG_ERR_LEDGER,
-                             "ledger %s: run %s holds a record that is not valid JSON", lg->shown,
-                             bad);
-                break;
-            }
-            if (!cJSON_AddItemToObject(entry, "record", rec)) {
-                cJSON_Delete(rec);
-                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-                break;
-            }
-            if (sqlite3_column_int(stmt, 9) == 0)
-                break; /* exact id */
-        }
-        size_t used = strlen(ids);
-        if (matches < DG_LEDGER_AMBIGUOUS_SHOWN) {
-            char one[36];
-            dg_copy_clean(one, sizeof one, col_text(stmt, 0));
-            snprintf(ids + used, sizeof ids - used, "%s%s", matches ? ", " : "", one);
-        } else {
-            snprintf(ids + used, sizeof ids - used, ", ...");
-        }
-        matches++;
-    }
-    if (st == DG_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        st = lg_fail(ctx, lg, rc, "looking up a run");
-    sqlite3_finalize(stmt);
-
-    if (st == DG_OK && !entry)
+    cJSON *arr = cJSON_CreateArray();
+    dg_status st = arr ? store_match(ctx, lg, id, DG_LEDGER_AMBIGUOUS_SHOWN + 1, arr)
+                       : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    int matches = st == DG_OK ? cJSON_GetArraySize(arr) : 0;
+    cJSON *first = matches ? cJSON_GetArrayItem(arr, 0) : NULL;
+    bool exact = first && jnum_int(first, "rank") == 0;
+    if (st == DG_OK && !first)
         st = dg_fail(ctx, DG_ERR_NOT_FOUND, "ledger %s: no run with id or id prefix '%s'",
                      lg->shown, shown_id);
-    if (st == DG_OK && matches > 1)
+    if (st == DG_OK && matches > 1 && !exact) {
+        char ids[(DG_LEDGER_AMBIGUOUS_SHOWN + 1) * 40] = "";
+        size_t used = 0;
+        for (int k = 0; k < matches; k++) {
+            char one[48];
+            dg_copy_clean(one, sizeof one, json_str(cJSON_GetArrayItem(arr, k), "id"));
+            if (k < DG_LEDGER_AMBIGUOUS_SHOWN)
+                used += (size_t)snprintf(ids + used, used < sizeof ids ? sizeof ids - used : 0,
+                                         "%s%s", k ? ", " : "", one);
+            else
+                used += (size_t)snprintf(ids + used, used < sizeof ids ? sizeof ids - used : 0,
+                                         ", ...");
+        }
         st = dg_fail(ctx, DG_ERR_USAGE,
                      "ledger %s: run id prefix '%s' is ambiguous: it matches %s; give more of "
                      "the id",
                      lg->shown, shown_id, ids);
+    }
+    if (st == DG_OK)
+        st = attach_record(ctx, lg, first);
     if (st == DG_OK) {
-        *json = dg_json_print(entry);
+        *json = dg_json_print(first);
         if (!*json)
             st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
-    cJSON_Delete(entry);
+    cJSON_Delete(arr);
+    return st;
+}
+
+/* ---- local ledger, push ----------------------------------------------------------- */
+
+char *dg_ledger_local_path(void)
+{
+    const char *local = getenv("DEVGATE_LOCAL_LEDGER");
+    if (local && local[0])
+        return dg_strdup(local);
+    const char *env = getenv("DEVGATE_LEDGER");
+    if (env && env[0] && !dg_ledger_is_team(env))
+        return dg_strdup(env);
+    /* The default path without DEVGATE_LEDGER, which names the team ledger. */
+    char *saved = env ? dg_strdup(env) : NULL;
+    if (env)
+        unsetenv("DEVGATE_LEDGER");
+    char *p = dg_ledger_default_path();
+    if (saved) {
+        setenv("DEVGATE_LEDGER", saved, 1);
+        dg_free(saved);
+    }
+    return p;
+}
+
+dg_status dg_ledger_push(dg_ctx *ctx, dg_ledger *local, dg_ledger *team, dg_ledger_push_counts *n)
+{
+    if (n)
+        memset(n, 0, sizeof *n);
+    if (!usable(local) || !local->db || !usable(team) || !n)
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "ledger push: needs an open local ledger, an open team ledger and a place "
+                       "for the counts");
+    if (local == team || (team->db && strcmp(local->path, team->path) == 0))
+        return dg_fail(ctx, DG_ERR_USAGE, "ledger push: ledger %s cannot be pushed into itself",
+                       local->shown);
+    cJSON *arr = cJSON_CreateArray();
+    dg_status st = arr ? sq_pending(ctx, local, arr) : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (st != DG_OK)
+            break;
+        const char *target = json_str(e, "pending");
+        if (!target || strcmp(target, team->shown) != 0) {
+            n->other++;
+            continue;
+        }
+        lg_fields f = {.verb = json_str(e, "verb"),
+                       .state = json_str(e, "state"),
+                       .host = json_str(e, "host"),
+                       .commit = json_str(e, "git_commit"),
+                       .version = json_str(e, "devgate_version"),
+                       .record = json_str(e, "record"),
+                       .node = json_str(e, "node"),
+                       .exit_status = jnum_int(e, "exit_status"),
+                       .exact = true};
+        snprintf(f.id, sizeof f.id, "%s", json_str(e, "id"));
+        snprintf(f.started, sizeof f.started, "%s", json_str(e, "started_at"));
+        bool taken = false;
+        st = store_insert(ctx, team, &f, &taken);
+        if (st == DG_OK && taken) {
+            /* There already: pushed before (then marked here), or another run
+             * with the same id, which is a conflict, never a silent skip. */
+            cJSON *there = cJSON_CreateArray();
+            st = there ? store_match(ctx, team, f.id, 1, there)
+                       : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+            const char *rec = json_str(cJSON_GetArrayItem(there, 0), "record");
+            if (st == DG_OK && (!rec || strcmp(rec, f.record) != 0))
+                st = dg_fail(ctx, DG_ERR_LEDGER,
+                             "ledger push: run %s is already in %s with a different record; it "
+                             "was left waiting in %s",
+                             f.id, team->shown, local->shown);
+            cJSON_Delete(there);
+            if (st == DG_OK)
+                n->already++;
+        } else if (st == DG_OK) {
+            n->pushed++;
+        }
+        if (st == DG_OK)
+            st = sq_clear_pending(ctx, local, f.id);
+    }
+    cJSON_Delete(arr);
     return st;
 }

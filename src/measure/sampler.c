@@ -234,8 +234,8 @@ dg_sampler *dg_sampler_start_capped(const dg_backend_iface *be, void *bctx, int 
     atomic_init(&s->stop, false);
     bool nvidia = false;
     if (be && be->name) {
-        s->dev_info_safe = be->device_info && (strcmp(be->name, "cpu") == 0 || strcmp(be->name, "opencl") == 0);
-        nvidia = strcmp(be->name, "cuda") == 0;
+        s->dev_info_safe = be->device_info && be->caps.device_info_any_thread;
+        nvidia = be->caps.nvml;
         dg_device_info info;
         if (!nvidia && s->dev_info_safe && be->device_info(bctx, 0, &info) == DG_OK)
             nvidia = strstr(info.vendor, "NVIDIA") != NULL;

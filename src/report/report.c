@@ -23,9 +23,9 @@ static dg_status check_evidence(dg_ctx *ctx, const cJSON *rec)
                        "not an evidence record: kind is '%s', not 'accept' or 'run'", k);
     }
     double v;
-    if (!rp_num(rec, "v", &v) || v != 1)
+    if (!rp_num(rec, "v", &v) || (v != 1 && v != 2))
         return dg_fail(ctx, DG_ERR_FORMAT,
-                       "evidence record version is not 1; this devgate renders version 1");
+                       "evidence record version is not 1 or 2; this devgate renders those");
     return DG_OK;
 }
 

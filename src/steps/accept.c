@@ -7,8 +7,10 @@
  * is the sweep's knee, and step counts are set by a time budget from the knee's
  * step time, so a slow device still finishes within the tier's budget. The
  * rules, the decision and the final gate are dg_evidence_finish's business. */
+#include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
 
 #include <math.h>
 #include <string.h>
@@ -198,9 +200,10 @@ static dg_status run_gate(acc *a)
      * a backend named with --backend is gated with cpu, the baseline. */
     char list[64];
     const char *want = a->o->train.backend;
-    if (want && strcmp(want, "cpu") != 0)
+    bool want_host = want && dg_backend_is_host(want);
+    if (want && !want_host)
         snprintf(list, sizeof list, "cpu,%s", want);
-    dg_gate_opts go = {.backends = want ? (strcmp(want, "cpu") == 0 ? "cpu" : list) : NULL,
+    dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL,
                        .seed = a->base.seed};
     char *json = NULL;
     dg_gate_verdict verdict = DG_GATE_PASS;
@@ -290,7 +293,8 @@ static void run_soak(acc *a)
     char *json = NULL;
     dg_status st = dg_soak_run(a->ctx, &so, &json);
     cJSON *rec = keep(a, json);
-    const cJSON *soak = cJSON_GetObjectItemCaseSensitive(rec, "soak");
+    /* Record version 2: the soak analysis is in the soak record itself. */
+    const cJSON *soak = cJSON_IsObject(rec) ? rec : NULL;
     char sum[256] = "";
     if (soak)
         snprintf(sum, sizeof sum,
@@ -311,7 +315,7 @@ static void run_soak(acc *a)
 static void run_compare(acc *a)
 {
     begin(a, 4);
-    if (strcmp(a->device, "cpu") == 0) {
+    if (dg_backend_is_host(a->device)) {
         end(a, "skipped",
             a->o->train.backend ? "the device asked for is the cpu baseline itself"
                                 : "no device passed the gate: cpu is the only path",
@@ -421,6 +425,9 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
         opts->sweep_to < 0)
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs, steps and the sweep limit must be positive");
+    /* Inputs judged before anything is measured. */
+    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+        return DG_ERR_USAGE;
     acc a = {.ctx = ctx,
              .o = opts,
              .tier = &tiers[opts->quick ? 0 : 1],
@@ -435,7 +442,7 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
     a.rec = cJSON_CreateObject();
     if (!a.rec)
         return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
-    cJSON_AddNumberToObject(a.rec, "v", 1);
+    cJSON_AddNumberToObject(a.rec, "v", DG_RECORD_VERSION);
     cJSON_AddStringToObject(a.rec, "kind", "accept");
     cJSON_AddNullToObject(a.rec, "run_id");
     char ts[32], host[256] = "";

@@ -559,6 +559,8 @@ dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
     if (strcmp(device, "cpu") == 0)
         return dg_fail(ctx, DG_ERR_USAGE, "compare: --backend names the device to hold against the cpu "
                                           "baseline (opencl, cuda); cpu cannot be compared with itself");
+    if (dg_disable_ops_check(ctx, o->disable_ops) != DG_OK)
+        return DG_ERR_USAGE; /* before the cpu side runs */
     if (o->export_dir)
         return dg_fail(ctx, DG_ERR_USAGE, "compare: --export is not available here (compare exports "
                                           "the batches for its float64 reference itself)");

@@ -280,8 +280,10 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON_AddItemToObject(mem, "a", ea ? cJSON_Duplicate(ea, true) : cJSON_CreateNull());
     cJSON_AddItemToObject(mem, "b", eb ? cJSON_Duplicate(eb, true) : cJSON_CreateNull());
     cJSON *gr = cJSON_AddObjectToObject(mem, "growth");
-    const cJSON *ga = at(at(ra, "soak", "soak"), "growth", NULL),
-                *gb = at(at(rb, "soak", "soak"), "growth", NULL);
+    /* The soak analysis: soak.soak in record version 1, soak in version 2. */
+    const cJSON *sa = at(ra, "soak", "soak") ? at(ra, "soak", "soak") : at(ra, "soak", NULL);
+    const cJSON *sb = at(rb, "soak", "soak") ? at(rb, "soak", "soak") : at(rb, "soak", NULL);
+    const cJSON *ga = at(sa, "growth", NULL), *gb = at(sb, "growth", NULL);
     cJSON_AddItemToObject(gr, "a", ga ? cJSON_Duplicate(ga, true) : cJSON_CreateNull());
     cJSON_AddItemToObject(gr, "b", gb ? cJSON_Duplicate(gb, true) : cJSON_CreateNull());
     /* Loss agreement over the (epoch, step) pairs both runs reported. */

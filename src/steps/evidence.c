@@ -322,9 +322,9 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
     const cJSON *version = dg_jpath(rec, "v");
     if (!cJSON_IsObject(rec) || !kind ||
         (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) || !cJSON_IsNumber(version) ||
-        version->valuedouble != 1) {
+        (version->valuedouble != 1 && version->valuedouble != 2)) {
         cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record of version 1");
+        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record of version 1 or 2");
     }
     char *dj = NULL;
     dg_status st = dg_diagnose(ctx, record_json, overrides, &dj);

@@ -6,6 +6,7 @@
 #include "engine/train.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
 #include "steps/steps.h"
 
 #include <math.h>
@@ -109,19 +110,18 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
     cJSON_AddItemToObject(tr, "thirds_ratio", dg_json_metric(ratio, isfinite(ratio), "ratio"));
 }
 
-/* The "soak" section from the train record. */
-static cJSON *soak_section(const cJSON *rec, const dg_soak_opts *so, int epochs, int steps, const dg_train_ext *x)
+/* The soak's own fields and its analysis, added to the train record itself
+ * (record version 2; version 1 nested them under "soak"). */
+static void soak_fields(cJSON *rec, const dg_soak_opts *so, int epochs, int steps, const dg_train_ext *x)
 {
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "epochs", epochs);
-    cJSON_AddNumberToObject(s, "steps_per_epoch", steps);
-    cJSON_AddBoolToObject(s, "empty_cache", !so->no_empty_cache);
-    cJSON_AddNumberToObject(s, "leak_per_step", (double)so->leak_per_step);
-    cJSON_AddNumberToObject(s, "val_steps", so->val_steps);
-    cJSON_AddNumberToObject(s, "sample_ms", x->sample_ms);
-    dg_soak_analyse(s, cJSON_GetObjectItem(rec, "epochs"),
+    cJSON_AddNumberToObject(rec, "epochs_planned", epochs);
+    cJSON_AddNumberToObject(rec, "steps_per_epoch", steps);
+    cJSON_AddBoolToObject(rec, "empty_cache", !so->no_empty_cache);
+    cJSON_AddNumberToObject(rec, "leak_per_step", (double)so->leak_per_step);
+    cJSON_AddNumberToObject(rec, "val_steps", so->val_steps);
+    cJSON_AddNumberToObject(rec, "sample_ms", x->sample_ms);
+    dg_soak_analyse(rec, cJSON_GetObjectItem(rec, "epochs"),
                     cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "steps"), "stats"));
-    return s;
 }
 
 dg_status dg_soak_run(dg_ctx *ctx, const dg_soak_opts *opts, char **json)
@@ -151,7 +151,8 @@ dg_status dg_soak_run(dg_ctx *ctx, const dg_soak_opts *opts, char **json)
     if (!rec)
         return dg_fail(ctx, DG_ERR_NOMEM, "soak: out of memory reading the training record");
     cJSON_ReplaceItemInObject(rec, "kind", cJSON_CreateString("soak"));
-    cJSON_AddItemToObject(rec, "soak", soak_section(rec, opts, o.epochs, o.steps, &x));
+    cJSON_ReplaceItemInObject(rec, "v", cJSON_CreateNumber(DG_RECORD_VERSION));
+    soak_fields(rec, opts, o.epochs, o.steps, &x);
     *json = dg_json_print(rec);
     cJSON_Delete(rec);
     if (!*json)

@@ -662,6 +662,8 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     *json = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
+    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+        return DG_ERR_USAGE; /* before any trial runs */
     sweep *s = dg_calloc(1, sizeof *s);
     if (!s)
         return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");

@@ -8,6 +8,7 @@
 #include "supervise/supervise.h"
 
 #include "measure/measure.h"
+#include "core/record.h"
 #include "steps/steps.h"
 
 #include <errno.h>
@@ -271,7 +272,7 @@ static cJSON *soak_section(const run *r)
     if (c->nepochs == 0)
         return cJSON_CreateNull();
     cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "v", 1);
+    cJSON_AddNumberToObject(s, "v", DG_RECORD_VERSION);
     cJSON_AddStringToObject(s, "kind", "soak");
     cJSON_AddStringToObject(s, "source", "probe");
     cJSON *eps = cJSON_AddArrayToObject(s, "epochs");
@@ -321,10 +322,10 @@ static cJSON *soak_section(const run *r)
     dg_free(tmp);
     double med;
     cJSON *stats = step_stats(c, &med);
-    cJSON *sec = cJSON_AddObjectToObject(s, "soak");
-    cJSON_AddNumberToObject(sec, "epochs", (double)c->nepochs);
-    cJSON_AddBoolToObject(sec, "empty_cache", all_emptied);
-    dg_soak_analyse(sec, eps, c->nsteps ? stats : NULL);
+    /* Version 2: the analysis beside the epochs, not nested under "soak". */
+    cJSON_AddNumberToObject(s, "epochs_planned", (double)c->nepochs);
+    cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
+    dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
     cJSON *steps = cJSON_AddObjectToObject(s, "steps");
     cJSON_AddNumberToObject(steps, "warmup", c->nsteps > STEP_WARMUP ? STEP_WARMUP : 0);
     cJSON_AddItemToObject(steps, "stats", stats);
@@ -748,7 +749,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     close(fd);
 
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(root, "v", 1);
+    cJSON_AddNumberToObject(root, "v", DG_RECORD_VERSION);
     cJSON_AddStringToObject(root, "kind", "run");
     cJSON_AddNullToObject(root, "run_id");
     cJSON_AddStringToObject(root, "timestamp", ts);

@@ -53,6 +53,17 @@ expect_json packB/report.json '(d["final_gate"]["fail_findings"] > 0) == ('"$rc"
 expect_exit 2 "$DG" accept "${SMALL[@]}" --threshold no_such_threshold=1 -o packC
 expect_grep err 'no_such_threshold' "unknown threshold message"
 [ ! -e packC ] && ok || bad "a usage error still measured and wrote a pack"
+# --- --disable-op: judged before measuring (an unknown op or backend, an op
+# aimed at the cpu), each refused at once with exit 2 and no pack -------------
+for bad_op in conv3d@opencl conv2d@metal conv2d@cpu; do
+  t0=$(date +%s)
+  expect_exit 2 "$DG" accept "${SMALL[@]}" --disable-op "$bad_op" -o packX
+  [ $(( $(date +%s) - t0 )) -lt 20 ] && ok || bad "--disable-op $bad_op was refused only after measuring"
+  [ ! -e packX ] && ok || bad "--disable-op $bad_op still measured and wrote a pack"
+done
+expect_grep err 'cpu is the fallback backend' "op aimed at the cpu message"
+expect_exit 2 "$DG" --no-ledger sweep --model mlp --to 16 --disable-op conv3d
+expect_grep err "unknown op 'conv3d'" "sweep checks --disable-op first"
 cat >spec.json <<'EOF'
 {"model": "mlp", "backend": "cpu", "quick": true, "sweep_to": 64, "thresholds": {"mem_growth_pct": 50}}
 EOF

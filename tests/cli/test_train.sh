@@ -64,8 +64,16 @@ if [[ " ${backends[*]} " == *" opencl "* ]]; then
   expect_exit 0 "$DG" --no-ledger train --backend opencl --model lenet --batch 16 --steps 20 --disable-op conv2d
   expect_grep out 'conv2d'
 fi
-expect_exit 2 "$DG" --no-ledger train --backend cpu --disable-op conv2d
-expect_grep err 'fallback'
+# An entry without a backend is for the device: the cpu baseline runs every op
+# itself. An op aimed at the cpu, an unknown op or backend: usage errors.
+expect_exit 0 "$DG" --no-ledger train --backend cpu --steps 3 --disable-op conv2d --json
+expect_json out 'd["fallbacks"] == [] and d["spec"]["disable_ops"] == "conv2d"'
+expect_exit 2 "$DG" --no-ledger train --backend cpu --disable-op conv2d@cpu
+expect_grep err 'conv2d@cpu: cpu is the fallback backend'
+expect_exit 2 "$DG" --no-ledger train --backend opencl --disable-op conv2d@cpu
+expect_grep err 'cpu is the fallback backend'
+expect_exit 2 "$DG" --no-ledger train --disable-op conv2d@metal
+expect_grep err "unknown backend 'metal'"
 expect_exit 2 "$DG" --no-ledger train --disable-op frobnicate
 expect_grep err 'frobnicate'
 # TF32 is opt-in and cuda-only; the default is recorded as exact fp32.

@@ -1444,7 +1444,7 @@ static void ops(void)
           bi->maxpool_fwd && bi->maxpool_bwd && bi->conv2d_workspace && bi->conv2d_fwd &&
           bi->conv2d_bwd && bi->xent && bi->sgd);
     for (int op = 0; op < DG_OP__COUNT; op++)
-        CHECK_MSG(bi->supports_op(cx, (dg_op)op), "op %d not supported", op);
+        CHECK_MSG(bi->supports_op(cx, &(dg_op_desc){.op = (dg_op)op, .call = DG_CALL__COUNT, .any_shape = true}), "op %d not supported", op);
     t_fill();
     t_bias(3, 5, 7);
     t_bias(65, 37, 1);
@@ -1556,8 +1556,8 @@ int main(void)
            di.platform, di.compute_units.value, di.mem_free.value / (1 << 30),
            di.mem_total.value / (1 << 30));
     printf("versions: %s\n", text);
-    CHECK(bi->supports_op(cx, DG_OP_GEMM));
-    CHECK(!bi->supports_op(cx, DG_OP__COUNT));
+    CHECK(bi->supports_op(cx, &(dg_op_desc){.op = DG_OP_GEMM, .call = DG_CALL__COUNT, .any_shape = true}));
+    CHECK(!bi->supports_op(cx, &(dg_op_desc){.op = DG_OP__COUNT, .call = DG_CALL__COUNT, .any_shape = true}));
 
     copies();
     gemm_usage();

@@ -4,7 +4,7 @@
 #include "check.h"
 #include "core/core.h"
 #include "data/data.h"
-#include "engine/synth.h"
+#include "data/synth.h"
 
 #include <errno.h>
 #include <jpeglib.h>

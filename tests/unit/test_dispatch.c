@@ -4,6 +4,8 @@
 #include "check.h"
 #include "engine/engine.h"
 
+#include <math.h>
+
 /* ---- helpers ---- */
 
 static dg_ref put(dg_ctx *ctx, dg_engine *e, dg_block **blk, size_t off, const void *src,
@@ -51,9 +53,9 @@ static const char *str(const cJSON *o, const char *key)
 static dg_backend_iface fakedev;
 static bool fail_download;
 
-static bool fake_supports(void *ctx, dg_op op)
+static bool fake_supports(void *ctx, const dg_op_desc *d)
 {
-    return op != DG_OP_RELU && op != DG_OP_CONV2D;
+    return d->op != DG_OP_RELU && d->op != DG_OP_CONV2D;
 }
 
 static dg_status fake_download(void *ctx, const void *buf, size_t off, void *dst, size_t bytes)
@@ -72,6 +74,7 @@ static void make_fakedev(void)
 {
     fakedev = *dg_backend_cpu_iface();
     fakedev.name = "fakedev";
+    fakedev.caps.host = false; /* a device, not the baseline */
     fakedev.supports_op = fake_supports;
     fakedev.download = fake_download;
     fakedev.last_error = fake_error;
@@ -79,31 +82,117 @@ static void make_fakedev(void)
 
 /* ---- tests ---- */
 
+#define CALL(x) (1u << DG_CALL_##x)
+#define CONV (CALL(CONV2D_FWD) | CALL(CONV2D_BWD))
+#define RELU (CALL(RELU_FWD) | CALL(RELU_BWD))
+#define POOL (CALL(MAXPOOL_FWD) | CALL(MAXPOOL_BWD))
+
+/* Parses spec for backend name: the status, and the mask in *m. */
+static dg_status parse(dg_ctx *ctx, const char *spec, const char *name, uint32_t *m)
+{
+    *m = 99;
+    return dg_parse_disabled_ops(ctx, spec, name, m);
+}
+
 static void test_parse(void)
 {
     dg_ctx *ctx = dg_ctx_new();
     uint32_t m = 99;
-    CHECK(dg_parse_disabled_ops(ctx, "conv2d", "cuda", &m) == DG_OK && m == 1u << DG_OP_CONV2D);
-    CHECK(dg_parse_disabled_ops(ctx, "conv2d@opencl", "cuda", &m) == DG_OK && m == 0);
-    CHECK(dg_parse_disabled_ops(ctx, "conv2d@opencl", "opencl", &m) == DG_OK &&
-          m == 1u << DG_OP_CONV2D);
-    CHECK(dg_parse_disabled_ops(ctx, "relu,gemm@cuda", "cuda", &m) == DG_OK &&
-          m == ((1u << DG_OP_RELU) | (1u << DG_OP_GEMM)));
-    CHECK(dg_parse_disabled_ops(ctx, "relu,gemm@cuda", "opencl", &m) == DG_OK &&
-          m == 1u << DG_OP_RELU);
-    CHECK(dg_parse_disabled_ops(ctx, " xent , softmax_xent@cuda, sgd ", "cuda", &m) == DG_OK &&
-          m == ((1u << DG_OP_XENT) | (1u << DG_OP_SGD)));
-    CHECK(dg_parse_disabled_ops(ctx, "maxpool,bias_add,bias_grad,fill", "cpu", &m) == DG_OK &&
-          m == ((1u << DG_OP_MAXPOOL) | (1u << DG_OP_BIAS_ADD) | (1u << DG_OP_BIAS_GRAD) |
-                (1u << DG_OP_FILL)));
-    CHECK(dg_parse_disabled_ops(ctx, "", "cuda", &m) == DG_OK && m == 0);
+    /* An op name stands for its calls; a call name for itself. */
+    CHECK(parse(ctx, "conv2d", "cuda", &m) == DG_OK && m == CONV);
+    CHECK(parse(ctx, "conv2d_fwd", "cuda", &m) == DG_OK && m == CALL(CONV2D_FWD));
+    CHECK(parse(ctx, "conv2d_bwd@opencl", "opencl", &m) == DG_OK && m == CALL(CONV2D_BWD));
+    CHECK(parse(ctx, "relu_bwd,maxpool_fwd", "opencl", &m) == DG_OK &&
+          m == (CALL(RELU_BWD) | CALL(MAXPOOL_FWD)));
+    CHECK(parse(ctx, "conv2d@opencl", "cuda", &m) == DG_OK && m == 0);
+    CHECK(parse(ctx, "conv2d@opencl", "opencl", &m) == DG_OK && m == CONV);
+    CHECK(parse(ctx, "relu,gemm@cuda", "cuda", &m) == DG_OK && m == (RELU | CALL(GEMM)));
+    CHECK(parse(ctx, "relu,gemm@cuda", "opencl", &m) == DG_OK && m == RELU);
+    CHECK(parse(ctx, " xent , softmax_xent@cuda, sgd ", "cuda", &m) == DG_OK &&
+          m == (CALL(XENT) | CALL(SGD)));
+    CHECK(parse(ctx, "maxpool,bias_add,bias_grad,fill", "opencl", &m) == DG_OK &&
+          m == (POOL | CALL(BIAS_ADD) | CALL(BIAS_GRAD) | CALL(FILL)));
+    /* Every call name the profile prints is accepted. */
+    for (int c = 0; c < DG_CALL__COUNT; c++)
+        CHECK_MSG(parse(ctx, dg_call_names[c], "opencl", &m) == DG_OK && m == 1u << c, "%s: %s",
+                  dg_call_names[c], dg_errmsg(ctx));
+    /* Entries without a backend are for the device: the cpu baseline ignores them. */
+    CHECK(parse(ctx, "maxpool,bias_add,bias_grad,fill", "cpu", &m) == DG_OK && m == 0);
+    CHECK(parse(ctx, "conv2d", "cpu", &m) == DG_OK && m == 0);
+    CHECK(parse(ctx, "", "cuda", &m) == DG_OK && m == 0);
     CHECK(dg_parse_disabled_ops(ctx, NULL, "cuda", &m) == DG_OK && m == 0);
-    CHECK(dg_parse_disabled_ops(ctx, "relu,", "cuda", &m) == DG_OK && m == 1u << DG_OP_RELU);
-    CHECK(dg_parse_disabled_ops(ctx, "relu,bogus", "cuda", &m) == DG_ERR_USAGE && m == 0);
+    CHECK(parse(ctx, "relu,", "cuda", &m) == DG_OK && m == RELU);
+    CHECK(parse(ctx, "relu,bogus", "cuda", &m) == DG_ERR_USAGE && m == 0);
     CHECK_MSG(strstr(dg_errmsg(ctx), "unknown op 'bogus'") != NULL, "%s", dg_errmsg(ctx));
-    CHECK(dg_parse_disabled_ops(ctx, "relu@tpu", "cuda", &m) == DG_ERR_USAGE);
-    CHECK_MSG(strstr(dg_errmsg(ctx), "unknown backend 'tpu'") != NULL, "%s", dg_errmsg(ctx));
-    CHECK(dg_parse_disabled_ops(ctx, "bogus@opencl", "cuda", &m) == DG_ERR_USAGE);
+    CHECK(parse(ctx, "relu@tpu", "cuda", &m) == DG_ERR_USAGE);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "unknown backend 'tpu' (known: cpu, opencl, cuda)") != NULL,
+              "%s", dg_errmsg(ctx));
+    CHECK(parse(ctx, "bogus@opencl", "cuda", &m) == DG_ERR_USAGE);
+    /* An op aimed at the cpu is refused, whatever backend runs. */
+    CHECK(parse(ctx, "conv2d@cpu", "opencl", &m) == DG_ERR_USAGE && m == 0);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "conv2d@cpu: cpu is the fallback backend") != NULL, "%s",
+              dg_errmsg(ctx));
+    CHECK(parse(ctx, "gemm@cpu", "cpu", &m) == DG_ERR_USAGE);
+
+    /* The check the verbs call before measuring: the same judgement, no backend. */
+    CHECK(dg_disable_ops_check(ctx, NULL) == DG_OK);
+    CHECK(dg_disable_ops_check(ctx, "") == DG_OK);
+    CHECK(dg_disable_ops_check(ctx, "conv2d") == DG_OK);
+    CHECK(dg_disable_ops_check(ctx, "conv2d_fwd@opencl,relu_bwd@cuda") == DG_OK);
+    CHECK(dg_disable_ops_check(ctx, "conv3d@opencl") == DG_ERR_USAGE);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "unknown op 'conv3d'") != NULL, "%s", dg_errmsg(ctx));
+    CHECK(dg_disable_ops_check(ctx, "conv2d@metal") == DG_ERR_USAGE);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "unknown backend 'metal'") != NULL, "%s", dg_errmsg(ctx));
+    CHECK(dg_disable_ops_check(ctx, "relu@cpu") == DG_ERR_USAGE);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "relu@cpu") != NULL, "%s", dg_errmsg(ctx));
+    dg_ctx_free(ctx);
+}
+
+/* The registry is one table: names, index, lookup and the host flag agree;
+ * the capability blocks agree with the functions each backend fills in. */
+static void test_registry(void)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    CHECK(strcmp(dg_backend_known(), "cpu, opencl, cuda") == 0);
+    CHECK(dg_backend_names_count == 3);
+    int hosts = 0;
+    for (size_t i = 0; i < dg_backend_names_count; i++) {
+        const char *n = dg_backend_names[i];
+        CHECK(dg_backend_index(n) == (int)i);
+        dg_backend_entry ent;
+        CHECK(dg_backend_find(ctx, n, &ent) == DG_OK && strcmp(ent.name, n) == 0);
+        const dg_backend_iface *b = ent.iface;
+        if (!b)
+            continue;
+        CHECK(strcmp(b->name, n) == 0);
+        hosts += b->caps.host;
+        CHECK(dg_backend_is_host(n) == b->caps.host);
+        CHECK_MSG(b->caps.graph_capture == (b->capture_begin && b->capture_end && b->replay),
+                  "%s: graph_capture", n);
+        CHECK_MSG(b->caps.event_timing == (b->event_record && b->event_elapsed), "%s: events", n);
+        CHECK_MSG(b->caps.tf32 == (b->set_math != NULL), "%s: tf32", n);
+    }
+    CHECK(hosts == 1 && dg_backend_is_host("cpu"));
+    CHECK(!dg_backend_is_host("opencl") && !dg_backend_is_host("cuda") &&
+          !dg_backend_is_host("metal") && !dg_backend_is_host(NULL));
+    dg_backend_entry ent;
+    CHECK(dg_backend_find(ctx, "metal", &ent) == DG_ERR_NOT_FOUND);
+    CHECK_MSG(strstr(dg_errmsg(ctx), "unknown backend 'metal' (known: cpu, opencl, cuda)"), "%s",
+              dg_errmsg(ctx));
+    CHECK(dg_backend_index("metal") == -1 && dg_backend_index(NULL) == -1);
+    /* The fault wrapper is outside the production lookup. */
+    setenv("DEVGATE_FAULT", "gemm-corrupt@cpu", 1);
+    dg_backend_entry plain, wrapped;
+    CHECK(dg_backend_find(ctx, "cpu", &plain) == DG_OK && plain.iface == dg_backend_cpu_iface());
+    CHECK(dg_backend_lookup(ctx, "cpu", &wrapped) == DG_OK && wrapped.iface != plain.iface);
+    CHECK(wrapped.iface && wrapped.iface->gemm != plain.iface->gemm &&
+          wrapped.iface->caps.host);
+    setenv("DEVGATE_FAULT", "relu-leak@cpu", 1);
+    CHECK(dg_backend_lookup(ctx, "cpu", &wrapped) == DG_OK && wrapped.iface &&
+          !wrapped.iface->caps.graph_capture && !wrapped.iface->capture_begin);
+    unsetenv("DEVGATE_FAULT");
+    CHECK(dg_backend_lookup(ctx, "cpu", &wrapped) == DG_OK &&
+          wrapped.iface == dg_backend_cpu_iface());
     dg_ctx_free(ctx);
 }
 
@@ -111,7 +200,7 @@ static void test_open_cpu(void)
 {
     dg_ctx *ctx = dg_ctx_new();
     dg_engine *e = (dg_engine *)1;
-    dg_engine_opts o = {.disabled_ops = 1u << DG_OP_CONV2D};
+    dg_engine_opts o = {.disabled_calls = CONV};
     CHECK(dg_engine_open(ctx, "cpu", &o, &e) == DG_ERR_USAGE && e == NULL);
     CHECK_MSG(strstr(dg_errmsg(ctx), "cpu is the fallback backend; ops cannot be disabled on it"),
               "%s", dg_errmsg(ctx));
@@ -188,7 +277,7 @@ static void gemm_ref(bool ta, bool tb, int m, int n, int k, float alpha, const f
  * with C read back first; beta == 0 does not read C. */
 static void test_gemm_fallback(dg_ctx *ctx)
 {
-    dg_engine_opts o = {.disabled_ops = 1u << DG_OP_GEMM};
+    dg_engine_opts o = {.disabled_calls = CALL(GEMM)};
     dg_engine *e = NULL;
     CHECK(dg_engine_open_iface(ctx, &fakedev, &o, &e) == DG_OK && e);
     if (!e)
@@ -448,8 +537,7 @@ static void test_relu_fallback(dg_ctx *ctx)
 static void test_rmw_fallback(dg_ctx *ctx)
 {
     const dg_backend_iface *cpu = dg_backend_cpu_iface();
-    dg_engine_opts o = {.disabled_ops =
-                            (1u << DG_OP_BIAS_ADD) | (1u << DG_OP_XENT) | (1u << DG_OP_SGD)};
+    dg_engine_opts o = {.disabled_calls = CALL(BIAS_ADD) | CALL(XENT) | CALL(SGD)};
     dg_engine *e = NULL;
     CHECK(dg_engine_open_iface(ctx, &fakedev, &o, &e) == DG_OK && e);
     if (!e)
@@ -523,6 +611,108 @@ static void test_rmw_fallback(dg_ctx *ctx)
     dg_engine_close(e);
 }
 
+/* ---- a device that judges by shape: gemm only while k <= 4 ---- */
+
+static dg_backend_iface shapedev;
+static dg_op_desc last_desc;
+static int shape_asks, any_asks;
+
+static bool shape_supports(void *ctx, const dg_op_desc *d)
+{
+    if (d->any_shape) {
+        any_asks++;
+        return true; /* in general, yes */
+    }
+    shape_asks++;
+    last_desc = *d;
+    return d->op != DG_OP_GEMM || d->k <= 4;
+}
+
+/* supports_op sees each call's shape and element type: the same gemm runs
+ * natively at k = 3 and falls back at k = 8, one census record for the one
+ * shape it refused; a call disabled alone (conv2d_bwd) falls back while its
+ * sibling (conv2d_fwd) stays native. */
+static void test_shape_aware(dg_ctx *ctx)
+{
+    shapedev = *dg_backend_cpu_iface();
+    shapedev.name = "shapedev";
+    shapedev.caps.host = false;
+    shapedev.supports_op = shape_supports;
+    dg_engine_opts o = {.disabled_calls = CALL(CONV2D_BWD)};
+    dg_engine *e = NULL;
+    CHECK(dg_engine_open_iface(ctx, &shapedev, &o, &e) == DG_OK && e);
+    if (!e)
+        return;
+    CHECK(dg_engine_native(e, DG_OP_GEMM) && any_asks > 0);
+    CHECK(!dg_engine_native(e, DG_OP_CONV2D)); /* one of its calls is disabled */
+    enum { M = 2, N = 2, K = 8 };
+    float a[M * K], b[K * N], c[M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)(i % 5) - 2.0f;
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)(i % 3) - 1.0f;
+    dg_block *ba, *bb, *bc;
+    dg_ref ra = put(ctx, e, &ba, 0, a, sizeof a), rb = put(ctx, e, &bb, 0, b, sizeof b);
+    dg_ref rc = put(ctx, e, &bc, 0, c, sizeof c);
+    shape_asks = 0;
+    CHECK(dg_op_gemm(ctx, e, false, true, M, N, 3, 1.0f, ra, K, rb, K, 0.0f, rc, N) == DG_OK);
+    CHECK(shape_asks == 1 && last_desc.op == DG_OP_GEMM && last_desc.call == DG_CALL_GEMM &&
+          last_desc.dtype == DG_DTYPE_F32 && !last_desc.any_shape && last_desc.m == M &&
+          last_desc.n == N && last_desc.k == 3 && !last_desc.ta && last_desc.tb);
+    CHECK(!e->any_fallback);
+    CHECK(dg_op_gemm(ctx, e, false, true, M, N, K, 1.0f, ra, K, rb, K, 0.0f, rc, N) == DG_OK);
+    CHECK(e->any_fallback && last_desc.k == K);
+    float got[M * N];
+    get(e, rc, got, sizeof got);
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double r = 0;
+            for (int p = 0; p < K; p++)
+                r += (double)a[i * K + p] * b[j * K + p];
+            bad += fabs(got[i * N + j] - r) > 1e-5;
+        }
+    CHECK_MSG(bad == 0, "%d wrong elements after the shape fallback", bad);
+    cJSON *cj = dg_engine_census_json(e);
+    CHECK(cJSON_GetArraySize(cj) == 1);
+    const cJSON *r = census_rec(cj, "gemm 2x2x8 ta=0 tb=1");
+    CHECK_MSG(r && num(r, "calls") == 1 && strcmp(str(r, "op"), "gemm") == 0 &&
+                  strcmp(str(r, "reason"), "not supported by shapedev") == 0,
+              "census: %s", cj ? cJSON_PrintUnformatted(cj) : "null");
+    cJSON_Delete(cj);
+
+    /* conv2d_fwd native, conv2d_bwd (disabled alone) on the fallback. */
+    dg_conv_shape cs = {.n = 1, .c = 1, .h = 4, .w = 4, .k = 1, .kh = 3, .kw = 3, .stride = 1,
+                        .pad = 0, .ho = 2, .wo = 2};
+    float x[16], w[9], y[4], dy[4] = {1, 1, 1, 1}, zero[16] = {0};
+    for (int i = 0; i < 16; i++)
+        x[i] = (float)i;
+    for (int i = 0; i < 9; i++)
+        w[i] = 1.0f;
+    size_t ws = dg_op_conv2d_workspace(e, &cs); /* fwd runs on the device: its workspace */
+    dg_block *bx, *bw, *by, *bdy, *bdx, *bdw, *bwk;
+    dg_ref rx = put(ctx, e, &bx, 0, x, sizeof x), rw = put(ctx, e, &bw, 0, w, sizeof w);
+    dg_ref ry = put(ctx, e, &by, 0, y, sizeof y), rdy = put(ctx, e, &bdy, 0, dy, sizeof dy);
+    dg_ref rdx = put(ctx, e, &bdx, 0, zero, sizeof x), rdw = put(ctx, e, &bdw, 0, zero, sizeof w);
+    dg_ref rwk = {NULL, 0};
+    if (ws && dg_alloc(ctx, e->alloc, ws, &bwk) == DG_OK)
+        rwk = (dg_ref){bwk->buf, 0};
+    shape_asks = 0;
+    CHECK(dg_op_conv2d_fwd(ctx, e, &cs, rx, rw, (dg_ref){NULL, 0}, ry, rwk) == DG_OK);
+    CHECK(shape_asks == 1 && last_desc.call == DG_CALL_CONV2D_FWD && last_desc.conv == &cs);
+    CHECK(dg_op_conv2d_bwd(ctx, e, &cs, rx, rw, rdy, rdx, rdw, (dg_ref){NULL, 0}, rwk) == DG_OK);
+    get(e, ry, y, sizeof y);
+    CHECK(y[0] == 45 && y[1] == 54 && y[2] == 81 && y[3] == 90);
+    cj = dg_engine_census_json(e);
+    CHECK(census_rec(cj, "conv2d n1 c1 4x4 k1 3x3 s1 p0") == NULL);
+    r = census_rec(cj, "conv2d_bwd n1 c1 4x4 k1 3x3 s1 p0");
+    CHECK_MSG(r && strcmp(str(r, "reason"), "disabled by --disable-op") == 0 &&
+                  strcmp(str(r, "op"), "conv2d") == 0,
+              "census: %s", cj ? cJSON_PrintUnformatted(cj) : "null");
+    cJSON_Delete(cj);
+    dg_engine_close(e);
+}
+
 int main(void)
 {
     make_fakedev();
@@ -530,10 +720,12 @@ int main(void)
     dg_ctx *ctx = dg_ctx_new();
     dg_host_mem_stats(&live0, NULL);
     test_parse();
+    test_registry();
     test_open_cpu();
     test_gemm_fallback(ctx);
     test_relu_fallback(ctx);
     test_rmw_fallback(ctx);
+    test_shape_aware(ctx);
     dg_host_mem_stats(&live1, NULL);
     CHECK_MSG(live1 == live0, "host bytes live %zu at start, %zu at end", live0, live1);
     dg_ctx_free(ctx);

@@ -2,7 +2,7 @@
  * shapes, the size table, and seeded initialisation. */
 #include "check.h"
 #include "engine/model.h"
-#include "engine/synth.h"
+#include "data/synth.h"
 
 static dg_ctx *ctx;
 

@@ -97,9 +97,9 @@ static int trace_check(const cJSON *tr, const char *op)
 
 static dg_backend_iface fakedev;
 
-static bool fake_supports(void *ctx, dg_op op)
+static bool fake_supports(void *ctx, const dg_op_desc *d)
 {
-    return op != DG_OP_RELU;
+    return d->op != DG_OP_RELU;
 }
 
 /* ---- tests ---- */
@@ -188,6 +188,7 @@ static void test_fallback(dg_ctx *ctx)
 {
     fakedev = *dg_backend_cpu_iface();
     fakedev.name = "fakedev";
+    fakedev.caps.host = false; /* a device, not the baseline */
     fakedev.supports_op = fake_supports;
     dg_engine *e = NULL;
     CHECK(dg_engine_open_iface(ctx, &fakedev, NULL, &e) == DG_OK);
@@ -240,7 +241,7 @@ static void test_opencl(dg_ctx *ctx)
 {
     dg_engine *e = NULL;
     dg_status st = dg_engine_open(
-        ctx, "opencl", &(dg_engine_opts){.disabled_ops = 1u << DG_OP_CONV2D, .threads = 1}, &e);
+        ctx, "opencl", &(dg_engine_opts){.disabled_calls = (1u << DG_CALL_CONV2D_FWD) | (1u << DG_CALL_CONV2D_BWD), .threads = 1}, &e);
     if (st != DG_OK) {
         printf("opencl not tested: %s\n", dg_errmsg(ctx));
         return;

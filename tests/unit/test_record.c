@@ -251,7 +251,7 @@ static void check_view_evidence(const cJSON *rec, bool has_compare)
 {
     dg_record_view v;
     CHECK(dg_record_view_build(NULL, rec, &v) == DG_OK);
-    CHECK(v.version == 1 && v.kind && !strcmp(v.kind, dg_jstr(rec, "kind")));
+    CHECK(v.version == DG_RECORD_VERSION && v.kind && !strcmp(v.kind, dg_jstr(rec, "kind")));
     CHECK(v.env.present == cJSON_IsObject(dg_jpath(rec, "env")));
     CHECK(v.gate.present && v.gate.nbackends == cJSON_GetArraySize(dg_jpath(rec, "gate.backends")));
     CHECK(v.nsteps == cJSON_GetArraySize(dg_jpath(rec, "steps")) && v.nsteps > 0);
@@ -271,10 +271,10 @@ static void check_view_evidence(const cJSON *rec, bool has_compare)
     }
     CHECK(v.soak.present && v.soak.has_payload);
     CHECK(v.soak.nepochs == cJSON_GetArraySize(dg_jpath(rec, "soak.epochs")));
-    CHECK(same_metric(v.soak.epochs_recorded, rec, "soak.soak.epochs_recorded"));
-    CHECK(same_metric(v.soak.growth[DG_MEM_FOOTPRINT], rec, "soak.soak.growth.footprint"));
+    CHECK(same_metric(v.soak.epochs_recorded, rec, "soak.epochs_recorded"));
+    CHECK(same_metric(v.soak.growth[DG_MEM_FOOTPRINT], rec, "soak.growth.footprint"));
     CHECK(!strcmp(v.soak.growth[DG_MEM_FOOTPRINT].unit, "%"));
-    CHECK(v.soak.empty_cache == dg_jbool(rec, "soak.soak.empty_cache"));
+    CHECK(v.soak.empty_cache == dg_jbool(rec, "soak.empty_cache"));
     if (has_compare) {
         CHECK(v.compare.present && v.compare.nruns > 0);
         CHECK(v.compare.nruns > 0 && v.compare.runs[0].ok &&
@@ -289,27 +289,32 @@ static void check_view_evidence(const cJSON *rec, bool has_compare)
     dg_record_view_free(&v); /* twice: a zeroed view is fine */
 }
 
-/* v1 nests the soak analysis under "soak"; v2 holds it in the record. */
-static cJSON *flatten_soak(const cJSON *v1)
+/* The soak analysis keys: v2 holds them in the soak record, v1 nested them
+ * under "soak" (with epochs_planned called epochs). */
+static const char *const analysis_keys[] = {
+    "epochs_planned", "steps_per_epoch", "empty_cache", "leak_per_step", "val_steps",
+    "sample_ms",      "epochs_recorded", "baseline",    "growth",        "last",
+    "staircase",      "step_trend"};
+
+static cJSON *nest_soak(const cJSON *v2)
 {
-    cJSON *c = cJSON_Duplicate(v1, true);
-    cJSON *inner = cJSON_DetachItemFromObjectCaseSensitive(c, "soak");
-    cJSON *it = inner ? inner->child : NULL;
-    while (it) {
-        cJSON *next = it->next;
-        cJSON *m = cJSON_DetachItemViaPointer(inner, it);
-        const char *key = strcmp(m->string, "epochs") == 0 ? "epochs_planned" : m->string;
-        cJSON_AddItemToObject(c, key, m);
-        it = next;
+    cJSON *c = cJSON_Duplicate(v2, true);
+    cJSON *inner = cJSON_CreateObject();
+    for (size_t i = 0; i < sizeof analysis_keys / sizeof *analysis_keys; i++) {
+        cJSON *m = cJSON_DetachItemFromObjectCaseSensitive(c, analysis_keys[i]);
+        if (m)
+            cJSON_AddItemToObject(inner, i == 0 ? "epochs" : analysis_keys[i], m);
     }
-    cJSON_Delete(inner);
-    cJSON_ReplaceItemInObjectCaseSensitive(c, "v", cJSON_CreateNumber(2));
+    cJSON_AddItemToObject(c, "soak", inner);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "v", cJSON_CreateNumber(1));
     return c;
 }
 
-static void check_view_soak_versions(const cJSON *soak1)
+static void check_view_soak_versions(const cJSON *soak2)
 {
-    cJSON *soak2 = flatten_soak(soak1);
+    CHECK(dg_jnum(soak2, "v") == 2 && !cJSON_HasObjectItem(soak2, "soak") &&
+          dg_jpath(soak2, "growth.footprint") && dg_jnum(soak2, "epochs_planned") == 3);
+    cJSON *soak1 = nest_soak(soak2);
     dg_record_view a, b;
     CHECK(dg_record_view_build(NULL, soak1, &a) == DG_OK);
     CHECK(dg_record_view_build(NULL, soak2, &b) == DG_OK);
@@ -327,18 +332,44 @@ static void check_view_soak_versions(const cJSON *soak1)
     CHECK(a.soak.staircase_aligned == b.soak.staircase_aligned);
     dg_record_view_free(&a);
     dg_record_view_free(&b);
-    /* The same inside an evidence record: v1 soak.soak.*, v2 soak.*. */
+    /* Inside an evidence record: v1 soak.soak.*, v2 soak.*. */
     cJSON *ev = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ev, "v", 2);
+    cJSON_AddNumberToObject(ev, "v", 1);
     cJSON_AddStringToObject(ev, "kind", "accept");
-    cJSON_AddItemToObject(ev, "soak", soak2);
-    CHECK(dg_record_view_build(NULL, ev, &b) == DG_OK);
-    CHECK(b.soak.present && b.soak.epochs_recorded.valid &&
-          b.soak.epochs_recorded.value == dg_jnum(soak1, "soak.epochs_recorded"));
-    CHECK(!b.sweep.present && !b.compare.present && b.nfindings == 0 && !b.final_gate.present);
-    CHECK(b.final_gate.accepted == 0 || b.final_gate.accepted == -1);
-    dg_record_view_free(&b);
+    cJSON_AddItemToObject(ev, "soak", soak1);
+    CHECK(dg_record_view_build(NULL, ev, &a) == DG_OK);
+    CHECK(a.soak.present && a.soak.epochs_recorded.valid &&
+          a.soak.epochs_recorded.value == dg_jnum(soak2, "epochs_recorded"));
+    CHECK(!a.sweep.present && !a.compare.present && a.nfindings == 0 && !a.final_gate.present);
+    CHECK(a.final_gate.accepted == -1 && !a.spec.batch.valid && a.env.translated == -1);
+    dg_record_view_free(&a);
     cJSON_Delete(ev);
+}
+
+/* The ledger holds version-1 evidence records: the fixture the rules test uses. */
+static void check_view_v1_fixture(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/records/healthy.json", getenv("DEVGATE_SRC"));
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    static char buf[4 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *rec = cJSON_Parse(buf);
+    dg_record_view v;
+    CHECK(rec && dg_record_view_build(NULL, rec, &v) == DG_OK);
+    CHECK(v.soak.has_payload &&
+          same_metric(v.soak.epochs_recorded, rec, "soak.soak.epochs_recorded"));
+    CHECK(same_metric(v.soak.growth[DG_MEM_ALLOCATOR_ALLOCATED], rec,
+                      "soak.soak.growth.allocator_allocated"));
+    CHECK(v.compare.nruns > 0 &&
+          same_metric(v.compare.runs[0].speedup, rec, "compare.runs[0].speedup"));
+    dg_record_view_free(&v);
+    cJSON_Delete(rec);
 }
 
 static void check_view_errors(void)
@@ -455,6 +486,7 @@ int main(void)
         check_view_evidence(accept, ocl);
     if (soak)
         check_view_soak_versions(soak);
+    check_view_v1_fixture();
     if (run) {
         dg_record_view v;
         CHECK(dg_record_view_build(NULL, run, &v) == DG_OK);

@@ -458,7 +458,7 @@ static void test_refusals(dg_ctx *ctx, const char *sample)
                                           "{\"v\":1,\"kind\":\"gate\",\"backends\":[]}",
                                           "[1,2]",
                                           "\"accept\"",
-                                          "{\"v\":2,\"kind\":\"accept\"}",
+                                          "{\"v\":3,\"kind\":\"accept\"}",
                                           "{\"kind\":\"accept\"}",
                                           "{\"v\":1}"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {

@@ -212,14 +212,16 @@ static dg_status cpu_synchronize(void *ctx)
     return DG_OK;
 }
 
-static bool cpu_supports_op(void *ctx, dg_op op)
+static bool cpu_supports_op(void *ctx, const dg_op_desc *d)
 {
-    return (unsigned)op < DG_OP__COUNT; /* every op */
+    return d && (unsigned)d->op < DG_OP__COUNT && d->dtype == DG_DTYPE_F32; /* every fp32 op */
 }
 
 static const dg_backend_iface cpu_iface = {
     .version = DG_BACKEND_IFACE_VERSION,
     .name = "cpu",
+    /* The host itself: the fallback and the baseline; host-clock events. */
+    .caps = {.host = true, .event_timing = true, .device_info_any_thread = true},
     .init = cpu_init,
     .free = cpu_free,
     .last_error = cpu_last_error,

@@ -1058,10 +1058,10 @@ static dg_status cu_synchronize(void *ctx)
     return DG_OK;
 }
 
-/* Every op of interface v2 runs natively. */
-static bool cu_supports_op(void *ctx, dg_op op)
+/* Every fp32 op of interface v3 runs natively, whatever its shape. */
+static bool cu_supports_op(void *ctx, const dg_op_desc *d)
 {
-    return (int)op >= 0 && op < DG_OP__COUNT;
+    return d && (int)d->op >= 0 && d->op < DG_OP__COUNT && d->dtype == DG_DTYPE_F32;
 }
 
 /* ---- GEMM --------------------------------------------------------------------- */
@@ -1774,6 +1774,9 @@ static dg_status cu_set_math(void *ctx, int mode)
 static const dg_backend_iface cu_iface = {
     .version = DG_BACKEND_IFACE_VERSION,
     .name = "cuda",
+    /* device_info calls the runtime on the backend's device: not from the
+     * sampler thread (NVML serves there). */
+    .caps = {.event_timing = true, .graph_capture = true, .tf32 = true, .nvml = true},
     .init = cu_init,
     .free = cu_free,
     .last_error = cu_last_error,

@@ -995,10 +995,10 @@ static dg_status ocl_synchronize(void *ctx)
     return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clFinish", e);
 }
 
-static bool ocl_supports_op(void *ctx, dg_op op)
+static bool ocl_supports_op(void *ctx, const dg_op_desc *d)
 {
     (void)ctx;
-    return op >= 0 && op < DG_OP__COUNT;
+    return d && d->op >= 0 && d->op < DG_OP__COUNT && d->dtype == DG_DTYPE_F32;
 }
 
 /* ---- training ops ------------------------------------------------------------ */
@@ -1535,6 +1535,10 @@ static dg_status ocl_event_elapsed(void *ctx, int from, int to, double *ms)
 static const dg_backend_iface ocl_iface = {
     .version = DG_BACKEND_IFACE_VERSION,
     .name = "opencl",
+    /* Profiling-marker events; no graphs in OpenCL 1.2; device_info is plain
+     * queries (safe beside a running queue). An NVIDIA OpenCL device is told
+     * by its vendor string at run time. */
+    .caps = {.event_timing = true, .device_info_any_thread = true},
     .init = ocl_init,
     .free = ocl_free,
     .last_error = ocl_last_error,

@@ -1,4 +1,4 @@
-#include "engine/synth.h"
+#include "data/synth.h"
 
 #include <math.h>
 #include <string.h>

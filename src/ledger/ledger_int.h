@@ -1,0 +1,71 @@
+/* What the ledger's two stores share: the handle, one run's column values,
+ * and the PostgreSQL store's entry points (ledger_pg.c). The SQLite store and
+ * the store-independent logic live in ledger.c. docs/schema/ledger.md. */
+#ifndef DG_LEDGER_INT_H
+#define DG_LEDGER_INT_H
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <sqlite3.h>
+
+/* PRAGMA application_id of a devgate ledger, and the app_id column of a team
+ * ledger's devgate_ledger table: "DGV1". */
+#define DG_LEDGER_APP_ID 0x44475631
+/* The schema version both stores are migrated to. */
+#define DG_LEDGER_SCHEMA 2
+#define DG_LEDGER_ID_RETRIES 64
+
+struct lg_pg;
+
+struct dg_ledger {
+    sqlite3 *db;       /* the SQLite store, or NULL */
+    struct lg_pg *pg;  /* the PostgreSQL store, or NULL */
+    char *path;        /* as given (a team URI may hold a password: never shown) */
+    char *shown;       /* for messages: control characters replaced, no password */
+    char *secret;      /* a team URI's password, scrubbed from libpq's messages */
+    char *pending_for; /* fallback: the team ledger (shown form) runs wait for */
+    int timeout_ms;
+};
+
+/* One run's values as they go into a store. */
+typedef struct lg_fields {
+    char id[48];
+    char started[24];
+    const char *verb, *state, *host, *commit, *version, *record, *pending, *node;
+    int exit_status;
+    bool exact; /* the id is given (push): a taken id is reported, never redrawn */
+} lg_fields;
+
+/* Replaces the random part of f->id (the stamp is kept). */
+void lg_draw_id(lg_fields *f);
+
+/* Columns of an entry, in this order, in every query of both stores. */
+#define LG_COLS                                                                                    \
+    "id, seq, verb, started_at, exit_status, state, host, git_commit, devgate_version, node, "     \
+    "pending"
+#define LG_NCOLS 11
+/* The list entry of one row given as text (NULL: SQL NULL); NULL when out of
+ * memory. */
+cJSON *lg_entry(const char *const v[LG_NCOLS]);
+
+/* True when this build can reach PostgreSQL (libpq linked). */
+bool lg_pg_built(void);
+/* Sets lg->shown and lg->secret from the URI in lg->path; DG_ERR_USAGE when it
+ * is not a connection URI libpq accepts (the message never holds it). */
+dg_status lg_pg_name(dg_ctx *ctx, dg_ledger *lg);
+/* Connects and migrates. *unreachable is set when the server could not be
+ * reached or refused the connection (the caller may fall back). */
+dg_status lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable);
+void lg_pg_close(struct lg_pg *pg);
+/* Inserts one run; *taken (f->exact only) when its id is already there. */
+dg_status lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken);
+dg_status lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                       const char *state, const char *record);
+/* Appends the newest limit entries (0: all) to arr. */
+dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr);
+/* Appends up to max entries whose id is id (rank 0) or starts with it (rank 1),
+ * exact first then newest first; each carries "record" as text and "rank". */
+dg_status lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr);
+
+#endif

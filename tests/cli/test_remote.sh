@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# devgate remote over a real sshd on loopback (tools/servers.sh: key-only
+# login with a throwaway key); the "node" is this same build with another
+# cache folder. Hostile arguments arrive intact; each failure has its exit
+# status; the input is shipped once, a tampered cached file is caught, a
+# bucket mismatch is refused; a run survives a killed connection and is
+# collected; the record enters the local ledger with the node's identity.
+. "$(dirname "$0")/lib.sh"
+SRV="$DEVGATE_SRC/tools/servers.sh"
+chmod 755 "$T"
+trap '"$SRV" stop "$T/srv"; rm -rf "$T"' EXIT
+"$SRV" start "$T/srv" ssh
+rc=$?
+if [ "$rc" -eq 77 ]; then
+  echo "SKIPPED: openssh-server is not installed and could not be installed; devgate remote is NOT tested" >&2
+  exit 77
+fi
+[ "$rc" -eq 0 ] || { echo "FAIL: the throwaway sshd did not start" >&2; exit 1; }
+. "$T/srv/ssh.env"
+NODE=(--devgate "$DG" --cache "$T/node")
+R() { "$DG" remote "${SSH_OPTS[@]}" "${NODE[@]}" "$@"; }
+ID_RE='[0-9]{8}-[0-9]{6}-[0-9a-f]{12}'
+
+# 1. Hostile arguments arrive intact, none run by the node's shell.
+hostile=("a b" "it's" "\$(touch $T/pwned1)" "x;touch $T/pwned2" "$(printf 'l1\nl2')" "\`touch $T/pwned3\`"
+  '*' '' '"' '\' '--json' "a'b\"c" "&& touch $T/pwned4" "|" "~" '$HOME')
+expect_exit 0 R "$SSH_HOST" argv "${hostile[@]}"
+python3 - "$T/out" "${hostile[@]}" <<'PY' && ok || bad "hostile arguments changed on the way"
+import json, sys
+got = json.load(open(sys.argv[1]))
+sys.exit(0 if got == sys.argv[2:] else 1)
+PY
+ls "$T"/pwned* >/dev/null 2>&1 && bad "the node's shell ran part of an argument" || ok
+
+# 2. Failures, each with its exit status and message.
+closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+expect_exit 10 "$DG" remote -o Port="$closed" -o IdentityFile="$SSH_KEY" "${NODE[@]}" "$SSH_HOST" gate
+expect_grep err 'host unreachable'
+ssh-keygen -q -t ed25519 -N '' -f "$T/stranger"
+expect_exit 11 "$DG" remote -o Port="$SSH_PORT" -o IdentityFile="$T/stranger" -o IdentitiesOnly=yes \
+  -o UserKnownHostsFile="$T/srv/ssh/known_hosts" -o StrictHostKeyChecking=accept-new \
+  "${NODE[@]}" "$SSH_HOST" gate
+expect_grep err 'authentication refused'
+expect_exit 12 R --devgate "$T/no/such/devgate" "$SSH_HOST" gate --backend cpu --size 8
+expect_grep err 'devgate is missing on the node'
+expect_exit 12 R --devgate /bin/true "$SSH_HOST" gate --backend cpu --size 8
+expect_grep err 'too old'
+
+# 3. End to end: train on an IDX pair, shipped content-addressed.
+python3 - "$T" <<'PY'
+import gzip, random, struct, sys
+d, rnd, n = sys.argv[1], random.Random(3), 96
+labs = bytes(rnd.randrange(4) for _ in range(n))
+imgs = bytes(min(255, l * 60 + rnd.randrange(40)) for l in labs for _ in range(64))
+with gzip.open(f"{d}/img.idx.gz", "wb") as f:
+    f.write(struct.pack(">HBBIII", 0, 8, 3, n, 8, 8) + imgs)
+with gzip.open(f"{d}/lab.idx.gz", "wb") as f:
+    f.write(struct.pack(">HBBI", 0, 8, 1, n) + labs)
+PY
+TRAIN=(train --data "idx:$T/img.idx.gz,$T/lab.idx.gz" --model mlp --batch 16 --steps 2 --epochs 1 --threads 1)
+expect_exit 0 R "$SSH_HOST" "${TRAIN[@]}"
+expect_grep err 'img.idx.gz sent \(sha256 [0-9a-f]{16}'
+expect_grep err 'lab.idx.gz sent'
+expect_grep out "recorded as $ID_RE"
+rid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 0 "$DG" ledger show "$rid" --json
+expect_json out "d['node'] == '$SSH_HOST' and d['record']['remote']['node'] == '$SSH_HOST' and d['record']['remote']['node_info']['commit'] and len(d['record']['remote']['shipped']) == 2 and d['record']['bucket']['dataset']['kind'] == 'idx'"
+expect_exit 0 "$DG" ledger list
+expect_grep out "(node $SSH_HOST)"
+# cached copies are verified on arrival: the files are there under their SHA-256
+sha=$(sha256sum "$T/img.idx.gz" | cut -c1-64)
+[ -f "$T/node/objects/$sha/img.idx.gz" ] && ok || bad "no cached copy under its SHA-256"
+# again: nothing shipped
+expect_exit 0 R "$SSH_HOST" "${TRAIN[@]}"
+expect_grep err "img.idx.gz already in the node's cache"
+grep -q ' sent ' "$T/err" && bad "a cached file was sent again" || ok
+# a cached file changed on the node: caught, removed, sent again
+printf 'x' >>"$T/node/objects/$sha/img.idx.gz"
+expect_exit 0 R "$SSH_HOST" "${TRAIN[@]}"
+expect_grep err 'did not match its SHA-256'
+expect_grep err 'img.idx.gz sent'
+cmp -s "$T/img.idx.gz" "$T/node/objects/$sha/img.idx.gz" && ok || bad "the tampered copy was kept"
+
+# 4. The same bucket or nothing: --like holds the remote run to a local one.
+expect_exit 0 "$DG" "${TRAIN[@]}"
+lid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 15 R --like "$lid" "$SSH_HOST" train --data "idx:$T/img.idx.gz,$T/lab.idx.gz" --model mlp \
+  --batch 32 --steps 2 --epochs 1 --threads 1
+expect_grep err 'different input bucket than the local run \(batch differ\)'
+expect_exit 0 R --like "$lid" "$SSH_HOST" "${TRAIN[@]}"
+
+# 5. The connection dies mid-run: the run goes on, collect fetches it.
+R "$SSH_HOST" run --no-env -- sleep 3 >"$T/lost.out" 2>"$T/lost.err" &
+client=$!
+for _ in $(seq 100); do
+  grep -q 'started (detached' "$T/lost.err" 2>/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+pkill -KILL -P "$(cat "$T/srv/ssh.pid")" # the sessions of our sshd: every connection drops
+wait "$client"
+got=$?
+[ "$got" -eq 14 ] && ok || { bad "killed connection: exit $got, wanted 14"; cat "$T/lost.err" >&2; }
+grep -q 'connection lost mid-run' "$T/lost.err" && ok || bad "no 'connection lost' message"
+tok=$(grep -oE '[0-9]{8}-[0-9]{6}-[0-9a-f]{8}' "$T/lost.err" | head -1)
+collected=no
+for _ in $(seq 60); do
+  R "$SSH_HOST" collect "$tok" >"$T/out" 2>"$T/err"
+  grep -q "recorded as" "$T/out" && { collected=yes; break; }
+  sleep 0.5
+done
+[ "$collected" = yes ] && ok || { bad "run $tok not collected after the dropped connection"; cat "$T/err" >&2; }
+expect_exit 0 R "$SSH_HOST" collect
+expect_grep out 'no finished runs to collect'
+
+# 6. Disk full on the node (a 64 KiB tmpfs as its cache, when mounting works).
+if [ "$(id -u)" -eq 0 ] && mkdir -p "$T/full" && mount -t tmpfs -o size=64k tmpfs "$T/full" 2>/dev/null; then
+  head -c 300000 /dev/urandom >"$T/big.bin"
+  expect_exit 13 "$DG" remote "${SSH_OPTS[@]}" --devgate "$DG" --cache "$T/full" "$SSH_HOST" \
+    train --data "idx:$T/big.bin,$T/lab.idx.gz" --steps 1
+  expect_grep err 'disk full on the node'
+  umount "$T/full"
+else
+  echo "note: cannot mount a small tmpfs here; the disk-full case is not exercised" >&2
+fi
+
+done_tests
