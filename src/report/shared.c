@@ -3,6 +3,8 @@
  * readings of the record more than one format shows. */
 #include "report/shared.h"
 
+#include "core/utf8.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -43,51 +45,6 @@ void rp_printf(dg_capbuf *b, const char *fmt, ...)
     dg_free(big);
 }
 
-/* Decodes one UTF-8 sequence at s; returns its length (>= 1) and the code
- * point in *cp, or U+FFFD with length 1 for a malformed, overlong, surrogate
- * or out-of-range sequence. */
-static size_t utf8_next(const unsigned char *s, uint32_t *cp)
-{
-    unsigned c = s[0];
-    size_t n;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xe0) == 0xc0) {
-        n = 2, v = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-        n = 3, v = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-        n = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        *cp = 0xfffd;
-        return 1;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) { /* also stops at the NUL */
-            *cp = 0xfffd;
-            return 1;
-        }
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) {
-        *cp = 0xfffd;
-        return 1;
-    }
-    *cp = v;
-    return n;
-}
-
-/* Code points no report shows as they are: C0/C1 controls and DEL, bidi
- * overrides and isolates (they reorder the text around them), U+FFFD from a
- * bad sequence. Tab, CR and LF are handled by the caller. */
-static bool cp_unsafe(uint32_t cp)
-{
-    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
-           (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfffd;
-}
-
 static const char md_special[] = "\\`*_[]|~!$#";
 
 static void esc_one(dg_capbuf *b, esc_mode mode, const unsigned char *s, size_t n, uint32_t cp)
@@ -96,7 +53,7 @@ static void esc_one(dg_capbuf *b, esc_mode mode, const unsigned char *s, size_t 
         rp_put(b, mode == ESC_HTML ? (cp == '\t' ? "\t" : "\n") : " ");
         return;
     }
-    if (cp_unsafe(cp)) {
+    if (dg_cp_unsafe(cp)) {
         rp_put(b, mode == ESC_TEXT ? "?" : "\xef\xbf\xbd");
         return;
     }
@@ -126,11 +83,11 @@ void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
         return;
     }
     const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
+    for (size_t left = strlen(s); left;) {
         uint32_t cp;
-        size_t n = utf8_next(p, &cp);
+        size_t n = dg_utf8_next(p, left, &cp);
         esc_one(b, mode, p, n, cp);
-        p += n;
+        p += n, left -= n;
     }
 }
 
