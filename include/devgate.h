@@ -120,17 +120,20 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
  * the library refuses one that was not (a zeroed struct would otherwise train
  * with learning rate 0). */
 #define DG_TRAIN_OPTS_MAGIC 0x64677431u
-#define DG_TRAIN_OPTS_INIT {.init = DG_TRAIN_OPTS_MAGIC, .lr = -1, .momentum = -1, .weight_decay = -1}
+#define DG_TRAIN_OPTS_INIT                                                                         \
+    {                                                                                              \
+        .init = DG_TRAIN_OPTS_MAGIC, .lr = -1, .momentum = -1, .weight_decay = -1                  \
+    }
 
 typedef struct dg_train_opts {
-    uint32_t init;           /* DG_TRAIN_OPTS_MAGIC once initialised */
-    const char *model;       /* preset (mlp, lenet, cifar) or layer string; NULL: "mlp" */
-    int in_c, in_h, in_w;    /* input shape for layer strings (0: the preset's / 1x28x28) */
-    const char *backend;     /* NULL: "cpu" */
-    int device;              /* device index */
-    int batch;               /* 0: 64 */
-    int steps;               /* steps per epoch; 0: 100 */
-    int epochs;              /* 0: 1 */
+    uint32_t init;        /* DG_TRAIN_OPTS_MAGIC once initialised */
+    const char *model;    /* preset (mlp, lenet, cifar) or layer string; NULL: "mlp" */
+    int in_c, in_h, in_w; /* input shape for layer strings (0: the preset's / 1x28x28) */
+    const char *backend;  /* NULL: "cpu" */
+    int device;           /* device index */
+    int batch;            /* 0: 64 */
+    int steps;            /* steps per epoch; 0: 100 */
+    int epochs;           /* 0: 1 */
     uint64_t seed;
     int sync_every;          /* read the loss every N steps; 0: at epoch end */
     float lr;                /* < 0: default 0.01 */
@@ -144,17 +147,19 @@ typedef struct dg_train_opts {
     int sample_ms;           /* > 0: run the background memory sampler at this period */
     const char *export_dir;  /* write initial weights and the batches here (golden tests) */
     /* The data path (docs/data.md). */
-    const char *data;        /* source spec: "synthetic" (NULL), "idx:IMAGES,LABELS", "cifar:DIR", "images:DIR" */
-    int workers;             /* loader threads; 0: 2; < 0: none (batches made inline in the loop) */
-    int prefetch;            /* loader queue depth in batches; 0: 2 * workers (at least workers) */
-    double val_split;        /* share held out and evaluated after each epoch; 0: none */
-    const char *resolution;  /* "HxW[:WEIGHT][,...]"; NULL: the model input (the only size train accepts) */
-    const char *augment;     /* "crop", "flip", "crop,flip" or NULL/"none" */
-    const char *normalize;   /* NULL/"none", "auto" or "m1[,m2,m3]/s1[,s2,s3]" */
-    bool cache;              /* keep decoded, resized samples in memory (2 GiB cap) */
-    bool on_bad_fail;        /* a bad sample ends the run instead of being skipped */
-    double max_bad_share;    /* fail above this bad/seen share; 0: 0.01; < 0: no bad sample allowed */
-    bool tf32;               /* let the backend use TF32 tensor cores (cuda only; default exact fp32) */
+    const char
+        *data; /* source spec: "synthetic" (NULL), "idx:IMAGES,LABELS", "cifar:DIR", "images:DIR" */
+    int workers;      /* loader threads; 0: 2; < 0: none (batches made inline in the loop) */
+    int prefetch;     /* loader queue depth in batches; 0: 2 * workers (at least workers) */
+    double val_split; /* share held out and evaluated after each epoch; 0: none */
+    const char
+        *resolution; /* "HxW[:WEIGHT][,...]"; NULL: the model input (the only size train accepts) */
+    const char *augment;   /* "crop", "flip", "crop,flip" or NULL/"none" */
+    const char *normalize; /* NULL/"none", "auto" or "m1[,m2,m3]/s1[,s2,s3]" */
+    bool cache;            /* keep decoded, resized samples in memory (2 GiB cap) */
+    bool on_bad_fail;      /* a bad sample ends the run instead of being skipped */
+    double max_bad_share;  /* fail above this bad/seen share; 0: 0.01; < 0: no bad sample allowed */
+    bool tf32; /* let the backend use TF32 tensor cores (cuda only; default exact fp32) */
     /* Set non-zero (e.g. from a signal handler) to stop at the next step with
      * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
     const volatile sig_atomic_t *cancel;
@@ -200,15 +205,16 @@ dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec);
 /* ---- measurement steps (docs/schema/measure.md) ---------------------------- */
 
 typedef struct dg_sweep_opts {
-    dg_train_opts train;     /* model, backend, data...; batch is ignored */
-    int from, to;            /* batches: from (0: 8) doubling up to to (0: no limit) */
-    bool no_bisect;          /* skip bisection between last good and first bad */
-    int warmup_steps;        /* per trial (0: 3) */
-    int timed_steps;         /* per trial (0: 20) */
-    double trial_timeout_s;  /* per trial (0: 120) */
-    double swap_growth_mib;  /* stop when swap grows more than this in a trial (0: 256) */
-    double max_trial_s;      /* stop doubling after a good trial that ran longer than this (0: no limit) */
-    const char *exe;         /* the devgate binary trials re-execute (NULL: /proc/self/exe) */
+    dg_train_opts train;    /* model, backend, data...; batch is ignored */
+    int from, to;           /* batches: from (0: 8) doubling up to to (0: no limit) */
+    bool no_bisect;         /* skip bisection between last good and first bad */
+    int warmup_steps;       /* per trial (0: 3) */
+    int timed_steps;        /* per trial (0: 20) */
+    double trial_timeout_s; /* per trial (0: 120) */
+    double swap_growth_mib; /* stop when swap grows more than this in a trial (0: 256) */
+    double
+        max_trial_s; /* stop doubling after a good trial that ran longer than this (0: no limit) */
+    const char *exe; /* the devgate binary trials re-execute (NULL: /proc/self/exe) */
 } dg_sweep_opts;
 
 /* Batch sweep: each trial runs in a child process (`devgate __trial`), so an
@@ -283,7 +289,8 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json);
  * decision (dg_diagnose with overrides), sets each step's verdict from the
  * findings, and judges the final gate. The completed record goes to *json.
  * DG_ERR_USAGE for a bad override, DG_ERR_FORMAT for a record that is not one. */
-dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides, char **json);
+dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *overrides,
+                             char **json);
 
 /* ---- diagnosis: rules and the routing decision (docs/rules.md) ----------- */
 
@@ -321,26 +328,29 @@ dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_forma
 typedef enum dg_probe_mode { DG_PROBE_AUTO = 0, DG_PROBE_MANUAL, DG_PROBE_OFF } dg_probe_mode;
 
 typedef struct dg_run_opts {
-    const char *const *argv;   /* the program (argv[0], searched in PATH) and its arguments; NULL-terminated */
-    const char *label;         /* free text kept in the record, or NULL */
-    int sample_ms;             /* process-tree sampling period (<= 0: 200) */
-    double timeout_s;          /* wall-clock limit (<= 0: none); then SIGTERM to the tree, SIGKILL after grace_s */
-    double grace_s;            /* SIGTERM to SIGKILL (<= 0: 2 s) */
+    const char *const
+        *argv; /* the program (argv[0], searched in PATH) and its arguments; NULL-terminated */
+    const char *label; /* free text kept in the record, or NULL */
+    int sample_ms;     /* process-tree sampling period (<= 0: 200) */
+    double timeout_s;  /* wall-clock limit (<= 0: none); then SIGTERM to the tree, SIGKILL after
+                          grace_s */
+    double grace_s;    /* SIGTERM to SIGKILL (<= 0: 2 s) */
     /* Where the caller's SIGINT/SIGTERM handler stores the signal number (may
      * be NULL). The library installs no handler: it polls this, forwards each
      * new value to the program's process group and marks the run interrupted;
      * the tree is killed if it is still there grace_s later. */
     const volatile sig_atomic_t *forward;
-    bool no_env;               /* skip the environment proof (dg_env_run) */
-    bool no_nvml;              /* do not load NVML for the tree's GPU memory */
-    bool stdout_to_stderr;     /* the program's stdout goes to stderr (stdout kept for JSON) */
-    size_t max_line;           /* event line cap in bytes (0: 65536) */
-    double events_rate;        /* step, phase and fallback events kept per 1 s window (0: 1000) */
-    size_t max_steps;          /* step events stored; later ones summarised (0: 100000) */
-    size_t series_points;      /* points of the sampled series in the record (0: 600) */
-    dg_probe_mode probe;       /* DG_PROBE_AUTO (default), DG_PROBE_MANUAL, DG_PROBE_OFF */
-    const char *probe_path;    /* directory holding the devgate_probe package (auto; NULL: not armed) */
-    bool empty_cache;          /* auto: the probe empties the device cache at every epoch end */
+    bool no_env;           /* skip the environment proof (dg_env_run) */
+    bool no_nvml;          /* do not load NVML for the tree's GPU memory */
+    bool stdout_to_stderr; /* the program's stdout goes to stderr (stdout kept for JSON) */
+    size_t max_line;       /* event line cap in bytes (0: 65536) */
+    double events_rate;    /* step, phase and fallback events kept per 1 s window (0: 1000) */
+    size_t max_steps;      /* step events stored; later ones summarised (0: 100000) */
+    size_t series_points;  /* points of the sampled series in the record (0: 600) */
+    dg_probe_mode probe;   /* DG_PROBE_AUTO (default), DG_PROBE_MANUAL, DG_PROBE_OFF */
+    const char
+        *probe_path;  /* directory holding the devgate_probe package (auto; NULL: not armed) */
+    bool empty_cache; /* auto: the probe empties the device cache at every epoch end */
 } dg_run_opts;
 
 /* Runs opts->argv without a shell in its own process group, with an events
@@ -368,7 +378,8 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *opts, char **json);
  * bucket) differ are refused with DG_ERR_USAGE and a message naming both,
  * unless force. DG_ERR_FORMAT when a record does not parse or is not a run
  * record. */
-dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force, char **json);
+dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
+                          char **json);
 
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 
@@ -420,7 +431,8 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
 /* Replaces the record, exit status and state of run id (an exact id), e.g. to
  * add the evidence pack's location once it is written. DG_ERR_NOT_FOUND when no
  * run has that id. */
-dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status, const char *record_json);
+dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                           const char *record_json);
 /* Lists the newest `limit` runs (0: all) as a JSON array into *json. */
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
 /* One run's entry with its record as JSON into *json; id is the run id or a

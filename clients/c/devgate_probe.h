@@ -70,22 +70,24 @@ void dgp_close(void);
 void dgp_run_start(const char *device, long long batch);
 /* run_start with framework {name, version} (NULL name: framework null) and a
  * label (NULL: absent). */
-void dgp_run_start_ex(const char *device, long long batch, const char *framework, const char *framework_version,
-                      const char *label);
+void dgp_run_start_ex(const char *device, long long batch, const char *framework,
+                      const char *framework_version, const char *label);
 /* gate {device, built, available, reason: null, matmul}: matmul is null when
  * available is 0, else {ok, n: null, max_abs_err, ms}. */
 void dgp_gate(const char *device, int built, int available, int ok, double max_abs_err, double ms);
 /* gate with the reason (NULL: null) and the product's size n (<= 0: null). */
-void dgp_gate_ex(const char *device, int built, int available, const char *reason, long long n, int ok,
-                 double max_abs_err, double ms);
+void dgp_gate_ex(const char *device, int built, int available, const char *reason, long long n,
+                 int ok, double max_abs_err, double ms);
 /* step {epoch, step, step_ms, data_ms, loss, synced}: NAN for data_ms or loss
  * sends null. data_ms is the wait for the step's batch BEFORE the step, not
  * part of step_ms (docs/events.md, "One definition of the data wait"). */
-void dgp_step(long long epoch, long long step, double step_ms, double data_ms, double loss, int synced);
+void dgp_step(long long epoch, long long step, double step_ms, double data_ms, double loss,
+              int synced);
 /* epoch_end {epoch, allocated, reserved, max_allocated, driver, footprint,
  * cache_emptied, validation}: a byte count of -1 (any negative) sends null. */
-void dgp_epoch_end(long long epoch, long long allocated, long long reserved, long long max_allocated,
-                   long long driver, long long footprint, int cache_emptied, int validation);
+void dgp_epoch_end(long long epoch, long long allocated, long long reserved,
+                   long long max_allocated, long long driver, long long footprint,
+                   int cache_emptied, int validation);
 /* phase {name, epoch (< 0: null)}. */
 void dgp_phase(const char *name, long long epoch);
 /* fallback {op, device, message}. */
@@ -112,8 +114,8 @@ long long dgp_footprint(void);
 #ifndef DGP_IMPLEMENTED
 #define DGP_IMPLEMENTED
 
-#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && !defined(_XOPEN_SOURCE) \
-    && !defined(__APPLE__)
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) &&             \
+    !defined(_XOPEN_SOURCE) && !defined(__APPLE__)
 #define _POSIX_C_SOURCE 200809L
 #endif
 
@@ -130,8 +132,8 @@ long long dgp_footprint(void);
 #include <pthread.h>
 #endif
 
-#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__) \
-    && !defined(__cplusplus)
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__) &&   \
+    !defined(__cplusplus)
 #include <stdatomic.h>
 #define DGP_I_ATOMIC _Atomic
 #else
@@ -140,8 +142,8 @@ long long dgp_footprint(void);
 
 enum { DGP_I_NAME_MAX = 256, DGP_I_TEXT_MAX = 2048, DGP_I_RESERVE = 8 };
 
-static DGP_I_ATOMIC int dgp_i_fd = -1;   /* where events go; -1: silent */
-static int dgp_i_owned;                  /* 1: we opened it (DEVGATE_EVENTS_FILE) */
+static DGP_I_ATOMIC int dgp_i_fd = -1; /* where events go; -1: silent */
+static int dgp_i_owned;                /* 1: we opened it (DEVGATE_EVENTS_FILE) */
 static DGP_I_ATOMIC int dgp_i_warned;
 
 /* One line being built. Every field is appended whole or not at all, and
@@ -210,7 +212,8 @@ static size_t dgp_i_utf8(const unsigned char *s, size_t n)
             return 0;
         cp = (cp << 6) | (s[i] & 0x3Fu);
     }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
         return 0;
     return len;
 }
@@ -305,7 +308,10 @@ static void dgp_i_count(dgp_i_line *l, const char *key, long long v)
         dgp_i_int(l, key, v);
 }
 
-static void dgp_i_bool(dgp_i_line *l, const char *key, int v) { dgp_i_field(l, key, v ? "true" : "false"); }
+static void dgp_i_bool(dgp_i_line *l, const char *key, int v)
+{
+    dgp_i_field(l, key, v ? "true" : "false");
+}
 
 /* Opens a nested object under key; returns 0 when it did not fit. */
 static int dgp_i_open_obj(dgp_i_line *l, const char *key)
@@ -387,7 +393,7 @@ static void dgp_i_send(dgp_i_line *l)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return; /* a full non-blocking pipe: this line is dropped */
+            return;    /* a full non-blocking pipe: this line is dropped */
         dgp_i_fd = -1; /* EPIPE, EBADF, ENOSPC...: silent from now on */
         return;
     }
@@ -441,10 +447,13 @@ int dgp_open(void)
     return 0;
 }
 
-int dgp_enabled(void) { return dgp_i_fd >= 0; }
+int dgp_enabled(void)
+{
+    return dgp_i_fd >= 0;
+}
 
-void dgp_run_start_ex(const char *device, long long batch, const char *framework, const char *framework_version,
-                      const char *label)
+void dgp_run_start_ex(const char *device, long long batch, const char *framework,
+                      const char *framework_version, const char *label)
 {
     dgp_i_line l;
     if (!dgp_i_begin(&l, "run_start"))
@@ -469,10 +478,13 @@ void dgp_run_start_ex(const char *device, long long batch, const char *framework
     dgp_i_send(&l);
 }
 
-void dgp_run_start(const char *device, long long batch) { dgp_run_start_ex(device, batch, NULL, NULL, NULL); }
+void dgp_run_start(const char *device, long long batch)
+{
+    dgp_run_start_ex(device, batch, NULL, NULL, NULL);
+}
 
-void dgp_gate_ex(const char *device, int built, int available, const char *reason, long long n, int ok,
-                 double max_abs_err, double ms)
+void dgp_gate_ex(const char *device, int built, int available, const char *reason, long long n,
+                 int ok, double max_abs_err, double ms)
 {
     dgp_i_line l;
     if (!dgp_i_begin(&l, "gate"))
@@ -498,7 +510,8 @@ void dgp_gate(const char *device, int built, int available, int ok, double max_a
     dgp_gate_ex(device, built, available, NULL, 0, ok, max_abs_err, ms);
 }
 
-void dgp_step(long long epoch, long long step, double step_ms, double data_ms, double loss, int synced)
+void dgp_step(long long epoch, long long step, double step_ms, double data_ms, double loss,
+              int synced)
 {
     dgp_i_line l;
     if (!dgp_i_begin(&l, "step"))
@@ -512,8 +525,9 @@ void dgp_step(long long epoch, long long step, double step_ms, double data_ms, d
     dgp_i_send(&l);
 }
 
-void dgp_epoch_end(long long epoch, long long allocated, long long reserved, long long max_allocated,
-                   long long driver, long long footprint, int cache_emptied, int validation)
+void dgp_epoch_end(long long epoch, long long allocated, long long reserved,
+                   long long max_allocated, long long driver, long long footprint,
+                   int cache_emptied, int validation)
 {
     dgp_i_line l;
     if (!dgp_i_begin(&l, "epoch_end"))

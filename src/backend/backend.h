@@ -97,7 +97,7 @@ typedef enum dg_dtype { DG_DTYPE_F32 } dg_dtype;
  * or (any_shape) the op in general, before any call is known. */
 typedef struct dg_op_desc {
     dg_op op;
-    dg_call call;  /* DG_CALL__COUNT when any_shape */
+    dg_call call; /* DG_CALL__COUNT when any_shape */
     dg_dtype dtype;
     bool any_shape; /* true: the shape fields below are unset */
     /* gemm: m, n, k, ta, tb; bias_add/bias_grad: m = outer, n = channels,
@@ -119,11 +119,13 @@ static inline dg_op_desc dg_op_desc_any(dg_op op)
 /* What a backend can do beyond the ops, fixed per backend: the engine, the
  * sampler and the steps read these instead of comparing backend names. */
 typedef struct dg_backend_caps {
-    bool host;          /* computes on the host cpu: the fallback and the baseline devices are judged against */
-    bool event_timing;  /* event_record/event_elapsed time device work (phase times) */
-    bool graph_capture; /* capture_begin/capture_end/replay record a whole step */
-    bool tf32;          /* set_math(1): TF32 tensor-core math */
-    bool device_info_any_thread; /* device_info may be called from the sampler thread while ops run */
+    bool host; /* computes on the host cpu: the fallback and the baseline devices are judged against
+                */
+    bool event_timing;           /* event_record/event_elapsed time device work (phase times) */
+    bool graph_capture;          /* capture_begin/capture_end/replay record a whole step */
+    bool tf32;                   /* set_math(1): TF32 tensor-core math */
+    bool device_info_any_thread; /* device_info may be called from the sampler thread while ops run
+                                  */
     bool nvml;                   /* an NVIDIA device: NVML reports its memory and utilisation */
 } dg_backend_caps;
 
@@ -180,7 +182,8 @@ typedef struct dg_backend_iface {
      * within its input plane, the first one on ties. */
     dg_status (*maxpool_fwd)(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref y, dg_ref argmax);
     /* dx = 0, then dx[plane][argmax] += dy for every output (overwrites dx). */
-    dg_status (*maxpool_bwd)(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax, dg_ref dx);
+    dg_status (*maxpool_bwd)(void *ctx, const dg_pool_shape *s, dg_ref dy, dg_ref argmax,
+                             dg_ref dx);
     /* Scratch bytes conv2d_fwd/bwd need for shape s (0 when none). */
     size_t (*conv2d_workspace)(void *ctx, const dg_conv_shape *s);
     /* y = conv(x, w) + bias (bias may be absent). */
@@ -232,9 +235,9 @@ typedef const dg_backend_iface *(*dg_backend_iface_fn)(void);
 
 typedef struct dg_backend_entry {
     const char *name;
-    bool built;                   /* compiled in, or plug-in file present */
+    bool built;                    /* compiled in, or plug-in file present */
     const dg_backend_iface *iface; /* NULL when not loadable */
-    char reason[256];             /* why iface is NULL */
+    char reason[256];              /* why iface is NULL */
 } dg_backend_entry;
 
 /* Names of every backend devgate knows, in gate order (the registry table's

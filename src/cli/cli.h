@@ -82,8 +82,8 @@ const char *cli_save_unrecorded(const char *verb, const char *json);
 /* Runs the rules and the decision on the record, applies the final gate, writes
  * the evidence pack (out_dir or ./devgate-report/RUN_ID/), records the ledger
  * entry and prints the summary (or the JSON); returns the exit status. */
-int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds, const char *out_dir,
-                        int exit_status);
+int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char *thresholds,
+                        const char *out_dir, int exit_status);
 /* Parses a decimal long in [lo, hi]; false for anything else. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
 /* Parses a finite number in [lo, hi] (ABOVE_ZERO as lo: positive); false for
@@ -104,9 +104,9 @@ double jmetric(const cJSON *obj, const char *key);
 
 /* Exit statuses of `devgate run` beyond the common ones (docs/cli.md). */
 enum {
-    EXIT_RUN_TIMEOUT = 124,   /* the program ran past --timeout and was killed */
-    EXIT_RUN_NOEXEC = 126,    /* the program exists but could not be started */
-    EXIT_RUN_NOTFOUND = 127,  /* no such program */
+    EXIT_RUN_TIMEOUT = 124,  /* the program ran past --timeout and was killed */
+    EXIT_RUN_NOEXEC = 126,   /* the program exists but could not be started */
+    EXIT_RUN_NOTFOUND = 127, /* no such program */
 };
 
 int cmd_env(cli *c, int argc, char **argv);
@@ -127,9 +127,9 @@ int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
 int cmd_report(cli *c, int argc, char **argv);
 
 /* The verbs' option tables and help (one per verb file). */
-extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep,
-    cli_verb_trial, cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept,
-    cli_verb_run, cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node;
+extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep, cli_verb_trial,
+    cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept, cli_verb_run,
+    cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node;
 /* --threshold NAME=VALUE (CLI_FUNC): appends to the cli_thresholds at the field. */
 typedef struct cli_thresholds {
     char list[4096]; /* "NAME=VALUE,NAME=VALUE" */

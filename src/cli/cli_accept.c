@@ -41,8 +41,8 @@ static void progress_draw(progress *p, const char *note)
      * because the line goes to the raw descriptor for its escapes. */
     char clean[64], line[160];
     dg_text_clean(clean, sizeof clean, note ? note : "", note ? strlen(note) : 0, false);
-    snprintf(line, sizeof line, "\r\033[K[%s] %d/%d %-8s %s", bar, p->index + 1, p->total,
-             p->step, clean);
+    snprintf(line, sizeof line, "\r\033[K[%s] %d/%d %-8s %s", bar, p->index + 1, p->total, p->step,
+             clean);
     cli_term_raw(line);
 }
 
@@ -93,9 +93,10 @@ static const cli_opt accept_opts[] = {
     {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
      "a rule threshold (repeatable; docs/rules.md)", OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
     {CLI_STR, "--spec", NULL, "FILE", "none", NULL,
-     "a JSON spec (docs/schema/spec.md); flags override it", OFF(spec_path), 0, 0, NULL, NULL, NULL},
-    {CLI_STR, "--label", NULL, "TEXT", "none", NULL, "free text kept in the record",
-     OFF(o.label), 0, 0, NULL, NULL, NULL},
+     "a JSON spec (docs/schema/spec.md); flags override it", OFF(spec_path), 0, 0, NULL, NULL,
+     NULL},
+    {CLI_STR, "--label", NULL, "TEXT", "none", NULL, "free text kept in the record", OFF(o.label),
+     0, 0, NULL, NULL, NULL},
     {CLI_STR, "--python", NULL, "PATH", "none", NULL, "a Python interpreter for the env proof",
      OFF(o.python), 0, 0, NULL, NULL, NULL},
     {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL,
@@ -174,8 +175,7 @@ static bool load_spec(cli *c, const char *path, cJSON **keep, dg_spec **spec, ac
                 else if (cli_threshold_add(NULL, item, &a->thr))
                     why = "does not fit (4 KiB of thresholds in all)";
                 if (why) {
-                    cli_error("accept: spec file %s: threshold \"%.64s\" %s", path, t->string,
-                              why);
+                    cli_error("accept: spec file %s: threshold \"%.64s\" %s", path, t->string, why);
                     ok = false;
                     break;
                 }
@@ -222,12 +222,11 @@ int cmd_accept(cli *c, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *path = strcmp(argv[i], "--spec") == 0 && i + 1 < argc ? argv[++i]
                            : strncmp(argv[i], "--spec=", 7) == 0          ? argv[i] + 7
-                                                                           : NULL;
+                                                                          : NULL;
         if (path && !load_spec(c, path, &spec, &tspec, &aa))
             goto out;
     }
-    int r = cli_parse(c, &cli_verb_accept, argc, argv, (void *const[]){&aa, &aa.o.train, c},
-                      NULL);
+    int r = cli_parse(c, &cli_verb_accept, argc, argv, (void *const[]){&aa, &aa.o.train, c}, NULL);
     if (r != CLI_PARSED) {
         rc = cli_parse_exit(r);
         goto out;

@@ -122,17 +122,18 @@ static const cli_opt compare_opts[] = {
     {CLI_INT, "--repetitions", NULL, "N", "5", "repetitions",
      "interleaved timed repetitions of each run", OFF(repetitions), 1, 50, NULL, NULL, NULL},
     {CLI_DOUBLE, "--loss-tolerance", NULL, "F", "1e-3", "relative",
-     "loss drift allowed against the float64 reference", OFF(loss_tolerance), ABOVE_ZERO,
-     DBL_MAX, NULL, NULL, NULL},
-    {CLI_DOUBLE, "--param-tolerance", NULL, "F", "1e-3", "relative L2",
-     "parameter drift allowed", OFF(param_tolerance), ABOVE_ZERO, DBL_MAX, NULL, NULL, NULL},
+     "loss drift allowed against the float64 reference", OFF(loss_tolerance), ABOVE_ZERO, DBL_MAX,
+     NULL, NULL, NULL},
+    {CLI_DOUBLE, "--param-tolerance", NULL, "F", "1e-3", "relative L2", "parameter drift allowed",
+     OFF(param_tolerance), ABOVE_ZERO, DBL_MAX, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
 
 static const cli_opt runs_opts[] = {
     {CLI_FLAG, "--force", NULL, NULL, NULL, NULL,
-     "compare RUN_A RUN_B: compare runs whose input buckets differ", offsetof(runs_args, force), 0, 0, NULL, NULL, NULL},
+     "compare RUN_A RUN_B: compare runs whose input buckets differ", offsetof(runs_args, force), 0,
+     0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 
@@ -156,8 +157,7 @@ int cmd_compare(cli *c, int argc, char **argv)
     runs_args ra = {false};
     char *pos[2];
     cli_args a = {.pos = pos, .max = 2};
-    int r = cli_parse(c, &cli_verb_compare, argc, argv, (void *const[]){&o, &ra, &o.train, c},
-                      &a);
+    int r = cli_parse(c, &cli_verb_compare, argc, argv, (void *const[]){&o, &ra, &o.train, c}, &a);
     if (r != CLI_PARSED)
         return cli_parse_exit(r);
     /* Two positional arguments: compare two recorded runs (cli_compare_runs.c). */
@@ -314,7 +314,8 @@ static void print_compare_runs(const cJSON *r)
     }
     /* Cells of at most 34 bytes, cut at a character boundary and flattened. */
     char ca[35], cb[35];
-    printf("  %-14s %-34s %-34s\n", "command", cli_cell(ca, sizeof ca, a), cli_cell(cb, sizeof cb, b));
+    printf("  %-14s %-34s %-34s\n", "command", cli_cell(ca, sizeof ca, a),
+           cli_cell(cb, sizeof cb, b));
     static const char *const rows[] = {"label", "device", "state"};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
         printf("  %-14s %-34s %-34s\n", rows[k], cli_cell(ca, sizeof ca, jstr(ra, rows[k], "-")),

@@ -65,8 +65,9 @@ static void print_python(const cJSON *py)
             strncat(arch, "+", sizeof arch - strlen(arch) - 1);
         strncat(arch, a->valuestring ? a->valuestring : "?", sizeof arch - strlen(arch) - 1);
     }
-    row("binary", "%s %s, matches host: %s", jstr(bin, "format", jstr(py, "binary_error", "unreadable")),
-        arch, yesno(cJSON_GetObjectItem(py, "arch_matches_host")));
+    row("binary", "%s %s, matches host: %s",
+        jstr(bin, "format", jstr(py, "binary_error", "unreadable")), arch,
+        yesno(cJSON_GetObjectItem(py, "arch_matches_host")));
     row("version", "%s", jstr(py, "version", "not reported"));
     const cJSON *t = cJSON_GetObjectItem(py, "torch");
     if (cJSON_IsObject(t))
@@ -100,8 +101,8 @@ static void print_env(const cJSON *r)
         translated ? jstr(arch, "translation", "?") : "");
     bool vm = cJSON_IsTrue(cJSON_GetObjectItem(virt, "vm"));
     bool ct = cJSON_IsTrue(cJSON_GetObjectItem(virt, "container"));
-    row("virtualization", "%s%s%s", vm ? "virtual machine" : "no VM", ct ? ", container " : ", no container",
-        ct ? jstr(virt, "container_kind", "?") : "");
+    row("virtualization", "%s%s%s", vm ? "virtual machine" : "no VM",
+        ct ? ", container " : ", no container", ct ? jstr(virt, "container_kind", "?") : "");
     if (vm || ct)
         row("", "%s", jstr(virt, "note", ""));
     row("os", "%s · kernel %s · libc %s", jstr(os, "name", "?"), jstr(os, "kernel", "?"),
@@ -126,8 +127,10 @@ static void print_env(const cJSON *r)
     fmt_bytes(avail, sizeof avail, cJSON_GetObjectItem(mem, "available"));
     fmt_bytes(swt, sizeof swt, cJSON_GetObjectItem(mem, "swap_total"));
     fmt_bytes(swu, sizeof swu, cJSON_GetObjectItem(mem, "swap_used"));
-    metric_str(psi, sizeof psi, cJSON_GetObjectItem(mem, "pressure"), "some_avg10", "%.2f%% some (10 s)");
-    row("memory", "%s total, %s available · swap %s used of %s · pressure %s", total, avail, swu, swt, psi);
+    metric_str(psi, sizeof psi, cJSON_GetObjectItem(mem, "pressure"), "some_avg10",
+               "%.2f%% some (10 s)");
+    row("memory", "%s total, %s available · swap %s used of %s · pressure %s", total, avail, swu,
+        swt, psi);
     char l1[16], l5[16], l15[16];
     metric_str(l1, sizeof l1, load, "avg1", "%.2f");
     metric_str(l5, sizeof l5, load, "avg5", "%.2f");
@@ -136,7 +139,8 @@ static void print_env(const cJSON *r)
     row("devgate", "%s (commit %s) built by %s · backends %s", jstr(dg, "version", "?"),
         jstr(dg, "commit", "?"), jstr(dg, "compiler", "?"), jstr(dg, "backends_built", "?"));
     const cJSON *libs = cJSON_GetObjectItem(r, "libraries");
-    row("libraries", "OpenBLAS %s · SQLite %s", jstr(libs, "openblas", "?"), jstr(libs, "sqlite", "?"));
+    row("libraries", "OpenBLAS %s · SQLite %s", jstr(libs, "openblas", "?"),
+        jstr(libs, "sqlite", "?"));
     const cJSON *is_repo = cJSON_GetObjectItem(git, "is_repo");
     if (cJSON_IsTrue(is_repo))
         row("git", "%.12s%s", jstr(git, "commit", "commit not reported"),

@@ -79,9 +79,10 @@ static const char *size_opt(const cli_opt *opt, const char *v, void *field)
 static const cli_opt gate_opts[] = {
     {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
      offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
-    {CLI_FUNC, "--size", NULL, "M,N,K", "512", NULL, "the checked matrix product",
-     0, 0, 0, size_opt, NULL, NULL},
-    {CLI_U64, "--seed", NULL, "X", "0", NULL, "seed of the inputs", offsetof(dg_gate_opts, seed), 0, 0, NULL, NULL, NULL},
+    {CLI_FUNC, "--size", NULL, "M,N,K", "512", NULL, "the checked matrix product", 0, 0, 0,
+     size_opt, NULL, NULL},
+    {CLI_U64, "--seed", NULL, "X", "0", NULL, "seed of the inputs", offsetof(dg_gate_opts, seed), 0,
+     0, NULL, NULL, NULL},
     {CLI_INT, "--reps", NULL, "N", "5", "repetitions", "timed warm repetitions",
      offsetof(dg_gate_opts, warm_reps), 1, 64, NULL, NULL, NULL},
     CLI_OPTS_END,
@@ -109,7 +110,9 @@ int cmd_gate(cli *c, int argc, char **argv)
     dg_status st = dg_gate_run(c->ctx, &o, &json, &verdict);
     if (st != DG_OK)
         return cli_fail_status(c, st, "gate");
-    int rc = verdict == DG_GATE_PASS ? EXIT_PASS : verdict == DG_GATE_FAIL ? EXIT_FAIL : EXIT_UNAVAILABLE;
+    int rc = verdict == DG_GATE_PASS   ? EXIT_PASS
+             : verdict == DG_GATE_FAIL ? EXIT_FAIL
+                                       : EXIT_UNAVAILABLE;
     char *run_id = NULL;
     int rrc = cli_record(c, "gate", json, rc, &run_id);
     cJSON *rec = cJSON_Parse(json);
@@ -119,7 +122,9 @@ int cmd_gate(cli *c, int argc, char **argv)
         printf("devgate gate · seed %" PRIu64 "\n\n", o.seed);
         const cJSON *b;
         cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
-        printf("\n  verdict %s", rc == EXIT_PASS ? "PASS" : rc == EXIT_FAIL ? "FAIL" : "UNAVAILABLE");
+        printf("\n  verdict %s", rc == EXIT_PASS   ? "PASS"
+                                 : rc == EXIT_FAIL ? "FAIL"
+                                                   : "UNAVAILABLE");
         if (run_id)
             printf(" · recorded as %s", run_id);
         printf("\n");

@@ -55,13 +55,15 @@ static int ledger_list(cli *c, int limit)
         puts(out ? out : json);
         cJSON_free(out);
     } else {
-        printf("%-28s %-8s %-20s %4s %-12s %s\n", "id", "verb", "started (UTC)", "exit", "commit", "host");
+        printf("%-28s %-8s %-20s %4s %-12s %s\n", "id", "verb", "started (UTC)", "exit", "commit",
+               "host");
         const cJSON *r;
         cJSON_ArrayForEach(r, arr)
         {
             char id[64], verb[32], at[32], commit[16], host[256], node[256];
             const char *nd = jstr(r, "node", NULL);
-            printf("%-28s %-8s %-20s %4.0f %-12s %s%s%s%s%s\n", cli_cell(id, sizeof id, jstr(r, "id", "?")),
+            printf("%-28s %-8s %-20s %4.0f %-12s %s%s%s%s%s\n",
+                   cli_cell(id, sizeof id, jstr(r, "id", "?")),
                    cli_cell(verb, sizeof verb, jstr(r, "verb", "?")),
                    cli_cell(at, sizeof at, jstr(r, "started_at", "?")), jnum(r, "exit_status", -1),
                    cli_cell(commit, 13, jstr(r, "git_commit", "-")),
@@ -129,20 +131,20 @@ static void field_text(char *buf, size_t len, const char *key, const cJSON *v)
     } else if (strcmp(key, "resolutions") == 0) {
         const cJSON *r;
         size_t off = 0;
-        cJSON_ArrayForEach(r, v)
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%gx%g:%g", off ? "," : "",
-                                jnum(r, "h", 0), jnum(r, "w", 0), jnum(r, "weight", 0));
+        cJSON_ArrayForEach(r, v) off +=
+            (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%gx%g:%g", off ? "," : "",
+                             jnum(r, "h", 0), jnum(r, "w", 0), jnum(r, "weight", 0));
     } else if (strcmp(key, "augment") == 0) {
         const cJSON *a;
         size_t off = 0;
-        cJSON_ArrayForEach(a, v)
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", off ? "," : "",
-                                cJSON_IsString(a) ? a->valuestring : "?");
+        cJSON_ArrayForEach(a, v) off +=
+            (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", off ? "," : "",
+                             cJSON_IsString(a) ? a->valuestring : "?");
         if (!off)
             snprintf(buf, len, "none");
     } else if (strcmp(key, "dataset") == 0) {
-        snprintf(buf, len, "%s %g samples sha256 %.12s", jstr(v, "kind", "?"), jnum(v, "samples", 0),
-                 jstr(v, "sha256", "?"));
+        snprintf(buf, len, "%s %g samples sha256 %.12s", jstr(v, "kind", "?"),
+                 jnum(v, "samples", 0), jstr(v, "sha256", "?"));
     } else if (cJSON_IsNumber(v)) {
         snprintf(buf, len, "%g", v->valuedouble);
     } else if (cJSON_IsString(v)) {
@@ -187,7 +189,8 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
         cJSON_Delete(ent[1]);
         return rc;
     }
-    static const char *const keys[] = {"id", "resolutions", "augment", "batch", "channels", "normalize", "math", "dataset"};
+    static const char *const keys[] = {"id",       "resolutions", "augment", "batch",
+                                       "channels", "normalize",   "math",    "dataset"};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     bool same = strcmp(jstr(bk[0], "id", "a"), jstr(bk[1], "id", "b")) == 0;
     bool compare = same || force;
@@ -201,8 +204,9 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
     size_t doff = 0;
     for (int i = 1; i < NKEYS; i++) {
         if (!same_field(bk, keys[i]))
-            doff += (size_t)snprintf(differs + doff, doff < sizeof differs ? sizeof differs - doff : 0,
-                                     "%s%s", doff ? ", " : "", keys[i]);
+            doff +=
+                (size_t)snprintf(differs + doff, doff < sizeof differs ? sizeof differs - doff : 0,
+                                 "%s%s", doff ? ", " : "", keys[i]);
     }
     if (c->json) {
         cJSON *o = cJSON_CreateObject();
@@ -232,7 +236,8 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
         cJSON_free(out);
         cJSON_Delete(o);
     } else {
-        printf("devgate ledger diff · A %s · B %s\n\n", jstr(ent[0], "id", ida), jstr(ent[1], "id", idb));
+        printf("devgate ledger diff · A %s · B %s\n\n", jstr(ent[0], "id", ida),
+               jstr(ent[1], "id", idb));
         printf("  %-12s %-40s %-40s\n", "bucket", "A", "B");
         for (int i = 0; i < NKEYS; i++) {
             char a[160], b[160];
@@ -381,7 +386,8 @@ int cmd_ledger(cli *c, int argc, char **argv)
         return ledger_diff(c, id, id2, force);
     if (sub && strcmp(sub, "push") == 0 && !id)
         return ledger_push(c, la.from);
-    cli_error("ledger: use 'ledger list [--limit N]', 'ledger show ID', 'ledger diff A B [--force]' "
-              "or 'ledger push [--from LOCAL]'");
+    cli_error(
+        "ledger: use 'ledger list [--limit N]', 'ledger show ID', 'ledger diff A B [--force]' "
+        "or 'ledger push [--from LOCAL]'");
     return EXIT_USAGE;
 }

@@ -120,9 +120,10 @@ static void print_profile(const cJSON *r)
 
 #define OFF(f) offsetof(dg_profile_opts, f)
 static const cli_opt profile_opts[] = {
-    {CLI_INT, "--warmup", NULL, "N", "10", "steps", "untimed steps first", OFF(warmup), 1,
-     1000000, NULL, NULL, NULL},
-    {CLI_INT, "--window", NULL, "N", "50", "steps", "profiled steps", OFF(window), 1, 1000000, NULL, NULL, NULL},
+    {CLI_INT, "--warmup", NULL, "N", "10", "steps", "untimed steps first", OFF(warmup), 1, 1000000,
+     NULL, NULL, NULL},
+    {CLI_INT, "--window", NULL, "N", "50", "steps", "profiled steps", OFF(window), 1, 1000000, NULL,
+     NULL, NULL},
     {CLI_FUNC, "--trace", NULL, "FILE", "./devgate-trace-TIME.json", NULL,
      "where the Chrome trace goes", OFF(trace_path), 0, 0, cli_nonempty, NULL, NULL},
     CLI_OPTS_END,

@@ -832,8 +832,7 @@ typedef struct remote_args {
 
 static const cli_opt remote_opts[] = {
     {CLI_FUNC, "--ssh-option", "-o", "OPT", NULL, NULL,
-     "passed to ssh as -o OPT (repeatable; after BatchMode=yes)", 0, 0, 0, add_ssh_opt, NULL,
-     NULL},
+     "passed to ssh as -o OPT (repeatable; after BatchMode=yes)", 0, 0, 0, add_ssh_opt, NULL, NULL},
     {CLI_STR, "--devgate", NULL, "PATH", "devgate", NULL, "devgate on the node",
      offsetof(remote, devgate), 0, 0, cli_nonempty, NULL, NULL},
     {CLI_STR, "--cache", NULL, "DIR", "~/.cache/devgate on the node", NULL,
@@ -846,9 +845,8 @@ static const cli_opt remote_run_opts[] = {
     {CLI_STR, "--like", NULL, "RUN_ID", NULL, NULL,
      "refuse the result unless its input bucket equals this local run's",
      offsetof(remote_args, like), 0, 0, cli_nonempty, NULL, NULL},
-    {CLI_FLAG, "--detach", NULL, NULL, NULL, NULL,
-     "return once the run started; collect it later", offsetof(remote_args, detach), 0, 0, NULL,
-     NULL, NULL},
+    {CLI_FLAG, "--detach", NULL, NULL, NULL, NULL, "return once the run started; collect it later",
+     offsetof(remote_args, detach), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 
@@ -882,8 +880,8 @@ int cmd_remote(cli *c, int argc, char **argv)
     remote_args ra = {NULL, false};
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
-        int pr = cli_parse_one(c, &cli_verb_remote, argc, argv, &i, (void *const[]){&r, &ra, c},
-                               NULL);
+        int pr =
+            cli_parse_one(c, &cli_verb_remote, argc, argv, &i, (void *const[]){&r, &ra, c}, NULL);
         if (pr != CLI_PARSED)
             return cli_parse_exit(pr);
     }

@@ -128,8 +128,8 @@ typedef struct report_args {
 } report_args;
 
 static const cli_opt report_opts[] = {
-    {CLI_STR, "--format", NULL, "html|md|json|text", "text (html with -o)", NULL,
-     "what to render", offsetof(report_args, format), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--format", NULL, "html|md|json|text", "text (html with -o)", NULL, "what to render",
+     offsetof(report_args, format), 0, 0, NULL, NULL, NULL},
     {CLI_STR, "--output", "-o", "DIR", "stdout", NULL, "write DIR/report.EXT instead",
      offsetof(report_args, dir), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,

@@ -110,17 +110,19 @@ typedef struct run_args {
 
 #define OFF(f) offsetof(run_args, f)
 static const cli_opt run_opts[] = {
-    {CLI_STR, "--label", NULL, "L", "none", NULL, "free text kept in the record", OFF(o.label), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--label", NULL, "L", "none", NULL, "free text kept in the record", OFF(o.label), 0,
+     0, NULL, NULL, NULL},
     {CLI_INT, "--sample-ms", NULL, "N", "200", "ms", "process-tree sampling period",
      OFF(o.sample_ms), 10, 3600000, NULL, NULL, NULL},
     {CLI_FUNC, "--timeout", NULL, "D", "none", NULL,
      "SIGTERM the tree after D (90, 90s, 10m, 2h), SIGKILL 2 s later", OFF(o.timeout_s), 0, 0,
      duration_opt, NULL, NULL},
-    {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL, "where the evidence pack goes",
-     OFF(out_dir), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL,
+     "where the evidence pack goes", OFF(out_dir), 0, 0, NULL, NULL, NULL},
     {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
      "a rule threshold (repeatable; docs/rules.md)", OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
-    {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0, 0, NULL, NULL, NULL},
+    {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0,
+     0, NULL, NULL, NULL},
     {CLI_FUNC, "--probe", NULL, "auto|manual|off", "auto", NULL,
      "auto: a Python program runs through the zero-code probe (python -m devgate_probe.auto), "
      "others get its sitecustomize; manual: as given, with the events pipe; off: as given, "

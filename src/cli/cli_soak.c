@@ -22,14 +22,15 @@ static void print_soak(const cJSON *r)
     const cJSON *dev = cJSON_GetObjectItem(r, "device"), *s = cJSON_GetObjectItem(r, "soak");
     if (!cJSON_IsObject(s))
         s = r;
-    printf("devgate soak · %s on %s (%s) · batch %g · %g steps x %g epochs · cache %s · leak %.0f B/step · "
+    printf("devgate soak · %s on %s (%s) · batch %g · %g steps x %g epochs · cache %s · leak %.0f "
+           "B/step · "
            "val %g steps\n\n",
-           jstr(model, "name", "?"), jstr(spec, "backend", "?"), jstr(dev, "name", "?"), jnum(spec, "batch", 0),
-           jnum(spec, "steps", 0), jnum(spec, "epochs", 0),
+           jstr(model, "name", "?"), jstr(spec, "backend", "?"), jstr(dev, "name", "?"),
+           jnum(spec, "batch", 0), jnum(spec, "steps", 0), jnum(spec, "epochs", 0),
            cJSON_IsTrue(cJSON_GetObjectItem(s, "empty_cache")) ? "emptied each epoch" : "kept",
            jnum(s, "leak_per_step", 0), jnum(s, "val_steps", 0));
-    printf("  %5s %12s %12s %12s %12s %7s %4s %10s %11s\n", "epoch", "allocated", "reserved", "driver",
-           "footprint", "emptied", "val", "step ms", "samples/s");
+    printf("  %5s %12s %12s %12s %12s %7s %4s %10s %11s\n", "epoch", "allocated", "reserved",
+           "driver", "footprint", "emptied", "val", "step ms", "samples/s");
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(r, "epochs"))
     {
@@ -51,9 +52,10 @@ static void print_soak(const cJSON *r)
     pct(ga, sizeof ga, g, "allocator_allocated");
     pct(gd, sizeof gd, g, "driver");
     pct(gf, sizeof gf, g, "footprint");
-    printf("\n  growth   epoch %g over epoch %g: allocator reserved %s · allocated %s · driver %s · footprint %s\n",
-           jnum(cJSON_GetObjectItem(s, "last"), "epoch", 0), jnum(cJSON_GetObjectItem(s, "baseline"), "epoch", 0),
-           gr, ga, gd, gf);
+    printf("\n  growth   epoch %g over epoch %g: allocator reserved %s · allocated %s · driver %s "
+           "· footprint %s\n",
+           jnum(cJSON_GetObjectItem(s, "last"), "epoch", 0),
+           jnum(cJSON_GetObjectItem(s, "baseline"), "epoch", 0), gr, ga, gd, gf);
     const cJSON *sc = cJSON_GetObjectItem(s, "staircase"), *al = cJSON_GetObjectItem(sc, "aligned");
     bool ramp = false;
     const cJSON *src;
@@ -61,12 +63,14 @@ static void print_soak(const cJSON *r)
     {
         ramp = ramp || cJSON_IsTrue(cJSON_GetObjectItem(src, "ramp"));
     }
-    printf("  staircase %s\n", cJSON_IsNull(al) || !al ? "no growth steps between epochs"
-                           : cJSON_IsTrue(al)        ? "growth steps line up with validation epochs (a working-set change)"
-                           : ramp                    ? "memory grows epoch after epoch (a ramp, not a staircase)"
-                                                     : "growth steps do not line up with validation epochs");
+    printf("  staircase %s\n",
+           cJSON_IsNull(al) || !al ? "no growth steps between epochs"
+           : cJSON_IsTrue(al) ? "growth steps line up with validation epochs (a working-set change)"
+           : ramp             ? "memory grows epoch after epoch (a ramp, not a staircase)"
+                              : "growth steps do not line up with validation epochs");
     const cJSON *tr = cJSON_GetObjectItem(s, "step_trend");
-    double med = jmetric(tr, "median"), slope = jmetric(tr, "slope"), ratio = jmetric(tr, "thirds_ratio");
+    double med = jmetric(tr, "median"), slope = jmetric(tr, "slope"),
+           ratio = jmetric(tr, "thirds_ratio");
     char rt[32];
     snprintf(rt, sizeof rt, isnan(ratio) ? "not reported" : "%.3f", ratio);
     if (isnan(med))
@@ -83,7 +87,8 @@ static const cli_opt soak_opts[] = {
     {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
      "keep the allocator cache across epoch ends", OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
     {CLI_BYTES, "--leak-per-step", NULL, "SIZE", "0", "bytes",
-     "bytes kept alive each step (a test leak; at most 1T)", OFF(leak_per_step), 0, 0, NULL, NULL, NULL},
+     "bytes kept alive each step (a test leak; at most 1T)", OFF(leak_per_step), 0, 0, NULL, NULL,
+     NULL},
     {CLI_INT, "--val-steps", NULL, "N", "0", "steps", "validation steps an epoch", OFF(val_steps),
      0, 100000, NULL, NULL, NULL},
     CLI_OPTS_END,

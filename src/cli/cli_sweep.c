@@ -105,17 +105,20 @@ static void print_sweep(const cJSON *r)
 static const cli_opt sweep_opts[] = {
     {CLI_INT, "--from", NULL, "N", "8", "samples", "first batch (then doubling)", OFF(from), 1,
      1 << 20, NULL, NULL, NULL},
-    {CLI_INT, "--to", NULL, "N", "no limit", "samples", "last batch", OFF(to), 1, 1 << 20, NULL, NULL, NULL},
+    {CLI_INT, "--to", NULL, "N", "no limit", "samples", "last batch", OFF(to), 1, 1 << 20, NULL,
+     NULL, NULL},
     {CLI_FLAG, "--no-bisect", NULL, NULL, NULL, NULL,
-     "skip bisection between the last good and the first bad batch", OFF(no_bisect), 0, 0, NULL, NULL, NULL},
-    {CLI_INT, "--warmup-steps", NULL, "N", "3", "steps", "untimed steps a trial",
-     OFF(warmup_steps), 1, 1000000, NULL, NULL, NULL},
-    {CLI_INT, "--timed-steps", NULL, "N", "20", "steps", "timed steps a trial", OFF(timed_steps),
+     "skip bisection between the last good and the first bad batch", OFF(no_bisect), 0, 0, NULL,
+     NULL, NULL},
+    {CLI_INT, "--warmup-steps", NULL, "N", "3", "steps", "untimed steps a trial", OFF(warmup_steps),
      1, 1000000, NULL, NULL, NULL},
+    {CLI_INT, "--timed-steps", NULL, "N", "20", "steps", "timed steps a trial", OFF(timed_steps), 1,
+     1000000, NULL, NULL, NULL},
     {CLI_DOUBLE, "--trial-timeout", NULL, "S", "120", "s", "limit of one trial",
      OFF(trial_timeout_s), ABOVE_ZERO, 1e7, NULL, NULL, NULL},
     {CLI_DOUBLE, "--swap-growth", NULL, "MIB", "256", "MiB",
-     "stop when swap grows more than this in a trial", OFF(swap_growth_mib), ABOVE_ZERO, 1e7, NULL, NULL, NULL},
+     "stop when swap grows more than this in a trial", OFF(swap_growth_mib), ABOVE_ZERO, 1e7, NULL,
+     NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -126,8 +129,9 @@ const cli_verb cli_verb_sweep = {
     .exits = "0 at least one trial succeeded, 1 none did, 2 usage, 3 backend unavailable",
     .example = "devgate sweep --model lenet --from 16 --to 1024",
     .tables = {sweep_opts, cli_train_opts, cli_common_opts},
-    .titles = {"sweep options", "train options (--batch, --steps, --epochs, --export do not "
-                                "apply)",
+    .titles = {"sweep options",
+               "train options (--batch, --steps, --epochs, --export do not "
+               "apply)",
                "common options"},
     .run = cmd_sweep,
 };
@@ -166,8 +170,8 @@ static const cli_opt trial_opts[] = {
     {CLI_LONG, "--result-fd", NULL, "FD", NULL, NULL, "where the record goes (one JSON line)",
      offsetof(trial_args, result_fd), 0, 1 << 20, NULL, NULL, NULL},
     {CLI_LONG, "--spec-fd", NULL, "FD", NULL, NULL,
-     "where the spec JSON comes from (read to its end)", offsetof(trial_args, spec_fd), 0,
-     1 << 20, NULL, NULL, NULL},
+     "where the spec JSON comes from (read to its end)", offsetof(trial_args, spec_fd), 0, 1 << 20,
+     NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 

@@ -12,8 +12,8 @@
 
 typedef struct term_out {
     int fd;
-    bool raw;                /* pass bytes through unchanged (machine output to a pipe or file) */
-    unsigned char pend[4];   /* the start of a UTF-8 sequence split across writes */
+    bool raw;              /* pass bytes through unchanged (machine output to a pipe or file) */
+    unsigned char pend[4]; /* the start of a UTF-8 sequence split across writes */
     size_t npend;
 } term_out;
 

@@ -164,9 +164,13 @@ static void print_train(const cJSON *r)
 /* The training options: one row each; the value goes through the library's
  * spec codec (dg_train_opts_set), so flags and spec files share one check. */
 #define T(name, arg, key, def, unit, help)                                                         \
-    {CLI_TRAIN, name, NULL, arg, def, unit, help, 0, 0, 0, NULL, key, NULL}
+    {                                                                                              \
+        CLI_TRAIN, name, NULL, arg, def, unit, help, 0, 0, 0, NULL, key, NULL                      \
+    }
 #define TFLAG(name, key, fixed, help)                                                              \
-    {CLI_TRAIN, name, NULL, NULL, NULL, NULL, help, 0, 0, 0, NULL, key, fixed}
+    {                                                                                              \
+        CLI_TRAIN, name, NULL, NULL, NULL, NULL, help, 0, 0, 0, NULL, key, fixed                   \
+    }
 const cli_opt cli_train_opts[] = {
     T("--model", "NAME", "model", "mlp", NULL, "preset (mlp, lenet, cifar) or a layer string"),
     T("--input", "CxHxW", "input", "the preset's", NULL, "input shape for a layer string"),

@@ -47,7 +47,6 @@ dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, 
     }
     dg_free(tmp);
     if (err)
-        return dg_fail(ctx, DG_ERR_IO, "cannot write %s: %s", clean,
-                       strerror(err));
+        return dg_fail(ctx, DG_ERR_IO, "cannot write %s: %s", clean, strerror(err));
     return DG_OK;
 }

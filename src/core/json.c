@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 cJSON *dg_json_metric(double value, bool valid, const char *unit)
 {
     cJSON *m = cJSON_CreateObject();

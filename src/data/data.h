@@ -25,11 +25,11 @@ typedef struct dg_read_times {
 } dg_read_times;
 
 typedef struct dg_source_opts {
-    int channels;        /* channels wanted (1 or 3); 0: the source's own */
-    uint64_t seed;       /* synthetic: seed */
-    size_t samples;      /* synthetic: sample count */
-    int classes;         /* synthetic: classes */
-    int height, width;   /* synthetic: size */
+    int channels;      /* channels wanted (1 or 3); 0: the source's own */
+    uint64_t seed;     /* synthetic: seed */
+    size_t samples;    /* synthetic: sample count */
+    int classes;       /* synthetic: classes */
+    int height, width; /* synthetic: size */
 } dg_source_opts;
 
 #define DG_SOURCE_MAX_LINK_MSGS 8
@@ -49,7 +49,8 @@ typedef struct dg_source_links {
  * class; PNG and JPEG). Header lies, truncated files, empty class folders,
  * labels out of range: DG_ERR_FORMAT naming the file and the problem;
  * unreadable paths DG_ERR_IO. Close with dg_source_close. */
-dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *opts, dg_source **out);
+dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *opts,
+                         dg_source **out);
 void dg_source_close(dg_source *s);
 size_t dg_source_count(const dg_source *s);
 int dg_source_classes(const dg_source *s);
@@ -89,7 +90,7 @@ dg_status dg_decode_image_limit(const unsigned char *buf, size_t len, int channe
 /* IDX and CIFAR readers over memory (idx.c, cifar.c): parse and validate
  * headers against the buffer length (fuzz targets call these). */
 typedef struct dg_idx {
-    int type;        /* 0x08 = u8 */
+    int type; /* 0x08 = u8 */
     int ndim;
     uint32_t dims[4];
     const unsigned char *data; /* into the buffer */
@@ -98,5 +99,6 @@ typedef struct dg_idx {
 } dg_idx;
 dg_status dg_idx_parse(const unsigned char *buf, size_t len, dg_idx *out, char *err, size_t errlen);
 /* CIFAR-10 binary: records of 1 label byte + 3072 pixel bytes. */
-dg_status dg_cifar_check(const unsigned char *buf, size_t len, size_t *records, char *err, size_t errlen);
+dg_status dg_cifar_check(const unsigned char *buf, size_t len, size_t *records, char *err,
+                         size_t errlen);
 #endif

@@ -30,27 +30,27 @@ typedef dg_status (*dg_loader_read_fn)(void *user, dg_source *s, size_t i, dg_im
                                        dg_read_times *t, char *err, size_t errlen);
 
 typedef struct dg_loader_opts {
-    int batch;                /* samples per batch (>= 1) */
-    int channels;             /* channels of the model (1 or 3); samples must arrive so */
-    int nres;                 /* resolutions in res (1..DG_LOADER_MAX_RES) */
+    int batch;    /* samples per batch (>= 1) */
+    int channels; /* channels of the model (1 or 3); samples must arrive so */
+    int nres;     /* resolutions in res (1..DG_LOADER_MAX_RES) */
     dg_resolution res[DG_LOADER_MAX_RES];
-    bool crop, flip;          /* augmentations (train split only) */
-    dg_norm_mode norm;        /* none, auto (one pass at creation) or given */
-    int norm_count;           /* given: values per list (1: every channel, or channels) */
-    float mean[3], std[3];    /* given: per channel */
-    int workers;              /* threads; 0: inline in the caller; < 0: 2 */
-    int prefetch;             /* queue depth in batches; 0: 2 * workers */
-    bool cache;               /* keep decoded+resized samples (before augmentation) */
-    size_t cache_cap;         /* cache cap in bytes; 0: 2 GiB, at most a quarter of the available memory */
-    size_t max_image_bytes;   /* decoded bytes one image may take; 0: auto (the smaller of
-                                 512 MiB and available / (4 * max(1, workers))) */
-    double mem_available;     /* bytes the budget is held against; 0: MemAvailable (/proc/meminfo) */
-    double val_split;         /* share held out for validation, [0, 1) */
-    bool on_bad_fail;         /* a bad sample fails the loader instead of being skipped */
-    double max_bad_share;     /* fail when bad/seen exceeds this; < 0: 0.01 */
+    bool crop, flip;       /* augmentations (train split only) */
+    dg_norm_mode norm;     /* none, auto (one pass at creation) or given */
+    int norm_count;        /* given: values per list (1: every channel, or channels) */
+    float mean[3], std[3]; /* given: per channel */
+    int workers;           /* threads; 0: inline in the caller; < 0: 2 */
+    int prefetch;          /* queue depth in batches; 0: 2 * workers */
+    bool cache;            /* keep decoded+resized samples (before augmentation) */
+    size_t cache_cap; /* cache cap in bytes; 0: 2 GiB, at most a quarter of the available memory */
+    size_t max_image_bytes; /* decoded bytes one image may take; 0: auto (the smaller of
+                               512 MiB and available / (4 * max(1, workers))) */
+    double mem_available;   /* bytes the budget is held against; 0: MemAvailable (/proc/meminfo) */
+    double val_split;       /* share held out for validation, [0, 1) */
+    bool on_bad_fail;       /* a bad sample fails the loader instead of being skipped */
+    double max_bad_share;   /* fail when bad/seen exceeds this; < 0: 0.01 */
     uint64_t seed;
-    bool tf32;                /* the run's math mode is TF32 (part of the bucket: numerics differ) */
-    dg_loader_read_fn read;   /* NULL: dg_source_read */
+    bool tf32;              /* the run's math mode is TF32 (part of the bucket: numerics differ) */
+    dg_loader_read_fn read; /* NULL: dg_source_read */
     void *read_user;
 } dg_loader_opts;
 

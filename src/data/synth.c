@@ -32,14 +32,14 @@ static void make_pattern(uint64_t seed, int k, int c, int h, int w, float *dst)
     }
 }
 
-dg_status dg_synth_new(dg_ctx *ctx, uint64_t seed, int classes, int c, int h, int w,
-                       size_t samples, dg_synth **out)
+dg_status dg_synth_new(dg_ctx *ctx, uint64_t seed, int classes, int c, int h, int w, size_t samples,
+                       dg_synth **out)
 {
     *out = NULL;
     size_t chw = (size_t)c * h * w;
     if (samples == 0 || chw == 0 || samples > SIZE_MAX / sizeof(float) / chw)
-        return dg_fail(ctx, DG_ERR_USAGE, "synthetic data: %zu samples of %zu values is out of range",
-                       samples, chw);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "synthetic data: %zu samples of %zu values is out of range", samples, chw);
     dg_synth *s = dg_calloc(1, sizeof *s);
     float *patterns = dg_malloc((size_t)classes * chw * sizeof(float));
     if (s) {
@@ -50,11 +50,21 @@ dg_status dg_synth_new(dg_ctx *ctx, uint64_t seed, int classes, int c, int h, in
     if (!s || !patterns || !s->x || !s->y || !s->order) {
         dg_free(patterns);
         dg_synth_free(s);
-        return dg_fail(ctx, DG_ERR_NOMEM, "synthetic data: out of host memory for %zu samples (%.1f MiB)",
-                       samples, (double)samples * chw * 4 / 1048576.0);
+        return dg_fail(ctx, DG_ERR_NOMEM,
+                       "synthetic data: out of host memory for %zu samples (%.1f MiB)", samples,
+                       (double)samples * chw * 4 / 1048576.0);
     }
-    *s = (dg_synth){.c = c, .h = h, .w = w, .classes = classes, .samples = samples, .seed = seed,
-                    .noise = 0.6f, .x = s->x, .y = s->y, .order = s->order, .order_epoch = -1};
+    *s = (dg_synth){.c = c,
+                    .h = h,
+                    .w = w,
+                    .classes = classes,
+                    .samples = samples,
+                    .seed = seed,
+                    .noise = 0.6f,
+                    .x = s->x,
+                    .y = s->y,
+                    .order = s->order,
+                    .order_epoch = -1};
     for (int k = 0; k < classes; k++)
         make_pattern(seed, k, c, h, w, patterns + (size_t)k * chw);
 #pragma omp parallel for schedule(static) if (samples * chw > 1000000)

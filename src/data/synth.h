@@ -11,15 +11,15 @@ typedef struct dg_synth {
     size_t samples;
     uint64_t seed;
     float noise;
-    float *x;       /* samples x (c*h*w) */
-    int32_t *y;     /* samples */
-    size_t *order;  /* sample order of order_epoch */
+    float *x;      /* samples x (c*h*w) */
+    int32_t *y;    /* samples */
+    size_t *order; /* sample order of order_epoch */
     int order_epoch;
 } dg_synth;
 
 /* Generates the data set; DG_ERR_NOMEM when it does not fit in host memory. */
-dg_status dg_synth_new(dg_ctx *ctx, uint64_t seed, int classes, int c, int h, int w,
-                       size_t samples, dg_synth **out);
+dg_status dg_synth_new(dg_ctx *ctx, uint64_t seed, int classes, int c, int h, int w, size_t samples,
+                       dg_synth **out);
 /* Frees; accepts NULL. */
 void dg_synth_free(dg_synth *s);
 /* Copies batch `step` of `epoch` (n samples in a per-epoch permutation) into

@@ -301,10 +301,10 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
     for (int k = 0; k < nc; k++) {
         const cJSON *run = cJSON_GetArrayItem(runs, noisy_cmp[k][0]);
         char field[96];
-        snprintf(field, sizeof field, "runs[%d].repetitions.%s[].ms (IQR / median)", noisy_cmp[k][0],
-                 noisy_cmp[k][1] ? "device" : "cpu");
-        dg_ev_num(d, f, "compare", field, compare_side_spread(run, noisy_cmp[k][1] ? "device" : "cpu"),
-                  "ratio");
+        snprintf(field, sizeof field, "runs[%d].repetitions.%s[].ms (IQR / median)",
+                 noisy_cmp[k][0], noisy_cmp[k][1] ? "device" : "cpu");
+        dg_ev_num(d, f, "compare", field,
+                  compare_side_spread(run, noisy_cmp[k][1] ? "device" : "cpu"), "ratio");
     }
     for (int k = 0; k < nt; k++) {
         dg_ev_path(d, f, "sweep", d->sweep, "ms", "trials[%d].step_ms.iqr", noisy_trials[k]);

@@ -52,11 +52,11 @@ cJSON *dg_alloc_stats_json(const dg_alloc_stats *s);
 /* ---- engine: backend + allocator + dispatch (dispatch.c) ------------------ */
 
 typedef struct dg_engine_opts {
-    int device;             /* device index (0) */
-    size_t mem_budget;      /* bytes, 0 = none */
+    int device;              /* device index (0) */
+    size_t mem_budget;       /* bytes, 0 = none */
     uint32_t disabled_calls; /* bit (1u << dg_call): force the CPU fallback */
-    int threads;            /* cpu threads for BLAS and elementwise work, 0 = default */
-    bool tf32;              /* TF32 math on the device (DG_ERR_USAGE where the backend has none) */
+    int threads;             /* cpu threads for BLAS and elementwise work, 0 = default */
+    bool tf32;               /* TF32 math on the device (DG_ERR_USAGE where the backend has none) */
 } dg_engine_opts;
 
 typedef struct dg_engine {
@@ -66,14 +66,15 @@ typedef struct dg_engine {
     const dg_backend_iface *cpu; /* the fallback (cpu backend; == be on cpu) */
     void *cpu_ctx;               /* NULL when be is cpu (bctx serves) */
     dg_allocator *alloc;
-    uint32_t disabled_calls; /* bit (1u << dg_call) */
+    uint32_t disabled_calls;  /* bit (1u << dg_call) */
     struct dg_census *census; /* fallback records */
     bool any_fallback;        /* an op has fallen back (capture is then off) */
 } dg_engine;
 
 /* Opens backend `name` for training. DG_ERR_UNAVAILABLE with the reason when
  * it cannot be used; DG_ERR_USAGE for an unknown name or ops disabled on cpu. */
-dg_status dg_engine_open(dg_ctx *ctx, const char *name, const dg_engine_opts *opts, dg_engine **out);
+dg_status dg_engine_open(dg_ctx *ctx, const char *name, const dg_engine_opts *opts,
+                         dg_engine **out);
 /* Opens an engine over the given backend interface (dg_engine_open after the
  * registry lookup; tests use it with wrapped backends). opts may be NULL. */
 dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg_engine_opts *opts,

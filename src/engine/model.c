@@ -92,9 +92,9 @@ static dg_status parse_token(dg_ctx *ctx, const char *tok, dg_layer *l)
         return DG_OK;
     }
 bad:
-    return dg_fail(ctx, DG_ERR_USAGE,
-                   "bad layer '%s' (expected convKxK:C[:sS][:pP], relu, poolK[:sS], fc:N or flatten)",
-                   tok);
+    return dg_fail(
+        ctx, DG_ERR_USAGE,
+        "bad layer '%s' (expected convKxK:C[:sS][:pP], relu, poolK[:sS], fc:N or flatten)", tok);
 }
 
 /* Output shape of layer l given its input; DG_ERR_USAGE when it does not fit. */
@@ -108,9 +108,10 @@ static dg_status infer_shape(dg_ctx *ctx, int index, const char *tok, dg_layer *
         s->w = l->in_w;
         int hp = l->in_h + 2 * s->pad, wp = l->in_w + 2 * s->pad;
         if (s->kh > hp || s->kw > wp)
-            return dg_fail(ctx, DG_ERR_USAGE,
-                           "layer %d '%s': a %dx%d kernel does not fit the %dx%dx%d input (padding %d)",
-                           index + 1, tok, s->kh, s->kw, l->in_c, l->in_h, l->in_w, s->pad);
+            return dg_fail(
+                ctx, DG_ERR_USAGE,
+                "layer %d '%s': a %dx%d kernel does not fit the %dx%dx%d input (padding %d)",
+                index + 1, tok, s->kh, s->kw, l->in_c, l->in_h, l->in_w, s->pad);
         s->ho = (hp - s->kh) / s->stride + 1;
         s->wo = (wp - s->kw) / s->stride + 1;
         l->out_c = s->k;
@@ -124,8 +125,9 @@ static dg_status infer_shape(dg_ctx *ctx, int index, const char *tok, dg_layer *
     case DG_L_POOL: {
         dg_pool_shape *s = &l->pool;
         if (s->k > l->in_h || s->k > l->in_w)
-            return dg_fail(ctx, DG_ERR_USAGE, "layer %d '%s': a %dx%d window does not fit the %dx%d input",
-                           index + 1, tok, s->k, s->k, l->in_h, l->in_w);
+            return dg_fail(ctx, DG_ERR_USAGE,
+                           "layer %d '%s': a %dx%d window does not fit the %dx%d input", index + 1,
+                           tok, s->k, s->k, l->in_h, l->in_w);
         s->c = l->in_c;
         s->h = l->in_h;
         s->w = l->in_w;
@@ -228,8 +230,9 @@ dg_status dg_model_parse(dg_ctx *ctx, const char *spec, int c, int h, int w, dg_
             return st;
         if (l->kind == DG_L_CONV && ph == 1 && pw == 1 && m->nlayers > 0 &&
             m->L[m->nlayers - 1].kind == DG_L_FC)
-            return dg_fail(ctx, DG_ERR_USAGE, "layer %d '%s': a convolution cannot follow fc layers",
-                           m->nlayers + 1, tok);
+            return dg_fail(ctx, DG_ERR_USAGE,
+                           "layer %d '%s': a convolution cannot follow fc layers", m->nlayers + 1,
+                           tok);
         l->in_c = pc;
         l->in_h = ph;
         l->in_w = pw;
@@ -260,10 +263,12 @@ dg_status dg_model_parse(dg_ctx *ctx, const char *spec, int c, int h, int w, dg_
         m->nlayers++;
     }
     if (m->nlayers == 0 || m->L[m->nlayers - 1].kind != DG_L_FC)
-        return dg_fail(ctx, DG_ERR_USAGE, "the model must end with an fc layer (its width is the class count)");
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "the model must end with an fc layer (its width is the class count)");
     m->classes = m->L[m->nlayers - 1].out_c;
     if (m->classes < 2)
-        return dg_fail(ctx, DG_ERR_USAGE, "the last fc layer needs at least 2 classes, has %d", m->classes);
+        return dg_fail(ctx, DG_ERR_USAGE, "the last fc layer needs at least 2 classes, has %d",
+                       m->classes);
     m->param_arena = off;
     return DG_OK;
 }
@@ -329,7 +334,8 @@ cJSON *dg_model_json(const dg_model *m)
     cJSON_AddItemToArray(in, cJSON_CreateNumber(m->in_w));
     cJSON_AddNumberToObject(o, "classes", m->classes);
     cJSON_AddNumberToObject(o, "parameters", (double)m->param_count);
-    cJSON_AddItemToObject(o, "parameter_bytes", dg_json_metric((double)m->param_count * 4, true, "bytes"));
+    cJSON_AddItemToObject(o, "parameter_bytes",
+                          dg_json_metric((double)m->param_count * 4, true, "bytes"));
     cJSON_AddItemToObject(o, "arena_bytes", dg_json_metric((double)m->param_arena, true, "bytes"));
     cJSON *t = cJSON_AddArrayToObject(o, "tensors");
     for (int i = 0; i < m->ntensors; i++) {

@@ -17,32 +17,32 @@ typedef struct dg_layer {
     dg_conv_shape conv;      /* conv: n is set per batch */
     dg_pool_shape pool;
     /* Parameter tensors (conv, fc): byte offsets into the parameter arena. */
-    int param_index;          /* index of the weight in the size table, -1 when none */
-    size_t w_off, b_off;      /* bytes */
-    size_t w_count, b_count;  /* elements */
+    int param_index;         /* index of the weight in the size table, -1 when none */
+    size_t w_off, b_off;     /* bytes */
+    size_t w_count, b_count; /* elements */
     int fan_in;
     /* Activation arena (per batch): output, its gradient, pool argmax. */
     size_t y_off, dy_off, argmax_off;
 } dg_layer;
 
 typedef struct dg_tensor_entry {
-    char name[32];   /* "conv1.weight", "fc3.bias" */
+    char name[32]; /* "conv1.weight", "fc3.bias" */
     int shape[4], ndim;
-    size_t count;    /* elements */
-    size_t off;      /* byte offset in the parameter arena */
+    size_t count; /* elements */
+    size_t off;   /* byte offset in the parameter arena */
 } dg_tensor_entry;
 
 typedef struct dg_model {
-    char name[32];          /* preset name or "custom" */
-    char layers[512];       /* the resolved layer string */
+    char name[32];    /* preset name or "custom" */
+    char layers[512]; /* the resolved layer string */
     int in_c, in_h, in_w;
     int classes;
     int nlayers;
     dg_layer L[DG_MAX_LAYERS];
     int ntensors;
     dg_tensor_entry T[2 * DG_MAX_LAYERS];
-    size_t param_count;      /* elements in all parameter tensors */
-    size_t param_arena;      /* bytes of one arena (params; grads and momentum likewise) */
+    size_t param_count; /* elements in all parameter tensors */
+    size_t param_arena; /* bytes of one arena (params; grads and momentum likewise) */
 } dg_model;
 
 /* Resolves `spec` (a preset: mlp, lenet, cifar; or a layer string such as

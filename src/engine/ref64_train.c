@@ -12,9 +12,9 @@
 #endif
 
 typedef struct ref_run {
-    dg_model m;      /* a copy with the batch size set in the conv/pool shapes */
+    dg_model m; /* a copy with the batch size set in the conv/pool shapes */
     int n;
-    double *x;       /* input batch */
+    double *x; /* input batch */
     int32_t *labels;
     double *y[DG_MAX_LAYERS], *dy[DG_MAX_LAYERS];
     int32_t *argmax[DG_MAX_LAYERS];
@@ -42,12 +42,8 @@ static void forward_backward(ref_run *r, double *loss)
         case DG_L_CONV:
             ref64_conv2d_fwd(&l->conv, in, at(r->P, l->w_off), at(r->P, l->b_off), r->y[i]);
             break;
-        case DG_L_RELU:
-            ref64_relu_fwd(in, r->y[i], (size_t)n * per_sample(l));
-            break;
-        case DG_L_POOL:
-            ref64_maxpool_fwd(&l->pool, in, r->y[i], r->argmax[i]);
-            break;
+        case DG_L_RELU: ref64_relu_fwd(in, r->y[i], (size_t)n * per_sample(l)); break;
+        case DG_L_POOL: ref64_maxpool_fwd(&l->pool, in, r->y[i], r->argmax[i]); break;
         case DG_L_FC:
             /* y[n, out] = x[n, in] * W[out, in]^T + b */
             ref64_gemm(false, true, n, l->out_c, l->in_c, 1.0, in, l->in_c, at(r->P, l->w_off),
@@ -104,10 +100,9 @@ static void free_run(ref_run *r)
     dg_free(r);
 }
 
-dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *model, const float *init_params, int batch,
-                         int steps, dg_ref64_batch_fn next_batch, void *user, double lr,
-                         double momentum, double weight_decay, double *losses,
-                         double *final_params)
+dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *model, const float *init_params,
+                         int batch, int steps, dg_ref64_batch_fn next_batch, void *user, double lr,
+                         double momentum, double weight_decay, double *losses, double *final_params)
 {
     if (!model || !init_params || !next_batch || batch < 1 || steps < 1 || model->nlayers < 1 ||
         model->nlayers > DG_MAX_LAYERS)

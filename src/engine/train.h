@@ -9,15 +9,20 @@
 typedef struct dg_train_ext {
     int sample_ms;          /* > 0: background sampler at this period; record "sampler" */
     bool step_times;        /* record per-step host times and their statistics ("steps") */
-    bool epoch_watermarks;  /* record per-epoch watermarks ("epochs"): allocator, backend pool/driver, process footprint */
-    bool empty_cache_epoch; /* release and empty the allocator cache at each epoch end (marked in "epochs") */
-    size_t leak_per_step;   /* keep this many device bytes alive per step (retained references on demand) */
+    bool epoch_watermarks;  /* record per-epoch watermarks ("epochs"): allocator, backend
+                               pool/driver, process footprint */
+    bool empty_cache_epoch; /* release and empty the allocator cache at each epoch end (marked in
+                               "epochs") */
+    size_t leak_per_step;   /* keep this many device bytes alive per step (retained references on
+                               demand) */
     int val_steps;          /* validation steps (forward only) per epoch, marked in "epochs" */
-    bool profile_ops;       /* time every op (synchronising) after profile_warmup steps; record "ops" and "trace" */
+    bool profile_ops; /* time every op (synchronising) after profile_warmup steps; record "ops" and
+                         "trace" */
     int profile_warmup;
     const char *params_out; /* write the final parameter arena (float32) to this file */
 } dg_train_ext;
 
 /* dg_train_run with instrumentation; ext may be NULL (then exactly dg_train_run). */
-dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *opts, const dg_train_ext *ext, char **json);
+dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *opts, const dg_train_ext *ext,
+                           char **json);
 #endif

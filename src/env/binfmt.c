@@ -85,28 +85,28 @@ static void elf_arch(char dst[16], uint16_t m, bool is64, bool le)
 {
     const char *name = NULL;
     switch (m) {
-    case 3: name = "i386"; break;                 /* EM_386 */
-    case 6: name = "i386"; break;                 /* EM_IAMCU */
-    case 62: name = "x86_64"; break;              /* EM_X86_64 (also x32) */
+    case 3: name = "i386"; break;    /* EM_386 */
+    case 6: name = "i386"; break;    /* EM_IAMCU */
+    case 62: name = "x86_64"; break; /* EM_X86_64 (also x32) */
     case 183: name = le ? "aarch64" : "aarch64_be"; break;
-    case 40: name = "arm"; break;                 /* EM_ARM, either endianness */
-    case 20: name = le ? "ppcle" : "ppc"; break;  /* EM_PPC */
+    case 40: name = "arm"; break;                /* EM_ARM, either endianness */
+    case 20: name = le ? "ppcle" : "ppc"; break; /* EM_PPC */
     case 21: name = le ? "ppc64le" : "ppc64"; break;
     case 243: name = is64 ? "riscv64" : "riscv32"; break;
     case 22: name = is64 ? "s390x" : "s390"; break;
     case 258: name = is64 ? "loongarch64" : "loongarch32"; break;
-    case 8:                                       /* EM_MIPS */
+    case 8: /* EM_MIPS */
         if (is64)
             name = le ? "mips64el" : "mips64";
         else
             name = le ? "mipsel" : "mips";
         break;
-    case 10: name = "mipsel"; break;              /* EM_MIPS_RS3_LE */
+    case 10: name = "mipsel"; break; /* EM_MIPS_RS3_LE */
     case 2: name = "sparc"; break;
-    case 18: name = "sparc"; break;               /* EM_SPARC32PLUS */
-    case 43: name = "sparc64"; break;             /* EM_SPARCV9 */
+    case 18: name = "sparc"; break;   /* EM_SPARC32PLUS */
+    case 43: name = "sparc64"; break; /* EM_SPARCV9 */
     case 50: name = "ia64"; break;
-    case 15: name = "hppa"; break;                /* EM_PARISC */
+    case 15: name = "hppa"; break; /* EM_PARISC */
     case 42: name = "sh"; break;
     case 4: name = "m68k"; break;
     case 0x9026: name = "alpha"; break;
@@ -187,8 +187,8 @@ static dg_status parse_thin(const unsigned char *b, size_t len, bool is64, bool 
 {
     size_t need = is64 ? MACHO_HDR64 : MACHO_HDR32;
     if (len < need)
-        return fail(err, errlen, "truncated Mach-O%s header: %zu of %zu bytes", is64 ? " 64-bit" : "",
-                    len, need);
+        return fail(err, errlen, "truncated Mach-O%s header: %zu of %zu bytes",
+                    is64 ? " 64-bit" : "", len, need);
     uint32_t cputype = rd32(b + 4, le);
     set_arch(out->format, "macho");
     out->nslices = 1;
@@ -226,8 +226,8 @@ static dg_status parse_fat(const unsigned char *b, size_t len, bool is64, dg_bin
         /* A slice must lie after the table and have a size; one that overlaps
          * the header or wraps around is a forged table, not a binary. */
         if (off < table_end)
-            return fail(err, errlen, "slice %u offset %llu overlaps the universal header", (unsigned)i,
-                        (unsigned long long)off);
+            return fail(err, errlen, "slice %u offset %llu overlaps the universal header",
+                        (unsigned)i, (unsigned long long)off);
         if (size == 0)
             return fail(err, errlen, "slice %u is empty", (unsigned)i);
         if (off > UINT64_MAX - size)
@@ -306,7 +306,8 @@ dg_status dg_binfmt_file(const char *path, dg_binfmt_info *out, char *err, size_
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
         if (err && errlen)
-            snprintf(err, errlen, "%s", S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
+            snprintf(err, errlen, "%s",
+                     S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
         return DG_ERR_IO;
     }
     unsigned char buf[READ_MAX];
@@ -335,22 +336,52 @@ const char *dg_arch_normalise(const char *m)
     static const struct {
         const char *in, *out;
     } map[] = {
-        {"x86_64", "x86_64"},     {"amd64", "x86_64"},       {"x64", "x86_64"},
-        {"x86-64", "x86_64"},     {"i386", "i386"},          {"i486", "i386"},
-        {"i586", "i386"},         {"i686", "i386"},          {"x86", "i386"},
-        {"i86pc", "i386"},        {"aarch64", "aarch64"},    {"arm64", "aarch64"},
-        {"arm64e", "aarch64"},    {"aarch64_be", "aarch64_be"}, {"arm64_32", "arm64_32"},
-        {"arm", "arm"},           {"armhf", "arm"},          {"armel", "arm"},
-        {"ppc64le", "ppc64le"},   {"powerpc64le", "ppc64le"}, {"ppc64el", "ppc64le"},
-        {"ppc64", "ppc64"},       {"powerpc64", "ppc64"},    {"ppc", "ppc"},
-        {"powerpc", "ppc"},       {"ppcle", "ppcle"},        {"riscv64", "riscv64"},
-        {"riscv32", "riscv32"},   {"s390x", "s390x"},        {"s390", "s390"},
-        {"loongarch64", "loongarch64"}, {"loong64", "loongarch64"},
-        {"loongarch32", "loongarch32"}, {"mips64el", "mips64el"}, {"mips64", "mips64"},
-        {"mipsel", "mipsel"},     {"mips", "mips"},          {"sparc64", "sparc64"},
-        {"sparc", "sparc"},       {"ia64", "ia64"},          {"parisc", "hppa"},
-        {"parisc64", "hppa"},     {"hppa", "hppa"},          {"alpha", "alpha"},
-        {"m68k", "m68k"},         {"sh", "sh"},
+        {"x86_64", "x86_64"},
+        {"amd64", "x86_64"},
+        {"x64", "x86_64"},
+        {"x86-64", "x86_64"},
+        {"i386", "i386"},
+        {"i486", "i386"},
+        {"i586", "i386"},
+        {"i686", "i386"},
+        {"x86", "i386"},
+        {"i86pc", "i386"},
+        {"aarch64", "aarch64"},
+        {"arm64", "aarch64"},
+        {"arm64e", "aarch64"},
+        {"aarch64_be", "aarch64_be"},
+        {"arm64_32", "arm64_32"},
+        {"arm", "arm"},
+        {"armhf", "arm"},
+        {"armel", "arm"},
+        {"ppc64le", "ppc64le"},
+        {"powerpc64le", "ppc64le"},
+        {"ppc64el", "ppc64le"},
+        {"ppc64", "ppc64"},
+        {"powerpc64", "ppc64"},
+        {"ppc", "ppc"},
+        {"powerpc", "ppc"},
+        {"ppcle", "ppcle"},
+        {"riscv64", "riscv64"},
+        {"riscv32", "riscv32"},
+        {"s390x", "s390x"},
+        {"s390", "s390"},
+        {"loongarch64", "loongarch64"},
+        {"loong64", "loongarch64"},
+        {"loongarch32", "loongarch32"},
+        {"mips64el", "mips64el"},
+        {"mips64", "mips64"},
+        {"mipsel", "mipsel"},
+        {"mips", "mips"},
+        {"sparc64", "sparc64"},
+        {"sparc", "sparc"},
+        {"ia64", "ia64"},
+        {"parisc", "hppa"},
+        {"parisc64", "hppa"},
+        {"hppa", "hppa"},
+        {"alpha", "alpha"},
+        {"m68k", "m68k"},
+        {"sh", "sh"},
     };
     if (!m || !*m)
         return "unknown";

@@ -10,10 +10,11 @@
 #define DG_BINFMT_MAX_SLICES 8
 
 typedef struct dg_binfmt_info {
-    char format[16];  /* "elf", "macho", "macho-fat" */
-    int nslices;      /* 1 for thin binaries, slice count for fat ones (<= MAX) */
-    char arch[DG_BINFMT_MAX_SLICES][16]; /* normalised: x86_64, aarch64, i386, arm, ppc64le, riscv64, s390x, ... "unknown(N)" */
-    int bits;         /* 32 or 64 (first slice) */
+    char format[16]; /* "elf", "macho", "macho-fat" */
+    int nslices;     /* 1 for thin binaries, slice count for fat ones (<= MAX) */
+    char arch[DG_BINFMT_MAX_SLICES][16]; /* normalised: x86_64, aarch64, i386, arm, ppc64le,
+                                            riscv64, s390x, ... "unknown(N)" */
+    int bits;                            /* 32 or 64 (first slice) */
     bool little_endian;
 } dg_binfmt_info;
 

@@ -6,6 +6,7 @@
 
 #include "binfmt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,11 +19,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 extern char **environ;
 
-#define OUT_MAX ((size_t)1 << 20) /* stdout kept for parsing */
+#define OUT_MAX ((size_t)1 << 20)  /* stdout kept for parsing */
 #define ERR_MAX ((size_t)64 << 10) /* stderr kept for the error line */
 #define OUT_LINES_MAX 16           /* JSON lines considered */
 #define STR_MAX 512                /* cap on strings copied from the child */
@@ -172,7 +172,8 @@ static bool find_in_path(const char *name, char *buf, size_t n)
         const char *end = strchr(p, ':');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         /* An empty element means the current directory, as for execvp. */
-        int w = len ? snprintf(buf, n, "%.*s/%s", (int)len, p, name) : snprintf(buf, n, "./%s", name);
+        int w =
+            len ? snprintf(buf, n, "%.*s/%s", (int)len, p, name) : snprintf(buf, n, "./%s", name);
         struct stat sb;
         if (w > 0 && (size_t)w < n && stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) &&
             access(buf, X_OK) == 0)
@@ -279,7 +280,7 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
     sigset_t none, defs;
     sigemptyset(&none);
     sigemptyset(&defs);
-    const int reset[] = {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD, SIGALRM,
+    const int reset[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,  SIGCHLD, SIGALRM,
                          SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGSEGV, SIGBUS};
     for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
         sigaddset(&defs, reset[i]);
@@ -524,7 +525,7 @@ static cJSON *torch_object(jb *b, const cJSON *t)
 
 typedef struct scan {
     jb *b;
-    const char *ref;      /* arch extensions must match; NULL: none known */
+    const char *ref; /* arch extensions must match; NULL: none known */
     cJSON *mixed;
     long mixed_n, truncated;
     long scanned, unparsed, entries;
@@ -715,9 +716,10 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     memset(&a, 0, sizeof a);
     if (missing) {
         r.status = "not-found";
-        set_error(&r, "%s", !python || !*python ? "no interpreter given"
-                            : !exe               ? "not found on PATH"
-                                                 : "no such file");
+        set_error(&r, "%s",
+                  !python || !*python ? "no interpreter given"
+                  : !exe              ? "not found on PATH"
+                                      : "no such file");
     } else if (!run_probe(exe, timeout_s, &r)) {
         b.oom = true;
     }

@@ -10,13 +10,13 @@
 /* ---- statistics (stats.c) -------------------------------------------------- */
 
 typedef struct dg_stats {
-    size_t n;               /* values after warm-up */
+    size_t n; /* values after warm-up */
     double median, q1, q3, iqr, mean, sd, min, max;
-    double iqr_share;       /* iqr / median */
-    int noise;              /* 0 quiet, 1 warn (IQR > 10% of median), 2 strong (> 25%) */
-    size_t outliers;        /* modified z-score |0.6745 (x - median) / MAD| > 3.5 */
-    double slope;           /* least-squares trend per index, same unit as the values */
-    double thirds_ratio;    /* mean of the last third / mean of the first third (NAN when n < 3) */
+    double iqr_share;    /* iqr / median */
+    int noise;           /* 0 quiet, 1 warn (IQR > 10% of median), 2 strong (> 25%) */
+    size_t outliers;     /* modified z-score |0.6745 (x - median) / MAD| > 3.5 */
+    double slope;        /* least-squares trend per index, same unit as the values */
+    double thirds_ratio; /* mean of the last third / mean of the first third (NAN when n < 3) */
 } dg_stats;
 
 /* Statistics of v[warmup..n) (v is not modified). n - warmup == 0 gives n = 0
@@ -150,13 +150,12 @@ bool dg_psi_memory_some10(double *pct);
 
 /* Appends a complete event {name, cat, ph: "X", ts, dur, pid, tid, args: {}} to
  * events and returns its args object (NULL when out of memory). */
-cJSON *dg_trace_add(cJSON *events, const char *name, const char *cat, double ts_us,
-                    double dur_us, int pid, int tid);
+cJSON *dg_trace_add(cJSON *events, const char *name, const char *cat, double ts_us, double dur_us,
+                    int pid, int tid);
 /* Appends a metadata event naming process pid (tid < 0) or thread pid/tid. */
 void dg_trace_name(cJSON *events, int pid, int tid, const char *name);
 /* Writes {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
  * to path (through a temporary file renamed into place); events and metadata
  * (may be NULL) are borrowed. DG_ERR_IO with the reason when it cannot. */
-dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events,
-                         const cJSON *metadata);
+dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events, const cJSON *metadata);
 #endif

@@ -30,10 +30,14 @@ dg_nvml_open_result dg_nvml_open(dg_nvml *nv, char *err, size_t errlen)
     api.init = (dg_nvml_ret(*)(void))dlsym(lib, "nvmlInit_v2");
     api.shutdown = (dg_nvml_ret(*)(void))dlsym(lib, "nvmlShutdown");
     api.count = (dg_nvml_ret(*)(unsigned int *))dlsym(lib, "nvmlDeviceGetCount_v2");
-    api.handle = (dg_nvml_ret(*)(unsigned int, dg_nvml_device *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    api.name = (dg_nvml_ret(*)(dg_nvml_device, char *, unsigned int))dlsym(lib, "nvmlDeviceGetName");
-    api.mem = (dg_nvml_ret(*)(dg_nvml_device, dg_nvml_memory *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    api.util = (dg_nvml_ret(*)(dg_nvml_device, dg_nvml_util *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
+    api.handle =
+        (dg_nvml_ret(*)(unsigned int, dg_nvml_device *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    api.name =
+        (dg_nvml_ret(*)(dg_nvml_device, char *, unsigned int))dlsym(lib, "nvmlDeviceGetName");
+    api.mem =
+        (dg_nvml_ret(*)(dg_nvml_device, dg_nvml_memory *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    api.util =
+        (dg_nvml_ret(*)(dg_nvml_device, dg_nvml_util *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
     api.compute = (dg_nvml_procs_fn)dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!api.compute)
         api.compute = (dg_nvml_procs_fn)dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2");
@@ -81,7 +85,8 @@ const char *dg_nvml_error(const dg_nvml *nv, dg_nvml_ret r, char *buf, size_t n)
     return buf;
 }
 
-dg_nvml_ret dg_nvml_processes(dg_nvml_procs_fn fn, dg_nvml_device dev, dg_nvml_proc **out, unsigned int *count)
+dg_nvml_ret dg_nvml_processes(dg_nvml_procs_fn fn, dg_nvml_device dev, dg_nvml_proc **out,
+                              unsigned int *count)
 {
     *out = NULL;
     *count = 0;

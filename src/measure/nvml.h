@@ -44,10 +44,10 @@ typedef struct dg_nvml {
 } dg_nvml;
 
 typedef enum dg_nvml_open_result {
-    DG_NVML_LOADED = 0,   /* loaded and nvmlInit_v2 succeeded: close with dg_nvml_close */
-    DG_NVML_ABSENT,       /* no libnvidia-ml.so.1 / .so: err has dlerror's text */
-    DG_NVML_NO_SYMBOLS,   /* the library lacks nvmlInit_v2 or device enumeration */
-    DG_NVML_INIT_FAILED,  /* nvmlInit_v2 failed: err has NVML's text */
+    DG_NVML_LOADED = 0,  /* loaded and nvmlInit_v2 succeeded: close with dg_nvml_close */
+    DG_NVML_ABSENT,      /* no libnvidia-ml.so.1 / .so: err has dlerror's text */
+    DG_NVML_NO_SYMBOLS,  /* the library lacks nvmlInit_v2 or device enumeration */
+    DG_NVML_INIT_FAILED, /* nvmlInit_v2 failed: err has NVML's text */
 } dg_nvml_open_result;
 
 /* Loads libnvidia-ml.so.1 (then libnvidia-ml.so), resolves the entry points
@@ -62,5 +62,6 @@ const char *dg_nvml_error(const dg_nvml *nv, dg_nvml_ret r, char *buf, size_t n)
 /* Running processes of one kind (compute or graphics) on dev into a
  * dg_malloc'd array (*out, *count); DG_NVML_OK or NVML's error. -1 when out
  * of host memory, fn NULL gives 0 processes. */
-dg_nvml_ret dg_nvml_processes(dg_nvml_procs_fn fn, dg_nvml_device dev, dg_nvml_proc **out, unsigned int *count);
+dg_nvml_ret dg_nvml_processes(dg_nvml_procs_fn fn, dg_nvml_device dev, dg_nvml_proc **out,
+                              unsigned int *count);
 #endif

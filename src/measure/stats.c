@@ -118,7 +118,10 @@ cJSON *dg_stats_json(const dg_stats *s, const char *unit)
     add_metric(o, "min", s->min, unit);
     add_metric(o, "max", s->max, unit);
     add_metric(o, "iqr_share", s->iqr_share, "fraction");
-    cJSON_AddStringToObject(o, "noise", s->noise == 2 ? "strong" : s->noise == 1 ? "warn" : "quiet");
+    cJSON_AddStringToObject(o, "noise",
+                            s->noise == 2   ? "strong"
+                            : s->noise == 1 ? "warn"
+                                            : "quiet");
     cJSON_AddNumberToObject(o, "outliers", (double)s->outliers);
     add_metric(o, "slope", s->slope, per);
     add_metric(o, "thirds_ratio", s->thirds_ratio, "ratio");

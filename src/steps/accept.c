@@ -23,7 +23,7 @@ static const struct tier {
     int soak_epochs;
     double soak_budget_s;
     int compare_steps, compare_reps; /* per repetition; timed repetitions per side */
-    int compare_max_batch; /* the cpu side runs the same batch: keep it affordable */
+    int compare_max_batch;           /* the cpu side runs the same batch: keep it affordable */
     int profile_warmup;
     double profile_budget_s;
 } tiers[2] = {
@@ -203,8 +203,7 @@ static dg_status run_gate(acc *a)
     bool want_host = want && dg_backend_is_host(want);
     if (want && !want_host)
         snprintf(list, sizeof list, "cpu,%s", want);
-    dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL,
-                       .seed = a->base.seed};
+    dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL, .seed = a->base.seed};
     char *json = NULL;
     dg_gate_verdict verdict = DG_GATE_PASS;
     dg_status st = dg_gate_run(a->ctx, &go, &json, &verdict);
@@ -329,8 +328,10 @@ static void run_compare(acc *a)
     int batch = a->batch;
     if (!a->o->train.batch && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
-    dg_compare_opts co = {.train = a->base, .batches = {batch},
-                          .steps = a->tier->compare_steps, .repetitions = a->tier->compare_reps};
+    dg_compare_opts co = {.train = a->base,
+                          .batches = {batch},
+                          .steps = a->tier->compare_steps,
+                          .repetitions = a->tier->compare_reps};
     co.train.backend = a->device;
     char *json = NULL;
     dg_status st = dg_compare_run(a->ctx, &co, &json);

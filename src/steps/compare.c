@@ -14,10 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define REF_MAX_GFLOP 2.0      /* the float64 run is skipped above this per step */
-#define REF_MAX_BATCH_MIB 256  /* train --export keeps at most this much batch data */
+#define REF_MAX_GFLOP 2.0     /* the float64 run is skipped above this per step */
+#define REF_MAX_BATCH_MIB 256 /* train --export keeps at most this much batch data */
 #define MAX_RUNS 4
-#define MAX_REPS 50 /* timed repetitions per side */
+#define MAX_REPS 50         /* timed repetitions per side */
 #define LOCK_MAX_WAIT_S 600 /* then a repetition runs unlocked, and says so */
 
 /* Batches of an export read back in order (train --export's batches.bin). */
@@ -304,12 +304,16 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     const char *ref_note = NULL;
     char note[160];
     if (gflop > REF_MAX_GFLOP) {
-        snprintf(note, sizeof note, "skipped: %.2f GFLOP per step is above the float64 reference's "
-                 "cap of %.0f GFLOP", gflop, REF_MAX_GFLOP);
+        snprintf(note, sizeof note,
+                 "skipped: %.2f GFLOP per step is above the float64 reference's "
+                 "cap of %.0f GFLOP",
+                 gflop, REF_MAX_GFLOP);
         ref_note = note;
     } else if (xbytes * steps > REF_MAX_BATCH_MIB * 1048576.0) {
-        snprintf(note, sizeof note, "skipped: %d batches of %.0f bytes exceed the %d MiB kept for "
-                 "the float64 reference", steps, xbytes, REF_MAX_BATCH_MIB);
+        snprintf(note, sizeof note,
+                 "skipped: %d batches of %.0f bytes exceed the %d MiB kept for "
+                 "the float64 reference",
+                 steps, xbytes, REF_MAX_BATCH_MIB);
         ref_note = note;
     }
     bool want_ref = ref_note == NULL;
@@ -324,16 +328,18 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     double *cpu_p = NULL, *dev_p = NULL, *ref_p = NULL, ref_s = 0;
     float *init = NULL;
     const char *failed = NULL;
-    dg_status st = cpu_l && dev_l && ref_l ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "compare: out of host memory");
-    if (st == DG_OK && (st = train_once(ctx, &c->opts->train, "cpu", batch, steps, want_ref ? exdir : NULL,
-                                        cpu_path, &cpu_rec)) != DG_OK)
+    dg_status st =
+        cpu_l && dev_l && ref_l ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "compare: out of host memory");
+    if (st == DG_OK && (st = train_once(ctx, &c->opts->train, "cpu", batch, steps,
+                                        want_ref ? exdir : NULL, cpu_path, &cpu_rec)) != DG_OK)
         failed = "cpu";
-    if (st == DG_OK && (st = train_once(ctx, &c->opts->train, c->device, batch, steps, NULL, dev_path,
-                                        &dev_rec)) != DG_OK)
+    if (st == DG_OK && (st = train_once(ctx, &c->opts->train, c->device, batch, steps, NULL,
+                                        dev_path, &dev_rec)) != DG_OK)
         failed = c->device;
     if (st == DG_OK && (!losses_of(cpu_rec, steps, cpu_l) || !losses_of(dev_rec, steps, dev_l)))
         st = dg_fail(ctx, DG_ERR_CHECK, "compare: a run did not report a loss at every step");
-    if (st == DG_OK && (!(cpu_p = read_arena(cpu_path, count)) || !(dev_p = read_arena(dev_path, count))))
+    if (st == DG_OK &&
+        (!(cpu_p = read_arena(cpu_path, count)) || !(dev_p = read_arena(dev_path, count))))
         st = dg_fail(ctx, DG_ERR_IO, "compare: reading the final parameters back failed");
     if (st == DG_OK && want_ref) {
         char path[4200];
@@ -345,12 +351,14 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         if (pf)
             fclose(pf);
         snprintf(path, sizeof path, "%s/batches.bin", exdir);
-        batch_file bf = {ok ? fopen(path, "rb") : NULL, (size_t)batch * m->in_c * m->in_h * m->in_w, batch};
+        batch_file bf = {ok ? fopen(path, "rb") : NULL, (size_t)batch * m->in_c * m->in_h * m->in_w,
+                         batch};
         double t0 = dg_now();
         if (!bf.f)
-            st = dg_fail(ctx, DG_ERR_IO, "compare: reading the exported weights and batches failed");
-        else if ((st = dg_ref64_train(ctx, m, init, batch, steps, read_batch, &bf, c->lr, c->momentum,
-                                      c->wd, ref_l, ref_p)) == DG_ERR_IO)
+            st =
+                dg_fail(ctx, DG_ERR_IO, "compare: reading the exported weights and batches failed");
+        else if ((st = dg_ref64_train(ctx, m, init, batch, steps, read_batch, &bf, c->lr,
+                                      c->momentum, c->wd, ref_l, ref_p)) == DG_ERR_IO)
             st = dg_fail(ctx, st, "compare: reading the exported batches failed");
         ref_s = dg_now() - t0;
         if (bf.f)
@@ -396,28 +404,35 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         bool ct = cms > 0, dt = dms > 0;
         cJSON *cj = cJSON_AddObjectToObject(run, "cpu");
         cJSON_AddItemToObject(cj, "step_ms", dg_json_metric(cms, ct, "ms"));
-        cJSON_AddItemToObject(cj, "samples_per_s", dg_json_metric(ct ? batch * 1e3 / cms : 0, ct, "samples/s"));
+        cJSON_AddItemToObject(cj, "samples_per_s",
+                              dg_json_metric(ct ? batch * 1e3 / cms : 0, ct, "samples/s"));
         cJSON *dj = cJSON_AddObjectToObject(run, "device");
         cJSON_AddStringToObject(dj, "backend", c->device);
         cJSON_AddItemToObject(dj, "step_ms", dg_json_metric(dms, dt, "ms"));
-        cJSON_AddItemToObject(dj, "samples_per_s", dg_json_metric(dt ? batch * 1e3 / dms : 0, dt, "samples/s"));
-        cJSON_AddBoolToObject(dj, "captured",
-                              cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(dev_rec, "capture"), "used")));
-        cJSON_AddNumberToObject(dj, "fallbacks", cJSON_GetArraySize(cJSON_GetObjectItem(dev_rec, "fallbacks")));
+        cJSON_AddItemToObject(dj, "samples_per_s",
+                              dg_json_metric(dt ? batch * 1e3 / dms : 0, dt, "samples/s"));
+        cJSON_AddBoolToObject(
+            dj, "captured",
+            cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(dev_rec, "capture"), "used")));
+        cJSON_AddNumberToObject(dj, "fallbacks",
+                                cJSON_GetArraySize(cJSON_GetObjectItem(dev_rec, "fallbacks")));
         /* What each side did of what it could: the step's FLOPs (forward and
          * backward, 2 per multiply-add) over its median step time, against its
          * FP32 peak (the cpu's for the threads the run used). */
         double flops = dg_ref64_step_flops(m, batch);
         const char *src = NULL;
         double cpu_peak = dg_device_peak_gflops("cpu", NULL, 0, c->opts->train.threads, &src);
-        double dev_peak = dg_device_peak_gflops(c->device, dg_jstr(dev_rec, "device.name"), 0, 0, &src);
+        double dev_peak =
+            dg_device_peak_gflops(c->device, dg_jstr(dev_rec, "device.name"), 0, 0, &src);
         double cg = ct ? flops / (cms / 1e3) / 1e9 : NAN, dg = dt ? flops / (dms / 1e3) / 1e9 : NAN;
         cJSON_AddItemToObject(cj, "gflops", dg_json_metric(cg, isfinite(cg), "GFLOP/s"));
-        cJSON_AddItemToObject(cj, "peak_gflops", dg_json_metric(cpu_peak, isfinite(cpu_peak), "GFLOP/s"));
+        cJSON_AddItemToObject(cj, "peak_gflops",
+                              dg_json_metric(cpu_peak, isfinite(cpu_peak), "GFLOP/s"));
         cJSON_AddItemToObject(cj, "fraction_of_peak",
                               dg_json_metric(cg / cpu_peak, isfinite(cg / cpu_peak), "fraction"));
         cJSON_AddItemToObject(dj, "gflops", dg_json_metric(dg, isfinite(dg), "GFLOP/s"));
-        cJSON_AddItemToObject(dj, "peak_gflops", dg_json_metric(dev_peak, isfinite(dev_peak), "GFLOP/s"));
+        cJSON_AddItemToObject(dj, "peak_gflops",
+                              dg_json_metric(dev_peak, isfinite(dev_peak), "GFLOP/s"));
         cJSON_AddStringToObject(dj, "peak_source", src);
         cJSON_AddItemToObject(dj, "fraction_of_peak",
                               dg_json_metric(dg / dev_peak, isfinite(dg / dev_peak), "fraction"));
@@ -430,13 +445,16 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
                               ci_json(&sp_ci, "%", reduction_pct, method));
         double busy = busy_ci.point;
-        cJSON_AddItemToObject(run, "busy_fraction", dg_json_metric(busy, busy_ci.valid, "fraction"));
-        cJSON_AddItemToObject(run, "busy_fraction_ci", ci_json(&busy_ci, "fraction", NULL,
-                                                               "percentile bootstrap over the repetitions"));
+        cJSON_AddItemToObject(run, "busy_fraction",
+                              dg_json_metric(busy, busy_ci.valid, "fraction"));
+        cJSON_AddItemToObject(
+            run, "busy_fraction_ci",
+            ci_json(&busy_ci, "fraction", NULL, "percentile bootstrap over the repetitions"));
         cJSON *mw = cJSON_AddObjectToObject(run, "mann_whitney");
         cJSON_AddItemToObject(mw, "p", dg_json_metric(p, isfinite(p), "probability"));
         cJSON_AddItemToObject(mw, "u_cpu", dg_json_metric(u, isfinite(u), "pairs"));
-        cJSON_AddStringToObject(mw, "of", "the repetitions' median step times, cpu against device, two-sided");
+        cJSON_AddStringToObject(
+            mw, "of", "the repetitions' median step times, cpu against device, two-sided");
         cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
         cJSON_AddNumberToObject(rp, "per_side", c->reps);
         cJSON_AddNumberToObject(rp, "warmup_pairs", 1);
@@ -483,9 +501,10 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         bool base_ok = !have_ref || (lc <= c->loss_tol && pcr <= c->param_tol);
         cJSON_AddBoolToObject(run, "baseline_within_tolerance", base_ok);
         if (!base_ok)
-            cJSON_AddStringToObject(run, "note", "the cpu baseline itself is beyond tolerance of the float64 "
-                                                 "run; device and cpu disagree by more than fp32 round-off "
-                                                 "(see loss_vs_ref.cpu, param_drift.cpu_vs_ref)");
+            cJSON_AddStringToObject(run, "note",
+                                    "the cpu baseline itself is beyond tolerance of the float64 "
+                                    "run; device and cpu disagree by more than fp32 round-off "
+                                    "(see loss_vs_ref.cpu, param_drift.cpu_vs_ref)");
         cJSON_AddBoolToObject(run, "within_tolerance", ok);
         cJSON_AddStringToObject(run, "verdict", ok ? "within tolerance" : "drift");
         cJSON_AddItemToObject(run, "drift", drift);
@@ -557,18 +576,20 @@ dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
     const dg_train_opts *o = &opts->train;
     const char *device = o->backend ? o->backend : "cpu";
     if (strcmp(device, "cpu") == 0)
-        return dg_fail(ctx, DG_ERR_USAGE, "compare: --backend names the device to hold against the cpu "
-                                          "baseline (opencl, cuda); cpu cannot be compared with itself");
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "compare: --backend names the device to hold against the cpu "
+                       "baseline (opencl, cuda); cpu cannot be compared with itself");
     if (dg_disable_ops_check(ctx, o->disable_ops) != DG_OK)
         return DG_ERR_USAGE; /* before the cpu side runs */
     if (o->export_dir)
-        return dg_fail(ctx, DG_ERR_USAGE, "compare: --export is not available here (compare exports "
-                                          "the batches for its float64 reference itself)");
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "compare: --export is not available here (compare exports "
+                       "the batches for its float64 reference itself)");
     int batches[MAX_RUNS], nb = 0;
     for (int i = 0; i < MAX_RUNS && opts->batches[i]; i++) {
         if (opts->batches[i] < 1 || opts->batches[i] > (1 << 20))
-            return dg_fail(ctx, DG_ERR_USAGE, "compare: batch sizes must be in 1..%d, got %d", 1 << 20,
-                           opts->batches[i]);
+            return dg_fail(ctx, DG_ERR_USAGE, "compare: batch sizes must be in 1..%d, got %d",
+                           1 << 20, opts->batches[i]);
         batches[nb++] = opts->batches[i];
     }
     if (!nb && o->batch > 0)
@@ -655,7 +676,8 @@ dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
     cJSON_AddNumberToObject(th, "param_tolerance", c.param_tol);
     cJSON_AddNumberToObject(th, "reference_max_gflop_per_step", REF_MAX_GFLOP);
     cJSON_AddStringToObject(th, "loss", "max over steps of |loss - baseline| / |baseline|");
-    cJSON_AddStringToObject(th, "params", "||params - baseline||2 / ||baseline||2 after the last step");
+    cJSON_AddStringToObject(th, "params",
+                            "||params - baseline||2 / ||baseline||2 after the last step");
     cJSON_AddBoolToObject(rec, "within_tolerance", st == DG_OK && all_ok);
     *json = dg_json_print(rec);
     cJSON_Delete(rec);

@@ -74,8 +74,8 @@ static void list_add(char *buf, size_t len, const char *sep, const char *what)
  * proves nothing. */
 static bool proving_stop(const char *why)
 {
-    static const char *const ok[] = {"oom", "budget", "swap", "throughput-falling", "time",
-                                     "limit"};
+    static const char *const ok[] = {"oom",  "budget", "swap", "throughput-falling",
+                                     "time", "limit"};
     for (size_t i = 0; why && i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(why, ok[i]) == 0)
             return true;
@@ -324,7 +324,8 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
         (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0) || !cJSON_IsNumber(version) ||
         (version->valuedouble != 1 && version->valuedouble != 2)) {
         cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_FORMAT, "evidence: not an accept or run record of version 1 or 2");
+        return dg_fail(ctx, DG_ERR_FORMAT,
+                       "evidence: not an accept or run record of version 1 or 2");
     }
     char *dj = NULL;
     dg_status st = dg_diagnose(ctx, record_json, overrides, &dj);

@@ -52,8 +52,8 @@ static dg_status problem_make(dg_ctx *ctx, const dg_matmul_check *chk, host_prob
         dg_free(absa);
         dg_free(absb);
         problem_free(p);
-        return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of host memory for a %dx%dx%d product",
-                       p->m, p->n, p->k);
+        return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of host memory for a %dx%dx%d product", p->m,
+                       p->n, p->k);
     }
     dg_rng r;
     dg_rng_init(&r, chk->seed, 1);
@@ -130,7 +130,8 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
         goto fail;
     stage = "gemm";
     t0 = dg_now();
-    if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k, (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
+    if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k,
+                       (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
         (st = be->synchronize(bctx)))
         goto fail;
     cold = dg_now() - t0;
@@ -139,7 +140,8 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
         reps = 64;
     for (int i = 0; i < reps; i++) {
         t0 = dg_now();
-        if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k, (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
+        if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k,
+                           (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
             (st = be->synchronize(bctx)))
             goto fail;
         times[i] = dg_now() - t0;
@@ -156,7 +158,8 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     cJSON_AddBoolToObject(mm, "ok", ok);
     cJSON_AddNumberToObject(mm, "max_abs_err", isfinite(r.max_abs) ? r.max_abs : -1);
     cJSON_AddNumberToObject(mm, "max_rel_err", isfinite(r.max_rel) ? r.max_rel : -1);
-    cJSON_AddNumberToObject(mm, "max_err_over_tolerance", isfinite(r.max_over_tol) ? r.max_over_tol : -1);
+    cJSON_AddNumberToObject(mm, "max_err_over_tolerance",
+                            isfinite(r.max_over_tol) ? r.max_over_tol : -1);
     cJSON_AddNumberToObject(mm, "bad_elements", (double)r.bad);
     cJSON_AddNumberToObject(mm, "ms_cold", cold * 1e3);
     cJSON_AddNumberToObject(mm, "ms_warm", warm * 1e3);
@@ -167,11 +170,12 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     } else {
         size_t i = r.worst_index;
         char why[256];
-        snprintf(why, sizeof why,
-                 "wrong result: %zu of %zu elements outside tolerance; worst at [%zu,%zu]: device %.9g, "
-                 "reference %.9g",
-                 r.bad, (size_t)p->m * p->n, i / (size_t)p->n, i % (size_t)p->n, (double)p->c[i],
-                 p->ref[i]);
+        snprintf(
+            why, sizeof why,
+            "wrong result: %zu of %zu elements outside tolerance; worst at [%zu,%zu]: device %.9g, "
+            "reference %.9g",
+            r.bad, (size_t)p->m * p->n, i / (size_t)p->n, i % (size_t)p->n, (double)p->c[i],
+            p->ref[i]);
         cJSON_AddStringToObject(mm, "reason", why);
     }
     be->buf_free(bctx, da);
@@ -180,7 +184,8 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     return;
 fail:;
     char why[512];
-    snprintf(why, sizeof why, "%s failed (%s): %s", stage, dg_status_name(st), be->last_error(bctx));
+    snprintf(why, sizeof why, "%s failed (%s): %s", stage, dg_status_name(st),
+             be->last_error(bctx));
     cJSON_AddBoolToObject(mm, "ok", false);
     cJSON_AddStringToObject(mm, "reason", why);
     be->buf_free(bctx, da);
@@ -196,8 +201,10 @@ static cJSON *device_json(int index, const dg_device_info *d)
     cJSON_AddStringToObject(o, "vendor", d->vendor);
     cJSON_AddStringToObject(o, "driver_version", d->driver_version);
     cJSON_AddStringToObject(o, "platform", d->platform);
-    cJSON_AddItemToObject(o, "memory_total", dg_json_metric(d->mem_total.value, d->mem_total.valid, "bytes"));
-    cJSON_AddItemToObject(o, "memory_free", dg_json_metric(d->mem_free.value, d->mem_free.valid, "bytes"));
+    cJSON_AddItemToObject(o, "memory_total",
+                          dg_json_metric(d->mem_total.value, d->mem_total.valid, "bytes"));
+    cJSON_AddItemToObject(o, "memory_free",
+                          dg_json_metric(d->mem_free.value, d->mem_free.valid, "bytes"));
     cJSON_AddItemToObject(o, "compute_units",
                           dg_json_metric(d->compute_units.value, d->compute_units.valid, "units"));
     return o;
@@ -209,8 +216,8 @@ static void add_peak(cJSON *o, const char *name, cJSON *mm)
 {
     const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "devices"), 0);
     const char *src = NULL;
-    double peak = dg_device_peak_gflops(name, dg_jstr(dev, "name"), dg_jnum(dev, "compute_units"),
-                                        0, &src);
+    double peak =
+        dg_device_peak_gflops(name, dg_jstr(dev, "name"), dg_jnum(dev, "compute_units"), 0, &src);
     cJSON *pk = cJSON_AddObjectToObject(o, "peak");
     cJSON_AddItemToObject(pk, "fp32", dg_json_metric(peak, isfinite(peak), "GFLOP/s"));
     cJSON_AddStringToObject(pk, "source", src);
@@ -261,7 +268,8 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
         if (note && (cJSON_IsTrue(cJSON_GetObjectItem(virt, "vm")) ||
                      cJSON_IsTrue(cJSON_GetObjectItem(virt, "container")))) {
             size_t used = strlen(reason);
-            snprintf(reason + used, sizeof reason - used, "; possibly hidden by virtualization: %s", note);
+            snprintf(reason + used, sizeof reason - used, "; possibly hidden by virtualization: %s",
+                     note);
             cJSON_AddTrueToObject(o, "virtualized");
         }
         cJSON_Delete(virt);
@@ -359,7 +367,8 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         .seed = opts ? opts->seed : 0,
         .warm_reps = opts && opts->warm_reps > 0 ? opts->warm_reps : DEFAULT_WARM_REPS,
     };
-    if (chk.m < 1 || chk.n < 1 || chk.k < 1 || chk.m > MAX_DIM || chk.n > MAX_DIM || chk.k > MAX_DIM)
+    if (chk.m < 1 || chk.n < 1 || chk.k < 1 || chk.m > MAX_DIM || chk.n > MAX_DIM ||
+        chk.k > MAX_DIM)
         return dg_fail(ctx, DG_ERR_USAGE, "matrix size %d,%d,%d out of range (1..%d each)", chk.m,
                        chk.n, chk.k, MAX_DIM);
     const char *names[8];

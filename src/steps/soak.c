@@ -3,10 +3,10 @@
  * per-step times and the background sampler; the record adds the baseline
  * (end of epoch 1), each source's growth at the last epoch, whether growth
  * steps line up with validation epochs, and the step-time trend. */
-#include "engine/train.h"
 #include "core/core.h"
 #include "core/json.h"
 #include "core/record.h"
+#include "engine/train.h"
 #include "steps/steps.h"
 
 #include <math.h>
@@ -30,7 +30,8 @@ static double metric_of(const cJSON *obj, const char *key)
 {
     const cJSON *m = cJSON_GetObjectItem(obj, key);
     const cJSON *v = cJSON_GetObjectItem(m, "value");
-    return cJSON_IsTrue(cJSON_GetObjectItem(m, "valid")) && cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    return cJSON_IsTrue(cJSON_GetObjectItem(m, "valid")) && cJSON_IsNumber(v) ? v->valuedouble
+                                                                              : NAN;
 }
 
 /* Epochs k >= 2 where source src jumped by more than max(5% of baseline,
@@ -50,7 +51,8 @@ static cJSON *staircase_of(const cJSON *epochs, const char *entry, double base, 
         if (!isfinite(a) || !isfinite(b) || b - a <= thr)
             continue;
         jumps++;
-        cJSON_AddItemToArray(steps, cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(cur, "epoch"))));
+        cJSON_AddItemToArray(
+            steps, cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(cur, "epoch"))));
         if (cJSON_IsTrue(cJSON_GetObjectItem(cur, "validation")))
             at_val++;
     }
@@ -70,10 +72,12 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
     const cJSON *first = cJSON_GetArrayItem(ep, 0), *last = cJSON_GetArrayItem(ep, n - 1);
     cJSON_AddNumberToObject(s, "epochs_recorded", n);
     cJSON *base = cJSON_AddObjectToObject(s, "baseline");
-    cJSON_AddNumberToObject(base, "epoch", first ? cJSON_GetNumberValue(cJSON_GetObjectItem(first, "epoch")) : 0);
+    cJSON_AddNumberToObject(base, "epoch",
+                            first ? cJSON_GetNumberValue(cJSON_GetObjectItem(first, "epoch")) : 0);
     cJSON *growth = cJSON_AddObjectToObject(s, "growth");
     cJSON *last_j = cJSON_AddObjectToObject(s, "last");
-    cJSON_AddNumberToObject(last_j, "epoch", last ? cJSON_GetNumberValue(cJSON_GetObjectItem(last, "epoch")) : 0);
+    cJSON_AddNumberToObject(last_j, "epoch",
+                            last ? cJSON_GetNumberValue(cJSON_GetObjectItem(last, "epoch")) : 0);
     cJSON *stair = cJSON_AddObjectToObject(s, "staircase");
     int any = -1;
     for (int i = 0; i < NSRC; i++) {
@@ -82,7 +86,8 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
         cJSON_AddItemToObject(base, sources[i].name, dg_json_metric(b, isfinite(b), "bytes"));
         cJSON_AddItemToObject(last_j, sources[i].name, dg_json_metric(l, isfinite(l), "bytes"));
         bool ok = isfinite(b) && isfinite(l) && b > 0;
-        cJSON_AddItemToObject(growth, sources[i].name, dg_json_metric(ok ? 100.0 * (l - b) / b : 0, ok, "%"));
+        cJSON_AddItemToObject(growth, sources[i].name,
+                              dg_json_metric(ok ? 100.0 * (l - b) / b : 0, ok, "%"));
         int al;
         cJSON_AddItemToObject(stair, sources[i].name, staircase_of(ep, sources[i].entry, b, &al));
         if (sources[i].shared)
@@ -97,14 +102,17 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
     cJSON_ArrayForEach(e, ep)
     {
         if (cJSON_IsTrue(cJSON_GetObjectItem(e, "validation")))
-            cJSON_AddItemToArray(vals, cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "epoch"))));
+            cJSON_AddItemToArray(
+                vals, cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "epoch"))));
     }
     if (any < 0)
         cJSON_AddNullToObject(stair, "aligned");
     else
         cJSON_AddBoolToObject(stair, "aligned", any == 1);
     cJSON *tr = cJSON_AddObjectToObject(s, "step_trend");
-    cJSON_AddItemToObject(tr, "median", dg_json_metric(metric_of(st, "median"), isfinite(metric_of(st, "median")), "ms"));
+    cJSON_AddItemToObject(
+        tr, "median",
+        dg_json_metric(metric_of(st, "median"), isfinite(metric_of(st, "median")), "ms"));
     double slope = metric_of(st, "slope"), ratio = metric_of(st, "thirds_ratio");
     cJSON_AddItemToObject(tr, "slope", dg_json_metric(slope, isfinite(slope), "ms/step"));
     cJSON_AddItemToObject(tr, "thirds_ratio", dg_json_metric(ratio, isfinite(ratio), "ratio"));
@@ -112,7 +120,8 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
 
 /* The soak's own fields and its analysis, added to the train record itself
  * (record version 2; version 1 nested them under "soak"). */
-static void soak_fields(cJSON *rec, const dg_soak_opts *so, int epochs, int steps, const dg_train_ext *x)
+static void soak_fields(cJSON *rec, const dg_soak_opts *so, int epochs, int steps,
+                        const dg_train_ext *x)
 {
     cJSON_AddNumberToObject(rec, "epochs_planned", epochs);
     cJSON_AddNumberToObject(rec, "steps_per_epoch", steps);

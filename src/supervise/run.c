@@ -7,14 +7,14 @@
  * them so the rules and reports apply unchanged. */
 #include "supervise/supervise.h"
 
-#include "measure/measure.h"
 #include "core/record.h"
+#include "measure/measure.h"
 #include "steps/steps.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -791,9 +791,9 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     dg_json_add_str(pr, "why", plan.why[0] ? plan.why : NULL);
     cJSON *pcmd = cJSON_AddArrayToObject(pr, "cmd");
     for (size_t i = 0; plan.how && plan.argv[i]; i++)
-        cJSON_AddItemToArray(pcmd, cJSON_CreateString(dg_utf8_valid(plan.argv[i], strlen(plan.argv[i]))
-                                                          ? plan.argv[i]
-                                                          : "?"));
+        cJSON_AddItemToArray(
+            pcmd, cJSON_CreateString(
+                      dg_utf8_valid(plan.argv[i], strlen(plan.argv[i])) ? plan.argv[i] : "?"));
     cJSON_AddBoolToObject(pr, "empty_cache", o->probe == DG_PROBE_AUTO && o->empty_cache);
     const cJSON *sp_mode = cJSON_GetObjectItemCaseSensitive(r.col.run_start, "probe");
     dg_json_add_str(pr, "reported", cJSON_IsString(sp_mode) ? sp_mode->valuestring : NULL);

@@ -46,7 +46,7 @@ bool dg_utf8_valid(const char *s, size_t n);
 typedef struct dg_evreader {
     char *buf;
     size_t len, cap, max_line;
-    bool discarding;  /* inside an overlong line */
+    bool discarding; /* inside an overlong line */
     bool nomem;
     uint64_t overlong;
 } dg_evreader;
@@ -61,8 +61,8 @@ void dg_evreader_free(dg_evreader *r);
 
 typedef struct dg_ev_step {
     double epoch, step, step_ms, data_ms, loss, batch, t; /* NAN when not reported */
-    double syncs; /* host reads the zero-code probe saw in the step; NAN when not reported */
-    signed char synced;                                   /* 1, 0, -1 unknown */
+    double syncs;       /* host reads the zero-code probe saw in the step; NAN when not reported */
+    signed char synced; /* 1, 0, -1 unknown */
 } dg_ev_step;
 
 typedef struct dg_ev_epoch {
@@ -77,10 +77,10 @@ typedef struct dg_ev_fallback {
 
 /* Limits (0 in a field: the default in brackets). */
 typedef struct dg_ev_limits {
-    double rate;          /* step, phase, fallback and unknown events per 1 s window [1000] */
-    size_t max_steps;     /* step events stored; later ones summarised [100000] */
-    size_t max_epochs;    /* epoch_end events kept [10000] */
-    size_t max_other;     /* gate, sweep_trial, oom events kept, each [1000] */
+    double rate;       /* step, phase, fallback and unknown events per 1 s window [1000] */
+    size_t max_steps;  /* step events stored; later ones summarised [100000] */
+    size_t max_epochs; /* epoch_end events kept [10000] */
+    size_t max_other;  /* gate, sweep_trial, oom events kept, each [1000] */
 } dg_ev_limits;
 
 typedef struct dg_evcollect {
@@ -92,7 +92,7 @@ typedef struct dg_evcollect {
     double window_start;
     uint64_t window_n;
     /* kept */
-    cJSON *run_start, *run_end; /* the first of each */
+    cJSON *run_start, *run_end;         /* the first of each */
     cJSON *gates, *sweep_trials, *ooms; /* arrays of the events' objects */
     dg_ev_step *steps;
     size_t nsteps, steps_cap;
@@ -147,12 +147,12 @@ int dg_python_program_index(const char *const argv[]);
 /* The command and environment devgate run starts (docs/events.md "The
  * zero-code probe"). */
 typedef struct dg_probe_plan {
-    const char **argv;   /* the argv to spawn (dg_malloc'd; strings borrowed or owned below) */
-    const char *env[8];  /* env edits for dg_spawn_child, NULL-terminated */
-    char *owned[3];      /* dg_malloc'd strings the two arrays point into */
-    const char *mode;    /* "auto", "manual", "off" */
-    const char *how;     /* "argv", "sitecustomize" or NULL (not armed) */
-    char why[256];       /* why auto is not armed ("" when it is, or not auto) */
+    const char **argv;  /* the argv to spawn (dg_malloc'd; strings borrowed or owned below) */
+    const char *env[8]; /* env edits for dg_spawn_child, NULL-terminated */
+    char *owned[3];     /* dg_malloc'd strings the two arrays point into */
+    const char *mode;   /* "auto", "manual", "off" */
+    const char *how;    /* "argv", "sitecustomize" or NULL (not armed) */
+    char why[256];      /* why auto is not armed ("" when it is, or not auto) */
 } dg_probe_plan;
 
 /* Fills p for o (o->argv, o->probe, o->probe_path, o->empty_cache; the
@@ -171,7 +171,7 @@ typedef struct dg_proc_entry {
     unsigned long long ticks;     /* utime + stime */
     unsigned long long starttime; /* clock ticks after boot: tells a reused pid apart */
     long threads;
-    double rss;                   /* bytes */
+    double rss; /* bytes */
 } dg_proc_entry;
 
 /* A set of processes known to belong to the run's tree. */
@@ -196,7 +196,8 @@ bool dg_proc_stat(pid_t pid, dg_proc_entry *e);
  * known members still alive with the same start time, and with subreaper
  * orphans re-parented to self that started after the child. Adds them to the
  * known set. out (may be NULL) gets up to max of them; returns the count. */
-size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_entry *out, size_t max);
+size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_entry *out,
+                       size_t max);
 /* Sends sig to every live member of the tree (but the child when
  * exclude_child) and to its process group; returns the number of members
  * other than the child that were signalled. */

@@ -41,7 +41,10 @@ static size_t make_elf(unsigned char *b, bool is64, bool le, uint16_t machine)
 {
     size_t n = is64 ? 64 : 52;
     memset(b, 0, n);
-    memcpy(b, "\x7f" "ELF", 4);
+    memcpy(b,
+           "\x7f"
+           "ELF",
+           4);
     b[4] = is64 ? 2 : 1;
     b[5] = le ? 1 : 2;
     b[6] = 1;
@@ -305,7 +308,9 @@ static void test_other(void)
     const char *text = "#!/bin/sh\necho hello\n";
     expect_format((const unsigned char *)text, strlen(text), "not ELF or Mach-O", "text");
     expect_format((const unsigned char *)"", 0, "empty", "empty");
-    expect_format((const unsigned char *)"\x7f" "EL", 3, "truncated", "3 bytes");
+    expect_format((const unsigned char *)"\x7f"
+                                         "EL",
+                  3, "truncated", "3 bytes");
 
     dg_binfmt_info info;
     char err[64];
@@ -328,12 +333,13 @@ static void test_other(void)
 static void test_normalise(void)
 {
     static const char *pairs[][2] = {
-        {"x86_64", "x86_64"}, {"amd64", "x86_64"},   {"AMD64", "x86_64"},    {"aarch64", "aarch64"},
-        {"arm64", "aarch64"}, {"armv7l", "arm"},     {"armv6l", "arm"},      {"armv8l", "arm"},
-        {"i686", "i386"},     {"i386", "i386"},      {"ppc64le", "ppc64le"}, {"ppc64", "ppc64"},
-        {"riscv64", "riscv64"}, {"s390x", "s390x"},  {"loongarch64", "loongarch64"},
-        {"mips64", "mips64"}, {"sparc64", "sparc64"}, {"parisc64", "hppa"},  {"sh4", "sh"},
-        {"vax-9000", "unknown"}, {"", "unknown"},
+        {"x86_64", "x86_64"},   {"amd64", "x86_64"},     {"AMD64", "x86_64"},
+        {"aarch64", "aarch64"}, {"arm64", "aarch64"},    {"armv7l", "arm"},
+        {"armv6l", "arm"},      {"armv8l", "arm"},       {"i686", "i386"},
+        {"i386", "i386"},       {"ppc64le", "ppc64le"},  {"ppc64", "ppc64"},
+        {"riscv64", "riscv64"}, {"s390x", "s390x"},      {"loongarch64", "loongarch64"},
+        {"mips64", "mips64"},   {"sparc64", "sparc64"},  {"parisc64", "hppa"},
+        {"sh4", "sh"},          {"vax-9000", "unknown"}, {"", "unknown"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         CHECK_STR(dg_arch_normalise(pairs[i][0]), pairs[i][1]);
@@ -516,8 +522,7 @@ static void test_python_fakes(const char *host)
     int before;
 
     /* Hangs, with a grandchild holding the pipe open: must be killed whole. */
-    snprintf(script, sizeof script,
-             "#!/bin/sh\necho $$ > '%s'\nsleep 30 &\necho $! > '%s'\nwait\n",
+    snprintf(script, sizeof script, "#!/bin/sh\necho $$ > '%s'\nsleep 30 &\necho $! > '%s'\nwait\n",
              tmp_path("hang.pid"), tmp_path("sleep.pid"));
     write_file("hang.sh", script, strlen(script), 0755);
     before = check_failed;
@@ -573,7 +578,8 @@ static void test_python_fakes(const char *host)
     CHECK_STR(run_status(o), "failed");
     CHECK(jget(jget(o, "run"), "exit_code")->valueint == 3);
     e = js(jget(o, "run"), "error");
-    CHECK_MSG(strstr(e, "boom: no libpython here") != NULL && !strstr(e, "more"), "error \"%s\"", e);
+    CHECK_MSG(strstr(e, "boom: no libpython here") != NULL && !strstr(e, "more"), "error \"%s\"",
+              e);
     dump_on_failure(o, before);
     cJSON_Delete(o);
 
@@ -674,12 +680,13 @@ static void test_python_mixed(const char *host)
                   tmp_path("site/pkg/deep/alias.so")) == 0);
 
     char script[2048];
-    snprintf(script, sizeof script,
-             "#!/bin/sh\necho 'warming up'\n"
-             "echo '{\"version\": \"3.99.0\", \"platform\": \"linux\", \"machine\": \"x86_64\", "
-             "\"executable\": null, \"site_packages\": [\"%s/\", \"relative/ignored\", 7, \"%s\"]}'\n"
-             "echo '{\"torch\": null}'\n",
-             tmp_path("site"), tmp_path("site"));
+    snprintf(
+        script, sizeof script,
+        "#!/bin/sh\necho 'warming up'\n"
+        "echo '{\"version\": \"3.99.0\", \"platform\": \"linux\", \"machine\": \"x86_64\", "
+        "\"executable\": null, \"site_packages\": [\"%s/\", \"relative/ignored\", 7, \"%s\"]}'\n"
+        "echo '{\"torch\": null}'\n",
+        tmp_path("site"), tmp_path("site"));
     write_file("mixed.sh", script, strlen(script), 0755);
 
     int before = check_failed;
@@ -729,7 +736,8 @@ static void test_python_mixed(const char *host)
     const cJSON *t = jget(o, "torch");
     CHECK_STR(js(t, "version"), "9.9");
     CHECK(cJSON_IsNull(jget(t, "cuda_available")));
-    CHECK(cJSON_IsNumber(jget(t, "cuda_device_count")) && jget(t, "cuda_device_count")->valueint == 2);
+    CHECK(cJSON_IsNumber(jget(t, "cuda_device_count")) &&
+          jget(t, "cuda_device_count")->valueint == 2);
     CHECK(cJSON_IsNull(jget(t, "error")));
     CHECK(cJSON_IsNull(jget(t, "mps_built")));
     dump_on_failure(o, before);

@@ -83,16 +83,31 @@ static cJSON *next_event(const char *ev)
     return j;
 }
 
-static const cJSON *get(const cJSON *j, const char *key) { return cJSON_GetObjectItemCaseSensitive(j, key); }
-static double num(const cJSON *j, const char *key) { return cJSON_GetNumberValue(get(j, key)); }
+static const cJSON *get(const cJSON *j, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(j, key);
+}
+static double num(const cJSON *j, const char *key)
+{
+    return cJSON_GetNumberValue(get(j, key));
+}
 static const char *str(const cJSON *j, const char *key)
 {
     const char *s = cJSON_GetStringValue(get(j, key));
     return s ? s : "(not a string)";
 }
-static int is_null(const cJSON *j, const char *key) { return cJSON_IsNull(get(j, key)); }
-static int is_true(const cJSON *j, const char *key) { return cJSON_IsTrue(get(j, key)); }
-static int is_false(const cJSON *j, const char *key) { return cJSON_IsFalse(get(j, key)); }
+static int is_null(const cJSON *j, const char *key)
+{
+    return cJSON_IsNull(get(j, key));
+}
+static int is_true(const cJSON *j, const char *key)
+{
+    return cJSON_IsTrue(get(j, key));
+}
+static int is_false(const cJSON *j, const char *key)
+{
+    return cJSON_IsFalse(get(j, key));
+}
 
 /* A strict UTF-8 check of the raw line. */
 static int valid_utf8(const char *s)
@@ -164,7 +179,8 @@ static void test_every_event(void)
     dgp_step(0, 0, INFINITY, 3.25, 0.6931471805599453, 1);
     j = next_event("step");
     CHECK(is_null(j, "step_ms"));
-    CHECK(num(j, "data_ms") == 3.25 && num(j, "loss") == 0.6931471805599453 && is_true(j, "synced"));
+    CHECK(num(j, "data_ms") == 3.25 && num(j, "loss") == 0.6931471805599453 &&
+          is_true(j, "synced"));
     cJSON_Delete(j);
 
     dgp_step(0, 1, 1.0, -INFINITY, -NAN, 1);
@@ -234,13 +250,16 @@ static void test_hostile_strings(void)
 {
     open_pipe();
     CHECK(dgp_open() == 1);
-    const char *hostile = "q\"uote b\\ack nl\n cr\r tab\t bell\x07 esc\x1b del\x7f us\x1f e\xc3\xa9 \xe6\x97\xa5 "
-                          "bad\xff\xc3 end\"}\n{\"ev\":\"fake\"}";
-    const char *expect = "q\"uote b\\ack nl\n cr\r tab\t bell\x07 esc\x1b del\x7f us\x1f e\xc3\xa9 \xe6\x97\xa5 "
-                         "bad\xef\xbf\xbd\xef\xbf\xbd end\"}\n{\"ev\":\"fake\"}";
+    const char *hostile =
+        "q\"uote b\\ack nl\n cr\r tab\t bell\x07 esc\x1b del\x7f us\x1f e\xc3\xa9 \xe6\x97\xa5 "
+        "bad\xff\xc3 end\"}\n{\"ev\":\"fake\"}";
+    const char *expect =
+        "q\"uote b\\ack nl\n cr\r tab\t bell\x07 esc\x1b del\x7f us\x1f e\xc3\xa9 \xe6\x97\xa5 "
+        "bad\xef\xbf\xbd\xef\xbf\xbd end\"}\n{\"ev\":\"fake\"}";
     dgp_fallback(hostile, "mps\"\\", hostile);
     cJSON *j = next_event("fallback");
-    CHECK(strstr(line, "\\u0007") && strstr(line, "\\u001b") && strstr(line, "\\u007f") && strstr(line, "\\u001f"));
+    CHECK(strstr(line, "\\u0007") && strstr(line, "\\u001b") && strstr(line, "\\u007f") &&
+          strstr(line, "\\u001f"));
     CHECK(strstr(line, "\\n") && strstr(line, "\\\"") && strstr(line, "\\\\"));
     CHECK(valid_utf8(line));
     CHECK_STR(str(j, "op"), expect);
@@ -265,12 +284,14 @@ static void test_hostile_strings(void)
     dgp_run_end(s, s);
     j = next_event("run_end");
     CHECK(strlen(line) <= DGP_LINE_MAX);
-    CHECK(strspn(str(j, "message"), "\"") == strlen(str(j, "message")) && strlen(str(j, "message")) > 500);
+    CHECK(strspn(str(j, "message"), "\"") == strlen(str(j, "message")) &&
+          strlen(str(j, "message")) > 500);
     cJSON_Delete(j);
     memset(s, 1, big); /* every byte becomes \u0001 */
     dgp_oom(s, 1, s);
     j = next_event("oom");
-    CHECK(strlen(str(j, "message")) > 100 && strspn(str(j, "message"), "\x01") == strlen(str(j, "message")));
+    CHECK(strlen(str(j, "message")) > 100 &&
+          strspn(str(j, "message"), "\x01") == strlen(str(j, "message")));
     cJSON_Delete(j);
     free(s);
     dgp_close();
@@ -362,7 +383,8 @@ static void test_silent_and_file(void)
     if (f) {
         char buf[512];
         int lines = 0;
-        CHECK(fgets(buf, sizeof buf, f) && strcmp(buf, "first\n") == 0); /* appended, not replaced */
+        CHECK(fgets(buf, sizeof buf, f) &&
+              strcmp(buf, "first\n") == 0); /* appended, not replaced */
         while (fgets(buf, sizeof buf, f)) {
             cJSON *j = cJSON_Parse(buf);
             CHECK(j != NULL);

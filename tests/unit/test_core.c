@@ -15,7 +15,8 @@ static void test_rng(void)
     /* Philox-4x32-10 known-answer vector (Random123 kat_vectors: counter 0, key 0). */
     dg_rng z = {.seed = 0, .stream = 0, .counter = 0};
     dg_rng_next4(&z, x);
-    CHECK_MSG(x[0] == 0x6627e8d5u && x[1] == 0xe169c58du && x[2] == 0xbc57ac4cu && x[3] == 0x9b00dbd8u,
+    CHECK_MSG(x[0] == 0x6627e8d5u && x[1] == 0xe169c58du && x[2] == 0xbc57ac4cu &&
+                  x[3] == 0x9b00dbd8u,
               "philox(0,0) = %08x %08x %08x %08x", x[0], x[1], x[2], x[3]);
     /* Another stream or seed gives other numbers. */
     dg_rng_init(&b, 42, 8);

@@ -54,7 +54,8 @@ static void gemm_case(bool ta, bool tb, int m, int n, int k, int pad, float alph
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(nc * sizeof *c0);
     float *c = malloc(nc * sizeof *c);
     double *ref = calloc((size_t)m * n, sizeof *ref), *mag = calloc((size_t)m * n, sizeof *mag);
-    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(m * 1000003 + n * 1009 + k + ta * 7 + tb * 3);
+    uint64_t seed =
+        0x9e3779b97f4a7c15ULL ^ (uint64_t)(m * 1000003 + n * 1009 + k + ta * 7 + tb * 3);
     void *buf = NULL;
     int bad = 0;
     double worst = 0.0;
@@ -155,7 +156,8 @@ static void fp32_not_tf32(void)
         goto out;
     CHECK(bi->upload(cx, da, 0, a, sizeof(float) * N * N) == DG_OK);
     CHECK(bi->upload(cx, db, 0, b, sizeof(float) * N * N) == DG_OK);
-    CHECK(bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f, (dg_ref){dc, 0}, N) == DG_OK);
+    CHECK(bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f,
+                   (dg_ref){dc, 0}, N) == DG_OK);
     CHECK(bi->synchronize(cx) == DG_OK);
     CHECK(bi->download(cx, dc, 0, c, sizeof(float) * N * N) == DG_OK);
     for (int i = 0; i < N * N; i++)
@@ -210,10 +212,14 @@ static void gemm_usage(void)
     CHECK(bi->buf_alloc(cx, 1024, &buf) == DG_OK);
     if (!buf)
         return;
-    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){NULL, 0}, 2, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
-    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){buf, 0}, 1, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
-    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){buf, 2}, 2, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
-    CHECK(bi->gemm(cx, false, false, -1, 2, 2, 1.0f, (dg_ref){buf, 0}, 2, (dg_ref){buf, 0}, 2, 0.0f, (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){NULL, 0}, 2, (dg_ref){buf, 0}, 2, 0.0f,
+                   (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){buf, 0}, 1, (dg_ref){buf, 0}, 2, 0.0f,
+                   (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, 2, 2, 2, 1.0f, (dg_ref){buf, 2}, 2, (dg_ref){buf, 0}, 2, 0.0f,
+                   (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
+    CHECK(bi->gemm(cx, false, false, -1, 2, 2, 1.0f, (dg_ref){buf, 0}, 2, (dg_ref){buf, 0}, 2, 0.0f,
+                   (dg_ref){buf, 0}, 2) == DG_ERR_USAGE);
     CHECK(strstr(bi->last_error(cx), "gemm") != NULL);
     CHECK(bi->synchronize(cx) == DG_OK);
     bi->buf_free(cx, buf);
@@ -267,11 +273,13 @@ static void perf(void)
     CHECK(bi->upload(cx, da, 0, h, bytes) == DG_OK);
     CHECK(bi->upload(cx, db, 0, h, bytes) == DG_OK);
     for (int r = 0; r < 3; r++)
-        ok &= bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f, (dg_ref){dc, 0}, N) == DG_OK;
+        ok &= bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N,
+                       0.0f, (dg_ref){dc, 0}, N) == DG_OK;
     ok &= bi->synchronize(cx) == DG_OK;
     for (int r = 0; r < REPS; r++) {
         double t0 = now_s();
-        ok &= bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N, 0.0f, (dg_ref){dc, 0}, N) == DG_OK;
+        ok &= bi->gemm(cx, false, false, N, N, N, 1.0f, (dg_ref){da, 0}, N, (dg_ref){db, 0}, N,
+                       0.0f, (dg_ref){dc, 0}, N) == DG_OK;
         ok &= bi->synchronize(cx) == DG_OK;
         t[r] = now_s() - t0;
     }
@@ -506,8 +514,9 @@ static void ref_conv_fwd(const dg_conv_shape *s, const float *x, const float *w,
                                 int ix = ox * s->stride - s->pad + kx;
                                 if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
                                     continue;
-                                double t = (double)x[(((size_t)i * s->c + c) * s->h + iy) * s->w + ix] *
-                                           w[(((size_t)k * s->c + c) * s->kh + ky) * s->kw + kx];
+                                double t =
+                                    (double)x[(((size_t)i * s->c + c) * s->h + iy) * s->w + ix] *
+                                    w[(((size_t)k * s->c + c) * s->kh + ky) * s->kw + kx];
                                 acc += t;
                                 g += fabs(t);
                             }
@@ -547,7 +556,8 @@ static void ref_conv_bwd(const dg_conv_shape *s, const float *x, const float *w,
     for (size_t q = 0; dw && q < (widx ? nw : wc); q++) {
         size_t e = widx ? widx[q] : q;
         int kx = (int)(e % s->kw), ky = (int)(e / s->kw % s->kh);
-        int c = (int)(e / ((size_t)s->kw * s->kh) % s->c), k = (int)(e / ((size_t)s->kw * s->kh * s->c));
+        int c = (int)(e / ((size_t)s->kw * s->kh) % s->c),
+            k = (int)(e / ((size_t)s->kw * s->kh * s->c));
         for (int i = 0; i < s->n; i++)
             for (int oy = 0; oy < s->ho; oy++)
                 for (int ox = 0; ox < s->wo; ox++) {
@@ -575,7 +585,8 @@ static void ref_conv_bwd(const dg_conv_shape *s, const float *x, const float *w,
                                 if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
                                     continue;
                                 size_t o = (((size_t)(i - i0) * s->c + c) * s->h + iy) * s->w + ix;
-                                double t = g * w[(((size_t)k * s->c + c) * s->kh + ky) * s->kw + kx];
+                                double t =
+                                    g * w[(((size_t)k * s->c + c) * s->kh + ky) * s->kw + kx];
                                 dx[o] += t;
                                 dxm[o] += fabs(t);
                             }
@@ -604,7 +615,8 @@ static double t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *c
     size_t img_x = (size_t)s.c * s.h * s.w, img_y = (size_t)s.k * P;
     size_t ws = bi->conv2d_workspace(cx, &s);
     float *x = frnd(nx, 41 + nx), *w = frnd(nwt, 42), *b = frnd(s.k, 43), *dy = frnd(ny, 44);
-    float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nwt * 4), *gdb = malloc(s.k * 4);
+    float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nwt * 4),
+          *gdb = malloc(s.k * 4);
     double *ry = malloc(img_y * 8), *rym = malloc(img_y * 8), *rdx = malloc(img_x * 8);
     double *rdxm = malloc(img_x * 8), *rdw = malloc(nwt * 8), *rdwm = malloc(nwt * 8);
     double *rdb = malloc(s.k * 8), *rdbm = malloc(s.k * 8);
@@ -644,7 +656,8 @@ static double t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *c
         int i = check[q];
         ref_conv_fwd(&s, x, w, with_bias ? b : NULL, i, i + 1, ry, rym);
         snprintf(what, sizeof what, "conv2d_fwd %s image %d", tag, i);
-        cmp(what, gy + i * img_y, ry, rym, img_y, FLT_MIN, 2.0 * (s.c * s.kh * s.kw + 2) * FLT_EPSILON);
+        cmp(what, gy + i * img_y, ry, rym, img_y, FLT_MIN,
+            2.0 * (s.c * s.kh * s.kw + 2) * FLT_EPSILON);
         if (with_dx) {
             ref_conv_bwd(&s, x, w, dy, i, i + 1, rdx, rdxm, NULL, 0, NULL, NULL, NULL, NULL);
             snprintf(what, sizeof what, "conv2d_bwd dx %s image %d", tag, i);
@@ -696,13 +709,15 @@ static double t_conv(dg_conv_shape s, bool with_bias, bool with_dx, const int *c
             reps = 32;
         for (int r = 0; r < 2; r++) {
             ok &= bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), bias, R(y_d), R(wk)) == DG_OK;
-            ok &= bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk)) == DG_OK;
+            ok &=
+                bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk)) == DG_OK;
         }
         for (int r = 0; r < reps; r++) {
             ok &= bi->event_record(cx, 2) == DG_OK;
             ok &= bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), bias, R(y_d), R(wk)) == DG_OK;
             ok &= bi->event_record(cx, 3) == DG_OK;
-            ok &= bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk)) == DG_OK;
+            ok &=
+                bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), dxr, R(dw_d), dbr, R(wk)) == DG_OK;
             ok &= bi->event_record(cx, 4) == DG_OK;
             ok &= bi->event_elapsed(cx, 2, 3, &tf[r]) == DG_OK;
             ok &= bi->event_elapsed(cx, 3, 4, &tb[r]) == DG_OK;
@@ -771,7 +786,7 @@ static void t_xent(int n, int classes, bool in_place)
             lg[(size_t)r * classes + j] *= 4.0f;
     }
     if (n > 1) {
-        lab[1] = classes; /* out of range: nothing, zero row */
+        lab[1] = classes;                /* out of range: nothing, zero row */
         lg[0 * classes + lab[0]] = 9.0f; /* a hit */
     }
     if (n > 2) {
@@ -799,10 +814,9 @@ static void t_xent(int n, int classes, bool in_place)
     snprintf(what, sizeof what, "xent n%d classes %d%s dlogits", n, classes,
              in_place ? " in place" : "");
     cmp(what, gd, dl, NULL, nl, 1e-6 / n, 1e-5);
-    CHECK_MSG(fabs(acc[0] - (1.5 + loss)) <= 1e-5 * (1.5 + loss), "%s: acc[0] %.9g want %.9g",
-              what, acc[0], 1.5 + loss);
-    CHECK_MSG(acc[1] == (float)(2.0 + hits), "%s: acc[1] %.9g want %.9g", what, acc[1],
-              2.0 + hits);
+    CHECK_MSG(fabs(acc[0] - (1.5 + loss)) <= 1e-5 * (1.5 + loss), "%s: acc[0] %.9g want %.9g", what,
+              acc[0], 1.5 + loss);
+    CHECK_MSG(acc[1] == (float)(2.0 + hits), "%s: acc[1] %.9g want %.9g", what, acc[1], 2.0 + hits);
     CHECK(bi->xent(cx, n, classes, R(lg_d), R(lab_d), R(d_d), (dg_ref){acc_d, 4}) == DG_ERR_USAGE);
     CHECK(bi->xent(cx, n + 1, classes, R(lg_d), R(lab_d), R(d_d), R(acc_d)) == DG_ERR_USAGE);
     bi->buf_free(cx, lg_d), bi->buf_free(cx, lab_d), bi->buf_free(cx, acc_d);
@@ -966,8 +980,8 @@ static bool mlp_step(mlp *m)
                        R(m->dw[l]), no) == DG_OK;
         ok &= bi->bias_grad(cx, R(m->dh[l]), R(m->db[l]), MB, no, 1) == DG_OK;
         if (l > 0) {
-            ok &= bi->gemm(cx, false, true, MB, ni, no, 1.0f, R(m->dh[l]), no, R(m->w[l]), no,
-                           0.0f, R(m->dh[l - 1]), ni) == DG_OK;
+            ok &= bi->gemm(cx, false, true, MB, ni, no, 1.0f, R(m->dh[l]), no, R(m->w[l]), no, 0.0f,
+                           R(m->dh[l - 1]), ni) == DG_OK;
             ok &= bi->relu_bwd(cx, R(m->h[l - 1]), R(m->dh[l - 1]), R(m->dh[l - 1]),
                                (size_t)MB * ni) == DG_OK;
         }
@@ -1108,8 +1122,8 @@ static void conv_cases(void)
 
 /* got[i] against want[i]; tol = a quarter of the distance to tf32[i], the
  * value TF32 rounding of the inputs would give. */
-static void cmp_not_tf32(const char *what, const float *got, const double *want,
-                         const double *tf32, size_t n)
+static void cmp_not_tf32(const char *what, const float *got, const double *want, const double *tf32,
+                         size_t n)
 {
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1133,7 +1147,8 @@ static void conv_not_tf32(void)
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4), *got = malloc(most * 4);
     double *want = malloc(most * 8), *tf = malloc(most * 8);
     size_t ws = bi->conv2d_workspace(cx, &s);
-    void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL, *wk = NULL;
+    void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL,
+         *wk = NULL;
     static const int cover[6] = {1, 2, 3, 3, 2, 1}; /* output rows (cols) covering an input row */
 
     if (!x || !w || !dy || !got || !want || !tf) {
@@ -1155,8 +1170,8 @@ static void conv_not_tf32(void)
         goto out;
     dg_status st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
     CHECK_MSG(st == DG_OK, "conv2d_fwd: %s", bi->last_error(cx));
-    st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d), (dg_ref){NULL, 0},
-                        R(wk));
+    st =
+        bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d), (dg_ref){NULL, 0}, R(wk));
     CHECK_MSG(st == DG_OK, "conv2d_bwd: %s", bi->last_error(cx));
     from_dev(y_d, got, ny * 4);
     for (size_t i = 0; i < ny; i++)
@@ -1209,7 +1224,8 @@ static void tf32_mode(void)
         return;
 
     /* GEMM. */
-    float *a = frnd((size_t)M * K, 71), *b = frnd((size_t)K * N, 72), *c = malloc(sizeof(float) * M * N);
+    float *a = frnd((size_t)M * K, 71), *b = frnd((size_t)K * N, 72),
+          *c = malloc(sizeof(float) * M * N);
     double *want = calloc((size_t)M * N, 8), *mag = calloc((size_t)M * N, 8);
     void *da = NULL, *db = NULL, *dc = NULL;
     if (a && b && c && want && mag) {
@@ -1246,9 +1262,11 @@ static void tf32_mode(void)
     size_t ws = bi->conv2d_workspace(cx, &s);
     float *x = frnd(nx, 73), *w = frnd(nw, 74), *dy = frnd(ny, 75);
     float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nw * 4);
-    double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8), *rdxm = malloc(nx * 8);
+    double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8),
+           *rdxm = malloc(nx * 8);
     double *rdw = malloc(nw * 8), *rdwm = malloc(nw * 8);
-    void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL, *wk = NULL;
+    void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL,
+         *wk = NULL;
     if (x && w && dy && gy && gdx && gdw && ry && rym && rdx && rdxm && rdw && rdwm) {
         ref_conv_fwd(&s, x, w, NULL, 0, s.n, ry, rym);
         ref_conv_bwd(&s, x, w, dy, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
@@ -1269,7 +1287,8 @@ static void tf32_mode(void)
             double ey = tf32_err(gy, ry, rym, ny), ex = tf32_err(gdx, rdx, rdxm, nx);
             double ew = tf32_err(gdw, rdw, rdwm, nw);
             CHECK_MSG(ey <= tol && ex <= tol && ew <= tol,
-                      "tf32 conv: normalised errors y %.3g dx %.3g dw %.3g > %.0e", ey, ex, ew, tol);
+                      "tf32 conv: normalised errors y %.3g dx %.3g dw %.3g > %.0e", ey, ex, ew,
+                      tol);
             printf("tf32 conv n%d c%d>%d %dx%d: normalised errors y %.3g dx %.3g dw %.3g\n", s.n,
                    s.c, s.k, s.h, s.w, ey, ex, ew);
         }
@@ -1444,7 +1463,10 @@ static void ops(void)
           bi->maxpool_fwd && bi->maxpool_bwd && bi->conv2d_workspace && bi->conv2d_fwd &&
           bi->conv2d_bwd && bi->xent && bi->sgd);
     for (int op = 0; op < DG_OP__COUNT; op++)
-        CHECK_MSG(bi->supports_op(cx, &(dg_op_desc){.op = (dg_op)op, .call = DG_CALL__COUNT, .any_shape = true}), "op %d not supported", op);
+        CHECK_MSG(
+            bi->supports_op(
+                cx, &(dg_op_desc){.op = (dg_op)op, .call = DG_CALL__COUNT, .any_shape = true}),
+            "op %d not supported", op);
     t_fill();
     t_bias(3, 5, 7);
     t_bias(65, 37, 1);
@@ -1556,8 +1578,10 @@ int main(void)
            di.platform, di.compute_units.value, di.mem_free.value / (1 << 30),
            di.mem_total.value / (1 << 30));
     printf("versions: %s\n", text);
-    CHECK(bi->supports_op(cx, &(dg_op_desc){.op = DG_OP_GEMM, .call = DG_CALL__COUNT, .any_shape = true}));
-    CHECK(!bi->supports_op(cx, &(dg_op_desc){.op = DG_OP__COUNT, .call = DG_CALL__COUNT, .any_shape = true}));
+    CHECK(bi->supports_op(
+        cx, &(dg_op_desc){.op = DG_OP_GEMM, .call = DG_CALL__COUNT, .any_shape = true}));
+    CHECK(!bi->supports_op(
+        cx, &(dg_op_desc){.op = DG_OP__COUNT, .call = DG_CALL__COUNT, .any_shape = true}));
 
     copies();
     gemm_usage();

@@ -185,8 +185,7 @@ static void test_registry(void)
     dg_backend_entry plain, wrapped;
     CHECK(dg_backend_find(ctx, "cpu", &plain) == DG_OK && plain.iface == dg_backend_cpu_iface());
     CHECK(dg_backend_lookup(ctx, "cpu", &wrapped) == DG_OK && wrapped.iface != plain.iface);
-    CHECK(wrapped.iface && wrapped.iface->gemm != plain.iface->gemm &&
-          wrapped.iface->caps.host);
+    CHECK(wrapped.iface && wrapped.iface->gemm != plain.iface->gemm && wrapped.iface->caps.host);
     setenv("DEVGATE_FAULT", "relu-leak@cpu", 1);
     CHECK(dg_backend_lookup(ctx, "cpu", &wrapped) == DG_OK && wrapped.iface &&
           !wrapped.iface->caps.graph_capture && !wrapped.iface->capture_begin);
@@ -682,8 +681,17 @@ static void test_shape_aware(dg_ctx *ctx)
     cJSON_Delete(cj);
 
     /* conv2d_fwd native, conv2d_bwd (disabled alone) on the fallback. */
-    dg_conv_shape cs = {.n = 1, .c = 1, .h = 4, .w = 4, .k = 1, .kh = 3, .kw = 3, .stride = 1,
-                        .pad = 0, .ho = 2, .wo = 2};
+    dg_conv_shape cs = {.n = 1,
+                        .c = 1,
+                        .h = 4,
+                        .w = 4,
+                        .k = 1,
+                        .kh = 3,
+                        .kw = 3,
+                        .stride = 1,
+                        .pad = 0,
+                        .ho = 2,
+                        .wo = 2};
     float x[16], w[9], y[4], dy[4] = {1, 1, 1, 1}, zero[16] = {0};
     for (int i = 0; i < 16; i++)
         x[i] = (float)i;

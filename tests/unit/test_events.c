@@ -21,23 +21,31 @@ static void test_parse(void)
         const char *line;
         dg_ev_kind kind;
     } cases[] = {
-        {"{\"v\":1,\"ev\":\"run_start\",\"t\":1,\"framework\":{\"name\":\"torch\",\"version\":\"2.4\"},\"device\":\"mps\","
+        {"{\"v\":1,\"ev\":\"run_start\",\"t\":1,\"framework\":{\"name\":\"torch\",\"version\":\"2."
+         "4\"},\"device\":\"mps\","
          "\"batch\":32,\"bucket\":{\"resolution\":224},\"seeds\":{\"torch\":0},\"pid\":12}",
          DG_EV_RUN_START},
-        {"{\"v\":1,\"ev\":\"gate\",\"device\":\"mps\",\"built\":true,\"available\":true,\"reason\":null,"
+        {"{\"v\":1,\"ev\":\"gate\",\"device\":\"mps\",\"built\":true,\"available\":true,\"reason\":"
+         "null,"
          "\"matmul\":{\"ok\":true,\"n\":256,\"max_abs_err\":1e-6,\"ms\":0.3}}",
          DG_EV_GATE},
-        {"{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":3,\"step_ms\":12.5,\"data_ms\":null,\"loss\":null,\"synced\":false}",
+        {"{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":3,\"step_ms\":12.5,\"data_ms\":null,"
+         "\"loss\":null,\"synced\":false}",
          DG_EV_STEP},
-        {"{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":0,\"allocated\":1,\"reserved\":2,\"max_allocated\":3,\"driver\":4,"
+        {"{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":0,\"allocated\":1,\"reserved\":2,\"max_"
+         "allocated\":3,\"driver\":4,"
          "\"footprint\":5,\"cache_emptied\":true,\"validation\":false}",
          DG_EV_EPOCH_END},
         {"{\"v\":1,\"ev\":\"phase\",\"name\":\"validation\",\"epoch\":2}", DG_EV_PHASE},
-        {"{\"v\":1,\"ev\":\"fallback\",\"op\":\"aten::x\",\"device\":\"mps\",\"message\":\"w\"}", DG_EV_FALLBACK},
-        {"{\"v\":1,\"ev\":\"sweep_trial\",\"batch\":64,\"ended\":\"ok\",\"samples_per_s\":100,\"step_ms\":5,"
+        {"{\"v\":1,\"ev\":\"fallback\",\"op\":\"aten::x\",\"device\":\"mps\",\"message\":\"w\"}",
+         DG_EV_FALLBACK},
+        {"{\"v\":1,\"ev\":\"sweep_trial\",\"batch\":64,\"ended\":\"ok\",\"samples_per_s\":100,"
+         "\"step_ms\":5,"
          "\"peak_bytes\":1000,\"reason\":null}",
          DG_EV_SWEEP_TRIAL},
-        {"{\"v\":1,\"ev\":\"oom\",\"device\":\"cuda:0\",\"batch\":512,\"message\":\"CUDA out of memory\"}", DG_EV_OOM},
+        {"{\"v\":1,\"ev\":\"oom\",\"device\":\"cuda:0\",\"batch\":512,\"message\":\"CUDA out of "
+         "memory\"}",
+         DG_EV_OOM},
         {"{\"v\":1,\"ev\":\"run_end\",\"status\":\"ok\",\"message\":null}", DG_EV_RUN_END},
         {"  {\"ev\":\"run_end\",\"v\":1.0}  \r", DG_EV_RUN_END}, /* whitespace, key order, 1.0 */
         {"{\"v\":1,\"ev\":\"teleport\"}", DG_EV_UNKNOWN},
@@ -67,11 +75,13 @@ static void test_parse(void)
     CHECK(dg_event_parse(nul, sizeof nul - 1, &o) == DG_EV_MALFORMED && !o);
     const char nul2[] = "{\"v\":1,\"ev\":\"st\0ep\"}";
     CHECK(dg_event_parse(nul2, sizeof nul2 - 1, &o) == DG_EV_MALFORMED && !o);
-    /* Invalid UTF-8 (a lone continuation byte, an overlong, a surrogate); valid multi-byte is fine. */
+    /* Invalid UTF-8 (a lone continuation byte, an overlong, a surrogate); valid multi-byte is fine.
+     */
     CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\x80\"}") == DG_EV_MALFORMED);
     CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xc0\xaf\"}") == DG_EV_MALFORMED);
     CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xed\xa0\x80\"}") == DG_EV_MALFORMED);
-    CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xe2\x82\xac \xf0\x9f\x98\x80\"}") == DG_EV_FALLBACK);
+    CHECK(kind_of("{\"v\":1,\"ev\":\"fallback\",\"message\":\"\xe2\x82\xac \xf0\x9f\x98\x80\"}") ==
+          DG_EV_FALLBACK);
     /* Not parsed past len. */
     const char *two = "{\"v\":1,\"ev\":\"oom\"}{\"v\":1";
     CHECK(dg_event_parse(two, 18, &o) == DG_EV_OOM);
@@ -159,28 +169,39 @@ static void test_collect(void)
     feed(&c, "{\"v\":1,\"ev\":\"nope\"}", 0);
     /* A flood of steps in one second: 100 kept, the rest dropped. */
     for (int i = 0; i < 1000; i++)
-        feed(&c, "{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":1,\"step_ms\":2.5,\"loss\":0.5,\"synced\":true}", 0.5);
+        feed(&c,
+             "{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":1,\"step_ms\":2.5,\"loss\":0.5,"
+             "\"synced\":true}",
+             0.5);
     CHECK(c.nsteps == 50 && c.steps_summarised == 50 && c.dropped == 1 + 900);
-    CHECK(c.steps[0].step_ms == 2.5 && c.steps[0].loss == 0.5 && c.steps[0].synced == 1 && isnan(c.steps[0].data_ms));
+    CHECK(c.steps[0].step_ms == 2.5 && c.steps[0].loss == 0.5 && c.steps[0].synced == 1 &&
+          isnan(c.steps[0].data_ms));
     CHECK(isnan(c.steps[0].syncs)); /* not reported */
     /* The next window lets steps in again (all summarised now: the store is full). */
     feed(&c, "{\"v\":1,\"ev\":\"step\",\"step_ms\":1}", 1.6);
     CHECK(c.steps_summarised == 51);
     /* Epoch ends are not rate limited but capped. */
     for (int i = 0; i < 5; i++)
-        feed(&c, "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,\"reserved\":\"x\",\"cache_emptied\":true}", 0.5);
-    CHECK(c.nepochs == 3 && c.epochs[0].allocated == 10 && isnan(c.epochs[0].reserved) && c.epochs[0].cache_emptied == 1 &&
-          c.epochs[0].validation == -1);
+        feed(&c,
+             "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,\"reserved\":\"x\","
+             "\"cache_emptied\":true}",
+             0.5);
+    CHECK(c.nepochs == 3 && c.epochs[0].allocated == 10 && isnan(c.epochs[0].reserved) &&
+          c.epochs[0].cache_emptied == 1 && c.epochs[0].validation == -1);
     /* Gates capped at max_other; fallbacks aggregated by (op, device). */
     for (int i = 0; i < 3; i++)
-        feed(&c, "{\"v\":1,\"ev\":\"gate\",\"device\":\"cpu\",\"built\":true,\"available\":true,\"matmul\":{\"ok\":true}}", 2);
+        feed(&c,
+             "{\"v\":1,\"ev\":\"gate\",\"device\":\"cpu\",\"built\":true,\"available\":true,"
+             "\"matmul\":{\"ok\":true}}",
+             2);
     CHECK(cJSON_GetArraySize(c.gates) == 2);
     feed(&c, "{\"v\":1,\"ev\":\"fallback\",\"op\":\"a\",\"device\":\"mps\",\"message\":\"m1\"}", 3);
     feed(&c, "{\"v\":1,\"ev\":\"fallback\",\"op\":\"a\",\"device\":\"mps\",\"message\":\"m2\"}", 3);
     feed(&c, "{\"v\":1,\"ev\":\"fallback\",\"op\":42}", 3);
-    CHECK(c.nfallbacks == 2 && c.fallbacks[0].count == 2 && strcmp(c.fallbacks[0].message, "m1") == 0 &&
-          strcmp(c.fallbacks[1].op, "?") == 0);
-    CHECK(c.malformed == 1 && c.unknown == 1 && c.by_kind[DG_EV_STEP] == 1001 && c.by_kind[DG_EV_RUN_START] == 2);
+    CHECK(c.nfallbacks == 2 && c.fallbacks[0].count == 2 &&
+          strcmp(c.fallbacks[0].message, "m1") == 0 && strcmp(c.fallbacks[1].op, "?") == 0);
+    CHECK(c.malformed == 1 && c.unknown == 1 && c.by_kind[DG_EV_STEP] == 1001 &&
+          c.by_kind[DG_EV_RUN_START] == 2);
     CHECK(c.lines == c.parsed + c.malformed);
     const cJSON *dev = cJSON_GetObjectItem(c.run_start, "device");
     CHECK(cJSON_IsString(dev) && strcmp(dev->valuestring, "cpu") == 0);
@@ -192,7 +213,8 @@ static void test_collect(void)
     sprintf(big + n, "\"}");
     feed(&c, big, 4);
     const cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(c.ooms, 0), "message");
-    CHECK(cJSON_IsString(msg) && strlen(msg->valuestring) < 512 && dg_utf8_valid(msg->valuestring, strlen(msg->valuestring)));
+    CHECK(cJSON_IsString(msg) && strlen(msg->valuestring) < 512 &&
+          dg_utf8_valid(msg->valuestring, strlen(msg->valuestring)));
     dg_evcollect_free(&c);
 }
 
@@ -213,8 +235,8 @@ static void test_probe_plan(void)
         {{"python3", "-W", "ignore", "-m", "pkg.train", "-x"}, 3},
         {{"python3", "-c", "print(1)"}, 1},
         {{"python3", "--", "train.py"}, 2},
-        {{"python3"}, -1},                  /* stdin */
-        {{"python3", "-"}, -1},             /* stdin */
+        {{"python3"}, -1},                   /* stdin */
+        {{"python3", "-"}, -1},              /* stdin */
         {{"python3", "-I", "train.py"}, -1}, /* PYTHONPATH ignored */
         {{"python3", "-sE", "train.py"}, -1},
         {{"python3", "-uc", "print(1)"}, -1},

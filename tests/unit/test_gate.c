@@ -6,7 +6,8 @@
 static const dg_backend_iface *real;
 static dg_backend_iface broken;
 
-static dg_status corrupt_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+static dg_status corrupt_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
+                              dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
 {
     dg_status st = real->gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     /* One element, last row, first column, off by a tenth of a unit. */
@@ -36,7 +37,8 @@ static bool matmul_ok(const cJSON *b)
 
 static const char *matmul_reason(const cJSON *b)
 {
-    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "reason"));
+    const char *s =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "reason"));
     return s ? s : "";
 }
 
@@ -82,7 +84,8 @@ int main(void)
     o = (dg_gate_opts){.backends = "cpu", .m = 32, .n = 32, .k = 32};
     CHECK(dg_gate_run(ctx, &o, &json, &v) == DG_OK && v == DG_GATE_PASS);
     cJSON *rec = cJSON_Parse(json);
-    const cJSON *mm = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "backends"), 0), "matmul");
+    const cJSON *mm =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "backends"), 0), "matmul");
     CHECK(cJSON_GetObjectItem(mm, "gflops")->valuedouble > 0);
     CHECK(cJSON_GetObjectItem(mm, "ms_warm")->valuedouble > 0);
     CHECK(cJSON_GetObjectItem(mm, "max_abs_err")->valuedouble < 1e-4);

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SCHEMA 2 /* the version this build migrates to */
+#define SCHEMA 2  /* the version this build migrates to */
 #define ID_LEN 28 /* YYYYMMDD-HHMMSS- and 12 hex digits */
 
 static char g_tmp[512];
@@ -697,7 +697,6 @@ static void test_concurrent_writers(dg_ctx *ctx)
     CHECK(raw_int(path, "PRAGMA user_version") == SCHEMA);
 }
 
-
 /* ---- the store-independent suite (SQLite, and PostgreSQL when given) -------- */
 
 /* The ids of every run in lg, as a parsed list; NULL when it cannot list. */
@@ -784,7 +783,8 @@ static void suite(dg_ctx *ctx, const char *where, const char *what)
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(e2, "node")));
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(e2, "pending")));
     CHECK(strcmp(jstr_or(e2, "devgate_version"), DG_VERSION) == 0);
-    CHECK(cJSON_GetObjectItem(e0, "seq")->valuedouble > cJSON_GetObjectItem(e1, "seq")->valuedouble);
+    CHECK(cJSON_GetObjectItem(e0, "seq")->valuedouble >
+          cJSON_GetObjectItem(e1, "seq")->valuedouble);
     cJSON_Delete(arr);
 
     /* show: exact, a unique prefix, an ambiguous one, none, no LIKE */
@@ -927,7 +927,8 @@ static void test_fallback(dg_ctx *ctx)
     CHECK_MSG(contains(dg_errmsg(ctx), team) && !contains(dg_errmsg(ctx), SECRET), "%s",
               dg_errmsg(ctx));
     /* a password as a query parameter, and a URI libpq rejects */
-    CHECK(dg_ledger_open(ctx, "postgresql://127.0.0.1:1/team?password=" SECRET, 1000, &lg) != DG_OK);
+    CHECK(dg_ledger_open(ctx, "postgresql://127.0.0.1:1/team?password=" SECRET, 1000, &lg) !=
+          DG_OK);
     CHECK_MSG(!contains(dg_errmsg(ctx), SECRET), "%s", dg_errmsg(ctx));
     CHECK(dg_ledger_open(ctx, "postgresql://alice:" SECRET "@[::1/team?bogus=%zz", 1000, &lg) ==
           DG_ERR_USAGE);

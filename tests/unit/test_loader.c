@@ -13,7 +13,8 @@ static dg_ctx *ctx;
 
 static dg_source *synth(uint64_t seed, size_t n, int c, int h, int w)
 {
-    dg_source_opts so = {.channels = c, .seed = seed, .samples = n, .classes = 10, .height = h, .width = w};
+    dg_source_opts so = {
+        .channels = c, .seed = seed, .samples = n, .classes = 10, .height = h, .width = w};
     dg_source *s = NULL;
     if (dg_source_open(ctx, "synthetic", &so, &s) != DG_OK)
         fprintf(stderr, "synthetic source: %s\n", dg_errmsg(ctx));
@@ -28,8 +29,8 @@ static dg_loader_opts base_opts(int batch, int c, int h, int w)
 }
 
 /* SHA-256 over every batch (values, labels, sizes) of `epochs` epochs; "" on error. */
-static void hash_run(dg_source *s, dg_loader_opts o, dg_split sp, int epochs, int steps, char hex[65],
-                     dg_status *st_out)
+static void hash_run(dg_source *s, dg_loader_opts o, dg_split sp, int epochs, int steps,
+                     char hex[65], dg_status *st_out)
 {
     hex[0] = '\0';
     dg_loader *ld = NULL;
@@ -212,8 +213,8 @@ typedef struct bad_every {
     size_t every;
 } bad_every;
 
-static dg_status bad_read(void *user, dg_source *s, size_t i, dg_image *img, dg_read_times *t, char *err,
-                          size_t errlen)
+static dg_status bad_read(void *user, dg_source *s, size_t i, dg_image *img, dg_read_times *t,
+                          char *err, size_t errlen)
 {
     const bad_every *b = user;
     if (b->every && i % b->every == 0) {
@@ -354,8 +355,11 @@ static void test_auto_norm(void)
         CHECK_MSG(fabs(m) < 1e-3 && fabs(sd - 1) < 1e-3, "channel %d: mean %g std %g", c, m, sd);
     }
     cJSON *b = dg_loader_bucket_json(ld);
-    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "normalize"), "mode")), "auto");
-    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "normalize"), "mean")) == 3);
+    CHECK_STR(
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "normalize"), "mode")),
+        "auto");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "normalize"), "mean")) ==
+          3);
     cJSON_Delete(b);
     dg_free(x);
     dg_loader_free(ld);
@@ -483,11 +487,17 @@ static void test_bucket(void)
         CHECK(dg_loader_new(ctx, s, &o, &ld) == DG_OK);
         if (ld) {
             const char *t = dg_loader_bucket_text(ld);
-            CHECK_MSG(strncmp(t, "{\"resolutions\":[{\"h\":4,\"w\":4,\"weight\":1}],\"augment\":[],\"batch\":8,"
-                                 "\"channels\":1,\"normalize\":{\"mode\":\"none\",\"mean\":[],\"std\":[]},\"dataset\":{",
-                              strlen("{\"resolutions\":[{\"h\":4,\"w\":4,\"weight\":1}],\"augment\":[],\"batch\":8,"
-                                     "\"channels\":1,\"normalize\":{\"mode\":\"none\",\"mean\":[],\"std\":[]},\"dataset\":{")) == 0,
-                      "bucket text: %s", t);
+            CHECK_MSG(
+                strncmp(
+                    t,
+                    "{\"resolutions\":[{\"h\":4,\"w\":4,\"weight\":1}],\"augment\":[],\"batch\":8,"
+                    "\"channels\":1,\"normalize\":{\"mode\":\"none\",\"mean\":[],\"std\":[]},"
+                    "\"dataset\":{",
+                    strlen("{\"resolutions\":[{\"h\":4,\"w\":4,\"weight\":1}],\"augment\":[],"
+                           "\"batch\":8,"
+                           "\"channels\":1,\"normalize\":{\"mode\":\"none\",\"mean\":[],\"std\":[]}"
+                           ",\"dataset\":{")) == 0,
+                "bucket text: %s", t);
             char h[65];
             dg_sha256_hex(t, strlen(t), h);
             CHECK_STR(h, dg_loader_bucket_id(ld));
@@ -513,8 +523,8 @@ static void test_parse(void)
     CHECK(dg_loader_parse_augment(ctx, "none", &o) == DG_OK && !o.crop && !o.flip);
     CHECK(dg_loader_parse_augment(ctx, "rotate", &o) == DG_ERR_USAGE);
     CHECK(dg_loader_parse_normalize(ctx, "auto", &o) == DG_OK && o.norm == DG_NORM_AUTO);
-    CHECK(dg_loader_parse_normalize(ctx, "0.5,0.4,0.3/0.2,0.2,0.25", &o) == DG_OK && o.norm == DG_NORM_GIVEN &&
-          o.norm_count == 3 && near(o.std[2], 0.25f));
+    CHECK(dg_loader_parse_normalize(ctx, "0.5,0.4,0.3/0.2,0.2,0.25", &o) == DG_OK &&
+          o.norm == DG_NORM_GIVEN && o.norm_count == 3 && near(o.std[2], 0.25f));
     CHECK(dg_loader_parse_normalize(ctx, "0.5/0", &o) == DG_ERR_USAGE);
     CHECK(dg_loader_parse_normalize(ctx, "0.5,0.4/0.2", &o) == DG_ERR_USAGE);
     CHECK(dg_loader_parse_normalize(ctx, "lots", &o) == DG_ERR_USAGE);

@@ -1,8 +1,8 @@
 /* Models: presets and their parameter counts, layer strings and their errors,
  * shapes, the size table, and seeded initialisation. */
 #include "check.h"
-#include "engine/model.h"
 #include "data/synth.h"
+#include "engine/model.h"
 
 static dg_ctx *ctx;
 
@@ -44,12 +44,16 @@ static void test_strings(void)
     CHECK(m.classes == 4 && m.L[3].in_c == 8 * 4 * 4);
     CHECK(parse("pool3:s2,fc:2", 1, 7, 7, &m) == DG_OK && m.L[0].out_h == 3);
     CHECK(parse("resnet", 0, 0, 0, &m) == DG_ERR_USAGE && strstr(dg_errmsg(ctx), "unknown model"));
-    CHECK(parse("conv3x3,fc:10", 0, 0, 0, &m) == DG_ERR_USAGE && strstr(dg_errmsg(ctx), "bad layer 'conv3x3'"));
+    CHECK(parse("conv3x3,fc:10", 0, 0, 0, &m) == DG_ERR_USAGE &&
+          strstr(dg_errmsg(ctx), "bad layer 'conv3x3'"));
     CHECK(parse("conv3x3:4:q1,fc:10", 0, 0, 0, &m) == DG_ERR_USAGE);
     CHECK(parse("fc:10,tanh", 0, 0, 0, &m) == DG_ERR_USAGE && strstr(dg_errmsg(ctx), "'tanh'"));
-    CHECK(parse("conv9x9:4,fc:10", 1, 5, 5, &m) == DG_ERR_USAGE && strstr(dg_errmsg(ctx), "does not fit"));
-    CHECK(parse("pool8,fc:10", 1, 5, 5, &m) == DG_ERR_USAGE && strstr(dg_errmsg(ctx), "does not fit"));
-    CHECK(parse("fc:10,relu", 0, 0, 0, &m) == DG_ERR_USAGE && strstr(dg_errmsg(ctx), "end with an fc"));
+    CHECK(parse("conv9x9:4,fc:10", 1, 5, 5, &m) == DG_ERR_USAGE &&
+          strstr(dg_errmsg(ctx), "does not fit"));
+    CHECK(parse("pool8,fc:10", 1, 5, 5, &m) == DG_ERR_USAGE &&
+          strstr(dg_errmsg(ctx), "does not fit"));
+    CHECK(parse("fc:10,relu", 0, 0, 0, &m) == DG_ERR_USAGE &&
+          strstr(dg_errmsg(ctx), "end with an fc"));
     CHECK(parse("fc:1", 0, 0, 0, &m) == DG_ERR_USAGE);
     CHECK(parse("fc:10,conv3x3:4,fc:2", 0, 0, 0, &m) == DG_ERR_USAGE);
     CHECK(parse("fc:99999999,fc:2", 0, 0, 0, &m) == DG_ERR_USAGE);
@@ -65,7 +69,8 @@ static void test_init(void)
 {
     static dg_model m;
     CHECK(parse("lenet", 0, 0, 0, &m) == DG_OK);
-    float *a = dg_malloc(m.param_arena), *b = dg_malloc(m.param_arena), *c = dg_malloc(m.param_arena);
+    float *a = dg_malloc(m.param_arena), *b = dg_malloc(m.param_arena),
+          *c = dg_malloc(m.param_arena);
     dg_model_init_params(&m, 7, a);
     dg_model_init_params(&m, 7, b);
     dg_model_init_params(&m, 8, c);

@@ -245,7 +245,8 @@ static void test_info(void *ctx)
     char small[8];
     be->versions(ctx, small, sizeof small);
     CHECK(strlen(small) == 7);
-    CHECK(be->supports_op(ctx, &(dg_op_desc){.op = DG_OP_GEMM, .call = DG_CALL__COUNT, .any_shape = true}));
+    CHECK(be->supports_op(
+        ctx, &(dg_op_desc){.op = DG_OP_GEMM, .call = DG_CALL__COUNT, .any_shape = true}));
     CHECK(be->version == DG_BACKEND_IFACE_VERSION);
     CHECK_STR(be->name, "opencl");
 }
@@ -868,7 +869,10 @@ static void test_op_ranges(void *ctx)
     CHECK(be->sgd(ctx, r0, r0, none, 3, 0.1f, 0.9f, 0.0f) == DG_ERR_USAGE);
     CHECK(be->synchronize(ctx) == DG_OK);
     for (int op = 0; op < DG_OP__COUNT; op++)
-        CHECK_MSG(be->supports_op(ctx, &(dg_op_desc){.op = (dg_op)op, .call = DG_CALL__COUNT, .any_shape = true}), "supports_op(%s)", dg_op_names[op]);
+        CHECK_MSG(
+            be->supports_op(
+                ctx, &(dg_op_desc){.op = (dg_op)op, .call = DG_CALL__COUNT, .any_shape = true}),
+            "supports_op(%s)", dg_op_names[op]);
     dfree(ctx, t);
     dfree(ctx, wk);
 }

@@ -959,7 +959,9 @@ static void run_backend(dg_ctx *dctx, const char *name)
     /* The tests see only the entry points of ops the backend says it runs. */
     dg_backend_iface masked = *b;
     for (int op = 0; op < DG_OP__COUNT; op++) {
-        bool sup = b->supports_op && b->supports_op(e.ctx, &(dg_op_desc){.op = (dg_op)op, .call = DG_CALL__COUNT, .any_shape = true});
+        bool sup = b->supports_op && b->supports_op(e.ctx, &(dg_op_desc){.op = (dg_op)op,
+                                                                         .call = DG_CALL__COUNT,
+                                                                         .any_shape = true});
         if (sup && op_present(b, (dg_op)op))
             continue;
         printf("skip %s %s: %s\n", name, dg_op_names[op],

@@ -241,13 +241,25 @@ static void test_opencl(dg_ctx *ctx)
 {
     dg_engine *e = NULL;
     dg_status st = dg_engine_open(
-        ctx, "opencl", &(dg_engine_opts){.disabled_calls = (1u << DG_CALL_CONV2D_FWD) | (1u << DG_CALL_CONV2D_BWD), .threads = 1}, &e);
+        ctx, "opencl",
+        &(dg_engine_opts){.disabled_calls = (1u << DG_CALL_CONV2D_FWD) | (1u << DG_CALL_CONV2D_BWD),
+                          .threads = 1},
+        &e);
     if (st != DG_OK) {
         printf("opencl not tested: %s\n", dg_errmsg(ctx));
         return;
     }
-    dg_conv_shape s = {.n = 2, .c = 1, .h = 6, .w = 6, .k = 2, .kh = 3, .kw = 3, .stride = 1,
-                       .pad = 1, .ho = 6, .wo = 6};
+    dg_conv_shape s = {.n = 2,
+                       .c = 1,
+                       .h = 6,
+                       .w = 6,
+                       .k = 2,
+                       .kh = 3,
+                       .kw = 3,
+                       .stride = 1,
+                       .pad = 1,
+                       .ho = 6,
+                       .wo = 6};
     float x[72], w[18], bias[2], y[144], a[64], yinit[144] = {0};
     for (int i = 0; i < 72; i++)
         x[i] = (float)(i % 5) - 2.0f;

@@ -57,9 +57,20 @@ static void track_cpu(const char *model, int c, int h, int w, int batch, int ste
         return;
     char ex[600];
     snprintf(ex, sizeof ex, "%s/export", d);
-    dg_train_opts o = {.init = DG_TRAIN_OPTS_MAGIC, .model = model, .in_c = c, .in_h = h, .in_w = w, .batch = batch, .steps = steps,
-                       .seed = 7, .sync_every = 1, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f,
-                       .threads = 1, .export_dir = ex};
+    dg_train_opts o = {.init = DG_TRAIN_OPTS_MAGIC,
+                       .model = model,
+                       .in_c = c,
+                       .in_h = h,
+                       .in_w = w,
+                       .batch = batch,
+                       .steps = steps,
+                       .seed = 7,
+                       .sync_every = 1,
+                       .lr = 0.05f,
+                       .momentum = 0.9f,
+                       .weight_decay = 5e-4f,
+                       .threads = 1,
+                       .export_dir = ex};
     char *json = NULL;
     dg_status st = dg_train_run(ctx, &o, &json);
     CHECK_MSG(st == DG_OK, "%s: train: %s", model, dg_errmsg(ctx));
@@ -170,7 +181,8 @@ static void test_closed_form(void)
     CHECK(dg_ref64_step_flops(&m, 1) == 16.0);
     CHECK(dg_ref64_step_flops(&m, 4) == 64.0);
     /* Bad arguments are usage errors; a failing batch source ends the run. */
-    CHECK(dg_ref64_train(ctx, &m, init, 0, 2, one_batch, NULL, lr, 0, 0, losses, fin) == DG_ERR_USAGE);
+    CHECK(dg_ref64_train(ctx, &m, init, 0, 2, one_batch, NULL, lr, 0, 0, losses, fin) ==
+          DG_ERR_USAGE);
     CHECK(dg_ref64_train(ctx, &m, init, 1, 2, NULL, NULL, lr, 0, 0, losses, fin) == DG_ERR_USAGE);
     free(init);
     free(fin);
@@ -192,7 +204,8 @@ static void test_batch_failure(void)
     double losses[3], fin[512];
     int calls = 0;
     CHECK(m.param_arena <= sizeof init);
-    CHECK(dg_ref64_train(ctx, &m, init, 1, 3, failing_batch, &calls, 0.1, 0, 0, losses, fin) == DG_ERR_IO);
+    CHECK(dg_ref64_train(ctx, &m, init, 1, 3, failing_batch, &calls, 0.1, 0, 0, losses, fin) ==
+          DG_ERR_IO);
     CHECK(calls == 2);
     dg_ctx_free(ctx);
 }

@@ -42,13 +42,14 @@ static void one_run(void)
     CHECK(sum.count == n);
     CHECK(n > 0 && pts[0].rss.valid && sum.rss_peak.valid);
     if (n > 0)
-        CHECK_MSG(sum.rss_peak.value >= pts[0].rss.value + 100.0 * 1048576 * 0.95, "peak %.0f first %.0f",
-                  sum.rss_peak.value, pts[0].rss.value);
+        CHECK_MSG(sum.rss_peak.value >= pts[0].rss.value + 100.0 * 1048576 * 0.95,
+                  "peak %.0f first %.0f", sum.rss_peak.value, pts[0].rss.value);
     bool psi = access("/proc/pressure/memory", R_OK) == 0;
     CHECK(n > 0 && pts[0].psi_some10.valid == psi);
     CHECK(sum.psi_peak.valid == psi);
     CHECK(!pts[0].dev_used.valid && !sum.dev_util_mean.valid); /* no backend given */
-    CHECK_MSG(sum.overhead_s >= 0 && sum.overhead_s < 0.1 * wall, "overhead %.4f of %.3f s", sum.overhead_s, wall);
+    CHECK_MSG(sum.overhead_s >= 0 && sum.overhead_s < 0.1 * wall, "overhead %.4f of %.3f s",
+              sum.overhead_s, wall);
     cJSON *j = dg_sampler_json(s);
     CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "period_ms")) == 10);
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "count")) == (double)n);
@@ -58,7 +59,8 @@ static void one_run(void)
     const cJSON *samples = cJSON_GetObjectItem(j, "samples");
     CHECK(cJSON_GetArraySize(samples) == (int)n);
     const cJSON *first = cJSON_GetArrayItem(samples, 0);
-    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(first, "t")) && cJSON_IsNumber(cJSON_GetObjectItem(first, "rss")));
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(first, "t")) &&
+          cJSON_IsNumber(cJSON_GetObjectItem(first, "rss")));
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(first, "dev_used")));
     cJSON_Delete(j);
     dg_sampler_stop(s); /* a second stop is harmless */

@@ -149,16 +149,19 @@ int main(void)
     cJSON *j = dg_stats_json(&s, "ms");
     CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "n")) == 10);
     CHECK(NEAR(cJSON_GetNumberValue(val(j, "median")), 5.5));
-    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "median"), "unit")), "ms");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "median"), "unit")),
+              "ms");
     CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "noise")), "strong");
-    static const char *const keys[] = {"q1", "q3", "iqr", "mean", "sd", "min", "max", "iqr_share",
+    static const char *const keys[] = {"q1",       "q3",    "iqr",         "mean",
+                                       "sd",       "min",   "max",         "iqr_share",
                                        "outliers", "slope", "thirds_ratio"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CHECK_MSG(cJSON_GetObjectItem(j, keys[i]) != NULL, "missing %s", keys[i]);
     cJSON_Delete(j);
     dg_stats_compute(a, 1, 0, &s);
     j = dg_stats_json(&s, "ms");
-    CHECK(cJSON_IsNull(val(j, "sd")) && cJSON_IsNull(val(j, "slope")) && cJSON_IsNull(val(j, "thirds_ratio")));
+    CHECK(cJSON_IsNull(val(j, "sd")) && cJSON_IsNull(val(j, "slope")) &&
+          cJSON_IsNull(val(j, "thirds_ratio")));
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "sd"), "valid")));
     CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "noise")), "quiet");
     cJSON_Delete(j);

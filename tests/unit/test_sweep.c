@@ -34,8 +34,16 @@ static const char *script(const char *name, const char *body)
 static cJSON *one_trial(const char *exe, double timeout_s, double *wall)
 {
     dg_ctx *ctx = dg_ctx_new();
-    dg_sweep_opts o = {.train = {.init = DG_TRAIN_OPTS_MAGIC, .lr = -1, .momentum = -1, .weight_decay = -1, .threads = 1},
-                       .from = 8, .to = 8, .no_bisect = true, .trial_timeout_s = timeout_s, .exe = exe};
+    dg_sweep_opts o = {.train = {.init = DG_TRAIN_OPTS_MAGIC,
+                                 .lr = -1,
+                                 .momentum = -1,
+                                 .weight_decay = -1,
+                                 .threads = 1},
+                       .from = 8,
+                       .to = 8,
+                       .no_bisect = true,
+                       .trial_timeout_s = timeout_s,
+                       .exe = exe};
     char *json = NULL;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -62,14 +70,16 @@ static const char *tstr(const cJSON *rec, const char *key)
 }
 
 /* Expects the trial to have ended `ended` with reason containing `reason`. */
-static void expect(const char *name, const char *body, const char *ended, const char *reason, double timeout_s)
+static void expect(const char *name, const char *body, const char *ended, const char *reason,
+                   double timeout_s)
 {
     double wall = 0;
     cJSON *rec = one_trial(script(name, body), timeout_s, &wall);
     CHECK_MSG(rec != NULL, "%s: no record", name);
-    CHECK_MSG(strcmp(tstr(rec, "ended"), ended) == 0, "%s: ended '%s', wanted '%s'", name, tstr(rec, "ended"), ended);
-    CHECK_MSG(strstr(tstr(rec, "reason"), reason) != NULL, "%s: reason '%s' lacks '%s'", name, tstr(rec, "reason"),
-              reason);
+    CHECK_MSG(strcmp(tstr(rec, "ended"), ended) == 0, "%s: ended '%s', wanted '%s'", name,
+              tstr(rec, "ended"), ended);
+    CHECK_MSG(strstr(tstr(rec, "reason"), reason) != NULL, "%s: reason '%s' lacks '%s'", name,
+              tstr(rec, "reason"), reason);
     CHECK_MSG(wall < timeout_s + 5, "%s: took %.1f s", name, wall);
     cJSON_Delete(rec);
 }
@@ -121,13 +131,16 @@ int main(void)
     expect("array", "echo '[1,2,3]' >&3; exit 0", "failed", "no record", 20);
     expect("closed", "exec 3>&-; sleep 0.1; exit 0", "failed", "no record", 20);
     expect("silent", "exit 0", "failed", "no record (exit 0)", 20);
-    expect("stderr", "echo 'first complaint' >&2; echo 'second' >&2; exit 2", "failed", "first complaint", 20);
-    expect("flood", "head -c 40000000 /dev/zero | tr '\\0' 'x' >&3; exit 0", "failed", "no record", 30);
+    expect("stderr", "echo 'first complaint' >&2; echo 'second' >&2; exit 2", "failed",
+           "first complaint", 20);
+    expect("flood", "head -c 40000000 /dev/zero | tr '\\0' 'x' >&3; exit 0", "failed", "no record",
+           30);
     expect("killed", "kill -KILL $$", "signal", "SIGKILL", 20);
     expect("abort", "kill -ABRT $$", "signal", "SIGABRT", 20);
-    expect("status", "echo '{\"status\":\"backend\",\"error\":\"the driver said no\"}' >&3; exit 1", "failed",
-           "the driver said no", 20);
-    expect("oom", "echo '{\"status\":\"device-oom\",\"error\":\"no room on the device\"}' >&3; exit 1",
+    expect("status", "echo '{\"status\":\"backend\",\"error\":\"the driver said no\"}' >&3; exit 1",
+           "failed", "the driver said no", 20);
+    expect("oom",
+           "echo '{\"status\":\"device-oom\",\"error\":\"no room on the device\"}' >&3; exit 1",
            "device-oom", "no room", 20);
 
     /* A hang with a grandchild holding the pipe: the whole group dies at the deadline. */
@@ -140,7 +153,9 @@ int main(void)
     /* A child that ends after its record while a grandchild keeps the pipe open:
      * the trial is ok at once and the straggler is killed with the group. */
     snprintf(body, sizeof body,
-             "echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":{\"value\":100,\"valid\":true}}}' >&3; "
+             "echo "
+             "'{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":{\"value\":100,\"valid\":true}}"
+             "}' >&3; "
              "sleep 60 & echo $! > %s/stray.pid; exit 0",
              dir);
     double wall = 0;
@@ -148,10 +163,12 @@ int main(void)
     CHECK(rec && strcmp(tstr(rec, "ended"), "ok") == 0);
     CHECK_MSG(wall < 10, "waited %.1f s on a grandchild", wall);
     const cJSON *sps = cJSON_GetObjectItem(trial0(rec), "samples_per_s");
-    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(sps, "valid")) && cJSON_GetNumberValue(cJSON_GetObjectItem(sps, "value")) == 100);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(sps, "valid")) &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(sps, "value")) == 100);
     /* Fields the child did not give are not reported: null, never 0. */
     const cJSON *rss = cJSON_GetObjectItem(trial0(rec), "rss_peak");
-    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(rss, "valid")) && cJSON_IsNull(cJSON_GetObjectItem(rss, "value")));
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(rss, "valid")) &&
+          cJSON_IsNull(cJSON_GetObjectItem(rss, "value")));
     const cJSON *knee = cJSON_GetObjectItem(rec, "knee");
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(knee, "batch")) == 8);
     cJSON_Delete(rec);
@@ -162,7 +179,8 @@ int main(void)
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no-such-program", dir);
     rec = one_trial(missing, 5, NULL);
-    CHECK(rec && strcmp(tstr(rec, "ended"), "failed") == 0 && strstr(tstr(rec, "reason"), "cannot start"));
+    CHECK(rec && strcmp(tstr(rec, "ended"), "failed") == 0 &&
+          strstr(tstr(rec, "reason"), "cannot start"));
     CHECK(rec && cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "good_trials")) == 0);
     cJSON_Delete(rec);
 
@@ -171,12 +189,14 @@ int main(void)
     char *json = NULL;
     dg_sweep_opts bad = {.from = 64, .to = 8, .exe = missing};
     CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
-    bad = (dg_sweep_opts){.train = {.init = DG_TRAIN_OPTS_MAGIC, .backend = "nosuch"}, .exe = missing};
+    bad = (dg_sweep_opts){.train = {.init = DG_TRAIN_OPTS_MAGIC, .backend = "nosuch"},
+                          .exe = missing};
     CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
     dg_ctx_free(ctx);
 
-    const char *names[] = {"garbage", "array", "closed", "silent", "stderr", "flood", "killed", "abort",
-                           "status", "oom", "hang", "stray", "hang.pid", "stray.pid"};
+    const char *names[] = {"garbage", "array",  "closed",   "silent",   "stderr",
+                           "flood",   "killed", "abort",    "status",   "oom",
+                           "hang",    "stray",  "hang.pid", "stray.pid"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[600];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

@@ -53,7 +53,8 @@ static void cpuinfo_field(const char *key, char *out, size_t len)
         return;
     size_t klen = strlen(key);
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, key, klen) == 0 && (line[klen] == ' ' || line[klen] == '\t' || line[klen] == ':')) {
+        if (strncmp(line, key, klen) == 0 &&
+            (line[klen] == ' ' || line[klen] == '\t' || line[klen] == ':')) {
             char *colon = strchr(line, ':');
             if (colon) {
                 dg_copy_clean(out, len, dg_trim(colon + 1));
@@ -92,7 +93,8 @@ static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
 
 static void cpu_versions(void *ctx, char *buf, size_t len)
 {
-    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP)", openblas_get_config(), omp_get_max_threads());
+    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP)", openblas_get_config(),
+             omp_get_max_threads());
 }
 
 static dg_status cpu_buf_alloc(void *ctx, size_t bytes, void **buf)
@@ -101,7 +103,7 @@ static dg_status cpu_buf_alloc(void *ctx, size_t bytes, void **buf)
     void *raw = b ? dg_malloc(bytes + 64) : NULL;
     if (!raw) {
         dg_free(b);
-        snprintf(((cpu_ctx *)ctx)->err, sizeof ((cpu_ctx *)ctx)->err,
+        snprintf(((cpu_ctx *)ctx)->err, sizeof((cpu_ctx *)ctx)->err,
                  "cpu: out of host memory allocating %zu bytes", bytes);
         return DG_ERR_DEVICE_OOM;
     }
@@ -183,8 +185,8 @@ static dg_status cpu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, floa
      * into row (or, when m is small, column) blocks, one per thread. */
     int nt = omp_get_max_threads();
     if (nt < 2 || 2.0 * m * n * k < 4e6) {
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                    n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
         return DG_OK;
     }
     bool by_rows = m >= n || m >= 64 * nt;
@@ -196,13 +198,14 @@ static dg_status cpu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, floa
         if (lo >= hi)
             continue;
         if (by_rows) /* rows lo..hi of op(A) and C */
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                        hi - lo, n, k, alpha, ta ? pa + lo : pa + (size_t)lo * lda, lda, pb, ldb, beta,
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, hi - lo, n, k, alpha,
+                        ta ? pa + lo : pa + (size_t)lo * lda, lda, pb, ldb, beta,
                         pc + (size_t)lo * ldc, ldc);
         else /* columns lo..hi of op(B) and C */
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                        m, hi - lo, k, alpha, pa, lda, tb ? pb + (size_t)lo * ldb : pb + lo, ldb, beta,
-                        pc + lo, ldc);
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, m, hi - lo, k, alpha, pa, lda,
+                        tb ? pb + (size_t)lo * ldb : pb + lo, ldb, beta, pc + lo, ldc);
     }
     return DG_OK;
 }

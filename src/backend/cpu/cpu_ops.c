@@ -356,9 +356,9 @@ static size_t round_up(size_t v, size_t to)
 
 /* c[mr, nr] (ldc) = (accumulate ? c : bias or 0) + ap [kc, PMR] * bp [kc, PNR]. */
 __attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float *ap,
-                                                               const float *bp, float *c,
-                                                               size_t ldc, int mr, int nr,
-                                                               const float *bias, bool accumulate)
+                                                             const float *bp, float *c, size_t ldc,
+                                                             int mr, int nr, const float *bias,
+                                                             bool accumulate)
 {
     __m256 acc[PMR][2];
     float tmp[PMR][PNR];
@@ -420,11 +420,9 @@ __attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float
  * runs over nch channels (cs floats apart) and the kh x kw taps (rows ldr
  * floats apart), ap packed in that order. Reads PNR floats per tap even when
  * nr is smaller (the image carries PNR floats of slack). */
-__attribute__((target("avx2,fma"))) static void direct_kernel(int nch, int kh, int kw,
-                                                                const float *ap, const float *src,
-                                                                size_t cs, size_t ldr, float *c,
-                                                                size_t ldc, int mr, int nr,
-                                                                const float *bias, bool accumulate)
+__attribute__((target("avx2,fma"))) static void
+direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t cs, size_t ldr,
+              float *c, size_t ldc, int mr, int nr, const float *bias, bool accumulate)
 {
     __m256 acc[PMR][2];
     float tmp[PMR][PNR];
@@ -500,8 +498,17 @@ static bool conv_fast_dx(const dg_conv_shape *s)
 /* The convolution whose output is dx (conv_fast_dx), for one image. */
 static dg_conv_shape conv_dx_shape(const dg_conv_shape *s)
 {
-    dg_conv_shape f = {.n = 1, .c = s->k, .h = s->ho, .w = s->wo, .k = s->c, .kh = s->kh,
-                       .kw = s->kw, .stride = 1, .pad = s->kh - 1 - s->pad, .ho = s->h, .wo = s->w};
+    dg_conv_shape f = {.n = 1,
+                       .c = s->k,
+                       .h = s->ho,
+                       .w = s->wo,
+                       .k = s->c,
+                       .kh = s->kh,
+                       .kw = s->kw,
+                       .stride = 1,
+                       .pad = s->kh - 1 - s->pad,
+                       .ho = s->h,
+                       .wo = s->w};
     return f;
 }
 
@@ -705,8 +712,9 @@ static void conv_panel_image(const dg_conv_shape *s, const float *x, const float
             int nr = cols - p * PNR < PNR ? (int)(cols - p * PNR) : PNR;
             const float *bp = panels + (p * kd + k0) * PNR;
             for (int rb = 0; rb < m; rb += PMR)
-                panel_kernel(kc, wp + ((size_t)rb * kd + k0 * PMR), bp, y + (size_t)rb * cols + p * PNR,
-                             cols, m - rb < PMR ? m - rb : PMR, nr, bias ? bias + rb : NULL, k0 > 0);
+                panel_kernel(kc, wp + ((size_t)rb * kd + k0 * PMR), bp,
+                             y + (size_t)rb * cols + p * PNR, cols, m - rb < PMR ? m - rb : PMR, nr,
+                             bias ? bias + rb : NULL, k0 > 0);
         }
     }
 #else
@@ -854,8 +862,8 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
     if (fast_dx)
         pack_weights(s, wp, true, packed);
-    /* Each thread sums dw over its images into its own partial (dw itself
-     * when alone); static scheduling gives every thread at least one image. */
+        /* Each thread sums dw over its images into its own partial (dw itself
+         * when alone); static scheduling gives every thread at least one image. */
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         int t = omp_get_thread_num();
