@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config git
       libsqlite3-dev libcjson-dev libssl-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
       libpq-dev)
 if [ "$tier" = test ]; then
-  pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang libclang-rt-14-dev chromium)
+  pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang clang-format libclang-rt-14-dev chromium)
   # throwaway servers of the team-scale tests (tools/servers.sh)
   pkgs+=(postgresql-15 openssh-server openssh-client)
 fi
