@@ -109,13 +109,14 @@ const cli_verb cli_verb_accept = {
     .name = "accept",
     .summary = "the main job: env, gate, sweep, soak, compare, profile, the rules, the decision, "
                "the evidence pack and one ledger entry",
-    .exits = "0 pass, 1 a fail finding or a failed gate, 2 usage or ledger error, 3 backend "
-             "unavailable, 130 interrupted (partial pack and ledger entry kept)",
+    .exits = "0 accepted, 1 a fail finding or a failed gate, 2 usage or ledger error, 3 backend "
+             "unavailable, 4 not accepted (default tier, no fail finding), 130 interrupted "
+             "(partial pack and ledger entry kept)",
     .example = "devgate accept --quick --backend opencl -o pack/",
     .tables = {accept_opts, cli_train_opts, cli_common_opts},
     .titles = {"accept options",
-               "train options (--batch fixes soak, compare and profile; --epochs/--steps size "
-               "the soak)",
+               "train options (accept's own defaults: --model cifar, --backend the best device "
+               "whose gate passes, --batch the sweep's knee; --epochs/--steps size the soak)",
                "common options"},
     .run = cmd_accept,
 };
