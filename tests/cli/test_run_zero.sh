@@ -42,7 +42,7 @@ expect_json slow.json 'any(f["id"] == "data-starved" and "%.0f%%" % (100 * d["pr
 
 # Loss tensors kept with their graphs, 11 epochs.
 run retain --sample-ms 50 -- "$PY" "$SCRIPT" --mode retain
-expect_json retain.json 'd["soak"]["soak"]["epochs_recorded"] >= 10 and d["soak"]["source"] == "probe"'
+expect_json retain.json 'd["soak"]["epochs_recorded"] >= 10 and d["soak"]["source"] == "probe"'
 expect_json retain.json 'any(f["id"] == "retained-refs" for f in d["findings"])'
 
 # The same leak with the probe turned off: found from the sampled footprint alone.
@@ -58,9 +58,10 @@ expect_json item.json 'any(f["id"] == "host-sync" for f in d["findings"])'
 # A healthy run: nothing above info.
 run healthy -- "$PY" "$SCRIPT" --mode healthy --epochs 4
 expect_json healthy.json 'd["throughput"]["timed_steps"] == 96 and d["gate"]["backends"][0]["matmul"]["ok"]'
-# Nothing above info about the script; noisy-measurement judges the machine
-# (step-time spread on a loaded host), not the script, and may warn here.
-expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"] if f["id"] != "noisy-measurement")'
+# Nothing above info about the script; noisy-measurement and contended judge
+# the machine (step-time spread, other processes on a loaded host), not the
+# script, and may warn here.
+expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"] if f["id"] not in ("noisy-measurement", "contended"))'
 expect_json healthy.json 'not any(f["id"] in ("host-sync", "footprint-growth", "retained-refs", "data-starved") for f in d["findings"])'
 
 # The same script by hand: --probe manual runs it as given (it sends nothing).
