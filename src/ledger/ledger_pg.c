@@ -31,7 +31,74 @@ static char *rough_name(const char *uri)
 }
 
 #ifdef DG_HAVE_LIBPQ
+#include <dlfcn.h>
 #include <libpq-fe.h>
+#include <threads.h>
+
+/* libpq is loaded at run time, only when a postgresql:// ledger is opened:
+ * linked in, it brought LDAP, Kerberos and GnuTLS into every devgate process,
+ * which broke LeakSanitizer's tracer beside PoCL's threads, and made libpq a
+ * hard dependency of a binary that mostly never uses it. The header gives the
+ * types; each call goes through the table below (same names, by macro). */
+#define PQ_CALLS(X)                                                                                \
+    X(PQclear)                                                                                     \
+    X(PQgetvalue) X(PQntuples) X(PQexec) X(PQerrorMessage) X(PQstatus) X(PQtransactionStatus)      \
+        X(PQsetNoticeProcessor) X(PQresultStatus) X(PQresultErrorMessage) X(PQresultErrorField)    \
+            X(PQgetisnull) X(PQfreemem) X(PQfinish) X(PQexecParams) X(PQconninfoParse)             \
+                X(PQconninfoFree) X(PQconnectdbParams) X(PQcmdTuples)
+#define PQ_MEMBER(f) __typeof__(f) *f;
+static struct {
+    PQ_CALLS(PQ_MEMBER)
+} pq;
+static bool pq_ok;
+static char pq_why[256];
+
+static void pq_load_once(void)
+{
+    void *h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen("libpq.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(pq_why, sizeof pq_why, "cannot load libpq.so.5 (install libpq5): %s", dlerror());
+        return;
+    }
+#define PQ_LOAD(f)                                                                                 \
+    if (!(*(void **)&pq.f = dlsym(h, #f))) {                                                       \
+        snprintf(pq_why, sizeof pq_why, "libpq.so.5 lacks %s", #f);                                \
+        return;                                                                                    \
+    }
+    PQ_CALLS(PQ_LOAD)
+#undef PQ_LOAD
+    pq_ok = true;
+}
+
+/* Loads libpq once; DG_ERR_UNAVAILABLE with the reason when it cannot. */
+static dg_status pq_load(dg_ctx *ctx)
+{
+    static once_flag once = ONCE_FLAG_INIT;
+    call_once(&once, pq_load_once);
+    return pq_ok ? DG_OK : dg_fail(ctx, DG_ERR_UNAVAILABLE, "PostgreSQL ledger: %s", pq_why);
+}
+
+#define PQclear pq.PQclear
+#define PQgetvalue pq.PQgetvalue
+#define PQntuples pq.PQntuples
+#define PQexec pq.PQexec
+#define PQerrorMessage pq.PQerrorMessage
+#define PQstatus pq.PQstatus
+#define PQtransactionStatus pq.PQtransactionStatus
+#define PQsetNoticeProcessor pq.PQsetNoticeProcessor
+#define PQresultStatus pq.PQresultStatus
+#define PQresultErrorMessage pq.PQresultErrorMessage
+#define PQresultErrorField pq.PQresultErrorField
+#define PQgetisnull pq.PQgetisnull
+#define PQfreemem pq.PQfreemem
+#define PQfinish pq.PQfinish
+#define PQexecParams pq.PQexecParams
+#define PQconninfoParse pq.PQconninfoParse
+#define PQconninfoFree pq.PQconninfoFree
+#define PQconnectdbParams pq.PQconnectdbParams
+#define PQcmdTuples pq.PQcmdTuples
 
 struct lg_pg {
     PGconn *conn;
@@ -67,6 +134,9 @@ _Static_assert(sizeof k_pg_migrations / sizeof k_pg_migrations[0] == DG_LEDGER_S
 
 dg_status lg_pg_name(dg_ctx *ctx, dg_ledger *lg)
 {
+    dg_status loaded = pq_load(ctx);
+    if (loaded != DG_OK)
+        return loaded;
     char *err = NULL;
     PQconninfoOption *opts = PQconninfoParse(lg->path, &err);
     if (!opts) {
@@ -278,6 +348,9 @@ fail:
 dg_status lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 {
     *unreachable = false;
+    dg_status loaded = pq_load(ctx);
+    if (loaded != DG_OK)
+        return loaded;
     lg->pg = dg_calloc(1, sizeof *lg->pg);
     if (!lg->pg)
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
