@@ -40,12 +40,14 @@ static char *rough_name(const char *uri)
  * which broke LeakSanitizer's tracer beside PoCL's threads, and made libpq a
  * hard dependency of a binary that mostly never uses it. The header gives the
  * types; each call goes through the table below (same names, by macro). */
-#define PQ_CALLS(X)                                                                                \
-    X(PQclear)                                                                                     \
-    X(PQgetvalue) X(PQntuples) X(PQexec) X(PQerrorMessage) X(PQstatus) X(PQtransactionStatus)      \
-        X(PQsetNoticeProcessor) X(PQresultStatus) X(PQresultErrorMessage) X(PQresultErrorField)    \
-            X(PQgetisnull) X(PQfreemem) X(PQfinish) X(PQexecParams) X(PQconninfoParse)             \
-                X(PQconninfoFree) X(PQconnectdbParams) X(PQcmdTuples)
+/* clang-format does not settle on this list: */
+// clang-format off
+#define PQ_CALLS(X) \
+    X(PQclear) X(PQgetvalue) X(PQntuples) X(PQexec) X(PQerrorMessage) X(PQstatus) \
+    X(PQtransactionStatus) X(PQsetNoticeProcessor) X(PQresultStatus) \
+    X(PQresultErrorMessage) X(PQresultErrorField) X(PQgetisnull) X(PQfreemem) X(PQfinish) \
+    X(PQexecParams) X(PQconninfoParse) X(PQconninfoFree) X(PQconnectdbParams) X(PQcmdTuples)
+// clang-format on
 #define PQ_MEMBER(f) __typeof__(f) *f;
 static struct {
     PQ_CALLS(PQ_MEMBER)
