@@ -175,6 +175,10 @@ dg_status dg_train_opts_check(dg_ctx *ctx, const dg_train_opts *o);
  * an unknown key or a bad value (the message names both). */
 dg_status dg_train_opts_set(dg_ctx *ctx, dg_train_opts *o, const char *key, const char *value);
 
+/* Parses a byte count such as 1048576, 512K, 1M or 2GiB (binary units, at
+ * most 1e18) into *out; false for anything else. Flags and specs share it. */
+bool dg_parse_bytes(const char *s, size_t *out);
+
 /* A decoded spec: the options and the strings they point to, owned together. */
 typedef struct dg_spec dg_spec;
 /* Decodes a spec JSON object (any subset of the keys; numbers where integers

@@ -90,8 +90,6 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
  * anything else. */
 #define ABOVE_ZERO DBL_TRUE_MIN
 bool cli_parse_double(const char *s, double lo, double hi, double *out);
-/* Parses a byte count such as 1048576, 512K, 1M or 2GiB (binary units). */
-bool cli_parse_bytes(const char *s, size_t *out);
 /* Prints a record as indented JSON, with its ledger run id when there is one. */
 void cli_print_json(cJSON *rec, const char *run_id);
 

@@ -246,41 +246,6 @@ void cli_print_json(cJSON *rec, const char *run_id)
     cJSON_free(out);
 }
 
-bool cli_parse_bytes(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0))
-        return false;
-    double mult = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k':
-        case 'K': mult = 1024.0; break;
-        case 'm':
-        case 'M': mult = 1048576.0; break;
-        case 'g':
-        case 'G': mult = 1073741824.0; break;
-        case 't':
-        case 'T': mult = 1099511627776.0; break;
-        default: return false;
-        }
-        end++;
-        if (*end == 'i')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-        if (*end)
-            return false;
-    }
-    v *= mult;
-    if (v > 1e18)
-        return false;
-    *out = (size_t)v;
-    return true;
-}
-
 bool cli_make_dirs(const char *path)
 {
     char buf[4096];

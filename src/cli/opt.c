@@ -153,7 +153,7 @@ static bool store(cli *c, const cli_verb *v, const cli_opt *o, const char *value
         }
         return true;
     case CLI_BYTES:
-        if (!cli_parse_bytes(value, (size_t *)field)) {
+        if (!dg_parse_bytes(value, (size_t *)field)) {
             cli_error("%s: %s wants a size such as 4096, 512K or 1M, got '%s'", v->name, o->name,
                       value);
             return false;

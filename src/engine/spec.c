@@ -141,7 +141,7 @@ static bool parse_num(const char *s, double lo, double hi, double *out)
     return true;
 }
 
-static bool parse_bytes(const char *s, size_t *out)
+bool dg_parse_bytes(const char *s, size_t *out)
 {
     char *end;
     errno = 0;
@@ -239,7 +239,7 @@ static dg_status set_field(dg_ctx *ctx, dg_train_opts *o, const field *f, const 
         return DG_OK;
     }
     case K_BYTES:
-        if (!parse_bytes(v, (size_t *)base) || *(size_t *)base == 0)
+        if (!dg_parse_bytes(v, (size_t *)base) || *(size_t *)base == 0)
             return bad(ctx, f, "a size such as 512M or 2G", v);
         return DG_OK;
     case K_MATH:

@@ -3,6 +3,7 @@
  * the rate limit and the caps, and keeps what the run record needs. Nothing a
  * program writes is trusted: every field is type-checked and every string
  * copied with a cap. */
+#include "core/utf8.h"
 #include "supervise/supervise.h"
 
 #include <math.h>
@@ -23,34 +24,12 @@ const char *dg_ev_kind_name(dg_ev_kind k)
 bool dg_utf8_valid(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        unsigned cp;
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 1, cp = c & 0x1F;
-        else if (c >= 0xE0 && c <= 0xEF)
-            need = 2, cp = c & 0x0F;
-        else if (c >= 0xF0 && c <= 0xF4)
-            need = 3, cp = c & 0x07;
-        else
-            return false;
-        if (n - i <= need)
-            return false;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += need + 1;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = dg_utf8_next(s + i, n - i, &cp);
+        if (cp == 0xfffd && k == 1)
+            return false; /* a malformed sequence (a real U+FFFD is 3 bytes) */
+        i += k;
     }
     return true;
 }
