@@ -263,6 +263,60 @@ void dg_copy_clean(char *dst, size_t n, const char *src)
     dg_text_clean(dst, n, src, src ? strlen(src) : 0, false);
 }
 
+/* Overwrites s[0..n) with "***" (or as many '*' as fit) and closes the gap. */
+static void mask_span(char *s, size_t n)
+{
+    size_t k = n < 3 ? n : 3;
+    memset(s, '*', k);
+    memmove(s + k, s + n, strlen(s + n) + 1);
+}
+
+static bool secret_end(char c)
+{
+    return c == '\0' || c == ' ' || c == '&' || c == ';' || c == '\'' || c == '"';
+}
+
+int dg_redact_secrets(char *s)
+{
+    if (!s)
+        return 0;
+    int masked = 0;
+    /* scheme://user:password@host: the userinfo ends at '@' before any '/'. */
+    for (char *p = strstr(s, "://"); p; p = strstr(p, "://")) {
+        char *u = p + 3, *at = NULL, *colon = NULL;
+        for (char *q = u; *q && *q != '/' && *q != ' '; q++) {
+            if (*q == '@')
+                at = q;
+            else if (*q == ':' && !colon && !at)
+                colon = q;
+        }
+        if (at && colon && colon < at && at > colon + 1) {
+            mask_span(colon + 1, (size_t)(at - colon - 1));
+            masked++;
+        }
+        p = u;
+    }
+    /* keyword=value forms: libpq conninfo, the environment, a flag. */
+    static const char *const keys[] = {"password=", "pgpassword=", "--password="};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        size_t kn = strlen(keys[i]);
+        for (char *p = s; (p = strcasestr(p, keys[i])) != NULL;) {
+            bool starts = p == s || p[-1] == ' ' || p[-1] == '?' || p[-1] == '&' ||
+                          (keys[i][0] != '-' && p[-1] == '-');
+            char *v = p + kn;
+            size_t n = 0;
+            while (!secret_end(v[n]))
+                n++;
+            if (starts && n > 0 && strncmp(v, "***", n < 3 ? n : 3) != 0) {
+                mask_span(v, n);
+                masked++;
+            }
+            p = v;
+        }
+    }
+    return masked;
+}
+
 bool dg_proc_kb(const char *text, const char *key, double *bytes)
 {
     size_t kl = strlen(key);

@@ -151,6 +151,8 @@ static bool proc_cmdline(int pid, char *dst, size_t n)
             raw[i] = ' ';
     /* dst (CMDLINE_MAX + 1 bytes) cuts the text at a UTF-8 boundary. */
     char *cmd = dg_trim(raw);
+    /* Another user's `psql postgresql://u:PW@db` must not reach a record. */
+    dg_redact_secrets(cmd);
     dg_utf8_clean(dst, n, cmd, strlen(cmd), true);
     dg_free(raw);
     return dst[0] != '\0';

@@ -91,6 +91,21 @@ static void test_helpers(void)
     dg_free(s);
 }
 
+/* Credentials in another process's command line are masked, nothing else. */
+static void test_redact(void)
+{
+    char a[] = "psql postgresql://alice:s3cret@db:5432/team --echo";
+    CHECK(dg_redact_secrets(a) == 1);
+    CHECK_STR(a, "psql postgresql://alice:***@db:5432/team --echo");
+    char b[] = "x 'host=db password=hunter2 user=u' PGPASSWORD=pw --password=p a://u:@h";
+    CHECK(dg_redact_secrets(b) == 3);
+    CHECK_STR(b, "x 'host=db password=*** user=u' PGPASSWORD=** --password=* a://u:@h");
+    char c[] = "ssh user@host -p 22 https://example.org/a:b@c mypassword=x";
+    CHECK(dg_redact_secrets(c) == 0);
+    CHECK_STR(c, "ssh user@host -p 22 https://example.org/a:b@c mypassword=x");
+    CHECK(dg_redact_secrets(NULL) == 0);
+}
+
 /* A host program's own cJSON allocator stays in place across devgate calls,
  * and a tree it parsed before the first call is freed by it afterwards. */
 static size_t host_allocs;
@@ -128,6 +143,7 @@ int main(void)
     test_alloc();
     test_json();
     test_helpers();
+    test_redact();
     test_cjson_hooks_untouched();
     CHECK_DONE();
 }
