@@ -289,6 +289,36 @@ typedef struct dg_accept_opts {
  * (the backend asked for is not available). */
 dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json);
 
+/* accept -- CMD: the whole method on the user's own program (docs/accept.md,
+ * "Your own program"). Every step is a child run of argv supervised as by
+ * dg_run_supervise, with {batch}, {device} and {epochs} in its words
+ * substituted (never through a shell). */
+typedef struct dg_accept_cmd_opts {
+    const char *const *argv; /* the user's command, NULL-terminated */
+    const char *probe_path;  /* directory holding the devgate_probe package (NULL: no probe) */
+    const char *python;      /* the gate's interpreter (NULL: argv[0] when Python, else python3) */
+    const char *device;      /* the device judged (NULL: cuda, then mps, the first that passes) */
+    bool quick;              /* the short tier (screening only, as for the fixture) */
+    int batch;               /* soak/compare/profile batch (0: the sweep's knee) */
+    int epochs;              /* the soak's {epochs} (0: 10, quick 2) */
+    int sweep_from, sweep_to; /* the sweep's first batch (0: 8) and largest (0: no limit) */
+    size_t mem_budget;       /* RLIMIT_AS of every child in bytes (0: none) */
+    bool empty_cache;        /* the probe empties the device cache at each soak epoch end */
+    double trial_timeout_s;  /* per child (0: the tier's) */
+    const char *label;       /* free text kept in the record, or NULL */
+    const char *trace_path;  /* the profile window's Chrome trace goes here, or NULL */
+    const volatile sig_atomic_t *cancel; /* set (a signal number) to stop; forwarded to children */
+    dg_progress_fn progress;
+    void *progress_user;
+} dg_accept_cmd_opts;
+
+/* Runs env, gate, sweep, soak, compare and profile on the user's command into
+ * one evidence record of kind "accept" (as dg_accept_run; finish it with
+ * dg_evidence_finish). DG_ERR_USAGE bad options or no command;
+ * DG_ERR_UNAVAILABLE the device asked for is not available (record returned);
+ * DG_ERR_INTERRUPTED the cancel flag was set (record returned). */
+dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **json);
+
 /* Completes an evidence record (accept or run): applies the rules and the
  * decision (dg_diagnose with overrides), sets each step's verdict from the
  * findings, and judges the final gate. The completed record goes to *json.
@@ -355,6 +385,9 @@ typedef struct dg_run_opts {
     const char
         *probe_path;  /* directory holding the devgate_probe package (auto; NULL: not armed) */
     bool empty_cache; /* auto: the probe empties the device cache at every epoch end */
+    const char *const *env; /* more environment edits, NULL-terminated (may be NULL): "NAME=VALUE"
+                               sets NAME, a bare "NAME" removes it; applied last */
+    size_t mem_limit;       /* the program's address-space limit (RLIMIT_AS) in bytes; 0: none */
 } dg_run_opts;
 
 /* Runs opts->argv without a shell in its own process group, with an events

@@ -120,6 +120,9 @@ int cmd_compare(cli *c, int argc, char **argv);
 int cmd_profile(cli *c, int argc, char **argv);
 int cmd_accept(cli *c, int argc, char **argv);
 int cmd_run(cli *c, int argc, char **argv);
+/* The directory holding the devgate_probe package (DEVGATE_PROBE_PATH, else
+ * beside this executable) into out; false when none has it (cli_run.c). */
+bool cli_find_probe(char *out, size_t n);
 /* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
 int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
 int cmd_report(cli *c, int argc, char **argv);

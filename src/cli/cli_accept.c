@@ -82,6 +82,10 @@ typedef struct accept_args {
     dg_accept_opts o;
     const char *out_dir, *spec_path;
     cli_thresholds thr;
+    /* accept -- CMD only */
+    const char *device;
+    int sweep_from, trial_timeout;
+    bool empty_cache;
 } accept_args;
 
 #define OFF(f) offsetof(accept_args, f)
@@ -101,18 +105,31 @@ static const cli_opt accept_opts[] = {
      OFF(o.python), 0, 0, NULL, NULL, NULL},
     {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL,
      "where the evidence pack goes", OFF(out_dir), 0, 0, NULL, NULL, NULL},
+    {CLI_STR, "--device", NULL, "NAME", "the best the gate passes", NULL,
+     "-- CMD: the device judged (cpu, cuda, mps), substituted for {device}", OFF(device), 0, 0,
+     NULL, NULL, NULL},
+    {CLI_INT, "--sweep-from", NULL, "N", "8", "samples", "-- CMD: the sweep's first batch",
+     OFF(sweep_from), 1, 1 << 20, NULL, NULL, NULL},
+    {CLI_INT, "--trial-timeout", NULL, "S", "the tier's (180, 600)", "s",
+     "-- CMD: wall-clock limit of each child run", OFF(trial_timeout), 1, 86400, NULL, NULL, NULL},
+    {CLI_FLAG, "--empty-cache", NULL, NULL, NULL, NULL,
+     "-- CMD: the probe empties the device cache at each soak epoch end", OFF(empty_cache), 0, 0,
+     NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
 
 const cli_verb cli_verb_accept = {
     .name = "accept",
+    .args = "[-- CMD ARGS...]",
     .summary = "the main job: env, gate, sweep, soak, compare, profile, the rules, the decision, "
                "the evidence pack and one ledger entry",
     .exits = "0 accepted, 1 a fail finding or a failed gate, 2 usage or ledger error, 3 backend "
              "unavailable, 4 not accepted (default tier, no fail finding), 130 interrupted "
              "(partial pack and ledger entry kept)",
-    .example = "devgate accept --quick --backend opencl -o pack/",
+    .example = "devgate accept --quick --backend opencl -o pack/\n"
+               "  devgate accept -- python3 train.py --batch {batch} --device {device} "
+               "--epochs {epochs}",
     .tables = {accept_opts, cli_train_opts, cli_common_opts},
     .titles = {"accept options",
                "train options (accept's own defaults: --model cifar, --backend the best device "
@@ -227,13 +244,52 @@ int cmd_accept(cli *c, int argc, char **argv)
         if (path && !load_spec(c, path, &spec, &tspec, &aa))
             goto out;
     }
-    int r = cli_parse(c, &cli_verb_accept, argc, argv, (void *const[]){&aa, &aa.o.train, c}, NULL);
+    cli_args pa = {.max = -1}; /* a command only after "--" (checked below) */
+    int r = cli_parse(c, &cli_verb_accept, argc, argv, (void *const[]){&aa, &aa.o.train, c}, &pa);
     if (r != CLI_PARSED) {
         rc = cli_parse_exit(r);
         goto out;
     }
     o = aa.o;
     out_dir = aa.out_dir;
+    bool own = pa.rest != NULL;
+    if (own && (pa.rest == argv || strcmp(pa.rest[-1], "--") != 0)) {
+        cli_error("accept: unexpected argument '%s' (your own program goes after --: devgate "
+                  "accept [options] -- CMD ARGS...)",
+                  pa.rest[0]);
+        goto out;
+    }
+    if (own && pa.nrest == 0) {
+        cli_error("accept: no program after -- (devgate accept [options] -- CMD ARGS...)");
+        goto out;
+    }
+    if (own && (spec || o.train.model || o.train.backend || o.train.data ||
+                o.train.disable_ops)) {
+        cli_error("accept -- CMD: --spec, --model, --backend, --data and --disable-op are the "
+                  "fixture's; for your program use --device and the command's own arguments");
+        goto out;
+    }
+    if (!own && (aa.device || aa.sweep_from || aa.trial_timeout || aa.empty_cache)) {
+        cli_error("accept: --device, --sweep-from, --trial-timeout and --empty-cache apply to "
+                  "accept -- CMD (your own program) only");
+        goto out;
+    }
+    static const char *const devices[] = {"cpu", "cuda", "mps"};
+    bool known = !aa.device;
+    for (size_t i = 0; aa.device && i < 3; i++)
+        known = known || strcmp(aa.device, devices[i]) == 0;
+    if (!known) {
+        cli_error("accept: --device %s: want cpu, cuda or mps", aa.device);
+        goto out;
+    }
+    char probe_dir[4096];
+    bool have_probe = own && cli_find_probe(probe_dir, sizeof probe_dir);
+    if (own && !have_probe) {
+        cli_error("accept -- CMD: the devgate_probe package was not found beside devgate (set "
+                  "DEVGATE_PROBE_PATH to the directory holding it)");
+        rc = EXIT_UNAVAILABLE;
+        goto out;
+    }
     /* A bad threshold is found now, not after minutes of measuring. */
     char *probe = NULL;
     if (dg_diagnose(c->ctx, "{\"v\":1,\"kind\":\"accept\"}", thr[0] ? thr : NULL, &probe) !=
@@ -279,7 +335,29 @@ int cmd_accept(cli *c, int argc, char **argv)
     sigaction(SIGTERM, &sa, &old_term);
 
     char *json = NULL;
-    dg_status st = dg_accept_run(c->ctx, &o, &json);
+    dg_status st;
+    if (own) {
+        dg_accept_cmd_opts co = {.argv = (const char *const *)pa.rest,
+                                 .probe_path = probe_dir,
+                                 .python = o.python,
+                                 .device = aa.device,
+                                 .quick = o.quick,
+                                 .batch = o.train.batch,
+                                 .epochs = o.train.epochs,
+                                 .sweep_from = aa.sweep_from,
+                                 .sweep_to = o.sweep_to,
+                                 .mem_budget = o.train.mem_budget,
+                                 .empty_cache = aa.empty_cache,
+                                 .trial_timeout_s = aa.trial_timeout,
+                                 .label = o.label,
+                                 .trace_path = o.trace_path,
+                                 .cancel = &cancel_flag,
+                                 .progress = on_progress,
+                                 .progress_user = &p};
+        st = dg_accept_cmd_run(c->ctx, &co, &json);
+    } else {
+        st = dg_accept_run(c->ctx, &o, &json);
+    }
     if (p.on)
         cli_term_raw("\r\033[K");
     int exit_status = st == DG_OK                ? EXIT_PASS

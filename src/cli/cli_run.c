@@ -73,7 +73,7 @@ static bool has_probe(const char *dir)
  * found relative to this executable: EXE_DIR/python (the build's copy),
  * EXE_DIR/../share/devgate/python (installed), EXE_DIR/../clients/python (a
  * build directory inside the source tree). false when none has it. */
-static bool find_probe(char *out, size_t n)
+bool cli_find_probe(char *out, size_t n)
 {
     const char *env = getenv("DEVGATE_PROBE_PATH");
     if (env && env[0]) {
@@ -165,7 +165,7 @@ int cmd_run(cli *c, int argc, char **argv)
     dg_run_opts o = ra.o;
     o.argv = (const char *const *)a.rest; /* argv is NULL-terminated */
     char probe_dir[4096];
-    if (o.probe == DG_PROBE_AUTO && find_probe(probe_dir, sizeof probe_dir))
+    if (o.probe == DG_PROBE_AUTO && cli_find_probe(probe_dir, sizeof probe_dir))
         o.probe_path = probe_dir;
     else if (o.probe == DG_PROBE_AUTO && !c->quiet)
         cli_error("run: the zero-code probe is not armed: devgate_probe not found beside devgate "
@@ -194,7 +194,9 @@ int cmd_run(cli *c, int argc, char **argv)
     const cJSON *xs = cJSON_GetObjectItem(sup, "exit_status");
     int rc = cJSON_IsTrue(cJSON_GetObjectItem(sup, "interrupted")) ? EXIT_INTERRUPTED
              : cJSON_IsTrue(cJSON_GetObjectItem(sup, "timed_out")) ? EXIT_RUN_TIMEOUT
-             : cJSON_IsNumber(xs) && xs->valuedouble == 0          ? EXIT_PASS
+             : (cJSON_IsNumber(xs) && xs->valuedouble == 0) ||
+                     strcmp(jstr(rec, "state", ""), "complete") == 0
+                 ? EXIT_PASS
                                                                    : EXIT_FAIL;
     if (!c->quiet && rc != EXIT_PASS) {
         const cJSON *step;

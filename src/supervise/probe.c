@@ -86,9 +86,11 @@ static char *path_var(const char *name, const char *a, const char *b, const char
     return s;
 }
 
-bool dg_probe_plan_make(const dg_run_opts *o, dg_probe_plan *p)
+#define PLAN_ENV 8 /* the plan's own edits, at most */
+
+/* The plan without the caller's extra edits (o->env). */
+static bool plan_base(const dg_run_opts *o, dg_probe_plan *p)
 {
-    memset(p, 0, sizeof *p);
     size_t n = 0;
     while (o->argv[n])
         n++;
@@ -152,8 +154,26 @@ bool dg_probe_plan_make(const dg_run_opts *o, dg_probe_plan *p)
     return true;
 }
 
+bool dg_probe_plan_make(const dg_run_opts *o, dg_probe_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    size_t extra = 0;
+    while (o->env && o->env[extra])
+        extra++;
+    p->env = dg_calloc(PLAN_ENV + extra + 1, sizeof *p->env);
+    if (!p->env || !plan_base(o, p))
+        return false;
+    size_t ne = 0;
+    while (p->env[ne])
+        ne++;
+    for (size_t i = 0; i < extra; i++)
+        p->env[ne++] = o->env[i];
+    return true;
+}
+
 void dg_probe_plan_free(dg_probe_plan *p)
 {
+    dg_free(p->env);
     dg_free(p->argv);
     for (size_t i = 0; i < sizeof p->owned / sizeof p->owned[0]; i++)
         dg_free(p->owned[i]);

@@ -660,6 +660,9 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? (double)cores : NAN, "cores"));
     }
     /* One line for the terminal, and the error when it did not end well. */
+    const char *end_status = dg_jstr(c->run_end, "status");
+    bool stopped = exited && WEXITSTATUS(oc->wstatus) == DG_PROBE_STOP_CODE && end_status &&
+                   strcmp(end_status, "stopped") == 0;
     error[0] = '\0';
     if (oc->timed_out)
         snprintf(error, elen, "timed out after %.0f s: the process tree was killed", o->timeout_s);
@@ -667,12 +670,14 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         snprintf(error, elen, "interrupted: %s forwarded to the program", intname);
     else if (signalled)
         snprintf(error, elen, "killed by %s", signame);
-    else if (exited && WEXITSTATUS(oc->wstatus) != 0)
+    else if (exited && WEXITSTATUS(oc->wstatus) != 0 && !stopped)
         snprintf(error, elen, "exit status %d", WEXITSTATUS(oc->wstatus));
     else if (!exited)
         snprintf(error, elen, "the program's end could not be observed");
     char how[96];
-    if (exited)
+    if (stopped)
+        snprintf(how, sizeof how, "stopped by devgate (exit %d)", DG_PROBE_STOP_CODE);
+    else if (exited)
         snprintf(how, sizeof how, "exit %d", WEXITSTATUS(oc->wstatus));
     else if (signalled)
         snprintf(how, sizeof how, "killed by %s", signame);
@@ -734,7 +739,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     pid_t pid;
     int fd;
     r.t0 = dg_now();
-    int err = dg_spawn_child(plan.argv, plan.env, o->stdout_to_stderr, &pid, &fd);
+    int err = dg_spawn_child_limited(plan.argv, plan.env, o->stdout_to_stderr, o->mem_limit, &pid, &fd);
     if (err) {
         dg_probe_plan_free(&plan);
         dg_evcollect_free(&r.col);
@@ -755,8 +760,13 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON_AddStringToObject(root, "timestamp", ts);
     dg_json_add_str(root, "host", host[0] ? host : NULL);
     dg_json_add_str(root, "label", o->label);
-    bool ok_exit =
-        oc.wstatus != -1 && WIFEXITED(oc.wstatus) && WEXITSTATUS(oc.wstatus) == 0 && !oc.timed_out;
+    /* A stop the probe was asked for (DEVGATE_PROBE_MAX_STEPS) is a clean end. */
+    const char *end_status = dg_jstr(r.col.run_end, "status");
+    bool stopped = oc.wstatus != -1 && WIFEXITED(oc.wstatus) &&
+                   WEXITSTATUS(oc.wstatus) == DG_PROBE_STOP_CODE && end_status &&
+                   strcmp(end_status, "stopped") == 0;
+    bool ok_exit = oc.wstatus != -1 && WIFEXITED(oc.wstatus) &&
+                   (WEXITSTATUS(oc.wstatus) == 0 || stopped) && !oc.timed_out;
     cJSON_AddStringToObject(root, "state",
                             oc.interrupted ? "interrupted"
                             : ok_exit      ? "complete"

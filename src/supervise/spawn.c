@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -110,8 +111,19 @@ static int child_dup(int fd, int target)
  * at their defaults and unblocked, fds 0/1/3, then execve along PATH (as
  * execvp does, without its allocation). Never returns. */
 static void child_exec(const char *const argv[], char *const env[], const char *path_env,
-                       bool stdout_to_stderr, int events_wr, int errfd, pid_t parent)
+                       bool stdout_to_stderr, size_t as_limit, int events_wr, int errfd,
+                       pid_t parent)
 {
+    if (as_limit) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_AS, &rl) != 0)
+            child_fail(errfd, errno);
+        rl.rlim_cur = (rlim_t)as_limit;
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
+            rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            child_fail(errfd, errno);
+    }
 #ifdef PR_SET_PDEATHSIG
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(errfd, errno);
@@ -180,6 +192,12 @@ static void child_exec(const char *const argv[], char *const env[], const char *
 int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool stdout_to_stderr,
                    pid_t *pid, int *events_fd)
 {
+    return dg_spawn_child_limited(argv, env_edits, stdout_to_stderr, 0, pid, events_fd);
+}
+
+int dg_spawn_child_limited(const char *const argv[], const char *const env_edits[],
+                           bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd)
+{
     *pid = -1;
     *events_fd = -1;
     if (!argv || !argv[0] || !argv[0][0])
@@ -205,7 +223,7 @@ int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool
     pid_t parent = getpid();
     pid_t child = fork();
     if (child == 0)
-        child_exec(argv, env, path_env, stdout_to_stderr, fds[1], errp[1], parent);
+        child_exec(argv, env, path_env, stdout_to_stderr, as_limit, fds[1], errp[1], parent);
     rc = child < 0 ? errno : 0;
     if (child > 0)
         setpgid(child, child); /* also here, so the group exists before fork returns to us */

@@ -118,6 +118,9 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
 /* ---- spawn.c ---------------------------------------------------------------------- */
 
 #define DG_EVENTS_FD 3 /* the events pipe's number in the child (DEVGATE_EVENTS_FD) */
+/* The exit status of a program the zero-code probe stopped after
+ * DEVGATE_PROBE_MAX_STEPS steps (with run_end status "stopped"). */
+#define DG_PROBE_STOP_CODE 86
 
 /* Spawns argv[0] (searched in PATH) without a shell in a new process group,
  * stdin on /dev/null, stdout on the caller's stdout (or its stderr when
@@ -132,6 +135,10 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
  * errno of the failure (ENOENT: no such program, EACCES: not executable, ...). */
 int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool stdout_to_stderr,
                    pid_t *pid, int *events_fd);
+/* As dg_spawn_child, and the child's address space limited to as_limit bytes
+ * (RLIMIT_AS, set between fork and exec; 0: left as inherited). */
+int dg_spawn_child_limited(const char *const argv[], const char *const env_edits[],
+                           bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd);
 
 /* ---- probe.c: how the zero-code probe is armed ------------------------------------ */
 
@@ -148,7 +155,7 @@ int dg_python_program_index(const char *const argv[]);
  * zero-code probe"). */
 typedef struct dg_probe_plan {
     const char **argv;  /* the argv to spawn (dg_malloc'd; strings borrowed or owned below) */
-    const char *env[8]; /* env edits for dg_spawn_child, NULL-terminated */
+    const char **env;   /* env edits for dg_spawn_child, NULL-terminated (dg_malloc'd) */
     char *owned[3];     /* dg_malloc'd strings the two arrays point into */
     const char *mode;   /* "auto", "manual", "off" */
     const char *how;    /* "argv", "sitecustomize" or NULL (not armed) */

@@ -35,6 +35,7 @@ import threading
 import weakref
 from time import perf_counter
 
+from . import _window
 from . import probe as _probe_mod
 from ._util import describe, split_device
 
@@ -99,6 +100,7 @@ class _State:
         self.dataset_name = None
         self.empty_cache = os.environ.get("DEVGATE_PROBE_EMPTY_CACHE", "") in ("1", "true", "yes")
         self.gate_on = os.environ.get("DEVGATE_PROBE_GATE", "1") not in ("0", "false", "no")
+        self.window = _window.Window()  # devgate accept's knobs: stop after N steps, profile
         self.lock = threading.Lock()
 
     # ---- activity ------------------------------------------------------------
@@ -257,6 +259,16 @@ class _State:
         self.probe.emit("step", **fields)
         self.step_index += 1
         self.reset_interval()
+        if self.window.wanted:
+            self.window.after_step(self, data)  # may raise SystemExit(_window.STOP_CODE)
+
+    def stop(self, n):
+        """The clean stop DEVGATE_PROBE_MAX_STEPS asks for: the epoch's memory,
+        run_end "stopped", then the probe stands down."""
+        self.close_epoch()
+        self.probe.run_end("stopped", "stopped by devgate after %d optimizer steps "
+                           "(DEVGATE_PROBE_MAX_STEPS)" % n)
+        self.active = False
 
     def finish(self):
         if not self.on():
@@ -569,6 +581,16 @@ def finish(status="ok", message=None):
     except Exception:
         pass
     st.active = False
+
+
+def oom_from(exc):
+    """Sends an oom event when exc (leaving the program) is out of memory."""
+    st = _state
+    if st is not None and st.active:
+        try:
+            st.probe._oom_from(exc)
+        except Exception:
+            pass
 
 
 def _in_worker():

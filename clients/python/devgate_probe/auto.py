@@ -60,6 +60,7 @@ def main(argv=None):
         _zero.finish(status, message)
         raise
     except BaseException as e:
+        _zero.oom_from(e)
         _zero.finish("error", "%s: %s" % (type(e).__name__, e))
         raise
     _zero.finish(status, message)

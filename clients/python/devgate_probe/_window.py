@@ -1,0 +1,163 @@
+"""What `devgate accept -- CMD` asks of the zero-code probe (docs/events.md,
+"Knobs for devgate accept"), each from an environment variable:
+
+- DEVGATE_PROBE_MAX_STEPS=N: after the N-th optimizer step the probe sends the
+  epoch's epoch_end and run_end {status: "stopped"} and raises
+  SystemExit(STOP_CODE): a clean stop, recorded as "stopped by devgate".
+- DEVGATE_PROBE_PROFILE=WARMUP:WINDOW with DEVGATE_PROBE_PROFILE_OUT=FILE (and
+  optionally DEVGATE_PROBE_TRACE=FILE): a torch.profiler window opened at the
+  end of step WARMUP and closed at the end of step WARMUP + WINDOW, split into
+  data, host-to-device, sync and compute, with the top operators, written as
+  JSON to FILE (the Chrome trace to the trace file).
+
+No user code is needed: both are driven from the optimizer step hook.
+"""
+
+import json
+import os
+import sys
+from time import perf_counter
+
+STOP_CODE = 86  # SystemExit code of a stop asked by DEVGATE_PROBE_MAX_STEPS
+TOP_OPS = 15
+
+# Operators whose time is the host waiting for the device (a sync point).
+_SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "cudaDeviceSynchronize",
+             "cudaStreamSynchronize", "cudaEventSynchronize", "aten::_mps_synchronize")
+# Operators that copy between host and device (counted only off the cpu).
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "Memcpy HtoD (Pageable -> Device)",
+             "Memcpy HtoD (Pinned -> Device)", "cudaMemcpyAsync")
+
+
+def _int_env(name):
+    v = os.environ.get(name, "")
+    try:
+        n = int(v)
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+class Window:
+    """The knobs of one process, read once at install."""
+
+    def __init__(self):
+        self.max_steps = _int_env("DEVGATE_PROBE_MAX_STEPS")
+        self.warmup = self.window = None
+        spec = os.environ.get("DEVGATE_PROBE_PROFILE", "")
+        if spec:
+            try:
+                w, n = (int(x) for x in spec.split(":", 1))
+                if w >= 0 and n > 0:
+                    self.warmup, self.window = w, n
+            except ValueError:
+                pass
+        self.out = os.environ.get("DEVGATE_PROBE_PROFILE_OUT") or None
+        self.trace = os.environ.get("DEVGATE_PROBE_TRACE") or None
+        self.steps = 0
+        self.prof = None
+        self.t0 = None
+        self.data_ms = 0.0
+        self.device = "cpu"
+        self.done = False
+
+    @property
+    def wanted(self):
+        return self.max_steps is not None or (self.window is not None and self.out is not None)
+
+    def after_step(self, state, data_ms):
+        """Called by the step hook after the step event went out. May raise
+        SystemExit(STOP_CODE)."""
+        self.steps += 1
+        if self.prof is not None:
+            self.data_ms += data_ms or 0.0
+            if self.steps >= self.warmup + self.window:
+                self._close(state)
+        elif (self.window is not None and self.out is not None and not self.done
+              and self.steps == self.warmup):
+            self._open(state)
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            if self.prof is not None:
+                self._close(state)
+            state.stop(self.max_steps)
+            raise SystemExit(STOP_CODE)
+
+    def _open(self, state):
+        torch = sys.modules.get("torch")
+        prof_mod = getattr(torch, "profiler", None) if torch else None
+        self.device = state.device or "cpu"
+        if prof_mod is None:
+            self._write({"error": "torch.profiler is not available"})
+            return
+        state.inside += 1
+        try:
+            acts = [prof_mod.ProfilerActivity.CPU]
+            if self.device.startswith("cuda"):
+                acts.append(prof_mod.ProfilerActivity.CUDA)
+            self.prof = prof_mod.profile(activities=acts)
+            self.prof.__enter__()
+            self.t0 = perf_counter()
+        except Exception as e:
+            self.prof = None
+            self._write({"error": "torch.profiler could not start: %s" % e})
+        finally:
+            state.inside -= 1
+
+    def _close(self, state):
+        prof, self.prof = self.prof, None
+        self.done = True
+        state.inside += 1
+        try:
+            wall_ms = (perf_counter() - self.t0) * 1000.0
+            prof.__exit__(None, None, None)
+            self._write(self._analyse(prof, wall_ms))
+        except Exception as e:
+            self._write({"error": "torch.profiler window failed: %s" % e})
+        finally:
+            state.inside -= 1
+
+    def _analyse(self, prof, wall_ms):
+        on_cpu = self.device == "cpu"
+        ops, sync_us, copy_us = [], 0.0, 0.0
+        for evt in prof.key_averages():
+            name = str(getattr(evt, "key", ""))
+            if not name or name.startswith("ProfilerStep"):
+                continue
+            self_us = float(getattr(evt, "self_cpu_time_total", 0.0) or 0.0)
+            dev_us = float(getattr(evt, "self_cuda_time_total", 0.0) or 0.0)
+            calls = int(getattr(evt, "count", 0) or 0)
+            if name in _SYNC_OPS:
+                sync_us += self_us
+            elif name in _COPY_OPS and not on_cpu:
+                copy_us += self_us
+            ops.append({"op": name, "calls": calls, "ms_total": self_us / 1000.0,
+                        "device_ms_total": dev_us / 1000.0 if not on_cpu else None})
+        key = "ms_total" if on_cpu else "device_ms_total"
+        ops.sort(key=lambda o: -(o[key] or o["ms_total"]))
+        trace = None
+        if self.trace:
+            try:
+                prof.export_chrome_trace(self.trace)
+                trace = self.trace
+            except Exception:
+                trace = None
+        data_ms = self.data_ms
+        sync_ms = sync_us / 1000.0
+        h2d_ms = None if on_cpu else copy_us / 1000.0
+        compute = wall_ms - data_ms - sync_ms - (h2d_ms or 0.0)
+        return {"warmup": self.warmup, "steps": self.window, "device": self.device,
+                "wall_ms": wall_ms, "data_ms": data_ms, "h2d_ms": h2d_ms, "sync_ms": sync_ms,
+                "compute_ms": compute if compute > 0 else 0.0, "ops": ops[:TOP_OPS],
+                "ops_count": len(ops), "trace": trace, "profiler": "torch.profiler"}
+
+    def _write(self, rec):
+        if not self.out:
+            return
+        rec.setdefault("v", 1)
+        try:
+            tmp = self.out + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(rec, f, allow_nan=False, default=str)
+            os.replace(tmp, self.out)
+        except Exception:
+            pass

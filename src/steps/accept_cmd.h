@@ -1,0 +1,37 @@
+/* accept -- CMD internals shared with the unit tests (src/steps/accept_cmd.c). */
+#ifndef DG_ACCEPT_CMD_H
+#define DG_ACCEPT_CMD_H
+
+#include "core/json.h"
+#include "devgate.h"
+
+/* argv with every {batch}, {device} and {epochs} in each word replaced by the
+ * values (device NULL: "cpu"); NULL-terminated, free with
+ * dg_accept_cmd_argv_free. NULL when out of memory. */
+char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs);
+/* Frees what dg_accept_cmd_argv returned; accepts NULL. */
+void dg_accept_cmd_argv_free(char **argv);
+
+/* How a child run ended, from its run record (kind "run"): "ok" (a clean
+ * stop by the probe or exit 0, with timed steps), "device-oom" (an oom event,
+ * an out-of-memory error leaving the program, or oom_killed with a signal),
+ * "signal", "timeout", "interrupted" or "failed"; reason (len bytes) says why
+ * when not ok. mem_budget > 0 words an oom as the budget's. */
+const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, bool oom_killed,
+                                    char *reason, size_t len);
+/* The same from the record's JSON text. */
+const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, bool oom_killed,
+                                char *reason, size_t len);
+
+/* A compare RUN (docs/schema/measure.md) from reps interleaved repetitions
+ * per side: samples/s of each (NAN: not reported), the device's busy
+ * fraction and both sides' median step times (may be NULL). The speedup is
+ * median(device) / median(cpu) samples/s with a seeded bootstrap interval. */
+cJSON *dg_accept_cmd_compare_run(int batch, const char *device, const double *cpu_sps,
+                                 const double *dev_sps, int reps, const double *dev_busy,
+                                 const double *cpu_ms, const double *dev_ms);
+
+/* The profile section from the probe's window JSON (NULL: none reported) and
+ * the profile child's run-record profile section (may be NULL). */
+cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, const char *device);
+#endif

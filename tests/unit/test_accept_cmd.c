@@ -1,0 +1,167 @@
+/* accept -- CMD's pure parts (src/steps/accept_cmd.c): the placeholder
+ * substitution, how a child run ended (from its run record), the compare run
+ * of the interleaved baseline, the profile section from the probe's window,
+ * and the probe plan's extra environment. No processes. */
+#include "check.h"
+#include "core/json.h"
+#include "steps/accept_cmd.h"
+#include "supervise/supervise.h"
+
+static void test_argv(void)
+{
+    const char *in[] = {"python3",  "train.py", "--batch",          "{batch}", "--device={device}",
+                        "--epochs", "{epochs}", "x{batch}y{batch}", "{bat",    "{}",
+                        NULL};
+    char **out = dg_accept_cmd_argv(in, 128, "cuda", 10);
+    CHECK(out != NULL);
+    if (!out)
+        return;
+    CHECK_STR(out[0], "python3");
+    CHECK_STR(out[3], "128");
+    CHECK_STR(out[4], "--device=cuda");
+    CHECK_STR(out[6], "10");
+    CHECK_STR(out[7], "x128y128");
+    CHECK_STR(out[8], "{bat");
+    CHECK_STR(out[9], "{}");
+    CHECK(out[10] == NULL);
+    dg_accept_cmd_argv_free(out);
+    char **cpu = dg_accept_cmd_argv(in, 8, NULL, 1);
+    CHECK(cpu && strcmp(cpu[4], "--device=cpu") == 0);
+    dg_accept_cmd_argv_free(cpu);
+    dg_accept_cmd_argv_free(NULL);
+}
+
+static const char *ended(const char *json, size_t budget, bool killed, char *why)
+{
+    return dg_accept_cmd_ended(json, budget, killed, why, 256);
+}
+
+static void test_ended(void)
+{
+    char why[256];
+    /* A clean stop by the probe, with timed steps. */
+    CHECK_STR(ended("{\"state\":\"complete\",\"supervise\":{\"exit_status\":86,\"signal\":null,"
+                    "\"run_end\":{\"status\":\"stopped\"}},\"throughput\":{\"timed_steps\":10,"
+                    "\"samples_per_s\":{\"value\":100,\"unit\":\"samples/s\",\"valid\":true}},"
+                    "\"oom\":[]}",
+                    0, false, why),
+              "ok");
+    /* Complete but no step seen: the probe reported nothing. */
+    CHECK_STR(ended("{\"state\":\"complete\",\"supervise\":{\"exit_status\":0},"
+                    "\"throughput\":{\"timed_steps\":0,\"samples_per_s\":{\"value\":null,"
+                    "\"unit\":\"samples/s\",\"valid\":false}},\"oom\":[]}",
+                    0, false, why),
+              "failed");
+    CHECK(strstr(why, "no optimizer step") != NULL);
+    /* The probe's oom event: device-oom, worded as the budget's when one is set. */
+    CHECK_STR(ended("{\"state\":\"failed\",\"supervise\":{\"exit_status\":1},\"oom\":[{\"device\":"
+                    "\"cpu\",\"message\":\"RuntimeError: DefaultCPUAllocator: can't allocate "
+                    "memory\"}]}",
+                    1 << 30, false, why),
+              "device-oom");
+    CHECK(strstr(why, "over the memory budget") && strstr(why, "can't allocate"));
+    /* No event, but the program's last words are out of memory. */
+    CHECK_STR(ended("{\"state\":\"failed\",\"supervise\":{\"exit_status\":1,\"run_end\":{"
+                    "\"status\":\"error\",\"message\":\"MemoryError: \"}},\"oom\":[]}",
+                    0, false, why),
+              "device-oom");
+    /* SIGKILL: the OOM killer only when the cgroup counted one. */
+    const char *killed = "{\"state\":\"failed\",\"supervise\":{\"exit_status\":null,"
+                         "\"signal\":\"SIGKILL\"},\"oom\":[]}";
+    CHECK_STR(ended(killed, 0, true, why), "device-oom");
+    CHECK(strstr(why, "OOM killer") != NULL);
+    CHECK_STR(ended(killed, 0, false, why), "signal");
+    CHECK_STR(ended("{\"state\":\"failed\",\"spec\":{\"timeout_s\":5},\"supervise\":{"
+                    "\"timed_out\":true,\"signal\":\"SIGTERM\"},\"oom\":[]}",
+                    0, false, why),
+              "timeout");
+    CHECK_STR(ended("{\"state\":\"interrupted\",\"supervise\":{\"interrupted\":true},\"oom\":[]}",
+                    0, false, why),
+              "interrupted");
+    /* Exit 86 without the probe's run_end "stopped" is the program's own failure. */
+    CHECK_STR(ended("{\"state\":\"failed\",\"supervise\":{\"exit_status\":86},\"oom\":[]}", 0,
+                    false, why),
+              "failed");
+    CHECK_STR(why, "exit status 86");
+    CHECK_STR(ended("not json", 0, false, why), "failed");
+}
+
+static void test_compare(void)
+{
+    double cpu[3] = {100, 110, 90}, dev[3] = {200, 220, 180}, busy[3] = {0.9, 0.8, 0.85};
+    cJSON *run = dg_accept_cmd_compare_run(64, "cuda", cpu, dev, 3, busy, NULL, NULL);
+    CHECK(fabs(dg_jnum(run, "speedup") - 2.0) < 1e-9);
+    double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
+    CHECK_MSG(lo <= 2.0 && hi >= 2.0 && lo > 1.0, "interval %g-%g", lo, hi);
+    CHECK(fabs(dg_jnum(run, "step_time_reduction_pct") - 50.0) < 1e-9);
+    CHECK(fabs(dg_jnum(run, "busy_fraction") - 0.85) < 1e-9);
+    CHECK_STR(dg_jstr(run, "device.backend"), "cuda");
+    CHECK(dg_jnum(run, "repetitions.per_side") == 3);
+    cJSON_Delete(run);
+    /* A side without any figure: the speedup is not reported, never 0. */
+    double none[2] = {NAN, NAN}, two[2] = {10, 12};
+    run = dg_accept_cmd_compare_run(8, "mps", none, two, 2, NULL, NULL, NULL);
+    CHECK(dg_jbool(run, "speedup.valid") == 0 && isnan(dg_jnum(run, "speedup")));
+    CHECK(dg_jbool(run, "speedup_ci.lo.valid") == 0);
+    CHECK(dg_jbool(run, "busy_fraction.valid") == 0);
+    cJSON_Delete(run);
+}
+
+static void test_profile(void)
+{
+    cJSON *w = cJSON_Parse("{\"v\":1,\"warmup\":3,\"steps\":4,\"wall_ms\":100,\"data_ms\":20,"
+                           "\"h2d_ms\":null,\"sync_ms\":5,\"compute_ms\":75,\"trace\":\"t.json\","
+                           "\"ops\":[{\"op\":\"aten::addmm\",\"calls\":8,\"ms_total\":30},"
+                           "{\"op\":\"aten::relu\",\"calls\":4,\"ms_total\":10}]}");
+    cJSON *p = dg_accept_cmd_profile(w, NULL, "cpu");
+    CHECK_STR(dg_jstr(p, "status"), "ok");
+    CHECK(fabs(dg_jnum(p, "phases.queue_wait.share") - 0.2) < 1e-9);
+    CHECK(fabs(dg_jnum(p, "phases.queue_wait.ms") - 5.0) < 1e-9); /* per step */
+    CHECK(dg_jbool(p, "phases.queue_wait.in_step") == 0);
+    CHECK(fabs(dg_jnum(p, "phases.compute.share") - 0.75) < 1e-9);
+    CHECK(dg_jbool(p, "phases.h2d.share.valid") == 0); /* the cpu: not reported, never 0 */
+    CHECK(fabs(dg_jnum(p, "ops[0].share") - 0.75) < 1e-9);
+    CHECK(fabs(dg_jnum(p, "ops[1].ms_mean") - 2.5) < 1e-9);
+    CHECK(fabs(dg_jnum(p, "step.profiled_ms") - 25.0) < 1e-9);
+    CHECK_STR(dg_jstr(p, "trace"), "t.json");
+    cJSON_Delete(p);
+    cJSON_Delete(w);
+    /* The window failed or never opened: the section says so. */
+    p = dg_accept_cmd_profile(NULL, NULL, "cpu");
+    CHECK_STR(dg_jstr(p, "status"), "failed");
+    CHECK(dg_jstr(p, "error") != NULL);
+    cJSON_Delete(p);
+    w = cJSON_Parse("{\"v\":1,\"error\":\"torch.profiler is not available\"}");
+    p = dg_accept_cmd_profile(w, NULL, "cpu");
+    CHECK_STR(dg_jstr(p, "error"), "torch.profiler is not available");
+    cJSON_Delete(p);
+    cJSON_Delete(w);
+}
+
+static void test_plan_env(void)
+{
+    const char *argv[] = {"python3", "train.py", NULL};
+    const char *extra[] = {"DEVGATE_PROBE_MAX_STEPS=10", "FOO", NULL};
+    dg_run_opts o = {.argv = argv, .probe = DG_PROBE_AUTO, .probe_path = "pkg", .env = extra};
+    dg_probe_plan p;
+    CHECK(dg_probe_plan_make(&o, &p));
+    size_t n = 0;
+    bool max = false, foo = false;
+    for (; p.env[n]; n++) {
+        max = max || strcmp(p.env[n], "DEVGATE_PROBE_MAX_STEPS=10") == 0;
+        foo = foo || strcmp(p.env[n], "FOO") == 0;
+    }
+    /* The caller's edits come last, so they win over the plan's own. */
+    CHECK(max && foo && n >= 2 && strcmp(p.env[n - 1], "FOO") == 0);
+    dg_probe_plan_free(&p);
+}
+
+int main(void)
+{
+    test_argv();
+    test_ended();
+    test_compare();
+    test_profile();
+    test_plan_env();
+    CHECK_DONE();
+}
