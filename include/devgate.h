@@ -302,7 +302,7 @@ typedef struct dg_accept_cmd_opts {
     int batch;               /* soak/compare/profile batch (0: the sweep's knee) */
     int epochs;              /* the soak's {epochs} (0: 10, quick 2) */
     int sweep_from, sweep_to; /* the sweep's first batch (0: 8) and largest (0: no limit) */
-    size_t mem_budget;       /* RLIMIT_AS of every child in bytes (0: none) */
+    size_t mem_budget;       /* RLIMIT_AS of every sweep trial in bytes (0: none) */
     bool empty_cache;        /* the probe empties the device cache at each soak epoch end */
     double trial_timeout_s;  /* per child (0: the tier's) */
     const char *label;       /* free text kept in the record, or NULL */

@@ -83,7 +83,6 @@ typedef struct accept_args {
     const char *out_dir, *spec_path;
     cli_thresholds thr;
     /* accept -- CMD only */
-    const char *device;
     int sweep_from, trial_timeout;
     bool empty_cache;
 } accept_args;
@@ -105,9 +104,6 @@ static const cli_opt accept_opts[] = {
      OFF(o.python), 0, 0, NULL, NULL, NULL},
     {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL,
      "where the evidence pack goes", OFF(out_dir), 0, 0, NULL, NULL, NULL},
-    {CLI_STR, "--device", NULL, "NAME", "the best the gate passes", NULL,
-     "-- CMD: the device judged (cpu, cuda, mps), substituted for {device}", OFF(device), 0, 0,
-     NULL, NULL, NULL},
     {CLI_INT, "--sweep-from", NULL, "N", "8", "samples", "-- CMD: the sweep's first batch",
      OFF(sweep_from), 1, 1 << 20, NULL, NULL, NULL},
     {CLI_INT, "--trial-timeout", NULL, "S", "the tier's (180, 600)", "s",
@@ -263,23 +259,25 @@ int cmd_accept(cli *c, int argc, char **argv)
         cli_error("accept: no program after -- (devgate accept [options] -- CMD ARGS...)");
         goto out;
     }
-    if (own && (spec || o.train.model || o.train.backend || o.train.data ||
-                o.train.disable_ops)) {
-        cli_error("accept -- CMD: --spec, --model, --backend, --data and --disable-op are the "
-                  "fixture's; for your program use --device and the command's own arguments");
+    if (own && (spec || o.train.model || o.train.data || o.train.disable_ops)) {
+        cli_error("accept -- CMD: --spec, --model, --data and --disable-op are the fixture's; "
+                  "for your program use the command's own arguments");
         goto out;
     }
-    if (!own && (aa.device || aa.sweep_from || aa.trial_timeout || aa.empty_cache)) {
-        cli_error("accept: --device, --sweep-from, --trial-timeout and --empty-cache apply to "
-                  "accept -- CMD (your own program) only");
+    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache)) {
+        cli_error("accept: --sweep-from, --trial-timeout and --empty-cache apply to accept -- CMD "
+                  "(your own program) only");
         goto out;
     }
+    /* For a command, --backend names the device judged, as the program's framework does. */
     static const char *const devices[] = {"cpu", "cuda", "mps"};
-    bool known = !aa.device;
-    for (size_t i = 0; aa.device && i < 3; i++)
-        known = known || strcmp(aa.device, devices[i]) == 0;
+    bool known = !own || !o.train.backend;
+    for (size_t i = 0; !known && i < 3; i++)
+        known = strcmp(o.train.backend, devices[i]) == 0;
     if (!known) {
-        cli_error("accept: --device %s: want cpu, cuda or mps", aa.device);
+        cli_error("accept -- CMD: --backend %s: want cpu, cuda or mps (the device {device} "
+                  "names)",
+                  o.train.backend);
         goto out;
     }
     char probe_dir[4096];
@@ -340,7 +338,7 @@ int cmd_accept(cli *c, int argc, char **argv)
         dg_accept_cmd_opts co = {.argv = (const char *const *)pa.rest,
                                  .probe_path = probe_dir,
                                  .python = o.python,
-                                 .device = aa.device,
+                                 .device = o.train.backend,
                                  .quick = o.quick,
                                  .batch = o.train.batch,
                                  .epochs = o.train.epochs,

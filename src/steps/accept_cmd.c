@@ -52,7 +52,7 @@ static const struct cmd_tier {
     int profile_warmup, profile_window;
 } cmd_tiers[2] = {
     {5, 180, 10, 2, 2, 5, 256, 2, 3},
-    {10, 600, 30, 10, 3, 10, 1024, 3, 8},
+    {10, 600, 60, 10, 3, 10, 1024, 3, 8},
 };
 
 static const char *const step_names[] = {"env", "gate", "sweep", "soak", "compare", "profile"};
@@ -253,8 +253,8 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
 /* A run of the user's command at (batch, device, epochs); steps > 0 stops it
  * cleanly after that many optimizer steps. */
 static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int steps,
-                      const char *profile, const char *profile_out, bool empty_cache, char *why,
-                      size_t len)
+                      const char *profile, const char *profile_out, bool empty_cache, size_t limit,
+                      char *why, size_t len)
 {
     char **argv = dg_accept_cmd_argv(a->o->argv, batch, device, epochs);
     if (!argv) {
@@ -272,7 +272,7 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
     }
     dg_log(a->ctx, DG_LOG_INFO, "%s: batch %d on %s", step_names[a->index], batch, device);
     cJSON *rec = supervise_child(a, (const char *const *)argv, DG_PROBE_AUTO, &env, empty_cache,
-                                 a->o->mem_budget, why, len);
+                                 limit, why, len);
     dg_accept_cmd_argv_free(argv);
     return rec;
 }
@@ -493,7 +493,7 @@ static trial *sweep_trial(acmd *a, sweep *s, int b)
     double t0 = dg_now();
     char why[512] = "", reason[512] = "";
     cJSON *rec = run_cmd(a, b, a->device, TRIAL_EPOCHS, a->tier->trial_steps, NULL, NULL, false,
-                         why, sizeof why);
+                         a->o->mem_budget, why, sizeof why);
     bool killed = oom_kill_count() > a->oom_kills;
     t->ended = rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, killed, reason, sizeof reason)
                    : "failed";
@@ -799,10 +799,9 @@ static void run_compare(acmd *a)
         for (int side = 0; side < 2 && !failed; side++) {
             const char *dev = side ? a->device : "cpu";
             cJSON *rec = run_cmd(a, batch, dev, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL,
-                                 false, why, sizeof why);
+                                 false, 0, why, sizeof why);
             const char *e =
-                rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, false, reason, sizeof reason)
-                    : "failed";
+                rec ? dg_accept_cmd_ended_rec(rec, 0, false, reason, sizeof reason) : "failed";
             if (strcmp(e, "ok") != 0) {
                 failed = dev;
                 snprintf(err, sizeof err, "%s", rec ? reason : why);
@@ -865,11 +864,9 @@ static void run_soak(acmd *a)
     begin(a, 3);
     int epochs = a->o->epochs > 0 ? a->o->epochs : a->tier->soak_epochs;
     char why[512] = "", reason[512] = "";
-    cJSON *rec =
-        run_cmd(a, a->batch, a->device, epochs, 0, NULL, NULL, a->o->empty_cache, why, sizeof why);
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, false, reason, sizeof reason)
-            : "failed";
+    cJSON *rec = run_cmd(a, a->batch, a->device, epochs, 0, NULL, NULL, a->o->empty_cache, 0, why,
+                         sizeof why);
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, false, reason, sizeof reason) : "failed";
     cJSON *soak = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "soak") : NULL;
     if (soak && !cJSON_IsObject(soak)) {
         cJSON_Delete(soak);
@@ -904,12 +901,18 @@ static void run_soak(acmd *a)
     }
     cJSON_Delete(rec);
     char sum[256] = "";
-    if (soak)
-        snprintf(sum, sizeof sum,
-                 "%s b%d: footprint %+.0f%%, allocator %+.0f%% after %.0f epochs%s", a->device,
-                 a->batch, dg_jnum(soak, "growth.footprint"),
-                 dg_jnum(soak, "growth.allocator_allocated"), dg_jnum(soak, "epochs_recorded"),
+    if (soak) {
+        char fp[32] = "not reported", al[32] = "not reported";
+        double g = dg_jnum(soak, "growth.footprint");
+        double ga = dg_jnum(soak, "growth.allocator_allocated");
+        if (isfinite(g))
+            snprintf(fp, sizeof fp, "%+.0f%%", g);
+        if (isfinite(ga))
+            snprintf(al, sizeof al, "%+.0f%%", ga);
+        snprintf(sum, sizeof sum, "%s b%d: footprint %s, allocator %s after %.0f epochs%s",
+                 a->device, a->batch, fp, al, dg_jnum(soak, "epochs_recorded"),
                  dg_jbool(soak, "empty_cache") == 1 ? ", cache emptied each epoch" : "");
+    }
     if (strcmp(e, "interrupted") == 0)
         end(a, "interrupted", sum, "interrupted");
     else if (strcmp(e, "ok") != 0)
@@ -1023,11 +1026,9 @@ static void run_profile(acmd *a)
     snprintf(out, sizeof out, "%s/devgate-profile-%ld.json", dir && dir[0] ? dir : "/tmp",
              (long)getpid());
     unlink(out);
-    cJSON *rec = run_cmd(a, a->batch, a->device, TRIAL_EPOCHS, warm + win, spec, out, false, why,
+    cJSON *rec = run_cmd(a, a->batch, a->device, TRIAL_EPOCHS, warm + win, spec, out, false, 0, why,
                          sizeof why);
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, false, reason, sizeof reason)
-            : "failed";
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, false, reason, sizeof reason) : "failed";
     char *text = dg_read_file(out, (size_t)8 << 20, NULL);
     unlink(out);
     cJSON *window = text ? cJSON_Parse(text) : NULL;

@@ -17,7 +17,7 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
 fi
 unset PYTHONPATH DEVGATE_PROBE_PATH
 SCRIPT="$SRC/tests/python/scripts/accept_train.py"
-FEAT=262144 # 1 MiB a sample: a batch of b needs about 2b MiB more address space
+WIDE="--features 16 --hidden 262144" # a wide hidden layer: about 2 MiB of activations a sample
 
 # Usage errors before anything runs.
 expect_exit 2 "$DG" --no-ledger accept --
@@ -26,32 +26,58 @@ expect_exit 2 "$DG" --no-ledger accept train.py
 expect_grep "$T/err" "your own program goes after --"
 expect_exit 2 "$DG" --no-ledger accept --model mlp -- "$PY" "$SCRIPT"
 expect_grep "$T/err" "are the fixture's"
-expect_exit 2 "$DG" --no-ledger accept --device tpu -- "$PY" "$SCRIPT"
+expect_exit 2 "$DG" --no-ledger accept --backend tpu -- "$PY" "$SCRIPT"
 expect_grep "$T/err" "want cpu, cuda or mps"
 expect_exit 2 "$DG" --no-ledger accept --sweep-from 16
 expect_grep "$T/err" "apply to accept -- CMD"
 
-# The budget: the script's peak address space at batch 8, plus 400 MiB, so the
-# batches up to about 128 fit and 256 does not.
-"$PY" "$SCRIPT" --batch 8 --features $FEAT --epochs 1 --steps 2 --vmpeak vm8.txt >/dev/null 2>&1 ||
-  bad "the script does not run by itself"
-BUDGET=$(($(cat vm8.txt) + 400 * 1048576))
+# The probe's clean stop, as every sweep trial uses it: after 3 optimizer steps
+# of a 50-epoch run, exit 86 with run_end "stopped", a complete run.
+DEVGATE_PROBE_MAX_STEPS=3 "$DG" --no-ledger run --no-env --json -- "$PY" "$SCRIPT" --epochs 50 \
+  --steps 4 >stop.json 2>stop.err && ok || bad "a run stopped by the probe did not exit 0"
+expect_json stop.json 'd["state"] == "complete" and d["supervise"]["exit_status"] == 86 and d["supervise"]["run_end"]["status"] == "stopped" and d["throughput"]["timed_steps"] == 3'
+expect_json stop.json '"stopped by devgate" in d["steps"][-1]["summary"] and d["steps"][-1]["error"] is None'
 
-"$DG" --no-ledger accept --json --sweep-from 32 --mem-budget "$BUDGET" -o pack -- \
+# The budget: the script's peak address space at batch 32 plus 48 MiB, so the
+# batches up to 32 fit and 64 (about 64 MiB more) does not.
+"$PY" "$SCRIPT" --batch 32 $WIDE --epochs 1 --steps 2 --vmpeak vm32.txt >/dev/null 2>&1 ||
+  bad "the script does not run by itself"
+BUDGET=$(($(cat vm32.txt) + 48 * 1048576))
+
+"$DG" --no-ledger accept --json --batch 16 --mem-budget "$BUDGET" -o pack -- \
   "$PY" "$SCRIPT" --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 3 \
-  --features $FEAT >acc.json 2>acc.err
+  $WIDE >acc.json 2>acc.err
 rc=$?
 [ "$rc" -eq 0 ] && ok || { bad "accept -- CMD exited $rc"; tail -30 acc.err >&2; }
+# What the steps did, on stderr for whoever reads a failure.
+"$PY" - acc.json >&2 <<'PY' || true
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d["steps"]:
+    print("  %-8s %-8s %s %s" % (s["name"], s["status"], s["summary"], s["error"] or ""))
+for t in (d["sweep"] or {}).get("trials", []) + (d["sweep"] or {}).get("bisect", []):
+    print("  trial b%d %s %s %s" % (t["batch"], t["ended"], t["samples_per_s"]["value"], (t["reason"] or "")[:80]))
+for f in d["findings"]:
+    print("  finding %s %s: %s" % (f["severity"], f["id"], f["title"]))
+print("  " + d["final_gate"]["statement"])
+PY
+if "$PY" -c 'import jsonschema' 2>/dev/null; then
+  "$PY" - "$SRC/docs/schema/report.schema.json" acc.json <<'PY' && ok || bad "acc.json does not validate against report.schema.json"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
+fi
 expect_json acc.json 'd["kind"] == "accept" and d["spec"]["program"] == "command" and d["spec"]["placeholders"] == {"batch": True, "device": True, "epochs": True}'
 # gate: in the script's interpreter, cpu passes, the others are named.
 expect_json acc.json '[b["name"] for b in d["gate"]["backends"]] == ["cpu", "cuda", "mps"] and d["gate"]["backends"][0]["matmul"]["ok"]'
-# sweep: doubling from 32 until the budget refused a batch, then bisection.
-expect_json acc.json '[t["batch"] for t in d["sweep"]["trials"]][:3] == [32, 64, 128]'
+# sweep: doubling from 8 until the budget refused a batch, then bisection.
+expect_json acc.json '[t["batch"] for t in d["sweep"]["trials"]] == [8, 16, 32, 64]'
 expect_json acc.json 'd["sweep"]["stopped"]["reason"] == "budget" and d["sweep"]["trials"][-1]["ended"] == "device-oom" and d["sweep"]["trials"][-1]["budget"]'
 expect_json acc.json 'len(d["sweep"]["bisect"]) >= 1 and d["sweep"]["safe_batch"]["first_failure"] < d["sweep"]["stopped"]["at_batch"]'
-expect_json acc.json 'all(t["ended"] == "ok" for t in d["sweep"]["trials"][:-1]) and d["sweep"]["knee"]["batch"] >= 32'
+expect_json acc.json 'all(t["ended"] == "ok" for t in d["sweep"]["trials"][:-1]) and d["sweep"]["knee"]["batch"] >= 8'
 expect_json acc.json 'd["sweep"]["safe_batch"]["batch"] < d["sweep"]["safe_batch"]["first_failure"]'
-# soak: the script's own 10 epochs through {epochs}, memory per epoch.
+# soak: the script's own 10 epochs through {epochs}, memory per epoch, at --batch.
+expect_json acc.json 'd["spec"]["batch"] == 16 and d["spec"]["batch_source"] == "option" and d["soak"]["spec"]["batch"] == 16'
 expect_json acc.json 'd["soak"]["epochs_recorded"] >= 10 and d["soak"]["spec"]["epochs_substituted"] and all(e["rss"]["valid"] for e in d["soak"]["epochs"])'
 # compare: the cpu is the only device here.
 expect_json acc.json 'd["compare"] is None and [s["status"] for s in d["steps"]] == ["ok", "ok", "ok", "ok", "skipped", "ok"]'

@@ -52,11 +52,13 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vmpeak", help="write the peak virtual size (bytes) here at exit")
+    ap.add_argument("--fake-device", help="train on the cpu when --device is this name (a test "
+                    "stand-in for a device this machine lacks)")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    dev = torch.device(args.device)
+    dev = torch.device("cpu" if args.device == args.fake_device else args.device)
     classes = 10
     data = Samples(args.steps * args.batch, args.features, classes, args.seed)
     loader = DataLoader(data, batch_size=args.batch, shuffle=True)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# devgate accept -- CMD's cpu baseline: when the gate passes a device, the
+# command runs with {device}=cpu and {device}=DEVICE in turn (interleaved), and
+# the compare section holds both sides' samples/s, the speedup with its
+# interval and the busy fraction, which the fixture's speedup rules and the
+# decision then judge. This machine has no GPU: the gate's interpreter is a
+# stand-in that reports cuda as working (tests/cli/data/fake_gate_python), and
+# the script trains on the cpu when told --device cuda, so the "device" is the
+# cpu again and the speedup is about 1: the device does not pay off. Skipped
+# (77) without torch.
+. "$(dirname "$0")/lib.sh"
+SRC=${DEVGATE_SRC:?}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+  echo "skipped: torch is not importable by $PY"
+  exit 77
+fi
+unset PYTHONPATH DEVGATE_PROBE_PATH
+SCRIPT="$SRC/tests/python/scripts/accept_train.py"
+
+"$DG" --no-ledger accept --json --quick --sweep-from 16 --sweep-to 32 \
+  --python "$SRC/tests/cli/data/fake_gate_python" -o pack -- \
+  "$PY" "$SCRIPT" --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 4 \
+  --fake-device cuda >acc.json 2>acc.err
+rc=$?
+[ "$rc" -le 1 ] && ok || { bad "accept -- CMD exited $rc"; tail -30 acc.err >&2; }
+expect_json acc.json 'd["spec"]["backend"] == "cuda" and d["sweep"]["spec"]["backend"] == "cuda"'
+expect_json acc.json '[s["name"] for s in d["steps"] if s["status"] == "ok"][-2:] == ["compare", "profile"]'
+expect_json acc.json 'd["compare"]["status"] == "ok" and d["compare"]["spec"]["repetitions"] == 2'
+expect_json acc.json 'd["compare"]["runs"][0]["repetitions"]["order"] == ["cpu", "device", "cpu", "device"]'
+expect_json acc.json 'all(v > 0 for v in d["compare"]["runs"][0]["repetitions"]["cpu_samples_per_s"] + d["compare"]["runs"][0]["repetitions"]["device_samples_per_s"])'
+expect_json acc.json '0.4 < d["compare"]["runs"][0]["speedup"]["value"] < 2.5 and d["compare"]["runs"][0]["speedup_ci"]["lo"]["valid"] and d["compare"]["runs"][0]["busy_fraction"]["valid"]'
+# The same speedup rules as the fixture: the same cpu twice does not pay off.
+expect_json acc.json 'd["decision"]["route"] in ("cpu", "inconclusive") and d["decision"]["route"] != "device"'
+expect_json acc.json 'd["decision"]["route"] == "inconclusive" or any("does not pay off" in r for r in d["decision"]["reasons"])'
+done_tests
