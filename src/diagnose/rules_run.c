@@ -8,6 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Exit 86 with run_end "stopped": the probe stopped the program as devgate
+ * asked (DEVGATE_PROBE_MAX_STEPS, docs/events.md), a clean end. */
+static bool stopped_by_devgate(const dg_diag *d, const dg_view_supervise *s)
+{
+    const char *st = dg_rec_str(d->supervise, DG_P_SUPERVISE_RUN_END_STATUS);
+    return s->exit_status.value == 86 && st && strcmp(st, "stopped") == 0;
+}
+
 void dg_judge_program_failed(dg_diag *d, const dg_rule *r)
 {
     const dg_view_supervise *s = &d->v->supervise;
@@ -19,7 +27,7 @@ void dg_judge_program_failed(dg_diag *d, const dg_rule *r)
                             "the program ran past its timeout; its process tree was killed");
     else if (s->signal)
         f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the program was killed by %s", s->signal);
-    else if (s->exit_status.valid && s->exit_status.value != 0)
+    else if (s->exit_status.valid && s->exit_status.value != 0 && !stopped_by_devgate(d, s))
         f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the program exited with status %d",
                             dg_rec_int(s->exit_status));
     else

@@ -181,20 +181,26 @@ static bool mentions(const char *const *argv, const char *key)
 
 /* ---- one child run ------------------------------------------------------------- */
 
-/* The cgroup's oom_kill count (cgroup v2 memory.events of the cgroup devgate
- * runs in, as the container sees it); 0 when it cannot be read. */
+/* The kernel's OOM kills in the cgroup devgate runs in, as the container
+ * sees it: "oom_kill N" of cgroup v2's memory.events, else of v1's
+ * memory.oom_control; 0 when neither can be read. */
 static unsigned long long oom_kill_count(void)
 {
-    FILE *f = fopen("/sys/fs/cgroup/memory.events", "r");
-    if (!f)
-        return 0;
-    char key[64];
-    unsigned long long v, n = 0;
-    while (fscanf(f, "%63s %llu", key, &v) == 2)
-        if (strcmp(key, "oom_kill") == 0)
-            n = v;
-    fclose(f);
-    return n;
+    static const char *const files[] = {"/sys/fs/cgroup/memory.events",
+                                        "/sys/fs/cgroup/memory/memory.oom_control"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *f = fopen(files[i], "r");
+        if (!f)
+            continue;
+        char key[64];
+        unsigned long long v, n = 0;
+        while (fscanf(f, "%63s %llu", key, &v) == 2)
+            if (strcmp(key, "oom_kill") == 0)
+                n = v;
+        fclose(f);
+        return n;
+    }
+    return 0;
 }
 
 typedef struct child_env {
@@ -1034,6 +1040,11 @@ static void run_profile(acmd *a)
     cJSON *window = text ? cJSON_Parse(text) : NULL;
     dg_free(text);
     cJSON *p = dg_accept_cmd_profile(window, dg_jpath(rec, "profile"), a->device);
+    /* devgate's own samples of the profiled child (RSS, CPU, threads) beside the trace. */
+    cJSON *series = cJSON_DetachItemFromObjectCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(rec, "supervise"), "series");
+    if (series)
+        cJSON_AddItemToObject(p, "samples_series", series);
     cJSON_Delete(window);
     cJSON_Delete(rec);
     cJSON_AddItemToObject(a->rec, "profile", p);

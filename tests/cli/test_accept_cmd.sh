@@ -35,13 +35,15 @@ expect_grep "$T/err" "apply to accept -- CMD"
 # of a 50-epoch run, exit 86 with run_end "stopped", a complete run.
 DEVGATE_PROBE_MAX_STEPS=3 "$DG" --no-ledger run --no-env --json -- "$PY" "$SCRIPT" --epochs 50 \
   --steps 4 >stop.json 2>stop.err && ok || bad "a run stopped by the probe did not exit 0"
+expect_json stop.json 'not any(f["id"] == "program-failed" for f in d["findings"])'
 expect_json stop.json 'd["state"] == "complete" and d["supervise"]["exit_status"] == 86 and d["supervise"]["run_end"]["status"] == "stopped" and d["throughput"]["timed_steps"] == 3'
 expect_json stop.json '"stopped by devgate" in d["steps"][-1]["summary"] and d["steps"][-1]["error"] is None'
 
 # The budget: the script's peak address space at batch 32 plus 48 MiB, so the
 # batches up to 32 fit and 64 (about 64 MiB more) does not.
-"$PY" "$SCRIPT" --batch 32 $WIDE --epochs 1 --steps 2 --vmpeak vm32.txt >/dev/null 2>&1 ||
-  bad "the script does not run by itself"
+# Measured through devgate run, so the probe's own share is in it as in the trials.
+"$DG" --no-ledger run --no-env -o calib -- "$PY" "$SCRIPT" --batch 32 $WIDE --epochs 1 --steps 2 \
+  --vmpeak vm32.txt >/dev/null 2>&1 || bad "the script does not run by itself"
 BUDGET=$(($(cat vm32.txt) + 48 * 1048576))
 
 "$DG" --no-ledger accept --json --batch 16 --mem-budget "$BUDGET" -o pack -- \
