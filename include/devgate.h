@@ -403,6 +403,12 @@ bool dg_ledger_is_team(const char *path);
  * DG_ERR_LEDGER corrupt/unwritable, DG_ERR_BUSY locked past timeout_ms,
  * DG_ERR_SCHEMA newer schema. Close with dg_ledger_close. */
 dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
+/* Opens an existing ledger for reading only (SQLite: SQLITE_OPEN_READONLY;
+ * nothing is created, migrated or written, so a read-only file, folder or
+ * mount can be listed). DG_ERR_NOT_FOUND when no run was recorded at path (no
+ * file, or an empty one), DG_ERR_SCHEMA also for an older schema (reading does
+ * not migrate); else as dg_ledger_open. Writes through it fail. */
+dg_status dg_ledger_open_readonly(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out);
 /* Opens a ledger to record runs in: as dg_ledger_open, except that a team
  * ledger that cannot be reached (or refuses the connection) gives the local
  * ledger (dg_ledger_local_path) instead, whose runs are then marked pending for
