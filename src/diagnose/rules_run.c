@@ -60,10 +60,10 @@ void dg_judge_events_lost(dg_diag *d, const dg_rule *r)
 
 /* A sample of a live tree: samples taken as the program exits (no live
  * member: procs 0, rss 0) say nothing about its memory. */
-static bool live_point(const cJSON *p, double t, double rss)
+static bool live_point(const dg_view_sample *p)
 {
-    double procs = dg_jnum(p, "procs");
-    return isfinite(t) && isfinite(rss) && rss > 0 && !(procs == 0);
+    return p->t.valid && p->rss.valid && p->rss.value > 0 &&
+           !(p->procs.valid && p->procs.value == 0);
 }
 
 typedef struct rss_fit {
@@ -73,17 +73,15 @@ typedef struct rss_fit {
 
 /* Least-squares line through the live RSS samples at or after w0 (MiB
  * against seconds since w0); n 0 when the samples are flat or too few. */
-static rss_fit fit_rss(const cJSON *ser, double w0)
+static rss_fit fit_rss(const dg_view_supervise *s, double w0)
 {
     double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
     int k = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, ser)
-    {
-        double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss");
-        if (!live_point(p, t, v) || t < w0)
+    for (int i = 0; i < s->nseries; i++) {
+        const dg_view_sample *p = &s->series[i];
+        if (!live_point(p) || p->t.value < w0)
             continue;
-        double x = t - w0, y = v / DG_MIB;
+        double x = p->t.value - w0, y = p->rss.value / DG_MIB;
         sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
         k++;
     }
@@ -102,28 +100,27 @@ static rss_fit fit_rss(const cJSON *ser, double w0)
 
 void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
 {
-    if (d->soak)
+    if (d->v->soak.present)
         return; /* the probe's epochs are judged by retained-refs */
-    const cJSON *ser = dg_jpath(d->supervise, "series");
-    if (cJSON_GetArraySize(ser) < GROWTH_MIN_POINTS)
+    const dg_view_supervise *s = &d->v->supervise;
+    if (s->nseries < GROWTH_MIN_POINTS)
         return;
     double t0 = NAN, t1 = NAN;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, ser)
-    {
-        double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss");
-        if (!live_point(p, t, v))
+    for (int i = 0; i < s->nseries; i++) {
+        const dg_view_sample *p = &s->series[i];
+        if (!live_point(p))
             continue;
+        double t = p->t.value;
         t0 = isnan(t0) ? t : fmin(t0, t);
         t1 = isnan(t1) ? t : fmax(t1, t);
     }
     if (!(t1 > t0))
         return;
     double w0 = t0 + (t1 - t0) / 3.0;
-    rss_fit f = fit_rss(ser, w0);
+    rss_fit f = fit_rss(s, w0);
     /* The later half of the window must still grow: a start-up that levels
      * off (imports, a cache filling once) is not a leak. */
-    rss_fit late = fit_rss(ser, w0 + (t1 - w0) / 2.0);
+    rss_fit late = fit_rss(s, w0 + (t1 - w0) / 2.0);
     if (f.n < GROWTH_MIN_POINTS || !(f.icpt > 0) || !(f.slope > 0) || f.r2 < GROWTH_MIN_R2 ||
         !(late.n >= 2 && late.slope >= 0.5 * f.slope))
         return;
@@ -139,30 +136,30 @@ void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
     dg_ev_num(d, fd, "supervise", "series[].rss fit: slope", f.slope * 60.0, "MiB/min");
     dg_ev_num(d, fd, "supervise", "series[].rss fit: r2", f.r2, NULL);
     dg_ev_num(d, fd, "supervise", "series[].rss fit: points", f.n, "samples");
-    dg_ev_path(d, fd, "supervise", d->supervise, "bytes", "samples.rss_peak");
+    dg_ev_metric(d, fd, "supervise", "bytes", s->rss_peak, "samples.rss_peak");
 }
 
 /* The cores the program could use: the run's own count, else the
  * environment proof's. NAN when unknown. */
 static double run_cores(const dg_diag *d)
 {
-    double c = dg_jnum(d->supervise, "samples.cores");
-    if (!isfinite(c))
-        c = dg_jnum(d->env, "cpu.affinity_cores");
-    if (!isfinite(c))
-        c = dg_jnum(d->env, "cpu.logical_cores");
-    return c > 0 ? c : NAN;
+    dg_rec_metric c = d->v->supervise.cores;
+    if (!c.valid)
+        c = d->v->env.affinity_cores;
+    if (!c.valid)
+        c = d->v->env.logical_cores;
+    return c.valid && c.value > 0 ? c.value : NAN;
 }
 
 #define CPU_MIN_WALL_S 2.0 /* shorter runs are mostly start-up */
 
 void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
 {
-    if (d->profile)
+    if (d->v->profile.present)
         return; /* with the probe's steps, data-starved and host-sync say more */
-    double med = dg_jnum(d->supervise, "samples.cpu_pct_median"); /* NAN unless valid */
-    double wall = dg_jnum(d->supervise, "wall");
-    if (!isfinite(med) || !(wall >= CPU_MIN_WALL_S))
+    const dg_view_supervise *s = &d->v->supervise;
+    double med = s->cpu_pct_median.value; /* NAN unless valid */
+    if (!s->cpu_pct_median.valid || !(s->wall.valid && s->wall.value >= CPU_MIN_WALL_S))
         return;
     double cores = run_cores(d);
     char of[48] = "";
@@ -188,17 +185,19 @@ void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
     } else {
         return;
     }
-    dg_ev_path(d, f, "supervise", d->supervise, "percent", "samples.cpu_pct_median");
+    dg_ev_metric(d, f, "supervise", "percent", s->cpu_pct_median, "samples.cpu_pct_median");
     dg_ev_num(d, f, "supervise", "samples.cores", cores, "cores");
-    dg_ev_path(d, f, "supervise", d->supervise, "s", "wall");
+    dg_ev_metric(d, f, "supervise", "s", s->wall, "wall");
 }
 
 void dg_judge_host_sync(dg_diag *d, const dg_rule *r)
 {
-    double per = dg_jnum(d->profile, "sync_points.host_reads_per_step");
-    if (!isfinite(per) || per < d->th[TH_HOST_READS_PER_STEP])
+    const dg_view_profile *p = &d->v->profile;
+    if (!p->host_reads_per_step.valid ||
+        p->host_reads_per_step.value < d->th[TH_HOST_READS_PER_STEP])
         return;
-    const char *dev = dg_jstr(d->rec, "device");
+    double per = p->host_reads_per_step.value;
+    const char *dev = d->v->device;
     bool cpu = !dev || strncmp(dev, "cpu", 3) == 0;
     cJSON *f;
     if (cpu)
@@ -211,7 +210,8 @@ void dg_judge_host_sync(dg_diag *d, const dg_rule *r)
                             "the step reads %.1f values to the host per step on %s: each one "
                             "waits for the device's queue",
                             per, dev);
-    dg_ev_path(d, f, "profile", d->profile, "reads", "sync_points.host_reads_per_step");
-    dg_ev_path(d, f, "profile", d->profile, "reads", "sync_points.host_reads");
-    dg_ev_path(d, f, "profile", d->profile, NULL, "sync_points.host_reads_source");
+    dg_ev_metric(d, f, "profile", "reads", p->host_reads_per_step,
+                 "sync_points.host_reads_per_step");
+    dg_ev_metric(d, f, "profile", "reads", p->host_reads, "sync_points.host_reads");
+    dg_ev_str(d, f, "profile", p->host_reads_source, "sync_points.host_reads_source");
 }
