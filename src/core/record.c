@@ -351,6 +351,7 @@ static void build_trials(builder *b, const cJSON *arr, dg_view_trial **out, int 
         t->ended = dg_rec_str(it, DG_P_SWEEP_TRIALS_ENDED);
         t->reason = dg_rec_str(it, DG_P_SWEEP_TRIALS_REASON);
         t->signal = dg_rec_str(it, DG_P_SWEEP_TRIALS_SIGNAL);
+        t->budget = dg_rec_bool(it, DG_P_SWEEP_TRIALS_BUDGET);
         t->batch = dg_rec_num(it, DG_P_SWEEP_TRIALS_BATCH);
         t->samples_per_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_SAMPLES_PER_S);
         t->step_median = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_MEDIAN);
@@ -369,6 +370,8 @@ static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
 {
     s->present = sweep != NULL;
     s->backend = dg_rec_str(sweep, DG_P_SWEEP_SPEC_BACKEND);
+    s->mem_budget = dg_rec_num(sweep, DG_P_SWEEP_SPEC_MEM_BUDGET);
+    s->mem_budget_source = dg_rec_str(sweep, DG_P_SWEEP_SPEC_MEM_BUDGET_SOURCE);
     build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), &s->trials, &s->ntrials);
     build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_BISECT), &s->bisect, &s->nbisect);
     s->stopped_reason = dg_rec_str(sweep, DG_P_SWEEP_STOPPED_REASON);
@@ -527,6 +530,7 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
     c->status = dg_rec_str(cmp, DG_P_COMPARE_STATUS);
     c->error = dg_rec_str(cmp, DG_P_COMPARE_ERROR);
     c->backend = dg_rec_str(cmp, DG_P_COMPARE_SPEC_BACKEND);
+    c->device_name = dg_rec_str(cmp, DG_P_COMPARE_DEVICE_NAME);
     c->loss_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_LOSS_TOLERANCE);
     c->param_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_PARAM_TOLERANCE);
     c->within_tolerance = dg_rec_bool(cmp, DG_P_COMPARE_WITHIN_TOLERANCE);
@@ -557,6 +561,8 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
         r->cpu_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_CPU_SAMPLES_PER_S);
         r->device_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_SAMPLES_PER_S);
         r->device_fallbacks = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_FALLBACKS);
+        r->loss_vs_ref_device = dg_rec_num(it, DG_P_COMPARE_RUNS_LOSS_VS_REF_DEVICE);
+        r->param_drift_device_vs_ref = dg_rec_num(it, DG_P_COMPARE_RUNS_PARAM_DRIFT_DEVICE_VS_REF);
         r->reference_ran = dg_rec_bool(it, DG_P_COMPARE_RUNS_REFERENCE_RAN);
         r->within_tolerance = dg_rec_bool(it, DG_P_COMPARE_RUNS_WITHIN_TOLERANCE);
         r->drift = dg_rec_arr(it, DG_P_COMPARE_RUNS_DRIFT);
@@ -570,12 +576,12 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
                 dg_view_figure *x = &r->figures[r->nfigures++];
                 x->name = fig->valuestring;
                 dg_rec_path_id row = run_figure_row(x->name);
-                x->value = row < DG_P_COUNT ? dg_rec_num(it, row)
-                                            : (dg_rec_metric){NAN, "", false, false};
+                x->value =
+                    row < DG_P_COUNT ? dg_rec_num(it, row) : (dg_rec_metric){NAN, "", false, false};
             }
         }
-        r->speedup_ci = interval_of(it, DG_P_COMPARE_RUNS_SPEEDUP_CI_LO,
-                                    DG_P_COMPARE_RUNS_SPEEDUP_CI_HI);
+        r->speedup_ci =
+            interval_of(it, DG_P_COMPARE_RUNS_SPEEDUP_CI_LO, DG_P_COMPARE_RUNS_SPEEDUP_CI_HI);
         r->reduction_ci = interval_of(it, DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT_CI_LO,
                                       DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT_CI_HI);
         r->busy_ci = interval_of(it, DG_P_COMPARE_RUNS_BUSY_FRACTION_CI_LO,
@@ -629,6 +635,20 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     p->host_reads_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_PER_STEP);
     p->host_reads_source = dg_rec_str(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_SOURCE);
     p->source = dg_rec_str(prof, DG_P_PROFILE_SOURCE);
+    p->window_steps = dg_rec_num(prof, DG_P_PROFILE_WINDOW_STEPS);
+    p->noise = dg_rec_str(prof, DG_P_PROFILE_STEP_STATS_NOISE);
+    p->note = dg_rec_str(prof, DG_P_PROFILE_NOTE);
+    p->bytes_h2d = dg_rec_num(prof, DG_P_PROFILE_BYTES_H2D);
+    p->bytes_d2h = dg_rec_num(prof, DG_P_PROFILE_BYTES_D2H);
+    p->bytes_fallback_h2d = dg_rec_num(prof, DG_P_PROFILE_BYTES_FALLBACK_H2D);
+    p->bytes_fallback_d2h = dg_rec_num(prof, DG_P_PROFILE_BYTES_FALLBACK_D2H);
+    p->has_phases = dg_rec_obj(prof, DG_P_PROFILE_PHASES) != NULL;
+    static const dg_rec_path_id ph_obj[DG_PHASE_COUNT] = {
+        DG_P_PROFILE_PHASES_READ,       DG_P_PROFILE_PHASES_DECODE,    DG_P_PROFILE_PHASES_RESIZE,
+        DG_P_PROFILE_PHASES_AUGMENT,    DG_P_PROFILE_PHASES_NORMALISE, DG_P_PROFILE_PHASES_COLLATE,
+        DG_P_PROFILE_PHASES_QUEUE_WAIT, DG_P_PROFILE_PHASES_H2D,       DG_P_PROFILE_PHASES_FORWARD,
+        DG_P_PROFILE_PHASES_BACKWARD,   DG_P_PROFILE_PHASES_UPDATE,    DG_P_PROFILE_PHASES_D2H,
+        DG_P_PROFILE_PHASES_SYNC};
     static const dg_rec_path_id ph[DG_PHASE_COUNT][3] = {
         {DG_P_PROFILE_PHASES_READ_MS, DG_P_PROFILE_PHASES_READ_SHARE,
          DG_P_PROFILE_PHASES_READ_IN_STEP},
@@ -658,6 +678,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
          DG_P_PROFILE_PHASES_SYNC_IN_STEP},
     };
     for (int i = 0; i < DG_PHASE_COUNT; i++) {
+        p->phases[i].present = dg_rec_obj(prof, ph_obj[i]) != NULL;
         p->phases[i].ms = dg_rec_num(prof, ph[i][0]);
         p->phases[i].share = dg_rec_num(prof, ph[i][1]);
         p->phases[i].in_step = dg_rec_bool(prof, ph[i][2]);

@@ -265,6 +265,7 @@ typedef struct dg_view_gate {
 /* One sweep trial (doubling or bisection). */
 typedef struct dg_view_trial {
     const char *ended, *reason, *signal;
+    int budget;                          /* tri: the memory budget ended it */
     dg_rec_metric batch;                 /* samples */
     dg_rec_metric samples_per_s;         /* samples/s */
     dg_rec_metric step_median, step_iqr; /* ms */
@@ -277,6 +278,8 @@ typedef struct dg_view_trial {
 typedef struct dg_view_sweep {
     bool present;
     const char *backend; /* sweep.spec.backend */
+    dg_rec_metric mem_budget; /* bytes */
+    const char *mem_budget_source;
     dg_view_trial *trials, *bisect;
     int ntrials, nbisect;
     const char *stopped_reason;
@@ -345,6 +348,8 @@ typedef struct dg_view_run {
     dg_rec_metric cpu_step_ms, device_step_ms; /* ms */
     dg_rec_metric cpu_sps, device_sps;         /* samples/s */
     dg_rec_metric device_fallbacks;            /* calls */
+    dg_rec_metric loss_vs_ref_device;          /* relative */
+    dg_rec_metric param_drift_device_vs_ref;   /* relative */
     int reference_ran, within_tolerance;       /* tri */
     const cJSON *drift;                        /* array of figure names, or NULL */
     dg_view_figure *figures;                   /* the drift figures that are strings */
@@ -361,6 +366,7 @@ typedef struct dg_view_compare {
     bool present;
     const char *status, *error;
     const char *backend;                           /* compare.spec.backend */
+    const char *device_name;                       /* compare.device.name */
     dg_rec_metric loss_tolerance, param_tolerance; /* relative */
     dg_rec_metric threads;                         /* compare.spec.threads (0: all) */
     int within_tolerance;                          /* tri */
@@ -369,6 +375,7 @@ typedef struct dg_view_compare {
 } dg_view_compare;
 
 typedef struct dg_view_phase {
+    bool present;        /* the phase's object was there */
     dg_rec_metric ms;    /* ms, per batch (loader stages) or per step */
     dg_rec_metric share; /* fraction */
     int in_step;         /* tri */
@@ -403,7 +410,11 @@ typedef struct dg_view_profile {
     const char *host_reads_source;
     const char *source; /* "probe" for a program's step events, NULL for the fixture */
     dg_rec_metric fallback_calls;          /* ops_total.fallback_calls */
+    bool has_phases;                       /* profile.phases is an object */
     dg_view_phase phases[DG_PHASE_COUNT];
+    dg_rec_metric window_steps; /* steps */
+    const char *noise, *note;   /* step.stats.noise, note */
+    dg_rec_metric bytes_h2d, bytes_d2h, bytes_fallback_h2d, bytes_fallback_d2h; /* bytes */
     dg_view_op *ops;
     int nops;
     bool has_ops;           /* profile.ops is an array */

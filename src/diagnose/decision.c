@@ -196,9 +196,8 @@ cJSON *dg_decide(dg_diag *d)
             }
         }
     } else {
-        const char *why =
-            d->v->compare.present ? "compare has no finished run with a speedup"
-                                  : "no compare section";
+        const char *why = d->v->compare.present ? "compare has no finished run with a speedup"
+                                                : "no compare section";
         const char *dev = device_backend(d, -1);
         const char *ok = gate_working(d, dev);
         if (ok) {
@@ -212,7 +211,7 @@ cJSON *dg_decide(dg_diag *d)
             route = "cpu";
             reason(&dc, "the speedup was not measured (%s)", why);
             reason(&dc, d->v->gate.present ? "no device backend passed the device gate"
-                                : "no gate section: no device is known to work");
+                                           : "no gate section: no device is known to work");
         }
     }
 

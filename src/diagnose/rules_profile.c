@@ -92,8 +92,8 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
         if (cmp_run >= 0)
             f = dg_rule_finding(d, r, DG_SEV_WARN, cmp_run,
                                 "%.0f op calls fell back to the cpu in compare at batch %d%s%s%s",
-                                cmp_calls, dg_rec_int(c->runs[cmp_run].batch),
-                                names[0] ? " (" : "", names, names[0] ? ")" : "");
+                                cmp_calls, dg_rec_int(c->runs[cmp_run].batch), names[0] ? " (" : "",
+                                names, names[0] ? ")" : "");
         else
             f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                 "%d ops fell back to the cpu in the profile%s%s", ncensus,
@@ -259,8 +259,7 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
             nc++;
             if (nsrc++ < 3)
                 dg_cat(what, sizeof what, "%scompare b%d %s IQR %.0f%%", what[0] ? "; " : "",
-                       dg_rec_int(run->batch), side ? dg_run_device(d, run) : "cpu",
-                       100 * share);
+                       dg_rec_int(run->batch), side ? dg_run_device(d, run) : "cpu", 100 * share);
         }
     }
     if (nsrc == 0)

@@ -107,8 +107,7 @@ void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r)
                          run->figures[k].name);
         dg_ev_str(d, f, "compare", run->verdict, "runs[%d].verdict", i);
         dg_ev_metric(d, f, "compare", "relative", c->loss_tolerance, "thresholds.loss_tolerance");
-        dg_ev_metric(d, f, "compare", "relative", c->param_tolerance,
-                     "thresholds.param_tolerance");
+        dg_ev_metric(d, f, "compare", "relative", c->param_tolerance, "thresholds.param_tolerance");
     }
 }
 

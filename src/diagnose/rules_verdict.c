@@ -82,8 +82,7 @@ void dg_judge_verdict_inconclusive(dg_diag *d, const dg_rule *r)
         dg_ev_metric(d, f, "compare", "%", run->reduction_ci.hi,
                      "runs[%d].step_time_reduction_pct_ci.hi", i);
         dg_ev_metric(d, f, "compare", "probability", run->mw_p, "runs[%d].mann_whitney.p", i);
-        dg_ev_metric(d, f, "compare", NULL, run->reps_per_side, "runs[%d].repetitions.per_side",
-                     i);
+        dg_ev_metric(d, f, "compare", NULL, run->reps_per_side, "runs[%d].repetitions.per_side", i);
     }
 }
 

@@ -29,8 +29,7 @@ static void put(cJSON *obj, const char *key, cJSON *val)
  * "fail" when it failed, else the most severe finding about its section,
  * else "pass". Skipped and interrupted steps, and entries that are not
  * steps, keep NULL (their recorded verdict stays). */
-static void step_verdicts(const dg_record_view *v, const dg_record_view *judged,
-                          const char **out)
+static void step_verdicts(const dg_record_view *v, const dg_record_view *judged, const char **out)
 {
     static const char *const names[] = {NULL, "info", "warn", "fail"};
     for (int i = 0; i < v->nsteps; i++) {
