@@ -250,7 +250,7 @@ static char *load_run(cli *c, const char *arg, int *rc)
     }
     const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
     dg_ledger *lg = NULL;
-    dg_status st = dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, &lg);
+    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, &lg);
     dg_string_free(def);
     char *entry = NULL;
     if (st == DG_OK)

@@ -15,7 +15,7 @@ static int open_ledger(cli *c, dg_ledger **lg)
         return EXIT_USAGE;
     }
     const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    dg_status st = dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, lg);
+    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, lg);
     dg_string_free(def);
     if (st != DG_OK) {
         cli_error("%s", dg_errmsg(c->ctx));

@@ -75,7 +75,7 @@ static char *read_record_ledger(cli *c, const char *id, int *rc)
     const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
     dg_ledger *lg = NULL;
     char *entry_json = NULL;
-    dg_status st = dg_ledger_open(c->ctx, path, t ? atoi(t) : 0, &lg);
+    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, &lg);
     if (st == DG_OK)
         st = dg_ledger_show(c->ctx, lg, id, &entry_json);
     dg_ledger_close(lg);

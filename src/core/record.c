@@ -744,6 +744,7 @@ static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
         dg_view_sample *p = &s->series[s->nseries++];
         p->t = dg_rec_num(it, DG_P_SUPERVISE_SERIES_T);
         p->rss = dg_rec_num(it, DG_P_SUPERVISE_SERIES_RSS);
+        p->cpu_pct = dg_rec_num(it, DG_P_SUPERVISE_SERIES_CPU_PCT);
         p->procs = dg_rec_num(it, DG_P_SUPERVISE_SERIES_PROCS);
     }
 }

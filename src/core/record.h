@@ -426,8 +426,9 @@ typedef struct dg_view_profile {
 /* One sample of the supervised process tree. */
 typedef struct dg_view_sample {
     dg_rec_metric t;     /* s since the start */
-    dg_rec_metric rss;   /* bytes */
-    dg_rec_metric procs; /* live processes in the tree */
+    dg_rec_metric rss;     /* bytes */
+    dg_rec_metric cpu_pct; /* percent of one core since the previous sample */
+    dg_rec_metric procs;   /* live processes in the tree */
 } dg_view_sample;
 
 /* devgate run's supervision of the program. */

@@ -203,6 +203,31 @@ static dg_status make_parents(dg_ctx *ctx, const char *path, const char *shown)
     return st;
 }
 
+/* What a file that is not regular is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode)  ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "a special file";
+}
+
+/* True when the folder holding path cannot be written to (by anyone: a
+ * read-only mount or an immutable folder answer so even for root). */
+static bool dir_unwritable(const char *path)
+{
+    char *dir = dg_strdup(path);
+    if (!dir)
+        return false;
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash[slash == dir ? 1 : 0] = '\0';
+    bool ro = access(slash ? dir : ".", W_OK) != 0;
+    dg_free(dir);
+    return ro;
+}
+
 /* The location must let us create the file and its -wal/-shm companions. */
 static dg_status check_location(dg_ctx *ctx, const char *path, const char *shown)
 {
@@ -226,6 +251,9 @@ static dg_status check_location(dg_ctx *ctx, const char *path, const char *shown
     if (stat(path, &sb) == 0) {
         if (S_ISDIR(sb.st_mode))
             return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: is a folder, not a ledger file", shown);
+        if (!S_ISREG(sb.st_mode))
+            return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: not a regular file (%s)", shown,
+                           file_kind(sb.st_mode));
         if (access(path, R_OK | W_OK) != 0)
             return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: cannot open for writing: %s", shown,
                            strerror(errno));
@@ -387,9 +415,10 @@ static dg_status open_team(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 }
 
 static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg);
+static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg);
 
-static dg_status open_any(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out,
-                          bool *unreachable)
+static dg_status open_any(dg_ctx *ctx, const char *path, int timeout_ms, bool readonly,
+                          dg_ledger **out, bool *unreachable)
 {
     *unreachable = false;
     if (!out)
@@ -406,7 +435,9 @@ static dg_status open_any(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledg
         dg_ledger_close(lg);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
-    dg_status st = dg_ledger_is_team(path) ? open_team(ctx, lg, unreachable) : open_sqlite(ctx, lg);
+    dg_status st = dg_ledger_is_team(path) ? open_team(ctx, lg, unreachable)
+                   : readonly              ? open_sqlite_readonly(ctx, lg)
+                                           : open_sqlite(ctx, lg);
     if (st != DG_OK) {
         dg_ledger_close(lg);
         return st;
@@ -418,13 +449,19 @@ static dg_status open_any(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledg
 dg_status dg_ledger_open(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out)
 {
     bool unreachable;
-    return open_any(ctx, path, timeout_ms, out, &unreachable);
+    return open_any(ctx, path, timeout_ms, false, out, &unreachable);
+}
+
+dg_status dg_ledger_open_readonly(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out)
+{
+    bool unreachable;
+    return open_any(ctx, path, timeout_ms, true, out, &unreachable);
 }
 
 dg_status dg_ledger_open_record(dg_ctx *ctx, const char *path, int timeout_ms, dg_ledger **out)
 {
     bool unreachable;
-    dg_status st = open_any(ctx, path, timeout_ms, out, &unreachable);
+    dg_status st = open_any(ctx, path, timeout_ms, false, out, &unreachable);
     if (st == DG_OK || !unreachable)
         return st;
     /* Keep the run here; the team ledger's name is remembered without its
@@ -573,6 +610,105 @@ static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg)
         if (st != DG_OK)
             return st;
     }
+    return DG_OK;
+}
+
+/* "file:PATH?immutable=1" with PATH percent-encoded (RFC 3986), for SQLite's
+ * URI names; NULL when out of memory. */
+static char *immutable_uri(const char *path)
+{
+    size_t n = strlen(path);
+    char *uri = dg_malloc(3 * n + 32), *p = uri;
+    if (!uri)
+        return NULL;
+    p += sprintf(p, "file:%s", path[0] == '/' ? "" : "./");
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("/-._~", *c))
+            *p++ = (char)*c;
+        else
+            p += sprintf(p, "%%%02X", *c);
+    }
+    strcpy(p, "?immutable=1");
+    return uri;
+}
+
+/* Opens the existing SQLite ledger at lg->path for reading only: nothing is
+ * created, migrated or written. A WAL ledger in a folder we cannot write to (a
+ * read-only mount, another user's folder) cannot get its -shm file; it is then
+ * read as immutable, without locks: a run someone else records meanwhile may
+ * be missed. On failure the caller closes lg. */
+static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg)
+{
+    const char *path = lg->path;
+    size_t plen = strlen(path);
+    lg->shown = dg_malloc(plen + 1);
+    if (!lg->shown)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    dg_copy_clean(lg->shown, plen + 1, path);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return errno == ENOENT ? dg_fail(ctx, DG_ERR_NOT_FOUND,
+                                         "ledger %s: no such file (no run was recorded there)",
+                                         lg->shown)
+                               : dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: %s", lg->shown,
+                                         strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: is a folder, not a ledger file", lg->shown);
+    if (!S_ISREG(sb.st_mode))
+        return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: not a regular file (%s)", lg->shown,
+                       file_kind(sb.st_mode));
+    if (access(path, R_OK) != 0)
+        return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: cannot open for reading: %s", lg->shown,
+                       strerror(errno));
+
+    ident id = {0};
+    int rc = SQLITE_OK;
+    for (int pass = 0; pass < 2; pass++) {
+        /* This SQLite may treat names starting "file:" as URIs; keep them files. */
+        char *name = pass == 1                        ? immutable_uri(path)
+                     : strncmp(path, "file:", 5) == 0 ? dg_asprintf("./%s", path)
+                                                      : dg_strdup(path);
+        if (!name)
+            return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        sqlite3_close(lg->db);
+        lg->db = NULL;
+        rc = sqlite3_open_v2(name, &lg->db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX |
+                                 (pass == 1 ? SQLITE_OPEN_URI : 0),
+                             NULL);
+        dg_free(name);
+        if (rc != SQLITE_OK)
+            return lg_fail(ctx, lg, rc, "opening read-only");
+        sqlite3_extended_result_codes(lg->db, 1);
+        sqlite3_busy_timeout(lg->db, lg->timeout_ms);
+        double deadline = deadline_of(lg);
+        int attempt = 0;
+        do
+            rc = read_ident(lg->db, &id);
+        while (rc != SQLITE_OK && retry_busy(rc, deadline, &attempt));
+        /* CANTOPEN: a WAL ledger whose -shm file cannot be made. */
+        if ((rc & 0xff) != SQLITE_CANTOPEN || pass == 1 || !dir_unwritable(path))
+            break;
+    }
+    if (rc != SQLITE_OK) {
+        int prim = rc & 0xff;
+        if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT)
+            return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: not a devgate ledger or corrupt (%s)",
+                           lg->shown, sqlite3_errmsg(lg->db));
+        return lg_fail(ctx, lg, rc, "reading the ledger header");
+    }
+    dg_status st = judge_ident(ctx, &id, lg->shown);
+    if (st != DG_OK)
+        return st;
+    if (id.app_id != DG_LEDGER_APP_ID)
+        return dg_fail(ctx, DG_ERR_NOT_FOUND, "ledger %s: empty (no run was recorded there)",
+                       lg->shown);
+    if (id.version < DG_LEDGER_SCHEMA)
+        return dg_fail(ctx, DG_ERR_SCHEMA,
+                       "ledger %s: schema %lld is older than this build's %d, and reading does "
+                       "not migrate it: record one run into it (or open it writable) first",
+                       lg->shown, id.version, DG_LEDGER_SCHEMA);
     return DG_OK;
 }
 
