@@ -897,7 +897,9 @@ static int pool_collect(cli *c, const char *dir, const char *job)
         pool_job_free(&j);
         return EXIT_POOL_UNKNOWN;
     }
-    /* The ledger: --ledger, else the one the tasks wrote to. */
+    /* The ledger: --ledger, else the one the tasks wrote to (borrowed from
+     * the manifest until the end of this function). */
+    const char *given_ledger = c->ledger_path;
     if (!c->ledger_path && !c->no_ledger)
         c->ledger_path = jstr(j.manifest, "ledger", NULL);
     dg_ledger *lg = NULL;
@@ -908,6 +910,7 @@ static int pool_collect(cli *c, const char *dir, const char *job)
         if (!lp || dg_ledger_open(c->ctx, lp, to ? atoi(to) : 0, &lg) != DG_OK) {
             cli_error("pool collect: %s", lp ? dg_errmsg(c->ctx) : "no ledger");
             dg_string_free(def);
+            c->ledger_path = given_ledger;
             pool_job_free(&j);
             return EXIT_USAGE;
         }
@@ -1065,6 +1068,7 @@ static int pool_collect(cli *c, const char *dir, const char *job)
             printf("tasks still pending or running: collect again later\n");
     }
     cJSON_Delete(rows);
+    c->ledger_path = given_ledger;
     pool_job_free(&j);
     return ret;
 }
