@@ -16,6 +16,10 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
   exit 77
 fi
 unset PYTHONPATH DEVGATE_PROBE_PATH
+# The budget is an address-space limit: glibc gives threads malloc arenas of 64
+# MiB of address space each, as many as threads happen to allocate in; one
+# arena makes the address space a function of the batch (docs/cli.md).
+export MALLOC_ARENA_MAX=1
 SCRIPT="$SRC/tests/python/scripts/accept_train.py"
 WIDE="--features 16 --hidden 262144" # a wide hidden layer: about 2 MiB of activations a sample
 
