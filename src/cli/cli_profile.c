@@ -73,9 +73,9 @@ static void print_profile(const cJSON *r)
     const cJSON *ops = cJSON_GetObjectItem(r, "ops");
     int nops = cJSON_GetArraySize(ops);
     const cJSON *tot = cJSON_GetObjectItem(r, "ops_total");
-    printf(
-        "  ops      %g calls, %.3f ms in the window (profiled pass: each op timed in isolation)\n",
-        jnum(tot, "calls", 0), isnan(jmetric(tot, "ms")) ? 0 : jmetric(tot, "ms"));
+    char tms[32];
+    printf("  ops      %g calls, %s in the window (profiled pass: each op timed in isolation)\n",
+           jnum(tot, "calls", 0), cli_num(tms, sizeof tms, "%.3f ms", jmetric(tot, "ms")));
     if (nops > 0)
         printf("    %-13s %-36s %7s %10s %9s %6s  %s\n", "op", "shape", "calls", "total ms",
                "mean ms", "share", "backend");
