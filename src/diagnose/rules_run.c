@@ -51,39 +51,71 @@ void dg_judge_events_lost(dg_diag *d, const dg_rule *r)
 }
 
 /* Steady growth of the sampled process tree, for runs without the probe's
- * epoch watermarks: a least-squares line through the RSS samples of the last
- * two thirds of the run (the first third holds imports and set-up), judged
- * when it fits (R^2 >= 0.8) and grows more than mem_growth_pct over the
- * window. */
+ * epoch watermarks: a least-squares line through the RSS samples against the
+ * tree's CPU time (the work done, so a program starved by its neighbours, at
+ * start-up or at exit, is judged as if it had the machine to itself), over the
+ * last two thirds of that CPU time (the first holds imports and set-up),
+ * judged when it fits (R^2 >= 0.8) and grows more than mem_growth_pct over
+ * the window. */
 #define GROWTH_MIN_POINTS 8
 #define GROWTH_MIN_R2 0.8
+#define GROWTH_MAX_POINTS 4096 /* the run sampler decimates below this */
 
-/* A sample of a live tree: samples taken as the program exits (no live
- * member: procs 0, rss 0) say nothing about its memory. */
-static bool live_point(const cJSON *p, double t, double rss)
+typedef struct rss_point {
+    double cpu_s, mib;
+} rss_point;
+
+/* The live samples as (cumulative CPU seconds, MiB); samples taken as the
+ * program exits (no live member: procs 0, rss 0) say nothing about its
+ * memory, and one without a CPU share adds no CPU time. A series with no CPU
+ * share at all (an older record) is placed on wall time. Returns the count. */
+static int rss_points(const cJSON *ser, rss_point *out, double *wall)
 {
-    double procs = dg_jnum(p, "procs");
-    return isfinite(t) && isfinite(rss) && rss > 0 && !(procs == 0);
+    int k = 0;
+    double cpu = 0, prev_t = NAN, t0 = NAN, t1 = NAN;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, ser)
+    {
+        double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss"), pct = dg_jnum(p, "cpu_pct");
+        if (!isfinite(t))
+            continue;
+        if (isfinite(prev_t) && t > prev_t && isfinite(pct) && pct > 0)
+            cpu += pct / 100.0 * (t - prev_t);
+        prev_t = t;
+        if (!isfinite(v) || !(v > 0) || dg_jnum(p, "procs") == 0 || k == GROWTH_MAX_POINTS)
+            continue;
+        t0 = isnan(t0) ? t : t0;
+        t1 = t;
+        out[k++] = (rss_point){cpu, v / DG_MIB};
+    }
+    *wall = k ? t1 - t0 : NAN;
+    if (!(cpu > 0)) {
+        int i = 0;
+        cJSON_ArrayForEach(p, ser)
+        {
+            double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss");
+            if (i < k && isfinite(t) && isfinite(v) && v > 0 && dg_jnum(p, "procs") != 0)
+                out[i++].cpu_s = t - t0;
+        }
+    }
+    return k;
 }
 
 typedef struct rss_fit {
     int n;
-    double slope, icpt, r2; /* MiB/s, MiB at the window's start, fit quality */
+    double slope, icpt, r2; /* MiB per CPU second, MiB at the window's start, fit quality */
 } rss_fit;
 
-/* Least-squares line through the live RSS samples at or after w0 (MiB
- * against seconds since w0); n 0 when the samples are flat or too few. */
-static rss_fit fit_rss(const cJSON *ser, double w0)
+/* Least-squares line through the points at or after CPU time w0; n 0 when
+ * they are flat or too few. */
+static rss_fit fit_rss(const rss_point *pt, int n, double w0)
 {
     double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
     int k = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, ser)
-    {
-        double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss");
-        if (!live_point(p, t, v) || t < w0)
+    for (int i = 0; i < n; i++) {
+        if (pt[i].cpu_s < w0)
             continue;
-        double x = t - w0, y = v / DG_MIB;
+        double x = pt[i].cpu_s - w0, y = pt[i].mib;
         sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
         k++;
     }
@@ -107,36 +139,36 @@ void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
     const cJSON *ser = dg_jpath(d->supervise, "series");
     if (cJSON_GetArraySize(ser) < GROWTH_MIN_POINTS)
         return;
-    double t0 = NAN, t1 = NAN;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, ser)
-    {
-        double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss");
-        if (!live_point(p, t, v))
-            continue;
-        t0 = isnan(t0) ? t : fmin(t0, t);
-        t1 = isnan(t1) ? t : fmax(t1, t);
-    }
-    if (!(t1 > t0))
+    rss_point *pt = dg_malloc(sizeof *pt * GROWTH_MAX_POINTS);
+    if (!pt)
         return;
-    double w0 = t0 + (t1 - t0) / 3.0;
-    rss_fit f = fit_rss(ser, w0);
-    /* The later half of the window must still grow: a start-up that levels
-     * off (imports, a cache filling once) is not a leak. */
-    rss_fit late = fit_rss(ser, w0 + (t1 - w0) / 2.0);
+    double wall;
+    int n = rss_points(ser, pt, &wall);
+    double c0 = n ? pt[0].cpu_s : 0, c1 = n ? pt[n - 1].cpu_s : 0;
+    rss_fit f = {0, NAN, NAN, NAN}, late = f;
+    double w0 = c0 + (c1 - c0) / 3.0;
+    if (n >= GROWTH_MIN_POINTS && c1 > c0) {
+        f = fit_rss(pt, n, w0);
+        /* The later half of the window must still grow: a start-up that
+         * levels off (imports, a cache filling once) is not a leak. */
+        late = fit_rss(pt, n, w0 + (c1 - w0) / 2.0);
+    }
+    dg_free(pt);
     if (f.n < GROWTH_MIN_POINTS || !(f.icpt > 0) || !(f.slope > 0) || f.r2 < GROWTH_MIN_R2 ||
         !(late.n >= 2 && late.slope >= 0.5 * f.slope))
         return;
-    double span = t1 - w0, from = f.icpt, to = f.icpt + f.slope * span;
+    double span = c1 - w0, from = f.icpt, to = f.icpt + f.slope * span;
     double growth = 100.0 * (to - from) / from;
     if (!(growth > d->th[TH_MEM_GROWTH_PCT]))
         return;
-    cJSON *fd = dg_rule_finding(d, r, DG_SEV_WARN, -1,
-                                "the process tree grew from %.0f MiB to %.0f MiB over %.0f s "
-                                "(+%.0f%%, steadily: R\xc2\xb2 %.2f), from the samples alone",
-                                from, to, span, growth, f.r2);
+    cJSON *fd =
+        dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                        "the process tree grew from %.0f MiB to %.0f MiB (+%.0f%%) over %.1f "
+                        "CPU-seconds of work in %.0f s, steadily (R\xc2\xb2 %.2f), from the "
+                        "samples alone",
+                        from, to, growth, span, wall, f.r2);
     dg_ev_num(d, fd, "supervise", "series[].rss fit: growth", growth, "%");
-    dg_ev_num(d, fd, "supervise", "series[].rss fit: slope", f.slope * 60.0, "MiB/min");
+    dg_ev_num(d, fd, "supervise", "series[].rss fit: slope", f.slope, "MiB/cpu-s");
     dg_ev_num(d, fd, "supervise", "series[].rss fit: r2", f.r2, NULL);
     dg_ev_num(d, fd, "supervise", "series[].rss fit: points", f.n, "samples");
     dg_ev_path(d, fd, "supervise", d->supervise, "bytes", "samples.rss_peak");

@@ -46,7 +46,8 @@ expect_json retain.json 'd["soak"]["epochs_recorded"] >= 10 and d["soak"]["sourc
 expect_json retain.json 'any(f["id"] == "retained-refs" for f in d["findings"])'
 
 # The same leak with the probe turned off: found from the sampled footprint alone.
-run retain-off --probe off --sample-ms 50 -- "$PY" "$SCRIPT" --mode retain
+# 24 epochs: the leak must dominate the run over start-up and the exit tail.
+run retain-off --probe off --sample-ms 50 -- "$PY" "$SCRIPT" --mode retain --epochs 24
 expect_json retain-off.json 'd["probe"]["mode"] == "off" and d["spec"]["events_fd"] is None and d["supervise"]["events"]["lines"] == 0 and d["soak"] is None'
 expect_json retain-off.json 'any(f["id"] == "footprint-growth" and f["severity"] == "warn" for f in d["findings"])'
 
