@@ -3,6 +3,7 @@
  * Sections in the order of docs/report.md; charts are inline SVG drawn in
  * svg.c. Every record string goes through ESC_HTML. */
 #include "report/html_env.h"
+#include "report/html_run.h"
 #include "report/html_write.h"
 #include "report/render.h"
 #include "report/svg.h"
@@ -719,6 +720,7 @@ void rp_render_html(dg_capbuf *b, const dg_record_view *v)
     sec_profile(b, rec);
     sec_fallbacks(b, rec);
     sec_supervise(b, v);
+    rp_sec_run_series(b, v);
     rp_sec_environment(b, rec);
     rp_sec_gate(b, rec);
     rp_sec_bucket(b, rec);

@@ -710,3 +710,158 @@ void rp_svg_phases(dg_capbuf *b, const cJSON *prof)
         phase_bar(b, ph, loader[i], max, &y);
     svg_close(b);
 }
+
+/* ---- lines of a series against time or epoch (the run page) ------------------------------ */
+
+/* A point's value when it is a finite number a chart can place. */
+static bool line_val(const cJSON *pt, const char *key, double *v)
+{
+    return rp_num(pt, key, v) && fabs(*v) < 1e18;
+}
+
+/* y-axis grid and labels for unit from 0 to p->y1. */
+static void unit_axis(dg_capbuf *b, const plot *p, rp_svg_unit unit)
+{
+    double range = p->y1 - p->y0;
+    double step = unit == RP_UNIT_BYTES ? bytes_step(range, 4) : nice_step(range, 4);
+    if (unit == RP_UNIT_COUNT && step < 1)
+        step = 1;
+    if (!(range / step <= 50))
+        return;
+    for (double v = ceil(p->y0 / step) * step; v <= p->y1 + step * 1e-9; v += step) {
+        char lab[32];
+        if (unit == RP_UNIT_BYTES)
+            bytes_label(lab, sizeof lab, v);
+        else if (unit == RP_UNIT_PERCENT)
+            pct_label(lab, sizeof lab, v);
+        else
+            short_num(lab, sizeof lab, v);
+        line(b, p->ml, py(p, v), p->w - p->mr, py(p, v), "class=\"grid\"");
+        text(b, p->ml - 4, py(p, v) + 4, "end", NULL, lab, false);
+    }
+    line(b, p->ml, p->mt, p->ml, p->h - p->mb, "class=\"ax\"");
+    line(b, p->ml, p->h - p->mb, p->w - p->mr, p->h - p->mb, "class=\"ax\"");
+}
+
+static void lines_x_axis(dg_capbuf *b, const plot *p, bool x_integer, const char *xlabel)
+{
+    double step = nice_step(p->x1 - p->x0, 8);
+    if (x_integer && step < 1)
+        step = 1;
+    if (!((p->x1 - p->x0) / step <= 50))
+        return;
+    for (double k = ceil(p->x0 / step) * step; k <= p->x1 + step * 1e-9; k += step) {
+        char lab[24];
+        snprintf(lab, sizeof lab, "%.3g", k + 0.0); /* never "-0" */
+        line(b, px(p, k), p->h - p->mb, px(p, k), p->h - p->mb + 4, "class=\"ax\"");
+        text(b, px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
+    }
+    text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, xlabel, false);
+}
+
+/* One line: a path broken where a point is missing, and dots when the points are few. */
+static void series_line(dg_capbuf *b, const plot *p, const cJSON *pts, const char *xkey,
+                        const rp_svg_line *l, int npts)
+{
+    rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s d=\"", l->color,
+              l->dashed ? " stroke-dasharray=\"6 3\"" : "");
+    bool pen = false;
+    const cJSON *pt;
+    cJSON_ArrayForEach(pt, pts)
+    {
+        double x, y;
+        if (line_val(pt, xkey, &x) && line_val(pt, l->key, &y)) {
+            rp_put(b, pen ? "L" : "M");
+            co(b, px(p, x));
+            rp_put(b, " ");
+            co(b, py(p, y));
+            rp_put(b, " ");
+            pen = true;
+        } else {
+            pen = false;
+        }
+    }
+    rp_put(b, "\"/>\n");
+    if (npts > 60)
+        return;
+    cJSON_ArrayForEach(pt, pts)
+    {
+        double x, y;
+        if (line_val(pt, xkey, &x) && line_val(pt, l->key, &y)) {
+            rp_printf(b, "<circle r=\"2.5\" fill=\"%s\"", l->color);
+            attr(b, "cx", px(p, x));
+            attr(b, "cy", py(p, y));
+            rp_put(b, "/>\n");
+        }
+    }
+}
+
+int rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp_svg_line *lines,
+                 int nlines)
+{
+    double xmin = INFINITY, xmax = -INFINITY, ymax = 0, ymin = 0;
+    int drawn = 0, npts = 0;
+    bool has[16] = {false};
+    if (nlines > 16)
+        nlines = 16;
+    const cJSON *pt;
+    cJSON_ArrayForEach(pt, pts)
+    {
+        double x, y;
+        npts++;
+        if (!line_val(pt, c->xkey, &x))
+            continue;
+        xmin = fmin(xmin, x); /* every point's x: the charts of one page share a time axis */
+        xmax = fmax(xmax, x);
+        for (int k = 0; k < nlines; k++) {
+            if (!line_val(pt, lines[k].key, &y))
+                continue;
+            has[k] = true;
+            ymax = fmax(ymax, y);
+            ymin = fmin(ymin, y);
+        }
+    }
+    for (int k = 0; k < nlines; k++)
+        drawn += has[k];
+    if (!drawn)
+        return 0;
+    /* The reference line joins the scale unless it would flatten the data. */
+    bool ref_on = isfinite(c->ref) && fabs(c->ref) < 1e18 && c->ref_label;
+    bool ref_in = ref_on && c->ref >= ymin && (c->ref <= 4 * ymax || ymax <= ymin);
+    if (ref_in)
+        ymax = fmax(ymax, c->ref);
+    plot p = {.w = 760, .h = 240, .ml = 64, .mr = 20, .mt = 34, .mb = 40};
+    if (!(xmax > xmin)) { /* one x: centre it */
+        xmin -= c->x_integer ? 1 : 0.5;
+        xmax += c->x_integer ? 1 : 0.5;
+    }
+    p.x0 = fmin(xmin, 0); /* time and epochs start at 0 */
+    p.x1 = xmax;
+    p.y0 = ymin;
+    p.y1 = ymax > ymin ? ymin + (ymax - ymin) * 1.1 : ymin + (c->unit == RP_UNIT_BYTES ? 1024 : 1);
+    svg_open(b, p.w, p.h, c->title);
+    unit_axis(b, &p, c->unit);
+    lines_x_axis(b, &p, c->x_integer, c->xlabel);
+    text(b, 8, 14, "start", "class=\"t\"", c->ylabel, false);
+    if (ref_in) {
+        line(b, p.ml, py(&p, c->ref), p.w - p.mr, py(&p, c->ref),
+             "stroke=\"" C_FAIL "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"");
+        text(b, p.w - p.mr - 4, py(&p, c->ref) - 4, "end", "fill=\"" C_FAIL "\"", c->ref_label,
+             false);
+    } else if (ref_on) {
+        char lab[160], v[32];
+        short_num(v, sizeof v, c->ref);
+        snprintf(lab, sizeof lab, "%s: %s%s, above the scale", c->ref_label, v,
+                 c->unit == RP_UNIT_PERCENT ? "%" : "");
+        text(b, p.w - p.mr - 4, 14, "end", "fill=\"" C_FAIL "\"", lab, false);
+    }
+    double lx = p.ml + 8;
+    for (int k = 0; k < nlines; k++)
+        if (has[k]) {
+            series_line(b, &p, pts, c->xkey, &lines[k], npts);
+            lx = legend(b, lx, 28, lines[k].color, lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL,
+                        lines[k].name);
+        }
+    svg_close(b);
+    return drawn;
+}

@@ -316,9 +316,12 @@ static int by_u(const void *a, const void *b)
 }
 
 /* GPU memory in bytes used by the pids m[0..k) on every NVIDIA device; NAN
- * when NVML gave nothing usable. */
-static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k)
+ * when NVML gave nothing usable. *util gets the utilisation (percent, the
+ * device's, NVML has no per-process figure) of the busiest device the pids
+ * have a process on, NAN when none or unreadable. */
+static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k, double *util)
 {
+    *util = NAN;
     if (!s->nvml_open)
         return NAN;
     unsigned *pids = dg_malloc((k ? k : 1) * sizeof *pids);
@@ -336,6 +339,7 @@ static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k)
             if (s->nv.handle(d, &h) != DG_NVML_OK)
                 continue;
             dg_nvml_procs_fn fns[2] = {s->nv.compute, s->nv.graphics};
+            bool here = false; /* the tree has a process on this device */
             for (int f = 0; f < 2; f++) {
                 dg_nvml_proc *v = NULL;
                 unsigned int cnt = 0;
@@ -344,12 +348,17 @@ static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k)
                 any = true;
                 for (unsigned int i = 0; i < cnt; i++) {
                     unsigned key = v[i].pid;
-                    if (v[i].usedGpuMemory != DG_NVML_NOT_AVAILABLE &&
-                        bsearch(&key, pids, k, sizeof *pids, by_u))
+                    if (!bsearch(&key, pids, k, sizeof *pids, by_u))
+                        continue;
+                    here = true;
+                    if (v[i].usedGpuMemory != DG_NVML_NOT_AVAILABLE)
                         sum += (double)v[i].usedGpuMemory;
                 }
                 dg_free(v);
             }
+            dg_nvml_util u;
+            if (here && s->nv.util && s->nv.util(h, &u) == DG_NVML_OK && u.gpu <= 100)
+                *util = isnan(*util) || (double)u.gpu > *util ? (double)u.gpu : *util;
         }
     }
     dg_free(pids);
@@ -402,7 +411,8 @@ size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
     dg_proc_entry *m = all ? dg_malloc((n ? n : 1) * sizeof *m) : NULL;
     size_t k = m ? dg_tree_members(s->tree, all, n, m, n) : 0;
     dg_free(all);
-    dg_tree_point p = {.t = t_s, .cpu_pct = NAN, .swap = NAN, .psi = NAN, .gpu_mem = NAN};
+    dg_tree_point p = {
+        .t = t_s, .cpu_pct = NAN, .swap = NAN, .psi = NAN, .gpu_mem = NAN, .gpu_util = NAN};
     double ticks_delta = 0;
     p.rss = m ? dg_tree_rss(m, k) : NAN;
     for (size_t i = 0; i < k; i++) {
@@ -438,7 +448,7 @@ size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
     if (dg_psi_memory_some10(&v))
         p.psi = v;
     if (m && k)
-        p.gpu_mem = gpu_mem_of(s, m, k);
+        p.gpu_mem = gpu_mem_of(s, m, k, &p.gpu_util);
     else if (s->nvml_open)
         p.gpu_mem = 0;
     dg_free(m);
@@ -515,6 +525,7 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
     cJSON_AddStringToObject(units, "cpu_pct", "percent");
     cJSON_AddStringToObject(units, "swap", "bytes");
     cJSON_AddStringToObject(units, "gpu_mem", "bytes");
+    cJSON_AddStringToObject(units, "gpu_util", "percent");
     /* The series: at most max_points buckets; max for sizes and counts, mean CPU, last swap. */
     cJSON *ser = cJSON_AddArrayToObject(sup, "series");
     if (!max_points)
@@ -522,7 +533,7 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
     size_t buckets = n < max_points ? n : max_points;
     for (size_t b = 0; b < buckets; b++) {
         size_t lo = b * n / buckets, hi = (b + 1) * n / buckets;
-        double r = NAN, th = NAN, pc = NAN, g = NAN, sw = NAN, cs = 0;
+        double r = NAN, th = NAN, pc = NAN, g = NAN, gu = NAN, sw = NAN, cs = 0;
         size_t cn = 0;
         for (size_t i = lo; i < hi; i++) {
             const dg_tree_point *p = &s->pts[i];
@@ -530,6 +541,7 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
             th = nmax(th, p->threads);
             pc = nmax(pc, p->procs);
             g = nmax(g, p->gpu_mem);
+            gu = nmax(gu, p->gpu_util);
             if (!isnan(p->swap))
                 sw = p->swap;
             if (!isnan(p->cpu_pct))
@@ -543,6 +555,7 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
         add_num(e, "procs", pc);
         add_num(e, "swap", sw);
         add_num(e, "gpu_mem", g);
+        add_num(e, "gpu_util", gu);
         cJSON_AddItemToArray(ser, e);
     }
 }

@@ -218,6 +218,8 @@ typedef struct dg_tree_point {
     double swap;    /* machine swap in use, bytes; NAN unreadable */
     double psi;     /* some avg10, percent; NAN absent */
     double gpu_mem; /* bytes over the tree's pids (NVML); NAN unknown */
+    double gpu_util; /* percent: the busiest device the tree has a process on (NVML,
+                      * device-wide, not per process); NAN unknown or no such device */
 } dg_tree_point;
 
 typedef struct dg_tree_sampler dg_tree_sampler;

@@ -71,7 +71,7 @@ dg_status dg_cpu_fill(void *ctx, dg_ref x, size_t count, float value)
     if ((st = count_bytes(c, count, "fill", &bytes)) || count == 0 ||
         (st = cpu_ref(c, x, bytes, "fill x", &p)))
         return st;
-#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (count > PAR_MIN) schedule(static)
     for (size_t i = 0; i < count; i++)
         p[i] = value;
     return DG_OK;
@@ -103,6 +103,7 @@ dg_status dg_cpu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int chann
 #pragma omp parallel for if (total > PAR_MIN) schedule(static)
         for (int o = 0; o < outer; o++) {
             float *row = yp + (size_t)o * channels; /* [channels] */
+#pragma omp simd
             for (int ch = 0; ch < channels; ch++)
                 row[ch] += bp[ch];
         }
@@ -113,6 +114,7 @@ dg_status dg_cpu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int chann
         for (long r = 0; r < rows; r++) {
             float *row = yp + (size_t)r * inner; /* [inner] */
             float b = bp[r % channels];
+#pragma omp simd
             for (int i = 0; i < inner; i++)
                 row[i] += b;
         }
@@ -134,6 +136,7 @@ static void bias_grad_sum(const float *dy, float *db, int outer, int channels, i
             double acc[BIAS_CHUNK] = {0};
             for (int o = 0; o < outer; o++) {
                 const float *row = dy + (size_t)o * channels + c0; /* [len] */
+#pragma omp simd
                 for (int j = 0; j < len; j++)
                     acc[j] += row[j];
             }
@@ -184,7 +187,7 @@ dg_status dg_cpu_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
         (st = cpu_ref(c, x, bytes, "relu_fwd x", &xp)) ||
         (st = cpu_ref(c, y, bytes, "relu_fwd y", &yp)))
         return st;
-#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (count > PAR_MIN) schedule(static)
     for (size_t i = 0; i < count; i++)
         yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f;
     return DG_OK;
@@ -201,7 +204,7 @@ dg_status dg_cpu_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t coun
         (st = cpu_ref(c, dy, bytes, "relu_bwd dy", &dyp)) ||
         (st = cpu_ref(c, dx, bytes, "relu_bwd dx", &dxp)))
         return st;
-#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (count > PAR_MIN) schedule(static)
     for (size_t i = 0; i < count; i++)
         dxp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f;
     return DG_OK;
@@ -966,12 +969,12 @@ dg_status dg_cpu_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count, fl
         (momentum != 0.0f && (st = cpu_ref(c, mom, bytes, "sgd mom", &mp))))
         return st;
     if (!mp) {
-#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (count > PAR_MIN) schedule(static)
         for (size_t i = 0; i < count; i++)
             wp[i] -= lr * (gp[i] + weight_decay * wp[i]);
         return DG_OK;
     }
-#pragma omp parallel for if (count > PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (count > PAR_MIN) schedule(static)
     for (size_t i = 0; i < count; i++) {
         float d = gp[i] + weight_decay * wp[i];
         float m = momentum * mp[i] + d;
