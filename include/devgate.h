@@ -461,6 +461,31 @@ char *dg_shell_quote(const char *const *argv);
  * size into *size (may be NULL). DG_ERR_IO when it cannot be read. */
 dg_status dg_sha256_file(dg_ctx *ctx, const char *path, char hex[65], uint64_t *size);
 
+/* ---- a pool on Slurm (docs/team.md) ------------------------------------- */
+
+/* Expands a Slurm array spec ("0-3", "1,3,5-7", "0-15:4"; a "%N" limit is
+ * allowed and ignored) into ascending unique task ids in ids, at most max;
+ * *n gets their count. DG_ERR_USAGE naming the spec when it is not one or
+ * names more than max tasks. */
+dg_status dg_slurm_array_ids(dg_ctx *ctx, const char *spec, int *ids, int max, int *n);
+/* The pool's word for a Slurm JobState ("CANCELLED by 0" included): "pending",
+ * "running", "completed", "failed" or "cancelled"; "unknown" for NULL or a
+ * state it does not know. */
+const char *dg_slurm_state(const char *job_state);
+/* Parses `scontrol -o show job JOB` (one record a line, KEY=VALUE words) into
+ * the tasks of job JOB: *json gets [{"task", "job_id", "state", "slurm_state",
+ * "exit_code", "signal", "node", "reason"}] sorted by task (exit_code and
+ * signal null until the task ended; node, reason null when Slurm has none),
+ * a pending record of several tasks ("ArrayTaskId=3,5-7") expanded into one
+ * entry each, records of other jobs skipped; a job that is not an array is
+ * task 0. DG_ERR_FORMAT when the text holds no job record. Free *json with
+ * dg_string_free. */
+dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, char **json);
+/* A pool task's job script: "#!/bin/sh", a comment and one `exec` line of
+ * argv as dg_shell_quote writes it, so the shell interpolates nothing. Free
+ * with dg_string_free; NULL when argv is NULL or out of memory. */
+char *dg_pool_script(const char *const *argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config git
 if [ "$tier" = test ]; then
   pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang clang-format libclang-rt-14-dev chromium)
   # throwaway servers of the team-scale tests (tools/servers.sh)
-  pkgs+=(postgresql-15 openssh-server openssh-client)
+  pkgs+=(postgresql-15 openssh-server openssh-client slurmctld slurmd slurm-client munge)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

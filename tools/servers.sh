@@ -6,6 +6,8 @@
 #                                     writes DIR/pg.env (PGHOST, PGPORT, TEAM_URL, ...)
 #   tools/servers.sh start DIR ssh    sshd on 127.0.0.1 (a free port), key-only login with a
 #                                     throwaway key; writes DIR/ssh.env (SSH_OPTS, SSH_HOST)
+#   tools/servers.sh start DIR slurm  single-node Slurm with munge (free loopback ports, state
+#                                     and logs under DIR/slurm); writes DIR/slurm.env (SLURM_CONF)
 #   tools/servers.sh stop-one DIR pg  stops that server only (DIR/pg.pid); a later
 #                                     start DIR pg starts it again on the same data
 #   tools/servers.sh stop DIR         stops every server started under DIR
@@ -16,7 +18,7 @@ set -u
 cmd=${1:-}
 dir=${2:-}
 what=${3:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop-one|stop DIR [pg]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop-one|stop DIR [pg|ssh|slurm]" >&2; exit 2; }
 
 say() { echo "servers.sh: $*" >&2; }
 
@@ -157,20 +159,129 @@ EOF
   return 1
 }
 
+# Single-node Slurm on loopback (INFRA.md section 1): munged on a socket in
+# DIR/slurm/munge (folder 0755, key 0600), slurmctld and slurmd in the
+# foreground with their PIDs recorded, sinfo polled with a timeout until the
+# node is idle. Free loopback ports, so two test runs do not collide.
+start_slurm() {
+  local need=(munged mungekey munge unmunge slurmctld slurmd sbatch squeue scontrol scancel sinfo)
+  local missing=() p
+  for p in "${need[@]}"; do command -v "$p" >/dev/null || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      slurmctld slurmd slurm-client munge >/dev/null 2>&1
+    missing=()
+    for p in "${need[@]}"; do command -v "$p" >/dev/null || missing+=("$p"); done
+  fi
+  [ ${#missing[@]} -eq 0 ] || { say "Slurm/munge are not installed and could not be (missing: ${missing[*]})"; return 77; }
+  local s=$dir/slurm user hw port1 port2
+  user=$(id -un)
+  mkdir -p "$s/munge" "$s/state" "$s/spool" "$s/log" && chmod 755 "$dir" "$s" "$s/munge" || return 1
+  rm -f "$s/munge/munge.key"
+  mungekey -c -k "$s/munge/munge.key" >/dev/null 2>&1 || { say "mungekey failed"; return 1; }
+  chmod 0600 "$s/munge/munge.key"
+  local sock=$s/munge/munge.socket.2
+  "$(command -v munged)" -F --socket="$sock" --key-file="$s/munge/munge.key" \
+    --log-file="$s/munge/munged.log" --pid-file="$s/munge/munged.pid" \
+    --seed-file="$s/munge/munged.seed" >/dev/null 2>&1 &
+  echo $! >"$dir/munge.pid"
+  local up=no
+  for _ in $(seq 50); do
+    munge -n -S "$sock" 2>/dev/null | unmunge -S "$sock" >/dev/null 2>&1 && { up=yes; break; }
+    kill -0 "$(cat "$dir/munge.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ $up = yes ] || { say "munged did not start:"; tail -5 "$s/munge/munged.log" >&2; return 1; }
+  hw=$(slurmd -C 2>/dev/null | head -1 | sed 's/^NodeName=[^ ]* //')
+  [ -n "$hw" ] || { say "slurmd -C printed nothing"; return 1; }
+  port1=$(free_port)
+  port2=$(free_port)
+  [ "$port1" != "$port2" ] || port2=$(free_port)
+  cat >"$s/slurm.conf" <<EOF
+ClusterName=ci
+SlurmctldHost=localhost
+SlurmctldPort=$port1
+SlurmdPort=$port2
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$sock
+StateSaveLocation=$s/state
+SlurmdSpoolDir=$s/spool
+ProctrackType=proctrack/linuxproc
+SlurmUser=$user
+SlurmdUser=$user
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+SlurmctldPidFile=$s/slurmctld.pid
+SlurmdPidFile=$s/slurmd.pid
+SlurmctldLogFile=$s/log/slurmctld.log
+SlurmdLogFile=$s/log/slurmd.log
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$s/jobcomp.txt
+MpiDefault=none
+MailProg=/bin/true
+MinJobAge=3600
+KillWait=5
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerParameters=sched_min_interval=0,batch_sched_delay=0
+ReturnToService=2
+NodeName=localhost NodeAddr=127.0.0.1 $hw State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+  export SLURM_CONF=$s/slurm.conf
+  "$(command -v slurmctld)" -D -i -f "$SLURM_CONF" >>"$s/log/slurmctld.out" 2>&1 &
+  echo $! >"$dir/slurmctld.pid"
+  "$(command -v slurmd)" -D -N localhost -f "$SLURM_CONF" >>"$s/log/slurmd.out" 2>&1 &
+  echo $! >"$dir/slurmd.pid"
+  local state=""
+  for _ in $(seq 100); do
+    state=$(timeout 5 sinfo -h -N -o %T 2>/dev/null | head -1)
+    [ "$state" = idle ] && break
+    kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null && kill -0 "$(cat "$dir/slurmd.pid")" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ "$state" != idle ]; then
+    say "Slurm did not come up (node state '${state:-none}'):"
+    tail -5 "$s/log/slurmctld.log" "$s/log/slurmd.log" >&2 2>/dev/null
+    return 1
+  fi
+  printf 'SLURM_CONF=%s\nexport SLURM_CONF\n' "$s/slurm.conf" >"$dir/slurm.env"
+  return 0
+}
+
+# stop_slurm: cancels what still runs on our cluster, then stops slurmd,
+# slurmctld and munged by their recorded PIDs (in that order).
+stop_slurm() {
+  if [ -f "$dir/slurmctld.pid" ] && [ -f "$dir/slurm/slurm.conf" ] &&
+    kill -0 "$(head -1 "$dir/slurmctld.pid")" 2>/dev/null; then
+    SLURM_CONF=$dir/slurm/slurm.conf timeout 5 scancel --quiet -u "$(id -un)" >/dev/null 2>&1
+  fi
+  stop_pid "$dir/slurmd.pid"
+  stop_pid "$dir/slurmctld.pid"
+  stop_pid "$dir/munge.pid"
+}
+
 case $cmd in
 start)
   case $what in
   pg) start_pg ;;
   ssh) start_ssh ;;
+  slurm) start_slurm ;;
   *) say "unknown server '$what'"; exit 2 ;;
   esac
   ;;
 stop-one)
+  [ "$what" = slurm ] && { stop_slurm; exit 0; }
   sig=TERM
   [ "$what" = pg ] && sig=INT
   stop_pid "$dir/$what.pid" "$sig"
   ;;
 stop)
+  stop_slurm
   for f in "$dir"/*.pid; do
     [ -e "$f" ] || continue
     sig=TERM

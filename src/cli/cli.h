@@ -112,6 +112,8 @@ int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
 int cmd_remote(cli *c, int argc, char **argv);
 int cmd_node(cli *c, int argc, char **argv);
+int cmd_pool(cli *c, int argc, char **argv);
+int cmd_pool_task(cli *c, int argc, char **argv); /* hidden: one pool task on its node */
 int cmd_train(cli *c, int argc, char **argv);
 int cmd_sweep(cli *c, int argc, char **argv);
 int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a child */
@@ -127,7 +129,12 @@ int cmd_report(cli *c, int argc, char **argv);
 /* The verbs' option tables and help (one per verb file). */
 extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep, cli_verb_trial,
     cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept, cli_verb_run,
-    cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node;
+    cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node, cli_verb_pool,
+    cli_verb_pool_task;
+/* Empty buf when two records' input buckets agree (same id), else the names
+ * of the bucket fields that differ ("batch, augment"; "id" when only the id
+ * does). The rule of remote --like and pool collect (cli_remote.c). */
+void cli_bucket_differs(const cJSON *a, const cJSON *b, char *buf, size_t len);
 /* --threshold NAME=VALUE (CLI_FUNC): appends to the cli_thresholds at the field. */
 typedef struct cli_thresholds {
     char list[4096]; /* "NAME=VALUE,NAME=VALUE" */

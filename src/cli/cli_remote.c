@@ -449,8 +449,7 @@ static int rewrite_data(remote *r, const char *spec, cJSON *shipped, char **out)
 static const char *const k_bucket_keys[] = {"resolutions", "augment", "batch",  "channels",
                                             "normalize",   "math",    "dataset"};
 
-/* Empty when the buckets agree, else the names of the fields that differ. */
-static void bucket_differs(const cJSON *a, const cJSON *b, char *buf, size_t len)
+void cli_bucket_differs(const cJSON *a, const cJSON *b, char *buf, size_t len)
 {
     buf[0] = '\0';
     size_t off = 0;
@@ -519,7 +518,8 @@ static int collect_one(remote *r, const char *token, const cJSON *like_bucket, c
     }
     if (like_bucket) {
         char differs[256];
-        bucket_differs(like_bucket, cJSON_GetObjectItem(rec, "bucket"), differs, sizeof differs);
+        cli_bucket_differs(like_bucket, cJSON_GetObjectItem(rec, "bucket"), differs,
+                           sizeof differs);
         if (differs[0]) {
             cli_error("remote %s: run %s ran on a different input bucket than the local run "
                       "(%s differ); refused: it is not entered in the ledger (and not offered "

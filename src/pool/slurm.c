@@ -1,0 +1,321 @@
+/* The pieces of `devgate pool` the library owns (docs/team.md): Slurm's array
+ * specs, its job states in the pool's five words, `scontrol -o show job`
+ * parsed into one entry per array task, and the job script, whose one command
+ * line is built by dg_shell_quote (the shell interpolates nothing). */
+#include "core/core.h"
+#include "core/json.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One "N", "A-B" or "A-B:S" item of an array spec; false when it is not one. */
+static bool range_item(const char *s, size_t len, long *a, long *b, long *step)
+{
+    char buf[64];
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)buf[i]) && buf[i] != '-' && buf[i] != ':')
+            return false;
+    char *end;
+    errno = 0;
+    *a = strtol(buf, &end, 10);
+    if (end == buf || errno || *a < 0 || *a > INT_MAX)
+        return false;
+    *b = *a;
+    *step = 1;
+    if (*end == '-') {
+        const char *p = end + 1;
+        *b = strtol(p, &end, 10);
+        if (end == p || errno || *b < *a || *b > INT_MAX)
+            return false;
+        if (*end == ':') {
+            p = end + 1;
+            *step = strtol(p, &end, 10);
+            if (end == p || errno || *step < 1)
+                return false;
+        }
+    }
+    return *end == '\0';
+}
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+dg_status dg_slurm_array_ids(dg_ctx *ctx, const char *spec, int *ids, int max, int *n)
+{
+    *n = 0;
+    char shown[128];
+    dg_copy_clean(shown, sizeof shown, spec ? spec : "");
+    if (!spec || !spec[0])
+        return dg_fail(ctx, DG_ERR_USAGE, "an empty array spec");
+    size_t len = strcspn(spec, "%"); /* "%N" limits how many run at once */
+    if (spec[len] == '%') {
+        const char *lim = spec + len + 1;
+        if (!*lim || strspn(lim, "0123456789") != strlen(lim))
+            return dg_fail(ctx, DG_ERR_USAGE,
+                           "array spec '%s': '%%' must be followed by a number of tasks", shown);
+    }
+    int count = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = i;
+        while (k < len && spec[k] != ',')
+            k++;
+        long a, b, step;
+        if (!range_item(spec + i, k - i, &a, &b, &step))
+            return dg_fail(ctx, DG_ERR_USAGE,
+                           "array spec '%s' is not N, A-B or A-B:STEP items joined by commas "
+                           "(e.g. 0-3 or 1,3,5-7)",
+                           shown);
+        for (long v = a; v <= b; v += step) {
+            if (count >= max)
+                return dg_fail(ctx, DG_ERR_USAGE, "array spec '%s' names more than %d tasks", shown,
+                               max);
+            ids[count++] = (int)v;
+        }
+        i = k < len ? k + 1 : k;
+        if (k < len && i == len)
+            return dg_fail(ctx, DG_ERR_USAGE, "array spec '%s' ends with a comma", shown);
+    }
+    qsort(ids, (size_t)count, sizeof *ids, cmp_int);
+    int u = 0;
+    for (int i = 0; i < count; i++)
+        if (u == 0 || ids[u - 1] != ids[i])
+            ids[u++] = ids[i];
+    *n = u;
+    return DG_OK;
+}
+
+const char *dg_slurm_state(const char *s)
+{
+    static const struct {
+        const char *slurm, *word;
+    } map[] = {
+        {"PENDING", "pending"},      {"REQUEUED", "pending"},      {"REQUEUE_HOLD", "pending"},
+        {"REQUEUE_FED", "pending"},  {"RESV_DEL_HOLD", "pending"}, {"CONFIGURING", "running"},
+        {"RUNNING", "running"},      {"COMPLETING", "running"},    {"SUSPENDED", "running"},
+        {"STOPPED", "running"},      {"SIGNALING", "running"},     {"STAGE_OUT", "running"},
+        {"RESIZING", "running"},     {"COMPLETED", "completed"},   {"CANCELLED", "cancelled"},
+        {"FAILED", "failed"},        {"TIMEOUT", "failed"},        {"NODE_FAIL", "failed"},
+        {"OUT_OF_MEMORY", "failed"}, {"BOOT_FAIL", "failed"},      {"DEADLINE", "failed"},
+        {"PREEMPTED", "failed"},     {"REVOKED", "failed"},        {"SPECIAL_EXIT", "failed"},
+    };
+    if (!s)
+        return "unknown";
+    size_t len = strcspn(s, " +"); /* "CANCELLED by 0", "COMPLETING+" */
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strlen(map[i].slurm) == len && strncmp(map[i].slurm, s, len) == 0)
+            return map[i].word;
+    return "unknown";
+}
+
+/* The value of KEY in one `scontrol -o` line (words KEY=VALUE separated by
+ * spaces; a word without '=' continues the value before it) into buf; false
+ * when the line has no such key. */
+static bool field(const char *line, const char *key, char *buf, size_t len)
+{
+    size_t klen = strlen(key);
+    const char *p = line;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        const char *w = p;
+        while (*p && *p != ' ')
+            p++;
+        if ((size_t)(p - w) > klen && strncmp(w, key, klen) == 0 && w[klen] == '=') {
+            const char *v = w + klen + 1, *e = p;
+            /* following words without '=' belong to this value */
+            for (;;) {
+                const char *q = e;
+                while (*q == ' ')
+                    q++;
+                const char *r = q;
+                while (*r && *r != ' ' && *r != '=')
+                    r++;
+                if (!*q || *r == '=')
+                    break;
+                e = r;
+            }
+            size_t n = (size_t)(e - v);
+            if (n >= len)
+                n = len - 1;
+            memcpy(buf, v, n);
+            buf[n] = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool null_word(const char *s)
+{
+    return !s[0] || strcmp(s, "(null)") == 0 || strcmp(s, "None") == 0;
+}
+
+/* One task's entry from the fields of its record. */
+static cJSON *task_entry(int task, const char *job_id, const char *st, const char *exit_code,
+                         const char *node, const char *reason)
+{
+    cJSON *t = cJSON_CreateObject();
+    if (!t)
+        return NULL;
+    cJSON_AddNumberToObject(t, "task", task);
+    dg_json_add_str(t, "job_id", job_id);
+    cJSON_AddStringToObject(t, "state", dg_slurm_state(st));
+    dg_json_add_str(t, "slurm_state", st);
+    int code = 0, sig = 0;
+    if (exit_code[0] && sscanf(exit_code, "%d:%d", &code, &sig) == 2 &&
+        strcmp(dg_slurm_state(st), "pending") != 0 && strcmp(dg_slurm_state(st), "running") != 0) {
+        cJSON_AddNumberToObject(t, "exit_code", code);
+        cJSON_AddNumberToObject(t, "signal", sig);
+    } else {
+        cJSON_AddNullToObject(t, "exit_code");
+        cJSON_AddNullToObject(t, "signal");
+    }
+    if (null_word(node))
+        cJSON_AddNullToObject(t, "node");
+    else
+        dg_json_add_str(t, "node", node);
+    if (null_word(reason))
+        cJSON_AddNullToObject(t, "reason");
+    else
+        dg_json_add_str(t, "reason", reason);
+    return t;
+}
+
+static int cmp_task(const void *x, const void *y)
+{
+    const cJSON *a = *(const cJSON *const *)x, *b = *(const cJSON *const *)y;
+    double ta = cJSON_GetObjectItem(a, "task")->valuedouble,
+           tb = cJSON_GetObjectItem(b, "task")->valuedouble;
+    return (ta > tb) - (ta < tb);
+}
+
+#define MAX_TASKS 4096
+
+dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, char **json)
+{
+    *json = NULL;
+    if (!text || !job)
+        return dg_fail(ctx, DG_ERR_USAGE, "no scontrol output or job id");
+    cJSON **items = dg_calloc(MAX_TASKS, sizeof *items);
+    int *ids = dg_malloc(MAX_TASKS * sizeof *ids);
+    if (!items || !ids) {
+        dg_free(items);
+        dg_free(ids);
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    }
+    int n = 0, records = 0;
+    dg_status st = DG_OK;
+    const char *p = text;
+    while (*p && st == DG_OK) {
+        const char *e = strchr(p, '\n');
+        size_t ll = e ? (size_t)(e - p) : strlen(p);
+        char *line = dg_malloc(ll + 1);
+        if (!line) {
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(line, p, ll);
+        line[ll] = '\0';
+        p = e ? e + 1 : p + ll;
+        char jid[64], ajid[64] = "", atid[1024] = "", state[64] = "", code[32] = "", node[256] = "",
+                      reason[256] = "";
+        if (!field(line, "JobId", jid, sizeof jid)) {
+            dg_free(line);
+            continue;
+        }
+        records++;
+        bool in_array = field(line, "ArrayJobId", ajid, sizeof ajid) && !null_word(ajid);
+        field(line, "ArrayTaskId", atid, sizeof atid);
+        field(line, "JobState", state, sizeof state);
+        field(line, "ExitCode", code, sizeof code);
+        field(line, "NodeList", node, sizeof node);
+        field(line, "Reason", reason, sizeof reason);
+        dg_free(line);
+        if (strcmp(in_array ? ajid : jid, job) != 0)
+            continue;
+        int k = 0;
+        if (in_array && !null_word(atid)) {
+            if (dg_slurm_array_ids(ctx, atid, ids, MAX_TASKS, &k) != DG_OK) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", dg_errmsg(ctx));
+                st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s: %s", job, why);
+                break;
+            }
+        } else {
+            ids[0] = 0;
+            k = 1;
+        }
+        for (int i = 0; i < k && st == DG_OK; i++) {
+            int at = -1;
+            for (int j = 0; j < n; j++)
+                if (cJSON_GetObjectItem(items[j], "task")->valuedouble == ids[i])
+                    at = j;
+            if (at < 0 && n >= MAX_TASKS) {
+                st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s has more than %d tasks", job,
+                             MAX_TASKS);
+                break;
+            }
+            cJSON *t = task_entry(ids[i], jid, state, code, node, reason);
+            if (!t) {
+                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (at >= 0) {
+                cJSON_Delete(items[at]);
+                items[at] = t;
+            } else {
+                items[n++] = t;
+            }
+        }
+    }
+    if (st == DG_OK && records == 0)
+        st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol printed no job record");
+    cJSON *arr = st == DG_OK ? cJSON_CreateArray() : NULL;
+    if (st == DG_OK && !arr)
+        st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    qsort(items, (size_t)n, sizeof *items, cmp_task);
+    for (int i = 0; i < n; i++) {
+        if (arr)
+            cJSON_AddItemToArray(arr, items[i]);
+        else
+            cJSON_Delete(items[i]);
+    }
+    dg_free(items);
+    dg_free(ids);
+    if (st != DG_OK)
+        return st;
+    char *s = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    if (!s)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    *json = dg_strdup(s);
+    cJSON_free(s);
+    return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+}
+
+char *dg_pool_script(const char *const *argv)
+{
+    char *cmd = dg_shell_quote(argv);
+    if (!cmd)
+        return NULL;
+    char *s = dg_asprintf("#!/bin/sh\n"
+                          "# a devgate pool task (devgate pool submit): every word below is\n"
+                          "# single-quoted, so the shell interpolates nothing\n"
+                          "exec %s\n",
+                          cmd);
+    dg_free(cmd);
+    return s;
+}
