@@ -19,7 +19,10 @@ reads its summed loss once at the end as well).
 
 The table gives per cell the median step time of each side and the median of
 the per-round ratios torch_ms / devgate_ms (above 1: devgate faster) with the
-lowest and highest round, plus the load average seen. Both sides' BLAS core
+lowest and highest round, the same for process CPU time per step (devgate's
+throughput.cpu_ms, PyTorch's time.process_time over its timed steps; every
+thread of each process, devgate's loader workers included: on a host shared
+with other work this moves far less than wall time), plus the load average. Both sides' BLAS core
 (OpenBLAS's kernel name) is printed first: a ratio measured with either side
 on a generic kernel says nothing about the fixture (set OPENBLAS_CORETYPE, see
 `devgate env`).
@@ -76,15 +79,18 @@ def worker_main(threads, device):
     from golden import build
     if threads:
         torch.set_num_threads(threads)
+    tf32 = None
+    if device == "cuda":
+        tf32 = {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32}
     print(json.dumps({"ready": True, "torch": torch.__version__, "blas_core": blas_core(),
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(), "tf32_defaults": tf32}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
-        if device == "cuda":
-            torch.backends.cudnn.allow_tf32 = job["tf32"]
-            torch.backends.cuda.matmul.allow_tf32 = job["tf32"]
-        ms = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"])
-        print(json.dumps({"step_ms": ms}), flush=True)
+        if device == "cuda" and not job["tf32"]:  # --tf32 leaves PyTorch's defaults alone
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        ms, cpu = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"])
+        print(json.dumps({"step_ms": ms, "cpu_ms": cpu}), flush=True)
 
 
 def torch_step_ms(torch, build, preset, batch, steps, device, graph):
@@ -138,11 +144,11 @@ def torch_step_ms(torch, build, preset, batch, steps, device, graph):
     for i in range(WARMUP):
         step(i)
     sync()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(steps):
         step(WARMUP + i)
     float(loss_sum)  # the one sync point, as devgate reads its loss once
-    return (time.perf_counter() - t0) / steps * 1e3
+    return (time.perf_counter() - t0) / steps * 1e3, (time.process_time() - c0) / steps * 1e3
 
 
 # ---- the driver -------------------------------------------------------------
@@ -152,13 +158,16 @@ def devgate_step_ms(a, preset, batch, steps, threads):
            "--steps", str(steps + WARMUP), "--json", "-q"]
     if a.tf32:
         cmd.append("--tf32")
+    if a.workers is not None:
+        cmd += ["--workers", str(a.workers)]
     if threads and a.backend == "cpu":
         cmd += ["--threads", str(threads)]
     rec = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     thr = rec["throughput"]
     if thr["warmup_steps"] != WARMUP or thr["timed_steps"] != steps or not thr["step_ms"]["valid"]:
         raise SystemExit(f"devgate timed {thr['timed_steps']} steps after {thr['warmup_steps']}: {cmd}")
-    return thr["step_ms"]["value"], rec.get("capture", {}).get("used")
+    cpu = thr.get("cpu_ms") or {}
+    return thr["step_ms"]["value"], cpu.get("value") if cpu.get("valid") else None, rec.get("capture", {}).get("used")
 
 
 def devgate_blas(exe):
@@ -202,7 +211,8 @@ class Worker:
         line = self.p.stdout.readline()
         if not line:
             raise SystemExit("PyTorch worker died")
-        return json.loads(line)["step_ms"]
+        r = json.loads(line)
+        return r["step_ms"], r["cpu_ms"]
 
     def close(self):
         self.p.stdin.close()
@@ -229,6 +239,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--graph", action="store_true", help="PyTorch's step as a CUDA graph (cuda)")
     ap.add_argument("--tf32", action="store_true", help="devgate --tf32 against PyTorch's TF32 default (cuda)")
+    ap.add_argument("--workers", type=int, help="devgate's loader threads (default devgate's own, 2); "
+                    "PyTorch's batches are made before the timed steps")
     ap.add_argument("--json", metavar="FILE", help="every round as JSON")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--worker-device", default="cpu", help=argparse.SUPPRESS)
@@ -242,43 +254,55 @@ def main():
     dblas = devgate_blas(a.devgate)
     print(f"# devgate {a.backend} vs PyTorch ({device}{', CUDA graph' if a.graph else ', eager'}), "
           f"{'TF32 both (devgate --tf32, PyTorch default)' if a.tf32 else 'fp32 both'}; "
-          f"{a.rounds} alternating rounds a cell; ratio = torch_ms / devgate_ms (>1: devgate faster)")
+          f"{a.rounds} alternating rounds a cell; devgate loader workers {a.workers if a.workers is not None else 'default'}; "
+          f"ratio = torch_ms / devgate_ms (>1: devgate faster)")
     if dblas:
         print(f"# devgate BLAS: {dblas.get('config')}; kernel {dblas.get('kernel')}"
               f", generic kernel {dblas.get('generic_kernel')}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
     rows = []
-    hdr = f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} {'load':>5}"
+    hdr = (f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} "
+           f"{'cpu ratio':>9} {'lo':>6} {'hi':>6} {'load':>5}")
     for th in threads:
         w = Worker(th, device)
-        print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}")
+        print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}"
+              + (f", TF32 defaults {w.info['tf32_defaults']}" if device == "cuda" else ""))
         print(hdr, flush=True)
         for preset in a.presets.split(","):
             for batch in (int(b) for b in a.batches.split(",")):
                 steps = steps_for(a, preset, batch)
                 dms, tms, ratios, loads, cap = [], [], [], [], None
+                dcpu, tcpu, cratios = [], [], []
                 for r in range(a.rounds):
                     def dg():
                         nonlocal cap
-                        v, cap = devgate_step_ms(a, preset, batch, steps, th)
+                        v, c, cap = devgate_step_ms(a, preset, batch, steps, th)
                         dms.append(v)
+                        dcpu.append(c)
 
                     def tt():
-                        tms.append(w.run(preset=preset, batch=batch, steps=steps, graph=a.graph, tf32=a.tf32))
+                        v, c = w.run(preset=preset, batch=batch, steps=steps, graph=a.graph, tf32=a.tf32)
+                        tms.append(v)
+                        tcpu.append(c)
                     loads.append(os.getloadavg()[0])
                     for f in ((dg, tt) if r % 2 == 0 else (tt, dg)):
                         f()
                     ratios.append(tms[-1] / dms[-1])
+                    if dcpu[-1]:
+                        cratios.append(tcpu[-1] / dcpu[-1])
                 row = {"preset": preset, "batch": batch, "threads": th, "steps": steps, "devgate_ms": dms,
-                       "torch_ms": tms, "ratios": ratios, "load": loads, "devgate_graph": cap}
+                       "torch_ms": tms, "ratios": ratios, "devgate_cpu_ms": dcpu, "torch_cpu_ms": tcpu,
+                       "cpu_ratios": cratios, "load": loads, "devgate_graph": cap}
                 rows.append(row)
+                if a.json:  # after every cell, so a run cut short keeps what it measured
+                    with open(a.json, "w") as f:
+                        json.dump({"backend": a.backend, "graph": a.graph, "tf32": a.tf32, "devgate_blas": dblas,
+                                   "rows": rows}, f, indent=1)
                 print(f"{preset:7} {batch:5d} {th:3d} {statistics.median(dms):11.3f} {statistics.median(tms):10.3f} "
                       f"{statistics.median(ratios):6.2f} {min(ratios):6.2f} {max(ratios):6.2f} "
-                      f"{statistics.median(loads):5.1f}", flush=True)
+                      + (f"{statistics.median(cratios):9.2f} {min(cratios):6.2f} {max(cratios):6.2f} " if cratios
+                         else f"{'-':>9} {'-':>6} {'-':>6} ")
+                      + f"{statistics.median(loads):5.1f}", flush=True)
         w.close()
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"backend": a.backend, "graph": a.graph, "tf32": a.tf32, "devgate_blas": dblas,
-                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

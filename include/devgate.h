@@ -443,11 +443,19 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
  * run has that id. */
 dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
                            const char *record_json);
-/* Lists the newest `limit` runs (0: all) as a JSON array into *json. */
+/* Lists the newest `limit` runs (0: all) as a JSON array into *json: each
+ * entry's columns and the summary read from its record (backend, model,
+ * batch, throughput METRIC(samples/s), verdict, spec_id, bucket_id; null where
+ * the record does not hold it; docs/schema/ledger.md). */
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json);
-/* One run's entry with its record as JSON into *json; id is the run id or a
- * unique prefix of it. DG_ERR_NOT_FOUND when none matches, DG_ERR_USAGE when
- * the prefix matches several. */
+/* Every run started at or after since (NULL: all; "YYYY-MM-DD" or
+ * "YYYY-MM-DDTHH:MM:SSZ", UTC, else DG_ERR_USAGE), oldest first, as a JSON
+ * array into *json: list entries with "record", the record parsed and made
+ * valid UTF-8. DG_ERR_LEDGER when a stored record does not parse. */
+dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char **json);
+/* One run's entry (as listed, summary included) with its record as JSON into
+ * *json; id is the run id or a unique prefix of it. DG_ERR_NOT_FOUND when none
+ * matches, DG_ERR_USAGE when the prefix matches several. */
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
 
 /* ---- remote nodes (docs/team.md) ---------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { EV_START, EV_H2D, EV_FWD, EV_BWD, EV_UPDATE };
@@ -51,8 +52,12 @@ typedef struct trainer {
     dg_act_layout lay;
     dg_block *params; /* three arenas: parameters, gradients, momentum */
     dg_block *act;
-    float *hx;
-    int32_t *hy;
+    float *hx;   /* the batch being filled: hxb[hcur] when pinned */
+    int32_t *hy; /* its labels */
+    float *hxb[2];
+    int32_t *hyb[2];
+    bool pinned; /* hxb/hyb are the backend's page-locked pairs (host_alloc) */
+    int hcur;
     float *init; /* the initial parameter arena (host) */
 
     dg_source *src;
@@ -72,6 +77,7 @@ typedef struct trainer {
     int syncs, since_sync, timed_steps;
     bool finite;
     double t0, wall, val_time, data_wait;
+    double cpu0, cpu, val_cpu; /* process CPU seconds: at t0, over the timed steps, at epoch ends */
     cJSON *rec, *spec, *losses, *vals, *epochs_j;
     char spec_id[65]; /* dg_spec_hash of the spec */
 } trainer;
@@ -175,6 +181,55 @@ static dg_status update(trainer *t)
                      t->m.param_arena / sizeof(float), t->lr, t->momentum, t->wd);
 }
 
+/* With page-locked pairs, makes the other pair current once no upload still
+ * reads from it: the batch just uploaded travels while the next one fills. */
+static dg_status next_host_batch(trainer *t)
+{
+    if (!t->pinned)
+        return DG_OK;
+    const dg_backend_iface *be = t->e->be;
+    int k = t->hcur ^ 1;
+    if (be->host_wait(t->e->bctx, t->hxb[k]) != DG_OK ||
+        be->host_wait(t->e->bctx, t->hyb[k]) != DG_OK)
+        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: waiting for the batch upload: %s", t->e->name,
+                       be->last_error(t->e->bctx));
+    t->hcur = k;
+    t->hx = t->hxb[k];
+    t->hy = t->hyb[k];
+    return DG_OK;
+}
+
+/* The host batch buffers: two page-locked pairs where the backend has them
+ * (uploads from them overlap the step before), else one plain pair. */
+static dg_status alloc_host_batch(trainer *t, size_t xbytes, size_t ybytes)
+{
+    const dg_backend_iface *be = t->e->be;
+    void *bctx = t->e->bctx;
+    if (be->host_alloc && be->host_free && be->host_wait) {
+        bool ok = true;
+        for (int i = 0; i < 2 && ok; i++)
+            ok = be->host_alloc(bctx, xbytes, (void **)&t->hxb[i]) == DG_OK &&
+                 be->host_alloc(bctx, ybytes, (void **)&t->hyb[i]) == DG_OK;
+        if (ok) {
+            t->pinned = true;
+            t->hx = t->hxb[0];
+            t->hy = t->hyb[0];
+            return DG_OK;
+        }
+        for (int i = 0; i < 2; i++) { /* page-locked memory is scarce: plain memory then */
+            be->host_free(bctx, t->hxb[i]);
+            be->host_free(bctx, t->hyb[i]);
+            t->hxb[i] = NULL;
+            t->hyb[i] = NULL;
+        }
+    }
+    t->hx = dg_malloc(xbytes);
+    t->hy = dg_malloc(ybytes);
+    if (!t->hx || !t->hy)
+        return dg_fail(t->ctx, DG_ERR_NOMEM, "train: out of host memory");
+    return DG_OK;
+}
+
 static dg_status upload_batch(trainer *t)
 {
     const dg_backend_iface *be = t->e->be;
@@ -184,6 +239,15 @@ static dg_status upload_batch(trainer *t)
         return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: copying the batch to the device: %s",
                        t->e->name, be->last_error(t->e->bctx));
     return DG_OK;
+}
+
+/* CPU seconds of the whole process (every thread), NAN when unknown. */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return NAN;
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void mark(trainer *t, int slot)
@@ -340,7 +404,8 @@ static dg_status validate(trainer *t, dg_loader *val, dg_split sp, int max_batch
                                 : (dg_loader_count(val, sp) + (size_t)t->n - 1) / (size_t)t->n;
     for (size_t k = 0; k < nb && st == DG_OK; k++) {
         int h, w;
-        if ((st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK &&
+        if ((st = next_host_batch(t)) == DG_OK &&
+            (st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK &&
             (st = upload_batch(t)) == DG_OK)
             st = forward(t);
     }
@@ -547,10 +612,11 @@ static dg_status trainer_prepare(trainer *t)
     if (x->epoch_watermarks)
         t->epochs_j = cJSON_CreateArray();
     size_t xelems = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w;
-    t->hx = dg_malloc(xelems * sizeof(float));
-    t->hy = dg_malloc((size_t)t->n * sizeof(int32_t));
+    if ((st = alloc_host_batch(t, xelems * sizeof(float), (size_t)t->n * sizeof(int32_t))) !=
+        DG_OK)
+        return st;
     t->init = dg_malloc(t->m.param_arena);
-    if (!t->hx || !t->hy || !t->init)
+    if (!t->init)
         return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
     if ((st = dg_alloc(ctx, e->alloc, 3 * t->m.param_arena, &t->params)) != DG_OK ||
         (st = dg_alloc(ctx, e->alloc, t->lay.bytes, &t->act)) != DG_OK)
@@ -624,12 +690,14 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
         if ((st = e->be->synchronize(e->bctx)) != DG_OK)
             return st;
         t->t0 = dg_now();
+        t->cpu0 = process_cpu_s();
     }
     if (t->x->profile_ops && g == t->x->profile_warmup)
         dg_engine_set_profiling(e, true);
     *tw = dg_now();
     int bh, bw;
-    if ((st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
+    if ((st = next_host_batch(t)) != DG_OK ||
+        (st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
         return st;
     if (g >= t->warmup)
         t->data_wait += dg_now() - *tw;
@@ -777,10 +845,17 @@ static dg_status trainer_loop(trainer *t)
         }
         if (!sync)
             continue;
-        if (s == t->steps - 1 && (st = trainer_epoch_end(t, g, ep)) != DG_OK)
-            break;
+        if (s == t->steps - 1) {
+            double c0 = process_cpu_s();
+            st = trainer_epoch_end(t, g, ep);
+            if (g >= t->warmup)
+                t->val_cpu += process_cpu_s() - c0;
+            if (st != DG_OK)
+                break;
+        }
         if (g + 1 == t->total && g >= t->warmup) {
             t->wall = dg_now() - t->t0 - t->val_time;
+            t->cpu = process_cpu_s() - t->cpu0 - t->val_cpu;
             t->timed_steps = t->total - t->warmup;
         }
     }
@@ -864,6 +939,9 @@ static cJSON *trainer_record(trainer *t, dg_status final)
         dg_json_metric(timed ? timed_steps * (double)t->n / wall : 0, timed, "samples/s"));
     cJSON_AddItemToObject(thr, "step_ms",
                           dg_json_metric(timed ? wall / timed_steps * 1e3 : 0, timed, "ms"));
+    bool cpu_ok = timed && isfinite(t->cpu) && t->cpu >= 0;
+    cJSON_AddItemToObject(thr, "cpu_ms",
+                          dg_json_metric(cpu_ok ? t->cpu / timed_steps * 1e3 : 0, cpu_ok, "ms"));
     cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     cJSON_AddStringToObject(ph, "source",
@@ -947,8 +1025,15 @@ static void trainer_close(trainer *t)
         dg_release(t->e->alloc, t->params);
         dg_release(t->e->alloc, t->act);
     }
-    dg_free(t->hx);
-    dg_free(t->hy);
+    if (t->pinned) {
+        for (int i = 0; i < 2; i++) {
+            t->e->be->host_free(t->e->bctx, t->hxb[i]);
+            t->e->be->host_free(t->e->bctx, t->hyb[i]);
+        }
+    } else {
+        dg_free(t->hx);
+        dg_free(t->hy);
+    }
     dg_free(t->init);
     dg_loader_free(t->val);
     dg_loader_free(t->data);

@@ -4,6 +4,7 @@
 #include "ledger/ledger_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -936,15 +937,17 @@ static dg_status sq_rows(dg_ctx *ctx, dg_ledger *lg, sqlite3_stmt *stmt, bool ex
     return rc == SQLITE_DONE ? DG_OK : lg_fail(ctx, lg, rc, doing);
 }
 
+/* The newest limit entries (0: all), each with its record text (rank 0). */
 static dg_status sq_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
 {
     sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(lg->db, "SELECT " LG_COLS " FROM runs ORDER BY seq DESC LIMIT ?",
+    int rc = sqlite3_prepare_v2(lg->db,
+                                "SELECT " LG_COLS ", record, 0 FROM runs ORDER BY seq DESC LIMIT ?",
                                 -1, &stmt, NULL);
     if (rc != SQLITE_OK)
         return lg_fail(ctx, lg, rc, "listing runs");
     sqlite3_bind_int(stmt, 1, limit > 0 ? limit : -1);
-    dg_status st = sq_rows(ctx, lg, stmt, false, arr, "listing runs");
+    dg_status st = sq_rows(ctx, lg, stmt, true, arr, "listing runs");
     sqlite3_finalize(stmt);
     return st;
 }
@@ -1121,7 +1124,170 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
     return st;
 }
 
-/* ---- list / show -------------------------------------------------------------- */
+/* ---- the summary of a run (list, export) ------------------------------------ */
+
+/* A string the record holds at path, or NULL. */
+static const char *rec_str(const cJSON *rec, const char *path)
+{
+    return dg_jstr(rec, path);
+}
+
+/* The first finite number among the paths (NULL-terminated), or NAN. */
+static double first_num(const cJSON *rec, const char *const *paths)
+{
+    for (; *paths; paths++) {
+        double v = dg_jnum(rec, *paths);
+        if (isfinite(v))
+            return v;
+    }
+    return NAN;
+}
+
+/* The first ok run of a compare record, or NULL. */
+static const cJSON *first_ok_run(const cJSON *compare)
+{
+    const cJSON *run;
+    cJSON_ArrayForEach(run, dg_jpath(compare, "runs"))
+    {
+        const char *status = dg_jstr(run, "status");
+        if (cJSON_IsObject(run) && (!status || strcmp(status, "ok") == 0) &&
+            cJSON_IsObject(dg_jpath(run, "device")))
+            return run;
+    }
+    return NULL;
+}
+
+typedef struct lg_summary {
+    const char *backend, *model, *verdict, *spec_id, *bucket_id;
+    char backend_buf[64], verdict_buf[96];
+    double batch, sps; /* samples, samples/s; NAN: not reported */
+} lg_summary;
+
+/* What the list and the export show of one run, read from its record by its
+ * kind (docs/schema/ledger.md, "The summary"). Nothing is guessed: a value the
+ * record does not hold stays not reported. */
+static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->batch = s->sps = NAN;
+    const char *kind = rec_str(rec, "kind");
+    if (!kind)
+        kind = verb ? verb : "";
+    s->spec_id = rec_str(rec, "spec_id");
+    s->bucket_id = rec_str(rec, "bucket.id");
+    if (strcmp(kind, "accept") == 0 || strcmp(kind, "run") == 0) {
+        /* The throughput the final gate read, on the route the decision chose. */
+        const char *route = rec_str(rec, "decision.route");
+        const char *dev = rec_str(rec, "decision.backend");
+        s->backend = route && strcmp(route, "cpu") == 0 ? "cpu"
+                     : dev                              ? dev
+                                                        : rec_str(rec, "spec.backend");
+        s->model = rec_str(rec, "spec.model");
+        s->sps = dg_jnum(rec, "final_gate.throughput");
+        static const char *const batch[] = {"final_gate.batch", "spec.batch", NULL};
+        s->batch = first_num(rec, batch);
+        int screening = dg_jbool(rec, "final_gate.screening"),
+            accepted = dg_jbool(rec, "final_gate.accepted");
+        s->verdict = screening == 1  ? "screening"
+                     : accepted == 1 ? "accepted"
+                     : accepted == 0 ? "not accepted"
+                                     : NULL;
+        if (!s->spec_id)
+            s->spec_id = rec_str(rec, "soak.spec_id");
+        if (!s->bucket_id)
+            s->bucket_id = rec_str(rec, "soak.bucket.id");
+    } else if (strcmp(kind, "train") == 0 || strcmp(kind, "soak") == 0 ||
+               strcmp(kind, "profile") == 0) {
+        s->backend = rec_str(rec, "spec.backend");
+        s->model = rec_str(rec, "spec.model");
+        s->batch = dg_jnum(rec, "spec.batch");
+        s->sps = dg_jnum(rec, "throughput.samples_per_s");
+        s->verdict = rec_str(rec, "status");
+    } else if (strcmp(kind, "sweep") == 0) {
+        s->backend = rec_str(rec, "spec.backend");
+        s->model = rec_str(rec, "spec.model");
+        s->batch = dg_jnum(rec, "safe_batch.batch");
+        s->sps = dg_jnum(rec, "safe_batch.samples_per_s");
+        const char *why = rec_str(rec, "stopped.reason");
+        if (why) {
+            snprintf(s->verdict_buf, sizeof s->verdict_buf, "stopped: %s", why);
+            s->verdict = s->verdict_buf;
+        }
+    } else if (strcmp(kind, "compare") == 0) {
+        s->backend = rec_str(rec, "spec.backend");
+        s->model = rec_str(rec, "spec.model");
+        const cJSON *run = first_ok_run(rec);
+        s->batch = dg_jnum(run, "batch");
+        s->sps = dg_jnum(run, "device.samples_per_s");
+        double x = dg_jnum(run, "speedup"), lo = dg_jnum(run, "speedup_ci.lo"),
+               hi = dg_jnum(run, "speedup_ci.hi");
+        if (isfinite(x) && isfinite(lo) && isfinite(hi))
+            snprintf(s->verdict_buf, sizeof s->verdict_buf, "%.2fx cpu (95%% %.2f-%.2f)", x, lo,
+                     hi);
+        else if (isfinite(x))
+            snprintf(s->verdict_buf, sizeof s->verdict_buf, "%.2fx cpu", x);
+        s->verdict = s->verdict_buf[0] ? s->verdict_buf : rec_str(rec, "status");
+    } else if (strcmp(kind, "gate") == 0) {
+        const cJSON *b;
+        size_t off = 0;
+        cJSON_ArrayForEach(b, dg_jpath(rec, "backends"))
+        {
+            const char *name = dg_jstr(b, "name");
+            if (name && dg_jbool(b, "available") == 1 && off < sizeof s->backend_buf)
+                off += (size_t)snprintf(s->backend_buf + off, sizeof s->backend_buf - off, "%s%s",
+                                        off ? "," : "", name);
+        }
+        s->backend = s->backend_buf[0] ? s->backend_buf : NULL;
+        s->verdict = rec_str(rec, "verdict");
+    } else if (strcmp(kind, "compare-runs") == 0) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(rec, "judgement");
+        s->verdict = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "verdict"));
+    }
+}
+
+/* Adds the summary members to an entry; false when out of memory. */
+static bool add_summary(cJSON *e, const lg_summary *s)
+{
+    bool ok = dg_json_add_str(e, "backend", s->backend) && dg_json_add_str(e, "model", s->model);
+    ok = ok && (isfinite(s->batch) ? cJSON_AddNumberToObject(e, "batch", s->batch)
+                                   : cJSON_AddNullToObject(e, "batch"));
+    cJSON *m =
+        ok ? dg_json_metric(isfinite(s->sps) ? s->sps : 0, isfinite(s->sps), "samples/s") : NULL;
+    ok = m && cJSON_AddItemToObject(e, "throughput", m);
+    if (!ok && m && !cJSON_GetObjectItemCaseSensitive(e, "throughput"))
+        cJSON_Delete(m);
+    return ok && dg_json_add_str(e, "verdict", s->verdict) &&
+           dg_json_add_str(e, "spec_id", s->spec_id) &&
+           dg_json_add_str(e, "bucket_id", s->bucket_id);
+}
+
+/* Turns a stored entry (record as text, rank) into a listed one: the summary
+ * added, "rank" dropped, and the record either dropped or, with keep, parsed in
+ * place (made valid UTF-8). */
+static dg_status finish_entry(dg_ctx *ctx, dg_ledger *lg, cJSON *e, bool keep)
+{
+    const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "record"));
+    cJSON *rec = text ? cJSON_Parse(text) : NULL;
+    if (!rec && keep) {
+        char bad[64];
+        dg_copy_clean(bad, sizeof bad, json_str(e, "id"));
+        return dg_fail(ctx, DG_ERR_LEDGER,
+                       "ledger %s: run %s holds a record that is not valid JSON", lg->shown, bad);
+    }
+    lg_summary s;
+    summarise(rec, json_str(e, "verb"), &s); /* a damaged record lists with an empty summary */
+    bool ok = add_summary(e, &s);
+    cJSON_DeleteItemFromObjectCaseSensitive(e, "rank");
+    if (ok && keep)
+        ok = dg_json_utf8_fix(rec) && cJSON_ReplaceItemInObjectCaseSensitive(e, "record", rec);
+    else
+        cJSON_DeleteItemFromObjectCaseSensitive(e, "record");
+    if (!ok || !keep)
+        cJSON_Delete(rec);
+    return ok ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+}
+
+/* ---- list / show / export ------------------------------------------------------ */
 
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
 {
@@ -1136,6 +1302,12 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     dg_status st = arr ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     if (st == DG_OK)
         st = lg->pg ? lg_pg_list(ctx, lg, limit, arr) : sq_list(ctx, lg, limit, arr);
+    cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (st == DG_OK)
+            st = finish_entry(ctx, lg, e, false);
+    }
     if (st == DG_OK) {
         *json = dg_json_print(arr);
         if (!*json)
@@ -1145,23 +1317,62 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     return st;
 }
 
-/* Replaces an entry's "record" text by the parsed record and drops "rank". */
-static dg_status attach_record(dg_ctx *ctx, dg_ledger *lg, cJSON *entry)
+/* "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM:SSZ" (digits where digits go): both sort
+ * against started_at as text. */
+static bool since_shape(const char *s)
 {
-    const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "record"));
-    cJSON *rec = text ? cJSON_Parse(text) : NULL;
-    if (!rec) {
-        char bad[64];
-        dg_copy_clean(bad, sizeof bad, json_str(entry, "id"));
-        return dg_fail(ctx, DG_ERR_LEDGER,
-                       "ledger %s: run %s holds a record that is not valid JSON", lg->shown, bad);
+    static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+    size_t n = strlen(s);
+    if (n != 10 && n != sizeof shape - 1)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool ok = shape[i] == 'd' ? (s[i] >= '0' && s[i] <= '9') : s[i] == shape[i];
+        if (!ok)
+            return false;
     }
-    cJSON_DeleteItemFromObjectCaseSensitive(entry, "rank");
-    if (!cJSON_ReplaceItemInObjectCaseSensitive(entry, "record", rec)) {
-        cJSON_Delete(rec);
-        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    return true;
+}
+
+dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char **json)
+{
+    if (json)
+        *json = NULL;
+    if (!usable(lg) || !json)
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "ledger export: no open ledger or no place for the result");
+    if (since && !since_shape(since)) {
+        char shown[64];
+        dg_copy_clean(shown, sizeof shown, since);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "ledger export: since '%s' is not a UTC date YYYY-MM-DD or time "
+                       "YYYY-MM-DDTHH:MM:SSZ",
+                       shown);
     }
-    return DG_OK;
+    cJSON *all = cJSON_CreateArray(), *out = cJSON_CreateArray();
+    dg_status st = all && out ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    if (st == DG_OK)
+        st = lg->pg ? lg_pg_list(ctx, lg, 0, all) : sq_list(ctx, lg, 0, all);
+    /* Newest first from the store; the export goes oldest first. */
+    for (int i = cJSON_GetArraySize(all) - 1; st == DG_OK && i >= 0; i--) {
+        const char *at = json_str(cJSON_GetArrayItem(all, i), "started_at");
+        if (since && (!at || strcmp(at, since) < 0))
+            continue;
+        cJSON *e = cJSON_DetachItemFromArray(all, i);
+        if (!cJSON_AddItemToArray(out, e)) {
+            cJSON_Delete(e);
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        } else {
+            st = finish_entry(ctx, lg, e, true);
+        }
+    }
+    if (st == DG_OK) {
+        *json = dg_json_print(out);
+        if (!*json)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    }
+    cJSON_Delete(all);
+    cJSON_Delete(out);
+    return st;
 }
 
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json)
@@ -1203,7 +1414,7 @@ dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json
                      lg->shown, shown_id, ids);
     }
     if (st == DG_OK)
-        st = attach_record(ctx, lg, first);
+        st = finish_entry(ctx, lg, first, true);
     if (st == DG_OK) {
         *json = dg_json_print(first);
         if (!*json)

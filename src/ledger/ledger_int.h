@@ -62,7 +62,8 @@ void lg_pg_close(struct lg_pg *pg);
 dg_status lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken);
 dg_status lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
                        const char *state, const char *record);
-/* Appends the newest limit entries (0: all) to arr. */
+/* Appends the newest limit entries (0: all) to arr, each with "record" as
+ * text and "rank" 0. */
 dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr);
 /* Appends up to max entries whose id is id (rank 0) or starts with it (rank 1),
  * exact first then newest first; each carries "record" as text and "rank". */

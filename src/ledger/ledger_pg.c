@@ -472,12 +472,12 @@ dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
     snprintf(lim, sizeof lim, "%d", limit);
     const char *p[1] = {limit > 0 ? lim : NULL}; /* LIMIT NULL: all */
     dg_status st = DG_OK;
-    PGresult *res =
-        pg_exec(ctx, lg, "SELECT " LG_COLS " FROM runs ORDER BY seq DESC LIMIT $1::bigint", 1, p,
-                PGRES_TUPLES_OK, "listing runs", &st);
+    PGresult *res = pg_exec(
+        ctx, lg, "SELECT " LG_COLS ", record, 0 FROM runs ORDER BY seq DESC LIMIT $1::bigint", 1, p,
+        PGRES_TUPLES_OK, "listing runs", &st);
     if (!res)
         return st;
-    st = pg_rows(ctx, res, false, arr);
+    st = pg_rows(ctx, res, true, arr);
     PQclear(res);
     return st;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # devgate train's data path: an IDX pair (gzip) and a PNG folder learn well
 # above chance, worker counts give the same loss curve, the input bucket is
-# recorded and ledger diff refuses to compare runs of different buckets,
+# recorded and ledger diff names what differs (spec, bucket) and calls no
+# ratio a speedup across them,
 # bad samples are skipped or fail, bad options exit 2.
 . "$(dirname "$0")/lib.sh"
 
@@ -99,17 +100,19 @@ expect_grep out 'bucket +[0-9a-f]{16}'
 "$DG" -q train --batch 16 --steps 5 --threads 1 --augment flip >/dev/null 2>&1
 "$DG" -q gate --backend cpu --size 8 >/dev/null 2>&1
 mapfile -t ids < <("$DG" ledger list --json | python3 -c 'import json,sys; [print(r["id"]) for r in json.load(sys.stdin)]')
-expect_exit 0 "$DG" ledger diff "${ids[3]}" "${ids[2]}"
+# workers are not part of the bucket, but they are part of the spec
+expect_exit 1 "$DG" ledger diff "${ids[3]}" "${ids[2]}"
+expect_grep out '^\* spec.workers +2 +0'
 expect_grep out 'samples/s'
 expect_exit 1 "$DG" ledger diff "${ids[3]}" "${ids[1]}"
-expect_grep err 'input buckets differ: augment; use --force to compare anyway'
-expect_grep out '^\* augment'
+expect_grep err 'not comparable: spec.augment, bucket.augment, bucket.id differ; use --force'
+expect_grep out '^\* bucket.augment'
 expect_exit 0 "$DG" ledger diff "${ids[3]}" "${ids[1]}" --force
-expect_grep out 'compared despite different input buckets'
+expect_grep out 'not a speedup: not comparable'
 expect_exit 0 "$DG" ledger diff "${ids[3]}" "${ids[1]}" --force --json
-expect_json out 'd["forced"] and not d["same_bucket"] and d["differs"] == ["augment"] and d["speedup"] > 0'
-expect_exit 2 "$DG" ledger diff "${ids[3]}" "${ids[0]}"
-expect_grep err 'no input bucket'
+expect_json out 'd["forced"] and not d["same_bucket"] and "bucket.augment" in d["differs"] and d["speedup"] is None and d["ratio"] > 0'
+expect_exit 1 "$DG" ledger diff "${ids[3]}" "${ids[0]}"
+expect_grep err 'not comparable: run.verb, spec, bucket differ'
 expect_exit 2 "$DG" ledger diff "${ids[3]}"
 
 # Bad options: exit 2 with a message.

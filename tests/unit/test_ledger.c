@@ -811,6 +811,77 @@ static void suite(dg_ctx *ctx, const char *where, const char *what)
     CHECK(st == DG_ERR_NOT_FOUND && contains(dg_errmsg(ctx), "19990101-000000-000000000000"));
     cJSON_Delete(e);
 
+    /* the summary of list, show and export: read from the record by its kind */
+    char *tr = NULL, *old = NULL;
+    CHECK(dg_ledger_record(ctx, lg, "train", 0,
+                           "{\"kind\":\"train\",\"status\":\"ok\",\"spec\":{\"backend\":"
+                           "\"cpu\",\"model\":\"lenet\",\"batch\":32},\"spec_id\":\"s1\","
+                           "\"bucket\":{\"id\":\"b1\"},\"throughput\":{\"samples_per_s\":"
+                           "{\"value\":250.5,\"unit\":\"samples/s\",\"valid\":true}}}",
+                           &tr) == DG_OK);
+    CHECK(dg_ledger_record(ctx, lg, "train", 0,
+                           "{\"kind\":\"train\",\"timestamp\":\"2001-02-03T04:05:06Z\","
+                           "\"throughput\":{\"samples_per_s\":{\"value\":null,\"unit\":"
+                           "\"samples/s\",\"valid\":false}}}",
+                           &old) == DG_OK);
+    CHECK(dg_ledger_list(ctx, lg, 2, &json) == DG_OK);
+    arr = cJSON_Parse(json);
+    dg_string_free(json);
+    const cJSON *s0 = cJSON_GetArrayItem(arr, 0), *s1 = cJSON_GetArrayItem(arr, 1);
+    const cJSON *tp1 = cJSON_GetObjectItem(s1, "throughput"),
+                *tp0 = cJSON_GetObjectItem(s0, "throughput");
+    CHECK_MSG(strcmp(jstr_or(s1, "backend"), "cpu") == 0 &&
+                  strcmp(jstr_or(s1, "model"), "lenet") == 0 &&
+                  strcmp(jstr_or(s1, "verdict"), "ok") == 0 &&
+                  strcmp(jstr_or(s1, "spec_id"), "s1") == 0 &&
+                  strcmp(jstr_or(s1, "bucket_id"), "b1") == 0,
+              "%s: summary of a train run", what);
+    CHECK(cJSON_GetObjectItem(s1, "batch") && cJSON_GetObjectItem(s1, "batch")->valuedouble == 32);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(tp1, "valid")) &&
+          cJSON_GetObjectItem(tp1, "value")->valuedouble == 250.5 &&
+          strcmp(jstr_or(tp1, "unit"), "samples/s") == 0);
+    /* not reported stays not reported: null and invalid, never 0 */
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(tp0, "valid")) &&
+          cJSON_IsNull(cJSON_GetObjectItem(tp0, "value")));
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(s0, "batch")) &&
+          cJSON_IsNull(cJSON_GetObjectItem(s0, "backend")));
+    CHECK(!cJSON_GetObjectItem(s0, "record") && !cJSON_GetObjectItem(s0, "rank"));
+    cJSON_Delete(arr);
+    /* export: oldest first, records parsed; --since by started_at */
+    CHECK(dg_ledger_export(ctx, lg, NULL, &json) == DG_OK);
+    arr = cJSON_Parse(json);
+    dg_string_free(json);
+    int n = cJSON_GetArraySize(arr), at_tr = -1, at_old = -1, at_first = -1;
+    for (int i = 0; i < n; i++) {
+        const char *id = jstr_or(cJSON_GetArrayItem(arr, i), "id");
+        at_tr = tr && strcmp(id, tr) == 0 ? i : at_tr;
+        at_old = old && strcmp(id, old) == 0 ? i : at_old;
+        at_first = ids[0] && strcmp(id, ids[0]) == 0 ? i : at_first;
+    }
+    CHECK_MSG(at_first >= 0 && at_tr > at_first && at_old > at_tr, "%s: export order %d %d %d",
+              what, at_first, at_tr, at_old);
+    const cJSON *xr = cJSON_GetObjectItem(cJSON_GetArrayItem(arr, at_tr), "record");
+    CHECK(cJSON_IsObject(xr) && strcmp(jstr_or(xr, "spec_id"), "s1") == 0);
+    CHECK(strcmp(jstr_or(cJSON_GetArrayItem(arr, at_tr), "model"), "lenet") == 0);
+    cJSON_Delete(arr);
+    CHECK(dg_ledger_export(ctx, lg, "2001-02-03T04:05:07Z", &json) == DG_OK);
+    CHECK(json && old && !contains(json, old) && tr && contains(json, tr));
+    dg_string_free(json);
+    CHECK(dg_ledger_export(ctx, lg, "2001-02-03", &json) == DG_OK);
+    CHECK(json && old && contains(json, old));
+    dg_string_free(json);
+    static const char *const bad_since[] = {"2001-2-3", "2001-02-03T04:05:06", "yesterday", "",
+                                            "2001-02-03 04:05:06Z"};
+    for (size_t i = 0; i < sizeof bad_since / sizeof bad_since[0]; i++) {
+        json = (char *)1;
+        CHECK_MSG(dg_ledger_export(ctx, lg, bad_since[i], &json) == DG_ERR_USAGE && !json,
+                  "%s: since '%s' accepted", what, bad_since[i]);
+    }
+    CHECK(contains(dg_errmsg(ctx), "not a UTC date"));
+    CHECK(dg_ledger_export(ctx, NULL, NULL, &json) == DG_ERR_USAGE);
+    dg_string_free(tr);
+    dg_string_free(old);
+
     /* update */
     CHECK(dg_ledger_update(ctx, lg, ids[0], 1, "{\"state\":\"interrupted\",\"y\":2}") == DG_OK);
     e = show_entry(ctx, lg, ids[0], &st);
@@ -872,7 +943,7 @@ static void suite(dg_ctx *ctx, const char *where, const char *what)
     CHECK(dg_ledger_open(ctx, where, 5000, &lg) == DG_OK);
     arr = lg ? all_entries(ctx, lg) : NULL;
     int after = cJSON_GetArraySize(arr);
-    CHECK_MSG(after == before + 3 + SUITE_WRITERS * SUITE_EACH, "%s: %d runs before, %d after",
+    CHECK_MSG(after == before + 5 + SUITE_WRITERS * SUITE_EACH, "%s: %d runs before, %d after",
               what, before, after);
     CHECK_MSG(duplicate_ids(arr) == 0, "%s: duplicate run ids", what);
     cJSON_Delete(arr);
