@@ -873,8 +873,8 @@ int rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp
     for (int k = 0; k < nlines; k++)
         if (has[k]) {
             series_line(b, &p, pts, c->xkey, &lines[k], npts);
-            lx = legend(b, lx, 28, lines[k].color, lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL,
-                        lines[k].name);
+            lx = legend(b, lx, 28, lines[k].color,
+                        lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL, lines[k].name);
         }
     svg_close(b);
     return drawn;
