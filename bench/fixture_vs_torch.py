@@ -76,13 +76,16 @@ def worker_main(threads, device):
     from golden import build
     if threads:
         torch.set_num_threads(threads)
+    tf32 = None
+    if device == "cuda":
+        tf32 = {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32}
     print(json.dumps({"ready": True, "torch": torch.__version__, "blas_core": blas_core(),
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(), "tf32_defaults": tf32}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
-        if device == "cuda":
-            torch.backends.cudnn.allow_tf32 = job["tf32"]
-            torch.backends.cuda.matmul.allow_tf32 = job["tf32"]
+        if device == "cuda" and not job["tf32"]:  # --tf32 leaves PyTorch's defaults alone
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         ms = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"])
         print(json.dumps({"step_ms": ms}), flush=True)
 
@@ -152,6 +155,8 @@ def devgate_step_ms(a, preset, batch, steps, threads):
            "--steps", str(steps + WARMUP), "--json", "-q"]
     if a.tf32:
         cmd.append("--tf32")
+    if a.workers is not None:
+        cmd += ["--workers", str(a.workers)]
     if threads and a.backend == "cpu":
         cmd += ["--threads", str(threads)]
     rec = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -229,6 +234,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--graph", action="store_true", help="PyTorch's step as a CUDA graph (cuda)")
     ap.add_argument("--tf32", action="store_true", help="devgate --tf32 against PyTorch's TF32 default (cuda)")
+    ap.add_argument("--workers", type=int, help="devgate's loader threads (default devgate's own, 2); "
+                    "PyTorch's batches are made before the timed steps")
     ap.add_argument("--json", metavar="FILE", help="every round as JSON")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--worker-device", default="cpu", help=argparse.SUPPRESS)
@@ -242,7 +249,8 @@ def main():
     dblas = devgate_blas(a.devgate)
     print(f"# devgate {a.backend} vs PyTorch ({device}{', CUDA graph' if a.graph else ', eager'}), "
           f"{'TF32 both (devgate --tf32, PyTorch default)' if a.tf32 else 'fp32 both'}; "
-          f"{a.rounds} alternating rounds a cell; ratio = torch_ms / devgate_ms (>1: devgate faster)")
+          f"{a.rounds} alternating rounds a cell; devgate loader workers {a.workers if a.workers is not None else 'default'}; "
+          f"ratio = torch_ms / devgate_ms (>1: devgate faster)")
     if dblas:
         print(f"# devgate BLAS: {dblas.get('config')}; kernel {dblas.get('kernel')}"
               f", generic kernel {dblas.get('generic_kernel')}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
@@ -250,7 +258,8 @@ def main():
     hdr = f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} {'load':>5}"
     for th in threads:
         w = Worker(th, device)
-        print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}")
+        print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}"
+              + (f", TF32 defaults {w.info['tf32_defaults']}" if device == "cuda" else ""))
         print(hdr, flush=True)
         for preset in a.presets.split(","):
             for batch in (int(b) for b in a.batches.split(",")):
@@ -271,14 +280,14 @@ def main():
                 row = {"preset": preset, "batch": batch, "threads": th, "steps": steps, "devgate_ms": dms,
                        "torch_ms": tms, "ratios": ratios, "load": loads, "devgate_graph": cap}
                 rows.append(row)
+                if a.json:  # after every cell, so a run cut short keeps what it measured
+                    with open(a.json, "w") as f:
+                        json.dump({"backend": a.backend, "graph": a.graph, "tf32": a.tf32, "devgate_blas": dblas,
+                                   "rows": rows}, f, indent=1)
                 print(f"{preset:7} {batch:5d} {th:3d} {statistics.median(dms):11.3f} {statistics.median(tms):10.3f} "
                       f"{statistics.median(ratios):6.2f} {min(ratios):6.2f} {max(ratios):6.2f} "
                       f"{statistics.median(loads):5.1f}", flush=True)
         w.close()
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"backend": a.backend, "graph": a.graph, "tf32": a.tf32, "devgate_blas": dblas,
-                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 
 #include "devgate.h"
 
-#define DG_BACKEND_IFACE_VERSION 3
+#define DG_BACKEND_IFACE_VERSION 4
 
 typedef struct dg_metric {
     double value;
@@ -152,7 +152,7 @@ typedef struct dg_backend_iface {
      * cached blocks and retry). */
     dg_status (*buf_alloc)(void *ctx, size_t bytes, void **buf);
     void (*buf_free)(void *ctx, void *buf);
-    /* Blocking copies between host memory and a buffer. */
+    /* Blocking copies between host memory and a buffer (but see host_alloc). */
     dg_status (*upload)(void *ctx, void *buf, size_t off, const void *src, size_t bytes);
     dg_status (*download)(void *ctx, const void *buf, size_t off, void *dst, size_t bytes);
     dg_status (*synchronize)(void *ctx);
@@ -220,6 +220,15 @@ typedef struct dg_backend_iface {
      * allowed for GEMMs and convolutions. NULL: fp32 only. Set before the
      * conv2d_workspace queries (the algorithms depend on it). */
     dg_status (*set_math)(void *ctx, int mode);
+    /* Page-locked host memory for the batches (NULL: plain memory serves as
+     * well). An upload whose whole source lies in one such block may return
+     * before the copy has run: it is ordered before every op issued after it,
+     * and the block must not be written again until host_wait on it returns
+     * (which waits for every upload that read from it). host_free waits too
+     * and accepts NULL. */
+    dg_status (*host_alloc)(void *ctx, size_t bytes, void **p);
+    void (*host_free)(void *ctx, void *p);
+    dg_status (*host_wait)(void *ctx, const void *p);
 } dg_backend_iface;
 
 /* Registration functions of the backends compiled into the library. */

@@ -1,7 +1,9 @@
 /* devgate remote HOST VERB [options]: one named node over the system's OpenSSH
  * client. The node is checked first (devgate present, protocol, version,
- * commit), the --data file is shipped content-addressed into the node's cache
- * (only when missing, SHA-256 verified on arrival), the verb runs detached on
+ * commit), the --data files and folders are shipped content-addressed into the
+ * node's cache (only when missing, SHA-256 verified on arrival; a folder is
+ * assembled there from the cached files), the input bucket is computed on both
+ * sides by a one-step probe and must agree, the verb runs detached on
  * the node (a dropped connection loses nothing: `remote HOST collect`), and the
  * record enters the local ledger with the node's identity. The node side is
  * the hidden verb `__node`. docs/team.md. */
@@ -12,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -29,7 +32,7 @@ extern char **environ;
 
 /* The protocol between `remote` and `__node`; bumped when either side's
  * words change. */
-#define REMOTE_PROTOCOL 1
+#define REMOTE_PROTOCOL 2
 #define MAX_SSH_OPTS 32
 #define MAX_ARGS 256
 
@@ -380,6 +383,287 @@ static int ship_file(remote *r, const char *path, cJSON *shipped, char **node_pa
     return ret;
 }
 
+/* ---- shipping a folder (images:DIR, cifar:DIR) --------------------------------- */
+
+#define TREE_MAX_FILES 200000
+#define TREE_MAX_DEPTH 6
+
+typedef struct tree_file {
+    char *rel;  /* relative to the folder */
+    char *full; /* as opened here */
+    char sha[65];
+    uint64_t size;
+} tree_file;
+
+typedef struct tree_list {
+    tree_file *v;
+    size_t n, cap;
+} tree_list;
+
+static int cmp_tree_file(const void *a, const void *b)
+{
+    return strcmp(((const tree_file *)a)->rel, ((const tree_file *)b)->rel);
+}
+
+static void tree_list_free(tree_list *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].rel);
+        free(t->v[i].full);
+    }
+    free(t->v);
+}
+
+/* Every regular file under dir (symlinks followed, names starting with '.'
+ * skipped, as the data sources skip them), relative names from rel. */
+static int tree_walk(const char *dir, const char *rel, int depth, tree_list *t)
+{
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0) {
+        cli_error("remote: --data folder %s: %s", dir, strerror(errno));
+        return EXIT_USAGE;
+    }
+    int rc = EXIT_PASS;
+    for (int i = 0; i < n; i++) {
+        const char *nm = names[i]->d_name;
+        if (!rc && nm[0] != '.') {
+            char *full = cli_join(dir, nm);
+            char *r2 = rel[0] ? fmt("%s/%s", rel, nm) : strdup(nm);
+            struct stat sb;
+            if (!full || !r2) {
+                rc = EXIT_USAGE;
+            } else if (strchr(nm, '\n') || strlen(nm) >= 200) {
+                cli_error("remote: --data folder: the name %s cannot be shipped (a newline, or "
+                          "200 bytes or more)",
+                          full);
+                rc = EXIT_USAGE;
+            } else if (stat(full, &sb) != 0) {
+                /* a dangling link: the data source skips it too */
+            } else if (S_ISDIR(sb.st_mode)) {
+                if (depth >= TREE_MAX_DEPTH) {
+                    cli_error("remote: --data folder: %s is nested deeper than %d folders", full,
+                              TREE_MAX_DEPTH);
+                    rc = EXIT_USAGE;
+                } else {
+                    rc = tree_walk(full, r2, depth + 1, t);
+                }
+            } else if (S_ISREG(sb.st_mode)) {
+                if (t->n >= TREE_MAX_FILES) {
+                    cli_error("remote: --data folder holds more than %d files", TREE_MAX_FILES);
+                    rc = EXIT_USAGE;
+                } else {
+                    if (t->n == t->cap) {
+                        size_t nc = t->cap ? t->cap * 2 : 64;
+                        tree_file *nv = realloc(t->v, nc * sizeof *nv);
+                        if (!nv)
+                            rc = EXIT_USAGE;
+                        else {
+                            t->v = nv;
+                            t->cap = nc;
+                        }
+                    }
+                    if (!rc) {
+                        t->v[t->n++] = (tree_file){.rel = r2, .full = full};
+                        full = r2 = NULL;
+                    }
+                }
+            }
+            free(full);
+            free(r2);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+/* The manifest text: "SHA SIZE RELPATH\n" per file, sorted by path. */
+static char *tree_manifest(const tree_list *t)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < t->n; i++)
+        cap += strlen(t->v[i].rel) + 64 + 24 + 3;
+    char *m = malloc(cap);
+    if (!m)
+        return NULL;
+    size_t off = 0;
+    m[0] = '\0';
+    for (size_t i = 0; i < t->n; i++)
+        off += (size_t)snprintf(m + off, cap - off, "%s %llu %s\n", t->v[i].sha,
+                                (unsigned long long)t->v[i].size, t->v[i].rel);
+    return m;
+}
+
+/* A temporary file holding text, rewound; its descriptor, or -1. */
+static int text_fd(const char *text)
+{
+    FILE *f = tmpfile();
+    if (!f)
+        return -1;
+    size_t n = strlen(text);
+    if (fwrite(text, 1, n, f) != n || fflush(f) != 0) {
+        fclose(f);
+        return -1;
+    }
+    int fd = dup(fileno(f));
+    fclose(f);
+    if (fd >= 0)
+        lseek(fd, 0, SEEK_SET);
+    return fd;
+}
+
+/* Asks the node to assemble tree id from its cache; *ans gets its answer. */
+static int tree_call(remote *r, const char *id, const char *manifest, cJSON **ans)
+{
+    *ans = NULL;
+    int fd = text_fd(manifest);
+    if (fd < 0) {
+        cli_error("remote: cannot keep the folder's manifest: %s", strerror(errno));
+        return EXIT_USAGE;
+    }
+    const char *req[] = {"tree", id, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = ssh_call(r, req, fd, &out, &err);
+    close(fd);
+    int ret = EXIT_PASS;
+    if (rc == 255)
+        ret = ssh_failure(r, rc, err, "asking the node's cache for a folder");
+    else if (rc == EXIT_REMOTE_DISK) {
+        char line[256];
+        last_line(err, line, sizeof line);
+        cli_error("remote %s: disk full on the node while assembling a folder: %s", r->host, line);
+        ret = EXIT_REMOTE_DISK;
+    } else if (rc != 0) {
+        char line[256];
+        last_line(err, line, sizeof line);
+        cli_error("remote %s: the node could not assemble the folder (exit %d): %s", r->host, rc,
+                  line);
+        ret = rc == EXIT_REMOTE_BUCKET ? EXIT_REMOTE_BUCKET : EXIT_USAGE;
+    } else if (!(*ans = cJSON_Parse(out))) {
+        cli_error("remote %s: the node's answer about a folder is not JSON", r->host);
+        ret = EXIT_USAGE;
+    }
+    free(out);
+    free(err);
+    return ret;
+}
+
+/* Ships the folder at path: each file content-addressed into the node's
+ * cache only when missing there (SHA-256 verified on arrival), then the node
+ * assembles the tree (named by the SHA-256 of its manifest) from its cache;
+ * *node_path gets the tree's path there (free()). */
+static int ship_tree(remote *r, const char *path, cJSON *shipped, char **node_path)
+{
+    *node_path = NULL;
+    tree_list t = {0};
+    int rc = tree_walk(path, "", 0, &t);
+    if (!rc && t.n == 0) {
+        cli_error("remote: --data folder %s holds no files", path);
+        rc = EXIT_USAGE;
+    }
+    if (rc) {
+        tree_list_free(&t);
+        return rc;
+    }
+    qsort(t.v, t.n, sizeof *t.v, cmp_tree_file);
+    uint64_t total = 0;
+    for (size_t i = 0; i < t.n && !rc; i++) {
+        if (dg_sha256_file(r->c->ctx, t.v[i].full, t.v[i].sha, &t.v[i].size) != DG_OK) {
+            cli_error("remote: %s", dg_errmsg(r->c->ctx));
+            rc = EXIT_USAGE;
+        }
+        total += t.v[i].size;
+    }
+    char *manifest = rc ? NULL : tree_manifest(&t);
+    char id[65] = "";
+    int mfd = manifest ? text_fd(manifest) : -1;
+    if (!rc && mfd >= 0) {
+        char fdpath[64];
+        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", mfd);
+        if (dg_sha256_file(r->c->ctx, fdpath, id, NULL) != DG_OK)
+            rc = EXIT_USAGE;
+    } else if (!rc) {
+        rc = EXIT_USAGE;
+    }
+    if (mfd >= 0)
+        close(mfd);
+    cJSON *ans = NULL;
+    int sent = 0;
+    if (!rc)
+        rc = tree_call(r, id, manifest, &ans);
+    if (!rc && strcmp(jstr(ans, "state", "?"), "missing") == 0) {
+        /* send what the node lacks (or held changed: it removed those), then ask again */
+        const cJSON *miss = cJSON_GetObjectItem(ans, "missing"), *m;
+        int tampered = (int)jnum(ans, "tampered", 0);
+        if (tampered)
+            cli_error("remote %s: %d cached file%s of %s did not match %s SHA-256 (changed after "
+                      "arrival); removed and sent again",
+                      r->host, tampered, tampered == 1 ? "" : "s", path,
+                      tampered == 1 ? "its" : "their");
+        cJSON_ArrayForEach(m, miss)
+        {
+            if (rc)
+                break;
+            if (!cJSON_IsString(m))
+                continue;
+            for (size_t i = 0; i < t.n; i++) {
+                if (strcmp(t.v[i].sha, m->valuestring) != 0)
+                    continue;
+                char *np = NULL;
+                cJSON *one = cJSON_CreateArray();
+                bool q = r->c->quiet;
+                r->c->quiet = true; /* one summary line for the folder */
+                rc = ship_file(r, t.v[i].full, one, &np);
+                r->c->quiet = q;
+                cJSON_Delete(one);
+                free(np);
+                sent++;
+                break;
+            }
+        }
+        cJSON_Delete(ans);
+        ans = NULL;
+        if (!rc)
+            rc = tree_call(r, id, manifest, &ans);
+        if (!rc && strcmp(jstr(ans, "state", "?"), "ok") != 0) {
+            cli_error("remote %s: the node still lacks files of %s after they were sent", r->host,
+                      path);
+            rc = EXIT_REMOTE_BUCKET;
+        }
+    } else if (!rc && strcmp(jstr(ans, "state", "?"), "ok") != 0) {
+        cli_error("remote %s: the node's answer about %s: %s", r->host, path,
+                  jstr(ans, "state", "?"));
+        rc = EXIT_USAGE;
+    }
+    if (!rc) {
+        const char *p = jstr(ans, "path", NULL);
+        *node_path = p ? strdup(p) : NULL;
+        if (!*node_path)
+            rc = EXIT_USAGE;
+    }
+    if (!rc) {
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddStringToObject(s, "name", base_name(path));
+        cJSON_AddStringToObject(s, "tree", id);
+        cJSON_AddNumberToObject(s, "files", (double)t.n);
+        cJSON_AddNumberToObject(s, "bytes", (double)total);
+        cJSON_AddNumberToObject(s, "files_sent", sent);
+        cJSON_AddBoolToObject(s, "sent", sent > 0);
+        cJSON_AddItemToArray(shipped, s);
+        if (!r->c->quiet)
+            fprintf(stderr,
+                    "devgate: remote %s: folder %s: %zu files, %d sent, %zu already in the node's "
+                    "cache (tree sha256 %.16s, %llu bytes)\n",
+                    r->host, base_name(path), t.n, sent, t.n - (size_t)sent, id,
+                    (unsigned long long)total);
+    }
+    cJSON_Delete(ans);
+    free(manifest);
+    tree_list_free(&t);
+    return rc;
+}
+
 /* The --data spec with every local file in it ([KIND:]PATH[,PATH...]) shipped
  * and replaced by its path in the node's cache (*out: free()). */
 static int rewrite_data(remote *r, const char *spec, cJSON *shipped, char **out)
@@ -407,10 +691,8 @@ static int rewrite_data(remote *r, const char *spec, cJSON *shipped, char **out)
         char *np = NULL;
         const char *word = part;
         if (stat(part, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            cli_error("remote: --data %s is a folder; only files are shipped to a node (pack it "
-                      "as IDX or CIFAR files, or put it on the node and give the node's path)",
-                      part);
-            rc = EXIT_USAGE;
+            rc = ship_tree(r, part, shipped, &np);
+            word = np;
         } else if (stat(part, &sb) == 0 && S_ISREG(sb.st_mode)) {
             rc = ship_file(r, part, shipped, &np);
             word = np;
@@ -441,6 +723,239 @@ static int rewrite_data(remote *r, const char *spec, cJSON *shipped, char **out)
     else
         *out = res;
     return rc;
+}
+
+/* ---- the input bucket, checked before the run ------------------------------ */
+
+/* Verbs whose options name an input bucket (the training options). */
+static bool bucket_verb(const char *verb)
+{
+    static const char *const v[] = {"train", "sweep", "soak", "compare", "profile", "accept"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (strcmp(verb, v[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The words of a one-step `train` on the cpu that opens the same input
+ * bucket as VERB's words (the options that make the bucket, nothing else);
+ * n words into out (at most max), NULL-terminated. */
+static int bucket_probe_words(int argc, const char *const *argv, const char **out, int max)
+{
+    static const char *const with_value[] = {
+        "--model", "--input",     "--batch",      "--seed",    "--samples",
+        "--data",  "--val-split", "--resolution", "--augment", "--normalize"};
+    int n = 0;
+    bool model = false;
+    out[n++] = "train";
+    for (int i = 1; i < argc && n < max - 16; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (strcmp(a, "--tf32") == 0) {
+            out[n++] = a;
+            continue;
+        }
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+            size_t l = strlen(with_value[k]);
+            if (strncmp(a, with_value[k], l) == 0 && a[l] == '=') {
+                out[n++] = a;
+            } else if (strcmp(a, with_value[k]) == 0 && i + 1 < argc) {
+                out[n++] = a;
+                out[n++] = argv[++i];
+            } else {
+                continue;
+            }
+            model = model || k == 0;
+            break;
+        }
+    }
+    if (!model && strcmp(argv[0], "accept") == 0) { /* accept's own default model */
+        out[n++] = "--model";
+        out[n++] = "cifar";
+    }
+    static const char *const tail[] = {"--backend", "cpu",      "--threads", "1",         "--steps",
+                                       "1",         "--epochs", "1",         "--workers", "0"};
+    for (size_t k = 0; k < sizeof tail / sizeof tail[0]; k++)
+        out[n++] = tail[k];
+    out[n] = NULL;
+    return n;
+}
+
+/* Runs this devgate with args (no shell), stdout into *out (free()), the
+ * last line of its stderr into err; its exit status, or -1. */
+static int run_self(const char *const *args, char **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    err[0] = '\0';
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0)
+        return -1;
+    self[sl] = '\0';
+    const char *argv[MAX_ARGS + 8];
+    int n = 0;
+    argv[n++] = self;
+    argv[n++] = "--no-ledger";
+    argv[n++] = "--json";
+    argv[n++] = "--quiet";
+    for (int i = 0; args[i] && n < MAX_ARGS; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    FILE *ef = tmpfile();
+    int po[2];
+    if (!ef || pipe2(po, O_CLOEXEC) != 0) {
+        if (ef)
+            fclose(ef);
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fileno(ef), 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, self, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(po[1]);
+    if (rc != 0) {
+        close(po[0]);
+        fclose(ef);
+        return -1;
+    }
+    *out = cli_read_fd(po[0], 256 << 20);
+    close(po[0]);
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    fflush(ef);
+    rewind(ef);
+    char *etext = cli_read_fd(fileno(ef), 1 << 20);
+    fclose(ef);
+    last_line(etext, err, errlen);
+    free(etext);
+    if (!*out)
+        *out = calloc(1, 1);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128;
+}
+
+/* The bucket of a one-step probe's record text, or NULL. */
+static cJSON *bucket_of(const char *text)
+{
+    cJSON *rec = text ? cJSON_Parse(text) : NULL;
+    cJSON *bk = cJSON_DetachItemFromObject(rec, "bucket");
+    cJSON_Delete(rec);
+    if (!cJSON_IsObject(bk) || !cJSON_IsString(cJSON_GetObjectItem(bk, "id"))) {
+        cJSON_Delete(bk);
+        return NULL;
+    }
+    return bk;
+}
+
+/* Before the run: the input bucket here (local paths) and on the node (its
+ * cached copies) from the same probe; different ids refuse the run (exit 15,
+ * naming the fields). A probe that cannot run leaves a warning instead (the
+ * run itself then says what is wrong, and --like still holds it). */
+static int bucket_check(remote *r, int argc, const char *const *local, const char *const *node,
+                        cJSON *warnings, cJSON *extra)
+{
+    const char *lw[MAX_ARGS + 24], *nw[MAX_ARGS + 24];
+    bucket_probe_words(argc, local, lw, MAX_ARGS + 20);
+    int nn = 0;
+    while (node[nn])
+        nn++;
+    nw[0] = "bucket";
+    nw[1] = "--";
+    bucket_probe_words(nn, node, nw + 2, MAX_ARGS + 18);
+    char *out = NULL, err[512];
+    int lrc = run_self(lw, &out, err, sizeof err);
+    cJSON *lb = lrc == 0 ? bucket_of(out) : NULL;
+    free(out);
+    char w[768];
+    if (!lb) {
+        snprintf(w, sizeof w,
+                 "input bucket not checked before the run: the local probe failed "
+                 "(exit %d: %s)",
+                 lrc, err[0] ? err : "no record");
+        cJSON_AddItemToArray(warnings, cJSON_CreateString(w));
+        fprintf(stderr, "devgate: remote %s: warning: %s\n", r->host, w);
+        return EXIT_PASS;
+    }
+    char *nerr = NULL;
+    out = NULL;
+    int src = ssh_call(r, nw, -1, &out, &nerr);
+    if (src == 255) {
+        int f = ssh_failure(r, src, nerr, "checking the node's input bucket");
+        free(out);
+        free(nerr);
+        cJSON_Delete(lb);
+        return f;
+    }
+    cJSON *ans = src == 0 ? cJSON_Parse(out) : NULL;
+    cJSON *nb = cJSON_DetachItemFromObject(ans, "bucket");
+    cJSON_Delete(ans);
+    if (!cJSON_IsObject(nb)) {
+        char line[256];
+        last_line(nerr, line, sizeof line);
+        snprintf(w, sizeof w,
+                 "input bucket not checked before the run: the node's probe failed (exit %d: %s)",
+                 src, line[0] ? line : "no record");
+        cJSON_AddItemToArray(warnings, cJSON_CreateString(w));
+        fprintf(stderr, "devgate: remote %s: warning: %s\n", r->host, w);
+        cJSON_Delete(nb);
+        cJSON_Delete(lb);
+        free(out);
+        free(nerr);
+        return EXIT_PASS;
+    }
+    free(out);
+    free(nerr);
+    char differs[256];
+    cli_bucket_differs(lb, nb, differs, sizeof differs);
+    int rc = EXIT_PASS;
+    if (differs[0]) {
+        cli_error("remote %s: the node's input bucket differs from the local one (%s differ: "
+                  "local %.16s, node %.16s); nothing was run",
+                  r->host, differs, jstr(lb, "id", "?"), jstr(nb, "id", "?"));
+        rc = EXIT_REMOTE_BUCKET;
+    } else {
+        cJSON_AddStringToObject(extra, "bucket_checked", jstr(lb, "id", ""));
+        if (!r->c->quiet)
+            fprintf(stderr, "devgate: remote %s: input bucket %.16s here and on the node\n",
+                    r->host, jstr(lb, "id", "?"));
+    }
+    cJSON_Delete(lb);
+    cJSON_Delete(nb);
+    return rc;
+}
+
+/* bucket -- train ARGS: the node's side of the probe: {"bucket": {...}}. */
+static int node_bucket(int argc, char **argv)
+{
+    const char *args[MAX_ARGS + 2];
+    int n = 0;
+    for (int i = 0; i < argc && n < MAX_ARGS; i++)
+        args[n++] = argv[i];
+    args[n] = NULL;
+    if (n == 0 || strcmp(args[0], "train") != 0) {
+        cli_error("node: bucket: only a train probe");
+        return EXIT_USAGE;
+    }
+    char *out = NULL, err[512];
+    int rc = run_self(args, &out, err, sizeof err);
+    cJSON *bk = rc == 0 ? bucket_of(out) : NULL;
+    free(out);
+    if (!bk) {
+        cli_error("node: the bucket probe failed (exit %d): %s", rc, err[0] ? err : "no record");
+        return rc > 0 && rc != EXIT_PASS ? rc : EXIT_USAGE;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "bucket", bk);
+    char *s = cJSON_PrintUnformatted(o);
+    puts(s);
+    cJSON_free(s);
+    cJSON_Delete(o);
+    return EXIT_PASS;
 }
 
 /* ---- run, wait, fetch --------------------------------------------------------- */
@@ -659,6 +1174,8 @@ static int remote_run(remote *r, int argc, char **argv, const char *like, bool d
         words[nw++] = np;
     }
     words[nw] = NULL;
+    if (!rc && bucket_verb(argv[0]))
+        rc = bucket_check(r, argc, (const char *const *)argv, words + 3, warnings, extra);
     if (!rc) {
         char *out = NULL, *err = NULL;
         int src = ssh_call(r, words, -1, &out, &err);
@@ -867,7 +1384,9 @@ const cli_verb cli_verb_remote = {
 
 const cli_verb cli_verb_node = {
     .name = "__node",
-    .summary = "the node side of devgate remote (info, have, put, start, wait, fetch, list, mark)",
+    .summary =
+        "the node side of devgate remote (info, have, put, tree, bucket, start, wait, fetch, "
+        "list, mark)",
     .exits = "0 done, 2 usage, 13 disk full, 15 arrived corrupt",
     .example = "devgate __node info",
     .run = cmd_node,
@@ -1059,6 +1578,223 @@ static int node_put(cli *c, const char *cache, const char *sha, const char *name
     free(dir);
     free(tmp);
     free(path);
+    return ret;
+}
+
+/* A relative path inside a tree: no absolute path, no empty, "." or ".."
+ * component. */
+static bool rel_ok(const char *s)
+{
+    if (!s || !s[0] || s[0] == '/' || strlen(s) > 1000)
+        return false;
+    const char *p = s;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.') ||
+            p[0] == '.')
+            return false;
+        p += n;
+        if (*p == '/')
+            p++;
+        else
+            break;
+    }
+    return s[strlen(s) - 1] != '/';
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 ? 0 : 0;
+}
+
+static long g_tree_count;
+
+static int count_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)path;
+    (void)ftw;
+    if (flag == FTW_F && S_ISREG(sb->st_mode))
+        g_tree_count++;
+    return 0;
+}
+
+/* True when the tree at dir holds exactly n regular files, each the very
+ * file (same inode) of the cached object it was linked from. */
+static bool tree_intact(const char *dir, char **rels, ino_t *inos, int n)
+{
+    g_tree_count = 0;
+    if (nftw(dir, count_entry, 16, FTW_PHYS) != 0 || g_tree_count != n)
+        return false;
+    for (int i = 0; i < n; i++) {
+        char *tf = fmt("%s/%s", dir, rels[i]);
+        struct stat tb;
+        bool same = tf && lstat(tf, &tb) == 0 && tb.st_ino == inos[i];
+        free(tf);
+        if (!same)
+            return false;
+    }
+    return true;
+}
+
+/* Removes the folder at path and everything in it. */
+static void rm_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* tree ID (manifest on stdin: "SHA SIZE RELPATH" lines): the folder ID
+ * assembled in CACHE/trees/ID from the cached files (hard links), each
+ * verified by its SHA-256 first; {"state": "ok", "path"} or {"state":
+ * "missing", "missing": [SHA...], "tampered": N} (a changed file removed). */
+static int node_tree(cli *c, const char *cache, const char *id)
+{
+    char *trees = fmt("%s/trees", cache);
+    char *inc = fmt("%s/trees/.incoming-%ld", cache, (long)getpid());
+    int ret = EXIT_PASS;
+    if (!trees || !inc || !cli_make_dirs(trees)) {
+        cli_error("node: cannot create %s: %s", trees ? trees : "trees", strerror(errno));
+        ret = errno == ENOSPC ? EXIT_REMOTE_DISK : EXIT_USAGE;
+        free(trees);
+        free(inc);
+        return ret;
+    }
+    char *text = cli_read_fd(0, 64 << 20);
+    char hex[65] = "";
+    bool saved = text && cli_write_file(inc, text);
+    if (!saved) {
+        cli_error("node: cannot keep the manifest of tree %.16s: %s", id, strerror(errno));
+        ret = errno == ENOSPC ? EXIT_REMOTE_DISK : EXIT_USAGE;
+    } else if (dg_sha256_file(c->ctx, inc, hex, NULL) != DG_OK || strcmp(hex, id) != 0) {
+        cli_error("node: the manifest of tree %.16s arrived with SHA-256 %.16s; discarded", id,
+                  hex);
+        ret = EXIT_REMOTE_BUCKET;
+    }
+    unlink(inc);
+    free(inc);
+    cJSON *missing = cJSON_CreateArray();
+    int tampered = 0, nfiles = 0, ncap = 0;
+    char **rels = NULL;
+    ino_t *inos = NULL;
+    char *tree = fmt("%s/%s", trees, id);
+    char *build = fmt("%s/.build-%ld", trees, (long)getpid());
+    char *stale = fmt("%s/.stale-%ld", trees, (long)getpid());
+    if (!ret && (!tree || !build || !stale))
+        ret = EXIT_USAGE;
+    if (!ret) {
+        rm_tree(build);
+        rm_tree(stale);
+    }
+    /* Each line: verify the cached object, then hard-link it into a new tree
+     * (always built afresh: links are cheap, and a changed old tree is gone). */
+    char *save = NULL;
+    for (char *line = ret ? NULL : strtok_r(text, "\n", &save); line && !ret;
+         line = strtok_r(NULL, "\n", &save)) {
+        char sha[65];
+        unsigned long long size = 0;
+        int used = 0;
+        if (sscanf(line, "%64s %llu %n", sha, &size, &used) != 2 || !hex64(sha) ||
+            !rel_ok(line + used)) {
+            cli_error("node: tree %.16s: a bad manifest line '%.80s'", id, line);
+            ret = EXIT_USAGE;
+            break;
+        }
+        const char *rel = line + used;
+        const char *bn = strrchr(rel, '/');
+        bn = bn ? bn + 1 : rel;
+        if (nfiles >= ncap) {
+            int nc = ncap ? ncap * 2 : 256;
+            char **nr = realloc(rels, (size_t)nc * sizeof *nr);
+            if (nr)
+                rels = nr;
+            ino_t *ni = realloc(inos, (size_t)nc * sizeof *ni);
+            if (ni)
+                inos = ni;
+            if (!nr || !ni) {
+                ret = EXIT_USAGE;
+                break;
+            }
+            ncap = nc;
+        }
+        rels[nfiles] = (char *)rel; /* points into text */
+        inos[nfiles] = 0;
+        nfiles++;
+        char *obj = fmt("%s/objects/%s/%s", cache, sha, bn);
+        struct stat ob;
+        char h[65];
+        bool have = obj && stat(obj, &ob) == 0 && dg_sha256_file(c->ctx, obj, h, NULL) == DG_OK &&
+                    strcmp(h, sha) == 0 && (unsigned long long)ob.st_size == size;
+        if (!have && obj && access(obj, F_OK) == 0) {
+            unlink(obj);
+            tampered++;
+        }
+        if (!have) {
+            bool listed = false;
+            const cJSON *m;
+            cJSON_ArrayForEach(m, missing) listed = listed || strcmp(m->valuestring, sha) == 0;
+            if (!listed)
+                cJSON_AddItemToArray(missing, cJSON_CreateString(sha));
+        } else if (cJSON_GetArraySize(missing) == 0) {
+            inos[nfiles - 1] = ob.st_ino;
+            char *tf = fmt("%s/%s", build, rel);
+            char *slash = tf ? strrchr(tf, '/') : NULL;
+            if (slash) {
+                *slash = '\0';
+                cli_make_dirs(tf);
+                *slash = '/';
+            }
+            if (!tf || link(obj, tf) != 0) {
+                cli_error("node: tree %.16s: cannot link %s: %s", id, rel, strerror(errno));
+                ret = errno == ENOSPC ? EXIT_REMOTE_DISK : EXIT_USAGE;
+            }
+            free(tf);
+        }
+        free(obj);
+    }
+    if (!ret && cJSON_GetArraySize(missing) > 0) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "state", "missing");
+        cJSON_AddItemToObject(o, "missing", missing);
+        missing = NULL;
+        cJSON_AddNumberToObject(o, "tampered", tampered);
+        char *s = cJSON_PrintUnformatted(o);
+        puts(s);
+        cJSON_free(s);
+        cJSON_Delete(o);
+    } else if (!ret && access(tree, F_OK) == 0 && tree_intact(tree, rels, inos, nfiles)) {
+        put_answer("ok", tree); /* as it was: a run using it is not disturbed */
+    } else if (!ret) {
+        /* the old tree (changed: not what the manifest says) out of the way, the new one in */
+        if (access(tree, F_OK) == 0 && rename(tree, stale) != 0) {
+            cli_error("node: replacing tree %s: %s", tree, strerror(errno));
+            ret = EXIT_USAGE;
+        }
+        if (!ret && mkdir(build, 0755) != 0 && errno != EEXIST) {
+            cli_error("node: tree %s: %s", build, strerror(errno));
+            ret = errno == ENOSPC ? EXIT_REMOTE_DISK : EXIT_USAGE;
+        }
+        if (!ret && rename(build, tree) != 0) {
+            cli_error("node: keeping tree %s: %s", tree, strerror(errno));
+            ret = EXIT_USAGE;
+        }
+        if (!ret)
+            put_answer("ok", tree);
+    }
+    if (build)
+        rm_tree(build);
+    if (stale)
+        rm_tree(stale);
+    free(stale);
+    free(rels);
+    free(inos);
+    cJSON_Delete(missing);
+    free(text);
+    free(tree);
+    free(build);
+    free(trees);
     return ret;
 }
 
@@ -1299,6 +2035,10 @@ int cmd_node(cli *c, int argc, char **argv)
         rc = EXIT_PASS;
     } else if (strcmp(sub, "have") == 0 && left == 2 && hex64(rest[0]) && plain_name(rest[1]))
         rc = node_have(c, cache, rest[0], rest[1]);
+    else if (strcmp(sub, "bucket") == 0 && left >= 2 && strcmp(rest[0], "--") == 0)
+        rc = node_bucket(left - 1, rest + 1);
+    else if (strcmp(sub, "tree") == 0 && left == 1 && hex64(rest[0]))
+        rc = node_tree(c, cache, rest[0]);
     else if (strcmp(sub, "put") == 0 && left == 3 && hex64(rest[0]) && plain_name(rest[1]))
         rc = node_put(c, cache, rest[0], rest[1], rest[2]);
     else if (strcmp(sub, "start") == 0 && left >= 3 && token_ok(rest[0]) &&

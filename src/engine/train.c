@@ -51,8 +51,12 @@ typedef struct trainer {
     dg_act_layout lay;
     dg_block *params; /* three arenas: parameters, gradients, momentum */
     dg_block *act;
-    float *hx;
-    int32_t *hy;
+    float *hx;   /* the batch being filled: hxb[hcur] when pinned */
+    int32_t *hy; /* its labels */
+    float *hxb[2];
+    int32_t *hyb[2];
+    bool pinned; /* hxb/hyb are the backend's page-locked pairs (host_alloc) */
+    int hcur;
     float *init; /* the initial parameter arena (host) */
 
     dg_source *src;
@@ -175,6 +179,55 @@ static dg_status update(trainer *t)
 {
     return dg_op_sgd(t->ctx, t->e, param_at(t, 0, 0), param_at(t, 1, 0), param_at(t, 2, 0),
                      t->m.param_arena / sizeof(float), t->lr, t->momentum, t->wd);
+}
+
+/* With page-locked pairs, makes the other pair current once no upload still
+ * reads from it: the batch just uploaded travels while the next one fills. */
+static dg_status next_host_batch(trainer *t)
+{
+    if (!t->pinned)
+        return DG_OK;
+    const dg_backend_iface *be = t->e->be;
+    int k = t->hcur ^ 1;
+    if (be->host_wait(t->e->bctx, t->hxb[k]) != DG_OK ||
+        be->host_wait(t->e->bctx, t->hyb[k]) != DG_OK)
+        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: waiting for the batch upload: %s", t->e->name,
+                       be->last_error(t->e->bctx));
+    t->hcur = k;
+    t->hx = t->hxb[k];
+    t->hy = t->hyb[k];
+    return DG_OK;
+}
+
+/* The host batch buffers: two page-locked pairs where the backend has them
+ * (uploads from them overlap the step before), else one plain pair. */
+static dg_status alloc_host_batch(trainer *t, size_t xbytes, size_t ybytes)
+{
+    const dg_backend_iface *be = t->e->be;
+    void *bctx = t->e->bctx;
+    if (be->host_alloc && be->host_free && be->host_wait) {
+        bool ok = true;
+        for (int i = 0; i < 2 && ok; i++)
+            ok = be->host_alloc(bctx, xbytes, (void **)&t->hxb[i]) == DG_OK &&
+                 be->host_alloc(bctx, ybytes, (void **)&t->hyb[i]) == DG_OK;
+        if (ok) {
+            t->pinned = true;
+            t->hx = t->hxb[0];
+            t->hy = t->hyb[0];
+            return DG_OK;
+        }
+        for (int i = 0; i < 2; i++) { /* page-locked memory is scarce: plain memory then */
+            be->host_free(bctx, t->hxb[i]);
+            be->host_free(bctx, t->hyb[i]);
+            t->hxb[i] = NULL;
+            t->hyb[i] = NULL;
+        }
+    }
+    t->hx = dg_malloc(xbytes);
+    t->hy = dg_malloc(ybytes);
+    if (!t->hx || !t->hy)
+        return dg_fail(t->ctx, DG_ERR_NOMEM, "train: out of host memory");
+    return DG_OK;
 }
 
 static dg_status upload_batch(trainer *t)
@@ -342,7 +395,8 @@ static dg_status validate(trainer *t, dg_loader *val, dg_split sp, int max_batch
                                 : (dg_loader_count(val, sp) + (size_t)t->n - 1) / (size_t)t->n;
     for (size_t k = 0; k < nb && st == DG_OK; k++) {
         int h, w;
-        if ((st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK &&
+        if ((st = next_host_batch(t)) == DG_OK &&
+            (st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK &&
             (st = upload_batch(t)) == DG_OK)
             st = forward(t);
     }
@@ -549,10 +603,11 @@ static dg_status trainer_prepare(trainer *t)
     if (x->epoch_watermarks)
         t->epochs_j = cJSON_CreateArray();
     size_t xelems = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w;
-    t->hx = dg_malloc(xelems * sizeof(float));
-    t->hy = dg_malloc((size_t)t->n * sizeof(int32_t));
+    if ((st = alloc_host_batch(t, xelems * sizeof(float), (size_t)t->n * sizeof(int32_t))) !=
+        DG_OK)
+        return st;
     t->init = dg_malloc(t->m.param_arena);
-    if (!t->hx || !t->hy || !t->init)
+    if (!t->init)
         return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
     if ((st = dg_alloc(ctx, e->alloc, 3 * t->m.param_arena, &t->params)) != DG_OK ||
         (st = dg_alloc(ctx, e->alloc, t->lay.bytes, &t->act)) != DG_OK)
@@ -631,7 +686,8 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
         dg_engine_set_profiling(e, true);
     *tw = dg_now();
     int bh, bw;
-    if ((st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
+    if ((st = next_host_batch(t)) != DG_OK ||
+        (st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
         return st;
     if (g >= t->warmup)
         t->data_wait += dg_now() - *tw;
@@ -968,8 +1024,15 @@ static void trainer_close(trainer *t)
         dg_release(t->e->alloc, t->params);
         dg_release(t->e->alloc, t->act);
     }
-    dg_free(t->hx);
-    dg_free(t->hy);
+    if (t->pinned) {
+        for (int i = 0; i < 2; i++) {
+            t->e->be->host_free(t->e->bctx, t->hxb[i]);
+            t->e->be->host_free(t->e->bctx, t->hyb[i]);
+        }
+    } else {
+        dg_free(t->hx);
+        dg_free(t->hy);
+    }
     dg_free(t->init);
     dg_loader_free(t->val);
     dg_loader_free(t->data);

@@ -89,6 +89,68 @@ expect_exit 15 R --like "$lid" "$SSH_HOST" train --data "idx:$T/img.idx.gz,$T/la
 expect_grep err 'different input bucket than the local run \(batch differ\)'
 expect_exit 0 R --like "$lid" "$SSH_HOST" "${TRAIN[@]}"
 
+# 4b. The bucket is checked before the run: a node whose probe sees another
+# bucket (here: a wrapper that adds --augment flip to the node's probe) is
+# refused, naming the field, and nothing runs there.
+printf '#!/bin/sh\ncase " $* " in *" bucket -- train "*) exec "%s" "$@" --augment flip ;; esac\nexec "%s" "$@"\n' \
+  "$DG" "$DG" >"$T/odd-devgate"
+chmod +x "$T/odd-devgate"
+runs_before=$(ls "$T/node/runs" | wc -l)
+expect_exit 15 R --devgate "$T/odd-devgate" "$SSH_HOST" "${TRAIN[@]}"
+expect_grep err "the node's input bucket differs from the local one \(augment differ: local [0-9a-f]{16}, node [0-9a-f]{16}\); nothing was run"
+[ "$(ls "$T/node/runs" | wc -l)" -eq "$runs_before" ] && ok || bad "a run started despite the bucket mismatch"
+expect_exit 0 R "$SSH_HOST" "${TRAIN[@]}"
+expect_grep err 'input bucket [0-9a-f]{16} here and on the node'
+rid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 0 "$DG" ledger show "$rid" --json
+expect_json out "d['record']['remote']['bucket_checked'] == d['record']['bucket']['id']"
+
+# 4c. An image folder (images:DIR) is shipped content-addressed, file by file,
+# once; the node assembles it from its cache; the bucket is the local one's.
+python3 - "$T/imgs" <<'PY'
+import os, struct, sys, zlib
+def png(path, w, h, v):
+    raw = b"".join(b"\0" + bytes((v + x + y) % 256 for x in range(w)) for y in range(h))
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+for c, base in (("cat", 10), ("dog", 150)):
+    os.makedirs(f"{sys.argv[1]}/{c}", exist_ok=True)
+    for i in range(4):
+        png(f"{sys.argv[1]}/{c}/{i}.png", 12, 12, base + 7 * i)
+PY
+IMG=(train --data "images:$T/imgs" --model mlp --batch 4 --steps 2 --epochs 1 --threads 1)
+expect_exit 0 R "$SSH_HOST" "${IMG[@]}"
+expect_grep err 'folder imgs: 8 files, 8 sent, 0 already in the node.s cache \(tree sha256 [0-9a-f]{16}'
+rid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 0 "$DG" ledger show "$rid" --json
+expect_json out "d['record']['remote']['shipped'][0]['files'] == 8 and d['record']['remote']['shipped'][0]['files_sent'] == 8 and d['record']['bucket']['dataset']['kind'] == 'images'"
+tree=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["record"]["remote"]["shipped"][0]["tree"])' "$T/out")
+[ -f "$T/node/trees/$tree/cat/0.png" ] && cmp -s "$T/imgs/cat/0.png" "$T/node/trees/$tree/cat/0.png" && ok ||
+  bad "the node's tree lacks cat/0.png"
+expect_exit 0 "$DG" "${IMG[@]}"
+limg=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 0 R --like "$limg" "$SSH_HOST" "${IMG[@]}"
+expect_grep err 'folder imgs: 8 files, 0 sent, 8 already in the node.s cache'
+# a cached image changed on the node: caught, removed, sent again
+sha=$(sha256sum "$T/imgs/dog/2.png" | cut -c1-64)
+printf 'x' >>"$T/node/objects/$sha/2.png"
+expect_exit 0 R "$SSH_HOST" "${IMG[@]}"
+expect_grep err '1 cached file of .*imgs did not match its SHA-256'
+expect_grep err 'folder imgs: 8 files, 1 sent, 7 already'
+cmp -s "$T/imgs/dog/2.png" "$T/node/trees/$tree/dog/2.png" && ok || bad "the tree kept the changed image"
+
+# 4d. End to end: accept --quick on the node (sized down: mlp on cpu, one
+# thread), its record in the local ledger with the node's identity.
+ACC=(accept --quick --model mlp --backend cpu --threads 1 --steps 4 --epochs 1 --sweep-to 8)
+expect_exit 0 R "$SSH_HOST" "${ACC[@]}"
+expect_grep out "run [0-9]{8}-[0-9]{6}-[0-9a-f]{8} \(accept\) exit 0 · recorded as $ID_RE"
+rid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 0 "$DG" ledger show "$rid" --json
+expect_json out "d['verb'] == 'accept' and d['node'] == '$SSH_HOST' and d['record']['remote']['node_info']['host'] and d['record']['final_gate']['screening'] and d['record']['final_gate']['throughput']['valid'] and len(d['record']['remote']['bucket_checked']) == 64"
+
 # 5. The connection dies mid-run: the run goes on, collect fetches it.
 R "$SSH_HOST" run --no-env -- sleep 3 >"$T/lost.out" 2>"$T/lost.err" &
 client=$!

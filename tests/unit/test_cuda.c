@@ -1456,6 +1456,67 @@ static void conv_paths(void)
     free(saved);
 }
 
+/* Uploads from page-locked blocks (host_alloc) only enqueue: they must still
+ * land before the ops issued after them, and host_wait must keep the block
+ * from being rewritten under a copy that has not run. 64 MiB makes the host
+ * copy slow enough that a missing stream dependency shows (the relu would read
+ * the staging twin before the batch arrived). */
+static void pinned_copies(void)
+{
+    const size_t n = (size_t)16 << 20, bytes = n * sizeof(float);
+    float *a = NULL, *back = malloc(bytes);
+    void *x = NULL, *y = NULL, *blk[9] = {0};
+
+    CHECK(bi->host_alloc && bi->host_free && bi->host_wait);
+    if (!bi->host_alloc || !back) {
+        free(back);
+        return;
+    }
+    CHECK(bi->host_alloc(cx, bytes, (void **)&a) == DG_OK && a != NULL);
+    CHECK(bi->buf_alloc(cx, bytes, &x) == DG_OK);
+    CHECK(bi->buf_alloc(cx, bytes, &y) == DG_OK);
+    if (a && x && y) {
+        for (int round = 0; round < 3; round++) {
+            for (size_t i = 0; i < n; i++)
+                a[i] = (float)((i % 1000) + 1 + round);
+            CHECK(bi->upload(cx, x, 0, a, bytes) == DG_OK);
+            CHECK(bi->relu_fwd(cx, R(x), R(y), n) == DG_OK);
+            /* rewrite the block for the next round once the copy has run */
+            CHECK(bi->host_wait(cx, a + 7) == DG_OK);
+            for (size_t i = 0; i < n; i++)
+                a[i] = -1.0f;
+            CHECK(bi->upload(cx, x, 64, a + 16, 4096) == DG_OK); /* a sub-range, at an offset */
+            from_dev(y, back, bytes);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++)
+                bad += back[i] != (float)((i % 1000) + 1 + round);
+            CHECK_MSG(bad == 0, "round %d: %zu of %zu relu outputs did not see the upload", round,
+                      bad, n);
+            CHECK(bi->download(cx, x, 0, back, 64 + 4096 + 64) == DG_OK);
+            CHECK(back[15] == (float)(15 % 1000 + 1 + round) && back[16] == -1.0f &&
+                  back[16 + 1023] == -1.0f && back[16 + 1024] == (float)(1040 % 1000 + 1 + round));
+            CHECK(bi->host_wait(cx, a) == DG_OK);
+        }
+    }
+    /* plain memory is not a block; the slots run out; NULL is accepted */
+    CHECK(bi->host_wait(cx, back) == DG_ERR_USAGE);
+    CHECK(strstr(bi->last_error(cx), "page-locked") != NULL);
+    int got = 0;
+    for (int i = 0; i < 9; i++)
+        if (bi->host_alloc(cx, 64, &blk[i]) == DG_OK)
+            got++;
+    CHECK_MSG(got == 7, "%d small blocks beside the big one (8 slots)", got);
+    for (int i = 0; i < 9; i++)
+        bi->host_free(cx, blk[i]);
+    bi->host_free(cx, NULL);
+    bi->host_free(cx, a);
+    CHECK(bi->host_alloc(cx, 64, &blk[0]) == DG_OK); /* a freed slot is reused */
+    bi->host_free(cx, blk[0]);
+    bi->buf_free(cx, x);
+    bi->buf_free(cx, y);
+    free(back);
+}
+
 /* Every op of interface v2 against double references. */
 static void ops(void)
 {
@@ -1470,6 +1531,9 @@ static void ops(void)
     t_fill();
     t_bias(3, 5, 7);
     t_bias(65, 37, 1);
+    t_bias(1000, 37, 1);  /* fc rows in uneven slices */
+    t_bias(4096, 512, 1); /* mlp's first layer at batch 4096 */
+    t_bias(4096, 10, 1);
     t_bias(1, 1, 1);
     t_bias(2, 3, 1000);
     t_relu();
@@ -1584,6 +1648,7 @@ int main(void)
         cx, &(dg_op_desc){.op = DG_OP__COUNT, .call = DG_CALL__COUNT, .any_shape = true}));
 
     copies();
+    pinned_copies();
     gemm_usage();
     static const int shapes[][3] = {
         {1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {512, 512, 512}, {1000, 999, 1001}};

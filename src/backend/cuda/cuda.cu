@@ -59,6 +59,22 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
 /* Which convolution path a context uses (DEVGATE_CUDA_CONV). */
 enum { CU_CONV_AUTO, CU_CONV_IM2COL, CU_CONV_CUDNN };
 
+#define CU_PIN_BLOCKS 8 /* page-locked host blocks a context hands out at most */
+
+/* A page-locked host block (host_alloc) with its device staging twin: an
+ * upload from it copies into the twin on the copy stream, so the next batch
+ * travels while the compute stream still runs the step before; the compute
+ * stream then takes it from the twin with a device-to-device copy. */
+typedef struct cu_pin {
+    void *host;         /* cudaHostAlloc; NULL: slot free */
+    void *stage;        /* device twin, same size */
+    size_t bytes;
+    cudaEvent_t copied; /* copy stream, after the last upload from the block */
+    cudaEvent_t used;   /* compute stream, after the last copy out of the twin */
+    bool pending;       /* copied recorded and not yet waited for */
+    bool in_use;        /* used recorded */
+} cu_pin;
+
 /* A device allocation with its size; what dg_ref.buf points at on this backend. */
 typedef struct cu_buf {
     uint32_t magic; /* CU_BUF_MAGIC while live */
@@ -71,6 +87,8 @@ typedef struct cu_ctx {
     int driver_ver;  /* cudaDriverGetVersion, e.g. 13000 */
     int runtime_ver; /* cudaRuntimeGetVersion */
     cudaStream_t stream;
+    cudaStream_t copy; /* uploads from page-locked blocks; created with the first block */
+    cu_pin pin[CU_PIN_BLOCKS];
     cublasHandle_t blas;
     void *blas_ws;      /* cuBLAS workspace (CU_BLAS_WORKSPACE bytes) */
     double *xent_part;  /* xent per-block partials: 2 * CU_XENT_BLOCKS */
@@ -284,6 +302,32 @@ __global__ void k_bias_grad_rows(const float *dy, float *db, int outer, int chan
         for (int r = 0; r < 16; r++)
             t += part[r][threadIdx.x];
         db[ch] = (float)t;
+    }
+}
+
+/* k_bias_grad_rows over slice blockIdx.y of `slices` equal slices of the rows,
+ * into part[ch * slices + sl] (k_bias_grad_fin adds them in slice order): a
+ * tall dy (a large batch through an fc layer) then spreads over many blocks
+ * instead of channels / 32. */
+__global__ void k_bias_grad_rows_part(const float *dy, double *part, int outer, int channels,
+                                      int slices)
+{
+    __shared__ double sh[16][33];
+    int ch = blockIdx.x * 32 + threadIdx.x, sl = blockIdx.y;
+    int o0 = (int)((long long)outer * sl / slices);
+    int o1 = (int)((long long)outer * (sl + 1) / slices);
+    double s = 0.0;
+
+    if (ch < channels)
+        for (int o = o0 + threadIdx.y; o < o1; o += 16)
+            s += dy[(size_t)o * channels + ch];
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && ch < channels) {
+        double t = 0.0;
+        for (int r = 0; r < 16; r++)
+            t += sh[r][threadIdx.x];
+        part[(size_t)ch * slices + sl] = t;
     }
 }
 
@@ -599,6 +643,31 @@ __global__ void k_sgd(float *w, const float *g, float *mom, size_t n, float lr, 
 
 /* ---- context -------------------------------------------------------------------- */
 
+/* Frees one page-locked block, its twin and events (after their work). */
+static void cu_pin_release(cu_pin *b)
+{
+    if (b->pending)
+        cudaEventSynchronize(b->copied);
+    if (b->in_use)
+        cudaEventSynchronize(b->used);
+    if (b->copied)
+        cudaEventDestroy(b->copied);
+    if (b->used)
+        cudaEventDestroy(b->used);
+    if (b->stage)
+        cudaFree(b->stage);
+    if (b->host)
+        cudaFreeHost(b->host);
+    memset(b, 0, sizeof *b);
+}
+
+static void cu_pin_release_all(cu_ctx *c)
+{
+    for (int i = 0; i < CU_PIN_BLOCKS; i++)
+        if (c->pin[i].host)
+            cu_pin_release(&c->pin[i]);
+}
+
 /* Drops the instantiated graph and the captured graph, if any. */
 static void cu_drop_graph(cu_ctx *c)
 {
@@ -626,6 +695,9 @@ static void cu_free(void *ctx)
     }
     if (c->stream)
         cudaStreamSynchronize(c->stream);
+    if (c->copy)
+        cudaStreamSynchronize(c->copy);
+    cu_pin_release_all(c);
     cu_drop_graph(c);
     for (int i = 0; i < DG_EVENT_SLOTS; i++)
         if (c->ev[i])
@@ -639,6 +711,8 @@ static void cu_free(void *ctx)
         cudaFree(c->xent_part);
     if (c->bg_part)
         cudaFree(c->bg_part);
+    if (c->copy)
+        cudaStreamDestroy(c->copy);
     if (c->stream)
         cudaStreamDestroy(c->stream);
     cudaGetLastError();
@@ -999,7 +1073,152 @@ static dg_status cu_copy(cu_ctx *c, void *dst, const void *src, size_t bytes,
     return DG_OK;
 }
 
-/* Host src to buf at byte offset off; returns when the copy is done. */
+/* The page-locked block holding [p, p + bytes), NULL when none does. */
+static cu_pin *cu_pin_find(cu_ctx *c, const void *p, size_t bytes)
+{
+    const char *q = (const char *)p;
+    for (int i = 0; i < CU_PIN_BLOCKS; i++) {
+        const char *h = (const char *)c->pin[i].host;
+        if (h && q >= h && (size_t)(q - h) <= c->pin[i].bytes &&
+            bytes <= c->pin[i].bytes - (size_t)(q - h))
+            return &c->pin[i];
+    }
+    return NULL;
+}
+
+/* Enqueues src (inside block pb) to dev without waiting: host to the twin on
+ * the copy stream (after the compute stream's last copy out of that part of
+ * the twin), then twin to dev on the compute stream once it arrived. */
+static dg_status cu_upload_pinned(cu_ctx *c, cu_pin *pb, char *dev, const void *src, size_t bytes)
+{
+    size_t at = (size_t)((const char *)src - (const char *)pb->host);
+    char *tw = (char *)pb->stage + at;
+    cudaError_t e;
+    dg_status st;
+
+    if ((st = cu_bind(c)) != DG_OK)
+        return st;
+    e = pb->in_use ? cudaStreamWaitEvent(c->copy, pb->used, 0) : cudaSuccess;
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(tw, src, bytes, cudaMemcpyHostToDevice, c->copy);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(pb->copied, c->copy);
+    if (e == cudaSuccess) {
+        pb->pending = true;
+        e = cudaStreamWaitEvent(c->stream, pb->copied, 0);
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dev, tw, bytes, cudaMemcpyDeviceToDevice, c->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(pb->used, c->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cu_fail(c, DG_ERR_BACKEND,
+                       "cuda: upload of %zu bytes from page-locked memory: %s: %s", bytes,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    pb->in_use = true;
+    return DG_OK;
+}
+
+/* A page-locked host block of `bytes` with its device twin (interface v4);
+ * DG_ERR_NOMEM when every slot is taken or the host refuses, DG_ERR_DEVICE_OOM
+ * when the twin does not fit. */
+static dg_status cu_host_alloc(void *ctx, size_t bytes, void **p)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    cu_pin *b = NULL;
+    cudaError_t e;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    if (!p)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: host_alloc: NULL output");
+    *p = NULL;
+    if ((st = cu_not_capturing(c, "host_alloc")) != DG_OK)
+        return st;
+    for (int i = 0; i < CU_PIN_BLOCKS && !b; i++)
+        if (!c->pin[i].host)
+            b = &c->pin[i];
+    if (!b)
+        return cu_fail(c, DG_ERR_NOMEM, "cuda: host_alloc: all %d page-locked blocks in use",
+                       CU_PIN_BLOCKS);
+    if (!c->copy) {
+        e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            c->copy = NULL;
+            cudaGetLastError();
+            return cu_fail_rt(c, DG_ERR_BACKEND, "host_alloc: cudaStreamCreate", e);
+        }
+    }
+    size_t n = bytes ? bytes : 1;
+    e = cudaHostAlloc(&b->host, n, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        b->host = NULL;
+        cudaGetLastError();
+        return cu_fail(c, DG_ERR_NOMEM, "cuda: cudaHostAlloc of %zu bytes: %s: %s", n,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    b->bytes = bytes;
+    e = cudaMalloc(&b->stage, n);
+    if (e != cudaSuccess) {
+        b->stage = NULL;
+        cudaGetLastError();
+        cu_pin_release(b);
+        return cu_fail(c, e == cudaErrorMemoryAllocation ? DG_ERR_DEVICE_OOM : DG_ERR_BACKEND,
+                       "cuda: staging twin of %zu bytes: %s: %s", n, cudaGetErrorName(e),
+                       cudaGetErrorString(e));
+    }
+    e = cudaEventCreateWithFlags(&b->copied, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&b->used, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cu_pin_release(b);
+        return cu_fail_rt(c, DG_ERR_BACKEND, "host_alloc: cudaEventCreate", e);
+    }
+    *p = b->host;
+    return DG_OK;
+}
+
+/* Waits until no upload still reads from the block holding p. */
+static dg_status cu_host_wait(void *ctx, const void *p)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    dg_status st;
+
+    if ((st = cu_enter(c)) != DG_OK)
+        return st;
+    cu_pin *b = p ? cu_pin_find(c, p, 0) : NULL;
+    if (!b)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: host_wait: %p is not in a page-locked block", p);
+    if (!b->pending)
+        return DG_OK;
+    cudaError_t e = cudaEventSynchronize(b->copied);
+    if (e != cudaSuccess)
+        return cu_fail_rt(c, DG_ERR_BACKEND, "host_wait: cudaEventSynchronize", e);
+    b->pending = false;
+    return DG_OK;
+}
+
+/* Frees the block starting at p after its uploads; accepts NULL. Kept while a
+ * capture is open (freeing would end it), as buf_free does. */
+static void cu_host_free(void *ctx, void *p)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    if (!c || !p || cu_not_capturing(c, "host_free") != DG_OK || cu_bind(c) != DG_OK)
+        return;
+    for (int i = 0; i < CU_PIN_BLOCKS; i++)
+        if (c->pin[i].host == p) {
+            cu_pin_release(&c->pin[i]);
+            return;
+        }
+    cu_fail(c, DG_ERR_USAGE, "cuda: host_free: %p is not a page-locked block", p);
+}
+
+/* Host src to buf at byte offset off; returns when the copy is done, except
+ * from a page-locked block (host_alloc), where it only enqueues. */
 static dg_status cu_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)
 {
     cu_ctx *c = (cu_ctx *)ctx;
@@ -1016,6 +1235,9 @@ static dg_status cu_upload(void *ctx, void *buf, size_t off, const void *src, si
         return st;
     if (bytes == 0)
         return DG_OK;
+    cu_pin *pb = cu_pin_find(c, src, bytes);
+    if (pb)
+        return cu_upload_pinned(c, pb, dev, src, bytes);
     return cu_copy(c, dev, src, bytes, cudaMemcpyHostToDevice, "upload");
 }
 
@@ -1058,7 +1280,7 @@ static dg_status cu_synchronize(void *ctx)
     return DG_OK;
 }
 
-/* Every fp32 op of interface v3 runs natively, whatever its shape. */
+/* Every fp32 op of interface v4 runs natively, whatever its shape. */
 static bool cu_supports_op(void *ctx, const dg_op_desc *d)
 {
     return d && (int)d->op >= 0 && d->op < DG_OP__COUNT && d->dtype == DG_DTYPE_F32;
@@ -1186,9 +1408,25 @@ static dg_status cu_bias_grad_raw(cu_ctx *c, const float *dy, float *db, int out
     if (channels == 0)
         return DG_OK;
     if (inner == 1) {
+        /* Row slices of at least 64 rows, about 256 blocks in all; the slice
+         * count depends on the shape alone, so the order is fixed. */
         dim3 blk(32, 16);
-        k_bias_grad_rows<<<(unsigned)((channels + 31) / 32), blk, 0, c->stream>>>(dy, db, outer,
-                                                                                  channels);
+        unsigned cols = (unsigned)((channels + 31) / 32);
+        int slices = (int)((256 + cols - 1) / cols);
+        if (slices > outer / 64)
+            slices = outer / 64;
+        if (slices > CU_BG_PARTS / channels)
+            slices = CU_BG_PARTS / channels;
+        if (slices > 65535)
+            slices = 65535;
+        if (slices <= 1) {
+            k_bias_grad_rows<<<cols, blk, 0, c->stream>>>(dy, db, outer, channels);
+        } else {
+            k_bias_grad_rows_part<<<dim3(cols, (unsigned)slices), blk, 0, c->stream>>>(
+                dy, c->bg_part, outer, channels, slices);
+            k_bias_grad_fin<<<(unsigned)((channels + 127) / 128), 128, 0, c->stream>>>(
+                c->bg_part, db, channels, slices);
+        }
     } else {
         /* Slices of the outer index spread a channel over several blocks; the
          * slice count depends on the shape alone, so the order is fixed. */
@@ -1808,6 +2046,9 @@ static const dg_backend_iface cu_iface = {
     .capture_end = cu_capture_end,
     .replay = cu_replay,
     .set_math = cu_set_math,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .host_wait = cu_host_wait,
 };
 
 /* The plug-in's only export: the CUDA backend's interface. */

@@ -24,7 +24,11 @@
  *     transforms' extra rounding stays well inside the fp32 accumulation error;
  *   - deterministic algorithms first: a non-deterministic one (float atomics)
  *     only when the fastest deterministic one is more than 20% slower;
- *   - workspace at most CDN_WS_CAP bytes.
+ *   - workspace at most an eighth of the device memory free when cuDNN was
+ *     opened, between CDN_WS_MIN and CDN_WS_MAX bytes: at large batches the
+ *     TF32 tensor-core algorithms need workspace in proportion to the
+ *     activations (a fixed 256 MiB left cifar at batch 4096 on FMA kernels,
+ *     slower with --tf32 than without).
  * The ops then only enqueue on the context's stream with the caller's
  * workspace: no allocation and no synchronisation, so they capture. */
 #include <dlfcn.h>
@@ -41,7 +45,8 @@
 #include "backend/backend.h"
 
 #define CDN_HIDDEN __attribute__((visibility("hidden")))
-#define CDN_WS_CAP ((size_t)256 << 20) /* largest workspace an algorithm may ask for */
+#define CDN_WS_MIN ((size_t)256 << 20) /* workspace an algorithm may always ask for */
+#define CDN_WS_MAX ((size_t)4 << 30)   /* and never more than this */
 #define CDN_WS_ALIGN 256               /* workspace sizes are rounded up to this */
 #define CDN_MAX_ALGOS 16               /* more than any of the three algorithm lists */
 #define CDN_DET_SLACK 1.2f             /* a deterministic algorithm within this factor wins */
@@ -281,6 +286,7 @@ typedef struct cdn_plan {
 struct cdn_ctx {
     cdnHandle h;
     int tf32;            /* 1: TF32 tensor-op math allowed (cdn_set_math) */
+    size_t ws_cap;       /* largest workspace an algorithm may ask for */
     cdn_plan *plans;
     int nplans, cap;
 };
@@ -330,6 +336,11 @@ CDN_HIDDEN dg_status cdn_open(cdn_ctx **out, cudaStream_t stream, char *why, siz
         free(d);
         return DG_ERR_UNAVAILABLE;
     }
+    size_t free_b = 0, total_b = 0;
+    d->ws_cap = CDN_WS_MIN;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && free_b / 8 > d->ws_cap)
+        d->ws_cap = free_b / 8 < CDN_WS_MAX ? free_b / 8 : CDN_WS_MAX;
+    cudaGetLastError();
     *out = d;
     return DG_OK;
 }
@@ -394,13 +405,14 @@ static bool cdn_allowed(int kind, int a, const dg_conv_shape *s)
 
 /* Picks from n results (Find: timed; heuristics: ranked, time < 0, where the
  * first deterministic one wins). -1 when none fits. */
-static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, bool tf32)
+static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, bool tf32,
+                    size_t cap)
 {
     int best = -1, best_det = -1;
     float tb = 0.0f, td = 0.0f;
     bool timed = true;
     for (int i = 0; i < n; i++) {
-        if (p[i].status != CDN_STATUS_SUCCESS || p[i].memory > CDN_WS_CAP ||
+        if (p[i].status != CDN_STATUS_SUCCESS || p[i].memory > cap ||
             (!tf32 && (p[i].math_type == CDN_TENSOR_OP_MATH ||
                        p[i].math_type == CDN_TENSOR_OP_MATH_ALLOW_CONVERSION)) ||
             !cdn_allowed(kind, p[i].algo, s))
@@ -464,11 +476,11 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS &&
-        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0)) >= 0)
+        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0, d->ws_cap)) >= 0)
         p->found = true;
     if (pick < 0 && A.get_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0), p->found = false;
+        pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable forward algorithm");
         return false;
@@ -480,10 +492,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0);
+        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0, d->ws_cap);
     if (pick < 0 && A.get_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0), p->found = false;
+        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-data algorithm");
         return false;
@@ -496,10 +508,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0);
+        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0, d->ws_cap);
     if (pick < 0 && A.get_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0), p->found = false;
+        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-filter algorithm");
         return false;
@@ -514,7 +526,7 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
         m = p->ws_data;
     if (p->ws_filter > m)
         m = p->ws_filter;
-    if (m > CDN_WS_CAP) {
+    if (m > d->ws_cap) {
         cdn_msg(p->why, sizeof p->why, "workspace of %zu bytes", m);
         return false;
     }
