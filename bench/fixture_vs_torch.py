@@ -19,7 +19,10 @@ reads its summed loss once at the end as well).
 
 The table gives per cell the median step time of each side and the median of
 the per-round ratios torch_ms / devgate_ms (above 1: devgate faster) with the
-lowest and highest round, plus the load average seen. Both sides' BLAS core
+lowest and highest round, the same for process CPU time per step (devgate's
+throughput.cpu_ms, PyTorch's time.process_time over its timed steps; every
+thread of each process, devgate's loader workers included: on a host shared
+with other work this moves far less than wall time), plus the load average. Both sides' BLAS core
 (OpenBLAS's kernel name) is printed first: a ratio measured with either side
 on a generic kernel says nothing about the fixture (set OPENBLAS_CORETYPE, see
 `devgate env`).
@@ -86,8 +89,8 @@ def worker_main(threads, device):
         if device == "cuda" and not job["tf32"]:  # --tf32 leaves PyTorch's defaults alone
             torch.backends.cudnn.allow_tf32 = False
             torch.backends.cuda.matmul.allow_tf32 = False
-        ms = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"])
-        print(json.dumps({"step_ms": ms}), flush=True)
+        ms, cpu = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"])
+        print(json.dumps({"step_ms": ms, "cpu_ms": cpu}), flush=True)
 
 
 def torch_step_ms(torch, build, preset, batch, steps, device, graph):
@@ -141,11 +144,11 @@ def torch_step_ms(torch, build, preset, batch, steps, device, graph):
     for i in range(WARMUP):
         step(i)
     sync()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(steps):
         step(WARMUP + i)
     float(loss_sum)  # the one sync point, as devgate reads its loss once
-    return (time.perf_counter() - t0) / steps * 1e3
+    return (time.perf_counter() - t0) / steps * 1e3, (time.process_time() - c0) / steps * 1e3
 
 
 # ---- the driver -------------------------------------------------------------
@@ -163,7 +166,8 @@ def devgate_step_ms(a, preset, batch, steps, threads):
     thr = rec["throughput"]
     if thr["warmup_steps"] != WARMUP or thr["timed_steps"] != steps or not thr["step_ms"]["valid"]:
         raise SystemExit(f"devgate timed {thr['timed_steps']} steps after {thr['warmup_steps']}: {cmd}")
-    return thr["step_ms"]["value"], rec.get("capture", {}).get("used")
+    cpu = thr.get("cpu_ms") or {}
+    return thr["step_ms"]["value"], cpu.get("value") if cpu.get("valid") else None, rec.get("capture", {}).get("used")
 
 
 def devgate_blas(exe):
@@ -207,7 +211,8 @@ class Worker:
         line = self.p.stdout.readline()
         if not line:
             raise SystemExit("PyTorch worker died")
-        return json.loads(line)["step_ms"]
+        r = json.loads(line)
+        return r["step_ms"], r["cpu_ms"]
 
     def close(self):
         self.p.stdin.close()
@@ -255,7 +260,8 @@ def main():
         print(f"# devgate BLAS: {dblas.get('config')}; kernel {dblas.get('kernel')}"
               f", generic kernel {dblas.get('generic_kernel')}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
     rows = []
-    hdr = f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} {'load':>5}"
+    hdr = (f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} "
+           f"{'cpu ratio':>9} {'lo':>6} {'hi':>6} {'load':>5}")
     for th in threads:
         w = Worker(th, device)
         print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}"
@@ -265,20 +271,27 @@ def main():
             for batch in (int(b) for b in a.batches.split(",")):
                 steps = steps_for(a, preset, batch)
                 dms, tms, ratios, loads, cap = [], [], [], [], None
+                dcpu, tcpu, cratios = [], [], []
                 for r in range(a.rounds):
                     def dg():
                         nonlocal cap
-                        v, cap = devgate_step_ms(a, preset, batch, steps, th)
+                        v, c, cap = devgate_step_ms(a, preset, batch, steps, th)
                         dms.append(v)
+                        dcpu.append(c)
 
                     def tt():
-                        tms.append(w.run(preset=preset, batch=batch, steps=steps, graph=a.graph, tf32=a.tf32))
+                        v, c = w.run(preset=preset, batch=batch, steps=steps, graph=a.graph, tf32=a.tf32)
+                        tms.append(v)
+                        tcpu.append(c)
                     loads.append(os.getloadavg()[0])
                     for f in ((dg, tt) if r % 2 == 0 else (tt, dg)):
                         f()
                     ratios.append(tms[-1] / dms[-1])
+                    if dcpu[-1]:
+                        cratios.append(tcpu[-1] / dcpu[-1])
                 row = {"preset": preset, "batch": batch, "threads": th, "steps": steps, "devgate_ms": dms,
-                       "torch_ms": tms, "ratios": ratios, "load": loads, "devgate_graph": cap}
+                       "torch_ms": tms, "ratios": ratios, "devgate_cpu_ms": dcpu, "torch_cpu_ms": tcpu,
+                       "cpu_ratios": cratios, "load": loads, "devgate_graph": cap}
                 rows.append(row)
                 if a.json:  # after every cell, so a run cut short keeps what it measured
                     with open(a.json, "w") as f:
@@ -286,7 +299,9 @@ def main():
                                    "rows": rows}, f, indent=1)
                 print(f"{preset:7} {batch:5d} {th:3d} {statistics.median(dms):11.3f} {statistics.median(tms):10.3f} "
                       f"{statistics.median(ratios):6.2f} {min(ratios):6.2f} {max(ratios):6.2f} "
-                      f"{statistics.median(loads):5.1f}", flush=True)
+                      + (f"{statistics.median(cratios):9.2f} {min(cratios):6.2f} {max(cratios):6.2f} " if cratios
+                         else f"{'-':>9} {'-':>6} {'-':>6} ")
+                      + f"{statistics.median(loads):5.1f}", flush=True)
         w.close()
 
 

@@ -897,7 +897,9 @@ static int pool_collect(cli *c, const char *dir, const char *job)
         pool_job_free(&j);
         return EXIT_POOL_UNKNOWN;
     }
-    /* The ledger: --ledger, else the one the tasks wrote to. */
+    /* The ledger: --ledger, else the one the tasks wrote to (borrowed from
+     * the manifest until the end of this function). */
+    const char *given_ledger = c->ledger_path;
     if (!c->ledger_path && !c->no_ledger)
         c->ledger_path = jstr(j.manifest, "ledger", NULL);
     dg_ledger *lg = NULL;
@@ -908,6 +910,7 @@ static int pool_collect(cli *c, const char *dir, const char *job)
         if (!lp || dg_ledger_open(c->ctx, lp, to ? atoi(to) : 0, &lg) != DG_OK) {
             cli_error("pool collect: %s", lp ? dg_errmsg(c->ctx) : "no ledger");
             dg_string_free(def);
+            c->ledger_path = given_ledger;
             pool_job_free(&j);
             return EXIT_USAGE;
         }
@@ -1065,6 +1068,7 @@ static int pool_collect(cli *c, const char *dir, const char *job)
             printf("tasks still pending or running: collect again later\n");
     }
     cJSON_Delete(rows);
+    c->ledger_path = given_ledger;
     pool_job_free(&j);
     return ret;
 }
@@ -1168,7 +1172,6 @@ const cli_verb cli_verb_pool_task = {
 
 int cmd_pool_task(cli *c, int argc, char **argv)
 {
-    (void)c;
     const char *root = NULL, *ledger = NULL;
     int i = 1;
     for (; i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
@@ -1291,6 +1294,37 @@ int cmd_pool_task(cli *c, int argc, char **argv)
         rename("record.json.part", "record.json");
     else
         unlink("record.json.part");
+    /* The ledger's copy learns which pool task it was: "pool": {job, task, node}. */
+    cJSON *rec = ledger ? read_json("record.json") : NULL;
+    const char *rid = jstr(rec, "run_id", NULL);
+    dg_ledger *lg = NULL;
+    char *stored = NULL;
+    const char *to = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    if (rid && dg_ledger_open(c->ctx, ledger, to ? atoi(to) : 0, &lg) == DG_OK &&
+        dg_ledger_show(c->ctx, lg, rid, &stored) == DG_OK) {
+        cJSON *entry = cJSON_Parse(stored);
+        cJSON *r = cJSON_GetObjectItem(entry, "record");
+        if (cJSON_IsObject(r)) {
+            cJSON_DeleteItemFromObject(r, "pool");
+            cJSON *pool = cJSON_AddObjectToObject(r, "pool");
+            cJSON_AddStringToObject(pool, "job", job);
+            cJSON_AddNumberToObject(pool, "task", (double)task);
+            cJSON_AddStringToObject(pool, "node", node && node[0] ? node : host);
+            char *text = cJSON_PrintUnformatted(r);
+            if (!text || dg_ledger_update(c->ctx, lg, rid, (int)jnum(entry, "exit_status", code),
+                                          text) != DG_OK)
+                cli_error("__pool_task: run %s: the pool task could not be noted in the ledger: "
+                          "%s",
+                          rid, dg_errmsg(c->ctx));
+            cJSON_free(text);
+        }
+        cJSON_Delete(entry);
+    } else if (rid) {
+        cli_error("__pool_task: run %s: %s", rid, dg_errmsg(c->ctx));
+    }
+    dg_string_free(stored);
+    dg_ledger_close(lg);
+    cJSON_Delete(rec);
     now = time(NULL);
     gmtime_r(&now, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);

@@ -167,6 +167,40 @@ static void build_steps(builder *b, dg_record_view *v, const cJSON *rec)
     }
 }
 
+/* The ids of one measured window's rows, each relative to the node the
+ * window hangs below (a gate backend, a compare repetition); the top[] ids
+ * are relative to one entry. */
+typedef struct window_ids {
+    dg_rec_path_id window, others_cpus, others_share, cpu_pressure_some, top, top_name, top_pid,
+        top_cpu_percent;
+} window_ids;
+
+static void build_window(builder *b, dg_view_window *w, const cJSON *node, const window_ids *ids)
+{
+    w->present = dg_rec_obj(node, ids->window) != NULL;
+    w->others_cpus = dg_rec_num(node, ids->others_cpus);
+    w->others_share = dg_rec_num(node, ids->others_share);
+    w->cpu_pressure_some = dg_rec_num(node, ids->cpu_pressure_some);
+    const cJSON *top = dg_rec_arr(node, ids->top);
+    w->top = array_of(b, cJSON_GetArraySize(top), sizeof *w->top);
+    w->ntop = 0;
+    if (!w->top)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, top)
+    {
+        dg_view_window_proc *p = &w->top[w->ntop++];
+        p->name = dg_rec_str(it, ids->top_name);
+        p->pid = dg_rec_num(it, ids->top_pid);
+        p->cpu_percent = dg_rec_num(it, ids->top_cpu_percent);
+    }
+}
+
+static void free_window(dg_view_window *w)
+{
+    dg_free(w->top);
+}
+
 /* The ids of one backends[] list (the gate's or the environment's). */
 typedef struct backend_ids {
     dg_rec_path_id name, built, available, reason, versions;
@@ -200,6 +234,24 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         be->matmul.max_abs_err = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_ABS_ERR);
         be->matmul.gflops = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_GFLOPS);
         be->matmul.ms_warm = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MS_WARM);
+        be->matmul.fraction_of_peak = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_FRACTION_OF_PEAK);
+        static const window_ids wids = {DG_P_GATE_BACKENDS_MATMUL_WINDOW,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_OTHERS_CPUS,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_OTHERS_SHARE,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_CPU_PRESSURE_SOME,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_TOP,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_TOP_NAME,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_TOP_PID,
+                                        DG_P_GATE_BACKENDS_MATMUL_WINDOW_TOP_CPU_PERCENT};
+        build_window(b, &be->matmul.window, it, &wids);
+        be->peak_fp32 = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_FP32);
+        be->peak_cores = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_CORES);
+        be->peak_isa = dg_rec_str(it, DG_P_GATE_BACKENDS_PEAK_CPU_ISA);
+        be->blas.library = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_LIBRARY);
+        be->blas.kernel = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_KERNEL);
+        be->blas.fix = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_FIX);
+        be->blas.generic = dg_rec_bool(it, DG_P_GATE_BACKENDS_BLAS_GENERIC_KERNEL);
+        be->blas.vector_bits = dg_rec_num(it, DG_P_GATE_BACKENDS_BLAS_KERNEL_VECTOR_BITS);
     }
 }
 
@@ -238,6 +290,8 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
     e->translated = dg_rec_bool(env, DG_P_ENV_ARCH_TRANSLATED);
     e->translation_evidence = dg_rec_at(env, DG_P_ENV_ARCH_TRANSLATION_EVIDENCE);
     e->mem_total = dg_rec_num(env, DG_P_ENV_MEMORY_TOTAL);
+    e->logical_cores = dg_rec_num(env, DG_P_ENV_CPU_LOGICAL_CORES);
+    e->affinity_cores = dg_rec_num(env, DG_P_ENV_CPU_AFFINITY_CORES);
     e->psi_some_avg10 = dg_rec_num(env, DG_P_ENV_MEMORY_PRESSURE_SOME_AVG10);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_CPU), true, &e->top_cpu, &e->ntop_cpu);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_MEM), false, &e->top_mem, &e->ntop_mem);
@@ -297,6 +351,7 @@ static void build_trials(builder *b, const cJSON *arr, dg_view_trial **out, int 
         t->ended = dg_rec_str(it, DG_P_SWEEP_TRIALS_ENDED);
         t->reason = dg_rec_str(it, DG_P_SWEEP_TRIALS_REASON);
         t->signal = dg_rec_str(it, DG_P_SWEEP_TRIALS_SIGNAL);
+        t->budget = dg_rec_bool(it, DG_P_SWEEP_TRIALS_BUDGET);
         t->batch = dg_rec_num(it, DG_P_SWEEP_TRIALS_BATCH);
         t->samples_per_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_SAMPLES_PER_S);
         t->step_median = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_MEDIAN);
@@ -315,6 +370,8 @@ static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
 {
     s->present = sweep != NULL;
     s->backend = dg_rec_str(sweep, DG_P_SWEEP_SPEC_BACKEND);
+    s->mem_budget = dg_rec_num(sweep, DG_P_SWEEP_SPEC_MEM_BUDGET);
+    s->mem_budget_source = dg_rec_str(sweep, DG_P_SWEEP_SPEC_MEM_BUDGET_SOURCE);
     build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), &s->trials, &s->ntrials);
     build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_BISECT), &s->bisect, &s->nbisect);
     s->stopped_reason = dg_rec_str(sweep, DG_P_SWEEP_STOPPED_REASON);
@@ -411,6 +468,7 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
     s->trend_slope = payload_num(payload, DG_P_SOAK_STEP_TREND_SLOPE);
     s->trend_median = payload_num(payload, DG_P_SOAK_STEP_TREND_MEDIAN);
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
+    s->train_samples = dg_rec_num(soak, DG_P_SOAK_DATA_TRAIN_SAMPLES);
     const cJSON *arr = dg_rec_arr(soak, DG_P_SOAK_EPOCHS);
     s->epochs = array_of(b, cJSON_GetArraySize(arr), sizeof *s->epochs);
     if (!s->epochs)
@@ -432,15 +490,67 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
     }
 }
 
+/* The COMPARE row of a figure a run names ("loss_vs_ref.device" is the row
+ * "runs[].loss_vs_ref.device"); DG_P_COUNT when none declares it. */
+static dg_rec_path_id run_figure_row(const char *name)
+{
+    for (int i = 0; name && i < DG_P_COUNT; i++) {
+        const dg_rec_path *r = &dg_rec_paths[i];
+        if (r->section == DG_SEC_COMPARE && !strncmp(r->path, "runs[].", 7) &&
+            !strcmp(r->path + 7, name) && !strchr(name, '['))
+            return (dg_rec_path_id)i;
+    }
+    return DG_P_COUNT;
+}
+
+static dg_rec_interval interval_of(const cJSON *run, dg_rec_path_id lo, dg_rec_path_id hi)
+{
+    return (dg_rec_interval){dg_rec_num(run, lo), dg_rec_num(run, hi)};
+}
+
+/* One side's repetitions of a compare run: the ids are the cpu's or the device's. */
+typedef struct reps_ids {
+    dg_rec_path_id reps, warmup, ms;
+    window_ids window;
+} reps_ids;
+
+static void build_reps(builder *b, const cJSON *run, const reps_ids *ids, dg_view_rep **out,
+                       int *nout)
+{
+    const cJSON *arr = dg_rec_arr(run, ids->reps);
+    *out = array_of(b, cJSON_GetArraySize(arr), sizeof **out);
+    *nout = 0;
+    if (!*out)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_rep *r = &(*out)[(*nout)++];
+        r->warmup = dg_rec_num(it, ids->warmup);
+        const cJSON *ms = dg_rec_arr(it, ids->ms);
+        r->ms = array_of(b, cJSON_GetArraySize(ms), sizeof *r->ms);
+        if (r->ms) {
+            const cJSON *x;
+            cJSON_ArrayForEach(x, ms)
+            {
+                r->ms[r->nms++] = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+            }
+        }
+        build_window(b, &r->window, it, &ids->window);
+    }
+}
+
 static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 {
     c->present = cmp != NULL;
     c->status = dg_rec_str(cmp, DG_P_COMPARE_STATUS);
     c->error = dg_rec_str(cmp, DG_P_COMPARE_ERROR);
     c->backend = dg_rec_str(cmp, DG_P_COMPARE_SPEC_BACKEND);
+    c->device_name = dg_rec_str(cmp, DG_P_COMPARE_DEVICE_NAME);
     c->loss_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_LOSS_TOLERANCE);
     c->param_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_PARAM_TOLERANCE);
     c->within_tolerance = dg_rec_bool(cmp, DG_P_COMPARE_WITHIN_TOLERANCE);
+    c->threads = dg_rec_num(cmp, DG_P_COMPARE_SPEC_THREADS);
     const cJSON *arr = dg_rec_arr(cmp, DG_P_COMPARE_RUNS);
     c->runs = array_of(b, cJSON_GetArraySize(arr), sizeof *c->runs);
     if (!c->runs)
@@ -467,9 +577,59 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
         r->cpu_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_CPU_SAMPLES_PER_S);
         r->device_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_SAMPLES_PER_S);
         r->device_fallbacks = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_FALLBACKS);
+        r->loss_vs_ref_device = dg_rec_num(it, DG_P_COMPARE_RUNS_LOSS_VS_REF_DEVICE);
+        r->param_drift_device_vs_ref = dg_rec_num(it, DG_P_COMPARE_RUNS_PARAM_DRIFT_DEVICE_VS_REF);
         r->reference_ran = dg_rec_bool(it, DG_P_COMPARE_RUNS_REFERENCE_RAN);
         r->within_tolerance = dg_rec_bool(it, DG_P_COMPARE_RUNS_WITHIN_TOLERANCE);
         r->drift = dg_rec_arr(it, DG_P_COMPARE_RUNS_DRIFT);
+        r->figures = array_of(b, cJSON_GetArraySize(r->drift), sizeof *r->figures);
+        if (r->figures) {
+            const cJSON *fig;
+            cJSON_ArrayForEach(fig, r->drift)
+            {
+                if (!cJSON_IsString(fig))
+                    continue;
+                dg_view_figure *x = &r->figures[r->nfigures++];
+                x->name = fig->valuestring;
+                dg_rec_path_id row = run_figure_row(x->name);
+                x->value =
+                    row < DG_P_COUNT ? dg_rec_num(it, row) : (dg_rec_metric){NAN, "", false, false};
+            }
+        }
+        r->speedup_ci =
+            interval_of(it, DG_P_COMPARE_RUNS_SPEEDUP_CI_LO, DG_P_COMPARE_RUNS_SPEEDUP_CI_HI);
+        r->reduction_ci = interval_of(it, DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT_CI_LO,
+                                      DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT_CI_HI);
+        r->busy_ci = interval_of(it, DG_P_COMPARE_RUNS_BUSY_FRACTION_CI_LO,
+                                 DG_P_COMPARE_RUNS_BUSY_FRACTION_CI_HI);
+        r->mw_p = dg_rec_num(it, DG_P_COMPARE_RUNS_MANN_WHITNEY_P);
+        r->reps_per_side = dg_rec_num(it, DG_P_COMPARE_RUNS_REPETITIONS_PER_SIDE);
+        static const reps_ids side_ids[2] = {
+            {DG_P_COMPARE_RUNS_REPETITIONS_CPU,
+             DG_P_COMPARE_RUNS_REPETITIONS_CPU_WARMUP,
+             DG_P_COMPARE_RUNS_REPETITIONS_CPU_MS,
+             {DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_OTHERS_CPUS,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_OTHERS_SHARE,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_CPU_PRESSURE_SOME,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_TOP,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_TOP_NAME,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_TOP_PID,
+              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WINDOW_TOP_CPU_PERCENT}},
+            {DG_P_COMPARE_RUNS_REPETITIONS_DEVICE,
+             DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WARMUP,
+             DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_MS,
+             {DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_OTHERS_CPUS,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_OTHERS_SHARE,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_CPU_PRESSURE_SOME,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_TOP,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_TOP_NAME,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_TOP_PID,
+              DG_P_COMPARE_RUNS_REPETITIONS_DEVICE_WINDOW_TOP_CPU_PERCENT}},
+        };
+        for (int side = 0; side < 2; side++)
+            build_reps(b, it, &side_ids[side], &r->reps[side], &r->nreps[side]);
     }
 }
 
@@ -487,6 +647,24 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     p->stats_iqr_share = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_IQR_SHARE);
     p->sync_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_PER_STEP);
     p->fallback_calls = dg_rec_num(prof, DG_P_PROFILE_OPS_TOTAL_FALLBACK_CALLS);
+    p->host_reads = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS);
+    p->host_reads_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_PER_STEP);
+    p->host_reads_source = dg_rec_str(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_SOURCE);
+    p->source = dg_rec_str(prof, DG_P_PROFILE_SOURCE);
+    p->window_steps = dg_rec_num(prof, DG_P_PROFILE_WINDOW_STEPS);
+    p->noise = dg_rec_str(prof, DG_P_PROFILE_STEP_STATS_NOISE);
+    p->note = dg_rec_str(prof, DG_P_PROFILE_NOTE);
+    p->bytes_h2d = dg_rec_num(prof, DG_P_PROFILE_BYTES_H2D);
+    p->bytes_d2h = dg_rec_num(prof, DG_P_PROFILE_BYTES_D2H);
+    p->bytes_fallback_h2d = dg_rec_num(prof, DG_P_PROFILE_BYTES_FALLBACK_H2D);
+    p->bytes_fallback_d2h = dg_rec_num(prof, DG_P_PROFILE_BYTES_FALLBACK_D2H);
+    p->has_phases = dg_rec_obj(prof, DG_P_PROFILE_PHASES) != NULL;
+    static const dg_rec_path_id ph_obj[DG_PHASE_COUNT] = {
+        DG_P_PROFILE_PHASES_READ,       DG_P_PROFILE_PHASES_DECODE,    DG_P_PROFILE_PHASES_RESIZE,
+        DG_P_PROFILE_PHASES_AUGMENT,    DG_P_PROFILE_PHASES_NORMALISE, DG_P_PROFILE_PHASES_COLLATE,
+        DG_P_PROFILE_PHASES_QUEUE_WAIT, DG_P_PROFILE_PHASES_H2D,       DG_P_PROFILE_PHASES_FORWARD,
+        DG_P_PROFILE_PHASES_BACKWARD,   DG_P_PROFILE_PHASES_UPDATE,    DG_P_PROFILE_PHASES_D2H,
+        DG_P_PROFILE_PHASES_SYNC};
     static const dg_rec_path_id ph[DG_PHASE_COUNT][3] = {
         {DG_P_PROFILE_PHASES_READ_MS, DG_P_PROFILE_PHASES_READ_SHARE,
          DG_P_PROFILE_PHASES_READ_IN_STEP},
@@ -516,6 +694,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
          DG_P_PROFILE_PHASES_SYNC_IN_STEP},
     };
     for (int i = 0; i < DG_PHASE_COUNT; i++) {
+        p->phases[i].present = dg_rec_obj(prof, ph_obj[i]) != NULL;
         p->phases[i].ms = dg_rec_num(prof, ph[i][0]);
         p->phases[i].share = dg_rec_num(prof, ph[i][1]);
         p->phases[i].in_step = dg_rec_bool(prof, ph[i][2]);
@@ -540,9 +719,23 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     }
     p->fallbacks = dg_rec_arr(prof, DG_P_PROFILE_FALLBACKS);
     p->nfallbacks = cJSON_GetArraySize(p->fallbacks);
+    p->census = array_of(b, p->nfallbacks, sizeof *p->census);
+    if (!p->census) {
+        p->nfallbacks = 0;
+        return;
+    }
+    int k = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, p->fallbacks)
+    {
+        dg_view_fallback *c = &p->census[k++];
+        c->op = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_OP);
+        c->device = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_DEVICE);
+        c->count = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_COUNT);
+    }
 }
 
-static void build_supervise(dg_view_supervise *s, const cJSON *sup)
+static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
 {
     s->present = sup != NULL;
     s->exit_status = dg_rec_num(sup, DG_P_SUPERVISE_EXIT_STATUS);
@@ -554,6 +747,22 @@ static void build_supervise(dg_view_supervise *s, const cJSON *sup)
     s->events_dropped = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_DROPPED);
     s->events_malformed = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_MALFORMED);
     s->events_overlong = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_OVERLONG);
+    s->rss_peak = dg_rec_num(sup, DG_P_SUPERVISE_SAMPLES_RSS_PEAK);
+    s->cpu_pct_median = dg_rec_num(sup, DG_P_SUPERVISE_SAMPLES_CPU_PCT_MEDIAN);
+    s->cores = dg_rec_num(sup, DG_P_SUPERVISE_SAMPLES_CORES);
+    const cJSON *ser = dg_rec_arr(sup, DG_P_SUPERVISE_SERIES);
+    s->series = array_of(b, cJSON_GetArraySize(ser), sizeof *s->series);
+    if (!s->series)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, ser)
+    {
+        dg_view_sample *p = &s->series[s->nseries++];
+        p->t = dg_rec_num(it, DG_P_SUPERVISE_SERIES_T);
+        p->rss = dg_rec_num(it, DG_P_SUPERVISE_SERIES_RSS);
+        p->cpu_pct = dg_rec_num(it, DG_P_SUPERVISE_SERIES_CPU_PCT);
+        p->procs = dg_rec_num(it, DG_P_SUPERVISE_SERIES_PROCS);
+    }
 }
 
 static int severity_rank(const char *s)
@@ -643,8 +852,10 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
     out->run_id = dg_rec_str(rec, DG_P_REC_RUN_ID);
 
     dg_rec_section own = kind_section(out->kind);
+    out->device = own == DG_SEC_REC ? dg_rec_str(rec, DG_P_REC_DEVICE) : NULL;
     if (own != DG_SEC_REC) {
         out->section[own] = rec;      /* a per-verb record is its own section */
+        out->listed[own] = true;
         build_spec(&out->spec, NULL); /* all "not reported" */
         build_judgement(&b, out, NULL);
     } else {
@@ -657,8 +868,11 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
                                                          [DG_SEC_SUPERVISE] = DG_P_REC_SUPERVISE};
         out->section[DG_SEC_REC] = rec;
         for (int s = DG_SEC_ENV; s < DG_SEC_COUNT; s++)
-            if (s != DG_SEC_TRAIN)
-                out->section[s] = obj_or_null(dg_rec_at(rec, ids[s]));
+            if (s != DG_SEC_TRAIN) {
+                const cJSON *sec = dg_rec_at(rec, ids[s]);
+                out->section[s] = obj_or_null(sec);
+                out->listed[s] = sec != NULL;
+            }
         build_spec(&out->spec, rec);
         build_steps(&b, out, rec);
         build_judgement(&b, out, rec);
@@ -675,7 +889,7 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
     build_soak(&b, &out->soak, soak, out->soak_payload);
     build_compare(&b, &out->compare, out->section[DG_SEC_COMPARE]);
     build_profile(&b, &out->profile, out->section[DG_SEC_PROFILE]);
-    build_supervise(&out->supervise, out->section[DG_SEC_SUPERVISE]);
+    build_supervise(&b, &out->supervise, out->section[DG_SEC_SUPERVISE]);
     if (b.nomem)
         return dg_fail(ctx, DG_ERR_NOMEM, "record: out of host memory for the view");
     return DG_OK;
@@ -690,12 +904,27 @@ void dg_record_view_free(dg_record_view *v)
     dg_free(v->env.top_mem);
     dg_free(v->env.mixed);
     dg_free(v->env.backends);
+    for (int i = 0; v->gate.backends && i < v->gate.nbackends; i++)
+        free_window(&v->gate.backends[i].matmul.window);
     dg_free(v->gate.backends);
     dg_free(v->sweep.trials);
     dg_free(v->sweep.bisect);
     dg_free(v->soak.epochs);
+    for (int i = 0; v->compare.runs && i < v->compare.nruns; i++) {
+        dg_view_run *r = &v->compare.runs[i];
+        dg_free(r->figures);
+        for (int side = 0; side < 2; side++) {
+            for (int k = 0; r->reps[side] && k < r->nreps[side]; k++) {
+                dg_free(r->reps[side][k].ms);
+                free_window(&r->reps[side][k].window);
+            }
+            dg_free(r->reps[side]);
+        }
+    }
     dg_free(v->compare.runs);
     dg_free(v->profile.ops);
+    dg_free(v->profile.census);
+    dg_free(v->supervise.series);
     dg_free(v->thresholds);
     dg_free(v->findings);
     memset(v, 0, sizeof *v);

@@ -149,6 +149,29 @@ typedef enum dg_phase {
 /* The record key of a phase ("queue_wait", ...). */
 const char *dg_phase_key(dg_phase p);
 
+/* A 95% interval (the figure's _ci object): both ends invalid when the record
+ * holds none (an older record, one repetition). */
+typedef struct dg_rec_interval {
+    dg_rec_metric lo, hi;
+} dg_rec_interval;
+
+/* Another process that took CPU time during a measured window. */
+typedef struct dg_view_window_proc {
+    const char *name;
+    dg_rec_metric pid;         /* id, no unit */
+    dg_rec_metric cpu_percent; /* percent of one CPU over the window */
+} dg_view_window_proc;
+
+/* A measured window's contention (measure/contention.c). */
+typedef struct dg_view_window {
+    bool present;
+    dg_rec_metric others_cpus;       /* cpus: other processes' CPU time over the window */
+    dg_rec_metric others_share;      /* fraction of the machine */
+    dg_rec_metric cpu_pressure_some; /* fraction of the window */
+    dg_view_window_proc *top;
+    int ntop;
+} dg_view_window;
+
 /* The evidence record's spec (accept: the fixture's; run: the command's).
  * batch and sweep_to are in samples; seed, threads, workers are
  * counts. */
@@ -192,7 +215,17 @@ typedef struct dg_view_backend {
         dg_rec_metric bad_elements;           /* elements */
         dg_rec_metric max_err_over_tolerance; /* ratio */
         dg_rec_metric max_abs_err, gflops, ms_warm;
+        dg_rec_metric fraction_of_peak; /* fraction of peak_fp32 */
+        dg_view_window window;          /* the timed products' window */
     } matmul;
+    dg_rec_metric peak_fp32;  /* GFLOP/s */
+    dg_rec_metric peak_cores; /* cores the cpu peak counts */
+    const char *peak_isa;
+    struct {
+        const char *library, *kernel, *fix;
+        int generic;               /* tri: the generic (unoptimised) kernel */
+        dg_rec_metric vector_bits; /* bits */
+    } blas;
 } dg_view_backend;
 
 /* The environment summary the rules and the summaries read. */
@@ -203,6 +236,7 @@ typedef struct dg_view_env {
     int translated;                    /* tri */
     const cJSON *translation_evidence; /* arch.translation_evidence as recorded, or NULL */
     dg_rec_metric mem_total;           /* bytes */
+    dg_rec_metric logical_cores, affinity_cores; /* cores */
     dg_rec_metric psi_some_avg10;      /* percent */
     dg_view_proc *top_cpu, *top_mem;
     int ntop_cpu, ntop_mem;
@@ -231,6 +265,7 @@ typedef struct dg_view_gate {
 /* One sweep trial (doubling or bisection). */
 typedef struct dg_view_trial {
     const char *ended, *reason, *signal;
+    int budget;                          /* tri: the memory budget ended it */
     dg_rec_metric batch;                 /* samples */
     dg_rec_metric samples_per_s;         /* samples/s */
     dg_rec_metric step_median, step_iqr; /* ms */
@@ -243,6 +278,8 @@ typedef struct dg_view_trial {
 typedef struct dg_view_sweep {
     bool present;
     const char *backend; /* sweep.spec.backend */
+    dg_rec_metric mem_budget; /* bytes */
+    const char *mem_budget_source;
     dg_view_trial *trials, *bisect;
     int ntrials, nbisect;
     const char *stopped_reason;
@@ -283,9 +320,24 @@ typedef struct dg_view_soak {
     dg_rec_metric trend_slope;          /* ms/step */
     dg_rec_metric trend_median;         /* ms */
     dg_rec_metric swap_growth;          /* bytes (the soak's sampler) */
+    dg_rec_metric train_samples;        /* data.train_samples: the training set's size */
     dg_view_epoch *epochs;
     int nepochs;
 } dg_view_soak;
+
+/* One timed repetition of a compare side. */
+typedef struct dg_view_rep {
+    dg_rec_metric warmup; /* steps: the first ones of ms, left out of its statistics */
+    double *ms;           /* step times in ms, as recorded (NAN where not a number) */
+    int nms;
+    dg_view_window window;
+} dg_view_rep;
+
+/* A figure a drifting run names (runs[].drift[]) and its value below the run. */
+typedef struct dg_view_figure {
+    const char *name;    /* "loss_vs_ref.device", ... */
+    dg_rec_metric value; /* relative; invalid when the run does not hold it */
+} dg_view_figure;
 
 /* One compare run. A failed run ({batch, status, failed, error}) has ok false. */
 typedef struct dg_view_run {
@@ -300,27 +352,44 @@ typedef struct dg_view_run {
     dg_rec_metric cpu_step_ms, device_step_ms; /* ms */
     dg_rec_metric cpu_sps, device_sps;         /* samples/s */
     dg_rec_metric device_fallbacks;            /* calls */
+    dg_rec_metric loss_vs_ref_device;          /* relative */
+    dg_rec_metric param_drift_device_vs_ref;   /* relative */
     int reference_ran, within_tolerance;       /* tri */
     const cJSON *drift;                        /* array of figure names, or NULL */
-    const cJSON *json; /* the run object (figures named by drift are paths below it) */
-    /* Room for the repetition statistics (speedup interval, ...): issue 12. */
+    dg_view_figure *figures;                   /* the drift figures that are strings */
+    int nfigures;
+    dg_rec_interval speedup_ci, reduction_ci, busy_ci; /* x, %, fraction */
+    dg_rec_metric mw_p;                                /* Mann-Whitney p: probability */
+    dg_rec_metric reps_per_side;                       /* repetitions a side */
+    dg_view_rep *reps[2];                              /* the cpu's, the device's */
+    int nreps[2];
+    const cJSON *json; /* the run object */
 } dg_view_run;
 
 typedef struct dg_view_compare {
     bool present;
     const char *status, *error;
     const char *backend;                           /* compare.spec.backend */
+    const char *device_name;                       /* compare.device.name */
     dg_rec_metric loss_tolerance, param_tolerance; /* relative */
+    dg_rec_metric threads;                         /* compare.spec.threads (0: all) */
     int within_tolerance;                          /* tri */
     dg_view_run *runs;
     int nruns;
 } dg_view_compare;
 
 typedef struct dg_view_phase {
+    bool present;        /* the phase's object was there */
     dg_rec_metric ms;    /* ms, per batch (loader stages) or per step */
     dg_rec_metric share; /* fraction */
     int in_step;         /* tri */
 } dg_view_phase;
+
+/* One entry of the profile's fallback census. */
+typedef struct dg_view_fallback {
+    const char *op, *device;
+    dg_rec_metric count; /* calls */
+} dg_view_fallback;
 
 /* One row of the profile's op table. */
 typedef struct dg_view_op {
@@ -340,14 +409,31 @@ typedef struct dg_view_profile {
     dg_rec_metric stats_median, stats_iqr; /* ms */
     dg_rec_metric stats_iqr_share;         /* fraction */
     dg_rec_metric sync_per_step;           /* sync points/step */
+    dg_rec_metric host_reads;              /* values read to the host (probe) */
+    dg_rec_metric host_reads_per_step;     /* reads/step */
+    const char *host_reads_source;
+    const char *source; /* "probe" for a program's step events, NULL for the fixture */
     dg_rec_metric fallback_calls;          /* ops_total.fallback_calls */
+    bool has_phases;                       /* profile.phases is an object */
     dg_view_phase phases[DG_PHASE_COUNT];
+    dg_rec_metric window_steps; /* steps */
+    const char *noise, *note;   /* step.stats.noise, note */
+    dg_rec_metric bytes_h2d, bytes_d2h, bytes_fallback_h2d, bytes_fallback_d2h; /* bytes */
     dg_view_op *ops;
     int nops;
     bool has_ops;           /* profile.ops is an array */
     const cJSON *fallbacks; /* the fallback census (array of {op, ...}), or NULL */
     int nfallbacks;
+    dg_view_fallback *census; /* its entries, nfallbacks of them */
 } dg_view_profile;
+
+/* One sample of the supervised process tree. */
+typedef struct dg_view_sample {
+    dg_rec_metric t;     /* s since the start */
+    dg_rec_metric rss;     /* bytes */
+    dg_rec_metric cpu_pct; /* percent of one core since the previous sample */
+    dg_rec_metric procs;   /* live processes in the tree */
+} dg_view_sample;
 
 /* devgate run's supervision of the program. */
 typedef struct dg_view_supervise {
@@ -357,6 +443,11 @@ typedef struct dg_view_supervise {
     int timed_out, interrupted; /* tri */
     dg_rec_metric wall;         /* s */
     dg_rec_metric events_lines, events_dropped, events_malformed, events_overlong; /* lines */
+    dg_rec_metric rss_peak;       /* samples.rss_peak: bytes */
+    dg_rec_metric cpu_pct_median; /* samples.cpu_pct_median: percent of one core */
+    dg_rec_metric cores;          /* samples.cores */
+    dg_view_sample *series;       /* the sampled series, in record order */
+    int nseries;
 } dg_view_supervise;
 
 typedef struct dg_view_threshold {
@@ -393,6 +484,7 @@ typedef struct dg_record_view {
     int version;      /* "v": 1 or 2 */
     const char *kind; /* "accept", "run", "sweep", ...; NULL when absent */
     const char *state, *label, *host, *timestamp, *run_id;
+    const char *device; /* run: the device the program said it used ("cpu", "cuda:0") */
     dg_view_spec spec;
     dg_view_step *steps;
     int nsteps;
@@ -411,6 +503,8 @@ typedef struct dg_record_view {
     dg_view_final_gate final_gate;
     const cJSON *rec;                   /* the record */
     const cJSON *section[DG_SEC_COUNT]; /* each section's object, NULL when not one */
+    bool listed[DG_SEC_COUNT];          /* the record has the section's key, whatever it holds
+                                           (a step that did not run leaves null) */
     const cJSON *soak_payload;          /* the soak analysis object (v1 soak.soak, v2 soak) */
 } dg_record_view;
 

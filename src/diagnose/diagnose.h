@@ -25,12 +25,8 @@
 /* Everything a rule reads (the record's typed view, built once), and the
  * findings made so far. */
 typedef struct dg_diag {
-    const dg_record_view *v;
-    /* The sections as recorded (NULL when not an object), for the judges not
-     * yet converted to the view (rules_speed.c, rules_profile.c,
-     * rules_verdict.c, decision.c): new code reads v. */
-    const cJSON *rec, *spec, *env, *gate, *sweep, *soak, *compare, *profile, *supervise;
-    const char *kind;     /* "accept", "run", or "" */
+    const dg_record_view *v; /* what every judge and the decision read */
+    const char *kind;        /* "accept", "run", or "" */
     const char *soak_pfx; /* where the soak analysis is below the soak section:
                              "soak." (version 1) or "" (version 2), for evidence */
     double th[TH_COUNT];
@@ -105,17 +101,8 @@ static inline bool dg_fired(const dg_diag *d, const char *id, dg_severity min, i
     return dg_findings_fired(&d->fs, id, min, run);
 }
 
-/* compare.runs when it is an array, else NULL. */
-const cJSON *dg_diag_compare_runs(const dg_diag *d);
-/* A compare run that ended: not the failed-run shape {batch, status, failed, error}. */
-bool dg_run_ok(const cJSON *run);
 /* The device backend of a compare run (the run's, compare's spec, or "the device"). */
-const char *dg_run_device(const dg_diag *d, const cJSON *run);
-/* Evidence read from the record by path (the judges not yet on the view): the
- * item at the printf-formatted path below the section, with a METRIC's unit
- * (or `unit` for plain values). */
-void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
-                const char *fmt, ...) DG_PRINTF(6, 7);
+const char *dg_run_device(const dg_diag *d, const dg_view_run *run);
 /* The compare run the route is judged on: the run at the spec's batch when
  * there is one, else the ok run with the highest speedup; -1 when none. */
 int dg_route_run(const dg_diag *d);
@@ -146,15 +133,15 @@ void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r);
 void dg_judge_verdict_inconclusive(dg_diag *d, const dg_rule *r);
 void dg_judge_contended(dg_diag *d, const dg_rule *r);
 void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r);
-/* The 95% interval of a compare run's figure key (key_ci.lo/hi), else the
- * point twice (a record without intervals is judged on its point). */
-void dg_run_interval(const cJSON *run, const char *key, double *lo, double *hi);
+/* The 95% interval ci of a compare run's figure, else its point twice (a
+ * record without intervals is judged on its point; NAN when neither). */
+void dg_run_interval(dg_rec_metric point, dg_rec_interval ci, double *lo, double *hi);
 /* -1: the interval lies below th; 1: at or above; 0: it holds th
  * (inconclusive); 2: not reported. */
 int dg_interval_side(double lo, double hi, double th);
 /* The 22%/18% rule on the intervals: -1 the device is slow and idle (fires),
  * 1 it is not, 0 inconclusive, 2 not reported. */
-int dg_slow_data_side(const dg_diag *d, const cJSON *run);
+int dg_slow_data_side(const dg_diag *d, const dg_view_run *run);
 
 /* rules_memory.c: soak memory, slowdown, memory pressure from other work */
 void dg_judge_retained_refs(dg_diag *d, const dg_rule *r);

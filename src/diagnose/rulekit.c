@@ -169,39 +169,12 @@ void dg_cat(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-const cJSON *dg_diag_compare_runs(const dg_diag *d)
+const char *dg_run_device(const dg_diag *d, const dg_view_run *run)
 {
-    const cJSON *runs = dg_jpath(d->compare, "runs");
-    return cJSON_IsArray(runs) ? runs : NULL;
-}
-
-bool dg_run_ok(const cJSON *run)
-{
-    const char *st = dg_jstr(run, "status");
-    return cJSON_IsObject(run) && !cJSON_HasObjectItem(run, "failed") && (!st || !strcmp(st, "ok"));
-}
-
-const char *dg_run_device(const dg_diag *d, const cJSON *run)
-{
-    const char *b = dg_jstr(run, "device.backend");
+    const char *b = run ? run->device_backend : NULL;
     if (!b)
         b = d->v->compare.backend;
     return b ? b : "the device";
-}
-
-void dg_ev_path(dg_diag *d, cJSON *f, const char *sec_name, const cJSON *sec, const char *unit,
-                const char *fmt, ...)
-{
-    if (!f)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    char *path = field_of(d, fmt, ap);
-    va_end(ap);
-    if (!path)
-        return;
-    dg_ev_item(d, f, sec_name, unit, dg_jpath(sec, path), "%s", path);
-    dg_free(path);
 }
 
 int dg_route_run(const dg_diag *d)

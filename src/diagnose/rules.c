@@ -179,15 +179,6 @@ dg_status dg_diagnose_view(dg_ctx *ctx, const dg_record_view *v, const char *ove
     if (st != DG_OK)
         return st;
     d.v = v;
-    d.rec = v->rec;
-    d.spec = dg_rec_obj(v->rec, DG_P_REC_SPEC);
-    d.env = v->section[DG_SEC_ENV];
-    d.gate = v->section[DG_SEC_GATE];
-    d.sweep = v->section[DG_SEC_SWEEP];
-    d.soak = v->section[DG_SEC_SOAK];
-    d.compare = v->section[DG_SEC_COMPARE];
-    d.profile = v->section[DG_SEC_PROFILE];
-    d.supervise = v->section[DG_SEC_SUPERVISE];
     d.kind = v->kind ? v->kind : "";
     /* Evidence cites the soak analysis where this record holds it. */
     d.soak_pfx = v->soak_payload && v->soak_payload != v->section[DG_SEC_SOAK] ? "soak." : "";

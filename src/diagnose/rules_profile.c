@@ -20,26 +20,22 @@ static int by_share_desc(const void *a, const void *b)
 
 void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
 {
+    const dg_view_profile *p = &d->v->profile;
     /* Fallback rows of the profile's op table, summed per op name. */
-    const cJSON *ops = dg_jpath(d->profile, "ops");
-    if (!cJSON_IsArray(ops))
-        ops = NULL;
     op_share top[32];
     int ntop = 0;
     double share = 0;
     bool share_known = false;
-    const cJSON *row;
-    cJSON_ArrayForEach(row, ops)
-    {
-        double s = dg_jnum(row, "share");
-        if (!isfinite(s))
+    for (int i = 0; i < p->nops; i++) {
+        const dg_view_op *row = &p->ops[i];
+        if (!row->share.valid)
             continue;
+        double s = row->share.value;
         share_known = true;
-        if (dg_jbool(row, "fallback") != 1)
+        if (row->fallback != 1)
             continue;
         share += s;
-        const char *op = dg_jstr(row, "op");
-        op = op ? op : "?";
+        const char *op = row->op ? row->op : "?";
         int k = 0;
         while (k < ntop && strcmp(top[k].op, op) != 0)
             k++;
@@ -51,15 +47,14 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
     qsort(top, (size_t)ntop, sizeof *top, by_share_desc);
 
     /* The census (profile) and the compare runs say whether anything fell back. */
-    const cJSON *census = dg_jpath(d->profile, "fallbacks");
-    int ncensus = cJSON_IsArray(census) ? cJSON_GetArraySize(census) : 0;
-    const cJSON *runs = dg_diag_compare_runs(d);
+    int ncensus = p->nfallbacks;
+    const dg_view_compare *c = &d->v->compare;
     int cmp_run = -1;
     double cmp_calls = 0;
-    for (int i = 0; i < cJSON_GetArraySize(runs); i++) {
-        double n = dg_jnum(cJSON_GetArrayItem(runs, i), "device.fallbacks");
-        if (isfinite(n) && n > cmp_calls) {
-            cmp_calls = n;
+    for (int i = 0; i < c->nruns; i++) {
+        const dg_rec_metric n = c->runs[i].device_fallbacks;
+        if (n.valid && n.value > cmp_calls) {
+            cmp_calls = n.value;
             cmp_run = i;
         }
     }
@@ -70,11 +65,9 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
     for (int k = 0; k < ntop && k < 3; k++)
         dg_cat(names, sizeof names, "%s%s %.0f%%", k ? ", " : "", top[k].op, 100 * top[k].share);
     if (!names[0]) {
-        const cJSON *c;
         int k = 0;
-        cJSON_ArrayForEach(c, census)
-        {
-            const char *op = dg_jstr(c, "op");
+        for (int i = 0; i < ncensus; i++) {
+            const char *op = p->census[i].op;
             if (op && k++ < 3)
                 dg_cat(names, sizeof names, "%s%s", k > 1 ? ", " : "", op);
         }
@@ -92,16 +85,15 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
                             "ops on the cpu fallback hold %.0f%% of the profiled op time%s%s%s",
                             100 * share, under, names[0] ? ": " : "", names);
         dg_ev_num(d, f, "profile", "ops[fallback].share", share, "fraction");
-        dg_ev_path(d, f, "profile", d->profile, "calls", "ops_total.fallback_calls");
+        dg_ev_metric(d, f, "profile", "calls", p->fallback_calls, "ops_total.fallback_calls");
         if (ncensus > 0)
             dg_ev_num(d, f, "profile", "fallbacks.length", ncensus, "entries");
     } else {
         if (cmp_run >= 0)
             f = dg_rule_finding(d, r, DG_SEV_WARN, cmp_run,
                                 "%.0f op calls fell back to the cpu in compare at batch %d%s%s%s",
-                                cmp_calls,
-                                diag_int(dg_jnum(cJSON_GetArrayItem(runs, cmp_run), "batch")),
-                                names[0] ? " (" : "", names, names[0] ? ")" : "");
+                                cmp_calls, dg_rec_int(c->runs[cmp_run].batch), names[0] ? " (" : "",
+                                names, names[0] ? ")" : "");
         else
             f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                 "%d ops fell back to the cpu in the profile%s%s", ncensus,
@@ -110,51 +102,56 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
             dg_ev_num(d, f, "profile", "fallbacks.length", ncensus, "entries");
     }
     if (cmp_run >= 0)
-        dg_ev_path(d, f, "compare", d->compare, "calls", "runs[%d].device.fallbacks", cmp_run);
+        dg_ev_metric(d, f, "compare", "calls", c->runs[cmp_run].device_fallbacks,
+                     "runs[%d].device.fallbacks", cmp_run);
 }
 
 /* ---- profile ------------------------------------------------------------------------ */
 
 void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
 {
-    double share = dg_jnum(d->profile, "phases.queue_wait.share");
-    if (!isfinite(share) || share <= d->th[TH_DATA_WAIT_SHARE])
+    const dg_view_profile *p = &d->v->profile;
+    const dg_view_phase *qw = &p->phases[DG_PHASE_QUEUE_WAIT];
+    if (!qw->share.valid || qw->share.value <= d->th[TH_DATA_WAIT_SHARE])
         return;
-    double wait = dg_jnum(d->profile, "phases.queue_wait.ms");
-    double step = dg_jnum(d->profile, "step.ms");
     char detail[96] = "";
-    if (isfinite(wait) && isfinite(step))
-        snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", wait, step);
+    if (qw->ms.valid && p->step_ms.valid)
+        snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", qw->ms.value,
+                 p->step_ms.value);
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "the step waits for its next batch %.0f%% of the time%s",
-                               100 * share, detail);
-    double workers = dg_jnum(d->profile, "spec.workers");
-    if (isfinite(workers))
+                               100 * qw->share.value, detail);
+    if (p->workers.valid)
         dg_rule_text(d, f, "action",
                      "more loader workers (now %d), or cached, pre-augmented samples (--cache); "
                      "profile the data path on its own",
-                     diag_int(workers));
-    dg_ev_path(d, f, "profile", d->profile, "fraction", "phases.queue_wait.share");
-    dg_ev_path(d, f, "profile", d->profile, "ms", "phases.queue_wait.ms");
-    dg_ev_path(d, f, "profile", d->profile, "ms", "step.ms");
+                     dg_rec_int(p->workers));
+    dg_ev_metric(d, f, "profile", "fraction", qw->share, "phases.queue_wait.share");
+    dg_ev_metric(d, f, "profile", "ms", qw->ms, "phases.queue_wait.ms");
+    dg_ev_metric(d, f, "profile", "ms", p->step_ms, "step.ms");
     /* The slowest loader stage says where the data path spends its time. */
-    static const char *const stages[] = {"read",    "decode",    "resize",
-                                         "augment", "normalise", "collate"};
-    const char *slow = NULL;
+    int slow = -1;
     double slow_ms = -1;
-    for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
-        char p[48];
-        snprintf(p, sizeof p, "phases.%s.ms", stages[i]);
-        double ms = dg_jnum(d->profile, p);
-        if (isfinite(ms) && ms > slow_ms) {
-            slow_ms = ms;
-            slow = stages[i];
+    for (int i = DG_PHASE_READ; i <= DG_PHASE_COLLATE; i++) {
+        const dg_rec_metric ms = p->phases[i].ms;
+        if (ms.valid && ms.value > slow_ms) {
+            slow_ms = ms.value;
+            slow = i;
         }
     }
-    if (slow)
-        dg_ev_path(d, f, "profile", d->profile, "ms", "phases.%s.ms", slow);
-    if (isfinite(workers))
-        dg_ev_path(d, f, "profile", d->profile, "workers", "spec.workers");
+    if (slow >= 0)
+        dg_ev_metric(d, f, "profile", "ms", p->phases[slow].ms, "phases.%s.ms",
+                     dg_phase_key((dg_phase)slow));
+    if (p->workers.valid)
+        dg_ev_metric(d, f, "profile", "workers", p->workers, "spec.workers");
+}
+
+/* Whether another process in the environment's list was busier than
+ * busy_process_cpu_pct. */
+static bool busy_other(const dg_diag *d, const dg_view_proc *p)
+{
+    return p->self != 1 && p->cpu_percent.valid &&
+           p->cpu_percent.value > d->th[TH_BUSY_PROCESS_CPU_PCT];
 }
 
 /* Other processes busier than busy_process_cpu_pct, "name (pid N, P%)". */
@@ -162,15 +159,13 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
 {
     *count = 0;
     buf[0] = '\0';
-    const cJSON *p;
-    cJSON_ArrayForEach(p, dg_jpath(d->env, "processes.top_cpu"))
-    {
-        double cpu = dg_jnum(p, "cpu_percent");
-        if (dg_jbool(p, "self") == 1 || !isfinite(cpu) || cpu <= d->th[TH_BUSY_PROCESS_CPU_PCT])
+    const dg_view_env *e = &d->v->env;
+    for (int i = 0; i < e->ntop_cpu; i++) {
+        const dg_view_proc *p = &e->top_cpu[i];
+        if (!busy_other(d, p))
             continue;
-        const char *name = dg_jstr(p, "name");
-        dg_cat(buf, n, "%s%s (pid %d, %.0f%%)", *count ? ", " : "", name ? name : "?",
-               diag_int(dg_jnum(p, "pid")), cpu);
+        dg_cat(buf, n, "%s%s (pid %d, %.0f%%)", *count ? ", " : "", p->name ? p->name : "?",
+               dg_rec_int(p->pid), p->cpu_percent.value);
         (*count)++;
     }
 }
@@ -180,21 +175,15 @@ static void busy_processes(const dg_diag *d, char *buf, size_t n, int *count)
 
 /* IQR over median of one side's step times pooled over a compare run's timed
  * repetitions (each one's warm-up left out); NAN under NOISE_MIN_STEPS steps. */
-static double compare_side_spread(const cJSON *run, const char *side)
+static double compare_side_spread(const dg_view_run *run, int side)
 {
-    char key[48];
-    snprintf(key, sizeof key, "repetitions.%s", side);
-    const cJSON *reps = dg_jpath(run, key), *rep;
     size_t n = 0, cap = 0;
     double *v = NULL;
-    cJSON_ArrayForEach(rep, reps)
-    {
-        int wu = diag_int(dg_jnum(rep, "warmup"));
-        int k = 0;
-        const cJSON *ms;
-        cJSON_ArrayForEach(ms, dg_jpath(rep, "ms"))
-        {
-            if (k++ < wu || !cJSON_IsNumber(ms) || !isfinite(ms->valuedouble))
+    for (int k = 0; k < run->nreps[side]; k++) {
+        const dg_view_rep *rep = &run->reps[side][k];
+        int wu = dg_rec_int(rep->warmup);
+        for (int j = 0; j < rep->nms; j++) {
+            if (j < wu || !isfinite(rep->ms[j]))
                 continue;
             if (n == cap) {
                 size_t nc = cap ? 2 * cap : 64;
@@ -204,7 +193,7 @@ static double compare_side_spread(const cJSON *run, const char *side)
                 v = nv;
                 cap = nc;
             }
-            v[n++] = ms->valuedouble;
+            v[n++] = rep->ms[j];
         }
     }
     dg_stats st;
@@ -215,56 +204,54 @@ static double compare_side_spread(const cJSON *run, const char *side)
 
 void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
 {
+    const dg_view_profile *p = &d->v->profile;
     double lim = d->th[TH_NOISE_IQR_RATIO];
     char what[300] = "";
     int nsrc = 0;
     /* Profile window: the stats' iqr_share, else iqr / median. */
-    double pr = dg_jnum(d->profile, "step.stats.iqr_share");
-    if (!isfinite(pr)) {
-        double iqr = dg_jnum(d->profile, "step.stats.iqr");
-        double med = dg_jnum(d->profile, "step.stats.median");
-        pr = isfinite(iqr) && isfinite(med) && med > 0 ? iqr / med : NAN;
+    double pr = p->stats_iqr_share.value;
+    if (!p->stats_iqr_share.valid) {
+        double iqr = p->stats_iqr.value, med = p->stats_median.value;
+        pr = p->stats_iqr.valid && p->stats_median.valid && med > 0 ? iqr / med : NAN;
     }
     /* Host step times of a device window that only synchronises at its end
      * measure how fast work is queued, not how long it runs: their spread is
      * judged on the cpu or when every step was synchronised. */
-    const char *pbackend = dg_jstr(d->profile, "spec.backend");
     /* A probe's step events (devgate run) time the user's steps end to end:
      * judged too, so noise is judged on every record kind. */
-    const char *psource = dg_jstr(d->profile, "source");
-    bool synced = (pbackend && strcmp(pbackend, "cpu") == 0) ||
-                  dg_jnum(d->profile, "spec.sync_every") == 1 ||
-                  (psource && strcmp(psource, "probe") == 0);
-    bool prof = isfinite(pr) && pr > lim && synced &&
-                dg_jnum(d->profile, "step.stats.n") >= NOISE_MIN_STEPS;
+    bool synced = (p->backend && strcmp(p->backend, "cpu") == 0) ||
+                  (p->sync_every.valid && p->sync_every.value == 1) ||
+                  (p->source && strcmp(p->source, "probe") == 0);
+    bool prof = isfinite(pr) && pr > lim && synced && p->stats_n.valid &&
+                p->stats_n.value >= NOISE_MIN_STEPS;
     if (prof) {
         dg_cat(what, sizeof what, "profile IQR %.0f%% of the median", 100 * pr);
         nsrc++;
     }
     /* Sweep trials that ran to the end. */
-    const cJSON *trials = dg_jpath(d->sweep, "trials");
+    const dg_view_sweep *sw = &d->v->sweep;
     int noisy_trials[64], nt = 0;
-    for (int i = 0; i < cJSON_GetArraySize(trials) && nt < 64; i++) {
-        const cJSON *t = cJSON_GetArrayItem(trials, i);
-        const char *ended = dg_jstr(t, "ended");
-        double iqr = dg_jnum(t, "step_ms.iqr"), med = dg_jnum(t, "step_ms.median");
+    for (int i = 0; i < sw->ntrials && nt < 64; i++) {
+        const dg_view_trial *t = &sw->trials[i];
+        double iqr = t->step_iqr.value, med = t->step_median.value;
         /* The quartiles of fewer than 5 steps say little about noise. */
-        if (!ended || strcmp(ended, "ok") != 0 || !isfinite(iqr) || !isfinite(med) || med <= 0 ||
-            iqr / med <= lim || !(dg_jnum(t, "step_ms.steps") >= NOISE_MIN_STEPS))
+        if (!t->ended || strcmp(t->ended, "ok") != 0 || !t->step_iqr.valid ||
+            !t->step_median.valid || med <= 0 || iqr / med <= lim ||
+            !(t->step_steps.valid && t->step_steps.value >= NOISE_MIN_STEPS))
             continue;
         noisy_trials[nt++] = i;
         if (nsrc++ < 3)
             dg_cat(what, sizeof what, "%ssweep batch %d IQR %.0f%%", what[0] ? "; " : "",
-                   diag_int(dg_jnum(t, "batch")), 100 * iqr / med);
+                   dg_rec_int(t->batch), 100 * iqr / med);
     }
     /* Compare: each side's step times pooled over its timed repetitions
      * (every step synchronised), warm-up steps left out. */
     int noisy_cmp[8][2], nc = 0;
-    const cJSON *runs = dg_diag_compare_runs(d);
-    for (int i = 0; i < cJSON_GetArraySize(runs) && nc < 8; i++) {
-        const cJSON *run = cJSON_GetArrayItem(runs, i);
+    const dg_view_compare *c = &d->v->compare;
+    for (int i = 0; i < c->nruns && nc < 8; i++) {
+        const dg_view_run *run = &c->runs[i];
         for (int side = 0; side < 2 && nc < 8; side++) {
-            double share = compare_side_spread(run, side ? "device" : "cpu");
+            double share = compare_side_spread(run, side);
             if (!(share > lim))
                 continue;
             noisy_cmp[nc][0] = i;
@@ -272,8 +259,7 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
             nc++;
             if (nsrc++ < 3)
                 dg_cat(what, sizeof what, "%scompare b%d %s IQR %.0f%%", what[0] ? "; " : "",
-                       diag_int(dg_jnum(run, "batch")), side ? dg_run_device(d, run) : "cpu",
-                       100 * share);
+                       dg_rec_int(run->batch), side ? dg_run_device(d, run) : "cpu", 100 * share);
         }
     }
     if (nsrc == 0)
@@ -286,35 +272,34 @@ void dg_judge_noisy_measurement(dg_diag *d, const dg_rule *r)
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1, "step times noisy: %s", what);
     if (nbusy)
         dg_rule_text(d, f, "action", "%s; other busy processes: %s", r->action, busy);
-    else if (d->env)
+    else if (d->v->env.present)
         dg_rule_text(d, f, "action",
                      "%s; no other busy process was seen when the environment was taken",
                      r->action);
     if (prof) {
-        if (isfinite(dg_jnum(d->profile, "step.stats.iqr_share")))
-            dg_ev_path(d, f, "profile", d->profile, "fraction", "step.stats.iqr_share");
+        if (p->stats_iqr_share.valid)
+            dg_ev_metric(d, f, "profile", "fraction", p->stats_iqr_share, "step.stats.iqr_share");
         else
             dg_ev_num(d, f, "profile", "step.stats.iqr / step.stats.median", pr, "ratio");
-        dg_ev_path(d, f, "profile", d->profile, "ms", "step.stats.iqr");
-        dg_ev_path(d, f, "profile", d->profile, "ms", "step.stats.median");
+        dg_ev_metric(d, f, "profile", "ms", p->stats_iqr, "step.stats.iqr");
+        dg_ev_metric(d, f, "profile", "ms", p->stats_median, "step.stats.median");
     }
     for (int k = 0; k < nc; k++) {
-        const cJSON *run = cJSON_GetArrayItem(runs, noisy_cmp[k][0]);
+        const dg_view_run *run = &c->runs[noisy_cmp[k][0]];
         char field[96];
         snprintf(field, sizeof field, "runs[%d].repetitions.%s[].ms (IQR / median)",
                  noisy_cmp[k][0], noisy_cmp[k][1] ? "device" : "cpu");
-        dg_ev_num(d, f, "compare", field,
-                  compare_side_spread(run, noisy_cmp[k][1] ? "device" : "cpu"), "ratio");
+        dg_ev_num(d, f, "compare", field, compare_side_spread(run, noisy_cmp[k][1]), "ratio");
     }
     for (int k = 0; k < nt; k++) {
-        dg_ev_path(d, f, "sweep", d->sweep, "ms", "trials[%d].step_ms.iqr", noisy_trials[k]);
-        dg_ev_path(d, f, "sweep", d->sweep, "ms", "trials[%d].step_ms.median", noisy_trials[k]);
+        const dg_view_trial *t = &sw->trials[noisy_trials[k]];
+        dg_ev_metric(d, f, "sweep", "ms", t->step_iqr, "trials[%d].step_ms.iqr", noisy_trials[k]);
+        dg_ev_metric(d, f, "sweep", "ms", t->step_median, "trials[%d].step_ms.median",
+                     noisy_trials[k]);
     }
-    const cJSON *top = dg_jpath(d->env, "processes.top_cpu");
-    for (int i = 0; i < cJSON_GetArraySize(top); i++) {
-        const cJSON *p = cJSON_GetArrayItem(top, i);
-        double cpu = dg_jnum(p, "cpu_percent");
-        if (dg_jbool(p, "self") != 1 && isfinite(cpu) && cpu > d->th[TH_BUSY_PROCESS_CPU_PCT])
-            dg_ev_path(d, f, "env", d->env, "percent", "processes.top_cpu[%d].cpu_percent", i);
-    }
+    const dg_view_env *e = &d->v->env;
+    for (int i = 0; i < e->ntop_cpu; i++)
+        if (busy_other(d, &e->top_cpu[i]))
+            dg_ev_metric(d, f, "env", "percent", e->top_cpu[i].cpu_percent,
+                         "processes.top_cpu[%d].cpu_percent", i);
 }

@@ -65,38 +65,41 @@ typedef struct rss_point {
     double cpu_s, mib;
 } rss_point;
 
-/* The live samples as (cumulative CPU seconds, MiB); samples taken as the
- * program exits (no live member: procs 0, rss 0) say nothing about its
- * memory, and one without a CPU share adds no CPU time. A series with no CPU
- * share at all (an older record) is placed on wall time. Returns the count. */
-static int rss_points(const cJSON *ser, rss_point *out, double *wall)
+/* A sample of a live tree: samples taken as the program exits (no live
+ * member: procs 0, rss 0) say nothing about its memory. */
+static bool live_point(const dg_view_sample *p)
+{
+    return p->t.valid && p->rss.valid && p->rss.value > 0 &&
+           !(p->procs.valid && p->procs.value == 0);
+}
+
+/* The live samples as (cumulative CPU seconds, MiB); one without a CPU share
+ * adds no CPU time. A series with no CPU share at all (an older record) is
+ * placed on wall time. Returns the count. */
+static int rss_points(const dg_view_supervise *s, rss_point *out, double *wall)
 {
     int k = 0;
     double cpu = 0, prev_t = NAN, t0 = NAN, t1 = NAN;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, ser)
-    {
-        double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss"), pct = dg_jnum(p, "cpu_pct");
-        if (!isfinite(t))
+    for (int i = 0; i < s->nseries; i++) {
+        const dg_view_sample *p = &s->series[i];
+        if (!p->t.valid)
             continue;
-        if (isfinite(prev_t) && t > prev_t && isfinite(pct) && pct > 0)
+        double t = p->t.value, pct = p->cpu_pct.value;
+        if (isfinite(prev_t) && t > prev_t && p->cpu_pct.valid && pct > 0)
             cpu += pct / 100.0 * (t - prev_t);
         prev_t = t;
-        if (!isfinite(v) || !(v > 0) || dg_jnum(p, "procs") == 0 || k == GROWTH_MAX_POINTS)
+        if (!live_point(p) || k == GROWTH_MAX_POINTS)
             continue;
         t0 = isnan(t0) ? t : t0;
         t1 = t;
-        out[k++] = (rss_point){cpu, v / DG_MIB};
+        out[k++] = (rss_point){cpu, p->rss.value / DG_MIB};
     }
     *wall = k ? t1 - t0 : NAN;
     if (!(cpu > 0)) {
-        int i = 0;
-        cJSON_ArrayForEach(p, ser)
-        {
-            double t = dg_jnum(p, "t"), v = dg_jnum(p, "rss");
-            if (i < k && isfinite(t) && isfinite(v) && v > 0 && dg_jnum(p, "procs") != 0)
-                out[i++].cpu_s = t - t0;
-        }
+        int j = 0;
+        for (int i = 0; i < s->nseries && j < k; i++)
+            if (live_point(&s->series[i]))
+                out[j++].cpu_s = s->series[i].t.value - t0;
     }
     return k;
 }
@@ -134,16 +137,16 @@ static rss_fit fit_rss(const rss_point *pt, int n, double w0)
 
 void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
 {
-    if (d->soak)
+    if (d->v->soak.present)
         return; /* the probe's epochs are judged by retained-refs */
-    const cJSON *ser = dg_jpath(d->supervise, "series");
-    if (cJSON_GetArraySize(ser) < GROWTH_MIN_POINTS)
+    const dg_view_supervise *s = &d->v->supervise;
+    if (s->nseries < GROWTH_MIN_POINTS)
         return;
     rss_point *pt = dg_malloc(sizeof *pt * GROWTH_MAX_POINTS);
     if (!pt)
         return;
     double wall;
-    int n = rss_points(ser, pt, &wall);
+    int n = rss_points(s, pt, &wall);
     double c0 = n ? pt[0].cpu_s : 0, c1 = n ? pt[n - 1].cpu_s : 0;
     rss_fit f = {0, NAN, NAN, NAN}, late = f;
     double w0 = c0 + (c1 - c0) / 3.0;
@@ -171,30 +174,30 @@ void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
     dg_ev_num(d, fd, "supervise", "series[].rss fit: slope", f.slope, "MiB/cpu-s");
     dg_ev_num(d, fd, "supervise", "series[].rss fit: r2", f.r2, NULL);
     dg_ev_num(d, fd, "supervise", "series[].rss fit: points", f.n, "samples");
-    dg_ev_path(d, fd, "supervise", d->supervise, "bytes", "samples.rss_peak");
+    dg_ev_metric(d, fd, "supervise", "bytes", s->rss_peak, "samples.rss_peak");
 }
 
 /* The cores the program could use: the run's own count, else the
  * environment proof's. NAN when unknown. */
 static double run_cores(const dg_diag *d)
 {
-    double c = dg_jnum(d->supervise, "samples.cores");
-    if (!isfinite(c))
-        c = dg_jnum(d->env, "cpu.affinity_cores");
-    if (!isfinite(c))
-        c = dg_jnum(d->env, "cpu.logical_cores");
-    return c > 0 ? c : NAN;
+    dg_rec_metric c = d->v->supervise.cores;
+    if (!c.valid)
+        c = d->v->env.affinity_cores;
+    if (!c.valid)
+        c = d->v->env.logical_cores;
+    return c.valid && c.value > 0 ? c.value : NAN;
 }
 
 #define CPU_MIN_WALL_S 2.0 /* shorter runs are mostly start-up */
 
 void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
 {
-    if (d->profile)
+    if (d->v->profile.present)
         return; /* with the probe's steps, data-starved and host-sync say more */
-    double med = dg_jnum(d->supervise, "samples.cpu_pct_median"); /* NAN unless valid */
-    double wall = dg_jnum(d->supervise, "wall");
-    if (!isfinite(med) || !(wall >= CPU_MIN_WALL_S))
+    const dg_view_supervise *s = &d->v->supervise;
+    double med = s->cpu_pct_median.value; /* NAN unless valid */
+    if (!s->cpu_pct_median.valid || !(s->wall.valid && s->wall.value >= CPU_MIN_WALL_S))
         return;
     double cores = run_cores(d);
     char of[48] = "";
@@ -220,17 +223,19 @@ void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
     } else {
         return;
     }
-    dg_ev_path(d, f, "supervise", d->supervise, "percent", "samples.cpu_pct_median");
+    dg_ev_metric(d, f, "supervise", "percent", s->cpu_pct_median, "samples.cpu_pct_median");
     dg_ev_num(d, f, "supervise", "samples.cores", cores, "cores");
-    dg_ev_path(d, f, "supervise", d->supervise, "s", "wall");
+    dg_ev_metric(d, f, "supervise", "s", s->wall, "wall");
 }
 
 void dg_judge_host_sync(dg_diag *d, const dg_rule *r)
 {
-    double per = dg_jnum(d->profile, "sync_points.host_reads_per_step");
-    if (!isfinite(per) || per < d->th[TH_HOST_READS_PER_STEP])
+    const dg_view_profile *p = &d->v->profile;
+    if (!p->host_reads_per_step.valid ||
+        p->host_reads_per_step.value < d->th[TH_HOST_READS_PER_STEP])
         return;
-    const char *dev = dg_jstr(d->rec, "device");
+    double per = p->host_reads_per_step.value;
+    const char *dev = d->v->device;
     bool cpu = !dev || strncmp(dev, "cpu", 3) == 0;
     cJSON *f;
     if (cpu)
@@ -243,7 +248,8 @@ void dg_judge_host_sync(dg_diag *d, const dg_rule *r)
                             "the step reads %.1f values to the host per step on %s: each one "
                             "waits for the device's queue",
                             per, dev);
-    dg_ev_path(d, f, "profile", d->profile, "reads", "sync_points.host_reads_per_step");
-    dg_ev_path(d, f, "profile", d->profile, "reads", "sync_points.host_reads");
-    dg_ev_path(d, f, "profile", d->profile, NULL, "sync_points.host_reads_source");
+    dg_ev_metric(d, f, "profile", "reads", p->host_reads_per_step,
+                 "sync_points.host_reads_per_step");
+    dg_ev_metric(d, f, "profile", "reads", p->host_reads, "sync_points.host_reads");
+    dg_ev_str(d, f, "profile", p->host_reads_source, "sync_points.host_reads_source");
 }

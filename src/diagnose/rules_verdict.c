@@ -8,19 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dg_run_interval(const cJSON *run, const char *key, double *lo, double *hi)
+void dg_run_interval(dg_rec_metric point, dg_rec_interval ci, double *lo, double *hi)
 {
-    char path[96];
-    double point = dg_jnum(run, key);
-    snprintf(path, sizeof path, "%s_ci.lo", key);
-    *lo = dg_jnum(run, path);
-    snprintf(path, sizeof path, "%s_ci.hi", key);
-    *hi = dg_jnum(run, path);
     /* A record without the interval (an older compare, one repetition) is
      * judged on its point. */
-    if (!isfinite(*lo) || !isfinite(*hi)) {
-        *lo = point;
-        *hi = point;
+    if (ci.lo.valid && ci.hi.valid) {
+        *lo = ci.lo.value;
+        *hi = ci.hi.value;
+    } else {
+        *lo = *hi = point.valid ? point.value : NAN;
     }
 }
 
@@ -31,11 +27,11 @@ int dg_interval_side(double lo, double hi, double th)
     return hi < th ? -1 : lo >= th ? 1 : 0;
 }
 
-int dg_slow_data_side(const dg_diag *d, const cJSON *run)
+int dg_slow_data_side(const dg_diag *d, const dg_view_run *run)
 {
     double rlo, rhi, blo, bhi;
-    dg_run_interval(run, "step_time_reduction_pct", &rlo, &rhi);
-    dg_run_interval(run, "busy_fraction", &blo, &bhi);
+    dg_run_interval(run->reduction_pct, run->reduction_ci, &rlo, &rhi);
+    dg_run_interval(run->busy_fraction, run->busy_ci, &blo, &bhi);
     int red = dg_interval_side(rlo, rhi, d->th[TH_DEVICE_MIN_REDUCTION_PCT]);
     int busy = dg_interval_side(blo, bhi, d->th[TH_DEVICE_BUSY_MIN]);
     if (red == 2)
@@ -50,14 +46,14 @@ int dg_slow_data_side(const dg_diag *d, const cJSON *run)
 /* verdict-inconclusive: an interval that holds a threshold the route hangs on. */
 void dg_judge_verdict_inconclusive(dg_diag *d, const dg_rule *r)
 {
-    const cJSON *runs = dg_diag_compare_runs(d);
-    for (int i = 0; i < cJSON_GetArraySize(runs); i++) {
-        const cJSON *run = cJSON_GetArrayItem(runs, i);
-        if (!dg_run_ok(run))
+    const dg_view_compare *c = &d->v->compare;
+    for (int i = 0; i < c->nruns; i++) {
+        const dg_view_run *run = &c->runs[i];
+        if (!run->ok)
             continue;
         double slo, shi, rlo, rhi;
-        dg_run_interval(run, "speedup", &slo, &shi);
-        dg_run_interval(run, "step_time_reduction_pct", &rlo, &rhi);
+        dg_run_interval(run->speedup, run->speedup_ci, &slo, &shi);
+        dg_run_interval(run->reduction_pct, run->reduction_ci, &rlo, &rhi);
         int sp = dg_interval_side(slo, shi, d->th[TH_SPEEDUP_MIN]);
         int slow = dg_slow_data_side(d, run);
         /* A device surely below either threshold goes to the cpu whatever the
@@ -71,20 +67,22 @@ void dg_judge_verdict_inconclusive(dg_diag *d, const dg_rule *r)
         if (slow == 0)
             dg_cat(what, sizeof what, "%sstep-time reduction %.0f%% to %.0f%% holds %.0f%%",
                    what[0] ? "; " : "", rlo, rhi, d->th[TH_DEVICE_MIN_REDUCTION_PCT]);
-        int reps = diag_int(dg_jnum(run, "repetitions.per_side"));
+        int reps = dg_rec_int(run->reps_per_side);
         cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, i,
                                    "%s vs cpu at batch %d is inconclusive: %s (95%% intervals)",
-                                   dg_run_device(d, run), diag_int(dg_jnum(run, "batch")), what);
+                                   dg_run_device(d, run), dg_rec_int(run->batch), what);
         dg_rule_text(d, f, "action",
                      "%s (this run had %d repetition%s a side: devgate compare --repetitions %d)",
                      r->action, reps, reps == 1 ? "" : "s", reps > 0 ? 2 * reps : 10);
-        dg_ev_path(d, f, "compare", d->compare, "x", "runs[%d].speedup", i);
-        dg_ev_path(d, f, "compare", d->compare, "x", "runs[%d].speedup_ci.lo", i);
-        dg_ev_path(d, f, "compare", d->compare, "x", "runs[%d].speedup_ci.hi", i);
-        dg_ev_path(d, f, "compare", d->compare, "%", "runs[%d].step_time_reduction_pct_ci.lo", i);
-        dg_ev_path(d, f, "compare", d->compare, "%", "runs[%d].step_time_reduction_pct_ci.hi", i);
-        dg_ev_path(d, f, "compare", d->compare, "probability", "runs[%d].mann_whitney.p", i);
-        dg_ev_path(d, f, "compare", d->compare, NULL, "runs[%d].repetitions.per_side", i);
+        dg_ev_metric(d, f, "compare", "x", run->speedup, "runs[%d].speedup", i);
+        dg_ev_metric(d, f, "compare", "x", run->speedup_ci.lo, "runs[%d].speedup_ci.lo", i);
+        dg_ev_metric(d, f, "compare", "x", run->speedup_ci.hi, "runs[%d].speedup_ci.hi", i);
+        dg_ev_metric(d, f, "compare", "%", run->reduction_ci.lo,
+                     "runs[%d].step_time_reduction_pct_ci.lo", i);
+        dg_ev_metric(d, f, "compare", "%", run->reduction_ci.hi,
+                     "runs[%d].step_time_reduction_pct_ci.hi", i);
+        dg_ev_metric(d, f, "compare", "probability", run->mw_p, "runs[%d].mann_whitney.p", i);
+        dg_ev_metric(d, f, "compare", NULL, run->reps_per_side, "runs[%d].repetitions.per_side", i);
     }
 }
 
@@ -106,15 +104,14 @@ typedef struct contention {
     int nwhere;
 } contention;
 
-static void add_hogs(contention *c, const cJSON *top, double min_pct)
+static void add_hogs(contention *c, const dg_view_window *w, double min_pct)
 {
-    const cJSON *p;
-    cJSON_ArrayForEach(p, top)
-    {
-        double pct = dg_jnum(p, "cpu_percent");
-        const char *name = dg_jstr(p, "name");
-        int pid = diag_int(dg_jnum(p, "pid"));
-        if (!isfinite(pct) || pct < min_pct || !name)
+    for (int i = 0; i < w->ntop; i++) {
+        const dg_view_window_proc *p = &w->top[i];
+        double pct = p->cpu_percent.value;
+        const char *name = p->name;
+        int pid = dg_rec_int(p->pid);
+        if (!p->cpu_percent.valid || pct < min_pct || !name)
             continue;
         int k = 0;
         while (k < c->nhogs && !(c->hogs[k].pid == pid && !strcmp(c->hogs[k].name, name)))
@@ -133,22 +130,22 @@ static void add_hogs(contention *c, const cJSON *top, double min_pct)
 
 /* One measured window: contended when other processes used at least
  * contention_cpus CPUs' worth during it. */
-static void judge_window(const dg_diag *d, contention *c, const cJSON *w, const char *label)
+static void judge_window(const dg_diag *d, contention *c, const dg_view_window *w,
+                         const char *label)
 {
-    double cpus = dg_jnum(w, "others_cpus");
-    if (!isfinite(cpus))
+    if (!w->others_cpus.valid)
         return;
+    double cpus = w->others_cpus.value;
     c->windows++;
     if (cpus < d->th[TH_CONTENTION_CPUS])
         return;
     c->hit++;
     c->worst_cpus = fmax(c->worst_cpus, cpus);
-    double share = dg_jnum(w, "others_share"), psi = dg_jnum(w, "cpu_pressure_some");
-    if (isfinite(share))
-        c->worst_share = fmax(c->worst_share, share);
-    if (isfinite(psi))
-        c->worst_psi = fmax(c->worst_psi, psi);
-    add_hogs(c, dg_jpath(w, "top"), d->th[TH_BUSY_PROCESS_CPU_PCT]);
+    if (w->others_share.valid)
+        c->worst_share = fmax(c->worst_share, w->others_share.value);
+    if (w->cpu_pressure_some.valid)
+        c->worst_psi = fmax(c->worst_psi, w->cpu_pressure_some.value);
+    add_hogs(c, w, d->th[TH_BUSY_PROCESS_CPU_PCT]);
     if (c->nwhere++ < 6)
         dg_cat(c->where, sizeof c->where, "%s%s", c->where[0] ? ", " : "", label);
 }
@@ -163,24 +160,20 @@ void dg_judge_contended(dg_diag *d, const dg_rule *r)
 {
     contention c = {0};
     char label[96];
-    const cJSON *b;
-    cJSON_ArrayForEach(b, dg_jpath(d->gate, "backends"))
-    {
-        snprintf(label, sizeof label, "gate %s", dg_jstr(b, "name") ? dg_jstr(b, "name") : "?");
-        judge_window(d, &c, dg_jpath(b, "matmul.window"), label);
+    const dg_view_gate *g = &d->v->gate;
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        snprintf(label, sizeof label, "gate %s", b->name ? b->name : "?");
+        judge_window(d, &c, &b->matmul.window, label);
     }
-    const cJSON *runs = dg_diag_compare_runs(d);
-    for (int i = 0; i < cJSON_GetArraySize(runs); i++) {
-        const cJSON *run = cJSON_GetArrayItem(runs, i);
-        static const char *const sides[] = {"cpu", "device"};
+    const dg_view_compare *cmp = &d->v->compare;
+    for (int i = 0; i < cmp->nruns; i++) {
+        const dg_view_run *run = &cmp->runs[i];
         for (int s = 0; s < 2; s++) {
-            char key[48];
-            snprintf(key, sizeof key, "repetitions.%s", sides[s]);
-            const cJSON *reps = dg_jpath(run, key);
-            for (int k = 0; k < cJSON_GetArraySize(reps); k++) {
-                snprintf(label, sizeof label, "compare b%d %s #%d", diag_int(dg_jnum(run, "batch")),
+            for (int k = 0; k < run->nreps[s]; k++) {
+                snprintf(label, sizeof label, "compare b%d %s #%d", dg_rec_int(run->batch),
                          s ? dg_run_device(d, run) : "cpu", k + 1);
-                judge_window(d, &c, dg_jpath(cJSON_GetArrayItem(reps, k), "window"), label);
+                judge_window(d, &c, &run->reps[s][k].window, label);
             }
         }
     }
@@ -223,37 +216,34 @@ void dg_judge_contended(dg_diag *d, const dg_rule *r)
 
 /* ---- cpu-baseline-unfair ------------------------------------------------------ */
 
-static const cJSON *gate_cpu(const dg_diag *d)
+static const dg_view_backend *gate_cpu(const dg_diag *d)
 {
-    const cJSON *b;
-    cJSON_ArrayForEach(b, dg_jpath(d->gate, "backends"))
-    {
-        const char *n = dg_jstr(b, "name");
-        if (n && !strcmp(n, "cpu"))
-            return b;
-    }
+    const dg_view_gate *g = &d->v->gate;
+    for (int i = 0; i < g->nbackends; i++)
+        if (g->backends[i].name && !strcmp(g->backends[i].name, "cpu"))
+            return &g->backends[i];
     return NULL;
 }
 
 void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r)
 {
-    const cJSON *cpu = gate_cpu(d);
+    const dg_view_backend *cpu = gate_cpu(d);
     if (!cpu)
         return;
-    double frac = dg_jnum(cpu, "matmul.fraction_of_peak");
-    double gflops = dg_jnum(cpu, "matmul.gflops"), peak = dg_jnum(cpu, "peak.fp32");
-    const char *kernel = dg_jstr(cpu, "blas.kernel");
-    const char *lib = dg_jstr(cpu, "blas.library");
-    const char *fix = dg_jstr(cpu, "blas.fix");
-    bool generic = dg_jbool(cpu, "blas.generic_kernel") == 1;
-    double others = dg_jnum(cpu, "matmul.window.others_cpus");
-    bool contended = isfinite(others) && others >= d->th[TH_CONTENTION_CPUS];
-    bool low = isfinite(frac) && frac < d->th[TH_CPU_PEAK_FRACTION_MIN];
+    double frac = cpu->matmul.fraction_of_peak.value;
+    double gflops = cpu->matmul.gflops.value, peak = cpu->peak_fp32.value;
+    const char *kernel = cpu->blas.kernel;
+    const char *lib = cpu->blas.library;
+    const char *fix = cpu->blas.fix;
+    bool generic = cpu->blas.generic == 1;
+    const dg_rec_metric others = cpu->matmul.window.others_cpus;
+    bool contended = others.valid && others.value >= d->th[TH_CONTENTION_CPUS];
+    bool low = cpu->matmul.fraction_of_peak.valid && frac < d->th[TH_CPU_PEAK_FRACTION_MIN];
     /* The training runs' threads (0: all) against the cores the peak counts. */
-    int threads = diag_int(dg_jnum(d->compare, "spec.threads"));
+    int threads = dg_rec_int(d->v->compare.threads);
     if (threads <= 0)
-        threads = diag_int(dg_jnum(d->spec, "threads"));
-    int cores = diag_int(dg_jnum(cpu, "peak.cpu.cores"));
+        threads = dg_rec_int(d->v->spec.threads);
+    int cores = dg_rec_int(cpu->peak_cores);
     bool few = threads > 0 && cores > 0 && threads < cores;
     /* A low fraction measured while other work ran is contended's business,
      * unless the kernel itself is the generic one. */
@@ -262,9 +252,8 @@ void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r)
     char cause[400] = "";
     if (generic)
         dg_cat(cause, sizeof cause, "%s runs its %s kernel (%.0f-bit vectors) on a %s CPU",
-               lib ? lib : "the BLAS", kernel ? kernel : "?",
-               dg_jnum(cpu, "blas.kernel_vector_bits"),
-               dg_jstr(cpu, "peak.cpu.isa") ? dg_jstr(cpu, "peak.cpu.isa") : "?");
+               lib ? lib : "the BLAS", kernel ? kernel : "?", cpu->blas.vector_bits.value,
+               cpu->peak_isa ? cpu->peak_isa : "?");
     if (few)
         dg_cat(cause, sizeof cause, "%sthe fixture runs %d thread%s on %d cores",
                cause[0] ? "; " : "", threads, threads == 1 ? "" : "s", cores);

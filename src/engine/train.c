@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { EV_START, EV_H2D, EV_FWD, EV_BWD, EV_UPDATE };
@@ -78,6 +79,7 @@ typedef struct trainer {
     double t0, wall, val_time, data_wait;
     dg_mlock mlock; /* lock_epochs: the epoch's hold of the measurement lock */
     double lock_waited;
+    double cpu0, cpu, val_cpu; /* process CPU seconds: at t0, over the timed steps, at epoch ends */
     cJSON *rec, *spec, *losses, *vals, *epochs_j;
     char spec_id[65]; /* dg_spec_hash of the spec */
 } trainer;
@@ -239,6 +241,15 @@ static dg_status upload_batch(trainer *t)
         return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: copying the batch to the device: %s",
                        t->e->name, be->last_error(t->e->bctx));
     return DG_OK;
+}
+
+/* CPU seconds of the whole process (every thread), NAN when unknown. */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return NAN;
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void mark(trainer *t, int slot)
@@ -681,6 +692,7 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
         if ((st = e->be->synchronize(e->bctx)) != DG_OK)
             return st;
         t->t0 = dg_now();
+        t->cpu0 = process_cpu_s();
     }
     if (t->x->profile_ops && g == t->x->profile_warmup)
         dg_engine_set_profiling(e, true);
@@ -844,16 +856,23 @@ static dg_status trainer_loop(trainer *t)
         }
         if (!sync)
             continue;
-        if (s == t->steps - 1 && (st = trainer_epoch_end(t, g, ep)) != DG_OK)
-            break;
-        if (s == t->steps - 1 && t->x->lock_epochs) {
-            dg_measure_unlock(&t->mlock);
-            cJSON *last = t->epochs_j ? cJSON_GetArrayItem(t->epochs_j, ep) : NULL;
-            if (last)
-                cJSON_AddItemToObject(last, "lock", dg_measure_lock_json(&t->mlock));
+        if (s == t->steps - 1) {
+            double c0 = process_cpu_s();
+            st = trainer_epoch_end(t, g, ep);
+            if (g >= t->warmup)
+                t->val_cpu += process_cpu_s() - c0;
+            if (st != DG_OK)
+                break;
+            if (t->x->lock_epochs) {
+                dg_measure_unlock(&t->mlock);
+                cJSON *last = t->epochs_j ? cJSON_GetArrayItem(t->epochs_j, ep) : NULL;
+                if (last)
+                    cJSON_AddItemToObject(last, "lock", dg_measure_lock_json(&t->mlock));
+            }
         }
         if (g + 1 == t->total && g >= t->warmup) {
             t->wall = dg_now() - t->t0 - t->val_time;
+            t->cpu = process_cpu_s() - t->cpu0 - t->val_cpu;
             t->timed_steps = t->total - t->warmup;
         }
     }
@@ -938,6 +957,9 @@ static cJSON *trainer_record(trainer *t, dg_status final)
         dg_json_metric(timed ? timed_steps * (double)t->n / wall : 0, timed, "samples/s"));
     cJSON_AddItemToObject(thr, "step_ms",
                           dg_json_metric(timed ? wall / timed_steps * 1e3 : 0, timed, "ms"));
+    bool cpu_ok = timed && isfinite(t->cpu) && t->cpu >= 0;
+    cJSON_AddItemToObject(thr, "cpu_ms",
+                          dg_json_metric(cpu_ok ? t->cpu / timed_steps * 1e3 : 0, cpu_ok, "ms"));
     cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     cJSON_AddStringToObject(ph, "source",

@@ -279,73 +279,68 @@ static void sec_findings(dg_capbuf *b, const dg_record_view *v)
 
 /* ---- batch sweep --------------------------------------------------------------- */
 
-static void sweep_trial_row(dg_capbuf *b, const cJSON *t, bool bisect)
+static void sweep_trial_row(dg_capbuf *b, const dg_view_trial *t, bool bisect)
 {
-    const char *ended = rp_str(t, "ended");
-    bool ok = ended && strcmp(ended, "ok") == 0;
-    double batch = 0;
-    rp_num(t, "batch", &batch);
-    rp_printf(b, "<tr%s><td class=\"n\">%.0f%s</td><td>", ok ? "" : " class=\"failed\"", batch,
-              bisect ? " (bisect)" : "");
-    rp_h_esc(b, ended, "?");
-    if (rp_str(t, "signal")) {
+    bool ok = t->ended && strcmp(t->ended, "ok") == 0;
+    rp_printf(b, "<tr%s><td class=\"n\">%.0f%s</td><td>", ok ? "" : " class=\"failed\"",
+              t->batch.valid ? t->batch.value : 0, bisect ? " (bisect)" : "");
+    rp_h_esc(b, t->ended, "?");
+    if (t->signal) {
         rp_put(b, " ");
-        rp_h_esc(b, rp_str(t, "signal"), "");
+        rp_h_esc(b, t->signal, "");
     }
-    if (rp_true(t, "budget"))
+    if (t->budget == 1)
         rp_put(b, " (budget)");
-    if (rp_str(t, "reason")) {
+    if (t->reason) {
         rp_put(b, "<br><span class=\"note\">");
-        rp_h_esc(b, rp_str(t, "reason"), "");
+        rp_h_esc(b, t->reason, "");
         rp_put(b, "</span>");
     }
-    static const char *const cols[] = {
-        "samples_per_s",        "step_ms.median", "step_ms.iqr", "device_allocated_peak",
-        "device_reserved_peak", "rss_peak",       "swap_growth", "wall_s"};
+    const dg_rec_metric cols[] = {
+        t->samples_per_s,        t->step_median, t->step_iqr,    t->device_allocated_peak,
+        t->device_reserved_peak, t->rss_peak,    t->swap_growth, t->wall_s};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, t, cols[i]);
+        rp_h_view_metric(b, cols[i]);
     }
     rp_put(b, "</td></tr>\n");
 }
 
-static void sec_sweep(dg_capbuf *b, const cJSON *rec)
+static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 {
     rp_section_open(b, "sweep", "Batch sweep");
-    const cJSON *sw = rp_obj(rec, "sweep");
-    if (!sw) {
+    if (!sw->present) {
         rp_section_absent(b, "batch sweep");
         rp_put(b, "</section>\n");
         return;
     }
     rp_svg_sweep(b, sw);
-    double kb, sb, at;
     rp_put(b, "<p>knee: ");
-    if (rp_num(sw, "knee.batch", &kb))
-        rp_printf(b, "batch <b>%.0f</b> (", kb);
+    if (sw->knee_batch.valid)
+        rp_printf(b, "batch <b>%.0f</b> (", sw->knee_batch.value);
     else
         rp_put(b, "<span class=\"na\">not reported</span> (");
-    rp_h_metric(b, sw, "knee.samples_per_s");
+    rp_h_view_metric(b, sw->knee_sps);
     rp_put(b, ") · safe batch: ");
-    if (rp_num(sw, "safe_batch.batch", &sb))
-        rp_printf(b, "<b>%.0f</b> (", sb);
+    if (sw->safe_batch.valid)
+        rp_printf(b, "<b>%.0f</b> (", sw->safe_batch.value);
     else
         rp_put(b, "<span class=\"na\">not reported</span> (");
-    rp_h_metric(b, sw, "safe_batch.samples_per_s");
+    rp_h_view_metric(b, sw->safe_sps);
     rp_put(b, ")");
-    if (rp_str(sw, "safe_batch.note")) {
+    if (sw->safe_note) {
         rp_put(b, ", ");
-        rp_h_esc(b, rp_str(sw, "safe_batch.note"), "");
+        rp_h_esc(b, sw->safe_note, "");
     }
     rp_put(b, " · stopped: ");
-    rp_h_esc(b, rp_str(sw, "stopped.reason"), "not reported");
-    if (rp_num(sw, "stopped.at_batch", &at))
-        rp_printf(b, " at batch %.0f", at);
+    rp_h_esc(b, sw->stopped_reason, "not reported");
+    if (sw->stopped_at.valid)
+        rp_printf(b, " at batch %.0f", sw->stopped_at.value);
     rp_put(b, " · memory budget ");
-    rp_h_metric(b, sw, "spec.mem_budget");
-    if (rp_str(sw, "spec.mem_budget_source")) {
+    rp_h_view_metric(b, sw->mem_budget);
+    if (sw->mem_budget_source) {
         rp_put(b, " (");
-        rp_h_esc(b, rp_str(sw, "spec.mem_budget_source"), "");
+        rp_h_esc(b, sw->mem_budget_source, "");
         rp_put(b, ")");
     }
     rp_put(b, "</p>\n");
@@ -353,9 +348,10 @@ static void sec_sweep(dg_capbuf *b, const cJSON *rec)
         b, "<tr><th>batch</th><th>ended</th><th>samples/s</th><th>step ms</th><th>IQR</th>"
            "<th>device allocated</th><th>device reserved</th><th>RSS peak</th><th>swap growth</th>"
            "<th>wall</th></tr>");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, rp_arr(sw, "trials")) sweep_trial_row(b, t, false);
-    cJSON_ArrayForEach(t, rp_arr(sw, "bisect")) sweep_trial_row(b, t, true);
+    for (int i = 0; i < sw->ntrials; i++)
+        sweep_trial_row(b, &sw->trials[i], false);
+    for (int i = 0; i < sw->nbisect; i++)
+        sweep_trial_row(b, &sw->bisect[i], true);
     rp_table_close(b);
     rp_put(b, "</section>\n");
 }
@@ -424,11 +420,10 @@ static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 
 /* ---- baseline: cpu against the device ---------------------------------------------- */
 
-static void sec_baseline(dg_capbuf *b, const cJSON *rec)
+static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
 {
     rp_section_open(b, "baseline", "Baseline: cpu against the device");
-    const cJSON *cmp = rp_obj(rec, "compare");
-    if (!cmp) {
+    if (!cmp->present) {
         rp_section_absent(b, "comparison with the cpu");
         rp_put(b, "</section>\n");
         return;
@@ -438,83 +433,77 @@ static void sec_baseline(dg_capbuf *b, const cJSON *rec)
         b, "<tr><th>batch</th><th>cpu step</th><th>device step</th><th>speedup</th>"
            "<th>step time reduction</th><th>device busy</th><th>loss vs float64 (device)</th>"
            "<th>param drift (device vs float64)</th><th>fallbacks</th><th>verdict</th></tr>");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, rp_arr(cmp, "runs"))
-    {
-        double batch = 0;
-        rp_num(r, "batch", &batch);
-        bool failed = rp_str(r, "failed") != NULL;
-        rp_printf(b, "<tr%s><td class=\"n\">%.0f</td>", failed ? " class=\"failed\"" : "", batch);
+    for (int k = 0; k < cmp->nruns; k++) {
+        const dg_view_run *r = &cmp->runs[k];
+        bool failed = r->failed != NULL;
+        rp_printf(b, "<tr%s><td class=\"n\">%.0f</td>", failed ? " class=\"failed\"" : "",
+                  r->batch.valid ? r->batch.value : 0);
         if (failed) {
             rp_put(b, "<td colspan=\"9\">failed on ");
-            rp_h_esc(b, rp_str(r, "failed"), "?");
+            rp_h_esc(b, r->failed, "?");
             rp_put(b, ": ");
-            rp_h_esc(b, rp_str(r, "error"), "");
+            rp_h_esc(b, r->error, "");
             rp_put(b, "</td></tr>\n");
             continue;
         }
-        static const char *const cols[] = {"cpu.step_ms",
-                                           "device.step_ms",
-                                           "speedup",
-                                           "step_time_reduction_pct",
-                                           "busy_fraction",
-                                           "loss_vs_ref.device",
-                                           "param_drift.device_vs_ref",
-                                           "device.fallbacks"};
+        const dg_rec_metric cols[] = {r->cpu_step_ms,
+                                      r->device_step_ms,
+                                      r->speedup,
+                                      r->reduction_pct,
+                                      r->busy_fraction,
+                                      r->loss_vs_ref_device,
+                                      r->param_drift_device_vs_ref,
+                                      r->device_fallbacks};
         for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
             rp_put(b, "<td class=\"n\">");
-            rp_h_metric(b, r, cols[i]);
+            rp_h_view_metric(b, cols[i]);
             rp_put(b, "</td>");
         }
         rp_put(b, "<td>");
-        rp_h_esc(b, rp_str(r, "verdict"), "?");
-        if (cJSON_GetArraySize(rp_arr(r, "drift")) > 0) {
+        rp_h_esc(b, r->verdict, "?");
+        if (cJSON_GetArraySize(r->drift) > 0) {
             rp_put(b, ": ");
-            rp_h_join(b, rp_arr(r, "drift"), ", ");
+            rp_h_join(b, r->drift, ", ");
         }
         rp_put(b, "</td></tr>\n");
     }
     rp_table_close(b);
     rp_put(b, "<p class=\"note\">device ");
-    rp_h_esc(b, rp_str(cmp, "device.name"), "not reported");
+    rp_h_esc(b, cmp->device_name, "not reported");
     rp_put(
         b,
         " · speedup = cpu step time / device step time · busy = device time of forward, backward "
         "and update over the device step · drift against the float64 reference "
         "(loss tolerance ");
-    rp_h_metric(b, cmp, "thresholds.loss_tolerance");
+    rp_h_view_metric(b, cmp->loss_tolerance);
     rp_put(b, ", parameter tolerance ");
-    rp_h_metric(b, cmp, "thresholds.param_tolerance");
+    rp_h_view_metric(b, cmp->param_tolerance);
     rp_put(b, ")</p>\n</section>\n");
 }
 
 /* ---- profile ------------------------------------------------------------------------ */
 
-static int op_share_cmp(const cJSON *a, const cJSON *b)
+/* Orders op rows by total time, largest first (not reported last). */
+static int op_share_cmp(const dg_view_op *a, const dg_view_op *b)
 {
-    double x = 0, y = 0;
-    if (!rp_num(a, "ms_total", &x))
-        x = -1;
-    if (!rp_num(b, "ms_total", &y))
-        y = -1;
+    double x = a->ms_total.valid ? a->ms_total.value : -1;
+    double y = b->ms_total.valid ? b->ms_total.value : -1;
     return (x < y) - (x > y);
 }
 
 #define TOP_OPS 15
 
-static void profile_ops(dg_capbuf *b, const cJSON *prof)
+static void profile_ops(dg_capbuf *b, const dg_view_profile *prof)
 {
-    const cJSON *ops = rp_arr(prof, "ops");
-    int n = cJSON_GetArraySize(ops);
+    int n = prof->nops;
     if (n <= 0) {
         rp_put(b, "<p class=\"na\">No per-op table in this record.</p>\n");
         return;
     }
-    const cJSON *top[TOP_OPS];
+    const dg_view_op *top[TOP_OPS];
     int k = 0;
-    const cJSON *o;
-    cJSON_ArrayForEach(o, ops)
-    {
+    for (int i = 0; i < n; i++) {
+        const dg_view_op *o = &prof->ops[i];
         /* Keep the TOP_OPS largest by total time, in order (insertion). */
         int j = k < TOP_OPS ? k++ : TOP_OPS;
         if (j == TOP_OPS && op_share_cmp(o, top[TOP_OPS - 1]) >= 0)
@@ -532,25 +521,24 @@ static void profile_ops(dg_capbuf *b, const cJSON *prof)
     rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>calls</th><th>total ms</th>"
                      "<th>mean ms</th><th>share</th></tr>");
     for (int i = 0; i < k; i++) {
-        bool fb = rp_true(top[i], "fallback");
+        bool fb = top[i]->fallback == 1;
         rp_printf(b, "<tr%s><td class=\"mono\">", fb ? " class=\"fallback\"" : "");
-        rp_h_esc(b, rp_str(top[i], "op"), "?");
+        rp_h_esc(b, top[i]->op, "?");
         rp_put(b, fb ? " <b>FALLBACK</b>" : "");
         rp_put(b, "</td><td class=\"mono\">");
-        rp_h_esc(b, rp_str(top[i], "shape"), "");
+        rp_h_esc(b, top[i]->shape, "");
         rp_put(b, "</td><td>");
-        rp_h_esc(b, rp_str(top[i], "backend"), "?");
+        rp_h_esc(b, top[i]->backend, "?");
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, top[i], "calls");
+        rp_h_view_metric(b, top[i]->calls);
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, top[i], "ms_total");
+        rp_h_view_metric(b, top[i]->ms_total);
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, top[i], "ms_mean");
+        rp_h_view_metric(b, top[i]->ms_mean);
         rp_put(b, "</td><td class=\"n\">");
-        double sh;
         char v[32];
-        if (rp_num(top[i], "share", &sh))
-            snprintf(v, sizeof v, "%.1f%%", 100 * sh);
+        if (top[i]->share.valid)
+            snprintf(v, sizeof v, "%.1f%%", 100 * top[i]->share.value);
         else
             snprintf(v, sizeof v, "not reported");
         rp_h_val(b, v);
@@ -559,41 +547,39 @@ static void profile_ops(dg_capbuf *b, const cJSON *prof)
     rp_table_close(b);
 }
 
-static void sec_profile(dg_capbuf *b, const cJSON *rec)
+static void sec_profile(dg_capbuf *b, const dg_view_profile *prof)
 {
     rp_section_open(b, "profile", "Profile");
-    const cJSON *prof = rp_obj(rec, "profile");
-    if (!prof) {
+    if (!prof->present) {
         rp_section_absent(b, "profile");
         rp_put(b, "</section>\n");
         return;
     }
     rp_put(b, "<p>step ");
-    rp_h_metric(b, prof, "step.ms");
+    rp_h_view_metric(b, prof->step_ms);
     rp_put(b, " (median, unprofiled) · profiled ");
-    rp_h_metric(b, prof, "step.profiled_ms");
-    double w;
-    if (rp_num(prof, "window.steps", &w))
-        rp_printf(b, " · window %.0f steps", w);
+    rp_h_view_metric(b, prof->profiled_ms);
+    if (prof->window_steps.valid)
+        rp_printf(b, " · window %.0f steps", prof->window_steps.value);
     rp_put(b, " · sync points per step ");
-    rp_h_metric(b, prof, "sync_points.per_step");
+    rp_h_view_metric(b, prof->sync_per_step);
     rp_put(b, " · noise ");
-    rp_h_esc(b, rp_str(prof, "step.stats.noise"), "not reported");
+    rp_h_esc(b, prof->noise, "not reported");
     rp_put(b, "</p>\n");
     rp_svg_phases(b, prof);
     profile_ops(b, prof);
     rp_put(b, "<p>bytes in the window: h2d ");
-    rp_h_metric(b, prof, "bytes.h2d");
+    rp_h_view_metric(b, prof->bytes_h2d);
     rp_put(b, " · d2h ");
-    rp_h_metric(b, prof, "bytes.d2h");
+    rp_h_view_metric(b, prof->bytes_d2h);
     rp_put(b, " · fallback copies ");
-    rp_h_metric(b, prof, "bytes.fallback_h2d");
+    rp_h_view_metric(b, prof->bytes_fallback_h2d);
     rp_put(b, " up, ");
-    rp_h_metric(b, prof, "bytes.fallback_d2h");
+    rp_h_view_metric(b, prof->bytes_fallback_d2h);
     rp_put(b, " down</p>\n");
-    if (rp_str(prof, "note")) {
+    if (prof->note) {
         rp_put(b, "<p class=\"note\">");
-        rp_h_esc(b, rp_str(prof, "note"), "");
+        rp_h_esc(b, prof->note, "");
         rp_put(b, "</p>\n");
     }
     rp_put(b, "</section>\n");
@@ -714,10 +700,10 @@ void rp_render_html(dg_capbuf *b, const dg_record_view *v)
     sec_banner(b, v);
     sec_steps(b, v);
     sec_findings(b, v);
-    sec_sweep(b, rec);
+    sec_sweep(b, &v->sweep);
     sec_memory(b, v);
-    sec_baseline(b, rec);
-    sec_profile(b, rec);
+    sec_baseline(b, &v->compare);
+    sec_profile(b, &v->profile);
     sec_fallbacks(b, rec);
     sec_supervise(b, v);
     rp_sec_run_series(b, v);

@@ -28,6 +28,13 @@ void rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path)
     rp_h_val(b, v);
 }
 
+void rp_h_view_metric(dg_capbuf *b, dg_rec_metric m)
+{
+    char v[64];
+    rp_fmt_view_metric(v, sizeof v, m);
+    rp_h_val(b, v);
+}
+
 /* A JSON scalar as text: strings escaped, numbers short, metrics with unit. */
 void rp_h_scalar(dg_capbuf *b, const cJSON *n)
 {

@@ -12,6 +12,8 @@ void rp_h_esc(dg_capbuf *b, const char *s, const char *fallback);
 void rp_h_val(dg_capbuf *b, const char *v);
 /* The metric (or number) at path, formatted for its unit. */
 void rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path);
+/* A typed view's metric, formatted for its unit (rp_fmt_view_metric). */
+void rp_h_view_metric(dg_capbuf *b, dg_rec_metric m);
 /* A JSON scalar or metric as text. */
 void rp_h_scalar(dg_capbuf *b, const cJSON *n);
 /* Scalars of an array joined by sep (trusted); "none" when empty. */

@@ -179,7 +179,7 @@ static double legend(dg_capbuf *b, double x, double y, const char *color, const 
 typedef struct trial_pt {
     double batch, lx, sps, mem;
     bool ok, has_sps, has_mem;
-    const cJSON *t;
+    const dg_view_trial *t;
 } trial_pt;
 
 static int trial_cmp(const void *a, const void *b)
@@ -188,33 +188,39 @@ static int trial_cmp(const void *a, const void *b)
     return (x->batch > y->batch) - (x->batch < y->batch);
 }
 
-/* The memory figure the sweep chart draws: the first the trials report. */
-static const char *sweep_mem_key(const cJSON *sw, const char **label)
+/* The memory figures the sweep chart can draw, in order of preference. */
+typedef enum sweep_mem { MEM_RESERVED, MEM_ALLOCATED, MEM_RSS, MEM_NONE } sweep_mem;
+
+static dg_rec_metric trial_mem(const dg_view_trial *t, sweep_mem k)
 {
-    static const char *const keys[] = {"device_reserved_peak", "device_allocated_peak", "rss_peak"};
+    return k == MEM_RESERVED    ? t->device_reserved_peak
+           : k == MEM_ALLOCATED ? t->device_allocated_peak
+                                : t->rss_peak;
+}
+
+/* The memory figure the sweep chart draws: the first the trials report. */
+static sweep_mem sweep_mem_key(const dg_view_sweep *sw, const char **label)
+{
     static const char *const labels[] = {"device reserved peak", "device allocated peak",
                                          "process RSS peak"};
-    const char *arrs[] = {"trials", "bisect"};
-    for (int k = 0; k < 3; k++)
-        for (int a = 0; a < 2; a++) {
-            const cJSON *t;
-            cJSON_ArrayForEach(t, rp_arr(sw, arrs[a]))
-            {
-                double v;
-                if (rp_num(t, keys[k], &v)) {
-                    *label = labels[k];
-                    return keys[k];
-                }
+    for (int k = 0; k < MEM_NONE; k++) {
+        for (int i = 0; i < sw->ntrials + sw->nbisect; i++) {
+            const dg_view_trial *t =
+                i < sw->ntrials ? &sw->trials[i] : &sw->bisect[i - sw->ntrials];
+            if (trial_mem(t, (sweep_mem)k).valid) {
+                *label = labels[k];
+                return (sweep_mem)k;
             }
         }
+    }
     *label = NULL;
-    return NULL;
+    return MEM_NONE;
 }
 
 /* Collects the doubling and bisection trials with a positive batch, sorted by batch. */
-static int sweep_points(const cJSON *sw, const char *memkey, trial_pt **out)
+static int sweep_points(const dg_view_sweep *sw, sweep_mem memkey, trial_pt **out)
 {
-    int cap = cJSON_GetArraySize(rp_arr(sw, "trials")) + cJSON_GetArraySize(rp_arr(sw, "bisect"));
+    int cap = sw->ntrials + sw->nbisect;
     *out = NULL;
     if (cap <= 0)
         return 0;
@@ -222,22 +228,23 @@ static int sweep_points(const cJSON *sw, const char *memkey, trial_pt **out)
     if (!v)
         return 0;
     int n = 0;
-    const char *arrs[] = {"trials", "bisect"};
-    for (int a = 0; a < 2; a++) {
-        const cJSON *t;
-        cJSON_ArrayForEach(t, rp_arr(sw, arrs[a]))
-        {
-            trial_pt p = {.t = t};
-            if (n >= cap || !rp_num(t, "batch", &p.batch) || !(p.batch >= 1) || p.batch > 1e12)
-                continue;
-            p.lx = log2(p.batch);
-            const char *ended = rp_str(t, "ended");
-            p.ok = ended && strcmp(ended, "ok") == 0;
-            /* Beyond these a figure cannot be real, and scaling it would overflow. */
-            p.has_sps = p.ok && rp_num(t, "samples_per_s", &p.sps) && p.sps >= 0 && p.sps < 1e15;
-            p.has_mem = memkey && rp_num(t, memkey, &p.mem) && p.mem >= 0 && p.mem < 1e18;
-            v[n++] = p;
+    for (int i = 0; i < cap; i++) {
+        const dg_view_trial *t = i < sw->ntrials ? &sw->trials[i] : &sw->bisect[i - sw->ntrials];
+        trial_pt p = {.t = t};
+        if (!t->batch.valid || !(t->batch.value >= 1) || t->batch.value > 1e12)
+            continue;
+        p.batch = t->batch.value;
+        p.lx = log2(p.batch);
+        p.ok = t->ended && strcmp(t->ended, "ok") == 0;
+        /* Beyond these a figure cannot be real, and scaling it would overflow. */
+        p.sps = t->samples_per_s.value;
+        p.has_sps = p.ok && t->samples_per_s.valid && p.sps >= 0 && p.sps < 1e15;
+        if (memkey != MEM_NONE) {
+            dg_rec_metric m = trial_mem(t, memkey);
+            p.mem = m.value;
+            p.has_mem = m.valid && p.mem >= 0 && p.mem < 1e18;
         }
+        v[n++] = p;
     }
     qsort(v, (size_t)n, sizeof *v, trial_cmp);
     *out = v;
@@ -325,18 +332,17 @@ static void sweep_failures(dg_capbuf *b, const plot *p, const trial_pt *v, int n
         line(b, x - 5, y - 5, x + 5, y + 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
         line(b, x - 5, y + 5, x + 5, y - 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
         char lab[96];
-        const char *sig = rp_str(v[i].t, "signal");
-        snprintf(lab, sizeof lab, "%.0f: %s%s%s", v[i].batch,
-                 rp_str(v[i].t, "ended") ? rp_str(v[i].t, "ended") : "?", sig ? " " : "",
-                 sig ? sig : "");
+        const char *sig = v[i].t->signal;
+        snprintf(lab, sizeof lab, "%.0f: %s%s%s", v[i].batch, v[i].t->ended ? v[i].t->ended : "?",
+                 sig ? " " : "", sig ? sig : "");
         text(b, x, y - 10 - 12 * (row++ % 3), "middle", "fill=\"" C_FAIL "\"", lab, true);
     }
 }
 
-void rp_svg_sweep(dg_capbuf *b, const cJSON *sw)
+void rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 {
     const char *memlabel;
-    const char *memkey = sweep_mem_key(sw, &memlabel);
+    sweep_mem memkey = sweep_mem_key(sw, &memlabel);
     trial_pt *v;
     int n = sweep_points(sw, memkey, &v);
     if (n == 0) {
@@ -367,12 +373,11 @@ void rp_svg_sweep(dg_capbuf *b, const cJSON *sw)
     if (p.r1 > 0)
         lx = legend(b, lx, 16, C_MEM, " stroke-dasharray=\"6 3\"", memlabel);
     legend(b, lx, 16, C_FAIL, NULL, "failed trial");
-    double knee, safe;
-    bool hk = rp_num(sw, "knee.batch", &knee), hs = rp_num(sw, "safe_batch.batch", &safe);
+    bool hk = sw->knee_batch.valid, hs = sw->safe_batch.valid;
     if (hk)
-        batch_marker(b, &p, knee, C_KNEE, "knee", 0);
+        batch_marker(b, &p, sw->knee_batch.value, C_KNEE, "knee", 0);
     if (hs)
-        batch_marker(b, &p, safe, C_SAFE, "safe", hk ? 1 : 0);
+        batch_marker(b, &p, sw->safe_batch.value, C_SAFE, "safe", hk ? 1 : 0);
     sweep_series(b, &p, v, n);
     sweep_failures(b, &p, v, n);
     svg_close(b);
@@ -556,24 +561,34 @@ void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak, const 
 
 /* ---- cpu against device bars ---------------------------------------------------------- */
 
-/* One panel: two bars (cpu, device) per batch for the metric under key. */
-static void bar_panel(dg_capbuf *b, const cJSON *runs, const char *key, const char *title,
+/* A compare run's figure of one side (0 cpu, 1 the device). */
+typedef dg_rec_metric (*run_fig)(const dg_view_run *r, int side);
+
+static dg_rec_metric run_step_ms(const dg_view_run *r, int side)
+{
+    return side ? r->device_step_ms : r->cpu_step_ms;
+}
+
+static dg_rec_metric run_sps(const dg_view_run *r, int side)
+{
+    return side ? r->device_sps : r->cpu_sps;
+}
+
+/* One panel: two bars (cpu, device) per batch for the figure fig. */
+static void bar_panel(dg_capbuf *b, const dg_view_compare *cmp, run_fig fig, const char *title,
                       const char *devname)
 {
     int rows = 0;
     double max = 0;
-    const cJSON *r;
-    cJSON_ArrayForEach(r, runs)
-    {
-        double batch, v;
-        if (!rp_num(r, "batch", &batch) || rp_str(r, "failed"))
+    for (int k = 0; k < cmp->nruns; k++) {
+        const dg_view_run *r = &cmp->runs[k];
+        if (!r->batch.valid || r->failed)
             continue;
         rows++;
-        char path[64];
         for (int side = 0; side < 2; side++) {
-            snprintf(path, sizeof path, "%s.%s", side ? "device" : "cpu", key);
-            if (rp_num(r, path, &v) && v > max)
-                max = v;
+            dg_rec_metric v = fig(r, side);
+            if (v.valid && v.value > max)
+                max = v.value;
         }
     }
     if (rows == 0)
@@ -582,16 +597,13 @@ static void bar_panel(dg_capbuf *b, const cJSON *runs, const char *key, const ch
     svg_open(b, w, h, title);
     text(b, 4, 16, "start", "class=\"t\"", title, false);
     double y = 28;
-    cJSON_ArrayForEach(r, runs)
-    {
-        double batch;
-        if (!rp_num(r, "batch", &batch) || rp_str(r, "failed"))
+    for (int k = 0; k < cmp->nruns; k++) {
+        const dg_view_run *r = &cmp->runs[k];
+        if (!r->batch.valid || r->failed)
             continue;
         for (int side = 0; side < 2; side++) {
-            char path[64], lab[64], val[48];
-            double v;
-            snprintf(path, sizeof path, "%s.%s", side ? "device" : "cpu", key);
-            snprintf(lab, sizeof lab, "b%.0f %s", batch, side ? "" : "cpu");
+            char lab[64], val[48];
+            snprintf(lab, sizeof lab, "b%.0f %s", r->batch.value, side ? "" : "cpu");
             rp_put(b, "<text text-anchor=\"end\"");
             attr(b, "x", lw - 6);
             attr(b, "y", y + 13);
@@ -600,7 +612,9 @@ static void bar_panel(dg_capbuf *b, const cJSON *runs, const char *key, const ch
             if (side)
                 rp_h_esc(b, devname, "device");
             rp_put(b, "</text>\n");
-            bool ok = rp_num(r, path, &v) && v >= 0;
+            dg_rec_metric m = fig(r, side);
+            double v = m.value;
+            bool ok = m.valid && v >= 0;
             rp_fmt_num(val, sizeof val, ok ? v : 0, ok);
             double bw = ok && max > 0 ? (w - lw - 70) * v / max : 0;
             if (ok) {
@@ -619,27 +633,27 @@ static void bar_panel(dg_capbuf *b, const cJSON *runs, const char *key, const ch
     svg_close(b);
 }
 
-void rp_svg_baseline(dg_capbuf *b, const cJSON *cmp)
+void rp_svg_baseline(dg_capbuf *b, const dg_view_compare *cmp)
 {
-    const cJSON *runs = rp_arr(cmp, "runs");
-    const char *dev = rp_str(cmp, "spec.backend");
+    const char *dev = cmp->backend;
     rp_put(b, "<div class=\"charts\"><div>");
-    bar_panel(b, runs, "step_ms", "step time (ms, shorter is better)", dev);
+    bar_panel(b, cmp, run_step_ms, "step time (ms, shorter is better)", dev);
     rp_put(b, "</div><div>");
-    bar_panel(b, runs, "samples_per_s", "throughput (samples/s, longer is better)", dev);
+    bar_panel(b, cmp, run_sps, "throughput (samples/s, longer is better)", dev);
     rp_put(b, "</div></div>\n");
 }
 
 /* ---- profile phases ----------------------------------------------------------------------- */
 
-static void phase_bar(dg_capbuf *b, const cJSON *ph, const char *name, double max, double *y)
+static void phase_bar(dg_capbuf *b, const dg_view_profile *prof, dg_phase ph, double max, double *y)
 {
-    const cJSON *p = rp_obj(ph, name);
-    if (!p)
+    const dg_view_phase *p = &prof->phases[ph];
+    if (!p->present)
         return;
-    double lw = 110, w = 760, ms, share;
-    bool hm = rp_num(p, "ms", &ms);
-    bool hs = rp_num(p, "share", &share) && share >= 0;
+    const char *name = dg_phase_key(ph);
+    double lw = 110, w = 760, ms = p->ms.value, share = p->share.value;
+    bool hm = p->ms.valid;
+    bool hs = p->share.valid && share >= 0;
     text(b, lw - 6, *y + 13, "end", NULL, name, false);
     char lab[96];
     double bw = 0;
@@ -668,46 +682,43 @@ static void phase_bar(dg_capbuf *b, const cJSON *ph, const char *name, double ma
     *y += 18;
 }
 
-void rp_svg_phases(dg_capbuf *b, const cJSON *prof)
+void rp_svg_phases(dg_capbuf *b, const dg_view_profile *prof)
 {
-    static const char *const step_phases[] = {"queue_wait", "h2d", "forward", "backward",
-                                              "update",     "d2h", "sync"};
-    static const char *const loader[] = {"read",    "decode",    "resize",
-                                         "augment", "normalise", "collate"};
-    const cJSON *ph = rp_obj(prof, "phases");
-    if (!ph) {
+    /* The step's phases (per step), then the loader's (per batch). */
+    static const dg_phase step_phases[] = {DG_PHASE_QUEUE_WAIT, DG_PHASE_H2D,    DG_PHASE_FORWARD,
+                                           DG_PHASE_BACKWARD,   DG_PHASE_UPDATE, DG_PHASE_D2H,
+                                           DG_PHASE_SYNC};
+    static const dg_phase loader[] = {DG_PHASE_READ,    DG_PHASE_DECODE,    DG_PHASE_RESIZE,
+                                      DG_PHASE_AUGMENT, DG_PHASE_NORMALISE, DG_PHASE_COLLATE};
+    if (!prof->has_phases) {
         rp_put(b, "<p class=\"na\">No phases in this record.</p>\n");
         return;
     }
-    double max = 0, s;
+    double max = 0;
     int rows = 0;
     for (int i = 0; i < 7; i++)
-        if (rp_obj(ph, step_phases[i])) {
+        if (prof->phases[step_phases[i]].present) {
             rows++;
-            char path[64];
-            snprintf(path, sizeof path, "%s.share", step_phases[i]);
-            if (rp_num(ph, path, &s))
-                max = fmax(max, s);
+            if (prof->phases[step_phases[i]].share.valid)
+                max = fmax(max, prof->phases[step_phases[i]].share.value);
         }
     for (int i = 0; i < 6; i++)
-        if (rp_obj(ph, loader[i])) {
+        if (prof->phases[loader[i]].present) {
             rows++;
-            char path[64];
-            snprintf(path, sizeof path, "%s.share", loader[i]);
-            if (rp_num(ph, path, &s))
-                max = fmax(max, s);
+            if (prof->phases[loader[i]].share.valid)
+                max = fmax(max, prof->phases[loader[i]].share.value);
         }
     double h = 58 + rows * 18, y = 26;
     svg_open(b, 760, h, "Where the step time goes: phases of the unprofiled pass");
     text(b, 4, 16, "start", "class=\"t\"", "the step (per step, share of the step time)", false);
     for (int i = 0; i < 7; i++)
-        phase_bar(b, ph, step_phases[i], max, &y);
+        phase_bar(b, prof, step_phases[i], max, &y);
     y += 8;
     text(b, 4, y + 8, "start", "class=\"t\"",
          "the loader (per batch, worker threads beside the step)", false);
     y += 14;
     for (int i = 0; i < 6; i++)
-        phase_bar(b, ph, loader[i], max, &y);
+        phase_bar(b, prof, loader[i], max, &y);
     svg_close(b);
 }
 
@@ -859,8 +870,8 @@ int rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp
     for (int k = 0; k < nlines; k++)
         if (has[k]) {
             series_line(b, &p, pts, c->xkey, &lines[k], npts);
-            lx = legend(b, lx, 28, lines[k].color, lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL,
-                        lines[k].name);
+            lx = legend(b, lx, 28, lines[k].color,
+                        lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL, lines[k].name);
         }
     svg_close(b);
     return drawn;

@@ -2,9 +2,15 @@
  * decision, each step's verdict, and the final gate of the method: a
  * throughput is promised only when the record holds the architecture proof,
  * the device gate log, the batch sweep and the memory curve, no finding fails
- * and the run was not interrupted (docs/schema/report.md, FINAL_GATE). */
+ * and the run was not interrupted (docs/schema/report.md, FINAL_GATE).
+ *
+ * The record is parsed once; the rules, the verdicts and the final gate read
+ * its typed view (core/record.h), and the final gate reads the diagnosis
+ * (findings, decision, thresholds) through a view of its own. */
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
+#include "diagnose/diagnose.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,44 +25,26 @@ static void put(cJSON *obj, const char *key, cJSON *val)
         cJSON_AddItemToObject(obj, key, val);
 }
 
-static int severity_rank(const char *s)
-{
-    return !s                       ? 0
-           : strcmp(s, "fail") == 0 ? 3
-           : strcmp(s, "warn") == 0 ? 2
-           : strcmp(s, "info") == 0 ? 1
-                                    : 0;
-}
-
-/* The section a finding speaks about: that of its first piece of evidence. */
-static const char *finding_section(const cJSON *f)
-{
-    return dg_jstr(f, "evidence[0].section");
-}
-
-/* Each step that ran gets "fail" when it failed, else the most severe finding
- * about its section, else "pass". Skipped and interrupted steps keep null. */
-static void set_verdicts(cJSON *rec, const cJSON *findings)
+/* The verdict of each step that ran (indexed like the record's steps[]):
+ * "fail" when it failed, else the most severe finding about its section,
+ * else "pass". Skipped and interrupted steps, and entries that are not
+ * steps, keep NULL (their recorded verdict stays). */
+static void step_verdicts(const dg_record_view *v, const dg_record_view *judged, const char **out)
 {
     static const char *const names[] = {NULL, "info", "warn", "fail"};
-    cJSON *step;
-    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
-    {
-        const char *name = dg_jstr(step, "name");
-        const char *status = dg_jstr(step, "status");
-        if (!name || !status || strcmp(status, "skipped") == 0 ||
-            strcmp(status, "interrupted") == 0)
+    for (int i = 0; i < v->nsteps; i++) {
+        const dg_view_step *step = &v->steps[i];
+        out[i] = NULL;
+        if (!step->name || !step->status || strcmp(step->status, "skipped") == 0 ||
+            strcmp(step->status, "interrupted") == 0)
             continue;
-        int worst = strcmp(status, "failed") == 0 ? 3 : 0;
-        const cJSON *f;
-        cJSON_ArrayForEach(f, findings)
-        {
-            const char *sec = finding_section(f);
-            int r = severity_rank(dg_jstr(f, "severity"));
-            if (sec && strcmp(sec, name) == 0 && r > worst)
-                worst = r;
+        int worst = strcmp(step->status, "failed") == 0 ? 3 : 0;
+        for (int k = 0; k < judged->nfindings; k++) {
+            const dg_view_finding *f = &judged->findings[k];
+            if (f->section && strcmp(f->section, step->name) == 0 && f->rank > worst)
+                worst = f->rank;
         }
-        put(step, "verdict", cJSON_CreateString(worst ? names[worst] : "pass"));
+        out[i] = worst ? names[worst] : "pass";
     }
 }
 
@@ -84,27 +72,21 @@ static bool proving_stop(const char *why)
 
 /* The training set's size as the training steps saw it; NAN when unknown
  * (synthetic data has no end). */
-static double train_samples(const cJSON *rec)
+static double train_samples(const dg_record_view *v)
 {
-    static const char *const paths[] = {"soak.data.train_samples", "profile.data.train_samples",
-                                        "compare.data.train_samples"};
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        double n = dg_jnum(rec, paths[i]);
-        if (isfinite(n) && n > 0)
-            return n;
-    }
-    return NAN;
+    const dg_rec_metric n = v->soak.train_samples;
+    return n.valid && n.value > 0 ? n.value : NAN;
 }
 
 /* The throughput the route promises: route device, the device's at the sweep's
  * safe batch (the sweep ran on it); route cpu, the cpu's at its best measured
  * batch (the sweep's best good trial when the sweep ran on the cpu, else the
  * best cpu side of the compare runs). *batch NAN and NAN returned when none. */
-static double route_throughput(const cJSON *rec, const char *route, const char *backend,
+static double route_throughput(const dg_record_view *v, const char *route, const char *backend,
                                double *batch, const char **what)
 {
-    const cJSON *sweep = dg_jpath(rec, "sweep");
-    const char *swept = dg_jstr(sweep, "spec.backend");
+    const dg_view_sweep *sweep = &v->sweep;
+    const char *swept = sweep->backend;
     *batch = NAN;
     *what = "";
     if (!route)
@@ -112,22 +94,19 @@ static double route_throughput(const cJSON *rec, const char *route, const char *
     if (strcmp(route, "device") == 0) {
         if (!backend || !swept || strcmp(backend, swept) != 0)
             return NAN;
-        *batch = dg_jnum(sweep, "safe_batch.batch");
+        *batch = sweep->safe_batch.value;
         *what = "the sweep's safe batch";
-        return isfinite(*batch) ? dg_json_metric_value(dg_jpath(sweep, "safe_batch.samples_per_s"))
-                                : NAN;
+        return sweep->safe_batch.valid && sweep->safe_sps.valid ? sweep->safe_sps.value : NAN;
     }
     if (strcmp(route, "cpu") != 0)
         return NAN;
     double best = NAN;
     if (swept && strcmp(swept, "cpu") == 0) {
-        const cJSON *t;
-        cJSON_ArrayForEach(t, dg_jpath(sweep, "trials"))
-        {
-            const char *ended = dg_jstr(t, "ended");
-            double sps = dg_jnum(t, "samples_per_s"), b = dg_jnum(t, "batch");
-            if (ended && strcmp(ended, "ok") == 0 && isfinite(sps) && isfinite(b) &&
-                !(sps <= best)) {
+        for (int i = 0; i < sweep->ntrials; i++) {
+            const dg_view_trial *t = &sweep->trials[i];
+            double sps = t->samples_per_s.value, b = t->batch.value;
+            if (t->ended && strcmp(t->ended, "ok") == 0 && t->samples_per_s.valid &&
+                t->batch.valid && !(sps <= best)) {
                 best = sps;
                 *batch = b;
             }
@@ -135,11 +114,11 @@ static double route_throughput(const cJSON *rec, const char *route, const char *
         *what = "the cpu's best batch in the sweep";
         return best;
     }
-    const cJSON *run;
-    cJSON_ArrayForEach(run, dg_jpath(rec, "compare.runs"))
-    {
-        double sps = dg_jnum(run, "cpu.samples_per_s"), b = dg_jnum(run, "batch");
-        if (isfinite(sps) && isfinite(b) && !(sps <= best)) {
+    const dg_view_compare *c = &v->compare;
+    for (int i = 0; i < c->nruns; i++) {
+        const dg_view_run *run = &c->runs[i];
+        double sps = run->cpu_sps.value, b = run->batch.value;
+        if (run->cpu_sps.valid && run->batch.valid && !(sps <= best)) {
             best = sps;
             *batch = b;
         }
@@ -148,36 +127,36 @@ static double route_throughput(const cJSON *rec, const char *route, const char *
     return best;
 }
 
-static cJSON *final_gate(const cJSON *rec, const cJSON *findings, double mem_epochs)
+/* The FINAL_GATE object of the record v judged as judged says (its findings
+ * and decision); NULL when out of memory. */
+static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
 {
-    const cJSON *env = dg_jpath(rec, "env"), *gate = dg_jpath(rec, "gate"),
-                *sweep = dg_jpath(rec, "sweep"), *soak = dg_jpath(rec, "soak");
-    bool quick = dg_jbool(rec, "spec.quick") == 1;
+    bool quick = v->spec.quick == 1;
     /* The sweep proves a ceiling only when it reached a real stop with at
      * least 4 trials; the memory curve needs mem_epochs epochs (the method's
      * rule is stated after 10) in the default tier. */
-    int trials = cJSON_GetArraySize(dg_jpath(sweep, "trials"));
-    const char *stop = dg_jstr(sweep, "stopped.reason");
-    int epochs = cJSON_GetArraySize(dg_jpath(soak, "epochs"));
+    int trials = v->sweep.ntrials;
+    const char *stop = v->sweep.stopped_reason;
+    int epochs = v->soak.nepochs;
     double need_epochs = quick ? 2 : mem_epochs;
     bool proofs[4] = {
-        cJSON_IsObject(dg_jpath(env, "arch")),
-        cJSON_GetArraySize(dg_jpath(gate, "backends")) > 0,
-        cJSON_IsNumber(dg_jpath(sweep, "knee.batch")) && trials >= 4 && proving_stop(stop),
+        v->env.has_arch,
+        v->gate.nbackends > 0,
+        v->sweep.knee_is_number && trials >= 4 && proving_stop(stop),
         epochs >= need_epochs,
     };
     static const char *const keys[4] = {"architecture", "gate_log", "sweep", "memory_curve"};
     char shown[4][160];
     snprintf(shown[0], sizeof shown[0], "the architecture proof");
     snprintf(shown[1], sizeof shown[1], "the device gate log");
-    if (!sweep)
+    if (!v->listed[DG_SEC_SWEEP])
         snprintf(shown[2], sizeof shown[2], "the batch sweep");
     else
         snprintf(shown[2], sizeof shown[2],
                  "a batch sweep that reached a stop with at least 4 trials (it ran %d, stopped: "
                  "%s)",
                  trials, stop ? stop : "no reason");
-    if (!soak)
+    if (!v->listed[DG_SEC_SOAK])
         snprintf(shown[3], sizeof shown[3], "the memory curve");
     else
         snprintf(shown[3], sizeof shown[3], "a memory curve of at least %.0f epochs (it has %d)",
@@ -196,40 +175,36 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings, double mem_epo
     /* On the cpu route, slow-device-data (the device does not pay off: the
      * reason for that route) judges the device, not the cpu: it does not
      * block the cpu's throughput. Every other fail finding does. */
-    const char *route = dg_jstr(rec, "decision.route");
+    const char *route = judged->decision.route;
     bool cpu_route = route && strcmp(route, "cpu") == 0;
     int fails = 0, blocking = 0;
-    const cJSON *f;
-    cJSON_ArrayForEach(f, findings)
-    {
-        if (severity_rank(dg_jstr(f, "severity")) != 3)
+    for (int i = 0; i < judged->nfindings; i++) {
+        const dg_view_finding *f = &judged->findings[i];
+        if (f->rank != 3)
             continue;
         fails++;
-        const char *id = dg_jstr(f, "id");
-        blocking += !(cpu_route && id && strcmp(id, "slow-device-data") == 0);
+        blocking += !(cpu_route && f->id && strcmp(f->id, "slow-device-data") == 0);
     }
     /* Every step that ran must have succeeded. */
     char failed_steps[200] = "";
-    const cJSON *step;
-    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
-    {
-        const char *name = dg_jstr(step, "name"), *status = dg_jstr(step, "status");
+    for (int i = 0; i < v->nsteps; i++) {
+        const char *name = v->steps[i].name, *status = v->steps[i].status;
         /* Skipped steps follow a failed or interrupted one (or compare with
          * the cpu as the only path): the proofs they owe are judged above. */
         bool ok = status && (strcmp(status, "ok") == 0 || strcmp(status, "skipped") == 0);
         if (!ok)
             list_add(failed_steps, sizeof failed_steps, ", ", name ? name : "?");
     }
-    const char *state = dg_jstr(rec, "state");
+    const char *state = v->state;
     bool complete = state && strcmp(state, "complete") == 0;
-    const char *backend = dg_jstr(rec, "decision.backend");
+    const char *backend = judged->decision.backend;
     double batch = NAN;
     const char *where = "";
-    double sps = route_throughput(rec, route, backend, &batch, &where);
+    double sps = route_throughput(v, route, backend, &batch, &where);
     if (!isfinite(batch))
         sps = NAN; /* a rate without its batch promises nothing */
     /* The safe batch never exceeds the training set. */
-    double ntrain = train_samples(rec);
+    double ntrain = train_samples(v);
     bool capped = isfinite(batch) && isfinite(ntrain) && batch > ntrain;
     if (capped)
         batch = ntrain;
@@ -294,9 +269,8 @@ static cJSON *final_gate(const cJSON *rec, const cJSON *findings, double mem_epo
     cJSON_AddNumberToObject(g, "fail_findings", fails);
     cJSON_AddNumberToObject(g, "blocking_fail_findings", blocking);
     cJSON *fs = cJSON_AddArrayToObject(g, "failed_steps");
-    cJSON_ArrayForEach(step, dg_jpath(rec, "steps"))
-    {
-        const char *name = dg_jstr(step, "name"), *status = dg_jstr(step, "status");
+    for (int i = 0; i < v->nsteps; i++) {
+        const char *name = v->steps[i].name, *status = v->steps[i].status;
         if (!status || (strcmp(status, "ok") != 0 && strcmp(status, "skipped") != 0))
             cJSON_AddItemToArray(fs, cJSON_CreateString(name ? name : "?"));
     }
@@ -317,7 +291,7 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
     *json = NULL;
     if (!record_json)
         return dg_fail(ctx, DG_ERR_FORMAT, "evidence: no record");
-    cJSON *rec = cJSON_Parse(record_json);
+    cJSON *rec = cJSON_Parse(record_json); /* the only parse of the record */
     const char *kind = dg_jstr(rec, "kind");
     const cJSON *version = dg_jpath(rec, "v");
     if (!cJSON_IsObject(rec) || !kind ||
@@ -327,13 +301,39 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
         return dg_fail(ctx, DG_ERR_FORMAT,
                        "evidence: not an accept or run record of version 1 or 2");
     }
-    char *dj = NULL;
-    dg_status st = dg_diagnose(ctx, record_json, overrides, &dj);
-    cJSON *diag = st == DG_OK ? cJSON_Parse(dj) : NULL;
-    dg_string_free(dj);
-    if (st != DG_OK || !diag) {
+    /* Judge the view, then read the judgement (its own small view) for the
+     * verdicts and the final gate; the record is changed only after both
+     * views are gone, since they point into it. */
+    dg_record_view view, judged;
+    cJSON *diag = NULL, *gate = NULL;
+    const char **verdicts = NULL;
+    dg_status st = dg_record_view_build(ctx, rec, &view);
+    if (st == DG_OK)
+        st = dg_diagnose_view(ctx, &view, overrides, &diag);
+    memset(&judged, 0, sizeof judged);
+    if (st == DG_OK)
+        st = dg_record_view_build(ctx, diag, &judged);
+    if (st == DG_OK && view.nsteps > 0) {
+        verdicts = dg_calloc((size_t)view.nsteps, sizeof *verdicts);
+        if (!verdicts)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
+    }
+    int nsteps = view.nsteps;
+    if (st == DG_OK) {
+        step_verdicts(&view, &judged, verdicts);
+        double mem_epochs = dg_view_threshold_value(&judged, "mem_epochs");
+        gate = final_gate(&view, &judged, isfinite(mem_epochs) ? mem_epochs : 10);
+        if (!gate)
+            st = dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
+    }
+    dg_record_view_free(&judged);
+    dg_record_view_free(&view);
+    if (st != DG_OK) {
+        dg_free(verdicts);
+        cJSON_Delete(gate);
+        cJSON_Delete(diag);
         cJSON_Delete(rec);
-        return st != DG_OK ? st : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");
+        return st;
     }
     static const char *const moved[] = {"thresholds", "findings", "decision"};
     for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++) {
@@ -341,10 +341,12 @@ dg_status dg_evidence_finish(dg_ctx *ctx, const char *record_json, const char *o
         put(rec, moved[i], v ? v : cJSON_CreateNull());
     }
     cJSON_Delete(diag);
-    const cJSON *findings = dg_jpath(rec, "findings");
-    set_verdicts(rec, findings);
-    double mem_epochs = dg_jnum(rec, "thresholds.mem_epochs");
-    put(rec, "final_gate", final_gate(rec, findings, isfinite(mem_epochs) ? mem_epochs : 10));
+    cJSON *steps = cJSON_GetObjectItemCaseSensitive(rec, "steps");
+    for (int i = 0; i < nsteps; i++)
+        if (verdicts[i])
+            put(cJSON_GetArrayItem(steps, i), "verdict", cJSON_CreateString(verdicts[i]));
+    dg_free(verdicts);
+    put(rec, "final_gate", gate);
     *json = dg_json_print(rec);
     cJSON_Delete(rec);
     return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "evidence: out of host memory");

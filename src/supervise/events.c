@@ -383,6 +383,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                                              .batch = num(ev, "batch"),
                                              .t = now,
                                              .syncs = num(ev, "syncs"),
+                                             .device_syncs = num(ev, "device_syncs"),
                                              .synced = tri(ev, "synced")};
         break;
     }

@@ -332,6 +332,35 @@ static cJSON *soak_section(const run *r)
     return s;
 }
 
+/* CUDA's sync debug mode counts (docs/events.md): the synchronizing CUDA
+ * operations the probe saw, or null and why (run_start's sync_debug). */
+static void device_syncs(cJSON *sp, const dg_evcollect *c, size_t with, double n)
+{
+    add_num_or_null(sp, "device_syncs", with ? n : NAN);
+    add_num_or_null(sp, "device_syncs_per_step", with ? n / (double)with : NAN);
+    dg_json_add_str(sp, "device_syncs_source",
+                    with ? "CUDA sync debug mode (torch.cuda.set_sync_debug_mode(\"warn\")): "
+                           "synchronizing CUDA operations, counted per step"
+                         : NULL);
+    if (with) {
+        cJSON_AddNullToObject(sp, "device_syncs_why");
+        return;
+    }
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(c->run_start, "sync_debug");
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(sd, "reason");
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(sd, "state");
+    char buf[600];
+    if (cJSON_IsString(why) && why->valuestring[0])
+        snprintf(buf, sizeof buf, "%s", why->valuestring);
+    else if (cJSON_IsString(state))
+        snprintf(buf, sizeof buf, "sync debug mode %.40s, but no step reported a count",
+                 state->valuestring);
+    else
+        snprintf(buf, sizeof buf, "not measured: no zero-code probe report of CUDA's sync debug "
+                                  "mode (a probe without it, or no probe)");
+    dg_json_add_str(sp, "device_syncs_why", buf);
+}
+
 /* profile (partial): step times, the data wait, fallbacks, sync points. */
 static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
 {
@@ -340,8 +369,9 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     /* A step's data_ms is outside its step_ms (docs/events.md): the loop's
      * time is their sum, so the wait's share is data / (data + step) and the
      * throughput is samples over that sum. */
-    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0;
-    size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0, with_reads = 0;
+    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0;
+    size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0, with_reads = 0,
+           with_dsyncs = 0;
     double *dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *dv);
     for (size_t i = 0; i < c->nsteps; i++) {
         const dg_ev_step *s = &c->steps[i];
@@ -352,6 +382,10 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
         if (isfinite(s->syncs)) {
             reads += s->syncs;
             with_reads++;
+        }
+        if (isfinite(s->device_syncs)) {
+            dsyncs += s->device_syncs;
+            with_dsyncs++;
         }
         if (!isfinite(s->step_ms))
             continue;
@@ -424,6 +458,7 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
                     with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() from a "
                                  "device and explicit synchronize, counted per step"
                                : NULL);
+    device_syncs(sp, c, with_dsyncs, dsyncs);
     cJSON *sc = cJSON_AddObjectToObject(p, "steps");
     cJSON_AddNumberToObject(sc, "stored", (double)c->nsteps);
     cJSON_AddNumberToObject(sc, "summarised", (double)c->steps_summarised);

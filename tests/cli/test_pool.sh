@@ -96,7 +96,19 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 sys.exit(0 if d["record"]["label"] == sys.argv[2] else 1)
 PY
+expect_json out "d['record']['pool']['job'] == '$job' and d['record']['pool']['task'] == 0 and d['record']['pool']['node'] == 'localhost' and d['host'] and d['exit_status'] == 0"
 ls "$T"/pwned* >/dev/null 2>&1 && bad "the job script's shell ran part of an argument" || ok
+
+# 3b. Slurm has forgotten the job (MinJobAge passed; a stand-in scontrol says so):
+# the states come from the task folders, and a task that never started is unknown.
+mkdir -p "$T/fakebin"
+printf '#!/bin/sh\necho "slurm_load_jobs error: Invalid job id specified" >&2\nexit 1\n' >"$T/fakebin/scontrol"
+chmod +x "$T/fakebin/scontrol"
+expect_exit 0 env PATH="$T/fakebin:$PATH" "$DG" --ledger "$LEDGER" pool status "$job" --dir "$T/pool"
+expect_grep out "^pool job $job: 4 tasks: 3 completed, 1 unknown \(Slurm no longer lists it"
+expect_grep out '^0 +completed +0 +localhost +from its folder'
+expect_grep out '^3 +unknown +- +- +Slurm no longer knows the job'
+expect_exit 21 env PATH="$T/fakebin:$PATH" "$DG" --ledger "$LEDGER" pool status "$job" --dir "$T/elsewhere"
 
 # 4. A task whose record did not reach the ledger is entered by collect, once.
 sqlite_led=$T/local.db

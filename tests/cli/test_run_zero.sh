@@ -54,6 +54,8 @@ expect_json retain-off.json 'any(f["id"] == "footprint-growth" and f["severity"]
 # .item() every step: a host read per step, a sync finding (info on the cpu).
 run item -- "$PY" "$SCRIPT" --mode item --epochs 2
 expect_json item.json 'd["profile"]["sync_points"]["host_reads_per_step"] >= 0.9'
+# CUDA's sync debug mode on the cpu (torch 1.13 here): unavailable with the reason, not 0.
+expect_json item.json 'd["profile"]["sync_points"]["device_syncs"] is None and "not a CUDA device" in d["profile"]["sync_points"]["device_syncs_why"]'
 expect_json item.json 'any(f["id"] == "host-sync" for f in d["findings"])'
 
 # A healthy run: nothing above info.

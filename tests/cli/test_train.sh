@@ -30,6 +30,21 @@ PY
   done <"$T/runs.txt"
 done
 
+# CPU time per timed step: over the timed steps the process cannot spend more
+# than its whole life's CPU time (the rusage of the child), and it does spend
+# some; with 40 steps of one thread the timed part is most of that CPU time.
+python3 - "$DG" "$T/cpu.json" <<'PY' >"$T/cpu.txt"
+import json, os, resource, subprocess, sys
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(sys.argv[2], "w") as f:
+    subprocess.run([sys.argv[1], "--no-ledger", "train", "--model", "mlp", "--batch", "64", "--steps", "42",
+                    "--threads", "1", "--workers", "0", "--json"], stdout=f, check=True)
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e3)
+PY
+total_ms=$(cat "$T/cpu.txt")
+expect_json "$T/cpu.json" "(lambda t: t['cpu_ms']['valid'] and t['cpu_ms']['unit'] == 'ms' and 0 < t['cpu_ms']['value'] * t['timed_steps'] <= $total_ms)(d['throughput'])"
+
 # Learning: the loss falls well below its start within a few hundred steps.
 # One thread: these check learning, not speed, and CI runs tests side by side.
 learn() { # backend model batch steps lr

@@ -491,6 +491,129 @@ class StdlibTests(FileProbeCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch not importable")
+class FakeCuda:
+    """torch.cuda's sync debug mode calls (torch 2.x), recording what was set."""
+
+    def __init__(self, mode=0, fail=False):
+        self.mode, self.fail, self.set_calls = mode, fail, []
+
+    def get_sync_debug_mode(self):
+        return self.mode
+
+    def set_sync_debug_mode(self, mode):
+        if self.fail:
+            raise RuntimeError("no CUDA driver")
+        self.set_calls.append(mode)
+        self.mode = 1
+
+
+class FakeTorch:
+    def __init__(self, version="2.5.1", cuda=None):
+        self.__version__ = version
+        self.cuda = cuda if cuda is not None else FakeCuda()
+
+
+class FakeParam:
+    device = "cuda:0"
+
+
+class FakeOptimizer:
+    def __init__(self):
+        self.param_groups = [{"params": [FakeParam()]}]
+
+
+SYNC_TEXT = "called a synchronizing CUDA operation (Triggered internally at c10/cuda/CUDAFunctions.cpp:151.)"
+
+
+class SyncDebugStdlibTests(FileProbeCase):
+    """CUDA's sync debug mode in the zero-code probe, with a fake torch (the CUDA
+    path cannot run on a machine without an NVIDIA GPU)."""
+
+    def test_arm_on_cuda_with_torch_2(self):
+        from devgate_probe._zero import sync_debug_arm
+        t = FakeTorch()
+        self.assertEqual(sync_debug_arm(t, "cuda:0", environ={}), {"state": "on", "reason": None})
+        self.assertEqual(t.cuda.set_calls, ["warn"])
+
+    def test_arm_leaves_the_programs_own_mode(self):
+        from devgate_probe._zero import sync_debug_arm
+        t = FakeTorch(cuda=FakeCuda(mode=2))
+        got = sync_debug_arm(t, "cuda:1", environ={})
+        self.assertEqual(got["state"], "program")
+        self.assertEqual(t.cuda.set_calls, [])
+
+    def test_unavailable_is_said_with_its_reason(self):
+        from devgate_probe._zero import sync_debug_arm
+
+        class Cuda113:  # torch 1.13: no sync debug mode
+            pass
+
+        cases = [(FakeTorch(), "cpu", "not a CUDA device"), (FakeTorch(), "mps", "not a CUDA device"),
+                 (FakeTorch(), None, "not a CUDA device"),
+                 (FakeTorch("1.13.1", Cuda113()), "cuda:0", "torch 1.13.1 has no torch.cuda.set_sync_debug_mode"),
+                 (FakeTorch(cuda=FakeCuda(fail=True)), "cuda:0", "set_sync_debug_mode failed (RuntimeError"),
+                 (None, "cuda:0", "has no torch.cuda.set_sync_debug_mode")]
+        for torch_mod, device, why in cases:
+            got = sync_debug_arm(torch_mod, device, environ={})
+            self.assertEqual(got["state"], "unavailable", (device, got))
+            self.assertIn(why, got["reason"])
+        got = sync_debug_arm(FakeTorch(), "cuda:0", environ={"DEVGATE_PROBE_SYNC_DEBUG": "0"})
+        self.assertEqual(got["state"], "off")
+
+    def _state(self, torch_mod):
+        from devgate_probe import _zero
+        self.probe._auto = True  # the zero-code probe's own Probe
+        st = _zero._State(self.probe)
+        st.gate_on = False
+        st.torch = torch_mod
+        return st
+
+    def test_sync_warnings_are_counted_per_step_and_not_shown(self):
+        from devgate_probe import probe as probe_mod
+        explicit = probe_mod._explicit_used
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # Python's own: once per call site
+            shown = []
+            warnings.showwarning = lambda m, *a, **k: shown.append(str(m))
+            t = FakeTorch()
+            st = self._state(t)
+            opt = FakeOptimizer()
+            st.on_step(opt)  # the first step: device, sync debug on, run_start
+            for _ in range(3):  # one call site: the "always" filter lets each one through
+                warnings.warn(SYNC_TEXT, UserWarning)
+            warnings.warn("an unrelated warning", UserWarning)
+            st.on_step(opt)
+            st.inside += 1  # the probe's own calls are not the program's syncs
+            warnings.warn(SYNC_TEXT, UserWarning)
+            st.inside -= 1
+            st.on_step(opt)
+        probe_mod._explicit_used = explicit
+        start = self.events("run_start")[0]
+        self.assertEqual(start["sync_debug"], {"state": "on", "reason": None})
+        self.assertEqual(t.cuda.set_calls, ["warn"])
+        self.assertEqual([s["device_syncs"] for s in self.events("step")], [0, 3, 0])
+        self.assertEqual(shown, ["an unrelated warning"])
+
+    def test_without_cuda_no_count_is_sent(self):
+        from devgate_probe import probe as probe_mod
+        explicit = probe_mod._explicit_used
+
+        class CpuParam:
+            device = "cpu"
+
+        opt = FakeOptimizer()
+        opt.param_groups = [{"params": [CpuParam()]}]
+        with warnings.catch_warnings():
+            st = self._state(FakeTorch())
+            st.on_step(opt)
+            st.on_step(opt)
+        probe_mod._explicit_used = explicit
+        start = self.events("run_start")[0]
+        self.assertEqual(start["sync_debug"]["state"], "unavailable")
+        self.assertIn("device cpu is not a CUDA device", start["sync_debug"]["reason"])
+        self.assertTrue(all("device_syncs" not in s for s in self.events("step")))
+
+
 class TorchTests(FileProbeCase):
     def test_gate_cpu(self):
         r = self.probe.gate("cpu")
@@ -678,11 +801,15 @@ class ZeroCodeTests(FileProbeCase):
         start = self.events("run_start")[0]
         self.assertEqual((start["probe"], start["device"], start["batch"]), ("auto", "cpu", 16))
         self.assertEqual(start["seeds"]["torch"], 7)
+        # On the cpu CUDA's sync debug mode is unavailable, said so, and no count is sent (not 0).
+        self.assertEqual(start["sync_debug"]["state"], "unavailable")
+        self.assertIn("not a CUDA device", start["sync_debug"]["reason"])
         self.assertEqual(names.count("gate"), 1)
         steps = self.events("step")
         self.assertEqual(len(steps), 3 * 6)  # 96 / 16 per epoch, the validation passes not counted
         self.assertEqual([s["epoch"] for s in steps], [e for e in range(3) for _ in range(6)])
         self.assertTrue(all(s["batch"] == 16 and s["data_ms"] is not None and s["step_ms"] >= 0 for s in steps))
+        self.assertTrue(all("device_syncs" not in s for s in steps))
         # loss.item() after each step: one host read, counted into the next step.
         self.assertEqual(sum(s["syncs"] for s in steps), 3 * 6 - 1)
         ends = self.events("epoch_end")

@@ -890,6 +890,84 @@ static void check_v2_records(void)
     CHECK(same == (int)(sizeof cases / sizeof *cases));
 }
 
+/* The judges and the decision read the typed view, not the JSON: numbers
+ * changed in the view alone (the record still says the healthy 3x) make the
+ * speed, profile and run rules fire and the route change, citing the view's
+ * numbers. A judge that went back to the record would stay silent here. */
+static dg_rec_metric view_num(double v, const char *unit)
+{
+    return (dg_rec_metric){v, unit, true, true};
+}
+
+static cJSON *diagnose_view(const dg_record_view *v)
+{
+    cJSON *out = NULL;
+    CHECK(dg_diagnose_view(NULL, v, NULL, &out) == DG_OK);
+    return out;
+}
+
+static void check_rules_read_the_view(void)
+{
+    cJSON *rec = cJSON_Parse(healthy_text);
+    dg_record_view v;
+    CHECK(dg_record_view_build(NULL, rec, &v) == DG_OK);
+    CHECK(v.compare.nruns > 0);
+    cJSON *out = diagnose_view(&v);
+    CHECK(!find(out, "speedup-near-one"));
+    CHECK_STR(dg_jstr(out, "decision.route"), "device");
+    cJSON_Delete(out);
+
+    /* speedup-near-one (rules_speed.c) and the decision (decision.c): 1.05x
+     * with its interval wholly below speedup_min, the device still busy. */
+    dg_view_run *run = &v.compare.runs[0];
+    run->speedup = view_num(1.05, "x");
+    run->speedup_ci.lo = view_num(1.01, "x");
+    run->speedup_ci.hi = view_num(1.09, "x");
+    out = diagnose_view(&v);
+    const cJSON *f = find(out, "speedup-near-one");
+    CHECK_MSG(f, "speedup-near-one did not fire on the view's 1.05x");
+    CHECK(f && strstr(dg_jstr(f, "title"), "1.05x") != NULL);
+    CHECK_STR(dg_jstr(f, "evidence[0].field"), "runs[0].speedup");
+    CHECK(dg_jnum(f, "evidence[0].value") == 1.05);
+    CHECK_STR(dg_jstr(out, "decision.route"), "cpu");
+    const char *why = dg_jstr(out, "decision.reasons[0]");
+    CHECK_MSG(why && strstr(why, "1.05x"), "reason: %s", why ? why : "(none)");
+    cJSON_Delete(out);
+
+    /* slow-device-data and verdict-inconclusive's interval helpers
+     * (rules_verdict.c): a step-time reduction interval below 22% with the
+     * device idle. */
+    run->reduction_pct = view_num(5, "%");
+    run->reduction_ci.lo = view_num(2, "%");
+    run->reduction_ci.hi = view_num(8, "%");
+    run->busy_fraction = view_num(0.1, "fraction");
+    run->busy_ci.lo = view_num(0.05, "fraction");
+    run->busy_ci.hi = view_num(0.15, "fraction");
+    out = diagnose_view(&v);
+    f = find(out, "slow-device-data");
+    CHECK_MSG(f, "slow-device-data did not fire on the view's 5%% reduction");
+    CHECK(f && dg_jnum(f, "evidence[0].value") == 5);
+    CHECK(!find(out, "speedup-near-one")); /* slow-device-data said it first */
+    cJSON_Delete(out);
+
+    /* data-starved (rules_profile.c): the step waits half its time. */
+    v.profile.phases[DG_PHASE_QUEUE_WAIT].share = view_num(0.5, "fraction");
+    /* host-sync (rules_run.c): 40 host reads a step on a device. */
+    v.profile.host_reads_per_step = view_num(40, "");
+    v.device = "cuda:0";
+    out = diagnose_view(&v);
+    f = find(out, "data-starved");
+    CHECK_MSG(f, "data-starved did not fire on the view's queue wait");
+    CHECK(f && strstr(dg_jstr(f, "title"), "50%") != NULL);
+    f = find(out, "host-sync");
+    CHECK_MSG(f && !strcmp(dg_jstr(f, "severity"), "warn"),
+              "host-sync did not warn on the view's 40 reads/step on cuda:0");
+    cJSON_Delete(out);
+
+    dg_record_view_free(&v);
+    cJSON_Delete(rec);
+}
+
 /* Every rule in the table has at least one case above that makes it fire. */
 static void check_every_rule_fires(void)
 {
@@ -1193,6 +1271,7 @@ int main(void)
     check_healthy();
     run_cases();
     check_v2_records();
+    check_rules_read_the_view();
     check_every_rule_fires();
     check_evidence_and_titles();
     check_errors();

@@ -12,6 +12,10 @@ it already has), it patches:
   device of the parameters, and the device gate once, before training);
 - host reads (sync points): Tensor.item, .tolist, .numpy, .cpu (from a device),
   torch.cuda.synchronize and torch.mps.synchronize, counted per step;
+- device syncs: on a CUDA device with torch 2.x, CUDA's sync debug mode
+  (torch.cuda.set_sync_debug_mode("warn")), whose "called a synchronizing CUDA
+  operation" warnings are counted per step (and not shown, when the probe set
+  the mode); elsewhere the run_start says why it is unavailable;
 - the seeds the program sets (torch.manual_seed, random.seed, numpy.random.seed);
 - PyTorch's MPS fallback warnings.
 
@@ -32,6 +36,7 @@ import os
 import random
 import sys
 import threading
+import warnings
 import weakref
 from time import perf_counter
 
@@ -40,6 +45,62 @@ from ._util import describe, split_device
 
 _state = None
 _install_lock = threading.Lock()
+
+SYNC_WARNING = "called a synchronizing CUDA operation"  # CUDA sync debug mode's text (torch 2.x)
+
+
+def sync_debug_arm(torch, device, environ=None):
+    """Turns on CUDA's sync debug mode ("warn": every synchronizing CUDA
+    operation raises a UserWarning) for the program's device, when it is a CUDA
+    device and this torch has torch.cuda.set_sync_debug_mode (2.x; not 1.13).
+    Returns {"state", "reason"}: "on" (the probe set it), "program" (the program
+    had set it already: left as it is), "off" (DEVGATE_PROBE_SYNC_DEBUG=0), or
+    "unavailable" with the reason. Never synchronises the device."""
+    env = os.environ if environ is None else environ
+    kind = split_device(device)[0]
+    if kind != "cuda":
+        return {"state": "unavailable",
+                "reason": "device %s is not a CUDA device (sync debug mode is CUDA's)" % (device or "cpu")}
+    if env.get("DEVGATE_PROBE_SYNC_DEBUG", "1") in ("0", "false", "no"):
+        return {"state": "off", "reason": "DEVGATE_PROBE_SYNC_DEBUG=0"}
+    cuda = getattr(torch, "cuda", None)
+    setm, getm = getattr(cuda, "set_sync_debug_mode", None), getattr(cuda, "get_sync_debug_mode", None)
+    if not callable(setm) or not callable(getm):
+        return {"state": "unavailable", "reason": "torch %s has no torch.cuda.set_sync_debug_mode"
+                % getattr(torch, "__version__", "?")}
+    try:
+        if getm():
+            return {"state": "program", "reason": "the program set the mode itself: only the warnings "
+                    "its filters let through are counted"}
+        setm("warn")
+        return {"state": "on", "reason": None}
+    except Exception as e:
+        return {"state": "unavailable", "reason": "set_sync_debug_mode failed (%s)" % describe(e)}
+
+
+def _capture_sync_warnings(st, swallow):
+    """Counts CUDA sync debug warnings into st.device_syncs (not the probe's
+    own: st.inside). swallow: the probe set the mode, so the warnings are its
+    own and are not shown; an "always" filter lets every one through (the
+    default filter would show one per call site)."""
+    if swallow:
+        warnings.filterwarnings("always", message=SYNC_WARNING, category=UserWarning)
+    prev = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        try:
+            mine = SYNC_WARNING in str(message)
+        except Exception:
+            mine = False
+        if mine:
+            if st.active and not st.inside:
+                st.device_syncs += 1
+            if swallow:
+                return None
+        return prev(message, category, filename, lineno, file, line)
+
+    showwarning._devgate = True
+    warnings.showwarning = showwarning
 
 
 def _first_batch_size(obj, depth=0):
@@ -95,6 +156,9 @@ class _State:
         self.samples = 0
         self.samples_known = True
         self.syncs = 0
+        self.device_syncs = 0
+        self.sync_debug = None  # sync_debug_arm's answer, once the device is known
+        self.torch = None  # the module _patch_torch patched
         self.batch_hint = None
         self.dataset_name = None
         self.empty_cache = os.environ.get("DEVGATE_PROBE_EMPTY_CACHE", "") in ("1", "true", "yes")
@@ -124,10 +188,27 @@ class _State:
             seeds.setdefault("workers", None)
             hs = os.environ.get("PYTHONHASHSEED")
             seeds["python_hash"] = int(hs) if hs and hs.isdigit() else None
+        if self.sync_debug is None:
+            self.arm_sync_debug()
         self.inside += 1
         try:
             self.probe.run_start(self.device or "cpu", self.batch_hint, bucket=bucket, seeds=seeds,
-                                 probe="auto")
+                                 probe="auto", sync_debug=self.sync_debug)
+        finally:
+            self.inside -= 1
+
+    def arm_sync_debug(self):
+        """CUDA's sync debug mode for the program's device (once)."""
+        if self.sync_debug is not None:
+            return
+        torch = self.torch if self.torch is not None else sys.modules.get("torch")
+        self.inside += 1
+        try:
+            self.sync_debug = sync_debug_arm(torch, self.device)
+            if self.sync_debug["state"] in ("on", "program"):
+                _capture_sync_warnings(self, self.sync_debug["state"] == "on")
+        except Exception as e:
+            self.sync_debug = {"state": "unavailable", "reason": "arming failed (%s)" % describe(e)}
         finally:
             self.inside -= 1
 
@@ -178,6 +259,7 @@ class _State:
         self.samples_known = True
         if syncs:  # reads after an epoch's last step count toward the next step
             self.syncs = 0
+            self.device_syncs = 0
 
     def on_iter(self, loader, it):
         """DataLoader.__iter__ returned it."""
@@ -228,7 +310,8 @@ class _State:
             except Exception:
                 pass
             if self.device is not None:
-                self.gate(self.device)
+                self.gate(self.device)  # before the mode is on: the gate's own sync is not counted
+                self.arm_sync_debug()
 
     def on_step(self, opt):
         t1 = perf_counter()
@@ -254,6 +337,8 @@ class _State:
                   "syncs": self.syncs}
         if self.samples_known and self.samples > 0:
             fields["batch"] = self.samples
+        if self.sync_debug is not None and self.sync_debug["state"] in ("on", "program"):
+            fields["device_syncs"] = self.device_syncs
         self.probe.emit("step", **fields)
         self.step_index += 1
         self.reset_interval()
@@ -477,6 +562,7 @@ def _patch_torch(torch):
     if st is None or st.patched:
         return
     st.patched = True
+    st.torch = torch
     for fn in (_patch_tensor, _patch_seeds, _patch_loader, _patch_optimizer):
         try:
             fn(torch, st)
