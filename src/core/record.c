@@ -235,6 +235,23 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         be->matmul.gflops = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_GFLOPS);
         be->matmul.ms_warm = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MS_WARM);
         be->matmul.fraction_of_peak = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_FRACTION_OF_PEAK);
+        be->matmul.max_rel_err = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_REL_ERR);
+        be->matmul.ms_cold = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MS_COLD);
+        be->matmul.m = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_M);
+        be->matmul.n = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_N);
+        be->matmul.k = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_K);
+        const cJSON *devs = dg_rec_arr(it, DG_P_GATE_BACKENDS_DEVICES);
+        be->devices = array_of(b, cJSON_GetArraySize(devs), sizeof *be->devices);
+        if (be->devices) {
+            const cJSON *dv;
+            cJSON_ArrayForEach(dv, devs)
+            {
+                dg_view_device *x = &be->devices[be->ndevices++];
+                x->name = dg_rec_str(dv, DG_P_GATE_BACKENDS_DEVICES_NAME);
+                x->vendor = dg_rec_str(dv, DG_P_GATE_BACKENDS_DEVICES_VENDOR);
+                x->memory_total = dg_rec_num(dv, DG_P_GATE_BACKENDS_DEVICES_MEMORY_TOTAL);
+            }
+        }
         static const window_ids wids = {DG_P_GATE_BACKENDS_MATMUL_WINDOW,
                                         DG_P_GATE_BACKENDS_MATMUL_WINDOW_OTHERS_CPUS,
                                         DG_P_GATE_BACKENDS_MATMUL_WINDOW_OTHERS_SHARE,
@@ -327,6 +344,7 @@ static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
 {
     g->present = gate != NULL;
     g->verdict = dg_rec_str(gate, DG_P_GATE_VERDICT);
+    g->tolerance_model = dg_rec_str(gate, DG_P_GATE_TOLERANCE_MODEL);
     const cJSON *backends = dg_rec_arr(gate, DG_P_GATE_BACKENDS);
     g->has_backends = backends != NULL;
     g->backends_json = dg_rec_at(gate, DG_P_GATE_BACKENDS);
@@ -388,6 +406,32 @@ static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
     s->good_trials = dg_rec_num(sweep, DG_P_SWEEP_GOOD_TRIALS);
 }
 
+/* A fallback census (the profile's or the soak's: one shape, read through
+ * the profile's rows, which resolve below each entry). */
+static void build_census(builder *b, const cJSON *arr, dg_view_fallback **out, int *nout)
+{
+    *nout = 0;
+    *out = array_of(b, cJSON_GetArraySize(arr), sizeof **out);
+    if (!*out)
+        return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        dg_view_fallback *c = &(*out)[(*nout)++];
+        c->op = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_OP);
+        c->device = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_DEVICE);
+        c->shape = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_SHAPE);
+        c->backend = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_BACKEND);
+        c->reason = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_REASON);
+        c->message = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_MESSAGE);
+        c->count = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_COUNT);
+        c->calls = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_CALLS);
+        c->ms_total = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_MS_TOTAL);
+        c->bytes_d2h = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_BYTES_D2H);
+        c->bytes_h2d = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_BYTES_H2D);
+    }
+}
+
 /* The soak's analysis object: v1 nests it under "soak" (soak.soak in the
  * evidence record), v2 holds its members in the soak record itself. */
 static const cJSON *soak_payload(const cJSON *soak, int version)
@@ -443,6 +487,9 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
     static const dg_rec_path_id growth[DG_MEM_COUNT] = {
         DG_P_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_GROWTH_ALLOCATOR_RESERVED,
         DG_P_SOAK_GROWTH_DRIVER, DG_P_SOAK_GROWTH_FOOTPRINT};
+    static const dg_rec_path_id baseline[DG_MEM_COUNT] = {
+        DG_P_SOAK_BASELINE_ALLOCATOR_ALLOCATED, DG_P_SOAK_BASELINE_ALLOCATOR_RESERVED,
+        DG_P_SOAK_BASELINE_DRIVER, DG_P_SOAK_BASELINE_FOOTPRINT};
     static const dg_rec_path_id ci[DG_MEM_COUNT][3] = {
         {DG_P_SOAK_GROWTH_CI_ALLOCATOR_ALLOCATED_POINT, DG_P_SOAK_GROWTH_CI_ALLOCATOR_ALLOCATED_LO,
          DG_P_SOAK_GROWTH_CI_ALLOCATOR_ALLOCATED_HI},
@@ -454,6 +501,7 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
          DG_P_SOAK_GROWTH_CI_FOOTPRINT_HI}};
     for (int i = 0; i < DG_MEM_COUNT; i++) {
         s->growth[i] = payload_num(payload, growth[i]);
+        s->baseline[i] = payload_num(payload, baseline[i]);
         s->growth_point[i] = payload_num(payload, ci[i][0]);
         s->growth_lo[i] = payload_num(payload, ci[i][1]);
         s->growth_hi[i] = payload_num(payload, ci[i][2]);
@@ -469,6 +517,9 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
     s->trend_median = payload_num(payload, DG_P_SOAK_STEP_TREND_MEDIAN);
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
     s->train_samples = dg_rec_num(soak, DG_P_SOAK_DATA_TRAIN_SAMPLES);
+    const cJSON *census = dg_rec_arr(soak, DG_P_SOAK_FALLBACKS);
+    s->has_census = census != NULL;
+    build_census(b, census, &s->census, &s->ncensus);
     const cJSON *arr = dg_rec_arr(soak, DG_P_SOAK_EPOCHS);
     s->epochs = array_of(b, cJSON_GetArraySize(arr), sizeof *s->epochs);
     if (!s->epochs)
@@ -719,20 +770,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     }
     p->fallbacks = dg_rec_arr(prof, DG_P_PROFILE_FALLBACKS);
     p->nfallbacks = cJSON_GetArraySize(p->fallbacks);
-    p->census = array_of(b, p->nfallbacks, sizeof *p->census);
-    if (!p->census) {
-        p->nfallbacks = 0;
-        return;
-    }
-    int k = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, p->fallbacks)
-    {
-        dg_view_fallback *c = &p->census[k++];
-        c->op = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_OP);
-        c->device = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_DEVICE);
-        c->count = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_COUNT);
-    }
+    build_census(b, p->fallbacks, &p->census, &p->nfallbacks);
 }
 
 static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
@@ -822,6 +860,7 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
     fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
     fg->statement = dg_rec_str(g, DG_P_REC_FINAL_GATE_STATEMENT);
+    fg->missing = dg_rec_arr(g, DG_P_REC_FINAL_GATE_MISSING);
 }
 
 /* The section of each kind of per-verb record ("sweep" -> DG_SEC_SWEEP). */
@@ -904,12 +943,15 @@ void dg_record_view_free(dg_record_view *v)
     dg_free(v->env.top_mem);
     dg_free(v->env.mixed);
     dg_free(v->env.backends);
-    for (int i = 0; v->gate.backends && i < v->gate.nbackends; i++)
+    for (int i = 0; v->gate.backends && i < v->gate.nbackends; i++) {
         free_window(&v->gate.backends[i].matmul.window);
+        dg_free(v->gate.backends[i].devices);
+    }
     dg_free(v->gate.backends);
     dg_free(v->sweep.trials);
     dg_free(v->sweep.bisect);
     dg_free(v->soak.epochs);
+    dg_free(v->soak.census);
     for (int i = 0; v->compare.runs && i < v->compare.nruns; i++) {
         dg_view_run *r = &v->compare.runs[i];
         dg_free(r->figures);

@@ -204,6 +204,12 @@ typedef struct dg_view_py_ext {
     const char *arch; /* the first architecture it was built for, NULL when none */
 } dg_view_py_ext;
 
+/* A device a gate backend found. */
+typedef struct dg_view_device {
+    const char *name, *vendor;
+    dg_rec_metric memory_total; /* bytes */
+} dg_view_device;
+
 /* A backend as the gate (or, without a gate, the environment) lists it. */
 typedef struct dg_view_backend {
     const char *name, *reason, *versions;
@@ -215,6 +221,8 @@ typedef struct dg_view_backend {
         dg_rec_metric bad_elements;           /* elements */
         dg_rec_metric max_err_over_tolerance; /* ratio */
         dg_rec_metric max_abs_err, gflops, ms_warm;
+        dg_rec_metric max_rel_err, ms_cold;
+        dg_rec_metric m, n, k;          /* the product's shape */
         dg_rec_metric fraction_of_peak; /* fraction of peak_fp32 */
         dg_view_window window;          /* the timed products' window */
     } matmul;
@@ -226,6 +234,8 @@ typedef struct dg_view_backend {
         int generic;               /* tri: the generic (unoptimised) kernel */
         dg_rec_metric vector_bits; /* bits */
     } blas;
+    dg_view_device *devices; /* the gate's: the devices it found */
+    int ndevices;
 } dg_view_backend;
 
 /* The environment summary the rules and the summaries read. */
@@ -256,6 +266,7 @@ typedef struct dg_view_env {
 typedef struct dg_view_gate {
     bool present;
     const char *verdict;        /* "pass" | "fail" | ... */
+    const char *tolerance_model;
     bool has_backends;          /* gate.backends is an array */
     const cJSON *backends_json; /* gate.backends as recorded (any type), or NULL */
     dg_view_backend *backends;
@@ -294,6 +305,17 @@ typedef struct dg_view_sweep {
     dg_rec_metric good_trials;
 } dg_view_sweep;
 
+/* One entry of a fallback census: the fixture's {op, shape, backend, reason,
+ * calls, ms_total, bytes_d2h, bytes_h2d}, or a probe's {op, device, count,
+ * message} (devgate run). */
+typedef struct dg_view_fallback {
+    const char *op, *device, *shape, *backend, *reason, *message;
+    dg_rec_metric count;                /* probe: calls */
+    dg_rec_metric calls;                /* fixture: calls */
+    dg_rec_metric ms_total;             /* ms */
+    dg_rec_metric bytes_d2h, bytes_h2d; /* bytes copied for the fallback */
+} dg_view_fallback;
+
 /* One soak epoch row. */
 typedef struct dg_view_epoch {
     dg_rec_metric epoch;
@@ -313,6 +335,7 @@ typedef struct dg_view_soak {
     /* growth_ci: the 95% interval of each source's growth (%), the point it
      * brackets (last third's median watermark); not valid when not recorded */
     dg_rec_metric growth_point[DG_MEM_COUNT], growth_lo[DG_MEM_COUNT], growth_hi[DG_MEM_COUNT];
+    dg_rec_metric baseline[DG_MEM_COUNT]; /* bytes: the watermarks growth is measured from */
     int staircase_aligned;              /* tri */
     const cJSON *validation_epochs;     /* array of epoch numbers, or NULL */
     dg_rec_metric thirds_ratio;         /* ratio */
@@ -323,6 +346,9 @@ typedef struct dg_view_soak {
     dg_rec_metric train_samples;        /* data.train_samples: the training set's size */
     dg_view_epoch *epochs;
     int nepochs;
+    bool has_census;          /* soak.fallbacks is an array */
+    dg_view_fallback *census; /* its entries */
+    int ncensus;
 } dg_view_soak;
 
 /* One timed repetition of a compare side. */
@@ -384,12 +410,6 @@ typedef struct dg_view_phase {
     dg_rec_metric share; /* fraction */
     int in_step;         /* tri */
 } dg_view_phase;
-
-/* One entry of the profile's fallback census. */
-typedef struct dg_view_fallback {
-    const char *op, *device;
-    dg_rec_metric count; /* calls */
-} dg_view_fallback;
 
 /* One row of the profile's op table. */
 typedef struct dg_view_op {
@@ -476,6 +496,7 @@ typedef struct dg_view_final_gate {
     dg_rec_metric throughput; /* samples/s */
     dg_rec_metric batch;      /* samples */
     const char *statement;
+    const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;
 
 /* A record, typed. For a per-verb record (kind sweep, soak, ...) the section

@@ -130,7 +130,7 @@ static void sec_banner(dg_capbuf *b, const dg_record_view *v)
                       yes ? "✓" : "✗", names[i]);
         }
         rp_put(b, "</ul>\n");
-        const cJSON *missing = rp_arr(v->rec, "final_gate.missing");
+        const cJSON *missing = g->missing;
         if (cJSON_GetArraySize(missing) > 0) {
             rp_put(b, "<p>missing: ");
             rp_h_join(b, missing, ", ");
@@ -360,58 +360,50 @@ static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 
 static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *rec = v->rec;
+    const dg_view_soak *s = &v->soak;
     rp_section_open(b, "memory", "Memory curve");
-    const cJSON *soak = rp_obj(rec, "soak");
-    const cJSON *epochs = rp_arr(soak, "epochs");
-    if (!soak || cJSON_GetArraySize(epochs) == 0) {
-        rp_section_absent(b, soak ? "per-epoch watermarks" : "soak (memory curve)");
+    if (!s->present || s->nepochs == 0) {
+        rp_section_absent(b, s->present ? "per-epoch watermarks" : "soak (memory curve)");
         rp_put(b, "</section>\n");
         return;
     }
-    rp_svg_memory(b, rp_mem_growth_pct(v), soak, v->soak_payload);
-    const cJSON *s = v->soak_payload; /* v1 soak.soak, v2 the section */
+    rp_svg_memory(b, rp_mem_growth_pct(v), s);
     rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
     static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
                                                     "driver", "footprint"};
     for (int i = 0; i < DG_MEM_COUNT; i++) {
         char val[48];
-        if (v->soak.growth[i].valid)
-            snprintf(val, sizeof val, "%+.1f%%", v->soak.growth[i].value);
+        if (s->growth[i].valid)
+            snprintf(val, sizeof val, "%+.1f%%", s->growth[i].value);
         else
             snprintf(val, sizeof val, "not reported");
         rp_printf(b, "%s%s ", i ? " · " : "", names[i]);
         rp_h_val(b, val);
     }
     rp_printf(b, " · threshold %.0f%%", rp_mem_growth_pct(v));
-    const cJSON *al = rp_get(s, "staircase.aligned");
     rp_put(b, " · staircase ");
-    rp_put(b, cJSON_IsTrue(al)    ? "aligned with validation (a working-set change)"
-              : cJSON_IsFalse(al) ? "not aligned with validation"
-                                  : "none");
-    rp_put(b, rp_true(s, "empty_cache") ? " · cache emptied at every epoch end" : " · cache kept");
+    rp_put(b, s->staircase_aligned == 1   ? "aligned with validation (a working-set change)"
+              : s->staircase_aligned == 0 ? "not aligned with validation"
+                                          : "none");
+    rp_put(b, s->empty_cache == 1 ? " · cache emptied at every epoch end" : " · cache kept");
     rp_put(b, "</p>\n");
     rp_table_open(
         b, "<tr><th>epoch</th><th>allocated</th><th>reserved</th><th>driver</th><th>footprint</th>"
            "<th>cache emptied</th><th>validation</th><th>step ms</th><th>samples/s</th></tr>");
-    const cJSON *e;
-    cJSON_ArrayForEach(e, epochs)
-    {
-        double ep = 0;
-        rp_num(e, "epoch", &ep);
-        rp_printf(b, "<tr><td class=\"n\">%.0f</td>", ep);
-        static const char *const cols[] = {"allocated", "reserved", "driver_used", "rss"};
+    for (int k = 0; k < s->nepochs; k++) {
+        const dg_view_epoch *e = &s->epochs[k];
+        rp_printf(b, "<tr><td class=\"n\">%.0f</td>", e->epoch.valid ? e->epoch.value : 0);
+        const dg_rec_metric cols[] = {e->allocated, e->reserved, e->driver_used, e->rss};
         for (int i = 0; i < 4; i++) {
             rp_put(b, "<td class=\"n\">");
-            rp_h_metric(b, e, cols[i]);
+            rp_h_view_metric(b, cols[i]);
             rp_put(b, "</td>");
         }
-        rp_printf(b, "<td>%s</td><td>%s</td><td class=\"n\">",
-                  rp_true(e, "cache_emptied") ? "yes" : "no",
-                  rp_true(e, "validation") ? "yes" : "no");
-        rp_h_metric(b, e, "step_ms");
+        rp_printf(b, "<td>%s</td><td>%s</td><td class=\"n\">", e->cache_emptied == 1 ? "yes" : "no",
+                  e->validation == 1 ? "yes" : "no");
+        rp_h_view_metric(b, e->step_ms);
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, e, "samples_per_s");
+        rp_h_view_metric(b, e->samples_per_s);
         rp_put(b, "</td></tr>\n");
     }
     rp_table_close(b);
@@ -587,33 +579,31 @@ static void sec_profile(dg_capbuf *b, const dg_view_profile *prof)
 
 /* ---- fallback census ---------------------------------------------------------------- */
 
-static void census_table(dg_capbuf *b, const cJSON *arr, const char *from)
+static void census_table(dg_capbuf *b, const dg_view_fallback *arr, int n, const char *from)
 {
     rp_put(b, "<h3>from ");
     rp_put(b, from);
     rp_put(b, "</h3>\n");
     rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>reason</th><th>calls</th>"
                      "<th>ms</th><th>bytes d2h</th><th>bytes h2d</th></tr>");
-    const cJSON *f;
-    cJSON_ArrayForEach(f, arr)
-    {
+    for (int k = 0; k < n; k++) {
+        const dg_view_fallback *f = &arr[k];
         rp_put(b, "<tr class=\"fallback\"><td class=\"mono\">");
-        rp_h_esc(b, rp_str(f, "op"), "?");
+        rp_h_esc(b, f->op, "?");
         rp_put(b, "</td><td class=\"mono\">");
-        rp_h_esc(b, rp_str(f, "shape"), "");
+        rp_h_esc(b, f->shape, "");
         rp_put(b, "</td><td>");
-        rp_h_esc(b, rp_str(f, "backend"), "?");
+        rp_h_esc(b, f->backend, "?");
         rp_put(b, "</td><td>");
-        rp_h_esc(b, rp_str(f, "reason"), "");
-        static const char *const cols[] = {"calls", "ms_total", "bytes_d2h", "bytes_h2d"};
+        rp_h_esc(b, f->reason, "");
+        const dg_rec_metric cols[] = {f->calls, f->ms_total, f->bytes_d2h, f->bytes_h2d};
         for (int i = 0; i < 4; i++) {
             rp_put(b, "</td><td class=\"n\">");
-            double v;
             char t[48];
-            if (i >= 2 && rp_num(f, cols[i], &v))
-                rp_fmt_bytes(t, sizeof t, v, true);
+            if (i >= 2 && cols[i].valid)
+                rp_fmt_bytes(t, sizeof t, cols[i].value, true);
             else
-                rp_fmt_metric_at(t, sizeof t, f, cols[i]);
+                rp_fmt_view_metric(t, sizeof t, cols[i]);
             rp_h_val(b, t);
         }
         rp_put(b, "</td></tr>\n");
@@ -621,33 +611,36 @@ static void census_table(dg_capbuf *b, const cJSON *arr, const char *from)
     rp_table_close(b);
 }
 
-static void sec_fallbacks(dg_capbuf *b, const cJSON *rec)
+static void sec_fallbacks(dg_capbuf *b, const dg_record_view *v)
 {
     rp_section_open(b, "fallbacks", "Fallback census");
-    static const char *const paths[] = {"profile.fallbacks", "soak.fallbacks",
-                                        "supervise.fallbacks"};
-    static const char *const names[] = {"the profile", "the soak", "the supervised run"};
+    const struct {
+        bool held;
+        const dg_view_fallback *arr;
+        int n;
+        const char *name;
+    } censuses[] = {
+        {v->profile.fallbacks != NULL, v->profile.census, v->profile.nfallbacks, "the profile"},
+        {v->soak.has_census, v->soak.census, v->soak.ncensus, "the soak"},
+    };
     bool any_section = false, any = false;
-    for (int i = 0; i < 3; i++) {
-        const cJSON *arr = rp_arr(rec, paths[i]);
-        if (!arr)
+    for (size_t i = 0; i < sizeof censuses / sizeof censuses[0]; i++) {
+        if (!censuses[i].held)
             continue;
         any_section = true;
-        if (cJSON_GetArraySize(arr) == 0)
+        if (censuses[i].n == 0)
             continue;
         any = true;
-        census_table(b, arr, names[i]);
+        census_table(b, censuses[i].arr, censuses[i].n, censuses[i].name);
     }
-    const cJSON *r;
-    cJSON_ArrayForEach(r, rp_arr(rec, "compare.runs"))
-    {
-        double n, batch;
-        if (rp_num(r, "device.fallbacks", &n) && rp_num(r, "batch", &batch)) {
+    for (int i = 0; i < v->compare.nruns; i++) {
+        const dg_view_run *r = &v->compare.runs[i];
+        if (r->device_fallbacks.valid && r->batch.valid) {
             any_section = true;
-            if (n > 0) {
+            if (r->device_fallbacks.value > 0) {
                 any = true;
-                rp_printf(b, "<p>compare, batch %.0f: %.0f ops fell back to the cpu</p>\n", batch,
-                          n);
+                rp_printf(b, "<p>compare, batch %.0f: %.0f ops fell back to the cpu</p>\n",
+                          r->batch.value, r->device_fallbacks.value);
             }
         }
     }
@@ -704,11 +697,11 @@ void rp_render_html(dg_capbuf *b, const dg_record_view *v)
     sec_memory(b, v);
     sec_baseline(b, &v->compare);
     sec_profile(b, &v->profile);
-    sec_fallbacks(b, rec);
+    sec_fallbacks(b, v);
     sec_supervise(b, v);
     rp_sec_run_series(b, v);
     rp_sec_environment(b, rec);
-    rp_sec_gate(b, rec);
+    rp_sec_gate(b, &v->gate);
     rp_sec_bucket(b, rec);
     rp_sec_seeds(b, rec);
     rp_sec_versions(b, rec);

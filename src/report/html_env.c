@@ -240,72 +240,67 @@ void rp_sec_environment(dg_capbuf *b, const cJSON *rec)
 
 /* ---- device gate log ---------------------------------------------------------------- */
 
-static void gate_row(dg_capbuf *b, const cJSON *be)
+static void gate_row(dg_capbuf *b, const dg_view_backend *be)
 {
     rp_put(b, "<tr><td>");
-    rp_h_esc(b, rp_str(be, "name"), "?");
-    rp_printf(b, "</td><td>%s</td><td>%s</td><td>", rp_true(be, "built") ? "yes" : "no",
-              rp_true(be, "available") ? "yes" : "<span class=\"no\">no</span>");
-    const cJSON *d;
-    bool first = true;
-    cJSON_ArrayForEach(d, rp_arr(be, "devices"))
-    {
-        rp_put(b, first ? "" : "<br>");
-        rp_h_esc(b, rp_str(d, "name"), "?");
+    rp_h_esc(b, be->name, "?");
+    rp_printf(b, "</td><td>%s</td><td>%s</td><td>", be->built == 1 ? "yes" : "no",
+              be->available == 1 ? "yes" : "<span class=\"no\">no</span>");
+    for (int i = 0; i < be->ndevices; i++) {
+        const dg_view_device *d = &be->devices[i];
+        rp_put(b, i ? "<br>" : "");
+        rp_h_esc(b, d->name, "?");
         rp_put(b, " (");
-        rp_h_esc(b, rp_str(d, "vendor"), "?");
+        rp_h_esc(b, d->vendor, "?");
         rp_put(b, ", ");
-        rp_h_metric(b, d, "memory_total");
+        rp_h_view_metric(b, d->memory_total);
         rp_put(b, ")");
-        first = false;
     }
-    const cJSON *mm = rp_obj(be, "matmul");
-    const cJSON *ok = rp_get(mm, "ok");
+    int ok = be->matmul.ok;
     rp_printf(b, "</td><td>%s",
-              cJSON_IsTrue(ok)    ? "<span class=\"yes\">✓ ok</span>"
-              : cJSON_IsFalse(ok) ? "<span class=\"no\">✗ failed</span>"
-                                  : "<span class=\"na\">not run</span>");
-    if (rp_str(mm, "reason")) {
+              ok == 1   ? "<span class=\"yes\">✓ ok</span>"
+              : ok == 0 ? "<span class=\"no\">✗ failed</span>"
+                        : "<span class=\"na\">not run</span>");
+    if (be->matmul.reason) {
         rp_put(b, ": ");
-        rp_h_esc(b, rp_str(mm, "reason"), "");
+        rp_h_esc(b, be->matmul.reason, "");
     }
-    double m, n, k;
-    if (rp_num(mm, "m", &m) && rp_num(mm, "n", &n) && rp_num(mm, "k", &k))
-        rp_printf(b, " <span class=\"note\">%.0f×%.0f×%.0f</span>", m, n, k);
-    static const char *const cols[] = {"max_rel_err", "max_err_over_tolerance", "ms_cold",
-                                       "ms_warm", "gflops"};
+    if (be->matmul.m.valid && be->matmul.n.valid && be->matmul.k.valid)
+        rp_printf(b, " <span class=\"note\">%.0f×%.0f×%.0f</span>", be->matmul.m.value,
+                  be->matmul.n.value, be->matmul.k.value);
+    const dg_rec_metric cols[] = {be->matmul.max_rel_err, be->matmul.max_err_over_tolerance,
+                                  be->matmul.ms_cold, be->matmul.ms_warm, be->matmul.gflops};
     for (int i = 0; i < 5; i++) {
         rp_put(b, "</td><td class=\"n\">");
-        rp_h_metric(b, mm, cols[i]);
+        rp_h_view_metric(b, cols[i]);
     }
     rp_put(b, "</td></tr>\n");
-    if (rp_str(be, "reason")) { /* long driver stories get a row of their own */
+    if (be->reason) { /* long driver stories get a row of their own */
         rp_put(b, "<tr><td></td><td colspan=\"9\" class=\"note\">not available: ");
-        rp_h_esc(b, rp_str(be, "reason"), "");
+        rp_h_esc(b, be->reason, "");
         rp_put(b, "</td></tr>\n");
     }
 }
 
-void rp_sec_gate(dg_capbuf *b, const cJSON *rec)
+void rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
 {
     rp_section_open(b, "gate", "Device gate log");
-    const cJSON *gate = rp_obj(rec, "gate");
-    if (!gate) {
+    if (!gate->present) {
         rp_section_absent(b, "device gate log");
         sec_close(b);
         return;
     }
     rp_put(b, "<p>verdict <b>");
-    rp_h_esc(b, rp_str(gate, "verdict"), "not reported");
+    rp_h_esc(b, gate->verdict, "not reported");
     rp_put(b, "</b> · check ");
-    rp_h_esc(b, rp_str(gate, "tolerance_model"), "not reported");
+    rp_h_esc(b, gate->tolerance_model, "not reported");
     rp_put(b, "</p>\n");
     rp_table_open(b, "<tr><th>backend</th><th>built</th><th>available</th><th>devices</"
                      "th><th>matrix product</th>"
                      "<th>max rel err</th><th>err / tolerance</th><th>ms cold</th><th>ms warm</th>"
                      "<th>GFLOP/s</th></tr>");
-    const cJSON *be;
-    cJSON_ArrayForEach(be, rp_arr(gate, "backends")) gate_row(b, be);
+    for (int i = 0; i < gate->nbackends; i++)
+        gate_row(b, &gate->backends[i]);
     rp_table_close(b);
     sec_close(b);
 }

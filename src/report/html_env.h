@@ -10,7 +10,7 @@
 /* The environment proof: architecture, translation, OS, CPU, memory, processes. */
 void rp_sec_environment(dg_capbuf *b, const cJSON *rec);
 /* The device gate log, one row per backend. */
-void rp_sec_gate(dg_capbuf *b, const cJSON *rec);
+void rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate);
 /* The input bucket: id, resolutions, augment, batch, normalisation, data set. */
 void rp_sec_bucket(dg_capbuf *b, const cJSON *rec);
 /* The seeds of every step. */

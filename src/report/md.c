@@ -270,7 +270,7 @@ static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
         md_row(b, "promised throughput", line);
         const cJSON *m;
         bool first = true;
-        cJSON_ArrayForEach(m, rp_arr(v->rec, "final_gate.missing"))
+        cJSON_ArrayForEach(m, v->final_gate.missing)
         {
             if (!cJSON_IsString(m))
                 continue;

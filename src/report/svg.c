@@ -387,37 +387,45 @@ void rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 /* ---- memory curve ------------------------------------------------------------------- */
 
 typedef struct mem_src {
-    const char *key, *base, *name, *color;
+    dg_mem_source src;
+    const char *name, *color;
     double baseline;
     bool used;
 } mem_src;
 
-static double epoch_x(const cJSON *e, int index)
+/* An epoch's watermark of a source (the footprint is the process RSS). */
+static dg_rec_metric epoch_mem(const dg_view_epoch *e, dg_mem_source s)
 {
-    double x;
-    return rp_num(e, "epoch", &x) && x >= 0 && x < 1e7 ? x : index;
+    return s == DG_MEM_ALLOCATOR_ALLOCATED  ? e->allocated
+           : s == DG_MEM_ALLOCATOR_RESERVED ? e->reserved
+           : s == DG_MEM_DRIVER             ? e->driver_used
+                                            : e->rss;
+}
+
+static double epoch_x(const dg_view_epoch *e, int index)
+{
+    double x = e->epoch.value;
+    return e->epoch.valid && x >= 0 && x < 1e7 ? x : index;
 }
 
 /* An epoch's watermark of source s in percent of its baseline; false when
  * not reported or beyond what a chart can show (a baseline near zero). */
-static bool mem_pct(const cJSON *e, const mem_src *s, double *pct)
+static bool mem_pct(const dg_view_epoch *e, const mem_src *s, double *pct)
 {
-    double v;
-    if (!rp_num(e, s->key, &v))
+    dg_rec_metric m = epoch_mem(e, s->src);
+    if (!m.valid)
         return false;
-    *pct = 100 * v / s->baseline;
+    *pct = 100 * m.value / s->baseline;
     return isfinite(*pct) && fabs(*pct) < 1e6;
 }
 
 /* One source's curve in percent of its baseline; gaps break the path. */
-static void mem_curve(dg_capbuf *b, const plot *p, const cJSON *epochs, const mem_src *s)
+static void mem_curve(dg_capbuf *b, const plot *p, const dg_view_soak *soak, const mem_src *s)
 {
     rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", s->color);
     bool pen = false;
-    int i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, epochs)
-    {
+    for (int i = 0; i < soak->nepochs; i++) {
+        const dg_view_epoch *e = &soak->epochs[i];
         double v;
         if (mem_pct(e, s, &v)) {
             rp_put(b, pen ? "L" : "M");
@@ -429,12 +437,10 @@ static void mem_curve(dg_capbuf *b, const plot *p, const cJSON *epochs, const me
         } else {
             pen = false;
         }
-        i++;
     }
     rp_put(b, "\"/>\n");
-    i = 0;
-    cJSON_ArrayForEach(e, epochs)
-    {
+    for (int i = 0; i < soak->nepochs; i++) {
+        const dg_view_epoch *e = &soak->epochs[i];
         double v;
         if (mem_pct(e, s, &v)) {
             rp_printf(b, "<circle r=\"3\" fill=\"%s\"", s->color);
@@ -442,20 +448,17 @@ static void mem_curve(dg_capbuf *b, const plot *p, const cJSON *epochs, const me
             attr(b, "cy", py(p, v));
             rp_put(b, "/>\n");
         }
-        i++;
     }
 }
 
 /* Validation epochs shaded, cache releases marked with a triangle on top. */
-static void mem_epoch_marks(dg_capbuf *b, const plot *p, const cJSON *epochs)
+static void mem_epoch_marks(dg_capbuf *b, const plot *p, const dg_view_soak *soak)
 {
-    int i = 0;
-    const cJSON *e;
     double half = 0.5 * (px(p, 1) - px(p, 0));
-    cJSON_ArrayForEach(e, epochs)
-    {
+    for (int i = 0; i < soak->nepochs; i++) {
+        const dg_view_epoch *e = &soak->epochs[i];
         double x = px(p, epoch_x(e, i));
-        if (rp_true(e, "validation")) {
+        if (e->validation == 1) {
             rp_put(b, "<rect fill=\"#ddf4ff\"");
             attr(b, "x", x - half);
             attr(b, "y", p->mt);
@@ -463,7 +466,7 @@ static void mem_epoch_marks(dg_capbuf *b, const plot *p, const cJSON *epochs)
             attr(b, "height", p->h - p->mt - p->mb);
             rp_put(b, "/>\n");
         }
-        if (rp_true(e, "cache_emptied")) {
+        if (e->cache_emptied == 1) {
             rp_put(b, "<path fill=\"#57606a\" d=\"M");
             co(b, x - 5);
             rp_put(b, " ");
@@ -478,7 +481,6 @@ static void mem_epoch_marks(dg_capbuf *b, const plot *p, const cJSON *epochs)
             co(b, p->mt);
             rp_put(b, " Z\"/>\n");
         }
-        i++;
     }
 }
 
@@ -495,29 +497,30 @@ static void mem_x_axis(dg_capbuf *b, const plot *p)
     text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
 }
 
-void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak, const cJSON *payload)
+void rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak)
 {
     mem_src src[] = {
-        {"allocated", "baseline.allocator_allocated", "allocator allocated", "#0969da", 0, false},
-        {"reserved", "baseline.allocator_reserved", "allocator reserved", "#8250df", 0, false},
-        {"driver_used", "baseline.driver", "driver / backend pool", "#bc4c00", 0, false},
-        {"rss", "baseline.footprint", "process footprint", "#1a7f37", 0, false},
+        {DG_MEM_ALLOCATOR_ALLOCATED, "allocator allocated", "#0969da", 0, false},
+        {DG_MEM_ALLOCATOR_RESERVED, "allocator reserved", "#8250df", 0, false},
+        {DG_MEM_DRIVER, "driver / backend pool", "#bc4c00", 0, false},
+        {DG_MEM_FOOTPRINT, "process footprint", "#1a7f37", 0, false},
     };
-    const cJSON *epochs = rp_arr(soak, "epochs");
     double ymin = 100, ymax = 100, xmax = 0;
-    int i = 0, used = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, epochs) xmax = fmax(xmax, epoch_x(e, i++));
+    int used = 0;
+    for (int i = 0; i < soak->nepochs; i++)
+        xmax = fmax(xmax, epoch_x(&soak->epochs[i], i));
     for (int k = 0; k < 4; k++) {
         mem_src *s = &src[k];
-        if (!rp_num(payload, s->base, &s->baseline))
-            rp_num(cJSON_GetArrayItem(epochs, 0), s->key, &s->baseline);
+        /* The analysis's baseline, else the first epoch's watermark. */
+        dg_rec_metric base = soak->baseline[s->src];
+        if (!base.valid && soak->nepochs > 0)
+            base = epoch_mem(&soak->epochs[0], s->src);
+        s->baseline = base.valid ? base.value : 0;
         if (!(s->baseline > 0))
             continue;
-        cJSON_ArrayForEach(e, epochs)
-        {
+        for (int i = 0; i < soak->nepochs; i++) {
             double pct;
-            if (mem_pct(e, s, &pct)) {
+            if (mem_pct(&soak->epochs[i], s, &pct)) {
                 s->used = true;
                 ymin = fmin(ymin, pct);
                 ymax = fmax(ymax, pct);
@@ -536,7 +539,7 @@ void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak, const 
     p.y0 = fmax(0, fmin(ymin, thr) - 10);
     p.y1 = fmax(ymax, thr) + 10;
     svg_open(b, p.w, p.h, "Memory watermarks per epoch, in percent of the end of epoch 0");
-    mem_epoch_marks(b, &p, epochs);
+    mem_epoch_marks(b, &p, soak);
     y_axis(b, &p, pct_label, NULL);
     mem_x_axis(b, &p);
     line(b, p.ml, py(&p, 100), p.w - p.mr, py(&p, 100), "stroke=\"#57606a\" stroke-width=\"1\"");
@@ -549,7 +552,7 @@ void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak, const 
          "baseline (end of epoch 0)", false);
     for (int k = 0; k < 4; k++)
         if (src[k].used)
-            mem_curve(b, &p, epochs, &src[k]);
+            mem_curve(b, &p, soak, &src[k]);
     double lx = p.ml;
     for (int k = 0; k < 4; k++)
         if (src[k].used)

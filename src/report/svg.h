@@ -8,10 +8,10 @@
 
 /* Samples/s and memory against batch, knee and safe batch, failed trials. */
 void rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sweep);
-/* The soak section's per-epoch watermarks in percent of the baseline (from
- * payload, the soak analysis: v1 soak.soak, v2 the section itself), with
- * the line at baseline + threshold_pct (the rules' mem_growth_pct). */
-void rp_svg_memory(dg_capbuf *b, double threshold_pct, const cJSON *soak, const cJSON *payload);
+/* The soak's per-epoch watermarks in percent of the baseline (the soak
+ * analysis's, else the first epoch's), with the line at baseline +
+ * threshold_pct (the rules' mem_growth_pct). */
+void rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak);
 /* cpu against the device per batch: step time and throughput bars. */
 void rp_svg_baseline(dg_capbuf *b, const dg_view_compare *compare);
 /* The unprofiled pass's phases as bars. */

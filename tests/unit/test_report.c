@@ -6,6 +6,8 @@
 #include "check.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
+#include "report/render.h"
 
 #include <ftw.h>
 #include <stdint.h>
@@ -544,6 +546,42 @@ static void test_ledger(dg_ctx *ctx, const char *sample)
     nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* The page's sweep, memory, baseline, profile, fallback and gate sections
+ * read the typed view: numbers set in the view alone (the record says
+ * otherwise) are the ones the page shows. A section that went back to the
+ * record would show the record's. */
+static void test_page_reads_view(const char *sample)
+{
+    cJSON *rec = cJSON_Parse(sample);
+    dg_record_view v;
+    CHECK(dg_record_view_build(NULL, rec, &v) == DG_OK);
+    bool shaped = v.compare.nruns > 0 && v.gate.nbackends > 0 && v.profile.nfallbacks > 0 &&
+                  v.soak.nepochs > 0 && v.profile.nops > 0;
+    CHECK_MSG(shaped, "the sample lacks a section this test changes");
+    if (shaped) {
+        v.sweep.safe_batch = (dg_rec_metric){777, "samples", true, false};
+        v.compare.runs[0].speedup = (dg_rec_metric){9.87, "x", true, true};
+        v.profile.noise = "view-only-noise";
+        v.profile.ops[0].op = "view_only_op_row";
+        v.profile.census[0].op = "view_only_census_op";
+        v.gate.backends[0].matmul.gflops = (dg_rec_metric){4321, "", true, false};
+        v.soak.epochs[0].step_ms = (dg_rec_metric){55.5, "ms", true, true};
+        dg_capbuf b = {.cap = (size_t)8 << 20};
+        rp_render_html(&b, &v);
+        const char *page = b.data ? b.data : "";
+        CHECK_MSG(strstr(page, "<b>777</b>"), "sweep: the view's safe batch is not shown");
+        CHECK_MSG(strstr(page, "9.87"), "baseline: the view's speedup is not shown");
+        CHECK_MSG(strstr(page, "view-only-noise"), "profile: the view's noise is not shown");
+        CHECK_MSG(strstr(page, "view_only_op_row"), "profile: the view's op table is not shown");
+        CHECK_MSG(strstr(page, "view_only_census_op"), "fallbacks: the view's census is not shown");
+        CHECK_MSG(strstr(page, "4321"), "gate: the view's GFLOP/s is not shown");
+        CHECK_MSG(strstr(page, "55.5"), "memory: the view's epoch step time is not shown");
+        dg_free(b.data);
+    }
+    dg_record_view_free(&v);
+    cJSON_Delete(rec);
+}
+
 int main(void)
 {
     dg_ctx *ctx = dg_ctx_new();
@@ -558,6 +596,7 @@ int main(void)
     test_threshold_shown(ctx, sample);
     test_nan_prose(ctx, sample);
     test_memory_baseline(ctx, sample);
+    test_page_reads_view(sample);
     test_refusals(ctx, sample);
     size_t live1;
     dg_host_mem_stats(&live1, &peak);
