@@ -7,7 +7,7 @@
 # lib.sh gives this script its own DEVGATE_MEASURE_LOCK; everything here shares it.
 
 # ---- two soaks at once --------------------------------------------------------------
-soak() { "$DG" -q --no-ledger soak --batch 16 --steps 30 --epochs 3 --threads 1 --workers 0 --json; }
+soak() { "$DG" -q --no-ledger soak --batch 32 --steps 40 --epochs 3 --threads 1 --workers 0 --json; }
 soak >"$T/a.json" 2>"$T/a.err" &
 pa=$!
 soak >"$T/b.json" 2>"$T/b.err" &
@@ -29,13 +29,14 @@ for d in runs:
     later = sum(l["waited"]["value"] for l in locks[1:])
     steps = d["steps"]["ms"][d["steps"]["warmup"]:]
     wall = d["throughput"]["wall"]["value"]
-    assert wall - sum(steps) / 1000 < 0.1 + 0.5 * later, (wall, sum(steps) / 1000, later)
+    # (the wall and the summed step times agree to well under 10 ms otherwise)
+    assert wall - sum(steps) / 1000 < 0.02 + 0.5 * later, (wall, sum(steps) / 1000, later)
 # one of the two waited for the other's epochs
 assert contended >= 1, "neither soak ever waited"
-assert sum(d["instrumentation"]["lock_waited"]["value"] for d in runs) > 0.2
+assert sum(d["instrumentation"]["lock_waited"]["value"] for d in runs) > 0
 # and they took turns: an epoch after the first waited too (the one releasing
 # the lock gives way to a waiter instead of taking it straight back)
-assert sum(e["lock"]["waited"]["value"] for d in runs for e in d["epochs"][1:]) > 0.2, \
+assert sum(e["lock"]["contended"] for d in runs for e in d["epochs"][1:]) >= 1, \
     [[e["lock"]["waited"]["value"] for e in d["epochs"]] for d in runs]
 PY
 then ok; else bad "two soaks did not take turns epoch by epoch"; fi
