@@ -99,6 +99,9 @@ const char *jstr(const cJSON *obj, const char *key, const char *fallback);
 double jnum(const cJSON *obj, const char *key, double fallback);
 /* A metric's value, or NAN when it is not valid. */
 double jmetric(const cJSON *obj, const char *key);
+/* v printed with fmt (one floating-point conversion), or "not reported" when v
+ * is NaN or infinite (human output never prints "nan"). Returns buf. */
+const char *cli_num(char *buf, size_t len, const char *fmt, double v);
 
 /* Exit statuses of `devgate run` beyond the common ones (docs/cli.md). */
 enum {

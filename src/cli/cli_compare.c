@@ -68,7 +68,8 @@ static void print_compare(const cJSON *r)
         if (isnan(sp))
             snprintf(sp_s, sizeof sp_s, "n/a");
         else
-            snprintf(sp_s, sizeof sp_s, "%.2fx (%+.0f%% step time)", sp, isnan(red) ? 0 : -red);
+            snprintf(sp_s, sizeof sp_s, "%.2fx (%s)", sp,
+                     cli_num((char[32]){0}, 32, "%+.0f%% step time", -red));
         char verdict[160];
         if (cJSON_IsTrue(cJSON_GetObjectItem(run, "within_tolerance"))) {
             snprintf(verdict, sizeof verdict, "within tolerance");
@@ -89,10 +90,12 @@ static void print_compare(const cJSON *r)
             snprintf(verdict + used, sizeof verdict - used,
                      " (the cpu baseline is off float64 too)");
         }
-        printf("  batch %-6d cpu %.3f ms · %s %.3f ms · speedup %s · busy %s · loss vs f64 cpu %s "
+        char cms[32], dms[32];
+        printf("  batch %-6d cpu %s · %s %s · speedup %s · busy %s · loss vs f64 cpu %s "
                "%s %s"
                " · cpu/%s %s · params %s/cpu %s, vs f64 cpu %s %s %s · %s%s\n",
-               batch, jmetric(cj, "step_ms"), be, jmetric(dj, "step_ms"), sp_s, busy_s,
+               batch, cli_num(cms, sizeof cms, "%.3f ms", jmetric(cj, "step_ms")), be,
+               cli_num(dms, sizeof dms, "%.3f ms", jmetric(dj, "step_ms")), sp_s, busy_s,
                rel(a, sizeof a, lr, "cpu"), be, rel(b, sizeof b, lr, "device"), be,
                rel(cc, sizeof cc, run, "loss_cpu_vs_device"), be,
                rel(d, sizeof d, pd, "device_vs_cpu"), rel(e, sizeof e, pd, "cpu_vs_ref"), be,

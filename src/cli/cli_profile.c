@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define TOP_OPS 12
 #define BAR_WIDTH 30
@@ -73,9 +72,9 @@ static void print_profile(const cJSON *r)
     const cJSON *ops = cJSON_GetObjectItem(r, "ops");
     int nops = cJSON_GetArraySize(ops);
     const cJSON *tot = cJSON_GetObjectItem(r, "ops_total");
-    printf(
-        "  ops      %g calls, %.3f ms in the window (profiled pass: each op timed in isolation)\n",
-        jnum(tot, "calls", 0), isnan(jmetric(tot, "ms")) ? 0 : jmetric(tot, "ms"));
+    char tms[32];
+    printf("  ops      %g calls, %s in the window (profiled pass: each op timed in isolation)\n",
+           jnum(tot, "calls", 0), cli_num(tms, sizeof tms, "%.3f ms", jmetric(tot, "ms")));
     if (nops > 0)
         printf("    %-13s %-36s %7s %10s %9s %6s  %s\n", "op", "shape", "calls", "total ms",
                "mean ms", "share", "backend");
@@ -112,6 +111,8 @@ static void print_profile(const cJSON *r)
         printf("  trace    %s (%g op events%s; open in ui.perfetto.dev or chrome://tracing)\n",
                jstr(r, "trace", ""), jnum(te, "ops", 0),
                jnum(te, "dropped", 0) > 0 ? ", some dropped past the cap" : "");
+    else if (!cJSON_IsString(cJSON_GetObjectItem(r, "error")))
+        printf("  trace    not written (--trace FILE writes one)\n");
     else
         printf("  trace    not written\n");
     if (cJSON_IsString(cJSON_GetObjectItem(r, "error")))
@@ -124,8 +125,8 @@ static const cli_opt profile_opts[] = {
      NULL, NULL, NULL},
     {CLI_INT, "--window", NULL, "N", "50", "steps", "profiled steps", OFF(window), 1, 1000000, NULL,
      NULL, NULL},
-    {CLI_FUNC, "--trace", NULL, "FILE", "./devgate-trace-TIME.json", NULL,
-     "where the Chrome trace goes", OFF(trace_path), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_FUNC, "--trace", NULL, "FILE", "none", NULL, "write the Chrome trace to FILE",
+     OFF(trace_path), 0, 0, cli_nonempty, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -152,16 +153,6 @@ int cmd_profile(cli *c, int argc, char **argv)
         cli_error("profile: --steps, --epochs, --val-split and --export do not apply (one epoch "
                   "of --warmup + --window steps)");
         return EXIT_USAGE;
-    }
-    char path[64];
-    if (!o.trace_path) {
-        char ts[32];
-        time_t t = time(NULL);
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        strftime(ts, sizeof ts, "%Y%m%dT%H%M%SZ", &tm);
-        snprintf(path, sizeof path, "./devgate-trace-%s.json", ts);
-        o.trace_path = path;
     }
     char *json = NULL;
     dg_status st = dg_profile_run(c->ctx, &o, &json);

@@ -76,8 +76,8 @@ static void print_soak(const cJSON *r)
     if (isnan(med))
         printf("  steps    not timed\n");
     else
-        printf("  steps    median %.3f ms · trend %+.5f ms/step · last/first third %s\n", med,
-               isnan(slope) ? 0 : slope, rt);
+        printf("  steps    median %.3f ms · trend %s · last/first third %s\n", med,
+               cli_num((char[32]){0}, 32, "%+.5f ms/step", slope), rt);
     if (cJSON_IsString(cJSON_GetObjectItem(r, "error")))
         printf("  error    %s\n", jstr(r, "error", ""));
 }

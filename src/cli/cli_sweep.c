@@ -80,11 +80,13 @@ static void print_sweep(const cJSON *r)
         }
     }
     const cJSON *k = cJSON_GetObjectItem(r, "knee");
+    char ks[32], kb[32];
     if (cJSON_IsNumber(cJSON_GetObjectItem(k, "batch")))
-        printf(
-            "  knee     batch %g: %.0f samples/s (the smallest within %.0f%% of the best, %.0f)\n",
-            jnum(k, "batch", 0), jmetric(k, "samples_per_s"), 100 * jnum(k, "within", 0),
-            jmetric(k, "best_samples_per_s"));
+        printf("  knee     batch %g: %s (the smallest within %.0f%% of the best, %s)\n",
+               jnum(k, "batch", 0),
+               cli_num(ks, sizeof ks, "%.0f samples/s", jmetric(k, "samples_per_s")),
+               100 * jnum(k, "within", 0),
+               cli_num(kb, sizeof kb, "%.0f", jmetric(k, "best_samples_per_s")));
     else
         printf("  knee     none: no trial succeeded\n");
     const cJSON *s = cJSON_GetObjectItem(r, "safe_batch");

@@ -27,8 +27,8 @@ static void print_data(const cJSON *r)
                                         "augment", "normalise", "collate"};
     printf("  data    ");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        double v = jmetric(st, names[i]);
-        printf(" %s %.0f ms%s", names[i], isnan(v) ? 0 : v * 1e3,
+        char ms[32];
+        printf(" %s %s%s", names[i], cli_num(ms, sizeof ms, "%.0f ms", jmetric(st, names[i]) * 1e3),
                i + 1 < sizeof names / sizeof names[0] ? " ·" : "");
     }
     const cJSON *w = cJSON_GetObjectItem(d, "wait");
@@ -36,7 +36,8 @@ static void print_data(const cJSON *r)
     if (isnan(per))
         printf(" · waited: not timed\n");
     else
-        printf(" · waited %.3f ms (%.1f%% of the step)\n", per, isnan(share) ? 0 : 100 * share);
+        printf(" · waited %.3f ms (%s of the step)\n", per,
+               cli_num((char[32]){0}, 32, "%.1f%%", 100 * share));
     const cJSON *bad = cJSON_GetObjectItem(d, "bad_samples"),
                 *cache = cJSON_GetObjectItem(d, "cache");
     printf("           %s · %g samples (%g train, %g val) · %g workers · %g bad · cache %s",
@@ -52,8 +53,9 @@ static void print_data(const cJSON *r)
     const cJSON *v;
     cJSON_ArrayForEach(v, cJSON_GetObjectItem(r, "val"))
     {
-        printf("  val      epoch %-3g loss %-10.5f accuracy %.3f (%g batches)\n",
-               jnum(v, "epoch", 0), jnum(v, "loss", NAN), jnum(v, "accuracy", 0),
+        char loss[32];
+        printf("  val      epoch %-3g loss %-10s accuracy %.3f (%g batches)\n", jnum(v, "epoch", 0),
+               cli_num(loss, sizeof loss, "%.5f", jnum(v, "loss", NAN)), jnum(v, "accuracy", 0),
                jnum(v, "batches", 0));
     }
 }

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -173,6 +174,15 @@ char *dg_vasprintf(const char *fmt, va_list ap)
     if (s)
         vsnprintf(s, (size_t)n + 1, fmt, ap);
     return s;
+}
+
+const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v)
+{
+    if (!isfinite(v))
+        snprintf(buf, len, "not reported");
+    else
+        snprintf(buf, len, fmt, v);
+    return buf;
 }
 
 char *dg_asprintf(const char *fmt, ...)

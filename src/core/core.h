@@ -39,6 +39,11 @@ char *dg_asprintf(const char *fmt, ...) DG_PRINTF(1, 2);
 /* dg_asprintf with a va_list (ap is used up). */
 char *dg_vasprintf(const char *fmt, va_list ap) DG_PRINTF(1, 0);
 
+/* v printed with fmt (one floating-point conversion, e.g. "b%.0f"), or "not
+ * reported" when v is NaN or infinite: human text never shows "nan". Returns
+ * buf. */
+const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
+
 /* Monotonic clock in seconds. */
 double dg_now(void);
 /* Current UTC time as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" into buf (>= 21 bytes). */

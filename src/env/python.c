@@ -200,6 +200,25 @@ typedef struct run_result {
     dg_capbuf err; /* stderr, capped at ERR_MAX */
 } run_result;
 
+/* Copies src into dst (size n) for the record, as docs/schema/env.md says
+ * text from the system enters records: invalid UTF-8 becomes U+FFFD, controls
+ * '?' (tabs and newlines a space first), never cutting a sequence. The
+ * terminal's '?' for invalid bytes is the printer's business (dg_text_clean). */
+static void rec_clean(char *dst, size_t n, const char *src)
+{
+    size_t len = strlen(src);
+    char *flat = dg_malloc(len + 1);
+    if (!flat) {
+        if (n)
+            dst[0] = '\0';
+        return;
+    }
+    for (size_t i = 0; i <= len; i++)
+        flat[i] = src[i] == '\n' || src[i] == '\t' || src[i] == '\r' ? ' ' : src[i];
+    dg_utf8_clean(dst, n, flat, len, true);
+    dg_free(flat);
+}
+
 static void set_error(run_result *r, const char *fmt, ...) DG_PRINTF(2, 3);
 
 static void set_error(run_result *r, const char *fmt, ...)
@@ -209,7 +228,7 @@ static void set_error(run_result *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    dg_copy_clean(r->error, sizeof r->error, raw);
+    rec_clean(r->error, sizeof r->error, raw);
     r->has_error = true;
 }
 
@@ -437,7 +456,7 @@ static void stderr_reason(const run_result *r, char *dst, size_t n)
         len = sizeof line - 1;
     memcpy(line, best, len);
     line[len] = '\0';
-    dg_copy_clean(dst, n, dg_trim(line));
+    rec_clean(dst, n, dg_trim(line));
 }
 
 /* ---- reading the child's answer ------------------------------------------ */
@@ -481,7 +500,7 @@ static bool answer_str(const answer *a, const char *key, char *dst, size_t n)
     const cJSON *v = answer_get(a, key);
     if (!cJSON_IsString(v) || !v->valuestring)
         return false;
-    dg_copy_clean(dst, n, v->valuestring);
+    rec_clean(dst, n, v->valuestring);
     return true;
 }
 
@@ -498,7 +517,7 @@ static cJSON *torch_object(jb *b, const cJSON *t)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "version");
     char buf[STR_MAX];
     if (cJSON_IsString(v) && v->valuestring) {
-        dg_copy_clean(buf, 64, v->valuestring);
+        rec_clean(buf, 64, v->valuestring);
         put_str(b, o, "version", buf);
     } else {
         put_str(b, o, "version", NULL);
@@ -513,7 +532,7 @@ static cJSON *torch_object(jb *b, const cJSON *t)
              json_tristate(cJSON_GetObjectItemCaseSensitive(t, "mps_available")));
     v = cJSON_GetObjectItemCaseSensitive(t, "error");
     if (cJSON_IsString(v) && v->valuestring) {
-        dg_copy_clean(buf, sizeof buf, v->valuestring);
+        rec_clean(buf, sizeof buf, v->valuestring);
         put_str(b, o, "error", buf);
     } else {
         put_str(b, o, "error", NULL);
@@ -568,7 +587,7 @@ static void check_extension(scan *s, const char *path, size_t root_len)
         return;
     }
     char rel[PATH_MAX];
-    dg_copy_clean(rel, sizeof rel, path + root_len + (path[root_len] == '/'));
+    rec_clean(rel, sizeof rel, path + root_len + (path[root_len] == '/'));
     cJSON *e = chk(s->b, cJSON_CreateObject());
     cJSON *arch = chk(s->b, cJSON_CreateArray());
     for (int i = 0; arch && i < info.nslices; i++)
@@ -701,10 +720,10 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
 
     char clean[PATH_MAX];
     if (python)
-        dg_copy_clean(clean, sizeof clean, python);
+        rec_clean(clean, sizeof clean, python);
     put_str(&b, o, "path", python ? clean : NULL);
     if (have_resolved)
-        dg_copy_clean(clean, sizeof clean, resolved);
+        rec_clean(clean, sizeof clean, resolved);
     put_str(&b, o, "resolved", have_resolved ? clean : NULL);
 
     run_result r;
@@ -731,7 +750,7 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
             set_error(&r, "answer longer than %zu bytes", OUT_MAX);
         } else if (a.n == 0) {
             char head[81];
-            dg_copy_clean(head, sizeof head, r.out.data ? dg_trim(r.out.data) : "");
+            rec_clean(head, sizeof head, r.out.data ? dg_trim(r.out.data) : "");
             r.status = "failed";
             set_error(&r, "answer is not JSON: \"%s\"", head);
         }
@@ -769,10 +788,10 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     }
     put(&b, o, "binary", have_bin ? binary_object(&b, &info) : cJSON_CreateNull());
     if (have_bin)
-        dg_copy_clean(clean, sizeof clean, binpath);
+        rec_clean(clean, sizeof clean, binpath);
     put_str(&b, o, "binary_path", have_bin ? clean : NULL);
     char binerr_clean[256];
-    dg_copy_clean(binerr_clean, sizeof binerr_clean, binerr);
+    rec_clean(binerr_clean, sizeof binerr_clean, binerr);
     put_str(&b, o, "binary_error", have_bin ? NULL : binerr_clean);
     /* An unknown host ("unknown" from the caller) cannot be compared with:
      * null, not a false mismatch. */
@@ -853,7 +872,7 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
         memcpy(dir, it->valuestring, len + 1);
         while (len > 1 && dir[len - 1] == '/')
             dir[--len] = '\0';
-        dg_copy_clean(clean, sizeof clean, dir);
+        rec_clean(clean, sizeof clean, dir);
         /* A directory named twice would count its modules twice. */
         bool dup = false;
         const cJSON *prev;

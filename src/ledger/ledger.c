@@ -207,7 +207,7 @@ static dg_status make_parents(dg_ctx *ctx, const char *path, const char *shown)
 /* What a file that is not regular is, for messages. */
 static const char *file_kind(mode_t mode)
 {
-    return S_ISFIFO(mode)  ? "a FIFO"
+    return S_ISFIFO(mode)   ? "a FIFO"
            : S_ISSOCK(mode) ? "a socket"
            : S_ISCHR(mode)  ? "a character device"
            : S_ISBLK(mode)  ? "a block device"
@@ -649,11 +649,10 @@ static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg)
     dg_copy_clean(lg->shown, plen + 1, path);
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return errno == ENOENT ? dg_fail(ctx, DG_ERR_NOT_FOUND,
-                                         "ledger %s: no such file (no run was recorded there)",
-                                         lg->shown)
-                               : dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: %s", lg->shown,
-                                         strerror(errno));
+        return errno == ENOENT
+                   ? dg_fail(ctx, DG_ERR_NOT_FOUND,
+                             "ledger %s: no such file (no run was recorded there)", lg->shown)
+                   : dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: %s", lg->shown, strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: is a folder, not a ledger file", lg->shown);
     if (!S_ISREG(sb.st_mode))
@@ -674,10 +673,9 @@ static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg)
             return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
         sqlite3_close(lg->db);
         lg->db = NULL;
-        rc = sqlite3_open_v2(name, &lg->db,
-                             SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX |
-                                 (pass == 1 ? SQLITE_OPEN_URI : 0),
-                             NULL);
+        rc = sqlite3_open_v2(
+            name, &lg->db,
+            SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX | (pass == 1 ? SQLITE_OPEN_URI : 0), NULL);
         dg_free(name);
         if (rc != SQLITE_OK)
             return lg_fail(ctx, lg, rc, "opening read-only");

@@ -217,9 +217,10 @@ static dg_status run_gate(acc *a)
         const cJSON *mm = cJSON_GetObjectItemCaseSensitive(b, "matmul");
         bool avail = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "available"));
         bool built = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "built"));
-        char part[128];
+        char part[128], gf[32];
         if (avail)
-            snprintf(part, sizeof part, "%s %.1f GFLOP/s %s", n ? n : "?", dg_jnum(mm, "gflops"),
+            snprintf(part, sizeof part, "%s %s %s", n ? n : "?",
+                     dg_fmt_num(gf, sizeof gf, "%.1f GFLOP/s", dg_jnum(mm, "gflops")),
                      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mm, "ok")) ? "ok" : "FAILED");
         else
             snprintf(part, sizeof part, "%s: %s", n ? n : "?",
@@ -249,15 +250,17 @@ static void run_sweep(acc *a)
     char *json = NULL;
     dg_status st = dg_sweep_run(a->ctx, &so, &json);
     cJSON *sw = keep(a, json);
-    char sum[256] = "", rate[32];
+    char sum[256] = "", rate[32], kb[32], sb[32], at[32];
     double knee = dg_jnum(sw, "knee.batch"), safe = dg_jnum(sw, "safe_batch.batch");
     fmt_rate(rate, sizeof rate, dg_jnum(sw, "knee.samples_per_s"));
     const cJSON *stop = cJSON_GetObjectItemCaseSensitive(sw, "stopped");
+    const char *reason = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(stop, "reason"));
     if (sw)
-        snprintf(sum, sizeof sum,
-                 "%s: knee b%.0f (%s samples/s) · safe b%.0f · stopped at b%.0f: %s", a->device,
-                 knee, rate, safe, dg_jnum(stop, "at_batch"),
-                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(stop, "reason")));
+        snprintf(sum, sizeof sum, "%s: knee %s (%s samples/s) · safe %s · stopped at %s: %s",
+                 a->device, dg_fmt_num(kb, sizeof kb, "b%.0f", knee), rate,
+                 dg_fmt_num(sb, sizeof sb, "b%.0f", safe),
+                 dg_fmt_num(at, sizeof at, "b%.0f", dg_jnum(stop, "at_batch")),
+                 reason ? reason : "reason not reported");
     /* The batch and step time the later steps build on: the knee's. */
     if (!isnan(knee) && !a->o->train.batch) {
         a->batch = (int)knee;
@@ -294,12 +297,13 @@ static void run_soak(acc *a)
     cJSON *rec = keep(a, json);
     /* Record version 2: the soak analysis is in the soak record itself. */
     const cJSON *soak = cJSON_IsObject(rec) ? rec : NULL;
-    char sum[256] = "";
+    char sum[256] = "", al[32], fp[32], ep[32];
     if (soak)
-        snprintf(sum, sizeof sum,
-                 "%s b%d: allocator %+.0f%%, footprint %+.0f%% after %.0f epochs%s", a->device,
-                 a->batch, dg_jnum(soak, "growth.allocator_allocated"),
-                 dg_jnum(soak, "growth.footprint"), dg_jnum(soak, "epochs_recorded"),
+        snprintf(sum, sizeof sum, "%s b%d: allocator %s, footprint %s after %s%s", a->device,
+                 a->batch,
+                 dg_fmt_num(al, sizeof al, "%+.0f%%", dg_jnum(soak, "growth.allocator_allocated")),
+                 dg_fmt_num(fp, sizeof fp, "%+.0f%%", dg_jnum(soak, "growth.footprint")),
+                 dg_fmt_num(ep, sizeof ep, "%.0f epochs", dg_jnum(soak, "epochs_recorded")),
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(soak, "empty_cache"))
                      ? ", cache emptied each epoch"
                      : "");
@@ -349,8 +353,10 @@ static void run_compare(acc *a)
         double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
         if (!isnan(lo) && !isnan(hi))
             snprintf(ci, sizeof ci, " (95%% %.2f-%.2f×)", lo, hi);
-        snprintf(sum, sizeof sum, "%s is %.2f× cpu%s at b%d, busy %s, %s", a->device,
-                 dg_jnum(run, "speedup"), ci, batch, bs, verdict ? verdict : "numerics not judged");
+        char sp[32];
+        snprintf(sum, sizeof sum, "%s is %s%s at b%d, busy %s, %s", a->device,
+                 dg_fmt_num(sp, sizeof sp, "%.2f× cpu", dg_jnum(run, "speedup")), ci, batch, bs,
+                 verdict ? verdict : "numerics not judged");
     }
     finish(a, st, sum);
 }

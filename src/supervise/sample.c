@@ -391,6 +391,19 @@ static void store(dg_tree_sampler *s, const dg_tree_point *p)
     s->pts[s->npts++] = *p;
 }
 
+double dg_tree_rss(const dg_proc_entry *m, size_t k)
+{
+    double rss = 0;
+    size_t holding = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m[i].rss > 0) {
+            rss += m[i].rss;
+            holding++;
+        }
+    }
+    return holding ? rss : NAN;
+}
+
 size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
 {
     size_t n = 0;
@@ -401,8 +414,8 @@ size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
     dg_tree_point p = {
         .t = t_s, .cpu_pct = NAN, .swap = NAN, .psi = NAN, .gpu_mem = NAN, .gpu_util = NAN};
     double ticks_delta = 0;
+    p.rss = m ? dg_tree_rss(m, k) : NAN;
     for (size_t i = 0; i < k; i++) {
-        p.rss += m[i].rss;
         p.threads += (double)m[i].threads;
         unsigned long long before = 0;
         for (size_t j = 0; j < s->nprev; j++) {

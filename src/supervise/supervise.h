@@ -199,6 +199,10 @@ bool dg_proc_stat(pid_t pid, dg_proc_entry *e);
  * known set. out (may be NULL) gets up to max of them; returns the count. */
 size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_entry *out,
                        size_t max);
+/* The tree's resident memory in bytes: the sum over the k members that hold
+ * any; NAN (not reported) when none does, as while the last one exits (its
+ * memory released before it becomes a zombie), never 0. */
+double dg_tree_rss(const dg_proc_entry *m, size_t k);
 /* Sends sig to every live member of the tree (but the child when
  * exclude_child) and to its process group; returns the number of members
  * other than the child that were signalled. */

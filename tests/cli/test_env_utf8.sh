@@ -43,6 +43,16 @@ PY
 done
 if [ "$listed" -eq 1 ]; then ok; else bad "no busy process with a non-UTF-8 argv made the top lists in 5 tries"; fi
 
+# The interpreter's path (--python) holds such bytes: the record shows them
+# as U+FFFD like every other text from the system, the terminal as '?'.
+pydir=$(printf '%s/py\377\233' "$T")
+mkdir -p "$pydir" && ln -s "$(command -v python3)" "$pydir/python3"
+expect_exit 0 "$DG" --no-ledger env --python "$pydir/python3" --json
+if strict_json "$T/out"; then ok; else bad "env --python with a non-UTF-8 path: $(tail -1 "$T/why")"; fi
+expect_json out 'd["python"]["path"].endswith("/py\ufffd\ufffd/python3")'
+expect_exit 0 "$DG" --no-ledger env --python "$pydir/python3"
+expect_grep out '^  python +.*/py\?\?/python3$' "env's python line"
+
 # The hostname, where a UTS namespace can be made (root or user namespaces).
 if unshare -u true 2>/dev/null; then
   expect_exit 0 unshare -u python3 -c 'import os,socket,sys

@@ -28,24 +28,39 @@ if command -v sqlite3 >/dev/null; then
   expect_exit 2 "$DG" --ledger "$T/new.db" ledger list
   expect_grep err 'newer'
 
-  # Locked past the timeout: another process holds an exclusive transaction.
+  # Locked past the timeout: another process holds an exclusive transaction
+  # from before devgate starts until after it has exited, so devgate must give
+  # up on its own. The holder says when it holds the lock and lets go only when
+  # told (FIFOs: no sleep guesses how long python takes to start on a loaded
+  # machine). How long the wait lasts is tests/unit/test_ledger's test_locked.
   "$DG" --ledger "$T/locked.db" gate --backend cpu --size 8 >/dev/null 2>&1
-  python3 - "$T/locked.db" <<'PY' &
-import sqlite3, sys, time
+  mkfifo "$T/held" "$T/release"
+  python3 - "$T/locked.db" "$T/held" "$T/release" >"$T/holder.out" 2>&1 <<'PY' &
+import signal, sqlite3, sys
+signal.alarm(600)  # never outlive a test that died
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
 c.execute("BEGIN EXCLUSIVE")
-time.sleep(4)
-c.execute("ROLLBACK")
+with open(sys.argv[2], "w") as f:
+    f.write("held\n")
+with open(sys.argv[3]) as f:
+    f.readline()
+c.execute("ROLLBACK")  # the transaction was still open: the lock was held throughout
+print("held until released")
 PY
   holder=$!
-  sleep 1
-  start=$(date +%s)
+  # Opened read-write, neither FIFO blocks this script should the holder die.
+  exec 3<>"$T/held" 4<>"$T/release"
+  read -r -t 300 -u 3 state || state=timeout
+  [ "$state" = held ] && ok || bad "the lock holder did not start ($state): $(cat "$T/holder.out")"
   DEVGATE_LEDGER_TIMEOUT_MS=300 expect_exit 2 "$DG" --ledger "$T/locked.db" gate --backend cpu --size 8
-  took=$(( $(date +%s) - start ))
+  echo go >&4
+  exec 3>&- 4>&-
   expect_grep err 'lock|busy'
-  [ "$took" -le 3 ] && ok || bad "locked ledger took ${took}s to give up"
+  expect_grep err 'past the 300 ms timeout' "the message (DEVGATE_LEDGER_TIMEOUT_MS applied)"
   ls devgate-unrecorded-gate-*.json >/dev/null 2>&1 && ok || bad "record lost on a locked ledger"
-  wait "$holder"
+  wait "$holder" && ok || bad "the lock holder failed: $(cat "$T/holder.out")"
+  expect_grep "$T/holder.out" 'held until released' "the lock holder"
+  rm -f devgate-unrecorded-*.json
 fi
 
 # Processes recording at once all land (a generous lock timeout: this checks

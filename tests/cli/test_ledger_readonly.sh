@@ -18,6 +18,10 @@ expect_grep err 'fifo\.db: not a regular file \(a FIFO\)'
 expect_exit 2 "$DG" --ledger /dev/null ledger list
 expect_grep err '/dev/null: not a regular file \(a character device\)'
 
+# --help says what --ledger takes: a file or a team ledger URI.
+expect_exit 0 "$DG" ledger --help
+expect_grep out '--ledger PATH\|URI +the run ledger: an SQLite file, or a postgresql:// team ledger URI' "ledger --help"
+
 # A missing ledger is reported, not created, by the reading verbs.
 expect_exit 2 "$DG" --ledger "$T/none/ledger.db" ledger list
 expect_grep err 'none/ledger\.db: no such file'

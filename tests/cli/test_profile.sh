@@ -52,13 +52,16 @@ for be in "${backends[@]}"; do
   check_trace "t-$be.json" "rec-$be.json"
 done
 
-# Human output: phases, ops, sync points, bytes and the trace path; a default
-# trace file in the working directory.
+# Human output: phases, ops, sync points, bytes; without --trace no trace file
+# is left in the working directory.
 expect_exit 0 "$DG" profile --model mlp --batch 8 --threads 1 --warmup 1 --window 2
-for w in 'queue wait' forward 'ops ' 'sync ' 'bytes ' 'trace +\./devgate-trace-'; do
+for w in 'queue wait' forward 'ops ' 'sync ' 'bytes ' 'trace +not written \(--trace FILE'; do
   expect_grep "$T/out" "$w" "profile output"
 done
-if ls devgate-trace-*.json >/dev/null 2>&1; then ok; else bad "no default trace file"; fi
+if ls ./*trace*.json >/dev/null 2>&1; then bad "profile left $(ls ./*trace*.json) without --trace"; else ok; fi
+expect_exit 0 "$DG" profile --model mlp --batch 8 --threads 1 --warmup 1 --window 2 --trace t.json
+expect_grep "$T/out" 'trace +t\.json \([0-9]+ op events' "profile output with --trace"
+[ -s t.json ] && ok || bad "--trace t.json wrote nothing"
 expect_exit 0 "$DG" ledger list --json
 expect_grep "$T/out" '"profile"' "ledger list"
 
