@@ -490,14 +490,29 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
     static const dg_rec_path_id baseline[DG_MEM_COUNT] = {
         DG_P_SOAK_BASELINE_ALLOCATOR_ALLOCATED, DG_P_SOAK_BASELINE_ALLOCATOR_RESERVED,
         DG_P_SOAK_BASELINE_DRIVER, DG_P_SOAK_BASELINE_FOOTPRINT};
+    static const dg_rec_path_id ci[DG_MEM_COUNT][3] = {
+        {DG_P_SOAK_GROWTH_CI_ALLOCATOR_ALLOCATED_POINT, DG_P_SOAK_GROWTH_CI_ALLOCATOR_ALLOCATED_LO,
+         DG_P_SOAK_GROWTH_CI_ALLOCATOR_ALLOCATED_HI},
+        {DG_P_SOAK_GROWTH_CI_ALLOCATOR_RESERVED_POINT, DG_P_SOAK_GROWTH_CI_ALLOCATOR_RESERVED_LO,
+         DG_P_SOAK_GROWTH_CI_ALLOCATOR_RESERVED_HI},
+        {DG_P_SOAK_GROWTH_CI_DRIVER_POINT, DG_P_SOAK_GROWTH_CI_DRIVER_LO,
+         DG_P_SOAK_GROWTH_CI_DRIVER_HI},
+        {DG_P_SOAK_GROWTH_CI_FOOTPRINT_POINT, DG_P_SOAK_GROWTH_CI_FOOTPRINT_LO,
+         DG_P_SOAK_GROWTH_CI_FOOTPRINT_HI}};
     for (int i = 0; i < DG_MEM_COUNT; i++) {
         s->growth[i] = payload_num(payload, growth[i]);
         s->baseline[i] = payload_num(payload, baseline[i]);
+        s->growth_point[i] = payload_num(payload, ci[i][0]);
+        s->growth_lo[i] = payload_num(payload, ci[i][1]);
+        s->growth_hi[i] = payload_num(payload, ci[i][2]);
     }
     s->staircase_aligned = payload_bool(payload, DG_P_SOAK_STAIRCASE_ALIGNED);
     const cJSON *ve = payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
     s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;
     s->thirds_ratio = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO);
+    s->thirds_point = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO_CI_POINT);
+    s->thirds_lo = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO_CI_LO);
+    s->thirds_hi = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO_CI_HI);
     s->trend_slope = payload_num(payload, DG_P_SOAK_STEP_TREND_SLOPE);
     s->trend_median = payload_num(payload, DG_P_SOAK_STEP_TREND_MEDIAN);
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);

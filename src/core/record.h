@@ -332,10 +332,14 @@ typedef struct dg_view_soak {
     int empty_cache;  /* tri */
     dg_rec_metric epochs_recorded, steps_per_epoch;
     dg_rec_metric growth[DG_MEM_COUNT]; /* % over the first epoch's watermark */
+    /* growth_ci: the 95% interval of each source's growth (%), the point it
+     * brackets (last third's median watermark); not valid when not recorded */
+    dg_rec_metric growth_point[DG_MEM_COUNT], growth_lo[DG_MEM_COUNT], growth_hi[DG_MEM_COUNT];
     dg_rec_metric baseline[DG_MEM_COUNT]; /* bytes: the watermarks growth is measured from */
     int staircase_aligned;              /* tri */
     const cJSON *validation_epochs;     /* array of epoch numbers, or NULL */
     dg_rec_metric thirds_ratio;         /* ratio */
+    dg_rec_metric thirds_point, thirds_lo, thirds_hi; /* step_trend.thirds_ratio_ci, ratio */
     dg_rec_metric trend_slope;          /* ms/step */
     dg_rec_metric trend_median;         /* ms */
     dg_rec_metric swap_growth;          /* bytes (the soak's sampler) */

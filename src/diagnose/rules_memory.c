@@ -37,6 +37,39 @@ static const char *source_label(const char *src)
     return "process footprint";
 }
 
+/* Where the process's own memory growth stands against mem_growth_pct, judged
+ * on each source's 95% interval (soak growth_ci; the point alone in records
+ * without one): 1 some source surely above (its low end above), 0 none surely
+ * above but some interval holds the threshold, -1 all at or below, 2 nothing
+ * reported. *src is the source judged (the highest point of the deciding
+ * side), *lo, *hi its interval (its growth twice without one). */
+static int growth_side(const dg_diag *d, const char **src, double *lo, double *hi)
+{
+    const dg_view_soak *s = &d->v->soak;
+    double th = d->th[TH_MEM_GROWTH_PCT], best = NAN;
+    int side = 2;
+    *src = NULL;
+    *lo = *hi = NAN;
+    for (size_t i = 0; i < NOWN; i++) {
+        dg_mem_source m = own_sources[i];
+        bool ci = s->growth_lo[m].valid && s->growth_hi[m].valid;
+        double p = ci && s->growth_point[m].valid ? s->growth_point[m].value : s->growth[m].value;
+        double l = ci ? s->growth_lo[m].value : s->growth[m].value;
+        double h = ci ? s->growth_hi[m].value : s->growth[m].value;
+        if (!isfinite(l) || !isfinite(h))
+            continue;
+        int si = l > th ? 1 : h > th ? 0 : -1;
+        if (side == 2 || si > side || (si == side && p > best)) {
+            side = si;
+            best = p;
+            *src = dg_mem_source_key(m);
+            *lo = l;
+            *hi = h;
+        }
+    }
+    return side;
+}
+
 static void ev_growth(dg_diag *d, cJSON *f)
 {
     const dg_view_soak *s = &d->v->soak;
@@ -44,6 +77,13 @@ static void ev_growth(dg_diag *d, cJSON *f)
         if (s->growth[own_sources[i]].valid)
             dg_ev_metric(d, f, "soak", "%", s->growth[own_sources[i]], "%sgrowth.%s", d->soak_pfx,
                          dg_mem_source_key(own_sources[i]));
+    for (size_t i = 0; i < NOWN; i++)
+        if (s->growth_lo[own_sources[i]].valid) {
+            dg_ev_metric(d, f, "soak", "%", s->growth_lo[own_sources[i]], "%sgrowth_ci.%s.lo",
+                         d->soak_pfx, dg_mem_source_key(own_sources[i]));
+            dg_ev_metric(d, f, "soak", "%", s->growth_hi[own_sources[i]], "%sgrowth_ci.%s.hi",
+                         d->soak_pfx, dg_mem_source_key(own_sources[i]));
+        }
     dg_ev_metric(d, f, "soak", "epochs", s->epochs_recorded, "%sepochs_recorded", d->soak_pfx);
     dg_ev_bool(d, f, "soak", s->empty_cache, "%sempty_cache", d->soak_pfx);
 }
@@ -65,17 +105,35 @@ static bool soak_memory(const dg_diag *d, bool *emptied, double *epochs, double 
 void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
 {
     bool emptied;
-    double epochs, growth;
+    double epochs, growth, lo, hi;
     const char *src;
     int aligned;
     if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
-        !isfinite(epochs) || epochs < d->th[TH_MEM_EPOCHS] || !isfinite(growth) ||
-        growth <= d->th[TH_MEM_GROWTH_PCT] || aligned == 1)
+        !isfinite(epochs) || epochs < d->th[TH_MEM_EPOCHS] || aligned == 1)
         return;
-    cJSON *f =
-        dg_rule_finding(d, r, DG_SEV_WARN, -1,
-                        "%s +%.0f%% after %.0f epochs although the cache was emptied every epoch",
-                        source_label(src), growth, epochs);
+    int side = growth_side(d, &src, &lo, &hi);
+    if (side != 1 && side != 0)
+        return;
+    cJSON *f;
+    if (side == 0) /* the interval holds the threshold: no leak claimed, none ruled out */
+        f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
+                            "memory growth inconclusive: %s %+.0f%% to %+.0f%% (95%% interval over "
+                            "the last third of %.0f epochs) holds mem_growth_pct %.0f%%",
+                            source_label(src), lo, hi, epochs, d->th[TH_MEM_GROWTH_PCT]);
+    else if (lo < hi)
+        f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "%s %+.0f%% to %+.0f%% (95%% interval over the last third) after %.0f "
+                            "epochs although the cache was emptied every epoch",
+                            source_label(src), lo, hi, epochs);
+    else
+        f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "%s +%.0f%% after %.0f epochs although the cache was emptied every "
+                            "epoch",
+                            source_label(src), lo, epochs);
+    if (side == 0)
+        dg_rule_text(d, f, "action",
+                     "soak for more epochs with the machine quiet: the watermarks of the last "
+                     "third straddle the threshold");
     ev_growth(d, f);
     dg_ev_bool(d, f, "soak", d->v->soak.staircase_aligned, "%sstaircase.aligned", d->soak_pfx);
 }
@@ -83,12 +141,12 @@ void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
 void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
 {
     bool emptied;
-    double epochs, growth;
+    double epochs, growth, lo, hi;
     const char *src;
     int aligned;
     if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
-        !isfinite(epochs) || epochs < d->th[TH_MEM_EPOCHS] || !isfinite(growth) ||
-        growth <= d->th[TH_MEM_GROWTH_PCT] || aligned != 1)
+        !isfinite(epochs) || epochs < d->th[TH_MEM_EPOCHS] || aligned != 1 ||
+        growth_side(d, &src, &lo, &hi) != 1)
         return;
     char *val = NULL;
     const cJSON *ve = d->v->soak.validation_epochs;
@@ -153,15 +211,41 @@ void dg_judge_slowing_down(dg_diag *d, const dg_rule *r)
 {
     /* Thirds of a short soak are a handful of steps each: too few for a trend. */
     const dg_view_soak *s = &d->v->soak;
-    double ratio = s->thirds_ratio.value;
-    if (!s->thirds_ratio.valid || ratio <= d->th[TH_SLOWDOWN_RATIO] ||
+    double ratio = s->thirds_ratio.value, th = d->th[TH_SLOWDOWN_RATIO];
+    /* Judged on the 95% interval of the per-epoch ratio when the soak has one
+     * (step_trend.thirds_ratio_ci), else on the point. */
+    bool ci = s->thirds_lo.valid && s->thirds_hi.valid;
+    double lo = ci ? s->thirds_lo.value : ratio, hi = ci ? s->thirds_hi.value : ratio;
+    if (!isfinite(lo) || !isfinite(hi) || hi <= th ||
         !(s->epochs_recorded.value * s->steps_per_epoch.value >= SLOWDOWN_MIN_STEPS))
         return;
-    cJSON *f =
-        dg_rule_finding(d, r, DG_SEV_WARN, -1,
-                        "steps %.0f%% slower in the last third of the soak than in the first "
-                        "(ratio %.2f)",
-                        100 * (ratio - 1), ratio);
+    cJSON *f;
+    if (lo <= th) {
+        f = dg_rule_finding(
+            d, r, DG_SEV_INFO, -1,
+            "step-time trend inconclusive: the last third of the soak is %.2f-%.2fx "
+            "the first (95%% interval over epochs), which holds slowdown_ratio %.2f",
+            lo, hi, th);
+        dg_rule_text(d, f, "action",
+                     "soak for more epochs with the machine quiet before reading a slowdown");
+    } else if (ci) {
+        f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "steps %.0f%% slower in the last third of the soak than in the first "
+                            "(ratio %.2f, 95%% %.2f-%.2f over epochs)",
+                            100 * (s->thirds_point.valid ? s->thirds_point.value - 1 : lo - 1),
+                            s->thirds_point.valid ? s->thirds_point.value : lo, lo, hi);
+    } else {
+        f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "steps %.0f%% slower in the last third of the soak than in the first "
+                            "(ratio %.2f)",
+                            100 * (ratio - 1), ratio);
+    }
+    if (ci) {
+        dg_ev_metric(d, f, "soak", "ratio", s->thirds_lo, "%sstep_trend.thirds_ratio_ci.lo",
+                     d->soak_pfx);
+        dg_ev_metric(d, f, "soak", "ratio", s->thirds_hi, "%sstep_trend.thirds_ratio_ci.hi",
+                     d->soak_pfx);
+    }
     dg_ev_metric(d, f, "soak", "ratio", s->thirds_ratio, "%sstep_trend.thirds_ratio", d->soak_pfx);
     dg_ev_metric(d, f, "soak", "ms/step", s->trend_slope, "%sstep_trend.slope", d->soak_pfx);
     dg_ev_metric(d, f, "soak", "ms", s->trend_median, "%sstep_trend.median", d->soak_pfx);

@@ -77,6 +77,8 @@ typedef struct trainer {
     int syncs, since_sync, timed_steps;
     bool finite;
     double t0, wall, val_time, data_wait;
+    dg_mlock mlock; /* lock_epochs: the epoch's hold of the measurement lock */
+    double lock_waited;
     double cpu0, cpu, val_cpu; /* process CPU seconds: at t0, over the timed steps, at epoch ends */
     cJSON *rec, *spec, *losses, *vals, *epochs_j;
     char spec_id[65]; /* dg_spec_hash of the spec */
@@ -834,6 +836,15 @@ static dg_status trainer_loop(trainer *t)
     for (int g = 0; g < t->total; g++) {
         int ep = g / t->steps, s = g % t->steps;
         double tw = 0;
+        if (s == 0 && t->x->lock_epochs) {
+            /* Other devgate measurements wait between our epochs, never in one;
+             * the wait is not training time. */
+            double tl = dg_now();
+            dg_measure_lock(&t->mlock, 600, t->o->cancel);
+            t->lock_waited += t->mlock.waited_s;
+            if (g >= t->warmup)
+                t->val_time += dg_now() - tl;
+        }
         if ((st = trainer_step(t, g, &tw)) != DG_OK)
             break;
         bool sync = (t->sync_every > 0 && (g + 1) % t->sync_every == 0) || s == t->steps - 1;
@@ -852,6 +863,12 @@ static dg_status trainer_loop(trainer *t)
                 t->val_cpu += process_cpu_s() - c0;
             if (st != DG_OK)
                 break;
+            if (t->x->lock_epochs) {
+                dg_measure_unlock(&t->mlock);
+                cJSON *last = t->epochs_j ? cJSON_GetArrayItem(t->epochs_j, ep) : NULL;
+                if (last)
+                    cJSON_AddItemToObject(last, "lock", dg_measure_lock_json(&t->mlock));
+            }
         }
         if (g + 1 == t->total && g >= t->warmup) {
             t->wall = dg_now() - t->t0 - t->val_time;
@@ -859,6 +876,7 @@ static dg_status trainer_loop(trainer *t)
             t->timed_steps = t->total - t->warmup;
         }
     }
+    dg_measure_unlock(&t->mlock); /* an epoch cut short by an error */
     return st;
 }
 
@@ -974,6 +992,9 @@ static cJSON *trainer_record(trainer *t, dg_status final)
         cJSON_AddNumberToObject(ins, "val_steps", x->val_steps);
         cJSON_AddBoolToObject(ins, "profile_ops", x->profile_ops);
         dg_json_add_str(ins, "params_out", x->params_out);
+        cJSON_AddBoolToObject(ins, "lock_epochs", x->lock_epochs);
+        cJSON_AddItemToObject(ins, "lock_waited",
+                              dg_json_metric(t->lock_waited, x->lock_epochs, "s"));
     }
     if (x->step_times && t->step_s) {
         int done_steps = t->nstep;

@@ -20,6 +20,8 @@ typedef struct dg_train_ext {
                          "trace" */
     int profile_warmup;
     const char *params_out; /* write the final parameter arena (float32) to this file */
+    bool lock_epochs;       /* hold the machine's measurement lock through each epoch (its wait kept
+                               out of the timed wall); "lock" in each "epochs" entry */
 } dg_train_ext;
 
 /* dg_train_run with instrumentation; ext may be NULL (then exactly dg_train_run). */

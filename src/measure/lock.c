@@ -4,7 +4,11 @@
  * of spoiling each other. The file is $DEVGATE_MEASURE_LOCK when set, else
  * devgate-measure.lock in $XDG_RUNTIME_DIR, else in /tmp. Nested takes in one
  * process count instead of locking again (flock on a second descriptor of the
- * same file would wait for ourselves). */
+ * same file would wait for ourselves). A measurement that waits holds
+ * "LOCKFILE.want" shared while it waits; one that is about to take the lock
+ * again right after releasing it (the next soak epoch, compare repetition or
+ * sweep trial) first lets such a waiter in, so two measurements take turns
+ * instead of the releasing one winning every race. */
 #include "measure/measure.h"
 
 #include <errno.h>
@@ -39,6 +43,24 @@ static void nap_ms(int ms)
         ;
 }
 
+/* Longest a taker gives way to waiters before it queues like them: a waiter
+ * polls every 50 ms, so one that is alive takes the lock well within this. */
+#define GIVE_WAY_MAX_S 0.5
+
+/* While another measurement waits (holds the want file shared, so an exclusive
+ * probe fails), let it take the lock first: wait until no one is waiting any
+ * more or GIVE_WAY_MAX_S has passed. */
+static void give_way(int wfd, const volatile sig_atomic_t *cancel)
+{
+    double t0 = dg_now();
+    while (flock(wfd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        if ((cancel && *cancel) || dg_now() - t0 >= GIVE_WAY_MAX_S)
+            return;
+        nap_ms(10);
+    }
+    flock(wfd, LOCK_UN);
+}
+
 void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t *cancel)
 {
     memset(l, 0, sizeof *l);
@@ -61,6 +83,14 @@ void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t
         return;
     }
     (void)fchmod(fd, 0666); /* another user's measurement must be able to open it */
+    char want[sizeof l->path + 8];
+    snprintf(want, sizeof want, "%s.want", l->path);
+    int wfd = open(want, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (wfd >= 0) {
+        (void)fchmod(wfd, 0666);
+        give_way(wfd, cancel);
+    }
+    bool waiting = false;
     l->state = "held";
     for (;;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
@@ -71,6 +101,10 @@ void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t
             break;
         }
         l->contended = true;
+        /* Say we wait (a holder probing with LOCK_EX can make this miss once:
+         * the next poll tries again). */
+        if (wfd >= 0 && !waiting)
+            waiting = flock(wfd, LOCK_SH | LOCK_NB) == 0;
         if (cancel && *cancel) {
             l->state = "interrupted";
             break;
@@ -81,6 +115,8 @@ void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t
         }
         nap_ms(50);
     }
+    if (wfd >= 0)
+        close(wfd); /* drops our "waiting" mark */
     l->waited_s = dg_now() - t0;
     if (strcmp(l->state, "held") == 0) {
         lock_fd = fd;

@@ -170,7 +170,7 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
 {
     for (int i = 0; i < v->compare.nruns; i++) {
         const dg_view_run *run = &v->compare.runs[i];
-        char what[64], red[48], busy[48], line[200];
+        char what[64], red[48], busy[48], line[400];
         if (!run->batch.valid)
             continue;
         snprintf(what, sizeof what, "speedup vs cpu, batch %.0f", run->batch.value);
@@ -184,8 +184,22 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
         else
             snprintf(red, sizeof red, "not reported");
         rp_fmt_view_metric(busy, sizeof busy, run->busy_fraction);
-        snprintf(line, sizeof line, "%.2f× (device step time %s than cpu, device busy %s)",
-                 run->speedup.value, red, busy);
+        /* The interval and the fraction of peak where the record has them. */
+        char ci[64] = "", peak[96] = "";
+        double lo, hi, fc, fd;
+        if (rp_num(run->json, "speedup_ci.lo", &lo) && rp_num(run->json, "speedup_ci.hi", &hi))
+            snprintf(ci, sizeof ci, ", 95%% interval %.2f–%.2f×", lo, hi);
+        bool pc = rp_num(run->json, "cpu.fraction_of_peak", &fc);
+        bool pd = rp_num(run->json, "device.fraction_of_peak", &fd);
+        if (pc && pd)
+            snprintf(peak, sizeof peak,
+                     "; GEMM at %.1f%% of FP32 peak on cpu, %.1f%% on the device", 100 * fc,
+                     100 * fd);
+        else if (pc || pd)
+            snprintf(peak, sizeof peak, "; GEMM at %.1f%% of FP32 peak on %s", 100 * (pc ? fc : fd),
+                     pc ? "cpu" : "the device");
+        snprintf(line, sizeof line, "%.2f×%s (device step time %s than cpu, device busy %s%s)",
+                 run->speedup.value, ci, red, busy, peak);
         md_row(b, what, line);
     }
 }
@@ -196,11 +210,15 @@ static void md_key_memory(dg_capbuf *b, const dg_record_view *v)
         return;
     static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
                                                     "driver", "footprint"};
-    char line[256] = "";
+    char line[512] = "";
     size_t off = 0;
     for (int i = 0; i < DG_MEM_COUNT; i++) {
-        char val[48];
-        if (v->soak.growth[i].valid)
+        char val[96];
+        if (v->soak.growth[i].valid && v->soak.growth_lo[i].valid && v->soak.growth_hi[i].valid)
+            snprintf(val, sizeof val, "%+.1f%% (last third 95%% %+.1f to %+.1f%%)",
+                     v->soak.growth[i].value, v->soak.growth_lo[i].value,
+                     v->soak.growth_hi[i].value);
+        else if (v->soak.growth[i].valid)
             snprintf(val, sizeof val, "%+.1f%%", v->soak.growth[i].value);
         else
             snprintf(val, sizeof val, "not reported");

@@ -82,6 +82,46 @@ static void text_steps(dg_capbuf *b, const dg_record_view *v)
     }
 }
 
+/* One line per finished compare run that carries its repetition statistics or
+ * the fraction of peak (records before issue 12 have neither, and keep their
+ * summary as it was): the speedup with its 95% interval and each side's GEMM
+ * as a share of its FP32 peak. */
+static void text_speedups(dg_capbuf *b, const dg_record_view *v)
+{
+    bool first = true;
+    for (int i = 0; i < v->compare.nruns; i++) {
+        const dg_view_run *run = &v->compare.runs[i];
+        double lo, hi, p, fc, fd;
+        bool ci =
+            rp_num(run->json, "speedup_ci.lo", &lo) && rp_num(run->json, "speedup_ci.hi", &hi);
+        bool pc = rp_num(run->json, "cpu.fraction_of_peak", &fc);
+        bool pd = rp_num(run->json, "device.fraction_of_peak", &fd);
+        if (!run->ok || !run->speedup.valid || (!ci && !pc && !pd))
+            continue;
+        rp_put(b, first ? "\n  speedup   " : "            ");
+        first = false;
+        rp_esc(b, ESC_TEXT, run->device_backend, "device");
+        rp_printf(b, " %.2fx cpu", run->speedup.value);
+        if (run->batch.valid)
+            rp_printf(b, " at batch %.0f", run->batch.value);
+        if (ci)
+            rp_printf(b, ", 95%% %.2f-%.2fx", lo, hi);
+        if (rp_num(run->json, "mann_whitney.p", &p))
+            rp_printf(b, " (Mann-Whitney p %.2g)", p);
+        if (pc || pd) {
+            rp_put(b, " · GEMM at ");
+            if (pc)
+                rp_printf(b, "%.1f%% of peak on cpu", 100 * fc);
+            if (pd) {
+                rp_put(b, pc ? ", " : "");
+                rp_printf(b, "%.1f%% on ", 100 * fd);
+                rp_esc(b, ESC_TEXT, run->device_backend, "the device");
+            }
+        }
+        rp_put(b, "\n");
+    }
+}
+
 static void text_findings(dg_capbuf *b, const dg_record_view *v)
 {
     int n;
@@ -171,6 +211,7 @@ void rp_render_text(dg_capbuf *b, const dg_record_view *v)
 {
     text_header(b, v);
     text_steps(b, v);
+    text_speedups(b, v);
     text_findings(b, v);
     text_decision(b, v);
     text_gate_and_pack(b, v);

@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "core/record.h"
 #include "engine/train.h"
+#include "measure/measure.h"
 #include "steps/steps.h"
 
 #include <math.h>
@@ -66,6 +67,85 @@ static cJSON *staircase_of(const cJSON *epochs, const char *entry, double base, 
     return o;
 }
 
+/* Epochs a third of the soak must hold before an interval is drawn from it:
+ * a bootstrap of one value is that value, not an interval. */
+#define SOAK_CI_MIN_PER_THIRD 2
+
+/* {point, lo, hi} as METRICs in unit, from a ratio interval mapped by
+ * (ratio - 1) * scale (scale 0: the ratio itself); invalid when !ci->valid. */
+static cJSON *ci_json(const dg_median_ci *ci, double scale, const char *unit)
+{
+    cJSON *o = cJSON_CreateObject();
+    double v[3] = {ci->point, ci->lo, ci->hi};
+    static const char *const k[3] = {"point", "lo", "hi"};
+    for (int i = 0; i < 3; i++) {
+        double x = scale != 0 ? (v[i] - 1) * scale : v[i];
+        bool ok = ci->valid && isfinite(x);
+        cJSON_AddItemToObject(o, k[i], dg_json_metric(ok ? x : 0, ok, unit));
+    }
+    return o;
+}
+
+static void ci_about(cJSON *o, int per_third, const char *method)
+{
+    cJSON_AddNumberToObject(o, "level", 0.95);
+    cJSON_AddNumberToObject(o, "resamples", DG_BOOTSTRAP_RESAMPLES);
+    cJSON_AddNumberToObject(o, "epochs_per_third", per_third);
+    cJSON_AddStringToObject(o, "method", method);
+}
+
+/* The 95% intervals the memory and slowing-down rules judge (docs/measure.md
+ * "Soak"): growth of each source as the median watermark of the last third of
+ * the epochs over the first epoch's, and the step-time slowdown as the median
+ * of the last third's epoch step times over the first third's, each a
+ * percentile bootstrap over the per-epoch values. Fewer than two epochs a
+ * third: the intervals are written not valid and the rules judge the point. */
+static void soak_intervals(cJSON *s, const cJSON *ep)
+{
+    int n = cJSON_GetArraySize(ep), third = n / 3;
+    bool enough = third >= SOAK_CI_MIN_PER_THIRD;
+    double *late = dg_malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    double *early = dg_malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    cJSON *g = cJSON_AddObjectToObject(s, "growth_ci");
+    const cJSON *first = cJSON_GetArrayItem(ep, 0);
+    for (int i = 0; i < NSRC; i++) {
+        dg_median_ci ci = {.valid = false};
+        double base = first ? metric_of(first, sources[i].entry) : NAN;
+        size_t nl = 0;
+        for (int k = n - third; enough && late && k < n; k++) {
+            double x = metric_of(cJSON_GetArrayItem(ep, k), sources[i].entry);
+            if (isfinite(x))
+                late[nl++] = x;
+        }
+        if (enough && late && nl == (size_t)third && isfinite(base) && base > 0)
+            dg_bootstrap_median_ci(late, nl, &base, 1, 0, 0.95, DG_BOOTSTRAP_SEED, &ci);
+        cJSON_AddItemToObject(g, sources[i].name, ci_json(&ci, 100.0, "%"));
+    }
+    ci_about(g, enough ? third : 0,
+             "percentile bootstrap of the median watermark of the last third of the epochs "
+             "over the first epoch's");
+    cJSON *tr = cJSON_GetObjectItem(s, "step_trend");
+    dg_median_ci ci = {.valid = false};
+    size_t ne = 0, nl = 0;
+    for (int k = 0; enough && early && late && k < third; k++) {
+        double a = metric_of(cJSON_GetArrayItem(ep, k), "step_ms");
+        double b = metric_of(cJSON_GetArrayItem(ep, n - third + k), "step_ms");
+        if (isfinite(a))
+            early[ne++] = a;
+        if (isfinite(b))
+            late[nl++] = b;
+    }
+    if (enough && ne == (size_t)third && nl == (size_t)third)
+        dg_bootstrap_median_ci(late, nl, early, ne, 0, 0.95, DG_BOOTSTRAP_SEED, &ci);
+    cJSON *t = ci_json(&ci, 0, "ratio");
+    ci_about(t, enough ? third : 0,
+             "percentile bootstrap of the median epoch step time of the last third of the "
+             "epochs over the first third's");
+    cJSON_AddItemToObject(tr, "thirds_ratio_ci", t);
+    dg_free(late);
+    dg_free(early);
+}
+
 void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
 {
     int n = cJSON_GetArraySize(ep);
@@ -116,6 +196,7 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
     double slope = metric_of(st, "slope"), ratio = metric_of(st, "thirds_ratio");
     cJSON_AddItemToObject(tr, "slope", dg_json_metric(slope, isfinite(slope), "ms/step"));
     cJSON_AddItemToObject(tr, "thirds_ratio", dg_json_metric(ratio, isfinite(ratio), "ratio"));
+    soak_intervals(s, ep);
 }
 
 /* The soak's own fields and its analysis, added to the train record itself
@@ -150,6 +231,7 @@ dg_status dg_soak_run(dg_ctx *ctx, const dg_soak_opts *opts, char **json)
         .empty_cache_epoch = !opts->no_empty_cache,
         .leak_per_step = opts->leak_per_step,
         .val_steps = opts->val_steps,
+        .lock_epochs = true,
     };
     char *tj = NULL;
     dg_status st = dg_train_run_ext(ctx, &o, &x, &tj);

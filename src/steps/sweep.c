@@ -161,6 +161,10 @@ static void args_free(args *a)
     a->n = 0;
 }
 
+/* How long a trial waits for the measurement lock before it runs unlocked (and
+ * says so in its "lock"). */
+#define SWEEP_LOCK_MAX_WAIT_S 600
+
 /* ---- running one child ------------------------------------------------------- */
 
 typedef struct child_run {
@@ -423,6 +427,7 @@ typedef struct sweep {
     double timeout_s, swap_limit;
     trial trials[MAX_TRIALS];
     int ntrials;
+    double lock_waited; /* s, summed over the trials */
 } sweep;
 
 /* Runs the trial at batch b; NULL only when out of memory (or out of slots). */
@@ -461,8 +466,14 @@ static trial *run_trial(sweep *s, int b)
         return NULL;
     }
     dg_log(s->ctx, DG_LOG_INFO, "sweep: trial at batch %d", b);
+    /* The whole child (its warm-up and timed steps) runs under the machine's
+     * measurement lock, so another devgate measurement waits for it. */
+    dg_mlock lk;
+    dg_measure_lock(&lk, SWEEP_LOCK_MAX_WAIT_S, s->train.cancel);
+    s->lock_waited += lk.waited_s;
     child_run r;
     bool mem_ok = run_child(s->exe, a.v, spec, s->timeout_s, s->train.cancel, &r);
+    dg_measure_unlock(&lk);
     args_free(&a);
     dg_string_free(spec);
     if (!mem_ok) {
@@ -525,6 +536,7 @@ static trial *run_trial(sweep *s, int b)
     trial_metrics(t, rec, s->warmup, s->swap_limit);
     t->wall_s = r.wall_s;
     cJSON_AddItemToObject(j, "wall_s", dg_json_metric(r.wall_s, r.started, "s"));
+    cJSON_AddItemToObject(j, "lock", dg_measure_lock_json(&lk));
     cJSON_Delete(rec);
     dg_free(r.out.data);
     s->ntrials++;
@@ -816,6 +828,7 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
         first_bad = bad;
     }
     cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
+    cJSON_AddItemToObject(root, "lock_waited", dg_json_metric(s->lock_waited, true, "s"));
 
     /* Knee and safe batch over every good trial. */
     dg_sweep_point pts[MAX_TRIALS] = {{0, false, 0}};

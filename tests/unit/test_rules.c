@@ -159,6 +159,12 @@ static void check_shape(const char *name, const cJSON *out)
 #define RUN0 "compare.runs[0]."
 #define SOAK "soak.soak."
 #define INVALID(u) "{\"value\": null, \"unit\": \"" u "\", \"valid\": false}"
+#define M(v, u) "{\"value\": " v ", \"unit\": \"" u "\", \"valid\": true}"
+/* A soak growth_ci with one source's interval (the others absent). */
+#define GROWTH_CI(src, p, lo, hi)                                                                  \
+    "{\"" src "\": {\"point\": " M(p, "%") ", \"lo\": " M(lo, "%") ", \"hi\": " M(hi, "%") "}}"
+#define RATIO_CI(p, lo, hi)                                                                        \
+    "{\"point\": " M(p, "ratio") ", \"lo\": " M(lo, "ratio") ", \"hi\": " M(hi, "ratio") "}"
 
 static const char failed_run[] = "{\"batch\": 512, \"status\": \"device-oom\", \"failed\": "
                                  "\"opencl\", \"error\": \"out of device memory\", "
@@ -288,6 +294,31 @@ static const rule_case cases[] = {
      "warn",
      "working-set-change",
      "remote"},
+    /* growth judged on its 95% interval (soak growth_ci) */
+    {"retained references, interval above",
+     {{SOAK "growth.allocator_allocated.value", "31"},
+      {SOAK "growth_ci", GROWTH_CI("allocator_allocated", "30", "28", "33")}},
+     NULL,
+     "retained-refs",
+     "warn",
+     "working-set-change",
+     "remote"},
+    {"retained references, interval holds the threshold",
+     {{SOAK "growth.allocator_allocated.value", "31"},
+      {SOAK "growth_ci", GROWTH_CI("allocator_allocated", "27", "20", "34")}},
+     NULL,
+     "retained-refs",
+     "info",
+     NULL,
+     "device"},
+    {"retained references, interval below",
+     {{SOAK "growth.allocator_allocated.value", "31"},
+      {SOAK "growth_ci", GROWTH_CI("allocator_allocated", "20", "18", "25")}},
+     NULL,
+     NULL,
+     NULL,
+     "retained-refs",
+     "device"},
     {"retained references, threshold raised",
      {{SOAK "growth.allocator_allocated.value", "31"}},
      "mem_growth_pct=40",
@@ -358,6 +389,30 @@ static const rule_case cases[] = {
      "slowing-down",
      "warn",
      NULL,
+     "device"},
+    {"slowing down, interval above",
+     {{SOAK "step_trend.thirds_ratio.value", "1.5"},
+      {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.45", "1.3", "1.6")}},
+     NULL,
+     "slowing-down",
+     "warn",
+     NULL,
+     "device"},
+    {"slowing down, interval holds the threshold",
+     {{SOAK "step_trend.thirds_ratio.value", "1.5"},
+      {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.3", "1.1", "1.6")}},
+     NULL,
+     "slowing-down",
+     "info",
+     NULL,
+     "device"},
+    {"slowing down, interval below",
+     {{SOAK "step_trend.thirds_ratio.value", "1.5"},
+      {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.1", "1.0", "1.19")}},
+     NULL,
+     NULL,
+     NULL,
+     "slowing-down",
      "device"},
     {"slowing down over 2 x 10 steps",
      {{SOAK "step_trend.thirds_ratio.value", "1.5"}, {SOAK "epochs_recorded", "2"}},
