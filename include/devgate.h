@@ -294,19 +294,19 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json);
  * dg_run_supervise, with {batch}, {device} and {epochs} in its words
  * substituted (never through a shell). */
 typedef struct dg_accept_cmd_opts {
-    const char *const *argv; /* the user's command, NULL-terminated */
-    const char *probe_path;  /* directory holding the devgate_probe package (NULL: no probe) */
-    const char *python;      /* the gate's interpreter (NULL: argv[0] when Python, else python3) */
-    const char *device;      /* the device judged (NULL: cuda, then mps, the first that passes) */
-    bool quick;              /* the short tier (screening only, as for the fixture) */
-    int batch;               /* soak/compare/profile batch (0: the sweep's knee) */
-    int epochs;              /* the soak's {epochs} (0: 10, quick 2) */
+    const char *const *argv;  /* the user's command, NULL-terminated */
+    const char *probe_path;   /* directory holding the devgate_probe package (NULL: no probe) */
+    const char *python;       /* the gate's interpreter (NULL: argv[0] when Python, else python3) */
+    const char *device;       /* the device judged (NULL: cuda, then mps, the first that passes) */
+    bool quick;               /* the short tier (screening only, as for the fixture) */
+    int batch;                /* soak/compare/profile batch (0: the sweep's knee) */
+    int epochs;               /* the soak's {epochs} (0: 10, quick 2) */
     int sweep_from, sweep_to; /* the sweep's first batch (0: 8) and largest (0: no limit) */
-    size_t mem_budget;       /* RLIMIT_AS of every sweep trial in bytes (0: none) */
-    bool empty_cache;        /* the probe empties the device cache at each soak epoch end */
-    double trial_timeout_s;  /* per child (0: the tier's) */
-    const char *label;       /* free text kept in the record, or NULL */
-    const char *trace_path;  /* the profile window's Chrome trace goes here, or NULL */
+    size_t mem_budget;        /* RLIMIT_AS of every sweep trial in bytes (0: none) */
+    bool empty_cache;         /* the probe empties the device cache at each soak epoch end */
+    double trial_timeout_s;   /* per child (0: the tier's) */
+    const char *label;        /* free text kept in the record, or NULL */
+    const char *trace_path;   /* the profile window's Chrome trace goes here, or NULL */
     const volatile sig_atomic_t *cancel; /* set (a signal number) to stop; forwarded to children */
     dg_progress_fn progress;
     void *progress_user;

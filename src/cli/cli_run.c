@@ -197,7 +197,7 @@ int cmd_run(cli *c, int argc, char **argv)
              : (cJSON_IsNumber(xs) && xs->valuedouble == 0) ||
                      strcmp(jstr(rec, "state", ""), "complete") == 0
                  ? EXIT_PASS
-                                                                   : EXIT_FAIL;
+                 : EXIT_FAIL;
     if (!c->quiet && rc != EXIT_PASS) {
         const cJSON *step;
         cJSON_ArrayForEach(step, cJSON_GetObjectItem(rec, "steps"))

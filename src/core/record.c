@@ -894,7 +894,7 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
     dg_rec_section own = kind_section(out->kind);
     out->device = own == DG_SEC_REC ? dg_rec_str(rec, DG_P_REC_DEVICE) : NULL;
     if (own != DG_SEC_REC) {
-        out->section[own] = rec;      /* a per-verb record is its own section */
+        out->section[own] = rec; /* a per-verb record is its own section */
         out->listed[own] = true;
         build_spec(&out->spec, NULL); /* all "not reported" */
         build_judgement(&b, out, NULL);

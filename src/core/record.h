@@ -247,7 +247,7 @@ typedef struct dg_view_env {
     const cJSON *translation_evidence; /* arch.translation_evidence as recorded, or NULL */
     dg_rec_metric mem_total;           /* bytes */
     dg_rec_metric logical_cores, affinity_cores; /* cores */
-    dg_rec_metric psi_some_avg10;      /* percent */
+    dg_rec_metric psi_some_avg10;                /* percent */
     dg_view_proc *top_cpu, *top_mem;
     int ntop_cpu, ntop_mem;
     bool has_python;
@@ -265,7 +265,7 @@ typedef struct dg_view_env {
 
 typedef struct dg_view_gate {
     bool present;
-    const char *verdict;        /* "pass" | "fail" | ... */
+    const char *verdict; /* "pass" | "fail" | ... */
     const char *tolerance_model;
     bool has_backends;          /* gate.backends is an array */
     const cJSON *backends_json; /* gate.backends as recorded (any type), or NULL */
@@ -288,7 +288,7 @@ typedef struct dg_view_trial {
 
 typedef struct dg_view_sweep {
     bool present;
-    const char *backend; /* sweep.spec.backend */
+    const char *backend;      /* sweep.spec.backend */
     dg_rec_metric mem_budget; /* bytes */
     const char *mem_budget_source;
     dg_view_trial *trials, *bisect;
@@ -336,14 +336,14 @@ typedef struct dg_view_soak {
      * brackets (last third's median watermark); not valid when not recorded */
     dg_rec_metric growth_point[DG_MEM_COUNT], growth_lo[DG_MEM_COUNT], growth_hi[DG_MEM_COUNT];
     dg_rec_metric baseline[DG_MEM_COUNT]; /* bytes: the watermarks growth is measured from */
-    int staircase_aligned;              /* tri */
-    const cJSON *validation_epochs;     /* array of epoch numbers, or NULL */
-    dg_rec_metric thirds_ratio;         /* ratio */
+    int staircase_aligned;                /* tri */
+    const cJSON *validation_epochs;       /* array of epoch numbers, or NULL */
+    dg_rec_metric thirds_ratio;           /* ratio */
     dg_rec_metric thirds_point, thirds_lo, thirds_hi; /* step_trend.thirds_ratio_ci, ratio */
-    dg_rec_metric trend_slope;          /* ms/step */
-    dg_rec_metric trend_median;         /* ms */
-    dg_rec_metric swap_growth;          /* bytes (the soak's sampler) */
-    dg_rec_metric train_samples;        /* data.train_samples: the training set's size */
+    dg_rec_metric trend_slope;                        /* ms/step */
+    dg_rec_metric trend_median;                       /* ms */
+    dg_rec_metric swap_growth;                        /* bytes (the soak's sampler) */
+    dg_rec_metric train_samples; /* data.train_samples: the training set's size */
     dg_view_epoch *epochs;
     int nepochs;
     bool has_census;          /* soak.fallbacks is an array */
@@ -432,9 +432,9 @@ typedef struct dg_view_profile {
     dg_rec_metric host_reads;              /* values read to the host (probe) */
     dg_rec_metric host_reads_per_step;     /* reads/step */
     const char *host_reads_source;
-    const char *source; /* "probe" for a program's step events, NULL for the fixture */
-    dg_rec_metric fallback_calls;          /* ops_total.fallback_calls */
-    bool has_phases;                       /* profile.phases is an object */
+    const char *source;           /* "probe" for a program's step events, NULL for the fixture */
+    dg_rec_metric fallback_calls; /* ops_total.fallback_calls */
+    bool has_phases;              /* profile.phases is an object */
     dg_view_phase phases[DG_PHASE_COUNT];
     dg_rec_metric window_steps; /* steps */
     const char *noise, *note;   /* step.stats.noise, note */
@@ -449,7 +449,7 @@ typedef struct dg_view_profile {
 
 /* One sample of the supervised process tree. */
 typedef struct dg_view_sample {
-    dg_rec_metric t;     /* s since the start */
+    dg_rec_metric t;       /* s since the start */
     dg_rec_metric rss;     /* bytes */
     dg_rec_metric cpu_pct; /* percent of one core since the previous sample */
     dg_rec_metric procs;   /* live processes in the tree */

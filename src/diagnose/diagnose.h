@@ -27,8 +27,8 @@
 typedef struct dg_diag {
     const dg_record_view *v; /* what every judge and the decision read */
     const char *kind;        /* "accept", "run", or "" */
-    const char *soak_pfx; /* where the soak analysis is below the soak section:
-                             "soak." (version 1) or "" (version 2), for evidence */
+    const char *soak_pfx;    /* where the soak analysis is below the soak section:
+                                "soak." (version 1) or "" (version 2), for evidence */
     double th[TH_COUNT];
     dg_findings fs;
     bool nomem; /* set by the kit and the decision; the store has its own */

@@ -614,8 +614,7 @@ static dg_status trainer_prepare(trainer *t)
     if (x->epoch_watermarks)
         t->epochs_j = cJSON_CreateArray();
     size_t xelems = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w;
-    if ((st = alloc_host_batch(t, xelems * sizeof(float), (size_t)t->n * sizeof(int32_t))) !=
-        DG_OK)
+    if ((st = alloc_host_batch(t, xelems * sizeof(float), (size_t)t->n * sizeof(int32_t))) != DG_OK)
         return st;
     t->init = dg_malloc(t->m.param_arena);
     if (!t->init)

@@ -4,8 +4,8 @@
 #include "ledger/ledger_int.h"
 
 #include <errno.h>
-#include <math.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>

@@ -356,8 +356,9 @@ static void device_syncs(cJSON *sp, const dg_evcollect *c, size_t with, double n
         snprintf(buf, sizeof buf, "sync debug mode %.40s, but no step reported a count",
                  state->valuestring);
     else
-        snprintf(buf, sizeof buf, "not measured: no zero-code probe report of CUDA's sync debug "
-                                  "mode (a probe without it, or no probe)");
+        snprintf(buf, sizeof buf,
+                 "not measured: no zero-code probe report of CUDA's sync debug "
+                 "mode (a probe without it, or no probe)");
     dg_json_add_str(sp, "device_syncs_why", buf);
 }
 
@@ -774,7 +775,8 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     pid_t pid;
     int fd;
     r.t0 = dg_now();
-    int err = dg_spawn_child_limited(plan.argv, plan.env, o->stdout_to_stderr, o->mem_limit, &pid, &fd);
+    int err =
+        dg_spawn_child_limited(plan.argv, plan.env, o->stdout_to_stderr, o->mem_limit, &pid, &fd);
     if (err) {
         dg_probe_plan_free(&plan);
         dg_evcollect_free(&r.col);

@@ -61,9 +61,9 @@ void dg_evreader_free(dg_evreader *r);
 
 typedef struct dg_ev_step {
     double epoch, step, step_ms, data_ms, loss, batch, t; /* NAN when not reported */
-    double syncs;       /* host reads the zero-code probe saw in the step; NAN when not reported */
+    double syncs;        /* host reads the zero-code probe saw in the step; NAN when not reported */
     double device_syncs; /* CUDA sync debug mode's synchronizing operations; NAN not reported */
-    signed char synced; /* 1, 0, -1 unknown */
+    signed char synced;  /* 1, 0, -1 unknown */
 } dg_ev_step;
 
 typedef struct dg_ev_epoch {
@@ -155,12 +155,12 @@ int dg_python_program_index(const char *const argv[]);
 /* The command and environment devgate run starts (docs/events.md "The
  * zero-code probe"). */
 typedef struct dg_probe_plan {
-    const char **argv;  /* the argv to spawn (dg_malloc'd; strings borrowed or owned below) */
-    const char **env;   /* env edits for dg_spawn_child, NULL-terminated (dg_malloc'd) */
-    char *owned[3];     /* dg_malloc'd strings the two arrays point into */
-    const char *mode;   /* "auto", "manual", "off" */
-    const char *how;    /* "argv", "sitecustomize" or NULL (not armed) */
-    char why[256];      /* why auto is not armed ("" when it is, or not auto) */
+    const char **argv; /* the argv to spawn (dg_malloc'd; strings borrowed or owned below) */
+    const char **env;  /* env edits for dg_spawn_child, NULL-terminated (dg_malloc'd) */
+    char *owned[3];    /* dg_malloc'd strings the two arrays point into */
+    const char *mode;  /* "auto", "manual", "off" */
+    const char *how;   /* "argv", "sitecustomize" or NULL (not armed) */
+    char why[256];     /* why auto is not armed ("" when it is, or not auto) */
 } dg_probe_plan;
 
 /* Fills p for o (o->argv, o->probe, o->probe_path, o->empty_cache; the
@@ -223,9 +223,9 @@ typedef struct dg_tree_point {
     double rss;     /* bytes over the tree */
     double cpu_pct; /* percent of one core over the tree since the previous sample; NAN first */
     double threads, procs;
-    double swap;    /* machine swap in use, bytes; NAN unreadable */
-    double psi;     /* some avg10, percent; NAN absent */
-    double gpu_mem; /* bytes over the tree's pids (NVML); NAN unknown */
+    double swap;     /* machine swap in use, bytes; NAN unreadable */
+    double psi;      /* some avg10, percent; NAN absent */
+    double gpu_mem;  /* bytes over the tree's pids (NVML); NAN unknown */
     double gpu_util; /* percent: the busiest device the tree has a process on (NVML,
                       * device-wide, not per process); NAN unknown or no such device */
 } dg_tree_point;
