@@ -62,8 +62,8 @@ static void list_add(char *buf, size_t len, const char *sep, const char *what)
  * proves nothing. */
 static bool proving_stop(const char *why)
 {
-    static const char *const ok[] = {"oom",  "budget", "swap", "throughput-falling",
-                                     "time", "limit"};
+    static const char *const ok[] = {
+        "oom", "budget", "swap", "throughput-falling", "throughput-plateau", "time", "limit"};
     for (size_t i = 0; why && i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(why, ok[i]) == 0)
             return true;
