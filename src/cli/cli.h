@@ -62,6 +62,9 @@ char *cli_read_file(const char *path, size_t max);
 #define CLI_RECORD_MAX ((size_t)64 << 20)
 /* The same from an open descriptor, read to its end (not closed). */
 char *cli_read_fd(int fd, size_t max);
+/* Appends one read of a ready fd to *buf (kept NUL-terminated; a failed
+ * growth drops the chunk); false at end of file or on an error. */
+bool cli_pipe_append(int fd, char **buf, size_t *len);
 /* The end of a measurement verb: records json under verb (cli_record with
  * exit_status), then prints rec as JSON with its ledger id (--json), or through
  * print followed by "FAIL     fail" (when fail is not NULL) and the ledger id;

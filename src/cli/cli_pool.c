@@ -103,20 +103,10 @@ static int run_tool(const char *const *argv, int timeout_s, char **out, char **e
         for (int i = 0; i < 2; i++) {
             if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
-            char chunk[8192];
-            ssize_t got = read(pf[i].fd, chunk, sizeof chunk);
-            if (got <= 0) {
+            if (!cli_pipe_append(pf[i].fd, &bufs[i], &lens[i])) {
                 close(pf[i].fd);
                 pf[i].fd = -1;
                 open_fds--;
-                continue;
-            }
-            char *nb = realloc(bufs[i], lens[i] + (size_t)got + 1);
-            if (nb) {
-                bufs[i] = nb;
-                memcpy(nb + lens[i], chunk, (size_t)got);
-                lens[i] += (size_t)got;
-                nb[lens[i]] = '\0';
             }
         }
     }

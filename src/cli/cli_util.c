@@ -92,6 +92,22 @@ char *cli_read_fd(int fd, size_t max)
     return buf;
 }
 
+bool cli_pipe_append(int fd, char **buf, size_t *len)
+{
+    char chunk[8192];
+    ssize_t got = read(fd, chunk, sizeof chunk);
+    if (got <= 0)
+        return false;
+    char *nb = realloc(*buf, *len + (size_t)got + 1);
+    if (nb) {
+        *buf = nb;
+        memcpy(nb + *len, chunk, (size_t)got);
+        *len += (size_t)got;
+        nb[*len] = '\0';
+    }
+    return true;
+}
+
 char *cli_read_file(const char *path, size_t max)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
