@@ -51,10 +51,10 @@ else:
           "rate %sx%sx%s" % (r.get("m"), r.get("n"), r.get("k")), v(r.get("gflops")), "GFLOP/s in", round(r.get("ms_warm") or 0, 2), "ms;",
           "fraction", v(m.get("fraction_of_peak")), "of", m.get("fraction_of"), "; others_cpus", v((m.get("window") or {}).get("others_cpus")))
     bl = b.get("blas") or {}
-    print(" blas:", bl.get("config"), "| kernel", bl.get("kernel"), "generic", bl.get("generic_kernel"), "own threads", v(bl.get("threads")))
+    print(" blas:", bl.get("config"), "| kernel", bl.get("kernel"), "generic", bl.get("generic_kernel"), "own threads", v(bl.get("threads")), "threading", bl.get("threading"))
     p = (b.get("peak") or {}).get("cpu") or {}
 keys = ["isa", "uarch", "fma_units", "pipe_bits", "fma_units_source", "flops_per_cycle", "clock", "clock_measured", "clock_reported", "clock_source",
-        "fma_measured", "cores", "logical_cpus", "usable_cores", "threads_advised", "per_core", "per_core_source", "fp32"]
+        "fma_measured", "fma_measured_all", "fma_measured_all_threads", "cores", "logical_cpus", "usable_cores", "threads_advised", "per_core", "per_core_source", "fp32"]
 print(" peak:", "; ".join("%s=%s" % (k, v(p.get(k))) for k in keys))
 t = p.get("topology") or {}
 print(" topology:", "; ".join("%s=%s" % (k, v(x)) for k, x in t.items()))

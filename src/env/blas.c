@@ -75,6 +75,7 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
     str_fn ob_config = (str_fn)dlsym(RTLD_DEFAULT, "openblas_get_config");
     str_fn ob_core = (str_fn)dlsym(RTLD_DEFAULT, "openblas_get_corename");
     int_fn ob_threads = (int_fn)dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+    int_fn ob_parallel = (int_fn)dlsym(RTLD_DEFAULT, "openblas_get_parallel");
     typedef const char *(*cstr_fn)(void);
     cstr_fn bli_version = (cstr_fn)dlsym(RTLD_DEFAULT, "bli_info_get_version_str");
     typedef int (*arch_id_fn)(void);
@@ -103,6 +104,15 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
         dg_json_add_str(o, "version", ver[0] ? ver : NULL);
         int th = ob_threads ? ob_threads() : -1;
         cJSON_AddItemToObject(o, "threads", dg_json_metric(th, th > 0, "threads"));
+        /* The build's threading model: devgate's cpu backend keeps OpenBLAS
+         * at one thread and spreads a product over OpenMP threads itself
+         * (the gate's matmul.threads), so `threads` is 1 there. */
+        int par = ob_parallel ? ob_parallel() : -1;
+        dg_json_add_str(o, "threading",
+                        par == 0   ? "sequential"
+                        : par == 1 ? "pthreads"
+                        : par == 2 ? "openmp"
+                                   : NULL);
         const char *right = openblas_right_core(cpu);
         if (coretype && *coretype)
             snprintf(fix, sizeof fix, "OPENBLAS_CORETYPE=%s forces this kernel: unset it%s%s",

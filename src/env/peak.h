@@ -53,10 +53,12 @@ typedef struct dg_cpu_peak {
         ghz_reported;            /* the clock used: the larger of measured and reported; NAN */
     const char *clock_source;    /* which one that was */
     double fma_measured;         /* GFLOP/s of one core running independent FMAs; NAN unknown */
+    double fma_all_measured;     /* GFLOP/s of fma_all_threads threads at once; NAN not run */
+    int fma_all_threads;         /* the usable cores rounded down (0: not run) */
     int cores, logical;          /* physical cores and logical CPUs this process may use */
     double usable_cores;         /* cores' worth the peak counts: min(cores, cgroup quota) */
     double per_core_gflops;      /* the per-core figure used; NAN when unknown */
-    const char *per_core_source; /* "measured FMA throughput" or "flops_per_cycle x clock" */
+    const char *per_core_source; /* which measurement, or "flops_per_cycle x clock" */
     double gflops;               /* usable_cores x per core */
     const char *isa;             /* "avx512f", "avx2+fma", "avx", "sse", "neon", "unknown" */
     dg_cpu_topo topo;            /* what the cores came from */
@@ -70,13 +72,19 @@ typedef struct dg_cpu_peak {
  * figure used when it could be measured), and the usable cores of
  * dg_cpu_topo_get. Computed once per process. */
 const dg_cpu_peak *dg_cpu_peak_get(void);
+/* The per-core FP32 figure of the peak: `all` / n (GFLOP/s of n cores' FMA
+ * kernels at once) when it is below 0.95 x `one` (one core's), else `one`,
+ * else `table` (flops_per_cycle x clock) when neither was measured (NAN);
+ * *source names which. */
+double dg_cpu_per_core_choose(double one, double all, int n, double table, const char **source);
 /* This process's per-core figures (dg_cpu_peak_get) over the cores of t:
  * *out gets cores, logical, usable_cores and gflops from t (tests hand in
  * fake topologies). */
 void dg_cpu_peak_with_topo(const dg_cpu_topo *t, dg_cpu_peak *out);
 /* {isa, vector_bits, fma, fma_units, pipe_bits, uarch, fma_units_source,
  *  flops_per_cycle: METRIC(FLOP/cycle), clock: METRIC(GHz), clock_measured,
- *  clock_reported, clock_source, fma_measured: METRIC(GFLOP/s), cores,
+ *  clock_reported, clock_source, fma_measured: METRIC(GFLOP/s),
+ *  fma_measured_all: METRIC(GFLOP/s), fma_measured_all_threads, cores,
  *  logical_cpus, usable_cores: METRIC(cores), threads_advised, topology,
  *  per_core: METRIC(GFLOP/s), per_core_source, fp32: METRIC(GFLOP/s), source}
  *  (docs/schema/gate.md CPU_PEAK) */
@@ -92,7 +100,7 @@ double dg_device_peak_gflops(const char *backend, const char *device_name, doubl
 
 /* The BLAS loaded in this process: {library: "OpenBLAS" | "BLIS" | "MKL" | null,
  * version, config, kernel, kernel_vector_bits: METRIC(bits), threads:
- * METRIC(threads), openblas_coretype_env, generic_kernel: bool (narrower
+ * METRIC(threads), threading (OpenBLAS), openblas_coretype_env, generic_kernel: bool (narrower
  * vectors than cpu has), fix: str | null}. NULL only when out of memory. */
 cJSON *dg_env_blas(const dg_cpu_peak *cpu);
 #endif

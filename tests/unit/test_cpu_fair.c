@@ -187,6 +187,24 @@ static void check_topologies(void)
     CHECK(system(cmd) == 0);
 }
 
+static void check_per_core(void)
+{
+    const char *src = NULL;
+    /* 16 vCPUs on 8 physical cores (SMT on the host, unseen): together they
+     * do half of 16 x one core. */
+    CHECK(dg_cpu_per_core_choose(200, 1600, 16, 250, &src) == 100);
+    CHECK(strstr(src, "together") != NULL);
+    /* A lower all-core vector clock: 3.0 of 3.8 GHz. */
+    CHECK(fabs(dg_cpu_per_core_choose(243, 16 * 192.0, 16, 250, &src) - 192) < 1e-9);
+    /* Within noise of one core's figure: one core's. */
+    CHECK(dg_cpu_per_core_choose(200, 16 * 196.0, 16, 250, &src) == 200);
+    CHECK(!strcmp(src, "measured: one core's FMA throughput"));
+    CHECK(dg_cpu_per_core_choose(200, NAN, 0, 250, &src) == 200);
+    /* Nothing measured: the table x clock. */
+    CHECK(dg_cpu_per_core_choose(NAN, NAN, 0, 250, &src) == 250);
+    CHECK(!strcmp(src, "flops_per_cycle x clock"));
+}
+
 static void check_threads(void)
 {
     const char *src = NULL;
@@ -528,6 +546,7 @@ static void check_gate(void)
 int main(void)
 {
     check_topologies();
+    check_per_core();
     check_threads();
     const char *src = getenv("DEVGATE_SRC");
     if (src) {
