@@ -255,17 +255,44 @@ dg_status dg_cpu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref
         const float *xq = xp + (size_t)p * h * w; /* [h, w] */
         float *yq = yp + (size_t)p * ho * wo;     /* [ho, wo] */
         int32_t *aq = ap + (size_t)p * ho * wo;   /* [ho, wo] */
+        if (k == 2 && stride == 2) {
+            /* the common 2x2 pool, branch-free: a data-dependent branch per
+             * candidate mispredicts on about every other one */
+            for (int oy = 0; oy < ho; oy++) {
+                const float *r0 = xq + (size_t)2 * oy * w, *r1 = r0 + w; /* [w] each */
+                float *yr = yq + (size_t)oy * wo;                        /* [wo] */
+                int32_t *ar = aq + (size_t)oy * wo;                      /* [wo] */
+                const int base = 2 * oy * w;
+#pragma omp simd
+                for (int ox = 0; ox < wo; ox++) {
+                    float m = r0[2 * ox], v;
+                    int32_t best = base + 2 * ox;
+                    v = r0[2 * ox + 1]; /* strict: the first max wins ties */
+                    best = v > m ? base + 2 * ox + 1 : best;
+                    m = v > m ? v : m;
+                    v = r1[2 * ox];
+                    best = v > m ? base + w + 2 * ox : best;
+                    m = v > m ? v : m;
+                    v = r1[2 * ox + 1];
+                    best = v > m ? base + w + 2 * ox + 1 : best;
+                    m = v > m ? v : m;
+                    yr[ox] = m;
+                    ar[ox] = best;
+                }
+            }
+            continue;
+        }
         for (int oy = 0; oy < ho; oy++) {
             for (int ox = 0; ox < wo; ox++) {
                 int best = oy * stride * w + ox * stride;
                 float m = xq[best];
                 for (int ky = 0; ky < k; ky++) {
                     const float *row = xq + (size_t)(oy * stride + ky) * w + ox * stride; /* [k] */
-                    for (int kx = 0; kx < k; kx++)
-                        if (row[kx] > m) { /* strict: the first max wins ties */
-                            m = row[kx];
-                            best = (oy * stride + ky) * w + ox * stride + kx;
-                        }
+                    for (int kx = 0; kx < k; kx++) {
+                        float v = row[kx]; /* strict: the first max wins ties */
+                        best = v > m ? (oy * stride + ky) * w + ox * stride + kx : best;
+                        m = v > m ? v : m;
+                    }
                 }
                 yq[oy * wo + ox] = m;
                 aq[oy * wo + ox] = best;
@@ -348,6 +375,7 @@ static bool conv_pointwise(const dg_conv_shape *s)
  * keeps a PMR x PNR block of the output in registers over a KC-long slice of
  * the reduction (the panel slice stays in L1). */
 #define PMR 6
+#define PMR4 4 /* the short block's rows (direct_kernel4) */
 #define PNR 16
 #define PKC 256
 
@@ -476,6 +504,62 @@ direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t
     acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
     acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
     acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+    for (int r = 0; r < mr; r++) {
+        float *row = c + (size_t)r * ldc; /* [nr] */
+        if (nr == PNR) {
+            _mm256_storeu_ps(row, acc[r][0]);
+            _mm256_storeu_ps(row + 8, acc[r][1]);
+        } else {
+            _mm256_storeu_ps(tmp[r], acc[r][0]);
+            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
+            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* direct_kernel for a block of at most PMR4 rows (ap packed PMR4 a tap):
+ * where k is not a multiple of 6, the last rows go through it instead of a
+ * 6-row block that computes rows nobody reads (k = 32: 6+6+6+6+4+4, not
+ * 6 x 6). */
+__attribute__((target("avx2,fma"))) static void
+direct_kernel4(int nch, int kh, int kw, const float *ap, const float *src, size_t cs, size_t ldr,
+               float *c, size_t ldc, int mr, int nr, const float *bias, bool accumulate)
+{
+    __m256 acc[PMR4][2];
+    float tmp[PMR4][PNR];
+    for (int r = 0; r < PMR4; r++) {
+        __m256 v = _mm256_setzero_ps();
+        if (r < mr && !accumulate && bias)
+            v = _mm256_set1_ps(bias[r]);
+        acc[r][0] = acc[r][1] = v;
+        if (r < mr && accumulate) {
+            memset(tmp[r], 0, sizeof tmp[r]);
+            memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
+            acc[r][0] = _mm256_loadu_ps(tmp[r]);
+            acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
+        }
+    }
+    __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
+    __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
+    for (int ch = 0; ch < nch; ch++) {
+        for (int ky = 0; ky < kh; ky++) {
+            const float *bp = src + ch * cs + ky * ldr;
+            for (int kx = 0; kx < kw; kx++) {
+                __m256 b0 = _mm256_loadu_ps(bp + kx), b1 = _mm256_loadu_ps(bp + kx + 8), a;
+                a = _mm256_broadcast_ss(ap + 0);
+                c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
+                a = _mm256_broadcast_ss(ap + 1);
+                c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
+                a = _mm256_broadcast_ss(ap + 2);
+                c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
+                a = _mm256_broadcast_ss(ap + 3);
+                c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
+                ap += PMR4;
+            }
+        }
+    }
+    acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
+    acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
     for (int r = 0; r < mr; r++) {
         float *row = c + (size_t)r * ldc; /* [nr] */
         if (nr == PNR) {
@@ -785,16 +869,27 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
     }
 }
 
-/* Packs w [k, c, kh, kw] as PMR-row blocks of the [k, c kh kw] matrix
- * (forward), or, when flip, of the [c, k kh kw] matrix of the weights turned
- * 180 degrees (dx): wp[(block * kd + kk) * PMR + r], zero rows past the end. */
-static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, float *wp)
+/* Rows of the row block that starts with `left` rows to go: PMR, or with
+ * `tail` (stride 1, where direct_kernel4 exists) PMR4 where that wastes fewer
+ * rows (left 1..4, 7, 8). A short block is only ever followed by short or
+ * last blocks, so block rb starts at rb * kd floats of the packed weights. */
+static int block_rows(int left, bool tail)
+{
+    return !tail || left >= 9 || left == 6 || left == 5 ? PMR : PMR4;
+}
+
+/* Packs w [k, c, kh, kw] as row blocks (block_rows) of the [k, c kh kw]
+ * matrix (forward), or, when flip, of the [c, k kh kw] matrix of the weights
+ * turned 180 degrees (dx): wp[block start * kd + kk * rows + r], zero rows
+ * past the end. */
+static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, bool tail, float *wp)
 {
     const int m = flip ? s->c : s->k, kh = s->kh, kw = s->kw, taps = kh * kw;
     const int kd = (flip ? s->k : s->c) * taps;
-    for (int rb = 0; rb < m; rb += PMR)
+    for (int rb = 0, mb; rb < m; rb += mb) {
+        mb = block_rows(m - rb, tail);
         for (int kk = 0; kk < kd; kk++)
-            for (int r = 0; r < PMR; r++) {
+            for (int r = 0; r < mb; r++) {
                 int row = rb + r;
                 float v = 0.0f;
                 if (row < m && !flip)
@@ -805,10 +900,11 @@ static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, floa
                 }
                 *wp++ = v;
             }
+    }
 }
 
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w] through the panel
- * kernel; wp from pack_weights(s, ..., false), panels and row scratch. */
+ * kernel; wp from pack_weights(s, ..., false, false), panels and row scratch. */
 static void conv_panel_image(const dg_conv_shape *s, const float *x, const float *wp,
                              const float *bias, float *y, float *panels, float *row)
 {
@@ -867,11 +963,18 @@ static void conv_direct_image(const dg_conv_shape *s, const float *x, const floa
                 int nr = wo - ox0 < PNR ? wo - ox0 : PNR;
                 const float *src = buf + c0 * cs + (size_t)oy * wpd + ox0;
                 float *yo = y + (size_t)oy * wo + ox0;
-                for (int rb = 0; rb < m; rb += PMR)
-                    direct_kernel(nch, s->kh, s->kw, wp + (size_t)rb * kd + (size_t)c0 * taps * PMR,
-                                  src, cs, (size_t)wpd, yo + (size_t)rb * howo, howo,
-                                  m - rb < PMR ? m - rb : PMR, nr,
-                                  c0 == 0 && bias ? bias + rb : NULL, c0 > 0);
+                for (int rb = 0, mb; rb < m; rb += mb) {
+                    mb = block_rows(m - rb, true);
+                    const float *ap = wp + (size_t)rb * kd + (size_t)c0 * taps * mb;
+                    int mr = m - rb < mb ? m - rb : mb;
+                    const float *b = c0 == 0 && bias ? bias + rb : NULL;
+                    if (mb == PMR)
+                        direct_kernel(nch, s->kh, s->kw, ap, src, cs, (size_t)wpd,
+                                      yo + (size_t)rb * howo, howo, mr, nr, b, c0 > 0);
+                    else
+                        direct_kernel4(nch, s->kh, s->kw, ap, src, cs, (size_t)wpd,
+                                       yo + (size_t)rb * howo, howo, mr, nr, b, c0 > 0);
+                }
             }
     }
 #else
@@ -897,10 +1000,15 @@ static void dw_image(const dg_conv_shape *s, const float *x, const float *dy, fl
     pad_image(s, x, xpad, clean);
     if (!clean)
         memset(dyt, 0, howo * kp * sizeof(float));
-    for (int k = 0; k < s->k; k++) {
-        const float *row = dy + (size_t)k * howo; /* [ho * wo] */
-        for (size_t p = 0; p < howo; p++)
-            dyt[p * kp + k] = row[p];
+    /* 16 pixels at a time, so the rows of dyt written stay in L1 while every
+     * channel's 16 values go in */
+    for (size_t p0 = 0; p0 < howo; p0 += 16) {
+        size_t p1 = p0 + 16 < howo ? p0 + 16 : howo;
+        for (int k = 0; k < s->k; k++) {
+            const float *row = dy + (size_t)k * howo; /* [ho * wo] */
+            for (size_t p = p0; p < p1; p++)
+                dyt[p * kp + k] = row[p];
+        }
     }
     int rows = DW_PIXELS / wo > 0 ? DW_PIXELS / wo : 1;
     for (int oy0 = 0; oy0 < ho; oy0 += rows) {
@@ -966,7 +1074,7 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(c, s);
     float *packed = wk, *slots = wk + conv_shared(c, s);
     if (fast)
-        pack_weights(s, wp, false, packed);
+        pack_weights(s, wp, false, s->stride == 1, packed);
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         float *col = slots + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
@@ -1034,7 +1142,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
     if (fast_dx)
-        pack_weights(s, wp, true, packed);
+        pack_weights(s, wp, true, true, packed);
         /* Each thread sums dw over its images into its own partial (dw itself
          * when alone on the im2col path); static scheduling gives every thread
          * at least one image. */
