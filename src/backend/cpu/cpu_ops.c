@@ -573,6 +573,49 @@ direct_kernel4(int nch, int kh, int kw, const float *ap, const float *src, size_
     }
 }
 
+/* dyt [howo, kp] = dy [k, howo] turned pixel-major (columns k..kp left as
+ * they are), 8 x 8 blocks through registers: a column-at-a-time copy reads
+ * k rows howo floats apart, which for 32x32 images all fall in one L1 set. */
+__attribute__((target("avx2,fma"))) static void transpose_dy(const float *dy, int k, size_t howo,
+                                                             float *dyt, size_t kp)
+{
+    size_t p8 = howo / 8 * 8;
+    int k8 = k / 8 * 8;
+    for (size_t p0 = 0; p0 < p8; p0 += 8)
+        for (int k0 = 0; k0 < k8; k0 += 8) {
+            const float *s = dy + (size_t)k0 * howo + p0;
+            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + howo);
+            __m256 r2 = _mm256_loadu_ps(s + 2 * howo), r3 = _mm256_loadu_ps(s + 3 * howo);
+            __m256 r4 = _mm256_loadu_ps(s + 4 * howo), r5 = _mm256_loadu_ps(s + 5 * howo);
+            __m256 r6 = _mm256_loadu_ps(s + 6 * howo), r7 = _mm256_loadu_ps(s + 7 * howo);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+            float *d = dyt + p0 * kp + k0;
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + kp, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * kp, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * kp, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * kp, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * kp, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * kp, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * kp, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    /* the edges: channels past the last 8, pixels past the last 8 */
+    for (size_t p = 0; p < howo; p++)
+        for (int kk = p < p8 ? k8 : 0; kk < k; kk++)
+            dyt[p * kp + kk] = dy[(size_t)kk * howo + p];
+}
+
 /* A PMR x PNR block of dw turned over, c[r][j] (rows ldc floats apart) for
  * tap r (channel, ky, kx) and output channel j, accumulated over the pixels
  * of rows [oy0, oy1) of one image: x[r] points at tap r's first input (the
@@ -1000,16 +1043,7 @@ static void dw_image(const dg_conv_shape *s, const float *x, const float *dy, fl
     pad_image(s, x, xpad, clean);
     if (!clean)
         memset(dyt, 0, howo * kp * sizeof(float));
-    /* 16 pixels at a time, so the rows of dyt written stay in L1 while every
-     * channel's 16 values go in */
-    for (size_t p0 = 0; p0 < howo; p0 += 16) {
-        size_t p1 = p0 + 16 < howo ? p0 + 16 : howo;
-        for (int k = 0; k < s->k; k++) {
-            const float *row = dy + (size_t)k * howo; /* [ho * wo] */
-            for (size_t p = p0; p < p1; p++)
-                dyt[p * kp + k] = row[p];
-        }
-    }
+    transpose_dy(dy, s->k, howo, dyt, kp);
     int rows = DW_PIXELS / wo > 0 ? DW_PIXELS / wo : 1;
     for (int oy0 = 0; oy0 < ho; oy0 += rows) {
         int oy1 = oy0 + rows < ho ? oy0 + rows : ho;
