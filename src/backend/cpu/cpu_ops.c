@@ -454,6 +454,40 @@ __attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float
     }
 }
 
+/* One kernel tap of direct_kernel (6 rows) and direct_kernel4 (4 rows): the
+ * 16 input columns from bp + kx times the tap's weights, into the
+ * accumulators; a macro so the 3x3 case unrolls with constant offsets. */
+#define DK6_TAP(kx)                                                                                \
+    do {                                                                                           \
+        __m256 b0 = _mm256_loadu_ps(bp + (kx)), b1 = _mm256_loadu_ps(bp + (kx) + 8), a;            \
+        a = _mm256_broadcast_ss(ap + 0);                                                           \
+        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);                      \
+        a = _mm256_broadcast_ss(ap + 1);                                                           \
+        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);                      \
+        a = _mm256_broadcast_ss(ap + 2);                                                           \
+        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);                      \
+        a = _mm256_broadcast_ss(ap + 3);                                                           \
+        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                      \
+        a = _mm256_broadcast_ss(ap + 4);                                                           \
+        c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);                      \
+        a = _mm256_broadcast_ss(ap + 5);                                                           \
+        c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);                      \
+        ap += PMR;                                                                                 \
+    } while (0)
+#define DK4_TAP(kx)                                                                                \
+    do {                                                                                           \
+        __m256 b0 = _mm256_loadu_ps(bp + (kx)), b1 = _mm256_loadu_ps(bp + (kx) + 8), a;            \
+        a = _mm256_broadcast_ss(ap + 0);                                                           \
+        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);                      \
+        a = _mm256_broadcast_ss(ap + 1);                                                           \
+        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);                      \
+        a = _mm256_broadcast_ss(ap + 2);                                                           \
+        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);                      \
+        a = _mm256_broadcast_ss(ap + 3);                                                           \
+        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                      \
+        ap += PMR4;                                                                                \
+    } while (0)
+
 /* The same block for a stride-1 convolution read straight from a padded
  * image: src points at channel 0, row oy, column ox0 of it; the reduction
  * runs over nch channels (cs floats apart) and the kh x kw taps (rows ldr
@@ -483,21 +517,13 @@ direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t
     for (int ch = 0; ch < nch; ch++) {
         for (int ky = 0; ky < kh; ky++) {
             const float *bp = src + ch * cs + ky * ldr;
-            for (int kx = 0; kx < kw; kx++) {
-                __m256 b0 = _mm256_loadu_ps(bp + kx), b1 = _mm256_loadu_ps(bp + kx + 8), a;
-                a = _mm256_broadcast_ss(ap + 0);
-                c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
-                a = _mm256_broadcast_ss(ap + 1);
-                c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
-                a = _mm256_broadcast_ss(ap + 2);
-                c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
-                a = _mm256_broadcast_ss(ap + 3);
-                c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
-                a = _mm256_broadcast_ss(ap + 4);
-                c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
-                a = _mm256_broadcast_ss(ap + 5);
-                c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
-                ap += PMR;
+            if (kw == 3) { /* the common 3x3, unrolled */
+                DK6_TAP(0);
+                DK6_TAP(1);
+                DK6_TAP(2);
+            } else {
+                for (int kx = 0; kx < kw; kx++)
+                    DK6_TAP(kx);
             }
         }
     }
@@ -544,17 +570,13 @@ direct_kernel4(int nch, int kh, int kw, const float *ap, const float *src, size_
     for (int ch = 0; ch < nch; ch++) {
         for (int ky = 0; ky < kh; ky++) {
             const float *bp = src + ch * cs + ky * ldr;
-            for (int kx = 0; kx < kw; kx++) {
-                __m256 b0 = _mm256_loadu_ps(bp + kx), b1 = _mm256_loadu_ps(bp + kx + 8), a;
-                a = _mm256_broadcast_ss(ap + 0);
-                c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
-                a = _mm256_broadcast_ss(ap + 1);
-                c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
-                a = _mm256_broadcast_ss(ap + 2);
-                c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
-                a = _mm256_broadcast_ss(ap + 3);
-                c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
-                ap += PMR4;
+            if (kw == 3) { /* the common 3x3, unrolled */
+                DK4_TAP(0);
+                DK4_TAP(1);
+                DK4_TAP(2);
+            } else {
+                for (int kx = 0; kx < kw; kx++)
+                    DK4_TAP(kx);
             }
         }
     }
