@@ -18,8 +18,9 @@
  * scatters are written as gathers, so results are deterministic and no float
  * atomics are needed. Convolutions go through im2col, a batched GEMM and a
  * gather col2im, chunk of images at a time, the chunk sized so the workspace
- * stays under 64 MiB (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap
- * so tests can force small chunks). On CPUs a product with op(B) = B^T runs
+ * stays under a cap: 64 MiB on CPUs, 1/256 of the memory (64-512 MiB) on
+ * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
+ * force small chunks). On CPUs a product with op(B) = B^T runs
  * on a packed copy of B^T (the vec kernel streams B's rows), made in a
  * scratch buffer under the same cap, gathered in the kernel past it. */
 #include "backend/backend.h"
@@ -111,6 +112,7 @@ static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] =
  * buffer and per-image weight gradients fit in this many bytes (at least one
  * image per chunk). */
 #define OCL_CONV_WORK_CAP ((uint64_t)64 << 20)
+#define OCL_CONV_WORK_GPU_MAX ((uint64_t)512 << 20) /* most a GPU's cap grows to */
 #define OCL_ELEMS_MAX ((uint64_t)INT32_MAX) /* int-indexed tensors in the kernels */
 #define OCL_BATCH_MAX 65535 /* batched GEMM's third NDRange dimension (NVIDIA's grid limit) */
 
@@ -569,11 +571,24 @@ static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
     return DG_OK;
 }
 
-/* The convolution workspace cap: OCL_CONV_WORK_CAP, or the byte count in
- * DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). */
+/* The convolution workspace cap: OCL_CONV_WORK_CAP on CPUs; on other devices
+ * 1/256 of the device memory within OCL_CONV_WORK_CAP .. OCL_CONV_WORK_GPU_MAX
+ * (fewer, larger chunks: each chunk costs several launches); or the byte count
+ * in DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). */
 static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
 {
     o->conv_cap = OCL_CONV_WORK_CAP;
+    cl_device_id dev = o->devs[o->index].device;
+    cl_device_type type = 0;
+    cl_ulong mem = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+        !(type & CL_DEVICE_TYPE_CPU) &&
+        clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL) == CL_SUCCESS) {
+        uint64_t c = mem / 256;
+        o->conv_cap = c < OCL_CONV_WORK_CAP      ? OCL_CONV_WORK_CAP
+                      : c > OCL_CONV_WORK_GPU_MAX ? OCL_CONV_WORK_GPU_MAX
+                                                  : c;
+    }
     const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
     if (!v || !*v)
         return DG_OK;
