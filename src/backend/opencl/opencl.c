@@ -113,7 +113,7 @@ static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] =
  * image per chunk). */
 #define OCL_CONV_WORK_CAP ((uint64_t)64 << 20)
 #define OCL_CONV_WORK_GPU_MAX ((uint64_t)512 << 20) /* most a GPU's cap grows to */
-#define OCL_ELEMS_MAX ((uint64_t)INT32_MAX) /* int-indexed tensors in the kernels */
+#define OCL_ELEMS_MAX ((uint64_t)INT32_MAX)         /* int-indexed tensors in the kernels */
 #define OCL_BATCH_MAX 65535 /* batched GEMM's third NDRange dimension (NVIDIA's grid limit) */
 
 typedef struct ocl_dev {
@@ -585,7 +585,7 @@ static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
         !(type & CL_DEVICE_TYPE_CPU) &&
         clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL) == CL_SUCCESS) {
         uint64_t c = mem / 256;
-        o->conv_cap = c < OCL_CONV_WORK_CAP      ? OCL_CONV_WORK_CAP
+        o->conv_cap = c < OCL_CONV_WORK_CAP       ? OCL_CONV_WORK_CAP
                       : c > OCL_CONV_WORK_GPU_MAX ? OCL_CONV_WORK_GPU_MAX
                                                   : c;
     }
