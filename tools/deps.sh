@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages devgate needs (as root), or prints the exact
-# apt-get line to run (otherwise). Usage: tools/deps.sh [build|test]
+# apt-get line to run (otherwise). Usage: tools/deps.sh [build|test|bench]
+# (bench: the libraries of the optional bench programs, e.g. CLBlast for
+# -DDG_BENCH_CLBLAST=ON; not part of the test tier)
 set -euo pipefail
 tier=${1:-build}
 pkgs=(build-essential cmake pkg-config git
@@ -11,6 +13,9 @@ if [ "$tier" = test ]; then
   pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang clang-format libclang-rt-14-dev chromium)
   # throwaway servers of the team-scale tests (tools/servers.sh)
   pkgs+=(postgresql-15 openssh-server openssh-client slurmctld slurmd slurm-client munge)
+fi
+if [ "$tier" = bench ]; then
+  pkgs+=(libclblast-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

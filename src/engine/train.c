@@ -558,8 +558,8 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
     size_t samples = o->samples;
     if (!samples) {
         samples = (size_t)t->steps * t->n;
-        if (samples > 8192)
-            samples = 8192;
+        if (samples > DG_SYNTH_SAMPLES_CAP)
+            samples = DG_SYNTH_SAMPLES_CAP;
         if (samples < (size_t)t->n)
             samples = (size_t)t->n;
     }

@@ -6,6 +6,10 @@
 
 #include "devgate.h"
 
+/* The synthetic source's size when --samples is not given: steps x batch up
+ * to this cap, never under the batch (the sweep's train-set stop reads it). */
+#define DG_SYNTH_SAMPLES_CAP 8192
+
 typedef struct dg_train_ext {
     int sample_ms;          /* > 0: background sampler at this period; record "sampler" */
     bool step_times;        /* record per-step host times and their statistics ("steps") */

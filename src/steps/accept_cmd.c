@@ -38,7 +38,6 @@
 
 #define MAX_TRIALS 48
 #define MAX_BATCH (1 << 20)
-#define PLATEAU_GAIN 0.10 /* a doubling must add 10% samples/s to go on */
 #define TRIAL_EPOCHS 1000 /* {epochs} of a trial: the probe stops it long before */
 #define SWAP_LIMIT_MIB 256.0
 #define MAX_ARGS 4096
@@ -54,8 +53,8 @@ static const struct cmd_tier {
     double compare_ci_width;            /* add pairs while the interval is wider (share) */
     int compare_steps, compare_max_batch;
     int profile_warmup, profile_window;
-    double profile_wall_s;  /* the window closes after this even with steps left */
-    int trace_max_events;   /* no Chrome trace of a window with more events */
+    double profile_wall_s; /* the window closes after this even with steps left */
+    int trace_max_events;  /* no Chrome trace of a window with more events */
 } cmd_tiers[2] = {
     {5, 180, 10, 32, 2, 2, 2, 0.10, 5, 256, 2, 3, 10, 200000},
     {10, 600, 60, 8, 10, 3, 6, 0.10, 10, 1024, 3, 8, 30, 500000},
@@ -718,9 +717,10 @@ static void run_sweep(acmd *a)
     cJSON *spec = cJSON_AddObjectToObject(root, "spec");
     cJSON_AddStringToObject(spec, "backend", a->device);
     cJSON_AddNumberToObject(spec, "from", from);
-    cJSON_AddStringToObject(spec, "from_source", a->o->sweep_from ? "option"
-                                                 : dev_from       ? "tier (a device)"
-                                                                  : "default");
+    cJSON_AddStringToObject(spec, "from_source",
+                            a->o->sweep_from ? "option"
+                            : dev_from       ? "tier (a device)"
+                                             : "default");
     if (a->o->sweep_to > 0)
         cJSON_AddNumberToObject(spec, "to", a->o->sweep_to);
     else
@@ -741,9 +741,11 @@ static void run_sweep(acmd *a)
 
     cJSON *trials = cJSON_AddArrayToObject(root, "trials");
     const char *why = "limit";
-    int at = 0, last_good = 0, first_bad = 0, falls = 0, flat = 0;
-    double prev = NAN, best = NAN;
+    int at = 0, last_good = 0, first_bad = 0;
     bool interrupted = false, nomem = false;
+    /* A program's own data has no size devgate knows: no train-set stop. */
+    dg_sweep_stopper stop;
+    dg_sweep_stop_init(&stop, to, a->tier->max_trial_s, NAN);
     for (long b = from; b <= to && !cancelled(a); b *= 2) {
         trial *t = sweep_trial(a, s, (int)b);
         if (!t) {
@@ -763,25 +765,9 @@ static void run_sweep(acmd *a)
             break;
         }
         last_good = t->batch;
-        falls = isfinite(prev) && isfinite(t->sps) && t->sps < prev ? falls + 1 : 0;
-        prev = t->sps;
-        if (falls >= 2) {
-            why = "throughput-falling";
-            break;
-        }
-        /* A program's own data has no size devgate knows, and a small model
-         * on a large device never runs out of memory: three doublings in a row
-         * that gain less than PLATEAU_GAIN over the best so far end it. */
-        if (isfinite(t->sps)) {
-            flat = isfinite(best) && t->sps < best * (1.0 + PLATEAU_GAIN) ? flat + 1 : 0;
-            best = isfinite(best) ? fmax(best, t->sps) : t->sps;
-        }
-        if (flat >= 3) {
-            why = "throughput-plateau";
-            break;
-        }
-        if (isfinite(t->loop_s) && t->loop_s > a->tier->max_trial_s && b < to) {
-            why = "time";
+        const char *end = dg_sweep_stop_next(&stop, t->batch, t->sps, t->loop_s);
+        if (end) {
+            why = end;
             break;
         }
     }

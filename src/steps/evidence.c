@@ -58,12 +58,13 @@ static void list_add(char *buf, size_t len, const char *sep, const char *what)
 
 /* Sweep stops that prove a ceiling (docs/schema/report.md, FINAL_GATE): out of
  * memory or the memory budget, swap or pressure, throughput falling, the time
- * budget, the tier's ceiling. A crash, a hang, a failure or an interruption
+ * budget, the tier's ceiling, the training set. A crash, a hang, a failure or an interruption
  * proves nothing. */
 static bool proving_stop(const char *why)
 {
     static const char *const ok[] = {
-        "oom", "budget", "swap", "throughput-falling", "throughput-plateau", "time", "limit"};
+        "oom",  "budget", "swap",     "throughput-falling", "throughput-plateau",
+        "time", "limit",  "train-set"};
     for (size_t i = 0; why && i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(why, ok[i]) == 0)
             return true;

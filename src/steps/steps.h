@@ -40,4 +40,27 @@ typedef struct dg_sweep_point {
  * "sweep") to root from the n trials; first_bad is the smallest failing
  * batch known (0: none). */
 void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad);
+
+/* The doubling stop policy of both batch sweeps (the fixture's and accept --
+ * CMD's; docs/measure.md "Sweep"): fed each good trial in batch order, it
+ * names the reason to stop before the next doubling, or NULL to go on. */
+#define DG_SWEEP_FALLS 2           /* throughput-falling: this many falls in a row */
+#define DG_SWEEP_PLATEAU_GAIN 0.10 /* a doubling must add 10% over the best to go on */
+#define DG_SWEEP_PLATEAU_RUN 3     /* throughput-plateau: this many flat doublings in a row */
+typedef struct dg_sweep_stopper {
+    int to;               /* the largest batch asked for */
+    double max_trial_s;   /* "time": a trial longer than this ends the doubling; <= 0 never */
+    double train_samples; /* "train-set": no batch above it; NAN or <= 0 when unknown */
+    int falls, flat;      /* running counts */
+    double prev, best;    /* samples/s of the last and the best trial, NAN before any */
+} dg_sweep_stopper;
+
+/* Starts a policy for batches up to `to` (see the fields for the others). */
+void dg_sweep_stop_init(dg_sweep_stopper *s, int to, double max_trial_s, double train_samples);
+
+/* Feeds the good trial at batch (samples/s sps, NAN when not reported, and
+ * trial_s, the time the "time" stop compares); returns "throughput-falling",
+ * "throughput-plateau", "limit" (2 x batch > to), "train-set" (2 x batch >
+ * the training set) or "time", or NULL when the sweep doubles on. */
+const char *dg_sweep_stop_next(dg_sweep_stopper *s, int batch, double sps, double trial_s);
 #endif

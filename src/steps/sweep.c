@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "data/data.h"
 #include "engine/train.h"
 #include "measure/measure.h"
 #include "steps/steps.h"
@@ -602,6 +603,32 @@ static dg_status settle_budget(sweep *s, cJSON *spec)
     return DG_OK;
 }
 
+/* The training set the trials draw from, in samples; NAN when it cannot be
+ * told (the source does not open: the trials then fail and say why). The
+ * synthetic source has --samples or its cap; a file source its samples less
+ * the validation split, as the loader holds it out. */
+static double train_set_size(const dg_train_opts *o)
+{
+    const char *spec = o->data ? o->data : "synthetic";
+    if (strcmp(spec, "synthetic") == 0)
+        return o->samples ? (double)o->samples : DG_SYNTH_SAMPLES_CAP;
+    dg_ctx *scratch = dg_ctx_new(); /* a source that does not open is the trials' to report */
+    dg_source *src = NULL;
+    dg_source_opts so = {.seed = o->seed};
+    double n = NAN;
+    if (scratch && dg_source_open(scratch, spec, &so, &src) == DG_OK) {
+        size_t all = dg_source_count(src), val = 0;
+        if (o->val_split > 0 && o->val_split < 1) {
+            val = (size_t)floor(o->val_split * (double)all);
+            val = val ? val : 1;
+        }
+        n = all > val ? (double)(all - val) : NAN;
+    }
+    dg_source_close(src);
+    dg_ctx_free(scratch);
+    return n;
+}
+
 /* The stop reason a failing trial gives. */
 static const char *stop_reason(const trial *t)
 {
@@ -753,6 +780,9 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     else
         cJSON_AddNullToObject(spec, "max_trial_s");
     cJSON_AddNumberToObject(spec, "swap_growth_mib", s->swap_limit / 1048576.0);
+    double ntrain = train_set_size(&s->train);
+    cJSON_AddItemToObject(spec, "train_samples",
+                          dg_json_metric(isnan(ntrain) ? 0 : ntrain, !isnan(ntrain), "samples"));
     st = settle_budget(s, spec);
     if (st != DG_OK) {
         cJSON_Delete(root);
@@ -764,8 +794,8 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON *trials = cJSON_AddArrayToObject(root, "trials");
     const char *why = "limit";
     int at = 0, last_good = 0, first_bad = 0;
-    int falls = 0;
-    double prev_sps = NAN;
+    dg_sweep_stopper stop;
+    dg_sweep_stop_init(&stop, to, opts->max_trial_s, ntrain);
     for (long b = from; b <= to; b *= 2) {
         trial *t = run_trial(s, (int)b);
         if (!t) {
@@ -785,17 +815,9 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
             break;
         }
         last_good = t->batch;
-        if (!isnan(prev_sps) && !isnan(t->sps) && t->sps < prev_sps)
-            falls++;
-        else
-            falls = 0;
-        prev_sps = t->sps;
-        if (falls >= 2) {
-            why = "throughput-falling";
-            break;
-        }
-        if (opts->max_trial_s > 0 && t->wall_s > opts->max_trial_s && b < to) {
-            why = "time"; /* the next size would take about twice as long */
+        const char *end = dg_sweep_stop_next(&stop, t->batch, t->sps, t->wall_s);
+        if (end) {
+            why = end;
             break;
         }
     }

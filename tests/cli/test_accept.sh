@@ -33,7 +33,7 @@ expect_json packA/report.json 'd["state"] == "complete" and [s["name"] for s in 
 expect_json packA/report.json 'd["final_gate"]["accepted"] is False and d["final_gate"]["screening"] is True and d["final_gate"]["statement"].startswith("screening only")'
 # The sweep proves a ceiling only with 4 trials and a proving stop (a loaded machine
 # can end the short tier's sweep early on its time budget).
-expect_json packA/report.json 'all(d["final_gate"]["proofs"][k] for k in ("architecture", "gate_log", "memory_curve")) and d["final_gate"]["proofs"]["sweep"] == (len(d["sweep"]["trials"]) >= 4 and d["sweep"]["stopped"]["reason"] in ("oom", "budget", "swap", "throughput-falling", "time", "limit"))'
+expect_json packA/report.json 'all(d["final_gate"]["proofs"][k] for k in ("architecture", "gate_log", "memory_curve")) and d["final_gate"]["proofs"]["sweep"] == (len(d["sweep"]["trials"]) >= 4 and d["sweep"]["stopped"]["reason"] in ("oom", "budget", "swap", "throughput-falling", "throughput-plateau", "time", "limit", "train-set"))'
 expect_json packA/report.json 'd["steps"][4]["status"] == "skipped" and d["compare"] is None'
 expect_json packA/report.json 'd["profile"]["trace"] == "trace.json" and d["pack"]["dir"] == "packA"'
 id=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' packA/report.json)

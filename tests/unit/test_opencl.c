@@ -6,6 +6,7 @@
  * padded convolutions in one and several chunks, out-of-range labels), the
  * events, and the range checks of every op. */
 #include "backend/backend.h"
+#include "backend/opencl/opencl_hooks.h"
 #include "core/core.h"
 
 #include "check.h"
@@ -413,6 +414,88 @@ static float *rnd(dg_rng *r, size_t n)
     if (p)
         fill(r, p, n);
     return p;
+}
+
+/* The strided batched GEMM hook (what the convolutions and the CLBlast bench
+ * call): every product against the reference with strides between the
+ * operands (A shared when sa = 0), the variant's name, the handles, and the
+ * range check of the last product. */
+static void test_gemm_strided(void *ctx)
+{
+    enum { NB = 3 };
+    static const int shapes[][3] = {{7, 5, 3}, {65, 63, 17}, {130, 129, 40}};
+    for (int t = 0; t < 4; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            bool ta = t & 2, tb = t & 1;
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+            size_t one_a = (size_t)(ta ? k : m) * lda, one_b = (size_t)(tb ? n : k) * ldb;
+            size_t sa = t == 1 ? 0 : one_a + 5, sb = one_b + 1, sc = (size_t)m * ldc + 7;
+            size_t na = sa * (NB - 1) + one_a, nb = sb * (NB - 1) + one_b,
+                   nc = sc * (NB - 1) + (size_t)m * ldc;
+            dg_rng r;
+            dg_rng_init(&r, 99u + (uint64_t)t * 7 + s, 1);
+            float *a = rnd(&r, na), *b = rnd(&r, nb), *c = rnd(&r, nc), *out = dg_malloc(nc * 4);
+            double *ref = dg_malloc((size_t)m * n * sizeof(double)),
+                   *mag = dg_malloc((size_t)m * n * sizeof(double));
+            dten da = dput(ctx, a, na, 0), db = dput(ctx, b, nb, 8), dc = dput(ctx, c, nc, 4);
+            dg_status st = dg_ocl_gemm_strided(ctx, ta, tb, m, n, k, 1.5f, REF(da), lda, sa,
+                                               REF(db), ldb, sb, 0.5f, REF(dc), ldc, sc, NB);
+            CHECK_MSG(st == DG_OK, "strided gemm %d: %s", t, be->last_error(ctx));
+            if (st == DG_OK && out && ref && mag && dget(ctx, dc, out, "strided gemm C")) {
+                for (int i = 0; i < NB; i++) {
+                    ref_gemm(ta, tb, m, n, k, 1.5f, a + sa * i, lda, b + sb * i, ldb, 0.5f,
+                             c + sc * i, ldc, ref, mag);
+                    int bad = 0;
+                    for (int y = 0; y < m; y++)
+                        for (int x = 0; x < n; x++) {
+                            double tol = 2.0 * k * FLT_EPSILON * mag[(size_t)y * n + x] + 1e-30;
+                            double got = out[sc * i + (size_t)y * ldc + x];
+                            if (!(fabs(got - ref[(size_t)y * n + x]) <= tol))
+                                bad++;
+                        }
+                    CHECK_MSG(bad == 0, "strided gemm %c%c %dx%dx%d product %d: %d wrong",
+                              ta ? 't' : 'n', tb ? 't' : 'n', m, n, k, i, bad);
+                }
+                /* The padding between products and after the rows is untouched. */
+                int moved = 0;
+                for (size_t e = 0; e < nc; e++) {
+                    size_t i = e / sc, rel = e % sc;
+                    bool in = i < NB && rel < (size_t)m * ldc && (int)(rel % (size_t)ldc) < n;
+                    if (!in && memcmp(&out[e], &c[e], 4) != 0)
+                        moved++;
+                }
+                CHECK_MSG(moved == 0, "strided gemm: %d elements outside the products changed",
+                          moved);
+            }
+            /* One more product would run past C (and past A unless shared). */
+            CHECK(dg_ocl_gemm_strided(ctx, ta, tb, m, n, k, 1.0f, REF(da), lda, sa, REF(db), ldb,
+                                      sb, 0.0f, REF(dc), ldc, sc, NB + 1) == DG_ERR_USAGE);
+            CHECK(strstr(be->last_error(ctx), "outside") != NULL);
+            dfree(ctx, da);
+            dfree(ctx, db);
+            dfree(ctx, dc);
+            dg_free(a);
+            dg_free(b);
+            dg_free(c);
+            dg_free(out);
+            dg_free(ref);
+            dg_free(mag);
+        }
+    dg_ref z = {NULL, 0};
+    CHECK(dg_ocl_gemm_strided(ctx, false, false, 4, 4, 4, 1.0f, z, 4, 0, z, 4, 0, 0.0f, z, 4, 0,
+                              65536) == DG_ERR_USAGE);
+    CHECK(dg_ocl_gemm_strided(ctx, false, false, 4, 4, 4, 1.0f, z, 4, 0, z, 4, 0, 0.0f, z, 4, 0,
+                              0) == DG_OK);
+    CHECK(dg_ocl_gemm_strided(NULL, false, false, 4, 4, 4, 1.0f, z, 4, 0, z, 4, 0, 0.0f, z, 4, 0,
+                              1) == DG_ERR_USAGE);
+    CHECK(dg_ocl_gemm_variant(ctx, 64, 64, 1)[0] != '\0');
+    CHECK_STR(dg_ocl_gemm_variant(NULL, 64, 64, 1), "");
+    cl_context cx = NULL;
+    cl_command_queue q = NULL;
+    cl_device_id dv = NULL;
+    CHECK(dg_ocl_handles(ctx, &cx, &q, &dv) == DG_OK && cx && q && dv);
+    CHECK(dg_ocl_handles(ctx, &cx, NULL, &dv) == DG_ERR_USAGE);
 }
 
 static void test_fill_bias_relu(void *ctx)
@@ -908,6 +991,7 @@ int main(void)
     test_info(ctx);
     test_buffers(ctx);
     test_gemm(ctx);
+    test_gemm_strided(ctx);
     test_ops(ctx);
     printf("sgemm 512^3 (default kernel): %.1f GFLOP/s\n", gflops(ctx, 512));
     int nd = be->device_count(ctx);
@@ -932,6 +1016,7 @@ int main(void)
             continue;
         }
         test_gemm(ctx);
+        test_gemm_strided(ctx);
         test_conv(ctx); /* batched, transposed products */
         printf("sgemm 512^3 (%s kernel): %.1f GFLOP/s\n", kinds[i], gflops(ctx, 512));
         be->free(ctx);

@@ -84,6 +84,47 @@ static void expect(const char *name, const char *body, const char *ended, const 
     cJSON_Delete(rec);
 }
 
+/* A doubling sweep from batch 8 over a stand-in trial that reports the
+ * samples/s the shell case `table` gives its batch; samples sets the
+ * synthetic training set (0: its default). The record parsed. */
+static cJSON *doubling(const char *name, const char *table, size_t samples)
+{
+    char body[2048];
+    snprintf(body, sizeof body,
+             "b=$(tr ',' '\\n' | sed -n 's/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
+             "case $b in %s *) v=1000 ;; esac\n"
+             "echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":{\"value\":'$v',"
+             "\"valid\":true}}}' >&3",
+             table);
+    dg_ctx *ctx = dg_ctx_new();
+    dg_sweep_opts o = {.train = {.init = DG_TRAIN_OPTS_MAGIC,
+                                 .lr = -1,
+                                 .momentum = -1,
+                                 .weight_decay = -1,
+                                 .threads = 1,
+                                 .samples = samples},
+                       .from = 8,
+                       .no_bisect = true,
+                       .trial_timeout_s = 20,
+                       .exe = script(name, body)};
+    char *json = NULL;
+    dg_status st = dg_sweep_run(ctx, &o, &json);
+    CHECK_MSG(st == DG_OK, "%s: %s", name, dg_errmsg(ctx));
+    cJSON *rec = json ? cJSON_Parse(json) : NULL;
+    dg_string_free(json);
+    dg_ctx_free(ctx);
+    return rec;
+}
+
+static void expect_stop(const cJSON *rec, const char *name, const char *reason, int at)
+{
+    const cJSON *stop = cJSON_GetObjectItem(rec, "stopped");
+    const char *r = cJSON_GetStringValue(cJSON_GetObjectItem(stop, "reason"));
+    double b = cJSON_GetNumberValue(cJSON_GetObjectItem(stop, "at_batch"));
+    CHECK_MSG(r && strcmp(r, reason) == 0 && b == at, "%s: stopped on %s at %g, wanted %s at %d",
+              name, r ? r : "(none)", b, reason, at);
+}
+
 /* True when pid no longer runs (gone, or a zombie awaiting its new parent). */
 static bool gone(long pid)
 {
@@ -175,6 +216,28 @@ int main(void)
     pid = read_pid("stray.pid");
     CHECK_MSG(pid > 0 && gone(pid), "grandchild %ld of a finished trial survived", pid);
 
+    /* The stop policy in the fixture's sweep: the H200's cifar throughput of
+     * this session's first GPU pass plateaus from 512 on, three flat doublings
+     * end it at 2048 (it ran to 32768 before). */
+    rec = doubling("plateau",
+                   "8) v=19131 ;; 16) v=31685 ;; 32) v=44361 ;; 64) v=61643 ;; 128) v=74787 ;; "
+                   "256) v=84861 ;; 512) v=89673 ;; 1024) v=93320 ;; 2048) v=94732 ;; "
+                   "4096) v=96539 ;;",
+                   0);
+    expect_stop(rec, "plateau", "throughput-plateau", 2048);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(rec, "trials")) == 9);
+    cJSON_Delete(rec);
+    /* Throughput that keeps growing stops at the training set: 100 samples
+     * give trials at 8..64 and "train-set", the set's size in the spec. */
+    rec = doubling("trainset", "8) v=100 ;; 16) v=200 ;; 32) v=400 ;; 64) v=800 ;; 128) v=1600 ;;",
+                   100);
+    expect_stop(rec, "train-set", "train-set", 64);
+    const cJSON *ts = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "spec"), "train_samples");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(ts, "valid")) &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(ts, "value")) == 100);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(rec, "trials")) == 4);
+    cJSON_Delete(rec);
+
     /* A program that cannot start. */
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no-such-program", dir);
@@ -194,9 +257,9 @@ int main(void)
     CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
     dg_ctx_free(ctx);
 
-    const char *names[] = {"garbage", "array",  "closed",   "silent",   "stderr",
-                           "flood",   "killed", "abort",    "status",   "oom",
-                           "hang",    "stray",  "hang.pid", "stray.pid"};
+    const char *names[] = {"garbage",  "array",     "closed",  "silent",  "stderr", "flood",
+                           "killed",   "abort",     "status",  "oom",     "hang",   "stray",
+                           "hang.pid", "stray.pid", "plateau", "trainset"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[600];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opencl_hooks.h"
 #include "opencl_kernels.h"
 
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
@@ -906,29 +907,35 @@ static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, si
     return DG_OK;
 }
 
-/* Enqueues batch GEMMs on checked operands, product i on the operands
- * advanced by i*sa, i*sb, i*sc elements. The variant: tiled where the device
- * has it (128-wide tiles once they alone fill every compute unit and pad the
- * product by little more than 64-wide ones would), else vec, else naive. */
-static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
-                              cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
-                              int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
-                              cl_ulong sc, size_t batch)
+/* The GEMM variant for batch m x n products: tiled where the device has it
+ * (128-wide tiles once they alone fill every compute unit and pad the product
+ * by little more than 64-wide ones would), else vec, else naive. */
+static ocl_var pick_var(const ocl_ctx *o, int m, int n, size_t batch)
 {
-    ocl_var v = VAR_NAIVE;
     if (o->kernels[VAR_T64][0] && o->kernels[VAR_T128][0]) {
         uint64_t m64 = ((uint64_t)m + 63) / 64, n64 = ((uint64_t)n + 63) / 64;
         uint64_t m128 = ((uint64_t)m + 127) / 128, n128 = ((uint64_t)n + 127) / 128;
         uint64_t groups128 = m128 * n128 * batch;
         uint64_t pad64 = m64 * n64 * 64 * 64, pad128 = m128 * n128 * 128 * 128;
-        v = groups128 >= o->compute_units && pad128 * 8 <= pad64 * 9 ? VAR_T128 : VAR_T64;
-    } else if (o->kernels[VAR_T64][0]) {
-        v = VAR_T64;
-    } else if (o->kernels[VAR_T128][0]) {
-        v = VAR_T128;
-    } else if (o->kernels[VAR_VEC][0]) {
-        v = VAR_VEC;
+        return groups128 >= o->compute_units && pad128 * 8 <= pad64 * 9 ? VAR_T128 : VAR_T64;
     }
+    if (o->kernels[VAR_T64][0])
+        return VAR_T64;
+    if (o->kernels[VAR_T128][0])
+        return VAR_T128;
+    if (o->kernels[VAR_VEC][0])
+        return VAR_VEC;
+    return VAR_NAIVE;
+}
+
+/* Enqueues batch GEMMs on checked operands, product i on the operands
+ * advanced by i*sa, i*sb, i*sc elements, with pick_var's variant. */
+static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                              cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
+                              int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
+                              cl_ulong sc, size_t batch)
+{
+    ocl_var v = pick_var(o, m, n, batch);
     cl_kernel kr = o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
     cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc;
     cl_float fa = alpha, fb = beta;
@@ -984,6 +991,60 @@ static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, floa
     cl_mem ma = k > 0 ? (cl_mem)a.buf : (cl_mem)c.buf, mb = k > 0 ? (cl_mem)b.buf : (cl_mem)c.buf;
     return enqueue_gemm(o, ta, tb, m, n, k, alpha, ma, ea, k > 0 ? lda : 1, 0, mb, eb,
                         k > 0 ? ldb : 1, 0, beta, (cl_mem)c.buf, ec, ldc, 0, 1);
+}
+
+dg_status dg_ocl_gemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
+                              dg_ref a, int lda, size_t sa, dg_ref b, int ldb, size_t sb,
+                              float beta, dg_ref c, int ldc, size_t sc, int batch)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || batch > OCL_BATCH_MAX)
+        return ocl_fail(o, DG_ERR_USAGE, "gemm: bad size m=%d n=%d k=%d batch=%d (0..%d)", m, n, k,
+                        batch, OCL_BATCH_MAX);
+    if (m == 0 || n == 0 || batch == 0)
+        return DG_OK;
+    if (k == 0)
+        return ocl_fail(o, DG_ERR_USAGE, "gemm: the strided hook needs k > 0");
+    /* The first and the last product's ranges: every one between lies inside. */
+    cl_ulong ea = 0, eb = 0, ec = 0, last = 0;
+    size_t lb = (size_t)(batch - 1) * sizeof(float);
+    dg_status st = check_matrix(o, 'C', c.buf, c.off, m, n, ldc, &ec);
+    if (st == DG_OK)
+        st = check_matrix(o, 'A', a.buf, a.off, ta ? k : m, ta ? m : k, lda, &ea);
+    if (st == DG_OK)
+        st = check_matrix(o, 'B', b.buf, b.off, tb ? n : k, tb ? k : n, ldb, &eb);
+    if (st == DG_OK && (sa > SIZE_MAX / lb || sb > SIZE_MAX / lb || sc > SIZE_MAX / lb))
+        st = ocl_fail(o, DG_ERR_USAGE, "gemm: batch strides overflow");
+    if (st == DG_OK)
+        st = check_matrix(o, 'C', c.buf, c.off + sc * lb, m, n, ldc, &last);
+    if (st == DG_OK)
+        st = check_matrix(o, 'A', a.buf, a.off + sa * lb, ta ? k : m, ta ? m : k, lda, &last);
+    if (st == DG_OK)
+        st = check_matrix(o, 'B', b.buf, b.off + sb * lb, tb ? n : k, tb ? k : n, ldb, &last);
+    if (st != DG_OK)
+        return st;
+    return enqueue_gemm(o, ta, tb, m, n, k, alpha, (cl_mem)a.buf, ea, lda, sa, (cl_mem)b.buf, eb,
+                        ldb, sb, beta, (cl_mem)c.buf, ec, ldc, sc, (size_t)batch);
+}
+
+const char *dg_ocl_gemm_variant(void *ctx, int m, int n, int batch)
+{
+    const ocl_ctx *o = ctx;
+    return o ? var_names[pick_var(o, m, n, batch > 0 ? (size_t)batch : 1)] : "";
+}
+
+dg_status dg_ocl_handles(void *ctx, cl_context *context, cl_command_queue *queue,
+                         cl_device_id *device)
+{
+    const ocl_ctx *o = ctx;
+    if (!o || !context || !queue || !device)
+        return DG_ERR_USAGE;
+    *context = o->context;
+    *queue = o->queue;
+    *device = o->devs[o->index].device;
+    return DG_OK;
 }
 
 static dg_status ocl_synchronize(void *ctx)

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Issue 15, OpenCL: devgate's OpenCL SGEMM against CLBlast on the NVIDIA
+# OpenCL platform (the automatic kernel choice, then each tiled variant
+# forced) and on PoCL when present; then the fixture on NVIDIA OpenCL against
+# the cuda backend: devgate train for mlp, lenet and cifar at batch 256 and
+# 1024, the same steps, three runs alternating opencl/cuda, median step times
+# and the ratio cuda/opencl (1.0 = as fast as cuda; the target is >= 0.5).
+# Expects .devcarry as dev/device-s3a.sh does, plus .devcarry/bin/gemm_vs_clblast
+# (build-cuda configured with -DDG_BENCH_CLBLAST=ON) and libclblast.so.1 under
+# .devcarry/root (Debian's libclblast1 1.5.3-3, dpkg -x). Log: $OUT/ocl.log.
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/devgate-device}
+mkdir -p "$out"
+exec > >(tee -a "$out/ocl.log") 2>&1
+bin=$PWD/.devcarry/bin
+export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
+export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
+DG=$bin/devgate
+GB=$bin/gemm_vs_clblast
+t0=$(date +%s)
+left() { echo $((230 - ($(date +%s) - t0))); } # seconds left of the 4-minute budget
+nvidia-smi -L 2>&1 | head -1
+$DG --version
+ls /etc/OpenCL/vendors/ 2>&1 | tr '\n' ' '; echo
+if [ -x "$GB" ]; then
+  ldd "$GB" | grep -E 'clblast|OpenCL|not found'
+  $GB --devices --platform NVIDIA | tee "$out/ocl-devices.txt"
+  nv=$(awk -F'\t' '$1 == "pick" {print $2}' "$out/ocl-devices.txt")
+else
+  echo "no $GB: the GEMM bench is skipped (configure build-cuda with -DDG_BENCH_CLBLAST=ON)"
+  nv=$($DG --no-ledger env --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+b = [x for x in d["backends"] if x["name"] == "opencl"][0]
+print(next((str(v["index"]) for v in b["devices"] if "NVIDIA" in (v.get("platform") or "").upper()), ""))')
+fi
+if [ -z "$nv" ]; then echo "no NVIDIA OpenCL device: stopping"; exit 1; fi
+echo "NVIDIA OpenCL device index: $nv"
+
+if [ -x "$GB" ]; then
+  echo "== GEMM, NVIDIA OpenCL, automatic kernel choice"
+  timeout 60 $GB --device "$nv" --reps 7 --min-ms 10; echo "exit $?"
+  for v in tiled64 tiled128; do
+    [ "$(left)" -lt 150 ] && { echo "skipping forced $v: out of time"; continue; }
+    echo "== GEMM, NVIDIA OpenCL, DEVGATE_OPENCL_KERNEL=$v"
+    DEVGATE_OPENCL_KERNEL=$v timeout 40 $GB --device "$nv" --reps 5 --min-ms 10 --shapes sq1024,sq4096,fixture; echo "exit $?"
+  done
+  if grep -qi 'portable' "$out/ocl-devices.txt" && [ "$(left)" -gt 140 ]; then
+    echo "== GEMM, PoCL (CPU device)"
+    timeout 45 $GB --platform Portable --reps 3 --shapes sq512,sq1024,mlp256,cifar256.conv2.fwd; echo "exit $?"
+  fi
+fi
+
+echo "== fixture: devgate train, opencl (device $nv) vs cuda, step_ms medians of 3 alternating runs"
+python3 - "$DG" "$nv" "$out" "$(left)" <<'PY'
+import json, statistics, subprocess, sys, time
+dg, nv, out, budget = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+t0 = time.time()
+steps = {"mlp": 60, "lenet": 40, "cifar": 20}
+print(f"{'preset':6} {'batch':>5} {'opencl ms':>10} {'cuda ms':>8} {'cuda/ocl':>8}  opencl spread / cuda spread / notes")
+for model in ("mlp", "lenet", "cifar"):
+    for batch in (256, 1024):
+        if time.time() - t0 > budget - 15:
+            print(f"{model:6} {batch:5d} skipped: out of time")
+            continue
+        ms = {"opencl": [], "cuda": []}
+        note = ""
+        for rep in range(3):
+            for be in (("opencl", "cuda") if rep % 2 == 0 else ("cuda", "opencl")):
+                cmd = [dg, "--no-ledger", "train", "--backend", be, "--device", nv if be == "opencl" else "0",
+                       "--model", model, "--batch", str(batch), "--steps", str(steps[model]), "--json"]
+                try:
+                    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                    d = json.loads(p.stdout)
+                    ms[be].append(d["throughput"]["step_ms"]["value"])
+                    if be == "opencl" and rep == 0:
+                        fb = [(f["op"], f["calls"]) for f in d.get("fallbacks") or []]
+                        ph = d.get("phases") or {}
+                        note = "fallbacks %s; phases ms %s" % (fb, {k: round(v["value"], 2) for k, v in ph.items()
+                                                                   if isinstance(v, dict) and v.get("valid")})
+                except Exception as e:  # noqa: BLE001 - report and go on
+                    note = f"{be} run failed: {e!r}"[:200]
+        if ms["opencl"] and ms["cuda"]:
+            o, c = statistics.median(ms["opencl"]), statistics.median(ms["cuda"])
+            sp = lambda v: f"{min(v):.2f}-{max(v):.2f}"
+            print(f"{model:6} {batch:5d} {o:10.2f} {c:8.2f} {c / o:8.2f}  {sp(ms['opencl'])} / {sp(ms['cuda'])} / {note}",
+                  flush=True)
+        else:
+            print(f"{model:6} {batch:5d} no result: {note}", flush=True)
+PY
+echo "total $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,28 @@
+/* Entry points of the OpenCL backend beyond its interface, for the side-by-side
+ * GEMM bench (bench/gemm_vs_clblast.c) and the tests: the strided batched GEMM
+ * the convolutions use, the variant it would pick, and the backend's own
+ * context, queue and device so another library can work on the same buffers.
+ * ctx is a context from dg_backend_opencl_iface()->init. */
+#ifndef DG_OPENCL_HOOKS_H
+#define DG_OPENCL_HOOKS_H
+#include "backend/backend.h"
+
+#include <CL/cl.h>
+
+/* batch products C_i = alpha * op(A_i) * op(B_i) + beta * C_i, operand i at
+ * the ref advanced by i*sa, i*sb, i*sc elements (k > 0, batch 0..65535);
+ * every product's range is checked; enqueued only (asynchronous). */
+dg_status dg_ocl_gemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
+                              dg_ref a, int lda, size_t sa, dg_ref b, int ldb, size_t sb,
+                              float beta, dg_ref c, int ldc, size_t sc, int batch);
+
+/* Name of the kernel variant ("tiled64", "vec", ...) a batch of m x n
+ * products runs on this device ("" without a context). */
+const char *dg_ocl_gemm_variant(void *ctx, int m, int n, int batch);
+
+/* The backend's context, in-order profiling queue and device (still owned by
+ * the backend); DG_ERR_USAGE on a NULL argument. */
+dg_status dg_ocl_handles(void *ctx, cl_context *context, cl_command_queue *queue,
+                         cl_device_id *device);
+
+#endif
