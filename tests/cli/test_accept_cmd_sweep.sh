@@ -31,7 +31,7 @@ PY
 }
 
 # 1. The plateau.
-"$DG" --no-ledger accept --json --quick -o pack1 -- "${CMD[@]}" --base-ms 50 --plateau 32 \
+"$DG" --no-ledger accept --json --quick -o pack1 -- "${CMD[@]}" --base-ms 20 --plateau 32 \
   >plateau.json 2>plateau.err
 rc=$?
 [ "$rc" -le 1 ] && ok || { bad "accept -- CMD (plateau) exited $rc"; tail -20 plateau.err >&2; }

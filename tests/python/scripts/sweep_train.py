@@ -8,6 +8,8 @@ known in advance.
 Step time = max(1, batch / plateau) x --base-ms, shortened by --gain per
 doubling above --plateau: samples/s doubles with the batch up to --plateau,
 then grows by only --gain (a fraction) per doubling: a throughput plateau.
+Each step sleeps that time and reports it as its step_ms (the plan, not the
+clock: a loaded machine's late wake-ups would blur the curve).
 --kill-above B: at a batch above B the program SIGKILLs itself after its
 first step (as the kernel's OOM killer would end it); with --oom-events FILE it
 first adds one to the "oom_kill N" line of FILE (the stand-in for the
@@ -78,17 +80,15 @@ def main(argv=None):
     p.run_start(args.device, b)
     hog = None
     done = 0
-    last = time.perf_counter()
     for epoch in range(args.epochs):
         with p.epoch(epoch, empty_cache=False):
-            last = time.perf_counter()  # the probe's clock restarts with the epoch
-            for _ in range(args.steps):
-                p.data_ready()
-                with p.step(batch=b):
-                    # Paced from the previous step's end: the probe's own
-                    # cost between two steps is inside the step time.
-                    sleep_until(last + step_s)
-                last = time.perf_counter()
+            for i in range(args.steps):
+                # The step sleeps its planned time and reports that time (not
+                # the clock's reading), so the curve devgate sees does not
+                # depend on how late a loaded machine wakes the sleeper.
+                sleep_until(time.perf_counter() + step_s)
+                p.emit("step", epoch=epoch, step=i, step_ms=step_s * 1000.0, data_ms=0.0,
+                       loss=None, synced=False, batch=b)
                 done += 1
                 if args.kill_above is not None and b > args.kill_above:
                     if args.oom_events:
