@@ -579,6 +579,9 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
      * the capture): they run but are not timed. */
     t->total = t->steps * t->epochs;
     t->warmup = t->total > 2 ? 2 : t->total - 1;
+    /* A profile's window starts after its own warm-up: the timed steps are its steps. */
+    if (x->profile_warmup > 0 && x->profile_warmup < t->total)
+        t->warmup = x->profile_warmup;
     t->finite = true;
     return DG_OK;
 }
@@ -697,11 +700,15 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
         dg_engine_set_profiling(e, true);
     *tw = dg_now();
     int bh, bw;
-    if ((st = next_host_batch(t)) != DG_OK ||
-        (st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
+    if ((st = next_host_batch(t)) != DG_OK)
+        return st;
+    /* The data wait is the loader's (docs/schema/train.md): waiting for a
+     * page-locked pair to come free is the device behind, not the data. */
+    double tl = dg_now();
+    if ((st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
         return st;
     if (g >= t->warmup)
-        t->data_wait += dg_now() - *tw;
+        t->data_wait += dg_now() - tl;
     mark(t, EV_START);
     if ((st = upload_batch(t)) != DG_OK)
         return st;
