@@ -186,7 +186,7 @@ const cli_opt cli_train_opts[] = {
     T("--lr", "F", "lr", "0.01", NULL, "learning rate"),
     T("--momentum", "F", "momentum", "0.9", NULL, "SGD momentum"),
     T("--weight-decay", "F", "weight_decay", "0", NULL, "L2 weight decay"),
-    T("--threads", "N", "threads", "all cores", "threads", "cpu threads"),
+    T("--threads", "N", "threads", "usable cores", "threads", "cpu threads"),
     T("--mem-budget", "SIZE", "mem_budget", "none", "bytes", "device allocator cap (512M, 2G)"),
     T("--disable-op", "OP[@BACKEND],...", "disable_ops", "none", NULL,
       "ops forced onto the cpu fallback"),

@@ -264,6 +264,18 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         be->peak_fp32 = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_FP32);
         be->peak_cores = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_CORES);
         be->peak_isa = dg_rec_str(it, DG_P_GATE_BACKENDS_PEAK_CPU_ISA);
+        be->peak_usable = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_USABLE_CORES);
+        be->peak_advised = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_THREADS_ADVISED);
+        be->peak_per_core = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_PER_CORE);
+        be->peak_per_core_src = dg_rec_str(it, DG_P_GATE_BACKENDS_PEAK_CPU_PER_CORE_SOURCE);
+        be->peak_smt = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_TOPOLOGY_SMT);
+        be->matmul.fraction_of = dg_rec_str(it, DG_P_GATE_BACKENDS_MATMUL_FRACTION_OF);
+        be->matmul.threads = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_THREADS);
+        be->matmul.threads_source = dg_rec_str(it, DG_P_GATE_BACKENDS_MATMUL_THREADS_SOURCE);
+        be->matmul.rate_m = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_M);
+        be->matmul.rate_n = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_N);
+        be->matmul.rate_k = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_K);
+        be->matmul.rate_gflops = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_GFLOPS);
         be->blas.library = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_LIBRARY);
         be->blas.kernel = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_KERNEL);
         be->blas.fix = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_FIX);
@@ -602,6 +614,8 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
     c->param_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_PARAM_TOLERANCE);
     c->within_tolerance = dg_rec_bool(cmp, DG_P_COMPARE_WITHIN_TOLERANCE);
     c->threads = dg_rec_num(cmp, DG_P_COMPARE_SPEC_THREADS);
+    c->threads_used = dg_rec_num(cmp, DG_P_COMPARE_SPEC_THREADS_USED);
+    c->threads_source = dg_rec_str(cmp, DG_P_COMPARE_SPEC_THREADS_SOURCE);
     const cJSON *arr = dg_rec_arr(cmp, DG_P_COMPARE_RUNS);
     c->runs = array_of(b, cJSON_GetArraySize(arr), sizeof *c->runs);
     if (!c->runs)

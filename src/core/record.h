@@ -222,12 +222,22 @@ typedef struct dg_view_backend {
         dg_rec_metric max_err_over_tolerance; /* ratio */
         dg_rec_metric max_abs_err, gflops, ms_warm;
         dg_rec_metric max_rel_err, ms_cold;
-        dg_rec_metric m, n, k;          /* the product's shape */
-        dg_rec_metric fraction_of_peak; /* fraction of peak_fp32 */
-        dg_view_window window;          /* the timed products' window */
+        dg_rec_metric m, n, k;                /* the product's shape */
+        dg_rec_metric fraction_of_peak;       /* fraction of peak_fp32 */
+        const char *fraction_of;              /* "rate" or "checked": which product it is of */
+        dg_rec_metric threads;                /* cpu: the threads the products ran on */
+        const char *threads_source;           /* cpu: "usable cores", "OMP_NUM_THREADS" */
+        dg_rec_metric rate_m, rate_n, rate_k; /* cpu: the steady-state rate product */
+        dg_rec_metric rate_gflops;            /* GFLOP/s */
+        dg_view_window window;                /* the timed products' window */
     } matmul;
-    dg_rec_metric peak_fp32;  /* GFLOP/s */
-    dg_rec_metric peak_cores; /* cores the cpu peak counts */
+    dg_rec_metric peak_fp32;       /* GFLOP/s */
+    dg_rec_metric peak_cores;      /* physical cores the cpu's mask holds */
+    dg_rec_metric peak_usable;     /* cores' worth the cpu peak counts (quota applied) */
+    dg_rec_metric peak_advised;    /* threads a cpu baseline should run */
+    dg_rec_metric peak_per_core;   /* GFLOP/s */
+    dg_rec_metric peak_smt;        /* threads/core */
+    const char *peak_per_core_src; /* measured FMA throughput, or table x clock */
     const char *peak_isa;
     struct {
         const char *library, *kernel, *fix;
@@ -399,7 +409,9 @@ typedef struct dg_view_compare {
     const char *device_name;                       /* compare.device.name */
     dg_rec_metric loss_tolerance, param_tolerance; /* relative */
     dg_rec_metric threads;                         /* compare.spec.threads (0: all) */
-    int within_tolerance;                          /* tri */
+    dg_rec_metric threads_used; /* compare.spec.threads_used: what the cpu pool ran on */
+    const char *threads_source; /* "--threads", "OMP_NUM_THREADS", "usable cores" */
+    int within_tolerance;       /* tri */
     dg_view_run *runs;
     int nruns;
 } dg_view_compare;

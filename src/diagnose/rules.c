@@ -67,10 +67,11 @@ const dg_rule dg_rules[] = {
      "rerun when the machine is quiet, or stop the named processes; devgate's measurement lock "
      "keeps devgate runs apart but not other programs"},
     {"cpu-baseline-unfair", DG_SEV_WARN,
-     "gate.backends[cpu].matmul.fraction_of_peak, gate.backends[cpu].blas, compare.spec.threads",
+     "gate.backends[cpu].matmul.fraction_of_peak, .threads, .rate, gate.backends[cpu].peak.cpu, "
+     "gate.backends[cpu].blas, compare.spec.threads_used",
      "cpu_peak_fraction_min,contention_cpus", dg_judge_cpu_baseline_unfair,
-     "the cpu baseline runs below what its cores can do (a generic BLAS kernel or too few "
-     "threads), so every speedup over it is inflated",
+     "the cpu baseline runs below what its cores can do (a generic BLAS kernel, too few "
+     "threads, or a GEMM too small to reach steady state), so every speedup over it is inflated",
      "give the cpu its proper BLAS kernel and all its cores, then compare again"},
     {"slow-device-data", DG_SEV_FAIL,
      "compare.runs[].step_time_reduction_pct, compare.runs[].busy_fraction",

@@ -5,6 +5,7 @@
  * are shared with slow-device-data, speedup-near-one and the decision. */
 #include "diagnose/diagnose.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,22 +217,57 @@ void dg_judge_contended(dg_diag *d, const dg_rule *r)
 
 /* ---- cpu-baseline-unfair ------------------------------------------------------ */
 
-static const dg_view_backend *gate_cpu(const dg_diag *d)
+/* Below this many flops per thread a GEMM does not reach steady state (each
+ * thread packs and streams its blocks too few times): 2^29, about the work
+ * of one 640^3 product per thread. */
+#define SMALL_FLOPS_PER_THREAD 536870912.0
+
+static const dg_view_backend *gate_cpu(const dg_diag *d, int *index)
 {
     const dg_view_gate *g = &d->v->gate;
     for (int i = 0; i < g->nbackends; i++)
-        if (g->backends[i].name && !strcmp(g->backends[i].name, "cpu"))
+        if (g->backends[i].name && !strcmp(g->backends[i].name, "cpu")) {
+            *index = i;
             return &g->backends[i];
+        }
     return NULL;
+}
+
+/* The threads the fixture's cpu baseline ran on: compare's threads_used,
+ * else its spec.threads, else the record's spec.threads; 0 for all (older
+ * records) or unknown; *src names the source. */
+static int fixture_threads(const dg_diag *d, const char **src, const char **field)
+{
+    const dg_view_compare *c = &d->v->compare;
+    *src = NULL;
+    *field = "spec.threads";
+    if (c->threads_used.valid && c->threads_used.value > 0) {
+        *src = c->threads_source;
+        *field = "spec.threads_used";
+        return dg_rec_int(c->threads_used);
+    }
+    int t = dg_rec_int(c->threads);
+    if (t <= 0)
+        t = dg_rec_int(d->v->spec.threads);
+    if (t > 0)
+        *src = "--threads";
+    return t > 0 ? t : 0;
 }
 
 void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r)
 {
-    const dg_view_backend *cpu = gate_cpu(d);
+    int bi = -1;
+    const dg_view_backend *cpu = gate_cpu(d, &bi);
     if (!cpu)
         return;
     double frac = cpu->matmul.fraction_of_peak.value;
-    double gflops = cpu->matmul.gflops.value, peak = cpu->peak_fp32.value;
+    double peak = cpu->peak_fp32.value;
+    bool rate = cpu->matmul.rate_gflops.valid && cpu->matmul.fraction_of &&
+                !strcmp(cpu->matmul.fraction_of, "rate");
+    double gflops = rate ? cpu->matmul.rate_gflops.value : cpu->matmul.gflops.value;
+    int pm = dg_rec_int(rate ? cpu->matmul.rate_m : cpu->matmul.m);
+    int pn = dg_rec_int(rate ? cpu->matmul.rate_n : cpu->matmul.n);
+    int pk = dg_rec_int(rate ? cpu->matmul.rate_k : cpu->matmul.k);
     const char *kernel = cpu->blas.kernel;
     const char *lib = cpu->blas.library;
     const char *fix = cpu->blas.fix;
@@ -239,45 +275,92 @@ void dg_judge_cpu_baseline_unfair(dg_diag *d, const dg_rule *r)
     const dg_rec_metric others = cpu->matmul.window.others_cpus;
     bool contended = others.valid && others.value >= d->th[TH_CONTENTION_CPUS];
     bool low = cpu->matmul.fraction_of_peak.valid && frac < d->th[TH_CPU_PEAK_FRACTION_MIN];
-    /* The training runs' threads (0: all) against the cores the peak counts. */
-    int threads = dg_rec_int(d->v->compare.threads);
-    if (threads <= 0)
-        threads = dg_rec_int(d->v->spec.threads);
-    int cores = dg_rec_int(cpu->peak_cores);
-    bool few = threads > 0 && cores > 0 && threads < cores;
+    /* The cores the peak counts (older records: the physical cores) and the
+     * threads a baseline should run on them. */
+    double cores = cpu->peak_usable.valid ? cpu->peak_usable.value : cpu->peak_cores.value;
+    bool have_cores = (cpu->peak_usable.valid || cpu->peak_cores.valid) && cores > 0;
+    int advised = cpu->peak_advised.valid && cpu->peak_advised.value >= 1
+                      ? dg_rec_int(cpu->peak_advised)
+                  : have_cores && cores >= 1 ? (int)floor(cores + 1e-9)
+                                             : 0;
+    /* The gate's own GEMM on fewer threads than that. */
+    int gthreads = cpu->matmul.threads.valid ? dg_rec_int(cpu->matmul.threads) : 0;
+    bool few_gate = gthreads > 0 && advised > 0 && gthreads < advised;
+    /* The training runs' threads against the same cores. */
+    const char *fsrc, *ffield;
+    int fthreads = fixture_threads(d, &fsrc, &ffield);
+    bool few_fixture = fthreads > 0 && advised > 0 && fthreads < advised;
+    /* A product too small for steady state: its flops per thread. */
+    int per = gthreads > 0 ? gthreads : advised > 0 ? advised : 1;
+    double flops_per_thread = 2.0 * pm * pn * (double)pk / per;
+    bool small = pm > 0 && pn > 0 && pk > 0 && flops_per_thread < SMALL_FLOPS_PER_THREAD;
     /* A low fraction measured while other work ran is contended's business,
-     * unless the kernel itself is the generic one. */
-    if (!generic && !few && !(low && !contended))
+     * unless the kernel or the threads explain it. */
+    if (!generic && !few_gate && !few_fixture && !(low && !contended))
         return;
-    char cause[400] = "";
+    char cause[700] = "";
     if (generic)
-        dg_cat(cause, sizeof cause, "%s runs its %s kernel (%.0f-bit vectors) on a %s CPU",
+        dg_cat(cause, sizeof cause, "kernel: %s runs its %s kernel (%.0f-bit vectors) on a %s CPU",
                lib ? lib : "the BLAS", kernel ? kernel : "?", cpu->blas.vector_bits.value,
                cpu->peak_isa ? cpu->peak_isa : "?");
-    if (few)
-        dg_cat(cause, sizeof cause, "%sthe fixture runs %d thread%s on %d cores",
-               cause[0] ? "; " : "", threads, threads == 1 ? "" : "s", cores);
-    if (low && !generic && !contended)
-        dg_cat(cause, sizeof cause, "%s%s kernel %s", cause[0] ? "; " : "", lib ? lib : "BLAS",
-               kernel ? kernel : "not identified");
+    if (few_gate)
+        dg_cat(cause, sizeof cause,
+               "%sthreads: the gate's GEMM ran on %d thread%s (%s) of %g usable cores",
+               cause[0] ? "; " : "", gthreads, gthreads == 1 ? "" : "s",
+               cpu->matmul.threads_source ? cpu->matmul.threads_source : "?", cores);
+    if (few_fixture)
+        dg_cat(cause, sizeof cause,
+               "%sthreads: the fixture's cpu baseline runs %d thread%s (%s) on %g usable cores",
+               cause[0] ? "; " : "", fthreads, fthreads == 1 ? "" : "s", fsrc ? fsrc : "?", cores);
+    if (low && !contended && !generic && !few_gate && small)
+        dg_cat(cause, sizeof cause,
+               "%ssmall GEMM: %dx%dx%d is %.0f MFLOP per thread on %d thread%s, too little to "
+               "reach steady state",
+               cause[0] ? "; " : "", pm, pn, pk, flops_per_thread / 1e6, per, per == 1 ? "" : "s");
+    else if (low && !contended && !generic && !few_gate)
+        dg_cat(cause, sizeof cause,
+               "%s%s kernel %s reaches only this at %dx%dx%d on %d thread%s: neither the kernel's "
+               "vector width nor the thread count explains it",
+               cause[0] ? "; " : "", lib ? lib : "BLAS", kernel ? kernel : "not identified", pm, pn,
+               pk, per, per == 1 ? "" : "s");
+    char peakhow[160] = "";
+    if (have_cores && cpu->peak_per_core.valid)
+        snprintf(peakhow, sizeof peakhow, " (%g cores x %.0f GFLOP/s)", cores,
+                 cpu->peak_per_core.value);
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "cpu GEMM at %.0f GFLOP/s is %.0f%% of the cores' FP32 peak %.0f "
-                               "GFLOP/s: %s",
-                               gflops, 100 * frac, peak, cause);
-    char act[600] = "";
+                               "GFLOP/s%s: %s",
+                               gflops, 100 * frac, peak, peakhow, cause);
+    char act[700] = "";
     if (generic && fix)
         dg_cat(act, sizeof act, "%s", fix);
-    if (few)
-        dg_cat(act, sizeof act, "%srun with --threads 0 (all %d cores)", act[0] ? "; " : "", cores);
+    if ((few_gate && cpu->matmul.threads_source &&
+         !strcmp(cpu->matmul.threads_source, "OMP_NUM_THREADS")) ||
+        (few_fixture && fsrc && !strcmp(fsrc, "OMP_NUM_THREADS")))
+        dg_cat(act, sizeof act, "%sunset OMP_NUM_THREADS (or set it to %d)", act[0] ? "; " : "",
+               advised);
+    else if (few_fixture)
+        dg_cat(act, sizeof act, "%srun with --threads 0 (all %d usable cores)", act[0] ? "; " : "",
+               advised);
+    if (!act[0] && small)
+        dg_cat(act, sizeof act,
+               "judge the cpu on a product that reaches steady state (devgate gate --backend cpu "
+               "--size 2048; a current devgate times one itself)");
     if (!act[0])
         dg_cat(act, sizeof act, "%s", r->action);
     dg_rule_text(d, f, "action", "%s; until then every \"device is N x cpu\" is inflated", act);
-    dg_ev_num(d, f, "gate", "cpu matmul.gflops", gflops, "GFLOP/s");
-    dg_ev_num(d, f, "gate", "cpu peak.fp32", peak, "GFLOP/s");
-    dg_ev_num(d, f, "gate", "cpu matmul.fraction_of_peak", frac, "fraction");
-    dg_ev_add(d, f, "gate", "cpu blas.kernel", kernel ? cJSON_CreateString(kernel) : NULL, NULL);
-    if (few) {
-        dg_ev_num(d, f, "compare", "spec.threads", threads, "threads");
-        dg_ev_num(d, f, "gate", "cpu peak.cpu.cores", cores, "cores");
-    }
+    dg_ev_num(d, f, "gate", rate ? "cpu matmul.rate.gflops" : "cpu matmul.gflops", gflops,
+              "GFLOP/s");
+    dg_ev_metric(d, f, "gate", "GFLOP/s", cpu->peak_fp32, "backends[%d].peak.fp32", bi);
+    dg_ev_metric(d, f, "gate", "fraction", cpu->matmul.fraction_of_peak,
+                 "backends[%d].matmul.fraction_of_peak", bi);
+    dg_ev_num(d, f, "gate", "cpu peak: usable cores", have_cores ? cores : NAN, "cores");
+    dg_ev_metric(d, f, "gate", "GFLOP/s", cpu->peak_per_core, "backends[%d].peak.cpu.per_core", bi);
+    dg_ev_str(d, f, "gate", kernel, "backends[%d].blas.kernel", bi);
+    dg_ev_num(d, f, "gate", "cpu matmul: m*n*k", (double)pm * pn * pk, "");
+    if (gthreads > 0)
+        dg_ev_metric(d, f, "gate", "threads", cpu->matmul.threads, "backends[%d].matmul.threads",
+                     bi);
+    if (few_fixture)
+        dg_ev_num(d, f, "compare", ffield, fthreads, "threads");
 }

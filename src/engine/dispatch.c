@@ -3,6 +3,7 @@
  * Every op entry point goes through one dispatch() over one table of calls
  * (at the end of this file); --disable-op names are the call names. */
 #include "engine/engine.h"
+#include "env/peak.h"
 
 #include <math.h>
 #include <omp.h>
@@ -231,9 +232,10 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
         dg_engine_close(e);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of host memory opening the %s engine", be->name);
     }
-    if (o.threads > 0) {
-        omp_set_num_threads(o.threads); /* the cpu backend's one thread pool */
-    }
+    /* The cpu backend's one thread pool: --threads, else OMP_NUM_THREADS,
+     * else the usable physical cores (not every logical CPU, not past a
+     * cgroup quota). */
+    omp_set_num_threads(dg_cpu_threads_resolve(o.threads, NULL));
     if (o.tf32 && (st = be->set_math(e->bctx, 1)) != DG_OK) {
         const char *why = be->last_error ? be->last_error(e->bctx) : NULL;
         dg_engine_close(e);

@@ -6,32 +6,84 @@
 #include "core/core.h"
 #include "core/json.h"
 
+/* The CPUs this process may use (cpu_topo.c). */
+typedef struct dg_cpu_topo {
+    int online;               /* logical CPUs online; 0 unknown */
+    int affinity;             /* logical CPUs in this process's affinity mask */
+    int cores;                /* physical cores among them (SMT siblings counted once) */
+    int smt;                  /* the most CPUs of the mask on one core (1: no SMT in use) */
+    const char *cores_source; /* "core_cpus_list", "thread_siblings_list", "cpuinfo core id",
+                                 "none: every logical CPU counted as a core" */
+    double quota_cpus;        /* cgroup CPU quota in CPUs (the tightest on the path); NAN none */
+    char quota_file[160];     /* the cpu.max (v1: cpu.cfs_quota_us) it came from; "" none */
+    double usable;            /* cores' worth this process can use: min(cores, quota); NAN */
+    int threads;              /* advised compute threads: usable rounded down, at least 1 */
+} dg_cpu_topo;
+
+/* Reads the CPUs this process may use from the files below root (NULL or ""
+ * for the running system, where the affinity mask comes from
+ * sched_getaffinity; a fixture directory otherwise, from its
+ * proc/self/status Cpus_allowed_list): the mask, the physical cores in it
+ * from sys/devices/system/cpu/cpuN/topology (core_cpus_list, else
+ * thread_siblings_list, else proc/cpuinfo's physical id and core id), and the
+ * cgroup quota (v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us) of
+ * proc/self/cgroup's path and its ancestors. Never fails: unknowns are 0/NAN. */
+void dg_cpu_topo_read(const char *root, dg_cpu_topo *t);
+/* dg_cpu_topo_read of the running system, computed once per process. */
+const dg_cpu_topo *dg_cpu_topo_get(void);
+/* {online: METRIC(cpus), affinity: METRIC(cpus), cores: METRIC(cores), smt:
+ *  METRIC(threads/core), cores_source, quota: METRIC(cpus), quota_file, usable:
+ *  METRIC(cores), threads: METRIC(threads)} */
+cJSON *dg_cpu_topo_json(const dg_cpu_topo *t);
+/* The cpu backend's thread count for a requested one: requested when > 0,
+ * else OMP_NUM_THREADS when set to a positive number, else the usable cores
+ * (dg_cpu_topo_get()->threads); *source (may be NULL) names which. */
+int dg_cpu_threads_resolve(int requested, const char **source);
+
 typedef struct dg_cpu_peak {
-    int vector_bits; /* widest FP32 vectors the CPU and OS support: 128, 256, 512; 0 unknown */
-    bool fma, amd;   /* fused multiply-add; AMD (for the OpenBLAS core name) */
-    int fma_units;   /* vector FMA pipes per core (assumed 2 on x86 with FMA/AVX-512) */
-    double flops_per_cycle; /* per core: lanes x 2 (FMA) x units */
+    int vector_bits;   /* widest FP32 vectors the CPU and OS support: 128, 256, 512; 0 unknown */
+    bool fma, amd;     /* fused multiply-add; AMD (for the OpenBLAS core name) */
+    int fma_units;     /* vector FMA pipes per core (the microarchitecture table, else 2 on x86
+                          with FMA, 1 without) */
+    int pipe_bits;     /* width of each pipe in bits (a 512-bit op on 256-bit pipes takes two) */
+    const char *uarch; /* the table's name for this core, NULL when not in it */
+    const char *fma_units_source; /* "table: <uarch>" or "assumed: ..." */
+    double flops_per_cycle;       /* per core: units x min(pipe, vector) / 32 lanes x 2 (FMA) */
     double ghz, ghz_measured,
-        ghz_reported;       /* the clock used: measured, else reported; NAN unknown */
-    int cores, logical;     /* physical cores and logical CPUs this process may use */
-    double per_core_gflops; /* NAN when unknown */
-    double gflops;          /* all cores */
-    const char *isa;        /* "avx512f", "avx2+fma", "avx", "sse", "neon", "unknown" */
+        ghz_reported;            /* the clock used: the larger of measured and reported; NAN */
+    const char *clock_source;    /* which one that was */
+    double fma_measured;         /* GFLOP/s of one core running independent FMAs; NAN unknown */
+    int cores, logical;          /* physical cores and logical CPUs this process may use */
+    double usable_cores;         /* cores' worth the peak counts: min(cores, cgroup quota) */
+    double per_core_gflops;      /* the per-core figure used; NAN when unknown */
+    const char *per_core_source; /* "measured FMA throughput" or "flops_per_cycle x clock" */
+    double gflops;               /* usable_cores x per core */
+    const char *isa;             /* "avx512f", "avx2+fma", "avx", "sse", "neon", "unknown" */
+    dg_cpu_topo topo;            /* what the cores came from */
 } dg_cpu_peak;
 
 /* Estimates the CPU's FP32 peak: vector width and FMA from CPUID (GCC's
- * __builtin_cpu_supports, which checks the OS saves the registers), the clock
- * measured with a dependent chain of adds (best of several short runs),
- * else /proc/cpuinfo's "cpu MHz", and the cores in this process's affinity
- * mask (SMT siblings counted once). Computed once per process. */
+ * __builtin_cpu_supports, which checks the OS saves the registers), FMA pipes
+ * from a table of microarchitectures (CPUID family/model, arm's MIDR), the
+ * clock measured with a dependent chain of register adds (best of several
+ * short runs) or the reported one, one core's measured FMA throughput (the
+ * figure used when it could be measured), and the usable cores of
+ * dg_cpu_topo_get. Computed once per process. */
 const dg_cpu_peak *dg_cpu_peak_get(void);
-/* {isa, vector_bits, fma, fma_units, flops_per_cycle, clock: METRIC(GHz),
- *  clock_measured, clock_reported, cores, logical_cpus, per_core: METRIC(GFLOP/s),
- *  fp32: METRIC(GFLOP/s), source} */
+/* This process's per-core figures (dg_cpu_peak_get) over the cores of t:
+ * *out gets cores, logical, usable_cores and gflops from t (tests hand in
+ * fake topologies). */
+void dg_cpu_peak_with_topo(const dg_cpu_topo *t, dg_cpu_peak *out);
+/* {isa, vector_bits, fma, fma_units, pipe_bits, uarch, fma_units_source,
+ *  flops_per_cycle: METRIC(FLOP/cycle), clock: METRIC(GHz), clock_measured,
+ *  clock_reported, clock_source, fma_measured: METRIC(GFLOP/s), cores,
+ *  logical_cpus, usable_cores: METRIC(cores), threads_advised, topology,
+ *  per_core: METRIC(GFLOP/s), per_core_source, fp32: METRIC(GFLOP/s), source}
+ *  (docs/schema/gate.md CPU_PEAK) */
 cJSON *dg_cpu_peak_json(const dg_cpu_peak *p);
 
 /* FP32 peak of a backend's device in GFLOP/s for `threads` host threads (cpu:
- * min(threads, cores) x per core; threads <= 0: all cores), from the table of
+ * min(threads, usable cores) x per core; threads <= 0: all usable cores), from the table of
  * known parts (NVIDIA H200 67 TFLOP/s, ...) or, for an OpenCL device that is
  * the host CPU (PoCL), the CPU's peak over compute_units. *source names where
  * it came from. NAN when unknown. */

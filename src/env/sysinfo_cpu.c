@@ -1,9 +1,12 @@
 /* Host facts: CPU model, logical/affinity/physical cores, notable SIMD
- * features, frequency governor, and the load average. */
+ * features, frequency governor, the usable cores and FP32 peak (peak.c),
+ * and the load average. */
+#include "env/peak.h"
 #include "env/sysinfo.h"
 
 #include <ctype.h>
 #include <dirent.h>
+#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +194,11 @@ void dg_si_cpu(sb *b, cJSON *root)
     char *gov = dg_si_read_value("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
     put_str(b, c, "cpufreq_governor", gov);
     dg_free(gov);
+    /* What a cpu baseline can use and do: the usable cores (affinity, SMT,
+     * cgroup quota) and the FP32 peak over them (docs/measure.md). */
+    const dg_cpu_peak *pk = dg_cpu_peak_get();
+    put_metric(b, c, "usable_cores", pk->usable_cores, isfinite(pk->usable_cores), "cores");
+    put(b, c, "peak", dg_cpu_peak_json(pk));
 }
 
 /* ---- load ------------------------------------------------------------------------ */

@@ -421,7 +421,8 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
          * FP32 peak (the cpu's for the threads the run used). */
         double flops = dg_ref64_step_flops(m, batch);
         const char *src = NULL;
-        double cpu_peak = dg_device_peak_gflops("cpu", NULL, 0, c->opts->train.threads, &src);
+        double cpu_peak = dg_device_peak_gflops(
+            "cpu", NULL, 0, dg_cpu_threads_resolve(c->opts->train.threads, NULL), &src);
         double dev_peak =
             dg_device_peak_gflops(c->device, dg_jstr(dev_rec, "device.name"), 0, 0, &src);
         double cg = ct ? flops / (cms / 1e3) / 1e9 : NAN, dg = dt ? flops / (dms / 1e3) / 1e9 : NAN;
@@ -561,6 +562,11 @@ static cJSON *spec_json(const cmp_cfg *c, const int *batches, int nb)
     cJSON_AddNumberToObject(s, "momentum", rate(c->momentum));
     cJSON_AddNumberToObject(s, "weight_decay", rate(c->wd));
     cJSON_AddNumberToObject(s, "threads", o->threads);
+    /* What the cpu backend's pool ran on (--threads, else OMP_NUM_THREADS,
+     * else the usable cores): cpu-baseline-unfair judges this one. */
+    const char *tsrc = NULL;
+    cJSON_AddNumberToObject(s, "threads_used", dg_cpu_threads_resolve(o->threads, &tsrc));
+    cJSON_AddStringToObject(s, "threads_source", tsrc);
     dg_json_add_str(s, "disable_ops", o->disable_ops);
     cJSON_AddBoolToObject(s, "capture", !o->no_capture);
     cJSON_AddStringToObject(s, "data", o->data ? o->data : "synthetic");

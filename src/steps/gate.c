@@ -14,11 +14,18 @@
 
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 enum { DEFAULT_SIZE = 512, DEFAULT_WARM_REPS = 5, MAX_DIM = 16384 };
+/* The cpu's rate product: square, a multiple of RATE_STEP between RATE_MIN
+ * and RATE_MAX, sized so one product takes about RATE_SECONDS at the cores'
+ * peak (steady state: every thread's share packs and streams its blocks
+ * many times); RATE_REPS timed repetitions after a cold one. */
+enum { RATE_MIN = 1024, RATE_MAX = 4096, RATE_STEP = 256, RATE_REPS = 3 };
+#define RATE_SECONDS 0.01
 
 typedef struct host_problem {
     int m, n, k;
@@ -210,8 +217,75 @@ static cJSON *device_json(int index, const dg_device_info *d)
     return o;
 }
 
-/* The FP32 peak of the backend's device 0 and the product's fraction of it;
- * for cpu also the CPU's peak figures and the BLAS loaded. */
+/* The side of the cpu's rate product for a peak of `peak` GFLOP/s; 0 when
+ * the checked product (m, n, k) already holds that much work. */
+static int rate_side(double peak, int m, int n, int k)
+{
+    double want = isfinite(peak) && peak > 0 ? peak * 1e9 * RATE_SECONDS : 0;
+    int side = (int)ceil(cbrt(want / 2.0) / RATE_STEP) * RATE_STEP;
+    if (side < RATE_MIN)
+        side = RATE_MIN;
+    if (side > RATE_MAX)
+        side = RATE_MAX;
+    return 2.0 * m * n * k >= 2.0 * side * side * (double)side ? 0 : side;
+}
+
+/* Times a side^3 product on the backend (unchecked: the checked product
+ * proved the results; this one measures the steady-state rate) into rate. */
+static void run_rate(const dg_backend_iface *be, void *bctx, int side, uint64_t seed, cJSON *rate)
+{
+    size_t bytes = (size_t)side * side * sizeof(float);
+    float *host = dg_malloc(bytes);
+    void *da = NULL, *db = NULL, *dc = NULL;
+    const char *stage = "alloc";
+    dg_status st = DG_ERR_NOMEM;
+    cJSON_AddNumberToObject(rate, "m", side);
+    cJSON_AddNumberToObject(rate, "n", side);
+    cJSON_AddNumberToObject(rate, "k", side);
+    if (!host || (st = be->buf_alloc(bctx, bytes, &da)) || (st = be->buf_alloc(bctx, bytes, &db)) ||
+        (st = be->buf_alloc(bctx, bytes, &dc)))
+        goto fail;
+    dg_rng r;
+    dg_rng_init(&r, seed, 3);
+    dg_rng_uniform(&r, host, (size_t)side * side, -1.0f, 1.0f);
+    stage = "upload";
+    if ((st = be->upload(bctx, da, 0, host, bytes)) ||
+        (st = be->upload(bctx, db, 0, host, bytes)) || (st = be->synchronize(bctx)))
+        goto fail;
+    stage = "gemm";
+    double times[RATE_REPS + 1];
+    for (int i = 0; i <= RATE_REPS; i++) {
+        double t0 = dg_now();
+        if ((st = be->gemm(bctx, false, false, side, side, side, 1.0f, (dg_ref){da, 0}, side,
+                           (dg_ref){db, 0}, side, 0.0f, (dg_ref){dc, 0}, side)) ||
+            (st = be->synchronize(bctx)))
+            goto fail;
+        times[i] = dg_now() - t0;
+    }
+    qsort(times + 1, RATE_REPS, sizeof times[0], cmp_double); /* times[0] is the cold one */
+    double warm = times[1 + RATE_REPS / 2];
+    double g = warm > 0 ? 2.0 * side * side * (double)side / warm * 1e-9 : NAN;
+    cJSON_AddNumberToObject(rate, "ms_warm", warm * 1e3);
+    cJSON_AddNumberToObject(rate, "warm_reps", RATE_REPS);
+    cJSON_AddItemToObject(rate, "gflops", dg_json_metric(g, isfinite(g) && g > 0, "GFLOP/s"));
+    cJSON_AddNullToObject(rate, "reason");
+    goto done;
+fail:;
+    char why[512];
+    snprintf(why, sizeof why, "%s failed (%s): %s", stage, dg_status_name(st),
+             host ? be->last_error(bctx) : "out of host memory");
+    cJSON_AddItemToObject(rate, "gflops", dg_json_metric(0, false, "GFLOP/s"));
+    cJSON_AddStringToObject(rate, "reason", why);
+done:
+    be->buf_free(bctx, da);
+    be->buf_free(bctx, db);
+    be->buf_free(bctx, dc);
+    dg_free(host);
+}
+
+/* The FP32 peak of the backend's device 0 and the product's fraction of it
+ * (the rate product's when there is one); for cpu also the CPU's peak
+ * figures and the BLAS loaded. */
 static void add_peak(cJSON *o, const char *name, cJSON *mm)
 {
     const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "devices"), 0);
@@ -226,10 +300,13 @@ static void add_peak(cJSON *o, const char *name, cJSON *mm)
         cJSON_AddItemToObject(pk, "cpu", dg_cpu_peak_json(cp));
         cJSON_AddItemToObject(o, "blas", dg_env_blas(cp));
     }
-    double g = dg_jnum(mm, "gflops");
+    const cJSON *rg = cJSON_GetObjectItem(cJSON_GetObjectItem(mm, "rate"), "gflops");
+    bool use_rate = cJSON_IsTrue(cJSON_GetObjectItem(rg, "valid"));
+    double g = use_rate ? dg_jnum(rg, "value") : dg_jnum(mm, "gflops");
     double f = g / peak;
     cJSON_AddItemToObject(mm, "fraction_of_peak",
                           dg_json_metric(f, isfinite(f) && g > 0 && peak > 0, "fraction"));
+    cJSON_AddStringToObject(mm, "fraction_of", use_rate ? "rate" : "checked");
 }
 
 cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
@@ -303,10 +380,30 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                 /* Timed under the machine's measurement lock, with what else ran. */
                 dg_mlock lk;
                 dg_measure_lock(&lk, 600, NULL);
+                /* The cpu runs on the threads the fixture's cpu baseline
+                 * gets (dg_cpu_threads_resolve), and its rate is also taken
+                 * on a product big enough to reach steady state. */
+                bool cpu = strcmp(name, "cpu") == 0;
+                int saved = omp_get_max_threads(), nt = 0;
+                const char *tsrc = NULL;
+                if (cpu) {
+                    nt = dg_cpu_threads_resolve(0, &tsrc);
+                    omp_set_num_threads(nt);
+                    /* What the pool has now, not what was asked. */
+                    cJSON_AddNumberToObject(mm, "threads", omp_get_max_threads());
+                    cJSON_AddStringToObject(mm, "threads_source", tsrc);
+                }
                 dg_window *w = dg_window_begin();
                 run_matmul(e.iface, bctx, &p, check->warm_reps, mm);
+                int side = cpu && cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))
+                               ? rate_side(dg_cpu_peak_get()->gflops, p.m, p.n, p.k)
+                               : 0;
+                if (side > 0)
+                    run_rate(e.iface, bctx, side, check->seed, cJSON_AddObjectToObject(mm, "rate"));
                 cJSON_AddItemToObject(mm, "window", dg_window_end(w));
                 dg_window_free(w);
+                if (cpu)
+                    omp_set_num_threads(saved);
                 dg_measure_unlock(&lk);
                 cJSON_AddItemToObject(mm, "lock", dg_measure_lock_json(&lk));
                 problem_free(&p);

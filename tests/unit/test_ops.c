@@ -654,11 +654,19 @@ static void t_conv_bwd(env *e, const conv_case *cc, bool want_dx, bool want_db, 
 
 static void test_conv(env *e)
 {
-    /* n c h w k kh kw stride pad; the last two are 1x1: pointwise (no column
-     * matrix needed), and strided with a batch larger than the thread count */
+    /* n c h w k kh kw stride pad; the fifth and sixth are 1x1: pointwise (no
+     * column matrix needed), and strided with a batch larger than the thread
+     * count; the rest are for the cpu backend's direct dw kernel: k not a
+     * multiple of its 16 columns, c kh kw not a multiple of its 6 rows, more
+     * pixels than one 256-pixel pass (20x20), a kh != kw and a pad >= kh (dx
+     * through the column matrix beside the direct dw) */
     static const conv_case cases[] = {
-        {1, 1, 5, 5, 1, 3, 3, 1, 0}, {2, 3, 8, 8, 4, 3, 3, 1, 1}, {3, 6, 12, 12, 16, 5, 5, 1, 0},
-        {2, 2, 9, 7, 3, 3, 3, 2, 1}, {2, 5, 6, 4, 3, 1, 1, 1, 0}, {5, 2, 5, 6, 4, 1, 1, 2, 0},
+        {1, 1, 5, 5, 1, 3, 3, 1, 0},    {2, 3, 8, 8, 4, 3, 3, 1, 1},
+        {3, 6, 12, 12, 16, 5, 5, 1, 0}, {2, 2, 9, 7, 3, 3, 3, 2, 1},
+        {2, 5, 6, 4, 3, 1, 1, 1, 0},    {5, 2, 5, 6, 4, 1, 1, 2, 0},
+        {3, 8, 10, 12, 20, 3, 3, 1, 1}, {2, 5, 7, 9, 16, 3, 3, 1, 1},
+        {3, 3, 20, 20, 6, 5, 5, 1, 2},  {2, 3, 6, 7, 5, 3, 1, 1, 0},
+        {2, 2, 4, 5, 3, 1, 1, 1, 1},
     };
     int idx = 0;
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
@@ -937,7 +945,8 @@ static bool op_present(const dg_backend_iface *m, dg_op op)
     return false;
 }
 
-static void run_backend(dg_ctx *dctx, const char *name)
+/* label names the backend in the output ("cpu im2col" for a forced path). */
+static void run_backend(dg_ctx *dctx, const char *name, const char *label)
 {
     dg_backend_entry ent;
     if (dg_backend_lookup(dctx, name, &ent) != DG_OK || !ent.iface) {
@@ -945,7 +954,7 @@ static void run_backend(dg_ctx *dctx, const char *name)
         return;
     }
     const dg_backend_iface *b = ent.iface;
-    env e = {.name = name, .be = b};
+    env e = {.name = label, .be = b};
     char reason[256] = "";
     dg_status st = b->init(0, &e.ctx, reason, sizeof reason);
     if (st != DG_OK) {
@@ -954,7 +963,7 @@ static void run_backend(dg_ctx *dctx, const char *name)
     }
     dg_device_info info;
     if (b->device_info && b->device_info(e.ctx, 0, &info) == DG_OK)
-        printf("%s: %s\n", name, info.name);
+        printf("%s: %s\n", label, info.name);
 
     /* The tests see only the entry points of ops the backend says it runs. */
     dg_backend_iface masked = *b;
@@ -1006,7 +1015,20 @@ int main(void)
     if (!dctx)
         return 2;
     for (size_t i = 0; i < dg_backend_names_count; i++)
-        run_backend(dctx, dg_backend_names[i]);
+        run_backend(dctx, dg_backend_names[i], dg_backend_names[i]);
+    /* The cpu backend's portable convolution (im2col + OpenBLAS + col2im),
+     * which machines without AVX2 and FMA run, forced where the direct
+     * kernels would be taken; an unknown value is refused at init. */
+    setenv("DEVGATE_CPU_CONV", "im2col", 1);
+    run_backend(dctx, "cpu", "cpu im2col");
+    setenv("DEVGATE_CPU_CONV", "direct", 1);
+    void *bad = NULL;
+    char reason[256] = "";
+    CHECK(dg_backend_cpu_iface()->init(0, &bad, reason, sizeof reason) == DG_ERR_USAGE);
+    CHECK_MSG(strstr(reason, "DEVGATE_CPU_CONV") != NULL, "reason: %s", reason);
+    if (bad)
+        dg_backend_cpu_iface()->free(bad);
+    unsetenv("DEVGATE_CPU_CONV");
     dg_ctx_free(dctx);
     CHECK_DONE();
 }

@@ -20,11 +20,20 @@ static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_le
         snprintf(reason, reason_len, "cpu has one device (index 0), asked for %d", device);
         return DG_ERR_NOT_FOUND;
     }
+    /* DEVGATE_CPU_CONV=im2col forces the portable convolution (tests run
+     * both paths); auto or unset picks the direct kernels where they run. */
+    const char *mode = getenv("DEVGATE_CPU_CONV");
+    if (mode && *mode && strcmp(mode, "auto") != 0 && strcmp(mode, "im2col") != 0) {
+        snprintf(reason, reason_len, "cpu: DEVGATE_CPU_CONV='%.32s': expected im2col or auto",
+                 mode);
+        return DG_ERR_USAGE;
+    }
     cpu_ctx *c = dg_calloc(1, sizeof *c);
     if (!c) {
         snprintf(reason, reason_len, "out of host memory");
         return DG_ERR_NOMEM;
     }
+    c->conv_mode = mode && strcmp(mode, "im2col") == 0 ? CPU_CONV_IM2COL : CPU_CONV_AUTO;
     *ctx = c;
     return DG_OK;
 }

@@ -1,23 +1,26 @@
 /* The cpu backend's training ops (contracts in backend.h).
  *
- * conv2d with AVX2 and FMA runs on its own register-blocked kernel: stride 1
+ * conv2d with AVX2 and FMA runs on its own register-blocked kernels: stride 1
  * reads the (zero-padded) image directly, no column matrix; other strides
- * write the column matrix as panels the kernel reads. Backward gets dw from
- * im2col plus an OpenBLAS SGEMM per image (beta = 1 after the first) and, for
- * stride 1, dx as the forward convolution of dy with the weights turned 180
- * degrees (no col2im). Without AVX2 (or for dx at other strides) it is im2col
- * into the workspace plus one OpenBLAS SGEMM per image and col2im (a 1x1,
- * stride 1, unpadded convolution uses the image itself as its column matrix).
- * The images are spread over OpenMP threads, each with its own slice of the
- * workspace, and OpenBLAS is kept single-threaded meanwhile (a process-wide
- * setting, restored after; an engine is used from one thread): one GEMM per
- * image is too small for OpenBLAS's own threads to pay (measured slower than
- * one thread on two cores), and two thread pools spinning on the same cores
- * slow each other down. Elementwise work is plain loops the compiler
- * vectorises, spread over threads only when large enough to pay for waking
- * them. Every op checks its shapes and the ranges of its refs before it
- * touches memory and returns DG_ERR_USAGE when one is wrong (maxpool_bwd also
- * refuses argmax entries outside their plane, skipping them). */
+ * write the column matrix as panels the kernel reads. Backward at stride 1
+ * gets dw from dw_kernel, straight from a padded copy of the image and dy
+ * turned pixel-major (no column matrix, no OpenBLAS packing of a product with
+ * only k rows), and dx as the forward convolution of dy with the weights
+ * turned 180 degrees (no col2im). Without AVX2, with DEVGATE_CPU_CONV=im2col
+ * (tests run both paths), or for other strides it is im2col into the
+ * workspace plus one OpenBLAS SGEMM per image (beta = 1 after the first) and
+ * col2im (a 1x1, stride 1, unpadded convolution uses the image itself as its
+ * column matrix). The images are spread over OpenMP threads, each with its
+ * own slice of the workspace (its padding zeroed once a call) and its own
+ * partial dw, summed in thread order; OpenBLAS stays single-threaded (cpu.c):
+ * one GEMM per image is too small for OpenBLAS's own threads to pay (measured
+ * slower than one thread on two cores), and two thread pools spinning on the
+ * same cores slow each other down. Elementwise work is plain loops the
+ * compiler vectorises (branch-free selects), spread over threads only when
+ * large enough to pay for waking them. Every op checks its shapes and the
+ * ranges of its refs before it touches memory and returns DG_ERR_USAGE when
+ * one is wrong (maxpool_bwd also refuses argmax entries outside their plane,
+ * skipping them). */
 #include "backend/cpu/cpu_ops.h"
 
 #include "core/core.h"
@@ -204,9 +207,14 @@ dg_status dg_cpu_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t coun
         (st = cpu_ref(c, dy, bytes, "relu_bwd dy", &dyp)) ||
         (st = cpu_ref(c, dx, bytes, "relu_bwd dx", &dxp)))
         return st;
+        /* dy is read unconditionally so the select vectorises (a conditional
+         * load compiles to a branch per element, mispredicted on every sign
+         * change of y) */
 #pragma omp parallel for simd if (count > PAR_MIN) schedule(static)
-    for (size_t i = 0; i < count; i++)
-        dxp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f;
+    for (size_t i = 0; i < count; i++) {
+        float d = dyp[i];
+        dxp[i] = yp[i] > 0.0f ? d : 0.0f;
+    }
     return DG_OK;
 }
 
@@ -247,17 +255,44 @@ dg_status dg_cpu_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg_ref
         const float *xq = xp + (size_t)p * h * w; /* [h, w] */
         float *yq = yp + (size_t)p * ho * wo;     /* [ho, wo] */
         int32_t *aq = ap + (size_t)p * ho * wo;   /* [ho, wo] */
+        if (k == 2 && stride == 2) {
+            /* the common 2x2 pool, branch-free: a data-dependent branch per
+             * candidate mispredicts on about every other one */
+            for (int oy = 0; oy < ho; oy++) {
+                const float *r0 = xq + (size_t)2 * oy * w, *r1 = r0 + w; /* [w] each */
+                float *yr = yq + (size_t)oy * wo;                        /* [wo] */
+                int32_t *ar = aq + (size_t)oy * wo;                      /* [wo] */
+                const int base = 2 * oy * w;
+#pragma omp simd
+                for (int ox = 0; ox < wo; ox++) {
+                    float m = r0[2 * ox], v;
+                    int32_t best = base + 2 * ox;
+                    v = r0[2 * ox + 1]; /* strict: the first max wins ties */
+                    best = v > m ? base + 2 * ox + 1 : best;
+                    m = v > m ? v : m;
+                    v = r1[2 * ox];
+                    best = v > m ? base + w + 2 * ox : best;
+                    m = v > m ? v : m;
+                    v = r1[2 * ox + 1];
+                    best = v > m ? base + w + 2 * ox + 1 : best;
+                    m = v > m ? v : m;
+                    yr[ox] = m;
+                    ar[ox] = best;
+                }
+            }
+            continue;
+        }
         for (int oy = 0; oy < ho; oy++) {
             for (int ox = 0; ox < wo; ox++) {
                 int best = oy * stride * w + ox * stride;
                 float m = xq[best];
                 for (int ky = 0; ky < k; ky++) {
                     const float *row = xq + (size_t)(oy * stride + ky) * w + ox * stride; /* [k] */
-                    for (int kx = 0; kx < k; kx++)
-                        if (row[kx] > m) { /* strict: the first max wins ties */
-                            m = row[kx];
-                            best = (oy * stride + ky) * w + ox * stride + kx;
-                        }
+                    for (int kx = 0; kx < k; kx++) {
+                        float v = row[kx]; /* strict: the first max wins ties */
+                        best = v > m ? (oy * stride + ky) * w + ox * stride + kx : best;
+                        m = v > m ? v : m;
+                    }
                 }
                 yq[oy * wo + ox] = m;
                 aq[oy * wo + ox] = best;
@@ -340,6 +375,7 @@ static bool conv_pointwise(const dg_conv_shape *s)
  * keeps a PMR x PNR block of the output in registers over a KC-long slice of
  * the reduction (the panel slice stays in L1). */
 #define PMR 6
+#define PMR4 4 /* the short block's rows (direct_kernel4) */
 #define PNR 16
 #define PKC 256
 
@@ -418,6 +454,40 @@ __attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float
     }
 }
 
+/* One kernel tap of direct_kernel (6 rows) and direct_kernel4 (4 rows): the
+ * 16 input columns from bp + kx times the tap's weights, into the
+ * accumulators; a macro so the 3x3 case unrolls with constant offsets. */
+#define DK6_TAP(kx)                                                                                \
+    do {                                                                                           \
+        __m256 b0 = _mm256_loadu_ps(bp + (kx)), b1 = _mm256_loadu_ps(bp + (kx) + 8), a;            \
+        a = _mm256_broadcast_ss(ap + 0);                                                           \
+        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);                      \
+        a = _mm256_broadcast_ss(ap + 1);                                                           \
+        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);                      \
+        a = _mm256_broadcast_ss(ap + 2);                                                           \
+        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);                      \
+        a = _mm256_broadcast_ss(ap + 3);                                                           \
+        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                      \
+        a = _mm256_broadcast_ss(ap + 4);                                                           \
+        c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);                      \
+        a = _mm256_broadcast_ss(ap + 5);                                                           \
+        c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);                      \
+        ap += PMR;                                                                                 \
+    } while (0)
+#define DK4_TAP(kx)                                                                                \
+    do {                                                                                           \
+        __m256 b0 = _mm256_loadu_ps(bp + (kx)), b1 = _mm256_loadu_ps(bp + (kx) + 8), a;            \
+        a = _mm256_broadcast_ss(ap + 0);                                                           \
+        c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);                      \
+        a = _mm256_broadcast_ss(ap + 1);                                                           \
+        c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);                      \
+        a = _mm256_broadcast_ss(ap + 2);                                                           \
+        c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);                      \
+        a = _mm256_broadcast_ss(ap + 3);                                                           \
+        c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);                      \
+        ap += PMR4;                                                                                \
+    } while (0)
+
 /* The same block for a stride-1 convolution read straight from a padded
  * image: src points at channel 0, row oy, column ox0 of it; the reduction
  * runs over nch channels (cs floats apart) and the kh x kw taps (rows ldr
@@ -447,21 +517,13 @@ direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t
     for (int ch = 0; ch < nch; ch++) {
         for (int ky = 0; ky < kh; ky++) {
             const float *bp = src + ch * cs + ky * ldr;
-            for (int kx = 0; kx < kw; kx++) {
-                __m256 b0 = _mm256_loadu_ps(bp + kx), b1 = _mm256_loadu_ps(bp + kx + 8), a;
-                a = _mm256_broadcast_ss(ap + 0);
-                c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
-                a = _mm256_broadcast_ss(ap + 1);
-                c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
-                a = _mm256_broadcast_ss(ap + 2);
-                c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
-                a = _mm256_broadcast_ss(ap + 3);
-                c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
-                a = _mm256_broadcast_ss(ap + 4);
-                c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
-                a = _mm256_broadcast_ss(ap + 5);
-                c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
-                ap += PMR;
+            if (kw == 3) { /* the common 3x3, unrolled */
+                DK6_TAP(0);
+                DK6_TAP(1);
+                DK6_TAP(2);
+            } else {
+                for (int kx = 0; kx < kw; kx++)
+                    DK6_TAP(kx);
             }
         }
     }
@@ -480,22 +542,180 @@ direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t
         }
     }
 }
+
+/* direct_kernel for a block of at most PMR4 rows (ap packed PMR4 a tap):
+ * where k is not a multiple of 6, the last rows go through it instead of a
+ * 6-row block that computes rows nobody reads (k = 32: 6+6+6+6+4+4, not
+ * 6 x 6). */
+__attribute__((target("avx2,fma"))) static void
+direct_kernel4(int nch, int kh, int kw, const float *ap, const float *src, size_t cs, size_t ldr,
+               float *c, size_t ldc, int mr, int nr, const float *bias, bool accumulate)
+{
+    __m256 acc[PMR4][2];
+    float tmp[PMR4][PNR];
+    for (int r = 0; r < PMR4; r++) {
+        __m256 v = _mm256_setzero_ps();
+        if (r < mr && !accumulate && bias)
+            v = _mm256_set1_ps(bias[r]);
+        acc[r][0] = acc[r][1] = v;
+        if (r < mr && accumulate) {
+            memset(tmp[r], 0, sizeof tmp[r]);
+            memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
+            acc[r][0] = _mm256_loadu_ps(tmp[r]);
+            acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
+        }
+    }
+    __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
+    __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
+    for (int ch = 0; ch < nch; ch++) {
+        for (int ky = 0; ky < kh; ky++) {
+            const float *bp = src + ch * cs + ky * ldr;
+            if (kw == 3) { /* the common 3x3, unrolled */
+                DK4_TAP(0);
+                DK4_TAP(1);
+                DK4_TAP(2);
+            } else {
+                for (int kx = 0; kx < kw; kx++)
+                    DK4_TAP(kx);
+            }
+        }
+    }
+    acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
+    acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
+    for (int r = 0; r < mr; r++) {
+        float *row = c + (size_t)r * ldc; /* [nr] */
+        if (nr == PNR) {
+            _mm256_storeu_ps(row, acc[r][0]);
+            _mm256_storeu_ps(row + 8, acc[r][1]);
+        } else {
+            _mm256_storeu_ps(tmp[r], acc[r][0]);
+            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
+            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* dyt [howo, kp] = dy [k, howo] turned pixel-major (columns k..kp left as
+ * they are), 8 x 8 blocks through registers: a column-at-a-time copy reads
+ * k rows howo floats apart, which for 32x32 images all fall in one L1 set. */
+__attribute__((target("avx2,fma"))) static void transpose_dy(const float *dy, int k, size_t howo,
+                                                             float *dyt, size_t kp)
+{
+    size_t p8 = howo / 8 * 8;
+    int k8 = k / 8 * 8;
+    for (size_t p0 = 0; p0 < p8; p0 += 8)
+        for (int k0 = 0; k0 < k8; k0 += 8) {
+            const float *s = dy + (size_t)k0 * howo + p0;
+            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + howo);
+            __m256 r2 = _mm256_loadu_ps(s + 2 * howo), r3 = _mm256_loadu_ps(s + 3 * howo);
+            __m256 r4 = _mm256_loadu_ps(s + 4 * howo), r5 = _mm256_loadu_ps(s + 5 * howo);
+            __m256 r6 = _mm256_loadu_ps(s + 6 * howo), r7 = _mm256_loadu_ps(s + 7 * howo);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+            __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+            float *d = dyt + p0 * kp + k0;
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + kp, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * kp, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * kp, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * kp, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * kp, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * kp, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * kp, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    /* the edges: channels past the last 8, pixels past the last 8 */
+    for (size_t p = 0; p < howo; p++)
+        for (int kk = p < p8 ? k8 : 0; kk < k; kk++)
+            dyt[p * kp + kk] = dy[(size_t)kk * howo + p];
+}
+
+/* A PMR x PNR block of dw turned over, c[r][j] (rows ldc floats apart) for
+ * tap r (channel, ky, kx) and output channel j, accumulated over the pixels
+ * of rows [oy0, oy1) of one image: x[r] points at tap r's first input (the
+ * padded image at its channel, row ky, column kx; rows ldr floats apart, wo
+ * pixels a row) and dyt at the pixel-major dy [pixel][kp] of those rows,
+ * already offset to the block's first output channel. */
+__attribute__((target("avx2,fma"))) static void dw_kernel(const float *const x[PMR], size_t ldr,
+                                                          int oy0, int oy1, int wo,
+                                                          const float *dyt, size_t kp, float *c,
+                                                          size_t ldc)
+{
+    __m256 c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+    __m256 c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+    __m256 c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+    __m256 c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+    __m256 c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+    __m256 c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+    const float *x0 = x[0] + (size_t)oy0 * ldr, *x1 = x[1] + (size_t)oy0 * ldr;
+    const float *x2 = x[2] + (size_t)oy0 * ldr, *x3 = x[3] + (size_t)oy0 * ldr;
+    const float *x4 = x[4] + (size_t)oy0 * ldr, *x5 = x[5] + (size_t)oy0 * ldr;
+    const float *bp = dyt;
+    for (int oy = oy0; oy < oy1; oy++) {
+        for (int ox = 0; ox < wo; ox++) {
+            __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8), a;
+            a = _mm256_broadcast_ss(x0 + ox);
+            c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
+            a = _mm256_broadcast_ss(x1 + ox);
+            c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
+            a = _mm256_broadcast_ss(x2 + ox);
+            c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
+            a = _mm256_broadcast_ss(x3 + ox);
+            c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
+            a = _mm256_broadcast_ss(x4 + ox);
+            c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
+            a = _mm256_broadcast_ss(x5 + ox);
+            c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
+            bp += kp;
+        }
+        x0 += ldr, x1 += ldr, x2 += ldr, x3 += ldr, x4 += ldr, x5 += ldr;
+    }
+    _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
+    _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
+    _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
 #else
 #define DG_PANEL_KERNEL 0
 #endif
 
-/* Whether conv2d_fwd runs on the panel kernel. */
-static bool conv_fast_fwd(const dg_conv_shape *s)
+/* Whether a context may run the AVX2/FMA kernels (a NULL context: the
+ * workspace question, answered for the larger of the two paths' needs). */
+static bool conv_fast(const cpu_ctx *c)
 {
-    return DG_PANEL_KERNEL && have_fma();
+    return DG_PANEL_KERNEL && have_fma() && (!c || c->conv_mode == CPU_CONV_AUTO);
+}
+
+/* Whether conv2d_fwd runs on the panel kernel. */
+static bool conv_fast_fwd(const cpu_ctx *c, const dg_conv_shape *s)
+{
+    return conv_fast(c);
 }
 
 /* Whether conv2d_bwd computes dx on the panel kernel: for stride 1, dx is the
  * convolution of dy (padded by kh - 1 - pad) with the weights turned 180
  * degrees and c and k swapped, so dx needs no col2im. */
-static bool conv_fast_dx(const dg_conv_shape *s)
+static bool conv_fast_dx(const cpu_ctx *c, const dg_conv_shape *s)
 {
-    return DG_PANEL_KERNEL && have_fma() && s->stride == 1 && s->kh == s->kw && s->pad < s->kh;
+    return conv_fast(c) && s->stride == 1 && s->kh == s->kw && s->pad < s->kh;
+}
+
+/* Whether conv2d_bwd computes dw on dw_kernel, straight from a padded copy of
+ * the image and dy turned pixel-major (stride 1): no column matrix, and no
+ * OpenBLAS packing of a product whose k rows are too few to pay for it. */
+static bool conv_fast_dw(const cpu_ctx *c, const dg_conv_shape *s)
+{
+    return conv_fast(c) && s->stride == 1;
 }
 
 /* The convolution whose output is dx (conv_fast_dx), for one image. */
@@ -528,12 +748,12 @@ static size_t packed_floats(size_t m, size_t kd)
 }
 
 /* Workspace floats shared by the threads: the packed weights. */
-static size_t conv_shared(const dg_conv_shape *s)
+static size_t conv_shared(const cpu_ctx *c, const dg_conv_shape *s)
 {
     size_t ckk = (size_t)s->c * s->kh * s->kw, kkk = (size_t)s->k * s->kh * s->kw, n = 0;
-    if (conv_fast_fwd(s))
+    if (conv_fast_fwd(c, s))
         n = packed_floats((size_t)s->k, ckk);
-    if (conv_fast_dx(s) && packed_floats((size_t)s->c, kkk) > n)
+    if (conv_fast_dx(c, s) && packed_floats((size_t)s->c, kkk) > n)
         n = packed_floats((size_t)s->c, kkk);
     return round_up(n, 16);
 }
@@ -544,36 +764,73 @@ static size_t padded_floats(const dg_conv_shape *s)
     return (size_t)s->c * (s->h + 2 * s->pad) * (s->w + 2 * s->pad) + PNR;
 }
 
-/* Workspace floats one thread needs. Forward: a padded copy of the image
- * (stride 1), or its column matrix [c kh kw, ho wo] as panels plus one plain
- * row (or plain, and none when pointwise, without AVX2). Backward: the plain
- * column matrix for dw (none when pointwise), a padded copy of dy's image for
- * dx (or the plain column matrix, reused, and col2im) and a partial dw [k, c
- * kh kw]. */
-static size_t conv_per_thread(const dg_conv_shape *s)
+/* Output channels of the pixel-major dy dw_kernel reads: k rounded up to PNR
+ * (the extra columns stay zero). */
+static size_t dw_cols(const dg_conv_shape *s)
+{
+    return round_up((size_t)s->k, PNR);
+}
+
+/* The parts of one thread's backward slot, in floats from its start (each a
+ * multiple of 16): x, the padded image (fast dw) or the column matrix (none
+ * when pointwise); dyt, the pixel-major dy (fast dw); part, the partial dw
+ * ([k, c kh kw], or turned over and padded to [round_up(c kh kw, PMR),
+ * dw_cols] for the fast dw); dx, dy's padded image for the fast dx, or the
+ * column matrix col2im reads when the fast dw left none in x. */
+typedef struct bwd_slot {
+    size_t x, dyt, part, dx, total;
+} bwd_slot;
+
+static bwd_slot bwd_layout(const cpu_ctx *c, const dg_conv_shape *s)
 {
     size_t ckk = (size_t)s->c * s->kh * s->kw, howo = (size_t)s->ho * s->wo;
-    size_t plain = conv_pointwise(s) ? 0 : round_up(ckk * howo, 16), fwd = plain;
-    if (conv_fast_fwd(s))
-        fwd = s->stride == 1 ? padded_floats(s) : panel_floats(ckk, howo) + round_up(howo, 16);
-    size_t bwd = plain + (size_t)s->k * ckk;
-    if (conv_fast_dx(s)) {
+    size_t col = conv_pointwise(s) ? 0 : round_up(ckk * howo, 16);
+    bool fast_dw = conv_fast_dw(c, s);
+    bwd_slot b = {0};
+    b.dyt = fast_dw ? round_up(padded_floats(s), 16) : col;
+    b.part = b.dyt + (fast_dw ? howo * dw_cols(s) : 0);
+    b.dx = b.part + (fast_dw ? round_up(ckk, PMR) * dw_cols(s) : round_up((size_t)s->k * ckk, 16));
+    b.total = b.dx;
+    if (conv_fast_dx(c, s)) {
         dg_conv_shape fs = conv_dx_shape(s);
-        bwd += round_up(padded_floats(&fs), 16);
+        b.total += round_up(padded_floats(&fs), 16);
+    } else if (fast_dw) {
+        b.total += col;
     }
+    return b;
+}
+
+/* Workspace floats one thread needs. Forward: a padded copy of the image
+ * (stride 1), or its column matrix [c kh kw, ho wo] as panels plus one plain
+ * row (or plain, and none when pointwise, without the fast kernels).
+ * Backward: bwd_layout. */
+static size_t conv_per_thread(const cpu_ctx *c, const dg_conv_shape *s)
+{
+    size_t ckk = (size_t)s->c * s->kh * s->kw, howo = (size_t)s->ho * s->wo;
+    size_t fwd = conv_pointwise(s) ? 0 : round_up(ckk * howo, 16);
+    if (conv_fast_fwd(c, s))
+        fwd = s->stride == 1 ? padded_floats(s) : panel_floats(ckk, howo) + round_up(howo, 16);
+    size_t bwd = bwd_layout(c, s).total;
     return fwd > bwd ? fwd : bwd;
 }
 
 size_t dg_cpu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
 {
     size_t nx, nw, ny;
-    cpu_ctx scratch; /* messages of a NULL ctx go nowhere */
-    if (check_conv(ctx ? ctx : &scratch, s, &nx, &nw, &ny) != DG_OK)
+    cpu_ctx scratch = {.conv_mode = CPU_CONV_AUTO}; /* messages of a NULL ctx go nowhere */
+    cpu_ctx *c = ctx ? ctx : &scratch;
+    if (check_conv(c, s, &nx, &nw, &ny) != DG_OK)
         return 0;
     int t = omp_get_max_threads();
     if (t > s->n)
         t = s->n > 0 ? s->n : 1;
-    return (conv_shared(s) + (size_t)t * conv_per_thread(s)) * sizeof(float);
+    size_t per = conv_per_thread(c, s), shared = conv_shared(c, s);
+    if (!ctx) { /* either path may run on it */
+        cpu_ctx im = {.conv_mode = CPU_CONV_IM2COL};
+        if (conv_per_thread(&im, s) > per)
+            per = conv_per_thread(&im, s);
+    }
+    return (shared + (size_t)t * per) * sizeof(float);
 }
 
 /* The output columns [lo, hi) whose input column ox * stride - pad + kx lies
@@ -677,16 +934,27 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
     }
 }
 
-/* Packs w [k, c, kh, kw] as PMR-row blocks of the [k, c kh kw] matrix
- * (forward), or, when flip, of the [c, k kh kw] matrix of the weights turned
- * 180 degrees (dx): wp[(block * kd + kk) * PMR + r], zero rows past the end. */
-static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, float *wp)
+/* Rows of the row block that starts with `left` rows to go: PMR, or with
+ * `tail` (stride 1, where direct_kernel4 exists) PMR4 where that wastes fewer
+ * rows (left 1..4, 7, 8). A short block is only ever followed by short or
+ * last blocks, so block rb starts at rb * kd floats of the packed weights. */
+static int block_rows(int left, bool tail)
+{
+    return !tail || left >= 9 || left == 6 || left == 5 ? PMR : PMR4;
+}
+
+/* Packs w [k, c, kh, kw] as row blocks (block_rows) of the [k, c kh kw]
+ * matrix (forward), or, when flip, of the [c, k kh kw] matrix of the weights
+ * turned 180 degrees (dx): wp[block start * kd + kk * rows + r], zero rows
+ * past the end. */
+static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, bool tail, float *wp)
 {
     const int m = flip ? s->c : s->k, kh = s->kh, kw = s->kw, taps = kh * kw;
     const int kd = (flip ? s->k : s->c) * taps;
-    for (int rb = 0; rb < m; rb += PMR)
+    for (int rb = 0, mb; rb < m; rb += mb) {
+        mb = block_rows(m - rb, tail);
         for (int kk = 0; kk < kd; kk++)
-            for (int r = 0; r < PMR; r++) {
+            for (int r = 0; r < mb; r++) {
                 int row = rb + r;
                 float v = 0.0f;
                 if (row < m && !flip)
@@ -697,10 +965,11 @@ static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, floa
                 }
                 *wp++ = v;
             }
+    }
 }
 
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w] through the panel
- * kernel; wp from pack_weights(s, ..., false), panels and row scratch. */
+ * kernel; wp from pack_weights(s, ..., false, false), panels and row scratch. */
 static void conv_panel_image(const dg_conv_shape *s, const float *x, const float *wp,
                              const float *bias, float *y, float *panels, float *row)
 {
@@ -725,20 +994,32 @@ static void conv_panel_image(const dg_conv_shape *s, const float *x, const float
 #endif
 }
 
+/* buf [c, h + 2 pad, w + 2 pad] = one image x [c, h, w] with its zero
+ * border; clean says buf's border is already zero (the same shape was padded
+ * into it before), so only the inside is copied. */
+static void pad_image(const dg_conv_shape *s, const float *x, float *buf, bool clean)
+{
+    const int hp = s->h + 2 * s->pad, wpd = s->w + 2 * s->pad;
+    const size_t cs = (size_t)hp * wpd;
+    if (!clean)
+        memset(buf, 0, padded_floats(s) * sizeof(float));
+    for (int ch = 0; ch < s->c; ch++)
+        for (int iy = 0; iy < s->h; iy++)
+            memcpy(buf + ch * cs + (size_t)(iy + s->pad) * wpd + s->pad,
+                   x + ((size_t)ch * s->h + iy) * s->w, (size_t)s->w * sizeof(float));
+}
+
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w], stride 1, through
- * direct_kernel; wp from pack_weights, buf scratch of padded_floats(s). */
+ * direct_kernel; wp from pack_weights, buf scratch of padded_floats(s)
+ * (clean: as pad_image). */
 static void conv_direct_image(const dg_conv_shape *s, const float *x, const float *wp,
-                              const float *bias, float *y, float *buf)
+                              const float *bias, float *y, float *buf, bool clean)
 {
 #if DG_PANEL_KERNEL
     const int hp = s->h + 2 * s->pad, wpd = s->w + 2 * s->pad, taps = s->kh * s->kw;
     const int m = s->k, ho = s->ho, wo = s->wo;
     const size_t cs = (size_t)hp * wpd, howo = (size_t)ho * wo, kd = (size_t)s->c * taps;
-    memset(buf, 0, padded_floats(s) * sizeof(float));
-    for (int ch = 0; ch < s->c; ch++)
-        for (int iy = 0; iy < s->h; iy++)
-            memcpy(buf + ch * cs + (size_t)(iy + s->pad) * wpd + s->pad,
-                   x + ((size_t)ch * s->h + iy) * s->w, (size_t)s->w * sizeof(float));
+    pad_image(s, x, buf, clean);
     int chb = PKC / taps > 0 ? PKC / taps : 1;
     for (int c0 = 0; c0 < s->c; c0 += chb) {
         int nch = s->c - c0 < chb ? s->c - c0 : chb;
@@ -747,15 +1028,61 @@ static void conv_direct_image(const dg_conv_shape *s, const float *x, const floa
                 int nr = wo - ox0 < PNR ? wo - ox0 : PNR;
                 const float *src = buf + c0 * cs + (size_t)oy * wpd + ox0;
                 float *yo = y + (size_t)oy * wo + ox0;
-                for (int rb = 0; rb < m; rb += PMR)
-                    direct_kernel(nch, s->kh, s->kw, wp + (size_t)rb * kd + (size_t)c0 * taps * PMR,
-                                  src, cs, (size_t)wpd, yo + (size_t)rb * howo, howo,
-                                  m - rb < PMR ? m - rb : PMR, nr,
-                                  c0 == 0 && bias ? bias + rb : NULL, c0 > 0);
+                for (int rb = 0, mb; rb < m; rb += mb) {
+                    mb = block_rows(m - rb, true);
+                    const float *ap = wp + (size_t)rb * kd + (size_t)c0 * taps * mb;
+                    int mr = m - rb < mb ? m - rb : mb;
+                    const float *b = c0 == 0 && bias ? bias + rb : NULL;
+                    if (mb == PMR)
+                        direct_kernel(nch, s->kh, s->kw, ap, src, cs, (size_t)wpd,
+                                      yo + (size_t)rb * howo, howo, mr, nr, b, c0 > 0);
+                    else
+                        direct_kernel4(nch, s->kh, s->kw, ap, src, cs, (size_t)wpd,
+                                       yo + (size_t)rb * howo, howo, mr, nr, b, c0 > 0);
+                }
             }
     }
 #else
-    (void)s, (void)x, (void)wp, (void)bias, (void)y, (void)buf;
+    (void)s, (void)x, (void)wp, (void)bias, (void)y, (void)buf, (void)clean;
+#endif
+}
+
+/* Pixels of dy whose pixel-major rows (PNR floats of them) dw_image keeps in
+ * L1 while every tap block runs over them. */
+#define DW_PIXELS 256
+
+/* part [round_up(c kh kw, PMR), kp] += dw of one image turned over (stride 1):
+ * x [c, h, w] padded into xpad and dy [k, ho * wo] turned pixel-major into
+ * dyt [ho * wo, kp] (kp = dw_cols(s); clean: xpad's border and dyt's columns
+ * past k are already zero). */
+static void dw_image(const dg_conv_shape *s, const float *x, const float *dy, float *xpad,
+                     float *dyt, float *part, bool clean)
+{
+#if DG_PANEL_KERNEL
+    const int ho = s->ho, wo = s->wo, kh = s->kh, kw = s->kw, taps = kh * kw;
+    const size_t howo = (size_t)ho * wo, kp = dw_cols(s), ckk = (size_t)s->c * taps;
+    const size_t wpd = (size_t)s->w + 2 * s->pad, cs = ((size_t)s->h + 2 * s->pad) * wpd;
+    pad_image(s, x, xpad, clean);
+    if (!clean)
+        memset(dyt, 0, howo * kp * sizeof(float));
+    transpose_dy(dy, s->k, howo, dyt, kp);
+    int rows = DW_PIXELS / wo > 0 ? DW_PIXELS / wo : 1;
+    for (int oy0 = 0; oy0 < ho; oy0 += rows) {
+        int oy1 = oy0 + rows < ho ? oy0 + rows : ho;
+        for (size_t k0 = 0; k0 < kp; k0 += PNR)
+            for (size_t q0 = 0; q0 < ckk; q0 += PMR) {
+                const float *xr[PMR];
+                for (int r = 0; r < PMR; r++) {
+                    size_t q = q0 + r < ckk ? q0 + r : q0; /* rows past the end: ignored */
+                    int ch = (int)(q / taps), t = (int)(q % taps);
+                    xr[r] = xpad + ch * cs + (size_t)(t / kw) * wpd + t % kw;
+                }
+                dw_kernel(xr, wpd, oy0, oy1, wo, dyt + (size_t)oy0 * wo * kp + k0, kp,
+                          part + q0 * kp + k0, kp);
+            }
+    }
+#else
+    (void)s, (void)x, (void)dy, (void)xpad, (void)dyt, (void)part, (void)clean;
 #endif
 }
 
@@ -765,7 +1092,7 @@ static void conv_direct_image(const dg_conv_shape *s, const float *x, const floa
 static dg_status conv_work(cpu_ctx *c, const dg_conv_shape *s, dg_ref work, const char *op,
                            float **wk, int *threads)
 {
-    size_t shared = conv_shared(s) * sizeof(float), per = conv_per_thread(s) * sizeof(float);
+    size_t shared = conv_shared(c, s) * sizeof(float), per = conv_per_thread(c, s) * sizeof(float);
     const cpu_buf *b = work.buf;
     char what[48];
     snprintf(what, sizeof what, "%s workspace", op);
@@ -799,34 +1126,39 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         (st = conv_work(c, s, work, "conv2d_fwd", &wk, &threads)))
         return st;
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
-    const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
-    const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(s);
-    float *packed = wk, *slots = wk + conv_shared(s);
+    const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(c, s);
+    const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(c, s);
+    float *packed = wk, *slots = wk + conv_shared(c, s);
     if (fast)
-        pack_weights(s, wp, false, packed);
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (int img = 0; img < s->n; img++) {
-        const float *xi = xp + (size_t)img * chw;                /* [c, h, w] */
-        float *yi = yp + (size_t)img * K * howo;                 /* [k, ho * wo] */
+        pack_weights(s, wp, false, s->stride == 1, packed);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
         float *col = slots + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
-        if (fast && s->stride == 1) {
-            conv_direct_image(s, xi, packed, bp, yi, col);
-            continue;
-        }
-        if (fast) {
-            conv_panel_image(s, xi, packed, bp, yi, col, col + panel_floats((size_t)ckk, howo));
-            continue;
-        }
-        if (!pointwise)
-            im2col(s, xi, col, (size_t)howo);
-        /* y_i [k, howo] = w [k, ckk] * col [ckk, howo] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, howo, ckk, 1.0f, wp, ckk,
-                    pointwise ? xi : col, howo, 0.0f, yi, howo);
-        for (int k = 0; bp && k < K; k++) {
-            float *row = yi + (size_t)k * howo; /* [ho * wo] */
-            float b = bp[k];
-            for (int i = 0; i < howo; i++)
-                row[i] += b;
+        bool clean = false;
+#pragma omp for schedule(static)
+        for (int img = 0; img < s->n; img++) {
+            const float *xi = xp + (size_t)img * chw; /* [c, h, w] */
+            float *yi = yp + (size_t)img * K * howo;  /* [k, ho * wo] */
+            if (fast && s->stride == 1) {
+                conv_direct_image(s, xi, packed, bp, yi, col, clean);
+                clean = true;
+                continue;
+            }
+            if (fast) {
+                conv_panel_image(s, xi, packed, bp, yi, col, col + panel_floats((size_t)ckk, howo));
+                continue;
+            }
+            if (!pointwise)
+                im2col(s, xi, col, (size_t)howo);
+            /* y_i [k, howo] = w [k, ckk] * col [ckk, howo] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, howo, ckk, 1.0f, wp, ckk,
+                        pointwise ? xi : col, howo, 0.0f, yi, howo);
+            for (int k = 0; bp && k < K; k++) {
+                float *row = yi + (size_t)k * howo; /* [ho * wo] */
+                float b = bp[k];
+                for (int i = 0; i < howo; i++)
+                    row[i] += b;
+            }
         }
     }
     return DG_OK;
@@ -850,11 +1182,13 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         (st = conv_work(c, s, work, "conv2d_bwd", &wk, &threads)))
         return st;
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
-    const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(s);
-    const bool pointwise = conv_pointwise(s), fast_dx = dxp && conv_fast_dx(s);
+    const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(c, s);
+    const bool pointwise = conv_pointwise(s), fast_dx = dxp && conv_fast_dx(c, s);
+    const bool fast_dw = conv_fast_dw(c, s);
+    const bwd_slot lay = bwd_layout(c, s);
+    const size_t kp = dw_cols(s), npart = fast_dw ? round_up((size_t)ckk, PMR) * kp : nw;
     const dg_conv_shape fs = conv_dx_shape(s);
-    const size_t plain = pointwise ? 0 : round_up((size_t)ckk * howo, 16);
-    float *packed = wk, *slots = wk + conv_shared(s);
+    float *packed = wk, *slots = wk + conv_shared(c, s);
     if (s->n == 0) { /* empty sums */
         memset(dwp, 0, nw * sizeof(float));
         if (dbp)
@@ -864,46 +1198,63 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
     if (fast_dx)
-        pack_weights(s, wp, true, packed);
+        pack_weights(s, wp, true, true, packed);
         /* Each thread sums dw over its images into its own partial (dw itself
-         * when alone); static scheduling gives every thread at least one image. */
+         * when alone on the im2col path); static scheduling gives every thread
+         * at least one image. */
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         int t = omp_get_thread_num();
-        float *col = slots + (size_t)t * per;               /* [ckk, ho * wo] */
-        float *part = threads > 1 ? col + (per - nw) : dwp; /* [k, ckk] */
-        float *panels = col + plain;                        /* dy padded, for dx */
+        float *slot = slots + (size_t)t * per;
+        float *col = slot + lay.x;                                    /* [ckk, ho * wo] */
+        float *part = threads > 1 || fast_dw ? slot + lay.part : dwp; /* [k, ckk] */
+        float *dxbuf = fast_dw ? slot + lay.dx : col; /* dy padded, or dx's columns */
         bool first = true;
+        if (fast_dw)
+            memset(part, 0, npart * sizeof(float));
 #pragma omp for schedule(static)
         for (int img = 0; img < s->n; img++) {
             const float *xi = xp + (size_t)img * chw;        /* [c, h, w] */
             const float *dyi = dyp + (size_t)img * K * howo; /* [k, ho * wo] */
-            if (!pointwise)
-                im2col(s, xi, col, (size_t)howo);
-            /* part [k, ckk] (+)= dy_i [k, howo] * col^T [howo, ckk] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, ckk, howo, 1.0f, dyi, howo,
-                        pointwise ? xi : col, howo, first ? 0.0f : 1.0f, part, ckk);
-            first = false;
-            if (!dxp)
-                continue;
-            float *dxi = dxp + (size_t)img * chw; /* [c, h, w] */
-            if (fast_dx) {
-                conv_direct_image(&fs, dyi, packed, NULL, dxi, panels);
-                continue;
+            if (fast_dw) {
+                dw_image(s, xi, dyi, col, slot + lay.dyt, part, !first);
+            } else {
+                if (!pointwise)
+                    im2col(s, xi, col, (size_t)howo);
+                /* part [k, ckk] (+)= dy_i [k, howo] * col^T [howo, ckk] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, ckk, howo, 1.0f, dyi, howo,
+                            pointwise ? xi : col, howo, first ? 0.0f : 1.0f, part, ckk);
             }
-            /* col [ckk, howo] = w^T [ckk, k] * dy_i [k, howo], then back onto the image */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, howo, K, 1.0f, wp, ckk, dyi,
-                        howo, 0.0f, pointwise ? dxi : col, howo);
-            if (!pointwise)
-                col2im(s, col, (size_t)howo, dxi);
+            if (dxp) {
+                float *dxi = dxp + (size_t)img * chw; /* [c, h, w] */
+                if (fast_dx) {
+                    conv_direct_image(&fs, dyi, packed, NULL, dxi, slot + lay.dx, !first);
+                } else {
+                    /* col [ckk, howo] = w^T [ckk, k] * dy_i [k, howo], then back onto the image */
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, howo, K, 1.0f, wp,
+                                ckk, dyi, howo, 0.0f, pointwise ? dxi : dxbuf, howo);
+                    if (!pointwise)
+                        col2im(s, dxbuf, (size_t)howo, dxi);
+                }
+            }
+            first = false;
         }
     }
-    if (threads > 1) {
-        /* dw = sum of the partials, in thread order (deterministic) */
+    /* dw = the sum of the partials in thread order (deterministic); the fast
+     * path's partials hold dw turned over, kp columns a row */
+    if (fast_dw) {
+        for (int k = 0; k < K; k++)
+            for (int q = 0; q < ckk; q++) {
+                float sum = 0.0f;
+                for (int t = 0; t < threads; t++)
+                    sum += slots[(size_t)t * per + lay.part + (size_t)q * kp + k];
+                dwp[(size_t)k * ckk + q] = sum;
+            }
+    } else if (threads > 1) {
         for (size_t i = 0; i < nw; i++) {
             float sum = 0.0f;
             for (int t = 0; t < threads; t++)
-                sum += slots[(size_t)t * per + (per - nw) + i];
+                sum += slots[(size_t)t * per + lay.part + i];
             dwp[i] = sum;
         }
     }

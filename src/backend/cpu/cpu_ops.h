@@ -9,8 +9,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Which convolution path a context takes (DEVGATE_CPU_CONV, read at init). */
+typedef enum cpu_conv_mode {
+    CPU_CONV_AUTO,  /* the direct AVX2/FMA kernels where the CPU has them */
+    CPU_CONV_IM2COL /* im2col + OpenBLAS + col2im, the portable fallback */
+} cpu_conv_mode;
+
 typedef struct cpu_ctx {
     char err[256];
+    cpu_conv_mode conv_mode;
     double event_s[DG_EVENT_SLOTS]; /* host clock per recorded slot */
     bool event_set[DG_EVENT_SLOTS];
 } cpu_ctx;
