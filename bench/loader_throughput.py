@@ -16,6 +16,13 @@ augment (random-resized-lite crop, flip) + normalise + collate:
 Usage: bench/loader_throughput.py [--build build] [--images 2000]
        [--size 32x32] [--batch 64] [--epochs 2] [--torch-python PYTHON]
 Prints a table and one JSON line; nothing is written outside a temp folder.
+
+With --synthetic CxHxW (e.g. 1x28x28, the mlp/lenet input) it measures the
+fixture's own input path instead: milliseconds a batch of the synthetic
+source at --batch (e.g. 4096) for each --workers count, once copied out by
+dg_loader_next (the path before zero-copy slots) and once handed out as the
+slot itself by dg_loader_acquire/dg_loader_release (the trainer's path), to
+set beside the device step time.
 """
 import argparse
 import json
@@ -125,13 +132,73 @@ static int run(const char *dir, int workers, int batch, int h, int w, int epochs
     return 0;
 }
 
+/* synth WORKERS BATCH C H W STEPS MODE: ms a batch of the fixture's synthetic
+ * source (MODE next: copied out by dg_loader_next; acquire: handed out as the
+ * slot itself, the trainer's path), and the stages. */
+static int synth(int workers, int batch, int c, int h, int w, int steps, const char *mode)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    dg_source_opts so = {.channels = c, .seed = 1, .samples = 8192, .classes = 10, .height = h,
+                         .width = w};
+    dg_source *s = NULL;
+    if (dg_source_open(ctx, "synthetic", &so, &s) != DG_OK) {
+        fprintf(stderr, "%s\n", dg_errmsg(ctx));
+        return 1;
+    }
+    dg_loader_opts o = {.batch = batch, .channels = c, .nres = 1, .workers = workers,
+                        .max_bad_share = -1, .seed = 1};
+    o.res[0] = (dg_resolution){h, w, 1};
+    dg_loader *ld = NULL;
+    if (dg_loader_new(ctx, s, &o, &ld) != DG_OK) {
+        fprintf(stderr, "%s\n", dg_errmsg(ctx));
+        return 1;
+    }
+    bool acq = strcmp(mode, "acquire") == 0;
+    float *x = malloc(dg_loader_batch_floats(ld) * sizeof(float));
+    int32_t *y = malloc((size_t)batch * sizeof(int32_t));
+    dg_loader_start(ld, DG_SPLIT_TRAIN, 0, 1, steps + 2);
+    double t0 = 0, sum = 0;
+    for (int b = 0; b < steps + 2; b++) {
+        if (b == 2)
+            t0 = dg_now(); /* the first two batches fill the queue */
+        int hh, ww;
+        dg_batch v;
+        dg_status st = acq ? dg_loader_acquire(ld, &v) : dg_loader_next(ld, x, y, &hh, &ww);
+        if (st == DG_OK && acq) {
+            sum += v.x[0] + (float)v.y[batch - 1]; /* the consumer reads the batch */
+            st = dg_loader_release(ld, &v);
+        }
+        if (st != DG_OK) {
+            fprintf(stderr, "%s\n", dg_errmsg(ctx));
+            return 1;
+        }
+    }
+    double dt = dg_now() - t0;
+    cJSON *st = dg_loader_stats_json(ld);
+    char *js = cJSON_PrintUnformatted(cJSON_GetObjectItem(st, "stages"));
+    printf("{\"ms_per_batch\": %.3f, \"batches\": %d, \"check\": %g, \"stages\": %s}\n",
+           dt / steps * 1e3, steps, sum, js);
+    cJSON_free(js);
+    cJSON_Delete(st);
+    free(x);
+    free(y);
+    dg_loader_free(ld);
+    dg_source_close(s);
+    dg_ctx_free(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 9 && strcmp(argv[1], "synth") == 0)
+        return synth(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]),
+                     atoi(argv[7]), argv[8]);
     if (argc == 4 && strcmp(argv[1], "gen") == 0)
         return gen(argv[2], atoi(argv[3]));
     if (argc == 8 && strcmp(argv[1], "run") == 0)
         return run(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
-    fprintf(stderr, "usage: gen DIR N | run DIR WORKERS BATCH H W EPOCHS\n");
+    fprintf(stderr, "usage: gen DIR N | run DIR WORKERS BATCH H W EPOCHS | "
+                    "synth WORKERS BATCH C H W STEPS next|acquire\n");
     return 2;
 }
 """
@@ -200,6 +267,26 @@ def link_flags(build):
     return out
 
 
+def synthetic(a, helper):
+    """The fixture's input path: ms a batch, copied (next) against zero-copy (acquire)."""
+    c, h, w = (int(v) for v in a.synthetic.split("x"))
+    res = {"shape": a.synthetic, "batch": a.batch, "steps": a.steps, "cores": os.cpu_count(),
+           "load": os.getloadavg()[0], "cells": {}}
+    for nw in a.workers.split(","):
+        for mode in ("next", "acquire"):
+            p = subprocess.run([helper, "synth", nw, str(a.batch), str(c), str(h), str(w), str(a.steps), mode],
+                               check=True, capture_output=True, text=True)
+            res["cells"][f"{nw}/{mode}"] = json.loads(p.stdout)
+    mb = a.batch * c * h * w * 4 / 1e6
+    print(f"loader, synthetic {a.synthetic} batch {a.batch} ({mb:.1f} MB a batch), {a.steps} batches a cell, "
+          f"{os.cpu_count()} cores, load average {res['load']:.1f}")
+    print(f"  {'workers':>8} {'next ms':>9} {'acquire ms':>11}")
+    for nw in a.workers.split(","):
+        n, q = res["cells"][f"{nw}/next"]["ms_per_batch"], res["cells"][f"{nw}/acquire"]["ms_per_batch"]
+        print(f"  {nw:>8} {n:9.3f} {q:11.3f}")
+    print(json.dumps(res))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
@@ -209,6 +296,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", default="0,1,2,4")
     ap.add_argument("--torch-python", default=sys.executable)
+    ap.add_argument("--synthetic", metavar="CxHxW", help="time the fixture's synthetic input path")
+    ap.add_argument("--steps", type=int, default=20, help="timed batches a cell (--synthetic)")
     a = ap.parse_args()
     src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     build = os.path.abspath(a.build if os.path.isabs(a.build) else os.path.join(src, a.build))
@@ -219,6 +308,8 @@ def main():
         open(cfile, "w").write(HELPER_C)
         subprocess.run(["cc", "-O2", "-std=c17", "-D_GNU_SOURCE", "-I", os.path.join(src, "include"),
                         "-I", os.path.join(src, "src"), cfile, "-o", helper] + link_flags(build), check=True)
+        if a.synthetic:
+            return synthetic(a, helper)
         data = os.path.join(tmp, "jpegs")
         os.mkdir(data)
         subprocess.run([helper, "gen", data, str(a.images)], check=True)

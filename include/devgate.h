@@ -150,7 +150,7 @@ typedef struct dg_train_opts {
     const char
         *data; /* source spec: "synthetic" (NULL), "idx:IMAGES,LABELS", "cifar:DIR", "images:DIR" */
     int workers;      /* loader threads; 0: 2; < 0: none (batches made inline in the loop) */
-    int prefetch;     /* loader queue depth in batches; 0: 2 * workers (at least workers) */
+    int prefetch;     /* loader queue depth in batches; 0 (and at least): workers + 2 */
     double val_split; /* share held out and evaluated after each epoch; 0: none */
     const char
         *resolution; /* "HxW[:WEIGHT][,...]"; NULL: the model input (the only size train accepts) */

@@ -198,7 +198,7 @@ const cli_opt cli_train_opts[] = {
     T("--data", "SOURCE", "data", "synthetic", NULL,
       "synthetic, idx:IMAGES,LABELS, cifar:DIR or images:DIR"),
     T("--workers", "N", "workers", "2", "threads", "loader threads (0: batches made in the loop)"),
-    T("--prefetch", "N", "prefetch", "2 x workers", "batches", "loader queue depth"),
+    T("--prefetch", "N", "prefetch", "workers + 2", "batches", "loader queue depth"),
     T("--val-split", "F", "val_split", "0", "share", "held out and evaluated after each epoch"),
     T("--resolution", "HxW[:W],...", "resolution", "the model input", NULL, "bucket resolutions"),
     T("--augment", "LIST", "augment", "none", NULL, "crop, flip or crop,flip"),

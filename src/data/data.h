@@ -62,6 +62,10 @@ const char *dg_source_kind(const dg_source *s);
  * DG_ERR_FORMAT with "FILE: problem" in err; the source stays usable. */
 dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t, char *err,
                          size_t errlen);
+/* Sample i as the stored floats (CHW, dg_source_shape's size) and its label,
+ * without a copy, when the source holds its samples so (synthetic); NULL for
+ * the other sources and out of range. Thread-safe; valid until close. */
+const float *dg_source_peek(const dg_source *s, size_t i, int32_t *label);
 /* The data set's identity for the input bucket: kind, file names, sizes and a
  * SHA-256 over names, sizes and sampled bytes (or the synthetic generator's
  * parameters). Deterministic across runs and machines. */

@@ -123,10 +123,18 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
         o.workers = 2;
     if (o.workers > 256)
         return dg_fail(ctx, DG_ERR_USAGE, "loader: at most 256 workers");
+    if (o.hold < 0 || o.hold > 64)
+        return dg_fail(ctx, DG_ERR_USAGE, "loader: the consumer may hold 1..64 batches, got %d",
+                       o.hold);
+    if (!o.hold)
+        o.hold = o.workers ? 2 : 1;
+    if ((o.slot_mem.alloc != NULL) != (o.slot_mem.free != NULL))
+        return dg_fail(ctx, DG_ERR_USAGE, "loader: slot memory needs both alloc and free");
     if (o.prefetch <= 0)
-        o.prefetch = o.workers ? 2 * o.workers : 1;
-    if (o.prefetch < o.workers)
-        o.prefetch = o.workers;
+        o.prefetch = o.workers ? o.workers + o.hold : 1;
+    /* Workers keep filling while the consumer holds its batches. */
+    if (o.workers && o.prefetch < o.workers + o.hold)
+        o.prefetch = o.workers + o.hold;
     if (!o.cache_cap)
         o.cache_cap = (size_t)2 << 30;
     size_t n = dg_source_count(src);
@@ -206,6 +214,9 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
             ld->maxw = o.res[i].w;
     }
     ld->slot_floats = (size_t)o.batch * o.channels * ld->maxh * ld->maxw;
+    ld->label_off = (ld->slot_floats * sizeof(float) + DG_LOADER_LABEL_ALIGN - 1) /
+                    DG_LOADER_LABEL_ALIGN * DG_LOADER_LABEL_ALIGN;
+    ld->slot_bytes = ld->label_off + (size_t)o.batch * sizeof(int32_t);
     /* Scratch holds the largest of a resized sample and its 1.125x growth. */
     ld->scratch_floats = (size_t)o.channels * (size_t)lround(ld->maxh * 1.125 + 1) *
                          (size_t)lround(ld->maxw * 1.125 + 1);
@@ -215,8 +226,8 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
      * model's). (The decoded images are
      * held to image_budget each, at most a quarter of it in all when auto.) */
     {
-        int users = o.workers ? o.workers : 1, slots = o.workers ? o.prefetch : 1;
-        double slot_b = (double)ld->slot_floats * sizeof(float) + (double)o.batch * sizeof(int32_t);
+        int users = o.workers ? o.workers : 1, slots = o.workers ? o.prefetch : o.hold;
+        double slot_b = (double)ld->slot_bytes;
         double worker_b = 2.0 * (double)ld->scratch_floats * sizeof(float);
         double need = slots * slot_b + users * worker_b;
         ld->fixed_bytes = need < 1e19 ? (size_t)need : SIZE_MAX;
@@ -240,26 +251,46 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     }
     dg_sha256_hex(ld->bucket_text, strlen(ld->bucket_text), ld->bucket_id);
 
+    /* A source holding float samples in memory (synthetic) is read in place:
+     * no per-sample image to allocate and copy (a cache would only copy). */
+    {
+        int32_t lab;
+        int pc = 0;
+        dg_source_shape(src, &pc, &ld->peek_h, &ld->peek_w);
+        ld->peek = !o.cache && !o.read && pc == o.channels && dg_source_peek(src, 0, &lab);
+    }
     if (o.cache) {
         if (!dg_ld_cache_new(ld)) {
             st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory for the cache index");
             goto fail;
         }
     }
-    ld->nslots = o.workers ? o.prefetch : 1;
+    ld->nslots = o.workers ? o.prefetch : o.hold;
     ld->slots = dg_calloc((size_t)ld->nslots, sizeof(slot));
     if (!ld->slots) {
         st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory");
         goto fail;
     }
     for (int i = 0; i < ld->nslots; i++) {
-        ld->slots[i].x = dg_malloc(ld->slot_floats * sizeof(float));
-        ld->slots[i].y = dg_malloc((size_t)o.batch * sizeof(int32_t));
-        if (!ld->slots[i].x || !ld->slots[i].y) {
+        /* One block a slot, x then y: the consumer uploads straight from it.
+         * Slot memory the allocator refuses (page-locked memory is scarce)
+         * is plain memory. */
+        slot *sl = &ld->slots[i];
+        void *p = NULL;
+        if (o.slot_mem.alloc && o.slot_mem.alloc(o.slot_mem.user, ld->slot_bytes, &p) == DG_OK &&
+            p) {
+            sl->page_locked = true;
+            ld->slots_locked++;
+        } else if (!(p = dg_malloc(ld->slot_bytes))) {
             st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory for %d batches of %zu floats",
                          ld->nslots, ld->slot_floats);
             goto fail;
         }
+        sl->x = p;
+        sl->y = (int32_t *)((char *)p + ld->label_off);
+        /* the gap before the labels travels with a one-copy upload */
+        memset((char *)p + ld->slot_floats * sizeof(float), 0,
+               ld->label_off - ld->slot_floats * sizeof(float));
     }
     if (o.workers) {
         ld->threads = dg_calloc((size_t)o.workers, sizeof(pthread_t));
@@ -295,8 +326,10 @@ void dg_loader_free(dg_loader *ld)
     dg_free(ld->threads);
     if (ld->slots)
         for (int i = 0; i < ld->nslots; i++) {
-            dg_free(ld->slots[i].x);
-            dg_free(ld->slots[i].y);
+            if (ld->slots[i].page_locked)
+                ld->o.slot_mem.free(ld->o.slot_mem.user, ld->slots[i].x);
+            else
+                dg_free(ld->slots[i].x);
         }
     dg_free(ld->slots);
     dg_ld_cache_free(ld);
@@ -403,6 +436,12 @@ cJSON *dg_loader_stats_json(const dg_loader *ld)
     cJSON_AddItemToObject(mem, "image_budget",
                           dg_json_metric((double)ld->image_budget, true, "bytes"));
     cJSON_AddItemToObject(mem, "fixed", dg_json_metric((double)ld->fixed_bytes, true, "bytes"));
+    cJSON_AddNumberToObject(mem, "slot_count", ld->nslots);
+    cJSON_AddItemToObject(
+        mem, "slots", dg_json_metric((double)ld->nslots * (double)ld->slot_bytes, true, "bytes"));
+    cJSON_AddItemToObject(
+        mem, "page_locked",
+        dg_json_metric((double)ld->slots_locked * (double)ld->slot_bytes, true, "bytes"));
     const dg_source_links *lk = dg_source_links_seen(ld->src);
     cJSON *links = cJSON_AddObjectToObject(o, "links");
     cJSON_AddNumberToObject(links, "class_folder_links", (double)lk->class_links);

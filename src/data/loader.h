@@ -25,6 +25,30 @@ typedef struct dg_resolution {
     double weight; /* relative share of batches (> 0) */
 } dg_resolution;
 
+/* Host memory for the batch slots, e.g. a backend's page-locked host_alloc /
+ * host_free: alloc gives `bytes` at *p (DG_OK) or fails, and the slot then
+ * takes plain memory; free gets back what alloc gave. */
+typedef struct dg_loader_mem {
+    dg_status (*alloc)(void *user, size_t bytes, void **p);
+    void (*free)(void *user, void *p);
+    void *user;
+} dg_loader_mem;
+
+/* A batch handed out by dg_loader_acquire: it lives in the loader's slot
+ * until dg_loader_release. x (batch * channels * h * w floats, NCHW) starts
+ * the slot's one memory block; y (batch labels) follows it at the first
+ * DG_LOADER_LABEL_ALIGN boundary after the largest batch's floats. */
+typedef struct dg_batch {
+    float *x;
+    int32_t *y;
+    int h, w;
+    bool page_locked; /* the block came from opts.slot_mem.alloc */
+    int64_t seq;      /* the batch's position in the run (0-based) */
+    int slot;         /* the loader's slot (checked by dg_loader_release) */
+} dg_batch;
+
+#define DG_LOADER_LABEL_ALIGN 256
+
 /* Replaces dg_source_read (tests wrap a source to inject bad samples). */
 typedef dg_status (*dg_loader_read_fn)(void *user, dg_source *s, size_t i, dg_image *img,
                                        dg_read_times *t, char *err, size_t errlen);
@@ -34,13 +58,15 @@ typedef struct dg_loader_opts {
     int channels; /* channels of the model (1 or 3); samples must arrive so */
     int nres;     /* resolutions in res (1..DG_LOADER_MAX_RES) */
     dg_resolution res[DG_LOADER_MAX_RES];
-    bool crop, flip;       /* augmentations (train split only) */
-    dg_norm_mode norm;     /* none, auto (one pass at creation) or given */
-    int norm_count;        /* given: values per list (1: every channel, or channels) */
-    float mean[3], std[3]; /* given: per channel */
-    int workers;           /* threads; 0: inline in the caller; < 0: 2 */
-    int prefetch;          /* queue depth in batches; 0: 2 * workers */
-    bool cache;            /* keep decoded+resized samples (before augmentation) */
+    bool crop, flip;        /* augmentations (train split only) */
+    dg_norm_mode norm;      /* none, auto (one pass at creation) or given */
+    int norm_count;         /* given: values per list (1: every channel, or channels) */
+    float mean[3], std[3];  /* given: per channel */
+    int workers;            /* threads; 0: inline in the caller; < 0: 2 */
+    int prefetch;           /* queue depth in batches; 0 (and at least): workers + hold */
+    int hold;               /* batches the consumer may hold at once (acquire); 0: 2, inline 1 */
+    dg_loader_mem slot_mem; /* alloc NULL: plain memory for the slots */
+    bool cache;             /* keep decoded+resized samples (before augmentation) */
     size_t cache_cap; /* cache cap in bytes; 0: 2 GiB, at most a quarter of the available memory */
     size_t max_image_bytes; /* decoded bytes one image may take; 0: auto (the smaller of
                                512 MiB and available / (4 * max(1, workers))) */
@@ -61,7 +87,8 @@ typedef struct dg_loader_opts {
  * and worker buffers that need more than the available memory, DG_ERR_FORMAT
  * data that cannot be normalised. */
 dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *o, dg_loader **out);
-/* Joins the workers (even mid-epoch) and frees; accepts NULL. */
+/* Joins the workers (even mid-epoch) and frees, the slots of batches still
+ * held included (their views dangle afterwards); accepts NULL. */
 void dg_loader_free(dg_loader *ld);
 /* Samples in a split. */
 size_t dg_loader_count(const dg_loader *ld, dg_split sp);
@@ -70,13 +97,25 @@ size_t dg_loader_batch_floats(const dg_loader *ld);
 /* Starts handing out `epochs` epochs of `steps` batches each (0: one pass,
  * ceil(count / batch)) of split sp, from epoch first_epoch; batch j of an
  * epoch holds positions j*batch.. of the epoch's permutation, wrapping.
- * Stops any run in progress. */
+ * Stops any run in progress; DG_ERR_USAGE while batches are held. */
 dg_status dg_loader_start(dg_loader *ld, dg_split sp, int first_epoch, int epochs, int steps);
 /* The next batch in order into x (dg_loader_batch_floats floats) and y
  * (batch labels), its resolution into *h, *w. DG_ERR_FORMAT for a bad sample
  * under on_bad_fail or too many bad samples, DG_ERR_USAGE past the end. The
  * message goes to the loader's ctx. */
 dg_status dg_loader_next(dg_loader *ld, float *x, int32_t *y, int *h, int *w);
+/* The next batch in order as a view of its slot, without a copy; the slot
+ * stays the caller's (workers do not refill it) until dg_loader_release. At
+ * most opts.hold batches are held at once. Errors as dg_loader_next, and
+ * DG_ERR_USAGE when hold batches are held or the batch's slot is still held
+ * (a batch released out of turn); *b is zeroed on error. */
+dg_status dg_loader_acquire(dg_loader *ld, dg_batch *b);
+/* Hands b's slot back for refilling; the caller must be done reading it (an
+ * async upload from it finished). DG_ERR_USAGE with a message for a batch this
+ * loader did not hand out or one released already; b is zeroed on success. */
+dg_status dg_loader_release(dg_loader *ld, dg_batch *b);
+/* Batches acquired and not yet released. */
+int dg_loader_held(const dg_loader *ld);
 /* The canonical bucket text and its SHA-256 (64 hex digits); owned by ld. */
 const char *dg_loader_bucket_text(const dg_loader *ld);
 const char *dg_loader_bucket_id(const dg_loader *ld);

@@ -22,6 +22,8 @@ void dg_ld_fill_batch(dg_loader *ld, int64_t g, slot *sl, dg_split sp, int first
     pthread_mutex_lock(&ld->mu);
     const size_t *list = dg_ld_epoch_list(ld, sp, epoch, &count);
     pthread_mutex_unlock(&ld->mu);
+    if (dg_ld_fill_in_place(ld, sp, ri, sl, list, count, (size_t)step * n % count))
+        return;
     scratch sc = {dg_malloc(ld->scratch_floats * sizeof(float)),
                   dg_malloc(ld->scratch_floats * sizeof(float))};
     if (!sc.a || !sc.b) {

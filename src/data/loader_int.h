@@ -20,13 +20,16 @@
 
 enum { S_READ, S_DECODE, S_RESIZE, S_AUGMENT, S_NORM, S_COLLATE, S_COUNT };
 
-enum { SLOT_FREE, SLOT_FILLING, SLOT_READY };
+/* A slot's life: FREE -> FILLING (a worker, or the consumer inline) -> READY
+ * -> HELD (acquired) -> FREE (released). */
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
 #define MSG_LEN 256
 
 typedef struct slot {
-    float *x;
+    float *x; /* the slot's block (x, then y at label_off bytes) */
     int32_t *y;
+    bool page_locked; /* x came from opts.slot_mem.alloc */
     int h, w;
     int64_t g;
     int state;
@@ -54,6 +57,9 @@ struct dg_loader {
     float mean[3], std[3];
     int maxh, maxw;
     size_t slot_floats, scratch_floats;
+    size_t label_off, slot_bytes; /* y's byte offset in a slot's block, the block's size */
+    bool peek;          /* samples taken straight from the source's memory (dg_source_peek) */
+    int peek_h, peek_w; /* their stored size */
     char *bucket_text;
     char bucket_id[65];
     cJSON *dataset;
@@ -65,6 +71,7 @@ struct dg_loader {
     bool stop;
     slot *slots;
     int nslots;
+    int held; /* slots the consumer holds (SLOT_HELD) */
     /* The run in progress. */
     dg_split sp;
     int first_epoch, steps;
@@ -85,6 +92,7 @@ struct dg_loader {
     double mem_available;
     bool mem_known;
     size_t image_budget, fixed_bytes;
+    size_t slots_locked; /* slots whose block came from slot_mem.alloc */
 
     /* Consumer-side totals. */
     double t[S_COUNT], waited;
@@ -108,6 +116,14 @@ typedef struct scratch {
  * bad sample. */
 dg_status dg_ld_load_sample(dg_loader *ld, dg_split sp, int epoch, size_t idx, int ri, slot *sl,
                             scratch *sc, float *dst, int32_t *label, char *err, size_t errlen);
+
+/* Fills sl with batch positions first.. of list (wrapping at count) straight
+ * from the source's memory when the loader reads in place (peek), the
+ * resolution is the stored one and nothing is augmented: one copy or
+ * normalisation per sample, timed once. false when that does not apply
+ * (the sample path then fills the whole batch). */
+bool dg_ld_fill_in_place(dg_loader *ld, dg_split sp, int ri, slot *sl, const size_t *list,
+                         size_t count, size_t first);
 
 /* ---- loader_cache.c ---- */
 /* Allocates the cache index for nres resolutions of n samples; false when out of memory. */

@@ -180,6 +180,39 @@ static void normalise(const dg_loader *ld, int c, int h, int w, const float *cur
     }
 }
 
+/* ---- a whole batch in place ------------------------------------------------ */
+
+bool dg_ld_fill_in_place(dg_loader *ld, dg_split sp, int ri, slot *sl, const size_t *list,
+                         size_t count, size_t first)
+{
+    int c = ld->o.channels, h = ld->o.res[ri].h, w = ld->o.res[ri].w, n = ld->o.batch;
+    if (!ld->peek || h != ld->peek_h || w != ld->peek_w ||
+        (sp == DG_SPLIT_TRAIN && (ld->o.crop || ld->o.flip)))
+        return false;
+    size_t chw = (size_t)c * h * w, hw = (size_t)h * w;
+    double t0 = dg_now();
+    for (int j = 0; j < n; j++) {
+        const float *src = dg_source_peek(ld->src, list[(first + (size_t)j) % count], &sl->y[j]);
+        if (!src)
+            return false; /* the sample path fills the whole batch again */
+        float *dst = sl->x + (size_t)j * chw;
+        if (ld->o.norm == DG_NORM_NONE) {
+            memcpy(dst, src, chw * sizeof(float));
+            continue;
+        }
+        for (int ch = 0; ch < c; ch++) { /* as normalise() */
+            float m = ld->mean[ch], is = 1.0f / ld->std[ch];
+            const float *in = src + (size_t)ch * hw;
+            float *d = dst + (size_t)ch * hw;
+            for (size_t i = 0; i < hw; i++)
+                d[i] = (in[i] - m) * is;
+        }
+    }
+    sl->t[ld->o.norm == DG_NORM_NONE ? S_COLLATE : S_NORM] += dg_now() - t0;
+    sl->seen += (size_t)n;
+    return true;
+}
+
 /* ---- one sample ------------------------------------------------------------ */
 
 dg_status dg_ld_load_sample(dg_loader *ld, dg_split sp, int epoch, size_t idx, int ri, slot *sl,
@@ -190,7 +223,14 @@ dg_status dg_ld_load_sample(dg_loader *ld, dg_split sp, int epoch, size_t idx, i
     const float *cur = NULL;
     dg_image img = {0};
     size_t key = (size_t)ri * ld->n_all + idx;
-    if (ld->cache)
+    if (ld->peek && (cur = dg_source_peek(ld->src, idx, label)) != NULL &&
+        (ld->peek_h != h || ld->peek_w != w)) {
+        double t0 = dg_now();
+        dg_resize(cur, c, ld->peek_h, ld->peek_w, sc->a, h, w);
+        cur = sc->a;
+        sl->t[S_RESIZE] += dg_now() - t0;
+    }
+    if (!cur && ld->cache)
         cur = dg_ld_cache_get(ld, key, label);
     if (!cur) {
         dg_read_times rt = {0, 0};

@@ -957,6 +957,14 @@ static dg_status from_u8_planar(const unsigned char *px, int nc, int h, int w, i
     return DG_OK;
 }
 
+const float *dg_source_peek(const dg_source *s, size_t i, int32_t *label)
+{
+    if (s->kind != SRC_SYNTH || i >= s->count || (s->channels && s->channels != s->native_c))
+        return NULL;
+    *label = s->syn->y[i];
+    return s->syn->x + i * ((size_t)s->native_c * s->h * s->w);
+}
+
 dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t, char *err,
                          size_t errlen)
 {

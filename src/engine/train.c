@@ -26,6 +26,8 @@ static dg_loader_opts inline_opts(const dg_loader_opts *lo, const dg_loader *ld)
     dg_loader_opts v = *lo;
     v.workers = 0;
     v.prefetch = 0;
+    v.hold = 1;
+    v.slot_mem = (dg_loader_mem){0}; /* its uploads block: plain memory serves */
     v.cache = false;
     if (v.norm != DG_NORM_NONE) {
         v.norm = DG_NORM_GIVEN;
@@ -52,12 +54,11 @@ typedef struct trainer {
     dg_act_layout lay;
     dg_block *params; /* three arenas: parameters, gradients, momentum */
     dg_block *act;
-    float *hx;   /* the batch being filled: hxb[hcur] when pinned */
-    int32_t *hy; /* its labels */
-    float *hxb[2];
-    int32_t *hyb[2];
-    bool pinned; /* hxb/hyb are the backend's page-locked pairs (host_alloc) */
-    int hcur;
+    /* The training batches are the loader's slots, uploaded in place: with
+     * the backend's page-locked memory (host_alloc) an upload only enqueues,
+     * so the batch of the step before stays held (inflight) until host_wait
+     * says its upload is done, while the next one travels. */
+    dg_batch inflight;
     float *init; /* the initial parameter arena (host) */
 
     dg_source *src;
@@ -183,64 +184,51 @@ static dg_status update(trainer *t)
                      t->m.param_arena / sizeof(float), t->lr, t->momentum, t->wd);
 }
 
-/* With page-locked pairs, makes the other pair current once no upload still
- * reads from it: the batch just uploaded travels while the next one fills. */
-static dg_status next_host_batch(trainer *t)
+/* The loader's slot memory from the backend's page-locked host memory. */
+static dg_status slot_alloc(void *user, size_t bytes, void **p)
 {
-    if (!t->pinned)
+    dg_engine *e = user;
+    return e->be->host_alloc(e->bctx, bytes, p);
+}
+
+static void slot_free(void *user, void *p)
+{
+    dg_engine *e = user;
+    e->be->host_free(e->bctx, p);
+}
+
+/* Hands batch b back to loader ld once no upload still reads from it (an
+ * empty b is a no-op). */
+static dg_status retire_batch(trainer *t, dg_loader *ld, dg_batch *b)
+{
+    if (!b->x)
         return DG_OK;
     const dg_backend_iface *be = t->e->be;
-    int k = t->hcur ^ 1;
-    if (be->host_wait(t->e->bctx, t->hxb[k]) != DG_OK ||
-        be->host_wait(t->e->bctx, t->hyb[k]) != DG_OK)
+    if (b->page_locked && be->host_wait(t->e->bctx, b->x) != DG_OK)
         return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: waiting for the batch upload: %s", t->e->name,
                        be->last_error(t->e->bctx));
-    t->hcur = k;
-    t->hx = t->hxb[k];
-    t->hy = t->hyb[k];
-    return DG_OK;
+    return dg_loader_release(ld, b);
 }
 
-/* The host batch buffers: two page-locked pairs where the backend has them
- * (uploads from them overlap the step before), else one plain pair. */
-static dg_status alloc_host_batch(trainer *t, size_t xbytes, size_t ybytes)
-{
-    const dg_backend_iface *be = t->e->be;
-    void *bctx = t->e->bctx;
-    if (be->host_alloc && be->host_free && be->host_wait) {
-        bool ok = true;
-        for (int i = 0; i < 2 && ok; i++)
-            ok = be->host_alloc(bctx, xbytes, (void **)&t->hxb[i]) == DG_OK &&
-                 be->host_alloc(bctx, ybytes, (void **)&t->hyb[i]) == DG_OK;
-        if (ok) {
-            t->pinned = true;
-            t->hx = t->hxb[0];
-            t->hy = t->hyb[0];
-            return DG_OK;
-        }
-        for (int i = 0; i < 2; i++) { /* page-locked memory is scarce: plain memory then */
-            be->host_free(bctx, t->hxb[i]);
-            be->host_free(bctx, t->hyb[i]);
-            t->hxb[i] = NULL;
-            t->hyb[i] = NULL;
-        }
-    }
-    t->hx = dg_malloc(xbytes);
-    t->hy = dg_malloc(ybytes);
-    if (!t->hx || !t->hy)
-        return dg_fail(t->ctx, DG_ERR_NOMEM, "train: out of host memory");
-    return DG_OK;
-}
-
-static dg_status upload_batch(trainer *t)
+/* Uploads batch b (inputs and labels) from the loader's slot; one copy when
+ * the labels sit at the same distance behind the inputs in the slot as in the
+ * activation arena. A plain-memory slot is handed back at once (its upload
+ * blocked); a page-locked one only after the next step's upload. */
+static dg_status upload_batch(trainer *t, dg_loader *ld, dg_batch *b)
 {
     const dg_backend_iface *be = t->e->be;
     size_t xb = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w * sizeof(float);
-    if (be->upload(t->e->bctx, t->act->buf, t->lay.x_off, t->hx, xb) != DG_OK ||
-        be->upload(t->e->bctx, t->act->buf, t->lay.labels_off, t->hy, (size_t)t->n * 4) != DG_OK)
+    size_t gap = t->lay.labels_off - t->lay.x_off, yb = (size_t)t->n * sizeof(int32_t);
+    bool ok;
+    if ((const char *)b->y - (const char *)b->x == (ptrdiff_t)gap)
+        ok = be->upload(t->e->bctx, t->act->buf, t->lay.x_off, b->x, gap + yb) == DG_OK;
+    else
+        ok = be->upload(t->e->bctx, t->act->buf, t->lay.x_off, b->x, xb) == DG_OK &&
+             be->upload(t->e->bctx, t->act->buf, t->lay.labels_off, b->y, yb) == DG_OK;
+    if (!ok)
         return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: copying the batch to the device: %s",
                        t->e->name, be->last_error(t->e->bctx));
-    return DG_OK;
+    return b->page_locked ? DG_OK : dg_loader_release(ld, b);
 }
 
 /* CPU seconds of the whole process (every thread), NAN when unknown. */
@@ -300,13 +288,17 @@ static dg_status export_run(trainer *t, dg_loader *data, const dg_train_opts *o,
         return dg_fail(t->ctx, DG_ERR_IO, "--export: cannot write %s: %s", path, strerror(errno));
     for (int ep = 0; ep < epochs; ep++)
         for (int s = 0; s < steps; s++) {
-            int h, w;
-            if ((st = dg_loader_next(data, t->hx, t->hy, &h, &w)) != DG_OK) {
+            dg_batch b;
+            if ((st = dg_loader_acquire(data, &b)) != DG_OK) {
                 fclose(f);
                 return st;
             }
-            ok &= fwrite(t->hx, 1, xb, f) == xb;
-            ok &= fwrite(t->hy, 4, (size_t)t->n, f) == (size_t)t->n;
+            ok &= fwrite(b.x, 1, xb, f) == xb;
+            ok &= fwrite(b.y, 4, (size_t)t->n, f) == (size_t)t->n;
+            if ((st = dg_loader_release(data, &b)) != DG_OK) {
+                fclose(f);
+                return st;
+            }
         }
     ok &= fclose(f) == 0;
     if (!ok)
@@ -405,10 +397,8 @@ static dg_status validate(trainer *t, dg_loader *val, dg_split sp, int max_batch
     size_t nb = max_batches > 0 ? (size_t)max_batches
                                 : (dg_loader_count(val, sp) + (size_t)t->n - 1) / (size_t)t->n;
     for (size_t k = 0; k < nb && st == DG_OK; k++) {
-        int h, w;
-        if ((st = next_host_batch(t)) == DG_OK &&
-            (st = dg_loader_next(val, t->hx, t->hy, &h, &w)) == DG_OK &&
-            (st = upload_batch(t)) == DG_OK)
+        dg_batch b; /* a plain-memory slot: upload_batch hands it back */
+        if ((st = dg_loader_acquire(val, &b)) == DG_OK && (st = upload_batch(t, val, &b)) == DG_OK)
             st = forward(t);
     }
     float acc[2];
@@ -595,6 +585,10 @@ static dg_status trainer_prepare(trainer *t)
     const dg_train_ext *x = t->x;
     dg_engine *e = t->e;
     dg_status st;
+    /* The training loader's slots are the upload buffers: page-locked where
+     * the backend has such memory (a slot it refuses is plain memory). */
+    if (e->be->host_alloc && e->be->host_free && e->be->host_wait)
+        t->lo.slot_mem = (dg_loader_mem){slot_alloc, slot_free, e};
     if ((st = dg_loader_new(ctx, t->src, &t->lo, &t->data)) != DG_OK)
         return st;
     if (o->val_split > 0) {
@@ -616,9 +610,6 @@ static dg_status trainer_prepare(trainer *t)
         return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
     if (x->epoch_watermarks)
         t->epochs_j = cJSON_CreateArray();
-    size_t xelems = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w;
-    if ((st = alloc_host_batch(t, xelems * sizeof(float), (size_t)t->n * sizeof(int32_t))) != DG_OK)
-        return st;
     t->init = dg_malloc(t->m.param_arena);
     if (!t->init)
         return dg_fail(ctx, DG_ERR_NOMEM, "train: out of host memory");
@@ -699,19 +690,14 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
     if (t->x->profile_ops && g == t->x->profile_warmup)
         dg_engine_set_profiling(e, true);
     *tw = dg_now();
-    int bh, bw;
-    if ((st = next_host_batch(t)) != DG_OK)
-        return st;
-    /* The data wait is the loader's (docs/schema/train.md): waiting for a
-     * page-locked pair to come free is the device behind, not the data. */
-    double tl = dg_now();
-    if ((st = dg_loader_next(t->data, t->hx, t->hy, &bh, &bw)) != DG_OK)
+    dg_batch b;
+    if ((st = dg_loader_acquire(t->data, &b)) != DG_OK)
         return st;
     if (g >= t->warmup)
-        t->data_wait += dg_now() - tl;
+        t->data_wait += dg_now() - *tw;
     mark(t, EV_START);
-    if ((st = upload_batch(t)) != DG_OK)
-        return st;
+    if ((st = upload_batch(t, t->data, &b)) != DG_OK)
+        return st; /* b stays held: the loader's free waits for its upload */
     mark(t, EV_H2D);
     if (t->captured) {
         if (e->be->replay(e->bctx) != DG_OK)
@@ -736,9 +722,16 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
     } else {
         st = eager_step(t, true);
     }
+    if (st == DG_OK)
+        mark(t, EV_UPDATE);
+    /* The batch before finished its upload before this step's compute began;
+     * waiting for it here leaves this step's upload travelling. */
+    dg_status rst = retire_batch(t, t->data, &t->inflight);
+    t->inflight = b;
+    if (st == DG_OK)
+        st = rst;
     if (st != DG_OK)
         return st;
-    mark(t, EV_UPDATE);
     if (t->leaks) {
         /* Retained references on demand: the allocator counts them. */
         if ((st = dg_alloc(ctx, e->alloc, t->x->leak_per_step, &t->leaks[t->nleaks])) != DG_OK)
@@ -1051,15 +1044,6 @@ static void trainer_close(trainer *t)
     if (t->e) {
         dg_release(t->e->alloc, t->params);
         dg_release(t->e->alloc, t->act);
-    }
-    if (t->pinned) {
-        for (int i = 0; i < 2; i++) {
-            t->e->be->host_free(t->e->bctx, t->hxb[i]);
-            t->e->be->host_free(t->e->bctx, t->hyb[i]);
-        }
-    } else {
-        dg_free(t->hx);
-        dg_free(t->hy);
     }
     dg_free(t->init);
     dg_loader_free(t->val);

@@ -59,7 +59,7 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
 /* Which convolution path a context uses (DEVGATE_CUDA_CONV). */
 enum { CU_CONV_AUTO, CU_CONV_IM2COL, CU_CONV_CUDNN };
 
-#define CU_PIN_BLOCKS 8 /* page-locked host blocks a context hands out at most */
+#define CU_PIN_BLOCKS 64 /* page-locked host blocks a context hands out at most (a loader slot each) */
 
 /* A page-locked host block (host_alloc) with its device staging twin: an
  * upload from it copies into the twin on the copy stream, so the next batch
