@@ -91,7 +91,7 @@ expect_json acc.json 'd["soak"]["epochs_recorded"] >= 10 and d["soak"]["spec"]["
 expect_json acc.json 'd["compare"] is None and [s["status"] for s in d["steps"]] == ["ok", "ok", "ok", "ok", "skipped", "ok"]'
 # profile: a torch.profiler window, split, with top operators and a trace.
 expect_json acc.json 'd["profile"]["status"] == "ok" and d["profile"]["phases"]["compute"]["share"]["value"] > 0.3 and len(d["profile"]["ops"]) >= 5'
-expect_json acc.json 'd["profile"]["window"] == {"warmup": 3, "steps": 8}'
+expect_json acc.json '(lambda w: (w["warmup"], w["steps"], w["cut"]) == (3, 8, None) and w["events"] > 0)(d["profile"]["window"])'
 [ -s pack/trace.json ] && grep -q '"aten::' pack/trace.json && ok || bad "no torch.profiler trace in the pack"
 # the fixture's rules, decision and final gate.
 expect_json acc.json 'd["decision"]["route"] == "cpu" and d["final_gate"]["accepted"]'
