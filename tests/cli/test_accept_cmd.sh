@@ -21,7 +21,11 @@ unset PYTHONPATH DEVGATE_PROBE_PATH
 # arena makes the address space a function of the batch (docs/cli.md).
 export MALLOC_ARENA_MAX=1
 SCRIPT="$SRC/tests/python/scripts/accept_train.py"
-WIDE="--features 16 --hidden 1048576" # a wide hidden layer: about 8 MiB of activations a sample
+# A wide input (4 MiB a sample, gathered in the step; two batches alive while
+# the next is gathered: about 8 MiB a sample) with one hidden unit and two
+# distinct rows: the memory grows with the batch, the compute, the data wait
+# and the start-up stay small.
+WIDE="--features 1048576 --hidden 1 --rows 2 --gather"
 
 # Usage errors before anything runs.
 expect_exit 2 "$DG" --no-ledger accept --
