@@ -1,7 +1,7 @@
 /* devgate's OpenCL SGEMM against CLBlast's on the same device, the same
  * buffers and the same queue: square products and the fixture's own layer
  * GEMMs (mlp fc at batch 256 and 4096, lenet and cifar im2col GEMMs at batch
- * 256 in the backend's chunks, cifar's fc1), repetitions interleaved and the
+ * 256 in the chunks the backend makes on this device, cifar's fc1), repetitions interleaved and the
  * order alternated, medians, the ratio devgate/CLBlast with its spread.
  *
  *   gemm_vs_clblast [--platform TEXT] [--device N] [--shapes LIST] [--reps R]
@@ -35,7 +35,7 @@
 
 #define MAX_SHAPES 64
 #define MAX_REPS 101
-#define CONV_CAP ((double)(64 << 20)) /* the backend's convolution workspace cap, bytes */
+#define CONV_CAP ((double)(64 << 20)) /* the backend's CPU convolution workspace cap, bytes */
 
 typedef struct shape {
     char name[32];
@@ -48,6 +48,9 @@ typedef struct shape {
 
 static shape shapes[MAX_SHAPES];
 static int nshapes;
+/* The open device (NULL before): its conv2d_workspace gives the chunks. */
+static const dg_backend_iface *chunk_be;
+static void *chunk_ctx;
 
 static void add(const char *group, const char *name, bool ta, bool tb, int m, int n, int k,
                 int batch, int lda, int ldb, int ldc, size_t sa, size_t sb, size_t sc)
@@ -98,6 +101,12 @@ static void add_conv(const char *group, const char *layer, int b, int c, int h, 
     int ckk = c * kk * kk, hw = ho * wo;
     double per = ((double)ckk * hw + (double)k * ckk) * sizeof(float);
     int fit = (int)(CONV_CAP / per);
+    if (chunk_ctx) { /* the workspace is exactly one chunk's column buffers and parts */
+        dg_conv_shape cs = {b, c, h, w, k, kk, kk, 1, p, ho, wo};
+        size_t ws = chunk_be->conv2d_workspace(chunk_ctx, &cs);
+        if (ws)
+            fit = (int)((double)ws / per);
+    }
     if (fit < 1)
         fit = 1;
     if (fit > b)
@@ -475,6 +484,11 @@ int main(int argc, char **argv)
             return 3;
         }
     }
+    /* The shapes again, chunked as the open device chunks (same order). */
+    chunk_be = b.be;
+    chunk_ctx = b.ctx;
+    nshapes = 0;
+    make_shapes();
     cl_context context;
     cl_device_id dev;
     if (dg_ocl_handles(b.ctx, &context, &b.queue, &dev) != DG_OK ||

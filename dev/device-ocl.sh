@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 15, OpenCL: devgate's OpenCL SGEMM against CLBlast on the NVIDIA
-# OpenCL platform (the automatic kernel choice, then each tiled variant
+# OpenCL platform (the automatic kernel choice, then each GPU variant
 # forced) and on PoCL when present; then the fixture on NVIDIA OpenCL against
 # the cuda backend: devgate train for mlp, lenet and cifar at batch 256 and
 # 1024, the same steps, three runs alternating opencl/cuda, median step times
@@ -19,14 +19,20 @@ export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
 export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
 DG=$bin/devgate
 GB=$bin/gemm_vs_clblast
+# OCL_PLATFORM / OCL_SHAPES / OCL_MODELS: for a dry run of this script on
+# another machine (e.g. OCL_PLATFORM=Portable OCL_SHAPES=sq512 OCL_MODELS=mlp).
+plat=${OCL_PLATFORM:-NVIDIA}
+shapes=${OCL_SHAPES:-all}
 t0=$(date +%s)
 left() { echo $((230 - ($(date +%s) - t0))); } # seconds left of the 4-minute budget
+# Order: the automatic GEMM comparison, the fixture opencl-vs-cuda timing
+# (at most 130 s), then as time allows each GPU kernel forced and PoCL.
 nvidia-smi -L 2>&1 | head -1
 $DG --version
 ls /etc/OpenCL/vendors/ 2>&1 | tr '\n' ' '; echo
 if [ -x "$GB" ]; then
   ldd "$GB" | grep -E 'clblast|OpenCL|not found'
-  $GB --devices --platform NVIDIA | tee "$out/ocl-devices.txt"
+  $GB --devices --platform "$plat" | tee "$out/ocl-devices.txt"
   nv=$(awk -F'\t' '$1 == "pick" {print $2}' "$out/ocl-devices.txt")
 else
   echo "no $GB: the GEMM bench is skipped (configure build-cuda with -DDG_BENCH_CLBLAST=ON)"
@@ -34,33 +40,26 @@ else
 import json, sys
 d = json.load(sys.stdin)
 b = [x for x in d["backends"] if x["name"] == "opencl"][0]
-print(next((str(v["index"]) for v in b["devices"] if "NVIDIA" in (v.get("platform") or "").upper()), ""))')
+print(next((str(v["index"]) for v in b["devices"] if "'"$plat"'".upper() in (v.get("platform") or "").upper()), ""))')
 fi
-if [ -z "$nv" ]; then echo "no NVIDIA OpenCL device: stopping"; exit 1; fi
-echo "NVIDIA OpenCL device index: $nv"
+if [ -z "$nv" ]; then echo "no OpenCL device on a platform matching $plat: stopping"; exit 1; fi
+echo "$plat OpenCL device index: $nv"
 
 if [ -x "$GB" ]; then
-  echo "== GEMM, NVIDIA OpenCL, automatic kernel choice"
-  timeout 60 $GB --device "$nv" --reps 7 --min-ms 10; echo "exit $?"
-  for v in tiled64 tiled128; do
-    [ "$(left)" -lt 150 ] && { echo "skipping forced $v: out of time"; continue; }
-    echo "== GEMM, NVIDIA OpenCL, DEVGATE_OPENCL_KERNEL=$v"
-    DEVGATE_OPENCL_KERNEL=$v timeout 40 $GB --device "$nv" --reps 5 --min-ms 10 --shapes sq1024,sq4096,fixture; echo "exit $?"
-  done
-  if grep -qi 'portable' "$out/ocl-devices.txt" && [ "$(left)" -gt 140 ]; then
-    echo "== GEMM, PoCL (CPU device)"
-    timeout 45 $GB --platform Portable --reps 3 --shapes sq512,sq1024,mlp256,cifar256.conv2.fwd; echo "exit $?"
-  fi
+  echo "== GEMM, $plat OpenCL, automatic kernel choice"
+  timeout 60 $GB --device "$nv" --reps 7 --min-ms 10 --shapes "$shapes"; echo "exit $?"
 fi
 
 echo "== fixture: devgate train, opencl (device $nv) vs cuda, step_ms medians of 3 alternating runs"
-python3 - "$DG" "$nv" "$out" "$(left)" <<'PY'
+tb=$(( $(left) - 60 )); [ "$tb" -gt 130 ] && tb=130
+python3 - "$DG" "$nv" "$out" "$tb" "${OCL_MODELS:-mlp,lenet,cifar}" <<'PY'
 import json, statistics, subprocess, sys, time
 dg, nv, out, budget = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+models = sys.argv[5].split(",")
 t0 = time.time()
 steps = {"mlp": 60, "lenet": 40, "cifar": 20}
 print(f"{'preset':6} {'batch':>5} {'opencl ms':>10} {'cuda ms':>8} {'cuda/ocl':>8}  opencl spread / cuda spread / notes")
-for model in ("mlp", "lenet", "cifar"):
+for model in models:
     for batch in (256, 1024):
         if time.time() - t0 > budget - 15:
             print(f"{model:6} {batch:5d} skipped: out of time")
@@ -73,6 +72,9 @@ for model in ("mlp", "lenet", "cifar"):
                        "--model", model, "--batch", str(batch), "--steps", str(steps[model]), "--json"]
                 try:
                     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                    if p.returncode != 0:
+                        note = f"{be} exit {p.returncode}: {p.stderr.strip()[-200:]}"
+                        continue
                     d = json.loads(p.stdout)
                     ms[be].append(d["throughput"]["step_ms"]["value"])
                     if be == "opencl" and rep == 0:
@@ -90,4 +92,17 @@ for model in ("mlp", "lenet", "cifar"):
         else:
             print(f"{model:6} {batch:5d} no result: {note}", flush=True)
 PY
+if [ -x "$GB" ]; then
+  # Each GPU variant forced (db*: the new double-buffered kernels the choice
+  # picks from; tiled*: the earlier ones), to check the choice shape by shape.
+  for v in db32 db64 db128 tiled64 tiled128; do
+    [ "$(left)" -lt 25 ] && { echo "skipping forced $v: out of time"; continue; }
+    echo "== GEMM, $plat OpenCL, DEVGATE_OPENCL_KERNEL=$v"
+    DEVGATE_OPENCL_KERNEL=$v timeout 20 $GB --device "$nv" --reps 3 --min-ms 5 --shapes "${OCL_SHAPES:-sq1024,sq4096,fixture}"; echo "exit $?"
+  done
+  if grep -qi 'portable' "$out/ocl-devices.txt" && [ "$(left)" -gt 40 ]; then
+    echo "== GEMM, PoCL (CPU device)"
+    timeout 35 $GB --platform Portable --reps 3 --shapes sq512,sq1024,mlp256,cifar256.conv2.fwd; echo "exit $?"
+  fi
+fi
 echo "total $(( $(date +%s) - t0 )) s"

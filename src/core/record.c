@@ -706,6 +706,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     p->sync_every = dg_rec_num(prof, DG_P_PROFILE_SPEC_SYNC_EVERY);
     p->step_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_MS);
     p->profiled_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_PROFILED_MS);
+    p->mean_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_MEAN_MS);
     p->stats_n = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_N);
     p->stats_median = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_MEDIAN);
     p->stats_iqr = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_IQR);

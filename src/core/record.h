@@ -437,6 +437,7 @@ typedef struct dg_view_profile {
     const char *backend;                   /* profile.spec.backend */
     dg_rec_metric workers, sync_every;     /* profile.spec */
     dg_rec_metric step_ms, profiled_ms;    /* ms */
+    dg_rec_metric mean_ms;                 /* ms: the window's wall a step (fixture) */
     dg_rec_metric stats_n;                 /* steps */
     dg_rec_metric stats_median, stats_iqr; /* ms */
     dg_rec_metric stats_iqr_share;         /* fraction */

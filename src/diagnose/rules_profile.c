@@ -114,10 +114,15 @@ void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
     const dg_view_phase *qw = &p->phases[DG_PHASE_QUEUE_WAIT];
     if (!qw->share.valid || qw->share.value <= d->th[TH_DATA_WAIT_SHARE])
         return;
+    /* The wait is a mean over the window, its share of the window's wall: the
+     * step it is set against is the window's mean step (step.mean_ms), or the
+     * one the share implies, never the median of the steps. */
     char detail[96] = "";
-    if (qw->ms.valid && p->step_ms.valid)
-        snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", qw->ms.value,
-                 p->step_ms.value);
+    dg_rec_metric step = p->mean_ms;
+    if (!step.valid && qw->ms.valid && qw->share.value > 0)
+        step = (dg_rec_metric){qw->ms.value / qw->share.value, "ms", true, false};
+    if (qw->ms.valid && step.valid)
+        snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", qw->ms.value, step.value);
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "the step waits for its next batch %.0f%% of the time%s",
                                100 * qw->share.value, detail);
@@ -128,7 +133,10 @@ void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
                      dg_rec_int(p->workers));
     dg_ev_metric(d, f, "profile", "fraction", qw->share, "phases.queue_wait.share");
     dg_ev_metric(d, f, "profile", "ms", qw->ms, "phases.queue_wait.ms");
-    dg_ev_metric(d, f, "profile", "ms", p->step_ms, "step.ms");
+    if (p->mean_ms.valid)
+        dg_ev_metric(d, f, "profile", "ms", p->mean_ms, "step.mean_ms");
+    else
+        dg_ev_metric(d, f, "profile", "ms", p->step_ms, "step.ms");
     /* The slowest loader stage says where the data path spends its time. */
     int slow = -1;
     double slow_ms = -1;

@@ -569,6 +569,9 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
      * the capture): they run but are not timed. */
     t->total = t->steps * t->epochs;
     t->warmup = t->total > 2 ? 2 : t->total - 1;
+    /* A profile's window starts after its own warm-up: the timed steps are its steps. */
+    if (x->profile_warmup > 0 && x->profile_warmup < t->total)
+        t->warmup = x->profile_warmup;
     t->finite = true;
     return DG_OK;
 }

@@ -22,7 +22,7 @@ typedef struct dg_train_ext {
     int val_steps;          /* validation steps (forward only) per epoch, marked in "epochs" */
     bool profile_ops; /* time every op (synchronising) after profile_warmup steps; record "ops" and
                          "trace" */
-    int profile_warmup;
+    int profile_warmup;     /* > 0: also the run's warm-up (the timed steps start after it) */
     const char *params_out; /* write the final parameter arena (float32) to this file */
     bool lock_epochs;       /* hold the machine's measurement lock through each epoch (its wait kept
                                out of the timed wall); "lock" in each "epochs" entry */

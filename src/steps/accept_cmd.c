@@ -47,12 +47,17 @@ static const struct cmd_tier {
     int trial_steps;      /* optimizer steps per sweep trial (the first 2 are warm-up) */
     double trial_timeout; /* s per child */
     double max_trial_s;   /* stop doubling once a trial's steps took longer than this */
+    int device_from;      /* the sweep's first batch when the gate chose a device */
     int soak_epochs;
-    int compare_reps, compare_steps, compare_max_batch;
+    int compare_reps, compare_max_reps; /* pairs: at least, at most */
+    double compare_ci_width;            /* add pairs while the interval is wider (share) */
+    int compare_steps, compare_max_batch;
     int profile_warmup, profile_window;
+    double profile_wall_s; /* the window closes after this even with steps left */
+    int trace_max_events;  /* no Chrome trace of a window with more events */
 } cmd_tiers[2] = {
-    {5, 180, 10, 2, 2, 5, 256, 2, 3},
-    {10, 600, 60, 10, 3, 10, 1024, 3, 8},
+    {5, 180, 10, 32, 2, 2, 2, 0.10, 5, 256, 2, 3, 10, 200000},
+    {10, 600, 60, 8, 10, 3, 6, 0.10, 10, 1024, 3, 8, 30, 500000},
 };
 
 static const char *const step_names[] = {"env", "gate", "sweep", "soak", "compare", "profile"};
@@ -68,7 +73,7 @@ typedef struct acmd {
     const char *device; /* the device judged ("cpu", "cuda", "mps") */
     int batch;          /* the batch soak, compare and profile use */
     bool has_batch, has_device, has_epochs;
-    unsigned long long oom_kills; /* the cgroup's oom_kill count before the running child */
+    dg_oom_count oom_before; /* the OOM-kill count before the running child */
 } acmd;
 
 static bool cancelled(const acmd *a)
@@ -181,38 +186,121 @@ static bool mentions(const char *const *argv, const char *key)
 
 /* ---- one child run ------------------------------------------------------------- */
 
-/* The kernel's OOM kills in the cgroup devgate runs in, as the container
- * sees it: "oom_kill N" of cgroup v2's memory.events, else of v1's
- * memory.oom_control; 0 when neither can be read. */
-static unsigned long long oom_kill_count(void)
+/* The "oom_kill N" line of a memory.events (cgroup v2), memory.oom_control
+ * (v1) or /proc/vmstat file; false when the file or the line is not there. */
+static bool read_oom_kill(const char *path, unsigned long long *n)
 {
-    static const char *const files[] = {"/sys/fs/cgroup/memory.events",
-                                        "/sys/fs/cgroup/memory/memory.oom_control"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        FILE *f = fopen(files[i], "r");
-        if (!f)
-            continue;
-        char key[64];
-        unsigned long long v, n = 0;
-        while (fscanf(f, "%63s %llu", key, &v) == 2)
-            if (strcmp(key, "oom_kill") == 0)
-                n = v;
-        fclose(f);
-        return n;
-    }
-    return 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char key[64];
+    unsigned long long v;
+    bool found = false;
+    while (fscanf(f, "%63s %llu", key, &v) == 2)
+        if (strcmp(key, "oom_kill") == 0) {
+            *n = v;
+            found = true;
+        }
+    fclose(f);
+    return found;
 }
 
+/* The file of devgate's own memory cgroup that counts OOM kills: the cgroup
+ * named in /proc/self/cgroup (v2 "0::PATH", else v1's memory line) under the
+ * cgroup mount, with leading components of PATH dropped until the file exists
+ * (a container mounts its own cgroup as the root without a cgroup namespace).
+ * false when there is none. */
+static bool own_cgroup_file(char *out, size_t len, const char **source)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return false;
+    char line[1024], v2[1024] = "", v1[1024] = "";
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        char *ctl = c1 + 1;
+        const char *path = c2 + 1;
+        if (strcmp(line, "0") == 0 && !ctl[0])
+            snprintf(v2, sizeof v2, "%s", path);
+        else
+            for (char *sv = NULL, *t = strtok_r(ctl, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+                if (strcmp(t, "memory") == 0)
+                    snprintf(v1, sizeof v1, "%s", path);
+    }
+    fclose(f);
+    struct {
+        const char *path, *mount, *file, *source;
+    } tries[] = {{v1, "/sys/fs/cgroup/memory", "memory.oom_control", "cgroup memory.oom_control"},
+                 {v2, "/sys/fs/cgroup", "memory.events", "cgroup memory.events"}};
+    for (size_t i = 0; i < 2; i++) {
+        if (!tries[i].path[0])
+            continue;
+        for (const char *p = tries[i].path; p;) {
+            while (*p == '/')
+                p++;
+            snprintf(out, len, "%s%s%s/%s", tries[i].mount, p[0] ? "/" : "", p, tries[i].file);
+            unsigned long long n;
+            if (read_oom_kill(out, &n)) {
+                *source = tries[i].source;
+                return true;
+            }
+            if (!p[0])
+                break;
+            p = strchr(p, '/');
+            if (!p)
+                p = "";
+        }
+    }
+    return false;
+}
+
+void dg_accept_cmd_oom_read(dg_oom_count *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *test = getenv("DEVGATE_OOM_EVENTS");
+    if (test && test[0]) {
+        /* Tests stand in for the kernel: the count from that file. */
+        c->readable = read_oom_kill(test, &c->kills);
+        c->source = "DEVGATE_OOM_EVENTS";
+        return;
+    }
+    char path[2200];
+    if (own_cgroup_file(path, sizeof path, &c->source)) {
+        c->readable = read_oom_kill(path, &c->kills);
+        if (c->readable)
+            return;
+    }
+    c->readable = read_oom_kill("/proc/vmstat", &c->kills);
+    c->source = c->readable ? "/proc/vmstat" : NULL;
+}
+
+dg_oom_killer dg_accept_cmd_oom_since(const dg_oom_count *before, const dg_oom_count *after)
+{
+    dg_oom_killer k = {.state = DG_OOMK_UNKNOWN, .source = NULL, .kills = 0};
+    if (before->readable && after->readable && before->source && after->source &&
+        strcmp(before->source, after->source) == 0) {
+        k.source = after->source;
+        k.kills = after->kills > before->kills ? after->kills - before->kills : 0;
+        k.state = k.kills ? DG_OOMK_KILLED : DG_OOMK_NONE;
+    }
+    return k;
+}
+
+enum { CHILD_ENV_MAX = 8 };
 typedef struct child_env {
-    const char *vars[8];
-    char owned[4][4096];
+    const char *vars[CHILD_ENV_MAX + 1];
+    char owned[CHILD_ENV_MAX][4096];
     int n;
 } child_env;
 
 static void env_add(child_env *e, const char *fmt, ...) DG_PRINTF(2, 3);
 static void env_add(child_env *e, const char *fmt, ...)
 {
-    if (e->n >= 4)
+    if (e->n >= CHILD_ENV_MAX)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -242,7 +330,7 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                       .mem_limit = limit,
                       .sample_ms = 100};
     char *json = NULL;
-    a->oom_kills = oom_kill_count();
+    dg_accept_cmd_oom_read(&a->oom_before);
     dg_status st = dg_run_supervise(a->ctx, &ro, &json);
     if (st != DG_OK || !json) {
         snprintf(why, len, "%s", dg_errmsg(a->ctx));
@@ -273,14 +361,25 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
     if (profile && profile_out) {
         env_add(&env, "DEVGATE_PROBE_PROFILE=%s", profile);
         env_add(&env, "DEVGATE_PROBE_PROFILE_OUT=%s", profile_out);
-        if (a->o->trace_path)
+        env_add(&env, "DEVGATE_PROBE_PROFILE_WALL=%g", a->tier->profile_wall_s);
+        if (a->o->trace_path) {
             env_add(&env, "DEVGATE_PROBE_TRACE=%s", a->o->trace_path);
+            env_add(&env, "DEVGATE_PROBE_TRACE_MAX_EVENTS=%d", a->tier->trace_max_events);
+        }
     }
     dg_log(a->ctx, DG_LOG_INFO, "%s: batch %d on %s", step_names[a->index], batch, device);
     cJSON *rec = supervise_child(a, (const char *const *)argv, DG_PROBE_AUTO, &env, empty_cache,
                                  limit, why, len);
     dg_accept_cmd_argv_free(argv);
     return rec;
+}
+
+/* A child's samples/s over its steps after the warm-up (the first steps pay
+ * the framework's lazy start-up: cuBLAS, kernel selection), else over all. */
+static double child_sps(const cJSON *rec)
+{
+    double v = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_s_after_warmup"));
+    return isfinite(v) ? v : dg_jnum(rec, "throughput.samples_per_s");
 }
 
 static bool mentions_oom(const char *s)
@@ -294,16 +393,16 @@ static bool mentions_oom(const char *s)
     return false;
 }
 
-const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, bool oom_killed,
+const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, const dg_oom_killer *oomk,
                                 char *reason, size_t len)
 {
     cJSON *rec = cJSON_Parse(run_json);
-    const char *e = dg_accept_cmd_ended_rec(rec, mem_budget, oom_killed, reason, len);
+    const char *e = dg_accept_cmd_ended_rec(rec, mem_budget, oomk, reason, len);
     cJSON_Delete(rec);
     return e;
 }
 
-const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, bool oom_killed,
+const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const dg_oom_killer *oomk,
                                     char *reason, size_t len)
 {
     reason[0] = '\0';
@@ -331,10 +430,26 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, bool oo
                  m ? m : "out of memory");
         return "device-oom";
     }
-    if (sig && oom_killed) {
-        snprintf(reason, len, "killed by %s: the kernel's OOM killer (the cgroup's oom_kill rose)",
-                 sig);
-        return "device-oom";
+    /* SIGKILL is how the kernel's OOM killer ends a process: it is the OOM
+     * killer's when the kernel counted a kill over the child's run, or when
+     * no count can be read (said so); not when a count was read and stayed. */
+    if (sig && strcmp(sig, "SIGKILL") == 0 && oomk && oomk->state == DG_OOMK_KILLED) {
+        snprintf(reason, len,
+                 "oom-killer: killed by SIGKILL while the kernel's OOM killer counted %llu "
+                 "kill%s (%s)",
+                 oomk->kills, oomk->kills == 1 ? "" : "s", oomk->source ? oomk->source : "?");
+        return "oom-killer";
+    }
+    if (sig && strcmp(sig, "SIGKILL") == 0 && oomk && oomk->state == DG_OOMK_UNKNOWN) {
+        snprintf(reason, len,
+                 "oom-killer: killed by signal 9 (likely out of memory: no OOM-kill count is "
+                 "readable here)");
+        return "oom-killer";
+    }
+    if (sig && strcmp(sig, "SIGKILL") == 0 && oomk) {
+        snprintf(reason, len, "killed by SIGKILL (not the OOM killer: %s counted no kill)",
+                 oomk->source ? oomk->source : "the kernel");
+        return "signal";
     }
     if (sig) {
         snprintf(reason, len, "killed by %s", sig);
@@ -500,8 +615,10 @@ static trial *sweep_trial(acmd *a, sweep *s, int b)
     char why[512] = "", reason[512] = "";
     cJSON *rec = run_cmd(a, b, a->device, TRIAL_EPOCHS, a->tier->trial_steps, NULL, NULL, false,
                          a->o->mem_budget, why, sizeof why);
-    bool killed = oom_kill_count() > a->oom_kills;
-    t->ended = rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, killed, reason, sizeof reason)
+    dg_oom_count after;
+    dg_accept_cmd_oom_read(&after);
+    dg_oom_killer oomk = dg_accept_cmd_oom_since(&a->oom_before, &after);
+    t->ended = rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, &oomk, reason, sizeof reason)
                    : "failed";
     if (!rec)
         snprintf(reason, sizeof reason, "%s", why);
@@ -512,8 +629,16 @@ static trial *sweep_trial(acmd *a, sweep *s, int b)
     dg_json_add_str(j, "signal", dg_jstr(rec, "supervise.signal"));
     if (strcmp(t->ended, "device-oom") == 0)
         cJSON_AddBoolToObject(j, "budget", a->o->mem_budget > 0);
+    if (strcmp(t->ended, "oom-killer") == 0) {
+        cJSON *k = cJSON_AddObjectToObject(j, "oom_killer");
+        dg_json_add_str(k, "source", oomk.source);
+        if (oomk.state == DG_OOMK_KILLED)
+            cJSON_AddNumberToObject(k, "kills", (double)oomk.kills);
+        else
+            cJSON_AddNullToObject(k, "kills");
+    }
     bool ok = strcmp(t->ended, "ok") == 0;
-    double sps = ok ? dg_jnum(rec, "throughput.samples_per_s") : NAN;
+    double sps = ok ? child_sps(rec) : NAN;
     t->sps = sps;
     cJSON_AddItemToObject(j, "samples_per_s", metric(sps, "samples/s"));
     cJSON *sm = cJSON_AddObjectToObject(j, "step_ms");
@@ -556,6 +681,8 @@ static const char *stop_of(const trial *t, size_t mem_budget)
 {
     if (strcmp(t->ended, "device-oom") == 0)
         return mem_budget ? "budget" : "oom";
+    if (strcmp(t->ended, "oom-killer") == 0)
+        return "oom"; /* out of memory as the kernel saw it: a proving stop, as the device's */
     if (strcmp(t->ended, "ok") == 0)
         return "swap";
     return t->ended;
@@ -575,7 +702,13 @@ static void run_sweep(acmd *a)
         cJSON_AddNullToObject(a->rec, "sweep");
         return;
     }
-    int from = a->o->sweep_from > 0 ? a->o->sweep_from : 8;
+    /* A device's small batches are launch-bound: their samples/s only
+     * doubles with the batch, and each trial costs the program's start-up
+     * (seconds), so the quick tier starts a device's doubling higher. */
+    bool dev_from = !a->o->sweep_from && strcmp(a->device, "cpu") != 0;
+    int from = a->o->sweep_from > 0 ? a->o->sweep_from : dev_from ? a->tier->device_from : 8;
+    if (a->o->sweep_to > 0 && from > a->o->sweep_to)
+        from = a->o->sweep_to;
     int to = a->o->sweep_to > 0 ? a->o->sweep_to : MAX_BATCH;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "v", 1);
@@ -584,6 +717,10 @@ static void run_sweep(acmd *a)
     cJSON *spec = cJSON_AddObjectToObject(root, "spec");
     cJSON_AddStringToObject(spec, "backend", a->device);
     cJSON_AddNumberToObject(spec, "from", from);
+    cJSON_AddStringToObject(spec, "from_source",
+                            a->o->sweep_from ? "option"
+                            : dev_from       ? "tier (a device)"
+                                             : "default");
     if (a->o->sweep_to > 0)
         cJSON_AddNumberToObject(spec, "to", a->o->sweep_to);
     else
@@ -779,6 +916,31 @@ cJSON *dg_accept_cmd_compare_run(int batch, const char *device, const double *cp
     return run;
 }
 
+/* The speedup's 95% interval width over the speedup (median device over
+ * median cpu samples/s) after n pairs; NAN when not computable. */
+static double compare_width(const double *cs, const double *ds, int n)
+{
+    double c[16], d[16];
+    size_t nc = 0, nd = 0;
+    for (int i = 0; i < n && i < 16; i++) {
+        if (isfinite(cs[i]) && cs[i] > 0)
+            c[nc++] = cs[i];
+        if (isfinite(ds[i]) && ds[i] > 0)
+            d[nd++] = ds[i];
+    }
+    dg_stats sc, sd;
+    dg_median_ci ci;
+    if (!nc || !nd)
+        return NAN;
+    dg_stats_compute(c, nc, 0, &sc);
+    dg_stats_compute(d, nd, 0, &sd);
+    if (!(sc.median > 0) ||
+        !dg_bootstrap_median_ci(d, nd, c, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) || !ci.valid)
+        return NAN;
+    double sp = sd.median / sc.median;
+    return sp > 0 ? (ci.hi - ci.lo) / sp : NAN;
+}
+
 static void run_compare(acmd *a)
 {
     begin(a, 4);
@@ -794,22 +956,31 @@ static void run_compare(acmd *a)
     int batch = a->batch;
     if (!a->o->batch && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
-    int reps = a->tier->compare_reps;
+    int reps = a->tier->compare_reps, max_reps = a->tier->compare_max_reps;
     double cs[16], ds[16], cm[16], dm[16], bz[16];
     char err[512] = "", why[512], reason[512];
     const char *failed = NULL;
-    for (int i = 0; i < reps && !failed && !cancelled(a); i++) {
+    double width = NAN;
+    for (int i = 0; i < max_reps && i < 16 && !failed && !cancelled(a); i++) {
+        /* Past the tier's pairs, another pair only while the speedup's
+         * interval is wider than the tier's share of the speedup. */
+        if (i >= a->tier->compare_reps) {
+            width = compare_width(cs, ds, i);
+            if (!(width > a->tier->compare_ci_width))
+                break;
+        }
+        reps = i + 1;
         for (int side = 0; side < 2 && !failed; side++) {
             const char *dev = side ? a->device : "cpu";
             cJSON *rec = run_cmd(a, batch, dev, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL,
                                  false, 0, why, sizeof why);
             const char *e =
-                rec ? dg_accept_cmd_ended_rec(rec, 0, false, reason, sizeof reason) : "failed";
+                rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
             if (strcmp(e, "ok") != 0) {
                 failed = dev;
                 snprintf(err, sizeof err, "%s", rec ? reason : why);
             }
-            double sps = dg_jnum(rec, "throughput.samples_per_s");
+            double sps = child_sps(rec);
             double ms = dg_jnum(rec, "profile.step.stats.median");
             double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
             (side ? ds : cs)[i] = sps;
@@ -832,6 +1003,9 @@ static void run_compare(acmd *a)
     cJSON_AddItemToArray(bs, cJSON_CreateNumber(batch));
     cJSON_AddNumberToObject(spec, "steps", a->tier->compare_steps);
     cJSON_AddNumberToObject(spec, "repetitions", reps);
+    cJSON_AddNumberToObject(spec, "min_repetitions", a->tier->compare_reps);
+    cJSON_AddNumberToObject(spec, "max_repetitions", max_reps);
+    cJSON_AddNumberToObject(spec, "ci_width_target", a->tier->compare_ci_width);
     cJSON *runs = cJSON_AddArrayToObject(c, "runs");
     if (failed) {
         cJSON *r = cJSON_CreateObject();
@@ -869,7 +1043,7 @@ static void run_soak(acmd *a)
     char why[512] = "", reason[512] = "";
     cJSON *rec = run_cmd(a, a->batch, a->device, epochs, 0, NULL, NULL, a->o->empty_cache, 0, why,
                          sizeof why);
-    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, false, reason, sizeof reason) : "failed";
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
     cJSON *soak = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "soak") : NULL;
     if (soak && !cJSON_IsObject(soak)) {
         cJSON_Delete(soak);
@@ -952,6 +1126,12 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
     cJSON_AddNumberToObject(w, "warmup",
                             dg_jnum(window, "warmup") >= 0 ? dg_jnum(window, "warmup") : 0);
     cJSON_AddNumberToObject(w, "steps", steps > 0 ? steps : 0);
+    dg_json_add_str(w, "cut", dg_jstr(window, "cut"));
+    double nev = dg_jnum(window, "events");
+    if (isfinite(nev))
+        cJSON_AddNumberToObject(w, "events", nev);
+    else
+        cJSON_AddNullToObject(w, "events");
     double wall = dg_jnum(window, "wall_ms");
     cJSON *step = cJSON_AddObjectToObject(p, "step");
     cJSON_AddItemToObject(step, "ms",
@@ -1013,6 +1193,7 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
     if (fb)
         cJSON_AddItemToObject(p, "fallbacks", cJSON_Duplicate(fb, true));
     dg_json_add_str(p, "trace", dg_jstr(window, "trace"));
+    dg_json_add_str(p, "trace_skipped", dg_jstr(window, "trace_skipped"));
     cJSON_AddStringToObject(p, "note",
                             "the profiled window runs the user's program under torch.profiler; "
                             "its step time (profiled_ms) includes the profiler's cost");
@@ -1031,7 +1212,7 @@ static void run_profile(acmd *a)
     unlink(out);
     cJSON *rec = run_cmd(a, a->batch, a->device, TRIAL_EPOCHS, warm + win, spec, out, false, 0, why,
                          sizeof why);
-    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, false, reason, sizeof reason) : "failed";
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
     char *text = dg_read_file(out, (size_t)8 << 20, NULL);
     unlink(out);
     cJSON *window = text ? cJSON_Parse(text) : NULL;

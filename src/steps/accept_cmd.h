@@ -12,15 +12,46 @@ char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device
 /* Frees what dg_accept_cmd_argv returned; accepts NULL. */
 void dg_accept_cmd_argv_free(char **argv);
 
+/* An OOM-kill count as the kernel keeps it: readable (false: no source),
+ * its source ("cgroup memory.events", "cgroup memory.oom_control" of
+ * devgate's own cgroup, "/proc/vmstat" for the whole system, or the test
+ * stand-in "DEVGATE_OOM_EVENTS") and the count. */
+typedef struct dg_oom_count {
+    bool readable;
+    const char *source;
+    unsigned long long kills;
+} dg_oom_count;
+
+/* What the kernel's OOM killer did over one child run. */
+typedef enum {
+    DG_OOMK_NONE,    /* a count was read before and after: it did not rise */
+    DG_OOMK_KILLED,  /* it rose */
+    DG_OOMK_UNKNOWN, /* no count could be read (or the source changed) */
+} dg_oomk_state;
+typedef struct dg_oom_killer {
+    dg_oomk_state state;
+    const char *source;
+    unsigned long long kills; /* the rise (KILLED) */
+} dg_oom_killer;
+
+/* Reads the OOM-kill count now: DEVGATE_OOM_EVENTS (a file in memory.events
+ * form, for tests) when set, else devgate's own memory cgroup, else
+ * /proc/vmstat. */
+void dg_accept_cmd_oom_read(dg_oom_count *c);
+/* What happened between two reads of dg_accept_cmd_oom_read. */
+dg_oom_killer dg_accept_cmd_oom_since(const dg_oom_count *before, const dg_oom_count *after);
+
 /* How a child run ended, from its run record (kind "run"): "ok" (a clean
- * stop by the probe or exit 0, with timed steps), "device-oom" (an oom event,
- * an out-of-memory error leaving the program, or oom_killed with a signal),
+ * stop by the probe or exit 0, with timed steps), "device-oom" (an oom event
+ * or an out-of-memory error leaving the program), "oom-killer" (SIGKILL while
+ * oomk says the kernel counted a kill, or could not tell: reason says which),
  * "signal", "timeout", "interrupted" or "failed"; reason (len bytes) says why
- * when not ok. mem_budget > 0 words an oom as the budget's. */
-const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, bool oom_killed,
+ * when not ok. mem_budget > 0 words an oom as the budget's; oomk NULL: not
+ * asked (a SIGKILL is then "signal"). */
+const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const dg_oom_killer *oomk,
                                     char *reason, size_t len);
 /* The same from the record's JSON text. */
-const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, bool oom_killed,
+const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, const dg_oom_killer *oomk,
                                 char *reason, size_t len);
 
 /* A compare RUN (docs/schema/measure.md) from reps interleaved repetitions

@@ -6,6 +6,7 @@
  * the Chrome trace. */
 #include "engine/train.h"
 #include "measure/measure.h"
+#include "steps/steps.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -50,18 +51,37 @@ static void window_stats(const cJSON *rec, int warmup, dg_stats *out)
     dg_free(v);
 }
 
-/* Adds phase `name`: {ms, share of the step, in_step}. */
-static void add_phase(cJSON *ph, const char *name, double ms, double step_ms, bool in_step)
+/* Adds phase `name`: {ms, share, in_step}; share NAN: ms of step_ms. */
+static void add_phase_share(cJSON *ph, const char *name, double ms, double share, double step_ms,
+                            bool in_step)
 {
     cJSON *p = cJSON_AddObjectToObject(ph, name);
     if (!p)
         return;
     bool ok = isfinite(ms);
     cJSON_AddItemToObject(p, "ms", dg_json_metric(ok ? ms : 0, ok, "ms"));
-    bool share_ok = ok && step_ms > 0;
-    cJSON_AddItemToObject(p, "share",
-                          dg_json_metric(share_ok ? ms / step_ms : 0, share_ok, "fraction"));
+    if (!isfinite(share) && ok && step_ms > 0)
+        share = ms / step_ms;
+    bool share_ok = ok && isfinite(share);
+    cJSON_AddItemToObject(p, "share", dg_json_metric(share_ok ? share : 0, share_ok, "fraction"));
     cJSON_AddBoolToObject(p, "in_step", in_step);
+}
+
+static void add_phase(cJSON *ph, const char *name, double ms, double step_ms, bool in_step)
+{
+    add_phase_share(ph, name, ms, NAN, step_ms, in_step);
+}
+
+void dg_profile_data_wait(const cJSON *rec, double *wait_ms, double *share, double *mean_ms)
+{
+    const cJSON *wait = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "data"), "wait");
+    *wait_ms = metric(wait, "per_step");
+    if (!isfinite(*wait_ms))
+        *wait_ms = metric(cJSON_GetObjectItem(rec, "phases"), "data");
+    *mean_ms = metric(cJSON_GetObjectItem(rec, "throughput"), "step_ms");
+    *share = metric(wait, "share_of_step");
+    if (!isfinite(*share))
+        *share = isfinite(*wait_ms) && *mean_ms > 0 ? *wait_ms / *mean_ms : NAN;
 }
 
 static const char *const stage_names[] = {"read",    "decode",    "resize",
@@ -74,6 +94,8 @@ static const char *const step_names[] = {"queue_wait", "h2d", "forward", "backwa
 typedef struct split {
     double stage[NSTAGES]; /* ms per batch, summed over workers */
     double step[NSTEP];    /* ms per step */
+    double wait_share;     /* the queue wait's share of the window's wall */
+    double mean_ms;        /* the window's wall / its steps (the steps the wait is over) */
     double step_ms;        /* median step of the window */
     bool sync_residual;    /* sync is step - the measured phases */
 } split;
@@ -87,8 +109,10 @@ static void phase_split(const cJSON *rec, double step_ms, split *s)
     for (size_t i = 0; i < NSTAGES; i++)
         s->stage[i] = batches > 0 ? metric(stages, stage_names[i]) * 1e3 / batches : NAN;
     const cJSON *ph = cJSON_GetObjectItem(rec, "phases");
-    double wait = metric(cJSON_GetObjectItem(data, "wait"), "per_step");
-    s->step[0] = isfinite(wait) ? wait : metric(ph, "data");
+    /* The wait is a mean over the window: its share is of the window's mean
+     * step, never of the median (unsynchronised steps run ahead of the
+     * device, then block: the two differ by several times). */
+    dg_profile_data_wait(rec, &s->step[0], &s->wait_share, &s->mean_ms);
     for (size_t i = 1; i < NSTEP; i++)
         s->step[i] = metric(ph, step_names[i]);
     s->step_ms = step_ms;
@@ -247,7 +271,7 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
 
     /* Pass 1, unprofiled: step times and phases. */
     char *ujson = NULL, *pjson = NULL;
-    dg_train_ext ux = {.step_times = true};
+    dg_train_ext ux = {.step_times = true, .profile_warmup = warmup};
     dg_status st = dg_train_run_ext(ctx, &t, &ux, &ujson);
     if (!ujson)
         return st;
@@ -302,6 +326,7 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
 
     split s;
     phase_split(urec, step_ms, &s);
+    cJSON_AddItemToObject(sj, "mean_ms", dg_json_metric(s.mean_ms, isfinite(s.mean_ms), "ms"));
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     const cJSON *uph = cJSON_GetObjectItem(urec, "phases");
     cJSON_AddNumberToObject(ph, "samples", num(uph, "samples", 0));
@@ -316,7 +341,8 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
             in_step += s.step[i];
     double share_base = isfinite(step_ms) && step_ms > in_step ? step_ms : in_step;
     for (size_t i = 0; i < NSTEP; i++)
-        add_phase(ph, step_names[i], s.step[i], share_base, true);
+        add_phase_share(ph, step_names[i], s.step[i], i == 0 ? s.wait_share : NAN, share_base,
+                        true);
     cJSON_AddStringToObject(ph, "source",
                             "unprofiled pass: loader stages per batch (summed over workers, "
                             "overlapped with the step), queue wait per step, device phases from "

@@ -29,6 +29,13 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
  * dg_stats_json object, or NULL when steps were not timed). */
 void dg_soak_analyse(cJSON *s, const cJSON *epochs, const cJSON *step_stats);
 
+/* The loader wait of a train record's timed steps and the step it is a share
+ * of, over the same steps (docs/schema/measure.md "profile"): *wait_ms the
+ * mean wait a step (data.wait.per_step), *share the total wait over the
+ * timed wall (data.wait.share_of_step), *mean_ms the timed wall a step
+ * (throughput.step_ms); each NAN when not reported. */
+void dg_profile_data_wait(const cJSON *rec, double *wait_ms, double *share, double *mean_ms);
+
 /* One trial as the sweep's conclusion needs it. */
 typedef struct dg_sweep_point {
     int batch;

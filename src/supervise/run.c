@@ -371,6 +371,10 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
      * time is their sum, so the wait's share is data / (data + step) and the
      * throughput is samples over that sum. */
     double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0;
+    /* The same over the steps after the warm-up (first-step library start-up
+     * left out): what a short child run (devgate accept -- CMD) compares. */
+    double warm_ms = 0, warm_samples = 0;
+    size_t warm_n = 0, warm_unknown = 0;
     size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0, with_reads = 0,
            with_dsyncs = 0;
     double *dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *dv);
@@ -397,6 +401,14 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
             samples += b;
         else
             batch_unknown++;
+        if (i >= STEP_WARMUP) {
+            warm_n++;
+            warm_ms += s->step_ms + (isfinite(s->data_ms) ? s->data_ms : 0);
+            if (isfinite(b))
+                warm_samples += b;
+            else
+                warm_unknown++;
+        }
         if (isfinite(s->data_ms)) {
             if (dv)
                 dv[with_data] = s->data_ms;
@@ -411,6 +423,9 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON_AddItemToObject(thr, "samples_per_s", metric(sps, "samples/s"));
     cJSON_AddItemToObject(thr, "step_ms", metric(med, "ms"));
     cJSON_AddNumberToObject(thr, "timed_steps", (double)timed);
+    double wsps = warm_n && !warm_unknown && warm_ms > 0 ? warm_samples / (warm_ms / 1e3) : NAN;
+    cJSON_AddItemToObject(thr, "samples_per_s_after_warmup", metric(wsps, "samples/s"));
+    cJSON_AddNumberToObject(thr, "warmup_steps", STEP_WARMUP);
     add_num_or_null(thr, "batch", batch0);
     cJSON_AddStringToObject(thr, "source", "probe");
     if (c->nsteps == 0 && c->nfallbacks == 0) {

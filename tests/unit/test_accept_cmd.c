@@ -6,6 +6,9 @@
 #include "core/json.h"
 #include "steps/accept_cmd.h"
 #include "supervise/supervise.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static void test_argv(void)
 {
@@ -33,7 +36,10 @@ static void test_argv(void)
 
 static const char *ended(const char *json, size_t budget, bool killed, char *why)
 {
-    return dg_accept_cmd_ended(json, budget, killed, why, 256);
+    dg_oom_killer k = {.state = killed ? DG_OOMK_KILLED : DG_OOMK_NONE,
+                       .source = "cgroup memory.events",
+                       .kills = killed ? 1 : 0};
+    return dg_accept_cmd_ended(json, budget, &k, why, 256);
 }
 
 static void test_ended(void)
@@ -68,9 +74,20 @@ static void test_ended(void)
     /* SIGKILL: the OOM killer only when the cgroup counted one. */
     const char *killed = "{\"state\":\"failed\",\"supervise\":{\"exit_status\":null,"
                          "\"signal\":\"SIGKILL\"},\"oom\":[]}";
-    CHECK_STR(ended(killed, 0, true, why), "device-oom");
-    CHECK(strstr(why, "OOM killer") != NULL);
+    CHECK_STR(ended(killed, 0, true, why), "oom-killer");
+    CHECK(strstr(why, "oom-killer: killed by SIGKILL") && strstr(why, "counted 1 kill (cgroup"));
     CHECK_STR(ended(killed, 0, false, why), "signal");
+    CHECK(strstr(why, "not the OOM killer") != NULL);
+    /* No count readable: a SIGKILL is likely the OOM killer, and said so. */
+    dg_oom_killer unknown = {.state = DG_OOMK_UNKNOWN, .source = NULL, .kills = 0};
+    CHECK_STR(dg_accept_cmd_ended(killed, 0, &unknown, why, 256), "oom-killer");
+    CHECK(strstr(why, "killed by signal 9 (likely out of memory") != NULL);
+    /* Not asked, or another signal: never the OOM killer's. */
+    CHECK_STR(dg_accept_cmd_ended(killed, 0, NULL, why, 256), "signal");
+    CHECK_STR(ended("{\"state\":\"failed\",\"supervise\":{\"exit_status\":null,"
+                    "\"signal\":\"SIGSEGV\"},\"oom\":[]}",
+                    0, true, why),
+              "signal");
     CHECK_STR(ended("{\"state\":\"failed\",\"spec\":{\"timeout_s\":5},\"supervise\":{"
                     "\"timed_out\":true,\"signal\":\"SIGTERM\"},\"oom\":[]}",
                     0, false, why),
@@ -156,8 +173,45 @@ static void test_plan_env(void)
     dg_probe_plan_free(&p);
 }
 
+/* The OOM-kill count through the tests' stand-in file: a rise is a kill, no
+ * rise none, no file (or a changed source) unknown. */
+static void test_oom_count(void)
+{
+    char path[] = "/tmp/dg-oom-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    FILE *f = fopen(path, "w");
+    fputs("low 0\nhigh 3\nmax 1\noom 2\noom_kill 4\n", f);
+    fclose(f);
+    setenv("DEVGATE_OOM_EVENTS", path, 1);
+    dg_oom_count a, b;
+    dg_accept_cmd_oom_read(&a);
+    CHECK(a.readable && a.kills == 4 && strcmp(a.source, "DEVGATE_OOM_EVENTS") == 0);
+    dg_oom_killer k = dg_accept_cmd_oom_since(&a, &a);
+    CHECK(k.state == DG_OOMK_NONE && k.kills == 0);
+    f = fopen(path, "w");
+    fputs("oom_kill 6\n", f);
+    fclose(f);
+    dg_accept_cmd_oom_read(&b);
+    k = dg_accept_cmd_oom_since(&a, &b);
+    CHECK(k.state == DG_OOMK_KILLED && k.kills == 2);
+    unlink(path);
+    dg_accept_cmd_oom_read(&b);
+    CHECK(!b.readable);
+    CHECK(dg_accept_cmd_oom_since(&a, &b).state == DG_OOMK_UNKNOWN);
+    dg_oom_count other = a;
+    other.source = "/proc/vmstat";
+    other.kills = 9;
+    CHECK(dg_accept_cmd_oom_since(&a, &other).state == DG_OOMK_UNKNOWN);
+    unsetenv("DEVGATE_OOM_EVENTS");
+}
+
 int main(void)
 {
+    test_oom_count();
     test_argv();
     test_ended();
     test_compare();

@@ -9,6 +9,13 @@
   end of step WARMUP and closed at the end of step WARMUP + WINDOW, split into
   data, host-to-device, sync and compute, with the top operators, written as
   JSON to FILE (the Chrome trace to the trace file).
+- DEVGATE_PROBE_PROFILE_WALL=S: the window also closes at the first step end
+  after S seconds of window (a large batch's step, with every operator of its
+  data loading recorded, can take long), with the steps it did hold; with
+  DEVGATE_PROBE_MAX_STEPS the program then stops at once.
+- DEVGATE_PROBE_TRACE_MAX_EVENTS=N: no Chrome trace is written when the window
+  recorded more than N events (the file would be hundreds of MB and take
+  minutes to write); the window's JSON says so ("trace_skipped").
 
 No user code is needed: both are driven from the optimizer step hook.
 """
@@ -53,6 +60,13 @@ class Window:
             except ValueError:
                 pass
         self.out = os.environ.get("DEVGATE_PROBE_PROFILE_OUT") or None
+        try:
+            wall = float(os.environ.get("DEVGATE_PROBE_PROFILE_WALL") or 0)
+        except ValueError:
+            wall = 0.0
+        self.wall_s = wall if wall > 0 else None
+        self.max_events = _int_env("DEVGATE_PROBE_TRACE_MAX_EVENTS")
+        self.profiled = 0  # steps inside the window
         self.trace = os.environ.get("DEVGATE_PROBE_TRACE") or None
         self.steps = 0
         self.prof = None
@@ -71,8 +85,13 @@ class Window:
         self.steps += 1
         if self.prof is not None:
             self.data_ms += data_ms or 0.0
-            if self.steps >= self.warmup + self.window:
-                self._close(state)
+            self.profiled += 1
+            over = self.wall_s is not None and perf_counter() - self.t0 >= self.wall_s
+            if self.steps >= self.warmup + self.window or over:
+                self._close(state, "wall" if over and self.profiled < self.window else None)
+                if self.max_steps is not None:  # the window was what the run was for
+                    state.stop(self.steps)
+                    raise SystemExit(STOP_CODE)
         elif (self.window is not None and self.out is not None and not self.done
               and self.steps == self.warmup):
             self._open(state)
@@ -103,14 +122,19 @@ class Window:
         finally:
             state.inside -= 1
 
-    def _close(self, state):
+    def _close(self, state, cut=None):
         prof, self.prof = self.prof, None
         self.done = True
         state.inside += 1
         try:
             wall_ms = (perf_counter() - self.t0) * 1000.0
             prof.__exit__(None, None, None)
-            self._write(self._analyse(prof, wall_ms))
+            rec = self._analyse(prof, wall_ms)
+            if cut:
+                rec["cut"] = ("the window closed after %d of %d steps: %.1f s of window passed "
+                              "DEVGATE_PROBE_PROFILE_WALL=%g" % (self.profiled, self.window,
+                                                                 wall_ms / 1000.0, self.wall_s))
+            self._write(rec)
         except Exception as e:
             self._write({"error": "torch.profiler window failed: %s" % e})
         finally:
@@ -134,18 +158,28 @@ class Window:
                         "device_ms_total": dev_us / 1000.0 if not on_cpu else None})
         key = "ms_total" if on_cpu else "device_ms_total"
         ops.sort(key=lambda o: -(o[key] or o["ms_total"]))
-        trace = None
-        if self.trace:
+        trace = skipped = None
+        events = None
+        try:
+            events = len(prof.events())  # built once by key_averages: no second pass
+        except Exception:
+            events = None
+        if self.trace and self.max_events is not None and events is not None \
+                and events > self.max_events:
+            skipped = ("the window recorded %d events, over DEVGATE_PROBE_TRACE_MAX_EVENTS=%d: "
+                       "no Chrome trace written" % (events, self.max_events))
+        elif self.trace:
             try:
                 prof.export_chrome_trace(self.trace)
                 trace = self.trace
-            except Exception:
-                trace = None
+            except Exception as e:
+                skipped = "export_chrome_trace failed: %s" % e
         data_ms = self.data_ms
         sync_ms = sync_us / 1000.0
         h2d_ms = None if on_cpu else copy_us / 1000.0
         compute = wall_ms - data_ms - sync_ms - (h2d_ms or 0.0)
-        return {"warmup": self.warmup, "steps": self.window, "device": self.device,
+        return {"warmup": self.warmup, "steps": self.profiled or self.window, "device": self.device,
+                "events": events, "trace_skipped": skipped,
                 "wall_ms": wall_ms, "data_ms": data_ms, "h2d_ms": h2d_ms, "sync_ms": sync_ms,
                 "compute_ms": compute if compute > 0 else 0.0, "ops": ops[:TOP_OPS],
                 "ops_count": len(ops), "trace": trace, "profiler": "torch.profiler"}

@@ -11,12 +11,19 @@
  * _nn, _nt, _tn, _tt (op(A), op(B)), so the load pattern is fixed at compile
  * time and the untransposed path stays as fast as before.
  *
+ *   dg_sgemm_db32, dg_sgemm_db64, dg_sgemm_db128
+ *                   GPUs: a 32x32 (64x64, 128x128) tile of C per 8x8 (16x16,
+ *                   16x16) work-group, 4x4 (4x4, 8x8) outputs per work-item,
+ *                   A and B double-buffered in local memory, the next slice
+ *                   prefetched into registers, float4 local reads.
  *   dg_sgemm_tiled64, dg_sgemm_tiled128
- *                   GPUs: a 64x64 (128x128) tile of C per 16x16 work-group, A
- *                   and B staged through local memory 16 (8) deep, 4x4 (8x8)
- *                   outputs per work-item.
+ *                   the earlier GPU kernels (single-buffered, scalar local
+ *                   reads), kept to compare: a 64x64 (128x128) tile of C per
+ *                   16x16 work-group, A and B staged through local memory 16
+ *                   (8) deep, 4x4 (8x8) outputs per work-item.
  *   dg_sgemm_vec    CPUs: no local memory, no barriers; each work-item keeps a
- *                   6x16 block of C in twelve float8 registers.
+ *                   6x16 block of C in twelve float8 registers (op(B) = B^T
+ *                   runs on a copy that dg_transpose packs, where it fits).
  *   dg_sgemm_naive  fallback for devices too small for the tiled kernel.
  *
  * Then the training ops (elementwise, reductions, pooling, im2col / col2im,
@@ -135,6 +142,152 @@ DG_TILED_KERNEL(dg_sgemm_tiled128_nt, 128, 8, 0, 1)
 DG_TILED_KERNEL(dg_sgemm_tiled128_tn, 128, 8, 1, 0)
 DG_TILED_KERNEL(dg_sgemm_tiled128_tt, 128, 8, 1, 1)
 
+/* ---- double-buffered tiled (GPUs) ------------------------------------------- */
+
+/* One ts x ts tile of C per we x we work-group, ts = 4 * we * g: each
+ * work-item owns g x g blocks of 4 x 4 outputs, block (h, v) at rows
+ * 4*ty + 4*we*h and columns 4*tx + 4*we*v of the tile, so the inner loop
+ * reads its operands from local memory as float4 (one 16-byte load per four
+ * values; lanes of a row share A's, B's are consecutive). The k loop is
+ * software-pipelined: the next tk-deep slice of op(A) and op(B) is read from
+ * global memory into registers before the current one is multiplied, then
+ * stored into the other half of a double buffer, so one barrier per slice
+ * suffices and the global latency hides behind the arithmetic. Global reads
+ * run along whichever dimension is contiguous in memory (coalesced); the
+ * local pitch ts + 4 keeps rows 16-byte aligned and spreads the k-major
+ * stores over the banks. The same fixed k order as dg_tiled: each output is
+ * one sequential sum over p. */
+#define DG_DB_PITCH(ts) ((ts) + 4)
+static inline void dg_db(const int we, const int g, const int tk, const int ta, const int tb,
+                         __local float *as, __local float *bs, const int m, const int n,
+                         const int k, const float alpha, __global const float *restrict a,
+                         const int lda, __global const float *restrict b, const int ldb,
+                         const float beta, __global float *c, const int ldc)
+{
+    const int ts = 4 * we * g, pitch = DG_DB_PITCH(ts), nt = we * we;
+    const int per = ts * tk / nt; /* slice elements each work-item moves, per operand */
+    const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+    const int tid = ty * we + tx;
+    const int row0 = (int)get_group_id(1) * ts, col0 = (int)get_group_id(0) * ts;
+    const int hb = tk * pitch; /* floats in one half of a double buffer */
+
+    float4 acc[2][2][4]; /* [h][v][row within block]; g <= 2 */
+    for (int h = 0; h < g; h++)
+        for (int v = 0; v < g; v++)
+            for (int i = 0; i < 4; i++)
+                acc[h][v][i] = (float4)(0.0f);
+
+    float ra[16], rb[16]; /* per <= 16 */
+#define DG_DB_FETCH(k0)                                                                            \
+    for (int l = 0; l < per; l++) {                                                                \
+        const int e = tid + l * nt;                                                                \
+        int r, kk;                                                                                 \
+        if (!ta) {                                                                                 \
+            r = e / tk;                                                                            \
+            kk = e % tk;                                                                           \
+        } else {                                                                                   \
+            kk = e / ts;                                                                           \
+            r = e % ts;                                                                            \
+        }                                                                                          \
+        const int gr = row0 + r, gk = (k0) + kk;                                                   \
+        ra[l] = (gr < m && gk < k) ? (ta ? a[(size_t)gk * lda + gr] : a[(size_t)gr * lda + gk])    \
+                                   : 0.0f;                                                         \
+        int q, kb;                                                                                 \
+        if (!tb) {                                                                                 \
+            kb = e / ts;                                                                           \
+            q = e % ts;                                                                            \
+        } else {                                                                                   \
+            q = e / tk;                                                                            \
+            kb = e % tk;                                                                           \
+        }                                                                                          \
+        const int gc = col0 + q, gkb = (k0) + kb;                                                  \
+        rb[l] = (gkb < k && gc < n) ? (tb ? b[(size_t)gc * ldb + gkb] : b[(size_t)gkb * ldb + gc]) \
+                                    : 0.0f;                                                        \
+    }
+#define DG_DB_STORE(buf)                                                                           \
+    for (int l = 0; l < per; l++) {                                                                \
+        const int e = tid + l * nt;                                                                \
+        const int r = ta ? e % ts : e / tk, kk = ta ? e / ts : e % tk;                             \
+        const int q = tb ? e / tk : e % ts, kb = tb ? e % tk : e / ts;                             \
+        as[(buf)*hb + kk * pitch + r] = ra[l];                                                   \
+        bs[(buf)*hb + kb * pitch + q] = rb[l];                                                   \
+    }
+
+    DG_DB_FETCH(0)
+    DG_DB_STORE(0)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int cur = 0;
+    for (int k0 = 0; k0 < k; k0 += tk) {
+        const bool more = k0 + tk < k;
+        if (more) {
+            DG_DB_FETCH(k0 + tk)
+        }
+        __local const float *ap = as + cur * hb + 4 * ty;
+        __local const float *bp = bs + cur * hb + 4 * tx;
+        for (int p = 0; p < tk; p++) {
+            float4 av[2], bv[2];
+            for (int h = 0; h < g; h++)
+                av[h] = *(__local const float4 *)(ap + p * pitch + 4 * we * h);
+            for (int v = 0; v < g; v++)
+                bv[v] = *(__local const float4 *)(bp + p * pitch + 4 * we * v);
+            for (int h = 0; h < g; h++)
+                for (int v = 0; v < g; v++) {
+                    acc[h][v][0] += av[h].x * bv[v];
+                    acc[h][v][1] += av[h].y * bv[v];
+                    acc[h][v][2] += av[h].z * bv[v];
+                    acc[h][v][3] += av[h].w * bv[v];
+                }
+        }
+        if (more) {
+            DG_DB_STORE(cur ^ 1)
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        cur ^= 1;
+    }
+#undef DG_DB_FETCH
+#undef DG_DB_STORE
+
+    for (int h = 0; h < g; h++)
+        for (int i = 0; i < 4; i++) {
+            const int gr = row0 + 4 * ty + 4 * we * h + i;
+            if (gr >= m)
+                break;
+            __global float *crow = c + (size_t)gr * ldc;
+            for (int v = 0; v < g; v++) {
+                const float4 x = alpha * acc[h][v][i];
+                const float xs[4] = {x.x, x.y, x.z, x.w};
+                const int gc0 = col0 + 4 * tx + 4 * we * v;
+                for (int j = 0; j < 4 && gc0 + j < n; j++)
+                    crow[gc0 + j] = beta == 0.0f ? xs[j] : xs[j] + beta * crow[gc0 + j];
+            }
+        }
+}
+
+/* db32: 32x32 tiles on 8x8 work-items, 16 deep (many work-groups for the
+ * fixture's small products); db64: 64x64 on 16x16, 16 deep; db128: 128x128 on
+ * 16x16 (8x8 outputs each), 8 deep. */
+#define DG_DB_KERNEL(name, we, g, tk, ta, tb)                                                      \
+    __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(DG_GEMM_PARAMS)            \
+    {                                                                                              \
+        __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        const size_t bi = get_group_id(2);                                                         \
+        dg_db(we, g, tk, ta, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,       \
+              a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc); \
+    }
+DG_DB_KERNEL(dg_sgemm_db32_nn, 8, 1, 16, 0, 0)
+DG_DB_KERNEL(dg_sgemm_db32_nt, 8, 1, 16, 0, 1)
+DG_DB_KERNEL(dg_sgemm_db32_tn, 8, 1, 16, 1, 0)
+DG_DB_KERNEL(dg_sgemm_db32_tt, 8, 1, 16, 1, 1)
+DG_DB_KERNEL(dg_sgemm_db64_nn, 16, 1, 16, 0, 0)
+DG_DB_KERNEL(dg_sgemm_db64_nt, 16, 1, 16, 0, 1)
+DG_DB_KERNEL(dg_sgemm_db64_tn, 16, 1, 16, 1, 0)
+DG_DB_KERNEL(dg_sgemm_db64_tt, 16, 1, 16, 1, 1)
+DG_DB_KERNEL(dg_sgemm_db128_nn, 16, 2, 8, 0, 0)
+DG_DB_KERNEL(dg_sgemm_db128_nt, 16, 2, 8, 0, 1)
+DG_DB_KERNEL(dg_sgemm_db128_tn, 16, 2, 8, 1, 0)
+DG_DB_KERNEL(dg_sgemm_db128_tt, 16, 2, 8, 1, 1)
+
 /* ---- vector (CPU) ------------------------------------------------------------ */
 
 #define VM 6  /* rows per work-item */
@@ -229,6 +382,22 @@ DG_VEC_KERNEL(dg_sgemm_vec_nn, 0, 0)
 DG_VEC_KERNEL(dg_sgemm_vec_nt, 0, 1)
 DG_VEC_KERNEL(dg_sgemm_vec_tn, 1, 0)
 DG_VEC_KERNEL(dg_sgemm_vec_tt, 1, 1)
+
+/* t_i[p, q] = b_i[q, p] for q < rows, p < cols: B_i stored rows x cols (row
+ * pitch ldb, batch stride sb) into t_i, cols x rows, packed (batch stride
+ * rows * cols). On CPUs the vec kernel runs an op(B) = B^T product on this
+ * copy: its untransposed path streams B's rows as float8, where the
+ * transposed one gathers sixteen strided values per step. Work-item (q, p)
+ * in 16 x 16 groups: a group reads a 16 x 16 block of B, row by row. */
+__kernel void dg_transpose(__global const float *b, const ulong b_off, const int ldb,
+                           const ulong sb, __global float *t, const int rows, const int cols)
+{
+    const int q = (int)get_global_id(0), p = (int)get_global_id(1);
+    const size_t bi = get_global_id(2);
+    if (q < rows && p < cols)
+        t[bi * (size_t)rows * cols + (size_t)p * rows + q] =
+            b[b_off + bi * sb + (size_t)q * ldb + p];
+}
 
 /* ---- naive fallback ---------------------------------------------------------- */
 

@@ -5,11 +5,12 @@
  *
  * Devices are indexed globally: every platform's GPUs first, then
  * accelerators, then CPUs. The GEMM kernel is picked per device: the
- * local-memory tiled kernels on GPUs and accelerators (64- or 128-wide tiles by
- * problem size), the float8 register kernel on CPUs, the naive kernel where no
- * tiled one fits. The environment variable DEVGATE_OPENCL_KERNEL (tiled,
- * tiled64, tiled128, vec, naive) overrides the choice so tests can exercise
- * every kernel on any device.
+ * double-buffered local-memory tiled kernels on GPUs and accelerators (32-,
+ * 64- or 128-wide tiles by problem size), the float8 register kernel on CPUs,
+ * the naive kernel where no tiled one fits. The environment variable
+ * DEVGATE_OPENCL_KERNEL (tiled, db32, db64, db128, tiled64, tiled128, vec,
+ * naive) overrides the choice so tests can exercise every kernel on any
+ * device and benches can compare them.
  *
  * Ops only enqueue (no host synchronisation inside an op), with element
  * offsets passed as kernel arguments (no sub-buffers) after every range has
@@ -17,8 +18,11 @@
  * scatters are written as gathers, so results are deterministic and no float
  * atomics are needed. Convolutions go through im2col, a batched GEMM and a
  * gather col2im, chunk of images at a time, the chunk sized so the workspace
- * stays under 64 MiB (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap
- * so tests can force small chunks). */
+ * stays under a cap: 64 MiB on CPUs, 1/256 of the memory (64-512 MiB) on
+ * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
+ * force small chunks). On CPUs a product with op(B) = B^T runs
+ * on a packed copy of B^T (the vec kernel streams B's rows), made in a
+ * scratch buffer under the same cap, gathered in the kernel past it. */
 #include "backend/backend.h"
 #include "core/core.h"
 
@@ -47,16 +51,34 @@
 #define OCL_ERR_MAX 3072
 
 /* GEMM kernel variants in kernels.cl, each in four transpose specialisations
- * (_nn, _nt, _tn, _tt); the geometry here must match the kernels. */
-typedef enum ocl_var { VAR_T64, VAR_T128, VAR_VEC, VAR_NAIVE, VAR_COUNT } ocl_var;
-static const char *const var_names[VAR_COUNT] = {"tiled64", "tiled128", "vec", "naive"};
-static const char *const var_kernels[VAR_COUNT] = {"dg_sgemm_tiled64", "dg_sgemm_tiled128",
-                                                   "dg_sgemm_vec", "dg_sgemm_naive"};
+ * (_nn, _nt, _tn, _tt); the geometry here must match the kernels. db32, db64
+ * and db128 are the GPU kernels (double-buffered, float4 local reads);
+ * tiled64 and tiled128 the earlier single-buffered ones, kept to compare. */
+typedef enum ocl_var {
+    VAR_D32,
+    VAR_D64,
+    VAR_D128,
+    VAR_T64,
+    VAR_T128,
+    VAR_VEC,
+    VAR_NAIVE,
+    VAR_COUNT
+} ocl_var;
+static const char *const var_names[VAR_COUNT] = {"db32",     "db64", "db128", "tiled64",
+                                                 "tiled128", "vec",  "naive"};
+static const char *const var_kernels[VAR_COUNT] = {
+    "dg_sgemm_db32",     "dg_sgemm_db64", "dg_sgemm_db128", "dg_sgemm_tiled64",
+    "dg_sgemm_tiled128", "dg_sgemm_vec",  "dg_sgemm_naive"};
 static const char *const trans_suffix[4] = {"_nn", "_nt", "_tn", "_tt"}; /* index ta*2+tb */
-static const size_t var_tile[VAR_COUNT] = {64, 128, 0, 0}; /* C tile edge per work-group */
-static const size_t var_local[VAR_COUNT] = {2 * 16 * 65 * sizeof(float),
-                                            2 * 8 * 129 * sizeof(float), 0, 0};
-#define TILED_WG 16 /* tiled work-group edge */
+static const size_t var_tile[VAR_COUNT] = {32, 64, 128, 64, 128, 0, 0};  /* C tile edge per group */
+static const size_t var_wg[VAR_COUNT] = {8, 16, 16, 16, 16, 0, 0};       /* work-group edge */
+static const size_t var_local[VAR_COUNT] = {2 * 2 * 16 * 36 * sizeof(float),
+                                            2 * 2 * 16 * 68 * sizeof(float),
+                                            2 * 2 * 8 * 132 * sizeof(float),
+                                            2 * 16 * 65 * sizeof(float),
+                                            2 * 8 * 129 * sizeof(float),
+                                            0,
+                                            0};
 #define VEC_ROWS 6  /* rows of C per vec work-item */
 #define VEC_COLS 16 /* columns of C per vec work-item */
 #define VEC_WG 16   /* vec work-group width */
@@ -77,19 +99,21 @@ typedef enum ocl_op {
     K_XENT_REDUCE,
     K_SGD,
     K_MARK,
+    K_TRANSPOSE,
     K_COUNT
 } ocl_op;
 static const char *const op_kernels[K_COUNT] = {
     "dg_fill",        "dg_bias_add",    "dg_bias_grad", "dg_relu_fwd", "dg_relu_bwd",
     "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col",    "dg_col2im",   "dg_sum_parts",
-    "dg_xent_rows",   "dg_xent_reduce", "dg_sgd",       "dg_mark"};
+    "dg_xent_rows",   "dg_xent_reduce", "dg_sgd",       "dg_mark",     "dg_transpose"};
 static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true};
 #define OCL_LOCAL 256 /* local size of the op kernels (RED_MAX in kernels.cl) */
 /* Convolution workspace cap: images are processed in chunks whose column
  * buffer and per-image weight gradients fit in this many bytes (at least one
  * image per chunk). */
 #define OCL_CONV_WORK_CAP ((uint64_t)64 << 20)
-#define OCL_ELEMS_MAX ((uint64_t)INT32_MAX) /* int-indexed tensors in the kernels */
+#define OCL_CONV_WORK_GPU_MAX ((uint64_t)512 << 20) /* most a GPU's cap grows to */
+#define OCL_ELEMS_MAX ((uint64_t)INT32_MAX)         /* int-indexed tensors in the kernels */
 #define OCL_BATCH_MAX 65535 /* batched GEMM's third NDRange dimension (NVIDIA's grid limit) */
 
 typedef struct ocl_dev {
@@ -109,6 +133,8 @@ typedef struct ocl_ctx {
     size_t ops_local[K_COUNT]; /* local size per op kernel (a power of two for reductions) */
     cl_mem scratch;            /* xent per-row results, grown on demand */
     size_t scratch_bytes;
+    cl_mem bt; /* B^T copies for the vec kernel's op(B) = B^T products */
+    size_t bt_bytes;
     cl_event events[DG_EVENT_SLOTS];
     bool kernel_marks; /* markers lack profiling times here: mark with dg_mark */
     uint64_t conv_cap; /* convolution workspace cap in bytes */
@@ -356,6 +382,8 @@ static void ocl_free(void *ctx)
             clReleaseEvent(o->events[i]);
     if (o->scratch)
         clReleaseMemObject(o->scratch);
+    if (o->bt)
+        clReleaseMemObject(o->bt);
     for (int v = 0; v < VAR_COUNT; v++)
         for (int t = 0; t < 4; t++)
             if (o->kernels[v][t])
@@ -435,7 +463,7 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
     if (e != CL_SUCCESS)
         return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
                           var_kernels[v], cl_err_name(e), (int)e);
-    *fits = wg >= TILED_WG * TILED_WG && item[0] >= TILED_WG && item[1] >= TILED_WG &&
+    *fits = wg >= var_wg[v] * var_wg[v] && item[0] >= var_wg[v] && item[1] >= var_wg[v] &&
             local >= var_local[v];
     if (!*fits) {
         reason_set(reason, len, DG_ERR_UNAVAILABLE,
@@ -450,9 +478,10 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
     return DG_OK;
 }
 
-/* Creates the GEMM kernels for the device: vec on CPUs; on other devices both
- * tiled kernels that fit, else naive. DEVGATE_OPENCL_KERNEL (tiled, tiled64,
- * tiled128, vec, naive) forces a choice. */
+/* Creates the GEMM kernels for the device: vec on CPUs; on other devices the
+ * double-buffered tiled kernels (db32, db64, db128) that fit, else naive.
+ * DEVGATE_OPENCL_KERNEL (tiled: the db family; or one variant by name) forces
+ * a choice. */
 static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
 {
     cl_device_id dev = o->devs[o->index].device;
@@ -478,8 +507,8 @@ static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
                 only = v;
         if (!tiled && only < 0)
             return reason_set(reason, len, DG_ERR_USAGE,
-                              "DEVGATE_OPENCL_KERNEL=%.64s: unknown kernel (tiled, tiled64, "
-                              "tiled128, vec, naive)",
+                              "DEVGATE_OPENCL_KERNEL=%.64s: unknown kernel (tiled, db32, db64, "
+                              "db128, tiled64, tiled128, vec, naive)",
                               force);
     }
     bool fits = true;
@@ -490,15 +519,16 @@ static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
     }
     if (!tiled)
         return make_kernel(o, VAR_VEC, &fits, reason, len);
-    char why[256];
-    st = make_kernel(o, VAR_T64, &fits, why, sizeof why);
-    if (st == DG_OK && fits)
-        st = make_kernel(o, VAR_T128, &fits, why, sizeof why); /* optional */
-    if (st != DG_OK) {
-        reason_set(reason, len, st, "%s", why);
-        return st;
+    char why[256] = "";
+    static const ocl_var gpu[] = {VAR_D64, VAR_D32, VAR_D128};
+    for (size_t i = 0; i < sizeof gpu / sizeof gpu[0]; i++) {
+        st = make_kernel(o, gpu[i], &fits, why, sizeof why); /* each optional */
+        if (st != DG_OK) {
+            reason_set(reason, len, st, "%s", why);
+            return st;
+        }
     }
-    if (!o->kernels[VAR_T64][0])
+    if (!o->kernels[VAR_D64][0] && !o->kernels[VAR_D32][0])
         return make_kernel(o, VAR_NAIVE, &fits, reason, len);
     return DG_OK;
 }
@@ -541,11 +571,24 @@ static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
     return DG_OK;
 }
 
-/* The convolution workspace cap: OCL_CONV_WORK_CAP, or the byte count in
- * DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). */
+/* The convolution workspace cap: OCL_CONV_WORK_CAP on CPUs; on other devices
+ * 1/256 of the device memory within OCL_CONV_WORK_CAP .. OCL_CONV_WORK_GPU_MAX
+ * (fewer, larger chunks: each chunk costs several launches); or the byte count
+ * in DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). */
 static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
 {
     o->conv_cap = OCL_CONV_WORK_CAP;
+    cl_device_id dev = o->devs[o->index].device;
+    cl_device_type type = 0;
+    cl_ulong mem = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+        !(type & CL_DEVICE_TYPE_CPU) &&
+        clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL) == CL_SUCCESS) {
+        uint64_t c = mem / 256;
+        o->conv_cap = c < OCL_CONV_WORK_CAP       ? OCL_CONV_WORK_CAP
+                      : c > OCL_CONV_WORK_GPU_MAX ? OCL_CONV_WORK_GPU_MAX
+                                                  : c;
+    }
     const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
     if (!v || !*v)
         return DG_OK;
@@ -907,25 +950,80 @@ static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, si
     return DG_OK;
 }
 
-/* The GEMM variant for batch m x n products: tiled where the device has it
- * (128-wide tiles once they alone fill every compute unit and pad the product
- * by little more than 64-wide ones would), else vec, else naive. */
+/* The GEMM variant for batch m x n products: of the tiled ones the device
+ * has, the widest whose tiles alone fill every compute unit and pad the
+ * product by little more than the next narrower ones would (else the
+ * narrowest); without tiled ones vec, else naive. */
 static ocl_var pick_var(const ocl_ctx *o, int m, int n, size_t batch)
 {
-    if (o->kernels[VAR_T64][0] && o->kernels[VAR_T128][0]) {
-        uint64_t m64 = ((uint64_t)m + 63) / 64, n64 = ((uint64_t)n + 63) / 64;
-        uint64_t m128 = ((uint64_t)m + 127) / 128, n128 = ((uint64_t)n + 127) / 128;
-        uint64_t groups128 = m128 * n128 * batch;
-        uint64_t pad64 = m64 * n64 * 64 * 64, pad128 = m128 * n128 * 128 * 128;
-        return groups128 >= o->compute_units && pad128 * 8 <= pad64 * 9 ? VAR_T128 : VAR_T64;
+    static const ocl_var wide[] = {VAR_D128, VAR_D64, VAR_D32, VAR_T128, VAR_T64};
+    int have[5], nh = 0;
+    for (int i = 0; i < 5; i++)
+        if (o->kernels[wide[i]][0])
+            have[nh++] = i;
+    for (int j = 0; j < nh; j++) {
+        uint64_t ts = var_tile[wide[have[j]]];
+        uint64_t gm = ((uint64_t)m + ts - 1) / ts, gn = ((uint64_t)n + ts - 1) / ts;
+        if (j == nh - 1)
+            return wide[have[j]];
+        uint64_t ns = var_tile[wide[have[j + 1]]];
+        uint64_t pad = gm * gn * ts * ts;
+        uint64_t npad = ((uint64_t)m + ns - 1) / ns * (((uint64_t)n + ns - 1) / ns) * ns * ns;
+        if (gm * gn * batch >= o->compute_units && pad * 8 <= npad * 9)
+            return wide[have[j]];
     }
-    if (o->kernels[VAR_T64][0])
-        return VAR_T64;
-    if (o->kernels[VAR_T128][0])
-        return VAR_T128;
     if (o->kernels[VAR_VEC][0])
         return VAR_VEC;
     return VAR_NAIVE;
+}
+
+/* Enqueues the packed copy of the batch B_i^T (B_i stored n x k) into o->bt,
+ * grown on demand up to the workspace cap (o->conv_cap, as the convolutions'),
+ * and points *b, *eb, *ldb, *sb at it (then op(B_i) = the copy,
+ * untransposed). DG_ERR_UNAVAILABLE (nothing changed) when the copies would
+ * pass the cap or the device's allocation limit: the vec kernel then gathers
+ * B^T itself. */
+static dg_status transpose_b(ocl_ctx *o, cl_mem *b, cl_ulong *eb, int *ldb, cl_ulong *sb, int n,
+                             int k, size_t batch)
+{
+    uint64_t bytes = (uint64_t)n * (uint64_t)k * batch * sizeof(float);
+    if (bytes > o->conv_cap || (o->max_alloc && bytes > o->max_alloc) ||
+        (uint64_t)n * (uint64_t)k > OCL_ELEMS_MAX)
+        return DG_ERR_UNAVAILABLE;
+    if (o->bt_bytes < bytes) {
+        size_t want = o->bt_bytes * 2 > bytes ? o->bt_bytes * 2 : (size_t)bytes;
+        if (want > o->conv_cap)
+            want = (size_t)bytes;
+        cl_int e = CL_SUCCESS;
+        cl_mem m = clCreateBuffer(o->context, CL_MEM_READ_WRITE, want, NULL, &e);
+        if (!m)
+            return e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES
+                       ? DG_ERR_UNAVAILABLE
+                       : ocl_clfail(o, "clCreateBuffer(gemm B^T copy)", e);
+        if (o->bt)
+            clReleaseMemObject(o->bt); /* lives on until its last command finishes */
+        o->bt = m;
+        o->bt_bytes = want;
+    }
+    cl_int rows = n, cols = k, ld = *ldb;
+    cl_ulong off = *eb, stride = *sb;
+    const karg args[] = {KA(*b), KA(off), KA(ld), KA(stride), KA(o->bt), KA(rows), KA(cols)};
+    dg_status st = set_args(o, o->ops[K_TRANSPOSE], op_kernels[K_TRANSPOSE], args, NARGS(args));
+    if (st != DG_OK)
+        return st;
+    size_t local[3] = {16, 16, 1};
+    size_t global[3] = {((size_t)n + 15) / 16 * 16, ((size_t)k + 15) / 16 * 16, batch};
+    /* A device that cannot run 16 x 16 groups picks its own. */
+    size_t *lp = o->ops_local[K_TRANSPOSE] < 256 ? NULL : local;
+    cl_int e =
+        clEnqueueNDRangeKernel(o->queue, o->ops[K_TRANSPOSE], 3, NULL, global, lp, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueNDRangeKernel(dg_transpose)", e);
+    *b = o->bt;
+    *eb = 0;
+    *ldb = n;
+    *sb = (cl_ulong)n * (cl_ulong)k;
+    return DG_OK;
 }
 
 /* Enqueues batch GEMMs on checked operands, product i on the operands
@@ -936,6 +1034,13 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
                               cl_ulong sc, size_t batch)
 {
     ocl_var v = pick_var(o, m, n, batch);
+    if (v == VAR_VEC && tb && k > 0) {
+        dg_status st = transpose_b(o, &b, &eb, &ldb, &sb, n, k, batch);
+        if (st == DG_OK)
+            tb = false;
+        else if (st != DG_ERR_UNAVAILABLE)
+            return st;
+    }
     cl_kernel kr = o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
     cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc;
     cl_float fa = alpha, fb = beta;
@@ -948,9 +1053,9 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
     size_t global[3], local[3] = {1, 1, 1};
     size_t *lp = local;
     if (var_tile[v]) {
-        global[0] = ((size_t)n + var_tile[v] - 1) / var_tile[v] * TILED_WG;
-        global[1] = ((size_t)m + var_tile[v] - 1) / var_tile[v] * TILED_WG;
-        local[0] = local[1] = TILED_WG;
+        global[0] = ((size_t)n + var_tile[v] - 1) / var_tile[v] * var_wg[v];
+        global[1] = ((size_t)m + var_tile[v] - 1) / var_tile[v] * var_wg[v];
+        local[0] = local[1] = var_wg[v];
     } else if (v == VAR_VEC) {
         size_t gx = ((size_t)n + VEC_COLS - 1) / VEC_COLS;
         local[0] = gx < VEC_WG ? gx : VEC_WG;

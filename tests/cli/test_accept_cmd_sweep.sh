@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# devgate accept -- CMD's sweep on a program whose throughput curve is known
+# (tests/python/scripts/sweep_train.py: sleep-calibrated steps reported through
+# the explicit probe API, no torch, so a child costs the interpreter's start-up):
+#  - a throughput plateau: samples/s doubles with the batch up to 32, then gains
+#    4% a doubling; the sweep stops with reason throughput-plateau three
+#    doublings later and reports the knee and the safe batch;
+#  - the OOM killer, stood in for: above batch 40 the program adds one to the
+#    kill count devgate reads (DEVGATE_OOM_EVENTS) and SIGKILLs itself; those
+#    trials end "oom-killer", the sweep goes on and bisects between 32 and 64;
+#  - the real OOM killer, when root can make a memory cgroup with a limit here:
+#    above batch 40 the program touches more than the limit, the kernel kills
+#    it, devgate reads its own cgroup's count (skipped, with the reason, else).
+. "$(dirname "$0")/lib.sh"
+SRC=${DEVGATE_SRC:?}
+PY=$(command -v python3)
+unset PYTHONPATH DEVGATE_PROBE_PATH DEVGATE_OOM_EVENTS
+SCRIPT="$SRC/tests/python/scripts/sweep_train.py"
+CMD=("$PY" "$SCRIPT" --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 3)
+
+show() { # what the sweep did, on stderr for whoever reads a failure
+  "$PY" - "$1" >&2 <<'PY' || true
+import json, sys
+d = json.load(open(sys.argv[1]))
+sw = d["sweep"] or {}
+print("  stopped", sw.get("stopped"), "knee", (sw.get("knee") or {}).get("batch"),
+      "safe", (sw.get("safe_batch") or {}).get("batch"))
+for t in sw.get("trials", []) + sw.get("bisect", []):
+    print("  trial b%d %s %s %s" % (t["batch"], t["ended"], t["samples_per_s"]["value"], t["reason"] or ""))
+PY
+}
+
+# 1. The plateau.
+"$DG" --no-ledger accept --json --quick -o pack1 -- "${CMD[@]}" --base-ms 20 --plateau 32 \
+  >plateau.json 2>plateau.err
+rc=$?
+[ "$rc" -le 1 ] && ok || { bad "accept -- CMD (plateau) exited $rc"; tail -20 plateau.err >&2; }
+show plateau.json
+expect_json plateau.json 'd["sweep"]["stopped"] == {"reason": "throughput-plateau", "at_batch": 256}'
+expect_json plateau.json '[t["batch"] for t in d["sweep"]["trials"]] == [8, 16, 32, 64, 128, 256] and d["sweep"]["bisect"] == []'
+expect_json plateau.json 'all(t["ended"] == "ok" and t["samples_per_s"]["valid"] for t in d["sweep"]["trials"])'
+# The curve as made: doubling up to 32, then under 10% a doubling.
+expect_json plateau.json '(lambda s: s[2] > 3 * s[0] and all(s[i + 1] < 1.1 * max(s[:i + 1]) for i in range(2, 5)))([t["samples_per_s"]["value"] for t in d["sweep"]["trials"]])'
+expect_json plateau.json 'd["sweep"]["knee"]["batch"] >= 32 and d["sweep"]["safe_batch"]["batch"] == 256 and d["sweep"]["safe_batch"]["note"] == "no failure reached"'
+expect_json plateau.json 'd["spec"]["batch"] == d["sweep"]["knee"]["batch"] and d["soak"]["spec"]["batch"] == d["sweep"]["knee"]["batch"]'
+
+# 2. The OOM killer, stood in for by the count file.
+echo "oom_kill 0" >oom.events
+DEVGATE_OOM_EVENTS="$T/oom.events" "$DG" --no-ledger accept --json --quick --sweep-from 16 -o pack2 \
+  -- "${CMD[@]}" --base-ms 10 --kill-above 40 --oom-events "$T/oom.events" >kill.json 2>kill.err
+rc=$?
+[ "$rc" -le 1 ] && ok || { bad "accept -- CMD (OOM killer) exited $rc"; tail -20 kill.err >&2; }
+show kill.json
+expect_json kill.json '[t["batch"] for t in d["sweep"]["trials"]] == [16, 32, 64] and [t["batch"] for t in d["sweep"]["bisect"]] == [48, 40, 44]'
+expect_json kill.json '[t["ended"] for t in d["sweep"]["trials"] + d["sweep"]["bisect"]] == ["ok", "ok", "oom-killer", "oom-killer", "ok", "oom-killer"]'
+expect_json kill.json 'all(t["reason"].startswith("oom-killer: killed by SIGKILL") and t["oom_killer"] == {"source": "DEVGATE_OOM_EVENTS", "kills": 1} for t in d["sweep"]["trials"] + d["sweep"]["bisect"] if t["ended"] != "ok")'
+expect_json kill.json 'd["sweep"]["stopped"] == {"reason": "oom", "at_batch": 64} and d["sweep"]["safe_batch"]["batch"] == 40 and d["sweep"]["safe_batch"]["first_failure"] == 44'
+expect_json kill.json '[s["status"] for s in d["steps"]][:4] == ["ok", "ok", "ok", "ok"]'
+
+# 3. The real OOM killer in a memory cgroup of its own (root only).
+CG=""
+if [ "$(id -u)" -eq 0 ]; then
+  if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+    CG=/sys/fs/cgroup/devgate-test-$$ LIMIT=memory.max
+  elif [ -d /sys/fs/cgroup/memory ]; then
+    CG=/sys/fs/cgroup/memory/devgate-test-$$ LIMIT=memory.limit_in_bytes
+  fi
+  if [ -n "$CG" ] && ! { mkdir "$CG" 2>/dev/null && echo $((192 << 20)) >"$CG/$LIMIT" 2>/dev/null; }; then
+    rmdir "$CG" 2>/dev/null
+    CG=""
+  fi
+fi
+if [ -z "$CG" ]; then
+  echo "skipped (3): root cannot make a memory cgroup with a limit here"
+else
+  trap 'rmdir "$CG" 2>/dev/null; rm -rf "$T"' EXIT
+  bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$CG" \
+    "$DG" --no-ledger accept --json --quick --sweep-from 16 --sweep-to 64 -o pack3 -- "${CMD[@]}" \
+    --base-ms 10 --alloc-above 40 --alloc-mib 512 >real.json 2>real.err
+  rc=$?
+  [ "$rc" -le 1 ] && ok || { bad "accept -- CMD (real OOM) exited $rc"; tail -20 real.err >&2; }
+  show real.json
+  expect_json real.json '[t["ended"] for t in d["sweep"]["trials"]] == ["ok", "ok", "oom-killer"] and d["sweep"]["stopped"]["reason"] == "oom"'
+  expect_json real.json '(lambda t: t["oom_killer"]["source"].startswith("cgroup memory.") and t["oom_killer"]["kills"] >= 1)(d["sweep"]["trials"][2])'
+  expect_json real.json 'len(d["sweep"]["bisect"]) >= 1 and d["sweep"]["safe_batch"]["batch"] == 40'
+fi
+done_tests

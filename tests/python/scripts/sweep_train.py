@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""A stand-in training program for the sweep of `devgate accept -- CMD`
+(tests/cli/test_accept_cmd_sweep.sh), without torch: each "step" sleeps for
+a calibrated time and reports itself through devgate_probe's explicit API, so
+a child costs the interpreter's start-up only and the throughput curve is
+known in advance.
+
+Step time = max(1, batch / plateau) x --base-ms, shortened by --gain per
+doubling above --plateau: samples/s doubles with the batch up to --plateau,
+then grows by only --gain (a fraction) per doubling: a throughput plateau.
+Each step sleeps that time and reports it as its step_ms (the plan, not the
+clock: a loaded machine's late wake-ups would blur the curve).
+--kill-above B: at a batch above B the program SIGKILLs itself after its
+first step (as the kernel's OOM killer would end it); with --oom-events FILE it
+first adds one to the "oom_kill N" line of FILE (the stand-in for the
+kernel's count that devgate reads through DEVGATE_OOM_EVENTS).
+--alloc-above B --alloc-mib M: at a batch above B it touches M MiB (a real
+out of memory under a cgroup's limit).
+
+The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
+probe's knob, which an explicit-API program honours itself) or after --epochs
+x --steps steps.
+"""
+
+import argparse
+import math
+import os
+import signal
+import sys
+import time
+
+import devgate_probe
+
+
+def sleep_until(deadline):
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(left if left > 0.002 else 0)
+
+
+def bump(path):
+    n = 0
+    try:
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k == "oom_kill":
+                    n = int(v)
+    except OSError:
+        pass
+    with open(path + ".tmp", "w") as f:
+        f.write("oom_kill %d\n" % (n + 1))
+    os.replace(path + ".tmp", path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4, help="steps an epoch")
+    ap.add_argument("--base-ms", type=float, default=40.0)
+    ap.add_argument("--plateau", type=int, default=1 << 30)
+    ap.add_argument("--gain", type=float, default=0.04)
+    ap.add_argument("--kill-above", type=int)
+    ap.add_argument("--oom-events")
+    ap.add_argument("--alloc-above", type=int)
+    ap.add_argument("--alloc-mib", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    b = args.batch
+    step_s = args.base_ms / 1000.0
+    if b > args.plateau:
+        doublings = math.log2(b / args.plateau)
+        step_s *= (b / args.plateau) / (1.0 + args.gain) ** doublings
+    max_steps = int(os.environ.get("DEVGATE_PROBE_MAX_STEPS") or 0) or None
+    p = devgate_probe.Probe(label="sweep_train", device=args.device)
+    p.run_start(args.device, b)
+    hog = None
+    done = 0
+    for epoch in range(args.epochs):
+        with p.epoch(epoch, empty_cache=False):
+            for i in range(args.steps):
+                # The step sleeps its planned time and reports that time (not
+                # the clock's reading), so the curve devgate sees does not
+                # depend on how late a loaded machine wakes the sleeper.
+                sleep_until(time.perf_counter() + step_s)
+                p.emit("step", epoch=epoch, step=i, step_ms=step_s * 1000.0, data_ms=0.0,
+                       loss=None, synced=False, batch=b)
+                done += 1
+                if args.kill_above is not None and b > args.kill_above:
+                    if args.oom_events:
+                        bump(args.oom_events)
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if args.alloc_above is not None and b > args.alloc_above and hog is None:
+                    hog = bytearray(args.alloc_mib << 20)
+                    for i in range(0, len(hog), 4096):
+                        hog[i] = 1
+                if max_steps and done >= max_steps:
+                    break
+        if max_steps and done >= max_steps:
+            break
+    p.run_end("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
