@@ -197,7 +197,7 @@ const cli_opt cli_train_opts[] = {
     T("--export", "DIR", "export", "none", NULL, "write the initial weights and batches here"),
     T("--data", "SOURCE", "data", "synthetic", NULL,
       "synthetic, idx:IMAGES,LABELS, cifar:DIR or images:DIR"),
-    T("--workers", "N", "workers", "2", "threads", "loader threads (0: batches made in the loop)"),
+    T("--workers", "N", "workers", "cores/2, 2-8", "threads", "loader threads (0: batches made in the loop)"),
     T("--prefetch", "N", "prefetch", "workers + 2", "batches", "loader queue depth"),
     T("--val-split", "F", "val_split", "0", "share", "held out and evaluated after each epoch"),
     T("--resolution", "HxW[:W],...", "resolution", "the model input", NULL, "bucket resolutions"),

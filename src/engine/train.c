@@ -6,6 +6,7 @@
 #include "data/loader.h"
 #include "engine/model.h"
 #include "engine/spec.h"
+#include "env/peak.h"
 #include "measure/measure.h"
 
 #include <errno.h>
@@ -15,6 +16,21 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+int dg_train_workers_for(int requested, int threads)
+{
+    if (requested < 0)
+        return 0;
+    if (requested > 0)
+        return requested;
+    int half = threads / 2;
+    return half < 2 ? 2 : half > 8 ? 8 : half;
+}
+
+int dg_train_workers(int requested)
+{
+    return dg_train_workers_for(requested, dg_cpu_topo_get()->threads);
+}
 
 enum { EV_START, EV_H2D, EV_FWD, EV_BWD, EV_UPDATE };
 enum { PH_H2D, PH_FWD, PH_BWD, PH_UPDATE, PH_COUNT };
@@ -365,7 +381,7 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
         return dg_fail(ctx, DG_ERR_USAGE,
                        "--normalize gives %d values per list, the model has %d channel%s",
                        lo->norm_count, m->in_c, m->in_c > 1 ? "s" : "");
-    lo->workers = o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers;
+    lo->workers = dg_train_workers(o->workers);
     lo->prefetch = o->prefetch;
     lo->cache = o->cache;
     lo->val_split = o->val_split;

@@ -28,6 +28,13 @@ typedef struct dg_train_ext {
                                out of the timed wall); "lock" in each "epochs" entry */
 } dg_train_ext;
 
+/* The loader threads for --workers N (0: the default, half the usable cores
+ * within 2..8, enough to feed a fast device at batch 4096; negative: none,
+ * batches made in the loop). */
+int dg_train_workers(int requested);
+/* dg_train_workers for a host advising `threads` compute threads. */
+int dg_train_workers_for(int requested, int threads);
+
 /* dg_train_run with instrumentation; ext may be NULL (then exactly dg_train_run). */
 dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *opts, const dg_train_ext *ext,
                            char **json);

@@ -570,7 +570,7 @@ static cJSON *spec_json(const cmp_cfg *c, const int *batches, int nb)
     dg_json_add_str(s, "disable_ops", o->disable_ops);
     cJSON_AddBoolToObject(s, "capture", !o->no_capture);
     cJSON_AddStringToObject(s, "data", o->data ? o->data : "synthetic");
-    cJSON_AddNumberToObject(s, "workers", o->workers == 0 ? 2 : o->workers < 0 ? 0 : o->workers);
+    cJSON_AddNumberToObject(s, "workers", dg_train_workers(o->workers));
     dg_json_add_str(s, "augment", o->augment);
     dg_json_add_str(s, "normalize", o->normalize);
     return s;

@@ -13,6 +13,7 @@
  *     a steady-state product, and the peak's figures agree with each other. */
 #include "core/core.h"
 #include "core/json.h"
+#include "engine/train.h"
 #include "env/peak.h"
 
 #include "check.h"
@@ -203,6 +204,20 @@ static void check_per_core(void)
     /* Nothing measured: the table x clock. */
     CHECK(dg_cpu_per_core_choose(NAN, NAN, 0, 250, &src) == 250);
     CHECK(!strcmp(src, "flops_per_cycle x clock"));
+}
+
+/* The loader's default: half the usable cores within 2..8 (H200 host, 16
+ * cores: 8, which fed mlp at batch 4096 where 2 left the device waiting). */
+static void check_workers(void)
+{
+    CHECK(dg_train_workers_for(0, 16) == 8);
+    CHECK(dg_train_workers_for(0, 10) == 5);
+    CHECK(dg_train_workers_for(0, 2) == 2);
+    CHECK(dg_train_workers_for(0, 1) == 2);
+    CHECK(dg_train_workers_for(0, 128) == 8);
+    CHECK(dg_train_workers_for(-1, 16) == 0);
+    CHECK(dg_train_workers_for(3, 16) == 3);
+    CHECK(dg_train_workers(0) == dg_train_workers_for(0, dg_cpu_topo_get()->threads));
 }
 
 static void check_threads(void)
@@ -548,6 +563,7 @@ int main(void)
     check_topologies();
     check_per_core();
     check_threads();
+    check_workers();
     const char *src = getenv("DEVGATE_SRC");
     if (src) {
         char path[4096];
