@@ -90,11 +90,11 @@ if [ "$tier" = quick ]; then
   echo "== accept --quick -- CMD: exit $rc in $(secs "$s") s (target <= 150 s)"
 else
   s=$(date +%s.%N)
-  timeout 230 $DG accept --json -o "$out/pack-cmd-full" -- python3 "$SCRIPT" \
+  timeout 345 $DG accept --json -o "$out/pack-cmd-full" -- python3 "$SCRIPT" \
     --batch '{batch}' --device '{device}' --epochs '{epochs}' "${ARGS[@]}" \
     >"$out/accept-cmd-full.json" 2>"$out/accept-cmd-full.err"
   rc=$?
-  echo "== accept -- CMD (default tier): exit $rc in $(secs "$s") s (target <= 360 s; cut at 230 s here)"
+  echo "== accept -- CMD (default tier): exit $rc in $(secs "$s") s (target <= 360 s; cut at 345 s here)"
 fi
 grep -v -i 'sync_debug\|Synchronization debug\|_warn_once\|acc_events' "$out/accept-cmd-$tier.err" | tail -6
 report "$out/pack-cmd-$tier/report.json"
