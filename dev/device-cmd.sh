@@ -15,14 +15,7 @@
 set -u
 cd "$(dirname "$0")/.."
 tier=${1:-quick}
-out=${OUT:-/tmp/devgate-device}
-mkdir -p "$out"
-exec > >(tee -a "$out/cmd-$tier.log") 2>&1
-bin=$PWD/.devcarry/bin
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
-DG=$bin/devgate
+. dev/device-carry.sh "cmd-$tier"
 SCRIPT=tests/python/scripts/accept_train.py
 ARGS=(--steps 20 --features 256 --hidden 4096)
 $DG --version

@@ -11,13 +11,7 @@
 # Log: $OUT/fair.log, records $OUT/fair-*.json.
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-device}
-mkdir -p "$out"
-exec > >(tee -a "$out/fair.log") 2>&1
-bin=$PWD/.devcarry/bin
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$bin" LC_ALL=C
-DG=$bin/devgate
+. dev/device-carry.sh fair
 $DG --version
 echo "== host"
 echo "nproc $(nproc)  nproc --all $(nproc --all)"

@@ -17,15 +17,7 @@
 # dev/device-s3a.sh. Log: $OUT/loader.log (about 3 minutes).
 set -u
 cd "$(dirname "$0")/.."
-carry=$(cd "${CARRY:-.devcarry}" && pwd)
-out=${OUT:-/tmp/devgate-device}
-mkdir -p "$out"
-exec > >(tee -a "$out/loader.log") 2>&1
-bin=$carry/bin
-export LD_LIBRARY_PATH="$carry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
-DG=$bin/devgate
+. dev/device-carry.sh loader
 nvidia-smi -L 2>&1 | head -1
 echo "cores $(nproc), load $(cut -d' ' -f1 /proc/loadavg)"
 timeout 90 "$bin/test_cuda" >"$out/test_cuda.log" 2>&1

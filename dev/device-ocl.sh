@@ -10,14 +10,7 @@
 # .devcarry/root (Debian's libclblast1 1.5.3-3, dpkg -x). Log: $OUT/ocl.log.
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-device}
-mkdir -p "$out"
-exec > >(tee -a "$out/ocl.log") 2>&1
-bin=$PWD/.devcarry/bin
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
-DG=$bin/devgate
+. dev/device-carry.sh ocl
 GB=$bin/gemm_vs_clblast
 # OCL_PLATFORM / OCL_SHAPES / OCL_MODELS: for a dry run of this script on
 # another machine (e.g. OCL_PLATFORM=Portable OCL_SHAPES=sq512 OCL_MODELS=mlp).

@@ -5,14 +5,7 @@
 # as dev/device-final2.sh does. Log: $OUT/s3a.log.
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-device}
-mkdir -p "$out"
-exec > >(tee -a "$out/s3a.log") 2>&1
-bin=$PWD/.devcarry/bin
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
-DG=$bin/devgate
+. dev/device-carry.sh s3a
 $DG --version
 walls() {
 python3 - "$1" <<'PY'

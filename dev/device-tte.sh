@@ -10,14 +10,7 @@
 # run cut at 145 s says so with exit 124).
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/devgate-device}
-mkdir -p "$out"
-exec > >(tee -a "$out/tte.log") 2>&1
-bin=$PWD/.devcarry/bin
-export LD_LIBRARY_PATH="$PWD/.devcarry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$bin/devgate" DEVGATE_SRC="$PWD"
-export DEVGATE_LEDGER="$out/ledger.db" LC_ALL=C PYTHONUNBUFFERED=1
-DG=$bin/devgate
+. dev/device-carry.sh tte
 $DG --version
 walls() {
 python3 - "$1" <<'PY'
