@@ -397,6 +397,36 @@ static void run_profile(acc *a)
 
 /* ---- the record -------------------------------------------------------------- */
 
+void dg_accept_rec_head(cJSON *rec, const char *label)
+{
+    cJSON_AddNumberToObject(rec, "v", DG_RECORD_VERSION);
+    cJSON_AddStringToObject(rec, "kind", "accept");
+    cJSON_AddNullToObject(rec, "run_id");
+    char ts[32], host[256] = "";
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(rec, "timestamp", ts);
+    if (gethostname(host, sizeof host) == 0)
+        host[sizeof host - 1] = '\0';
+    cJSON_AddStringToObject(rec, "host", host);
+    dg_json_add_str(rec, "label", label);
+}
+
+dg_status dg_accept_rec_finish(dg_ctx *ctx, cJSON *rec, cJSON *steps, dg_status st, char **json)
+{
+    cJSON_AddItemToObject(rec, "steps", steps);
+    cJSON_AddStringToObject(rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");
+    cJSON_AddNullToObject(rec, "supervise");
+    if (!cJSON_GetObjectItemCaseSensitive(rec, "bucket"))
+        cJSON_AddNullToObject(rec, "bucket");
+    *json = dg_json_print(rec);
+    cJSON_Delete(rec);
+    if (!*json)
+        return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
+    if (st == DG_ERR_INTERRUPTED)
+        return dg_fail(ctx, st, "accept: interrupted");
+    return st == DG_ERR_UNAVAILABLE ? st : DG_OK;
+}
+
 static void add_spec(acc *a)
 {
     const dg_train_opts *t = &a->base;
@@ -449,16 +479,7 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
     a.rec = cJSON_CreateObject();
     if (!a.rec)
         return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
-    cJSON_AddNumberToObject(a.rec, "v", DG_RECORD_VERSION);
-    cJSON_AddStringToObject(a.rec, "kind", "accept");
-    cJSON_AddNullToObject(a.rec, "run_id");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(a.rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0)
-        host[sizeof host - 1] = '\0';
-    cJSON_AddStringToObject(a.rec, "host", host);
-    dg_json_add_str(a.rec, "label", opts->label);
+    dg_accept_rec_head(a.rec, opts->label);
     a.steps = cJSON_CreateArray();
 
     dg_status st = DG_OK;
@@ -479,16 +500,5 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
                                       : "not run: the gate gave no device to judge");
 
     add_spec(&a);
-    cJSON_AddItemToObject(a.rec, "steps", a.steps);
-    cJSON_AddStringToObject(a.rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");
-    cJSON_AddNullToObject(a.rec, "supervise");
-    if (!cJSON_GetObjectItemCaseSensitive(a.rec, "bucket"))
-        cJSON_AddNullToObject(a.rec, "bucket");
-    *json = dg_json_print(a.rec);
-    cJSON_Delete(a.rec);
-    if (!*json)
-        return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
-    if (st == DG_ERR_INTERRUPTED)
-        return dg_fail(ctx, st, "accept: interrupted");
-    return st == DG_ERR_UNAVAILABLE ? st : DG_OK;
+    return dg_accept_rec_finish(ctx, a.rec, a.steps, st, json);
 }

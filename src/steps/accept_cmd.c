@@ -1326,16 +1326,7 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         cJSON_Delete(a.steps);
         return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
     }
-    cJSON_AddNumberToObject(a.rec, "v", DG_RECORD_VERSION);
-    cJSON_AddStringToObject(a.rec, "kind", "accept");
-    cJSON_AddNullToObject(a.rec, "run_id");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(a.rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0)
-        host[sizeof host - 1] = '\0';
-    cJSON_AddStringToObject(a.rec, "host", host);
-    dg_json_add_str(a.rec, "label", opts->label);
+    dg_accept_rec_head(a.rec, opts->label);
 
     dg_status st = DG_OK;
     int next = 1;
@@ -1354,16 +1345,5 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
              st == DG_ERR_INTERRUPTED ? "interrupted before this step"
                                       : "not run: the gate gave no device to judge");
     add_spec(&a);
-    cJSON_AddItemToObject(a.rec, "steps", a.steps);
-    cJSON_AddStringToObject(a.rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");
-    cJSON_AddNullToObject(a.rec, "supervise");
-    if (!cJSON_GetObjectItemCaseSensitive(a.rec, "bucket"))
-        cJSON_AddNullToObject(a.rec, "bucket");
-    *json = dg_json_print(a.rec);
-    cJSON_Delete(a.rec);
-    if (!*json)
-        return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
-    if (st == DG_ERR_INTERRUPTED)
-        return dg_fail(ctx, st, "accept: interrupted");
-    return st == DG_ERR_UNAVAILABLE ? st : DG_OK;
+    return dg_accept_rec_finish(ctx, a.rec, a.steps, st, json);
 }

@@ -48,6 +48,12 @@ typedef struct dg_sweep_point {
  * batch known (0: none). */
 void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad);
 
+/* An accept record's opening fields (v, kind, run_id, timestamp, host, label). */
+void dg_accept_rec_head(cJSON *rec, const char *label);
+/* Closes an accept record (steps, state, supervise, bucket), prints it into
+ * *json, frees rec, and maps the run's status st to accept's return status. */
+dg_status dg_accept_rec_finish(dg_ctx *ctx, cJSON *rec, cJSON *steps, dg_status st, char **json);
+
 /* The doubling stop policy of both batch sweeps (the fixture's and accept --
  * CMD's; docs/measure.md "Sweep"): fed each good trial in batch order, it
  * names the reason to stop before the next doubling, or NULL to go on. */
