@@ -53,7 +53,8 @@ static int cpu_device_count(void *ctx)
     return 1;
 }
 
-/* First value of `key` in /proc/cpuinfo, "" when absent. */
+/* First value of `key` in /proc/cpuinfo, "" when absent. Reentrant: the sampler
+ * thread reads the device while the trainer does. */
 static void cpuinfo_field(const char *key, char *out, size_t len)
 {
     out[0] = '\0';
@@ -61,7 +62,8 @@ static void cpuinfo_field(const char *key, char *out, size_t len)
     if (!text)
         return;
     size_t klen = strlen(key);
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (strncmp(line, key, klen) == 0 &&
             (line[klen] == ' ' || line[klen] == '\t' || line[klen] == ':')) {
             char *colon = strchr(line, ':');
