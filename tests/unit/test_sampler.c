@@ -1,10 +1,14 @@
 /* The background sampler: samples arrive, the resident set follows memory
  * this process touches, times increase, PSI as the machine offers it, small
- * overhead, start/stop twice, NULL accepted. */
+ * overhead, start/stop twice, NULL accepted; a backend that lets the sampler
+ * read its device from another thread keeps that promise under contention. */
+#include "backend/backend.h"
 #include "measure/measure.h"
 
 #include "check.h"
 
+#include <pthread.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,8 +72,52 @@ static void one_run(void)
     free((void *)p);
 }
 
+typedef struct {
+    const dg_backend_iface *be;
+    void *bctx;
+    const char *want; /* the name one thread alone reads */
+    int rounds, wrong;
+} info_job;
+
+static void *read_info(void *arg)
+{
+    info_job *j = arg;
+    for (int i = 0; i < j->rounds; i++) {
+        dg_device_info info;
+        if (j->be->device_info(j->bctx, 0, &info) != DG_OK || strcmp(info.name, j->want) != 0)
+            j->wrong++;
+    }
+    return NULL;
+}
+
+/* caps.device_info_any_thread is a promise the sampler relies on (it reads the
+ * device while the trainer's epoch record does): two threads at once must each
+ * read what one thread alone reads. The cpu backend once tokenised
+ * /proc/cpuinfo with strtok, whose hidden state one thread freed under the other. */
+static void device_info_two_threads(const dg_backend_iface *be)
+{
+    void *bctx = NULL;
+    char reason[256];
+    if (!be || !be->caps.device_info_any_thread ||
+        be->init(0, &bctx, reason, sizeof reason) != DG_OK)
+        return;
+    dg_device_info alone;
+    CHECK(be->device_info(bctx, 0, &alone) == DG_OK && alone.name[0]);
+    info_job jobs[2] = {{be, bctx, alone.name, 1500, 0}, {be, bctx, alone.name, 1500, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, read_info, &jobs[i]) == 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK_MSG(jobs[0].wrong == 0 && jobs[1].wrong == 0,
+              "%s: %d and %d of 1500 reads differ from \"%s\"", be->name, jobs[0].wrong,
+              jobs[1].wrong, alone.name);
+    be->free(bctx);
+}
+
 int main(void)
 {
+    device_info_two_threads(dg_backend_cpu_iface());
     one_run();
     one_run();
     /* Freed while running: free stops the thread first. */
