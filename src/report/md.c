@@ -268,6 +268,10 @@ static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
         else
             snprintf(line, sizeof line, "%s", val);
         md_row(b, "promised throughput", line);
+        if (g->safe_batch.valid) {
+            snprintf(line, sizeof line, "%.0f (the memory ceiling)", g->safe_batch.value);
+            md_row(b, "safe batch", line);
+        }
         const cJSON *m;
         bool first = true;
         cJSON_ArrayForEach(m, v->final_gate.missing)
