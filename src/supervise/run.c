@@ -8,6 +8,7 @@
 #include "supervise/supervise.h"
 
 #include "core/record.h"
+#include "env/peak.h"
 #include "measure/measure.h"
 #include "steps/steps.h"
 
@@ -698,17 +699,18 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         nl++;
     }
     dg_tree_sampler_json(r->smp, s, o->series_points);
-    /* The cores the program could use, for the rules' CPU-use judgement. */
+    /* The CPUs the program could use, for the rules' CPU-use judgement: the
+     * affinity mask, capped by the cgroup's CPU quota (a container's 2 CPUs
+     * of a 64-core host are 2). */
     cJSON *samples = cJSON_GetObjectItemCaseSensitive(s, "samples");
     if (samples) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef __linux__
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-            cores = CPU_COUNT(&set);
-#endif
-        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? (double)cores : NAN, "cores"));
+        const dg_cpu_topo *topo = dg_cpu_topo_get();
+        double cores = topo->affinity > 0 ? topo->affinity : (double)sysconf(_SC_NPROCESSORS_ONLN);
+        bool quota = isfinite(topo->quota_cpus) && topo->quota_cpus < cores;
+        if (quota)
+            cores = topo->quota_cpus;
+        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? cores : NAN, "cores"));
+        dg_json_add_str(samples, "cores_limit", cores > 0 ? (quota ? "quota" : "affinity") : NULL);
     }
     /* One line for the terminal, and the error when it did not end well. */
     const char *end_status = dg_jstr(c->run_end, "status");
