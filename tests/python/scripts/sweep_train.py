@@ -17,6 +17,8 @@ kernel's count that devgate reads through DEVGATE_OOM_EVENTS).
 --alloc-above B --alloc-mib M: at a batch above B it touches M MiB (a real
 out of memory under a cgroup's limit).
 
+--fall-above B --fall-factor F: above batch B each doubling multiplies the
+step time by F (F > 2: samples/s falls past the knee at B).
 --slow-first N --slow-ms MS: the first N steps take MS each instead (a
 framework's start-up, compile and allocator warm-up), for the run record's
 headline rate (tests/cli/test_run_warmup.sh).
@@ -72,6 +74,8 @@ def main(argv=None):
     ap.add_argument("--oom-events")
     ap.add_argument("--alloc-above", type=int)
     ap.add_argument("--alloc-mib", type=int, default=0)
+    ap.add_argument("--fall-above", type=int)
+    ap.add_argument("--fall-factor", type=float, default=4.0)
     ap.add_argument("--slow-first", type=int, default=0)
     ap.add_argument("--slow-ms", type=float, default=0.0)
     args = ap.parse_args(argv)
@@ -81,6 +85,8 @@ def main(argv=None):
     if b > args.plateau:
         doublings = math.log2(b / args.plateau)
         step_s *= (b / args.plateau) / (1.0 + args.gain) ** doublings
+    if args.fall_above is not None and b > args.fall_above:
+        step_s *= args.fall_factor ** math.log2(b / args.fall_above)
     max_steps = int(os.environ.get("DEVGATE_PROBE_MAX_STEPS") or 0) or None
     p = devgate_probe.Probe(label="sweep_train", device=args.device)
     p.run_start(args.device, b)
