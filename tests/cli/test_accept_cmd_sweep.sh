@@ -72,6 +72,11 @@ expect_json fall.json 'd["sweep"]["stopped"] == {"reason": "throughput-falling",
 expect_json fall.json 'd["final_gate"]["batch"] == 32 and d["final_gate"]["safe_batch"] == {"value": 128, "unit": "samples", "valid": True}'
 expect_json fall.json 'abs(d["final_gate"]["throughput"]["value"] - d["sweep"]["knee"]["samples_per_s"]["value"]) < 1e-6'
 expect_json fall.json '" at batch 32 on " in d["final_gate"]["statement"] and "safe batch 128 is the memory ceiling" in d["final_gate"]["statement"]'
+# The md and html renders say both: the promise at its batch, the safe batch apart.
+"$DG" report pack4/report.json --format md >fall.md 2>fall.md.err
+expect_grep fall.md '^\| promised throughput \| [0-9]+ samples/s at batch 32 \(safe batch 128: the memory ceiling\) \|$' "the md render"
+"$DG" report pack4/report.json --format html -o fallhtml >/dev/null 2>&1
+expect_grep fallhtml/report.html '<p>throughput [0-9]+ samples/s at batch 32 · safe batch 128 \(the memory ceiling\)' "the html render"
 
 # 3. The real OOM killer in a memory cgroup of its own (root only).
 CG=""
