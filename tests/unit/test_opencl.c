@@ -4,7 +4,9 @@
  * of a 512^3 product; then every training op against small hand-written
  * references (odd sizes, batch 1, overlapping pooling windows, strided and
  * padded convolutions in one and several chunks, out-of-range labels), the
- * events, and the range checks of every op. */
+ * events, and the range checks of every op; the page-locked upload blocks
+ * (host_alloc): bit-for-bit equal to a plain upload, ordered before the ops,
+ * host_wait held until the copy ran (a gated copy queue), the refusals. */
 #include "backend/backend.h"
 #include "backend/opencl/opencl_hooks.h"
 #include "core/core.h"
@@ -12,11 +14,14 @@
 #include "check.h"
 
 #include <float.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static const dg_backend_iface *be;
+#define OCL_TEST_BLOCKS 64 /* page-locked blocks a context hands out (OCL_PIN_BLOCKS) */
 
 /* ---- "no platforms" reason, checked in a child with an empty ICD folder ---- */
 
@@ -334,6 +339,139 @@ static void test_gemm(void *ctx)
         gemm_case(ctx, ta, tb, 100, 70, 50, 0.0f, 0.25f, 1, 12);
         gemm_case(ctx, ta, tb, 129, 130, 31, 1.0f, 1.0f, 64, 256);
     }
+}
+
+/* ---- page-locked upload blocks (host_alloc / host_wait / host_free) --------- */
+
+typedef struct waiter {
+    void *ctx;
+    const void *p;
+    atomic_int done; /* 1 once host_wait returned */
+    dg_status st;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->st = be->host_wait(w->ctx, w->p);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* Element i of the block in round r (a third of them negative, for the relu). */
+static float pinned_val(size_t i, int r)
+{
+    return (float)((i % 1000) + 1 + (size_t)r) * (i % 3 ? 1.0f : -1.0f);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* An upload from a page-locked block only enqueues, on the copy queue: its
+ * bytes must equal a plain upload's bit for bit, land before the ops issued
+ * after it, and the block must stay unwritable (host_wait blocks) while its
+ * copy has not run. The copy queue is held shut by dg_ocl_hold_copies so the
+ * copy is certainly in flight when host_wait is asked; a host_wait that did
+ * not wait returns at once and the check on its thread fails. */
+static void test_pinned(void *ctx)
+{
+    const size_t n = 1 << 16, bytes = n * sizeof(float);
+    CHECK(be->host_alloc && be->host_free && be->host_wait);
+    float *a = NULL, *plain = dg_malloc(bytes), *back = dg_malloc(bytes), *back2 = dg_malloc(bytes);
+    void *x = NULL, *y = NULL, *z = NULL, *blk[OCL_TEST_BLOCKS + 1] = {0};
+    CHECK(plain && back && back2);
+    CHECK(be->host_alloc(ctx, bytes, (void **)&a) == DG_OK && a != NULL);
+    CHECK(be->buf_alloc(ctx, bytes, &x) == DG_OK && be->buf_alloc(ctx, bytes, &y) == DG_OK &&
+          be->buf_alloc(ctx, bytes, &z) == DG_OK);
+    if (!a || !plain || !back || !back2 || !x || !y || !z)
+        goto done;
+    dg_rng r;
+    dg_rng_init(&r, 1234, 0);
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t u[4]; /* any bit pattern, NaNs and denormals included */
+        dg_rng_next4(&r, u);
+        memcpy(&a[i], u, sizeof u);
+        memcpy(&plain[i], u, sizeof u);
+    }
+    /* Bit for bit: the same bytes through the page-locked path and the plain one. */
+    CHECK(be->upload(ctx, x, 0, a, bytes) == DG_OK);
+    CHECK(be->upload(ctx, z, 0, plain, bytes) == DG_OK);
+    CHECK(be->download(ctx, x, 0, back, bytes) == DG_OK);
+    CHECK(be->download(ctx, z, 0, back2, bytes) == DG_OK);
+    CHECK(memcmp(back, plain, bytes) == 0 && memcmp(back, back2, bytes) == 0);
+    CHECK(be->host_wait(ctx, a) == DG_OK);
+
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = pinned_val(i, round);
+        /* The copy is held back: the upload and the relu after it only enqueue. */
+        CHECK(dg_ocl_hold_copies(ctx, true) == DG_OK);
+        CHECK(be->upload(ctx, x, 0, a, bytes) == DG_OK);
+        CHECK(be->relu_fwd(ctx, (dg_ref){x, 0}, (dg_ref){y, 0}, n) == DG_OK);
+        waiter w = {ctx, a + 7, 0, DG_ERR_BACKEND};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, wait_thread, &w) == 0);
+        sleep_ms(round == 0 ? 200 : 50);
+        CHECK_MSG(atomic_load(&w.done) == 0,
+                  "round %d: host_wait returned while the block's copy was held back", round);
+        CHECK(dg_ocl_hold_copies(ctx, false) == DG_OK);
+        pthread_join(th, NULL);
+        CHECK(atomic_load(&w.done) == 1 && w.st == DG_OK);
+        /* The block may be refilled now; the device keeps what was copied. */
+        for (size_t i = 0; i < n; i++)
+            a[i] = -1.0f;
+        CHECK(be->upload(ctx, x, 64, a + 16, 4096) == DG_OK); /* a sub-range, at an offset */
+        CHECK(be->download(ctx, y, 0, back, bytes) == DG_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += back[i] != fmaxf(pinned_val(i, round), 0.0f);
+        CHECK_MSG(bad == 0, "round %d: %zu of %zu relu outputs did not see the upload", round, bad,
+                  n);
+        CHECK(be->download(ctx, x, 0, back, 64 + 4096 + 64) == DG_OK);
+        CHECK(back[15] == pinned_val(15, round) && back[16] == -1.0f && back[16 + 1023] == -1.0f &&
+              back[16 + 1024] == pinned_val(16 + 1024, round));
+        CHECK(be->host_wait(ctx, a) == DG_OK);
+        CHECK(be->host_wait(ctx, a) == DG_OK); /* nothing in flight: returns at once */
+    }
+    /* Plain memory is not a block; the slots run out; NULL is accepted. */
+    CHECK(be->host_wait(ctx, back) == DG_ERR_USAGE);
+    CHECK(strstr(be->last_error(ctx), "page-locked") != NULL);
+    CHECK(be->host_wait(ctx, NULL) == DG_ERR_USAGE);
+    CHECK(be->host_alloc(ctx, 64, NULL) == DG_ERR_USAGE);
+    void *big = (void *)1;
+    CHECK(be->host_alloc(ctx, SIZE_MAX, &big) == DG_ERR_DEVICE_OOM && big == NULL);
+    int got = 0;
+    for (int i = 0; i < OCL_TEST_BLOCKS + 1; i++)
+        if (be->host_alloc(ctx, i ? 64 : 0, &blk[i]) == DG_OK)
+            got++;
+    CHECK_MSG(got == OCL_TEST_BLOCKS - 1, "%d small blocks beside the big one (%d slots)", got,
+              OCL_TEST_BLOCKS);
+    CHECK(be->host_alloc(ctx, 64, &big) == DG_ERR_NOMEM && big == NULL);
+    CHECK(strstr(be->last_error(ctx), "in use") != NULL);
+    for (int i = 0; i < OCL_TEST_BLOCKS + 1; i++)
+        be->host_free(ctx, blk[i]);
+    be->host_free(ctx, NULL);
+    be->host_free(ctx, back); /* not a block: a message, nothing freed */
+    CHECK(strstr(be->last_error(ctx), "not a page-locked block") != NULL);
+    CHECK(be->host_alloc(ctx, 64, &blk[0]) == DG_OK && blk[0]); /* a freed slot is reused */
+    be->host_free(ctx, blk[0]);
+    /* host_free right after an upload waits for its copy (ASan sees a
+     * use-after-free otherwise). */
+    CHECK(dg_ocl_hold_copies(ctx, true) == DG_OK);
+    CHECK(be->upload(ctx, x, 0, a, bytes) == DG_OK);
+    CHECK(dg_ocl_hold_copies(ctx, false) == DG_OK);
+    CHECK(dg_ocl_hold_copies(NULL, true) == DG_ERR_USAGE);
+done:
+    be->host_free(ctx, a);
+    be->buf_free(ctx, x);
+    be->buf_free(ctx, y);
+    be->buf_free(ctx, z);
+    dg_free(plain);
+    dg_free(back);
+    dg_free(back2);
 }
 
 /* ---- training ops against small hand-written references -------------------- */
@@ -998,6 +1136,7 @@ int main(void)
     test_gemm(ctx);
     test_gemm_strided(ctx);
     test_ops(ctx);
+    test_pinned(ctx);
     printf("sgemm 512^3 (default kernel): %.1f GFLOP/s\n", gflops(ctx, 512));
     int nd = be->device_count(ctx);
     be->free(ctx);

@@ -22,7 +22,13 @@
  * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
  * force small chunks). On CPUs a product with op(B) = B^T runs
  * on a packed copy of B^T (the vec kernel streams B's rows), made in a
- * scratch buffer under the same cap, gathered in the kernel past it. */
+ * scratch buffer under the same cap, gathered in the kernel past it.
+ *
+ * Page-locked host blocks (host_alloc, the loader's slots) are
+ * CL_MEM_ALLOC_HOST_PTR buffers mapped once and kept mapped; an upload from
+ * one is a non-blocking write into the block's device twin on a second
+ * (copy) queue and a device-side copy on the compute queue that waits for
+ * the write's event; host_wait waits for the last write from the block. */
 #include "backend/backend.h"
 #include "core/core.h"
 
@@ -121,6 +127,24 @@ typedef struct ocl_dev {
     cl_device_id device;
 } ocl_dev;
 
+#define OCL_PIN_BLOCKS                                                                             \
+    64 /* page-locked host blocks a context hands out at most (a loader slot each) */
+
+/* A page-locked host block (host_alloc): a CL_MEM_ALLOC_HOST_PTR buffer
+ * mapped once for its whole life, with its device staging twin. An upload
+ * from it is a non-blocking write into the twin on the copy queue, so the
+ * next batch travels while the compute queue still runs the step before; the
+ * compute queue then takes it from the twin with a device-side copy that
+ * waits for the write's event. */
+typedef struct ocl_pin {
+    void *host;      /* the mapped pointer; NULL: slot free */
+    cl_mem hbuf;     /* the CL_MEM_ALLOC_HOST_PTR buffer behind host */
+    cl_mem stage;    /* device twin, same size */
+    size_t bytes;    /* as requested */
+    cl_event copied; /* copy queue: the last write from the block; NULL once waited for */
+    cl_event used;   /* compute queue: the last copy out of the twin */
+} ocl_pin;
+
 typedef struct ocl_ctx {
     ocl_dev *devs;
     int ndev;
@@ -136,6 +160,9 @@ typedef struct ocl_ctx {
     cl_mem bt; /* B^T copies for the vec kernel's op(B) = B^T products */
     size_t bt_bytes;
     cl_event events[DG_EVENT_SLOTS];
+    cl_command_queue copyq; /* uploads from page-locked blocks; created with the first block */
+    ocl_pin pin[OCL_PIN_BLOCKS];
+    cl_event hold;     /* dg_ocl_hold_copies: a user event every page-locked write waits on */
     bool kernel_marks; /* markers lack profiling times here: mark with dg_mark */
     uint64_t conv_cap; /* convolution workspace cap in bytes */
     cl_uint compute_units;
@@ -369,14 +396,57 @@ static dg_status enumerate(ocl_dev **devs, int *ndev, char *reason, size_t len)
     return DG_OK;
 }
 
+/* Opens the copy gate of dg_ocl_hold_copies, if held. */
+static void release_hold(ocl_ctx *o)
+{
+    if (!o->hold)
+        return;
+    clSetUserEventStatus(o->hold, CL_COMPLETE);
+    clReleaseEvent(o->hold);
+    o->hold = NULL;
+}
+
+/* Frees one page-locked block, its twin and events, after their work. */
+static void pin_release(ocl_ctx *o, ocl_pin *b)
+{
+    if (b->copied) {
+        clWaitForEvents(1, &b->copied);
+        clReleaseEvent(b->copied);
+    }
+    if (b->used) {
+        clWaitForEvents(1, &b->used);
+        clReleaseEvent(b->used);
+    }
+    if (b->host) {
+        cl_event ev = NULL;
+        if (clEnqueueUnmapMemObject(o->copyq, b->hbuf, b->host, 0, NULL, &ev) == CL_SUCCESS && ev) {
+            clWaitForEvents(1, &ev);
+            clReleaseEvent(ev);
+        }
+    }
+    if (b->hbuf)
+        clReleaseMemObject(b->hbuf);
+    if (b->stage)
+        clReleaseMemObject(b->stage);
+    memset(b, 0, sizeof *b);
+}
+
 /* Releases everything the context holds, then the context; accepts NULL. */
 static void ocl_free(void *ctx)
 {
     ocl_ctx *o = ctx;
     if (!o)
         return;
+    release_hold(o);
     if (o->queue)
         clFinish(o->queue);
+    if (o->copyq) {
+        clFinish(o->copyq);
+        for (int i = 0; i < OCL_PIN_BLOCKS; i++)
+            if (o->pin[i].host || o->pin[i].hbuf)
+                pin_release(o, &o->pin[i]);
+        clReleaseCommandQueue(o->copyq);
+    }
     for (int i = 0; i < DG_EVENT_SLOTS; i++)
         if (o->events[i])
             clReleaseEvent(o->events[i]);
@@ -844,6 +914,167 @@ static dg_status check_range(ocl_ctx *o, const char *what, const void *buf, size
     return DG_OK;
 }
 
+/* ---- page-locked host blocks (host_alloc, host_wait, host_free) ------------------ */
+
+/* The page-locked block holding [p, p + bytes), NULL when none does. */
+static ocl_pin *pin_find(ocl_ctx *o, const void *p, size_t bytes)
+{
+    const char *q = p;
+    for (int i = 0; i < OCL_PIN_BLOCKS; i++) {
+        const char *h = o->pin[i].host;
+        if (h && q >= h && (size_t)(q - h) <= o->pin[i].bytes &&
+            bytes <= o->pin[i].bytes - (size_t)(q - h))
+            return &o->pin[i];
+    }
+    return NULL;
+}
+
+/* Enqueues src (inside block b) to buf at off without waiting: a non-blocking
+ * write into the twin on the copy queue (after the compute queue's last copy
+ * out of the twin), then twin to buf on the compute queue once it arrived.
+ * Both queues are flushed: the compute queue's wait on the copy queue's event
+ * needs the copy submitted, and the flush sends the step before to the device
+ * while the host builds this one (no blocking call does that any more). */
+static dg_status upload_pinned(ocl_ctx *o, ocl_pin *b, cl_mem buf, size_t off, const void *src,
+                               size_t bytes)
+{
+    size_t at = (size_t)((const char *)src - (const char *)b->host);
+    cl_event wait[2];
+    cl_uint nw = 0;
+    if (b->used)
+        wait[nw++] = b->used;
+    if (o->hold)
+        wait[nw++] = o->hold;
+    cl_event copied = NULL, used = NULL;
+    cl_int e = clEnqueueWriteBuffer(o->copyq, b->stage, CL_FALSE, at, bytes, src, nw,
+                                    nw ? wait : NULL, &copied);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueWriteBuffer(page-locked upload)", e);
+    if (b->copied)
+        clReleaseEvent(b->copied); /* the copy queue is in order: the new one ends later */
+    b->copied = copied;
+    e = clFlush(o->copyq);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clFlush(copy queue)", e);
+    e = clEnqueueCopyBuffer(o->queue, b->stage, buf, at, off, bytes, 1, &b->copied, &used);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueCopyBuffer(page-locked upload)", e);
+    if (b->used)
+        clReleaseEvent(b->used);
+    b->used = used;
+    e = clFlush(o->queue);
+    return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clFlush", e);
+}
+
+/* A page-locked host block of `bytes` with its device twin (interface v4), as
+ * the cuda backend's: DG_ERR_NOMEM when every slot is taken or the host
+ * refuses the block, DG_ERR_DEVICE_OOM when the twin does not fit. */
+static dg_status ocl_host_alloc(void *ctx, size_t bytes, void **p)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!p)
+        return ocl_fail(o, DG_ERR_USAGE, "host_alloc: NULL output");
+    *p = NULL;
+    ocl_pin *b = NULL;
+    for (int i = 0; i < OCL_PIN_BLOCKS && !b; i++)
+        if (!o->pin[i].host)
+            b = &o->pin[i];
+    if (!b)
+        return ocl_fail(o, DG_ERR_NOMEM, "host_alloc: all %d page-locked blocks in use",
+                        OCL_PIN_BLOCKS);
+    size_t n = bytes ? bytes : 1;
+    if ((cl_ulong)n > o->max_alloc)
+        return ocl_fail(o, DG_ERR_DEVICE_OOM,
+                        "host_alloc: %zu bytes exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE (%llu)", n,
+                        (unsigned long long)o->max_alloc);
+    cl_int e = CL_SUCCESS;
+    if (!o->copyq) {
+        o->copyq = clCreateCommandQueue(o->context, o->devs[o->index].device, 0, &e);
+        if (!o->copyq)
+            return ocl_clfail(o, "host_alloc: clCreateCommandQueue(copy queue)", e);
+    }
+    b->hbuf = clCreateBuffer(o->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &e);
+    if (!b->hbuf)
+        return ocl_fail(o, DG_ERR_NOMEM,
+                        "host_alloc: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of %zu bytes failed: "
+                        "%s (%d)",
+                        n, cl_err_name(e), (int)e);
+    b->host = clEnqueueMapBuffer(o->copyq, b->hbuf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0,
+                                 NULL, NULL, &e);
+    if (!b->host) {
+        pin_release(o, b);
+        return ocl_fail(o, DG_ERR_NOMEM,
+                        "host_alloc: mapping %zu page-locked bytes failed: %s (%d)", n,
+                        cl_err_name(e), (int)e);
+    }
+    b->bytes = bytes;
+    b->stage = clCreateBuffer(o->context, CL_MEM_READ_WRITE, n, NULL, &e);
+    if (!b->stage) {
+        pin_release(o, b);
+        dg_status st = e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ||
+                               e == CL_INVALID_BUFFER_SIZE
+                           ? DG_ERR_DEVICE_OOM
+                           : cl_status(e);
+        return ocl_fail(o, st, "host_alloc: staging twin of %zu bytes: %s (%d)", n, cl_err_name(e),
+                        (int)e);
+    }
+    *p = b->host;
+    return DG_OK;
+}
+
+/* Waits until no upload still reads from the block holding p. */
+static dg_status ocl_host_wait(void *ctx, const void *p)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    ocl_pin *b = p ? pin_find(o, p, 0) : NULL;
+    if (!b)
+        return ocl_fail(o, DG_ERR_USAGE, "host_wait: %p is not in a page-locked block", p);
+    if (!b->copied)
+        return DG_OK;
+    cl_int e = clWaitForEvents(1, &b->copied);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "host_wait: clWaitForEvents", e);
+    clReleaseEvent(b->copied);
+    b->copied = NULL;
+    return DG_OK;
+}
+
+/* Frees the block starting at p after its uploads; accepts NULL. */
+static void ocl_host_free(void *ctx, void *p)
+{
+    ocl_ctx *o = ctx;
+    if (!o || !p)
+        return;
+    for (int i = 0; i < OCL_PIN_BLOCKS; i++)
+        if (o->pin[i].host == p) {
+            pin_release(o, &o->pin[i]);
+            return;
+        }
+    ocl_fail(o, DG_ERR_USAGE, "host_free: %p is not a page-locked block", p);
+}
+
+dg_status dg_ocl_hold_copies(void *ctx, bool hold)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!hold) {
+        release_hold(o);
+        return DG_OK;
+    }
+    if (o->hold)
+        return DG_OK;
+    cl_int e = CL_SUCCESS;
+    o->hold = clCreateUserEvent(o->context, &e);
+    return o->hold ? DG_OK : ocl_clfail(o, "clCreateUserEvent", e);
+}
+
+/* Host src to buf at byte offset off; returns when the copy is done, except
+ * from a page-locked block (host_alloc), where it only enqueues. */
 static dg_status ocl_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)
 {
     ocl_ctx *o = ctx;
@@ -854,6 +1085,9 @@ static dg_status ocl_upload(void *ctx, void *buf, size_t off, const void *src, s
         return st;
     if (!src)
         return ocl_fail(o, DG_ERR_USAGE, "upload: NULL source");
+    ocl_pin *pb = pin_find(o, src, bytes);
+    if (pb)
+        return upload_pinned(o, pb, (cl_mem)buf, off, src, bytes);
     cl_int e = clEnqueueWriteBuffer(o->queue, (cl_mem)buf, CL_TRUE, off, bytes, src, 0, NULL, NULL);
     return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clEnqueueWriteBuffer", e);
 }
@@ -1732,6 +1966,9 @@ static const dg_backend_iface ocl_iface = {
     .sgd = ocl_sgd,
     .event_record = ocl_event_record,
     .event_elapsed = ocl_event_elapsed,
+    .host_alloc = ocl_host_alloc,
+    .host_free = ocl_host_free,
+    .host_wait = ocl_host_wait,
     /* capture_begin, capture_end, replay: none (OpenCL 1.2 has no graphs). */
 };
 

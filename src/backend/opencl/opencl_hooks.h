@@ -25,4 +25,10 @@ const char *dg_ocl_gemm_variant(void *ctx, int m, int n, int batch);
 dg_status dg_ocl_handles(void *ctx, cl_context *context, cl_command_queue *queue,
                          cl_device_id *device);
 
+/* Test hook: hold true makes every later upload from a page-locked block
+ * (host_alloc) wait before its copy runs, until hold false lets them go (so a
+ * test sees what host_wait and the ops do while a copy is in flight). Free
+ * releases a held gate; DG_ERR_USAGE without a context. */
+dg_status dg_ocl_hold_copies(void *ctx, bool hold);
+
 #endif
