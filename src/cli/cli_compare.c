@@ -329,6 +329,15 @@ static void print_compare_runs(const cJSON *r)
     cell_metric(a, sizeof a, ra, "samples_per_s", "%.1f samples/s", 1);
     cell_metric(b, sizeof b, rb, "samples_per_s", "%.1f samples/s", 1);
     printf("  %-14s %-34s %-34s\n", "throughput", a, b);
+    /* Which rate each side is: the steady one, or the whole run's. */
+    for (int k = 0; k < 2; k++) {
+        const char *basis = jstr(k ? rb : ra, "samples_per_s_basis", NULL);
+        snprintf(k ? b : a, sizeof a, "%s",
+                 !basis                               ? "-"
+                 : strcmp(basis, "after-warmup") == 0 ? "after warm-up"
+                                                      : "whole run (too few steps)");
+    }
+    printf("  %-14s %-34s %-34s\n", "  measured", a, b);
     cell_metric(a, sizeof a, ra, "busy_fraction", "%.0f%%", 100);
     cell_metric(b, sizeof b, rb, "busy_fraction", "%.0f%%", 100);
     printf("  %-14s %-34s %-34s\n", "busy", a, b);

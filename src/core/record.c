@@ -875,6 +875,7 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     fg->fail_findings = dg_rec_num(g, DG_P_REC_FINAL_GATE_FAIL_FINDINGS);
     fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
     fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
+    fg->safe_batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_SAFE_BATCH);
     fg->statement = dg_rec_str(g, DG_P_REC_FINAL_GATE_STATEMENT);
     fg->missing = dg_rec_arr(g, DG_P_REC_FINAL_GATE_MISSING);
 }

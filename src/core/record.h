@@ -508,7 +508,8 @@ typedef struct dg_view_final_gate {
     int proofs[4]; /* tri: architecture, gate_log, sweep, memory_curve */
     dg_rec_metric fail_findings;
     dg_rec_metric throughput; /* samples/s */
-    dg_rec_metric batch;      /* samples */
+    dg_rec_metric batch;      /* samples: the batch the throughput is promised at */
+    dg_rec_metric safe_batch; /* samples: the sweep's safe batch (the memory ceiling) */
     const char *statement;
     const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;

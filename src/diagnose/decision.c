@@ -182,17 +182,27 @@ cJSON *dg_decide(dg_diag *d)
                        batch, slo, shi, times);
             else
                 reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
+            /* The batch the final gate promises (the sweep's best rate at or
+             * below its safe batch), the safe batch said apart as the memory
+             * ceiling; never a batch larger than the training set. */
             int safe = dg_rec_int(d->v->sweep.safe_batch);
+            double best_b, best_sps;
             if (safe > 0) {
-                /* Never a batch larger than the training set. */
+                int best = dg_sweep_promise(&d->v->sweep, &best_b, &best_sps) ? (int)best_b : safe;
                 int ntrain = dg_rec_int(d->v->soak.train_samples);
-                if (ntrain > 0 && ntrain < safe)
+                if (ntrain > 0 && ntrain < best)
                     reason(&dc,
                            "train at batch %d or below (the training set's size; the sweep's "
                            "safe batch is %d)",
                            ntrain, safe);
-                else
+                else if (best == safe)
                     reason(&dc, "train at batch %d or below (the sweep's safe batch)", safe);
+                else
+                    reason(&dc,
+                           "train at batch %d (the sweep's best rate, %.0f samples/s); the safe "
+                           "batch %d is the memory ceiling, and larger batches up to it run "
+                           "slower",
+                           best, best_sps, safe);
             }
         }
     } else {

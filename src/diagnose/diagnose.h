@@ -106,6 +106,12 @@ const char *dg_run_device(const dg_diag *d, const dg_view_run *run);
 /* The compare run the route is judged on: the run at the spec's batch when
  * there is one, else the ok run with the highest speedup; -1 when none. */
 int dg_route_run(const dg_diag *d);
+/* The batch a sweep's rate is promised at: its best measured good trial at or
+ * below the safe batch (doubling and bisection alike; ties to the smaller
+ * batch), normally the knee or the throughput maximum, never a batch past
+ * the knee whose rate has fallen. *batch and *sps that trial's; false (both
+ * NAN) when the sweep has no safe batch or no trial with a rate under it. */
+bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps);
 
 /* A count from a record as an int; -1 when it is not a finite number in range
  * (a cast of NaN or 1e300 would be undefined). */

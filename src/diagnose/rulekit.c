@@ -196,3 +196,29 @@ int dg_route_run(const dg_diag *d)
     }
     return best;
 }
+
+bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps)
+{
+    *batch = *sps = NAN;
+    if (!s->safe_batch.valid)
+        return false;
+    double safe = s->safe_batch.value;
+    for (int k = 0; k < 2; k++) {
+        const dg_view_trial *ts = k ? s->bisect : s->trials;
+        int n = k ? s->nbisect : s->ntrials;
+        for (int i = 0; i < n; i++) {
+            /* Ended ok at or below the safe batch is a good trial: a trial
+             * that swapped past the limit set the first failure, above it. */
+            const dg_view_trial *t = &ts[i];
+            double r = t->samples_per_s.value, b = t->batch.value;
+            if (!t->ended || strcmp(t->ended, "ok") != 0 || !t->samples_per_s.valid ||
+                !t->batch.valid || !isfinite(r) || b > safe)
+                continue;
+            if (isnan(*sps) || r > *sps || (r == *sps && b < *batch)) {
+                *sps = r;
+                *batch = b;
+            }
+        }
+    }
+    return !isnan(*sps);
+}

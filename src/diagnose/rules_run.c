@@ -210,7 +210,7 @@ void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
     double cores = run_cores(d);
     char of[48] = "";
     if (isfinite(cores))
-        snprintf(of, sizeof of, " of %d cores", diag_int(cores));
+        snprintf(of, sizeof of, " of %.3g %s", cores, cores == 1 ? "core" : "cores");
     cJSON *f;
     if (med < d->th[TH_CPU_BUSY_MIN_PCT]) {
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1,

@@ -142,6 +142,8 @@ static void sec_banner(dg_capbuf *b, const dg_record_view *v)
         rp_h_val(b, val);
         if (g->batch.valid)
             rp_printf(b, " at batch %.0f", g->batch.value);
+        if (g->safe_batch.valid)
+            rp_printf(b, " · safe batch %.0f (the memory ceiling)", g->safe_batch.value);
         if (g->fail_findings.valid)
             rp_printf(b, " · %.0f fail finding%s", g->fail_findings.value,
                       g->fail_findings.value == 1 ? "" : "s");

@@ -290,25 +290,43 @@ dg_oom_killer dg_accept_cmd_oom_since(const dg_oom_count *before, const dg_oom_c
     return k;
 }
 
-enum { CHILD_ENV_MAX = 8 };
+/* The environment edits of one child run ("NAME=VALUE"), as many as the step
+ * needs and each as long as it is (a long inherited PYTHONPATH, a trace path):
+ * nothing is dropped or cut. dg_malloc'd; env_free releases them. */
 typedef struct child_env {
-    const char *vars[CHILD_ENV_MAX + 1];
-    char owned[CHILD_ENV_MAX][4096];
+    char **vars; /* NULL-terminated; NULL before the first */
     int n;
+    bool nomem; /* an edit could not be made: the child must not run without it */
 } child_env;
 
 static void env_add(child_env *e, const char *fmt, ...) DG_PRINTF(2, 3);
 static void env_add(child_env *e, const char *fmt, ...)
 {
-    if (e->n >= CHILD_ENV_MAX)
+    if (e->nomem)
         return;
+    char **v = dg_realloc(e->vars, (size_t)(e->n + 2) * sizeof *v);
+    if (!v) {
+        e->nomem = true;
+        return;
+    }
+    e->vars = v;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->owned[e->n], sizeof e->owned[e->n], fmt, ap);
+    char *var = dg_vasprintf(fmt, ap);
     va_end(ap);
-    e->vars[e->n] = e->owned[e->n];
-    e->n++;
-    e->vars[e->n] = NULL;
+    if (!var)
+        e->nomem = true;
+    else
+        v[e->n++] = var;
+    v[e->n] = NULL;
+}
+
+static void env_free(child_env *e)
+{
+    for (int i = 0; i < e->n; i++)
+        dg_free(e->vars[i]);
+    dg_free(e->vars);
+    memset(e, 0, sizeof *e);
 }
 
 /* Runs argv supervised; the run record parsed, NULL (why set) when it could
@@ -317,6 +335,10 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                               const child_env *env, bool empty_cache, size_t limit, char *why,
                               size_t len)
 {
+    if (env && env->nomem) {
+        snprintf(why, len, "out of host memory (the child's environment)");
+        return NULL;
+    }
     dg_run_opts ro = {.argv = argv,
                       .no_env = true,
                       .timeout_s = a->o->trial_timeout_s > 0 ? a->o->trial_timeout_s
@@ -326,7 +348,7 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                       .probe = mode,
                       .probe_path = a->o->probe_path,
                       .empty_cache = empty_cache,
-                      .env = env ? env->vars : NULL,
+                      .env = env ? (const char *const *)env->vars : NULL,
                       .mem_limit = limit,
                       .sample_ms = 100};
     char *json = NULL;
@@ -370,6 +392,7 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
     dg_log(a->ctx, DG_LOG_INFO, "%s: batch %d on %s", step_names[a->index], batch, device);
     cJSON *rec = supervise_child(a, (const char *const *)argv, DG_PROBE_AUTO, &env, empty_cache,
                                  limit, why, len);
+    env_free(&env);
     dg_accept_cmd_argv_free(argv);
     return rec;
 }
@@ -538,6 +561,7 @@ static dg_status run_gate(acmd *a)
     cJSON *rec = a->o->probe_path
                      ? supervise_child(a, argv, DG_PROBE_MANUAL, &env, false, 0, why, sizeof why)
                      : NULL;
+    env_free(&env);
     if (!a->o->probe_path)
         snprintf(why, sizeof why, "the devgate_probe package was not found beside devgate");
     cJSON *gate = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "gate") : NULL;

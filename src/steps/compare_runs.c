@@ -113,11 +113,28 @@ static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *bus
     *ms = dg_json_metric_value(at(rec, "throughput", "step_ms"));
     if (isnan(*ms))
         *ms = dg_json_metric_value(at(at(rec, "profile", "step"), "ms", NULL));
-    *sps = dg_json_metric_value(at(rec, "throughput", "samples_per_s"));
+    /* The steady rate (after the warm-up steps) when the run has one, else
+     * the whole run's, said so: records before the headline became the
+     * steady rate held the whole run's in samples_per_s. */
+    const double steady = dg_json_metric_value(at(rec, "throughput", "samples_per_s_after_warmup"));
+    *sps = isfinite(steady) ? steady : dg_json_metric_value(at(rec, "throughput", "samples_per_s"));
+    const cJSON *ws = at(rec, "throughput", "warmup_steps");
+    char note[160];
+    if (isfinite(steady))
+        snprintf(note, sizeof note, "over the steps after the first %.0f (warm-up left out)",
+                 cJSON_IsNumber(ws) ? ws->valuedouble : 2);
+    else
+        snprintf(note, sizeof note,
+                 "over every step, warm-up included (too few steps to leave it out)");
     double wait = dg_json_metric_value(at(at(rec, "profile", "phases"), "queue_wait", "share"));
     *busy = isfinite(wait) ? fmax(0.0, 1.0 - wait) : NAN;
     cJSON_AddItemToObject(r, "step_ms", metric(*ms, "ms"));
     cJSON_AddItemToObject(r, "samples_per_s", metric(*sps, "samples/s"));
+    dg_json_add_str(r, "samples_per_s_basis",
+                    isfinite(steady) ? "after-warmup"
+                    : isfinite(*sps) ? "whole-run"
+                                     : NULL);
+    dg_json_add_str(r, "samples_per_s_note", isfinite(*sps) ? note : NULL);
     cJSON_AddItemToObject(r, "busy_fraction", metric(*busy, "fraction"));
     dg_json_add_str(r, "busy_source", busy_source(rec));
     const cJSON *ts = at(rec, "throughput", "timed_steps");

@@ -79,42 +79,36 @@ static double train_samples(const dg_record_view *v)
     return n.valid && n.value > 0 ? n.value : NAN;
 }
 
-/* The throughput the route promises: route device, the device's at the sweep's
- * safe batch (the sweep ran on it); route cpu, the cpu's at its best measured
- * batch (the sweep's best good trial when the sweep ran on the cpu, else the
- * best cpu side of the compare runs). *batch NAN and NAN returned when none. */
+/* The throughput the route promises and where it was measured. Route
+ * device: the device's best measured good trial at or below the sweep's safe
+ * batch (dg_sweep_promise: the knee or the throughput maximum, never a batch
+ * past the knee whose rate fell), the sweep having run on it; route cpu: the
+ * cpu's best batch (the same reading of the sweep when it ran on the cpu,
+ * else the best cpu side of the compare runs). *batch that trial's batch and
+ * *safe the sweep's safe batch (the memory ceiling) when the promise comes
+ * from the sweep; each NAN, and NAN returned, when there is none. */
 static double route_throughput(const dg_record_view *v, const char *route, const char *backend,
-                               double *batch, const char **what)
+                               double *batch, double *safe, const char **what)
 {
     const dg_view_sweep *sweep = &v->sweep;
     const char *swept = sweep->backend;
-    *batch = NAN;
+    *batch = *safe = NAN;
     *what = "";
-    if (!route)
+    if (!route || (strcmp(route, "device") != 0 && strcmp(route, "cpu") != 0))
         return NAN;
-    if (strcmp(route, "device") == 0) {
-        if (!backend || !swept || strcmp(backend, swept) != 0)
+    bool device = strcmp(route, "device") == 0;
+    const char *side = device ? backend : "cpu";
+    if (side && swept && strcmp(side, swept) == 0) {
+        double sps = NAN;
+        if (!dg_sweep_promise(sweep, batch, &sps))
             return NAN;
-        *batch = sweep->safe_batch.value;
-        *what = "the sweep's safe batch";
-        return sweep->safe_batch.valid && sweep->safe_sps.valid ? sweep->safe_sps.value : NAN;
+        *safe = sweep->safe_batch.value;
+        *what = device ? "the sweep's best rate" : "the cpu's best batch in the sweep";
+        return sps;
     }
-    if (strcmp(route, "cpu") != 0)
+    if (device)
         return NAN;
     double best = NAN;
-    if (swept && strcmp(swept, "cpu") == 0) {
-        for (int i = 0; i < sweep->ntrials; i++) {
-            const dg_view_trial *t = &sweep->trials[i];
-            double sps = t->samples_per_s.value, b = t->batch.value;
-            if (t->ended && strcmp(t->ended, "ok") == 0 && t->samples_per_s.valid &&
-                t->batch.valid && !(sps <= best)) {
-                best = sps;
-                *batch = b;
-            }
-        }
-        *what = "the cpu's best batch in the sweep";
-        return best;
-    }
     const dg_view_compare *c = &v->compare;
     for (int i = 0; i < c->nruns; i++) {
         const dg_view_run *run = &c->runs[i];
@@ -199,11 +193,13 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     const char *state = v->state;
     bool complete = state && strcmp(state, "complete") == 0;
     const char *backend = judged->decision.backend;
-    double batch = NAN;
+    double batch = NAN, safe = NAN;
     const char *where = "";
-    double sps = route_throughput(v, route, backend, &batch, &where);
+    double sps = route_throughput(v, route, backend, &batch, &safe, &where);
     if (!isfinite(batch))
         sps = NAN; /* a rate without its batch promises nothing */
+    if (isnan(sps))
+        safe = NAN;
     /* The safe batch never exceeds the training set. */
     double ntrain = train_samples(v);
     bool capped = isfinite(batch) && isfinite(ntrain) && batch > ntrain;
@@ -212,7 +208,7 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     bool accepted = !quick && cJSON_GetArraySize(missing) == 0 && blocking == 0 && complete &&
                     !failed_steps[0] && !isnan(sps);
 
-    char why[1400] = "", statement[1600];
+    char why[1400] = "", statement[2048];
     if (!complete)
         list_add(why, sizeof why, "; ",
                  !state                              ? "the run has no state"
@@ -248,18 +244,32 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     char cap[96] = "";
     if (capped)
         snprintf(cap, sizeof cap, ", capped at the training set of %.0f samples", ntrain);
-    char measured[200] = "nothing measured on the chosen route";
+    /* The safe batch is the memory ceiling, said apart from the promise:
+     * past the knee a larger batch fits but runs slower. */
+    char ceiling[200] = "";
+    if (isfinite(safe) && safe == batch && !capped)
+        snprintf(ceiling, sizeof ceiling, "; batch %.0f is also the safe batch, the memory ceiling",
+                 safe);
+    else if (isfinite(safe)) {
+        const dg_rec_metric at = v->sweep.safe_sps;
+        char rate[64] = "";
+        if (at.valid && safe > batch)
+            snprintf(rate, sizeof rate, ", %.0f samples/s there", at.value);
+        snprintf(ceiling, sizeof ceiling, "; safe batch %.0f is the memory ceiling%s", safe, rate);
+    }
+    char measured[400] = "nothing measured on the chosen route";
     if (!isnan(sps))
-        snprintf(measured, sizeof measured, "measured %.0f samples/s at batch %.0f on %s%s", sps,
-                 batch, on, cap);
+        snprintf(measured, sizeof measured, "measured %.0f samples/s at batch %.0f on %s%s%s", sps,
+                 batch, on, cap, ceiling);
     if (quick)
         snprintf(statement, sizeof statement,
                  "screening only (--quick is never accepted): %s%s%s%s; run accept without "
                  "--quick for a verdict",
                  measured, why[0] ? " (and: " : "", why, why[0] ? ")" : "");
     else if (accepted)
-        snprintf(statement, sizeof statement, "accepted: %.0f samples/s at batch %.0f on %s (%s%s)",
-                 sps, batch, on, where, cap);
+        snprintf(statement, sizeof statement,
+                 "accepted: %.0f samples/s at batch %.0f on %s (%s%s%s)", sps, batch, on, where,
+                 cap, ceiling);
     else
         snprintf(statement, sizeof statement, "not accepted: throughput is not promised (%s)", why);
 
@@ -282,6 +292,8 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     else
         cJSON_AddNullToObject(g, "batch");
     cJSON_AddBoolToObject(g, "batch_capped_to_train_set", capped);
+    cJSON_AddItemToObject(g, "safe_batch",
+                          dg_json_metric(isfinite(safe) ? safe : 0, isfinite(safe), "samples"));
     cJSON_AddStringToObject(g, "statement", statement);
     return g;
 }

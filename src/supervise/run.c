@@ -8,6 +8,7 @@
 #include "supervise/supervise.h"
 
 #include "core/record.h"
+#include "env/peak.h"
 #include "measure/measure.h"
 #include "steps/steps.h"
 
@@ -419,11 +420,32 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     }
     double med = NAN;
     cJSON *stats = step_stats(c, &med);
-    double sps = timed && !batch_unknown && sum_ms > 0 ? samples / (sum_ms / 1e3) : NAN;
+    double whole = timed && !batch_unknown && sum_ms > 0 ? samples / (sum_ms / 1e3) : NAN;
+    double wsps = warm_n && !warm_unknown && warm_ms > 0 ? warm_samples / (warm_ms / 1e3) : NAN;
+    /* The headline is the steady rate: the first steps pay start-up, compile
+     * and allocator warm-up, which a long run amortises and a short one does
+     * not. The whole run's rate stands in, said so, when too few steps
+     * followed the warm-up. */
+    bool steady = isfinite(wsps);
+    double sps = steady ? wsps : whole;
     cJSON_AddItemToObject(thr, "samples_per_s", metric(sps, "samples/s"));
+    dg_json_add_str(thr, "samples_per_s_basis",
+                    steady            ? "after-warmup"
+                    : isfinite(whole) ? "whole-run"
+                                      : NULL);
+    char basis[160] = "";
+    if (steady)
+        snprintf(basis, sizeof basis, "over the steps after the first %d (warm-up left out)",
+                 STEP_WARMUP);
+    else if (isfinite(whole))
+        snprintf(basis, sizeof basis,
+                 "over every step, warm-up included: %zu timed step%s, too few to leave out the "
+                 "first %d",
+                 timed, timed == 1 ? "" : "s", STEP_WARMUP);
+    dg_json_add_str(thr, "samples_per_s_note", basis[0] ? basis : NULL);
+    cJSON_AddItemToObject(thr, "samples_per_s_whole_run", metric(whole, "samples/s"));
     cJSON_AddItemToObject(thr, "step_ms", metric(med, "ms"));
     cJSON_AddNumberToObject(thr, "timed_steps", (double)timed);
-    double wsps = warm_n && !warm_unknown && warm_ms > 0 ? warm_samples / (warm_ms / 1e3) : NAN;
     cJSON_AddItemToObject(thr, "samples_per_s_after_warmup", metric(wsps, "samples/s"));
     cJSON_AddNumberToObject(thr, "warmup_steps", STEP_WARMUP);
     add_num_or_null(thr, "batch", batch0);
@@ -698,17 +720,18 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         nl++;
     }
     dg_tree_sampler_json(r->smp, s, o->series_points);
-    /* The cores the program could use, for the rules' CPU-use judgement. */
+    /* The CPUs the program could use, for the rules' CPU-use judgement: the
+     * affinity mask, capped by the cgroup's CPU quota (a container's 2 CPUs
+     * of a 64-core host are 2). */
     cJSON *samples = cJSON_GetObjectItemCaseSensitive(s, "samples");
     if (samples) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef __linux__
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-            cores = CPU_COUNT(&set);
-#endif
-        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? (double)cores : NAN, "cores"));
+        const dg_cpu_topo *topo = dg_cpu_topo_get();
+        double cores = topo->affinity > 0 ? topo->affinity : (double)sysconf(_SC_NPROCESSORS_ONLN);
+        bool quota = isfinite(topo->quota_cpus) && topo->quota_cpus < cores;
+        if (quota)
+            cores = topo->quota_cpus;
+        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? cores : NAN, "cores"));
+        dg_json_add_str(samples, "cores_limit", cores > 0 ? (quota ? "quota" : "affinity") : NULL);
     }
     /* One line for the terminal, and the error when it did not end well. */
     const char *end_status = dg_jstr(c->run_end, "status");
@@ -747,6 +770,28 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
              oc->pipe_closed_early ? " · events pipe closed early" : "",
              oc->descendants_killed ? " · left-behind processes killed" : "");
     return s;
+}
+
+/* Adds the headline rate to the supervise step's summary (the terminal's
+ * line), saying whether it is the steady rate or the whole run's. */
+static void headline_summary(cJSON *steps, const cJSON *root, char *summary, size_t len)
+{
+    const cJSON *thr = cJSON_GetObjectItemCaseSensitive(root, "throughput");
+    double sps = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(thr, "samples_per_s"));
+    const char *basis = dg_jstr(thr, "samples_per_s_basis");
+    if (!isfinite(sps) || !basis)
+        return;
+    size_t n = strlen(summary);
+    snprintf(summary + n, n < len ? len - n : 0, " · %.0f samples/s %s", sps,
+             strcmp(basis, "after-warmup") == 0 ? "after warm-up"
+                                                : "over the whole run (too few steps to leave "
+                                                  "out the warm-up)");
+    cJSON *st;
+    cJSON_ArrayForEach(st, steps)
+    {
+        if (strcmp(dg_jstr(st, "name") ? dg_jstr(st, "name") : "", "supervise") == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(st, "summary", cJSON_CreateString(summary));
+    }
 }
 
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
@@ -886,6 +931,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON_AddItemToObject(root, "soak", soak_section(&r));
     cJSON_AddNullToObject(root, "compare");
     cJSON_AddItemToObject(root, "profile", profile_section(&r.col, root));
+    headline_summary(steps, root, summary, sizeof summary);
     cJSON_AddItemToObject(root, "supervise", sup);
     cJSON_AddItemToObject(root, "framework", from_start(&r.col, "framework"));
     cJSON_AddItemToObject(root, "device", from_start(&r.col, "device"));

@@ -59,6 +59,25 @@ expect_json kill.json 'all(t["reason"].startswith("oom-killer: killed by SIGKILL
 expect_json kill.json 'd["sweep"]["stopped"] == {"reason": "oom", "at_batch": 64} and d["sweep"]["safe_batch"]["batch"] == 40 and d["sweep"]["safe_batch"]["first_failure"] == 44'
 expect_json kill.json '[s["status"] for s in d["steps"]][:4] == ["ok", "ok", "ok", "ok"]'
 
+# 2b. Throughput falling past the knee: samples/s doubles up to batch 32, then
+#     halves each doubling (the step time x4); no failure, so the safe batch is
+#     the largest trial, 128. The gate promises the knee's rate at 32 and names
+#     128 apart as the memory ceiling; the decision recommends the same batch.
+"$DG" --no-ledger accept --json --quick -o pack4 -- "${CMD[@]}" --base-ms 5 --fall-above 32 \
+  >fall.json 2>fall.err
+rc=$?
+[ "$rc" -le 1 ] && ok || { bad "accept -- CMD (falling) exited $rc"; tail -20 fall.err >&2; }
+show fall.json
+expect_json fall.json 'd["sweep"]["stopped"] == {"reason": "throughput-falling", "at_batch": 128} and d["sweep"]["knee"]["batch"] == 32 and d["sweep"]["safe_batch"]["batch"] == 128'
+expect_json fall.json 'd["final_gate"]["batch"] == 32 and d["final_gate"]["safe_batch"] == {"value": 128, "unit": "samples", "valid": True}'
+expect_json fall.json 'abs(d["final_gate"]["throughput"]["value"] - d["sweep"]["knee"]["samples_per_s"]["value"]) < 1e-6'
+expect_json fall.json '" at batch 32 on " in d["final_gate"]["statement"] and "safe batch 128 is the memory ceiling" in d["final_gate"]["statement"]'
+# The md and html renders say both: the promise at its batch, the safe batch apart.
+"$DG" report pack4/report.json --format md >fall.md 2>fall.md.err
+expect_grep fall.md '^\| promised throughput \| [0-9]+ samples/s at batch 32 \(safe batch 128: the memory ceiling\) \|$' "the md render"
+"$DG" report pack4/report.json --format html -o fallhtml >/dev/null 2>&1
+expect_grep fallhtml/report.html '<p>throughput [0-9]+ samples/s at batch 32 · safe batch 128 \(the memory ceiling\)' "the html render"
+
 # 3. The real OOM killer in a memory cgroup of its own (root only).
 CG=""
 if [ "$(id -u)" -eq 0 ]; then

@@ -34,8 +34,32 @@ expect_json good1.json 'd["supervise"]["samples"]["count"] >= 1 and d["supervise
 expect_json good1.json 'd["supervise"]["run_end"]["status"] == "ok" and len(d["supervise"]["losses"]) == 50'
 expect_json good1.json '[s["name"] for s in d["steps"]] == ["supervise"] and d["steps"][0]["status"] == "ok"'
 
-# 2. Garbage and an overlong line are counted; the run is fine.
-expect_exit 0 "${RUN[@]}" --json -- sh "$D/garbage.sh"
+# The CPUs the program could use (cpu-use reads them): never more than the
+# affinity mask, and the mask when devgate runs pinned to one CPU (a cgroup
+# quota below it would cap it further: cores_limit "quota").
+expect_json good1.json 'd["supervise"]["samples"]["cores"]["value"] <= len(__import__("os").sched_getaffinity(0)) and d["supervise"]["samples"]["cores_limit"] in ("affinity", "quota")'
+
+# 2. Garbage and an overlong line are counted; the run is fine (pinned to one CPU).
+expect_exit 0 taskset -c 0 "${RUN[@]}" --json -- sh "$D/garbage.sh"
+expect_json "$T/out" 'd["supervise"]["samples"]["cores"]["value"] == 1'
+# A CPU quota of half a CPU caps it (root with a cgroup cpu controller only).
+CG=""
+if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+  CG=/sys/fs/cgroup/devgate-cpu-$$
+  mkdir "$CG" 2>/dev/null && echo "50000 100000" >"$CG/cpu.max" 2>/dev/null || CG=""
+elif [ -d /sys/fs/cgroup/cpu ]; then
+  CG=/sys/fs/cgroup/cpu/devgate-cpu-$$
+  mkdir "$CG" 2>/dev/null && echo 100000 >"$CG/cpu.cfs_period_us" 2>/dev/null &&
+    echo 50000 >"$CG/cpu.cfs_quota_us" 2>/dev/null || CG=""
+fi
+if [ -n "$CG" ]; then
+  expect_exit 0 bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$CG" \
+    "${RUN[@]}" --json -- sh "$D/garbage.sh"
+  expect_json "$T/out" 'd["supervise"]["samples"]["cores"]["value"] == 0.5 and d["supervise"]["samples"]["cores_limit"] == "quota"'
+  rmdir "$CG" 2>/dev/null || true
+else
+  echo "skipped: root cannot make a cgroup with a CPU quota here"
+fi
 expect_json "$T/out" 'd["supervise"]["events"]["malformed"] == 5 and d["supervise"]["events"]["overlong"] == 1'
 expect_json "$T/out" 'd["supervise"]["events"]["by_kind"]["step"] == 1 and d["supervise"]["run_end"]["status"] == "ok"'
 

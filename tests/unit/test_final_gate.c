@@ -1,7 +1,10 @@
 /* The final gate and the decision over records, table-driven: the healthy
  * record (tests/data/records/healthy.json) made a default-tier run (quick
  * false, 10 soak epochs) is accepted on its route; each case patches a few
- * fields and states what the gate must say. The accepted line always agrees
+ * fields and states what the gate must say. The promise is the sweep's best
+ * measured good trial at or below its safe batch, the safe batch said apart
+ * (the memory ceiling), and the decision recommends the same batch. The
+ * accepted line always agrees
  * with the route; a failed step, a short soak, a sweep without a proving stop
  * and an inconclusive interval are never accepted. */
 #include "core/core.h"
@@ -22,6 +25,8 @@ typedef struct gate_case {
     double batch;          /* final_gate.batch (NAN: null) */
     const char *statement; /* a substring of the statement */
     const char *missing;   /* a proof that must be listed missing, or NULL */
+    double safe;           /* final_gate.safe_batch (0: not checked; NAN: not valid) */
+    const char *reason;    /* a substring of one of decision.reasons, or NULL */
 } gate_case;
 
 static char *healthy_text;
@@ -70,25 +75,77 @@ static bool set_path(cJSON *root, const char *path, const char *value)
 #define CI(lo, hi)                                                                                 \
     "{\"lo\": {\"value\": " #lo ", \"unit\": \"x\", \"valid\": true}, "                            \
     "\"hi\": {\"value\": " #hi ", \"unit\": \"x\", \"valid\": true}}"
+#define TRIAL(b, sps)                                                                              \
+    "{\"batch\": " #b ", \"ended\": \"ok\", \"samples_per_s\": {\"value\": " #sps                  \
+    ", \"unit\": \"samples/s\", \"valid\": true}}"
+#define OOM_TRIAL(b) "{\"batch\": " #b ", \"ended\": \"device-oom\", \"reason\": \"out of memory\"}"
+#define SAFE(b, sps, first)                                                                        \
+    "{\"batch\": " #b ", \"samples_per_s\": {\"value\": " #sps                                     \
+    ", \"unit\": \"samples/s\", \"valid\": true}, \"margin\": 0.05, \"first_failure\": " #first    \
+    ", \"note\": null}"
 #define PCT_CI(lo, hi)                                                                             \
     "{\"lo\": {\"value\": " #lo ", \"unit\": \"%\", \"valid\": true}, "                            \
     "\"hi\": {\"value\": " #hi ", \"unit\": \"%\", \"valid\": true}}"
 
 static const gate_case cases[] = {
-    {"default tier, every proof: accepted on the device at the safe batch",
+    {"default tier, every proof, a rate rising to the safe batch: accepted at the safe batch",
      {{NULL, NULL}},
      true,
      "device",
      64,
-     "accepted: 2115 samples/s at batch 64 on opencl",
-     NULL},
+     "accepted: 2115 samples/s at batch 64 on opencl (the sweep's best rate; batch 64 is also "
+     "the safe batch, the memory ceiling)",
+     NULL,
+     64,
+     "train at batch 64 or below (the sweep's safe batch)"},
     {"a tight interval above the thresholds changes nothing",
      {{RUN0 "speedup_ci", CI(2.6, 3.4)}, {RUN0 "step_time_reduction_pct_ci", PCT_CI(61, 70)}},
      true,
      "device",
      64,
-     "on opencl (the sweep's safe batch)",
+     "on opencl (the sweep's best rate; batch 64 is also the safe batch",
+     NULL,
+     64,
      NULL},
+    {"throughput falls past the knee: the promise is at the knee, the safe batch said apart",
+     {{"sweep.trials[4]", TRIAL(128, 1500)},
+      {"sweep.trials[5]", TRIAL(256, 900)},
+      {"sweep.stopped", "{\"reason\": \"throughput-falling\", \"at_batch\": 256}"},
+      {"sweep.safe_batch", SAFE(256, 900, null)}},
+     true,
+     "device",
+     64,
+     "accepted: 2115 samples/s at batch 64 on opencl (the sweep's best rate; safe batch 256 is "
+     "the memory ceiling, 900 samples/s there)",
+     NULL,
+     256,
+     "train at batch 64 (the sweep's best rate, 2115 samples/s); the safe batch 256 is the "
+     "memory ceiling"},
+    {"a bisection trial at the safe batch is the best rate: promised there",
+     {{"sweep.trials[4]", OOM_TRIAL(128)},
+      {"sweep.bisect", "[" TRIAL(96, 2500) ", " OOM_TRIAL(112) "]"},
+      {"sweep.stopped", "{\"reason\": \"oom\", \"at_batch\": 128}"},
+      {"sweep.safe_batch", SAFE(96, 2500, 112)}},
+     true,
+     "device",
+     96,
+     "accepted: 2500 samples/s at batch 96 on opencl (the sweep's best rate; batch 96 is also "
+     "the safe batch",
+     NULL,
+     96,
+     "train at batch 96 or below (the sweep's safe batch)"},
+    {"a faster good trial above the safe batch (inside the 5% margin) is never promised",
+     {{"sweep.trials[4]", OOM_TRIAL(128)},
+      {"sweep.bisect", "[" TRIAL(96, 2500) ", " OOM_TRIAL(100) "]"},
+      {"sweep.stopped", "{\"reason\": \"oom\", \"at_batch\": 128}"},
+      {"sweep.safe_batch", SAFE(64, 2114.698166659238, 100)}},
+     true,
+     "device",
+     64,
+     "accepted: 2115 samples/s at batch 64 on opencl",
+     NULL,
+     64,
+     "train at batch 64 or below"},
     {"route cpu: the cpu's throughput at its best compare batch, never the device's",
      {{RUN0 "speedup.value", "1.1"},
       {RUN0 "step_time_reduction_pct.value", "9"},
@@ -97,6 +154,8 @@ static const gate_case cases[] = {
      "cpu",
      64,
      "accepted: 2133 samples/s at batch 64 on cpu",
+     NULL,
+     0,
      NULL},
     {"route cpu on a busy but slow device (speedup-near-one)",
      {{RUN0 "speedup.value", "1.1"}, {RUN0 "step_time_reduction_pct.value", "9"}},
@@ -104,6 +163,8 @@ static const gate_case cases[] = {
      "cpu",
      64,
      "accepted: 2133 samples/s at batch 64 on cpu",
+     NULL,
+     0,
      NULL},
     {"route cpu, but the numbers drift: a fail finding blocks it",
      {{RUN0 "speedup.value", "1.1"},
@@ -114,6 +175,8 @@ static const gate_case cases[] = {
      "cpu",
      64,
      "1 fail finding",
+     NULL,
+     0,
      NULL},
     {"route cpu with the sweep on the cpu: its best sweep trial",
      {{RUN0 "speedup.value", "1.1"},
@@ -123,7 +186,26 @@ static const gate_case cases[] = {
      true,
      "cpu",
      64,
-     "2115 samples/s at batch 64 on cpu (the cpu's best batch in the sweep)",
+     "2115 samples/s at batch 64 on cpu (the cpu's best batch in the sweep; batch 64 is also "
+     "the safe batch",
+     NULL,
+     64,
+     NULL},
+    {"route cpu, sweep on the cpu, its rate falling past the knee: the cpu's best batch",
+     {{RUN0 "speedup.value", "1.1"},
+      {RUN0 "step_time_reduction_pct.value", "9"},
+      {RUN0 "busy_fraction.value", "0.1"},
+      {"sweep.spec.backend", "\"cpu\""},
+      {"sweep.trials[4]", TRIAL(128, 1500)},
+      {"sweep.stopped", "{\"reason\": \"throughput-falling\", \"at_batch\": 128}"},
+      {"sweep.safe_batch", SAFE(128, 1500, null)}},
+     true,
+     "cpu",
+     64,
+     "2115 samples/s at batch 64 on cpu (the cpu's best batch in the sweep; safe batch 128 is "
+     "the memory ceiling, 1500 samples/s there)",
+     NULL,
+     128,
      NULL},
     {"inconclusive: the speedup interval holds speedup_min, no route, not accepted",
      {{RUN0 "speedup.value", "1.3"},
@@ -134,6 +216,8 @@ static const gate_case cases[] = {
      "inconclusive",
      NAN,
      "the decision routes inconclusive",
+     NULL,
+     0,
      NULL},
     {"a failed step is never accepted",
      {{"steps[5].status", "\"failed\""}},
@@ -141,6 +225,8 @@ static const gate_case cases[] = {
      "device",
      64,
      "not every step succeeded (profile)",
+     NULL,
+     0,
      NULL},
     {"an interrupted run is never accepted",
      {{"state", "\"interrupted\""}},
@@ -148,6 +234,8 @@ static const gate_case cases[] = {
      "device",
      64,
      "the run was interrupted",
+     NULL,
+     0,
      NULL},
     {"a short soak is never accepted in the default tier",
      {{"soak.epochs", "[{},{}]"}},
@@ -155,27 +243,35 @@ static const gate_case cases[] = {
      "device",
      64,
      "a memory curve of at least 10 epochs (it has 2)",
-     "memory_curve"},
+     "memory_curve",
+     0,
+     NULL},
     {"a sweep of one trial is not a sweep",
      {{"sweep.trials", "[{\"batch\": 8, \"ended\": \"ok\"}]"}},
      false,
      "device",
-     64,
+     NAN,
      "at least 4 trials (it ran 1",
-     "sweep"},
+     "sweep",
+     0,
+     NULL},
     {"a sweep ended by a crash proves no ceiling",
      {{"sweep.stopped.reason", "\"signal\""}},
      false,
      "device",
      64,
      "stopped: signal",
-     "sweep"},
+     "sweep",
+     0,
+     NULL},
     {"--quick is a screening, never accepted",
      {{"spec.quick", "true"}},
      false,
      "device",
      64,
      "screening only (--quick is never accepted): measured 2115",
+     NULL,
+     0,
      NULL},
     {"a remote route promises no local throughput",
      {{"soak.sampler.swap_growth.value", "300000000"}},
@@ -183,6 +279,8 @@ static const gate_case cases[] = {
      "remote",
      NAN,
      "routes remote",
+     NULL,
+     0,
      NULL},
     {"the safe batch never exceeds the training set",
      {{"soak.data", "{\"train_samples\": 40}"}},
@@ -190,6 +288,8 @@ static const gate_case cases[] = {
      "device",
      40,
      "capped at the training set of 40 samples",
+     NULL,
+     0,
      NULL},
 };
 
@@ -234,6 +334,28 @@ static void run_case(const gate_case *k)
         CHECK_MSG(!strncmp(statement, "accepted: ", 10), "%s: %s", k->name, statement);
     } else {
         CHECK_MSG(strncmp(statement, "accepted", 8) != 0, "%s: %s", k->name, statement);
+    }
+    const cJSON *safe = dg_jpath(r, "final_gate.safe_batch");
+    const cJSON *unit = cJSON_GetObjectItemCaseSensitive(safe, "unit");
+    CHECK_MSG(cJSON_IsString(unit) && !strcmp(unit->valuestring, "samples") &&
+                  cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(safe, "valid")),
+              "%s: final_gate.safe_batch is not a METRIC(samples)", k->name);
+    double sv = dg_json_metric_value(safe);
+    if (k->safe != 0)
+        CHECK_MSG(isnan(k->safe) ? isnan(sv) : sv == k->safe, "%s: safe batch %g, not %g", k->name,
+                  sv, k->safe);
+    if (k->reason) {
+        bool said = false;
+        const cJSON *why;
+        cJSON_ArrayForEach(why, dg_jpath(r, "decision.reasons"))
+        {
+            said = said || (cJSON_IsString(why) && strstr(why->valuestring, k->reason));
+        }
+        CHECK_MSG(said, "%s: no decision reason says '%s'", k->name, k->reason);
+        if (!said)
+            for (const cJSON *w = cJSON_GetArrayItem(dg_jpath(r, "decision.reasons"), 0); w;
+                 w = w->next)
+                fprintf(stderr, "  reason: %s\n", cJSON_IsString(w) ? w->valuestring : "?");
     }
     if (k->missing) {
         bool listed = false;

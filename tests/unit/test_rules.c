@@ -703,6 +703,18 @@ static const rule_case cases[] = {
      NULL,
      "cpu-use",
      NULL},
+    {"program on one core under a quota of 1.5 CPUs",
+     {{"profile", "null"},
+      {"supervise",
+       "{\"exit_status\": 0, \"wall\": {\"value\": 30, \"unit\": \"s\", \"valid\": true}, "
+       "\"samples\": {\"cpu_pct_median\": {\"value\": 99, \"unit\": \"percent\", \"valid\": "
+       "true}, \"cores\": {\"value\": 1.5, \"unit\": \"cores\", \"valid\": true}, "
+       "\"cores_limit\": \"quota\"}}"}},
+     NULL,
+     NULL,
+     NULL,
+     "cpu-use",
+     NULL},
     {"host reads every step on a device",
      {{"profile.sync_points", "{\"host_reads\": 100, \"host_reads_per_step\": 1.0}"},
       {"device", "\"cuda:0\""}},

@@ -17,6 +17,12 @@ kernel's count that devgate reads through DEVGATE_OOM_EVENTS).
 --alloc-above B --alloc-mib M: at a batch above B it touches M MiB (a real
 out of memory under a cgroup's limit).
 
+--fall-above B --fall-factor F: above batch B each doubling multiplies the
+step time by F (F > 2: samples/s falls past the knee at B).
+--slow-first N --slow-ms MS: the first N steps take MS each instead (a
+framework's start-up, compile and allocator warm-up), for the run record's
+headline rate (tests/cli/test_run_warmup.sh).
+
 The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
 probe's knob, which an explicit-API program honours itself) or after --epochs
 x --steps steps.
@@ -68,6 +74,10 @@ def main(argv=None):
     ap.add_argument("--oom-events")
     ap.add_argument("--alloc-above", type=int)
     ap.add_argument("--alloc-mib", type=int, default=0)
+    ap.add_argument("--fall-above", type=int)
+    ap.add_argument("--fall-factor", type=float, default=4.0)
+    ap.add_argument("--slow-first", type=int, default=0)
+    ap.add_argument("--slow-ms", type=float, default=0.0)
     args = ap.parse_args(argv)
 
     b = args.batch
@@ -75,6 +85,8 @@ def main(argv=None):
     if b > args.plateau:
         doublings = math.log2(b / args.plateau)
         step_s *= (b / args.plateau) / (1.0 + args.gain) ** doublings
+    if args.fall_above is not None and b > args.fall_above:
+        step_s *= args.fall_factor ** math.log2(b / args.fall_above)
     max_steps = int(os.environ.get("DEVGATE_PROBE_MAX_STEPS") or 0) or None
     p = devgate_probe.Probe(label="sweep_train", device=args.device)
     p.run_start(args.device, b)
@@ -86,8 +98,9 @@ def main(argv=None):
                 # The step sleeps its planned time and reports that time (not
                 # the clock's reading), so the curve devgate sees does not
                 # depend on how late a loaded machine wakes the sleeper.
-                sleep_until(time.perf_counter() + step_s)
-                p.emit("step", epoch=epoch, step=i, step_ms=step_s * 1000.0, data_ms=0.0,
+                this_s = args.slow_ms / 1000.0 if done < args.slow_first else step_s
+                sleep_until(time.perf_counter() + this_s)
+                p.emit("step", epoch=epoch, step=i, step_ms=this_s * 1000.0, data_ms=0.0,
                        loss=None, synced=False, batch=b)
                 done += 1
                 if args.kill_above is not None and b > args.kill_above:
