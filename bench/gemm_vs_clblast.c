@@ -520,8 +520,8 @@ int main(int argc, char **argv)
             rc = rc ? rc : 1;
         printf("%-22s %c%c %6d %6d %6d %5d %-8s %9.1f %9.1f %6.2f %6.2f-%-6.2f %8.1e%s\n", s->name,
                s->ta ? 't' : 'n', s->tb ? 't' : 'n', s->m, s->n, s->k, s->batch,
-               dg_ocl_gemm_variant(b.ctx, s->m, s->n, s->batch), r.dg_gf, r.cb_gf, r.ratio, r.rmin,
-               r.rmax, r.diff, bad ? " MISMATCH" : "");
+               dg_ocl_gemm_variant(b.ctx, s->ta, s->tb, s->m, s->n, s->batch), r.dg_gf, r.cb_gf,
+               r.ratio, r.rmin, r.rmax, r.diff, bad ? " MISMATCH" : "");
         fflush(stdout);
         int g = strcmp(s->group, "square") == 0 ? 0 : 1;
         lsum[g] += log(r.ratio);

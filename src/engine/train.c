@@ -603,8 +603,12 @@ static dg_status trainer_prepare(trainer *t)
     dg_status st;
     /* The training loader's slots are the upload buffers: page-locked where
      * the backend has such memory (a slot it refuses is plain memory). */
-    if (e->be->host_alloc && e->be->host_free && e->be->host_wait)
+    if (e->be->host_alloc && e->be->host_free && e->be->host_wait) {
         t->lo.slot_mem = (dg_loader_mem){slot_alloc, slot_free, e};
+        /* The batch in flight stays held while the next is taken (inline too). */
+        if (t->lo.hold < 2)
+            t->lo.hold = 2;
+    }
     if ((st = dg_loader_new(ctx, t->src, &t->lo, &t->data)) != DG_OK)
         return st;
     if (o->val_split > 0) {

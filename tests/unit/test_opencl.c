@@ -4,7 +4,9 @@
  * of a 512^3 product; then every training op against small hand-written
  * references (odd sizes, batch 1, overlapping pooling windows, strided and
  * padded convolutions in one and several chunks, out-of-range labels), the
- * events, and the range checks of every op. */
+ * events, and the range checks of every op; the page-locked upload blocks
+ * (host_alloc): bit-for-bit equal to a plain upload, ordered before the ops,
+ * host_wait held until the copy ran (a gated copy queue), the refusals. */
 #include "backend/backend.h"
 #include "backend/opencl/opencl_hooks.h"
 #include "core/core.h"
@@ -12,11 +14,14 @@
 #include "check.h"
 
 #include <float.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static const dg_backend_iface *be;
+#define OCL_TEST_BLOCKS 64 /* page-locked blocks a context hands out (OCL_PIN_BLOCKS) */
 
 /* ---- "no platforms" reason, checked in a child with an empty ICD folder ---- */
 
@@ -63,6 +68,61 @@ static void test_no_platforms(void)
     snprintf(want, sizeof want, "%d OpenCL ICD loader found no platforms (clGetPlatformIDs: -1001)",
              (int)DG_ERR_UNAVAILABLE);
     CHECK_STR(got, want);
+}
+
+/* ---- the automatic GEMM choice per device class and shape ------------------- */
+
+/* The table in opencl.c (gpu_pick), read through dg_ocl_gemm_pick without a
+ * device: the H200 (132 compute units, NVIDIA OpenCL), a small GPU and PoCL's
+ * CPU device, on the fixture's shapes of bench/gemm_vs_clblast.c. */
+static void test_pick(void)
+{
+    static const struct {
+        bool cpu;
+        unsigned cus;
+        const char *shape;
+        bool ta, tb;
+        int m, n, batch;
+        const char *want;
+    } cases[] = {
+        /* H200: the squares (db128 used to take 2048 and 4096: 0.69 of CLBlast at 4096) */
+        {false, 132, "sq512", false, false, 512, 512, 1, "db32"},
+        {false, 132, "sq1024", false, false, 1024, 1024, 1, "db64"},
+        {false, 132, "sq2048", false, false, 2048, 2048, 1, "tiled128"},
+        {false, 132, "sq4096", false, false, 4096, 4096, 1, "tiled128"},
+        /* H200: tn weight gradients take 64-wide tiles without filling the device */
+        {false, 132, "mlp256.fc1.dw", true, false, 512, 784, 1, "db64"},
+        {false, 132, "mlp4096.fc1.dw", true, false, 512, 784, 1, "db64"},
+        {false, 132, "mlp4096.fc2.dw", true, false, 256, 512, 1, "db64"},
+        {false, 132, "cifar256.fc1.dw", true, false, 256, 4096, 1, "db64"},
+        /* ... unless the 64-wide tiles pad the product too much */
+        {false, 132, "mlp4096.fc3.dw", true, false, 10, 256, 1, "db32"},
+        {false, 132, "lenet256.conv2.dx", true, false, 150, 64, 256, "db32"},
+        /* H200: the same shape not transposed so stays on db32 */
+        {false, 132, "mlp256.fc1.fwd", false, true, 256, 512, 1, "db32"},
+        {false, 132, "mlp256.fc2.dx", false, false, 256, 512, 1, "db32"},
+        {false, 132, "mlp4096.fc1.fwd", false, true, 4096, 512, 1, "db64"},
+        /* H200: batched convolution products */
+        {false, 132, "cifar256.conv4.dx", true, false, 576, 256, 256, "tiled128"},
+        {false, 132, "cifar256.conv3.dx", true, false, 288, 256, 256, "db64"},
+        {false, 132, "cifar256.conv2.fwd", false, false, 32, 1024, 256, "db32"},
+        {false, 132, "cifar256.conv4.fwd", false, false, 64, 256, 256, "db64"},
+        /* a small GPU: 8 compute units are filled sooner */
+        {false, 8, "sq512", false, false, 512, 512, 1, "tiled128"},
+        {false, 8, "mlp256.fc2.fwd", false, true, 256, 256, 1, "db64"},
+        {false, 8, "lenet256.fc1.fwd", false, true, 256, 120, 1, "db64"},
+        /* PoCL's CPU device: always the register-blocked vec kernel */
+        {true, 2, "sq512", false, false, 512, 512, 1, "vec"},
+        {true, 2, "sq4096", false, false, 4096, 4096, 1, "vec"},
+        {true, 2, "mlp4096.fc1.dw", true, false, 512, 784, 1, "vec"},
+        {true, 64, "cifar256.conv4.dx", true, false, 576, 256, 256, "vec"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *got = dg_ocl_gemm_pick(cases[i].cpu, cases[i].cus, cases[i].ta, cases[i].tb,
+                                           cases[i].m, cases[i].n, cases[i].batch);
+        CHECK_MSG(strcmp(got, cases[i].want) == 0, "%s on %s with %u compute units: %s, want %s",
+                  cases[i].shape, cases[i].cpu ? "cpu" : "gpu", cases[i].cus, got, cases[i].want);
+    }
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -336,6 +396,235 @@ static void test_gemm(void *ctx)
     }
 }
 
+/* ---- page-locked upload blocks (host_alloc / host_wait / host_free) --------- */
+
+typedef struct waiter {
+    void *ctx;
+    const void *p;
+    atomic_int done; /* 1 once host_wait returned */
+    dg_status st;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->st = be->host_wait(w->ctx, w->p);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* Element i of the block in round r (a third of them negative, for the relu). */
+static float pinned_val(size_t i, int r)
+{
+    return (float)((i % 1000) + 1 + (size_t)r) * (i % 3 ? 1.0f : -1.0f);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* An upload from a page-locked block only enqueues, on the copy queue: its
+ * bytes must equal a plain upload's bit for bit, land before the ops issued
+ * after it, and the block must stay unwritable (host_wait blocks) while its
+ * copy has not run. The copy queue is held shut by dg_ocl_hold_copies so the
+ * copy is certainly in flight when host_wait is asked; a host_wait that did
+ * not wait returns at once and the check on its thread fails. */
+static void test_pinned(void *ctx)
+{
+    const size_t n = 1 << 16, bytes = n * sizeof(float);
+    CHECK(be->host_alloc && be->host_free && be->host_wait);
+    float *a = NULL, *plain = dg_malloc(bytes), *back = dg_malloc(bytes), *back2 = dg_malloc(bytes);
+    void *x = NULL, *y = NULL, *z = NULL, *blk[OCL_TEST_BLOCKS + 1] = {0};
+    CHECK(plain && back && back2);
+    CHECK(be->host_alloc(ctx, bytes, (void **)&a) == DG_OK && a != NULL);
+    CHECK(be->buf_alloc(ctx, bytes, &x) == DG_OK && be->buf_alloc(ctx, bytes, &y) == DG_OK &&
+          be->buf_alloc(ctx, bytes, &z) == DG_OK);
+    if (!a || !plain || !back || !back2 || !x || !y || !z)
+        goto done;
+    dg_rng r;
+    dg_rng_init(&r, 1234, 0);
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t u[4]; /* any bit pattern, NaNs and denormals included */
+        dg_rng_next4(&r, u);
+        memcpy(&a[i], u, sizeof u);
+        memcpy(&plain[i], u, sizeof u);
+    }
+    /* Bit for bit: the same bytes through the page-locked path and the plain one. */
+    CHECK(be->upload(ctx, x, 0, a, bytes) == DG_OK);
+    CHECK(be->upload(ctx, z, 0, plain, bytes) == DG_OK);
+    CHECK(be->download(ctx, x, 0, back, bytes) == DG_OK);
+    CHECK(be->download(ctx, z, 0, back2, bytes) == DG_OK);
+    CHECK(memcmp(back, plain, bytes) == 0 && memcmp(back, back2, bytes) == 0);
+    CHECK(be->host_wait(ctx, a) == DG_OK);
+
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = pinned_val(i, round);
+        /* The copy is held back: the upload and the relu after it only enqueue. */
+        CHECK(dg_ocl_hold_copies(ctx, true) == DG_OK);
+        CHECK(be->upload(ctx, x, 0, a, bytes) == DG_OK);
+        CHECK(be->relu_fwd(ctx, (dg_ref){x, 0}, (dg_ref){y, 0}, n) == DG_OK);
+        waiter w = {ctx, a + 7, 0, DG_ERR_BACKEND};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, wait_thread, &w) == 0);
+        sleep_ms(round == 0 ? 200 : 50);
+        CHECK_MSG(atomic_load(&w.done) == 0,
+                  "round %d: host_wait returned while the block's copy was held back", round);
+        CHECK(dg_ocl_hold_copies(ctx, false) == DG_OK);
+        pthread_join(th, NULL);
+        CHECK(atomic_load(&w.done) == 1 && w.st == DG_OK);
+        /* The block may be refilled now; the device keeps what was copied. */
+        for (size_t i = 0; i < n; i++)
+            a[i] = -1.0f;
+        CHECK(be->upload(ctx, x, 64, a + 16, 4096) == DG_OK); /* a sub-range, at an offset */
+        CHECK(be->download(ctx, y, 0, back, bytes) == DG_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += back[i] != fmaxf(pinned_val(i, round), 0.0f);
+        CHECK_MSG(bad == 0, "round %d: %zu of %zu relu outputs did not see the upload", round, bad,
+                  n);
+        CHECK(be->download(ctx, x, 0, back, 64 + 4096 + 64) == DG_OK);
+        CHECK(back[15] == pinned_val(15, round) && back[16] == -1.0f && back[16 + 1023] == -1.0f &&
+              back[16 + 1024] == pinned_val(16 + 1024, round));
+        CHECK(be->host_wait(ctx, a) == DG_OK);
+        CHECK(be->host_wait(ctx, a) == DG_OK); /* nothing in flight: returns at once */
+    }
+    /* Plain memory is not a block; the slots run out; NULL is accepted. */
+    CHECK(be->host_wait(ctx, back) == DG_ERR_USAGE);
+    CHECK(strstr(be->last_error(ctx), "page-locked") != NULL);
+    CHECK(be->host_wait(ctx, NULL) == DG_ERR_USAGE);
+    CHECK(be->host_alloc(ctx, 64, NULL) == DG_ERR_USAGE);
+    void *big = (void *)1;
+    CHECK(be->host_alloc(ctx, SIZE_MAX, &big) == DG_ERR_DEVICE_OOM && big == NULL);
+    int got = 0;
+    for (int i = 0; i < OCL_TEST_BLOCKS + 1; i++)
+        if (be->host_alloc(ctx, i ? 64 : 0, &blk[i]) == DG_OK)
+            got++;
+    CHECK_MSG(got == OCL_TEST_BLOCKS - 1, "%d small blocks beside the big one (%d slots)", got,
+              OCL_TEST_BLOCKS);
+    CHECK(be->host_alloc(ctx, 64, &big) == DG_ERR_NOMEM && big == NULL);
+    CHECK(strstr(be->last_error(ctx), "in use") != NULL);
+    for (int i = 0; i < OCL_TEST_BLOCKS + 1; i++)
+        be->host_free(ctx, blk[i]);
+    be->host_free(ctx, NULL);
+    be->host_free(ctx, back); /* not a block: a message, nothing freed */
+    CHECK(strstr(be->last_error(ctx), "not a page-locked block") != NULL);
+    CHECK(be->host_alloc(ctx, 64, &blk[0]) == DG_OK && blk[0]); /* a freed slot is reused */
+    be->host_free(ctx, blk[0]);
+    /* host_free right after an upload waits for its copy (ASan sees a
+     * use-after-free otherwise). */
+    CHECK(dg_ocl_hold_copies(ctx, true) == DG_OK);
+    CHECK(be->upload(ctx, x, 0, a, bytes) == DG_OK);
+    CHECK(dg_ocl_hold_copies(ctx, false) == DG_OK);
+    CHECK(dg_ocl_hold_copies(NULL, true) == DG_ERR_USAGE);
+done:
+    be->host_free(ctx, a);
+    be->buf_free(ctx, x);
+    be->buf_free(ctx, y);
+    be->buf_free(ctx, z);
+    dg_free(plain);
+    dg_free(back);
+    dg_free(back2);
+}
+
+/* One mlp training step (784-64-10, batch 32) the way the trainer issues it:
+ * the batch from a page-locked block, forward, backward, update, the phase
+ * marks. Nothing in it may make the host wait for the device (the loss is
+ * read at sync points only); the commands it enqueues are counted. A plain
+ * (pageable) upload is one wait, which shows the counter counts. */
+static void test_step_waits(void *ctx)
+{
+    enum { B = 32, I = 784, H = 64, C = 10 };
+    size_t xb = (size_t)B * I * 4, yb = (size_t)B * 4;
+    size_t nparam = (size_t)H * I + H + (size_t)C * H + C;
+    void *act = NULL, *par = NULL, *grad = NULL, *mom = NULL;
+    float *blk = NULL;
+    CHECK(be->host_alloc(ctx, xb + yb, (void **)&blk) == DG_OK);
+    size_t o_x = 0, o_y = xb, o_h = o_y + yb, o_o = o_h + (size_t)B * H * 4;
+    size_t o_dh = o_o + (size_t)B * C * 4, o_do = o_dh + (size_t)B * H * 4,
+           o_acc = o_do + B * C * 4;
+    CHECK(be->buf_alloc(ctx, o_acc + 8, &act) == DG_OK);
+    CHECK(be->buf_alloc(ctx, nparam * 4, &par) == DG_OK);
+    CHECK(be->buf_alloc(ctx, nparam * 4, &grad) == DG_OK);
+    CHECK(be->buf_alloc(ctx, nparam * 4, &mom) == DG_OK);
+    if (!blk || !act || !par || !grad || !mom)
+        goto done;
+    size_t w1 = 0, b1 = (size_t)H * I * 4, w2 = b1 + H * 4, b2 = w2 + (size_t)C * H * 4;
+    for (size_t i = 0; i < (size_t)B * I; i++)
+        blk[i] = (float)(i % 7) * 0.1f;
+    for (int i = 0; i < B; i++)
+        ((int32_t *)(blk + (size_t)B * I))[i] = i % C;
+    CHECK(be->fill(ctx, (dg_ref){par, 0}, nparam, 0.01f) == DG_OK);
+    CHECK(be->fill(ctx, (dg_ref){mom, 0}, nparam, 0.0f) == DG_OK);
+    CHECK(be->fill(ctx, (dg_ref){act, o_acc}, 2, 0.0f) == DG_OK);
+    CHECK(be->synchronize(ctx) == DG_OK);
+    uint64_t e0 = 0, w0 = 0, e1 = 0, w1c = 0;
+    CHECK(dg_ocl_counts(ctx, &e0, &w0) == DG_OK);
+    for (int step = 0; step < 2; step++) {
+        CHECK(be->event_record(ctx, 0) == DG_OK);
+        CHECK(be->upload(ctx, act, o_x, blk, xb + yb) == DG_OK);
+        CHECK(be->event_record(ctx, 1) == DG_OK);
+        CHECK(be->gemm(ctx, false, true, B, H, I, 1, (dg_ref){act, o_x}, I, (dg_ref){par, w1}, I, 0,
+                       (dg_ref){act, o_h}, H) == DG_OK);
+        CHECK(be->bias_add(ctx, (dg_ref){act, o_h}, (dg_ref){par, b1}, B, H, 1) == DG_OK);
+        CHECK(be->relu_fwd(ctx, (dg_ref){act, o_h}, (dg_ref){act, o_h}, (size_t)B * H) == DG_OK);
+        CHECK(be->gemm(ctx, false, true, B, C, H, 1, (dg_ref){act, o_h}, H, (dg_ref){par, w2}, H, 0,
+                       (dg_ref){act, o_o}, C) == DG_OK);
+        CHECK(be->bias_add(ctx, (dg_ref){act, o_o}, (dg_ref){par, b2}, B, C, 1) == DG_OK);
+        CHECK(be->xent(ctx, B, C, (dg_ref){act, o_o}, (dg_ref){act, o_y}, (dg_ref){act, o_do},
+                       (dg_ref){act, o_acc}) == DG_OK);
+        CHECK(be->event_record(ctx, 2) == DG_OK);
+        CHECK(be->gemm(ctx, true, false, C, H, B, 1, (dg_ref){act, o_do}, C, (dg_ref){act, o_h}, H,
+                       0, (dg_ref){grad, w2}, H) == DG_OK);
+        CHECK(be->bias_grad(ctx, (dg_ref){act, o_do}, (dg_ref){grad, b2}, B, C, 1) == DG_OK);
+        CHECK(be->gemm(ctx, false, false, B, H, C, 1, (dg_ref){act, o_do}, C, (dg_ref){par, w2}, H,
+                       0, (dg_ref){act, o_dh}, H) == DG_OK);
+        CHECK(be->relu_bwd(ctx, (dg_ref){act, o_h}, (dg_ref){act, o_dh}, (dg_ref){act, o_dh},
+                           (size_t)B * H) == DG_OK);
+        CHECK(be->gemm(ctx, true, false, H, I, B, 1, (dg_ref){act, o_dh}, H, (dg_ref){act, o_x}, I,
+                       0, (dg_ref){grad, w1}, I) == DG_OK);
+        CHECK(be->bias_grad(ctx, (dg_ref){act, o_dh}, (dg_ref){grad, b1}, B, H, 1) == DG_OK);
+        CHECK(be->event_record(ctx, 3) == DG_OK);
+        CHECK(be->sgd(ctx, (dg_ref){par, 0}, (dg_ref){grad, 0}, (dg_ref){mom, 0}, nparam, 0.01f,
+                      0.9f, 0.0f) == DG_OK);
+        CHECK(be->event_record(ctx, 4) == DG_OK);
+    }
+    CHECK(dg_ocl_counts(ctx, &e1, &w1c) == DG_OK);
+    CHECK_MSG(w1c == w0, "two eager steps made the host wait for the device %llu times",
+              (unsigned long long)(w1c - w0));
+    /* per step: 2 for the upload (copy queue write, device copy), 5 marks,
+     * 5 gemm, 2 bias_add, 1 relu_fwd, 2 xent, 2 bias_grad, 1 relu_bwd, 1 sgd;
+     * the vec kernel (CPUs) packs B^T first for the two forward products */
+    uint64_t want = 21 + (strcmp(dg_ocl_gemm_variant(ctx, false, true, B, H, 1), "vec") ? 0 : 2);
+    CHECK_MSG(e1 - e0 == 2 * want, "%llu commands in two steps, want %llu",
+              (unsigned long long)(e1 - e0), (unsigned long long)(2 * want));
+    printf("one mlp step: %llu commands enqueued, %llu host waits (the loss read at sync points)\n",
+           (unsigned long long)(e1 - e0) / 2, (unsigned long long)(w1c - w0) / 2);
+    float acc[2] = {0, 0};
+    CHECK(be->download(ctx, act, o_acc, acc, sizeof acc) == DG_OK);
+    CHECK(isfinite(acc[0]) && acc[0] > 0);
+    CHECK(dg_ocl_counts(ctx, &e0, &w0) == DG_OK && w0 == w1c + 1); /* the read-back */
+    CHECK(be->host_wait(ctx, blk) == DG_OK);
+    CHECK(dg_ocl_counts(ctx, &e0, &w0) == DG_OK);
+    float *plain = dg_malloc(xb + yb);
+    if (plain) {
+        memcpy(plain, blk, xb + yb);
+        CHECK(be->upload(ctx, act, o_x, plain, xb + yb) == DG_OK);
+        CHECK(dg_ocl_counts(ctx, &e1, &w1c) == DG_OK && w1c == w0 + 1 && e1 == e0 + 1);
+        dg_free(plain);
+    }
+    CHECK(dg_ocl_counts(NULL, &e1, &w1c) == DG_ERR_USAGE);
+    CHECK(dg_ocl_counts(ctx, NULL, &w1c) == DG_ERR_USAGE);
+done:
+    be->host_free(ctx, blk);
+    be->buf_free(ctx, act);
+    be->buf_free(ctx, par);
+    be->buf_free(ctx, grad);
+    be->buf_free(ctx, mom);
+}
+
 /* ---- training ops against small hand-written references -------------------- */
 
 #define GUARD 0x7fc0beefu /* a NaN no op writes: marks bytes around each tensor */
@@ -489,8 +778,8 @@ static void test_gemm_strided(void *ctx)
                               0) == DG_OK);
     CHECK(dg_ocl_gemm_strided(NULL, false, false, 4, 4, 4, 1.0f, z, 4, 0, z, 4, 0, 0.0f, z, 4, 0,
                               1) == DG_ERR_USAGE);
-    CHECK(dg_ocl_gemm_variant(ctx, 64, 64, 1)[0] != '\0');
-    CHECK_STR(dg_ocl_gemm_variant(NULL, 64, 64, 1), "");
+    CHECK(dg_ocl_gemm_variant(ctx, false, false, 64, 64, 1)[0] != '\0');
+    CHECK_STR(dg_ocl_gemm_variant(NULL, false, false, 64, 64, 1), "");
     cl_context cx = NULL;
     cl_command_queue q = NULL;
     cl_device_id dv = NULL;
@@ -979,6 +1268,7 @@ int main(void)
     be->free(NULL);
     CHECK(be->last_error(NULL) != NULL);
     test_no_platforms();
+    test_pick();
 
     void *ctx = NULL;
     char reason[512] = "";
@@ -998,6 +1288,8 @@ int main(void)
     test_gemm(ctx);
     test_gemm_strided(ctx);
     test_ops(ctx);
+    test_pinned(ctx);
+    test_step_waits(ctx);
     printf("sgemm 512^3 (default kernel): %.1f GFLOP/s\n", gflops(ctx, 512));
     int nd = be->device_count(ctx);
     be->free(ctx);

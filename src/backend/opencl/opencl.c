@@ -4,10 +4,11 @@
  * kernels (kernels.cl, embedded at build time).
  *
  * Devices are indexed globally: every platform's GPUs first, then
- * accelerators, then CPUs. The GEMM kernel is picked per device: the
- * double-buffered local-memory tiled kernels on GPUs and accelerators (32-,
- * 64- or 128-wide tiles by problem size), the float8 register kernel on CPUs,
- * the naive kernel where no tiled one fits. The environment variable
+ * accelerators, then CPUs. The GEMM kernel is picked per device and product
+ * (the gpu_pick table): the local-memory tiled kernels on GPUs and
+ * accelerators (32-, 64- or 128-wide tiles by problem size and transposes),
+ * the float8 register kernel on CPUs, the naive kernel where no tiled one
+ * fits. The environment variable
  * DEVGATE_OPENCL_KERNEL (tiled, db32, db64, db128, tiled64, tiled128, vec,
  * naive) overrides the choice so tests can exercise every kernel on any
  * device and benches can compare them.
@@ -22,7 +23,13 @@
  * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
  * force small chunks). On CPUs a product with op(B) = B^T runs
  * on a packed copy of B^T (the vec kernel streams B's rows), made in a
- * scratch buffer under the same cap, gathered in the kernel past it. */
+ * scratch buffer under the same cap, gathered in the kernel past it.
+ *
+ * Page-locked host blocks (host_alloc, the loader's slots) are
+ * CL_MEM_ALLOC_HOST_PTR buffers mapped once and kept mapped; an upload from
+ * one is a non-blocking write into the block's device twin on a second
+ * (copy) queue and a device-side copy on the compute queue that waits for
+ * the write's event; host_wait waits for the last write from the block. */
 #include "backend/backend.h"
 #include "core/core.h"
 
@@ -121,6 +128,24 @@ typedef struct ocl_dev {
     cl_device_id device;
 } ocl_dev;
 
+#define OCL_PIN_BLOCKS                                                                             \
+    64 /* page-locked host blocks a context hands out at most (a loader slot each) */
+
+/* A page-locked host block (host_alloc): a CL_MEM_ALLOC_HOST_PTR buffer
+ * mapped once for its whole life, with its device staging twin. An upload
+ * from it is a non-blocking write into the twin on the copy queue, so the
+ * next batch travels while the compute queue still runs the step before; the
+ * compute queue then takes it from the twin with a device-side copy that
+ * waits for the write's event. */
+typedef struct ocl_pin {
+    void *host;      /* the mapped pointer; NULL: slot free */
+    cl_mem hbuf;     /* the CL_MEM_ALLOC_HOST_PTR buffer behind host */
+    cl_mem stage;    /* device twin, same size */
+    size_t bytes;    /* as requested */
+    cl_event copied; /* copy queue: the last write from the block; NULL once waited for */
+    cl_event used;   /* compute queue: the last copy out of the twin */
+} ocl_pin;
+
 typedef struct ocl_ctx {
     ocl_dev *devs;
     int ndev;
@@ -136,6 +161,11 @@ typedef struct ocl_ctx {
     cl_mem bt; /* B^T copies for the vec kernel's op(B) = B^T products */
     size_t bt_bytes;
     cl_event events[DG_EVENT_SLOTS];
+    cl_command_queue copyq; /* uploads from page-locked blocks; created with the first block */
+    ocl_pin pin[OCL_PIN_BLOCKS];
+    cl_event hold;     /* dg_ocl_hold_copies: a user event every page-locked write waits on */
+    uint64_t enqueued; /* commands put on the queues by uploads, ops and markers (dg_ocl_counts) */
+    uint64_t waits;    /* calls that made the host wait for the device */
     bool kernel_marks; /* markers lack profiling times here: mark with dg_mark */
     uint64_t conv_cap; /* convolution workspace cap in bytes */
     cl_uint compute_units;
@@ -369,14 +399,57 @@ static dg_status enumerate(ocl_dev **devs, int *ndev, char *reason, size_t len)
     return DG_OK;
 }
 
+/* Opens the copy gate of dg_ocl_hold_copies, if held. */
+static void release_hold(ocl_ctx *o)
+{
+    if (!o->hold)
+        return;
+    clSetUserEventStatus(o->hold, CL_COMPLETE);
+    clReleaseEvent(o->hold);
+    o->hold = NULL;
+}
+
+/* Frees one page-locked block, its twin and events, after their work. */
+static void pin_release(ocl_ctx *o, ocl_pin *b)
+{
+    if (b->copied) {
+        clWaitForEvents(1, &b->copied);
+        clReleaseEvent(b->copied);
+    }
+    if (b->used) {
+        clWaitForEvents(1, &b->used);
+        clReleaseEvent(b->used);
+    }
+    if (b->host) {
+        cl_event ev = NULL;
+        if (clEnqueueUnmapMemObject(o->copyq, b->hbuf, b->host, 0, NULL, &ev) == CL_SUCCESS && ev) {
+            clWaitForEvents(1, &ev);
+            clReleaseEvent(ev);
+        }
+    }
+    if (b->hbuf)
+        clReleaseMemObject(b->hbuf);
+    if (b->stage)
+        clReleaseMemObject(b->stage);
+    memset(b, 0, sizeof *b);
+}
+
 /* Releases everything the context holds, then the context; accepts NULL. */
 static void ocl_free(void *ctx)
 {
     ocl_ctx *o = ctx;
     if (!o)
         return;
+    release_hold(o);
     if (o->queue)
         clFinish(o->queue);
+    if (o->copyq) {
+        clFinish(o->copyq);
+        for (int i = 0; i < OCL_PIN_BLOCKS; i++)
+            if (o->pin[i].host || o->pin[i].hbuf)
+                pin_release(o, &o->pin[i]);
+        clReleaseCommandQueue(o->copyq);
+    }
     for (int i = 0; i < DG_EVENT_SLOTS; i++)
         if (o->events[i])
             clReleaseEvent(o->events[i]);
@@ -426,6 +499,98 @@ static void build_failure(ocl_ctx *o, cl_int e, char *reason, size_t len)
     dg_free(log);
     reason_set(reason, len, DG_ERR_BACKEND, "clBuildProgram(%s) failed: %s (%d); build log: %s",
                OCL_BUILD_OPTS, cl_err_name(e), (int)e, clean[0] ? clean : "(empty)");
+}
+
+/* The automatic GEMM choice on GPUs and accelerators, widest tiles first: a
+ * row's variant is taken when the device built it, its tiles alone fill every
+ * compute unit (or the row lets tn products off that) and they pad the
+ * product by at most 1/8 more than the next built row's would; the last built
+ * row is taken always. Each row says what the H200 measured for it (device
+ * GFLOP/s, NVIDIA OpenCL, docs/evidence/h200-ocl-20261201.log). db128 is in no
+ * row: at every shape where it was picked tiled128 ran faster on the same
+ * tiles; it stays for DEVGATE_OPENCL_KERNEL=db128. */
+typedef enum pick_fill {
+    FILL_ALWAYS, /* no fill needed (the narrowest row) */
+    FILL_ALL,    /* the tiles fill every compute unit */
+    FILL_OR_TN,  /* fill, or a tn product (op(A) = A^T, op(B) = B: the weight gradients) */
+} pick_fill;
+
+typedef struct pick_row {
+    ocl_var var;
+    pick_fill fill;
+    const char *why; /* the H200 measurement behind the row */
+} pick_row;
+
+static const pick_row gpu_pick[] = {
+    {VAR_T128, FILL_ALL,
+     "sq4096 tiled128 29682 against db128 20901 and db64 22556; cifar256.conv4.dx 23276 / 17158 / "
+     "22479"},
+    {VAR_D64, FILL_OR_TN,
+     "tn at 64-wide tiles beats db32 though the tiles leave compute units idle: mlp4096.fc1.dw "
+     "13914 against 10440, mlp256.fc1.dw 11004 / 9089, mlp4096.fc2.dw 4558 / 4187"},
+    {VAR_D32, FILL_ALWAYS, "small products: mlp256.fc1.fwd 6224 against db64 5029"},
+};
+#define GPU_PICK_ROWS (sizeof gpu_pick / sizeof gpu_pick[0])
+
+/* The variants a device class builds for the automatic choice: the gpu_pick
+ * rows on GPUs and accelerators, vec on CPUs (bit per ocl_var). */
+static unsigned class_variants(bool cpu)
+{
+    if (cpu)
+        return 1u << VAR_VEC;
+    unsigned have = 0;
+    for (size_t i = 0; i < GPU_PICK_ROWS; i++)
+        have |= 1u << gpu_pick[i].var;
+    return have;
+}
+
+/* The variant for a batch of m x n products out of the built ones (have, a
+ * bit per ocl_var) on a device of cus compute units: the only one built, else
+ * the gpu_pick table's, else vec, else naive. */
+static ocl_var pick_core(unsigned have, unsigned cus, bool ta, bool tb, int m, int n, size_t batch)
+{
+    if (have && !(have & (have - 1))) { /* one variant (DEVGATE_OPENCL_KERNEL) */
+        int v = 0;
+        while (!(have & (1u << v)))
+            v++;
+        return (ocl_var)v;
+    }
+    const pick_row *rows[GPU_PICK_ROWS];
+    size_t nr = 0;
+    for (size_t i = 0; i < GPU_PICK_ROWS; i++)
+        if (have & (1u << gpu_pick[i].var))
+            rows[nr++] = &gpu_pick[i];
+    for (size_t j = 0; j < nr; j++) {
+        if (j == nr - 1)
+            return rows[j]->var;
+        uint64_t ts = var_tile[rows[j]->var], ns = var_tile[rows[j + 1]->var];
+        uint64_t gm = ((uint64_t)m + ts - 1) / ts, gn = ((uint64_t)n + ts - 1) / ts;
+        uint64_t pad = gm * gn * ts * ts;
+        uint64_t npad = ((uint64_t)m + ns - 1) / ns * (((uint64_t)n + ns - 1) / ns) * ns * ns;
+        bool fills = gm * gn * batch >= cus;
+        bool ok =
+            rows[j]->fill == FILL_ALWAYS || fills || (rows[j]->fill == FILL_OR_TN && ta && !tb);
+        if (ok && pad * 8 <= npad * 9)
+            return rows[j]->var;
+    }
+    if (have & (1u << VAR_VEC))
+        return VAR_VEC;
+    return VAR_NAIVE;
+}
+
+/* The variants this context built, a bit per ocl_var. */
+static unsigned built_variants(const ocl_ctx *o)
+{
+    unsigned have = 0;
+    for (int v = 0; v < VAR_COUNT; v++)
+        if (o->kernels[v][0])
+            have |= 1u << v;
+    return have;
+}
+
+static ocl_var pick_var(const ocl_ctx *o, bool ta, bool tb, int m, int n, size_t batch)
+{
+    return pick_core(built_variants(o), o->compute_units, ta, tb, m, n, batch);
 }
 
 /* Creates the four transpose specialisations of kernel variant v; for a
@@ -479,9 +644,9 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
 }
 
 /* Creates the GEMM kernels for the device: vec on CPUs; on other devices the
- * double-buffered tiled kernels (db32, db64, db128) that fit, else naive.
- * DEVGATE_OPENCL_KERNEL (tiled: the db family; or one variant by name) forces
- * a choice. */
+ * tiled kernels of the gpu_pick table (tiled128, db64, db32) that fit, else
+ * naive. DEVGATE_OPENCL_KERNEL (tiled: that GPU set on any device; or one
+ * variant by name) forces a choice. */
 static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
 {
     cl_device_id dev = o->devs[o->index].device;
@@ -520,15 +685,17 @@ static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
     if (!tiled)
         return make_kernel(o, VAR_VEC, &fits, reason, len);
     char why[256] = "";
-    static const ocl_var gpu[] = {VAR_D64, VAR_D32, VAR_D128};
-    for (size_t i = 0; i < sizeof gpu / sizeof gpu[0]; i++) {
-        st = make_kernel(o, gpu[i], &fits, why, sizeof why); /* each optional */
+    unsigned want = class_variants(false);
+    for (int v = 0; v < VAR_COUNT; v++) {
+        if (!(want & (1u << v)))
+            continue;
+        st = make_kernel(o, (ocl_var)v, &fits, why, sizeof why); /* each optional */
         if (st != DG_OK) {
             reason_set(reason, len, st, "%s", why);
             return st;
         }
     }
-    if (!o->kernels[VAR_D64][0] && !o->kernels[VAR_D32][0])
+    if (!built_variants(o))
         return make_kernel(o, VAR_NAIVE, &fits, reason, len);
     return DG_OK;
 }
@@ -844,6 +1011,179 @@ static dg_status check_range(ocl_ctx *o, const char *what, const void *buf, size
     return DG_OK;
 }
 
+/* ---- page-locked host blocks (host_alloc, host_wait, host_free) ------------------ */
+
+/* The page-locked block holding [p, p + bytes), NULL when none does. */
+static ocl_pin *pin_find(ocl_ctx *o, const void *p, size_t bytes)
+{
+    const char *q = p;
+    for (int i = 0; i < OCL_PIN_BLOCKS; i++) {
+        const char *h = o->pin[i].host;
+        if (h && q >= h && (size_t)(q - h) <= o->pin[i].bytes &&
+            bytes <= o->pin[i].bytes - (size_t)(q - h))
+            return &o->pin[i];
+    }
+    return NULL;
+}
+
+/* Enqueues src (inside block b) to buf at off without waiting: a non-blocking
+ * write into the twin on the copy queue (after the compute queue's last copy
+ * out of the twin), then twin to buf on the compute queue once it arrived.
+ * Both queues are flushed: the compute queue's wait on the copy queue's event
+ * needs the copy submitted, and the flush sends the step before to the device
+ * while the host builds this one (no blocking call does that any more). */
+static dg_status upload_pinned(ocl_ctx *o, ocl_pin *b, cl_mem buf, size_t off, const void *src,
+                               size_t bytes)
+{
+    size_t at = (size_t)((const char *)src - (const char *)b->host);
+    cl_event wait[2];
+    cl_uint nw = 0;
+    if (b->used)
+        wait[nw++] = b->used;
+    if (o->hold)
+        wait[nw++] = o->hold;
+    cl_event copied = NULL, used = NULL;
+    cl_int e = clEnqueueWriteBuffer(o->copyq, b->stage, CL_FALSE, at, bytes, src, nw,
+                                    nw ? wait : NULL, &copied);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueWriteBuffer(page-locked upload)", e);
+    if (b->copied)
+        clReleaseEvent(b->copied); /* the copy queue is in order: the new one ends later */
+    b->copied = copied;
+    e = clFlush(o->copyq);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clFlush(copy queue)", e);
+    e = clEnqueueCopyBuffer(o->queue, b->stage, buf, at, off, bytes, 1, &b->copied, &used);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueCopyBuffer(page-locked upload)", e);
+    if (b->used)
+        clReleaseEvent(b->used);
+    b->used = used;
+    o->enqueued += 2;
+    e = clFlush(o->queue);
+    return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clFlush", e);
+}
+
+/* A page-locked host block of `bytes` with its device twin (interface v4), as
+ * the cuda backend's: DG_ERR_NOMEM when every slot is taken or the host
+ * refuses the block, DG_ERR_DEVICE_OOM when the twin does not fit. */
+static dg_status ocl_host_alloc(void *ctx, size_t bytes, void **p)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!p)
+        return ocl_fail(o, DG_ERR_USAGE, "host_alloc: NULL output");
+    *p = NULL;
+    ocl_pin *b = NULL;
+    for (int i = 0; i < OCL_PIN_BLOCKS && !b; i++)
+        if (!o->pin[i].host)
+            b = &o->pin[i];
+    if (!b)
+        return ocl_fail(o, DG_ERR_NOMEM, "host_alloc: all %d page-locked blocks in use",
+                        OCL_PIN_BLOCKS);
+    size_t n = bytes ? bytes : 1;
+    if ((cl_ulong)n > o->max_alloc)
+        return ocl_fail(o, DG_ERR_DEVICE_OOM,
+                        "host_alloc: %zu bytes exceed CL_DEVICE_MAX_MEM_ALLOC_SIZE (%llu)", n,
+                        (unsigned long long)o->max_alloc);
+    cl_int e = CL_SUCCESS;
+    if (!o->copyq) {
+        o->copyq = clCreateCommandQueue(o->context, o->devs[o->index].device, 0, &e);
+        if (!o->copyq)
+            return ocl_clfail(o, "host_alloc: clCreateCommandQueue(copy queue)", e);
+    }
+    b->hbuf = clCreateBuffer(o->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &e);
+    if (!b->hbuf)
+        return ocl_fail(o, DG_ERR_NOMEM,
+                        "host_alloc: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of %zu bytes failed: "
+                        "%s (%d)",
+                        n, cl_err_name(e), (int)e);
+    b->host = clEnqueueMapBuffer(o->copyq, b->hbuf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0,
+                                 NULL, NULL, &e);
+    if (!b->host) {
+        pin_release(o, b);
+        return ocl_fail(o, DG_ERR_NOMEM,
+                        "host_alloc: mapping %zu page-locked bytes failed: %s (%d)", n,
+                        cl_err_name(e), (int)e);
+    }
+    b->bytes = bytes;
+    b->stage = clCreateBuffer(o->context, CL_MEM_READ_WRITE, n, NULL, &e);
+    if (!b->stage) {
+        pin_release(o, b);
+        dg_status st = e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ||
+                               e == CL_INVALID_BUFFER_SIZE
+                           ? DG_ERR_DEVICE_OOM
+                           : cl_status(e);
+        return ocl_fail(o, st, "host_alloc: staging twin of %zu bytes: %s (%d)", n, cl_err_name(e),
+                        (int)e);
+    }
+    *p = b->host;
+    return DG_OK;
+}
+
+/* Waits until no upload still reads from the block holding p. */
+static dg_status ocl_host_wait(void *ctx, const void *p)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    ocl_pin *b = p ? pin_find(o, p, 0) : NULL;
+    if (!b)
+        return ocl_fail(o, DG_ERR_USAGE, "host_wait: %p is not in a page-locked block", p);
+    if (!b->copied)
+        return DG_OK;
+    cl_int e = clWaitForEvents(1, &b->copied);
+    o->waits++;
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "host_wait: clWaitForEvents", e);
+    clReleaseEvent(b->copied);
+    b->copied = NULL;
+    return DG_OK;
+}
+
+/* Frees the block starting at p after its uploads; accepts NULL. */
+static void ocl_host_free(void *ctx, void *p)
+{
+    ocl_ctx *o = ctx;
+    if (!o || !p)
+        return;
+    for (int i = 0; i < OCL_PIN_BLOCKS; i++)
+        if (o->pin[i].host == p) {
+            pin_release(o, &o->pin[i]);
+            return;
+        }
+    ocl_fail(o, DG_ERR_USAGE, "host_free: %p is not a page-locked block", p);
+}
+
+dg_status dg_ocl_counts(void *ctx, uint64_t *enqueued, uint64_t *waits)
+{
+    const ocl_ctx *o = ctx;
+    if (!o || !enqueued || !waits)
+        return DG_ERR_USAGE;
+    *enqueued = o->enqueued;
+    *waits = o->waits;
+    return DG_OK;
+}
+
+dg_status dg_ocl_hold_copies(void *ctx, bool hold)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!hold) {
+        release_hold(o);
+        return DG_OK;
+    }
+    if (o->hold)
+        return DG_OK;
+    cl_int e = CL_SUCCESS;
+    o->hold = clCreateUserEvent(o->context, &e);
+    return o->hold ? DG_OK : ocl_clfail(o, "clCreateUserEvent", e);
+}
+
+/* Host src to buf at byte offset off; returns when the copy is done, except
+ * from a page-locked block (host_alloc), where it only enqueues. */
 static dg_status ocl_upload(void *ctx, void *buf, size_t off, const void *src, size_t bytes)
 {
     ocl_ctx *o = ctx;
@@ -854,7 +1194,12 @@ static dg_status ocl_upload(void *ctx, void *buf, size_t off, const void *src, s
         return st;
     if (!src)
         return ocl_fail(o, DG_ERR_USAGE, "upload: NULL source");
+    ocl_pin *pb = pin_find(o, src, bytes);
+    if (pb)
+        return upload_pinned(o, pb, (cl_mem)buf, off, src, bytes);
     cl_int e = clEnqueueWriteBuffer(o->queue, (cl_mem)buf, CL_TRUE, off, bytes, src, 0, NULL, NULL);
+    o->enqueued++;
+    o->waits++;
     return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clEnqueueWriteBuffer", e);
 }
 
@@ -869,6 +1214,8 @@ static dg_status ocl_download(void *ctx, const void *buf, size_t off, void *dst,
     if (!dst)
         return ocl_fail(o, DG_ERR_USAGE, "download: NULL destination");
     cl_int e = clEnqueueReadBuffer(o->queue, (cl_mem)buf, CL_TRUE, off, bytes, dst, 0, NULL, NULL);
+    o->enqueued++;
+    o->waits++;
     return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clEnqueueReadBuffer", e);
 }
 
@@ -947,34 +1294,8 @@ static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, si
     if (e != CL_SUCCESS)
         return ocl_fail(o, cl_status(e), "clEnqueueNDRangeKernel(%s) failed: %s (%d)",
                         op_kernels[k], cl_err_name(e), (int)e);
+    o->enqueued++;
     return DG_OK;
-}
-
-/* The GEMM variant for batch m x n products: of the tiled ones the device
- * has, the widest whose tiles alone fill every compute unit and pad the
- * product by little more than the next narrower ones would (else the
- * narrowest); without tiled ones vec, else naive. */
-static ocl_var pick_var(const ocl_ctx *o, int m, int n, size_t batch)
-{
-    static const ocl_var wide[] = {VAR_D128, VAR_D64, VAR_D32, VAR_T128, VAR_T64};
-    int have[5], nh = 0;
-    for (int i = 0; i < 5; i++)
-        if (o->kernels[wide[i]][0])
-            have[nh++] = i;
-    for (int j = 0; j < nh; j++) {
-        uint64_t ts = var_tile[wide[have[j]]];
-        uint64_t gm = ((uint64_t)m + ts - 1) / ts, gn = ((uint64_t)n + ts - 1) / ts;
-        if (j == nh - 1)
-            return wide[have[j]];
-        uint64_t ns = var_tile[wide[have[j + 1]]];
-        uint64_t pad = gm * gn * ts * ts;
-        uint64_t npad = ((uint64_t)m + ns - 1) / ns * (((uint64_t)n + ns - 1) / ns) * ns * ns;
-        if (gm * gn * batch >= o->compute_units && pad * 8 <= npad * 9)
-            return wide[have[j]];
-    }
-    if (o->kernels[VAR_VEC][0])
-        return VAR_VEC;
-    return VAR_NAIVE;
 }
 
 /* Enqueues the packed copy of the batch B_i^T (B_i stored n x k) into o->bt,
@@ -1019,6 +1340,7 @@ static dg_status transpose_b(ocl_ctx *o, cl_mem *b, cl_ulong *eb, int *ldb, cl_u
         clEnqueueNDRangeKernel(o->queue, o->ops[K_TRANSPOSE], 3, NULL, global, lp, 0, NULL, NULL);
     if (e != CL_SUCCESS)
         return ocl_clfail(o, "clEnqueueNDRangeKernel(dg_transpose)", e);
+    o->enqueued++;
     *b = o->bt;
     *eb = 0;
     *ldb = n;
@@ -1033,7 +1355,7 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
                               int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
                               cl_ulong sc, size_t batch)
 {
-    ocl_var v = pick_var(o, m, n, batch);
+    ocl_var v = pick_var(o, ta, tb, m, n, batch);
     if (v == VAR_VEC && tb && k > 0) {
         dg_status st = transpose_b(o, &b, &eb, &ldb, &sb, n, k, batch);
         if (st == DG_OK)
@@ -1070,6 +1392,7 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
     cl_int e = clEnqueueNDRangeKernel(o->queue, kr, 3, NULL, global, lp, 0, NULL, NULL);
     if (e != CL_SUCCESS)
         return ocl_clfail(o, "clEnqueueNDRangeKernel(sgemm)", e);
+    o->enqueued++;
     return DG_OK;
 }
 
@@ -1134,10 +1457,17 @@ dg_status dg_ocl_gemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, 
                         ldb, sb, beta, (cl_mem)c.buf, ec, ldc, sc, (size_t)batch);
 }
 
-const char *dg_ocl_gemm_variant(void *ctx, int m, int n, int batch)
+const char *dg_ocl_gemm_variant(void *ctx, bool ta, bool tb, int m, int n, int batch)
 {
     const ocl_ctx *o = ctx;
-    return o ? var_names[pick_var(o, m, n, batch > 0 ? (size_t)batch : 1)] : "";
+    return o ? var_names[pick_var(o, ta, tb, m, n, batch > 0 ? (size_t)batch : 1)] : "";
+}
+
+const char *dg_ocl_gemm_pick(bool cpu, unsigned compute_units, bool ta, bool tb, int m, int n,
+                             int batch)
+{
+    return var_names[pick_core(class_variants(cpu), compute_units, ta, tb, m, n,
+                               batch > 0 ? (size_t)batch : 1)];
 }
 
 dg_status dg_ocl_handles(void *ctx, cl_context *context, cl_command_queue *queue,
@@ -1158,6 +1488,7 @@ static dg_status ocl_synchronize(void *ctx)
     if (!o)
         return DG_ERR_USAGE;
     cl_int e = clFinish(o->queue);
+    o->waits++;
     return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clFinish", e);
 }
 
@@ -1668,6 +1999,7 @@ static dg_status ocl_event_record(void *ctx, int slot)
     if (o->events[slot])
         clReleaseEvent(o->events[slot]);
     o->events[slot] = ev;
+    o->enqueued++;
     return DG_OK;
 }
 
@@ -1686,6 +2018,7 @@ static dg_status ocl_event_elapsed(void *ctx, int from, int to, double *ms)
                         o->events[from] ? to : from);
     cl_event evs[2] = {o->events[from], o->events[to]};
     cl_int e = clWaitForEvents(from == to ? 1 : 2, evs);
+    o->waits++;
     if (e != CL_SUCCESS)
         return ocl_clfail(o, "clWaitForEvents", e);
     cl_ulong t0 = 0, t1 = 0;
@@ -1732,6 +2065,9 @@ static const dg_backend_iface ocl_iface = {
     .sgd = ocl_sgd,
     .event_record = ocl_event_record,
     .event_elapsed = ocl_event_elapsed,
+    .host_alloc = ocl_host_alloc,
+    .host_free = ocl_host_free,
+    .host_wait = ocl_host_wait,
     /* capture_begin, capture_end, replay: none (OpenCL 1.2 has no graphs). */
 };
 
