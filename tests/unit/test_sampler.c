@@ -75,7 +75,7 @@ static void one_run(void)
 typedef struct {
     const dg_backend_iface *be;
     void *bctx;
-    const char *want; /* the name one thread alone reads */
+    const dg_device_info *want; /* what one thread alone reads */
     int rounds, wrong;
 } info_job;
 
@@ -84,7 +84,9 @@ static void *read_info(void *arg)
     info_job *j = arg;
     for (int i = 0; i < j->rounds; i++) {
         dg_device_info info;
-        if (j->be->device_info(j->bctx, 0, &info) != DG_OK || strcmp(info.name, j->want) != 0)
+        if (j->be->device_info(j->bctx, 0, &info) != DG_OK ||
+            strcmp(info.name, j->want->name) != 0 || strcmp(info.vendor, j->want->vendor) != 0 ||
+            strcmp(info.driver_version, j->want->driver_version) != 0)
             j->wrong++;
     }
     return NULL;
@@ -93,7 +95,9 @@ static void *read_info(void *arg)
 /* caps.device_info_any_thread is a promise the sampler relies on (it reads the
  * device while the trainer's epoch record does): two threads at once must each
  * read what one thread alone reads. The cpu backend once tokenised
- * /proc/cpuinfo with strtok, whose hidden state one thread freed under the other. */
+ * /proc/cpuinfo with strtok, whose hidden state one thread freed under the
+ * other, and copied openblas_get_config(), which rebuilds its string in one
+ * static buffer on every call (a reader saw it cut short or doubled). */
 static void device_info_two_threads(const dg_backend_iface *be)
 {
     void *bctx = NULL;
@@ -103,15 +107,15 @@ static void device_info_two_threads(const dg_backend_iface *be)
         return;
     dg_device_info alone;
     CHECK(be->device_info(bctx, 0, &alone) == DG_OK && alone.name[0]);
-    info_job jobs[2] = {{be, bctx, alone.name, 1500, 0}, {be, bctx, alone.name, 1500, 0}};
+    info_job jobs[2] = {{be, bctx, &alone, 1500, 0}, {be, bctx, &alone, 1500, 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         CHECK(pthread_create(&t[i], NULL, read_info, &jobs[i]) == 0);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     CHECK_MSG(jobs[0].wrong == 0 && jobs[1].wrong == 0,
-              "%s: %d and %d of 1500 reads differ from \"%s\"", be->name, jobs[0].wrong,
-              jobs[1].wrong, alone.name);
+              "%s: %d and %d of 1500 reads differ from \"%s\" / \"%s\" / \"%s\"", be->name,
+              jobs[0].wrong, jobs[1].wrong, alone.name, alone.vendor, alone.driver_version);
     be->free(bctx);
 }
 

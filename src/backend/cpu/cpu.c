@@ -7,15 +7,34 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+/* openblas_get_config() rebuilds its string in one static buffer on every
+ * call (strcpy, then strcat), so a thread reading it while another calls it
+ * sees it cut short or doubled. Its text is fixed at build time: copied once. */
+static char blas_config[256];
+static pthread_once_t blas_config_once = PTHREAD_ONCE_INIT;
+
+static void blas_config_init(void)
+{
+    snprintf(blas_config, sizeof blas_config, "%s", openblas_get_config());
+}
+
+static const char *blas_config_text(void)
+{
+    pthread_once(&blas_config_once, blas_config_init);
+    return blas_config;
+}
+
 static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_len)
 {
     /* All cpu parallelism goes through OpenMP (see cpu_gemm). */
     openblas_set_num_threads(1);
+    blas_config_text(); /* on this thread, before any sampler thread reads the device */
     if (device != 0) {
         snprintf(reason, reason_len, "cpu has one device (index 0), asked for %d", device);
         return DG_ERR_NOT_FOUND;
@@ -85,7 +104,7 @@ static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
     cpuinfo_field("vendor_id", out->vendor, sizeof out->vendor);
     if (!out->vendor[0])
         cpuinfo_field("CPU implementer", out->vendor, sizeof out->vendor);
-    snprintf(out->driver_version, sizeof out->driver_version, "%s", openblas_get_config());
+    snprintf(out->driver_version, sizeof out->driver_version, "%s", blas_config_text());
     snprintf(out->platform, sizeof out->platform, "host");
     struct sysinfo si;
     if (sysinfo(&si) == 0) {
@@ -104,7 +123,7 @@ static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
 
 static void cpu_versions(void *ctx, char *buf, size_t len)
 {
-    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP)", openblas_get_config(),
+    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP)", blas_config_text(),
              omp_get_max_threads());
 }
 
