@@ -453,11 +453,17 @@ cJSON *dg_loader_stats_json(const dg_loader *ld)
     cJSON *lm = cJSON_AddArrayToObject(links, "messages");
     for (int i = 0; i < lk->nmsg; i++)
         cJSON_AddItemToArray(lm, dg_json_string(lk->msgs[i]));
+    /* The workers count and fill the cache under cache_mu, and may still be
+     * filling batches ahead while this is read (a run that ended early). */
+    dg_loader *m = (dg_loader *)ld; /* the lock only */
+    pthread_mutex_lock(&m->cache_mu);
+    size_t hits = ld->cache_hits, misses = ld->cache_misses, cached = ld->cache_bytes;
+    pthread_mutex_unlock(&m->cache_mu);
     cJSON *cache = cJSON_AddObjectToObject(o, "cache");
     cJSON_AddBoolToObject(cache, "enabled", ld->cache != NULL);
-    cJSON_AddNumberToObject(cache, "hits", (double)ld->cache_hits);
-    cJSON_AddNumberToObject(cache, "misses", (double)ld->cache_misses);
-    cJSON_AddItemToObject(cache, "bytes", dg_json_metric((double)ld->cache_bytes, true, "bytes"));
+    cJSON_AddNumberToObject(cache, "hits", (double)hits);
+    cJSON_AddNumberToObject(cache, "misses", (double)misses);
+    cJSON_AddItemToObject(cache, "bytes", dg_json_metric((double)cached, true, "bytes"));
     cJSON_AddItemToObject(cache, "cap",
                           dg_json_metric((double)ld->o.cache_cap, ld->cache != NULL, "bytes"));
     return o;

@@ -89,21 +89,30 @@ static const char *not_regular(mode_t m)
     return "is a special file";
 }
 
+/* errno e as text in buf: read_whole runs on the loader's worker threads,
+ * and POSIX lets strerror return one buffer shared by every thread. */
+static const char *err_text(int e, char *buf, size_t n)
+{
+    return strerror_r(e, buf, n); /* the GNU form (_GNU_SOURCE): buf or a static text */
+}
+
 /* Reads a whole file (at most cap bytes) into a dg_malloc'd buffer; on failure
- * returns DG_ERR_IO, DG_ERR_FORMAT (too large) or DG_ERR_NOMEM with a message. */
+ * returns DG_ERR_IO, DG_ERR_FORMAT (too large) or DG_ERR_NOMEM with a message.
+ * Called from the loader's worker threads: nothing here is shared. */
 static dg_status read_whole(const char *path, size_t cap, unsigned char **out, size_t *len,
                             char *err, size_t errlen)
 {
     *out = NULL;
     *len = 0;
+    char eb[128];
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
-        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, strerror(errno));
+        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, err_text(errno, eb, sizeof eb));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, strerror(e));
+        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, err_text(e, eb, sizeof eb));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
@@ -130,7 +139,7 @@ static dg_status read_whole(const char *path, size_t cap, unsigned char **out, s
             close(fd);
             dg_free(buf);
             return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path,
-                           e ? strerror(e) : "file shrank while being read");
+                           e ? err_text(e, eb, sizeof eb) : "file shrank while being read");
         }
         got += (size_t)r;
     }

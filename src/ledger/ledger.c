@@ -1183,15 +1183,21 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
                      : dev                              ? dev
                                                         : rec_str(rec, "spec.backend");
         s->model = rec_str(rec, "spec.model");
-        s->sps = dg_jnum(rec, "final_gate.throughput");
+        /* A run of the user's program has no final gate: its own steady
+         * rate (after the warm-up steps) and its state stand in. */
+        static const char *const sps[] = {"final_gate.throughput", "throughput.samples_per_s",
+                                          NULL};
+        s->sps =
+            strcmp(kind, "run") == 0 ? first_num(rec, sps) : dg_jnum(rec, "final_gate.throughput");
         static const char *const batch[] = {"final_gate.batch", "spec.batch", NULL};
         s->batch = first_num(rec, batch);
         int screening = dg_jbool(rec, "final_gate.screening"),
             accepted = dg_jbool(rec, "final_gate.accepted");
-        s->verdict = screening == 1  ? "screening"
-                     : accepted == 1 ? "accepted"
-                     : accepted == 0 ? "not accepted"
-                                     : NULL;
+        s->verdict = screening == 1             ? "screening"
+                     : accepted == 1            ? "accepted"
+                     : accepted == 0            ? "not accepted"
+                     : strcmp(kind, "run") == 0 ? rec_str(rec, "state")
+                                                : NULL;
         if (!s->spec_id)
             s->spec_id = rec_str(rec, "soak.spec_id");
         if (!s->bucket_id)

@@ -334,7 +334,8 @@ cJSON *dg_sampler_json(const dg_sampler *s)
         return NULL;
     cJSON_AddNumberToObject(o, "period_ms", s ? s->period_ms : 0);
     cJSON_AddNumberToObject(o, "count", (double)sum.count);
-    cJSON_AddNumberToObject(o, "stride", s ? (double)s->stride : 1);
+    /* keep() doubles the stride under mu: read with the samples below. */
+    cJSON *stride = cJSON_AddNumberToObject(o, "stride", 1);
     cJSON_AddNumberToObject(o, "overhead_s", sum.overhead_s);
     const char *src = !s ? "none" : s->used_nvml ? "nvml" : s->dev_info_safe ? "backend" : "none";
     cJSON_AddStringToObject(o, "device_source", src);
@@ -355,6 +356,7 @@ cJSON *dg_sampler_json(const dg_sampler *s)
     if (s) {
         dg_sampler *m = (dg_sampler *)s;
         pthread_mutex_lock(&m->mu);
+        cJSON_SetNumberValue(stride, (double)s->stride);
         for (size_t i = 0; i < s->n; i++) {
             const dg_sample_point *p = &s->pts[i];
             cJSON *e = cJSON_CreateObject();

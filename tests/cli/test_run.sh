@@ -33,6 +33,9 @@ expect_json good1.json 'd["bucket"]["resolution"] == 32 and d["framework"]["name
 expect_json good1.json 'd["supervise"]["samples"]["count"] >= 1 and d["supervise"]["samples"]["rss_peak"]["valid"] and len(d["supervise"]["series"]) >= 1'
 expect_json good1.json 'd["supervise"]["run_end"]["status"] == "ok" and len(d["supervise"]["losses"]) == 50'
 expect_json good1.json '[s["name"] for s in d["steps"]] == ["supervise"] and d["steps"][0]["status"] == "ok"'
+# The ledger lists the run with its own steady rate (a run's final gate promises none).
+expect_exit 0 "$DG" ledger list --json
+expect_json "$T/out" '(lambda r: r["throughput"]["valid"] and abs(r["throughput"]["value"] - json.load(open("good1.json"))["throughput"]["samples_per_s"]["value"]) < 1e-6 * r["throughput"]["value"])([x for x in d if x["verb"] == "run"][-1])'
 
 # The CPUs the program could use (cpu-use reads them): never more than the
 # affinity mask, and the mask when devgate runs pinned to one CPU (a cgroup

@@ -556,6 +556,43 @@ static void test_free_midway(void)
     dg_source_close(s);
 }
 
+/* The record's loader figures may be read while the workers still fill
+ * batches ahead (a run that stops early, or fails, writes its record then):
+ * the cache counters they bump are read under the cache's lock (the TSan
+ * tier sees an unlocked read race with the workers). */
+static void test_stats_while_filling(void)
+{
+    dg_source *s = synth(4, 400, 1, 16, 16);
+    if (!s)
+        return;
+    dg_loader_opts o = base_opts(20, 1, 16, 16);
+    o.workers = 2;
+    o.prefetch = 6;
+    o.cache = true;
+    dg_loader *ld = NULL;
+    CHECK(dg_loader_new(ctx, s, &o, &ld) == DG_OK);
+    if (ld) {
+        dg_batch b;
+        CHECK(dg_loader_start(ld, DG_SPLIT_TRAIN, 0, 4, 0) == DG_OK);
+        CHECK(dg_loader_acquire(ld, &b) == DG_OK);
+        double seen = 0;
+        bool ok = true;
+        for (int i = 1; i < 60 && ok; i++) {
+            cJSON *j = dg_loader_stats_json(ld);
+            const cJSON *c = cJSON_GetObjectItem(j, "cache");
+            double n = cJSON_GetNumberValue(cJSON_GetObjectItem(c, "hits")) +
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(c, "misses"));
+            CHECK_MSG(n >= seen && n >= 20.0 * i, "cache lookups %.0f after %.0f", n, seen);
+            seen = n;
+            cJSON_Delete(j);
+            ok = dg_loader_release(ld, &b) == DG_OK && dg_loader_acquire(ld, &b) == DG_OK;
+        }
+        CHECK(ok && dg_loader_release(ld, &b) == DG_OK);
+    }
+    dg_loader_free(ld);
+    dg_source_close(s);
+}
+
 /* A sum over a batch's values and labels, position-weighted so that another
  * batch (or the same samples reordered) gives another value. */
 static double batch_sum(const float *x, const int32_t *y, size_t floats, int n)
@@ -890,6 +927,7 @@ int main(void)
     test_auto_norm();
     test_bucket();
     test_free_midway();
+    test_stats_while_filling();
     test_acquire_release();
     test_slot_memory();
     test_in_place();

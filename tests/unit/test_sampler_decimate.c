@@ -35,10 +35,18 @@ int main(void)
     /* Run until well past the cap, whatever the machine's load. */
     double t0 = dg_now();
     dg_sampler_summary sum;
+    /* The record may be read while the thread runs (and decimates): what it
+     * holds is whole (the TSan tier checks nothing is read unlocked). */
+    bool whole = true;
     do {
         sleep_ms(20);
         dg_sampler_summarise(s, &sum);
+        cJSON *live = dg_sampler_json(s);
+        whole = whole && live && cJSON_GetNumberValue(cJSON_GetObjectItem(live, "stride")) >= 1 &&
+                cJSON_GetArraySize(cJSON_GetObjectItem(live, "samples")) <= CAP;
+        cJSON_Delete(live);
     } while (sum.count < 8 * CAP && dg_now() - t0 < 20);
+    CHECK(whole);
     dg_sampler_stop(s);
 
     size_t n;

@@ -128,8 +128,7 @@ typedef struct ocl_dev {
     cl_device_id device;
 } ocl_dev;
 
-#define OCL_PIN_BLOCKS                                                                             \
-    64 /* page-locked host blocks a context hands out at most (a loader slot each) */
+#define OCL_PIN_BLOCKS 64 /* page-locked host blocks a context hands out (a loader slot each) */
 
 /* A page-locked host block (host_alloc): a CL_MEM_ALLOC_HOST_PTR buffer
  * mapped once for its whole life, with its device staging twin. An upload
