@@ -836,7 +836,7 @@ static void run_sweep(acmd *a)
     cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
     dg_sweep_point pts[MAX_TRIALS];
     for (int i = 0; i < s->n; i++)
-        pts[i] = (dg_sweep_point){s->t[i].batch, trial_good(&s->t[i]), s->t[i].sps};
+        pts[i] = (dg_sweep_point){s->t[i].batch, trial_good(&s->t[i]), s->t[i].sps, s->t[i].rate};
     dg_sweep_conclude(root, pts, s->n, first_bad);
     /* The record keeps copies: the trials' entries are owned by the sweep. */
     char *printed = dg_json_print(root);

@@ -36,16 +36,30 @@ void dg_soak_analyse(cJSON *s, const cJSON *epochs, const cJSON *step_stats);
  * (throughput.step_ms); each NAN when not reported. */
 void dg_profile_data_wait(const cJSON *rec, double *wait_ms, double *share, double *mean_ms);
 
+/* A trial's samples/s with its interval (docs/schema/measure.md TRIAL
+ * "samples_per_s_ci"). */
+typedef struct dg_sweep_rate {
+    double sps;         /* samples/s, NAN when not reported */
+    double lo, hi;      /* the interval, samples/s; NAN unless valid */
+    bool valid;         /* lo <= sps <= hi, all finite */
+    const char *method; /* "order-statistics" | "notch" | NULL when not valid */
+    const char *reason; /* why not valid; NULL when valid */
+} dg_sweep_rate;
+
 /* One trial as the sweep's conclusion needs it. */
 typedef struct dg_sweep_point {
     int batch;
-    bool good;  /* ended ok and did not swap past the limit */
-    double sps; /* samples/s, NAN when not reported */
+    bool good;          /* ended ok and did not swap past the limit */
+    double sps;         /* samples/s, NAN when not reported */
+    dg_sweep_rate rate; /* its interval; zeroed (valid false) when none */
 } dg_sweep_point;
 
 /* Adds "knee", "safe_batch" and "good_trials" (docs/schema/measure.md
  * "sweep") to root from the n trials; first_bad is the smallest failing
- * batch known (0: none). */
+ * batch known (0: none). The knee is the smallest good batch whose
+ * samples/s, or the upper end of whose interval, reaches within 5% of the
+ * best: noise that pulls a batch's point under the line does not move the
+ * knee past it. */
 void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad);
 
 /* An accept record's opening fields (v, kind, run_id, timestamp, host, label). */
@@ -69,16 +83,6 @@ dg_status dg_accept_rec_finish(dg_ctx *ctx, cJSON *rec, cJSON *steps, dg_status 
 #define DG_SWEEP_PLATEAU_RUN 3     /* throughput-plateau: this many flat doublings in a row */
 #define DG_SWEEP_CI_LEVEL 0.95     /* the trials' samples/s intervals */
 #define DG_SWEEP_CI_MIN_STEPS 6    /* fewer timed steps give no 95% interval of the median */
-
-/* A trial's samples/s with its interval (docs/schema/measure.md TRIAL
- * "samples_per_s_ci"). */
-typedef struct dg_sweep_rate {
-    double sps;         /* samples/s, NAN when not reported */
-    double lo, hi;      /* the interval, samples/s; NAN unless valid */
-    bool valid;         /* lo <= sps <= hi, all finite */
-    const char *method; /* "order-statistics" | "notch" | NULL when not valid */
-    const char *reason; /* why not valid; NULL when valid */
-} dg_sweep_rate;
 
 /* The interval of a trial's rate sps (samples/s) from its step times: with
  * the n per-step times ms (after the warm-up; NULL when not kept) the 95%

@@ -671,8 +671,11 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
         if (!t->good)
             continue;
         good_n++;
-        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best &&
-            (!knee || t->batch < knee->batch))
+        /* Within 5% of the best by its point, or by its interval's upper end:
+         * noise alone does not keep a batch from being the knee. */
+        double line = (1.0 - KNEE_SHARE) * best;
+        bool near = !isnan(t->sps) && (t->sps >= line || (t->rate.valid && t->rate.hi >= line));
+        if (near && (!knee || t->batch < knee->batch))
             knee = t;
         if (t->batch <= cap && (!safe || t->batch > safe->batch))
             safe = t;
@@ -681,9 +684,17 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
     if (knee) {
         cJSON_AddNumberToObject(kj, "batch", knee->batch);
         cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(knee->sps, true, "samples/s"));
+        dg_sweep_rate r = knee->rate;
+        if (!r.valid && !r.reason)
+            r.reason = "not reported";
+        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
+        cJSON_AddBoolToObject(kj, "by_interval", knee->sps < (1.0 - KNEE_SHARE) * best);
     } else {
         cJSON_AddNullToObject(kj, "batch");
         cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+        dg_sweep_rate r = {.lo = NAN, .hi = NAN, .reason = "no knee"};
+        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
+        cJSON_AddBoolToObject(kj, "by_interval", false);
     }
     cJSON_AddItemToObject(kj, "best_samples_per_s",
                           dg_json_metric(best, !isnan(best), "samples/s"));
@@ -872,9 +883,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON_AddItemToObject(root, "lock_waited", dg_json_metric(s->lock_waited, true, "s"));
 
     /* Knee and safe batch over every good trial. */
-    dg_sweep_point pts[MAX_TRIALS] = {{0, false, 0}};
+    dg_sweep_point pts[MAX_TRIALS] = {{0}};
     for (int i = 0; i < s->ntrials; i++)
-        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].sps};
+        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].sps,
+                                  s->trials[i].rate};
     dg_sweep_conclude(root, pts, s->ntrials, first_bad);
 
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {

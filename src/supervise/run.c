@@ -238,7 +238,7 @@ static cJSON *sweep_section(const dg_evcollect *c)
         cJSON_AddItemToArray(trials, t);
         int b = isfinite(batch) && batch >= 1 && batch <= 1e9 ? (int)batch : 0;
         if (pts && b) {
-            pts[np++] = (dg_sweep_point){b, ok, isfinite(sps) ? sps : NAN};
+            pts[np++] = (dg_sweep_point){b, ok, isfinite(sps) ? sps : NAN, ci};
             if (!ok && (!first_bad || b < first_bad))
                 first_bad = b;
         }

@@ -207,6 +207,39 @@ int main(void)
     expect("no interval on one side", why, at, "throughput-falling", 32);
     CHECK(st.last.fall == DG_SWEEP_COUNTS && !st.last.fall_ci);
 
+    /* ---- the knee ---- */
+    /* 32's point is 6% under the best (1880 vs 2000: under the 1900 line);
+     * inside +-3% noise its interval reaches the line, so it is the knee;
+     * with +-0.5% it is not, and 64 is, as without intervals. */
+    const double knee_sps[] = {1000, 1800, 1880, 2000};
+    for (int c = 0; c < 3; c++) {
+        const double w32 = c == 0 ? 0.03 : 0.005;
+        dg_sweep_point pts[4];
+        for (int i = 0; i < 4; i++) {
+            double w = i == 2 ? w32 : 0.01;
+            pts[i] = (dg_sweep_point){
+                8 << i,
+                true,
+                knee_sps[i],
+                {knee_sps[i], knee_sps[i] * (1 - w), knee_sps[i] * (1 + w), c < 2, "notch", NULL}};
+            if (c == 2)
+                pts[i].rate = (dg_sweep_rate){knee_sps[i], NAN, NAN, false, NULL, "not kept"};
+        }
+        cJSON *root = cJSON_CreateObject();
+        dg_sweep_conclude(root, pts, 4, 0);
+        int want = c == 0 ? 32 : 64;
+        CHECK_MSG(dg_jnum(root, "knee.batch") == want, "knee case %d: %g, wanted %d", c,
+                  dg_jnum(root, "knee.batch"), want);
+        CHECK(dg_jbool(root, "knee.by_interval") == (c == 0));
+        CHECK(dg_jbool(root, "knee.samples_per_s_ci.valid") == (c < 2));
+        if (c == 0)
+            CHECK(fabs(dg_jnum(root, "knee.samples_per_s_ci.hi") - 1880 * 1.03) < 1e-6 &&
+                  strcmp(dg_jstr(root, "knee.samples_per_s_ci.method"), "notch") == 0);
+        if (c == 2)
+            CHECK(strcmp(dg_jstr(root, "knee.samples_per_s_ci.reason"), "not kept") == 0);
+        cJSON_Delete(root);
+    }
+
     /* ---- the intervals themselves ---- */
     /* 20 step times 10.0 .. 11.9 ms: n = 20 gives ranks 6 and 15 (P(B <= 5) =
      * 0.0207 <= 0.025, P(B <= 6) = 0.0577 > 0.025). */
