@@ -675,8 +675,13 @@ static trial *sweep_trial(acmd *a, sweep *s, int b)
     cJSON_AddNumberToObject(sm, "steps", ok && isfinite(n) ? n : 0);
     cJSON_AddStringToObject(sm, "source", ok && isfinite(med) ? "steps" : "none");
     /* The probe reports its step-time statistics, not the steps: the notch
-     * rule's interval of the median (docs/measure.md "Sweep"). */
-    t->rate = dg_sweep_rate_ci(sps, NULL, 0, med, dg_jnum(stats, "iqr"), n);
+     * rule's interval of the median (docs/measure.md "Sweep"), over the step
+     * with its loader wait where the probe reports that (the time the rate
+     * divides by), else over the step alone. */
+    const cJSON *ws = dg_jpath(rec, "profile.step.wall_stats");
+    const cJSON *cs = ws ? ws : stats;
+    t->rate =
+        dg_sweep_rate_ci(sps, NULL, 0, dg_jnum(cs, "median"), dg_jnum(cs, "iqr"), dg_jnum(cs, "n"));
     if (!ok)
         t->rate.reason = "the trial did not end ok";
     cJSON_AddItemToObject(j, "samples_per_s_ci", dg_sweep_rate_json(&t->rate));

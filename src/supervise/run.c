@@ -254,14 +254,17 @@ static cJSON *sweep_section(const dg_evcollect *c)
     return s;
 }
 
-/* Step-time statistics of the stored steps (warm-up excluded) as dg_stats_json. */
-static cJSON *step_stats(const dg_evcollect *c, double *median)
+/* Step-time statistics of the stored steps (warm-up excluded) as
+ * dg_stats_json; with_wait: each step plus its loader wait (the time the
+ * headline rate divides by), else the step alone. */
+static cJSON *step_stats(const dg_evcollect *c, double *median, bool with_wait)
 {
     double *v = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *v);
     size_t n = 0;
     for (size_t i = 0; v && i < c->nsteps; i++)
         if (isfinite(c->steps[i].step_ms))
-            v[n++] = c->steps[i].step_ms;
+            v[n++] = c->steps[i].step_ms +
+                     (with_wait && isfinite(c->steps[i].data_ms) ? c->steps[i].data_ms : 0);
     dg_stats st;
     dg_stats_compute(v, n, n > STEP_WARMUP ? STEP_WARMUP : 0, &st);
     dg_free(v);
@@ -325,7 +328,7 @@ static cJSON *soak_section(const run *r)
     }
     dg_free(tmp);
     double med;
-    cJSON *stats = step_stats(c, &med);
+    cJSON *stats = step_stats(c, &med, false);
     /* Version 2: the analysis beside the epochs, not nested under "soak". */
     cJSON_AddNumberToObject(s, "epochs_planned", (double)c->nepochs);
     cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
@@ -421,8 +424,9 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
             sum_ms_with_data += s->step_ms + s->data_ms;
         }
     }
-    double med = NAN;
-    cJSON *stats = step_stats(c, &med);
+    double med = NAN, wmed;
+    cJSON *stats = step_stats(c, &med, false);
+    cJSON *wall_stats = step_stats(c, &wmed, true);
     double whole = timed && !batch_unknown && sum_ms > 0 ? samples / (sum_ms / 1e3) : NAN;
     double wsps = warm_n && !warm_unknown && warm_ms > 0 ? warm_samples / (warm_ms / 1e3) : NAN;
     /* The headline is the steady rate: the first steps pay start-up, compile
@@ -455,6 +459,7 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON_AddStringToObject(thr, "source", "probe");
     if (c->nsteps == 0 && c->nfallbacks == 0) {
         cJSON_Delete(stats);
+        cJSON_Delete(wall_stats);
         dg_free(dv);
         return cJSON_CreateNull();
     }
@@ -465,6 +470,8 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON *step = cJSON_AddObjectToObject(p, "step");
     cJSON_AddItemToObject(step, "ms", metric(med, "ms"));
     cJSON_AddItemToObject(step, "stats", stats);
+    /* The step with its loader wait: the spread of the time the rate divides by. */
+    cJSON_AddItemToObject(step, "wall_stats", wall_stats);
     cJSON *ph = cJSON_AddObjectToObject(p, "phases");
     cJSON *qw = cJSON_AddObjectToObject(ph, "queue_wait");
     double dmed = dv ? median_of(dv, with_data) : NAN;

@@ -45,6 +45,10 @@ expect_json plateau.json 'all(t["ended"] == "ok" and t["samples_per_s"]["valid"]
 expect_json plateau.json '(lambda s: s[2] > 3 * s[0] and all(s[i + 1] < 1.1 * max(s[:i + 1]) for i in range(2, 5)))([t["samples_per_s"]["value"] for t in d["sweep"]["trials"]])'
 expect_json plateau.json 'd["sweep"]["knee"]["batch"] >= 32 and d["sweep"]["safe_batch"]["batch"] == 256 and d["sweep"]["safe_batch"]["note"] == "no failure reached"'
 expect_json plateau.json 'd["spec"]["batch"] == d["sweep"]["knee"]["batch"] and d["soak"]["spec"]["batch"] == d["sweep"]["knee"]["batch"]'
+# The quick tier's trials time 3 steps: too few for a 95% interval of the
+# median, so the stops are judged on the points, and the record says so.
+expect_json plateau.json 'all(t["samples_per_s_ci"]["valid"] is False and t["samples_per_s_ci"]["reason"] == "fewer than 6 timed steps" and t["stop_check"]["flat_with_interval"] is False for t in d["sweep"]["trials"])'
+expect_json plateau.json '(lambda e: e["flat"] == "flat" and e["flat_run"] == 3 and e["best"]["batch"] == 128)(d["sweep"]["stop_evidence"])'
 
 # 2. The OOM killer, stood in for by the count file.
 echo "oom_kill 0" >oom.events
@@ -91,6 +95,13 @@ if [ "$(id -u)" -eq 0 ]; then
     CG=""
   fi
 fi
+# The probe's step statistics with the loader wait, which the sweep's notch
+# interval uses (the rate divides by step + wait): every other step reports
+# 10 ms of wait over 5 ms steps, so the median and IQR grow from 5, 0 to 10, 10.
+"$DG" --no-ledger run --no-env --json -- "$PY" "$SCRIPT" --batch 8 --epochs 1 --steps 12 \
+  --base-ms 5 --data-ms 10 >wait.json 2>wait.err || { bad "run (loader wait) failed"; tail -5 wait.err >&2; }
+expect_json wait.json '(lambda p: p["stats"]["median"]["value"] == 5 and p["stats"]["iqr"]["value"] == 0 and p["wall_stats"]["n"] == 10 and p["wall_stats"]["median"]["value"] == 10 and p["wall_stats"]["iqr"]["value"] == 10)(d["profile"]["step"])'
+
 if [ -z "$CG" ]; then
   echo "skipped (3): root cannot make a memory cgroup with a limit here"
 else

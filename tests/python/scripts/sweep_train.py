@@ -22,6 +22,8 @@ step time by F (F > 2: samples/s falls past the knee at B).
 --slow-first N --slow-ms MS: the first N steps take MS each instead (a
 framework's start-up, compile and allocator warm-up), for the run record's
 headline rate (tests/cli/test_run_warmup.sh).
+--data-ms MS: every other step reports MS of loader wait (not slept), for
+the run record's profile.step.wall_stats (tests/cli/test_accept_cmd_sweep.sh).
 
 The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
 probe's knob, which an explicit-API program honours itself) or after --epochs
@@ -78,6 +80,8 @@ def main(argv=None):
     ap.add_argument("--fall-factor", type=float, default=4.0)
     ap.add_argument("--slow-first", type=int, default=0)
     ap.add_argument("--slow-ms", type=float, default=0.0)
+    ap.add_argument("--data-ms", type=float, default=0.0,
+                    help="loader wait reported on every other step (not slept)")
     args = ap.parse_args(argv)
 
     b = args.batch
@@ -100,7 +104,8 @@ def main(argv=None):
                 # depend on how late a loaded machine wakes the sleeper.
                 this_s = args.slow_ms / 1000.0 if done < args.slow_first else step_s
                 sleep_until(time.perf_counter() + this_s)
-                p.emit("step", epoch=epoch, step=i, step_ms=this_s * 1000.0, data_ms=0.0,
+                p.emit("step", epoch=epoch, step=i, step_ms=this_s * 1000.0,
+                       data_ms=args.data_ms if done % 2 else 0.0,
                        loss=None, synced=False, batch=b)
                 done += 1
                 if args.kill_above is not None and b > args.kill_above:
