@@ -16,7 +16,7 @@ typedef struct dg_stats {
     int noise;           /* 0 quiet, 1 warn (IQR > 10% of median), 2 strong (> 25%) */
     size_t outliers;     /* modified z-score |0.6745 (x - median) / MAD| > 3.5 */
     double slope;        /* least-squares trend per index, same unit as the values */
-    double thirds_ratio; /* mean of the last third / mean of the first third (NAN when n < 3) */
+    double thirds_ratio; /* median of the last third / median of the first third (NAN when n < 3) */
 } dg_stats;
 
 /* Statistics of v[warmup..n) (v is not modified). n - warmup == 0 gives n = 0

@@ -612,6 +612,7 @@ typedef struct trial {
     int batch;
     const char *ended;
     double sps, loop_s;
+    dg_sweep_rate rate; /* sps with its interval from the probe's step times */
     bool swapped;
     cJSON *json;
 } trial;
@@ -673,6 +674,12 @@ static trial *sweep_trial(acmd *a, sweep *s, int b)
     double n = dg_jnum(stats, "n");
     cJSON_AddNumberToObject(sm, "steps", ok && isfinite(n) ? n : 0);
     cJSON_AddStringToObject(sm, "source", ok && isfinite(med) ? "steps" : "none");
+    /* The probe reports its step-time statistics, not the steps: the notch
+     * rule's interval of the median (docs/measure.md "Sweep"). */
+    t->rate = dg_sweep_rate_ci(sps, NULL, 0, med, dg_jnum(stats, "iqr"), n);
+    if (!ok)
+        t->rate.reason = "the trial did not end ok";
+    cJSON_AddItemToObject(j, "samples_per_s_ci", dg_sweep_rate_json(&t->rate));
     /* The allocator's peak over the epochs the probe closed (cuda, mps). */
     double peak = NAN;
     const cJSON *ep;
@@ -789,7 +796,8 @@ static void run_sweep(acmd *a)
             break;
         }
         last_good = t->batch;
-        const char *end = dg_sweep_stop_next(&stop, t->batch, t->sps, t->loop_s);
+        const char *end = dg_sweep_stop_next(&stop, t->batch, &t->rate, t->loop_s);
+        cJSON_AddItemToObject(t->json, "stop_check", dg_sweep_judged_json(&stop.last));
         if (end) {
             why = end;
             break;
@@ -800,6 +808,10 @@ static void run_sweep(acmd *a)
     cJSON *stopped = cJSON_AddObjectToObject(root, "stopped");
     cJSON_AddStringToObject(stopped, "reason", why);
     cJSON_AddNumberToObject(stopped, "at_batch", at);
+    /* What a throughput stop rests on: the rates and intervals it compared. */
+    bool by_rate = strcmp(why, "throughput-falling") == 0 || strcmp(why, "throughput-plateau") == 0;
+    cJSON_AddItemToObject(root, "stop_evidence",
+                          by_rate ? dg_sweep_judged_json(&stop.last) : cJSON_CreateNull());
     cJSON *bis = cJSON_AddArrayToObject(root, "bisect");
     int resolution = last_good / 8 > 1 ? last_good / 8 : 1;
     if (!interrupted && !nomem && last_good && first_bad) {
@@ -824,7 +836,7 @@ static void run_sweep(acmd *a)
     cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
     dg_sweep_point pts[MAX_TRIALS];
     for (int i = 0; i < s->n; i++)
-        pts[i] = (dg_sweep_point){s->t[i].batch, trial_good(&s->t[i]), s->t[i].sps};
+        pts[i] = (dg_sweep_point){s->t[i].batch, trial_good(&s->t[i]), s->t[i].sps, s->t[i].rate};
     dg_sweep_conclude(root, pts, s->n, first_bad);
     /* The record keeps copies: the trials' entries are owned by the sweep. */
     char *printed = dg_json_print(root);

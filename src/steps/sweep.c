@@ -71,10 +71,11 @@ static const char *const ended_names[] = {"ok",      "device-oom", "signal",
 typedef struct trial {
     int batch;
     ended end;
-    bool budget;   /* device-oom because the memory budget would be exceeded */
-    bool swapped;  /* swap grew past the limit */
-    double sps;    /* samples/s, NAN when not reported */
-    double wall_s; /* spawn to reap */
+    bool budget;        /* device-oom because the memory budget would be exceeded */
+    bool swapped;       /* swap grew past the limit */
+    double sps;         /* samples/s, NAN when not reported */
+    dg_sweep_rate rate; /* sps with its interval from the step times */
+    double wall_s;      /* spawn to reap */
     cJSON *json;
 } trial;
 
@@ -377,6 +378,9 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
     int n = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
     double *v = n > warmup ? dg_malloc((size_t)n * sizeof *v) : NULL;
     int nv = 0;
+    double med = NAN, iqr = NAN, nst = NAN; /* the step times the rate's interval rests on */
+    const double *after = NULL;
+    size_t nafter = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, ms)
     {
@@ -390,6 +394,8 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
         cJSON_AddItemToObject(sm, "iqr", dg_json_metric(st.iqr, isfinite(st.iqr), "ms"));
         cJSON_AddNumberToObject(sm, "steps", (double)st.n);
         cJSON_AddStringToObject(sm, "source", "steps");
+        after = v + warmup;
+        nafter = st.n;
     } else if (stats &&
                !isnan(dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
         cJSON_AddItemToObject(sm, "median", metric_of(stats, "median", "ms", 1));
@@ -397,6 +403,9 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
         const cJSON *sn = cJSON_GetObjectItemCaseSensitive(stats, "n");
         cJSON_AddNumberToObject(sm, "steps", cJSON_IsNumber(sn) ? sn->valuedouble : 0);
         cJSON_AddStringToObject(sm, "source", "steps");
+        med = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median"));
+        iqr = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "iqr"));
+        nst = cJSON_IsNumber(sn) ? sn->valuedouble : NAN;
     } else {
         cJSON_AddItemToObject(sm, "median", metric_of(thr, "step_ms", "ms", 1));
         cJSON_AddItemToObject(sm, "iqr", dg_json_metric(0, false, "ms"));
@@ -404,6 +413,10 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
         cJSON_AddNumberToObject(sm, "steps", cJSON_IsNumber(tn) ? tn->valuedouble : 0);
         cJSON_AddStringToObject(sm, "source", rec ? "throughput" : "none");
     }
+    t->rate = dg_sweep_rate_ci(t->sps, after, nafter, med, iqr, nst);
+    if (t->end != ENDED_OK)
+        t->rate.reason = "the trial did not end ok";
+    cJSON_AddItemToObject(j, "samples_per_s_ci", dg_sweep_rate_json(&t->rate));
     dg_free(v);
     const cJSON *al = path2(rec, "memory", "allocator");
     cJSON_AddItemToObject(j, "device_allocated_peak", metric_of(al, "allocated_peak", "bytes", 1));
@@ -440,6 +453,7 @@ static trial *run_trial(sweep *s, int b)
     memset(t, 0, sizeof *t);
     t->batch = b;
     t->sps = NAN;
+    t->rate = (dg_sweep_rate){.sps = NAN, .lo = NAN, .hi = NAN, .reason = "not run"};
     t->json = cJSON_CreateObject();
     if (!t->json)
         return NULL;
@@ -657,8 +671,11 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
         if (!t->good)
             continue;
         good_n++;
-        if (!isnan(t->sps) && t->sps >= (1.0 - KNEE_SHARE) * best &&
-            (!knee || t->batch < knee->batch))
+        /* Within 5% of the best by its point, or by its interval's upper end:
+         * noise alone does not keep a batch from being the knee. */
+        double line = (1.0 - KNEE_SHARE) * best;
+        bool near = !isnan(t->sps) && (t->sps >= line || (t->rate.valid && t->rate.hi >= line));
+        if (near && (!knee || t->batch < knee->batch))
             knee = t;
         if (t->batch <= cap && (!safe || t->batch > safe->batch))
             safe = t;
@@ -667,9 +684,17 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
     if (knee) {
         cJSON_AddNumberToObject(kj, "batch", knee->batch);
         cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(knee->sps, true, "samples/s"));
+        dg_sweep_rate r = knee->rate;
+        if (!r.valid && !r.reason)
+            r.reason = "not reported";
+        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
+        cJSON_AddBoolToObject(kj, "by_interval", knee->sps < (1.0 - KNEE_SHARE) * best);
     } else {
         cJSON_AddNullToObject(kj, "batch");
         cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+        dg_sweep_rate r = {.lo = NAN, .hi = NAN, .reason = "no knee"};
+        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
+        cJSON_AddBoolToObject(kj, "by_interval", false);
     }
     cJSON_AddItemToObject(kj, "best_samples_per_s",
                           dg_json_metric(best, !isnan(best), "samples/s"));
@@ -815,7 +840,8 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
             break;
         }
         last_good = t->batch;
-        const char *end = dg_sweep_stop_next(&stop, t->batch, t->sps, t->wall_s);
+        const char *end = dg_sweep_stop_next(&stop, t->batch, &t->rate, t->wall_s);
+        cJSON_AddItemToObject(t->json, "stop_check", dg_sweep_judged_json(&stop.last));
         if (end) {
             why = end;
             break;
@@ -824,6 +850,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON *stopped = cJSON_AddObjectToObject(root, "stopped");
     cJSON_AddStringToObject(stopped, "reason", why);
     cJSON_AddNumberToObject(stopped, "at_batch", at);
+    /* What a throughput stop rests on: the rates and intervals it compared. */
+    bool by_rate = strcmp(why, "throughput-falling") == 0 || strcmp(why, "throughput-plateau") == 0;
+    cJSON_AddItemToObject(root, "stop_evidence",
+                          by_rate ? dg_sweep_judged_json(&stop.last) : cJSON_CreateNull());
 
     /* Bisection between the last good and the first bad size. */
     cJSON *bis = cJSON_AddArrayToObject(root, "bisect");
@@ -853,9 +883,10 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON_AddItemToObject(root, "lock_waited", dg_json_metric(s->lock_waited, true, "s"));
 
     /* Knee and safe batch over every good trial. */
-    dg_sweep_point pts[MAX_TRIALS] = {{0, false, 0}};
+    dg_sweep_point pts[MAX_TRIALS] = {{0}};
     for (int i = 0; i < s->ntrials; i++)
-        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].sps};
+        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].sps,
+                                  s->trials[i].rate};
     dg_sweep_conclude(root, pts, s->ntrials, first_bad);
 
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {

@@ -218,6 +218,9 @@ static cJSON *sweep_section(const dg_evcollect *c)
         dg_json_add_str(t, "reason", cJSON_IsString(why) ? why->valuestring : NULL);
         cJSON_AddNullToObject(t, "signal");
         cJSON_AddItemToObject(t, "samples_per_s", metric(sps, "samples/s"));
+        dg_sweep_rate ci = {
+            .lo = NAN, .hi = NAN, .reason = "the probe's sweep reports one step time"};
+        cJSON_AddItemToObject(t, "samples_per_s_ci", dg_sweep_rate_json(&ci));
         cJSON *sm = cJSON_AddObjectToObject(t, "step_ms");
         cJSON_AddItemToObject(
             sm, "median", metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "step_ms")), "ms"));
@@ -235,7 +238,7 @@ static cJSON *sweep_section(const dg_evcollect *c)
         cJSON_AddItemToArray(trials, t);
         int b = isfinite(batch) && batch >= 1 && batch <= 1e9 ? (int)batch : 0;
         if (pts && b) {
-            pts[np++] = (dg_sweep_point){b, ok, isfinite(sps) ? sps : NAN};
+            pts[np++] = (dg_sweep_point){b, ok, isfinite(sps) ? sps : NAN, ci};
             if (!ok && (!first_bad || b < first_bad))
                 first_bad = b;
         }

@@ -88,8 +88,23 @@ int main(void)
     CHECK(s.noise == 2);
     CHECK(s.outliers == 0);
     CHECK(NEAR(s.slope, 1.0));
-    /* thirds of 10: 3 values each: (8+9+10)/(1+2+3) = 4.5 */
+    /* thirds of 10: 3 values each: median 9 over median 2 = 4.5 */
     CHECK(NEAR(s.thirds_ratio, 4.5));
+
+    /* 4 epochs of 50 steps on an asynchronous device: each epoch's last step
+     * waits for the queue (50 against 1). The last third holds two of those
+     * waits and the first one: 1.43 on means, no slowdown on medians. */
+    double async[200];
+    for (int i = 0; i < 200; i++)
+        async[i] = i % 50 == 49 ? 50 : 1;
+    dg_stats as;
+    dg_stats_compute(async, 200, 0, &as);
+    CHECK_MSG(NEAR(as.thirds_ratio, 1), "thirds ratio %.3f", as.thirds_ratio);
+    /* A real slowdown still reads: the last third's steps twice as long. */
+    for (int i = 134; i < 200; i++)
+        async[i] *= 2;
+    dg_stats_compute(async, 200, 0, &as);
+    CHECK_MSG(NEAR(as.thirds_ratio, 2), "thirds ratio %.3f", as.thirds_ratio);
 
     /* One outlier: median 10, MAD 1 (deviations 0,0,0,0,1,1,1,1,90): z(100) = 60.7. */
     double b[9] = {10, 10, 10, 10, 11, 9, 11, 9, 100};

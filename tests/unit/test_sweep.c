@@ -5,6 +5,7 @@
  * trial in the record, never as a crash or a hang of the parent. */
 #include "check.h"
 
+#include "core/json.h"
 #include "devgate.h"
 
 #include <cjson/cJSON.h>
@@ -87,15 +88,16 @@ static void expect(const char *name, const char *body, const char *ended, const 
 /* A doubling sweep from batch 8 over a stand-in trial that reports the
  * samples/s the shell case `table` gives its batch; samples sets the
  * synthetic training set (0: its default). The record parsed. */
-static cJSON *doubling(const char *name, const char *table, size_t samples)
+static cJSON *doubling_ms(const char *name, const char *table, size_t samples, const char *ms,
+                          int to)
 {
-    char body[2048];
+    char body[4096];
     snprintf(body, sizeof body,
              "b=$(tr ',' '\\n' | sed -n 's/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
              "case $b in %s *) v=1000 ;; esac\n"
-             "echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":{\"value\":'$v',"
+             "echo '{\"status\":\"ok\",%s%s%s\"throughput\":{\"samples_per_s\":{\"value\":'$v',"
              "\"valid\":true}}}' >&3",
-             table);
+             table, ms ? "\"steps\":{\"ms\":[" : "", ms ? ms : "", ms ? "]}," : "");
     dg_ctx *ctx = dg_ctx_new();
     dg_sweep_opts o = {.train = {.init = DG_TRAIN_OPTS_MAGIC,
                                  .lr = -1,
@@ -104,6 +106,7 @@ static cJSON *doubling(const char *name, const char *table, size_t samples)
                                  .threads = 1,
                                  .samples = samples},
                        .from = 8,
+                       .to = to,
                        .no_bisect = true,
                        .trial_timeout_s = 20,
                        .exe = script(name, body)};
@@ -114,6 +117,12 @@ static cJSON *doubling(const char *name, const char *table, size_t samples)
     dg_string_free(json);
     dg_ctx_free(ctx);
     return rec;
+}
+
+/* A sweep of trials that report samples/s from table only (no step times). */
+static cJSON *doubling(const char *name, const char *table, size_t samples)
+{
+    return doubling_ms(name, table, samples, NULL, 0);
 }
 
 static void expect_stop(const cJSON *rec, const char *name, const char *reason, int at)
@@ -238,6 +247,44 @@ int main(void)
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(rec, "trials")) == 4);
     cJSON_Delete(rec);
 
+    /* The stops judged with intervals: every trial's 23 step times (3 warm-up,
+     * then 20 spread +-5% about their median) give an order-statistics
+     * interval; a rising sweep's two dips in a row (2000, 1980, 1960) lie in
+     * the noise, so it runs on to the limit (today's rule: falling at 64). */
+    const char *noisy_ms = "10,10,10,9.0,9.1,9.2,9.3,9.4,9.5,9.6,9.7,9.8,9.9,10.0,10.1,10.2,10.3,"
+                           "10.4,10.5,10.6,10.7,10.8,10.9";
+    const char *dips = "8) v=1000 ;; 16) v=2000 ;; 32) v=1980 ;; 64) v=1960 ;; 128) v=4000 ;; "
+                       "256) v=8000 ;;";
+    rec = doubling_ms("dips", dips, 0, noisy_ms, 256);
+    expect_stop(rec, "dips in the noise", "limit", 256);
+    const cJSON *t32 = cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "trials"), 2);
+    CHECK(dg_jbool(t32, "samples_per_s_ci.valid") == 1 &&
+          strcmp(dg_jstr(t32, "samples_per_s_ci.method"), "order-statistics") == 0 &&
+          dg_jnum(t32, "samples_per_s_ci.lo") < 1980 && dg_jnum(t32, "samples_per_s_ci.hi") > 1980);
+    CHECK(strcmp(dg_jstr(t32, "stop_check.fall"), "ambiguous") == 0 &&
+          dg_jbool(t32, "stop_check.fall_with_interval") == 1 &&
+          dg_jnum(t32, "stop_check.previous.batch") == 16);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(rec, "stop_evidence")));
+    cJSON_Delete(rec);
+    /* The same dips with steady steps (every step 10 ms: a zero-width
+     * interval) are real falls: throughput-falling at 64, its evidence kept. */
+    const char *steady_ms = "10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10,10";
+    rec = doubling_ms("dips2", dips, 0, steady_ms, 256);
+    expect_stop(rec, "dips, steady steps", "throughput-falling", 64);
+    const cJSON *ev = cJSON_GetObjectItem(rec, "stop_evidence");
+    CHECK(strcmp(dg_jstr(ev, "fall"), "fall") == 0 && dg_jnum(ev, "previous.batch") == 32 &&
+          dg_jnum(ev, "previous.samples_per_s.value") == 1980 && dg_jnum(ev, "falls") == 2);
+    cJSON_Delete(rec);
+    /* Without step times the trial says why it has no interval; the old rule. */
+    rec = doubling_ms("dips3", dips, 0, NULL, 256);
+    expect_stop(rec, "dips, no step times", "throughput-falling", 64);
+    t32 = cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "trials"), 2);
+    CHECK(dg_jbool(t32, "samples_per_s_ci.valid") == 0 &&
+          cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(t32, "samples_per_s_ci"), "lo")) &&
+          dg_jstr(t32, "samples_per_s_ci.reason") &&
+          dg_jbool(t32, "stop_check.fall_with_interval") == 0);
+    cJSON_Delete(rec);
+
     /* A program that cannot start. */
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no-such-program", dir);
@@ -257,9 +304,10 @@ int main(void)
     CHECK(dg_sweep_run(ctx, &bad, &json) == DG_ERR_USAGE && json == NULL);
     dg_ctx_free(ctx);
 
-    const char *names[] = {"garbage",  "array",     "closed",  "silent",  "stderr", "flood",
-                           "killed",   "abort",     "status",  "oom",     "hang",   "stray",
-                           "hang.pid", "stray.pid", "plateau", "trainset"};
+    const char *names[] = {"garbage",  "array",  "closed",   "silent",    "stderr",
+                           "flood",    "killed", "abort",    "status",    "oom",
+                           "hang",     "stray",  "hang.pid", "stray.pid", "plateau",
+                           "trainset", "dips",   "dips2",    "dips3"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[600];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
