@@ -120,11 +120,11 @@ static dg_sweep_verdict judge_fall(const dg_sweep_rate *r, const dg_sweep_rate *
     *ci = false;
     if (!isfinite(r->sps) || !isfinite(prev->sps))
         return DG_SWEEP_UNJUDGED;
+    *ci = r->valid && prev->valid;
     if (r->sps >= prev->sps)
         return DG_SWEEP_CLEAR;
-    if (!r->valid || !prev->valid)
+    if (!*ci)
         return DG_SWEEP_COUNTS; /* today's rule: any fall */
-    *ci = true;
     return r->hi < prev->lo ? DG_SWEEP_COUNTS : DG_SWEEP_AMBIGUOUS;
 }
 

@@ -160,6 +160,11 @@ int main(void)
     CHECK(one.last.fall == DG_SWEEP_AMBIGUOUS && one.last.fall_ci && one.last.prev_batch == 8 &&
           one.last.prev.lo == 970);
     CHECK(one.last.flat == DG_SWEEP_COUNTS && one.last.flat_ci && one.last.threshold == 1100);
+    /* A rise over an interval-carrying previous trial is "no fall", judged with both. */
+    dg_sweep_stopper two = one;
+    dg_sweep_rate r3 = {2000, 1940, 2060, true, "notch", NULL};
+    CHECK(dg_sweep_stop_next(&two, 32, &r3, 1) == NULL);
+    CHECK(two.last.fall == DG_SWEEP_CLEAR && two.last.fall_ci && two.last.flat == DG_SWEEP_CLEAR);
     cJSON *ev = dg_sweep_judged_json(&one.last);
     CHECK(ev && strcmp(dg_jstr(ev, "fall"), "ambiguous") == 0 &&
           dg_jnum(ev, "previous.batch") == 8 &&
