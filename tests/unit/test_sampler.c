@@ -92,6 +92,20 @@ static void *read_info(void *arg)
     return NULL;
 }
 
+typedef struct {
+    const dg_backend_iface *be;
+    void *bctx;
+    dg_status st;
+} bad_index_job;
+
+static void *read_bad_index(void *arg)
+{
+    bad_index_job *j = arg;
+    dg_device_info info;
+    j->st = j->be->device_info(j->bctx, 9999, &info);
+    return NULL;
+}
+
 /* caps.device_info_any_thread is a promise the sampler relies on (it reads the
  * device while the trainer's epoch record does): two threads at once must each
  * read what one thread alone reads. The cpu backend once tokenised
@@ -116,12 +130,26 @@ static void device_info_two_threads(const dg_backend_iface *be)
     CHECK_MSG(jobs[0].wrong == 0 && jobs[1].wrong == 0,
               "%s: %d and %d of 1500 reads differ from \"%s\" / \"%s\" / \"%s\"", be->name,
               jobs[0].wrong, jobs[1].wrong, alone.name, alone.vendor, alone.driver_version);
+    /* A failure on the other thread returns its status and leaves the owner's
+     * message alone (writing it would race with the owner's own). */
+    char before[512];
+    snprintf(before, sizeof before, "%s", be->last_error(bctx));
+    bad_index_job bj = {be, bctx, DG_OK};
+    pthread_t bt;
+    CHECK(pthread_create(&bt, NULL, read_bad_index, &bj) == 0);
+    pthread_join(bt, NULL);
+    if (bj.st != DG_OK)
+        CHECK_MSG(strcmp(be->last_error(bctx), before) == 0,
+                  "%s: the owner's message became \"%s\"", be->name, be->last_error(bctx));
     be->free(bctx);
 }
 
 int main(void)
 {
     device_info_two_threads(dg_backend_cpu_iface());
+#ifdef DG_HAVE_OPENCL
+    device_info_two_threads(dg_backend_opencl_iface());
+#endif
     one_run();
     one_run();
     /* Freed while running: free stops the thread first. */

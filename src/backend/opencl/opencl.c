@@ -37,6 +37,7 @@
 #include <CL/cl_ext.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,6 +170,7 @@ typedef struct ocl_ctx {
     uint64_t conv_cap; /* convolution workspace cap in bytes */
     cl_uint compute_units;
     cl_ulong max_alloc;
+    pthread_t owner; /* the thread that made the context: only it writes err */
     char err[OCL_ERR_MAX];
 } ocl_ctx;
 
@@ -797,6 +799,7 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
     ocl_ctx *o = dg_calloc(1, sizeof *o);
     if (!o)
         return reason_set(reason, len, DG_ERR_NOMEM, "out of host memory");
+    o->owner = pthread_self();
     dg_status st = enumerate(&o->devs, &o->ndev, reason, len);
     if (st != DG_OK) {
         ocl_free(o);
@@ -880,16 +883,22 @@ static int ocl_device_count(void *ctx)
     return n;
 }
 
+/* device_info runs on the sampler thread too (caps.device_info_any_thread)
+ * while the owner works: a failure there returns its status and leaves the
+ * owner's message alone rather than race on it. */
+#define info_fail(o, st, ...)                                                                      \
+    (pthread_equal(pthread_self(), (o)->owner) ? ocl_fail((o), (st), __VA_ARGS__) : (st))
+
 static dg_status ocl_device_info(void *ctx, int device, dg_device_info *out)
 {
     ocl_ctx *o = ctx;
     if (!o)
         return DG_ERR_USAGE;
     if (!out)
-        return ocl_fail(o, DG_ERR_USAGE, "device_info: no output");
+        return info_fail(o, DG_ERR_USAGE, "device_info: no output");
     if (device < 0 || device >= o->ndev)
-        return ocl_fail(o, DG_ERR_NOT_FOUND, "OpenCL device index %d out of range (%d device(s))",
-                        device, o->ndev);
+        return info_fail(o, DG_ERR_NOT_FOUND, "OpenCL device index %d out of range (%d device(s))",
+                         device, o->ndev);
     memset(out, 0, sizeof *out);
     cl_device_id d = o->devs[device].device;
     cl_platform_id p = o->devs[device].platform;
@@ -899,7 +908,7 @@ static dg_status ocl_device_info(void *ctx, int device, dg_device_info *out)
     char *pname = plat_str(p, CL_PLATFORM_NAME), *pver = plat_str(p, CL_PLATFORM_VERSION);
     dg_status st = DG_OK;
     if (!name || !vendor || !drv || !ext || !pname || !pver) {
-        st = ocl_fail(o, DG_ERR_NOMEM, "out of host memory");
+        st = info_fail(o, DG_ERR_NOMEM, "out of host memory");
     } else {
         copy_drv(out->name, sizeof out->name, name);
         copy_drv(out->vendor, sizeof out->vendor, vendor);
