@@ -44,9 +44,9 @@ if e:
         r0(v(e.get("plateau_threshold")))))
 k = sw.get("knee") or {}
 kc = k.get("samples_per_s_ci") or {}
-print(" knee b%s %s [%s-%s] by_interval %s best %s" % (
+print(" knee b%s %s [%s-%s] could_be %s best %s" % (
     k.get("batch"), r0(v(k.get("samples_per_s"))), r0(kc.get("lo")), r0(kc.get("hi")),
-    k.get("by_interval"), r0(v(k.get("best_samples_per_s")))))
+    k.get("could_be"), r0(v(k.get("best_samples_per_s")))))
 PY
 }
 

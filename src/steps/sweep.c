@@ -663,22 +663,29 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
     for (int i = 0; i < n; i++)
         if (pts[i].good && !isnan(pts[i].sps) && !(pts[i].sps <= best))
             best = pts[i].sps;
-    const dg_sweep_point *knee = NULL, *safe = NULL;
+    const dg_sweep_point *knee = NULL, *safe = NULL, *could = NULL;
     double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
+    double line = (1.0 - KNEE_SHARE) * best;
     int good_n = 0;
     for (int i = 0; i < n; i++) {
         const dg_sweep_point *t = &pts[i];
         if (!t->good)
             continue;
         good_n++;
-        /* Within 5% of the best by its point, or by its interval's upper end:
-         * noise alone does not keep a batch from being the knee. */
-        double line = (1.0 - KNEE_SHARE) * best;
-        bool near = !isnan(t->sps) && (t->sps >= line || (t->rate.valid && t->rate.hi >= line));
-        if (near && (!knee || t->batch < knee->batch))
+        /* The knee is judged on the points: a wide interval at a small batch
+         * (a loaded machine's skewed step times) must not pull the soak and
+         * the profile down to it. How far down the noise would allow is
+         * recorded beside it (could_be). */
+        if (!isnan(t->sps) && t->sps >= line && (!knee || t->batch < knee->batch))
             knee = t;
         if (t->batch <= cap && (!safe || t->batch > safe->batch))
             safe = t;
+    }
+    for (int i = 0; knee && i < n; i++) {
+        const dg_sweep_point *t = &pts[i];
+        if (t->good && t->batch < knee->batch && t->rate.valid && t->rate.hi >= line &&
+            (!could || t->batch < could->batch))
+            could = t;
     }
     cJSON *kj = cJSON_AddObjectToObject(root, "knee");
     if (knee) {
@@ -688,13 +695,16 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
         if (!r.valid && !r.reason)
             r.reason = "not reported";
         cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
-        cJSON_AddBoolToObject(kj, "by_interval", knee->sps < (1.0 - KNEE_SHARE) * best);
+        if (could)
+            cJSON_AddNumberToObject(kj, "could_be", could->batch);
+        else
+            cJSON_AddNullToObject(kj, "could_be");
     } else {
         cJSON_AddNullToObject(kj, "batch");
         cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
         dg_sweep_rate r = {.lo = NAN, .hi = NAN, .reason = "no knee"};
         cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
-        cJSON_AddBoolToObject(kj, "by_interval", false);
+        cJSON_AddNullToObject(kj, "could_be");
     }
     cJSON_AddItemToObject(kj, "best_samples_per_s",
                           dg_json_metric(best, !isnan(best), "samples/s"));
