@@ -282,6 +282,11 @@ static dg_status reason_set(char *reason, size_t len, dg_status st, const char *
 static dg_status ocl_fail(ocl_ctx *o, dg_status st, const char *fmt, ...) DG_PRINTF(3, 4);
 static dg_status ocl_fail(ocl_ctx *o, dg_status st, const char *fmt, ...)
 {
+    /* Only the owner writes the message: device_info also runs on the
+     * sampler thread (caps.device_info_any_thread), whose failure returns
+     * its status rather than race on the owner's text. */
+    if (!pthread_equal(pthread_self(), o->owner))
+        return st;
     va_list ap;
     va_start(ap, fmt);
     vput(o->err, sizeof o->err, fmt, ap);
@@ -883,22 +888,16 @@ static int ocl_device_count(void *ctx)
     return n;
 }
 
-/* device_info runs on the sampler thread too (caps.device_info_any_thread)
- * while the owner works: a failure there returns its status and leaves the
- * owner's message alone rather than race on it. */
-#define info_fail(o, st, ...)                                                                      \
-    (pthread_equal(pthread_self(), (o)->owner) ? ocl_fail((o), (st), __VA_ARGS__) : (st))
-
 static dg_status ocl_device_info(void *ctx, int device, dg_device_info *out)
 {
     ocl_ctx *o = ctx;
     if (!o)
         return DG_ERR_USAGE;
     if (!out)
-        return info_fail(o, DG_ERR_USAGE, "device_info: no output");
+        return ocl_fail(o, DG_ERR_USAGE, "device_info: no output");
     if (device < 0 || device >= o->ndev)
-        return info_fail(o, DG_ERR_NOT_FOUND, "OpenCL device index %d out of range (%d device(s))",
-                         device, o->ndev);
+        return ocl_fail(o, DG_ERR_NOT_FOUND, "OpenCL device index %d out of range (%d device(s))",
+                        device, o->ndev);
     memset(out, 0, sizeof *out);
     cl_device_id d = o->devs[device].device;
     cl_platform_id p = o->devs[device].platform;
@@ -908,7 +907,7 @@ static dg_status ocl_device_info(void *ctx, int device, dg_device_info *out)
     char *pname = plat_str(p, CL_PLATFORM_NAME), *pver = plat_str(p, CL_PLATFORM_VERSION);
     dg_status st = DG_OK;
     if (!name || !vendor || !drv || !ext || !pname || !pver) {
-        st = info_fail(o, DG_ERR_NOMEM, "out of host memory");
+        st = ocl_fail(o, DG_ERR_NOMEM, "out of host memory");
     } else {
         copy_drv(out->name, sizeof out->name, name);
         copy_drv(out->vendor, sizeof out->vendor, vendor);
