@@ -52,8 +52,8 @@ static void window_stats(const cJSON *rec, int warmup, dg_stats *out)
 }
 
 /* Adds phase `name`: {ms, share, in_step}; share NAN: ms of step_ms. */
-static void add_phase_share(cJSON *ph, const char *name, double ms, double share, double step_ms,
-                            bool in_step)
+static void add_phase(cJSON *ph, const char *name, double ms, double share, double step_ms,
+                      bool in_step)
 {
     cJSON *p = cJSON_AddObjectToObject(ph, name);
     if (!p)
@@ -65,11 +65,6 @@ static void add_phase_share(cJSON *ph, const char *name, double ms, double share
     bool share_ok = ok && isfinite(share);
     cJSON_AddItemToObject(p, "share", dg_json_metric(share_ok ? share : 0, share_ok, "fraction"));
     cJSON_AddBoolToObject(p, "in_step", in_step);
-}
-
-static void add_phase(cJSON *ph, const char *name, double ms, double step_ms, bool in_step)
-{
-    add_phase_share(ph, name, ms, NAN, step_ms, in_step);
 }
 
 void dg_profile_data_wait(const cJSON *rec, double *wait_ms, double *share, double *mean_ms)
@@ -331,7 +326,7 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
     const cJSON *uph = cJSON_GetObjectItem(urec, "phases");
     cJSON_AddNumberToObject(ph, "samples", num(uph, "samples", 0));
     for (size_t i = 0; i < NSTAGES; i++)
-        add_phase(ph, stage_names[i], s.stage[i], step_ms, false);
+        add_phase(ph, stage_names[i], s.stage[i], NAN, step_ms, false);
     /* Phases come from one sampled step while step_ms is a median: under load
      * the sample can outlast the median, so shares are of whichever is larger
      * and never exceed the whole. */
@@ -341,8 +336,7 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
             in_step += s.step[i];
     double share_base = isfinite(step_ms) && step_ms > in_step ? step_ms : in_step;
     for (size_t i = 0; i < NSTEP; i++)
-        add_phase_share(ph, step_names[i], s.step[i], i == 0 ? s.wait_share : NAN, share_base,
-                        true);
+        add_phase(ph, step_names[i], s.step[i], i == 0 ? s.wait_share : NAN, share_base, true);
     cJSON_AddStringToObject(ph, "source",
                             "unprofiled pass: loader stages per batch (summed over workers, "
                             "overlapped with the step), queue wait per step, device phases from "
