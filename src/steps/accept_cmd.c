@@ -816,9 +816,7 @@ static void run_sweep(acmd *a)
     cJSON_AddStringToObject(stopped, "reason", why);
     cJSON_AddNumberToObject(stopped, "at_batch", at);
     /* What a throughput stop rests on: the rates and intervals it compared. */
-    bool by_rate = strcmp(why, "throughput-falling") == 0 || strcmp(why, "throughput-plateau") == 0;
-    cJSON_AddItemToObject(root, "stop_evidence",
-                          by_rate ? dg_sweep_judged_json(&stop.last) : cJSON_CreateNull());
+    cJSON_AddItemToObject(root, "stop_evidence", dg_sweep_stop_evidence(&stop, why));
     cJSON *bis = cJSON_AddArrayToObject(root, "bisect");
     int resolution = last_good / 8 > 1 ? last_good / 8 : 1;
     if (!interrupted && !nomem && last_good && first_bad) {
@@ -843,7 +841,7 @@ static void run_sweep(acmd *a)
     cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
     dg_sweep_point pts[MAX_TRIALS];
     for (int i = 0; i < s->n; i++)
-        pts[i] = (dg_sweep_point){s->t[i].batch, trial_good(&s->t[i]), s->t[i].sps, s->t[i].rate};
+        pts[i] = (dg_sweep_point){s->t[i].batch, trial_good(&s->t[i]), s->t[i].rate};
     dg_sweep_conclude(root, pts, s->n, first_bad);
     /* The record keeps copies: the trials' entries are owned by the sweep. */
     char *printed = dg_json_print(root);

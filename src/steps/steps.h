@@ -50,16 +50,14 @@ typedef struct dg_sweep_rate {
 typedef struct dg_sweep_point {
     int batch;
     bool good;          /* ended ok and did not swap past the limit */
-    double sps;         /* samples/s, NAN when not reported */
-    dg_sweep_rate rate; /* its interval; zeroed (valid false) when none */
+    dg_sweep_rate rate; /* samples/s (rate.sps, NAN when not reported) with its interval */
 } dg_sweep_point;
 
 /* Adds "knee", "safe_batch" and "good_trials" (docs/schema/measure.md
  * "sweep") to root from the n trials; first_bad is the smallest failing
  * batch known (0: none). The knee is the smallest good batch whose
- * samples/s, or the upper end of whose interval, reaches within 5% of the
- * best: noise that pulls a batch's point under the line does not move the
- * knee past it. */
+ * samples/s reaches within 5% of the best; knee.could_be the smallest good
+ * batch below it whose interval's upper end does. */
 void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad);
 
 /* An accept record's opening fields (v, kind, run_id, timestamp, host, label). */
@@ -146,4 +144,7 @@ const char *dg_sweep_stop_next(dg_sweep_stopper *s, int batch, const dg_sweep_ra
                                double trial_s);
 /* The TRIAL's "stop_check" from a judgement (docs/schema/measure.md). */
 cJSON *dg_sweep_judged_json(const dg_sweep_judged *j);
+/* The sweep's "stop_evidence" for the stop reason why: the last judgement
+ * when the throughput stopped the doubling, else null. */
+cJSON *dg_sweep_stop_evidence(const dg_sweep_stopper *s, const char *why);
 #endif

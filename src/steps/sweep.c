@@ -661,8 +661,8 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
 {
     double best = NAN;
     for (int i = 0; i < n; i++)
-        if (pts[i].good && !isnan(pts[i].sps) && !(pts[i].sps <= best))
-            best = pts[i].sps;
+        if (pts[i].good && !isnan(pts[i].rate.sps) && !(pts[i].rate.sps <= best))
+            best = pts[i].rate.sps;
     const dg_sweep_point *knee = NULL, *safe = NULL, *could = NULL;
     double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
     double line = (1.0 - KNEE_SHARE) * best;
@@ -676,7 +676,7 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
          * (a loaded machine's skewed step times) must not pull the soak and
          * the profile down to it. How far down the noise would allow is
          * recorded beside it (could_be). */
-        if (!isnan(t->sps) && t->sps >= line && (!knee || t->batch < knee->batch))
+        if (!isnan(t->rate.sps) && t->rate.sps >= line && (!knee || t->batch < knee->batch))
             knee = t;
         if (t->batch <= cap && (!safe || t->batch > safe->batch))
             safe = t;
@@ -690,7 +690,8 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
     cJSON *kj = cJSON_AddObjectToObject(root, "knee");
     if (knee) {
         cJSON_AddNumberToObject(kj, "batch", knee->batch);
-        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(knee->sps, true, "samples/s"));
+        cJSON_AddItemToObject(kj, "samples_per_s",
+                              dg_json_metric(knee->rate.sps, true, "samples/s"));
         dg_sweep_rate r = knee->rate;
         if (!r.valid && !r.reason)
             r.reason = "not reported";
@@ -713,7 +714,7 @@ void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_
     if (safe) {
         cJSON_AddNumberToObject(sj, "batch", safe->batch);
         cJSON_AddItemToObject(sj, "samples_per_s",
-                              dg_json_metric(safe->sps, !isnan(safe->sps), "samples/s"));
+                              dg_json_metric(safe->rate.sps, !isnan(safe->rate.sps), "samples/s"));
     } else {
         cJSON_AddNullToObject(sj, "batch");
         cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
@@ -861,9 +862,7 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     cJSON_AddStringToObject(stopped, "reason", why);
     cJSON_AddNumberToObject(stopped, "at_batch", at);
     /* What a throughput stop rests on: the rates and intervals it compared. */
-    bool by_rate = strcmp(why, "throughput-falling") == 0 || strcmp(why, "throughput-plateau") == 0;
-    cJSON_AddItemToObject(root, "stop_evidence",
-                          by_rate ? dg_sweep_judged_json(&stop.last) : cJSON_CreateNull());
+    cJSON_AddItemToObject(root, "stop_evidence", dg_sweep_stop_evidence(&stop, why));
 
     /* Bisection between the last good and the first bad size. */
     cJSON *bis = cJSON_AddArrayToObject(root, "bisect");
@@ -895,8 +894,7 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     /* Knee and safe batch over every good trial. */
     dg_sweep_point pts[MAX_TRIALS] = {{0}};
     for (int i = 0; i < s->ntrials; i++)
-        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].sps,
-                                  s->trials[i].rate};
+        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].rate};
     dg_sweep_conclude(root, pts, s->ntrials, first_bad);
 
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {

@@ -238,3 +238,10 @@ cJSON *dg_sweep_judged_json(const dg_sweep_judged *j)
     cJSON_AddNumberToObject(o, "flat_run", j->flat_run);
     return o;
 }
+
+cJSON *dg_sweep_stop_evidence(const dg_sweep_stopper *s, const char *why)
+{
+    bool by_rate =
+        why && (strcmp(why, "throughput-falling") == 0 || strcmp(why, "throughput-plateau") == 0);
+    return by_rate ? dg_sweep_judged_json(&s->last) : cJSON_CreateNull();
+}

@@ -218,8 +218,10 @@ static cJSON *sweep_section(const dg_evcollect *c)
         dg_json_add_str(t, "reason", cJSON_IsString(why) ? why->valuestring : NULL);
         cJSON_AddNullToObject(t, "signal");
         cJSON_AddItemToObject(t, "samples_per_s", metric(sps, "samples/s"));
-        dg_sweep_rate ci = {
-            .lo = NAN, .hi = NAN, .reason = "the probe's sweep reports one step time"};
+        dg_sweep_rate ci = {.sps = isfinite(sps) ? sps : NAN,
+                            .lo = NAN,
+                            .hi = NAN,
+                            .reason = "the probe's sweep reports one step time"};
         cJSON_AddItemToObject(t, "samples_per_s_ci", dg_sweep_rate_json(&ci));
         cJSON *sm = cJSON_AddObjectToObject(t, "step_ms");
         cJSON_AddItemToObject(
@@ -238,7 +240,7 @@ static cJSON *sweep_section(const dg_evcollect *c)
         cJSON_AddItemToArray(trials, t);
         int b = isfinite(batch) && batch >= 1 && batch <= 1e9 ? (int)batch : 0;
         if (pts && b) {
-            pts[np++] = (dg_sweep_point){b, ok, isfinite(sps) ? sps : NAN, ci};
+            pts[np++] = (dg_sweep_point){b, ok, ci};
             if (!ok && (!first_bad || b < first_bad))
                 first_bad = b;
         }

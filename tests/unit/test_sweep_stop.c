@@ -226,7 +226,6 @@ int main(void)
             pts[i] = (dg_sweep_point){
                 8 << i,
                 true,
-                knee_sps[i],
                 {knee_sps[i], knee_sps[i] * (1 - w), knee_sps[i] * (1 + w), c < 2, "notch", NULL}};
             if (c == 2)
                 pts[i].rate = (dg_sweep_rate){knee_sps[i], NAN, NAN, false, NULL, "not kept"};
