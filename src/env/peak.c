@@ -199,8 +199,18 @@ static double measured_fma(int vector_bits, bool fma, int *bits, long *iters)
 }
 
 #if defined(__x86_64__) || defined(__aarch64__)
+/* The start gate of one round: every thread waits until all n were created
+ * (go) or one could not be (abort). A gate, not a barrier: a barrier of n
+ * never opens when fewer than n threads reach it, and a thread blocked in
+ * one cannot be cancelled. */
+typedef struct fma_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state; /* 0 waiting, 1 go, 2 abort */
+} fma_gate;
+
 typedef struct fma_job {
-    pthread_barrier_t *start;
+    fma_gate *gate;
     int bits;
     long iters;
     double secs;
@@ -209,9 +219,23 @@ typedef struct fma_job {
 static void *fma_thread(void *arg)
 {
     fma_job *j = arg;
-    pthread_barrier_wait(j->start);
-    j->secs = time_fma(j->bits, j->iters);
+    fma_gate *g = j->gate;
+    pthread_mutex_lock(&g->mu);
+    while (g->state == 0)
+        pthread_cond_wait(&g->cv, &g->mu);
+    bool go = g->state == 1;
+    pthread_mutex_unlock(&g->mu);
+    if (go)
+        j->secs = time_fma(j->bits, j->iters);
     return NULL;
+}
+
+static void gate_open(fma_gate *g, int state)
+{
+    pthread_mutex_lock(&g->mu);
+    g->state = state;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
 }
 #endif
 
@@ -227,36 +251,33 @@ static double measured_fma_all(int bits, long iters, int n)
         return NAN;
     fma_job *jobs = dg_calloc((size_t)n, sizeof *jobs);
     pthread_t *th = dg_calloc((size_t)n, sizeof *th);
-    pthread_barrier_t start;
-    if (!jobs || !th || pthread_barrier_init(&start, NULL, (unsigned)n) != 0) {
+    if (!jobs || !th) {
         dg_free(jobs);
         dg_free(th);
         return NAN;
     }
     double best = NAN;
     for (int round = 0; round < 3; round++) {
-        int started = 1;
+        fma_gate gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
         for (int i = 0; i < n; i++)
-            jobs[i] = (fma_job){&start, bits, iters, NAN};
+            jobs[i] = (fma_job){&gate, bits, iters, NAN};
         /* The calling thread is one of the n. */
+        int started = 1;
         for (int i = 1; i < n && started == i; i++)
             if (pthread_create(&th[i], NULL, fma_thread, &jobs[i]) == 0)
                 started++;
-        if (started < n) {
-            /* The barrier needs all n: release the ones started, give up. */
-            for (int i = started; i < n; i++)
-                jobs[i].secs = NAN;
-            for (int i = 1; i < started; i++)
-                pthread_cancel(th[i]);
-            for (int i = 1; i < started; i++)
-                pthread_join(th[i], NULL);
+        gate_open(&gate, started == n ? 1 : 2);
+        if (started == n)
+            fma_thread(&jobs[0]);
+        for (int i = 1; i < started; i++)
+            pthread_join(th[i], NULL);
+        pthread_cond_destroy(&gate.cv);
+        pthread_mutex_destroy(&gate.mu);
+        if (started < n) { /* too few threads: no figure of n cores */
             best = NAN;
             break;
         }
-        fma_thread(&jobs[0]);
         double worst = 0;
-        for (int i = 1; i < n; i++)
-            pthread_join(th[i], NULL);
         for (int i = 0; i < n; i++)
             worst = jobs[i].secs > worst ? jobs[i].secs : worst;
         double g =
@@ -264,7 +285,6 @@ static double measured_fma_all(int bits, long iters, int n)
         if (isfinite(g) && !(g <= best))
             best = g;
     }
-    pthread_barrier_destroy(&start);
     dg_free(jobs);
     dg_free(th);
     return best;
