@@ -11,6 +11,7 @@
 #include "core/core.h"
 #include "core/json.h"
 #include "core/record.h"
+#include "steps/steps.h"
 
 #include <math.h>
 #include <string.h>

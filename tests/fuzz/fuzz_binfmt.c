@@ -1,6 +1,7 @@
 /* libFuzzer harness for the executable header readers: any input must give
  * DG_OK or DG_ERR_FORMAT with a reason, and a success must be self-consistent. */
 #include "env/binfmt.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* libFuzzer harness for the CIFAR-10 batch check: any input gives DG_OK or
  * DG_ERR_FORMAT with a reason; a success counts whole records with labels < 10. */
 #include "data/data.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>

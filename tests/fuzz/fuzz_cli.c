@@ -12,6 +12,8 @@
  *  - positionals never exceed the verb's maximum; parsing is deterministic.
  * The verb table is main.c's own (included here with main renamed), so a new
  * verb is fuzzed without touching this file. */
+#include "fuzz.h"
+int dg_cli_main_unused(int argc, char **argv);
 #define main dg_cli_main_unused
 #include "cli/main.c"
 #undef main

@@ -3,6 +3,7 @@
  * through dg_compare_runs with and without --force. Nothing may crash; a
  * comparison that succeeds is valid JSON. */
 #include "devgate.h"
+#include "fuzz.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

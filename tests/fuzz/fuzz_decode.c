@@ -4,6 +4,7 @@
  * more than 4 Mpixel are skipped so the fuzzer spends its time on parsing,
  * not on decoding huge blank images. */
 #include "data/data.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -2,6 +2,7 @@
  * supervised program. Split into lines (small cap, so overlong lines happen),
  * every line goes through the parser and the collector; nothing may crash,
  * and the counts must add up. */
+#include "fuzz.h"
 #include "supervise/supervise.h"
 
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* libFuzzer harness for the IDX header parser: any input gives DG_OK or
  * DG_ERR_FORMAT with a reason, and a success describes bytes inside the input. */
 #include "data/data.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,6 +5,7 @@
  * the ledger took is shown back. The ledger is one temporary SQLite file per
  * process, removed at exit. */
 #include "devgate.h"
+#include "fuzz.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

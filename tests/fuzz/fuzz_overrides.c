@@ -4,6 +4,7 @@
  * crash; a list that is refused says why; one that is taken gives valid JSON
  * whose thresholds echo every value it set. */
 #include "devgate.h"
+#include "fuzz.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

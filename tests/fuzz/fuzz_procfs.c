@@ -6,6 +6,7 @@
  * PSI, /proc/self/cgroup, os-release and binfmt_misc entries
  * (src/env/sysinfo*.c). Every result must be self-consistent. */
 #include "env/sysinfo.h"
+#include "fuzz.h"
 #include "supervise/supervise.h"
 
 #include <stdint.h>

@@ -3,6 +3,7 @@
  * finish and every renderer. Nothing may crash; a record that finishes must
  * render in every format, and the page must never carry a raw <script. */
 #include "devgate.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * a spec that decodes encodes again, and that text decodes to the same
  * canonical JSON (the round trip the sweep relies on). */
 #include "devgate.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>

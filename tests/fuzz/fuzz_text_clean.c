@@ -4,6 +4,7 @@
  * input, NUL-terminated within the buffer, and never split mid-sequence. */
 #include "core/utf8.h"
 #include "devgate.h"
+#include "fuzz.h"
 
 #include <stdint.h>
 #include <stdlib.h>
