@@ -138,23 +138,24 @@ dg_status dg_op_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, s
 /* ---- float64 reference (ref64.c) -------------------------------------------
  * Plain, single-threaded, double-precision versions of every op on host
  * arrays, same contracts as backend.h; built without fast-math. */
-void ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
-                const double *b, int ldb, double beta, double *c, int ldc);
-void ref64_bias_add(double *y, const double *bias, int outer, int channels, int inner);
-void ref64_bias_grad(const double *dy, double *db, int outer, int channels, int inner);
-void ref64_relu_fwd(const double *x, double *y, size_t count);
-void ref64_relu_bwd(const double *y, const double *dy, double *dx, size_t count);
-void ref64_maxpool_fwd(const dg_pool_shape *s, const double *x, double *y, int32_t *argmax);
-void ref64_maxpool_bwd(const dg_pool_shape *s, const double *dy, const int32_t *argmax, double *dx);
-void ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *w, const double *bias,
-                      double *y);
-void ref64_conv2d_bwd(const dg_conv_shape *s, const double *x, const double *w, const double *dy,
-                      double *dx, double *dw, double *db);
+void dg_ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
+                   const double *b, int ldb, double beta, double *c, int ldc);
+void dg_ref64_bias_add(double *y, const double *bias, int outer, int channels, int inner);
+void dg_ref64_bias_grad(const double *dy, double *db, int outer, int channels, int inner);
+void dg_ref64_relu_fwd(const double *x, double *y, size_t count);
+void dg_ref64_relu_bwd(const double *y, const double *dy, double *dx, size_t count);
+void dg_ref64_maxpool_fwd(const dg_pool_shape *s, const double *x, double *y, int32_t *argmax);
+void dg_ref64_maxpool_bwd(const dg_pool_shape *s, const double *dy, const int32_t *argmax,
+                          double *dx);
+void dg_ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *w,
+                         const double *bias, double *y);
+void dg_ref64_conv2d_bwd(const dg_conv_shape *s, const double *x, const double *w, const double *dy,
+                         double *dx, double *dw, double *db);
 /* Returns the mean loss; adds correct rows to *correct. */
-double ref64_xent(int n, int classes, const double *logits, const int32_t *labels, double *dlogits,
-                  double *correct);
-void ref64_sgd(double *w, const double *g, double *mom, size_t count, double lr, double momentum,
-               double weight_decay);
+double dg_ref64_xent(int n, int classes, const double *logits, const int32_t *labels,
+                     double *dlogits, double *correct);
+void dg_ref64_sgd(double *w, const double *g, double *mom, size_t count, double lr, double momentum,
+                  double weight_decay);
 
 /* ---- float64 training (ref64_train.c) ---------------------------------------
  * The training fixture's step composed from the ref64_* ops exactly as

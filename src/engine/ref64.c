@@ -11,8 +11,8 @@
 #error "ref64.c must be built without -ffast-math"
 #endif
 
-void ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
-                const double *b, int ldb, double beta, double *c, int ldc)
+void dg_ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
+                   const double *b, int ldb, double beta, double *c, int ldc)
 {
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
@@ -29,7 +29,7 @@ void ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const doubl
     }
 }
 
-void ref64_bias_add(double *y, const double *bias, int outer, int channels, int inner)
+void dg_ref64_bias_add(double *y, const double *bias, int outer, int channels, int inner)
 {
     for (int o = 0; o < outer; o++)
         for (int ch = 0; ch < channels; ch++)
@@ -37,7 +37,7 @@ void ref64_bias_add(double *y, const double *bias, int outer, int channels, int 
                 y[((size_t)o * channels + ch) * inner + i] += bias[ch];
 }
 
-void ref64_bias_grad(const double *dy, double *db, int outer, int channels, int inner)
+void dg_ref64_bias_grad(const double *dy, double *db, int outer, int channels, int inner)
 {
     for (int ch = 0; ch < channels; ch++) {
         double s = 0.0;
@@ -48,19 +48,19 @@ void ref64_bias_grad(const double *dy, double *db, int outer, int channels, int 
     }
 }
 
-void ref64_relu_fwd(const double *x, double *y, size_t count)
+void dg_ref64_relu_fwd(const double *x, double *y, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         y[i] = x[i] > 0.0 ? x[i] : 0.0;
 }
 
-void ref64_relu_bwd(const double *y, const double *dy, double *dx, size_t count)
+void dg_ref64_relu_bwd(const double *y, const double *dy, double *dx, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         dx[i] = y[i] > 0.0 ? dy[i] : 0.0;
 }
 
-void ref64_maxpool_fwd(const dg_pool_shape *s, const double *x, double *y, int32_t *argmax)
+void dg_ref64_maxpool_fwd(const dg_pool_shape *s, const double *x, double *y, int32_t *argmax)
 {
     size_t planes = (size_t)s->n * s->c;
     for (size_t p = 0; p < planes; p++) {
@@ -87,7 +87,8 @@ void ref64_maxpool_fwd(const dg_pool_shape *s, const double *x, double *y, int32
     }
 }
 
-void ref64_maxpool_bwd(const dg_pool_shape *s, const double *dy, const int32_t *argmax, double *dx)
+void dg_ref64_maxpool_bwd(const dg_pool_shape *s, const double *dy, const int32_t *argmax,
+                          double *dx)
 {
     size_t planes = (size_t)s->n * s->c, in_plane = (size_t)s->h * s->w;
     size_t out_plane = (size_t)s->ho * s->wo;
@@ -106,8 +107,8 @@ static bool conv_in(const dg_conv_shape *s, int oy, int ox, int ky, int kx, int 
     return *iy >= 0 && *iy < s->h && *ix >= 0 && *ix < s->w;
 }
 
-void ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *w, const double *bias,
-                      double *y)
+void dg_ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *w,
+                         const double *bias, double *y)
 {
     for (int n = 0; n < s->n; n++) {
         for (int k = 0; k < s->k; k++) {
@@ -135,8 +136,8 @@ void ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *w, 
     }
 }
 
-void ref64_conv2d_bwd(const dg_conv_shape *s, const double *x, const double *w, const double *dy,
-                      double *dx, double *dw, double *db)
+void dg_ref64_conv2d_bwd(const dg_conv_shape *s, const double *x, const double *w, const double *dy,
+                         double *dx, double *dw, double *db)
 {
     size_t nx = (size_t)s->n * s->c * s->h * s->w, nw = (size_t)s->k * s->c * s->kh * s->kw;
     if (dx)
@@ -174,8 +175,8 @@ void ref64_conv2d_bwd(const dg_conv_shape *s, const double *x, const double *w, 
     }
 }
 
-double ref64_xent(int n, int classes, const double *logits, const int32_t *labels, double *dlogits,
-                  double *correct)
+double dg_ref64_xent(int n, int classes, const double *logits, const int32_t *labels,
+                     double *dlogits, double *correct)
 {
     double loss = 0.0;
     for (int r = 0; r < n; r++) {
@@ -203,8 +204,8 @@ double ref64_xent(int n, int classes, const double *logits, const int32_t *label
     return n > 0 ? loss / n : 0.0;
 }
 
-void ref64_sgd(double *w, const double *g, double *mom, size_t count, double lr, double momentum,
-               double weight_decay)
+void dg_ref64_sgd(double *w, const double *g, double *mom, size_t count, double lr, double momentum,
+                  double weight_decay)
 {
     for (size_t i = 0; i < count; i++) {
         double d = g[i] + weight_decay * w[i];

@@ -40,46 +40,46 @@ static void forward_backward(ref_run *r, double *loss)
         const double *in = i == 0 ? r->x : r->y[i - 1];
         switch (l->kind) {
         case DG_L_CONV:
-            ref64_conv2d_fwd(&l->conv, in, at(r->P, l->w_off), at(r->P, l->b_off), r->y[i]);
+            dg_ref64_conv2d_fwd(&l->conv, in, at(r->P, l->w_off), at(r->P, l->b_off), r->y[i]);
             break;
-        case DG_L_RELU: ref64_relu_fwd(in, r->y[i], (size_t)n * per_sample(l)); break;
-        case DG_L_POOL: ref64_maxpool_fwd(&l->pool, in, r->y[i], r->argmax[i]); break;
+        case DG_L_RELU: dg_ref64_relu_fwd(in, r->y[i], (size_t)n * per_sample(l)); break;
+        case DG_L_POOL: dg_ref64_maxpool_fwd(&l->pool, in, r->y[i], r->argmax[i]); break;
         case DG_L_FC:
             /* y[n, out] = x[n, in] * W[out, in]^T + b */
-            ref64_gemm(false, true, n, l->out_c, l->in_c, 1.0, in, l->in_c, at(r->P, l->w_off),
-                       l->in_c, 0.0, r->y[i], l->out_c);
-            ref64_bias_add(r->y[i], at(r->P, l->b_off), n, l->out_c, 1);
+            dg_ref64_gemm(false, true, n, l->out_c, l->in_c, 1.0, in, l->in_c, at(r->P, l->w_off),
+                          l->in_c, 0.0, r->y[i], l->out_c);
+            dg_ref64_bias_add(r->y[i], at(r->P, l->b_off), n, l->out_c, 1);
             break;
         }
     }
     int last = m->nlayers - 1;
     double correct = 0.0;
-    *loss = ref64_xent(n, m->classes, r->y[last], r->labels, r->dy[last], &correct);
+    *loss = dg_ref64_xent(n, m->classes, r->y[last], r->labels, r->dy[last], &correct);
     for (int i = last; i >= 0; i--) {
         const dg_layer *l = &m->L[i];
         const double *in = i == 0 ? r->x : r->y[i - 1];
         double *dx = i == 0 ? NULL : r->dy[i - 1];
         switch (l->kind) {
         case DG_L_CONV:
-            ref64_conv2d_bwd(&l->conv, in, at(r->P, l->w_off), r->dy[i], dx, at(r->G, l->w_off),
-                             at(r->G, l->b_off));
+            dg_ref64_conv2d_bwd(&l->conv, in, at(r->P, l->w_off), r->dy[i], dx, at(r->G, l->w_off),
+                                at(r->G, l->b_off));
             break;
         case DG_L_RELU:
             if (dx)
-                ref64_relu_bwd(r->y[i], r->dy[i], dx, (size_t)n * per_sample(l));
+                dg_ref64_relu_bwd(r->y[i], r->dy[i], dx, (size_t)n * per_sample(l));
             break;
         case DG_L_POOL:
             if (dx)
-                ref64_maxpool_bwd(&l->pool, r->dy[i], r->argmax[i], dx);
+                dg_ref64_maxpool_bwd(&l->pool, r->dy[i], r->argmax[i], dx);
             break;
         case DG_L_FC:
             /* dW[out, in] = dy^T[out, n] * x[n, in]; db = sum dy; dx[n, in] = dy * W */
-            ref64_gemm(true, false, l->out_c, l->in_c, n, 1.0, r->dy[i], l->out_c, in, l->in_c, 0.0,
-                       at(r->G, l->w_off), l->in_c);
-            ref64_bias_grad(r->dy[i], at(r->G, l->b_off), n, l->out_c, 1);
+            dg_ref64_gemm(true, false, l->out_c, l->in_c, n, 1.0, r->dy[i], l->out_c, in, l->in_c,
+                          0.0, at(r->G, l->w_off), l->in_c);
+            dg_ref64_bias_grad(r->dy[i], at(r->G, l->b_off), n, l->out_c, 1);
             if (dx)
-                ref64_gemm(false, false, n, l->in_c, l->out_c, 1.0, r->dy[i], l->out_c,
-                           at(r->P, l->w_off), l->in_c, 0.0, dx, l->in_c);
+                dg_ref64_gemm(false, false, n, l->in_c, l->out_c, 1.0, r->dy[i], l->out_c,
+                              at(r->P, l->w_off), l->in_c, 0.0, dx, l->in_c);
             break;
         }
     }
@@ -150,7 +150,7 @@ dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *model, const float 
         if (losses)
             losses[s] = loss;
         /* One SGD over the whole arena: the gaps hold zeros in all three. */
-        ref64_sgd(r->P, r->G, r->M, count, lr, momentum, weight_decay);
+        dg_ref64_sgd(r->P, r->G, r->M, count, lr, momentum, weight_decay);
     }
     if (st == DG_OK && final_params)
         memcpy(final_params, r->P, count * sizeof(double));

@@ -53,56 +53,56 @@ static const char page_css[] =
 
 static void page_begin(dg_capbuf *b, const dg_record_view *v)
 {
-    rp_put(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-              "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-              "style-src 'unsafe-inline'; img-src data:\">\n"
-              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-              "<meta name=\"generator\" content=\"devgate " DG_VERSION "\">\n<title>devgate ");
-    rp_h_esc(b, v->kind, "");
-    rp_put(b, " ");
-    rp_h_esc(b, v->run_id, "(not recorded)");
+    dg_rp_put(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                 "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                 "style-src 'unsafe-inline'; img-src data:\">\n"
+                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                 "<meta name=\"generator\" content=\"devgate " DG_VERSION "\">\n<title>devgate ");
+    dg_rp_h_esc(b, v->kind, "");
+    dg_rp_put(b, " ");
+    dg_rp_h_esc(b, v->run_id, "(not recorded)");
     if (v->label) {
-        rp_put(b, " · ");
-        rp_h_esc(b, v->label, "");
+        dg_rp_put(b, " · ");
+        dg_rp_h_esc(b, v->label, "");
     }
-    rp_put(b, "</title>\n<style>");
-    rp_put(b, page_css);
-    rp_put(b, "</style></head>\n<body>\n<header><h1>devgate ");
-    rp_h_esc(b, v->kind, "");
-    rp_put(b, " · run <span class=\"mono\">");
-    rp_h_esc(b, v->run_id, "(not recorded)");
-    rp_put(b, "</span></h1>\n<p class=\"meta\">host ");
-    rp_h_esc(b, v->host, "unknown");
-    rp_put(b, " · ");
-    rp_h_esc(b, v->timestamp, "no time");
-    const char *bucket = rp_bucket_id(v->rec);
+    dg_rp_put(b, "</title>\n<style>");
+    dg_rp_put(b, page_css);
+    dg_rp_put(b, "</style></head>\n<body>\n<header><h1>devgate ");
+    dg_rp_h_esc(b, v->kind, "");
+    dg_rp_put(b, " · run <span class=\"mono\">");
+    dg_rp_h_esc(b, v->run_id, "(not recorded)");
+    dg_rp_put(b, "</span></h1>\n<p class=\"meta\">host ");
+    dg_rp_h_esc(b, v->host, "unknown");
+    dg_rp_put(b, " · ");
+    dg_rp_h_esc(b, v->timestamp, "no time");
+    const char *bucket = dg_rp_bucket_id(v->rec);
     if (bucket) {
-        rp_put(b, " · bucket <span class=\"mono\">");
+        dg_rp_put(b, " · bucket <span class=\"mono\">");
         char shortid[13];
         snprintf(shortid, sizeof shortid, "%s", bucket);
-        rp_h_esc(b, shortid, "");
-        rp_put(b, "</span>");
+        dg_rp_h_esc(b, shortid, "");
+        dg_rp_put(b, "</span>");
     }
     if (v->label) {
-        rp_put(b, " · label <b>");
-        rp_h_esc(b, v->label, "");
-        rp_put(b, "</b>");
+        dg_rp_put(b, " · label <b>");
+        dg_rp_h_esc(b, v->label, "");
+        dg_rp_put(b, "</b>");
     }
     const char *state = v->state;
     if (state && strcmp(state, "complete") != 0) {
-        rp_put(b, " · state <b class=\"no\">");
-        rp_h_esc(b, state, "");
-        rp_put(b, "</b>");
+        dg_rp_put(b, " · state <b class=\"no\">");
+        dg_rp_h_esc(b, state, "");
+        dg_rp_put(b, "</b>");
     }
-    rp_put(b, "</p></header>\n<main>\n");
+    dg_rp_put(b, "</p></header>\n<main>\n");
 }
 
 static void page_end(dg_capbuf *b)
 {
-    rp_put(b, "</main>\n<footer><p class=\"note\">Rendered by devgate " DG_VERSION
-              " from the evidence record (docs/schema/report.md). Values the run could not "
-              "measure are shown as <span class=\"na\">not reported</span>, never as 0.</p>"
-              "</footer>\n</body></html>\n");
+    dg_rp_put(b, "</main>\n<footer><p class=\"note\">Rendered by devgate " DG_VERSION
+                 " from the evidence record (docs/schema/report.md). Values the run could not "
+                 "measure are shown as <span class=\"na\">not reported</span>, never as 0.</p>"
+                 "</footer>\n</body></html>\n");
 }
 
 /* ---- verdict banner and steps ----------------------------------------------- */
@@ -111,68 +111,69 @@ static void sec_banner(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_final_gate *g = &v->final_gate;
     bool accepted = g->accepted == 1;
-    rp_printf(b, "<section id=\"verdict\" class=\"banner %s\">\n<div class=\"verdict\">%s</div>\n",
-              !g->present ? "none"
-              : accepted  ? "ok"
-                          : "bad",
-              !g->present ? "no final gate recorded"
-              : accepted  ? "✓ accepted"
-                          : "✗ not accepted");
+    dg_rp_printf(b,
+                 "<section id=\"verdict\" class=\"banner %s\">\n<div class=\"verdict\">%s</div>\n",
+                 !g->present ? "none"
+                 : accepted  ? "ok"
+                             : "bad",
+                 !g->present ? "no final gate recorded"
+                 : accepted  ? "✓ accepted"
+                             : "✗ not accepted");
     if (g->present) {
-        rp_put(b, "<p><b>");
-        rp_prose(b, ESC_HTML, g->statement, accepted ? "accepted" : "not accepted");
-        rp_put(b, "</b></p>\n<ul class=\"proofs\">");
+        dg_rp_put(b, "<p><b>");
+        dg_rp_prose(b, ESC_HTML, g->statement, accepted ? "accepted" : "not accepted");
+        dg_rp_put(b, "</b></p>\n<ul class=\"proofs\">");
         static const char *const names[] = {"architecture proof", "device gate log", "batch sweep",
                                             "memory curve"};
         for (int i = 0; i < 4; i++) {
             bool yes = g->proofs[i] == 1;
-            rp_printf(b, "<li><span class=\"%s\">%s</span> %s</li>", yes ? "yes" : "no",
-                      yes ? "✓" : "✗", names[i]);
+            dg_rp_printf(b, "<li><span class=\"%s\">%s</span> %s</li>", yes ? "yes" : "no",
+                         yes ? "✓" : "✗", names[i]);
         }
-        rp_put(b, "</ul>\n");
+        dg_rp_put(b, "</ul>\n");
         const cJSON *missing = g->missing;
         if (cJSON_GetArraySize(missing) > 0) {
-            rp_put(b, "<p>missing: ");
-            rp_h_join(b, missing, ", ");
-            rp_put(b, "</p>\n");
+            dg_rp_put(b, "<p>missing: ");
+            dg_rp_h_join(b, missing, ", ");
+            dg_rp_put(b, "</p>\n");
         }
         char val[64];
-        rp_fmt_view_metric(val, sizeof val, g->throughput);
-        rp_put(b, "<p>throughput ");
-        rp_h_val(b, val);
+        dg_rp_fmt_view_metric(val, sizeof val, g->throughput);
+        dg_rp_put(b, "<p>throughput ");
+        dg_rp_h_val(b, val);
         if (g->batch.valid)
-            rp_printf(b, " at batch %.0f", g->batch.value);
+            dg_rp_printf(b, " at batch %.0f", g->batch.value);
         if (g->safe_batch.valid)
-            rp_printf(b, " · safe batch %.0f (the memory ceiling)", g->safe_batch.value);
+            dg_rp_printf(b, " · safe batch %.0f (the memory ceiling)", g->safe_batch.value);
         if (g->fail_findings.valid)
-            rp_printf(b, " · %.0f fail finding%s", g->fail_findings.value,
-                      g->fail_findings.value == 1 ? "" : "s");
-        rp_put(b, "</p>\n");
+            dg_rp_printf(b, " · %.0f fail finding%s", g->fail_findings.value,
+                         g->fail_findings.value == 1 ? "" : "s");
+        dg_rp_put(b, "</p>\n");
     }
     const dg_view_decision *d = &v->decision;
-    rp_put(b, "<p><b>decision:</b> ");
+    dg_rp_put(b, "<p><b>decision:</b> ");
     if (d->present) {
-        rp_h_esc(b, d->route, "?");
+        dg_rp_h_esc(b, d->route, "?");
         if (d->backend) {
-            rp_put(b, " (");
-            rp_h_esc(b, d->backend, "");
-            rp_put(b, ")");
+            dg_rp_put(b, " (");
+            dg_rp_h_esc(b, d->backend, "");
+            dg_rp_put(b, ")");
         }
         const cJSON *r;
         bool first = true;
         cJSON_ArrayForEach(r, d->reasons)
         {
-            rp_put(b, first ? " — " : "; ");
+            dg_rp_put(b, first ? " — " : "; ");
             if (cJSON_IsString(r))
-                rp_prose(b, ESC_HTML, r->valuestring, "");
+                dg_rp_prose(b, ESC_HTML, r->valuestring, "");
             else
-                rp_h_scalar(b, r);
+                dg_rp_h_scalar(b, r);
             first = false;
         }
     } else {
-        rp_put(b, "<span class=\"na\">none recorded</span>");
+        dg_rp_put(b, "<span class=\"na\">none recorded</span>");
     }
-    rp_put(b, "</p>\n</section>\n");
+    dg_rp_put(b, "</p>\n</section>\n");
 }
 
 static const char *verdict_class(const char *v)
@@ -187,96 +188,96 @@ static const char *verdict_class(const char *v)
 
 static void sec_steps(dg_capbuf *b, const dg_record_view *v)
 {
-    rp_section_open(b, "steps", "Steps");
+    dg_rp_section_open(b, "steps", "Steps");
     if (v->nsteps == 0) {
-        rp_section_absent(b, "steps");
-        rp_put(b, "</section>\n");
+        dg_rp_section_absent(b, "steps");
+        dg_rp_put(b, "</section>\n");
         return;
     }
-    rp_table_open(
+    dg_rp_table_open(
         b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</th></tr>");
     for (int i = 0; i < v->nsteps; i++) {
         const dg_view_step *s = &v->steps[i];
         char wall[64];
-        rp_put(b, "<tr><td>");
-        rp_h_esc(b, s->name, "?");
-        rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(s->verdict));
-        rp_h_esc(b, s->verdict, "–");
-        rp_put(b, "</span></td><td>");
-        rp_prose(b, ESC_HTML, s->summary, "");
+        dg_rp_put(b, "<tr><td>");
+        dg_rp_h_esc(b, s->name, "?");
+        dg_rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(s->verdict));
+        dg_rp_h_esc(b, s->verdict, "–");
+        dg_rp_put(b, "</span></td><td>");
+        dg_rp_prose(b, ESC_HTML, s->summary, "");
         if (s->error) {
-            rp_put(b, "<br><span class=\"no\">error:</span> ");
-            rp_h_esc(b, s->error, "");
+            dg_rp_put(b, "<br><span class=\"no\">error:</span> ");
+            dg_rp_h_esc(b, s->error, "");
         }
-        rp_put(b, "</td><td>");
-        rp_h_esc(b, s->status, "?");
-        rp_put(b, "</td><td class=\"n\">");
-        rp_fmt_view_metric(wall, sizeof wall, s->wall);
-        rp_h_val(b, wall);
-        rp_put(b, "</td></tr>\n");
+        dg_rp_put(b, "</td><td>");
+        dg_rp_h_esc(b, s->status, "?");
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_fmt_view_metric(wall, sizeof wall, s->wall);
+        dg_rp_h_val(b, wall);
+        dg_rp_put(b, "</td></tr>\n");
     }
-    rp_table_close(b);
-    rp_put(b, "</section>\n");
+    dg_rp_table_close(b);
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- findings ---------------------------------------------------------------- */
 
 static void finding_evidence(dg_capbuf *b, const cJSON *f)
 {
-    const cJSON *ev = rp_arr(f, "evidence");
+    const cJSON *ev = dg_rp_arr(f, "evidence");
     if (cJSON_GetArraySize(ev) == 0)
         return;
-    rp_table_open(b, "<tr><th>evidence</th><th>value</th><th>source</th></tr>");
+    dg_rp_table_open(b, "<tr><th>evidence</th><th>value</th><th>source</th></tr>");
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
     {
-        rp_put(b, "<tr><td class=\"mono\">");
-        rp_h_esc(b, rp_str(e, "field"), "?");
-        rp_put(b, "</td><td class=\"n\">");
-        const cJSON *v = rp_get(e, "value");
-        rp_h_scalar(b, v);
-        if (rp_str(e, "unit") && !cJSON_IsNull(v) && v) {
-            rp_put(b, " ");
-            rp_h_esc(b, rp_str(e, "unit"), "");
+        dg_rp_put(b, "<tr><td class=\"mono\">");
+        dg_rp_h_esc(b, dg_rp_str(e, "field"), "?");
+        dg_rp_put(b, "</td><td class=\"n\">");
+        const cJSON *v = dg_rp_get(e, "value");
+        dg_rp_h_scalar(b, v);
+        if (dg_rp_str(e, "unit") && !cJSON_IsNull(v) && v) {
+            dg_rp_put(b, " ");
+            dg_rp_h_esc(b, dg_rp_str(e, "unit"), "");
         }
-        rp_put(b, "</td><td>");
-        rp_h_esc(b, rp_str(e, "section"), "?");
-        rp_put(b, "</td></tr>\n");
+        dg_rp_put(b, "</td><td>");
+        dg_rp_h_esc(b, dg_rp_str(e, "section"), "?");
+        dg_rp_put(b, "</td></tr>\n");
     }
-    rp_table_close(b);
+    dg_rp_table_close(b);
 }
 
 static void sec_findings(dg_capbuf *b, const dg_record_view *v)
 {
-    rp_section_open(b, "findings", "Findings");
+    dg_rp_section_open(b, "findings", "Findings");
     int n;
-    const dg_view_finding **fs = rp_findings_sorted(v, &n);
+    const dg_view_finding **fs = dg_rp_findings_sorted(v, &n);
     if (n == 0)
-        rp_put(b, "<p>No findings: no rule fired on this record.</p>\n");
+        dg_rp_put(b, "<p>No findings: no rule fired on this record.</p>\n");
     for (int i = 0; i < n; i++) {
         const char *sev = verdict_class(fs[i]->severity);
-        rp_printf(b, "<div class=\"finding %s\"><p><span class=\"sev %s\">", sev, sev);
-        rp_h_esc(b, fs[i]->severity, "?");
-        rp_put(b, "</span> <b class=\"mono\">");
-        rp_h_esc(b, fs[i]->id, "?");
-        rp_put(b, "</b> ");
-        rp_prose(b, ESC_HTML, fs[i]->title, "");
-        rp_put(b, "</p>\n");
+        dg_rp_printf(b, "<div class=\"finding %s\"><p><span class=\"sev %s\">", sev, sev);
+        dg_rp_h_esc(b, fs[i]->severity, "?");
+        dg_rp_put(b, "</span> <b class=\"mono\">");
+        dg_rp_h_esc(b, fs[i]->id, "?");
+        dg_rp_put(b, "</b> ");
+        dg_rp_prose(b, ESC_HTML, fs[i]->title, "");
+        dg_rp_put(b, "</p>\n");
         finding_evidence(b, fs[i]->json);
         if (fs[i]->hypothesis) {
-            rp_put(b, "<p><b>hypothesis:</b> ");
-            rp_h_esc(b, fs[i]->hypothesis, "");
-            rp_put(b, "</p>\n");
+            dg_rp_put(b, "<p><b>hypothesis:</b> ");
+            dg_rp_h_esc(b, fs[i]->hypothesis, "");
+            dg_rp_put(b, "</p>\n");
         }
         if (fs[i]->action) {
-            rp_put(b, "<p><b>→ action:</b> ");
-            rp_h_esc(b, fs[i]->action, "");
-            rp_put(b, "</p>\n");
+            dg_rp_put(b, "<p><b>→ action:</b> ");
+            dg_rp_h_esc(b, fs[i]->action, "");
+            dg_rp_put(b, "</p>\n");
         }
-        rp_put(b, "</div>\n");
+        dg_rp_put(b, "</div>\n");
     }
     dg_free(fs);
-    rp_put(b, "</section>\n");
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- batch sweep --------------------------------------------------------------- */
@@ -284,69 +285,69 @@ static void sec_findings(dg_capbuf *b, const dg_record_view *v)
 static void sweep_trial_row(dg_capbuf *b, const dg_view_trial *t, bool bisect)
 {
     bool ok = t->ended && strcmp(t->ended, "ok") == 0;
-    rp_printf(b, "<tr%s><td class=\"n\">%.0f%s</td><td>", ok ? "" : " class=\"failed\"",
-              t->batch.valid ? t->batch.value : 0, bisect ? " (bisect)" : "");
-    rp_h_esc(b, t->ended, "?");
+    dg_rp_printf(b, "<tr%s><td class=\"n\">%.0f%s</td><td>", ok ? "" : " class=\"failed\"",
+                 t->batch.valid ? t->batch.value : 0, bisect ? " (bisect)" : "");
+    dg_rp_h_esc(b, t->ended, "?");
     if (t->signal) {
-        rp_put(b, " ");
-        rp_h_esc(b, t->signal, "");
+        dg_rp_put(b, " ");
+        dg_rp_h_esc(b, t->signal, "");
     }
     if (t->budget == 1)
-        rp_put(b, " (budget)");
+        dg_rp_put(b, " (budget)");
     if (t->reason) {
-        rp_put(b, "<br><span class=\"note\">");
-        rp_h_esc(b, t->reason, "");
-        rp_put(b, "</span>");
+        dg_rp_put(b, "<br><span class=\"note\">");
+        dg_rp_h_esc(b, t->reason, "");
+        dg_rp_put(b, "</span>");
     }
     const dg_rec_metric cols[] = {
         t->samples_per_s,        t->step_median, t->step_iqr,    t->device_allocated_peak,
         t->device_reserved_peak, t->rss_peak,    t->swap_growth, t->wall_s};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-        rp_put(b, "</td><td class=\"n\">");
-        rp_h_view_metric(b, cols[i]);
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_view_metric(b, cols[i]);
     }
-    rp_put(b, "</td></tr>\n");
+    dg_rp_put(b, "</td></tr>\n");
 }
 
 static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 {
-    rp_section_open(b, "sweep", "Batch sweep");
+    dg_rp_section_open(b, "sweep", "Batch sweep");
     if (!sw->present) {
-        rp_section_absent(b, "batch sweep");
-        rp_put(b, "</section>\n");
+        dg_rp_section_absent(b, "batch sweep");
+        dg_rp_put(b, "</section>\n");
         return;
     }
-    rp_svg_sweep(b, sw);
-    rp_put(b, "<p>knee: ");
+    dg_rp_svg_sweep(b, sw);
+    dg_rp_put(b, "<p>knee: ");
     if (sw->knee_batch.valid)
-        rp_printf(b, "batch <b>%.0f</b> (", sw->knee_batch.value);
+        dg_rp_printf(b, "batch <b>%.0f</b> (", sw->knee_batch.value);
     else
-        rp_put(b, "<span class=\"na\">not reported</span> (");
-    rp_h_view_metric(b, sw->knee_sps);
-    rp_put(b, ") · safe batch: ");
+        dg_rp_put(b, "<span class=\"na\">not reported</span> (");
+    dg_rp_h_view_metric(b, sw->knee_sps);
+    dg_rp_put(b, ") · safe batch: ");
     if (sw->safe_batch.valid)
-        rp_printf(b, "<b>%.0f</b> (", sw->safe_batch.value);
+        dg_rp_printf(b, "<b>%.0f</b> (", sw->safe_batch.value);
     else
-        rp_put(b, "<span class=\"na\">not reported</span> (");
-    rp_h_view_metric(b, sw->safe_sps);
-    rp_put(b, ")");
+        dg_rp_put(b, "<span class=\"na\">not reported</span> (");
+    dg_rp_h_view_metric(b, sw->safe_sps);
+    dg_rp_put(b, ")");
     if (sw->safe_note) {
-        rp_put(b, ", ");
-        rp_h_esc(b, sw->safe_note, "");
+        dg_rp_put(b, ", ");
+        dg_rp_h_esc(b, sw->safe_note, "");
     }
-    rp_put(b, " · stopped: ");
-    rp_h_esc(b, sw->stopped_reason, "not reported");
+    dg_rp_put(b, " · stopped: ");
+    dg_rp_h_esc(b, sw->stopped_reason, "not reported");
     if (sw->stopped_at.valid)
-        rp_printf(b, " at batch %.0f", sw->stopped_at.value);
-    rp_put(b, " · memory budget ");
-    rp_h_view_metric(b, sw->mem_budget);
+        dg_rp_printf(b, " at batch %.0f", sw->stopped_at.value);
+    dg_rp_put(b, " · memory budget ");
+    dg_rp_h_view_metric(b, sw->mem_budget);
     if (sw->mem_budget_source) {
-        rp_put(b, " (");
-        rp_h_esc(b, sw->mem_budget_source, "");
-        rp_put(b, ")");
+        dg_rp_put(b, " (");
+        dg_rp_h_esc(b, sw->mem_budget_source, "");
+        dg_rp_put(b, ")");
     }
-    rp_put(b, "</p>\n");
-    rp_table_open(
+    dg_rp_put(b, "</p>\n");
+    dg_rp_table_open(
         b, "<tr><th>batch</th><th>ended</th><th>samples/s</th><th>step ms</th><th>IQR</th>"
            "<th>device allocated</th><th>device reserved</th><th>RSS peak</th><th>swap growth</th>"
            "<th>wall</th></tr>");
@@ -354,8 +355,8 @@ static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
         sweep_trial_row(b, &sw->trials[i], false);
     for (int i = 0; i < sw->nbisect; i++)
         sweep_trial_row(b, &sw->bisect[i], true);
-    rp_table_close(b);
-    rp_put(b, "</section>\n");
+    dg_rp_table_close(b);
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- memory curve ---------------------------------------------------------------- */
@@ -363,14 +364,14 @@ static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_soak *s = &v->soak;
-    rp_section_open(b, "memory", "Memory curve");
+    dg_rp_section_open(b, "memory", "Memory curve");
     if (!s->present || s->nepochs == 0) {
-        rp_section_absent(b, s->present ? "per-epoch watermarks" : "soak (memory curve)");
-        rp_put(b, "</section>\n");
+        dg_rp_section_absent(b, s->present ? "per-epoch watermarks" : "soak (memory curve)");
+        dg_rp_put(b, "</section>\n");
         return;
     }
-    rp_svg_memory(b, rp_mem_growth_pct(v), s);
-    rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
+    dg_rp_svg_memory(b, dg_rp_mem_growth_pct(v), s);
+    dg_rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
     static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
                                                     "driver", "footprint"};
     for (int i = 0; i < DG_MEM_COUNT; i++) {
@@ -379,65 +380,65 @@ static void sec_memory(dg_capbuf *b, const dg_record_view *v)
             snprintf(val, sizeof val, "%+.1f%%", s->growth[i].value);
         else
             snprintf(val, sizeof val, "not reported");
-        rp_printf(b, "%s%s ", i ? " · " : "", names[i]);
-        rp_h_val(b, val);
+        dg_rp_printf(b, "%s%s ", i ? " · " : "", names[i]);
+        dg_rp_h_val(b, val);
     }
-    rp_printf(b, " · threshold %.0f%%", rp_mem_growth_pct(v));
-    rp_put(b, " · staircase ");
-    rp_put(b, s->staircase_aligned == 1   ? "aligned with validation (a working-set change)"
-              : s->staircase_aligned == 0 ? "not aligned with validation"
-                                          : "none");
-    rp_put(b, s->empty_cache == 1 ? " · cache emptied at every epoch end" : " · cache kept");
-    rp_put(b, "</p>\n");
-    rp_table_open(
+    dg_rp_printf(b, " · threshold %.0f%%", dg_rp_mem_growth_pct(v));
+    dg_rp_put(b, " · staircase ");
+    dg_rp_put(b, s->staircase_aligned == 1   ? "aligned with validation (a working-set change)"
+                 : s->staircase_aligned == 0 ? "not aligned with validation"
+                                             : "none");
+    dg_rp_put(b, s->empty_cache == 1 ? " · cache emptied at every epoch end" : " · cache kept");
+    dg_rp_put(b, "</p>\n");
+    dg_rp_table_open(
         b, "<tr><th>epoch</th><th>allocated</th><th>reserved</th><th>driver</th><th>footprint</th>"
            "<th>cache emptied</th><th>validation</th><th>step ms</th><th>samples/s</th></tr>");
     for (int k = 0; k < s->nepochs; k++) {
         const dg_view_epoch *e = &s->epochs[k];
-        rp_printf(b, "<tr><td class=\"n\">%.0f</td>", e->epoch.valid ? e->epoch.value : 0);
+        dg_rp_printf(b, "<tr><td class=\"n\">%.0f</td>", e->epoch.valid ? e->epoch.value : 0);
         const dg_rec_metric cols[] = {e->allocated, e->reserved, e->driver_used, e->rss};
         for (int i = 0; i < 4; i++) {
-            rp_put(b, "<td class=\"n\">");
-            rp_h_view_metric(b, cols[i]);
-            rp_put(b, "</td>");
+            dg_rp_put(b, "<td class=\"n\">");
+            dg_rp_h_view_metric(b, cols[i]);
+            dg_rp_put(b, "</td>");
         }
-        rp_printf(b, "<td>%s</td><td>%s</td><td class=\"n\">", e->cache_emptied == 1 ? "yes" : "no",
-                  e->validation == 1 ? "yes" : "no");
-        rp_h_view_metric(b, e->step_ms);
-        rp_put(b, "</td><td class=\"n\">");
-        rp_h_view_metric(b, e->samples_per_s);
-        rp_put(b, "</td></tr>\n");
+        dg_rp_printf(b, "<td>%s</td><td>%s</td><td class=\"n\">",
+                     e->cache_emptied == 1 ? "yes" : "no", e->validation == 1 ? "yes" : "no");
+        dg_rp_h_view_metric(b, e->step_ms);
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_view_metric(b, e->samples_per_s);
+        dg_rp_put(b, "</td></tr>\n");
     }
-    rp_table_close(b);
-    rp_put(b, "</section>\n");
+    dg_rp_table_close(b);
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- baseline: cpu against the device ---------------------------------------------- */
 
 static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
 {
-    rp_section_open(b, "baseline", "Baseline: cpu against the device");
+    dg_rp_section_open(b, "baseline", "Baseline: cpu against the device");
     if (!cmp->present) {
-        rp_section_absent(b, "comparison with the cpu");
-        rp_put(b, "</section>\n");
+        dg_rp_section_absent(b, "comparison with the cpu");
+        dg_rp_put(b, "</section>\n");
         return;
     }
-    rp_svg_baseline(b, cmp);
-    rp_table_open(
+    dg_rp_svg_baseline(b, cmp);
+    dg_rp_table_open(
         b, "<tr><th>batch</th><th>cpu step</th><th>device step</th><th>speedup</th>"
            "<th>step time reduction</th><th>device busy</th><th>loss vs float64 (device)</th>"
            "<th>param drift (device vs float64)</th><th>fallbacks</th><th>verdict</th></tr>");
     for (int k = 0; k < cmp->nruns; k++) {
         const dg_view_run *r = &cmp->runs[k];
         bool failed = r->failed != NULL;
-        rp_printf(b, "<tr%s><td class=\"n\">%.0f</td>", failed ? " class=\"failed\"" : "",
-                  r->batch.valid ? r->batch.value : 0);
+        dg_rp_printf(b, "<tr%s><td class=\"n\">%.0f</td>", failed ? " class=\"failed\"" : "",
+                     r->batch.valid ? r->batch.value : 0);
         if (failed) {
-            rp_put(b, "<td colspan=\"9\">failed on ");
-            rp_h_esc(b, r->failed, "?");
-            rp_put(b, ": ");
-            rp_h_esc(b, r->error, "");
-            rp_put(b, "</td></tr>\n");
+            dg_rp_put(b, "<td colspan=\"9\">failed on ");
+            dg_rp_h_esc(b, r->failed, "?");
+            dg_rp_put(b, ": ");
+            dg_rp_h_esc(b, r->error, "");
+            dg_rp_put(b, "</td></tr>\n");
             continue;
         }
         const dg_rec_metric cols[] = {r->cpu_step_ms,
@@ -449,30 +450,30 @@ static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
                                       r->param_drift_device_vs_ref,
                                       r->device_fallbacks};
         for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-            rp_put(b, "<td class=\"n\">");
-            rp_h_view_metric(b, cols[i]);
-            rp_put(b, "</td>");
+            dg_rp_put(b, "<td class=\"n\">");
+            dg_rp_h_view_metric(b, cols[i]);
+            dg_rp_put(b, "</td>");
         }
-        rp_put(b, "<td>");
-        rp_h_esc(b, r->verdict, "?");
+        dg_rp_put(b, "<td>");
+        dg_rp_h_esc(b, r->verdict, "?");
         if (cJSON_GetArraySize(r->drift) > 0) {
-            rp_put(b, ": ");
-            rp_h_join(b, r->drift, ", ");
+            dg_rp_put(b, ": ");
+            dg_rp_h_join(b, r->drift, ", ");
         }
-        rp_put(b, "</td></tr>\n");
+        dg_rp_put(b, "</td></tr>\n");
     }
-    rp_table_close(b);
-    rp_put(b, "<p class=\"note\">device ");
-    rp_h_esc(b, cmp->device_name, "not reported");
-    rp_put(
+    dg_rp_table_close(b);
+    dg_rp_put(b, "<p class=\"note\">device ");
+    dg_rp_h_esc(b, cmp->device_name, "not reported");
+    dg_rp_put(
         b,
         " · speedup = cpu step time / device step time · busy = device time of forward, backward "
         "and update over the device step · drift against the float64 reference "
         "(loss tolerance ");
-    rp_h_view_metric(b, cmp->loss_tolerance);
-    rp_put(b, ", parameter tolerance ");
-    rp_h_view_metric(b, cmp->param_tolerance);
-    rp_put(b, ")</p>\n</section>\n");
+    dg_rp_h_view_metric(b, cmp->loss_tolerance);
+    dg_rp_put(b, ", parameter tolerance ");
+    dg_rp_h_view_metric(b, cmp->param_tolerance);
+    dg_rp_put(b, ")</p>\n</section>\n");
 }
 
 /* ---- profile ------------------------------------------------------------------------ */
@@ -491,7 +492,7 @@ static void profile_ops(dg_capbuf *b, const dg_view_profile *prof)
 {
     int n = prof->nops;
     if (n <= 0) {
-        rp_put(b, "<p class=\"na\">No per-op table in this record.</p>\n");
+        dg_rp_put(b, "<p class=\"na\">No per-op table in this record.</p>\n");
         return;
     }
     const dg_view_op *top[TOP_OPS];
@@ -510,112 +511,113 @@ static void profile_ops(dg_capbuf *b, const dg_view_profile *prof)
         }
         top[j] = o;
     }
-    rp_printf(b, "<h3>Top ops (%d of %d rows; profiled pass, each op timed in isolation)</h3>\n", k,
-              n);
-    rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>calls</th><th>total ms</th>"
+    dg_rp_printf(b, "<h3>Top ops (%d of %d rows; profiled pass, each op timed in isolation)</h3>\n",
+                 k, n);
+    dg_rp_table_open(b,
+                     "<tr><th>op</th><th>shape</th><th>backend</th><th>calls</th><th>total ms</th>"
                      "<th>mean ms</th><th>share</th></tr>");
     for (int i = 0; i < k; i++) {
         bool fb = top[i]->fallback == 1;
-        rp_printf(b, "<tr%s><td class=\"mono\">", fb ? " class=\"fallback\"" : "");
-        rp_h_esc(b, top[i]->op, "?");
-        rp_put(b, fb ? " <b>FALLBACK</b>" : "");
-        rp_put(b, "</td><td class=\"mono\">");
-        rp_h_esc(b, top[i]->shape, "");
-        rp_put(b, "</td><td>");
-        rp_h_esc(b, top[i]->backend, "?");
-        rp_put(b, "</td><td class=\"n\">");
-        rp_h_view_metric(b, top[i]->calls);
-        rp_put(b, "</td><td class=\"n\">");
-        rp_h_view_metric(b, top[i]->ms_total);
-        rp_put(b, "</td><td class=\"n\">");
-        rp_h_view_metric(b, top[i]->ms_mean);
-        rp_put(b, "</td><td class=\"n\">");
+        dg_rp_printf(b, "<tr%s><td class=\"mono\">", fb ? " class=\"fallback\"" : "");
+        dg_rp_h_esc(b, top[i]->op, "?");
+        dg_rp_put(b, fb ? " <b>FALLBACK</b>" : "");
+        dg_rp_put(b, "</td><td class=\"mono\">");
+        dg_rp_h_esc(b, top[i]->shape, "");
+        dg_rp_put(b, "</td><td>");
+        dg_rp_h_esc(b, top[i]->backend, "?");
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_view_metric(b, top[i]->calls);
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_view_metric(b, top[i]->ms_total);
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_view_metric(b, top[i]->ms_mean);
+        dg_rp_put(b, "</td><td class=\"n\">");
         char v[32];
         if (top[i]->share.valid)
             snprintf(v, sizeof v, "%.1f%%", 100 * top[i]->share.value);
         else
             snprintf(v, sizeof v, "not reported");
-        rp_h_val(b, v);
-        rp_put(b, "</td></tr>\n");
+        dg_rp_h_val(b, v);
+        dg_rp_put(b, "</td></tr>\n");
     }
-    rp_table_close(b);
+    dg_rp_table_close(b);
 }
 
 static void sec_profile(dg_capbuf *b, const dg_view_profile *prof)
 {
-    rp_section_open(b, "profile", "Profile");
+    dg_rp_section_open(b, "profile", "Profile");
     if (!prof->present) {
-        rp_section_absent(b, "profile");
-        rp_put(b, "</section>\n");
+        dg_rp_section_absent(b, "profile");
+        dg_rp_put(b, "</section>\n");
         return;
     }
-    rp_put(b, "<p>step ");
-    rp_h_view_metric(b, prof->step_ms);
-    rp_put(b, " (median, unprofiled) · profiled ");
-    rp_h_view_metric(b, prof->profiled_ms);
+    dg_rp_put(b, "<p>step ");
+    dg_rp_h_view_metric(b, prof->step_ms);
+    dg_rp_put(b, " (median, unprofiled) · profiled ");
+    dg_rp_h_view_metric(b, prof->profiled_ms);
     if (prof->window_steps.valid)
-        rp_printf(b, " · window %.0f steps", prof->window_steps.value);
-    rp_put(b, " · sync points per step ");
-    rp_h_view_metric(b, prof->sync_per_step);
-    rp_put(b, " · noise ");
-    rp_h_esc(b, prof->noise, "not reported");
-    rp_put(b, "</p>\n");
-    rp_svg_phases(b, prof);
+        dg_rp_printf(b, " · window %.0f steps", prof->window_steps.value);
+    dg_rp_put(b, " · sync points per step ");
+    dg_rp_h_view_metric(b, prof->sync_per_step);
+    dg_rp_put(b, " · noise ");
+    dg_rp_h_esc(b, prof->noise, "not reported");
+    dg_rp_put(b, "</p>\n");
+    dg_rp_svg_phases(b, prof);
     profile_ops(b, prof);
-    rp_put(b, "<p>bytes in the window: h2d ");
-    rp_h_view_metric(b, prof->bytes_h2d);
-    rp_put(b, " · d2h ");
-    rp_h_view_metric(b, prof->bytes_d2h);
-    rp_put(b, " · fallback copies ");
-    rp_h_view_metric(b, prof->bytes_fallback_h2d);
-    rp_put(b, " up, ");
-    rp_h_view_metric(b, prof->bytes_fallback_d2h);
-    rp_put(b, " down</p>\n");
+    dg_rp_put(b, "<p>bytes in the window: h2d ");
+    dg_rp_h_view_metric(b, prof->bytes_h2d);
+    dg_rp_put(b, " · d2h ");
+    dg_rp_h_view_metric(b, prof->bytes_d2h);
+    dg_rp_put(b, " · fallback copies ");
+    dg_rp_h_view_metric(b, prof->bytes_fallback_h2d);
+    dg_rp_put(b, " up, ");
+    dg_rp_h_view_metric(b, prof->bytes_fallback_d2h);
+    dg_rp_put(b, " down</p>\n");
     if (prof->note) {
-        rp_put(b, "<p class=\"note\">");
-        rp_h_esc(b, prof->note, "");
-        rp_put(b, "</p>\n");
+        dg_rp_put(b, "<p class=\"note\">");
+        dg_rp_h_esc(b, prof->note, "");
+        dg_rp_put(b, "</p>\n");
     }
-    rp_put(b, "</section>\n");
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- fallback census ---------------------------------------------------------------- */
 
 static void census_table(dg_capbuf *b, const dg_view_fallback *arr, int n, const char *from)
 {
-    rp_put(b, "<h3>from ");
-    rp_put(b, from);
-    rp_put(b, "</h3>\n");
-    rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>reason</th><th>calls</th>"
-                     "<th>ms</th><th>bytes d2h</th><th>bytes h2d</th></tr>");
+    dg_rp_put(b, "<h3>from ");
+    dg_rp_put(b, from);
+    dg_rp_put(b, "</h3>\n");
+    dg_rp_table_open(b, "<tr><th>op</th><th>shape</th><th>backend</th><th>reason</th><th>calls</th>"
+                        "<th>ms</th><th>bytes d2h</th><th>bytes h2d</th></tr>");
     for (int k = 0; k < n; k++) {
         const dg_view_fallback *f = &arr[k];
-        rp_put(b, "<tr class=\"fallback\"><td class=\"mono\">");
-        rp_h_esc(b, f->op, "?");
-        rp_put(b, "</td><td class=\"mono\">");
-        rp_h_esc(b, f->shape, "");
-        rp_put(b, "</td><td>");
-        rp_h_esc(b, f->backend, "?");
-        rp_put(b, "</td><td>");
-        rp_h_esc(b, f->reason, "");
+        dg_rp_put(b, "<tr class=\"fallback\"><td class=\"mono\">");
+        dg_rp_h_esc(b, f->op, "?");
+        dg_rp_put(b, "</td><td class=\"mono\">");
+        dg_rp_h_esc(b, f->shape, "");
+        dg_rp_put(b, "</td><td>");
+        dg_rp_h_esc(b, f->backend, "?");
+        dg_rp_put(b, "</td><td>");
+        dg_rp_h_esc(b, f->reason, "");
         const dg_rec_metric cols[] = {f->calls, f->ms_total, f->bytes_d2h, f->bytes_h2d};
         for (int i = 0; i < 4; i++) {
-            rp_put(b, "</td><td class=\"n\">");
+            dg_rp_put(b, "</td><td class=\"n\">");
             char t[48];
             if (i >= 2 && cols[i].valid)
-                rp_fmt_bytes(t, sizeof t, cols[i].value, true);
+                dg_rp_fmt_bytes(t, sizeof t, cols[i].value, true);
             else
-                rp_fmt_view_metric(t, sizeof t, cols[i]);
-            rp_h_val(b, t);
+                dg_rp_fmt_view_metric(t, sizeof t, cols[i]);
+            dg_rp_h_val(b, t);
         }
-        rp_put(b, "</td></tr>\n");
+        dg_rp_put(b, "</td></tr>\n");
     }
-    rp_table_close(b);
+    dg_rp_table_close(b);
 }
 
 static void sec_fallbacks(dg_capbuf *b, const dg_record_view *v)
 {
-    rp_section_open(b, "fallbacks", "Fallback census");
+    dg_rp_section_open(b, "fallbacks", "Fallback census");
     const struct {
         bool held;
         const dg_view_fallback *arr;
@@ -641,17 +643,18 @@ static void sec_fallbacks(dg_capbuf *b, const dg_record_view *v)
             any_section = true;
             if (r->device_fallbacks.value > 0) {
                 any = true;
-                rp_printf(b, "<p>compare, batch %.0f: %.0f ops fell back to the cpu</p>\n",
-                          r->batch.value, r->device_fallbacks.value);
+                dg_rp_printf(b, "<p>compare, batch %.0f: %.0f ops fell back to the cpu</p>\n",
+                             r->batch.value, r->device_fallbacks.value);
             }
         }
     }
     if (!any_section)
-        rp_section_absent(b, "fallback census");
+        dg_rp_section_absent(b, "fallback census");
     else if (!any)
-        rp_put(b, "<p><span class=\"yes\">✓</span> No op fell back to the cpu in the sections that "
+        dg_rp_put(b,
+                  "<p><span class=\"yes\">✓</span> No op fell back to the cpu in the sections that "
                   "keep a census.</p>\n");
-    rp_put(b, "</section>\n");
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- supervised run ---------------------------------------------------------------------- */
@@ -659,35 +662,35 @@ static void sec_fallbacks(dg_capbuf *b, const dg_record_view *v)
 static void sec_supervise(dg_capbuf *b, const dg_record_view *v)
 {
     const cJSON *sup = v->section[DG_SEC_SUPERVISE];
-    const cJSON *cmd = rp_supervise_command(v);
+    const cJSON *cmd = dg_rp_supervise_command(v);
     if (!sup && !cmd)
         return;
-    rp_section_open(b, "supervise", "Supervised run");
-    rp_table_open(b, NULL);
-    rp_kv_begin(b, "command");
+    dg_rp_section_open(b, "supervise", "Supervised run");
+    dg_rp_table_open(b, NULL);
+    dg_rp_kv_begin(b, "command");
     if (cmd) {
-        rp_put(b, "<span class=\"mono\">");
-        rp_command(b, ESC_HTML, cmd);
-        rp_put(b, "</span>");
+        dg_rp_put(b, "<span class=\"mono\">");
+        dg_rp_command(b, ESC_HTML, cmd);
+        dg_rp_put(b, "</span>");
     } else {
-        rp_put(b, "<span class=\"na\">not reported</span>");
+        dg_rp_put(b, "<span class=\"na\">not reported</span>");
     }
-    rp_kv_end(b);
-    if (rp_get(sup, "exit_status"))
-        rp_kv_metric(b, "exit_status", sup, "exit_status");
-    if (rp_get(sup, "signal"))
-        rp_kv_metric(b, "signal", sup, "signal");
-    rp_table_close(b);
+    dg_rp_kv_end(b);
+    if (dg_rp_get(sup, "exit_status"))
+        dg_rp_kv_metric(b, "exit_status", sup, "exit_status");
+    if (dg_rp_get(sup, "signal"))
+        dg_rp_kv_metric(b, "signal", sup, "signal");
+    dg_rp_table_close(b);
     if (sup) {
-        rp_put(b, "<h3>All facts of the section</h3>\n");
-        rp_h_generic(b, sup, 3);
+        dg_rp_put(b, "<h3>All facts of the section</h3>\n");
+        dg_rp_h_generic(b, sup, 3);
     }
-    rp_put(b, "</section>\n");
+    dg_rp_put(b, "</section>\n");
 }
 
 /* ---- entry ----------------------------------------------------------------------------- */
 
-void rp_render_html(dg_capbuf *b, const dg_record_view *v)
+void dg_rp_render_html(dg_capbuf *b, const dg_record_view *v)
 {
     /* Sections not yet read through the view take the record itself. */
     const cJSON *rec = v->rec;
@@ -701,13 +704,13 @@ void rp_render_html(dg_capbuf *b, const dg_record_view *v)
     sec_profile(b, &v->profile);
     sec_fallbacks(b, v);
     sec_supervise(b, v);
-    rp_sec_run_series(b, v);
-    rp_sec_environment(b, rec);
-    rp_sec_gate(b, &v->gate);
-    rp_sec_bucket(b, rec);
-    rp_sec_seeds(b, rec);
-    rp_sec_versions(b, rec);
-    rp_sec_thresholds(b, rec);
-    rp_sec_pack(b, rec);
+    dg_rp_sec_run_series(b, v);
+    dg_rp_sec_environment(b, rec);
+    dg_rp_sec_gate(b, &v->gate);
+    dg_rp_sec_bucket(b, rec);
+    dg_rp_sec_seeds(b, rec);
+    dg_rp_sec_versions(b, rec);
+    dg_rp_sec_thresholds(b, rec);
+    dg_rp_sec_pack(b, rec);
     page_end(b);
 }

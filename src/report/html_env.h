@@ -8,18 +8,18 @@
 /* Each writes its section, or says the record has none. */
 
 /* The environment proof: architecture, translation, OS, CPU, memory, processes. */
-void rp_sec_environment(dg_capbuf *b, const cJSON *rec);
+void dg_rp_sec_environment(dg_capbuf *b, const cJSON *rec);
 /* The device gate log, one row per backend. */
-void rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate);
+void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate);
 /* The input bucket: id, resolutions, augment, batch, normalisation, data set. */
-void rp_sec_bucket(dg_capbuf *b, const cJSON *rec);
+void dg_rp_sec_bucket(dg_capbuf *b, const cJSON *rec);
 /* The seeds of every step. */
-void rp_sec_seeds(dg_capbuf *b, const cJSON *rec);
+void dg_rp_sec_seeds(dg_capbuf *b, const cJSON *rec);
 /* devgate, library and backend versions. */
-void rp_sec_versions(dg_capbuf *b, const cJSON *rec);
+void dg_rp_sec_versions(dg_capbuf *b, const cJSON *rec);
 /* The thresholds the rules used. */
-void rp_sec_thresholds(dg_capbuf *b, const cJSON *rec);
+void dg_rp_sec_thresholds(dg_capbuf *b, const cJSON *rec);
 /* The pack's folder and files. */
-void rp_sec_pack(dg_capbuf *b, const cJSON *rec);
+void dg_rp_sec_pack(dg_capbuf *b, const cJSON *rec);
 
 #endif

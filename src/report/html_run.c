@@ -14,22 +14,22 @@ static void chart_or_absent(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pt
                             const rp_svg_line *lines, int n, const char *name, const char *why,
                             const char *why_record)
 {
-    rp_printf(b, "<h3>%s</h3>\n", name);
-    if (rp_svg_lines(b, c, pts, lines, n) > 0)
+    dg_rp_printf(b, "<h3>%s</h3>\n", name);
+    if (dg_rp_svg_lines(b, c, pts, lines, n) > 0)
         return;
-    rp_put(b, "<p class=\"na\">not reported: ");
-    rp_put(b, why);
+    dg_rp_put(b, "<p class=\"na\">not reported: ");
+    dg_rp_put(b, why);
     if (why_record) {
-        rp_put(b, " (");
-        rp_h_esc(b, why_record, "");
-        rp_put(b, ")");
+        dg_rp_put(b, " (");
+        dg_rp_h_esc(b, why_record, "");
+        dg_rp_put(b, ")");
     }
-    rp_put(b, "</p>\n");
+    dg_rp_put(b, "</p>\n");
 }
 
 static void series_charts(dg_capbuf *b, const cJSON *sup)
 {
-    const cJSON *ser = rp_arr(sup, "series");
+    const cJSON *ser = dg_rp_arr(sup, "series");
     const char *none = cJSON_GetArraySize(ser) == 0
                            ? "the record holds no sampled point of the process tree"
                            : "no sample held a value";
@@ -45,7 +45,7 @@ static void series_charts(dg_capbuf *b, const cJSON *sup)
     c.unit = RP_UNIT_PERCENT;
     double cores;
     char ref[64];
-    if (rp_num(sup, "samples.cores", &cores) && cores >= 1 && cores < 1e5) {
+    if (dg_rp_num(sup, "samples.cores", &cores) && cores >= 1 && cores < 1e5) {
         c.ref = 100 * cores;
         snprintf(ref, sizeof ref, "all %.0f cores devgate may use", cores);
         c.ref_label = ref;
@@ -68,7 +68,7 @@ static void series_charts(dg_capbuf *b, const cJSON *sup)
     rp_svg_line sw = {"swap", "machine swap in use", "#57606a", false};
     chart_or_absent(b, &c, ser, &sw, 1, "Swap", "swap use was not readable", NULL);
 
-    const char *src = rp_str(sup, "samples.gpu_source");
+    const char *src = dg_rp_str(sup, "samples.gpu_source");
     bool nvml = src && strcmp(src, "nvml") == 0;
     c.title = "GPU memory of the tree's processes against time";
     c.ylabel = "GPU memory of the tree's processes (bytes, NVML)";
@@ -90,7 +90,7 @@ static void series_charts(dg_capbuf *b, const cJSON *sup)
 
 static void epoch_chart(dg_capbuf *b, const cJSON *soak)
 {
-    const cJSON *epochs = rp_arr(soak, "epochs");
+    const cJSON *epochs = dg_rp_arr(soak, "epochs");
     rp_svg_chart c = {.title = "The probe's memory figures at each epoch end",
                       .xkey = "epoch",
                       .xlabel = "epoch",
@@ -110,29 +110,30 @@ static void epoch_chart(dg_capbuf *b, const cJSON *soak)
                     NULL);
 }
 
-void rp_sec_run_series(dg_capbuf *b, const dg_record_view *v)
+void dg_rp_sec_run_series(dg_capbuf *b, const dg_record_view *v)
 {
     const cJSON *sup = v->section[DG_SEC_SUPERVISE];
     if (!sup)
         return;
-    rp_section_open(b, "series", "Sampled series");
+    dg_rp_section_open(b, "series", "Sampled series");
     double count = 0, stored = 0, ms = 0;
-    bool hc = rp_num(sup, "samples.count", &count), hs = rp_num(sup, "samples.stored", &stored);
-    bool hm = rp_num(v->rec, "spec.sample_ms", &ms);
-    rp_put(b, "<p class=\"note\">");
+    bool hc = dg_rp_num(sup, "samples.count", &count),
+         hs = dg_rp_num(sup, "samples.stored", &stored);
+    bool hm = dg_rp_num(v->rec, "spec.sample_ms", &ms);
+    dg_rp_put(b, "<p class=\"note\">");
     if (hc)
-        rp_printf(b, "%.0f samples of the process tree", count);
+        dg_rp_printf(b, "%.0f samples of the process tree", count);
     else
-        rp_put(b, "samples of the process tree: <span class=\"na\">not reported</span>");
+        dg_rp_put(b, "samples of the process tree: <span class=\"na\">not reported</span>");
     if (hm)
-        rp_printf(b, ", one every %.0f ms", ms);
+        dg_rp_printf(b, ", one every %.0f ms", ms);
     if (hs)
-        rp_printf(b, "; %.0f stored", stored);
-    rp_printf(b,
-              "; %d points per series in the record (each the maximum of sizes and counts, "
-              "the mean CPU and the last swap over its bucket of samples).</p>\n",
-              cJSON_GetArraySize(rp_arr(sup, "series")));
+        dg_rp_printf(b, "; %.0f stored", stored);
+    dg_rp_printf(b,
+                 "; %d points per series in the record (each the maximum of sizes and counts, "
+                 "the mean CPU and the last swap over its bucket of samples).</p>\n",
+                 cJSON_GetArraySize(dg_rp_arr(sup, "series")));
     series_charts(b, sup);
     epoch_chart(b, v->section[DG_SEC_SOAK]);
-    rp_put(b, "</section>\n");
+    dg_rp_put(b, "</section>\n");
 }

@@ -9,6 +9,6 @@
  * and processes, swap, GPU memory and utilisation, the probe's per-epoch
  * memory), "not reported" with the reason for a series without a valid
  * point; nothing for a record without a supervise section. */
-void rp_sec_run_series(dg_capbuf *b, const dg_record_view *v);
+void dg_rp_sec_run_series(dg_capbuf *b, const dg_record_view *v);
 
 #endif

@@ -1,38 +1,38 @@
 /* The HTML writers (html_write.c) shared by html.c (page, verdict, findings,
  * measurement sections), html_env.c (environment, gate log, bucket, seeds,
- * versions) and svg.c (the charts). Record strings go through rp_h_esc. */
+ * versions) and svg.c (the charts). Record strings go through dg_rp_h_esc. */
 #ifndef DG_REPORT_HTML_WRITE_H
 #define DG_REPORT_HTML_WRITE_H
 
 #include "report/shared.h"
 
 /* A record string, HTML-escaped; fallback (trusted) when s is NULL. */
-void rp_h_esc(dg_capbuf *b, const char *s, const char *fallback);
+void dg_rp_h_esc(dg_capbuf *b, const char *s, const char *fallback);
 /* A formatted value; "not reported" is shown muted. */
-void rp_h_val(dg_capbuf *b, const char *v);
+void dg_rp_h_val(dg_capbuf *b, const char *v);
 /* The metric (or number) at path, formatted for its unit. */
-void rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path);
-/* A typed view's metric, formatted for its unit (rp_fmt_view_metric). */
-void rp_h_view_metric(dg_capbuf *b, dg_rec_metric m);
+void dg_rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path);
+/* A typed view's metric, formatted for its unit (dg_rp_fmt_view_metric). */
+void dg_rp_h_view_metric(dg_capbuf *b, dg_rec_metric m);
 /* A JSON scalar or metric as text. */
-void rp_h_scalar(dg_capbuf *b, const cJSON *n);
+void dg_rp_h_scalar(dg_capbuf *b, const cJSON *n);
 /* Scalars of an array joined by sep (trusted); "none" when empty. */
-void rp_h_join(dg_capbuf *b, const cJSON *arr, const char *sep);
+void dg_rp_h_join(dg_capbuf *b, const cJSON *arr, const char *sep);
 /* Any JSON value as nested tables, at most depth levels. */
-void rp_h_generic(dg_capbuf *b, const cJSON *n, int depth);
+void dg_rp_h_generic(dg_capbuf *b, const cJSON *n, int depth);
 
 /* Key/value rows: key is trusted text. */
-void rp_kv_begin(dg_capbuf *b, const char *key);
-void rp_kv_end(dg_capbuf *b);
-void rp_kv_str(dg_capbuf *b, const char *key, const char *s);
-void rp_kv_metric(dg_capbuf *b, const char *key, const cJSON *o, const char *path);
+void dg_rp_kv_begin(dg_capbuf *b, const char *key);
+void dg_rp_kv_end(dg_capbuf *b);
+void dg_rp_kv_str(dg_capbuf *b, const char *key, const char *s);
+void dg_rp_kv_metric(dg_capbuf *b, const char *key, const cJSON *o, const char *path);
 
 /* A table in a horizontally scrolling wrapper; head is trusted markup or NULL. */
-void rp_table_open(dg_capbuf *b, const char *head);
-void rp_table_close(dg_capbuf *b);
+void dg_rp_table_open(dg_capbuf *b, const char *head);
+void dg_rp_table_close(dg_capbuf *b);
 /* <section id><h2>title: both trusted. */
-void rp_section_open(dg_capbuf *b, const char *id, const char *title);
+void dg_rp_section_open(dg_capbuf *b, const char *id, const char *title);
 /* "No WHAT in this record." */
-void rp_section_absent(dg_capbuf *b, const char *what);
+void dg_rp_section_absent(dg_capbuf *b, const char *what);
 
 #endif

@@ -8,67 +8,69 @@
 
 static void md_str(dg_capbuf *b, const char *s, const char *fallback)
 {
-    rp_esc(b, ESC_MD, s, fallback);
+    dg_rp_esc(b, ESC_MD, s, fallback);
 }
 
 static void md_header(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_final_gate *g = &v->final_gate;
-    rp_put(b, "## devgate ");
+    dg_rp_put(b, "## devgate ");
     md_str(b, v->kind, "?");
-    rp_put(b, ": ");
-    rp_put(b, !g->present ? "no final gate" : g->accepted == 1 ? "✅ accepted" : "❌ not accepted");
-    rp_put(b, "\n\n");
-    rp_put(b, "run ");
+    dg_rp_put(b, ": ");
+    dg_rp_put(b, !g->present        ? "no final gate"
+                 : g->accepted == 1 ? "✅ accepted"
+                                    : "❌ not accepted");
+    dg_rp_put(b, "\n\n");
+    dg_rp_put(b, "run ");
     md_str(b, v->run_id, "(not recorded)");
-    rp_put(b, " · host ");
+    dg_rp_put(b, " · host ");
     md_str(b, v->host, "unknown");
-    rp_put(b, " · ");
+    dg_rp_put(b, " · ");
     md_str(b, v->timestamp, "no time");
-    const char *bucket = rp_bucket_id(v->rec);
+    const char *bucket = dg_rp_bucket_id(v->rec);
     if (bucket) {
         char shortid[13];
         snprintf(shortid, sizeof shortid, "%s", bucket);
-        rp_put(b, " · bucket ");
+        dg_rp_put(b, " · bucket ");
         md_str(b, shortid, "");
     }
     const char *label = v->label;
     if (label) {
-        rp_put(b, " · label ");
+        dg_rp_put(b, " · label ");
         md_str(b, label, "");
     }
     const char *state = v->state;
     if (state && strcmp(state, "complete") != 0) {
-        rp_put(b, " · state **");
+        dg_rp_put(b, " · state **");
         md_str(b, state, "");
-        rp_put(b, "**");
+        dg_rp_put(b, "**");
     }
-    rp_put(b, "\n\n");
+    dg_rp_put(b, "\n\n");
     if (g->present) {
-        rp_put(b, "**");
-        rp_prose(b, ESC_MD, g->statement, g->accepted == 1 ? "accepted" : "not accepted");
-        rp_put(b, "**\n\n");
+        dg_rp_put(b, "**");
+        dg_rp_prose(b, ESC_MD, g->statement, g->accepted == 1 ? "accepted" : "not accepted");
+        dg_rp_put(b, "**\n\n");
         static const char *const names[] = {"architecture proof", "device gate log", "batch sweep",
                                             "memory curve"};
         for (int i = 0; i < 4; i++)
-            rp_printf(b, "%s%s %s", i ? " · " : "", g->proofs[i] == 1 ? "✓" : "✗", names[i]);
-        rp_put(b, "\n\n");
+            dg_rp_printf(b, "%s%s %s", i ? " · " : "", g->proofs[i] == 1 ? "✓" : "✗", names[i]);
+        dg_rp_put(b, "\n\n");
     }
 }
 
 static void md_decision(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_decision *d = &v->decision;
-    rp_put(b, "**Decision:** ");
+    dg_rp_put(b, "**Decision:** ");
     if (!d->present) {
-        rp_put(b, "none recorded\n\n");
+        dg_rp_put(b, "none recorded\n\n");
         return;
     }
     md_str(b, d->route, "?");
     if (d->backend) {
-        rp_put(b, " (");
+        dg_rp_put(b, " (");
         md_str(b, d->backend, "");
-        rp_put(b, ")");
+        dg_rp_put(b, ")");
     }
     const cJSON *r;
     bool first = true;
@@ -76,65 +78,65 @@ static void md_decision(dg_capbuf *b, const dg_record_view *v)
     {
         if (!cJSON_IsString(r))
             continue;
-        rp_put(b, first ? " — " : "; ");
-        rp_prose(b, ESC_MD, r->valuestring, "");
+        dg_rp_put(b, first ? " — " : "; ");
+        dg_rp_prose(b, ESC_MD, r->valuestring, "");
         first = false;
     }
-    rp_put(b, "\n\n");
+    dg_rp_put(b, "\n\n");
 }
 
 static void md_steps(dg_capbuf *b, const dg_record_view *v)
 {
     if (v->nsteps == 0)
         return;
-    rp_put(b, "| step | status | verdict | summary |\n|---|---|---|---|\n");
+    dg_rp_put(b, "| step | status | verdict | summary |\n|---|---|---|---|\n");
     for (int i = 0; i < v->nsteps; i++) {
         const dg_view_step *s = &v->steps[i];
-        rp_put(b, "| ");
+        dg_rp_put(b, "| ");
         md_str(b, s->name, "?");
-        rp_put(b, " | ");
+        dg_rp_put(b, " | ");
         md_str(b, s->status, "?");
-        rp_put(b, " | ");
+        dg_rp_put(b, " | ");
         md_str(b, s->verdict, "–");
-        rp_put(b, " | ");
-        rp_prose(b, ESC_MD, s->summary, "");
+        dg_rp_put(b, " | ");
+        dg_rp_prose(b, ESC_MD, s->summary, "");
         if (s->error) {
-            rp_put(b, " (error: ");
+            dg_rp_put(b, " (error: ");
             md_str(b, s->error, "");
-            rp_put(b, ")");
+            dg_rp_put(b, ")");
         }
-        rp_put(b, " |\n");
+        dg_rp_put(b, " |\n");
     }
-    rp_put(b, "\n");
+    dg_rp_put(b, "\n");
 }
 
 static void md_findings(dg_capbuf *b, const dg_record_view *v)
 {
     int n;
-    const dg_view_finding **fs = rp_findings_sorted(v, &n);
-    rp_put(b, "### Findings\n\n");
+    const dg_view_finding **fs = dg_rp_findings_sorted(v, &n);
+    dg_rp_put(b, "### Findings\n\n");
     if (n == 0)
-        rp_put(b, "None.\n");
+        dg_rp_put(b, "None.\n");
     for (int i = 0; i < n; i++) {
-        rp_put(b, "- **");
+        dg_rp_put(b, "- **");
         md_str(b, fs[i]->severity, "?");
-        rp_put(b, "** ");
+        dg_rp_put(b, "** ");
         md_str(b, fs[i]->id, "?");
-        rp_put(b, ": ");
-        rp_prose(b, ESC_MD, fs[i]->title, "");
+        dg_rp_put(b, ": ");
+        dg_rp_prose(b, ESC_MD, fs[i]->title, "");
         if (fs[i]->action) {
-            rp_put(b, " → ");
+            dg_rp_put(b, " → ");
             md_str(b, fs[i]->action, "");
         }
-        rp_put(b, "\n");
+        dg_rp_put(b, "\n");
     }
-    rp_put(b, "\n");
+    dg_rp_put(b, "\n");
     dg_free(fs);
 }
 
 static void md_row(dg_capbuf *b, const char *what, const char *value)
 {
-    rp_printf(b, "| %s | %s |\n", what, value);
+    dg_rp_printf(b, "| %s | %s |\n", what, value);
 }
 
 static void md_key_sweep(dg_capbuf *b, const dg_record_view *v)
@@ -143,27 +145,27 @@ static void md_key_sweep(dg_capbuf *b, const dg_record_view *v)
     if (!sw->present)
         return;
     char val[64], line[160];
-    rp_fmt_view_metric(val, sizeof val, sw->knee_sps);
+    dg_rp_fmt_view_metric(val, sizeof val, sw->knee_sps);
     if (sw->knee_batch.valid)
         snprintf(line, sizeof line, "batch %.0f (%s)", sw->knee_batch.value, val);
     else
         snprintf(line, sizeof line, "not reported");
     md_row(b, "knee", line);
-    rp_fmt_view_metric(val, sizeof val, sw->safe_sps);
+    dg_rp_fmt_view_metric(val, sizeof val, sw->safe_sps);
     if (sw->safe_batch.valid)
         snprintf(line, sizeof line, "batch %.0f (%s)", sw->safe_batch.value, val);
     else
         snprintf(line, sizeof line, "not reported");
-    rp_printf(b, "| safe batch | %s", line);
+    dg_rp_printf(b, "| safe batch | %s", line);
     if (sw->safe_note) {
-        rp_put(b, ", ");
+        dg_rp_put(b, ", ");
         md_str(b, sw->safe_note, "");
     }
-    rp_put(b, " |\n| sweep stopped | ");
+    dg_rp_put(b, " |\n| sweep stopped | ");
     md_str(b, sw->stopped_reason, "not reported");
     if (sw->stopped_at.valid)
-        rp_printf(b, " at batch %.0f", sw->stopped_at.value);
-    rp_put(b, " |\n");
+        dg_rp_printf(b, " at batch %.0f", sw->stopped_at.value);
+    dg_rp_put(b, " |\n");
 }
 
 static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
@@ -183,14 +185,15 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
             snprintf(red, sizeof red, "%.1f%% %s", r < 0 ? -r : r, r < 0 ? "longer" : "shorter");
         else
             snprintf(red, sizeof red, "not reported");
-        rp_fmt_view_metric(busy, sizeof busy, run->busy_fraction);
+        dg_rp_fmt_view_metric(busy, sizeof busy, run->busy_fraction);
         /* The interval and the fraction of peak where the record has them. */
         char ci[64] = "", peak[96] = "";
         double lo, hi, fc, fd;
-        if (rp_num(run->json, "speedup_ci.lo", &lo) && rp_num(run->json, "speedup_ci.hi", &hi))
+        if (dg_rp_num(run->json, "speedup_ci.lo", &lo) &&
+            dg_rp_num(run->json, "speedup_ci.hi", &hi))
             snprintf(ci, sizeof ci, ", 95%% interval %.2f–%.2f×", lo, hi);
-        bool pc = rp_num(run->json, "cpu.fraction_of_peak", &fc);
-        bool pd = rp_num(run->json, "device.fraction_of_peak", &fd);
+        bool pc = dg_rp_num(run->json, "cpu.fraction_of_peak", &fc);
+        bool pd = dg_rp_num(run->json, "device.fraction_of_peak", &fd);
         if (pc && pd)
             snprintf(peak, sizeof peak,
                      "; GEMM at %.1f%% of FP32 peak on cpu, %.1f%% on the device", 100 * fc,
@@ -206,7 +209,7 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
 
 static void md_key_memory(dg_capbuf *b, const dg_record_view *v)
 {
-    if (!rp_obj(v->soak_payload, "growth"))
+    if (!dg_rp_obj(v->soak_payload, "growth"))
         return;
     static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
                                                     "driver", "footprint"};
@@ -228,33 +231,33 @@ static void md_key_memory(dg_capbuf *b, const dg_record_view *v)
     char what[80];
     if (v->soak.epochs_recorded.valid)
         snprintf(what, sizeof what, "memory growth over %.0f epochs (threshold %.0f%%)",
-                 v->soak.epochs_recorded.value, rp_mem_growth_pct(v));
+                 v->soak.epochs_recorded.value, dg_rp_mem_growth_pct(v));
     else
-        snprintf(what, sizeof what, "memory growth (threshold %.0f%%)", rp_mem_growth_pct(v));
+        snprintf(what, sizeof what, "memory growth (threshold %.0f%%)", dg_rp_mem_growth_pct(v));
     md_row(b, what, line);
 }
 
 /* A supervised run's command and how it ended. */
 static void md_key_supervise(dg_capbuf *b, const dg_record_view *v)
 {
-    const cJSON *cmd = rp_supervise_command(v);
+    const cJSON *cmd = dg_rp_supervise_command(v);
     if (!cmd)
         return;
-    rp_put(b, "| supervised command | ");
-    rp_command(b, ESC_MD, cmd);
+    dg_rp_put(b, "| supervised command | ");
+    dg_rp_command(b, ESC_MD, cmd);
     if (v->supervise.exit_status.valid)
-        rp_printf(b, " (exit %.0f)", v->supervise.exit_status.value);
+        dg_rp_printf(b, " (exit %.0f)", v->supervise.exit_status.value);
     if (v->supervise.signal) {
-        rp_put(b, " (signal ");
+        dg_rp_put(b, " (signal ");
         md_str(b, v->supervise.signal, "");
-        rp_put(b, ")");
+        dg_rp_put(b, ")");
     }
-    rp_put(b, " |\n");
+    dg_rp_put(b, " |\n");
 }
 
 static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
 {
-    rp_put(b, "### Key numbers\n\n| | |\n|---|---|\n");
+    dg_rp_put(b, "### Key numbers\n\n| | |\n|---|---|\n");
     md_key_supervise(b, v);
     md_key_sweep(b, v);
     md_key_compare(b, v);
@@ -262,7 +265,7 @@ static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
     const dg_view_final_gate *g = &v->final_gate;
     if (g->present) {
         char val[64], ceiling[64] = "", line[192];
-        rp_fmt_view_metric(val, sizeof val, g->throughput);
+        dg_rp_fmt_view_metric(val, sizeof val, g->throughput);
         if (g->safe_batch.valid)
             snprintf(ceiling, sizeof ceiling, " (safe batch %.0f: the memory ceiling)",
                      g->safe_batch.value);
@@ -277,29 +280,29 @@ static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
         {
             if (!cJSON_IsString(m))
                 continue;
-            rp_put(b, first ? "| missing proofs | " : ", ");
+            dg_rp_put(b, first ? "| missing proofs | " : ", ");
             md_str(b, m->valuestring, "");
             first = false;
         }
         if (!first)
-            rp_put(b, " |\n");
+            dg_rp_put(b, " |\n");
     }
-    rp_put(b, "\n");
+    dg_rp_put(b, "\n");
 }
 
 static void md_footer(dg_capbuf *b, const dg_record_view *v)
 {
-    const char *dir = rp_str(v->rec, "pack.dir");
+    const char *dir = dg_rp_str(v->rec, "pack.dir");
     if (dir) {
-        rp_put(b, "Evidence pack: ");
+        dg_rp_put(b, "Evidence pack: ");
         md_str(b, dir, "");
-        rp_put(b, "\n\n");
+        dg_rp_put(b, "\n\n");
     }
-    rp_put(b,
-           "<sub>devgate " DG_VERSION " · `devgate report RUN_ID` renders the full page</sub>\n");
+    dg_rp_put(b, "<sub>devgate " DG_VERSION
+                 " · `devgate report RUN_ID` renders the full page</sub>\n");
 }
 
-void rp_render_md(dg_capbuf *b, const dg_record_view *v)
+void dg_rp_render_md(dg_capbuf *b, const dg_record_view *v)
 {
     md_header(b, v);
     md_decision(b, v);

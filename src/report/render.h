@@ -8,10 +8,10 @@
 #include "report/shared.h"
 
 /* The self-contained page (html.c, with html_env.c and svg.c). */
-void rp_render_html(dg_capbuf *b, const dg_record_view *v);
+void dg_rp_render_html(dg_capbuf *b, const dg_record_view *v);
 /* Markdown for a merge request (md.c). */
-void rp_render_md(dg_capbuf *b, const dg_record_view *v);
+void dg_rp_render_md(dg_capbuf *b, const dg_record_view *v);
 /* The terminal summary (text.c). */
-void rp_render_text(dg_capbuf *b, const dg_record_view *v);
+void dg_rp_render_text(dg_capbuf *b, const dg_record_view *v);
 
 #endif

@@ -15,7 +15,7 @@ static dg_status check_evidence(dg_ctx *ctx, const cJSON *rec)
 {
     if (!cJSON_IsObject(rec))
         return dg_fail(ctx, DG_ERR_FORMAT, "not an evidence record: the JSON is not an object");
-    const char *kind = rp_str(rec, "kind");
+    const char *kind = dg_rp_str(rec, "kind");
     if (!kind || (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0)) {
         char k[40];
         dg_copy_clean(k, sizeof k, kind ? kind : "none");
@@ -23,7 +23,7 @@ static dg_status check_evidence(dg_ctx *ctx, const cJSON *rec)
                        "not an evidence record: kind is '%s', not 'accept' or 'run'", k);
     }
     double v;
-    if (!rp_num(rec, "v", &v) || (v != 1 && v != 2))
+    if (!dg_rp_num(rec, "v", &v) || (v != 1 && v != 2))
         return dg_fail(ctx, DG_ERR_FORMAT,
                        "evidence record version is not 1 or 2; this devgate renders those");
     return DG_OK;
@@ -36,8 +36,8 @@ static void render_json(dg_capbuf *b, const cJSON *rec)
         b->nomem = true;
         return;
     }
-    rp_put(b, s);
-    rp_put(b, "\n");
+    dg_rp_put(b, s);
+    dg_rp_put(b, "\n");
     cJSON_free(s);
 }
 
@@ -72,9 +72,9 @@ dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_forma
     }
     dg_capbuf b = {.cap = REPORT_MAX};
     switch (fmt) {
-    case DG_REPORT_HTML: rp_render_html(&b, &view); break;
-    case DG_REPORT_MD: rp_render_md(&b, &view); break;
-    case DG_REPORT_TEXT: rp_render_text(&b, &view); break;
+    case DG_REPORT_HTML: dg_rp_render_html(&b, &view); break;
+    case DG_REPORT_MD: dg_rp_render_md(&b, &view); break;
+    case DG_REPORT_TEXT: dg_rp_render_text(&b, &view); break;
     case DG_REPORT_JSON: render_json(&b, rec); break;
     }
     dg_record_view_free(&view);

@@ -14,13 +14,13 @@
 
 /* ---- output ------------------------------------------------------------- */
 
-void rp_put(dg_capbuf *b, const char *s)
+void dg_rp_put(dg_capbuf *b, const char *s)
 {
     if (s)
         dg_capbuf_add(b, s, strlen(s));
 }
 
-void rp_printf(dg_capbuf *b, const char *fmt, ...)
+void dg_rp_printf(dg_capbuf *b, const char *fmt, ...)
 {
     char small[512];
     va_list ap;
@@ -50,25 +50,25 @@ static const char md_special[] = "\\`*_[]|~!$#";
 static void esc_one(dg_capbuf *b, esc_mode mode, const unsigned char *s, size_t n, uint32_t cp)
 {
     if (cp == '\n' || cp == '\r' || cp == '\t') {
-        rp_put(b, mode == ESC_HTML ? (cp == '\t' ? "\t" : "\n") : " ");
+        dg_rp_put(b, mode == ESC_HTML ? (cp == '\t' ? "\t" : "\n") : " ");
         return;
     }
     if (dg_cp_unsafe(cp)) {
-        rp_put(b, mode == ESC_TEXT ? "?" : "\xef\xbf\xbd");
+        dg_rp_put(b, mode == ESC_TEXT ? "?" : "\xef\xbf\xbd");
         return;
     }
     if (mode == ESC_HTML) {
         switch (cp) {
-        case '&': rp_put(b, "&amp;"); return;
-        case '<': rp_put(b, "&lt;"); return;
-        case '>': rp_put(b, "&gt;"); return;
-        case '"': rp_put(b, "&quot;"); return;
-        case '\'': rp_put(b, "&#39;"); return;
+        case '&': dg_rp_put(b, "&amp;"); return;
+        case '<': dg_rp_put(b, "&lt;"); return;
+        case '>': dg_rp_put(b, "&gt;"); return;
+        case '"': dg_rp_put(b, "&quot;"); return;
+        case '\'': dg_rp_put(b, "&#39;"); return;
         default: break;
         }
     } else if (mode == ESC_MD && (cp == '<' || cp == '>' || cp == '&')) {
         /* Entities, not backslashes: no raw '<' reaches a renderer that allows HTML. */
-        rp_put(b, cp == '<' ? "&lt;" : cp == '>' ? "&gt;" : "&amp;");
+        dg_rp_put(b, cp == '<' ? "&lt;" : cp == '>' ? "&gt;" : "&amp;");
         return;
     } else if (mode == ESC_MD && cp < 0x80 && strchr(md_special, (int)cp)) {
         dg_capbuf_add(b, "\\", 1);
@@ -76,10 +76,10 @@ static void esc_one(dg_capbuf *b, esc_mode mode, const unsigned char *s, size_t 
     dg_capbuf_add(b, (const char *)s, n);
 }
 
-void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
+void dg_rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
 {
     if (!s) {
-        rp_put(b, fallback);
+        dg_rp_put(b, fallback);
         return;
     }
     const unsigned char *p = (const unsigned char *)s;
@@ -118,10 +118,10 @@ static size_t nonfinite_word(const char *s, bool word_start)
     return i;
 }
 
-void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
+void dg_rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
 {
     if (!s) {
-        rp_put(b, fallback);
+        dg_rp_put(b, fallback);
         return;
     }
     /* Copy with every non-finite number spelled "not reported", then escape. */
@@ -130,7 +130,7 @@ void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
     for (const char *p = s; *p;) {
         size_t n = nonfinite_word(p, start);
         if (n) {
-            rp_put(&t, "not reported");
+            dg_rp_put(&t, "not reported");
             p += n;
             start = false;
             continue;
@@ -142,40 +142,40 @@ void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
     }
     if (t.nomem)
         b->nomem = true;
-    rp_esc(b, mode, t.data ? t.data : "", fallback);
+    dg_rp_esc(b, mode, t.data ? t.data : "", fallback);
     dg_free(t.data);
 }
 
 /* ---- record access ------------------------------------------------------ */
 
-const cJSON *rp_get(const cJSON *o, const char *path)
+const cJSON *dg_rp_get(const cJSON *o, const char *path)
 {
     return dg_jpath(o, path);
 }
 
-const cJSON *rp_obj(const cJSON *o, const char *path)
+const cJSON *dg_rp_obj(const cJSON *o, const char *path)
 {
-    const cJSON *n = rp_get(o, path);
+    const cJSON *n = dg_rp_get(o, path);
     return cJSON_IsObject(n) ? n : NULL;
 }
 
-const cJSON *rp_arr(const cJSON *o, const char *path)
+const cJSON *dg_rp_arr(const cJSON *o, const char *path)
 {
-    const cJSON *n = rp_get(o, path);
+    const cJSON *n = dg_rp_get(o, path);
     return cJSON_IsArray(n) ? n : NULL;
 }
 
-const char *rp_str(const cJSON *o, const char *path)
+const char *dg_rp_str(const cJSON *o, const char *path)
 {
-    return cJSON_GetStringValue(rp_get(o, path));
+    return cJSON_GetStringValue(dg_rp_get(o, path));
 }
 
-bool rp_true(const cJSON *o, const char *path)
+bool dg_rp_true(const cJSON *o, const char *path)
 {
-    return cJSON_IsTrue(rp_get(o, path));
+    return cJSON_IsTrue(dg_rp_get(o, path));
 }
 
-/* rp_num on a node itself. */
+/* dg_rp_num on a node itself. */
 static bool rp_node_num(const cJSON *n, double *v)
 {
     if (cJSON_IsObject(n)) {
@@ -189,14 +189,14 @@ static bool rp_node_num(const cJSON *n, double *v)
     return true;
 }
 
-bool rp_num(const cJSON *o, const char *path, double *v)
+bool dg_rp_num(const cJSON *o, const char *path, double *v)
 {
-    return rp_node_num(rp_get(o, path), v);
+    return rp_node_num(dg_rp_get(o, path), v);
 }
 
 /* ---- numbers ------------------------------------------------------------ */
 
-void rp_fmt_num(char *buf, size_t len, double v, bool ok)
+void dg_rp_fmt_num(char *buf, size_t len, double v, bool ok)
 {
     if (!ok || !isfinite(v)) {
         snprintf(buf, len, "not reported");
@@ -219,7 +219,7 @@ void rp_fmt_num(char *buf, size_t len, double v, bool ok)
         snprintf(buf, len, "%.2g", v);
 }
 
-void rp_fmt_bytes(char *buf, size_t len, double v, bool ok)
+void dg_rp_fmt_bytes(char *buf, size_t len, double v, bool ok)
 {
     if (!ok || !isfinite(v)) {
         snprintf(buf, len, "not reported");
@@ -242,11 +242,11 @@ static void fmt_with_unit(char *buf, size_t len, bool ok, double v, const char *
     if (!ok) {
         snprintf(buf, len, "not reported");
     } else if (unit && strcmp(unit, "bytes") == 0) {
-        rp_fmt_bytes(buf, len, v, true);
+        dg_rp_fmt_bytes(buf, len, v, true);
     } else if (unit && strcmp(unit, "fraction") == 0) {
         snprintf(buf, len, "%.1f%%", 100 * v);
     } else {
-        rp_fmt_num(buf, len, v, true);
+        dg_rp_fmt_num(buf, len, v, true);
         if (unit && unit[0]) {
             /* The unit is record text: keep it only when it is short and tame. */
             bool tame = strlen(unit) <= 16;
@@ -261,7 +261,7 @@ static void fmt_with_unit(char *buf, size_t len, bool ok, double v, const char *
     }
 }
 
-void rp_fmt_metric(char *buf, size_t len, const cJSON *m)
+void dg_rp_fmt_metric(char *buf, size_t len, const cJSON *m)
 {
     double v = 0;
     bool ok = rp_node_num(m, &v);
@@ -270,17 +270,17 @@ void rp_fmt_metric(char *buf, size_t len, const cJSON *m)
     fmt_with_unit(buf, len, ok, v, unit);
 }
 
-void rp_fmt_view_metric(char *buf, size_t len, dg_rec_metric m)
+void dg_rp_fmt_view_metric(char *buf, size_t len, dg_rec_metric m)
 {
     fmt_with_unit(buf, len, m.valid && isfinite(m.value), m.value, m.metric ? m.unit : NULL);
 }
 
-void rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path)
+void dg_rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path)
 {
-    rp_fmt_metric(buf, len, rp_get(o, path));
+    dg_rp_fmt_metric(buf, len, dg_rp_get(o, path));
 }
 
-void rp_fmt_coord(char *buf, size_t len, double v)
+void dg_rp_fmt_coord(char *buf, size_t len, double v)
 {
     if (!isfinite(v) || fabs(v) > 1e7)
         v = 0;
@@ -289,7 +289,7 @@ void rp_fmt_coord(char *buf, size_t len, double v)
 
 /* ---- shared readings ---------------------------------------------------- */
 
-const dg_view_finding **rp_findings_sorted(const dg_record_view *v, int *n)
+const dg_view_finding **dg_rp_findings_sorted(const dg_record_view *v, int *n)
 {
     *n = 0;
     if (v->nfindings <= 0)
@@ -315,19 +315,19 @@ const dg_view_finding **rp_findings_sorted(const dg_record_view *v, int *n)
     return out;
 }
 
-const char *rp_bucket_id(const cJSON *rec)
+const char *dg_rp_bucket_id(const cJSON *rec)
 {
     static const char *const paths[] = {"bucket.id", "soak.bucket.id", "profile.bucket.id",
                                         "supervise.bucket.id", "compare.bucket.id"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        const char *s = rp_str(rec, paths[i]);
+        const char *s = dg_rp_str(rec, paths[i]);
         if (s && s[0])
             return s;
     }
     return NULL;
 }
 
-double rp_mem_growth_pct(const dg_record_view *v)
+double dg_rp_mem_growth_pct(const dg_record_view *v)
 {
     double x = dg_view_threshold_value(v, "mem_growth_pct");
     if (isfinite(x) && x > -100 && x < 1e6)
@@ -335,15 +335,15 @@ double rp_mem_growth_pct(const dg_record_view *v)
     return 26;
 }
 
-const cJSON *rp_supervise_command(const dg_record_view *v)
+const cJSON *dg_rp_supervise_command(const dg_record_view *v)
 {
     return cJSON_GetArraySize(v->spec.cmd) > 0 ? v->spec.cmd : NULL;
 }
 
-void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)
+void dg_rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)
 {
     if (cJSON_IsString(cmd)) {
-        rp_esc(b, mode, cmd->valuestring, "");
+        dg_rp_esc(b, mode, cmd->valuestring, "");
         return;
     }
     const cJSON *a;
@@ -352,10 +352,10 @@ void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)
     {
         const char *s = cJSON_IsString(a) ? a->valuestring : "?";
         bool quote = !s[0] || strpbrk(s, " \t'\"") != NULL;
-        rp_put(b, first ? "" : " ");
-        rp_put(b, quote ? "'" : "");
-        rp_esc(b, mode, s, "");
-        rp_put(b, quote ? "'" : "");
+        dg_rp_put(b, first ? "" : " ");
+        dg_rp_put(b, quote ? "'" : "");
+        dg_rp_esc(b, mode, s, "");
+        dg_rp_put(b, quote ? "'" : "");
         first = false;
     }
 }

@@ -21,53 +21,53 @@ typedef enum esc_mode {
 /* ---- output ------------------------------------------------------------- */
 
 /* Appends a trusted literal (the renderer's own markup). */
-void rp_put(dg_capbuf *b, const char *s);
+void dg_rp_put(dg_capbuf *b, const char *s);
 /* Appends formatted trusted text; never pass record strings through fmt. */
-void rp_printf(dg_capbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
+void dg_rp_printf(dg_capbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
 /* Appends a record string escaped for mode; NULL writes fallback (trusted, may be NULL). */
-void rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
+void dg_rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
 
-/* Largest string rp_prose rewrites; the rest of a longer one is dropped. */
+/* Largest string dg_rp_prose rewrites; the rest of a longer one is dropped. */
 #define REPORT_STRING_MAX ((size_t)1 << 20)
-/* rp_esc for prose devgate wrote into the record (step summaries, the final
+/* dg_rp_esc for prose devgate wrote into the record (step summaries, the final
  * gate statement, decision reasons, finding titles): a number printed as
  * nan or inf there ("knee bnan", "+nan%", "-infx") reads "not reported". */
-void rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
+void dg_rp_prose(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
 
 /* ---- record access ------------------------------------------------------ */
 
 /* The node at a dotted path ("soak.growth.footprint"); NULL when any part is
  * absent or not an object; [i] addresses an array element (dg_jpath). */
-const cJSON *rp_get(const cJSON *o, const char *path);
+const cJSON *dg_rp_get(const cJSON *o, const char *path);
 /* An object at path, or NULL (null, absent and non-objects alike). */
-const cJSON *rp_obj(const cJSON *o, const char *path);
+const cJSON *dg_rp_obj(const cJSON *o, const char *path);
 /* An array at path, or NULL. */
-const cJSON *rp_arr(const cJSON *o, const char *path);
+const cJSON *dg_rp_arr(const cJSON *o, const char *path);
 /* A string at path, or NULL. */
-const char *rp_str(const cJSON *o, const char *path);
+const char *dg_rp_str(const cJSON *o, const char *path);
 /* True when path is the JSON value true. */
-bool rp_true(const cJSON *o, const char *path);
+bool dg_rp_true(const cJSON *o, const char *path);
 /* A finite number: a plain JSON number, or a metric with valid true and a
  * numeric value. False for null, invalid metrics, NaN and the rest. */
-bool rp_num(const cJSON *o, const char *path, double *v);
+bool dg_rp_num(const cJSON *o, const char *path, double *v);
 
 /* ---- numbers ------------------------------------------------------------ */
 
 /* Short human number: 2115, 31.35, 0.139, 4.9e-08; "not reported" when !ok. */
-void rp_fmt_num(char *buf, size_t len, double v, bool ok);
+void dg_rp_fmt_num(char *buf, size_t len, double v, bool ok);
 /* 10.5 MiB style; "not reported" when !ok. */
-void rp_fmt_bytes(char *buf, size_t len, double v, bool ok);
+void dg_rp_fmt_bytes(char *buf, size_t len, double v, bool ok);
 /* A metric (or plain number) with its unit, formatted for the unit: bytes in
  * KiB/MiB, fractions as percent, "not reported" when it is not valid. */
-void rp_fmt_metric(char *buf, size_t len, const cJSON *m);
-/* rp_fmt_metric of a typed view's metric: its own unit when the record held a
+void dg_rp_fmt_metric(char *buf, size_t len, const cJSON *m);
+/* dg_rp_fmt_metric of a typed view's metric: its own unit when the record held a
  * METRIC there, none for a plain number. */
-void rp_fmt_view_metric(char *buf, size_t len, dg_rec_metric m);
-/* rp_fmt_metric of the node at path. */
-void rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path);
+void dg_rp_fmt_view_metric(char *buf, size_t len, dg_rec_metric m);
+/* dg_rp_fmt_metric of the node at path. */
+void dg_rp_fmt_metric_at(char *buf, size_t len, const cJSON *o, const char *path);
 /* A coordinate for SVG: fixed point with one decimal, 0 for non-finite input
  * (callers skip invalid points before they get here). */
-void rp_fmt_coord(char *buf, size_t len, double v);
+void dg_rp_fmt_coord(char *buf, size_t len, double v);
 
 /* ---- shared readings of the record ------------------------------------- */
 
@@ -75,18 +75,18 @@ void rp_fmt_coord(char *buf, size_t len, double v);
  * info, other; stable); *n gets the count. The array holds borrowed pointers
  * into v; free it with dg_free. NULL when there are none or out of memory
  * (*n is then 0). */
-const dg_view_finding **rp_findings_sorted(const dg_record_view *v, int *n);
+const dg_view_finding **dg_rp_findings_sorted(const dg_record_view *v, int *n);
 /* The input bucket id: the record's, else a section's (soak, profile, ...). */
-const char *rp_bucket_id(const cJSON *rec);
+const char *dg_rp_bucket_id(const cJSON *rec);
 /* The memory growth threshold in percent the rules used (thresholds.mem_growth_pct,
  * the name the rule table writes), else the default 26. */
-double rp_mem_growth_pct(const dg_record_view *v);
+double dg_rp_mem_growth_pct(const dg_record_view *v);
 
 /* The supervised command (spec.cmd, an array of strings); NULL when the
  * record has none. */
-const cJSON *rp_supervise_command(const dg_record_view *v);
+const cJSON *dg_rp_supervise_command(const dg_record_view *v);
 /* Writes a command line, arguments separated by spaces and quoted when they
  * hold spaces or quotes, every argument escaped for mode. */
-void rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
+void dg_rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
 
 #endif

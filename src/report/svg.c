@@ -1,5 +1,5 @@
 /* Inline SVG charts of the report page: batch sweep, memory curve, cpu against
- * device bars, profile phases. Every coordinate goes through rp_fmt_coord and
+ * device bars, profile phases. Every coordinate goes through dg_rp_fmt_coord and
  * every point whose value is not a valid finite number is skipped, so no
  * NaN or infinity ever reaches the markup. Labels from the record are escaped. */
 #include "report/svg.h"
@@ -42,56 +42,56 @@ static double pr(const plot *p, double y)
 static void co(dg_capbuf *b, double v)
 {
     char buf[32];
-    rp_fmt_coord(buf, sizeof buf, v);
-    rp_put(b, buf);
+    dg_rp_fmt_coord(buf, sizeof buf, v);
+    dg_rp_put(b, buf);
 }
 
 /* Appends ` name="v"` with a coordinate value. */
 static void attr(dg_capbuf *b, const char *name, double v)
 {
-    rp_printf(b, " %s=\"", name);
+    dg_rp_printf(b, " %s=\"", name);
     co(b, v);
-    rp_put(b, "\"");
+    dg_rp_put(b, "\"");
 }
 
 static void svg_open(dg_capbuf *b, double w, double h, const char *title)
 {
-    rp_put(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ");
+    dg_rp_put(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ");
     co(b, w);
-    rp_put(b, " ");
+    dg_rp_put(b, " ");
     co(b, h);
-    rp_printf(b, "\" width=\"100%%\" role=\"img\" aria-label=\"%s\"><title>%s</title>\n", title,
-              title);
+    dg_rp_printf(b, "\" width=\"100%%\" role=\"img\" aria-label=\"%s\"><title>%s</title>\n", title,
+                 title);
 }
 
 static void svg_close(dg_capbuf *b)
 {
-    rp_put(b, "</svg>\n");
+    dg_rp_put(b, "</svg>\n");
 }
 
 static void line(dg_capbuf *b, double x1, double y1, double x2, double y2, const char *style)
 {
-    rp_put(b, "<line");
+    dg_rp_put(b, "<line");
     attr(b, "x1", x1);
     attr(b, "y1", y1);
     attr(b, "x2", x2);
     attr(b, "y2", y2);
-    rp_printf(b, " %s/>\n", style);
+    dg_rp_printf(b, " %s/>\n", style);
 }
 
 /* Text at (x, y); s is trusted when esc is false, a record string otherwise. */
 static void text(dg_capbuf *b, double x, double y, const char *anchor, const char *style,
                  const char *s, bool esc)
 {
-    rp_put(b, "<text");
+    dg_rp_put(b, "<text");
     attr(b, "x", x);
     attr(b, "y", y);
-    rp_printf(b, " text-anchor=\"%s\" %s>", anchor, style ? style : "");
+    dg_rp_printf(b, " text-anchor=\"%s\" %s>", anchor, style ? style : "");
     if (esc)
-        rp_h_esc(b, s, "");
+        dg_rp_h_esc(b, s, "");
     else
-        rp_put(b, s);
-    rp_put(b, "</text>\n");
+        dg_rp_put(b, s);
+    dg_rp_put(b, "</text>\n");
 }
 
 /* 1, 2 or 5 times a power of ten, about range / n. */
@@ -128,7 +128,7 @@ typedef void (*label_fn)(char *buf, size_t len, double v);
 
 static void bytes_label(char *buf, size_t len, double v)
 {
-    rp_fmt_bytes(buf, len, v, true);
+    dg_rp_fmt_bytes(buf, len, v, true);
 }
 
 static void pct_label(char *buf, size_t len, double v)
@@ -164,12 +164,12 @@ static void y_axis(dg_capbuf *b, const plot *p, label_fn left, label_fn right)
 static double legend(dg_capbuf *b, double x, double y, const char *color, const char *dash,
                      const char *s)
 {
-    rp_put(b, "<line");
+    dg_rp_put(b, "<line");
     attr(b, "x1", x);
     attr(b, "y1", y - 4);
     attr(b, "x2", x + 16);
     attr(b, "y2", y - 4);
-    rp_printf(b, " stroke=\"%s\" stroke-width=\"2\"%s/>\n", color, dash ? dash : "");
+    dg_rp_printf(b, " stroke=\"%s\" stroke-width=\"2\"%s/>\n", color, dash ? dash : "");
     text(b, x + 20, y, "start", NULL, s, false);
     return x + 28 + 6.2 * (double)strlen(s);
 }
@@ -283,40 +283,40 @@ static void sweep_x_axis(dg_capbuf *b, const plot *p)
 static void sweep_series(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
 {
     /* samples/s of the trials that ended ok, joined in batch order. */
-    rp_put(b, "<polyline fill=\"none\" stroke=\"" C_SPS "\" stroke-width=\"2\" points=\"");
+    dg_rp_put(b, "<polyline fill=\"none\" stroke=\"" C_SPS "\" stroke-width=\"2\" points=\"");
     for (int i = 0; i < n; i++)
         if (v[i].has_sps) {
             co(b, px(p, v[i].lx));
-            rp_put(b, ",");
+            dg_rp_put(b, ",");
             co(b, py(p, v[i].sps));
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
         }
-    rp_put(b, "\"/>\n");
+    dg_rp_put(b, "\"/>\n");
     if (p->r1 > p->r0) {
-        rp_put(b, "<polyline fill=\"none\" stroke=\"" C_MEM
-                  "\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\" "
-                  "points=\"");
+        dg_rp_put(b, "<polyline fill=\"none\" stroke=\"" C_MEM
+                     "\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\" "
+                     "points=\"");
         for (int i = 0; i < n; i++)
             if (v[i].has_mem) {
                 co(b, px(p, v[i].lx));
-                rp_put(b, ",");
+                dg_rp_put(b, ",");
                 co(b, pr(p, v[i].mem));
-                rp_put(b, " ");
+                dg_rp_put(b, " ");
             }
-        rp_put(b, "\"/>\n");
+        dg_rp_put(b, "\"/>\n");
     }
     for (int i = 0; i < n; i++) {
         if (v[i].has_sps) {
-            rp_put(b, "<circle r=\"3.5\" fill=\"" C_SPS "\"");
+            dg_rp_put(b, "<circle r=\"3.5\" fill=\"" C_SPS "\"");
             attr(b, "cx", px(p, v[i].lx));
             attr(b, "cy", py(p, v[i].sps));
-            rp_put(b, "/>\n");
+            dg_rp_put(b, "/>\n");
         }
         if (v[i].has_mem && p->r1 > p->r0) {
-            rp_put(b, "<rect width=\"6\" height=\"6\" fill=\"" C_MEM "\"");
+            dg_rp_put(b, "<rect width=\"6\" height=\"6\" fill=\"" C_MEM "\"");
             attr(b, "x", px(p, v[i].lx) - 3);
             attr(b, "y", pr(p, v[i].mem) - 3);
-            rp_put(b, "/>\n");
+            dg_rp_put(b, "/>\n");
         }
     }
 }
@@ -339,14 +339,14 @@ static void sweep_failures(dg_capbuf *b, const plot *p, const trial_pt *v, int n
     }
 }
 
-void rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sw)
+void dg_rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 {
     const char *memlabel;
     sweep_mem memkey = sweep_mem_key(sw, &memlabel);
     trial_pt *v;
     int n = sweep_points(sw, memkey, &v);
     if (n == 0) {
-        rp_put(b, "<p class=\"na\">No trials to draw.</p>\n");
+        dg_rp_put(b, "<p class=\"na\">No trials to draw.</p>\n");
         dg_free(v);
         return;
     }
@@ -422,31 +422,31 @@ static bool mem_pct(const dg_view_epoch *e, const mem_src *s, double *pct)
 /* One source's curve in percent of its baseline; gaps break the path. */
 static void mem_curve(dg_capbuf *b, const plot *p, const dg_view_soak *soak, const mem_src *s)
 {
-    rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", s->color);
+    dg_rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", s->color);
     bool pen = false;
     for (int i = 0; i < soak->nepochs; i++) {
         const dg_view_epoch *e = &soak->epochs[i];
         double v;
         if (mem_pct(e, s, &v)) {
-            rp_put(b, pen ? "L" : "M");
+            dg_rp_put(b, pen ? "L" : "M");
             co(b, px(p, epoch_x(e, i)));
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             co(b, py(p, v));
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             pen = true;
         } else {
             pen = false;
         }
     }
-    rp_put(b, "\"/>\n");
+    dg_rp_put(b, "\"/>\n");
     for (int i = 0; i < soak->nepochs; i++) {
         const dg_view_epoch *e = &soak->epochs[i];
         double v;
         if (mem_pct(e, s, &v)) {
-            rp_printf(b, "<circle r=\"3\" fill=\"%s\"", s->color);
+            dg_rp_printf(b, "<circle r=\"3\" fill=\"%s\"", s->color);
             attr(b, "cx", px(p, epoch_x(e, i)));
             attr(b, "cy", py(p, v));
-            rp_put(b, "/>\n");
+            dg_rp_put(b, "/>\n");
         }
     }
 }
@@ -459,27 +459,27 @@ static void mem_epoch_marks(dg_capbuf *b, const plot *p, const dg_view_soak *soa
         const dg_view_epoch *e = &soak->epochs[i];
         double x = px(p, epoch_x(e, i));
         if (e->validation == 1) {
-            rp_put(b, "<rect fill=\"#ddf4ff\"");
+            dg_rp_put(b, "<rect fill=\"#ddf4ff\"");
             attr(b, "x", x - half);
             attr(b, "y", p->mt);
             attr(b, "width", 2 * half);
             attr(b, "height", p->h - p->mt - p->mb);
-            rp_put(b, "/>\n");
+            dg_rp_put(b, "/>\n");
         }
         if (e->cache_emptied == 1) {
-            rp_put(b, "<path fill=\"#57606a\" d=\"M");
+            dg_rp_put(b, "<path fill=\"#57606a\" d=\"M");
             co(b, x - 5);
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             co(b, p->mt - 8);
-            rp_put(b, " L");
+            dg_rp_put(b, " L");
             co(b, x + 5);
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             co(b, p->mt - 8);
-            rp_put(b, " L");
+            dg_rp_put(b, " L");
             co(b, x);
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             co(b, p->mt);
-            rp_put(b, " Z\"/>\n");
+            dg_rp_put(b, " Z\"/>\n");
         }
     }
 }
@@ -497,7 +497,7 @@ static void mem_x_axis(dg_capbuf *b, const plot *p)
     text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
 }
 
-void rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak)
+void dg_rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak)
 {
     mem_src src[] = {
         {DG_MEM_ALLOCATOR_ALLOCATED, "allocator allocated", "#0969da", 0, false},
@@ -529,7 +529,7 @@ void rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak)
         used += s->used;
     }
     if (!used) {
-        rp_put(b, "<p class=\"na\">No watermark with a baseline to draw.</p>\n");
+        dg_rp_put(b, "<p class=\"na\">No watermark with a baseline to draw.</p>\n");
         return;
     }
     double pct = threshold_pct, thr = 100 + pct;
@@ -607,26 +607,26 @@ static void bar_panel(dg_capbuf *b, const dg_view_compare *cmp, run_fig fig, con
         for (int side = 0; side < 2; side++) {
             char lab[64], val[48];
             snprintf(lab, sizeof lab, "b%.0f %s", r->batch.value, side ? "" : "cpu");
-            rp_put(b, "<text text-anchor=\"end\"");
+            dg_rp_put(b, "<text text-anchor=\"end\"");
             attr(b, "x", lw - 6);
             attr(b, "y", y + 13);
-            rp_put(b, ">");
-            rp_put(b, lab);
+            dg_rp_put(b, ">");
+            dg_rp_put(b, lab);
             if (side)
-                rp_h_esc(b, devname, "device");
-            rp_put(b, "</text>\n");
+                dg_rp_h_esc(b, devname, "device");
+            dg_rp_put(b, "</text>\n");
             dg_rec_metric m = fig(r, side);
             double v = m.value;
             bool ok = m.valid && v >= 0;
-            rp_fmt_num(val, sizeof val, ok ? v : 0, ok);
+            dg_rp_fmt_num(val, sizeof val, ok ? v : 0, ok);
             double bw = ok && max > 0 ? (w - lw - 70) * v / max : 0;
             if (ok) {
-                rp_printf(b, "<rect fill=\"%s\"", side ? C_SPS : "#8c959f");
+                dg_rp_printf(b, "<rect fill=\"%s\"", side ? C_SPS : "#8c959f");
                 attr(b, "x", lw);
                 attr(b, "y", y + 2);
                 attr(b, "width", bw);
                 attr(b, "height", rowh - 4);
-                rp_put(b, "/>\n");
+                dg_rp_put(b, "/>\n");
             }
             text(b, lw + bw + 4, y + 13, "start", NULL, val, true);
             y += rowh;
@@ -636,14 +636,14 @@ static void bar_panel(dg_capbuf *b, const dg_view_compare *cmp, run_fig fig, con
     svg_close(b);
 }
 
-void rp_svg_baseline(dg_capbuf *b, const dg_view_compare *cmp)
+void dg_rp_svg_baseline(dg_capbuf *b, const dg_view_compare *cmp)
 {
     const char *dev = cmp->backend;
-    rp_put(b, "<div class=\"charts\"><div>");
+    dg_rp_put(b, "<div class=\"charts\"><div>");
     bar_panel(b, cmp, run_step_ms, "step time (ms, shorter is better)", dev);
-    rp_put(b, "</div><div>");
+    dg_rp_put(b, "</div><div>");
     bar_panel(b, cmp, run_sps, "throughput (samples/s, longer is better)", dev);
-    rp_put(b, "</div></div>\n");
+    dg_rp_put(b, "</div></div>\n");
 }
 
 /* ---- profile phases ----------------------------------------------------------------------- */
@@ -664,7 +664,7 @@ static void phase_bar(dg_capbuf *b, const dg_view_profile *prof, dg_phase ph, do
         snprintf(lab, sizeof lab, "not reported");
     } else {
         char m[32];
-        rp_fmt_num(m, sizeof m, ms, true);
+        dg_rp_fmt_num(m, sizeof m, ms, true);
         if (hs)
             snprintf(lab, sizeof lab, "%s ms · %.1f%%", m, 100 * share);
         else
@@ -674,18 +674,18 @@ static void phase_bar(dg_capbuf *b, const dg_view_profile *prof, dg_phase ph, do
             bw = 1;
     }
     if (bw > 0) {
-        rp_put(b, "<rect fill=\"" C_SPS "\"");
+        dg_rp_put(b, "<rect fill=\"" C_SPS "\"");
         attr(b, "x", lw);
         attr(b, "y", *y + 2);
         attr(b, "width", bw);
         attr(b, "height", 14);
-        rp_put(b, "/>\n");
+        dg_rp_put(b, "/>\n");
     }
     text(b, lw + bw + 4, *y + 13, "start", hm ? NULL : "fill=\"#57606a\"", lab, false);
     *y += 18;
 }
 
-void rp_svg_phases(dg_capbuf *b, const dg_view_profile *prof)
+void dg_rp_svg_phases(dg_capbuf *b, const dg_view_profile *prof)
 {
     /* The step's phases (per step), then the loader's (per batch). */
     static const dg_phase step_phases[] = {DG_PHASE_QUEUE_WAIT, DG_PHASE_H2D,    DG_PHASE_FORWARD,
@@ -694,7 +694,7 @@ void rp_svg_phases(dg_capbuf *b, const dg_view_profile *prof)
     static const dg_phase loader[] = {DG_PHASE_READ,    DG_PHASE_DECODE,    DG_PHASE_RESIZE,
                                       DG_PHASE_AUGMENT, DG_PHASE_NORMALISE, DG_PHASE_COLLATE};
     if (!prof->has_phases) {
-        rp_put(b, "<p class=\"na\">No phases in this record.</p>\n");
+        dg_rp_put(b, "<p class=\"na\">No phases in this record.</p>\n");
         return;
     }
     double max = 0;
@@ -730,7 +730,7 @@ void rp_svg_phases(dg_capbuf *b, const dg_view_profile *prof)
 /* A point's value when it is a finite number a chart can place. */
 static bool line_val(const cJSON *pt, const char *key, double *v)
 {
-    return rp_num(pt, key, v) && fabs(*v) < 1e18;
+    return dg_rp_num(pt, key, v) && fabs(*v) < 1e18;
 }
 
 /* y-axis grid and labels for unit from 0 to p->y1. */
@@ -777,41 +777,41 @@ static void lines_x_axis(dg_capbuf *b, const plot *p, bool x_integer, const char
 static void series_line(dg_capbuf *b, const plot *p, const cJSON *pts, const char *xkey,
                         const rp_svg_line *l, int npts)
 {
-    rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s d=\"", l->color,
-              l->dashed ? " stroke-dasharray=\"6 3\"" : "");
+    dg_rp_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s d=\"", l->color,
+                 l->dashed ? " stroke-dasharray=\"6 3\"" : "");
     bool pen = false;
     const cJSON *pt;
     cJSON_ArrayForEach(pt, pts)
     {
         double x, y;
         if (line_val(pt, xkey, &x) && line_val(pt, l->key, &y)) {
-            rp_put(b, pen ? "L" : "M");
+            dg_rp_put(b, pen ? "L" : "M");
             co(b, px(p, x));
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             co(b, py(p, y));
-            rp_put(b, " ");
+            dg_rp_put(b, " ");
             pen = true;
         } else {
             pen = false;
         }
     }
-    rp_put(b, "\"/>\n");
+    dg_rp_put(b, "\"/>\n");
     if (npts > 60)
         return;
     cJSON_ArrayForEach(pt, pts)
     {
         double x, y;
         if (line_val(pt, xkey, &x) && line_val(pt, l->key, &y)) {
-            rp_printf(b, "<circle r=\"2.5\" fill=\"%s\"", l->color);
+            dg_rp_printf(b, "<circle r=\"2.5\" fill=\"%s\"", l->color);
             attr(b, "cx", px(p, x));
             attr(b, "cy", py(p, y));
-            rp_put(b, "/>\n");
+            dg_rp_put(b, "/>\n");
         }
     }
 }
 
-int rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp_svg_line *lines,
-                 int nlines)
+int dg_rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp_svg_line *lines,
+                    int nlines)
 {
     double xmin = INFINITY, xmax = -INFINITY, ymax = 0, ymin = 0;
     int drawn = 0, npts = 0;

@@ -7,15 +7,15 @@
 /* Each chart skips points that are not valid numbers. */
 
 /* Samples/s and memory against batch, knee and safe batch, failed trials. */
-void rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sweep);
+void dg_rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sweep);
 /* The soak's per-epoch watermarks in percent of the baseline (the soak
  * analysis's, else the first epoch's), with the line at baseline +
  * threshold_pct (the rules' mem_growth_pct). */
-void rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak);
+void dg_rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak);
 /* cpu against the device per batch: step time and throughput bars. */
-void rp_svg_baseline(dg_capbuf *b, const dg_view_compare *compare);
+void dg_rp_svg_baseline(dg_capbuf *b, const dg_view_compare *compare);
 /* The unprofiled pass's phases as bars. */
-void rp_svg_phases(dg_capbuf *b, const dg_view_profile *profile);
+void dg_rp_svg_phases(dg_capbuf *b, const dg_view_profile *profile);
 
 /* The y axis of a line chart: its labels and steps follow the unit. */
 typedef enum rp_svg_unit { RP_UNIT_BYTES, RP_UNIT_PERCENT, RP_UNIT_COUNT } rp_svg_unit;
@@ -37,7 +37,7 @@ typedef struct rp_svg_line {
 /* Each line's member of every point against the chart's x; a point whose x or
  * y is not a finite number breaks that line. Returns the number of lines that
  * had a point; writes nothing when none had (the caller says "not reported"). */
-int rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp_svg_line *lines,
-                 int nlines);
+int dg_rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const rp_svg_line *lines,
+                    int nlines);
 
 #endif

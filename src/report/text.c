@@ -9,35 +9,35 @@
 
 static void text_header(dg_capbuf *b, const dg_record_view *v)
 {
-    rp_put(b, "devgate ");
-    rp_esc(b, ESC_TEXT, v->kind, "?");
-    rp_put(b, " · run ");
-    rp_esc(b, ESC_TEXT, v->run_id, "(not recorded)");
-    const char *bucket = rp_bucket_id(v->rec);
+    dg_rp_put(b, "devgate ");
+    dg_rp_esc(b, ESC_TEXT, v->kind, "?");
+    dg_rp_put(b, " · run ");
+    dg_rp_esc(b, ESC_TEXT, v->run_id, "(not recorded)");
+    const char *bucket = dg_rp_bucket_id(v->rec);
     if (bucket) {
         char shortid[9];
         snprintf(shortid, sizeof shortid, "%s", bucket);
-        rp_put(b, " · bucket ");
-        rp_esc(b, ESC_TEXT, shortid, "");
+        dg_rp_put(b, " · bucket ");
+        dg_rp_esc(b, ESC_TEXT, shortid, "");
     }
-    rp_put(b, " · host ");
-    rp_esc(b, ESC_TEXT, v->host, "unknown");
-    rp_put(b, "\n");
+    dg_rp_put(b, " · host ");
+    dg_rp_esc(b, ESC_TEXT, v->host, "unknown");
+    dg_rp_put(b, "\n");
     const char *label = v->label;
     const char *state = v->state;
     if (label || (state && strcmp(state, "complete") != 0)) {
-        rp_put(b, "  ");
+        dg_rp_put(b, "  ");
         if (label) {
-            rp_put(b, "label ");
-            rp_esc(b, ESC_TEXT, label, "");
+            dg_rp_put(b, "label ");
+            dg_rp_esc(b, ESC_TEXT, label, "");
         }
         if (state && strcmp(state, "complete") != 0) {
-            rp_put(b, label ? " · state " : "state ");
-            rp_esc(b, ESC_TEXT, state, "");
+            dg_rp_put(b, label ? " · state " : "state ");
+            dg_rp_esc(b, ESC_TEXT, state, "");
         }
-        rp_put(b, "\n");
+        dg_rp_put(b, "\n");
     }
-    rp_put(b, "\n");
+    dg_rp_put(b, "\n");
 }
 
 /* The verdict word of a step: PASS, WARN, FAIL, INFO, else its status. */
@@ -67,18 +67,18 @@ static void text_steps(dg_capbuf *b, const dg_record_view *v)
         char name[11], word[6];
         dg_copy_clean(name, sizeof name, step->name ? step->name : "?");
         step_word(word, sizeof word, step);
-        rp_put(b, "  ");
-        rp_esc(b, ESC_TEXT, name, "");
-        rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
-        rp_printf(b, "%-5s ", word);
-        rp_prose(b, ESC_TEXT, step->summary, "");
+        dg_rp_put(b, "  ");
+        dg_rp_esc(b, ESC_TEXT, name, "");
+        dg_rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
+        dg_rp_printf(b, "%-5s ", word);
+        dg_rp_prose(b, ESC_TEXT, step->summary, "");
         const char *err = step->error;
         if (err) {
-            rp_put(b, " (error: ");
-            rp_esc(b, ESC_TEXT, err, "");
-            rp_put(b, ")");
+            dg_rp_put(b, " (error: ");
+            dg_rp_esc(b, ESC_TEXT, err, "");
+            dg_rp_put(b, ")");
         }
-        rp_put(b, "\n");
+        dg_rp_put(b, "\n");
     }
 }
 
@@ -92,61 +92,61 @@ static void text_speedups(dg_capbuf *b, const dg_record_view *v)
     for (int i = 0; i < v->compare.nruns; i++) {
         const dg_view_run *run = &v->compare.runs[i];
         double lo, hi, p, fc, fd;
-        bool ci =
-            rp_num(run->json, "speedup_ci.lo", &lo) && rp_num(run->json, "speedup_ci.hi", &hi);
-        bool pc = rp_num(run->json, "cpu.fraction_of_peak", &fc);
-        bool pd = rp_num(run->json, "device.fraction_of_peak", &fd);
+        bool ci = dg_rp_num(run->json, "speedup_ci.lo", &lo) &&
+                  dg_rp_num(run->json, "speedup_ci.hi", &hi);
+        bool pc = dg_rp_num(run->json, "cpu.fraction_of_peak", &fc);
+        bool pd = dg_rp_num(run->json, "device.fraction_of_peak", &fd);
         if (!run->ok || !run->speedup.valid || (!ci && !pc && !pd))
             continue;
-        rp_put(b, first ? "\n  speedup   " : "            ");
+        dg_rp_put(b, first ? "\n  speedup   " : "            ");
         first = false;
-        rp_esc(b, ESC_TEXT, run->device_backend, "device");
-        rp_printf(b, " %.2fx cpu", run->speedup.value);
+        dg_rp_esc(b, ESC_TEXT, run->device_backend, "device");
+        dg_rp_printf(b, " %.2fx cpu", run->speedup.value);
         if (run->batch.valid)
-            rp_printf(b, " at batch %.0f", run->batch.value);
+            dg_rp_printf(b, " at batch %.0f", run->batch.value);
         if (ci)
-            rp_printf(b, ", 95%% %.2f-%.2fx", lo, hi);
-        if (rp_num(run->json, "mann_whitney.p", &p))
-            rp_printf(b, " (Mann-Whitney p %.2g)", p);
+            dg_rp_printf(b, ", 95%% %.2f-%.2fx", lo, hi);
+        if (dg_rp_num(run->json, "mann_whitney.p", &p))
+            dg_rp_printf(b, " (Mann-Whitney p %.2g)", p);
         if (pc || pd) {
-            rp_put(b, " · GEMM at ");
+            dg_rp_put(b, " · GEMM at ");
             if (pc)
-                rp_printf(b, "%.1f%% of peak on cpu", 100 * fc);
+                dg_rp_printf(b, "%.1f%% of peak on cpu", 100 * fc);
             if (pd) {
-                rp_put(b, pc ? ", " : "");
-                rp_printf(b, "%.1f%% on ", 100 * fd);
-                rp_esc(b, ESC_TEXT, run->device_backend, "the device");
+                dg_rp_put(b, pc ? ", " : "");
+                dg_rp_printf(b, "%.1f%% on ", 100 * fd);
+                dg_rp_esc(b, ESC_TEXT, run->device_backend, "the device");
             }
         }
-        rp_put(b, "\n");
+        dg_rp_put(b, "\n");
     }
 }
 
 static void text_findings(dg_capbuf *b, const dg_record_view *v)
 {
     int n;
-    const dg_view_finding **fs = rp_findings_sorted(v, &n);
+    const dg_view_finding **fs = dg_rp_findings_sorted(v, &n);
     if (n == 0) {
-        rp_put(b, "\n  findings  none\n");
+        dg_rp_put(b, "\n  findings  none\n");
         return;
     }
-    rp_put(b, "\n  findings\n");
+    dg_rp_put(b, "\n  findings\n");
     for (int i = 0; i < n; i++) {
         char sev[6], id[40];
         dg_copy_clean(sev, sizeof sev, fs[i]->severity ? fs[i]->severity : "?");
         dg_copy_clean(id, sizeof id, fs[i]->id ? fs[i]->id : "?");
-        rp_put(b, "   ");
-        rp_esc(b, ESC_TEXT, sev, "");
-        rp_printf(b, "%*s", (int)(6 - strlen(sev)), "");
-        rp_esc(b, ESC_TEXT, id, "");
-        rp_printf(b, "%*s", strlen(id) < 18 ? (int)(18 - strlen(id)) : 1, "");
-        rp_prose(b, ESC_TEXT, fs[i]->title, "");
-        rp_put(b, "\n");
+        dg_rp_put(b, "   ");
+        dg_rp_esc(b, ESC_TEXT, sev, "");
+        dg_rp_printf(b, "%*s", (int)(6 - strlen(sev)), "");
+        dg_rp_esc(b, ESC_TEXT, id, "");
+        dg_rp_printf(b, "%*s", strlen(id) < 18 ? (int)(18 - strlen(id)) : 1, "");
+        dg_rp_prose(b, ESC_TEXT, fs[i]->title, "");
+        dg_rp_put(b, "\n");
         const char *action = fs[i]->action;
         if (action) {
-            rp_printf(b, "%*s→ ", 27, "");
-            rp_esc(b, ESC_TEXT, action, "");
-            rp_put(b, "\n");
+            dg_rp_printf(b, "%*s→ ", 27, "");
+            dg_rp_esc(b, ESC_TEXT, action, "");
+            dg_rp_put(b, "\n");
         }
     }
     dg_free(fs);
@@ -155,17 +155,17 @@ static void text_findings(dg_capbuf *b, const dg_record_view *v)
 static void text_decision(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_decision *d = &v->decision;
-    rp_put(b, "  decision  ");
+    dg_rp_put(b, "  decision  ");
     if (!d->present) {
-        rp_put(b, "none recorded\n");
+        dg_rp_put(b, "none recorded\n");
         return;
     }
-    rp_esc(b, ESC_TEXT, d->route, "?");
+    dg_rp_esc(b, ESC_TEXT, d->route, "?");
     const char *be = d->backend;
     if (be) {
-        rp_put(b, " (");
-        rp_esc(b, ESC_TEXT, be, "");
-        rp_put(b, ")");
+        dg_rp_put(b, " (");
+        dg_rp_esc(b, ESC_TEXT, be, "");
+        dg_rp_put(b, ")");
     }
     const cJSON *r;
     bool first = true;
@@ -173,41 +173,41 @@ static void text_decision(dg_capbuf *b, const dg_record_view *v)
     {
         if (!cJSON_IsString(r))
             continue;
-        rp_put(b, first ? " — " : "; ");
-        rp_prose(b, ESC_TEXT, r->valuestring, "");
+        dg_rp_put(b, first ? " — " : "; ");
+        dg_rp_prose(b, ESC_TEXT, r->valuestring, "");
         first = false;
     }
-    rp_put(b, "\n");
+    dg_rp_put(b, "\n");
 }
 
 static void text_gate_and_pack(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_final_gate *g = &v->final_gate;
-    rp_put(b, "\n  ");
+    dg_rp_put(b, "\n  ");
     if (!g->present) {
-        rp_put(b, "final gate not recorded\n");
+        dg_rp_put(b, "final gate not recorded\n");
     } else {
         const char *st = g->statement;
         if (st)
-            rp_prose(b, ESC_TEXT, st, "");
+            dg_rp_prose(b, ESC_TEXT, st, "");
         else
-            rp_put(b, g->accepted == 1 ? "accepted" : "not accepted");
-        rp_put(b, "\n");
+            dg_rp_put(b, g->accepted == 1 ? "accepted" : "not accepted");
+        dg_rp_put(b, "\n");
     }
-    const cJSON *pack = rp_obj(v->rec, "pack");
-    const char *dir = rp_str(pack, "dir");
+    const cJSON *pack = dg_rp_obj(v->rec, "pack");
+    const char *dir = dg_rp_str(pack, "dir");
     if (dir) {
         bool has_html = false;
         const cJSON *f;
-        cJSON_ArrayForEach(f, rp_arr(pack, "files")) has_html =
+        cJSON_ArrayForEach(f, dg_rp_arr(pack, "files")) has_html =
             has_html || (cJSON_IsString(f) && strcmp(f->valuestring, "report.html") == 0);
-        rp_put(b, "  pack  ");
-        rp_esc(b, ESC_TEXT, dir, "");
-        rp_put(b, has_html ? "/report.html\n" : "\n");
+        dg_rp_put(b, "  pack  ");
+        dg_rp_esc(b, ESC_TEXT, dir, "");
+        dg_rp_put(b, has_html ? "/report.html\n" : "\n");
     }
 }
 
-void rp_render_text(dg_capbuf *b, const dg_record_view *v)
+void dg_rp_render_text(dg_capbuf *b, const dg_record_view *v)
 {
     text_header(b, v);
     text_steps(b, v);

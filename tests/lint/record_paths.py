@@ -5,8 +5,8 @@ table (src/core/record_paths.def).
 What is checked: in src/**/*.c and src/**/*.h, each call of a record lookup
 whose path argument is a string literal (C string concatenation and all):
   dg_jpath, dg_jnum, dg_jbool, dg_jstr          (core/json.h)  path = argument 2
-  rp_get, rp_obj, rp_arr, rp_str, rp_true, rp_num (src/report)  path = argument 2
-  rp_fmt_metric_at                                              path = argument 4
+  dg_rp_get, dg_rp_obj, dg_rp_arr, dg_rp_str, dg_rp_true, dg_rp_num (src/report)  path = argument 2
+  dg_rp_fmt_metric_at                                              path = argument 4
 A literal is declared when some row's path (of any section) is it or ends
 with it at a component boundary: "runs[0].speedup" is declared by the row
 "runs[].speedup" of COMPARE. Indices ([0], [%d], [%zu]) read as [], a %s in
@@ -25,8 +25,8 @@ import os
 import re
 import sys
 
-CALLS = {"dg_jpath": 1, "dg_jnum": 1, "dg_jbool": 1, "dg_jstr": 1, "rp_get": 1, "rp_obj": 1,
-         "rp_arr": 1, "rp_str": 1, "rp_true": 1, "rp_num": 1, "rp_fmt_metric_at": 3}
+CALLS = {"dg_jpath": 1, "dg_jnum": 1, "dg_jbool": 1, "dg_jstr": 1, "dg_rp_get": 1, "dg_rp_obj": 1,
+         "dg_rp_arr": 1, "dg_rp_str": 1, "dg_rp_true": 1, "dg_rp_num": 1, "dg_rp_fmt_metric_at": 3}
 
 
 SECTIONS = {"ENV": "env", "GATE": "gate", "SWEEP": "sweep", "SOAK": "soak", "COMPARE": "compare",

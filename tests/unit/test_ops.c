@@ -307,8 +307,8 @@ static void t_gemm(env *e, bool ta, bool tb, int m, int n, int k, float alpha, f
             mag[(size_t)i * n + j] = fabs(ref[(size_t)i * n + j]);
         }
     double *ada = abs_d(da, (size_t)ar * ac), *adb = abs_d(db, (size_t)br * bc);
-    ref64_gemm(ta, tb, m, n, k, alpha, da, ac, db, bc, beta, ref, n);
-    ref64_gemm(ta, tb, m, n, k, fabs(alpha), ada, ac, adb, bc, fabs(beta), mag, n);
+    dg_ref64_gemm(ta, tb, m, n, k, alpha, da, ac, db, bc, beta, ref, n);
+    dg_ref64_gemm(ta, tb, m, n, k, fabs(alpha), ada, ac, adb, bc, fabs(beta), mag, n);
 
     size_t off = (size_t)offe * sizeof(float);
     dbuf *A = dbuf_new(e, a, na * sizeof(float), off);
@@ -387,7 +387,7 @@ static void t_bias(env *e, int outer, int ch, int inner, int idx)
 
     if (e->be->bias_add) {
         case_begin(e, T_BIAS_ADD, label, (uint64_t)idx);
-        ref64_bias_add(ref, dbias, outer, ch, inner);
+        dg_ref64_bias_add(ref, dbias, outer, ch, inner);
         dbuf *Y = dbuf_new(e, y, n * sizeof(float), off);
         dbuf *Bb = dbuf_new(e, bias, (size_t)ch * sizeof(float), off + 4);
         if (Y && Bb &&
@@ -402,8 +402,8 @@ static void t_bias(env *e, int outer, int ch, int inner, int idx)
         case_begin(e, T_BIAS_GRAD, label, (uint64_t)idx);
         double *dy = to_d(y, n), *ady = abs_d(dy, n);
         double *dref = xcalloc((size_t)ch, sizeof *dref), *mag = xcalloc((size_t)ch, sizeof *mag);
-        ref64_bias_grad(dy, dref, outer, ch, inner);
-        ref64_bias_grad(ady, mag, outer, ch, inner);
+        dg_ref64_bias_grad(dy, dref, outer, ch, inner);
+        dg_ref64_bias_grad(ady, mag, outer, ch, inner);
         dbuf *DY = dbuf_new(e, y, n * sizeof(float), off);
         dbuf *DB = dbuf_new(e, NULL, (size_t)ch * sizeof(float), off + 8); /* NaN: overwritten */
         if (DY && DB &&
@@ -440,7 +440,7 @@ static void t_relu(env *e, size_t count, bool in_place, int idx)
     for (size_t i = 0; i < count; i += 7)
         x[i] = (i / 7) % 2 ? 0.0f : -0.0f; /* zeros of both signs */
     double *dx = to_d(x, count), *y = xcalloc(count, sizeof *y);
-    ref64_relu_fwd(dx, y, count);
+    dg_ref64_relu_fwd(dx, y, count);
     dbuf *X = dbuf_new(e, x, bytes, off);
     dbuf *Y = in_place ? X : dbuf_new(e, NULL, bytes, off + 8);
     if (X && Y && st_ok(e, e->be->relu_fwd(e->ctx, R(X), R(Y), count), "relu_fwd") &&
@@ -455,7 +455,7 @@ static void t_relu(env *e, size_t count, bool in_place, int idx)
     for (size_t i = 0; i < count; i++)
         yf[i] = (float)y[i];
     double *ddy = to_d(dy, count), *ref = xcalloc(count, sizeof *ref);
-    ref64_relu_bwd(y, ddy, ref, count);
+    dg_ref64_relu_bwd(y, ddy, ref, count);
     dbuf *Yb = dbuf_new(e, yf, bytes, 0);
     dbuf *DY = dbuf_new(e, dy, bytes, off);
     dbuf *DX = in_place ? DY : dbuf_new(e, NULL, bytes, off + 12);
@@ -494,8 +494,8 @@ static void t_maxpool(env *e, int n, int c, int h, int w, int k, int stride, boo
     double *dxd = to_d(x, nx), *y = xcalloc(ny, sizeof *y), *ddy = to_d(dy, ny);
     double *dxref = xcalloc(nx, sizeof *dxref);
     int32_t *am = xcalloc(ny, sizeof *am), *amgot = xcalloc(ny, sizeof *amgot);
-    ref64_maxpool_fwd(&s, dxd, y, am);
-    ref64_maxpool_bwd(&s, ddy, am, dxref);
+    dg_ref64_maxpool_fwd(&s, dxd, y, am);
+    dg_ref64_maxpool_bwd(&s, ddy, am, dxref);
     float *got = xcalloc(nx, sizeof *got);
 
     if (e->be->maxpool_fwd) {
@@ -584,8 +584,8 @@ static void t_conv_fwd(env *e, const conv_case *cc, bool with_bias, int idx)
     double *dx = to_d(x, nx), *dw = to_d(w, nw), *db = to_d(b, (size_t)s.k);
     double *ax = abs_d(dx, nx), *aw = abs_d(dw, nw), *ab = abs_d(db, (size_t)s.k);
     double *ref = xcalloc(ny, sizeof *ref), *mag = xcalloc(ny, sizeof *mag);
-    ref64_conv2d_fwd(&s, dx, dw, with_bias ? db : NULL, ref);
-    ref64_conv2d_fwd(&s, ax, aw, with_bias ? ab : NULL, mag);
+    dg_ref64_conv2d_fwd(&s, dx, dw, with_bias ? db : NULL, ref);
+    dg_ref64_conv2d_fwd(&s, ax, aw, with_bias ? ab : NULL, mag);
     float *got = xcalloc(ny, sizeof *got);
     dbuf *X = dbuf_new(e, x, nx * sizeof(float), 4);
     dbuf *W = dbuf_new(e, w, nw * sizeof(float), 0);
@@ -619,8 +619,8 @@ static void t_conv_bwd(env *e, const conv_case *cc, bool want_dx, bool want_db, 
     double *rdx = xcalloc(nx, sizeof *rdx), *rdw = xcalloc(nw, sizeof *rdw);
     double *rdb = xcalloc(nk, sizeof *rdb), *mdx = xcalloc(nx, sizeof *mdx);
     double *mdw = xcalloc(nw, sizeof *mdw), *mdb = xcalloc(nk, sizeof *mdb);
-    ref64_conv2d_bwd(&s, dxx, dww, ddy, rdx, rdw, rdb);
-    ref64_conv2d_bwd(&s, ax, aw, ady, mdx, mdw, mdb);
+    dg_ref64_conv2d_bwd(&s, dxx, dww, ddy, rdx, rdw, rdb);
+    dg_ref64_conv2d_bwd(&s, ax, aw, ady, mdx, mdw, mdb);
     size_t most = nx > nw ? nx : nw;
     float *got = xcalloc(most > nk ? most : nk, sizeof *got);
     dbuf *X = dbuf_new(e, x, nx * sizeof(float), 0);
@@ -708,7 +708,7 @@ static void t_xent(env *e, int n, int classes, bool special, const float acc0[2]
         memcpy(lab, labs, sizeof labs);
     }
     double *dl = to_d(lg, nl), *ref = xcalloc(nl, sizeof *ref), correct = 0;
-    double loss = ref64_xent(n, classes, dl, lab, ref, &correct);
+    double loss = dg_ref64_xent(n, classes, dl, lab, ref, &correct);
     float *got = xcalloc(nl, sizeof *got), acc[2];
     dbuf *L = dbuf_new(e, lg, nl * sizeof(float), 4);
     dbuf *LB = dbuf_new(e, lab, (size_t)n * sizeof(int32_t), 0);
@@ -764,7 +764,7 @@ static void t_sgd(env *e, size_t count, float momentum, float wd, bool zero_mom,
     for (int step = 0; step < 3 && W && M && G && e->case_ok; step++) {
         float *g = rnd(e, count, -1, 1);
         double *dg = to_d(g, count);
-        ref64_sgd(rw, dg, rm, count, lr, momentum, wd);
+        dg_ref64_sgd(rw, dg, rm, count, lr, momentum, wd);
         if (st_ok(e, e->be->upload(e->ctx, G->buf, G->off, g, bytes), "upload") &&
             st_ok(e, e->be->sgd(e->ctx, R(W), R(G), R(M), count, lr, momentum, wd), "sgd") &&
             dbuf_get(e, W, got)) {

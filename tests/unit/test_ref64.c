@@ -50,26 +50,26 @@ static void test_gemm_2x2(void)
 {
     const double a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
     double c[4];
-    ref64_gemm(false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2);
+    dg_ref64_gemm(false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2);
     CHECK(c[0] == 19 && c[1] == 22 && c[2] == 43 && c[3] == 50);
-    ref64_gemm(true, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2); /* A^T B */
+    dg_ref64_gemm(true, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2); /* A^T B */
     CHECK(c[0] == 26 && c[1] == 30 && c[2] == 38 && c[3] == 44);
-    ref64_gemm(false, true, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2); /* A B^T */
+    dg_ref64_gemm(false, true, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2); /* A B^T */
     CHECK(c[0] == 17 && c[1] == 23 && c[2] == 39 && c[3] == 53);
-    ref64_gemm(true, true, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2); /* A^T B^T = (B A)^T */
+    dg_ref64_gemm(true, true, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2); /* A^T B^T = (B A)^T */
     CHECK(c[0] == 23 && c[1] == 31 && c[2] == 34 && c[3] == 46);
     /* alpha, beta and an accumulating C */
     double c2[4] = {1, 1, 1, -2};
-    ref64_gemm(false, false, 2, 2, 2, 2, a, 2, b, 2, 0.5, c2, 2);
+    dg_ref64_gemm(false, false, 2, 2, 2, 2, a, 2, b, 2, 0.5, c2, 2);
     CHECK(c2[0] == 38.5 && c2[1] == 44.5 && c2[2] == 86.5 && c2[3] == 99);
     /* beta 0 never reads C: NaN there does not propagate */
     double c3[4] = {NAN, NAN, NAN, NAN};
-    ref64_gemm(false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c3, 2);
+    dg_ref64_gemm(false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c3, 2);
     CHECK(c3[0] == 19 && c3[3] == 50);
     /* leading dimensions: A is the top-left 2x2 of a 2x3 block, C of a 2x3 */
     const double a3[6] = {1, 2, 99, 3, 4, 99};
     double c4[6] = {0, 0, -7, 0, 0, -7};
-    ref64_gemm(false, false, 2, 2, 2, 1, a3, 3, b, 2, 0, c4, 3);
+    dg_ref64_gemm(false, false, 2, 2, 2, 1, a3, 3, b, 2, 0, c4, 3);
     CHECK(c4[0] == 19 && c4[1] == 22 && c4[3] == 43 && c4[4] == 50 && c4[2] == -7 && c4[5] == -7);
 }
 
@@ -89,19 +89,19 @@ static void test_conv_1x1(void)
                        .wo = 2};
     const double x[8] = {1, 2, 3, 4, 10, 20, 30, 40}, w[2] = {2, -1}, bias[1] = {0.5};
     double y[4];
-    ref64_conv2d_fwd(&s, x, w, bias, y);
+    dg_ref64_conv2d_fwd(&s, x, w, bias, y);
     CHECK(y[0] == -7.5 && y[1] == -15.5 && y[2] == -23.5 && y[3] == -31.5);
-    ref64_conv2d_fwd(&s, x, w, NULL, y);
+    dg_ref64_conv2d_fwd(&s, x, w, NULL, y);
     CHECK(y[0] == -8 && y[3] == -32);
     /* backward with dy = 1: dw[c] = sum x[c], db = 4, dx = w[c] */
     const double dy[4] = {1, 1, 1, 1};
     double dx[8], dw[2], db[1];
-    ref64_conv2d_bwd(&s, x, w, dy, dx, dw, db);
+    dg_ref64_conv2d_bwd(&s, x, w, dy, dx, dw, db);
     CHECK(dw[0] == 10 && dw[1] == 100 && db[0] == 4);
     CHECK(dx[0] == 2 && dx[3] == 2 && dx[4] == -1 && dx[7] == -1);
     /* dx and db absent */
     dw[0] = dw[1] = NAN;
-    ref64_conv2d_bwd(&s, x, w, dy, NULL, dw, NULL);
+    dg_ref64_conv2d_bwd(&s, x, w, dy, NULL, dw, NULL);
     CHECK(dw[0] == 10 && dw[1] == 100);
 
     /* 3x3 padding 1 on a 1x1 image: only the centre tap sees the pixel */
@@ -117,7 +117,7 @@ static void test_conv_1x1(void)
                        .ho = 1,
                        .wo = 1};
     const double x1[1] = {3}, w9[9] = {1, 1, 1, 1, 5, 1, 1, 1, 1};
-    ref64_conv2d_fwd(&p, x1, w9, NULL, y);
+    dg_ref64_conv2d_fwd(&p, x1, w9, NULL, y);
     CHECK(y[0] == 15);
 }
 
@@ -126,7 +126,7 @@ static void test_xent_hand(void)
     const double lg[2] = {0, 0};
     const int32_t lab[1] = {0};
     double d[2], correct = 0;
-    double loss = ref64_xent(1, 2, lg, lab, d, &correct);
+    double loss = dg_ref64_xent(1, 2, lg, lab, d, &correct);
     CHECK_MSG(near(loss, log(2.0), 1e-15), "loss %.17g", loss);
     CHECK(d[0] == -0.5 && d[1] == 0.5);
     CHECK(correct == 1); /* tie: the first index is the argmax */
@@ -136,7 +136,7 @@ static void test_xent_hand(void)
     const int32_t lab2[2] = {1, 2};
     correct = 0;
     double d2[4];
-    loss = ref64_xent(2, 2, lg2, lab2, d2, &correct);
+    loss = dg_ref64_xent(2, 2, lg2, lab2, d2, &correct);
     CHECK_MSG(near(loss, log(2.0) / 2, 1e-15), "loss %.17g", loss);
     CHECK(d2[0] == 0.25 && d2[1] == -0.25 && d2[2] == 0 && d2[3] == 0);
     CHECK(correct == 0);
@@ -144,7 +144,7 @@ static void test_xent_hand(void)
     /* large logits: no overflow */
     const double big[2] = {1000, 0};
     const int32_t l0[1] = {0};
-    loss = ref64_xent(1, 2, big, l0, d, &correct);
+    loss = dg_ref64_xent(1, 2, big, l0, d, &correct);
     CHECK(isfinite(loss) && loss < 1e-300 && correct == 1);
 }
 
@@ -153,18 +153,18 @@ static void test_sgd_hand(void)
     /* PyTorch: d = g + wd w; buf = momentum buf + d; w -= lr buf */
     double w[1] = {1}, mom[1] = {0.2};
     const double g1[1] = {0.5}, g2[1] = {-0.3};
-    ref64_sgd(w, g1, mom, 1, 0.1, 0.9, 0.01);
+    dg_ref64_sgd(w, g1, mom, 1, 0.1, 0.9, 0.01);
     CHECK_MSG(near(mom[0], 0.69, 1e-15) && near(w[0], 0.931, 1e-15), "w %.17g mom %.17g", w[0],
               mom[0]);
-    ref64_sgd(w, g2, mom, 1, 0.1, 0.9, 0.01);
+    dg_ref64_sgd(w, g2, mom, 1, 0.1, 0.9, 0.01);
     /* d = -0.3 + 0.00931 = -0.29069; buf = 0.621 - 0.29069 = 0.33031; w = 0.931 - 0.033031 */
     CHECK_MSG(near(mom[0], 0.33031, 1e-15) && near(w[0], 0.897969, 1e-15), "w %.17g mom %.17g",
               w[0], mom[0]);
     /* momentum 0: mom untouched (may even be absent), w -= lr d */
     double w0[1] = {1}, m0[1] = {123};
-    ref64_sgd(w0, g1, m0, 1, 0.1, 0.0, 0.01);
+    dg_ref64_sgd(w0, g1, m0, 1, 0.1, 0.0, 0.01);
     CHECK(near(w0[0], 0.949, 1e-15) && m0[0] == 123);
-    ref64_sgd(w0, g1, NULL, 1, 0.1, 0.0, 0.0);
+    dg_ref64_sgd(w0, g1, NULL, 1, 0.1, 0.0, 0.0);
     CHECK(near(w0[0], 0.899, 1e-15));
 }
 
@@ -175,38 +175,38 @@ static void test_small_ops_hand(void)
     const double x[16] = {1, 3, 0, 0, 3, 2, 0, -1, -5, -6, 7, 7, -7, -5, 7, 7};
     double y[4], dx[16];
     int32_t am[4];
-    ref64_maxpool_fwd(&s, x, y, am);
+    dg_ref64_maxpool_fwd(&s, x, y, am);
     CHECK(y[0] == 3 && y[1] == 0 && y[2] == -5 && y[3] == 7);
     CHECK(am[0] == 1 && am[1] == 2 && am[2] == 8 && am[3] == 10);
     const double dy[4] = {1, 2, 3, 4};
-    ref64_maxpool_bwd(&s, dy, am, dx);
+    dg_ref64_maxpool_bwd(&s, dy, am, dx);
     CHECK(dx[1] == 1 && dx[2] == 2 && dx[8] == 3 && dx[10] == 4 && dx[0] == 0 && dx[15] == 0);
     /* overlapping windows (k3 s1 on 1x4): both outputs pick x[2], gradients add */
     dg_pool_shape o = {.n = 1, .c = 1, .h = 3, .w = 4, .k = 3, .stride = 1, .ho = 1, .wo = 2};
     const double xo[12] = {0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double yo[2], dxo[12];
     int32_t amo[2];
-    ref64_maxpool_fwd(&o, xo, yo, amo);
+    dg_ref64_maxpool_fwd(&o, xo, yo, amo);
     CHECK(amo[0] == 2 && amo[1] == 2);
     const double dyo[2] = {0.25, 0.5};
-    ref64_maxpool_bwd(&o, dyo, amo, dxo);
+    dg_ref64_maxpool_bwd(&o, dyo, amo, dxo);
     CHECK(dxo[2] == 0.75 && dxo[0] == 0);
 
     /* bias over [outer 2, channels 2, inner 3] */
     double yb[12] = {0};
     const double b[2] = {1, -2};
-    ref64_bias_add(yb, b, 2, 2, 3);
+    dg_ref64_bias_add(yb, b, 2, 2, 3);
     CHECK(yb[0] == 1 && yb[2] == 1 && yb[3] == -2 && yb[6] == 1 && yb[11] == -2);
     double db[2];
-    ref64_bias_grad(yb, db, 2, 2, 3);
+    dg_ref64_bias_grad(yb, db, 2, 2, 3);
     CHECK(db[0] == 6 && db[1] == -12);
 
     const double xr[4] = {-1, 0, 2, -0.0};
     double yr[4], dxr[4];
     const double dyr[4] = {5, 6, 7, 8};
-    ref64_relu_fwd(xr, yr, 4);
+    dg_ref64_relu_fwd(xr, yr, 4);
     CHECK(yr[0] == 0 && yr[1] == 0 && yr[2] == 2 && yr[3] == 0);
-    ref64_relu_bwd(yr, dyr, dxr, 4);
+    dg_ref64_relu_bwd(yr, dyr, dxr, 4);
     CHECK(dxr[0] == 0 && dxr[1] == 0 && dxr[2] == 7 && dxr[3] == 0);
 }
 
@@ -255,10 +255,10 @@ typedef struct mlp {
 static double mlp_forward(mlp *m)
 {
     double correct = 0;
-    ref64_gemm(false, true, m->n, m->out, m->in, 1, m->x, m->in, m->w, m->in, 0, m->z, m->out);
-    ref64_bias_add(m->z, m->b, m->n, m->out, 1);
-    ref64_relu_fwd(m->z, m->z, (size_t)m->n * m->out);
-    return ref64_xent(m->n, m->out, m->z, m->lab, m->dl, &correct);
+    dg_ref64_gemm(false, true, m->n, m->out, m->in, 1, m->x, m->in, m->w, m->in, 0, m->z, m->out);
+    dg_ref64_bias_add(m->z, m->b, m->n, m->out, 1);
+    dg_ref64_relu_fwd(m->z, m->z, (size_t)m->n * m->out);
+    return dg_ref64_xent(m->n, m->out, m->z, m->lab, m->dl, &correct);
 }
 
 static double mlp_loss(void *model)
@@ -283,10 +283,10 @@ static void test_fd_mlp(void)
         m.lab[i] = (i * 3 + 1) % m.out;
 
     mlp_forward(&m);
-    ref64_relu_bwd(m.z, m.dl, m.dz, nz);
-    ref64_gemm(true, false, m.out, m.in, m.n, 1, m.dz, m.out, m.x, m.in, 0, m.dw, m.in);
-    ref64_bias_grad(m.dz, m.db, m.n, m.out, 1);
-    ref64_gemm(false, false, m.n, m.in, m.out, 1, m.dz, m.out, m.w, m.in, 0, m.dx, m.in);
+    dg_ref64_relu_bwd(m.z, m.dl, m.dz, nz);
+    dg_ref64_gemm(true, false, m.out, m.in, m.n, 1, m.dz, m.out, m.x, m.in, 0, m.dw, m.in);
+    dg_ref64_bias_grad(m.dz, m.db, m.n, m.out, 1);
+    dg_ref64_gemm(false, false, m.n, m.in, m.out, 1, m.dz, m.out, m.w, m.in, 0, m.dx, m.in);
 
     check_grad("mlp dx", m.x, m.dx, (size_t)m.n * m.in, mlp_loss, &m);
     check_grad("mlp dw", m.w, m.dw, (size_t)m.out * m.in, mlp_loss, &m);
@@ -310,13 +310,13 @@ static double cnn_forward(cnn *m)
 {
     double correct = 0;
     int n = m->cs.n;
-    ref64_conv2d_fwd(&m->cs, m->x, m->cw, m->cb, m->y1);
-    ref64_relu_fwd(m->y1, m->y1, (size_t)n * m->cs.k * m->cs.ho * m->cs.wo);
-    ref64_maxpool_fwd(&m->ps, m->y1, m->p, m->am);
-    ref64_gemm(false, true, n, m->classes, m->feat, 1, m->p, m->feat, m->lw, m->feat, 0, m->logits,
-               m->classes);
-    ref64_bias_add(m->logits, m->lb, n, m->classes, 1);
-    return ref64_xent(n, m->classes, m->logits, m->lab, m->dl, &correct);
+    dg_ref64_conv2d_fwd(&m->cs, m->x, m->cw, m->cb, m->y1);
+    dg_ref64_relu_fwd(m->y1, m->y1, (size_t)n * m->cs.k * m->cs.ho * m->cs.wo);
+    dg_ref64_maxpool_fwd(&m->ps, m->y1, m->p, m->am);
+    dg_ref64_gemm(false, true, n, m->classes, m->feat, 1, m->p, m->feat, m->lw, m->feat, 0,
+                  m->logits, m->classes);
+    dg_ref64_bias_add(m->logits, m->lb, n, m->classes, 1);
+    return dg_ref64_xent(n, m->classes, m->logits, m->lab, m->dl, &correct);
 }
 
 static double cnn_loss(void *model)
@@ -353,14 +353,14 @@ static void test_fd_cnn(int n, int c, int h, int w, int k, int ksz, int stride, 
     m.dcb = dalloc((size_t)k), m.dlw = dalloc(nlw), m.dlb = dalloc((size_t)m.classes);
 
     cnn_forward(&m);
-    ref64_gemm(true, false, m.classes, m.feat, n, 1, m.dl, m.classes, m.p, m.feat, 0, m.dlw,
-               m.feat);
-    ref64_bias_grad(m.dl, m.dlb, n, m.classes, 1);
-    ref64_gemm(false, false, n, m.feat, m.classes, 1, m.dl, m.classes, m.lw, m.feat, 0, m.dp,
-               m.feat);
-    ref64_maxpool_bwd(&m.ps, m.dp, m.am, m.dr);
-    ref64_relu_bwd(m.y1, m.dr, m.dr, ny);
-    ref64_conv2d_bwd(&m.cs, m.x, m.cw, m.dr, m.dx, m.dcw, m.dcb);
+    dg_ref64_gemm(true, false, m.classes, m.feat, n, 1, m.dl, m.classes, m.p, m.feat, 0, m.dlw,
+                  m.feat);
+    dg_ref64_bias_grad(m.dl, m.dlb, n, m.classes, 1);
+    dg_ref64_gemm(false, false, n, m.feat, m.classes, 1, m.dl, m.classes, m.lw, m.feat, 0, m.dp,
+                  m.feat);
+    dg_ref64_maxpool_bwd(&m.ps, m.dp, m.am, m.dr);
+    dg_ref64_relu_bwd(m.y1, m.dr, m.dr, ny);
+    dg_ref64_conv2d_bwd(&m.cs, m.x, m.cw, m.dr, m.dx, m.dcw, m.dcb);
 
     char what[64];
     snprintf(what, sizeof what, "cnn s%d p%d", stride, pad);

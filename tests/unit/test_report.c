@@ -567,7 +567,7 @@ static void test_page_reads_view(const char *sample)
         v.gate.backends[0].matmul.gflops = (dg_rec_metric){4321, "", true, false};
         v.soak.epochs[0].step_ms = (dg_rec_metric){55.5, "ms", true, true};
         dg_capbuf b = {.cap = (size_t)8 << 20};
-        rp_render_html(&b, &v);
+        dg_rp_render_html(&b, &v);
         const char *page = b.data ? b.data : "";
         CHECK_MSG(strstr(page, "<b>777</b>"), "sweep: the view's safe batch is not shown");
         CHECK_MSG(strstr(page, "9.87"), "baseline: the view's speedup is not shown");
