@@ -3,16 +3,27 @@
 # as errors, then the library again under AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
 # Long runs live elsewhere (bench/).
+# --quick: the format gate, the normal build and its `quick` CTest label only
+# (tests/CMakeLists.txt names the tiers), for every commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+--quick) quick=1 ;;
+"") ;;
+*)
+  echo "usage: tools/test.sh [--quick]" >&2
+  exit 2
+  ;;
+esac
 tools/deps.sh test
 # The browser check of the report page must run here, not skip.
 export DEVGATE_REQUIRE_CHROMIUM=1
 jobs=$(nproc)
 
 # The tree stays formatted (.clang-format at the root): drift fails here,
-# before anything is built. Fix with: git ls-files '*.c' '*.h' | xargs clang-format -i
-if ! git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror 2>/tmp/devgate-format.$$; then
+# before anything is built. Fix with: git ls-files '*.c' '*.h' '*.cu' | xargs clang-format -i
+if ! git ls-files '*.c' '*.h' '*.cu' | xargs clang-format --dry-run --Werror 2>/tmp/devgate-format.$$; then
   head -20 /tmp/devgate-format.$$ >&2
   rm -f /tmp/devgate-format.$$
   echo "test.sh: clang-format drift (see above)" >&2
@@ -22,6 +33,10 @@ rm -f /tmp/devgate-format.$$
 
 cmake -S . -B build -DDG_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
+if [ "$quick" -eq 1 ]; then
+  ctest --test-dir build --output-on-failure -j"$jobs" -L quick
+  exit 0
+fi
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 # The sanitizer build leaves the CUDA plug-in out: it cannot run without a GPU

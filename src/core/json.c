@@ -24,45 +24,6 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
 
 /* ---- UTF-8 at the boundary ------------------------------------------------ */
 
-size_t dg_utf8_seq(const char *str, size_t n)
-{
-    if (n == 0)
-        return 0;
-    uint32_t cp;
-    size_t k = dg_utf8_next((const unsigned char *)str, n, &cp);
-    /* dg_utf8_next reports a malformed byte as one byte of U+FFFD. */
-    return k == 1 && cp == 0xfffd ? 0 : k;
-}
-
-size_t dg_utf8_clean(char *dst, size_t n, const char *src, size_t len, bool controls)
-{
-    if (n == 0)
-        return 0;
-    size_t w = 0;
-    for (size_t i = 0; src && i < len && src[i];) {
-        size_t k = dg_utf8_seq(src + i, len - i);
-        const char *put = src + i;
-        size_t pn = k;
-        unsigned char c = (unsigned char)src[i];
-        if (k == 0) {
-            put = "\xef\xbf\xbd"; /* U+FFFD */
-            pn = 3;
-            k = 1;
-        } else if (controls && ((k == 1 && (c < 0x20 || c == 0x7f)) ||
-                                (k == 2 && c == 0xc2 && (unsigned char)src[i + 1] < 0xa0))) {
-            put = "?";
-            pn = 1;
-        }
-        if (w + pn + 1 > n)
-            break;
-        memcpy(dst + w, put, pn);
-        w += pn;
-        i += k;
-    }
-    dst[w] = '\0';
-    return w;
-}
-
 char *dg_utf8_dup(const char *s)
 {
     if (!s)

@@ -6,28 +6,16 @@
 #ifndef DG_JSON_H
 #define DG_JSON_H
 
+#include "core/utf8.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 /* A metric object; value is written as null when !valid, never as 0. */
 cJSON *dg_json_metric(double value, bool valid, const char *unit);
-/* ---- UTF-8 at the boundary -----------------------------------------------
- * Bytes from the outside world (command lines, paths, device and driver
- * names, environment values, hostnames, library messages) pass through these
- * before they reach a record, so every record is valid JSON text. The rule:
- * each byte that does not start a well-formed UTF-8 sequence (stray
- * continuation bytes, overlong forms, surrogates, code points above
- * U+10FFFF, sequences cut short) becomes U+FFFD; well-formed text passes
- * unchanged. docs/schema/env.md ("Text from the system") states it. */
+/* ---- UTF-8 at the boundary: the rule is utf8.h's (dg_utf8_clean) ---- */
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), 0 if none. */
-size_t dg_utf8_seq(const char *s, size_t n);
-/* Copies len bytes of src into dst (capacity n, always NUL-terminated when
- * n > 0) by the rule above, never cutting a sequence; with controls, C0
- * controls, DEL and C1 controls (U+0080..U+009F) become '?'. NUL bytes in
- * src end the copy. Returns the bytes written (without the NUL). */
-size_t dg_utf8_clean(char *dst, size_t n, const char *src, size_t len, bool controls);
 /* A dg_malloc'd copy of s made valid UTF-8 by the rule above; NULL for a NULL
  * s or when out of memory. */
 char *dg_utf8_dup(const char *s);

@@ -347,11 +347,6 @@ void dg_loader_free(dg_loader *ld)
     dg_free(ld);
 }
 
-size_t dg_loader_count(const dg_loader *ld, dg_split sp)
-{
-    return sp == DG_SPLIT_VAL ? ld->nval : ld->ntrain;
-}
-
 size_t dg_loader_batch_floats(const dg_loader *ld)
 {
     return ld->slot_floats;

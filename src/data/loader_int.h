@@ -2,7 +2,9 @@
  * batch slots and per-epoch totals, and the functions of each stage file:
  * loader_xform.c (one sample: read, resize, crop, flip, normalise),
  * loader_cache.c (decoded+resized samples), loader_bad.c (one batch under the
- * bad-sample policy), loader_queue.c (order, workers, the in-order queue). */
+ * bad-sample policy), loader_queue.c (workers, the in-order queue),
+ * loader_order.c (sample order and resolution, at the bottom: it calls none
+ * of the others). */
 #ifndef DG_LOADER_INT_H
 #define DG_LOADER_INT_H
 
@@ -145,7 +147,7 @@ void dg_ld_fill_batch(dg_loader *ld, int64_t g, slot *sl, dg_split sp, int first
  * on, or at an epoch end); DG_OK otherwise. */
 dg_status dg_ld_bad_share_check(dg_loader *ld, bool epoch_end);
 
-/* ---- loader_queue.c ---- */
+/* ---- loader_order.c ---- */
 /* Fisher-Yates over list with the epoch's stream (as synth.c's make_order). */
 void dg_ld_shuffle(size_t *list, size_t n, uint64_t seed, uint64_t stream);
 /* qsort comparison of size_t values. */
@@ -155,6 +157,7 @@ int dg_ld_cmp_size(const void *a, const void *b);
 const size_t *dg_ld_epoch_list(dg_loader *ld, dg_split sp, int epoch, size_t *count);
 /* The resolution index of (epoch, step), drawn by weight. */
 int dg_ld_pick_res(const dg_loader *ld, int epoch, int step);
+/* ---- loader_queue.c ---- */
 /* A worker thread: takes the next batch while its slot is free and fills it. */
 void *dg_ld_worker_main(void *arg);
 #endif

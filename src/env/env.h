@@ -1,4 +1,4 @@
-/* Pieces of the environment proof; src/steps/env.c assembles them. */
+/* Pieces of the environment proof; src/steps/env_proof.c assembles them. */
 #ifndef DG_ENV_H
 #define DG_ENV_H
 

@@ -105,6 +105,7 @@ static inline void push_str(sb *b, cJSON *arr, const char *s)
     push(b, arr, clean_str(s));
 }
 
+/* ---- sysinfo_read.c: the small readers (they call no filler) ---- */
 /* The trimmed content of a small file (dg_malloc'd), or NULL. */
 char *dg_si_read_value(const char *path);
 /* Reads "Key:   value" lines: the value of the first line starting with key

@@ -46,8 +46,8 @@ CDN_HIDDEN dg_status cdn_conv_bwd(cdn_ctx *d, const dg_conv_shape *s, const floa
                                   char *err, size_t len);
 CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
 
-#define CU_BUF_MAGIC 0x64674355u   /* "UCgd" */
-#define CU_BLAS_WORKSPACE (32u << 20) /* cuBLAS workspace: Hopper's recommendation */
+#define CU_BUF_MAGIC 0x64674355u        /* "UCgd" */
+#define CU_BLAS_WORKSPACE (32u << 20)   /* cuBLAS workspace: Hopper's recommendation */
 #define CU_CONV_CAP ((size_t)256 << 20) /* conv workspace bytes before batching in chunks */
 #define CU_THREADS 256
 #define CU_MAX_BLOCKS 65536
@@ -59,15 +59,16 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
 /* Which convolution path a context uses (DEVGATE_CUDA_CONV). */
 enum { CU_CONV_AUTO, CU_CONV_IM2COL, CU_CONV_CUDNN };
 
-#define CU_PIN_BLOCKS 64 /* page-locked host blocks a context hands out at most (a loader slot each) */
+/* Page-locked host blocks a context hands out at most (a loader slot each). */
+#define CU_PIN_BLOCKS 64
 
 /* A page-locked host block (host_alloc) with its device staging twin: an
  * upload from it copies into the twin on the copy stream, so the next batch
  * travels while the compute stream still runs the step before; the compute
  * stream then takes it from the twin with a device-to-device copy. */
 typedef struct cu_pin {
-    void *host;         /* cudaHostAlloc; NULL: slot free */
-    void *stage;        /* device twin, same size */
+    void *host;  /* cudaHostAlloc; NULL: slot free */
+    void *stage; /* device twin, same size */
     size_t bytes;
     cudaEvent_t copied; /* copy stream, after the last upload from the block */
     cudaEvent_t used;   /* compute stream, after the last copy out of the twin */
@@ -90,12 +91,12 @@ typedef struct cu_ctx {
     cudaStream_t copy; /* uploads from page-locked blocks; created with the first block */
     cu_pin pin[CU_PIN_BLOCKS];
     cublasHandle_t blas;
-    void *blas_ws;      /* cuBLAS workspace (CU_BLAS_WORKSPACE bytes) */
-    double *xent_part;  /* xent per-block partials: 2 * CU_XENT_BLOCKS */
-    double *bg_part;    /* bias_grad per-slice partials: CU_BG_PARTS */
-    int conv_mode;      /* CU_CONV_* from DEVGATE_CUDA_CONV */
-    cdn_ctx *dnn;       /* cuDNN for conv2d; NULL: im2col only */
-    char dnn_why[200];  /* why dnn is NULL */
+    void *blas_ws;     /* cuBLAS workspace (CU_BLAS_WORKSPACE bytes) */
+    double *xent_part; /* xent per-block partials: 2 * CU_XENT_BLOCKS */
+    double *bg_part;   /* bias_grad per-slice partials: CU_BG_PARTS */
+    int conv_mode;     /* CU_CONV_* from DEVGATE_CUDA_CONV */
+    cdn_ctx *dnn;      /* cuDNN for conv2d; NULL: im2col only */
+    char dnn_why[200]; /* why dnn is NULL */
     cudaEvent_t ev[DG_EVENT_SLOTS];
     bool ev_recorded[DG_EVENT_SLOTS];
     bool capturing;
@@ -223,8 +224,8 @@ static dg_status cu_ref(cu_ctx *c, const char *op, const char *what, dg_ref r, s
     if (b->magic != CU_BUF_MAGIC)
         return cu_fail(c, DG_ERR_USAGE, "cuda: %s: %s: not a live cuda buffer", op, what);
     if (r.off % 4 != 0)
-        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: %s: byte offset %zu is not 4-byte aligned",
-                       op, what, r.off);
+        return cu_fail(c, DG_ERR_USAGE, "cuda: %s: %s: byte offset %zu is not 4-byte aligned", op,
+                       what, r.off);
     if (r.off > b->bytes || count > (b->bytes - r.off) / 4)
         return cu_fail(c, DG_ERR_USAGE,
                        "cuda: %s: %s: %zu elements at byte offset %zu exceed the %zu-byte buffer",
@@ -254,7 +255,7 @@ static dg_status cu_not_capturing(cu_ctx *c, const char *what)
 /* ---- kernels -------------------------------------------------------------------- */
 
 #define CU_GRID_LOOP(i, n)                                                                         \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void k_fill(float *x, size_t n, float v)
@@ -264,8 +265,7 @@ __global__ void k_fill(float *x, size_t n, float v)
 }
 
 /* y[o, ch, i] += bias[ch]; inner == 1 is the common linear-layer case. */
-__global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned channels,
-                           unsigned inner)
+__global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned channels, unsigned inner)
 {
     CU_GRID_LOOP(i, n)
     y[i] += bias[(i / inner) % channels];
@@ -1295,9 +1295,9 @@ static dg_status cu_sgemm(cu_ctx *c, bool ta, bool tb, int m, int n, int k, floa
                           const float *a, int lda, const float *b, int ldb, float beta, float *cm,
                           int ldc)
 {
-    cublasStatus_t s = cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
-                                   &beta, cm, ldc);
+    cublasStatus_t s =
+        cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                    k, &alpha, b, ldb, a, lda, &beta, cm, ldc);
     if (s != CUBLAS_STATUS_SUCCESS)
         return cu_fail_blas(c, "cublasSgemm", s);
     return DG_OK;
@@ -1325,10 +1325,10 @@ static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float
                        "cuda: gemm: leading dimension too small (lda %d, ldb %d, ldc %d for "
                        "m %d, n %d, k %d, ta %d, tb %d)",
                        lda, ldb, ldc, m, n, k, (int)ta, (int)tb);
-    if ((st = cu_ref(c, "gemm", "A", a, ta ? cu_extent(k, m, lda) : cu_extent(m, k, lda),
-                     &pa)) != DG_OK ||
-        (st = cu_ref(c, "gemm", "B", b, tb ? cu_extent(n, k, ldb) : cu_extent(k, n, ldb),
-                     &pb)) != DG_OK ||
+    if ((st = cu_ref(c, "gemm", "A", a, ta ? cu_extent(k, m, lda) : cu_extent(m, k, lda), &pa)) !=
+            DG_OK ||
+        (st = cu_ref(c, "gemm", "B", b, tb ? cu_extent(n, k, ldb) : cu_extent(k, n, ldb), &pb)) !=
+            DG_OK ||
         (st = cu_ref(c, "gemm", "C", cr, cu_extent(m, n, ldc), &pc)) != DG_OK)
         return st;
     if (m == 0 || n == 0)
@@ -1505,15 +1505,14 @@ static dg_status cu_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t c
 }
 
 /* Validates a pool shape; *in_count, *out_count = elements of x and y. */
-static dg_status cu_pool_shape(cu_ctx *c, const char *op, const dg_pool_shape *s,
-                               size_t *in_count, size_t *out_count)
+static dg_status cu_pool_shape(cu_ctx *c, const char *op, const dg_pool_shape *s, size_t *in_count,
+                               size_t *out_count)
 {
     if (!s)
         return cu_fail(c, DG_ERR_USAGE, "cuda: %s: NULL shape", op);
     if (s->n < 0 || s->c < 0 || s->k < 1 || s->stride < 1 || s->h < s->k || s->w < s->k ||
         s->ho != (s->h - s->k) / s->stride + 1 || s->wo != (s->w - s->k) / s->stride + 1 ||
-        !cu_prod(in_count, s->n, s->c, s->h, s->w) ||
-        !cu_prod(out_count, s->n, s->c, s->ho, s->wo))
+        !cu_prod(in_count, s->n, s->c, s->h, s->w) || !cu_prod(out_count, s->n, s->c, s->ho, s->wo))
         return cu_fail(c, DG_ERR_USAGE,
                        "cuda: %s: bad shape n %d c %d %dx%d window %d stride %d -> %dx%d", op, s->n,
                        s->c, s->h, s->w, s->k, s->stride, s->ho, s->wo);
@@ -1599,10 +1598,10 @@ typedef struct cu_conv_plan {
 static bool cu_conv_plan_make(const dg_conv_shape *s, cu_conv_plan *pl)
 {
     size_t per, maxc, nch, chunk, chunk_x;
-    if (!s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 ||
-        s->kw < 1 || s->stride < 1 || s->pad < 0 || s->pad > INT_MAX / 4 ||
-        s->h > INT_MAX / 2 || s->w > INT_MAX / 2 || s->h + 2 * s->pad < s->kh ||
-        s->w + 2 * s->pad < s->kw || s->ho != (s->h + 2 * s->pad - s->kh) / s->stride + 1 ||
+    if (!s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 || s->kw < 1 ||
+        s->stride < 1 || s->pad < 0 || s->pad > INT_MAX / 4 || s->h > INT_MAX / 2 ||
+        s->w > INT_MAX / 2 || s->h + 2 * s->pad < s->kh || s->w + 2 * s->pad < s->kw ||
+        s->ho != (s->h + 2 * s->pad - s->kh) / s->stride + 1 ||
         s->wo != (s->w + 2 * s->pad - s->kw) / s->stride + 1)
         return false;
     if (!cu_prod(&pl->x_count, s->n, s->c, s->h, s->w) ||
@@ -1713,15 +1712,15 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
         cu_conv_geo g = cu_geo(s, cn);
         size_t ncol = (size_t)cn * pl.ckk * pl.P;
         long long L = (long long)cn * pl.P;
-        k_im2col<<<cu_blocks(ncol), CU_THREADS, 0, c->stream>>>((const float *)px + i0 * img_x,
-                                                                 col, g);
+        k_im2col<<<cu_blocks(ncol), CU_THREADS, 0, c->stream>>>((const float *)px + i0 * img_x, col,
+                                                                g);
         if ((st = cu_launched(c, "conv2d_fwd: im2col")) != DG_OK)
             return st;
         /* Column-major view: y_i^T[P, k] = col_i^T[P, ckk] W^T[ckk, k]. */
-        cublasStatus_t bs = cublasSgemmStridedBatched(
-            c->blas, CUBLAS_OP_N, CUBLAS_OP_N, pl.P, s->k, pl.ckk, &one, col, (int)L, pl.P,
-            (const float *)pw, pl.ckk, 0, &zero, (float *)py + i0 * img_y, pl.P,
-            (long long)img_y, cn);
+        cublasStatus_t bs =
+            cublasSgemmStridedBatched(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, pl.P, s->k, pl.ckk, &one,
+                                      col, (int)L, pl.P, (const float *)pw, pl.ckk, 0, &zero,
+                                      (float *)py + i0 * img_y, pl.P, (long long)img_y, cn);
         if (bs != CUBLAS_STATUS_SUCCESS)
             return cu_fail_blas(c, "conv2d_fwd: cublasSgemmStridedBatched", bs);
     }
@@ -1772,8 +1771,8 @@ static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
         cu_conv_geo g = cu_geo(s, cn);
         size_t ncol = (size_t)cn * pl.ckk * pl.P, ndy = (size_t)cn * img_y;
         int L = cn * pl.P;
-        k_im2col<<<cu_blocks(ncol), CU_THREADS, 0, c->stream>>>((const float *)px + i0 * img_x,
-                                                                 col, g);
+        k_im2col<<<cu_blocks(ncol), CU_THREADS, 0, c->stream>>>((const float *)px + i0 * img_x, col,
+                                                                g);
         k_dy_transpose<<<cu_blocks(ndy), CU_THREADS, 0, c->stream>>>(
             (const float *)pdy + i0 * img_y, dyt, g);
         if ((st = cu_launched(c, "conv2d_bwd: im2col")) != DG_OK)
@@ -1789,7 +1788,7 @@ static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
                 return st;
             size_t nx = (size_t)cn * img_x;
             k_col2im<<<cu_blocks(nx), CU_THREADS, 0, c->stream>>>(col, (float *)pdx + i0 * img_x,
-                                                                   g);
+                                                                  g);
             if ((st = cu_launched(c, "conv2d_bwd: col2im")) != DG_OK)
                 return st;
         }
@@ -1845,9 +1844,8 @@ static dg_status cu_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count,
         return st;
     if (count == 0)
         return DG_OK;
-    k_sgd<<<cu_blocks(count), CU_THREADS, 0, c->stream>>>((float *)pw, (const float *)pg,
-                                                          (float *)pm, count, lr, momentum,
-                                                          weight_decay);
+    k_sgd<<<cu_blocks(count), CU_THREADS, 0, c->stream>>>(
+        (float *)pw, (const float *)pg, (float *)pm, count, lr, momentum, weight_decay);
     return cu_launched(c, "sgd");
 }
 
@@ -1894,8 +1892,8 @@ static dg_status cu_event_elapsed(void *ctx, int from, int to, double *ms)
         return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: NULL output");
     *ms = 0.0;
     if (from < 0 || from >= DG_EVENT_SLOTS || to < 0 || to >= DG_EVENT_SLOTS)
-        return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: slots %d, %d outside 0..%d", from,
-                       to, DG_EVENT_SLOTS - 1);
+        return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: slots %d, %d outside 0..%d", from, to,
+                       DG_EVENT_SLOTS - 1);
     if (!c->ev_recorded[from] || !c->ev_recorded[to])
         return cu_fail(c, DG_ERR_USAGE, "cuda: event_elapsed: slot %d never recorded",
                        c->ev_recorded[from] ? to : from);

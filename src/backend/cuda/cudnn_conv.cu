@@ -54,33 +54,54 @@
 
 /* ---- the declared part of cuDNN's API (values from the cuDNN 9 headers) ---- */
 
-typedef int cdnStatus;                   /* cudnnStatus_t */
-#define CDN_STATUS_SUCCESS 0             /* CUDNN_STATUS_SUCCESS */
-#define CDN_TENSOR_NCHW 0                /* CUDNN_TENSOR_NCHW */
-#define CDN_DATA_FLOAT 0                 /* CUDNN_DATA_FLOAT */
-#define CDN_CROSS_CORRELATION 1          /* CUDNN_CROSS_CORRELATION */
-#define CDN_TENSOR_OP_MATH 1             /* CUDNN_TENSOR_OP_MATH */
+typedef int cdnStatus;          /* cudnnStatus_t */
+#define CDN_STATUS_SUCCESS 0    /* CUDNN_STATUS_SUCCESS */
+#define CDN_TENSOR_NCHW 0       /* CUDNN_TENSOR_NCHW */
+#define CDN_DATA_FLOAT 0        /* CUDNN_DATA_FLOAT */
+#define CDN_CROSS_CORRELATION 1 /* CUDNN_CROSS_CORRELATION */
+#define CDN_TENSOR_OP_MATH 1    /* CUDNN_TENSOR_OP_MATH */
 #define CDN_TENSOR_OP_MATH_ALLOW_CONVERSION 2
-#define CDN_FMA_MATH 3                   /* CUDNN_FMA_MATH */
-#define CDN_DETERMINISTIC 1              /* CUDNN_DETERMINISTIC */
+#define CDN_FMA_MATH 3      /* CUDNN_FMA_MATH */
+#define CDN_DETERMINISTIC 1 /* CUDNN_DETERMINISTIC */
 
 /* cudnnConvolutionFwdAlgo_t */
-enum { CDN_FWD_IMPLICIT_GEMM, CDN_FWD_IMPLICIT_PRECOMP_GEMM, CDN_FWD_GEMM, CDN_FWD_DIRECT,
-       CDN_FWD_FFT, CDN_FWD_FFT_TILING, CDN_FWD_WINOGRAD, CDN_FWD_WINOGRAD_NONFUSED };
+enum {
+    CDN_FWD_IMPLICIT_GEMM,
+    CDN_FWD_IMPLICIT_PRECOMP_GEMM,
+    CDN_FWD_GEMM,
+    CDN_FWD_DIRECT,
+    CDN_FWD_FFT,
+    CDN_FWD_FFT_TILING,
+    CDN_FWD_WINOGRAD,
+    CDN_FWD_WINOGRAD_NONFUSED
+};
 /* cudnnConvolutionBwdDataAlgo_t */
-enum { CDN_DATA_ALGO_0, CDN_DATA_ALGO_1, CDN_DATA_FFT, CDN_DATA_FFT_TILING, CDN_DATA_WINOGRAD,
-       CDN_DATA_WINOGRAD_NONFUSED };
+enum {
+    CDN_DATA_ALGO_0,
+    CDN_DATA_ALGO_1,
+    CDN_DATA_FFT,
+    CDN_DATA_FFT_TILING,
+    CDN_DATA_WINOGRAD,
+    CDN_DATA_WINOGRAD_NONFUSED
+};
 /* cudnnConvolutionBwdFilterAlgo_t */
-enum { CDN_FILTER_ALGO_0, CDN_FILTER_ALGO_1, CDN_FILTER_FFT, CDN_FILTER_ALGO_3,
-       CDN_FILTER_WINOGRAD, CDN_FILTER_WINOGRAD_NONFUSED, CDN_FILTER_FFT_TILING };
+enum {
+    CDN_FILTER_ALGO_0,
+    CDN_FILTER_ALGO_1,
+    CDN_FILTER_FFT,
+    CDN_FILTER_ALGO_3,
+    CDN_FILTER_WINOGRAD,
+    CDN_FILTER_WINOGRAD_NONFUSED,
+    CDN_FILTER_FFT_TILING
+};
 
-static const char *const cdn_fwd_names[] = {"implicit-gemm", "implicit-precomp-gemm", "gemm",
-                                            "direct", "fft", "fft-tiling", "winograd",
-                                            "winograd-nonfused"};
-static const char *const cdn_data_names[] = {"algo0", "algo1", "fft", "fft-tiling", "winograd",
-                                             "winograd-nonfused"};
-static const char *const cdn_filter_names[] = {"algo0", "algo1", "fft", "algo3", "winograd",
-                                               "winograd-nonfused", "fft-tiling"};
+static const char *const cdn_fwd_names[] = {
+    "implicit-gemm", "implicit-precomp-gemm", "gemm", "direct", "fft", "fft-tiling",
+    "winograd",      "winograd-nonfused"};
+static const char *const cdn_data_names[] = {"algo0",      "algo1",    "fft",
+                                             "fft-tiling", "winograd", "winograd-nonfused"};
+static const char *const cdn_filter_names[] = {
+    "algo0", "algo1", "fft", "algo3", "winograd", "winograd-nonfused", "fft-tiling"};
 
 /* cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t: the three share this layout. */
 typedef struct cdn_perf {
@@ -273,20 +294,20 @@ static bool cdn_load(char *why, size_t len)
 
 typedef struct cdn_plan {
     dg_conv_shape s;
-    int tf32;            /* the math mode the plan was made for */
-    bool ok;             /* false: cuDNN declined this shape (im2col runs it) */
-    bool found;          /* chosen from Find's timings (else from the heuristics) */
+    int tf32;   /* the math mode the plan was made for */
+    bool ok;    /* false: cuDNN declined this shape (im2col runs it) */
+    bool found; /* chosen from Find's timings (else from the heuristics) */
     cdnDesc xd, yd, wd, cd;
-    int fwd, data, filter;               /* chosen algorithms */
-    size_t ws_fwd, ws_data, ws_filter;   /* their workspace bytes */
-    size_t ws;                           /* the most of the three, rounded up */
-    char why[96];                        /* when !ok */
+    int fwd, data, filter;             /* chosen algorithms */
+    size_t ws_fwd, ws_data, ws_filter; /* their workspace bytes */
+    size_t ws;                         /* the most of the three, rounded up */
+    char why[96];                      /* when !ok */
 } cdn_plan;
 
 struct cdn_ctx {
     cdnHandle h;
-    int tf32;            /* 1: TF32 tensor-op math allowed (cdn_set_math) */
-    size_t ws_cap;       /* largest workspace an algorithm may ask for */
+    int tf32;      /* 1: TF32 tensor-op math allowed (cdn_set_math) */
+    size_t ws_cap; /* largest workspace an algorithm may ask for */
     cdn_plan *plans;
     int nplans, cap;
 };
@@ -398,8 +419,7 @@ static bool cdn_allowed(int kind, int a, const dg_conv_shape *s)
     case CDN_KIND_DATA:
         return a == CDN_DATA_ALGO_0 || a == CDN_DATA_ALGO_1 ||
                (a == CDN_DATA_WINOGRAD && kd >= CDN_WINO_MIN_K);
-    default:
-        return a == CDN_FILTER_ALGO_0 || a == CDN_FILTER_ALGO_1 || a == CDN_FILTER_ALGO_3;
+    default: return a == CDN_FILTER_ALGO_0 || a == CDN_FILTER_ALGO_1 || a == CDN_FILTER_ALGO_3;
     }
 }
 
@@ -466,16 +486,17 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
               "y descriptor");
     CDN_CHECK(A.set_filter4d(p->wd, CDN_DATA_FLOAT, CDN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw),
               "w descriptor");
-    CDN_CHECK(A.set_conv2d(p->cd, s->pad, s->pad, s->stride, s->stride, 1, 1,
-                           CDN_CROSS_CORRELATION, CDN_DATA_FLOAT),
+    CDN_CHECK(A.set_conv2d(p->cd, s->pad, s->pad, s->stride, s->stride, 1, 1, CDN_CROSS_CORRELATION,
+                           CDN_DATA_FLOAT),
               "conv descriptor");
     CDN_CHECK(A.set_math(p->cd, p->tf32 ? CDN_TENSOR_OP_MATH : CDN_FMA_MATH),
               "cudnnSetConvolutionMathType");
 
     /* Forward. */
     pick = -1;
-    if (may_find && A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
-                        CDN_STATUS_SUCCESS &&
+    if (may_find &&
+        A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
+            CDN_STATUS_SUCCESS &&
         (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0, d->ws_cap)) >= 0)
         p->found = true;
     if (pick < 0 && A.get_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
@@ -582,8 +603,8 @@ CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const floa
         cdn_msg(err, len, "no cuDNN plan for this shape");
         return DG_ERR_BACKEND;
     }
-    cdnStatus st = A.fwd(d->h, &one, p->xd, x, p->wd, w, p->cd, p->fwd,
-                         p->ws_fwd ? work : NULL, p->ws_fwd, &zero, p->yd, y);
+    cdnStatus st = A.fwd(d->h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, p->ws_fwd ? work : NULL,
+                         p->ws_fwd, &zero, p->yd, y);
     if (st != CDN_STATUS_SUCCESS) {
         cdn_msg(err, len, "cudnnConvolutionForward (%s): %s", cdn_fwd_names[p->fwd], cdn_err(st));
         return DG_ERR_BACKEND;
