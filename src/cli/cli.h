@@ -73,6 +73,10 @@ bool cli_pipe_append(int fd, char **buf, size_t *len);
  * returns cli_record's status. */
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail);
+/* The exit code of a measurement verb whose library call still returned a
+ * record: EXIT_PASS for DG_OK; else "devgate: VERB: message" and
+ * EXIT_UNAVAILABLE for DG_ERR_UNAVAILABLE, EXIT_FAIL for the rest. */
+int cli_step_status(cli *c, const char *verb, dg_status st);
 /* "DIR/NAME" in a new string to free(), however long; NULL when out of memory. */
 char *cli_join(const char *dir, const char *name);
 /* mkdir -p: creates path and the folders above it; false with errno set. */
@@ -119,6 +123,10 @@ double jmetric(const cJSON *obj, const char *key);
 /* v printed with fmt (one floating-point conversion), or "not reported" when v
  * is NaN or infinite (human output never prints "nan"). Returns buf. */
 const char *cli_num(char *buf, size_t len, const char *fmt, double v);
+/* The metric at obj's key printed with fmt into buf, or none when it is not
+ * valid ("not reported", or "-" in a table column). Returns buf. */
+const char *cli_metric(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt,
+                       const char *none);
 
 /* Exit statuses of `devgate run` beyond the common ones (docs/cli.md). */
 enum {

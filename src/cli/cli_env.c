@@ -22,15 +22,6 @@ static void row(const char *label, const char *fmt, ...)
     va_end(ap);
 }
 
-static void metric_str(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
-{
-    double v = jmetric(obj, key);
-    if (isnan(v))
-        snprintf(buf, len, "not reported");
-    else
-        snprintf(buf, len, fmt, v);
-}
-
 static void print_processes(const cJSON *list, const char *title, bool cpu)
 {
     printf("\n  %s\n", title);
@@ -41,7 +32,7 @@ static void print_processes(const cJSON *list, const char *title, bool cpu)
         char rss[32];
         fmt_bytes(rss, sizeof rss, cJSON_GetObjectItem(p, "rss"));
         char cpustr[32];
-        metric_str(cpustr, sizeof cpustr, p, "cpu_percent", "%.1f%%");
+        cli_metric(cpustr, sizeof cpustr, p, "cpu_percent", "%.1f%%", "not reported");
         printf("    %7.0f  %-16.16s %8s  %10s  %.60s\n", jnum(p, "pid", 0), jstr(p, "name", "?"),
                cpu ? cpustr : rss, cpu ? rss : cpustr, jstr(p, "cmdline", ""));
         n++;
@@ -108,7 +99,7 @@ static void print_env(const cJSON *r)
     row("os", "%s · kernel %s · libc %s", jstr(os, "name", "?"), jstr(os, "kernel", "?"),
         jstr(os, "libc", "?"));
     char phys[32];
-    metric_str(phys, sizeof phys, cpu, "physical_cores", "%.0f");
+    cli_metric(phys, sizeof phys, cpu, "physical_cores", "%.0f", "not reported");
     char simd[256] = "";
     const cJSON *f;
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(cpu, "simd"))
@@ -119,7 +110,7 @@ static void print_env(const cJSON *r)
         }
     }
     char logical[32];
-    metric_str(logical, sizeof logical, cpu, "logical_cores", "%.0f");
+    cli_metric(logical, sizeof logical, cpu, "logical_cores", "%.0f", "not reported");
     row("cpu", "%s · %s physical / %s logical cores", jstr(cpu, "model", "?"), phys, logical);
     row("simd", "%s", simd[0] ? simd : "none reported");
     char total[32], avail[32], swt[32], swu[32], psi[64];
@@ -127,14 +118,14 @@ static void print_env(const cJSON *r)
     fmt_bytes(avail, sizeof avail, cJSON_GetObjectItem(mem, "available"));
     fmt_bytes(swt, sizeof swt, cJSON_GetObjectItem(mem, "swap_total"));
     fmt_bytes(swu, sizeof swu, cJSON_GetObjectItem(mem, "swap_used"));
-    metric_str(psi, sizeof psi, cJSON_GetObjectItem(mem, "pressure"), "some_avg10",
-               "%.2f%% some (10 s)");
+    cli_metric(psi, sizeof psi, cJSON_GetObjectItem(mem, "pressure"), "some_avg10",
+               "%.2f%% some (10 s)", "not reported");
     row("memory", "%s total, %s available · swap %s used of %s · pressure %s", total, avail, swu,
         swt, psi);
     char l1[16], l5[16], l15[16];
-    metric_str(l1, sizeof l1, load, "avg1", "%.2f");
-    metric_str(l5, sizeof l5, load, "avg5", "%.2f");
-    metric_str(l15, sizeof l15, load, "avg15", "%.2f");
+    cli_metric(l1, sizeof l1, load, "avg1", "%.2f", "not reported");
+    cli_metric(l5, sizeof l5, load, "avg5", "%.2f", "not reported");
+    cli_metric(l15, sizeof l15, load, "avg15", "%.2f", "not reported");
     row("load", "%s %s %s", l1, l5, l15);
     row("devgate", "%s (commit %s) built by %s · backends %s", jstr(dg, "version", "?"),
         jstr(dg, "commit", "?"), jstr(dg, "compiler", "?"), jstr(dg, "backends_built", "?"));
@@ -219,18 +210,5 @@ int cmd_env(cli *c, int argc, char **argv)
     dg_status st = dg_env_run(c->ctx, &o, &json);
     if (st != DG_OK)
         return cli_fail_status(c, st, "env");
-    char *run_id = NULL;
-    int rc = cli_record(c, "env", json, EXIT_PASS, &run_id);
-    cJSON *rec = cJSON_Parse(json);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else {
-        print_env(rec);
-        if (run_id)
-            printf("\n  recorded as %s\n", run_id);
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rc;
+    return cli_record_print(c, "env", json, cJSON_Parse(json), EXIT_PASS, print_env, NULL);
 }

@@ -70,6 +70,16 @@ static void print_backend(const cJSON *b)
     }
 }
 
+static void print_gate(const cJSON *rec)
+{
+    const cJSON *b;
+    cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
+    const char *verdict = jstr(rec, "verdict", "");
+    printf("\n  verdict %s\n", strcmp(verdict, "pass") == 0   ? "PASS"
+                               : strcmp(verdict, "fail") == 0 ? "FAIL"
+                                                              : "UNAVAILABLE");
+}
+
 static const char *size_opt(const cli_opt *opt, const char *v, void *field)
 {
     (void)opt;
@@ -113,24 +123,7 @@ int cmd_gate(cli *c, int argc, char **argv)
     int rc = verdict == DG_GATE_PASS   ? EXIT_PASS
              : verdict == DG_GATE_FAIL ? EXIT_FAIL
                                        : EXIT_UNAVAILABLE;
-    char *run_id = NULL;
-    int rrc = cli_record(c, "gate", json, rc, &run_id);
-    cJSON *rec = cJSON_Parse(json);
-    if (c->json) {
-        cli_print_json(rec, run_id);
-    } else {
+    if (!c->json)
         printf("devgate gate · seed %" PRIu64 "\n\n", o.seed);
-        const cJSON *b;
-        cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
-        printf("\n  verdict %s", rc == EXIT_PASS   ? "PASS"
-                                 : rc == EXIT_FAIL ? "FAIL"
-                                                   : "UNAVAILABLE");
-        if (run_id)
-            printf(" · recorded as %s", run_id);
-        printf("\n");
-    }
-    cJSON_Delete(rec);
-    dg_string_free(json);
-    dg_string_free(run_id);
-    return rrc;
+    return cli_record_print(c, "gate", json, cJSON_Parse(json), rc, print_gate, NULL);
 }

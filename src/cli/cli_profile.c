@@ -158,9 +158,6 @@ int cmd_profile(cli *c, int argc, char **argv)
     dg_status st = dg_profile_run(c->ctx, &o, &json);
     if (!json)
         return cli_fail_status(c, st, "profile");
-    cJSON *rec = cJSON_Parse(json);
-    int rc = st == DG_OK ? EXIT_PASS : st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_FAIL;
-    if (st != DG_OK)
-        cli_error("profile: %s", dg_errmsg(c->ctx));
-    return cli_record_print(c, "profile", json, rec, rc, print_profile, NULL);
+    int rc = cli_step_status(c, "profile", st);
+    return cli_record_print(c, "profile", json, cJSON_Parse(json), rc, print_profile, NULL);
 }

@@ -119,11 +119,7 @@ int cmd_soak(cli *c, int argc, char **argv)
     dg_status st = dg_soak_run(c->ctx, &o, &json);
     if (!json)
         return cli_fail_status(c, st, "soak");
-    int rc = EXIT_PASS;
-    if (st != DG_OK) {
-        cli_error("soak: %s", dg_errmsg(c->ctx));
-        rc = EXIT_FAIL;
-    }
-    cJSON *rec = cJSON_Parse(json);
-    return cli_record_print(c, "soak", json, rec, rc, c->quiet ? NULL : print_soak, NULL);
+    int rc = cli_step_status(c, "soak", st);
+    return cli_record_print(c, "soak", json, cJSON_Parse(json), rc, c->quiet ? NULL : print_soak,
+                            NULL);
 }

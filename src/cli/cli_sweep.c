@@ -7,17 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A positive finite number up to 1e7; false for anything else. */
-/* "12345" or "-" for a metric. */
-static void fmt_num(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
-{
-    double v = jmetric(obj, key);
-    if (isnan(v))
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, fmt, v);
-}
-
 static void fmt_mem(char *buf, size_t len, const cJSON *obj, const char *key)
 {
     fmt_bytes(buf, len, cJSON_GetObjectItem(obj, key));
@@ -29,16 +18,16 @@ static void print_trial(const cJSON *t)
 {
     char sps[24], med[24], iqr[24], al[24], rs[24], rss[24], sw[24], psi[24], wall[24], step[48];
     const cJSON *sm = cJSON_GetObjectItem(t, "step_ms");
-    fmt_num(sps, sizeof sps, t, "samples_per_s", "%.0f");
-    fmt_num(med, sizeof med, sm, "median", "%.3f");
-    fmt_num(iqr, sizeof iqr, sm, "iqr", "%.3f");
+    cli_metric(sps, sizeof sps, t, "samples_per_s", "%.0f", "-");
+    cli_metric(med, sizeof med, sm, "median", "%.3f", "-");
+    cli_metric(iqr, sizeof iqr, sm, "iqr", "%.3f", "-");
     snprintf(step, sizeof step, "%s (%s)", med, iqr);
     fmt_mem(al, sizeof al, t, "device_allocated_peak");
     fmt_mem(rs, sizeof rs, t, "device_reserved_peak");
     fmt_mem(rss, sizeof rss, t, "rss_peak");
     fmt_mem(sw, sizeof sw, t, "swap_growth");
-    fmt_num(psi, sizeof psi, t, "psi_peak", "%.1f");
-    fmt_num(wall, sizeof wall, t, "wall_s", "%.1f");
+    cli_metric(psi, sizeof psi, t, "psi_peak", "%.1f", "-");
+    cli_metric(wall, sizeof wall, t, "wall_s", "%.1f", "-");
     char ended[40];
     const char *sig = jstr(t, "signal", NULL);
     snprintf(ended, sizeof ended, "%s%s%s", jstr(t, "ended", "?"), sig ? " " : "", sig ? sig : "");

@@ -6,16 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A share in [0, 1) (or [0, 1] with one_ok). */
-static void metric_fmt(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt)
-{
-    double v = jmetric(obj, key);
-    if (isnan(v))
-        snprintf(buf, len, "not reported");
-    else
-        snprintf(buf, len, fmt, v);
-}
-
 /* The data line: stage times summed over the run, and the loop's wait. */
 static void print_data(const cJSON *r)
 {
@@ -113,17 +103,17 @@ static void print_train(const cJSON *r)
     }
     const cJSON *thr = cJSON_GetObjectItem(r, "throughput");
     char sps[32], ms[32];
-    metric_fmt(sps, sizeof sps, thr, "samples_per_s", "%.0f samples/s");
-    metric_fmt(ms, sizeof ms, thr, "step_ms", "%.3f ms/step");
+    cli_metric(sps, sizeof sps, thr, "samples_per_s", "%.0f samples/s", "not reported");
+    cli_metric(ms, sizeof ms, thr, "step_ms", "%.3f ms/step", "not reported");
     printf("  speed    %s · %s (%g timed steps after %g warm-up) · %g sync points\n", sps, ms,
            jnum(thr, "timed_steps", 0), jnum(thr, "warmup_steps", 0), jnum(thr, "sync_points", 0));
     const cJSON *ph = cJSON_GetObjectItem(r, "phases");
     char dat[24], h2d[24], fwd[24], bwd[24], upd[24];
-    metric_fmt(dat, sizeof dat, ph, "data", "%.3f ms");
-    metric_fmt(h2d, sizeof h2d, ph, "h2d", "%.3f ms");
-    metric_fmt(fwd, sizeof fwd, ph, "forward", "%.3f ms");
-    metric_fmt(bwd, sizeof bwd, ph, "backward", "%.3f ms");
-    metric_fmt(upd, sizeof upd, ph, "update", "%.3f ms");
+    cli_metric(dat, sizeof dat, ph, "data", "%.3f ms", "not reported");
+    cli_metric(h2d, sizeof h2d, ph, "h2d", "%.3f ms", "not reported");
+    cli_metric(fwd, sizeof fwd, ph, "forward", "%.3f ms", "not reported");
+    cli_metric(bwd, sizeof bwd, ph, "backward", "%.3f ms", "not reported");
+    cli_metric(upd, sizeof upd, ph, "update", "%.3f ms", "not reported");
     printf("  phases   data %s · h2d %s · forward %s · backward %s · update %s (%s, %g samples)\n",
            dat, h2d, fwd, bwd, upd, jstr(ph, "source", "?"), jnum(ph, "samples", 0));
     if (cJSON_GetObjectItem(ph, "note"))
@@ -238,9 +228,7 @@ int cmd_train(cli *c, int argc, char **argv)
     cJSON *rec = cJSON_Parse(json);
     warn_bad(rec);
     bool finite = cJSON_IsTrue(cJSON_GetObjectItem(rec, "loss_finite"));
-    int rc = st == DG_OK ? (finite ? EXIT_PASS : EXIT_FAIL) : EXIT_FAIL;
-    if (st != DG_OK)
-        cli_error("train: %s", dg_errmsg(c->ctx));
-    return cli_record_print(c, "train", json, rec, rc, print_train,
-                            !finite && st == DG_OK ? "the loss is not finite" : NULL);
+    int rc = cli_step_status(c, "train", st);
+    const char *fail = rc == EXIT_PASS && !finite ? "the loss is not finite" : NULL;
+    return cli_record_print(c, "train", json, rec, fail ? EXIT_FAIL : rc, print_train, fail);
 }

@@ -50,6 +50,14 @@ int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_
     return rc;
 }
 
+int cli_step_status(cli *c, const char *verb, dg_status st)
+{
+    if (st == DG_OK)
+        return EXIT_PASS;
+    cli_error("%s: %s", verb, dg_errmsg(c->ctx));
+    return st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_FAIL;
+}
+
 char *cli_read_fd(int fd, size_t max)
 {
     char *buf = NULL;
@@ -218,6 +226,17 @@ const char *cli_num(char *buf, size_t len, const char *fmt, double v)
 {
     if (!isfinite(v))
         snprintf(buf, len, "not reported");
+    else
+        snprintf(buf, len, fmt, v);
+    return buf;
+}
+
+const char *cli_metric(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt,
+                       const char *none)
+{
+    double v = jmetric(obj, key);
+    if (isnan(v))
+        snprintf(buf, len, "%s", none);
     else
         snprintf(buf, len, fmt, v);
     return buf;

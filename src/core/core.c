@@ -77,6 +77,17 @@ dg_status dg_fail(dg_ctx *ctx, dg_status st, const char *fmt, ...)
     return st;
 }
 
+dg_status dg_fail_buf(char *err, size_t errlen, dg_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
 void dg_log(dg_ctx *ctx, dg_log_level level, const char *fmt, ...)
 {
     if (!ctx || !ctx->log_fn)

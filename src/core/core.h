@@ -25,6 +25,9 @@ struct dg_ctx {
 
 /* Stores a formatted message on ctx (ctx may be NULL) and returns st. */
 dg_status dg_fail(dg_ctx *ctx, dg_status st, const char *fmt, ...) DG_PRINTF(3, 4);
+/* dg_fail for code that reports into a caller's buffer instead of a context:
+ * formats into err (when err and errlen are given) and returns st. */
+dg_status dg_fail_buf(char *err, size_t errlen, dg_status st, const char *fmt, ...) DG_PRINTF(4, 5);
 /* Sends a diagnostic to the context's log callback, if any. */
 void dg_log(dg_ctx *ctx, dg_log_level level, const char *fmt, ...) DG_PRINTF(3, 4);
 

@@ -7,40 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
+/* The longest canonical text a bucket may have; a longer one is refused. */
+#define BUCKET_TEXT_MAX ((size_t)16 << 20)
 
-static void put(sbuf *b, const char *s, size_t n)
+static void puts_(dg_capbuf *b, const char *s)
 {
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = dg_realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void puts_(sbuf *b, const char *s)
-{
-    put(b, s, strlen(s));
+    dg_capbuf_add(b, s, strlen(s));
 }
 
 /* Integers exactly, anything else as %.6g; non-finite as null. */
-static void put_num(sbuf *b, double v)
+static void put_num(dg_capbuf *b, double v)
 {
     char t[40];
     if (!isfinite(v))
@@ -54,23 +30,23 @@ static void put_num(sbuf *b, double v)
     puts_(b, t);
 }
 
-static void put_str(sbuf *b, const char *s)
+static void put_str(dg_capbuf *b, const char *s)
 {
-    put(b, "\"", 1);
+    dg_capbuf_add(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char t[8];
         if (*p == '"' || *p == '\\') {
             t[0] = '\\';
             t[1] = (char)*p;
-            put(b, t, 2);
+            dg_capbuf_add(b, t, 2);
         } else if (*p < 0x20) {
             snprintf(t, sizeof t, "\\u%04x", *p);
             puts_(b, t);
         } else {
-            put(b, (const char *)p, 1);
+            dg_capbuf_add(b, (const char *)p, 1);
         }
     }
-    put(b, "\"", 1);
+    dg_capbuf_add(b, "\"", 1);
 }
 
 static int cmp_key(const void *a, const void *b)
@@ -79,7 +55,7 @@ static int cmp_key(const void *a, const void *b)
 }
 
 /* Any JSON value with object keys sorted bytewise. */
-static void put_canon(sbuf *b, const cJSON *v, int depth)
+static void put_canon(dg_capbuf *b, const cJSON *v, int depth)
 {
     if (!v || depth > 32) {
         puts_(b, "null");
@@ -87,35 +63,35 @@ static void put_canon(sbuf *b, const cJSON *v, int depth)
         int n = cJSON_GetArraySize(v);
         const cJSON **kids = dg_malloc(sizeof *kids * (size_t)(n ? n : 1));
         if (!kids) {
-            b->oom = true;
+            b->nomem = true;
             return;
         }
         int k = 0;
         const cJSON *c;
         cJSON_ArrayForEach(c, v) kids[k++] = c;
         qsort(kids, (size_t)k, sizeof *kids, cmp_key);
-        put(b, "{", 1);
+        dg_capbuf_add(b, "{", 1);
         for (int i = 0; i < k; i++) {
             if (i)
-                put(b, ",", 1);
+                dg_capbuf_add(b, ",", 1);
             put_str(b, kids[i]->string);
-            put(b, ":", 1);
+            dg_capbuf_add(b, ":", 1);
             put_canon(b, kids[i], depth + 1);
         }
-        put(b, "}", 1);
+        dg_capbuf_add(b, "}", 1);
         dg_free(kids);
     } else if (cJSON_IsArray(v)) {
-        put(b, "[", 1);
+        dg_capbuf_add(b, "[", 1);
         const cJSON *c;
         bool first = true;
         cJSON_ArrayForEach(c, v)
         {
             if (!first)
-                put(b, ",", 1);
+                dg_capbuf_add(b, ",", 1);
             first = false;
             put_canon(b, c, depth + 1);
         }
-        put(b, "]", 1);
+        dg_capbuf_add(b, "]", 1);
     } else if (cJSON_IsString(v)) {
         put_str(b, v->valuestring);
     } else if (cJSON_IsNumber(v)) {
@@ -132,7 +108,7 @@ static void put_canon(sbuf *b, const cJSON *v, int depth)
 char *dg_bucket_text(const dg_loader_opts *o, const float mean[3], const float std[3],
                      const cJSON *dataset)
 {
-    sbuf b = {0};
+    dg_capbuf b = {.cap = BUCKET_TEXT_MAX};
     puts_(&b, "{\"resolutions\":[");
     for (int i = 0; i < o->nres; i++) {
         puts_(&b, i ? ",{\"h\":" : "{\"h\":");
@@ -159,13 +135,13 @@ char *dg_bucket_text(const dg_loader_opts *o, const float mean[3], const float s
     int nc = o->norm == DG_NORM_NONE ? 0 : o->channels;
     for (int c = 0; c < nc; c++) {
         if (c)
-            put(&b, ",", 1);
+            dg_capbuf_add(&b, ",", 1);
         put_num(&b, mean[c]);
     }
     puts_(&b, "],\"std\":[");
     for (int c = 0; c < nc; c++) {
         if (c)
-            put(&b, ",", 1);
+            dg_capbuf_add(&b, ",", 1);
         put_num(&b, std[c]);
     }
     puts_(&b, "]},\"dataset\":");
@@ -174,11 +150,11 @@ char *dg_bucket_text(const dg_loader_opts *o, const float mean[3], const float s
     if (o->tf32)
         puts_(&b, ",\"math\":\"tf32\"");
     puts_(&b, "}");
-    if (b.oom) {
-        dg_free(b.p);
+    if (b.nomem || b.truncated) {
+        dg_free(b.data);
         return NULL;
     }
-    return b.p;
+    return b.data;
 }
 
 void dg_sha256_hex(const void *data, size_t len, char hex[65])

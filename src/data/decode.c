@@ -12,20 +12,6 @@
 #define MAX_DIM 16384u
 #define MAX_JPEG_SCANS 1000
 
-/* Formats an error into err (when given) and returns st. */
-static dg_status dec_err(char *err, size_t errlen, dg_status st, const char *fmt, ...)
-    DG_PRINTF(4, 5);
-static dg_status dec_err(char *err, size_t errlen, dg_status st, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* Bytes for messages: "1.25 GiB", "512 MiB", "900 KiB". */
 static void human_bytes(double b, char *out, size_t n)
 {
@@ -47,9 +33,9 @@ static bool over_budget(const char *fmt, unsigned w, unsigned h, double need, si
     char a[32], b[32];
     human_bytes(need, a, sizeof a);
     human_bytes((double)max_bytes, b, sizeof b);
-    dec_err(err, errlen, DG_ERR_FORMAT,
-            "%s: %ux%u decodes to %s, above the loader's memory budget of %s per image", fmt, w, h,
-            a, b);
+    dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                "%s: %ux%u decodes to %s, above the loader's memory budget of %s per image", fmt, w,
+                h, a, b);
     return true;
 }
 
@@ -63,7 +49,7 @@ static dg_status to_float(const unsigned char *px, size_t stride, int depth, int
     size_t plane = (size_t)h * w;
     float *out = dg_malloc(plane * outc * sizeof(float));
     if (!out)
-        return dec_err(err, errlen, DG_ERR_NOMEM, "out of memory for a %dx%d image", w, h);
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "out of memory for a %dx%d image", w, h);
     size_t bps = depth == 16 ? 2 : 1;
     for (int y = 0; y < h; y++) {
         const unsigned char *row = px + (size_t)y * stride;
@@ -137,13 +123,13 @@ static dg_status decode_png(const unsigned char *buf, size_t len, int want, size
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
         png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
-        return dec_err(err, errlen, DG_ERR_NOMEM, "PNG: out of memory");
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "PNG: out of memory");
     }
     unsigned char *volatile pix = NULL;
     png_bytep *volatile rows = NULL;
     volatile dg_status st = DG_ERR_FORMAT;
     if (setjmp(png_jmpbuf(png))) {
-        dec_err(err, errlen, st, "PNG: %s", src.msg[0] ? src.msg : "corrupt data");
+        dg_fail_buf(err, errlen, st, "PNG: %s", src.msg[0] ? src.msg : "corrupt data");
         goto done;
     }
     png_set_read_fn(png, &src, png_read_mem);
@@ -159,8 +145,8 @@ static dg_status decode_png(const unsigned char *buf, size_t len, int want, size
     int depth, ctype, interlace;
     png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
     if (w > MAX_DIM || h > MAX_DIM) {
-        dec_err(err, errlen, DG_ERR_FORMAT, "PNG: image is %ux%u, above the %u limit", (unsigned)w,
-                (unsigned)h, MAX_DIM);
+        dg_fail_buf(err, errlen, DG_ERR_FORMAT, "PNG: image is %ux%u, above the %u limit",
+                    (unsigned)w, (unsigned)h, MAX_DIM);
         goto done;
     }
     png_set_expand(png); /* palette -> RGB, gray < 8 bit -> 8 bit, tRNS -> alpha */
@@ -171,18 +157,19 @@ static dg_status decode_png(const unsigned char *buf, size_t len, int want, size
     size_t stride = png_get_rowbytes(png, info);
     if (nch < 1 || nch > 4 || (odepth != 8 && odepth != 16) ||
         stride != (size_t)w * nch * (odepth / 8)) {
-        dec_err(err, errlen, DG_ERR_FORMAT, "PNG: unexpected layout (%d channels of %d bits)", nch,
-                odepth);
+        dg_fail_buf(err, errlen, DG_ERR_FORMAT, "PNG: unexpected layout (%d channels of %d bits)",
+                    nch, odepth);
         goto done;
     }
     /* Deflate expands at most about 1032:1, so a header claiming far more
      * pixel bytes than the file could hold is a lie: refuse before allocating. */
     double raw = (double)h * (stride + 1);
     if (raw > (double)len * 1100.0 + 65536.0) {
-        dec_err(err, errlen, DG_ERR_FORMAT,
-                "PNG: truncated or corrupt header: %ux%u needs %.0f bytes, more than %zu bytes can "
-                "hold",
-                (unsigned)w, (unsigned)h, raw, len);
+        dg_fail_buf(
+            err, errlen, DG_ERR_FORMAT,
+            "PNG: truncated or corrupt header: %ux%u needs %.0f bytes, more than %zu bytes can "
+            "hold",
+            (unsigned)w, (unsigned)h, raw, len);
         goto done;
     }
     int outc = want ? want : nch >= 3 ? 3 : 1;
@@ -303,9 +290,9 @@ static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, siz
     volatile int created = 0;
     if (setjmp(jerr.jb)) {
         if (src.truncated)
-            dec_err(err, errlen, st, "JPEG: truncated (data ends after %zu bytes)", len);
+            dg_fail_buf(err, errlen, st, "JPEG: truncated (data ends after %zu bytes)", len);
         else
-            dec_err(err, errlen, st, "JPEG: %s", jerr.msg[0] ? jerr.msg : "corrupt data");
+            dg_fail_buf(err, errlen, st, "JPEG: %s", jerr.msg[0] ? jerr.msg : "corrupt data");
         goto done;
     }
     jpeg_create_decompress(&cinfo);
@@ -322,8 +309,8 @@ static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, siz
     cinfo.src = &src.pub;
     jpeg_read_header(&cinfo, TRUE);
     if (cinfo.image_width > MAX_DIM || cinfo.image_height > MAX_DIM) {
-        dec_err(err, errlen, DG_ERR_FORMAT, "JPEG: image is %ux%u, above the %u limit",
-                (unsigned)cinfo.image_width, (unsigned)cinfo.image_height, MAX_DIM);
+        dg_fail_buf(err, errlen, DG_ERR_FORMAT, "JPEG: image is %ux%u, above the %u limit",
+                    (unsigned)cinfo.image_width, (unsigned)cinfo.image_height, MAX_DIM);
         goto done;
     }
     switch (cinfo.jpeg_color_space) {
@@ -332,11 +319,11 @@ static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, siz
     case JCS_RGB: cinfo.out_color_space = JCS_RGB; break;
     case JCS_CMYK:
     case JCS_YCCK:
-        dec_err(err, errlen, DG_ERR_FORMAT, "JPEG: CMYK images are not supported");
+        dg_fail_buf(err, errlen, DG_ERR_FORMAT, "JPEG: CMYK images are not supported");
         goto done;
     default:
-        dec_err(err, errlen, DG_ERR_FORMAT, "JPEG: colour space %d is not supported",
-                (int)cinfo.jpeg_color_space);
+        dg_fail_buf(err, errlen, DG_ERR_FORMAT, "JPEG: colour space %d is not supported",
+                    (int)cinfo.jpeg_color_space);
         goto done;
     }
     /* Before jpeg_start_decompress, which allocates the decoder's buffers
@@ -355,15 +342,15 @@ static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, siz
     int nch = cinfo.output_components;
     unsigned w = cinfo.output_width, h = cinfo.output_height;
     if ((nch != 1 && nch != 3) || w == 0 || h == 0 || w > MAX_DIM || h > MAX_DIM) {
-        dec_err(err, errlen, DG_ERR_FORMAT, "JPEG: unexpected output (%d components, %ux%u)", nch,
-                w, h);
+        dg_fail_buf(err, errlen, DG_ERR_FORMAT, "JPEG: unexpected output (%d components, %ux%u)",
+                    nch, w, h);
         goto done;
     }
     size_t stride = (size_t)w * nch;
     st = DG_ERR_NOMEM;
     pix = dg_malloc(stride * h);
     if (!pix) {
-        dec_err(err, errlen, st, "JPEG: out of memory for %ux%u", w, h);
+        dg_fail_buf(err, errlen, st, "JPEG: out of memory for %ux%u", w, h);
         goto done;
     }
     st = DG_ERR_FORMAT;
@@ -373,12 +360,12 @@ static dg_status decode_jpeg(const unsigned char *buf, size_t len, int want, siz
             break;
     }
     if (cinfo.output_scanline < h || src.truncated) {
-        dec_err(err, errlen, st, "JPEG: truncated (data ends after %zu bytes)", len);
+        dg_fail_buf(err, errlen, st, "JPEG: truncated (data ends after %zu bytes)", len);
         goto done;
     }
     jpeg_finish_decompress(&cinfo);
     if (src.truncated) {
-        dec_err(err, errlen, st, "JPEG: truncated (data ends after %zu bytes)", len);
+        dg_fail_buf(err, errlen, st, "JPEG: truncated (data ends after %zu bytes)", len);
         goto done;
     }
     st = to_float(pix, stride, 8, nch, (int)h, (int)w, want, img, err, errlen);
@@ -403,10 +390,11 @@ dg_status dg_decode_image_limit(const unsigned char *buf, size_t len, int channe
     if (err && errlen)
         err[0] = '\0';
     if (channels != 0 && channels != 1 && channels != 3)
-        return dec_err(err, errlen, DG_ERR_USAGE, "channels must be 0, 1 or 3, not %d", channels);
+        return dg_fail_buf(err, errlen, DG_ERR_USAGE, "channels must be 0, 1 or 3, not %d",
+                           channels);
     if (buf && len >= 8 && memcmp(buf, png_magic, 8) == 0)
         return decode_png(buf, len, channels, max_bytes, img, err, errlen);
     if (buf && len >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF)
         return decode_jpeg(buf, len, channels, max_bytes, img, err, errlen);
-    return dec_err(err, errlen, DG_ERR_FORMAT, "not a PNG or JPEG image");
+    return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "not a PNG or JPEG image");
 }

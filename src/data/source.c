@@ -59,20 +59,6 @@ struct dg_source {
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* Formats into a caller's error buffer (when given) and returns st. */
-static dg_status buf_err(char *err, size_t errlen, dg_status st, const char *fmt, ...)
-    DG_PRINTF(4, 5);
-static dg_status buf_err(char *err, size_t errlen, dg_status st, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* What a file that is not a regular file is, for messages. */
 static const char *not_regular(mode_t m)
 {
@@ -107,28 +93,28 @@ static dg_status read_whole(const char *path, size_t cap, unsigned char **out, s
     char eb[128];
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
-        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, err_text(errno, eb, sizeof eb));
+        return dg_fail_buf(err, errlen, DG_ERR_IO, "%s: %s", path, err_text(errno, eb, sizeof eb));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path, err_text(e, eb, sizeof eb));
+        return dg_fail_buf(err, errlen, DG_ERR_IO, "%s: %s", path, err_text(e, eb, sizeof eb));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return buf_err(err, errlen, DG_ERR_IO, "%s: %s, not a regular file", path,
-                       not_regular(sb.st_mode));
+        return dg_fail_buf(err, errlen, DG_ERR_IO, "%s: %s, not a regular file", path,
+                           not_regular(sb.st_mode));
     }
     if ((uint64_t)sb.st_size > cap) {
         close(fd);
-        return buf_err(err, errlen, DG_ERR_FORMAT, "%s: %lld bytes is over the %zu-byte limit",
-                       path, (long long)sb.st_size, cap);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "%s: %lld bytes is over the %zu-byte limit",
+                           path, (long long)sb.st_size, cap);
     }
     size_t n = (size_t)sb.st_size, got = 0;
     unsigned char *buf = dg_malloc(n ? n : 1);
     if (!buf) {
         close(fd);
-        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: out of memory for %zu bytes", path, n);
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "%s: out of memory for %zu bytes", path, n);
     }
     while (got < n) {
         ssize_t r = read(fd, buf + got, n - got);
@@ -138,8 +124,8 @@ static dg_status read_whole(const char *path, size_t cap, unsigned char **out, s
             int e = r < 0 ? errno : 0;
             close(fd);
             dg_free(buf);
-            return buf_err(err, errlen, DG_ERR_IO, "%s: %s", path,
-                           e ? err_text(e, eb, sizeof eb) : "file shrank while being read");
+            return dg_fail_buf(err, errlen, DG_ERR_IO, "%s: %s", path,
+                               e ? err_text(e, eb, sizeof eb) : "file shrank while being read");
         }
         got += (size_t)r;
     }
@@ -159,7 +145,7 @@ static dg_status gunzip(const char *name, const unsigned char *in, size_t inlen,
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: cannot start zlib", name);
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "%s: cannot start zlib", name);
     size_t cap = inlen * 4 < (1u << 20) ? (1u << 20) : inlen * 4, n = 0;
     if (cap > MAX_FILE_BYTES)
         cap = MAX_FILE_BYTES;
@@ -170,8 +156,8 @@ static dg_status gunzip(const char *name, const unsigned char *in, size_t inlen,
     while (buf) {
         if (n == cap) {
             if (cap >= MAX_FILE_BYTES) {
-                st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: inflates to more than %zu bytes",
-                             name, MAX_FILE_BYTES);
+                st = dg_fail_buf(err, errlen, DG_ERR_FORMAT, "%s: inflates to more than %zu bytes",
+                                 name, MAX_FILE_BYTES);
                 break;
             }
             size_t ncap = cap * 2 > MAX_FILE_BYTES ? MAX_FILE_BYTES : cap * 2;
@@ -199,29 +185,29 @@ static dg_status gunzip(const char *name, const unsigned char *in, size_t inlen,
             break;
         }
         if (zr == Z_BUF_ERROR && pos == inlen && z.avail_out > 0) {
-            st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: truncated gzip stream", name);
+            st = dg_fail_buf(err, errlen, DG_ERR_FORMAT, "%s: truncated gzip stream", name);
             break;
         }
         if (zr != Z_OK && zr != Z_BUF_ERROR) {
-            st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: corrupt gzip stream (%s)", name,
-                         z.msg ? z.msg : "zlib error");
+            st = dg_fail_buf(err, errlen, DG_ERR_FORMAT, "%s: corrupt gzip stream (%s)", name,
+                             z.msg ? z.msg : "zlib error");
             break;
         }
         if (zr == Z_OK && pos == inlen && z.avail_out > 0) {
-            st = buf_err(err, errlen, DG_ERR_FORMAT, "%s: truncated gzip stream", name);
+            st = dg_fail_buf(err, errlen, DG_ERR_FORMAT, "%s: truncated gzip stream", name);
             break;
         }
     }
     inflateEnd(&z);
     if (!buf)
-        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: out of memory inflating", name);
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "%s: out of memory inflating", name);
     if (st != DG_OK) {
         dg_free(buf);
         return st;
     }
     if (zr != Z_STREAM_END) {
         dg_free(buf);
-        return buf_err(err, errlen, DG_ERR_NOMEM, "%s: out of memory inflating", name);
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "%s: out of memory inflating", name);
     }
     *out = buf;
     *outlen = n;
@@ -945,7 +931,7 @@ static dg_status from_u8_planar(const unsigned char *px, int nc, int h, int w, i
     size_t plane = (size_t)h * w;
     float *d = dg_malloc(plane * outc * sizeof(float));
     if (!d)
-        return buf_err(err, errlen, DG_ERR_NOMEM, "out of memory for a %dx%d image", w, h);
+        return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "out of memory for a %dx%d image", w, h);
     if (outc == nc) {
         for (size_t i = 0; i < plane * nc; i++)
             d[i] = px[i] / 255.0f;
@@ -981,8 +967,8 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
     if (err && errlen)
         err[0] = '\0';
     if (i >= s->count)
-        return buf_err(err, errlen, DG_ERR_USAGE, "sample %zu is out of range (%zu samples)", i,
-                       s->count);
+        return dg_fail_buf(err, errlen, DG_ERR_USAGE, "sample %zu is out of range (%zu samples)", i,
+                           s->count);
     double t0 = dg_now();
     dg_status st = DG_OK;
     switch (s->kind) {
@@ -990,7 +976,7 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
         size_t chw = (size_t)s->native_c * s->h * s->w;
         img->data = dg_malloc(chw * sizeof(float));
         if (!img->data)
-            return buf_err(err, errlen, DG_ERR_NOMEM, "out of memory");
+            return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "out of memory");
         memcpy(img->data, s->syn->x + i * chw, chw * sizeof(float));
         img->c = s->native_c;
         img->h = s->h;
@@ -1014,7 +1000,7 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
     case SRC_IMAGES: {
         char *path = dg_asprintf("%s/%s", s->root, s->files[i]);
         if (!path)
-            return buf_err(err, errlen, DG_ERR_NOMEM, "out of memory");
+            return dg_fail_buf(err, errlen, DG_ERR_NOMEM, "out of memory");
         unsigned char *buf = NULL;
         size_t len = 0;
         char why[512];
@@ -1024,13 +1010,13 @@ dg_status dg_source_read(dg_source *s, size_t i, dg_image *img, dg_read_times *t
             t->read += t1 - t0;
         if (st) {
             /* read_whole's message already names the file. */
-            buf_err(err, errlen, st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT, "%s", why);
+            dg_fail_buf(err, errlen, st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT, "%s", why);
             st = st == DG_ERR_NOMEM ? st : DG_ERR_FORMAT;
         } else {
             st = dg_decode_image_limit(buf, len, s->channels, s->decode_budget, img, why,
                                        sizeof why);
             if (st)
-                buf_err(err, errlen, st, "%s: %s", path, why);
+                dg_fail_buf(err, errlen, st, "%s: %s", path, why);
             else
                 img->label = s->labels[i];
         }

@@ -66,58 +66,77 @@ void dg_ev_num(dg_diag *d, cJSON *f, const char *sec, const char *field, double 
     dg_ev_add(d, f, sec, field, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(), unit);
 }
 
-/* The printf-formatted field, NULL when out of memory (d->nomem set). */
-static char *field_of(dg_diag *d, const char *fmt, va_list ap) DG_PRINTF(2, 0);
-static char *field_of(dg_diag *d, const char *fmt, va_list ap)
+/* dg_ev_add with a printf-formatted field; takes value (deleted when there is
+ * no finding or the field cannot be made: d->nomem set). */
+static void ev_addv(dg_diag *d, cJSON *f, const char *sec, cJSON *value, const char *unit,
+                    const char *fmt, va_list ap) DG_PRINTF(6, 0);
+static void ev_addv(dg_diag *d, cJSON *f, const char *sec, cJSON *value, const char *unit,
+                    const char *fmt, va_list ap)
 {
-    char *field = dg_vasprintf(fmt, ap);
-    if (!field)
-        d->nomem = true;
-    return field;
+    char *field = f ? dg_vasprintf(fmt, ap) : NULL;
+    if (!field) {
+        if (f)
+            d->nomem = true;
+        cJSON_Delete(value);
+        return;
+    }
+    dg_ev_add(d, f, sec, field, value, unit);
+    dg_free(field);
 }
 
 void dg_ev_metric(dg_diag *d, cJSON *f, const char *sec, const char *unit, dg_rec_metric m,
                   const char *fmt, ...)
 {
-    if (!f)
-        return;
+    cJSON *v = m.valid ? cJSON_CreateNumber(m.value) : cJSON_CreateNull();
     va_list ap;
     va_start(ap, fmt);
-    char *field = field_of(d, fmt, ap);
+    ev_addv(d, f, sec, v, m.metric ? m.unit : unit, fmt, ap);
     va_end(ap);
-    if (!field)
-        return;
-    dg_ev_add(d, f, sec, field, m.valid ? cJSON_CreateNumber(m.value) : cJSON_CreateNull(),
-              m.metric ? m.unit : unit);
-    dg_free(field);
 }
 
 void dg_ev_str(dg_diag *d, cJSON *f, const char *sec, const char *s, const char *fmt, ...)
 {
-    if (!f)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    char *field = field_of(d, fmt, ap);
+    ev_addv(d, f, sec, s ? cJSON_CreateString(s) : cJSON_CreateNull(), NULL, fmt, ap);
     va_end(ap);
-    if (!field)
-        return;
-    dg_ev_add(d, f, sec, field, s ? cJSON_CreateString(s) : cJSON_CreateNull(), NULL);
-    dg_free(field);
 }
 
 void dg_ev_bool(dg_diag *d, cJSON *f, const char *sec, int tri, const char *fmt, ...)
 {
-    if (!f)
-        return;
+    cJSON *v = tri >= 0 ? cJSON_CreateBool(tri == 1) : cJSON_CreateNull();
     va_list ap;
     va_start(ap, fmt);
-    char *field = field_of(d, fmt, ap);
+    ev_addv(d, f, sec, v, NULL, fmt, ap);
     va_end(ap);
-    if (!field)
-        return;
-    dg_ev_add(d, f, sec, field, tri >= 0 ? cJSON_CreateBool(tri == 1) : cJSON_CreateNull(), NULL);
-    dg_free(field);
+}
+
+/* A record item as an evidence value: a metric's number (and its unit into
+ * *unit), a scalar as it is, an array or object as its JSON text. */
+static cJSON *item_value(dg_diag *d, const cJSON *it, const char **unit)
+{
+    if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
+        double x = dg_jnum_item(it);
+        const cJSON *mu = cJSON_GetObjectItemCaseSensitive(it, "unit");
+        if (cJSON_IsString(mu))
+            *unit = mu->valuestring;
+        return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
+    }
+    if (cJSON_IsNumber(it))
+        return cJSON_CreateNumber(it->valuedouble);
+    if (cJSON_IsBool(it))
+        return cJSON_CreateBool(cJSON_IsTrue(it));
+    if (cJSON_IsString(it))
+        return cJSON_CreateString(it->valuestring);
+    if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
+        char *txt = cJSON_PrintUnformatted(it);
+        cJSON *v = txt ? cJSON_CreateString(txt) : NULL;
+        cJSON_free(txt);
+        if (!v)
+            d->nomem = true;
+        return v;
+    }
+    return cJSON_CreateNull();
 }
 
 void dg_ev_item(dg_diag *d, cJSON *f, const char *sec, const char *unit, const cJSON *it,
@@ -125,36 +144,12 @@ void dg_ev_item(dg_diag *d, cJSON *f, const char *sec, const char *unit, const c
 {
     if (!f)
         return;
+    const char *u = unit;
+    cJSON *v = item_value(d, it, &u);
     va_list ap;
     va_start(ap, fmt);
-    char *field = field_of(d, fmt, ap);
+    ev_addv(d, f, sec, v, u, fmt, ap);
     va_end(ap);
-    if (!field)
-        return;
-    cJSON *v = NULL;
-    const char *u = unit;
-    if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
-        double x = dg_jnum_item(it);
-        v = isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
-        const cJSON *mu = cJSON_GetObjectItemCaseSensitive(it, "unit");
-        u = cJSON_IsString(mu) ? mu->valuestring : unit;
-    } else if (cJSON_IsNumber(it)) {
-        v = cJSON_CreateNumber(it->valuedouble);
-    } else if (cJSON_IsBool(it)) {
-        v = cJSON_CreateBool(cJSON_IsTrue(it));
-    } else if (cJSON_IsString(it)) {
-        v = cJSON_CreateString(it->valuestring);
-    } else if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
-        char *txt = cJSON_PrintUnformatted(it);
-        v = txt ? cJSON_CreateString(txt) : NULL;
-        cJSON_free(txt);
-        if (!v)
-            d->nomem = true;
-    } else {
-        v = cJSON_CreateNull();
-    }
-    dg_ev_add(d, f, sec, field, v, u);
-    dg_free(field);
 }
 
 /* Appends to a fixed buffer, keeping it NUL-terminated (truncates quietly). */

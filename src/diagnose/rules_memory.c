@@ -88,29 +88,49 @@ static void ev_growth(dg_diag *d, cJSON *f)
     dg_ev_bool(d, f, "soak", s->empty_cache, "%sempty_cache", d->soak_pfx);
 }
 
-/* The facts the memory rules share; false when the soak did not report them. */
-static bool soak_memory(const dg_diag *d, bool *emptied, double *epochs, double *growth,
-                        const char **src, int *aligned)
+/* The facts the memory rules share. */
+typedef struct soak_mem {
+    bool emptied;    /* the cache was emptied at every epoch end */
+    double epochs;   /* epochs recorded */
+    double growth;   /* the largest own growth (own_growth), NAN when none */
+    const char *src; /* its source */
+    int aligned;     /* the staircase is aligned with validation epochs (-1 unknown) */
+    char seen[96];   /* "SOURCE +N%" or "growth not reported" */
+} soak_mem;
+
+/* Fills m; false when the soak did not report the facts. */
+static bool soak_memory(const dg_diag *d, soak_mem *m)
 {
     const dg_view_soak *s = &d->v->soak;
     if (!s->has_payload || s->empty_cache < 0)
         return false;
-    *emptied = s->empty_cache == 1;
-    *epochs = s->epochs_recorded.value;
-    *growth = own_growth(s, src);
-    *aligned = s->staircase_aligned;
+    m->emptied = s->empty_cache == 1;
+    m->epochs = s->epochs_recorded.value;
+    m->growth = own_growth(s, &m->src);
+    m->aligned = s->staircase_aligned;
+    if (isfinite(m->growth))
+        snprintf(m->seen, sizeof m->seen, "%s +%.0f%%", source_label(m->src), m->growth);
+    else
+        snprintf(m->seen, sizeof m->seen, "growth not reported");
     return true;
+}
+
+/* 1 when the cache was emptied over enough epochs for the growth rules, 0
+ * when emptied over too few, -1 when not emptied or not reported. */
+static int soak_judgeable(const dg_diag *d, soak_mem *m)
+{
+    if (!soak_memory(d, m) || !m->emptied || !isfinite(m->epochs))
+        return -1;
+    return m->epochs >= d->th[TH_MEM_EPOCHS];
 }
 
 void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth, lo, hi;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
-        !isfinite(epochs) || epochs < d->th[TH_MEM_EPOCHS] || aligned == 1)
+    soak_mem m;
+    double lo, hi;
+    if (soak_judgeable(d, &m) != 1 || m.aligned == 1)
         return;
+    const char *src;
     int side = growth_side(d, &src, &lo, &hi);
     if (side != 1 && side != 0)
         return;
@@ -119,17 +139,17 @@ void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
         f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
                             "memory growth inconclusive: %s %+.0f%% to %+.0f%% (95%% interval over "
                             "the last third of %.0f epochs) holds mem_growth_pct %.0f%%",
-                            source_label(src), lo, hi, epochs, d->th[TH_MEM_GROWTH_PCT]);
+                            source_label(src), lo, hi, m.epochs, d->th[TH_MEM_GROWTH_PCT]);
     else if (lo < hi)
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                             "%s %+.0f%% to %+.0f%% (95%% interval over the last third) after %.0f "
                             "epochs although the cache was emptied every epoch",
-                            source_label(src), lo, hi, epochs);
+                            source_label(src), lo, hi, m.epochs);
     else
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                             "%s +%.0f%% after %.0f epochs although the cache was emptied every "
                             "epoch",
-                            source_label(src), lo, epochs);
+                            source_label(src), lo, m.epochs);
     if (side == 0)
         dg_rule_text(d, f, "action",
                      "soak for more epochs with the machine quiet: the watermarks of the last "
@@ -140,13 +160,10 @@ void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
 
 void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth, lo, hi;
+    soak_mem m;
+    double lo, hi;
     const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
-        !isfinite(epochs) || epochs < d->th[TH_MEM_EPOCHS] || aligned != 1 ||
-        growth_side(d, &src, &lo, &hi) != 1)
+    if (soak_judgeable(d, &m) != 1 || m.aligned != 1 || growth_side(d, &src, &lo, &hi) != 1)
         return;
     char *val = NULL;
     const cJSON *ve = d->v->soak.validation_epochs;
@@ -155,7 +172,7 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
     cJSON *f =
         dg_rule_finding(d, r, DG_SEV_INFO, -1,
                         "%s +%.0f%% after %.0f epochs in steps aligned with validation epochs %s",
-                        source_label(src), growth, epochs, val ? val : "[]");
+                        source_label(src), m.growth, m.epochs, val ? val : "[]");
     cJSON_free(val);
     ev_growth(d, f);
     dg_ev_bool(d, f, "soak", d->v->soak.staircase_aligned, "%sstaircase.aligned", d->soak_pfx);
@@ -165,21 +182,12 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
 
 void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
-        !isfinite(epochs) || epochs >= d->th[TH_MEM_EPOCHS])
+    soak_mem m;
+    if (soak_judgeable(d, &m) != 0)
         return;
-    char seen[96];
-    if (isfinite(growth))
-        snprintf(seen, sizeof seen, "%s +%.0f%%", source_label(src), growth);
-    else
-        snprintf(seen, sizeof seen, "growth not reported");
     cJSON *f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
                                "only %.0f epochs recorded: the %.0f%% memory rule needs %.0f (%s)",
-                               epochs, d->th[TH_MEM_GROWTH_PCT], d->th[TH_MEM_EPOCHS], seen);
+                               m.epochs, d->th[TH_MEM_GROWTH_PCT], d->th[TH_MEM_EPOCHS], m.seen);
     dg_rule_text(d, f, "action", "soak for at least %.0f epochs with the cache emptied at each end",
                  d->th[TH_MEM_EPOCHS]);
     ev_growth(d, f);
@@ -187,20 +195,12 @@ void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
 
 void dg_judge_memory_not_emptied(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || emptied)
+    soak_mem m;
+    if (!soak_memory(d, &m) || m.emptied)
         return;
-    char seen[96];
-    if (isfinite(growth))
-        snprintf(seen, sizeof seen, "%s +%.0f%%", source_label(src), growth);
-    else
-        snprintf(seen, sizeof seen, "growth not reported");
     cJSON *f = dg_rule_finding(
         d, r, DG_SEV_INFO, -1,
-        "memory rule not judged: the cache was not emptied at epoch ends (%s)", seen);
+        "memory rule not judged: the cache was not emptied at epoch ends (%s)", m.seen);
     ev_growth(d, f);
 }
 

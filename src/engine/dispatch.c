@@ -544,42 +544,63 @@ static int by_ms_desc(const void *pa, const void *pb)
     return a->ms < b->ms ? 1 : a->ms > b->ms ? -1 : strcmp(a->shape, b->shape);
 }
 
-cJSON *dg_engine_census_json(const dg_engine *e)
+/* How rows_json writes one row into its object (total: the ops' summed time). */
+typedef void (*row_fill)(cJSON *o, const void *row, const dg_engine *e, double total);
+
+/* An array of one object per row (n rows size bytes apart, then other when not
+ * NULL) in cmp's order, each written by fill; NULL when out of memory. */
+static cJSON *rows_json(const dg_engine *e, const void *rows, size_t n, size_t size,
+                        const void *other, int (*cmp)(const void *, const void *), row_fill fill,
+                        double total)
 {
     cJSON *arr = cJSON_CreateArray();
-    if (!arr || !e || !e->census)
-        return arr;
-    const struct dg_census *c = e->census;
-    size_t n = c->n + (c->have_other ? 1 : 0);
-    const census_rec **v = dg_malloc((n ? n : 1) * sizeof *v);
-    if (!v) {
+    size_t count = n + (other ? 1 : 0);
+    const void **v = dg_malloc((count ? count : 1) * sizeof *v);
+    if (!arr || !v) {
         cJSON_Delete(arr);
+        dg_free(v);
         return NULL;
     }
-    for (size_t i = 0; i < c->n; i++)
-        v[i] = &c->recs[i];
-    if (c->have_other)
-        v[c->n] = &c->other;
-    qsort(v, n, sizeof *v, by_ms_desc);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
+        v[i] = (const char *)rows + i * size;
+    if (other)
+        v[n] = other;
+    qsort(v, count, sizeof *v, cmp);
+    for (size_t i = 0; i < count; i++) {
         cJSON *o = cJSON_CreateObject();
         if (!o || !cJSON_AddItemToArray(arr, o)) {
             cJSON_Delete(o);
             cJSON_Delete(arr);
-            dg_free(v);
-            return NULL;
+            arr = NULL;
+            break;
         }
-        cJSON_AddStringToObject(o, "op", v[i]->op);
-        cJSON_AddStringToObject(o, "shape", v[i]->shape);
-        cJSON_AddStringToObject(o, "backend", e->name);
-        cJSON_AddStringToObject(o, "reason", v[i]->reason);
-        cJSON_AddNumberToObject(o, "calls", (double)v[i]->calls);
-        cJSON_AddNumberToObject(o, "ms_total", v[i]->ms);
-        cJSON_AddNumberToObject(o, "bytes_d2h", (double)v[i]->d2h);
-        cJSON_AddNumberToObject(o, "bytes_h2d", (double)v[i]->h2d);
+        fill(o, v[i], e, total);
     }
     dg_free(v);
     return arr;
+}
+
+static void census_fill(cJSON *o, const void *row, const dg_engine *e, double total)
+{
+    const census_rec *r = row;
+    (void)total;
+    cJSON_AddStringToObject(o, "op", r->op);
+    cJSON_AddStringToObject(o, "shape", r->shape);
+    cJSON_AddStringToObject(o, "backend", e->name);
+    cJSON_AddStringToObject(o, "reason", r->reason);
+    cJSON_AddNumberToObject(o, "calls", (double)r->calls);
+    cJSON_AddNumberToObject(o, "ms_total", r->ms);
+    cJSON_AddNumberToObject(o, "bytes_d2h", (double)r->d2h);
+    cJSON_AddNumberToObject(o, "bytes_h2d", (double)r->h2d);
+}
+
+cJSON *dg_engine_census_json(const dg_engine *e)
+{
+    if (!e || !e->census)
+        return cJSON_CreateArray();
+    const struct dg_census *c = e->census;
+    return rows_json(e, c->recs, c->n, sizeof *c->recs, c->have_other ? &c->other : NULL,
+                     by_ms_desc, census_fill, 0);
 }
 
 /* ---- per-op profiling (devgate profile) ----------------------------------
@@ -736,51 +757,35 @@ static int row_by_ms_desc(const void *pa, const void *pb)
     return c ? c : strcmp(a->shape, b->shape);
 }
 
+static void prof_fill(cJSON *o, const void *row, const dg_engine *e, double total)
+{
+    const prof_row *r = row;
+    cJSON_AddStringToObject(o, "op", r->op);
+    cJSON_AddStringToObject(o, "shape", r->shape);
+    cJSON_AddStringToObject(o, "backend", e->name);
+    cJSON_AddBoolToObject(o, "fallback", r->fallback);
+    cJSON_AddNumberToObject(o, "calls", (double)r->calls);
+    cJSON_AddNumberToObject(o, "ms_total", r->ms);
+    cJSON_AddNumberToObject(o, "ms_mean", r->calls ? r->ms / (double)r->calls : 0);
+    cJSON_AddNumberToObject(o, "share", total > 0 ? r->ms / total : 0);
+    if (r->fallback) {
+        cJSON_AddNumberToObject(o, "bytes_d2h", (double)r->d2h);
+        cJSON_AddNumberToObject(o, "bytes_h2d", (double)r->h2d);
+    }
+}
+
 cJSON *dg_engine_ops_json(const dg_engine *e)
 {
-    cJSON *arr = cJSON_CreateArray();
-    if (!arr || !e || !e->census || !e->census->prof)
-        return arr;
+    if (!e || !e->census || !e->census->prof)
+        return cJSON_CreateArray();
     const struct prof *p = e->census->prof;
-    size_t n = p->n + (p->have_other ? 1 : 0);
-    const prof_row **v = dg_malloc((n ? n : 1) * sizeof *v);
-    if (!v) {
-        cJSON_Delete(arr);
-        return NULL;
-    }
     double total = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        v[i] = &p->rows[i];
+    for (size_t i = 0; i < p->n; i++)
         total += p->rows[i].ms;
-    }
-    if (p->have_other) {
-        v[p->n] = &p->other;
+    if (p->have_other)
         total += p->other.ms;
-    }
-    qsort(v, n, sizeof *v, row_by_ms_desc);
-    for (size_t i = 0; i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddItemToArray(arr, o)) {
-            cJSON_Delete(o);
-            cJSON_Delete(arr);
-            dg_free(v);
-            return NULL;
-        }
-        cJSON_AddStringToObject(o, "op", v[i]->op);
-        cJSON_AddStringToObject(o, "shape", v[i]->shape);
-        cJSON_AddStringToObject(o, "backend", e->name);
-        cJSON_AddBoolToObject(o, "fallback", v[i]->fallback);
-        cJSON_AddNumberToObject(o, "calls", (double)v[i]->calls);
-        cJSON_AddNumberToObject(o, "ms_total", v[i]->ms);
-        cJSON_AddNumberToObject(o, "ms_mean", v[i]->calls ? v[i]->ms / (double)v[i]->calls : 0);
-        cJSON_AddNumberToObject(o, "share", total > 0 ? v[i]->ms / total : 0);
-        if (v[i]->fallback) {
-            cJSON_AddNumberToObject(o, "bytes_d2h", (double)v[i]->d2h);
-            cJSON_AddNumberToObject(o, "bytes_h2d", (double)v[i]->h2d);
-        }
-    }
-    dg_free(v);
-    return arr;
+    return rows_json(e, p->rows, p->n, sizeof *p->rows, p->have_other ? &p->other : NULL,
+                     row_by_ms_desc, prof_fill, total);
 }
 
 cJSON *dg_engine_trace_json(const dg_engine *e)

@@ -34,19 +34,6 @@
 #define CPU_ARCH_ABI64 0x01000000u
 #define CPU_ARCH_ABI64_32 0x02000000u
 
-static dg_status fail(char *err, size_t errlen, const char *fmt, ...) DG_PRINTF(3, 4);
-
-static dg_status fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return DG_ERR_FORMAT;
-}
-
 static uint16_t rd16(const unsigned char *p, bool le)
 {
     return le ? (uint16_t)(p[0] | p[1] << 8) : (uint16_t)(p[0] << 8 | p[1]);
@@ -121,23 +108,27 @@ static dg_status parse_elf(const unsigned char *b, size_t len, dg_binfmt_info *o
                            size_t errlen)
 {
     if (len < 16)
-        return fail(err, errlen, "truncated ELF identification: %zu of 16 bytes", len);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "truncated ELF identification: %zu of 16 bytes", len);
     int cls = b[4], data = b[5];
     if (cls != 1 && cls != 2)
-        return fail(err, errlen, "ELF class %d is neither 32-bit (1) nor 64-bit (2)", cls);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "ELF class %d is neither 32-bit (1) nor 64-bit (2)", cls);
     if (data != 1 && data != 2)
-        return fail(err, errlen, "ELF data encoding %d is neither little (1) nor big endian (2)",
-                    data);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "ELF data encoding %d is neither little (1) nor big endian (2)", data);
     if (b[6] != 1)
-        return fail(err, errlen, "ELF identification version %d is not 1", b[6]);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "ELF identification version %d is not 1",
+                           b[6]);
     bool is64 = cls == 2, le = data == 1;
     size_t need = is64 ? ELF_EHDR64 : ELF_EHDR32;
     if (len < need)
-        return fail(err, errlen, "truncated ELF%d header: %zu of %zu bytes", is64 ? 64 : 32, len,
-                    need);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "truncated ELF%d header: %zu of %zu bytes",
+                           is64 ? 64 : 32, len, need);
     uint32_t version = rd32(b + 20, le);
     if (version != 1)
-        return fail(err, errlen, "ELF header version %u is not 1", (unsigned)version);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "ELF header version %u is not 1",
+                           (unsigned)version);
     set_arch(out->format, "elf");
     out->nslices = 1;
     out->bits = is64 ? 64 : 32;
@@ -187,8 +178,9 @@ static dg_status parse_thin(const unsigned char *b, size_t len, bool is64, bool 
 {
     size_t need = is64 ? MACHO_HDR64 : MACHO_HDR32;
     if (len < need)
-        return fail(err, errlen, "truncated Mach-O%s header: %zu of %zu bytes",
-                    is64 ? " 64-bit" : "", len, need);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "truncated Mach-O%s header: %zu of %zu bytes", is64 ? " 64-bit" : "",
+                           len, need);
     uint32_t cputype = rd32(b + 4, le);
     set_arch(out->format, "macho");
     out->nslices = 1;
@@ -202,22 +194,25 @@ static dg_status parse_fat(const unsigned char *b, size_t len, bool is64, dg_bin
                            char *err, size_t errlen)
 {
     if (len < FAT_HDR)
-        return fail(err, errlen, "truncated universal header: %zu of %d bytes", len, FAT_HDR);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "truncated universal header: %zu of %d bytes", len, FAT_HDR);
     uint32_t n = rd32(b + 4, false);
     if (n == 0)
-        return fail(err, errlen, "universal binary with no slices");
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "universal binary with no slices");
     if (n > FAT_PLAUSIBLE_MAX)
-        return fail(err, errlen,
-                    "0xCAFEBABE data with %u slices is not Mach-O (likely a Java class file)",
-                    (unsigned)n);
+        return dg_fail_buf(
+            err, errlen, DG_ERR_FORMAT,
+            "0xCAFEBABE data with %u slices is not Mach-O (likely a Java class file)", (unsigned)n);
     if (n > DG_BINFMT_MAX_SLICES)
-        return fail(err, errlen, "universal binary with %u slices exceeds the limit of %d",
-                    (unsigned)n, DG_BINFMT_MAX_SLICES);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "universal binary with %u slices exceeds the limit of %d", (unsigned)n,
+                           DG_BINFMT_MAX_SLICES);
     size_t ent = is64 ? FAT_ARCH64 : FAT_ARCH32;
     size_t table_end = FAT_HDR + (size_t)n * ent;
     if (len < table_end)
-        return fail(err, errlen, "universal arch table runs past the end: %zu of %zu bytes", len,
-                    table_end);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "universal arch table runs past the end: %zu of %zu bytes", len,
+                           table_end);
     for (uint32_t i = 0; i < n; i++) {
         const unsigned char *e = b + FAT_HDR + (size_t)i * ent;
         uint32_t cputype = rd32(e, false);
@@ -226,12 +221,14 @@ static dg_status parse_fat(const unsigned char *b, size_t len, bool is64, dg_bin
         /* A slice must lie after the table and have a size; one that overlaps
          * the header or wraps around is a forged table, not a binary. */
         if (off < table_end)
-            return fail(err, errlen, "slice %u offset %llu overlaps the universal header",
-                        (unsigned)i, (unsigned long long)off);
+            return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                               "slice %u offset %llu overlaps the universal header", (unsigned)i,
+                               (unsigned long long)off);
         if (size == 0)
-            return fail(err, errlen, "slice %u is empty", (unsigned)i);
+            return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "slice %u is empty", (unsigned)i);
         if (off > UINT64_MAX - size)
-            return fail(err, errlen, "slice %u offset plus size overflows", (unsigned)i);
+            return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "slice %u offset plus size overflows",
+                               (unsigned)i);
         macho_arch(out->arch[i], cputype);
         if (i == 0) {
             out->bits = macho_bits(cputype);
@@ -251,11 +248,12 @@ dg_status dg_binfmt_parse(const unsigned char *buf, size_t len, dg_binfmt_info *
     if (err && errlen)
         err[0] = '\0';
     if (!buf && len)
-        return fail(err, errlen, "no buffer");
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "no buffer");
     if (len == 0)
-        return fail(err, errlen, "empty input");
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT, "empty input");
     if (len < 4)
-        return fail(err, errlen, "truncated: %zu bytes is too short for any header", len);
+        return dg_fail_buf(err, errlen, DG_ERR_FORMAT,
+                           "truncated: %zu bytes is too short for any header", len);
 
     dg_status st;
     uint32_t be = rd32(buf, false);
@@ -270,8 +268,8 @@ dg_status dg_binfmt_parse(const unsigned char *buf, size_t len, dg_binfmt_info *
     else if (be == 0xcafebabfu)
         st = parse_fat(buf, len, true, &tmp, err, errlen);
     else
-        st = fail(err, errlen, "not ELF or Mach-O: magic %02x %02x %02x %02x", buf[0], buf[1],
-                  buf[2], buf[3]);
+        st = dg_fail_buf(err, errlen, DG_ERR_FORMAT, "not ELF or Mach-O: magic %02x %02x %02x %02x",
+                         buf[0], buf[1], buf[2], buf[3]);
     /* out is written only on success so callers never see half a parse. */
     if (st == DG_OK && out)
         *out = tmp;

@@ -150,29 +150,9 @@ static void sec_banner(dg_capbuf *b, const dg_record_view *v)
                          g->fail_findings.value == 1 ? "" : "s");
         dg_rp_put(b, "</p>\n");
     }
-    const dg_view_decision *d = &v->decision;
     dg_rp_put(b, "<p><b>decision:</b> ");
-    if (d->present) {
-        dg_rp_h_esc(b, d->route, "?");
-        if (d->backend) {
-            dg_rp_put(b, " (");
-            dg_rp_h_esc(b, d->backend, "");
-            dg_rp_put(b, ")");
-        }
-        const cJSON *r;
-        bool first = true;
-        cJSON_ArrayForEach(r, d->reasons)
-        {
-            dg_rp_put(b, first ? " — " : "; ");
-            if (cJSON_IsString(r))
-                dg_rp_prose(b, ESC_HTML, r->valuestring, "");
-            else
-                dg_rp_h_scalar(b, r);
-            first = false;
-        }
-    } else {
-        dg_rp_put(b, "<span class=\"na\">none recorded</span>");
-    }
+    dg_rp_decision(b, ESC_HTML, &v->decision, "<span class=\"na\">none recorded</span>",
+                   dg_rp_h_scalar);
     dg_rp_put(b, "</p>\n</section>\n");
 }
 

@@ -60,28 +60,8 @@ static void md_header(dg_capbuf *b, const dg_record_view *v)
 
 static void md_decision(dg_capbuf *b, const dg_record_view *v)
 {
-    const dg_view_decision *d = &v->decision;
     dg_rp_put(b, "**Decision:** ");
-    if (!d->present) {
-        dg_rp_put(b, "none recorded\n\n");
-        return;
-    }
-    md_str(b, d->route, "?");
-    if (d->backend) {
-        dg_rp_put(b, " (");
-        md_str(b, d->backend, "");
-        dg_rp_put(b, ")");
-    }
-    const cJSON *r;
-    bool first = true;
-    cJSON_ArrayForEach(r, d->reasons)
-    {
-        if (!cJSON_IsString(r))
-            continue;
-        dg_rp_put(b, first ? " — " : "; ");
-        dg_rp_prose(b, ESC_MD, r->valuestring, "");
-        first = false;
-    }
+    dg_rp_decision(b, ESC_MD, &v->decision, "none recorded", NULL);
     dg_rp_put(b, "\n\n");
 }
 

@@ -359,3 +359,31 @@ void dg_rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)
         first = false;
     }
 }
+
+void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, const char *none,
+                    void (*other)(dg_capbuf *b, const cJSON *reason))
+{
+    if (!d->present) {
+        dg_rp_put(b, none);
+        return;
+    }
+    dg_rp_esc(b, mode, d->route, "?");
+    if (d->backend) {
+        dg_rp_put(b, " (");
+        dg_rp_esc(b, mode, d->backend, "");
+        dg_rp_put(b, ")");
+    }
+    const cJSON *r;
+    bool first = true;
+    cJSON_ArrayForEach(r, d->reasons)
+    {
+        if (!cJSON_IsString(r) && !other)
+            continue;
+        dg_rp_put(b, first ? " — " : "; ");
+        if (cJSON_IsString(r))
+            dg_rp_prose(b, mode, r->valuestring, "");
+        else
+            other(b, r);
+        first = false;
+    }
+}

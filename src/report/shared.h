@@ -88,5 +88,10 @@ const cJSON *dg_rp_supervise_command(const dg_record_view *v);
 /* Writes a command line, arguments separated by spaces and quoted when they
  * hold spaces or quotes, every argument escaped for mode. */
 void dg_rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
+/* The decision's words, escaped for mode: "route (backend) — reason; reason",
+ * or none (trusted) when the record has no decision. A reason that is not
+ * text goes to other (the page shows its value); a NULL other leaves it out. */
+void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, const char *none,
+                    void (*other)(dg_capbuf *b, const cJSON *reason));
 
 #endif

@@ -154,29 +154,8 @@ static void text_findings(dg_capbuf *b, const dg_record_view *v)
 
 static void text_decision(dg_capbuf *b, const dg_record_view *v)
 {
-    const dg_view_decision *d = &v->decision;
     dg_rp_put(b, "  decision  ");
-    if (!d->present) {
-        dg_rp_put(b, "none recorded\n");
-        return;
-    }
-    dg_rp_esc(b, ESC_TEXT, d->route, "?");
-    const char *be = d->backend;
-    if (be) {
-        dg_rp_put(b, " (");
-        dg_rp_esc(b, ESC_TEXT, be, "");
-        dg_rp_put(b, ")");
-    }
-    const cJSON *r;
-    bool first = true;
-    cJSON_ArrayForEach(r, d->reasons)
-    {
-        if (!cJSON_IsString(r))
-            continue;
-        dg_rp_put(b, first ? " — " : "; ");
-        dg_rp_prose(b, ESC_TEXT, r->valuestring, "");
-        first = false;
-    }
+    dg_rp_decision(b, ESC_TEXT, &v->decision, "none recorded", NULL);
     dg_rp_put(b, "\n");
 }
 

@@ -393,15 +393,13 @@ static size_t round_up(size_t v, size_t to)
 #include <immintrin.h>
 #define DG_PANEL_KERNEL 1
 
-/* c[mr, nr] (ldc) = (accumulate ? c : bias or 0) + ap [kc, PMR] * bp [kc, PNR]. */
-__attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float *ap,
-                                                             const float *bp, float *c, size_t ldc,
-                                                             int mr, int nr, const float *bias,
-                                                             bool accumulate)
+/* The accumulators of a block's rows r < rows: the bias (or 0) for a fresh
+ * block, the rows of c (nr floats each, ldc apart) when accumulating. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+acc_load(__m256 acc[][2], int rows, const float *c, size_t ldc, int mr, int nr, const float *bias,
+         bool accumulate)
 {
-    __m256 acc[PMR][2];
-    float tmp[PMR][PNR];
-    for (int r = 0; r < PMR; r++) {
+    for (int r = 0; r < rows; r++) {
         __m256 v = _mm256_setzero_ps();
         if (r < mr && !accumulate && bias)
             v = _mm256_set1_ps(bias[r]);
@@ -411,13 +409,41 @@ __attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float
                 acc[r][0] = _mm256_loadu_ps(c + (size_t)r * ldc);
                 acc[r][1] = _mm256_loadu_ps(c + (size_t)r * ldc + 8);
             } else {
-                memset(tmp[r], 0, sizeof tmp[r]);
-                memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
-                acc[r][0] = _mm256_loadu_ps(tmp[r]);
-                acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
+                float tmp[PNR] = {0};
+                memcpy(tmp, c + (size_t)r * ldc, (size_t)nr * sizeof(float));
+                acc[r][0] = _mm256_loadu_ps(tmp);
+                acc[r][1] = _mm256_loadu_ps(tmp + 8);
             }
         }
     }
+}
+
+/* Stores the accumulators of rows r < mr into c (nr floats each, ldc apart). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+acc_store(__m256 acc[][2], float *c, size_t ldc, int mr, int nr)
+{
+    for (int r = 0; r < mr; r++) {
+        float *row = c + (size_t)r * ldc; /* [nr] */
+        if (nr == PNR) {
+            _mm256_storeu_ps(row, acc[r][0]);
+            _mm256_storeu_ps(row + 8, acc[r][1]);
+        } else {
+            float tmp[PNR];
+            _mm256_storeu_ps(tmp, acc[r][0]);
+            _mm256_storeu_ps(tmp + 8, acc[r][1]);
+            memcpy(row, tmp, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* c[mr, nr] (ldc) = (accumulate ? c : bias or 0) + ap [kc, PMR] * bp [kc, PNR]. */
+__attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float *ap,
+                                                             const float *bp, float *c, size_t ldc,
+                                                             int mr, int nr, const float *bias,
+                                                             bool accumulate)
+{
+    __m256 acc[PMR][2];
+    acc_load(acc, PMR, c, ldc, mr, nr, bias, accumulate);
     __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
     __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
     __m256 c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
@@ -441,17 +467,7 @@ __attribute__((target("avx2,fma"))) static void panel_kernel(int kc, const float
     acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
     acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
     acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
-    for (int r = 0; r < mr; r++) {
-        float *row = c + (size_t)r * ldc; /* [nr] */
-        if (nr == PNR) {
-            _mm256_storeu_ps(row, acc[r][0]);
-            _mm256_storeu_ps(row + 8, acc[r][1]);
-        } else {
-            _mm256_storeu_ps(tmp[r], acc[r][0]);
-            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
-            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
-        }
-    }
+    acc_store(acc, c, ldc, mr, nr);
 }
 
 /* One kernel tap of direct_kernel (6 rows) and direct_kernel4 (4 rows): the
@@ -498,19 +514,7 @@ direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t
               float *c, size_t ldc, int mr, int nr, const float *bias, bool accumulate)
 {
     __m256 acc[PMR][2];
-    float tmp[PMR][PNR];
-    for (int r = 0; r < PMR; r++) {
-        __m256 v = _mm256_setzero_ps();
-        if (r < mr && !accumulate && bias)
-            v = _mm256_set1_ps(bias[r]);
-        acc[r][0] = acc[r][1] = v;
-        if (r < mr && accumulate) {
-            memset(tmp[r], 0, sizeof tmp[r]);
-            memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
-            acc[r][0] = _mm256_loadu_ps(tmp[r]);
-            acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
-        }
-    }
+    acc_load(acc, PMR, c, ldc, mr, nr, bias, accumulate);
     __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
     __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
     __m256 c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
@@ -530,17 +534,7 @@ direct_kernel(int nch, int kh, int kw, const float *ap, const float *src, size_t
     acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
     acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
     acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
-    for (int r = 0; r < mr; r++) {
-        float *row = c + (size_t)r * ldc; /* [nr] */
-        if (nr == PNR) {
-            _mm256_storeu_ps(row, acc[r][0]);
-            _mm256_storeu_ps(row + 8, acc[r][1]);
-        } else {
-            _mm256_storeu_ps(tmp[r], acc[r][0]);
-            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
-            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
-        }
-    }
+    acc_store(acc, c, ldc, mr, nr);
 }
 
 /* direct_kernel for a block of at most PMR4 rows (ap packed PMR4 a tap):
@@ -552,19 +546,7 @@ direct_kernel4(int nch, int kh, int kw, const float *ap, const float *src, size_
                float *c, size_t ldc, int mr, int nr, const float *bias, bool accumulate)
 {
     __m256 acc[PMR4][2];
-    float tmp[PMR4][PNR];
-    for (int r = 0; r < PMR4; r++) {
-        __m256 v = _mm256_setzero_ps();
-        if (r < mr && !accumulate && bias)
-            v = _mm256_set1_ps(bias[r]);
-        acc[r][0] = acc[r][1] = v;
-        if (r < mr && accumulate) {
-            memset(tmp[r], 0, sizeof tmp[r]);
-            memcpy(tmp[r], c + (size_t)r * ldc, (size_t)nr * sizeof(float));
-            acc[r][0] = _mm256_loadu_ps(tmp[r]);
-            acc[r][1] = _mm256_loadu_ps(tmp[r] + 8);
-        }
-    }
+    acc_load(acc, PMR4, c, ldc, mr, nr, bias, accumulate);
     __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1];
     __m256 c20 = acc[2][0], c21 = acc[2][1], c30 = acc[3][0], c31 = acc[3][1];
     for (int ch = 0; ch < nch; ch++) {
@@ -582,17 +564,7 @@ direct_kernel4(int nch, int kh, int kw, const float *ap, const float *src, size_
     }
     acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11;
     acc[2][0] = c20, acc[2][1] = c21, acc[3][0] = c30, acc[3][1] = c31;
-    for (int r = 0; r < mr; r++) {
-        float *row = c + (size_t)r * ldc; /* [nr] */
-        if (nr == PNR) {
-            _mm256_storeu_ps(row, acc[r][0]);
-            _mm256_storeu_ps(row + 8, acc[r][1]);
-        } else {
-            _mm256_storeu_ps(tmp[r], acc[r][0]);
-            _mm256_storeu_ps(tmp[r] + 8, acc[r][1]);
-            memcpy(row, tmp[r], (size_t)nr * sizeof(float));
-        }
-    }
+    acc_store(acc, c, ldc, mr, nr);
 }
 
 /* dyt [howo, kp] = dy [k, howo] turned pixel-major (columns k..kp left as
