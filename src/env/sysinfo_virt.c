@@ -14,6 +14,26 @@
 
 /* ---- virtualisation and containers -------------------------------------------- */
 
+/* Hypervisors named by DMI strings: a word of the vendor or of the product
+ * names it (both words with all), in the order they are tried. */
+static const struct {
+    const char *vendor, *product, *name;
+    bool all;
+} dmi_names[] = {
+    {.vendor = "Google", .product = "Google Compute Engine", .name = "Google Compute Engine"},
+    {.vendor = "QEMU", .product = "QEMU", .name = "QEMU"},
+    {.vendor = "KVM", .product = "KVM", .name = "KVM"},
+    {.vendor = "VMware", .product = "VMware", .name = "VMware"},
+    {.vendor = "innotek", .product = "VirtualBox", .name = "VirtualBox"},
+    {.vendor = "Microsoft Corporation",
+     .product = "Virtual Machine",
+     .name = "Microsoft Hyper-V",
+     .all = true},
+    {.vendor = "Xen", .product = "HVM domU", .name = "Xen"},
+    {.vendor = "Parallels", .product = "Parallels", .name = "Parallels"},
+    {.vendor = "bhyve", .product = "bhyve", .name = "bhyve"},
+};
+
 /* Hypervisor named by DMI strings, or NULL; *metal for bare-metal cloud hosts. */
 static const char *dmi_guess(const char *vendor, const char *product, const char *host_arch,
                              bool *metal)
@@ -24,24 +44,11 @@ static const char *dmi_guess(const char *vendor, const char *product, const char
         *metal = strstr(p, ".metal") != NULL;
         return "Amazon EC2";
     }
-    if (strcasestr(v, "Google") || strcasestr(p, "Google Compute Engine"))
-        return "Google Compute Engine";
-    if (strcasestr(v, "QEMU") || strcasestr(p, "QEMU"))
-        return "QEMU";
-    if (strcasestr(p, "KVM") || strcasestr(v, "KVM"))
-        return "KVM";
-    if (strcasestr(v, "VMware") || strcasestr(p, "VMware"))
-        return "VMware";
-    if (strcasestr(p, "VirtualBox") || strcasestr(v, "innotek"))
-        return "VirtualBox";
-    if (strcasestr(v, "Microsoft Corporation") && strcasestr(p, "Virtual Machine"))
-        return "Microsoft Hyper-V";
-    if (strcasestr(v, "Xen") || strcasestr(p, "HVM domU"))
-        return "Xen";
-    if (strcasestr(v, "Parallels") || strcasestr(p, "Parallels"))
-        return "Parallels";
-    if (strcasestr(v, "bhyve") || strcasestr(p, "bhyve"))
-        return "bhyve";
+    for (size_t i = 0; i < sizeof dmi_names / sizeof dmi_names[0]; i++) {
+        bool in_v = strcasestr(v, dmi_names[i].vendor), in_p = strcasestr(p, dmi_names[i].product);
+        if (dmi_names[i].all ? in_v && in_p : in_v || in_p)
+            return dmi_names[i].name;
+    }
     if (strcasestr(v, "Apple Inc.") && (strcasestr(p, "Virtual") || !strcmp(host_arch, "aarch64")))
         return "Apple Virtualization";
     return NULL;

@@ -211,9 +211,8 @@ static void finding_evidence(dg_capbuf *b, const cJSON *f)
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
     {
-        dg_rp_put(b, "<tr><td class=\"mono\">");
-        dg_rp_h_esc(b, dg_rp_str(e, "field"), "?");
-        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_row_begin(b, "<tr><td class=\"mono\">", dg_rp_str(e, "field"),
+                        "</td><td class=\"n\">");
         const cJSON *v = dg_rp_get(e, "value");
         dg_rp_h_scalar(b, v);
         if (dg_rp_str(e, "unit") && !cJSON_IsNull(v) && v) {

@@ -425,22 +425,18 @@ void dg_rp_sec_versions(dg_capbuf *b, const cJSON *rec)
     const cJSON *lib;
     cJSON_ArrayForEach(lib, dg_rp_obj(rec, "env.libraries"))
     {
-        dg_rp_put(b, "<tr><th>");
-        dg_rp_h_esc(b, lib->string, "");
-        dg_rp_put(b, "</th><td>");
+        dg_rp_row_begin(b, "<tr><th>", lib->string, "</th><td>");
         dg_rp_h_scalar(b, lib);
-        dg_rp_put(b, "</td></tr>\n");
+        dg_rp_kv_end(b);
     }
     const cJSON *be;
     cJSON_ArrayForEach(be, dg_rp_arr(rec, "gate.backends"))
     {
         if (!dg_rp_str(be, "versions"))
             continue;
-        dg_rp_put(b, "<tr><th>backend ");
-        dg_rp_h_esc(b, dg_rp_str(be, "name"), "?");
-        dg_rp_put(b, "</th><td>");
+        dg_rp_row_begin(b, "<tr><th>backend ", dg_rp_str(be, "name"), "</th><td>");
         dg_rp_h_esc(b, dg_rp_str(be, "versions"), "");
-        dg_rp_put(b, "</td></tr>\n");
+        dg_rp_kv_end(b);
     }
     dg_rp_table_close(b);
     sec_close(b);
@@ -459,11 +455,9 @@ void dg_rp_sec_thresholds(dg_capbuf *b, const cJSON *rec)
     const cJSON *t;
     cJSON_ArrayForEach(t, th)
     {
-        dg_rp_put(b, "<tr><th class=\"mono\">");
-        dg_rp_h_esc(b, t->string, "");
-        dg_rp_put(b, "</th><td class=\"n\">");
+        dg_rp_row_begin(b, "<tr><th class=\"mono\">", t->string, "</th><td class=\"n\">");
         dg_rp_h_scalar(b, t);
-        dg_rp_put(b, "</td></tr>\n");
+        dg_rp_kv_end(b);
     }
     dg_rp_table_close(b);
     sec_close(b);

@@ -65,6 +65,13 @@ void dg_rp_kv_begin(dg_capbuf *b, const char *key)
     dg_rp_put(b, "</th><td>");
 }
 
+void dg_rp_row_begin(dg_capbuf *b, const char *open, const char *key, const char *sep)
+{
+    dg_rp_put(b, open);
+    dg_rp_h_esc(b, key, "?");
+    dg_rp_put(b, sep);
+}
+
 void dg_rp_kv_end(dg_capbuf *b)
 {
     dg_rp_put(b, "</td></tr>\n");
@@ -153,11 +160,9 @@ void dg_rp_h_generic(dg_capbuf *b, const cJSON *n, int depth)
     const cJSON *f;
     cJSON_ArrayForEach(f, n)
     {
-        dg_rp_put(b, "<tr><th>");
-        dg_rp_h_esc(b, f->string, "");
-        dg_rp_put(b, "</th><td>");
+        dg_rp_row_begin(b, "<tr><th>", f->string, "</th><td>");
         dg_rp_h_generic(b, f, depth - 1);
-        dg_rp_put(b, "</td></tr>\n");
+        dg_rp_kv_end(b);
     }
     dg_rp_table_close(b);
 }

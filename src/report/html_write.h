@@ -23,6 +23,10 @@ void dg_rp_h_generic(dg_capbuf *b, const cJSON *n, int depth);
 
 /* Key/value rows: key is trusted text. */
 void dg_rp_kv_begin(dg_capbuf *b, const char *key);
+/* A row whose key is a record string: open (trusted markup up to the key),
+ * the key escaped ("?" when NULL), then sep (trusted markup up to the cell).
+ * The caller writes the cell and calls dg_rp_kv_end. */
+void dg_rp_row_begin(dg_capbuf *b, const char *open, const char *key, const char *sep);
 void dg_rp_kv_end(dg_capbuf *b);
 void dg_rp_kv_str(dg_capbuf *b, const char *key, const char *s);
 void dg_rp_kv_metric(dg_capbuf *b, const char *key, const cJSON *o, const char *path);

@@ -1264,6 +1264,29 @@ static dg_status check_ref(ocl_ctx *o, const char *op, const char *name, dg_ref 
     return check_range(o, what, r.buf, r.off, (size_t)elems * sizeof(float));
 }
 
+/* One operand of an op for check_refs: its name, the ref, the elements it must
+ * hold, where its offset in elements goes; skip: not used by this call. */
+typedef struct operand {
+    const char *name;
+    dg_ref ref;
+    uint64_t elems;
+    cl_ulong *eoff;
+    bool skip;
+} operand;
+
+/* check_ref over the operands in order; the first failure's status. */
+static dg_status check_refs(ocl_ctx *o, const char *op, const operand *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].skip)
+            continue;
+        dg_status st = check_ref(o, op, v[i].name, v[i].ref, v[i].elems, v[i].eoff);
+        if (st != DG_OK)
+            return st;
+    }
+    return DG_OK;
+}
+
 /* A kernel argument: its size and where its value is. */
 typedef struct karg {
     size_t size;
@@ -1549,9 +1572,9 @@ static dg_status ocl_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int c
     if (st != DG_OK || total == 0)
         return st;
     cl_ulong ey = 0, eb = 0;
-    st = check_ref(o, "bias_add", "y", y, total, &ey);
-    if (st == DG_OK)
-        st = check_ref(o, "bias_add", "bias", bias, (uint64_t)channels, &eb);
+    const operand refs[] = {{"y", y, total, &ey, false},
+                            {"bias", bias, (uint64_t)channels, &eb, false}};
+    st = check_refs(o, "bias_add", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     cl_mem my = y.buf, mb = bias.buf;
@@ -1570,9 +1593,9 @@ static dg_status ocl_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int c
     if (st != DG_OK || channels == 0)
         return st;
     cl_ulong edy = 0, edb = 0;
-    st = check_ref(o, "bias_grad", "db", db, (uint64_t)channels, &edb);
-    if (st == DG_OK && total > 0)
-        st = check_ref(o, "bias_grad", "dy", dy, total, &edy);
+    const operand refs[] = {{"db", db, (uint64_t)channels, &edb, false},
+                            {"dy", dy, total, &edy, total == 0}};
+    st = check_refs(o, "bias_grad", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     /* An empty dy is never read: stand db in for it. */
@@ -1590,9 +1613,8 @@ static dg_status ocl_relu_fwd(void *ctx, dg_ref x, dg_ref y, size_t count)
     if (count == 0)
         return DG_OK;
     cl_ulong ex = 0, ey = 0, cnt = count;
-    dg_status st = check_ref(o, "relu_fwd", "x", x, count, &ex);
-    if (st == DG_OK)
-        st = check_ref(o, "relu_fwd", "y", y, count, &ey);
+    const operand refs[] = {{"x", x, count, &ex, false}, {"y", y, count, &ey, false}};
+    dg_status st = check_refs(o, "relu_fwd", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     cl_mem mx = x.buf, my = y.buf;
@@ -1608,11 +1630,10 @@ static dg_status ocl_relu_bwd(void *ctx, dg_ref y, dg_ref dy, dg_ref dx, size_t 
     if (count == 0)
         return DG_OK;
     cl_ulong ey = 0, edy = 0, edx = 0, cnt = count;
-    dg_status st = check_ref(o, "relu_bwd", "y", y, count, &ey);
-    if (st == DG_OK)
-        st = check_ref(o, "relu_bwd", "dy", dy, count, &edy);
-    if (st == DG_OK)
-        st = check_ref(o, "relu_bwd", "dx", dx, count, &edx);
+    const operand refs[] = {{"y", y, count, &ey, false},
+                            {"dy", dy, count, &edy, false},
+                            {"dx", dx, count, &edx, false}};
+    dg_status st = check_refs(o, "relu_bwd", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     cl_mem my = y.buf, mdy = dy.buf, mdx = dx.buf;
@@ -1655,11 +1676,10 @@ static dg_status ocl_maxpool_fwd(void *ctx, const dg_pool_shape *s, dg_ref x, dg
     if (st != DG_OK || nout == 0)
         return st;
     cl_ulong ex = 0, ey = 0, ea = 0;
-    st = check_ref(o, "maxpool_fwd", "x", x, nin, &ex);
-    if (st == DG_OK)
-        st = check_ref(o, "maxpool_fwd", "y", y, nout, &ey);
-    if (st == DG_OK)
-        st = check_ref(o, "maxpool_fwd", "argmax", argmax, nout, &ea);
+    const operand refs[] = {{"x", x, nin, &ex, false},
+                            {"y", y, nout, &ey, false},
+                            {"argmax", argmax, nout, &ea, false}};
+    st = check_refs(o, "maxpool_fwd", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     cl_mem mx = x.buf, my = y.buf, ma = argmax.buf;
@@ -1680,11 +1700,10 @@ static dg_status ocl_maxpool_bwd(void *ctx, const dg_pool_shape *s, dg_ref dy, d
     if (st != DG_OK || nin == 0)
         return st;
     cl_ulong edy = 0, ea = 0, edx = 0;
-    st = check_ref(o, "maxpool_bwd", "dy", dy, nout, &edy);
-    if (st == DG_OK)
-        st = check_ref(o, "maxpool_bwd", "argmax", argmax, nout, &ea);
-    if (st == DG_OK)
-        st = check_ref(o, "maxpool_bwd", "dx", dx, nin, &edx);
+    const operand refs[] = {{"dy", dy, nout, &edy, false},
+                            {"argmax", argmax, nout, &ea, false},
+                            {"dx", dx, nin, &edx, false}};
+    st = check_refs(o, "maxpool_bwd", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     cl_mem mdy = dy.buf, ma = argmax.buf, mdx = dx.buf;
@@ -1797,15 +1816,12 @@ static dg_status ocl_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
     if (st != DG_OK || s->n == 0)
         return st;
     cl_ulong ex = 0, ew = 0, eb = 0, ey = 0, ek = 0;
-    st = check_ref(o, "conv2d_fwd", "x", x, d.nx, &ex);
-    if (st == DG_OK)
-        st = check_ref(o, "conv2d_fwd", "w", w, d.nw, &ew);
-    if (st == DG_OK && bias.buf)
-        st = check_ref(o, "conv2d_fwd", "bias", bias, (uint64_t)s->k, &eb);
-    if (st == DG_OK)
-        st = check_ref(o, "conv2d_fwd", "y", y, d.ny, &ey);
-    if (st == DG_OK)
-        st = check_ref(o, "conv2d_fwd", "work", work, d.col, &ek);
+    const operand refs[] = {{"x", x, d.nx, &ex, false},
+                            {"w", w, d.nw, &ew, false},
+                            {"bias", bias, (uint64_t)s->k, &eb, !bias.buf},
+                            {"y", y, d.ny, &ey, false},
+                            {"work", work, d.col, &ek, false}};
+    st = check_refs(o, "conv2d_fwd", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     cl_mem mx = x.buf, mw = w.buf, my = y.buf, mk = work.buf;
@@ -1835,25 +1851,22 @@ static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
     if (st != DG_OK)
         return st;
     cl_ulong ex = 0, ew = 0, edy = 0, edx = 0, edw = 0, edb = 0, ek = 0;
-    st = check_ref(o, "conv2d_bwd", "dw", dw, d.nw, &edw);
-    if (st == DG_OK && db.buf)
-        st = check_ref(o, "conv2d_bwd", "db", db, (uint64_t)s->k, &edb);
+    const operand refs[] = {{"dw", dw, d.nw, &edw, false},
+                            {"db", db, (uint64_t)s->k, &edb, !db.buf}};
+    st = check_refs(o, "conv2d_bwd", refs, NARGS(refs));
     if (st == DG_OK && s->n == 0) { /* sums over an empty batch */
         st = ocl_fill(o, dw, (size_t)d.nw, 0.0f);
         if (st == DG_OK && db.buf)
             st = ocl_fill(o, db, (size_t)s->k, 0.0f);
         return st;
     }
+    const operand ins[] = {{"x", x, d.nx, &ex, false},
+                           {"w", w, d.nw, &ew, false},
+                           {"dy", dy, d.ny, &edy, false},
+                           {"dx", dx, d.nx, &edx, !dx.buf},
+                           {"work", work, d.col + d.part, &ek, false}};
     if (st == DG_OK)
-        st = check_ref(o, "conv2d_bwd", "x", x, d.nx, &ex);
-    if (st == DG_OK)
-        st = check_ref(o, "conv2d_bwd", "w", w, d.nw, &ew);
-    if (st == DG_OK)
-        st = check_ref(o, "conv2d_bwd", "dy", dy, d.ny, &edy);
-    if (st == DG_OK && dx.buf)
-        st = check_ref(o, "conv2d_bwd", "dx", dx, d.nx, &edx);
-    if (st == DG_OK)
-        st = check_ref(o, "conv2d_bwd", "work", work, d.col + d.part, &ek);
+        st = check_refs(o, "conv2d_bwd", ins, NARGS(ins));
     if (st != DG_OK)
         return st;
     cl_mem mx = x.buf, mw = w.buf, mdy = dy.buf, mdx = dx.buf, mdw = dw.buf, mk = work.buf;
@@ -1935,13 +1948,11 @@ static dg_status ocl_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref l
         return ocl_fail(o, DG_ERR_USAGE, "xent: %llu logits exceed the kernels' limit",
                         (unsigned long long)nl);
     cl_ulong el = 0, elab = 0, ed = 0, ea = 0;
-    dg_status st = check_ref(o, "xent", "logits", logits, nl, &el);
-    if (st == DG_OK)
-        st = check_ref(o, "xent", "labels", labels, (uint64_t)n, &elab);
-    if (st == DG_OK)
-        st = check_ref(o, "xent", "dlogits", dlogits, nl, &ed);
-    if (st == DG_OK)
-        st = check_ref(o, "xent", "acc", acc, 2, &ea);
+    const operand refs[] = {{"logits", logits, nl, &el, false},
+                            {"labels", labels, (uint64_t)n, &elab, false},
+                            {"dlogits", dlogits, nl, &ed, false},
+                            {"acc", acc, 2, &ea, false}};
+    dg_status st = check_refs(o, "xent", refs, NARGS(refs));
     if (st == DG_OK)
         st = ensure_scratch(o, 2 * (size_t)n * sizeof(float));
     if (st != DG_OK)
@@ -1966,11 +1977,10 @@ static dg_status ocl_sgd(void *ctx, dg_ref w, dg_ref g, dg_ref mom, size_t count
     if (count == 0)
         return DG_OK;
     cl_ulong ew = 0, eg = 0, em = 0, cnt = count;
-    dg_status st = check_ref(o, "sgd", "w", w, count, &ew);
-    if (st == DG_OK)
-        st = check_ref(o, "sgd", "g", g, count, &eg);
-    if (st == DG_OK && momentum != 0.0f)
-        st = check_ref(o, "sgd", "mom", mom, count, &em);
+    const operand refs[] = {{"w", w, count, &ew, false},
+                            {"g", g, count, &eg, false},
+                            {"mom", mom, count, &em, momentum == 0.0f}};
+    dg_status st = check_refs(o, "sgd", refs, NARGS(refs));
     if (st != DG_OK)
         return st;
     /* Without momentum mom is never touched (and may be absent): stand w in. */
