@@ -11,9 +11,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
+cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd, int self_pid)
 {
-    sb b = {.cmdlines = ctx && ctx->env_cmdlines};
+    sb b = {.cmdlines = ctx && ctx->env_cmdlines, .self_pid = self_pid};
     cJSON *root = cJSON_CreateObject();
     if (!root) {
         dg_fail(ctx, DG_ERR_NOMEM, "out of memory collecting host facts");
