@@ -300,73 +300,161 @@ static void seeds_note(const cr_side *A, const cr_side *B, char *buf, size_t n, 
     dg_json_add_str(o, "note", buf[0] ? buf : NULL);
 }
 
+/* A verdict that claims a difference (the seeds are named beside it). */
+static bool claims(const char *verdict)
+{
+    return !strcmp(verdict, "pays-off") || !strcmp(verdict, "slower") ||
+           !strcmp(verdict, "no-gain") || !strcmp(verdict, "starved");
+}
+
+/* What judge() decided, for its sentence. */
+typedef struct judged {
+    const cr_series *sa, *sb;
+    bool shared;
+    dg_median_ci ci;
+    double x, busy_b;
+    const double *th;
+    dg_speed_judgement sj;
+    const char *verdict, *why, *leaning;
+    char ca[120], cb[120];
+} judged;
+
+/* The sentence of a judgement: why, with the interval and what it held; may
+ * turn the verdict to unknown when there is nothing to judge. */
+static void judge_text(judged *v, const cr_side *A, const cr_side *B, char *text, size_t size)
+{
+    char interval[160] = "", n[96] = "", xs[24], los[24], his[24];
+    fmt_x(xs, sizeof xs, v->x);
+    if (v->shared) {
+        const char *unit = !strcmp(v->sa->basis, "epochs") ? "epochs" : "repetitions";
+        snprintf(n, sizeof n, "%zu and %zu %s", v->sa->n, v->sb->n, unit);
+        if (v->ci.valid)
+            snprintf(interval, sizeof interval, "95%% interval %s-%s over %s",
+                     fmt_x(los, sizeof los, v->ci.lo), fmt_x(his, sizeof his, v->ci.hi), n);
+    }
+    /* The text says why; the verdict word is beside it (judgement.verdict). */
+    if (!v->shared) {
+        char ha[160], hb[160];
+        holds(A, ha, sizeof ha);
+        holds(B, hb, sizeof hb);
+        v->verdict = "unknown";
+        v->why = "nothing shared";
+        snprintf(text, size,
+                 "nothing to judge: the records share no throughput measured the same way (A: "
+                 "%s; B: %s)",
+                 ha, hb);
+    } else if (!strcmp(v->why, "n too small")) {
+        snprintf(text, size,
+                 "n too small (%s; an interval needs at least %d a side): the point ratio %s is "
+                 "not a verdict",
+                 n, DG_SPEED_MIN_SAMPLES, xs);
+    } else if (!v->ci.valid) {
+        v->verdict = "unknown";
+        snprintf(text, size, "no interval could be drawn from %s", n);
+    } else if (v->leaning) {
+        snprintf(text, size,
+                 "contended: B measured %s A (%s), %s by the interval, but the slower run (%s) "
+                 "was contended (%s; %s): rerun when the machine is quiet",
+                 xs, interval, v->leaning, v->x < 1 ? "B" : "A", v->ca, v->cb);
+    } else if (!strcmp(v->verdict, "slower")) {
+        snprintf(text, size, "B is %.0f%% slower than A: %s (%s)", 100 * (1 - v->x), xs, interval);
+    } else if (!strcmp(v->verdict, "pays-off")) {
+        snprintf(text, size, "B pays off: %s A (%s, at or above %.2fx)", xs, interval,
+                 v->sj.pays_off_min);
+    } else if (!strcmp(v->verdict, "starved")) {
+        snprintf(text, size,
+                 "B is %s A (%s) but busy only %.0f%% of its loop (under %.0f%%): it waits on "
+                 "data",
+                 xs, interval, 100 * v->busy_b, 100 * v->th[TH_DEVICE_BUSY_MIN]);
+    } else if (!strcmp(v->verdict, "no-difference")) {
+        snprintf(text, size, "B is %s A (%s), inside the equivalence band %.2f-%.2fx", xs, interval,
+                 v->sj.band_lo, v->sj.band_hi);
+    } else if (!strcmp(v->verdict, "no-gain")) {
+        snprintf(text, size, "B is faster but does not pay off: %s A (%s, below %.2fx)", xs,
+                 interval, v->sj.pays_off_min);
+    } else {
+        double edge = !strcmp(v->why, "the interval holds the band's lower edge") ? v->sj.band_lo
+                      : !strcmp(v->why, "the interval holds the band's upper edge")
+                          ? v->sj.band_hi
+                          : v->sj.pays_off_min;
+        snprintf(text, size, "B is %s A (%s): %s %.2fx", xs, interval, v->why, edge);
+    }
+}
+
 /* B against A (docs/rules.md "Speed verdicts"): the median of B's samples/s
  * over A's with its seeded bootstrap 95% interval, judged by dg_speed_judge;
  * the speedup is throughput over the loop's wall time (data wait included),
  * so a fix that makes each step slower but the epoch faster counts as faster.
  * Contention that could explain a difference makes it inconclusive; the seeds
  * are named beside any claim of a difference. */
+static void decide(const cr_side *A, const cr_side *B, judged *v)
+{
+    v->shared = choose(A, B, &v->sa, &v->sb);
+    v->ci = (dg_median_ci){.point = NAN, .lo = NAN, .hi = NAN, .level = 0.95};
+    if (v->shared)
+        dg_bootstrap_median_ci(v->sb->v, v->sb->n, v->sa->v, v->sa->n, 0, 0.95, DG_BOOTSTRAP_SEED,
+                               &v->ci);
+    dg_speed_judge(v->ci.valid ? v->ci.lo : NAN, v->ci.valid ? v->ci.hi : NAN,
+                   v->shared ? v->sa->n : 0, v->shared ? v->sb->n : 0, DG_SPEED_MIN_SAMPLES, v->th,
+                   &v->sj);
+    v->x = v->ci.valid ? v->ci.point : NAN;
+    v->verdict = v->sj.verdict;
+    v->why = v->sj.why;
+    if (!strcmp(v->verdict, "pays-off") && isfinite(v->busy_b) &&
+        v->busy_b < v->th[TH_DEVICE_BUSY_MIN]) {
+        v->verdict = "starved";
+        v->why = "fast enough, but B's loop mostly waits for data";
+    }
+    if (claims(v->verdict) &&
+        contention_explains(v->x < 1 ? B : A, v->x < 1 ? A : B, v->th[TH_CONTENTION_CPUS])) {
+        v->leaning = v->verdict;
+        v->verdict = "inconclusive";
+        v->why = "contended";
+    }
+    contention_text(A, "A", v->ca, sizeof v->ca);
+    contention_text(B, "B", v->cb, sizeof v->cb);
+}
+
+/* The judgement as JSON (docs/events.md "Comparing two runs"). */
 static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b)
 {
     double th[TH_COUNT];
     for (int i = 0; i < TH_COUNT; i++)
         th[i] = dg_thresholds[i].value;
+    judged v = {.th = th, .busy_b = busy_b};
+    decide(A, B, &v);
+    const cr_series *sa = v.sa, *sb = v.sb;
+    double x = v.x, red = isfinite(x) ? 100.0 * (1.0 - 1.0 / x) : NAN;
+    double p = v.shared ? dg_mann_whitney_p(sa->v, sa->n, sb->v, sb->n, NULL) : NAN;
     cJSON *j = cJSON_CreateObject();
-    const cr_series *sa = NULL, *sb = NULL;
-    bool shared = choose(A, B, &sa, &sb);
-    dg_median_ci ci = {.point = NAN, .lo = NAN, .hi = NAN, .level = 0.95};
-    double p = NAN;
-    if (shared) {
-        dg_bootstrap_median_ci(sb->v, sb->n, sa->v, sa->n, 0, 0.95, DG_BOOTSTRAP_SEED, &ci);
-        p = dg_mann_whitney_p(sa->v, sa->n, sb->v, sb->n, NULL);
-    }
-    dg_speed_judgement sj;
-    dg_speed_judge(ci.valid ? ci.lo : NAN, ci.valid ? ci.hi : NAN, shared ? sa->n : 0,
-                   shared ? sb->n : 0, DG_SPEED_MIN_SAMPLES, th, &sj);
-    double x = ci.valid ? ci.point : NAN, red = isfinite(x) ? 100.0 * (1.0 - 1.0 / x) : NAN;
-    const char *verdict = sj.verdict, *why = sj.why;
-    if (!strcmp(verdict, "pays-off") && isfinite(busy_b) && busy_b < th[TH_DEVICE_BUSY_MIN]) {
-        verdict = "starved";
-        why = "fast enough, but B's loop mostly waits for data";
-    }
-    bool claim = !strcmp(verdict, "pays-off") || !strcmp(verdict, "slower") ||
-                 !strcmp(verdict, "no-gain") || !strcmp(verdict, "starved");
-    const char *leaning = NULL;
-    if (claim && contention_explains(x < 1 ? B : A, x < 1 ? A : B, th[TH_CONTENTION_CPUS])) {
-        leaning = verdict;
-        verdict = "inconclusive";
-        why = "contended";
-        claim = false;
-    }
     cJSON_AddItemToObject(j, "speedup", metric(x, "x"));
     cJSON *cij = cJSON_AddObjectToObject(j, "speedup_ci");
-    cJSON_AddItemToObject(cij, "lo", metric(ci.valid ? ci.lo : NAN, "x"));
-    cJSON_AddItemToObject(cij, "hi", metric(ci.valid ? ci.hi : NAN, "x"));
+    cJSON_AddItemToObject(cij, "lo", metric(v.ci.valid ? v.ci.lo : NAN, "x"));
+    cJSON_AddItemToObject(cij, "hi", metric(v.ci.valid ? v.ci.hi : NAN, "x"));
     cJSON_AddNumberToObject(cij, "level", 0.95);
-    cJSON_AddNumberToObject(cij, "resamples", ci.valid ? (double)ci.resamples : 0);
+    cJSON_AddNumberToObject(cij, "resamples", v.ci.valid ? (double)v.ci.resamples : 0);
     cJSON_AddStringToObject(cij, "method",
                             "percentile bootstrap of median(B samples/s) / median(A samples/s), "
                             "seeded (the same records give the same interval)");
     cJSON_AddItemToObject(j, "mann_whitney_p", metric(p, "probability"));
     char src[200] = "";
-    if (shared)
-        snprintf(src, sizeof src, "throughput: median B samples/s over median A samples/s, %s%s",
-                 sa->what,
-                 sa->batch && sa->batch != sb->batch ? " (the two records' batches differ)" : "");
-    dg_json_add_str(j, "speedup_source", shared ? src : NULL);
+    if (v.shared)
+        snprintf(src, sizeof src, "throughput: median B samples/s over median A samples/s, %s",
+                 sa->what);
+    dg_json_add_str(j, "speedup_source", v.shared ? src : NULL);
     cJSON *basis = cJSON_AddObjectToObject(j, "basis");
-    dg_json_add_str(basis, "name", shared ? sa->basis : NULL);
-    cJSON_AddNumberToObject(basis, "n_a", shared ? (double)sa->n : 0);
-    cJSON_AddNumberToObject(basis, "n_b", shared ? (double)sb->n : 0);
-    cJSON_AddNumberToObject(basis, "batch_a", shared ? sa->batch : 0);
-    cJSON_AddNumberToObject(basis, "batch_b", shared ? sb->batch : 0);
+    dg_json_add_str(basis, "name", v.shared ? sa->basis : NULL);
+    cJSON_AddNumberToObject(basis, "n_a", v.shared ? (double)sa->n : 0);
+    cJSON_AddNumberToObject(basis, "n_b", v.shared ? (double)sb->n : 0);
+    cJSON_AddNumberToObject(basis, "batch_a", v.shared ? sa->batch : 0);
+    cJSON_AddNumberToObject(basis, "batch_b", v.shared ? sb->batch : 0);
     cJSON_AddNumberToObject(basis, "min_samples", DG_SPEED_MIN_SAMPLES);
     cJSON_AddItemToObject(j, "time_reduction_pct", metric(red, "%"));
     cJSON *band = cJSON_AddObjectToObject(j, "band");
-    cJSON_AddNumberToObject(band, "lo", sj.band_lo);
-    cJSON_AddNumberToObject(band, "hi", sj.band_hi);
+    cJSON_AddNumberToObject(band, "lo", v.sj.band_lo);
+    cJSON_AddNumberToObject(band, "hi", v.sj.band_hi);
     cJSON_AddNumberToObject(band, "equivalence_pct", th[TH_EQUIVALENCE_PCT]);
-    cJSON_AddNumberToObject(j, "pays_off_min", sj.pays_off_min);
+    cJSON_AddNumberToObject(j, "pays_off_min", v.sj.pays_off_min);
     cJSON *rules = cJSON_AddArrayToObject(j, "rules");
     int p_sp = isfinite(x) ? x >= th[TH_SPEEDUP_MIN] : -1;
     int p_red = isfinite(red) ? red >= th[TH_DEVICE_MIN_REDUCTION_PCT] : -1;
@@ -380,80 +468,23 @@ static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b)
     cJSON *cn = cJSON_AddObjectToObject(j, "contention");
     cJSON_AddItemToObject(cn, "a", contention_json(A));
     cJSON_AddItemToObject(cn, "b", contention_json(B));
-    cJSON_AddBoolToObject(cn, "made_inconclusive", leaning != NULL);
-    char ca[120], cb[120], ctext[260] = "";
-    contention_text(A, "A", ca, sizeof ca);
-    contention_text(B, "B", cb, sizeof cb);
+    cJSON_AddBoolToObject(cn, "made_inconclusive", v.leaning != NULL);
+    char ctext[260] = "";
     if (contended(A) || contended(B))
-        snprintf(ctext, sizeof ctext, "other processes ran during the measurements (%s; %s)", ca,
-                 cb);
+        snprintf(ctext, sizeof ctext, "other processes ran during the measurements (%s; %s)", v.ca,
+                 v.cb);
     dg_json_add_str(cn, "text", ctext[0] ? ctext : NULL);
     char seeds[400];
     seeds_note(A, B, seeds, sizeof seeds, j);
-
-    char text[1200], interval[160] = "", n[96] = "", xs[24], los[24], his[24];
-    fmt_x(xs, sizeof xs, x);
-    if (shared) {
-        const char *unit = !strcmp(sa->basis, "epochs") ? "epochs" : "repetitions";
-        snprintf(n, sizeof n, "%zu and %zu %s", sa->n, sb->n, unit);
-        if (ci.valid)
-            snprintf(interval, sizeof interval, "95%% interval %s-%s over %s",
-                     fmt_x(los, sizeof los, ci.lo), fmt_x(his, sizeof his, ci.hi), n);
-    }
-    /* The text says why; the verdict word is beside it (judgement.verdict). */
-    if (!shared) {
-        char ha[160], hb[160];
-        holds(A, ha, sizeof ha);
-        holds(B, hb, sizeof hb);
-        verdict = "unknown";
-        why = "nothing shared";
-        snprintf(text, sizeof text,
-                 "nothing to judge: the records share no throughput measured the same way (A: "
-                 "%s; B: %s)",
-                 ha, hb);
-    } else if (!strcmp(why, "n too small")) {
-        snprintf(text, sizeof text,
-                 "n too small (%s; an interval needs at least %d a side): the point ratio %s is "
-                 "not a verdict",
-                 n, DG_SPEED_MIN_SAMPLES, xs);
-    } else if (!ci.valid) {
-        verdict = "unknown";
-        snprintf(text, sizeof text, "no interval could be drawn from %s", n);
-    } else if (leaning) {
-        snprintf(text, sizeof text,
-                 "contended: B measured %s A (%s), %s by the interval, but the slower run (%s) "
-                 "was contended (%s; %s): rerun when the machine is quiet",
-                 xs, interval, leaning, x < 1 ? "B" : "A", ca, cb);
-    } else if (!strcmp(verdict, "slower")) {
-        snprintf(text, sizeof text, "B is %.0f%% slower than A: %s (%s)", 100 * (1 - x), xs,
-                 interval);
-    } else if (!strcmp(verdict, "pays-off")) {
-        snprintf(text, sizeof text, "B pays off: %s A (%s, at or above %.2fx)", xs, interval,
-                 sj.pays_off_min);
-    } else if (!strcmp(verdict, "starved")) {
-        snprintf(text, sizeof text,
-                 "B is %s A (%s) but busy only %.0f%% of its loop (under %.0f%%): it waits on "
-                 "data",
-                 xs, interval, 100 * busy_b, 100 * th[TH_DEVICE_BUSY_MIN]);
-    } else if (!strcmp(verdict, "no-difference")) {
-        snprintf(text, sizeof text, "B is %s A (%s), inside the equivalence band %.2f-%.2fx", xs,
-                 interval, sj.band_lo, sj.band_hi);
-    } else if (!strcmp(verdict, "no-gain")) {
-        snprintf(text, sizeof text, "B is faster but does not pay off: %s A (%s, below %.2fx)", xs,
-                 interval, sj.pays_off_min);
-    } else {
-        double edge = !strcmp(why, "the interval holds the band's lower edge")   ? sj.band_lo
-                      : !strcmp(why, "the interval holds the band's upper edge") ? sj.band_hi
-                                                                                 : sj.pays_off_min;
-        snprintf(text, sizeof text, "B is %s A (%s): %s %.2fx", xs, interval, why, edge);
-    }
-    if (claim && seeds[0])
+    char text[1200];
+    judge_text(&v, A, B, text, sizeof text);
+    if (claims(v.verdict) && seeds[0])
         dg_cat(text, sizeof text, "; %s", seeds);
-    if (ctext[0] && !leaning)
+    if (ctext[0] && !v.leaning)
         dg_cat(text, sizeof text, "; %s", ctext);
-    cJSON_AddStringToObject(j, "verdict", verdict);
-    cJSON_AddStringToObject(j, "why", why);
-    dg_json_add_str(j, "leaning", leaning);
+    cJSON_AddStringToObject(j, "verdict", v.verdict);
+    cJSON_AddStringToObject(j, "why", v.why);
+    dg_json_add_str(j, "leaning", v.leaning);
     cJSON_AddStringToObject(j, "text", text);
     return j;
 }

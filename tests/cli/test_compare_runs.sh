@@ -14,28 +14,34 @@ SRC=${DEVGATE_SRC:?}
 PY=$(command -v python3)
 SCRIPT="$SRC/tests/python/scripts/clock_train.py"
 
+# show FILE WHAT: the judgement in one line on stderr (the numbers the report quotes).
+show() {
+  python3 - "$1" "$2" <<'PY' >&2
+import json, sys
+j = json.load(open(sys.argv[1]))["judgement"]
+print("%s: %s %.3fx (95%% %.3f-%.3fx, %d and %d epochs)" % (sys.argv[2], j["verdict"],
+      j["speedup"]["value"], j["speedup_ci"]["lo"]["value"], j["speedup_ci"]["hi"]["value"],
+      j["basis"]["n_a"], j["basis"]["n_b"]))
+PY
+}
+
 # ---- real runs of one command --------------------------------------------------
 crun() { "$DG" run --no-env --json -- "$PY" "$SCRIPT" --epochs 10 --steps 5 "$@" 2>/dev/null; }
-crun --step-ms 40 >same1.json
-crun --step-ms 40 >same2.json
+# Five runs of one command (the issue's five identical runs), one at twice the
+# step time, one of another seed.
+for i in 1 2 3 4 5; do crun --step-ms 40 >same$i.json; done
 crun --step-ms 80 >slow.json
 crun --step-ms 40 --seed 2 >seed2.json
-for f in same1 same2 slow seed2; do
+for f in same1 same2 same3 same4 same5 slow seed2; do
   expect_json $f.json 'd["kind"] == "run" and d["state"] == "complete" and len(d["soak"]["epochs"]) == 10'
 done
 # The same command twice: no difference or inconclusive, never a claim.
-for pair in "same1 same2" "same2 same1"; do
+for pair in "same1 same2" "same2 same1" "same2 same3" "same3 same4" "same4 same5" "same5 same1"; do
   set -- $pair
   expect_exit 0 "$DG" --no-ledger compare $1.json $2.json --json
   cp "$T/out" "$T/$1-$2.json"
+  show "$T/$1-$2.json" "the same command, $1 then $2"
   expect_json "$T/$1-$2.json" 'd["judgement"]["verdict"] in ("no-difference", "inconclusive")'
-  python3 - "$T/$1-$2.json" <<'PY' >&2
-import json, sys
-j = json.load(open(sys.argv[1]))["judgement"]
-print("identical runs: %s %.3fx (95%% %.3f-%.3fx, %d and %d epochs)" % (
-    j["verdict"], j["speedup"]["value"], j["speedup_ci"]["lo"]["value"],
-    j["speedup_ci"]["hi"]["value"], j["basis"]["n_a"], j["basis"]["n_b"]))
-PY
 done
 expect_json "$T/same1-same2.json" 'd["v"] == 2 and d["kind"] == "compare-runs" and d["judgement"]["basis"]["name"] == "epochs" and d["judgement"]["basis"]["n_a"] == 10'
 expect_json "$T/same1-same2.json" 'd["judgement"]["speedup_ci"]["lo"]["valid"] and d["judgement"]["speedup_ci"]["lo"]["value"] <= d["judgement"]["speedup"]["value"] <= d["judgement"]["speedup_ci"]["hi"]["value"]'
@@ -46,10 +52,12 @@ expect_exit 0 "$DG" --no-ledger compare same1.json same2.json --json
 expect_json "$T/out" 'd["judgement"]["speedup_ci"] == json.load(open("'"$T/same1-same2.json"'"))["judgement"]["speedup_ci"]'
 # A real 2x: twice the step time is slower; the reverse pays off.
 expect_exit 0 "$DG" --no-ledger compare same1.json slow.json --json
-expect_json "$T/out" 'd["judgement"]["verdict"] == "slower" and d["judgement"]["speedup_ci"]["hi"]["value"] < 0.6'
+show "$T/out" "step time doubled"
+expect_json "$T/out" 'd["judgement"]["verdict"] == "slower" and d["judgement"]["speedup_ci"]["hi"]["value"] < 0.8'
 expect_json "$T/out" '[r["cmd_diff"] for r in d["runs"]] == ["... --step-ms 40", "... --step-ms 80"]'
 expect_exit 0 "$DG" --no-ledger compare slow.json same1.json --json
-expect_json "$T/out" 'd["judgement"]["verdict"] == "pays-off" and d["judgement"]["speedup_ci"]["lo"]["value"] > 1.6'
+show "$T/out" "step time halved"
+expect_json "$T/out" 'd["judgement"]["verdict"] == "pays-off" and d["judgement"]["speedup_ci"]["lo"]["value"] > 1.28'
 expect_exit 0 "$DG" --no-ledger compare same1.json slow.json
 expect_grep "$T/out" '^  decision +slower: B is [0-9]+% slower than A: 0\.[0-9]+x \(95% interval 0\.[0-9]+x-0\.[0-9]+x over 10 and 10 epochs\)'
 expect_grep "$T/out" '^  command +\.\.\. --step-ms 40 +\.\.\. --step-ms 80'
