@@ -201,7 +201,7 @@ static cJSON *read_argv(const cJSON *rec, const char *kind)
     return a;
 }
 
-bool cr_side_read(cr_side *s, const cJSON *rec, double th_contention)
+bool dg_cr_side_read(cr_side *s, const cJSON *rec, double th_contention)
 {
     *s = (cr_side){.rec = rec};
     const cJSON *k = at(rec, "kind");
@@ -223,7 +223,7 @@ bool cr_side_read(cr_side *s, const cJSON *rec, double th_contention)
     return ok && s->argv;
 }
 
-void cr_side_free(cr_side *s)
+void dg_cr_side_free(cr_side *s)
 {
     if (!s)
         return;
@@ -259,7 +259,7 @@ static void join(const cJSON *argv, int from, int to, char *out, size_t n)
         snprintf(out + off, n - off, "%s...", off ? " " : "");
 }
 
-void cr_cmd_diff(const cJSON *argv_a, const cJSON *argv_b, char *a, char *b, size_t n)
+void dg_cr_cmd_diff(const cJSON *argv_a, const cJSON *argv_b, char *a, char *b, size_t n)
 {
     int na = cJSON_GetArraySize(argv_a), nb = cJSON_GetArraySize(argv_b);
     int p = 0, s = 0;

@@ -565,10 +565,10 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     dg_json_add_str(o, "host", host[0] ? host : NULL);
     cJSON *runs = cJSON_AddArrayToObject(o, "runs");
     cr_side sd[2];
-    bool read = cr_side_read(&sd[0], ra, th[TH_CONTENTION_CPUS]);
-    read = cr_side_read(&sd[1], rb, th[TH_CONTENTION_CPUS]) && read;
+    bool read = dg_cr_side_read(&sd[0], ra, th[TH_CONTENTION_CPUS]);
+    read = dg_cr_side_read(&sd[1], rb, th[TH_CONTENTION_CPUS]) && read;
     char diff[2][200];
-    cr_cmd_diff(sd[0].argv, sd[1].argv, diff[0], diff[1], sizeof diff[0]);
+    dg_cr_cmd_diff(sd[0].argv, sd[1].argv, diff[0], diff[1], sizeof diff[0]);
     double ms[2], sps[2], busy[2];
     cJSON_AddItemToArray(runs, run_summary(ra, &sd[0], diff[0], &ms[0], &sps[0], &busy[0]));
     cJSON_AddItemToArray(runs, run_summary(rb, &sd[1], diff[1], &ms[1], &sps[1], &busy[1]));
@@ -597,8 +597,8 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
                             "1 - the share of the training loop spent waiting for data "
                             "(profile.phases.queue_wait: data_ms over data_ms + step_ms)");
     cJSON_AddItemToObject(o, "judgement", judge(&sd[0], &sd[1], busy[1], th));
-    cr_side_free(&sd[0]);
-    cr_side_free(&sd[1]);
+    dg_cr_side_free(&sd[0]);
+    dg_cr_side_free(&sd[1]);
     /* Memory curves side by side. */
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     const cJSON *ea = at(ra, "soak", "epochs"), *eb = at(rb, "soak", "epochs");

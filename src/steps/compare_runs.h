@@ -41,11 +41,11 @@ typedef struct cr_side {
 
 /* Fills s from rec (not copied: rec outlives s); th_contention: others_cpus at
  * or above which a window is contended. False when out of memory. */
-bool cr_side_read(cr_side *s, const cJSON *rec, double th_contention);
-void cr_side_free(cr_side *s);
+bool dg_cr_side_read(cr_side *s, const cJSON *rec, double th_contention);
+void dg_cr_side_free(cr_side *s);
 
 /* The differing part of two commands, with a word of context either side and
  * "..." where words were left out: into a and b (n bytes each). */
-void cr_cmd_diff(const cJSON *argv_a, const cJSON *argv_b, char *a, char *b, size_t n);
+void dg_cr_cmd_diff(const cJSON *argv_a, const cJSON *argv_b, char *a, char *b, size_t n);
 
 #endif
