@@ -32,8 +32,8 @@ def main():
     y = torch.randint(0, 10, (1536,))
     loader = DataLoader(TensorDataset(x, y), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers)
-    model = nn.Sequential(nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 10)).to(device)
+    model = nn.Sequential(nn.Linear(128, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
