@@ -33,7 +33,8 @@ def main():
     train = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True, num_workers=args.workers,
                        worker_init_fn=seed_worker, generator=g)
     val = DataLoader(TensorDataset(x[:256], y[:256]), batch_size=128)
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
+    model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 10)).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for epoch in range(args.epochs):
         model.train()
