@@ -429,10 +429,11 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *opts, char **json);
  * and the part of the two commands that differs. *json gets {"v": 2, "kind":
  * "compare-runs", ...} (docs/events.md "Comparing two runs"). Records whose
  * input buckets differ are refused with DG_ERR_USAGE and a message naming
- * both, unless force. DG_ERR_FORMAT when a record does not parse or has no
- * kind. */
+ * both, unless force. thresholds: "NAME=VALUE,..." overrides (docs/rules.md;
+ * NULL: the defaults), echoed under judgement.thresholds; a bad one is
+ * DG_ERR_USAGE. DG_ERR_FORMAT when a record does not parse or has no kind. */
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
-                          char **json);
+                          const char *thresholds, char **json);
 
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 

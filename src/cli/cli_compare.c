@@ -123,6 +123,7 @@ static const char *batches_opt(const cli_opt *o, const char *v, void *field)
 
 typedef struct runs_args {
     bool force;
+    cli_thresholds thr;
 } runs_args;
 
 #define OFF(f) offsetof(dg_compare_opts, f)
@@ -144,6 +145,9 @@ static const cli_opt runs_opts[] = {
     {CLI_FLAG, "--force", NULL, NULL, NULL, NULL,
      "compare RUN_A RUN_B: compare runs whose input buckets differ", offsetof(runs_args, force), 0,
      0, NULL, NULL, NULL},
+    {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
+     "compare RUN_A RUN_B: a threshold of the speed verdict (repeatable; docs/rules.md)",
+     offsetof(runs_args, thr), 0, 0, cli_threshold_add, NULL, NULL},
     CLI_OPTS_END,
 };
 
@@ -164,7 +168,7 @@ const cli_verb cli_verb_compare = {
 int cmd_compare(cli *c, int argc, char **argv)
 {
     dg_compare_opts o = {.train = DG_TRAIN_OPTS_INIT};
-    runs_args ra = {false};
+    runs_args ra = {0};
     char *pos[2];
     cli_args a = {.pos = pos, .max = 2};
     int r = cli_parse(c, &cli_verb_compare, argc, argv, (void *const[]){&o, &ra, &o.train, c}, &a);
@@ -173,8 +177,8 @@ int cmd_compare(cli *c, int argc, char **argv)
     /* Two positional arguments: compare two recorded runs (cli_compare_runs.c). */
     if (a.npos > 0) {
         if (a.seen[0] || a.seen[2]) {
-            cli_error("compare: comparing runs takes only --force and the common options "
-                      "(compare RUN_A RUN_B [--force] [--json])");
+            cli_error("compare: comparing runs takes only --force, --threshold and the common "
+                      "options (compare RUN_A RUN_B [--force] [--threshold NAME=VALUE] [--json])");
             return EXIT_USAGE;
         }
         if (a.npos != 2) {
@@ -182,10 +186,10 @@ int cmd_compare(cli *c, int argc, char **argv)
                       "compare RUN_A RUN_B");
             return EXIT_USAGE;
         }
-        return cmd_compare_runs(c, pos[0], pos[1], ra.force);
+        return cmd_compare_runs(c, pos[0], pos[1], ra.force, ra.thr.list[0] ? ra.thr.list : NULL);
     }
-    if (ra.force) {
-        cli_error("compare: --force applies to compare RUN_A RUN_B only");
+    if (ra.force || ra.thr.list[0]) {
+        cli_error("compare: --force and --threshold apply to compare RUN_A RUN_B only");
         return EXIT_USAGE;
     }
     if (o.train.epochs || o.train.sync_every || o.train.export_dir) {
@@ -424,7 +428,7 @@ static void print_compare_runs(const cJSON *r)
         printf("  loss           no (epoch, step) reported a loss in both runs\n");
 }
 
-int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
+int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const char *thresholds)
 {
     int rc = EXIT_PASS;
     char *a = load_run(c, ida, &rc);
@@ -435,7 +439,7 @@ int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
         return rc;
     }
     char *json = NULL;
-    dg_status st = dg_compare_runs(c->ctx, a, b, force, &json);
+    dg_status st = dg_compare_runs(c->ctx, a, b, force, thresholds, &json);
     cJSON_free(a);
     cJSON_free(b);
     if (st != DG_OK) {

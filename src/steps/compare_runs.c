@@ -312,6 +312,8 @@ typedef struct judged {
     const cr_series *sa, *sb;
     bool shared;
     dg_median_ci ci;
+    double spread_a, spread_b; /* IQR over median of each side's samples */
+    double lo, hi;             /* the interval judged: ci widened by the larger spread */
     double x, busy_b;
     const double *th;
     dg_speed_judgement sj;
@@ -328,9 +330,13 @@ static void judge_text(judged *v, const cr_side *A, const cr_side *B, char *text
     if (v->shared) {
         const char *unit = !strcmp(v->sa->basis, "epochs") ? "epochs" : "repetitions";
         snprintf(n, sizeof n, "%zu and %zu %s", v->sa->n, v->sb->n, unit);
+        char jlo[24], jhi[24];
         if (v->ci.valid)
-            snprintf(interval, sizeof interval, "95%% interval %s-%s over %s",
-                     fmt_x(los, sizeof los, v->ci.lo), fmt_x(his, sizeof his, v->ci.hi), n);
+            snprintf(interval, sizeof interval,
+                     "95%% interval %s-%s over %s, judged as %s-%s with the runs' %.0f%% spread",
+                     fmt_x(los, sizeof los, v->ci.lo), fmt_x(his, sizeof his, v->ci.hi), n,
+                     fmt_x(jlo, sizeof jlo, v->lo), fmt_x(jhi, sizeof jhi, v->hi),
+                     100 * fmax(v->spread_a, v->spread_b));
     }
     /* The text says why; the verdict word is beside it (judgement.verdict). */
     if (!v->shared) {
@@ -394,9 +400,21 @@ static void decide(const cr_side *A, const cr_side *B, judged *v)
     if (v->shared)
         dg_bootstrap_median_ci(v->sb->v, v->sb->n, v->sa->v, v->sa->n, 0, 0.95, DG_BOOTSTRAP_SEED,
                                &v->ci);
-    dg_speed_judge(v->ci.valid ? v->ci.lo : NAN, v->ci.valid ? v->ci.hi : NAN,
-                   v->shared ? v->sa->n : 0, v->shared ? v->sb->n : 0, DG_SPEED_MIN_SAMPLES, v->th,
-                   &v->sj);
+    /* Two records are measured at different times: a loaded machine shifts a
+     * whole run, which a bootstrap over one run's samples cannot see. The
+     * interval judged is widened by the larger of the two runs' own spreads
+     * (IQR over median): a run-to-run shift as large as a run's spread is
+     * not taken for a difference. */
+    dg_stats st;
+    dg_stats_compute(v->shared ? v->sa->v : NULL, v->shared ? v->sa->n : 0, 0, &st);
+    v->spread_a = isfinite(st.iqr_share) ? st.iqr_share : 0;
+    dg_stats_compute(v->shared ? v->sb->v : NULL, v->shared ? v->sb->n : 0, 0, &st);
+    v->spread_b = isfinite(st.iqr_share) ? st.iqr_share : 0;
+    double m = fmax(v->spread_a, v->spread_b);
+    v->lo = v->ci.valid ? v->ci.lo / (1 + m) : NAN;
+    v->hi = v->ci.valid ? v->ci.hi * (1 + m) : NAN;
+    dg_speed_judge(v->lo, v->hi, v->shared ? v->sa->n : 0, v->shared ? v->sb->n : 0,
+                   DG_SPEED_MIN_SAMPLES, v->th, &v->sj);
     v->x = v->ci.valid ? v->ci.point : NAN;
     v->verdict = v->sj.verdict;
     v->why = v->sj.why;
@@ -416,11 +434,8 @@ static void decide(const cr_side *A, const cr_side *B, judged *v)
 }
 
 /* The judgement as JSON (docs/events.md "Comparing two runs"). */
-static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b)
+static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b, const double *th)
 {
-    double th[TH_COUNT];
-    for (int i = 0; i < TH_COUNT; i++)
-        th[i] = dg_thresholds[i].value;
     judged v = {.th = th, .busy_b = busy_b};
     decide(A, B, &v);
     const cr_series *sa = v.sa, *sb = v.sb;
@@ -436,6 +451,14 @@ static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b)
     cJSON_AddStringToObject(cij, "method",
                             "percentile bootstrap of median(B samples/s) / median(A samples/s), "
                             "seeded (the same records give the same interval)");
+    cJSON *jj = cJSON_AddObjectToObject(j, "judged_ci");
+    cJSON_AddItemToObject(jj, "lo", metric(v.lo, "x"));
+    cJSON_AddItemToObject(jj, "hi", metric(v.hi, "x"));
+    cJSON_AddItemToObject(jj, "spread_a", metric(v.shared ? v.spread_a : NAN, "fraction"));
+    cJSON_AddItemToObject(jj, "spread_b", metric(v.shared ? v.spread_b : NAN, "fraction"));
+    cJSON_AddStringToObject(jj, "method",
+                            "speedup_ci widened by the larger spread (IQR / median) of the two "
+                            "records' samples: lo / (1 + s), hi x (1 + s)");
     cJSON_AddItemToObject(j, "mann_whitney_p", metric(p, "probability"));
     char src[200] = "";
     if (v.shared)
@@ -455,6 +478,12 @@ static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b)
     cJSON_AddNumberToObject(band, "hi", v.sj.band_hi);
     cJSON_AddNumberToObject(band, "equivalence_pct", th[TH_EQUIVALENCE_PCT]);
     cJSON_AddNumberToObject(j, "pays_off_min", v.sj.pays_off_min);
+    cJSON *tj = cJSON_AddObjectToObject(j, "thresholds");
+    static const dg_threshold_id used[] = {TH_SPEEDUP_MIN, TH_DEVICE_MIN_REDUCTION_PCT,
+                                           TH_DEVICE_BUSY_MIN, TH_EQUIVALENCE_PCT,
+                                           TH_CONTENTION_CPUS};
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++)
+        cJSON_AddNumberToObject(tj, dg_thresholds[used[i]].name, th[used[i]]);
     cJSON *rules = cJSON_AddArrayToObject(j, "rules");
     int p_sp = isfinite(x) ? x >= th[TH_SPEEDUP_MIN] : -1;
     int p_red = isfinite(red) ? red >= th[TH_DEVICE_MIN_REDUCTION_PCT] : -1;
@@ -490,10 +519,13 @@ static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b)
 }
 
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
-                          char **json)
+                          const char *thresholds, char **json)
 {
     *json = NULL;
-    dg_status st = DG_OK;
+    double th[TH_COUNT];
+    dg_status st = dg_thresholds_parse(ctx, thresholds, th);
+    if (st != DG_OK)
+        return st;
     cJSON *ra = load(ctx, record_a, "A", &st);
     if (!ra)
         return st;
@@ -533,8 +565,8 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     dg_json_add_str(o, "host", host[0] ? host : NULL);
     cJSON *runs = cJSON_AddArrayToObject(o, "runs");
     cr_side sd[2];
-    bool read = cr_side_read(&sd[0], ra, dg_thresholds[TH_CONTENTION_CPUS].value);
-    read = cr_side_read(&sd[1], rb, dg_thresholds[TH_CONTENTION_CPUS].value) && read;
+    bool read = cr_side_read(&sd[0], ra, th[TH_CONTENTION_CPUS]);
+    read = cr_side_read(&sd[1], rb, th[TH_CONTENTION_CPUS]) && read;
     char diff[2][200];
     cr_cmd_diff(sd[0].argv, sd[1].argv, diff[0], diff[1], sizeof diff[0]);
     double ms[2], sps[2], busy[2];
@@ -564,7 +596,7 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON_AddStringToObject(bf, "definition",
                             "1 - the share of the training loop spent waiting for data "
                             "(profile.phases.queue_wait: data_ms over data_ms + step_ms)");
-    cJSON_AddItemToObject(o, "judgement", judge(&sd[0], &sd[1], busy[1]));
+    cJSON_AddItemToObject(o, "judgement", judge(&sd[0], &sd[1], busy[1], th));
     cr_side_free(&sd[0]);
     cr_side_free(&sd[1]);
     /* Memory curves side by side. */

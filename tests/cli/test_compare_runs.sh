@@ -19,19 +19,20 @@ show() {
   python3 - "$1" "$2" <<'PY' >&2
 import json, sys
 j = json.load(open(sys.argv[1]))["judgement"]
-print("%s: %s %.3fx (95%% %.3f-%.3fx, %d and %d epochs)" % (sys.argv[2], j["verdict"],
-      j["speedup"]["value"], j["speedup_ci"]["lo"]["value"], j["speedup_ci"]["hi"]["value"],
+print("%s: %s %.3fx (95%% %.3f-%.3fx, judged %.3f-%.3fx, %d and %d epochs)" % (sys.argv[2],
+      j["verdict"], j["speedup"]["value"], j["speedup_ci"]["lo"]["value"],
+      j["speedup_ci"]["hi"]["value"], j["judged_ci"]["lo"]["value"], j["judged_ci"]["hi"]["value"],
       j["basis"]["n_a"], j["basis"]["n_b"]))
 PY
 }
 
 # ---- real runs of one command --------------------------------------------------
-crun() { "$DG" run --no-env --json -- "$PY" "$SCRIPT" --epochs 10 --steps 5 "$@" 2>/dev/null; }
+crun() { "$DG" run --no-env --json -- "$PY" "$SCRIPT" --epochs 10 --steps 4 "$@" 2>/dev/null; }
 # Five runs of one command (the issue's five identical runs), one at twice the
 # step time, one of another seed.
-for i in 1 2 3 4 5; do crun --step-ms 40 >same$i.json; done
-crun --step-ms 80 >slow.json
-crun --step-ms 40 --seed 2 >seed2.json
+for i in 1 2 3 4 5; do crun --step-ms 100 >same$i.json; done
+crun --step-ms 200 >slow.json
+crun --step-ms 100 --seed 2 >seed2.json
 for f in same1 same2 same3 same4 same5 slow seed2; do
   expect_json $f.json 'd["kind"] == "run" and d["state"] == "complete" and len(d["soak"]["epochs"]) == 10'
 done
@@ -54,13 +55,13 @@ expect_json "$T/out" 'd["judgement"]["speedup_ci"] == json.load(open("'"$T/same1
 expect_exit 0 "$DG" --no-ledger compare same1.json slow.json --json
 show "$T/out" "step time doubled"
 expect_json "$T/out" 'd["judgement"]["verdict"] == "slower" and d["judgement"]["speedup_ci"]["hi"]["value"] < 0.8'
-expect_json "$T/out" '[r["cmd_diff"] for r in d["runs"]] == ["... --step-ms 40", "... --step-ms 80"]'
+expect_json "$T/out" '[r["cmd_diff"] for r in d["runs"]] == ["... --step-ms 100", "... --step-ms 200"]'
 expect_exit 0 "$DG" --no-ledger compare slow.json same1.json --json
 show "$T/out" "step time halved"
 expect_json "$T/out" 'd["judgement"]["verdict"] == "pays-off" and d["judgement"]["speedup_ci"]["lo"]["value"] > 1.28'
 expect_exit 0 "$DG" --no-ledger compare same1.json slow.json
-expect_grep "$T/out" '^  decision +slower: B is [0-9]+% slower than A: 0\.[0-9]+x \(95% interval 0\.[0-9]+x-0\.[0-9]+x over 10 and 10 epochs\)'
-expect_grep "$T/out" '^  command +\.\.\. --step-ms 40 +\.\.\. --step-ms 80'
+expect_grep "$T/out" '^  decision +slower: B is [0-9]+% slower than A: 0\.[0-9]+x \(95% interval 0\.[0-9]+x-0\.[0-9]+x over 10 and 10 epochs, judged as 0\.[0-9]+x-0\.[0-9]+x with the runs. [0-9]+% spread\)'
+expect_grep "$T/out" '^  command +\.\.\. --step-ms 100 +\.\.\. --step-ms 200'
 expect_grep "$T/out" '^  judged on +.*per-epoch samples/s.* no difference within 0\.91-1\.10x'
 
 # ---- planted records ----------------------------------------------------------
@@ -90,7 +91,7 @@ plant pa.json run "$base"
 plant pb.json run "$base"
 plant half.json run '[x / 2 for x in '"$base"']'
 plant dbl.json run '[x * 2 for x in '"$base"']'
-plant bit.json run '[x * 1.15 for x in '"$base"']'
+plant bit.json run '[x * 1.18 for x in '"$base"']'
 plant wide.json run '[60, 140, 80, 130, 95, 150, 70, 120, 100, 110]'
 plant few.json run '[100, 101, 99]'
 plant few2.json run '[50, 51, 49]'
@@ -100,7 +101,12 @@ expect_exit 0 "$DG" --no-ledger compare pa.json half.json --json
 expect_json "$T/out" 'd["judgement"]["verdict"] == "slower" and abs(d["judgement"]["speedup"]["value"] - 0.5) < 1e-9 and d["judgement"]["seeds"]["note"] is None'
 expect_exit 0 "$DG" --no-ledger compare pa.json dbl.json --json
 expect_json "$T/out" 'd["judgement"]["verdict"] == "pays-off" and d["judgement"]["pays_off_min"] > 1.28'
-# 15% faster: outside the band, below the pay-off ratio.
+# The thresholds are replaceable: a 150% band (0.40-2.50x) calls the halving no difference.
+expect_exit 0 "$DG" --no-ledger compare pa.json half.json --threshold equivalence_pct=150 --json
+expect_json "$T/out" 'd["judgement"]["verdict"] == "no-difference" and d["judgement"]["thresholds"]["equivalence_pct"] == 150'
+expect_exit 2 "$DG" --no-ledger compare pa.json half.json --threshold nosuch=1
+expect_exit 2 "$DG" --no-ledger compare --backend opencl --threshold speedup_min=2
+# 18% faster: outside the band, below the pay-off ratio.
 expect_exit 0 "$DG" --no-ledger compare pa.json bit.json --json
 expect_json "$T/out" 'd["judgement"]["verdict"] == "no-gain"'
 # A wide interval holds a threshold: inconclusive, and it says which.
