@@ -10,7 +10,7 @@
 #include "core/record.h"
 #include "env/peak.h"
 #include "measure/measure.h"
-#include "steps/steps.h"
+#include "analysis/analysis.h"
 
 #include <errno.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #include "check.h"
 #include "core/core.h"
 #include "core/json.h"
-#include "steps/steps.h"
+#include "analysis/analysis.h"
 
 #define MIB 1048576.0
 

@@ -3,7 +3,7 @@
 #include "check.h"
 
 #include "core/json.h"
-#include "steps/steps.h"
+#include "analysis/analysis.h"
 
 #include <math.h>
 #include <string.h>
