@@ -179,7 +179,7 @@ int cmd_run(cli *c, int argc, char **argv)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     char *json = NULL;
-    dg_status st = dg_run_supervise(c->ctx, &o, &json);
+    dg_status st = dg_run_measured(c->ctx, &o, &json);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (!json) {

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "steps/runner.h"
 
 /* The device matrix-product check of one backend. */
 typedef struct dg_matmul_check {
@@ -27,10 +28,18 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
  * (throughput.step_ms); each NAN when not reported. */
 void dg_profile_data_wait(const cJSON *rec, double *wait_ms, double *share, double *mean_ms);
 
-/* An accept record's opening fields (v, kind, run_id, timestamp, host, label). */
-void dg_accept_rec_head(cJSON *rec, const char *label);
-/* Closes an accept record (steps, state, supervise, bucket), prints it into
- * *json, frees rec, and maps the run's status st to accept's return status. */
-dg_status dg_accept_rec_finish(dg_ctx *ctx, cJSON *rec, cJSON *steps, dg_status st, char **json);
+/* ---- the fixture's sweep trials (sweep.c), the fixture runner's `trial` ---- */
 
+typedef struct dg_fixture_sweep dg_fixture_sweep;
+/* Checks the sweep's options, settles the memory budget, writes the sweep
+ * record's head and spec into root and the driver's plan; *out the prepared
+ * trials (dg_fixture_sweep_free). The status and message when it cannot. */
+dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *root,
+                                dg_sweep_plan *plan, dg_fixture_sweep **out);
+/* One trial at batch: a `devgate __trial` child (its spec on stdin, its
+ * record on fd 3) killed with its group on the timeout or the cancel flag;
+ * fs a dg_fixture_sweep. DG_ERR_NOMEM only when out of memory. */
+dg_status dg_fixture_sweep_trial(void *fs, int batch, dg_trial_result *out);
+/* Frees what dg_fixture_sweep_open made; accepts NULL. */
+void dg_fixture_sweep_free(dg_fixture_sweep *s);
 #endif
