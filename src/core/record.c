@@ -1001,8 +1001,13 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name)
 cJSON *dg_record_new(const char *kind, int version)
 {
     cJSON *rec = cJSON_CreateObject();
-    if (!rec)
-        return NULL;
+    if (rec)
+        dg_record_head(rec, kind, version);
+    return rec;
+}
+
+void dg_record_head(cJSON *rec, const char *kind, int version)
+{
     cJSON_AddNumberToObject(rec, "v", version);
     cJSON_AddStringToObject(rec, "kind", kind);
     char ts[32], host[256] = "";
@@ -1011,5 +1016,4 @@ cJSON *dg_record_new(const char *kind, int version)
     if (gethostname(host, sizeof host) == 0)
         host[sizeof host - 1] = '\0';
     cJSON_AddStringToObject(rec, "host", host);
-    return rec;
 }

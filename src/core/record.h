@@ -564,5 +564,7 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name);
  * fields every record devgate writes opens with. The caller owns it; NULL
  * when out of memory. */
 cJSON *dg_record_new(const char *kind, int version);
+/* The same head added to rec. */
+void dg_record_head(cJSON *rec, const char *kind, int version);
 
 #endif

@@ -268,25 +268,11 @@ static dg_status fx_profile(void *ctx, const dg_method_state *s, dg_step_out *ou
 
 static void fx_spec(void *ctx, const dg_method_state *s, cJSON *spec)
 {
-    acc *a = ctx;
-    const dg_train_opts *t = &a->base;
-    cJSON_AddStringToObject(
-        spec, "backend", s->device ? s->device : (a->o->train.backend ? a->o->train.backend : ""));
-    cJSON_AddBoolToObject(spec, "backend_chosen", a->o->train.backend == NULL);
-    cJSON_AddStringToObject(spec, "baseline", "cpu");
+    (void)s;
+    const dg_train_opts *t = &((acc *)ctx)->base;
     cJSON_AddStringToObject(spec, "model", t->model);
     dg_json_add_str(spec, "data", t->data ? t->data : "synthetic");
-    cJSON_AddBoolToObject(spec, "quick", a->o->quick);
     cJSON_AddNumberToObject(spec, "seed", (double)t->seed);
-    if (s->batch > 0)
-        cJSON_AddNumberToObject(spec, "batch", s->batch);
-    else
-        cJSON_AddNullToObject(spec, "batch");
-    cJSON_AddStringToObject(spec, "batch_source", a->o->train.batch ? "option" : "sweep knee");
-    if (a->o->sweep_to > 0)
-        cJSON_AddNumberToObject(spec, "sweep_to", a->o->sweep_to);
-    else
-        cJSON_AddNullToObject(spec, "sweep_to");
     cJSON_AddNumberToObject(spec, "threads", t->threads);
     cJSON_AddNumberToObject(spec, "workers", t->workers < 0 ? 0 : t->workers);
     cJSON_AddBoolToObject(spec, "tf32", t->tf32);
@@ -328,7 +314,10 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
                          .cancel = opts->train.cancel,
                          .progress = opts->progress,
                          .progress_user = opts->progress_user,
-                         .batch = opts->train.batch};
+                         .batch = opts->train.batch,
+                         .quick = opts->quick,
+                         .sweep_to = opts->sweep_to,
+                         .backend_asked = opts->train.backend};
     dg_status st = dg_method_run(ctx, &fixture_runner, &a, &mo, json);
     dg_fixture_sweep_free(a.fs);
     return st;

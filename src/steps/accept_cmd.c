@@ -339,8 +339,7 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
     int from = a->o->sweep_from > 0 ? a->o->sweep_from : dev_from ? a->tier->device_from : 8;
     if (a->o->sweep_to > 0 && from > a->o->sweep_to)
         from = a->o->sweep_to;
-    cJSON_AddNumberToObject(root, "v", 1);
-    cJSON_AddStringToObject(root, "kind", "sweep");
+    dg_record_head(root, "sweep", 1);
     cJSON_AddStringToObject(root, "source", "command");
     cJSON *spec = cJSON_AddObjectToObject(root, "spec");
     cJSON_AddStringToObject(spec, "backend", a->device);
@@ -701,26 +700,14 @@ static const char *cmd_python(void *ctx)
 
 static void cmd_spec(void *ctx, const dg_method_state *s, cJSON *spec)
 {
+    (void)s;
     acmd *a = ctx;
     cJSON_AddStringToObject(spec, "program", "command");
     cJSON *cmd = cJSON_AddArrayToObject(spec, "cmd");
     for (size_t i = 0; a->o->argv[i]; i++)
         cJSON_AddItemToArray(cmd, dg_json_string(a->o->argv[i]));
-    cJSON_AddStringToObject(spec, "backend", s->device ? s->device : "cpu");
-    cJSON_AddBoolToObject(spec, "backend_chosen", a->o->device == NULL);
-    cJSON_AddStringToObject(spec, "baseline", "cpu");
     cJSON_AddNullToObject(spec, "model");
     cJSON_AddStringToObject(spec, "data", "the program's own");
-    cJSON_AddBoolToObject(spec, "quick", a->o->quick);
-    if (s->batch > 0)
-        cJSON_AddNumberToObject(spec, "batch", s->batch);
-    else
-        cJSON_AddNullToObject(spec, "batch");
-    cJSON_AddStringToObject(spec, "batch_source", a->o->batch ? "option" : "sweep knee");
-    if (a->o->sweep_to > 0)
-        cJSON_AddNumberToObject(spec, "sweep_to", a->o->sweep_to);
-    else
-        cJSON_AddNullToObject(spec, "sweep_to");
     cJSON_AddItemToObject(spec, "mem_budget",
                           dg_json_metric((double)a->o->mem_budget, a->o->mem_budget > 0, "bytes"));
     cJSON_AddBoolToObject(spec, "empty_cache", a->o->empty_cache);
@@ -766,6 +753,10 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
                          .cancel = opts->cancel,
                          .progress = opts->progress,
                          .progress_user = opts->progress_user,
-                         .batch = opts->batch};
+                         .batch = opts->batch,
+                         .quick = opts->quick,
+                         .sweep_to = opts->sweep_to,
+                         .backend_asked = opts->device,
+                         .backend_none = "cpu"};
     return dg_method_run(ctx, &command_runner, &a, &mo, json);
 }

@@ -520,6 +520,20 @@ static void step_profile(method *m)
 static dg_status finish_record(method *m, dg_status st, char **json)
 {
     cJSON *spec = cJSON_AddObjectToObject(m->rec, "spec");
+    const char *none = m->o->backend_asked ? m->o->backend_asked : m->o->backend_none;
+    cJSON_AddStringToObject(spec, "backend", m->s.device ? m->s.device : none ? none : "");
+    cJSON_AddBoolToObject(spec, "backend_chosen", m->o->backend_asked == NULL);
+    cJSON_AddStringToObject(spec, "baseline", "cpu");
+    cJSON_AddBoolToObject(spec, "quick", m->o->quick);
+    if (m->s.batch > 0)
+        cJSON_AddNumberToObject(spec, "batch", m->s.batch);
+    else
+        cJSON_AddNullToObject(spec, "batch");
+    cJSON_AddStringToObject(spec, "batch_source", m->s.batch_given ? "option" : "sweep knee");
+    if (m->o->sweep_to > 0)
+        cJSON_AddNumberToObject(spec, "sweep_to", m->o->sweep_to);
+    else
+        cJSON_AddNullToObject(spec, "sweep_to");
     m->r->spec(m->rc, &m->s, spec);
     cJSON_AddItemToObject(m->rec, "steps", m->steps);
     cJSON_AddStringToObject(m->rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");

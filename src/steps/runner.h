@@ -112,7 +112,8 @@ typedef struct dg_runner_i {
     dg_status (*compare)(void *ctx, const dg_method_state *s, dg_step_out *out);
     /* One profile window at s->batch. */
     dg_status (*profile)(void *ctx, const dg_method_state *s, dg_step_out *out);
-    /* The record's spec section. */
+    /* The record's spec section: the runner's own members (the method adds
+     * backend, backend_chosen, baseline, quick, batch, batch_source, sweep_to). */
     void (*spec)(void *ctx, const dg_method_state *s, cJSON *spec);
 } dg_runner_i;
 
@@ -122,7 +123,11 @@ typedef struct dg_method_opts {
     const volatile sig_atomic_t *cancel;
     void (*progress)(void *user, const char *step, int index, int count);
     void *progress_user;
-    int batch; /* > 0: given as an option */
+    int batch;                 /* > 0: given as an option */
+    bool quick;                /* the quick tier */
+    int sweep_to;              /* the sweep's limit asked for (0: none) */
+    const char *backend_asked; /* the device named by an option (NULL: chosen by the gate) */
+    const char *backend_none;  /* the spec's backend when the gate chose none */
 } dg_method_opts;
 
 /* The method on runner r (env -> gate -> sweep -> soak -> compare -> profile)

@@ -1,8 +1,10 @@
-/* Batch sweep (METHOD.md step 3; docs/measure.md "Sweep", record in
- * docs/schema/measure.md "sweep").
+/* The fixture's sweep trials (METHOD.md step 3; docs/measure.md "Sweep",
+ * record in docs/schema/measure.md "sweep"), the fixture runner's `trial`,
+ * and `devgate sweep`: the method's one sweep driver (src/steps/method.c)
+ * over these trials.
  *
  * Each trial is a child process (`devgate --no-ledger __trial ...`) started
- * without a shell in its own process group, with stdout on /dev/null, stderr
+ * by core/proc.c without a shell in its own process group, with stdout on /dev/null, stderr
  * on a pipe (its first line is the failure reason when there is no record)
  * a result pipe on fd 3 (`--result-fd 3`) carrying the child's training
  * record as one JSON line, and the trial's spec (the canonical spec JSON of
@@ -14,32 +16,30 @@
  *
  * Test hooks (child side, dg_sweep_trial): DEVGATE_FAULT=trial-crash@BATCH
  * raises SIGSEGV and DEVGATE_FAULT=trial-hang@BATCH sleeps forever when the
- * trial's batch is BATCH. */
+ * trial's batch is BATCH; DEVGATE_TRIAL_PLAN plants a throughput curve
+ * (planted_trial). */
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/proc.h"
+#include "core/record.h"
 #include "data/data.h"
 #include "engine/train.h"
 #include "measure/measure.h"
 #include "steps/runner.h"
 #include "steps/steps.h"
+#include "supervise/supervise.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define DEFAULT_FROM 8
 #define DEFAULT_WARMUP 3
@@ -48,92 +48,10 @@ extern char **environ;
 #define DEFAULT_SWAP_MIB 256.0
 #define RESULT_MAX ((size_t)32 << 20) /* bytes of record kept from a child */
 #define ERR_MAX ((size_t)16 << 10)    /* bytes of stderr kept from a child */
-#define RESULT_FD 3                   /* where the child finds the result pipe */
+#define RESULT_FD 3                   /* where the child finds the result pipe (argv's "3") */
 #define SPEC_MAX ((size_t)60 << 10)   /* spec bytes handed over (under a pipe's 64 KiB) */
 
 /* ---- small helpers --------------------------------------------------------- */
-
-/* A close-on-exec pipe whose ends sit at fd 10 or above (never 0-3). */
-static int make_pipe(int fds[2])
-{
-    int raw[2];
-    if (pipe2(raw, O_CLOEXEC) != 0)
-        return -1;
-    for (int i = 0; i < 2; i++) {
-        fds[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
-        close(raw[i]);
-    }
-    if (fds[0] < 0 || fds[1] < 0) {
-        if (fds[0] >= 0)
-            close(fds[0]);
-        if (fds[1] >= 0)
-            close(fds[1]);
-        return -1;
-    }
-    return 0;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {0, (long)ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* "SIGSEGV"-style name of a signal ("signal N" for the rare ones). */
-static const char *signal_name(int sig, char *tmp, size_t len)
-{
-    static const struct {
-        int sig;
-        const char *name;
-    } names[] = {
-        {SIGSEGV, "SIGSEGV"}, {SIGKILL, "SIGKILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
-        {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
-        {SIGHUP, "SIGHUP"},   {SIGPIPE, "SIGPIPE"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
-        {SIGXCPU, "SIGXCPU"}, {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    snprintf(tmp, len, "signal %d", sig);
-    return tmp;
-}
-
-/* NULL-terminated argument vector of dg_malloc'd strings. */
-typedef struct args {
-    char *v[96];
-    int n;
-    bool nomem;
-} args;
-
-static void arg_add(args *a, const char *fmt, ...) DG_PRINTF(2, 3);
-static void arg_add(args *a, const char *fmt, ...)
-{
-    if (a->nomem || a->n + 1 >= (int)(sizeof a->v / sizeof a->v[0])) {
-        a->nomem = true;
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = len >= 0 ? dg_malloc((size_t)len + 1) : NULL;
-    if (!s) {
-        a->nomem = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)len + 1, fmt, ap);
-    va_end(ap);
-    a->v[a->n++] = s;
-    a->v[a->n] = NULL;
-}
-
-static void args_free(args *a)
-{
-    for (int i = 0; i < a->n; i++)
-        dg_free(a->v[i]);
-    a->n = 0;
-}
 
 /* ---- running one child ------------------------------------------------------- */
 
@@ -165,138 +83,43 @@ static void first_line(char *dst, size_t n, const char *text)
     dg_copy_clean(dst, n, tmp);
 }
 
-/* Spawns exe with argv, reads the result pipe and stderr until the child ends,
- * timeout_s passes or *cancel is set (then its group is killed), and reaps it.
- * false only when out of memory. */
-static bool run_child(const char *exe, char *const argv[], const char *input, double timeout_s,
+/* Runs exe's `__trial` (core/proc.c: no shell, its own process group, the
+ * input on stdin, stdout on /dev/null, stderr and the result pipe on fd 3
+ * captured) until it ends, timeout_s passes or *cancel is set (then its group
+ * is killed), and reaps it. false only when out of memory. */
+static bool run_child(dg_ctx *ctx, const char *exe, const char *input, double timeout_s,
                       const volatile sig_atomic_t *cancel, child_run *r)
 {
     memset(r, 0, sizeof *r);
-    r->out.cap = RESULT_MAX;
     r->exit_code = -1;
-    dg_capbuf err = {.cap = ERR_MAX};
-    int rp[2], ep[2];
-    if (make_pipe(rp) != 0) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
-        return true;
-    }
-    if (make_pipe(ep) != 0) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
-        close(rp[0]);
-        close(rp[1]);
-        return true;
-    }
-    /* The input goes into the pipe whole before the child starts (the caller
-     * keeps it under the pipe's 64 KiB), so nothing here waits on the child. */
-    int ip[2];
-    size_t ilen = strlen(input);
-    if (make_pipe(ip) != 0 || write(ip[1], input, ilen) != (ssize_t)ilen) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot hand the spec over: %s", strerror(errno));
-        close(rp[0]), close(rp[1]), close(ep[0]), close(ep[1]);
-        if (ip[0] >= 0)
-            close(ip[0]), close(ip[1]);
-        return true;
-    }
-    close(ip[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int rc = posix_spawn_file_actions_init(&fa);
-    bool fa_ok = rc == 0, attr_ok = false;
-    if (!rc)
-        rc = posix_spawnattr_init(&attr), attr_ok = rc == 0;
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&fa, ip[0], 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
-    if (!rc) /* rp[1] >= 10, so dup2 onto 3 clears close-on-exec there */
-        rc = posix_spawn_file_actions_adddup2(&fa, rp[1], RESULT_FD);
-    if (!rc)
-        rc = dg_spawnattr_isolate(&attr);
-    pid_t pid = -1;
-    double t0 = dg_now();
-    if (!rc)
-        rc = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok)
-        posix_spawnattr_destroy(&attr);
-    close(rp[1]);
-    close(ep[1]);
-    close(ip[0]);
-    if (rc != 0) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", strerror(rc));
-        close(rp[0]);
-        close(ep[0]);
-        return rc != ENOMEM;
-    }
-    r->started = true;
-    for (int i = 0; i < 2; i++) {
-        int fd = i ? ep[0] : rp[0];
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0)
-            fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-    }
-    double deadline = t0 + timeout_s;
-    bool out_eof = false, err_eof = false;
-    int st = 0;
-    for (;;) {
-        double left = deadline - dg_now();
-        int slice = left <= 0 ? 0 : left < 0.05 ? (int)(left * 1000) + 1 : 50;
-        struct pollfd p[2];
-        int np = 0;
-        if (!out_eof)
-            p[np++] = (struct pollfd){rp[0], POLLIN, 0};
-        if (!err_eof)
-            p[np++] = (struct pollfd){ep[0], POLLIN, 0};
-        if (np > 0 && poll(p, (nfds_t)np, slice) > 0) {
-            if (!out_eof)
-                out_eof = dg_capbuf_drain(rp[0], &r->out);
-            if (!err_eof)
-                err_eof = dg_capbuf_drain(ep[0], &err);
-        } else if (np == 0) {
-            nap_ms(slice < 5 ? (slice ? slice : 1) : 5);
-        }
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid) {
-            /* Ended: take what is buffered; do not wait on anything it left behind. */
-            if (!out_eof)
-                dg_capbuf_drain(rp[0], &r->out);
-            if (!err_eof)
-                dg_capbuf_drain(ep[0], &err);
-            kill(-pid, SIGKILL); /* stray members of its group, if any */
-            break;
-        }
-        if (w < 0 && errno != EINTR) {
-            st = -1;
-            break;
-        }
-        bool cancelled = cancel && *cancel;
-        if (cancelled || dg_now() >= deadline) {
-            r->timed_out = !cancelled;
-            r->interrupted = cancelled;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
-            if (!out_eof)
-                dg_capbuf_drain(rp[0], &r->out);
-            if (!err_eof)
-                dg_capbuf_drain(ep[0], &err);
-            break;
-        }
-    }
-    r->wall_s = dg_now() - t0;
-    close(rp[0]);
-    close(ep[0]);
-    if (st != -1 && WIFEXITED(st))
-        r->exit_code = WEXITSTATUS(st);
-    else if (st != -1 && WIFSIGNALED(st))
-        r->sig = WTERMSIG(st);
-    first_line(r->err_line, sizeof r->err_line, err.data);
-    dg_free(err.data);
-    return !r->out.nomem && !err.nomem;
+    const char *const args[] = {exe, "--no-ledger", "__trial", "--spec-fd",
+                                "0", "--result-fd", "3",       NULL};
+    dg_proc_opts po = {
+        .argv = args,
+        .in = {.kind = DG_PROC_BUFFER, .data = input, .len = strlen(input)},
+        .err = {.kind = DG_PROC_CAPTURE, .cap = ERR_MAX},
+        .extra = {{.child_fd = RESULT_FD, .io = {.kind = DG_PROC_CAPTURE, .cap = RESULT_MAX}}},
+        .n_extra = 1,
+        .timeout_s = timeout_s,
+        .cancel = cancel,
+    };
+    dg_proc_result pr;
+    dg_status st = dg_proc_run(ctx, &po, &pr);
+    r->started = pr.started;
+    r->timed_out = pr.timed_out;
+    r->interrupted = pr.cancelled;
+    r->exit_code = pr.exit_code;
+    r->sig = pr.sig;
+    r->wall_s = pr.wall_s;
+    r->out = pr.extra[0];
+    pr.extra[0] = (dg_capbuf){0};
+    if (!pr.started)
+        snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", pr.error);
+    else
+        first_line(r->err_line, sizeof r->err_line, pr.err.data);
+    bool ok = st != DG_ERR_NOMEM && !r->out.nomem && !pr.err.nomem;
+    dg_proc_result_free(&pr);
+    return ok;
 }
 
 /* ---- reading the child's record ------------------------------------------------ */
@@ -428,7 +251,7 @@ static dg_trial_end child_end(const dg_fixture_sweep *s, const child_run *r, con
         return DG_TRIAL_TIMEOUT;
     }
     if (r->sig) {
-        *signame = signal_name(r->sig, sigtmp, siglen);
+        *signame = dg_signal_name(r->sig, sigtmp, siglen);
         snprintf(reason, len, "%s%s", *signame,
                  r->sig == SIGKILL ? " (the kernel's out-of-memory killer sends this)" : "");
         return DG_TRIAL_SIGNAL;
@@ -463,20 +286,12 @@ dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
     char *spec = NULL;
     if (dg_spec_encode(s->ctx, &to, &spec) != DG_OK)
         return DG_ERR_NOMEM;
-    args a = {.n = 0};
-    arg_add(&a, "devgate");
-    arg_add(&a, "--no-ledger");
-    arg_add(&a, "__trial");
-    arg_add(&a, "--spec-fd"), arg_add(&a, "0");
-    arg_add(&a, "--result-fd"), arg_add(&a, "%d", RESULT_FD);
-    if (a.nomem || strlen(spec) > SPEC_MAX) {
-        args_free(&a);
+    if (strlen(spec) > SPEC_MAX) {
         dg_string_free(spec);
         return DG_ERR_NOMEM;
     }
     child_run r;
-    bool mem_ok = run_child(s->exe, a.v, spec, s->timeout_s, s->train.cancel, &r);
-    args_free(&a);
+    bool mem_ok = run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
     dg_string_free(spec);
     if (!mem_ok) {
         dg_free(r.out.data);
@@ -577,15 +392,7 @@ static double train_set_size(const dg_train_opts *o)
 static cJSON *sweep_spec(const dg_fixture_sweep *s, const dg_sweep_opts *opts, cJSON *root,
                          int from, double ntrain)
 {
-    cJSON_AddNumberToObject(root, "v", 1);
-    cJSON_AddStringToObject(root, "kind", "sweep");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(root, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = '\0';
-        cJSON_AddStringToObject(root, "host", host);
-    }
+    dg_record_head(root, "sweep", 1);
     cJSON *spec = cJSON_AddObjectToObject(root, "spec");
     dg_json_add_str(spec, "model", s->train.model ? s->train.model : "mlp");
     dg_json_add_str(spec, "backend", s->train.backend ? s->train.backend : "cpu");

@@ -7,7 +7,8 @@
 # `__trial` children report the curve through DEVGATE_TRIAL_PLAN; the command
 # runner's stand-in program, tests/python/scripts/sweep_train.py, plans the
 # same step times through the explicit probe API. Both records keep the
-# measurement lock and the contention window of every trial, and of the soak.
+# measurement lock and the contention window of every trial, and of the soak;
+# a `devgate run` record keeps them too, and its soak is judged for slowing down.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
 PY=$(command -v python3)
@@ -80,5 +81,16 @@ for f in fx-accept.json cmd-plateau.json; do
   expect_json "$f" 'd["soak"]["lock"]["state"] == "held" and isinstance(d["soak"]["contention"], dict) and "others_share" in d["soak"]["contention"]'
   expect_json "$f" '[s["name"] for s in d["steps"]] == ["env", "gate", "sweep", "soak", "compare", "profile"] and d["steps"][2]["status"] == "ok"'
 done
+
+# devgate run is the command runner's epochs step alone: the lock and the
+# contention window over the run, and a soak whose epochs say how many steps
+# they hold, so a program that slows down is found slowing down.
+"$DG" --no-ledger run --no-env --json -o pack-run -- "$PY" "$SCRIPT" --batch 8 --epochs 9 --steps 8 \
+  --base-ms 4 --epoch-growth 1.3 >run.json 2>run.err
+rc=$?
+[ "$rc" -le 1 ] && ok || { bad "run exited $rc"; tail -5 run.err >&2; }
+expect_json run.json 'd["lock"]["state"] == "held" and isinstance(d["contention"], dict) and d["soak"]["lock"]["state"] == "held"'
+expect_json run.json 'd["soak"]["steps_per_epoch"] == 8 and d["soak"]["epochs_recorded"] == 9'
+expect_json run.json 'any(f["id"] == "slowing-down" and f["severity"] == "warn" for f in d["findings"])'
 
 done_tests
