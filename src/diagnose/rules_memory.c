@@ -173,12 +173,31 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
 void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
 {
     bool emptied;
-    double epochs, growth;
+    double epochs, growth, lo, hi;
     const char *src;
     int aligned;
     if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
         !isfinite(epochs) || epochs >= d->th[TH_MEM_EPOCHS])
         return;
+    /* A leak screen over the epochs a short soak has (the quick tier): when
+     * their growth's 95% interval lies above the threshold, a suspected leak
+     * (warn), to be confirmed by a soak of mem_epochs epochs. */
+    const char *isrc;
+    if (growth_side(d, false, &isrc, &lo, &hi) == 1 && lo < hi && aligned != 1) {
+        cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                                   "suspected leak: %s %+.0f%% to %+.0f%% (95%% interval) after "
+                                   "only %.0f epochs, above mem_growth_pct %.0f%%",
+                                   source_label(isrc), lo, hi, epochs, d->th[TH_MEM_GROWTH_PCT]);
+        dg_rule_text(d, f, "hypothesis",
+                     "retained references (tensors or graphs kept across steps), seen over too "
+                     "few epochs to be sure");
+        dg_rule_text(d, f, "action",
+                     "confirm with the default tier (a soak of %.0f epochs with the cache emptied "
+                     "at each end)",
+                     d->th[TH_MEM_EPOCHS]);
+        ev_growth(d, f);
+        return;
+    }
     char seen[96];
     if (isfinite(growth))
         snprintf(seen, sizeof seen, "%s +%.0f%%", source_label(src), growth);
