@@ -50,3 +50,21 @@ dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, 
         return dg_fail(ctx, DG_ERR_IO, "cannot write %s: %s", clean, strerror(err));
     return DG_OK;
 }
+
+bool dg_make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return false;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) == 0 || errno == EEXIST;
+}
