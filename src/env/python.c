@@ -5,22 +5,17 @@
 #include "env.h"
 
 #include "binfmt.h"
+#include "core/proc.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define OUT_MAX ((size_t)1 << 20)  /* stdout kept for parsing */
 #define ERR_MAX ((size_t)64 << 10) /* stderr kept for the error line */
@@ -232,192 +227,48 @@ static void set_error(run_result *r, const char *fmt, ...)
     r->has_error = true;
 }
 
-/* Pipe ends at fd 0-2 would collide with the child's dup2 targets (when the
- * host process runs with a standard stream closed), so keep both above 2. */
-static int make_pipe(int p[2])
-{
-    if (pipe2(p, O_CLOEXEC) != 0)
-        return -1;
-    for (int i = 0; i < 2; i++) {
-        if (p[i] > 2)
-            continue;
-        int nfd = fcntl(p[i], F_DUPFD_CLOEXEC, 3);
-        if (nfd < 0) {
-            close(p[0]);
-            close(p[1]);
-            return -1;
-        }
-        close(p[i]);
-        p[i] = nfd;
-    }
-    return 0;
-}
-
-static void reap_killed(pid_t pid, int *ws)
-{
-    /* The child leads its own process group, so this also takes down anything
-     * it started (the fake interpreters' sleep, torch's helpers). */
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    while (waitpid(pid, ws, 0) < 0 && errno == EINTR) {
-    }
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-/* Runs exe -c probe_script with stdin on /dev/null and both outputs captured,
- * killing it at the deadline. false only when out of memory. */
+/* Runs exe -c probe_script with stdin on /dev/null and both outputs captured
+ * (capped at r->out.cap and r->err.cap), in a process group of its own that
+ * is killed at the deadline. false only when out of memory. */
 static bool run_probe(const char *exe, double timeout_s, run_result *r)
 {
-    int op[2] = {-1, -1}, ep[2] = {-1, -1};
-    if (make_pipe(op) != 0 || make_pipe(ep) != 0) {
-        int e = errno;
-        if (op[0] >= 0) {
-            close(op[0]);
-            close(op[1]);
-        }
+    const char *argv[] = {exe, "-c", probe_script, NULL};
+    dg_proc_opts o = {.argv = argv,
+                      .out = {.kind = DG_PROC_CAPTURE, .cap = r->out.cap},
+                      .err = {.kind = DG_PROC_CAPTURE, .cap = r->err.cap},
+                      .timeout_s = timeout_s};
+    dg_proc_result pr;
+    dg_status st = dg_proc_run(NULL, &o, &pr);
+    r->out = pr.out;
+    r->err = pr.err;
+    if (!pr.started) {
         r->status = "failed";
-        set_error(r, "cannot create pipe: %s", strerror(e));
+        if (st == DG_ERR_NOMEM)
+            return false;
+        /* The file exists (it was resolved), so a missing file is what it
+         * needs: the runner's message says so. */
+        set_error(r, "%s", pr.error);
         return true;
     }
-
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, op[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
-    /* Own process group (so a timeout can kill the whole tree), an empty
-     * signal mask and default dispositions: the host may ignore SIGPIPE or
-     * block signals, and exec would pass that on to the interpreter. */
-    sigset_t none, defs;
-    sigemptyset(&none);
-    sigemptyset(&defs);
-    const int reset[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,  SIGCHLD, SIGALRM,
-                         SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGSEGV, SIGBUS};
-    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
-        sigaddset(&defs, reset[i]);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defs);
-
-    char *argv[] = {(char *)exe, "-c", (char *)probe_script, NULL};
-    double t0 = dg_now();
-    pid_t pid;
-    int rc = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    close(op[1]);
-    close(ep[1]);
-    if (rc != 0) {
-        close(op[0]);
-        close(ep[0]);
-        /* The file exists (it was resolved), so ENOENT here means what it
-         * needs is missing: a #! interpreter or the ELF loader, as with a
-         * binary built for another libc or architecture. */
-        r->status = "failed";
-        set_error(r, "cannot start: %s%s", strerror(rc),
-                  rc == ENOENT ? " (its #! interpreter or ELF loader is missing)" : "");
-        return true;
-    }
-
-    double deadline = t0 + timeout_s;
-    bool timed_out = false, oom = false;
-    struct pollfd pf[2] = {{op[0], POLLIN, 0}, {ep[0], POLLIN, 0}};
-    char chunk[65536];
-    while (pf[0].fd >= 0 || pf[1].fd >= 0) {
-        double left = deadline - dg_now();
-        if (left <= 0) {
-            timed_out = true;
-            break;
-        }
-        int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
-        int pr = poll(pf, 2, ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr < 0)
-            break;
-        for (int i = 0; i < 2; i++) {
-            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)))
-                continue;
-            ssize_t got = read(pf[i].fd, chunk, sizeof chunk);
-            if (got < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            if (got <= 0) {
-                close(pf[i].fd);
-                pf[i].fd = -1;
-                continue;
-            }
-            /* Past the cap the bytes are dropped, but the pipe is still
-             * drained so the child never blocks on a full pipe. */
-            dg_capbuf *cb = i == 0 ? &r->out : &r->err;
-            dg_capbuf_add(cb, chunk, (size_t)got);
-            if (cb->nomem) {
-                oom = true;
-                break;
-            }
-        }
-        if (oom)
-            break;
-    }
-    for (int i = 0; i < 2; i++)
-        if (pf[i].fd >= 0)
-            close(pf[i].fd);
-
-    /* Both streams closed: the interpreter is exiting; give it what is left
-     * of the deadline to do so. */
-    int ws = 0;
-    bool reaped = false;
-    while (!timed_out && !oom) {
-        pid_t w = waitpid(pid, &ws, WNOHANG);
-        if (w == pid) {
-            reaped = true;
-            break;
-        }
-        if (w < 0 && errno != EINTR) {
-            int e = errno;
-            r->seconds = dg_now() - t0;
-            r->has_seconds = true;
-            r->status = "failed";
-            set_error(r, "cannot collect exit status: %s", strerror(e));
-            kill(-pid, SIGKILL);
-            return true;
-        }
-        if (dg_now() >= deadline)
-            timed_out = true;
-        else
-            sleep_ms(5);
-    }
-    if (!reaped)
-        reap_killed(pid, &ws);
-    r->seconds = dg_now() - t0;
+    r->seconds = pr.wall_s;
     r->has_seconds = true;
-    if (oom)
+    if (st == DG_ERR_NOMEM)
         return false;
-
-    if (timed_out) {
+    if (pr.timed_out) {
         r->status = "timeout";
         set_error(r, "no answer within %.1f s; process group killed", timeout_s);
-    } else if (WIFSIGNALED(ws)) {
+    } else if (st != DG_OK) {
+        r->status = "failed";
+        set_error(r, "%s", pr.error);
+    } else if (pr.sig) {
         r->status = "crashed";
-        r->sig = WTERMSIG(ws);
+        r->sig = pr.sig;
         r->has_sig = true;
         set_error(r, "killed by signal %d (%s)", r->sig, strsignal(r->sig));
-    } else if (WIFEXITED(ws)) {
-        r->exit_code = WEXITSTATUS(ws);
+    } else {
+        r->exit_code = pr.exit_code;
         r->has_exit = true;
         r->status = r->exit_code == 0 ? "ok" : "failed";
-    } else {
-        r->status = "failed";
-        set_error(r, "unexpected wait status 0x%x", (unsigned)ws);
     }
     return true;
 }

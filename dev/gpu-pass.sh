@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The reusable GPU pass: sent to the device machine from the repository root
+# after dev/gpu-carry.sh filled .devcarry here, e.g. (device tool)
+#   run  command: dev/gpu-pass.sh info fixture cmd   carry: [".devcarry"]
+# Each PASS prints a short log to $OUT/PASS.log (docs/evidence/ keeps them):
+#   info     the machine: GPU, torch, CPU topology, devgate env's cpu section
+#   tests    the CUDA unit tests (test_cuda, test_ops, test_gate)
+#   fixture  accept --quick --backend cuda twice and the default tier once
+#   cmd      accept --quick -- CMD on tests/python/scripts/accept_train.py on cuda
+#   run      devgate run on the leaking and the healthy script on cuda
+#   cpugate  ten gate --backend cpu per OpenMP setting (the cpu baseline's own rate)
+#   ocl      gate and accept --quick on NVIDIA's OpenCL platform
+#   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
+# Only 8 files come back from a call: packs stay in /tmp, logs go to $OUT.
+set -u
+cd "$(dirname "$0")/.."
+carry=$PWD/.devcarry out=${OUT:-/tmp/devgate-device}
+mkdir -p "$out"
+bin=$carry/bin DG=$carry/bin/devgate
+export LD_LIBRARY_PATH="$carry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$DG" DEVGATE_SRC="$PWD"
+export DEVGATE_LEDGER=/tmp/devgate-ledger.db LC_ALL=C PYTHONUNBUFFERED=1
+packs=/tmp/devgate-packs
+mkdir -p "$packs"
+# The image lists only PoCL among OpenCL platforms: add NVIDIA's ICD.
+if nv=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 2>/dev/null); then
+  mkdir -p /tmp/devgate-icd && echo "$nv" >/tmp/devgate-icd/nvidia.icd
+  cp /etc/OpenCL/vendors/*.icd /tmp/devgate-icd/ 2>/dev/null
+  export OCL_ICD_VENDORS=/tmp/devgate-icd
+fi
+secs() { python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$1"; }
+
+# One line per fact of an evidence record: steps and walls, sweep, compare, decision.
+summary() {
+python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+r1 = lambda x: None if x is None else round(x, 2)
+print(" steps", [(s["name"], s["status"], r1(v(s.get("wall")))) for s in d.get("steps", [])])
+for s in d.get("steps", []):
+    if s.get("error"):
+        print("  %s error: %s" % (s["name"], s["error"][:200]))
+sw = d.get("sweep") or {}
+if sw:
+    print(" sweep stop", json.dumps(sw.get("stopped"))[:200], "knee", (sw.get("knee") or {}).get("batch"),
+          "safe", (sw.get("safe_batch") or {}).get("batch"))
+    for t in (sw.get("trials") or []) + (sw.get("bisect") or []):
+        print("  trial b%-7s %-10s sps %-9s wall %s" % (t.get("batch"), t.get("ended"),
+              round(v(t.get("samples_per_s")) or 0), r1(v(t.get("wall_s")))))
+for r in (d.get("compare") or {}).get("runs", []):
+    ci = r.get("speedup_ci") or {}
+    print(" compare b%s speedup %s (95%% %s-%s) %s" % (r.get("batch"), r1(v(r.get("speedup"))),
+          r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict")))
+dec = d.get("decision") or {}
+print(" decision", dec.get("route"), "|", (dec.get("statement") or "")[:240])
+print(" findings", [(f["id"], f["severity"]) for f in d.get("findings", [])])
+print(" final gate", ((d.get("final_gate") or {}).get("statement") or "")[:200])
+PY
+}
+
+pass_info() {
+  nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)'
+  $DG --version
+  $DG --no-ledger env --json >"$packs/env.json" 2>"$packs/env.err"; echo "env exit $?"
+  python3 - "$packs/env.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d.get("cpu") or {}
+print(" cpu", json.dumps({k: c.get(k) for k in ("model", "cores", "threads", "usable_cores", "peak_gflops", "peak")})[:600])
+PY
+}
+
+pass_tests() {
+  for t in test_cuda test_ops test_gate; do
+    [ -x "$bin/$t" ] || continue
+    s=$(date +%s.%N); timeout 200 "$bin/$t" >"$packs/$t.txt" 2>&1
+    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
+  done
+}
+
+accept_timed() { # name limit args...
+  local name=$1 lim=$2; shift 2
+  local s; s=$(date +%s.%N)
+  timeout "$lim" $DG accept "$@" -o "$packs/$name" >"$packs/$name.txt" 2>"$packs/$name.err"
+  echo "accept $* ($name): exit $? in $(secs "$s") s"
+  if [ -f "$packs/$name/report.json" ]; then summary "$packs/$name/report.json"; else tail -5 "$packs/$name.err"; fi
+}
+
+pass_fixture() {
+  accept_timed quick1 60 --quick --backend cuda
+  accept_timed quick2 60 --quick --backend cuda
+  accept_timed full 150 --backend cuda
+}
+
+pass_cmd() {
+  accept_timed cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
+    --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+}
+
+pass_run() {
+  for mode in leak healthy; do
+    local extra=(); [ $mode = leak ] && extra=(--keep-losses)
+    local s; s=$(date +%s.%N)
+    timeout 120 $DG run --json -o "$packs/run-$mode" -- python3 tests/python/scripts/leaky_train.py \
+      --device cuda --epochs 8 "${extra[@]}" >"$packs/run-$mode.json" 2>"$packs/run-$mode.err"
+    echo "run $mode: exit $? in $(secs "$s") s"
+    [ -s "$packs/run-$mode.json" ] && summary "$packs/run-$mode.json"
+  done
+}
+
+pass_cpugate() { # the 512^3 product's rate, ten runs per setting, with threads and cold/warm
+  local setting
+  for setting in "" OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1 OMP_PROC_BIND=true; do
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+      env $setting $DG --no-ledger gate --backend cpu --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+for b in d.get("backends", []):
+    m = b.get("matmul") or {}
+    r = m.get("rate") or {}
+    print(" cpu gate [%s] %7.1f GFLOP/s threads %s cold %.2f ms warm %.2f ms x%s rate %s" % (
+        sys.argv[1], v(m.get("gflops")) or 0, m.get("threads"), m.get("ms_cold") or -1,
+        m.get("ms_warm") or -1, m.get("warm_reps"), json.dumps(r)[:160]))' "${setting:-default}"
+    done
+  done
+}
+
+pass_ocl() {
+  $DG --no-ledger gate --backend opencl 2>&1 | head -20
+  accept_timed ocl-quick 120 --quick --backend opencl
+}
+
+pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
+  for prec in "" --tf32; do
+    python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
+      --graph $prec --rounds 3 ${BENCH_ARGS:-} --json "$out/bench${prec:+-tf32}.json"
+  done
+}
+
+for p in "$@"; do
+  echo "== $p $(date -u +%H:%M:%S)"
+  "pass_$p" 2>&1 | tee "$out/$p.log"
+done
