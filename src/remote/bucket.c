@@ -4,16 +4,11 @@
  * buckets field by field (remote --like, pool collect). docs/team.md. */
 #include "remote/remote_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "core/proc.h"
 
-extern char **environ;
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 /* Verbs whose options name an input bucket (the training options). */
 static bool bucket_verb(const char *verb)
@@ -70,19 +65,6 @@ static int bucket_probe_words(int argc, const char *const *argv, const char **ou
     return n;
 }
 
-/* The whole of fd (to its end) up to max bytes; NULL when more or no memory. */
-static char *read_all(int fd, size_t max)
-{
-    dg_capbuf b = {.cap = max};
-    while (!dg_capbuf_drain(fd, &b)) {
-    }
-    if (b.truncated || b.nomem) {
-        dg_free(b.data);
-        return NULL;
-    }
-    return b.data ? b.data : dg_strdup("");
-}
-
 int dg_remote_run_self(const char *const *args, char **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -101,41 +83,21 @@ int dg_remote_run_self(const char *const *args, char **out, char *err, size_t er
     for (int i = 0; args[i] && n < DG_REMOTE_MAX_ARGS; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    FILE *ef = tmpfile();
-    int po[2];
-    if (!ef || pipe2(po, O_CLOEXEC) != 0) {
-        if (ef)
-            fclose(ef);
-        return -1;
+    dg_proc_opts o = {.argv = argv,
+                      .out = {.kind = DG_PROC_CAPTURE, .cap = DG_REMOTE_ANSWER_MAX},
+                      .err = {.kind = DG_PROC_CAPTURE}};
+    dg_proc_result r;
+    dg_status st = dg_proc_run(NULL, &o, &r);
+    int rc = !r.started ? -1 : r.exit_code >= 0 ? r.exit_code : 128 + r.sig;
+    dg_remote_last_line(r.err.data, err, errlen);
+    if (st == DG_OK && !r.out.truncated) {
+        *out = r.out.data ? r.out.data : dg_strdup("");
+        r.out.data = NULL;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fileno(ef), 2);
-    pid_t pid;
-    int rc = posix_spawn(&pid, self, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(po[1]);
-    if (rc != 0) {
-        close(po[0]);
-        fclose(ef);
-        return -1;
-    }
-    *out = read_all(po[0], DG_REMOTE_ANSWER_MAX);
-    close(po[0]);
-    int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-    }
-    fflush(ef);
-    rewind(ef);
-    char *etext = read_all(fileno(ef), 1 << 20);
-    fclose(ef);
-    dg_remote_last_line(etext, err, errlen);
-    dg_free(etext);
+    dg_proc_result_free(&r);
     if (!*out)
         *out = dg_strdup("");
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128;
+    return rc;
 }
 
 cJSON *dg_remote_bucket_of(const char *text)

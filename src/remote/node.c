@@ -6,6 +6,8 @@
  * statuses through dg_remote_failure. docs/team.md. */
 #include "remote/node_int.h"
 
+#include "core/proc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -207,25 +209,22 @@ static void run_detached(const char *self, const char *dir, bool work, int argc,
     dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
-    pid_t g = fork();
-    if (g == 0) {
-        const char *args[DG_REMOTE_MAX_ARGS + 6];
-        int k = 0;
-        args[k++] = self;
-        args[k++] = "--no-ledger";
-        args[k++] = "--json";
-        for (int i = 0; i < argc && k < DG_REMOTE_MAX_ARGS; i++)
-            args[k++] = argv[i];
-        args[k] = NULL;
-        execv(self, (char *const *)args);
-        _exit(127);
-    }
-    int ws = 0, code = 127;
-    if (g > 0) {
-        while (waitpid(g, &ws, 0) < 0 && errno == EINTR) {
-        }
-        code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    }
+    const char *args[DG_REMOTE_MAX_ARGS + 6];
+    int k = 0;
+    args[k++] = self;
+    args[k++] = "--no-ledger";
+    args[k++] = "--json";
+    for (int i = 0; i < argc && k < DG_REMOTE_MAX_ARGS; i++)
+        args[k++] = argv[i];
+    args[k] = NULL;
+    dg_proc_opts o = {.argv = args,
+                      .in = {.kind = DG_PROC_INHERIT},
+                      .out = {.kind = DG_PROC_INHERIT},
+                      .err = {.kind = DG_PROC_INHERIT}};
+    dg_proc_result res;
+    dg_proc_run(NULL, &o, &res);
+    int code = !res.started ? 127 : res.exit_code >= 0 ? res.exit_code : 128 + res.sig;
+    dg_proc_result_free(&res);
     int fd = openat(dfd, "exit_status.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
     if (fd >= 0) {
         char line[16];

@@ -4,19 +4,16 @@
  * failures told apart; the session handle and the node check. docs/team.md. */
 #include "remote/remote_int.h"
 
+#include "core/proc.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 /* The most bytes of the node's stderr kept for messages. */
 #define ERR_MAX ((size_t)1 << 20)
@@ -100,50 +97,14 @@ static int ssh_argv(const dg_remote *r, const char *cmd, const char **argv)
     return k;
 }
 
-/* Starts ssh with stdin from in_fd, stdout and stderr into new pipes. */
-static int ssh_spawn(const char *const *argv, int in_fd, pid_t *pid, int *out_fd, int *err_fd)
-{
-    int po[2] = {-1, -1}, pe[2] = {-1, -1};
-    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
-        int e = errno;
-        for (int i = 0; i < 2; i++) {
-            if (po[i] >= 0)
-                close(po[i]);
-            if (pe[i] >= 0)
-                close(pe[i]);
-        }
-        return e;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (in_fd >= 0)
-        posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
-    else
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    int rc = posix_spawnp(pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(po[1]);
-    close(pe[1]);
-    if (rc != 0) {
-        close(po[0]);
-        close(pe[0]);
-        return rc;
-    }
-    *out_fd = po[0];
-    *err_fd = pe[0];
-    return 0;
-}
-
-/* Reads both pipes at once (so neither fills while the other is read) until
- * both close; stdout kept up to the cap (the call is cut past it), stderr
- * kept or streamed. */
-static void ssh_collect(dg_remote *r, pid_t pid, int out_fd, int err_fd, bool stream,
-                        dg_ssh_answer *a)
+/* Reads ssh's stdout and stderr at once (so neither fills while the other is
+ * read) until both close; stdout kept up to the cap (ssh stopped past it),
+ * stderr kept or streamed. */
+static void ssh_collect(dg_remote *r, dg_proc *p, bool stream, dg_ssh_answer *a)
 {
     dg_capbuf bufs[2] = {{.cap = DG_REMOTE_ANSWER_MAX}, {.cap = ERR_MAX}};
-    struct pollfd pf[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+    struct pollfd pf[2] = {{.fd = dg_proc_fd(p, 1), .events = POLLIN},
+                           {.fd = dg_proc_fd(p, 2), .events = POLLIN}};
     int open_fds = 2;
     while (open_fds > 0) {
         if (poll(pf, 2, -1) < 0) {
@@ -156,10 +117,9 @@ static void ssh_collect(dg_remote *r, pid_t pid, int out_fd, int err_fd, bool st
                 continue;
             char chunk[16384];
             ssize_t got = read(pf[i].fd, chunk, sizeof chunk);
-            if (got < 0 && errno == EINTR)
+            if (got < 0 && (errno == EINTR || errno == EAGAIN))
                 continue;
-            if (got <= 0) {
-                close(pf[i].fd);
+            if (got <= 0) { /* the handle closes it */
                 pf[i].fd = -1;
                 open_fds--;
                 continue;
@@ -172,13 +132,10 @@ static void ssh_collect(dg_remote *r, pid_t pid, int out_fd, int err_fd, bool st
                 dg_capbuf_add(&bufs[i], chunk, (size_t)got);
             if (i == 0 && bufs[0].truncated && !a->too_big) {
                 a->too_big = true; /* a hostile or broken node: stop it rather than read on */
-                kill(pid, SIGTERM);
+                dg_proc_kill(p, SIGTERM);
             }
         }
     }
-    for (int i = 0; i < 2; i++)
-        if (pf[i].fd >= 0)
-            close(pf[i].fd);
     a->out = bufs[0].data ? bufs[0].data : dg_strdup("");
     a->err = bufs[1].data ? bufs[1].data : dg_strdup("");
 }
@@ -203,18 +160,24 @@ dg_status dg_remote_ssh(dg_remote *r, const char *const *args, int in_fd, bool s
         return dg_remote_fail(r, DG_REMOTE_USAGE, "remote: out of memory");
     const char *argv[2 * DG_REMOTE_MAX_OPTS + 16];
     ssh_argv(r, cmd, argv);
-    pid_t pid;
-    int out_fd = -1, err_fd = -1;
-    int rc = ssh_spawn(argv, in_fd, &pid, &out_fd, &err_fd);
+    /* leave_strays: a ControlPersist master ssh forks stays for the next call */
+    dg_proc_opts o = {.argv = argv,
+                      .in = in_fd >= 0 ? (dg_proc_io){.kind = DG_PROC_FD, .fd = in_fd}
+                                       : (dg_proc_io){.kind = DG_PROC_NULL},
+                      .out = {.kind = DG_PROC_PIPE},
+                      .err = {.kind = DG_PROC_PIPE},
+                      .leave_strays = true};
+    dg_proc *p = NULL;
+    dg_status st = dg_proc_start(r->ctx, &o, &p);
     dg_string_free(cmd);
-    if (rc != 0)
-        return dg_remote_fail(r, DG_REMOTE_USAGE, "remote: cannot start %s: %s", argv[0],
-                              strerror(rc));
-    ssh_collect(r, pid, out_fd, err_fd, stream, a);
-    int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-    }
-    a->rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 255;
+    if (st != DG_OK)
+        return dg_remote_fail(r, DG_REMOTE_USAGE, "remote: %s", dg_errmsg(r->ctx));
+    ssh_collect(r, p, stream, a);
+    dg_proc_result res;
+    st = dg_proc_wait(r->ctx, p, &res);
+    a->rc = st == DG_OK && res.exit_code >= 0 ? res.exit_code : 255;
+    dg_proc_result_free(&res);
+    dg_proc_free(p);
     if (!a->out || !a->err) {
         dg_ssh_answer_free(a);
         return dg_remote_fail(r, DG_REMOTE_USAGE, "remote: out of memory");
@@ -279,15 +242,10 @@ static void mux_stop(dg_remote *r)
         return;
     const char *ssh = r->cfg.ssh && r->cfg.ssh[0] ? r->cfg.ssh : "ssh";
     const char *argv[] = {ssh, "-o", r->mux_opt, "-O", "exit", "--", r->cfg.host, NULL};
-    pid_t pid;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) == 0)
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-    posix_spawn_file_actions_destroy(&fa);
+    dg_proc_opts o = {.argv = argv, .timeout_s = 30};
+    dg_proc_result res;
+    dg_proc_run(NULL, &o, &res);
+    dg_proc_result_free(&res);
     char sock[128];
     snprintf(sock, sizeof sock, "%s/cm", r->mux_dir);
     unlink(sock);
