@@ -716,6 +716,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     p->host_reads = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS);
     p->host_reads_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_PER_STEP);
     p->host_reads_source = dg_rec_str(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_SOURCE);
+    p->host_reads_library = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_LIBRARY);
     p->source = dg_rec_str(prof, DG_P_PROFILE_SOURCE);
     p->window_steps = dg_rec_num(prof, DG_P_PROFILE_WINDOW_STEPS);
     p->noise = dg_rec_str(prof, DG_P_PROFILE_STEP_STATS_NOISE);
@@ -909,6 +910,16 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
 
     dg_rec_section own = kind_section(out->kind);
     out->device = own == DG_SEC_REC ? dg_rec_str(rec, DG_P_REC_DEVICE) : NULL;
+    if (own == DG_SEC_REC && dg_rec_at(rec, DG_P_REC_SEEDS)) {
+        dg_view_seeds *sd = &out->seeds;
+        sd->present = true;
+        sd->torch = dg_rec_num(rec, DG_P_REC_SEEDS_TORCH);
+        sd->torch_seeded = dg_rec_bool(rec, DG_P_REC_SEEDS_SEEDED_TORCH);
+        sd->loader_workers = dg_rec_num(rec, DG_P_REC_SEEDS_LOADER_WORKERS);
+        sd->loader_shuffle = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_SHUFFLE);
+        sd->loader_worker_init_fn = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_WORKER_INIT_FN);
+        sd->loader_generator = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_GENERATOR);
+    }
     if (own != DG_SEC_REC) {
         out->section[own] = rec; /* a per-verb record is its own section */
         out->listed[own] = true;

@@ -379,7 +379,9 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     /* A step's data_ms is outside its step_ms (docs/events.md): the loop's
      * time is their sum, so the wait's share is data / (data + step) and the
      * throughput is samples over that sum. */
-    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0;
+    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0,
+           lib_reads = 0;
+    size_t with_lib = 0;
     /* The same over the steps after the warm-up (first-step library start-up
      * left out): what a short child run (devgate accept -- CMD) compares. */
     double warm_ms = 0, warm_samples = 0;
@@ -396,6 +398,10 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
         if (isfinite(s->syncs)) {
             reads += s->syncs;
             with_reads++;
+        }
+        if (isfinite(s->syncs_library)) {
+            lib_reads += s->syncs_library;
+            with_lib++;
         }
         if (isfinite(s->device_syncs)) {
             dsyncs += s->device_syncs;
@@ -505,9 +511,12 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     add_num_or_null(sp, "host_reads", with_reads ? reads : NAN);
     add_num_or_null(sp, "host_reads_per_step", with_reads ? reads / (double)with_reads : NAN);
     dg_json_add_str(sp, "host_reads_source",
-                    with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() from a "
-                                 "device and explicit synchronize, counted per step"
+                    with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() of a "
+                                 "device tensor and explicit synchronize, counted per step"
                                : NULL);
+    /* Of them, the reads a library's code made (the calling frame: torch or
+     * site-packages), the rest the program's own. */
+    add_num_or_null(sp, "host_reads_library", with_lib ? lib_reads : NAN);
     device_syncs(sp, c, with_dsyncs, dsyncs);
     cJSON *sc = cJSON_AddObjectToObject(p, "steps");
     cJSON_AddNumberToObject(sc, "stored", (double)c->nsteps);
