@@ -179,7 +179,7 @@ int cmd_run(cli *c, int argc, char **argv)
     forward_sig = 0;
     cli_signals_catch(&sigs, &forward_sig);
     char *json = NULL;
-    dg_status st = dg_run_supervise(c->ctx, &o, &json);
+    dg_status st = dg_run_measured(c->ctx, &o, &json);
     if (!json) {
         cli_signals_release(&sigs);
         if (st == DG_ERR_NOT_FOUND || st == DG_ERR_IO) {

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 const dg_rec_path dg_rec_paths[DG_P_COUNT] = {
 #define DG_RP(id, sec, path, type, unit, flags) {DG_SEC_##sec, path, DG_RT_##type, unit, flags},
@@ -1006,4 +1007,24 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name)
         if (!strcmp(v->thresholds[i].name, name))
             return v->thresholds[i].value;
     return NAN;
+}
+
+cJSON *dg_record_new(const char *kind, int version)
+{
+    cJSON *rec = cJSON_CreateObject();
+    if (rec)
+        dg_record_head(rec, kind, version);
+    return rec;
+}
+
+void dg_record_head(cJSON *rec, const char *kind, int version)
+{
+    cJSON_AddNumberToObject(rec, "v", version);
+    cJSON_AddStringToObject(rec, "kind", kind);
+    char ts[32], host[256] = "";
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(rec, "timestamp", ts);
+    if (gethostname(host, sizeof host) == 0)
+        host[sizeof host - 1] = '\0';
+    cJSON_AddStringToObject(rec, "host", host);
 }

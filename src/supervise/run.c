@@ -7,10 +7,10 @@
  * them so the rules and reports apply unchanged. */
 #include "supervise/supervise.h"
 
+#include "analysis/analysis.h"
 #include "core/record.h"
 #include "env/peak.h"
 #include "measure/measure.h"
-#include "steps/steps.h"
 
 #include <errno.h>
 #include <math.h>
@@ -288,6 +288,7 @@ static cJSON *soak_section(const run *r)
     double batch0 = start_batch(c);
     bool all_emptied = true;
     double *tmp = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *tmp);
+    double *per_epoch = dg_malloc(c->nepochs * sizeof *per_epoch); /* timed steps of each */
     for (size_t i = 0; i < c->nepochs; i++) {
         const dg_ev_epoch *e = &c->epochs[i];
         cJSON *o = cJSON_CreateObject();
@@ -318,6 +319,8 @@ static cJSON *soak_section(const run *r)
                 batch_known = false;
         }
         double med = median_of(tmp, n);
+        if (per_epoch)
+            per_epoch[i] = (double)n;
         cJSON_AddItemToObject(o, "step_ms", metric(med, "ms"));
         cJSON_AddItemToObject(
             o, "samples_per_s",
@@ -333,6 +336,13 @@ static cJSON *soak_section(const run *r)
     cJSON *stats = step_stats(c, &med, false);
     /* Version 2: the analysis beside the epochs, not nested under "soak". */
     cJSON_AddNumberToObject(s, "epochs_planned", (double)c->nepochs);
+    /* The steps an epoch holds (the median over the epochs the probe closed),
+     * as the fixture's soak plans them: the slowing-down rule asks how many
+     * steps its thirds rest on. */
+    double spe = per_epoch ? median_of(per_epoch, c->nepochs) : NAN;
+    dg_free(per_epoch);
+    if (isfinite(spe))
+        cJSON_AddNumberToObject(s, "steps_per_epoch", round(spe));
     cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
     dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
     cJSON *steps = cJSON_AddObjectToObject(s, "steps");

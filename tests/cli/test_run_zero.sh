@@ -67,8 +67,11 @@ run healthy -- "$PY" "$SCRIPT" --mode healthy --epochs 4
 expect_json healthy.json 'd["throughput"]["timed_steps"] == 96 and d["gate"]["backends"][0]["matmul"]["ok"]'
 # Nothing above info about the script; noisy-measurement and contended judge
 # the machine (step-time spread, other processes on a loaded host), not the
-# script, and may warn here.
-expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"] if f["id"] not in ("noisy-measurement", "contended"))'
+# script, and may warn here; so may slowing-down, now that a run record says
+# how many steps its epochs hold, when four epochs give its ratio no interval
+# and a loaded host moves the point.
+python3 -c 'import json, sys; [print("  finding", f["id"], f["severity"], f["title"], file=sys.stderr) for f in json.load(open("healthy.json"))["findings"] if f["severity"] != "info"]'
+expect_json healthy.json 'all(f["severity"] == "info" for f in d["findings"] if f["id"] not in ("noisy-measurement", "contended") and not (f["id"] == "slowing-down" and not d["soak"]["step_trend"]["thirds_ratio_ci"]["lo"]["valid"]))'
 expect_json healthy.json 'not any(f["id"] in ("host-sync", "footprint-growth", "retained-refs", "data-starved") for f in d["findings"])'
 
 # The same script by hand: --probe manual runs it as given (it sends nothing).
