@@ -10,20 +10,8 @@
 
 static int open_ledger(cli *c, dg_ledger **lg)
 {
-    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *path = c->ledger_path ? c->ledger_path : def;
-    if (!path) {
-        cli_error("ledger: cannot tell where the ledger is (set DEVGATE_LEDGER or --ledger)");
-        return EXIT_USAGE;
-    }
-    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, lg);
-    dg_string_free(def);
-    if (st != DG_OK) {
-        cli_error("%s", dg_errmsg(c->ctx));
-        return EXIT_USAGE;
-    }
-    return EXIT_PASS;
+    *lg = cli_ledger_open(c, NULL, CLI_LEDGER_READ, NULL, NULL);
+    return *lg ? EXIT_PASS : EXIT_USAGE;
 }
 
 /* {"value", "unit", "valid"} as the library writes metrics (NAN: not valid). */
@@ -673,8 +661,7 @@ typedef struct ledger_args {
 /* ledger push: the runs the local ledger keeps for the team ledger go up. */
 static int ledger_push(cli *c, const char *from)
 {
-    char *def_team = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *team_path = c->ledger_path ? c->ledger_path : def_team;
+    char *team_path = cli_ledger_path(c);
     char *def_local = from ? NULL : dg_ledger_local_path();
     const char *local_path = from ? from : def_local;
     int rc = EXIT_PASS;
@@ -684,12 +671,10 @@ static int ledger_push(cli *c, const char *from)
         rc = EXIT_USAGE;
     }
     dg_ledger *local = NULL, *team = NULL;
-    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    if (!rc && dg_ledger_open(c->ctx, local_path, t ? atoi(t) : 0, &local) != DG_OK) {
-        cli_error("ledger push: %s", dg_errmsg(c->ctx));
+    if (!rc && !(local = cli_ledger_open(c, local_path, CLI_LEDGER_WRITE, "ledger push", NULL)))
         rc = EXIT_USAGE;
-    }
-    if (!rc && dg_ledger_open(c->ctx, team_path, t ? atoi(t) : 0, &team) != DG_OK) {
+    if (!rc &&
+        !(team = cli_ledger_open(c, team_path, CLI_LEDGER_WRITE | CLI_LEDGER_QUIET, NULL, NULL))) {
         cli_error("ledger push: %s; the runs stay waiting in %s", dg_errmsg(c->ctx),
                   dg_ledger_name(local));
         rc = EXIT_USAGE;
@@ -727,7 +712,7 @@ static int ledger_push(cli *c, const char *from)
     }
     dg_ledger_close(local);
     dg_ledger_close(team);
-    dg_string_free(def_team);
+    free(team_path);
     dg_string_free(def_local);
     return rc;
 }

@@ -137,26 +137,65 @@ const char *cli_save_unrecorded(const char *verb, const char *json)
     return ok ? path : NULL;
 }
 
+char *cli_ledger_path(const cli *c)
+{
+    if (c->ledger_path)
+        return strdup(c->ledger_path);
+    char *def = dg_ledger_default_path();
+    char *p = def ? strdup(def) : NULL;
+    dg_string_free(def);
+    return p;
+}
+
+dg_ledger *cli_ledger_open(cli *c, const char *path, int mode, const char *what, dg_status *st)
+{
+    dg_status local;
+    if (!st)
+        st = &local;
+    char *def = path ? NULL : cli_ledger_path(c);
+    const char *p = path ? path : def;
+    bool quiet = mode & CLI_LEDGER_QUIET;
+    mode &= ~CLI_LEDGER_QUIET;
+    if (!p) {
+        *st = DG_ERR_USAGE;
+        if (!quiet)
+            cli_error("%s: cannot tell where the ledger %s (set DEVGATE_LEDGER or --ledger)",
+                      what ? what : "ledger", mode == CLI_LEDGER_RECORD ? "goes" : "is");
+        return NULL;
+    }
+    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    int timeout_ms = t ? atoi(t) : 0;
+    dg_ledger *lg = NULL;
+    if (mode == CLI_LEDGER_RECORD)
+        *st = dg_ledger_open_record(c->ctx, p, timeout_ms, &lg);
+    else if (mode == CLI_LEDGER_WRITE)
+        *st = dg_ledger_open(c->ctx, p, timeout_ms, &lg);
+    else
+        *st = dg_ledger_open_readonly(c->ctx, p, timeout_ms, &lg);
+    free(def);
+    if (*st != DG_OK && !quiet) {
+        if (what)
+            cli_error("%s: %s", what, dg_errmsg(c->ctx));
+        else
+            cli_error("%s", dg_errmsg(c->ctx));
+    }
+    return *st == DG_OK ? lg : NULL;
+}
+
 int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id)
 {
     if (run_id)
         *run_id = NULL;
     if (c->no_ledger)
         return exit_status;
-    char *def = NULL;
-    const char *path = c->ledger_path;
-    if (!path) {
-        def = dg_ledger_default_path();
-        path = def;
-    }
+    char *path = cli_ledger_path(c);
     if (!path) {
         cli_error("ledger: cannot tell where the ledger goes (set DEVGATE_LEDGER or --ledger)");
         return EXIT_USAGE;
     }
-    dg_ledger *lg = NULL;
-    const char *timeout_env = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    int timeout_ms = timeout_env ? atoi(timeout_env) : 0;
-    dg_status st = dg_ledger_open_record(c->ctx, path, timeout_ms, &lg);
+    dg_status st;
+    dg_ledger *lg = cli_ledger_open(c, path, CLI_LEDGER_RECORD | CLI_LEDGER_QUIET, NULL, &st);
+    free(path);
     if (st == DG_OK)
         st = dg_ledger_record(c->ctx, lg, verb, exit_status, json, run_id);
     dg_ledger_close(lg);
@@ -170,10 +209,8 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
                       strerror(errno));
         if (!saved)
             fprintf(stderr, "%s\n", json);
-        dg_string_free(def);
         return EXIT_USAGE;
     }
-    dg_string_free(def);
     return exit_status;
 }
 
