@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <float.h>
+#include <signal.h>
 #include <stdio.h>
 
 /* Exit statuses (docs/cli.md). */
@@ -94,6 +95,19 @@ bool cli_write_file(const char *path, const char *text);
 /* Writes the record to ./devgate-unrecorded-VERB-TIME-PID.json; returns the
  * path written (a static buffer) or NULL. */
 const char *cli_save_unrecorded(const char *verb, const char *json);
+/* INT, TERM and HUP caught for a measuring verb (cli_signal.c): the first sets
+ * *flag to its number; later ones are ignored. Release restores the old
+ * dispositions when none was caught, else ignores them until the exit;
+ * releasing twice is harmless. */
+typedef struct cli_signals {
+    struct sigaction old[3];
+    bool armed;
+} cli_signals;
+void cli_signals_catch(cli_signals *s, volatile sig_atomic_t *flag);
+void cli_signals_release(cli_signals *s);
+/* Whether a verb has them caught now. */
+bool cli_signals_armed(void);
+
 /* Runs the rules and the decision on the record, applies the final gate, writes
  * the evidence pack (out_dir or ./devgate-report/RUN_ID/), records the ledger
  * entry and prints the summary (or the JSON); returns the exit status. */

@@ -9,15 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The first INT, TERM or HUP asks the steps to stop and keep what they have
+ * (cli_signal.c); the partial pack and ledger entry are written either way. */
 static volatile sig_atomic_t cancel_flag;
-
-/* The first Ctrl-C asks the steps to stop and keep what they have; a second
- * one ends devgate at once (the default action, re-armed here). */
-static void on_signal(int sig)
-{
-    cancel_flag = sig;
-    signal(sig, SIG_DFL);
-}
 
 /* ---- progress on stderr (a TTY only) ----------------------------------------- */
 
@@ -327,10 +321,8 @@ int cmd_accept(cli *c, int argc, char **argv)
     o.progress_user = &p;
     cancel_flag = 0;
     o.train.cancel = &cancel_flag;
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    cli_signals sigs;
+    cli_signals_catch(&sigs, &cancel_flag);
 
     char *json = NULL;
     dg_status st;
@@ -374,8 +366,9 @@ int cmd_accept(cli *c, int argc, char **argv)
     dg_string_free(json);
     if (!out_dir)
         unlink(trace); /* left over only when the pack could not take it */
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_signals_release(&sigs);
+    if (cancel_flag)
+        rc = EXIT_INTERRUPTED; /* the first signal decides, however late */
 out:
     free(trace);
     free(tdir);

@@ -221,13 +221,14 @@ int cli_evidence_finish(cli *c, const char *verb, char *record_json, const char 
                         const char *out_dir, int exit_status)
 {
     /* Judging, the ledger entry and the pack are not cut short by a late
-     * Ctrl-C or SIGTERM (the measurements are done; losing them helps no one). */
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_term;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGTERM, &ign, &old_term);
+     * Ctrl-C, TERM or hang-up (the measurements are done; losing them helps
+     * no one): run and accept keep their signals caught (cli_signals_catch)
+     * until this returns; for any other caller they are held here. */
+    cli_signals held = {.armed = false};
+    volatile sig_atomic_t late = 0;
+    if (!cli_signals_armed())
+        cli_signals_catch(&held, &late);
     int rc = evidence_finish(c, verb, record_json, thresholds, out_dir, exit_status);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_signals_release(&held);
     return rc;
 }

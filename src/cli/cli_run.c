@@ -10,13 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Set by the handler, read (and forwarded) by the library's loop. */
+/* Set by the first INT, TERM or HUP; read (and forwarded) by the library's loop. */
 static volatile sig_atomic_t forward_sig;
-
-static void on_signal(int sig)
-{
-    forward_sig = sig;
-}
 
 /* "90", "90s", "1.5m", "2h" into seconds; false for anything else or <= 0. */
 static bool parse_duration(const char *s, double *out)
@@ -172,17 +167,15 @@ int cmd_run(cli *c, int argc, char **argv)
                   "(set DEVGATE_PROBE_PATH); running with --probe manual");
     o.stdout_to_stderr = c->json;
 
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    /* Caught until the record is kept: a hang-up or a late TERM ends the
+     * program's tree (forwarded, then killed after the grace), not devgate. */
+    cli_signals sigs;
+    forward_sig = 0;
+    cli_signals_catch(&sigs, &forward_sig);
     char *json = NULL;
     dg_status st = dg_run_supervise(c->ctx, &o, &json);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (!json) {
+        cli_signals_release(&sigs);
         if (st == DG_ERR_NOT_FOUND || st == DG_ERR_IO) {
             cli_error("%s", dg_errmsg(c->ctx));
             return st == DG_ERR_NOT_FOUND ? EXIT_RUN_NOTFOUND : EXIT_RUN_NOEXEC;
@@ -209,6 +202,7 @@ int cmd_run(cli *c, int argc, char **argv)
     }
     cJSON_Delete(rec);
     rc = cli_evidence_finish(c, "run", json, toff ? thresholds : NULL, out_dir, rc);
+    cli_signals_release(&sigs);
     dg_string_free(json);
-    return rc;
+    return forward_sig ? EXIT_INTERRUPTED : rc;
 }
