@@ -490,6 +490,19 @@ dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char *
  * *json; id is the run id or a unique prefix of it. DG_ERR_NOT_FOUND when none
  * matches, DG_ERR_USAGE when the prefix matches several. */
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
+/* What differs between runs a and b (ids or unique prefixes) of lg, field by
+ * field in four groups (run verb, spec through the spec codec, environment,
+ * input bucket), into *json (dg_string_free): {"runs": [{id, verb, spec,
+ * spec_decoded, env, bucket, samples_per_s, step_ms, batch, verdict}] x2,
+ * "rows": [{name, group, whole_group, a, b, kind}] for every row not the same
+ * (kind "differs", "one_side": an environment fact one run lacks, "ignored":
+ * free text such as a label, or a data path under the same bucket id),
+ * "differs", "recorded_by_one", "ignored" (row names), "same_counts",
+ * "same_bucket", "comparable" (same verb, spec and bucket; the environment
+ * never refuses), "not_comparable", "environment_differs", "ratio" (B/A
+ * samples/s), "speedup" (the ratio when comparable)}. Statuses as
+ * dg_ledger_show. */
+dg_status dg_ledger_diff(dg_ctx *ctx, dg_ledger *lg, const char *a, const char *b, char **json);
 
 /* ---- remote nodes (docs/team.md) ---------------------------------------- */
 

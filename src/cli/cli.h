@@ -119,6 +119,9 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
  * anything else. */
 #define ABOVE_ZERO DBL_TRUE_MIN
 bool cli_parse_double(const char *s, double lo, double hi, double *out);
+/* Prints JSON text to stdout as machine output, DEL, C1 controls and bidi
+ * marks inside its strings written as \\u escapes (still the same JSON). */
+void cli_put_json(const char *text);
 /* Prints a record as indented JSON, with its ledger run id when there is one. */
 void cli_print_json(cJSON *rec, const char *run_id);
 

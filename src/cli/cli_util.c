@@ -297,14 +297,49 @@ bool cli_parse_double(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+/* The code point of a UTF-8 sequence of n (2 or 3) bytes at p. */
+static unsigned utf8_cp(const unsigned char *p, size_t n)
+{
+    return n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
+                  : (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu);
+}
+
+/* True for what a terminal acts on though JSON keeps it raw: DEL, the C1
+ * controls and the bidirectional marks, embeddings, overrides and isolates. */
+static bool json_unsafe(unsigned cp)
+{
+    return cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
+           cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void cli_put_json(const char *text)
+{
+    cli_term_machine_output();
+    if (!text)
+        return;
+    /* They can only sit inside strings (JSON's own syntax is ASCII), where
+     * \uXXXX stands for the same character. */
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : 1;
+        for (size_t k = 1; k < n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                n = 1;
+        unsigned cp = n == 1 ? *p : utf8_cp(p, n);
+        if ((n > 1 || cp == 0x7f) && json_unsafe(cp))
+            printf("\\u%04x", cp);
+        else
+            fwrite(p, 1, n, stdout);
+        p += n;
+    }
+    putchar('\n');
+}
+
 void cli_print_json(cJSON *rec, const char *run_id)
 {
     if (run_id)
         cJSON_AddStringToObject(rec, "run_id", run_id);
     char *out = cJSON_Print(rec);
-    cli_term_machine_output();
-    if (out)
-        puts(out);
+    cli_put_json(out);
     cJSON_free(out);
 }
 

@@ -1,6 +1,7 @@
 /* What the ledger's two stores share: the handle, one run's column values,
- * and the PostgreSQL store's entry points (ledger_pg.c). The SQLite store and
- * the store-independent logic live in ledger.c. docs/schema/ledger.md. */
+ * the entry helpers (ledger_entry.c, which calls neither store) and the
+ * PostgreSQL store's entry points (ledger_pg.c). The SQLite store and the
+ * store-independent logic live in ledger.c. docs/schema/ledger.md. */
 #ifndef DG_LEDGER_INT_H
 #define DG_LEDGER_INT_H
 
@@ -48,6 +49,10 @@ void lg_draw_id(lg_fields *f);
 /* The list entry of one row given as text (NULL: SQL NULL); NULL when out of
  * memory. */
 cJSON *lg_entry(const char *const v[LG_NCOLS]);
+/* Adds the summary members of a listed run (backend, model, batch, throughput,
+ * verdict, spec_id, bucket_id, label, command) read from its record rec (may
+ * be NULL: all not reported) to e; false when out of memory. */
+bool lg_add_summary(cJSON *e, const cJSON *rec, const char *verb);
 
 /* True when this build can reach PostgreSQL (libpq linked). */
 bool lg_pg_built(void);

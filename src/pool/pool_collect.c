@@ -119,8 +119,8 @@ static cJSON *merge_task(pool_job *j, int t, const cJSON *sl)
         detail = "Slurm no longer knows the job and the task left no folder";
     }
     cJSON_AddStringToObject(o, "state", state);
-    dg_pool_str_or_null(o, "slurm_state", sstate);
-    dg_pool_str_or_null(o, "detail", detail);
+    dg_json_add_str(o, "slurm_state", sstate);
+    dg_json_add_str(o, "detail", detail);
     /* exit: Slurm's once it ended, else the folder's */
     const cJSON *sx = sl ? cJSON_GetObjectItem(sl, "exit_code") : NULL;
     const cJSON *ss = sl ? cJSON_GetObjectItem(sl, "signal") : NULL;
@@ -134,9 +134,9 @@ static cJSON *merge_task(pool_job *j, int t, const cJSON *sl)
     const char *node = sl ? jstr(sl, "node", NULL) : NULL;
     if (!node && tj)
         node = jstr(tj, "node", NULL);
-    dg_pool_str_or_null(o, "node", node);
-    dg_pool_str_or_null(o, "host", tj ? jstr(tj, "host", NULL) : NULL);
-    dg_pool_str_or_null(o, "slurm_job_id", sl ? jstr(sl, "job_id", NULL) : NULL);
+    dg_json_add_str(o, "node", node);
+    dg_json_add_str(o, "host", tj ? jstr(tj, "host", NULL) : NULL);
+    dg_json_add_str(o, "slurm_job_id", sl ? jstr(sl, "job_id", NULL) : NULL);
     cJSON_Delete(tj);
     cJSON_Delete(ej);
     if (strcmp(state, "pending") == 0 || strcmp(state, "running") == 0)
@@ -245,7 +245,7 @@ static dg_status give_json(dg_ctx *ctx, cJSON *o, char **json)
 
 static void add_manifest_words(cJSON *o, const cJSON *manifest)
 {
-    dg_pool_str_or_null(o, "verb", jstr(manifest, "verb", NULL));
+    dg_json_add_str(o, "verb", jstr(manifest, "verb", NULL));
     const cJSON *av = cJSON_GetObjectItem(manifest, "argv");
     cJSON_AddItemToObject(o, "argv",
                           cJSON_IsArray(av) ? cJSON_Duplicate(av, true) : cJSON_CreateArray());
@@ -386,8 +386,8 @@ static dg_status ensure_recorded(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, 
     cJSON *pool = cJSON_AddObjectToObject(copy, "pool");
     cJSON_AddStringToObject(pool, "job", j->job);
     cJSON_AddNumberToObject(pool, "task", task);
-    dg_pool_str_or_null(pool, "node", jstr(t, "node", NULL));
-    dg_pool_str_or_null(pool, "task_run_id", own);
+    dg_json_add_str(pool, "node", jstr(t, "node", NULL));
+    dg_json_add_str(pool, "task_run_id", own);
     char *text = cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
     const char *verb = jstr(j->manifest, "verb", "pool");
@@ -424,7 +424,7 @@ static void row_from_record(cJSON *row, const cJSON *rec)
     const char *backend = dec ? jstr(dec, "backend", NULL) : NULL;
     if (!backend && spec)
         backend = jstr(spec, "backend", NULL);
-    dg_pool_str_or_null(row, "backend", backend);
+    dg_json_add_str(row, "backend", backend);
     const cJSON *b = fg ? cJSON_GetObjectItem(fg, "batch") : NULL;
     if (!cJSON_IsNumber(b) && spec)
         b = cJSON_GetObjectItem(spec, "batch");
@@ -445,14 +445,14 @@ static void row_from_record(cJSON *row, const cJSON *rec)
         verdict = cJSON_IsTrue(cJSON_GetObjectItem(fg, "accepted"))    ? "accepted"
                   : cJSON_IsTrue(cJSON_GetObjectItem(fg, "screening")) ? "screening"
                                                                        : "not accepted";
-    dg_pool_str_or_null(row, "verdict", verdict);
+    dg_json_add_str(row, "verdict", verdict);
     const char *route = fg ? jstr(fg, "route", NULL) : NULL;
     if (!route && dec)
         route = jstr(dec, "route", NULL);
-    dg_pool_str_or_null(row, "route", route);
-    dg_pool_str_or_null(row, "record_host", jstr(rec, "host", NULL));
+    dg_json_add_str(row, "route", route);
+    dg_json_add_str(row, "record_host", jstr(rec, "host", NULL));
     const cJSON *bk = obj(rec, "bucket");
-    dg_pool_str_or_null(row, "bucket_id", bk ? jstr(bk, "id", NULL) : NULL);
+    dg_json_add_str(row, "bucket_id", bk ? jstr(bk, "id", NULL) : NULL);
 }
 
 /* Which fields of input bucket b differ from a ("" when none): the same id
@@ -516,7 +516,7 @@ static void collect_task(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, const cJ
             cJSON_AddItemToArray(c->errors, cJSON_CreateString(m));
         }
         c->added += was_added;
-        dg_pool_str_or_null(row, "run_id", id);
+        dg_json_add_str(row, "run_id", id);
         dg_free(id);
         const cJSON *bk = obj(rec, "bucket");
         char differs[256] = "";
@@ -539,7 +539,7 @@ static void collect_task(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, const cJ
         char *log = ended && td >= 0 ? dg_pool_read_at(td, "task.log", POOL_LOG_MAX, NULL) : NULL;
         char line[256];
         if (log && log[0])
-            dg_pool_str_or_null(row, "last_log_line", dg_pool_last_line(log, line, sizeof line));
+            dg_json_add_str(row, "last_log_line", dg_pool_last_line(log, line, sizeof line));
         dg_free(log);
     }
     if (td >= 0)

@@ -243,11 +243,3 @@ char *dg_pool_root(dg_ctx *ctx, const char *given, bool create, const char *what
     char cwd[PATH_MAX];
     return getcwd(cwd, sizeof cwd) ? dg_asprintf("%s/%s", cwd, d) : NULL;
 }
-
-void dg_pool_str_or_null(cJSON *o, const char *k, const char *v)
-{
-    if (v)
-        dg_json_add_str(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}

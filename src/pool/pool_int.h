@@ -32,8 +32,6 @@ cJSON *dg_pool_json_at(int dfd, const char *name, size_t max);
 int dg_pool_write_new_at(int dfd, const char *name, const char *text);
 /* UTC now as ISO 8601 into buf (>= 21 bytes). */
 void dg_pool_now(char *buf, size_t len);
-/* o[k] = v (cleaned to UTF-8), or null when v is NULL. */
-void dg_pool_str_or_null(cJSON *o, const char *k, const char *v);
 /* The last non-empty line of s into buf (cleaned for a terminal); buf. */
 const char *dg_pool_last_line(const char *s, char *buf, size_t len);
 /* Runs one of Slurm's tools (no shell, stdin /dev/null, both outputs

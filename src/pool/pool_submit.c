@@ -143,8 +143,8 @@ static cJSON *manifest_of(const dg_pool_submit_opts *o, const char *job, const i
         cJSON_AddItemToArray(av, cJSON_CreateString(o->argv[i]));
     dg_json_add_str(m, "verb", o->argv[0]);
     dg_json_add_str(m, "ledger", ledger);
-    dg_pool_str_or_null(m, "partition", o->partition);
-    dg_pool_str_or_null(m, "time_limit", o->time_limit);
+    dg_json_add_str(m, "partition", o->partition);
+    dg_json_add_str(m, "time_limit", o->time_limit);
     char ts[32];
     dg_pool_now(ts, sizeof ts);
     cJSON_AddStringToObject(m, "submitted", ts);
