@@ -55,6 +55,18 @@ void dg_ctx_free(dg_ctx *ctx);
 const char *dg_errmsg(const dg_ctx *ctx);
 /* Routes the library's diagnostics to fn (default: dropped). */
 void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user);
+/* Whether the environment proof keeps other processes' arguments (masked;
+ * default false: only the program, pid, user, CPU and memory). */
+void dg_set_env_cmdlines(dg_ctx *ctx, bool keep);
+/* Masks credentials in a command line or URI in place, never lengthening it:
+ * the password of scheme://user:PASSWORD@host; the value of password=,
+ * PGPASSWORD=, of a credential flag (--token, --api-key, --password, ... with
+ * = or as the next word) and of a credential variable (NAME_SECRET=,
+ * ..._TOKEN=, ..._API_KEY=, ...); and words shaped like a known token (sk-...,
+ * ghp_..., AKIA...). Returns how many it masked. */
+int dg_redact_secrets(char *s);
+/* Whether s (NULL: false) holds a credential dg_redact_secrets would mask. */
+bool dg_has_secret(const char *s);
 /* Frees a string returned by the library; accepts NULL. */
 void dg_string_free(char *s);
 
@@ -88,7 +100,7 @@ const char *dg_build_backends(void);
 
 typedef struct dg_env_opts {
     const char *python;      /* interpreter to inspect, or NULL */
-    double python_timeout_s; /* limit for running it (<= 0: 20 s) */
+    double python_timeout_s; /* limit for running it (<= 0: 60 s) */
     const char *cwd;         /* directory whose git state is recorded, or NULL for "." */
 } dg_env_opts;
 

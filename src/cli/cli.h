@@ -27,6 +27,7 @@ typedef struct cli {
     bool no_ledger;
     bool json;
     bool quiet;
+    bool env_cmdlines; /* --env-cmdlines */
     const char *prog;
 } cli;
 

@@ -193,7 +193,7 @@ static void print_env(const cJSON *r)
 static const cli_opt env_opts[] = {
     {CLI_STR, "--python", NULL, "PATH", "none", NULL, "a Python interpreter to inspect",
      offsetof(dg_env_opts, python), 0, 0, NULL, NULL, NULL},
-    {CLI_DOUBLE, "--python-timeout", NULL, "S", "20", "s", "limit for running it",
+    {CLI_DOUBLE, "--python-timeout", NULL, "S", "60", "s", "limit for running it",
      offsetof(dg_env_opts, python_timeout_s), ABOVE_ZERO, 3600, NULL, NULL, NULL},
     CLI_OPTS_END,
 };

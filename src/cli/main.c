@@ -29,8 +29,28 @@ static void log_to_stderr(dg_log_level level, const char *msg, void *user)
         fprintf(stderr, "devgate: %s\n", msg);
 }
 
+/* devgate's own command line, as `ps` shows it to everyone, with credentials
+ * masked in place (a team ledger URI's password, a --token): the verbs use
+ * private copies of the words that held one. */
+static void mask_own_argv(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!dg_has_secret(argv[i]))
+            continue;
+        char *copy = strdup(argv[i]);
+        if (!copy)
+            continue;
+        size_t n0 = strlen(argv[i]);
+        dg_redact_secrets(argv[i]);
+        size_t n1 = strlen(argv[i]);
+        memset(argv[i] + n1, 0, n0 - n1); /* no tail of the secret after the new end */
+        argv[i] = copy;                   /* kept until the process ends */
+    }
+}
+
 int main(int argc, char **argv)
 {
+    mask_own_argv(argc, argv);
     cli c = {.prog = argv[0]};
     cli_term_init();
     int i = 1;
@@ -85,6 +105,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     dg_set_log(c.ctx, log_to_stderr, &c);
+    dg_set_env_cmdlines(c.ctx, c.env_cmdlines); /* given before the verb */
     int rc = v->run(&c, argc - i, argv + i);
     dg_ctx_free(c.ctx);
     return rc;

@@ -17,6 +17,10 @@ const cli_opt cli_common_opts[] = {
      offsetof(cli, ledger_path), 0, 0, NULL, NULL, NULL},
     {CLI_FLAG, "--no-ledger", NULL, NULL, NULL, NULL, "record nothing", offsetof(cli, no_ledger), 0,
      0, NULL, NULL, NULL},
+    {CLI_FLAG, "--env-cmdlines", NULL, NULL, NULL, NULL,
+     "keep other processes' arguments in the environment proof (credentials masked); "
+     "default: the program name only",
+     offsetof(cli, env_cmdlines), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 
@@ -224,6 +228,15 @@ int cli_parse_one(cli *c, const cli_verb *v, int argc, char **argv, int *i, void
     return CLI_PARSED;
 }
 
+/* The common options that are library settings reach the context once the
+ * verb's words are read. */
+static int parsed(cli *c)
+{
+    if (c && c->ctx)
+        dg_set_env_cmdlines(c->ctx, c->env_cmdlines);
+    return CLI_PARSED;
+}
+
 int cli_parse(cli *c, const cli_verb *v, int argc, char **argv, void *const bases[], cli_args *a)
 {
     if (a) {
@@ -237,13 +250,13 @@ int cli_parse(cli *c, const cli_verb *v, int argc, char **argv, void *const base
         if (strcmp(arg, "--") == 0 && a && a->max < 0) {
             a->rest = argv + i + 1;
             a->nrest = argc - i - 1;
-            return CLI_PARSED;
+            return parsed(c);
         }
         if (arg[0] != '-' || !arg[1]) {
             if (a && a->max < 0) { /* the command starts here */
                 a->rest = argv + i;
                 a->nrest = argc - i;
-                return CLI_PARSED;
+                return parsed(c);
             }
             if (!a || a->npos >= a->max) {
                 cli_error("%s: unexpected argument '%s' (devgate %s --help)", v->name, arg,
@@ -259,7 +272,7 @@ int cli_parse(cli *c, const cli_verb *v, int argc, char **argv, void *const base
         if (a)
             a->seen[t]++;
     }
-    return CLI_PARSED;
+    return parsed(c);
 }
 
 int cli_parse_exit(int r)

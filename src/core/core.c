@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,21 @@ void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user)
 {
     ctx->log_fn = fn;
     ctx->log_user = user;
+}
+
+bool dg_has_secret(const char *s)
+{
+    if (!s)
+        return false;
+    char *copy = dg_strdup(s);
+    bool has = copy && dg_redact_secrets(copy) > 0;
+    dg_free(copy);
+    return has;
+}
+
+void dg_set_env_cmdlines(dg_ctx *ctx, bool keep)
+{
+    ctx->env_cmdlines = keep;
 }
 
 void dg_string_free(char *s)
@@ -286,6 +302,99 @@ static bool secret_end(char c)
     return c == '\0' || c == ' ' || c == '&' || c == ';' || c == '\'' || c == '"';
 }
 
+/* Whether NAME (an environment variable's, upper case, digits and '_') names
+ * a credential: AWS_SECRET_ACCESS_KEY, HF_TOKEN, OPENAI_API_KEY, DB_PASSWD. */
+static bool secret_var(const char *name, size_t n)
+{
+    if (n == 0 || n > 128)
+        return false;
+    char up[129];
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+            return false;
+        up[i] = c;
+    }
+    up[n] = '\0';
+    static const char *const words[] = {"SECRET",     "TOKEN",       "PASSWORD",
+                                        "PASSWD",     "API_KEY",     "APIKEY",
+                                        "ACCESS_KEY", "PRIVATE_KEY", "CREDENTIAL"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strstr(up, words[i]))
+            return true;
+    return false;
+}
+
+/* Whether the word w[0..n) has the shape of a well-known token: OpenAI's
+ * sk-..., GitHub's ghp_/github_pat_, Slack's xox?-, Hugging Face's hf_, an
+ * AWS access key id (AKIA + 16). */
+static bool token_shaped(const char *w, size_t n)
+{
+    static const struct {
+        const char *prefix;
+        size_t min;
+    } shapes[] = {{"sk-", 20},   {"ghp_", 20},  {"github_pat_", 20}, {"xoxb-", 15},
+                  {"xoxp-", 15}, {"xoxa-", 15}, {"hf_", 20},         {"AKIA", 20}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t pn = strlen(shapes[i].prefix);
+        if (n >= shapes[i].min && strncmp(w, shapes[i].prefix, pn) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether w[0..n) is a flag whose value is a credential (--token, --api-key). */
+static size_t secret_flag(const char *w, size_t n)
+{
+    static const char *const flags[] = {
+        "--token",        "--api-key",    "--apikey",   "--secret",     "--password",   "--passwd",
+        "--access-token", "--auth-token", "--hf-token", "--secret-key", "--private-key"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        size_t fn = strlen(flags[i]);
+        if (n >= fn && strncasecmp(w, flags[i], fn) == 0 && (n == fn || w[fn] == '='))
+            return fn;
+    }
+    return 0;
+}
+
+/* The word-level forms: `--token VALUE` and `--token=VALUE`, `NAME_SECRET=VALUE`,
+ * and bare words shaped like a known token. Returns how many it masked. */
+static int redact_words(char *s)
+{
+    int masked = 0;
+    bool next_is_secret = false;
+    for (char *w = s; *w;) {
+        while (*w == ' ')
+            w++;
+        size_t n = 0;
+        while (w[n] && w[n] != ' ')
+            n++;
+        if (n == 0)
+            break;
+        const char *eq = memchr(w, '=', n);
+        size_t fn = secret_flag(w, n);
+        char *v = NULL;
+        size_t vn = 0;
+        if (next_is_secret) {
+            v = w, vn = n;
+        } else if (fn && fn < n) {
+            v = w + fn + 1, vn = n - fn - 1;
+        } else if (eq && secret_var(w, (size_t)(eq - w))) {
+            v = (char *)eq + 1, vn = n - (size_t)(eq - w) - 1;
+        } else if (token_shaped(w, n)) {
+            v = w, vn = n;
+        }
+        next_is_secret = fn == n;
+        if (v && vn > 0 && strncmp(v, "***", vn < 3 ? vn : 3) != 0) {
+            mask_span(v, vn);
+            masked++;
+            n = (size_t)(v - w) + (vn < 3 ? vn : 3);
+        }
+        w += n;
+    }
+    return masked;
+}
+
 int dg_redact_secrets(char *s)
 {
     if (!s)
@@ -324,7 +433,7 @@ int dg_redact_secrets(char *s)
             p = v;
         }
     }
-    return masked;
+    return masked + redact_words(s);
 }
 
 bool dg_proc_kb(const char *text, const char *key, double *bytes)

@@ -15,6 +15,7 @@ struct dg_ctx {
     char errmsg[DG_ERRMSG_MAX];
     dg_log_fn log_fn;
     void *log_user;
+    bool env_cmdlines; /* dg_set_env_cmdlines */
 };
 
 #if defined(__GNUC__)
@@ -90,10 +91,6 @@ bool dg_proc_self_rss(double *bytes);
  * break terminals or records. Records that keep the text as it was use
  * dg_utf8_clean (json.h) instead. */
 void dg_copy_clean(char *dst, size_t n, const char *src);
-/* Masks credentials in a command line or URI in place, never lengthening it:
- * the password of scheme://user:PASSWORD@host and the value of password=,
- * PGPASSWORD= and --password= become asterisks. Returns how many it masked. */
-int dg_redact_secrets(char *s);
 
 /* Sets a spawn's attributes for a child of its own: a new process group (so
  * the terminal's Ctrl-C and group kills reach only what is meant), an empty

@@ -25,7 +25,7 @@
 #define SCAN_DEPTH_MAX 12
 #define SCAN_FILES_MAX 200000
 #define MIXED_MAX 200
-#define DEFAULT_TIMEOUT_S 20.0
+#define DEFAULT_TIMEOUT_S 60.0 /* importing torch on a busy 2-core machine can take 20 s */
 
 /* Runs inside the interpreter. It moves its own stdout onto stderr first so
  * that anything torch or a site hook prints cannot corrupt the answer, then

@@ -72,7 +72,7 @@ bool dg_si_has_word(const char *list, const char *word)
 
 cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
 {
-    sb b = {false};
+    sb b = {.cmdlines = ctx && ctx->env_cmdlines};
     cJSON *root = cJSON_CreateObject();
     if (!root) {
         dg_fail(ctx, DG_ERR_NOMEM, "out of memory collecting host facts");

@@ -13,6 +13,7 @@
 
 typedef struct sb {
     bool oom;
+    bool cmdlines; /* other processes' arguments kept (dg_set_env_cmdlines) */
 } sb;
 
 /* Adds item under key (deleting it if that fails); returns it or NULL. */

@@ -137,8 +137,10 @@ static void sleep_ms(int ms)
         ts = rem;
 }
 
-/* The first CMDLINE_MAX characters of a process's command line, cleaned. */
-static bool proc_cmdline(int pid, char *dst, size_t n)
+/* The first CMDLINE_MAX characters of a process's command line, cleaned and
+ * with credentials masked; only the program (argv[0]) unless full, with the
+ * count of the arguments left out in *hidden. */
+static bool proc_cmdline(int pid, bool full, char *dst, size_t n, int *hidden)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
@@ -146,9 +148,20 @@ static bool proc_cmdline(int pid, char *dst, size_t n)
     char *raw = dg_read_file(path, 4096, &len);
     if (!raw)
         return false;
+    /* Other people's arguments hold their secrets: the program alone unless
+     * asked (--env-cmdlines). */
+    *hidden = 0;
+    size_t args = 0;
+    for (size_t i = 0; i < len; i++)
+        args += raw[i] == '\0' && i + 1 < len;
+    if (!full && len > 0) {
+        len = strnlen(raw, len);
+        *hidden = (int)args;
+    }
     for (size_t i = 0; i < len; i++)
         if (raw[i] == '\0')
             raw[i] = ' ';
+    raw[len] = '\0';
     /* dst (CMDLINE_MAX + 1 bytes) cuts the text at a UTF-8 boundary. */
     char *cmd = dg_trim(raw);
     /* Another user's `psql postgresql://u:PW@db` must not reach a record. */
@@ -202,7 +215,10 @@ static cJSON *proc_entry(sb *b, const psamp *p)
     }
     put_str(b, o, "user", user[0] ? user : NULL);
     char cmd[CMDLINE_MAX + 1];
-    put_str(b, o, "cmdline", proc_cmdline(p->pid, cmd, sizeof cmd) ? cmd : NULL);
+    int hidden = 0;
+    bool have = proc_cmdline(p->pid, b->cmdlines, cmd, sizeof cmd, &hidden);
+    put_str(b, o, "cmdline", have ? cmd : NULL);
+    put_num(b, o, "args_hidden", hidden);
     put_metric(b, o, "cpu_percent", p->cpu, p->cpu_ok, "percent");
     long page = sysconf(_SC_PAGESIZE);
     put_metric(b, o, "rss", (double)p->rss_pages * (double)(page > 0 ? page : 4096), true, "bytes");
@@ -257,6 +273,7 @@ void dg_si_processes(sb *b, cJSON *root)
     put_num(b, pr, "count", (double)s2.n);
     if (!ok)
         put_str(b, pr, "error", "/proc cannot be listed");
+    put_str(b, pr, "cmdlines", b->cmdlines ? "full" : "program");
     cJSON *tc = put_arr(b, pr, "top_cpu");
     cJSON *tm = put_arr(b, pr, "top_mem");
     if (ok && s2.n) {

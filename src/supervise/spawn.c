@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool stdout_to_stderr,
                    pid_t *pid, int *events_fd)
@@ -30,13 +31,17 @@ int dg_spawn_child_limited(const char *const argv[], const char *const env_edits
     size_t ne = 0;
     while (env_edits && env_edits[ne])
         ne++;
-    const char **edits = dg_malloc((ne + 2) * sizeof *edits);
+    const char **edits = dg_malloc((ne + 3) * sizeof *edits);
     if (!edits)
         return ENOMEM;
-    edits[0] = fdvar;
+    size_t k = 0;
+    edits[k++] = fdvar;
+    /* A team ledger URI with its password is devgate's, not the program's. */
+    if (dg_has_secret(getenv("DEVGATE_LEDGER")))
+        edits[k++] = "DEVGATE_LEDGER";
     for (size_t i = 0; i < ne; i++)
-        edits[1 + i] = env_edits[i];
-    edits[1 + ne] = NULL;
+        edits[k++] = env_edits[i];
+    edits[k] = NULL;
     dg_proc_opts o = {
         .argv = argv,
         .env_edits = edits,

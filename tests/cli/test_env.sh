@@ -25,7 +25,7 @@ expect_exit 0 "$DG" --no-ledger env --python "$T/no-such-python" --json
 expect_json out 'd["python"]["run"]["status"]=="not-found"'
 
 if [ -x /usr/bin/python3 ]; then
-  expect_exit 0 "$DG" --no-ledger env --python /usr/bin/python3 --json
+  expect_exit 0 "$DG" --no-ledger env --python /usr/bin/python3 --python-timeout 180 --json
   expect_json out 'd["python"]["run"]["status"]=="ok" and d["python"]["version"]'
   expect_json out "d['python']['arch_matches_host'] is True"
 fi

@@ -104,6 +104,17 @@ static void test_redact(void)
     CHECK(dg_redact_secrets(c) == 0);
     CHECK_STR(c, "ssh user@host -p 22 https://example.org/a:b@c mypassword=x");
     CHECK(dg_redact_secrets(NULL) == 0);
+    char d[] = "python3 serve.py --token sk-proj-abcdefghijklmnop1234 --api-key=k3y "
+               "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI HF_TOKEN=hf_x --epochs 3";
+    CHECK(dg_redact_secrets(d) == 4);
+    CHECK_STR(d, "python3 serve.py --token *** --api-key=*** AWS_SECRET_ACCESS_KEY=*** "
+                 "HF_TOKEN=*** --epochs 3");
+    char e[] = "curl -H x ghp_0123456789abcdefghij AKIAIOSFODNN7EXAMPLE --password hunter2 --token";
+    CHECK(dg_redact_secrets(e) == 3);
+    CHECK_STR(e, "curl -H x *** *** --password *** --token");
+    char f[] = "train.py --tokenizer bpe --keys 3 PATH=/usr/bin sk-short";
+    CHECK(dg_redact_secrets(f) == 0);
+    CHECK_STR(f, "train.py --tokenizer bpe --keys 3 PATH=/usr/bin sk-short");
 }
 
 /* A host program's own cJSON allocator stays in place across devgate calls,
