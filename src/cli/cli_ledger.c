@@ -453,8 +453,12 @@ static int ledger_export(cli *c, const char *format, const char *since)
     char *json = NULL;
     dg_status st = dg_ledger_export(c->ctx, lg, since, &json);
     dg_ledger_close(lg);
-    if (st != DG_OK) { /* the message names the call or the ledger */
-        cli_error("ledger export: %s", dg_errmsg(c->ctx));
+    if (st != DG_OK) { /* the message names the call or the ledger, or gets the call here */
+        const char *m = dg_errmsg(c->ctx);
+        if (strncmp(m, "ledger", 6) == 0)
+            cli_error("%s", m);
+        else
+            cli_error("ledger export: %s", m);
         return st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_USAGE;
     }
     cJSON *arr = cJSON_Parse(json);

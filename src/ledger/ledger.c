@@ -23,17 +23,7 @@
 static const char *const k_migrations[] = {
     /* 0 -> 1 */
     "CREATE TABLE runs("
-    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " id TEXT UNIQUE NOT NULL,"
-    " verb TEXT NOT NULL,"
-    " started_at TEXT NOT NULL,"
-    " exit_status INTEGER NOT NULL,"
-    " state TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('complete', 'interrupted')),"
-    " host TEXT,"
-    " git_commit TEXT,"
-    " devgate_version TEXT,"
-    " record TEXT NOT NULL);"
-    "CREATE INDEX runs_started_at ON runs(started_at);",
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT," LG_RUNS_COLUMNS,
     /* 1 -> 2: the remote node a run ran on; the team ledger a run waits for */
     "ALTER TABLE runs ADD COLUMN node TEXT;"
     "ALTER TABLE runs ADD COLUMN pending TEXT;",
@@ -61,11 +51,10 @@ static char *home_dir(void)
     return out;
 }
 
-char *dg_ledger_default_path(void)
+/* The default ledger file: $XDG_DATA_HOME/devgate/ledger.db, else
+ * ~/.local/share/devgate/ledger.db (DEVGATE_LEDGER aside). */
+static char *default_file(void)
 {
-    const char *env = getenv("DEVGATE_LEDGER");
-    if (env && env[0])
-        return dg_strdup(env);
     const char *xdg = getenv("XDG_DATA_HOME");
     if (xdg && xdg[0] == '/') { /* relative values are ignored (XDG spec) */
         size_t n = strlen(xdg);
@@ -84,6 +73,12 @@ char *dg_ledger_default_path(void)
     char *p = dg_asprintf("%.*s/.local/share/devgate/ledger.db", (int)n, home);
     dg_free(home);
     return p;
+}
+
+char *dg_ledger_default_path(void)
+{
+    const char *env = getenv("DEVGATE_LEDGER");
+    return env && env[0] ? dg_strdup(env) : default_file();
 }
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -1233,19 +1228,10 @@ char *dg_ledger_local_path(void)
     const char *local = getenv("DEVGATE_LOCAL_LEDGER");
     if (local && local[0])
         return dg_strdup(local);
+    /* DEVGATE_LEDGER when it is a file; when it names the team ledger, the
+     * default file. */
     const char *env = getenv("DEVGATE_LEDGER");
-    if (env && env[0] && !dg_ledger_is_team(env))
-        return dg_strdup(env);
-    /* The default path without DEVGATE_LEDGER, which names the team ledger. */
-    char *saved = env ? dg_strdup(env) : NULL;
-    if (env)
-        unsetenv("DEVGATE_LEDGER");
-    char *p = dg_ledger_default_path();
-    if (saved) {
-        setenv("DEVGATE_LEDGER", saved, 1);
-        dg_free(saved);
-    }
-    return p;
+    return env && env[0] && !dg_ledger_is_team(env) ? dg_strdup(env) : default_file();
 }
 
 dg_status dg_ledger_push(dg_ctx *ctx, dg_ledger *local, dg_ledger *team, dg_ledger_push_counts *n)

@@ -41,6 +41,20 @@ typedef struct lg_fields {
 /* Replaces the random part of f->id (the stamp is kept). */
 void lg_draw_id(lg_fields *f);
 
+/* The runs table after its sequence column, and its index: schema version 1
+ * in both stores' words (only the sequence differs). */
+#define LG_RUNS_COLUMNS                                                                            \
+    " id TEXT UNIQUE NOT NULL,"                                                                    \
+    " verb TEXT NOT NULL,"                                                                         \
+    " started_at TEXT NOT NULL,"                                                                   \
+    " exit_status INTEGER NOT NULL,"                                                               \
+    " state TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('complete', 'interrupted')),"        \
+    " host TEXT,"                                                                                  \
+    " git_commit TEXT,"                                                                            \
+    " devgate_version TEXT,"                                                                       \
+    " record TEXT NOT NULL);"                                                                      \
+    "CREATE INDEX runs_started_at ON runs(started_at);"
+
 /* Columns of an entry, in this order, in every query of both stores. */
 #define LG_COLS                                                                                    \
     "id, seq, verb, started_at, exit_status, state, host, git_commit, devgate_version, node, "     \

@@ -116,17 +116,7 @@ bool lg_pg_built(void)
 static const char *const k_pg_migrations[] = {
     /* 0 -> 1 */
     "CREATE TABLE runs("
-    " seq BIGSERIAL PRIMARY KEY,"
-    " id TEXT UNIQUE NOT NULL,"
-    " verb TEXT NOT NULL,"
-    " started_at TEXT NOT NULL,"
-    " exit_status INTEGER NOT NULL,"
-    " state TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('complete', 'interrupted')),"
-    " host TEXT,"
-    " git_commit TEXT,"
-    " devgate_version TEXT,"
-    " record TEXT NOT NULL);"
-    "CREATE INDEX runs_started_at ON runs(started_at);",
+    " seq BIGSERIAL PRIMARY KEY," LG_RUNS_COLUMNS,
     /* 1 -> 2 */
     "ALTER TABLE runs ADD COLUMN node TEXT;"
     "ALTER TABLE runs ADD COLUMN pending TEXT;",
