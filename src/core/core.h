@@ -79,6 +79,8 @@ bool dg_capbuf_drain(int fd, dg_capbuf *b);
 /* Reads a whole (small) file into a NUL-terminated dg_malloc'd buffer, at most
  * max bytes; NULL on failure (errno set). *len gets the byte count when non-NULL. */
 char *dg_read_file(const char *path, size_t max, size_t *len);
+/* Writes all n bytes to fd, resuming after signals; false with errno set. */
+bool dg_write_all(int fd, const void *buf, size_t n);
 /* Trims ASCII whitespace at both ends in place; returns s. */
 char *dg_trim(char *s);
 /* "Key: N kB" from a /proc status-style text (meminfo, self/status) in bytes; false when absent. */

@@ -28,16 +28,8 @@ dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, 
         umask(um);
         if (fchmod(fd, 0666 & ~um) != 0)
             err = errno;
-        const char *p = data;
-        for (size_t left = len; !err && left;) {
-            ssize_t w = write(fd, p, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                err = w < 0 ? errno : EIO;
-            else
-                p += w, left -= (size_t)w;
-        }
+        if (!err && !dg_write_all(fd, data, len))
+            err = errno ? errno : EIO;
         if (close(fd) != 0 && !err)
             err = errno;
         if (!err && rename(tmp, path) != 0)
@@ -49,4 +41,22 @@ dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, 
     if (err)
         return dg_fail(ctx, DG_ERR_IO, "cannot write %s: %s", clean, strerror(err));
     return DG_OK;
+}
+
+bool dg_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
 }

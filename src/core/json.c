@@ -74,10 +74,8 @@ char *dg_utf8_dup(const char *s)
     return d;
 }
 
-/* True when s is well-formed UTF-8 throughout. */
-static bool utf8_ok(const char *s)
+bool dg_utf8_valid(const char *s, size_t len)
 {
-    size_t len = strlen(s);
     for (size_t i = 0; i < len;) {
         size_t k = dg_utf8_seq(s + i, len - i);
         if (!k)
@@ -91,7 +89,7 @@ cJSON *dg_json_string(const char *s)
 {
     if (!s)
         return cJSON_CreateNull();
-    if (utf8_ok(s))
+    if (dg_utf8_valid(s, strlen(s)))
         return cJSON_CreateString(s);
     char *c = dg_utf8_dup(s);
     cJSON *item = c ? cJSON_CreateString(c) : NULL;
@@ -102,7 +100,7 @@ cJSON *dg_json_string(const char *s)
 /* Replaces *slot (allocated through cJSON's hooks) with a valid copy when needed. */
 static bool fix_text(char **slot)
 {
-    if (!*slot || utf8_ok(*slot))
+    if (!*slot || dg_utf8_valid(*slot, strlen(*slot)))
         return true;
     size_t len = strlen(*slot);
     char *c = cJSON_malloc(3 * len + 1);

@@ -31,6 +31,9 @@ size_t dg_utf8_clean(char *dst, size_t n, const char *src, size_t len, bool cont
 /* A dg_malloc'd copy of s made valid UTF-8 by the rule above; NULL for a NULL
  * s or when out of memory. */
 char *dg_utf8_dup(const char *s);
+/* True when s[0..len) is well-formed UTF-8 (no overlongs, surrogates or
+ * code points above U+10FFFF). */
+bool dg_utf8_valid(const char *s, size_t len);
 /* A string item holding s made valid UTF-8; a null item for a NULL s; NULL
  * when out of memory. */
 cJSON *dg_json_string(const char *s);

@@ -138,10 +138,16 @@ cJSON *dg_decide(dg_diag *d)
         int batch = dg_rec_int(run->batch);
         const char *dev = device_backend(d, rr);
         dev = dev ? dev : "the device";
-        char times[96] = "";
+        char times[192] = "";
         if (isfinite(cpu_ms) && isfinite(dev_ms))
             snprintf(times, sizeof times, " (step %.1f ms on the device, %.1f ms on cpu)", dev_ms,
                      cpu_ms);
+        /* A ratio over a cpu side that ran below its hardware is an upper
+         * bound, never an unqualified "N x cpu". */
+        if (dg_fired(d, "cpu-baseline-unfair", DG_SEV_INFO, -1))
+            snprintf(times + strlen(times), sizeof times - strlen(times), "%s",
+                     ", against a cpu baseline below what its cores can do (cpu-baseline-unfair):"
+                     " an upper bound, not the device's real margin");
         double slo, shi;
         dg_run_interval(run->speedup, run->speedup_ci, &slo, &shi);
         if (dg_fired(d, "verdict-inconclusive", DG_SEV_INFO, rr)) {

@@ -58,7 +58,7 @@ static const field fields[] = {
     {"device", K_INT, F(device), 0, 64, false, false},
     {"batch", K_INT, F(batch), 1, 1 << 20, false, true},
     {"steps", K_INT, F(steps), 1, 100000000, false, true},
-    {"epochs", K_INT, F(epochs), 1, 100000, false, true},
+    {"epochs", K_INT, F(epochs), 1, 65535, false, true}, /* the loader's epoch counter is 16 bits */
     {"seed", K_U64, F(seed), 0, 0, false, false},
     {"sync_every", K_SYNC, F(sync_every), 0, 100000000, false, false},
     {"lr", K_FLOAT, F(lr), 0, 1e6, false, false},

@@ -9,7 +9,7 @@
  * pressure, load, git state of cwd (NULL: "."), hostname, timestamp, busiest
  * processes, NVIDIA GPU processes through NVML. Never fails: a fact that
  * cannot be read is recorded as not reported. NULL only when out of memory. */
-cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd);
+cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd, int self_pid);
 
 /* Only the "virtualization" member of dg_env_sysinfo (cheap: no process
  * sampling), for the gate to name a VM or container hiding a device. NULL only

@@ -70,9 +70,9 @@ bool dg_si_has_word(const char *list, const char *word)
 
 /* ---- assembly -------------------------------------------------------------------- */
 
-cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd)
+cJSON *dg_env_sysinfo(dg_ctx *ctx, const char *cwd, int self_pid)
 {
-    sb b = {.cmdlines = ctx && ctx->env_cmdlines};
+    sb b = {.cmdlines = ctx && ctx->env_cmdlines, .self_pid = self_pid};
     cJSON *root = cJSON_CreateObject();
     if (!root) {
         dg_fail(ctx, DG_ERR_NOMEM, "out of memory collecting host facts");

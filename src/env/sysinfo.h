@@ -14,6 +14,7 @@
 typedef struct sb {
     bool oom;
     bool cmdlines; /* other processes' arguments kept (dg_set_env_cmdlines) */
+    int self_pid;  /* the devgate process the proof is for ("self") */
 } sb;
 
 /* Adds item under key (deleting it if that fails); returns it or NULL. */

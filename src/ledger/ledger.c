@@ -984,8 +984,8 @@ static const char *node_of(const cJSON *rec)
                                : NULL;
 }
 
-dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
-                           const char *record_json, char **run_id)
+static dg_status record_text(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
+                             const char *record_json, char **run_id)
 {
     if (run_id)
         *run_id = NULL;
@@ -1042,8 +1042,8 @@ dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exi
     return st;
 }
 
-dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
-                           const char *record_json)
+static dg_status update_text(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                             const char *record_json)
 {
     if (!usable(lg))
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: no open ledger");
@@ -1056,6 +1056,33 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
     dg_status st = lg->pg ? lg_pg_update(ctx, lg, id, exit_status, state, record_json)
                           : sq_update(ctx, lg, id, exit_status, state, record_json);
     cJSON_Delete(rec);
+    return st;
+}
+
+/* The ledger holds valid UTF-8 whatever bytes a path, label or spec value
+ * brought into the record: invalid sequences become U+FFFD before it is kept. */
+static char *utf8_copy(const char *record_json)
+{
+    return record_json && !dg_utf8_valid(record_json, strlen(record_json))
+               ? dg_utf8_dup(record_json)
+               : NULL;
+}
+
+dg_status dg_ledger_record(dg_ctx *ctx, dg_ledger *lg, const char *verb, int exit_status,
+                           const char *record_json, char **run_id)
+{
+    char *clean = utf8_copy(record_json);
+    dg_status st = record_text(ctx, lg, verb, exit_status, clean ? clean : record_json, run_id);
+    dg_free(clean);
+    return st;
+}
+
+dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                           const char *record_json)
+{
+    char *clean = utf8_copy(record_json);
+    dg_status st = update_text(ctx, lg, id, exit_status, clean ? clean : record_json);
+    dg_free(clean);
     return st;
 }
 

@@ -57,6 +57,12 @@ dg_status dg_report_render(dg_ctx *ctx, const char *record_json, dg_report_forma
         size_t at = end && end >= record_json ? (size_t)(end - record_json) : 0;
         return dg_fail(ctx, DG_ERR_FORMAT, "the record is not valid JSON (at byte %zu)", at);
     }
+    /* Every format is valid UTF-8 whatever bytes a path, a label or a spec
+     * value brought in (invalid sequences become U+FFFD). */
+    if (!dg_json_utf8_fix(rec)) {
+        cJSON_Delete(rec);
+        return dg_fail(ctx, DG_ERR_NOMEM, "report: out of host memory");
+    }
     dg_status st = check_evidence(ctx, rec);
     if (st != DG_OK) {
         cJSON_Delete(rec);

@@ -4,9 +4,14 @@
 #include "steps.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dg_buildinfo.h"
 
@@ -41,10 +46,11 @@ static cJSON *libraries_json(void)
     return o;
 }
 
-dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json)
+/* The proof itself, in whichever process runs it; self_pid is devgate's. */
+static dg_status env_collect(dg_ctx *ctx, const dg_env_opts *opts, int self_pid, char **json)
 {
     *json = NULL;
-    cJSON *facts = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL);
+    cJSON *facts = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL, self_pid);
     if (!facts)
         return dg_fail(ctx, DG_ERR_NOMEM, "env: out of memory");
     /* Schema fields first in the printed record, then the host facts. */
@@ -74,12 +80,93 @@ dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json)
     if (opts && opts->python) {
         cJSON *arch = cJSON_GetObjectItem(root, "arch");
         const char *host = cJSON_GetStringValue(cJSON_GetObjectItem(arch, "host"));
-        double timeout = opts->python_timeout_s > 0 ? opts->python_timeout_s : 20.0;
-        cJSON *py = dg_env_python(ctx, opts->python, timeout, host ? host : "unknown");
+        cJSON *py =
+            dg_env_python(ctx, opts->python, opts->python_timeout_s, host ? host : "unknown");
         if (py)
             cJSON_AddItemToObject(root, "python", py);
     }
     *json = dg_json_print(root);
     cJSON_Delete(root);
     return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "env: out of memory printing the record");
+}
+
+/* ---- in a child process ------------------------------------------------------- */
+
+/* Gating every backend maps its driver into the process that does it (PoCL
+ * brings LLVM and clang: 300 MB resident here; the CUDA plug-in its runtime).
+ * `devgate run` goes on to supervise a program on a small machine, so the
+ * proof runs in a forked child and only its record comes back: the parent
+ * never maps a driver, and a driver that crashes while it is probed ends the
+ * child, not devgate. The child answers on a pipe: the status as a decimal
+ * line, the message line, then the record. */
+#define ENV_ANSWER_MAX ((size_t)64 << 20)
+
+static void child_answer(int fd, dg_ctx *ctx, const dg_env_opts *opts, int self_pid)
+{
+    char *json = NULL;
+    dg_status st = env_collect(ctx, opts, self_pid, &json);
+    char head[32 + DG_ERRMSG_MAX];
+    char msg[DG_ERRMSG_MAX];
+    dg_copy_clean(msg, sizeof msg, st == DG_OK ? "" : dg_errmsg(ctx));
+    for (char *c = msg; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    int n = snprintf(head, sizeof head, "%d\n%s\n", (int)st, msg);
+    bool ok = dg_write_all(fd, head, (size_t)n);
+    if (ok && json)
+        dg_write_all(fd, json, strlen(json));
+    dg_string_free(json);
+}
+
+dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json)
+{
+    *json = NULL;
+    int self = (int)getpid();
+    int fds[2];
+    if (pipe(fds) != 0)
+        return env_collect(ctx, opts, self, json);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return env_collect(ctx, opts, self, json);
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_answer(fds[1], ctx, opts, self);
+        _exit(0);
+    }
+    close(fds[1]);
+    dg_capbuf b = {.cap = ENV_ANSWER_MAX};
+    while (!dg_capbuf_drain(fds[0], &b)) /* blocking: true at the end of the answer */
+        ;
+    close(fds[0]);
+    int wst = 0;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+        ;
+    char *text = b.data;
+    char *nl1 = text ? strchr(text, '\n') : NULL;
+    char *nl2 = nl1 ? strchr(nl1 + 1, '\n') : NULL;
+    if (!nl2 || b.truncated) {
+        dg_free(b.data);
+        if (WIFSIGNALED(wst))
+            return dg_fail(ctx, DG_ERR_IO,
+                           "env: the environment proof's process died of signal %d "
+                           "(a driver that crashed while it was probed?)",
+                           WTERMSIG(wst));
+        return dg_fail(ctx, DG_ERR_IO, "env: the environment proof's process gave no answer%s",
+                       b.truncated ? " under 64 MiB" : "");
+    }
+    *nl1 = *nl2 = '\0';
+    dg_status st = (dg_status)atoi(text);
+    if (nl2[1]) {
+        *json = dg_strdup(nl2 + 1);
+        if (!*json)
+            st = DG_ERR_NOMEM;
+    }
+    if (st != DG_OK)
+        dg_fail(ctx, st, "%s", nl1[1] ? nl1 + 1 : "env: failed");
+    dg_free(b.data);
+    return st;
 }

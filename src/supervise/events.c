@@ -21,19 +21,6 @@ const char *dg_ev_kind_name(dg_ev_kind k)
     return k >= 0 && k < DG_EV_NKINDS ? kind_names[k] : "unknown";
 }
 
-bool dg_utf8_valid(const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t k = dg_utf8_next(s + i, n - i, &cp);
-        if (cp == 0xfffd && k == 1)
-            return false; /* a malformed sequence (a real U+FFFD is 3 bytes) */
-        i += k;
-    }
-    return true;
-}
-
 dg_ev_kind dg_event_parse(const char *line, size_t len, cJSON **obj)
 {
     *obj = NULL;

@@ -38,9 +38,6 @@ const char *dg_ev_kind_name(dg_ev_kind k);
  * no I/O, no global state beyond cJSON's allocator. */
 dg_ev_kind dg_event_parse(const char *line, size_t len, cJSON **obj);
 
-/* True when s[0..n) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
-bool dg_utf8_valid(const char *s, size_t n);
-
 /* Splits a byte stream into lines of at most max_line bytes (without the
  * '\n'); the rest of a longer line is discarded and the line counted as
  * overlong. Blank lines (only spaces, tabs, '\r') are skipped uncounted. */

@@ -142,7 +142,9 @@ int main(void)
 
     /* What the flags refuse, a spec refuses. */
     CHECK(decode(ctx, "{\"epochs\": 1.5}") == DG_ERR_USAGE);
-    CHECK(strstr(dg_errmsg(ctx), "epochs wants an integer in 1..100000, got '1.5'") != NULL);
+    CHECK(strstr(dg_errmsg(ctx), "epochs wants an integer in 1..65535, got '1.5'") != NULL);
+    /* The loader counts epochs in 16 bits: more is refused here, not later. */
+    CHECK(decode(ctx, "{\"epochs\": 70000}") == DG_ERR_USAGE);
     CHECK(decode(ctx, "{\"steps\": 1e9}") == DG_ERR_USAGE);
     CHECK(decode(ctx, "{\"batch\": 0}") == DG_ERR_USAGE);
     CHECK(decode(ctx, "{\"lr\": -0.5}") == DG_ERR_USAGE);

@@ -320,7 +320,7 @@ static void test_git(dg_ctx *ctx, const char *tmp)
 
     const char *gitv[] = {"git", "--version", NULL};
     if (!run_ok(gitv)) {
-        cJSON *j = dg_env_sysinfo(ctx, repo);
+        cJSON *j = dg_env_sysinfo(ctx, repo, (int)getpid());
         CHECK(j && cJSON_IsNull(at(j, "git.is_repo")) && str_at(j, "git.error"));
         cJSON_Delete(j);
         printf("note: git not found; repository checks skipped\n");
@@ -352,7 +352,7 @@ static void test_git(dg_ctx *ctx, const char *tmp)
     if (head)
         dg_trim(head);
 
-    cJSON *j = dg_env_sysinfo(ctx, repo);
+    cJSON *j = dg_env_sysinfo(ctx, repo, (int)getpid());
     CHECK(j != NULL);
     CHECK(cJSON_IsTrue(at(j, "git.is_repo")));
     CHECK(str_at(j, "git.commit") && head && strcmp(str_at(j, "git.commit"), head) == 0);
@@ -362,11 +362,11 @@ static void test_git(dg_ctx *ctx, const char *tmp)
 
     /* An untracked file does not count, a changed tracked file does. */
     CHECK(write_file(repo, "untracked.txt", "x\n"));
-    j = dg_env_sysinfo(ctx, repo);
+    j = dg_env_sysinfo(ctx, repo, (int)getpid());
     CHECK(j && cJSON_IsFalse(at(j, "git.dirty")));
     cJSON_Delete(j);
     CHECK(write_file(repo, "tracked.txt", "two\n"));
-    j = dg_env_sysinfo(ctx, repo);
+    j = dg_env_sysinfo(ctx, repo, (int)getpid());
     CHECK(j && cJSON_IsTrue(at(j, "git.dirty")));
     CHECK(j && str_at(j, "git.commit") && head && strcmp(str_at(j, "git.commit"), head) == 0);
     cJSON_Delete(j);
@@ -390,13 +390,13 @@ static void test_git(dg_ctx *ctx, const char *tmp)
     CHECK(run_ok(req));
     CHECK(write_file(repo, ".gitattributes", "tracked.txt filter=ev.il\n"));
     CHECK(write_file(repo, "tracked.txt", "six\n")); /* same size: status must hash it */
-    j = dg_env_sysinfo(ctx, repo);
+    j = dg_env_sysinfo(ctx, repo, (int)getpid());
     CHECK(j && cJSON_IsTrue(at(j, "git.dirty")));
     CHECK_MSG(access(mark_fsm, F_OK) != 0, "git status ran the repository's fsmonitor hook");
     CHECK_MSG(access(mark_filter, F_OK) != 0, "git status ran the repository's clean filter");
     cJSON_Delete(j);
 
-    j = dg_env_sysinfo(ctx, plain);
+    j = dg_env_sysinfo(ctx, plain, (int)getpid());
     CHECK(j && cJSON_IsFalse(at(j, "git.is_repo")));
     CHECK(j && cJSON_IsNull(at(j, "git.commit")) && cJSON_IsNull(at(j, "git.dirty")));
     cJSON_Delete(j);
@@ -408,7 +408,7 @@ static void test_sysinfo(dg_ctx *ctx)
     pid_t busy = spawn_busy();
     CHECK(big > 0 && busy > 0);
 
-    cJSON *j = dg_env_sysinfo(ctx, NULL);
+    cJSON *j = dg_env_sysinfo(ctx, NULL, (int)getpid());
     CHECK(j != NULL);
     if (!j) {
         reap(big);

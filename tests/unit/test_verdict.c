@@ -96,6 +96,19 @@ static int prescott_child(void)
     CHECK_MSG(title && strstr(title, "Prescott"), "title: %s", title ? title : "(none)");
     CHECK_MSG(action && strstr(action, "OPENBLAS_CORETYPE"), "action: %s",
               action ? action : "(none)");
+    /* The decision never quotes a bare "N x cpu" over the unfair baseline. */
+    int quoted = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, dg_jpath(out, "decision.reasons"))
+    {
+        const char *t = cJSON_GetStringValue(r);
+        if (t && strstr(t, "x cpu")) {
+            quoted++;
+            CHECK_MSG(strstr(t, "cpu-baseline-unfair") != NULL, "unqualified: %s", t);
+        }
+    }
+    CHECK_MSG(quoted > 0, "the decision quotes no speedup (route %s)",
+              dg_jstr(out, "decision.route") ? dg_jstr(out, "decision.route") : "(none)");
     cJSON_Delete(out);
     cJSON_Delete(g);
     dg_string_free(json);
