@@ -112,7 +112,7 @@ pass_run() {
 
 pass_cpugate() { # the 512^3 product's rate, ten runs per setting, with threads and cold/warm
   local setting
-  for setting in "" OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1 OMP_PROC_BIND=true; do
+  for setting in "" OPENBLAS_NUM_THREADS=1 OPENBLAS_THREAD_TIMEOUT=4; do
     for i in 1 2 3 4 5 6 7 8 9 10; do
       env $setting $DG --no-ledger gate --backend cpu --json 2>/dev/null | python3 -c '
 import json, sys

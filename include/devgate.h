@@ -418,17 +418,22 @@ typedef struct dg_run_opts {
  * reason on ctx); DG_ERR_NOMEM. */
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *opts, char **json);
 
-/* Compares two run records (kind "run", as dg_run_supervise returns them or
- * the ledger keeps them): speedup from the step-time medians and samples/s,
- * busy fraction where known (the share of step time not waiting for data),
- * the two memory curves (soak epochs) side by side, and loss agreement over
- * the (epoch, step) pairs both reported. *json gets {"v", "kind":
- * "compare-runs", ...} (docs/events.md). Runs whose input buckets (run_start's
- * bucket) differ are refused with DG_ERR_USAGE and a message naming both,
- * unless force. DG_ERR_FORMAT when a record does not parse or is not a run
- * record. */
+/* Compares two evidence records of any kind (run, accept, accept -- CMD, a
+ * fixture compare; or ledger entries holding one under "record"): B judged
+ * against A on the throughput samples both hold (the soaks' per-epoch
+ * samples/s, else the compare steps' device repetitions at a common batch)
+ * by the median ratio and its seeded bootstrap 95% interval (pays-off,
+ * no-gain, no-difference, slower, inconclusive; "n too small" below 5
+ * samples a side), with contention and seeds named beside the verdict; the
+ * headline speedups, busy fraction, the two memory curves, loss agreement
+ * and the part of the two commands that differs. *json gets {"v": 2, "kind":
+ * "compare-runs", ...} (docs/events.md "Comparing two runs"). Records whose
+ * input buckets differ are refused with DG_ERR_USAGE and a message naming
+ * both, unless force. thresholds: "NAME=VALUE,..." overrides (docs/rules.md;
+ * NULL: the defaults), echoed under judgement.thresholds; a bad one is
+ * DG_ERR_USAGE. DG_ERR_FORMAT when a record does not parse or has no kind. */
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
-                          char **json);
+                          const char *thresholds, char **json);
 
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 

@@ -162,7 +162,7 @@ int cmd_run(cli *c, int argc, char **argv);
  * beside this executable) into out; false when none has it (cli_run.c). */
 bool cli_find_probe(char *out, size_t n);
 /* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
-int cmd_compare_runs(cli *c, const char *a, const char *b, bool force);
+int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const char *thresholds);
 int cmd_report(cli *c, int argc, char **argv);
 
 /* The verbs' option tables and help (one per verb file). */

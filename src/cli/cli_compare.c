@@ -60,16 +60,23 @@ static void print_compare(const cJSON *r)
                     *pd = cJSON_GetObjectItem(run, "param_drift");
         double busy = jmetric(run, "busy_fraction"), sp = jmetric(run, "speedup");
         double red = jmetric(run, "step_time_reduction_pct");
-        char busy_s[24], sp_s[48], a[16], b[16], cc[16], d[16], e[16], f[16];
+        char busy_s[24], sp_s[160], a[16], b[16], cc[16], d[16], e[16], f[16];
         if (isnan(busy))
             snprintf(busy_s, sizeof busy_s, "n/a");
         else
             snprintf(busy_s, sizeof busy_s, "%.0f%%", 100 * busy);
+        const cJSON *ci = cJSON_GetObjectItem(run, "speedup_ci");
+        double lo = jmetric(ci, "lo"), hi = jmetric(ci, "hi");
+        const char *sv = jstr(cJSON_GetObjectItem(run, "speed"), "verdict", NULL);
+        char ci_s[64] = "";
+        if (!isnan(lo) && !isnan(hi))
+            snprintf(ci_s, sizeof ci_s, ", 95%% %.2f-%.2fx", lo, hi);
         if (isnan(sp))
             snprintf(sp_s, sizeof sp_s, "n/a");
         else
-            snprintf(sp_s, sizeof sp_s, "%.2fx (%s)", sp,
-                     cli_num((char[32]){0}, 32, "%+.0f%% step time", -red));
+            snprintf(sp_s, sizeof sp_s, "%.2fx (%s%s)%s%s", sp,
+                     cli_num((char[32]){0}, 32, "%+.0f%% step time", -red), ci_s, sv ? " " : "",
+                     sv ? sv : "");
         char verdict[160];
         if (cJSON_IsTrue(cJSON_GetObjectItem(run, "within_tolerance"))) {
             snprintf(verdict, sizeof verdict, "within tolerance");
@@ -116,6 +123,7 @@ static const char *batches_opt(const cli_opt *o, const char *v, void *field)
 
 typedef struct runs_args {
     bool force;
+    cli_thresholds thr;
 } runs_args;
 
 #define OFF(f) offsetof(dg_compare_opts, f)
@@ -137,6 +145,9 @@ static const cli_opt runs_opts[] = {
     {CLI_FLAG, "--force", NULL, NULL, NULL, NULL,
      "compare RUN_A RUN_B: compare runs whose input buckets differ", offsetof(runs_args, force), 0,
      0, NULL, NULL, NULL},
+    {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
+     "compare RUN_A RUN_B: a threshold of the speed verdict (repeatable; docs/rules.md)",
+     offsetof(runs_args, thr), 0, 0, cli_threshold_add, NULL, NULL},
     CLI_OPTS_END,
 };
 
@@ -157,7 +168,7 @@ const cli_verb cli_verb_compare = {
 int cmd_compare(cli *c, int argc, char **argv)
 {
     dg_compare_opts o = {.train = DG_TRAIN_OPTS_INIT};
-    runs_args ra = {false};
+    runs_args ra = {0};
     char *pos[2];
     cli_args a = {.pos = pos, .max = 2};
     int r = cli_parse(c, &cli_verb_compare, argc, argv, (void *const[]){&o, &ra, &o.train, c}, &a);
@@ -166,8 +177,8 @@ int cmd_compare(cli *c, int argc, char **argv)
     /* Two positional arguments: compare two recorded runs (cli_compare_runs.c). */
     if (a.npos > 0) {
         if (a.seen[0] || a.seen[2]) {
-            cli_error("compare: comparing runs takes only --force and the common options "
-                      "(compare RUN_A RUN_B [--force] [--json])");
+            cli_error("compare: comparing runs takes only --force, --threshold and the common "
+                      "options (compare RUN_A RUN_B [--force] [--threshold NAME=VALUE] [--json])");
             return EXIT_USAGE;
         }
         if (a.npos != 2) {
@@ -175,10 +186,10 @@ int cmd_compare(cli *c, int argc, char **argv)
                       "compare RUN_A RUN_B");
             return EXIT_USAGE;
         }
-        return cmd_compare_runs(c, pos[0], pos[1], ra.force);
+        return cmd_compare_runs(c, pos[0], pos[1], ra.force, ra.thr.list[0] ? ra.thr.list : NULL);
     }
-    if (ra.force) {
-        cli_error("compare: --force applies to compare RUN_A RUN_B only");
+    if (ra.force || ra.thr.list[0]) {
+        cli_error("compare: --force and --threshold apply to compare RUN_A RUN_B only");
         return EXIT_USAGE;
     }
     if (o.train.epochs || o.train.sync_every || o.train.export_dir) {
@@ -290,33 +301,48 @@ static void cell_metric(char *buf, size_t n, const cJSON *run, const char *key, 
         snprintf(buf, n, fmt, v * scale);
 }
 
+/* "1.23x" or "not reported" */
+static const char *ratio(char *buf, size_t n, double v)
+{
+    if (isnan(v))
+        snprintf(buf, n, "not reported");
+    else
+        snprintf(buf, n, "%.3fx", v);
+    return buf;
+}
+
 static void print_compare_runs(const cJSON *r)
 {
     const cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 0);
     const cJSON *rb = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "runs"), 1);
-    char a[160], b[160];
-    printf("devgate compare · A %s · B %s%s\n\n", cli_cell(a, 64, jstr(ra, "run_id", "(file)")),
-           cli_cell(b, 64, jstr(rb, "run_id", "(file)")),
-           cJSON_IsTrue(cJSON_GetObjectItem(r, "forced")) ? " · input buckets differ (--force)"
-                                                          : "");
-    printf("  %-14s %-34s %-34s\n", "", "A", "B");
+    char a[200], b[200];
+    printf(
+        "devgate compare · A %s (%s) · B %s (%s)%s\n", cli_cell(a, 64, jstr(ra, "run_id", "file")),
+        jstr(ra, "shape", "?"), cli_cell(b, 64, jstr(rb, "run_id", "file")), jstr(rb, "shape", "?"),
+        cJSON_IsTrue(cJSON_GetObjectItem(r, "forced")) ? " · input buckets differ (--force)" : "");
+    /* The whole commands, then the table with the part of them that differs. */
     for (int k = 0; k < 2; k++) {
         const cJSON *run = k ? rb : ra;
         char *buf = k ? b : a;
         size_t off = 0;
         buf[0] = '\0';
         const cJSON *arg;
-        cJSON_ArrayForEach(arg, cJSON_GetObjectItem(run, "cmd")) off +=
-            (size_t)snprintf(buf + off, off < 160 ? 160 - off : 0, "%s%s", off ? " " : "",
+        cJSON_ArrayForEach(arg, cJSON_GetObjectItem(run, "cmd")) if (off < sizeof a) off +=
+            (size_t)snprintf(buf + off, sizeof a - off, "%s%s", off ? " " : "",
                              cJSON_IsString(arg) ? arg->valuestring : "?");
     }
+    char full[164];
+    printf("  A  %s\n", cli_cell(full, sizeof full, a));
+    printf("  B  %s\n\n", cli_cell(full, sizeof full, b));
+    printf("  %-14s %-34s %-34s\n", "", "A", "B");
     /* Cells of at most 34 bytes, cut at a character boundary and flattened. */
     char ca[35], cb[35];
-    printf("  %-14s %-34s %-34s\n", "command", cli_cell(ca, sizeof ca, a),
-           cli_cell(cb, sizeof cb, b));
-    static const char *const rows[] = {"label", "device", "state"};
+    printf("  %-14s %-34s %-34s\n", "command", cli_cell(ca, sizeof ca, jstr(ra, "cmd_diff", "-")),
+           cli_cell(cb, sizeof cb, jstr(rb, "cmd_diff", "-")));
+    static const char *const rows[] = {"shape", "label", "device", "state", "seeds"};
+    static const char *const names[] = {"record", "label", "device", "state", "seeds"};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
-        printf("  %-14s %-34s %-34s\n", rows[k], cli_cell(ca, sizeof ca, jstr(ra, rows[k], "-")),
+        printf("  %-14s %-34s %-34s\n", names[k], cli_cell(ca, sizeof ca, jstr(ra, rows[k], "-")),
                cli_cell(cb, sizeof cb, jstr(rb, rows[k], "-")));
     cell_metric(a, sizeof a, ra, "step_ms", "%.3f ms", 1);
     cell_metric(b, sizeof b, rb, "step_ms", "%.3f ms", 1);
@@ -337,16 +363,36 @@ static void print_compare_runs(const cJSON *r)
     cell_metric(b, sizeof b, rb, "busy_fraction", "%.0f%%", 100);
     printf("  %-14s %-34s %-34s\n", "busy", a, b);
     const cJSON *sp = cJSON_GetObjectItem(r, "speedup");
-    double st = jmetric(sp, "step_time"), ss = jmetric(sp, "samples_per_s");
-    snprintf(a, sizeof a, isnan(st) ? "not reported" : "%.3fx", st);
-    snprintf(b, sizeof b, isnan(ss) ? "not reported" : "%.3fx", ss);
-    printf("\n  speedup B/A    step time %s · samples/s %s\n", a, b);
+    printf("\n  speedup B/A    step time %s · samples/s %s (each record's headline)\n",
+           ratio(a, sizeof a, jmetric(sp, "step_time")),
+           ratio(b, sizeof b, jmetric(sp, "samples_per_s")));
     const cJSON *jd = cJSON_GetObjectItem(r, "judgement");
-    if (jd)
+    if (jd) {
         printf("  decision       %s: %s\n", jstr(jd, "verdict", "?"), jstr(jd, "text", ""));
+        const cJSON *band = cJSON_GetObjectItem(jd, "band");
+        if (jstr(jd, "speedup_source", NULL))
+            printf("  judged on      %s · no difference within %.2f-%.2fx · pays off at %.2fx "
+                   "or more\n",
+                   jstr(jd, "speedup_source", ""), jnum(band, "lo", 0), jnum(band, "hi", 0),
+                   jnum(jd, "pays_off_min", 0));
+        const char *seeds = jstr(cJSON_GetObjectItem(jd, "seeds"), "note", NULL);
+        if (seeds)
+            printf("  seeds          %s\n", seeds);
+        const char *cn = jstr(cJSON_GetObjectItem(jd, "contention"), "text", NULL);
+        if (cn)
+            printf("  contention     %s\n", cn);
+    }
     const cJSON *bf = cJSON_GetObjectItem(r, "busy_fraction");
     if (jstr(bf, "source_b", NULL))
         printf("  busy from      %s\n", jstr(bf, "source_b", ""));
+    const cJSON *bk = cJSON_GetObjectItem(r, "buckets");
+    if (!cJSON_IsTrue(cJSON_GetObjectItem(bk, "known")))
+        printf("  input bucket   not recorded in %s: the inputs are not known to match\n",
+               !cJSON_IsTrue(cJSON_GetObjectItem(bk, "a_known")) &&
+                       !cJSON_IsTrue(cJSON_GetObjectItem(bk, "b_known"))
+                   ? "either record"
+               : !cJSON_IsTrue(cJSON_GetObjectItem(bk, "a_known")) ? "A"
+                                                                   : "B");
     const cJSON *mem = cJSON_GetObjectItem(r, "memory");
     const cJSON *ma = cJSON_GetObjectItem(mem, "a"), *mb = cJSON_GetObjectItem(mem, "b");
     int na = cJSON_GetArraySize(ma), nb = cJSON_GetArraySize(mb);
@@ -377,7 +423,7 @@ static void print_compare_runs(const cJSON *r)
         printf("  loss           no (epoch, step) reported a loss in both runs\n");
 }
 
-int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
+int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const char *thresholds)
 {
     int rc = EXIT_PASS;
     char *a = load_run(c, ida, &rc);
@@ -388,14 +434,21 @@ int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force)
         return rc;
     }
     char *json = NULL;
-    dg_status st = dg_compare_runs(c->ctx, a, b, force, &json);
+    dg_status st = dg_compare_runs(c->ctx, a, b, force, thresholds, &json);
     cJSON_free(a);
     cJSON_free(b);
     if (st != DG_OK) {
         cli_error("%s", dg_errmsg(c->ctx));
         return EXIT_USAGE;
     }
+    /* A reading verb: the comparison is printed, not recorded, so it works on a
+     * read-only ledger (--json keeps it). */
     cJSON *rec = cJSON_Parse(json);
-    return cli_record_print(c, "compare-runs", json, rec, EXIT_PASS,
-                            c->quiet ? NULL : print_compare_runs, NULL);
+    dg_string_free(json);
+    if (c->json)
+        cli_print_json(rec, NULL);
+    else if (!c->quiet)
+        print_compare_runs(rec);
+    cJSON_Delete(rec);
+    return EXIT_PASS;
 }

@@ -150,7 +150,17 @@ cJSON *dg_decide(dg_diag *d)
                      " an upper bound, not the device's real margin");
         double slo, shi;
         dg_run_interval(run->speedup, run->speedup_ci, &slo, &shi);
-        if (dg_fired(d, "verdict-inconclusive", DG_SEV_INFO, rr)) {
+        if (dg_fired(d, "contended", DG_SEV_WARN, -1)) {
+            /* Other work took CPUs while devgate measured: neither side's
+             * rate is the machine's own, so no route is promised from it. */
+            route = "inconclusive";
+            reason(&dc,
+                   "no route: other processes ran during the measured windows (see contended), "
+                   "so %s at %.2fx cpu at batch %d%s is not this machine's own figure",
+                   dev, sp, batch, times);
+            reason(&dc, "rerun with the machine quiet: the measurement lock keeps devgate's own "
+                        "runs apart, not other work");
+        } else if (dg_fired(d, "verdict-inconclusive", DG_SEV_INFO, rr)) {
             /* An interval that holds the threshold routes nowhere. */
             route = "inconclusive";
             reason(&dc,

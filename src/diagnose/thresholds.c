@@ -60,6 +60,9 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_HOST_READS_PER_STEP] = {"host_reads_per_step", 0.5, "reads", 0, 1e6, false, "host-sync",
                                 "host reads (.item(), .tolist(), .cpu(), synchronize) per step "
                                 "at or above which each step waits for the device"},
+    [TH_EQUIVALENCE_PCT] = {"equivalence_pct", 10, "%", 0, 1000, false, "compare",
+                            "two throughputs whose ratio's 95% interval lies within 1/(1+e) .. "
+                            "1+e are the same speed (no difference)"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

@@ -163,11 +163,12 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
         s->batch = first_num(rec, batch);
         int screening = dg_jbool(rec, "final_gate.screening"),
             accepted = dg_jbool(rec, "final_gate.accepted");
-        s->verdict = screening == 1             ? "screening"
-                     : accepted == 1            ? "accepted"
-                     : accepted == 0            ? "not accepted"
-                     : strcmp(kind, "run") == 0 ? rec_str(rec, "state")
-                                                : NULL;
+        /* A run's own verdict is how it ended, never accept's promise. */
+        s->verdict = strcmp(kind, "run") == 0 ? rec_str(rec, "state")
+                     : screening == 1         ? "screening"
+                     : accepted == 1          ? "accepted"
+                     : accepted == 0          ? "not accepted"
+                                              : NULL;
         if (!s->spec_id)
             s->spec_id = rec_str(rec, "soak.spec_id");
         if (!s->bucket_id)

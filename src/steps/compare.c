@@ -3,6 +3,7 @@
  * read at every step, and both are held against a float64 training run on the
  * same weights and batches: step-time medians, speedup, device busy fraction,
  * loss and parameter drift, and a verdict per batch. */
+#include "analysis/speed.h"
 #include "engine/model.h"
 #include "engine/train.h"
 #include "env/peak.h"
@@ -441,6 +442,16 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         static const char method[] = "percentile bootstrap over the repetitions' median step times";
         cJSON_AddItemToObject(run, "speedup", dg_json_metric(spv ? sp_ci.point : 0, spv, "x"));
         cJSON_AddItemToObject(run, "speedup_ci", ci_json(&sp_ci, "x", NULL, method));
+        /* The verdict on that interval, as compare RUN_A RUN_B words it. */
+        dg_speed_judgement sj;
+        dg_speed_judge(sp_ci.valid ? sp_ci.lo : NAN, sp_ci.valid ? sp_ci.hi : NAN, (size_t)cpu_r.n,
+                       (size_t)dev_r.n, 2, NULL, &sj);
+        cJSON *sv = cJSON_AddObjectToObject(run, "speed");
+        cJSON_AddStringToObject(sv, "verdict", sj.verdict);
+        cJSON_AddStringToObject(sv, "why", sj.why);
+        cJSON_AddNumberToObject(sv, "pays_off_min", sj.pays_off_min);
+        cJSON_AddNumberToObject(sv, "band_lo", sj.band_lo);
+        cJSON_AddNumberToObject(sv, "band_hi", sj.band_hi);
         cJSON_AddItemToObject(run, "step_time_reduction_pct",
                               dg_json_metric(spv ? reduction_pct(sp_ci.point) : 0, spv, "%"));
         cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",

@@ -1,10 +1,17 @@
 /* devgate compare RUN_A RUN_B (docs/events.md "Comparing two runs"): two
- * supervised runs of the user's own program side by side: speedup, busy
- * fraction, memory curves and loss agreement, refused across different input
- * buckets unless forced. */
+ * evidence records of any kind (run, accept, accept -- CMD, a fixture
+ * compare) side by side: B judged against A on the throughput samples both
+ * hold (a median ratio with its seeded bootstrap interval, judged as accept
+ * judges the device: analysis/speed.h), with the contention and the seeds
+ * named beside the verdict; busy fraction, memory curves and loss agreement;
+ * refused across different input buckets unless forced. */
+#include "steps/compare_runs.h"
+#include "analysis/speed.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "diagnose/diagnose.h"
 #include "diagnose/thresholds.h"
+#include "measure/measure.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,13 +31,13 @@ static cJSON *metric(double v, const char *unit)
     return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
 }
 
-/* Parses a run record (or a ledger entry holding one under "record"). */
+/* Parses an evidence record (or a ledger entry holding one under "record"). */
 static cJSON *load(dg_ctx *ctx, const char *text, const char *which, dg_status *st)
 {
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
-        *st = dg_fail(ctx, DG_ERR_FORMAT, "compare: run %s is not a JSON record", which);
+        *st = dg_fail(ctx, DG_ERR_FORMAT, "compare: %s is not a JSON record", which);
         return NULL;
     }
     cJSON *rec = doc;
@@ -40,10 +47,8 @@ static cJSON *load(dg_ctx *ctx, const char *text, const char *which, dg_status *
         cJSON_Delete(doc);
     }
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rec, "kind");
-    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "run") != 0) {
-        *st = dg_fail(ctx, DG_ERR_FORMAT,
-                      "compare: run %s is a '%s' record, not a 'run' record (devgate run)", which,
-                      cJSON_IsString(kind) ? kind->valuestring : "?");
+    if (!cJSON_IsString(kind)) {
+        *st = dg_fail(ctx, DG_ERR_FORMAT, "compare: %s has no kind: not a devgate record", which);
         cJSON_Delete(rec);
         return NULL;
     }
@@ -97,7 +102,8 @@ static const char *busy_source(const cJSON *rec)
                  "utilisation)";
 }
 
-static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *busy)
+static cJSON *run_summary(const cJSON *rec, const cr_side *side, const char *cmd_diff, double *ms,
+                          double *sps, double *busy)
 {
     cJSON *r = cJSON_CreateObject();
     const cJSON *id = at(rec, "run_id", NULL);
@@ -108,8 +114,11 @@ static cJSON *run_summary(const cJSON *rec, double *ms, double *sps, double *bus
         const cJSON *v = at(rec, keys[i], NULL);
         cJSON_AddItemToObject(r, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
     }
-    const cJSON *cmd = at(rec, "spec", "cmd");
-    cJSON_AddItemToObject(r, "cmd", cmd ? cJSON_Duplicate(cmd, true) : cJSON_CreateNull());
+    cJSON_AddStringToObject(r, "kind", side->kind);
+    cJSON_AddStringToObject(r, "shape", side->shape);
+    cJSON_AddItemToObject(r, "cmd", cJSON_Duplicate(side->argv, true));
+    cJSON_AddStringToObject(r, "cmd_diff", cmd_diff);
+    dg_json_add_str(r, "seeds", side->seeds_known ? side->seeds : NULL);
     *ms = dg_json_metric_value(at(rec, "throughput", "step_ms"));
     if (isnan(*ms))
         *ms = dg_json_metric_value(at(at(rec, "profile", "step"), "ms", NULL));
@@ -168,68 +177,355 @@ static void rule_row(cJSON *arr, const char *id, const char *threshold, double v
     cJSON_AddItemToArray(arr, r);
 }
 
-/* B against A by the fixture's speedup rules (docs/rules.md): the speedup is
- * the throughput ratio (samples over the loop's wall time, data wait
- * included), so a fix that makes each step slower but the epoch faster counts
- * as faster. Falls back to the step-time ratio when a run has no samples/s. */
-static cJSON *judge(const double sps[2], const double ms[2], double busy_b)
+/* "0.69x", "0.0044x": two decimals, or two significant digits below 0.1. */
+static const char *fmt_x(char *buf, size_t n, double v)
 {
-    double th_speedup = dg_thresholds[TH_SPEEDUP_MIN].value;
-    double th_red = dg_thresholds[TH_DEVICE_MIN_REDUCTION_PCT].value;
-    double th_busy = dg_thresholds[TH_DEVICE_BUSY_MIN].value;
-    bool by_sps = sps[0] > 0 && sps[1] > 0;
-    double x = by_sps ? sps[1] / sps[0] : ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN;
-    double red = isfinite(x) ? 100.0 * (1.0 - 1.0 / x) : NAN;
+    if (!isfinite(v))
+        snprintf(buf, n, "n/a");
+    else if (fabs(v) >= 0.1)
+        snprintf(buf, n, "%.2fx", v);
+    else
+        snprintf(buf, n, "%.2gx", v);
+    return buf;
+}
+
+/* The pair of sample sets both records hold, measured the same way: the
+ * first of soak epochs (a soak's per-step times are no rate on a device that
+ * queues steps asynchronously), compare at a common batch with at least
+ * DG_SPEED_MIN_SAMPLES a side, else the first with any (judged "n too
+ * small"); false when they share none. */
+static bool choose(const cr_side *A, const cr_side *B, const cr_series **sa, const cr_series **sb)
+{
+    for (size_t min = DG_SPEED_MIN_SAMPLES;; min = 1) {
+        if (A->epochs.n >= min && B->epochs.n >= min) {
+            *sa = &A->epochs;
+            *sb = &B->epochs;
+            return true;
+        }
+        for (int i = 0; i < A->ncmp; i++)
+            for (int k = 0; k < B->ncmp; k++)
+                if (A->cmp[i].batch == B->cmp[k].batch && A->cmp[i].n >= min &&
+                    B->cmp[k].n >= min) {
+                    *sa = &A->cmp[i];
+                    *sb = &B->cmp[k];
+                    return true;
+                }
+        if (min == 1)
+            return false;
+    }
+}
+
+/* What a side holds, for the message when nothing is shared. */
+static void holds(const cr_side *s, char *buf, size_t n)
+{
+    size_t off = (size_t)snprintf(buf, n, "%s", "");
+    if (s->epochs.n)
+        off += (size_t)snprintf(buf + off, n - off, "%zu epochs", s->epochs.n);
+    for (int i = 0; i < s->ncmp && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%scompare at batch %d", off ? ", " : "",
+                                s->cmp[i].batch);
+    if (!off)
+        snprintf(buf, n, "no throughput samples");
+}
+
+static cJSON *contention_json(const cr_side *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "windows", s->windows);
+    cJSON_AddNumberToObject(o, "windows_contended", s->hit);
+    cJSON_AddItemToObject(o, "others_cpus_worst", metric(s->windows ? s->cpus_worst : NAN, "cpus"));
+    cJSON_AddItemToObject(o, "others_cpus_mean",
+                          metric(s->windows ? s->cpus_sum / s->windows : NAN, "cpus"));
+    cJSON_AddBoolToObject(o, "finding", s->contended_finding);
+    cJSON_AddBoolToObject(o, "contended", s->hit > 0 || s->contended_finding);
+    return o;
+}
+
+static bool contended(const cr_side *s)
+{
+    return s->hit > 0 || s->contended_finding;
+}
+
+/* "A: 3 of 10 windows, up to 1.2 CPUs" */
+static void contention_text(const cr_side *s, const char *name, char *buf, size_t n)
+{
+    if (s->hit)
+        snprintf(buf, n, "%s: %d of %d measured windows, others up to %.1f CPUs", name, s->hit,
+                 s->windows, s->cpus_worst);
+    else if (s->contended_finding)
+        snprintf(buf, n, "%s: its own finding 'contended'", name);
+    else if (s->windows)
+        snprintf(buf, n, "%s: quiet in %d measured windows", name, s->windows);
+    else
+        snprintf(buf, n, "%s: no measured windows", name);
+}
+
+/* Whether contention may have made the slower side slower: it was contended
+ * and the faster side either was not measured or saw at least contention_cpus
+ * less on average. */
+static bool contention_explains(const cr_side *slow, const cr_side *fast, double th)
+{
+    if (!contended(slow))
+        return false;
+    if (!slow->windows || !fast->windows)
+        return true;
+    return slow->cpus_sum / slow->windows >= fast->cpus_sum / fast->windows + th;
+}
+
+static void seeds_note(const cr_side *A, const cr_side *B, char *buf, size_t n, cJSON *j)
+{
+    cJSON *o = cJSON_AddObjectToObject(j, "seeds");
+    dg_json_add_str(o, "a", A->seeds_known ? A->seeds : NULL);
+    dg_json_add_str(o, "b", B->seeds_known ? B->seeds : NULL);
+    bool known = A->seeds_known && B->seeds_known;
+    if (known)
+        cJSON_AddBoolToObject(o, "same", strcmp(A->seeds, B->seeds) == 0);
+    else
+        cJSON_AddNullToObject(o, "same");
+    cJSON_AddBoolToObject(o, "torch_unseeded", A->torch_unseeded || B->torch_unseeded);
+    buf[0] = '\0';
+    if (!known)
+        snprintf(buf, n, "the seeds are not recorded in %s: the runs may have seen other data",
+                 !A->seeds_known && !B->seeds_known ? "either record"
+                 : !A->seeds_known                  ? "A"
+                                                    : "B");
+    else if (A->torch_unseeded || B->torch_unseeded)
+        snprintf(buf, n, "torch was unseeded in %s: the runs may have seen other data",
+                 A->torch_unseeded && B->torch_unseeded ? "both runs"
+                 : A->torch_unseeded                    ? "A"
+                                                        : "B");
+    else if (strcmp(A->seeds, B->seeds) != 0)
+        snprintf(buf, n, "the seeds differ (A: %s; B: %s): the runs saw other data", A->seeds,
+                 B->seeds);
+    dg_json_add_str(o, "note", buf[0] ? buf : NULL);
+}
+
+/* A verdict that claims a difference (the seeds are named beside it). */
+static bool claims(const char *verdict)
+{
+    return !strcmp(verdict, "pays-off") || !strcmp(verdict, "slower") ||
+           !strcmp(verdict, "no-gain") || !strcmp(verdict, "starved");
+}
+
+/* What judge() decided, for its sentence. */
+typedef struct judged {
+    const cr_series *sa, *sb;
+    bool shared;
+    dg_median_ci ci;
+    double spread_a, spread_b; /* IQR over median of each side's samples */
+    double lo, hi;             /* the interval judged: ci widened by the larger spread */
+    double x, busy_b;
+    const double *th;
+    dg_speed_judgement sj;
+    const char *verdict, *why, *leaning;
+    char ca[120], cb[120];
+} judged;
+
+/* The sentence of a judgement: why, with the interval and what it held; may
+ * turn the verdict to unknown when there is nothing to judge. */
+static void judge_text(judged *v, const cr_side *A, const cr_side *B, char *text, size_t size)
+{
+    char interval[160] = "", n[96] = "", xs[24], los[24], his[24];
+    fmt_x(xs, sizeof xs, v->x);
+    if (v->shared) {
+        const char *unit = !strcmp(v->sa->basis, "epochs") ? "epochs" : "repetitions";
+        snprintf(n, sizeof n, "%zu and %zu %s", v->sa->n, v->sb->n, unit);
+        char jlo[24], jhi[24];
+        if (v->ci.valid)
+            snprintf(interval, sizeof interval,
+                     "95%% interval %s-%s over %s, judged as %s-%s with the runs' %.0f%% spread",
+                     fmt_x(los, sizeof los, v->ci.lo), fmt_x(his, sizeof his, v->ci.hi), n,
+                     fmt_x(jlo, sizeof jlo, v->lo), fmt_x(jhi, sizeof jhi, v->hi),
+                     100 * fmax(v->spread_a, v->spread_b));
+    }
+    /* The text says why; the verdict word is beside it (judgement.verdict). */
+    if (!v->shared) {
+        char ha[160], hb[160];
+        holds(A, ha, sizeof ha);
+        holds(B, hb, sizeof hb);
+        v->verdict = "unknown";
+        v->why = "nothing shared";
+        snprintf(text, size,
+                 "nothing to judge: the records share no throughput measured the same way (A: "
+                 "%s; B: %s)",
+                 ha, hb);
+    } else if (!strcmp(v->why, "n too small")) {
+        snprintf(text, size,
+                 "n too small (%s; an interval needs at least %d a side): the point ratio %s is "
+                 "not a verdict",
+                 n, DG_SPEED_MIN_SAMPLES, xs);
+    } else if (!v->ci.valid) {
+        v->verdict = "unknown";
+        snprintf(text, size, "no interval could be drawn from %s", n);
+    } else if (v->leaning) {
+        snprintf(text, size,
+                 "contended: B measured %s A (%s), %s by the interval, but the slower run (%s) "
+                 "was contended (%s; %s): rerun when the machine is quiet",
+                 xs, interval, v->leaning, v->x < 1 ? "B" : "A", v->ca, v->cb);
+    } else if (!strcmp(v->verdict, "slower")) {
+        snprintf(text, size, "B is %.0f%% slower than A: %s (%s)", 100 * (1 - v->x), xs, interval);
+    } else if (!strcmp(v->verdict, "pays-off")) {
+        snprintf(text, size, "B pays off: %s A (%s, at or above %.2fx)", xs, interval,
+                 v->sj.pays_off_min);
+    } else if (!strcmp(v->verdict, "starved")) {
+        snprintf(text, size,
+                 "B is %s A (%s) but busy only %.0f%% of its loop (under %.0f%%): it waits on "
+                 "data",
+                 xs, interval, 100 * v->busy_b, 100 * v->th[TH_DEVICE_BUSY_MIN]);
+    } else if (!strcmp(v->verdict, "no-difference")) {
+        snprintf(text, size, "B is %s A (%s), inside the equivalence band %.2f-%.2fx", xs, interval,
+                 v->sj.band_lo, v->sj.band_hi);
+    } else if (!strcmp(v->verdict, "no-gain")) {
+        snprintf(text, size, "B is faster but does not pay off: %s A (%s, below %.2fx)", xs,
+                 interval, v->sj.pays_off_min);
+    } else {
+        double edge = !strcmp(v->why, "the interval holds the band's lower edge") ? v->sj.band_lo
+                      : !strcmp(v->why, "the interval holds the band's upper edge")
+                          ? v->sj.band_hi
+                          : v->sj.pays_off_min;
+        snprintf(text, size, "B is %s A (%s): %s %.2fx", xs, interval, v->why, edge);
+    }
+}
+
+/* B against A (docs/rules.md "Speed verdicts"): the median of B's samples/s
+ * over A's with its seeded bootstrap 95% interval, judged by dg_speed_judge;
+ * the speedup is throughput over the loop's wall time (data wait included),
+ * so a fix that makes each step slower but the epoch faster counts as faster.
+ * Contention that could explain a difference makes it inconclusive; the seeds
+ * are named beside any claim of a difference. */
+static void decide(const cr_side *A, const cr_side *B, judged *v)
+{
+    v->shared = choose(A, B, &v->sa, &v->sb);
+    v->ci = (dg_median_ci){.point = NAN, .lo = NAN, .hi = NAN, .level = 0.95};
+    if (v->shared)
+        dg_bootstrap_median_ci(v->sb->v, v->sb->n, v->sa->v, v->sa->n, 0, 0.95, DG_BOOTSTRAP_SEED,
+                               &v->ci);
+    /* Two records are measured at different times: a loaded machine shifts a
+     * whole run, which a bootstrap over one run's samples cannot see. The
+     * interval judged is widened by the larger of the two runs' own spreads
+     * (IQR over median): a run-to-run shift as large as a run's spread is
+     * not taken for a difference. */
+    dg_stats st;
+    dg_stats_compute(v->shared ? v->sa->v : NULL, v->shared ? v->sa->n : 0, 0, &st);
+    v->spread_a = isfinite(st.iqr_share) ? st.iqr_share : 0;
+    dg_stats_compute(v->shared ? v->sb->v : NULL, v->shared ? v->sb->n : 0, 0, &st);
+    v->spread_b = isfinite(st.iqr_share) ? st.iqr_share : 0;
+    double m = fmax(v->spread_a, v->spread_b);
+    v->lo = v->ci.valid ? v->ci.lo / (1 + m) : NAN;
+    v->hi = v->ci.valid ? v->ci.hi * (1 + m) : NAN;
+    dg_speed_judge(v->lo, v->hi, v->shared ? v->sa->n : 0, v->shared ? v->sb->n : 0,
+                   DG_SPEED_MIN_SAMPLES, v->th, &v->sj);
+    v->x = v->ci.valid ? v->ci.point : NAN;
+    v->verdict = v->sj.verdict;
+    v->why = v->sj.why;
+    if (!strcmp(v->verdict, "pays-off") && isfinite(v->busy_b) &&
+        v->busy_b < v->th[TH_DEVICE_BUSY_MIN]) {
+        v->verdict = "starved";
+        v->why = "fast enough, but B's loop mostly waits for data";
+    }
+    if (claims(v->verdict) &&
+        contention_explains(v->x < 1 ? B : A, v->x < 1 ? A : B, v->th[TH_CONTENTION_CPUS])) {
+        v->leaning = v->verdict;
+        v->verdict = "inconclusive";
+        v->why = "contended";
+    }
+    contention_text(A, "A", v->ca, sizeof v->ca);
+    contention_text(B, "B", v->cb, sizeof v->cb);
+}
+
+/* The judgement as JSON (docs/events.md "Comparing two runs"). */
+static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b, const double *th)
+{
+    judged v = {.th = th, .busy_b = busy_b};
+    decide(A, B, &v);
+    const cr_series *sa = v.sa, *sb = v.sb;
+    double x = v.x, red = isfinite(x) ? 100.0 * (1.0 - 1.0 / x) : NAN;
+    double p = v.shared ? dg_mann_whitney_p(sa->v, sa->n, sb->v, sb->n, NULL) : NAN;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddItemToObject(j, "speedup", metric(x, "x"));
-    dg_json_add_str(j, "speedup_source",
-                    !isfinite(x) ? NULL
-                    : by_sps     ? "throughput: B samples/s over A samples/s"
-                                 : "step time: A step_ms median over B step_ms median");
+    cJSON *cij = cJSON_AddObjectToObject(j, "speedup_ci");
+    cJSON_AddItemToObject(cij, "lo", metric(v.ci.valid ? v.ci.lo : NAN, "x"));
+    cJSON_AddItemToObject(cij, "hi", metric(v.ci.valid ? v.ci.hi : NAN, "x"));
+    cJSON_AddNumberToObject(cij, "level", 0.95);
+    cJSON_AddNumberToObject(cij, "resamples", v.ci.valid ? (double)v.ci.resamples : 0);
+    cJSON_AddStringToObject(cij, "method",
+                            "percentile bootstrap of median(B samples/s) / median(A samples/s), "
+                            "seeded (the same records give the same interval)");
+    cJSON *jj = cJSON_AddObjectToObject(j, "judged_ci");
+    cJSON_AddItemToObject(jj, "lo", metric(v.lo, "x"));
+    cJSON_AddItemToObject(jj, "hi", metric(v.hi, "x"));
+    cJSON_AddItemToObject(jj, "spread_a", metric(v.shared ? v.spread_a : NAN, "fraction"));
+    cJSON_AddItemToObject(jj, "spread_b", metric(v.shared ? v.spread_b : NAN, "fraction"));
+    cJSON_AddStringToObject(jj, "method",
+                            "speedup_ci widened by the larger spread (IQR / median) of the two "
+                            "records' samples: lo / (1 + s), hi x (1 + s)");
+    cJSON_AddItemToObject(j, "mann_whitney_p", metric(p, "probability"));
+    char src[200] = "";
+    if (v.shared)
+        snprintf(src, sizeof src, "throughput: median B samples/s over median A samples/s, %s",
+                 sa->what);
+    dg_json_add_str(j, "speedup_source", v.shared ? src : NULL);
+    cJSON *basis = cJSON_AddObjectToObject(j, "basis");
+    dg_json_add_str(basis, "name", v.shared ? sa->basis : NULL);
+    cJSON_AddNumberToObject(basis, "n_a", v.shared ? (double)sa->n : 0);
+    cJSON_AddNumberToObject(basis, "n_b", v.shared ? (double)sb->n : 0);
+    cJSON_AddNumberToObject(basis, "batch_a", v.shared ? sa->batch : 0);
+    cJSON_AddNumberToObject(basis, "batch_b", v.shared ? sb->batch : 0);
+    cJSON_AddNumberToObject(basis, "min_samples", DG_SPEED_MIN_SAMPLES);
     cJSON_AddItemToObject(j, "time_reduction_pct", metric(red, "%"));
+    cJSON *band = cJSON_AddObjectToObject(j, "band");
+    cJSON_AddNumberToObject(band, "lo", v.sj.band_lo);
+    cJSON_AddNumberToObject(band, "hi", v.sj.band_hi);
+    cJSON_AddNumberToObject(band, "equivalence_pct", th[TH_EQUIVALENCE_PCT]);
+    cJSON_AddNumberToObject(j, "pays_off_min", v.sj.pays_off_min);
+    cJSON *tj = cJSON_AddObjectToObject(j, "thresholds");
+    static const dg_threshold_id used[] = {TH_SPEEDUP_MIN, TH_DEVICE_MIN_REDUCTION_PCT,
+                                           TH_DEVICE_BUSY_MIN, TH_EQUIVALENCE_PCT,
+                                           TH_CONTENTION_CPUS};
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++)
+        cJSON_AddNumberToObject(tj, dg_thresholds[used[i]].name, th[used[i]]);
     cJSON *rules = cJSON_AddArrayToObject(j, "rules");
-    int p_sp = isfinite(x) ? x >= th_speedup : -1;
-    int p_red = isfinite(red) ? red >= th_red : -1;
-    int p_busy = isfinite(busy_b) ? busy_b >= th_busy : -1;
-    rule_row(rules, "speedup-near-one", "speedup_min", x, th_speedup, "x", p_sp);
-    rule_row(rules, "slow-device-data", "device_min_reduction_pct", red, th_red, "%", p_red);
-    rule_row(rules, "slow-device-data", "device_busy_min", busy_b, th_busy, "fraction", p_busy);
-    const char *verdict, *text;
-    char buf[256];
-    if (!isfinite(x)) {
-        verdict = "unknown";
-        text = "neither run reported a throughput or a step time: nothing to judge";
-    } else if (x < 1.0) {
-        verdict = "slower";
-        snprintf(buf, sizeof buf, "B is %.0f%% slower than A (%.2fx)", 100 * (1 - x), x);
-        text = buf;
-    } else if (p_sp == 1 && p_red == 1 && p_busy != 0) {
-        verdict = "pays-off";
-        snprintf(buf, sizeof buf, "B pays off: %.2fx A (%.0f%% less time per sample)%s", x, red,
-                 p_busy < 0 ? "; B's busy fraction is not known" : "");
-        text = buf;
-    } else if (p_busy == 0 && p_sp == 1) {
-        verdict = "starved";
-        snprintf(buf, sizeof buf,
-                 "B is %.2fx A but busy only %.0f%% of its loop (under %.0f%%): it waits on data",
-                 x, 100 * busy_b, 100 * th_busy);
-        text = buf;
-    } else {
-        verdict = "no-gain";
-        snprintf(buf, sizeof buf, "B is %.2fx A: below the %.2fx (%.0f%%) that pays off", x,
-                 th_speedup, th_red);
-        text = buf;
-    }
-    cJSON_AddStringToObject(j, "verdict", verdict);
+    int p_sp = isfinite(x) ? x >= th[TH_SPEEDUP_MIN] : -1;
+    int p_red = isfinite(red) ? red >= th[TH_DEVICE_MIN_REDUCTION_PCT] : -1;
+    int p_busy = isfinite(busy_b) ? busy_b >= th[TH_DEVICE_BUSY_MIN] : -1;
+    rule_row(rules, "speedup-near-one", "speedup_min", x, th[TH_SPEEDUP_MIN], "x", p_sp);
+    rule_row(rules, "slow-device-data", "device_min_reduction_pct", red,
+             th[TH_DEVICE_MIN_REDUCTION_PCT], "%", p_red);
+    rule_row(rules, "slow-device-data", "device_busy_min", busy_b, th[TH_DEVICE_BUSY_MIN],
+             "fraction", p_busy);
+    /* Contention and seeds, named beside the verdict. */
+    cJSON *cn = cJSON_AddObjectToObject(j, "contention");
+    cJSON_AddItemToObject(cn, "a", contention_json(A));
+    cJSON_AddItemToObject(cn, "b", contention_json(B));
+    cJSON_AddBoolToObject(cn, "made_inconclusive", v.leaning != NULL);
+    char ctext[260] = "";
+    if (contended(A) || contended(B))
+        snprintf(ctext, sizeof ctext, "other processes ran during the measurements (%s; %s)", v.ca,
+                 v.cb);
+    dg_json_add_str(cn, "text", ctext[0] ? ctext : NULL);
+    char seeds[400];
+    seeds_note(A, B, seeds, sizeof seeds, j);
+    char text[1200];
+    judge_text(&v, A, B, text, sizeof text);
+    if (claims(v.verdict) && seeds[0])
+        dg_cat(text, sizeof text, "; %s", seeds);
+    if (ctext[0] && !v.leaning)
+        dg_cat(text, sizeof text, "; %s", ctext);
+    cJSON_AddStringToObject(j, "verdict", v.verdict);
+    cJSON_AddStringToObject(j, "why", v.why);
+    dg_json_add_str(j, "leaning", v.leaning);
     cJSON_AddStringToObject(j, "text", text);
     return j;
 }
 
 dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_b, bool force,
-                          char **json)
+                          const char *thresholds, char **json)
 {
     *json = NULL;
-    dg_status st = DG_OK;
+    double th[TH_COUNT];
+    dg_status st = dg_thresholds_parse(ctx, thresholds, th);
+    if (st != DG_OK)
+        return st;
     cJSON *ra = load(ctx, record_a, "A", &st);
     if (!ra)
         return st;
@@ -243,8 +539,10 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
         ba = NULL;
     if (bb && cJSON_IsNull(bb))
         bb = NULL;
+    /* A record without a bucket (the fixture's compare) is compared and said
+     * so (buckets.known); two buckets that differ are refused unless forced. */
     bool same = (!ba && !bb) || (ba && bb && cJSON_Compare(ba, bb, true));
-    if (!same && !force) {
+    if (!same && ba && bb && !force) {
         char ta[220], tb[220];
         bucket_text(ta, sizeof ta, ba);
         bucket_text(tb, sizeof tb, bb);
@@ -256,7 +554,7 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
             ta, tb);
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "v", 1);
+    cJSON_AddNumberToObject(o, "v", 2);
     cJSON_AddStringToObject(o, "kind", "compare-runs");
     char ts[32], host[256] = "";
     dg_utc_iso(ts, sizeof ts);
@@ -266,14 +564,22 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     host[sizeof host - 1] = '\0';
     dg_json_add_str(o, "host", host[0] ? host : NULL);
     cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+    cr_side sd[2];
+    bool read = cr_side_read(&sd[0], ra, th[TH_CONTENTION_CPUS]);
+    read = cr_side_read(&sd[1], rb, th[TH_CONTENTION_CPUS]) && read;
+    char diff[2][200];
+    cr_cmd_diff(sd[0].argv, sd[1].argv, diff[0], diff[1], sizeof diff[0]);
     double ms[2], sps[2], busy[2];
-    cJSON_AddItemToArray(runs, run_summary(ra, &ms[0], &sps[0], &busy[0]));
-    cJSON_AddItemToArray(runs, run_summary(rb, &ms[1], &sps[1], &busy[1]));
+    cJSON_AddItemToArray(runs, run_summary(ra, &sd[0], diff[0], &ms[0], &sps[0], &busy[0]));
+    cJSON_AddItemToArray(runs, run_summary(rb, &sd[1], diff[1], &ms[1], &sps[1], &busy[1]));
     cJSON *bk = cJSON_AddObjectToObject(o, "buckets");
     cJSON_AddBoolToObject(bk, "same", same);
-    cJSON_AddBoolToObject(bk, "known", ba || bb);
-    cJSON_AddBoolToObject(o, "forced", force && !same);
-    /* Speedup of B over A. */
+    cJSON_AddBoolToObject(bk, "known", ba && bb);
+    cJSON_AddBoolToObject(bk, "a_known", ba != NULL);
+    cJSON_AddBoolToObject(bk, "b_known", bb != NULL);
+    cJSON_AddBoolToObject(o, "forced", force && !same && ba && bb);
+    /* The headline ratios (each record's own figures); the judgement's speedup
+     * is the median ratio of the samples both hold. */
     cJSON *sp = cJSON_AddObjectToObject(o, "speedup");
     cJSON_AddItemToObject(sp, "step_time",
                           metric(ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN, "x"));
@@ -290,7 +596,9 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON_AddStringToObject(bf, "definition",
                             "1 - the share of the training loop spent waiting for data "
                             "(profile.phases.queue_wait: data_ms over data_ms + step_ms)");
-    cJSON_AddItemToObject(o, "judgement", judge(sps, ms, busy[1]));
+    cJSON_AddItemToObject(o, "judgement", judge(&sd[0], &sd[1], busy[1], th));
+    cr_side_free(&sd[0]);
+    cr_side_free(&sd[1]);
     /* Memory curves side by side. */
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     const cJSON *ea = at(ra, "soak", "epochs"), *eb = at(rb, "soak", "epochs");
@@ -335,7 +643,10 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON_Delete(o);
     cJSON_Delete(ra);
     cJSON_Delete(rb);
-    if (!*json)
+    if (!*json || !read) {
+        dg_string_free(*json);
+        *json = NULL;
         return dg_fail(ctx, DG_ERR_NOMEM, "compare: out of host memory");
+    }
     return DG_OK;
 }

@@ -122,10 +122,68 @@ static double route_throughput(const dg_record_view *v, const char *route, const
     return best;
 }
 
+/* A run's own verdict: what the run proved (the program's end, its epochs,
+ * the findings by severity), never accept's promise, which needs a sweep a
+ * run does not do. accepted and screening are false; NULL when out of memory. */
+static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged)
+{
+    const dg_view_supervise *s = &v->supervise;
+    char end[200];
+    if (s->interrupted == 1)
+        snprintf(end, sizeof end, "the run was interrupted");
+    else if (s->timed_out == 1)
+        snprintf(end, sizeof end, "the program ran past its time limit and was stopped");
+    else if (s->signal)
+        snprintf(end, sizeof end, "the program died of %s", s->signal);
+    else if (s->exit_status.valid && s->exit_status.value != 0)
+        snprintf(end, sizeof end, "the program exited with status %.0f", s->exit_status.value);
+    else if (s->exit_status.valid)
+        snprintf(end, sizeof end, "the program exited 0");
+    else
+        snprintf(end, sizeof end, "the program's end was not recorded");
+    int n[4] = {0};
+    char ids[3][300] = {"", "", ""};
+    for (int i = 0; i < judged->nfindings; i++) {
+        const dg_view_finding *f = &judged->findings[i];
+        if (f->rank < 1 || f->rank > 3)
+            continue;
+        n[f->rank]++;
+        list_add(ids[f->rank - 1], sizeof ids[0], ", ", f->id ? f->id : "?");
+    }
+    char found[1000] = "";
+    static const char *const sev[] = {"info", "warn", "fail"};
+    for (int r = 3; r >= 1; r--)
+        if (n[r]) {
+            char part[340];
+            snprintf(part, sizeof part, "%d %s (%s)", n[r], sev[r - 1], ids[r - 1]);
+            list_add(found, sizeof found, ", ", part);
+        }
+    char epochs[64] = "";
+    if (v->soak.nepochs > 0)
+        snprintf(epochs, sizeof epochs, " after %d epoch%s", v->soak.nepochs,
+                 v->soak.nepochs == 1 ? "" : "s");
+    char statement[1400];
+    snprintf(statement, sizeof statement, "run: %s%s; %s%s", end, epochs,
+             found[0] ? "findings: " : "no findings", found);
+    cJSON *g = cJSON_CreateObject();
+    if (!g)
+        return NULL;
+    cJSON_AddBoolToObject(g, "accepted", false);
+    cJSON_AddBoolToObject(g, "screening", false);
+    cJSON_AddStringToObject(g, "for", "run");
+    cJSON_AddNumberToObject(g, "fail_findings", n[3]);
+    cJSON_AddNumberToObject(g, "blocking_fail_findings", n[3]);
+    cJSON_AddNumberToObject(g, "warn_findings", n[2]);
+    cJSON_AddStringToObject(g, "statement", statement);
+    return g;
+}
+
 /* The FINAL_GATE object of the record v judged as judged says (its findings
  * and decision); NULL when out of memory. */
 static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
 {
+    if (v->kind && strcmp(v->kind, "run") == 0)
+        return run_gate(v, judged);
     bool quick = v->spec.quick == 1;
     /* The sweep proves a ceiling only when it reached a real stop with at
      * least 4 trials; the memory curve needs mem_epochs epochs (the method's

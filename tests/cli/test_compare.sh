@@ -53,6 +53,10 @@ if [ -z "$(ls -A "$TMPDIR")" ]; then ok; else bad "compare left $(ls "$TMPDIR") 
 # Human output: one line per batch.
 expect_exit 0 "$DG" --no-ledger compare "${common[@]}" --batches 16
 expect_grep out '^  batch 16 .*speedup [0-9.]+x.*busy [0-9]+%.*within tolerance'
+# The speedup with its 95% interval and the verdict on it (analysis/speed.h),
+# as accept's compare and compare RUN_A RUN_B word it.
+expect_grep out '^  batch 16 .*speedup [0-9.]+x \([-+][0-9]+% step time, 95% [0-9.]+-[0-9.]+x\) (pays-off|no-gain|no-difference|slower|inconclusive) · busy'
+expect_json "$T/clean.json" 'all(r["speed"]["verdict"] in ("pays-off", "no-gain", "no-difference", "slower", "inconclusive") and r["speed"]["pays_off_min"] > 1.28 and abs(r["speed"]["band_hi"] - 1.1) < 1e-9 for r in d["runs"])'
 
 # The leaky relu on the device drifts: exit 1, the drift named per batch.
 DEVGATE_FAULT=relu-leak@opencl expect_exit 1 "$DG" --no-ledger compare "${common[@]}" --batches 16

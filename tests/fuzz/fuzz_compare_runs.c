@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dg_ctx *ctx = dg_ctx_new();
     for (int force = 0; force < 2; force++) {
         char *out = NULL;
-        if (dg_compare_runs(ctx, a, b, force, &out) == DG_OK) {
+        if (dg_compare_runs(ctx, a, b, force, NULL, &out) == DG_OK) {
             cJSON *o = cJSON_Parse(out);
             if (!o)
                 abort();

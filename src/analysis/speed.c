@@ -1,0 +1,44 @@
+/* The speed verdict of a throughput ratio from its interval (speed.h). */
+#include "analysis/speed.h"
+
+#include <math.h>
+
+void dg_speed_judge(double lo, double hi, size_t na, size_t nb, size_t min_n, const double *th,
+                    dg_speed_judgement *out)
+{
+    double speedup_min = th ? th[TH_SPEEDUP_MIN] : dg_thresholds[TH_SPEEDUP_MIN].value;
+    double red =
+        th ? th[TH_DEVICE_MIN_REDUCTION_PCT] : dg_thresholds[TH_DEVICE_MIN_REDUCTION_PCT].value;
+    double e = (th ? th[TH_EQUIVALENCE_PCT] : dg_thresholds[TH_EQUIVALENCE_PCT].value) / 100;
+    dg_speed_judgement j = {.verdict = "unknown", .why = "no interval"};
+    /* Time per sample at least red% shorter is a ratio of 1 / (1 - red/100). */
+    j.pays_off_min = red < 100 ? fmax(speedup_min, 1 / (1 - red / 100)) : INFINITY;
+    j.band_lo = 1 / (1 + e);
+    j.band_hi = 1 + e;
+    if (!isfinite(lo) || !isfinite(hi)) {
+        *out = j;
+        return;
+    }
+    if (na < min_n || nb < min_n) {
+        j.verdict = "inconclusive";
+        j.why = "n too small";
+    } else if (hi < j.band_lo) {
+        j.verdict = "slower";
+        j.why = "the interval lies below the equivalence band";
+    } else if (lo >= j.pays_off_min) {
+        j.verdict = "pays-off";
+        j.why = "the interval lies at or above the pay-off ratio";
+    } else if (lo >= j.band_lo && hi <= j.band_hi) {
+        j.verdict = "no-difference";
+        j.why = "the interval lies inside the equivalence band";
+    } else if (lo > j.band_hi && hi < j.pays_off_min) {
+        j.verdict = "no-gain";
+        j.why = "faster, but the interval lies below the pay-off ratio";
+    } else {
+        j.verdict = "inconclusive";
+        j.why = lo < j.band_lo    ? "the interval holds the band's lower edge"
+                : lo <= j.band_hi ? "the interval holds the band's upper edge"
+                                  : "the interval holds the pay-off ratio";
+    }
+    *out = j;
+}
