@@ -8,6 +8,11 @@
 #   fixture  accept --quick --backend cuda twice and the default tier once
 #   cmd      accept --quick -- CMD on tests/python/scripts/accept_train.py on cuda
 #   run      devgate run on the leaking and the healthy script on cuda
+#   probe    the user-style scripts of tests/cli/test_run_user.sh on cuda (issue 21):
+#            the leak without flags (retained-refs from allocated memory, with and
+#            without --no-empty-cache), the two-Adam GAN (5 device reads a step, no
+#            torch step counters; no sync-debug prototype warning), the launcher,
+#            the unseeded script, the healthy one, and loss agreement cpu vs cuda
 #   cpugate  ten gate --backend cpu per OpenMP setting (the cpu baseline's own rate)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
@@ -108,6 +113,42 @@ pass_run() {
     echo "run $mode: exit $? in $(secs "$s") s"
     [ -s "$packs/run-$mode.json" ] && summary "$packs/run-$mode.json"
   done
+}
+
+pass_probe() {
+  local U=tests/python/scripts/user one
+  one() { # name [devgate run options] -- script args: the record's facts in the log
+    local name=$1; shift
+    local s; s=$(date +%s.%N)
+    timeout 150 $DG --no-ledger run --json -o "$packs/probe-$name" "$@" >"$packs/probe-$name.json" \
+      2>"$packs/probe-$name.err"
+    echo "probe $name: exit $? in $(secs "$s") s"
+    grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/probe-$name.err" | sed 's/^/ sync-debug warnings shown: /'
+    [ -s "$packs/probe-$name.json" ] || return
+    summary "$packs/probe-$name.json"
+    python3 - "$packs/probe-$name.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+sp = (d.get("profile") or {}).get("sync_points") or {}
+print(" device", d.get("device"), "host_reads/step", sp.get("host_reads_per_step"), "library", sp.get("host_reads_library"),
+      "device_syncs/step", sp.get("device_syncs_per_step"))
+print(" losses", len((d.get("supervise") or {}).get("losses") or []), "seeds", json.dumps(d.get("seeds"))[:300])
+for e in ((d.get("soak") or {}).get("epochs") or [])[:12]:
+    v = lambda x: x.get("value") if isinstance(x, dict) else x
+    print("  epoch", e.get("epoch"), "allocated", v(e.get("allocated")), "reserved", v(e.get("reserved")),
+          "emptied", e.get("cache_emptied"))
+PY
+  }
+  one leak -- python3 $U/leak_train.py --device cuda --epochs 11
+  one leak-noempty --no-empty-cache -- python3 $U/leak_train.py --device cuda --epochs 11
+  one gan -- python3 $U/gan_train.py --device cuda --steps 16
+  one launcher -- python3 $U/launcher.py $U/gan_train.py --device cuda --steps 8
+  one unseeded -- python3 $U/unseeded_train.py --device cuda --epochs 1
+  one healthy -- python3 $U/healthy_train.py --device cuda --epochs 3
+  one healthy-cpu -- python3 $U/healthy_train.py --device cpu --epochs 3
+  $DG compare "$packs/probe-healthy-cpu.json" "$packs/probe-healthy.json" --json >"$packs/probe-compare.json" 2>&1
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' compare loss', json.dumps(d.get('loss'))[:400])" \
+    "$packs/probe-compare.json" || head -5 "$packs/probe-compare.json"
 }
 
 pass_cpugate() { # the 512^3 product's rate, ten runs per setting, with threads and cold/warm

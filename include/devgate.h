@@ -417,6 +417,11 @@ typedef struct dg_run_opts {
  * started otherwise (not executable, no pipe...; *json NULL in both, the
  * reason on ctx); DG_ERR_NOMEM. */
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *opts, char **json);
+/* devgate run: dg_run_supervise as the command runner's epochs step of the
+ * method, under the machine-wide measurement lock with the contention
+ * sampled over the run, both recorded in the record ("lock", "contention",
+ * and in the soak section when there is one). Same statuses. */
+dg_status dg_run_measured(dg_ctx *ctx, const dg_run_opts *opts, char **json);
 
 /* Compares two evidence records of any kind (run, accept, accept -- CMD, a
  * fixture compare; or ledger entries holding one under "record"): B judged

@@ -78,7 +78,7 @@ typedef struct accept_args {
     cli_thresholds thr;
     /* accept -- CMD only */
     int sweep_from, trial_timeout;
-    bool empty_cache;
+    bool empty_cache, no_empty_cache;
 } accept_args;
 
 #define OFF(f) offsetof(accept_args, f)
@@ -103,8 +103,11 @@ static const cli_opt accept_opts[] = {
     {CLI_INT, "--trial-timeout", NULL, "S", "the tier's (180, 600)", "s",
      "-- CMD: wall-clock limit of each child run", OFF(trial_timeout), 1, 86400, NULL, NULL, NULL},
     {CLI_FLAG, "--empty-cache", NULL, NULL, NULL, NULL,
-     "-- CMD: the probe empties the device cache at each soak epoch end", OFF(empty_cache), 0, 0,
-     NULL, NULL, NULL},
+     "-- CMD: the probe empties the device cache at each epoch end (the default)", OFF(empty_cache),
+     0, 0, NULL, NULL, NULL},
+    {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
+     "-- CMD: the probe leaves garbage collection and the device cache to the program",
+     OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -258,9 +261,10 @@ int cmd_accept(cli *c, int argc, char **argv)
                   "for your program use the command's own arguments");
         goto out;
     }
-    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache)) {
-        cli_error("accept: --sweep-from, --trial-timeout and --empty-cache apply to accept -- CMD "
-                  "(your own program) only");
+    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache)) {
+        cli_error(
+            "accept: --sweep-from, --trial-timeout and --[no-]empty-cache apply to accept -- CMD "
+            "(your own program) only");
         goto out;
     }
     /* For a command, --backend names the device judged, as the program's framework does. */
@@ -337,7 +341,7 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .sweep_from = aa.sweep_from,
                                  .sweep_to = o.sweep_to,
                                  .mem_budget = o.train.mem_budget,
-                                 .empty_cache = aa.empty_cache,
+                                 .empty_cache = !aa.no_empty_cache,
                                  .trial_timeout_s = aa.trial_timeout,
                                  .label = o.label,
                                  .trace_path = o.trace_path,

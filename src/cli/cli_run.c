@@ -101,6 +101,7 @@ typedef struct run_args {
     dg_run_opts o;
     const char *out_dir;
     cli_thresholds thr;
+    bool no_empty_cache;
 } run_args;
 
 #define OFF(f) offsetof(run_args, f)
@@ -124,8 +125,12 @@ static const cli_opt run_opts[] = {
      "samples only",
      OFF(o.probe), 0, 0, probe_opt, NULL, NULL},
     {CLI_FLAG, "--empty-cache", NULL, NULL, NULL, NULL,
-     "auto: the probe collects garbage and empties the device cache at every epoch end",
+     "auto: the probe collects garbage and empties the device cache at every epoch end (the "
+     "default)",
      OFF(o.empty_cache), 0, 0, NULL, NULL, NULL},
+    {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
+     "auto: the probe leaves garbage collection and the device cache to the program",
+     OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -158,6 +163,7 @@ int cmd_run(cli *c, int argc, char **argv)
     size_t toff = strlen(ra.thr.list);
     char *thresholds = ra.thr.list;
     dg_run_opts o = ra.o;
+    o.empty_cache = !ra.no_empty_cache;   /* the method's step 4, applied unless opted out */
     o.argv = (const char *const *)a.rest; /* argv is NULL-terminated */
     char probe_dir[4096];
     if (o.probe == DG_PROBE_AUTO && cli_find_probe(probe_dir, sizeof probe_dir))
@@ -173,7 +179,7 @@ int cmd_run(cli *c, int argc, char **argv)
     forward_sig = 0;
     cli_signals_catch(&sigs, &forward_sig);
     char *json = NULL;
-    dg_status st = dg_run_supervise(c->ctx, &o, &json);
+    dg_status st = dg_run_measured(c->ctx, &o, &json);
     if (!json) {
         cli_signals_release(&sigs);
         if (st == DG_ERR_NOT_FOUND || st == DG_ERR_IO) {

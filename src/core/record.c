@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 const dg_rec_path dg_rec_paths[DG_P_COUNT] = {
 #define DG_RP(id, sec, path, type, unit, flags) {DG_SEC_##sec, path, DG_RT_##type, unit, flags},
@@ -716,6 +717,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     p->host_reads = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS);
     p->host_reads_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_PER_STEP);
     p->host_reads_source = dg_rec_str(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_SOURCE);
+    p->host_reads_library = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_LIBRARY);
     p->source = dg_rec_str(prof, DG_P_PROFILE_SOURCE);
     p->window_steps = dg_rec_num(prof, DG_P_PROFILE_WINDOW_STEPS);
     p->noise = dg_rec_str(prof, DG_P_PROFILE_STEP_STATS_NOISE);
@@ -909,6 +911,16 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
 
     dg_rec_section own = kind_section(out->kind);
     out->device = own == DG_SEC_REC ? dg_rec_str(rec, DG_P_REC_DEVICE) : NULL;
+    if (own == DG_SEC_REC && dg_rec_at(rec, DG_P_REC_SEEDS)) {
+        dg_view_seeds *sd = &out->seeds;
+        sd->present = true;
+        sd->torch = dg_rec_num(rec, DG_P_REC_SEEDS_TORCH);
+        sd->torch_seeded = dg_rec_bool(rec, DG_P_REC_SEEDS_SEEDED_TORCH);
+        sd->loader_workers = dg_rec_num(rec, DG_P_REC_SEEDS_LOADER_WORKERS);
+        sd->loader_shuffle = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_SHUFFLE);
+        sd->loader_worker_init_fn = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_WORKER_INIT_FN);
+        sd->loader_generator = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_GENERATOR);
+    }
     if (own != DG_SEC_REC) {
         out->section[own] = rec; /* a per-verb record is its own section */
         out->listed[own] = true;
@@ -995,4 +1007,24 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name)
         if (!strcmp(v->thresholds[i].name, name))
             return v->thresholds[i].value;
     return NAN;
+}
+
+cJSON *dg_record_new(const char *kind, int version)
+{
+    cJSON *rec = cJSON_CreateObject();
+    if (rec)
+        dg_record_head(rec, kind, version);
+    return rec;
+}
+
+void dg_record_head(cJSON *rec, const char *kind, int version)
+{
+    cJSON_AddNumberToObject(rec, "v", version);
+    cJSON_AddStringToObject(rec, "kind", kind);
+    char ts[32], host[256] = "";
+    dg_utc_iso(ts, sizeof ts);
+    cJSON_AddStringToObject(rec, "timestamp", ts);
+    if (gethostname(host, sizeof host) == 0)
+        host[sizeof host - 1] = '\0';
+    cJSON_AddStringToObject(rec, "host", host);
 }

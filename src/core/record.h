@@ -444,6 +444,7 @@ typedef struct dg_view_profile {
     dg_rec_metric sync_per_step;           /* sync points/step */
     dg_rec_metric host_reads;              /* values read to the host (probe) */
     dg_rec_metric host_reads_per_step;     /* reads/step */
+    dg_rec_metric host_reads_library;      /* of host_reads, made by a library's code */
     const char *host_reads_source;
     const char *source;           /* "probe" for a program's step events, NULL for the fixture */
     dg_rec_metric fallback_calls; /* ops_total.fallback_calls */
@@ -514,6 +515,15 @@ typedef struct dg_view_final_gate {
     const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;
 
+/* The seeds a supervised program set (record "seeds", from run_start): the
+ * zero-code probe says which sources it seeded and how the training loader's
+ * workers and shuffling are seeded. -1: not reported. */
+typedef struct dg_view_seeds {
+    bool present;
+    dg_rec_metric torch, loader_workers;
+    int torch_seeded, loader_shuffle, loader_worker_init_fn, loader_generator;
+} dg_view_seeds;
+
 /* A record, typed. For a per-verb record (kind sweep, soak, ...) the section
  * view of that kind is filled from the record itself. */
 typedef struct dg_record_view {
@@ -521,6 +531,7 @@ typedef struct dg_record_view {
     const char *kind; /* "accept", "run", "sweep", ...; NULL when absent */
     const char *state, *label, *host, *timestamp, *run_id;
     const char *device; /* run: the device the program said it used ("cpu", "cuda:0") */
+    dg_view_seeds seeds;
     dg_view_spec spec;
     dg_view_step *steps;
     int nsteps;
@@ -559,5 +570,12 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name);
  * soak, accept and run (2: the soak analysis flattened into the soak record).
  * The other per-verb records keep version 1. docs/schema/report.md. */
 #define DG_RECORD_VERSION 2
+
+/* A new record's head: {v: version, kind, timestamp (UTC ISO 8601), host}, the
+ * fields every record devgate writes opens with. The caller owns it; NULL
+ * when out of memory. */
+cJSON *dg_record_new(const char *kind, int version);
+/* The same head added to rec. */
+void dg_record_head(cJSON *rec, const char *kind, int version);
 
 #endif

@@ -172,6 +172,7 @@ void dg_judge_events_lost(dg_diag *d, const dg_rule *r);
 void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r);
 void dg_judge_cpu_use(dg_diag *d, const dg_rule *r);
 void dg_judge_host_sync(dg_diag *d, const dg_rule *r);
+void dg_judge_unseeded(dg_diag *d, const dg_rule *r);
 
 /* ---- entry points (rules.c) ---------------------------------------------- */
 

@@ -159,6 +159,13 @@ const dg_rule dg_rules[] = {
      "device each read waits for all queued work, so the host cannot run ahead",
      "read the loss every N steps or at epoch end (keep it as a tensor and sum on the device); "
      "drop explicit synchronize calls from the step"},
+    {"unseeded", DG_SEV_WARN, "seeds.seeded.torch, seeds.loader (run_start: zero-code probe)", "",
+     dg_judge_unseeded,
+     "the same script gives different curves: torch's generator, which orders the batches and "
+     "seeds the loader's workers, starts from a random seed each run",
+     "seed torch, numpy and random before building the loader (torch.manual_seed(S)), or give "
+     "the DataLoader generator=torch.Generator().manual_seed(S) and a worker_init_fn; compare two "
+     "runs only with the same seeds"},
     {"noisy-measurement", DG_SEV_WARN,
      "profile.step.stats.iqr_share, "
      "sweep.trials[].step_ms.iqr/median, env.processes.top_cpu",

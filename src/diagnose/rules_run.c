@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Exit 86 with run_end "stopped": the probe stopped the program as devgate
@@ -59,15 +60,21 @@ void dg_judge_events_lost(dg_diag *d, const dg_rule *r)
 }
 
 /* Steady growth of the sampled process tree, for runs without the probe's
- * epoch watermarks: a least-squares line through the RSS samples against the
+ * epoch watermarks: a Theil-Sen line (the median of the pairwise slopes,
+ * robust to the odd sample far off it) through the RSS samples against the
  * tree's CPU time (the work done, so a program starved by its neighbours, at
- * start-up or at exit, is judged as if it had the machine to itself), over the
- * last two thirds of that CPU time (the first holds imports and set-up),
- * judged when it fits (R^2 >= 0.8) and grows more than mem_growth_pct over
- * the window. */
+ * start-up or at exit, is judged as if it had the machine to itself), over
+ * the last two thirds of that CPU time (the first holds imports and set-up)
+ * and without the exit tail (the trailing samples below half the run's high
+ * level, its 90th percentile:
+ * a program freeing its memory as it ends, a wrapper outliving its worker),
+ * judged when it is steady (Kendall's tau >= 0.6 over the same pairs), the
+ * later half still grows, and it grows more than mem_growth_pct over the
+ * window. */
 #define GROWTH_MIN_POINTS 8
-#define GROWTH_MIN_R2 0.8
+#define GROWTH_MIN_TAU 0.6
 #define GROWTH_MAX_POINTS 4096 /* the run sampler decimates below this */
+#define GROWTH_FIT_POINTS 200  /* pairs of at most this many points (decimated) */
 
 typedef struct rss_point {
     double cpu_s, mib;
@@ -112,34 +119,101 @@ static int rss_points(const dg_view_supervise *s, rss_point *out, double *wall)
     return k;
 }
 
+static int cmp_double(const void *a, const void *b);
+
+/* Drops the exit tail: trailing points below half the run's high level (its
+ * 90th percentile, so one spike does not set it). */
+static int trim_exit_tail(const rss_point *pt, int n)
+{
+    if (n < 2)
+        return n;
+    double *v = dg_malloc(sizeof *v * (size_t)n);
+    if (!v)
+        return n;
+    for (int i = 0; i < n; i++)
+        v[i] = pt[i].mib;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double high = v[(int)(0.9 * (n - 1))];
+    dg_free(v);
+    while (n > 0 && pt[n - 1].mib < 0.5 * high)
+        n--;
+    return n;
+}
+
 typedef struct rss_fit {
     int n;
-    double slope, icpt, r2; /* MiB per CPU second, MiB at the window's start, fit quality */
+    double slope, icpt, tau; /* MiB per CPU second, MiB at the window's start, steadiness */
 } rss_fit;
 
-/* Least-squares line through the points at or after CPU time w0; n 0 when
- * they are flat or too few. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Theil-Sen line and Kendall's tau through the points at or after CPU time
+ * w0, averaged into at most GROWTH_FIT_POINTS bins of equal CPU time (the
+ * samples of a starved stretch, many at one CPU time, count as one); n 0
+ * when they are flat or too few. */
 static rss_fit fit_rss(const rss_point *pt, int n, double w0)
 {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (pt[i].cpu_s < w0)
-            continue;
-        double x = pt[i].cpu_s - w0, y = pt[i].mib;
-        sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
-        k++;
-    }
     rss_fit f = {0, NAN, NAN, NAN};
-    if (k < 2)
+    int first = 0;
+    while (first < n && pt[first].cpu_s < w0)
+        first++;
+    int k = n - first;
+    if (k < 2 || !(pt[n - 1].cpu_s > w0))
         return f;
-    double vx = sxx - sx * sx / k, vy = syy - sy * sy / k, cxy = sxy - sx * sy / k;
-    if (!(vx > 0) || !(vy > 0))
-        return f; /* flat: nothing grows */
-    f.n = k;
-    f.slope = cxy / vx;
-    f.icpt = (sy - f.slope * sx) / k;
-    f.r2 = cxy * cxy / (vx * vy);
+    int nb = k < GROWTH_FIT_POINTS ? k : GROWTH_FIT_POINTS;
+    double width = (pt[n - 1].cpu_s - w0) / nb;
+    rss_point *q = dg_calloc((size_t)nb, sizeof *q);
+    int *cnt = dg_calloc((size_t)nb, sizeof *cnt);
+    double *sl = dg_malloc(sizeof *sl * ((size_t)nb * (size_t)(nb - 1) / 2 + (size_t)nb + 1));
+    if (!q || !cnt || !sl) {
+        dg_free(q);
+        dg_free(cnt);
+        dg_free(sl);
+        return f;
+    }
+    for (int i = first; i < n; i++) {
+        int b = (int)((pt[i].cpu_s - w0) / width);
+        b = b < 0 ? 0 : b >= nb ? nb - 1 : b;
+        q[b].cpu_s += pt[i].cpu_s - w0;
+        q[b].mib += pt[i].mib;
+        cnt[b]++;
+    }
+    int m = 0;
+    for (int b = 0; b < nb; b++)
+        if (cnt[b])
+            q[m++] = (rss_point){q[b].cpu_s / cnt[b], q[b].mib / cnt[b]};
+    size_t ns = 0;
+    long conc = 0, disc = 0, pairs = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = i + 1; j < m; j++) {
+            double dx = q[j].cpu_s - q[i].cpu_s, dy = q[j].mib - q[i].mib;
+            pairs++;
+            conc += dy > 0 && dx > 0;
+            disc += dy < 0 && dx > 0;
+            if (dx > 0)
+                sl[ns++] = dy / dx;
+        }
+    if (ns > 0 && conc + disc > 0) {
+        f.n = k; /* the samples behind the bins */
+        f.slope = median_of(sl, ns);
+        for (int i = 0; i < m; i++)
+            sl[i] = q[i].mib - f.slope * q[i].cpu_s;
+        f.icpt = median_of(sl, (size_t)m);
+        f.tau = (double)(conc - disc) / (double)pairs;
+    }
+    dg_free(q);
+    dg_free(cnt);
+    dg_free(sl);
     return f;
 }
 
@@ -154,7 +228,8 @@ void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
     if (!pt)
         return;
     double wall;
-    int n = rss_points(s, pt, &wall);
+    int all = rss_points(s, pt, &wall);
+    int n = trim_exit_tail(pt, all);
     double c0 = n ? pt[0].cpu_s : 0, c1 = n ? pt[n - 1].cpu_s : 0;
     rss_fit f = {0, NAN, NAN, NAN}, late = f;
     double w0 = c0 + (c1 - c0) / 3.0;
@@ -165,23 +240,28 @@ void dg_judge_footprint_growth(dg_diag *d, const dg_rule *r)
         late = fit_rss(pt, n, w0 + (c1 - w0) / 2.0);
     }
     dg_free(pt);
-    if (f.n < GROWTH_MIN_POINTS || !(f.icpt > 0) || !(f.slope > 0) || f.r2 < GROWTH_MIN_R2 ||
+    if (f.n < GROWTH_MIN_POINTS || !(f.icpt > 0) || !(f.slope > 0) || f.tau < GROWTH_MIN_TAU ||
         !(late.n >= 2 && late.slope >= 0.5 * f.slope))
         return;
     double span = c1 - w0, from = f.icpt, to = f.icpt + f.slope * span;
     double growth = 100.0 * (to - from) / from;
     if (!(growth > d->th[TH_MEM_GROWTH_PCT]))
         return;
+    char tail[96] = "";
+    if (all > n)
+        snprintf(tail, sizeof tail,
+                 "; the last %d samples, below half its level as it ended, left out", all - n);
     cJSON *fd =
         dg_rule_finding(d, r, DG_SEV_WARN, -1,
                         "the process tree grew from %.0f MiB to %.0f MiB (+%.0f%%) over %.1f "
-                        "CPU-seconds of work in %.0f s, steadily (R\xc2\xb2 %.2f), from the "
-                        "samples alone",
-                        from, to, growth, span, wall, f.r2);
+                        "CPU-seconds of work in %.0f s, steadily (Kendall tau %.2f), from the "
+                        "samples alone%s",
+                        from, to, growth, span, wall, f.tau, tail);
     dg_ev_num(d, fd, "supervise", "series[].rss fit: growth", growth, "%");
     dg_ev_num(d, fd, "supervise", "series[].rss fit: slope", f.slope, "MiB/cpu-s");
-    dg_ev_num(d, fd, "supervise", "series[].rss fit: r2", f.r2, NULL);
+    dg_ev_num(d, fd, "supervise", "series[].rss fit: tau", f.tau, NULL);
     dg_ev_num(d, fd, "supervise", "series[].rss fit: points", f.n, "samples");
+    dg_ev_num(d, fd, "supervise", "series[].rss fit: exit tail", all - n, "samples");
     dg_ev_metric(d, fd, "supervise", "bytes", s->rss_peak, "samples.rss_peak");
 }
 
@@ -243,21 +323,69 @@ void dg_judge_host_sync(dg_diag *d, const dg_rule *r)
         p->host_reads_per_step.value < d->th[TH_HOST_READS_PER_STEP])
         return;
     double per = p->host_reads_per_step.value;
-    const char *dev = d->v->device;
-    bool cpu = !dev || strncmp(dev, "cpu", 3) == 0;
+    const char *dev = d->v->device ? d->v->device : p->backend;
     cJSON *f;
-    if (cpu)
+    if (p->host_reads_library.valid && p->host_reads.valid && p->host_reads.value > 0) {
+        /* The zero-code probe counts reads of device tensors only (a cpu
+         * tensor's read waits for nothing): every one is a sync point,
+         * whatever device the record names; the same words in run and accept. */
+        double lib = p->host_reads_library.value / p->host_reads.value * per;
+        char on[80] = "";
+        if (dev && strncmp(dev, "cpu", 3) != 0)
+            snprintf(on, sizeof on, " on %s", dev);
+        f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "the step reads %.1f device values to the host per step%s (%.1f from "
+                            "the program's code, %.1f from library calls): each one waits for "
+                            "the device's queue",
+                            per, on, per - lib, lib);
+        dg_ev_metric(d, f, "profile", "reads", p->host_reads_library,
+                     "sync_points.host_reads_library");
+    } else if (!dev || strncmp(dev, "cpu", 3) == 0) {
         f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
                             "the step reads %.1f values to the host per step: free on the cpu, a "
                             "sync point on each one on a device",
                             per);
-    else
+    } else {
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                             "the step reads %.1f values to the host per step on %s: each one "
                             "waits for the device's queue",
                             per, dev);
+    }
     dg_ev_metric(d, f, "profile", "reads", p->host_reads_per_step,
                  "sync_points.host_reads_per_step");
     dg_ev_metric(d, f, "profile", "reads", p->host_reads, "sync_points.host_reads");
     dg_ev_str(d, f, "profile", p->host_reads_source, "sync_points.host_reads_source");
+}
+
+/* The method's "same script, different curves" trap: torch not seeded while
+ * the training loader draws from it (shuffling, or workers whose base seed is
+ * drawn from torch's generator and no worker_init_fn of the program's). */
+void dg_judge_unseeded(dg_diag *d, const dg_rule *r)
+{
+    const dg_view_seeds *sd = &d->v->seeds;
+    if (!sd->present || sd->torch_seeded != 0 || sd->loader_generator == 1)
+        return;
+    double workers = sd->loader_workers.valid ? sd->loader_workers.value : 0;
+    bool shuffle = sd->loader_shuffle == 1;
+    bool random_workers = workers > 0 && sd->loader_worker_init_fn != 1;
+    if (!shuffle && !random_workers)
+        return;
+    char what[160];
+    if (shuffle && workers > 0)
+        snprintf(what, sizeof what, "its training DataLoader shuffles and has %.0f %s", workers,
+                 workers == 1 ? "worker" : "workers");
+    else if (shuffle)
+        snprintf(what, sizeof what, "its training DataLoader shuffles");
+    else
+        snprintf(what, sizeof what, "its training DataLoader has %.0f %s seeded from torch",
+                 workers, workers == 1 ? "worker" : "workers");
+    cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                               "torch was not seeded and %s: two runs of this script see other "
+                               "batches and augmentations, so their losses and times differ",
+                               what);
+    dg_ev_bool(d, f, "run", sd->torch_seeded, "seeds.seeded.torch");
+    dg_ev_metric(d, f, "run", "workers", sd->loader_workers, "seeds.loader.workers");
+    dg_ev_bool(d, f, "run", sd->loader_shuffle, "seeds.loader.shuffle");
+    dg_ev_bool(d, f, "run", sd->loader_worker_init_fn, "seeds.loader.worker_init_fn");
+    dg_ev_bool(d, f, "run", sd->loader_generator, "seeds.loader.generator");
 }

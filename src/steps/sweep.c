@@ -1,8 +1,10 @@
-/* Batch sweep (METHOD.md step 3; docs/measure.md "Sweep", record in
- * docs/schema/measure.md "sweep").
+/* The fixture's sweep trials (METHOD.md step 3; docs/measure.md "Sweep",
+ * record in docs/schema/measure.md "sweep"), the fixture runner's `trial`,
+ * and `devgate sweep`: the method's one sweep driver (src/steps/method.c)
+ * over these trials.
  *
  * Each trial is a child process (`devgate --no-ledger __trial ...`) started
- * without a shell in its own process group, with stdout on /dev/null, stderr
+ * by core/proc.c without a shell in its own process group, with stdout on /dev/null, stderr
  * on a pipe (its first line is the failure reason when there is no record)
  * a result pipe on fd 3 (`--result-fd 3`) carrying the child's training
  * record as one JSON line, and the trial's spec (the canonical spec JSON of
@@ -14,158 +16,42 @@
  *
  * Test hooks (child side, dg_sweep_trial): DEVGATE_FAULT=trial-crash@BATCH
  * raises SIGSEGV and DEVGATE_FAULT=trial-hang@BATCH sleeps forever when the
- * trial's batch is BATCH. */
+ * trial's batch is BATCH; DEVGATE_TRIAL_PLAN plants a throughput curve
+ * (planted_trial). */
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/proc.h"
+#include "core/record.h"
 #include "data/data.h"
 #include "engine/train.h"
 #include "measure/measure.h"
+#include "steps/runner.h"
 #include "steps/steps.h"
+#include "supervise/supervise.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define DEFAULT_FROM 8
 #define DEFAULT_WARMUP 3
 #define DEFAULT_TIMED 20
 #define DEFAULT_TIMEOUT_S 120.0
 #define DEFAULT_SWAP_MIB 256.0
-#define MAX_BATCH (1 << 20)           /* the CLI's --batch limit */
-#define MAX_TRIALS 64                 /* doubling plus bisection never gets near this */
 #define RESULT_MAX ((size_t)32 << 20) /* bytes of record kept from a child */
 #define ERR_MAX ((size_t)16 << 10)    /* bytes of stderr kept from a child */
-#define RESULT_FD 3                   /* where the child finds the result pipe */
+#define RESULT_FD 3                   /* where the child finds the result pipe (argv's "3") */
 #define SPEC_MAX ((size_t)60 << 10)   /* spec bytes handed over (under a pipe's 64 KiB) */
-#define KNEE_SHARE 0.05               /* knee: within 5% of the best throughput */
-#define SAFE_MARGIN 0.05              /* safe batch: 5% under the first failure */
-
-/* How a trial ended. */
-typedef enum ended {
-    ENDED_OK,
-    ENDED_OOM,
-    ENDED_SIGNAL,
-    ENDED_TIMEOUT,
-    ENDED_FAILED,
-    ENDED_INTERRUPTED,
-} ended;
-
-static const char *const ended_names[] = {"ok",      "device-oom", "signal",
-                                          "timeout", "failed",     "interrupted"};
-
-/* One trial's outcome as the sweep logic needs it; json is its record entry. */
-typedef struct trial {
-    int batch;
-    ended end;
-    bool budget;        /* device-oom because the memory budget would be exceeded */
-    bool swapped;       /* swap grew past the limit */
-    double sps;         /* samples/s, NAN when not reported */
-    dg_sweep_rate rate; /* sps with its interval from the step times */
-    double wall_s;      /* spawn to reap */
-    cJSON *json;
-} trial;
 
 /* ---- small helpers --------------------------------------------------------- */
-
-/* A close-on-exec pipe whose ends sit at fd 10 or above (never 0-3). */
-static int make_pipe(int fds[2])
-{
-    int raw[2];
-    if (pipe2(raw, O_CLOEXEC) != 0)
-        return -1;
-    for (int i = 0; i < 2; i++) {
-        fds[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
-        close(raw[i]);
-    }
-    if (fds[0] < 0 || fds[1] < 0) {
-        if (fds[0] >= 0)
-            close(fds[0]);
-        if (fds[1] >= 0)
-            close(fds[1]);
-        return -1;
-    }
-    return 0;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {0, (long)ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* "SIGSEGV"-style name of a signal ("signal N" for the rare ones). */
-static const char *signal_name(int sig, char *tmp, size_t len)
-{
-    static const struct {
-        int sig;
-        const char *name;
-    } names[] = {
-        {SIGSEGV, "SIGSEGV"}, {SIGKILL, "SIGKILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
-        {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
-        {SIGHUP, "SIGHUP"},   {SIGPIPE, "SIGPIPE"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
-        {SIGXCPU, "SIGXCPU"}, {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    snprintf(tmp, len, "signal %d", sig);
-    return tmp;
-}
-
-/* NULL-terminated argument vector of dg_malloc'd strings. */
-typedef struct args {
-    char *v[96];
-    int n;
-    bool nomem;
-} args;
-
-static void arg_add(args *a, const char *fmt, ...) DG_PRINTF(2, 3);
-static void arg_add(args *a, const char *fmt, ...)
-{
-    if (a->nomem || a->n + 1 >= (int)(sizeof a->v / sizeof a->v[0])) {
-        a->nomem = true;
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = len >= 0 ? dg_malloc((size_t)len + 1) : NULL;
-    if (!s) {
-        a->nomem = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)len + 1, fmt, ap);
-    va_end(ap);
-    a->v[a->n++] = s;
-    a->v[a->n] = NULL;
-}
-
-static void args_free(args *a)
-{
-    for (int i = 0; i < a->n; i++)
-        dg_free(a->v[i]);
-    a->n = 0;
-}
-
-/* How long a trial waits for the measurement lock before it runs unlocked (and
- * says so in its "lock"). */
-#define SWEEP_LOCK_MAX_WAIT_S 600
 
 /* ---- running one child ------------------------------------------------------- */
 
@@ -197,150 +83,55 @@ static void first_line(char *dst, size_t n, const char *text)
     dg_copy_clean(dst, n, tmp);
 }
 
-/* Spawns exe with argv, reads the result pipe and stderr until the child ends,
- * timeout_s passes or *cancel is set (then its group is killed), and reaps it.
- * false only when out of memory. */
-static bool run_child(const char *exe, char *const argv[], const char *input, double timeout_s,
+/* Runs exe's `__trial` (core/proc.c: no shell, its own process group, the
+ * input on stdin, stdout on /dev/null, stderr and the result pipe on fd 3
+ * captured) until it ends, timeout_s passes or *cancel is set (then its group
+ * is killed), and reaps it. false only when out of memory. */
+static bool run_child(dg_ctx *ctx, const char *exe, const char *input, double timeout_s,
                       const volatile sig_atomic_t *cancel, child_run *r)
 {
     memset(r, 0, sizeof *r);
-    r->out.cap = RESULT_MAX;
     r->exit_code = -1;
-    dg_capbuf err = {.cap = ERR_MAX};
-    int rp[2], ep[2];
-    if (make_pipe(rp) != 0) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
-        return true;
-    }
-    if (make_pipe(ep) != 0) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot create a pipe: %s", strerror(errno));
-        close(rp[0]);
-        close(rp[1]);
-        return true;
-    }
-    /* The input goes into the pipe whole before the child starts (the caller
-     * keeps it under the pipe's 64 KiB), so nothing here waits on the child. */
-    int ip[2];
-    size_t ilen = strlen(input);
-    if (make_pipe(ip) != 0 || write(ip[1], input, ilen) != (ssize_t)ilen) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot hand the spec over: %s", strerror(errno));
-        close(rp[0]), close(rp[1]), close(ep[0]), close(ep[1]);
-        if (ip[0] >= 0)
-            close(ip[0]), close(ip[1]);
-        return true;
-    }
-    close(ip[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int rc = posix_spawn_file_actions_init(&fa);
-    bool fa_ok = rc == 0, attr_ok = false;
-    if (!rc)
-        rc = posix_spawnattr_init(&attr), attr_ok = rc == 0;
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&fa, ip[0], 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
-    if (!rc) /* rp[1] >= 10, so dup2 onto 3 clears close-on-exec there */
-        rc = posix_spawn_file_actions_adddup2(&fa, rp[1], RESULT_FD);
-    if (!rc)
-        rc = dg_spawnattr_isolate(&attr);
-    pid_t pid = -1;
-    double t0 = dg_now();
-    if (!rc)
-        rc = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok)
-        posix_spawnattr_destroy(&attr);
-    close(rp[1]);
-    close(ep[1]);
-    close(ip[0]);
-    if (rc != 0) {
-        snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", strerror(rc));
-        close(rp[0]);
-        close(ep[0]);
-        return rc != ENOMEM;
-    }
-    r->started = true;
-    for (int i = 0; i < 2; i++) {
-        int fd = i ? ep[0] : rp[0];
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0)
-            fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-    }
-    double deadline = t0 + timeout_s;
-    bool out_eof = false, err_eof = false;
-    int st = 0;
-    for (;;) {
-        double left = deadline - dg_now();
-        int slice = left <= 0 ? 0 : left < 0.05 ? (int)(left * 1000) + 1 : 50;
-        struct pollfd p[2];
-        int np = 0;
-        if (!out_eof)
-            p[np++] = (struct pollfd){rp[0], POLLIN, 0};
-        if (!err_eof)
-            p[np++] = (struct pollfd){ep[0], POLLIN, 0};
-        if (np > 0 && poll(p, (nfds_t)np, slice) > 0) {
-            if (!out_eof)
-                out_eof = dg_capbuf_drain(rp[0], &r->out);
-            if (!err_eof)
-                err_eof = dg_capbuf_drain(ep[0], &err);
-        } else if (np == 0) {
-            nap_ms(slice < 5 ? (slice ? slice : 1) : 5);
-        }
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid) {
-            /* Ended: take what is buffered; do not wait on anything it left behind. */
-            if (!out_eof)
-                dg_capbuf_drain(rp[0], &r->out);
-            if (!err_eof)
-                dg_capbuf_drain(ep[0], &err);
-            kill(-pid, SIGKILL); /* stray members of its group, if any */
-            break;
-        }
-        if (w < 0 && errno != EINTR) {
-            st = -1;
-            break;
-        }
-        bool cancelled = cancel && *cancel;
-        if (cancelled || dg_now() >= deadline) {
-            r->timed_out = !cancelled;
-            r->interrupted = cancelled;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
-            if (!out_eof)
-                dg_capbuf_drain(rp[0], &r->out);
-            if (!err_eof)
-                dg_capbuf_drain(ep[0], &err);
-            break;
-        }
-    }
-    r->wall_s = dg_now() - t0;
-    close(rp[0]);
-    close(ep[0]);
-    if (st != -1 && WIFEXITED(st))
-        r->exit_code = WEXITSTATUS(st);
-    else if (st != -1 && WIFSIGNALED(st))
-        r->sig = WTERMSIG(st);
-    first_line(r->err_line, sizeof r->err_line, err.data);
-    dg_free(err.data);
-    return !r->out.nomem && !err.nomem;
+    const char *const args[] = {exe, "--no-ledger", "__trial", "--spec-fd",
+                                "0", "--result-fd", "3",       NULL};
+    dg_proc_opts po = {
+        .argv = args,
+        .in = {.kind = DG_PROC_BUFFER, .data = input, .len = strlen(input)},
+        .err = {.kind = DG_PROC_CAPTURE, .cap = ERR_MAX},
+        .extra = {{.child_fd = RESULT_FD, .io = {.kind = DG_PROC_CAPTURE, .cap = RESULT_MAX}}},
+        .n_extra = 1,
+        .timeout_s = timeout_s,
+        .cancel = cancel,
+    };
+    dg_proc_result pr;
+    dg_status st = dg_proc_run(ctx, &po, &pr);
+    r->started = pr.started;
+    r->timed_out = pr.timed_out;
+    r->interrupted = pr.cancelled;
+    r->exit_code = pr.exit_code;
+    r->sig = pr.sig;
+    r->wall_s = pr.wall_s;
+    r->out = pr.extra[0];
+    pr.extra[0] = (dg_capbuf){0};
+    if (!pr.started)
+        snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", pr.error);
+    else
+        first_line(r->err_line, sizeof r->err_line, pr.err.data);
+    bool ok = st != DG_ERR_NOMEM && !r->out.nomem && !pr.err.nomem;
+    dg_proc_result_free(&pr);
+    return ok;
 }
 
 /* ---- reading the child's record ------------------------------------------------ */
 
-/* A metric of obj[key] re-made with unit (never trusting the child's shape). */
-static cJSON *metric_of(const cJSON *obj, const char *key, const char *unit, double scale)
+/* A metric of obj[key] (never trusting the child's shape). */
+static dg_metric metric_of(const cJSON *obj, const char *key)
 {
     const cJSON *m = obj ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
     bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "valid")) && cJSON_IsNumber(v) &&
               isfinite(v->valuedouble);
-    return dg_json_metric(ok ? v->valuedouble * scale : 0, ok, unit);
+    return (dg_metric){ok ? v->valuedouble : 0, ok};
 }
 
 static const cJSON *path2(const cJSON *o, const char *a, const char *b)
@@ -363,16 +154,14 @@ static cJSON *parse_record(const dg_capbuf *out)
     return rec;
 }
 
-/* Fills the trial's record entry from the child's record (may be NULL). */
-static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_limit_bytes)
+/* Fills the trial's measurements from the child's record (may be NULL). */
+static void trial_metrics(dg_trial_result *t, int batch, const cJSON *rec, int warmup,
+                          double swap_limit_bytes)
 {
-    cJSON *j = t->json;
     const cJSON *thr = cJSON_GetObjectItemCaseSensitive(rec, "throughput");
     const cJSON *stats = path2(rec, "steps", "stats");
-    cJSON *sps = metric_of(thr, "samples_per_s", "samples/s", 1);
-    t->sps = t->end == ENDED_OK ? dg_json_metric_value(sps) : NAN;
-    cJSON_AddItemToObject(j, "samples_per_s", sps);
-    cJSON *sm = cJSON_AddObjectToObject(j, "step_ms");
+    dg_metric m = metric_of(thr, "samples_per_s");
+    double sps = t->end == DG_TRIAL_OK && m.valid ? m.value : NAN;
     /* Per-step times after the sweep's own warm-up, else the child's statistics. */
     const cJSON *ms = path2(rec, "steps", "ms");
     int n = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
@@ -390,73 +179,104 @@ static void trial_metrics(trial *t, const cJSON *rec, int warmup, double swap_li
     if (v && nv == n) {
         dg_stats st;
         dg_stats_compute(v, (size_t)n, (size_t)warmup, &st);
-        cJSON_AddItemToObject(sm, "median", dg_json_metric(st.median, isfinite(st.median), "ms"));
-        cJSON_AddItemToObject(sm, "iqr", dg_json_metric(st.iqr, isfinite(st.iqr), "ms"));
-        cJSON_AddNumberToObject(sm, "steps", (double)st.n);
-        cJSON_AddStringToObject(sm, "source", "steps");
+        t->step_median = (dg_metric){st.median, isfinite(st.median)};
+        t->step_iqr = (dg_metric){st.iqr, isfinite(st.iqr)};
+        t->steps = (double)st.n;
+        t->step_source = "steps";
         after = v + warmup;
         nafter = st.n;
-    } else if (stats &&
-               !isnan(dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median")))) {
-        cJSON_AddItemToObject(sm, "median", metric_of(stats, "median", "ms", 1));
-        cJSON_AddItemToObject(sm, "iqr", metric_of(stats, "iqr", "ms", 1));
+    } else if (stats && metric_of(stats, "median").valid) {
         const cJSON *sn = cJSON_GetObjectItemCaseSensitive(stats, "n");
-        cJSON_AddNumberToObject(sm, "steps", cJSON_IsNumber(sn) ? sn->valuedouble : 0);
-        cJSON_AddStringToObject(sm, "source", "steps");
-        med = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "median"));
-        iqr = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(stats, "iqr"));
+        t->step_median = metric_of(stats, "median");
+        t->step_iqr = metric_of(stats, "iqr");
+        t->steps = cJSON_IsNumber(sn) ? sn->valuedouble : 0;
+        t->step_source = "steps";
+        med = t->step_median.value;
+        iqr = t->step_iqr.valid ? t->step_iqr.value : NAN;
         nst = cJSON_IsNumber(sn) ? sn->valuedouble : NAN;
     } else {
-        cJSON_AddItemToObject(sm, "median", metric_of(thr, "step_ms", "ms", 1));
-        cJSON_AddItemToObject(sm, "iqr", dg_json_metric(0, false, "ms"));
         const cJSON *tn = cJSON_GetObjectItemCaseSensitive(thr, "timed_steps");
-        cJSON_AddNumberToObject(sm, "steps", cJSON_IsNumber(tn) ? tn->valuedouble : 0);
-        cJSON_AddStringToObject(sm, "source", rec ? "throughput" : "none");
+        t->step_median = metric_of(thr, "step_ms");
+        t->steps = cJSON_IsNumber(tn) ? tn->valuedouble : 0;
+        t->step_source = rec ? "throughput" : "none";
     }
-    t->rate = dg_sweep_rate_ci(t->sps, after, nafter, med, iqr, nst);
-    if (t->end != ENDED_OK)
-        t->rate.reason = "the trial did not end ok";
-    cJSON_AddItemToObject(j, "samples_per_s_ci", dg_sweep_rate_json(&t->rate));
+    t->rate = dg_sweep_rate_ci(sps, after, nafter, med, iqr, nst);
     dg_free(v);
+    /* The timed steps' own time, as the command's trials measure theirs. */
+    double timed = dg_jnum(thr, "timed_steps");
+    t->samples = isfinite(sps) && timed > 0 ? timed * batch : NAN;
+    t->loop_s = isfinite(sps) && sps > 0 ? t->samples / sps : NAN;
     const cJSON *al = path2(rec, "memory", "allocator");
-    cJSON_AddItemToObject(j, "device_allocated_peak", metric_of(al, "allocated_peak", "bytes", 1));
-    cJSON_AddItemToObject(j, "device_reserved_peak", metric_of(al, "reserved_peak", "bytes", 1));
+    t->allocated_peak = metric_of(al, "allocated_peak");
+    t->reserved_peak = metric_of(al, "reserved_peak");
     const cJSON *smp = cJSON_GetObjectItemCaseSensitive(rec, "sampler");
-    cJSON_AddItemToObject(j, "rss_peak", metric_of(smp, "rss_peak", "bytes", 1));
-    cJSON *swap = metric_of(smp, "swap_growth", "bytes", 1);
-    double sg = dg_json_metric_value(swap);
-    t->swapped = !isnan(sg) && sg > swap_limit_bytes;
-    cJSON_AddItemToObject(j, "swap_growth", swap);
-    cJSON_AddItemToObject(j, "psi_peak", metric_of(smp, "psi_peak", "percent", 1));
+    t->rss_peak = metric_of(smp, "rss_peak");
+    t->swap_growth = metric_of(smp, "swap_growth");
+    t->swapped = t->swap_growth.valid && t->swap_growth.value > swap_limit_bytes;
+    t->psi_peak = metric_of(smp, "psi_peak");
 }
 
 /* ---- one trial ------------------------------------------------------------------ */
 
-typedef struct sweep {
+struct dg_fixture_sweep {
     dg_ctx *ctx;
-    const dg_sweep_opts *o;
     dg_train_opts train; /* with the budget filled in */
     const char *exe;
+    char exe_buf[PATH_MAX];
     int warmup, timed;
     double timeout_s, swap_limit;
-    trial trials[MAX_TRIALS];
-    int ntrials;
-    double lock_waited; /* s, summed over the trials */
-} sweep;
+};
 
-/* Runs the trial at batch b; NULL only when out of memory (or out of slots). */
-static trial *run_trial(sweep *s, int b)
+/* How the child ended, from what run_child saw and the record (may be NULL);
+ * *signame the signal's name when a signal ended it. */
+static dg_trial_end child_end(const dg_fixture_sweep *s, const child_run *r, const cJSON *rec,
+                              char *reason, size_t len, const char **signame, char *sigtmp,
+                              size_t siglen)
 {
-    if (s->ntrials >= MAX_TRIALS)
-        return NULL;
-    trial *t = &s->trials[s->ntrials];
-    memset(t, 0, sizeof *t);
-    t->batch = b;
-    t->sps = NAN;
-    t->rate = (dg_sweep_rate){.sps = NAN, .lo = NAN, .hi = NAN, .reason = "not run"};
-    t->json = cJSON_CreateObject();
-    if (!t->json)
-        return NULL;
+    const char *status = rec ? cJSON_GetObjectItemCaseSensitive(rec, "status")->valuestring : NULL;
+    const cJSON *errj = cJSON_GetObjectItemCaseSensitive(rec, "error");
+    char e[512] = "";
+    if (cJSON_IsString(errj))
+        dg_copy_clean(e, sizeof e, errj->valuestring);
+    if (!r->started) {
+        snprintf(reason, len, "%s", r->err_line);
+        return DG_TRIAL_FAILED;
+    }
+    if (r->interrupted) {
+        snprintf(reason, len, "interrupted; process group killed");
+        return DG_TRIAL_INTERRUPTED;
+    }
+    if (r->timed_out) {
+        snprintf(reason, len, "no result within %g s; process group killed", s->timeout_s);
+        return DG_TRIAL_TIMEOUT;
+    }
+    if (r->sig) {
+        *signame = dg_signal_name(r->sig, sigtmp, siglen);
+        snprintf(reason, len, "%s%s", *signame,
+                 r->sig == SIGKILL ? " (the kernel's out-of-memory killer sends this)" : "");
+        return DG_TRIAL_SIGNAL;
+    }
+    if (!rec) {
+        snprintf(reason, len, "no record (exit %d)%s%s", r->exit_code, r->err_line[0] ? ": " : "",
+                 r->err_line);
+        return DG_TRIAL_FAILED;
+    }
+    if (strcmp(status, "device-oom") == 0) {
+        snprintf(reason, len, "%s", e[0] ? e : "device out of memory");
+        return strstr(e, "budget would be exceeded") ? DG_TRIAL_BUDGET : DG_TRIAL_OOM;
+    }
+    if (strcmp(status, "ok") == 0 && r->exit_code == 0)
+        return DG_TRIAL_OK;
+    char stn[40];
+    dg_copy_clean(stn, sizeof stn, status);
+    snprintf(reason, len, "%s (exit %d)%s%s", stn, r->exit_code, e[0] || r->err_line[0] ? ": " : "",
+             e[0] ? e : r->err_line);
+    return DG_TRIAL_FAILED;
+}
+
+dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
+{
+    dg_fixture_sweep *s = fs;
     dg_train_opts to = s->train;
     to.batch = b;
     to.steps = s->warmup + s->timed;
@@ -464,113 +284,38 @@ static trial *run_trial(sweep *s, int b)
     if (to.sync_every <= 0) /* every step, so each step time is a device time */
         to.sync_every = 1;
     char *spec = NULL;
-    if (dg_spec_encode(s->ctx, &to, &spec) != DG_OK) {
-        cJSON_Delete(t->json);
-        return NULL;
-    }
-    args a = {.n = 0};
-    arg_add(&a, "devgate");
-    arg_add(&a, "--no-ledger");
-    arg_add(&a, "__trial");
-    arg_add(&a, "--spec-fd"), arg_add(&a, "0");
-    arg_add(&a, "--result-fd"), arg_add(&a, "%d", RESULT_FD);
-    if (a.nomem || strlen(spec) > SPEC_MAX) {
-        args_free(&a);
+    if (dg_spec_encode(s->ctx, &to, &spec) != DG_OK)
+        return DG_ERR_NOMEM;
+    if (strlen(spec) > SPEC_MAX) {
         dg_string_free(spec);
-        cJSON_Delete(t->json);
-        return NULL;
+        return DG_ERR_NOMEM;
     }
-    dg_log(s->ctx, DG_LOG_INFO, "sweep: trial at batch %d", b);
-    /* The whole child (its warm-up and timed steps) runs under the machine's
-     * measurement lock, so another devgate measurement waits for it. */
-    dg_mlock lk;
-    dg_measure_lock(&lk, SWEEP_LOCK_MAX_WAIT_S, s->train.cancel);
-    s->lock_waited += lk.waited_s;
     child_run r;
-    bool mem_ok = run_child(s->exe, a.v, spec, s->timeout_s, s->train.cancel, &r);
-    dg_measure_unlock(&lk);
-    args_free(&a);
+    bool mem_ok = run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
     dg_string_free(spec);
     if (!mem_ok) {
         dg_free(r.out.data);
-        cJSON_Delete(t->json);
-        return NULL;
+        return DG_ERR_NOMEM;
     }
     cJSON *rec =
         r.started && !r.timed_out && !r.interrupted && r.sig == 0 ? parse_record(&r.out) : NULL;
-    const char *status = rec ? cJSON_GetObjectItemCaseSensitive(rec, "status")->valuestring : NULL;
-    const cJSON *errj = cJSON_GetObjectItemCaseSensitive(rec, "error");
-    char reason[640] = "";
     char sigtmp[32];
     const char *signame = NULL;
-    if (!r.started) {
-        t->end = ENDED_FAILED;
-        snprintf(reason, sizeof reason, "%s", r.err_line);
-    } else if (r.interrupted) {
-        t->end = ENDED_INTERRUPTED;
-        snprintf(reason, sizeof reason, "interrupted; process group killed");
-    } else if (r.timed_out) {
-        t->end = ENDED_TIMEOUT;
-        snprintf(reason, sizeof reason, "no result within %g s; process group killed",
-                 s->timeout_s);
-    } else if (r.sig) {
-        t->end = ENDED_SIGNAL;
-        signame = signal_name(r.sig, sigtmp, sizeof sigtmp);
-        snprintf(reason, sizeof reason, "%s%s", signame,
-                 r.sig == SIGKILL ? " (the kernel's out-of-memory killer sends this)" : "");
-    } else if (!rec) {
-        t->end = ENDED_FAILED;
-        snprintf(reason, sizeof reason, "no record (exit %d)%s%s", r.exit_code,
-                 r.err_line[0] ? ": " : "", r.err_line);
-    } else if (strcmp(status, "device-oom") == 0) {
-        t->end = ENDED_OOM;
-        char e[512] = "";
-        if (cJSON_IsString(errj))
-            dg_copy_clean(e, sizeof e, errj->valuestring);
-        t->budget = strstr(e, "budget would be exceeded") != NULL;
-        snprintf(reason, sizeof reason, "%s", e[0] ? e : "device out of memory");
-    } else if (strcmp(status, "ok") == 0 && r.exit_code == 0) {
-        t->end = ENDED_OK;
-    } else {
-        t->end = ENDED_FAILED;
-        char e[512] = "", st[40];
-        dg_copy_clean(st, sizeof st, status);
-        if (cJSON_IsString(errj))
-            dg_copy_clean(e, sizeof e, errj->valuestring);
-        else
-            snprintf(e, sizeof e, "%s", r.err_line);
-        snprintf(reason, sizeof reason, "%s (exit %d)%s%s", st, r.exit_code, e[0] ? ": " : "", e);
-    }
-    cJSON *j = t->json;
-    cJSON_AddNumberToObject(j, "batch", b);
-    cJSON_AddStringToObject(j, "ended", ended_names[t->end]);
-    dg_json_add_str(j, "reason", reason[0] ? reason : NULL);
-    dg_json_add_str(j, "signal", signame);
-    if (t->end == ENDED_OOM)
-        cJSON_AddBoolToObject(j, "budget", t->budget);
-    trial_metrics(t, rec, s->warmup, s->swap_limit);
-    t->wall_s = r.wall_s;
-    cJSON_AddItemToObject(j, "wall_s", dg_json_metric(r.wall_s, r.started, "s"));
-    cJSON_AddItemToObject(j, "lock", dg_measure_lock_json(&lk));
+    t->end = child_end(s, &r, rec, t->reason, sizeof t->reason, &signame, sigtmp, sizeof sigtmp);
+    t->extra = cJSON_CreateObject();
+    dg_json_add_str(t->extra, "signal", signame);
+    trial_metrics(t, b, rec, s->warmup, s->swap_limit);
+    t->wall_s = (dg_metric){r.wall_s, r.started};
     cJSON_Delete(rec);
     dg_free(r.out.data);
-    s->ntrials++;
-    dg_log(s->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", b, ended_names[t->end],
-           reason[0] ? ": " : "", reason);
-    return t;
-}
-
-/* A trial that can stand as "good": it ran and did not swap past the limit. */
-static bool good(const trial *t)
-{
-    return t->end == ENDED_OK && !t->swapped;
+    return t->extra ? DG_OK : DG_ERR_NOMEM;
 }
 
 /* ---- the sweep ------------------------------------------------------------------- */
 
 /* Fills s->train.mem_budget when not given: 90% of the device's memory, or of
  * MemAvailable on cpu. DG_ERR_UNAVAILABLE when the backend cannot be opened. */
-static dg_status settle_budget(sweep *s, cJSON *spec)
+static dg_status settle_budget(dg_fixture_sweep *s, cJSON *spec)
 {
     const char *name = s->train.backend ? s->train.backend : "cpu";
     dg_backend_entry ent;
@@ -643,156 +388,11 @@ static double train_set_size(const dg_train_opts *o)
     return n;
 }
 
-/* The stop reason a failing trial gives. */
-static const char *stop_reason(const trial *t)
+/* The sweep record's head and spec (docs/schema/measure.md "sweep"). */
+static cJSON *sweep_spec(const dg_fixture_sweep *s, const dg_sweep_opts *opts, cJSON *root,
+                         int from, double ntrain)
 {
-    switch (t->end) {
-    case ENDED_OOM: return t->budget ? "budget" : "oom";
-    case ENDED_SIGNAL: return "signal";
-    case ENDED_TIMEOUT: return "timeout";
-    case ENDED_FAILED: return "failed";
-    case ENDED_INTERRUPTED: return "interrupted";
-    case ENDED_OK: break;
-    }
-    return "swap";
-}
-
-void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad)
-{
-    double best = NAN;
-    for (int i = 0; i < n; i++)
-        if (pts[i].good && !isnan(pts[i].rate.sps) && !(pts[i].rate.sps <= best))
-            best = pts[i].rate.sps;
-    const dg_sweep_point *knee = NULL, *safe = NULL, *could = NULL;
-    double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
-    double line = (1.0 - KNEE_SHARE) * best;
-    int good_n = 0;
-    for (int i = 0; i < n; i++) {
-        const dg_sweep_point *t = &pts[i];
-        if (!t->good)
-            continue;
-        good_n++;
-        /* The knee is judged on the points: a wide interval at a small batch
-         * (a loaded machine's skewed step times) must not pull the soak and
-         * the profile down to it. How far down the noise would allow is
-         * recorded beside it (could_be). */
-        if (!isnan(t->rate.sps) && t->rate.sps >= line && (!knee || t->batch < knee->batch))
-            knee = t;
-        if (t->batch <= cap && (!safe || t->batch > safe->batch))
-            safe = t;
-    }
-    for (int i = 0; knee && i < n; i++) {
-        const dg_sweep_point *t = &pts[i];
-        if (t->good && t->batch < knee->batch && t->rate.valid && t->rate.hi >= line &&
-            (!could || t->batch < could->batch))
-            could = t;
-    }
-    cJSON *kj = cJSON_AddObjectToObject(root, "knee");
-    if (knee) {
-        cJSON_AddNumberToObject(kj, "batch", knee->batch);
-        cJSON_AddItemToObject(kj, "samples_per_s",
-                              dg_json_metric(knee->rate.sps, true, "samples/s"));
-        dg_sweep_rate r = knee->rate;
-        if (!r.valid && !r.reason)
-            r.reason = "not reported";
-        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
-        if (could)
-            cJSON_AddNumberToObject(kj, "could_be", could->batch);
-        else
-            cJSON_AddNullToObject(kj, "could_be");
-    } else {
-        cJSON_AddNullToObject(kj, "batch");
-        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
-        dg_sweep_rate r = {.lo = NAN, .hi = NAN, .reason = "no knee"};
-        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
-        cJSON_AddNullToObject(kj, "could_be");
-    }
-    cJSON_AddItemToObject(kj, "best_samples_per_s",
-                          dg_json_metric(best, !isnan(best), "samples/s"));
-    cJSON_AddNumberToObject(kj, "within", KNEE_SHARE);
-    cJSON *sj = cJSON_AddObjectToObject(root, "safe_batch");
-    if (safe) {
-        cJSON_AddNumberToObject(sj, "batch", safe->batch);
-        cJSON_AddItemToObject(sj, "samples_per_s",
-                              dg_json_metric(safe->rate.sps, !isnan(safe->rate.sps), "samples/s"));
-    } else {
-        cJSON_AddNullToObject(sj, "batch");
-        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
-    }
-    cJSON_AddNumberToObject(sj, "margin", SAFE_MARGIN);
-    if (first_bad)
-        cJSON_AddNumberToObject(sj, "first_failure", first_bad);
-    else
-        cJSON_AddNullToObject(sj, "first_failure");
-    dg_json_add_str(sj, "note",
-                    !good_n      ? "no trial succeeded"
-                    : !first_bad ? "no failure reached"
-                    : !safe      ? "no good batch 5% under the first failure"
-                                 : NULL);
-    cJSON_AddNumberToObject(root, "good_trials", good_n);
-}
-
-dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
-{
-    *json = NULL;
-    if (!opts)
-        return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
-    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
-        return DG_ERR_USAGE; /* before any trial runs */
-    sweep *s = dg_calloc(1, sizeof *s);
-    if (!s)
-        return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
-    s->ctx = ctx;
-    s->o = opts;
-    s->train = opts->train;
-    s->train.batch = 0;
-    s->warmup = opts->warmup_steps > 0 ? opts->warmup_steps : DEFAULT_WARMUP;
-    s->timed = opts->timed_steps > 0 ? opts->timed_steps : DEFAULT_TIMED;
-    s->timeout_s = opts->trial_timeout_s > 0 ? opts->trial_timeout_s : DEFAULT_TIMEOUT_S;
-    s->swap_limit =
-        (opts->swap_growth_mib > 0 ? opts->swap_growth_mib : DEFAULT_SWAP_MIB) * 1048576.0;
-    int from = opts->from > 0 ? opts->from : DEFAULT_FROM;
-    int to = opts->to > 0 ? opts->to : MAX_BATCH;
-    char exe_buf[PATH_MAX];
-    dg_status st = DG_OK;
-    if (opts->exe) {
-        s->exe = opts->exe;
-    } else {
-        ssize_t n = readlink("/proc/self/exe", exe_buf, sizeof exe_buf - 1);
-        if (n <= 0) {
-            st = dg_fail(ctx, DG_ERR_IO, "sweep: cannot tell which program to run trials with: %s",
-                         strerror(errno));
-        } else {
-            exe_buf[n] = '\0';
-            s->exe = exe_buf;
-        }
-    }
-    if (st == DG_OK && (from > MAX_BATCH || to < from))
-        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: batches from %d to %d: want 1 <= from <= to <= %d",
-                     from, opts->to, MAX_BATCH);
-    if (st == DG_OK &&
-        (s->warmup + s->timed > 100000000 || s->warmup > 100000000 || s->timed > 100000000))
-        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: too many steps per trial");
-    char *tspec = NULL; /* the trials' spec must encode, and fit the hand-off */
-    if (st == DG_OK && (st = dg_spec_encode(ctx, &s->train, &tspec)) == DG_OK &&
-        strlen(tspec) > SPEC_MAX)
-        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: the training spec is over %zu bytes", SPEC_MAX);
-    dg_string_free(tspec);
-    if (st != DG_OK) {
-        dg_free(s);
-        return st;
-    }
-
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(root, "v", 1);
-    cJSON_AddStringToObject(root, "kind", "sweep");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(root, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = '\0';
-        cJSON_AddStringToObject(root, "host", host);
-    }
+    dg_record_head(root, "sweep", 1);
     cJSON *spec = cJSON_AddObjectToObject(root, "spec");
     dg_json_add_str(spec, "model", s->train.model ? s->train.model : "mlp");
     dg_json_add_str(spec, "backend", s->train.backend ? s->train.backend : "cpu");
@@ -816,101 +416,121 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
     else
         cJSON_AddNullToObject(spec, "max_trial_s");
     cJSON_AddNumberToObject(spec, "swap_growth_mib", s->swap_limit / 1048576.0);
-    double ntrain = train_set_size(&s->train);
     cJSON_AddItemToObject(spec, "train_samples",
                           dg_json_metric(isnan(ntrain) ? 0 : ntrain, !isnan(ntrain), "samples"));
-    st = settle_budget(s, spec);
+    return spec;
+}
+
+/* The options' checks: the program trials re-execute, the range, the steps,
+ * the spec's hand-off. */
+static dg_status sweep_check(dg_ctx *ctx, dg_fixture_sweep *s, const dg_sweep_opts *opts, int from,
+                             int to)
+{
+    if (opts->exe) {
+        s->exe = opts->exe;
+    } else {
+        ssize_t n = readlink("/proc/self/exe", s->exe_buf, sizeof s->exe_buf - 1);
+        if (n <= 0)
+            return dg_fail(ctx, DG_ERR_IO,
+                           "sweep: cannot tell which program to run trials with: %s",
+                           strerror(errno));
+        s->exe_buf[n] = '\0';
+        s->exe = s->exe_buf;
+    }
+    if (from > DG_SWEEP_MAX_BATCH || to < from)
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "sweep: batches from %d to %d: want 1 <= from <= to <= %d", from, opts->to,
+                       DG_SWEEP_MAX_BATCH);
+    if (s->warmup + s->timed > 100000000 || s->warmup > 100000000 || s->timed > 100000000)
+        return dg_fail(ctx, DG_ERR_USAGE, "sweep: too many steps per trial");
+    char *tspec = NULL; /* the trials' spec must encode, and fit the hand-off */
+    dg_status st = dg_spec_encode(ctx, &s->train, &tspec);
+    if (st == DG_OK && strlen(tspec) > SPEC_MAX)
+        st = dg_fail(ctx, DG_ERR_USAGE, "sweep: the training spec is over %zu bytes", SPEC_MAX);
+    dg_string_free(tspec);
+    return st;
+}
+
+dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *root,
+                                dg_sweep_plan *plan, dg_fixture_sweep **out)
+{
+    *out = NULL;
+    if (!opts)
+        return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
+    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+        return DG_ERR_USAGE; /* before any trial runs */
+    dg_fixture_sweep *s = dg_calloc(1, sizeof *s);
+    if (!s)
+        return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
+    s->ctx = ctx;
+    s->train = opts->train;
+    s->train.batch = 0;
+    s->warmup = opts->warmup_steps > 0 ? opts->warmup_steps : DEFAULT_WARMUP;
+    s->timed = opts->timed_steps > 0 ? opts->timed_steps : DEFAULT_TIMED;
+    s->timeout_s = opts->trial_timeout_s > 0 ? opts->trial_timeout_s : DEFAULT_TIMEOUT_S;
+    s->swap_limit =
+        (opts->swap_growth_mib > 0 ? opts->swap_growth_mib : DEFAULT_SWAP_MIB) * 1048576.0;
+    int from = opts->from > 0 ? opts->from : DEFAULT_FROM;
+    int to = opts->to > 0 ? opts->to : DG_SWEEP_MAX_BATCH;
+    dg_status st = sweep_check(ctx, s, opts, from, to);
+    double ntrain = st == DG_OK ? train_set_size(&s->train) : NAN;
+    if (st == DG_OK)
+        st = settle_budget(s, sweep_spec(s, opts, root, from, ntrain));
     if (st != DG_OK) {
-        cJSON_Delete(root);
         dg_free(s);
         return st;
     }
+    *plan = (dg_sweep_plan){.from = from,
+                            .to = to,
+                            .max_trial_s = opts->max_trial_s,
+                            .train_samples = ntrain,
+                            .bisect = !opts->no_bisect};
+    *out = s;
+    return DG_OK;
+}
 
-    /* Doubling. */
-    cJSON *trials = cJSON_AddArrayToObject(root, "trials");
-    const char *why = "limit";
-    int at = 0, last_good = 0, first_bad = 0;
-    dg_sweep_stopper stop;
-    dg_sweep_stop_init(&stop, to, opts->max_trial_s, ntrain);
-    for (long b = from; b <= to; b *= 2) {
-        trial *t = run_trial(s, (int)b);
-        if (!t) {
-            st = DG_ERR_NOMEM;
-            break;
-        }
-        cJSON_AddItemReferenceToArray(trials, t->json);
-        at = t->batch;
-        if (t->end == ENDED_INTERRUPTED) {
-            why = "interrupted";
-            st = DG_ERR_INTERRUPTED;
-            break;
-        }
-        if (!good(t)) {
-            why = stop_reason(t);
-            first_bad = t->batch;
-            break;
-        }
-        last_good = t->batch;
-        const char *end = dg_sweep_stop_next(&stop, t->batch, &t->rate, t->wall_s);
-        cJSON_AddItemToObject(t->json, "stop_check", dg_sweep_judged_json(&stop.last));
-        if (end) {
-            why = end;
-            break;
-        }
+void dg_fixture_sweep_free(dg_fixture_sweep *s)
+{
+    dg_free(s);
+}
+
+/* The standalone verb's runner: trials only. */
+static void sweep_done_nothing(void *ctx)
+{
+    (void)ctx;
+}
+
+dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
+{
+    *json = NULL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
+    dg_sweep_plan plan;
+    dg_fixture_sweep *s = NULL;
+    dg_status st = dg_fixture_sweep_open(ctx, opts, root, &plan, &s);
+    if (st != DG_OK) {
+        cJSON_Delete(root);
+        return st;
     }
-    cJSON *stopped = cJSON_AddObjectToObject(root, "stopped");
-    cJSON_AddStringToObject(stopped, "reason", why);
-    cJSON_AddNumberToObject(stopped, "at_batch", at);
-    /* What a throughput stop rests on: the rates and intervals it compared. */
-    cJSON_AddItemToObject(root, "stop_evidence", dg_sweep_stop_evidence(&stop, why));
-
-    /* Bisection between the last good and the first bad size. */
-    cJSON *bis = cJSON_AddArrayToObject(root, "bisect");
-    int resolution = last_good / 8 > 1 ? last_good / 8 : 1;
-    if (st == DG_OK && !opts->no_bisect && last_good && first_bad) {
-        int g = last_good, bad = first_bad;
-        while (bad - g > resolution) {
-            int m = g + (bad - g) / 2;
-            trial *t = run_trial(s, m);
-            if (!t) {
-                st = DG_ERR_NOMEM;
-                break;
-            }
-            cJSON_AddItemReferenceToArray(bis, t->json);
-            if (t->end == ENDED_INTERRUPTED) {
-                st = DG_ERR_INTERRUPTED;
-                break;
-            }
-            if (good(t))
-                g = m;
-            else
-                bad = m;
-        }
-        first_bad = bad;
-    }
-    cJSON_AddNumberToObject(root, "bisect_resolution", resolution);
-    cJSON_AddItemToObject(root, "lock_waited", dg_json_metric(s->lock_waited, true, "s"));
-
-    /* Knee and safe batch over every good trial. */
-    dg_sweep_point pts[MAX_TRIALS] = {{0}};
-    for (int i = 0; i < s->ntrials; i++)
-        pts[i] = (dg_sweep_point){s->trials[i].batch, good(&s->trials[i]), s->trials[i].rate};
-    dg_sweep_conclude(root, pts, s->ntrials, first_bad);
-
+    const dg_runner_i trials = {.version = DG_RUNNER_VERSION,
+                                .name = "fixture",
+                                .trial = dg_fixture_sweep_trial,
+                                .sweep_done = sweep_done_nothing};
+    st = dg_method_sweep(ctx, &trials, s, &plan, opts->train.cancel, root);
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {
         /* An interrupted sweep still returns the trials it ran. */
         *json = dg_json_print(root);
         if (!*json)
             st = DG_ERR_NOMEM;
     }
+    double at = dg_jnum(root, "stopped.at_batch");
     cJSON_Delete(root);
-    for (int i = 0; i < s->ntrials; i++)
-        cJSON_Delete(s->trials[i].json);
-    dg_free(s);
+    dg_fixture_sweep_free(s);
     if (st == DG_ERR_NOMEM)
         return dg_fail(ctx, DG_ERR_NOMEM, "sweep: out of host memory");
     if (st == DG_ERR_INTERRUPTED)
-        return dg_fail(ctx, st, "sweep: interrupted at batch %d", at);
+        return dg_fail(ctx, st, "sweep: interrupted at batch %.0f", at);
     return st;
 }
 
@@ -948,6 +568,45 @@ static bool write_line(int fd, const char *s)
     return true;
 }
 
+/* Test hook for the method-contract test (tests/cli/test_method_contract.sh):
+ * DEVGATE_TRIAL_PLAN="BASE_MS:PLATEAU:GAIN:FALL_ABOVE:FALL_FACTOR:OOM_ABOVE"
+ * makes a trial train nothing and report the planted curve's step times, as
+ * tests/python/scripts/sweep_train.py plans them for the command runner:
+ * BASE_MS a step up to batch PLATEAU, GAIN more samples/s a doubling above
+ * it, each doubling above FALL_ABOVE FALL_FACTOR times slower, and device
+ * out of memory above OOM_ABOVE (0: none). NULL when the hook is not set. */
+static cJSON *planted_trial(const dg_train_opts *o)
+{
+    const char *plan = getenv("DEVGATE_TRIAL_PLAN");
+    double base, plateau, gain, fall_above, fall, oom_above;
+    if (!plan || sscanf(plan, "%lf:%lf:%lf:%lf:%lf:%lf", &base, &plateau, &gain, &fall_above, &fall,
+                        &oom_above) != 6)
+        return NULL;
+    double b = o->batch, step = base;
+    if (b > plateau)
+        step *= (b / plateau) / pow(1.0 + gain, log2(b / plateau));
+    if (fall_above > 0 && b > fall_above)
+        step *= pow(fall, log2(b / fall_above));
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddNumberToObject(rec, "v", 1);
+    cJSON_AddStringToObject(rec, "kind", "train");
+    bool oom = oom_above > 0 && b > oom_above;
+    cJSON_AddStringToObject(rec, "status", oom ? "device-oom" : "ok");
+    if (oom) {
+        cJSON_AddStringToObject(rec, "error", "planted: device out of memory");
+        return rec;
+    }
+    cJSON *thr = cJSON_AddObjectToObject(rec, "throughput");
+    cJSON_AddItemToObject(thr, "samples_per_s",
+                          dg_json_metric(b / (step / 1000), true, "samples/s"));
+    cJSON_AddItemToObject(thr, "step_ms", dg_json_metric(step, true, "ms"));
+    cJSON_AddNumberToObject(thr, "timed_steps", o->steps);
+    cJSON *ms = cJSON_AddArrayToObject(cJSON_AddObjectToObject(rec, "steps"), "ms");
+    for (int i = 0; i < o->steps; i++)
+        cJSON_AddItemToArray(ms, cJSON_CreateNumber(step));
+    return rec;
+}
+
 dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd)
 {
     if (!opts || fd < 0)
@@ -970,7 +629,14 @@ dg_status dg_sweep_trial(dg_ctx *ctx, const dg_train_opts *opts, int fd)
     }
     dg_train_ext ext = {.step_times = true, .sample_ms = 50};
     char *json = NULL;
-    dg_status st = dg_train_run_ext(ctx, opts, &ext, &json);
+    dg_status st = DG_OK;
+    cJSON *planted = planted_trial(opts);
+    if (planted) {
+        json = dg_json_print(planted);
+        cJSON_Delete(planted);
+    } else {
+        st = dg_train_run_ext(ctx, opts, &ext, &json);
+    }
     if (!json) {
         /* No record (bad options, no memory): a minimal one says why. */
         cJSON *rec = cJSON_CreateObject();

@@ -281,6 +281,37 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
+/* The zero-code probe reads its epoch's losses once, at epoch end
+ * (epoch_end.losses: [[step, loss]]), never at the step: each fills the loss
+ * of the stored step of that (epoch, step) that reported none. The epoch's
+ * steps are the latest stored ones (or just before a later epoch's), found
+ * from the end. */
+static void epoch_losses(dg_evcollect *c, const cJSON *ev)
+{
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(ev, "losses");
+    double epoch = num(ev, "epoch");
+    if (!cJSON_IsArray(ls) || !isfinite(epoch))
+        return;
+    size_t hi = c->nsteps; /* past the epoch's last stored step (later epochs skipped) */
+    while (hi > 0 && c->steps[hi - 1].epoch > epoch)
+        hi--;
+    size_t lo = hi; /* its first */
+    while (lo > 0 && c->steps[lo - 1].epoch == epoch)
+        lo--;
+    size_t i = lo; /* both in step order: one forward walk */
+    const cJSON *row;
+    cJSON_ArrayForEach(row, ls)
+    {
+        const cJSON *a = cJSON_GetArrayItem(row, 0), *b = cJSON_GetArrayItem(row, 1);
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !isfinite(b->valuedouble))
+            continue;
+        while (i < hi && c->steps[i].step < a->valuedouble)
+            i++;
+        if (i < hi && c->steps[i].step == a->valuedouble && isnan(c->steps[i].loss))
+            c->steps[i].loss = b->valuedouble;
+    }
+}
+
 static void keep_fallback(dg_evcollect *c, const cJSON *ev)
 {
     c->fallback_events++;
@@ -370,6 +401,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                                              .batch = num(ev, "batch"),
                                              .t = now,
                                              .syncs = num(ev, "syncs"),
+                                             .syncs_library = num(ev, "syncs_library"),
                                              .device_syncs = num(ev, "device_syncs"),
                                              .synced = tri(ev, "synced")};
         break;
@@ -393,6 +425,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                                                 now,
                                                 tri(ev, "cache_emptied"),
                                                 tri(ev, "validation")};
+        epoch_losses(c, ev);
         break;
     case DG_EV_FALLBACK: keep_fallback(c, ev); break;
     case DG_EV_GATE:

@@ -7,10 +7,10 @@
  * them so the rules and reports apply unchanged. */
 #include "supervise/supervise.h"
 
+#include "analysis/analysis.h"
 #include "core/record.h"
 #include "env/peak.h"
 #include "measure/measure.h"
-#include "steps/steps.h"
 
 #include <errno.h>
 #include <math.h>
@@ -288,6 +288,7 @@ static cJSON *soak_section(const run *r)
     double batch0 = start_batch(c);
     bool all_emptied = true;
     double *tmp = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *tmp);
+    double *per_epoch = dg_malloc(c->nepochs * sizeof *per_epoch); /* timed steps of each */
     for (size_t i = 0; i < c->nepochs; i++) {
         const dg_ev_epoch *e = &c->epochs[i];
         cJSON *o = cJSON_CreateObject();
@@ -318,6 +319,8 @@ static cJSON *soak_section(const run *r)
                 batch_known = false;
         }
         double med = median_of(tmp, n);
+        if (per_epoch)
+            per_epoch[i] = (double)n;
         cJSON_AddItemToObject(o, "step_ms", metric(med, "ms"));
         cJSON_AddItemToObject(
             o, "samples_per_s",
@@ -333,6 +336,13 @@ static cJSON *soak_section(const run *r)
     cJSON *stats = step_stats(c, &med, false);
     /* Version 2: the analysis beside the epochs, not nested under "soak". */
     cJSON_AddNumberToObject(s, "epochs_planned", (double)c->nepochs);
+    /* The steps an epoch holds (the median over the epochs the probe closed),
+     * as the fixture's soak plans them: the slowing-down rule asks how many
+     * steps its thirds rest on. */
+    double spe = per_epoch ? median_of(per_epoch, c->nepochs) : NAN;
+    dg_free(per_epoch);
+    if (isfinite(spe))
+        cJSON_AddNumberToObject(s, "steps_per_epoch", round(spe));
     cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
     dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
     cJSON *steps = cJSON_AddObjectToObject(s, "steps");
@@ -379,7 +389,9 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     /* A step's data_ms is outside its step_ms (docs/events.md): the loop's
      * time is their sum, so the wait's share is data / (data + step) and the
      * throughput is samples over that sum. */
-    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0;
+    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0,
+           lib_reads = 0;
+    size_t with_lib = 0;
     /* The same over the steps after the warm-up (first-step library start-up
      * left out): what a short child run (devgate accept -- CMD) compares. */
     double warm_ms = 0, warm_samples = 0;
@@ -396,6 +408,10 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
         if (isfinite(s->syncs)) {
             reads += s->syncs;
             with_reads++;
+        }
+        if (isfinite(s->syncs_library)) {
+            lib_reads += s->syncs_library;
+            with_lib++;
         }
         if (isfinite(s->device_syncs)) {
             dsyncs += s->device_syncs;
@@ -505,9 +521,12 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     add_num_or_null(sp, "host_reads", with_reads ? reads : NAN);
     add_num_or_null(sp, "host_reads_per_step", with_reads ? reads / (double)with_reads : NAN);
     dg_json_add_str(sp, "host_reads_source",
-                    with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() from a "
-                                 "device and explicit synchronize, counted per step"
+                    with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() of a "
+                                 "device tensor and explicit synchronize, counted per step"
                                : NULL);
+    /* Of them, the reads a library's code made (the calling frame: torch or
+     * site-packages), the rest the program's own. */
+    add_num_or_null(sp, "host_reads_library", with_lib ? lib_reads : NAN);
     device_syncs(sp, c, with_dsyncs, dsyncs);
     cJSON *sc = cJSON_AddObjectToObject(p, "steps");
     cJSON_AddNumberToObject(sc, "stored", (double)c->nsteps);

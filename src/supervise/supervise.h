@@ -59,9 +59,10 @@ void dg_evreader_free(dg_evreader *r);
 
 typedef struct dg_ev_step {
     double epoch, step, step_ms, data_ms, loss, batch, t; /* NAN when not reported */
-    double syncs;        /* host reads the zero-code probe saw in the step; NAN when not reported */
-    double device_syncs; /* CUDA sync debug mode's synchronizing operations; NAN not reported */
-    signed char synced;  /* 1, 0, -1 unknown */
+    double syncs; /* host reads the zero-code probe saw in the step; NAN when not reported */
+    double syncs_library; /* of them, reads made by a library's code; NAN when not reported */
+    double device_syncs;  /* CUDA sync debug mode's synchronizing operations; NAN not reported */
+    signed char synced;   /* 1, 0, -1 unknown */
 } dg_ev_step;
 
 typedef struct dg_ev_epoch {

@@ -810,13 +810,84 @@ class ZeroCodeTests(FileProbeCase):
         self.assertEqual([s["epoch"] for s in steps], [e for e in range(3) for _ in range(6)])
         self.assertTrue(all(s["batch"] == 16 and s["data_ms"] is not None and s["step_ms"] >= 0 for s in steps))
         self.assertTrue(all("device_syncs" not in s for s in steps))
-        # loss.item() after each step: one host read, counted into the next step.
-        self.assertEqual(sum(s["syncs"] for s in steps), 3 * 6 - 1)
+        # loss.item() after each step reads a cpu tensor: it waits for nothing, no sync point.
+        self.assertEqual(sum(s["syncs"] for s in steps), 0)
+        self.assertEqual(sum(s["syncs_library"] for s in steps), 0)
         ends = self.events("epoch_end")
         self.assertEqual([e["epoch"] for e in ends], [0, 1, 2])
         self.assertTrue(all(e["validation"] and e["cache_emptied"] and e["footprint"] > 0 for e in ends))
+        # The loss backward() ran on, kept per step and read once at epoch end.
+        self.assertTrue(all([l[0] for l in e["losses"]] == list(range(6)) for e in ends), ends)
+        self.assertTrue(all(0 < l[1] < 10 for e in ends for l in e["losses"]))
+        self.assertEqual(start["seeds"]["seeded"], {"torch": True, "numpy": False, "random": False})
+        self.assertEqual(start["seeds"]["loader"]["shuffle"], False)
         self.assertEqual(self.events("run_end")[-1]["status"], status)
         self.assertEqual({e.get("pid", start["pid"]) for e in evs if e["ev"] == "run_start"}, {start["pid"]})
+
+    def test_device_reads_counted_and_attributed(self):
+        """Only reads of device tensors count (a meta tensor stands in for
+        one here), attributed by the calling frame: the program's own, or a
+        library's (a module under site-packages); reads of cpu tensors (the
+        loss on the cpu, Adam's step counters) are not sync points."""
+        lib = os.path.join(self.tmp.name, "site-packages")
+        os.makedirs(lib)
+        with open(os.path.join(lib, "fakelib.py"), "w") as f:
+            f.write("def read(t):\n    try:\n        return t.item()\n    except Exception:\n        return None\n")
+        script = os.path.join(self.tmp.name, "reads.py")
+        with open(script, "w") as f:
+            f.write("import sys, torch\nsys.path.insert(0, %r)\nimport fakelib\n" % lib + r"""
+m = torch.nn.Linear(4, 2)
+opt = torch.optim.Adam(m.parameters())
+meta = torch.zeros((), device="meta")
+loader = torch.utils.data.DataLoader(torch.randn(32, 4), batch_size=8)
+for epoch in range(2):
+    for x in loader:
+        loss = m(x).pow(2).mean()
+        opt.zero_grad(); loss.backward()
+        loss.item(); x.tolist(); x.cpu()          # cpu tensors: no sync point
+        try:
+            meta.item()                          # the program's own device read
+        except Exception:
+            pass
+        fakelib.read(meta)                       # a library's device read
+        opt.step()
+""")
+        res = subprocess.run([sys.executable, "-m", "devgate_probe.auto", script],
+                             env=clean_env(DEVGATE_EVENTS_FILE=self.path), capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        steps = self.events("step")
+        self.assertEqual(len(steps), 8)
+        self.assertEqual([s["syncs"] for s in steps], [2] * 8)
+        self.assertEqual([s["syncs_library"] for s in steps], [1] * 8)
+
+    def test_launcher_worker_reached_after_close_fds(self):
+        """A launcher starting its worker with subprocess's default
+        close_fds=True: the worker loses the inherited descriptor and finds
+        the channel by DEVGATE_EVENTS_PATH (a pipe, as devgate run gives)."""
+        script = os.path.join(self.tmp.name, "train.py")
+        with open(script, "w") as f:
+            f.write(ZERO_SCRIPT)
+        launcher = os.path.join(self.tmp.name, "launch.py")
+        with open(launcher, "w") as f:
+            f.write("import subprocess, sys\nsys.exit(subprocess.run([sys.executable, %r]).returncode)\n" % script)
+        r, w = os.pipe()
+        os.set_inheritable(w, True)
+        env = clean_env(DEVGATE_EVENTS_FD=str(w))
+        env.pop("DEVGATE_EVENTS_FILE", None)
+        proc = subprocess.Popen([sys.executable, "-m", "devgate_probe.auto", launcher], env=env,
+                                pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(w)
+        data = b""
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        proc.wait(timeout=300)
+        self.assertEqual(proc.returncode, 0)
+        evs = [json.loads(l) for l in data.decode().splitlines() if l.strip()]
+        names = [e["ev"] for e in evs]
+        self.assertEqual(names.count("step"), 3 * 6, names)
+        self.assertEqual(names.count("run_start"), 1)
+        self.assertNotEqual(evs[names.index("run_start")]["pid"], proc.pid)  # the worker's
 
     def test_auto_runs_an_unmodified_script(self):
         res = self.run_script(lambda s: [sys.executable, "-m", "devgate_probe.auto", s])

@@ -218,6 +218,34 @@ static void test_collect(void)
     dg_evcollect_free(&c);
 }
 
+/* epoch_end.losses (the zero-code probe reads its losses once an epoch)
+ * fill the loss of the epoch's stored steps that reported none. */
+static void test_epoch_losses(void)
+{
+    dg_evcollect c;
+    CHECK(dg_evcollect_init(&c, NULL));
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < 4; i++) {
+            char line[160];
+            snprintf(line, sizeof line,
+                     "{\"v\":1,\"ev\":\"step\",\"epoch\":%d,\"step\":%d,\"step_ms\":1%s}", e, i,
+                     e == 1 && i == 3 ? ",\"loss\":9" : "");
+            feed(&c, line, 0.1 * (e * 4 + i));
+        }
+    feed(&c,
+         "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":0,\"losses\":[[0,1.5],[2,1.25],[7,3],"
+         "[\"x\",1],[3,null]]}",
+         1);
+    feed(&c, "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"losses\":[[1,0.5],[3,0.25]]}", 2);
+    CHECK(c.nsteps == 8 && c.nepochs == 2);
+    CHECK(c.steps[0].loss == 1.5 && isnan(c.steps[1].loss) && c.steps[2].loss == 1.25 &&
+          isnan(c.steps[3].loss));
+    CHECK(isnan(c.steps[4].loss) && c.steps[5].loss == 0.5 && isnan(c.steps[6].loss));
+    CHECK(c.steps[7].loss == 9); /* the step's own report is kept */
+    CHECK(c.malformed == 0);
+    dg_evcollect_free(&c);
+}
+
 /* The zero-code probe's command lines (src/supervise/probe.c). */
 static void test_probe_plan(void)
 {
@@ -297,6 +325,7 @@ int main(void)
     test_parse();
     test_reader();
     test_collect();
+    test_epoch_losses();
     test_probe_plan();
     CHECK_DONE();
 }

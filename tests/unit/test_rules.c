@@ -351,6 +351,25 @@ static const rule_case cases[] = {
      "info",
      "retained-refs",
      "device"},
+    /* issue 21, item 2: the short soak screens for a leak on its interval. */
+    {"too few epochs, growth interval above the threshold: suspected",
+     {{SOAK "epochs_recorded", "6"},
+      {SOAK "growth.allocator_allocated.value", "45"},
+      {SOAK "growth_ci", GROWTH_CI("allocator_allocated", "45", "38", "52")}},
+     NULL,
+     "memory-short",
+     "warn",
+     "retained-refs",
+     "device"},
+    {"too few epochs, growth interval holds the threshold",
+     {{SOAK "epochs_recorded", "6"},
+      {SOAK "growth.allocator_allocated.value", "31"},
+      {SOAK "growth_ci", GROWTH_CI("allocator_allocated", "31", "20", "40")}},
+     NULL,
+     "memory-short",
+     "info",
+     "retained-refs",
+     "device"},
     {"mem_epochs lowered",
      {{SOAK "epochs_recorded", "4"}, {SOAK "growth.allocator_allocated.value", "31"}},
      "mem_epochs=4",
@@ -358,8 +377,27 @@ static const rule_case cases[] = {
      "warn",
      "memory-short",
      "remote"},
-    {"cache not emptied",
+    /* Live (allocated) memory is judged whether or not the cache was emptied
+     * (issue 21: a CUDA leak under plain devgate run got only
+     * memory-not-emptied); reserved memory and the footprint need it. */
+    {"cache not emptied, allocated memory grows",
      {{SOAK "empty_cache", "false"}, {SOAK "growth.allocator_allocated.value", "31"}},
+     NULL,
+     "retained-refs",
+     "warn",
+     NULL,
+     "remote"},
+    {"cache not emptied, allocated memory grows: the cache's words too",
+     {{SOAK "empty_cache", "false"}, {SOAK "growth.allocator_allocated.value", "31"}},
+     NULL,
+     "memory-not-emptied",
+     "info",
+     NULL,
+     "remote"},
+    {"cache not emptied, only reserved memory and the footprint grow",
+     {{SOAK "empty_cache", "false"},
+      {SOAK "growth.allocator_reserved.value", "60"},
+      {SOAK "growth.footprint.value", "60"}},
      NULL,
      "memory-not-emptied",
      "info",
@@ -626,6 +664,66 @@ static const rule_case cases[] = {
      "footprint-growth",
      "warn",
      NULL,
+     NULL},
+    /* issue 21: the program frees its memory as it exits (or a wrapper
+     * outlives the worker): the exit tail left out of the fit. */
+    {"footprint grows, then the program frees it and idles before exiting",
+     {{"soak", "null"},
+      {"supervise", "{\"exit_status\": 0, \"series\": ["
+                    "{\"t\": 0, \"rss\": 300000000},{\"t\": 1, \"rss\": 340000000},"
+                    "{\"t\": 2, \"rss\": 380000000},{\"t\": 3, \"rss\": 420000000},"
+                    "{\"t\": 4, \"rss\": 460000000},{\"t\": 5, \"rss\": 500000000},"
+                    "{\"t\": 6, \"rss\": 540000000},{\"t\": 7, \"rss\": 580000000},"
+                    "{\"t\": 8, \"rss\": 620000000},{\"t\": 9, \"rss\": 660000000},"
+                    "{\"t\": 10, \"rss\": 700000000},{\"t\": 11, \"rss\": 740000000},"
+                    "{\"t\": 12, \"rss\": 780000000},{\"t\": 13, \"rss\": 820000000},"
+                    "{\"t\": 14, \"rss\": 6000000},{\"t\": 15, \"rss\": 6000000},"
+                    "{\"t\": 16, \"rss\": 6000000},{\"t\": 17, \"rss\": 6000000},"
+                    "{\"t\": 18, \"rss\": 6000000},{\"t\": 19, \"rss\": 6000000},"
+                    "{\"t\": 20, \"rss\": 6000000},{\"t\": 21, \"rss\": 6000000}]}"}},
+     NULL,
+     "footprint-growth",
+     "warn",
+     NULL,
+     NULL},
+    {"footprint grows with one sample far off the line",
+     {{"soak", "null"},
+      {"supervise", "{\"exit_status\": 0, \"series\": ["
+                    "{\"t\": 0, \"rss\": 300000000},{\"t\": 1, \"rss\": 320000000},"
+                    "{\"t\": 2, \"rss\": 340000000},{\"t\": 3, \"rss\": 360000000},"
+                    "{\"t\": 4, \"rss\": 380000000},{\"t\": 5, \"rss\": 400000000},"
+                    "{\"t\": 6, \"rss\": 1900000000},{\"t\": 7, \"rss\": 440000000},"
+                    "{\"t\": 8, \"rss\": 460000000},{\"t\": 9, \"rss\": 480000000},"
+                    "{\"t\": 10, \"rss\": 500000000},{\"t\": 11, \"rss\": 520000000}]}"}},
+     NULL,
+     "footprint-growth",
+     "warn",
+     NULL,
+     NULL},
+    {"unseeded run with shuffling workers",
+     {{"seeds", "{\"torch\": null, \"numpy\": 0, \"random\": 0, \"seeded\": {\"torch\": "
+                "false, \"numpy\": true, \"random\": true}, \"loader\": {\"workers\": 2, "
+                "\"shuffle\": true, \"worker_init_fn\": false, \"generator\": false}}"}},
+     NULL,
+     "unseeded",
+     "warn",
+     NULL,
+     NULL},
+    {"seeded run with shuffling workers",
+     {{"seeds", "{\"torch\": 0, \"seeded\": {\"torch\": true}, \"loader\": {\"workers\": 2, "
+                "\"shuffle\": true, \"worker_init_fn\": false, \"generator\": false}}"}},
+     NULL,
+     NULL,
+     NULL,
+     "unseeded",
+     NULL},
+    {"unseeded run whose loader has its own generator",
+     {{"seeds", "{\"torch\": null, \"seeded\": {\"torch\": false}, \"loader\": {\"workers\": "
+                "0, \"shuffle\": true, \"worker_init_fn\": false, \"generator\": true}}"}},
+     NULL,
+     NULL,
+     NULL,
+     "unseeded",
      NULL},
     {"footprint flat without a probe",
      {{"soak", "null"},

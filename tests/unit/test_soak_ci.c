@@ -4,10 +4,10 @@
  * a tight interval around its growth, a noisy one an interval that holds
  * 26%, a slowing soak a ratio interval above 1.2; under 6 epochs the
  * intervals are not valid. */
+#include "analysis/analysis.h"
 #include "check.h"
 #include "core/core.h"
 #include "core/json.h"
-#include "steps/steps.h"
 
 #define MIB 1048576.0
 

@@ -2,8 +2,8 @@
  * throughput sequences: where each one stops, and why. */
 #include "check.h"
 
+#include "analysis/analysis.h"
 #include "core/json.h"
-#include "steps/steps.h"
 
 #include <math.h>
 #include <string.h>

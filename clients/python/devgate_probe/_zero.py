@@ -23,12 +23,17 @@ The hooks only read clocks and counters: they never synchronise the device
 (the one exception is the gate's small product, run once when the first
 optimizer is built, outside every step). At a training epoch's end they read
 the allocator figures (no sync) and the process footprint;
-DEVGATE_PROBE_EMPTY_CACHE=1 also collects garbage and empties the device
-cache there, and says so.
+DEVGATE_PROBE_EMPTY_CACHE=1 (devgate's default) also collects garbage and
+empties the device cache there, and says so. The loss each primary optimizer
+step follows (the tensors backward() ran on since the previous step) is kept
+detached and read once at epoch end into epoch_end.losses.
 
-Inactive (a no-op) when DEVGATE_EVENTS_FD / DEVGATE_EVENTS_FILE are unset, in
-forked children (DataLoader workers), in multiprocessing's spawned children,
-and once the program uses the explicit API itself.
+Inactive (a no-op) when DEVGATE_EVENTS_FD / DEVGATE_EVENTS_FILE /
+DEVGATE_EVENTS_PATH lead nowhere, in forked children (DataLoader workers), and
+once the program uses the explicit API itself. A spawned child (a launcher's
+worker, multiprocessing's spawn) arms it and reports only if it steps an
+optimizer; the events channel reaches it by DEVGATE_EVENTS_PATH when its
+parent closed the inherited descriptor.
 """
 
 import gc
@@ -48,6 +53,7 @@ _state = None
 _install_lock = threading.Lock()
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # CUDA sync debug mode's text (torch 2.x)
+MAX_EPOCH_LOSSES = 1000  # losses kept per epoch (thinned to every 2nd, 4th... step beyond)
 
 
 def sync_debug_arm(torch, device, environ=None):
@@ -73,7 +79,11 @@ def sync_debug_arm(torch, device, environ=None):
         if getm():
             return {"state": "program", "reason": "the program set the mode itself: only the warnings "
                     "its filters let through are counted"}
-        setm("warn")
+        with warnings.catch_warnings():
+            # torch warns that the mode is a prototype when it is set: the
+            # probe's own doing, not the program's output.
+            warnings.simplefilter("ignore")
+            setm("warn")
         return {"state": "on", "reason": None}
     except Exception as e:
         return {"state": "unavailable", "reason": "set_sync_debug_mode failed (%s)" % describe(e)}
@@ -157,12 +167,18 @@ class _State:
         self.samples = 0
         self.samples_known = True
         self.syncs = 0
+        self.syncs_library = 0  # of syncs, reads made by a library's code (torch, site-packages)
         self.device_syncs = 0
+        self.pending_loss = []  # tensors backward() ran on since the last optimizer step (detached)
+        self.epoch_losses = []  # (step, [tensors]) of the open epoch, thinned by loss_stride
+        self.loss_stride = 1
+        self.loader_info = None  # the training loader's seeding facts (run_start.seeds.loader)
         self.sync_debug = None  # sync_debug_arm's answer, once the device is known
         self.torch = None  # the module _patch_torch patched
         self.batch_hint = None
         self.dataset_name = None
         self.empty_cache = os.environ.get("DEVGATE_PROBE_EMPTY_CACHE", "") in ("1", "true", "yes")
+        self.keep_loss = os.environ.get("DEVGATE_PROBE_LOSS", "1") not in ("0", "false", "no")
         self.gate_on = os.environ.get("DEVGATE_PROBE_GATE", "1") not in ("0", "false", "no")
         self.window = _window.Window()  # devgate accept's knobs: stop after N steps, profile
         self.lock = threading.Lock()
@@ -185,11 +201,7 @@ class _State:
             return
         self.started = True
         bucket = {"data": self.dataset_name, "batch": self.batch_hint, "script": _script_name()}
-        seeds = dict(self.seeds) if self.seeds else None
-        if seeds is not None:
-            seeds.setdefault("workers", None)
-            hs = os.environ.get("PYTHONHASHSEED")
-            seeds["python_hash"] = int(hs) if hs and hs.isdigit() else None
+        seeds = self.seed_facts()
         if self.sync_debug is None:
             self.arm_sync_debug()
         self.inside += 1
@@ -198,6 +210,70 @@ class _State:
                                  probe="auto", sync_debug=self.sync_debug)
         finally:
             self.inside -= 1
+
+    def seed_facts(self):
+        """run_start.seeds: the seeds the program set (a source it did not
+        seed is null), which sources it seeded (`seeded`), and how the training
+        loader's workers and shuffling are seeded (`loader`)."""
+        seeds = {k: self.seeds.get(k) for k in ("torch", "numpy", "random")}
+        seeds["workers"] = None
+        hs = os.environ.get("PYTHONHASHSEED")
+        seeds["python_hash"] = int(hs) if hs and hs.isdigit() else None
+        seeds["seeded"] = {k: k in self.seeds for k in ("torch", "numpy", "random")}
+        seeds["loader"] = self.loader_info
+        return seeds
+
+    def note_loader(self, loader):
+        """The training loader's seeding facts: its workers, whether it
+        shuffles, and whether a worker_init_fn or its own generator seeds them."""
+        try:
+            sampler = getattr(loader, "sampler", None)
+            shuffle = type(sampler).__name__ == "RandomSampler"
+            gen = getattr(loader, "generator", None)
+            if gen is None and sampler is not None:
+                gen = getattr(sampler, "generator", None)
+            self.loader_info = {"workers": int(getattr(loader, "num_workers", 0) or 0),
+                                "shuffle": bool(shuffle),
+                                "worker_init_fn": getattr(loader, "worker_init_fn", None) is not None,
+                                "generator": gen is not None}
+        except Exception:
+            self.loader_info = None
+
+    def on_backward(self, tensor):
+        """backward() ran on tensor: a one-element one is the loss the next
+        optimizer step follows (kept detached; read at epoch end, never here)."""
+        try:
+            if tensor.numel() == 1:
+                self.pending_loss.append(tensor.detach())
+        except Exception:
+            pass
+
+    def keep_step_loss(self, step):
+        pend, self.pending_loss = self.pending_loss, []
+        if not pend or not self.keep_loss or step % self.loss_stride:
+            return
+        self.epoch_losses.append((step, pend))
+        if len(self.epoch_losses) > MAX_EPOCH_LOSSES:  # thin: every other kept step
+            self.loss_stride *= 2
+            self.epoch_losses = [e for e in self.epoch_losses if e[0] % self.loss_stride == 0]
+
+    def read_losses(self, torch):
+        """The open epoch's kept losses as [[step, loss]]: one host read at
+        epoch end (the sum of the losses backward() ran on before each step)."""
+        kept, self.epoch_losses, self.loss_stride = self.epoch_losses, [], 1
+        if not kept or torch is None:
+            return None
+        flat = [t for _, ts in kept for t in ts]
+        try:
+            vals = torch.stack([t.reshape(()).float() for t in flat]).cpu().tolist()
+        except Exception:
+            return None
+        out, i = [], 0
+        for step, ts in kept:
+            v = sum(vals[i:i + len(ts)])
+            i += len(ts)
+            out.append([step, v if v == v and abs(v) != float("inf") else None])
+        return out
 
     def arm_sync_debug(self):
         """CUDA's sync debug mode for the program's device (once)."""
@@ -235,7 +311,12 @@ class _State:
         torch = sys.modules.get("torch")
         device = self.device or "cpu"
         emptied = False
+        losses = None
         self.inside += 1
+        try:
+            losses = self.read_losses(torch)
+        except Exception:
+            losses = None
         try:
             kind = split_device(device)[0]
             if self.empty_cache:
@@ -251,7 +332,8 @@ class _State:
             self.inside -= 1
         self.probe.emit("epoch_end", epoch=self.epoch, allocated=alloc, reserved=reserved,
                         max_allocated=max_alloc, driver=driver, footprint=_probe_mod.rss_bytes(),
-                        cache_emptied=bool(emptied), validation=bool(self.epoch_has_validation))
+                        cache_emptied=bool(emptied), validation=bool(self.epoch_has_validation),
+                        losses=losses)
 
     def reset_interval(self, syncs=True):
         self.mark = perf_counter()
@@ -261,6 +343,7 @@ class _State:
         self.samples_known = True
         if syncs:  # reads after an epoch's last step count toward the next step
             self.syncs = 0
+            self.syncs_library = 0
             self.device_syncs = 0
 
     def on_iter(self, loader, it):
@@ -279,6 +362,8 @@ class _State:
                 self.step_index = 0
             if self.batch_hint is None:
                 self.batch_hint = getattr(loader, "batch_size", None)
+            if self.loader_info is None:
+                self.note_loader(loader)
             if self.dataset_name is None:
                 ds = getattr(loader, "dataset", None)
                 self.dataset_name = type(ds).__name__ if ds is not None else None
@@ -322,11 +407,13 @@ class _State:
             self.primary_opt = weakref.ref(opt)
             self.on_optimizer(opt)
         elif opt is not prim:
+            self.pending_loss = []  # its losses are not the primary step's
             return  # a second optimizer (GAN, multi-task): the first one's steps are the steps
         if self.train_loader is None and self.cur_loader is not None:
             loader = self.cur_loader()
             if loader is not None:
                 self.train_loader = weakref.ref(loader)
+                self.note_loader(loader)
                 self.epoch = 0
                 self.epoch_open = True
                 self.epoch_has_validation = False
@@ -336,12 +423,13 @@ class _State:
         step_ms = interval - (self.data_ms if self.data_seen else 0.0)
         fields = {"epoch": self.epoch if self.epoch >= 0 else None, "step": self.step_index,
                   "step_ms": max(step_ms, 0.0), "data_ms": data, "loss": None, "synced": False,
-                  "syncs": self.syncs}
+                  "syncs": self.syncs, "syncs_library": self.syncs_library}
         if self.samples_known and self.samples > 0:
             fields["batch"] = self.samples
         if self.sync_debug is not None and self.sync_debug["state"] in ("on", "program"):
             fields["device_syncs"] = self.device_syncs
         self.probe.emit("step", **fields)
+        self.keep_step_loss(self.step_index)
         self.step_index += 1
         self.reset_interval()
         if self.window.wanted:
@@ -370,17 +458,57 @@ def _script_name():
 
 # ---- patches ------------------------------------------------------------------------
 
-def _patch_tensor(torch, st):
-    T = torch.Tensor
+_LIB_MARKS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
-    def wrap_always(name):
+
+def _library_frame(depth):
+    """True when the code depth frames up is a library's (torch itself, or a
+    package under site-packages), not the program's own."""
+    try:
+        fn = sys._getframe(depth).f_code.co_filename
+    except Exception:
+        return False
+    if fn.startswith(_TORCH_DIR[0]) if _TORCH_DIR[0] else False:
+        return True
+    return any(m in fn for m in _LIB_MARKS)
+
+
+_TORCH_DIR = [None]
+
+
+def _count_read(st, depth):
+    st.syncs += 1
+    if _library_frame(depth + 1):
+        st.syncs_library += 1
+
+
+def _on_device(t):
+    try:
+        return t.device.type != "cpu"
+    except Exception:
+        return False
+
+
+def _patch_tensor(torch, st):
+    """Host reads: a read of a device tensor's values (.item, .tolist,
+    .numpy, .cpu) or an explicit synchronize is a sync point; a read of a cpu
+    tensor (an optimizer's step counter, a metric on the host) waits for
+    nothing and is not counted. Each one is attributed to the program or to a
+    library by the frame that called it."""
+    T = torch.Tensor
+    try:
+        _TORCH_DIR[0] = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    except Exception:
+        pass
+
+    def wrap_read(name):
         orig = getattr(T, name, None)
         if orig is None or getattr(orig, "_devgate", False):
             return
 
         def hooked(self, *a, **k):
-            if st.active and not st.inside:
-                st.syncs += 1
+            if st.active and not st.inside and _on_device(self):
+                _count_read(st, 2)
             return orig(self, *a, **k)
 
         hooked._devgate = True
@@ -388,22 +516,8 @@ def _patch_tensor(torch, st):
         hooked.__doc__ = getattr(orig, "__doc__", None)
         setattr(T, name, hooked)
 
-    for name in ("item", "tolist", "numpy"):
-        wrap_always(name)
-    orig_cpu = getattr(T, "cpu", None)
-    if orig_cpu is not None and not getattr(orig_cpu, "_devgate", False):
-        def cpu(self, *a, **k):
-            if st.active and not st.inside:
-                try:
-                    if self.device.type != "cpu":
-                        st.syncs += 1
-                except Exception:
-                    pass
-            return orig_cpu(self, *a, **k)
-
-        cpu._devgate = True
-        cpu.__doc__ = getattr(orig_cpu, "__doc__", None)
-        T.cpu = cpu
+    for name in ("item", "tolist", "numpy", "cpu"):
+        wrap_read(name)
     for modname in ("cuda", "mps"):
         mod = getattr(torch, modname, None)
         orig = getattr(mod, "synchronize", None)
@@ -413,7 +527,7 @@ def _patch_tensor(torch, st):
         def make(orig):
             def synchronize(*a, **k):
                 if st.active and not st.inside:
-                    st.syncs += 1
+                    _count_read(st, 2)
                 return orig(*a, **k)
             synchronize._devgate = True
             synchronize.__doc__ = getattr(orig, "__doc__", None)
@@ -423,6 +537,31 @@ def _patch_tensor(torch, st):
             setattr(mod, "synchronize", make(orig))
         except Exception:
             pass
+
+
+def _patch_backward(torch, st):
+    """torch.autograd.backward (Tensor.backward calls it): the loss tensor the
+    next optimizer step follows, kept without reading it."""
+    ag = torch.autograd
+    orig = getattr(ag, "backward", None)
+    if orig is None or getattr(orig, "_devgate", False):
+        return
+
+    def backward(tensors, *a, **k):
+        if st.active and not st.inside and st.keep_loss:
+            try:
+                if isinstance(tensors, (list, tuple)):
+                    for t in tensors:
+                        st.on_backward(t)
+                elif tensors is not None:
+                    st.on_backward(tensors)
+            except Exception:
+                pass
+        return orig(tensors, *a, **k)
+
+    backward._devgate = True
+    backward.__doc__ = orig.__doc__
+    ag.backward = backward
 
 
 def _patch_seeds(torch, st):
@@ -438,7 +577,11 @@ def _patch_seeds(torch, st):
         return seeded
 
     if not getattr(torch.manual_seed, "_devgate", False):
-        torch.manual_seed = record("torch", torch.manual_seed)
+        orig_ms = torch.manual_seed
+        torch.manual_seed = record("torch", orig_ms)
+        rnd = getattr(torch, "random", None)
+        if rnd is not None and getattr(rnd, "manual_seed", None) is orig_ms:
+            rnd.manual_seed = torch.manual_seed
     if not getattr(random.seed, "_devgate", False):
         random.seed = record("random", random.seed)
     np = sys.modules.get("numpy")
@@ -575,7 +718,7 @@ def _patch_torch(torch):
         return
     st.patched = True
     st.torch = torch
-    for fn in (_patch_tensor, _patch_seeds, _patch_loader, _patch_optimizer):
+    for fn in (_patch_tensor, _patch_backward, _patch_seeds, _patch_loader, _patch_optimizer):
         try:
             fn(torch, st)
         except Exception as e:
@@ -631,8 +774,6 @@ def install(label="auto"):
     with _install_lock:
         if _state is not None:
             return _state.active
-        if _in_worker():
-            return False
         p = _probe_mod.Probe(label=label)
         p._auto = True
         _state = _State(p)

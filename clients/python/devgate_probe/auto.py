@@ -20,6 +20,19 @@ def _usage():
     return 2
 
 
+def _reach_descendants():
+    """Puts devgate's sitecustomize first on PYTHONPATH for the processes this
+    program starts: a launcher's worker (subprocess with the same
+    interpreter), multiprocessing's spawned children. The probe arms there
+    and reports only from a process that steps an optimizer."""
+    if os.environ.get("DEVGATE_PROBE", "auto") != "auto":
+        return
+    site = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if site not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([site] + parts)
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "--":
@@ -44,6 +57,7 @@ def main(argv=None):
         sys.argv = [target] + rest
         # As `python SCRIPT`: the script's directory first on sys.path.
         sys.path[0] = os.path.dirname(os.path.abspath(target))
+    _reach_descendants()
     _zero.install()
     status, message = "ok", None
     try:

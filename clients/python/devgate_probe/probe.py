@@ -168,6 +168,25 @@ def _reset_peak(torch, device):
             pass
 
 
+def _share_channel(fd, st):
+    """Names the events channel for this process's descendants, once per
+    tree: a child started with close_fds (subprocess's default) or by
+    multiprocessing's spawn loses the inherited descriptor, and opens
+    DEVGATE_EVENTS_PATH instead (Linux: /proc/PID/fd/N of this process, which
+    outlives the children it waits for). DEVGATE_EVENTS_ID (device:inode)
+    tells a descendant whether its own descriptor N is still the channel."""
+    try:
+        if os.environ.get("DEVGATE_EVENTS_PATH") or not os.path.isdir("/proc/self/fd"):
+            return
+        import stat as _stat
+        if not _stat.S_ISFIFO(st.st_mode):
+            return  # a regular file: DEVGATE_EVENTS_FILE is the way to name one
+        os.environ["DEVGATE_EVENTS_PATH"] = "/proc/%d/fd/%d" % (os.getpid(), fd)
+        os.environ["DEVGATE_EVENTS_ID"] = "%d:%d" % (st.st_dev, st.st_ino)
+    except Exception:
+        pass
+
+
 class _Epoch:
     """Context manager of Probe.epoch."""
 
@@ -270,11 +289,15 @@ class Probe:
     def _open(self):
         fd_text = os.environ.get("DEVGATE_EVENTS_FD")
         if fd_text is not None and fd_text.strip():
+            fd = None
             try:
                 fd = int(fd_text.strip())
                 if fd < 0:
                     raise ValueError("negative")
-                os.fstat(fd)
+                st = os.fstat(fd)
+                ident = os.environ.get("DEVGATE_EVENTS_ID")
+                if ident and ident != "%d:%d" % (st.st_dev, st.st_ino):
+                    raise OSError("descriptor %d is another file here" % fd)
                 try:
                     import fcntl
                     if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
@@ -285,7 +308,12 @@ class Probe:
                 # (atomic on a pipe up to PIPE_BUF), and nothing is left in a
                 # buffer to be flushed into a broken pipe at exit.
                 self._out = os.fdopen(fd, "wb", buffering=0, closefd=False)
+                _share_channel(fd, st)
             except (ValueError, OSError) as e:
+                # A descendant whose parent closed the descriptor (subprocess's
+                # close_fds, multiprocessing spawn): the channel by its path.
+                if self._open_path(os.environ.get("DEVGATE_EVENTS_PATH")):
+                    return
                 _warn("fd", "DEVGATE_EVENTS_FD=%r is not a writable descriptor (%s); events are not sent"
                       % (fd_text, e))
                 self._out = None
@@ -298,6 +326,26 @@ class Probe:
             except OSError as e:
                 _warn("file", "cannot open DEVGATE_EVENTS_FILE=%r (%s); events are not sent" % (path, e))
                 self._out = None
+
+    def _open_path(self, path):
+        """Opens the events channel by the path a parent named
+        (DEVGATE_EVENTS_PATH: /proc/PID/fd/N of the process that holds it, a
+        new write end of the same pipe). True when it could."""
+        if not path:
+            return False
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False
+        try:
+            import fcntl
+            fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+            fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~os.O_NONBLOCK)  # writes wait as on the inherited pipe
+        except Exception:
+            pass
+        self._out = os.fdopen(fd, "wb", buffering=0)
+        self._owned = True
+        return True
 
     @property
     def enabled(self):

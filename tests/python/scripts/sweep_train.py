@@ -24,6 +24,9 @@ framework's start-up, compile and allocator warm-up), for the run record's
 headline rate (tests/cli/test_run_warmup.sh).
 --data-ms MS: every other step reports MS of loader wait (not slept), for
 the run record's profile.step.wall_stats (tests/cli/test_accept_cmd_sweep.sh).
+--epoch-growth F: each epoch's steps take F times the previous epoch's (a
+program slowing down, for the run record's slowing-down analysis:
+tests/cli/test_method_contract.sh).
 
 The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
 probe's knob, which an explicit-API program honours itself) or after --epochs
@@ -80,6 +83,7 @@ def main(argv=None):
     ap.add_argument("--fall-factor", type=float, default=4.0)
     ap.add_argument("--slow-first", type=int, default=0)
     ap.add_argument("--slow-ms", type=float, default=0.0)
+    ap.add_argument("--epoch-growth", type=float, default=1.0)
     ap.add_argument("--data-ms", type=float, default=0.0,
                     help="loader wait reported on every other step (not slept)")
     args = ap.parse_args(argv)
@@ -103,6 +107,7 @@ def main(argv=None):
                 # the clock's reading), so the curve devgate sees does not
                 # depend on how late a loaded machine wakes the sleeper.
                 this_s = args.slow_ms / 1000.0 if done < args.slow_first else step_s
+                this_s *= args.epoch_growth ** epoch
                 sleep_until(time.perf_counter() + this_s)
                 p.emit("step", epoch=epoch, step=i, step_ms=this_s * 1000.0,
                        data_ms=args.data_ms if done % 2 else 0.0,

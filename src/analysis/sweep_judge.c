@@ -1,13 +1,16 @@
-/* The doubling stop policy both batch sweeps share (the fixture's, sweep.c,
- * and accept -- CMD's, accept_cmd.c): docs/measure.md "Sweep" lists the
- * reasons. A pure function of the good trials fed to it, in batch order, so
- * the unit test drives it with synthetic throughput sequences; the trials'
- * samples/s intervals it judges with come from dg_sweep_rate_ci. */
-#include "steps/steps.h"
+/* The sweep's judgements (docs/measure.md "Sweep"): a trial's samples/s
+ * interval (dg_sweep_rate_ci), the doubling stop policy the one sweep driver
+ * (src/steps/method.c) feeds, and the conclusion over the trials (knee, safe
+ * batch). Pure functions of the trials fed to them, so the unit tests drive
+ * them with synthetic throughput sequences. */
+#include "analysis/analysis.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define KNEE_SHARE 0.05  /* knee: within 5% of the best throughput */
+#define SAFE_MARGIN 0.05 /* safe batch: 5% under the first failure */
 
 /* ---- a trial's samples/s interval ------------------------------------------- */
 
@@ -244,4 +247,81 @@ cJSON *dg_sweep_stop_evidence(const dg_sweep_stopper *s, const char *why)
     bool by_rate =
         why && (strcmp(why, "throughput-falling") == 0 || strcmp(why, "throughput-plateau") == 0);
     return by_rate ? dg_sweep_judged_json(&s->last) : cJSON_CreateNull();
+}
+
+/* ---- the conclusion ---------------------------------------------------------- */
+
+void dg_sweep_conclude(cJSON *root, const dg_sweep_point *pts, int n, int first_bad)
+{
+    double best = NAN;
+    for (int i = 0; i < n; i++)
+        if (pts[i].good && !isnan(pts[i].rate.sps) && !(pts[i].rate.sps <= best))
+            best = pts[i].rate.sps;
+    const dg_sweep_point *knee = NULL, *safe = NULL, *could = NULL;
+    double cap = first_bad ? (1.0 - SAFE_MARGIN) * first_bad : INFINITY;
+    double line = (1.0 - KNEE_SHARE) * best;
+    int good_n = 0;
+    for (int i = 0; i < n; i++) {
+        const dg_sweep_point *t = &pts[i];
+        if (!t->good)
+            continue;
+        good_n++;
+        /* The knee is judged on the points: a wide interval at a small batch
+         * (a loaded machine's skewed step times) must not pull the soak and
+         * the profile down to it. How far down the noise would allow is
+         * recorded beside it (could_be). */
+        if (!isnan(t->rate.sps) && t->rate.sps >= line && (!knee || t->batch < knee->batch))
+            knee = t;
+        if (t->batch <= cap && (!safe || t->batch > safe->batch))
+            safe = t;
+    }
+    for (int i = 0; knee && i < n; i++) {
+        const dg_sweep_point *t = &pts[i];
+        if (t->good && t->batch < knee->batch && t->rate.valid && t->rate.hi >= line &&
+            (!could || t->batch < could->batch))
+            could = t;
+    }
+    cJSON *kj = cJSON_AddObjectToObject(root, "knee");
+    if (knee) {
+        cJSON_AddNumberToObject(kj, "batch", knee->batch);
+        cJSON_AddItemToObject(kj, "samples_per_s",
+                              dg_json_metric(knee->rate.sps, true, "samples/s"));
+        dg_sweep_rate r = knee->rate;
+        if (!r.valid && !r.reason)
+            r.reason = "not reported";
+        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
+        if (could)
+            cJSON_AddNumberToObject(kj, "could_be", could->batch);
+        else
+            cJSON_AddNullToObject(kj, "could_be");
+    } else {
+        cJSON_AddNullToObject(kj, "batch");
+        cJSON_AddItemToObject(kj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+        dg_sweep_rate r = {.lo = NAN, .hi = NAN, .reason = "no knee"};
+        cJSON_AddItemToObject(kj, "samples_per_s_ci", dg_sweep_rate_json(&r));
+        cJSON_AddNullToObject(kj, "could_be");
+    }
+    cJSON_AddItemToObject(kj, "best_samples_per_s",
+                          dg_json_metric(best, !isnan(best), "samples/s"));
+    cJSON_AddNumberToObject(kj, "within", KNEE_SHARE);
+    cJSON *sj = cJSON_AddObjectToObject(root, "safe_batch");
+    if (safe) {
+        cJSON_AddNumberToObject(sj, "batch", safe->batch);
+        cJSON_AddItemToObject(sj, "samples_per_s",
+                              dg_json_metric(safe->rate.sps, !isnan(safe->rate.sps), "samples/s"));
+    } else {
+        cJSON_AddNullToObject(sj, "batch");
+        cJSON_AddItemToObject(sj, "samples_per_s", dg_json_metric(0, false, "samples/s"));
+    }
+    cJSON_AddNumberToObject(sj, "margin", SAFE_MARGIN);
+    if (first_bad)
+        cJSON_AddNumberToObject(sj, "first_failure", first_bad);
+    else
+        cJSON_AddNullToObject(sj, "first_failure");
+    dg_json_add_str(sj, "note",
+                    !good_n      ? "no trial succeeded"
+                    : !first_bad ? "no failure reached"
+                    : !safe      ? "no good batch 5% under the first failure"
+                                 : NULL);
+    cJSON_AddNumberToObject(root, "good_trials", good_n);
 }

@@ -1,0 +1,272 @@
+/* accept -- CMD: what one child run of the user's command is made of and
+ * how it ended (docs/accept.md, "Your own program"): the command's words
+ * with {batch}, {device} and {epochs} substituted, the kernel's OOM-kill
+ * count around the run, and the reading of a child's run record ("ok",
+ * "device-oom", "oom-killer", ...). */
+#include "steps/accept_cmd.h"
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the user's command ------------------------------------------------------ */
+
+/* word with every {batch}, {device} and {epochs} replaced; dg_malloc'd. */
+static char *substitute(const char *word, const char *batch, const char *device, const char *epochs)
+{
+    static const char *const keys[] = {"{batch}", "{device}", "{epochs}"};
+    const char *vals[] = {batch, device, epochs};
+    size_t len = strlen(word) + 1;
+    for (const char *p = word; *p; p++)
+        for (int k = 0; k < 3; k++)
+            if (strncmp(p, keys[k], strlen(keys[k])) == 0)
+                len += strlen(vals[k]);
+    char *out = dg_malloc(len);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (const char *p = word; *p;) {
+        int hit = -1;
+        for (int k = 0; k < 3 && hit < 0; k++)
+            if (strncmp(p, keys[k], strlen(keys[k])) == 0)
+                hit = k;
+        if (hit < 0) {
+            out[o++] = *p++;
+            continue;
+        }
+        size_t vl = strlen(vals[hit]);
+        memcpy(out + o, vals[hit], vl);
+        o += vl;
+        p += strlen(keys[hit]);
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs)
+{
+    size_t n = 0;
+    while (argv && argv[n])
+        n++;
+    char **out = dg_calloc(n + 1, sizeof *out);
+    if (!out)
+        return NULL;
+    char b[24], e[24];
+    snprintf(b, sizeof b, "%d", batch);
+    snprintf(e, sizeof e, "%d", epochs);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = substitute(argv[i], b, device ? device : "cpu", e);
+        if (!out[i]) {
+            dg_accept_cmd_argv_free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+void dg_accept_cmd_argv_free(char **argv)
+{
+    for (size_t i = 0; argv && argv[i]; i++)
+        dg_free(argv[i]);
+    dg_free(argv);
+}
+
+/* The "oom_kill N" line of a memory.events (cgroup v2), memory.oom_control
+ * (v1) or /proc/vmstat file; false when the file or the line is not there. */
+static bool read_oom_kill(const char *path, unsigned long long *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char key[64];
+    unsigned long long v;
+    bool found = false;
+    while (fscanf(f, "%63s %llu", key, &v) == 2)
+        if (strcmp(key, "oom_kill") == 0) {
+            *n = v;
+            found = true;
+        }
+    fclose(f);
+    return found;
+}
+
+/* The file of devgate's own memory cgroup that counts OOM kills: the cgroup
+ * named in /proc/self/cgroup (v2 "0::PATH", else v1's memory line) under the
+ * cgroup mount, with leading components of PATH dropped until the file exists
+ * (a container mounts its own cgroup as the root without a cgroup namespace).
+ * false when there is none. */
+static bool own_cgroup_file(char *out, size_t len, const char **source)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return false;
+    char line[1024], v2[1024] = "", v1[1024] = "";
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        char *ctl = c1 + 1;
+        const char *path = c2 + 1;
+        if (strcmp(line, "0") == 0 && !ctl[0])
+            snprintf(v2, sizeof v2, "%s", path);
+        else
+            for (char *sv = NULL, *t = strtok_r(ctl, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+                if (strcmp(t, "memory") == 0)
+                    snprintf(v1, sizeof v1, "%s", path);
+    }
+    fclose(f);
+    struct {
+        const char *path, *mount, *file, *source;
+    } tries[] = {{v1, "/sys/fs/cgroup/memory", "memory.oom_control", "cgroup memory.oom_control"},
+                 {v2, "/sys/fs/cgroup", "memory.events", "cgroup memory.events"}};
+    for (size_t i = 0; i < 2; i++) {
+        if (!tries[i].path[0])
+            continue;
+        for (const char *p = tries[i].path; p;) {
+            while (*p == '/')
+                p++;
+            snprintf(out, len, "%s%s%s/%s", tries[i].mount, p[0] ? "/" : "", p, tries[i].file);
+            unsigned long long n;
+            if (read_oom_kill(out, &n)) {
+                *source = tries[i].source;
+                return true;
+            }
+            if (!p[0])
+                break;
+            p = strchr(p, '/');
+            if (!p)
+                p = "";
+        }
+    }
+    return false;
+}
+
+void dg_accept_cmd_oom_read(dg_oom_count *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *test = getenv("DEVGATE_OOM_EVENTS");
+    if (test && test[0]) {
+        /* Tests stand in for the kernel: the count from that file. */
+        c->readable = read_oom_kill(test, &c->kills);
+        c->source = "DEVGATE_OOM_EVENTS";
+        return;
+    }
+    char path[2200];
+    if (own_cgroup_file(path, sizeof path, &c->source)) {
+        c->readable = read_oom_kill(path, &c->kills);
+        if (c->readable)
+            return;
+    }
+    c->readable = read_oom_kill("/proc/vmstat", &c->kills);
+    c->source = c->readable ? "/proc/vmstat" : NULL;
+}
+
+dg_oom_killer dg_accept_cmd_oom_since(const dg_oom_count *before, const dg_oom_count *after)
+{
+    dg_oom_killer k = {.state = DG_OOMK_UNKNOWN, .source = NULL, .kills = 0};
+    if (before->readable && after->readable && before->source && after->source &&
+        strcmp(before->source, after->source) == 0) {
+        k.source = after->source;
+        k.kills = after->kills > before->kills ? after->kills - before->kills : 0;
+        k.state = k.kills ? DG_OOMK_KILLED : DG_OOMK_NONE;
+    }
+    return k;
+}
+
+static bool mentions_oom(const char *s)
+{
+    static const char *const pats[] = {"out of memory", "can't allocate memory",
+                                       "not enough memory", "Cannot allocate memory",
+                                       "MemoryError"};
+    for (size_t i = 0; s && i < sizeof pats / sizeof pats[0]; i++)
+        if (strstr(s, pats[i]))
+            return true;
+    return false;
+}
+
+const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, const dg_oom_killer *oomk,
+                                char *reason, size_t len)
+{
+    cJSON *rec = cJSON_Parse(run_json);
+    const char *e = dg_accept_cmd_ended_rec(rec, mem_budget, oomk, reason, len);
+    cJSON_Delete(rec);
+    return e;
+}
+
+const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const dg_oom_killer *oomk,
+                                    char *reason, size_t len)
+{
+    reason[0] = '\0';
+    const cJSON *sup = dg_jpath(rec, "supervise");
+    if (!sup) {
+        snprintf(reason, len, "no run record");
+        return "failed";
+    }
+    const char *state = dg_jstr(rec, "state");
+    const char *sig = dg_jstr(sup, "signal");
+    const char *msg = dg_jstr(sup, "run_end.message");
+    double xs = dg_jnum(sup, "exit_status");
+    if (dg_jbool(sup, "interrupted") == 1) {
+        snprintf(reason, len, "interrupted");
+        return "interrupted";
+    }
+    if (dg_jbool(sup, "timed_out") == 1) {
+        snprintf(reason, len, "timed out after %.0f s", dg_jnum(rec, "spec.timeout_s"));
+        return "timeout";
+    }
+    const cJSON *oom = cJSON_GetArrayItem(dg_jpath(rec, "oom"), 0);
+    if (oom || (state && strcmp(state, "complete") != 0 && mentions_oom(msg))) {
+        const char *m = oom ? dg_jstr(oom, "message") : msg;
+        snprintf(reason, len, "%s%s", mem_budget ? "over the memory budget: " : "",
+                 m ? m : "out of memory");
+        return "device-oom";
+    }
+    /* SIGKILL is how the kernel's OOM killer ends a process: it is the OOM
+     * killer's when the kernel counted a kill over the child's run, or when
+     * no count can be read (said so); not when a count was read and stayed. */
+    if (sig && strcmp(sig, "SIGKILL") == 0 && oomk && oomk->state == DG_OOMK_KILLED) {
+        snprintf(reason, len,
+                 "oom-killer: killed by SIGKILL while the kernel's OOM killer counted %llu "
+                 "kill%s (%s)",
+                 oomk->kills, oomk->kills == 1 ? "" : "s", oomk->source ? oomk->source : "?");
+        return "oom-killer";
+    }
+    if (sig && strcmp(sig, "SIGKILL") == 0 && oomk && oomk->state == DG_OOMK_UNKNOWN) {
+        snprintf(reason, len,
+                 "oom-killer: killed by signal 9 (likely out of memory: no OOM-kill count is "
+                 "readable here)");
+        return "oom-killer";
+    }
+    if (sig && strcmp(sig, "SIGKILL") == 0 && oomk) {
+        snprintf(reason, len, "killed by SIGKILL (not the OOM killer: %s counted no kill)",
+                 oomk->source ? oomk->source : "the kernel");
+        return "signal";
+    }
+    if (sig) {
+        snprintf(reason, len, "killed by %s", sig);
+        return "signal";
+    }
+    if (state && strcmp(state, "complete") == 0) {
+        if (!(dg_jnum(rec, "throughput.timed_steps") > 0) ||
+            !isfinite(dg_jnum(rec, "throughput.samples_per_s"))) {
+            snprintf(reason, len,
+                     "no optimizer step with its batch was seen (the zero-code probe reports a "
+                     "PyTorch training loop)");
+            return "failed";
+        }
+        return "ok";
+    }
+    if (msg)
+        snprintf(reason, len, "%s", msg);
+    else if (isfinite(xs))
+        snprintf(reason, len, "exit status %.0f", xs);
+    else
+        snprintf(reason, len, "the program did not end cleanly");
+    return "failed";
+}

@@ -1,0 +1,163 @@
+/* The method, once (docs/ARCHITECTURE.md "Data flow"): one driver
+ * (src/steps/method.c) over a runner, a source of measurements with typed
+ * results. The fixture runner (accept.c, its sweep trials `__trial` children
+ * from sweep.c) and the command runner (accept_cmd.c, child runs of the
+ * user's command through dg_run_supervise) implement it; neither holds a loop
+ * over steps or batches. The driver owns the step order, cancellation, the
+ * record's head and finish, the sweep's doubling, stop policy and bisection,
+ * and the measurement lock and contention window around every measured trial
+ * and epochs run. */
+#ifndef DG_RUNNER_H
+#define DG_RUNNER_H
+
+#include "analysis/analysis.h"
+#include "backend/backend.h"
+#include "core/core.h"
+#include "core/json.h"
+#include "measure/measure.h"
+
+#include <signal.h>
+
+#define DG_RUNNER_VERSION 1
+#define DG_SWEEP_MAX_BATCH (1 << 20) /* the CLI's --batch limit */
+
+/* How a sweep trial ended. */
+typedef enum dg_trial_end {
+    DG_TRIAL_OK,
+    DG_TRIAL_OOM,        /* the device's or the framework's out of memory */
+    DG_TRIAL_BUDGET,     /* out of memory against the memory budget */
+    DG_TRIAL_OOM_KILLER, /* the kernel's OOM killer (or a SIGKILL that likely was) */
+    DG_TRIAL_SIGNAL,
+    DG_TRIAL_TIMEOUT,
+    DG_TRIAL_FAILED,
+    DG_TRIAL_INTERRUPTED,
+} dg_trial_end;
+
+/* One sweep trial at a batch, as a runner measured it. Every metric carries
+ * its validity; the driver writes the TRIAL entry (docs/schema/measure.md)
+ * from these fields once, for either runner. */
+typedef struct dg_trial_result {
+    dg_trial_end end;
+    char reason[640];         /* why, when not ok ("" otherwise) */
+    bool swapped;             /* swap grew past the limit: not a good trial */
+    dg_sweep_rate rate;       /* samples/s with its interval */
+    dg_metric step_median;    /* ms */
+    dg_metric step_iqr;       /* ms */
+    double steps;             /* timed steps the median is over (0: none) */
+    const char *step_source;  /* "steps" | "throughput" | "none" */
+    dg_metric allocated_peak; /* bytes, the device allocator's */
+    dg_metric reserved_peak;  /* bytes */
+    dg_metric rss_peak;       /* bytes */
+    dg_metric swap_growth;    /* bytes */
+    dg_metric psi_peak;       /* percent */
+    double samples;           /* samples the timed steps delivered; NAN unknown */
+    double loop_s;            /* the timed steps' own time (s; the "time" stop); NAN unknown */
+    dg_metric wall_s;         /* s, start to end of the trial */
+    cJSON *extra;             /* the runner's own members of the entry (NULL: none); moved in */
+} dg_trial_result;
+
+/* The word a TRIAL's "ended" holds for e. */
+const char *dg_trial_end_name(dg_trial_end e);
+
+/* What the driver's sweep asks of the runner: doubling from `from` to `to`,
+ * the "time" stop, the training set ("train-set" stop; NAN unknown), and
+ * whether to bisect between the last good and the first failing batch. */
+typedef struct dg_sweep_plan {
+    int from, to;
+    double max_trial_s;   /* <= 0: no time stop */
+    double train_samples; /* NAN: unknown */
+    bool bisect;
+} dg_sweep_plan;
+
+/* What the steps so far decided; the runners size their steps from it. */
+typedef struct dg_method_state {
+    const char *device; /* the device judged ("cpu" when the gate passed none) */
+    int batch;          /* the batch soak, compare and profile use */
+    bool batch_given;   /* an option, not the sweep's knee */
+    double step_s;      /* the knee's step time (s), NAN unknown */
+} dg_method_state;
+
+/* What one step gave the method: its section for the record (moved in; NULL:
+ * null), members to add to the record's top level where absent (bucket,
+ * framework; moved in, may be NULL), its one-line summary, and how it went
+ * (skipped with the summary as the reason; error "" takes the ctx message). */
+typedef struct dg_step_out {
+    cJSON *section;
+    cJSON *hoist;
+    bool skipped;
+    char summary[256];
+    char error[512];
+} dg_step_out;
+
+/* A source of measurements (version field first; every member required). */
+typedef struct dg_runner_i {
+    int version; /* DG_RUNNER_VERSION */
+    const char *name;
+    /* The interpreter the environment step inspects (NULL: none). */
+    const char *(*python)(void *ctx);
+    /* Gates the devices and picks the one judged (*device, static or owned by ctx). */
+    dg_status (*gate)(void *ctx, dg_step_out *out, const char **device);
+    /* Prepares the sweep: writes the sweep record's head and spec into root
+     * and fills the plan; out->skipped (with the reason) when there is none. */
+    dg_status (*sweep_plan)(void *ctx, const dg_method_state *s, cJSON *root, dg_sweep_plan *plan,
+                            dg_step_out *out);
+    /* One trial at batch, in its own process. DG_ERR_NOMEM only when out of
+     * memory; everything the trial did is in out. */
+    dg_status (*trial)(void *ctx, int batch, dg_trial_result *out);
+    /* Ends what sweep_plan prepared. */
+    void (*sweep_done)(void *ctx);
+    /* The soak: epochs at s->batch; out->section the soak section. */
+    dg_status (*epochs)(void *ctx, const dg_method_state *s, dg_step_out *out);
+    /* cpu against the device at s->batch, interleaved. */
+    dg_status (*compare)(void *ctx, const dg_method_state *s, dg_step_out *out);
+    /* One profile window at s->batch. */
+    dg_status (*profile)(void *ctx, const dg_method_state *s, dg_step_out *out);
+    /* The record's spec section: the runner's own members (the method adds
+     * backend, backend_chosen, baseline, quick, batch, batch_source, sweep_to). */
+    void (*spec)(void *ctx, const dg_method_state *s, cJSON *spec);
+} dg_runner_i;
+
+/* How the method is run. */
+typedef struct dg_method_opts {
+    const char *label;
+    const volatile sig_atomic_t *cancel;
+    void (*progress)(void *user, const char *step, int index, int count);
+    void *progress_user;
+    int batch;                 /* > 0: given as an option */
+    bool quick;                /* the quick tier */
+    int sweep_to;              /* the sweep's limit asked for (0: none) */
+    const char *backend_asked; /* the device named by an option (NULL: chosen by the gate) */
+    const char *backend_none;  /* the spec's backend when the gate chose none */
+} dg_method_opts;
+
+/* The method on runner r (env -> gate -> sweep -> soak -> compare -> profile)
+ * into one accept record (docs/schema/report.md), *json (caller frees with
+ * dg_string_free). DG_ERR_INTERRUPTED when cancelled (the record still
+ * comes back), DG_ERR_UNAVAILABLE when the gate gave no device. */
+dg_status dg_method_run(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_method_opts *o,
+                        char **json);
+
+/* The one sweep driver: doubling from plan->from, each good trial fed to the
+ * stop policy (dg_sweep_stopper), bisection between the last good and the
+ * first failing batch, the conclusion (knee, safe batch). Each trial runs
+ * under the measurement lock with a contention window, recorded in its
+ * entry. Fills root's trials, stopped, stop_evidence, bisect,
+ * bisect_resolution, lock_waited, knee, safe_batch, good_trials. DG_OK,
+ * DG_ERR_INTERRUPTED (root holds what ran) or DG_ERR_NOMEM. */
+dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_sweep_plan *plan,
+                          const volatile sig_atomic_t *cancel, cJSON *root);
+
+/* A measured window: the machine-wide measurement lock (waiting at most
+ * DG_MEASURED_MAX_WAIT_S) and the contention sampled while it is held. */
+#define DG_MEASURED_MAX_WAIT_S 600
+typedef struct dg_measured {
+    dg_mlock lock;
+    dg_window *window;
+} dg_measured;
+/* Takes the lock and opens the contention window. */
+void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel);
+/* Closes the window, releases the lock and adds "lock" ({state, waited,
+ * contended}) and "contention" (dg_window_end's object) to obj (may be
+ * NULL: recorded nowhere); returns the seconds waited for the lock. */
+double dg_measured_end(dg_measured *m, cJSON *obj);
+#endif

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# devgate run on unmodified user-style PyTorch scripts (tests/python/scripts/user/,
+# none of which imports devgate_probe), one table: each case its devgate
+# options, its script and arguments, the findings it must get (id:severity)
+# and the findings it must not get, and a check over the record (issue 21).
+# Skipped (77) without torch.
+. "$(dirname "$0")/lib.sh"
+SRC=${DEVGATE_SRC:?}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+  echo "skipped: torch is not importable by $PY"
+  exit 77
+fi
+unset PYTHONPATH DEVGATE_PROBE_PATH DEVGATE_EVENTS_PATH DEVGATE_EVENTS_ID
+U="$SRC/tests/python/scripts/user"
+# Checks shared by the cases: every finding of `must` with its severity, none
+# of `never`, and CHECK (a Python expression over the record d) true.
+check() { # check NAME MUST NEVER CHECK
+  python3 - "$1.json" "$2" "$3" "$4" <<'PY' && ok || { bad "case $1"; sed 's/^/  | /' "$1.why" >&2; }
+import json, sys
+path, must, never, expr = sys.argv[1:5]
+try:
+    d = json.load(open(path))
+except ValueError as e:
+    open(path[:-5] + ".why", "w").write("no record (%s)\n" % e)
+    sys.exit(1)
+got = {(f["id"], f["severity"]) for f in d.get("findings") or []}
+ids = {i for i, _ in got}
+why = []
+for m in must.split():
+    i, sev = m.split(":")
+    if (i, sev) not in got:
+        why.append("missing %s" % m)
+for n in never.split():
+    if n == "above-info":
+        hi = [f for f in got if f[1] != "info" and f[0] not in ("noisy-measurement", "contended")]
+        if hi:
+            why.append("above info: %s" % hi)
+    elif n in ids:
+        why.append("unexpected %s" % n)
+try:
+    passed = not expr or eval(expr)
+except Exception as e:
+    passed = False
+    expr += " (%s: %s)" % (type(e).__name__, e)
+if not passed:
+    why.append("check failed: %s" % expr)
+open(path[:-5] + ".why", "w").write("\n".join(why + ["findings: %s" % sorted(got)]) + "\n")
+sys.exit(1 if why else 0)
+PY
+}
+
+# name | devgate run options | script and its arguments | must (id:severity) | never | check
+CASES=$(cat <<'TABLE'
+leak|--sample-ms 100|leak_train.py --epochs 11|retained-refs:warn|memory-not-emptied|d["soak"]["epochs_recorded"] >= 10 and all(e["cache_emptied"] for e in d["soak"]["epochs"])
+slow-exit|--probe off --sample-ms 50|grow_then_free.py --exit-s 2.5|footprint-growth:warn||d["soak"] is None and d["supervise"]["events"]["lines"] == 0
+launcher||launcher.py TESTDIR/gan_train.py --steps 6|||d["throughput"]["timed_steps"] == 12 and d["supervise"]["events"]["by_kind"]["run_start"] == 1 and len(d["supervise"]["losses"]) == 12
+unseeded||unseeded_train.py --epochs 1 --workers 2|unseeded:warn||d["seeds"]["seeded"]["torch"] is False and d["seeds"]["loader"]["workers"] == 2
+gan||gan_train.py --steps 6|| host-sync unseeded|d["profile"]["sync_points"]["host_reads"] == 0 and len(d["supervise"]["losses"]) == 12
+healthy||healthy_train.py --epochs 2 --workers 0|| above-info unseeded host-sync retained-refs footprint-growth|d["seeds"]["seeded"]["torch"] and len(d["supervise"]["losses"]) == 32
+TABLE
+)
+while IFS='|' read -r name opts args must never expr; do
+  [ -n "$name" ] || continue
+  args=${args//TESTDIR/$U}
+  # shellcheck disable=SC2086 # options and arguments are word lists
+  "$DG" --no-ledger run --no-env --json $opts -- "$PY" "$U/"$args >"$name.json" 2>"$name.err"
+  rc=$?
+  if [ "$rc" -gt 1 ]; then
+    bad "case $name: devgate run exited $rc"; tail -20 "$name.err" | sed 's/^/  /' >&2; continue
+  fi
+  check "$name" "$must" "$never" "$expr"
+done <<<"$CASES"
+
+# The leak is judged on live memory without the cache discipline too.
+"$DG" --no-ledger run --no-env --json --no-empty-cache -- "$PY" "$U/leak_train.py" --epochs 11 >noempty.json 2>noempty.err
+check noempty "retained-refs:warn" "" 'd["probe"]["empty_cache"] is False'
+
+done_tests
