@@ -82,6 +82,8 @@ size_t dg_text_clean(char *dst, size_t n, const char *src, size_t len, bool keep
  * see half a file, a failed write leaves the old file, and a planted symlink
  * is never followed. DG_ERR_IO with the reason (the path cleaned) on ctx. */
 dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, size_t len);
+/* mkdir -p: creates path and the folders above it; false with errno set. */
+bool dg_make_dirs(const char *path);
 
 /* Host bytes allocated through the library now and at peak. cJSON trees are
  * not counted: devgate leaves cJSON's process-wide allocator hooks alone. */
@@ -536,6 +538,103 @@ char *dg_shell_quote(const char *const *argv);
 /* SHA-256 of the whole file at path as 64 lowercase hex digits into hex, its
  * size into *size (may be NULL). DG_ERR_IO when it cannot be read. */
 dg_status dg_sha256_file(dg_ctx *ctx, const char *path, char hex[65], uint64_t *size);
+
+/* A session with one node over the system's OpenSSH client (docs/team.md):
+ * the node check, content-addressed shipping into the node's cache, the
+ * input bucket checked on both sides, the detached run, collect. Each call
+ * returns a dg_status with its message on the ctx and what failed on the
+ * handle (dg_remote_failure_of); nothing is printed. */
+typedef struct dg_remote dg_remote;
+
+/* What a failed remote call ran into, beside its status and message: each
+ * one is an exit status of `devgate remote` (docs/cli.md). */
+typedef enum dg_remote_failure {
+    DG_REMOTE_OK = 0,
+    DG_REMOTE_USAGE,       /* a bad request, or ssh or the node failed otherwise */
+    DG_REMOTE_UNREACHABLE, /* host down, unknown, or the connection refused */
+    DG_REMOTE_AUTH,        /* the node refused our key */
+    DG_REMOTE_DEVGATE,     /* devgate missing on the node, too old, another protocol */
+    DG_REMOTE_DISK,        /* the node's disk is full */
+    DG_REMOTE_LOST,        /* connection lost mid-run; the run goes on on the node */
+    DG_REMOTE_BUCKET,      /* the input bucket differs, or a file arrived corrupt */
+    DG_REMOTE_NO_RUN,      /* the node has no such run */
+    DG_REMOTE_RUN_FAILED,  /* the run left no record (its exit status in the fetch) */
+} dg_remote_failure;
+
+/* What the progress callback is handed: a line for the user, a warning (also
+ * kept in the record's remote.warnings), or a chunk of the node's stderr. */
+typedef enum dg_remote_msg { DG_REMOTE_NOTE, DG_REMOTE_WARNING, DG_REMOTE_STREAM } dg_remote_msg;
+typedef void (*dg_remote_progress_fn)(dg_remote_msg kind, const char *text, size_t len, void *user);
+
+typedef struct dg_remote_config {
+    const char *host;
+    const char *const *ssh_options; /* each passed as -o OPT */
+    int n_ssh_options;
+    const char *ssh;                /* the ssh program; NULL: "ssh" on PATH */
+    const char *devgate;            /* devgate on the node; NULL: "devgate" */
+    const char *cache;              /* the node's cache folder; NULL: its default */
+    dg_remote_progress_fn progress; /* may be NULL */
+    void *user;
+} dg_remote_config;
+
+/* A session with cfg's node into *out (one ssh connection shared by its calls
+ * unless the options name a ControlPath); nothing is contacted yet. Strings in
+ * cfg must outlive the handle. Close with dg_remote_close. */
+dg_status dg_remote_open(dg_ctx *ctx, const dg_remote_config *cfg, dg_remote **out);
+/* Ends the shared connection and frees the handle; accepts NULL. */
+void dg_remote_close(dg_remote *r);
+/* What the last failed call of r ran into; DG_REMOTE_OK after a success. */
+dg_remote_failure dg_remote_failure_of(const dg_remote *r);
+/* Checks the node: devgate there, its protocol, version and commit (a
+ * difference is a warning). DG_ERR_UNAVAILABLE with the failure on the handle. */
+dg_status dg_remote_check(dg_remote *r);
+/* Starts VERB ARGS (argv[0] the verb) detached on the node: the --data files
+ * and folders shipped into its cache first, the input bucket of a training
+ * verb compared on both sides. The run's token into token. */
+dg_status dg_remote_start(dg_remote *r, int argc, const char *const *argv, char token[48]);
+/* Streams the run's progress (DG_REMOTE_STREAM) until it ends on the node;
+ * DG_REMOTE_LOST when the connection drops. */
+dg_status dg_remote_wait(dg_remote *r, const char *token);
+
+/* A run fetched from the node. */
+typedef struct dg_remote_fetched {
+    bool running;        /* not finished: nothing else is set */
+    int exit_status;     /* the verb's on the node */
+    char verb[32];       /* the verb asked for */
+    char *record;        /* its record with the "remote" section (dg_string_free), or NULL */
+    char last_line[512]; /* of its stderr, when it left no record */
+} dg_remote_fetched;
+/* Fetches run token into *f (its record carrying the node's identity and what
+ * this session shipped and checked). like_bucket (JSON text, may be NULL)
+ * refuses a record on another input bucket with DG_REMOTE_BUCKET, and marks it
+ * collected. Free *f's record with dg_string_free. */
+dg_status dg_remote_fetch(dg_remote *r, const char *token, const char *like_bucket,
+                          dg_remote_fetched *f);
+/* Tells the node run token is dealt with: collect offers it no more. */
+dg_status dg_remote_mark(dg_remote *r, const char *token);
+/* The tokens of the node's finished, uncollected runs, oldest first, as a
+ * JSON array into *json (dg_string_free). */
+dg_status dg_remote_list(dg_remote *r, char **json);
+/* The words as the node received them (a JSON array) into *json. */
+dg_status dg_remote_argv(dg_remote *r, int argc, const char *const *argv, char **json);
+/* Empty buf when the two input buckets (JSON text) agree, else the fields that
+ * differ ("batch, augment"; "id" when only the id does). */
+void dg_bucket_differs(const char *a, const char *b, char *buf, size_t len);
+
+/* One request to the node side (`devgate __node [--cache DIR] WORDS`). */
+typedef struct dg_remote_node_req {
+    const char *cache; /* NULL: $XDG_CACHE_HOME/devgate or ~/.cache/devgate */
+    int argc;          /* the words: the request and its arguments */
+    const char *const *argv;
+    int in_fd;                      /* the request's input (put, tree) */
+    dg_remote_progress_fn progress; /* wait's stream */
+    void *user;
+} dg_remote_node_req;
+/* Answers req: the answer (JSON text, or the token of start) into *answer
+ * (dg_string_free; NULL when there is none). On failure the message is on the
+ * ctx and *failure says what (USAGE, DISK, BUCKET: arrived corrupt, NO_RUN). */
+dg_status dg_remote_node(dg_ctx *ctx, const dg_remote_node_req *req, char **answer,
+                         dg_remote_failure *failure);
 
 /* ---- a pool on Slurm (docs/team.md) ------------------------------------- */
 

@@ -345,20 +345,7 @@ void cli_print_json(cJSON *rec, const char *run_id)
 
 bool cli_make_dirs(const char *path)
 {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return false;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return false;
-        *p = '/';
-    }
-    return mkdir(buf, 0777) == 0 || errno == EEXIST;
+    return dg_make_dirs(path);
 }
 
 bool cli_write_file(const char *path, const char *text)

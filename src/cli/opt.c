@@ -337,3 +337,34 @@ void cli_list_options(FILE *out)
                 fprintf(out, "%s %s\n", (*v)->name, o->name);
     }
 }
+
+int cli_check_words(const cli_verb *v, int argc, char **argv)
+{
+    bool command = v->args && strstr(v->args, "CMD"); /* a command starts at its first word */
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--") == 0)
+            break;
+        if (arg[0] != '-' || !arg[1]) {
+            if (command)
+                break;
+            continue;
+        }
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+            continue;
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        int t = 0;
+        const cli_opt *o = find_opt(v, arg, len, &t);
+        if (!o) {
+            unknown_option(v, arg, len);
+            return CLI_BAD;
+        }
+        bool takes = o->kind != CLI_FLAG && !(o->kind == CLI_TRAIN && o->fixed);
+        if (takes && !eq && ++i >= argc) {
+            cli_error("%s: %s needs a value (%s)", v->name, o->name, o->arg ? o->arg : "");
+            return CLI_BAD;
+        }
+    }
+    return CLI_PARSED;
+}

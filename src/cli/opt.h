@@ -94,6 +94,10 @@ int cli_parse(struct cli *c, const cli_verb *v, int argc, char **argv, void *con
  * it belongs to in *table (may be NULL). cli_parse's results. */
 int cli_parse_one(struct cli *c, const cli_verb *v, int argc, char **argv, int *i,
                   void *const bases[], int *table);
+/* Checks argv[1..argc) of verb v against its tables without storing anything
+ * (each option known, a value where one is needed; positionals skipped, a
+ * command's words after it): CLI_PARSED, or CLI_BAD after cli_parse's message. */
+int cli_check_words(const cli_verb *v, int argc, char **argv);
 /* The exit status for a cli_parse result other than CLI_PARSED. */
 int cli_parse_exit(int r);
 /* Prints `devgate VERB --help`. */

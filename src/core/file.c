@@ -43,6 +43,24 @@ dg_status dg_file_write_atomic(dg_ctx *ctx, const char *path, const void *data, 
     return DG_OK;
 }
 
+bool dg_make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return false;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) == 0 || errno == EEXIST;
+}
+
 bool dg_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;

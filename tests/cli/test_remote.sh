@@ -151,6 +151,69 @@ rid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
 expect_exit 0 "$DG" ledger show "$rid" --json
 expect_json out "d['verb'] == 'accept' and d['node'] == '$SSH_HOST' and d['record']['remote']['node_info']['host'] and d['record']['final_gate']['screening'] and d['record']['final_gate']['throughput']['valid'] and len(d['record']['remote']['bucket_checked']) == 64"
 
+# 4e. The node's answers are untrusted input (issue 26): an answer past 64 MiB
+# is refused naming its source and size (the local side stays small), the verb
+# and record kind must be the ones asked for, and a verb's unknown option is
+# refused here before anything is shipped or started on the node.
+entries() { "$DG" ledger list 2>/dev/null | grep -cE "$ID_RE"; }
+before=$(entries)
+printf '#!/bin/sh\ncase " $* " in *" fetch "*) head -c 100000000 /dev/zero | tr "\\000" x; exit 0 ;; esac\nexec "%s" "$@"\n' \
+  "$DG" >"$T/big-devgate"
+chmod +x "$T/big-devgate"
+TIME=()
+[ -x /usr/bin/time ] && TIME=(/usr/bin/time -f '%M' -o "$T/rss")
+"${TIME[@]}" "$DG" remote "${SSH_OPTS[@]}" --devgate "$T/big-devgate" --cache "$T/node" \
+  "$SSH_HOST" gate --backend cpu --size 8 >"$T/out" 2>"$T/err"
+got=$?
+[ "$got" -eq 2 ] && ok || bad "a 100 MB answer: exit $got, wanted 2"
+expect_grep err "the node's answer while fetching a record passed 64 MiB \([0-9]{8,} bytes read\); refused"
+if [ -s "$T/rss" ]; then
+  rss=$(tail -1 "$T/rss")
+  [ "$rss" -lt 200000 ] && ok || bad "a 100 MB answer grew devgate to $rss kB"
+fi
+printf '#!/bin/sh\ncase " $* " in *" fetch "*) "%s" "$@" | sed "s/\\"verb\\":\\"gate\\"/\\"verb\\":\\"train\\"/"; exit 0 ;; esac\nexec "%s" "$@"\n' \
+  "$DG" "$DG" >"$T/liar-devgate"
+chmod +x "$T/liar-devgate"
+expect_exit 2 R --devgate "$T/liar-devgate" "$SSH_HOST" gate --backend cpu --size 8
+expect_grep err "the node's answer is refused \(the node answered verb 'train' to a 'gate' request"
+[ "$(entries)" -eq "$before" ] && ok || bad "a refused answer entered the ledger"
+R "$SSH_HOST" collect >/dev/null 2>&1 # the refused runs stay on the node; clear them
+runs_before=$(ls "$T/node/runs" | wc -l)
+rm -f "$T/node/objects"/*/img.idx.gz
+expect_exit 2 R "$SSH_HOST" "${TRAIN[@]}" --label X
+expect_grep err "train: unknown option '--label'"
+grep -q ' sent \|already in' "$T/err" && bad "the data was shipped before the option was refused" || ok
+[ "$(ls "$T/node/runs" | wc -l)" -eq "$runs_before" ] && ok || bad "a run started despite the unknown option"
+
+# 4f. `remote HOST run -- CMD` ships the files the command names under the
+# working folder (the script under a subfolder, its config) into the node's
+# cache and runs there with the same relative paths (issue 22); again, nothing
+# is sent; a changed script is sent again.
+mkdir -p "$T/proj/sub"
+cat >"$T/proj/sub/train.py" <<'PY'
+import sys
+cfg = open(sys.argv[1].split("=", 1)[1]).read().strip()
+print("config", cfg)
+sys.exit(0 if cfg == "lr=0.1" else 7)
+PY
+echo 'lr=0.1' >"$T/proj/sub/conf.txt"
+(cd "$T/proj" && R "$SSH_HOST" run --no-env -- python3 sub/train.py --config=sub/conf.txt) >"$T/out" 2>"$T/err"
+got=$?
+[ "$got" -eq 0 ] && ok || { bad "remote run of sub/train.py: exit $got"; head -20 "$T/err" >&2; }
+expect_grep err "the command's files: 2 files, 2 sent, 0 already in the node.s cache"
+expect_grep out "run [0-9]{8}-[0-9]{6}-[0-9a-f]{8} \(run\) exit 0 · recorded as $ID_RE"
+rid=$(grep -oE "$ID_RE" "$T/out" | tail -1)
+expect_exit 0 "$DG" ledger show "$rid" --json
+expect_json out "[s['name'] for s in d['record']['remote']['shipped']] == ['command'] and d['record']['remote']['shipped'][0]['files'] == 2"
+(cd "$T/proj" && R "$SSH_HOST" run --no-env -- python3 sub/train.py --config=sub/conf.txt) >"$T/out" 2>"$T/err"
+expect_grep err "the command's files: 2 files, 0 sent, 2 already"
+echo 'lr=0.2' >"$T/proj/sub/conf.txt"
+(cd "$T/proj" && R "$SSH_HOST" run --no-env -- python3 sub/train.py --config=sub/conf.txt) >"$T/out" 2>"$T/err"
+expect_grep err "the command's files: 2 files, 1 sent, 1 already"
+expect_grep out "\(run\) exit [1-9]"
+expect_exit 0 "$DG" ledger show "$(grep -oE "$ID_RE" "$T/out" | tail -1)" --json
+expect_json out "d['record']['supervise']['exit_status'] == 7"
+
 # 5. The connection dies mid-run: the run goes on, collect fetches it.
 R "$SSH_HOST" run --no-env -- sleep 3 >"$T/lost.out" 2>"$T/lost.err" &
 client=$!
