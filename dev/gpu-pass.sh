@@ -88,7 +88,7 @@ pass_tests() {
 accept_timed() { # name limit args...
   local name=$1 lim=$2; shift 2
   local s; s=$(date +%s.%N)
-  timeout "$lim" $DG accept "$@" -o "$packs/$name" >"$packs/$name.txt" 2>"$packs/$name.err"
+  timeout "$lim" $DG accept -o "$packs/$name" "$@" >"$packs/$name.txt" 2>"$packs/$name.err"
   echo "accept $* ($name): exit $? in $(secs "$s") s"
   if [ -f "$packs/$name/report.json" ]; then summary "$packs/$name/report.json"; else tail -5 "$packs/$name.err"; fi
 }
@@ -109,7 +109,7 @@ pass_run() {
     local extra=(); [ $mode = leak ] && extra=(--keep-losses)
     local s; s=$(date +%s.%N)
     timeout 120 $DG run --json -o "$packs/run-$mode" -- python3 tests/python/scripts/leaky_train.py \
-      --device cuda --epochs 8 "${extra[@]}" >"$packs/run-$mode.json" 2>"$packs/run-$mode.err"
+      --device cuda --epochs 11 "${extra[@]}" >"$packs/run-$mode.json" 2>"$packs/run-$mode.err"
     echo "run $mode: exit $? in $(secs "$s") s"
     [ -s "$packs/run-$mode.json" ] && summary "$packs/run-$mode.json"
   done

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Train a small classifier on synthetic data.
 
-Keeps a history of the training losses for plotting at the end (as tensors:
-the habit that keeps every step's autograd graph alive).
+Keeps a history of the training and validation losses for plotting at the
+end (as tensors: the habit that keeps every step's autograd graph alive; the
+validation pass runs without torch.no_grad(), so each kept validation loss
+holds its batch's activations too).
 """
 import argparse
 import random
@@ -30,6 +32,7 @@ def main():
 
     x = torch.randn(1536, 128)
     y = torch.randint(0, 10, (1536,))
+    xv, yv = torch.randn(256, 128), torch.randint(0, 10, (256,))
     loader = DataLoader(TensorDataset(x, y), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers)
     model = nn.Sequential(nn.Linear(128, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
@@ -48,6 +51,10 @@ def main():
             opt.step()
             history.append(loss)  # the leak: the tensor, with its graph
             print("epoch %d step %d" % (epoch, i))
+        model.eval()
+        for j in range(0, len(xv), args.batch_size):
+            xb, yb = xv[j:j + args.batch_size].to(device), yv[j:j + args.batch_size].to(device)
+            history.append(loss_fn(model(xb), yb))  # no torch.no_grad(): activations kept
     print("done, %d losses kept" % len(history))
 
 
