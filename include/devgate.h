@@ -514,6 +514,19 @@ dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char *
  * *json; id is the run id or a unique prefix of it. DG_ERR_NOT_FOUND when none
  * matches, DG_ERR_USAGE when the prefix matches several. */
 dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json);
+/* What differs between runs a and b (ids or unique prefixes) of lg, field by
+ * field in four groups (run verb, spec through the spec codec, environment,
+ * input bucket), into *json (dg_string_free): {"runs": [{id, verb, spec,
+ * spec_decoded, env, bucket, samples_per_s, step_ms, batch, verdict}] x2,
+ * "rows": [{name, group, whole_group, a, b, kind}] for every row not the same
+ * (kind "differs", "one_side": an environment fact one run lacks, "ignored":
+ * free text such as a label, or a data path under the same bucket id),
+ * "differs", "recorded_by_one", "ignored" (row names), "same_counts",
+ * "same_bucket", "comparable" (same verb, spec and bucket; the environment
+ * never refuses), "not_comparable", "environment_differs", "ratio" (B/A
+ * samples/s), "speedup" (the ratio when comparable)}. Statuses as
+ * dg_ledger_show. */
+dg_status dg_ledger_diff(dg_ctx *ctx, dg_ledger *lg, const char *a, const char *b, char **json);
 
 /* ---- remote nodes (docs/team.md) ---------------------------------------- */
 
@@ -647,6 +660,78 @@ dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, ch
  * argv as dg_shell_quote writes it, so the shell interpolates nothing. Free
  * with dg_string_free; NULL when argv is NULL or out of memory. */
 char *dg_pool_script(const char *const *argv);
+
+/* What `pool submit` sends: VERB ARGS as a Slurm array of tasks. */
+typedef struct dg_pool_submit_opts {
+    const char *dir;                /* the pool folder (NULL: ./devgate-pool), created */
+    const char *array;              /* a Slurm array spec, or NULL for 0..tasks-1 */
+    int tasks;                      /* with array NULL (0: one task) */
+    const char *partition;          /* NULL: Slurm's default */
+    const char *time_limit;         /* NULL: the partition's */
+    const char *devgate;            /* devgate on the nodes (NULL: this executable) */
+    const char *const *sbatch_opts; /* more sbatch words, n_sbatch of them */
+    int n_sbatch;
+    const char *ledger;      /* where the tasks record: a file (made absolute) or a team URI */
+    const char *const *argv; /* VERB ARGS */
+    int argc;
+} dg_pool_submit_opts;
+
+/* Writes the job script (one quoted exec line of `devgate __pool_task`),
+ * submits it through sbatch (no shell, 30 s limit) and writes the job's
+ * folder DIR/JOB (job.sh, job.json). *manifest gets job.json's text
+ * (dg_string_free). DG_ERR_USAGE bad options, or a ledger URI holding a
+ * password (it would be written into the script); DG_ERR_UNAVAILABLE Slurm
+ * unusable (sbatch missing, refused or silent: the message says which);
+ * DG_ERR_IO the folder could not be written (the message says whether the
+ * job was submitted). */
+dg_status dg_pool_submit(dg_ctx *ctx, const dg_pool_submit_opts *o, char **manifest);
+/* The ledger job JOB's tasks record into, from DIR/JOB/job.json (dir NULL:
+ * ./devgate-pool); *ledger NULL when the folder does not say (dg_string_free). */
+dg_status dg_pool_job_ledger(dg_ctx *ctx, const char *dir, const char *job, char **ledger);
+/* Slurm's view of job JOB merged with its task folders: *json gets
+ * {"kind": "pool-status", "job", "slurm_knows", "verb", "argv", "tasks": [{"task",
+ * "state", "slurm_state", "detail", "exit_status", "signal", "node", "host",
+ * "slurm_job_id"}], "counts": {"pending_or_running", "completed", "bad"}}
+ * (dg_string_free). DG_ERR_USAGE a job id that is not one; DG_ERR_UNAVAILABLE
+ * scontrol failed; DG_ERR_NOT_FOUND Slurm does not know it and it has no
+ * folder. */
+dg_status dg_pool_status(dg_ctx *ctx, const char *dir, const char *job, char **json);
+/* Collects job JOB: every ended task's record.json, taken only when it is a
+ * devgate record of the verb submitted (its kind, run id form, at most 64 MiB)
+ * and never through a symlink, is entered into lg once (NULL: none) with
+ * "pool": {job, task, node}; the tasks are held to the first one's input
+ * bucket (by id, field by field when the records carry none). *json gets
+ * {"kind": "pool-collect", "job", "verb", "argv", "same_bucket",
+ * "recorded_now", "counts": {"pending_or_running", "bad", "no_record",
+ * "bucket_differs", "ledger_errors"}, "tasks": [rows]} (dg_string_free).
+ * Statuses as dg_pool_status, and DG_ERR_NOT_FOUND when the job has no
+ * folder. */
+dg_status dg_pool_collect(dg_ctx *ctx, dg_ledger *lg, const char *dir, const char *job,
+                          char **json);
+
+/* One task of a pool job, run on its node inside a Slurm job. */
+typedef struct dg_pool_task_opts {
+    const char *dir;         /* the pool folder */
+    const char *ledger;      /* --ledger for the verb (NULL: its default) */
+    int ledger_timeout_ms;   /* for noting the task in the ledger */
+    const char *const *argv; /* VERB ARGS */
+    int argc;
+    const volatile sig_atomic_t *cancel; /* set: the verb gets TERM (KILL 25 s later) */
+} dg_pool_task_opts;
+typedef struct dg_pool_task_result {
+    int exit_status; /* the verb's (128 + signal when one ended it) */
+    int signal;      /* 0 if none */
+    char note[512];  /* a problem after the verb ran ("" when none) */
+} dg_pool_task_result;
+/* Runs `devgate --json [--ledger L] VERB ARGS` (this executable) in
+ * DIR/JOB/task-N (JOB and N from SLURM_ARRAY_JOB_ID/SLURM_JOB_ID and
+ * SLURM_ARRAY_TASK_ID), the folder created exclusively and every file in it
+ * created with O_EXCL|O_NOFOLLOW, so a planted link is refused, never
+ * followed; keeps task.json, record.json, task.log and exit.json there and
+ * notes "pool": {job, task, node} in the ledger's copy. DG_OK when the verb
+ * ran (its exit in *r); DG_ERR_USAGE outside Slurm; DG_ERR_IO the folder or
+ * a file could not be made safely (the message names it). */
+dg_status dg_pool_task_run(dg_ctx *ctx, const dg_pool_task_opts *o, dg_pool_task_result *r);
 
 #ifdef __cplusplus
 }

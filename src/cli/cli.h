@@ -56,6 +56,18 @@ int cli_fail_status(cli *c, dg_status st, const char *what);
  * *run_id (may be NULL) gets the id to free with dg_string_free. */
 int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id);
 
+/* How cli_ledger_open opens the ledger: a reading verb, a writing one, or one
+ * that records (creates the file); QUIET leaves the message to the caller. */
+enum { CLI_LEDGER_READ = 0, CLI_LEDGER_WRITE = 1, CLI_LEDGER_RECORD = 2, CLI_LEDGER_QUIET = 16 };
+/* The ledger this invocation uses: --ledger, else DEVGATE_LEDGER, else the
+ * default file (free()); NULL when none can be told. */
+char *cli_ledger_path(const cli *c);
+/* Opens the ledger at path (NULL: cli_ledger_path) as mode says, with
+ * DEVGATE_LEDGER_TIMEOUT_MS as the busy timeout. NULL when it cannot, after
+ * printing "WHAT: reason" (just the reason when what is NULL) unless QUIET;
+ * *st (may be NULL) gets the status, DG_ERR_USAGE when no path can be told. */
+dg_ledger *cli_ledger_open(cli *c, const char *path, int mode, const char *what, dg_status *st);
+
 /* The whole file at path as a NUL-terminated string to free(); NULL with errno
  * set when it cannot be opened or read, EFBIG when it holds more than max
  * bytes, ENOMEM when out of memory. */
@@ -112,6 +124,9 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
  * anything else. */
 #define ABOVE_ZERO DBL_TRUE_MIN
 bool cli_parse_double(const char *s, double lo, double hi, double *out);
+/* Prints JSON text to stdout as machine output, DEL, C1 controls and bidi
+ * marks inside its strings written as \\u escapes (still the same JSON). */
+void cli_put_json(const char *text);
 /* Prints a record as indented JSON, with its ledger run id when there is one. */
 void cli_print_json(cJSON *rec, const char *run_id);
 

@@ -255,17 +255,12 @@ static char *load_run(cli *c, const char *arg, int *rc)
         *rc = EXIT_USAGE;
         return NULL;
     }
-    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *path = c->ledger_path ? c->ledger_path : def;
-    if (!path) {
-        cli_error("compare: cannot tell where the ledger is (set DEVGATE_LEDGER or --ledger)");
-        *rc = EXIT_USAGE;
+    dg_status st;
+    dg_ledger *lg = cli_ledger_open(c, NULL, CLI_LEDGER_READ, "compare", &st);
+    if (!lg) {
+        *rc = st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
         return NULL;
     }
-    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    dg_ledger *lg = NULL;
-    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, &lg);
-    dg_string_free(def);
     char *entry = NULL;
     if (st == DG_OK)
         st = dg_ledger_show(c->ctx, lg, arg, &entry);

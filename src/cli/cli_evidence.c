@@ -59,18 +59,7 @@ static void local_id(char *buf, size_t len)
 /* Opens the ledger the options name; NULL (message printed) when it cannot. */
 static dg_ledger *open_ledger(cli *c)
 {
-    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *path = c->ledger_path ? c->ledger_path : def;
-    dg_ledger *lg = NULL;
-    if (!path) {
-        cli_error("ledger: cannot tell where the ledger goes (set DEVGATE_LEDGER or --ledger)");
-    } else {
-        const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-        if (dg_ledger_open_record(c->ctx, path, t ? atoi(t) : 0, &lg) != DG_OK)
-            cli_error("%s", dg_errmsg(c->ctx));
-    }
-    dg_string_free(def);
-    return lg;
+    return cli_ledger_open(c, NULL, CLI_LEDGER_RECORD, NULL, NULL);
 }
 
 /* Renders rec in fmt and writes it to dir/name; false when either fails. */

@@ -10,33 +10,8 @@
 
 static int open_ledger(cli *c, dg_ledger **lg)
 {
-    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *path = c->ledger_path ? c->ledger_path : def;
-    if (!path) {
-        cli_error("ledger: cannot tell where the ledger is (set DEVGATE_LEDGER or --ledger)");
-        return EXIT_USAGE;
-    }
-    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, lg);
-    dg_string_free(def);
-    if (st != DG_OK) {
-        cli_error("%s", dg_errmsg(c->ctx));
-        return EXIT_USAGE;
-    }
-    return EXIT_PASS;
-}
-
-/* {"value", "unit", "valid"} as the library writes metrics (NAN: not valid). */
-static cJSON *metric_json(double v, const char *unit)
-{
-    cJSON *m = cJSON_CreateObject();
-    if (isnan(v))
-        cJSON_AddNullToObject(m, "value");
-    else
-        cJSON_AddNumberToObject(m, "value", v);
-    cJSON_AddStringToObject(m, "unit", unit);
-    cJSON_AddBoolToObject(m, "valid", !isnan(v));
-    return m;
+    *lg = cli_ledger_open(c, NULL, CLI_LEDGER_READ, NULL, NULL);
+    return *lg ? EXIT_PASS : EXIT_USAGE;
 }
 
 /* The metric obj[key] as "3683 samples/s", "-" when not reported. */
@@ -51,41 +26,70 @@ static const char *metric_text(char *buf, size_t n, const cJSON *obj, const char
     return buf;
 }
 
-static int ledger_list(cli *c, int limit)
+/* The runs to list: the newest limit (0: all), or with since those started at
+ * or after it (newest first); NULL after printing why. */
+static cJSON *list_runs(cli *c, int limit, const char *since)
 {
     dg_ledger *lg;
-    int rc = open_ledger(c, &lg);
-    if (rc)
-        return rc;
+    if (open_ledger(c, &lg))
+        return NULL;
     char *json = NULL;
-    dg_status st = dg_ledger_list(c->ctx, lg, limit, &json);
+    dg_status st = since ? dg_ledger_export(c->ctx, lg, since, &json)
+                         : dg_ledger_list(c->ctx, lg, limit, &json);
     dg_ledger_close(lg);
-    if (st != DG_OK)
-        return cli_fail_status(c, st, "ledger list");
+    if (st != DG_OK) {
+        cli_fail_status(c, st, "ledger list");
+        return NULL;
+    }
     cJSON *arr = cJSON_Parse(json);
+    dg_string_free(json);
+    if (since && arr) { /* export gives them oldest first, records included */
+        cJSON *out = cJSON_CreateArray();
+        for (int i = cJSON_GetArraySize(arr) - 1; i >= 0; i--) {
+            if (limit && cJSON_GetArraySize(out) >= limit)
+                break;
+            cJSON *e = cJSON_DetachItemFromArray(arr, i);
+            cJSON_DeleteItemFromObject(e, "record");
+            cJSON_AddItemToArray(out, e);
+        }
+        cJSON_Delete(arr);
+        arr = out;
+    }
+    if (!arr)
+        cli_error("ledger list: out of memory");
+    return arr;
+}
+
+static int ledger_list(cli *c, int limit, const char *since)
+{
+    cJSON *arr = list_runs(c, limit, since);
+    if (!arr)
+        return EXIT_USAGE;
     if (c->json) {
         char *out = cJSON_Print(arr);
-        cli_term_machine_output();
-        puts(out ? out : json);
+        cli_put_json(out ? out : "[]");
         cJSON_free(out);
     } else {
-        printf("%-28s %-12s %-8s %-12s %6s %-16s %-26s %4s %s\n", "id", "verb", "backend", "model",
-               "batch", "throughput", "verdict", "exit", "host");
+        printf("%-28s %-12s %-8s %-12s %6s %-16s %-26s %4s %-14s %-28s %s\n", "id", "verb",
+               "backend", "model", "batch", "throughput", "verdict", "exit", "label", "command",
+               "host");
         const cJSON *r;
         cJSON_ArrayForEach(r, arr)
         {
             char id[64], verb[16], be[12], model[16], tp[48], verdict[32], host[256], node[256],
-                batch[16];
+                batch[16], label[16], cmd[32];
             const char *nd = jstr(r, "node", NULL);
             double b = jnum(r, "batch", NAN);
             snprintf(batch, sizeof batch, isnan(b) ? "-" : "%.0f", b);
-            printf("%-28s %-12s %-8s %-12s %6s %-16s %-26s %4.0f %s%s%s%s%s\n",
+            printf("%-28s %-12s %-8s %-12s %6s %-16s %-26s %4.0f %-14s %-28s %s%s%s%s%s\n",
                    cli_cell(id, sizeof id, jstr(r, "id", "?")),
                    cli_cell(verb, sizeof verb, jstr(r, "verb", "?")),
                    cli_cell(be, sizeof be, jstr(r, "backend", "-")),
                    cli_cell(model, 13, jstr(r, "model", "-")), batch,
                    metric_text(tp, sizeof tp, r, "throughput"),
                    cli_cell(verdict, 27, jstr(r, "verdict", "-")), jnum(r, "exit_status", -1),
+                   cli_cell(label, 15, jstr(r, "label", "-")),
+                   cli_cell(cmd, 29, jstr(r, "command", "-")),
                    cli_cell(host, sizeof host, jstr(r, "host", "-")), nd ? " (node " : "",
                    nd ? cli_cell(node, sizeof node, nd) : "", nd ? ")" : "",
                    strcmp(jstr(r, "state", "complete"), "complete") ? " (interrupted)" : "");
@@ -97,8 +101,61 @@ static int ledger_list(cli *c, int limit)
             printf("(no runs recorded)\n");
     }
     cJSON_Delete(arr);
-    dg_string_free(json);
     return EXIT_PASS;
+}
+
+/* One "  key   value" line of the summary, the value cleaned; nothing for NULL. */
+static void show_line(const char *key, const char *value)
+{
+    char cell[512];
+    if (value)
+        printf("  %-16s %s\n", key, cli_cell(cell, sizeof cell, value));
+}
+
+/* The human summary of an entry: what ran, where, with what result. */
+static void print_entry(const cJSON *e)
+{
+    const cJSON *rec = cJSON_GetObjectItem(e, "record");
+    char id[64], buf[128];
+    printf("run %s\n", cli_cell(id, sizeof id, jstr(e, "id", "?")));
+    show_line("verb", jstr(e, "verb", NULL));
+    show_line("started", jstr(e, "started_at", NULL));
+    snprintf(buf, sizeof buf, "%s, exit %.0f", jstr(e, "state", "?"), jnum(e, "exit_status", -1));
+    show_line("state", buf);
+    show_line("label", jstr(e, "label", NULL));
+    show_line("command", jstr(e, "command", NULL));
+    show_line("host", jstr(e, "host", NULL));
+    show_line("node", jstr(e, "node", NULL));
+    show_line("pending", jstr(e, "pending", NULL));
+    show_line("backend", jstr(e, "backend", NULL));
+    show_line("model", jstr(e, "model", NULL));
+    double b = jnum(e, "batch", NAN);
+    if (!isnan(b)) {
+        snprintf(buf, sizeof buf, "%.0f", b);
+        show_line("batch", buf);
+    }
+    show_line("throughput", metric_text(buf, sizeof buf, e, "throughput"));
+    show_line("verdict", jstr(e, "verdict", NULL));
+    show_line("route", jstr(cJSON_GetObjectItem(rec, "decision"), "route", NULL));
+    show_line("spec id", jstr(e, "spec_id", NULL));
+    show_line("bucket id", jstr(e, "bucket_id", NULL));
+    show_line("devgate", jstr(e, "devgate_version", NULL));
+    show_line("git commit", jstr(e, "git_commit", NULL));
+    const cJSON *f = cJSON_GetObjectItem(rec, "findings"), *it;
+    int n = cJSON_GetArraySize(f), shown = 0;
+    if (n)
+        printf("  %-16s %d\n", "findings", n);
+    cJSON_ArrayForEach(it, f)
+    {
+        if (shown++ == 5) {
+            printf("  %-16s ... and %d more\n", "", n - 5);
+            break;
+        }
+        char sev[32], fid[96];
+        printf("  %-16s %s %s\n", "", cli_cell(sev, sizeof sev, jstr(it, "severity", "?")),
+               cli_cell(fid, sizeof fid, jstr(it, "id", "?")));
+    }
+    printf("  (the whole record: devgate ledger show %s --json)\n", id);
 }
 
 static int ledger_show(cli *c, const char *id)
@@ -117,32 +174,16 @@ static int ledger_show(cli *c, const char *id)
     if (st != DG_OK)
         return cli_fail_status(c, st, "ledger show");
     cJSON *e = cJSON_Parse(json);
-    char *out = cJSON_Print(e);
-    cli_term_machine_output();
-    puts(out ? out : json);
-    cJSON_free(out);
+    if (c->json) {
+        char *out = cJSON_Print(e);
+        cli_put_json(out ? out : json);
+        cJSON_free(out);
+    } else {
+        print_entry(e);
+    }
     cJSON_Delete(e);
     dg_string_free(json);
     return EXIT_PASS;
-}
-
-/* The entry of run id with its record, parsed; NULL with a message. */
-static cJSON *load_entry(cli *c, dg_ledger *lg, const char *id, int *rc)
-{
-    char *json = NULL;
-    dg_status st = dg_ledger_show(c->ctx, lg, id, &json);
-    if (st != DG_OK) {
-        cli_error("ledger diff: %s", dg_errmsg(c->ctx));
-        *rc = st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
-        return NULL;
-    }
-    cJSON *e = cJSON_Parse(json);
-    dg_string_free(json);
-    if (!e) {
-        cli_error("ledger diff: out of memory");
-        *rc = EXIT_USAGE;
-    }
-    return e;
 }
 
 /* A value as short text for the table ("-" when the run does not hold it). */
@@ -185,167 +226,94 @@ static void field_text(char *buf, size_t len, const char *key, const cJSON *v)
     }
 }
 
-/* Adds a copy of v (a string when s, NULL: nothing) under key. */
-static void put_str(cJSON *o, const char *key, const char *s)
+/* The text of one side of a row: the value, or for a group one run does not
+ * hold, how many fields it has. */
+static void side_text(char *buf, size_t len, const cJSON *row, const char *side)
 {
-    if (s)
-        cJSON_AddStringToObject(o, key, s);
-}
-
-static void put_copy(cJSON *o, const char *key, const cJSON *v)
-{
-    if (v && !cJSON_IsNull(v))
-        cJSON_AddItemToObject(o, key, cJSON_Duplicate(v, true));
-}
-
-/* The spec, key by key: through the spec codec when it is a training spec
- * (defaults filled in, so an older record that leaves a key out compares equal
- * to one that writes the default), else as recorded (accept, sweep, compare,
- * run keep specs of their own). "export" only says where files went. */
-static cJSON *spec_facts(cli *c, const cJSON *spec, bool *codec)
-{
-    cJSON *out = NULL;
-    *codec = false;
-    if (!cJSON_IsObject(spec))
-        return cJSON_CreateObject();
-    char *txt = cJSON_PrintUnformatted(spec);
-    dg_spec *sp = NULL;
-    char *canon = NULL;
-    if (txt && dg_spec_decode(c->ctx, txt, &sp) == DG_OK &&
-        dg_spec_encode(c->ctx, dg_spec_opts(sp), &canon) == DG_OK) {
-        out = cJSON_Parse(canon);
-        *codec = out != NULL;
-    }
-    dg_string_free(canon);
-    dg_spec_free(sp);
-    cJSON_free(txt);
-    if (!out)
-        out = cJSON_Duplicate(spec, true);
-    cJSON_DeleteItemFromObject(out, "export");
-    return out;
-}
-
-/* The cpu backend's BLAS as the gate saw it (an accept record's gate section,
- * or a gate record itself), or NULL. */
-static const cJSON *cpu_blas(const cJSON *rec)
-{
-    const cJSON *gate = cJSON_GetObjectItem(rec, "gate");
-    const cJSON *bes = cJSON_GetObjectItem(cJSON_IsObject(gate) ? gate : rec, "backends"), *b;
-    cJSON_ArrayForEach(b, bes)
-    {
-        if (strcmp(jstr(b, "name", ""), "cpu") == 0)
-            return cJSON_GetObjectItem(b, "blas");
-    }
-    return NULL;
-}
-
-/* What a run ran on: host, node, cpu, device, BLAS, devgate, commits. */
-static cJSON *env_facts(const cJSON *entry, const cJSON *rec)
-{
-    cJSON *o = cJSON_CreateObject();
-    const cJSON *env = cJSON_GetObjectItem(rec, "env");
-    if (!cJSON_IsObject(env) && strcmp(jstr(rec, "kind", ""), "env") == 0)
-        env = rec;
-    put_str(o, "host", jstr(entry, "host", NULL));
-    put_str(o, "node", jstr(entry, "node", NULL));
-    const cJSON *cpu = cJSON_GetObjectItem(env, "cpu");
-    put_str(o, "cpu", jstr(cpu, "model", NULL));
-    put_copy(o, "cpu cores", cJSON_GetObjectItem(cpu, "logical_cores"));
-    const cJSON *dev = cJSON_GetObjectItem(rec, "device");
-    put_str(o, "device", jstr(dev, "name", NULL));
-    put_str(o, "device versions", jstr(dev, "versions", NULL));
-    const cJSON *blas = cpu_blas(rec);
-    const char *config = jstr(blas, "config", NULL);
-    put_str(o, "blas",
-            config ? config : jstr(cJSON_GetObjectItem(env, "libraries"), "openblas", NULL));
-    put_str(o, "blas kernel", jstr(blas, "kernel", NULL));
-    put_copy(o, "blas threads", cJSON_GetObjectItem(blas, "threads"));
-    put_str(o, "devgate version", jstr(entry, "devgate_version", NULL));
-    put_str(o, "devgate commit", jstr(cJSON_GetObjectItem(env, "devgate"), "commit", NULL));
-    put_str(o, "git commit", jstr(entry, "git_commit", NULL));
-    return o;
-}
-
-/* The input bucket (train-like and accept records), its fields as recorded. */
-static cJSON *bucket_facts(const cJSON *rec)
-{
-    const cJSON *bk = cJSON_GetObjectItem(rec, "bucket");
-    if (!cJSON_IsObject(bk))
-        bk = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "soak"), "bucket");
-    return cJSON_IsObject(bk) ? cJSON_Duplicate(bk, true) : cJSON_CreateObject();
-}
-
-enum { G_RUN, G_SPEC, G_ENV, G_BUCKET, G_COUNT };
-static const char *const k_groups[G_COUNT] = {"run", "spec", "env", "bucket"};
-
-/* One row of the diff: a field of a group, its two values. */
-typedef struct diff_row {
-    int group;
-    const char *name; /* NULL: the whole group, held by one run only */
-    const cJSON *v[2];
-    bool same;
-    bool unknown; /* an environment fact one run does not record: not a difference */
-} diff_row;
-
-/* The rows of group g over the union of the two sides' keys (A's order, then
- * B's own); absent on both sides is never a row. Returns how many were added. */
-static int group_rows(const cJSON *const f[2], int g, diff_row *rows, int max, int n)
-{
-    int added = 0;
-    for (int side = 0; side < 2; side++) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, f[side])
-        {
-            if (side == 1 && cJSON_GetObjectItemCaseSensitive(f[0], it->string))
-                continue;
-            if (n + added >= max)
-                return added;
-            diff_row *r = &rows[n + added++];
-            r->group = g;
-            r->name = it->string;
-            r->v[0] = cJSON_GetObjectItemCaseSensitive(f[0], it->string);
-            r->v[1] = cJSON_GetObjectItemCaseSensitive(f[1], it->string);
-            r->same = r->v[0] && r->v[1] && cJSON_Compare(r->v[0], r->v[1], true);
-            r->unknown = g == G_ENV && (!r->v[0] || !r->v[1]);
-        }
-    }
-    return added;
-}
-
-/* "spec.threads" of a row, or "spec" for a group one run does not hold. */
-static const char *row_name(char *buf, size_t len, const diff_row *r)
-{
-    if (r->name)
-        snprintf(buf, len, "%s.%s", k_groups[r->group], r->name);
+    const cJSON *v = cJSON_GetObjectItem(row, side);
+    const char *name = jstr(row, "name", "");
+    const char *dot = strchr(name, '.');
+    if (cJSON_IsTrue(cJSON_GetObjectItem(row, "whole_group")))
+        snprintf(buf, len, cJSON_IsNull(v) ? "not recorded" : "%d fields", cJSON_GetArraySize(v));
     else
-        snprintf(buf, len, "%s", k_groups[r->group]);
-    return buf;
+        field_text(buf, len, dot ? dot + 1 : name, v);
 }
 
-/* "spec.threads, bucket.augment" of the differing rows of the groups in mask
- * (the first eight, then how many more). */
-static void differs_text(char *buf, size_t len, const diff_row *rows, int n, unsigned mask)
+/* The diff as a table: what differs first, then the numbers, labelled. */
+static void print_diff(const cJSON *o, const char *ida, const char *idb)
 {
-    size_t off = 0;
-    int shown = 0, more = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        if (rows[i].same || rows[i].unknown || !(mask >> rows[i].group & 1u))
-            continue;
-        if (shown == 8) {
-            more++;
-            continue;
-        }
-        char name[96];
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", off ? ", " : "",
-                                row_name(name, sizeof name, &rows[i]));
-        shown++;
+    const cJSON *runs = cJSON_GetObjectItem(o, "runs");
+    const cJSON *ra = cJSON_GetArrayItem(runs, 0), *rb = cJSON_GetArrayItem(runs, 1);
+    char a[256], b[256];
+    printf("devgate ledger diff · A %s (%s) · B %s (%s)\n\n", cli_cell(a, 64, jstr(ra, "id", ida)),
+           jstr(ra, "verb", "?"), cli_cell(b, 64, jstr(rb, "id", idb)), jstr(rb, "verb", "?"));
+    const cJSON *rows = cJSON_GetObjectItem(o, "rows"), *r;
+    if (cJSON_GetArraySize(rows))
+        printf("  %-26s %-40s %s\n", "differs", "A", "B");
+    bool any_unknown = false, any_ignored = false;
+    cJSON_ArrayForEach(r, rows)
+    {
+        char va[256], vb[256], ca[256], cb[256];
+        side_text(va, sizeof va, r, "a");
+        side_text(vb, sizeof vb, r, "b");
+        cli_cell(ca, sizeof ca, va);
+        cli_cell(cb, sizeof cb, vb);
+        const char *kind = jstr(r, "kind", "");
+        char mark = strcmp(kind, "one_side") == 0 ? '?' : strcmp(kind, "ignored") == 0 ? '~' : '*';
+        any_unknown |= mark == '?';
+        any_ignored |= mark == '~';
+        if (strlen(ca) <= 40 && strlen(cb) <= 60)
+            printf("%c %-26s %-40s %s\n", mark, cli_cell(a, 27, jstr(r, "name", "?")), ca, cb);
+        else /* too long for a column: each side on its own line */
+            printf("%c %s\n    A %s\n    B %s\n", mark, cli_cell(a, 64, jstr(r, "name", "?")), ca,
+                   cb);
     }
-    if (more)
-        snprintf(buf + off, off < len ? len - off : 0, " and %d more", more);
+    const cJSON *sc = cJSON_GetObjectItem(o, "same_counts");
+    int ns = (int)jnum(sc, "spec", 0), ne = (int)jnum(sc, "env", 0),
+        nb = (int)jnum(sc, "bucket", 0);
+    bool codec = cJSON_IsTrue(cJSON_GetObjectItem(ra, "spec_decoded")) &&
+                 cJSON_IsTrue(cJSON_GetObjectItem(rb, "spec_decoded"));
+    printf("%s  the same: %d spec field%s%s, %d environment field%s, %d bucket field%s\n",
+           cJSON_GetArraySize(rows) ? "\n" : "", ns, ns == 1 ? "" : "s",
+           codec ? " (through the spec codec)" : "", ne, ne == 1 ? "" : "s", nb,
+           nb == 1 ? "" : "s");
+    if (any_unknown)
+        printf("  ? recorded by one run only: not known to differ\n");
+    if (any_ignored)
+        printf("  ~ free text, or a data path under the same input bucket: not a difference\n");
+    bool comparable = cJSON_IsTrue(cJSON_GetObjectItem(o, "comparable"));
+    const char *why = jstr(o, "not_comparable", "");
+    if (!comparable)
+        printf("  not comparable: %s differ%s\n", why, strchr(why, ',') ? "" : "s");
+    printf("\n  %-26s %-40s %s\n", comparable ? "numbers" : "numbers (not comparable)", "A", "B");
+    char va[64], vb[64];
+    for (int k = 0; k < 2; k++) {
+        double v = jmetric(k ? rb : ra, "samples_per_s");
+        snprintf(k ? vb : va, 64, isnan(v) ? "not reported" : "%.0f samples/s", v);
+    }
+    printf("  %-26s %-40s %s\n", "throughput", va, vb);
+    for (int k = 0; k < 2; k++) {
+        double v = jmetric(k ? rb : ra, "step_ms");
+        snprintf(k ? vb : va, 64, isnan(v) ? "not reported" : "%.3f ms/step", v);
+    }
+    printf("  %-26s %-40s %s\n", "step time", va, vb);
+    for (int k = 0; k < 2; k++)
+        field_text(k ? vb : va, 64, "batch", cJSON_GetObjectItem(k ? rb : ra, "batch"));
+    printf("  %-26s %-40s %s\n", "batch", va, vb);
+    printf("  %-26s %-40.40s %s\n", "verdict", cli_cell(a, 41, jstr(ra, "verdict", "-")),
+           cli_cell(b, 128, jstr(rb, "verdict", "-")));
+    const cJSON *ratio = cJSON_GetObjectItem(o, "ratio");
+    const char *envd = jstr(o, "environment_differs", NULL);
+    if (cJSON_IsNumber(ratio) && comparable)
+        printf("  %-26s %.3fx (same spec and bucket%s%s; one measurement a side, no "
+               "interval: devgate compare repeats them)\n",
+               "speedup B/A", ratio->valuedouble, envd ? "; the environment differs: " : "",
+               envd ? envd : "");
+    else if (cJSON_IsNumber(ratio))
+        printf("  %-26s %.3fx, not a speedup: not comparable (%s); for a device speedup "
+               "with an interval use devgate compare\n",
+               "ratio B/A", ratio->valuedouble, why);
 }
-
-#define DIFF_ROWS 160
 
 static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
 {
@@ -353,171 +321,31 @@ static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
     int rc = open_ledger(c, &lg);
     if (rc)
         return rc;
-    const char *ids[2] = {ida, idb};
-    cJSON *ent[2] = {NULL, NULL}, *fact[2][G_COUNT] = {{NULL}};
-    const cJSON *rec[2];
-    bool codec[2] = {false, false};
-    for (int k = 0; k < 2 && !rc; k++)
-        ent[k] = load_entry(c, lg, ids[k], &rc);
+    char *json = NULL;
+    dg_status st = dg_ledger_diff(c->ctx, lg, ida, idb, &json);
     dg_ledger_close(lg);
-    if (rc) {
-        cJSON_Delete(ent[0]);
-        cJSON_Delete(ent[1]);
-        return rc;
+    if (st != DG_OK) {
+        cli_error("ledger diff: %s", dg_errmsg(c->ctx));
+        return st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
     }
-    for (int k = 0; k < 2; k++) {
-        rec[k] = cJSON_GetObjectItem(ent[k], "record");
-        fact[k][G_RUN] = cJSON_CreateObject();
-        put_str(fact[k][G_RUN], "verb", jstr(ent[k], "verb", NULL));
-        fact[k][G_SPEC] = spec_facts(c, cJSON_GetObjectItem(rec[k], "spec"), &codec[k]);
-        fact[k][G_ENV] = env_facts(ent[k], rec[k]);
-        fact[k][G_BUCKET] = bucket_facts(rec[k]);
+    cJSON *o = cJSON_Parse(json);
+    dg_string_free(json);
+    if (!o) {
+        cli_error("ledger diff: out of memory");
+        return EXIT_USAGE;
     }
-    static diff_row rows[DIFF_ROWS];
-    int n = 0;
-    for (int g = 0; g < G_COUNT; g++) {
-        const cJSON *f[2] = {fact[0][g], fact[1][g]};
-        bool has[2] = {f[0]->child != NULL, f[1]->child != NULL};
-        if (has[0] != has[1] && n < DIFF_ROWS) {
-            /* One run holds none of it (a gate run has no spec): one row. */
-            rows[n++] = (diff_row){
-                g, NULL, {has[0] ? f[0] : NULL, has[1] ? f[1] : NULL}, false, g == G_ENV};
-            continue;
-        }
-        n += group_rows(f, g, rows, DIFF_ROWS, n);
-    }
-    /* Comparable: the same verb, spec and input bucket. The environment is
-     * what a diff is often about (another host, BLAS, commit): listed, never
-     * a reason to refuse. */
-    char why[512], envd[512];
-    differs_text(why, sizeof why, rows, n, 1u << G_RUN | 1u << G_SPEC | 1u << G_BUCKET);
-    differs_text(envd, sizeof envd, rows, n, 1u << G_ENV);
-    bool comparable = why[0] == '\0';
-    double sps[2], ms[2];
-    for (int k = 0; k < 2; k++) {
-        sps[k] = jmetric(ent[k], "throughput");
-        ms[k] = jmetric(cJSON_GetObjectItem(rec[k], "throughput"), "step_ms");
-    }
-    bool have_ratio = !isnan(sps[0]) && !isnan(sps[1]) && sps[0] > 0;
-    double ratio = have_ratio ? sps[1] / sps[0] : NAN;
+    bool comparable = cJSON_IsTrue(cJSON_GetObjectItem(o, "comparable"));
+    char why[512];
+    snprintf(why, sizeof why, "%s", jstr(o, "not_comparable", ""));
     if (c->json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON *runs = cJSON_AddArrayToObject(o, "runs");
-        for (int k = 0; k < 2; k++) {
-            cJSON *r = cJSON_CreateObject();
-            cJSON_AddStringToObject(r, "id", jstr(ent[k], "id", ids[k]));
-            cJSON_AddStringToObject(r, "verb", jstr(ent[k], "verb", "?"));
-            cJSON_AddItemToObject(r, "spec", cJSON_Duplicate(fact[k][G_SPEC], true));
-            cJSON_AddBoolToObject(r, "spec_decoded", codec[k]);
-            cJSON_AddItemToObject(r, "env", cJSON_Duplicate(fact[k][G_ENV], true));
-            cJSON_AddItemToObject(r, "bucket", cJSON_Duplicate(fact[k][G_BUCKET], true));
-            cJSON_AddItemToObject(r, "samples_per_s", metric_json(sps[k], "samples/s"));
-            cJSON_AddItemToObject(r, "step_ms", metric_json(ms[k], "ms"));
-            put_copy(r, "batch", cJSON_GetObjectItem(ent[k], "batch"));
-            put_str(r, "verdict", jstr(ent[k], "verdict", NULL));
-            cJSON_AddItemToArray(runs, r);
-        }
-        cJSON *df = cJSON_AddArrayToObject(o, "differs");
-        cJSON *unk = cJSON_AddArrayToObject(o, "recorded_by_one");
-        for (int i = 0; i < n; i++)
-            if (!rows[i].same) {
-                char name[96];
-                cJSON_AddItemToArray(rows[i].unknown ? unk : df,
-                                     cJSON_CreateString(row_name(name, sizeof name, &rows[i])));
-            }
-        const cJSON *bid[2] = {cJSON_GetObjectItem(fact[0][G_BUCKET], "id"),
-                               cJSON_GetObjectItem(fact[1][G_BUCKET], "id")};
-        cJSON_AddBoolToObject(o, "same_bucket",
-                              bid[0] && bid[1] && cJSON_Compare(bid[0], bid[1], 1));
-        cJSON_AddBoolToObject(o, "comparable", comparable);
-        if (comparable)
-            cJSON_AddNullToObject(o, "not_comparable");
-        else
-            cJSON_AddStringToObject(o, "not_comparable", why);
         cJSON_AddBoolToObject(o, "forced", force && !comparable);
-        if (have_ratio)
-            cJSON_AddNumberToObject(o, "ratio", ratio);
-        else
-            cJSON_AddNullToObject(o, "ratio");
-        if (have_ratio && comparable)
-            cJSON_AddNumberToObject(o, "speedup", ratio);
-        else
-            cJSON_AddNullToObject(o, "speedup");
         char *out = cJSON_Print(o);
-        cli_term_machine_output();
-        puts(out ? out : "{}");
+        cli_put_json(out ? out : "{}");
         cJSON_free(out);
-        cJSON_Delete(o);
     } else {
-        char a[256], b[256], name[64];
-        printf("devgate ledger diff · A %s (%s) · B %s (%s)\n\n",
-               cli_cell(a, 64, jstr(ent[0], "id", ida)), jstr(ent[0], "verb", "?"),
-               cli_cell(b, 64, jstr(ent[1], "id", idb)), jstr(ent[1], "verb", "?"));
-        int ndiff = 0, nsame[G_COUNT] = {0};
-        for (int i = 0; i < n; i++)
-            rows[i].same ? nsame[rows[i].group]++ : ndiff++; /* unknown ones shown with '?' */
-        if (ndiff)
-            printf("  %-26s %-40s %s\n", "differs", "A", "B");
-        for (int i = 0; i < n; i++) {
-            if (rows[i].same)
-                continue;
-            char va[256], vb[256], ca[256], cb[256];
-            if (rows[i].name) {
-                field_text(va, sizeof va, rows[i].name, rows[i].v[0]);
-                field_text(vb, sizeof vb, rows[i].name, rows[i].v[1]);
-            } else {
-                for (int k = 0; k < 2; k++)
-                    snprintf(k ? vb : va, sizeof va, rows[i].v[k] ? "%d fields" : "not recorded",
-                             cJSON_GetArraySize(rows[i].v[k]));
-            }
-            row_name(name, sizeof name, &rows[i]);
-            cli_cell(ca, sizeof ca, va);
-            cli_cell(cb, sizeof cb, vb);
-            char mark = rows[i].unknown ? '?' : '*';
-            if (strlen(ca) <= 40 && strlen(cb) <= 60)
-                printf("%c %-26s %-40s %s\n", mark, cli_cell(a, 27, name), ca, cb);
-            else /* too long for a column: each side on its own line */
-                printf("%c %s\n    A %s\n    B %s\n", mark, cli_cell(a, 64, name), ca, cb);
-        }
-        printf("%s  the same: %d spec field%s%s, %d environment field%s, %d bucket field%s\n",
-               ndiff ? "\n" : "", nsame[G_SPEC], nsame[G_SPEC] == 1 ? "" : "s",
-               codec[0] && codec[1] ? " (through the spec codec)" : "", nsame[G_ENV],
-               nsame[G_ENV] == 1 ? "" : "s", nsame[G_BUCKET], nsame[G_BUCKET] == 1 ? "" : "s");
-        bool any_unknown = false;
-        for (int i = 0; i < n; i++)
-            any_unknown |= rows[i].unknown;
-        if (any_unknown)
-            printf("  ? recorded by one run only: not known to differ\n");
-        if (!comparable)
-            printf("  not comparable: %s differ%s\n", why, strchr(why, ',') ? "" : "s");
-        printf("\n  %-26s %-40s %s\n", comparable ? "numbers" : "numbers (not comparable)", "A",
-               "B");
-        char va[64], vb[64];
-        for (int k = 0; k < 2; k++)
-            snprintf(k ? vb : va, 64, isnan(sps[k]) ? "not reported" : "%.0f samples/s", sps[k]);
-        printf("  %-26s %-40s %s\n", "throughput", va, vb);
-        for (int k = 0; k < 2; k++)
-            snprintf(k ? vb : va, 64, isnan(ms[k]) ? "not reported" : "%.3f ms/step", ms[k]);
-        printf("  %-26s %-40s %s\n", "step time", va, vb);
-        for (int k = 0; k < 2; k++)
-            field_text(k ? vb : va, 64, "batch", cJSON_GetObjectItem(ent[k], "batch"));
-        printf("  %-26s %-40s %s\n", "batch", va, vb);
-        printf("  %-26s %-40.40s %s\n", "verdict", cli_cell(a, 41, jstr(ent[0], "verdict", "-")),
-               cli_cell(b, 128, jstr(ent[1], "verdict", "-")));
-        if (have_ratio && comparable)
-            printf("  %-26s %.3fx (same spec and bucket%s%s; one measurement a side, no "
-                   "interval: devgate compare repeats them)\n",
-                   "speedup B/A", ratio, envd[0] ? "; the environment differs: " : "", envd);
-        else if (have_ratio)
-            printf("  %-26s %.3fx, not a speedup: not comparable (%s); for a device speedup "
-                   "with an interval use devgate compare\n",
-                   "ratio B/A", ratio, why);
+        print_diff(o, ida, idb);
     }
-    for (int k = 0; k < 2; k++) {
-        for (int g = 0; g < G_COUNT; g++)
-            cJSON_Delete(fact[k][g]);
-        cJSON_Delete(ent[k]);
-    }
+    cJSON_Delete(o);
     if (!comparable && !force) {
         cli_error("not comparable: %s differ%s; use --force for exit status 0", why,
                   strchr(why, ',') ? "" : "s");
@@ -625,8 +453,12 @@ static int ledger_export(cli *c, const char *format, const char *since)
     char *json = NULL;
     dg_status st = dg_ledger_export(c->ctx, lg, since, &json);
     dg_ledger_close(lg);
-    if (st != DG_OK) { /* the message names the call or the ledger */
-        cli_error("%s", dg_errmsg(c->ctx));
+    if (st != DG_OK) { /* the message names the call or the ledger, or gets the call here */
+        const char *m = dg_errmsg(c->ctx);
+        if (strncmp(m, "ledger", 6) == 0)
+            cli_error("%s", m);
+        else
+            cli_error("ledger export: %s", m);
         return st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_USAGE;
     }
     cJSON *arr = cJSON_Parse(json);
@@ -673,8 +505,7 @@ typedef struct ledger_args {
 /* ledger push: the runs the local ledger keeps for the team ledger go up. */
 static int ledger_push(cli *c, const char *from)
 {
-    char *def_team = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *team_path = c->ledger_path ? c->ledger_path : def_team;
+    char *team_path = cli_ledger_path(c);
     char *def_local = from ? NULL : dg_ledger_local_path();
     const char *local_path = from ? from : def_local;
     int rc = EXIT_PASS;
@@ -684,12 +515,10 @@ static int ledger_push(cli *c, const char *from)
         rc = EXIT_USAGE;
     }
     dg_ledger *local = NULL, *team = NULL;
-    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    if (!rc && dg_ledger_open(c->ctx, local_path, t ? atoi(t) : 0, &local) != DG_OK) {
-        cli_error("ledger push: %s", dg_errmsg(c->ctx));
+    if (!rc && !(local = cli_ledger_open(c, local_path, CLI_LEDGER_WRITE, "ledger push", NULL)))
         rc = EXIT_USAGE;
-    }
-    if (!rc && dg_ledger_open(c->ctx, team_path, t ? atoi(t) : 0, &team) != DG_OK) {
+    if (!rc &&
+        !(team = cli_ledger_open(c, team_path, CLI_LEDGER_WRITE | CLI_LEDGER_QUIET, NULL, NULL))) {
         cli_error("ledger push: %s; the runs stay waiting in %s", dg_errmsg(c->ctx),
                   dg_ledger_name(local));
         rc = EXIT_USAGE;
@@ -727,7 +556,7 @@ static int ledger_push(cli *c, const char *from)
     }
     dg_ledger_close(local);
     dg_ledger_close(team);
-    dg_string_free(def_team);
+    free(team_path);
     dg_string_free(def_local);
     return rc;
 }
@@ -744,7 +573,8 @@ static const cli_opt ledger_opts[] = {
      "export: CSV with a header row, or one JSON entry (record included) a line",
      offsetof(ledger_args, format), 0, 0, NULL, NULL, NULL},
     {CLI_STR, "--since", NULL, "DATE", "all runs", NULL,
-     "export: runs started at or after this UTC date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ)",
+     "list, export: runs started at or after this UTC date (YYYY-MM-DD or "
+     "YYYY-MM-DDTHH:MM:SSZ)",
      offsetof(ledger_args, since), 0, 0, cli_nonempty, NULL, NULL},
     CLI_OPTS_END,
 };
@@ -779,8 +609,12 @@ int cmd_ledger(cli *c, int argc, char **argv)
         cli_error("ledger: --no-ledger leaves nothing to read");
         return EXIT_USAGE;
     }
+    if (la.since && !(sub && (strcmp(sub, "list") == 0 || strcmp(sub, "export") == 0))) {
+        cli_error("ledger: --since belongs to ledger list and ledger export");
+        return EXIT_USAGE;
+    }
     if (sub && strcmp(sub, "list") == 0 && !id)
-        return ledger_list(c, limit);
+        return ledger_list(c, limit, la.since);
     if (sub && strcmp(sub, "show") == 0 && id && !id2)
         return ledger_show(c, id);
     if (sub && strcmp(sub, "diff") == 0 && id && id2)

@@ -66,16 +66,15 @@ static char *read_record_ledger(cli *c, const char *id, int *rc)
                   id);
         return NULL;
     }
-    char *def = c->ledger_path ? NULL : dg_ledger_default_path();
-    const char *path = c->ledger_path ? c->ledger_path : def;
+    char *path = cli_ledger_path(c);
+    dg_status st;
+    dg_ledger *lg =
+        path ? cli_ledger_open(c, path, CLI_LEDGER_READ | CLI_LEDGER_QUIET, NULL, &st) : NULL;
+    char *entry_json = NULL;
     if (!path) {
         cli_error("report: cannot tell where the ledger is (set DEVGATE_LEDGER or --ledger)");
         return NULL;
     }
-    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    dg_ledger *lg = NULL;
-    char *entry_json = NULL;
-    dg_status st = dg_ledger_open_readonly(c->ctx, path, t ? atoi(t) : 0, &lg);
     if (st == DG_OK)
         st = dg_ledger_show(c->ctx, lg, id, &entry_json);
     dg_ledger_close(lg);
@@ -84,10 +83,10 @@ static char *read_record_ledger(cli *c, const char *id, int *rc)
             cli_error("report: '%s' is neither a file nor a run in the ledger %s", id, path);
         else
             cli_error("report: %s", dg_errmsg(c->ctx));
-        dg_string_free(def);
+        free(path);
         return NULL;
     }
-    dg_string_free(def);
+    free(path);
     cJSON *entry = cJSON_Parse(entry_json);
     dg_string_free(entry_json);
     const cJSON *rec = cJSON_GetObjectItem(entry, "record");

@@ -145,26 +145,65 @@ const char *cli_save_unrecorded(const char *verb, const char *json)
     return ok ? path : NULL;
 }
 
+char *cli_ledger_path(const cli *c)
+{
+    if (c->ledger_path)
+        return strdup(c->ledger_path);
+    char *def = dg_ledger_default_path();
+    char *p = def ? strdup(def) : NULL;
+    dg_string_free(def);
+    return p;
+}
+
+dg_ledger *cli_ledger_open(cli *c, const char *path, int mode, const char *what, dg_status *st)
+{
+    dg_status local;
+    if (!st)
+        st = &local;
+    char *def = path ? NULL : cli_ledger_path(c);
+    const char *p = path ? path : def;
+    bool quiet = mode & CLI_LEDGER_QUIET;
+    mode &= ~CLI_LEDGER_QUIET;
+    if (!p) {
+        *st = DG_ERR_USAGE;
+        if (!quiet)
+            cli_error("%s: cannot tell where the ledger %s (set DEVGATE_LEDGER or --ledger)",
+                      what ? what : "ledger", mode == CLI_LEDGER_RECORD ? "goes" : "is");
+        return NULL;
+    }
+    const char *t = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
+    int timeout_ms = t ? atoi(t) : 0;
+    dg_ledger *lg = NULL;
+    if (mode == CLI_LEDGER_RECORD)
+        *st = dg_ledger_open_record(c->ctx, p, timeout_ms, &lg);
+    else if (mode == CLI_LEDGER_WRITE)
+        *st = dg_ledger_open(c->ctx, p, timeout_ms, &lg);
+    else
+        *st = dg_ledger_open_readonly(c->ctx, p, timeout_ms, &lg);
+    free(def);
+    if (*st != DG_OK && !quiet) {
+        if (what)
+            cli_error("%s: %s", what, dg_errmsg(c->ctx));
+        else
+            cli_error("%s", dg_errmsg(c->ctx));
+    }
+    return *st == DG_OK ? lg : NULL;
+}
+
 int cli_record(cli *c, const char *verb, const char *json, int exit_status, char **run_id)
 {
     if (run_id)
         *run_id = NULL;
     if (c->no_ledger)
         return exit_status;
-    char *def = NULL;
-    const char *path = c->ledger_path;
-    if (!path) {
-        def = dg_ledger_default_path();
-        path = def;
-    }
+    char *path = cli_ledger_path(c);
     if (!path) {
         cli_error("ledger: cannot tell where the ledger goes (set DEVGATE_LEDGER or --ledger)");
         return EXIT_USAGE;
     }
-    dg_ledger *lg = NULL;
-    const char *timeout_env = getenv("DEVGATE_LEDGER_TIMEOUT_MS");
-    int timeout_ms = timeout_env ? atoi(timeout_env) : 0;
-    dg_status st = dg_ledger_open_record(c->ctx, path, timeout_ms, &lg);
+    dg_status st;
+    dg_ledger *lg = cli_ledger_open(c, path, CLI_LEDGER_RECORD | CLI_LEDGER_QUIET, NULL, &st);
+    free(path);
     if (st == DG_OK)
         st = dg_ledger_record(c->ctx, lg, verb, exit_status, json, run_id);
     dg_ledger_close(lg);
@@ -178,10 +217,8 @@ int cli_record(cli *c, const char *verb, const char *json, int exit_status, char
                       strerror(errno));
         if (!saved)
             fprintf(stderr, "%s\n", json);
-        dg_string_free(def);
         return EXIT_USAGE;
     }
-    dg_string_free(def);
     return exit_status;
 }
 
@@ -279,14 +316,49 @@ bool cli_parse_double(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+/* The code point of a UTF-8 sequence of n (2 or 3) bytes at p. */
+static unsigned utf8_cp(const unsigned char *p, size_t n)
+{
+    return n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
+                  : (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu);
+}
+
+/* True for what a terminal acts on though JSON keeps it raw: DEL, the C1
+ * controls and the bidirectional marks, embeddings, overrides and isolates. */
+static bool json_unsafe(unsigned cp)
+{
+    return cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
+           cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void cli_put_json(const char *text)
+{
+    cli_term_machine_output();
+    if (!text)
+        return;
+    /* They can only sit inside strings (JSON's own syntax is ASCII), where
+     * \uXXXX stands for the same character. */
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : 1;
+        for (size_t k = 1; k < n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                n = 1;
+        unsigned cp = n == 1 ? *p : utf8_cp(p, n);
+        if ((n > 1 || cp == 0x7f) && json_unsafe(cp))
+            printf("\\u%04x", cp);
+        else
+            fwrite(p, 1, n, stdout);
+        p += n;
+    }
+    putchar('\n');
+}
+
 void cli_print_json(cJSON *rec, const char *run_id)
 {
     if (run_id)
         cJSON_AddStringToObject(rec, "run_id", run_id);
     char *out = cJSON_Print(rec);
-    cli_term_machine_output();
-    if (out)
-        puts(out);
+    cli_put_json(out);
     cJSON_free(out);
 }
 

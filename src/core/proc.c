@@ -752,3 +752,22 @@ const char *dg_proc_describe(const dg_proc_result *r, char *buf, size_t len)
         snprintf(buf, len, "%s", r->error[0] ? r->error : "ended in an unknown way");
     return buf;
 }
+
+const char *dg_signal_name(int sig, char *tmp, size_t len)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {
+        {SIGSEGV, "SIGSEGV"}, {SIGKILL, "SIGKILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
+        {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
+        {SIGHUP, "SIGHUP"},   {SIGPIPE, "SIGPIPE"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
+        {SIGXCPU, "SIGXCPU"}, {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
+        {SIGALRM, "SIGALRM"}, {SIGXFSZ, "SIGXFSZ"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(tmp, len, "signal %d", sig);
+    return tmp;
+}

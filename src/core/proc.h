@@ -111,6 +111,8 @@ void dg_proc_result_free(dg_proc_result *r);
 /* A pipe whose ends are close-on-exec and sit at fd min_fd or above (>= 3),
  * so they never collide with a child's standard streams. 0 or an errno. */
 int dg_pipe(int fds[2], int min_fd);
+/* "SIGSEGV", "SIGKILL", ... for sig, or "signal N" written into tmp. */
+const char *dg_signal_name(int sig, char *tmp, size_t len);
 /* "exited with status N", "killed by SIGKILL", "timed out after N s", ...
  * for r into buf; returns buf. */
 const char *dg_proc_describe(const dg_proc_result *r, char *buf, size_t len);

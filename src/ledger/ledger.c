@@ -23,17 +23,7 @@
 static const char *const k_migrations[] = {
     /* 0 -> 1 */
     "CREATE TABLE runs("
-    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " id TEXT UNIQUE NOT NULL,"
-    " verb TEXT NOT NULL,"
-    " started_at TEXT NOT NULL,"
-    " exit_status INTEGER NOT NULL,"
-    " state TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('complete', 'interrupted')),"
-    " host TEXT,"
-    " git_commit TEXT,"
-    " devgate_version TEXT,"
-    " record TEXT NOT NULL);"
-    "CREATE INDEX runs_started_at ON runs(started_at);",
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT," LG_RUNS_COLUMNS,
     /* 1 -> 2: the remote node a run ran on; the team ledger a run waits for */
     "ALTER TABLE runs ADD COLUMN node TEXT;"
     "ALTER TABLE runs ADD COLUMN pending TEXT;",
@@ -61,11 +51,10 @@ static char *home_dir(void)
     return out;
 }
 
-char *dg_ledger_default_path(void)
+/* The default ledger file: $XDG_DATA_HOME/devgate/ledger.db, else
+ * ~/.local/share/devgate/ledger.db (DEVGATE_LEDGER aside). */
+static char *default_file(void)
 {
-    const char *env = getenv("DEVGATE_LEDGER");
-    if (env && env[0])
-        return dg_strdup(env);
     const char *xdg = getenv("XDG_DATA_HOME");
     if (xdg && xdg[0] == '/') { /* relative values are ignored (XDG spec) */
         size_t n = strlen(xdg);
@@ -84,6 +73,12 @@ char *dg_ledger_default_path(void)
     char *p = dg_asprintf("%.*s/.local/share/devgate/ledger.db", (int)n, home);
     dg_free(home);
     return p;
+}
+
+char *dg_ledger_default_path(void)
+{
+    const char *env = getenv("DEVGATE_LEDGER");
+    return env && env[0] ? dg_strdup(env) : default_file();
 }
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -385,7 +380,7 @@ void dg_ledger_close(dg_ledger *lg)
         return;
     if (lg->db)
         sqlite3_close_v2(lg->db);
-    dg_lg_pg_close(lg->pg);
+    lg_pg_close(lg->pg);
     dg_free(lg->path);
     dg_free(lg->shown);
     if (lg->secret) {
@@ -405,14 +400,14 @@ bool dg_ledger_is_team(const char *path)
 /* Opens the team ledger at path (lg allocated, path set). */
 static dg_status open_team(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 {
-    dg_status st = dg_lg_pg_name(ctx, lg);
+    dg_status st = lg_pg_name(ctx, lg);
     if (st != DG_OK)
         return st;
-    if (!dg_lg_pg_built())
+    if (!lg_pg_built())
         return dg_fail(ctx, DG_ERR_UNAVAILABLE,
                        "ledger %s: this devgate was built without PostgreSQL support (libpq)",
                        lg->shown);
-    return dg_lg_pg_open(ctx, lg, unreachable);
+    return lg_pg_open(ctx, lg, unreachable);
 }
 
 static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg);
@@ -466,11 +461,11 @@ dg_status dg_ledger_open_record(dg_ctx *ctx, const char *path, int timeout_ms, d
     if (st == DG_OK || !unreachable)
         return st;
     /* Keep the run here; the team ledger's name is remembered without its
-     * password (dg_lg_pg_name again: the failed handle is gone). */
+     * password (lg_pg_name again: the failed handle is gone). */
     char why[512];
     dg_copy_clean(why, sizeof why, dg_errmsg(ctx));
     dg_ledger probe = {.path = (char *)path};
-    st = dg_lg_pg_name(ctx, &probe);
+    st = lg_pg_name(ctx, &probe);
     char *team = probe.shown;
     if (probe.secret) {
         memset(probe.secret, 0, strlen(probe.secret));
@@ -713,42 +708,6 @@ static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg)
 
 /* ---- record ------------------------------------------------------------------- */
 
-/* n random bytes: getrandom, else /dev/urandom, else the clock and the pid. */
-static void random_bytes(unsigned char *out, size_t n)
-{
-    if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)
-        return;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t got = read(fd, out, n);
-        close(fd);
-        if (got == (ssize_t)n)
-            return;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long v = (unsigned long long)ts.tv_nsec ^
-                           (unsigned long long)getpid() * 2654435761ULL ^
-                           (unsigned long long)ts.tv_sec << 20;
-    for (size_t k = 0; k < n; k++) {
-        v = v * 6364136223846793005ULL + 1442695040888963407ULL;
-        out[k] = (unsigned char)(v >> 56);
-    }
-}
-
-/* The run id: "YYYYMMDD-HHMMSS-" and 12 lowercase hex digits (48 random
- * bits), so ids made on different hosts do not meet (docs/schema/ledger.md). */
-#define DG_LEDGER_ID_HEX 12
-
-void dg_lg_draw_id(lg_fields *f)
-{
-    unsigned char r[DG_LEDGER_ID_HEX / 2];
-    random_bytes(r, sizeof r);
-    char *p = f->id + 16; /* after "YYYYMMDD-HHMMSS-" */
-    for (size_t k = 0; k < sizeof r; k++)
-        p += snprintf(p, 3, "%02x", r[k]);
-}
-
 /* A string member, or NULL. */
 static const char *json_str(const cJSON *obj, const char *key)
 {
@@ -874,7 +833,7 @@ static dg_status sq_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken
             goto done;
         }
         if (rc == SQLITE_CONSTRAINT_UNIQUE && attempt + 1 < DG_LEDGER_ID_RETRIES) {
-            dg_lg_draw_id(f); /* id taken: draw other digits */
+            lg_draw_id(f); /* id taken: draw other digits */
             continue;
         }
         st = lg_fail(ctx, lg, rc, "recording a run");
@@ -924,7 +883,7 @@ static dg_status sq_rows(dg_ctx *ctx, dg_ledger *lg, sqlite3_stmt *stmt, bool ex
         const char *v[LG_NCOLS];
         for (int k = 0; k < LG_NCOLS; k++)
             v[k] = (const char *)sqlite3_column_text(stmt, k);
-        cJSON *e = dg_lg_entry(v);
+        cJSON *e = lg_entry(v);
         bool ok = e != NULL;
         if (ok && extra)
             ok = dg_json_add_str(e, "record", (const char *)sqlite3_column_text(stmt, LG_NCOLS)) &&
@@ -1003,30 +962,6 @@ static dg_status sq_clear_pending(dg_ctx *ctx, dg_ledger *lg, const char *id)
 
 /* ---- store-independent ---------------------------------------------------------- */
 
-static long long num_of(const char *s)
-{
-    return s ? strtoll(s, NULL, 10) : 0;
-}
-
-cJSON *dg_lg_entry(const char *const v[LG_NCOLS])
-{
-    cJSON *e = cJSON_CreateObject();
-    if (!e)
-        return NULL;
-    bool ok =
-        dg_json_add_str(e, "id", v[0]) && cJSON_AddNumberToObject(e, "seq", (double)num_of(v[1])) &&
-        dg_json_add_str(e, "verb", v[2]) && dg_json_add_str(e, "started_at", v[3]) &&
-        cJSON_AddNumberToObject(e, "exit_status", (double)num_of(v[4])) &&
-        dg_json_add_str(e, "state", v[5]) && dg_json_add_str(e, "host", v[6]) &&
-        dg_json_add_str(e, "git_commit", v[7]) && dg_json_add_str(e, "devgate_version", v[8]) &&
-        dg_json_add_str(e, "node", v[9]) && dg_json_add_str(e, "pending", v[10]);
-    if (!ok) {
-        cJSON_Delete(e);
-        return NULL;
-    }
-    return e;
-}
-
 static bool usable(const dg_ledger *lg)
 {
     return lg && (lg->db || lg->pg);
@@ -1034,12 +969,12 @@ static bool usable(const dg_ledger *lg)
 
 static dg_status store_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
 {
-    return lg->pg ? dg_lg_pg_insert(ctx, lg, f, taken) : sq_insert(ctx, lg, f, taken);
+    return lg->pg ? lg_pg_insert(ctx, lg, f, taken) : sq_insert(ctx, lg, f, taken);
 }
 
 static dg_status store_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
 {
-    return lg->pg ? dg_lg_pg_match(ctx, lg, id, max, arr) : sq_match(ctx, lg, id, max, arr);
+    return lg->pg ? lg_pg_match(ctx, lg, id, max, arr) : sq_match(ctx, lg, id, max, arr);
 }
 
 /* "remote": {"node": "..."} of a record that ran on a remote node. */
@@ -1094,7 +1029,7 @@ static dg_status record_text(dg_ctx *ctx, dg_ledger *lg, const char *verb, int e
     }
     strftime(f.id, sizeof f.id, "%Y%m%d-%H%M%S-", &tm);
     strftime(f.started, sizeof f.started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    dg_lg_draw_id(&f);
+    lg_draw_id(&f);
 
     bool taken = false;
     dg_status st = store_insert(ctx, lg, &f, &taken);
@@ -1118,7 +1053,7 @@ static dg_status update_text(dg_ctx *ctx, dg_ledger *lg, const char *id, int exi
     if (!rec)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
     const char *state = state_of(rec);
-    dg_status st = lg->pg ? dg_lg_pg_update(ctx, lg, id, exit_status, state, record_json)
+    dg_status st = lg->pg ? lg_pg_update(ctx, lg, id, exit_status, state, record_json)
                           : sq_update(ctx, lg, id, exit_status, state, record_json);
     cJSON_Delete(rec);
     return st;
@@ -1151,150 +1086,6 @@ dg_status dg_ledger_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_
     return st;
 }
 
-/* ---- the summary of a run (list, export) ------------------------------------ */
-
-/* A string the record holds at path, or NULL. */
-static const char *rec_str(const cJSON *rec, const char *path)
-{
-    return dg_jstr(rec, path);
-}
-
-/* The first finite number among the paths (NULL-terminated), or NAN. */
-static double first_num(const cJSON *rec, const char *const *paths)
-{
-    for (; *paths; paths++) {
-        double v = dg_jnum(rec, *paths);
-        if (isfinite(v))
-            return v;
-    }
-    return NAN;
-}
-
-/* The first ok run of a compare record, or NULL. */
-static const cJSON *first_ok_run(const cJSON *compare)
-{
-    const cJSON *run;
-    cJSON_ArrayForEach(run, dg_jpath(compare, "runs"))
-    {
-        const char *status = dg_jstr(run, "status");
-        if (cJSON_IsObject(run) && (!status || strcmp(status, "ok") == 0) &&
-            cJSON_IsObject(dg_jpath(run, "device")))
-            return run;
-    }
-    return NULL;
-}
-
-typedef struct lg_summary {
-    const char *backend, *model, *verdict, *spec_id, *bucket_id;
-    char backend_buf[64], verdict_buf[96];
-    double batch, sps; /* samples, samples/s; NAN: not reported */
-} lg_summary;
-
-/* What the list and the export show of one run, read from its record by its
- * kind (docs/schema/ledger.md, "The summary"). Nothing is guessed: a value the
- * record does not hold stays not reported. */
-static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
-{
-    memset(s, 0, sizeof *s);
-    s->batch = s->sps = NAN;
-    const char *kind = rec_str(rec, "kind");
-    if (!kind)
-        kind = verb ? verb : "";
-    s->spec_id = rec_str(rec, "spec_id");
-    s->bucket_id = rec_str(rec, "bucket.id");
-    if (strcmp(kind, "accept") == 0 || strcmp(kind, "run") == 0) {
-        /* The throughput the final gate read, on the route the decision chose. */
-        const char *route = rec_str(rec, "decision.route");
-        const char *dev = rec_str(rec, "decision.backend");
-        s->backend = route && strcmp(route, "cpu") == 0 ? "cpu"
-                     : dev                              ? dev
-                                                        : rec_str(rec, "spec.backend");
-        s->model = rec_str(rec, "spec.model");
-        /* A run of the user's program has no final gate: its own steady
-         * rate (after the warm-up steps) and its state stand in. */
-        static const char *const sps[] = {"final_gate.throughput", "throughput.samples_per_s",
-                                          NULL};
-        s->sps =
-            strcmp(kind, "run") == 0 ? first_num(rec, sps) : dg_jnum(rec, "final_gate.throughput");
-        static const char *const batch[] = {"final_gate.batch", "spec.batch", NULL};
-        s->batch = first_num(rec, batch);
-        int screening = dg_jbool(rec, "final_gate.screening"),
-            accepted = dg_jbool(rec, "final_gate.accepted");
-        /* A run's own verdict is how it ended, never accept's promise. */
-        s->verdict = strcmp(kind, "run") == 0 ? rec_str(rec, "state")
-                     : screening == 1         ? "screening"
-                     : accepted == 1          ? "accepted"
-                     : accepted == 0          ? "not accepted"
-                                              : NULL;
-        if (!s->spec_id)
-            s->spec_id = rec_str(rec, "soak.spec_id");
-        if (!s->bucket_id)
-            s->bucket_id = rec_str(rec, "soak.bucket.id");
-    } else if (strcmp(kind, "train") == 0 || strcmp(kind, "soak") == 0 ||
-               strcmp(kind, "profile") == 0) {
-        s->backend = rec_str(rec, "spec.backend");
-        s->model = rec_str(rec, "spec.model");
-        s->batch = dg_jnum(rec, "spec.batch");
-        s->sps = dg_jnum(rec, "throughput.samples_per_s");
-        s->verdict = rec_str(rec, "status");
-    } else if (strcmp(kind, "sweep") == 0) {
-        s->backend = rec_str(rec, "spec.backend");
-        s->model = rec_str(rec, "spec.model");
-        s->batch = dg_jnum(rec, "safe_batch.batch");
-        s->sps = dg_jnum(rec, "safe_batch.samples_per_s");
-        const char *why = rec_str(rec, "stopped.reason");
-        if (why) {
-            snprintf(s->verdict_buf, sizeof s->verdict_buf, "stopped: %s", why);
-            s->verdict = s->verdict_buf;
-        }
-    } else if (strcmp(kind, "compare") == 0) {
-        s->backend = rec_str(rec, "spec.backend");
-        s->model = rec_str(rec, "spec.model");
-        const cJSON *run = first_ok_run(rec);
-        s->batch = dg_jnum(run, "batch");
-        s->sps = dg_jnum(run, "device.samples_per_s");
-        double x = dg_jnum(run, "speedup"), lo = dg_jnum(run, "speedup_ci.lo"),
-               hi = dg_jnum(run, "speedup_ci.hi");
-        if (isfinite(x) && isfinite(lo) && isfinite(hi))
-            snprintf(s->verdict_buf, sizeof s->verdict_buf, "%.2fx cpu (95%% %.2f-%.2f)", x, lo,
-                     hi);
-        else if (isfinite(x))
-            snprintf(s->verdict_buf, sizeof s->verdict_buf, "%.2fx cpu", x);
-        s->verdict = s->verdict_buf[0] ? s->verdict_buf : rec_str(rec, "status");
-    } else if (strcmp(kind, "gate") == 0) {
-        const cJSON *b;
-        size_t off = 0;
-        cJSON_ArrayForEach(b, dg_jpath(rec, "backends"))
-        {
-            const char *name = dg_jstr(b, "name");
-            if (name && dg_jbool(b, "available") == 1 && off < sizeof s->backend_buf)
-                off += (size_t)snprintf(s->backend_buf + off, sizeof s->backend_buf - off, "%s%s",
-                                        off ? "," : "", name);
-        }
-        s->backend = s->backend_buf[0] ? s->backend_buf : NULL;
-        s->verdict = rec_str(rec, "verdict");
-    } else if (strcmp(kind, "compare-runs") == 0) {
-        const cJSON *j = cJSON_GetObjectItemCaseSensitive(rec, "judgement");
-        s->verdict = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "verdict"));
-    }
-}
-
-/* Adds the summary members to an entry; false when out of memory. */
-static bool add_summary(cJSON *e, const lg_summary *s)
-{
-    bool ok = dg_json_add_str(e, "backend", s->backend) && dg_json_add_str(e, "model", s->model);
-    ok = ok && (isfinite(s->batch) ? cJSON_AddNumberToObject(e, "batch", s->batch)
-                                   : cJSON_AddNullToObject(e, "batch"));
-    cJSON *m =
-        ok ? dg_json_metric(isfinite(s->sps) ? s->sps : 0, isfinite(s->sps), "samples/s") : NULL;
-    ok = m && cJSON_AddItemToObject(e, "throughput", m);
-    if (!ok && m && !cJSON_GetObjectItemCaseSensitive(e, "throughput"))
-        cJSON_Delete(m);
-    return ok && dg_json_add_str(e, "verdict", s->verdict) &&
-           dg_json_add_str(e, "spec_id", s->spec_id) &&
-           dg_json_add_str(e, "bucket_id", s->bucket_id);
-}
-
 /* Turns a stored entry (record as text, rank) into a listed one: the summary
  * added, "rank" dropped, and the record either dropped or, with keep, parsed in
  * place (made valid UTF-8). */
@@ -1308,9 +1099,8 @@ static dg_status finish_entry(dg_ctx *ctx, dg_ledger *lg, cJSON *e, bool keep)
         return dg_fail(ctx, DG_ERR_LEDGER,
                        "ledger %s: run %s holds a record that is not valid JSON", lg->shown, bad);
     }
-    lg_summary s;
-    summarise(rec, json_str(e, "verb"), &s); /* a damaged record lists with an empty summary */
-    bool ok = add_summary(e, &s);
+    /* a damaged record lists with an empty summary */
+    bool ok = lg_add_summary(e, rec, json_str(e, "verb"));
     cJSON_DeleteItemFromObjectCaseSensitive(e, "rank");
     if (ok && keep)
         ok = dg_json_utf8_fix(rec) && cJSON_ReplaceItemInObjectCaseSensitive(e, "record", rec);
@@ -1335,7 +1125,7 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     cJSON *arr = cJSON_CreateArray();
     dg_status st = arr ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     if (st == DG_OK)
-        st = lg->pg ? dg_lg_pg_list(ctx, lg, limit, arr) : sq_list(ctx, lg, limit, arr);
+        st = lg->pg ? lg_pg_list(ctx, lg, limit, arr) : sq_list(ctx, lg, limit, arr);
     cJSON *e;
     cJSON_ArrayForEach(e, arr)
     {
@@ -1378,14 +1168,14 @@ dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char *
         char shown[64];
         dg_copy_clean(shown, sizeof shown, since);
         return dg_fail(ctx, DG_ERR_USAGE,
-                       "ledger export: since '%s' is not a UTC date YYYY-MM-DD or time "
+                       "since '%s' is not a UTC date YYYY-MM-DD or time "
                        "YYYY-MM-DDTHH:MM:SSZ",
                        shown);
     }
     cJSON *all = cJSON_CreateArray(), *out = cJSON_CreateArray();
     dg_status st = all && out ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     if (st == DG_OK)
-        st = lg->pg ? dg_lg_pg_list(ctx, lg, 0, all) : sq_list(ctx, lg, 0, all);
+        st = lg->pg ? lg_pg_list(ctx, lg, 0, all) : sq_list(ctx, lg, 0, all);
     /* Newest first from the store; the export goes oldest first. */
     for (int i = cJSON_GetArraySize(all) - 1; st == DG_OK && i >= 0; i--) {
         const char *at = json_str(cJSON_GetArrayItem(all, i), "started_at");
@@ -1465,19 +1255,10 @@ char *dg_ledger_local_path(void)
     const char *local = getenv("DEVGATE_LOCAL_LEDGER");
     if (local && local[0])
         return dg_strdup(local);
+    /* DEVGATE_LEDGER when it is a file; when it names the team ledger, the
+     * default file. */
     const char *env = getenv("DEVGATE_LEDGER");
-    if (env && env[0] && !dg_ledger_is_team(env))
-        return dg_strdup(env);
-    /* The default path without DEVGATE_LEDGER, which names the team ledger. */
-    char *saved = env ? dg_strdup(env) : NULL;
-    if (env)
-        unsetenv("DEVGATE_LEDGER");
-    char *p = dg_ledger_default_path();
-    if (saved) {
-        setenv("DEVGATE_LEDGER", saved, 1);
-        dg_free(saved);
-    }
-    return p;
+    return env && env[0] && !dg_ledger_is_team(env) ? dg_strdup(env) : default_file();
 }
 
 dg_status dg_ledger_push(dg_ctx *ctx, dg_ledger *local, dg_ledger *team, dg_ledger_push_counts *n)

@@ -51,6 +51,9 @@ dg_status dg_remote_fail(dg_remote *r, dg_remote_failure f, const char *fmt, ...
 /* A failed ssh call (rc 255, or an answer over the cap) as its failure:
  * unreachable, authentication, or the node's devgate failing while doing. */
 dg_status dg_remote_ssh_failure(dg_remote *r, const dg_ssh_answer *a, const char *doing);
+/* dg_remote_ssh of a request with no input whose answer is wanted only when
+ * the node answered it (exit 0, under the cap); else the failure, a freed. */
+dg_status dg_remote_ask(dg_remote *r, const char *const *args, const char *doing, dg_ssh_answer *a);
 /* A line for the user or a warning (kept in remote.warnings) to the callback. */
 void dg_remote_note(dg_remote *r, dg_remote_msg kind, const char *fmt, ...) DG_PRINTF(3, 4);
 /* The last non-empty line of s (NULL: "") into buf. */

@@ -298,12 +298,9 @@ dg_status dg_remote_mark(dg_remote *r, const char *token)
 {
     const char *mark[] = {"mark", token, NULL};
     dg_ssh_answer a;
-    dg_status st = dg_remote_ssh(r, mark, -1, false, &a);
-    if (st != DG_OK)
-        return st;
-    if (a.rc != 0)
-        st = dg_remote_ssh_failure(r, &a, "marking a run collected");
-    dg_ssh_answer_free(&a);
+    dg_status st = dg_remote_ask(r, mark, "marking a run collected", &a);
+    if (st == DG_OK)
+        dg_ssh_answer_free(&a);
     return st;
 }
 
@@ -313,16 +310,14 @@ dg_status dg_remote_list(dg_remote *r, char **json)
     r->failure = DG_REMOTE_OK;
     const char *list[] = {"list", NULL};
     dg_ssh_answer a;
-    dg_status st = dg_remote_ssh(r, list, -1, false, &a);
+    dg_status st = dg_remote_ask(r, list, "listing runs", &a);
     if (st != DG_OK)
         return st;
-    cJSON *arr = a.rc == 0 && !a.too_big ? cJSON_Parse(a.out) : NULL;
+    cJSON *arr = cJSON_Parse(a.out);
     bool ok = cJSON_IsArray(arr);
     const cJSON *t;
     cJSON_ArrayForEach(t, arr) ok = ok && cJSON_IsString(t) && dg_remote_token_ok(t->valuestring);
-    if (a.rc != 0 || a.too_big)
-        st = dg_remote_ssh_failure(r, &a, "listing runs");
-    else if (!ok)
+    if (!ok)
         st = dg_remote_fail(r, DG_REMOTE_USAGE,
                             "remote %s: the node's list of runs is not one of the protocol",
                             r->cfg.host);
@@ -344,13 +339,11 @@ dg_status dg_remote_argv(dg_remote *r, int argc, const char *const *argv, char *
         words[n++] = argv[i];
     words[n] = NULL;
     dg_ssh_answer a;
-    dg_status st = dg_remote_ssh(r, words, -1, false, &a);
+    dg_status st = dg_remote_ask(r, words, "sending the words", &a);
     if (st != DG_OK)
         return st;
-    if (a.rc != 0 || a.too_big)
-        st = dg_remote_ssh_failure(r, &a, "sending the words");
-    else
-        *json = dg_strdup(a.out);
+    *json = a.out; /* taken */
+    a.out = NULL;
     dg_ssh_answer_free(&a);
-    return st;
+    return DG_OK;
 }

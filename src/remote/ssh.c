@@ -217,6 +217,18 @@ dg_status dg_remote_ssh_failure(dg_remote *r, const dg_ssh_answer *a, const char
                           host, doing, a->rc, line[0] ? line : "no message");
 }
 
+dg_status dg_remote_ask(dg_remote *r, const char *const *args, const char *doing, dg_ssh_answer *a)
+{
+    dg_status st = dg_remote_ssh(r, args, -1, false, a);
+    if (st != DG_OK)
+        return st;
+    if (a->rc != 0 || a->too_big) {
+        st = dg_remote_ssh_failure(r, a, doing);
+        dg_ssh_answer_free(a);
+    }
+    return st;
+}
+
 /* One ssh connection for every call of this session (ControlMaster), unless
  * the user's options already name a ControlPath or ControlMaster. */
 static void mux_start(dg_remote *r)

@@ -63,22 +63,3 @@ int dg_spawn_child_limited(const char *const argv[], const char *const env_edits
     dg_proc_release(p); /* the run loop waits for it and reads the pipe */
     return 0;
 }
-
-const char *dg_signal_name(int sig, char *tmp, size_t len)
-{
-    static const struct {
-        int sig;
-        const char *name;
-    } names[] = {
-        {SIGSEGV, "SIGSEGV"}, {SIGKILL, "SIGKILL"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
-        {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
-        {SIGHUP, "SIGHUP"},   {SIGPIPE, "SIGPIPE"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
-        {SIGXCPU, "SIGXCPU"}, {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
-        {SIGALRM, "SIGALRM"}, {SIGXFSZ, "SIGXFSZ"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    snprintf(tmp, len, "signal %d", sig);
-    return tmp;
-}

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "core/json.h"
+#include "core/proc.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -165,9 +166,6 @@ typedef struct dg_probe_plan {
  * inherited PYTHONPATH from the environment). false when out of memory. */
 bool dg_probe_plan_make(const dg_run_opts *o, dg_probe_plan *p);
 void dg_probe_plan_free(dg_probe_plan *p);
-
-/* "SIGSEGV"-style name of a signal ("signal N" for the rare ones) in tmp. */
-const char *dg_signal_name(int sig, char *tmp, size_t len);
 
 /* ---- sample.c: the process tree and its sampler ---------------------------------- */
 

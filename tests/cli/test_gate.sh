@@ -59,7 +59,7 @@ expect_json out '[b["name"] for b in d["backends"]]==["cpu","opencl","cuda"]'
 expect_exit 0 "$DG" ledger list --json
 expect_json out 'len(d)==1 and d[0]["verb"]=="gate" and d[0]["exit_status"]==0'
 id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["id"])' out)
-expect_exit 0 "$DG" ledger show "${id:0:12}"
+expect_exit 0 "$DG" ledger show "${id:0:12}" --json
 expect_json out 'd["record"]["kind"]=="gate"'
 expect_exit 1 "$DG" ledger show 19990101-000000-dead
 expect_grep err 'ledger show'

@@ -61,7 +61,7 @@ PY
 
 # ---- list: the summary columns ------------------------------------------------
 expect_exit 0 "$DG" ledger list
-expect_grep out '^id +verb +backend +model +batch +throughput +verdict +exit +host$'
+expect_grep out '^id +verb +backend +model +batch +throughput +verdict +exit +label +command +host$'
 expect_grep out "^${ids[0]} +train +cpu +mlp +16 +[0-9.]+ samples/s +ok +0 "
 expect_grep out "^${ids[2]} +train +cpu +lenet +16 +[0-9.]+ samples/s +ok "
 expect_grep out "^${ids[4]} +gate +cpu +- +- +- +pass +0 "
@@ -154,5 +154,76 @@ expect_exit 2 "$DG" ledger export --format xml
 expect_grep err "format wants csv or jsonl, got 'xml'"
 expect_exit 2 "$DG" ledger export
 expect_grep err 'format wants csv or jsonl'
+
+# ---- runs of the user's program: label and command columns, free text in diff --
+python3 - "$DEVGATE_LEDGER" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+def run(label, batch=8, data="/home/a/data.idx", bucket_id=None):
+    r = {"v": 2, "kind": "run", "label": label,
+         "spec": {"program": "command", "cmd": ["python3", "train.py", "--batch", str(batch)],
+                  "label": label, "batch": batch, "data": data},
+         "bucket": {"batch": batch, "resolution": 32, "data": "synthetic"},
+         "throughput": {"samples_per_s": {"value": 100.0, "unit": "samples/s", "valid": True}}}
+    if bucket_id:
+        r["bucket"]["id"] = bucket_id
+    return r
+def add(rid, r):
+    db.execute("insert into runs(id, verb, started_at, exit_status, state, host, git_commit, "
+               "devgate_version, record) values (?,?,?,0,'complete','h',NULL,'0.1.0',?)",
+               (rid, "run", "2026-01-03T03:04:05Z", json.dumps(r)))
+add("20260103-030405-0000000000c1", run("first try"))
+add("20260103-030405-0000000000c2", run("second try"))
+add("20260103-030405-0000000000c3", run("second try", batch=16))
+add("20260103-030405-0000000000c4", run("x", data="/home/a/data.idx", bucket_id="ab" * 32))
+add("20260103-030405-0000000000c5", run("x", data="/node/cache/obj/data.idx", bucket_id="ab" * 32))
+hostile = run("\u009b[31m\u202eevil\x7f")
+add("20260103-030405-0000000000c6", hostile)
+db.commit()
+PY
+# runs differing only in their label: comparable, the label listed as free text
+expect_exit 0 "$DG" ledger diff 20260103-030405-0000000000c1 20260103-030405-0000000000c2
+expect_grep out '^~ spec.label +first try +second try$'
+expect_grep out '^  speedup B/A'
+expect_exit 0 "$DG" ledger diff 20260103-030405-0000000000c1 20260103-030405-0000000000c2 --json
+expect_json out 'd["comparable"] and d["ignored"] == ["spec.label"] and d["differs"] == []'
+# and in their batch: not comparable
+expect_exit 1 "$DG" ledger diff 20260103-030405-0000000000c2 20260103-030405-0000000000c3
+expect_grep err 'not comparable: .*spec.batch'
+# a data path under the same bucket id (a node's cache): not a difference
+expect_exit 0 "$DG" ledger diff 20260103-030405-0000000000c4 20260103-030405-0000000000c5 --json
+expect_json out 'd["comparable"] and "spec.data" in d["ignored"] and d["same_bucket"]'
+# list: label and command columns; --since filters, garbage is refused
+expect_exit 0 "$DG" ledger list
+expect_grep out '^20260103-030405-0000000000c1 +run +.* +first try +python3 train.py --bat'
+expect_exit 0 "$DG" ledger list --since 2026-01-03 --json
+expect_json out 'len(d) == 11 and sum(r["id"].startswith("20260103-") for r in d) == 6 and all(r["started_at"] >= "2026-01-03" for r in d) and [r for r in d if r["id"].endswith("c1")][0]["command"] == "python3 train.py --batch 8"'
+expect_exit 2 "$DG" ledger list --since garbage
+expect_grep err "since 'garbage' is not a UTC date"
+expect_exit 2 "$DG" ledger show 20260103-030405-0000000000c1 --since 2026-01-01
+# show: a human summary by default, the entry as JSON with --json
+expect_exit 0 "$DG" ledger show 20260103-030405-0000000000c1
+expect_grep out '^run 20260103-030405-0000000000c1$'
+expect_grep out '^  label +first try$'
+expect_grep out '^  command +python3 train.py --batch 8$'
+expect_grep out 'ledger show 20260103-030405-0000000000c1 --json'
+grep -q '"record"' "$T/out" && bad "ledger show dumped the record without --json" || ok
+# C1 controls, bidi overrides and DEL never reach the output raw
+expect_exit 0 "$DG" ledger show 20260103-030405-0000000000c6 --json
+if python3 - "$T/out" <<'PY'
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+assert b"\xc2\x9b" not in raw and b"\xe2\x80\xae" not in raw and b"\x7f" not in raw, raw[:200]
+d = json.loads(raw)
+assert d["record"]["label"] == "\u009b[31m\u202eevil\x7f", d["record"]["label"]
+PY
+then ok; else bad "ledger show --json wrote C1, bidi or DEL raw"; fi
+expect_exit 0 "$DG" ledger show 20260103-030405-0000000000c6
+if python3 - "$T/out" <<'PY'
+import sys
+raw = open(sys.argv[1], "rb").read()
+sys.exit(1 if b"\xc2\x9b" in raw or b"\xe2\x80\xae" in raw or b"\x7f" in raw else 0)
+PY
+then ok; else bad "ledger show wrote C1, bidi or DEL raw"; fi
 
 done_tests

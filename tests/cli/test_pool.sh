@@ -140,6 +140,29 @@ PY
 expect_exit 15 P collect "$job2" --dir "$T/pool"
 expect_grep out 'another input bucket than the first task \(batch differ\)'
 
+# 5b. collect takes only a devgate record of the verb submitted, never through a link.
+rec1=$T/pool/$job2/task-1/record.json
+mv "$rec1" "$T/rec1.keep"
+printf '{"v":2,"run_id":"xxxxxxxxxxxxxxxxxxxxxxxxxxxx"}' >"$rec1"
+expect_exit 22 P collect "$job2" --dir "$T/pool"
+expect_grep out "record.json is a 'none' record, not one of 'train': not taken"
+rm "$rec1"
+ln -s "$T/rec1.keep" "$rec1"
+expect_exit 22 P collect "$job2" --dir "$T/pool"
+expect_grep out 'record.json is a link or not a regular file: not taken'
+
+# 5c. Two identical run tasks: their buckets carry no id and are compared field
+# by field, so they are the same bucket (exit 0, not 15).
+expect_exit 0 P submit --tasks 2 --dir "$T/pool" -- run --no-env -- python3 "$DEVGATE_SRC/tests/data/run/good.py"
+job3=$(sed -n 's/^pool job \([0-9]*\):.*/\1/p' "$T/out")
+for _ in $(seq 240); do
+  [ -z "$(squeue -h -j "$job3" 2>/dev/null)" ] && break
+  sleep 0.5
+done
+expect_exit 0 P collect "$job3" --dir "$T/pool"
+expect_grep out 'every task with a record ran on the same one'
+expect_grep out '^1 +localhost +completed +0 '
+
 # 6. The controller unreachable: status and submit say so (exit 20), never a hang
 # (a copy of the config naming a closed port, with Slurm's own retries cut short).
 closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -120,7 +120,7 @@ rc=$?
 if [ "$rc" -eq 130 ]; then ok; else bad "interrupted run exited $rc, wanted 130"; cat int.err >&2; fi
 "$DG" ledger list --json >list.json
 expect_json list.json 'd[0]["verb"] == "run" and d[0]["state"] == "interrupted" and d[0]["exit_status"] == 130'
-"$DG" ledger show "$(python3 -c 'import json; print(json.load(open("list.json"))[0]["id"])')" >int.json
+"$DG" ledger show --json "$(python3 -c 'import json; print(json.load(open("list.json"))[0]["id"])')" >int.json
 expect_json int.json 'd["record"]["supervise"]["interrupted"] and d["record"]["supervise"]["signal"] == "SIGINT" and d["record"]["state"] == "interrupted"'
 
 # 10. DEVGATE_EVENTS_FD reaches the program, and no shell: arguments pass literally.
