@@ -380,7 +380,7 @@ void dg_ledger_close(dg_ledger *lg)
         return;
     if (lg->db)
         sqlite3_close_v2(lg->db);
-    lg_pg_close(lg->pg);
+    dg_lg_pg_close(lg->pg);
     dg_free(lg->path);
     dg_free(lg->shown);
     if (lg->secret) {
@@ -400,14 +400,14 @@ bool dg_ledger_is_team(const char *path)
 /* Opens the team ledger at path (lg allocated, path set). */
 static dg_status open_team(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 {
-    dg_status st = lg_pg_name(ctx, lg);
+    dg_status st = dg_lg_pg_name(ctx, lg);
     if (st != DG_OK)
         return st;
-    if (!lg_pg_built())
+    if (!dg_lg_pg_built())
         return dg_fail(ctx, DG_ERR_UNAVAILABLE,
                        "ledger %s: this devgate was built without PostgreSQL support (libpq)",
                        lg->shown);
-    return lg_pg_open(ctx, lg, unreachable);
+    return dg_lg_pg_open(ctx, lg, unreachable);
 }
 
 static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg);
@@ -461,11 +461,11 @@ dg_status dg_ledger_open_record(dg_ctx *ctx, const char *path, int timeout_ms, d
     if (st == DG_OK || !unreachable)
         return st;
     /* Keep the run here; the team ledger's name is remembered without its
-     * password (lg_pg_name again: the failed handle is gone). */
+     * password (dg_lg_pg_name again: the failed handle is gone). */
     char why[512];
     dg_copy_clean(why, sizeof why, dg_errmsg(ctx));
     dg_ledger probe = {.path = (char *)path};
-    st = lg_pg_name(ctx, &probe);
+    st = dg_lg_pg_name(ctx, &probe);
     char *team = probe.shown;
     if (probe.secret) {
         memset(probe.secret, 0, strlen(probe.secret));
@@ -833,7 +833,7 @@ static dg_status sq_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken
             goto done;
         }
         if (rc == SQLITE_CONSTRAINT_UNIQUE && attempt + 1 < DG_LEDGER_ID_RETRIES) {
-            lg_draw_id(f); /* id taken: draw other digits */
+            dg_lg_draw_id(f); /* id taken: draw other digits */
             continue;
         }
         st = lg_fail(ctx, lg, rc, "recording a run");
@@ -883,7 +883,7 @@ static dg_status sq_rows(dg_ctx *ctx, dg_ledger *lg, sqlite3_stmt *stmt, bool ex
         const char *v[LG_NCOLS];
         for (int k = 0; k < LG_NCOLS; k++)
             v[k] = (const char *)sqlite3_column_text(stmt, k);
-        cJSON *e = lg_entry(v);
+        cJSON *e = dg_lg_entry(v);
         bool ok = e != NULL;
         if (ok && extra)
             ok = dg_json_add_str(e, "record", (const char *)sqlite3_column_text(stmt, LG_NCOLS)) &&
@@ -969,12 +969,12 @@ static bool usable(const dg_ledger *lg)
 
 static dg_status store_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
 {
-    return lg->pg ? lg_pg_insert(ctx, lg, f, taken) : sq_insert(ctx, lg, f, taken);
+    return lg->pg ? dg_lg_pg_insert(ctx, lg, f, taken) : sq_insert(ctx, lg, f, taken);
 }
 
 static dg_status store_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
 {
-    return lg->pg ? lg_pg_match(ctx, lg, id, max, arr) : sq_match(ctx, lg, id, max, arr);
+    return lg->pg ? dg_lg_pg_match(ctx, lg, id, max, arr) : sq_match(ctx, lg, id, max, arr);
 }
 
 /* "remote": {"node": "..."} of a record that ran on a remote node. */
@@ -1029,7 +1029,7 @@ static dg_status record_text(dg_ctx *ctx, dg_ledger *lg, const char *verb, int e
     }
     strftime(f.id, sizeof f.id, "%Y%m%d-%H%M%S-", &tm);
     strftime(f.started, sizeof f.started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    lg_draw_id(&f);
+    dg_lg_draw_id(&f);
 
     bool taken = false;
     dg_status st = store_insert(ctx, lg, &f, &taken);
@@ -1053,7 +1053,7 @@ static dg_status update_text(dg_ctx *ctx, dg_ledger *lg, const char *id, int exi
     if (!rec)
         return dg_fail(ctx, DG_ERR_USAGE, "ledger update: the record is not valid JSON");
     const char *state = state_of(rec);
-    dg_status st = lg->pg ? lg_pg_update(ctx, lg, id, exit_status, state, record_json)
+    dg_status st = lg->pg ? dg_lg_pg_update(ctx, lg, id, exit_status, state, record_json)
                           : sq_update(ctx, lg, id, exit_status, state, record_json);
     cJSON_Delete(rec);
     return st;
@@ -1100,7 +1100,7 @@ static dg_status finish_entry(dg_ctx *ctx, dg_ledger *lg, cJSON *e, bool keep)
                        "ledger %s: run %s holds a record that is not valid JSON", lg->shown, bad);
     }
     /* a damaged record lists with an empty summary */
-    bool ok = lg_add_summary(e, rec, json_str(e, "verb"));
+    bool ok = dg_lg_add_summary(e, rec, json_str(e, "verb"));
     cJSON_DeleteItemFromObjectCaseSensitive(e, "rank");
     if (ok && keep)
         ok = dg_json_utf8_fix(rec) && cJSON_ReplaceItemInObjectCaseSensitive(e, "record", rec);
@@ -1125,7 +1125,7 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
     cJSON *arr = cJSON_CreateArray();
     dg_status st = arr ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     if (st == DG_OK)
-        st = lg->pg ? lg_pg_list(ctx, lg, limit, arr) : sq_list(ctx, lg, limit, arr);
+        st = lg->pg ? dg_lg_pg_list(ctx, lg, limit, arr) : sq_list(ctx, lg, limit, arr);
     cJSON *e;
     cJSON_ArrayForEach(e, arr)
     {
@@ -1175,7 +1175,7 @@ dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char *
     cJSON *all = cJSON_CreateArray(), *out = cJSON_CreateArray();
     dg_status st = all && out ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     if (st == DG_OK)
-        st = lg->pg ? lg_pg_list(ctx, lg, 0, all) : sq_list(ctx, lg, 0, all);
+        st = lg->pg ? dg_lg_pg_list(ctx, lg, 0, all) : sq_list(ctx, lg, 0, all);
     /* Newest first from the store; the export goes oldest first. */
     for (int i = cJSON_GetArraySize(all) - 1; st == DG_OK && i >= 0; i--) {
         const char *at = json_str(cJSON_GetArrayItem(all, i), "started_at");

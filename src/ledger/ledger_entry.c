@@ -40,7 +40,7 @@ static void random_bytes(unsigned char *out, size_t n)
  * bits), so ids made on different hosts do not meet (docs/schema/ledger.md). */
 #define DG_LEDGER_ID_HEX 12
 
-void lg_draw_id(lg_fields *f)
+void dg_lg_draw_id(lg_fields *f)
 {
     unsigned char r[DG_LEDGER_ID_HEX / 2];
     random_bytes(r, sizeof r);
@@ -54,7 +54,7 @@ static long long num_of(const char *s)
     return s ? strtoll(s, NULL, 10) : 0;
 }
 
-cJSON *lg_entry(const char *const v[LG_NCOLS])
+cJSON *dg_lg_entry(const char *const v[LG_NCOLS])
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
@@ -239,7 +239,7 @@ static bool put_summary(cJSON *e, const lg_summary *s)
            dg_json_add_str(e, "command", s->command);
 }
 
-bool lg_add_summary(cJSON *e, const cJSON *rec, const char *verb)
+bool dg_lg_add_summary(cJSON *e, const cJSON *rec, const char *verb)
 {
     lg_summary s;
     summarise(rec, verb, &s);

@@ -39,7 +39,7 @@ typedef struct lg_fields {
 } lg_fields;
 
 /* Replaces the random part of f->id (the stamp is kept). */
-void lg_draw_id(lg_fields *f);
+void dg_lg_draw_id(lg_fields *f);
 
 /* The runs table after its sequence column, and its index: schema version 1
  * in both stores' words (only the sequence differs). */
@@ -62,30 +62,30 @@ void lg_draw_id(lg_fields *f);
 #define LG_NCOLS 11
 /* The list entry of one row given as text (NULL: SQL NULL); NULL when out of
  * memory. */
-cJSON *lg_entry(const char *const v[LG_NCOLS]);
+cJSON *dg_lg_entry(const char *const v[LG_NCOLS]);
 /* Adds the summary members of a listed run (backend, model, batch, throughput,
  * verdict, spec_id, bucket_id, label, command) read from its record rec (may
  * be NULL: all not reported) to e; false when out of memory. */
-bool lg_add_summary(cJSON *e, const cJSON *rec, const char *verb);
+bool dg_lg_add_summary(cJSON *e, const cJSON *rec, const char *verb);
 
 /* True when this build can reach PostgreSQL (libpq linked). */
-bool lg_pg_built(void);
+bool dg_lg_pg_built(void);
 /* Sets lg->shown and lg->secret from the URI in lg->path; DG_ERR_USAGE when it
  * is not a connection URI libpq accepts (the message never holds it). */
-dg_status lg_pg_name(dg_ctx *ctx, dg_ledger *lg);
+dg_status dg_lg_pg_name(dg_ctx *ctx, dg_ledger *lg);
 /* Connects and migrates. *unreachable is set when the server could not be
  * reached or refused the connection (the caller may fall back). */
-dg_status lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable);
-void lg_pg_close(struct lg_pg *pg);
+dg_status dg_lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable);
+void dg_lg_pg_close(struct lg_pg *pg);
 /* Inserts one run; *taken (f->exact only) when its id is already there. */
-dg_status lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken);
-dg_status lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
-                       const char *state, const char *record);
+dg_status dg_lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken);
+dg_status dg_lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                          const char *state, const char *record);
 /* Appends the newest limit entries (0: all) to arr, each with "record" as
  * text and "rank" 0. */
-dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr);
+dg_status dg_lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr);
 /* Appends up to max entries whose id is id (rank 0) or starts with it (rank 1),
  * exact first then newest first; each carries "record" as text and "rank". */
-dg_status lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr);
+dg_status dg_lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr);
 
 #endif

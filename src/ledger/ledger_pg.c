@@ -106,7 +106,7 @@ struct lg_pg {
     PGconn *conn;
 };
 
-bool lg_pg_built(void)
+bool dg_lg_pg_built(void)
 {
     return true;
 }
@@ -124,7 +124,7 @@ static const char *const k_pg_migrations[] = {
 _Static_assert(sizeof k_pg_migrations / sizeof k_pg_migrations[0] == DG_LEDGER_SCHEMA,
                "one migration per schema version");
 
-dg_status lg_pg_name(dg_ctx *ctx, dg_ledger *lg)
+dg_status dg_lg_pg_name(dg_ctx *ctx, dg_ledger *lg)
 {
     dg_status loaded = pq_load(ctx);
     if (loaded != DG_OK)
@@ -337,7 +337,7 @@ fail:
     return st;
 }
 
-dg_status lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
+dg_status dg_lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 {
     *unreachable = false;
     dg_status loaded = pq_load(ctx);
@@ -373,7 +373,7 @@ dg_status lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
     return st;
 }
 
-void lg_pg_close(struct lg_pg *pg)
+void dg_lg_pg_close(struct lg_pg *pg)
 {
     if (!pg)
         return;
@@ -381,7 +381,7 @@ void lg_pg_close(struct lg_pg *pg)
     dg_free(pg);
 }
 
-dg_status lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
+dg_status dg_lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
 {
     *taken = false;
     char code[16];
@@ -410,12 +410,12 @@ dg_status lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
         if (attempt + 1 >= DG_LEDGER_ID_RETRIES)
             return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: no free run id after %d draws",
                            lg->shown, DG_LEDGER_ID_RETRIES);
-        lg_draw_id(f);
+        dg_lg_draw_id(f);
     }
 }
 
-dg_status lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
-                       const char *state, const char *record)
+dg_status dg_lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                          const char *state, const char *record)
 {
     char code[16];
     snprintf(code, sizeof code, "%d", exit_status);
@@ -443,7 +443,7 @@ static dg_status pg_rows(dg_ctx *ctx, PGresult *res, bool extra, cJSON *arr)
         const char *v[LG_NCOLS];
         for (int k = 0; k < LG_NCOLS; k++)
             v[k] = PQgetisnull(res, r, k) ? NULL : PQgetvalue(res, r, k);
-        cJSON *e = lg_entry(v);
+        cJSON *e = dg_lg_entry(v);
         bool ok = e != NULL;
         if (ok && extra)
             ok = dg_json_add_str(e, "record", PQgetvalue(res, r, LG_NCOLS)) &&
@@ -456,7 +456,7 @@ static dg_status pg_rows(dg_ctx *ctx, PGresult *res, bool extra, cJSON *arr)
     return DG_OK;
 }
 
-dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
+dg_status dg_lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
 {
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
@@ -472,7 +472,7 @@ dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
     return st;
 }
 
-dg_status lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
+dg_status dg_lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
 {
     char lim[16];
     snprintf(lim, sizeof lim, "%d", max);
@@ -498,12 +498,12 @@ struct lg_pg {
     int unused;
 };
 
-bool lg_pg_built(void)
+bool dg_lg_pg_built(void)
 {
     return false;
 }
 
-dg_status lg_pg_name(dg_ctx *ctx, dg_ledger *lg)
+dg_status dg_lg_pg_name(dg_ctx *ctx, dg_ledger *lg)
 {
     char *rough = rough_name(lg->path);
     if (!rough)
@@ -520,36 +520,36 @@ static dg_status not_built(dg_ctx *ctx, const dg_ledger *lg)
                    lg->shown);
 }
 
-dg_status lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
+dg_status dg_lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 {
     *unreachable = false;
     return not_built(ctx, lg);
 }
 
-void lg_pg_close(struct lg_pg *pg)
+void dg_lg_pg_close(struct lg_pg *pg)
 {
     (void)pg;
 }
 
-dg_status lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
+dg_status dg_lg_pg_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken)
 {
     (void)f;
     *taken = false;
     return not_built(ctx, lg);
 }
 
-dg_status lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
-                       const char *state, const char *record)
+dg_status dg_lg_pg_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                          const char *state, const char *record)
 {
     return not_built(ctx, lg);
 }
 
-dg_status lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
+dg_status dg_lg_pg_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr)
 {
     return not_built(ctx, lg);
 }
 
-dg_status lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
+dg_status dg_lg_pg_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr)
 {
     return not_built(ctx, lg);
 }
