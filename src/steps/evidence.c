@@ -125,7 +125,7 @@ static double route_throughput(const dg_record_view *v, const char *route, const
 /* A run's own verdict: what the run proved (the program's end, its epochs,
  * the findings by severity), never accept's promise, which needs a sweep a
  * run does not do. accepted and screening are false; NULL when out of memory. */
-static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged)
+static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
 {
     const dg_view_supervise *s = &v->supervise;
     char end[200];
@@ -171,6 +171,16 @@ static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged)
     cJSON_AddBoolToObject(g, "accepted", false);
     cJSON_AddBoolToObject(g, "screening", false);
     cJSON_AddStringToObject(g, "for", "run");
+    /* The record's shape stays the evidence shape: what the run proved, and
+     * no promise (a run owes no sweep, so nothing is missing). */
+    cJSON *p = cJSON_AddObjectToObject(g, "proofs");
+    cJSON_AddBoolToObject(p, "architecture", v->env.has_arch);
+    cJSON_AddBoolToObject(p, "gate_log", v->gate.nbackends > 0);
+    cJSON_AddBoolToObject(p, "sweep", false);
+    cJSON_AddBoolToObject(p, "memory_curve", v->soak.nepochs >= mem_epochs);
+    cJSON_AddArrayToObject(g, "missing");
+    cJSON_AddItemToObject(g, "throughput", dg_json_metric(0, false, "samples/s"));
+    cJSON_AddNullToObject(g, "batch");
     cJSON_AddNumberToObject(g, "fail_findings", n[3]);
     cJSON_AddNumberToObject(g, "blocking_fail_findings", n[3]);
     cJSON_AddNumberToObject(g, "warn_findings", n[2]);
@@ -183,7 +193,7 @@ static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged)
 static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
 {
     if (v->kind && strcmp(v->kind, "run") == 0)
-        return run_gate(v, judged);
+        return run_gate(v, judged, mem_epochs);
     bool quick = v->spec.quick == 1;
     /* The sweep proves a ceiling only when it reached a real stop with at
      * least 4 trials; the memory curve needs mem_epochs epochs (the method's

@@ -32,7 +32,7 @@ def main():
 
     x = torch.randn(1536, 128)
     y = torch.randint(0, 10, (1536,))
-    xv, yv = torch.randn(256, 128), torch.randint(0, 10, (256,))
+    xv, yv = torch.randn(512, 128), torch.randint(0, 10, (512,))
     loader = DataLoader(TensorDataset(x, y), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers)
     model = nn.Sequential(nn.Linear(128, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
