@@ -108,8 +108,11 @@ static void soak_intervals(cJSON *s, const cJSON *ep)
     for (int i = 0; i < NSRC; i++) {
         dg_median_ci ci = {.valid = false};
         double base = first ? metric_of(first, sources[i].entry) : NAN;
+        /* The last third of the epochs that report the source: an epoch
+         * without a reading (the probe's last one, closed at the program's
+         * exit) is passed over, not counted as the end of the curve. */
         size_t nl = 0;
-        for (int k = n - third; enough && late && k < n; k++) {
+        for (int k = n - 1; enough && late && k >= 1 && nl < (size_t)third; k--) {
             double x = metric_of(cJSON_GetArrayItem(ep, k), sources[i].entry);
             if (isfinite(x))
                 late[nl++] = x;
@@ -159,7 +162,10 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
     int any = -1;
     for (int i = 0; i < NSRC; i++) {
         double b = first ? metric_of(first, sources[i].entry) : NAN;
-        double l = last && n >= 2 ? metric_of(last, sources[i].entry) : NAN;
+        /* The last epoch that reports the source (see soak_intervals). */
+        double l = NAN;
+        for (int k = n - 1; k >= 1 && !isfinite(l); k--)
+            l = metric_of(cJSON_GetArrayItem(ep, k), sources[i].entry);
         cJSON_AddItemToObject(base, sources[i].name, dg_json_metric(b, isfinite(b), "bytes"));
         cJSON_AddItemToObject(last_j, sources[i].name, dg_json_metric(l, isfinite(l), "bytes"));
         bool ok = isfinite(b) && isfinite(l) && b > 0;

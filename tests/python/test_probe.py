@@ -815,7 +815,9 @@ class ZeroCodeTests(FileProbeCase):
         self.assertEqual(sum(s["syncs_library"] for s in steps), 0)
         ends = self.events("epoch_end")
         self.assertEqual([e["epoch"] for e in ends], [0, 1, 2])
-        self.assertTrue(all(e["validation"] and e["cache_emptied"] and e["footprint"] > 0 for e in ends))
+        self.assertTrue(all(e["validation"] and e["cache_emptied"] for e in ends))
+        # The last epoch is closed at the interpreter's exit: its memory is not reported.
+        self.assertTrue(all(e["footprint"] > 0 for e in ends[:-1]) and ends[-1]["footprint"] is None, ends)
         # The loss backward() ran on, kept per step and read once at epoch end.
         self.assertTrue(all([l[0] for l in e["losses"]] == list(range(6)) for e in ends), ends)
         self.assertTrue(all(0 < l[1] < 10 for e in ends for l in e["losses"]))

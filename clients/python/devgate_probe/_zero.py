@@ -303,8 +303,11 @@ class _State:
             self.inside -= 1
 
     # ---- epochs --------------------------------------------------------------------
-    def close_epoch(self):
-        """Sends the open training epoch's epoch_end (memory read now)."""
+    def close_epoch(self, at_exit=False):
+        """Sends the open training epoch's epoch_end (memory read now). At the
+        interpreter's exit the program has already let go of its objects (a
+        leak's list with them), so memory is not reported for that epoch:
+        a reading of a torn-down program would hide the growth before it."""
         if not self.epoch_open:
             return
         self.epoch_open = False
@@ -326,12 +329,15 @@ class _State:
             elif self.empty_cache:
                 emptied = _probe_mod._empty_cache(torch, device)
             alloc, reserved, max_alloc, driver = _probe_mod._device_memory(torch, device)
+            if at_exit:
+                alloc = reserved = max_alloc = driver = None
         except Exception:
             alloc = reserved = max_alloc = driver = None
         finally:
             self.inside -= 1
         self.probe.emit("epoch_end", epoch=self.epoch, allocated=alloc, reserved=reserved,
-                        max_allocated=max_alloc, driver=driver, footprint=_probe_mod.rss_bytes(),
+                        max_allocated=max_alloc, driver=driver,
+                        footprint=None if at_exit else _probe_mod.rss_bytes(),
                         cache_emptied=bool(emptied), validation=bool(self.epoch_has_validation),
                         losses=losses)
 
@@ -447,7 +453,7 @@ class _State:
         if not self.on():
             return
         if self.train_loader is not None:
-            self.close_epoch()
+            self.close_epoch(at_exit=True)
 
 
 def _script_name():
