@@ -52,7 +52,9 @@ kill -9 "$kid" 2>/dev/null
 # ---- accept --quick, HUP during the sweep ----
 setsid "$DG" accept --quick --backend cpu --model mlp -o "$T/packA" >"$T/acc.out" 2>"$T/acc.err" &
 dg=$!
-sleep 3 # into the environment proof or the gate: the quick tier takes 20 s or more here
+# Hang up while a sweep trial runs (its child of devgate is there): a fixed
+# delay raced the whole quick tier on an idle machine.
+for _ in $(seq 1500); do pgrep -P "$dg" -f __trial >/dev/null 2>&1 && break; sleep 0.02; done
 kill -HUP "$dg" || bad "accept ended before the hang-up"
 # ...and TERMs while it keeps the partial pack: ignored, the hang-up decides.
 for _ in $(seq 30); do kill -TERM "$dg" 2>/dev/null || break; sleep 0.01; done
