@@ -159,10 +159,12 @@ expect_json "$T/out" 'd["forced"] is True and d["buckets"]["same"] is False'
 expect_exit 0 "$DG" --no-ledger compare a.json b.json
 # The judgement: B twice as fast pays off; A against B is slower.
 expect_exit 0 "$DG" --no-ledger compare a.json b.json --json
-expect_json "$T/out" 'd["judgement"]["verdict"] == "pays-off" and abs(d["judgement"]["speedup"]["value"] - 1.90) < 0.05 and d["judgement"]["speedup_source"].startswith("throughput")'
+# Under ctest -j2 another test may run beside the two runs: the verdict is then
+# "inconclusive" (contended) leaning the same way, never the other way.
+expect_json "$T/out" '(d["judgement"]["verdict"] == "pays-off" or (d["judgement"]["verdict"] == "inconclusive" and d["judgement"].get("leaning") == "pays-off")) and abs(d["judgement"]["speedup"]["value"] - 1.90) < 0.05 and d["judgement"]["speedup_source"].startswith("throughput")'
 expect_json "$T/out" '[r["passed"] for r in d["judgement"]["rules"]] == [True, True, True] and d["busy_fraction"]["source_b"].startswith("probe step events")'
 expect_exit 0 "$DG" --no-ledger compare b.json a.json --json
-expect_json "$T/out" 'd["judgement"]["verdict"] == "slower"'
+expect_json "$T/out" 'd["judgement"]["verdict"] == "slower" or (d["judgement"]["verdict"] == "inconclusive" and d["judgement"].get("leaning") == "slower")'
 # The advised fix for a data-bound loop: each step slower (3 ms, not 2), the
 # loop 3.75x faster (no more 10 ms data wait). Judged on throughput, it pays off.
 "$DG" --no-ledger run --no-env --json -- python3 "$D/good.py" --step-ms 2 --data-ms 10 >starved.json 2>/dev/null
