@@ -189,6 +189,24 @@ static bool store(cli *c, const cli_verb *v, const cli_opt *o, const char *value
     return false;
 }
 
+/* The option arg names (`--name` or `--name=VALUE`): its row, its table in *t,
+ * the '=' in *eq (NULL: none) and whether it takes a value; NULL after saying
+ * it is unknown. */
+static const cli_opt *lookup(const cli_verb *v, const char *arg, int *t, const char **eq,
+                             bool *takes)
+{
+    *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    size_t len = *eq ? (size_t)(*eq - arg) : strlen(arg);
+    *t = 0;
+    const cli_opt *o = find_opt(v, arg, len, t);
+    if (!o) {
+        unknown_option(v, arg, len);
+        return NULL;
+    }
+    *takes = o->kind != CLI_FLAG && !(o->kind == CLI_TRAIN && o->fixed);
+    return o;
+}
+
 int cli_parse_one(cli *c, const cli_verb *v, int argc, char **argv, int *i, void *const bases[],
                   int *table)
 {
@@ -197,16 +215,13 @@ int cli_parse_one(cli *c, const cli_verb *v, int argc, char **argv, int *i, void
         cli_verb_help(v, stdout);
         return CLI_HELP_SHOWN;
     }
-    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-    int t = 0;
-    const cli_opt *o = find_opt(v, arg, len, &t);
-    if (!o) {
-        unknown_option(v, arg, len);
+    const char *eq;
+    int t;
+    bool takes;
+    const cli_opt *o = lookup(v, arg, &t, &eq, &takes);
+    if (!o)
         return CLI_BAD;
-    }
     const char *value = NULL;
-    bool takes = o->kind != CLI_FLAG && !(o->kind == CLI_TRAIN && o->fixed);
     if (!takes && eq) {
         cli_error("%s: %s takes no value, got '%s'", v->name, o->name, arg);
         return CLI_BAD;
@@ -352,15 +367,12 @@ int cli_check_words(const cli_verb *v, int argc, char **argv)
         }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
             continue;
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        int t = 0;
-        const cli_opt *o = find_opt(v, arg, len, &t);
-        if (!o) {
-            unknown_option(v, arg, len);
+        const char *eq;
+        int t;
+        bool takes;
+        const cli_opt *o = lookup(v, arg, &t, &eq, &takes);
+        if (!o)
             return CLI_BAD;
-        }
-        bool takes = o->kind != CLI_FLAG && !(o->kind == CLI_TRAIN && o->fixed);
         if (takes && !eq && ++i >= argc) {
             cli_error("%s: %s needs a value (%s)", v->name, o->name, o->arg ? o->arg : "");
             return CLI_BAD;
