@@ -54,14 +54,6 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
 const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, const dg_oom_killer *oomk,
                                 char *reason, size_t len);
 
-/* A compare RUN (docs/schema/measure.md) from reps interleaved repetitions
- * per side: samples/s of each (NAN: not reported), the device's busy
- * fraction and both sides' median step times (may be NULL). The speedup is
- * median(device) / median(cpu) samples/s with a seeded bootstrap interval. */
-cJSON *dg_accept_cmd_compare_run(int batch, const char *device, const double *cpu_sps,
-                                 const double *dev_sps, int reps, const double *dev_busy,
-                                 const double *cpu_ms, const double *dev_ms);
-
 /* The profile section from the probe's window JSON (NULL: none reported) and
  * the profile child's run-record profile section (may be NULL). */
 cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, const char *device);
