@@ -76,7 +76,9 @@ void dg_window_free(dg_window *w);
 
 typedef struct dg_mlock {
     char path[512];
-    const char *state; /* "held", "timed out", "interrupted", "unavailable" */
+    /* "held", "held by an ancestor" (a devgate measuring the program this one
+     * runs in holds it), "timed out", "interrupted", "unavailable" */
+    const char *state;
     double waited_s;
     bool held, nested, contended; /* contended: another measurement held it first */
     char error[128];

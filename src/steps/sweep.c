@@ -460,7 +460,7 @@ dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *r
     *out = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
-    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+    if (dg_train_opts_inputs_check(ctx, &opts->train, NULL) != DG_OK)
         return DG_ERR_USAGE; /* before any trial runs */
     dg_fixture_sweep *s = dg_calloc(1, sizeof *s);
     if (!s)
