@@ -302,7 +302,7 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs, steps and the sweep limit must be positive");
     /* Inputs judged before anything is measured. */
-    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+    if (dg_train_opts_inputs_check(ctx, &opts->train, "cifar") != DG_OK)
         return DG_ERR_USAGE;
     acc a = {.ctx = ctx, .o = opts, .tier = &tiers[opts->quick ? 0 : 1], .base = opts->train};
     if (!a.base.model)

@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #define TRIAL_EPOCHS 1000 /* {epochs} of a trial: the probe stops it long before */
-#define SWAP_LIMIT_MIB 256.0
 #define MAX_ARGS 4096
 
 /* Per-tier sizes: [0] quick, [1] full. */
@@ -205,14 +204,6 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
     return rec;
 }
 
-/* A child's samples/s over its steps after the warm-up (the first steps pay
- * the framework's lazy start-up: cuBLAS, kernel selection), else over all. */
-static double child_sps(const cJSON *rec)
-{
-    double v = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_s_after_warmup"));
-    return isfinite(v) ? v : dg_jnum(rec, "throughput.samples_per_s");
-}
-
 /* ---- gate ------------------------------------------------------------------------ */
 
 /* The interpreter the gate runs in: --python, else the command's own when it
@@ -359,7 +350,7 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
     cJSON_AddNumberToObject(spec, "trial_timeout_s",
                             a->o->trial_timeout_s > 0 ? a->o->trial_timeout_s
                                                       : a->tier->trial_timeout);
-    cJSON_AddNumberToObject(spec, "swap_growth_mib", SWAP_LIMIT_MIB);
+    cJSON_AddNumberToObject(spec, "swap_growth_mib", DG_ACCEPT_CMD_SWAP_LIMIT_MIB);
     cJSON_AddNumberToObject(spec, "max_trial_s", a->tier->max_trial_s);
     cJSON_AddItemToObject(spec, "mem_budget",
                           dg_json_metric((double)a->o->mem_budget, a->o->mem_budget > 0, "bytes"));
@@ -372,66 +363,6 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
                             .train_samples = NAN,
                             .bisect = true};
     return DG_OK;
-}
-
-static dg_trial_end end_of(const char *e, size_t mem_budget)
-{
-    static const struct {
-        const char *word;
-        dg_trial_end end;
-    } ends[] = {{"ok", DG_TRIAL_OK},
-                {"oom-killer", DG_TRIAL_OOM_KILLER},
-                {"signal", DG_TRIAL_SIGNAL},
-                {"timeout", DG_TRIAL_TIMEOUT},
-                {"interrupted", DG_TRIAL_INTERRUPTED}};
-    if (strcmp(e, "device-oom") == 0)
-        return mem_budget ? DG_TRIAL_BUDGET : DG_TRIAL_OOM;
-    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
-        if (strcmp(e, ends[i].word) == 0)
-            return ends[i].end;
-    return DG_TRIAL_FAILED;
-}
-
-/* The trial's measurements from the child's run record (ok: it ended cleanly). */
-static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
-{
-    double sps = ok ? child_sps(rec) : NAN;
-    const cJSON *stats = dg_jpath(rec, "profile.step.stats");
-    double med = ok ? dg_jnum(stats, "median") : NAN, iqr = ok ? dg_jnum(stats, "iqr") : NAN;
-    double n = dg_jnum(stats, "n");
-    t->step_median = (dg_metric){isfinite(med) ? med : 0, isfinite(med)};
-    t->step_iqr = (dg_metric){isfinite(iqr) ? iqr : 0, isfinite(iqr)};
-    t->steps = ok && isfinite(n) ? n : 0;
-    t->step_source = isfinite(med) ? "steps" : "none";
-    /* The probe reports its step-time statistics, not the steps: the notch
-     * rule's interval of the median (docs/measure.md "Sweep"), over the step
-     * with its loader wait where the probe reports that (the time the rate
-     * divides by), else over the step alone. */
-    const cJSON *ws = dg_jpath(rec, "profile.step.wall_stats");
-    const cJSON *cs = ws ? ws : stats;
-    t->rate =
-        dg_sweep_rate_ci(sps, NULL, 0, dg_jnum(cs, "median"), dg_jnum(cs, "iqr"), dg_jnum(cs, "n"));
-    /* The allocator's peak over the epochs the probe closed (cuda, mps). */
-    double peak = NAN;
-    const cJSON *ep;
-    cJSON_ArrayForEach(ep, dg_jpath(rec, "soak.epochs"))
-    {
-        double v = dg_jnum(ep, "max_allocated");
-        if (isfinite(v) && !(v <= peak))
-            peak = v;
-    }
-    t->allocated_peak = (dg_metric){isfinite(peak) ? peak : 0, isfinite(peak)};
-    const cJSON *smp = dg_jpath(rec, "supervise.samples");
-    double rss = dg_json_metric_value(dg_jpath(smp, "rss_peak"));
-    double sg = dg_json_metric_value(dg_jpath(smp, "swap_growth"));
-    double psi = dg_json_metric_value(dg_jpath(smp, "psi_peak"));
-    t->rss_peak = (dg_metric){isfinite(rss) ? rss : 0, isfinite(rss)};
-    t->swap_growth = (dg_metric){isfinite(sg) ? sg : 0, isfinite(sg)};
-    t->psi_peak = (dg_metric){isfinite(psi) ? psi : 0, isfinite(psi)};
-    t->swapped = isfinite(sg) && sg > SWAP_LIMIT_MIB * 1048576.0;
-    double steps = dg_jnum(rec, "throughput.timed_steps");
-    t->samples = ok && steps > 0 ? steps * b : NAN;
-    t->loop_s = ok && sps > 0 ? t->samples / sps : NAN;
 }
 
 /* One trial: the command at batch b, stopped cleanly after the tier's steps;
@@ -447,23 +378,7 @@ static dg_status cmd_trial(void *ctx, int b, dg_trial_result *t)
     dg_oom_count after;
     dg_accept_cmd_oom_read(&after);
     dg_oom_killer oomk = dg_accept_cmd_oom_since(&a->oom_before, &after);
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, &oomk, t->reason, sizeof t->reason)
-            : "failed";
-    if (!rec)
-        snprintf(t->reason, sizeof t->reason, "%s", why);
-    t->end = end_of(e, a->o->mem_budget);
-    t->extra = cJSON_CreateObject();
-    dg_json_add_str(t->extra, "signal", dg_jstr(rec, "supervise.signal"));
-    if (t->end == DG_TRIAL_OOM_KILLER) {
-        cJSON *k = cJSON_AddObjectToObject(t->extra, "oom_killer");
-        dg_json_add_str(k, "source", oomk.source);
-        if (oomk.state == DG_OOMK_KILLED)
-            cJSON_AddNumberToObject(k, "kills", (double)oomk.kills);
-        else
-            cJSON_AddNullToObject(k, "kills");
-    }
-    trial_metrics(t, rec, b, t->end == DG_TRIAL_OK);
+    dg_accept_cmd_trial_read(rec, why, a->o->mem_budget, &oomk, b, t);
     t->wall_s = (dg_metric){dg_now() - t0, true};
     cJSON_Delete(rec);
     return t->extra ? DG_OK : DG_ERR_NOMEM;
@@ -537,7 +452,7 @@ static dg_status cmd_compare(void *ctx, const dg_method_state *st, dg_step_out *
                 failed = dev;
                 snprintf(err, sizeof err, "%s", rec ? reason : why);
             }
-            double sps = child_sps(rec);
+            double sps = dg_accept_cmd_child_sps(rec);
             double ms = dg_jnum(rec, "profile.step.stats.median");
             double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
             (side ? ds : cs)[i] = sps;

@@ -4,6 +4,10 @@
 
 #include "core/json.h"
 #include "devgate.h"
+#include "steps/runner.h"
+
+/* Swap growth (MiB) over a trial past which it does not count as good. */
+#define DG_ACCEPT_CMD_SWAP_LIMIT_MIB 256.0
 
 /* argv with every {batch}, {device} and {epochs} in each word replaced by the
  * values (device NULL: "cpu"); NULL-terminated, free with
@@ -53,6 +57,17 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
 /* The same from the record's JSON text. */
 const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, const dg_oom_killer *oomk,
                                 char *reason, size_t len);
+
+/* A child's samples/s over its steps after the warm-up (the first steps pay
+ * the framework's lazy start-up: cuBLAS, kernel selection), else over all;
+ * NAN when it reports neither. */
+double dg_accept_cmd_child_sps(const cJSON *rec);
+/* A sweep trial at batch b from the child's run record (untrusted; NULL: it
+ * left none, why says why) and the OOM killer's count over the run (may be
+ * NULL): how it ended and why, its measurements, t->extra new ("signal",
+ * "oom_killer"). */
+void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
+                              const dg_oom_killer *oomk, int b, dg_trial_result *t);
 
 /* A compare RUN (docs/schema/measure.md) from reps interleaved repetitions
  * per side: samples/s of each (NAN: not reported), the device's busy

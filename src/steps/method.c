@@ -110,8 +110,7 @@ static cJSON *metric_of(dg_metric m, const char *unit)
     return dg_json_metric(ok ? m.value : 0, ok, unit);
 }
 
-/* The TRIAL entry (docs/schema/measure.md) of a trial at batch. */
-static cJSON *trial_entry(int batch, dg_trial_result *t)
+cJSON *dg_trial_entry(int batch, dg_trial_result *t)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "batch", batch);
@@ -169,7 +168,7 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
     dg_measured ms;
     dg_measured_begin(&ms, sw->cancel);
     dg_status st = sw->r->trial(sw->rc, batch, t);
-    cJSON *j = st == DG_OK ? trial_entry(batch, t) : NULL;
+    cJSON *j = st == DG_OK ? dg_trial_entry(batch, t) : NULL;
     sw->lock_waited += dg_measured_end(&ms, j);
     cJSON_Delete(t->extra);
     t->extra = NULL;

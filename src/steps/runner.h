@@ -58,6 +58,9 @@ typedef struct dg_trial_result {
 
 /* The word a TRIAL's "ended" holds for e. */
 const char *dg_trial_end_name(dg_trial_end e);
+/* The TRIAL entry (docs/schema/measure.md) of a trial at batch, written
+ * once for either runner; t->extra's members moved in (t->extra freed). */
+cJSON *dg_trial_entry(int batch, dg_trial_result *t);
 
 /* What the driver's sweep asks of the runner: doubling from `from` to `to`,
  * the "time" stop, the training set ("train-set" stop; NAN unknown), and
