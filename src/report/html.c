@@ -114,7 +114,9 @@ static void sec_verb_banner(dg_capbuf *b, const dg_record_view *v)
     const char *verdict = dg_rp_verb_verdict(v);
     bool good = verdict && (!strcmp(verdict, "pass") || !strcmp(verdict, "ok"));
     dg_rp_printf(b, "<section id=\"verdict\" class=\"banner %s\">\n<div class=\"verdict\">",
-                 good ? "ok" : verdict ? "bad" : "none");
+                 good      ? "ok"
+                 : verdict ? "bad"
+                           : "none");
     dg_rp_h_esc(b, v->kind, "?");
     dg_rp_put(b, ": ");
     dg_rp_h_esc(b, verdict, "recorded");

@@ -14,8 +14,8 @@ bool dg_rp_verb_record(const dg_record_view *v)
 
 /* Appends printf output to buf at *off, never past len. */
 #define ADD(...)                                                                                   \
-    (*off += (size_t)snprintf(buf + (*off < len ? *off : len), *off < len ? len - *off : 0,        \
-                              __VA_ARGS__))
+    (*off +=                                                                                       \
+     (size_t)snprintf(buf + (*off < len ? *off : len), *off < len ? len - *off : 0, __VA_ARGS__))
 
 static void gate_line(char *buf, size_t len, size_t *off, const dg_view_gate *g)
 {
@@ -49,8 +49,7 @@ static void sweep_line(char *buf, size_t len, size_t *off, const dg_view_sweep *
 
 static void soak_line(char *buf, size_t len, size_t *off, const dg_view_soak *s)
 {
-    static const char *const names[DG_MEM_COUNT] = {"allocated", "reserved", "driver",
-                                                    "footprint"};
+    static const char *const names[DG_MEM_COUNT] = {"allocated", "reserved", "driver", "footprint"};
     for (int i = 0, n = 0; i < DG_MEM_COUNT; i++)
         if (s->growth[i].valid)
             ADD("%s%s %+.0f%%", n++ ? ", " : "", names[i], s->growth[i].value);
