@@ -110,8 +110,7 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
         const int *avail = (const int *)dlsym(RTLD_DEFAULT, "blas_server_avail");
         const int *nthreads = (const int *)dlsym(RTLD_DEFAULT, "blas_num_threads");
         int server = avail && nthreads ? (*avail ? *nthreads - 1 : 0) : -1;
-        cJSON_AddItemToObject(o, "server_threads",
-                              dg_json_metric(server, server >= 0, "threads"));
+        cJSON_AddItemToObject(o, "server_threads", dg_json_metric(server, server >= 0, "threads"));
         /* The build's threading model: devgate's cpu backend keeps OpenBLAS
          * at one thread and spreads a product over OpenMP threads itself
          * (the gate's matmul.threads), so `threads` is 1 there. */
