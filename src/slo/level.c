@@ -3,7 +3,6 @@
  * the measured window, then stops sending and lets the last requests end. */
 #include "measure/measure.h"
 #include "slo/slo.h"
-#include "steps/runner.h"
 
 #include <math.h>
 #include <string.h>
