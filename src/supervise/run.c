@@ -344,6 +344,14 @@ static cJSON *soak_section(const run *r)
     if (isfinite(spe))
         cJSON_AddNumberToObject(s, "steps_per_epoch", round(spe));
     cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
+    /* The training set as the program's loader holds it: the accept record's
+     * soak.data.train_samples, which the promise never exceeds. */
+    double ntrain = dg_jnum(c->run_start, "dataset.samples");
+    if (isfinite(ntrain) && ntrain > 0) {
+        cJSON *data = cJSON_AddObjectToObject(s, "data");
+        cJSON_AddNumberToObject(data, "train_samples", ntrain);
+        cJSON_AddStringToObject(data, "train_samples_source", "probe: len(DataLoader.dataset)");
+    }
     dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
     cJSON *steps = cJSON_AddObjectToObject(s, "steps");
     cJSON_AddNumberToObject(steps, "warmup", c->nsteps > STEP_WARMUP ? STEP_WARMUP : 0);
@@ -399,6 +407,8 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0, with_reads = 0,
            with_dsyncs = 0;
     double *dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *dv);
+    double *bv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *bv); /* samples delivered */
+    size_t nb = 0;
     for (size_t i = 0; i < c->nsteps; i++) {
         const dg_ev_step *s = &c->steps[i];
         if (isfinite(s->loss))
@@ -426,6 +436,8 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
             samples += b;
         else
             batch_unknown++;
+        if (bv && isfinite(s->batch))
+            bv[nb++] = s->batch;
         if (i >= STEP_WARMUP) {
             warm_n++;
             warm_ms += s->step_ms + (isfinite(s->data_ms) ? s->data_ms : 0);
@@ -474,6 +486,15 @@ static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
     cJSON_AddItemToObject(thr, "samples_per_s_after_warmup", metric(wsps, "samples/s"));
     cJSON_AddNumberToObject(thr, "warmup_steps", STEP_WARMUP);
     add_num_or_null(thr, "batch", batch0);
+    /* The samples a step really held (the loader's, not the batch asked for:
+     * a data set smaller than the batch is delivered whole). */
+    double per_step_max = NAN;
+    for (size_t i = 0; i < nb; i++)
+        per_step_max = bv[i] > per_step_max || isnan(per_step_max) ? bv[i] : per_step_max;
+    double per_step = median_of(bv, nb);
+    dg_free(bv);
+    cJSON_AddItemToObject(thr, "samples_per_step", metric(per_step, "samples"));
+    cJSON_AddItemToObject(thr, "samples_per_step_max", metric(per_step_max, "samples"));
     cJSON_AddStringToObject(thr, "source", "probe");
     if (c->nsteps == 0 && c->nfallbacks == 0) {
         cJSON_Delete(stats);
@@ -968,6 +989,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON_AddItemToObject(root, "device", from_start(&r.col, "device"));
     cJSON_AddItemToObject(root, "bucket", from_start(&r.col, "bucket"));
     cJSON_AddItemToObject(root, "seeds", from_start(&r.col, "seeds"));
+    cJSON_AddItemToObject(root, "dataset", from_start(&r.col, "dataset"));
     cJSON_AddItemToObject(root, "oom", cJSON_Duplicate(r.col.ooms, true));
     cJSON_AddItemToObject(root, "thresholds", cJSON_CreateObject());
     cJSON_AddArrayToObject(root, "findings");
