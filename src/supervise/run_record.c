@@ -406,8 +406,7 @@ static void throughput_json(cJSON *thr, const step_sums *m, double med, double b
      * a data set smaller than the batch is delivered whole). */
     cJSON_AddItemToObject(thr, "samples_per_step",
                           dg_json_metric_of(median_of(m->bv, m->nb), "samples"));
-    cJSON_AddItemToObject(thr, "samples_per_step_max",
-                          dg_json_metric_of(m->batch_max, "samples"));
+    cJSON_AddItemToObject(thr, "samples_per_step_max", dg_json_metric_of(m->batch_max, "samples"));
     cJSON_AddStringToObject(thr, "source", "probe");
 }
 
