@@ -257,7 +257,7 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
     cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
     /* The training set as the program's loader holds it: the accept record's
      * soak.data.train_samples, which the promise never exceeds. */
-    double ntrain = dg_jnum(c->run_start, "dataset.samples");
+    double ntrain = dg_jnum(c->run_start, "loader.samples");
     if (isfinite(ntrain) && ntrain > 0) {
         cJSON *data = cJSON_AddObjectToObject(s, "data");
         cJSON_AddNumberToObject(data, "train_samples", ntrain);

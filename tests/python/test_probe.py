@@ -489,35 +489,6 @@ class StdlibTests(FileProbeCase):
                 dg.default_probe().close()
         self.assertEqual(self.events("phase")[0]["name"], "checkpoint")
 
-    def test_dataset_facts(self):
-        """run_start.dataset from a loader: the data set's length (None for an
-        iterable one without a length), the batch, drop_last, len(loader)."""
-        from devgate_probe._zero import dataset_facts
-
-        class Loader:
-            def __init__(self, ds, bs, drop_last=False):
-                self.dataset, self.batch_size, self.drop_last = ds, bs, drop_last
-
-            def __len__(self):
-                n = len(self.dataset)
-                return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-        class Stream:  # an iterable data set: no length
-            def __iter__(self):
-                return iter(())
-
-        self.assertEqual(dataset_facts(Loader(list(range(96)), 1024)),
-                         {"samples": 96, "batch_size": 1024, "drop_last": False, "batches": 1})
-        self.assertEqual(dataset_facts(Loader(list(range(100)), 32, True))["batches"], 3)
-        facts = dataset_facts(type("L", (), {"dataset": Stream(), "batch_size": 8})())
-        self.assertEqual(facts, {"samples": None, "batch_size": 8, "drop_last": False,
-                                 "batches": None})
-        with mock.patch.dict(os.environ, {"DEVGATE_EVENTS_FILE": self.path}):
-            p = Probe(label="t")
-            p.run_start("cpu", 1024, dataset=dataset_facts(Loader(list(range(96)), 1024)))
-            p.close()
-        self.assertEqual(self.events("run_start")[0]["dataset"]["samples"], 96)
-
 
 @unittest.skipUnless(HAVE_TORCH, "torch not importable")
 class FakeCuda:

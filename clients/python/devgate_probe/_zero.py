@@ -47,7 +47,7 @@ from time import perf_counter
 
 from . import _window
 from . import probe as _probe_mod
-from ._util import describe, split_device
+from ._util import describe, loader_knobs, split_device
 
 _state = None
 _install_lock = threading.Lock()
@@ -173,7 +173,7 @@ class _State:
         self.epoch_losses = []  # (step, [tensors]) of the open epoch, thinned by loss_stride
         self.loss_stride = 1
         self.loader_info = None  # the training loader's seeding facts (run_start.seeds.loader)
-        self.dataset_info = None  # the training loader's data set (run_start.dataset)
+        self.loader_knobs = None  # its settings and the options that set them (run_start.loader)
         self.sync_debug = None  # sync_debug_arm's answer, once the device is known
         self.torch = None  # the module _patch_torch patched
         self.batch_hint = None
@@ -208,8 +208,7 @@ class _State:
         self.inside += 1
         try:
             self.probe.run_start(self.device or "cpu", self.batch_hint, bucket=bucket, seeds=seeds,
-                                 probe="auto", sync_debug=self.sync_debug,
-                                 dataset=self.dataset_info)
+                                 probe="auto", sync_debug=self.sync_debug, loader=self.loader_knobs)
         finally:
             self.inside -= 1
 
@@ -227,9 +226,7 @@ class _State:
 
     def note_loader(self, loader):
         """The training loader's seeding facts: its workers, whether it
-        shuffles, and whether a worker_init_fn or its own generator seeds them;
-        and its data set's size (dataset_facts)."""
-        self.dataset_info = dataset_facts(loader)
+        shuffles, and whether a worker_init_fn or its own generator seeds them."""
         try:
             sampler = getattr(loader, "sampler", None)
             shuffle = type(sampler).__name__ == "RandomSampler"
@@ -242,6 +239,10 @@ class _State:
                                 "generator": gen is not None}
         except Exception:
             self.loader_info = None
+        try:
+            self.loader_knobs = loader_knobs(loader)
+        except Exception:
+            self.loader_knobs = None
 
     def on_backward(self, tensor):
         """backward() ran on tensor: a one-element one is the loss the next
@@ -458,30 +459,6 @@ class _State:
             return
         if self.train_loader is not None:
             self.close_epoch(at_exit=True)
-
-
-def dataset_facts(loader):
-    """run_start.dataset of a DataLoader: the samples its data set holds
-    (len(dataset); None for an iterable one without a length), the batch it
-    was built with, whether it drops the last short batch, and its batches an
-    epoch (len(loader)). A batch larger than the data set is delivered as the
-    whole set: devgate's sweep stops there ("train-set")."""
-    def length(x):
-        try:
-            n = len(x)
-            return int(n) if n >= 0 else None
-        except Exception:
-            return None
-
-    try:
-        ds = getattr(loader, "dataset", None)
-        bs = getattr(loader, "batch_size", None)
-        return {"samples": length(ds) if ds is not None else None,
-                "batch_size": int(bs) if isinstance(bs, int) else None,
-                "drop_last": bool(getattr(loader, "drop_last", False)),
-                "batches": length(loader)}
-    except Exception:
-        return None
 
 
 def _script_name():

@@ -29,7 +29,7 @@ program slowing down, for the run record's slowing-down analysis:
 tests/cli/test_method_contract.sh).
 --samples N: a data set of N samples: a step holds min(batch, N) (a loader
 delivers a set smaller than the batch whole), and run_start says N
-(dataset.samples) unless --hide-size (an iterable data set without a length).
+(loader.samples) unless --hide-size (an iterable data set without a length).
 
 The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
 probe's knob, which an explicit-API program honours itself) or after --epochs
@@ -103,11 +103,11 @@ def main(argv=None):
     max_steps = int(os.environ.get("DEVGATE_PROBE_MAX_STEPS") or 0) or None
     p = devgate_probe.Probe(label="sweep_train", device=args.device)
     held = min(b, args.samples) if args.samples else b
-    dataset = None
+    loader = None
     if args.samples and not args.hide_size:
-        dataset = {"samples": args.samples, "batch_size": b, "drop_last": False,
-                   "batches": -(-args.samples // b)}
-    p.run_start(args.device, b, dataset=dataset)
+        loader = {"samples": args.samples, "batch_size": b, "drop_last": False,
+                  "batches": -(-args.samples // b)}
+    p.run_start(args.device, b, loader=loader)
     hog = None
     done = 0
     for epoch in range(args.epochs):
