@@ -6,7 +6,7 @@
 #   tests/fuzz/make_seeds.py build/devgate tests/fuzz/corpus [HARNESS...]
 # Needs python3 and the probe beside devgate; Slurm's seeds need scontrol
 # (otherwise the committed ones stay). Reruns overwrite the seeds it makes.
-import json, os, subprocess, sys, tempfile
+import json, os, re, subprocess, sys, tempfile
 
 dg = os.path.abspath(sys.argv[1])
 corpus = os.path.abspath(sys.argv[2])
@@ -17,10 +17,17 @@ env = dict(os.environ, LC_ALL="C", DEVGATE_LEDGER=os.path.join(tmp, "ledger.db")
 
 
 def put(harness, name, data):
+    """Writes a seed, this machine's paths replaced by neutral ones."""
+    data = data if isinstance(data, bytes) else data.encode()
+    for mine, neutral in ((os.path.dirname(dg), "/home/user/project/build"),
+                          (src, "/home/user/project"), (tmp, "/tmp/seeds")):
+        data = data.replace(mine.encode(), neutral.encode())
+    # other processes' paths (the environment proof lists busy ones)
+    data = re.sub(rb"/(work|root)/[^\"\s\\]*", b"/opt/other/tool", data)
     d = os.path.join(corpus, harness)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
-        f.write(data if isinstance(data, bytes) else data.encode())
+        f.write(data)
 
 
 def run(args, stdin=b"", extra_env=None, fds=False, timeout=300):
@@ -76,6 +83,57 @@ def trial_seeds():
     put("fuzz_trial", "command-no-record", bytes([1, 1, 0, 0, 3, 2]) + b"\0cannot start: no such file")
 
 
+# ---- fuzz_profile_window: a device byte, the probe's window file, NUL, the run record ----
+def profile_seeds():
+    def one(name, script, args, spec="2:3", wall="60", trace=False, device=0):
+        out = os.path.join(tmp, name + ".json")
+        if os.path.exists(out):
+            os.unlink(out)
+        e = {"DEVGATE_PROBE_MAX_STEPS": "8", "DEVGATE_PROBE_PROFILE": spec,
+             "DEVGATE_PROBE_PROFILE_OUT": out, "DEVGATE_PROBE_PROFILE_WALL": wall}
+        if trace:
+            e.update(DEVGATE_PROBE_TRACE=os.path.join(tmp, name + ".trace.json"),
+                     DEVGATE_PROBE_TRACE_MAX_EVENTS="200")
+        rc, rec, err, _ = run([dg, "--no-ledger", "run", "--json", "--", "/usr/bin/python3",
+                               os.path.join(src, script)] + args, extra_env=e)
+        window = open(out, "rb").read() if os.path.exists(out) else b""
+        put("fuzz_profile_window", name, bytes([device]) + window + b"\0" + rec)
+
+    train = "tests/python/scripts/accept_train.py"
+    targs = ["--batch", "16", "--device", "cpu", "--epochs", "1000", "--steps", "20"]
+    one("torch-cpu", train, targs)
+    one("torch-cpu-trace", train, targs, trace=True)
+    one("torch-cuda-asked", train, targs, device=1)
+    one("torch-cut", train, targs, spec="1:50", wall="0.001")
+    one("no-torch", "tests/python/scripts/sweep_train.py", ["--batch", "8"])
+
+
+# ---- fuzz_python_answer: 3 header bytes, the probe's stdout, NUL, its stderr ----
+def python_seeds():
+    import re as _re
+    text = open(os.path.join(src, "src/env/python.c")).read()
+    start = text.index("probe_script[] =")
+    lits = text[start:text.index('";\n', start) + 1]
+    script = "".join(_re.findall(r'"((?:[^"\\]|\\.)*)"', lits)).encode().decode("unicode_escape")
+
+    def one(name, argv, end=0):
+        rc, out, err, _ = run(argv, extra_env={"PYTHONPATH": ""})
+        head = bytes([end if rc >= 0 else 3, 1 if rc >= 0 else 0, rc if rc >= 0 else -rc])
+        if end == 0 and rc != 0:
+            head = bytes([1, 1, rc & 255])
+        put("fuzz_python_answer", name, head + out + b"\0" + err)
+
+    one("torch", ["/usr/bin/python3", "-c", script])
+    one("path-python", ["python3", "-c", script])
+    one("isolated", ["/usr/bin/python3", "-I", "-S", "-c", script])
+    one("traceback", ["/usr/bin/python3", "-c", "import devgate_no_such_module"], end=1)
+    one("not-python", ["sh", "-c", "echo 'Python 3.11.7'; echo warning: >&2"])
+
+
 if want("fuzz_trial"):
     trial_seeds()
+if want("fuzz_profile_window"):
+    profile_seeds()
+if want("fuzz_python_answer"):
+    python_seeds()
 print("seeds written under", corpus)
