@@ -13,7 +13,8 @@
  *   sweep    a child per batch, doubling then bisection; out of memory (the
  *            framework's error, the address-space budget, the OOM killer) ends
  *            one trial only; knee and safe batch as the fixture's sweep;
- *   compare  the same command with {device}=cpu, interleaved with device runs;
+ *   compare  the same command with {device}=cpu and {device}=DEVICE, the pairs
+ *            run by the method's driver (method_compare.c);
  *   soak     the program's own epochs with per-epoch memory;
  *   profile  a torch.profiler window from the step hook, the trace in the pack.
  *
@@ -70,11 +71,6 @@ typedef struct acmd {
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
 } acmd;
-
-static bool cancelled(const acmd *a)
-{
-    return a->o->cancel && *a->o->cancel;
-}
 
 /* Takes what the method settled before a step. */
 static acmd *at(void *ctx, const dg_method_state *s, const char *step)
@@ -391,30 +387,8 @@ static void cmd_sweep_done(void *ctx)
 
 /* ---- compare: the cpu baseline ---------------------------------------------------------- */
 
-static double compare_width(const double *cs, const double *ds, int n)
-{
-    double c[16], d[16];
-    size_t nc = 0, nd = 0;
-    for (int i = 0; i < n && i < 16; i++) {
-        if (isfinite(cs[i]) && cs[i] > 0)
-            c[nc++] = cs[i];
-        if (isfinite(ds[i]) && ds[i] > 0)
-            d[nd++] = ds[i];
-    }
-    dg_stats sc, sd;
-    dg_median_ci ci;
-    if (!nc || !nd)
-        return NAN;
-    dg_stats_compute(c, nc, 0, &sc);
-    dg_stats_compute(d, nd, 0, &sd);
-    if (!(sc.median > 0) ||
-        !dg_bootstrap_median_ci(d, nd, c, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) || !ci.valid)
-        return NAN;
-    double sp = sd.median / sc.median;
-    return sp > 0 ? (ci.hi - ci.lo) / sp : NAN;
-}
-
-static dg_status cmd_compare(void *ctx, const dg_method_state *st, dg_step_out *out)
+static dg_status cmd_compare_plan(void *ctx, const dg_method_state *st, dg_compare_plan *plan,
+                                  dg_step_out *out)
 {
     acmd *a = at(ctx, st, "compare");
     if (strcmp(a->device, "cpu") == 0 || !a->has_device) {
@@ -428,95 +402,44 @@ static dg_status cmd_compare(void *ctx, const dg_method_state *st, dg_step_out *
     int batch = a->batch;
     if (!a->batch_given && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
-    int reps = a->tier->compare_reps, max_reps = a->tier->compare_max_reps;
-    double cs[16], ds[16], cm[16], dm[16], bz[16];
-    char err[512] = "", why[512], reason[512];
-    const char *failed = NULL;
-    double width = NAN;
-    for (int i = 0; i < max_reps && i < 16 && !failed && !cancelled(a); i++) {
-        /* Past the tier's pairs, another pair only while the speedup's
-         * interval is wider than the tier's share of the speedup. */
-        if (i >= a->tier->compare_reps) {
-            width = compare_width(cs, ds, i);
-            if (!(width > a->tier->compare_ci_width))
-                break;
-        }
-        reps = i + 1;
-        for (int side = 0; side < 2 && !failed; side++) {
-            const char *dev = side ? a->device : "cpu";
-            cJSON *rec = run_cmd(a, batch, dev, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL,
-                                 false, 0, why, sizeof why);
-            const char *e =
-                rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
-            if (strcmp(e, "ok") != 0) {
-                failed = dev;
-                snprintf(err, sizeof err, "%s", rec ? reason : why);
-            }
-            double sps = dg_accept_cmd_child_sps(rec);
-            double ms = dg_jnum(rec, "profile.step.stats.median");
-            double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
-            (side ? ds : cs)[i] = sps;
-            (side ? dm : cm)[i] = ms;
-            if (side)
-                bz[i] = isfinite(share) ? 1 - share : NAN;
-            cJSON_Delete(rec);
-        }
-    }
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "v", 1);
-    cJSON_AddStringToObject(c, "kind", "compare");
-    cJSON_AddStringToObject(c, "source", "command");
-    cJSON_AddStringToObject(c, "status", failed ? "failed" : "ok");
-    dg_json_add_str(c, "error", failed ? err : NULL);
-    cJSON *spec = cJSON_AddObjectToObject(c, "spec");
-    cJSON_AddStringToObject(spec, "baseline", "cpu");
-    cJSON_AddStringToObject(spec, "backend", a->device);
-    cJSON *bs = cJSON_AddArrayToObject(spec, "batches");
-    cJSON_AddItemToArray(bs, cJSON_CreateNumber(batch));
-    cJSON_AddNumberToObject(spec, "steps", a->tier->compare_steps);
-    cJSON_AddNumberToObject(spec, "repetitions", reps);
-    cJSON_AddNumberToObject(spec, "min_repetitions", a->tier->compare_reps);
-    cJSON_AddNumberToObject(spec, "max_repetitions", max_reps);
-    cJSON_AddNumberToObject(spec, "ci_width_target", a->tier->compare_ci_width);
-    cJSON *runs = cJSON_AddArrayToObject(c, "runs");
-    if (failed) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddNumberToObject(r, "batch", batch);
-        cJSON_AddStringToObject(r, "status", "failed");
-        cJSON_AddStringToObject(r, "failed", failed);
-        dg_json_add_str(r, "error", err);
-        cJSON_AddBoolToObject(r, "within_tolerance", false);
-        cJSON_AddItemToArray(runs, r);
-    } else if (!cancelled(a)) {
-        cJSON_AddItemToArray(runs,
-                             dg_accept_cmd_compare_run(batch, a->device, cs, ds, reps, bz, cm, dm));
-    }
-    out->section = c;
-    const cJSON *r0 = cJSON_GetArrayItem(runs, 0);
-    if (r0 && !failed)
-        snprintf(out->summary, sizeof out->summary,
-                 "%s is %.2f× cpu (95%% %.2f-%.2f×) at b%d, busy %.0f%%", a->device,
-                 dg_jnum(r0, "speedup"), dg_jnum(r0, "speedup_ci.lo"), dg_jnum(r0, "speedup_ci.hi"),
-                 batch, 100 * dg_jnum(r0, "busy_fraction"));
-    snprintf(out->error, sizeof out->error, "%s", err);
-    return cancelled(a) ? DG_ERR_INTERRUPTED : failed ? DG_ERR_CHECK : DG_OK;
+    *plan = (dg_compare_plan){.batch = batch,
+                              .steps = a->tier->compare_steps,
+                              .min_pairs = a->tier->compare_reps,
+                              .max_pairs = a->tier->compare_max_reps,
+                              .ci_width = a->tier->compare_ci_width};
+    return DG_OK;
+}
+
+/* One side of a pair: the command at batch on device, stopped cleanly after
+ * the tier's steps. */
+static dg_status cmd_pair(void *ctx, int batch, const char *device, dg_pair_side *out)
+{
+    acmd *a = at(ctx, NULL, "compare");
+    char why[512] = "";
+    cJSON *rec = run_cmd(a, batch, device, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL, false,
+                         0, why, sizeof why);
+    out->end = dg_accept_cmd_end(rec, why, 0, NULL, out->reason, sizeof out->reason);
+    double sps = dg_accept_cmd_child_sps(rec), ms = dg_jnum(rec, "profile.step.stats.median");
+    double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
+    out->sps = (dg_metric){isfinite(sps) ? sps : 0, isfinite(sps)};
+    out->step_ms = (dg_metric){isfinite(ms) ? ms : 0, isfinite(ms)};
+    out->busy = (dg_metric){isfinite(share) ? 1 - share : 0, isfinite(share)};
+    cJSON_Delete(rec);
+    return DG_OK;
 }
 
 /* ---- soak ------------------------------------------------------------------------------------ */
 
 /* The soak: the program's own epochs at the method's batch, per-epoch memory
  * from the probe; bucket and framework go to the record's top level. */
-static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *out)
+static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_epochs_result *out)
 {
     acmd *a = at(ctx, st, "soak");
-    int epochs = a->o->epochs > 0 ? a->o->epochs : a->tier->soak_epochs;
+    out->epochs = a->o->epochs > 0 ? a->o->epochs : a->tier->soak_epochs;
     char why[512] = "";
-    cJSON *rec = run_cmd(a, a->batch, a->device, epochs, 0, NULL, NULL, a->o->empty_cache, 0, why,
-                         sizeof why);
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, out->error, sizeof out->error) : "failed";
-    if (!rec)
-        snprintf(out->error, sizeof out->error, "%s", why);
+    cJSON *rec = run_cmd(a, a->batch, a->device, out->epochs, 0, NULL, NULL, a->o->empty_cache, 0,
+                         why, sizeof why);
+    out->end = dg_accept_cmd_end(rec, why, 0, NULL, out->reason, sizeof out->reason);
     cJSON *soak = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "soak") : NULL;
     if (soak && !cJSON_IsObject(soak)) {
         cJSON_Delete(soak);
@@ -527,7 +450,7 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *o
         cJSON *spec = cJSON_AddObjectToObject(soak, "spec");
         cJSON_AddStringToObject(spec, "backend", a->device);
         cJSON_AddNumberToObject(spec, "batch", a->batch);
-        cJSON_AddNumberToObject(spec, "epochs", epochs);
+        cJSON_AddNumberToObject(spec, "epochs", out->epochs);
         cJSON_AddBoolToObject(spec, "epochs_substituted", a->has_epochs);
         cJSON_AddBoolToObject(spec, "empty_cache_asked", a->o->empty_cache);
         /* The sampled footprint of the whole tree beside the probe's. */
@@ -536,7 +459,7 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *o
         if (series)
             cJSON_AddItemToObject(soak, "samples_series", series);
     }
-    out->section = soak;
+    out->soak = soak;
     out->hoist = cJSON_CreateObject();
     static const char *const top[] = {"bucket", "framework"};
     for (size_t i = 0; rec && out->hoist && i < 2; i++) {
@@ -545,16 +468,7 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *o
             cJSON_AddItemToObject(out->hoist, top[i], x);
     }
     cJSON_Delete(rec);
-    if (strcmp(e, "interrupted") == 0)
-        return DG_ERR_INTERRUPTED;
-    if (strcmp(e, "ok") != 0)
-        return DG_ERR_CHECK;
-    if (!soak) {
-        snprintf(out->error, sizeof out->error,
-                 "the program reported no epoch end (no DataLoader epoch was seen)");
-        return DG_ERR_CHECK;
-    }
-    return DG_OK;
+    return out->hoist ? DG_OK : DG_ERR_NOMEM;
 }
 
 /* ---- profile ----------------------------------------------------------------------------- */
@@ -641,7 +555,8 @@ static const dg_runner_i command_runner = {
     .trial = cmd_trial,
     .sweep_done = cmd_sweep_done,
     .epochs = cmd_epochs,
-    .compare = cmd_compare,
+    .compare_plan = cmd_compare_plan,
+    .pair = cmd_pair,
     .profile = cmd_profile,
     .spec = cmd_spec,
 };

@@ -69,13 +69,11 @@ double dg_accept_cmd_child_sps(const cJSON *rec);
 void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
                               const dg_oom_killer *oomk, int b, dg_trial_result *t);
 
-/* A compare RUN (docs/schema/measure.md) from reps interleaved repetitions
- * per side: samples/s of each (NAN: not reported), the device's busy
- * fraction and both sides' median step times (may be NULL). The speedup is
- * median(device) / median(cpu) samples/s with a seeded bootstrap interval. */
-cJSON *dg_accept_cmd_compare_run(int batch, const char *device, const double *cpu_sps,
-                                 const double *dev_sps, int reps, const double *dev_busy,
-                                 const double *cpu_ms, const double *dev_ms);
+/* How a child run ended as a trial's end, from its run record (untrusted;
+ * NULL: it left none, why says why): dg_accept_cmd_ended_rec's word, its
+ * reason in reason (len bytes). */
+dg_trial_end dg_accept_cmd_end(const cJSON *rec, const char *why, size_t mem_budget,
+                               const dg_oom_killer *oomk, char *reason, size_t len);
 
 /* The profile section from the probe's window JSON (NULL: none reported) and
  * the profile child's run-record profile section (may be NULL). */

@@ -298,6 +298,15 @@ static dg_trial_end end_of(const char *e, size_t mem_budget)
     return DG_TRIAL_FAILED;
 }
 
+dg_trial_end dg_accept_cmd_end(const cJSON *rec, const char *why, size_t mem_budget,
+                               const dg_oom_killer *oomk, char *reason, size_t len)
+{
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, mem_budget, oomk, reason, len) : "failed";
+    if (!rec)
+        snprintf(reason, len, "%s", why ? why : "");
+    return end_of(e, mem_budget);
+}
+
 /* The trial's measurements from the child's run record (ok: it ended cleanly). */
 static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
 {
@@ -343,12 +352,7 @@ static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
 void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
                               const dg_oom_killer *oomk, int b, dg_trial_result *t)
 {
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, mem_budget, oomk, t->reason, sizeof t->reason)
-            : "failed";
-    if (!rec)
-        snprintf(t->reason, sizeof t->reason, "%s", why ? why : "");
-    t->end = end_of(e, mem_budget);
+    t->end = dg_accept_cmd_end(rec, why, mem_budget, oomk, t->reason, sizeof t->reason);
     t->extra = cJSON_CreateObject();
     dg_json_add_str(t->extra, "signal", dg_jstr(rec, "supervise.signal"));
     if (t->end == DG_TRIAL_OOM_KILLER) {
