@@ -28,6 +28,7 @@ typedef struct cli {
     bool json;
     bool quiet;
     bool env_cmdlines; /* --env-cmdlines */
+    int progress;      /* --progress: CLI_PROGRESS_AUTO, _BAR, _PLAIN, _OFF */
     const char *prog;
     const cli_verb *verb; /* the verb running */
 } cli;
@@ -42,6 +43,43 @@ void cli_term_machine_output(void);
 /* Writes s (devgate's own escapes, e.g. the progress line) to stderr's
  * descriptor unchanged, after what stderr holds. */
 void cli_term_raw(const char *s);
+
+/* Writes n bytes (a supervised program's own output) to fd 1 or 2
+ * unchanged, after what that stream holds. */
+void cli_term_raw_fd(int fd, const char *buf, size_t n);
+
+/* ---- cli_progress.c: a measuring verb's progress on stderr ------------------------ */
+
+enum { CLI_PROGRESS_AUTO, CLI_PROGRESS_BAR, CLI_PROGRESS_PLAIN, CLI_PROGRESS_OFF };
+typedef struct cli_progress {
+    int mode; /* CLI_PROGRESS_BAR, _PLAIN or _OFF */
+    const char *verb;
+    char step[16], what[96];
+    int index, total, trial, trials;
+    bool trials_guess;  /* the sweep's count is what the plan expects */
+    bool trial_running; /* a supervised run: its epoch and steps go on the bar */
+    double epoch, steps, elapsed, eta;
+    bool drawn;     /* the bar is on the screen, the cursor at its end */
+    bool line_open; /* the program's output ended mid-line: the bar waits for its end */
+    bool verbose;   /* DEVGATE_VERBOSE: the library's notes too */
+} cli_progress;
+/* --progress auto|bar|plain|off into an int. */
+const char *cli_progress_opt(const cli_opt *opt, const char *v, void *field);
+/* Sets p up for verb as c's options and stderr say: a bar on a terminal,
+ * plain lines elsewhere (or with --progress plain), none with --quiet. */
+void cli_progress_start(cli_progress *p, const cli *c, const char *verb);
+/* A dg_progress_fn (user: the cli_progress). */
+void cli_progress_report(void *user, const dg_progress *r);
+/* A dg_output_fn (user: the cli_progress): the program's bytes to the
+ * terminal unchanged, the bar cleared before them and drawn again below. */
+void cli_progress_output(void *user, int fd, const char *buf, size_t n);
+/* A dg_log_fn (user: the cli_progress): warnings (and with DEVGATE_VERBOSE
+ * the library's notes) above the bar. */
+void cli_progress_log(dg_log_level level, const char *msg, void *user);
+/* Prints "devgate: msg" on stderr above the bar. */
+void cli_progress_note(cli_progress *p, const char *msg);
+/* Takes the bar off the screen; nothing more is shown. */
+void cli_progress_end(cli_progress *p);
 
 /* s (NULL: "") cleaned into buf for one table cell: newlines and tabs
  * flattened too, so a hostile value cannot break the row. Returns buf. */
@@ -118,41 +156,42 @@ bool cli_signals_armed(void);
  * options struct (size bytes, tables[0] filling it; with has_train its
  * dg_train_opts at train_at starts as DG_TRAIN_OPTS_INIT and takes the train
  * table), check (false when the options fit, else the usage message in
- * buf), the library step (*verdict an exit status, or left -1 for
- * cli_step_status's), judge (may be NULL: the exit status from the record,
- * *fail the FAIL line), head (before the summary, may be NULL) and print
- * (the summary). strict: a step that failed keeps no record; quiet_silent:
- * --quiet prints no summary. */
+ * buf), the library step (p its progress sink, with progress; *verdict
+ * an exit status, or left -1 for cli_step_status's), judge (may be NULL: the exit status from the
+ * record, *fail the FAIL line), head (before the summary, may be NULL) and print (the summary).
+ * strict: a step that failed keeps no record; quiet_silent:
+ * --quiet prints no summary; progress: the step reports its progress on
+ * stderr (cli_progress.c). */
 typedef struct cli_step {
     size_t size;
     bool has_train;
     size_t train_at;
     bool (*check)(const void *opts, char *buf, size_t len);
-    dg_status (*run)(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+    dg_status (*run)(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
     int (*judge)(const cJSON *rec, int rc, const char **fail);
     void (*head)(const void *opts);
     void (*print)(const cJSON *rec);
-    bool strict, quiet_silent;
+    bool strict, quiet_silent, progress;
 } cli_step;
 /* The verb c->verb through its step (the run of every step verb). */
 int cli_step_main(cli *c, int argc, char **argv);
 /* The step verbs' parts (each in its verb's file; verbs.c puts them together). */
-dg_status cli_env_run(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+dg_status cli_env_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 void cli_env_print(const cJSON *rec);
-dg_status cli_gate_run(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+dg_status cli_gate_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 void cli_gate_head(const void *opts);
 void cli_gate_print(const cJSON *rec);
-dg_status cli_train_run(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+dg_status cli_train_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 int cli_train_judge(const cJSON *rec, int rc, const char **fail);
 void cli_train_print(const cJSON *rec);
 bool cli_soak_check(const void *opts, char *buf, size_t len);
-dg_status cli_soak_run(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+dg_status cli_soak_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 void cli_soak_print(const cJSON *rec);
 bool cli_profile_check(const void *opts, char *buf, size_t len);
-dg_status cli_profile_run(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+dg_status cli_profile_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 void cli_profile_print(const cJSON *rec);
 bool cli_sweep_check(const void *opts, char *buf, size_t len);
-dg_status cli_sweep_run(dg_ctx *ctx, const void *opts, char **json, int *verdict);
+dg_status cli_sweep_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 int cli_sweep_judge(const cJSON *rec, int rc, const char **fail);
 void cli_sweep_print(const cJSON *rec);
 

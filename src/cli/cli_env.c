@@ -189,8 +189,9 @@ const cli_opt cli_env_opts[] = {
     CLI_OPTS_END,
 };
 
-dg_status cli_env_run(dg_ctx *ctx, const void *o, char **json, int *verdict)
+dg_status cli_env_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
+    (void)p;
     *verdict = EXIT_PASS;
     return dg_env_run(ctx, o, json);
 }

@@ -98,8 +98,9 @@ const cli_opt cli_gate_opts[] = {
     CLI_OPTS_END,
 };
 
-dg_status cli_gate_run(dg_ctx *ctx, const void *o, char **json, int *verdict)
+dg_status cli_gate_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
+    (void)p;
     dg_gate_verdict v = DG_GATE_PASS;
     dg_status st = dg_gate_run(ctx, o, json, &v);
     *verdict = v == DG_GATE_PASS ? EXIT_PASS : v == DG_GATE_FAIL ? EXIT_FAIL : EXIT_UNAVAILABLE;

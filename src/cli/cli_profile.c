@@ -141,8 +141,9 @@ bool cli_profile_check(const void *opts, char *buf, size_t len)
     return buf[0] != 0;
 }
 
-dg_status cli_profile_run(dg_ctx *ctx, const void *o, char **json, int *verdict)
+dg_status cli_profile_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
+    (void)p;
     (void)verdict;
     return dg_profile_run(ctx, o, json);
 }

@@ -102,8 +102,9 @@ bool cli_soak_check(const void *o, char *buf, size_t len)
     return buf[0] != 0;
 }
 
-dg_status cli_soak_run(dg_ctx *ctx, const void *o, char **json, int *verdict)
+dg_status cli_soak_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
+    (void)p;
     (void)verdict;
     return dg_soak_run(ctx, o, json);
 }

@@ -34,7 +34,14 @@ int cli_step_main(cli *c, int argc, char **argv)
     } else {
         char *json = NULL;
         int verdict = -1;
-        dg_status st = s->run(c->ctx, o, &json, &verdict);
+        cli_progress p;
+        if (s->progress) {
+            cli_progress_start(&p, c, v->name);
+            dg_set_log(c->ctx, cli_progress_log, &p);
+        }
+        dg_status st = s->run(c->ctx, o, s->progress ? &p : NULL, &json, &verdict);
+        if (s->progress)
+            cli_progress_end(&p);
         if (!json || (st != DG_OK && s->strict)) {
             dg_string_free(json);
             free(o);

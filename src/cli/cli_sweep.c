@@ -126,8 +126,11 @@ bool cli_sweep_check(const void *opts, char *buf, size_t len)
     return buf[0] != 0;
 }
 
-dg_status cli_sweep_run(dg_ctx *ctx, const void *o, char **json, int *verdict)
+dg_status cli_sweep_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict)
 {
+    dg_sweep_opts *o = opts;
+    o->progress = cli_progress_report;
+    o->progress_user = p;
     *verdict = EXIT_PASS; /* judged from the trials, whatever the status */
     return dg_sweep_run(ctx, o, json);
 }

@@ -204,8 +204,9 @@ const cli_opt cli_train_opts[] = {
 #undef T
 #undef TFLAG
 
-dg_status cli_train_run(dg_ctx *ctx, const void *o, char **json, int *verdict)
+dg_status cli_train_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
+    (void)p;
     (void)verdict;
     return dg_train_run(ctx, o, json);
 }

@@ -60,7 +60,8 @@ const cli_verb cli_verb_sweep = {
                               .check = cli_sweep_check,
                               .run = cli_sweep_run,
                               .judge = cli_sweep_judge,
-                              .print = cli_sweep_print},
+                              .print = cli_sweep_print,
+                              .progress = true},
 };
 
 const cli_verb cli_verb_soak = {
