@@ -72,7 +72,7 @@ static const char *bound_opt(const cli_opt *opt, const char *v, void *field)
 }
 
 #define OFF(f) offsetof(slo_args, f)
-static const cli_opt slo_opts[] = {
+const cli_opt cli_slo_opts[] = {
     {CLI_FUNC, "--target", NULL, "URL", NULL, NULL,
      "the endpoint: http://HOST:PORT (the API's path added) or a full URL such as "
      "http://HOST:PORT/v1/chat/completions",
@@ -137,20 +137,6 @@ static const cli_opt slo_opts[] = {
     CLI_OPTS_END,
 };
 #undef OFF
-
-const cli_verb cli_verb_slo = {
-    .name = "slo",
-    .summary = "a signable concurrency SLO: TTFT/TPOT/E2E percentiles of an OpenAI or Ollama "
-               "endpoint under N streams or seeded arrivals, LoadGen's binomial verdict, a ladder",
-    .exits = "0 the SLO is signed, 1 missed (or the endpoint stopped answering), 2 usage, 3 no "
-             "libcurl or the endpoint never answered, 4 inconclusive (more requests needed, or "
-             "not steady), 130 interrupted",
-    .example = "devgate slo --target http://127.0.0.1:8000 --concurrency 1,2,4,8 --duration 60s "
-               "--slo ttft:500ms --slo tpot:30ms",
-    .tables = {slo_opts, cli_common_opts},
-    .titles = {"slo options", "common options"},
-    .run = cmd_slo,
-};
 
 /* ---- printing ------------------------------------------------------------------------ */
 
