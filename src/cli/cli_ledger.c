@@ -288,8 +288,9 @@ static void print_diff(const cJSON *o, const char *ida, const char *idb)
     printf("\n  %-26s %-40s %s\n", comparable ? "numbers" : "numbers (not comparable)", "A", "B");
     char va[64], vb[64];
     for (int k = 0; k < 2; k++) {
-        double v = jmetric(k ? rb : ra, "samples_per_s");
-        snprintf(k ? vb : va, 64, isnan(v) ? "not reported" : "%.0f samples/s", v);
+        metric_text(k ? vb : va, 64, k ? rb : ra, "samples_per_s");
+        if (!strcmp(k ? vb : va, "-"))
+            snprintf(k ? vb : va, 64, "not reported");
     }
     printf("  %-26s %-40s %s\n", "throughput", va, vb);
     for (int k = 0; k < 2; k++) {

@@ -14,6 +14,7 @@ static volatile sig_atomic_t slo_sig;
 typedef struct slo_args {
     dg_slo_opts o;
     const char *prompt_file;
+    cli_thresholds thr;
 } slo_args;
 
 static const char *api_opt(const cli_opt *opt, const char *v, void *field)
@@ -134,6 +135,9 @@ const cli_opt cli_slo_opts[] = {
      0, NULL, NULL, NULL},
     {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0,
      0, NULL, NULL, NULL},
+    {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
+     "a rule threshold (repeatable; docs/rules.md: slo_queue_ratio, slo_interference_pct, ...)",
+     OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -302,6 +306,7 @@ int cmd_slo(cli *c, int argc, char **argv)
     if (a.prompt_file && !read_prompts(a.prompt_file, &ptext, &prompts))
         return EXIT_USAGE;
     a.o.prompts = (const char *const *)prompts;
+    a.o.thresholds = a.thr.list[0] ? a.thr.list : NULL;
     cli_signals sigs;
     slo_sig = 0;
     a.o.cancel = &slo_sig;
