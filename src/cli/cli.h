@@ -84,6 +84,9 @@ bool cli_pipe_append(int fd, char **buf, size_t *len);
  * print followed by "FAIL     fail" (when fail is not NULL) and the ledger id;
  * a NULL print prints nothing in text mode. Takes and frees json and rec;
  * returns cli_record's status. */
+/* Says the record's level against its budget on f ("level 2 took 41 s of
+ * its 60 s budget", or that it overran); nothing when it holds no level. */
+void cli_level_said(const cJSON *rec, FILE *f);
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail);
 /* The exit code of a measurement verb whose library call still returned a

@@ -78,6 +78,7 @@ static void print_gate(const cJSON *rec)
     printf("\n  verdict %s\n", strcmp(verdict, "pass") == 0   ? "PASS"
                                : strcmp(verdict, "fail") == 0 ? "FAIL"
                                                               : "UNAVAILABLE");
+    cli_level_said(rec, stdout);
 }
 
 static const char *size_opt(const cli_opt *opt, const char *v, void *field)
@@ -95,15 +96,20 @@ static const cli_opt gate_opts[] = {
      0, NULL, NULL, NULL},
     {CLI_INT, "--reps", NULL, "N", "5", "repetitions", "timed warm repetitions",
      offsetof(dg_gate_opts, warm_reps), 1, 64, NULL, NULL, NULL},
+    {CLI_INT, "--level", NULL, "N", "1", NULL,
+     "depth: 1 the product, 2 every op against float64 and the link, 3 sustained load and the "
+     "device's health, 4 longer plus the soak",
+     offsetof(dg_gate_opts, level), DG_LEVEL_MIN, DG_LEVEL_MAX, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 
 const cli_verb cli_verb_gate = {
     .name = "gate",
-    .summary = "device gate: built, available, and a checked matrix product per backend",
+    .summary = "device gate: built, available, a checked matrix product per backend; deeper "
+               "levels check every op, the link and the device's health",
     .exits = "0 every selected available backend passed, 1 a backend failed its check, 2 usage, "
              "3 a backend named with --backend is not available",
-    .example = "devgate gate --backend cpu,opencl --size 1024",
+    .example = "devgate gate --backend cpu,opencl --size 1024\n  devgate gate --level 2",
     .tables = {gate_opts, cli_common_opts},
     .titles = {"gate options", "common options"},
     .run = cmd_gate,
@@ -117,13 +123,26 @@ int cmd_gate(cli *c, int argc, char **argv)
         return cli_parse_exit(r);
     char *json = NULL;
     dg_gate_verdict verdict;
+    if (!o.level)
+        o.level = DG_LEVEL_MIN;
+    const dg_level_info *lv = dg_level_get(o.level);
+    /* The budget up front: on stdout with the table, on stderr beside --json. */
+    if (!c->json) {
+        printf("devgate gate · level %d · budget %.0f s · seed %" PRIu64 "\n  level %d: %s\n\n",
+               o.level, lv->gate_budget_s, o.seed, o.level, lv->what);
+        fflush(stdout);
+    } else if (!c->quiet) {
+        fprintf(stderr, "devgate gate: level %d, budget %.0f s: %s\n", o.level, lv->gate_budget_s,
+                lv->what);
+    }
     dg_status st = dg_gate_run(c->ctx, &o, &json, &verdict);
     if (st != DG_OK)
         return cli_fail_status(c, st, "gate");
     int rc = verdict == DG_GATE_PASS   ? EXIT_PASS
              : verdict == DG_GATE_FAIL ? EXIT_FAIL
                                        : EXIT_UNAVAILABLE;
-    if (!c->json)
-        printf("devgate gate · seed %" PRIu64 "\n\n", o.seed);
-    return cli_record_print(c, "gate", json, cJSON_Parse(json), rc, print_gate, NULL);
+    cJSON *rec = cJSON_Parse(json);
+    if (c->json && !c->quiet)
+        cli_level_said(rec, stderr);
+    return cli_record_print(c, "gate", json, rec, rc, print_gate, NULL);
 }

@@ -26,6 +26,7 @@
 #include "core/record.h"
 #include "measure/measure.h"
 #include "steps/runner.h"
+#include "steps/steps.h"
 #include "supervise/supervise.h"
 
 #include <errno.h>
@@ -745,7 +746,11 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         (opts->sweep_to > 0 && opts->sweep_from > opts->sweep_to))
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs and the sweep's range must be positive (from <= to)");
-    acmd a = {.ctx = ctx, .o = opts, .tier = &cmd_tiers[opts->quick ? 0 : 1], .device = "cpu"};
+    bool quick = opts->quick;
+    int level = opts->level;
+    if (dg_level_resolve(ctx, &quick, &level) != DG_OK)
+        return DG_ERR_USAGE;
+    acmd a = {.ctx = ctx, .o = opts, .tier = &cmd_tiers[quick ? 0 : 1], .device = "cpu"};
     a.has_batch = mentions(opts->argv, "{batch}");
     a.has_device = mentions(opts->argv, "{device}");
     a.has_epochs = mentions(opts->argv, "{epochs}");
@@ -754,7 +759,9 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
                          .progress = opts->progress,
                          .progress_user = opts->progress_user,
                          .batch = opts->batch,
-                         .quick = opts->quick,
+                         .quick = quick,
+                         .level = level,
+                         .budget_s = NAN, /* the program's own steps set the time */
                          .sweep_to = opts->sweep_to,
                          .backend_asked = opts->device,
                          .backend_none = "cpu"};

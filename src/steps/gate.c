@@ -419,6 +419,86 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
     return o;
 }
 
+/* ---- levels ------------------------------------------------------------------ */
+
+/* Each level a superset of the one below; the budgets are what the level
+ * keeps on a loaded 2-core machine without a GPU (gate: every backend;
+ * accept: the fixture's whole method, the gate included). */
+static const dg_level_info level_rows[] = {
+    {.level = 1,
+     .gate_budget_s = 15,
+     .accept_budget_s = 180,
+     .what = "built, available, one checked matrix product per backend"},
+    {.level = 2,
+     .gate_budget_s = 60,
+     .accept_budget_s = 720,
+     .what = "level 1, every training op forward and backward against float64 (NMSE per op), "
+             "host-device bandwidth both ways"},
+    {.level = 3,
+     .gate_budget_s = 300,
+     .accept_budget_s = 960,
+     .what = "level 2, sustained load with clocks, temperature, power and throttle reasons "
+             "sampled, the rate's drift, device memory bandwidth"},
+    {.level = 4,
+     .gate_budget_s = 1800,
+     .accept_budget_s = 3600,
+     .what = "level 3 for longer, plus the full soak"},
+};
+
+const dg_level_info *dg_level_get(int level)
+{
+    return level >= DG_LEVEL_MIN && level <= DG_LEVEL_MAX ? &level_rows[level - DG_LEVEL_MIN]
+                                                          : NULL;
+}
+
+/* Seconds waited for the measurement lock: every "lock" object's wait in o. */
+static double lock_waited(const cJSON *o)
+{
+    double s = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o)
+    {
+        if (it->string && strcmp(it->string, "lock") == 0 && cJSON_IsObject(it)) {
+            double w = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(it, "waited"));
+            s += isfinite(w) && w > 0 ? w : 0;
+        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+            s += lock_waited(it);
+        }
+    }
+    return s;
+}
+
+cJSON *dg_level_json(int level, double budget_s, double wall_s, const cJSON *rec)
+{
+    const dg_level_info *L = dg_level_get(level);
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !L)
+        return o;
+    bool ran = isfinite(wall_s) && wall_s >= 0, has = isfinite(budget_s) && budget_s > 0;
+    double waited = rec ? lock_waited(rec) : 0;
+    cJSON_AddNumberToObject(o, "level", level);
+    cJSON_AddStringToObject(o, "what", L->what);
+    cJSON_AddItemToObject(o, "budget", dg_json_metric(has ? budget_s : 0, has, "s"));
+    cJSON_AddItemToObject(o, "wall", dg_json_metric(ran ? wall_s : 0, ran, "s"));
+    cJSON_AddItemToObject(o, "lock_waited", dg_json_metric(waited, true, "s"));
+    cJSON_AddBoolToObject(o, "overrun", ran && has && wall_s - waited > budget_s);
+    return o;
+}
+
+dg_status dg_level_resolve(dg_ctx *ctx, bool *quick, int *level)
+{
+    if (*level == 0)
+        *level = *quick ? DG_LEVEL_MIN : DG_LEVEL_MIN + 1;
+    if (!dg_level_get(*level))
+        return dg_fail(ctx, DG_ERR_USAGE, "level %d out of range (%d..%d)", *level, DG_LEVEL_MIN,
+                       DG_LEVEL_MAX);
+    if (*quick && *level != DG_LEVEL_MIN)
+        return dg_fail(ctx, DG_ERR_USAGE, "--quick is level %d; it cannot run level %d",
+                       DG_LEVEL_MIN, *level);
+    *quick = *level == DG_LEVEL_MIN;
+    return DG_OK;
+}
+
 /* Splits a comma-separated backend list, checking each name. */
 static dg_status parse_backends(dg_ctx *ctx, const char *list, const char **names, size_t *count)
 {
@@ -457,6 +537,11 @@ static dg_status parse_backends(dg_ctx *ctx, const char *list, const char **name
 dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gate_verdict *verdict)
 {
     *json = NULL;
+    double t0 = dg_now();
+    int level = opts && opts->level ? opts->level : DG_LEVEL_MIN;
+    if (!dg_level_get(level))
+        return dg_fail(ctx, DG_ERR_USAGE, "gate level %d out of range (%d..%d)", level,
+                       DG_LEVEL_MIN, DG_LEVEL_MAX);
     dg_matmul_check chk = {
         .m = opts && opts->m ? opts->m : DEFAULT_SIZE,
         .n = opts && opts->n ? opts->n : DEFAULT_SIZE,
@@ -505,6 +590,10 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         if (!avail && explicit_list)
             missing = true;
     }
+    cJSON *lv = dg_level_json(level, dg_level_get(level)->gate_budget_s, dg_now() - t0, root);
+    cJSON_AddItemToObject(root, "level", lv);
+    cJSON *checks = cJSON_AddArrayToObject(lv, "checks");
+    cJSON_AddItemToArray(checks, cJSON_CreateString("product"));
     *verdict = failed ? DG_GATE_FAIL : missing ? DG_GATE_UNAVAILABLE : DG_GATE_PASS;
     cJSON_AddStringToObject(root, "verdict", failed ? "fail" : missing ? "unavailable" : "pass");
     *json = dg_json_print(root);

@@ -13,6 +13,19 @@ expect_json out 'all(k in d["backends"][0]["matmul"] for k in ("ok","m","n","k",
 expect_json out 'd["backends"][0]["matmul"]["m"]==96 and d["backends"][0]["matmul"]["k"]==33'
 expect_json out 'd["backends"][0]["devices"][0]["memory_total"]["valid"] is True'
 
+# Levels: the budget said up front, recorded with the wall time, checks named.
+expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64
+expect_grep out '^devgate gate · level 1 · budget 15 s' "the budget up front"
+expect_grep out 'level 1 took [0-9.]+ s.*within its 15 s budget' "the wall against the budget"
+expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 1 --json
+expect_grep err 'level 1, budget 15 s' "the budget on stderr beside --json"
+expect_json out 'd["level"]["level"]==1 and d["level"]["budget"]=={"value":15,"unit":"s","valid":True} and d["level"]["checks"]==["product"]'
+expect_json out 'd["level"]["wall"]["valid"] and d["level"]["overrun"]==(d["level"]["wall"]["value"]-d["level"]["lock_waited"]["value"]>15)'
+for lv in 0 5 x; do
+  expect_exit 2 "$DG" --no-ledger gate --level $lv
+  expect_grep err '--level wants an integer in 1..4'
+done
+
 # A backend that returns a wrong element, or fails a copy, fails the gate.
 DEVGATE_FAULT=gemm-corrupt@cpu expect_exit 1 "$DG" --no-ledger gate --backend cpu --size 64
 expect_grep out 'cpu +FAIL'
