@@ -31,6 +31,54 @@ static bool parse_size(const char *s, dg_gate_opts *o)
     return true;
 }
 
+/* Level 2: the op table's counts, its worst row, and every row that failed. */
+static void print_ops(const cJSON *ops)
+{
+    if (!cJSON_IsObject(ops))
+        return;
+    char prec[64] = "";
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(ops, "precisions"))
+    {
+        size_t n = strlen(prec);
+        snprintf(prec + n, sizeof prec - n, "%s%s", n ? ", " : "", cJSON_GetStringValue(p));
+    }
+    double failed = jnum(ops, "failed", 0), native = jnum(ops, "not_native", 0);
+    printf("  %-8s       ops %s: %.0f checked against float64, %.0f pass, %.0f FAIL", "", prec,
+           jnum(ops, "checked", 0), jnum(ops, "passed", 0), failed);
+    if (native > 0)
+        printf(", %.0f not native", native);
+    const cJSON *w = cJSON_GetObjectItem(ops, "worst");
+    char cell[128];
+    if (cJSON_IsObject(w))
+        printf(" · worst %s %s %s NMSE %.2g (tolerance %.2g)", jstr(w, "op", "?"),
+               jstr(w, "output", "?"), cli_cell(cell, sizeof cell, jstr(w, "shape", "?")),
+               jnum(w, "nmse", NAN), jnum(w, "tolerance", NAN));
+    printf("\n");
+    int shown = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(ops, "table"))
+    {
+        const char *v = jstr(r, "verdict", "");
+        if (strcmp(v, "fail") && strcmp(v, "error"))
+            continue;
+        if (shown++ == 8) {
+            printf("  %-8s         (%.0f failing rows in all: see --json)\n", "", failed);
+            break;
+        }
+        double nmse = jnum(r, "nmse", NAN), tol = jnum(r, "tolerance", NAN);
+        char err[96];
+        if (isnan(nmse))
+            snprintf(err, sizeof err, "%s", jstr(r, "reason", "no finite result"));
+        else
+            snprintf(err, sizeof err, "NMSE %.2g, tolerance %.2g%s", nmse, tol,
+                     tol == 0 ? " (exact)" : "");
+        printf("  %-8s         FAIL %s %s %s %s: %s\n", "", jstr(r, "op", "?"),
+               jstr(r, "output", "?"), jstr(r, "precision", "?"),
+               cli_cell(cell, sizeof cell, jstr(r, "shape", "?")), err);
+    }
+}
+
 static void print_backend(const cJSON *b)
 {
     const char *name = jstr(b, "name", "?");
@@ -42,7 +90,8 @@ static void print_backend(const cJSON *b)
                jstr(b, "reason", "?"));
         return;
     }
-    bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"));
+    bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok")) &&
+              jnum(cJSON_GetObjectItem(b, "ops"), "failed", 0) == 0;
     const cJSON *devs = cJSON_GetObjectItem(b, "devices");
     const cJSON *d0 = cJSON_GetArrayItem(devs, 0);
     char mem[32], freem[32];
@@ -59,7 +108,7 @@ static void print_backend(const cJSON *b)
     int ndev = cJSON_GetArraySize(devs);
     if (ndev > 1)
         printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
-    if (ok) {
+    if (cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))) {
         printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2g of tolerance) · cold "
                "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
                "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jnum(mm, "max_abs_err", 0),
@@ -68,12 +117,28 @@ static void print_backend(const cJSON *b)
     } else {
         printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
     }
+    print_ops(cJSON_GetObjectItem(b, "ops"));
 }
 
 static void print_gate(const cJSON *rec)
 {
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
+    const cJSON *rc = cJSON_GetObjectItem(rec, "reference_check");
+    if (cJSON_IsArray(rc)) {
+        double worst = 0;
+        int n = 0, bad = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, rc)
+        {
+            n++;
+            bad += !cJSON_IsTrue(cJSON_GetObjectItem(it, "ok"));
+            worst = fmax(worst, jnum(it, "nmse", INFINITY));
+        }
+        printf("  reference: %d backward ops against its own finite differences, %s (worst NMSE "
+               "%.2g)\n",
+               n, bad ? "DISAGREES" : "agrees", worst);
+    }
     const char *verdict = jstr(rec, "verdict", "");
     printf("\n  verdict %s\n", strcmp(verdict, "pass") == 0   ? "PASS"
                                : strcmp(verdict, "fail") == 0 ? "FAIL"

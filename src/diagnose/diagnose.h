@@ -113,6 +113,11 @@ int dg_route_run(const dg_diag *d);
  * NAN) when the sweep has no safe batch or no trial with a rate under it. */
 bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps);
 
+/* The ops of backend `device` that missed their tolerance at gate level 2,
+ * as "bias_add y NMSE 7.3e-15 > 0, ..." into buf; the count (0: every op
+ * within its tolerance, -1: no level-2 table for that device). */
+int dg_ops_over_tolerance(const dg_diag *d, const char *device, char *buf, size_t n);
+
 /* A count from a record as an int; -1 when it is not a finite number in range
  * (a cast of NaN or 1e300 would be undefined). */
 static inline int diag_int(double v)
@@ -128,6 +133,7 @@ void dg_judge_env_mixed_arch(dg_diag *d, const dg_rule *r);
 void dg_judge_gate_failed(dg_diag *d, const dg_rule *r);
 void dg_judge_device_missing(dg_diag *d, const dg_rule *r);
 void dg_judge_backend_unavailable(dg_diag *d, const dg_rule *r);
+void dg_judge_op_numerics(dg_diag *d, const dg_rule *r);
 
 /* rules_speed.c: the compare runs (speed and numerics) */
 void dg_judge_compare_failed(dg_diag *d, const dg_rule *r);

@@ -33,6 +33,12 @@ const dg_rule dg_rules[] = {
      dg_judge_gate_failed, "the device computes wrong results: a driver, runtime or kernel fault",
      "fix the environment first (driver, runtime and library versions), then run devgate gate "
      "again"},
+    {"op-numerics", DG_SEV_FAIL, "gate.backends[].ops.table, gate.reference_ok", "",
+     dg_judge_op_numerics,
+     "a kernel computes an op wrongly on this device: its error against float64 is over the "
+     "op's tolerance (docs/rules.md, op tolerances)",
+     "report the op and shape; until it is fixed run it on the cpu (--disable-op OP) or train "
+     "elsewhere"},
     {"device-missing", DG_SEV_FAIL, "spec.backend, gate.backends[].available", "",
      dg_judge_device_missing,
      "the device path is not there: driver or runtime missing, or the device hidden (VM, "

@@ -11,6 +11,7 @@
 #include "env/env.h"
 #include "env/peak.h"
 #include "measure/measure.h"
+#include "steps/gate_ops.h"
 
 #include <float.h>
 #include <math.h>
@@ -414,6 +415,12 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
             cJSON_AddStringToObject(mm, "reason", "backend not available");
         }
     }
+    if (check && check->ops && available) {
+        bool failed = false;
+        cJSON *ops = dg_op_suite_run(check->ops, name, e.iface, bctx, &failed);
+        if (ops)
+            cJSON_AddItemToObject(o, "ops", ops);
+    }
     if (bctx)
         e.iface->free(bctx);
     return o;
@@ -573,19 +580,37 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     }
     cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
     cJSON_AddStringToObject(root, "tolerance_model", "|c-ref| <= 2*k*eps32*sum|a||b| per element");
-    cJSON *arr = cJSON_AddArrayToObject(root, "backends");
     bool failed = false, missing = false;
+    /* Level 2: the op cases once for every backend, and the reference's own check. */
+    dg_op_suite *suite = NULL;
+    if (level >= 2) {
+        bool ref_ok = false;
+        cJSON *rc = dg_op_reference_check(chk.seed, &ref_ok);
+        if (!rc || !(suite = dg_op_suite_new(ctx, chk.seed))) {
+            cJSON_Delete(rc);
+            cJSON_Delete(root);
+            return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of host memory for the op checks");
+        }
+        cJSON_AddItemToObject(root, "reference_check", rc);
+        cJSON_AddBoolToObject(root, "reference_ok", ref_ok);
+        failed |= !ref_ok;
+        chk.ops = suite;
+    }
+    cJSON *arr = cJSON_AddArrayToObject(root, "backends");
     for (size_t i = 0; i < count; i++) {
         dg_log(ctx, DG_LOG_INFO, "gate: %s", names[i]);
         cJSON *b = dg_gate_backend(ctx, names[i], NULL, &chk);
         if (!b) {
             cJSON_Delete(root);
+            dg_op_suite_free(suite);
             return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of memory");
         }
         cJSON_AddItemToArray(arr, b);
         bool avail = cJSON_IsTrue(cJSON_GetObjectItem(b, "available"));
         cJSON *ok = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "ok");
         if (avail && !cJSON_IsTrue(ok))
+            failed = true;
+        if (avail && dg_jnum(b, "ops.failed") > 0)
             failed = true;
         if (!avail && explicit_list)
             missing = true;
@@ -594,6 +619,11 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     cJSON_AddItemToObject(root, "level", lv);
     cJSON *checks = cJSON_AddArrayToObject(lv, "checks");
     cJSON_AddItemToArray(checks, cJSON_CreateString("product"));
+    if (suite) {
+        cJSON_AddItemToArray(checks, cJSON_CreateString("reference"));
+        cJSON_AddItemToArray(checks, cJSON_CreateString("ops"));
+    }
+    dg_op_suite_free(suite);
     *verdict = failed ? DG_GATE_FAIL : missing ? DG_GATE_UNAVAILABLE : DG_GATE_PASS;
     cJSON_AddStringToObject(root, "verdict", failed ? "fail" : missing ? "unavailable" : "pass");
     *json = dg_json_print(root);

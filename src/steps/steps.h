@@ -9,10 +9,12 @@
 #include "steps/runner.h"
 
 /* The device matrix-product check of one backend. */
+struct dg_op_suite;
 typedef struct dg_matmul_check {
     int m, n, k;
     uint64_t seed;
     int warm_reps;
+    const struct dg_op_suite *ops; /* level 2: every op against float64 (NULL: not run) */
 } dg_matmul_check;
 
 /* Describes backend `name` (built, available, reason, versions, devices) and,

@@ -26,6 +26,20 @@ for lv in 0 5 x; do
   expect_grep err '--level wants an integer in 1..4'
 done
 
+# Level 2: every op of the cpu against float64, the reference's own check,
+# the worst op named; a planted wrong kernel (bias_add one ulp high) is named.
+expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 2 --json
+expect_json out 'd["level"]["checks"]==["product","reference","ops"] and d["reference_ok"] is True and all(r["ok"] for r in d["reference_check"])'
+expect_json out 'd["backends"][0]["ops"]["failed"]==0 and d["backends"][0]["ops"]["checked"]>=80 and d["backends"][0]["ops"]["checked"]==len(d["backends"][0]["ops"]["table"])'
+expect_json out 'all(r["nmse"] is not None and r["nmse"]<=r["tolerance"] and r["verdict"]=="pass" for r in d["backends"][0]["ops"]["table"])'
+expect_json out '{r["op"] for r in d["backends"][0]["ops"]["table"]}>={"gemm_nn","gemm_nt","gemm_tn","conv2d_fwd","conv2d_bwd","relu_fwd","relu_bwd","maxpool_fwd","maxpool_bwd","bias_add","bias_grad","softmax_xent","sgd"}'
+DEVGATE_FAULT=bias-ulp@cpu expect_exit 1 "$DG" --no-ledger gate --backend cpu --size 64 --level 2
+expect_grep out 'cpu +FAIL' "a failing op fails the backend"
+expect_grep out 'worst bias_add y' "the worst op named"
+expect_grep out 'FAIL bias_add y fp32 \[4,256,1\]: NMSE [0-9.e-]+, tolerance 0 \(exact\)' "the failing row"
+DEVGATE_FAULT=bias-ulp@cpu expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 1
+expect_grep out 'cpu +PASS' "level 1 does not see an exact op's ulp"
+
 # A backend that returns a wrong element, or fails a copy, fails the gate.
 DEVGATE_FAULT=gemm-corrupt@cpu expect_exit 1 "$DG" --no-ledger gate --backend cpu --size 64
 expect_grep out 'cpu +FAIL'
