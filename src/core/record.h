@@ -213,9 +213,9 @@ typedef struct dg_view_device {
 /* One row of a backend's per-op table (gate level 2, docs/schema/gate.md). */
 typedef struct dg_view_op_row {
     const char *op, *backend, *precision, *shape, *output, *verdict, *reason;
-    int fixture;                     /* tri: a shape of the training fixture */
-    dg_rec_metric nmse, tolerance;   /* NMSE against float64; the table's (0: exact) */
-    dg_rec_metric over_tolerance;    /* the worst row only: nmse / tolerance */
+    int fixture;                   /* tri: a shape of the training fixture */
+    dg_rec_metric nmse, tolerance; /* NMSE against float64; the table's (0: exact) */
+    dg_rec_metric over_tolerance;  /* the worst row only: nmse / tolerance */
 } dg_view_op_row;
 
 /* A backend's level-2 op checks. */
@@ -300,8 +300,8 @@ typedef struct dg_view_gate {
     const cJSON *backends_json; /* gate.backends as recorded (any type), or NULL */
     dg_view_backend *backends;
     int nbackends;
-    dg_rec_metric level;    /* the gate's level (1 when the record predates levels: invalid) */
-    int reference_ok;       /* tri: level 2's reference agreed with its finite differences */
+    dg_rec_metric level; /* the gate's level (1 when the record predates levels: invalid) */
+    int reference_ok;    /* tri: level 2's reference agreed with its finite differences */
 } dg_view_gate;
 
 /* The gate levels' members of one gate backend's view (record_levels.c);

@@ -7,7 +7,8 @@
 
 static void op_row(const cJSON *r, dg_view_op_row *o, bool worst)
 {
-    o->op = dg_rec_str(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_OP : DG_P_GATE_BACKENDS_OPS_TABLE_OP);
+    o->op =
+        dg_rec_str(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_OP : DG_P_GATE_BACKENDS_OPS_TABLE_OP);
     o->backend = dg_rec_str(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_BACKEND
                                      : DG_P_GATE_BACKENDS_OPS_TABLE_BACKEND);
     o->precision = dg_rec_str(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_PRECISION
@@ -22,8 +23,8 @@ static void op_row(const cJSON *r, dg_view_op_row *o, bool worst)
                                     : DG_P_GATE_BACKENDS_OPS_TABLE_REASON);
     o->fixture = dg_rec_bool(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_FIXTURE
                                       : DG_P_GATE_BACKENDS_OPS_TABLE_FIXTURE);
-    o->nmse =
-        dg_rec_num(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_NMSE : DG_P_GATE_BACKENDS_OPS_TABLE_NMSE);
+    o->nmse = dg_rec_num(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_NMSE
+                                  : DG_P_GATE_BACKENDS_OPS_TABLE_NMSE);
     o->tolerance = dg_rec_num(r, worst ? DG_P_GATE_BACKENDS_OPS_WORST_TOLERANCE
                                        : DG_P_GATE_BACKENDS_OPS_TABLE_TOLERANCE);
     if (worst)

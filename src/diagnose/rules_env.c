@@ -218,14 +218,15 @@ void dg_judge_op_numerics(dg_diag *d, const dg_rule *r)
                          w->tolerance.value, w->tolerance.value == 0 ? " (exact)" : "");
             else
                 snprintf(err, sizeof err, "%s", w->reason ? w->reason : "no finite result");
-            cJSON *f = dg_rule_finding(
-                d, r, DG_SEV_FAIL, -1, "%s %s (%s) is wrong: %s %s at %s%s",
-                g->backends[i].name ? g->backends[i].name : "a backend", x->op, x->precision,
-                w->output ? w->output : "its output", err, w->shape ? w->shape : "?",
-                count > 1 ? " (and more shapes)" : "");
+            cJSON *f =
+                dg_rule_finding(d, r, DG_SEV_FAIL, -1, "%s %s (%s) is wrong: %s %s at %s%s",
+                                g->backends[i].name ? g->backends[i].name : "a backend", x->op,
+                                x->precision, w->output ? w->output : "its output", err,
+                                w->shape ? w->shape : "?", count > 1 ? " (and more shapes)" : "");
             dg_ev_str(d, f, "gate", w->op, "backends[%d].ops.table[%d].op", i, worst);
             dg_ev_str(d, f, "gate", w->shape, "backends[%d].ops.table[%d].shape", i, worst);
-            dg_ev_metric(d, f, "gate", "nmse", w->nmse, "backends[%d].ops.table[%d].nmse", i, worst);
+            dg_ev_metric(d, f, "gate", "nmse", w->nmse, "backends[%d].ops.table[%d].nmse", i,
+                         worst);
             dg_ev_metric(d, f, "gate", "nmse", w->tolerance, "backends[%d].ops.table[%d].tolerance",
                          i, worst);
             const char *call = strncmp(x->op, "gemm_", 5) == 0 ? "gemm" : x->op;

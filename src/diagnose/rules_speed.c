@@ -105,8 +105,9 @@ void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r)
         if (over > 0)
             snprintf(why, sizeof why, "; ops over their tolerance: %s", ops);
         else if (over == 0)
-            snprintf(why, sizeof why, "; every op within its tolerance at gate level 2 (the "
-                                      "drift is reduction order, not a wrong kernel)");
+            snprintf(why, sizeof why,
+                     "; every op within its tolerance at gate level 2 (the "
+                     "drift is reduction order, not a wrong kernel)");
         cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, i, "%s drifts from %s at batch %d: %s%s%s",
                                    dg_run_device(d, run), against, dg_rec_int(run->batch),
                                    figs[0] ? figs : "figures not listed", tol, why);

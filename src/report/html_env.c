@@ -361,8 +361,9 @@ void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
     for (int i = 0; i < gate->nbackends; i++)
         ops_table(b, &gate->backends[i]);
     if (gate->reference_ok != -1)
-        dg_rp_printf(b, "<p class=\"note\">the float64 reference's gradients %s its own finite "
-                        "differences (docs/rules.md, op tolerances)</p>\n",
+        dg_rp_printf(b,
+                     "<p class=\"note\">the float64 reference's gradients %s its own finite "
+                     "differences (docs/rules.md, op tolerances)</p>\n",
                      gate->reference_ok == 1 ? "agree with" : "<b>disagree with</b>");
     sec_close(b);
 }

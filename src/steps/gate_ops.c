@@ -234,8 +234,8 @@ static void case_pool(dg_op_suite *s, bool fixture, dg_pool_shape p)
         output(c, "y", ref, ny);
         output(c, "argmax", amd, ny);
     }
-    if (am && (c = add(s, DG_CALL_MAXPOOL_BWD, "maxpool_bwd", fixture, "[%d,%d,%d,%d] k%d s%d",
-                       p.n, p.c, p.h, p.w, p.k, p.stride))) {
+    if (am && (c = add(s, DG_CALL_MAXPOOL_BWD, "maxpool_bwd", fixture, "[%d,%d,%d,%d] k%d s%d", p.n,
+                       p.c, p.h, p.w, p.k, p.stride))) {
         c->pool = p;
         c->ints = am;
         c->ints_n = ny;
@@ -417,16 +417,16 @@ static void odd_cases(dg_op_suite *s)
     case_pool(s, false, (dg_pool_shape){.n = 2, .c = 3, .h = 13, .w = 11, .k = 3, .stride = 2});
     case_pool(s, false, (dg_pool_shape){.n = 1, .c = 2, .h = 7, .w = 9, .k = 2, .stride = 2});
     case_conv(s, false,
-              (dg_conv_shape){.n = 3, .c = 5, .h = 11, .w = 9, .k = 7, .kh = 3, .kw = 3,
-                              .stride = 2, .pad = 1},
+              (dg_conv_shape){
+                  .n = 3, .c = 5, .h = 11, .w = 9, .k = 7, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
               false, false);
     case_conv(s, false,
-              (dg_conv_shape){.n = 2, .c = 4, .h = 7, .w = 7, .k = 3, .kh = 1, .kw = 1,
-                              .stride = 1, .pad = 0},
+              (dg_conv_shape){
+                  .n = 2, .c = 4, .h = 7, .w = 7, .k = 3, .kh = 1, .kw = 1, .stride = 1, .pad = 0},
               true, false);
     case_conv(s, false,
-              (dg_conv_shape){.n = 1, .c = 2, .h = 9, .w = 8, .k = 5, .kh = 5, .kw = 5,
-                              .stride = 1, .pad = 2},
+              (dg_conv_shape){
+                  .n = 1, .c = 2, .h = 9, .w = 8, .k = 5, .kh = 5, .kw = 5, .stride = 1, .pad = 2},
               false, true);
     case_xent(s, false, 5, 13, true);
     case_xent(s, false, 1, 2, false);

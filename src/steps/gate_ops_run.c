@@ -88,7 +88,7 @@ static dg_op_desc desc_of(const op_case *c)
     return d;
 }
 
-#define B4(n) ((size_t)(n) * 4)
+#define B4(n) ((size_t)(n)*4)
 
 /* Runs c once; got[j] receives output j (c->out[j].n values). */
 static dg_status run_case(dev *d, const op_case *c, double **got)
@@ -256,7 +256,8 @@ static void judge_case(dev *d, const op_case *c, const char *backend, dg_op_prec
                        tally *t)
 {
     dg_op_desc desc = desc_of(c);
-    bool native = d->be->supports_op && d->be->supports_op(d->bctx, &desc) && has_call(d->be, c->call);
+    bool native =
+        d->be->supports_op && d->be->supports_op(d->bctx, &desc) && has_call(d->be, c->call);
     double *got[MAX_OUT] = {0};
     dg_status st = DG_OK;
     char why[320] = "";
@@ -294,7 +295,8 @@ static void judge_case(dev *d, const op_case *c, const char *backend, dg_op_prec
         char r[96] = "";
         if (!isfinite(e))
             snprintf(r, sizeof r, "a non-finite value, or a reference of zeros not met");
-        cJSON *row = row_json(c, backend, p, o->name, e, tol, pass ? "pass" : "fail", r[0] ? r : NULL);
+        cJSON *row =
+            row_json(c, backend, p, o->name, e, tol, pass ? "pass" : "fail", r[0] ? r : NULL);
         if (pass)
             t->passed++;
         else

@@ -133,8 +133,8 @@ static double conv_loss(void *p)
 
 static void check_conv(fd *f)
 {
-    conv_u u = {.s = {.n = 2, .c = 3, .h = 6, .w = 5, .k = 4, .kh = 3, .kw = 3, .stride = 2,
-                      .pad = 1}};
+    conv_u u = {
+        .s = {.n = 2, .c = 3, .h = 6, .w = 5, .k = 4, .kh = 3, .kw = 3, .stride = 2, .pad = 1}};
     u.s.ho = (u.s.h + 2 * u.s.pad - u.s.kh) / u.s.stride + 1;
     u.s.wo = (u.s.w + 2 * u.s.pad - u.s.kw) / u.s.stride + 1;
     size_t nx = 2 * 3 * 6 * 5, nw = 4 * 3 * 9, ny = (size_t)2 * 4 * u.s.ho * u.s.wo;

@@ -491,7 +491,8 @@ int main(void)
         dg_record_view v;
         CHECK(dg_record_view_build(NULL, wrap, &v) == DG_OK);
         const dg_view_ops *o = v.gate.nbackends ? &v.gate.backends[0].ops : NULL;
-        CHECK(o && o->present && o->nrows == cJSON_GetArraySize(dg_jpath(gate2, "backends[0].ops.table")));
+        CHECK(o && o->present &&
+              o->nrows == cJSON_GetArraySize(dg_jpath(gate2, "backends[0].ops.table")));
         CHECK(o && o->has_worst && o->worst.nmse.valid && o->failed.valid && o->failed.value == 0);
         CHECK(v.gate.reference_ok == 1 && dg_rec_int(v.gate.level) == 2);
         dg_record_view_free(&v);
