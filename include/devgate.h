@@ -239,6 +239,14 @@ dg_status dg_train_run(dg_ctx *ctx, const dg_train_opts *opts, char **json);
  * or an op aimed at the cpu (the fallback). NULL or "" is DG_OK. */
 dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec);
 
+/* Checks, before anything is measured, that every name and value in o names
+ * something devgate has: the model (o->model, else `model`, else "mlp": a
+ * preset or a layer string that fits its input), the backend, the disabled
+ * ops, the data source's kind, the resolution, augmentation and
+ * normalisation. Nothing is opened. DG_ERR_USAGE naming the first that does
+ * not; flags and spec files reach it alike. */
+dg_status dg_train_opts_inputs_check(dg_ctx *ctx, const dg_train_opts *o, const char *model);
+
 /* ---- measurement steps (docs/schema/measure.md) ---------------------------- */
 
 typedef struct dg_sweep_opts {
@@ -466,6 +474,12 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
 /* ---- ledger (docs/schema/ledger.md) ------------------------------------- */
 
 typedef struct dg_ledger dg_ledger;
+
+/* A run id: "YYYYMMDD-HHMMSS-" (UTC at unix time `when`) and `hex` random
+ * lowercase hex digits (even, at most 32), so ids made on different hosts
+ * do not meet (the ledger's, a remote run's token, a pack's without a
+ * ledger). buf holds at least 17 + hex bytes. */
+void dg_run_id(char *buf, size_t len, long long when, int hex);
 
 /* Default ledger path: $DEVGATE_LEDGER, else $XDG_DATA_HOME/devgate/ledger.db,
  * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free;

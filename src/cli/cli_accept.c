@@ -306,7 +306,7 @@ int cmd_accept(cli *c, int argc, char **argv)
         goto out;
     }
     dg_string_free(probe);
-    if (dg_disable_ops_check(c->ctx, o.train.disable_ops) != DG_OK) {
+    if (!own && dg_train_opts_inputs_check(c->ctx, &o.train, "cifar") != DG_OK) {
         cli_error("accept: %s", dg_errmsg(c->ctx));
         goto out;
     }

@@ -106,9 +106,15 @@ char *dg_json_print(const cJSON *item)
     if (!text)
         return NULL;
     size_t n = strlen(text) + 1;
-    char *out = dg_malloc(n);
-    if (out)
+    /* Every string should have been cleaned where it came in; one that was
+     * not still leaves as valid UTF-8 (its bad bytes as U+FFFD), since a
+     * byte above 0x7f only ever stands inside a JSON string. */
+    bool valid = dg_utf8_valid(text, n - 1);
+    char *out = dg_malloc(valid ? n : 3 * n);
+    if (out && valid)
         memcpy(out, text, n);
+    else if (out)
+        dg_utf8_clean(out, 3 * n, text, n - 1, false);
     cJSON_free(text);
     return out;
 }

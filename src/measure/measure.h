@@ -76,7 +76,9 @@ void dg_window_free(dg_window *w);
 
 typedef struct dg_mlock {
     char path[512];
-    const char *state; /* "held", "timed out", "interrupted", "unavailable" */
+    /* "held", "held by an ancestor" (a devgate measuring the program this one
+     * runs in holds it), "timed out", "interrupted", "unavailable" */
+    const char *state;
     double waited_s;
     bool held, nested, contended; /* contended: another measurement held it first */
     char error[128];
@@ -158,4 +160,20 @@ void dg_trace_name(cJSON *events, int pid, int tid, const char *name);
  * to path (through a temporary file renamed into place); events and metadata
  * (may be NULL) are borrowed. DG_ERR_IO with the reason when it cannot. */
 dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events, const cJSON *metadata);
+
+/* ---- a measured window (measured.c) ---- */
+
+/* A measured window: the machine-wide measurement lock (waiting at most
+ * DG_MEASURED_MAX_WAIT_S) and the contention sampled while it is held. */
+#define DG_MEASURED_MAX_WAIT_S 600
+typedef struct dg_measured {
+    dg_mlock lock;
+    dg_window *window;
+} dg_measured;
+/* Takes the lock and opens the contention window. */
+void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel);
+/* Closes the window, releases the lock and adds "lock" ({state, waited,
+ * contended}) and "contention" (dg_window_end's object) to obj (may be
+ * NULL: recorded nowhere); returns the seconds waited for the lock. */
+double dg_measured_end(dg_measured *m, cJSON *obj);
 #endif

@@ -19,30 +19,6 @@
 
 #define MAX_TRIALS 64 /* doubling plus bisection never gets near this */
 
-/* ---- a measured window ---------------------------------------------------------- */
-
-void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel)
-{
-    /* Other devgate measurements wait for this one; the wait is not measured. */
-    dg_measure_lock(&m->lock, DG_MEASURED_MAX_WAIT_S, cancel);
-    m->window = dg_window_begin();
-}
-
-double dg_measured_end(dg_measured *m, cJSON *obj)
-{
-    cJSON *cont = dg_window_end(m->window);
-    dg_window_free(m->window);
-    m->window = NULL;
-    dg_measure_unlock(&m->lock);
-    if (obj) {
-        cJSON_AddItemToObject(obj, "lock", dg_measure_lock_json(&m->lock));
-        cJSON_AddItemToObject(obj, "contention", cont ? cont : cJSON_CreateNull());
-    } else {
-        cJSON_Delete(cont);
-    }
-    return m->lock.waited_s;
-}
-
 dg_status dg_run_measured(dg_ctx *ctx, const dg_run_opts *opts, char **json)
 {
     dg_measured ms;
@@ -111,8 +87,7 @@ static cJSON *metric_of(dg_metric m, const char *unit)
     return dg_json_metric(ok ? m.value : 0, ok, unit);
 }
 
-/* The TRIAL entry (docs/schema/measure.md) of a trial at batch. */
-static cJSON *trial_entry(int batch, dg_trial_result *t)
+cJSON *dg_trial_entry(int batch, dg_trial_result *t)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "batch", batch);
@@ -170,7 +145,7 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
     dg_measured ms;
     dg_measured_begin(&ms, sw->cancel);
     dg_status st = sw->r->trial(sw->rc, batch, t);
-    cJSON *j = st == DG_OK ? trial_entry(batch, t) : NULL;
+    cJSON *j = st == DG_OK ? dg_trial_entry(batch, t) : NULL;
     sw->lock_waited += dg_measured_end(&ms, j);
     cJSON_Delete(t->extra);
     t->extra = NULL;
@@ -478,41 +453,63 @@ static void soak_summary(method *m, const cJSON *soak, char *sum, size_t len)
              dg_jbool(soak, "empty_cache") == 1 ? ", cache emptied each epoch" : "");
 }
 
+/* How an epochs run ended, as the step's status (its error in out). */
+static dg_status epochs_status(dg_epochs_result *e, dg_step_out *out)
+{
+    snprintf(out->error, sizeof out->error, "%s", e->reason);
+    if (e->end == DG_TRIAL_INTERRUPTED)
+        return DG_ERR_INTERRUPTED;
+    if (e->end != DG_TRIAL_OK)
+        return DG_ERR_CHECK;
+    if (!e->soak) {
+        snprintf(out->error, sizeof out->error,
+                 "the program reported no epoch end (no DataLoader epoch was seen)");
+        return DG_ERR_CHECK;
+    }
+    return DG_OK;
+}
+
 /* The soak: the runner's epochs under the measurement lock, contention sampled. */
 static void step_soak(method *m)
 {
     begin(m, 3);
-    dg_step_out out = {0};
+    dg_epochs_result e = {.end = DG_TRIAL_FAILED};
     dg_measured ms;
     dg_measured_begin(&ms, m->o->cancel);
-    dg_status st = m->r->epochs(m->rc, &m->s, &out);
-    if (!cJSON_IsObject(out.section)) {
-        cJSON_Delete(out.section);
-        out.section = NULL;
+    dg_status st = m->r->epochs(m->rc, &m->s, &e);
+    if (!cJSON_IsObject(e.soak)) {
+        cJSON_Delete(e.soak);
+        e.soak = NULL;
     }
-    dg_measured_end(&ms, out.section);
-    if (out.section && !out.summary[0])
+    dg_measured_end(&ms, e.soak);
+    dg_step_out out = {.section = e.soak, .hoist = e.hoist};
+    if (st == DG_OK)
+        st = epochs_status(&e, &out);
+    else
+        snprintf(out.error, sizeof out.error, "out of host memory");
+    if (out.section)
         soak_summary(m, out.section, out.summary, sizeof out.summary);
     conclude(m, st, &out);
 }
 
-static void step_other(method *m, int index,
-                       dg_status (*fn)(void *, const dg_method_state *, dg_step_out *))
-{
-    begin(m, index);
-    dg_step_out out = {0};
-    dg_status st = fn(m->rc, &m->s, &out);
-    conclude(m, st, &out);
-}
-
+/* The comparison against the cpu: the runner's plan, then the driver's pairs. */
 static void step_compare(method *m)
 {
-    step_other(m, 4, m->r->compare);
+    begin(m, 4);
+    dg_step_out out = {0};
+    dg_compare_plan plan = {0};
+    dg_status st = m->r->compare_plan(m->rc, &m->s, &plan, &out);
+    if (st == DG_OK && !out.skipped && plan.max_pairs > 0 && !out.section)
+        st = dg_method_compare(m->ctx, m->r, m->rc, m->s.device, &plan, m->o->cancel, &out);
+    conclude(m, st, &out);
 }
 
 static void step_profile(method *m)
 {
-    step_other(m, 5, m->r->profile);
+    begin(m, 5);
+    dg_step_out out = {0};
+    dg_status st = m->r->profile(m->rc, &m->s, &out);
+    conclude(m, st, &out);
 }
 
 /* ---- the record ------------------------------------------------------------------- */
