@@ -98,6 +98,15 @@ static const char *faulty_last_error(void *ctx)
     return "injected fault: upload refused (DEVGATE_FAULT)";
 }
 
+/* Host copies cannot be recorded into a captured step. */
+static void no_capture(dg_backend_iface *f)
+{
+    f->capture_begin = NULL;
+    f->capture_end = NULL;
+    f->replay = NULL;
+    f->caps.graph_capture = false;
+}
+
 const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend_iface *iface)
 {
     const char *spec = getenv("DEVGATE_FAULT");
@@ -118,17 +127,10 @@ const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend
         faulty.sgd = faulty_sgd_ascend;
     } else if (kind_len == 8 && strncmp(spec, "bias-ulp", 8) == 0 && iface->bias_add) {
         faulty.bias_add = faulty_bias_ulp;
-        faulty.capture_begin = NULL;
-        faulty.capture_end = NULL;
-        faulty.replay = NULL;
-        faulty.caps.graph_capture = false;
+        no_capture(&faulty);
     } else if (kind_len == 9 && strncmp(spec, "relu-leak", 9) == 0 && iface->relu_fwd) {
         faulty.relu_fwd = faulty_relu_leak;
-        /* Host copies cannot be recorded into a captured step. */
-        faulty.capture_begin = NULL;
-        faulty.capture_end = NULL;
-        faulty.replay = NULL;
-        faulty.caps.graph_capture = false;
+        no_capture(&faulty);
     } else {
         return iface;
     }

@@ -79,6 +79,32 @@ static void print_ops(const cJSON *ops)
     }
 }
 
+/* Level 2: the four ways of the host-device link against its rating. */
+static void print_link(const cJSON *l)
+{
+    if (!cJSON_IsObject(l))
+        return;
+    static const char *const ways[] = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"};
+    printf("  %-8s       link", "");
+    for (int k = 0; k < 4; k++) {
+        double v = jmetric(l, ways[k]);
+        if (isnan(v))
+            printf("%s %s not measured", k ? " ·" : "", ways[k]);
+        else
+            printf("%s %s %.1f GB/s", k ? " ·" : "", ways[k], v);
+    }
+    double rated = jmetric(l, "rated");
+    char cell[160];
+    if (isnan(rated))
+        printf(" · %s\n", cli_cell(cell, sizeof cell, jstr(l, "rated_reason", "no rating")));
+    else
+        printf(" · rated %.1f GB/s (%s)%s\n", rated,
+               cli_cell(cell, sizeof cell, jstr(l, "kind", "?")),
+               cJSON_IsFalse(cJSON_GetObjectItem(l, "ok")) ? " · SLOW" : "");
+    if (cJSON_IsFalse(cJSON_GetObjectItem(l, "ok")))
+        printf("  %-8s         %s\n", "", cli_cell(cell, sizeof cell, jstr(l, "reason", "?")));
+}
+
 static void print_backend(const cJSON *b)
 {
     const char *name = jstr(b, "name", "?");
@@ -91,7 +117,8 @@ static void print_backend(const cJSON *b)
         return;
     }
     bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok")) &&
-              jnum(cJSON_GetObjectItem(b, "ops"), "failed", 0) == 0;
+              jnum(cJSON_GetObjectItem(b, "ops"), "failed", 0) == 0 &&
+              !cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "link"), "ok"));
     const cJSON *devs = cJSON_GetObjectItem(b, "devices");
     const cJSON *d0 = cJSON_GetArrayItem(devs, 0);
     char mem[32], freem[32];
@@ -118,6 +145,7 @@ static void print_backend(const cJSON *b)
         printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
     }
     print_ops(cJSON_GetObjectItem(b, "ops"));
+    print_link(cJSON_GetObjectItem(b, "link"));
 }
 
 static void print_gate(const cJSON *rec)

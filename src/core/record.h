@@ -228,6 +228,26 @@ typedef struct dg_view_ops {
     int nrows;
 } dg_view_ops;
 
+/* The ways of a link check, in the record's order. */
+enum {
+    DG_LINK_H2D_PAGEABLE,
+    DG_LINK_H2D_PINNED,
+    DG_LINK_D2H_PAGEABLE,
+    DG_LINK_D2H_PINNED,
+    DG_LINK_WAYS
+};
+extern const char *const dg_link_way_names[DG_LINK_WAYS];
+
+/* A backend's level-2 link check. */
+typedef struct dg_view_link {
+    bool present;
+    const char *kind, *current, *reason;
+    dg_rec_metric rated;                  /* GB/s */
+    dg_rec_metric gbps[DG_LINK_WAYS];     /* GB/s */
+    dg_rec_metric fraction[DG_LINK_WAYS]; /* of rated */
+    int ok;                               /* tri */
+} dg_view_link;
+
 /* A backend as the gate (or, without a gate, the environment) lists it. */
 typedef struct dg_view_backend {
     const char *name, *reason, *versions;
@@ -264,7 +284,8 @@ typedef struct dg_view_backend {
     } blas;
     dg_view_device *devices; /* the gate's: the devices it found */
     int ndevices;
-    dg_view_ops ops; /* gate level 2 */
+    dg_view_ops ops;   /* gate level 2 */
+    dg_view_link link; /* gate level 2 */
 } dg_view_backend;
 
 /* The environment summary the rules and the summaries read. */

@@ -39,6 +39,13 @@ const dg_rule dg_rules[] = {
      "op's tolerance (docs/rules.md, op tolerances)",
      "report the op and shape; until it is fixed run it on the cpu (--disable-op OP) or train "
      "elsewhere"},
+    {"link-slow", DG_SEV_WARN,
+     "gate.backends[].link.h2d_pinned, .d2h_pinned, .fraction_of_rated, .rated",
+     "link_min_fraction", dg_judge_link_slow,
+     "the host-device link runs below its rating: a slot of fewer lanes or an older generation "
+     "than the card's, a link trained down, a riser, or a shared switch",
+     "check the slot and the link (nvidia-smi -q: PCIe generation and width, current against "
+     "max); move the card, or feed the device fewer, larger batches"},
     {"device-missing", DG_SEV_FAIL, "spec.backend, gate.backends[].available", "",
      dg_judge_device_missing,
      "the device path is not there: driver or runtime missing, or the device hidden (VM, "

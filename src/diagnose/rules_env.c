@@ -141,8 +141,11 @@ void dg_judge_gate_failed(dg_diag *d, const dg_rule *r)
                          i);
     }
     /* A failed op check or reference check is op-numerics' to name. */
-    for (int i = 0; i < g->nbackends; i++)
-        any |= g->backends[i].ops.failed.valid && g->backends[i].ops.failed.value > 0;
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        any |= b->ops.failed.valid && b->ops.failed.value > 0;
+        any |= b->link.ok == 0 && b->link.rated.valid; /* link-slow's */
+    }
     any |= g->reference_ok == 0;
     if (!any && g->verdict && !strcmp(g->verdict, "fail")) {
         cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the device gate failed");
@@ -235,5 +238,49 @@ void dg_judge_op_numerics(dg_diag *d, const dg_rule *r)
                          "it is fixed run %s on the cpu (--disable-op %s) or train elsewhere",
                          call, call);
         }
+    }
+}
+
+/* link-slow: gate level 2's host-device copies against the link's rating. */
+void dg_judge_link_slow(dg_diag *d, const dg_rule *r)
+{
+    const dg_view_gate *g = &d->v->gate;
+    double min = d->th[TH_LINK_MIN_FRACTION];
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_link *l = &g->backends[i].link;
+        if (!l->present || !l->rated.valid)
+            continue;
+        /* The page-locked pair speaks for the link; the pageable one without it. */
+        bool pinned = l->gbps[DG_LINK_H2D_PINNED].valid || l->gbps[DG_LINK_D2H_PINNED].valid;
+        int ways[2] = {pinned ? DG_LINK_H2D_PINNED : DG_LINK_H2D_PAGEABLE,
+                       pinned ? DG_LINK_D2H_PINNED : DG_LINK_D2H_PAGEABLE};
+        char what[200] = "";
+        for (int k = 0; k < 2; k++) {
+            dg_rec_metric f = l->fraction[ways[k]], v = l->gbps[ways[k]];
+            if (f.valid && v.valid && f.value < min)
+                dg_cat(what, sizeof what, "%s%s %.1f GB/s (%.2f of it)", what[0] ? ", " : "",
+                       dg_link_way_names[ways[k]], v.value, f.value);
+        }
+        if (!what[0])
+            continue;
+        cJSON *f =
+            dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "%s's link (%s, rated %.1f GB/s) is slow: %s, under "
+                            "link_min_fraction %.2f",
+                            g->backends[i].name ? g->backends[i].name : "a backend",
+                            l->kind ? l->kind : "kind not reported", l->rated.value, what, min);
+        dg_ev_metric(d, f, "gate", "GB/s", l->rated, "backends[%d].link.rated", i);
+        for (int k = 0; k < 2; k++) {
+            dg_ev_metric(d, f, "gate", "GB/s", l->gbps[ways[k]], "backends[%d].link.%s", i,
+                         dg_link_way_names[ways[k]]);
+            dg_ev_metric(d, f, "gate", "fraction", l->fraction[ways[k]],
+                         "backends[%d].link.fraction_of_rated.%s", i, dg_link_way_names[ways[k]]);
+        }
+        dg_ev_num(d, f, "thresholds", "link_min_fraction", min, "fraction");
+        if (l->current && l->kind && strcmp(l->current, l->kind) != 0)
+            dg_rule_text(d, f, "hypothesis",
+                         "the link runs as %s, below the %s it can do: trained down, a slot of "
+                         "fewer lanes, or power saving that did not lift under load",
+                         l->current, l->kind);
     }
 }

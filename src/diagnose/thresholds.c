@@ -63,6 +63,9 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_EQUIVALENCE_PCT] = {"equivalence_pct", 10, "%", 0, 1000, false, "compare",
                             "two throughputs whose ratio's 95% interval lies within 1/(1+e) .. "
                             "1+e are the same speed (no difference)"},
+    [TH_LINK_MIN_FRACTION] = {"link_min_fraction", 0.5, "fraction", 0, 1, false, "link-slow",
+                              "a host-device copy (page-locked) under this share of the link's "
+                              "rated bandwidth is slow"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

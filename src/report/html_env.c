@@ -337,6 +337,34 @@ static void ops_table(dg_capbuf *b, const dg_view_backend *be)
     dg_rp_put(b, "</details>\n");
 }
 
+/* Gate level 2: a backend's host-device copies against the link's rating. */
+static void link_line(dg_capbuf *b, const dg_view_backend *be)
+{
+    const dg_view_link *l = &be->link;
+    if (!l->present)
+        return;
+    dg_rp_put(b, "<p>");
+    dg_rp_h_esc(b, be->name, "a backend");
+    dg_rp_put(b, " link: ");
+    for (int k = 0; k < DG_LINK_WAYS; k++) {
+        dg_rp_printf(b, "%s%s ", k ? " · " : "", dg_link_way_names[k]);
+        dg_rp_h_view_metric(b, l->gbps[k]);
+    }
+    dg_rp_put(b, " · rated ");
+    dg_rp_h_view_metric(b, l->rated);
+    if (l->kind) {
+        dg_rp_put(b, " (");
+        dg_rp_h_esc(b, l->kind, "");
+        dg_rp_put(b, ")");
+    }
+    dg_rp_put(b, l->ok == 1 ? " · ok" : l->ok == 0 ? " · <b>slow or failed</b>" : " · not judged");
+    if (l->reason) {
+        dg_rp_put(b, ": ");
+        dg_rp_h_esc(b, l->reason, "");
+    }
+    dg_rp_put(b, "</p>\n");
+}
+
 void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
 {
     dg_rp_section_open(b, "gate", "Device gate log");
@@ -358,8 +386,10 @@ void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
     for (int i = 0; i < gate->nbackends; i++)
         gate_row(b, &gate->backends[i]);
     dg_rp_table_close(b);
-    for (int i = 0; i < gate->nbackends; i++)
+    for (int i = 0; i < gate->nbackends; i++) {
         ops_table(b, &gate->backends[i]);
+        link_line(b, &gate->backends[i]);
+    }
     if (gate->reference_ok != -1)
         dg_rp_printf(b,
                      "<p class=\"note\">the float64 reference's gradients %s its own finite "

@@ -11,6 +11,7 @@
 #include "env/env.h"
 #include "env/peak.h"
 #include "measure/measure.h"
+#include "steps/gate_health.h"
 #include "steps/gate_ops.h"
 
 #include <float.h>
@@ -431,6 +432,22 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
         if (ops)
             cJSON_AddItemToObject(o, "ops", ops);
     }
+    /* Level 2: the host-device link of every device backend (the cpu has none). */
+    dg_device_info info;
+    bool have_info = available && e.iface->device_info(bctx, 0, &info) == DG_OK;
+    if (check && check->level >= 2 && have_info && !e.iface->caps.host) {
+        bool bad = false;
+        dg_mlock lk;
+        dg_measure_lock(&lk, 600, NULL);
+        dg_link_rating rating;
+        dg_link_rating_nvml(&info, &rating);
+        cJSON *link = dg_gate_link(e.iface, bctx, &rating, &bad);
+        dg_measure_unlock(&lk);
+        if (link) {
+            cJSON_AddItemToObject(link, "lock", dg_measure_lock_json(&lk));
+            cJSON_AddItemToObject(o, "link", link);
+        }
+    }
     if (bctx)
         e.iface->free(bctx);
     return o;
@@ -590,7 +607,7 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     }
     cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
     cJSON_AddStringToObject(root, "tolerance_model", "|c-ref| <= 2*k*eps32*sum|a||b| per element");
-    bool failed = false, missing = false;
+    bool failed = false, missing = false, ran_link = false;
     /* Level 2: the op cases once for every backend, and the reference's own check. */
     dg_op_suite *suite = NULL;
     if (level >= 2) {
@@ -605,6 +622,7 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         cJSON_AddBoolToObject(root, "reference_ok", ref_ok);
         failed |= !ref_ok;
         chk.ops = suite;
+        chk.level = level;
     }
     cJSON *arr = cJSON_AddArrayToObject(root, "backends");
     for (size_t i = 0; i < count; i++) {
@@ -620,8 +638,9 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         cJSON *ok = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "ok");
         if (avail && !cJSON_IsTrue(ok))
             failed = true;
-        if (avail && dg_jnum(b, "ops.failed") > 0)
+        if (avail && (dg_jnum(b, "ops.failed") > 0 || dg_jbool(b, "link.ok") == 0))
             failed = true;
+        ran_link |= cJSON_GetObjectItem(b, "link") != NULL;
         if (!avail && explicit_list)
             missing = true;
     }
@@ -633,6 +652,8 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         cJSON_AddItemToArray(checks, cJSON_CreateString("reference"));
         cJSON_AddItemToArray(checks, cJSON_CreateString("ops"));
     }
+    if (ran_link)
+        cJSON_AddItemToArray(checks, cJSON_CreateString("link"));
     dg_op_suite_free(suite);
     *verdict = failed ? DG_GATE_FAIL : missing ? DG_GATE_UNAVAILABLE : DG_GATE_PASS;
     cJSON_AddStringToObject(root, "verdict", failed ? "fail" : missing ? "unavailable" : "pass");

@@ -73,6 +73,23 @@ double dg_nmse(const double *got, const double *ref, size_t n)
     return num == 0 ? 0 : den == 0 ? INFINITY : num / den;
 }
 
+cJSON *dg_op_row_new(const char *op, const char *output, const char *shape, double nmse,
+                     double tolerance)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "op", op);
+    cJSON_AddStringToObject(o, "output", output);
+    cJSON_AddStringToObject(o, "shape", shape);
+    if (isfinite(nmse))
+        cJSON_AddNumberToObject(o, "nmse", nmse);
+    else
+        cJSON_AddNullToObject(o, "nmse");
+    cJSON_AddNumberToObject(o, "tolerance", tolerance);
+    return o;
+}
+
 /* ---- cases ------------------------------------------------------------------------ */
 
 static void *cal(dg_op_suite *s, size_t n, size_t size)

@@ -81,6 +81,11 @@ struct dg_op_suite {
     bool oom;
 };
 
+/* A table row's common members: {op, output, shape, nmse (null when not
+ * finite), tolerance}; NULL out of memory. */
+cJSON *dg_op_row_new(const char *op, const char *output, const char *shape, double nmse,
+                     double tolerance);
+
 typedef struct dg_op_suite dg_op_suite;
 
 /* Builds the cases: the fixture's (the cifar preset's layers at batch 4,

@@ -234,18 +234,12 @@ typedef struct tally {
 static cJSON *row_json(const op_case *c, const char *backend, dg_op_prec p, const char *output,
                        double nmse, double tol, const char *verdict, const char *reason)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "op", c->op);
+    cJSON *o = dg_op_row_new(c->op, output, c->shape, nmse, tol);
+    if (!o)
+        return NULL;
     cJSON_AddStringToObject(o, "backend", backend);
     cJSON_AddStringToObject(o, "precision", dg_op_prec_names[p]);
-    cJSON_AddStringToObject(o, "shape", c->shape);
     cJSON_AddBoolToObject(o, "fixture", c->fixture);
-    cJSON_AddStringToObject(o, "output", output);
-    if (isfinite(nmse))
-        cJSON_AddNumberToObject(o, "nmse", nmse);
-    else
-        cJSON_AddNullToObject(o, "nmse");
-    cJSON_AddNumberToObject(o, "tolerance", tol);
     cJSON_AddStringToObject(o, "verdict", verdict);
     dg_json_add_str(o, "reason", reason);
     return o;

@@ -78,15 +78,11 @@ static void judge(fd *f, const char *call, const char *output, const char *shape
     double bound = tol > 0 ? tol / REF_MARGIN : FD_EXACT_BOUND;
     bool ok = e <= bound;
     f->ok &= ok;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "op", call);
-    cJSON_AddStringToObject(o, "output", output);
-    cJSON_AddStringToObject(o, "shape", shape);
-    if (isfinite(e))
-        cJSON_AddNumberToObject(o, "nmse", e);
-    else
-        cJSON_AddNullToObject(o, "nmse");
-    cJSON_AddNumberToObject(o, "tolerance", tol);
+    cJSON *o = dg_op_row_new(call, output, shape, e, tol);
+    if (!o) {
+        f->oom = true;
+        return;
+    }
     cJSON_AddNumberToObject(o, "bound", bound);
     cJSON_AddBoolToObject(o, "ok", ok);
     cJSON_AddItemToArray(f->arr, o);

@@ -15,6 +15,7 @@ typedef struct dg_matmul_check {
     uint64_t seed;
     int warm_reps;
     const struct dg_op_suite *ops; /* level 2: every op against float64 (NULL: not run) */
+    int level;                     /* the gate's level: 2 adds the link, 3 the sustained load */
 } dg_matmul_check;
 
 /* Describes backend `name` (built, available, reason, versions, devices) and,

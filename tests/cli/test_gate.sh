@@ -37,6 +37,12 @@ DEVGATE_FAULT=bias-ulp@cpu expect_exit 1 "$DG" --no-ledger gate --backend cpu --
 expect_grep out 'cpu +FAIL' "a failing op fails the backend"
 expect_grep out 'worst bias_add y' "the worst op named"
 expect_grep out 'FAIL bias_add y fp32 \[4,256,1\]: NMSE [0-9.e-]+, tolerance 0 \(exact\)' "the failing row"
+# The link of a device backend: four ways measured; PoCL computes in host memory (not judged).
+if command -v clinfo >/dev/null && clinfo -l 2>/dev/null | grep -q Device; then
+  expect_exit 0 "$DG" --no-ledger gate --backend opencl --size 64 --level 2 --json
+  expect_json out 'd["level"]["checks"][-1]=="link" and all(d["backends"][0]["link"][k]["valid"] and d["backends"][0]["link"][k]["value"]>0 for k in ("h2d_pageable","h2d_pinned","d2h_pageable","d2h_pinned"))'
+  expect_json out 'd["backends"][0]["link"]["ok"] is None and d["backends"][0]["link"]["rated"]=={"value":None,"unit":"GB/s","valid":False} and "host memory" in d["backends"][0]["link"]["reason"]'
+fi
 DEVGATE_FAULT=bias-ulp@cpu expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 1
 expect_grep out 'cpu +PASS' "level 1 does not see an exact op's ulp"
 

@@ -883,6 +883,30 @@ static const rule_case cases[] = {
      "fail",
      "gate-failed",
      "cpu"},
+    {"a slow host-device link at level 2",
+     {{"gate.backends[1].link",
+       "{\"kind\": \"PCIe 5.0 x16\", \"current\": \"PCIe 5.0 x4\", \"rated\": {\"value\": "
+       "63.0, \"unit\": \"GB/s\", \"valid\": true}, \"h2d_pinned\": {\"value\": 12.6, "
+       "\"unit\": \"GB/s\", \"valid\": true}, \"d2h_pinned\": {\"value\": 50.4, \"unit\": "
+       "\"GB/s\", \"valid\": true}, \"fraction_of_rated\": {\"h2d_pinned\": {\"value\": 0.2, "
+       "\"unit\": \"fraction\", \"valid\": true}, \"d2h_pinned\": {\"value\": 0.8, "
+       "\"unit\": \"fraction\", \"valid\": true}}, \"ok\": false}"}},
+     NULL,
+     "link-slow",
+     "warn",
+     "gate-failed",
+     NULL},
+    {"a link below its rating only under a stricter threshold",
+     {{"gate.backends[1].link",
+       "{\"kind\": \"PCIe 5.0 x16\", \"rated\": {\"value\": 63.0, \"unit\": \"GB/s\", "
+       "\"valid\": true}, \"h2d_pinned\": {\"value\": 50.4, \"unit\": \"GB/s\", \"valid\": "
+       "true}, \"fraction_of_rated\": {\"h2d_pinned\": {\"value\": 0.8, \"unit\": "
+       "\"fraction\", \"valid\": true}}, \"ok\": true}"}},
+     "link_min_fraction=0.9",
+     "link-slow",
+     "warn",
+     NULL,
+     NULL},
     {"device missing",
      {{"gate.backends[1].available", "false"},
       {"gate.backends[1].reason", "\"no OpenCL platform\""}},
