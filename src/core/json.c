@@ -3,6 +3,7 @@
 #include "core.h"
 #include "utf8.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +21,19 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
     cJSON_AddStringToObject(m, "unit", unit);
     cJSON_AddBoolToObject(m, "valid", valid);
     return m;
+}
+
+cJSON *dg_json_metric_of(double v, const char *unit)
+{
+    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
+}
+
+void dg_json_add_num(cJSON *obj, const char *key, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(obj, key, v);
+    else
+        cJSON_AddNullToObject(obj, key);
 }
 
 /* ---- UTF-8 at the boundary ------------------------------------------------ */
@@ -174,6 +188,12 @@ double dg_jnum_item(const cJSON *it)
 double dg_jnum(const cJSON *root, const char *path)
 {
     return dg_jnum_item(dg_jpath(root, path));
+}
+
+int dg_jint(const cJSON *root, const char *path, int fallback)
+{
+    double v = dg_jnum(root, path);
+    return v >= INT_MIN && v <= INT_MAX && v == floor(v) ? (int)v : fallback;
 }
 
 int dg_jbool(const cJSON *root, const char *path)

@@ -14,6 +14,10 @@
 
 /* A metric object; value is written as null when !valid, never as 0. */
 cJSON *dg_json_metric(double value, bool valid, const char *unit);
+/* v as a METRIC, valid when v is finite ("not reported" otherwise, never 0). */
+cJSON *dg_json_metric_of(double v, const char *unit);
+/* Adds key: v, or key: null when v is not finite. */
+void dg_json_add_num(cJSON *obj, const char *key, double v);
 /* ---- UTF-8 at the boundary: the rule is utf8.h's (dg_utf8_clean) ---- */
 
 /* A dg_malloc'd copy of s made valid UTF-8 by the rule above; NULL for a NULL
@@ -45,6 +49,9 @@ const cJSON *dg_jpath(const cJSON *root, const char *path);
 double dg_jnum(const cJSON *root, const char *path);
 /* dg_jnum of the item itself. */
 double dg_jnum_item(const cJSON *it);
+/* dg_jnum as an int when it is a whole number in int's range, else fallback
+ * (NaN, infinities and out-of-range numbers never reach a cast). */
+int dg_jint(const cJSON *root, const char *path, int fallback);
 /* 1 true, 0 false, -1 absent or not a bool. */
 int dg_jbool(const cJSON *root, const char *path);
 /* A string, NULL when absent or not a string. */

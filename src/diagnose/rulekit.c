@@ -253,3 +253,13 @@ int dg_ops_over_tolerance(const dg_diag *d, const char *device, char *buf, size_
     }
     return -1;
 }
+
+const char *dg_batch_arg_text(const dg_diag *d, int batch, char *buf, size_t n)
+{
+    const char *arg = d->v->loader.present ? d->v->loader.batch_arg : NULL;
+    if (arg)
+        snprintf(buf, n, " (%s %d)", arg, batch);
+    else if (n)
+        buf[0] = '\0';
+    return buf;
+}

@@ -47,6 +47,19 @@ typedef struct dg_median_ci {
 bool dg_bootstrap_median_ci(const double *a, size_t na, const double *b, size_t nb,
                             size_t resamples, double level, uint64_t seed, dg_median_ci *out);
 
+/* Quantile p in [0, 1] of v[0..n) (not modified) by linear interpolation
+ * between the closest ranks, as dg_stats_compute's quartiles; NAN when n is 0,
+ * p is out of range or out of memory. */
+double dg_quantile(const double *v, size_t n, double p);
+/* The percentile-bootstrap intervals of the np quantiles p[] of a (each in
+ * [0, 1]), from the same resamples (drawn as dg_bootstrap_median_ci draws
+ * them, keyed by seed): out[j] gets quantile p[j] as point with its lo, hi.
+ * resamples 0: DG_BOOTSTRAP_RESAMPLES; level outside (0, 1): 0.95. False
+ * (every out[j].valid false) when a is empty, holds a value that is not
+ * finite, or memory runs out. */
+bool dg_bootstrap_quantiles_ci(const double *a, size_t na, const double *p, size_t np,
+                               size_t resamples, double level, uint64_t seed, dg_median_ci *out);
+
 /* Two-sided Mann-Whitney U test of a against b as scipy.stats.mannwhitneyu
  * (method "auto"): the exact distribution when there are no ties and either
  * side has at most 8 values, else the normal approximation with the tie and

@@ -213,6 +213,10 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
     const char *sig = dg_jstr(sup, "signal");
     const char *msg = dg_jstr(sup, "run_end.message");
     double xs = dg_jnum(sup, "exit_status");
+    /* What the program said as it failed (its traceback's exception). */
+    const char *said = dg_jstr(sup, "error_lines[0]");
+    const char *sep = said ? ": " : "";
+    said = said ? said : "";
     if (dg_jbool(sup, "interrupted") == 1) {
         snprintf(reason, len, "interrupted");
         return "interrupted";
@@ -250,7 +254,7 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
         return "signal";
     }
     if (sig) {
-        snprintf(reason, len, "killed by %s", sig);
+        snprintf(reason, len, "killed by %s%s%s", sig, sep, said);
         return "signal";
     }
     if (state && strcmp(state, "complete") == 0) {
@@ -266,7 +270,7 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
     if (msg)
         snprintf(reason, len, "%s", msg);
     else if (isfinite(xs))
-        snprintf(reason, len, "exit status %.0f", xs);
+        snprintf(reason, len, "exit status %.0f%s%s", xs, sep, said);
     else
         snprintf(reason, len, "the program did not end cleanly");
     return "failed";

@@ -10,17 +10,13 @@
 #include <math.h>
 #include <string.h>
 
-static cJSON *metric(double v, const char *unit)
-{
-    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
-}
-
 static cJSON *phase(double ms, double wall_ms, int steps, bool in_step)
 {
     cJSON *p = cJSON_CreateObject();
-    cJSON_AddItemToObject(p, "ms", metric(isfinite(ms) ? ms / steps : NAN, "ms"));
-    cJSON_AddItemToObject(p, "share",
-                          metric(isfinite(ms) && wall_ms > 0 ? ms / wall_ms : NAN, "fraction"));
+    cJSON_AddItemToObject(p, "ms", dg_json_metric_of(isfinite(ms) ? ms / steps : NAN, "ms"));
+    cJSON_AddItemToObject(
+        p, "share",
+        dg_json_metric_of(isfinite(ms) && wall_ms > 0 ? ms / wall_ms : NAN, "fraction"));
     cJSON_AddBoolToObject(p, "in_step", in_step);
     return p;
 }
@@ -34,7 +30,7 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
     const char *err = dg_jstr(window, "error");
     cJSON_AddStringToObject(p, "status", window && !err ? "ok" : "failed");
     dg_json_add_str(p, "error", !window ? "the profiler window reported nothing" : err);
-    int steps = (int)dg_jnum(window, "steps");
+    int steps = dg_jint(window, "steps", 0);
     cJSON *w = cJSON_AddObjectToObject(p, "window");
     cJSON_AddNumberToObject(w, "warmup",
                             dg_jnum(window, "warmup") >= 0 ? dg_jnum(window, "warmup") : 0);
@@ -47,10 +43,12 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
         cJSON_AddNullToObject(w, "events");
     double wall = dg_jnum(window, "wall_ms");
     cJSON *step = cJSON_AddObjectToObject(p, "step");
-    cJSON_AddItemToObject(step, "ms",
-                          metric(dg_json_metric_value(dg_jpath(run_profile, "step.ms")), "ms"));
-    cJSON_AddItemToObject(step, "profiled_ms",
-                          metric(steps > 0 && isfinite(wall) ? wall / steps : NAN, "ms"));
+    cJSON_AddItemToObject(
+        step, "ms",
+        dg_json_metric_of(dg_json_metric_value(dg_jpath(run_profile, "step.ms")), "ms"));
+    cJSON_AddItemToObject(
+        step, "profiled_ms",
+        dg_json_metric_of(steps > 0 && isfinite(wall) ? wall / steps : NAN, "ms"));
     const cJSON *stats = dg_jpath(run_profile, "step.stats");
     if (stats)
         cJSON_AddItemToObject(step, "stats", cJSON_Duplicate(stats, true));
@@ -110,5 +108,6 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
     cJSON_AddStringToObject(p, "note",
                             "the profiled window runs the user's program under torch.profiler; "
                             "its step time (profiled_ms) includes the profiler's cost");
+    dg_json_utf8_fix(p); /* the window's op names and the copied sections: the program's bytes */
     return p;
 }
