@@ -148,7 +148,7 @@ static void print_backend(const cJSON *b)
     print_link(cJSON_GetObjectItem(b, "link"));
 }
 
-static void print_gate(const cJSON *rec)
+void cli_gate_print(const cJSON *rec)
 {
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
@@ -180,7 +180,7 @@ static const char *size_opt(const cli_opt *opt, const char *v, void *field)
     return parse_size(v, field) ? NULL : "M,N,K (or S) with each in 1..16384";
 }
 
-static const cli_opt gate_opts[] = {
+const cli_opt cli_gate_opts[] = {
     {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
      offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
     {CLI_FUNC, "--size", NULL, "M,N,K", "512", NULL, "the checked matrix product", 0, 0, 0,
@@ -196,46 +196,32 @@ static const cli_opt gate_opts[] = {
     CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_gate = {
-    .name = "gate",
-    .summary = "device gate: built, available, a checked matrix product per backend; deeper "
-               "levels check every op, the link and the device's health",
-    .exits = "0 every selected available backend passed, 1 a backend failed its check, 2 usage, "
-             "3 a backend named with --backend is not available",
-    .example = "devgate gate --backend cpu,opencl --size 1024\n  devgate gate --level 2",
-    .tables = {gate_opts, cli_common_opts},
-    .titles = {"gate options", "common options"},
-    .run = cmd_gate,
-};
-
-int cmd_gate(cli *c, int argc, char **argv)
+dg_status cli_gate_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    dg_gate_opts o = {0};
-    int r = cli_parse(c, &cli_verb_gate, argc, argv, (void *const[]){&o, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    char *json = NULL;
-    dg_gate_verdict verdict;
-    if (!o.level)
-        o.level = DG_LEVEL_MIN;
-    const dg_level_info *lv = dg_level_get(o.level);
-    /* The budget up front: on stdout with the table, on stderr beside --json. */
+    (void)p;
+    dg_gate_opts *g = o;
+    if (!g->level)
+        g->level = DG_LEVEL_MIN;
+    dg_gate_verdict v = DG_GATE_PASS;
+    dg_status st = dg_gate_run(ctx, g, json, &v);
+    *verdict = v == DG_GATE_PASS ? EXIT_PASS : v == DG_GATE_FAIL ? EXIT_FAIL : EXIT_UNAVAILABLE;
+    return st;
+}
+
+/* The level's budget up front: on stdout with the table, on stderr beside --json. */
+void cli_gate_before(const cli *c, const void *o)
+{
+    const dg_gate_opts *g = o;
+    int level = g->level ? g->level : DG_LEVEL_MIN;
+    const dg_level_info *lv = dg_level_get(level);
+    if (!lv)
+        return;
     if (!c->json) {
         printf("devgate gate · level %d · budget %.0f s · seed %" PRIu64 "\n  level %d: %s\n\n",
-               o.level, lv->gate_budget_s, o.seed, o.level, lv->what);
+               level, lv->gate_budget_s, g->seed, level, lv->what);
         fflush(stdout);
     } else if (!c->quiet) {
-        fprintf(stderr, "devgate gate: level %d, budget %.0f s: %s\n", o.level, lv->gate_budget_s,
+        fprintf(stderr, "devgate gate: level %d, budget %.0f s: %s\n", level, lv->gate_budget_s,
                 lv->what);
     }
-    dg_status st = dg_gate_run(c->ctx, &o, &json, &verdict);
-    if (st != DG_OK)
-        return cli_fail_status(c, st, "gate");
-    int rc = verdict == DG_GATE_PASS   ? EXIT_PASS
-             : verdict == DG_GATE_FAIL ? EXIT_FAIL
-                                       : EXIT_UNAVAILABLE;
-    cJSON *rec = cJSON_Parse(json);
-    if (c->json && !c->quiet)
-        cli_level_said(rec, stderr);
-    return cli_record_print(c, "gate", json, rec, rc, print_gate, NULL);
 }

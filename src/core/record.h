@@ -552,6 +552,12 @@ typedef struct dg_view_decision {
     const cJSON *reasons; /* array of strings, or NULL */
 } dg_view_decision;
 
+/* What the sweep's safe batch is, in words, from the reason the sweep
+ * stopped: "the memory ceiling" only when memory ended it (oom, budget,
+ * swap); the training set's size, the sweep's limit, or the largest batch
+ * tried otherwise. Never NULL. */
+const char *dg_sweep_bound_words(const char *stopped_reason);
+
 typedef struct dg_view_final_gate {
     bool present;
     int accepted;  /* tri */
@@ -559,7 +565,8 @@ typedef struct dg_view_final_gate {
     dg_rec_metric fail_findings;
     dg_rec_metric throughput; /* samples/s */
     dg_rec_metric batch;      /* samples: the batch the throughput is promised at */
-    dg_rec_metric safe_batch; /* samples: the sweep's safe batch (the memory ceiling) */
+    dg_rec_metric safe_batch; /* samples: the sweep's safe batch */
+    const char *safe_bound;   /* what it is, in words (dg_sweep_bound_words); NULL: not said */
     const char *statement;
     const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;
