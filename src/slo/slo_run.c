@@ -2,6 +2,7 @@
  * (a list of concurrencies, --find-max's doubling and bisection, or one open
  * loop rate) and the record with its final gate, the signable statement. One
  * level's phases are in level.c. */
+#include "diagnose/diagnose.h"
 #include "slo/slo.h"
 
 #include <math.h>
@@ -78,7 +79,8 @@ static dg_status resolve(dg_ctx *ctx, const dg_slo_opts *in, dg_slo_opts *o)
         o->request_timeout_s = 60;
     if (!o->prompts || !o->prompts[0])
         o->prompts = builtin_prompts;
-    return DG_OK;
+    double th[TH_COUNT];
+    return dg_thresholds_parse(ctx, o->thresholds, th);
 }
 
 dg_status dg_slo_target_init(dg_ctx *ctx, const dg_slo_opts *o, slo_target *t)
@@ -436,6 +438,26 @@ static cJSON *record_head(dg_ctx *ctx, const dg_slo_opts *o)
     return rec;
 }
 
+/* The rules over the finished record: its thresholds and findings added
+ * (docs/rules.md; slo-met, slo-missed, slo-inconclusive, queueing-bound,
+ * training-interference, and the environment's rules). */
+static dg_status diagnose(dg_ctx *ctx, cJSON *rec, const char *overrides)
+{
+    dg_record_view view;
+    cJSON *diag = NULL;
+    dg_status st = dg_record_view_build(ctx, rec, &view);
+    if (st == DG_OK)
+        st = dg_diagnose_view(ctx, &view, overrides, &diag);
+    dg_record_view_free(&view);
+    if (st != DG_OK)
+        return st;
+    static const char *const keys[] = {"thresholds", "findings"};
+    for (int i = 0; i < 2; i++)
+        cJSON_AddItemToObject(rec, keys[i], cJSON_DetachItemFromObject(diag, keys[i]));
+    cJSON_Delete(diag);
+    return DG_OK;
+}
+
 dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
 {
     if (!json || !in)
@@ -473,6 +495,11 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
                                                          : "failed");
     dg_json_add_str(rec, "error", err[0] ? err : NULL);
     final_gate(rec, &o, l.res, l.n, l.st, err);
+    dg_status dst = diagnose(ctx, rec, o.thresholds);
+    if (dst != DG_OK) {
+        cJSON_Delete(rec);
+        return dst;
+    }
     /* Nothing measured and the endpoint never answered: no record to keep. */
     if (l.n == 0 && l.st != DG_OK) {
         cJSON_Delete(rec);
