@@ -791,8 +791,10 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 }
 
 #define CONTENTION_IDS(P)                                                                          \
-    {P, P##_OTHERS_CPUS, P##_OTHERS_SHARE, P##_CPU_PRESSURE_SOME, P##_TOP, P##_TOP_NAME, P##_TOP_PID, \
-     P##_TOP_CPU_PERCENT}
+    {                                                                                              \
+        P, P##_OTHERS_CPUS, P##_OTHERS_SHARE, P##_CPU_PRESSURE_SOME, P##_TOP, P##_TOP_NAME,        \
+            P##_TOP_PID, P##_TOP_CPU_PERCENT                                                       \
+    }
 
 static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
 {

@@ -240,7 +240,8 @@ bool dg_window_contended(const dg_diag *d, const dg_view_window *w, char *words,
     int named = 0;
     for (int i = 0; i < w->ntop && named < 3; i++) {
         const dg_view_window_proc *p = &w->top[i];
-        if (!p->name || !p->cpu_percent.valid || p->cpu_percent.value < d->th[TH_BUSY_PROCESS_CPU_PCT])
+        if (!p->name || !p->cpu_percent.valid ||
+            p->cpu_percent.value < d->th[TH_BUSY_PROCESS_CPU_PCT])
             continue;
         dg_cat(words, n, "%s%s %.0f%%", named++ ? ", " : ": ", p->name, p->cpu_percent.value);
     }
