@@ -486,7 +486,7 @@ typedef struct dg_view_supervise {
     dg_rec_metric cores;          /* samples.cores */
     dg_view_sample *series;       /* the sampled series, in record order */
     int nseries;
-    dg_view_window window;        /* the record's "contention": what else ran during the run */
+    dg_view_window window; /* the record's "contention": what else ran during the run */
 } dg_view_supervise;
 
 typedef struct dg_view_threshold {

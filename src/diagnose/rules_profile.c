@@ -154,8 +154,8 @@ void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
     bool contended = dg_window_contended(d, w, busy, sizeof busy);
     cJSON *f = dg_rule_finding(d, r, contended ? DG_SEV_INFO : DG_SEV_WARN, -1,
                                "the step waits for its next batch %.0f%% of the time%s%s%s",
-                               100 * qw->share.value, detail,
-                               contended ? ", measured while " : "", contended ? busy : "");
+                               100 * qw->share.value, detail, contended ? ", measured while " : "",
+                               contended ? busy : "");
     if (contended) {
         dg_rule_text(d, f, "hypothesis",
                      "the loader's workers shared the cores with the other work: the wait may "

@@ -164,6 +164,11 @@ static void check_shape(const char *name, const cJSON *out)
     "\"others_share\": {\"value\": 0.8, \"unit\": \"fraction\", \"valid\": true}, "                \
     "\"top\": [{\"pid\": 4242, \"name\": \"hog\", \"cpu_percent\": {\"value\": 160, \"unit\": "    \
     "\"percent\", \"valid\": true}}]}"
+/* A 30 s run at 35% of one core on 2 cores. */
+#define IDLE_ON_TWO                                                                                \
+    "{\"exit_status\": 0, \"wall\": {\"value\": 30, \"unit\": \"s\", \"valid\": true}, "           \
+    "\"samples\": {\"cpu_pct_median\": {\"value\": 35, \"unit\": \"percent\", \"valid\": true}, "  \
+    "\"cores\": {\"value\": 2, \"unit\": \"cores\", \"valid\": true}}}"
 #define INVALID(u) "{\"value\": null, \"unit\": \"" u "\", \"valid\": false}"
 #define M(v, u) "{\"value\": " v ", \"unit\": \"" u "\", \"valid\": true}"
 /* A soak growth_ci with one source's interval (the others absent). */
@@ -819,24 +824,14 @@ static const rule_case cases[] = {
      NULL,
      NULL},
     {"program mostly idle beside a CPU hog: the cores went to the hog, no blame",
-     {{"profile", "null"},
-      {"supervise",
-       "{\"exit_status\": 0, \"wall\": {\"value\": 30, \"unit\": \"s\", \"valid\": true}, "
-       "\"samples\": {\"cpu_pct_median\": {\"value\": 35, \"unit\": \"percent\", \"valid\": true}, "
-       "\"cores\": {\"value\": 2, \"unit\": \"cores\", \"valid\": true}}}"},
-      {"contention", HOG_WINDOW}},
+     {{"profile", "null"}, {"supervise", IDLE_ON_TWO}, {"contention", HOG_WINDOW}},
      NULL,
      "cpu-use",
      "info",
      NULL,
      NULL},
     {"program beside a CPU hog: contended names the run's window",
-     {{"profile", "null"},
-      {"supervise",
-       "{\"exit_status\": 0, \"wall\": {\"value\": 30, \"unit\": \"s\", \"valid\": true}, "
-       "\"samples\": {\"cpu_pct_median\": {\"value\": 35, \"unit\": \"percent\", \"valid\": true}, "
-       "\"cores\": {\"value\": 2, \"unit\": \"cores\", \"valid\": true}}}"},
-      {"contention", HOG_WINDOW}},
+     {{"profile", "null"}, {"supervise", IDLE_ON_TWO}, {"contention", HOG_WINDOW}},
      NULL,
      "contended",
      "warn",
