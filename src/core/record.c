@@ -1081,7 +1081,8 @@ void dg_record_head(cJSON *rec, const char *kind, int version)
     char ts[32], host[256] = "";
     dg_utc_iso(ts, sizeof ts);
     cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0)
-        host[sizeof host - 1] = '\0';
-    cJSON_AddStringToObject(rec, "host", host);
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    dg_json_add_str(rec, "host", host[0] ? host : NULL); /* null: not known */
 }
