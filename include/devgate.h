@@ -367,6 +367,11 @@ typedef struct dg_accept_cmd_opts {
     dg_progress_fn progress;
     void *progress_user;
     dg_output_fn output; /* the children's output, as dg_run_opts.output (NULL: to fd 2) */
+    /* "DEVICE=ARGS[,DEVICE=ARGS]" (DEVICE cpu, cuda or mps; ARGS words split
+     * on spaces, appended to that device's runs of the command), or NULL. A
+     * command without {device} runs as given on the device, and on the cpu
+     * with the accelerators hidden (CUDA_VISIBLE_DEVICES= and the like). */
+    const char *device_args;
     void *output_user;
 } dg_accept_cmd_opts;
 

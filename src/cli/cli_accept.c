@@ -21,6 +21,7 @@ typedef struct accept_args {
     cli_thresholds thr;
     /* accept -- CMD only */
     int sweep_from, trial_timeout;
+    const char *device_args;
     bool empty_cache, no_empty_cache;
 } accept_args;
 
@@ -45,6 +46,10 @@ const cli_opt cli_accept_opts[] = {
      OFF(sweep_from), 1, 1 << 20, NULL, NULL, NULL},
     {CLI_INT, "--trial-timeout", NULL, "S", "the tier's (180, 600)", "s",
      "-- CMD: wall-clock limit of each child run", OFF(trial_timeout), 1, 86400, NULL, NULL, NULL},
+    {CLI_STR, "--device-arg", NULL, "DEVICE=ARGS[,...]", "none", NULL,
+     "-- CMD: words added to the command on a device, for programs that choose theirs by a "
+     "flag (cpu=,cuda=--accel); without {device} the cpu runs with the accelerators hidden",
+     OFF(device_args), 0, 0, NULL, NULL, NULL},
     {CLI_FLAG, "--empty-cache", NULL, NULL, NULL, NULL,
      "-- CMD: the probe empties the device cache at each epoch end (the default)", OFF(empty_cache),
      0, 0, NULL, NULL, NULL},
@@ -185,10 +190,10 @@ int cmd_accept(cli *c, int argc, char **argv)
                   "for your program use the command's own arguments");
         goto out;
     }
-    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache)) {
-        cli_error(
-            "accept: --sweep-from, --trial-timeout and --[no-]empty-cache apply to accept -- CMD "
-            "(your own program) only");
+    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache ||
+                 aa.device_args)) {
+        cli_error("accept: --sweep-from, --trial-timeout, --device-arg and --[no-]empty-cache "
+                  "apply to accept -- CMD (your own program) only");
         goto out;
     }
     /* For a command, --backend names the device judged, as the program's framework does. */
@@ -267,6 +272,7 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .mem_budget = o.train.mem_budget,
                                  .empty_cache = !aa.no_empty_cache,
                                  .trial_timeout_s = aa.trial_timeout,
+                                 .device_args = aa.device_args,
                                  .label = o.label,
                                  .trace_path = o.trace_path,
                                  .cancel = &cancel_flag,
