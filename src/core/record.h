@@ -407,6 +407,7 @@ typedef struct dg_view_soak {
     bool has_census;          /* soak.fallbacks is an array */
     dg_view_fallback *census; /* its entries */
     int ncensus;
+    dg_view_window window; /* "contention": what else ran during the soak's epochs */
 } dg_view_soak;
 
 /* One timed repetition of a compare side. */
@@ -532,6 +533,7 @@ typedef struct dg_view_supervise {
     dg_rec_metric cores;          /* samples.cores */
     dg_view_sample *series;       /* the sampled series, in record order */
     int nseries;
+    dg_view_window window; /* the record's "contention": what else ran during the run */
 } dg_view_supervise;
 
 typedef struct dg_view_threshold {

@@ -115,6 +115,15 @@ int dg_route_run(const dg_diag *d);
  * the knee whose rate has fallen. *batch and *sps that trial's; false (both
  * NAN) when the sweep has no safe batch or no trial with a rate under it. */
 bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps);
+/* Whether other processes took at least contention_cpus CPUs during the
+ * measured window w (NULL or not measured: false); words (n bytes) then
+ * names them: "other processes took 1.8 CPUs of the machine (yes 97%, ...)". */
+bool dg_window_contended(const dg_diag *d, const dg_view_window *w, char *words, size_t n);
+/* The window a run's or a soak's program judgements rest on: the run's own
+ * (a run record), else the soak's (accept). */
+const dg_view_window *dg_program_window(const dg_diag *d);
+/* Cites a contended window's others_cpus and cpu pressure in finding f. */
+void dg_ev_window(dg_diag *d, cJSON *f, const dg_view_window *w);
 
 /* The ops of backend `device` that missed their tolerance at gate level 2,
  * as "bias_add y NMSE 7.3e-15 > 0, ..." into buf; the count (0: every op

@@ -158,6 +158,17 @@ static void check_shape(const char *name, const cJSON *out)
 
 #define RUN0 "compare.runs[0]."
 #define SOAK "soak.soak."
+/* A measured window in which a CPU hog took 1.6 of 2 CPUs. */
+#define HOG_WINDOW                                                                                 \
+    "{\"others_cpus\": {\"value\": 1.6, \"unit\": \"cpus\", \"valid\": true}, "                    \
+    "\"others_share\": {\"value\": 0.8, \"unit\": \"fraction\", \"valid\": true}, "                \
+    "\"top\": [{\"pid\": 4242, \"name\": \"hog\", \"cpu_percent\": {\"value\": 160, \"unit\": "    \
+    "\"percent\", \"valid\": true}}]}"
+/* A 30 s run at 35% of one core on 2 cores. */
+#define IDLE_ON_TWO                                                                                \
+    "{\"exit_status\": 0, \"wall\": {\"value\": 30, \"unit\": \"s\", \"valid\": true}, "           \
+    "\"samples\": {\"cpu_pct_median\": {\"value\": 35, \"unit\": \"percent\", \"valid\": true}, "  \
+    "\"cores\": {\"value\": 2, \"unit\": \"cores\", \"valid\": true}}}"
 #define INVALID(u) "{\"value\": null, \"unit\": \"" u "\", \"valid\": false}"
 #define M(v, u) "{\"value\": " v ", \"unit\": \"" u "\", \"valid\": true}"
 /* A soak growth_ci with one source's interval (the others absent). */
@@ -454,6 +465,15 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      "device"},
+    {"slowing down, interval above, while other work took the cores: theirs, at info",
+     {{SOAK "step_trend.thirds_ratio.value", "1.5"},
+      {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.45", "1.3", "1.6")},
+      {"soak.contention", HOG_WINDOW}},
+     NULL,
+     "slowing-down",
+     "info",
+     NULL,
+     NULL},
     {"slowing down, interval holds the threshold",
      {{SOAK "step_trend.thirds_ratio.value", "1.5"},
       {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.3", "1.1", "1.6")}},
@@ -545,6 +565,13 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      "device"},
+    {"data starved while other work took the cores: named, at info",
+     {{"profile.phases.queue_wait.share.value", "0.35"}, {"soak.contention", HOG_WINDOW}},
+     NULL,
+     "data-starved",
+     "info",
+     NULL,
+     NULL},
     {"data starved, share invalid",
      {{"profile.phases.queue_wait.share", INVALID("fraction")}},
      "data_wait_share=0",
@@ -793,6 +820,20 @@ static const rule_case cases[] = {
        "\"cores\": {\"value\": 8, \"unit\": \"cores\", \"valid\": true}}}"}},
      NULL,
      "cpu-use",
+     "warn",
+     NULL,
+     NULL},
+    {"program mostly idle beside a CPU hog: the cores went to the hog, no blame",
+     {{"profile", "null"}, {"supervise", IDLE_ON_TWO}, {"contention", HOG_WINDOW}},
+     NULL,
+     "cpu-use",
+     "info",
+     NULL,
+     NULL},
+    {"program beside a CPU hog: contended names the run's window",
+     {{"profile", "null"}, {"supervise", IDLE_ON_TWO}, {"contention", HOG_WINDOW}},
+     NULL,
+     "contended",
      "warn",
      NULL,
      NULL},
