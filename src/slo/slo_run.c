@@ -2,6 +2,7 @@
  * (a list of concurrencies, --find-max's doubling and bisection, or one open
  * loop rate) and the record with its final gate, the signable statement. One
  * level's phases are in level.c. */
+#include "core/record.h"
 #include "diagnose/diagnose.h"
 #include "slo/slo.h"
 
@@ -560,15 +561,7 @@ static void run_beside(ladder *l)
 static cJSON *record_head(dg_ctx *ctx, const dg_slo_opts *o)
 {
     cJSON *rec = cJSON_CreateObject();
-    cJSON_AddNumberToObject(rec, "v", 1);
-    cJSON_AddStringToObject(rec, "kind", "slo");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) != 0)
-        host[0] = 0;
-    host[sizeof host - 1] = 0;
-    dg_json_add_str(rec, "host", host[0] ? host : NULL);
+    dg_record_head(rec, "slo", 1);
     dg_json_add_str(rec, "label", o->label);
     cJSON *env = NULL;
     if (!o->no_env) {

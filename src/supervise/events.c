@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const char *const kind_names[DG_EV_NKINDS] = {
-    "unknown", "run_start", "gate",        "step", "epoch_end",
-    "phase",   "fallback",  "sweep_trial", "oom",  "run_end",
+    "unknown",  "run_start",   "gate", "step",    "epoch_end", "phase",
+    "fallback", "sweep_trial", "oom",  "run_end", "note",
 };
 
 const char *dg_ev_kind_name(dg_ev_kind k)
@@ -156,7 +156,8 @@ bool dg_evcollect_init(dg_evcollect *c, const dg_ev_limits *lim)
     c->gates = cJSON_CreateArray();
     c->sweep_trials = cJSON_CreateArray();
     c->ooms = cJSON_CreateArray();
-    if (!c->gates || !c->sweep_trials || !c->ooms) {
+    c->notes = cJSON_CreateArray();
+    if (!c->gates || !c->sweep_trials || !c->ooms || !c->notes) {
         dg_evcollect_free(c);
         return false;
     }
@@ -170,6 +171,7 @@ void dg_evcollect_free(dg_evcollect *c)
     cJSON_Delete(c->gates);
     cJSON_Delete(c->sweep_trials);
     cJSON_Delete(c->ooms);
+    cJSON_Delete(c->notes);
     dg_free(c->steps);
     dg_free(c->epochs);
     dg_free(c->fallbacks);
@@ -266,21 +268,6 @@ static cJSON *slim(const cJSON *ev, dg_ev_kind k, double now)
     return o;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t nc = *cap ? 2 * *cap : 256;
-    while (nc < need)
-        nc *= 2;
-    void *np = dg_realloc(*p, nc * elem);
-    if (!np)
-        return false;
-    *p = np;
-    *cap = nc;
-    return true;
-}
-
 /* The zero-code probe reads its epoch's losses once, at epoch end
  * (epoch_end.losses: [[step, loss]]), never at the step: each fills the loss
  * of the stored step of that (epoch, step) that reported none. The epoch's
@@ -326,8 +313,8 @@ static void keep_fallback(dg_evcollect *c, const cJSON *ev)
             return;
         }
     }
-    if (c->nfallbacks >= MAX_FALLBACKS ||
-        !grow((void **)&c->fallbacks, &c->fallbacks_cap, c->nfallbacks + 1, sizeof *c->fallbacks)) {
+    if (c->nfallbacks >= MAX_FALLBACKS || !dg_grow((void **)&c->fallbacks, &c->fallbacks_cap,
+                                                   c->nfallbacks + 1, sizeof *c->fallbacks)) {
         c->dropped++;
         return;
     }
@@ -337,6 +324,34 @@ static void keep_fallback(dg_evcollect *c, const cJSON *ev)
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(ev, "message");
     copy_utf8(f->message, sizeof f->message, cJSON_IsString(m) ? m->valuestring : NULL);
     f->count = 1;
+}
+
+#define MAX_NOTES 16
+#define NOTE_LEN 512
+
+/* A note's message, cleaned and cut, kept once (a repeat is not kept again). */
+static void keep_note(dg_evcollect *c, const cJSON *ev)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(ev, "message");
+    if (!cJSON_IsString(m))
+        return;
+    char text[NOTE_LEN];
+    dg_text_clean(text, sizeof text, m->valuestring, strlen(m->valuestring), false);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c->notes)
+    {
+        if (strcmp(it->valuestring, text) == 0)
+            return;
+    }
+    if (cJSON_GetArraySize(c->notes) >= MAX_NOTES) {
+        c->dropped++;
+        return;
+    }
+    cJSON *s = cJSON_CreateString(text);
+    if (!s || !cJSON_AddItemToArray(c->notes, s)) {
+        cJSON_Delete(s);
+        c->nomem = true;
+    }
 }
 
 void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now)
@@ -388,7 +403,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                 c->sum_step_ms_summarised += ms;
             break;
         }
-        if (!grow((void **)&c->steps, &c->steps_cap, c->nsteps + 1, sizeof *c->steps)) {
+        if (!dg_grow((void **)&c->steps, &c->steps_cap, c->nsteps + 1, sizeof *c->steps)) {
             c->nomem = true;
             c->dropped++;
             break;
@@ -411,7 +426,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
             c->dropped++;
             break;
         }
-        if (!grow((void **)&c->epochs, &c->epochs_cap, c->nepochs + 1, sizeof *c->epochs)) {
+        if (!dg_grow((void **)&c->epochs, &c->epochs_cap, c->nepochs + 1, sizeof *c->epochs)) {
             c->nomem = true;
             c->dropped++;
             break;
@@ -444,6 +459,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
         }
         break;
     }
+    case DG_EV_NOTE: keep_note(c, ev); break;
     default: break; /* phase: counted only */
     }
     cJSON_Delete(ev);
