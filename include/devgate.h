@@ -232,6 +232,10 @@ typedef struct dg_train_opts {
     /* Set non-zero (e.g. from a signal handler) to stop at the next step with
      * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
     const volatile sig_atomic_t *cancel;
+    /* Each epoch's end (DG_PROGRESS_EPOCH: the epoch, the steps so far, the
+     * rate, and the ETA of the epochs left at the mean so far); NULL: none. */
+    dg_progress_fn progress;
+    void *progress_user;
 } dg_train_opts;
 
 /* Sets *o to DG_TRAIN_OPTS_INIT: every option at its default. */

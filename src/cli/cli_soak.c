@@ -104,7 +104,9 @@ bool cli_soak_check(const void *o, char *buf, size_t len)
 
 dg_status cli_soak_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    (void)p;
     (void)verdict;
+    dg_soak_opts *so = o;
+    so->train.progress = cli_progress_report; /* each epoch's end */
+    so->train.progress_user = p;
     return dg_soak_run(ctx, o, json);
 }

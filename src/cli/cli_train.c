@@ -206,8 +206,10 @@ const cli_opt cli_train_opts[] = {
 
 dg_status cli_train_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    (void)p;
     (void)verdict;
+    dg_train_opts *to = o;
+    to->progress = cli_progress_report; /* each epoch's end */
+    to->progress_user = p;
     return dg_train_run(ctx, o, json);
 }
 
