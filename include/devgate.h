@@ -324,6 +324,7 @@ typedef struct dg_accept_cmd_opts {
     const volatile sig_atomic_t *cancel; /* set (a signal number) to stop; forwarded to children */
     dg_progress_fn progress;
     void *progress_user;
+    bool no_fork_server; /* every run a fresh interpreter (default: forked from one server) */
 } dg_accept_cmd_opts;
 
 /* Runs env, gate, sweep, soak, compare and profile on the user's command into

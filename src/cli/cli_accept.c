@@ -78,7 +78,7 @@ typedef struct accept_args {
     cli_thresholds thr;
     /* accept -- CMD only */
     int sweep_from, trial_timeout;
-    bool empty_cache, no_empty_cache;
+    bool empty_cache, no_empty_cache, no_fork_server;
 } accept_args;
 
 #define OFF(f) offsetof(accept_args, f)
@@ -108,6 +108,9 @@ static const cli_opt accept_opts[] = {
     {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
      "-- CMD: the probe leaves garbage collection and the device cache to the program",
      OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
+    {CLI_FLAG, "--no-fork-server", NULL, NULL, NULL, NULL,
+     "-- CMD: start every run in a fresh interpreter (no fork server; docs/accept.md)",
+     OFF(no_fork_server), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -261,10 +264,10 @@ int cmd_accept(cli *c, int argc, char **argv)
                   "for your program use the command's own arguments");
         goto out;
     }
-    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache)) {
-        cli_error(
-            "accept: --sweep-from, --trial-timeout and --[no-]empty-cache apply to accept -- CMD "
-            "(your own program) only");
+    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache ||
+                 aa.no_fork_server)) {
+        cli_error("accept: --sweep-from, --trial-timeout, --[no-]empty-cache and --no-fork-server "
+                  "apply to accept -- CMD (your own program) only");
         goto out;
     }
     /* For a command, --backend names the device judged, as the program's framework does. */
@@ -343,6 +346,7 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .mem_budget = o.train.mem_budget,
                                  .empty_cache = !aa.no_empty_cache,
                                  .trial_timeout_s = aa.trial_timeout,
+                                 .no_fork_server = aa.no_fork_server,
                                  .label = o.label,
                                  .trace_path = o.trace_path,
                                  .cancel = &cancel_flag,

@@ -70,6 +70,7 @@ typedef struct acmd {
     bool batch_given;
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
+    dg_forksrv *srv;         /* the fork server the children come from (off: plain children) */
 } acmd;
 
 static bool cancelled(const acmd *a)
@@ -161,7 +162,7 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                       .sample_ms = 100};
     char *json = NULL;
     dg_accept_cmd_oom_read(&a->oom_before);
-    dg_status st = dg_run_supervise(a->ctx, &ro, &json);
+    dg_status st = dg_run_supervise_via(a->ctx, &ro, a->srv, &json);
     if (st != DG_OK || !json) {
         snprintf(why, len, "%s", dg_errmsg(a->ctx));
         dg_string_free(json);
@@ -758,5 +759,11 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
                          .sweep_to = opts->sweep_to,
                          .backend_asked = opts->device,
                          .backend_none = "cpu"};
-    return dg_method_run(ctx, &command_runner, &a, &mo, json);
+    a.srv = dg_forksrv_new(opts->argv, !opts->no_fork_server, opts->probe_path, opts->cancel);
+    if (!a.srv)
+        return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
+    dg_status st = dg_method_run(ctx, &command_runner, &a, &mo, json);
+    dg_accept_cmd_launch_note(ctx, a.srv, json);
+    dg_forksrv_free(a.srv);
+    return st;
 }

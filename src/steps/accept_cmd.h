@@ -4,6 +4,7 @@
 
 #include "core/json.h"
 #include "devgate.h"
+#include "supervise/supervise.h"
 
 /* argv with every {batch}, {device} and {epochs} in each word replaced by the
  * values (device NULL: "cpu"); NULL-terminated, free with
@@ -11,6 +12,12 @@
 char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs);
 /* Frees what dg_accept_cmd_argv returned; accepts NULL. */
 void dg_accept_cmd_argv_free(char **argv);
+
+/* Adds the record's "launch" (how the child runs were started: the fork
+ * server or fresh interpreters, docs/accept.md "Fast trials") from srv (NULL:
+ * none was offered) to the accept record in *json, printed again; logs one
+ * line saying which. *json is left as it was when out of memory. */
+void dg_accept_cmd_launch_note(dg_ctx *ctx, const dg_forksrv *srv, char **json);
 
 /* An OOM-kill count as the kernel keeps it: readable (false: no source),
  * its source ("cgroup memory.events", "cgroup memory.oom_control" of
