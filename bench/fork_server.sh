@@ -94,6 +94,10 @@ row("env", lambda d: steps(d, "env"))
 row("gate (forked: with the server's start-up)", lambda d: steps(d, "gate"))
 row("sweep", lambda d: steps(d, "sweep"))
 row("sweep trial, median", lambda d: med([v(t["wall_s"]) for t in trials(d) if v(t["wall_s"])]))
+def steps_s(t):  # the trial's timed steps: samples over samples/s
+    n, sps = v(t.get("samples")), v(t["samples_per_s"])
+    return n / sps if n and sps else None
+row("sweep trial's timed steps, median", lambda d: med([x for x in map(steps_s, trials(d)) if x]))
 row("soak", lambda d: steps(d, "soak"))
 row("compare", lambda d: steps(d, "compare"))
 row("profile", lambda d: steps(d, "profile"))

@@ -89,7 +89,11 @@ static char *read_record_ledger(cli *c, const char *id, int *rc)
     free(path);
     cJSON *entry = cJSON_Parse(entry_json);
     dg_string_free(entry_json);
-    const cJSON *rec = cJSON_GetObjectItem(entry, "record");
+    cJSON *rec = cJSON_GetObjectItem(entry, "record");
+    /* A verb's own record names its run only in the ledger's entry. */
+    const cJSON *entry_id = cJSON_GetObjectItem(entry, "id");
+    if (cJSON_IsObject(rec) && !cJSON_GetObjectItem(rec, "run_id") && cJSON_IsString(entry_id))
+        cJSON_AddStringToObject(rec, "run_id", entry_id->valuestring);
     /* A plain copy: cJSON's allocator may change once the library installs its hooks. */
     char *printed = rec ? cJSON_PrintUnformatted(rec) : NULL;
     char *out = printed ? strdup(printed) : NULL;

@@ -22,6 +22,19 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
     return m;
 }
 
+cJSON *dg_json_metric_of(double v, const char *unit)
+{
+    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
+}
+
+void dg_json_add_num(cJSON *obj, const char *key, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(obj, key, v);
+    else
+        cJSON_AddNullToObject(obj, key);
+}
+
 /* ---- UTF-8 at the boundary ------------------------------------------------ */
 
 char *dg_utf8_dup(const char *s)
@@ -106,9 +119,15 @@ char *dg_json_print(const cJSON *item)
     if (!text)
         return NULL;
     size_t n = strlen(text) + 1;
-    char *out = dg_malloc(n);
-    if (out)
+    /* Every string should have been cleaned where it came in; one that was
+     * not still leaves as valid UTF-8 (its bad bytes as U+FFFD), since a
+     * byte above 0x7f only ever stands inside a JSON string. */
+    bool valid = dg_utf8_valid(text, n - 1);
+    char *out = dg_malloc(valid ? n : 3 * n);
+    if (out && valid)
         memcpy(out, text, n);
+    else if (out)
+        dg_utf8_clean(out, 3 * n, text, n - 1, false);
     cJSON_free(text);
     return out;
 }

@@ -14,7 +14,7 @@ const dg_rec_path dg_rec_paths[DG_P_COUNT] = {
 const char *dg_rec_section_name(dg_rec_section s)
 {
     static const char *const names[DG_SEC_COUNT] = {
-        "", "env", "gate", "sweep", "soak", "compare", "profile", "supervise", "train"};
+        "", "env", "gate", "sweep", "soak", "compare", "profile", "supervise", "train", "slo"};
     return (unsigned)s < DG_SEC_COUNT ? names[s] : "";
 }
 
@@ -796,6 +796,8 @@ static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
     s->exit_status = dg_rec_num(sup, DG_P_SUPERVISE_EXIT_STATUS);
     s->run_end_status = dg_rec_str(sup, DG_P_SUPERVISE_RUN_END_STATUS);
     s->signal = dg_rec_str(sup, DG_P_SUPERVISE_SIGNAL);
+    const cJSON *el = cJSON_GetArrayItem(dg_rec_arr(sup, DG_P_SUPERVISE_ERROR_LINES), 0);
+    s->error_line = cJSON_IsString(el) ? el->valuestring : NULL;
     s->timed_out = dg_rec_bool(sup, DG_P_SUPERVISE_TIMED_OUT);
     s->interrupted = dg_rec_bool(sup, DG_P_SUPERVISE_INTERRUPTED);
     s->wall = dg_rec_num(sup, DG_P_SUPERVISE_WALL);
@@ -921,6 +923,17 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
         sd->loader_worker_init_fn = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_WORKER_INIT_FN);
         sd->loader_generator = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_GENERATOR);
     }
+    if (own == DG_SEC_REC && cJSON_IsObject(dg_rec_at(rec, DG_P_REC_LOADER))) {
+        dg_view_loader *l = &out->loader;
+        l->present = true;
+        l->num_workers = dg_rec_num(rec, DG_P_REC_LOADER_NUM_WORKERS);
+        l->batch_size = dg_rec_num(rec, DG_P_REC_LOADER_BATCH_SIZE);
+        l->batches = dg_rec_num(rec, DG_P_REC_LOADER_BATCHES);
+        l->pin_memory = dg_rec_bool(rec, DG_P_REC_LOADER_PIN_MEMORY);
+        l->persistent_workers = dg_rec_bool(rec, DG_P_REC_LOADER_PERSISTENT_WORKERS);
+        l->batch_arg = dg_rec_str(rec, DG_P_REC_LOADER_BATCH_ARG);
+        l->workers_arg = dg_rec_str(rec, DG_P_REC_LOADER_WORKERS_ARG);
+    }
     if (own != DG_SEC_REC) {
         out->section[own] = rec; /* a per-verb record is its own section */
         out->listed[own] = true;
@@ -936,7 +949,7 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
                                                          [DG_SEC_SUPERVISE] = DG_P_REC_SUPERVISE};
         out->section[DG_SEC_REC] = rec;
         for (int s = DG_SEC_ENV; s < DG_SEC_COUNT; s++)
-            if (s != DG_SEC_TRAIN) {
+            if (s != DG_SEC_TRAIN && s != DG_SEC_SLO) {
                 const cJSON *sec = dg_rec_at(rec, ids[s]);
                 out->section[s] = obj_or_null(sec);
                 out->listed[s] = sec != NULL;

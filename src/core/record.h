@@ -44,6 +44,7 @@ typedef enum dg_rec_section {
     DG_SEC_PROFILE,
     DG_SEC_SUPERVISE,
     DG_SEC_TRAIN,
+    DG_SEC_SLO, /* the slo record (never inside an evidence record) */
     DG_SEC_COUNT
 } dg_rec_section;
 
@@ -475,6 +476,7 @@ typedef struct dg_view_supervise {
     dg_rec_metric exit_status;
     const char *signal;         /* "SIGKILL", ...; NULL when none */
     const char *run_end_status; /* run_end.status ("ok", "error", "stopped"); NULL when none */
+    const char *error_line;     /* error_lines[0]: why the program failed, as it said; NULL */
     int timed_out, interrupted; /* tri */
     dg_rec_metric wall;         /* s */
     dg_rec_metric events_lines, events_dropped, events_malformed, events_overlong; /* lines */
@@ -524,6 +526,16 @@ typedef struct dg_view_seeds {
     int torch_seeded, loader_shuffle, loader_worker_init_fn, loader_generator;
 } dg_view_seeds;
 
+/* The training DataLoader a supervised program iterated (record "loader",
+ * from run_start): its settings as the program named them and the
+ * command-line options that set them. -1 / NULL / not valid: not reported. */
+typedef struct dg_view_loader {
+    bool present;
+    dg_rec_metric num_workers, batch_size, batches; /* workers, samples, batches */
+    int pin_memory, persistent_workers;             /* tri */
+    const char *batch_arg, *workers_arg;            /* "--batch-size", "--workers"; NULL */
+} dg_view_loader;
+
 /* A record, typed. For a per-verb record (kind sweep, soak, ...) the section
  * view of that kind is filled from the record itself. */
 typedef struct dg_record_view {
@@ -532,6 +544,7 @@ typedef struct dg_record_view {
     const char *state, *label, *host, *timestamp, *run_id;
     const char *device; /* run: the device the program said it used ("cpu", "cuda:0") */
     dg_view_seeds seeds;
+    dg_view_loader loader;
     dg_view_spec spec;
     dg_view_step *steps;
     int nsteps;

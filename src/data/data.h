@@ -52,6 +52,9 @@ typedef struct dg_source_links {
 dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *opts,
                          dg_source **out);
 void dg_source_close(dg_source *s);
+/* DG_OK when spec names a kind of source dg_source_open knows (nothing is
+ * opened); DG_ERR_USAGE naming it otherwise. */
+dg_status dg_source_spec_check(dg_ctx *ctx, const char *spec);
 size_t dg_source_count(const dg_source *s);
 int dg_source_classes(const dg_source *s);
 /* Native sample size (c after conversion, h, w); images: 0 h/w (varies). */

@@ -833,6 +833,36 @@ static dg_status open_images(dg_ctx *ctx, dg_source *s, const char *dir)
 
 /* ---- the API -------------------------------------------------------------- */
 
+/* The kind a source spec names; -1 when it names none. */
+static int source_kind(const char *spec)
+{
+    if (strcmp(spec, "synthetic") == 0)
+        return SRC_SYNTH;
+    if (strncmp(spec, "idx:", 4) == 0)
+        return SRC_IDX;
+    if (strncmp(spec, "cifar:", 6) == 0 && spec[6])
+        return SRC_CIFAR;
+    if (strncmp(spec, "images:", 7) == 0 && spec[7])
+        return SRC_IMAGES;
+    return -1;
+}
+
+static dg_status unknown_source(dg_ctx *ctx, const char *spec)
+{
+    char clean[128];
+    dg_copy_clean(clean, sizeof clean, spec);
+    return dg_fail(
+        ctx, DG_ERR_USAGE,
+        "unknown data source \"%s\" (synthetic, idx:IMAGES,LABELS, cifar:DIR, images:DIR)", clean);
+}
+
+dg_status dg_source_spec_check(dg_ctx *ctx, const char *spec)
+{
+    if (!spec)
+        return dg_fail(ctx, DG_ERR_USAGE, "no data source given");
+    return source_kind(spec) < 0 ? unknown_source(ctx, spec) : DG_OK;
+}
+
 dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *opts, dg_source **out)
 {
     *out = NULL;
@@ -849,26 +879,17 @@ dg_status dg_source_open(dg_ctx *ctx, const char *spec, const dg_source_opts *op
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     s->channels = o.channels;
     dg_status st;
-    if (strcmp(spec, "synthetic") == 0) {
-        s->kind = SRC_SYNTH;
-        st = open_synth(ctx, s, &o);
-    } else if (strncmp(spec, "idx:", 4) == 0) {
-        s->kind = SRC_IDX;
-        st = open_idx(ctx, s, spec + 4);
-    } else if (strncmp(spec, "cifar:", 6) == 0 && spec[6]) {
-        s->kind = SRC_CIFAR;
-        st = open_cifar(ctx, s, spec + 6);
-    } else if (strncmp(spec, "images:", 7) == 0 && spec[7]) {
-        s->kind = SRC_IMAGES;
+    int kind = source_kind(spec);
+    s->kind = kind < 0 ? SRC_SYNTH : (enum src_kind)kind;
+    switch (kind) {
+    case SRC_SYNTH: st = open_synth(ctx, s, &o); break;
+    case SRC_IDX: st = open_idx(ctx, s, spec + 4); break;
+    case SRC_CIFAR: st = open_cifar(ctx, s, spec + 6); break;
+    case SRC_IMAGES:
         s->root = dg_strdup(spec + 7);
         st = s->root ? open_images(ctx, s, s->root) : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    } else {
-        char clean[128];
-        dg_copy_clean(clean, sizeof clean, spec);
-        st = dg_fail(
-            ctx, DG_ERR_USAGE,
-            "unknown data source \"%s\" (synthetic, idx:IMAGES,LABELS, cifar:DIR, images:DIR)",
-            clean);
+        break;
+    default: st = unknown_source(ctx, spec);
     }
     if (st) {
         dg_source_close(s);

@@ -327,7 +327,7 @@ cJSON *dg_model_json(const dg_model *m)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->name);
-    cJSON_AddStringToObject(o, "layers", m->layers);
+    dg_json_add_str(o, "layers", m->layers);
     cJSON *in = cJSON_AddArrayToObject(o, "input");
     cJSON_AddItemToArray(in, cJSON_CreateNumber(m->in_c));
     cJSON_AddItemToArray(in, cJSON_CreateNumber(m->in_h));

@@ -336,7 +336,7 @@ static cJSON *encode(const dg_train_opts *o, bool for_hash)
                               : strcmp(f->key, "normalize") == 0 ? "none"
                                                                  : NULL;
             v = v ? v : def;
-            it = v ? cJSON_CreateString(v) : cJSON_CreateNull();
+            it = dg_json_string(v); /* a path or a name from the outside: UTF-8 */
             break;
         }
         case K_BOOL: it = cJSON_CreateBool(*(const bool *)base); break;

@@ -344,13 +344,16 @@ static dg_train_opts resolved_opts(const dg_train_opts *o, const char *backend, 
     return r;
 }
 
-/* Opens the data source for the model and fills the loader options; the
- * bucket resolution is the model input (models have fixed input sizes). */
-static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *m, int batch,
-                           size_t samples, dg_source **src, dg_loader_opts *lo)
+/* Fills the loader options from o for model m (nothing opened); the bucket
+ * resolution is the model input (models have fixed input sizes). */
+static dg_status data_opts(dg_ctx *ctx, const dg_train_opts *o, const dg_model *m, int batch,
+                           dg_loader_opts *lo)
 {
     const char *spec = o->data ? o->data : "synthetic";
     bool synthetic = strcmp(spec, "synthetic") == 0;
+    dg_status st = dg_source_spec_check(ctx, spec);
+    if (st != DG_OK)
+        return st;
     if (o->samples && !synthetic)
         return dg_fail(ctx, DG_ERR_USAGE, "--samples applies to the synthetic source only");
     if (!(o->val_split >= 0 && o->val_split < 1))
@@ -360,7 +363,6 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
         return dg_fail(ctx, DG_ERR_USAGE, "--max-bad-share wants a share in [0, 1]");
     *lo = (dg_loader_opts){.batch = batch, .tf32 = o->tf32};
     lo->channels = m->in_c;
-    dg_status st;
     if (o->resolution) {
         if ((st = dg_loader_parse_resolution(ctx, o->resolution, lo)) != DG_OK)
             return st;
@@ -388,13 +390,23 @@ static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
     lo->on_bad_fail = o->on_bad_fail;
     lo->max_bad_share = o->max_bad_share == 0 ? 0.01 : o->max_bad_share < 0 ? 0 : o->max_bad_share;
     lo->seed = o->seed;
+    return DG_OK;
+}
+
+/* Opens the data source for the model and fills the loader options. */
+static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *m, int batch,
+                           size_t samples, dg_source **src, dg_loader_opts *lo)
+{
+    dg_status st = data_opts(ctx, o, m, batch, lo);
+    if (st != DG_OK)
+        return st;
     dg_source_opts so = {.channels = m->in_c,
                          .seed = o->seed,
                          .samples = samples,
                          .classes = m->classes,
                          .height = m->in_h,
                          .width = m->in_w};
-    if ((st = dg_source_open(ctx, spec, &so, src)) != DG_OK)
+    if ((st = dg_source_open(ctx, o->data ? o->data : "synthetic", &so, src)) != DG_OK)
         return st;
     int classes = dg_source_classes(*src);
     if (classes > m->classes)
@@ -526,6 +538,27 @@ static dg_status write_params(trainer *t, const char *path)
  * trainer_plan_capture, then per step trainer_step, at each sync point
  * trainer_sync and at each epoch end trainer_epoch_end, and last
  * trainer_record (the record, whatever stopped the run) and trainer_close. */
+
+dg_status dg_train_opts_inputs_check(dg_ctx *ctx, const dg_train_opts *o, const char *model)
+{
+    if (dg_train_opts_check(ctx, o) != DG_OK)
+        return DG_ERR_USAGE;
+    if (o->backend && dg_backend_index(o->backend) < 0)
+        return dg_fail(ctx, DG_ERR_USAGE, "unknown backend '%.64s' (known: %s)", o->backend,
+                       dg_backend_known());
+    if (dg_disable_ops_check(ctx, o->disable_ops) != DG_OK)
+        return DG_ERR_USAGE;
+    dg_model *m = dg_calloc(1, sizeof *m);
+    if (!m)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of host memory");
+    const char *name = o->model ? o->model : model ? model : "mlp";
+    dg_status st = dg_model_parse(ctx, name, o->in_c, o->in_h, o->in_w, m);
+    dg_loader_opts lo;
+    if (st == DG_OK)
+        st = data_opts(ctx, o, m, o->batch > 0 ? o->batch : 1, &lo);
+    dg_free(m);
+    return st == DG_OK || st == DG_ERR_NOMEM ? st : DG_ERR_USAGE;
+}
 
 /* Validates the options and opens what a record needs: model, data source,
  * engine. Nothing is left open on failure. */

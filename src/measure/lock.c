@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +62,62 @@ static void give_way(int wfd, const volatile sig_atomic_t *cancel)
     flock(wfd, LOCK_UN);
 }
 
+/* The pid holding an flock on the file behind fd, from /proc/locks; 0 when
+ * none is listed (or /proc is not there). */
+static pid_t flock_holder(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return 0;
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    pid_t holder = 0;
+    while (!holder && fgets(line, sizeof line, f)) {
+        /* "1: FLOCK  ADVISORY  WRITE 4711 fd:01:1234 0 EOF" (a blocked
+         * waiter's line has "->" after the number and is not a holder). */
+        char kind[16], mode[16], rw[16];
+        long pid;
+        unsigned maj, min;
+        unsigned long long ino;
+        if (strstr(line, "->"))
+            continue;
+        if (sscanf(line, "%*d: %15s %15s %15s %ld %x:%x:%llu", kind, mode, rw, &pid, &maj, &min,
+                   &ino) == 7 &&
+            strcmp(kind, "FLOCK") == 0 && maj == major(st.st_dev) && min == minor(st.st_dev) &&
+            ino == (unsigned long long)st.st_ino)
+            holder = (pid_t)pid;
+    }
+    fclose(f);
+    return holder;
+}
+
+/* Whether pid is one of our ancestors (parent, grandparent, ...). */
+static bool is_ancestor(pid_t pid)
+{
+    pid_t p = getppid();
+    for (int depth = 0; p > 1 && depth < 64; depth++) {
+        if (p == pid)
+            return true;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", (long)p);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            return false;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold spaces and parentheses. */
+        const char *rp = strrchr(buf, ')');
+        long ppid;
+        if (!rp || sscanf(rp + 1, " %*c %ld", &ppid) != 1)
+            return false;
+        p = (pid_t)ppid;
+    }
+    return false;
+}
+
 void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t *cancel)
 {
     memset(l, 0, sizeof *l);
@@ -98,6 +155,14 @@ void dg_measure_lock(dg_mlock *l, double max_wait_s, const volatile sig_atomic_t
         if (errno != EWOULDBLOCK && errno != EINTR) {
             snprintf(l->error, sizeof l->error, "%s", strerror(errno));
             l->state = "unavailable";
+            break;
+        }
+        /* A devgate run by the program another devgate measures (a script
+         * that calls devgate, a nested run) is part of that measurement:
+         * waiting for our own ancestor would only stall it. */
+        if (!l->contended && is_ancestor(flock_holder(fd))) {
+            l->state = "held by an ancestor";
+            l->nested = true;
             break;
         }
         l->contended = true;

@@ -107,6 +107,27 @@ static void page_end(dg_capbuf *b)
 
 /* ---- verdict banner and steps ----------------------------------------------- */
 
+/* A verb's own record has no final gate or decision: its banner is its
+ * verdict and its one line. */
+static void sec_verb_banner(dg_capbuf *b, const dg_record_view *v)
+{
+    const char *verdict = dg_rp_verb_verdict(v);
+    bool good = verdict && (!strcmp(verdict, "pass") || !strcmp(verdict, "ok"));
+    dg_rp_printf(b, "<section id=\"verdict\" class=\"banner %s\">\n<div class=\"verdict\">",
+                 good      ? "ok"
+                 : verdict ? "bad"
+                           : "none");
+    dg_rp_h_esc(b, v->kind, "?");
+    dg_rp_put(b, ": ");
+    dg_rp_h_esc(b, verdict, "recorded");
+    char sum[1024];
+    dg_rp_verb_summary(sum, sizeof sum, v);
+    dg_rp_put(b, "</div>\n<p>");
+    dg_rp_prose(b, ESC_HTML, sum, "");
+    dg_rp_put(b, "</p>\n<p class=\"note\">the record of one verb: the decision and the final gate "
+                 "are <code>devgate accept</code>'s</p>\n</section>\n");
+}
+
 static void sec_banner(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_final_gate *g = &v->final_gate;
@@ -678,6 +699,30 @@ void dg_rp_render_html(dg_capbuf *b, const dg_record_view *v)
     /* Sections not yet read through the view take the record itself. */
     const cJSON *rec = v->rec;
     page_begin(b, v);
+    if (dg_rp_verb_record(v)) {
+        /* A verb's own record is one section: the page shows what it has. */
+        sec_verb_banner(b, v);
+        if (v->nfindings > 0)
+            sec_findings(b, v);
+        if (v->sweep.present)
+            sec_sweep(b, &v->sweep);
+        if (v->soak.present)
+            sec_memory(b, v);
+        if (v->compare.present)
+            sec_baseline(b, &v->compare);
+        if (v->profile.present)
+            sec_profile(b, &v->profile);
+        if (v->soak.present || v->profile.present)
+            sec_fallbacks(b, v);
+        if (v->listed[DG_SEC_ENV])
+            dg_rp_sec_environment(b, rec);
+        if (v->gate.present)
+            dg_rp_sec_gate(b, &v->gate);
+        if (dg_rp_bucket_id(rec))
+            dg_rp_sec_bucket(b, rec);
+        page_end(b);
+        return;
+    }
     sec_banner(b, v);
     sec_steps(b, v);
     sec_findings(b, v);

@@ -17,9 +17,12 @@ static void md_header(dg_capbuf *b, const dg_record_view *v)
     dg_rp_put(b, "## devgate ");
     md_str(b, v->kind, "?");
     dg_rp_put(b, ": ");
-    dg_rp_put(b, !g->present        ? "no final gate"
-                 : g->accepted == 1 ? "✅ accepted"
-                                    : "❌ not accepted");
+    if (dg_rp_verb_record(v))
+        md_str(b, dg_rp_verb_verdict(v), "recorded");
+    else
+        dg_rp_put(b, !g->present        ? "no final gate"
+                     : g->accepted == 1 ? "✅ accepted"
+                                        : "❌ not accepted");
     dg_rp_put(b, "\n\n");
     dg_rp_put(b, "run ");
     md_str(b, v->run_id, "(not recorded)");
@@ -288,6 +291,28 @@ static void md_footer(dg_capbuf *b, const dg_record_view *v)
 
 void dg_rp_render_md(dg_capbuf *b, const dg_record_view *v)
 {
+    if (dg_rp_verb_record(v)) {
+        /* A verb's own record: its step line and what it has; the decision and
+         * the final gate are accept's. */
+        char sum[1024];
+        dg_rp_verb_summary(sum, sizeof sum, v);
+        const char *status = dg_rp_str(v->rec, "status");
+        dg_view_step step = {.name = v->kind,
+                             .status = status ? status : "ok",
+                             .verdict = dg_rp_verb_verdict(v),
+                             .summary = sum};
+        dg_record_view one = *v;
+        one.steps = &step;
+        one.nsteps = 1;
+        md_header(b, &one);
+        md_steps(b, &one);
+        if (v->nfindings > 0)
+            md_findings(b, v);
+        if (v->sweep.present || v->compare.nruns > 0 || dg_rp_obj(v->soak_payload, "growth"))
+            md_key_numbers(b, v);
+        md_footer(b, v);
+        return;
+    }
     md_header(b, v);
     md_decision(b, v);
     md_steps(b, v);

@@ -15,12 +15,18 @@ static dg_status check_evidence(dg_ctx *ctx, const cJSON *rec)
 {
     if (!cJSON_IsObject(rec))
         return dg_fail(ctx, DG_ERR_FORMAT, "not an evidence record: the JSON is not an object");
+    /* accept and run, and every verb's own record (its section of accept's). */
+    static const char *const kinds[] = {"accept", "run",     "env",     "gate",      "sweep",
+                                        "soak",   "compare", "profile", "supervise", "train"};
     const char *kind = dg_rp_str(rec, "kind");
-    if (!kind || (strcmp(kind, "accept") != 0 && strcmp(kind, "run") != 0)) {
+    bool known = false;
+    for (size_t i = 0; kind && i < sizeof kinds / sizeof *kinds; i++)
+        known = known || strcmp(kind, kinds[i]) == 0;
+    if (!known) {
         char k[40];
         dg_copy_clean(k, sizeof k, kind ? kind : "none");
         return dg_fail(ctx, DG_ERR_FORMAT,
-                       "not an evidence record: kind is '%s', not 'accept' or 'run'", k);
+                       "not an evidence record: kind is '%s', not one a devgate verb writes", k);
     }
     double v;
     if (!dg_rp_num(rec, "v", &v) || (v != 1 && v != 2))

@@ -60,26 +60,29 @@ static void step_word(char *buf, size_t len, const dg_view_step *step)
     buf[i] = '\0';
 }
 
+static void text_step(dg_capbuf *b, const dg_view_step *step)
+{
+    char name[11], word[6];
+    dg_copy_clean(name, sizeof name, step->name ? step->name : "?");
+    step_word(word, sizeof word, step);
+    dg_rp_put(b, "  ");
+    dg_rp_esc(b, ESC_TEXT, name, "");
+    dg_rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
+    dg_rp_printf(b, "%-5s ", word);
+    dg_rp_prose(b, ESC_TEXT, step->summary, "");
+    const char *err = step->error;
+    if (err) {
+        dg_rp_put(b, " (error: ");
+        dg_rp_esc(b, ESC_TEXT, err, "");
+        dg_rp_put(b, ")");
+    }
+    dg_rp_put(b, "\n");
+}
+
 static void text_steps(dg_capbuf *b, const dg_record_view *v)
 {
-    for (int i = 0; i < v->nsteps; i++) {
-        const dg_view_step *step = &v->steps[i];
-        char name[11], word[6];
-        dg_copy_clean(name, sizeof name, step->name ? step->name : "?");
-        step_word(word, sizeof word, step);
-        dg_rp_put(b, "  ");
-        dg_rp_esc(b, ESC_TEXT, name, "");
-        dg_rp_printf(b, "%*s", (int)(10 - strlen(name)), "");
-        dg_rp_printf(b, "%-5s ", word);
-        dg_rp_prose(b, ESC_TEXT, step->summary, "");
-        const char *err = step->error;
-        if (err) {
-            dg_rp_put(b, " (error: ");
-            dg_rp_esc(b, ESC_TEXT, err, "");
-            dg_rp_put(b, ")");
-        }
-        dg_rp_put(b, "\n");
-    }
+    for (int i = 0; i < v->nsteps; i++)
+        text_step(b, &v->steps[i]);
     dg_capbuf line = {.cap = 4096};
     if (dg_rp_launch(&line, ESC_TEXT, v->rec) && line.data)
         dg_rp_printf(b, "  runs      %s\n", line.data);
@@ -190,9 +193,25 @@ static void text_gate_and_pack(dg_capbuf *b, const dg_record_view *v)
     }
 }
 
+/* A verb's own record: its one step line and its findings (it has no
+ * decision or final gate: those are accept's). */
+static void text_verb(dg_capbuf *b, const dg_record_view *v)
+{
+    char sum[1024];
+    dg_rp_verb_summary(sum, sizeof sum, v);
+    dg_view_step step = {.name = v->kind, .verdict = dg_rp_verb_verdict(v), .summary = sum};
+    text_step(b, &step);
+    if (v->nfindings > 0)
+        text_findings(b, v);
+}
+
 void dg_rp_render_text(dg_capbuf *b, const dg_record_view *v)
 {
     text_header(b, v);
+    if (dg_rp_verb_record(v)) {
+        text_verb(b, v);
+        return;
+    }
     text_steps(b, v);
     text_speedups(b, v);
     text_findings(b, v);

@@ -168,7 +168,7 @@ static int steps_for(const dg_method_state *s, double budget_s, int runs, int lo
     return n < lo ? lo : n > hi ? hi : (int)n;
 }
 
-static dg_status fx_epochs(void *ctx, const dg_method_state *s, dg_step_out *out)
+static dg_status fx_epochs(void *ctx, const dg_method_state *s, dg_epochs_result *out)
 {
     acc *a = ctx;
     dg_soak_opts so = {.train = a->base};
@@ -178,18 +178,27 @@ static dg_status fx_epochs(void *ctx, const dg_method_state *s, dg_step_out *out
     so.train.steps = a->o->train.steps > 0
                          ? a->o->train.steps
                          : steps_for(s, a->tier->soak_budget_s, so.train.epochs, 2, 50);
+    out->epochs = so.train.epochs;
     char *json = NULL;
     dg_status st = dg_soak_run(a->ctx, &so, &json);
-    out->section = parse_owned(json);
-    const cJSON *bk = cJSON_GetObjectItemCaseSensitive(out->section, "bucket");
+    out->soak = parse_owned(json);
+    out->end = st == DG_OK                ? DG_TRIAL_OK
+               : st == DG_ERR_INTERRUPTED ? DG_TRIAL_INTERRUPTED
+                                          : DG_TRIAL_FAILED;
+    if (st != DG_OK)
+        snprintf(out->reason, sizeof out->reason, "%s", dg_errmsg(a->ctx));
+    const cJSON *bk = cJSON_GetObjectItemCaseSensitive(out->soak, "bucket");
     if (bk) {
         out->hoist = cJSON_CreateObject();
         cJSON_AddItemToObject(out->hoist, "bucket", cJSON_Duplicate(bk, true));
     }
-    return st;
+    return DG_OK;
 }
 
-static dg_status fx_compare(void *ctx, const dg_method_state *s, dg_step_out *out)
+/* The fixture's comparison is the library step dg_compare_run, whole: the
+ * numerics against the float64 reference and its own timed repetitions. */
+static dg_status fx_compare_plan(void *ctx, const dg_method_state *s, dg_compare_plan *plan,
+                                 dg_step_out *out)
 {
     acc *a = ctx;
     if (dg_backend_is_host(s->device)) {
@@ -205,6 +214,7 @@ static dg_status fx_compare(void *ctx, const dg_method_state *s, dg_step_out *ou
     int batch = s->batch;
     if (!s->batch_given && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
+    *plan = (dg_compare_plan){.batch = batch, .steps = a->tier->compare_steps};
     dg_compare_opts co = {.train = a->base,
                           .batches = {batch},
                           .steps = a->tier->compare_steps,
@@ -278,6 +288,25 @@ static void fx_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddBoolToObject(spec, "tf32", t->tf32);
 }
 
+/* The tier's plan of step in seconds (the progress reports' ETA): the
+ * budgets the steps are sized by, and a trial's few steps at the knee's step
+ * time (0.05 s before the sweep has measured one). */
+static double fx_plan_s(void *ctx, const dg_method_state *s, int step)
+{
+    const acc *a = ctx;
+    double st = isfinite(s->step_s) && s->step_s > 0 ? s->step_s : 0.05;
+    switch (step) {
+    case 1: return 3;
+    case 2: return 0.5 + (a->tier->sweep_warmup + a->tier->sweep_timed) * st;
+    case 3: return a->tier->soak_budget_s + 1;
+    case 4: /* both sides, the cpu's steps taken as twice the device's */
+        return s->device && dg_backend_is_host(s->device)
+                   ? 0
+                   : 1 + 3.0 * a->tier->compare_reps * a->tier->compare_steps * st;
+    default: return a->tier->profile_budget_s + 1;
+    }
+}
+
 static const dg_runner_i fixture_runner = {
     .version = DG_RUNNER_VERSION,
     .name = "fixture",
@@ -287,9 +316,11 @@ static const dg_runner_i fixture_runner = {
     .trial = fx_trial,
     .sweep_done = fx_sweep_done,
     .epochs = fx_epochs,
-    .compare = fx_compare,
+    .compare_plan = fx_compare_plan,
+    .pair = NULL,
     .profile = fx_profile,
     .spec = fx_spec,
+    .plan_s = fx_plan_s,
 };
 
 dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
@@ -302,7 +333,7 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs, steps and the sweep limit must be positive");
     /* Inputs judged before anything is measured. */
-    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+    if (dg_train_opts_inputs_check(ctx, &opts->train, "cifar") != DG_OK)
         return DG_ERR_USAGE;
     acc a = {.ctx = ctx, .o = opts, .tier = &tiers[opts->quick ? 0 : 1], .base = opts->train};
     if (!a.base.model)

@@ -13,7 +13,8 @@
  *   sweep    a child per batch, doubling then bisection; out of memory (the
  *            framework's error, the address-space budget, the OOM killer) ends
  *            one trial only; knee and safe batch as the fixture's sweep;
- *   compare  the same command with {device}=cpu, interleaved with device runs;
+ *   compare  the same command with {device}=cpu and {device}=DEVICE, the pairs
+ *            run by the method's driver (method_compare.c);
  *   soak     the program's own epochs with per-epoch memory;
  *   profile  a torch.profiler window from the step hook, the trace in the pack.
  *
@@ -37,7 +38,6 @@
 #include <unistd.h>
 
 #define TRIAL_EPOCHS 1000 /* {epochs} of a trial: the probe stops it long before */
-#define SWAP_LIMIT_MIB 256.0
 #define MAX_ARGS 4096
 
 /* Per-tier sizes: [0] quick, [1] full. */
@@ -70,13 +70,11 @@ typedef struct acmd {
     bool batch_given;
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
-    dg_forksrv *srv;         /* the fork server the children come from (off: plain children) */
+    dg_progress_sink *progress;
+    double start_s;     /* a child's start-up, as the gate's child took it (s); NAN unknown */
+    double epoch_steps; /* the training loader's batches per epoch (a trial's); NAN unknown */
+    dg_forksrv *srv;    /* the fork server the children come from (off: plain children) */
 } acmd;
-
-static bool cancelled(const acmd *a)
-{
-    return a->o->cancel && *a->o->cancel;
-}
 
 /* Takes what the method settled before a step. */
 static acmd *at(void *ctx, const dg_method_state *s, const char *step)
@@ -84,6 +82,7 @@ static acmd *at(void *ctx, const dg_method_state *s, const char *step)
     acmd *a = ctx;
     a->step = step;
     if (s) {
+        a->progress = s->progress;
         a->device = s->device;
         a->batch = s->batch;
         a->batch_given = s->batch_given;
@@ -159,7 +158,11 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                       .empty_cache = empty_cache,
                       .env = env ? (const char *const *)env->vars : NULL,
                       .mem_limit = limit,
-                      .sample_ms = 100};
+                      .sample_ms = 100,
+                      .progress = dg_progress_forward,
+                      .progress_user = a->progress,
+                      .output = a->o->output,
+                      .output_user = a->o->output_user};
     char *json = NULL;
     dg_accept_cmd_oom_read(&a->oom_before);
     dg_status st = dg_run_supervise_via(a->ctx, &ro, a->srv, &json);
@@ -173,6 +176,21 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
     if (!rec)
         snprintf(why, len, "the child's run record does not parse");
     return rec;
+}
+
+/* A child run's end for the progress reports: its word, and its rate or why. */
+static void child_progress(acmd *a, const cJSON *rec, const char *why)
+{
+    char reason[512] = "", detail[160];
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
+    double sps = dg_accept_cmd_child_sps(rec);
+    if (!rec)
+        snprintf(detail, sizeof detail, "%.150s", why);
+    else if (strcmp(e, "ok") == 0 && isfinite(sps))
+        snprintf(detail, sizeof detail, "%.0f samples/s", sps);
+    else
+        snprintf(detail, sizeof detail, "%.150s", reason);
+    dg_progress_trial_end(a->progress, e, detail);
 }
 
 /* A run of the user's command at (batch, device, epochs); steps > 0 stops it
@@ -199,19 +217,19 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
         }
     }
     dg_log(a->ctx, DG_LOG_INFO, "%s: batch %d on %s", a->step, batch, device);
+    bool own = strcmp(a->step, "sweep") != 0; /* the driver reports the sweep's trials */
+    if (own)
+        dg_progress_trial(a->progress, "batch %d on %s", batch, device);
     cJSON *rec = supervise_child(a, (const char *const *)argv, DG_PROBE_AUTO, &env, empty_cache,
                                  limit, why, len);
     env_free(&env);
     dg_accept_cmd_argv_free(argv);
+    double per_epoch = dg_jnum(rec, "loader.batches");
+    if (per_epoch > 0)
+        a->epoch_steps = per_epoch;
+    if (own)
+        child_progress(a, rec, why);
     return rec;
-}
-
-/* A child's samples/s over its steps after the warm-up (the first steps pay
- * the framework's lazy start-up: cuBLAS, kernel selection), else over all. */
-static double child_sps(const cJSON *rec)
-{
-    double v = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_s_after_warmup"));
-    return isfinite(v) ? v : dg_jnum(rec, "throughput.samples_per_s");
 }
 
 /* ---- gate ------------------------------------------------------------------------ */
@@ -281,6 +299,9 @@ static dg_status cmd_gate(void *ctx, dg_step_out *out, const char **device)
     env_free(&env);
     if (!a->o->probe_path)
         snprintf(why, sizeof why, "the devgate_probe package was not found beside devgate");
+    double wall = dg_json_metric_value(dg_jpath(rec, "supervise.wall"));
+    if (wall > 0)
+        a->start_s = wall; /* the interpreter, its imports and three tiny gates */
     cJSON *gate = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "gate") : NULL;
     cJSON_Delete(rec);
     if (gate && !cJSON_IsObject(gate)) {
@@ -360,7 +381,7 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
     cJSON_AddNumberToObject(spec, "trial_timeout_s",
                             a->o->trial_timeout_s > 0 ? a->o->trial_timeout_s
                                                       : a->tier->trial_timeout);
-    cJSON_AddNumberToObject(spec, "swap_growth_mib", SWAP_LIMIT_MIB);
+    cJSON_AddNumberToObject(spec, "swap_growth_mib", DG_ACCEPT_CMD_SWAP_LIMIT_MIB);
     cJSON_AddNumberToObject(spec, "max_trial_s", a->tier->max_trial_s);
     cJSON_AddItemToObject(spec, "mem_budget",
                           dg_json_metric((double)a->o->mem_budget, a->o->mem_budget > 0, "bytes"));
@@ -373,66 +394,6 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
                             .train_samples = NAN,
                             .bisect = true};
     return DG_OK;
-}
-
-static dg_trial_end end_of(const char *e, size_t mem_budget)
-{
-    static const struct {
-        const char *word;
-        dg_trial_end end;
-    } ends[] = {{"ok", DG_TRIAL_OK},
-                {"oom-killer", DG_TRIAL_OOM_KILLER},
-                {"signal", DG_TRIAL_SIGNAL},
-                {"timeout", DG_TRIAL_TIMEOUT},
-                {"interrupted", DG_TRIAL_INTERRUPTED}};
-    if (strcmp(e, "device-oom") == 0)
-        return mem_budget ? DG_TRIAL_BUDGET : DG_TRIAL_OOM;
-    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
-        if (strcmp(e, ends[i].word) == 0)
-            return ends[i].end;
-    return DG_TRIAL_FAILED;
-}
-
-/* The trial's measurements from the child's run record (ok: it ended cleanly). */
-static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
-{
-    double sps = ok ? child_sps(rec) : NAN;
-    const cJSON *stats = dg_jpath(rec, "profile.step.stats");
-    double med = ok ? dg_jnum(stats, "median") : NAN, iqr = ok ? dg_jnum(stats, "iqr") : NAN;
-    double n = dg_jnum(stats, "n");
-    t->step_median = (dg_metric){isfinite(med) ? med : 0, isfinite(med)};
-    t->step_iqr = (dg_metric){isfinite(iqr) ? iqr : 0, isfinite(iqr)};
-    t->steps = ok && isfinite(n) ? n : 0;
-    t->step_source = isfinite(med) ? "steps" : "none";
-    /* The probe reports its step-time statistics, not the steps: the notch
-     * rule's interval of the median (docs/measure.md "Sweep"), over the step
-     * with its loader wait where the probe reports that (the time the rate
-     * divides by), else over the step alone. */
-    const cJSON *ws = dg_jpath(rec, "profile.step.wall_stats");
-    const cJSON *cs = ws ? ws : stats;
-    t->rate =
-        dg_sweep_rate_ci(sps, NULL, 0, dg_jnum(cs, "median"), dg_jnum(cs, "iqr"), dg_jnum(cs, "n"));
-    /* The allocator's peak over the epochs the probe closed (cuda, mps). */
-    double peak = NAN;
-    const cJSON *ep;
-    cJSON_ArrayForEach(ep, dg_jpath(rec, "soak.epochs"))
-    {
-        double v = dg_jnum(ep, "max_allocated");
-        if (isfinite(v) && !(v <= peak))
-            peak = v;
-    }
-    t->allocated_peak = (dg_metric){isfinite(peak) ? peak : 0, isfinite(peak)};
-    const cJSON *smp = dg_jpath(rec, "supervise.samples");
-    double rss = dg_json_metric_value(dg_jpath(smp, "rss_peak"));
-    double sg = dg_json_metric_value(dg_jpath(smp, "swap_growth"));
-    double psi = dg_json_metric_value(dg_jpath(smp, "psi_peak"));
-    t->rss_peak = (dg_metric){isfinite(rss) ? rss : 0, isfinite(rss)};
-    t->swap_growth = (dg_metric){isfinite(sg) ? sg : 0, isfinite(sg)};
-    t->psi_peak = (dg_metric){isfinite(psi) ? psi : 0, isfinite(psi)};
-    t->swapped = isfinite(sg) && sg > SWAP_LIMIT_MIB * 1048576.0;
-    double steps = dg_jnum(rec, "throughput.timed_steps");
-    t->samples = ok && steps > 0 ? steps * b : NAN;
-    t->loop_s = ok && sps > 0 ? t->samples / sps : NAN;
 }
 
 /* One trial: the command at batch b, stopped cleanly after the tier's steps;
@@ -448,23 +409,7 @@ static dg_status cmd_trial(void *ctx, int b, dg_trial_result *t)
     dg_oom_count after;
     dg_accept_cmd_oom_read(&after);
     dg_oom_killer oomk = dg_accept_cmd_oom_since(&a->oom_before, &after);
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, a->o->mem_budget, &oomk, t->reason, sizeof t->reason)
-            : "failed";
-    if (!rec)
-        snprintf(t->reason, sizeof t->reason, "%s", why);
-    t->end = end_of(e, a->o->mem_budget);
-    t->extra = cJSON_CreateObject();
-    dg_json_add_str(t->extra, "signal", dg_jstr(rec, "supervise.signal"));
-    if (t->end == DG_TRIAL_OOM_KILLER) {
-        cJSON *k = cJSON_AddObjectToObject(t->extra, "oom_killer");
-        dg_json_add_str(k, "source", oomk.source);
-        if (oomk.state == DG_OOMK_KILLED)
-            cJSON_AddNumberToObject(k, "kills", (double)oomk.kills);
-        else
-            cJSON_AddNullToObject(k, "kills");
-    }
-    trial_metrics(t, rec, b, t->end == DG_TRIAL_OK);
+    dg_accept_cmd_trial_read(rec, why, a->o->mem_budget, &oomk, b, t);
     t->wall_s = (dg_metric){dg_now() - t0, true};
     cJSON_Delete(rec);
     return t->extra ? DG_OK : DG_ERR_NOMEM;
@@ -477,30 +422,8 @@ static void cmd_sweep_done(void *ctx)
 
 /* ---- compare: the cpu baseline ---------------------------------------------------------- */
 
-static double compare_width(const double *cs, const double *ds, int n)
-{
-    double c[16], d[16];
-    size_t nc = 0, nd = 0;
-    for (int i = 0; i < n && i < 16; i++) {
-        if (isfinite(cs[i]) && cs[i] > 0)
-            c[nc++] = cs[i];
-        if (isfinite(ds[i]) && ds[i] > 0)
-            d[nd++] = ds[i];
-    }
-    dg_stats sc, sd;
-    dg_median_ci ci;
-    if (!nc || !nd)
-        return NAN;
-    dg_stats_compute(c, nc, 0, &sc);
-    dg_stats_compute(d, nd, 0, &sd);
-    if (!(sc.median > 0) ||
-        !dg_bootstrap_median_ci(d, nd, c, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) || !ci.valid)
-        return NAN;
-    double sp = sd.median / sc.median;
-    return sp > 0 ? (ci.hi - ci.lo) / sp : NAN;
-}
-
-static dg_status cmd_compare(void *ctx, const dg_method_state *st, dg_step_out *out)
+static dg_status cmd_compare_plan(void *ctx, const dg_method_state *st, dg_compare_plan *plan,
+                                  dg_step_out *out)
 {
     acmd *a = at(ctx, st, "compare");
     if (strcmp(a->device, "cpu") == 0 || !a->has_device) {
@@ -514,95 +437,45 @@ static dg_status cmd_compare(void *ctx, const dg_method_state *st, dg_step_out *
     int batch = a->batch;
     if (!a->batch_given && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
-    int reps = a->tier->compare_reps, max_reps = a->tier->compare_max_reps;
-    double cs[16], ds[16], cm[16], dm[16], bz[16];
-    char err[512] = "", why[512], reason[512];
-    const char *failed = NULL;
-    double width = NAN;
-    for (int i = 0; i < max_reps && i < 16 && !failed && !cancelled(a); i++) {
-        /* Past the tier's pairs, another pair only while the speedup's
-         * interval is wider than the tier's share of the speedup. */
-        if (i >= a->tier->compare_reps) {
-            width = compare_width(cs, ds, i);
-            if (!(width > a->tier->compare_ci_width))
-                break;
-        }
-        reps = i + 1;
-        for (int side = 0; side < 2 && !failed; side++) {
-            const char *dev = side ? a->device : "cpu";
-            cJSON *rec = run_cmd(a, batch, dev, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL,
-                                 false, 0, why, sizeof why);
-            const char *e =
-                rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
-            if (strcmp(e, "ok") != 0) {
-                failed = dev;
-                snprintf(err, sizeof err, "%s", rec ? reason : why);
-            }
-            double sps = child_sps(rec);
-            double ms = dg_jnum(rec, "profile.step.stats.median");
-            double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
-            (side ? ds : cs)[i] = sps;
-            (side ? dm : cm)[i] = ms;
-            if (side)
-                bz[i] = isfinite(share) ? 1 - share : NAN;
-            cJSON_Delete(rec);
-        }
-    }
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "v", 1);
-    cJSON_AddStringToObject(c, "kind", "compare");
-    cJSON_AddStringToObject(c, "source", "command");
-    cJSON_AddStringToObject(c, "status", failed ? "failed" : "ok");
-    dg_json_add_str(c, "error", failed ? err : NULL);
-    cJSON *spec = cJSON_AddObjectToObject(c, "spec");
-    cJSON_AddStringToObject(spec, "baseline", "cpu");
-    cJSON_AddStringToObject(spec, "backend", a->device);
-    cJSON *bs = cJSON_AddArrayToObject(spec, "batches");
-    cJSON_AddItemToArray(bs, cJSON_CreateNumber(batch));
-    cJSON_AddNumberToObject(spec, "steps", a->tier->compare_steps);
-    cJSON_AddNumberToObject(spec, "repetitions", reps);
-    cJSON_AddNumberToObject(spec, "min_repetitions", a->tier->compare_reps);
-    cJSON_AddNumberToObject(spec, "max_repetitions", max_reps);
-    cJSON_AddNumberToObject(spec, "ci_width_target", a->tier->compare_ci_width);
-    cJSON *runs = cJSON_AddArrayToObject(c, "runs");
-    if (failed) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddNumberToObject(r, "batch", batch);
-        cJSON_AddStringToObject(r, "status", "failed");
-        cJSON_AddStringToObject(r, "failed", failed);
-        dg_json_add_str(r, "error", err);
-        cJSON_AddBoolToObject(r, "within_tolerance", false);
-        cJSON_AddItemToArray(runs, r);
-    } else if (!cancelled(a)) {
-        cJSON_AddItemToArray(runs,
-                             dg_accept_cmd_compare_run(batch, a->device, cs, ds, reps, bz, cm, dm));
-    }
-    out->section = c;
-    const cJSON *r0 = cJSON_GetArrayItem(runs, 0);
-    if (r0 && !failed)
-        snprintf(out->summary, sizeof out->summary,
-                 "%s is %.2f× cpu (95%% %.2f-%.2f×) at b%d, busy %.0f%%", a->device,
-                 dg_jnum(r0, "speedup"), dg_jnum(r0, "speedup_ci.lo"), dg_jnum(r0, "speedup_ci.hi"),
-                 batch, 100 * dg_jnum(r0, "busy_fraction"));
-    snprintf(out->error, sizeof out->error, "%s", err);
-    return cancelled(a) ? DG_ERR_INTERRUPTED : failed ? DG_ERR_CHECK : DG_OK;
+    dg_progress_expect(a->progress, 2 * a->tier->compare_reps); /* pairs: cpu, device */
+    *plan = (dg_compare_plan){.batch = batch,
+                              .steps = a->tier->compare_steps,
+                              .min_pairs = a->tier->compare_reps,
+                              .max_pairs = a->tier->compare_max_reps,
+                              .ci_width = a->tier->compare_ci_width};
+    return DG_OK;
+}
+
+/* One side of a pair: the command at batch on device, stopped cleanly after
+ * the tier's steps. */
+static dg_status cmd_pair(void *ctx, int batch, const char *device, dg_pair_side *out)
+{
+    acmd *a = at(ctx, NULL, "compare");
+    char why[512] = "";
+    cJSON *rec = run_cmd(a, batch, device, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL, false,
+                         0, why, sizeof why);
+    out->end = dg_accept_cmd_end(rec, why, 0, NULL, out->reason, sizeof out->reason);
+    double sps = dg_accept_cmd_child_sps(rec), ms = dg_jnum(rec, "profile.step.stats.median");
+    double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
+    out->sps = (dg_metric){isfinite(sps) ? sps : 0, isfinite(sps)};
+    out->step_ms = (dg_metric){isfinite(ms) ? ms : 0, isfinite(ms)};
+    out->busy = (dg_metric){isfinite(share) ? 1 - share : 0, isfinite(share)};
+    cJSON_Delete(rec);
+    return DG_OK;
 }
 
 /* ---- soak ------------------------------------------------------------------------------------ */
 
 /* The soak: the program's own epochs at the method's batch, per-epoch memory
  * from the probe; bucket and framework go to the record's top level. */
-static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *out)
+static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_epochs_result *out)
 {
     acmd *a = at(ctx, st, "soak");
-    int epochs = a->o->epochs > 0 ? a->o->epochs : a->tier->soak_epochs;
+    out->epochs = a->o->epochs > 0 ? a->o->epochs : a->tier->soak_epochs;
     char why[512] = "";
-    cJSON *rec = run_cmd(a, a->batch, a->device, epochs, 0, NULL, NULL, a->o->empty_cache, 0, why,
-                         sizeof why);
-    const char *e =
-        rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, out->error, sizeof out->error) : "failed";
-    if (!rec)
-        snprintf(out->error, sizeof out->error, "%s", why);
+    cJSON *rec = run_cmd(a, a->batch, a->device, out->epochs, 0, NULL, NULL, a->o->empty_cache, 0,
+                         why, sizeof why);
+    out->end = dg_accept_cmd_end(rec, why, 0, NULL, out->reason, sizeof out->reason);
     cJSON *soak = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "soak") : NULL;
     if (soak && !cJSON_IsObject(soak)) {
         cJSON_Delete(soak);
@@ -613,7 +486,7 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *o
         cJSON *spec = cJSON_AddObjectToObject(soak, "spec");
         cJSON_AddStringToObject(spec, "backend", a->device);
         cJSON_AddNumberToObject(spec, "batch", a->batch);
-        cJSON_AddNumberToObject(spec, "epochs", epochs);
+        cJSON_AddNumberToObject(spec, "epochs", out->epochs);
         cJSON_AddBoolToObject(spec, "epochs_substituted", a->has_epochs);
         cJSON_AddBoolToObject(spec, "empty_cache_asked", a->o->empty_cache);
         /* The sampled footprint of the whole tree beside the probe's. */
@@ -622,25 +495,16 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_step_out *o
         if (series)
             cJSON_AddItemToObject(soak, "samples_series", series);
     }
-    out->section = soak;
+    out->soak = soak;
     out->hoist = cJSON_CreateObject();
-    static const char *const top[] = {"bucket", "framework"};
-    for (size_t i = 0; rec && out->hoist && i < 2; i++) {
+    static const char *const top[] = {"bucket", "framework", "loader"};
+    for (size_t i = 0; rec && out->hoist && i < sizeof top / sizeof top[0]; i++) {
         cJSON *x = cJSON_DetachItemFromObjectCaseSensitive(rec, top[i]);
         if (x)
             cJSON_AddItemToObject(out->hoist, top[i], x);
     }
     cJSON_Delete(rec);
-    if (strcmp(e, "interrupted") == 0)
-        return DG_ERR_INTERRUPTED;
-    if (strcmp(e, "ok") != 0)
-        return DG_ERR_CHECK;
-    if (!soak) {
-        snprintf(out->error, sizeof out->error,
-                 "the program reported no epoch end (no DataLoader epoch was seen)");
-        return DG_ERR_CHECK;
-    }
-    return DG_OK;
+    return out->hoist ? DG_OK : DG_ERR_NOMEM;
 }
 
 /* ---- profile ----------------------------------------------------------------------------- */
@@ -718,6 +582,30 @@ static void cmd_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddBoolToObject(ph, "epochs", a->has_epochs);
 }
 
+/* The tier's plan of step in seconds (the progress reports' ETA): its child
+ * runs, each the start-up the gate's child took plus its steps at the knee's
+ * step time; NAN until the gate has run (and, for the soak, until a trial
+ * has told the loader's batches per epoch). */
+static double cmd_plan_s(void *ctx, const dg_method_state *s, int step)
+{
+    const acmd *a = ctx;
+    double st = isfinite(s->step_s) && s->step_s > 0 ? s->step_s : 0.05, up = a->start_s;
+    const struct cmd_tier *t = a->tier;
+    switch (step) {
+    case 1: return NAN;
+    case 2: return up + t->trial_steps * st;
+    case 3: {
+        int epochs = a->o->epochs > 0 ? a->o->epochs : t->soak_epochs;
+        return up + epochs * a->epoch_steps * st;
+    }
+    case 4: /* cpu and device pairs, the cpu's steps taken as three times the device's */
+        return strcmp(s->device ? s->device : "cpu", "cpu") == 0 || !a->has_device
+                   ? 0
+                   : t->compare_reps * (2 * up + 4.0 * t->compare_steps * st);
+    default: return up + fmin((t->profile_warmup + t->profile_window) * st, t->profile_wall_s);
+    }
+}
+
 static const dg_runner_i command_runner = {
     .version = DG_RUNNER_VERSION,
     .name = "command",
@@ -727,9 +615,11 @@ static const dg_runner_i command_runner = {
     .trial = cmd_trial,
     .sweep_done = cmd_sweep_done,
     .epochs = cmd_epochs,
-    .compare = cmd_compare,
+    .compare_plan = cmd_compare_plan,
+    .pair = cmd_pair,
     .profile = cmd_profile,
     .spec = cmd_spec,
+    .plan_s = cmd_plan_s,
 };
 
 dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **json)
@@ -746,7 +636,12 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         (opts->sweep_to > 0 && opts->sweep_from > opts->sweep_to))
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs and the sweep's range must be positive (from <= to)");
-    acmd a = {.ctx = ctx, .o = opts, .tier = &cmd_tiers[opts->quick ? 0 : 1], .device = "cpu"};
+    acmd a = {.ctx = ctx,
+              .o = opts,
+              .tier = &cmd_tiers[opts->quick ? 0 : 1],
+              .device = "cpu",
+              .start_s = NAN,
+              .epoch_steps = NAN};
     a.has_batch = mentions(opts->argv, "{batch}");
     a.has_device = mentions(opts->argv, "{device}");
     a.has_epochs = mentions(opts->argv, "{epochs}");

@@ -4,7 +4,11 @@
 
 #include "core/json.h"
 #include "devgate.h"
+#include "steps/runner.h"
 #include "supervise/supervise.h"
+
+/* Swap growth (MiB) over a trial past which it does not count as good. */
+#define DG_ACCEPT_CMD_SWAP_LIMIT_MIB 256.0
 
 /* argv with every {batch}, {device} and {epochs} in each word replaced by the
  * values (device NULL: "cpu"); NULL-terminated, free with
@@ -61,13 +65,22 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
 const char *dg_accept_cmd_ended(const char *run_json, size_t mem_budget, const dg_oom_killer *oomk,
                                 char *reason, size_t len);
 
-/* A compare RUN (docs/schema/measure.md) from reps interleaved repetitions
- * per side: samples/s of each (NAN: not reported), the device's busy
- * fraction and both sides' median step times (may be NULL). The speedup is
- * median(device) / median(cpu) samples/s with a seeded bootstrap interval. */
-cJSON *dg_accept_cmd_compare_run(int batch, const char *device, const double *cpu_sps,
-                                 const double *dev_sps, int reps, const double *dev_busy,
-                                 const double *cpu_ms, const double *dev_ms);
+/* A child's samples/s over its steps after the warm-up (the first steps pay
+ * the framework's lazy start-up: cuBLAS, kernel selection), else over all;
+ * NAN when it reports neither. */
+double dg_accept_cmd_child_sps(const cJSON *rec);
+/* A sweep trial at batch b from the child's run record (untrusted; NULL: it
+ * left none, why says why) and the OOM killer's count over the run (may be
+ * NULL): how it ended and why, its measurements, t->extra new ("signal",
+ * "oom_killer"). */
+void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
+                              const dg_oom_killer *oomk, int b, dg_trial_result *t);
+
+/* How a child run ended as a trial's end, from its run record (untrusted;
+ * NULL: it left none, why says why): dg_accept_cmd_ended_rec's word, its
+ * reason in reason (len bytes). */
+dg_trial_end dg_accept_cmd_end(const cJSON *rec, const char *why, size_t mem_budget,
+                               const dg_oom_killer *oomk, char *reason, size_t len);
 
 /* The profile section from the probe's window JSON (NULL: none reported) and
  * the profile child's run-record profile section (may be NULL). */

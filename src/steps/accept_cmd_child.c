@@ -2,11 +2,12 @@
  * how it ended (docs/accept.md, "Your own program"): the command's words
  * with {batch}, {device} and {epochs} substituted, the kernel's OOM-kill
  * count around the run, and the reading of a child's run record ("ok",
- * "device-oom", "oom-killer", ...). */
+ * "device-oom", "oom-killer", ...) and of a sweep trial's result from it. */
 #include "steps/accept_cmd.h"
 
 #include "core/core.h"
 #include "core/json.h"
+#include "steps/runner.h"
 #include "supervise/supervise.h"
 
 #include <math.h>
@@ -213,6 +214,10 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
     const char *sig = dg_jstr(sup, "signal");
     const char *msg = dg_jstr(sup, "run_end.message");
     double xs = dg_jnum(sup, "exit_status");
+    /* What the program said as it failed (its traceback's exception). */
+    const char *said = dg_jstr(sup, "error_lines[0]");
+    const char *sep = said ? ": " : "";
+    said = said ? said : "";
     if (dg_jbool(sup, "interrupted") == 1) {
         snprintf(reason, len, "interrupted");
         return "interrupted";
@@ -250,7 +255,7 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
         return "signal";
     }
     if (sig) {
-        snprintf(reason, len, "killed by %s", sig);
+        snprintf(reason, len, "killed by %s%s%s", sig, sep, said);
         return "signal";
     }
     if (state && strcmp(state, "complete") == 0) {
@@ -266,10 +271,104 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
     if (msg)
         snprintf(reason, len, "%s", msg);
     else if (isfinite(xs))
-        snprintf(reason, len, "exit status %.0f", xs);
+        snprintf(reason, len, "exit status %.0f%s%s", xs, sep, said);
     else
         snprintf(reason, len, "the program did not end cleanly");
     return "failed";
+}
+
+/* ---- a sweep trial's result ------------------------------------------------------ */
+
+double dg_accept_cmd_child_sps(const cJSON *rec)
+{
+    double v = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_s_after_warmup"));
+    return isfinite(v) ? v : dg_jnum(rec, "throughput.samples_per_s");
+}
+
+static dg_trial_end end_of(const char *e, size_t mem_budget)
+{
+    static const struct {
+        const char *word;
+        dg_trial_end end;
+    } ends[] = {{"ok", DG_TRIAL_OK},
+                {"oom-killer", DG_TRIAL_OOM_KILLER},
+                {"signal", DG_TRIAL_SIGNAL},
+                {"timeout", DG_TRIAL_TIMEOUT},
+                {"interrupted", DG_TRIAL_INTERRUPTED}};
+    if (strcmp(e, "device-oom") == 0)
+        return mem_budget ? DG_TRIAL_BUDGET : DG_TRIAL_OOM;
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        if (strcmp(e, ends[i].word) == 0)
+            return ends[i].end;
+    return DG_TRIAL_FAILED;
+}
+
+dg_trial_end dg_accept_cmd_end(const cJSON *rec, const char *why, size_t mem_budget,
+                               const dg_oom_killer *oomk, char *reason, size_t len)
+{
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, mem_budget, oomk, reason, len) : "failed";
+    if (!rec)
+        snprintf(reason, len, "%s", why ? why : "");
+    return end_of(e, mem_budget);
+}
+
+/* The trial's measurements from the child's run record (ok: it ended cleanly). */
+static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
+{
+    double sps = ok ? dg_accept_cmd_child_sps(rec) : NAN;
+    const cJSON *stats = dg_jpath(rec, "profile.step.stats");
+    double med = ok ? dg_jnum(stats, "median") : NAN, iqr = ok ? dg_jnum(stats, "iqr") : NAN;
+    double n = dg_jnum(stats, "n");
+    t->step_median = (dg_metric){isfinite(med) ? med : 0, isfinite(med)};
+    t->step_iqr = (dg_metric){isfinite(iqr) ? iqr : 0, isfinite(iqr)};
+    t->steps = ok && isfinite(n) ? n : 0;
+    t->step_source = isfinite(med) ? "steps" : "none";
+    /* The probe reports its step-time statistics, not the steps: the notch
+     * rule's interval of the median (docs/measure.md "Sweep"), over the step
+     * with its loader wait where the probe reports that (the time the rate
+     * divides by), else over the step alone. */
+    const cJSON *ws = dg_jpath(rec, "profile.step.wall_stats");
+    const cJSON *cs = ws ? ws : stats;
+    t->rate =
+        dg_sweep_rate_ci(sps, NULL, 0, dg_jnum(cs, "median"), dg_jnum(cs, "iqr"), dg_jnum(cs, "n"));
+    /* The allocator's peak over the epochs the probe closed (cuda, mps). */
+    double peak = NAN;
+    const cJSON *ep;
+    cJSON_ArrayForEach(ep, dg_jpath(rec, "soak.epochs"))
+    {
+        double v = dg_jnum(ep, "max_allocated");
+        if (isfinite(v) && !(v <= peak))
+            peak = v;
+    }
+    t->allocated_peak = (dg_metric){isfinite(peak) ? peak : 0, isfinite(peak)};
+    const cJSON *smp = dg_jpath(rec, "supervise.samples");
+    double rss = dg_json_metric_value(dg_jpath(smp, "rss_peak"));
+    double sg = dg_json_metric_value(dg_jpath(smp, "swap_growth"));
+    double psi = dg_json_metric_value(dg_jpath(smp, "psi_peak"));
+    t->rss_peak = (dg_metric){isfinite(rss) ? rss : 0, isfinite(rss)};
+    t->swap_growth = (dg_metric){isfinite(sg) ? sg : 0, isfinite(sg)};
+    t->psi_peak = (dg_metric){isfinite(psi) ? psi : 0, isfinite(psi)};
+    t->swapped = isfinite(sg) && sg > DG_ACCEPT_CMD_SWAP_LIMIT_MIB * 1048576.0;
+    double steps = dg_jnum(rec, "throughput.timed_steps");
+    t->samples = ok && steps > 0 ? steps * b : NAN;
+    t->loop_s = ok && sps > 0 ? t->samples / sps : NAN;
+}
+
+void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
+                              const dg_oom_killer *oomk, int b, dg_trial_result *t)
+{
+    t->end = dg_accept_cmd_end(rec, why, mem_budget, oomk, t->reason, sizeof t->reason);
+    t->extra = cJSON_CreateObject();
+    dg_json_add_str(t->extra, "signal", dg_jstr(rec, "supervise.signal"));
+    if (t->end == DG_TRIAL_OOM_KILLER) {
+        cJSON *k = cJSON_AddObjectToObject(t->extra, "oom_killer");
+        dg_json_add_str(k, "source", oomk ? oomk->source : NULL);
+        if (oomk && oomk->state == DG_OOMK_KILLED)
+            cJSON_AddNumberToObject(k, "kills", (double)oomk->kills);
+        else
+            cJSON_AddNullToObject(k, "kills");
+    }
+    trial_metrics(t, rec, b, t->end == DG_TRIAL_OK);
 }
 
 /* ---- how the runs were started ------------------------------------------------------- */

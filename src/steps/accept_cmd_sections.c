@@ -1,4 +1,4 @@
-/* accept -- CMD: the compare and profile sections of the user's program
+/* accept -- CMD: the profile section of the user's program
  * (docs/schema/measure.md), built from what its child runs reported, in the
  * fixture's shapes so the same rules judge them. */
 #include "steps/accept_cmd.h"
@@ -10,102 +10,13 @@
 #include <math.h>
 #include <string.h>
 
-static cJSON *metric(double v, const char *unit)
-{
-    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
-}
-
-cJSON *dg_accept_cmd_compare_run(int batch, const char *device, const double *cpu_sps,
-                                 const double *dev_sps, int reps, const double *dev_busy,
-                                 const double *cpu_ms, const double *dev_ms)
-{
-    cJSON *run = cJSON_CreateObject();
-    cJSON_AddNumberToObject(run, "batch", batch);
-    cJSON_AddStringToObject(run, "status", "ok");
-    double cs[16], ds[16], cm[16], dm[16], bz[16];
-    size_t nc = 0, nd = 0, ncm = 0, ndm = 0, nb = 0;
-    for (int i = 0; i < reps && i < 16; i++) {
-        if (isfinite(cpu_sps[i]) && cpu_sps[i] > 0)
-            cs[nc++] = cpu_sps[i];
-        if (isfinite(dev_sps[i]) && dev_sps[i] > 0)
-            ds[nd++] = dev_sps[i];
-        if (cpu_ms && isfinite(cpu_ms[i]))
-            cm[ncm++] = cpu_ms[i];
-        if (dev_ms && isfinite(dev_ms[i]))
-            dm[ndm++] = dev_ms[i];
-        if (dev_busy && isfinite(dev_busy[i]))
-            bz[nb++] = dev_busy[i];
-    }
-    dg_stats s;
-    cJSON *cpu = cJSON_AddObjectToObject(run, "cpu");
-    dg_stats_compute(cm, ncm, 0, &s);
-    cJSON_AddItemToObject(cpu, "step_ms", metric(ncm ? s.median : NAN, "ms"));
-    dg_stats_compute(cs, nc, 0, &s);
-    double cmed = nc ? s.median : NAN;
-    cJSON_AddItemToObject(cpu, "samples_per_s", metric(cmed, "samples/s"));
-    cJSON *dev = cJSON_AddObjectToObject(run, "device");
-    cJSON_AddStringToObject(dev, "backend", device);
-    dg_stats_compute(dm, ndm, 0, &s);
-    cJSON_AddItemToObject(dev, "step_ms", metric(ndm ? s.median : NAN, "ms"));
-    dg_stats_compute(ds, nd, 0, &s);
-    double dmed = nd ? s.median : NAN;
-    cJSON_AddItemToObject(dev, "samples_per_s", metric(dmed, "samples/s"));
-    /* The speedup in samples/s over the loop's wall time (data wait included):
-     * device over cpu, the interval by the seeded bootstrap of the median ratio. */
-    double sp = isfinite(cmed) && isfinite(dmed) && cmed > 0 ? dmed / cmed : NAN;
-    cJSON_AddItemToObject(run, "speedup", metric(sp, "x"));
-    dg_median_ci ci;
-    bool civ = nc && nd &&
-               dg_bootstrap_median_ci(ds, nd, cs, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) && ci.valid;
-    cJSON *cij = cJSON_AddObjectToObject(run, "speedup_ci");
-    cJSON_AddItemToObject(cij, "lo", metric(civ ? ci.lo : NAN, "x"));
-    cJSON_AddItemToObject(cij, "hi", metric(civ ? ci.hi : NAN, "x"));
-    cJSON_AddNumberToObject(cij, "level", 0.95);
-    cJSON_AddNumberToObject(cij, "resamples", civ ? (double)ci.resamples : 0);
-    cJSON_AddStringToObject(cij, "method", "percentile bootstrap of median(device) / median(cpu)");
-    /* Time per sample: 100 (1 - 1/speedup), the interval from the speedup's. */
-    cJSON_AddItemToObject(run, "step_time_reduction_pct",
-                          metric(isfinite(sp) && sp > 0 ? 100 * (1 - 1 / sp) : NAN, "%"));
-    cJSON *rci = cJSON_AddObjectToObject(run, "step_time_reduction_pct_ci");
-    cJSON_AddItemToObject(rci, "lo", metric(civ && ci.lo > 0 ? 100 * (1 - 1 / ci.lo) : NAN, "%"));
-    cJSON_AddItemToObject(rci, "hi", metric(civ && ci.hi > 0 ? 100 * (1 - 1 / ci.hi) : NAN, "%"));
-    cJSON_AddNumberToObject(rci, "level", 0.95);
-    cJSON_AddNumberToObject(rci, "resamples", civ ? (double)ci.resamples : 0);
-    cJSON_AddStringToObject(rci, "method", "from speedup_ci");
-    dg_stats_compute(bz, nb, 0, &s);
-    cJSON_AddItemToObject(run, "busy_fraction", metric(nb ? s.median : NAN, "fraction"));
-    cJSON_AddStringToObject(run, "busy_source",
-                            "1 - the data wait's share, from the probe's host clock (not device "
-                            "utilisation)");
-    cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
-    cJSON_AddNumberToObject(rp, "per_side", reps);
-    cJSON_AddNumberToObject(rp, "warmup_pairs", 0);
-    cJSON *order = cJSON_AddArrayToObject(rp, "order");
-    cJSON *ca = cJSON_AddArrayToObject(rp, "cpu_samples_per_s");
-    cJSON *da = cJSON_AddArrayToObject(rp, "device_samples_per_s");
-    for (int i = 0; i < reps && i < 16; i++) {
-        cJSON_AddItemToArray(order, cJSON_CreateString("cpu"));
-        cJSON_AddItemToArray(order, cJSON_CreateString("device"));
-        cJSON_AddItemToArray(ca, isfinite(cpu_sps[i]) ? cJSON_CreateNumber(cpu_sps[i])
-                                                      : cJSON_CreateNull());
-        cJSON_AddItemToArray(da, isfinite(dev_sps[i]) ? cJSON_CreateNumber(dev_sps[i])
-                                                      : cJSON_CreateNull());
-    }
-    cJSON_AddNullToObject(run, "verdict");
-    cJSON_AddStringToObject(run, "note",
-                            "numerics are not compared for a user's program (no reference run)");
-    return run;
-}
-
-/* The speedup's 95% interval width over the speedup (median device over
- * median cpu samples/s) after n pairs; NAN when not computable. */
-
 static cJSON *phase(double ms, double wall_ms, int steps, bool in_step)
 {
     cJSON *p = cJSON_CreateObject();
-    cJSON_AddItemToObject(p, "ms", metric(isfinite(ms) ? ms / steps : NAN, "ms"));
-    cJSON_AddItemToObject(p, "share",
-                          metric(isfinite(ms) && wall_ms > 0 ? ms / wall_ms : NAN, "fraction"));
+    cJSON_AddItemToObject(p, "ms", dg_json_metric_of(isfinite(ms) ? ms / steps : NAN, "ms"));
+    cJSON_AddItemToObject(
+        p, "share",
+        dg_json_metric_of(isfinite(ms) && wall_ms > 0 ? ms / wall_ms : NAN, "fraction"));
     cJSON_AddBoolToObject(p, "in_step", in_step);
     return p;
 }
@@ -132,10 +43,12 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
         cJSON_AddNullToObject(w, "events");
     double wall = dg_jnum(window, "wall_ms");
     cJSON *step = cJSON_AddObjectToObject(p, "step");
-    cJSON_AddItemToObject(step, "ms",
-                          metric(dg_json_metric_value(dg_jpath(run_profile, "step.ms")), "ms"));
-    cJSON_AddItemToObject(step, "profiled_ms",
-                          metric(steps > 0 && isfinite(wall) ? wall / steps : NAN, "ms"));
+    cJSON_AddItemToObject(
+        step, "ms",
+        dg_json_metric_of(dg_json_metric_value(dg_jpath(run_profile, "step.ms")), "ms"));
+    cJSON_AddItemToObject(
+        step, "profiled_ms",
+        dg_json_metric_of(steps > 0 && isfinite(wall) ? wall / steps : NAN, "ms"));
     const cJSON *stats = dg_jpath(run_profile, "step.stats");
     if (stats)
         cJSON_AddItemToObject(step, "stats", cJSON_Duplicate(stats, true));

@@ -596,7 +596,7 @@ dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
         return dg_fail(ctx, DG_ERR_USAGE,
                        "compare: --backend names the device to hold against the cpu "
                        "baseline (opencl, cuda); cpu cannot be compared with itself");
-    if (dg_disable_ops_check(ctx, o->disable_ops) != DG_OK)
+    if (dg_train_opts_inputs_check(ctx, o, NULL) != DG_OK)
         return DG_ERR_USAGE; /* before the cpu side runs */
     if (o->export_dir)
         return dg_fail(ctx, DG_ERR_USAGE,

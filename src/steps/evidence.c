@@ -128,15 +128,19 @@ static double route_throughput(const dg_record_view *v, const char *route, const
 static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
 {
     const dg_view_supervise *s = &v->supervise;
-    char end[200];
+    char end[480];
     if (s->interrupted == 1)
         snprintf(end, sizeof end, "the run was interrupted");
     else if (s->timed_out == 1)
         snprintf(end, sizeof end, "the program ran past its time limit and was stopped");
     else if (s->signal)
-        snprintf(end, sizeof end, "the program died of %s", s->signal);
+        snprintf(end, sizeof end, "the program died of %s%s%s%s", s->signal,
+                 s->error_line ? " (" : "", s->error_line ? s->error_line : "",
+                 s->error_line ? ")" : "");
     else if (s->exit_status.valid && s->exit_status.value != 0)
-        snprintf(end, sizeof end, "the program exited with status %.0f", s->exit_status.value);
+        snprintf(end, sizeof end, "the program exited with status %.0f%s%s%s", s->exit_status.value,
+                 s->error_line ? " (" : "", s->error_line ? s->error_line : "",
+                 s->error_line ? ")" : "");
     else if (s->exit_status.valid)
         snprintf(end, sizeof end, "the program exited 0");
     else

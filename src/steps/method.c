@@ -18,30 +18,6 @@
 
 #define MAX_TRIALS 64 /* doubling plus bisection never gets near this */
 
-/* ---- a measured window ---------------------------------------------------------- */
-
-void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel)
-{
-    /* Other devgate measurements wait for this one; the wait is not measured. */
-    dg_measure_lock(&m->lock, DG_MEASURED_MAX_WAIT_S, cancel);
-    m->window = dg_window_begin();
-}
-
-double dg_measured_end(dg_measured *m, cJSON *obj)
-{
-    cJSON *cont = dg_window_end(m->window);
-    dg_window_free(m->window);
-    m->window = NULL;
-    dg_measure_unlock(&m->lock);
-    if (obj) {
-        cJSON_AddItemToObject(obj, "lock", dg_measure_lock_json(&m->lock));
-        cJSON_AddItemToObject(obj, "contention", cont ? cont : cJSON_CreateNull());
-    } else {
-        cJSON_Delete(cont);
-    }
-    return m->lock.waited_s;
-}
-
 dg_status dg_run_measured(dg_ctx *ctx, const dg_run_opts *opts, char **json)
 {
     dg_measured ms;
@@ -110,8 +86,7 @@ static cJSON *metric_of(dg_metric m, const char *unit)
     return dg_json_metric(ok ? m.value : 0, ok, unit);
 }
 
-/* The TRIAL entry (docs/schema/measure.md) of a trial at batch. */
-static cJSON *trial_entry(int batch, dg_trial_result *t)
+cJSON *dg_trial_entry(int batch, dg_trial_result *t)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "batch", batch);
@@ -145,6 +120,19 @@ static cJSON *trial_entry(int batch, dg_trial_result *t)
     return j;
 }
 
+/* The trial's end for the progress reports: its word, and its rate or reason. */
+static void trial_progress(dg_progress_sink *p, const dg_trial_result *t)
+{
+    char detail[160];
+    if (t->end == DG_TRIAL_OK && isfinite(t->rate.sps) && t->wall_s.valid)
+        snprintf(detail, sizeof detail, "%.0f samples/s in %.1f s", t->rate.sps, t->wall_s.value);
+    else if (t->end == DG_TRIAL_OK && isfinite(t->rate.sps))
+        snprintf(detail, sizeof detail, "%.0f samples/s", t->rate.sps);
+    else
+        snprintf(detail, sizeof detail, "%.150s", t->reason);
+    dg_progress_trial_end(p, dg_trial_end_name(t->end), detail);
+}
+
 typedef struct sweep_run {
     dg_ctx *ctx;
     const dg_runner_i *r;
@@ -153,6 +141,7 @@ typedef struct sweep_run {
     dg_sweep_point pts[MAX_TRIALS];
     int n;
     double lock_waited; /* s, summed over the trials */
+    dg_progress_sink *progress;
 } sweep_run;
 
 /* Runs the trial at batch under the measurement lock; *entry its TRIAL entry. */
@@ -166,10 +155,11 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
     t->samples = NAN;
     t->loop_s = NAN;
     dg_log(sw->ctx, DG_LOG_INFO, "sweep: trial at batch %d", batch);
+    dg_progress_trial(sw->progress, "batch %d", batch);
     dg_measured ms;
     dg_measured_begin(&ms, sw->cancel);
     dg_status st = sw->r->trial(sw->rc, batch, t);
-    cJSON *j = st == DG_OK ? trial_entry(batch, t) : NULL;
+    cJSON *j = st == DG_OK ? dg_trial_entry(batch, t) : NULL;
     sw->lock_waited += dg_measured_end(&ms, j);
     cJSON_Delete(t->extra);
     t->extra = NULL;
@@ -184,6 +174,7 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
     sw->pts[sw->n++] = (dg_sweep_point){batch, good(t), t->rate};
     dg_log(sw->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", batch, dg_trial_end_name(t->end),
            t->reason[0] ? ": " : "", t->reason);
+    trial_progress(sw->progress, t);
     *entry = j;
     return DG_OK;
 }
@@ -203,6 +194,8 @@ static int bisect(sweep_run *sw, cJSON *bis, int g, int bad, int resolution, dg_
             break;
         }
         int m = g + (bad - g) / 2;
+        if (sw->progress)
+            dg_progress_expect(sw->progress, sw->progress->trial + 1);
         dg_trial_result t;
         cJSON *j;
         if ((*st = run_one(sw, m, &t, &j)) != DG_OK)
@@ -220,13 +213,23 @@ static int bisect(sweep_run *sw, cJSON *bis, int g, int bad, int resolution, dg_
     return bad;
 }
 
+int dg_sweep_plan_trials(const dg_sweep_plan *plan)
+{
+    int n = 0;
+    for (long b = plan->from > 0 ? plan->from : 1; b <= plan->to && n < 64; b *= 2)
+        n++;
+    return plan->to >= DG_SWEEP_MAX_BATCH && n > 6 ? 6 : n > 0 ? n : 1;
+}
+
 dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_sweep_plan *plan,
-                          const volatile sig_atomic_t *cancel, cJSON *root)
+                          const volatile sig_atomic_t *cancel, dg_progress_sink *progress,
+                          cJSON *root)
 {
     sweep_run *sw = dg_calloc(1, sizeof *sw);
     if (!sw)
         return DG_ERR_NOMEM;
-    *sw = (sweep_run){.ctx = ctx, .r = r, .rc = rctx, .cancel = cancel};
+    *sw = (sweep_run){.ctx = ctx, .r = r, .rc = rctx, .cancel = cancel, .progress = progress};
+    dg_progress_expect(progress, dg_sweep_plan_trials(plan));
     cJSON *trials = cJSON_AddArrayToObject(root, "trials");
     const char *why = "limit";
     int at = 0, last_good = 0, first_bad = 0;
@@ -294,6 +297,8 @@ typedef struct method {
     int index; /* of the step running now */
     double t0; /* its start */
     dg_method_state s;
+    dg_progress_sink progress;
+    int sweep_trials; /* the sweep's expected trials (the ETA's, before it starts) */
 } method;
 
 static bool cancelled(const method *m)
@@ -301,12 +306,42 @@ static bool cancelled(const method *m)
     return m->o->cancel && *m->o->cancel;
 }
 
+/* The seconds step i is planned to take (the runner's plan; NAN unknown). */
+static double step_plan(method *m, int i)
+{
+    if (i == 0)
+        return 2; /* the environment proof: about a second or two */
+    if (i != 2)
+        return m->r->plan_s(m->rc, &m->s, i);
+    return m->sweep_trials * m->r->plan_s(m->rc, &m->s, 2);
+}
+
+/* What is left of the method by its plan, step_elapsed into the running
+ * step. In the sweep, the trials it has finished say what one takes. */
+static double method_eta(void *ctx, double step_elapsed)
+{
+    method *m = ctx;
+    const dg_progress_sink *p = &m->progress;
+    double left = 0;
+    int i = m->index;
+    if (i == 2 && isfinite(left = dg_progress_trials_left_s(p)))
+        i++;
+    else
+        left = 0;
+    for (; i < STEP_COUNT; i++) {
+        double s = step_plan(m, i);
+        if (!isfinite(s))
+            return NAN;
+        left += i == m->index ? fmax(s - step_elapsed, 0) : s;
+    }
+    return left;
+}
+
 static void begin(method *m, int index)
 {
     m->index = index;
     m->t0 = dg_now();
-    if (m->o->progress)
-        m->o->progress(m->o->progress_user, step_names[index], index, STEP_COUNT);
+    dg_progress_step(&m->progress, step_names[index], index, STEP_COUNT, 0);
 }
 
 /* Adds the step entry; status "ok", "failed", "skipped" or "interrupted". */
@@ -321,6 +356,8 @@ static void end(method *m, const char *status, const char *summary, const char *
     bool ran = strcmp(status, "skipped") != 0;
     cJSON_AddItemToObject(s, "wall", dg_json_metric(ran ? dg_now() - m->t0 : 0, ran, "s"));
     cJSON_AddItemToArray(m->steps, s);
+    if (m->progress.step == step_names[m->index]) /* a step that began, not one never reached */
+        dg_progress_step_end(&m->progress, status, error && error[0] ? error : summary);
 }
 
 static void skip(method *m, int index, const char *why)
@@ -441,7 +478,8 @@ static void step_sweep(method *m)
         conclude(m, st, &out);
         return;
     }
-    st = dg_method_sweep(m->ctx, m->r, m->rc, &plan, m->o->cancel, root);
+    m->sweep_trials = dg_sweep_plan_trials(&plan);
+    st = dg_method_sweep(m->ctx, m->r, m->rc, &plan, m->o->cancel, &m->progress, root);
     m->r->sweep_done(m->rc);
     out.section = root;
     sweep_summary(m, root, out.summary, sizeof out.summary);
@@ -476,41 +514,63 @@ static void soak_summary(method *m, const cJSON *soak, char *sum, size_t len)
              dg_jbool(soak, "empty_cache") == 1 ? ", cache emptied each epoch" : "");
 }
 
+/* How an epochs run ended, as the step's status (its error in out). */
+static dg_status epochs_status(dg_epochs_result *e, dg_step_out *out)
+{
+    snprintf(out->error, sizeof out->error, "%s", e->reason);
+    if (e->end == DG_TRIAL_INTERRUPTED)
+        return DG_ERR_INTERRUPTED;
+    if (e->end != DG_TRIAL_OK)
+        return DG_ERR_CHECK;
+    if (!e->soak) {
+        snprintf(out->error, sizeof out->error,
+                 "the program reported no epoch end (no DataLoader epoch was seen)");
+        return DG_ERR_CHECK;
+    }
+    return DG_OK;
+}
+
 /* The soak: the runner's epochs under the measurement lock, contention sampled. */
 static void step_soak(method *m)
 {
     begin(m, 3);
-    dg_step_out out = {0};
+    dg_epochs_result e = {.end = DG_TRIAL_FAILED};
     dg_measured ms;
     dg_measured_begin(&ms, m->o->cancel);
-    dg_status st = m->r->epochs(m->rc, &m->s, &out);
-    if (!cJSON_IsObject(out.section)) {
-        cJSON_Delete(out.section);
-        out.section = NULL;
+    dg_status st = m->r->epochs(m->rc, &m->s, &e);
+    if (!cJSON_IsObject(e.soak)) {
+        cJSON_Delete(e.soak);
+        e.soak = NULL;
     }
-    dg_measured_end(&ms, out.section);
-    if (out.section && !out.summary[0])
+    dg_measured_end(&ms, e.soak);
+    dg_step_out out = {.section = e.soak, .hoist = e.hoist};
+    if (st == DG_OK)
+        st = epochs_status(&e, &out);
+    else
+        snprintf(out.error, sizeof out.error, "out of host memory");
+    if (out.section)
         soak_summary(m, out.section, out.summary, sizeof out.summary);
     conclude(m, st, &out);
 }
 
-static void step_other(method *m, int index,
-                       dg_status (*fn)(void *, const dg_method_state *, dg_step_out *))
-{
-    begin(m, index);
-    dg_step_out out = {0};
-    dg_status st = fn(m->rc, &m->s, &out);
-    conclude(m, st, &out);
-}
-
+/* The comparison against the cpu: the runner's plan, then the driver's pairs. */
 static void step_compare(method *m)
 {
-    step_other(m, 4, m->r->compare);
+    begin(m, 4);
+    dg_step_out out = {0};
+    dg_compare_plan plan = {0};
+    dg_status st = m->r->compare_plan(m->rc, &m->s, &plan, &out);
+    if (st == DG_OK && !out.skipped && plan.max_pairs > 0 && !out.section)
+        st = dg_method_compare(m->ctx, m->r, m->rc, m->s.device, &plan, m->o->cancel, &out);
+    conclude(m, st, &out);
 }
 
 static void step_profile(method *m)
 {
-    step_other(m, 5, m->r->profile);
+    begin(m, 5);
+    dg_step_out out = {0};
+    dg_status st = m->r->profile(m->rc, &m->s, &out);
+    conclude(m, st, &out);
 }
 
 /* ---- the record ------------------------------------------------------------------- */
@@ -562,7 +622,12 @@ dg_status dg_method_run(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_
                 .s = {.device = NULL,
                       .batch = o->batch > 0 ? o->batch : 32,
                       .batch_given = o->batch > 0,
-                      .step_s = NAN}};
+                      .step_s = NAN},
+                .sweep_trials = 6};
+    dg_progress_init(&m.progress, o->progress, o->progress_user);
+    m.progress.eta = method_eta;
+    m.progress.ectx = &m;
+    m.s.progress = &m.progress;
     m.rec = dg_record_new("accept", DG_RECORD_VERSION);
     m.steps = cJSON_CreateArray();
     if (!m.rec || !m.steps) {

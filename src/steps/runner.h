@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/progress.h"
 #include "measure/measure.h"
 
 #include <signal.h>
@@ -58,6 +59,9 @@ typedef struct dg_trial_result {
 
 /* The word a TRIAL's "ended" holds for e. */
 const char *dg_trial_end_name(dg_trial_end e);
+/* The TRIAL entry (docs/schema/measure.md) of a trial at batch, written
+ * once for either runner; t->extra's members moved in (t->extra freed). */
+cJSON *dg_trial_entry(int batch, dg_trial_result *t);
 
 /* What the driver's sweep asks of the runner: doubling from `from` to `to`,
  * the "time" stop, the training set ("train-set" stop; NAN unknown), and
@@ -71,11 +75,44 @@ typedef struct dg_sweep_plan {
 
 /* What the steps so far decided; the runners size their steps from it. */
 typedef struct dg_method_state {
-    const char *device; /* the device judged ("cpu" when the gate passed none) */
-    int batch;          /* the batch soak, compare and profile use */
-    bool batch_given;   /* an option, not the sweep's knee */
-    double step_s;      /* the knee's step time (s), NAN unknown */
+    const char *device;         /* the device judged ("cpu" when the gate passed none) */
+    int batch;                  /* the batch soak, compare and profile use */
+    bool batch_given;           /* an option, not the sweep's knee */
+    double step_s;              /* the knee's step time (s), NAN unknown */
+    dg_progress_sink *progress; /* where a step reports its trials (never NULL in a step) */
 } dg_method_state;
+
+/* The soak's epochs at a batch, as a runner measured them in one run. The
+ * driver judges the run from `end` (the same words as a trial's) and writes
+ * the section's lock and contention and the step's summary. */
+typedef struct dg_epochs_result {
+    dg_trial_end end;
+    char reason[512]; /* why, when not ok ("" otherwise) */
+    int epochs;       /* asked for */
+    cJSON *soak;      /* the soak section: the epochs and dg_soak_analyse's
+                         members (moved in; NULL: the run reported none) */
+    cJSON *hoist;     /* members for the record's top level where absent
+                         (bucket, framework; moved in, may be NULL) */
+} dg_epochs_result;
+
+/* What the driver's comparison against the cpu asks of the runner. */
+typedef struct dg_compare_plan {
+    int batch;
+    int steps;                /* optimizer steps a side (the spec's) */
+    int min_pairs, max_pairs; /* max_pairs 0: the runner measured the step whole */
+    double ci_width;          /* past min_pairs, another pair while the speedup's 95%
+                                 interval is wider than this share of the speedup */
+} dg_compare_plan;
+#define DG_COMPARE_MAX_PAIRS 16
+
+/* One side of a cpu/device pair, as a runner measured it. */
+typedef struct dg_pair_side {
+    dg_trial_end end;
+    char reason[512];  /* why, when not ok */
+    dg_metric sps;     /* samples/s over the run's loop (data wait included) */
+    dg_metric step_ms; /* the median step */
+    dg_metric busy;    /* fraction: 1 - the data wait's share */
+} dg_pair_side;
 
 /* What one step gave the method: its section for the record (moved in; NULL:
  * null), members to add to the record's top level where absent (bucket,
@@ -89,7 +126,8 @@ typedef struct dg_step_out {
     char error[512];
 } dg_step_out;
 
-/* A source of measurements (version field first; every member required). */
+/* A source of measurements (version field first; every member required but
+ * `pair`). */
 typedef struct dg_runner_i {
     int version; /* DG_RUNNER_VERSION */
     const char *name;
@@ -106,22 +144,38 @@ typedef struct dg_runner_i {
     dg_status (*trial)(void *ctx, int batch, dg_trial_result *out);
     /* Ends what sweep_plan prepared. */
     void (*sweep_done)(void *ctx);
-    /* The soak: epochs at s->batch; out->section the soak section. */
-    dg_status (*epochs)(void *ctx, const dg_method_state *s, dg_step_out *out);
-    /* cpu against the device at s->batch, interleaved. */
-    dg_status (*compare)(void *ctx, const dg_method_state *s, dg_step_out *out);
+    /* The soak: epochs at s->batch, in one run; everything it did is in out
+     * (DG_ERR_NOMEM only when out of memory). */
+    dg_status (*epochs)(void *ctx, const dg_method_state *s, dg_epochs_result *out);
+    /* Plans the comparison against the cpu: the batch and how many pairs;
+     * out->skipped (with the reason) when there is none. A runner whose
+     * library step measures the comparison whole (the fixture's
+     * dg_compare_run: numerics and its own timed repetitions) fills
+     * out->section and leaves plan->max_pairs 0. */
+    dg_status (*compare_plan)(void *ctx, const dg_method_state *s, dg_compare_plan *plan,
+                              dg_step_out *out);
+    /* One side of a cpu/device pair: a run at batch on device ("cpu" or
+     * s->device), in its own process; the driver interleaves the sides.
+     * Optional (NULL) when compare_plan never asks for pairs. DG_ERR_NOMEM
+     * only when out of memory; everything the run did is in out. */
+    dg_status (*pair)(void *ctx, int batch, const char *device, dg_pair_side *out);
     /* One profile window at s->batch. */
     dg_status (*profile)(void *ctx, const dg_method_state *s, dg_step_out *out);
     /* The record's spec section: the runner's own members (the method adds
      * backend, backend_chosen, baseline, quick, batch, batch_source, sweep_to). */
     void (*spec)(void *ctx, const dg_method_state *s, cJSON *spec);
+    /* What the tier plans for step (1 gate .. 5 profile; the sweep: one
+     * trial) in seconds, from what is settled in s and what the runner
+     * measured so far; NAN unknown, 0 when the step will be skipped. Only
+     * the progress reports' ETA reads it. */
+    double (*plan_s)(void *ctx, const dg_method_state *s, int step);
 } dg_runner_i;
 
 /* How the method is run. */
 typedef struct dg_method_opts {
     const char *label;
     const volatile sig_atomic_t *cancel;
-    void (*progress)(void *user, const char *step, int index, int count);
+    dg_progress_fn progress; /* may be NULL */
     void *progress_user;
     int batch;                 /* > 0: given as an option */
     bool quick;                /* the quick tier */
@@ -142,22 +196,32 @@ dg_status dg_method_run(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_
  * first failing batch, the conclusion (knee, safe batch). Each trial runs
  * under the measurement lock with a contention window, recorded in its
  * entry. Fills root's trials, stopped, stop_evidence, bisect,
- * bisect_resolution, lock_waited, knee, safe_batch, good_trials. DG_OK,
+ * bisect_resolution, lock_waited, knee, safe_batch, good_trials. Each
+ * trial's start and end go to progress (may be NULL). DG_OK,
  * DG_ERR_INTERRUPTED (root holds what ran) or DG_ERR_NOMEM. */
 dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_sweep_plan *plan,
-                          const volatile sig_atomic_t *cancel, cJSON *root);
+                          const volatile sig_atomic_t *cancel, dg_progress_sink *progress,
+                          cJSON *root);
+/* The trials a sweep over plan is expected to run: its doublings, at most 6
+ * when the plan has no limit but memory and time. */
+int dg_sweep_plan_trials(const dg_sweep_plan *plan);
 
-/* A measured window: the machine-wide measurement lock (waiting at most
- * DG_MEASURED_MAX_WAIT_S) and the contention sampled while it is held. */
-#define DG_MEASURED_MAX_WAIT_S 600
-typedef struct dg_measured {
-    dg_mlock lock;
-    dg_window *window;
-} dg_measured;
-/* Takes the lock and opens the contention window. */
-void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel);
-/* Closes the window, releases the lock and adds "lock" ({state, waited,
- * contended}) and "contention" (dg_window_end's object) to obj (may be
- * NULL: recorded nowhere); returns the seconds waited for the lock. */
-double dg_measured_end(dg_measured *m, cJSON *obj);
+/* The comparison step's section (docs/schema/report.md "compare", source
+ * r->name) from plan->batch: pairs of runs of r->pair, cpu then s->device,
+ * each side under the measurement lock with its contention window (the
+ * RUN's repetitions.cpu[] / device[]), at least plan->min_pairs, then more
+ * while the speedup's interval is wider than plan->ci_width, at most
+ * plan->max_pairs. out gets the section, the summary and the error.
+ * DG_OK, DG_ERR_CHECK (a side failed), DG_ERR_INTERRUPTED or DG_ERR_NOMEM. */
+dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const char *device,
+                            const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,
+                            dg_step_out *out);
+/* A compare RUN (docs/schema/report.md) from n interleaved pairs of sides
+ * (cpu[i], dev[i]) at batch on device: the medians, the speedup median(device)
+ * / median(cpu) samples/s with its seeded bootstrap interval, the time per
+ * sample saved, the device's busy fraction and the repetitions (windows:
+ * NULL, or the 2 n side entries in order, moved in). */
+cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cpu,
+                           const dg_pair_side *dev, int n, cJSON *const *windows);
+
 #endif

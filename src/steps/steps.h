@@ -40,6 +40,22 @@ dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *r
  * record on fd 3) killed with its group on the timeout or the cancel flag;
  * fs a dg_fixture_sweep. DG_ERR_NOMEM only when out of memory. */
 dg_status dg_fixture_sweep_trial(void *fs, int batch, dg_trial_result *out);
+/* How a `__trial` child ended, as the process runner saw it. */
+typedef struct dg_trial_child {
+    bool started;       /* false: it could not start (err_line says why) */
+    bool timed_out;     /* its group was killed at the deadline */
+    bool interrupted;   /* the caller's cancel flag ended it */
+    int exit_code;      /* -1 when a signal ended it */
+    int sig;            /* the signal that ended it, 0 if none */
+    char err_line[256]; /* its first stderr line, cleaned */
+    double wall_s;
+} dg_trial_child;
+/* The trial at batch read from its child's end and the result pipe's bytes
+ * (len at out, untrusted: the first line should be the child's record): how
+ * it ended and why, its measurements after warmup steps, swapped when its
+ * swap grew past swap_limit bytes; t->extra new (its "signal"). */
+void dg_fixture_trial_read(const dg_trial_child *c, const char *out, size_t len, int batch,
+                           int warmup, double swap_limit, double timeout_s, dg_trial_result *t);
 /* Frees what dg_fixture_sweep_open made; accepts NULL. */
 void dg_fixture_sweep_free(dg_fixture_sweep *s);
 #endif

@@ -56,14 +56,8 @@
 /* ---- running one child ------------------------------------------------------- */
 
 typedef struct child_run {
-    bool started; /* false: posix_spawn failed (reason in err_line) */
-    bool timed_out;
-    bool interrupted; /* the caller's cancel flag ended it */
-    int exit_code;    /* -1 when killed by a signal */
-    int sig;          /* terminating signal, 0 if none */
-    dg_capbuf out;    /* the result pipe */
-    char err_line[256];
-    double wall_s;
+    dg_trial_child c;
+    dg_capbuf out; /* the result pipe */
 } child_run;
 
 /* First non-empty line of text into dst (cleaned); "" when none. */
@@ -91,7 +85,7 @@ static bool run_child(dg_ctx *ctx, const char *exe, const char *input, double ti
                       const volatile sig_atomic_t *cancel, child_run *r)
 {
     memset(r, 0, sizeof *r);
-    r->exit_code = -1;
+    r->c.exit_code = -1;
     const char *const args[] = {exe, "--no-ledger", "__trial", "--spec-fd",
                                 "0", "--result-fd", "3",       NULL};
     dg_proc_opts po = {
@@ -105,18 +99,18 @@ static bool run_child(dg_ctx *ctx, const char *exe, const char *input, double ti
     };
     dg_proc_result pr;
     dg_status st = dg_proc_run(ctx, &po, &pr);
-    r->started = pr.started;
-    r->timed_out = pr.timed_out;
-    r->interrupted = pr.cancelled;
-    r->exit_code = pr.exit_code;
-    r->sig = pr.sig;
-    r->wall_s = pr.wall_s;
+    r->c.started = pr.started;
+    r->c.timed_out = pr.timed_out;
+    r->c.interrupted = pr.cancelled;
+    r->c.exit_code = pr.exit_code;
+    r->c.sig = pr.sig;
+    r->c.wall_s = pr.wall_s;
     r->out = pr.extra[0];
     pr.extra[0] = (dg_capbuf){0};
     if (!pr.started)
-        snprintf(r->err_line, sizeof r->err_line, "cannot start the trial: %s", pr.error);
+        snprintf(r->c.err_line, sizeof r->c.err_line, "cannot start the trial: %s", pr.error);
     else
-        first_line(r->err_line, sizeof r->err_line, pr.err.data);
+        first_line(r->c.err_line, sizeof r->c.err_line, pr.err.data);
     bool ok = st != DG_ERR_NOMEM && !r->out.nomem && !pr.err.nomem;
     dg_proc_result_free(&pr);
     return ok;
@@ -139,14 +133,14 @@ static const cJSON *path2(const cJSON *o, const char *a, const char *b)
     return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
 }
 
-/* Parses the first line of the result pipe; NULL unless it is a JSON object
- * with a "status" string. */
-static cJSON *parse_record(const dg_capbuf *out)
+/* Parses the first line of the result pipe (len bytes at out); NULL unless
+ * it is a JSON object with a "status" string. */
+static cJSON *parse_record(const char *out, size_t len)
 {
-    if (!out->data || out->len == 0)
+    if (!out || len == 0)
         return NULL;
-    size_t len = strcspn(out->data, "\n");
-    cJSON *rec = cJSON_ParseWithLength(out->data, len);
+    const char *nl = memchr(out, '\n', len);
+    cJSON *rec = cJSON_ParseWithLength(out, nl ? (size_t)(nl - out) : len);
     if (!cJSON_IsObject(rec) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "status"))) {
         cJSON_Delete(rec);
         return NULL;
@@ -229,7 +223,7 @@ struct dg_fixture_sweep {
 
 /* How the child ended, from what run_child saw and the record (may be NULL);
  * *signame the signal's name when a signal ended it. */
-static dg_trial_end child_end(const dg_fixture_sweep *s, const child_run *r, const cJSON *rec,
+static dg_trial_end child_end(double timeout_s, const dg_trial_child *r, const cJSON *rec,
                               char *reason, size_t len, const char **signame, char *sigtmp,
                               size_t siglen)
 {
@@ -247,7 +241,7 @@ static dg_trial_end child_end(const dg_fixture_sweep *s, const child_run *r, con
         return DG_TRIAL_INTERRUPTED;
     }
     if (r->timed_out) {
-        snprintf(reason, len, "no result within %g s; process group killed", s->timeout_s);
+        snprintf(reason, len, "no result within %g s; process group killed", timeout_s);
         return DG_TRIAL_TIMEOUT;
     }
     if (r->sig) {
@@ -274,6 +268,23 @@ static dg_trial_end child_end(const dg_fixture_sweep *s, const child_run *r, con
     return DG_TRIAL_FAILED;
 }
 
+void dg_fixture_trial_read(const dg_trial_child *c, const char *out, size_t len, int batch,
+                           int warmup, double swap_limit, double timeout_s, dg_trial_result *t)
+{
+    cJSON *rec = c->started && !c->timed_out && !c->interrupted && c->sig == 0
+                     ? parse_record(out, len)
+                     : NULL;
+    char sigtmp[32];
+    const char *signame = NULL;
+    t->end =
+        child_end(timeout_s, c, rec, t->reason, sizeof t->reason, &signame, sigtmp, sizeof sigtmp);
+    t->extra = cJSON_CreateObject();
+    dg_json_add_str(t->extra, "signal", signame);
+    trial_metrics(t, batch, rec, warmup, swap_limit);
+    t->wall_s = (dg_metric){c->wall_s, c->started};
+    cJSON_Delete(rec);
+}
+
 dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
 {
     dg_fixture_sweep *s = fs;
@@ -297,16 +308,8 @@ dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
         dg_free(r.out.data);
         return DG_ERR_NOMEM;
     }
-    cJSON *rec =
-        r.started && !r.timed_out && !r.interrupted && r.sig == 0 ? parse_record(&r.out) : NULL;
-    char sigtmp[32];
-    const char *signame = NULL;
-    t->end = child_end(s, &r, rec, t->reason, sizeof t->reason, &signame, sigtmp, sizeof sigtmp);
-    t->extra = cJSON_CreateObject();
-    dg_json_add_str(t->extra, "signal", signame);
-    trial_metrics(t, b, rec, s->warmup, s->swap_limit);
-    t->wall_s = (dg_metric){r.wall_s, r.started};
-    cJSON_Delete(rec);
+    dg_fixture_trial_read(&r.c, r.out.data, r.out.len, b, s->warmup, s->swap_limit, s->timeout_s,
+                          t);
     dg_free(r.out.data);
     return t->extra ? DG_OK : DG_ERR_NOMEM;
 }
@@ -457,7 +460,7 @@ dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *r
     *out = NULL;
     if (!opts)
         return dg_fail(ctx, DG_ERR_USAGE, "sweep: no options");
-    if (dg_disable_ops_check(ctx, opts->train.disable_ops) != DG_OK)
+    if (dg_train_opts_inputs_check(ctx, &opts->train, NULL) != DG_OK)
         return DG_ERR_USAGE; /* before any trial runs */
     dg_fixture_sweep *s = dg_calloc(1, sizeof *s);
     if (!s)
@@ -500,6 +503,12 @@ static void sweep_done_nothing(void *ctx)
     (void)ctx;
 }
 
+static double sweep_eta(void *ctx, double step_elapsed)
+{
+    (void)step_elapsed;
+    return dg_progress_trials_left_s(ctx);
+}
+
 dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
 {
     *json = NULL;
@@ -517,7 +526,13 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
                                 .name = "fixture",
                                 .trial = dg_fixture_sweep_trial,
                                 .sweep_done = sweep_done_nothing};
-    st = dg_method_sweep(ctx, &trials, s, &plan, opts->train.cancel, root);
+    dg_progress_sink progress;
+    dg_progress_init(&progress, opts->progress, opts->progress_user);
+    progress.eta = sweep_eta;
+    progress.ectx = &progress;
+    dg_progress_step(&progress, "sweep", 0, 1, dg_sweep_plan_trials(&plan));
+    st = dg_method_sweep(ctx, &trials, s, &plan, opts->train.cancel, &progress, root);
+    dg_progress_step_end(&progress, st == DG_OK ? "ok" : dg_status_name(st), NULL);
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {
         /* An interrupted sweep still returns the trials it ran. */
         *json = dg_json_print(root);

@@ -364,8 +364,8 @@ static cJSON *request(const char *const argv[], const char *const edits[], size_
 }
 
 int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const edits[],
-                      bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd, char *why,
-                      size_t len)
+                      bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
+                      int *events_fd, char *why, size_t len)
 {
     *pid = -1;
     *events_fd = -1;
@@ -387,7 +387,10 @@ int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const
         cJSON_Delete(req);
         return plain(s, "no pipe for the events channel", why, len);
     }
-    int fds[3] = {stdout_to_stderr ? 2 : 1, 2, pfd[1]};
+    int fds[3] = {out_fd >= 0        ? out_fd
+                  : stdout_to_stderr ? 2
+                                     : 1,
+                  err_fd >= 0 ? err_fd : 2, pfd[1]};
     bool sent = msg_send(s->sock, req, fds, 3);
     cJSON_Delete(req);
     close(pfd[1]);

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/proc.h"
 
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -115,6 +116,21 @@ void dg_evcollect_free(dg_evcollect *c);
  * as dropped) and sets nomem. */
 void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now);
 
+/* ---- run_record.c: the run record's sections from the events ------------------ */
+
+/* A copy of run_start's member key, or null. */
+cJSON *dg_run_from_start(const dg_evcollect *c, const char *key);
+/* gate: the gate record's shape (docs/schema/gate.md) from gate events; null when none. */
+cJSON *dg_run_gate_section(const dg_evcollect *c);
+/* sweep: the sweep record's shape (docs/schema/measure.md) from sweep_trial events. */
+cJSON *dg_run_sweep_section(const dg_evcollect *c);
+/* soak: the epochs (each with its tree RSS peak, rss_peaks[i] of npeaks; NAN
+ * unknown) and the soak analysis; null when no epoch ended. */
+cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_t npeaks);
+/* profile (partial: step times, the data wait, fallbacks, sync points), and
+ * root's "throughput" added; null when no step or fallback was reported. */
+cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root);
+
 /* ---- spawn.c ---------------------------------------------------------------------- */
 
 #define DG_EVENTS_FD 3 /* the events pipe's number in the child (DEVGATE_EVENTS_FD) */
@@ -140,6 +156,64 @@ int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool
 int dg_spawn_child_limited(const char *const argv[], const char *const env_edits[],
                            bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd);
 
+/* As dg_spawn_child_limited, the child's fd 1 and fd 2 given: out_fd and
+ * err_fd (the caller's, duplicated into the child; -1: inherited, or fd 2
+ * for stdout when stdout_to_stderr). */
+int dg_spawn_child_io(const char *const argv[], const char *const env_edits[],
+                      bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
+                      int *events_fd);
+
+/* ---- relay.c: the program's output through devgate ------------------------------ */
+
+typedef struct dg_relay_chan {
+    int fd;    /* devgate's end (a pty master or a pipe's read end, non-blocking); -1 none */
+    int child; /* the program's end until it is started; -1 none */
+    int dest;  /* the descriptor it stands for (1, 2) */
+    bool pty;
+} dg_relay_chan;
+
+typedef struct dg_relay {
+    dg_relay_chan ch[2];      /* [0] the program's stdout (when relayed apart), [1] its stderr */
+    int out_child, err_child; /* what the program gets as fd 1 and 2 (-1: inherited) */
+    bool merged;              /* stdout and stderr share ch[1] */
+    dg_output_fn fn;
+    void *user;
+    char tail[16384]; /* the error channel's last bytes */
+    size_t tail_len;
+    unsigned long long bytes[2];
+} dg_relay;
+
+/* Opens the channels: stderr always (a pty when fd 2 is a terminal, else a
+ * pipe); stdout on the same channel with stdout_to_stderr or when fds 1
+ * and 2 are the same terminal, on its own pty when only fd 1 is a terminal,
+ * else not relayed. fn (NULL: write to the descriptor) gets what comes. 0 or
+ * an errno (everything closed again). */
+int dg_relay_open(dg_relay *r, bool stdout_to_stderr, dg_output_fn fn, void *user);
+/* Closes the program's ends once it is started (it holds its own copies). */
+void dg_relay_started(dg_relay *r);
+/* Hands on what the channels hold (at most budget bytes each); true once
+ * every channel is closed (the program and its descendants let go). */
+bool dg_relay_pump(dg_relay *r, size_t budget);
+/* The open channels' poll entries into p (room for 2); returns their count. */
+int dg_relay_pollfds(const dg_relay *r, struct pollfd *p);
+/* Closes everything; harmless twice. */
+void dg_relay_close(dg_relay *r);
+
+#define DG_ERROR_LINES_MAX 4
+#define DG_ERROR_LINE_LEN 320
+/* The lines that say why a program failed, from the end of its output. */
+typedef struct dg_error_lines {
+    int n;
+    char line[DG_ERROR_LINES_MAX][DG_ERROR_LINE_LEN]; /* cleaned of control bytes and escapes */
+    bool traceback; /* the exception of the last Python traceback, else the last lines */
+} dg_error_lines;
+/* Finds them in text (any bytes): the exception line (and up to three after
+ * it) that follows the frames of the last "Traceback (most recent call
+ * last):", else the last three non-blank lines; each line as a terminal
+ * leaves it (after its last CR, without escape sequences), cleaned, cut at
+ * DG_ERROR_LINE_LEN. Pure. */
+void dg_error_lines_find(const char *text, size_t len, dg_error_lines *out);
+
 /* The environment edits every supervised child gets, then env_edits (may be
  * NULL): DEVGATE_EVENTS_FD=3 first (so a caller's edit can replace or drop
  * it) and a team ledger URI with its password removed. A dg_malloc'd
@@ -159,16 +233,17 @@ typedef struct dg_forksrv dg_forksrv;
 dg_forksrv *dg_forksrv_new(const char *const argv[], bool enabled, const char *probe_path,
                            const volatile sig_atomic_t *cancel);
 /* Starts argv (the server's interpreter and options, then the program) as a
- * child forked by the server, as dg_spawn_child would: its own process group,
- * the environment edits applied to devgate's environment, stdin /dev/null,
- * stdout on devgate's stdout or stderr, the write end of a new pipe on fd 3
+ * child forked by the server, as dg_spawn_child_io would: its own process
+ * group, the environment edits applied to devgate's environment, stdin
+ * /dev/null, fd 1 out_fd (-1: devgate's stdout, or its stderr when
+ * stdout_to_stderr), fd 2 err_fd (-1: devgate's stderr), the write end of a new pipe on fd 3
  * (*events_fd the read end, non-blocking, close-on-exec), RLIMIT_AS as_limit
  * (0: none), SIGKILL when the server dies. Starts the server first if needed.
  * 0 with *pid set; -1 with why filled when the run must be a plain child (the
  * server is off or gone, another interpreter, the server refused it). */
 int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const edits[],
-                      bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd, char *why,
-                      size_t len);
+                      bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
+                      int *events_fd, char *why, size_t len);
 /* waitpid(pid, wstatus, WNOHANG) for a child of the server: pid with the raw
  * wait status once the server reaped it, 0 while it runs, -1 (errno ECHILD)
  * when the server is gone or does not hold pid. */

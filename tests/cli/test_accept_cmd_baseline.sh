@@ -30,6 +30,9 @@ expect_json acc.json 'd["compare"]["status"] == "ok" and d["compare"]["spec"]["r
 expect_json acc.json 'd["compare"]["runs"][0]["repetitions"]["order"] == ["cpu", "device", "cpu", "device"]'
 expect_json acc.json 'all(v > 0 for v in d["compare"]["runs"][0]["repetitions"]["cpu_samples_per_s"] + d["compare"]["runs"][0]["repetitions"]["device_samples_per_s"])'
 expect_json acc.json 'd["compare"]["runs"][0]["speedup"]["valid"] and d["compare"]["runs"][0]["speedup_ci"]["lo"]["valid"] and d["compare"]["runs"][0]["busy_fraction"]["valid"]'
+# Each side ran under the measurement lock with its contention window, as the
+# fixture's repetitions do, so the contended rule reads the user's compare too.
+expect_json acc.json 'all(e["lock"]["state"] == "held" and isinstance(e["window"], dict) for k in ("cpu", "device") for e in d["compare"]["runs"][0]["repetitions"][k]) and len(d["compare"]["runs"][0]["repetitions"]["device"]) == 2'
 expect_json acc.json 'abs(d["compare"]["runs"][0]["speedup"]["value"] - d["compare"]["runs"][0]["device"]["samples_per_s"]["value"] / d["compare"]["runs"][0]["cpu"]["samples_per_s"]["value"]) < 1e-9'
 # The fixture's speedup rules and decision judge the compare run: the decision
 # cites its speedup at its batch. (Which route: the "device" is the same cpu,

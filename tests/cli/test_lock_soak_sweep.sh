@@ -50,4 +50,17 @@ wait "$holder"
 expect_json out 'd["trials"][0]["lock"]["contended"] and d["trials"][0]["lock"]["waited"]["value"] > 0.8 and d["lock_waited"]["value"] >= d["trials"][0]["lock"]["waited"]["value"]'
 expect_json out 'all(t["lock"]["state"] == "held" for t in d["trials"]) and not d["trials"][-1]["lock"]["contended"]'
 
+# ---- a devgate inside a measured program does not wait for its own parent -----------
+# (run holds the lock for the whole program; the nested sweep would wait 600 s.)
+expect_exit 0 timeout 120 "$DG" -q --no-ledger run -o "$T/nested" -- \
+  sh -c '"$0" -q --no-ledger sweep --from 8 --to 8 --no-bisect --timed-steps 2 --threads 1 --json >"$1"' \
+  "$DG" "$T/nested.json"
+python3 - "$T/nested.json" <<'PY' && ok || bad "the nested sweep did not record its ancestor's lock"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["trials"][0]["lock"]
+assert t["state"] == "held by an ancestor" and not t["contended"], t
+assert t["waited"]["value"] < 5, t
+PY
+
 done_tests

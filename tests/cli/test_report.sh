@@ -62,9 +62,9 @@ expect_grep err 'nosuch.json'
 printf '{"v":1,"kind":"accept",' >"$T/cut.json"
 expect_exit 2 "$DG" report "$T/cut.json"
 expect_grep err 'cut.json.*not valid JSON'
-printf '{"v":1,"kind":"gate","backends":[]}\n' >"$T/gate.json"
-expect_exit 2 "$DG" report "$T/gate.json" --format html
-expect_grep err "gate.json.*not an evidence record.*'gate'"
+printf '{"v":1,"kind":"bogus","backends":[]}\n' >"$T/bogus.json"
+expect_exit 2 "$DG" report "$T/bogus.json" --format html
+expect_grep err "bogus.json.*not an evidence record.*'bogus'"
 : >"$T/empty.json"
 expect_exit 2 "$DG" report "$T/empty.json"
 expect_grep err 'empty.json'
@@ -90,10 +90,29 @@ expect_grep err 'afile'
 # The ledger: an id that matches no run, a run that is not an evidence record.
 expect_exit 2 "$DG" report 19990101-000000-0000
 expect_grep err "'19990101-000000-0000' is neither a file nor a run"
+# Every verb's own record renders (issue 22): its one step line on the
+# terminal and in Markdown, and a page with just its section.
 "$DG" gate --backend cpu --size 8 >/dev/null 2>&1
-gid=$("$DG" ledger list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
-expect_exit 2 "$DG" report "$gid"
-expect_grep err "run $gid: not an evidence record"
+"$DG" train --steps 4 --batch 16 --threads 1 --workers 0 >/dev/null 2>&1
+"$DG" soak --steps 4 --batch 16 --epochs 2 --threads 1 --workers 0 >/dev/null 2>&1
+ids=$("$DG" ledger list --json | python3 -c 'import json,sys; [print(r["verb"], r["id"]) for r in json.load(sys.stdin)]')
+gid=$(echo "$ids" | awk '$1=="gate"{print $2}')
+tid=$(echo "$ids" | awk '$1=="train"{print $2}')
+sid=$(echo "$ids" | awk '$1=="soak"{print $2}')
+expect_exit 0 "$DG" report "$gid"
+expect_grep out "devgate gate · run $gid"
+expect_grep out '^  gate +PASS +cpu [0-9.]+ GFLOP/s ok'
+expect_exit 0 "$DG" report "$tid" --format md
+expect_grep out '^## devgate train: ok'
+expect_grep out '\| train \| ok \| ok \| mlp on cpu b16: [0-9]+ samples/s · loss'
+expect_exit 0 "$DG" report "$sid"
+expect_grep out '^  soak +OK +allocated [-+][0-9]+%.* after 2 epochs'
+expect_exit 0 "$DG" report "$sid" -o "$T/soakpage"
+grep -q 'Memory curve' "$T/soakpage/report.html" && ok || bad "the soak's page has no memory curve"
+grep -q 'No batch sweep in this record' "$T/soakpage/report.html" &&
+  bad "a soak's page lists the sections accept's record has" || ok
+expect_exit 0 "$DG" report "$gid" --format html
+expect_grep out 'Device gate log'
 expect_exit 2 "$DG" --no-ledger report "$gid"
 expect_grep err 'no-ledger'
 

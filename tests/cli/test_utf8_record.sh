@@ -24,4 +24,9 @@ sys.stdout.buffer.write(db.execute("select record from runs where id = ?", (sys.
 PY
 strict "$T/stored.json" && ok || bad "the ledger's stored record of run $id is not valid UTF-8 JSON"
 
+# A spec value (a path) with 0xff: the record's spec keeps it as U+FFFD.
+"$DG" --no-ledger train --steps 2 --export "$T/"$'exp\xff' --json >train.json 2>train.err
+strict train.json && ok || bad "train --export with 0xff: the record is not valid UTF-8 JSON"
+grep -q $'exp\xef\xbf\xbd' train.json && ok || bad "the spec's export did not keep U+FFFD for 0xff"
+
 done_tests

@@ -1,6 +1,6 @@
 /* accept -- CMD's pure parts (src/steps/accept_cmd.c): the placeholder
- * substitution, how a child run ended (from its run record), the compare run
- * of the interleaved baseline, the profile section from the probe's window,
+ * substitution, how a child run ended (from its run record), the profile
+ * section from the probe's window,
  * and the probe plan's extra environment. No processes. */
 #include "check.h"
 #include "core/json.h"
@@ -103,27 +103,6 @@ static void test_ended(void)
     CHECK_STR(ended("not json", 0, false, why), "failed");
 }
 
-static void test_compare(void)
-{
-    double cpu[3] = {100, 110, 90}, dev[3] = {200, 220, 180}, busy[3] = {0.9, 0.8, 0.85};
-    cJSON *run = dg_accept_cmd_compare_run(64, "cuda", cpu, dev, 3, busy, NULL, NULL);
-    CHECK(fabs(dg_jnum(run, "speedup") - 2.0) < 1e-9);
-    double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
-    CHECK_MSG(lo <= 2.0 && hi >= 2.0 && lo > 1.0, "interval %g-%g", lo, hi);
-    CHECK(fabs(dg_jnum(run, "step_time_reduction_pct") - 50.0) < 1e-9);
-    CHECK(fabs(dg_jnum(run, "busy_fraction") - 0.85) < 1e-9);
-    CHECK_STR(dg_jstr(run, "device.backend"), "cuda");
-    CHECK(dg_jnum(run, "repetitions.per_side") == 3);
-    cJSON_Delete(run);
-    /* A side without any figure: the speedup is not reported, never 0. */
-    double none[2] = {NAN, NAN}, two[2] = {10, 12};
-    run = dg_accept_cmd_compare_run(8, "mps", none, two, 2, NULL, NULL, NULL);
-    CHECK(dg_jbool(run, "speedup.valid") == 0 && isnan(dg_jnum(run, "speedup")));
-    CHECK(dg_jbool(run, "speedup_ci.lo.valid") == 0);
-    CHECK(dg_jbool(run, "busy_fraction.valid") == 0);
-    cJSON_Delete(run);
-}
-
 static void test_profile(void)
 {
     cJSON *w = cJSON_Parse("{\"v\":1,\"warmup\":3,\"steps\":4,\"wall_ms\":100,\"data_ms\":20,"
@@ -214,7 +193,6 @@ int main(void)
     test_oom_count();
     test_argv();
     test_ended();
-    test_compare();
     test_profile();
     test_plan_env();
     CHECK_DONE();

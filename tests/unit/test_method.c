@@ -4,7 +4,10 @@
  * plants in the fixture's `__trial` children (DEVGATE_TRIAL_PLAN) and in the
  * command runner's stand-in program (tests/python/scripts/sweep_train.py):
  * where the doubling stops and why, the bisection's batches, the knee and the
- * safe batch; every trial measured under the lock with its contention. */
+ * safe batch; every trial measured under the lock with its contention. And
+ * the one pair driver (dg_method_compare) over planted cpu/device sides: the
+ * order, how many pairs the interval asks for, a failing side, each side's
+ * lock and window, and the RUN the sides make (dg_method_pairs_run). */
 #include "check.h"
 
 #include "core/json.h"
@@ -118,6 +121,113 @@ static bool batches_are(const cJSON *arr, const int *want)
     return want[i] == 0;
 }
 
+/* ---- the comparison's pairs --------------------------------------------------- */
+
+/* Planted sides: cpu at cpu_sps, the device at dev_sps, each times
+ * (1 + noise x (-1)^k) on its k-th run; the device fails on run fail_at (1-based, 0 never). */
+typedef struct planted_pairs {
+    double cpu_sps, dev_sps, noise;
+    int fail_at;
+    int ncpu, ndev;
+    char order[64];
+} planted_pairs;
+
+static dg_status planted_pair(void *ctx, int batch, const char *device, dg_pair_side *out)
+{
+    planted_pairs *p = ctx;
+    bool cpu = strcmp(device, "cpu") == 0;
+    int k = cpu ? ++p->ncpu : ++p->ndev;
+    size_t len = strlen(p->order);
+    if (len + 1 < sizeof p->order)
+        p->order[len] = cpu ? 'c' : 'd';
+    CHECK(batch == 64);
+    if (!cpu && k == p->fail_at) {
+        out->end = DG_TRIAL_OOM;
+        snprintf(out->reason, sizeof out->reason, "planted: out of memory");
+        return DG_OK;
+    }
+    double sps = (cpu ? p->cpu_sps : p->dev_sps) * (1 + p->noise * (k % 2 ? 1 : -1));
+    out->end = DG_TRIAL_OK;
+    out->sps = (dg_metric){sps, true};
+    out->step_ms = (dg_metric){1000.0 * batch / sps, true};
+    out->busy = (dg_metric){cpu ? 1.0 : 0.8, true};
+    return DG_OK;
+}
+
+static const dg_runner_i pairing = {
+    .version = DG_RUNNER_VERSION, .name = "planted", .pair = planted_pair};
+
+static void test_pairs(dg_ctx *ctx)
+{
+    dg_compare_plan plan = {
+        .batch = 64, .steps = 5, .min_pairs = 2, .max_pairs = 6, .ci_width = 0.10};
+    /* Steady sides: the plan's pairs and no more, cpu first each time. */
+    planted_pairs p = {.cpu_sps = 100, .dev_sps = 200};
+    dg_step_out out = {0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, NULL, &out) == DG_OK);
+    CHECK_STR(p.order, "cdcd");
+    const cJSON *run = cJSON_GetArrayItem(dg_jpath(out.section, "runs"), 0);
+    CHECK(fabs(dg_jnum(run, "speedup") - 2.0) < 1e-9);
+    CHECK(fabs(dg_jnum(run, "step_time_reduction_pct") - 50.0) < 1e-9);
+    CHECK(fabs(dg_jnum(run, "busy_fraction") - 0.8) < 1e-9);
+    CHECK_STR(dg_jstr(run, "device.backend"), "cuda");
+    CHECK_STR(dg_jstr(out.section, "source"), "planted");
+    CHECK(dg_jnum(out.section, "spec.repetitions") == 2);
+    /* Each side's run under the lock, its contention window beside it. */
+    for (int side = 0; side < 2; side++) {
+        const cJSON *e;
+        int n = 0;
+        cJSON_ArrayForEach(e, dg_jpath(run, side ? "repetitions.device" : "repetitions.cpu"))
+        {
+            const char *lk = dg_jstr(e, "lock.state");
+            CHECK_MSG(lk && strcmp(lk, "held") == 0, "side %d: lock %s", side, lk ? lk : "none");
+            CHECK(cJSON_IsObject(dg_jpath(e, "window")));
+            CHECK(dg_jbool(e, "median.valid") == 1);
+            n++;
+        }
+        CHECK_MSG(n == 2, "side %d: %d entries", side, n);
+    }
+    CHECK(strstr(out.summary, "2.00× cpu") != NULL);
+    cJSON_Delete(out.section);
+    /* Noisy sides: the interval is wider than the target, so pairs are added
+     * up to the plan's most; the speedup's interval still holds 2. */
+    p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200, .noise = 0.3};
+    out = (dg_step_out){0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, NULL, &out) == DG_OK);
+    CHECK_STR(p.order, "cdcdcdcdcdcd");
+    run = cJSON_GetArrayItem(dg_jpath(out.section, "runs"), 0);
+    double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
+    CHECK_MSG(lo <= 2.0 && hi >= 2.0 && lo > 1.0, "interval %g-%g", lo, hi);
+    cJSON_Delete(out.section);
+    /* A side that fails ends the comparison there, named in the section. */
+    p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200, .fail_at = 2};
+    out = (dg_step_out){0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, NULL, &out) == DG_ERR_CHECK);
+    CHECK_STR(p.order, "cdcd");
+    CHECK_STR(dg_jstr(out.section, "status"), "failed");
+    run = cJSON_GetArrayItem(dg_jpath(out.section, "runs"), 0);
+    CHECK_STR(dg_jstr(run, "failed"), "cuda");
+    CHECK_STR(out.error, "planted: out of memory");
+    cJSON_Delete(out.section);
+    /* Cancelled: no pair runs. */
+    volatile sig_atomic_t cancel = 1;
+    p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200};
+    out = (dg_step_out){0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, &cancel, &out) == DG_ERR_INTERRUPTED);
+    CHECK(p.order[0] == 0);
+    cJSON_Delete(out.section);
+    /* A side without any figure: the speedup is not reported, never 0. */
+    dg_pair_side none[2] = {{.end = DG_TRIAL_OK}, {.end = DG_TRIAL_OK}};
+    dg_pair_side two[2] = {{.end = DG_TRIAL_OK, .sps = {10, true}},
+                           {.end = DG_TRIAL_OK, .sps = {12, true}}};
+    cJSON *r = dg_method_pairs_run(8, "mps", none, two, 2, NULL);
+    CHECK(dg_jbool(r, "speedup.valid") == 0 && isnan(dg_jnum(r, "speedup")));
+    CHECK(dg_jbool(r, "speedup_ci.lo.valid") == 0);
+    CHECK(dg_jbool(r, "busy_fraction.valid") == 0);
+    CHECK(dg_jnum(r, "repetitions.per_side") == 2);
+    cJSON_Delete(r);
+}
+
 int main(void)
 {
     char lock[] = "/tmp/devgate-test-method-XXXXXX";
@@ -132,7 +242,7 @@ int main(void)
         dg_sweep_plan plan = {
             .from = r->from, .to = DG_SWEEP_MAX_BATCH, .train_samples = NAN, .bisect = true};
         cJSON *root = cJSON_CreateObject();
-        dg_status st = dg_method_sweep(ctx, &planted, (void *)&r->c, &plan, NULL, root);
+        dg_status st = dg_method_sweep(ctx, &planted, (void *)&r->c, &plan, NULL, NULL, root);
         CHECK_MSG(st == DG_OK, "%s: %s", r->name, dg_status_name(st));
         const char *why = dg_jstr(root, "stopped.reason");
         CHECK_MSG(why && strcmp(why, r->stopped) == 0, "%s: stopped %s", r->name,
@@ -167,12 +277,13 @@ int main(void)
     volatile sig_atomic_t cancel = 1;
     dg_sweep_plan plan = {.from = 8, .to = 64, .train_samples = NAN, .bisect = true};
     cJSON *root = cJSON_CreateObject();
-    CHECK(dg_method_sweep(ctx, &planted, (void *)&rows[0].c, &plan, &cancel, root) ==
+    CHECK(dg_method_sweep(ctx, &planted, (void *)&rows[0].c, &plan, &cancel, NULL, root) ==
           DG_ERR_INTERRUPTED);
     CHECK(calls == 0);
     const char *why = dg_jstr(root, "stopped.reason");
     CHECK(why && strcmp(why, "interrupted") == 0);
     cJSON_Delete(root);
+    test_pairs(ctx);
     dg_ctx_free(ctx);
     unlink(lock);
     CHECK_DONE();

@@ -457,7 +457,7 @@ static void test_refusals(dg_ctx *ctx, const char *sample)
     CHECK(dg_report_render(ctx, cut, DG_REPORT_MD, &out) == DG_ERR_FORMAT);
     dg_free(cut);
     static const char *const foreign[] = {"{\"kind\":\"gate\"}",
-                                          "{\"v\":1,\"kind\":\"gate\",\"backends\":[]}",
+                                          "{\"v\":1,\"kind\":\"bogus\",\"backends\":[]}",
                                           "[1,2]",
                                           "\"accept\"",
                                           "{\"v\":3,\"kind\":\"accept\"}",
@@ -469,8 +469,8 @@ static void test_refusals(dg_ctx *ctx, const char *sample)
                       "%s", foreign[i]);
         CHECK(out == NULL);
     }
-    dg_report_render(ctx, "{\"kind\":\"gate\"}", DG_REPORT_TEXT, &out);
-    CHECK(has(dg_errmsg(ctx), "not an evidence record") && has(dg_errmsg(ctx), "'gate'"));
+    dg_report_render(ctx, "{\"v\":2,\"kind\":\"bogus\"}", DG_REPORT_TEXT, &out);
+    CHECK(has(dg_errmsg(ctx), "not an evidence record") && has(dg_errmsg(ctx), "'bogus'"));
     CHECK(dg_report_render(ctx, sample, (dg_report_format)42, &out) == DG_ERR_USAGE);
     CHECK(dg_report_render(ctx, NULL, DG_REPORT_TEXT, &out) == DG_ERR_USAGE);
     CHECK(dg_report_render(ctx, sample, DG_REPORT_TEXT, NULL) == DG_ERR_USAGE);

@@ -135,6 +135,16 @@ static void test_json(void)
     cJSON_free(txt);
     cJSON_Delete(o);
 
+    /* A string that reached a tree raw still leaves dg_json_print as valid
+     * UTF-8 JSON, its bad bytes as U+FFFD and its good ones as they were. */
+    cJSON *raw = cJSON_CreateObject();
+    cJSON_AddStringToObject(raw, "export\xfe", "/tmp/p\xff \xc3\xa9");
+    char *rp = dg_json_print(raw);
+    CHECK_MSG(rp && valid_utf8(rp), "dg_json_print: %s", rp ? rp : "(null)");
+    CHECK(rp && strcmp(rp, "{\"export" FFFD "\":\"/tmp/p" FFFD " \xc3\xa9\"}") == 0);
+    dg_string_free(rp);
+    cJSON_Delete(raw);
+
     /* cJSON hands invalid bytes through parsing; the repair fixes names and
      * values at every depth and leaves valid ones alone. */
     cJSON *t = cJSON_Parse(

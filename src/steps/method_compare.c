@@ -1,0 +1,280 @@
+/* The method's comparison against the cpu, written once (the runner
+ * interface in src/steps/runner.h): pairs of runs, cpu then the device, each
+ * side under the measurement lock with its contention window; at least the
+ * plan's pairs, then more while the speedup's interval is too wide; the
+ * compare section (docs/schema/report.md "compare") from the typed sides. */
+#include "steps/runner.h"
+
+#include "core/record.h"
+
+#include <math.h>
+#include <string.h>
+
+static double value_of(dg_metric m)
+{
+    return m.valid && isfinite(m.value) ? m.value : NAN;
+}
+
+/* The reported, positive samples/s of n sides into v; their count. */
+static size_t rates_of(const dg_pair_side *s, int n, double *v)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        if (value_of(s[i].sps) > 0)
+            v[k++] = s[i].sps.value;
+    return k;
+}
+
+/* The median of the reported values of one figure over n sides; NAN when none. */
+static double median_of(const dg_pair_side *s, int n, size_t field)
+{
+    double v[DG_COMPARE_MAX_PAIRS];
+    size_t k = 0;
+    for (int i = 0; i < n && i < DG_COMPARE_MAX_PAIRS; i++) {
+        dg_metric m = *(const dg_metric *)((const char *)&s[i] + field);
+        if (isfinite(value_of(m)))
+            v[k++] = m.value;
+    }
+    dg_stats st;
+    dg_stats_compute(v, k, 0, &st);
+    return k ? st.median : NAN;
+}
+
+static cJSON *ci_json(double lo, double hi, bool valid, double resamples, const char *unit,
+                      const char *method)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "lo", dg_json_metric_of(valid ? lo : NAN, unit));
+    cJSON_AddItemToObject(o, "hi", dg_json_metric_of(valid ? hi : NAN, unit));
+    cJSON_AddNumberToObject(o, "level", 0.95);
+    cJSON_AddNumberToObject(o, "resamples", valid ? resamples : 0);
+    cJSON_AddStringToObject(o, "method", method);
+    return o;
+}
+
+static double reduction_pct(double sp)
+{
+    return isfinite(sp) && sp > 0 ? 100 * (1 - 1 / sp) : NAN;
+}
+
+cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cpu,
+                           const dg_pair_side *dev, int n, cJSON *const *windows)
+{
+    if (n > DG_COMPARE_MAX_PAIRS)
+        n = DG_COMPARE_MAX_PAIRS;
+    cJSON *run = cJSON_CreateObject();
+    cJSON_AddNumberToObject(run, "batch", batch);
+    cJSON_AddStringToObject(run, "status", "ok");
+    double cs[DG_COMPARE_MAX_PAIRS], ds[DG_COMPARE_MAX_PAIRS];
+    size_t nc = rates_of(cpu, n, cs), nd = rates_of(dev, n, ds);
+    const dg_pair_side *sides[2] = {cpu, dev};
+    double med[2] = {NAN, NAN};
+    for (int side = 0; side < 2; side++) {
+        cJSON *j = cJSON_AddObjectToObject(run, side ? "device" : "cpu");
+        if (side)
+            cJSON_AddStringToObject(j, "backend", device);
+        cJSON_AddItemToObject(
+            j, "step_ms",
+            dg_json_metric_of(median_of(sides[side], n, offsetof(dg_pair_side, step_ms)), "ms"));
+        med[side] = median_of(sides[side], n, offsetof(dg_pair_side, sps));
+        cJSON_AddItemToObject(j, "samples_per_s", dg_json_metric_of(med[side], "samples/s"));
+    }
+    /* The speedup in samples/s over the loop's wall time (data wait included):
+     * device over cpu, the interval by the seeded bootstrap of the median ratio. */
+    double sp = isfinite(med[0]) && isfinite(med[1]) && med[0] > 0 ? med[1] / med[0] : NAN;
+    cJSON_AddItemToObject(run, "speedup", dg_json_metric_of(sp, "x"));
+    dg_median_ci ci = {0};
+    bool civ = nc && nd &&
+               dg_bootstrap_median_ci(ds, nd, cs, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) && ci.valid;
+    cJSON_AddItemToObject(run, "speedup_ci",
+                          ci_json(ci.lo, ci.hi, civ, (double)ci.resamples, "x",
+                                  "percentile bootstrap of median(device) / median(cpu)"));
+    /* Time per sample: 100 (1 - 1/speedup), the interval from the speedup's. */
+    cJSON_AddItemToObject(run, "step_time_reduction_pct",
+                          dg_json_metric_of(reduction_pct(sp), "%"));
+    cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
+                          ci_json(reduction_pct(ci.lo), reduction_pct(ci.hi), civ,
+                                  (double)ci.resamples, "%", "from speedup_ci"));
+    cJSON_AddItemToObject(
+        run, "busy_fraction",
+        dg_json_metric_of(median_of(dev, n, offsetof(dg_pair_side, busy)), "fraction"));
+    cJSON_AddStringToObject(run, "busy_source",
+                            "1 - the data wait's share, from the probe's host clock (not device "
+                            "utilisation)");
+    cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
+    cJSON_AddNumberToObject(rp, "per_side", n);
+    cJSON_AddNumberToObject(rp, "warmup_pairs", 0);
+    cJSON *order = cJSON_AddArrayToObject(rp, "order");
+    cJSON *rates[2] = {cJSON_AddArrayToObject(rp, "cpu_samples_per_s"),
+                       cJSON_AddArrayToObject(rp, "device_samples_per_s")};
+    cJSON *entries[2] = {windows ? cJSON_AddArrayToObject(rp, "cpu") : NULL,
+                         windows ? cJSON_AddArrayToObject(rp, "device") : NULL};
+    for (int i = 0; i < n; i++) {
+        for (int side = 0; side < 2; side++) {
+            double v = value_of(sides[side][i].sps);
+            cJSON_AddItemToArray(order, cJSON_CreateString(side ? "device" : "cpu"));
+            cJSON_AddItemToArray(rates[side],
+                                 isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+            if (windows && windows[2 * i + side])
+                cJSON_AddItemToArray(entries[side], windows[2 * i + side]);
+        }
+    }
+    cJSON_AddNullToObject(run, "verdict");
+    cJSON_AddStringToObject(run, "note",
+                            "numerics are not compared for a user's program (no reference run)");
+    return run;
+}
+
+/* The speedup's 95% interval width over the speedup after n pairs; NAN when
+ * not computable. */
+static double ci_width(const dg_pair_side *cpu, const dg_pair_side *dev, int n)
+{
+    double c[DG_COMPARE_MAX_PAIRS], d[DG_COMPARE_MAX_PAIRS];
+    size_t nc = rates_of(cpu, n, c), nd = rates_of(dev, n, d);
+    dg_stats sc, sd;
+    dg_median_ci ci;
+    if (!nc || !nd)
+        return NAN;
+    dg_stats_compute(c, nc, 0, &sc);
+    dg_stats_compute(d, nd, 0, &sd);
+    if (!(sc.median > 0) ||
+        !dg_bootstrap_median_ci(d, nd, c, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) || !ci.valid)
+        return NAN;
+    double sp = sd.median / sc.median;
+    return sp > 0 ? (ci.hi - ci.lo) / sp : NAN;
+}
+
+/* A repetition's entry (docs/schema/measure.md compare RUN repetitions):
+ * the side's median step and busy fraction; the probe reports statistics,
+ * not each step (ms empty). */
+static cJSON *side_entry(const dg_pair_side *s)
+{
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddArrayToObject(e, "ms");
+    cJSON_AddNumberToObject(e, "warmup", 0);
+    cJSON_AddItemToObject(e, "median", dg_json_metric_of(value_of(s->step_ms), "ms"));
+    cJSON_AddItemToObject(e, "busy_fraction", dg_json_metric_of(value_of(s->busy), "fraction"));
+    return e;
+}
+
+typedef struct pairs {
+    dg_pair_side side[2][DG_COMPARE_MAX_PAIRS];
+    cJSON *entry[2 * DG_COMPARE_MAX_PAIRS];
+    int n;              /* pairs run */
+    const char *failed; /* the side that did not end ok */
+    const char *why;    /* its reason */
+    bool interrupted;
+} pairs;
+
+static bool stop_asked(const volatile sig_atomic_t *cancel)
+{
+    return cancel && *cancel;
+}
+
+/* Runs pairs until the plan is met, a side fails or the run is cancelled. */
+static dg_status run_pairs(const dg_runner_i *r, void *rctx, const char *device,
+                           const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,
+                           pairs *p)
+{
+    int most = plan->max_pairs < DG_COMPARE_MAX_PAIRS ? plan->max_pairs : DG_COMPARE_MAX_PAIRS;
+    for (int i = 0; i < most && !p->failed; i++) {
+        /* Past the plan's pairs, another only while the interval is too wide. */
+        if (i >= plan->min_pairs && !(ci_width(p->side[0], p->side[1], i) > plan->ci_width))
+            break;
+        for (int s = 0; s < 2 && !p->failed; s++) {
+            if (stop_asked(cancel)) {
+                p->interrupted = true;
+                return DG_ERR_INTERRUPTED;
+            }
+            dg_pair_side *ps = &p->side[s][i];
+            *ps = (dg_pair_side){.end = DG_TRIAL_FAILED};
+            dg_measured ms;
+            dg_measured_begin(&ms, cancel);
+            dg_status st = r->pair(rctx, plan->batch, s ? device : "cpu", ps);
+            cJSON *e = side_entry(ps);
+            dg_measured_end(&ms, e);
+            /* The repetition's window is "window" there, as the fixture's. */
+            cJSON *w = cJSON_DetachItemFromObjectCaseSensitive(e, "contention");
+            cJSON_AddItemToObject(e, "window", w ? w : cJSON_CreateNull());
+            p->entry[2 * i + s] = e;
+            p->n = i + 1;
+            if (st != DG_OK)
+                return DG_ERR_NOMEM;
+            if (ps->end == DG_TRIAL_INTERRUPTED) {
+                p->interrupted = true;
+                return DG_ERR_INTERRUPTED;
+            }
+            if (ps->end != DG_TRIAL_OK) {
+                p->failed = s ? device : "cpu";
+                p->why = ps->reason;
+            }
+        }
+    }
+    return DG_OK;
+}
+
+/* The section's head and spec. */
+static cJSON *section_head(const dg_runner_i *r, const char *device, const dg_compare_plan *plan,
+                           const pairs *p)
+{
+    cJSON *c = dg_record_new("compare", 1);
+    if (!c)
+        return NULL;
+    cJSON_AddStringToObject(c, "source", r->name);
+    cJSON_AddStringToObject(c, "status", p->failed ? "failed" : "ok");
+    dg_json_add_str(c, "error", p->failed ? p->why : NULL);
+    cJSON *spec = cJSON_AddObjectToObject(c, "spec");
+    cJSON_AddStringToObject(spec, "baseline", "cpu");
+    cJSON_AddStringToObject(spec, "backend", device);
+    cJSON *bs = cJSON_AddArrayToObject(spec, "batches");
+    cJSON_AddItemToArray(bs, cJSON_CreateNumber(plan->batch));
+    cJSON_AddNumberToObject(spec, "steps", plan->steps);
+    cJSON_AddNumberToObject(spec, "repetitions", p->n);
+    cJSON_AddNumberToObject(spec, "min_repetitions", plan->min_pairs);
+    cJSON_AddNumberToObject(spec, "max_repetitions", plan->max_pairs);
+    cJSON_AddNumberToObject(spec, "ci_width_target", plan->ci_width);
+    return c;
+}
+
+dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const char *device,
+                            const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,
+                            dg_step_out *out)
+{
+    (void)ctx;
+    pairs *p = dg_calloc(1, sizeof *p);
+    if (!p)
+        return DG_ERR_NOMEM;
+    dg_status st = r->pair ? run_pairs(r, rctx, device, plan, cancel, p) : DG_ERR_NOMEM;
+    cJSON *c = section_head(r, device, plan, p);
+    cJSON *runs = c ? cJSON_AddArrayToObject(c, "runs") : NULL;
+    if (runs && p->failed) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddNumberToObject(f, "batch", plan->batch);
+        cJSON_AddStringToObject(f, "status", "failed");
+        cJSON_AddStringToObject(f, "failed", p->failed);
+        dg_json_add_str(f, "error", p->why);
+        cJSON_AddBoolToObject(f, "within_tolerance", false);
+        cJSON_AddItemToArray(runs, f);
+    } else if (runs && st == DG_OK) {
+        cJSON_AddItemToArray(
+            runs, dg_method_pairs_run(plan->batch, device, p->side[0], p->side[1], p->n, p->entry));
+        memset(p->entry, 0, sizeof p->entry); /* moved in */
+    }
+    for (int i = 0; i < 2 * DG_COMPARE_MAX_PAIRS; i++)
+        cJSON_Delete(p->entry[i]);
+    out->section = c;
+    const cJSON *r0 = cJSON_GetArrayItem(runs, 0);
+    if (r0 && !p->failed)
+        snprintf(out->summary, sizeof out->summary,
+                 "%s is %.2f× cpu (95%% %.2f-%.2f×) at b%d, busy %.0f%%", device,
+                 dg_jnum(r0, "speedup"), dg_jnum(r0, "speedup_ci.lo"), dg_jnum(r0, "speedup_ci.hi"),
+                 plan->batch, 100 * dg_jnum(r0, "busy_fraction"));
+    if (p->failed)
+        snprintf(out->error, sizeof out->error, "%s", p->why);
+    if (st == DG_OK && p->failed)
+        st = DG_ERR_CHECK;
+    if (st == DG_OK && !c)
+        st = DG_ERR_NOMEM;
+    dg_free(p);
+    return st;
+}
