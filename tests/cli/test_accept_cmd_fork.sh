@@ -106,20 +106,29 @@ PY
 # ---- a crash in a forked run reads as in a fresh one ---------------------------------
 for mode in fork plain; do
   flag=; [ "$mode" = plain ] && flag=--no-fork-server
-  "$DG" --no-ledger accept --quick --json $flag --sweep-from 16 --sweep-to 16 -o "crash_$mode" -- \
-    "$PY" "$SCRIPT" "${ARGS[@]}" --crash-at 3 >"crash_$mode.json" 2>"crash_$mode.err"
-done
-for mode in fork plain; do
+  for kind in crash segv; do
+    "$DG" --no-ledger accept --quick --json $flag --sweep-from 16 --sweep-to 16 -o "${kind}_$mode" \
+      -- "$PY" "$SCRIPT" "${ARGS[@]}" "--$kind-at" 3 >"${kind}_$mode.json" 2>"${kind}_$mode.err"
+  done
   expect_json "crash_$mode.json" 'd["sweep"]["trials"][0]["ended"] == "failed" and d["sweep"]["trials"][0]["reason"] == "RuntimeError: boom at step 3"'
   expect_json "crash_$mode.json" '[s["error"] for s in d["steps"] if s["name"] in ("soak", "profile")] == ["RuntimeError: boom at step 3"] * 2'
   # The traceback on stderr starts where a fresh interpreter's does (no server frames).
   expect_grep "crash_$mode.err" 'fork_train.py", line [0-9]+, in main' "crash_$mode.err"
   if grep -q 'forkserver.py' "crash_$mode.err"; then bad "the fork server's frames in the traceback"; else ok; fi
+  expect_json "segv_$mode.json" 'd["sweep"]["trials"][0]["ended"] == "signal" and d["sweep"]["trials"][0]["signal"] == "SIGSEGV" and d["sweep"]["trials"][0]["reason"].startswith("killed by SIGSEGV")'
 done
 expect_json crash_fork.json 'd["launch"]["used"] == "fork-server"'
-"$DG" --no-ledger accept --quick --json --sweep-from 16 --sweep-to 16 -o segv -- \
-  "$PY" "$SCRIPT" "${ARGS[@]}" --segv-at 3 >segv.json 2>segv.err
-expect_json segv.json 'd["launch"]["used"] == "fork-server" and d["sweep"]["trials"][0]["ended"] == "signal" and d["sweep"]["trials"][0]["signal"] == "SIGSEGV" and d["sweep"]["trials"][0]["reason"] == "killed by SIGSEGV"'
+expect_json segv_fork.json 'd["launch"]["used"] == "fork-server"'
+# Each step of the forked run ends, and says so, as the fresh one's.
+"$PY" - crash_fork.json crash_plain.json segv_fork.json segv_plain.json <<'PY' && ok || bad "a forked crash reads otherwise than a fresh one"
+import json, sys
+def ends(f):
+    d = json.load(open(f))
+    return [(s["name"], s["status"], (s["error"] or "").split(":")[0]) for s in d["steps"]]
+a, b, c, e = (ends(f) for f in sys.argv[1:5])
+print(a, b, c, e, sep="\n", file=sys.stderr)
+sys.exit(0 if a == b and c == e else 1)
+PY
 
 # ---- the fallbacks, named ------------------------------------------------------------
 # Not `python SCRIPT`: a launcher in front of the interpreter.
