@@ -880,8 +880,31 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
     fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
     fg->safe_batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_SAFE_BATCH);
+    fg->safe_bound = dg_rec_str(g, DG_P_REC_FINAL_GATE_SAFE_BATCH_BOUND);
     fg->statement = dg_rec_str(g, DG_P_REC_FINAL_GATE_STATEMENT);
     fg->missing = dg_rec_arr(g, DG_P_REC_FINAL_GATE_MISSING);
+}
+
+const char *dg_sweep_bound_words(const char *why)
+{
+    static const struct {
+        const char *stop, *words;
+    } bounds[] = {
+        {"oom", "the memory ceiling"},
+        {"budget", "the memory ceiling (the memory budget)"},
+        {"swap", "the memory ceiling (swap grew past the limit)"},
+        {"train-set", "the training set's size, not a memory ceiling"},
+        {"limit", "the sweep's upper limit, not a memory ceiling"},
+        {"throughput-plateau", "the largest batch tried, not a memory ceiling (the sweep stopped "
+                               "on a throughput plateau)"},
+        {"throughput-falling", "the largest batch tried, not a memory ceiling (the sweep stopped "
+                               "on falling throughput)"},
+        {"time", "the largest batch tried, not a memory ceiling (the sweep stopped on time)"},
+    };
+    for (size_t i = 0; why && i < sizeof bounds / sizeof bounds[0]; i++)
+        if (!strcmp(why, bounds[i].stop))
+            return bounds[i].words;
+    return "the largest good batch, not a memory ceiling";
 }
 
 /* The section of each kind of per-verb record ("sweep" -> DG_SEC_SWEEP). */
@@ -938,7 +961,15 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
         out->section[own] = rec; /* a per-verb record is its own section */
         out->listed[own] = true;
         build_spec(&out->spec, NULL); /* all "not reported" */
-        build_judgement(&b, out, NULL);
+        /* An slo record carries its findings and the environment proof. */
+        build_judgement(&b, out, own == DG_SEC_SLO ? rec : NULL);
+        if (own == DG_SEC_SLO) {
+            /* Its final gate is its own (record_slo.h), not accept's proofs. */
+            memset(&out->final_gate, 0, sizeof out->final_gate);
+            const cJSON *env = dg_rec_at(rec, DG_P_SLO_ENV);
+            out->section[DG_SEC_ENV] = obj_or_null(env);
+            out->listed[DG_SEC_ENV] = env != NULL;
+        }
     } else {
         static const dg_rec_path_id ids[DG_SEC_COUNT] = {[DG_SEC_ENV] = DG_P_REC_ENV,
                                                          [DG_SEC_GATE] = DG_P_REC_GATE,
@@ -1037,7 +1068,8 @@ void dg_record_head(cJSON *rec, const char *kind, int version)
     char ts[32], host[256] = "";
     dg_utc_iso(ts, sizeof ts);
     cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0)
-        host[sizeof host - 1] = '\0';
-    cJSON_AddStringToObject(rec, "host", host);
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    dg_json_add_str(rec, "host", host[0] ? host : NULL); /* null: not known */
 }

@@ -505,6 +505,12 @@ typedef struct dg_view_decision {
     const cJSON *reasons; /* array of strings, or NULL */
 } dg_view_decision;
 
+/* What the sweep's safe batch is, in words, from the reason the sweep
+ * stopped: "the memory ceiling" only when memory ended it (oom, budget,
+ * swap); the training set's size, the sweep's limit, or the largest batch
+ * tried otherwise. Never NULL. */
+const char *dg_sweep_bound_words(const char *stopped_reason);
+
 typedef struct dg_view_final_gate {
     bool present;
     int accepted;  /* tri */
@@ -512,7 +518,8 @@ typedef struct dg_view_final_gate {
     dg_rec_metric fail_findings;
     dg_rec_metric throughput; /* samples/s */
     dg_rec_metric batch;      /* samples: the batch the throughput is promised at */
-    dg_rec_metric safe_batch; /* samples: the sweep's safe batch (the memory ceiling) */
+    dg_rec_metric safe_batch; /* samples: the sweep's safe batch */
+    const char *safe_bound;   /* what it is, in words (dg_sweep_bound_words); NULL: not said */
     const char *statement;
     const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;
@@ -584,9 +591,9 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name);
  * The other per-verb records keep version 1. docs/schema/report.md. */
 #define DG_RECORD_VERSION 2
 
-/* A new record's head: {v: version, kind, timestamp (UTC ISO 8601), host}, the
- * fields every record devgate writes opens with. The caller owns it; NULL
- * when out of memory. */
+/* A new record's head: {v: version, kind, timestamp (UTC ISO 8601), host (null when not known)},
+ * the fields every record devgate writes opens with. The caller owns it; NULL when out of memory.
+ */
 cJSON *dg_record_new(const char *kind, int version);
 /* The same head added to rec. */
 void dg_record_head(cJSON *rec, const char *kind, int version);

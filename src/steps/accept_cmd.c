@@ -387,7 +387,8 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
                           dg_json_metric((double)a->o->mem_budget, a->o->mem_budget > 0, "bytes"));
     cJSON_AddStringToObject(spec, "mem_budget_source",
                             a->o->mem_budget ? "option (RLIMIT_AS of each trial)" : "none");
-    /* A program's own data has no size devgate knows: no train-set stop. */
+    /* The program's data set is known once a trial reports its loader's:
+     * the driver's train-set stop takes it from there. */
     *plan = (dg_sweep_plan){.from = from,
                             .to = a->o->sweep_to > 0 ? a->o->sweep_to : DG_SWEEP_MAX_BATCH,
                             .max_trial_s = a->tier->max_trial_s,

@@ -349,8 +349,16 @@ static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
     t->swap_growth = (dg_metric){isfinite(sg) ? sg : 0, isfinite(sg)};
     t->psi_peak = (dg_metric){isfinite(psi) ? psi : 0, isfinite(psi)};
     t->swapped = isfinite(sg) && sg > DG_ACCEPT_CMD_SWAP_LIMIT_MIB * 1048576.0;
+    /* The samples a step really held: a data set smaller than the batch is
+     * delivered whole, and the samples and the driver's train-set stop count
+     * that, not the batch asked for. */
+    double per = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_step"));
+    double most = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_step_max"));
+    double ntrain = dg_jnum(rec, "loader.samples");
+    t->per_step = isfinite(most) && most > 0 ? most : NAN;
+    t->train_samples = isfinite(ntrain) && ntrain > 0 ? ntrain : NAN;
     double steps = dg_jnum(rec, "throughput.timed_steps");
-    t->samples = ok && steps > 0 ? steps * b : NAN;
+    t->samples = ok && steps > 0 ? steps * (isfinite(per) && per > 0 ? per : b) : NAN;
     t->loop_s = ok && sps > 0 ? t->samples / sps : NAN;
 }
 

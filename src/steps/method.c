@@ -68,6 +68,14 @@ static bool good(const dg_trial_result *t)
     return t->end == DG_TRIAL_OK && !t->swapped;
 }
 
+/* A trial whose steps held fewer samples than the batch asked for: the data
+ * set is smaller than the batch and was delivered whole, so the trial
+ * measured the data set's size, not its batch (the "train-set" stop). */
+static bool short_of(const dg_trial_result *t, int batch)
+{
+    return isfinite(t->per_step) && t->per_step < batch;
+}
+
 /* The stop reason a failing trial gives (docs/measure.md "Sweep"). */
 static const char *stop_reason(const dg_trial_result *t)
 {
@@ -116,6 +124,11 @@ cJSON *dg_trial_entry(int batch, dg_trial_result *t)
     cJSON_AddItemToObject(j, "psi_peak", metric_of(t->psi_peak, "percent"));
     bool ns = isfinite(t->samples);
     cJSON_AddItemToObject(j, "samples", dg_json_metric(ns ? t->samples : 0, ns, "samples"));
+    bool ps = isfinite(t->per_step), ts = isfinite(t->train_samples);
+    cJSON_AddItemToObject(j, "samples_per_step",
+                          dg_json_metric(ps ? t->per_step : 0, ps, "samples"));
+    cJSON_AddItemToObject(j, "train_samples",
+                          dg_json_metric(ts ? t->train_samples : 0, ts, "samples"));
     cJSON_AddItemToObject(j, "wall_s", metric_of(t->wall_s, "s"));
     return j;
 }
@@ -153,6 +166,8 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
     memset(t, 0, sizeof *t);
     t->rate = (dg_sweep_rate){.sps = NAN, .lo = NAN, .hi = NAN, .reason = "not run"};
     t->samples = NAN;
+    t->per_step = NAN;
+    t->train_samples = NAN;
     t->loop_s = NAN;
     dg_log(sw->ctx, DG_LOG_INFO, "sweep: trial at batch %d", batch);
     dg_progress_trial(sw->progress, "batch %d", batch);
@@ -171,7 +186,9 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
         t->rate.valid = false;
     if (t->end != DG_TRIAL_OK)
         t->rate.reason = "the trial did not end ok";
-    sw->pts[sw->n++] = (dg_sweep_point){batch, good(t), t->rate};
+    /* A trial that delivered less than its batch stands for no batch of its
+     * own: knee and safe batch never come from it. */
+    sw->pts[sw->n++] = (dg_sweep_point){batch, good(t) && !short_of(t, batch), t->rate};
     dg_log(sw->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", batch, dg_trial_end_name(t->end),
            t->reason[0] ? ": " : "", t->reason);
     trial_progress(sw->progress, t);
@@ -256,6 +273,14 @@ dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const d
         if (!good(&t)) {
             why = stop_reason(&t);
             first_bad = (int)b;
+            break;
+        }
+        /* The program's data set, once a trial reports it, bounds the
+         * doubling; a trial that got less than it asked ends it there. */
+        if (isfinite(t.train_samples))
+            stop.train_samples = t.train_samples;
+        if (short_of(&t, (int)b)) {
+            why = "train-set";
             break;
         }
         last_good = (int)b;

@@ -52,6 +52,9 @@ typedef struct dg_trial_result {
     dg_metric swap_growth;    /* bytes */
     dg_metric psi_peak;       /* percent */
     double samples;           /* samples the timed steps delivered; NAN unknown */
+    double per_step;          /* the most samples a step held: under the batch asked for when
+                                 the data set is smaller; NAN unknown */
+    double train_samples;     /* the training set's size as the trial saw it; NAN unknown */
     double loop_s;            /* the timed steps' own time (s; the "time" stop); NAN unknown */
     dg_metric wall_s;         /* s, start to end of the trial */
     cJSON *extra;             /* the runner's own members of the entry (NULL: none); moved in */
@@ -64,8 +67,9 @@ const char *dg_trial_end_name(dg_trial_end e);
 cJSON *dg_trial_entry(int batch, dg_trial_result *t);
 
 /* What the driver's sweep asks of the runner: doubling from `from` to `to`,
- * the "time" stop, the training set ("train-set" stop; NAN unknown), and
- * whether to bisect between the last good and the first failing batch. */
+ * the "time" stop, the training set ("train-set" stop; NAN unknown: a
+ * trial's train_samples then sets it), and whether to bisect between the
+ * last good and the first failing batch. */
 typedef struct dg_sweep_plan {
     int from, to;
     double max_trial_s;   /* <= 0: no time stop */
