@@ -11,13 +11,7 @@
 # options differ (the gate). Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  echo "skipped: torch is not importable by $PY"
-  exit 77
-fi
-unset PYTHONPATH DEVGATE_PROBE_PATH
+torch_python
 SCRIPTS="$SRC/tests/python/scripts"
 SCRIPT="$SCRIPTS/fork_train.py"
 # A wait of 40 ms a batch (a slow disk): the step rate is mostly the wait's,
