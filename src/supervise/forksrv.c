@@ -40,6 +40,7 @@ struct dg_forksrv {
     char **prefix; /* the interpreter and its options (owned copies, NULL-terminated) */
     size_t nprefix;
     char *target[3]; /* SCRIPT, or -m MODULE, or -c CODE (owned) */
+    char *shim;      /* PROBE_PATH/devgate_probe/_forksite (owned) */
     const volatile sig_atomic_t *cancel;
     fs_state state;
     bool asked;
@@ -108,6 +109,7 @@ dg_forksrv *dg_forksrv_new(const char *const argv[], bool enabled, const char *p
     for (int i = 0; ok && i < at; i++)
         ok = (s->prefix[i] = dg_strdup(argv[i])) != NULL;
     s->nprefix = (size_t)at;
+    ok = ok && (s->shim = dg_asprintf("%s/devgate_probe/_forksite", probe_path)) != NULL;
     for (int i = 0; ok && i < (two ? 2 : 1); i++)
         ok = (s->target[i] = dg_strdup(argv[at + i])) != NULL;
     if (!ok) {
@@ -230,8 +232,21 @@ static bool msg_send(int fd, const cJSON *obj, const int *fds, int nfd)
 
 /* ---- the server ------------------------------------------------------------------ */
 
+/* The PYTHONPATH the edits give a child (the last edit of it, else devgate's);
+ * NULL when it has none. */
+static const char *child_pythonpath(const char *const edits[])
+{
+    const char *v = getenv("PYTHONPATH");
+    for (size_t i = 0; edits && edits[i]; i++)
+        if (strncmp(edits[i], "PYTHONPATH", 10) == 0 && (!edits[i][10] || edits[i][10] == '='))
+            v = edits[i][10] ? edits[i] + 11 : NULL;
+    return v;
+}
+
 /* Starts the server with the environment of the run edits (without the events
- * channel, which is each child's) and waits for its ready message. */
+ * channel, which is each child's; _forksite/ first on PYTHONPATH standing in
+ * for the user's sitecustomize, which each child runs instead) and waits for
+ * its ready message. */
 static bool server_start(dg_forksrv *s, const char *const edits[])
 {
     int sv[2];
@@ -245,13 +260,20 @@ static bool server_start(dg_forksrv *s, const char *const edits[])
     char fdvar[40], nvar[48];
     snprintf(fdvar, sizeof fdvar, "DEVGATE_FORKSRV_FD=%d", SERVER_FD);
     snprintf(nvar, sizeof nvar, "DEVGATE_FORKSRV_PREFIX=%zu", s->nprefix);
+    const char *pp = child_pythonpath(edits);
+    char *shim = dg_asprintf("DEVGATE_FORKSRV_SHIM=%s", s->shim);
+    char *path = dg_asprintf("PYTHONPATH=%s%s%s", s->shim, pp ? ":" : "", pp ? pp : "");
+    char *orig = pp ? dg_asprintf("DEVGATE_FORKSRV_PYTHONPATH=%s", pp) : NULL;
     static const char *const drop[] = {"DEVGATE_EVENTS_FD", "DEVGATE_EVENTS_FILE",
                                        "DEVGATE_EVENTS_PATH", "DEVGATE_EVENTS_ID"};
-    const char **env = dg_calloc(ne + 8, sizeof *env);
+    const char **env = dg_calloc(ne + 12, sizeof *env);
     const char **argv = dg_calloc(s->nprefix + 6, sizeof *argv);
-    if (!env || !argv) {
+    if (!env || !argv || !shim || !path || (pp && !orig)) {
         dg_free(env);
         dg_free(argv);
+        dg_free(shim);
+        dg_free(path);
+        dg_free(orig);
         close(sv[0]);
         close(sv[1]);
         set_off(s, "out of host memory starting the fork server");
@@ -264,6 +286,9 @@ static bool server_start(dg_forksrv *s, const char *const edits[])
         env[k++] = drop[i];
     env[k++] = fdvar;
     env[k++] = nvar;
+    env[k++] = shim;
+    env[k++] = path;
+    env[k++] = orig ? orig : "DEVGATE_FORKSRV_PYTHONPATH";
     size_t a = 0;
     for (size_t i = 0; i < s->nprefix; i++)
         argv[a++] = s->prefix[i];
@@ -285,6 +310,9 @@ static bool server_start(dg_forksrv *s, const char *const edits[])
     int err = errno;
     dg_free(env);
     dg_free(argv);
+    dg_free(shim);
+    dg_free(path);
+    dg_free(orig);
     close(sv[1]);
     s->sock = sv[0];
     if (st != DG_OK) {
@@ -491,6 +519,7 @@ void dg_forksrv_free(dg_forksrv *s)
     dg_free(s->prefix);
     for (size_t i = 0; i < 3; i++)
         dg_free(s->target[i]);
+    dg_free(s->shim);
     cJSON_Delete(s->hello);
     dg_free(s);
 }

@@ -31,6 +31,16 @@ PY
 }
 
 # ---- forked (the default) against fresh interpreters -------------------------------
+# A sitecustomize of the user's notes each interpreter start that runs the script:
+# a forked run starts as a fresh interpreter does, the server never runs it.
+mkdir -p usersite
+cat >usersite/sitecustomize.py <<'PY'
+import os, sys
+if any(a.endswith("fork_train.py") for a in sys.argv):
+    with open(os.environ["DGT_SITE"], "a") as f:
+        f.write("%d\n" % os.getpid())
+PY
+export PYTHONPATH="$T/usersite" DGT_SITE="$T/site_fork.txt"
 "$DG" --no-ledger accept --quick --sweep-from 16 --sweep-to 32 -o fork -- \
   "$PY" "$SCRIPT" "${ARGS[@]}" --pidlog pids_fork.txt >fork.txt 2>fork.err
 rc=$?
@@ -44,28 +54,33 @@ expect_json fork.json '{"torch", "numpy", "argparse"} <= set(d["launch"]["server
 expect_grep fork.txt '^  runs +forked from one fork server: 5 of 5 runs \(python [0-9.]+; .*torch.*imported once in [0-9.]+ s\)$' "the terminal summary"
 expect_grep fork/report.html 'runs: forked from one fork server: 5 of 5 runs' "the page"
 # Each run's own pid, its parent the server (not devgate), the server not among them.
-"$PY" - fork.json pids_fork.txt <<'PY' && ok || bad "the runs were not forked by the server"
+"$PY" - fork.json pids_fork.txt site_fork.txt <<'PY' && ok || bad "the runs were not forked by the server"
 import json, sys
 srv = json.load(open(sys.argv[1]))["launch"]["server"]["pid"]
 rows = [tuple(map(int, l.split())) for l in open(sys.argv[2]) if l.strip()]
 pids = [p for p, _ in rows]
+site = [int(l) for l in open(sys.argv[3]) if l.strip()]
 ok = len(rows) == 4 and all(pp == srv for _, pp in rows) and len(set(pids)) == 4 and srv not in pids
-print("server %d, runs (pid, ppid): %s" % (srv, rows), file=sys.stderr)
+ok = ok and sorted(site) == sorted(pids)
+print("server %d, runs (pid, ppid): %s, sitecustomize in %s" % (srv, rows, site), file=sys.stderr)
 sys.exit(0 if ok else 1)
 PY
 
-"$DG" --no-ledger accept --quick --json --no-fork-server --sweep-from 16 --sweep-to 32 -o plain \
+DGT_SITE="$T/site_plain.txt" \
+  "$DG" --no-ledger accept --quick --json --no-fork-server --sweep-from 16 --sweep-to 32 -o plain \
   -- "$PY" "$SCRIPT" "${ARGS[@]}" --pidlog pids_plain.txt >plain.json 2>plain.err
 rc=$?
 [ "$rc" -eq 0 ] && ok || { bad "accept -- CMD --no-fork-server exited $rc"; tail -20 plain.err >&2; }
 show plain.json
 expect_json plain.json 'not d["launch"]["asked"] and d["launch"]["used"] == "plain" and (d["launch"]["forked"], d["launch"]["plain"]) == (0, 5) and "--no-fork-server" in d["launch"]["why"] and d["launch"]["server"] is None'
 # Fresh interpreters are devgate's own children: one parent for all, not a server.
-"$PY" - pids_plain.txt <<'PY' && ok || bad "the plain runs' parents"
+"$PY" - pids_plain.txt site_plain.txt <<'PY' && ok || bad "the plain runs' parents"
 import sys
 rows = [tuple(map(int, l.split())) for l in open(sys.argv[1]) if l.strip()]
-sys.exit(0 if len(rows) == 4 and len({pp for _, pp in rows}) == 1 else 1)
+site = [int(l) for l in open(sys.argv[2]) if l.strip()]
+sys.exit(0 if len(rows) == 4 and len({pp for _, pp in rows}) == 1 and sorted(site) == sorted(p for p, _ in rows) else 1)
 PY
+unset PYTHONPATH DGT_SITE
 # What a forked run measures agrees with a fresh one: at each batch, the two
 # sides' 95% intervals of samples/s overlap (each widened by a tenth for the
 # jitter of a loaded machine's sleeps); the process tree's peak footprint

@@ -9,7 +9,8 @@ it import; the program's own modules are not imported, so nothing they do at
 import time (parse sys.argv, pick a device) is shared between trials. Then it
 forks one child per trial, each a fresh `python [OPTIONS] TAIL` from there on:
 its own process group, its argv, environment, descriptors and address-space
-limit, the pages the server had resident made resident in it again (so its
+limit, the user's sitecustomize and usercustomize run in it (the server started
+with _forksite/ standing in for them, so they never run there), the pages the server had resident made resident in it again (so its
 memory footprint is the one a fresh interpreter would have after the same
 imports), numpy's global generator seeded afresh (as a fresh interpreter's
 is), __main__ a new module. The server reaps each child and reports its raw
@@ -49,7 +50,7 @@ DEVICE_FILES = ("/dev/nvidia", "/dev/dri/", "/dev/kfd", "/dev/accel", "/dev/neur
 # and the ones a device reads when it is initialised (after the fork).
 SAME_AFTER_FORK = ("DEVGATE_",)
 DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-               "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR")
+               "GPU_DEVICE_ORDINAL", "POCL_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR")
 MADV_POPULATE_READ = 22
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))  # not listed when loaded already
 
@@ -498,6 +499,7 @@ def serve(sock, nprefix, target):
         if pid == 0:
             ctl = sock.detach()  # _child closes it once its descriptors are placed
             argv = _child(req, fds, ctl, me, runs)
+            _site_hooks(argv[nprefix:])
             return _trial(argv[nprefix:])
         for fd in fds:
             os.close(fd)
@@ -510,7 +512,42 @@ def serve(sock, nprefix, target):
         _send(sock, {"exit": pid, "status": status})
 
 
+def _unshim():
+    """Takes _forksite (the stand-in for the user's sitecustomize and
+    usercustomize while the server started) off the path and restores
+    PYTHONPATH, so each child runs the user's own start-up hooks (_child)."""
+    shim = os.environ.pop("DEVGATE_FORKSRV_SHIM", None)
+    orig = os.environ.pop("DEVGATE_FORKSRV_PYTHONPATH", None)
+    if not shim:
+        return
+    real = os.path.realpath(shim)
+    sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) != real]
+    for name in ("sitecustomize", "usercustomize"):
+        if getattr(sys.modules.get(name), "DEVGATE_FORKSRV_SHIM", False):
+            del sys.modules[name]
+    if orig is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = orig
+
+
+def _site_hooks(tail):
+    """The user's sitecustomize and usercustomize, run as the interpreter runs
+    them at its start (sys.argv as it is then), in the child only."""
+    if sys.flags.no_site:
+        return
+    import site
+    if tail[0] in ("-m", "-c"):
+        sys.argv = [tail[0]] + tail[2:]
+    else:
+        sys.argv = list(tail)
+    site.execsitecustomize()
+    if getattr(site, "ENABLE_USER_SITE", False):
+        site.execusercustomize()
+
+
 def main():
+    _unshim()
     fd = int(os.environ.pop("DEVGATE_FORKSRV_FD", "-1"))
     if fd < 0:
         sys.stderr.write("devgate_probe.forkserver: started by devgate only (DEVGATE_FORKSRV_FD)\n")
