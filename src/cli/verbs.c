@@ -45,7 +45,8 @@ const cli_verb cli_verb_train = {
                               .has_train = true,
                               .run = cli_train_run,
                               .judge = cli_train_judge,
-                              .print = cli_train_print},
+                              .print = cli_train_print,
+                              .progress = true},
 };
 
 const cli_verb cli_verb_sweep = {
@@ -78,7 +79,8 @@ const cli_verb cli_verb_soak = {
                               .check = cli_soak_check,
                               .run = cli_soak_run,
                               .print = cli_soak_print,
-                              .quiet_silent = true},
+                              .quiet_silent = true,
+                              .progress = true},
 };
 
 const cli_verb cli_verb_compare = {
@@ -196,6 +198,7 @@ const cli_verb cli_verb_pool = {
 
 const cli_verb cli_verb_slo = {
     .name = "slo",
+    .args = "[--while -- CMD ARGS...]",
     .summary = "a signable concurrency SLO: TTFT/TPOT/E2E percentiles of an OpenAI or Ollama "
                "endpoint under N streams or seeded arrivals, LoadGen's binomial verdict, a ladder",
     .exits = "0 the SLO is signed, 1 missed (or the endpoint stopped answering), 2 usage, 3 no "
