@@ -105,6 +105,10 @@ int dg_redact_secrets(char *s);
 bool dg_has_secret(const char *s);
 /* Frees a string returned by the library; accepts NULL. */
 void dg_string_free(char *s);
+/* v printed with fmt (one floating-point conversion, e.g. "b%.0f"), or "not
+ * reported" when v is NaN or infinite: human text never shows "nan". Returns
+ * buf. */
+const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
 
 /* Copies the len bytes at src into dst (capacity n; NUL-terminated when
  * n > 0) so that no terminal acts on them: invalid UTF-8, NUL, C0 and C1
@@ -398,6 +402,7 @@ typedef struct dg_accept_cmd_opts {
      * with the accelerators hidden (CUDA_VISIBLE_DEVICES= and the like). */
     const char *device_args;
     void *output_user;
+    bool no_fork_server; /* every run a fresh interpreter (default: forked from one server) */
 } dg_accept_cmd_opts;
 
 /* Runs env, gate, sweep, soak, compare and profile on the user's command into

@@ -77,7 +77,7 @@ void cli_soak_print(const cJSON *r)
         printf("  steps    not timed\n");
     else
         printf("  steps    median %.3f ms · trend %s · last/first third %s\n", med,
-               cli_num((char[32]){0}, 32, "%+.5f ms/step", slope), rt);
+               dg_fmt_num((char[32]){0}, 32, "%+.5f ms/step", slope), rt);
     if (cJSON_IsString(cJSON_GetObjectItem(r, "error")))
         printf("  error    %s\n", jstr(r, "error", ""));
 }
