@@ -42,6 +42,17 @@ PY
   then ok; else bad "json check failed: $2"; head -c 2000 "$1" | sed 's/^/  | /' >&2; fi
 }
 
+# require_torch: sets PY to an interpreter that imports torch (/usr/bin/python3
+# first), or ends the test as skipped (77).
+require_torch() {
+  PY=/usr/bin/python3
+  [ -x "$PY" ] || PY=$(command -v python3)
+  if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+    echo "skipped: torch is not importable by $PY"
+    exit 77
+  fi
+}
+
 done_tests() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
