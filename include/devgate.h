@@ -105,6 +105,10 @@ int dg_redact_secrets(char *s);
 bool dg_has_secret(const char *s);
 /* Frees a string returned by the library; accepts NULL. */
 void dg_string_free(char *s);
+/* v printed with fmt (one floating-point conversion, e.g. "b%.0f"), or "not
+ * reported" when v is NaN or infinite: human text never shows "nan". Returns
+ * buf. */
+const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
 
 /* Copies the len bytes at src into dst (capacity n; NUL-terminated when
  * n > 0) so that no terminal acts on them: invalid UTF-8, NUL, C0 and C1
@@ -147,11 +151,30 @@ dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json);
 
 /* ---- device gate (docs/schema/gate.md) ---------------------------------- */
 
+/* The depths the gate and accept run at (docs/cli.md "Levels"), each a
+ * superset of the one below: 1 built, available, one checked product per
+ * backend; 2 every training op against float64 and the host-device link;
+ * 3 sustained load with the device's health sampled, device memory
+ * bandwidth; 4 level 3 longer plus the full soak. */
+#define DG_LEVEL_MIN 1
+#define DG_LEVEL_MAX 4
+
+typedef struct dg_level_info {
+    int level;
+    double gate_budget_s;   /* the time `gate --level N` keeps (all backends) */
+    double accept_budget_s; /* the time `accept --level N` keeps (the fixture) */
+    const char *what;       /* what the level runs, one line */
+} dg_level_info;
+
+/* The row of level (DG_LEVEL_MIN..DG_LEVEL_MAX); NULL outside. Static. */
+const dg_level_info *dg_level_get(int level);
+
 typedef struct dg_gate_opts {
     const char *backends; /* comma-separated names, or NULL for all known */
     int m, n, k;          /* matrix product size (0: 512) */
     uint64_t seed;        /* input seed */
     int warm_reps;        /* timed warm repetitions (0: 5) */
+    int level;            /* DG_LEVEL_MIN..DG_LEVEL_MAX (0: 1) */
 } dg_gate_opts;
 
 typedef enum dg_gate_verdict {
@@ -213,6 +236,10 @@ typedef struct dg_train_opts {
     /* Set non-zero (e.g. from a signal handler) to stop at the next step with
      * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
     const volatile sig_atomic_t *cancel;
+    /* Each epoch's end (DG_PROGRESS_EPOCH: the epoch, the steps so far, the
+     * rate, and the ETA of the epochs left at the mean so far); NULL: none. */
+    dg_progress_fn progress;
+    void *progress_user;
 } dg_train_opts;
 
 /* Sets *o to DG_TRAIN_OPTS_INIT: every option at its default. */
@@ -330,6 +357,7 @@ typedef struct dg_accept_opts {
                              * batch soak/compare/profile use (0: the sweep's knee);
                              * epochs, steps: the soak's (0: the tier's, by time budget) */
     bool quick;             /* the short tier (about a minute on a 2-core machine) */
+    int level;              /* the gate's level (0: 1 with quick, else 2; quick iff 1) */
     const char *label;      /* free text kept in the record, or NULL */
     const char *python;     /* interpreter the environment proof inspects, or NULL */
     const char *trace_path; /* the profile's Chrome trace is written here, or NULL */
@@ -355,6 +383,7 @@ typedef struct dg_accept_cmd_opts {
     const char *python;       /* the gate's interpreter (NULL: argv[0] when Python, else python3) */
     const char *device;       /* the device judged (NULL: cuda, then mps, the first that passes) */
     bool quick;               /* the short tier (screening only, as for the fixture) */
+    int level;                /* recorded with its budget (0: 1 with quick, else 2) */
     int batch;                /* soak/compare/profile batch (0: the sweep's knee) */
     int epochs;               /* the soak's {epochs} (0: 10, quick 2) */
     int sweep_from, sweep_to; /* the sweep's first batch (0: 8) and largest (0: no limit) */

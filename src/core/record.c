@@ -282,6 +282,8 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         be->blas.fix = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_FIX);
         be->blas.generic = dg_rec_bool(it, DG_P_GATE_BACKENDS_BLAS_GENERIC_KERNEL);
         be->blas.vector_bits = dg_rec_num(it, DG_P_GATE_BACKENDS_BLAS_KERNEL_VECTOR_BITS);
+        if (!dg_view_backend_levels(it, be))
+            b->nomem = true;
     }
 }
 
@@ -365,6 +367,8 @@ static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
                                     DG_P_GATE_BACKENDS_AVAILABLE, DG_P_GATE_BACKENDS_REASON,
                                     DG_P_GATE_BACKENDS_VERSIONS};
     build_backends(b, backends, &ids, true, &g->backends, &g->nbackends);
+    g->level = dg_rec_num(gate, DG_P_GATE_LEVEL_LEVEL);
+    g->reference_ok = dg_rec_bool(gate, DG_P_GATE_REFERENCE_OK);
 }
 
 /* Trials and bisection trials share the TRIAL shape: the trials[] ids read
@@ -1048,6 +1052,7 @@ void dg_record_view_free(dg_record_view *v)
     for (int i = 0; v->gate.backends && i < v->gate.nbackends; i++) {
         free_window(&v->gate.backends[i].matmul.window);
         dg_free(v->gate.backends[i].devices);
+        dg_view_backend_levels_free(&v->gate.backends[i]);
     }
     dg_free(v->gate.backends);
     dg_free(v->sweep.trials);

@@ -125,6 +125,11 @@ const dg_view_window *dg_program_window(const dg_diag *d);
 /* Cites a contended window's others_cpus and cpu pressure in finding f. */
 void dg_ev_window(dg_diag *d, cJSON *f, const dg_view_window *w);
 
+/* The ops of backend `device` that missed their tolerance at gate level 2,
+ * as "bias_add y NMSE 7.3e-15 > 0, ..." into buf; the count (0: every op
+ * within its tolerance, -1: no level-2 table for that device). */
+int dg_ops_over_tolerance(const dg_diag *d, const char *device, char *buf, size_t n);
+
 /* A count from a record as an int; -1 when it is not a finite number in range
  * (a cast of NaN or 1e300 would be undefined). */
 static inline int diag_int(double v)
@@ -140,6 +145,8 @@ void dg_judge_env_mixed_arch(dg_diag *d, const dg_rule *r);
 void dg_judge_gate_failed(dg_diag *d, const dg_rule *r);
 void dg_judge_device_missing(dg_diag *d, const dg_rule *r);
 void dg_judge_backend_unavailable(dg_diag *d, const dg_rule *r);
+void dg_judge_op_numerics(dg_diag *d, const dg_rule *r);
+void dg_judge_link_slow(dg_diag *d, const dg_rule *r);
 
 /* rules_speed.c: the compare runs (speed and numerics) */
 void dg_judge_compare_failed(dg_diag *d, const dg_rule *r);

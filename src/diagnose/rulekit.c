@@ -218,6 +218,42 @@ bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps)
     return !isnan(*sps);
 }
 
+int dg_ops_over_tolerance(const dg_diag *d, const char *device, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const dg_view_gate *g = &d->v->gate;
+    for (int i = 0; device && i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        if (!b->name || strcmp(b->name, device) != 0 || !b->ops.present)
+            continue;
+        int over = 0;
+        for (int k = 0; k < b->ops.nrows; k++) {
+            const dg_view_op_row *o = &b->ops.rows[k];
+            if (!o->verdict || (strcmp(o->verdict, "fail") && strcmp(o->verdict, "error")))
+                continue;
+            /* One mention per op and output: the first row that failed. */
+            bool seen = false;
+            for (int j = 0; j < k && !seen; j++) {
+                const dg_view_op_row *p = &b->ops.rows[j];
+                seen = p->verdict && !strcmp(p->verdict, "fail") && p->op && o->op &&
+                       !strcmp(p->op, o->op) && p->output && o->output &&
+                       !strcmp(p->output, o->output);
+            }
+            over++;
+            if (seen)
+                continue;
+            if (o->nmse.valid)
+                dg_cat(buf, n, "%s%s %s NMSE %.2g > %.2g", buf[0] ? ", " : "", o->op ? o->op : "?",
+                       o->output ? o->output : "", o->nmse.value, o->tolerance.value);
+            else
+                dg_cat(buf, n, "%s%s %s %s", buf[0] ? ", " : "", o->op ? o->op : "?",
+                       o->output ? o->output : "", o->reason ? o->reason : "not finite");
+        }
+        return over;
+    }
+    return -1;
+}
+
 const char *dg_batch_arg_text(const dg_diag *d, int batch, char *buf, size_t n)
 {
     const char *arg = d->v->loader.present ? d->v->loader.batch_arg : NULL;

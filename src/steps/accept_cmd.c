@@ -27,6 +27,7 @@
 #include "core/record.h"
 #include "measure/measure.h"
 #include "steps/runner.h"
+#include "steps/steps.h"
 #include "supervise/supervise.h"
 
 #include <errno.h>
@@ -676,9 +677,13 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         (opts->sweep_to > 0 && opts->sweep_from > opts->sweep_to))
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs and the sweep's range must be positive (from <= to)");
+    bool quick = opts->quick;
+    int level = opts->level;
+    if (dg_level_resolve(ctx, &quick, &level) != DG_OK)
+        return DG_ERR_USAGE;
     acmd a = {.ctx = ctx,
               .o = opts,
-              .tier = &cmd_tiers[opts->quick ? 0 : 1],
+              .tier = &cmd_tiers[quick ? 0 : 1],
               .device = "cpu",
               .start_s = NAN,
               .epoch_steps = NAN};
@@ -693,7 +698,9 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
                          .progress = opts->progress,
                          .progress_user = opts->progress_user,
                          .batch = opts->batch,
-                         .quick = opts->quick,
+                         .quick = quick,
+                         .level = level,
+                         .budget_s = NAN, /* the program's own steps set the time */
                          .sweep_to = opts->sweep_to,
                          .backend_asked = opts->device,
                          .backend_none = "cpu"};
