@@ -400,9 +400,9 @@ typedef struct dg_view_soak {
      * readings it rests on. Not valid when not recorded. */
     dg_rec_metric screen_point[DG_MEM_COUNT], screen_lo[DG_MEM_COUNT], screen_hi[DG_MEM_COUNT];
     dg_rec_metric screen_points[DG_MEM_COUNT];
-    int staircase_aligned;                /* tri */
-    const cJSON *validation_epochs;       /* array of epoch numbers, or NULL */
-    dg_rec_metric thirds_ratio;           /* ratio */
+    int staircase_aligned;                            /* tri */
+    const cJSON *validation_epochs;                   /* array of epoch numbers, or NULL */
+    dg_rec_metric thirds_ratio;                       /* ratio */
     dg_rec_metric thirds_point, thirds_lo, thirds_hi; /* step_trend.thirds_ratio_ci, ratio */
     dg_rec_metric trend_slope;                        /* ms/step */
     dg_rec_metric trend_median;                       /* ms */
