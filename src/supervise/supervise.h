@@ -65,7 +65,7 @@ typedef struct dg_ev_step {
     double syncs_library; /* of them, reads made by a library's code; NAN when not reported */
     double device_syncs;  /* CUDA sync debug mode's synchronizing operations; NAN not reported */
     double allocated, footprint; /* bytes after the step: device live, process resident; NAN */
-    signed char synced;   /* 1, 0, -1 unknown */
+    signed char synced;          /* 1, 0, -1 unknown */
 } dg_ev_step;
 
 typedef struct dg_ev_epoch {
