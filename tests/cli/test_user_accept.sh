@@ -12,8 +12,8 @@
 # Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
-require_torch
-unset PYTHONPATH DEVGATE_PROBE_PATH DEVGATE_EVENTS_PATH DEVGATE_EVENTS_ID
+torch_python
+unset DEVGATE_EVENTS_PATH DEVGATE_EVENTS_ID
 U="$SRC/tests/python/scripts/user"
 
 accept() { # accept NAME [DEVGATE OPTIONS] -- SCRIPT ARGS...: the record in NAME.json
