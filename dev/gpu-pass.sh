@@ -13,6 +13,9 @@
 #            without --no-empty-cache), the two-Adam GAN (5 device reads a step, no
 #            torch step counters; no sync-debug prototype warning), the launcher,
 #            the unseeded script, the healthy one, and loss agreement cpu vs cuda
+#   ux       issue 22 on cuda: accept --quick -- DCGAN-style script with --device-arg
+#            cuda=--accel (progress lines, cpu side with the accelerators hidden, no
+#            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
 #   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
@@ -159,6 +162,24 @@ PY
   $DG compare "$packs/probe-healthy-cpu.json" "$packs/probe-healthy.json" --json >"$packs/probe-compare.json" 2>&1
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' compare loss', json.dumps(d.get('loss'))[:400])" \
     "$packs/probe-compare.json" || head -5 "$packs/probe-compare.json"
+}
+
+pass_ux() { # issue 22 items 2, 3, 6 on cuda: progress lines, the cpu side of a script without
+  # {device} (DCGAN's --accel) with the accelerators hidden, the sync-debug warnings (none
+  # must reach the program's output), the DataLoader advice naming pin_memory on cuda
+  local U=tests/python/scripts/user
+  accept_timed ux-accel 300 --quick --device-arg cuda=--accel -- python3 $U/accel_train.py \
+    --batchSize '{batch}' --niter '{epochs}' --workers 2
+  echo " progress lines: $(grep -c '^devgate: \[' "$packs/ux-accel.err"), trials: $(grep -c ' trial [0-9]' "$packs/ux-accel.err")"
+  grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/ux-accel.err" | sed 's/^/ sync-debug warnings shown: /'
+  grep -m3 'ETA' "$packs/ux-accel.err" | sed 's/^/ /'
+  [ -f "$packs/ux-accel/report.json" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' cpu_side', d['spec'].get('cpu_side'), 'device_args', d['spec'].get('device_args'))" "$packs/ux-accel/report.json"
+  local s; s=$(date +%s.%N)
+  timeout 150 $DG --no-ledger run --json -o "$packs/ux-slow" -- python3 $U/slow_loader_train.py \
+    --device cuda --batch-size 64 --workers 0 >"$packs/ux-slow.json" 2>"$packs/ux-slow.err"
+  echo "run slow_loader on cuda: exit $? in $(secs "$s") s"
+  grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/ux-slow.err" | sed 's/^/ sync-debug warnings shown: /'
+  [ -s "$packs/ux-slow.json" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' loader', d.get('loader')); [print(' ', f['id'], '->', f['action']) for f in d['findings'] if f['id'] == 'data-starved']" "$packs/ux-slow.json"
 }
 
 pass_cpugate() { # the cpu gate's two products, CPUGATE_RUNS (20) runs in a row per setting,
