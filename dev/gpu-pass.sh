@@ -17,6 +17,9 @@
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
+#   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
+#            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -203,6 +206,11 @@ pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
     python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
       --graph $prec --rounds 3 ${BENCH_ARGS:-} --json "$out/bench${prec:+-tf32}.json"
   done
+}
+
+pass_slo() {
+  ldd "$DG" | grep -E 'libcurl|not found'
+  bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
 }
 
 pass_fuzz() {
