@@ -355,6 +355,8 @@ for b in d.get("backends", []):
   done
   accept_timed level2-accept 900 --level 2 --backend cuda
   grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+}
+
 pass_slo() {
   ldd "$DG" | grep -E 'libcurl|not found'
   bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
