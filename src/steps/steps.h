@@ -16,6 +16,7 @@ typedef struct dg_matmul_check {
     int warm_reps;
     const struct dg_op_suite *ops; /* level 2: every op against float64 (NULL: not run) */
     int level;                     /* the gate's level: 2 adds the link, 3 the sustained load */
+    double sustain_s, load;        /* levels 3-4: the load's seconds per backend and busy share */
 } dg_matmul_check;
 
 /* Describes backend `name` (built, available, reason, versions, devices) and,
