@@ -60,11 +60,11 @@ static void print_backend(const cJSON *b)
     if (ndev > 1)
         printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
     if (ok) {
-        printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2g of tolerance) · cold "
+        printf("  %-8s       matmul %gx%gx%g %s ok: max abs err %.2g (%.2g of tolerance) · cold "
                "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
-               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jnum(mm, "max_abs_err", 0),
-               jnum(mm, "max_err_over_tolerance", 0), jnum(mm, "ms_cold", 0),
-               jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
+               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jstr(mm, "math", "fp32"),
+               jnum(mm, "max_abs_err", 0), jnum(mm, "max_err_over_tolerance", 0),
+               jnum(mm, "ms_cold", 0), jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
     } else {
         printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
     }
@@ -86,6 +86,18 @@ static const char *size_opt(const cli_opt *opt, const char *v, void *field)
     return parse_size(v, field) ? NULL : "M,N,K (or S) with each in 1..16384";
 }
 
+static const char *math_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    dg_gate_opts *o = field;
+    for (int m = DG_MATH_FP32; m <= DG_MATH_BF16; m++)
+        if (strcmp(v, dg_math_name((dg_math)m)) == 0) {
+            o->math = (dg_math)m;
+            return NULL;
+        }
+    return "fp32, tf32 or bf16";
+}
+
 static const cli_opt gate_opts[] = {
     {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
      offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
@@ -95,6 +107,9 @@ static const cli_opt gate_opts[] = {
      0, NULL, NULL, NULL},
     {CLI_INT, "--reps", NULL, "N", "5", "repetitions", "timed warm repetitions",
      offsetof(dg_gate_opts, warm_reps), 1, 64, NULL, NULL, NULL},
+    {CLI_FUNC, "--precision", NULL, "fp32|tf32|bf16", "fp32", NULL,
+     "the device backends' product arithmetic (docs/schema/gate.md)", 0, 0, 0, math_opt, NULL,
+     NULL},
     CLI_OPTS_END,
 };
 

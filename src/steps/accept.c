@@ -100,7 +100,9 @@ static dg_status fx_gate(void *ctx, dg_step_out *out, const char **device)
     bool want_host = want && dg_backend_is_host(want);
     if (want && !want_host)
         snprintf(list, sizeof list, "cpu,%s", want);
-    dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL, .seed = a->base.seed};
+    dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL,
+                       .seed = a->base.seed,
+                       .math = a->base.math};
     char *json = NULL;
     dg_gate_verdict verdict = DG_GATE_PASS;
     dg_status st = dg_gate_run(a->ctx, &go, &json, &verdict);
@@ -285,7 +287,8 @@ static void fx_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddNumberToObject(spec, "seed", (double)t->seed);
     cJSON_AddNumberToObject(spec, "threads", t->threads);
     cJSON_AddNumberToObject(spec, "workers", t->workers < 0 ? 0 : t->workers);
-    cJSON_AddBoolToObject(spec, "tf32", t->tf32);
+    cJSON_AddBoolToObject(spec, "tf32", t->math == DG_MATH_TF32);
+    cJSON_AddStringToObject(spec, "math", dg_math_name(t->math));
 }
 
 static const dg_runner_i fixture_runner = {
