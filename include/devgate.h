@@ -465,6 +465,12 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
 
 typedef struct dg_ledger dg_ledger;
 
+/* A run id: "YYYYMMDD-HHMMSS-" (UTC at unix time `when`) and `hex` random
+ * lowercase hex digits (even, at most 32), so ids made on different hosts
+ * do not meet (the ledger's, a remote run's token, a pack's without a
+ * ledger). buf holds at least 17 + hex bytes. */
+void dg_run_id(char *buf, size_t len, long long when, int hex);
+
 /* Default ledger path: $DEVGATE_LEDGER, else $XDG_DATA_HOME/devgate/ledger.db,
  * else ~/.local/share/devgate/ledger.db. Caller frees with dg_string_free;
  * NULL when no home folder is known or out of memory. */

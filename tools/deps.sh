@@ -8,9 +8,11 @@ tier=${1:-build}
 pkgs=(build-essential cmake pkg-config git
       libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
       libsqlite3-dev libcjson-dev libssl-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
-      libpq-dev)
+      libpq-dev libcurl4-openssl-dev)
 if [ "$tier" = test ]; then
   pkgs+=(sqlite3 python3 python3-torch python3-jsonschema clang clang-format libclang-rt-14-dev chromium)
+  # the streaming inference server devgate slo's tests run on the loopback
+  pkgs+=(python3-aiohttp)
   # throwaway servers of the team-scale tests (tools/servers.sh)
   pkgs+=(postgresql-15 openssh-server openssh-client slurmctld slurmd slurm-client munge)
 fi

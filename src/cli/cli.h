@@ -172,12 +172,13 @@ bool cli_find_probe(char *out, size_t n);
 /* devgate compare RUN_A RUN_B [--force]: two recorded runs side by side. */
 int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const char *thresholds);
 int cmd_report(cli *c, int argc, char **argv);
+int cmd_slo(cli *c, int argc, char **argv);
 
 /* The verbs' option tables and help (one per verb file). */
 extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep, cli_verb_trial,
     cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept, cli_verb_run,
     cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node, cli_verb_pool,
-    cli_verb_pool_task;
+    cli_verb_pool_task, cli_verb_slo;
 /* Empty buf when two records' input buckets agree (same id), else the names
  * of the bucket fields that differ ("batch, augment"; "id" when only the id
  * does). The rule of remote --like and pool collect (cli_remote.c). */
@@ -187,4 +188,6 @@ typedef struct cli_thresholds {
     char list[4096]; /* "NAME=VALUE,NAME=VALUE" */
 } cli_thresholds;
 const char *cli_threshold_add(const cli_opt *o, const char *value, void *field);
+/* CLI_FUNC for a double of seconds: "90", "90s", "1.5m", "2h" (positive). */
+const char *cli_duration_opt(const cli_opt *o, const char *value, void *field);
 #endif

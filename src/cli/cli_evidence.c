@@ -45,17 +45,6 @@ static bool move_trace(const char *src, const char *dir)
     return ok;
 }
 
-/* A run id for a pack that has no ledger entry: the time and the pid. */
-static void local_id(char *buf, size_t len)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    char ts[24] = "unknown-time";
-    if (gmtime_r(&t, &tm))
-        strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tm);
-    snprintf(buf, len, "%s-p%ld", ts, (long)getpid());
-}
-
 /* Opens the ledger the options name; NULL (message printed) when it cannot. */
 static dg_ledger *open_ledger(cli *c)
 {
@@ -128,7 +117,7 @@ static int evidence_finish(cli *c, const char *verb, char *record_json, const ch
     if (run_id)
         snprintf(id, sizeof id, "%s", run_id);
     else
-        local_id(id, sizeof id);
+        dg_run_id(id, sizeof id, (long long)time(NULL), 12);
     json_set(rec, "run_id", run_id ? cJSON_CreateString(run_id) : cJSON_CreateNull());
 
     /* The pack. */

@@ -13,33 +13,6 @@
 /* Set by the first INT, TERM or HUP; read (and forwarded) by the library's loop. */
 static volatile sig_atomic_t forward_sig;
 
-/* "90", "90s", "1.5m", "2h" into seconds; false for anything else or <= 0. */
-static bool parse_duration(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v <= 0)
-        return false;
-    double mult = 1;
-    if (*end == 's')
-        end++;
-    else if (*end == 'm')
-        mult = 60, end++;
-    else if (*end == 'h')
-        mult = 3600, end++;
-    if (*end || v * mult > 1e9)
-        return false;
-    *out = v * mult;
-    return true;
-}
-
-static const char *duration_opt(const cli_opt *opt, const char *v, void *field)
-{
-    (void)opt;
-    return parse_duration(v, field) ? NULL : "a duration such as 90, 90s, 10m or 2h";
-}
-
 /* --probe auto|manual|off into a dg_probe_mode. */
 static const char *probe_opt(const cli_opt *opt, const char *v, void *field)
 {
@@ -112,7 +85,7 @@ static const cli_opt run_opts[] = {
      OFF(o.sample_ms), 10, 3600000, NULL, NULL, NULL},
     {CLI_FUNC, "--timeout", NULL, "D", "none", NULL,
      "SIGTERM the tree after D (90, 90s, 10m, 2h), SIGKILL 2 s later", OFF(o.timeout_s), 0, 0,
-     duration_opt, NULL, NULL},
+     cli_duration_opt, NULL, NULL},
     {CLI_STR, "--out", "-o", "DIR", "./devgate-report/RUN_ID/", NULL,
      "where the evidence pack goes", OFF(out_dir), 0, 0, NULL, NULL, NULL},
     {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,

@@ -385,3 +385,30 @@ char *cli_join(const char *dir, const char *name)
         snprintf(p, n, "%s/%s", dir, name);
     return p;
 }
+
+/* "90", "90s", "1.5m", "2h" into seconds; false for anything else or <= 0. */
+static bool parse_duration(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v <= 0)
+        return false;
+    double mult = 1;
+    if (*end == 's')
+        end++;
+    else if (*end == 'm')
+        mult = 60, end++;
+    else if (*end == 'h')
+        mult = 3600, end++;
+    if (*end || v * mult > 1e9)
+        return false;
+    *out = v * mult;
+    return true;
+}
+
+const char *cli_duration_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    return parse_duration(v, field) ? NULL : "a duration such as 90, 90s, 10m or 2h";
+}

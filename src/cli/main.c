@@ -5,11 +5,12 @@
 #include <string.h>
 
 const cli_verb *const cli_verbs[] = {
-    &cli_verb_env,  &cli_verb_gate,    &cli_verb_train,   &cli_verb_sweep,
-    &cli_verb_soak, &cli_verb_compare, &cli_verb_profile, &cli_verb_accept,
-    &cli_verb_run,  &cli_verb_report,  &cli_verb_ledger,  &cli_verb_remote,
-    &cli_verb_pool, &cli_verb_trial,   &cli_verb_node,    &cli_verb_pool_task,
-    NULL,
+    &cli_verb_env,     &cli_verb_gate,      &cli_verb_train,
+    &cli_verb_sweep,   &cli_verb_soak,      &cli_verb_compare,
+    &cli_verb_profile, &cli_verb_accept,    &cli_verb_run,
+    &cli_verb_report,  &cli_verb_ledger,    &cli_verb_remote,
+    &cli_verb_pool,    &cli_verb_slo,       &cli_verb_trial,
+    &cli_verb_node,    &cli_verb_pool_task, NULL,
 };
 
 /* The options before the verb: the common ones (and --help, --version). */

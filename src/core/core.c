@@ -5,12 +5,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,6 +244,44 @@ void dg_utc_iso(char *buf, size_t len)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void dg_random_bytes(unsigned char *out, size_t n)
+{
+    if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)
+        return;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, out, n);
+        close(fd);
+        if (got == (ssize_t)n)
+            return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long v = (unsigned long long)ts.tv_nsec ^
+                           (unsigned long long)getpid() * 2654435761ULL ^
+                           (unsigned long long)ts.tv_sec << 20;
+    for (size_t k = 0; k < n; k++) {
+        v = v * 6364136223846793005ULL + 1442695040888963407ULL;
+        out[k] = (unsigned char)(v >> 56);
+    }
+}
+
+void dg_run_id(char *buf, size_t len, long long when, int hex)
+{
+    time_t t = (time_t)when;
+    struct tm tm;
+    char ts[24] = "00000000-000000";
+    if (gmtime_r(&t, &tm))
+        strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tm);
+    unsigned char r[16];
+    size_t n = hex > 0 ? (size_t)(hex > 32 ? 32 : hex) / 2 : 0;
+    dg_random_bytes(r, n);
+    char digits[33] = "";
+    for (size_t k = 0; k < n; k++)
+        snprintf(digits + 2 * k, 3, "%02x", r[k]);
+    snprintf(buf, len, "%s-%s", ts, digits);
 }
 
 char *dg_read_file(const char *path, size_t max, size_t *len)

@@ -52,6 +52,8 @@ const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
 double dg_now(void);
 /* Current UTC time as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" into buf (>= 21 bytes). */
 void dg_utc_iso(char *buf, size_t len);
+/* n random bytes: getrandom, else /dev/urandom, else the clock and the pid. */
+void dg_random_bytes(unsigned char *out, size_t n);
 
 /* Counter-based generator (Philox-4x32-10): the same (seed, counter) gives the
  * same numbers on every machine, in any order of calls. */

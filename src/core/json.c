@@ -22,6 +22,19 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
     return m;
 }
 
+cJSON *dg_json_metric_of(double v, const char *unit)
+{
+    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
+}
+
+void dg_json_add_num(cJSON *obj, const char *key, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(obj, key, v);
+    else
+        cJSON_AddNullToObject(obj, key);
+}
+
 /* ---- UTF-8 at the boundary ------------------------------------------------ */
 
 char *dg_utf8_dup(const char *s)

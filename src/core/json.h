@@ -14,6 +14,10 @@
 
 /* A metric object; value is written as null when !valid, never as 0. */
 cJSON *dg_json_metric(double value, bool valid, const char *unit);
+/* v as a METRIC, valid when v is finite ("not reported" otherwise, never 0). */
+cJSON *dg_json_metric_of(double v, const char *unit);
+/* Adds key: v, or key: null when v is not finite. */
+void dg_json_add_num(cJSON *obj, const char *key, double v);
 /* ---- UTF-8 at the boundary: the rule is utf8.h's (dg_utf8_clean) ---- */
 
 /* A dg_malloc'd copy of s made valid UTF-8 by the rule above; NULL for a NULL

@@ -14,7 +14,7 @@ const dg_rec_path dg_rec_paths[DG_P_COUNT] = {
 const char *dg_rec_section_name(dg_rec_section s)
 {
     static const char *const names[DG_SEC_COUNT] = {
-        "", "env", "gate", "sweep", "soak", "compare", "profile", "supervise", "train"};
+        "", "env", "gate", "sweep", "soak", "compare", "profile", "supervise", "train", "slo"};
     return (unsigned)s < DG_SEC_COUNT ? names[s] : "";
 }
 
@@ -936,7 +936,7 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
                                                          [DG_SEC_SUPERVISE] = DG_P_REC_SUPERVISE};
         out->section[DG_SEC_REC] = rec;
         for (int s = DG_SEC_ENV; s < DG_SEC_COUNT; s++)
-            if (s != DG_SEC_TRAIN) {
+            if (s != DG_SEC_TRAIN && s != DG_SEC_SLO) {
                 const cJSON *sec = dg_rec_at(rec, ids[s]);
                 out->section[s] = obj_or_null(sec);
                 out->listed[s] = sec != NULL;

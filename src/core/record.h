@@ -44,6 +44,7 @@ typedef enum dg_rec_section {
     DG_SEC_PROFILE,
     DG_SEC_SUPERVISE,
     DG_SEC_TRAIN,
+    DG_SEC_SLO, /* the slo record (never inside an evidence record) */
     DG_SEC_COUNT
 } dg_rec_section;
 

@@ -104,6 +104,13 @@ cJSON *dg_env_blas(const dg_cpu_peak *cpu)
         dg_json_add_str(o, "version", ver[0] ? ver : NULL);
         int th = ob_threads ? ob_threads() : -1;
         cJSON_AddItemToObject(o, "threads", dg_json_metric(th, th > 0, "threads"));
+        /* The server threads alive now (a pthreads build starts one per core
+         * at load; the cpu backend shuts them down): threads that spin
+         * beside the OpenMP team when they are there. */
+        const int *avail = (const int *)dlsym(RTLD_DEFAULT, "blas_server_avail");
+        const int *nthreads = (const int *)dlsym(RTLD_DEFAULT, "blas_num_threads");
+        int server = avail && nthreads ? (*avail ? *nthreads - 1 : 0) : -1;
+        cJSON_AddItemToObject(o, "server_threads", dg_json_metric(server, server >= 0, "threads"));
         /* The build's threading model: devgate's cpu backend keeps OpenBLAS
          * at one thread and spreads a product over OpenMP threads itself
          * (the gate's matmul.threads), so `threads` is 1 there. */

@@ -239,16 +239,22 @@ static void gate_open(fma_gate *g, int state)
 }
 #endif
 
-/* GFLOP/s of n threads running the FMA kernel at once (best of 3 rounds,
- * each as long as its slowest thread): what the cores do together, which
- * one core's figure x n overstates when vCPUs share physical cores unseen
- * (SMT on the host) or the all-core vector clock is lower. NAN when it
- * could not run. */
+/* GFLOP/s of n threads running the FMA kernel at once (the median of 3
+ * rounds of about 10 ms, each as long as its slowest thread): what the cores
+ * do together, which one core's figure x n overstates when vCPUs share
+ * physical cores unseen (SMT on the host: two siblings share one core's FMA
+ * units, so each runs at half speed while both run) or the all-core vector
+ * clock is lower. Rounds long against a wake-up's skew and the median, not
+ * the best: a round in which the host happened not to run two siblings at
+ * once must not hide that they share a core. NAN when it could not run. */
+#define FMA_ALL_ROUNDS 3
+#define FMA_ALL_LENGTH 5 /* x the single-core run (about 2 ms) */
 static double measured_fma_all(int bits, long iters, int n)
 {
 #if defined(__x86_64__) || defined(__aarch64__)
     if (bits <= 0 || iters <= 0 || n < 2 || n > 1024)
         return NAN;
+    iters *= FMA_ALL_LENGTH;
     fma_job *jobs = dg_calloc((size_t)n, sizeof *jobs);
     pthread_t *th = dg_calloc((size_t)n, sizeof *th);
     if (!jobs || !th) {
@@ -256,8 +262,9 @@ static double measured_fma_all(int bits, long iters, int n)
         dg_free(th);
         return NAN;
     }
-    double best = NAN;
-    for (int round = 0; round < 3; round++) {
+    double got[FMA_ALL_ROUNDS];
+    int rounds = 0;
+    for (int round = 0; round < FMA_ALL_ROUNDS; round++) {
         fma_gate gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
         for (int i = 0; i < n; i++)
             jobs[i] = (fma_job){&gate, bits, iters, NAN};
@@ -274,7 +281,7 @@ static double measured_fma_all(int bits, long iters, int n)
         pthread_cond_destroy(&gate.cv);
         pthread_mutex_destroy(&gate.mu);
         if (started < n) { /* too few threads: no figure of n cores */
-            best = NAN;
+            rounds = 0;
             break;
         }
         double worst = 0;
@@ -282,12 +289,19 @@ static double measured_fma_all(int bits, long iters, int n)
             worst = jobs[i].secs > worst ? jobs[i].secs : worst;
         double g =
             worst > 0 ? (double)n * iters * FMA_CHAINS * (bits / 32) * 2.0 / worst / 1e9 : NAN;
-        if (isfinite(g) && !(g <= best))
-            best = g;
+        if (isfinite(g))
+            got[rounds++] = g;
     }
     dg_free(jobs);
     dg_free(th);
-    return best;
+    /* The median of the rounds (of two, the lower). */
+    for (int i = 1; i < rounds; i++)
+        for (int j = i; j > 0 && got[j] < got[j - 1]; j--) {
+            double x = got[j];
+            got[j] = got[j - 1];
+            got[j - 1] = x;
+        }
+    return rounds ? got[(rounds - 1) / 2] : NAN;
 #else
     (void)bits;
     (void)iters;

@@ -13,29 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* n random bytes: getrandom, else /dev/urandom, else the clock and the pid. */
-static void random_bytes(unsigned char *out, size_t n)
-{
-    if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)
-        return;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t got = read(fd, out, n);
-        close(fd);
-        if (got == (ssize_t)n)
-            return;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long v = (unsigned long long)ts.tv_nsec ^
-                           (unsigned long long)getpid() * 2654435761ULL ^
-                           (unsigned long long)ts.tv_sec << 20;
-    for (size_t k = 0; k < n; k++) {
-        v = v * 6364136223846793005ULL + 1442695040888963407ULL;
-        out[k] = (unsigned char)(v >> 56);
-    }
-}
-
 /* The run id: "YYYYMMDD-HHMMSS-" and 12 lowercase hex digits (48 random
  * bits), so ids made on different hosts do not meet (docs/schema/ledger.md). */
 #define DG_LEDGER_ID_HEX 12
@@ -43,7 +20,7 @@ static void random_bytes(unsigned char *out, size_t n)
 void dg_lg_draw_id(lg_fields *f)
 {
     unsigned char r[DG_LEDGER_ID_HEX / 2];
-    random_bytes(r, sizeof r);
+    dg_random_bytes(r, sizeof r);
     char *p = f->id + 16; /* after "YYYYMMDD-HHMMSS-" */
     for (size_t k = 0; k < sizeof r; k++)
         p += snprintf(p, 3, "%02x", r[k]);

@@ -47,6 +47,19 @@ typedef struct dg_median_ci {
 bool dg_bootstrap_median_ci(const double *a, size_t na, const double *b, size_t nb,
                             size_t resamples, double level, uint64_t seed, dg_median_ci *out);
 
+/* Quantile p in [0, 1] of v[0..n) (not modified) by linear interpolation
+ * between the closest ranks, as dg_stats_compute's quartiles; NAN when n is 0,
+ * p is out of range or out of memory. */
+double dg_quantile(const double *v, size_t n, double p);
+/* The percentile-bootstrap intervals of the np quantiles p[] of a (each in
+ * [0, 1]), from the same resamples (drawn as dg_bootstrap_median_ci draws
+ * them, keyed by seed): out[j] gets quantile p[j] as point with its lo, hi.
+ * resamples 0: DG_BOOTSTRAP_RESAMPLES; level outside (0, 1): 0.95. False
+ * (every out[j].valid false) when a is empty, holds a value that is not
+ * finite, or memory runs out. */
+bool dg_bootstrap_quantiles_ci(const double *a, size_t na, const double *p, size_t np,
+                               size_t resamples, double level, uint64_t seed, dg_median_ci *out);
+
 /* Two-sided Mann-Whitney U test of a against b as scipy.stats.mannwhitneyu
  * (method "auto"): the exact distribution when there are no ties and either
  * side has at most 8 values, else the normal approximation with the tie and
@@ -160,4 +173,20 @@ void dg_trace_name(cJSON *events, int pid, int tid, const char *name);
  * to path (through a temporary file renamed into place); events and metadata
  * (may be NULL) are borrowed. DG_ERR_IO with the reason when it cannot. */
 dg_status dg_trace_write(dg_ctx *ctx, const char *path, const cJSON *events, const cJSON *metadata);
+
+/* ---- a measured window (measured.c) ---- */
+
+/* A measured window: the machine-wide measurement lock (waiting at most
+ * DG_MEASURED_MAX_WAIT_S) and the contention sampled while it is held. */
+#define DG_MEASURED_MAX_WAIT_S 600
+typedef struct dg_measured {
+    dg_mlock lock;
+    dg_window *window;
+} dg_measured;
+/* Takes the lock and opens the contention window. */
+void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel);
+/* Closes the window, releases the lock and adds "lock" ({state, waited,
+ * contended}) and "contention" (dg_window_end's object) to obj (may be
+ * NULL: recorded nowhere); returns the seconds waited for the lock. */
+double dg_measured_end(dg_measured *m, cJSON *obj);
 #endif

@@ -215,6 +215,110 @@ bool dg_bootstrap_median_ci(const double *a, size_t na, const double *b, size_t 
     return ok;
 }
 
+/* The k-th smallest of v[0..n) (k < n), v permuted so that v[0..k) <= v[k]
+ * <= v(k..n): Wirth's selection with a median-of-three pivot value. */
+static double select_kth(double *v, size_t n, size_t k)
+{
+    ptrdiff_t l = 0, m = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (l < m) {
+        double a = v[l], b = v[l + (m - l) / 2], c = v[m];
+        double x = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+        ptrdiff_t i = l, j = m;
+        do {
+            while (v[i] < x)
+                i++;
+            while (x < v[j])
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                j--;
+            }
+        } while (i <= j);
+        if (j < kk)
+            l = i;
+        if (kk < i)
+            m = j;
+    }
+    return v[k];
+}
+
+/* quantile() of v without sorting it (v permuted): the same two order
+ * statistics interpolated. */
+static double quantile_select(double *v, size_t n, double p)
+{
+    double pos = p * (double)(n - 1);
+    size_t lo = (size_t)floor(pos);
+    double a = select_kth(v, n, lo);
+    if (lo + 1 >= n)
+        return a;
+    /* After selection v[lo + 1..n) holds the values >= a: their minimum is next. */
+    double b = v[lo + 1];
+    for (size_t i = lo + 2; i < n; i++)
+        if (v[i] < b)
+            b = v[i];
+    return a + (pos - (double)lo) * (b - a);
+}
+
+double dg_quantile(const double *v, size_t n, double p)
+{
+    if (!v || !n || !(p >= 0 && p <= 1))
+        return NAN;
+    double *w = dg_malloc(n * sizeof *w);
+    if (!w)
+        return NAN;
+    memcpy(w, v, n * sizeof *w);
+    double q = quantile_select(w, n, p);
+    dg_free(w);
+    return q;
+}
+
+bool dg_bootstrap_quantiles_ci(const double *a, size_t na, const double *p, size_t np,
+                               size_t resamples, double level, uint64_t seed, dg_median_ci *out)
+{
+    level = level > 0 && level < 1 ? level : 0.95;
+    resamples = resamples ? resamples : DG_BOOTSTRAP_RESAMPLES;
+    for (size_t j = 0; j < np; j++)
+        out[j] = (dg_median_ci){
+            .point = NAN, .lo = NAN, .hi = NAN, .level = level, .resamples = resamples};
+    if (!a || !na || !all_finite(a, na))
+        return false;
+    for (size_t j = 0; j < np; j++)
+        if (!(p[j] >= 0 && p[j] <= 1))
+            return false;
+    double *work = dg_malloc(na * sizeof *work);
+    double *dist = dg_malloc(resamples * np * sizeof *dist);
+    if (!work || !dist) {
+        dg_free(work);
+        dg_free(dist);
+        return false;
+    }
+    for (size_t j = 0; j < np; j++) {
+        memcpy(work, a, na * sizeof *work);
+        out[j].point = quantile_select(work, na, p[j]);
+    }
+    dg_rng r;
+    dg_rng_init(&r, seed, 0xb0076);
+    for (size_t k = 0; k < resamples; k++) {
+        resample(&r, a, na, work);
+        /* Selections leave the array a permutation of the resample. */
+        for (size_t j = 0; j < np; j++)
+            dist[j * resamples + k] = quantile_select(work, na, p[j]);
+    }
+    for (size_t j = 0; j < np; j++) {
+        double *d = dist + j * resamples;
+        qsort(d, resamples, sizeof *d, cmp_double);
+        out[j].lo = quantile(d, resamples, (1 - level) / 2);
+        out[j].hi = quantile(d, resamples, (1 + level) / 2);
+        out[j].valid = isfinite(out[j].lo) && isfinite(out[j].hi);
+    }
+    dg_free(work);
+    dg_free(dist);
+    return true;
+}
+
 /* Number of arrangements of m values of a and n of b whose U of a is u:
  * f(m, n, u) = f(m - 1, n, u - n) + f(m, n - 1, u), as one table over n per m.
  * Returns the count table over u = 0..m*n (NULL when out of memory). */

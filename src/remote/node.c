@@ -22,37 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-dg_status dg_node_fail(dg_node *n, dg_remote_failure f, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    n->failure = f;
-    dg_status st = dg_remote_failv(n->ctx, DG_ERR_UNAVAILABLE, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-dg_remote_failure dg_node_errno_failure(int e)
-{
-    return e == ENOSPC || e == EDQUOT ? DG_REMOTE_DISK : DG_REMOTE_USAGE;
-}
-
-/* Takes o as n's answer. */
-static void answer_json(dg_node *n, cJSON *o)
-{
-    n->answer = dg_json_print(o);
-    cJSON_Delete(o);
-}
-
-void dg_node_state_answer(dg_node *n, const char *state, const char *path)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "state", state);
-    if (path)
-        cJSON_AddStringToObject(o, "path", path);
-    answer_json(n, o);
-}
-
 static bool hex64(const char *s)
 {
     if (!s || strlen(s) != 64)
@@ -85,7 +54,7 @@ static dg_status node_info(dg_node *n)
         cJSON_AddNumberToObject(o, "free_bytes", (double)vf.f_bavail * (double)vf.f_frsize);
     else
         cJSON_AddNullToObject(o, "free_bytes");
-    answer_json(n, o);
+    dg_node_answer(n, o);
     return DG_OK;
 }
 
@@ -187,7 +156,7 @@ static dg_status node_bucket(dg_node *n, int argc, const char *const *argv)
                             err[0] ? err : "no record");
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "bucket", bk);
-    answer_json(n, o);
+    dg_node_answer(n, o);
     return DG_OK;
 }
 
@@ -411,7 +380,7 @@ static dg_status node_fetch(dg_node *n, const char *token)
     dg_json_add_str(node, "host", host);
     cJSON_AddStringToObject(node, "version", DG_VERSION);
     cJSON_AddStringToObject(node, "commit", dg_build_commit());
-    answer_json(n, o);
+    dg_node_answer(n, o);
     dg_free(dir);
     return DG_OK;
 }
@@ -436,7 +405,7 @@ static dg_status node_list(dg_node *n)
     }
     free(names);
     dg_free(runs);
-    answer_json(n, arr);
+    dg_node_answer(n, arr);
     return DG_OK;
 }
 

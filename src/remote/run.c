@@ -10,33 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-bool dg_remote_token_ok(const char *s)
-{
-    if (!s || !s[0] || strlen(s) > 40)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
-            return false;
-    return true;
-}
-
-static void new_token(char *buf, size_t len)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    char ts[24] = "00000000-000000";
-    if (gmtime_r(&t, &tm))
-        strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tm);
-    unsigned char r[4] = {0};
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (read(fd, r, sizeof r) != (ssize_t)sizeof r)
-            memset(r, 0, sizeof r);
-        close(fd);
-    }
-    snprintf(buf, len, "%s-%02x%02x%02x%02x", ts, r[0], r[1], r[2], r[3]);
-}
-
 /* The run's words after "start TOKEN --", with every --data spec shipped and
  * rewritten to the node's cached copies; the strings made here into owned. */
 static dg_status start_words(dg_remote *r, int argc, const char *const *argv, const char **words,
@@ -106,7 +79,7 @@ dg_status dg_remote_start(dg_remote *r, int argc, const char *const *argv, char 
     char *owned[DG_REMOTE_MAX_ARGS];
     int nw = 0, nowned = 0;
     char tok[48], work[65] = "";
-    new_token(tok, sizeof tok);
+    dg_run_id(tok, sizeof tok, (long long)time(NULL), 8);
     cJSON_DeleteItemFromObject(r->extra, "shipped");
     dg_status st = cJSON_AddArrayToObject(r->extra, "shipped")
                        ? dg_remote_ship_command(r, argc, argv, work)

@@ -10,17 +10,13 @@
 #include <math.h>
 #include <string.h>
 
-static cJSON *metric(double v, const char *unit)
-{
-    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
-}
-
 static cJSON *phase(double ms, double wall_ms, int steps, bool in_step)
 {
     cJSON *p = cJSON_CreateObject();
-    cJSON_AddItemToObject(p, "ms", metric(isfinite(ms) ? ms / steps : NAN, "ms"));
-    cJSON_AddItemToObject(p, "share",
-                          metric(isfinite(ms) && wall_ms > 0 ? ms / wall_ms : NAN, "fraction"));
+    cJSON_AddItemToObject(p, "ms", dg_json_metric_of(isfinite(ms) ? ms / steps : NAN, "ms"));
+    cJSON_AddItemToObject(
+        p, "share",
+        dg_json_metric_of(isfinite(ms) && wall_ms > 0 ? ms / wall_ms : NAN, "fraction"));
     cJSON_AddBoolToObject(p, "in_step", in_step);
     return p;
 }
@@ -47,10 +43,12 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
         cJSON_AddNullToObject(w, "events");
     double wall = dg_jnum(window, "wall_ms");
     cJSON *step = cJSON_AddObjectToObject(p, "step");
-    cJSON_AddItemToObject(step, "ms",
-                          metric(dg_json_metric_value(dg_jpath(run_profile, "step.ms")), "ms"));
-    cJSON_AddItemToObject(step, "profiled_ms",
-                          metric(steps > 0 && isfinite(wall) ? wall / steps : NAN, "ms"));
+    cJSON_AddItemToObject(
+        step, "ms",
+        dg_json_metric_of(dg_json_metric_value(dg_jpath(run_profile, "step.ms")), "ms"));
+    cJSON_AddItemToObject(
+        step, "profiled_ms",
+        dg_json_metric_of(steps > 0 && isfinite(wall) ? wall / steps : NAN, "ms"));
     const cJSON *stats = dg_jpath(run_profile, "step.stats");
     if (stats)
         cJSON_AddItemToObject(step, "stats", cJSON_Duplicate(stats, true));

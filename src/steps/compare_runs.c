@@ -26,11 +26,6 @@ static const cJSON *at(const cJSON *o, const char *a, const char *b)
     return b ? cJSON_GetObjectItemCaseSensitive(x, b) : x;
 }
 
-static cJSON *metric(double v, const char *unit)
-{
-    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
-}
-
 /* Parses an evidence record (or a ledger entry holding one under "record"). */
 static cJSON *load(dg_ctx *ctx, const char *text, const char *which, dg_status *st)
 {
@@ -137,14 +132,14 @@ static cJSON *run_summary(const cJSON *rec, const cr_side *side, const char *cmd
                  "over every step, warm-up included (too few steps to leave it out)");
     double wait = dg_json_metric_value(at(at(rec, "profile", "phases"), "queue_wait", "share"));
     *busy = isfinite(wait) ? fmax(0.0, 1.0 - wait) : NAN;
-    cJSON_AddItemToObject(r, "step_ms", metric(*ms, "ms"));
-    cJSON_AddItemToObject(r, "samples_per_s", metric(*sps, "samples/s"));
+    cJSON_AddItemToObject(r, "step_ms", dg_json_metric_of(*ms, "ms"));
+    cJSON_AddItemToObject(r, "samples_per_s", dg_json_metric_of(*sps, "samples/s"));
     dg_json_add_str(r, "samples_per_s_basis",
                     isfinite(steady) ? "after-warmup"
                     : isfinite(*sps) ? "whole-run"
                                      : NULL);
     dg_json_add_str(r, "samples_per_s_note", isfinite(*sps) ? note : NULL);
-    cJSON_AddItemToObject(r, "busy_fraction", metric(*busy, "fraction"));
+    cJSON_AddItemToObject(r, "busy_fraction", dg_json_metric_of(*busy, "fraction"));
     dg_json_add_str(r, "busy_source", busy_source(rec));
     const cJSON *ts = at(rec, "throughput", "timed_steps");
     cJSON_AddNumberToObject(r, "timed_steps", cJSON_IsNumber(ts) ? ts->valuedouble : 0);
@@ -168,7 +163,7 @@ static void rule_row(cJSON *arr, const char *id, const char *threshold, double v
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
     cJSON_AddStringToObject(r, "threshold", threshold);
-    cJSON_AddItemToObject(r, "value", metric(value, unit));
+    cJSON_AddItemToObject(r, "value", dg_json_metric_of(value, unit));
     cJSON_AddNumberToObject(r, "limit", limit);
     if (passed < 0)
         cJSON_AddNullToObject(r, "passed");
@@ -233,9 +228,10 @@ static cJSON *contention_json(const cr_side *s)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "windows", s->windows);
     cJSON_AddNumberToObject(o, "windows_contended", s->hit);
-    cJSON_AddItemToObject(o, "others_cpus_worst", metric(s->windows ? s->cpus_worst : NAN, "cpus"));
+    cJSON_AddItemToObject(o, "others_cpus_worst",
+                          dg_json_metric_of(s->windows ? s->cpus_worst : NAN, "cpus"));
     cJSON_AddItemToObject(o, "others_cpus_mean",
-                          metric(s->windows ? s->cpus_sum / s->windows : NAN, "cpus"));
+                          dg_json_metric_of(s->windows ? s->cpus_sum / s->windows : NAN, "cpus"));
     cJSON_AddBoolToObject(o, "finding", s->contended_finding);
     cJSON_AddBoolToObject(o, "contended", s->hit > 0 || s->contended_finding);
     return o;
@@ -442,24 +438,26 @@ static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b, const dou
     double x = v.x, red = isfinite(x) ? 100.0 * (1.0 - 1.0 / x) : NAN;
     double p = v.shared ? dg_mann_whitney_p(sa->v, sa->n, sb->v, sb->n, NULL) : NAN;
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddItemToObject(j, "speedup", metric(x, "x"));
+    cJSON_AddItemToObject(j, "speedup", dg_json_metric_of(x, "x"));
     cJSON *cij = cJSON_AddObjectToObject(j, "speedup_ci");
-    cJSON_AddItemToObject(cij, "lo", metric(v.ci.valid ? v.ci.lo : NAN, "x"));
-    cJSON_AddItemToObject(cij, "hi", metric(v.ci.valid ? v.ci.hi : NAN, "x"));
+    cJSON_AddItemToObject(cij, "lo", dg_json_metric_of(v.ci.valid ? v.ci.lo : NAN, "x"));
+    cJSON_AddItemToObject(cij, "hi", dg_json_metric_of(v.ci.valid ? v.ci.hi : NAN, "x"));
     cJSON_AddNumberToObject(cij, "level", 0.95);
     cJSON_AddNumberToObject(cij, "resamples", v.ci.valid ? (double)v.ci.resamples : 0);
     cJSON_AddStringToObject(cij, "method",
                             "percentile bootstrap of median(B samples/s) / median(A samples/s), "
                             "seeded (the same records give the same interval)");
     cJSON *jj = cJSON_AddObjectToObject(j, "judged_ci");
-    cJSON_AddItemToObject(jj, "lo", metric(v.lo, "x"));
-    cJSON_AddItemToObject(jj, "hi", metric(v.hi, "x"));
-    cJSON_AddItemToObject(jj, "spread_a", metric(v.shared ? v.spread_a : NAN, "fraction"));
-    cJSON_AddItemToObject(jj, "spread_b", metric(v.shared ? v.spread_b : NAN, "fraction"));
+    cJSON_AddItemToObject(jj, "lo", dg_json_metric_of(v.lo, "x"));
+    cJSON_AddItemToObject(jj, "hi", dg_json_metric_of(v.hi, "x"));
+    cJSON_AddItemToObject(jj, "spread_a",
+                          dg_json_metric_of(v.shared ? v.spread_a : NAN, "fraction"));
+    cJSON_AddItemToObject(jj, "spread_b",
+                          dg_json_metric_of(v.shared ? v.spread_b : NAN, "fraction"));
     cJSON_AddStringToObject(jj, "method",
                             "speedup_ci widened by the larger spread (IQR / median) of the two "
                             "records' samples: lo / (1 + s), hi x (1 + s)");
-    cJSON_AddItemToObject(j, "mann_whitney_p", metric(p, "probability"));
+    cJSON_AddItemToObject(j, "mann_whitney_p", dg_json_metric_of(p, "probability"));
     char src[200] = "";
     if (v.shared)
         snprintf(src, sizeof src, "throughput: median B samples/s over median A samples/s, %s",
@@ -472,7 +470,7 @@ static cJSON *judge(const cr_side *A, const cr_side *B, double busy_b, const dou
     cJSON_AddNumberToObject(basis, "batch_a", v.shared ? sa->batch : 0);
     cJSON_AddNumberToObject(basis, "batch_b", v.shared ? sb->batch : 0);
     cJSON_AddNumberToObject(basis, "min_samples", DG_SPEED_MIN_SAMPLES);
-    cJSON_AddItemToObject(j, "time_reduction_pct", metric(red, "%"));
+    cJSON_AddItemToObject(j, "time_reduction_pct", dg_json_metric_of(red, "%"));
     cJSON *band = cJSON_AddObjectToObject(j, "band");
     cJSON_AddNumberToObject(band, "lo", v.sj.band_lo);
     cJSON_AddNumberToObject(band, "hi", v.sj.band_hi);
@@ -582,15 +580,15 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
      * is the median ratio of the samples both hold. */
     cJSON *sp = cJSON_AddObjectToObject(o, "speedup");
     cJSON_AddItemToObject(sp, "step_time",
-                          metric(ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN, "x"));
+                          dg_json_metric_of(ms[0] > 0 && ms[1] > 0 ? ms[0] / ms[1] : NAN, "x"));
     cJSON_AddItemToObject(sp, "samples_per_s",
-                          metric(sps[0] > 0 && sps[1] > 0 ? sps[1] / sps[0] : NAN, "x"));
+                          dg_json_metric_of(sps[0] > 0 && sps[1] > 0 ? sps[1] / sps[0] : NAN, "x"));
     cJSON_AddStringToObject(
         sp, "definition",
         "B over A: A step_ms median / B step_ms median; B samples/s / A samples/s");
     cJSON *bf = cJSON_AddObjectToObject(o, "busy_fraction");
-    cJSON_AddItemToObject(bf, "a", metric(busy[0], "fraction"));
-    cJSON_AddItemToObject(bf, "b", metric(busy[1], "fraction"));
+    cJSON_AddItemToObject(bf, "a", dg_json_metric_of(busy[0], "fraction"));
+    cJSON_AddItemToObject(bf, "b", dg_json_metric_of(busy[1], "fraction"));
     dg_json_add_str(bf, "source_a", busy_source(ra));
     dg_json_add_str(bf, "source_b", busy_source(rb));
     cJSON_AddStringToObject(bf, "definition",
@@ -632,8 +630,8 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     cJSON_AddNumberToObject(loss, "pairs", (double)pairs);
     cJSON_AddNumberToObject(loss, "a_only", (double)(na - pairs));
     cJSON_AddNumberToObject(loss, "b_only", (double)(nb - pairs));
-    cJSON_AddItemToObject(loss, "max_abs_diff", metric(max_abs, "loss"));
-    cJSON_AddItemToObject(loss, "max_rel_diff", metric(max_rel, "relative"));
+    cJSON_AddItemToObject(loss, "max_abs_diff", dg_json_metric_of(max_abs, "loss"));
+    cJSON_AddItemToObject(loss, "max_rel_diff", dg_json_metric_of(max_rel, "relative"));
     cJSON_AddNumberToObject(loss, "tolerance", LOSS_TOLERANCE);
     if (pairs)
         cJSON_AddBoolToObject(loss, "agree", max_rel <= LOSS_TOLERANCE);

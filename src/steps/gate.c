@@ -26,7 +26,7 @@ enum { DEFAULT_SIZE = 512, DEFAULT_WARM_REPS = 5, MAX_DIM = 16384 };
  * and RATE_MAX, sized so one product takes about RATE_SECONDS at the cores'
  * peak (steady state: every thread's share packs and streams its blocks
  * many times); RATE_REPS timed repetitions after a cold one. */
-enum { RATE_MIN = 1024, RATE_MAX = 4096, RATE_STEP = 256, RATE_REPS = 3 };
+enum { RATE_MIN = 1024, RATE_MAX = 4096, RATE_STEP = 256, RATE_REPS = 7 };
 #define RATE_SECONDS 0.01
 
 typedef struct host_problem {
@@ -404,9 +404,19 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                 if (cpu) {
                     nt = dg_cpu_threads_resolve(0, &tsrc);
                     omp_set_num_threads(nt);
-                    /* What the pool has now, not what was asked. */
+                    /* What the pool has now, not what was asked; and the
+                     * team a parallel region really gets (OMP_THREAD_LIMIT,
+                     * OMP_DYNAMIC and nesting can give fewer). */
                     cJSON_AddNumberToObject(mm, "threads", omp_get_max_threads());
                     cJSON_AddStringToObject(mm, "threads_source", tsrc);
+                    int team = 0;
+#pragma omp parallel
+                    {
+#pragma omp single
+                        team = omp_get_num_threads();
+                    }
+                    cJSON_AddItemToObject(mm, "team_threads",
+                                          dg_json_metric(team, team > 0, "threads"));
                 }
                 dg_window *w = dg_window_begin();
                 /* A backend without math modes (the cpu, the fp32 baseline)

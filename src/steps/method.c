@@ -18,30 +18,6 @@
 
 #define MAX_TRIALS 64 /* doubling plus bisection never gets near this */
 
-/* ---- a measured window ---------------------------------------------------------- */
-
-void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel)
-{
-    /* Other devgate measurements wait for this one; the wait is not measured. */
-    dg_measure_lock(&m->lock, DG_MEASURED_MAX_WAIT_S, cancel);
-    m->window = dg_window_begin();
-}
-
-double dg_measured_end(dg_measured *m, cJSON *obj)
-{
-    cJSON *cont = dg_window_end(m->window);
-    dg_window_free(m->window);
-    m->window = NULL;
-    dg_measure_unlock(&m->lock);
-    if (obj) {
-        cJSON_AddItemToObject(obj, "lock", dg_measure_lock_json(&m->lock));
-        cJSON_AddItemToObject(obj, "contention", cont ? cont : cJSON_CreateNull());
-    } else {
-        cJSON_Delete(cont);
-    }
-    return m->lock.waited_s;
-}
-
 dg_status dg_run_measured(dg_ctx *ctx, const dg_run_opts *opts, char **json)
 {
     dg_measured ms;

@@ -10,11 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-static cJSON *metric(double v, const char *unit)
-{
-    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
-}
-
 static double value_of(dg_metric m)
 {
     return m.valid && isfinite(m.value) ? m.value : NAN;
@@ -49,8 +44,8 @@ static cJSON *ci_json(double lo, double hi, bool valid, double resamples, const 
                       const char *method)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "lo", metric(valid ? lo : NAN, unit));
-    cJSON_AddItemToObject(o, "hi", metric(valid ? hi : NAN, unit));
+    cJSON_AddItemToObject(o, "lo", dg_json_metric_of(valid ? lo : NAN, unit));
+    cJSON_AddItemToObject(o, "hi", dg_json_metric_of(valid ? hi : NAN, unit));
     cJSON_AddNumberToObject(o, "level", 0.95);
     cJSON_AddNumberToObject(o, "resamples", valid ? resamples : 0);
     cJSON_AddStringToObject(o, "method", method);
@@ -79,14 +74,15 @@ cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cp
         if (side)
             cJSON_AddStringToObject(j, "backend", device);
         cJSON_AddItemToObject(
-            j, "step_ms", metric(median_of(sides[side], n, offsetof(dg_pair_side, step_ms)), "ms"));
+            j, "step_ms",
+            dg_json_metric_of(median_of(sides[side], n, offsetof(dg_pair_side, step_ms)), "ms"));
         med[side] = median_of(sides[side], n, offsetof(dg_pair_side, sps));
-        cJSON_AddItemToObject(j, "samples_per_s", metric(med[side], "samples/s"));
+        cJSON_AddItemToObject(j, "samples_per_s", dg_json_metric_of(med[side], "samples/s"));
     }
     /* The speedup in samples/s over the loop's wall time (data wait included):
      * device over cpu, the interval by the seeded bootstrap of the median ratio. */
     double sp = isfinite(med[0]) && isfinite(med[1]) && med[0] > 0 ? med[1] / med[0] : NAN;
-    cJSON_AddItemToObject(run, "speedup", metric(sp, "x"));
+    cJSON_AddItemToObject(run, "speedup", dg_json_metric_of(sp, "x"));
     dg_median_ci ci = {0};
     bool civ = nc && nd &&
                dg_bootstrap_median_ci(ds, nd, cs, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) && ci.valid;
@@ -94,12 +90,14 @@ cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cp
                           ci_json(ci.lo, ci.hi, civ, (double)ci.resamples, "x",
                                   "percentile bootstrap of median(device) / median(cpu)"));
     /* Time per sample: 100 (1 - 1/speedup), the interval from the speedup's. */
-    cJSON_AddItemToObject(run, "step_time_reduction_pct", metric(reduction_pct(sp), "%"));
+    cJSON_AddItemToObject(run, "step_time_reduction_pct",
+                          dg_json_metric_of(reduction_pct(sp), "%"));
     cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
                           ci_json(reduction_pct(ci.lo), reduction_pct(ci.hi), civ,
                                   (double)ci.resamples, "%", "from speedup_ci"));
-    cJSON_AddItemToObject(run, "busy_fraction",
-                          metric(median_of(dev, n, offsetof(dg_pair_side, busy)), "fraction"));
+    cJSON_AddItemToObject(
+        run, "busy_fraction",
+        dg_json_metric_of(median_of(dev, n, offsetof(dg_pair_side, busy)), "fraction"));
     cJSON_AddStringToObject(run, "busy_source",
                             "1 - the data wait's share, from the probe's host clock (not device "
                             "utilisation)");
@@ -154,8 +152,8 @@ static cJSON *side_entry(const dg_pair_side *s)
     cJSON *e = cJSON_CreateObject();
     cJSON_AddArrayToObject(e, "ms");
     cJSON_AddNumberToObject(e, "warmup", 0);
-    cJSON_AddItemToObject(e, "median", metric(value_of(s->step_ms), "ms"));
-    cJSON_AddItemToObject(e, "busy_fraction", metric(value_of(s->busy), "fraction"));
+    cJSON_AddItemToObject(e, "median", dg_json_metric_of(value_of(s->step_ms), "ms"));
+    cJSON_AddItemToObject(e, "busy_fraction", dg_json_metric_of(value_of(s->busy), "fraction"));
     return e;
 }
 

@@ -212,17 +212,4 @@ dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const
 cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cpu,
                            const dg_pair_side *dev, int n, cJSON *const *windows);
 
-/* A measured window: the machine-wide measurement lock (waiting at most
- * DG_MEASURED_MAX_WAIT_S) and the contention sampled while it is held. */
-#define DG_MEASURED_MAX_WAIT_S 600
-typedef struct dg_measured {
-    dg_mlock lock;
-    dg_window *window;
-} dg_measured;
-/* Takes the lock and opens the contention window. */
-void dg_measured_begin(dg_measured *m, const volatile sig_atomic_t *cancel);
-/* Closes the window, releases the lock and adds "lock" ({state, waited,
- * contended}) and "contention" (dg_window_end's object) to obj (may be
- * NULL: recorded nowhere); returns the seconds waited for the lock. */
-double dg_measured_end(dg_measured *m, cJSON *obj);
 #endif

@@ -2,12 +2,10 @@
  * The loop polls the events pipe, samples the process tree, forwards the
  * caller's signals, enforces the timeout and, once the program has exited,
  * ends what it left behind. Then it builds the evidence record of kind "run":
- * the supervise section, and the shared sections (gate, sweep, soak,
- * profile) from the program's events, shaped as devgate's own steps write
- * them so the rules and reports apply unchanged. */
+ * its head, spec and probe, the supervise section, and the shared sections
+ * (gate, sweep, soak, profile) from the program's events (run_record.c). */
 #include "supervise/supervise.h"
 
-#include "analysis/analysis.h"
 #include "core/record.h"
 #include "env/peak.h"
 #include "measure/measure.h"
@@ -28,7 +26,6 @@
 #define READ_BUDGET ((size_t)1 << 20) /* bytes read per loop turn, so the loop stays responsive */
 #define EOF_SLACK_S 0.25              /* EOF this long before the exit is "closed early" */
 #define MAX_LOSSES 10000
-#define STEP_WARMUP 2 /* as the training fixture: the first two steps are warm-up */
 
 typedef struct run {
     dg_evcollect col;
@@ -87,454 +84,6 @@ static void nap_ms(double ms)
     nanosleep(&ts, NULL);
 }
 
-/* ---- record helpers ------------------------------------------------------------ */
-
-static cJSON *metric(double v, const char *unit)
-{
-    return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
-}
-
-static void add_num_or_null(cJSON *o, const char *key, double v)
-{
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, key, v);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
-static void add_tri(cJSON *o, const char *key, signed char v)
-{
-    if (v < 0)
-        cJSON_AddNullToObject(o, key);
-    else
-        cJSON_AddBoolToObject(o, key, v == 1);
-}
-
-static double median_of(double *v, size_t n)
-{
-    if (!n)
-        return NAN;
-    dg_stats st;
-    dg_stats_compute(v, n, 0, &st);
-    return st.median;
-}
-
-/* A copy of run_start's member key, or null. */
-static cJSON *from_start(const dg_evcollect *c, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->run_start, key);
-    return v ? cJSON_Duplicate(v, true) : cJSON_CreateNull();
-}
-
-static double start_batch(const dg_evcollect *c)
-{
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(c->run_start, "batch");
-    return cJSON_IsNumber(b) && isfinite(b->valuedouble) && b->valuedouble > 0 ? b->valuedouble
-                                                                               : NAN;
-}
-
-/* gate: the gate record's shape (docs/schema/gate.md) from gate events. */
-static cJSON *gate_section(const dg_evcollect *c)
-{
-    if (cJSON_GetArraySize(c->gates) == 0)
-        return cJSON_CreateNull();
-    cJSON *g = cJSON_CreateObject();
-    cJSON_AddNumberToObject(g, "v", 1);
-    cJSON_AddStringToObject(g, "kind", "gate");
-    cJSON_AddStringToObject(g, "source", "probe");
-    cJSON *arr = cJSON_AddArrayToObject(g, "backends");
-    bool fail = false, unavailable = false;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, c->gates)
-    {
-        cJSON *b = cJSON_CreateObject();
-        const cJSON *dev = cJSON_GetObjectItem(e, "device");
-        dg_json_add_str(b, "name", cJSON_IsString(dev) ? dev->valuestring : NULL);
-        bool built = cJSON_IsTrue(cJSON_GetObjectItem(e, "built"));
-        bool avail = cJSON_IsTrue(cJSON_GetObjectItem(e, "available"));
-        cJSON_AddBoolToObject(b, "built", built);
-        cJSON_AddBoolToObject(b, "available", avail);
-        const cJSON *why = cJSON_GetObjectItem(e, "reason");
-        dg_json_add_str(b, "reason", cJSON_IsString(why) ? why->valuestring : NULL);
-        const cJSON *mm = cJSON_GetObjectItem(e, "matmul");
-        cJSON *m = cJSON_AddObjectToObject(b, "matmul");
-        const cJSON *ok = cJSON_GetObjectItem(mm, "ok");
-        double n = cJSON_GetNumberValue(cJSON_GetObjectItem(mm, "n"));
-        add_num_or_null(m, "m", n);
-        add_num_or_null(m, "n", n);
-        add_num_or_null(m, "k", n);
-        if (cJSON_IsBool(ok))
-            cJSON_AddBoolToObject(m, "ok", cJSON_IsTrue(ok));
-        else
-            cJSON_AddNullToObject(m, "ok");
-        dg_json_add_str(m, "reason",
-                        cJSON_IsFalse(ok) ? "the probe's matrix product did not match" : NULL);
-        add_num_or_null(m, "max_abs_err",
-                        cJSON_GetNumberValue(cJSON_GetObjectItem(mm, "max_abs_err")));
-        add_num_or_null(m, "ms", cJSON_GetNumberValue(cJSON_GetObjectItem(mm, "ms")));
-        if (avail && cJSON_IsFalse(ok))
-            fail = true;
-        if (!avail)
-            unavailable = true;
-        cJSON_AddItemToArray(arr, b);
-    }
-    cJSON_AddStringToObject(g, "verdict", fail ? "fail" : unavailable ? "unavailable" : "pass");
-    return g;
-}
-
-/* sweep: the sweep record's shape (docs/schema/measure.md) from sweep_trial events. */
-static cJSON *sweep_section(const dg_evcollect *c)
-{
-    int n = cJSON_GetArraySize(c->sweep_trials);
-    if (n == 0)
-        return cJSON_CreateNull();
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "v", 1);
-    cJSON_AddStringToObject(s, "kind", "sweep");
-    cJSON_AddStringToObject(s, "source", "probe");
-    cJSON *trials = cJSON_AddArrayToObject(s, "trials");
-    dg_sweep_point *pts = dg_calloc((size_t)n, sizeof *pts);
-    int np = 0, first_bad = 0;
-    const char *stop = "limit";
-    int at = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, c->sweep_trials)
-    {
-        double batch = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "batch"));
-        const cJSON *en = cJSON_GetObjectItem(e, "ended");
-        const char *ended = cJSON_IsString(en) ? en->valuestring : "failed";
-        static const char *const known[] = {"ok", "device-oom", "signal", "timeout", "failed"};
-        bool valid = false;
-        for (size_t i = 0; i < 5; i++)
-            valid = valid || strcmp(ended, known[i]) == 0;
-        if (!valid)
-            ended = "failed";
-        bool ok = strcmp(ended, "ok") == 0;
-        double sps = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "samples_per_s"));
-        cJSON *t = cJSON_CreateObject();
-        add_num_or_null(t, "batch", batch);
-        cJSON_AddStringToObject(t, "ended", ended);
-        const cJSON *why = cJSON_GetObjectItem(e, "reason");
-        dg_json_add_str(t, "reason", cJSON_IsString(why) ? why->valuestring : NULL);
-        cJSON_AddNullToObject(t, "signal");
-        cJSON_AddItemToObject(t, "samples_per_s", metric(sps, "samples/s"));
-        dg_sweep_rate ci = {.sps = isfinite(sps) ? sps : NAN,
-                            .lo = NAN,
-                            .hi = NAN,
-                            .reason = "the probe's sweep reports one step time"};
-        cJSON_AddItemToObject(t, "samples_per_s_ci", dg_sweep_rate_json(&ci));
-        cJSON *sm = cJSON_AddObjectToObject(t, "step_ms");
-        cJSON_AddItemToObject(
-            sm, "median", metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "step_ms")), "ms"));
-        cJSON_AddItemToObject(sm, "iqr", metric(NAN, "ms"));
-        cJSON_AddNullToObject(sm, "steps");
-        cJSON_AddStringToObject(sm, "source", "probe");
-        cJSON_AddItemToObject(
-            t, "device_allocated_peak",
-            metric(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "peak_bytes")), "bytes"));
-        cJSON_AddItemToObject(t, "device_reserved_peak", metric(NAN, "bytes"));
-        cJSON_AddItemToObject(t, "rss_peak", metric(NAN, "bytes"));
-        cJSON_AddItemToObject(t, "swap_growth", metric(NAN, "bytes"));
-        cJSON_AddItemToObject(t, "psi_peak", metric(NAN, "percent"));
-        cJSON_AddItemToObject(t, "wall_s", metric(NAN, "s"));
-        cJSON_AddItemToArray(trials, t);
-        int b = isfinite(batch) && batch >= 1 && batch <= 1e9 ? (int)batch : 0;
-        if (pts && b) {
-            pts[np++] = (dg_sweep_point){b, ok, ci};
-            if (!ok && (!first_bad || b < first_bad))
-                first_bad = b;
-        }
-        at = b;
-        stop = ok ? "limit" : strcmp(ended, "device-oom") == 0 ? "oom" : ended;
-    }
-    cJSON *st = cJSON_AddObjectToObject(s, "stopped");
-    cJSON_AddStringToObject(st, "reason", stop);
-    cJSON_AddNumberToObject(st, "at_batch", at);
-    cJSON_AddArrayToObject(s, "bisect");
-    dg_sweep_conclude(s, pts, np, first_bad);
-    dg_free(pts);
-    return s;
-}
-
-/* Step-time statistics of the stored steps (warm-up excluded) as
- * dg_stats_json; with_wait: each step plus its loader wait (the time the
- * headline rate divides by), else the step alone. */
-static cJSON *step_stats(const dg_evcollect *c, double *median, bool with_wait)
-{
-    double *v = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *v);
-    size_t n = 0;
-    for (size_t i = 0; v && i < c->nsteps; i++)
-        if (isfinite(c->steps[i].step_ms))
-            v[n++] = c->steps[i].step_ms +
-                     (with_wait && isfinite(c->steps[i].data_ms) ? c->steps[i].data_ms : 0);
-    dg_stats st;
-    dg_stats_compute(v, n, n > STEP_WARMUP ? STEP_WARMUP : 0, &st);
-    dg_free(v);
-    *median = st.median;
-    return dg_stats_json(&st, "ms");
-}
-
-/* soak: epochs with the soak record's keys and the soak analysis. */
-static cJSON *soak_section(const run *r)
-{
-    const dg_evcollect *c = &r->col;
-    if (c->nepochs == 0)
-        return cJSON_CreateNull();
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "v", DG_RECORD_VERSION);
-    cJSON_AddStringToObject(s, "kind", "soak");
-    cJSON_AddStringToObject(s, "source", "probe");
-    cJSON *eps = cJSON_AddArrayToObject(s, "epochs");
-    double batch0 = start_batch(c);
-    bool all_emptied = true;
-    double *tmp = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *tmp);
-    double *per_epoch = dg_malloc(c->nepochs * sizeof *per_epoch); /* timed steps of each */
-    for (size_t i = 0; i < c->nepochs; i++) {
-        const dg_ev_epoch *e = &c->epochs[i];
-        cJSON *o = cJSON_CreateObject();
-        double ep = isfinite(e->epoch) ? e->epoch : (double)i;
-        cJSON_AddNumberToObject(o, "epoch", ep);
-        cJSON_AddItemToObject(o, "allocated", metric(e->allocated, "bytes"));
-        cJSON_AddItemToObject(o, "reserved", metric(e->reserved, "bytes"));
-        cJSON_AddItemToObject(o, "driver_used", metric(e->driver, "bytes"));
-        cJSON_AddItemToObject(o, "rss", metric(e->footprint, "bytes"));
-        cJSON_AddItemToObject(o, "rss_peak",
-                              metric(i < r->nerp ? r->epoch_rss_peak[i] : NAN, "bytes"));
-        add_tri(o, "cache_emptied", e->cache_emptied);
-        add_tri(o, "validation", e->validation);
-        /* The epoch's steps: median time and samples/s. */
-        size_t n = 0;
-        double sum = 0, samples = 0;
-        bool batch_known = true;
-        for (size_t k = 0; tmp && k < c->nsteps; k++) {
-            const dg_ev_step *st = &c->steps[k];
-            if (st->epoch != ep || !isfinite(st->step_ms))
-                continue;
-            tmp[n++] = st->step_ms;
-            sum += st->step_ms + (isfinite(st->data_ms) ? st->data_ms : 0);
-            double b = isfinite(st->batch) ? st->batch : batch0;
-            if (isfinite(b))
-                samples += b;
-            else
-                batch_known = false;
-        }
-        double med = median_of(tmp, n);
-        if (per_epoch)
-            per_epoch[i] = (double)n;
-        cJSON_AddItemToObject(o, "step_ms", metric(med, "ms"));
-        cJSON_AddItemToObject(
-            o, "samples_per_s",
-            metric(n && batch_known && sum > 0 ? samples / (sum / 1e3) : NAN, "samples/s"));
-        cJSON_AddItemToObject(o, "max_allocated", metric(e->max_allocated, "bytes"));
-        cJSON_AddNumberToObject(o, "t", e->t);
-        cJSON_AddItemToArray(eps, o);
-        if (e->cache_emptied != 1)
-            all_emptied = false;
-    }
-    dg_free(tmp);
-    double med;
-    cJSON *stats = step_stats(c, &med, false);
-    /* Version 2: the analysis beside the epochs, not nested under "soak". */
-    cJSON_AddNumberToObject(s, "epochs_planned", (double)c->nepochs);
-    /* The steps an epoch holds (the median over the epochs the probe closed),
-     * as the fixture's soak plans them: the slowing-down rule asks how many
-     * steps its thirds rest on. */
-    double spe = per_epoch ? median_of(per_epoch, c->nepochs) : NAN;
-    dg_free(per_epoch);
-    if (isfinite(spe))
-        cJSON_AddNumberToObject(s, "steps_per_epoch", round(spe));
-    cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
-    dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
-    cJSON *steps = cJSON_AddObjectToObject(s, "steps");
-    cJSON_AddNumberToObject(steps, "warmup", c->nsteps > STEP_WARMUP ? STEP_WARMUP : 0);
-    cJSON_AddItemToObject(steps, "stats", stats);
-    return s;
-}
-
-/* CUDA's sync debug mode counts (docs/events.md): the synchronizing CUDA
- * operations the probe saw, or null and why (run_start's sync_debug). */
-static void device_syncs(cJSON *sp, const dg_evcollect *c, size_t with, double n)
-{
-    add_num_or_null(sp, "device_syncs", with ? n : NAN);
-    add_num_or_null(sp, "device_syncs_per_step", with ? n / (double)with : NAN);
-    dg_json_add_str(sp, "device_syncs_source",
-                    with ? "CUDA sync debug mode (torch.cuda.set_sync_debug_mode(\"warn\")): "
-                           "synchronizing CUDA operations, counted per step"
-                         : NULL);
-    if (with) {
-        cJSON_AddNullToObject(sp, "device_syncs_why");
-        return;
-    }
-    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(c->run_start, "sync_debug");
-    const cJSON *why = cJSON_GetObjectItemCaseSensitive(sd, "reason");
-    const cJSON *state = cJSON_GetObjectItemCaseSensitive(sd, "state");
-    char buf[600];
-    if (cJSON_IsString(why) && why->valuestring[0])
-        snprintf(buf, sizeof buf, "%s", why->valuestring);
-    else if (cJSON_IsString(state))
-        snprintf(buf, sizeof buf, "sync debug mode %.40s, but no step reported a count",
-                 state->valuestring);
-    else
-        snprintf(buf, sizeof buf,
-                 "not measured: no zero-code probe report of CUDA's sync debug "
-                 "mode (a probe without it, or no probe)");
-    dg_json_add_str(sp, "device_syncs_why", buf);
-}
-
-/* profile (partial): step times, the data wait, fallbacks, sync points. */
-static cJSON *profile_section(const dg_evcollect *c, cJSON *root)
-{
-    cJSON *thr = cJSON_AddObjectToObject(root, "throughput");
-    double batch0 = start_batch(c);
-    /* A step's data_ms is outside its step_ms (docs/events.md): the loop's
-     * time is their sum, so the wait's share is data / (data + step) and the
-     * throughput is samples over that sum. */
-    double sum_ms = 0, samples = 0, sum_data = 0, sum_ms_with_data = 0, reads = 0, dsyncs = 0,
-           lib_reads = 0;
-    size_t with_lib = 0;
-    /* The same over the steps after the warm-up (first-step library start-up
-     * left out): what a short child run (devgate accept -- CMD) compares. */
-    double warm_ms = 0, warm_samples = 0;
-    size_t warm_n = 0, warm_unknown = 0;
-    size_t timed = 0, with_data = 0, loss_reads = 0, synced = 0, batch_unknown = 0, with_reads = 0,
-           with_dsyncs = 0;
-    double *dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof *dv);
-    for (size_t i = 0; i < c->nsteps; i++) {
-        const dg_ev_step *s = &c->steps[i];
-        if (isfinite(s->loss))
-            loss_reads++;
-        if (s->synced == 1 || isfinite(s->loss))
-            synced++;
-        if (isfinite(s->syncs)) {
-            reads += s->syncs;
-            with_reads++;
-        }
-        if (isfinite(s->syncs_library)) {
-            lib_reads += s->syncs_library;
-            with_lib++;
-        }
-        if (isfinite(s->device_syncs)) {
-            dsyncs += s->device_syncs;
-            with_dsyncs++;
-        }
-        if (!isfinite(s->step_ms))
-            continue;
-        timed++;
-        sum_ms += s->step_ms + (isfinite(s->data_ms) ? s->data_ms : 0);
-        double b = isfinite(s->batch) ? s->batch : batch0;
-        if (isfinite(b))
-            samples += b;
-        else
-            batch_unknown++;
-        if (i >= STEP_WARMUP) {
-            warm_n++;
-            warm_ms += s->step_ms + (isfinite(s->data_ms) ? s->data_ms : 0);
-            if (isfinite(b))
-                warm_samples += b;
-            else
-                warm_unknown++;
-        }
-        if (isfinite(s->data_ms)) {
-            if (dv)
-                dv[with_data] = s->data_ms;
-            with_data++;
-            sum_data += s->data_ms;
-            sum_ms_with_data += s->step_ms + s->data_ms;
-        }
-    }
-    double med = NAN, wmed;
-    cJSON *stats = step_stats(c, &med, false);
-    cJSON *wall_stats = step_stats(c, &wmed, true);
-    double whole = timed && !batch_unknown && sum_ms > 0 ? samples / (sum_ms / 1e3) : NAN;
-    double wsps = warm_n && !warm_unknown && warm_ms > 0 ? warm_samples / (warm_ms / 1e3) : NAN;
-    /* The headline is the steady rate: the first steps pay start-up, compile
-     * and allocator warm-up, which a long run amortises and a short one does
-     * not. The whole run's rate stands in, said so, when too few steps
-     * followed the warm-up. */
-    bool steady = isfinite(wsps);
-    double sps = steady ? wsps : whole;
-    cJSON_AddItemToObject(thr, "samples_per_s", metric(sps, "samples/s"));
-    dg_json_add_str(thr, "samples_per_s_basis",
-                    steady            ? "after-warmup"
-                    : isfinite(whole) ? "whole-run"
-                                      : NULL);
-    char basis[160] = "";
-    if (steady)
-        snprintf(basis, sizeof basis, "over the steps after the first %d (warm-up left out)",
-                 STEP_WARMUP);
-    else if (isfinite(whole))
-        snprintf(basis, sizeof basis,
-                 "over every step, warm-up included: %zu timed step%s, too few to leave out the "
-                 "first %d",
-                 timed, timed == 1 ? "" : "s", STEP_WARMUP);
-    dg_json_add_str(thr, "samples_per_s_note", basis[0] ? basis : NULL);
-    cJSON_AddItemToObject(thr, "samples_per_s_whole_run", metric(whole, "samples/s"));
-    cJSON_AddItemToObject(thr, "step_ms", metric(med, "ms"));
-    cJSON_AddNumberToObject(thr, "timed_steps", (double)timed);
-    cJSON_AddItemToObject(thr, "samples_per_s_after_warmup", metric(wsps, "samples/s"));
-    cJSON_AddNumberToObject(thr, "warmup_steps", STEP_WARMUP);
-    add_num_or_null(thr, "batch", batch0);
-    cJSON_AddStringToObject(thr, "source", "probe");
-    if (c->nsteps == 0 && c->nfallbacks == 0) {
-        cJSON_Delete(stats);
-        cJSON_Delete(wall_stats);
-        dg_free(dv);
-        return cJSON_CreateNull();
-    }
-    cJSON *p = cJSON_CreateObject();
-    cJSON_AddNumberToObject(p, "v", 1);
-    cJSON_AddStringToObject(p, "kind", "profile");
-    cJSON_AddStringToObject(p, "source", "probe");
-    cJSON *step = cJSON_AddObjectToObject(p, "step");
-    cJSON_AddItemToObject(step, "ms", metric(med, "ms"));
-    cJSON_AddItemToObject(step, "stats", stats);
-    /* The step with its loader wait: the spread of the time the rate divides by. */
-    cJSON_AddItemToObject(step, "wall_stats", wall_stats);
-    cJSON *ph = cJSON_AddObjectToObject(p, "phases");
-    cJSON *qw = cJSON_AddObjectToObject(ph, "queue_wait");
-    double dmed = dv ? median_of(dv, with_data) : NAN;
-    cJSON_AddItemToObject(qw, "ms", metric(dmed, "ms"));
-    cJSON_AddItemToObject(
-        qw, "share",
-        metric(with_data && sum_ms_with_data > 0 ? sum_data / sum_ms_with_data : NAN, "fraction"));
-    cJSON_AddBoolToObject(qw, "in_step", false);
-    cJSON_AddStringToObject(ph, "source",
-                            "probe step events: data_ms (time waiting for the batch, before the "
-                            "step) over data_ms + step_ms");
-    dg_free(dv);
-    cJSON *fb = cJSON_AddArrayToObject(p, "fallbacks");
-    for (size_t i = 0; i < c->nfallbacks; i++) {
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "op", c->fallbacks[i].op);
-        cJSON_AddStringToObject(f, "device", c->fallbacks[i].device);
-        cJSON_AddNumberToObject(f, "count", (double)c->fallbacks[i].count);
-        dg_json_add_str(f, "message", c->fallbacks[i].message[0] ? c->fallbacks[i].message : NULL);
-        cJSON_AddItemToArray(fb, f);
-    }
-    cJSON *sp = cJSON_AddObjectToObject(p, "sync_points");
-    cJSON_AddNumberToObject(sp, "loss_reads", (double)loss_reads);
-    cJSON_AddNullToObject(sp, "fallbacks");
-    cJSON_AddNullToObject(sp, "total");
-    add_num_or_null(sp, "per_step", c->nsteps ? (double)synced / (double)c->nsteps : NAN);
-    cJSON_AddStringToObject(
-        sp, "note", "per_step: share of step events that were synchronised or read the loss");
-    add_num_or_null(sp, "host_reads", with_reads ? reads : NAN);
-    add_num_or_null(sp, "host_reads_per_step", with_reads ? reads / (double)with_reads : NAN);
-    dg_json_add_str(sp, "host_reads_source",
-                    with_reads ? "zero-code probe: .item(), .tolist(), .numpy(), .cpu() of a "
-                                 "device tensor and explicit synchronize, counted per step"
-                               : NULL);
-    /* Of them, the reads a library's code made (the calling frame: torch or
-     * site-packages), the rest the program's own. */
-    add_num_or_null(sp, "host_reads_library", with_lib ? lib_reads : NAN);
-    device_syncs(sp, c, with_dsyncs, dsyncs);
-    cJSON *sc = cJSON_AddObjectToObject(p, "steps");
-    cJSON_AddNumberToObject(sc, "stored", (double)c->nsteps);
-    cJSON_AddNumberToObject(sc, "summarised", (double)c->steps_summarised);
-    cJSON_AddNumberToObject(sc, "timed", (double)timed);
-    return p;
-}
-
 /* STEP entry of the record (docs/schema/report.md). */
 static void add_step(cJSON *steps, const char *name, const char *status, const char *verdict,
                      const char *summary, const char *error, double wall)
@@ -545,7 +94,7 @@ static void add_step(cJSON *steps, const char *name, const char *status, const c
     dg_json_add_str(s, "verdict", verdict);
     cJSON_AddStringToObject(s, "summary", summary);
     dg_json_add_str(s, "error", error);
-    cJSON_AddItemToObject(s, "wall", metric(wall, "s"));
+    cJSON_AddItemToObject(s, "wall", dg_json_metric_of(wall, "s"));
     cJSON_AddItemToArray(steps, s);
 }
 
@@ -699,7 +248,7 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
     const char *intname =
         oc->interrupted ? dg_signal_name(oc->interrupt_sig, tmp2, sizeof tmp2) : NULL;
     dg_json_add_str(s, "interrupt_signal", intname);
-    cJSON_AddItemToObject(s, "wall", metric(oc->wall, "s"));
+    cJSON_AddItemToObject(s, "wall", dg_json_metric_of(oc->wall, "s"));
     cJSON *ev = cJSON_AddObjectToObject(s, "events");
     cJSON_AddNumberToObject(ev, "fd", DG_EVENTS_FD);
     cJSON_AddNumberToObject(ev, "lines", (double)(c->lines + r->rd.overlong));
@@ -761,7 +310,8 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         bool quota = isfinite(topo->quota_cpus) && topo->quota_cpus < cores;
         if (quota)
             cores = topo->quota_cpus;
-        cJSON_AddItemToObject(samples, "cores", metric(cores > 0 ? cores : NAN, "cores"));
+        cJSON_AddItemToObject(samples, "cores",
+                              dg_json_metric_of(cores > 0 ? cores : NAN, "cores"));
         dg_json_add_str(samples, "cores_limit", cores > 0 ? (quota ? "quota" : "affinity") : NULL);
     }
     /* One line for the terminal, and the error when it did not end well. */
@@ -823,6 +373,49 @@ static void headline_summary(cJSON *steps, const cJSON *root, char *summary, siz
         if (strcmp(dg_jstr(st, "name") ? dg_jstr(st, "name") : "", "supervise") == 0)
             cJSON_ReplaceItemInObjectCaseSensitive(st, "summary", cJSON_CreateString(summary));
     }
+}
+
+/* The record's "spec" (the command, cleaned to UTF-8, and the supervisor's
+ * settings) and "probe" (how the zero-code probe was armed, what it reported). */
+static void add_spec_probe(cJSON *root, const dg_run_opts *o, const dg_probe_plan *plan,
+                           const dg_evcollect *col)
+{
+    cJSON *spec = cJSON_AddObjectToObject(root, "spec");
+    cJSON *cmd = cJSON_AddArrayToObject(spec, "cmd");
+    for (size_t i = 0; o->argv[i]; i++) {
+        char *clean = NULL;
+        size_t len = strlen(o->argv[i]);
+        bool utf8 = dg_utf8_valid(o->argv[i], len);
+        if (!utf8 && (clean = dg_malloc(len + 1)) != NULL) {
+            for (size_t k = 0; k < len; k++)
+                clean[k] = (unsigned char)o->argv[i][k] < 0x80 ? o->argv[i][k] : '?';
+            clean[len] = '\0';
+        }
+        cJSON_AddItemToArray(cmd, cJSON_CreateString(utf8 ? o->argv[i] : clean ? clean : "?"));
+        dg_free(clean);
+    }
+    dg_json_add_str(spec, "label", o->label);
+    cJSON_AddNumberToObject(spec, "sample_ms", o->sample_ms > 0 ? o->sample_ms : DEFAULT_SAMPLE_MS);
+    dg_json_add_num(spec, "timeout_s", o->timeout_s > 0 ? o->timeout_s : NAN);
+    cJSON_AddNumberToObject(spec, "grace_s", o->grace_s > 0 ? o->grace_s : DEFAULT_GRACE_S);
+    if (o->probe == DG_PROBE_OFF)
+        cJSON_AddNullToObject(spec, "events_fd");
+    else
+        cJSON_AddNumberToObject(spec, "events_fd", DG_EVENTS_FD);
+    cJSON_AddStringToObject(spec, "probe", plan->mode);
+    cJSON *pr = cJSON_AddObjectToObject(root, "probe");
+    cJSON_AddStringToObject(pr, "mode", plan->mode);
+    cJSON_AddBoolToObject(pr, "armed", plan->how != NULL);
+    dg_json_add_str(pr, "how", plan->how);
+    dg_json_add_str(pr, "why", plan->why[0] ? plan->why : NULL);
+    cJSON *pcmd = cJSON_AddArrayToObject(pr, "cmd");
+    for (size_t i = 0; plan->how && plan->argv[i]; i++)
+        cJSON_AddItemToArray(
+            pcmd, cJSON_CreateString(
+                      dg_utf8_valid(plan->argv[i], strlen(plan->argv[i])) ? plan->argv[i] : "?"));
+    cJSON_AddBoolToObject(pr, "empty_cache", o->probe == DG_PROBE_AUTO && o->empty_cache);
+    const cJSON *sp_mode = cJSON_GetObjectItemCaseSensitive(col->run_start, "probe");
+    dg_json_add_str(pr, "reported", cJSON_IsString(sp_mode) ? sp_mode->valuestring : NULL);
 }
 
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
@@ -899,42 +492,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
                             oc.interrupted ? "interrupted"
                             : ok_exit      ? "complete"
                                            : "failed");
-    cJSON *spec = cJSON_AddObjectToObject(root, "spec");
-    cJSON *cmd = cJSON_AddArrayToObject(spec, "cmd");
-    for (size_t i = 0; o->argv[i]; i++) {
-        char *clean = NULL;
-        size_t len = strlen(o->argv[i]);
-        bool utf8 = dg_utf8_valid(o->argv[i], len);
-        if (!utf8 && (clean = dg_malloc(len + 1)) != NULL) {
-            for (size_t k = 0; k < len; k++)
-                clean[k] = (unsigned char)o->argv[i][k] < 0x80 ? o->argv[i][k] : '?';
-            clean[len] = '\0';
-        }
-        cJSON_AddItemToArray(cmd, cJSON_CreateString(utf8 ? o->argv[i] : clean ? clean : "?"));
-        dg_free(clean);
-    }
-    dg_json_add_str(spec, "label", o->label);
-    cJSON_AddNumberToObject(spec, "sample_ms", o->sample_ms > 0 ? o->sample_ms : DEFAULT_SAMPLE_MS);
-    add_num_or_null(spec, "timeout_s", o->timeout_s > 0 ? o->timeout_s : NAN);
-    cJSON_AddNumberToObject(spec, "grace_s", o->grace_s > 0 ? o->grace_s : DEFAULT_GRACE_S);
-    if (o->probe == DG_PROBE_OFF)
-        cJSON_AddNullToObject(spec, "events_fd");
-    else
-        cJSON_AddNumberToObject(spec, "events_fd", DG_EVENTS_FD);
-    cJSON_AddStringToObject(spec, "probe", plan.mode);
-    cJSON *pr = cJSON_AddObjectToObject(root, "probe");
-    cJSON_AddStringToObject(pr, "mode", plan.mode);
-    cJSON_AddBoolToObject(pr, "armed", plan.how != NULL);
-    dg_json_add_str(pr, "how", plan.how);
-    dg_json_add_str(pr, "why", plan.why[0] ? plan.why : NULL);
-    cJSON *pcmd = cJSON_AddArrayToObject(pr, "cmd");
-    for (size_t i = 0; plan.how && plan.argv[i]; i++)
-        cJSON_AddItemToArray(
-            pcmd, cJSON_CreateString(
-                      dg_utf8_valid(plan.argv[i], strlen(plan.argv[i])) ? plan.argv[i] : "?"));
-    cJSON_AddBoolToObject(pr, "empty_cache", o->probe == DG_PROBE_AUTO && o->empty_cache);
-    const cJSON *sp_mode = cJSON_GetObjectItemCaseSensitive(r.col.run_start, "probe");
-    dg_json_add_str(pr, "reported", cJSON_IsString(sp_mode) ? sp_mode->valuestring : NULL);
+    add_spec_probe(root, o, &plan, &r.col);
     dg_probe_plan_free(&plan);
 
     char summary[512], error[256];
@@ -957,17 +515,17 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON *envo = envj ? cJSON_Parse(envj) : NULL;
     dg_string_free(envj);
     cJSON_AddItemToObject(root, "env", envo ? envo : cJSON_CreateNull());
-    cJSON_AddItemToObject(root, "gate", gate_section(&r.col));
-    cJSON_AddItemToObject(root, "sweep", sweep_section(&r.col));
-    cJSON_AddItemToObject(root, "soak", soak_section(&r));
+    cJSON_AddItemToObject(root, "gate", dg_run_gate_section(&r.col));
+    cJSON_AddItemToObject(root, "sweep", dg_run_sweep_section(&r.col));
+    cJSON_AddItemToObject(root, "soak", dg_run_soak_section(&r.col, r.epoch_rss_peak, r.nerp));
     cJSON_AddNullToObject(root, "compare");
-    cJSON_AddItemToObject(root, "profile", profile_section(&r.col, root));
+    cJSON_AddItemToObject(root, "profile", dg_run_profile_section(&r.col, root));
     headline_summary(steps, root, summary, sizeof summary);
     cJSON_AddItemToObject(root, "supervise", sup);
-    cJSON_AddItemToObject(root, "framework", from_start(&r.col, "framework"));
-    cJSON_AddItemToObject(root, "device", from_start(&r.col, "device"));
-    cJSON_AddItemToObject(root, "bucket", from_start(&r.col, "bucket"));
-    cJSON_AddItemToObject(root, "seeds", from_start(&r.col, "seeds"));
+    cJSON_AddItemToObject(root, "framework", dg_run_from_start(&r.col, "framework"));
+    cJSON_AddItemToObject(root, "device", dg_run_from_start(&r.col, "device"));
+    cJSON_AddItemToObject(root, "bucket", dg_run_from_start(&r.col, "bucket"));
+    cJSON_AddItemToObject(root, "seeds", dg_run_from_start(&r.col, "seeds"));
     cJSON_AddItemToObject(root, "oom", cJSON_Duplicate(r.col.ooms, true));
     cJSON_AddItemToObject(root, "thresholds", cJSON_CreateObject());
     cJSON_AddArrayToObject(root, "findings");

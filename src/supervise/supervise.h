@@ -115,6 +115,21 @@ void dg_evcollect_free(dg_evcollect *c);
  * as dropped) and sets nomem. */
 void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now);
 
+/* ---- run_record.c: the run record's sections from the events ------------------ */
+
+/* A copy of run_start's member key, or null. */
+cJSON *dg_run_from_start(const dg_evcollect *c, const char *key);
+/* gate: the gate record's shape (docs/schema/gate.md) from gate events; null when none. */
+cJSON *dg_run_gate_section(const dg_evcollect *c);
+/* sweep: the sweep record's shape (docs/schema/measure.md) from sweep_trial events. */
+cJSON *dg_run_sweep_section(const dg_evcollect *c);
+/* soak: the epochs (each with its tree RSS peak, rss_peaks[i] of npeaks; NAN
+ * unknown) and the soak analysis; null when no epoch ended. */
+cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_t npeaks);
+/* profile (partial: step times, the data wait, fallbacks, sync points), and
+ * root's "throughput" added; null when no step or fallback was reported. */
+cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root);
+
 /* ---- spawn.c ---------------------------------------------------------------------- */
 
 #define DG_EVENTS_FD 3 /* the events pipe's number in the child (DEVGATE_EVENTS_FD) */

@@ -30,7 +30,7 @@ CALLS = {"dg_jpath": 1, "dg_jnum": 1, "dg_jbool": 1, "dg_jstr": 1, "dg_rp_get": 
 
 
 SECTIONS = {"ENV": "env", "GATE": "gate", "SWEEP": "sweep", "SOAK": "soak", "COMPARE": "compare",
-            "PROFILE": "profile", "SUPERVISE": "supervise"}
+            "PROFILE": "profile", "SUPERVISE": "supervise", "SLO": "slo"}
 
 
 def rows(root):

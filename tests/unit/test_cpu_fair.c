@@ -523,6 +523,16 @@ static void check_gate(void)
     CHECK_MSG(dg_jnum(b, "matmul.threads") == t->threads, "gate threads %g, usable cores %d",
               dg_jnum(b, "matmul.threads"), t->threads);
     CHECK_STR(dg_jstr(b, "matmul.threads_source"), "usable cores");
+    /* The team that ran it is the pool asked for, and no OpenBLAS server
+     * thread is left to spin beside it (a pthreads OpenBLAS starts one per
+     * core at load; the cpu backend shuts them down). */
+    CHECK_MSG(dg_jnum(b, "matmul.team_threads") == t->threads, "team %g, usable cores %d",
+              dg_jnum(b, "matmul.team_threads"), t->threads);
+    const char *threading = dg_jstr(b, "blas.threading");
+    if (threading && !strcmp(threading, "pthreads"))
+        CHECK_MSG(
+            dg_jbool(b, "blas.server_threads.valid") == 1 && dg_jnum(b, "blas.server_threads") == 0,
+            "OpenBLAS server threads alive during the gate: %g", dg_jnum(b, "blas.server_threads"));
     CHECK_MSG(dg_jnum(b, "matmul.rate.m") >= 1024, "rate product %g", dg_jnum(b, "matmul.rate.m"));
     CHECK(dg_jbool(b, "matmul.rate.gflops.valid") == 1 && dg_jnum(b, "matmul.rate.gflops") > 0);
     CHECK_STR(dg_jstr(b, "matmul.fraction_of"), "rate");

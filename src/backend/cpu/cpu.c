@@ -6,6 +6,7 @@
 #include "core/core.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,10 +31,40 @@ static const char *blas_config_text(void)
     return blas_config;
 }
 
+/* All cpu parallelism goes through OpenMP (see cpu_gemm): OpenBLAS runs one
+ * thread a call. Its pthreads build starts a server thread per core when it
+ * loads, before main, and each spins (sched_yield) for
+ * OPENBLAS_THREAD_TIMEOUT cycles after its start and after every piece of
+ * work; openblas_set_num_threads(1) leaves them there. Spinning beside the
+ * OpenMP team on the same cores, they made the gate's 512^3 product take
+ * 8 ms instead of 0.45 ms in 3 of 10 runs on a 16-vCPU host (33.5 against
+ * 181-216 GFLOP/s on 2 cores); OPENBLAS_NUM_THREADS=1 (no server threads)
+ * cured it. So they are shut down (blas_thread_shutdown_, which OpenBLAS
+ * itself calls before a fork) as soon as this process runs, and stay down:
+ * with one thread a call OpenBLAS never needs them. The process's
+ * environment is not touched, so the programs devgate runs get the user's
+ * OpenBLAS settings. A BLAS without these symbols is left as it is. */
+static pthread_once_t blas_quiet_once = PTHREAD_ONCE_INIT;
+
+static void blas_quiet_init(void)
+{
+    openblas_set_num_threads(1);
+    void (*shutdown)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (shutdown)
+        shutdown();
+}
+
+/* At load, after the shared libraries' own constructors (OpenBLAS's starts
+ * the threads): the earliest this process can act, before the threads have
+ * spun through the environment proof and the gate. */
+__attribute__((constructor)) static void blas_quiet_at_load(void)
+{
+    pthread_once(&blas_quiet_once, blas_quiet_init);
+}
+
 static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_len)
 {
-    /* All cpu parallelism goes through OpenMP (see cpu_gemm). */
-    openblas_set_num_threads(1);
+    pthread_once(&blas_quiet_once, blas_quiet_init);
     blas_config_text(); /* on this thread, before any sampler thread reads the device */
     if (device != 0) {
         snprintf(reason, reason_len, "cpu has one device (index 0), asked for %d", device);
