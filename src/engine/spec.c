@@ -105,11 +105,6 @@ dg_status dg_train_opts_check(dg_ctx *ctx, const dg_train_opts *o)
     return DG_OK;
 }
 
-const char *dg_math_name(dg_math m)
-{
-    return m == DG_MATH_TF32 ? "tf32" : m == DG_MATH_BF16 ? "bf16" : "fp32";
-}
-
 static const field *find(const char *key)
 {
     for (size_t i = 0; i < NFIELDS; i++)

@@ -12,7 +12,6 @@
  * bf16 scratch grows outside a capture (the eager first step sizes it) and a
  * capture that would need more fails with a message; the convolutions' copies
  * live in the workspace conv2d_workspace reported. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +23,6 @@
 #define CBF_THREADS 256
 #define CBF_MAX_BLOCKS 65536
 #define CBF_ALIGN 256
-
-static void cbf_msg(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    if (!buf || len == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 static size_t cbf_round(size_t bytes)
 {
@@ -101,7 +90,7 @@ static dg_status cbf_launched(const char *what, char *err, size_t len)
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         return DG_OK;
-    cbf_msg(err, len, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    cdn_msg(err, len, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
     return DG_ERR_BACKEND;
 }
 
@@ -142,14 +131,14 @@ static dg_status cbf_reserve(cbf_scratch *s, cudaStream_t stream, bool capturing
     if (bytes <= s->bytes)
         return DG_OK;
     if (capturing) {
-        cbf_msg(err, len,
+        cdn_msg(err, len,
                 "bf16 gemm: %zu bytes of operand scratch needed inside a capture (%zu held); the "
                 "eager step before the capture should have sized it",
                 bytes, s->bytes);
         return DG_ERR_BACKEND;
     }
     if (s->p && s->nretired == CBF_RETIRED) {
-        cbf_msg(err, len, "bf16 gemm: operand scratch outgrown %d times", CBF_RETIRED);
+        cdn_msg(err, len, "bf16 gemm: operand scratch outgrown %d times", CBF_RETIRED);
         return DG_ERR_BACKEND;
     }
     size_t want = bytes + bytes / 2;
@@ -159,7 +148,7 @@ static dg_status cbf_reserve(cbf_scratch *s, cudaStream_t stream, bool capturing
         e = cudaMalloc(&p, want);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        cbf_msg(err, len, "bf16 gemm: %zu bytes of operand scratch: %s: %s", want,
+        cdn_msg(err, len, "bf16 gemm: %zu bytes of operand scratch: %s: %s", want,
                 cudaGetErrorName(e), cudaGetErrorString(e));
         return e == cudaErrorMemoryAllocation ? DG_ERR_DEVICE_OOM : DG_ERR_BACKEND;
     }
@@ -190,7 +179,7 @@ CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch
                      &alpha, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c, CUDA_R_32F,
                      ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (bs != CUBLAS_STATUS_SUCCESS) {
-        cbf_msg(err, len, "cublasGemmEx (bf16 inputs, fp32 accumulation) %dx%dx%d: %s: %s", m, n, k,
+        cdn_msg(err, len, "cublasGemmEx (bf16 inputs, fp32 accumulation) %dx%dx%d: %s: %s", m, n, k,
                 cublasGetStatusName(bs), cublasGetStatusString(bs));
         return DG_ERR_BACKEND;
     }

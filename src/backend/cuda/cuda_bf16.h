@@ -15,6 +15,9 @@ enum { CU_MATH_FP32 = 0, CU_MATH_TF32 = 1, CU_MATH_BF16 = 2 };
 
 /* ---- cuDNN convolutions (cudnn_conv.cu) ---- */
 typedef struct cdn_ctx cdn_ctx;
+/* snprintf into buf (tolerates NULL/0). */
+CDN_HIDDEN void cdn_msg(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 CDN_HIDDEN bool cdn_version_text(char *buf, size_t len);
 CDN_HIDDEN dg_status cdn_open(cdn_ctx **out, cudaStream_t stream, char *why, size_t len);
 CDN_HIDDEN void cdn_close(cdn_ctx *d);

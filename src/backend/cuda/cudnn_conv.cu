@@ -166,7 +166,8 @@ static int cdn_state;          /* 0 not tried, 1 loaded, -1 failed (under cdn_lo
 static char cdn_load_why[256]; /* why the load failed */
 static cdn_api A;              /* valid once cdn_state == 1; never unloaded */
 
-static void cdn_msg(char *buf, size_t len, const char *fmt, ...)
+/* snprintf into buf (tolerates NULL/0); the plug-in's files share it. */
+CDN_HIDDEN void cdn_msg(char *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
     if (!buf || len == 0)
