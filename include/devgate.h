@@ -55,6 +55,42 @@ void dg_ctx_free(dg_ctx *ctx);
 const char *dg_errmsg(const dg_ctx *ctx);
 /* Routes the library's diagnostics to fn (default: dropped). */
 void dg_set_log(dg_ctx *ctx, dg_log_fn fn, void *user);
+
+/* What a progress report says (docs/cli.md "Progress"). */
+typedef enum dg_progress_kind {
+    DG_PROGRESS_STEP,      /* a step starts */
+    DG_PROGRESS_STEP_END,  /* it ended: result "ok", "failed", "skipped" or "interrupted" */
+    DG_PROGRESS_TRIAL,     /* a measured run within the step starts (a sweep trial, a
+                            * child run of the command) */
+    DG_PROGRESS_TRIAL_END, /* it ended: result "ok", "device-oom", "failed", ... */
+    DG_PROGRESS_EPOCH,     /* the supervised program closed an epoch */
+    DG_PROGRESS_TICK,      /* the supervised program's optimizer steps so far (for a live
+                            * line; at most a few a second) */
+} dg_progress_kind;
+
+/* One progress report. Strings are borrowed for the call; any may be NULL. */
+typedef struct dg_progress {
+    dg_progress_kind kind;
+    const char *step;   /* "env", "gate", "sweep", "soak", "compare", "profile", "supervise" */
+    int index, total;   /* the step's index and the number of steps (0, 1 for run) */
+    int trial;          /* TRIAL*: its number within the step, from 1; 0 otherwise */
+    int trials;         /* the trials the tier's plan expects in the step (0: unknown) */
+    const char *what;   /* TRIAL*: what runs ("batch 64 on cuda") */
+    const char *result; /* *_END: how it ended */
+    const char *detail; /* *_END, EPOCH: a short summary ("812 samples/s") */
+    double epoch;       /* EPOCH, TICK: the program's epoch (from 0); NAN: not reported */
+    double steps;       /* EPOCH, TICK: optimizer steps so far in this run; NAN: none */
+    double elapsed_s;   /* since the verb started */
+    double eta_s;       /* what is left by the tier's plan, in s; NAN: unknown */
+} dg_progress;
+
+/* Called from the thread that runs the verb; the callback must not call the library. */
+typedef void (*dg_progress_fn)(void *user, const dg_progress *p);
+
+/* What a supervised program writes to its standard output (fd 1) or error
+ * (fd 2), n bytes as it wrote them, handed on as it comes. */
+typedef void (*dg_output_fn)(void *user, int fd, const char *buf, size_t n);
+
 /* Whether the environment proof keeps other processes' arguments (masked;
  * default false: only the program, pid, user, CPU and memory). */
 void dg_set_env_cmdlines(dg_ctx *ctx, bool keep);
@@ -252,6 +288,8 @@ typedef struct dg_sweep_opts {
     double
         max_trial_s; /* stop doubling after a good trial that ran longer than this (0: no limit) */
     const char *exe; /* the devgate binary trials re-execute (NULL: /proc/self/exe) */
+    dg_progress_fn progress; /* each trial's start and end (may be NULL) */
+    void *progress_user;
 } dg_sweep_opts;
 
 /* Batch sweep: each trial runs in a child process (`devgate __trial`), so an
@@ -297,10 +335,6 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json);
 
 /* ---- accept: the main job (docs/accept.md) ------------------------------- */
 
-/* Called as each step starts: its name ("env", "gate", "sweep", "soak",
- * "compare", "profile"), its index and the number of steps. */
-typedef void (*dg_progress_fn)(void *user, const char *step, int index, int total);
-
 typedef struct dg_accept_opts {
     dg_train_opts train;    /* model (NULL: cifar), backend (NULL: the best device the gate
                              * passes), data, seed, threads, workers, cancel...; batch: the
@@ -343,6 +377,8 @@ typedef struct dg_accept_cmd_opts {
     const volatile sig_atomic_t *cancel; /* set (a signal number) to stop; forwarded to children */
     dg_progress_fn progress;
     void *progress_user;
+    dg_output_fn output; /* the children's output, as dg_run_opts.output (NULL: to fd 2) */
+    void *output_user;
 } dg_accept_cmd_opts;
 
 /* Runs env, gate, sweep, soak, compare and profile on the user's command into
@@ -418,9 +454,19 @@ typedef struct dg_run_opts {
     const char
         *probe_path;  /* directory holding the devgate_probe package (auto; NULL: not armed) */
     bool empty_cache; /* auto: the probe empties the device cache at every epoch end */
-    const char *const *env; /* more environment edits, NULL-terminated (may be NULL): "NAME=VALUE"
-                               sets NAME, a bare "NAME" removes it; applied last */
-    size_t mem_limit;       /* the program's address-space limit (RLIMIT_AS) in bytes; 0: none */
+    const char *const *env;  /* more environment edits, NULL-terminated (may be NULL): "NAME=VALUE"
+                                sets NAME, a bare "NAME" removes it; applied last */
+    size_t mem_limit;        /* the program's address-space limit (RLIMIT_AS) in bytes; 0: none */
+    dg_progress_fn progress; /* step start and end, epochs, ticks (may be NULL) */
+    void *progress_user;
+    /* The program's standard error (and its standard output where that goes
+     * to a terminal, or to stderr with stdout_to_stderr) passes through
+     * devgate, which keeps its tail for the record (supervise.error_lines):
+     * through a pseudo-terminal where the descriptor the program would have
+     * inherited is a terminal (one for both when they are the same), a pipe
+     * otherwise. output gets the bytes; NULL: written to that descriptor. */
+    dg_output_fn output;
+    void *output_user;
 } dg_run_opts;
 
 /* Runs opts->argv without a shell in its own process group, with an events

@@ -28,6 +28,7 @@ typedef struct cli {
     bool json;
     bool quiet;
     bool env_cmdlines; /* --env-cmdlines */
+    int progress;      /* --progress: CLI_PROGRESS_AUTO, _BAR, _PLAIN, _OFF */
     const char *prog;
 } cli;
 
@@ -41,6 +42,43 @@ void cli_term_machine_output(void);
 /* Writes s (devgate's own escapes, e.g. the progress line) to stderr's
  * descriptor unchanged, after what stderr holds. */
 void cli_term_raw(const char *s);
+
+/* Writes n bytes (a supervised program's own output) to fd 1 or 2
+ * unchanged, after what that stream holds. */
+void cli_term_raw_fd(int fd, const char *buf, size_t n);
+
+/* ---- cli_progress.c: a measuring verb's progress on stderr ------------------------ */
+
+enum { CLI_PROGRESS_AUTO, CLI_PROGRESS_BAR, CLI_PROGRESS_PLAIN, CLI_PROGRESS_OFF };
+typedef struct cli_progress {
+    int mode; /* CLI_PROGRESS_BAR, _PLAIN or _OFF */
+    const char *verb;
+    char step[16], what[96];
+    int index, total, trial, trials;
+    bool trials_guess;  /* the sweep's count is what the plan expects */
+    bool trial_running; /* a supervised run: its epoch and steps go on the bar */
+    double epoch, steps, elapsed, eta;
+    bool drawn;     /* the bar is on the screen, the cursor at its end */
+    bool line_open; /* the program's output ended mid-line: the bar waits for its end */
+    bool verbose;   /* DEVGATE_VERBOSE: the library's notes too */
+} cli_progress;
+/* --progress auto|bar|plain|off into an int. */
+const char *cli_progress_opt(const cli_opt *opt, const char *v, void *field);
+/* Sets p up for verb as c's options and stderr say: a bar on a terminal,
+ * plain lines elsewhere (or with --progress plain), none with --quiet. */
+void cli_progress_start(cli_progress *p, const cli *c, const char *verb);
+/* A dg_progress_fn (user: the cli_progress). */
+void cli_progress_report(void *user, const dg_progress *r);
+/* A dg_output_fn (user: the cli_progress): the program's bytes to the
+ * terminal unchanged, the bar cleared before them and drawn again below. */
+void cli_progress_output(void *user, int fd, const char *buf, size_t n);
+/* A dg_log_fn (user: the cli_progress): warnings (and with DEVGATE_VERBOSE
+ * the library's notes) above the bar. */
+void cli_progress_log(dg_log_level level, const char *msg, void *user);
+/* Prints "devgate: msg" on stderr above the bar. */
+void cli_progress_note(cli_progress *p, const char *msg);
+/* Takes the bar off the screen; nothing more is shown. */
+void cli_progress_end(cli_progress *p);
 
 /* s (NULL: "") cleaned into buf for one table cell: newlines and tabs
  * flattened too, so a hostile value cannot break the row. Returns buf. */

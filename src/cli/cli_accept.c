@@ -13,63 +13,6 @@
  * (cli_signal.c); the partial pack and ledger entry are written either way. */
 static volatile sig_atomic_t cancel_flag;
 
-/* ---- progress on stderr (a TTY only) ----------------------------------------- */
-
-typedef struct progress {
-    bool on;
-    char step[16];
-    int index, total;
-    double t0;
-} progress;
-
-static void progress_draw(progress *p, const char *note)
-{
-    if (!p->on)
-        return;
-    int width = 24, filled = p->total ? width * p->index / p->total : 0;
-    char bar[32];
-    for (int i = 0; i < width; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
-    /* The note is a library message (it can hold file names): cleaned here,
-     * because the line goes to the raw descriptor for its escapes. */
-    char clean[64], line[160];
-    dg_text_clean(clean, sizeof clean, note ? note : "", note ? strlen(note) : 0, false);
-    snprintf(line, sizeof line, "\r\033[K[%s] %d/%d %-8s %s", bar, p->index + 1, p->total, p->step,
-             clean);
-    cli_term_raw(line);
-}
-
-static void on_progress(void *user, const char *step, int index, int total)
-{
-    progress *p = user;
-    snprintf(p->step, sizeof p->step, "%s", step);
-    p->index = index;
-    p->total = total;
-    progress_draw(p, NULL);
-}
-
-typedef struct log_user {
-    cli *c;
-    progress *p;
-} log_user;
-
-/* Library notes ("sweep: trial at batch 64") become the progress line's tail. */
-static void on_log(dg_log_level level, const char *msg, void *user)
-{
-    log_user *u = user;
-    if (level >= DG_LOG_WARN) {
-        if (u->p->on)
-            cli_term_raw("\r\033[K");
-        fprintf(stderr, "devgate: %s\n", msg);
-        progress_draw(u->p, NULL);
-    } else if (u->p->on) {
-        progress_draw(u->p, msg);
-    } else if (!u->c->quiet && getenv("DEVGATE_VERBOSE")) {
-        fprintf(stderr, "devgate: %s\n", msg);
-    }
-}
-
 /* ---- the spec file -------------------------------------------------------------- */
 
 typedef struct accept_args {
@@ -318,10 +261,10 @@ int cmd_accept(cli *c, int argc, char **argv)
     }
     o.trace_path = trace;
 
-    progress p = {.on = !c->quiet && !c->json && isatty(2), .t0 = 0};
-    log_user lu = {c, &p};
-    dg_set_log(c->ctx, on_log, &lu);
-    o.progress = on_progress;
+    cli_progress p;
+    cli_progress_start(&p, c, "accept");
+    dg_set_log(c->ctx, cli_progress_log, &p);
+    o.progress = cli_progress_report;
     o.progress_user = &p;
     cancel_flag = 0;
     o.train.cancel = &cancel_flag;
@@ -346,14 +289,15 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .label = o.label,
                                  .trace_path = o.trace_path,
                                  .cancel = &cancel_flag,
-                                 .progress = on_progress,
-                                 .progress_user = &p};
+                                 .progress = cli_progress_report,
+                                 .progress_user = &p,
+                                 .output = cli_progress_output,
+                                 .output_user = &p};
         st = dg_accept_cmd_run(c->ctx, &co, &json);
     } else {
         st = dg_accept_run(c->ctx, &o, &json);
     }
-    if (p.on)
-        cli_term_raw("\r\033[K");
+    cli_progress_end(&p);
     int exit_status = st == DG_OK                ? EXIT_PASS
                       : st == DG_ERR_INTERRUPTED ? EXIT_INTERRUPTED
                       : st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE

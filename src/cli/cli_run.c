@@ -145,6 +145,13 @@ int cmd_run(cli *c, int argc, char **argv)
         cli_error("run: the zero-code probe is not armed: devgate_probe not found beside devgate "
                   "(set DEVGATE_PROBE_PATH); running with --probe manual");
     o.stdout_to_stderr = c->json;
+    cli_progress p;
+    cli_progress_start(&p, c, "run");
+    dg_set_log(c->ctx, cli_progress_log, &p);
+    o.progress = cli_progress_report;
+    o.progress_user = &p;
+    o.output = cli_progress_output;
+    o.output_user = &p;
 
     /* Caught until the record is kept: a hang-up or a late TERM ends the
      * program's tree (forwarded, then killed after the grace), not devgate. */
@@ -153,6 +160,7 @@ int cmd_run(cli *c, int argc, char **argv)
     cli_signals_catch(&sigs, &forward_sig);
     char *json = NULL;
     dg_status st = dg_run_measured(c->ctx, &o, &json);
+    cli_progress_end(&p);
     if (!json) {
         cli_signals_release(&sigs);
         if (st == DG_ERR_NOT_FOUND || st == DG_ERR_IO) {

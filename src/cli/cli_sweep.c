@@ -142,8 +142,14 @@ int cmd_sweep(cli *c, int argc, char **argv)
         cli_error("sweep: --to %d is below --from %d", o.to, o.from);
         return EXIT_USAGE;
     }
+    cli_progress p;
+    cli_progress_start(&p, c, "sweep");
+    dg_set_log(c->ctx, cli_progress_log, &p);
+    o.progress = cli_progress_report;
+    o.progress_user = &p;
     char *json = NULL;
     dg_status st = dg_sweep_run(c->ctx, &o, &json);
+    cli_progress_end(&p);
     if (!json)
         return cli_fail_status(c, st, "sweep");
     cJSON *rec = cJSON_Parse(json);

@@ -120,6 +120,12 @@ void cli_term_raw(const char *s)
     write_all(g_err.fd, s, strlen(s));
 }
 
+void cli_term_raw_fd(int fd, const char *buf, size_t n)
+{
+    fflush(fd == STDOUT_FILENO ? stdout : stderr);
+    write_all(fd == STDOUT_FILENO ? g_out.fd : g_err.fd, buf, n);
+}
+
 const char *cli_cell(char *buf, size_t n, const char *s)
 {
     dg_text_clean(buf, n, s, s ? strlen(s) : 0, false);

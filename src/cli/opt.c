@@ -11,6 +11,10 @@ const cli_opt cli_common_opts[] = {
      offsetof(cli, json), 0, 0, NULL, NULL, NULL},
     {CLI_FLAG, "--quiet", "-q", NULL, NULL, NULL, "no progress on stderr", offsetof(cli, quiet), 0,
      0, NULL, NULL, NULL},
+    {CLI_FUNC, "--progress", NULL, "auto|bar|plain|off", "auto", NULL,
+     "progress on stderr: auto a line kept at the bottom on a terminal, else one line per step, "
+     "trial and epoch (plain); off as --quiet",
+     offsetof(cli, progress), 0, 0, cli_progress_opt, NULL, NULL},
     {CLI_STR, "--ledger", NULL, "PATH|URI",
      "$DEVGATE_LEDGER, else $XDG_DATA_HOME/devgate/ledger.db", NULL,
      "the run ledger: an SQLite file, or a postgresql:// team ledger URI",

@@ -3,6 +3,7 @@
 #include "core.h"
 #include "utf8.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -187,6 +188,12 @@ double dg_jnum_item(const cJSON *it)
 double dg_jnum(const cJSON *root, const char *path)
 {
     return dg_jnum_item(dg_jpath(root, path));
+}
+
+int dg_jint(const cJSON *root, const char *path, int fallback)
+{
+    double v = dg_jnum(root, path);
+    return v >= INT_MIN && v <= INT_MAX && v == floor(v) ? (int)v : fallback;
 }
 
 int dg_jbool(const cJSON *root, const char *path)

@@ -49,6 +49,9 @@ const cJSON *dg_jpath(const cJSON *root, const char *path);
 double dg_jnum(const cJSON *root, const char *path);
 /* dg_jnum of the item itself. */
 double dg_jnum_item(const cJSON *it);
+/* dg_jnum as an int when it is a whole number in int's range, else fallback
+ * (NaN, infinities and out-of-range numbers never reach a cast). */
+int dg_jint(const cJSON *root, const char *path, int fallback);
 /* 1 true, 0 false, -1 absent or not a bool. */
 int dg_jbool(const cJSON *root, const char *path);
 /* A string, NULL when absent or not a string. */

@@ -796,6 +796,8 @@ static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
     s->exit_status = dg_rec_num(sup, DG_P_SUPERVISE_EXIT_STATUS);
     s->run_end_status = dg_rec_str(sup, DG_P_SUPERVISE_RUN_END_STATUS);
     s->signal = dg_rec_str(sup, DG_P_SUPERVISE_SIGNAL);
+    const cJSON *el = cJSON_GetArrayItem(dg_rec_arr(sup, DG_P_SUPERVISE_ERROR_LINES), 0);
+    s->error_line = cJSON_IsString(el) ? el->valuestring : NULL;
     s->timed_out = dg_rec_bool(sup, DG_P_SUPERVISE_TIMED_OUT);
     s->interrupted = dg_rec_bool(sup, DG_P_SUPERVISE_INTERRUPTED);
     s->wall = dg_rec_num(sup, DG_P_SUPERVISE_WALL);
@@ -878,8 +880,31 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
     fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
     fg->safe_batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_SAFE_BATCH);
+    fg->safe_bound = dg_rec_str(g, DG_P_REC_FINAL_GATE_SAFE_BATCH_BOUND);
     fg->statement = dg_rec_str(g, DG_P_REC_FINAL_GATE_STATEMENT);
     fg->missing = dg_rec_arr(g, DG_P_REC_FINAL_GATE_MISSING);
+}
+
+const char *dg_sweep_bound_words(const char *why)
+{
+    static const struct {
+        const char *stop, *words;
+    } bounds[] = {
+        {"oom", "the memory ceiling"},
+        {"budget", "the memory ceiling (the memory budget)"},
+        {"swap", "the memory ceiling (swap grew past the limit)"},
+        {"train-set", "the training set's size, not a memory ceiling"},
+        {"limit", "the sweep's upper limit, not a memory ceiling"},
+        {"throughput-plateau", "the largest batch tried, not a memory ceiling (the sweep stopped "
+                               "on a throughput plateau)"},
+        {"throughput-falling", "the largest batch tried, not a memory ceiling (the sweep stopped "
+                               "on falling throughput)"},
+        {"time", "the largest batch tried, not a memory ceiling (the sweep stopped on time)"},
+    };
+    for (size_t i = 0; why && i < sizeof bounds / sizeof bounds[0]; i++)
+        if (!strcmp(why, bounds[i].stop))
+            return bounds[i].words;
+    return "the largest good batch, not a memory ceiling";
 }
 
 /* The section of each kind of per-verb record ("sweep" -> DG_SEC_SWEEP). */
@@ -920,6 +945,17 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
         sd->loader_shuffle = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_SHUFFLE);
         sd->loader_worker_init_fn = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_WORKER_INIT_FN);
         sd->loader_generator = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_GENERATOR);
+    }
+    if (own == DG_SEC_REC && cJSON_IsObject(dg_rec_at(rec, DG_P_REC_LOADER))) {
+        dg_view_loader *l = &out->loader;
+        l->present = true;
+        l->num_workers = dg_rec_num(rec, DG_P_REC_LOADER_NUM_WORKERS);
+        l->batch_size = dg_rec_num(rec, DG_P_REC_LOADER_BATCH_SIZE);
+        l->batches = dg_rec_num(rec, DG_P_REC_LOADER_BATCHES);
+        l->pin_memory = dg_rec_bool(rec, DG_P_REC_LOADER_PIN_MEMORY);
+        l->persistent_workers = dg_rec_bool(rec, DG_P_REC_LOADER_PERSISTENT_WORKERS);
+        l->batch_arg = dg_rec_str(rec, DG_P_REC_LOADER_BATCH_ARG);
+        l->workers_arg = dg_rec_str(rec, DG_P_REC_LOADER_WORKERS_ARG);
     }
     if (own != DG_SEC_REC) {
         out->section[own] = rec; /* a per-verb record is its own section */

@@ -476,6 +476,7 @@ typedef struct dg_view_supervise {
     dg_rec_metric exit_status;
     const char *signal;         /* "SIGKILL", ...; NULL when none */
     const char *run_end_status; /* run_end.status ("ok", "error", "stopped"); NULL when none */
+    const char *error_line;     /* error_lines[0]: why the program failed, as it said; NULL */
     int timed_out, interrupted; /* tri */
     dg_rec_metric wall;         /* s */
     dg_rec_metric events_lines, events_dropped, events_malformed, events_overlong; /* lines */
@@ -504,6 +505,12 @@ typedef struct dg_view_decision {
     const cJSON *reasons; /* array of strings, or NULL */
 } dg_view_decision;
 
+/* What the sweep's safe batch is, in words, from the reason the sweep
+ * stopped: "the memory ceiling" only when memory ended it (oom, budget,
+ * swap); the training set's size, the sweep's limit, or the largest batch
+ * tried otherwise. Never NULL. */
+const char *dg_sweep_bound_words(const char *stopped_reason);
+
 typedef struct dg_view_final_gate {
     bool present;
     int accepted;  /* tri */
@@ -511,7 +518,8 @@ typedef struct dg_view_final_gate {
     dg_rec_metric fail_findings;
     dg_rec_metric throughput; /* samples/s */
     dg_rec_metric batch;      /* samples: the batch the throughput is promised at */
-    dg_rec_metric safe_batch; /* samples: the sweep's safe batch (the memory ceiling) */
+    dg_rec_metric safe_batch; /* samples: the sweep's safe batch */
+    const char *safe_bound;   /* what it is, in words (dg_sweep_bound_words); NULL: not said */
     const char *statement;
     const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;
@@ -525,6 +533,16 @@ typedef struct dg_view_seeds {
     int torch_seeded, loader_shuffle, loader_worker_init_fn, loader_generator;
 } dg_view_seeds;
 
+/* The training DataLoader a supervised program iterated (record "loader",
+ * from run_start): its settings as the program named them and the
+ * command-line options that set them. -1 / NULL / not valid: not reported. */
+typedef struct dg_view_loader {
+    bool present;
+    dg_rec_metric num_workers, batch_size, batches; /* workers, samples, batches */
+    int pin_memory, persistent_workers;             /* tri */
+    const char *batch_arg, *workers_arg;            /* "--batch-size", "--workers"; NULL */
+} dg_view_loader;
+
 /* A record, typed. For a per-verb record (kind sweep, soak, ...) the section
  * view of that kind is filled from the record itself. */
 typedef struct dg_record_view {
@@ -533,6 +551,7 @@ typedef struct dg_record_view {
     const char *state, *label, *host, *timestamp, *run_id;
     const char *device; /* run: the device the program said it used ("cpu", "cuda:0") */
     dg_view_seeds seeds;
+    dg_view_loader loader;
     dg_view_spec spec;
     dg_view_step *steps;
     int nsteps;

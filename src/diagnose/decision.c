@@ -199,8 +199,8 @@ cJSON *dg_decide(dg_diag *d)
             else
                 reason(&dc, "%s is %.2fx cpu at batch %d%s", dev, sp, batch, times);
             /* The batch the final gate promises (the sweep's best rate at or
-             * below its safe batch), the safe batch said apart as the memory
-             * ceiling; never a batch larger than the training set. */
+             * below its safe batch), the safe batch said apart in the words of
+             * what ended the sweep; never a batch larger than the training set. */
             int safe = dg_rec_int(d->v->sweep.safe_batch);
             double best_b, best_sps;
             if (safe > 0) {
@@ -216,9 +216,8 @@ cJSON *dg_decide(dg_diag *d)
                 else
                     reason(&dc,
                            "train at batch %d (the sweep's best rate, %.0f samples/s); the safe "
-                           "batch %d is the memory ceiling, and larger batches up to it run "
-                           "slower",
-                           best, best_sps, safe);
+                           "batch %d is %s, and larger batches up to it run slower",
+                           best, best_sps, safe, dg_sweep_bound_words(d->v->sweep.stopped_reason));
             }
         }
     } else {

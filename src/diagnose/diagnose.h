@@ -91,6 +91,9 @@ void dg_ev_bool(dg_diag *d, cJSON *f, const char *sec, int tri, const char *fmt,
  * objects that are not metrics are written as their compact JSON text. */
 void dg_ev_item(dg_diag *d, cJSON *f, const char *sec, const char *unit, const cJSON *it,
                 const char *fmt, ...) DG_PRINTF(6, 7);
+/* " (--batch-size 64)": how the program's own command line sets batch,
+ * when the record's loader names the option; "" otherwise. Returns buf. */
+const char *dg_batch_arg_text(const dg_diag *d, int batch, char *buf, size_t n);
 /* Appends to a fixed buffer, keeping it NUL-terminated (truncates quietly). */
 void dg_cat(char *buf, size_t n, const char *fmt, ...) DG_PRINTF(3, 4);
 

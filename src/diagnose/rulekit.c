@@ -217,3 +217,13 @@ bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps)
     }
     return !isnan(*sps);
 }
+
+const char *dg_batch_arg_text(const dg_diag *d, int batch, char *buf, size_t n)
+{
+    const char *arg = d->v->loader.present ? d->v->loader.batch_arg : NULL;
+    if (arg)
+        snprintf(buf, n, " (%s %d)", arg, batch);
+    else if (n)
+        buf[0] = '\0';
+    return buf;
+}

@@ -131,8 +131,8 @@ const dg_rule dg_rules[] = {
      "train at or below the safe batch"},
     {"data-starved", DG_SEV_WARN, "profile.phases.queue_wait.share", "data_wait_share",
      dg_judge_data_starved, "the data path cannot keep up: the step waits for its next batch",
-     "more loader workers, or cached, pre-augmented samples (--cache); profile the data path on "
-     "its own"},
+     "more loader workers (the DataLoader's num_workers), or cached, pre-processed samples; "
+     "profile the data path on its own"},
     {"program-failed", DG_SEV_FAIL, "supervise.exit_status, supervise.signal, supervise.timed_out",
      "", dg_judge_program_failed,
      "the supervised program did not finish: its figures cover only part of the run",

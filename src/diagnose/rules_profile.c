@@ -108,6 +108,30 @@ void dg_judge_operator_gap(dg_diag *d, const dg_rule *r)
 
 /* ---- profile ------------------------------------------------------------------------ */
 
+/* The program's own DataLoader knobs for a starved step, as it set them:
+ * "raise the DataLoader's num_workers (now 0, --workers 0), persistent_workers=True
+ * (now False), pin_memory=True (now False)". false when the loader says too little. */
+static bool loader_advice(const dg_diag *d, char *buf, size_t n)
+{
+    const dg_view_loader *l = &d->v->loader;
+    if (!l->num_workers.valid)
+        return false;
+    int w = dg_rec_int(l->num_workers);
+    char how[96] = "";
+    if (l->workers_arg)
+        snprintf(how, sizeof how, ", %s %d", l->workers_arg, w);
+    buf[0] = '\0';
+    dg_cat(buf, n, "raise the DataLoader's num_workers (now %d%s)", w, how);
+    if (l->persistent_workers == 0)
+        dg_cat(buf, n, ", persistent_workers=True (now False: workers restart every epoch)");
+    /* Pinned pages speed copies to a discrete device; on the cpu or a
+     * unified-memory device (mps) decide from profiler evidence (METHOD). */
+    const char *dev = d->v->device;
+    if (l->pin_memory == 0 && dev && strncmp(dev, "cuda", 4) == 0)
+        dg_cat(buf, n, ", pin_memory=True (now False)");
+    return true;
+}
+
 void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
 {
     const dg_view_profile *p = &d->v->profile;
@@ -126,10 +150,15 @@ void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "the step waits for its next batch %.0f%% of the time%s",
                                100 * qw->share.value, detail);
-    if (p->workers.valid)
+    const dg_view_loader *l = &d->v->loader;
+    char knobs[400];
+    if (l->present && loader_advice(d, knobs, sizeof knobs))
         dg_rule_text(d, f, "action",
-                     "more loader workers (now %d), or cached, pre-augmented samples (--cache); "
-                     "profile the data path on its own",
+                     "%s; or cache pre-processed samples; profile the data path on its own", knobs);
+    else if (p->workers.valid) /* devgate's own fixture: its loader flags */
+        dg_rule_text(d, f, "action",
+                     "more loader workers (--workers, now %d), or cached, pre-augmented samples "
+                     "(--cache); profile the data path on its own",
                      dg_rec_int(p->workers));
     dg_ev_metric(d, f, "profile", "fraction", qw->share, "phases.queue_wait.share");
     dg_ev_metric(d, f, "profile", "ms", qw->ms, "phases.queue_wait.ms");
@@ -152,6 +181,11 @@ void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
                      dg_phase_key((dg_phase)slow));
     if (p->workers.valid)
         dg_ev_metric(d, f, "profile", "workers", p->workers, "spec.workers");
+    if (l->present) {
+        dg_ev_metric(d, f, "run", "workers", l->num_workers, "loader.num_workers");
+        dg_ev_bool(d, f, "run", l->persistent_workers, "loader.persistent_workers");
+        dg_ev_bool(d, f, "run", l->pin_memory, "loader.pin_memory");
+    }
 }
 
 /* Whether another process in the environment's list was busier than

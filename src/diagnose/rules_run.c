@@ -23,16 +23,20 @@ void dg_judge_program_failed(dg_diag *d, const dg_rule *r)
     if (!s->present || s->interrupted == 1)
         return; /* an interrupt is the user's, and the record says so */
     cJSON *f;
+    /* What the program said as it failed (its last traceback's exception). */
+    const char *said = s->error_line ? s->error_line : "", *sep = s->error_line ? ": " : "";
     if (s->timed_out == 1)
         f = dg_rule_finding(d, r, DG_SEV_FAIL, -1,
                             "the program ran past its timeout; its process tree was killed");
     else if (s->signal)
-        f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the program was killed by %s", s->signal);
+        f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the program was killed by %s%s%s", s->signal,
+                            sep, said);
     else if (s->exit_status.valid && s->exit_status.value != 0 && !stopped_by_devgate(s))
-        f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the program exited with status %d",
-                            dg_rec_int(s->exit_status));
+        f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the program exited with status %d%s%s",
+                            dg_rec_int(s->exit_status), sep, said);
     else
         return;
+    dg_ev_str(d, f, "supervise", s->error_line, "error_lines[0]");
     dg_ev_metric(d, f, "supervise", NULL, s->exit_status, "exit_status");
     dg_ev_str(d, f, "supervise", s->signal, "signal");
     dg_ev_bool(d, f, "supervise", s->timed_out, "timed_out");

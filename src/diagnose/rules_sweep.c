@@ -72,12 +72,13 @@ void dg_judge_sweep_memory(dg_diag *d, const dg_rule *r)
                      !strcmp(why, "signal")    ? "was killed"
                      : !strcmp(why, "timeout") ? "hung"
                                                : "failed");
+    char arg[96];
     if (safe > 0)
         dg_rule_text(
             d, f, "action",
-            "train at batch %d or below (the safe batch); above it split the work or empty the "
+            "train at batch %d or below (the safe batch)%s; above it split the work or empty the "
             "cache",
-            safe);
+            safe, dg_batch_arg_text(d, safe, arg, sizeof arg));
     dg_ev_str(d, f, "sweep", why, "stopped.reason");
     dg_ev_metric(d, f, "sweep", "samples", s->stopped_at, "stopped.at_batch");
     dg_ev_metric(d, f, "sweep", "samples", s->safe_batch, "safe_batch.batch");
@@ -99,9 +100,10 @@ void dg_judge_batch_above_safe(dg_diag *d, const dg_rule *r)
     cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                                "training batch %d is above the sweep's safe batch %d",
                                dg_rec_int(want), dg_rec_int(safe));
+    char arg[96];
     dg_rule_text(d, f, "action",
-                 "train at batch %d or below, or sweep again with the real data path",
-                 dg_rec_int(safe));
+                 "train at batch %d or below%s, or sweep again with the real data path",
+                 dg_rec_int(safe), dg_batch_arg_text(d, dg_rec_int(safe), arg, sizeof arg));
     dg_ev_num(d, f, "spec", "batch", want.value, "samples");
     dg_ev_metric(d, f, "sweep", "samples", d->v->sweep.safe_batch, "safe_batch.batch");
     dg_ev_metric(d, f, "sweep", "samples", d->v->sweep.first_failure, "safe_batch.first_failure");

@@ -6,6 +6,7 @@
 
 #include "binfmt.h"
 #include "core/proc.h"
+#include "env/python_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,9 +20,6 @@
 
 #define OUT_MAX ((size_t)1 << 20)  /* stdout kept for parsing */
 #define ERR_MAX ((size_t)64 << 10) /* stderr kept for the error line */
-#define OUT_LINES_MAX 16           /* JSON lines considered */
-#define STR_MAX 512                /* cap on strings copied from the child */
-#define SITE_MAX 64                /* site-packages directories considered */
 #define SCAN_DEPTH_MAX 12
 #define SCAN_FILES_MAX 200000
 #define MIXED_MAX 200
@@ -105,50 +103,6 @@ static const char probe_script[] =
     "        t['error'] = '; '.join(errs)\n"
     "emit({'torch': t})\n";
 
-/* ---- JSON building with one out-of-memory flag --------------------------- */
-
-typedef struct jb {
-    bool oom;
-} jb;
-
-static cJSON *chk(jb *b, cJSON *item)
-{
-    if (!item)
-        b->oom = true;
-    return item;
-}
-
-static void put(jb *b, cJSON *obj, const char *key, cJSON *item)
-{
-    if (!item || !obj || !cJSON_AddItemToObject(obj, key, item)) {
-        b->oom = true;
-        cJSON_Delete(item);
-    }
-}
-
-static void put_str(jb *b, cJSON *obj, const char *key, const char *s)
-{
-    put(b, obj, key, dg_json_string(s));
-}
-
-static void put_num(jb *b, cJSON *obj, const char *key, double v, bool valid)
-{
-    put(b, obj, key, valid ? cJSON_CreateNumber(v) : cJSON_CreateNull());
-}
-
-static void put_bool(jb *b, cJSON *obj, const char *key, int v /* -1: null */)
-{
-    put(b, obj, key, v < 0 ? cJSON_CreateNull() : cJSON_CreateBool(v));
-}
-
-static void push(jb *b, cJSON *arr, cJSON *item)
-{
-    if (!item || !arr || !cJSON_AddItemToArray(arr, item)) {
-        b->oom = true;
-        cJSON_Delete(item);
-    }
-}
-
 /* ---- locating the interpreter ------------------------------------------- */
 
 /* Looks name up in $PATH (the system default path when unset) the way execvp
@@ -195,25 +149,6 @@ typedef struct run_result {
     dg_capbuf err; /* stderr, capped at ERR_MAX */
 } run_result;
 
-/* Copies src into dst (size n) for the record, as docs/schema/env.md says
- * text from the system enters records: invalid UTF-8 becomes U+FFFD, controls
- * '?' (tabs and newlines a space first), never cutting a sequence. The
- * terminal's '?' for invalid bytes is the printer's business (dg_text_clean). */
-static void rec_clean(char *dst, size_t n, const char *src)
-{
-    size_t len = strlen(src);
-    char *flat = dg_malloc(len + 1);
-    if (!flat) {
-        if (n)
-            dst[0] = '\0';
-        return;
-    }
-    for (size_t i = 0; i <= len; i++)
-        flat[i] = src[i] == '\n' || src[i] == '\t' || src[i] == '\r' ? ' ' : src[i];
-    dg_utf8_clean(dst, n, flat, len, true);
-    dg_free(flat);
-}
-
 static void set_error(run_result *r, const char *fmt, ...) DG_PRINTF(2, 3);
 
 static void set_error(run_result *r, const char *fmt, ...)
@@ -223,7 +158,7 @@ static void set_error(run_result *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    rec_clean(r->error, sizeof r->error, raw);
+    dg_py_rec_clean(r->error, sizeof r->error, raw);
     r->has_error = true;
 }
 
@@ -273,128 +208,10 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
     return true;
 }
 
-/* The line of stderr that says what went wrong: the first one, except for a
- * Python traceback, whose message is on its last line. */
-static void stderr_reason(const run_result *r, char *dst, size_t n)
-{
-    dst[0] = '\0';
-    if (!r->err.data)
-        return;
-    const char *s = r->err.data, *end = r->err.data + r->err.len;
-    const char *best = NULL, *best_end = NULL;
-    bool traceback = false;
-    for (const char *p = s; p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
-        const char *q = p;
-        while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
-            q++;
-        if (q < le) {
-            if (!best && strncmp(q, "Traceback (most recent call last)", 33) == 0)
-                traceback = true;
-            if (!best || traceback) {
-                best = q;
-                best_end = le;
-            }
-        }
-        p = nl ? nl + 1 : end;
-    }
-    if (!best)
-        return;
-    char line[STR_MAX];
-    size_t len = (size_t)(best_end - best);
-    if (len >= sizeof line)
-        len = sizeof line - 1;
-    memcpy(line, best, len);
-    line[len] = '\0';
-    rec_clean(dst, n, dg_trim(line));
-}
-
-/* ---- reading the child's answer ------------------------------------------ */
-
-typedef struct answer {
-    cJSON *objs[OUT_LINES_MAX];
-    int n;
-} answer;
-
-static void parse_answer(answer *a, const char *out, size_t len)
-{
-    for (const char *p = out; p && p < out + len && a->n < OUT_LINES_MAX;) {
-        const char *nl = memchr(p, '\n', (size_t)(out + len - p));
-        const char *le = nl ? nl : out + len;
-        while (p < le && (*p == ' ' || *p == '\t' || *p == '\r'))
-            p++;
-        if (p < le && *p == '{') {
-            cJSON *o = cJSON_ParseWithLength(p, (size_t)(le - p));
-            if (cJSON_IsObject(o))
-                a->objs[a->n++] = o;
-            else
-                cJSON_Delete(o);
-        }
-        p = nl ? nl + 1 : out + len;
-    }
-}
-
-/* Later lines override earlier ones, so a child may answer in pieces. */
-static const cJSON *answer_get(const answer *a, const char *key)
-{
-    for (int i = a->n - 1; i >= 0; i--) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->objs[i], key);
-        if (v)
-            return v;
-    }
-    return NULL;
-}
-
-static bool answer_str(const answer *a, const char *key, char *dst, size_t n)
-{
-    const cJSON *v = answer_get(a, key);
-    if (!cJSON_IsString(v) || !v->valuestring)
-        return false;
-    rec_clean(dst, n, v->valuestring);
-    return true;
-}
-
-static int json_tristate(const cJSON *v)
-{
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
-}
-
-static cJSON *torch_object(jb *b, const cJSON *t)
-{
-    cJSON *o = chk(b, cJSON_CreateObject());
-    if (!o)
-        return NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "version");
-    char buf[STR_MAX];
-    if (cJSON_IsString(v) && v->valuestring) {
-        rec_clean(buf, 64, v->valuestring);
-        put_str(b, o, "version", buf);
-    } else {
-        put_str(b, o, "version", NULL);
-    }
-    put_bool(b, o, "cuda_available",
-             json_tristate(cJSON_GetObjectItemCaseSensitive(t, "cuda_available")));
-    v = cJSON_GetObjectItemCaseSensitive(t, "cuda_device_count");
-    bool count_ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e6;
-    put_num(b, o, "cuda_device_count", count_ok ? (double)(long)v->valuedouble : 0, count_ok);
-    put_bool(b, o, "mps_built", json_tristate(cJSON_GetObjectItemCaseSensitive(t, "mps_built")));
-    put_bool(b, o, "mps_available",
-             json_tristate(cJSON_GetObjectItemCaseSensitive(t, "mps_available")));
-    v = cJSON_GetObjectItemCaseSensitive(t, "error");
-    if (cJSON_IsString(v) && v->valuestring) {
-        rec_clean(buf, sizeof buf, v->valuestring);
-        put_str(b, o, "error", buf);
-    } else {
-        put_str(b, o, "error", NULL);
-    }
-    return o;
-}
-
 /* ---- site-packages walk --------------------------------------------------- */
 
 typedef struct scan {
-    jb *b;
+    dg_pyjb *b;
     const char *ref; /* arch extensions must match; NULL: none known */
     cJSON *mixed;
     long mixed_n, truncated;
@@ -438,14 +255,14 @@ static void check_extension(scan *s, const char *path, size_t root_len)
         return;
     }
     char rel[PATH_MAX];
-    rec_clean(rel, sizeof rel, path + root_len + (path[root_len] == '/'));
-    cJSON *e = chk(s->b, cJSON_CreateObject());
-    cJSON *arch = chk(s->b, cJSON_CreateArray());
+    dg_py_rec_clean(rel, sizeof rel, path + root_len + (path[root_len] == '/'));
+    cJSON *e = dg_pyjb_chk(s->b, cJSON_CreateObject());
+    cJSON *arch = dg_pyjb_chk(s->b, cJSON_CreateArray());
     for (int i = 0; arch && i < info.nslices; i++)
-        push(s->b, arch, cJSON_CreateString(info.arch[i]));
-    put_str(s->b, e, "path", rel);
-    put(s->b, e, "arch", arch);
-    push(s->b, s->mixed, e);
+        dg_pyjb_push(s->b, arch, cJSON_CreateString(info.arch[i]));
+    dg_pyjb_put_str(s->b, e, "path", rel);
+    dg_pyjb_put(s->b, e, "arch", arch);
+    dg_pyjb_push(s->b, s->mixed, e);
     s->mixed_n++;
 }
 
@@ -523,15 +340,15 @@ static void scan_dir(scan *s, char *buf, size_t len, size_t root_len, int depth)
 
 /* ---- assembly -------------------------------------------------------------- */
 
-static cJSON *binary_object(jb *b, const dg_binfmt_info *info)
+static cJSON *binary_object(dg_pyjb *b, const dg_binfmt_info *info)
 {
-    cJSON *o = chk(b, cJSON_CreateObject());
-    cJSON *arch = chk(b, cJSON_CreateArray());
+    cJSON *o = dg_pyjb_chk(b, cJSON_CreateObject());
+    cJSON *arch = dg_pyjb_chk(b, cJSON_CreateArray());
     for (int i = 0; arch && i < info->nslices; i++)
-        push(b, arch, cJSON_CreateString(info->arch[i]));
-    put_str(b, o, "format", info->format);
-    put(b, o, "arch", arch);
-    put_num(b, o, "bits", info->bits, true);
+        dg_pyjb_push(b, arch, cJSON_CreateString(info->arch[i]));
+    dg_pyjb_put_str(b, o, "format", info->format);
+    dg_pyjb_put(b, o, "arch", arch);
+    dg_pyjb_put_num(b, o, "bits", info->bits, true);
     return o;
 }
 
@@ -548,7 +365,7 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     (void)ctx;
     if (!(timeout_s > 0))
         timeout_s = DEFAULT_TIMEOUT_S;
-    jb b = {false};
+    dg_pyjb b = {false};
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -571,19 +388,17 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
 
     char clean[PATH_MAX];
     if (python)
-        rec_clean(clean, sizeof clean, python);
-    put_str(&b, o, "path", python ? clean : NULL);
+        dg_py_rec_clean(clean, sizeof clean, python);
+    dg_pyjb_put_str(&b, o, "path", python ? clean : NULL);
     if (have_resolved)
-        rec_clean(clean, sizeof clean, resolved);
-    put_str(&b, o, "resolved", have_resolved ? clean : NULL);
+        dg_py_rec_clean(clean, sizeof clean, resolved);
+    dg_pyjb_put_str(&b, o, "resolved", have_resolved ? clean : NULL);
 
     run_result r;
     memset(&r, 0, sizeof r);
     r.status = "failed";
     r.out.cap = OUT_MAX;
     r.err.cap = ERR_MAX;
-    answer a;
-    memset(&a, 0, sizeof a);
     if (missing) {
         r.status = "not-found";
         set_error(&r, "%s",
@@ -593,23 +408,23 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     } else if (!run_probe(exe, timeout_s, &r)) {
         b.oom = true;
     }
-    if (r.out.data)
-        parse_answer(&a, r.out.data, r.out.len);
-    if (strcmp(r.status, "ok") == 0) {
-        if (r.out.truncated) {
-            r.status = "failed";
-            set_error(&r, "answer longer than %zu bytes", OUT_MAX);
-        } else if (a.n == 0) {
-            char head[81];
-            rec_clean(head, sizeof head, r.out.data ? dg_trim(r.out.data) : "");
-            r.status = "failed";
-            set_error(&r, "answer is not JSON: \"%s\"", head);
-        }
-    } else if (strcmp(r.status, "failed") == 0 && r.has_exit && !r.has_error) {
-        char line[STR_MAX];
-        stderr_reason(&r, line, sizeof line);
-        set_error(&r, "exit status %d%s%s", r.exit_code, *line ? ": " : "", line);
-    }
+    dg_py_run pr = {.status = r.status,
+                    .exit_code = r.exit_code,
+                    .has_exit = r.has_exit,
+                    .sig = r.sig,
+                    .has_sig = r.has_sig,
+                    .seconds = r.seconds,
+                    .has_seconds = r.has_seconds,
+                    .error = r.has_error ? r.error : NULL,
+                    .out = r.out.data,
+                    .out_len = r.out.len,
+                    .out_truncated = r.out.truncated,
+                    .out_cap = OUT_MAX,
+                    .err = r.err.data,
+                    .err_len = r.err.len};
+    cJSON *dirs = NULL, *ans = dg_env_python_answer(&pr, &dirs);
+    if (!ans)
+        b.oom = true;
 
     /* Binary: the file run, or, when that is a launcher script (pyenv shims,
      * conda wrappers), the executable the interpreter says it is. */
@@ -624,9 +439,8 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     } else {
         snprintf(binerr, sizeof binerr, "not found");
     }
-    char exe_said[PATH_MAX];
-    if (!have_bin && have_resolved && answer_str(&a, "executable", exe_said, sizeof exe_said) &&
-        exe_said[0] == '/') {
+    const char *exe_said = dg_jstr(ans, "executable");
+    if (!have_bin && have_resolved && exe_said && exe_said[0] == '/') {
         char real2[PATH_MAX];
         dg_binfmt_info info2;
         char err2[256];
@@ -637,60 +451,32 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
             snprintf(binpath, sizeof binpath, "%s", real2);
         }
     }
-    put(&b, o, "binary", have_bin ? binary_object(&b, &info) : cJSON_CreateNull());
+    dg_pyjb_put(&b, o, "binary", have_bin ? binary_object(&b, &info) : cJSON_CreateNull());
     if (have_bin)
-        rec_clean(clean, sizeof clean, binpath);
-    put_str(&b, o, "binary_path", have_bin ? clean : NULL);
+        dg_py_rec_clean(clean, sizeof clean, binpath);
+    dg_pyjb_put_str(&b, o, "binary_path", have_bin ? clean : NULL);
     char binerr_clean[256];
-    rec_clean(binerr_clean, sizeof binerr_clean, binerr);
-    put_str(&b, o, "binary_error", have_bin ? NULL : binerr_clean);
+    dg_py_rec_clean(binerr_clean, sizeof binerr_clean, binerr);
+    dg_pyjb_put_str(&b, o, "binary_error", have_bin ? NULL : binerr_clean);
     /* An unknown host ("unknown" from the caller) cannot be compared with:
      * null, not a false mismatch. */
     const char *host_norm = host_arch ? dg_arch_normalise(host_arch) : "unknown";
     bool host_known = strcmp(host_norm, "unknown") != 0;
-    put_bool(&b, o, "arch_matches_host",
-             have_bin && host_known ? dg_binfmt_matches(&info, host_arch) : -1);
+    dg_pyjb_put_bool(&b, o, "arch_matches_host",
+                     have_bin && host_known ? dg_binfmt_matches(&info, host_arch) : -1);
 
-    cJSON *run = chk(&b, cJSON_CreateObject());
-    put_str(&b, run, "status", r.status);
-    put_num(&b, run, "exit_code", r.exit_code, r.has_exit);
-    put_num(&b, run, "signal", r.sig, r.has_sig);
-    put(&b, run, "seconds", dg_json_metric(r.seconds, r.has_seconds, "s"));
-    put_str(&b, run, "error", r.has_error ? r.error : NULL);
-    put(&b, o, "run", run);
-
-    char version[64], platform[64], machine[64];
-    bool has_version = answer_str(&a, "version", version, sizeof version);
-    bool has_platform = answer_str(&a, "platform", platform, sizeof platform);
-    bool has_machine = answer_str(&a, "machine", machine, sizeof machine);
-    bool has_exe = answer_str(&a, "executable", exe_said, sizeof exe_said);
-    put_str(&b, o, "version", has_version ? version : NULL);
-    put_str(&b, o, "platform", has_platform ? platform : NULL);
-    put_str(&b, o, "machine", has_machine ? machine : NULL);
-    put_str(&b, o, "executable", has_exe ? exe_said : NULL);
-
-    const cJSON *t = answer_get(&a, "torch");
-    if (cJSON_IsObject(t)) {
-        put(&b, o, "torch", torch_object(&b, t));
-    } else if (!t && a.n > 0 && strcmp(r.status, "ok") != 0) {
-        /* The basics arrived but the torch line never did: the interpreter
-         * hung or died while importing or asking torch. */
-        char why[STR_MAX];
-        snprintf(why, sizeof why, "no answer: interpreter %s while probing torch", r.status);
-        cJSON *tj = chk(&b, cJSON_CreateObject());
-        if (tj && !cJSON_AddStringToObject(tj, "error", why))
-            b.oom = true;
-        put(&b, o, "torch", tj ? torch_object(&b, tj) : NULL);
-        cJSON_Delete(tj);
-    } else {
-        put(&b, o, "torch", cJSON_CreateNull());
-    }
+    /* the answer's members, in the record's order */
+    static const char *const keys[] = {"run",     "version",    "platform",
+                                       "machine", "executable", "torch"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        dg_pyjb_put(&b, o, keys[i], cJSON_DetachItemFromObjectCaseSensitive(ans, keys[i]));
+    const char *machine = dg_jstr(o, "machine");
 
     /* Extensions are checked against the architecture the interpreter runs
      * as: what it reports (right for a universal binary or under emulation)
      * when its binary agrees, else the binary's own, else the host's. */
     const char *ref = NULL;
-    const char *mnorm = has_machine ? dg_arch_normalise(machine) : "unknown";
+    const char *mnorm = machine ? dg_arch_normalise(machine) : "unknown";
     bool mknown = strcmp(mnorm, "unknown") != 0;
     if (have_bin) {
         if (mknown && slices_have(&info, mnorm))
@@ -705,49 +491,28 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
         ref = host_norm;
     }
 
-    cJSON *sites = chk(&b, cJSON_CreateArray());
-    scan s = {.b = &b, .ref = ref, .mixed = chk(&b, cJSON_CreateArray())};
-    const cJSON *sp = answer_get(&a, "site_packages");
-    int nsites = 0;
-    const cJSON *sp_arr = cJSON_IsArray(sp) ? sp : NULL, *it;
-    cJSON_ArrayForEach(it, sp_arr)
+    scan s = {.b = &b, .ref = ref, .mixed = dg_pyjb_chk(&b, cJSON_CreateArray())};
+    const cJSON *d;
+    cJSON_ArrayForEach(d, dirs)
     {
-        if (nsites >= SITE_MAX || b.oom)
+        if (b.oom)
             break;
-        if (!cJSON_IsString(it) || !it->valuestring || it->valuestring[0] != '/')
-            continue;
-        size_t len = strlen(it->valuestring);
-        if (len >= PATH_MAX)
-            continue;
         char dir[PATH_MAX];
-        memcpy(dir, it->valuestring, len + 1);
-        while (len > 1 && dir[len - 1] == '/')
-            dir[--len] = '\0';
-        rec_clean(clean, sizeof clean, dir);
-        /* A directory named twice would count its modules twice. */
-        bool dup = false;
-        const cJSON *prev;
-        cJSON_ArrayForEach(prev, sites)
-        {
-            if (cJSON_IsString(prev) && strcmp(prev->valuestring, clean) == 0)
-                dup = true;
-        }
-        if (dup)
-            continue;
-        push(&b, sites, cJSON_CreateString(clean));
-        nsites++;
+        size_t len = strlen(d->valuestring);
+        memcpy(dir, d->valuestring, len + 1); /* under PATH_MAX: dg_env_python_answer checked */
         scan_dir(&s, dir, len, len, 0);
     }
-    put(&b, o, "site_packages", sites);
-    put_str(&b, o, "reference_arch", ref);
-    put_num(&b, o, "extensions_scanned", (double)s.scanned, true);
-    put_num(&b, o, "extensions_unparsed", (double)s.unparsed, true);
-    put_bool(&b, o, "scan_limited", s.limited);
-    put(&b, o, "mixed_extensions", s.mixed);
-    put_num(&b, o, "mixed_extensions_truncated", (double)s.truncated, true);
+    dg_pyjb_put(&b, o, "site_packages",
+                cJSON_DetachItemFromObjectCaseSensitive(ans, "site_packages"));
+    dg_pyjb_put_str(&b, o, "reference_arch", ref);
+    dg_pyjb_put_num(&b, o, "extensions_scanned", (double)s.scanned, true);
+    dg_pyjb_put_num(&b, o, "extensions_unparsed", (double)s.unparsed, true);
+    dg_pyjb_put_bool(&b, o, "scan_limited", s.limited);
+    dg_pyjb_put(&b, o, "mixed_extensions", s.mixed);
+    dg_pyjb_put_num(&b, o, "mixed_extensions_truncated", (double)s.truncated, true);
 
-    for (int i = 0; i < a.n; i++)
-        cJSON_Delete(a.objs[i]);
+    cJSON_Delete(ans);
+    cJSON_Delete(dirs);
     dg_free(r.out.data);
     dg_free(r.err.data);
     if (b.oom) {

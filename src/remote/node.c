@@ -16,11 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A run's lock file below its folder (run_lost). */
+#define RUN_LOCK "running"
 
 static bool hex64(const char *s)
 {
@@ -263,6 +267,21 @@ static dg_status node_start(dg_node *n, const char *token, const char *work, int
         dg_free(mpath);
         return st;
     }
+    /* the run's lock, held by its detached parent while it lives (run_lost),
+     * taken before run.json names the run */
+    char *lpath = dg_asprintf("%s/" RUN_LOCK, dir);
+    int lfd = lpath ? open(lpath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644) : -1;
+    dg_free(lpath);
+    if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+        dg_status st =
+            dg_node_fail(n, dg_node_errno_failure(errno),
+                         "node: cannot hold the run's lock in %s: %s", dir, strerror(errno));
+        if (lfd >= 0)
+            close(lfd);
+        dg_free(dir);
+        dg_free(mpath);
+        return st;
+    }
     cJSON *meta = cJSON_CreateObject();
     dg_json_add_str(meta, "verb", argv[0]);
     cJSON *words = cJSON_AddArrayToObject(meta, "argv");
@@ -273,6 +292,7 @@ static dg_status node_start(dg_node *n, const char *token, const char *work, int
     dg_status st = mtext ? dg_file_write_atomic(n->ctx, mpath, mtext, strlen(mtext)) : DG_ERR_NOMEM;
     dg_string_free(mtext);
     if (st == DG_OK && work && (st = link_work(n, dir, work)) != DG_OK) {
+        close(lfd);
         dg_free(dir);
         dg_free(mpath);
         return st;
@@ -288,6 +308,7 @@ static dg_status node_start(dg_node *n, const char *token, const char *work, int
         st = dg_node_fail(n, DG_REMOTE_USAGE, "node: fork: %s", strerror(errno));
     else if (p == 0)
         run_detached(self, dir, work != NULL, argc, argv);
+    close(lfd); /* the detached parent holds its copy */
     if (st == DG_OK)
         n->answer = dg_strdup(token);
     dg_free(dir);
@@ -295,15 +316,66 @@ static dg_status node_start(dg_node *n, const char *token, const char *work, int
     return st;
 }
 
-/* wait TOKEN: progress.log through the callback as it grows, until exit_status. */
+/* True when the run in dir ended without its exit status: its detached
+ * parent's lock is free (it was killed, or the node restarted) and no
+ * exit_status came before it was released. Status 255 is then written, and
+ * a line saying so to its progress log, so that wait ends and fetch answers.
+ * False too for a run that keeps no lock (an older devgate's). */
+static bool run_lost(dg_node *n, const char *dir)
+{
+    char *lk = dg_asprintf("%s/" RUN_LOCK, dir), *done = dg_asprintf("%s/exit_status", dir);
+    int fd = lk && done ? open(lk, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    /* the lock first: exit_status is renamed into place before it is released */
+    bool lost = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && access(done, F_OK) != 0;
+    if (fd >= 0)
+        close(fd);
+    if (lost) {
+        static const char line[] = "devgate: the run ended without an exit status (its "
+                                   "supervisor was killed or the node restarted)\n";
+        char *log = dg_asprintf("%s/progress.log", dir);
+        int lf = log ? open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644) : -1;
+        if (lf >= 0) {
+            if (write(lf, line, sizeof line - 1) < 0) {
+                /* the status below still ends the wait */
+            }
+            close(lf);
+        }
+        dg_free(log);
+        dg_file_write_atomic(n->ctx, done, "255\n", 4);
+    }
+    dg_free(lk);
+    dg_free(done);
+    return lost;
+}
+
+/* wait TOKEN: progress.log through the callback as it grows, until
+ * exit_status (or the run is found lost); a run that does not exist, or keeps
+ * no lock to tell whether it lives, is refused at once. */
 static dg_status node_wait(dg_node *n, const char *token)
 {
-    char *log = dg_asprintf("%s/runs/%s/progress.log", n->cache, token);
-    char *done = dg_asprintf("%s/runs/%s/exit_status", n->cache, token);
+    char *dir = dg_asprintf("%s/runs/%s", n->cache, token);
+    char *meta = dir ? dg_asprintf("%s/run.json", dir) : NULL;
+    char *lock = dir ? dg_asprintf("%s/" RUN_LOCK, dir) : NULL;
+    dg_status st = DG_OK;
+    if (!meta || !lock || access(meta, F_OK) != 0)
+        st = dg_node_fail(n, DG_REMOTE_NO_RUN, "node: no run %s in %s", token, n->cache);
+    else if (access(lock, F_OK) != 0)
+        st = dg_node_fail(n, DG_REMOTE_USAGE,
+                          "node: run %s keeps no lock (an older devgate started it): collect it "
+                          "when it is done",
+                          token);
+    dg_free(meta);
+    dg_free(lock);
+    if (st != DG_OK) {
+        dg_free(dir);
+        return st;
+    }
+    char *log = dg_asprintf("%s/progress.log", dir);
+    char *done = dg_asprintf("%s/exit_status", dir);
     off_t pos = 0;
     bool finished = false;
     while (log && done && !finished) {
-        finished = access(done, F_OK) == 0;
+        finished = run_lost(n, dir) || access(done, F_OK) == 0;
         int fd = open(log, O_RDONLY | O_CLOEXEC);
         char buf[8192];
         ssize_t k;
@@ -320,6 +392,7 @@ static dg_status node_wait(dg_node *n, const char *token)
     }
     dg_free(log);
     dg_free(done);
+    dg_free(dir);
     return finished ? DG_OK : dg_node_fail(n, DG_REMOTE_USAGE, "node: out of memory");
 }
 
@@ -366,6 +439,7 @@ static dg_status node_fetch(dg_node *n, const char *token)
         o = cJSON_CreateObject();
     }
     cJSON_AddStringToObject(o, "token", token);
+    run_lost(n, dir);
     p = dg_asprintf("%s/exit_status", dir);
     char *code = p ? dg_read_file(p, 64, NULL) : NULL;
     dg_free(p);

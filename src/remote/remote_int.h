@@ -92,6 +92,15 @@ bool dg_remote_parse_state(const char *text, char *state, size_t slen, char *pat
  * words, the record's own verb the same; false with the reason in why. */
 bool dg_remote_parse_fetch(const char *text, const char *asked_verb, cJSON **ans, char *why,
                            size_t wlen);
+/* A list answer: a JSON array of run tokens only, printed anew (dg_free);
+ * NULL when it is anything else. */
+char *dg_remote_parse_list(const char *text);
+/* A fetched run's record (takes rec) with its "remote" section: extra (this
+ * session's warnings, shipped files, bucket check; copied), the node's host
+ * name, the token and the node's identity (takes node_info, may be NULL),
+ * every string valid UTF-8; printed (dg_free), NULL when out of memory. */
+char *dg_remote_record_with(cJSON *rec, const cJSON *extra, const char *host, const char *token,
+                            cJSON *node_info);
 /* A tokens list: an array of well-formed tokens only. */
 bool dg_remote_token_ok(const char *s);
 /* A relative path of no empty, ".", ".." or hidden component. */

@@ -173,17 +173,16 @@ bool dg_remote_parse_fetch(const char *text, const char *asked_verb, cJSON **ans
     return true;
 }
 
-/* The record of a fetched run with its "remote" section: what this session
- * shipped and checked, the node's name and identity. Takes rec. */
-static char *record_with_remote(dg_remote *r, cJSON *rec, const char *token, cJSON *node_info)
+char *dg_remote_record_with(cJSON *rec, const cJSON *extra, const char *host, const char *token,
+                            cJSON *node_info)
 {
-    cJSON *rm = cJSON_Duplicate(r->extra, true);
+    cJSON *rm = cJSON_Duplicate(extra, true);
     if (!rm)
         rm = cJSON_CreateObject();
     cJSON_DeleteItemFromObject(rm, "node");
-    dg_json_add_str(rm, "node", r->cfg.host);
+    dg_json_add_str(rm, "node", host);
     cJSON_DeleteItemFromObject(rm, "token");
-    cJSON_AddStringToObject(rm, "token", token);
+    dg_json_add_str(rm, "token", token);
     cJSON_AddItemToObject(rm, "node_info", node_info ? node_info : cJSON_CreateNull());
     cJSON_DeleteItemFromObject(rec, "remote");
     cJSON_AddItemToObject(rec, "remote", rm);
@@ -216,7 +215,7 @@ static dg_status fetched_record(dg_remote *r, const char *token, cJSON *ans,
                               "offered to collect again)",
                               r->cfg.host, token, differs);
     }
-    f->record = record_with_remote(r, rec, token, node_info);
+    f->record = dg_remote_record_with(rec, r->extra, r->cfg.host, token, node_info);
     return f->record ? DG_OK : dg_remote_fail(r, DG_REMOTE_USAGE, "remote: out of memory");
 }
 
@@ -277,6 +276,17 @@ dg_status dg_remote_mark(dg_remote *r, const char *token)
     return st;
 }
 
+char *dg_remote_parse_list(const char *text)
+{
+    cJSON *arr = text ? cJSON_Parse(text) : NULL;
+    bool ok = cJSON_IsArray(arr);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, arr) ok = ok && cJSON_IsString(t) && dg_remote_token_ok(t->valuestring);
+    char *json = ok ? dg_json_print(arr) : NULL;
+    cJSON_Delete(arr);
+    return json;
+}
+
 dg_status dg_remote_list(dg_remote *r, char **json)
 {
     *json = NULL;
@@ -286,17 +296,10 @@ dg_status dg_remote_list(dg_remote *r, char **json)
     dg_status st = dg_remote_ask(r, list, "listing runs", &a);
     if (st != DG_OK)
         return st;
-    cJSON *arr = cJSON_Parse(a.out);
-    bool ok = cJSON_IsArray(arr);
-    const cJSON *t;
-    cJSON_ArrayForEach(t, arr) ok = ok && cJSON_IsString(t) && dg_remote_token_ok(t->valuestring);
-    if (!ok)
+    if (!(*json = dg_remote_parse_list(a.out)))
         st = dg_remote_fail(r, DG_REMOTE_USAGE,
                             "remote %s: the node's list of runs is not one of the protocol",
                             r->cfg.host);
-    else if (!(*json = dg_json_print(arr)))
-        st = dg_remote_fail(r, DG_REMOTE_USAGE, "remote: out of memory");
-    cJSON_Delete(arr);
     dg_ssh_answer_free(&a);
     return st;
 }

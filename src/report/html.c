@@ -164,8 +164,14 @@ static void sec_banner(dg_capbuf *b, const dg_record_view *v)
         dg_rp_h_val(b, val);
         if (g->batch.valid)
             dg_rp_printf(b, " at batch %.0f", g->batch.value);
-        if (g->safe_batch.valid)
-            dg_rp_printf(b, " · safe batch %.0f (the memory ceiling)", g->safe_batch.value);
+        if (g->safe_batch.valid) {
+            dg_rp_printf(b, " · safe batch %.0f", g->safe_batch.value);
+            if (g->safe_bound) {
+                dg_rp_put(b, " (");
+                dg_rp_h_val(b, g->safe_bound);
+                dg_rp_put(b, ")");
+            }
+        }
         if (g->fail_findings.valid)
             dg_rp_printf(b, " · %.0f fail finding%s", g->fail_findings.value,
                          g->fail_findings.value == 1 ? "" : "s");

@@ -247,11 +247,11 @@ static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
     md_key_memory(b, v);
     const dg_view_final_gate *g = &v->final_gate;
     if (g->present) {
-        char val[64], ceiling[64] = "", line[192];
+        char val[64], ceiling[200] = "", line[320];
         dg_rp_fmt_view_metric(val, sizeof val, g->throughput);
         if (g->safe_batch.valid)
-            snprintf(ceiling, sizeof ceiling, " (safe batch %.0f: the memory ceiling)",
-                     g->safe_batch.value);
+            snprintf(ceiling, sizeof ceiling, " (safe batch %.0f%s%s)", g->safe_batch.value,
+                     g->safe_bound ? ": " : "", g->safe_bound ? g->safe_bound : "");
         if (g->batch.valid)
             snprintf(line, sizeof line, "%s at batch %.0f%s", val, g->batch.value, ceiling);
         else

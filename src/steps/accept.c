@@ -291,6 +291,25 @@ static void fx_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddStringToObject(spec, "math", dg_math_name(t->math));
 }
 
+/* The tier's plan of step in seconds (the progress reports' ETA): the
+ * budgets the steps are sized by, and a trial's few steps at the knee's step
+ * time (0.05 s before the sweep has measured one). */
+static double fx_plan_s(void *ctx, const dg_method_state *s, int step)
+{
+    const acc *a = ctx;
+    double st = isfinite(s->step_s) && s->step_s > 0 ? s->step_s : 0.05;
+    switch (step) {
+    case 1: return 3;
+    case 2: return 0.5 + (a->tier->sweep_warmup + a->tier->sweep_timed) * st;
+    case 3: return a->tier->soak_budget_s + 1;
+    case 4: /* both sides, the cpu's steps taken as twice the device's */
+        return s->device && dg_backend_is_host(s->device)
+                   ? 0
+                   : 1 + 3.0 * a->tier->compare_reps * a->tier->compare_steps * st;
+    default: return a->tier->profile_budget_s + 1;
+    }
+}
+
 static const dg_runner_i fixture_runner = {
     .version = DG_RUNNER_VERSION,
     .name = "fixture",
@@ -304,6 +323,7 @@ static const dg_runner_i fixture_runner = {
     .pair = NULL,
     .profile = fx_profile,
     .spec = fx_spec,
+    .plan_s = fx_plan_s,
 };
 
 dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)

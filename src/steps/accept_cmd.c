@@ -70,6 +70,9 @@ typedef struct acmd {
     bool batch_given;
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
+    dg_progress_sink *progress;
+    double start_s;     /* a child's start-up, as the gate's child took it (s); NAN unknown */
+    double epoch_steps; /* the training loader's batches per epoch (a trial's); NAN unknown */
 } acmd;
 
 /* Takes what the method settled before a step. */
@@ -78,6 +81,7 @@ static acmd *at(void *ctx, const dg_method_state *s, const char *step)
     acmd *a = ctx;
     a->step = step;
     if (s) {
+        a->progress = s->progress;
         a->device = s->device;
         a->batch = s->batch;
         a->batch_given = s->batch_given;
@@ -153,7 +157,11 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                       .empty_cache = empty_cache,
                       .env = env ? (const char *const *)env->vars : NULL,
                       .mem_limit = limit,
-                      .sample_ms = 100};
+                      .sample_ms = 100,
+                      .progress = dg_progress_forward,
+                      .progress_user = a->progress,
+                      .output = a->o->output,
+                      .output_user = a->o->output_user};
     char *json = NULL;
     dg_accept_cmd_oom_read(&a->oom_before);
     dg_status st = dg_run_supervise(a->ctx, &ro, &json);
@@ -167,6 +175,21 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
     if (!rec)
         snprintf(why, len, "the child's run record does not parse");
     return rec;
+}
+
+/* A child run's end for the progress reports: its word, and its rate or why. */
+static void child_progress(acmd *a, const cJSON *rec, const char *why)
+{
+    char reason[512] = "", detail[160];
+    const char *e = rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, reason, sizeof reason) : "failed";
+    double sps = dg_accept_cmd_child_sps(rec);
+    if (!rec)
+        snprintf(detail, sizeof detail, "%.150s", why);
+    else if (strcmp(e, "ok") == 0 && isfinite(sps))
+        snprintf(detail, sizeof detail, "%.0f samples/s", sps);
+    else
+        snprintf(detail, sizeof detail, "%.150s", reason);
+    dg_progress_trial_end(a->progress, e, detail);
 }
 
 /* A run of the user's command at (batch, device, epochs); steps > 0 stops it
@@ -193,10 +216,18 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
         }
     }
     dg_log(a->ctx, DG_LOG_INFO, "%s: batch %d on %s", a->step, batch, device);
+    bool own = strcmp(a->step, "sweep") != 0; /* the driver reports the sweep's trials */
+    if (own)
+        dg_progress_trial(a->progress, "batch %d on %s", batch, device);
     cJSON *rec = supervise_child(a, (const char *const *)argv, DG_PROBE_AUTO, &env, empty_cache,
                                  limit, why, len);
     env_free(&env);
     dg_accept_cmd_argv_free(argv);
+    double per_epoch = dg_jnum(rec, "loader.batches");
+    if (per_epoch > 0)
+        a->epoch_steps = per_epoch;
+    if (own)
+        child_progress(a, rec, why);
     return rec;
 }
 
@@ -267,6 +298,9 @@ static dg_status cmd_gate(void *ctx, dg_step_out *out, const char **device)
     env_free(&env);
     if (!a->o->probe_path)
         snprintf(why, sizeof why, "the devgate_probe package was not found beside devgate");
+    double wall = dg_json_metric_value(dg_jpath(rec, "supervise.wall"));
+    if (wall > 0)
+        a->start_s = wall; /* the interpreter, its imports and three tiny gates */
     cJSON *gate = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "gate") : NULL;
     cJSON_Delete(rec);
     if (gate && !cJSON_IsObject(gate)) {
@@ -352,7 +386,8 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
                           dg_json_metric((double)a->o->mem_budget, a->o->mem_budget > 0, "bytes"));
     cJSON_AddStringToObject(spec, "mem_budget_source",
                             a->o->mem_budget ? "option (RLIMIT_AS of each trial)" : "none");
-    /* A program's own data has no size devgate knows: no train-set stop. */
+    /* The program's data set is known once a trial reports its loader's:
+     * the driver's train-set stop takes it from there. */
     *plan = (dg_sweep_plan){.from = from,
                             .to = a->o->sweep_to > 0 ? a->o->sweep_to : DG_SWEEP_MAX_BATCH,
                             .max_trial_s = a->tier->max_trial_s,
@@ -402,6 +437,7 @@ static dg_status cmd_compare_plan(void *ctx, const dg_method_state *st, dg_compa
     int batch = a->batch;
     if (!a->batch_given && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
+    dg_progress_expect(a->progress, 2 * a->tier->compare_reps); /* pairs: cpu, device */
     *plan = (dg_compare_plan){.batch = batch,
                               .steps = a->tier->compare_steps,
                               .min_pairs = a->tier->compare_reps,
@@ -461,8 +497,8 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_epochs_resu
     }
     out->soak = soak;
     out->hoist = cJSON_CreateObject();
-    static const char *const top[] = {"bucket", "framework"};
-    for (size_t i = 0; rec && out->hoist && i < 2; i++) {
+    static const char *const top[] = {"bucket", "framework", "loader"};
+    for (size_t i = 0; rec && out->hoist && i < sizeof top / sizeof top[0]; i++) {
         cJSON *x = cJSON_DetachItemFromObjectCaseSensitive(rec, top[i]);
         if (x)
             cJSON_AddItemToObject(out->hoist, top[i], x);
@@ -546,6 +582,30 @@ static void cmd_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddBoolToObject(ph, "epochs", a->has_epochs);
 }
 
+/* The tier's plan of step in seconds (the progress reports' ETA): its child
+ * runs, each the start-up the gate's child took plus its steps at the knee's
+ * step time; NAN until the gate has run (and, for the soak, until a trial
+ * has told the loader's batches per epoch). */
+static double cmd_plan_s(void *ctx, const dg_method_state *s, int step)
+{
+    const acmd *a = ctx;
+    double st = isfinite(s->step_s) && s->step_s > 0 ? s->step_s : 0.05, up = a->start_s;
+    const struct cmd_tier *t = a->tier;
+    switch (step) {
+    case 1: return NAN;
+    case 2: return up + t->trial_steps * st;
+    case 3: {
+        int epochs = a->o->epochs > 0 ? a->o->epochs : t->soak_epochs;
+        return up + epochs * a->epoch_steps * st;
+    }
+    case 4: /* cpu and device pairs, the cpu's steps taken as three times the device's */
+        return strcmp(s->device ? s->device : "cpu", "cpu") == 0 || !a->has_device
+                   ? 0
+                   : t->compare_reps * (2 * up + 4.0 * t->compare_steps * st);
+    default: return up + fmin((t->profile_warmup + t->profile_window) * st, t->profile_wall_s);
+    }
+}
+
 static const dg_runner_i command_runner = {
     .version = DG_RUNNER_VERSION,
     .name = "command",
@@ -559,6 +619,7 @@ static const dg_runner_i command_runner = {
     .pair = cmd_pair,
     .profile = cmd_profile,
     .spec = cmd_spec,
+    .plan_s = cmd_plan_s,
 };
 
 dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **json)
@@ -575,7 +636,12 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         (opts->sweep_to > 0 && opts->sweep_from > opts->sweep_to))
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs and the sweep's range must be positive (from <= to)");
-    acmd a = {.ctx = ctx, .o = opts, .tier = &cmd_tiers[opts->quick ? 0 : 1], .device = "cpu"};
+    acmd a = {.ctx = ctx,
+              .o = opts,
+              .tier = &cmd_tiers[opts->quick ? 0 : 1],
+              .device = "cpu",
+              .start_s = NAN,
+              .epoch_steps = NAN};
     a.has_batch = mentions(opts->argv, "{batch}");
     a.has_device = mentions(opts->argv, "{device}");
     a.has_epochs = mentions(opts->argv, "{epochs}");

@@ -213,6 +213,10 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
     const char *sig = dg_jstr(sup, "signal");
     const char *msg = dg_jstr(sup, "run_end.message");
     double xs = dg_jnum(sup, "exit_status");
+    /* What the program said as it failed (its traceback's exception). */
+    const char *said = dg_jstr(sup, "error_lines[0]");
+    const char *sep = said ? ": " : "";
+    said = said ? said : "";
     if (dg_jbool(sup, "interrupted") == 1) {
         snprintf(reason, len, "interrupted");
         return "interrupted";
@@ -250,7 +254,7 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
         return "signal";
     }
     if (sig) {
-        snprintf(reason, len, "killed by %s", sig);
+        snprintf(reason, len, "killed by %s%s%s", sig, sep, said);
         return "signal";
     }
     if (state && strcmp(state, "complete") == 0) {
@@ -266,7 +270,7 @@ const char *dg_accept_cmd_ended_rec(const cJSON *rec, size_t mem_budget, const d
     if (msg)
         snprintf(reason, len, "%s", msg);
     else if (isfinite(xs))
-        snprintf(reason, len, "exit status %.0f", xs);
+        snprintf(reason, len, "exit status %.0f%s%s", xs, sep, said);
     else
         snprintf(reason, len, "the program did not end cleanly");
     return "failed";
@@ -344,8 +348,16 @@ static void trial_metrics(dg_trial_result *t, const cJSON *rec, int b, bool ok)
     t->swap_growth = (dg_metric){isfinite(sg) ? sg : 0, isfinite(sg)};
     t->psi_peak = (dg_metric){isfinite(psi) ? psi : 0, isfinite(psi)};
     t->swapped = isfinite(sg) && sg > DG_ACCEPT_CMD_SWAP_LIMIT_MIB * 1048576.0;
+    /* The samples a step really held: a data set smaller than the batch is
+     * delivered whole, and the samples and the driver's train-set stop count
+     * that, not the batch asked for. */
+    double per = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_step"));
+    double most = dg_json_metric_value(dg_jpath(rec, "throughput.samples_per_step_max"));
+    double ntrain = dg_jnum(rec, "loader.samples");
+    t->per_step = isfinite(most) && most > 0 ? most : NAN;
+    t->train_samples = isfinite(ntrain) && ntrain > 0 ? ntrain : NAN;
     double steps = dg_jnum(rec, "throughput.timed_steps");
-    t->samples = ok && steps > 0 ? steps * b : NAN;
+    t->samples = ok && steps > 0 ? steps * (isfinite(per) && per > 0 ? per : b) : NAN;
     t->loop_s = ok && sps > 0 ? t->samples / sps : NAN;
 }
 

@@ -30,7 +30,7 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
     const char *err = dg_jstr(window, "error");
     cJSON_AddStringToObject(p, "status", window && !err ? "ok" : "failed");
     dg_json_add_str(p, "error", !window ? "the profiler window reported nothing" : err);
-    int steps = (int)dg_jnum(window, "steps");
+    int steps = dg_jint(window, "steps", 0);
     cJSON *w = cJSON_AddObjectToObject(p, "window");
     cJSON_AddNumberToObject(w, "warmup",
                             dg_jnum(window, "warmup") >= 0 ? dg_jnum(window, "warmup") : 0);
@@ -108,5 +108,6 @@ cJSON *dg_accept_cmd_profile(const cJSON *window, const cJSON *run_profile, cons
     cJSON_AddStringToObject(p, "note",
                             "the profiled window runs the user's program under torch.profiler; "
                             "its step time (profiled_ms) includes the profiler's cost");
+    dg_json_utf8_fix(p); /* the window's op names and the copied sections: the program's bytes */
     return p;
 }

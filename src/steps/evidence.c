@@ -128,15 +128,19 @@ static double route_throughput(const dg_record_view *v, const char *route, const
 static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
 {
     const dg_view_supervise *s = &v->supervise;
-    char end[200];
+    char end[480];
     if (s->interrupted == 1)
         snprintf(end, sizeof end, "the run was interrupted");
     else if (s->timed_out == 1)
         snprintf(end, sizeof end, "the program ran past its time limit and was stopped");
     else if (s->signal)
-        snprintf(end, sizeof end, "the program died of %s", s->signal);
+        snprintf(end, sizeof end, "the program died of %s%s%s%s", s->signal,
+                 s->error_line ? " (" : "", s->error_line ? s->error_line : "",
+                 s->error_line ? ")" : "");
     else if (s->exit_status.valid && s->exit_status.value != 0)
-        snprintf(end, sizeof end, "the program exited with status %.0f", s->exit_status.value);
+        snprintf(end, sizeof end, "the program exited with status %.0f%s%s%s", s->exit_status.value,
+                 s->error_line ? " (" : "", s->error_line ? s->error_line : "",
+                 s->error_line ? ")" : "");
     else if (s->exit_status.valid)
         snprintf(end, sizeof end, "the program exited 0");
     else
@@ -312,20 +316,21 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     char cap[96] = "";
     if (capped)
         snprintf(cap, sizeof cap, ", capped at the training set of %.0f samples", ntrain);
-    /* The safe batch is the memory ceiling, said apart from the promise:
-     * past the knee a larger batch fits but runs slower. */
-    char ceiling[200] = "";
+    /* The safe batch, said apart from the promise (past the knee a larger
+     * batch fits but runs slower), in the words of what ended the sweep:
+     * the memory ceiling only when memory did. */
+    const char *bound = dg_sweep_bound_words(v->sweep.stopped_reason);
+    char ceiling[300] = "";
     if (isfinite(safe) && safe == batch && !capped)
-        snprintf(ceiling, sizeof ceiling, "; batch %.0f is also the safe batch, the memory ceiling",
-                 safe);
+        snprintf(ceiling, sizeof ceiling, "; batch %.0f is also the safe batch, %s", safe, bound);
     else if (isfinite(safe)) {
         const dg_rec_metric at = v->sweep.safe_sps;
         char rate[64] = "";
         if (at.valid && safe > batch)
             snprintf(rate, sizeof rate, ", %.0f samples/s there", at.value);
-        snprintf(ceiling, sizeof ceiling, "; safe batch %.0f is the memory ceiling%s", safe, rate);
+        snprintf(ceiling, sizeof ceiling, "; safe batch %.0f is %s%s", safe, bound, rate);
     }
-    char measured[400] = "nothing measured on the chosen route";
+    char measured[600] = "nothing measured on the chosen route";
     if (!isnan(sps))
         snprintf(measured, sizeof measured, "measured %.0f samples/s at batch %.0f on %s%s%s", sps,
                  batch, on, cap, ceiling);
@@ -362,6 +367,7 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     cJSON_AddBoolToObject(g, "batch_capped_to_train_set", capped);
     cJSON_AddItemToObject(g, "safe_batch",
                           dg_json_metric(isfinite(safe) ? safe : 0, isfinite(safe), "samples"));
+    dg_json_add_str(g, "safe_batch_bound", isfinite(safe) ? bound : NULL);
     cJSON_AddStringToObject(g, "statement", statement);
     return g;
 }

@@ -68,6 +68,14 @@ static bool good(const dg_trial_result *t)
     return t->end == DG_TRIAL_OK && !t->swapped;
 }
 
+/* A trial whose steps held fewer samples than the batch asked for: the data
+ * set is smaller than the batch and was delivered whole, so the trial
+ * measured the data set's size, not its batch (the "train-set" stop). */
+static bool short_of(const dg_trial_result *t, int batch)
+{
+    return isfinite(t->per_step) && t->per_step < batch;
+}
+
 /* The stop reason a failing trial gives (docs/measure.md "Sweep"). */
 static const char *stop_reason(const dg_trial_result *t)
 {
@@ -116,8 +124,26 @@ cJSON *dg_trial_entry(int batch, dg_trial_result *t)
     cJSON_AddItemToObject(j, "psi_peak", metric_of(t->psi_peak, "percent"));
     bool ns = isfinite(t->samples);
     cJSON_AddItemToObject(j, "samples", dg_json_metric(ns ? t->samples : 0, ns, "samples"));
+    bool ps = isfinite(t->per_step), ts = isfinite(t->train_samples);
+    cJSON_AddItemToObject(j, "samples_per_step",
+                          dg_json_metric(ps ? t->per_step : 0, ps, "samples"));
+    cJSON_AddItemToObject(j, "train_samples",
+                          dg_json_metric(ts ? t->train_samples : 0, ts, "samples"));
     cJSON_AddItemToObject(j, "wall_s", metric_of(t->wall_s, "s"));
     return j;
+}
+
+/* The trial's end for the progress reports: its word, and its rate or reason. */
+static void trial_progress(dg_progress_sink *p, const dg_trial_result *t)
+{
+    char detail[160];
+    if (t->end == DG_TRIAL_OK && isfinite(t->rate.sps) && t->wall_s.valid)
+        snprintf(detail, sizeof detail, "%.0f samples/s in %.1f s", t->rate.sps, t->wall_s.value);
+    else if (t->end == DG_TRIAL_OK && isfinite(t->rate.sps))
+        snprintf(detail, sizeof detail, "%.0f samples/s", t->rate.sps);
+    else
+        snprintf(detail, sizeof detail, "%.150s", t->reason);
+    dg_progress_trial_end(p, dg_trial_end_name(t->end), detail);
 }
 
 typedef struct sweep_run {
@@ -128,6 +154,7 @@ typedef struct sweep_run {
     dg_sweep_point pts[MAX_TRIALS];
     int n;
     double lock_waited; /* s, summed over the trials */
+    dg_progress_sink *progress;
 } sweep_run;
 
 /* Runs the trial at batch under the measurement lock; *entry its TRIAL entry. */
@@ -139,8 +166,11 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
     memset(t, 0, sizeof *t);
     t->rate = (dg_sweep_rate){.sps = NAN, .lo = NAN, .hi = NAN, .reason = "not run"};
     t->samples = NAN;
+    t->per_step = NAN;
+    t->train_samples = NAN;
     t->loop_s = NAN;
     dg_log(sw->ctx, DG_LOG_INFO, "sweep: trial at batch %d", batch);
+    dg_progress_trial(sw->progress, "batch %d", batch);
     dg_measured ms;
     dg_measured_begin(&ms, sw->cancel);
     dg_status st = sw->r->trial(sw->rc, batch, t);
@@ -156,9 +186,12 @@ static dg_status run_one(sweep_run *sw, int batch, dg_trial_result *t, cJSON **e
         t->rate.valid = false;
     if (t->end != DG_TRIAL_OK)
         t->rate.reason = "the trial did not end ok";
-    sw->pts[sw->n++] = (dg_sweep_point){batch, good(t), t->rate};
+    /* A trial that delivered less than its batch stands for no batch of its
+     * own: knee and safe batch never come from it. */
+    sw->pts[sw->n++] = (dg_sweep_point){batch, good(t) && !short_of(t, batch), t->rate};
     dg_log(sw->ctx, DG_LOG_INFO, "sweep: batch %d: %s%s%s", batch, dg_trial_end_name(t->end),
            t->reason[0] ? ": " : "", t->reason);
+    trial_progress(sw->progress, t);
     *entry = j;
     return DG_OK;
 }
@@ -178,6 +211,8 @@ static int bisect(sweep_run *sw, cJSON *bis, int g, int bad, int resolution, dg_
             break;
         }
         int m = g + (bad - g) / 2;
+        if (sw->progress)
+            dg_progress_expect(sw->progress, sw->progress->trial + 1);
         dg_trial_result t;
         cJSON *j;
         if ((*st = run_one(sw, m, &t, &j)) != DG_OK)
@@ -195,13 +230,23 @@ static int bisect(sweep_run *sw, cJSON *bis, int g, int bad, int resolution, dg_
     return bad;
 }
 
+int dg_sweep_plan_trials(const dg_sweep_plan *plan)
+{
+    int n = 0;
+    for (long b = plan->from > 0 ? plan->from : 1; b <= plan->to && n < 64; b *= 2)
+        n++;
+    return plan->to >= DG_SWEEP_MAX_BATCH && n > 6 ? 6 : n > 0 ? n : 1;
+}
+
 dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_sweep_plan *plan,
-                          const volatile sig_atomic_t *cancel, cJSON *root)
+                          const volatile sig_atomic_t *cancel, dg_progress_sink *progress,
+                          cJSON *root)
 {
     sweep_run *sw = dg_calloc(1, sizeof *sw);
     if (!sw)
         return DG_ERR_NOMEM;
-    *sw = (sweep_run){.ctx = ctx, .r = r, .rc = rctx, .cancel = cancel};
+    *sw = (sweep_run){.ctx = ctx, .r = r, .rc = rctx, .cancel = cancel, .progress = progress};
+    dg_progress_expect(progress, dg_sweep_plan_trials(plan));
     cJSON *trials = cJSON_AddArrayToObject(root, "trials");
     const char *why = "limit";
     int at = 0, last_good = 0, first_bad = 0;
@@ -228,6 +273,14 @@ dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const d
         if (!good(&t)) {
             why = stop_reason(&t);
             first_bad = (int)b;
+            break;
+        }
+        /* The program's data set, once a trial reports it, bounds the
+         * doubling; a trial that got less than it asked ends it there. */
+        if (isfinite(t.train_samples))
+            stop.train_samples = t.train_samples;
+        if (short_of(&t, (int)b)) {
+            why = "train-set";
             break;
         }
         last_good = (int)b;
@@ -269,6 +322,8 @@ typedef struct method {
     int index; /* of the step running now */
     double t0; /* its start */
     dg_method_state s;
+    dg_progress_sink progress;
+    int sweep_trials; /* the sweep's expected trials (the ETA's, before it starts) */
 } method;
 
 static bool cancelled(const method *m)
@@ -276,12 +331,42 @@ static bool cancelled(const method *m)
     return m->o->cancel && *m->o->cancel;
 }
 
+/* The seconds step i is planned to take (the runner's plan; NAN unknown). */
+static double step_plan(method *m, int i)
+{
+    if (i == 0)
+        return 2; /* the environment proof: about a second or two */
+    if (i != 2)
+        return m->r->plan_s(m->rc, &m->s, i);
+    return m->sweep_trials * m->r->plan_s(m->rc, &m->s, 2);
+}
+
+/* What is left of the method by its plan, step_elapsed into the running
+ * step. In the sweep, the trials it has finished say what one takes. */
+static double method_eta(void *ctx, double step_elapsed)
+{
+    method *m = ctx;
+    const dg_progress_sink *p = &m->progress;
+    double left = 0;
+    int i = m->index;
+    if (i == 2 && isfinite(left = dg_progress_trials_left_s(p)))
+        i++;
+    else
+        left = 0;
+    for (; i < STEP_COUNT; i++) {
+        double s = step_plan(m, i);
+        if (!isfinite(s))
+            return NAN;
+        left += i == m->index ? fmax(s - step_elapsed, 0) : s;
+    }
+    return left;
+}
+
 static void begin(method *m, int index)
 {
     m->index = index;
     m->t0 = dg_now();
-    if (m->o->progress)
-        m->o->progress(m->o->progress_user, step_names[index], index, STEP_COUNT);
+    dg_progress_step(&m->progress, step_names[index], index, STEP_COUNT, 0);
 }
 
 /* Adds the step entry; status "ok", "failed", "skipped" or "interrupted". */
@@ -296,6 +381,8 @@ static void end(method *m, const char *status, const char *summary, const char *
     bool ran = strcmp(status, "skipped") != 0;
     cJSON_AddItemToObject(s, "wall", dg_json_metric(ran ? dg_now() - m->t0 : 0, ran, "s"));
     cJSON_AddItemToArray(m->steps, s);
+    if (m->progress.step == step_names[m->index]) /* a step that began, not one never reached */
+        dg_progress_step_end(&m->progress, status, error && error[0] ? error : summary);
 }
 
 static void skip(method *m, int index, const char *why)
@@ -416,7 +503,8 @@ static void step_sweep(method *m)
         conclude(m, st, &out);
         return;
     }
-    st = dg_method_sweep(m->ctx, m->r, m->rc, &plan, m->o->cancel, root);
+    m->sweep_trials = dg_sweep_plan_trials(&plan);
+    st = dg_method_sweep(m->ctx, m->r, m->rc, &plan, m->o->cancel, &m->progress, root);
     m->r->sweep_done(m->rc);
     out.section = root;
     sweep_summary(m, root, out.summary, sizeof out.summary);
@@ -559,7 +647,12 @@ dg_status dg_method_run(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_
                 .s = {.device = NULL,
                       .batch = o->batch > 0 ? o->batch : 32,
                       .batch_given = o->batch > 0,
-                      .step_s = NAN}};
+                      .step_s = NAN},
+                .sweep_trials = 6};
+    dg_progress_init(&m.progress, o->progress, o->progress_user);
+    m.progress.eta = method_eta;
+    m.progress.ectx = &m;
+    m.s.progress = &m.progress;
     m.rec = dg_record_new("accept", DG_RECORD_VERSION);
     m.steps = cJSON_CreateArray();
     if (!m.rec || !m.steps) {

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/progress.h"
 #include "measure/measure.h"
 
 #include <signal.h>
@@ -51,6 +52,9 @@ typedef struct dg_trial_result {
     dg_metric swap_growth;    /* bytes */
     dg_metric psi_peak;       /* percent */
     double samples;           /* samples the timed steps delivered; NAN unknown */
+    double per_step;          /* the most samples a step held: under the batch asked for when
+                                 the data set is smaller; NAN unknown */
+    double train_samples;     /* the training set's size as the trial saw it; NAN unknown */
     double loop_s;            /* the timed steps' own time (s; the "time" stop); NAN unknown */
     dg_metric wall_s;         /* s, start to end of the trial */
     cJSON *extra;             /* the runner's own members of the entry (NULL: none); moved in */
@@ -63,8 +67,9 @@ const char *dg_trial_end_name(dg_trial_end e);
 cJSON *dg_trial_entry(int batch, dg_trial_result *t);
 
 /* What the driver's sweep asks of the runner: doubling from `from` to `to`,
- * the "time" stop, the training set ("train-set" stop; NAN unknown), and
- * whether to bisect between the last good and the first failing batch. */
+ * the "time" stop, the training set ("train-set" stop; NAN unknown: a
+ * trial's train_samples then sets it), and whether to bisect between the
+ * last good and the first failing batch. */
 typedef struct dg_sweep_plan {
     int from, to;
     double max_trial_s;   /* <= 0: no time stop */
@@ -74,10 +79,11 @@ typedef struct dg_sweep_plan {
 
 /* What the steps so far decided; the runners size their steps from it. */
 typedef struct dg_method_state {
-    const char *device; /* the device judged ("cpu" when the gate passed none) */
-    int batch;          /* the batch soak, compare and profile use */
-    bool batch_given;   /* an option, not the sweep's knee */
-    double step_s;      /* the knee's step time (s), NAN unknown */
+    const char *device;         /* the device judged ("cpu" when the gate passed none) */
+    int batch;                  /* the batch soak, compare and profile use */
+    bool batch_given;           /* an option, not the sweep's knee */
+    double step_s;              /* the knee's step time (s), NAN unknown */
+    dg_progress_sink *progress; /* where a step reports its trials (never NULL in a step) */
 } dg_method_state;
 
 /* The soak's epochs at a batch, as a runner measured them in one run. The
@@ -162,13 +168,18 @@ typedef struct dg_runner_i {
     /* The record's spec section: the runner's own members (the method adds
      * backend, backend_chosen, baseline, quick, batch, batch_source, sweep_to). */
     void (*spec)(void *ctx, const dg_method_state *s, cJSON *spec);
+    /* What the tier plans for step (1 gate .. 5 profile; the sweep: one
+     * trial) in seconds, from what is settled in s and what the runner
+     * measured so far; NAN unknown, 0 when the step will be skipped. Only
+     * the progress reports' ETA reads it. */
+    double (*plan_s)(void *ctx, const dg_method_state *s, int step);
 } dg_runner_i;
 
 /* How the method is run. */
 typedef struct dg_method_opts {
     const char *label;
     const volatile sig_atomic_t *cancel;
-    void (*progress)(void *user, const char *step, int index, int count);
+    dg_progress_fn progress; /* may be NULL */
     void *progress_user;
     int batch;                 /* > 0: given as an option */
     bool quick;                /* the quick tier */
@@ -189,10 +200,15 @@ dg_status dg_method_run(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_
  * first failing batch, the conclusion (knee, safe batch). Each trial runs
  * under the measurement lock with a contention window, recorded in its
  * entry. Fills root's trials, stopped, stop_evidence, bisect,
- * bisect_resolution, lock_waited, knee, safe_batch, good_trials. DG_OK,
+ * bisect_resolution, lock_waited, knee, safe_batch, good_trials. Each
+ * trial's start and end go to progress (may be NULL). DG_OK,
  * DG_ERR_INTERRUPTED (root holds what ran) or DG_ERR_NOMEM. */
 dg_status dg_method_sweep(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_sweep_plan *plan,
-                          const volatile sig_atomic_t *cancel, cJSON *root);
+                          const volatile sig_atomic_t *cancel, dg_progress_sink *progress,
+                          cJSON *root);
+/* The trials a sweep over plan is expected to run: its doublings, at most 6
+ * when the plan has no limit but memory and time. */
+int dg_sweep_plan_trials(const dg_sweep_plan *plan);
 
 /* The comparison step's section (docs/schema/report.md "compare", source
  * r->name) from plan->batch: pairs of runs of r->pair, cpu then s->device,

@@ -503,6 +503,12 @@ static void sweep_done_nothing(void *ctx)
     (void)ctx;
 }
 
+static double sweep_eta(void *ctx, double step_elapsed)
+{
+    (void)step_elapsed;
+    return dg_progress_trials_left_s(ctx);
+}
+
 dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
 {
     *json = NULL;
@@ -520,7 +526,13 @@ dg_status dg_sweep_run(dg_ctx *ctx, const dg_sweep_opts *opts, char **json)
                                 .name = "fixture",
                                 .trial = dg_fixture_sweep_trial,
                                 .sweep_done = sweep_done_nothing};
-    st = dg_method_sweep(ctx, &trials, s, &plan, opts->train.cancel, root);
+    dg_progress_sink progress;
+    dg_progress_init(&progress, opts->progress, opts->progress_user);
+    progress.eta = sweep_eta;
+    progress.ectx = &progress;
+    dg_progress_step(&progress, "sweep", 0, 1, dg_sweep_plan_trials(&plan));
+    st = dg_method_sweep(ctx, &trials, s, &plan, opts->train.cancel, &progress, root);
+    dg_progress_step_end(&progress, st == DG_OK ? "ok" : dg_status_name(st), NULL);
     if (st == DG_OK || st == DG_ERR_INTERRUPTED) {
         /* An interrupted sweep still returns the trials it ran. */
         *json = dg_json_print(root);

@@ -6,6 +6,7 @@
  * (gate, sweep, soak, profile) from the program's events (run_record.c). */
 #include "supervise/supervise.h"
 
+#include "core/progress.h"
 #include "core/record.h"
 #include "env/peak.h"
 #include "measure/measure.h"
@@ -31,10 +32,62 @@ typedef struct run {
     dg_evcollect col;
     dg_evreader rd;
     dg_tree_sampler *smp;
+    dg_relay relay;
+    bool relayed;               /* the program's output passes through relay */
+    dg_progress_sink *progress; /* epochs and ticks */
+    double tick_t;              /* the last tick's time */
+    size_t tick_steps;          /* the steps it reported */
     double t0;
     double *epoch_rss_peak; /* per kept epoch: the tree's RSS peak since the previous epoch_end */
     size_t nerp, erp_cap;
 } run;
+
+/* Optimizer steps the program reported so far. */
+static double steps_so_far(const run *r)
+{
+    return (double)(r->col.nsteps + r->col.steps_summarised);
+}
+
+static double last_epoch(const run *r)
+{
+    if (r->col.nepochs)
+        return r->col.epochs[r->col.nepochs - 1].epoch;
+    return r->col.nsteps ? r->col.steps[r->col.nsteps - 1].epoch : NAN;
+}
+
+/* An epoch closed: its number, the steps and the rate over its steps. */
+static void progress_epoch(run *r)
+{
+    if (!r->progress || !r->progress->fn)
+        return;
+    const dg_ev_epoch *e = &r->col.epochs[r->col.nepochs - 1];
+    double ms = 0, samples = 0;
+    for (size_t i = r->col.nsteps; i-- > 0;) {
+        const dg_ev_step *st = &r->col.steps[i];
+        if (st->epoch != e->epoch)
+            break;
+        if (isfinite(st->step_ms) && isfinite(st->batch)) {
+            ms += st->step_ms + (isfinite(st->data_ms) ? st->data_ms : 0);
+            samples += st->batch;
+        }
+    }
+    char detail[64] = "";
+    if (ms > 0)
+        snprintf(detail, sizeof detail, "%.0f samples/s", samples / (ms / 1e3));
+    dg_progress_program(r->progress, DG_PROGRESS_EPOCH, e->epoch, steps_so_far(r),
+                        detail[0] ? detail : NULL);
+}
+
+/* The live step count, at most twice a second. */
+static void progress_tick(run *r, double now)
+{
+    size_t n = r->col.nsteps + r->col.steps_summarised;
+    if (!r->progress || !r->progress->fn || n == r->tick_steps || now - r->tick_t < 0.5)
+        return;
+    r->tick_t = now;
+    r->tick_steps = n;
+    dg_progress_program(r->progress, DG_PROGRESS_TICK, last_epoch(r), steps_so_far(r), NULL);
+}
 
 static void on_line(void *user, const char *line, size_t len)
 {
@@ -52,6 +105,7 @@ static void on_line(void *user, const char *line, size_t len)
             r->erp_cap = cap;
         }
         r->epoch_rss_peak[r->nerp++] = pk;
+        progress_epoch(r);
     }
 }
 
@@ -164,16 +218,23 @@ static void supervise(run *r, const dg_run_opts *o, pid_t pid, int fd, outcome *
             ms = 1;
         if (ms > 50)
             ms = 50;
-        if (pipe_open) {
-            struct pollfd p = {fd, POLLIN, 0};
-            if (poll(&p, 1, ms) > 0 && drain(r, fd, READ_BUDGET)) {
+        struct pollfd pf[3];
+        int npf = r->relayed ? dg_relay_pollfds(&r->relay, pf) : 0;
+        if (pipe_open)
+            pf[npf++] = (struct pollfd){fd, POLLIN, 0};
+        if (npf && poll(pf, (nfds_t)npf, ms) > 0) {
+            if (r->relayed)
+                dg_relay_pump(&r->relay, READ_BUDGET);
+            if (pipe_open && (pf[npf - 1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                drain(r, fd, READ_BUDGET)) {
                 pipe_open = false;
                 eof_t = dg_now();
             }
-        } else {
+        } else if (!npf) {
             nap_ms(ms);
         }
         now = dg_now();
+        progress_tick(r, now);
         if (!out->reaped) {
             int st;
             pid_t w = waitpid(pid, &st, WNOHANG);
@@ -215,6 +276,8 @@ static void supervise(run *r, const dg_run_opts *o, pid_t pid, int fd, outcome *
     if (pipe_open) {
         drain(r, fd, (size_t)64 << 20);
     }
+    if (r->relayed) /* the tree is gone: what its descriptors still held */
+        dg_relay_pump(&r->relay, (size_t)64 << 20);
     dg_evreader_finish(&r->rd, on_line, r);
     dg_tree_reap(&tree);
     out->pipe_closed_early = isfinite(eof_t) && isfinite(end_t) && end_t - eof_t > EOF_SLACK_S;
@@ -224,6 +287,28 @@ static void supervise(run *r, const dg_run_opts *o, pid_t pid, int fd, outcome *
         prctl(PR_SET_CHILD_SUBREAPER, 0);
 #endif
     dg_tree_free(&tree);
+}
+
+/* The lines that say why the program failed: the exception of the last
+ * traceback in its error output, else the run_end message the probe sent,
+ * else the output's last lines; their source, or NULL when there are none. */
+static const char *error_lines(const run *r, dg_error_lines *el)
+{
+    if (r->relayed)
+        dg_error_lines_find(r->relay.tail, r->relay.tail_len, el);
+    if (el->traceback)
+        return "traceback";
+    const char *msg = dg_jstr(r->col.run_end, "message");
+    const char *st = dg_jstr(r->col.run_end, "status");
+    if (msg && st && strcmp(st, "error") == 0) {
+        dg_error_lines m;
+        dg_error_lines_find(msg, strlen(msg), &m);
+        if (m.n) {
+            *el = m;
+            return "run_end";
+        }
+    }
+    return el->n ? "output tail" : NULL;
 }
 
 /* The supervise section. */
@@ -329,6 +414,21 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         snprintf(error, elen, "exit status %d", WEXITSTATUS(oc->wstatus));
     else if (!exited)
         snprintf(error, elen, "the program's end could not be observed");
+    /* What the program said as it failed: the lines quoted in the finding. */
+    bool failed = !oc->timed_out && !oc->interrupted &&
+                  (signalled || (exited && WEXITSTATUS(oc->wstatus) != 0 && !stopped));
+    dg_error_lines el = {.n = 0};
+    const char *el_source = failed ? error_lines(r, &el) : NULL;
+    if (el_source) {
+        cJSON *arr = cJSON_AddArrayToObject(s, "error_lines");
+        for (int i = 0; i < el.n; i++)
+            cJSON_AddItemToArray(arr, dg_json_string(el.line[i]));
+        size_t n = strlen(error);
+        snprintf(error + n, n < elen ? elen - n : 0, ": %s", el.line[0]);
+    } else {
+        cJSON_AddNullToObject(s, "error_lines");
+    }
+    dg_json_add_str(s, "error_lines_source", el_source);
     char how[96];
     if (stopped)
         snprintf(how, sizeof how, "stopped by devgate (exit %d)", DG_PROBE_STOP_CODE);
@@ -429,17 +529,22 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     if (gethostname(host, sizeof host) != 0)
         host[0] = '\0';
     host[sizeof host - 1] = '\0';
+    dg_progress_sink progress;
+    dg_progress_init(&progress, o->progress, o->progress_user);
+    int nsteps = o->no_env ? 1 : 2;
     /* The environment proof first, so the program's load does not colour it. */
     char *envj = NULL;
     double env_t = dg_now(), env_wall = NAN;
     dg_status env_st = DG_OK;
     char env_err[DG_ERRMSG_MAX] = "";
     if (!o->no_env) {
+        dg_progress_step(&progress, "env", 0, nsteps, 0);
         dg_env_opts eo = {0};
         env_st = dg_env_run(ctx, &eo, &envj);
         env_wall = dg_now() - env_t;
         if (env_st != DG_OK)
             snprintf(env_err, sizeof env_err, "%s", dg_errmsg(ctx));
+        dg_progress_step_end(&progress, envj ? "ok" : "failed", env_err);
     }
     run r;
     memset(&r, 0, sizeof r);
@@ -458,10 +563,18 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     }
     pid_t pid;
     int fd;
+    r.progress = &progress;
+    /* Without a relay (no pipe or pty to be had) the program writes where it would have. */
+    r.relayed = dg_relay_open(&r.relay, o->stdout_to_stderr, o->output, o->output_user) == 0;
+    dg_progress_step(&progress, "supervise", nsteps - 1, nsteps, 0);
     r.t0 = dg_now();
-    int err =
-        dg_spawn_child_limited(plan.argv, plan.env, o->stdout_to_stderr, o->mem_limit, &pid, &fd);
+    int err = dg_spawn_child_io(plan.argv, plan.env, o->stdout_to_stderr,
+                                r.relayed ? r.relay.out_child : -1,
+                                r.relayed ? r.relay.err_child : -1, o->mem_limit, &pid, &fd);
+    if (r.relayed)
+        dg_relay_started(&r.relay);
     if (err) {
+        dg_relay_close(&r.relay);
         dg_probe_plan_free(&plan);
         dg_evcollect_free(&r.col);
         dg_string_free(envj);
@@ -473,6 +586,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     outcome oc = {.pid = pid, .wstatus = -1};
     supervise(&r, o, pid, fd, &oc);
     close(fd);
+    dg_relay_close(&r.relay);
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "v", DG_RECORD_VERSION);
@@ -512,6 +626,11 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
              : ok_exit      ? "pass"
                             : "fail",
              summary, error[0] ? error : NULL, oc.wall);
+    dg_progress_step_end(&progress,
+                         oc.interrupted ? "interrupted"
+                         : ok_exit      ? "ok"
+                                        : "failed",
+                         error[0] ? error : summary);
     cJSON *envo = envj ? cJSON_Parse(envj) : NULL;
     dg_string_free(envj);
     cJSON_AddItemToObject(root, "env", envo ? envo : cJSON_CreateNull());
@@ -526,6 +645,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     cJSON_AddItemToObject(root, "device", dg_run_from_start(&r.col, "device"));
     cJSON_AddItemToObject(root, "bucket", dg_run_from_start(&r.col, "bucket"));
     cJSON_AddItemToObject(root, "seeds", dg_run_from_start(&r.col, "seeds"));
+    cJSON_AddItemToObject(root, "loader", dg_run_from_start(&r.col, "loader"));
     cJSON_AddItemToObject(root, "oom", cJSON_Duplicate(r.col.ooms, true));
     cJSON_AddItemToObject(root, "thresholds", cJSON_CreateObject());
     cJSON_AddArrayToObject(root, "findings");

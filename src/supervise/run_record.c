@@ -255,6 +255,14 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
     if (isfinite(spe))
         cJSON_AddNumberToObject(s, "steps_per_epoch", round(spe));
     cJSON_AddBoolToObject(s, "empty_cache", all_emptied);
+    /* The training set as the program's loader holds it: the accept record's
+     * soak.data.train_samples, which the promise never exceeds. */
+    double ntrain = dg_jnum(c->run_start, "loader.samples");
+    if (isfinite(ntrain) && ntrain > 0) {
+        cJSON *data = cJSON_AddObjectToObject(s, "data");
+        cJSON_AddNumberToObject(data, "train_samples", ntrain);
+        cJSON_AddStringToObject(data, "train_samples_source", "probe: len(DataLoader.dataset)");
+    }
     dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
     cJSON *steps = cJSON_AddObjectToObject(s, "steps");
     cJSON_AddNumberToObject(steps, "warmup", c->nsteps > STEP_WARMUP ? STEP_WARMUP : 0);
@@ -304,6 +312,9 @@ typedef struct step_sums {
     double warm_ms, warm_samples;
     size_t warm_n, warm_unknown;
     double *dv; /* the data waits (with_data of them); NULL when out of memory */
+    double *bv; /* the samples each step held (nb of them: the loader's, not the batch asked) */
+    size_t nb;
+    double batch_max; /* the most a step held; NAN: none reported */
 } step_sums;
 
 static void add_step_sums(step_sums *m, const dg_ev_step *s, size_t i, double batch0)
@@ -334,6 +345,11 @@ static void add_step_sums(step_sums *m, const dg_ev_step *s, size_t i, double ba
         m->samples += b;
     else
         m->batch_unknown++;
+    if (isfinite(s->batch)) {
+        if (m->bv)
+            m->bv[m->nb++] = s->batch;
+        m->batch_max = isnan(m->batch_max) || s->batch > m->batch_max ? s->batch : m->batch_max;
+    }
     if (i >= STEP_WARMUP) {
         m->warm_n++;
         m->warm_ms += loop_ms;
@@ -386,6 +402,11 @@ static void throughput_json(cJSON *thr, const step_sums *m, double med, double b
     cJSON_AddItemToObject(thr, "samples_per_s_after_warmup", dg_json_metric_of(wsps, "samples/s"));
     cJSON_AddNumberToObject(thr, "warmup_steps", STEP_WARMUP);
     dg_json_add_num(thr, "batch", batch0);
+    /* The samples a step really held (the loader's, not the batch asked for:
+     * a data set smaller than the batch is delivered whole). */
+    cJSON_AddItemToObject(thr, "samples_per_step",
+                          dg_json_metric_of(median_of(m->bv, m->nb), "samples"));
+    cJSON_AddItemToObject(thr, "samples_per_step_max", dg_json_metric_of(m->batch_max, "samples"));
     cJSON_AddStringToObject(thr, "source", "probe");
 }
 
@@ -416,13 +437,16 @@ static cJSON *sync_points_json(const dg_evcollect *c, const step_sums *m)
 cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root)
 {
     double batch0 = start_batch(c);
-    step_sums m = {.dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof(double))};
+    step_sums m = {.dv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof(double)),
+                   .bv = dg_malloc((c->nsteps ? c->nsteps : 1) * sizeof(double)),
+                   .batch_max = NAN};
     for (size_t i = 0; i < c->nsteps; i++)
         add_step_sums(&m, &c->steps[i], i, batch0);
     double med = NAN, wmed;
     cJSON *stats = step_stats(c, &med, false);
     cJSON *wall_stats = step_stats(c, &wmed, true);
     throughput_json(cJSON_AddObjectToObject(root, "throughput"), &m, med, batch0);
+    dg_free(m.bv);
     if (c->nsteps == 0 && c->nfallbacks == 0) {
         cJSON_Delete(stats);
         cJSON_Delete(wall_stats);

@@ -21,6 +21,13 @@ int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool
 int dg_spawn_child_limited(const char *const argv[], const char *const env_edits[],
                            bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd)
 {
+    return dg_spawn_child_io(argv, env_edits, stdout_to_stderr, -1, -1, as_limit, pid, events_fd);
+}
+
+int dg_spawn_child_io(const char *const argv[], const char *const env_edits[],
+                      bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
+                      int *events_fd)
+{
     *pid = -1;
     *events_fd = -1;
     if (!argv || !argv[0] || !argv[0][0])
@@ -45,9 +52,11 @@ int dg_spawn_child_limited(const char *const argv[], const char *const env_edits
     dg_proc_opts o = {
         .argv = argv,
         .env_edits = edits,
-        .out = stdout_to_stderr ? (dg_proc_io){.kind = DG_PROC_FD, .fd = 2}
-                                : (dg_proc_io){.kind = DG_PROC_INHERIT},
-        .err = {.kind = DG_PROC_INHERIT},
+        .out = out_fd >= 0        ? (dg_proc_io){.kind = DG_PROC_FD, .fd = out_fd}
+               : stdout_to_stderr ? (dg_proc_io){.kind = DG_PROC_FD, .fd = 2}
+                                  : (dg_proc_io){.kind = DG_PROC_INHERIT},
+        .err = err_fd >= 0 ? (dg_proc_io){.kind = DG_PROC_FD, .fd = err_fd}
+                           : (dg_proc_io){.kind = DG_PROC_INHERIT},
         .extra = {{.child_fd = DG_EVENTS_FD, .io = {.kind = DG_PROC_PIPE}}},
         .n_extra = 1,
         .die_with_parent = true,

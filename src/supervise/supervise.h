@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/proc.h"
 
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -154,6 +155,64 @@ int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool
  * (RLIMIT_AS, set between fork and exec; 0: left as inherited). */
 int dg_spawn_child_limited(const char *const argv[], const char *const env_edits[],
                            bool stdout_to_stderr, size_t as_limit, pid_t *pid, int *events_fd);
+
+/* As dg_spawn_child_limited, the child's fd 1 and fd 2 given: out_fd and
+ * err_fd (the caller's, duplicated into the child; -1: inherited, or fd 2
+ * for stdout when stdout_to_stderr). */
+int dg_spawn_child_io(const char *const argv[], const char *const env_edits[],
+                      bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
+                      int *events_fd);
+
+/* ---- relay.c: the program's output through devgate ------------------------------ */
+
+typedef struct dg_relay_chan {
+    int fd;    /* devgate's end (a pty master or a pipe's read end, non-blocking); -1 none */
+    int child; /* the program's end until it is started; -1 none */
+    int dest;  /* the descriptor it stands for (1, 2) */
+    bool pty;
+} dg_relay_chan;
+
+typedef struct dg_relay {
+    dg_relay_chan ch[2];      /* [0] the program's stdout (when relayed apart), [1] its stderr */
+    int out_child, err_child; /* what the program gets as fd 1 and 2 (-1: inherited) */
+    bool merged;              /* stdout and stderr share ch[1] */
+    dg_output_fn fn;
+    void *user;
+    char tail[16384]; /* the error channel's last bytes */
+    size_t tail_len;
+    unsigned long long bytes[2];
+} dg_relay;
+
+/* Opens the channels: stderr always (a pty when fd 2 is a terminal, else a
+ * pipe); stdout on the same channel with stdout_to_stderr or when fds 1
+ * and 2 are the same terminal, on its own pty when only fd 1 is a terminal,
+ * else not relayed. fn (NULL: write to the descriptor) gets what comes. 0 or
+ * an errno (everything closed again). */
+int dg_relay_open(dg_relay *r, bool stdout_to_stderr, dg_output_fn fn, void *user);
+/* Closes the program's ends once it is started (it holds its own copies). */
+void dg_relay_started(dg_relay *r);
+/* Hands on what the channels hold (at most budget bytes each); true once
+ * every channel is closed (the program and its descendants let go). */
+bool dg_relay_pump(dg_relay *r, size_t budget);
+/* The open channels' poll entries into p (room for 2); returns their count. */
+int dg_relay_pollfds(const dg_relay *r, struct pollfd *p);
+/* Closes everything; harmless twice. */
+void dg_relay_close(dg_relay *r);
+
+#define DG_ERROR_LINES_MAX 4
+#define DG_ERROR_LINE_LEN 320
+/* The lines that say why a program failed, from the end of its output. */
+typedef struct dg_error_lines {
+    int n;
+    char line[DG_ERROR_LINES_MAX][DG_ERROR_LINE_LEN]; /* cleaned of control bytes and escapes */
+    bool traceback; /* the exception of the last Python traceback, else the last lines */
+} dg_error_lines;
+/* Finds them in text (any bytes): the exception line (and up to three after
+ * it) that follows the frames of the last "Traceback (most recent call
+ * last):", else the last three non-blank lines; each line as a terminal
+ * leaves it (after its last CR, without escape sequences), cleaned, cut at
+ * DG_ERROR_LINE_LEN. Pure. */
+void dg_error_lines_find(const char *text, size_t len, dg_error_lines *out);
 
 /* ---- probe.c: how the zero-code probe is armed ------------------------------------ */
 

@@ -68,7 +68,8 @@ expect_json kill.json '[s["status"] for s in d["steps"]][:4] == ["ok", "ok", "ok
 # 2b. Throughput falling past the knee: samples/s doubles up to batch 32, then
 #     halves each doubling (the step time x4); no failure, so the safe batch is
 #     the largest trial, 128. The gate promises the knee's rate at 32 and names
-#     128 apart as the memory ceiling; the decision recommends the same batch.
+#     128 apart as the largest batch tried, never the memory ceiling (no memory
+#     ended the sweep: issue 21); the decision recommends the same batch.
 "$DG" --no-ledger accept --json --quick -o pack4 -- "${CMD[@]}" --base-ms 5 --fall-above 32 \
   >fall.json 2>fall.err
 rc=$?
@@ -77,12 +78,36 @@ show fall.json
 expect_json fall.json 'd["sweep"]["stopped"] == {"reason": "throughput-falling", "at_batch": 128} and d["sweep"]["knee"]["batch"] == 32 and d["sweep"]["safe_batch"]["batch"] == 128'
 expect_json fall.json 'd["final_gate"]["batch"] == 32 and d["final_gate"]["safe_batch"] == {"value": 128, "unit": "samples", "valid": True}'
 expect_json fall.json 'abs(d["final_gate"]["throughput"]["value"] - d["sweep"]["knee"]["samples_per_s"]["value"]) < 1e-6'
-expect_json fall.json '" at batch 32 on " in d["final_gate"]["statement"] and "safe batch 128 is the memory ceiling" in d["final_gate"]["statement"]'
+expect_json fall.json '" at batch 32 on " in d["final_gate"]["statement"] and "safe batch 128 is the largest batch tried, not a memory ceiling" in d["final_gate"]["statement"] and "memory ceiling," not in d["final_gate"]["statement"] and d["final_gate"]["safe_batch_bound"].startswith("the largest batch tried")'
 # The md and html renders say both: the promise at its batch, the safe batch apart.
 "$DG" report pack4/report.json --format md >fall.md 2>fall.md.err
-expect_grep fall.md '^\| promised throughput \| [0-9]+ samples/s at batch 32 \(safe batch 128: the memory ceiling\) \|$' "the md render"
+expect_grep fall.md '^\| promised throughput \| [0-9]+ samples/s at batch 32 \(safe batch 128: the largest batch tried, not a memory ceiling \(the sweep stopped on falling throughput\)\) \|$' "the md render"
 "$DG" report pack4/report.json --format html -o fallhtml >/dev/null 2>&1
-expect_grep fallhtml/report.html '<p>throughput [0-9]+ samples/s at batch 32 · safe batch 128 \(the memory ceiling\)' "the html render"
+expect_grep fallhtml/report.html '<p>throughput [0-9]+ samples/s at batch 32 · safe batch 128 \(the largest batch tried, not a memory ceiling' "the html render"
+
+# 2c. The program's data set bounds the sweep (issue 21): 100 samples, each
+#     step holding min(batch, 100). With the set's size reported (a DataLoader
+#     over a sized dataset) the doubling stops before asking for more: 8..64,
+#     stopped "train-set" at 64. Without it (an iterable set), the trial at 128
+#     delivers 100 and stops the sweep there; it is no knee, no safe batch.
+#     Either way knee, safe batch and the promise stay within the set, rates
+#     count the samples delivered, and the words name the training set, never
+#     a memory ceiling.
+for mode in sized hidden; do
+  extra=()
+  [ "$mode" = hidden ] && extra=(--hide-size)
+  "$DG" --no-ledger accept --json --quick -o "pack-$mode" -- "${CMD[@]}" --base-ms 5 --samples 100 \
+    "${extra[@]}" >"small-$mode.json" 2>"small-$mode.err"
+  rc=$?
+  [ "$rc" -le 1 ] && ok || { bad "accept -- CMD (small set, $mode) exited $rc"; tail -20 "small-$mode.err" >&2; }
+  show "small-$mode.json"
+  expect_json "small-$mode.json" 'd["sweep"]["stopped"]["reason"] == "train-set" and d["sweep"]["knee"]["batch"] <= 64 and d["sweep"]["safe_batch"]["batch"] == 64 and d["final_gate"]["batch"] <= 64'
+  expect_json "small-$mode.json" '"memory ceiling," not in d["final_gate"]["statement"] and not d["final_gate"]["statement"].endswith("the memory ceiling") and d["final_gate"]["safe_batch_bound"].startswith("the training set")'
+  # samples/s counts the samples a step held (100 at batch 128), not the batch.
+  expect_json "small-$mode.json" 'all(t["samples_per_step"]["value"] == min(t["batch"], 100) for t in d["sweep"]["trials"])'
+done
+expect_json small-sized.json '[t["batch"] for t in d["sweep"]["trials"]] == [8, 16, 32, 64] and d["sweep"]["stopped"]["at_batch"] == 64 and d["sweep"]["trials"][0]["train_samples"]["value"] == 100'
+expect_json small-hidden.json '[t["batch"] for t in d["sweep"]["trials"]] == [8, 16, 32, 64, 128] and d["sweep"]["stopped"]["at_batch"] == 128 and abs(d["sweep"]["trials"][4]["samples_per_s"]["value"] - 100 / 0.005) < 0.2 * 100 / 0.005'
 
 # 3. The real OOM killer in a memory cgroup of its own (root only).
 CG=""

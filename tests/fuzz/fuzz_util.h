@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,22 @@ static inline void fuzz_json_check(const cJSON *o)
         abort();
     cJSON_Delete(back);
     cJSON_free(s);
+}
+
+/* Aborts unless the metric at path below o (absent: nothing to check) has
+ * the record's shape: valid true with a finite value, or valid false with
+ * null. */
+static inline void fuzz_metric_check(const cJSON *o, const char *path)
+{
+    const cJSON *m = dg_jpath(o, path);
+    if (!m)
+        return;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "value");
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(m, "valid");
+    if (!cJSON_IsBool(ok) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "unit")))
+        abort();
+    if (cJSON_IsTrue(ok) ? !(cJSON_IsNumber(v) && isfinite(v->valuedouble)) : !cJSON_IsNull(v))
+        abort();
 }
 
 /* fuzz_json_check over a JSON text (NULL: nothing to check). */

@@ -6,7 +6,7 @@
 #   tests/fuzz/make_seeds.py build/devgate tests/fuzz/corpus [HARNESS...]
 # Needs python3 and the probe beside devgate; Slurm's seeds need scontrol
 # (otherwise the committed ones stay). Reruns overwrite the seeds it makes.
-import json, os, subprocess, sys, tempfile
+import json, os, re, subprocess, sys, tempfile
 
 dg = os.path.abspath(sys.argv[1])
 corpus = os.path.abspath(sys.argv[2])
@@ -17,10 +17,17 @@ env = dict(os.environ, LC_ALL="C", DEVGATE_LEDGER=os.path.join(tmp, "ledger.db")
 
 
 def put(harness, name, data):
+    """Writes a seed, this machine's paths replaced by neutral ones."""
+    data = data if isinstance(data, bytes) else data.encode()
+    for mine, neutral in ((os.path.dirname(dg), "/home/user/project/build"),
+                          (src, "/home/user/project"), (tmp, "/tmp/seeds")):
+        data = data.replace(mine.encode(), neutral.encode())
+    # other processes' paths (the environment proof lists busy ones)
+    data = re.sub(rb"/(work|root)/[^\"\s\\]*", b"/opt/other/tool", data)
     d = os.path.join(corpus, harness)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
-        f.write(data if isinstance(data, bytes) else data.encode())
+        f.write(data)
 
 
 def run(args, stdin=b"", extra_env=None, fds=False, timeout=300):
@@ -76,6 +83,142 @@ def trial_seeds():
     put("fuzz_trial", "command-no-record", bytes([1, 1, 0, 0, 3, 2]) + b"\0cannot start: no such file")
 
 
+# ---- fuzz_profile_window: a device byte, the probe's window file, NUL, the run record ----
+def profile_seeds():
+    def one(name, script, args, spec="2:3", wall="60", trace=False, device=0):
+        out = os.path.join(tmp, name + ".json")
+        if os.path.exists(out):
+            os.unlink(out)
+        e = {"DEVGATE_PROBE_MAX_STEPS": "8", "DEVGATE_PROBE_PROFILE": spec,
+             "DEVGATE_PROBE_PROFILE_OUT": out, "DEVGATE_PROBE_PROFILE_WALL": wall}
+        if trace:
+            e.update(DEVGATE_PROBE_TRACE=os.path.join(tmp, name + ".trace.json"),
+                     DEVGATE_PROBE_TRACE_MAX_EVENTS="200")
+        rc, rec, err, _ = run([dg, "--no-ledger", "run", "--json", "--", "/usr/bin/python3",
+                               os.path.join(src, script)] + args, extra_env=e)
+        window = open(out, "rb").read() if os.path.exists(out) else b""
+        put("fuzz_profile_window", name, bytes([device]) + window + b"\0" + rec)
+
+    train = "tests/python/scripts/accept_train.py"
+    targs = ["--batch", "16", "--device", "cpu", "--epochs", "1000", "--steps", "20"]
+    one("torch-cpu", train, targs)
+    one("torch-cpu-trace", train, targs, trace=True)
+    one("torch-cuda-asked", train, targs, device=1)
+    one("torch-cut", train, targs, spec="1:50", wall="0.001")
+    one("no-torch", "tests/python/scripts/sweep_train.py", ["--batch", "8"])
+
+
+# ---- fuzz_python_answer: 3 header bytes, the probe's stdout, NUL, its stderr ----
+def python_seeds():
+    import re as _re
+    text = open(os.path.join(src, "src/env/python.c")).read()
+    start = text.index("probe_script[] =")
+    lits = text[start:text.index('";\n', start) + 1]
+    script = "".join(_re.findall(r'"((?:[^"\\]|\\.)*)"', lits)).encode().decode("unicode_escape")
+
+    def one(name, argv, end=0):
+        rc, out, err, _ = run(argv, extra_env={"PYTHONPATH": ""})
+        head = bytes([end if rc >= 0 else 3, 1 if rc >= 0 else 0, rc if rc >= 0 else -rc])
+        if end == 0 and rc != 0:
+            head = bytes([1, 1, rc & 255])
+        put("fuzz_python_answer", name, head + out + b"\0" + err)
+
+    one("torch", ["/usr/bin/python3", "-c", script])
+    one("path-python", ["python3", "-c", script])
+    one("isolated", ["/usr/bin/python3", "-I", "-S", "-c", script])
+    one("traceback", ["/usr/bin/python3", "-c", "import devgate_no_such_module"], end=1)
+    one("not-python", ["sh", "-c", "echo 'Python 3.11.7'; echo warning: >&2"])
+
+
+# ---- fuzz_remote_node and fuzz_remote_answer: a real remote session ----
+# DEVGATE_SSH names a stand-in ssh that runs each call's command line with
+# sh here (as the node's login shell would) and keeps its command, input and
+# answer: the node's requests are fuzz_remote_node's seeds (with the run's
+# folder as the node left it), its answers fuzz_remote_answer's.
+FAKE_SSH = r"""#!/usr/bin/env python3
+import os, subprocess, sys
+a = sys.argv[1:]
+if "-O" in a:
+    sys.exit(0)
+cmd = a[a.index("--") + 2]
+log = os.environ["SEED_LOG"]
+n = len([f for f in os.listdir(log) if f.endswith(".cmd")])
+data = sys.stdin.buffer.read()
+p = subprocess.run(["sh", "-c", cmd], input=data, capture_output=True)
+for ext, b in (("in", data), ("out", p.stdout), ("cmd", cmd.encode())):
+    with open(os.path.join(log, "%03d.%s" % (n, ext)), "wb") as f:
+        f.write(b)
+sys.stdout.buffer.write(p.stdout)
+sys.stderr.buffer.write(p.stderr)
+sys.exit(p.returncode)
+"""
+
+
+def remote_seeds():
+    import gzip, hashlib, random, shlex, struct
+    log, node = os.path.join(tmp, "sshlog"), os.path.join(tmp, "node")
+    os.makedirs(log, exist_ok=True)
+    ssh = os.path.join(tmp, "fake-ssh")
+    with open(ssh, "w") as f:
+        f.write(FAKE_SSH)
+    os.chmod(ssh, 0o755)
+    rnd, n = random.Random(3), 48
+    labs = bytes(rnd.randrange(4) for _ in range(n))
+    with gzip.open(os.path.join(tmp, "img.idx.gz"), "wb") as f:
+        f.write(struct.pack(">HBBIII", 0, 8, 3, n, 8, 8) + bytes(l * 60 for l in labs for _ in range(64)))
+    with gzip.open(os.path.join(tmp, "lab.idx.gz"), "wb") as f:
+        f.write(struct.pack(">HBBI", 0, 8, 1, n) + labs)
+    os.makedirs(os.path.join(tmp, "sub"), exist_ok=True)
+    with open(os.path.join(tmp, "sub", "train.py"), "w") as f:
+        f.write("print('step 1 loss 0.5')\n")
+    e = {"DEVGATE_SSH": ssh, "SEED_LOG": log}
+    R = [dg, "remote", "--devgate", dg, "--cache", node, "gpu-01"]
+    run(R + ["train", "--data", "idx:img.idx.gz,lab.idx.gz", "--model", "mlp", "--batch", "16",
+             "--steps", "2", "--epochs", "1", "--threads", "1"], extra_env=e)
+    run(R + ["run", "--", "python3", "sub/train.py"], extra_env=e)
+    run(R + ["argv", "a b", "it's", "$(x)"], extra_env=e)
+    run(R + ["collect"], extra_env=e)
+    token = "20261201-101500-9a3c11f0"  # the harness's planted run
+    kind = {"info": 0, "have": 1, "put": 1, "tree": 1, "list": 2, "bucket": 3,
+            "fetch": 4 | (1 << 3)}
+    for c in sorted(f for f in os.listdir(log) if f.endswith(".cmd")):
+        base = os.path.join(log, c[:-4])
+        words = shlex.split(open(base + ".cmd").read())
+        words = words[words.index("__node") + 1:]
+        if words[:1] == ["--cache"]:
+            words = words[2:]
+        data, out = open(base + ".in", "rb").read(), open(base + ".out", "rb").read()
+        req = words[0]
+        if req == "fetch" and b'"verb":"run"' in out:
+            kind_byte = 4 | (3 << 3)
+        else:
+            kind_byte = kind.get(req)
+        if kind_byte is not None and out:
+            put("fuzz_remote_answer", "%s-%s" % (c[:3], req), bytes([kind_byte]) + out)
+        if req in ("start", "bucket"):
+            continue  # they run devgate itself: not sent by the harness
+        sha = hashlib.sha256(data).hexdigest()
+        files = [b"", b"", b"", b""]
+        rid = next((w for w in words[1:] if len(w) == 24 and w[8] == "-"), None)
+        if rid:
+            d = os.path.join(node, "runs", rid)
+            files = [open(os.path.join(d, f), "rb").read() if os.path.exists(os.path.join(d, f))
+                     else b"" for f in ("run.json", "exit_status", "record.json", "progress.log")]
+        words = ["SHA" if w == sha else "SIZE" if w == str(len(data)) and req == "put"
+                 else token if w == rid else w for w in words]
+        put("fuzz_remote_node", "%s-%s" % (c[:3], req),
+            "\n".join(words).encode() + b"\0" + data + b"\0" + b"\0".join(files) + b"\0\x1f")
+    # a run whose supervisor died: its lock free, no exit status
+    put("fuzz_remote_node", "wait-lost", ("wait\n" + token).encode() + b"\0\0" +
+        b'{"verb":"gate","argv":["gate"]}' + b"\0\0\0devgate: gate ...\n\0\x19")
+
+
 if want("fuzz_trial"):
     trial_seeds()
+if want("fuzz_profile_window"):
+    profile_seeds()
+if want("fuzz_python_answer"):
+    python_seeds()
+if want("fuzz_remote_node") or want("fuzz_remote_answer"):
+    remote_seeds()
 print("seeds written under", corpus)

@@ -69,6 +69,18 @@ static void test_json(void)
     CHECK_STR(s, "{\"value\":1024,\"unit\":\"bytes\",\"valid\":true}");
     dg_string_free(s);
     cJSON_Delete(m);
+    /* dg_jint: whole numbers in int's range, else the fallback (no cast of NaN or 1e300) */
+    cJSON *o = cJSON_Parse("{\"a\":7,\"b\":1e300,\"c\":-3,\"d\":2.5,\"e\":null,"
+                           "\"f\":{\"value\":12,\"unit\":\"steps\",\"valid\":true}}");
+    CHECK(dg_jint(o, "a", -1) == 7);
+    CHECK(dg_jint(o, "b", -1) == -1);
+    CHECK(dg_jint(o, "c", 0) == -3);
+    CHECK(dg_jint(o, "d", -1) == -1);
+    CHECK(dg_jint(o, "e", -1) == -1);
+    CHECK(dg_jint(o, "missing", 5) == 5);
+    CHECK(dg_jint(o, "f", -1) == 12);
+    CHECK(dg_jint(NULL, "a", 9) == 9);
+    cJSON_Delete(o);
 }
 
 static void test_helpers(void)

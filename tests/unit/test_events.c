@@ -320,8 +320,52 @@ static void test_probe_plan(void)
     dg_probe_plan_free(&p);
 }
 
+/* The lines quoted when a program fails (src/supervise/relay.c). */
+static void test_error_lines(void)
+{
+    dg_error_lines el;
+    /* A chained traceback: the last one's exception, not the first's; the
+     * lines after it (a multi-line message) up to the cap. */
+    const char *chained = "step 1\nTraceback (most recent call last):\n  File \"a.py\", line 3\n"
+                          "KeyError: 'x'\n\nDuring handling of the above exception, another "
+                          "exception occurred:\n\nTraceback (most recent call last):\n"
+                          "  File \"a.py\", line 5, in <module>\n    import torch\n"
+                          "    ^^^^^^^^^^^^\r\nModuleNotFoundError: No module named 'torch'\r\n";
+    dg_error_lines_find(chained, strlen(chained), &el);
+    CHECK(el.traceback && el.n == 1 &&
+          strcmp(el.line[0], "ModuleNotFoundError: No module named 'torch'") == 0);
+    const char *multi = "Traceback (most recent call last):\n  File \"t.py\", line 9\n"
+                        "RuntimeError: shapes differ\nleft: 3\nright: 4\nmore\nand more\n";
+    dg_error_lines_find(multi, strlen(multi), &el);
+    CHECK(el.traceback && el.n == DG_ERROR_LINES_MAX &&
+          strcmp(el.line[0], "RuntimeError: shapes differ") == 0 &&
+          strcmp(el.line[3], "more") == 0);
+    /* No traceback: the last three non-blank lines, as a terminal leaves them. */
+    const char *plain = "one\ntwo\n\n\x1b[1;31mfatal:\x1b[0m no\tdata\n10%\r50%\r100%\n"
+                        "\x1b]0;title\x07"
+                        "bye\x7f\n   \n";
+    dg_error_lines_find(plain, strlen(plain), &el);
+    CHECK(!el.traceback && el.n == 3);
+    CHECK(strcmp(el.line[0], "fatal: no data") == 0);
+    CHECK(strcmp(el.line[1], "100%") == 0);
+    CHECK(strcmp(el.line[2], "bye?") == 0);
+    /* Bounded: a long line is cut on a character; nothing, no lines. */
+    char big[3000];
+    memset(big, 'a', sizeof big);
+    memcpy(big + 500, "\xc3\xa9", 2);
+    dg_error_lines_find(big, sizeof big, &el);
+    CHECK(el.n == 1 && strlen(el.line[0]) < DG_ERROR_LINE_LEN);
+    dg_error_lines_find("", 0, &el);
+    CHECK(el.n == 0 && !el.traceback);
+    /* A traceback whose exception line never came (cut off): the last lines. */
+    const char *cut = "Traceback (most recent call last):\n  File \"x.py\", line 1\n";
+    dg_error_lines_find(cut, strlen(cut), &el);
+    CHECK(!el.traceback && el.n == 2);
+}
+
 int main(void)
 {
+    test_error_lines();
     test_parse();
     test_reader();
     test_collect();

@@ -3,7 +3,8 @@
  * false, 10 soak epochs) is accepted on its route; each case patches a few
  * fields and states what the gate must say. The promise is the sweep's best
  * measured good trial at or below its safe batch, the safe batch said apart
- * (the memory ceiling), and the decision recommends the same batch. The
+ * (the memory ceiling only when memory ended the sweep), and the decision
+ * recommends the same batch. The
  * accepted line always agrees
  * with the route; a failed step, a short soak, a sweep without a proving stop
  * and an inconclusive interval are never accepted. */
@@ -94,7 +95,7 @@ static const gate_case cases[] = {
      "device",
      64,
      "accepted: 2115 samples/s at batch 64 on opencl (the sweep's best rate; batch 64 is also "
-     "the safe batch, the memory ceiling)",
+     "the safe batch, the sweep's upper limit, not a memory ceiling)",
      NULL,
      64,
      "train at batch 64 or below (the sweep's safe batch)"},
@@ -126,11 +127,36 @@ static const gate_case cases[] = {
      "device",
      64,
      "accepted: 2115 samples/s at batch 64 on opencl (the sweep's best rate; safe batch 256 is "
-     "the memory ceiling, 900 samples/s there)",
+     "the largest batch tried, not a memory ceiling (the sweep stopped on falling throughput), "
+     "900 samples/s there)",
      NULL,
      256,
      "train at batch 64 (the sweep's best rate, 2115 samples/s); the safe batch 256 is the "
-     "memory ceiling"},
+     "largest batch tried, not a memory ceiling"},
+    {"an out-of-memory stop makes the safe batch the memory ceiling",
+     {{"sweep.trials[4]", TRIAL(128, 1500)},
+      {"sweep.trials[5]", OOM_TRIAL(256)},
+      {"sweep.stopped", "{\"reason\": \"oom\", \"at_batch\": 256}"},
+      {"sweep.safe_batch", SAFE(128, 1500, 256)}},
+     true,
+     "device",
+     64,
+     "accepted: 2115 samples/s at batch 64 on opencl (the sweep's best rate; safe batch 128 is "
+     "the memory ceiling, 1500 samples/s there)",
+     NULL,
+     128,
+     "the safe batch 128 is the memory ceiling"},
+    {"the training set stopped the sweep: the safe batch is its size, never a memory ceiling",
+     {{"sweep.trials[4]", TRIAL(128, 1500)},
+      {"sweep.stopped", "{\"reason\": \"train-set\", \"at_batch\": 128}"},
+      {"sweep.safe_batch", SAFE(128, 1500, null)}},
+     true,
+     "device",
+     64,
+     "safe batch 128 is the training set's size, not a memory ceiling",
+     NULL,
+     128,
+     NULL},
     {"a bisection trial at the safe batch is the best rate: promised there",
      {{"sweep.trials[4]", OOM_TRIAL(128)},
       {"sweep.bisect", "[" TRIAL(96, 2500) ", " OOM_TRIAL(112) "]"},
@@ -213,7 +239,8 @@ static const gate_case cases[] = {
      "cpu",
      64,
      "2115 samples/s at batch 64 on cpu (the cpu's best batch in the sweep; safe batch 128 is "
-     "the memory ceiling, 1500 samples/s there)",
+     "the largest batch tried, not a memory ceiling (the sweep stopped on falling throughput), "
+     "1500 samples/s there)",
      NULL,
      128,
      NULL},

@@ -242,7 +242,7 @@ int main(void)
         dg_sweep_plan plan = {
             .from = r->from, .to = DG_SWEEP_MAX_BATCH, .train_samples = NAN, .bisect = true};
         cJSON *root = cJSON_CreateObject();
-        dg_status st = dg_method_sweep(ctx, &planted, (void *)&r->c, &plan, NULL, root);
+        dg_status st = dg_method_sweep(ctx, &planted, (void *)&r->c, &plan, NULL, NULL, root);
         CHECK_MSG(st == DG_OK, "%s: %s", r->name, dg_status_name(st));
         const char *why = dg_jstr(root, "stopped.reason");
         CHECK_MSG(why && strcmp(why, r->stopped) == 0, "%s: stopped %s", r->name,
@@ -277,7 +277,7 @@ int main(void)
     volatile sig_atomic_t cancel = 1;
     dg_sweep_plan plan = {.from = 8, .to = 64, .train_samples = NAN, .bisect = true};
     cJSON *root = cJSON_CreateObject();
-    CHECK(dg_method_sweep(ctx, &planted, (void *)&rows[0].c, &plan, &cancel, root) ==
+    CHECK(dg_method_sweep(ctx, &planted, (void *)&rows[0].c, &plan, &cancel, NULL, root) ==
           DG_ERR_INTERRUPTED);
     CHECK(calls == 0);
     const char *why = dg_jstr(root, "stopped.reason");

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -289,6 +290,59 @@ static void test_node_runs(dg_ctx *ctx)
     dg_free(ans);
 }
 
+/* A file at dir/name holding text. */
+static void plant(const char *dir, const char *name, const char *text)
+{
+    char p[900];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *w = fopen(p, "w");
+    if (w) {
+        fputs(text, w);
+        fclose(w);
+    }
+}
+
+/* wait on a run that is not there, or whose supervisor died, ends at once:
+ * it never waits for an exit status that cannot come (issue 26). */
+static void test_node_wait_ends(dg_ctx *ctx)
+{
+    dg_remote_failure f;
+    char *ans = NULL;
+    CHECK(node(ctx, NULL, &f, &ans, (const char *[]){"wait", "20261201-000000-0bad0bad", NULL}) !=
+              DG_OK &&
+          f == DG_REMOTE_NO_RUN && !ans);
+    const char *tok = "20261201-101600-0dead0ed";
+    char dir[700], cmd[800], p[800];
+    snprintf(dir, sizeof dir, "%s/runs/%s", g_cache, tok);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    CHECK(system(cmd) == 0);
+    plant(dir, "run.json", "{\"verb\":\"gate\",\"argv\":[\"gate\"]}");
+    /* an older devgate's run keeps no lock: wait cannot tell, and says so */
+    CHECK(node(ctx, NULL, &f, &ans, (const char *[]){"wait", tok, NULL}) != DG_OK &&
+          f == DG_REMOTE_USAGE && strstr(dg_errmsg(ctx), "keeps no lock"));
+    /* a live run's lock is held: fetch says it runs */
+    plant(dir, "running", "");
+    snprintf(p, sizeof p, "%s/running", dir);
+    int lk = open(p, O_RDONLY);
+    CHECK(lk >= 0 && flock(lk, LOCK_EX) == 0);
+    CHECK(node(ctx, NULL, &f, &ans, (const char *[]){"fetch", tok, NULL}) == DG_OK);
+    CHECK(ans && strstr(ans, "\"running\":true"));
+    dg_free(ans);
+    /* its supervisor gone (lock free, no exit status): wait ends, fetch answers 255 */
+    close(lk);
+    CHECK(node(ctx, NULL, &f, &ans, (const char *[]){"wait", tok, NULL}) == DG_OK);
+    dg_free(ans);
+    CHECK(node(ctx, NULL, &f, &ans, (const char *[]){"fetch", tok, NULL}) == DG_OK);
+    cJSON *fa = NULL;
+    char why[160];
+    CHECK_MSG(dg_remote_parse_fetch(ans, "gate", &fa, why, sizeof why), "%s", why);
+    CHECK(dg_jnum(fa, "exit_status") == 255);
+    CHECK(dg_jstr(fa, "stderr_tail") &&
+          strstr(dg_jstr(fa, "stderr_tail"), "without an exit status"));
+    cJSON_Delete(fa);
+    dg_free(ans);
+}
+
 int main(void)
 {
     const char *tmpdir = getenv("TMPDIR");
@@ -304,6 +358,7 @@ int main(void)
     test_node_cache(ctx);
     test_node_tree(ctx);
     test_node_runs(ctx);
+    test_node_wait_ends(ctx);
     dg_ctx_free(ctx);
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);

@@ -161,3 +161,52 @@ def fallback_op(text):
     """The operator named in PyTorch's MPS fallback warning text, or None."""
     m = _FALLBACK.search(text or "")
     return m.group(1) if m else None
+
+
+def option_for(value, hints, argv=None):
+    """The command-line option that set value (a number): "--batch-size" for
+    `--batch-size 64` or `--batch-size=64` when value is 64 and the option's
+    name holds one of hints; None when no such option carries it."""
+    if value is None or isinstance(value, bool):
+        return None
+    argv = sys.argv[1:] if argv is None else argv
+    want = str(value)
+    for i, word in enumerate(argv):
+        if not word.startswith("-") or word == "--":
+            continue
+        name, eq, val = word.partition("=")
+        if not eq:
+            val = argv[i + 1] if i + 1 < len(argv) else None
+        key = name.lstrip("-").lower().replace("-", "").replace("_", "")
+        if val == want and any(h in key for h in hints):
+            return name
+    return None
+
+
+def loader_knobs(loader, argv=None):
+    """run_start.loader: the training DataLoader's own settings, named as
+    the program sets them (num_workers, pin_memory, persistent_workers,
+    prefetch_factor, batch_size, drop_last), its batches and samples per
+    epoch when it has a length, and the command-line options that set the
+    batch size and the workers (batch_arg, workers_arg). Never iterates it."""
+    def length(obj):
+        try:
+            return int(len(obj))
+        except Exception:
+            return None
+
+    workers = int(getattr(loader, "num_workers", 0) or 0)
+    batch = getattr(loader, "batch_size", None)
+    return {
+        "class": type(loader).__name__,
+        "num_workers": workers,
+        "pin_memory": bool(getattr(loader, "pin_memory", False)),
+        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
+        "prefetch_factor": getattr(loader, "prefetch_factor", None) if workers else None,
+        "batch_size": batch if isinstance(batch, int) else None,
+        "drop_last": bool(getattr(loader, "drop_last", False)),
+        "batches": length(loader),
+        "samples": length(getattr(loader, "dataset", None)),
+        "batch_arg": option_for(batch, ("batch", "bs"), argv),
+        "workers_arg": option_for(workers, ("worker", "jobs"), argv),
+    }

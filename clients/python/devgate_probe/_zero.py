@@ -47,7 +47,7 @@ from time import perf_counter
 
 from . import _window
 from . import probe as _probe_mod
-from ._util import describe, split_device
+from ._util import describe, loader_knobs, split_device
 
 _state = None
 _install_lock = threading.Lock()
@@ -173,6 +173,7 @@ class _State:
         self.epoch_losses = []  # (step, [tensors]) of the open epoch, thinned by loss_stride
         self.loss_stride = 1
         self.loader_info = None  # the training loader's seeding facts (run_start.seeds.loader)
+        self.loader_knobs = None  # its settings and the options that set them (run_start.loader)
         self.sync_debug = None  # sync_debug_arm's answer, once the device is known
         self.torch = None  # the module _patch_torch patched
         self.batch_hint = None
@@ -207,7 +208,7 @@ class _State:
         self.inside += 1
         try:
             self.probe.run_start(self.device or "cpu", self.batch_hint, bucket=bucket, seeds=seeds,
-                                 probe="auto", sync_debug=self.sync_debug)
+                                 probe="auto", sync_debug=self.sync_debug, loader=self.loader_knobs)
         finally:
             self.inside -= 1
 
@@ -238,6 +239,10 @@ class _State:
                                 "generator": gen is not None}
         except Exception:
             self.loader_info = None
+        try:
+            self.loader_knobs = loader_knobs(loader)
+        except Exception:
+            self.loader_knobs = None
 
     def on_backward(self, tensor):
         """backward() ran on tensor: a one-element one is the loss the next

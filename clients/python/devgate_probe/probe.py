@@ -402,15 +402,18 @@ class Probe:
 
     # ---- run -------------------------------------------------------------------
     def run_start(self, device, batch, bucket=None, seeds=None, framework=None, probe="manual",
-                  sync_debug=None):
+                  sync_debug=None, loader=None):
         """Sends run_start. device: "cpu", "cuda:0", "mps"...; batch: int;
         bucket: dict describing the input (resolution, augment, batch, data);
         seeds: dict {torch, numpy, random, workers}, default the latest
         seed_everything's; framework: {name, version}, default detected from
         the modules imported; probe: "manual" (this API) or "auto" (the
         zero-code probe); sync_debug: {state, reason} of CUDA's sync debug
-        mode (the zero-code probe's), sent only when given. Arms an atexit
-        run_end."""
+        mode (the zero-code probe's), sent only when given; loader: the
+        training DataLoader's settings ({num_workers, pin_memory,
+        persistent_workers, prefetch_factor, batch_size, drop_last,
+        batches, samples, batch_arg, workers_arg}, devgate_probe's
+        loader_knobs), sent only when given. Arms an atexit run_end."""
         _note_explicit(self)
         self.device = str(device) if device is not None else self.device
         self._batch = batch
@@ -433,6 +436,8 @@ class Probe:
             fields["label"] = str(self.label)
         if sync_debug is not None:
             fields["sync_debug"] = sync_debug
+        if loader is not None:
+            fields["loader"] = loader
         return self.emit("run_start", **fields)
 
     def run_end(self, status="ok", message=None):

@@ -27,6 +27,9 @@ the run record's profile.step.wall_stats (tests/cli/test_accept_cmd_sweep.sh).
 --epoch-growth F: each epoch's steps take F times the previous epoch's (a
 program slowing down, for the run record's slowing-down analysis:
 tests/cli/test_method_contract.sh).
+--samples N: a data set of N samples: a step holds min(batch, N) (a loader
+delivers a set smaller than the batch whole), and run_start says N
+(loader.samples) unless --hide-size (an iterable data set without a length).
 
 The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
 probe's knob, which an explicit-API program honours itself) or after --epochs
@@ -86,6 +89,8 @@ def main(argv=None):
     ap.add_argument("--epoch-growth", type=float, default=1.0)
     ap.add_argument("--data-ms", type=float, default=0.0,
                     help="loader wait reported on every other step (not slept)")
+    ap.add_argument("--samples", type=int, help="the data set's size (a step holds at most this)")
+    ap.add_argument("--hide-size", action="store_true", help="run_start does not say --samples")
     args = ap.parse_args(argv)
 
     b = args.batch
@@ -97,7 +102,12 @@ def main(argv=None):
         step_s *= args.fall_factor ** math.log2(b / args.fall_above)
     max_steps = int(os.environ.get("DEVGATE_PROBE_MAX_STEPS") or 0) or None
     p = devgate_probe.Probe(label="sweep_train", device=args.device)
-    p.run_start(args.device, b)
+    held = min(b, args.samples) if args.samples else b
+    loader = None
+    if args.samples and not args.hide_size:
+        loader = {"samples": args.samples, "batch_size": b, "drop_last": False,
+                  "batches": -(-args.samples // b)}
+    p.run_start(args.device, b, loader=loader)
     hog = None
     done = 0
     for epoch in range(args.epochs):
@@ -111,7 +121,7 @@ def main(argv=None):
                 sleep_until(time.perf_counter() + this_s)
                 p.emit("step", epoch=epoch, step=i, step_ms=this_s * 1000.0,
                        data_ms=args.data_ms if done % 2 else 0.0,
-                       loss=None, synced=False, batch=b)
+                       loss=None, synced=False, batch=held)
                 done += 1
                 if args.kill_above is not None and b > args.kill_above:
                     if args.oom_events:
