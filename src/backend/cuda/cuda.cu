@@ -1673,13 +1673,17 @@ static cu_conv_geo cu_geo(const dg_conv_shape *s, int cn)
 /* bf16 mode has no im2col path: a convolution cuDNN does not run fails. */
 static dg_status cu_conv_no_bf16(cu_ctx *c, const char *op, const dg_conv_shape *s)
 {
+    char plans[300] = ""; /* cuDNN's plans, the declined ones with their reason */
+    if (c->dnn)
+        cdn_describe(c->dnn, plans, sizeof plans);
     return cu_fail(c, DG_ERR_UNAVAILABLE,
                    "cuda: %s: --precision bf16 runs convolutions on cuDNN only, and cuDNN does not "
-                   "run n%d c%d>%d %dx%d k%dx%d (%s)",
+                   "run n%d c%d>%d %dx%d k%dx%d (%s%s)",
                    op, s->n, s->c, s->k, s->h, s->w, s->kh, s->kw,
                    c->dnn          ? "it declined the shape"
                    : c->dnn_why[0] ? c->dnn_why
-                                   : "not loaded");
+                                   : "not loaded",
+                   plans);
 }
 
 /* A cuDNN convolution in bf16 mode (cuda_bf16.cu): the forward pass (fwd:
