@@ -70,6 +70,7 @@ typedef struct dg_slo_opts {
     int max_tokens;             /* per request (0: 64) */
     double request_timeout_s;   /* per request (0: 60) */
     const char *label;          /* free text kept in the record, or NULL */
+    const char *thresholds;     /* rule thresholds "NAME=VALUE,..." (docs/rules.md), or NULL */
     bool no_env;                /* skip the environment proof */
     /* Where the caller's signal handler stores a signal number (may be NULL):
      * set, the run stops, drains and returns DG_ERR_INTERRUPTED with the record. */

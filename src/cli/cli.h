@@ -30,6 +30,7 @@ typedef struct cli {
     bool env_cmdlines; /* --env-cmdlines */
     int progress;      /* --progress: CLI_PROGRESS_AUTO, _BAR, _PLAIN, _OFF */
     const char *prog;
+    const cli_verb *verb; /* the verb running */
 } cli;
 
 /* Replaces stdout and stderr with streams that clean everything written
@@ -151,6 +152,49 @@ void cli_signals_release(cli_signals *s);
 /* Whether a verb has them caught now. */
 bool cli_signals_armed(void);
 
+/* What a step verb gives its skeleton (cli_step.c; cli_verb.step): its
+ * options struct (size bytes, tables[0] filling it; with has_train its
+ * dg_train_opts at train_at starts as DG_TRAIN_OPTS_INIT and takes the train
+ * table), check (false when the options fit, else the usage message in
+ * buf), the library step (p its progress sink, with progress; *verdict
+ * an exit status, or left -1 for cli_step_status's), judge (may be NULL: the exit status from the
+ * record, *fail the FAIL line), head (before the summary, may be NULL) and print (the summary).
+ * strict: a step that failed keeps no record; quiet_silent:
+ * --quiet prints no summary; progress: the step reports its progress on
+ * stderr (cli_progress.c). */
+typedef struct cli_step {
+    size_t size;
+    bool has_train;
+    size_t train_at;
+    bool (*check)(const void *opts, char *buf, size_t len);
+    dg_status (*run)(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+    int (*judge)(const cJSON *rec, int rc, const char **fail);
+    void (*head)(const void *opts);
+    void (*print)(const cJSON *rec);
+    bool strict, quiet_silent, progress;
+} cli_step;
+/* The verb c->verb through its step (the run of every step verb). */
+int cli_step_main(cli *c, int argc, char **argv);
+/* The step verbs' parts (each in its verb's file; verbs.c puts them together). */
+dg_status cli_env_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+void cli_env_print(const cJSON *rec);
+dg_status cli_gate_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+void cli_gate_head(const void *opts);
+void cli_gate_print(const cJSON *rec);
+dg_status cli_train_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+int cli_train_judge(const cJSON *rec, int rc, const char **fail);
+void cli_train_print(const cJSON *rec);
+bool cli_soak_check(const void *opts, char *buf, size_t len);
+dg_status cli_soak_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+void cli_soak_print(const cJSON *rec);
+bool cli_profile_check(const void *opts, char *buf, size_t len);
+dg_status cli_profile_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+void cli_profile_print(const cJSON *rec);
+bool cli_sweep_check(const void *opts, char *buf, size_t len);
+dg_status cli_sweep_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
+int cli_sweep_judge(const cJSON *rec, int rc, const char **fail);
+void cli_sweep_print(const cJSON *rec);
+
 /* Runs the rules and the decision on the record, applies the final gate, writes
  * the evidence pack (out_dir or ./devgate-report/RUN_ID/), records the ledger
  * entry and prints the summary (or the JSON); returns the exit status. */
@@ -189,19 +233,13 @@ enum {
     EXIT_RUN_NOTFOUND = 127, /* no such program */
 };
 
-int cmd_env(cli *c, int argc, char **argv);
-int cmd_gate(cli *c, int argc, char **argv);
 int cmd_ledger(cli *c, int argc, char **argv);
 int cmd_remote(cli *c, int argc, char **argv);
 int cmd_node(cli *c, int argc, char **argv);
 int cmd_pool(cli *c, int argc, char **argv);
 int cmd_pool_task(cli *c, int argc, char **argv); /* hidden: one pool task on its node */
-int cmd_train(cli *c, int argc, char **argv);
-int cmd_sweep(cli *c, int argc, char **argv);
-int cmd_trial(cli *c, int argc, char **argv); /* hidden: one sweep trial in a child */
-int cmd_soak(cli *c, int argc, char **argv);
+int cmd_trial(cli *c, int argc, char **argv);     /* hidden: one sweep trial in a child */
 int cmd_compare(cli *c, int argc, char **argv);
-int cmd_profile(cli *c, int argc, char **argv);
 int cmd_accept(cli *c, int argc, char **argv);
 int cmd_run(cli *c, int argc, char **argv);
 /* The directory holding the devgate_probe package (DEVGATE_PROBE_PATH, else
@@ -217,6 +255,11 @@ extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_swee
     cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept, cli_verb_run,
     cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node, cli_verb_pool,
     cli_verb_pool_task, cli_verb_slo;
+/* The verbs' own option tables (each in its verb's file; verbs.c lists them). */
+extern const cli_opt cli_env_opts[], cli_gate_opts[], cli_sweep_opts[], cli_soak_opts[],
+    cli_compare_opts[], cli_compare_runs_opts[], cli_profile_opts[], cli_accept_opts[],
+    cli_run_opts[], cli_report_opts[], cli_ledger_opts[], cli_remote_opts[], cli_remote_run_opts[],
+    cli_pool_opts[], cli_slo_opts[], cli_trial_opts[];
 /* Empty buf when two records' input buckets agree (same id), else the names
  * of the bucket fields that differ ("batch, augment"; "id" when only the id
  * does). The rule of remote --like and pool collect (cli_remote.c). */

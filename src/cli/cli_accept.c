@@ -25,7 +25,7 @@ typedef struct accept_args {
 } accept_args;
 
 #define OFF(f) offsetof(accept_args, f)
-static const cli_opt accept_opts[] = {
+const cli_opt cli_accept_opts[] = {
     {CLI_FLAG, "--quick", NULL, NULL, NULL, NULL, "the short tier (about a minute on 2 cores)",
      OFF(o.quick), 0, 0, NULL, NULL, NULL},
     {CLI_INT, "--sweep-to", NULL, "N", "the tier's", "samples", "largest batch the sweep tries",
@@ -54,25 +54,6 @@ static const cli_opt accept_opts[] = {
     CLI_OPTS_END,
 };
 #undef OFF
-
-const cli_verb cli_verb_accept = {
-    .name = "accept",
-    .args = "[-- CMD ARGS...]",
-    .summary = "the main job: env, gate, sweep, soak, compare, profile, the rules, the decision, "
-               "the evidence pack and one ledger entry",
-    .exits = "0 accepted, 1 a fail finding or a failed gate, 2 usage or ledger error, 3 backend "
-             "unavailable, 4 not accepted (default tier, no fail finding), 130 interrupted "
-             "(partial pack and ledger entry kept)",
-    .example = "devgate accept --quick --backend opencl -o pack/\n"
-               "  devgate accept -- python3 train.py --batch {batch} --device {device} "
-               "--epochs {epochs}",
-    .tables = {accept_opts, cli_train_opts, cli_common_opts},
-    .titles = {"accept options",
-               "train options (accept's own defaults: --model cifar, --backend the best device "
-               "whose gate passes, --batch the sweep's knee; --epochs/--steps size the soak)",
-               "common options"},
-    .run = cmd_accept,
-};
 
 /* Reads a JSON spec file (docs/schema/spec.md) into a: the accept keys here,
  * the training keys through the library's codec into *spec (which owns their

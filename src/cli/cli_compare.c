@@ -127,7 +127,7 @@ typedef struct runs_args {
 } runs_args;
 
 #define OFF(f) offsetof(dg_compare_opts, f)
-static const cli_opt compare_opts[] = {
+const cli_opt cli_compare_opts[] = {
     {CLI_FUNC, "--batches", NULL, "N,N,...", "32,128,512", "samples", "batch sizes compared",
      OFF(batches), 0, 0, batches_opt, NULL, NULL},
     {CLI_INT, "--repetitions", NULL, "N", "5", "repetitions",
@@ -141,7 +141,7 @@ static const cli_opt compare_opts[] = {
 };
 #undef OFF
 
-static const cli_opt runs_opts[] = {
+const cli_opt cli_compare_runs_opts[] = {
     {CLI_FLAG, "--force", NULL, NULL, NULL, NULL,
      "compare RUN_A RUN_B: compare runs whose input buckets differ", offsetof(runs_args, force), 0,
      0, NULL, NULL, NULL},
@@ -149,20 +149,6 @@ static const cli_opt runs_opts[] = {
      "compare RUN_A RUN_B: a threshold of the speed verdict (repeatable; docs/rules.md)",
      offsetof(runs_args, thr), 0, 0, cli_threshold_add, NULL, NULL},
     CLI_OPTS_END,
-};
-
-const cli_verb cli_verb_compare = {
-    .name = "compare",
-    .args = "[RUN_A RUN_B]",
-    .summary = "the same run on cpu and the device against a float64 reference; with RUN_A RUN_B "
-               "(ledger ids, prefixes or record files), two recorded runs side by side",
-    .exits = "0 agree (RUN_A RUN_B: compared), 1 drift or a failed run (a run id not found), "
-             "2 usage (buckets differ), 3 backend unavailable",
-    .example = "devgate compare --backend opencl --batches 32,128",
-    .tables = {compare_opts, runs_opts, cli_train_opts, cli_common_opts},
-    .titles = {"compare options", "compare RUN_A RUN_B options",
-               "train options (--epochs, --sync-every, --export do not apply)", "common options"},
-    .run = cmd_compare,
 };
 
 int cmd_compare(cli *c, int argc, char **argv)

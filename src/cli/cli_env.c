@@ -75,7 +75,7 @@ static void print_python(const cJSON *py)
     cJSON_ArrayForEach(m, mixed) printf("    mixed: %s\n", jstr(m, "path", "?"));
 }
 
-static void print_env(const cJSON *r)
+void cli_env_print(const cJSON *r)
 {
     const cJSON *arch = cJSON_GetObjectItem(r, "arch");
     const cJSON *virt = cJSON_GetObjectItem(r, "virtualization");
@@ -181,7 +181,7 @@ static void print_env(const cJSON *r)
         print_python(py);
 }
 
-static const cli_opt env_opts[] = {
+const cli_opt cli_env_opts[] = {
     {CLI_STR, "--python", NULL, "PATH", "none", NULL, "a Python interpreter to inspect",
      offsetof(dg_env_opts, python), 0, 0, NULL, NULL, NULL},
     {CLI_DOUBLE, "--python-timeout", NULL, "S", "60", "s", "limit for running it",
@@ -189,26 +189,9 @@ static const cli_opt env_opts[] = {
     CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_env = {
-    .name = "env",
-    .summary = "environment proof: architecture, translation, VM/container, OS, CPU, memory, "
-               "libraries, backends, git state, busy processes",
-    .exits = "0 collected, 2 usage or ledger error",
-    .example = "devgate env --python python3 --json",
-    .tables = {env_opts, cli_common_opts},
-    .titles = {"env options", "common options"},
-    .run = cmd_env,
-};
-
-int cmd_env(cli *c, int argc, char **argv)
+dg_status cli_env_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    dg_env_opts o = {0};
-    int r = cli_parse(c, &cli_verb_env, argc, argv, (void *const[]){&o, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    char *json = NULL;
-    dg_status st = dg_env_run(c->ctx, &o, &json);
-    if (st != DG_OK)
-        return cli_fail_status(c, st, "env");
-    return cli_record_print(c, "env", json, cJSON_Parse(json), EXIT_PASS, print_env, NULL);
+    (void)p;
+    *verdict = EXIT_PASS;
+    return dg_env_run(ctx, o, json);
 }

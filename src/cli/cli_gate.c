@@ -70,7 +70,7 @@ static void print_backend(const cJSON *b)
     }
 }
 
-static void print_gate(const cJSON *rec)
+void cli_gate_print(const cJSON *rec)
 {
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
@@ -98,7 +98,7 @@ static const char *math_opt(const cli_opt *opt, const char *v, void *field)
     return "fp32, tf32 or bf16";
 }
 
-static const cli_opt gate_opts[] = {
+const cli_opt cli_gate_opts[] = {
     {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
      offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
     {CLI_FUNC, "--size", NULL, "M,N,K", "512", NULL, "the checked matrix product", 0, 0, 0,
@@ -113,32 +113,16 @@ static const cli_opt gate_opts[] = {
     CLI_OPTS_END,
 };
 
-const cli_verb cli_verb_gate = {
-    .name = "gate",
-    .summary = "device gate: built, available, and a checked matrix product per backend",
-    .exits = "0 every selected available backend passed, 1 a backend failed its check, 2 usage, "
-             "3 a backend named with --backend is not available",
-    .example = "devgate gate --backend cpu,opencl --size 1024",
-    .tables = {gate_opts, cli_common_opts},
-    .titles = {"gate options", "common options"},
-    .run = cmd_gate,
-};
-
-int cmd_gate(cli *c, int argc, char **argv)
+dg_status cli_gate_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    dg_gate_opts o = {0};
-    int r = cli_parse(c, &cli_verb_gate, argc, argv, (void *const[]){&o, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    char *json = NULL;
-    dg_gate_verdict verdict;
-    dg_status st = dg_gate_run(c->ctx, &o, &json, &verdict);
-    if (st != DG_OK)
-        return cli_fail_status(c, st, "gate");
-    int rc = verdict == DG_GATE_PASS   ? EXIT_PASS
-             : verdict == DG_GATE_FAIL ? EXIT_FAIL
-                                       : EXIT_UNAVAILABLE;
-    if (!c->json)
-        printf("devgate gate · seed %" PRIu64 "\n\n", o.seed);
-    return cli_record_print(c, "gate", json, cJSON_Parse(json), rc, print_gate, NULL);
+    (void)p;
+    dg_gate_verdict v = DG_GATE_PASS;
+    dg_status st = dg_gate_run(ctx, o, json, &v);
+    *verdict = v == DG_GATE_PASS ? EXIT_PASS : v == DG_GATE_FAIL ? EXIT_FAIL : EXIT_UNAVAILABLE;
+    return st;
+}
+
+void cli_gate_head(const void *o)
+{
+    printf("devgate gate · seed %" PRIu64 "\n\n", ((const dg_gate_opts *)o)->seed);
 }

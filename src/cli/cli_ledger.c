@@ -288,8 +288,9 @@ static void print_diff(const cJSON *o, const char *ida, const char *idb)
     printf("\n  %-26s %-40s %s\n", comparable ? "numbers" : "numbers (not comparable)", "A", "B");
     char va[64], vb[64];
     for (int k = 0; k < 2; k++) {
-        double v = jmetric(k ? rb : ra, "samples_per_s");
-        snprintf(k ? vb : va, 64, isnan(v) ? "not reported" : "%.0f samples/s", v);
+        metric_text(k ? vb : va, 64, k ? rb : ra, "samples_per_s");
+        if (!strcmp(k ? vb : va, "-"))
+            snprintf(k ? vb : va, 64, "not reported");
     }
     printf("  %-26s %-40s %s\n", "throughput", va, vb);
     for (int k = 0; k < 2; k++) {
@@ -561,7 +562,7 @@ static int ledger_push(cli *c, const char *from)
     return rc;
 }
 
-static const cli_opt ledger_opts[] = {
+const cli_opt cli_ledger_opts[] = {
     {CLI_INT, "--limit", NULL, "N", "0: all", "runs", "list: the newest N",
      offsetof(ledger_args, limit), 0, 1000000, NULL, NULL, NULL},
     {CLI_FLAG, "--force", NULL, NULL, NULL, NULL, "diff: compare runs whose input buckets differ",
@@ -577,20 +578,6 @@ static const cli_opt ledger_opts[] = {
      "YYYY-MM-DDTHH:MM:SSZ)",
      offsetof(ledger_args, since), 0, 0, cli_nonempty, NULL, NULL},
     CLI_OPTS_END,
-};
-
-const cli_verb cli_verb_ledger = {
-    .name = "ledger",
-    .args = "list | show ID | diff A B | export --format csv|jsonl | push",
-    .summary = "read the run ledger (SQLite; default $XDG_DATA_HOME/devgate/ledger.db, or "
-               "DEVGATE_LEDGER, or --ledger PATH), or a team ledger postgresql://...; push "
-               "uploads the runs kept locally while the team ledger was unreachable",
-    .exits = "0 done, 1 no such run (show, diff) or the runs are not comparable (diff: verb, "
-             "spec or bucket differ; --force: 0), 2 usage or ledger error",
-    .example = "devgate ledger list --limit 10",
-    .tables = {ledger_opts, cli_common_opts},
-    .titles = {"ledger options", "common options"},
-    .run = cmd_ledger,
 };
 
 int cmd_ledger(cli *c, int argc, char **argv)

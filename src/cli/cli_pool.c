@@ -357,7 +357,7 @@ static int pool_collect(cli *c, const char *dir, const char *job)
 
 /* ---- the verb ------------------------------------------------------------------ */
 
-static const cli_opt pool_opts[] = {
+const cli_opt cli_pool_opts[] = {
     {CLI_STR, "--dir", NULL, "DIR", "./" POOL_DEFAULT_DIR, NULL,
      "the pool folder: job scripts, task records and logs (shared by the nodes)",
      offsetof(pool_args, dir), 0, 0, cli_nonempty, NULL, NULL},
@@ -377,22 +377,6 @@ static const cli_opt pool_opts[] = {
      "submit: one more sbatch option, one word (--gres=gpu:1; repeatable)", 0, 0, 0, add_sbatch_opt,
      NULL, NULL},
     CLI_OPTS_END,
-};
-
-const cli_verb cli_verb_pool = {
-    .name = "pool",
-    .args = "submit [options] -- VERB [options] | status JOB | collect JOB",
-    .summary = "a pool on Slurm: submit VERB as a job array (each task runs it on its node into "
-               "the ledger), show the tasks' states, collect their records into one "
-               "side-by-side report",
-    .exits = "0 done (collect: every task completed, one input bucket), 2 usage or ledger "
-             "error, 15 the tasks ran on different input buckets, 20 Slurm unusable (tools "
-             "missing, controller down, sbatch refused), 21 no such job, 22 a task failed, was "
-             "cancelled or is unknown, 23 tasks still pending or running",
-    .example = "devgate pool submit --tasks 4 --partition gpu -- accept --quick",
-    .tables = {pool_opts, cli_common_opts},
-    .titles = {"pool options", "common options"},
-    .run = cmd_pool,
 };
 
 int cmd_pool(cli *c, int argc, char **argv)
@@ -439,15 +423,6 @@ static void task_on_signal(int sig)
 {
     g_task_signal = sig;
 }
-
-const cli_verb cli_verb_pool_task = {
-    .name = "__pool_task",
-    .summary = "one task of a pool job on its node (devgate pool submit writes the call)",
-    .exits = "the verb's own; 2 usage",
-    .example = "devgate __pool_task --dir DIR --ledger L -- accept --quick",
-    .run = cmd_pool_task,
-    .hidden = true,
-};
 
 int cmd_pool_task(cli *c, int argc, char **argv)
 {

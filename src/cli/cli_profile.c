@@ -36,7 +36,7 @@ static void print_phase(const cJSON *ph, const char *name, const char *label)
         printf("    %-11s %10.3f ms %6.1f%%  |%s\n", label, ms, 100 * share, b);
 }
 
-static void print_profile(const cJSON *r)
+void cli_profile_print(const cJSON *r)
 {
     const cJSON *spec = cJSON_GetObjectItem(r, "spec"), *w = cJSON_GetObjectItem(r, "window");
     printf("profile  %s on %s · batch %g · warm-up %g + window %g steps\n",
@@ -120,7 +120,7 @@ static void print_profile(const cJSON *r)
 }
 
 #define OFF(f) offsetof(dg_profile_opts, f)
-static const cli_opt profile_opts[] = {
+const cli_opt cli_profile_opts[] = {
     {CLI_INT, "--warmup", NULL, "N", "10", "steps", "untimed steps first", OFF(warmup), 1, 1000000,
      NULL, NULL, NULL},
     {CLI_INT, "--window", NULL, "N", "50", "steps", "profiled steps", OFF(window), 1, 1000000, NULL,
@@ -131,33 +131,19 @@ static const cli_opt profile_opts[] = {
 };
 #undef OFF
 
-const cli_verb cli_verb_profile = {
-    .name = "profile",
-    .summary = "phases, per-op table with fallbacks, and a Chrome trace",
-    .exits = "0 profiled, 1 the run failed, 2 usage, 3 backend unavailable",
-    .example = "devgate profile --model lenet --window 20 --trace lenet.json",
-    .tables = {profile_opts, cli_train_opts, cli_common_opts},
-    .titles = {"profile options",
-               "train options (--steps, --epochs, --val-split, --export do not apply)",
-               "common options"},
-    .run = cmd_profile,
-};
-
-int cmd_profile(cli *c, int argc, char **argv)
+bool cli_profile_check(const void *opts, char *buf, size_t len)
 {
-    dg_profile_opts o = {.train = DG_TRAIN_OPTS_INIT};
-    int r = cli_parse(c, &cli_verb_profile, argc, argv, (void *const[]){&o, &o.train, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    if (o.train.steps || o.train.epochs || o.train.val_split > 0 || o.train.export_dir) {
-        cli_error("profile: --steps, --epochs, --val-split and --export do not apply (one epoch "
-                  "of --warmup + --window steps)");
-        return EXIT_USAGE;
-    }
-    char *json = NULL;
-    dg_status st = dg_profile_run(c->ctx, &o, &json);
-    if (!json)
-        return cli_fail_status(c, st, "profile");
-    int rc = cli_step_status(c, "profile", st);
-    return cli_record_print(c, "profile", json, cJSON_Parse(json), rc, print_profile, NULL);
+    const dg_train_opts *t = &((const dg_profile_opts *)opts)->train;
+    if (t->steps || t->epochs || t->val_split > 0 || t->export_dir)
+        snprintf(buf, len,
+                 "--steps, --epochs, --val-split and --export do not apply (one epoch of "
+                 "--warmup + --window steps)");
+    return buf[0] != 0;
+}
+
+dg_status cli_profile_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
+{
+    (void)p;
+    (void)verdict;
+    return dg_profile_run(ctx, o, json);
 }

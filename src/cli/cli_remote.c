@@ -218,7 +218,7 @@ typedef struct remote_args {
     bool detach;
 } remote_args;
 
-static const cli_opt remote_opts[] = {
+const cli_opt cli_remote_opts[] = {
     {CLI_FUNC, "--ssh-option", "-o", "OPT", NULL, NULL,
      "passed to ssh as -o OPT (repeatable; after BatchMode=yes)", 0, 0, 0, add_ssh_opt, NULL, NULL},
     {CLI_STR, "--devgate", NULL, "PATH", "devgate", NULL, "devgate on the node",
@@ -229,39 +229,13 @@ static const cli_opt remote_opts[] = {
     CLI_OPTS_END,
 };
 
-static const cli_opt remote_run_opts[] = {
+const cli_opt cli_remote_run_opts[] = {
     {CLI_STR, "--like", NULL, "RUN_ID", NULL, NULL,
      "refuse the result unless its input bucket equals this local run's",
      offsetof(remote_args, like), 0, 0, cli_nonempty, NULL, NULL},
     {CLI_FLAG, "--detach", NULL, NULL, NULL, NULL, "return once the run started; collect it later",
      offsetof(remote_args, detach), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
-};
-
-const cli_verb cli_verb_remote = {
-    .name = "remote",
-    .args = "HOST VERB [options] | HOST collect [TOKEN] | HOST argv WORDS...",
-    .summary = "run VERB on a node over ssh: node check, input shipped by SHA-256 into its cache, "
-               "the run detached there, the record into the local ledger (options go before "
-               "HOST)",
-    .exits = "the verb's; 2 usage, 10 unreachable, 11 auth refused, 12 devgate missing or too "
-             "old, 13 disk full, 14 connection lost (the run goes on), 15 input bucket differs "
-             "or arrived corrupt",
-    .example = "devgate remote -o Port=2222 mac-mini accept --quick",
-    .tables = {remote_opts, remote_run_opts, cli_common_opts},
-    .titles = {"ssh and node options", "run options", "common options"},
-    .run = cmd_remote,
-};
-
-const cli_verb cli_verb_node = {
-    .name = "__node",
-    .summary =
-        "the node side of devgate remote (info, have, put, tree, bucket, start, wait, fetch, "
-        "list, mark)",
-    .exits = "0 done, 2 usage, 13 disk full, 15 arrived corrupt",
-    .example = "devgate __node info",
-    .run = cmd_node,
-    .hidden = true,
 };
 
 /* The verb's own words checked here, so a typo or an option the verb does not

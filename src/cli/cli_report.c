@@ -130,24 +130,12 @@ typedef struct report_args {
     const char *format, *dir;
 } report_args;
 
-static const cli_opt report_opts[] = {
+const cli_opt cli_report_opts[] = {
     {CLI_STR, "--format", NULL, "html|md|json|text", "text (html with -o)", NULL, "what to render",
      offsetof(report_args, format), 0, 0, NULL, NULL, NULL},
     {CLI_STR, "--output", "-o", "DIR", "stdout", NULL, "write DIR/report.EXT instead",
      offsetof(report_args, dir), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
-};
-
-const cli_verb cli_verb_report = {
-    .name = "report",
-    .args = "RUN_ID|FILE.json",
-    .summary = "render an evidence record: terminal summary, page, Markdown or JSON",
-    .exits = "0 rendered, 2 usage, no such file or run, unreadable, not JSON or not an evidence "
-             "record",
-    .example = "devgate report 3f2a --format html -o pack/",
-    .tables = {report_opts, cli_common_opts},
-    .titles = {"report options", "common options"},
-    .run = cmd_report,
 };
 
 int cmd_report(cli *c, int argc, char **argv)

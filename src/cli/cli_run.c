@@ -78,7 +78,7 @@ typedef struct run_args {
 } run_args;
 
 #define OFF(f) offsetof(run_args, f)
-static const cli_opt run_opts[] = {
+const cli_opt cli_run_opts[] = {
     {CLI_STR, "--label", NULL, "L", "none", NULL, "free text kept in the record", OFF(o.label), 0,
      0, NULL, NULL, NULL},
     {CLI_INT, "--sample-ms", NULL, "N", "200", "ms", "process-tree sampling period",
@@ -107,19 +107,6 @@ static const cli_opt run_opts[] = {
     CLI_OPTS_END,
 };
 #undef OFF
-
-const cli_verb cli_verb_run = {
-    .name = "run",
-    .args = "-- CMD ARGS...",
-    .summary = "supervise your own training program: its events (DEVGATE_EVENTS_FD), its process "
-               "tree's memory and CPU, timeout and signals",
-    .exits = "0 the program exited 0, 1 it failed or was killed, 2 usage, 124 timeout, 126 "
-             "cannot start, 127 no such program, 130 interrupted",
-    .example = "devgate run --timeout 10m -- python3 train.py --epochs 2",
-    .tables = {run_opts, cli_common_opts},
-    .titles = {"run options", "common options"},
-    .run = cmd_run,
-};
 
 int cmd_run(cli *c, int argc, char **argv)
 {

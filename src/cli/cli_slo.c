@@ -14,6 +14,7 @@ static volatile sig_atomic_t slo_sig;
 typedef struct slo_args {
     dg_slo_opts o;
     const char *prompt_file;
+    cli_thresholds thr;
 } slo_args;
 
 static const char *api_opt(const cli_opt *opt, const char *v, void *field)
@@ -72,7 +73,7 @@ static const char *bound_opt(const cli_opt *opt, const char *v, void *field)
 }
 
 #define OFF(f) offsetof(slo_args, f)
-static const cli_opt slo_opts[] = {
+const cli_opt cli_slo_opts[] = {
     {CLI_FUNC, "--target", NULL, "URL", NULL, NULL,
      "the endpoint: http://HOST:PORT (the API's path added) or a full URL such as "
      "http://HOST:PORT/v1/chat/completions",
@@ -134,23 +135,12 @@ static const cli_opt slo_opts[] = {
      0, NULL, NULL, NULL},
     {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0,
      0, NULL, NULL, NULL},
+    {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
+     "a rule threshold (repeatable; docs/rules.md: slo_queue_ratio, slo_interference_pct, ...)",
+     OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
-
-const cli_verb cli_verb_slo = {
-    .name = "slo",
-    .summary = "a signable concurrency SLO: TTFT/TPOT/E2E percentiles of an OpenAI or Ollama "
-               "endpoint under N streams or seeded arrivals, LoadGen's binomial verdict, a ladder",
-    .exits = "0 the SLO is signed, 1 missed (or the endpoint stopped answering), 2 usage, 3 no "
-             "libcurl or the endpoint never answered, 4 inconclusive (more requests needed, or "
-             "not steady), 130 interrupted",
-    .example = "devgate slo --target http://127.0.0.1:8000 --concurrency 1,2,4,8 --duration 60s "
-               "--slo ttft:500ms --slo tpot:30ms",
-    .tables = {slo_opts, cli_common_opts},
-    .titles = {"slo options", "common options"},
-    .run = cmd_slo,
-};
 
 /* ---- printing ------------------------------------------------------------------------ */
 
@@ -316,6 +306,7 @@ int cmd_slo(cli *c, int argc, char **argv)
     if (a.prompt_file && !read_prompts(a.prompt_file, &ptext, &prompts))
         return EXIT_USAGE;
     a.o.prompts = (const char *const *)prompts;
+    a.o.thresholds = a.thr.list[0] ? a.thr.list : NULL;
     cli_signals sigs;
     slo_sig = 0;
     a.o.cancel = &slo_sig;

@@ -15,7 +15,7 @@ static void pct(char *buf, size_t len, const cJSON *obj, const char *key)
         snprintf(buf, len, "%+.1f%%", v);
 }
 
-static void print_soak(const cJSON *r)
+void cli_soak_print(const cJSON *r)
 {
     const cJSON *spec = cJSON_GetObjectItem(r, "spec"), *model = cJSON_GetObjectItem(r, "model");
     /* The soak analysis: nested under "soak" in record version 1, in the record in 2. */
@@ -83,7 +83,7 @@ static void print_soak(const cJSON *r)
 }
 
 #define OFF(f) offsetof(dg_soak_opts, f)
-static const cli_opt soak_opts[] = {
+const cli_opt cli_soak_opts[] = {
     {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
      "keep the allocator cache across epoch ends", OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
     {CLI_BYTES, "--leak-per-step", NULL, "SIZE", "0", "bytes",
@@ -95,31 +95,16 @@ static const cli_opt soak_opts[] = {
 };
 #undef OFF
 
-const cli_verb cli_verb_soak = {
-    .name = "soak",
-    .summary = "epochs with allocator discipline and per-epoch memory watermarks",
-    .exits = "0 the soak ran, 1 it failed part way, 2 usage, 3 backend unavailable",
-    .example = "devgate soak --model lenet --epochs 5 --steps 50",
-    .tables = {soak_opts, cli_train_opts, cli_common_opts},
-    .titles = {"soak options", "train options (--epochs default 10 here)", "common options"},
-    .run = cmd_soak,
-};
-
-int cmd_soak(cli *c, int argc, char **argv)
+bool cli_soak_check(const void *o, char *buf, size_t len)
 {
-    dg_soak_opts o = {.train = DG_TRAIN_OPTS_INIT};
-    int r = cli_parse(c, &cli_verb_soak, argc, argv, (void *const[]){&o, &o.train, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    if (o.train.export_dir) {
-        cli_error("soak: --export applies to train only");
-        return EXIT_USAGE;
-    }
-    char *json = NULL;
-    dg_status st = dg_soak_run(c->ctx, &o, &json);
-    if (!json)
-        return cli_fail_status(c, st, "soak");
-    int rc = cli_step_status(c, "soak", st);
-    return cli_record_print(c, "soak", json, cJSON_Parse(json), rc, c->quiet ? NULL : print_soak,
-                            NULL);
+    if (((const dg_soak_opts *)o)->train.export_dir)
+        snprintf(buf, len, "--export applies to train only");
+    return buf[0] != 0;
+}
+
+dg_status cli_soak_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
+{
+    (void)p;
+    (void)verdict;
+    return dg_soak_run(ctx, o, json);
 }

@@ -38,7 +38,7 @@ static void print_trial(const cJSON *t)
         printf("  %7s  %.140s\n", "", reason);
 }
 
-static void print_sweep(const cJSON *r)
+void cli_sweep_print(const cJSON *r)
 {
     const cJSON *spec = cJSON_GetObjectItem(r, "spec");
     const cJSON *dev = cJSON_GetObjectItem(spec, "device");
@@ -93,7 +93,7 @@ static void print_sweep(const cJSON *r)
 }
 
 #define OFF(f) offsetof(dg_sweep_opts, f)
-static const cli_opt sweep_opts[] = {
+const cli_opt cli_sweep_opts[] = {
     {CLI_INT, "--from", NULL, "N", "8", "samples", "first batch (then doubling)", OFF(from), 1,
      1 << 20, NULL, NULL, NULL},
     {CLI_INT, "--to", NULL, "N", "no limit", "samples", "last batch", OFF(to), 1, 1 << 20, NULL,
@@ -114,72 +114,48 @@ static const cli_opt sweep_opts[] = {
 };
 #undef OFF
 
-const cli_verb cli_verb_sweep = {
-    .name = "sweep",
-    .summary = "batch sweep, each trial in a child process: knee and largest safe batch",
-    .exits = "0 at least one trial succeeded, 1 none did, 2 usage, 3 backend unavailable",
-    .example = "devgate sweep --model lenet --from 16 --to 1024",
-    .tables = {sweep_opts, cli_train_opts, cli_common_opts},
-    .titles = {"sweep options",
-               "train options (--batch, --steps, --epochs, --export do not "
-               "apply)",
-               "common options"},
-    .run = cmd_sweep,
-};
-
-int cmd_sweep(cli *c, int argc, char **argv)
+bool cli_sweep_check(const void *opts, char *buf, size_t len)
 {
-    dg_sweep_opts o = {.train = DG_TRAIN_OPTS_INIT};
-    int r = cli_parse(c, &cli_verb_sweep, argc, argv, (void *const[]){&o, &o.train, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    if (o.train.batch || o.train.steps || o.train.epochs || o.train.export_dir) {
-        cli_error("sweep: --batch, --steps, --epochs and --export do not apply; batches come from "
-                  "--from/--to, steps from --warmup-steps/--timed-steps");
-        return EXIT_USAGE;
-    }
-    if (o.to && o.from && o.to < o.from) {
-        cli_error("sweep: --to %d is below --from %d", o.to, o.from);
-        return EXIT_USAGE;
-    }
-    cli_progress p;
-    cli_progress_start(&p, c, "sweep");
-    dg_set_log(c->ctx, cli_progress_log, &p);
-    o.progress = cli_progress_report;
-    o.progress_user = &p;
-    char *json = NULL;
-    dg_status st = dg_sweep_run(c->ctx, &o, &json);
-    cli_progress_end(&p);
-    if (!json)
-        return cli_fail_status(c, st, "sweep");
-    cJSON *rec = cJSON_Parse(json);
-    int good = (int)jnum(rec, "good_trials", 0);
-    int rc = good > 0 ? EXIT_PASS : EXIT_FAIL;
-    return cli_record_print(c, "sweep", json, rec, rc, print_sweep,
-                            good ? NULL : "no trial succeeded");
+    const dg_sweep_opts *o = opts;
+    if (o->train.batch || o->train.steps || o->train.epochs || o->train.export_dir)
+        snprintf(buf, len,
+                 "--batch, --steps, --epochs and --export do not apply; batches come from "
+                 "--from/--to, steps from --warmup-steps/--timed-steps");
+    else if (o->to && o->from && o->to < o->from)
+        snprintf(buf, len, "--to %d is below --from %d", o->to, o->from);
+    return buf[0] != 0;
+}
+
+dg_status cli_sweep_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict)
+{
+    dg_sweep_opts *o = opts;
+    o->progress = cli_progress_report;
+    o->progress_user = p;
+    *verdict = EXIT_PASS; /* judged from the trials, whatever the status */
+    return dg_sweep_run(ctx, o, json);
+}
+
+/* At least one trial ran to its end, whatever the status says. */
+int cli_sweep_judge(const cJSON *rec, int rc, const char **fail)
+{
+    (void)rc;
+    if (jnum(rec, "good_trials", 0) > 0)
+        return EXIT_PASS;
+    *fail = "no trial succeeded";
+    return EXIT_FAIL;
 }
 
 typedef struct trial_args {
     long result_fd, spec_fd;
 } trial_args;
 
-static const cli_opt trial_opts[] = {
+const cli_opt cli_trial_opts[] = {
     {CLI_LONG, "--result-fd", NULL, "FD", NULL, NULL, "where the record goes (one JSON line)",
      offsetof(trial_args, result_fd), 0, 1 << 20, NULL, NULL, NULL},
     {CLI_LONG, "--spec-fd", NULL, "FD", NULL, NULL,
      "where the spec JSON comes from (read to its end)", offsetof(trial_args, spec_fd), 0, 1 << 20,
      NULL, NULL, NULL},
     CLI_OPTS_END,
-};
-
-const cli_verb cli_verb_trial = {
-    .name = "__trial",
-    .summary = "one sweep trial in a child process (run by devgate sweep)",
-    .exits = "0 trained, 1 failed, 2 usage",
-    .example = "devgate __trial --spec-fd 0 --result-fd 3",
-    .tables = {trial_opts, cli_common_opts},
-    .run = cmd_trial,
-    .hidden = true,
 };
 
 int cmd_trial(cli *c, int argc, char **argv)

@@ -68,7 +68,7 @@ static void warn_bad(const cJSON *r)
     }
 }
 
-static void print_train(const cJSON *r)
+void cli_train_print(const cJSON *r)
 {
     const cJSON *spec = cJSON_GetObjectItem(r, "spec");
     const cJSON *model = cJSON_GetObjectItem(r, "model");
@@ -206,31 +206,19 @@ const cli_opt cli_train_opts[] = {
 #undef T
 #undef TFLAG
 
-const cli_verb cli_verb_train = {
-    .name = "train",
-    .summary = "the seeded training fixture: loss curve, samples/s, phases, allocator, fallbacks",
-    .exits = "0 trained with a finite loss, 1 non-finite loss or a failed run, 2 usage, "
-             "3 backend unavailable",
-    .example = "devgate train --model lenet --backend opencl --epochs 2",
-    .tables = {cli_train_opts, cli_common_opts},
-    .titles = {"train options", "common options"},
-    .run = cmd_train,
-};
-
-int cmd_train(cli *c, int argc, char **argv)
+dg_status cli_train_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    dg_train_opts o = DG_TRAIN_OPTS_INIT;
-    int r = cli_parse(c, &cli_verb_train, argc, argv, (void *const[]){&o, c}, NULL);
-    if (r != CLI_PARSED)
-        return cli_parse_exit(r);
-    char *json = NULL;
-    dg_status st = dg_train_run(c->ctx, &o, &json);
-    if (!json)
-        return cli_fail_status(c, st, "train");
-    cJSON *rec = cJSON_Parse(json);
+    (void)p;
+    (void)verdict;
+    return dg_train_run(ctx, o, json);
+}
+
+int cli_train_judge(const cJSON *rec, int rc, const char **fail)
+{
     warn_bad(rec);
-    bool finite = cJSON_IsTrue(cJSON_GetObjectItem(rec, "loss_finite"));
-    int rc = cli_step_status(c, "train", st);
-    const char *fail = rc == EXIT_PASS && !finite ? "the loss is not finite" : NULL;
-    return cli_record_print(c, "train", json, rec, fail ? EXIT_FAIL : rc, print_train, fail);
+    if (rc == EXIT_PASS && !cJSON_IsTrue(cJSON_GetObjectItem(rec, "loss_finite"))) {
+        *fail = "the loss is not finite";
+        return EXIT_FAIL;
+    }
+    return rc;
 }

@@ -4,15 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const cli_verb *const cli_verbs[] = {
-    &cli_verb_env,     &cli_verb_gate,      &cli_verb_train,
-    &cli_verb_sweep,   &cli_verb_soak,      &cli_verb_compare,
-    &cli_verb_profile, &cli_verb_accept,    &cli_verb_run,
-    &cli_verb_report,  &cli_verb_ledger,    &cli_verb_remote,
-    &cli_verb_pool,    &cli_verb_slo,       &cli_verb_trial,
-    &cli_verb_node,    &cli_verb_pool_task, NULL,
-};
-
 /* The options before the verb: the common ones (and --help, --version). */
 static const cli_verb global = {
     .name = "devgate",
@@ -107,7 +98,8 @@ int main(int argc, char **argv)
     }
     dg_set_log(c.ctx, log_to_stderr, &c);
     dg_set_env_cmdlines(c.ctx, c.env_cmdlines); /* given before the verb */
-    int rc = v->run(&c, argc - i, argv + i);
+    c.verb = v;
+    int rc = (v->step ? cli_step_main : v->run)(&c, argc - i, argv + i);
     dg_ctx_free(c.ctx);
     return rc;
 }

@@ -316,12 +316,29 @@ static void opt_line(const cli_opt *o, FILE *out)
     fputc('\n', out);
 }
 
+/* Table t's heading: its title, else "VERB options" for a verb's own table,
+ * "train options" or "common options" for the shared ones. */
+static void table_title(const cli_verb *v, int t, char *buf, size_t len)
+{
+    const cli_opt *tab = v->tables[t];
+    if (v->titles[t])
+        snprintf(buf, len, "%s", v->titles[t]);
+    else if (tab == cli_common_opts || tab == cli_train_opts)
+        snprintf(buf, len, "%s options", tab == cli_common_opts ? "common" : "train");
+    else if (t == 0 && !v->hidden)
+        snprintf(buf, len, "%s options", v->name);
+    else
+        snprintf(buf, len, "options");
+}
+
 void cli_verb_help(const cli_verb *v, FILE *out)
 {
     fprintf(out, "usage: devgate %s [options]%s%s\n\n%s\n", v->name, v->args ? " " : "",
             v->args ? v->args : "", v->summary);
     for (int t = 0; t < 4 && v->tables[t]; t++) {
-        fprintf(out, "\n%s:\n", v->titles[t] ? v->titles[t] : "options");
+        char title[256];
+        table_title(v, t, title, sizeof title);
+        fprintf(out, "\n%s:\n", title);
         for (const cli_opt *o = v->tables[t]; o->kind != CLI_END; o++)
             opt_line(o, out);
     }

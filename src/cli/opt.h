@@ -60,6 +60,7 @@ typedef struct cli_verb {
     const cli_opt *tables[4]; /* NULL-terminated; [i] fills bases[i] in cli_parse */
     const char *titles[4];    /* the tables' headings in help */
     int (*run)(struct cli *c, int argc, char **argv);
+    const struct cli_step *step; /* a step verb's (cli_step_main runs it, not run) */
     bool hidden;
 } cli_verb;
 

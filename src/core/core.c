@@ -251,6 +251,21 @@ void dg_utc_iso(char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+bool dg_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = *cap ? 2 * *cap : 64;
+    while (nc < need)
+        nc *= 2;
+    void *np = dg_realloc(*p, nc * elem);
+    if (!np)
+        return false;
+    *p = np;
+    *cap = nc;
+    return true;
+}
+
 void dg_random_bytes(unsigned char *out, size_t n)
 {
     if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)

@@ -52,6 +52,9 @@ const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
 double dg_now(void);
 /* Current UTC time as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" into buf (>= 21 bytes). */
 void dg_utc_iso(char *buf, size_t len);
+/* Makes room for need elements of elem bytes in the dg_malloc'd array *p of
+ * *cap (doubling from 64); false, *p untouched, when out of memory. */
+bool dg_grow(void **p, size_t *cap, size_t need, size_t elem);
 /* n random bytes: getrandom, else /dev/urandom, else the clock and the pid. */
 void dg_random_bytes(unsigned char *out, size_t n);
 

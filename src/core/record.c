@@ -961,7 +961,15 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
         out->section[own] = rec; /* a per-verb record is its own section */
         out->listed[own] = true;
         build_spec(&out->spec, NULL); /* all "not reported" */
-        build_judgement(&b, out, NULL);
+        /* An slo record carries its findings and the environment proof. */
+        build_judgement(&b, out, own == DG_SEC_SLO ? rec : NULL);
+        if (own == DG_SEC_SLO) {
+            /* Its final gate is its own (record_slo.h), not accept's proofs. */
+            memset(&out->final_gate, 0, sizeof out->final_gate);
+            const cJSON *env = dg_rec_at(rec, DG_P_SLO_ENV);
+            out->section[DG_SEC_ENV] = obj_or_null(env);
+            out->listed[DG_SEC_ENV] = env != NULL;
+        }
     } else {
         static const dg_rec_path_id ids[DG_SEC_COUNT] = {[DG_SEC_ENV] = DG_P_REC_ENV,
                                                          [DG_SEC_GATE] = DG_P_REC_GATE,
@@ -1060,7 +1068,8 @@ void dg_record_head(cJSON *rec, const char *kind, int version)
     char ts[32], host[256] = "";
     dg_utc_iso(ts, sizeof ts);
     cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0)
-        host[sizeof host - 1] = '\0';
-    cJSON_AddStringToObject(rec, "host", host);
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    dg_json_add_str(rec, "host", host[0] ? host : NULL); /* null: not known */
 }

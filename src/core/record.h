@@ -591,9 +591,9 @@ double dg_view_threshold_value(const dg_record_view *v, const char *name);
  * The other per-verb records keep version 1. docs/schema/report.md. */
 #define DG_RECORD_VERSION 2
 
-/* A new record's head: {v: version, kind, timestamp (UTC ISO 8601), host}, the
- * fields every record devgate writes opens with. The caller owns it; NULL
- * when out of memory. */
+/* A new record's head: {v: version, kind, timestamp (UTC ISO 8601), host (null when not known)},
+ * the fields every record devgate writes opens with. The caller owns it; NULL when out of memory.
+ */
 cJSON *dg_record_new(const char *kind, int version);
 /* The same head added to rec. */
 void dg_record_head(cJSON *rec, const char *kind, int version);

@@ -138,6 +138,13 @@ void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r);
 void dg_judge_slow_device_data(dg_diag *d, const dg_rule *r);
 void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r);
 
+/* rules_slo.c: an slo record (signable or not, queueing, training beside serving) */
+void dg_judge_slo_met(dg_diag *d, const dg_rule *r);
+void dg_judge_slo_missed(dg_diag *d, const dg_rule *r);
+void dg_judge_slo_inconclusive(dg_diag *d, const dg_rule *r);
+void dg_judge_queueing_bound(dg_diag *d, const dg_rule *r);
+void dg_judge_training_interference(dg_diag *d, const dg_rule *r);
+
 /* rules_verdict.c: whether a verdict holds (intervals, contention, the baseline) */
 void dg_judge_verdict_inconclusive(dg_diag *d, const dg_rule *r);
 void dg_judge_contended(dg_diag *d, const dg_rule *r);

@@ -173,6 +173,36 @@ const dg_rule dg_rules[] = {
      "the measurement is noisy: other work, frequency scaling or sync jitter moves the step "
      "times",
      "rerun on a quiet machine and compare medians only when the spread is small"},
+    {"slo-met", DG_SEV_INFO, "slo: final_gate.signed, final_gate.statement, levels[].verdict", "",
+     dg_judge_slo_met,
+     "the endpoint keeps the promise at that load with the stated confidence (LoadGen's rule)",
+     "sign the statement; measure again after any change to the engine, the model or the node"},
+    {"slo-missed", DG_SEV_FAIL, "slo: final_gate.verdict, levels[].verdict.bounds[]", "",
+     dg_judge_slo_missed,
+     "even the lowest load measured breaks a bound more often than the percentile allows: the "
+     "engine, the model or the node is too slow for the promise",
+     "relax the bound, serve a smaller model or shorter answers, or move the engine to a faster "
+     "device; see queueing-bound for where the time goes"},
+    {"slo-inconclusive", DG_SEV_WARN, "slo: final_gate.verdict, levels[].verdict.bounds[].needed",
+     "", dg_judge_slo_inconclusive,
+     "too few requests for LoadGen's rule at this percentile, or the load never settled: the "
+     "measurement cannot say either way",
+     "measure longer (--duration, --requests) to the count the verdict names, or lower the "
+     "percentile; quiet the node if the windows never agreed"},
+    {"queueing-bound", DG_SEV_WARN,
+     "slo: levels[].latency.ttft, levels[].latency.tpot, levels[].engine.queue_waiting",
+     "slo_queue_ratio", dg_judge_queueing_bound,
+     "requests wait before the engine takes them (its slots or batch are full): the time goes to "
+     "queueing, not to computing tokens",
+     "give the engine more parallel slots or a larger batch (llama.cpp --parallel, vLLM "
+     "--max-num-seqs), add a replica, or sign a lower concurrency"},
+    {"training-interference", DG_SEV_WARN,
+     "slo: levels[beside].latency, while.alone.step_ms, while.beside.step_ms",
+     "slo_interference_pct", dg_judge_training_interference,
+     "the training job and the server share the node's cores, memory bandwidth or device: each "
+     "slows the other",
+     "sign the SLO only for the node without training, give each its own cores (taskset, "
+     "cgroups) or device, or schedule training outside the serving hours"},
 };
 const int dg_rule_count = (int)(sizeof dg_rules / sizeof dg_rules[0]);
 

@@ -227,14 +227,8 @@ static double compare_side_spread(const dg_view_run *run, int side)
         for (int j = 0; j < rep->nms; j++) {
             if (j < wu || !isfinite(rep->ms[j]))
                 continue;
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 64;
-                double *nv = dg_realloc(v, nc * sizeof *v);
-                if (!nv)
-                    break;
-                v = nv;
-                cap = nc;
-            }
+            if (!dg_grow((void **)&v, &cap, n + 1, sizeof *v))
+                break;
             v[n++] = rep->ms[j];
         }
     }

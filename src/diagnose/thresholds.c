@@ -63,6 +63,14 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_EQUIVALENCE_PCT] = {"equivalence_pct", 10, "%", 0, 1000, false, "compare",
                             "two throughputs whose ratio's 95% interval lies within 1/(1+e) .. "
                             "1+e are the same speed (no difference)"},
+    [TH_SLO_QUEUE_RATIO] = {"slo_queue_ratio", 2, "ratio", 1, 1e6, false, "queueing-bound",
+                            "the median TTFT at the ladder's highest concurrency over its lowest "
+                            "that, with TPOT rising less, says the latency went to queueing"},
+    [TH_SLO_INTERFERENCE_PCT] = {"slo_interference_pct", 10, "%", 0, 1e6, false,
+                                 "training-interference",
+                                 "how much higher a bound's percentile beside training (its "
+                                 "interval apart from the one alone), or how much slower the "
+                                 "training's steps, counts as interference"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

@@ -29,6 +29,8 @@ typedef enum dg_threshold_id {
     TH_CPU_BUSY_MIN_PCT,
     TH_HOST_READS_PER_STEP,
     TH_EQUIVALENCE_PCT,
+    TH_SLO_QUEUE_RATIO,
+    TH_SLO_INTERFERENCE_PCT,
     TH_COUNT
 } dg_threshold_id;
 

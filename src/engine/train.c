@@ -3,6 +3,7 @@
  * points, phases timed with device events, and on backends that can, the whole step captured once
  * as a device graph and replayed. */
 #include "engine/train.h"
+#include "core/record.h"
 #include "data/loader.h"
 #include "engine/model.h"
 #include "engine/spec.h"
@@ -940,15 +941,7 @@ static cJSON *trainer_record(trainer *t, dg_status final)
     const dg_train_ext *x = t->x;
     dg_engine *e = t->e;
     cJSON *rec = t->rec;
-    cJSON_AddNumberToObject(rec, "v", 1);
-    cJSON_AddStringToObject(rec, "kind", "train");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = '\0';
-        cJSON_AddStringToObject(rec, "host", host);
-    }
+    dg_record_head(rec, "train", 1);
     cJSON_AddStringToObject(rec, "status", dg_status_name(final));
     dg_json_add_str(rec, "error", final == DG_OK ? NULL : dg_errmsg(ctx));
     cJSON_AddItemToObject(rec, "spec", t->spec);

@@ -234,8 +234,10 @@ static cJSON *run_json(const cJSON *ent, const char *id, cJSON *const facts[G_CO
     cJSON_AddBoolToObject(r, "spec_decoded", codec);
     cJSON_AddItemToObject(r, "env", cJSON_Duplicate(facts[G_ENV], true));
     cJSON_AddItemToObject(r, "bucket", cJSON_Duplicate(facts[G_BUCKET], true));
-    cJSON_AddItemToObject(r, "samples_per_s",
-                          metric_of(cJSON_GetObjectItem(ent, "throughput"), "samples/s"));
+    /* The summary's throughput in its own unit (an slo run's is requests/s). */
+    const cJSON *tp = cJSON_GetObjectItem(ent, "throughput");
+    const char *unit = cJSON_GetStringValue(cJSON_GetObjectItem(tp, "unit"));
+    cJSON_AddItemToObject(r, "samples_per_s", metric_of(tp, unit ? unit : "samples/s"));
     cJSON_AddItemToObject(r, "step_ms", metric_of(dg_jpath(rec, "throughput.step_ms"), "ms"));
     put_copy(r, "batch", cJSON_GetObjectItem(ent, "batch"));
     put_str(r, "verdict", jstr(ent, "verdict"));

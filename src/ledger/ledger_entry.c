@@ -87,7 +87,8 @@ typedef struct lg_summary {
     const char *backend, *model, *verdict, *spec_id, *bucket_id, *label;
     char *command; /* the user's command (run, accept -- CMD): its words joined (dg_free) */
     char backend_buf[64], verdict_buf[96];
-    double batch, sps; /* samples, samples/s; NAN: not reported */
+    double batch, sps;    /* samples, samples/s; NAN: not reported */
+    const char *sps_unit; /* the throughput's unit: NULL "samples/s" */
 } lg_summary;
 
 /* The words of a command array joined by spaces (dg_malloc'd), or NULL. */
@@ -193,6 +194,23 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
         }
         s->backend = s->backend_buf[0] ? s->backend_buf : NULL;
         s->verdict = rec_str(rec, "verdict");
+    } else if (strcmp(kind, "slo") == 0) {
+        /* The signed level's goodput; the verdict names its concurrency. */
+        s->backend = rec_str(rec, "spec.api");
+        s->model = rec_str(rec, "spec.model");
+        s->sps_unit = "requests/s";
+        double conc = dg_jnum(rec, "final_gate.concurrency");
+        const cJSON *lvl;
+        cJSON_ArrayForEach(lvl, dg_jpath(rec, "levels"))
+        {
+            double c = dg_jnum(lvl, "concurrency");
+            if (dg_jbool(rec, "final_gate.signed") == 1 && (c == conc || (isnan(c) && isnan(conc))))
+                s->sps = dg_jnum(lvl, "throughput.goodput");
+        }
+        const char *v = rec_str(rec, "final_gate.verdict");
+        if (v && strcmp(v, "signed") == 0 && isfinite(conc))
+            snprintf(s->verdict_buf, sizeof s->verdict_buf, "signed at %.0f streams", conc);
+        s->verdict = s->verdict_buf[0] ? s->verdict_buf : v;
     } else if (strcmp(kind, "compare-runs") == 0) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(rec, "judgement");
         s->verdict = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "verdict"));
@@ -205,8 +223,9 @@ static bool put_summary(cJSON *e, const lg_summary *s)
     bool ok = dg_json_add_str(e, "backend", s->backend) && dg_json_add_str(e, "model", s->model);
     ok = ok && (isfinite(s->batch) ? cJSON_AddNumberToObject(e, "batch", s->batch)
                                    : cJSON_AddNullToObject(e, "batch"));
-    cJSON *m =
-        ok ? dg_json_metric(isfinite(s->sps) ? s->sps : 0, isfinite(s->sps), "samples/s") : NULL;
+    cJSON *m = ok ? dg_json_metric(isfinite(s->sps) ? s->sps : 0, isfinite(s->sps),
+                                   s->sps_unit ? s->sps_unit : "samples/s")
+                  : NULL;
     ok = m && cJSON_AddItemToObject(e, "throughput", m);
     if (!ok && m && !cJSON_GetObjectItemCaseSensitive(e, "throughput"))
         cJSON_Delete(m);

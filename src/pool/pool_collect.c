@@ -36,32 +36,6 @@ static void pool_job_free(pool_job *j)
     cJSON_Delete(j->tasks);
 }
 
-static const cJSON *by_task(const cJSON *arr, int t)
-{
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr)
-    {
-        const cJSON *n = cJSON_GetObjectItem(e, "task");
-        if (cJSON_IsNumber(n) && (int)n->valuedouble == t)
-            return e;
-    }
-    return NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *k, const char *fallback)
-{
-    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(o, k));
-    return s ? s : fallback;
-}
-
-static void add_num_or_null(cJSON *o, const char *k, const cJSON *v)
-{
-    if (cJSON_IsNumber(v))
-        cJSON_AddNumberToObject(o, k, v->valuedouble);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 /* The task folder of task t, opened without following a link; -1 when absent. */
 static int task_dir(const pool_job *j, int t)
 {
@@ -72,73 +46,19 @@ static int task_dir(const pool_job *j, int t)
     return dg_pool_open_dir(j->jobfd, name);
 }
 
-/* The folder's word for an ended task from exit.json; NULL when it has none. */
-static const char *folder_state(const cJSON *ej)
-{
-    if (!ej)
-        return NULL;
-    const cJSON *es = cJSON_GetObjectItem(ej, "exit_status");
-    if (cJSON_IsTrue(cJSON_GetObjectItem(ej, "cancelled")))
-        return "cancelled";
-    return cJSON_IsNumber(es) && es->valuedouble == 0 ? "completed" : "failed";
-}
-
-/* One task's merged state: Slurm's word when it has the task, else what its
- * folder says, else an inference that says it is one. */
+/* One task's merged state (dg_pool_task_view over its folder's task.json
+ * and exit.json), counted. */
 static cJSON *merge_task(pool_job *j, int t, const cJSON *sl)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "task", t);
     int td = task_dir(j, t);
     cJSON *tj = td >= 0 ? dg_pool_json_at(td, "task.json", POOL_SMALL_MAX) : NULL;
     cJSON *ej = td >= 0 ? dg_pool_json_at(td, "exit.json", POOL_SMALL_MAX) : NULL;
     if (td >= 0)
         close(td);
-    const char *fstate = folder_state(ej);
-    const char *state, *detail = NULL, *sstate = sl ? jstr(sl, "slurm_state", NULL) : NULL;
-    char dbuf[256] = "";
-    if (sl) {
-        state = jstr(sl, "state", "unknown");
-        if (fstate && (strcmp(state, "running") == 0 || strcmp(state, "pending") == 0))
-            detail = "ended; Slurm is finishing it";
-        if (strcmp(state, "pending") == 0 && jstr(sl, "reason", NULL)) {
-            snprintf(dbuf, sizeof dbuf, "waits: %s", jstr(sl, "reason", ""));
-            detail = dbuf;
-        }
-    } else if (fstate) {
-        state = fstate;
-        detail = "from its folder (Slurm no longer lists it)";
-    } else if (tj) {
-        state = j->slurm_known ? "failed" : "unknown";
-        detail = "it started, then vanished without an exit record";
-    } else if (j->slurm_known) {
-        state = "cancelled";
-        detail = "before it started (Slurm keeps no record of a pending task it cancelled)";
-    } else {
-        state = "unknown";
-        detail = "Slurm no longer knows the job and the task left no folder";
-    }
-    cJSON_AddStringToObject(o, "state", state);
-    dg_json_add_str(o, "slurm_state", sstate);
-    dg_json_add_str(o, "detail", detail);
-    /* exit: Slurm's once it ended, else the folder's */
-    const cJSON *sx = sl ? cJSON_GetObjectItem(sl, "exit_code") : NULL;
-    const cJSON *ss = sl ? cJSON_GetObjectItem(sl, "signal") : NULL;
-    if (cJSON_IsNumber(sx)) {
-        add_num_or_null(o, "exit_status", sx);
-        add_num_or_null(o, "signal", ss);
-    } else {
-        add_num_or_null(o, "exit_status", ej ? cJSON_GetObjectItem(ej, "exit_status") : NULL);
-        add_num_or_null(o, "signal", ej ? cJSON_GetObjectItem(ej, "signal") : NULL);
-    }
-    const char *node = sl ? jstr(sl, "node", NULL) : NULL;
-    if (!node && tj)
-        node = jstr(tj, "node", NULL);
-    dg_json_add_str(o, "node", node);
-    dg_json_add_str(o, "host", tj ? jstr(tj, "host", NULL) : NULL);
-    dg_json_add_str(o, "slurm_job_id", sl ? jstr(sl, "job_id", NULL) : NULL);
+    cJSON *o = dg_pool_task_view(t, sl, tj, ej, j->slurm_known);
     cJSON_Delete(tj);
     cJSON_Delete(ej);
+    const char *state = dg_pool_jstr(o, "state", "unknown");
     if (strcmp(state, "pending") == 0 || strcmp(state, "running") == 0)
         j->pending_or_running++;
     else if (strcmp(state, "completed") == 0)
@@ -202,24 +122,11 @@ static dg_status pool_load(dg_ctx *ctx, const char *what, const char *dir, const
                        what, job, j->jobdir);
     }
     /* The tasks: the manifest's list, else what Slurm shows. */
-    int ids[POOL_MAX_TASKS], n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j->manifest, "tasks"))
-    {
-        if (cJSON_IsNumber(e) && n < POOL_MAX_TASKS)
-            ids[n++] = (int)e->valuedouble;
-    }
-    if (!j->manifest) {
-        cJSON_ArrayForEach(e, sl)
-        {
-            const cJSON *t = cJSON_GetObjectItem(e, "task");
-            if (n < POOL_MAX_TASKS && cJSON_IsNumber(t))
-                ids[n++] = (int)t->valuedouble;
-        }
-    }
+    int ids[POOL_MAX_TASKS];
+    int n = dg_pool_task_ids(j->manifest, sl, ids, POOL_MAX_TASKS);
     j->tasks = cJSON_CreateArray();
     for (int i = 0; i < n; i++)
-        cJSON_AddItemToArray(j->tasks, merge_task(j, ids[i], by_task(sl, ids[i])));
+        cJSON_AddItemToArray(j->tasks, merge_task(j, ids[i], dg_pool_slurm_task(sl, ids[i])));
     cJSON_Delete(sl);
     return DG_OK;
 }
@@ -245,7 +152,7 @@ static dg_status give_json(dg_ctx *ctx, cJSON *o, char **json)
 
 static void add_manifest_words(cJSON *o, const cJSON *manifest)
 {
-    dg_json_add_str(o, "verb", jstr(manifest, "verb", NULL));
+    dg_json_add_str(o, "verb", dg_pool_jstr(manifest, "verb", NULL));
     const cJSON *av = cJSON_GetObjectItem(manifest, "argv");
     cJSON_AddItemToObject(o, "argv",
                           cJSON_IsArray(av) ? cJSON_Duplicate(av, true) : cJSON_CreateArray());
@@ -286,7 +193,7 @@ dg_status dg_pool_job_ledger(dg_ctx *ctx, const char *dir, const char *job, char
     cJSON *m = fd >= 0 ? dg_pool_json_at(fd, "job.json", POOL_SMALL_MAX) : NULL;
     if (fd >= 0)
         close(fd);
-    const char *l = jstr(m, "ledger", NULL);
+    const char *l = dg_pool_jstr(m, "ledger", NULL);
     dg_status st = DG_OK;
     if (l && !(*ledger = dg_strdup(l)))
         st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
@@ -298,26 +205,8 @@ dg_status dg_pool_job_ledger(dg_ctx *ctx, const char *dir, const char *job, char
 
 /* ---- collect ------------------------------------------------------------------ */
 
-/* True for a ledger run id: YYYYMMDD-HHMMSS-hhhhhhhhhhhh. */
-static bool run_id_ok(const char *s)
-{
-    static const char form[] = "dddddddd-dddddd-xxxxxxxxxxxx";
-    if (!s || strlen(s) != sizeof form - 1)
-        return false;
-    for (size_t i = 0; form[i]; i++) {
-        char c = s[i];
-        bool ok = form[i] == '-'   ? c == '-'
-                  : form[i] == 'd' ? (c >= '0' && c <= '9')
-                                   : ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* The task's record when it is a devgate record of verb: a JSON object of
- * version 1 or 2, kind == verb, run_id null, absent or of the ledger's form.
- * NULL with why (cleaned) otherwise; "" when there is no record at all. */
+/* The task's record when it is a devgate record of verb (dg_pool_record_check);
+ * NULL with why (cleaned) otherwise, "" when there is no record at all. */
 static cJSON *task_record(int td, const char *verb, char *why, size_t len)
 {
     why[0] = '\0';
@@ -331,25 +220,8 @@ static cJSON *task_record(int td, const char *verb, char *why, size_t len)
             snprintf(why, len, "record.json is a link or not a regular file: not taken");
         return NULL;
     }
-    cJSON *rec = cJSON_ParseWithLength(text, n);
+    cJSON *rec = dg_pool_record_check(text, n, verb, why, len);
     dg_free(text);
-    const cJSON *v = cJSON_GetObjectItem(rec, "v"), *id = cJSON_GetObjectItem(rec, "run_id");
-    const char *kind = jstr(rec, "kind", NULL);
-    if (!cJSON_IsObject(rec))
-        snprintf(why, len, "record.json is not a JSON object: not taken");
-    else if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 2)
-        snprintf(why, len, "record.json is not a devgate record (no version 1 or 2): not taken");
-    else if (!kind || !verb || strcmp(kind, verb) != 0) {
-        char k[64];
-        dg_copy_clean(k, sizeof k, kind ? kind : "none");
-        snprintf(why, len, "record.json is a '%s' record, not one of '%s': not taken", k,
-                 verb ? verb : "?");
-    } else if (id && !cJSON_IsNull(id) && !run_id_ok(cJSON_GetStringValue(id)))
-        snprintf(why, len, "record.json has a run id not of the ledger's form: not taken");
-    if (why[0]) {
-        cJSON_Delete(rec);
-        return NULL;
-    }
     return rec;
 }
 
@@ -362,8 +234,8 @@ static dg_status ensure_recorded(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, 
 {
     *id = NULL;
     *added = false;
-    int task = (int)dg_jnum(t, "task");
-    const char *own = jstr(rec, "run_id", NULL);
+    int task = dg_jint(t, "task", -1);
+    const char *own = dg_pool_jstr(rec, "run_id", NULL);
     char *json = NULL;
     if (own && dg_ledger_show(ctx, lg, own, &json) == DG_OK) {
         dg_string_free(json);
@@ -373,7 +245,7 @@ static dg_status ensure_recorded(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, 
     char *prev = dg_pool_read_at(td, "collected", 256, NULL);
     if (prev) {
         prev[strcspn(prev, "\n")] = '\0';
-        if (run_id_ok(prev) && dg_ledger_show(ctx, lg, prev, &json) == DG_OK) {
+        if (dg_pool_run_id_ok(prev) && dg_ledger_show(ctx, lg, prev, &json) == DG_OK) {
             dg_string_free(json);
             *id = prev;
             return DG_OK;
@@ -386,11 +258,11 @@ static dg_status ensure_recorded(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, 
     cJSON *pool = cJSON_AddObjectToObject(copy, "pool");
     cJSON_AddStringToObject(pool, "job", j->job);
     cJSON_AddNumberToObject(pool, "task", task);
-    dg_json_add_str(pool, "node", jstr(t, "node", NULL));
+    dg_json_add_str(pool, "node", dg_pool_jstr(t, "node", NULL));
     dg_json_add_str(pool, "task_run_id", own);
     char *text = cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
-    const char *verb = jstr(j->manifest, "verb", "pool");
+    const char *verb = dg_pool_jstr(j->manifest, "verb", "pool");
     const cJSON *xs = cJSON_GetObjectItem(t, "exit_status");
     char *newid = NULL;
     dg_status st =
@@ -411,82 +283,6 @@ static dg_status ensure_recorded(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, 
     return DG_OK;
 }
 
-static const cJSON *obj(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItem(o, k);
-    return cJSON_IsObject(v) ? v : NULL;
-}
-
-/* The row's columns from a task's record (tolerant: accept, train, run, ...). */
-static void row_from_record(cJSON *row, const cJSON *rec)
-{
-    const cJSON *fg = obj(rec, "final_gate"), *dec = obj(rec, "decision"), *spec = obj(rec, "spec");
-    const char *backend = dec ? jstr(dec, "backend", NULL) : NULL;
-    if (!backend && spec)
-        backend = jstr(spec, "backend", NULL);
-    dg_json_add_str(row, "backend", backend);
-    const cJSON *b = fg ? cJSON_GetObjectItem(fg, "batch") : NULL;
-    if (!cJSON_IsNumber(b) && spec)
-        b = cJSON_GetObjectItem(spec, "batch");
-    add_num_or_null(row, "batch", b);
-    const cJSON *tp = fg ? obj(fg, "throughput") : NULL;
-    if (!tp)
-        tp = obj(obj(rec, "throughput"), "samples_per_s");
-    if (tp) {
-        cJSON_AddItemToObject(row, "throughput", cJSON_Duplicate(tp, true));
-    } else {
-        cJSON *m = cJSON_AddObjectToObject(row, "throughput");
-        cJSON_AddNullToObject(m, "value");
-        cJSON_AddStringToObject(m, "unit", "samples/s");
-        cJSON_AddBoolToObject(m, "valid", false);
-    }
-    const char *verdict = NULL;
-    if (fg)
-        verdict = cJSON_IsTrue(cJSON_GetObjectItem(fg, "accepted"))    ? "accepted"
-                  : cJSON_IsTrue(cJSON_GetObjectItem(fg, "screening")) ? "screening"
-                                                                       : "not accepted";
-    dg_json_add_str(row, "verdict", verdict);
-    const char *route = fg ? jstr(fg, "route", NULL) : NULL;
-    if (!route && dec)
-        route = jstr(dec, "route", NULL);
-    dg_json_add_str(row, "route", route);
-    dg_json_add_str(row, "record_host", jstr(rec, "host", NULL));
-    const cJSON *bk = obj(rec, "bucket");
-    dg_json_add_str(row, "bucket_id", bk ? jstr(bk, "id", NULL) : NULL);
-}
-
-/* Which fields of input bucket b differ from a ("" when none): the same id
- * is the same bucket; otherwise key by key over both objects, "id" alone
- * when only the ids differ. Two buckets without an id (a run record's) are
- * compared field by field, so two identical ones are the same. */
-static void bucket_differs(const cJSON *a, const cJSON *b, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    const char *ia = jstr(a, "id", NULL), *ib = jstr(b, "id", NULL);
-    if (ia && ib && strcmp(ia, ib) == 0)
-        return;
-    size_t off = 0;
-    const cJSON *sides[2] = {a, b}, *e;
-    for (int s = 0; s < 2; s++) {
-        cJSON_ArrayForEach(e, sides[s])
-        {
-            if (!e->string || strcmp(e->string, "id") == 0)
-                continue;
-            if (s == 1 && cJSON_GetObjectItem(a, e->string))
-                continue; /* compared from a's side */
-            if (cJSON_Compare(cJSON_GetObjectItem(a, e->string), cJSON_GetObjectItem(b, e->string),
-                              true))
-                continue;
-            char k[64];
-            dg_copy_clean(k, sizeof k, e->string);
-            off +=
-                (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", off ? ", " : "", k);
-        }
-    }
-    if (!off && ia && ib)
-        snprintf(buf, len, "id");
-}
-
 /* Collects one task into row; counts into the caller's tallies. */
 typedef struct collect_tally {
     int nrec, added, ledger_errors, differ, no_record;
@@ -497,16 +293,17 @@ typedef struct collect_tally {
 static void collect_task(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, const cJSON *t, cJSON *row,
                          collect_tally *c)
 {
-    int task = (int)dg_jnum(t, "task");
-    const char *state = jstr(t, "state", "");
+    int task = dg_jint(t, "task", -1);
+    const char *state = dg_pool_jstr(t, "state", "");
     bool ended = strcmp(state, "pending") != 0 && strcmp(state, "running") != 0;
     int td = task_dir(j, task);
     char why[256] = "";
-    cJSON *rec = ended ? task_record(td, jstr(j->manifest, "verb", NULL), why, sizeof why) : NULL;
+    cJSON *rec =
+        ended ? task_record(td, dg_pool_jstr(j->manifest, "verb", NULL), why, sizeof why) : NULL;
     if (why[0])
         cJSON_AddStringToObject(row, "record_refused", why);
     if (rec) {
-        row_from_record(row, rec);
+        dg_pool_row_from_record(row, rec);
         char *id = NULL;
         bool was_added = false;
         if (lg && ensure_recorded(ctx, lg, j, td, t, rec, &id, &was_added) != DG_OK) {
@@ -518,12 +315,14 @@ static void collect_task(dg_ctx *ctx, dg_ledger *lg, const pool_job *j, const cJ
         c->added += was_added;
         dg_json_add_str(row, "run_id", id);
         dg_free(id);
-        const cJSON *bk = obj(rec, "bucket");
+        const cJSON *bk = cJSON_GetObjectItem(rec, "bucket");
+        if (!cJSON_IsObject(bk))
+            bk = NULL;
         char differs[256] = "";
         if (bk && !c->first_bucket)
             c->first_bucket = cJSON_Duplicate(bk, true);
         else if (c->first_bucket)
-            bucket_differs(c->first_bucket, bk, differs, sizeof differs);
+            dg_pool_bucket_differs(c->first_bucket, bk, differs, sizeof differs);
         if (differs[0]) {
             c->differ++;
             cJSON_AddStringToObject(row, "bucket_differs", differs);

@@ -44,4 +44,38 @@ dg_status dg_pool_run_tool(dg_ctx *ctx, const char *what, const char *const *arg
  * when create (dg_free); NULL with the message "WHAT: ..." on ctx. */
 char *dg_pool_root(dg_ctx *ctx, const char *given, bool create, const char *what);
 
+/* ---- what the folders and Slurm say, read (pool_view.c, slurm.c: pure) -------- */
+
+/* The job id `sbatch --parsable` printed ("JOBID" or "JOBID;CLUSTER" on its
+ * first line, 1 to 20 digits) into job; false when it printed none. */
+bool dg_slurm_parse_job_id(const char *out, char job[32]);
+
+/* o[k] when it is a string, else fallback. */
+const char *dg_pool_jstr(const cJSON *o, const char *k, const char *fallback);
+/* Slurm's entry for task t in arr (dg_slurm_parse_jobs' array), or NULL. */
+const cJSON *dg_pool_slurm_task(const cJSON *arr, int t);
+/* The job's tasks into ids (at most max): the manifest's "tasks" when there
+ * is a manifest, else the tasks Slurm shows; whole numbers from 0 to
+ * INT_MAX only. Their count. */
+int dg_pool_task_ids(const cJSON *manifest, const cJSON *sl, int *ids, int max);
+/* Task t's merged state (new object): Slurm's word when sl (its entry) has
+ * it, else its folder's (exit.json ej, task.json tj; either may be NULL),
+ * else an inference that says it is one; its exit status, signal, node and
+ * host. */
+cJSON *dg_pool_task_view(int t, const cJSON *sl, const cJSON *tj, const cJSON *ej,
+                         bool slurm_known);
+/* True for a ledger run id: YYYYMMDD-HHMMSS-hhhhhhhhhhhh. */
+bool dg_pool_run_id_ok(const char *s);
+/* A task's record.json (n bytes at text) when it is a devgate record of verb:
+ * a JSON object of version 1 or 2, kind == verb, run_id null, absent or of
+ * the ledger's form; NULL with why (cleaned) otherwise. */
+cJSON *dg_pool_record_check(const char *text, size_t n, const char *verb, char *why, size_t len);
+/* A collect row's columns from a task's record (tolerant: accept, train,
+ * run, ...): backend, batch, throughput, verdict, route, host, bucket id. */
+void dg_pool_row_from_record(cJSON *row, const cJSON *rec);
+/* Which fields of input bucket b differ from a into buf ("" when none): the
+ * same id is the same bucket; otherwise key by key over both objects, "id"
+ * alone when only the ids differ. */
+void dg_pool_bucket_differs(const cJSON *a, const cJSON *b, char *buf, size_t len);
+
 #endif

@@ -114,14 +114,10 @@ static dg_status sbatch(dg_ctx *ctx, const dg_pool_submit_opts *o, const char *s
     dg_free(a_out);
     if (st != DG_OK)
         return st;
-    size_t jl = strspn(out, "0123456789");
-    if (jl == 0 || jl >= 32) {
+    if (!dg_slurm_parse_job_id(out, job)) {
         char line[256];
         st = dg_fail(ctx, DG_ERR_UNAVAILABLE, "pool submit: sbatch printed no job id: '%s'",
                      dg_pool_last_line(out, line, sizeof line));
-    } else {
-        memcpy(job, out, jl);
-        job[jl] = '\0';
     }
     dg_free(out);
     return st;

@@ -4,6 +4,7 @@
  * line is built by dg_shell_quote (the shell interpolates nothing). */
 #include "core/core.h"
 #include "core/json.h"
+#include "pool/pool_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -194,29 +195,96 @@ static cJSON *task_entry(int task, const char *job_id, const char *st, const cha
     return t;
 }
 
-static int cmp_task(const void *x, const void *y)
+#define MAX_TASKS 4096
+
+/* The tasks seen so far, sorted by task id: each with the entry of the last
+ * record that named it (a later record replaces an earlier one's word). A
+ * lookup is a binary search, so a record of 4096 tasks costs 4096 searches,
+ * never a scan of every task seen. */
+typedef struct task_set {
+    int id[MAX_TASKS];
+    cJSON *entry[MAX_TASKS];
+    int n;
+} task_set;
+
+/* Task id's entry set to e (taken); false when a new task would pass MAX_TASKS. */
+static bool task_set_put(task_set *ts, int id, cJSON *e)
 {
-    const cJSON *a = *(const cJSON *const *)x, *b = *(const cJSON *const *)y;
-    double ta = cJSON_GetObjectItem(a, "task")->valuedouble,
-           tb = cJSON_GetObjectItem(b, "task")->valuedouble;
-    return (ta > tb) - (ta < tb);
+    int lo = 0, hi = ts->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (ts->id[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < ts->n && ts->id[lo] == id) {
+        cJSON_Delete(ts->entry[lo]);
+        ts->entry[lo] = e;
+        return true;
+    }
+    if (ts->n >= MAX_TASKS)
+        return false;
+    memmove(ts->id + lo + 1, ts->id + lo, (size_t)(ts->n - lo) * sizeof *ts->id);
+    memmove(ts->entry + lo + 1, ts->entry + lo, (size_t)(ts->n - lo) * sizeof *ts->entry);
+    ts->id[lo] = id;
+    ts->entry[lo] = e;
+    ts->n++;
+    return true;
 }
 
-#define MAX_TASKS 4096
+/* One record's tasks of job into ts (the line already known to be a record). */
+static dg_status parse_record(dg_ctx *ctx, const char *line, const char *job, task_set *ts,
+                              int *ids)
+{
+    char jid[64], ajid[64] = "", atid[1024] = "", state[64] = "", code[32] = "", node[256] = "",
+                  reason[256] = "";
+    field(line, "JobId", jid, sizeof jid);
+    bool in_array = field(line, "ArrayJobId", ajid, sizeof ajid) && !null_word(ajid);
+    field(line, "ArrayTaskId", atid, sizeof atid);
+    field(line, "JobState", state, sizeof state);
+    field(line, "ExitCode", code, sizeof code);
+    field(line, "NodeList", node, sizeof node);
+    field(line, "Reason", reason, sizeof reason);
+    if (strcmp(in_array ? ajid : jid, job) != 0)
+        return DG_OK;
+    int k = 0;
+    if (in_array && !null_word(atid)) {
+        if (dg_slurm_array_ids(ctx, atid, ids, MAX_TASKS, &k) != DG_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", dg_errmsg(ctx));
+            return dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s: %s", job, why);
+        }
+    } else {
+        ids[0] = 0;
+        k = 1;
+    }
+    for (int i = 0; i < k; i++) {
+        cJSON *t = task_entry(ids[i], jid, state, code, node, reason);
+        if (!t)
+            return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+        if (!task_set_put(ts, ids[i], t)) {
+            cJSON_Delete(t);
+            return dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s has more than %d tasks", job,
+                           MAX_TASKS);
+        }
+    }
+    return DG_OK;
+}
 
 dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, char **json)
 {
     *json = NULL;
     if (!text || !job)
         return dg_fail(ctx, DG_ERR_USAGE, "no scontrol output or job id");
-    cJSON **items = dg_calloc(MAX_TASKS, sizeof *items);
+    task_set *ts = dg_calloc(1, sizeof *ts);
     int *ids = dg_malloc(MAX_TASKS * sizeof *ids);
-    if (!items || !ids) {
-        dg_free(items);
+    if (!ts || !ids) {
+        dg_free(ts);
         dg_free(ids);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
-    int n = 0, records = 0;
+    int records = 0;
     dg_status st = DG_OK;
     const char *p = text;
     while (*p && st == DG_OK) {
@@ -230,70 +298,25 @@ dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, ch
         memcpy(line, p, ll);
         line[ll] = '\0';
         p = e ? e + 1 : p + ll;
-        char jid[64], ajid[64] = "", atid[1024] = "", state[64] = "", code[32] = "", node[256] = "",
-                      reason[256] = "";
-        if (!field(line, "JobId", jid, sizeof jid)) {
-            dg_free(line);
-            continue;
+        char jid[64];
+        if (field(line, "JobId", jid, sizeof jid)) {
+            records++;
+            st = parse_record(ctx, line, job, ts, ids);
         }
-        records++;
-        bool in_array = field(line, "ArrayJobId", ajid, sizeof ajid) && !null_word(ajid);
-        field(line, "ArrayTaskId", atid, sizeof atid);
-        field(line, "JobState", state, sizeof state);
-        field(line, "ExitCode", code, sizeof code);
-        field(line, "NodeList", node, sizeof node);
-        field(line, "Reason", reason, sizeof reason);
         dg_free(line);
-        if (strcmp(in_array ? ajid : jid, job) != 0)
-            continue;
-        int k = 0;
-        if (in_array && !null_word(atid)) {
-            if (dg_slurm_array_ids(ctx, atid, ids, MAX_TASKS, &k) != DG_OK) {
-                char why[256];
-                snprintf(why, sizeof why, "%s", dg_errmsg(ctx));
-                st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s: %s", job, why);
-                break;
-            }
-        } else {
-            ids[0] = 0;
-            k = 1;
-        }
-        for (int i = 0; i < k && st == DG_OK; i++) {
-            int at = -1;
-            for (int j = 0; j < n; j++)
-                if (cJSON_GetObjectItem(items[j], "task")->valuedouble == ids[i])
-                    at = j;
-            if (at < 0 && n >= MAX_TASKS) {
-                st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s has more than %d tasks", job,
-                             MAX_TASKS);
-                break;
-            }
-            cJSON *t = task_entry(ids[i], jid, state, code, node, reason);
-            if (!t) {
-                st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-                break;
-            }
-            if (at >= 0) {
-                cJSON_Delete(items[at]);
-                items[at] = t;
-            } else {
-                items[n++] = t;
-            }
-        }
     }
     if (st == DG_OK && records == 0)
         st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol printed no job record");
     cJSON *arr = st == DG_OK ? cJSON_CreateArray() : NULL;
     if (st == DG_OK && !arr)
         st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    qsort(items, (size_t)n, sizeof *items, cmp_task);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < ts->n; i++) {
         if (arr)
-            cJSON_AddItemToArray(arr, items[i]);
+            cJSON_AddItemToArray(arr, ts->entry[i]);
         else
-            cJSON_Delete(items[i]);
+            cJSON_Delete(ts->entry[i]);
     }
-    dg_free(items);
+    dg_free(ts);
     dg_free(ids);
     if (st != DG_OK)
         return st;
@@ -304,6 +327,17 @@ dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, ch
     *json = dg_strdup(s);
     cJSON_free(s);
     return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+}
+
+bool dg_slurm_parse_job_id(const char *out, char job[32])
+{
+    size_t jl = out ? strspn(out, "0123456789") : 0;
+    /* "JOBID" or "JOBID;CLUSTER", then the line's end */
+    if (jl == 0 || jl > 20 || (out[jl] && out[jl] != ';' && out[jl] != '\n' && out[jl] != '\r'))
+        return false;
+    memcpy(job, out, jl);
+    job[jl] = '\0';
+    return true;
 }
 
 char *dg_pool_script(const char *const *argv)

@@ -129,7 +129,7 @@ dg_status dg_remote_wait(dg_remote *r, const char *token)
 static bool record_verb(const char *v)
 {
     static const char *const verbs[] = {"env",     "gate",    "train",  "sweep", "soak",
-                                        "compare", "profile", "accept", "run"};
+                                        "compare", "profile", "accept", "run",   "slo"};
     for (size_t i = 0; v && i < sizeof verbs / sizeof verbs[0]; i++)
         if (strcmp(v, verbs[i]) == 0)
             return true;

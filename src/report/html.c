@@ -4,6 +4,7 @@
  * svg.c. Every record string goes through ESC_HTML. */
 #include "report/html_env.h"
 #include "report/html_run.h"
+#include "report/html_slo.h"
 #include "report/html_write.h"
 #include "report/render.h"
 #include "report/svg.h"
@@ -124,8 +125,12 @@ static void sec_verb_banner(dg_capbuf *b, const dg_record_view *v)
     dg_rp_verb_summary(sum, sizeof sum, v);
     dg_rp_put(b, "</div>\n<p>");
     dg_rp_prose(b, ESC_HTML, sum, "");
-    dg_rp_put(b, "</p>\n<p class=\"note\">the record of one verb: the decision and the final gate "
-                 "are <code>devgate accept</code>'s</p>\n</section>\n");
+    if (v->kind && !strcmp(v->kind, "slo"))
+        dg_rp_put(b, "</p>\n<p class=\"note\">the statement is this record's final gate: "
+                     "<code>devgate slo</code> exits 0 when it is signed</p>\n</section>\n");
+    else
+        dg_rp_put(b, "</p>\n<p class=\"note\">the record of one verb: the decision and the final "
+                     "gate are <code>devgate accept</code>'s</p>\n</section>\n");
 }
 
 static void sec_banner(dg_capbuf *b, const dg_record_view *v)
@@ -706,6 +711,7 @@ void dg_rp_render_html(dg_capbuf *b, const dg_record_view *v)
         sec_verb_banner(b, v);
         if (v->nfindings > 0)
             sec_findings(b, v);
+        dg_rp_sec_slo(b, v);
         if (v->sweep.present)
             sec_sweep(b, &v->sweep);
         if (v->soak.present)

@@ -16,8 +16,8 @@ static dg_status check_evidence(dg_ctx *ctx, const cJSON *rec)
     if (!cJSON_IsObject(rec))
         return dg_fail(ctx, DG_ERR_FORMAT, "not an evidence record: the JSON is not an object");
     /* accept and run, and every verb's own record (its section of accept's). */
-    static const char *const kinds[] = {"accept", "run",     "env",     "gate",      "sweep",
-                                        "soak",   "compare", "profile", "supervise", "train"};
+    static const char *const kinds[] = {"accept",  "run",     "env",       "gate",  "sweep", "soak",
+                                        "compare", "profile", "supervise", "train", "slo"};
     const char *kind = dg_rp_str(rec, "kind");
     bool known = false;
     for (size_t i = 0; kind && i < sizeof kinds / sizeof *kinds; i++)

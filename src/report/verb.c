@@ -93,6 +93,14 @@ static void profile_line(char *buf, size_t len, size_t *off, const dg_view_profi
         ADD(" · %.2f sync points per step", p->sync_per_step.value);
 }
 
+/* An slo record's line is its statement (signed, or why not). */
+static void slo_line(char *buf, size_t len, size_t *off, const cJSON *rec)
+{
+    const char *st = dg_rp_str(rec, "final_gate.statement");
+    if (st)
+        ADD("%s", st);
+}
+
 void dg_rp_verb_summary(char *buf, size_t len, const dg_record_view *v)
 {
     size_t pos = 0, *off = &pos;
@@ -110,6 +118,8 @@ void dg_rp_verb_summary(char *buf, size_t len, const dg_record_view *v)
         compare_line(buf, len, off, &v->compare);
     else if (!strcmp(k, "profile"))
         profile_line(buf, len, off, &v->profile);
+    else if (!strcmp(k, "slo"))
+        slo_line(buf, len, off, v->rec);
     const char *err = dg_rp_str(v->rec, "error");
     if (err)
         ADD("%serror: %s", pos ? " · " : "", err);
@@ -118,5 +128,13 @@ void dg_rp_verb_summary(char *buf, size_t len, const dg_record_view *v)
 const char *dg_rp_verb_verdict(const dg_record_view *v)
 {
     const char *verdict = dg_rp_str(v->rec, "verdict");
+    if (!verdict && v->kind && !strcmp(v->kind, "slo")) {
+        /* signed passes; missed and failed fail; inconclusive says so. */
+        verdict = dg_rp_str(v->rec, "final_gate.verdict");
+        if (verdict && !strcmp(verdict, "signed"))
+            verdict = "pass";
+        else if (verdict && (!strcmp(verdict, "missed") || !strcmp(verdict, "failed")))
+            verdict = "fail";
+    }
     return verdict ? verdict : dg_rp_str(v->rec, "status");
 }

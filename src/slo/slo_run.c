@@ -2,6 +2,8 @@
  * (a list of concurrencies, --find-max's doubling and bisection, or one open
  * loop rate) and the record with its final gate, the signable statement. One
  * level's phases are in level.c. */
+#include "core/record.h"
+#include "diagnose/diagnose.h"
 #include "slo/slo.h"
 
 #include <math.h>
@@ -78,7 +80,8 @@ static dg_status resolve(dg_ctx *ctx, const dg_slo_opts *in, dg_slo_opts *o)
         o->request_timeout_s = 60;
     if (!o->prompts || !o->prompts[0])
         o->prompts = builtin_prompts;
-    return DG_OK;
+    double th[TH_COUNT];
+    return dg_thresholds_parse(ctx, o->thresholds, th);
 }
 
 dg_status dg_slo_target_init(dg_ctx *ctx, const dg_slo_opts *o, slo_target *t)
@@ -414,15 +417,7 @@ static void run_ladder(ladder *l, cJSON *lad)
 static cJSON *record_head(dg_ctx *ctx, const dg_slo_opts *o)
 {
     cJSON *rec = cJSON_CreateObject();
-    cJSON_AddNumberToObject(rec, "v", 1);
-    cJSON_AddStringToObject(rec, "kind", "slo");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) != 0)
-        host[0] = 0;
-    host[sizeof host - 1] = 0;
-    dg_json_add_str(rec, "host", host[0] ? host : NULL);
+    dg_record_head(rec, "slo", 1);
     dg_json_add_str(rec, "label", o->label);
     cJSON *env = NULL;
     if (!o->no_env) {
@@ -434,6 +429,26 @@ static cJSON *record_head(dg_ctx *ctx, const dg_slo_opts *o)
     }
     cJSON_AddItemToObject(rec, "env", env ? env : cJSON_CreateNull());
     return rec;
+}
+
+/* The rules over the finished record: its thresholds and findings added
+ * (docs/rules.md; slo-met, slo-missed, slo-inconclusive, queueing-bound,
+ * training-interference, and the environment's rules). */
+static dg_status diagnose(dg_ctx *ctx, cJSON *rec, const char *overrides)
+{
+    dg_record_view view;
+    cJSON *diag = NULL;
+    dg_status st = dg_record_view_build(ctx, rec, &view);
+    if (st == DG_OK)
+        st = dg_diagnose_view(ctx, &view, overrides, &diag);
+    dg_record_view_free(&view);
+    if (st != DG_OK)
+        return st;
+    static const char *const keys[] = {"thresholds", "findings"};
+    for (int i = 0; i < 2; i++)
+        cJSON_AddItemToObject(rec, keys[i], cJSON_DetachItemFromObject(diag, keys[i]));
+    cJSON_Delete(diag);
+    return DG_OK;
 }
 
 dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
@@ -473,6 +488,11 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
                                                          : "failed");
     dg_json_add_str(rec, "error", err[0] ? err : NULL);
     final_gate(rec, &o, l.res, l.n, l.st, err);
+    dg_status dst = diagnose(ctx, rec, o.thresholds);
+    if (dst != DG_OK) {
+        cJSON_Delete(rec);
+        return dst;
+    }
     /* Nothing measured and the endpoint never answered: no record to keep. */
     if (l.n == 0 && l.st != DG_OK) {
         cJSON_Delete(rec);

@@ -473,12 +473,6 @@ bool dg_slo_judge_level(const slo_judge_in *in, cJSON *lvl, dg_slo_judgement *st
 
 /* ---- names and bounds ------------------------------------------------------------- */
 
-const char *dg_slo_metric_name(dg_slo_metric m)
-{
-    static const char *const names[DG_SLO_NMETRICS] = {"ttft", "tpot", "itl", "e2e"};
-    return (unsigned)m < DG_SLO_NMETRICS ? names[m] : "?";
-}
-
 dg_status dg_slo_bound_parse(dg_ctx *ctx, const char *text, dg_slo_bound *out)
 {
     const char *colon = text ? strchr(text, ':') : NULL;

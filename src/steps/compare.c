@@ -4,6 +4,7 @@
  * same weights and batches: step-time medians, speedup, device busy fraction,
  * loss and parameter drift, and a verdict per batch. */
 #include "analysis/speed.h"
+#include "core/record.h"
 #include "engine/model.h"
 #include "engine/train.h"
 #include "env/peak.h"
@@ -672,15 +673,7 @@ dg_status dg_compare_run(dg_ctx *ctx, const dg_compare_opts *opts, char **json)
         return st;
     }
 
-    cJSON_AddNumberToObject(rec, "v", 1);
-    cJSON_AddStringToObject(rec, "kind", "compare");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = '\0';
-        cJSON_AddStringToObject(rec, "host", host);
-    }
+    dg_record_head(rec, "compare", 1);
     cJSON_AddStringToObject(rec, "status", dg_status_name(st));
     dg_json_add_str(rec, "error", st == DG_OK ? NULL : dg_errmsg(ctx));
     cJSON_AddItemToObject(rec, "spec", spec_json(&c, batches, nb));

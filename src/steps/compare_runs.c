@@ -9,6 +9,7 @@
 #include "analysis/speed.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/record.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/thresholds.h"
 #include "measure/measure.h"
@@ -552,15 +553,7 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
             ta, tb);
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "v", 2);
-    cJSON_AddStringToObject(o, "kind", "compare-runs");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(o, "timestamp", ts);
-    if (gethostname(host, sizeof host) != 0)
-        host[0] = '\0';
-    host[sizeof host - 1] = '\0';
-    dg_json_add_str(o, "host", host[0] ? host : NULL);
+    dg_record_head(o, "compare-runs", 2);
     cJSON *runs = cJSON_AddArrayToObject(o, "runs");
     cr_side sd[2];
     bool read = dg_cr_side_read(&sd[0], ra, th[TH_CONTENTION_CPUS]);

@@ -8,6 +8,7 @@
  * and with the magnitudes involved rather than being one magic number. With
  * --precision tf32 or bf16 the device backends run the product in that mode
  * and the bound adds the input rounding (dg_gate_tol_unit, docs/schema/gate.md). */
+#include "core/record.h"
 #include "steps.h"
 
 #include "env/env.h"
@@ -507,16 +508,7 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     bool explicit_list = opts && opts->backends;
 
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(root, "v", 1);
-    cJSON_AddStringToObject(root, "kind", "gate");
-    char ts[32];
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(root, "timestamp", ts);
-    char host[256] = "";
-    if (gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = '\0';
-        cJSON_AddStringToObject(root, "host", host);
-    }
+    dg_record_head(root, "gate", 1);
     cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
     cJSON_AddStringToObject(
         root, "tolerance_model",

@@ -28,16 +28,18 @@ static size_t rates_of(const dg_pair_side *s, int n, double *v)
 /* The median of the reported values of one figure over n sides; NAN when none. */
 static double median_of(const dg_pair_side *s, int n, size_t field)
 {
-    double v[DG_COMPARE_MAX_PAIRS];
+    double v[DG_COMPARE_MAX_PAIRS] = {0};
     size_t k = 0;
     for (int i = 0; i < n && i < DG_COMPARE_MAX_PAIRS; i++) {
         dg_metric m = *(const dg_metric *)((const char *)&s[i] + field);
         if (isfinite(value_of(m)))
             v[k++] = m.value;
     }
+    if (k == 0)
+        return NAN;
     dg_stats st;
     dg_stats_compute(v, k, 0, &st);
-    return k ? st.median : NAN;
+    return st.median;
 }
 
 static cJSON *ci_json(double lo, double hi, bool valid, double resamples, const char *unit,

@@ -4,6 +4,7 @@
  * wait, transfer, forward, backward, update, sync); the profiled pass times
  * every op in isolation (synchronised before and after) for the op table and
  * the Chrome trace. */
+#include "core/record.h"
 #include "engine/train.h"
 #include "measure/measure.h"
 #include "steps/steps.h"
@@ -286,15 +287,7 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
     }
 
     cJSON *rec = cJSON_CreateObject();
-    cJSON_AddNumberToObject(rec, "v", 1);
-    cJSON_AddStringToObject(rec, "kind", "profile");
-    char ts[32], host[256] = "";
-    dg_utc_iso(ts, sizeof ts);
-    cJSON_AddStringToObject(rec, "timestamp", ts);
-    if (gethostname(host, sizeof host) == 0) {
-        host[sizeof host - 1] = '\0';
-        cJSON_AddStringToObject(rec, "host", host);
-    }
+    dg_record_head(rec, "profile", 1);
     double bb = batch_bytes(urec); /* before the spec moves over */
     cJSON *spec = cJSON_DetachItemFromObject(urec, "spec");
     cJSON_AddItemToObject(rec, "spec", spec ? spec : cJSON_CreateObject());
@@ -391,7 +384,7 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
         if (meta) {
             cJSON_AddStringToObject(meta, "tool", "devgate " DG_VERSION);
             cJSON_AddStringToObject(meta, "kind", "profile");
-            cJSON_AddStringToObject(meta, "timestamp", ts);
+            cJSON_AddStringToObject(meta, "timestamp", dg_jstr(rec, "timestamp"));
             cJSON_AddStringToObject(meta, "backend", backend);
             cJSON_AddNumberToObject(meta, "warmup", warmup);
             cJSON_AddNumberToObject(meta, "window", window);

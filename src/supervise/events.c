@@ -266,21 +266,6 @@ static cJSON *slim(const cJSON *ev, dg_ev_kind k, double now)
     return o;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t nc = *cap ? 2 * *cap : 256;
-    while (nc < need)
-        nc *= 2;
-    void *np = dg_realloc(*p, nc * elem);
-    if (!np)
-        return false;
-    *p = np;
-    *cap = nc;
-    return true;
-}
-
 /* The zero-code probe reads its epoch's losses once, at epoch end
  * (epoch_end.losses: [[step, loss]]), never at the step: each fills the loss
  * of the stored step of that (epoch, step) that reported none. The epoch's
@@ -326,8 +311,8 @@ static void keep_fallback(dg_evcollect *c, const cJSON *ev)
             return;
         }
     }
-    if (c->nfallbacks >= MAX_FALLBACKS ||
-        !grow((void **)&c->fallbacks, &c->fallbacks_cap, c->nfallbacks + 1, sizeof *c->fallbacks)) {
+    if (c->nfallbacks >= MAX_FALLBACKS || !dg_grow((void **)&c->fallbacks, &c->fallbacks_cap,
+                                                   c->nfallbacks + 1, sizeof *c->fallbacks)) {
         c->dropped++;
         return;
     }
@@ -388,7 +373,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                 c->sum_step_ms_summarised += ms;
             break;
         }
-        if (!grow((void **)&c->steps, &c->steps_cap, c->nsteps + 1, sizeof *c->steps)) {
+        if (!dg_grow((void **)&c->steps, &c->steps_cap, c->nsteps + 1, sizeof *c->steps)) {
             c->nomem = true;
             c->dropped++;
             break;
@@ -411,7 +396,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
             c->dropped++;
             break;
         }
-        if (!grow((void **)&c->epochs, &c->epochs_cap, c->nepochs + 1, sizeof *c->epochs)) {
+        if (!dg_grow((void **)&c->epochs, &c->epochs_cap, c->nepochs + 1, sizeof *c->epochs)) {
             c->nomem = true;
             c->dropped++;
             break;

@@ -96,14 +96,8 @@ static void on_line(void *user, const char *line, size_t len)
     dg_evcollect_line(&r->col, line, len, dg_now() - r->t0);
     if (r->col.nepochs > before) {
         double pk = r->smp ? dg_tree_sampler_take_rss_peak(r->smp) : NAN;
-        if (r->nerp == r->erp_cap) {
-            size_t cap = r->erp_cap ? 2 * r->erp_cap : 64;
-            double *np = dg_realloc(r->epoch_rss_peak, cap * sizeof *np);
-            if (!np)
-                return;
-            r->epoch_rss_peak = np;
-            r->erp_cap = cap;
-        }
+        if (!dg_grow((void **)&r->epoch_rss_peak, &r->erp_cap, r->nerp + 1, sizeof(double)))
+            return;
         r->epoch_rss_peak[r->nerp++] = pk;
         progress_epoch(r);
     }

@@ -183,14 +183,8 @@ size_t dg_tree_members(dg_tree *t, const dg_proc_entry *all, size_t n, dg_proc_e
             out[count] = v[i];
         count++;
         if (!is_known(t, &v[i]) && t->nknown < MAX_KNOWN) {
-            if (t->nknown == t->known_cap) {
-                size_t cap = t->known_cap ? 2 * t->known_cap : 64;
-                dg_proc_entry *nk = dg_realloc(t->known, cap * sizeof *nk);
-                if (!nk)
-                    continue;
-                t->known = nk;
-                t->known_cap = cap;
-            }
+            if (!dg_grow((void **)&t->known, &t->known_cap, t->nknown + 1, sizeof *t->known))
+                continue;
             t->known[t->nknown++] = v[i];
         }
     }
@@ -380,14 +374,8 @@ static void store(dg_tree_sampler *s, const dg_tree_point *p)
         s->npts /= 2;
         s->stride *= 2;
     }
-    if (s->npts == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        dg_tree_point *np = dg_realloc(s->pts, cap * sizeof *np);
-        if (!np)
-            return;
-        s->pts = np;
-        s->cap = cap;
-    }
+    if (!dg_grow((void **)&s->pts, &s->cap, s->npts + 1, sizeof *s->pts))
+        return;
     s->pts[s->npts++] = *p;
 }
 

@@ -13,6 +13,7 @@ corpus = os.path.abspath(sys.argv[2])
 only = set(sys.argv[3:])
 src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 tmp = tempfile.mkdtemp(prefix="devgate-seeds-")
+os.chmod(tmp, 0o755)  # munged wants its socket folder reachable by all
 env = dict(os.environ, LC_ALL="C", DEVGATE_LEDGER=os.path.join(tmp, "ledger.db"))
 
 
@@ -213,6 +214,65 @@ def remote_seeds():
         b'{"verb":"gate","argv":["gate"]}' + b"\0\0\0devgate: gate ...\n\0\x19")
 
 
+# ---- fuzz_pool and fuzz_scontrol: a real pool job on a throwaway Slurm ----
+def pool_seeds():
+    import shutil, time
+    srv = os.path.join(tmp, "srv")
+    tools = os.path.join(src, "tools", "servers.sh")
+    if subprocess.run([tools, "start", srv, "slurm"], env=env).returncode != 0:
+        print("Slurm did not start here: the committed pool and scontrol seeds stay")
+        return
+    try:
+        senv = dict(env)
+        for line in open(os.path.join(srv, "slurm.env")):
+            line = line.strip().replace("export ", "")
+            if "=" in line:
+                k, v = line.split("=", 1)
+                senv[k] = v.strip("'\"")
+        pool = os.path.join(tmp, "pool")
+        r = subprocess.run([dg, "--ledger", os.path.join(tmp, "team.db"), "pool", "submit",
+                            "--tasks", "3", "--dir", pool, "--", "gate", "--backend", "cpu",
+                            "--size", "64"], env=senv, cwd=tmp, capture_output=True, text=True)
+        job = r.stdout.split("pool job ")[1].split(":")[0]
+        subprocess.run(["scancel", job + "_2"], env=senv)
+
+        def scontrol(name):
+            out = subprocess.run(["scontrol", "-o", "show", "job", job], env=senv,
+                                 capture_output=True).stdout
+            put("fuzz_scontrol", name, job.encode() + b"\n" + out)
+            return out
+        early = scontrol("early")
+        for _ in range(240):
+            st = subprocess.run([dg, "pool", "status", job, "--dir", pool, "--json"], env=senv,
+                                capture_output=True, text=True).stdout
+            try:
+                if all(t["state"] not in ("pending", "running") for t in json.loads(st)["tasks"]):
+                    break
+            except ValueError:
+                pass
+            time.sleep(0.5)
+        done = scontrol("ended")
+        wrap = subprocess.run(["sbatch", "--parsable", "--wrap", "true"], env=senv,
+                              capture_output=True).stdout
+        put("fuzz_scontrol", "sbatch-parsable", b"4242\n" + wrap)
+        jd = os.path.join(pool, job)
+
+        def rd(*p):
+            f = os.path.join(jd, *p)
+            return open(f, "rb").read() if os.path.exists(f) else b""
+
+        def as4242(b):
+            return re.sub(rb"(JobId|ArrayJobId)=" + job.encode() + rb"\b", rb"\g<1>=4242", b)
+        for t, sc in ((0, done), (1, early), (2, done)):
+            parts = [rd("job.json"), as4242(sc)] + [rd("task-%d" % t, f) for f in
+                                                    ("task.json", "exit.json", "record.json",
+                                                     "task.log")]
+            put("fuzz_pool", "task-%d" % t, b"\0".join(parts))
+        shutil.rmtree(pool, ignore_errors=True)
+    finally:
+        subprocess.run([tools, "stop", srv], env=env)
+
+
 if want("fuzz_trial"):
     trial_seeds()
 if want("fuzz_profile_window"):
@@ -221,4 +281,6 @@ if want("fuzz_python_answer"):
     python_seeds()
 if want("fuzz_remote_node") or want("fuzz_remote_answer"):
     remote_seeds()
+if want("fuzz_pool") or want("fuzz_scontrol"):
+    pool_seeds()
 print("seeds written under", corpus)

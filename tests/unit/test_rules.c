@@ -176,6 +176,24 @@ static const char fallback_op[] =
     "{\"op\": \"conv2d_bwd\", \"shape\": \"conv2d_bwd n64\", \"backend\": \"opencl\", "
     "\"fallback\": true, \"calls\": 10, \"ms_total\": 300, \"ms_mean\": 30, \"share\": 0.6}";
 
+/* An slo record's spec and one LEVEL (concurrency, verdict, TTFT p50, TPOT
+ * p50, TTFT p99 with its interval, beside) for the slo rules' cases. */
+#define SLO_SPEC                                                                                   \
+    "{\"percentile\": 99, \"confidence\": 0.99, \"target\": "                                      \
+    "\"http://127.0.0.1:1/v1/completions\", "                                                      \
+    "\"bounds\": [{\"metric\": \"ttft\", \"limit\": {\"value\": 500, \"unit\": \"ms\", "           \
+    "\"valid\": true}}]}"
+#define SLO_PCT(p, v, lo, hi)                                                                      \
+    "{\"p\": " #p ", \"value\": {\"value\": " #v                                                   \
+    ", \"unit\": \"ms\", \"valid\": true}, \"lo\": " #lo ", \"hi\": " #hi "}"
+#define SLO_LEVEL(c, state, ttft50, tpot50, ttft99, lo, hi, beside)                                \
+    "{\"concurrency\": " #c ", \"beside\": " beside ", \"verdict\": {\"state\": \"" state          \
+    "\", \"n\": 1001, \"over\": 3}, \"requests\": {\"sent\": 1001, \"ok\": 1001, \"failed\": 0, "  \
+    "\"timeouts\": 0}, \"latency\": {\"ttft\": {\"n\": 1001, \"percentiles\": [" SLO_PCT(          \
+        50, ttft50, 0, 0) "," SLO_PCT(99, ttft99, lo,                                              \
+                                      hi) "]}, \"tpot\": {\"n\": 1001, "                           \
+                                          "\"percentiles\": [" SLO_PCT(50, tpot50, 0, 0) "]}}}"
+
 static const rule_case cases[] = {
     {"speedup interval holds speedup_min: inconclusive, no route",
      {{RUN0 "speedup.value", "1.3"},
@@ -904,6 +922,67 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      "remote"},
+    /* An slo record (the healthy record re-kinded): the rules that read
+     * its final gate, its ladder and training beside serving. */
+    {"slo: the statement is signed",
+     {{"kind", "\"slo\""},
+      {"spec", SLO_SPEC},
+      {"levels", "[" SLO_LEVEL(8, "pass", 20, 2, 60, 55, 65, "false") "]"},
+      {"final_gate", "{\"signed\": true, \"verdict\": \"signed\", \"concurrency\": 8, "
+                     "\"statement\": \"on node n: p99 TTFT <= 500 ms holds at 8 streams\"}"}},
+     NULL,
+     "slo-met",
+     "info",
+     "slo-missed",
+     NULL},
+    {"slo: missed at the lowest load",
+     {{"kind", "\"slo\""},
+      {"spec", SLO_SPEC},
+      {"levels", "[" SLO_LEVEL(1, "fail", 20, 2, 600, 550, 650, "false") "]"},
+      {"final_gate",
+       "{\"signed\": false, \"verdict\": \"missed\", \"statement\": \"not signed\"}"}},
+     NULL,
+     "slo-missed",
+     "fail",
+     "slo-met",
+     NULL},
+    {"slo: too few requests",
+     {{"kind", "\"slo\""},
+      {"spec", SLO_SPEC},
+      {"levels", "[" SLO_LEVEL(1, "inconclusive", 20, 2, 60, 55, 65, "false") "]"},
+      {"final_gate",
+       "{\"signed\": false, \"verdict\": \"inconclusive\", \"statement\": \"not "
+       "signed: inconclusive: n = 312, at least 459 needed at p99 with none over\"}"}},
+     NULL,
+     "slo-inconclusive",
+     "warn",
+     "slo-met",
+     NULL},
+    {"slo: TTFT grows 5x up the ladder while TPOT stays",
+     {{"kind", "\"slo\""},
+      {"spec", SLO_SPEC},
+      {"levels", "[" SLO_LEVEL(1, "pass", 20, 2, 30, 25, 35, "false") "," SLO_LEVEL(
+                     8, "fail", 110, 2.2, 600, 550, 650, "false") "]"},
+      {"final_gate", "{\"signed\": true, \"verdict\": \"signed\", \"concurrency\": 1}"}},
+     NULL,
+     "queueing-bound",
+     "warn",
+     "training-interference",
+     NULL},
+    {"slo: training beside serving triples p99 TTFT",
+     {{"kind", "\"slo\""},
+      {"spec", SLO_SPEC},
+      {"levels", "[" SLO_LEVEL(4, "pass", 20, 2, 60, 55, 65,
+                               "false") "," SLO_LEVEL(4, "fail", 40, 3, 180, 170, 190, "true") "]"},
+      {"final_gate", "{\"signed\": true, \"verdict\": \"signed\", \"concurrency\": 4}"},
+      {"while", "{\"alone\": {\"step_ms\": {\"value\": 10, \"unit\": \"ms\", \"valid\": true}}, "
+                "\"beside\": {\"step_ms\": {\"value\": 11, \"unit\": \"ms\", \"valid\": true}}, "
+                "\"slowdown\": {\"value\": 1.1, \"unit\": \"ratio\", \"valid\": true}}"}},
+     NULL,
+     "training-interference",
+     "warn",
+     "queueing-bound",
+     NULL},
 };
 
 static void run_cases(void)
