@@ -157,12 +157,31 @@ typedef enum dg_math {
 /* "fp32", "tf32" or "bf16"; "fp32" for a value outside the enum. */
 const char *dg_math_name(dg_math m);
 
+/* The depths the gate and accept run at (docs/cli.md "Levels"), each a
+ * superset of the one below: 1 built, available, one checked product per
+ * backend; 2 every training op against float64 and the host-device link;
+ * 3 sustained load with the device's health sampled, device memory
+ * bandwidth; 4 level 3 longer plus the full soak. */
+#define DG_LEVEL_MIN 1
+#define DG_LEVEL_MAX 4
+
+typedef struct dg_level_info {
+    int level;
+    double gate_budget_s;   /* the time `gate --level N` keeps (all backends) */
+    double accept_budget_s; /* the time `accept --level N` keeps (the fixture) */
+    const char *what;       /* what the level runs, one line */
+} dg_level_info;
+
+/* The row of level (DG_LEVEL_MIN..DG_LEVEL_MAX); NULL outside. Static. */
+const dg_level_info *dg_level_get(int level);
+
 typedef struct dg_gate_opts {
     const char *backends; /* comma-separated names, or NULL for all known */
     int m, n, k;          /* matrix product size (0: 512) */
     uint64_t seed;        /* input seed */
     int warm_reps;        /* timed warm repetitions (0: 5) */
     dg_math math;         /* the product's arithmetic on device backends (cpu stays fp32) */
+    int level;            /* DG_LEVEL_MIN..DG_LEVEL_MAX (0: 1) */
 } dg_gate_opts;
 
 typedef enum dg_gate_verdict {
@@ -341,6 +360,7 @@ typedef struct dg_accept_opts {
                              * batch soak/compare/profile use (0: the sweep's knee);
                              * epochs, steps: the soak's (0: the tier's, by time budget) */
     bool quick;             /* the short tier (about a minute on a 2-core machine) */
+    int level;              /* the gate's level (0: 1 with quick, else 2; quick iff 1) */
     const char *label;      /* free text kept in the record, or NULL */
     const char *python;     /* interpreter the environment proof inspects, or NULL */
     const char *trace_path; /* the profile's Chrome trace is written here, or NULL */
@@ -366,6 +386,7 @@ typedef struct dg_accept_cmd_opts {
     const char *python;       /* the gate's interpreter (NULL: argv[0] when Python, else python3) */
     const char *device;       /* the device judged (NULL: cuda, then mps, the first that passes) */
     bool quick;               /* the short tier (screening only, as for the fixture) */
+    int level;                /* recorded with its budget (0: 1 with quick, else 2) */
     int batch;                /* soak/compare/profile batch (0: the sweep's knee) */
     int epochs;               /* the soak's {epochs} (0: 10, quick 2) */
     int sweep_from, sweep_to; /* the sweep's first batch (0: 8) and largest (0: no limit) */
@@ -378,6 +399,11 @@ typedef struct dg_accept_cmd_opts {
     dg_progress_fn progress;
     void *progress_user;
     dg_output_fn output; /* the children's output, as dg_run_opts.output (NULL: to fd 2) */
+    /* "DEVICE=ARGS[,DEVICE=ARGS]" (DEVICE cpu, cuda or mps; ARGS words split
+     * on spaces, appended to that device's runs of the command), or NULL. A
+     * command without {device} runs as given on the device, and on the cpu
+     * with the accelerators hidden (CUDA_VISIBLE_DEVICES= and the like). */
+    const char *device_args;
     void *output_user;
 } dg_accept_cmd_opts;
 

@@ -10,7 +10,7 @@
 
 #include "devgate.h"
 
-#define DG_BACKEND_IFACE_VERSION 4
+#define DG_BACKEND_IFACE_VERSION 5
 
 typedef struct dg_metric {
     double value;
@@ -25,6 +25,12 @@ typedef struct dg_device_info {
     dg_metric mem_total; /* bytes */
     dg_metric mem_free;  /* bytes */
     dg_metric compute_units;
+    /* Where the device sits (version 5): its PCI address ("0000:1b:00.0", ""
+     * when the backend cannot tell), whether it computes in host memory (a
+     * CPU device: no link to cross), and its memory's rated bandwidth. */
+    char pci_bus_id[32];
+    bool host_memory;
+    dg_metric mem_gbps; /* GB/s */
 } dg_device_info;
 
 /* A place in device memory: a buffer and a byte offset into it (4-byte

@@ -3,11 +3,13 @@
  * DEVGATE_FAULT=KIND@BACKEND names so the gate and the learning tests can be
  * shown to fail. KIND is gemm-corrupt (one element of every product is
  * altered), upload-fail (every upload returns an error), sgd-skip (updates do
- * nothing), sgd-ascend (updates climb the gradient) or relu-leak (relu_fwd
+ * nothing), sgd-ascend (updates climb the gradient), relu-leak (relu_fwd
  * lets 1% of negative values through: y = x > 0 ? x : 0.01 x; step capture is
- * then off). Other kinds (the sweep's trial-crash, trial-hang) pass through. */
+ * then off) or bias-ulp (bias_add one ulp high everywhere; step capture
+ * off). Other kinds (the sweep's trial-crash, trial-hang) pass through. */
 #include "backend/backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,9 +69,42 @@ static dg_status faulty_relu_leak(void *ctx, dg_ref x, dg_ref y, size_t count)
     return st;
 }
 
+/* bias_add one ulp high: y = nextafter(y + bias, +inf) for every element,
+ * on the host between copies (so every backend gets the same fault), the
+ * kind of wrong kernel only an exact check sees (level 2 names it). */
+static dg_status faulty_bias_ulp(void *ctx, dg_ref y, dg_ref bias, int outer, int channels,
+                                 int inner)
+{
+    dg_status st = faulty_inner->bias_add(ctx, y, bias, outer, channels, inner);
+    size_t count = (size_t)outer * channels * inner;
+    if (st != DG_OK || count == 0)
+        return st;
+    float *h = malloc(count * sizeof *h);
+    if (!h)
+        return DG_ERR_NOMEM;
+    st = faulty_inner->synchronize(ctx);
+    if (st == DG_OK)
+        st = faulty_inner->download(ctx, y.buf, y.off, h, count * sizeof *h);
+    for (size_t i = 0; st == DG_OK && i < count; i++)
+        h[i] = nextafterf(h[i], INFINITY);
+    if (st == DG_OK)
+        st = faulty_inner->upload(ctx, y.buf, y.off, h, count * sizeof *h);
+    free(h);
+    return st;
+}
+
 static const char *faulty_last_error(void *ctx)
 {
     return "injected fault: upload refused (DEVGATE_FAULT)";
+}
+
+/* Host copies cannot be recorded into a captured step. */
+static void no_capture(dg_backend_iface *f)
+{
+    f->capture_begin = NULL;
+    f->capture_end = NULL;
+    f->replay = NULL;
+    f->caps.graph_capture = false;
 }
 
 const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend_iface *iface)
@@ -90,13 +125,12 @@ const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend
         faulty.sgd = faulty_sgd_skip;
     } else if (kind_len == 10 && strncmp(spec, "sgd-ascend", 10) == 0 && iface->sgd) {
         faulty.sgd = faulty_sgd_ascend;
+    } else if (kind_len == 8 && strncmp(spec, "bias-ulp", 8) == 0 && iface->bias_add) {
+        faulty.bias_add = faulty_bias_ulp;
+        no_capture(&faulty);
     } else if (kind_len == 9 && strncmp(spec, "relu-leak", 9) == 0 && iface->relu_fwd) {
         faulty.relu_fwd = faulty_relu_leak;
-        /* Host copies cannot be recorded into a captured step. */
-        faulty.capture_begin = NULL;
-        faulty.capture_end = NULL;
-        faulty.replay = NULL;
-        faulty.caps.graph_capture = false;
+        no_capture(&faulty);
     } else {
         return iface;
     }

@@ -123,6 +123,9 @@ bool cli_pipe_append(int fd, char **buf, size_t *len);
  * print followed by "FAIL     fail" (when fail is not NULL) and the ledger id;
  * a NULL print prints nothing in text mode. Takes and frees json and rec;
  * returns cli_record's status. */
+/* Says the record's level against its budget on f ("level 2 took 41 s of
+ * its 60 s budget", or that it overran); nothing when it holds no level. */
+void cli_level_said(const cJSON *rec, FILE *f);
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail);
 /* The exit code of a measurement verb whose library call still returned a
@@ -158,7 +161,8 @@ bool cli_signals_armed(void);
  * table), check (false when the options fit, else the usage message in
  * buf), the library step (p its progress sink, with progress; *verdict
  * an exit status, or left -1 for cli_step_status's), judge (may be NULL: the exit status from the
- * record, *fail the FAIL line), head (before the summary, may be NULL) and print (the summary).
+ * record, *fail the FAIL line), before (before the step runs, e.g. a budget said up front;
+ * may be NULL), head (before the summary, may be NULL) and print (the summary).
  * strict: a step that failed keeps no record; quiet_silent:
  * --quiet prints no summary; progress: the step reports its progress on
  * stderr (cli_progress.c). */
@@ -169,6 +173,7 @@ typedef struct cli_step {
     bool (*check)(const void *opts, char *buf, size_t len);
     dg_status (*run)(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
     int (*judge)(const cJSON *rec, int rc, const char **fail);
+    void (*before)(const cli *c, const void *opts);
     void (*head)(const void *opts);
     void (*print)(const cJSON *rec);
     bool strict, quiet_silent, progress;
@@ -179,7 +184,7 @@ int cli_step_main(cli *c, int argc, char **argv);
 dg_status cli_env_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 void cli_env_print(const cJSON *rec);
 dg_status cli_gate_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
-void cli_gate_head(const void *opts);
+void cli_gate_before(const cli *c, const void *opts);
 void cli_gate_print(const cJSON *rec);
 dg_status cli_train_run(dg_ctx *ctx, void *opts, cli_progress *p, char **json, int *verdict);
 int cli_train_judge(const cJSON *rec, int rc, const char **fail);

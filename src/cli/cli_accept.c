@@ -21,13 +21,17 @@ typedef struct accept_args {
     cli_thresholds thr;
     /* accept -- CMD only */
     int sweep_from, trial_timeout;
+    const char *device_args;
     bool empty_cache, no_empty_cache;
 } accept_args;
 
 #define OFF(f) offsetof(accept_args, f)
 const cli_opt cli_accept_opts[] = {
-    {CLI_FLAG, "--quick", NULL, NULL, NULL, NULL, "the short tier (about a minute on 2 cores)",
-     OFF(o.quick), 0, 0, NULL, NULL, NULL},
+    {CLI_FLAG, "--quick", NULL, NULL, NULL, NULL,
+     "the short tier (about a minute on 2 cores): level 1", OFF(o.quick), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--level", NULL, "N", "2 (1 with --quick)", NULL,
+     "the gate's depth (devgate gate --level); 1 is --quick", OFF(o.level), DG_LEVEL_MIN,
+     DG_LEVEL_MAX, NULL, NULL, NULL},
     {CLI_INT, "--sweep-to", NULL, "N", "the tier's", "samples", "largest batch the sweep tries",
      OFF(o.sweep_to), 1, 1 << 20, NULL, NULL, NULL},
     {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
@@ -45,6 +49,10 @@ const cli_opt cli_accept_opts[] = {
      OFF(sweep_from), 1, 1 << 20, NULL, NULL, NULL},
     {CLI_INT, "--trial-timeout", NULL, "S", "the tier's (180, 600)", "s",
      "-- CMD: wall-clock limit of each child run", OFF(trial_timeout), 1, 86400, NULL, NULL, NULL},
+    {CLI_STR, "--device-arg", NULL, "DEVICE=ARGS[,...]", "none", NULL,
+     "-- CMD: words added to the command on a device, for programs that choose theirs by a "
+     "flag (cpu=,cuda=--accel); without {device} the cpu runs with the accelerators hidden",
+     OFF(device_args), 0, 0, NULL, NULL, NULL},
     {CLI_FLAG, "--empty-cache", NULL, NULL, NULL, NULL,
      "-- CMD: the probe empties the device cache at each epoch end (the default)", OFF(empty_cache),
      0, 0, NULL, NULL, NULL},
@@ -86,6 +94,15 @@ static bool load_spec(cli *c, const char *path, cJSON **keep, dg_spec **spec, ac
             a->o.label = it->valuestring;
         } else if (strcmp(k, "quick") == 0 && cJSON_IsBool(it)) {
             a->o.quick = cJSON_IsTrue(it);
+        } else if (strcmp(k, "level") == 0) {
+            double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+            if (!(d >= DG_LEVEL_MIN && d <= DG_LEVEL_MAX && d == floor(d))) {
+                cli_error("accept: spec file %s: level wants an integer in %d..%d", path,
+                          DG_LEVEL_MIN, DG_LEVEL_MAX);
+                ok = false;
+            } else {
+                a->o.level = (int)d;
+            }
         } else if (strcmp(k, "sweep_to") == 0) {
             double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
             if (!(d >= 1 && d <= (1 << 20) && d == floor(d))) {
@@ -185,10 +202,10 @@ int cmd_accept(cli *c, int argc, char **argv)
                   "for your program use the command's own arguments");
         goto out;
     }
-    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache)) {
-        cli_error(
-            "accept: --sweep-from, --trial-timeout and --[no-]empty-cache apply to accept -- CMD "
-            "(your own program) only");
+    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache ||
+                 aa.device_args)) {
+        cli_error("accept: --sweep-from, --trial-timeout, --device-arg and --[no-]empty-cache "
+                  "apply to accept -- CMD (your own program) only");
         goto out;
     }
     /* For a command, --backend names the device judged, as the program's framework does. */
@@ -221,6 +238,23 @@ int cmd_accept(cli *c, int argc, char **argv)
     if (!own && dg_train_opts_inputs_check(c->ctx, &o.train, "cifar") != DG_OK) {
         cli_error("accept: %s", dg_errmsg(c->ctx));
         goto out;
+    }
+    /* --quick is level 1, the default level 2; the budget is said up front. */
+    if (o.quick && o.level > DG_LEVEL_MIN) {
+        cli_error("accept: --quick is level %d; it cannot run --level %d", DG_LEVEL_MIN, o.level);
+        goto out;
+    }
+    if (!o.level)
+        o.level = o.quick ? DG_LEVEL_MIN : DG_LEVEL_MIN + 1;
+    o.quick = o.level == DG_LEVEL_MIN;
+    const dg_level_info *lv = dg_level_get(o.level);
+    if (!c->quiet) {
+        if (own)
+            fprintf(stderr, "devgate accept: level %d (%s); your program's steps set the time\n",
+                    o.level, lv->what);
+        else
+            fprintf(stderr, "devgate accept: level %d, budget %.0f s (%s)\n", o.level,
+                    lv->accept_budget_s, lv->what);
     }
 
     /* The profile's trace goes beside the packs and is moved into this one. */
@@ -260,6 +294,7 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .python = o.python,
                                  .device = o.train.backend,
                                  .quick = o.quick,
+                                 .level = o.level,
                                  .batch = o.train.batch,
                                  .epochs = o.train.epochs,
                                  .sweep_from = aa.sweep_from,
@@ -267,6 +302,7 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .mem_budget = o.train.mem_budget,
                                  .empty_cache = !aa.no_empty_cache,
                                  .trial_timeout_s = aa.trial_timeout,
+                                 .device_args = aa.device_args,
                                  .label = o.label,
                                  .trace_path = o.trace_path,
                                  .cancel = &cancel_flag,
@@ -290,7 +326,11 @@ int cmd_accept(cli *c, int argc, char **argv)
             cli_error("interrupted: keeping the partial pack and ledger entry");
         else if (st != DG_OK)
             cli_error("accept: %s", dg_errmsg(c->ctx));
+        cJSON *rec = cJSON_Parse(json);
         rc = cli_evidence_finish(c, "accept", json, thr[0] ? thr : NULL, out_dir, exit_status);
+        if (!c->quiet || !c->json)
+            cli_level_said(rec, c->json ? stderr : stdout);
+        cJSON_Delete(rec);
     }
     dg_string_free(json);
     if (!out_dir)

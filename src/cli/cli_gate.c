@@ -31,6 +31,80 @@ static bool parse_size(const char *s, dg_gate_opts *o)
     return true;
 }
 
+/* Level 2: the op table's counts, its worst row, and every row that failed. */
+static void print_ops(const cJSON *ops)
+{
+    if (!cJSON_IsObject(ops))
+        return;
+    char prec[64] = "";
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(ops, "precisions"))
+    {
+        size_t n = strlen(prec);
+        snprintf(prec + n, sizeof prec - n, "%s%s", n ? ", " : "", cJSON_GetStringValue(p));
+    }
+    double failed = jnum(ops, "failed", 0), native = jnum(ops, "not_native", 0);
+    printf("  %-8s       ops %s: %.0f checked against float64, %.0f pass, %.0f FAIL", "", prec,
+           jnum(ops, "checked", 0), jnum(ops, "passed", 0), failed);
+    if (native > 0)
+        printf(", %.0f not native", native);
+    const cJSON *w = cJSON_GetObjectItem(ops, "worst");
+    char cell[128];
+    if (cJSON_IsObject(w))
+        printf(" · worst %s %s %s NMSE %.2g (tolerance %.2g)", jstr(w, "op", "?"),
+               jstr(w, "output", "?"), cli_cell(cell, sizeof cell, jstr(w, "shape", "?")),
+               jnum(w, "nmse", NAN), jnum(w, "tolerance", NAN));
+    printf("\n");
+    int shown = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(ops, "table"))
+    {
+        const char *v = jstr(r, "verdict", "");
+        if (strcmp(v, "fail") && strcmp(v, "error"))
+            continue;
+        if (shown++ == 8) {
+            printf("  %-8s         (%.0f failing rows in all: see --json)\n", "", failed);
+            break;
+        }
+        double nmse = jnum(r, "nmse", NAN), tol = jnum(r, "tolerance", NAN);
+        char err[96];
+        if (isnan(nmse))
+            snprintf(err, sizeof err, "%s", jstr(r, "reason", "no finite result"));
+        else
+            snprintf(err, sizeof err, "NMSE %.2g, tolerance %.2g%s", nmse, tol,
+                     tol == 0 ? " (exact)" : "");
+        printf("  %-8s         FAIL %s %s %s %s: %s\n", "", jstr(r, "op", "?"),
+               jstr(r, "output", "?"), jstr(r, "precision", "?"),
+               cli_cell(cell, sizeof cell, jstr(r, "shape", "?")), err);
+    }
+}
+
+/* Level 2: the four ways of the host-device link against its rating. */
+static void print_link(const cJSON *l)
+{
+    if (!cJSON_IsObject(l))
+        return;
+    static const char *const ways[] = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"};
+    printf("  %-8s       link", "");
+    for (int k = 0; k < 4; k++) {
+        double v = jmetric(l, ways[k]);
+        if (isnan(v))
+            printf("%s %s not measured", k ? " ·" : "", ways[k]);
+        else
+            printf("%s %s %.1f GB/s", k ? " ·" : "", ways[k], v);
+    }
+    double rated = jmetric(l, "rated");
+    char cell[160];
+    if (isnan(rated))
+        printf(" · %s\n", cli_cell(cell, sizeof cell, jstr(l, "rated_reason", "no rating")));
+    else
+        printf(" · rated %.1f GB/s (%s)%s\n", rated,
+               cli_cell(cell, sizeof cell, jstr(l, "kind", "?")),
+               cJSON_IsFalse(cJSON_GetObjectItem(l, "ok")) ? " · SLOW" : "");
+    if (cJSON_IsFalse(cJSON_GetObjectItem(l, "ok")))
+        printf("  %-8s         %s\n", "", cli_cell(cell, sizeof cell, jstr(l, "reason", "?")));
+}
+
 static void print_backend(const cJSON *b)
 {
     const char *name = jstr(b, "name", "?");
@@ -42,7 +116,9 @@ static void print_backend(const cJSON *b)
                jstr(b, "reason", "?"));
         return;
     }
-    bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"));
+    bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok")) &&
+              jnum(cJSON_GetObjectItem(b, "ops"), "failed", 0) == 0 &&
+              !cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "link"), "ok"));
     const cJSON *devs = cJSON_GetObjectItem(b, "devices");
     const cJSON *d0 = cJSON_GetArrayItem(devs, 0);
     char mem[32], freem[32];
@@ -59,7 +135,7 @@ static void print_backend(const cJSON *b)
     int ndev = cJSON_GetArraySize(devs);
     if (ndev > 1)
         printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
-    if (ok) {
+    if (cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))) {
         printf("  %-8s       matmul %gx%gx%g %s ok: max abs err %.2g (%.2g of tolerance) · cold "
                "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
                "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jstr(mm, "math", "fp32"),
@@ -68,16 +144,34 @@ static void print_backend(const cJSON *b)
     } else {
         printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
     }
+    print_ops(cJSON_GetObjectItem(b, "ops"));
+    print_link(cJSON_GetObjectItem(b, "link"));
 }
 
 void cli_gate_print(const cJSON *rec)
 {
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItem(rec, "backends")) print_backend(b);
+    const cJSON *rc = cJSON_GetObjectItem(rec, "reference_check");
+    if (cJSON_IsArray(rc)) {
+        double worst = 0;
+        int n = 0, bad = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, rc)
+        {
+            n++;
+            bad += !cJSON_IsTrue(cJSON_GetObjectItem(it, "ok"));
+            worst = fmax(worst, jnum(it, "nmse", INFINITY));
+        }
+        printf("  reference: %d backward ops against its own finite differences, %s (worst NMSE "
+               "%.2g)\n",
+               n, bad ? "DISAGREES" : "agrees", worst);
+    }
     const char *verdict = jstr(rec, "verdict", "");
     printf("\n  verdict %s\n", strcmp(verdict, "pass") == 0   ? "PASS"
                                : strcmp(verdict, "fail") == 0 ? "FAIL"
                                                               : "UNAVAILABLE");
+    cli_level_said(rec, stdout);
 }
 
 static const char *size_opt(const cli_opt *opt, const char *v, void *field)
@@ -107,6 +201,10 @@ const cli_opt cli_gate_opts[] = {
      0, NULL, NULL, NULL},
     {CLI_INT, "--reps", NULL, "N", "5", "repetitions", "timed warm repetitions",
      offsetof(dg_gate_opts, warm_reps), 1, 64, NULL, NULL, NULL},
+    {CLI_INT, "--level", NULL, "N", "1", NULL,
+     "depth: 1 the product, 2 every op against float64 and the link, 3 sustained load and the "
+     "device's health, 4 longer plus the soak",
+     offsetof(dg_gate_opts, level), DG_LEVEL_MIN, DG_LEVEL_MAX, NULL, NULL, NULL},
     {CLI_FUNC, "--precision", NULL, "fp32|tf32|bf16", "fp32", NULL,
      "the device backends' product arithmetic (docs/schema/gate.md)", 0, 0, 0, math_opt, NULL,
      NULL},
@@ -116,13 +214,29 @@ const cli_opt cli_gate_opts[] = {
 dg_status cli_gate_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
     (void)p;
+    dg_gate_opts *g = o;
+    if (!g->level)
+        g->level = DG_LEVEL_MIN;
     dg_gate_verdict v = DG_GATE_PASS;
-    dg_status st = dg_gate_run(ctx, o, json, &v);
+    dg_status st = dg_gate_run(ctx, g, json, &v);
     *verdict = v == DG_GATE_PASS ? EXIT_PASS : v == DG_GATE_FAIL ? EXIT_FAIL : EXIT_UNAVAILABLE;
     return st;
 }
 
-void cli_gate_head(const void *o)
+/* The level's budget up front: on stdout with the table, on stderr beside --json. */
+void cli_gate_before(const cli *c, const void *o)
 {
-    printf("devgate gate · seed %" PRIu64 "\n\n", ((const dg_gate_opts *)o)->seed);
+    const dg_gate_opts *g = o;
+    int level = g->level ? g->level : DG_LEVEL_MIN;
+    const dg_level_info *lv = dg_level_get(level);
+    if (!lv)
+        return;
+    if (!c->json) {
+        printf("devgate gate · level %d · budget %.0f s · seed %" PRIu64 "\n  level %d: %s\n\n",
+               level, lv->gate_budget_s, g->seed, level, lv->what);
+        fflush(stdout);
+    } else if (!c->quiet) {
+        fprintf(stderr, "devgate gate: level %d, budget %.0f s: %s\n", level, lv->gate_budget_s,
+                lv->what);
+    }
 }

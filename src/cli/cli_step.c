@@ -39,6 +39,8 @@ int cli_step_main(cli *c, int argc, char **argv)
             cli_progress_start(&p, c, v->name);
             dg_set_log(c->ctx, cli_progress_log, &p);
         }
+        if (s->before)
+            s->before(c, o);
         dg_status st = s->run(c->ctx, o, s->progress ? &p : NULL, &json, &verdict);
         if (s->progress)
             cli_progress_end(&p);

@@ -30,6 +30,25 @@ int cli_fail_status(cli *c, dg_status st, const char *what)
     }
 }
 
+void cli_level_said(const cJSON *rec, FILE *f)
+{
+    const cJSON *lv = cJSON_GetObjectItem(rec, "level");
+    double level = jnum(lv, "level", NAN), budget = jmetric(lv, "budget"),
+           wall = jmetric(lv, "wall"), waited = jmetric(lv, "lock_waited");
+    if (isnan(level) || isnan(wall))
+        return;
+    char w[64] = "";
+    if (waited >= 0.05)
+        snprintf(w, sizeof w, " (%.1f s of it waiting for another measurement)", waited);
+    if (isnan(budget))
+        fprintf(f, "  level %.0f took %.1f s%s; no budget stated\n", level, wall, w);
+    else if (cJSON_IsTrue(cJSON_GetObjectItem(lv, "overrun")))
+        fprintf(f, "  level %.0f OVERRAN its %.0f s budget: %.1f s%s\n", level, budget, wall, w);
+    else
+        fprintf(f, "  level %.0f took %.1f s%s, within its %.0f s budget\n", level, wall, w,
+                budget);
+}
+
 int cli_record_print(cli *c, const char *verb, char *json, cJSON *rec, int exit_status,
                      void (*print)(const cJSON *rec), const char *fail)
 {

@@ -21,14 +21,15 @@ const cli_verb cli_verb_env = {
 
 const cli_verb cli_verb_gate = {
     .name = "gate",
-    .summary = "device gate: built, available, and a checked matrix product per backend",
+    .summary = "device gate: built, available, a checked matrix product per backend; deeper "
+               "levels check every op, the link and the device's health",
     .exits = "0 every selected available backend passed, 1 a backend failed its check, 2 usage, "
              "3 a backend named with --backend is not available",
-    .example = "devgate gate --backend cpu,opencl --size 1024",
+    .example = "devgate gate --backend cpu,opencl --size 1024\n  devgate gate --level 2",
     .tables = {cli_gate_opts, cli_common_opts},
     .step = &(const cli_step){.size = sizeof(dg_gate_opts),
                               .run = cli_gate_run,
-                              .head = cli_gate_head,
+                              .before = cli_gate_before,
                               .print = cli_gate_print,
                               .strict = true},
 };

@@ -282,6 +282,8 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         be->blas.fix = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_FIX);
         be->blas.generic = dg_rec_bool(it, DG_P_GATE_BACKENDS_BLAS_GENERIC_KERNEL);
         be->blas.vector_bits = dg_rec_num(it, DG_P_GATE_BACKENDS_BLAS_KERNEL_VECTOR_BITS);
+        if (!dg_view_backend_levels(it, be))
+            b->nomem = true;
     }
 }
 
@@ -365,6 +367,8 @@ static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
                                     DG_P_GATE_BACKENDS_AVAILABLE, DG_P_GATE_BACKENDS_REASON,
                                     DG_P_GATE_BACKENDS_VERSIONS};
     build_backends(b, backends, &ids, true, &g->backends, &g->nbackends);
+    g->level = dg_rec_num(gate, DG_P_GATE_LEVEL_LEVEL);
+    g->reference_ok = dg_rec_bool(gate, DG_P_GATE_REFERENCE_OK);
 }
 
 /* Trials and bisection trials share the TRIAL shape: the trials[] ids read
@@ -790,6 +794,12 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     build_census(b, p->fallbacks, &p->census, &p->nfallbacks);
 }
 
+#define CONTENTION_IDS(P)                                                                          \
+    {                                                                                              \
+        P, P##_OTHERS_CPUS, P##_OTHERS_SHARE, P##_CPU_PRESSURE_SOME, P##_TOP, P##_TOP_NAME,        \
+            P##_TOP_PID, P##_TOP_CPU_PERCENT                                                       \
+    }
+
 static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
 {
     s->present = sup != NULL;
@@ -1002,6 +1012,11 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
     build_compare(&b, &out->compare, out->section[DG_SEC_COMPARE]);
     build_profile(&b, &out->profile, out->section[DG_SEC_PROFILE]);
     build_supervise(&b, &out->supervise, out->section[DG_SEC_SUPERVISE]);
+    /* What else ran: during the soak's epochs, and (a run) the whole run. */
+    static const window_ids soak_w = CONTENTION_IDS(DG_P_SOAK_CONTENTION),
+                            rec_w = CONTENTION_IDS(DG_P_REC_CONTENTION);
+    build_window(&b, &out->soak.window, soak, &soak_w);
+    build_window(&b, &out->supervise.window, rec, &rec_w);
     if (b.nomem)
         return dg_fail(ctx, DG_ERR_NOMEM, "record: out of host memory for the view");
     return DG_OK;
@@ -1019,6 +1034,7 @@ void dg_record_view_free(dg_record_view *v)
     for (int i = 0; v->gate.backends && i < v->gate.nbackends; i++) {
         free_window(&v->gate.backends[i].matmul.window);
         dg_free(v->gate.backends[i].devices);
+        dg_view_backend_levels_free(&v->gate.backends[i]);
     }
     dg_free(v->gate.backends);
     dg_free(v->sweep.trials);
@@ -1040,6 +1056,8 @@ void dg_record_view_free(dg_record_view *v)
     dg_free(v->profile.ops);
     dg_free(v->profile.census);
     dg_free(v->supervise.series);
+    free_window(&v->supervise.window);
+    free_window(&v->soak.window);
     dg_free(v->thresholds);
     dg_free(v->findings);
     memset(v, 0, sizeof *v);

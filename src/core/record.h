@@ -211,6 +211,44 @@ typedef struct dg_view_device {
     dg_rec_metric memory_total; /* bytes */
 } dg_view_device;
 
+/* One row of a backend's per-op table (gate level 2, docs/schema/gate.md). */
+typedef struct dg_view_op_row {
+    const char *op, *backend, *precision, *shape, *output, *verdict, *reason;
+    int fixture;                   /* tri: a shape of the training fixture */
+    dg_rec_metric nmse, tolerance; /* NMSE against float64; the table's (0: exact) */
+    dg_rec_metric over_tolerance;  /* the worst row only: nmse / tolerance */
+} dg_view_op_row;
+
+/* A backend's level-2 op checks. */
+typedef struct dg_view_ops {
+    bool present;
+    dg_rec_metric checked, passed, failed, not_native, errors; /* rows */
+    bool has_worst;
+    dg_view_op_row worst;
+    dg_view_op_row *rows; /* the table */
+    int nrows;
+} dg_view_ops;
+
+/* The ways of a link check, in the record's order. */
+enum {
+    DG_LINK_H2D_PAGEABLE,
+    DG_LINK_H2D_PINNED,
+    DG_LINK_D2H_PAGEABLE,
+    DG_LINK_D2H_PINNED,
+    DG_LINK_WAYS
+};
+extern const char *const dg_link_way_names[DG_LINK_WAYS];
+
+/* A backend's level-2 link check. */
+typedef struct dg_view_link {
+    bool present;
+    const char *kind, *current, *reason;
+    dg_rec_metric rated;                  /* GB/s */
+    dg_rec_metric gbps[DG_LINK_WAYS];     /* GB/s */
+    dg_rec_metric fraction[DG_LINK_WAYS]; /* of rated */
+    int ok;                               /* tri */
+} dg_view_link;
+
 /* A backend as the gate (or, without a gate, the environment) lists it. */
 typedef struct dg_view_backend {
     const char *name, *reason, *versions;
@@ -247,6 +285,8 @@ typedef struct dg_view_backend {
     } blas;
     dg_view_device *devices; /* the gate's: the devices it found */
     int ndevices;
+    dg_view_ops ops;   /* gate level 2 */
+    dg_view_link link; /* gate level 2 */
 } dg_view_backend;
 
 /* The environment summary the rules and the summaries read. */
@@ -282,7 +322,14 @@ typedef struct dg_view_gate {
     const cJSON *backends_json; /* gate.backends as recorded (any type), or NULL */
     dg_view_backend *backends;
     int nbackends;
+    dg_rec_metric level; /* the gate's level (1 when the record predates levels: invalid) */
+    int reference_ok;    /* tri: level 2's reference agreed with its finite differences */
 } dg_view_gate;
+
+/* The gate levels' members of one gate backend's view (record_levels.c);
+ * false when out of host memory. */
+bool dg_view_backend_levels(const cJSON *backend, dg_view_backend *be);
+void dg_view_backend_levels_free(dg_view_backend *be);
 
 /* One sweep trial (doubling or bisection). */
 typedef struct dg_view_trial {
@@ -360,6 +407,7 @@ typedef struct dg_view_soak {
     bool has_census;          /* soak.fallbacks is an array */
     dg_view_fallback *census; /* its entries */
     int ncensus;
+    dg_view_window window; /* "contention": what else ran during the soak's epochs */
 } dg_view_soak;
 
 /* One timed repetition of a compare side. */
@@ -485,6 +533,7 @@ typedef struct dg_view_supervise {
     dg_rec_metric cores;          /* samples.cores */
     dg_view_sample *series;       /* the sampled series, in record order */
     int nseries;
+    dg_view_window window; /* the record's "contention": what else ran during the run */
 } dg_view_supervise;
 
 typedef struct dg_view_threshold {

@@ -99,7 +99,7 @@ cJSON *dg_decide(dg_diag *d)
 {
     static const char *const env_ids[] = {"gate-failed", "env-translated", "env-mixed-arch",
                                           "device-missing", NULL};
-    static const char *const drift_ids[] = {"numerics-drift", NULL};
+    static const char *const drift_ids[] = {"op-numerics", "numerics-drift", NULL};
     static const char *const failed_ids[] = {"compare-failed", NULL};
     static const char *const gap_ids[] = {"operator-gap", NULL};
     static const char *const mem_ids[] = {"retained-refs", "memory-pressure", NULL};

@@ -115,6 +115,20 @@ int dg_route_run(const dg_diag *d);
  * the knee whose rate has fallen. *batch and *sps that trial's; false (both
  * NAN) when the sweep has no safe batch or no trial with a rate under it. */
 bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps);
+/* Whether other processes took at least contention_cpus CPUs during the
+ * measured window w (NULL or not measured: false); words (n bytes) then
+ * names them: "other processes took 1.8 CPUs of the machine (yes 97%, ...)". */
+bool dg_window_contended(const dg_diag *d, const dg_view_window *w, char *words, size_t n);
+/* The window a run's or a soak's program judgements rest on: the run's own
+ * (a run record), else the soak's (accept). */
+const dg_view_window *dg_program_window(const dg_diag *d);
+/* Cites a contended window's others_cpus and cpu pressure in finding f. */
+void dg_ev_window(dg_diag *d, cJSON *f, const dg_view_window *w);
+
+/* The ops of backend `device` that missed their tolerance at gate level 2,
+ * as "bias_add y NMSE 7.3e-15 > 0, ..." into buf; the count (0: every op
+ * within its tolerance, -1: no level-2 table for that device). */
+int dg_ops_over_tolerance(const dg_diag *d, const char *device, char *buf, size_t n);
 
 /* A count from a record as an int; -1 when it is not a finite number in range
  * (a cast of NaN or 1e300 would be undefined). */
@@ -131,6 +145,8 @@ void dg_judge_env_mixed_arch(dg_diag *d, const dg_rule *r);
 void dg_judge_gate_failed(dg_diag *d, const dg_rule *r);
 void dg_judge_device_missing(dg_diag *d, const dg_rule *r);
 void dg_judge_backend_unavailable(dg_diag *d, const dg_rule *r);
+void dg_judge_op_numerics(dg_diag *d, const dg_rule *r);
+void dg_judge_link_slow(dg_diag *d, const dg_rule *r);
 
 /* rules_speed.c: the compare runs (speed and numerics) */
 void dg_judge_compare_failed(dg_diag *d, const dg_rule *r);

@@ -218,6 +218,42 @@ bool dg_sweep_promise(const dg_view_sweep *s, double *batch, double *sps)
     return !isnan(*sps);
 }
 
+int dg_ops_over_tolerance(const dg_diag *d, const char *device, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const dg_view_gate *g = &d->v->gate;
+    for (int i = 0; device && i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        if (!b->name || strcmp(b->name, device) != 0 || !b->ops.present)
+            continue;
+        int over = 0;
+        for (int k = 0; k < b->ops.nrows; k++) {
+            const dg_view_op_row *o = &b->ops.rows[k];
+            if (!o->verdict || (strcmp(o->verdict, "fail") && strcmp(o->verdict, "error")))
+                continue;
+            /* One mention per op and output: the first row that failed. */
+            bool seen = false;
+            for (int j = 0; j < k && !seen; j++) {
+                const dg_view_op_row *p = &b->ops.rows[j];
+                seen = p->verdict && !strcmp(p->verdict, "fail") && p->op && o->op &&
+                       !strcmp(p->op, o->op) && p->output && o->output &&
+                       !strcmp(p->output, o->output);
+            }
+            over++;
+            if (seen)
+                continue;
+            if (o->nmse.valid)
+                dg_cat(buf, n, "%s%s %s NMSE %.2g > %.2g", buf[0] ? ", " : "", o->op ? o->op : "?",
+                       o->output ? o->output : "", o->nmse.value, o->tolerance.value);
+            else
+                dg_cat(buf, n, "%s%s %s %s", buf[0] ? ", " : "", o->op ? o->op : "?",
+                       o->output ? o->output : "", o->reason ? o->reason : "not finite");
+        }
+        return over;
+    }
+    return -1;
+}
+
 const char *dg_batch_arg_text(const dg_diag *d, int batch, char *buf, size_t n)
 {
     const char *arg = d->v->loader.present ? d->v->loader.batch_arg : NULL;
@@ -226,4 +262,40 @@ const char *dg_batch_arg_text(const dg_diag *d, int batch, char *buf, size_t n)
     else if (n)
         buf[0] = '\0';
     return buf;
+}
+
+bool dg_window_contended(const dg_diag *d, const dg_view_window *w, char *words, size_t n)
+{
+    if (n)
+        words[0] = '\0';
+    if (!w || !w->others_cpus.valid || w->others_cpus.value < d->th[TH_CONTENTION_CPUS])
+        return false;
+    dg_cat(words, n, "other processes took %.1f CPUs", w->others_cpus.value);
+    if (w->others_share.valid)
+        dg_cat(words, n, " (%.0f%% of the machine)", 100 * w->others_share.value);
+    int named = 0;
+    for (int i = 0; i < w->ntop && named < 3; i++) {
+        const dg_view_window_proc *p = &w->top[i];
+        if (!p->name || !p->cpu_percent.valid ||
+            p->cpu_percent.value < d->th[TH_BUSY_PROCESS_CPU_PCT])
+            continue;
+        dg_cat(words, n, "%s%s %.0f%%", named++ ? ", " : ": ", p->name, p->cpu_percent.value);
+    }
+    return true;
+}
+
+const dg_view_window *dg_program_window(const dg_diag *d)
+{
+    if (d->v->supervise.window.present)
+        return &d->v->supervise.window;
+    return d->v->soak.window.present ? &d->v->soak.window : NULL;
+}
+
+void dg_ev_window(dg_diag *d, cJSON *f, const dg_view_window *w)
+{
+    bool run = w == &d->v->supervise.window;
+    const char *sec = run ? "run" : "soak";
+    dg_ev_metric(d, f, sec, "cpus", w->others_cpus, "contention.others_cpus");
+    if (w->cpu_pressure_some.valid)
+        dg_ev_metric(d, f, sec, "fraction", w->cpu_pressure_some, "contention.cpu_pressure_some");
 }

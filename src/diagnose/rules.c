@@ -33,6 +33,19 @@ const dg_rule dg_rules[] = {
      dg_judge_gate_failed, "the device computes wrong results: a driver, runtime or kernel fault",
      "fix the environment first (driver, runtime and library versions), then run devgate gate "
      "again"},
+    {"op-numerics", DG_SEV_FAIL, "gate.backends[].ops.table, gate.reference_ok", "",
+     dg_judge_op_numerics,
+     "a kernel computes an op wrongly on this device: its error against float64 is over the "
+     "op's tolerance (docs/rules.md, op tolerances)",
+     "report the op and shape; until it is fixed run it on the cpu (--disable-op OP) or train "
+     "elsewhere"},
+    {"link-slow", DG_SEV_WARN,
+     "gate.backends[].link.h2d_pinned, .d2h_pinned, .fraction_of_rated, .rated",
+     "link_min_fraction", dg_judge_link_slow,
+     "the host-device link runs below its rating: a slot of fewer lanes or an older generation "
+     "than the card's, a link trained down, a riser, or a shared switch",
+     "check the slot and the link (nvidia-smi -q: PCIe generation and width, current against "
+     "max); move the card, or feed the device fewer, larger batches"},
     {"device-missing", DG_SEV_FAIL, "spec.backend, gate.backends[].available", "",
      dg_judge_device_missing,
      "the device path is not there: driver or runtime missing, or the device hidden (VM, "

@@ -3,6 +3,7 @@
  * missing, other backends unavailable. */
 #include "diagnose/diagnose.h"
 
+#include <math.h>
 #include <string.h>
 
 void dg_judge_env_translated(dg_diag *d, const dg_rule *r)
@@ -139,6 +140,13 @@ void dg_judge_gate_failed(dg_diag *d, const dg_rule *r)
             dg_ev_metric(d, f, "gate", "ratio", over, "backends[%d].matmul.max_err_over_tolerance",
                          i);
     }
+    /* A failed op check or reference check is op-numerics' to name. */
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_backend *b = &g->backends[i];
+        any |= b->ops.failed.valid && b->ops.failed.value > 0;
+        any |= b->link.ok == 0 && b->link.rated.valid; /* link-slow's */
+    }
+    any |= g->reference_ok == 0;
     if (!any && g->verdict && !strcmp(g->verdict, "fail")) {
         cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1, "the device gate failed");
         dg_ev_str(d, f, "gate", g->verdict, "verdict");
@@ -169,4 +177,110 @@ void dg_judge_device_missing(dg_diag *d, const dg_rule *r)
     dg_ev_add(d, f, "spec", "backend", cJSON_CreateString(want), NULL);
     dg_ev_bool(d, f, l.sec, b->available, "backends[%d].available", i);
     dg_ev_str(d, f, l.sec, b->reason, "backends[%d].reason", i);
+}
+
+/* op-numerics: gate level 2's per-op table; one finding per backend, op and
+ * precision that missed its tolerance, naming the worst shape. */
+void dg_judge_op_numerics(dg_diag *d, const dg_rule *r)
+{
+    const dg_view_gate *g = &d->v->gate;
+    if (g->reference_ok == 0) {
+        cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, -1,
+                                   "the float64 reference disagrees with its own finite "
+                                   "differences: the per-op verdicts cannot be trusted");
+        dg_ev_bool(d, f, "gate", g->reference_ok, "reference_ok");
+    }
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_ops *o = &g->backends[i].ops;
+        for (int k = 0; o->present && k < o->nrows; k++) {
+            const dg_view_op_row *x = &o->rows[k];
+            if (!x->verdict || (strcmp(x->verdict, "fail") && strcmp(x->verdict, "error")))
+                continue;
+            /* The worst row of this op and precision speaks for it; the others count. */
+            int worst = k, count = 0;
+            bool earlier = false;
+            for (int j = 0; j < o->nrows; j++) {
+                const dg_view_op_row *y = &o->rows[j];
+                if (!y->verdict || (strcmp(y->verdict, "fail") && strcmp(y->verdict, "error")) ||
+                    !y->op || !x->op || strcmp(y->op, x->op) || !y->precision || !x->precision ||
+                    strcmp(y->precision, x->precision))
+                    continue;
+                earlier |= j < k;
+                count++;
+                double a = o->rows[worst].nmse.valid ? o->rows[worst].nmse.value : INFINITY;
+                double b = y->nmse.valid ? y->nmse.value : INFINITY;
+                if (b > a)
+                    worst = j;
+            }
+            if (earlier)
+                continue;
+            const dg_view_op_row *w = &o->rows[worst];
+            char err[96];
+            if (w->nmse.valid)
+                snprintf(err, sizeof err, "NMSE %.3g against a tolerance of %.3g%s", w->nmse.value,
+                         w->tolerance.value, w->tolerance.value == 0 ? " (exact)" : "");
+            else
+                snprintf(err, sizeof err, "%s", w->reason ? w->reason : "no finite result");
+            cJSON *f =
+                dg_rule_finding(d, r, DG_SEV_FAIL, -1, "%s %s (%s) is wrong: %s %s at %s%s",
+                                g->backends[i].name ? g->backends[i].name : "a backend", x->op,
+                                x->precision, w->output ? w->output : "its output", err,
+                                w->shape ? w->shape : "?", count > 1 ? " (and more shapes)" : "");
+            dg_ev_str(d, f, "gate", w->op, "backends[%d].ops.table[%d].op", i, worst);
+            dg_ev_str(d, f, "gate", w->shape, "backends[%d].ops.table[%d].shape", i, worst);
+            dg_ev_metric(d, f, "gate", "nmse", w->nmse, "backends[%d].ops.table[%d].nmse", i,
+                         worst);
+            dg_ev_metric(d, f, "gate", "nmse", w->tolerance, "backends[%d].ops.table[%d].tolerance",
+                         i, worst);
+            const char *call = strncmp(x->op, "gemm_", 5) == 0 ? "gemm" : x->op;
+            dg_rule_text(d, f, "action",
+                         "that kernel is wrong on this device: report it with the shape; until "
+                         "it is fixed run %s on the cpu (--disable-op %s) or train elsewhere",
+                         call, call);
+        }
+    }
+}
+
+/* link-slow: gate level 2's host-device copies against the link's rating. */
+void dg_judge_link_slow(dg_diag *d, const dg_rule *r)
+{
+    const dg_view_gate *g = &d->v->gate;
+    double min = d->th[TH_LINK_MIN_FRACTION];
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_link *l = &g->backends[i].link;
+        if (!l->present || !l->rated.valid)
+            continue;
+        /* The page-locked pair speaks for the link; the pageable one without it. */
+        bool pinned = l->gbps[DG_LINK_H2D_PINNED].valid || l->gbps[DG_LINK_D2H_PINNED].valid;
+        int ways[2] = {pinned ? DG_LINK_H2D_PINNED : DG_LINK_H2D_PAGEABLE,
+                       pinned ? DG_LINK_D2H_PINNED : DG_LINK_D2H_PAGEABLE};
+        char what[200] = "";
+        for (int k = 0; k < 2; k++) {
+            dg_rec_metric f = l->fraction[ways[k]], v = l->gbps[ways[k]];
+            if (f.valid && v.valid && f.value < min)
+                dg_cat(what, sizeof what, "%s%s %.1f GB/s (%.2f of it)", what[0] ? ", " : "",
+                       dg_link_way_names[ways[k]], v.value, f.value);
+        }
+        if (!what[0])
+            continue;
+        cJSON *f =
+            dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "%s's link (%s, rated %.1f GB/s) is slow: %s, under "
+                            "link_min_fraction %.2f",
+                            g->backends[i].name ? g->backends[i].name : "a backend",
+                            l->kind ? l->kind : "kind not reported", l->rated.value, what, min);
+        dg_ev_metric(d, f, "gate", "GB/s", l->rated, "backends[%d].link.rated", i);
+        for (int k = 0; k < 2; k++) {
+            dg_ev_metric(d, f, "gate", "GB/s", l->gbps[ways[k]], "backends[%d].link.%s", i,
+                         dg_link_way_names[ways[k]]);
+            dg_ev_metric(d, f, "gate", "fraction", l->fraction[ways[k]],
+                         "backends[%d].link.fraction_of_rated.%s", i, dg_link_way_names[ways[k]]);
+        }
+        dg_ev_num(d, f, "thresholds", "link_min_fraction", min, "fraction");
+        if (l->current && l->kind && strcmp(l->current, l->kind) != 0)
+            dg_rule_text(d, f, "hypothesis",
+                         "the link runs as %s, below the %s it can do: trained down, a slot of "
+                         "fewer lanes, or power saving that did not lift under load",
+                         l->current, l->kind);
+    }
 }

@@ -248,7 +248,20 @@ void dg_judge_slowing_down(dg_diag *d, const dg_rule *r)
         !(s->epochs_recorded.value * s->steps_per_epoch.value >= SLOWDOWN_MIN_STEPS))
         return;
     cJSON *f;
-    if (lo <= th) {
+    /* Other work that took the cores during the soak slows its steps too:
+     * named, and never laid on the program. */
+    char busy[300];
+    bool contended = dg_window_contended(d, &s->window, busy, sizeof busy);
+    if (contended && lo > th) {
+        f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
+                            "steps %.0f%% slower in the last third of the soak than in the first "
+                            "(ratio %.2f), while %s: the slowdown may be theirs",
+                            100 * ((s->thirds_point.valid ? s->thirds_point.value : lo) - 1),
+                            s->thirds_point.valid ? s->thirds_point.value : lo, busy);
+        dg_rule_text(d, f, "action",
+                     "soak again on a quiet machine before reading a slowdown of the program");
+        dg_ev_window(d, f, &s->window);
+    } else if (lo <= th) {
         f = dg_rule_finding(
             d, r, DG_SEV_INFO, -1,
             "step-time trend inconclusive: the last third of the soak is %.2f-%.2fx "

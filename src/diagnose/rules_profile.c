@@ -147,9 +147,21 @@ void dg_judge_data_starved(dg_diag *d, const dg_rule *r)
         step = (dg_rec_metric){qw->ms.value / qw->share.value, "ms", true, false};
     if (qw->ms.valid && step.valid)
         snprintf(detail, sizeof detail, " (%.1f ms of a %.1f ms step)", qw->ms.value, step.value);
-    cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
-                               "the step waits for its next batch %.0f%% of the time%s",
-                               100 * qw->share.value, detail);
+    /* The loader's workers compete with other processes for the cores: a
+     * wait measured while they took CPUs is named with them, at info. */
+    const dg_view_window *w = dg_program_window(d);
+    char busy[300];
+    bool contended = dg_window_contended(d, w, busy, sizeof busy);
+    cJSON *f = dg_rule_finding(d, r, contended ? DG_SEV_INFO : DG_SEV_WARN, -1,
+                               "the step waits for its next batch %.0f%% of the time%s%s%s",
+                               100 * qw->share.value, detail, contended ? ", measured while " : "",
+                               contended ? busy : "");
+    if (contended) {
+        dg_rule_text(d, f, "hypothesis",
+                     "the loader's workers shared the cores with the other work: the wait may "
+                     "be theirs, not the data path's");
+        dg_ev_window(d, f, w);
+    }
     const dg_view_loader *l = &d->v->loader;
     char knobs[400];
     if (l->present && loader_advice(d, knobs, sizeof knobs))

@@ -296,7 +296,24 @@ void dg_judge_cpu_use(dg_diag *d, const dg_rule *r)
     if (isfinite(cores))
         snprintf(of, sizeof of, " of %.3g %s", cores, cores == 1 ? "core" : "cores");
     cJSON *f;
-    if (med < d->th[TH_CPU_BUSY_MIN_PCT]) {
+    /* Contention is never the program's fault: with other processes taking
+     * the cores, a low share is theirs to explain, not the program's wait. */
+    const dg_view_window *w = &s->window;
+    char busy[300];
+    bool contended = dg_window_contended(d, w, busy, sizeof busy);
+    if (med < d->th[TH_CPU_BUSY_MIN_PCT] && contended) {
+        f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
+                            "the program used %.0f%% of one core (median)%s while %s: its CPU "
+                            "use was contended, not its own choice",
+                            med, of, busy);
+        dg_rule_text(d, f, "hypothesis",
+                     "the cores went to other work during the run (see contended), so a low "
+                     "share says nothing about the program waiting");
+        dg_rule_text(d, f, "action",
+                     "read the program's CPU use from a run on a quiet machine (or with the "
+                     "other work stopped)");
+        dg_ev_window(d, f, w);
+    } else if (med < d->th[TH_CPU_BUSY_MIN_PCT]) {
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                             "the program used %.0f%% of one core (median)%s: it mostly waits", med,
                             of);

@@ -99,9 +99,18 @@ void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r)
         if (c->loss_tolerance.valid && c->param_tolerance.valid)
             snprintf(tol, sizeof tol, " (tolerance loss %.0e, params %.0e)",
                      c->loss_tolerance.value, c->param_tolerance.value);
-        cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, i, "%s drifts from %s at batch %d: %s%s",
+        /* Which ops the drift comes from, when the gate checked each (level 2). */
+        char ops[400], why[480] = "";
+        int over = dg_ops_over_tolerance(d, dg_run_device(d, run), ops, sizeof ops);
+        if (over > 0)
+            snprintf(why, sizeof why, "; ops over their tolerance: %s", ops);
+        else if (over == 0)
+            snprintf(why, sizeof why,
+                     "; every op within its tolerance at gate level 2 (the "
+                     "drift is reduction order, not a wrong kernel)");
+        cJSON *f = dg_rule_finding(d, r, DG_SEV_FAIL, i, "%s drifts from %s at batch %d: %s%s%s",
                                    dg_run_device(d, run), against, dg_rec_int(run->batch),
-                                   figs[0] ? figs : "figures not listed", tol);
+                                   figs[0] ? figs : "figures not listed", tol, why);
         for (int k = 0; k < run->nfigures; k++)
             dg_ev_metric(d, f, "compare", "relative", run->figures[k].value, "runs[%d].%s", i,
                          run->figures[k].name);

@@ -167,6 +167,11 @@ void dg_judge_contended(dg_diag *d, const dg_rule *r)
         snprintf(label, sizeof label, "gate %s", b->name ? b->name : "?");
         judge_window(d, &c, &b->matmul.window, label);
     }
+    /* A run record's window: the program's whole run (its soak carries the
+     * same one). accept's soak is the program's too, but a long window on a
+     * shared machine would make every accept inconclusive: the rules that
+     * read the soak name its contention themselves (slowing-down). */
+    judge_window(d, &c, &d->v->supervise.window, "the run");
     const dg_view_compare *cmp = &d->v->compare;
     for (int i = 0; i < cmp->nruns; i++) {
         const dg_view_run *run = &cmp->runs[i];

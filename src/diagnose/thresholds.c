@@ -71,6 +71,9 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
                                  "how much higher a bound's percentile beside training (its "
                                  "interval apart from the one alone), or how much slower the "
                                  "training's steps, counts as interference"},
+    [TH_LINK_MIN_FRACTION] = {"link_min_fraction", 0.5, "fraction", 0, 1, false, "link-slow",
+                              "a host-device copy (page-locked) under this share of the link's "
+                              "rated bandwidth is slow"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

@@ -31,6 +31,7 @@ typedef enum dg_threshold_id {
     TH_EQUIVALENCE_PCT,
     TH_SLO_QUEUE_RATIO,
     TH_SLO_INTERFERENCE_PCT,
+    TH_LINK_MIN_FRACTION,
     TH_COUNT
 } dg_threshold_id;
 

@@ -46,6 +46,24 @@ dg_nvml_open_result dg_nvml_open(dg_nvml *nv, char *err, size_t errlen)
         api.graphics = (dg_nvml_procs_fn)dlsym(lib, "nvmlDeviceGetGraphicsRunningProcesses_v2");
     api.driver = (dg_nvml_ret(*)(char *, unsigned int))dlsym(lib, "nvmlSystemGetDriverVersion");
     api.errstr = (const char *(*)(dg_nvml_ret))dlsym(lib, "nvmlErrorString");
+    api.by_pci = (dg_nvml_ret(*)(const char *, dg_nvml_device *))dlsym(
+        lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    typedef dg_nvml_ret (*uint_fn)(dg_nvml_device, unsigned int *);
+    typedef dg_nvml_ret (*clock_fn)(dg_nvml_device, int, unsigned int *);
+    typedef dg_nvml_ret (*ull_fn)(dg_nvml_device, unsigned long long *);
+    api.pcie_max_gen = (uint_fn)dlsym(lib, "nvmlDeviceGetMaxPcieLinkGeneration");
+    api.pcie_max_width = (uint_fn)dlsym(lib, "nvmlDeviceGetMaxPcieLinkWidth");
+    api.pcie_gen = (uint_fn)dlsym(lib, "nvmlDeviceGetCurrPcieLinkGeneration");
+    api.pcie_width = (uint_fn)dlsym(lib, "nvmlDeviceGetCurrPcieLinkWidth");
+    api.clock = (clock_fn)dlsym(lib, "nvmlDeviceGetClockInfo");
+    api.max_clock = (clock_fn)dlsym(lib, "nvmlDeviceGetMaxClockInfo");
+    api.temperature = (clock_fn)dlsym(lib, "nvmlDeviceGetTemperature");
+    api.power = (uint_fn)dlsym(lib, "nvmlDeviceGetPowerUsage");
+    api.power_limit = (uint_fn)dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit");
+    api.energy = (ull_fn)dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
+    api.throttle = (ull_fn)dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (!api.throttle)
+        api.throttle = (ull_fn)dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
     if (!api.init || !api.count || !api.handle) {
         if (err && errlen)
             snprintf(err, errlen, "libnvidia-ml lacks nvmlInit_v2 or device enumeration");
@@ -115,4 +133,16 @@ dg_nvml_ret dg_nvml_processes(dg_nvml_procs_fn fn, dg_nvml_device dev, dg_nvml_p
     *out = v;
     *count = n < cap ? n : cap;
     return DG_NVML_OK;
+}
+
+dg_nvml_ret dg_nvml_find(const dg_nvml *nv, const char *pci_bus_id, dg_nvml_device *dev)
+{
+    if (pci_bus_id && pci_bus_id[0])
+        return nv->by_pci ? nv->by_pci(pci_bus_id, dev) : -1;
+    /* Without a bus id only a lone device is known to be the one meant. */
+    unsigned n = 0;
+    dg_nvml_ret r = nv->count(&n);
+    if (r != DG_NVML_OK)
+        return r;
+    return n == 1 ? nv->handle(0, dev) : -1;
 }

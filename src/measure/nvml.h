@@ -41,7 +41,33 @@ typedef struct dg_nvml {
     dg_nvml_procs_fn compute, graphics;
     dg_nvml_ret (*driver)(char *, unsigned int);
     const char *(*errstr)(dg_nvml_ret);
+    /* The device's link and health (the gate's levels 2 and 3). */
+    dg_nvml_ret (*by_pci)(const char *, dg_nvml_device *);
+    dg_nvml_ret (*pcie_max_gen)(dg_nvml_device, unsigned int *);
+    dg_nvml_ret (*pcie_max_width)(dg_nvml_device, unsigned int *);
+    dg_nvml_ret (*pcie_gen)(dg_nvml_device, unsigned int *);
+    dg_nvml_ret (*pcie_width)(dg_nvml_device, unsigned int *);
+    dg_nvml_ret (*clock)(dg_nvml_device, int, unsigned int *);       /* MHz; DG_NVML_CLOCK_* */
+    dg_nvml_ret (*max_clock)(dg_nvml_device, int, unsigned int *);   /* MHz */
+    dg_nvml_ret (*temperature)(dg_nvml_device, int, unsigned int *); /* C; sensor 0: the GPU */
+    dg_nvml_ret (*power)(dg_nvml_device, unsigned int *);            /* mW */
+    dg_nvml_ret (*power_limit)(dg_nvml_device, unsigned int *);      /* mW, enforced */
+    dg_nvml_ret (*energy)(dg_nvml_device, unsigned long long *);   /* mJ since the driver loaded */
+    dg_nvml_ret (*throttle)(dg_nvml_device, unsigned long long *); /* DG_NVML_THROTTLE_* bits */
 } dg_nvml;
+
+#define DG_NVML_CLOCK_SM 1
+#define DG_NVML_CLOCK_MEM 2
+/* Clock event (throttle) reasons, nvmlClocksEventReason*. */
+#define DG_NVML_THROTTLE_IDLE 0x1ULL
+#define DG_NVML_THROTTLE_APP_CLOCKS 0x2ULL
+#define DG_NVML_THROTTLE_SW_POWER_CAP 0x4ULL
+#define DG_NVML_THROTTLE_HW_SLOWDOWN 0x8ULL
+#define DG_NVML_THROTTLE_SYNC_BOOST 0x10ULL
+#define DG_NVML_THROTTLE_SW_THERMAL 0x20ULL
+#define DG_NVML_THROTTLE_HW_THERMAL 0x40ULL
+#define DG_NVML_THROTTLE_HW_POWER_BRAKE 0x80ULL
+#define DG_NVML_THROTTLE_DISPLAY_CLOCKS 0x100ULL
 
 typedef enum dg_nvml_open_result {
     DG_NVML_LOADED = 0,  /* loaded and nvmlInit_v2 succeeded: close with dg_nvml_close */
@@ -64,4 +90,8 @@ const char *dg_nvml_error(const dg_nvml *nv, dg_nvml_ret r, char *buf, size_t n)
  * of host memory, fn NULL gives 0 processes. */
 dg_nvml_ret dg_nvml_processes(dg_nvml_procs_fn fn, dg_nvml_device dev, dg_nvml_proc **out,
                               unsigned int *count);
+/* The NVML device at PCI address pci_bus_id ("0000:1b:00.0"); with none
+ * given, device 0 when it is the only one. DG_NVML_OK or NVML's error (-1:
+ * not found that way). */
+dg_nvml_ret dg_nvml_find(const dg_nvml *nv, const char *pci_bus_id, dg_nvml_device *dev);
 #endif

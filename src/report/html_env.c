@@ -282,6 +282,89 @@ static void gate_row(dg_capbuf *b, const dg_view_backend *be)
     }
 }
 
+/* Gate level 2: a backend's per-op table (op, backend, precision, shape,
+ * output, NMSE, tolerance, verdict), open when a row failed. */
+static void ops_table(dg_capbuf *b, const dg_view_backend *be)
+{
+    const dg_view_ops *o = &be->ops;
+    if (!o->present)
+        return;
+    char c[32], f[32];
+    dg_rp_fmt_view_metric(c, sizeof c, o->checked);
+    dg_rp_fmt_view_metric(f, sizeof f, o->failed);
+    bool bad = o->failed.valid && o->failed.value > 0;
+    dg_rp_printf(b, "<details%s><summary>", bad ? " open" : "");
+    dg_rp_h_esc(b, be->name, "a backend");
+    dg_rp_printf(b, ": every op against float64, %s outputs checked, %s over tolerance", c, f);
+    if (o->has_worst) {
+        dg_rp_put(b, "; worst ");
+        dg_rp_h_esc(b, o->worst.op, "?");
+        dg_rp_put(b, " ");
+        dg_rp_h_esc(b, o->worst.output, "?");
+        dg_rp_put(b, " NMSE ");
+        dg_rp_h_view_metric(b, o->worst.nmse);
+        dg_rp_put(b, " (tolerance ");
+        dg_rp_h_view_metric(b, o->worst.tolerance);
+        dg_rp_put(b, ")");
+    }
+    dg_rp_put(b, "</summary>\n");
+    dg_rp_table_open(b, "<tr><th>op</th><th>backend</th><th>precision</th><th>shape</th>"
+                        "<th>output</th><th>NMSE</th><th>tolerance</th><th>verdict</th></tr>");
+    for (int i = 0; i < o->nrows; i++) {
+        const dg_view_op_row *r = &o->rows[i];
+        const char *const cells[] = {r->op, r->backend, r->precision, r->shape, r->output};
+        dg_rp_put(b, "<tr>");
+        for (int k = 0; k < 5; k++) {
+            dg_rp_put(b, k == 3 ? "<td class=\"mono\">" : "<td>");
+            dg_rp_h_esc(b, cells[k], "");
+            dg_rp_put(b, "</td>");
+        }
+        dg_rp_put(b, "<td class=\"n\">");
+        dg_rp_h_view_metric(b, r->nmse);
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_view_metric(b, r->tolerance);
+        dg_rp_put(b, "</td><td>");
+        bool fail = r->verdict && (!strcmp(r->verdict, "fail") || !strcmp(r->verdict, "error"));
+        dg_rp_put(b, fail ? "<b>" : "");
+        dg_rp_h_esc(b, r->verdict, "not reported");
+        if (r->reason) {
+            dg_rp_put(b, ": ");
+            dg_rp_h_esc(b, r->reason, "");
+        }
+        dg_rp_put(b, fail ? "</b></td></tr>\n" : "</td></tr>\n");
+    }
+    dg_rp_table_close(b);
+    dg_rp_put(b, "</details>\n");
+}
+
+/* Gate level 2: a backend's host-device copies against the link's rating. */
+static void link_line(dg_capbuf *b, const dg_view_backend *be)
+{
+    const dg_view_link *l = &be->link;
+    if (!l->present)
+        return;
+    dg_rp_put(b, "<p>");
+    dg_rp_h_esc(b, be->name, "a backend");
+    dg_rp_put(b, " link: ");
+    for (int k = 0; k < DG_LINK_WAYS; k++) {
+        dg_rp_printf(b, "%s%s ", k ? " · " : "", dg_link_way_names[k]);
+        dg_rp_h_view_metric(b, l->gbps[k]);
+    }
+    dg_rp_put(b, " · rated ");
+    dg_rp_h_view_metric(b, l->rated);
+    if (l->kind) {
+        dg_rp_put(b, " (");
+        dg_rp_h_esc(b, l->kind, "");
+        dg_rp_put(b, ")");
+    }
+    dg_rp_put(b, l->ok == 1 ? " · ok" : l->ok == 0 ? " · <b>slow or failed</b>" : " · not judged");
+    if (l->reason) {
+        dg_rp_put(b, ": ");
+        dg_rp_h_esc(b, l->reason, "");
+    }
+    dg_rp_put(b, "</p>\n");
+}
+
 void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
 {
     dg_rp_section_open(b, "gate", "Device gate log");
@@ -303,6 +386,15 @@ void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
     for (int i = 0; i < gate->nbackends; i++)
         gate_row(b, &gate->backends[i]);
     dg_rp_table_close(b);
+    for (int i = 0; i < gate->nbackends; i++) {
+        ops_table(b, &gate->backends[i]);
+        link_line(b, &gate->backends[i]);
+    }
+    if (gate->reference_ok != -1)
+        dg_rp_printf(b,
+                     "<p class=\"note\">the float64 reference's gradients %s its own finite "
+                     "differences (docs/rules.md, op tolerances)</p>\n",
+                     gate->reference_ok == 1 ? "agree with" : "<b>disagree with</b>");
     sec_close(b);
 }
 

@@ -39,6 +39,7 @@ typedef struct acc {
     dg_train_opts base;   /* the spec every training step starts from */
     dg_fixture_sweep *fs; /* the sweep's prepared trials */
     const char *device;   /* as the gate chose it */
+    int level;            /* the gate's */
 } acc;
 
 /* Keeps a library step's record as the step's section. */
@@ -102,7 +103,8 @@ static dg_status fx_gate(void *ctx, dg_step_out *out, const char **device)
         snprintf(list, sizeof list, "cpu,%s", want);
     dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL,
                        .seed = a->base.seed,
-                       .math = a->base.math};
+                       .math = a->base.math,
+                       .level = a->level};
     char *json = NULL;
     dg_gate_verdict verdict = DG_GATE_PASS;
     dg_status st = dg_gate_run(a->ctx, &go, &json, &verdict);
@@ -338,7 +340,12 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
     /* Inputs judged before anything is measured. */
     if (dg_train_opts_inputs_check(ctx, &opts->train, "cifar") != DG_OK)
         return DG_ERR_USAGE;
-    acc a = {.ctx = ctx, .o = opts, .tier = &tiers[opts->quick ? 0 : 1], .base = opts->train};
+    bool quick = opts->quick;
+    int level = opts->level;
+    if (dg_level_resolve(ctx, &quick, &level) != DG_OK)
+        return DG_ERR_USAGE;
+    acc a = {.ctx = ctx, .o = opts, .tier = &tiers[quick ? 0 : 1], .base = opts->train};
+    a.level = level;
     if (!a.base.model)
         a.base.model = "cifar";
     a.base.batch = 0;
@@ -349,7 +356,9 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
                          .progress = opts->progress,
                          .progress_user = opts->progress_user,
                          .batch = opts->train.batch,
-                         .quick = opts->quick,
+                         .quick = quick,
+                         .level = level,
+                         .budget_s = dg_level_get(level)->accept_budget_s,
                          .sweep_to = opts->sweep_to,
                          .backend_asked = opts->train.backend};
     dg_status st = dg_method_run(ctx, &fixture_runner, &a, &mo, json);

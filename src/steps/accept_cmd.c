@@ -27,6 +27,7 @@
 #include "core/record.h"
 #include "measure/measure.h"
 #include "steps/runner.h"
+#include "steps/steps.h"
 #include "supervise/supervise.h"
 
 #include <errno.h>
@@ -71,8 +72,9 @@ typedef struct acmd {
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
     dg_progress_sink *progress;
-    double start_s;     /* a child's start-up, as the gate's child took it (s); NAN unknown */
-    double epoch_steps; /* the training loader's batches per epoch (a trial's); NAN unknown */
+    double start_s;       /* a child's start-up, as the gate's child took it (s); NAN unknown */
+    double epoch_steps;   /* the training loader's batches per epoch (a trial's); NAN unknown */
+    dg_device_args dargs; /* --device-arg: words each device's runs get */
 } acmd;
 
 /* Takes what the method settled before a step. */
@@ -198,12 +200,19 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
                       const char *profile, const char *profile_out, bool empty_cache, size_t limit,
                       char *why, size_t len)
 {
-    char **argv = dg_accept_cmd_argv(a->o->argv, batch, device, epochs);
+    char **argv = dg_accept_cmd_argv(a->o->argv, batch, device, epochs,
+                                     dg_device_args_for(&a->dargs, device));
     if (!argv) {
         snprintf(why, len, "out of host memory");
         return NULL;
     }
     child_env env = {.n = 0};
+    /* A command that does not name its device runs as given; on the cpu
+     * with every accelerator hidden from it (the program falls back to the
+     * cpu as it would on a machine without one). */
+    if (!a->has_device && strcmp(device, "cpu") == 0)
+        for (size_t i = 0; dg_accept_cmd_cpu_env[i]; i++)
+            env_add(&env, "%s", dg_accept_cmd_cpu_env[i]);
     if (steps > 0)
         env_add(&env, "DEVGATE_PROBE_MAX_STEPS=%d", steps);
     if (profile && profile_out) {
@@ -422,14 +431,29 @@ static void cmd_sweep_done(void *ctx)
 
 /* ---- compare: the cpu baseline ---------------------------------------------------------- */
 
+/* How the cpu side of the comparison runs (recorded as spec.cpu_side):
+ * {device}=cpu, else the same command with the accelerators hidden (and the
+ * cpu's --device-arg words), else only through --device-arg's cpu words (mps
+ * cannot be hidden by the environment); NULL when there is no way. */
+static const char *cpu_side(const acmd *a)
+{
+    if (a->has_device)
+        return "{device}=cpu";
+    if (strcmp(a->device ? a->device : "cpu", "mps") != 0)
+        return "accelerators hidden";
+    const char *const *w = dg_device_args_for(&a->dargs, "cpu");
+    return w && w[0] ? "--device-arg cpu" : NULL;
+}
+
 static dg_status cmd_compare_plan(void *ctx, const dg_method_state *st, dg_compare_plan *plan,
                                   dg_step_out *out)
 {
     acmd *a = at(ctx, st, "compare");
-    if (strcmp(a->device, "cpu") == 0 || !a->has_device) {
+    if (strcmp(a->device, "cpu") == 0 || !cpu_side(a)) {
         out->skipped = true;
         snprintf(out->summary, sizeof out->summary, "%s",
-                 !a->has_device ? "the command has no {device}: the cpu baseline cannot be run"
+                 !cpu_side(a)   ? "the command has no {device} and mps cannot be hidden from a "
+                                  "program: give {device} or --device-arg cpu=ARGS"
                  : a->o->device ? "the device asked for is the cpu baseline itself"
                                 : "no device passed the gate: cpu is the only path");
         return DG_OK;
@@ -580,6 +604,23 @@ static void cmd_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddBoolToObject(ph, "batch", a->has_batch);
     cJSON_AddBoolToObject(ph, "device", a->has_device);
     cJSON_AddBoolToObject(ph, "epochs", a->has_epochs);
+    /* How each side of the comparison was obtained (docs/schema/report.md). */
+    cJSON *da = cJSON_AddObjectToObject(spec, "device_args");
+    static const char *const devs[] = {"cpu", "cuda", "mps"};
+    for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
+        const char *const *w = dg_device_args_for(&a->dargs, devs[i]);
+        if (!w)
+            continue;
+        cJSON *arr = cJSON_AddArrayToObject(da, devs[i]);
+        for (size_t k = 0; w[k]; k++)
+            cJSON_AddItemToArray(arr, dg_json_string(w[k]));
+    }
+    const char *how = cpu_side(a);
+    cJSON *cs = cJSON_AddObjectToObject(spec, "cpu_side");
+    dg_json_add_str(cs, "how", how);
+    cJSON *env = cJSON_AddArrayToObject(cs, "env");
+    for (size_t i = 0; !a->has_device && how && dg_accept_cmd_cpu_env[i]; i++)
+        cJSON_AddItemToArray(env, cJSON_CreateString(dg_accept_cmd_cpu_env[i]));
 }
 
 /* The tier's plan of step in seconds (the progress reports' ETA): its child
@@ -599,7 +640,7 @@ static double cmd_plan_s(void *ctx, const dg_method_state *s, int step)
         return up + epochs * a->epoch_steps * st;
     }
     case 4: /* cpu and device pairs, the cpu's steps taken as three times the device's */
-        return strcmp(s->device ? s->device : "cpu", "cpu") == 0 || !a->has_device
+        return strcmp(s->device ? s->device : "cpu", "cpu") == 0 || !cpu_side(a)
                    ? 0
                    : t->compare_reps * (2 * up + 4.0 * t->compare_steps * st);
     default: return up + fmin((t->profile_warmup + t->profile_window) * st, t->profile_wall_s);
@@ -636,23 +677,34 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         (opts->sweep_to > 0 && opts->sweep_from > opts->sweep_to))
         return dg_fail(ctx, DG_ERR_USAGE,
                        "accept: batch, epochs and the sweep's range must be positive (from <= to)");
+    bool quick = opts->quick;
+    int level = opts->level;
+    if (dg_level_resolve(ctx, &quick, &level) != DG_OK)
+        return DG_ERR_USAGE;
     acmd a = {.ctx = ctx,
               .o = opts,
-              .tier = &cmd_tiers[opts->quick ? 0 : 1],
+              .tier = &cmd_tiers[quick ? 0 : 1],
               .device = "cpu",
               .start_s = NAN,
               .epoch_steps = NAN};
     a.has_batch = mentions(opts->argv, "{batch}");
     a.has_device = mentions(opts->argv, "{device}");
     a.has_epochs = mentions(opts->argv, "{epochs}");
+    char why[256];
+    if (dg_accept_cmd_device_args(opts->device_args, &a.dargs, why, sizeof why) != DG_OK)
+        return dg_fail(ctx, DG_ERR_USAGE, "accept: --device-arg: %s", why);
     dg_method_opts mo = {.label = opts->label,
                          .cancel = opts->cancel,
                          .progress = opts->progress,
                          .progress_user = opts->progress_user,
                          .batch = opts->batch,
-                         .quick = opts->quick,
+                         .quick = quick,
+                         .level = level,
+                         .budget_s = NAN, /* the program's own steps set the time */
                          .sweep_to = opts->sweep_to,
                          .backend_asked = opts->device,
                          .backend_none = "cpu"};
-    return dg_method_run(ctx, &command_runner, &a, &mo, json);
+    dg_status st = dg_method_run(ctx, &command_runner, &a, &mo, json);
+    dg_device_args_free(&a.dargs);
+    return st;
 }

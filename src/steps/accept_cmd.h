@@ -9,12 +9,38 @@
 /* Swap growth (MiB) over a trial past which it does not count as good. */
 #define DG_ACCEPT_CMD_SWAP_LIMIT_MIB 256.0
 
-/* argv with every {batch}, {device} and {epochs} in each word replaced by the
- * values (device NULL: "cpu"); NULL-terminated, free with
- * dg_accept_cmd_argv_free. NULL when out of memory. */
-char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs);
+/* argv with every {batch}, {device} and {epochs} in each word replaced by
+ * the values (device NULL: "cpu"), then the words of extra (NULL-terminated,
+ * may be NULL: the device's --device-arg words) appended; NULL-terminated,
+ * free with dg_accept_cmd_argv_free. NULL when out of memory. */
+char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs,
+                          const char *const *extra);
 /* Frees what dg_accept_cmd_argv returned; accepts NULL. */
 void dg_accept_cmd_argv_free(char **argv);
+
+/* The devices --device-arg maps (the gate's names). */
+#define DG_DEVICE_ARG_DEVICES 3 /* cpu, cuda, mps */
+#define DG_DEVICE_ARG_WORDS 16  /* words per device */
+/* accept -- CMD --device-arg "cpu=WORDS,cuda=WORDS": the words each device's
+ * runs of the command get at its end (WORDS split on spaces; empty: none). */
+typedef struct dg_device_args {
+    char *text; /* dg_malloc'd copy the words point into */
+    const char *words[DG_DEVICE_ARG_DEVICES][DG_DEVICE_ARG_WORDS + 1]; /* NULL-terminated */
+    bool given[DG_DEVICE_ARG_DEVICES];
+} dg_device_args;
+/* Parses spec (NULL or "": none) into *out. DG_ERR_USAGE with why (len
+ * bytes) for a device other than cpu, cuda, mps, one named twice, an item
+ * without '=', more than DG_DEVICE_ARG_WORDS words; DG_ERR_NOMEM. */
+dg_status dg_accept_cmd_device_args(const char *spec, dg_device_args *out, char *why, size_t len);
+/* The words for device (NULL-terminated), NULL when --device-arg names it not. */
+const char *const *dg_device_args_for(const dg_device_args *a, const char *device);
+/* Frees what the parse kept; accepts NULL and a zeroed struct. */
+void dg_device_args_free(dg_device_args *a);
+
+/* The environment of a cpu run of a command without {device} (NULL-terminated
+ * "NAME=VALUE"): every accelerator hidden, CUDA_VISIBLE_DEVICES= and its
+ * equivalents for ROCm/HIP, AMD's and PoCL's OpenCL. */
+extern const char *const dg_accept_cmd_cpu_env[];
 
 /* An OOM-kill count as the kernel keeps it: readable (false: no source),
  * its source ("cgroup memory.events", "cgroup memory.oom_control" of

@@ -48,14 +48,26 @@ static char *substitute(const char *word, const char *batch, const char *device,
     return out;
 }
 
-char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs)
+char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device, int epochs,
+                          const char *const *extra)
 {
-    size_t n = 0;
+    size_t n = 0, x = 0;
     while (argv && argv[n])
         n++;
-    char **out = dg_calloc(n + 1, sizeof *out);
+    while (extra && extra[x])
+        x++;
+    char **out = dg_calloc(n + x + 1, sizeof *out);
     if (!out)
         return NULL;
+    for (size_t i = 0; i < x; i++) {
+        out[n + i] = dg_strdup(extra[i]);
+        if (!out[n + i]) {
+            for (size_t k = 0; k < i; k++)
+                dg_free(out[n + k]);
+            dg_free(out);
+            return NULL;
+        }
+    }
     char b[24], e[24];
     snprintf(b, sizeof b, "%d", batch);
     snprintf(e, sizeof e, "%d", epochs);
@@ -74,6 +86,82 @@ void dg_accept_cmd_argv_free(char **argv)
     for (size_t i = 0; argv && argv[i]; i++)
         dg_free(argv[i]);
     dg_free(argv);
+}
+
+/* The accelerators a cpu run hides: CUDA (its runtime, and NVIDIA's OpenCL,
+ * which follows CUDA_VISIBLE_DEVICES), ROCm (HIP and the ROCr runtime), AMD's
+ * OpenCL (GPU_DEVICE_ORDINAL), and PoCL kept to its cpu device. Apple's MPS
+ * has no such variable. */
+const char *const dg_accept_cmd_cpu_env[] = {
+    "CUDA_VISIBLE_DEVICES=", "HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES=",
+    "GPU_DEVICE_ORDINAL=",   "POCL_DEVICES=cpu",     NULL,
+};
+
+static const char *const arg_devices[DG_DEVICE_ARG_DEVICES] = {"cpu", "cuda", "mps"};
+
+static int arg_device(const char *name, size_t n)
+{
+    for (int i = 0; i < DG_DEVICE_ARG_DEVICES; i++)
+        if (strlen(arg_devices[i]) == n && strncmp(name, arg_devices[i], n) == 0)
+            return i;
+    return -1;
+}
+
+/* One DEVICE=WORDS item into out (its words point into item). */
+static dg_status device_item(char *item, dg_device_args *out, char *why, size_t len)
+{
+    char *eq = strchr(item, '=');
+    if (!eq)
+        return dg_fail_buf(why, len, DG_ERR_USAGE, "'%s' is not DEVICE=ARGS", item);
+    int d = arg_device(item, (size_t)(eq - item));
+    if (d < 0)
+        return dg_fail_buf(why, len, DG_ERR_USAGE,
+                           "'%.*s' is not a device the gate names (cpu, cuda, mps)",
+                           (int)(eq - item), item);
+    if (out->given[d])
+        return dg_fail_buf(why, len, DG_ERR_USAGE, "%s is given twice", arg_devices[d]);
+    int n = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(eq + 1, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (n == DG_DEVICE_ARG_WORDS)
+            return dg_fail_buf(why, len, DG_ERR_USAGE, "%s has over %d words", arg_devices[d],
+                               DG_DEVICE_ARG_WORDS);
+        out->words[d][n++] = w;
+    }
+    out->given[d] = true;
+    return DG_OK;
+}
+
+dg_status dg_accept_cmd_device_args(const char *spec, dg_device_args *out, char *why, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    if (!spec || !spec[0])
+        return DG_OK;
+    if (!(out->text = dg_strdup(spec)))
+        return dg_fail_buf(why, len, DG_ERR_NOMEM, "out of host memory");
+    char *save = NULL;
+    for (char *item = strtok_r(out->text, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        dg_status st = device_item(item, out, why, len);
+        if (st != DG_OK) {
+            dg_device_args_free(out);
+            return st;
+        }
+    }
+    return DG_OK;
+}
+
+const char *const *dg_device_args_for(const dg_device_args *a, const char *device)
+{
+    int d = device ? arg_device(device, strlen(device)) : -1;
+    return a && d >= 0 && a->given[d] ? a->words[d] : NULL;
+}
+
+void dg_device_args_free(dg_device_args *a)
+{
+    if (!a)
+        return;
+    dg_free(a->text);
+    memset(a, 0, sizeof *a);
 }
 
 /* The "oom_kill N" line of a memory.events (cgroup v2), memory.oom_control

@@ -14,6 +14,8 @@
 #include "env/env.h"
 #include "env/peak.h"
 #include "measure/measure.h"
+#include "steps/gate_health.h"
+#include "steps/gate_ops.h"
 
 #include <float.h>
 #include <math.h>
@@ -422,8 +424,17 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                 dg_window *w = dg_window_begin();
                 /* A backend without math modes (the cpu, the fp32 baseline)
                  * is checked in fp32 whatever the run's math. */
-                run_matmul(e.iface, bctx, &p, check->warm_reps,
-                           e.iface->set_math ? check->math : DG_MATH_FP32, mm);
+                dg_math m = e.iface->set_math ? check->math : DG_MATH_FP32;
+                run_matmul(e.iface, bctx, &p, check->warm_reps, m, mm);
+                /* Back to exact fp32: the level 2 op checks hold fp32 tolerances. */
+                if (m != DG_MATH_FP32 && e.iface->set_math(bctx, DG_MATH_FP32) != DG_OK) {
+                    cJSON_ReplaceItemInObject(mm, "ok", cJSON_CreateFalse());
+                    cJSON_DeleteItemFromObject(mm, "reason");
+                    char why[400];
+                    snprintf(why, sizeof why, "set_math(fp32) after the %s product failed: %s",
+                             dg_math_name(m), e.iface->last_error(bctx));
+                    cJSON_AddStringToObject(mm, "reason", why);
+                }
                 int side = cpu && cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))
                                ? rate_side(dg_cpu_peak_get()->gflops, p.m, p.n, p.k)
                                : 0;
@@ -443,9 +454,111 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
             cJSON_AddStringToObject(mm, "reason", "backend not available");
         }
     }
+    if (check && check->ops && available) {
+        bool failed = false;
+        cJSON *ops = dg_op_suite_run(check->ops, name, e.iface, bctx, &failed);
+        if (ops)
+            cJSON_AddItemToObject(o, "ops", ops);
+    }
+    /* Level 2: the host-device link of every device backend (the cpu has none). */
+    dg_device_info info;
+    bool have_info = available && e.iface->device_info(bctx, 0, &info) == DG_OK;
+    if (check && check->level >= 2 && have_info && !e.iface->caps.host) {
+        bool bad = false;
+        dg_mlock lk;
+        dg_measure_lock(&lk, 600, NULL);
+        dg_link_rating rating;
+        dg_link_rating_nvml(&info, &rating);
+        cJSON *link = dg_gate_link(e.iface, bctx, &rating, &bad);
+        dg_measure_unlock(&lk);
+        if (link) {
+            cJSON_AddItemToObject(link, "lock", dg_measure_lock_json(&lk));
+            cJSON_AddItemToObject(o, "link", link);
+        }
+    }
     if (bctx)
         e.iface->free(bctx);
     return o;
+}
+
+/* ---- levels ------------------------------------------------------------------ */
+
+/* Each level a superset of the one below; the budgets are what the level
+ * keeps on a loaded 2-core machine without a GPU (gate: every backend;
+ * accept: the fixture's whole method, the gate included). */
+static const dg_level_info level_rows[] = {
+    {.level = 1,
+     .gate_budget_s = 15,
+     .accept_budget_s = 180,
+     .what = "built, available, one checked matrix product per backend"},
+    {.level = 2,
+     .gate_budget_s = 60,
+     .accept_budget_s = 720,
+     .what = "level 1, every training op forward and backward against float64 (NMSE per op), "
+             "host-device bandwidth both ways"},
+    {.level = 3,
+     .gate_budget_s = 300,
+     .accept_budget_s = 960,
+     .what = "level 2, sustained load with clocks, temperature, power and throttle reasons "
+             "sampled, the rate's drift, device memory bandwidth"},
+    {.level = 4,
+     .gate_budget_s = 1800,
+     .accept_budget_s = 3600,
+     .what = "level 3 for longer, plus the full soak"},
+};
+
+const dg_level_info *dg_level_get(int level)
+{
+    return level >= DG_LEVEL_MIN && level <= DG_LEVEL_MAX ? &level_rows[level - DG_LEVEL_MIN]
+                                                          : NULL;
+}
+
+/* Seconds waited for the measurement lock: every "lock" object's wait in o. */
+static double lock_waited(const cJSON *o)
+{
+    double s = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o)
+    {
+        if (it->string && strcmp(it->string, "lock") == 0 && cJSON_IsObject(it)) {
+            double w = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(it, "waited"));
+            s += isfinite(w) && w > 0 ? w : 0;
+        } else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+            s += lock_waited(it);
+        }
+    }
+    return s;
+}
+
+cJSON *dg_level_json(int level, double budget_s, double wall_s, const cJSON *rec)
+{
+    const dg_level_info *L = dg_level_get(level);
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !L)
+        return o;
+    bool ran = isfinite(wall_s) && wall_s >= 0, has = isfinite(budget_s) && budget_s > 0;
+    double waited = rec ? lock_waited(rec) : 0;
+    cJSON_AddNumberToObject(o, "level", level);
+    cJSON_AddStringToObject(o, "what", L->what);
+    cJSON_AddItemToObject(o, "budget", dg_json_metric(has ? budget_s : 0, has, "s"));
+    cJSON_AddItemToObject(o, "wall", dg_json_metric(ran ? wall_s : 0, ran, "s"));
+    cJSON_AddItemToObject(o, "lock_waited", dg_json_metric(waited, true, "s"));
+    cJSON_AddBoolToObject(o, "overrun", ran && has && wall_s - waited > budget_s);
+    return o;
+}
+
+dg_status dg_level_resolve(dg_ctx *ctx, bool *quick, int *level)
+{
+    if (*level == 0)
+        *level = *quick ? DG_LEVEL_MIN : DG_LEVEL_MIN + 1;
+    if (!dg_level_get(*level))
+        return dg_fail(ctx, DG_ERR_USAGE, "level %d out of range (%d..%d)", *level, DG_LEVEL_MIN,
+                       DG_LEVEL_MAX);
+    if (*quick && *level != DG_LEVEL_MIN)
+        return dg_fail(ctx, DG_ERR_USAGE, "--quick is level %d; it cannot run level %d",
+                       DG_LEVEL_MIN, *level);
+    *quick = *level == DG_LEVEL_MIN;
+    return DG_OK;
 }
 
 /* Splits a comma-separated backend list, checking each name. */
@@ -486,6 +599,11 @@ static dg_status parse_backends(dg_ctx *ctx, const char *list, const char **name
 dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gate_verdict *verdict)
 {
     *json = NULL;
+    double t0 = dg_now();
+    int level = opts && opts->level ? opts->level : DG_LEVEL_MIN;
+    if (!dg_level_get(level))
+        return dg_fail(ctx, DG_ERR_USAGE, "gate level %d out of range (%d..%d)", level,
+                       DG_LEVEL_MIN, DG_LEVEL_MAX);
     dg_matmul_check chk = {
         .m = opts && opts->m ? opts->m : DEFAULT_SIZE,
         .n = opts && opts->n ? opts->n : DEFAULT_SIZE,
@@ -517,13 +635,30 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
             : "|c-ref| <= (2u + u^2 + 2*k*eps32*(1+u)^2)*sum|a||b| per element, "
               "u the input rounding (tf32 2^-11, bf16 2^-8)");
     cJSON_AddStringToObject(root, "math", dg_math_name(chk.math));
+    bool failed = false, missing = false, ran_link = false;
+    /* Level 2: the op cases once for every backend, and the reference's own check. */
+    dg_op_suite *suite = NULL;
+    if (level >= 2) {
+        bool ref_ok = false;
+        cJSON *rc = dg_op_reference_check(chk.seed, &ref_ok);
+        if (!rc || !(suite = dg_op_suite_new(ctx, chk.seed))) {
+            cJSON_Delete(rc);
+            cJSON_Delete(root);
+            return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of host memory for the op checks");
+        }
+        cJSON_AddItemToObject(root, "reference_check", rc);
+        cJSON_AddBoolToObject(root, "reference_ok", ref_ok);
+        failed |= !ref_ok;
+        chk.ops = suite;
+        chk.level = level;
+    }
     cJSON *arr = cJSON_AddArrayToObject(root, "backends");
-    bool failed = false, missing = false;
     for (size_t i = 0; i < count; i++) {
         dg_log(ctx, DG_LOG_INFO, "gate: %s", names[i]);
         cJSON *b = dg_gate_backend(ctx, names[i], NULL, &chk);
         if (!b) {
             cJSON_Delete(root);
+            dg_op_suite_free(suite);
             return dg_fail(ctx, DG_ERR_NOMEM, "gate: out of memory");
         }
         cJSON_AddItemToArray(arr, b);
@@ -531,9 +666,23 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         cJSON *ok = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "ok");
         if (avail && !cJSON_IsTrue(ok))
             failed = true;
+        if (avail && (dg_jnum(b, "ops.failed") > 0 || dg_jbool(b, "link.ok") == 0))
+            failed = true;
+        ran_link |= cJSON_GetObjectItem(b, "link") != NULL;
         if (!avail && explicit_list)
             missing = true;
     }
+    cJSON *lv = dg_level_json(level, dg_level_get(level)->gate_budget_s, dg_now() - t0, root);
+    cJSON_AddItemToObject(root, "level", lv);
+    cJSON *checks = cJSON_AddArrayToObject(lv, "checks");
+    cJSON_AddItemToArray(checks, cJSON_CreateString("product"));
+    if (suite) {
+        cJSON_AddItemToArray(checks, cJSON_CreateString("reference"));
+        cJSON_AddItemToArray(checks, cJSON_CreateString("ops"));
+    }
+    if (ran_link)
+        cJSON_AddItemToArray(checks, cJSON_CreateString("link"));
+    dg_op_suite_free(suite);
     *verdict = failed ? DG_GATE_FAIL : missing ? DG_GATE_UNAVAILABLE : DG_GATE_PASS;
     cJSON_AddStringToObject(root, "verdict", failed ? "fail" : missing ? "unavailable" : "pass");
     *json = dg_json_print(root);

@@ -12,6 +12,7 @@
 #include "steps/runner.h"
 
 #include "core/record.h"
+#include "steps/steps.h"
 
 #include <math.h>
 #include <string.h>
@@ -319,8 +320,9 @@ typedef struct method {
     void *rc;
     const dg_method_opts *o;
     cJSON *rec, *steps;
-    int index; /* of the step running now */
-    double t0; /* its start */
+    int index;    /* of the step running now */
+    double t0;    /* its start */
+    double start; /* the method's */
     dg_method_state s;
     dg_progress_sink progress;
     int sweep_trials; /* the sweep's expected trials (the ETA's, before it starts) */
@@ -610,6 +612,7 @@ static dg_status finish_record(method *m, dg_status st, char **json)
     cJSON_AddBoolToObject(spec, "backend_chosen", m->o->backend_asked == NULL);
     cJSON_AddStringToObject(spec, "baseline", "cpu");
     cJSON_AddBoolToObject(spec, "quick", m->o->quick);
+    cJSON_AddNumberToObject(spec, "level", m->o->level);
     if (m->s.batch > 0)
         cJSON_AddNumberToObject(spec, "batch", m->s.batch);
     else
@@ -621,6 +624,9 @@ static dg_status finish_record(method *m, dg_status st, char **json)
         cJSON_AddNullToObject(spec, "sweep_to");
     m->r->spec(m->rc, &m->s, spec);
     cJSON_AddItemToObject(m->rec, "steps", m->steps);
+    /* The level's budget against the method's wall (the judging after it is not counted). */
+    cJSON_AddItemToObject(m->rec, "level",
+                          dg_level_json(m->o->level, m->o->budget_s, dg_now() - m->start, m->rec));
     cJSON_AddStringToObject(m->rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");
     cJSON_AddNullToObject(m->rec, "supervise");
     if (!cJSON_GetObjectItemCaseSensitive(m->rec, "bucket"))
@@ -640,10 +646,14 @@ dg_status dg_method_run(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const dg_
     *json = NULL;
     if (!r || r->version != DG_RUNNER_VERSION)
         return dg_fail(ctx, DG_ERR_USAGE, "accept: runner interface version mismatch");
+    if (!dg_level_get(o->level))
+        return dg_fail(ctx, DG_ERR_USAGE, "accept: level %d out of range (%d..%d)", o->level,
+                       DG_LEVEL_MIN, DG_LEVEL_MAX);
     method m = {.ctx = ctx,
                 .r = r,
                 .rc = rctx,
                 .o = o,
+                .start = dg_now(),
                 .s = {.device = NULL,
                       .batch = o->batch > 0 ? o->batch : 32,
                       .batch_given = o->batch > 0,

@@ -183,6 +183,8 @@ typedef struct dg_method_opts {
     void *progress_user;
     int batch;                 /* > 0: given as an option */
     bool quick;                /* the quick tier */
+    int level;                 /* the gate's level (DG_LEVEL_MIN..DG_LEVEL_MAX) */
+    double budget_s;           /* the level's budget for this runner (NAN: none stated) */
     int sweep_to;              /* the sweep's limit asked for (0: none) */
     const char *backend_asked; /* the device named by an option (NULL: chosen by the gate) */
     const char *backend_none;  /* the spec's backend when the gate chose none */

@@ -9,11 +9,14 @@
 #include "steps/runner.h"
 
 /* The device matrix-product check of one backend. */
+struct dg_op_suite;
 typedef struct dg_matmul_check {
     int m, n, k;
     uint64_t seed;
     int warm_reps;
-    dg_math math; /* the backend's set_math mode for the product (fp32: none) */
+    dg_math math;                  /* the backend's set_math mode for the product (fp32: none) */
+    const struct dg_op_suite *ops; /* level 2: every op against float64 (NULL: not run) */
+    int level;                     /* the gate's level: 2 adds the link, 3 the sustained load */
 } dg_matmul_check;
 
 /* The gate's per-element tolerance over sum_p |a_ip| |b_pj| for a length-k
@@ -28,6 +31,16 @@ double dg_gate_tol_unit(int k, dg_math m);
  * gate a deliberately broken backend). NULL only when out of memory. */
 cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
                        const dg_matmul_check *check);
+/* The level object of a gate or accept record (docs/schema/gate.md): level,
+ * what, budget (s; NAN: none stated), wall (s; NAN: not reported),
+ * lock_waited (every "lock" object's wait in rec, may be NULL), overrun
+ * (wall less the lock's waits over the budget). NULL only when out of
+ * memory; {} for a bad level. */
+cJSON *dg_level_json(int level, double budget_s, double wall_s, const cJSON *rec);
+/* accept's level from --quick and --level (0: not given): quick is level 1,
+ * the default 2; *quick becomes level == 1. DG_ERR_USAGE for a level out of
+ * range or --quick with another level. */
+dg_status dg_level_resolve(dg_ctx *ctx, bool *quick, int *level);
 /* The loader wait of a train record's timed steps and the step it is a share
  * of, over the same steps (docs/schema/measure.md "profile"): *wait_ms the
  * mean wait a step (data.wait.per_step), *share the total wait over the

@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const char *const kind_names[DG_EV_NKINDS] = {
-    "unknown", "run_start", "gate",        "step", "epoch_end",
-    "phase",   "fallback",  "sweep_trial", "oom",  "run_end",
+    "unknown",  "run_start",   "gate", "step",    "epoch_end", "phase",
+    "fallback", "sweep_trial", "oom",  "run_end", "note",
 };
 
 const char *dg_ev_kind_name(dg_ev_kind k)
@@ -156,7 +156,8 @@ bool dg_evcollect_init(dg_evcollect *c, const dg_ev_limits *lim)
     c->gates = cJSON_CreateArray();
     c->sweep_trials = cJSON_CreateArray();
     c->ooms = cJSON_CreateArray();
-    if (!c->gates || !c->sweep_trials || !c->ooms) {
+    c->notes = cJSON_CreateArray();
+    if (!c->gates || !c->sweep_trials || !c->ooms || !c->notes) {
         dg_evcollect_free(c);
         return false;
     }
@@ -170,6 +171,7 @@ void dg_evcollect_free(dg_evcollect *c)
     cJSON_Delete(c->gates);
     cJSON_Delete(c->sweep_trials);
     cJSON_Delete(c->ooms);
+    cJSON_Delete(c->notes);
     dg_free(c->steps);
     dg_free(c->epochs);
     dg_free(c->fallbacks);
@@ -324,6 +326,34 @@ static void keep_fallback(dg_evcollect *c, const cJSON *ev)
     f->count = 1;
 }
 
+#define MAX_NOTES 16
+#define NOTE_LEN 512
+
+/* A note's message, cleaned and cut, kept once (a repeat is not kept again). */
+static void keep_note(dg_evcollect *c, const cJSON *ev)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(ev, "message");
+    if (!cJSON_IsString(m))
+        return;
+    char text[NOTE_LEN];
+    dg_text_clean(text, sizeof text, m->valuestring, strlen(m->valuestring), false);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c->notes)
+    {
+        if (strcmp(it->valuestring, text) == 0)
+            return;
+    }
+    if (cJSON_GetArraySize(c->notes) >= MAX_NOTES) {
+        c->dropped++;
+        return;
+    }
+    cJSON *s = cJSON_CreateString(text);
+    if (!s || !cJSON_AddItemToArray(c->notes, s)) {
+        cJSON_Delete(s);
+        c->nomem = true;
+    }
+}
+
 void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now)
 {
     c->lines++;
@@ -429,6 +459,7 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
         }
         break;
     }
+    case DG_EV_NOTE: keep_note(c, ev); break;
     default: break; /* phase: counted only */
     }
     cJSON_Delete(ev);

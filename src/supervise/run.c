@@ -362,6 +362,8 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
     } else {
         cJSON_AddNullToObject(s, "run_end");
     }
+    /* devgate's own messages from the probe (note events), not the program's. */
+    cJSON_AddItemToObject(s, "notes", cJSON_Duplicate(c->notes, true));
     /* Losses by (epoch, step), for compare. */
     cJSON *ls = cJSON_AddArrayToObject(s, "losses");
     size_t nl = 0;
@@ -581,6 +583,13 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
     supervise(&r, o, pid, fd, &oc);
     close(fd);
     dg_relay_close(&r.relay);
+    /* The probe's notes reach the user through devgate's log (its own
+     * stderr, above the progress line), never the program's output. */
+    const cJSON *note;
+    cJSON_ArrayForEach(note, r.col.notes)
+    {
+        dg_log(ctx, DG_LOG_WARN, "probe: %s", note->valuestring);
+    }
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "v", DG_RECORD_VERSION);

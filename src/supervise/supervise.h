@@ -26,6 +26,7 @@ typedef enum dg_ev_kind {
     DG_EV_SWEEP_TRIAL,
     DG_EV_OOM,
     DG_EV_RUN_END,
+    DG_EV_NOTE, /* devgate's own message from the probe (shown by devgate, not the program) */
     DG_EV_NKINDS
 } dg_ev_kind;
 
@@ -95,6 +96,7 @@ typedef struct dg_evcollect {
     /* kept */
     cJSON *run_start, *run_end;         /* the first of each */
     cJSON *gates, *sweep_trials, *ooms; /* arrays of the events' objects */
+    cJSON *notes;                       /* the note events' messages, distinct, cleaned */
     dg_ev_step *steps;
     size_t nsteps, steps_cap;
     uint64_t steps_summarised; /* beyond max_steps: counted into the totals only */

@@ -73,6 +73,18 @@ echo '{"model": "mlp", "colour": "red"}' >bad-spec.json
 expect_exit 2 "$DG" accept --spec bad-spec.json
 expect_grep err 'colour' "unknown spec key message"
 
+# --- levels: --quick is level 1 and refuses another; each is said and recorded ----
+expect_json packA/report.json 'd["spec"]["level"] == 1 and d["spec"]["quick"] is True and d["level"]["level"] == 1 and d["level"]["budget"]["value"] == 180 and d["gate"]["level"]["level"] == 1'
+expect_json packA/report.json 'd["level"]["wall"]["valid"] and d["level"]["overrun"] == (d["level"]["wall"]["value"] - d["level"]["lock_waited"]["value"] > 180)'
+expect_exit 2 "$DG" accept "${SMALL[@]}" --level 3 -o packL
+expect_grep err '--quick is level 1; it cannot run --level 3'
+[ ! -e packL ] && ok || bad "a level conflict still measured and wrote a pack"
+expect_exit 2 "$DG" accept --level 5 -o packL
+expect_grep err '--level wants an integer in 1..4'
+echo '{"model": "mlp", "level": 9}' >bad-level.json
+expect_exit 2 "$DG" accept --spec bad-level.json -o packL
+expect_grep err 'level wants an integer in 1..4'
+
 # --- a failed gate is a fail finding: exit 1, not accepted -----------------------
 DEVGATE_FAULT=gemm-corrupt@cpu expect_exit 1 "$DG" accept "${SMALL[@]}" --backend cpu -o packE
 expect_json packE/report.json 'any(f["id"] == "gate-failed" and f["severity"] == "fail" for f in d["findings"])'

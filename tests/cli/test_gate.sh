@@ -13,6 +13,39 @@ expect_json out 'all(k in d["backends"][0]["matmul"] for k in ("ok","m","n","k",
 expect_json out 'd["backends"][0]["matmul"]["m"]==96 and d["backends"][0]["matmul"]["k"]==33'
 expect_json out 'd["backends"][0]["devices"][0]["memory_total"]["valid"] is True'
 
+# Levels: the budget said up front, recorded with the wall time, checks named.
+expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64
+expect_grep out '^devgate gate · level 1 · budget 15 s' "the budget up front"
+expect_grep out 'level 1 took [0-9.]+ s.*within its 15 s budget' "the wall against the budget"
+expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 1 --json
+expect_grep err 'level 1, budget 15 s' "the budget on stderr beside --json"
+expect_json out 'd["level"]["level"]==1 and d["level"]["budget"]=={"value":15,"unit":"s","valid":True} and d["level"]["checks"]==["product"]'
+expect_json out 'd["level"]["wall"]["valid"] and d["level"]["overrun"]==(d["level"]["wall"]["value"]-d["level"]["lock_waited"]["value"]>15)'
+for lv in 0 5 x; do
+  expect_exit 2 "$DG" --no-ledger gate --level $lv
+  expect_grep err '--level wants an integer in 1..4'
+done
+
+# Level 2: every op of the cpu against float64, the reference's own check,
+# the worst op named; a planted wrong kernel (bias_add one ulp high) is named.
+expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 2 --json
+expect_json out 'd["level"]["checks"]==["product","reference","ops"] and d["reference_ok"] is True and all(r["ok"] for r in d["reference_check"])'
+expect_json out 'd["backends"][0]["ops"]["failed"]==0 and d["backends"][0]["ops"]["checked"]>=80 and d["backends"][0]["ops"]["checked"]==len(d["backends"][0]["ops"]["table"])'
+expect_json out 'all(r["nmse"] is not None and r["nmse"]<=r["tolerance"] and r["verdict"]=="pass" for r in d["backends"][0]["ops"]["table"])'
+expect_json out '{r["op"] for r in d["backends"][0]["ops"]["table"]}>={"gemm_nn","gemm_nt","gemm_tn","conv2d_fwd","conv2d_bwd","relu_fwd","relu_bwd","maxpool_fwd","maxpool_bwd","bias_add","bias_grad","softmax_xent","sgd"}'
+DEVGATE_FAULT=bias-ulp@cpu expect_exit 1 "$DG" --no-ledger gate --backend cpu --size 64 --level 2
+expect_grep out 'cpu +FAIL' "a failing op fails the backend"
+expect_grep out 'worst bias_add y' "the worst op named"
+expect_grep out 'FAIL bias_add y fp32 \[4,256,1\]: NMSE [0-9.e-]+, tolerance 0 \(exact\)' "the failing row"
+# The link of a device backend: four ways measured; PoCL computes in host memory (not judged).
+if command -v clinfo >/dev/null && clinfo -l 2>/dev/null | grep -q Device; then
+  expect_exit 0 "$DG" --no-ledger gate --backend opencl --size 64 --level 2 --json
+  expect_json out 'd["level"]["checks"][-1]=="link" and all(d["backends"][0]["link"][k]["valid"] and d["backends"][0]["link"][k]["value"]>0 for k in ("h2d_pageable","h2d_pinned","d2h_pageable","d2h_pinned"))'
+  expect_json out 'd["backends"][0]["link"]["ok"] is None and d["backends"][0]["link"]["rated"]=={"value":None,"unit":"GB/s","valid":False} and "host memory" in d["backends"][0]["link"]["reason"]'
+fi
+DEVGATE_FAULT=bias-ulp@cpu expect_exit 0 "$DG" --no-ledger gate --backend cpu --size 64 --level 1
+expect_grep out 'cpu +PASS' "level 1 does not see an exact op's ulp"
+
 # A backend that returns a wrong element, or fails a copy, fails the gate.
 DEVGATE_FAULT=gemm-corrupt@cpu expect_exit 1 "$DG" --no-ledger gate --backend cpu --size 64
 expect_grep out 'cpu +FAIL'

@@ -30,6 +30,14 @@ expect_exit 1 "$DG" --no-ledger run --no-env --json -o "$T/sh" -- sh -c \
   'echo "reading shards"; printf "loading 10%%\rloading 100%%\n" >&2; printf "\033[31merror:\033[0m cannot open data/train-00001.idx\a\n" >&2; exit 2'
 expect_json "$T/sh/report.json" 'd["supervise"]["error_lines"] == ["reading shards", "loading 100%", "error: cannot open data/train-00001.idx?"] and d["supervise"]["error_lines_source"] == "output tail"'
 expect_json "$T/out" 'd["supervise"]["exit_status"] == 2'
+# The probe's own messages (note events) reach devgate's stderr, prefixed,
+# and the record; not the program's output.
+PYTHONPATH="$DEVGATE_SRC/clients/python" expect_exit 0 "$DG" --no-ledger run --no-env --probe manual \
+  -o "$T/note" -- python3 -c 'import devgate_probe as d; d.Probe().note("a hook could not be set"); print("trained")'
+expect_grep "$T/err" '^devgate: probe: a hook could not be set$' "the note on devgate's stderr"
+expect_grep "$T/out" '^trained$' "the program's output"
+if grep -q '^a hook could not be set' "$T/out" "$T/err"; then bad "the note reached the program's output"; else ok; fi
+expect_json "$T/note/report.json" 'd["supervise"]["notes"] == ["a hook could not be set"] and d["supervise"]["events"]["by_kind"]["note"] == 1'
 # A clean exit quotes nothing.
 expect_json "$T/ok/report.json" 'd["supervise"]["error_lines"] is None'
 

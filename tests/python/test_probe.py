@@ -3,6 +3,7 @@
 StdlibTests need only the standard library; TorchTests need torch and are
 skipped without it (the runner's "torch" mode then exits 77)."""
 
+import io
 import json
 import math
 import os
@@ -505,6 +506,10 @@ class FakeCuda:
             raise RuntimeError("no CUDA driver")
         self.set_calls.append(mode)
         self.mode = 1
+        # torch 2.x's own warning as the mode is set (it reached the
+        # program's output on the H200 before the probe silenced it).
+        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect "
+                      "all synchronizing operations", UserWarning)
 
 
 class FakeTorch:
@@ -593,6 +598,45 @@ class SyncDebugStdlibTests(FileProbeCase):
         self.assertEqual(t.cuda.set_calls, ["warn"])
         self.assertEqual([s["device_syncs"] for s in self.events("step")], [0, 3, 0])
         self.assertEqual(shown, ["an unrelated warning"])
+
+    def test_the_probes_own_calls_show_no_warning(self):
+        """What torch warns about the probe's own calls (the gate's product,
+        the epoch end's reads) is devgate's doing: not shown; the program's
+        own warnings are."""
+        from devgate_probe import probe as probe_mod
+        explicit = probe_mod._explicit_used
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            shown = []
+            warnings.showwarning = lambda m, *a, **k: shown.append(str(m))
+            st = self._state(FakeTorch())
+            st.gate_on = True
+            with mock.patch.object(self.probe, "gate",
+                                   side_effect=lambda d: warnings.warn("the gate's product warned")):
+                st.gate("cuda:0")
+
+            def memory(torch_mod, device):
+                warnings.warn("a memory read warned")
+                return 1, 2, 3, 4
+
+            with mock.patch.object(probe_mod, "_device_memory", side_effect=memory):
+                st.device, st.epoch_open = "cuda:0", True
+                st.close_epoch()
+            warnings.warn("the program's own warning")
+        probe_mod._explicit_used = explicit
+        self.assertEqual(shown, ["the program's own warning"])
+        self.assertEqual(self.events("epoch_end")[0]["allocated"], 1)
+
+    def test_the_probes_messages_go_to_devgate(self):
+        """The probe's own messages travel as note events, not on the program's stderr."""
+        from devgate_probe import probe as probe_mod
+        err = io.StringIO()
+        with mock.patch.object(sys, "stderr", err):
+            probe_mod._warn("test-note", "zero-code probe: a hook failed; that hook is off", self.probe)
+            probe_mod._warn("test-note", "the same key again", self.probe)
+        self.assertEqual(err.getvalue(), "")
+        self.assertEqual([e["message"] for e in self.events("note")],
+                         ["zero-code probe: a hook failed; that hook is off"])
 
     def test_without_cuda_no_count_is_sent(self):
         from devgate_probe import probe as probe_mod

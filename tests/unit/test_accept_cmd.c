@@ -15,7 +15,7 @@ static void test_argv(void)
     const char *in[] = {"python3",  "train.py", "--batch",          "{batch}", "--device={device}",
                         "--epochs", "{epochs}", "x{batch}y{batch}", "{bat",    "{}",
                         NULL};
-    char **out = dg_accept_cmd_argv(in, 128, "cuda", 10);
+    char **out = dg_accept_cmd_argv(in, 128, "cuda", 10, NULL);
     CHECK(out != NULL);
     if (!out)
         return;
@@ -28,10 +28,53 @@ static void test_argv(void)
     CHECK_STR(out[9], "{}");
     CHECK(out[10] == NULL);
     dg_accept_cmd_argv_free(out);
-    char **cpu = dg_accept_cmd_argv(in, 8, NULL, 1);
+    char **cpu = dg_accept_cmd_argv(in, 8, NULL, 1, NULL);
     CHECK(cpu && strcmp(cpu[4], "--device=cpu") == 0);
     dg_accept_cmd_argv_free(cpu);
     dg_accept_cmd_argv_free(NULL);
+}
+
+/* --device-arg: a device's words at the end of its runs of the command. */
+static void test_device_args(void)
+{
+    dg_device_args da;
+    char why[256];
+    CHECK(dg_accept_cmd_device_args("cpu=,cuda=--accel --ngpu 1", &da, why, sizeof why) == DG_OK);
+    const char *const *cu = dg_device_args_for(&da, "cuda");
+    const char *const *cp = dg_device_args_for(&da, "cpu");
+    CHECK(cu && cu[0] && strcmp(cu[0], "--accel") == 0 && strcmp(cu[1], "--ngpu") == 0 &&
+          strcmp(cu[2], "1") == 0 && cu[3] == NULL);
+    CHECK(cp && cp[0] == NULL);                       /* named, with no words */
+    CHECK(dg_device_args_for(&da, "mps") == NULL);    /* not named */
+    CHECK(dg_device_args_for(&da, "cuda:0") == NULL); /* the gate's names only */
+    const char *in[] = {"python", "main.py", "--batchSize", "{batch}", NULL};
+    char **out = dg_accept_cmd_argv(in, 64, "cuda", 2, cu);
+    CHECK(out && strcmp(out[3], "64") == 0 && strcmp(out[4], "--accel") == 0 &&
+          strcmp(out[6], "1") == 0 && out[7] == NULL);
+    dg_accept_cmd_argv_free(out);
+    dg_device_args_free(&da);
+    dg_device_args_free(&da); /* twice: harmless */
+    CHECK(dg_accept_cmd_device_args(NULL, &da, why, sizeof why) == DG_OK &&
+          dg_device_args_for(&da, "cpu") == NULL);
+    static const struct {
+        const char *spec, *why;
+    } bad[] = {{"gpu=--accel", "'gpu' is not a device"},
+               {"cuda", "'cuda' is not DEVICE=ARGS"},
+               {"cuda=--a,cuda=--b", "cuda is given twice"},
+               {"cpu=a b c d e f g h i j k l m n o p q", "cpu has over 16 words"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        CHECK(dg_accept_cmd_device_args(bad[i].spec, &da, why, sizeof why) == DG_ERR_USAGE);
+        CHECK_MSG(strstr(why, bad[i].why) != NULL, "%s: %s\n", bad[i].spec, why);
+        CHECK(da.text == NULL);
+    }
+    /* The cpu side's environment hides every accelerator it knows. */
+    bool cuda = false, hip = false;
+    for (size_t i = 0; dg_accept_cmd_cpu_env[i]; i++) {
+        cuda = cuda || strcmp(dg_accept_cmd_cpu_env[i], "CUDA_VISIBLE_DEVICES=") == 0;
+        hip = hip || strcmp(dg_accept_cmd_cpu_env[i], "HIP_VISIBLE_DEVICES=") == 0;
+    }
+    CHECK(cuda && hip);
 }
 
 static const char *ended(const char *json, size_t budget, bool killed, char *why)
@@ -190,6 +233,7 @@ static void test_oom_count(void)
 
 int main(void)
 {
+    test_device_args();
     test_oom_count();
     test_argv();
     test_ended();

@@ -158,6 +158,29 @@ static void feed(dg_evcollect *c, const char *s, double now)
     dg_evcollect_line(c, s, strlen(s), now);
 }
 
+/* The probe's note events: devgate's own messages, kept once each, cleaned. */
+static void test_notes(void)
+{
+    dg_evcollect c;
+    CHECK(dg_evcollect_init(&c, NULL));
+    CHECK(kind_of("{\"v\":1,\"ev\":\"note\",\"message\":\"x\"}") == DG_EV_NOTE);
+    CHECK(strcmp(dg_ev_kind_name(DG_EV_NOTE), "note") == 0);
+    feed(&c, "{\"v\":1,\"ev\":\"note\",\"message\":\"a hook is off\\u001b[31m\"}", 0);
+    feed(&c, "{\"v\":1,\"ev\":\"note\",\"message\":\"a hook is off\\u001b[31m\"}", 0);
+    feed(&c, "{\"v\":1,\"ev\":\"note\",\"message\":7}", 0); /* not a string: counted only */
+    CHECK(c.by_kind[DG_EV_NOTE] == 3 && c.unknown == 0);
+    CHECK(cJSON_GetArraySize(c.notes) == 1);
+    const cJSON *n = cJSON_GetArrayItem(c.notes, 0);
+    CHECK(n && strcmp(n->valuestring, "a hook is off?[31m") == 0);
+    for (int i = 0; i < 40; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "{\"v\":1,\"ev\":\"note\",\"message\":\"note %d\"}", i);
+        feed(&c, line, 0);
+    }
+    CHECK(cJSON_GetArraySize(c.notes) == 16); /* capped */
+    dg_evcollect_free(&c);
+}
+
 static void test_collect(void)
 {
     dg_evcollect c;
@@ -366,6 +389,7 @@ static void test_error_lines(void)
 int main(void)
 {
     test_error_lines();
+    test_notes();
     test_parse();
     test_reader();
     test_collect();

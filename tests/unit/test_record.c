@@ -458,6 +458,8 @@ int main(void)
     cJSON *soak = fresh("soak.json", args);
     snprintf(args, sizeof args, "profile %s --json", cpu);
     cJSON *profile = fresh("profile.json", args);
+    /* The gate at level 2: its per-op table and the reference's own check. */
+    cJSON *gate2 = fresh("gate2.json", "gate --backend cpu --size 64 --level 2 --json");
     cJSON *compare = NULL;
     if (ocl)
         compare = fresh("compare.json", "compare --backend opencl --model mlp --threads 1 "
@@ -479,6 +481,23 @@ int main(void)
         CHECK(check_section(profile, DG_SEC_PROFILE, "profile", false) == 0);
     if (compare)
         CHECK(check_section(compare, DG_SEC_COMPARE, "compare", false) == 0);
+    if (gate2) {
+        CHECK(check_section(gate2, DG_SEC_GATE, "gate", false) == 0);
+        /* The view holds the table as recorded. */
+        cJSON *wrap = cJSON_CreateObject();
+        cJSON_AddNumberToObject(wrap, "v", 2);
+        cJSON_AddStringToObject(wrap, "kind", "accept");
+        cJSON_AddItemReferenceToObject(wrap, "gate", gate2);
+        dg_record_view v;
+        CHECK(dg_record_view_build(NULL, wrap, &v) == DG_OK);
+        const dg_view_ops *o = v.gate.nbackends ? &v.gate.backends[0].ops : NULL;
+        CHECK(o && o->present &&
+              o->nrows == cJSON_GetArraySize(dg_jpath(gate2, "backends[0].ops.table")));
+        CHECK(o && o->has_worst && o->worst.nmse.valid && o->failed.valid && o->failed.value == 0);
+        CHECK(v.gate.reference_ok == 1 && dg_rec_int(v.gate.level) == 2);
+        dg_record_view_free(&v);
+        cJSON_Delete(wrap);
+    }
 
     if (sweep)
         check_faults(sweep);
@@ -496,7 +515,7 @@ int main(void)
         dg_record_view_free(&v);
     }
 
-    cJSON *all[] = {accept, run, train, sweep, soak, profile, compare};
+    cJSON *all[] = {accept, run, train, sweep, soak, profile, compare, gate2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         cJSON_Delete(all[i]);
     char cmd[128];

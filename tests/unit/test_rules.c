@@ -158,6 +158,17 @@ static void check_shape(const char *name, const cJSON *out)
 
 #define RUN0 "compare.runs[0]."
 #define SOAK "soak.soak."
+/* A measured window in which a CPU hog took 1.6 of 2 CPUs. */
+#define HOG_WINDOW                                                                                 \
+    "{\"others_cpus\": {\"value\": 1.6, \"unit\": \"cpus\", \"valid\": true}, "                    \
+    "\"others_share\": {\"value\": 0.8, \"unit\": \"fraction\", \"valid\": true}, "                \
+    "\"top\": [{\"pid\": 4242, \"name\": \"hog\", \"cpu_percent\": {\"value\": 160, \"unit\": "    \
+    "\"percent\", \"valid\": true}}]}"
+/* A 30 s run at 35% of one core on 2 cores. */
+#define IDLE_ON_TWO                                                                                \
+    "{\"exit_status\": 0, \"wall\": {\"value\": 30, \"unit\": \"s\", \"valid\": true}, "           \
+    "\"samples\": {\"cpu_pct_median\": {\"value\": 35, \"unit\": \"percent\", \"valid\": true}, "  \
+    "\"cores\": {\"value\": 2, \"unit\": \"cores\", \"valid\": true}}}"
 #define INVALID(u) "{\"value\": null, \"unit\": \"" u "\", \"valid\": false}"
 #define M(v, u) "{\"value\": " v ", \"unit\": \"" u "\", \"valid\": true}"
 /* A soak growth_ci with one source's interval (the others absent). */
@@ -454,6 +465,15 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      "device"},
+    {"slowing down, interval above, while other work took the cores: theirs, at info",
+     {{SOAK "step_trend.thirds_ratio.value", "1.5"},
+      {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.45", "1.3", "1.6")},
+      {"soak.contention", HOG_WINDOW}},
+     NULL,
+     "slowing-down",
+     "info",
+     NULL,
+     NULL},
     {"slowing down, interval holds the threshold",
      {{SOAK "step_trend.thirds_ratio.value", "1.5"},
       {SOAK "step_trend.thirds_ratio_ci", RATIO_CI("1.3", "1.1", "1.6")}},
@@ -545,6 +565,13 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      "device"},
+    {"data starved while other work took the cores: named, at info",
+     {{"profile.phases.queue_wait.share.value", "0.35"}, {"soak.contention", HOG_WINDOW}},
+     NULL,
+     "data-starved",
+     "info",
+     NULL,
+     NULL},
     {"data starved, share invalid",
      {{"profile.phases.queue_wait.share", INVALID("fraction")}},
      "data_wait_share=0",
@@ -796,6 +823,20 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      NULL},
+    {"program mostly idle beside a CPU hog: the cores went to the hog, no blame",
+     {{"profile", "null"}, {"supervise", IDLE_ON_TWO}, {"contention", HOG_WINDOW}},
+     NULL,
+     "cpu-use",
+     "info",
+     NULL,
+     NULL},
+    {"program beside a CPU hog: contended names the run's window",
+     {{"profile", "null"}, {"supervise", IDLE_ON_TWO}, {"contention", HOG_WINDOW}},
+     NULL,
+     "contended",
+     "warn",
+     NULL,
+     NULL},
     {"program on one core of eight",
      {{"profile", "null"},
       {"supervise",
@@ -886,6 +927,45 @@ static const rule_case cases[] = {
      "fail",
      NULL,
      "cpu"},
+    {"an op over its tolerance at level 2",
+     {{"gate.verdict", "\"fail\""},
+      {"gate.backends[1].ops",
+       "{\"checked\": 2, \"passed\": 1, \"failed\": 1, \"not_native\": 0, \"errors\": 0, "
+       "\"table\": [{\"op\": \"gemm_nt\", \"backend\": \"opencl\", \"precision\": \"fp32\", "
+       "\"shape\": \"4x10x256 a1 b0\", \"fixture\": true, \"output\": \"C\", \"nmse\": 1e-14, "
+       "\"tolerance\": 1e-9, \"verdict\": \"pass\", \"reason\": null}, {\"op\": \"bias_add\", "
+       "\"backend\": \"opencl\", \"precision\": \"fp32\", \"shape\": \"[4,10,1]\", \"fixture\": "
+       "true, \"output\": \"y\", \"nmse\": 7e-15, \"tolerance\": 0, \"verdict\": \"fail\", "
+       "\"reason\": null}]}"}},
+     NULL,
+     "op-numerics",
+     "fail",
+     "gate-failed",
+     "cpu"},
+    {"a slow host-device link at level 2",
+     {{"gate.backends[1].link",
+       "{\"kind\": \"PCIe 5.0 x16\", \"current\": \"PCIe 5.0 x4\", \"rated\": {\"value\": "
+       "63.0, \"unit\": \"GB/s\", \"valid\": true}, \"h2d_pinned\": {\"value\": 12.6, "
+       "\"unit\": \"GB/s\", \"valid\": true}, \"d2h_pinned\": {\"value\": 50.4, \"unit\": "
+       "\"GB/s\", \"valid\": true}, \"fraction_of_rated\": {\"h2d_pinned\": {\"value\": 0.2, "
+       "\"unit\": \"fraction\", \"valid\": true}, \"d2h_pinned\": {\"value\": 0.8, "
+       "\"unit\": \"fraction\", \"valid\": true}}, \"ok\": false}"}},
+     NULL,
+     "link-slow",
+     "warn",
+     "gate-failed",
+     NULL},
+    {"a link below its rating only under a stricter threshold",
+     {{"gate.backends[1].link",
+       "{\"kind\": \"PCIe 5.0 x16\", \"rated\": {\"value\": 63.0, \"unit\": \"GB/s\", "
+       "\"valid\": true}, \"h2d_pinned\": {\"value\": 50.4, \"unit\": \"GB/s\", \"valid\": "
+       "true}, \"fraction_of_rated\": {\"h2d_pinned\": {\"value\": 0.8, \"unit\": "
+       "\"fraction\", \"valid\": true}}, \"ok\": true}"}},
+     "link_min_fraction=0.9",
+     "link-slow",
+     "warn",
+     NULL,
+     NULL},
     {"device missing",
      {{"gate.backends[1].available", "false"},
       {"gate.backends[1].reason", "\"no OpenCL platform\""}},
@@ -1258,8 +1338,40 @@ static void check_evidence_and_titles(void)
     CHECK_STR(dg_jstr(f, "evidence[0].field"), "runs[0].loss_vs_ref.device");
     why = dg_jstr(out, "decision.reasons[0]");
     CHECK(why && strstr(why, "preprocessing only"));
+    CHECK_MSG(!strstr(title, "tolerance at gate level 2") && !strstr(title, "ops over"),
+              "a record without a level-2 table names no op: %s", title);
     cJSON_Delete(out);
     cJSON_free(rec);
+
+    /* With the gate's level-2 table, the drift names the ops over their
+     * tolerance, or says every op was within its own. */
+    const char *const tables[2] = {
+        "[{\"op\": \"bias_add\", \"precision\": \"fp32\", \"shape\": \"[4,10,1]\", "
+        "\"output\": \"y\", \"nmse\": 7e-15, \"tolerance\": 0, \"verdict\": \"fail\"}, "
+        "{\"op\": \"bias_add\", \"precision\": \"fp32\", \"shape\": \"[3,7,11]\", "
+        "\"output\": \"y\", \"nmse\": 6e-15, \"tolerance\": 0, \"verdict\": \"fail\"}]",
+        "[{\"op\": \"bias_add\", \"precision\": \"fp32\", \"shape\": \"[4,10,1]\", "
+        "\"output\": \"y\", \"nmse\": 0, \"tolerance\": 0, \"verdict\": \"pass\"}]"};
+    for (int t = 0; t < 2; t++) {
+        char ops[600];
+        snprintf(ops, sizeof ops, "{\"checked\": 1, \"failed\": %d, \"table\": %s}", t ? 0 : 2,
+                 tables[t]);
+        const patch qo[] = {{RUN0 "verdict", "\"drift\""},
+                            {RUN0 "drift", "[\"loss_vs_ref.device\"]"},
+                            {RUN0 "loss_vs_ref.device.value", "0.0032"},
+                            {"gate.backends[1].ops", ops},
+                            {NULL, NULL}};
+        rec = patched(qo);
+        out = diagnose(rec, NULL, &st);
+        title = dg_jstr(find(out, "numerics-drift"), "title");
+        const char *want = t ? "every op within its tolerance at gate level 2"
+                             : "ops over their tolerance: bias_add y NMSE 7e-15 > 0";
+        CHECK_MSG(title && strstr(title, want), "title: %s", title ? title : "(none)");
+        CHECK_MSG(!title || (!strstr(title, "[3,7,11]") && !strstr(title, "y NMSE 6e-15")),
+                  "one mention per op: %s", title ? title : "(none)");
+        cJSON_Delete(out);
+        cJSON_free(rec);
+    }
 
     /* Busy processes are named in the noise finding's action. */
     const patch n[] = {{"profile.step.stats.iqr_share.value", "0.3"},

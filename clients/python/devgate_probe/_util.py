@@ -2,11 +2,13 @@
 recognition, device names. Standard library only; torch is looked up in
 sys.modules and never imported here."""
 
+import contextlib
 import math
 import numbers
 import os
 import re
 import sys
+import warnings
 
 PROTOCOL_VERSION = 1
 MAX_TEXT = 2048  # characters kept of any free-text string in an event
@@ -210,3 +212,18 @@ def loader_knobs(loader, argv=None):
         "batch_arg": option_for(batch, ("batch", "bs"), argv),
         "workers_arg": option_for(workers, ("worker", "jobs"), argv),
     }
+
+
+@contextlib.contextmanager
+def own_calls(state):
+    """The probe's own calls into torch (the gate's product, the epoch end's
+    memory reads and cache release, the profiler window): kept out of the
+    program's counts (state.inside) and their warnings not shown, since they
+    are devgate's doing, not the program's output."""
+    state.inside += 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        state.inside -= 1

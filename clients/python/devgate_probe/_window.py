@@ -25,6 +25,8 @@ import os
 import sys
 from time import perf_counter
 
+from ._util import own_calls
+
 STOP_CODE = 86  # SystemExit code of a stop asked by DEVGATE_PROBE_MAX_STEPS
 TOP_OPS = 15
 
@@ -108,37 +110,33 @@ class Window:
         if prof_mod is None:
             self._write({"error": "torch.profiler is not available"})
             return
-        state.inside += 1
-        try:
-            acts = [prof_mod.ProfilerActivity.CPU]
-            if self.device.startswith("cuda"):
-                acts.append(prof_mod.ProfilerActivity.CUDA)
-            self.prof = prof_mod.profile(activities=acts)
-            self.prof.__enter__()
-            self.t0 = perf_counter()
-        except Exception as e:
-            self.prof = None
-            self._write({"error": "torch.profiler could not start: %s" % e})
-        finally:
-            state.inside -= 1
+        with own_calls(state):
+            try:
+                acts = [prof_mod.ProfilerActivity.CPU]
+                if self.device.startswith("cuda"):
+                    acts.append(prof_mod.ProfilerActivity.CUDA)
+                self.prof = prof_mod.profile(activities=acts)
+                self.prof.__enter__()
+                self.t0 = perf_counter()
+            except Exception as e:
+                self.prof = None
+                self._write({"error": "torch.profiler could not start: %s" % e})
 
     def _close(self, state, cut=None):
         prof, self.prof = self.prof, None
         self.done = True
-        state.inside += 1
-        try:
-            wall_ms = (perf_counter() - self.t0) * 1000.0
-            prof.__exit__(None, None, None)
-            rec = self._analyse(prof, wall_ms)
-            if cut:
-                rec["cut"] = ("the window closed after %d of %d steps: %.1f s of window passed "
-                              "DEVGATE_PROBE_PROFILE_WALL=%g" % (self.profiled, self.window,
-                                                                 wall_ms / 1000.0, self.wall_s))
-            self._write(rec)
-        except Exception as e:
-            self._write({"error": "torch.profiler window failed: %s" % e})
-        finally:
-            state.inside -= 1
+        with own_calls(state):
+            try:
+                wall_ms = (perf_counter() - self.t0) * 1000.0
+                prof.__exit__(None, None, None)
+                rec = self._analyse(prof, wall_ms)
+                if cut:
+                    rec["cut"] = ("the window closed after %d of %d steps: %.1f s of window passed "
+                                  "DEVGATE_PROBE_PROFILE_WALL=%g" % (self.profiled, self.window,
+                                                                     wall_ms / 1000.0, self.wall_s))
+                self._write(rec)
+            except Exception as e:
+                self._write({"error": "torch.profiler window failed: %s" % e})
 
     def _analyse(self, prof, wall_ms):
         on_cpu = self.device == "cpu"

@@ -47,7 +47,7 @@ from time import perf_counter
 
 from . import _window
 from . import probe as _probe_mod
-from ._util import describe, loader_knobs, split_device
+from ._util import describe, loader_knobs, own_calls, split_device
 
 _state = None
 _install_lock = threading.Lock()
@@ -299,13 +299,11 @@ class _State:
         if not self.gate_on or device in self.gated:
             return
         self.gated.add(device)
-        self.inside += 1
-        try:
-            self.probe.gate(device)
-        except Exception:
-            pass
-        finally:
-            self.inside -= 1
+        with own_calls(self):
+            try:
+                self.probe.gate(device)
+            except Exception:
+                pass
 
     # ---- epochs --------------------------------------------------------------------
     def close_epoch(self, at_exit=False):
@@ -320,26 +318,24 @@ class _State:
         device = self.device or "cpu"
         emptied = False
         losses = None
-        self.inside += 1
-        try:
-            losses = self.read_losses(torch)
-        except Exception:
-            losses = None
-        try:
-            kind = split_device(device)[0]
-            if self.empty_cache:
-                gc.collect()  # costs tens of ms with torch loaded: only when asked
-            if kind == "cpu":
-                emptied = True  # the cpu allocator keeps no cache to empty
-            elif self.empty_cache:
-                emptied = _probe_mod._empty_cache(torch, device)
-            alloc, reserved, max_alloc, driver = _probe_mod._device_memory(torch, device)
-            if at_exit:
+        with own_calls(self):
+            try:
+                losses = self.read_losses(torch)
+            except Exception:
+                losses = None
+            try:
+                kind = split_device(device)[0]
+                if self.empty_cache:
+                    gc.collect()  # costs tens of ms with torch loaded: only when asked
+                if kind == "cpu":
+                    emptied = True  # the cpu allocator keeps no cache to empty
+                elif self.empty_cache:
+                    emptied = _probe_mod._empty_cache(torch, device)
+                alloc, reserved, max_alloc, driver = _probe_mod._device_memory(torch, device)
+                if at_exit:
+                    alloc = reserved = max_alloc = driver = None
+            except Exception:
                 alloc = reserved = max_alloc = driver = None
-        except Exception:
-            alloc = reserved = max_alloc = driver = None
-        finally:
-            self.inside -= 1
         self.probe.emit("epoch_end", epoch=self.epoch, allocated=alloc, reserved=reserved,
                         max_allocated=max_alloc, driver=driver,
                         footprint=None if at_exit else _probe_mod.rss_bytes(),
@@ -734,7 +730,7 @@ def _patch_torch(torch):
             fn(torch, st)
         except Exception as e:
             _probe_mod._warn("zero-" + fn.__name__, "zero-code probe: %s failed (%s); that hook is off"
-                             % (fn.__name__, describe(e)))
+                             % (fn.__name__, describe(e)), st.probe)
 
 
 class _TorchFinder:

@@ -38,12 +38,21 @@ def _note_explicit(probe):
         _explicit_used = True
 
 
-def _warn(key, text):
-    """One line on stderr, once per key per process; never raises."""
+def _warn(key, text, probe=None):
+    """devgate's own message, once per key per process; never raises. It
+    goes to devgate on the events channel (a note event, which devgate shows
+    on its own stderr) when probe has one, so it never lands in the
+    program's output; on stderr only when there is no channel to send it on
+    (the channel's own failures)."""
     with _warned_lock:
         if key in _warned:
             return
         _warned.add(key)
+    try:
+        if probe is not None and probe.emit("note", message=text) is not None:
+            return
+    except Exception:
+        pass
     try:
         sys.stderr.write("devgate_probe: %s\n" % text)
         sys.stderr.flush()
@@ -382,6 +391,12 @@ class Probe:
                 self._out = None
                 _warn("write", "events no longer sent (%s)" % describe(e))
                 return False
+
+    def note(self, text):
+        """Sends a note: devgate's message about the probe itself (a hook
+        that could not be set...), shown by devgate, never in the program's
+        output. Returns the record sent or None."""
+        return self.emit("note", message=str(text))
 
     def emit(self, ev, **fields):
         """Sends one event {v, ev, t, **fields}; returns the record sent (a

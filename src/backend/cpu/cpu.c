@@ -149,6 +149,7 @@ static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
     dg_free(mi);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     out->compute_units = (dg_metric){(double)n, n > 0};
+    out->host_memory = true;
     return DG_OK;
 }
 

@@ -910,6 +910,21 @@ static dg_status cu_device_info(void *ctx, int device, dg_device_info *out)
     out->mem_total.valid = true;
     out->compute_units.value = (double)p.multiProcessorCount;
     out->compute_units.valid = true;
+    if (cudaDeviceGetPCIBusId(out->pci_bus_id, (int)sizeof out->pci_bus_id, device) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        out->pci_bus_id[0] = '\0';
+    }
+    /* The memory's rating from its clock (kHz, double data rate) and bus width. */
+    int mem_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) == cudaSuccess &&
+        mem_khz > 0 && bus_bits > 0) {
+        out->mem_gbps.value = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9;
+        out->mem_gbps.valid = true;
+    } else {
+        cudaGetLastError();
+    }
     if (c && device == c->device && cu_bind(c) == DG_OK) {
         size_t free_b = 0, total_b = 0;
         e = cudaMemGetInfo(&free_b, &total_b);

@@ -924,6 +924,16 @@ static dg_status ocl_device_info(void *ctx, int device, dg_device_info *out)
         e = clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
         if (e == CL_SUCCESS)
             out->compute_units = (dg_metric){(double)cus, true};
+        /* A CPU device, or one sharing the host's memory, has no link to cross. */
+        cl_device_type type = 0;
+        cl_bool unified = CL_FALSE;
+        if (clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+            (type & CL_DEVICE_TYPE_CPU))
+            out->host_memory = true;
+        if (clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL) ==
+                CL_SUCCESS &&
+            unified)
+            out->host_memory = true;
         /* Core OpenCL has no free-memory query; AMD's extension reports KiB. */
         if (strstr(ext, "cl_amd_device_attribute_query")) {
             size_t kib[2] = {0, 0};
