@@ -22,13 +22,17 @@
 #            point by point, (c) bench/fixture_vs_torch.py --precision P on every preset at
 #            batch 32-4096. BF16_PARTS (default "tests loss bench") and BF16_PRECISIONS
 #            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
+#   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
+#            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
+#            coverage edges, corpus, findings) in fuzz.log, the inputs that found
+#            something and their logs in fuzz-findings.tar.gz
 # Only 8 files come back from a call: packs stay in /tmp, logs go to $OUT.
 set -u
 cd "$(dirname "$0")/.."
 carry=$PWD/.devcarry out=${OUT:-/tmp/devgate-device}
 mkdir -p "$out"
 bin=$carry/bin DG=$carry/bin/devgate
-export LD_LIBRARY_PATH="$carry/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$carry/root/usr/lib/x86_64-linux-gnu:$carry/root/usr/lib/llvm-14/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DEVGATE_PLUGIN_DIR="$bin" DEVGATE_BIN="$DG" DEVGATE_SRC="$PWD"
 export DEVGATE_LEDGER=/tmp/devgate-ledger.db LC_ALL=C PYTHONUNBUFFERED=1
 packs=/tmp/devgate-packs
@@ -257,6 +261,22 @@ pass_bf16() {
         --graph --precision $p --rounds "${BF16_ROUNDS:-3}" ${BENCH_ARGS:-} --json "$out/bench-$p.json"
       echo "bench --precision $p: exit $? in $(secs "$s") s"
     done
+  fi
+}
+
+pass_fuzz() {
+  local w=/tmp/devgate-fuzz
+  rm -rf "$w" && mkdir -p "$w"
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$carry/fuzz.tar.xz" "$w" || { echo "no $carry/fuzz.tar.xz: run dev/gpu-carry.sh --fuzz here first"; return; }
+  echo "cores $(nproc), kernel $(uname -r)"
+  FUZZ_BIN="$w/fuzz" FUZZ_WORK="$w/work" FUZZ_JOBS=${FUZZ_JOBS:-16} tools/fuzz.sh "${FUZZ_SECS:-180}"
+  echo "fuzz.sh exit $?"
+  local found; found=$(cd "$w/work" && ls findings/*/* 2>/dev/null)
+  if [ -n "$found" ]; then # the inputs and the logs of the harnesses that found them
+    (cd "$w/work" && tar czf "$out/fuzz-findings.tar.gz" findings \
+      $(for f in $found; do h=${f#findings/}; echo "${h%%/*}.log"; done | sort -u))
+    echo "findings: $(echo "$found" | wc -l) files in fuzz-findings.tar.gz"
   fi
 }
 

@@ -105,6 +105,10 @@ int dg_redact_secrets(char *s);
 bool dg_has_secret(const char *s);
 /* Frees a string returned by the library; accepts NULL. */
 void dg_string_free(char *s);
+/* v printed with fmt (one floating-point conversion, e.g. "b%.0f"), or "not
+ * reported" when v is NaN or infinite: human text never shows "nan". Returns
+ * buf. */
+const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
 
 /* Copies the len bytes at src into dst (capacity n; NUL-terminated when
  * n > 0) so that no terminal acts on them: invalid UTF-8, NUL, C0 and C1
@@ -243,6 +247,10 @@ typedef struct dg_train_opts {
     /* Set non-zero (e.g. from a signal handler) to stop at the next step with
      * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
     const volatile sig_atomic_t *cancel;
+    /* Each epoch's end (DG_PROGRESS_EPOCH: the epoch, the steps so far, the
+     * rate, and the ETA of the epochs left at the mean so far); NULL: none. */
+    dg_progress_fn progress;
+    void *progress_user;
 } dg_train_opts;
 
 /* Sets *o to DG_TRAIN_OPTS_INIT: every option at its default. */

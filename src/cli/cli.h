@@ -223,9 +223,6 @@ const char *jstr(const cJSON *obj, const char *key, const char *fallback);
 double jnum(const cJSON *obj, const char *key, double fallback);
 /* A metric's value, or NAN when it is not valid. */
 double jmetric(const cJSON *obj, const char *key);
-/* v printed with fmt (one floating-point conversion), or "not reported" when v
- * is NaN or infinite (human output never prints "nan"). Returns buf. */
-const char *cli_num(char *buf, size_t len, const char *fmt, double v);
 /* The metric at obj's key printed with fmt into buf, or none when it is not
  * valid ("not reported", or "-" in a table column). Returns buf. */
 const char *cli_metric(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt,

@@ -75,7 +75,7 @@ static void print_compare(const cJSON *r)
             snprintf(sp_s, sizeof sp_s, "n/a");
         else
             snprintf(sp_s, sizeof sp_s, "%.2fx (%s%s)%s%s", sp,
-                     cli_num((char[32]){0}, 32, "%+.0f%% step time", -red), ci_s, sv ? " " : "",
+                     dg_fmt_num((char[32]){0}, 32, "%+.0f%% step time", -red), ci_s, sv ? " " : "",
                      sv ? sv : "");
         char verdict[160];
         if (cJSON_IsTrue(cJSON_GetObjectItem(run, "within_tolerance"))) {
@@ -101,8 +101,8 @@ static void print_compare(const cJSON *r)
         printf("  batch %-6d cpu %s · %s %s · speedup %s · busy %s · loss vs f64 cpu %s "
                "%s %s"
                " · cpu/%s %s · params %s/cpu %s, vs f64 cpu %s %s %s · %s%s\n",
-               batch, cli_num(cms, sizeof cms, "%.3f ms", jmetric(cj, "step_ms")), be,
-               cli_num(dms, sizeof dms, "%.3f ms", jmetric(dj, "step_ms")), sp_s, busy_s,
+               batch, dg_fmt_num(cms, sizeof cms, "%.3f ms", jmetric(cj, "step_ms")), be,
+               dg_fmt_num(dms, sizeof dms, "%.3f ms", jmetric(dj, "step_ms")), sp_s, busy_s,
                rel(a, sizeof a, lr, "cpu"), be, rel(b, sizeof b, lr, "device"), be,
                rel(cc, sizeof cc, run, "loss_cpu_vs_device"), be,
                rel(d, sizeof d, pd, "device_vs_cpu"), rel(e, sizeof e, pd, "cpu_vs_ref"), be,

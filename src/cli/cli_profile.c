@@ -74,7 +74,7 @@ void cli_profile_print(const cJSON *r)
     const cJSON *tot = cJSON_GetObjectItem(r, "ops_total");
     char tms[32];
     printf("  ops      %g calls, %s in the window (profiled pass: each op timed in isolation)\n",
-           jnum(tot, "calls", 0), cli_num(tms, sizeof tms, "%.3f ms", jmetric(tot, "ms")));
+           jnum(tot, "calls", 0), dg_fmt_num(tms, sizeof tms, "%.3f ms", jmetric(tot, "ms")));
     if (nops > 0)
         printf("    %-13s %-36s %7s %10s %9s %6s  %s\n", "op", "shape", "calls", "total ms",
                "mean ms", "share", "backend");

@@ -141,7 +141,8 @@ void cli_progress_report(void *user, const dg_progress *r)
     cli_progress *p = user;
     if (p->mode == CLI_PROGRESS_OFF)
         return;
-    snprintf(p->step, sizeof p->step, "%s", r->step ? r->step : "");
+    /* A verb that is one step (train, soak) reports without a step name. */
+    snprintf(p->step, sizeof p->step, "%s", r->step ? r->step : p->verb);
     p->index = r->index;
     p->total = r->total;
     p->elapsed = r->elapsed_s;
@@ -188,7 +189,8 @@ void cli_progress_report(void *user, const dg_progress *r)
     case DG_PROGRESS_EPOCH:
         /* The epochs of a long run (run's program, accept's soak); a sweep
          * trial's or a compare run's few steps get their one line at the end. */
-        if (strcmp(p->step, "supervise") != 0 && strcmp(p->step, "soak") != 0)
+        if (strcmp(p->step, "supervise") != 0 && strcmp(p->step, "soak") != 0 &&
+            strcmp(p->step, "train") != 0)
             break;
         snprintf(text, sizeof text, "epoch %.0f ended at step %.0f%s%s", r->epoch + 1, r->steps,
                  d ? ": " : "", d ? d : "");

@@ -192,7 +192,7 @@ static void print_slo(const cJSON *r)
         if (isfinite(conc))
             snprintf(lv, sizeof lv, "%g", conc);
         else
-            cli_num(lv, sizeof lv, "%.3g/s", jmetric(lvl, "rate"));
+            dg_fmt_num(lv, sizeof lv, "%.3g/s", jmetric(lvl, "rate"));
         const cJSON *rqs = cJSON_GetObjectItem(lvl, "requests"),
                     *tp = cJSON_GetObjectItem(lvl, "throughput");
         printf("  %6s %7g %6g %5g %5g %8s %8s %9s %22s %9s %9s %10s %s\n", lv, jnum(rqs, "sent", 0),
@@ -215,7 +215,7 @@ static void print_slo(const cJSON *r)
         if (isfinite(conc))
             snprintf(lv, sizeof lv, "%g stream%s", conc, conc == 1 ? "" : "s");
         else
-            cli_num(lv, sizeof lv, "%.3g req/s", jmetric(lvl, "rate"));
+            dg_fmt_num(lv, sizeof lv, "%.3g req/s", jmetric(lvl, "rate"));
         cJSON_ArrayForEach(b, cJSON_GetObjectItem(cJSON_GetObjectItem(lvl, "verdict"), "bounds"))
         {
             char txt[256];

@@ -77,7 +77,7 @@ void cli_soak_print(const cJSON *r)
         printf("  steps    not timed\n");
     else
         printf("  steps    median %.3f ms · trend %s · last/first third %s\n", med,
-               cli_num((char[32]){0}, 32, "%+.5f ms/step", slope), rt);
+               dg_fmt_num((char[32]){0}, 32, "%+.5f ms/step", slope), rt);
     if (cJSON_IsString(cJSON_GetObjectItem(r, "error")))
         printf("  error    %s\n", jstr(r, "error", ""));
 }
@@ -104,7 +104,9 @@ bool cli_soak_check(const void *o, char *buf, size_t len)
 
 dg_status cli_soak_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    (void)p;
     (void)verdict;
+    dg_soak_opts *so = o;
+    so->train.progress = cli_progress_report; /* each epoch's end */
+    so->train.progress_user = p;
     return dg_soak_run(ctx, o, json);
 }

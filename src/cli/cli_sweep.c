@@ -73,9 +73,9 @@ void cli_sweep_print(const cJSON *r)
     if (cJSON_IsNumber(cJSON_GetObjectItem(k, "batch")))
         printf("  knee     batch %g: %s (the smallest within %.0f%% of the best, %s)\n",
                jnum(k, "batch", 0),
-               cli_num(ks, sizeof ks, "%.0f samples/s", jmetric(k, "samples_per_s")),
+               dg_fmt_num(ks, sizeof ks, "%.0f samples/s", jmetric(k, "samples_per_s")),
                100 * jnum(k, "within", 0),
-               cli_num(kb, sizeof kb, "%.0f", jmetric(k, "best_samples_per_s")));
+               dg_fmt_num(kb, sizeof kb, "%.0f", jmetric(k, "best_samples_per_s")));
     else
         printf("  knee     none: no trial succeeded\n");
     const cJSON *s = cJSON_GetObjectItem(r, "safe_batch");

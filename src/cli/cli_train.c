@@ -18,7 +18,8 @@ static void print_data(const cJSON *r)
     printf("  data    ");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char ms[32];
-        printf(" %s %s%s", names[i], cli_num(ms, sizeof ms, "%.0f ms", jmetric(st, names[i]) * 1e3),
+        printf(" %s %s%s", names[i],
+               dg_fmt_num(ms, sizeof ms, "%.0f ms", jmetric(st, names[i]) * 1e3),
                i + 1 < sizeof names / sizeof names[0] ? " ·" : "");
     }
     const cJSON *w = cJSON_GetObjectItem(d, "wait");
@@ -27,7 +28,7 @@ static void print_data(const cJSON *r)
         printf(" · waited: not timed\n");
     else
         printf(" · waited %.3f ms (%s of the step)\n", per,
-               cli_num((char[32]){0}, 32, "%.1f%%", 100 * share));
+               dg_fmt_num((char[32]){0}, 32, "%.1f%%", 100 * share));
     const cJSON *bad = cJSON_GetObjectItem(d, "bad_samples"),
                 *cache = cJSON_GetObjectItem(d, "cache");
     printf("           %s · %g samples (%g train, %g val) · %g workers · %g bad · cache %s",
@@ -45,7 +46,7 @@ static void print_data(const cJSON *r)
     {
         char loss[32];
         printf("  val      epoch %-3g loss %-10s accuracy %.3f (%g batches)\n", jnum(v, "epoch", 0),
-               cli_num(loss, sizeof loss, "%.5f", jnum(v, "loss", NAN)), jnum(v, "accuracy", 0),
+               dg_fmt_num(loss, sizeof loss, "%.5f", jnum(v, "loss", NAN)), jnum(v, "accuracy", 0),
                jnum(v, "batches", 0));
     }
 }
@@ -208,8 +209,10 @@ const cli_opt cli_train_opts[] = {
 
 dg_status cli_train_run(dg_ctx *ctx, void *o, cli_progress *p, char **json, int *verdict)
 {
-    (void)p;
     (void)verdict;
+    dg_train_opts *to = o;
+    to->progress = cli_progress_report; /* each epoch's end */
+    to->progress_user = p;
     return dg_train_run(ctx, o, json);
 }
 

@@ -278,15 +278,6 @@ double jmetric(const cJSON *obj, const char *key)
     return jnum(m, "value", NAN);
 }
 
-const char *cli_num(char *buf, size_t len, const char *fmt, double v)
-{
-    if (!isfinite(v))
-        snprintf(buf, len, "not reported");
-    else
-        snprintf(buf, len, fmt, v);
-    return buf;
-}
-
 const char *cli_metric(char *buf, size_t len, const cJSON *obj, const char *key, const char *fmt,
                        const char *none)
 {

@@ -45,7 +45,8 @@ const cli_verb cli_verb_train = {
                               .has_train = true,
                               .run = cli_train_run,
                               .judge = cli_train_judge,
-                              .print = cli_train_print},
+                              .print = cli_train_print,
+                              .progress = true},
 };
 
 const cli_verb cli_verb_sweep = {
@@ -78,7 +79,8 @@ const cli_verb cli_verb_soak = {
                               .check = cli_soak_check,
                               .run = cli_soak_run,
                               .print = cli_soak_print,
-                              .quiet_silent = true},
+                              .quiet_silent = true,
+                              .progress = true},
 };
 
 const cli_verb cli_verb_compare = {

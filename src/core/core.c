@@ -9,6 +9,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -572,13 +573,16 @@ void dg_capbuf_add(dg_capbuf *b, const char *src, size_t n)
     b->data[b->len] = '\0';
 }
 
-bool dg_capbuf_drain(int fd, dg_capbuf *b)
+bool dg_fd_drain(int fd, size_t budget, void (*feed)(void *user, const char *p, size_t n),
+                 void *user)
 {
-    char chunk[8192];
-    for (;;) {
+    char chunk[65536];
+    size_t total = 0;
+    while (total < budget) {
         ssize_t got = read(fd, chunk, sizeof chunk);
         if (got > 0) {
-            dg_capbuf_add(b, chunk, (size_t)got);
+            feed(user, chunk, (size_t)got);
+            total += (size_t)got;
             continue;
         }
         if (got == 0)
@@ -587,6 +591,17 @@ bool dg_capbuf_drain(int fd, dg_capbuf *b)
             continue;
         return errno != EAGAIN && errno != EWOULDBLOCK;
     }
+    return false;
+}
+
+static void capbuf_feed(void *b, const char *p, size_t n)
+{
+    dg_capbuf_add(b, p, n);
+}
+
+bool dg_capbuf_drain(int fd, dg_capbuf *b)
+{
+    return dg_fd_drain(fd, SIZE_MAX, capbuf_feed, b);
 }
 
 int dg_spawnattr_isolate(posix_spawnattr_t *attr)

@@ -43,11 +43,6 @@ char *dg_asprintf(const char *fmt, ...) DG_PRINTF(1, 2);
 /* dg_asprintf with a va_list (ap is used up). */
 char *dg_vasprintf(const char *fmt, va_list ap) DG_PRINTF(1, 0);
 
-/* v printed with fmt (one floating-point conversion, e.g. "b%.0f"), or "not
- * reported" when v is NaN or infinite: human text never shows "nan". Returns
- * buf. */
-const char *dg_fmt_num(char *buf, size_t len, const char *fmt, double v);
-
 /* Monotonic clock in seconds. */
 double dg_now(void);
 /* Current UTC time as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" into buf (>= 21 bytes). */
@@ -83,6 +78,12 @@ void dg_capbuf_add(dg_capbuf *b, const char *src, size_t n);
 /* Reads what is there on the non-blocking fd into b; true at end of file or
  * on an error other than EAGAIN (a child's pipe closing). */
 bool dg_capbuf_drain(int fd, dg_capbuf *b);
+/* Reads what fd holds, at most budget bytes (SIZE_MAX: no limit), handing
+ * each read to feed(user, bytes, n); true at end of file or on an error
+ * other than EINTR, EAGAIN (false: the pipe is drained for now, or the
+ * budget is spent). */
+bool dg_fd_drain(int fd, size_t budget, void (*feed)(void *user, const char *p, size_t n),
+                 void *user);
 
 /* Reads a whole (small) file into a NUL-terminated dg_malloc'd buffer, at most
  * max bytes; NULL on failure (errno set). *len gets the byte count when non-NULL. */

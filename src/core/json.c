@@ -23,6 +23,14 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
     return m;
 }
 
+cJSON *dg_json_add_ints(cJSON *obj, const char *key, const int *v, size_t n)
+{
+    cJSON *a = cJSON_AddArrayToObject(obj, key);
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
 cJSON *dg_json_metric_of(double v, const char *unit)
 {
     return dg_json_metric(isfinite(v) ? v : 0, isfinite(v), unit);
@@ -140,6 +148,11 @@ double dg_json_metric_value(const cJSON *m)
                    isfinite(v->valuedouble)
                ? v->valuedouble
                : NAN;
+}
+
+double dg_json_metric_at(const cJSON *obj, const char *key)
+{
+    return dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(obj, key));
 }
 
 const cJSON *dg_jpath(const cJSON *root, const char *path)

@@ -14,6 +14,8 @@
 
 /* A metric object; value is written as null when !valid, never as 0. */
 cJSON *dg_json_metric(double value, bool valid, const char *unit);
+/* Adds key: [v[0], ..., v[n-1]] to obj; the array (NULL when out of memory). */
+cJSON *dg_json_add_ints(cJSON *obj, const char *key, const int *v, size_t n);
 /* v as a METRIC, valid when v is finite ("not reported" otherwise, never 0). */
 cJSON *dg_json_metric_of(double v, const char *unit);
 /* Adds key: v, or key: null when v is not finite. */
@@ -38,6 +40,8 @@ cJSON *dg_json_add_str(cJSON *obj, const char *key, const char *s);
 char *dg_json_print(const cJSON *item);
 /* A metric's value when it is valid and finite, else NAN. */
 double dg_json_metric_value(const cJSON *m);
+/* The same of obj's member key. */
+double dg_json_metric_at(const cJSON *obj, const char *key);
 
 /* ---- tolerant record lookups ---------------------------------------------- */
 

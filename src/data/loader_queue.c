@@ -95,14 +95,8 @@ static epoch_stat *epoch_entry(dg_loader *ld, int epoch)
     for (size_t i = ld->neps; i-- > 0;)
         if (ld->eps[i].epoch == epoch)
             return &ld->eps[i];
-    if (ld->neps == ld->cap_eps) {
-        size_t cap = ld->cap_eps ? 2 * ld->cap_eps : 16;
-        epoch_stat *p = dg_realloc(ld->eps, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        ld->eps = p;
-        ld->cap_eps = cap;
-    }
+    if (!dg_grow((void **)&ld->eps, &ld->cap_eps, ld->neps + 1, sizeof *ld->eps))
+        return NULL;
     epoch_stat *e = &ld->eps[ld->neps++];
     memset(e, 0, sizeof *e);
     e->epoch = epoch;

@@ -134,10 +134,7 @@ cJSON *dg_synth_json(const dg_synth *s)
     cJSON_AddNumberToObject(o, "seed", (double)s->seed);
     cJSON_AddNumberToObject(o, "samples", (double)s->samples);
     cJSON_AddNumberToObject(o, "classes", s->classes);
-    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber(s->c));
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber(s->h));
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber(s->w));
+    dg_json_add_ints(o, "shape", (const int[]){s->c, s->h, s->w}, 3);
     cJSON_AddNumberToObject(o, "noise", s->noise);
     return o;
 }

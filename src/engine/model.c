@@ -328,10 +328,7 @@ cJSON *dg_model_json(const dg_model *m)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->name);
     dg_json_add_str(o, "layers", m->layers);
-    cJSON *in = cJSON_AddArrayToObject(o, "input");
-    cJSON_AddItemToArray(in, cJSON_CreateNumber(m->in_c));
-    cJSON_AddItemToArray(in, cJSON_CreateNumber(m->in_h));
-    cJSON_AddItemToArray(in, cJSON_CreateNumber(m->in_w));
+    dg_json_add_ints(o, "input", (const int[]){m->in_c, m->in_h, m->in_w}, 3);
     cJSON_AddNumberToObject(o, "classes", m->classes);
     cJSON_AddNumberToObject(o, "parameters", (double)m->param_count);
     cJSON_AddItemToObject(o, "parameter_bytes",

@@ -58,6 +58,7 @@ static dg_loader_opts inline_opts(const dg_loader_opts *lo, const dg_loader *ld)
  * what the loop measures; the phase functions below share it. */
 typedef struct trainer {
     dg_ctx *ctx;
+    double t_start; /* the loop's start, for the progress reports */
     const dg_train_opts *o;
     const dg_train_ext *x;   /* never NULL (the plain instrumentation when none) */
     const dg_train_ext *ext; /* as the caller gave it: NULL for a plain run */
@@ -879,6 +880,25 @@ static dg_status trainer_epoch_end(trainer *t, int g, int ep)
     return DG_OK;
 }
 
+/* Epoch ep ended at step g: the caller's progress callback, if any, with
+ * the rate over the run so far and the ETA of the epochs left. */
+static void report_epoch(const trainer *t, int g, int ep)
+{
+    if (!t->o->progress)
+        return;
+    double el = dg_now() - t->t_start, per = el / (ep + 1);
+    char detail[64] = "";
+    if (el > 0)
+        snprintf(detail, sizeof detail, "%.0f samples/s",
+                 (double)(g + 1) * (t->o->batch > 0 ? t->o->batch : 64) / el);
+    t->o->progress(t->o->progress_user, &(dg_progress){.kind = DG_PROGRESS_EPOCH,
+                                                       .detail = detail[0] ? detail : NULL,
+                                                       .epoch = ep,
+                                                       .steps = g + 1,
+                                                       .elapsed_s = el,
+                                                       .eta_s = per * (t->epochs - ep - 1)});
+}
+
 /* Every step of every epoch, with sync points and epoch ends. */
 static dg_status trainer_loop(trainer *t)
 {
@@ -886,6 +906,7 @@ static dg_status trainer_loop(trainer *t)
     if (t->x->sample_ms > 0)
         t->sampler = dg_sampler_start(t->e->be, t->e->bctx, t->x->sample_ms);
     t->losses = cJSON_CreateArray();
+    t->t_start = dg_now();
     for (int g = 0; g < t->total; g++) {
         int ep = g / t->steps, s = g % t->steps;
         double tw = 0;
@@ -911,6 +932,7 @@ static dg_status trainer_loop(trainer *t)
             continue;
         if (s == t->steps - 1) {
             double c0 = process_cpu_s();
+            report_epoch(t, g, ep);
             st = trainer_epoch_end(t, g, ep);
             if (g >= t->warmup)
                 t->val_cpu += process_cpu_s() - c0;

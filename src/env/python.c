@@ -136,13 +136,7 @@ static bool find_in_path(const char *name, char *buf, size_t n)
 /* ---- running it --------------------------------------------------------- */
 
 typedef struct run_result {
-    const char *status; /* ok, timeout, crashed, failed, not-found */
-    int exit_code;
-    bool has_exit;
-    int sig;
-    bool has_sig;
-    double seconds;
-    bool has_seconds;
+    dg_py_run pr; /* how it ran; its error and outputs point into the members below */
     char error[STR_MAX];
     bool has_error;
     dg_capbuf out; /* the answer on stdout, capped at OUT_MAX */
@@ -177,7 +171,7 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
     r->out = pr.out;
     r->err = pr.err;
     if (!pr.started) {
-        r->status = "failed";
+        r->pr.status = "failed";
         if (st == DG_ERR_NOMEM)
             return false;
         /* The file exists (it was resolved), so a missing file is what it
@@ -185,25 +179,25 @@ static bool run_probe(const char *exe, double timeout_s, run_result *r)
         set_error(r, "%s", pr.error);
         return true;
     }
-    r->seconds = pr.wall_s;
-    r->has_seconds = true;
+    r->pr.seconds = pr.wall_s;
+    r->pr.has_seconds = true;
     if (st == DG_ERR_NOMEM)
         return false;
     if (pr.timed_out) {
-        r->status = "timeout";
+        r->pr.status = "timeout";
         set_error(r, "no answer within %.1f s; process group killed", timeout_s);
     } else if (st != DG_OK) {
-        r->status = "failed";
+        r->pr.status = "failed";
         set_error(r, "%s", pr.error);
     } else if (pr.sig) {
-        r->status = "crashed";
-        r->sig = pr.sig;
-        r->has_sig = true;
-        set_error(r, "killed by signal %d (%s)", r->sig, strsignal(r->sig));
+        r->pr.status = "crashed";
+        r->pr.sig = pr.sig;
+        r->pr.has_sig = true;
+        set_error(r, "killed by signal %d (%s)", r->pr.sig, strsignal(r->pr.sig));
     } else {
-        r->exit_code = pr.exit_code;
-        r->has_exit = true;
-        r->status = r->exit_code == 0 ? "ok" : "failed";
+        r->pr.exit_code = pr.exit_code;
+        r->pr.has_exit = true;
+        r->pr.status = r->pr.exit_code == 0 ? "ok" : "failed";
     }
     return true;
 }
@@ -396,11 +390,11 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
 
     run_result r;
     memset(&r, 0, sizeof r);
-    r.status = "failed";
+    r.pr.status = "failed";
     r.out.cap = OUT_MAX;
     r.err.cap = ERR_MAX;
     if (missing) {
-        r.status = "not-found";
+        r.pr.status = "not-found";
         set_error(&r, "%s",
                   !python || !*python ? "no interpreter given"
                   : !exe              ? "not found on PATH"
@@ -408,20 +402,14 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
     } else if (!run_probe(exe, timeout_s, &r)) {
         b.oom = true;
     }
-    dg_py_run pr = {.status = r.status,
-                    .exit_code = r.exit_code,
-                    .has_exit = r.has_exit,
-                    .sig = r.sig,
-                    .has_sig = r.has_sig,
-                    .seconds = r.seconds,
-                    .has_seconds = r.has_seconds,
-                    .error = r.has_error ? r.error : NULL,
-                    .out = r.out.data,
-                    .out_len = r.out.len,
-                    .out_truncated = r.out.truncated,
-                    .out_cap = OUT_MAX,
-                    .err = r.err.data,
-                    .err_len = r.err.len};
+    dg_py_run pr = r.pr;
+    pr.error = r.has_error ? r.error : NULL;
+    pr.out = r.out.data;
+    pr.out_len = r.out.len;
+    pr.out_truncated = r.out.truncated;
+    pr.out_cap = OUT_MAX;
+    pr.err = r.err.data;
+    pr.err_len = r.err.len;
     cJSON *dirs = NULL, *ans = dg_env_python_answer(&pr, &dirs);
     if (!ans)
         b.oom = true;

@@ -17,17 +17,8 @@
 #define DG_LEDGER_DEFAULT_TIMEOUT_MS 5000
 #define DG_LEDGER_AMBIGUOUS_SHOWN 5
 
-/* Migration i brings schema version i to i + 1; each runs inside BEGIN
- * IMMEDIATE ... COMMIT together with the user_version bump. Append only; the
- * team ledger's list in ledger_pg.c has the same steps in PostgreSQL's words. */
-static const char *const k_migrations[] = {
-    /* 0 -> 1 */
-    "CREATE TABLE runs("
-    " seq INTEGER PRIMARY KEY AUTOINCREMENT," LG_RUNS_COLUMNS,
-    /* 1 -> 2: the remote node a run ran on; the team ledger a run waits for */
-    "ALTER TABLE runs ADD COLUMN node TEXT;"
-    "ALTER TABLE runs ADD COLUMN pending TEXT;",
-};
+/* The SQLite ledger's migrations (ledger_int.h; the team ledger's in ledger_pg.c). */
+static const char *const k_migrations[] = LG_MIGRATIONS(" seq INTEGER PRIMARY KEY AUTOINCREMENT");
 _Static_assert(sizeof k_migrations / sizeof k_migrations[0] == DG_LEDGER_SCHEMA,
                "one migration per schema version");
 
@@ -504,15 +495,22 @@ const char *dg_ledger_name(const dg_ledger *lg)
     return lg ? lg->shown : NULL;
 }
 
+/* path as messages show it (cleaned of control bytes), dg_malloc'd. */
+static char *shown_name(const char *path)
+{
+    size_t len = strlen(path) + 1;
+    char *shown = dg_malloc(len);
+    if (shown)
+        dg_copy_clean(shown, len, path);
+    return shown;
+}
+
 /* Opens the SQLite ledger at lg->path; on failure the caller closes lg. */
 static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg)
 {
     const char *path = lg->path;
-    size_t plen = strlen(path);
-    lg->shown = dg_malloc(plen + 1);
-    if (!lg->shown)
+    if (!(lg->shown = shown_name(path)))
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    dg_copy_clean(lg->shown, plen + 1, path);
 
     dg_status st = make_parents(ctx, path, lg->shown);
     if (st == DG_OK)
@@ -637,11 +635,8 @@ static char *immutable_uri(const char *path)
 static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg)
 {
     const char *path = lg->path;
-    size_t plen = strlen(path);
-    lg->shown = dg_malloc(plen + 1);
-    if (!lg->shown)
+    if (!(lg->shown = shown_name(path)))
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    dg_copy_clean(lg->shown, plen + 1, path);
     struct stat sb;
     if (stat(path, &sb) != 0)
         return errno == ENOENT
@@ -1113,6 +1108,14 @@ static dg_status finish_entry(dg_ctx *ctx, dg_ledger *lg, cJSON *e, bool keep)
 
 /* ---- list / show / export ------------------------------------------------------ */
 
+/* When st is DG_OK, j printed into *json (DG_ERR_NOMEM when it cannot be); st. */
+static dg_status print_into(dg_ctx *ctx, dg_status st, const cJSON *j, char **json)
+{
+    if (st == DG_OK && !(*json = dg_json_print(j)))
+        st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    return st;
+}
+
 dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
 {
     if (json)
@@ -1132,11 +1135,7 @@ dg_status dg_ledger_list(dg_ctx *ctx, dg_ledger *lg, int limit, char **json)
         if (st == DG_OK)
             st = finish_entry(ctx, lg, e, false);
     }
-    if (st == DG_OK) {
-        *json = dg_json_print(arr);
-        if (!*json)
-            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    }
+    st = print_into(ctx, st, arr, json);
     cJSON_Delete(arr);
     return st;
 }
@@ -1189,11 +1188,7 @@ dg_status dg_ledger_export(dg_ctx *ctx, dg_ledger *lg, const char *since, char *
             st = finish_entry(ctx, lg, e, true);
         }
     }
-    if (st == DG_OK) {
-        *json = dg_json_print(out);
-        if (!*json)
-            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    }
+    st = print_into(ctx, st, out, json);
     cJSON_Delete(all);
     cJSON_Delete(out);
     return st;
@@ -1239,11 +1234,7 @@ dg_status dg_ledger_show(dg_ctx *ctx, dg_ledger *lg, const char *id, char **json
     }
     if (st == DG_OK)
         st = finish_entry(ctx, lg, first, true);
-    if (st == DG_OK) {
-        *json = dg_json_print(first);
-        if (!*json)
-            st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    }
+    st = print_into(ctx, st, first, json);
     cJSON_Delete(arr);
     return st;
 }

@@ -55,6 +55,17 @@ void dg_lg_draw_id(lg_fields *f);
     " record TEXT NOT NULL);"                                                                      \
     "CREATE INDEX runs_started_at ON runs(started_at);"
 
+/* The migrations, in both stores' words (only the sequence column differs):
+ * entry i brings schema version i to i + 1, and runs inside one transaction
+ * with the version bump. Append only. 1 -> 2: the remote node a run ran on;
+ * the team ledger a run waits for. */
+#define LG_MIGRATIONS(seq_column)                                                                  \
+    {                                                                                              \
+        "CREATE TABLE runs(" seq_column "," LG_RUNS_COLUMNS,                                       \
+            "ALTER TABLE runs ADD COLUMN node TEXT;"                                               \
+            "ALTER TABLE runs ADD COLUMN pending TEXT;",                                           \
+    }
+
 /* Columns of an entry, in this order, in every query of both stores. */
 #define LG_COLS                                                                                    \
     "id, seq, verb, started_at, exit_status, state, host, git_commit, devgate_version, node, "     \

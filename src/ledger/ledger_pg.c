@@ -111,16 +111,8 @@ bool dg_lg_pg_built(void)
     return true;
 }
 
-/* Migration i brings version i to i + 1: the steps of k_migrations in
- * ledger.c, in PostgreSQL's words. Append only. */
-static const char *const k_pg_migrations[] = {
-    /* 0 -> 1 */
-    "CREATE TABLE runs("
-    " seq BIGSERIAL PRIMARY KEY," LG_RUNS_COLUMNS,
-    /* 1 -> 2 */
-    "ALTER TABLE runs ADD COLUMN node TEXT;"
-    "ALTER TABLE runs ADD COLUMN pending TEXT;",
-};
+/* The team ledger's migrations, in PostgreSQL's words (ledger_int.h). */
+static const char *const k_pg_migrations[] = LG_MIGRATIONS(" seq BIGSERIAL PRIMARY KEY");
 _Static_assert(sizeof k_pg_migrations / sizeof k_pg_migrations[0] == DG_LEDGER_SCHEMA,
                "one migration per schema version");
 

@@ -176,14 +176,8 @@ static xfer *free_slot(slo_gen *g)
 
 static bool new_req(slo_gen *g, size_t *idx)
 {
-    if (g->nreqs == g->capreqs) {
-        size_t cap = g->capreqs ? 2 * g->capreqs : 1024;
-        slo_req *p = dg_realloc(g->reqs, cap * sizeof *p);
-        if (!p)
-            return false;
-        g->reqs = p;
-        g->capreqs = cap;
-    }
+    if (!dg_grow((void **)&g->reqs, &g->capreqs, g->nreqs + 1, sizeof *g->reqs))
+        return false;
     *idx = g->nreqs++;
     return true;
 }

@@ -179,6 +179,8 @@ static dg_status fx_epochs(void *ctx, const dg_method_state *s, dg_epochs_result
     so.train.backend = s->device;
     so.train.batch = s->batch;
     so.train.epochs = a->o->train.epochs > 0 ? a->o->train.epochs : a->tier->soak_epochs;
+    so.train.progress = dg_progress_forward; /* the soak's epochs, on the method's line */
+    so.train.progress_user = s->progress;
     so.train.steps = a->o->train.steps > 0
                          ? a->o->train.steps
                          : steps_for(s, a->tier->soak_budget_s, so.train.epochs, 2, 50);

@@ -57,21 +57,12 @@ static double *read_arena(const char *path, size_t count)
     return d;
 }
 
-/* A metric's value, NAN when absent or invalid. */
-static double metric(const cJSON *obj, const char *key)
-{
-    const cJSON *m = cJSON_GetObjectItem(obj, key);
-    const cJSON *v = cJSON_GetObjectItem(m, "value");
-    if (!cJSON_IsTrue(cJSON_GetObjectItem(m, "valid")) || !cJSON_IsNumber(v))
-        return NAN;
-    return v->valuedouble;
-}
-
 /* Median host step time after warm-up (the per-step times), else the mean. */
 static double step_ms(const cJSON *rec)
 {
-    double v = metric(cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "steps"), "stats"), "median");
-    return isfinite(v) ? v : metric(cJSON_GetObjectItem(rec, "throughput"), "step_ms");
+    double v = dg_json_metric_at(cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "steps"), "stats"),
+                                 "median");
+    return isfinite(v) ? v : dg_json_metric_at(cJSON_GetObjectItem(rec, "throughput"), "step_ms");
 }
 
 /* Device time of forward+backward+update (or the captured step) over the wall
@@ -82,9 +73,9 @@ static double busy_fraction(const cJSON *rec, double wall_ms)
     const cJSON *n = cJSON_GetObjectItem(ph, "samples");
     if (!cJSON_IsNumber(n) || n->valuedouble <= 0 || !(wall_ms > 0))
         return NAN;
-    double busy = metric(ph, "forward");
+    double busy = dg_json_metric_at(ph, "forward");
     if (!cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "capture"), "used")))
-        busy += metric(ph, "backward") + metric(ph, "update");
+        busy += dg_json_metric_at(ph, "backward") + dg_json_metric_at(ph, "update");
     /* Both are medians of separate series, so the ratio can pass 1 by noise. */
     return isfinite(busy) ? fmin(busy / wall_ms, 1.0) : NAN;
 }

@@ -18,16 +18,6 @@
 #define WINDOW_DEFAULT 50
 #define STEPS_MAX 1000000
 
-/* A metric's value, NAN when absent or invalid. */
-static double metric(const cJSON *obj, const char *key)
-{
-    const cJSON *m = cJSON_GetObjectItem(obj, key);
-    const cJSON *v = cJSON_GetObjectItem(m, "value");
-    if (!cJSON_IsTrue(cJSON_GetObjectItem(m, "valid")) || !cJSON_IsNumber(v))
-        return NAN;
-    return v->valuedouble;
-}
-
 static double num(const cJSON *obj, const char *key, double fallback)
 {
     const cJSON *v = cJSON_GetObjectItem(obj, key);
@@ -71,11 +61,11 @@ static void add_phase(cJSON *ph, const char *name, double ms, double share, doub
 void dg_profile_data_wait(const cJSON *rec, double *wait_ms, double *share, double *mean_ms)
 {
     const cJSON *wait = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "data"), "wait");
-    *wait_ms = metric(wait, "per_step");
+    *wait_ms = dg_json_metric_at(wait, "per_step");
     if (!isfinite(*wait_ms))
-        *wait_ms = metric(cJSON_GetObjectItem(rec, "phases"), "data");
-    *mean_ms = metric(cJSON_GetObjectItem(rec, "throughput"), "step_ms");
-    *share = metric(wait, "share_of_step");
+        *wait_ms = dg_json_metric_at(cJSON_GetObjectItem(rec, "phases"), "data");
+    *mean_ms = dg_json_metric_at(cJSON_GetObjectItem(rec, "throughput"), "step_ms");
+    *share = dg_json_metric_at(wait, "share_of_step");
     if (!isfinite(*share))
         *share = isfinite(*wait_ms) && *mean_ms > 0 ? *wait_ms / *mean_ms : NAN;
 }
@@ -103,14 +93,14 @@ static void phase_split(const cJSON *rec, double step_ms, split *s)
     const cJSON *stages = cJSON_GetObjectItem(data, "stages");
     double batches = num(data, "batches", 0);
     for (size_t i = 0; i < NSTAGES; i++)
-        s->stage[i] = batches > 0 ? metric(stages, stage_names[i]) * 1e3 / batches : NAN;
+        s->stage[i] = batches > 0 ? dg_json_metric_at(stages, stage_names[i]) * 1e3 / batches : NAN;
     const cJSON *ph = cJSON_GetObjectItem(rec, "phases");
     /* The wait is a mean over the window: its share is of the window's mean
      * step, never of the median (unsynchronised steps run ahead of the
      * device, then block: the two differ by several times). */
     dg_profile_data_wait(rec, &s->step[0], &s->wait_share, &s->mean_ms);
     for (size_t i = 1; i < NSTEP; i++)
-        s->step[i] = metric(ph, step_names[i]);
+        s->step[i] = dg_json_metric_at(ph, step_names[i]);
     s->step_ms = step_ms;
     s->sync_residual = false;
     if (!isfinite(s->step[NSTEP - 1]) && isfinite(step_ms)) {
@@ -306,7 +296,8 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
     dg_stats us, ps;
     window_stats(urec, warmup, &us);
     window_stats(prec, warmup, &ps);
-    double step_ms = us.n ? us.median : metric(cJSON_GetObjectItem(urec, "throughput"), "step_ms");
+    double step_ms =
+        us.n ? us.median : dg_json_metric_at(cJSON_GetObjectItem(urec, "throughput"), "step_ms");
     cJSON *sj = cJSON_AddObjectToObject(rec, "step");
     cJSON_AddItemToObject(sj, "ms", dg_json_metric(step_ms, isfinite(step_ms), "ms"));
     cJSON_AddItemToObject(sj, "profiled_ms", dg_json_metric(ps.median, ps.n > 0, "ms"));

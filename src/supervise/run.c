@@ -103,25 +103,16 @@ static void on_line(void *user, const char *line, size_t len)
     }
 }
 
+static void feed_events(void *user, const char *p, size_t n)
+{
+    run *r = user;
+    dg_evreader_feed(&r->rd, p, n, on_line, r);
+}
+
 /* Reads what the pipe holds, at most budget bytes; true at end of file. */
 static bool drain(run *r, int fd, size_t budget)
 {
-    char chunk[65536];
-    size_t got_total = 0;
-    while (got_total < budget) {
-        ssize_t got = read(fd, chunk, sizeof chunk);
-        if (got > 0) {
-            dg_evreader_feed(&r->rd, chunk, (size_t)got, on_line, r);
-            got_total += (size_t)got;
-            continue;
-        }
-        if (got == 0)
-            return true;
-        if (errno == EINTR)
-            continue;
-        return errno != EAGAIN && errno != EWOULDBLOCK;
-    }
-    return false;
+    return dg_fd_drain(fd, budget, feed_events, r);
 }
 
 static void nap_ms(double ms)

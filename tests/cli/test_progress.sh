@@ -94,4 +94,12 @@ PY
 expect_json sw.json 'len(d["trials"]) == 2'
 expect_grep sw.err '^devgate: \[sweep\] trial 1/~2 \(batch 8\) ok: ' "the fixture sweep's first trial"
 expect_grep sw.err '^devgate: \[sweep\] trial 2/~2 \(batch 16\) ok: .* · ETA ~0:00$' "the fixture sweep's last trial"
+# 5. The fixture's soak and train: one line per epoch, with the ETA of the epochs left.
+"$DG" --no-ledger soak --json --model mlp --epochs 3 --steps 10 >soak.json 2>soak.err
+expect_json soak.json 'd["kind"] == "soak"'
+for e in 1 2 3; do
+  expect_grep soak.err "^devgate: \[soak\] epoch $e ended at step $((e * 10)): [0-9]+ samples/s · [0-9]+:[0-9][0-9] elapsed · ETA ~[0-9]+:[0-9][0-9]$" "the soak's epoch $e"
+done
+"$DG" --no-ledger train --model mlp --epochs 2 --steps 5 >train.out 2>train.err
+expect_grep train.err '^devgate: \[train\] epoch 2 ended at step 10: ' "train's last epoch"
 done_tests
