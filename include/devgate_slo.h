@@ -70,8 +70,19 @@ typedef struct dg_slo_opts {
     int max_tokens;             /* per request (0: 64) */
     double request_timeout_s;   /* per request (0: 60) */
     const char *label;          /* free text kept in the record, or NULL */
+    const char *metrics_url;    /* the engine's Prometheus endpoint, scraped before, once a
+                                   second during and after each level's window (NULL: none) */
     const char *thresholds;     /* rule thresholds "NAME=VALUE,..." (docs/rules.md), or NULL */
     bool no_env;                /* skip the environment proof */
+    /* --while -- CMD: a training command run alone until its probe saw
+     * while_steps steps, then beside the server while the signed level (else
+     * the first) is measured again (NULL-terminated; NULL: none). Its output
+     * goes to stderr. */
+    const char *const *while_argv;
+    int while_steps;              /* timed steps alone (0: 20) */
+    double while_seconds;         /* the most either run waits for steps (0: 300 s) */
+    const char *while_probe_path; /* the devgate_probe package's folder (zero-code probe; NULL: the
+                                     program's own probe calls only) */
     /* Where the caller's signal handler stores a signal number (may be NULL):
      * set, the run stops, drains and returns DG_ERR_INTERRUPTED with the record. */
     const volatile sig_atomic_t *cancel;

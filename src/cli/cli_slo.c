@@ -15,6 +15,7 @@ typedef struct slo_args {
     dg_slo_opts o;
     const char *prompt_file;
     cli_thresholds thr;
+    bool beside; /* --while */
 } slo_args;
 
 static const char *api_opt(const cli_opt *opt, const char *v, void *field)
@@ -135,6 +136,20 @@ const cli_opt cli_slo_opts[] = {
      0, NULL, NULL, NULL},
     {CLI_FLAG, "--no-env", NULL, NULL, NULL, NULL, "skip the environment proof", OFF(o.no_env), 0,
      0, NULL, NULL, NULL},
+    {CLI_FUNC, "--metrics", NULL, "URL", "none", NULL,
+     "the engine's Prometheus endpoint (llama.cpp, vLLM, TGI, SGLang): scraped before, once a "
+     "second during and after each level's window: its token rate, queue, batch and KV cache",
+     OFF(o.metrics_url), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_FLAG, "--while", NULL, NULL, NULL, NULL,
+     "train beside serving: the command after -- runs alone, then while the signed level (else "
+     "the first) is measured again; the statement must hold beside it too",
+     OFF(beside), 0, 0, NULL, NULL, NULL},
+    {CLI_INT, "--while-steps", NULL, "N", "20", "steps",
+     "the training's timed steps alone (the probe's, after its warm-up; then SIGTERM)",
+     OFF(o.while_steps), 1, 1000000, NULL, NULL, NULL},
+    {CLI_FUNC, "--while-seconds", NULL, "D", "300s", NULL,
+     "the most the training may take to reach its steps, alone or before the level beside",
+     OFF(o.while_seconds), 0, 0, cli_duration_opt, NULL, NULL},
     {CLI_FUNC, "--threshold", NULL, "NAME=VALUE", NULL, NULL,
      "a rule threshold (repeatable; docs/rules.md: slo_queue_ratio, slo_interference_pct, ...)",
      OFF(thr), 0, 0, cli_threshold_add, NULL, NULL},
@@ -291,9 +306,22 @@ static bool read_prompts(const char *path, char **text, char ***out)
 int cmd_slo(cli *c, int argc, char **argv)
 {
     slo_args a = {.o = {.api = DG_SLO_OPENAI}};
-    int r = cli_parse(c, &cli_verb_slo, argc, argv, (void *const[]){&a, c}, NULL);
+    cli_args args = {.max = -1}; /* the words after -- (or the first word) are the command */
+    int r = cli_parse(c, &cli_verb_slo, argc, argv, (void *const[]){&a, c}, &args);
     if (r != CLI_PARSED)
         return cli_parse_exit(r);
+    if (a.beside != (args.nrest > 0)) {
+        cli_error(a.beside ? "slo: --while wants the training command after --: --while -- CMD "
+                             "ARGS..."
+                           : "slo: unexpected words; a training command goes after --while --");
+        return EXIT_USAGE;
+    }
+    char probe_dir[4096];
+    if (a.beside) {
+        a.o.while_argv = (const char *const *)args.rest; /* NULL-terminated */
+        if (cli_find_probe(probe_dir, sizeof probe_dir))
+            a.o.while_probe_path = probe_dir;
+    }
     if (!a.o.target) {
         cli_error("slo: --target URL is required (devgate slo --help)");
         return EXIT_USAGE;

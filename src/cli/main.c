@@ -1,8 +1,10 @@
 /* devgate: one command per method step; see docs/cli.md. */
 #include "cli.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The options before the verb: the common ones (and --help, --version). */
 static const cli_verb global = {
@@ -40,8 +42,55 @@ static void mask_own_argv(int argc, char **argv)
     }
 }
 
+/* The re-exec's mark: "PID:=VALUE" or "PID:-" (OPENBLAS_NUM_THREADS unset). */
+#define BLAS_MARK "DEVGATE_BLAS_REEXEC"
+
+/* OpenBLAS's pthreads build starts a server thread per core when it loads,
+ * before main, and they spin beside the cpu backend's OpenMP team (which
+ * runs OpenBLAS one thread a call): on a 16-vCPU host 8 of 20 cpu gates took
+ * 8 ms for the 512^3 product instead of 0.4 (33.6 against ~700 GFLOP/s), with
+ * the threads shut down after load; with OPENBLAS_NUM_THREADS=1 set before
+ * the library loads, 0 of 10 (docs/evidence/h200-cpugate*-20261202*.log). So
+ * devgate re-executes itself once with OPENBLAS_NUM_THREADS=1 and, once the
+ * library has read it, puts the user's value back, so the programs devgate
+ * starts see the user's environment. The mark carries our pid: a child
+ * devgate (a sweep trial) has another and does the same for itself. */
+static void blas_one_thread(char **argv)
+{
+    char me[32];
+    snprintf(me, sizeof me, "%ld:", (long)getpid());
+    const char *mark = getenv(BLAS_MARK);
+    if (mark && strncmp(mark, me, strlen(me)) == 0) {
+        const char *was = mark + strlen(me);
+        if (was[0] == '=')
+            setenv("OPENBLAS_NUM_THREADS", was + 1, 1);
+        else
+            unsetenv("OPENBLAS_NUM_THREADS");
+        unsetenv(BLAS_MARK);
+        return;
+    }
+    const char *cur = getenv("OPENBLAS_NUM_THREADS");
+    if ((cur && strcmp(cur, "1") == 0) || getenv("DEVGATE_NO_REEXEC"))
+        return;
+    size_t n = strlen(me) + (cur ? strlen(cur) + 1 : 1) + 1;
+    char *val = malloc(n);
+    if (!val)
+        return;
+    snprintf(val, n, "%s%s%s", me, cur ? "=" : "-", cur ? cur : "");
+    if (setenv(BLAS_MARK, val, 1) == 0 && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0)
+        execv("/proc/self/exe", argv);
+    /* No re-exec (no /proc): go on as we are, the environment as it was. */
+    free(val);
+    if (cur)
+        setenv("OPENBLAS_NUM_THREADS", cur, 1);
+    else
+        unsetenv("OPENBLAS_NUM_THREADS");
+    unsetenv(BLAS_MARK);
+}
+
 int main(int argc, char **argv)
 {
+    blas_one_thread(argv); /* before the masking: the re-exec takes the words as given */
     mask_own_argv(argc, argv);
     cli c = {.prog = argv[0]};
     cli_term_init();

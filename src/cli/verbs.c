@@ -198,6 +198,7 @@ const cli_verb cli_verb_pool = {
 
 const cli_verb cli_verb_slo = {
     .name = "slo",
+    .args = "[--while -- CMD ARGS...]",
     .summary = "a signable concurrency SLO: TTFT/TPOT/E2E percentiles of an OpenAI or Ollama "
                "endpoint under N streams or seeded arrivals, LoadGen's binomial verdict, a ladder",
     .exits = "0 the SLO is signed, 1 missed (or the endpoint stopped answering), 2 usage, 3 no "

@@ -74,11 +74,20 @@ char *dg_ledger_default_path(void)
 
 /* ---- errors ------------------------------------------------------------------- */
 
+/* SQLite's words for failure rc: the connection's message while it is rc's
+ * (a later call, a rollback after the failure, resets it to "not an error"),
+ * else rc's own text. */
+static const char *sql_why(sqlite3 *db, int rc)
+{
+    return db && (sqlite3_extended_errcode(db) & 0xff) == (rc & 0xff) ? sqlite3_errmsg(db)
+                                                                      : sqlite3_errstr(rc);
+}
+
 /* Maps a SQLite failure to a status and a message naming the ledger. */
 static dg_status sql_fail(dg_ctx *ctx, sqlite3 *db, const char *shown, int timeout_ms, int rc,
                           const char *doing)
 {
-    const char *why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    const char *why = sql_why(db, rc);
     int oserr = db ? sqlite3_system_errno(db) : 0;
     switch (rc & 0xff) {
     case SQLITE_BUSY:
@@ -561,7 +570,7 @@ static dg_status open_sqlite(dg_ctx *ctx, dg_ledger *lg)
             st = dg_fail(ctx, DG_ERR_LEDGER,
                          "ledger %s: not a devgate ledger or corrupt (%s); the file was left "
                          "untouched",
-                         lg->shown, sqlite3_errmsg(lg->db));
+                         lg->shown, sql_why(lg->db, rc));
         else
             st = lg_fail(ctx, lg, rc, "reading the ledger header");
         return st;
@@ -684,7 +693,7 @@ static dg_status open_sqlite_readonly(dg_ctx *ctx, dg_ledger *lg)
         int prim = rc & 0xff;
         if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT)
             return dg_fail(ctx, DG_ERR_LEDGER, "ledger %s: not a devgate ledger or corrupt (%s)",
-                           lg->shown, sqlite3_errmsg(lg->db));
+                           lg->shown, sql_why(lg->db, rc));
         return lg_fail(ctx, lg, rc, "reading the ledger header");
     }
     dg_status st = judge_ident(ctx, &id, lg->shown);

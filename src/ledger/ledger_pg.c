@@ -4,8 +4,12 @@
  * never reaches a message, a log line or a record. docs/schema/ledger.md. */
 #include "ledger/ledger_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The name shown for a URI when libpq cannot parse it (or is not built in):
  * the scheme and what follows the last '@', up to any '?'. */
@@ -329,6 +333,52 @@ fail:
     return st;
 }
 
+/* The password in DEVGATE_LEDGER_PASSWORD_FILE (its first line) into *pw
+ * (dg_free; NULL when the variable is unset or the URI holds a password,
+ * which wins), kept as lg->secret to scrub from messages. Refused when the
+ * file cannot be read or others may read it (libpq asks the same of a
+ * .pgpass). Read from a file, the password is never in devgate's command
+ * line nor in the environment of what devgate starts. */
+static dg_status password_file(dg_ctx *ctx, dg_ledger *lg, char **pw)
+{
+    *pw = NULL;
+    const char *f = getenv("DEVGATE_LEDGER_PASSWORD_FILE");
+    if (!f || !f[0] || lg->secret)
+        return DG_OK;
+    char name[256];
+    dg_copy_clean(name, sizeof name, f);
+    int fd = open(f, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int e = fd < 0 ? errno : EINVAL;
+        if (fd >= 0)
+            close(fd);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "ledger %s: DEVGATE_LEDGER_PASSWORD_FILE %s: cannot read it: %s", lg->shown,
+                       name, e == EINVAL ? "not a regular file" : strerror(e));
+    }
+    if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
+        close(fd);
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "ledger %s: DEVGATE_LEDGER_PASSWORD_FILE %s may be read by others (mode "
+                       "%04o): chmod 600 it",
+                       lg->shown, name, (unsigned)(sb.st_mode & 07777));
+    }
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    dg_status st = DG_OK;
+    if (!buf[0])
+        st = dg_fail(ctx, DG_ERR_USAGE, "ledger %s: DEVGATE_LEDGER_PASSWORD_FILE %s: %s", lg->shown,
+                     name, n < 0 ? strerror(errno) : "no password on its first line");
+    else if (!(*pw = dg_strdup(buf)) || !(lg->secret = dg_strdup(buf)))
+        st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    memset(buf, 0, sizeof buf);
+    return st;
+}
+
 dg_status dg_lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
 {
     *unreachable = false;
@@ -343,9 +393,20 @@ dg_status dg_lg_pg_open(dg_ctx *ctx, dg_ledger *lg, bool *unreachable)
     char timeout[16];
     int secs = (lg->timeout_ms + 999) / 1000;
     snprintf(timeout, sizeof timeout, "%d", secs < 2 ? 2 : secs);
-    const char *keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
-    const char *vals[] = {getenv("PGCONNECT_TIMEOUT") ? NULL : timeout, "devgate", lg->path, NULL};
+    char *pw = NULL;
+    dg_status pst = password_file(ctx, lg, &pw);
+    if (pst != DG_OK)
+        return pst;
+    /* the URI (dbname, expanded) overrides what comes before it */
+    const char *keys[] = {"connect_timeout", "fallback_application_name", "password", "dbname",
+                          NULL};
+    const char *vals[] = {getenv("PGCONNECT_TIMEOUT") ? NULL : timeout, "devgate", pw, lg->path,
+                          NULL};
     lg->pg->conn = PQconnectdbParams(keys, vals, 1);
+    if (pw) {
+        memset(pw, 0, strlen(pw));
+        dg_free(pw);
+    }
     if (!lg->pg->conn)
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     PQsetNoticeProcessor(lg->pg->conn, quiet_notice, NULL);

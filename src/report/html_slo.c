@@ -86,6 +86,22 @@ static void levels_table(dg_capbuf *b, const dg_view_slo *s, const dg_view_slo_l
             dg_rp_h_esc(b, dg_rp_str(bd, "text"), "");
             dg_rp_put(b, "</li>\n");
         }
+        /* The engine's own view (--metrics): queueing or compute. */
+        const cJSON *e = dg_rp_obj(lv[i].raw, "engine");
+        if (e) {
+            char w[32], wm[32], r[32], kv[32], tk[32];
+            dg_rp_fmt_metric_at(w, sizeof w, e, "queue_waiting");
+            dg_rp_fmt_metric_at(wm, sizeof wm, e, "queue_waiting_max");
+            dg_rp_fmt_metric_at(r, sizeof r, e, "running");
+            dg_rp_fmt_metric_at(kv, sizeof kv, e, "kv_cache_max");
+            dg_rp_fmt_metric_at(tk, sizeof tk, e, "tokens_per_s");
+            dg_rp_put(b, "<li>");
+            level_label(b, &lv[i]);
+            dg_rp_printf(b,
+                         " · engine: %s waiting on average (at most %s), %s running, KV cache "
+                         "at most %s, %s</li>\n",
+                         w, wm, r, kv, tk);
+        }
     }
     dg_rp_put(b, "</ul>\n");
 }

@@ -10,19 +10,37 @@
 #define SLO_STEADY_TOLERANCE 0.10 /* three windows within 10% of their mean */
 #define SLO_STEADY_MIN_REQUESTS 3 /* a window with fewer completions agrees with nothing */
 #define MAXW 64
+#define SLO_SCRAPE_S 1.0    /* the engine's metrics, once a second in the window */
+#define SLO_SCRAPE_MAX 4096 /* scrapes kept per level */
 
 typedef struct level {
     const dg_slo_opts *o;
     bool open_loop;
     int phase;
     double t_first, warm_end, win_start, meas_start, meas_stop;
+    double abs0; /* dg_now() at the measured window's start */
     size_t warm_sent, meas_first;
     double tp[MAXW], lat[MAXW];
     int nwin;
     bool steady;
     cJSON *windows;
     dg_window *cont;
+    /* --metrics: the engine's scrapes during the measured window */
+    slo_engine_point *pts;
+    int npts;
+    long scrape_failed;
+    double next_scrape;
 } level;
+
+static void on_scrape(void *user, const char *body, size_t len, long http, double sent)
+{
+    level *L = user;
+    if (!body || http != 200)
+        L->scrape_failed++;
+    else if (L->pts && L->npts < SLO_SCRAPE_MAX)
+        dg_slo_engine_read(body, len, dg_now(), &L->pts[L->npts++]); /* the clock of "after" */
+    (void)sent;
+}
 
 /* Whether the last three windows agree: each throughput and median E2E
  * within the tolerance of the three's mean. */
@@ -89,6 +107,7 @@ static slo_ctl_answer tick(void *user, slo_gen *g, double now)
         if (L->steady || L->nwin >= o->max_windows) {
             L->phase = SLO_PH_MEASURED;
             L->meas_start = now;
+            L->abs0 = dg_now();
             L->meas_first = n;
             L->cont = dg_window_begin();
         } else {
@@ -102,6 +121,9 @@ static slo_ctl_answer tick(void *user, slo_gen *g, double now)
             L->meas_stop = now;
         }
     }
+    if (o->metrics_url && L->phase == SLO_PH_MEASURED && now >= L->next_scrape &&
+        dg_slo_gen_scrape(g, o->metrics_url, on_scrape, L))
+        L->next_scrape = now + SLO_SCRAPE_S;
     dg_slo_gen_set_phase(g, L->phase);
     return L->phase == SLO_PH_DRAIN ? SLO_STOP_SENDING : SLO_GO_ON;
 }
@@ -157,8 +179,85 @@ static void why_of(slo_level_res *r, const cJSON *lvl, const level *L)
     }
 }
 
+/* One blocking scrape (before and after a level); false when it failed. */
+static bool scrape_now(const char *url, slo_engine_point *p)
+{
+    long http = 0;
+    char *body = dg_slo_http_get_url(url, 5, &http);
+    bool ok = body && http == 200;
+    if (ok)
+        dg_slo_engine_read(body, strlen(body), dg_now(), p);
+    dg_free(body);
+    return ok;
+}
+
+static cJSON *point_json(const slo_engine_point *p, bool ok)
+{
+    if (!ok)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    static const char *const units[SLO_ENGINE_ROLES] = {"tokens", "requests", "requests",
+                                                        "fraction"};
+    for (int r = 0; r < SLO_ENGINE_ROLES; r++)
+        cJSON_AddItemToObject(o, dg_slo_engine_role_name(r), dg_json_metric_of(p->v[r], units[r]));
+    return o;
+}
+
+/* ENGINE (docs/schema/slo.md): the engine's own view of the level: its token
+ * rate from the counter over the window, its queue and batch on average and
+ * at most, its KV cache at most, and its state before and after. */
+static cJSON *engine_json(const level *L, const char *url, const slo_engine_point *before, bool bok,
+                          const slo_engine_point *after, bool aok)
+{
+    cJSON *e = cJSON_CreateObject();
+    char u[1024];
+    snprintf(u, sizeof u, "%s", url);
+    dg_redact_secrets(u);
+    dg_json_add_str(e, "url", u);
+    cJSON_AddNumberToObject(e, "scrapes", L->npts);
+    cJSON_AddNumberToObject(e, "failed", (double)L->scrape_failed);
+    cJSON *names = cJSON_AddObjectToObject(e, "names");
+    double sum[SLO_ENGINE_ROLES] = {0}, max[SLO_ENGINE_ROLES], n[SLO_ENGINE_ROLES] = {0};
+    const slo_engine_point *tok0 = NULL, *tok1 = NULL;
+    for (int r = 0; r < SLO_ENGINE_ROLES; r++) {
+        max[r] = NAN;
+        const char *name = NULL;
+        for (int i = 0; i < L->npts; i++) {
+            const slo_engine_point *p = &L->pts[i];
+            if (!isfinite(p->v[r]))
+                continue;
+            name = p->name[r];
+            sum[r] += p->v[r];
+            n[r]++;
+            if (!(p->v[r] <= max[r]))
+                max[r] = p->v[r];
+            if (r == SLO_ENGINE_TOKENS) {
+                tok0 = tok0 ? tok0 : p;
+                tok1 = p;
+            }
+        }
+        dg_json_add_str(names, dg_slo_engine_role_name(r), name);
+    }
+    double rate =
+        tok0 && tok1 && tok1->t > tok0->t
+            ? (tok1->v[SLO_ENGINE_TOKENS] - tok0->v[SLO_ENGINE_TOKENS]) / (tok1->t - tok0->t)
+            : NAN;
+    cJSON_AddItemToObject(e, "tokens_per_s", dg_json_metric_of(rate, "tokens/s"));
+    double mean_w = n[SLO_ENGINE_WAITING] ? sum[SLO_ENGINE_WAITING] / n[SLO_ENGINE_WAITING] : NAN;
+    double mean_r = n[SLO_ENGINE_RUNNING] ? sum[SLO_ENGINE_RUNNING] / n[SLO_ENGINE_RUNNING] : NAN;
+    cJSON_AddItemToObject(e, "queue_waiting", dg_json_metric_of(mean_w, "requests"));
+    cJSON_AddItemToObject(e, "queue_waiting_max",
+                          dg_json_metric_of(max[SLO_ENGINE_WAITING], "requests"));
+    cJSON_AddItemToObject(e, "running", dg_json_metric_of(mean_r, "requests"));
+    cJSON_AddItemToObject(e, "kv_cache_max",
+                          dg_json_metric_of(max[SLO_ENGINE_KV_CACHE], "fraction"));
+    cJSON_AddItemToObject(e, "before", point_json(before, bok));
+    cJSON_AddItemToObject(e, "after", point_json(after, aok));
+    return e;
+}
+
 dg_status dg_slo_level_run(dg_ctx *ctx, const dg_slo_opts *o, const slo_target *t, int concurrency,
-                           cJSON **lvl, slo_level_res *r)
+                           bool beside, cJSON **lvl, slo_level_res *r)
 {
     *lvl = NULL;
     memset(r, 0, sizeof *r);
@@ -175,6 +274,12 @@ dg_status dg_slo_level_run(dg_ctx *ctx, const dg_slo_opts *o, const slo_target *
         cJSON_Delete(L.windows);
         return L.windows ? DG_ERR_UNAVAILABLE : DG_ERR_NOMEM;
     }
+    slo_engine_point before, after;
+    bool bok = false, aok = false;
+    if (o->metrics_url) {
+        L.pts = dg_calloc(SLO_SCRAPE_MAX, sizeof *L.pts);
+        bok = scrape_now(o->metrics_url, &before);
+    }
     dg_mlock lock;
     dg_measure_lock(&lock, DG_MEASURED_MAX_WAIT_S, o->cancel);
     slo_load load = {.concurrency = concurrency,
@@ -187,6 +292,8 @@ dg_status dg_slo_level_run(dg_ctx *ctx, const dg_slo_opts *o, const slo_target *
     cJSON *cont = L.cont ? dg_window_end(L.cont) : NULL;
     dg_window_free(L.cont);
     dg_measure_unlock(&lock);
+    if (o->metrics_url)
+        aok = scrape_now(o->metrics_url, &after);
     size_t n, nitl, dropped;
     const slo_req *reqs = dg_slo_gen_reqs(g, &n);
     const float *itl = dg_slo_gen_itl(g, &nitl, &dropped);
@@ -196,12 +303,21 @@ dg_status dg_slo_level_run(dg_ctx *ctx, const dg_slo_opts *o, const slo_target *
             last = reqs[i].end;
     double wall = last - L.meas_start;
     if (st == DG_ERR_UNAVAILABLE || st == DG_ERR_NOMEM) {
+        dg_free(L.pts);
         cJSON_Delete(cont);
         cJSON_Delete(L.windows);
         dg_slo_gen_free(g);
         return st;
     }
     cJSON *j = level_head(&L, concurrency, &lock, cont, wall);
+    cJSON_AddBoolToObject(j, "beside", beside);
+    cJSON_AddItemToObject(j, "engine",
+                          o->metrics_url
+                              ? engine_json(&L, o->metrics_url, &before, bok, &after, aok)
+                              : cJSON_CreateNull());
+    dg_free(L.pts);
+    r->meas_t0 = L.abs0;
+    r->meas_t1 = L.abs0 + wall;
     slo_judge_in in = {.reqs = reqs,
                        .nreqs = n,
                        .itl = itl,

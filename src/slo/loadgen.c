@@ -48,6 +48,13 @@ struct slo_gen {
     dg_rng rng;
     uint32_t u[4];
     int nu;
+    /* The engine's metrics, scraped beside the load (one GET at a time). */
+    CURL *scrape;
+    bool scraping;
+    double scrape_sent;
+    dg_capbuf scrape_body;
+    slo_scrape_fn scrape_fn;
+    void *scrape_user;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -310,6 +317,53 @@ static void finish(slo_gen *g, xfer *x, CURLcode code, slo_outcome forced, const
     g->inflight--;
 }
 
+/* The scrape ended: its body to the caller, the handle kept for the next. */
+static void scrape_done(slo_gen *g, CURLcode code)
+{
+    long http = 0;
+    curl_easy_getinfo(g->scrape, CURLINFO_RESPONSE_CODE, &http);
+    curl_multi_remove_handle(g->multi, g->scrape);
+    g->scraping = false;
+    dg_capbuf *b = &g->scrape_body;
+    bool ok = code == CURLE_OK && !b->nomem && !b->truncated;
+    g->scrape_fn(g->scrape_user, ok ? (b->data ? b->data : "") : NULL, ok ? b->len : 0, http,
+                 g->scrape_sent);
+    b->len = 0;
+    b->truncated = b->nomem = false;
+}
+
+static size_t on_get(char *p, size_t size, size_t nmemb, void *user)
+{
+    dg_capbuf *b = user;
+    dg_capbuf_add(b, p, size * nmemb);
+    return size * nmemb;
+}
+
+bool dg_slo_gen_scrape(slo_gen *g, const char *url, slo_scrape_fn fn, void *user)
+{
+    if (g->scraping)
+        return false;
+    if (!g->scrape) {
+        g->scrape = curl_easy_init();
+        if (!g->scrape)
+            return false;
+        g->scrape_body = (dg_capbuf){.cap = (size_t)4 << 20};
+        curl_easy_setopt(g->scrape, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(g->scrape, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(g->scrape, CURLOPT_TIMEOUT_MS, 5000L);
+        curl_easy_setopt(g->scrape, CURLOPT_WRITEFUNCTION, on_get);
+        curl_easy_setopt(g->scrape, CURLOPT_WRITEDATA, &g->scrape_body);
+    }
+    curl_easy_setopt(g->scrape, CURLOPT_URL, url);
+    g->scrape_fn = fn;
+    g->scrape_user = user;
+    g->scrape_sent = now_rel(g);
+    if (curl_multi_add_handle(g->multi, g->scrape) != CURLM_OK)
+        return false;
+    g->scraping = true;
+    return true;
+}
+
 static void reap(slo_gen *g)
 {
     CURLMsg *m;
@@ -317,6 +371,10 @@ static void reap(slo_gen *g)
     while ((m = curl_multi_info_read(g->multi, &left))) {
         if (m->msg != CURLMSG_DONE)
             continue;
+        if (g->scrape && m->easy_handle == g->scrape) {
+            scrape_done(g, m->data.result);
+            continue;
+        }
         xfer *x = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
         if (x && x->busy)
@@ -486,6 +544,12 @@ void dg_slo_gen_free(slo_gen *g)
         dg_free(g->x[i].gaps);
     }
     dg_free(g->x);
+    if (g->scrape) {
+        if (g->scraping)
+            curl_multi_remove_handle(g->multi, g->scrape);
+        curl_easy_cleanup(g->scrape);
+    }
+    dg_free(g->scrape_body.data);
     if (g->multi)
         curl_multi_cleanup(g->multi);
     curl_slist_free_all(g->headers);
@@ -521,14 +585,7 @@ int dg_slo_gen_inflight(const slo_gen *g)
     return g->inflight;
 }
 
-static size_t on_get(char *p, size_t size, size_t nmemb, void *user)
-{
-    dg_capbuf *b = user;
-    dg_capbuf_add(b, p, size * nmemb);
-    return size * nmemb;
-}
-
-char *dg_slo_http_get(const slo_target *t, const char *path, double timeout_s, long *http)
+char *dg_slo_http_get_url(const char *url, double timeout_s, long *http)
 {
     pthread_once(&curl_once, curl_init);
     *http = 0;
@@ -537,8 +594,6 @@ char *dg_slo_http_get(const slo_target *t, const char *path, double timeout_s, l
     CURL *e = curl_easy_init();
     if (!e)
         return NULL;
-    char url[1200];
-    snprintf(url, sizeof url, "%s%s", t->base, path);
     dg_capbuf b = {.cap = (size_t)4 << 20};
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -556,6 +611,13 @@ char *dg_slo_http_get(const slo_target *t, const char *path, double timeout_s, l
     if (!b.data)
         b.data = dg_strdup("");
     return b.data;
+}
+
+char *dg_slo_http_get(const slo_target *t, const char *path, double timeout_s, long *http)
+{
+    char url[1200];
+    snprintf(url, sizeof url, "%s%s", t->base, path);
+    return dg_slo_http_get_url(url, timeout_s, http);
 }
 
 #else /* no libcurl */
@@ -628,5 +690,22 @@ char *dg_slo_http_get(const slo_target *t, const char *path, double timeout_s, l
     (void)timeout_s;
     *http = 0;
     return NULL;
+}
+
+char *dg_slo_http_get_url(const char *url, double timeout_s, long *http)
+{
+    (void)url;
+    (void)timeout_s;
+    *http = 0;
+    return NULL;
+}
+
+bool dg_slo_gen_scrape(slo_gen *g, const char *url, slo_scrape_fn fn, void *user)
+{
+    (void)g;
+    (void)url;
+    (void)fn;
+    (void)user;
+    return false;
 }
 #endif

@@ -168,7 +168,8 @@ void dg_slo_pct_name(char *buf, size_t len, double p);
 /* ---- one level (level.c) ------------------------------------------------------------ */
 
 typedef struct slo_level_res {
-    int concurrency; /* 0: the open loop */
+    int concurrency;         /* 0: the open loop */
+    double meas_t0, meas_t1; /* the measured window: its start and the last end (dg_now) */
     dg_slo_judgement state;
     bool steady;
     bool error; /* the level ended early (endpoint gone, interrupted) */
@@ -181,13 +182,58 @@ typedef struct slo_level_res {
  * gets its LEVEL (docs/schema/slo.md) when requests were sent and the
  * endpoint answered at least once; the status is dg_slo_gen_drive's. */
 dg_status dg_slo_level_run(dg_ctx *ctx, const dg_slo_opts *o, const slo_target *t, int concurrency,
-                           cJSON **lvl, slo_level_res *r);
+                           bool beside, cJSON **lvl, slo_level_res *r);
 
-/* ---- Prometheus text (prom.c) ------------------------------------------------------ */
+/* ---- training beside serving (beside.c) --------------------------------------------- */
 
-/* Calls fn for every sample line of the exposition format (name, labels
- * text without the braces, value); comments and malformed lines are skipped
- * and counted. Returns the samples seen. Pure. */
+/* Starts o->while_argv in a thread of its own, supervised; NULL after a
+ * message on ctx. */
+typedef struct slo_beside slo_beside;
+slo_beside *dg_slo_beside_start(dg_ctx *ctx, const dg_slo_opts *o);
+/* Waits (at most max_s, or until *cancel) until the command has taken steps
+ * optimizer steps (its probe's count); false when it did not (it ended, never
+ * stepped that far, or the wait ran out). */
+bool dg_slo_beside_wait(slo_beside *b, long steps, double max_s,
+                        const volatile sig_atomic_t *cancel);
+/* Stops the command if it still runs, waits for it and gives its SIDE; the
+ * times it ran (dg_now) into *t_start, *t_end. Frees b. */
+cJSON *dg_slo_beside_stop(slo_beside *b, double *t_start, double *t_end);
+
+/* ---- the engine's own view (prom.c) ------------------------------------------------- */
+
+/* Calls fn for every sample line of the Prometheus text exposition format
+ * (name, labels text without the braces, value); comments and blank lines
+ * are skipped, malformed lines counted. Returns the samples seen. Pure. */
 typedef void (*slo_prom_fn)(void *user, const char *name, const char *labels, double value);
 long dg_slo_prom_parse(const char *text, size_t len, slo_prom_fn fn, void *user, long *malformed);
+
+/* The roles an engine's metrics play (llama.cpp, vLLM, TGI, SGLang names). */
+enum {
+    SLO_ENGINE_TOKENS,   /* generated tokens, a counter */
+    SLO_ENGINE_WAITING,  /* requests waiting (the engine's queue) */
+    SLO_ENGINE_RUNNING,  /* requests being generated */
+    SLO_ENGINE_KV_CACHE, /* KV-cache use, a fraction */
+    SLO_ENGINE_ROLES
+};
+/* One scrape read by role. */
+typedef struct slo_engine_point {
+    double t;                           /* when it was taken (the caller's clock) */
+    double v[SLO_ENGINE_ROLES];         /* NAN: not exported */
+    const char *name[SLO_ENGINE_ROLES]; /* the metric that played the role (static) */
+    long samples, malformed;
+} slo_engine_point;
+/* Reads a scrape's text into p. Pure. */
+void dg_slo_engine_read(const char *text, size_t len, double t, slo_engine_point *p);
+/* "tokens", "waiting", "running", "kv_cache". */
+const char *dg_slo_engine_role_name(int role);
+
+/* A GET of url on g's multi handle, beside the load (one at a time): when it
+ * ends, fn gets its body (NULL when it failed), the HTTP status and the time
+ * it was sent (the generator's clock). False when one is in flight already
+ * or libcurl refused. */
+typedef void (*slo_scrape_fn)(void *user, const char *body, size_t len, long http, double sent);
+bool dg_slo_gen_scrape(slo_gen *g, const char *url, slo_scrape_fn fn, void *user);
+/* A blocking GET of the whole url with a short timeout (before and after a
+ * level): the body (dg_malloc'd, NUL-ended) or NULL. */
+char *dg_slo_http_get_url(const char *url, double timeout_s, long *http);
 #endif

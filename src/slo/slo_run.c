@@ -6,6 +6,7 @@
 #include "diagnose/diagnose.h"
 #include "slo/slo.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,17 @@ static dg_status resolve(dg_ctx *ctx, const dg_slo_opts *in, dg_slo_opts *o)
         o->request_timeout_s = 60;
     if (!o->prompts || !o->prompts[0])
         o->prompts = builtin_prompts;
+    if (o->metrics_url && strncmp(o->metrics_url, "http://", 7) != 0 &&
+        strncmp(o->metrics_url, "https://", 8) != 0) {
+        char clean[200];
+        dg_copy_clean(clean, sizeof clean, o->metrics_url);
+        return dg_fail(ctx, DG_ERR_USAGE, "slo: --metrics '%s' is not an http:// or https:// URL",
+                       clean);
+    }
+    if (o->while_steps <= 0)
+        o->while_steps = 20;
+    if (o->while_seconds <= 0)
+        o->while_seconds = 300;
     double th[TH_COUNT];
     return dg_thresholds_parse(ctx, o->thresholds, th);
 }
@@ -152,6 +164,38 @@ static const char *discover_model(const slo_target *t, char *buf, size_t len, co
     return buf;
 }
 
+/* Ollama's /api/ps: each loaded model's size and the part of it in device
+ * memory (size_vram), and their share: below 1, layers run on the CPU. */
+static cJSON *ollama_ps(const slo_target *t)
+{
+    long http = 0;
+    char *body = dg_slo_http_get(t, "/api/ps", 5, &http);
+    cJSON *j = body && http == 200 ? cJSON_Parse(body) : NULL;
+    dg_free(body);
+    if (!j)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "models");
+    double size = 0, vram = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(j, "models"))
+    {
+        double s = dg_jnum(m, "size"), v = dg_jnum(m, "size_vram");
+        cJSON *e = cJSON_CreateObject();
+        dg_json_add_str(e, "name", dg_jstr(m, "name"));
+        cJSON_AddItemToObject(e, "size", dg_json_metric_of(s, "bytes"));
+        cJSON_AddItemToObject(e, "size_vram", dg_json_metric_of(v, "bytes"));
+        cJSON_AddItemToArray(arr, e);
+        if (isfinite(s) && isfinite(v)) {
+            size += s;
+            vram += v;
+        }
+    }
+    cJSON_AddItemToObject(o, "vram_share",
+                          dg_json_metric_of(size > 0 ? vram / size : NAN, "fraction"));
+    cJSON_Delete(j);
+    return o;
+}
+
 /* ---- the record ---------------------------------------------------------------------- */
 
 static cJSON *spec_json(const dg_slo_opts *o, const slo_target *t, const char *model,
@@ -203,6 +247,10 @@ static cJSON *spec_json(const dg_slo_opts *o, const slo_target *t, const char *m
     cJSON_AddStringToObject(p, "source", o->prompts == builtin_prompts ? "builtin" : "option");
     cJSON_AddNumberToObject(s, "max_tokens", o->max_tokens);
     cJSON_AddItemToObject(s, "request_timeout", dg_json_metric(o->request_timeout_s, true, "s"));
+    char mu[1024];
+    snprintf(mu, sizeof mu, "%s", o->metrics_url ? o->metrics_url : "");
+    dg_redact_secrets(mu);
+    dg_json_add_str(s, "metrics", o->metrics_url ? mu : NULL);
     return s;
 }
 
@@ -218,7 +266,7 @@ static void bounds_text(char *buf, size_t len, const dg_slo_opts *o)
         const char *m = dg_slo_metric_name(o->bounds[i].metric);
         size_t k = 0;
         for (; m[k] && k < sizeof up - 1; k++)
-            up[k] = (char)(m[k] - 'a' + 'A');
+            up[k] = (char)toupper((unsigned char)m[k]);
         up[k] = 0;
         double ms = o->bounds[i].limit_s * 1e3;
         off += (size_t)snprintf(buf + off, len - off, "%s%s %s \u2264 %.4g %s",
@@ -267,32 +315,90 @@ static int signable(const slo_level_res *lv, int n)
     return best;
 }
 
-/* The final gate: the signable statement, or why nothing is signed. */
+/* "8 concurrent streams" or "5 requests/s (Poisson arrivals)". */
+static void load_text(char *buf, size_t len, const dg_slo_opts *o, int concurrency)
+{
+    if (o->rate > 0)
+        snprintf(buf, len, "%.4g requests/s (%s arrivals)", o->rate,
+                 o->burstiness == 1 ? "Poisson" : "gamma");
+    else
+        snprintf(buf, len, "%d concurrent stream%s", concurrency, concurrency == 1 ? "" : "s");
+}
+
+/* The command beside, as words joined ("python3 train.py --epochs 3"), at most len. */
+static void command_text(char *buf, size_t len, const char *const *argv)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; argv && argv[i] && off + 1 < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "", argv[i]);
+    dg_redact_secrets(buf);
+}
+
+/* Why nothing is signed, from the first level (in concurrency order) that did
+ * not hold; *verdict gets missed or inconclusive. */
+static void unsigned_text(char *text, size_t len, const char **verdict, const dg_slo_opts *o,
+                          const slo_level_res *lv, int n, const char *bt)
+{
+    const slo_level_res *l = NULL;
+    for (int i = 0; i < n; i++)
+        if ((lv[i].state != DG_SLO_PASS || !lv[i].steady) &&
+            (!l || lv[i].concurrency < l->concurrency))
+            l = &lv[i];
+    char at[64];
+    load_text(at, sizeof at, o, l ? l->concurrency : 0);
+    *verdict = l && l->state == DG_SLO_FAIL ? "missed" : "inconclusive";
+    if (!l)
+        snprintf(text, len, "not signed: no level was measured");
+    else if (l->state == DG_SLO_FAIL)
+        snprintf(text, len, "not signed: %s is missed at %s (%s)", bt, at, l->why);
+    else if (l->state == DG_SLO_PASS)
+        snprintf(text, len, "not signed: at %s the load never reached a steady state (%s)", at,
+                 l->why);
+    else
+        snprintf(text, len, "not signed: at %s %s", at, l->why);
+}
+
+/* The final gate: the signable statement, or why nothing is signed. With a
+ * training command beside (bs not NULL), the level signed alone must hold
+ * beside it too. */
 static void final_gate(cJSON *rec, const dg_slo_opts *o, const slo_level_res *lv, int n,
-                       dg_status st, const char *err)
+                       const slo_level_res *bs, dg_status st, const char *err)
 {
     cJSON *fg = cJSON_AddObjectToObject(rec, "final_gate");
-    char bt[256], et[256], text[1024];
+    char bt[256], et[256], at[64], cmd[200], text[1400];
     bounds_text(bt, sizeof bt, o);
     env_text(et, sizeof et, cJSON_GetObjectItem(rec, "env"));
+    command_text(cmd, sizeof cmd, o->while_argv);
     const char *host = dg_jstr(rec, "host"), *url = dg_jstr(rec, "spec.target"),
                *model = dg_jstr(rec, "spec.model");
-    int k = signable(lv, n);
-    const char *verdict;
-    if (k >= 0 && st == DG_OK) {
-        char at[64];
-        if (o->rate > 0)
-            snprintf(at, sizeof at, "%.4g requests/s (%s arrivals)", o->rate,
-                     o->burstiness == 1 ? "Poisson" : "gamma");
-        else
-            snprintf(at, sizeof at, "%d concurrent stream%s", lv[k].concurrency,
-                     lv[k].concurrency == 1 ? "" : "s");
-        snprintf(text, sizeof text,
-                 "on node %s (%s), endpoint %s, model %s: %s %s at %s with %.4g%% confidence "
-                 "(n = %ld, %ld over)",
-                 host ? host : "?", et, url ? url : "?", model ? model : "?", bt,
-                 o->nbounds == 1 ? "holds" : "hold", at, o->confidence * 100, lv[k].n, lv[k].over);
-        verdict = "signed";
+    int k = st == DG_OK ? signable(lv, n) : -1;
+    const char *verdict = "signed";
+    bool sign = k >= 0;
+    if (k >= 0) {
+        load_text(at, sizeof at, o, lv[k].concurrency);
+        int off = snprintf(text, sizeof text,
+                           "on node %s (%s), endpoint %s, model %s: %s %s at %s with %.4g%% "
+                           "confidence (n = %ld, %ld over)",
+                           host ? host : "?", et, url ? url : "?", model ? model : "?", bt,
+                           o->nbounds == 1 ? "holds" : "hold", at, o->confidence * 100, lv[k].n,
+                           lv[k].over);
+        bool holds = bs && bs->state == DG_SLO_PASS && bs->steady && !bs->error;
+        if (holds && off > 0 && (size_t)off < sizeof text)
+            snprintf(text + off, sizeof text - (size_t)off,
+                     ", and with `%s` training beside it (n = %ld, %ld over)", cmd, bs->n,
+                     bs->over);
+        if (o->while_argv && !holds) {
+            sign = false;
+            verdict = bs && bs->state == DG_SLO_FAIL ? "missed" : "inconclusive";
+            snprintf(text, sizeof text,
+                     "not signed: %s %s at %s alone (n = %ld, %ld over), but not with `%s` "
+                     "training beside it: %s",
+                     bt, o->nbounds == 1 ? "holds" : "hold", at, lv[k].n, lv[k].over, cmd,
+                     !bs                        ? "it was not measured"
+                     : bs->state == DG_SLO_PASS ? "the load never reached a steady state"
+                                                : bs->why);
+        }
     } else if (st == DG_ERR_INTERRUPTED) {
         snprintf(text, sizeof text, "not signed: the run was interrupted");
         verdict = "interrupted";
@@ -300,47 +406,17 @@ static void final_gate(cJSON *rec, const dg_slo_opts *o, const slo_level_res *lv
         snprintf(text, sizeof text, "not signed: %s", err && err[0] ? err : "the run failed");
         verdict = "failed";
     } else {
-        /* The first level (in concurrency order) that did not hold says why. */
-        const slo_level_res *l = NULL;
-        for (int i = 0; i < n; i++)
-            if ((lv[i].state != DG_SLO_PASS || !lv[i].steady) &&
-                (!l || lv[i].concurrency < l->concurrency))
-                l = &lv[i];
-        char at[64];
-        if (o->rate > 0)
-            snprintf(at, sizeof at, "%.4g requests/s", o->rate);
-        else
-            snprintf(at, sizeof at, "%d concurrent stream%s", l ? l->concurrency : 0,
-                     l && l->concurrency == 1 ? "" : "s");
-        if (!l) {
-            snprintf(text, sizeof text, "not signed: no level was measured");
-            verdict = "inconclusive";
-        } else if (l->state == DG_SLO_FAIL) {
-            snprintf(text, sizeof text, "not signed: %s is missed at %s (%s)", bt, at, l->why);
-            verdict = "missed";
-        } else if (l->state == DG_SLO_PASS) {
-            snprintf(text, sizeof text,
-                     "not signed: at %s the load never reached a steady state (%s)", at, l->why);
-            verdict = "inconclusive";
-        } else {
-            snprintf(text, sizeof text, "not signed: at %s %s", at, l->why);
-            verdict = "inconclusive";
-        }
+        unsigned_text(text, sizeof text, &verdict, o, lv, n, bt);
     }
-    cJSON_AddBoolToObject(fg, "signed", k >= 0 && st == DG_OK);
+    cJSON_AddBoolToObject(fg, "signed", sign);
     cJSON_AddStringToObject(fg, "verdict", verdict);
-    if (k >= 0 && st == DG_OK && o->rate <= 0)
+    if (sign && o->rate <= 0)
         cJSON_AddNumberToObject(fg, "concurrency", lv[k].concurrency);
     else
         cJSON_AddNullToObject(fg, "concurrency");
-    cJSON_AddItemToObject(fg, "rate", dg_json_metric(o->rate, o->rate > 0 && k >= 0, "requests/s"));
-    if (k >= 0) {
-        cJSON_AddNumberToObject(fg, "n", (double)lv[k].n);
-        cJSON_AddNumberToObject(fg, "over", (double)lv[k].over);
-    } else {
-        cJSON_AddNullToObject(fg, "n");
-        cJSON_AddNullToObject(fg, "over");
-    }
+    cJSON_AddItemToObject(fg, "rate", dg_json_metric(o->rate, o->rate > 0 && sign, "requests/s"));
+    dg_json_add_num(fg, "n", sign ? (double)lv[k].n : NAN);
+    dg_json_add_num(fg, "over", sign ? (double)lv[k].over : NAN);
     dg_json_add_str(fg, "statement", text);
 }
 
@@ -353,6 +429,9 @@ typedef struct ladder {
     cJSON *levels;
     slo_level_res res[64];
     int n;
+    slo_level_res bres; /* the level measured beside the training (--while) */
+    bool has_beside;
+    cJSON *w; /* the record's "while" (--while), borrowed */
     dg_status st;
 } ladder;
 
@@ -364,7 +443,7 @@ static bool measure(ladder *l, int c)
         return false;
     slo_level_res *r = &l->res[l->n];
     cJSON *lvl = NULL;
-    l->st = dg_slo_level_run(l->ctx, l->o, l->t, c, &lvl, r);
+    l->st = dg_slo_level_run(l->ctx, l->o, l->t, c, false, &lvl, r);
     if (lvl) {
         cJSON_AddItemToArray(l->levels, lvl);
         l->n++;
@@ -412,6 +491,71 @@ static void run_ladder(ladder *l, cJSON *lad)
         cJSON_AddNumberToObject(lad, "first_not_holding", bad);
     else
         cJSON_AddNullToObject(lad, "first_not_holding");
+}
+
+/* --while -- CMD, first: the command alone until its probe saw the steps
+ * asked for (after its warm-up of two), then stopped. Before the ladder, so
+ * that the level measured beside follows the levels alone closely. "while"
+ * in the record (docs/schema/slo.md). */
+static void train_alone(ladder *l, cJSON *rec)
+{
+    const dg_slo_opts *o = l->o;
+    cJSON *w = cJSON_AddObjectToObject(rec, "while");
+    cJSON *cmd = cJSON_AddArrayToObject(w, "command");
+    for (int i = 0; o->while_argv[i]; i++) {
+        char word[4096];
+        snprintf(word, sizeof word, "%s", o->while_argv[i]);
+        dg_redact_secrets(word);
+        cJSON_AddItemToArray(cmd, dg_json_string(word));
+    }
+    cJSON_AddNumberToObject(w, "steps_alone", o->while_steps);
+    dg_log(l->ctx, DG_LOG_INFO, "slo: the training alone for %d steps", o->while_steps);
+    double t0, t1;
+    slo_beside *b = dg_slo_beside_start(l->ctx, o);
+    if (b)
+        dg_slo_beside_wait(b, o->while_steps + 2, o->while_seconds, o->cancel);
+    cJSON_AddItemToObject(w, "alone", dg_slo_beside_stop(b, &t0, &t1));
+    if (!b)
+        l->st = DG_ERR_NOMEM;
+    else if (o->cancel && *o->cancel)
+        l->st = dg_fail(l->ctx, DG_ERR_INTERRUPTED, "slo: interrupted");
+    l->w = w;
+}
+
+/* --while -- CMD, then: the signed level (else the first) measured again
+ * with the command training beside it, the level marked beside in "levels". */
+static void run_beside(ladder *l)
+{
+    const dg_slo_opts *o = l->o;
+    cJSON *w = l->w;
+    int k = signable(l->res, l->n);
+    int c = k >= 0 ? l->res[k].concurrency : l->n ? l->res[0].concurrency : 0;
+    if (!w || (o->rate <= 0 && c <= 0))
+        return;
+    dg_json_add_num(w, "concurrency", o->rate > 0 ? NAN : c);
+    slo_beside *b = dg_slo_beside_start(l->ctx, o);
+    if (!b) {
+        l->st = DG_ERR_NOMEM;
+        return;
+    }
+    /* The level starts once the training is under way (its first steps). */
+    bool under_way = dg_slo_beside_wait(b, 3, o->while_seconds, o->cancel);
+    cJSON_AddBoolToObject(w, "under_way", under_way);
+    cJSON *lvl = NULL;
+    dg_log(l->ctx, DG_LOG_INFO, "slo: level %d with the training beside", c);
+    l->st = dg_slo_level_run(l->ctx, o, l->t, c, true, &lvl, &l->bres);
+    l->has_beside = lvl != NULL;
+    if (lvl)
+        cJSON_AddItemToArray(l->levels, lvl);
+    double t0, t1;
+    cJSON *beside = dg_slo_beside_stop(b, &t0, &t1);
+    cJSON_AddItemToObject(w, "beside", beside);
+    double a = dg_jnum(w, "alone.step_ms"), bs = dg_jnum(beside, "step_ms");
+    cJSON_AddItemToObject(w, "slowdown", dg_json_metric_of(bs / a, "ratio"));
+    /* The share of the measured window the training ran through. */
+    double m0 = l->bres.meas_t0, m1 = l->bres.meas_t1;
+    double ov = m1 > m0 ? (fmin(t1, m1) - fmax(t0, m0)) / (m1 - m0) : NAN;
+    cJSON_AddItemToObject(w, "overlap", dg_json_metric_of(fmax(0, fmin(1, ov)), "fraction"));
 }
 
 static cJSON *record_head(dg_ctx *ctx, const dg_slo_opts *o)
@@ -472,9 +616,16 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
     t.model = discover_model(&t, mbuf, sizeof mbuf, &msrc);
     cJSON *rec = record_head(ctx, &o);
     cJSON_AddItemToObject(rec, "spec", spec_json(&o, &t, t.model, msrc));
+    if (o.api == DG_SLO_OLLAMA)
+        cJSON_AddItemToObject(rec, "ollama_ps", ollama_ps(&t));
     ladder l = {.ctx = ctx, .o = &o, .t = &t, .levels = cJSON_AddArrayToObject(rec, "levels")};
     cJSON *lad = cJSON_AddObjectToObject(rec, "ladder");
-    run_ladder(&l, lad);
+    if (o.while_argv)
+        train_alone(&l, rec);
+    if (l.st == DG_OK)
+        run_ladder(&l, lad);
+    if (o.while_argv && l.st == DG_OK)
+        run_beside(&l);
     int k = signable(l.res, l.n);
     if (k >= 0 && o.rate <= 0)
         cJSON_AddNumberToObject(lad, "largest_holding", l.res[k].concurrency);
@@ -487,7 +638,7 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
                             : l.st == DG_ERR_INTERRUPTED ? "interrupted"
                                                          : "failed");
     dg_json_add_str(rec, "error", err[0] ? err : NULL);
-    final_gate(rec, &o, l.res, l.n, l.st, err);
+    final_gate(rec, &o, l.res, l.n, l.has_beside ? &l.bres : NULL, l.st, err);
     dg_status dst = diagnose(ctx, rec, o.thresholds);
     if (dst != DG_OK) {
         cJSON_Delete(rec);

@@ -38,14 +38,17 @@ int dg_spawn_child_io(const char *const argv[], const char *const env_edits[],
     size_t ne = 0;
     while (env_edits && env_edits[ne])
         ne++;
-    const char **edits = dg_malloc((ne + 3) * sizeof *edits);
+    const char **edits = dg_malloc((ne + 4) * sizeof *edits);
     if (!edits)
         return ENOMEM;
     size_t k = 0;
     edits[k++] = fdvar;
-    /* A team ledger URI with its password is devgate's, not the program's. */
+    /* A team ledger URI with its password, and where devgate reads the
+     * password, are devgate's, not the program's. */
     if (dg_has_secret(getenv("DEVGATE_LEDGER")))
         edits[k++] = "DEVGATE_LEDGER";
+    if (getenv("DEVGATE_LEDGER_PASSWORD_FILE"))
+        edits[k++] = "DEVGATE_LEDGER_PASSWORD_FILE";
     for (size_t i = 0; i < ne; i++)
         edits[k++] = env_edits[i];
     edits[k] = NULL;

@@ -45,6 +45,30 @@ no_secret "show"
 [ "$(psql_team "select count(*) from runs where record like '%$PG_PASSWORD%' or coalesce(pending,'') like '%$PG_PASSWORD%'")" = 0 ] &&
   ok || bad "the password reached the team ledger"
 
+# 2b. The password from DEVGATE_LEDGER_PASSWORD_FILE (issue 26): the run is
+# recorded; the password is in devgate's command line as ps shows it no more
+# than in the supervised program's environment, and the variable itself is
+# devgate's, not the program's. A file others may read, or none, is refused.
+printf '%s\n' "$PG_PASSWORD" >"$T/pw" && chmod 600 "$T/pw"
+cat >"$T/peek.sh" <<'EOS'
+tr '\0' ' ' </proc/$PPID/cmdline >"$1/parent-cmdline"
+env >"$1/child-env"
+EOS
+DEVGATE_LEDGER=$TEAM_URL DEVGATE_LEDGER_PASSWORD_FILE=$T/pw expect_exit 0 "$DG" run --no-env -- sh "$T/peek.sh" "$T"
+no_secret "run with a password file"
+id=$(grep -oE 'run [0-9]{8}-[0-9]{6}-[0-9a-f]{12}' "$T/out" | grep -oE '[0-9]{8}-[0-9]{6}-[0-9a-f]{12}' | head -1)
+[ -n "$id" ] && [ "$(psql_team "select count(*) from runs where id = '$id' and verb = 'run'")" = 1 ] && ok ||
+  bad "the run with DEVGATE_LEDGER_PASSWORD_FILE is not in the team ledger"
+grep -q devgate "$T/parent-cmdline" && ok || bad "the program's parent is not devgate"
+grep -q -- "$PG_PASSWORD" "$T/parent-cmdline" "$T/child-env" && bad "the password reached ps or the program" || ok
+grep -q DEVGATE_LEDGER_PASSWORD_FILE "$T/child-env" && bad "DEVGATE_LEDGER_PASSWORD_FILE reached the program" || ok
+chmod 644 "$T/pw"
+DEVGATE_LEDGER=$TEAM_URL DEVGATE_LEDGER_PASSWORD_FILE=$T/pw expect_exit 2 "$DG" ledger list
+expect_grep err "DEVGATE_LEDGER_PASSWORD_FILE $T/pw may be read by others"
+DEVGATE_LEDGER=$TEAM_URL DEVGATE_LEDGER_PASSWORD_FILE=$T/no-such expect_exit 2 "$DG" ledger list
+expect_grep err "DEVGATE_LEDGER_PASSWORD_FILE $T/no-such: cannot read it"
+no_secret "refused password files"
+
 # A wrong password: refused, named without the password, the run kept locally.
 expect_exit 0 "$DG" --ledger "postgresql://team:Wr0ngPassw@/ci?host=$PG_SOCK&port=$PG_PORT" gate --backend cpu --size 8
 expect_grep err 'password authentication failed'

@@ -28,6 +28,22 @@ else
   echo "SKIP: cannot mount a tmpfs here (not root?); the full-disk case is not checked" >&2
 fi
 
+# 1b. The ledger on a full disk: SQLite's own reason for the failure in the
+# message, never its "not an error" (its message reset by the rollback that
+# followed, issue 26); the record kept.
+mkdir lmnt
+if mount -t tmpfs -o size=256k tmpfs lmnt 2>/dev/null; then
+  expect_exit 0 "${RUN[@]}" --ledger lmnt/l.db -- sh ev.sh
+  dd if=/dev/zero of=lmnt/fill bs=4k 2>/dev/null
+  expect_exit 2 "${RUN[@]}" --ledger lmnt/l.db -- sh ev.sh
+  expect_grep "$T/err" 'ledger lmnt/l\.db: failed while .*(disk|full|I/O).*No space left on device' "full-disk ledger message"
+  if grep -q 'not an error' "$T/err"; then bad "the ledger's message says 'not an error'"; else ok; fi
+  expect_grep "$T/err" 'record' "the record kept"
+  umount lmnt
+else
+  echo "SKIP: cannot mount a tmpfs here (not root?); the ledger's full-disk case is not checked" >&2
+fi
+
 # 2. SIGTERM while the pack is being finished: the ledger is held locked, so
 # devgate waits inside the pack's end; two SIGTERMs must not end it.
 expect_exit 0 "${RUN[@]}" -- sh ev.sh

@@ -940,6 +940,24 @@ for epoch in range(2):
         self.assertEqual(res.returncode, 0, res.stderr)
         self.check_run()
 
+    def test_bucket_names_the_program_not_the_probe(self):
+        """The bucket's script is the program's (issue 26): its file for
+        SCRIPT and -m MODULE, "-c" for -c CODE, never the probe's own
+        module (auto.py)."""
+        with open(os.path.join(self.tmp.name, "train_mod.py"), "w") as f:
+            f.write(ZERO_SCRIPT)
+        launchers = {
+            "train.py": lambda s: [sys.executable, "-m", "devgate_probe.auto", s],
+            "train_mod.py": lambda s: [sys.executable, "-m", "devgate_probe.auto", "-m", "train_mod"],
+            "-c": lambda s: [sys.executable, "-m", "devgate_probe.auto", "-c", ZERO_SCRIPT],
+        }
+        for want, launcher in launchers.items():
+            with self.subTest(script=want):
+                open(self.path, "w").close()
+                res = self.run_script(launcher, PYTHONPATH=os.pathsep.join([CLIENT, self.tmp.name]))
+                self.assertEqual(res.returncode, 0, res.stderr)
+                self.assertEqual(self.events("run_start")[0]["bucket"]["script"], want)
+
     def test_auto_with_forked_workers_reports_once(self):
         res = self.run_script(lambda s: [sys.executable, "-m", "devgate_probe.auto", s], WORKERS="2")
         self.assertEqual(res.returncode, 0, res.stderr)

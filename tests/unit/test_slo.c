@@ -203,11 +203,67 @@ static void test_quantiles(void)
     CHECK(!dg_bootstrap_quantiles_ci(bad, 2, &p, 1, 0, 0.95, 1, &ci) && !ci.valid);
 }
 
+typedef struct prom_seen {
+    int n;
+    char names[8][64], labels[8][128];
+    double values[8];
+} prom_seen;
+
+static void on_prom(void *user, const char *name, const char *labels, double value)
+{
+    prom_seen *p = user;
+    if (p->n < 8) {
+        snprintf(p->names[p->n], 64, "%s", name);
+        snprintf(p->labels[p->n], 128, "%s", labels);
+        p->values[p->n] = value;
+    }
+    p->n++;
+}
+
+static void test_prometheus(void)
+{
+    const char *t = "# HELP x a help line\n"
+                    "# TYPE vllm:num_requests_waiting gauge\n"
+                    "vllm:num_requests_waiting{model_name=\"a \\\"b\\\" {c}\"} 3\n"
+                    "\n"
+                    "llamacpp:tokens_predicted_total 1.5e3 1700000000000\r\n"
+                    "up NaN\n"
+                    "bad line without value\n"
+                    "{no_name=\"x\"} 1\n"
+                    "x{unclosed=\"} 1\n"
+                    "y 12abc\n"
+                    "z +Inf";
+    prom_seen p = {0};
+    long bad = -1;
+    long n = dg_slo_prom_parse(t, strlen(t), on_prom, &p, &bad);
+    CHECK_MSG(n == 4 && p.n == 4 && bad == 4, "samples %ld (%d), malformed %ld", n, p.n, bad);
+    CHECK_STR(p.names[0], "vllm:num_requests_waiting");
+    CHECK_STR(p.labels[0], "model_name=\"a \\\"b\\\" {c}\"");
+    CHECK(p.values[0] == 3 && p.values[1] == 1500 && isnan(p.values[2]) && isinf(p.values[3]));
+    /* By role: the engine's names, label sets summed, one engine per role. */
+    const char *v = "vllm:num_requests_waiting{model_name=\"a\"} 2\n"
+                    "vllm:num_requests_waiting{model_name=\"b\"} 3\n"
+                    "vllm:generation_tokens_total{model_name=\"a\"} 100\n"
+                    "vllm:gpu_cache_usage_perc{model_name=\"a\"} 0.25\n"
+                    "llamacpp:requests_deferred 7\n";
+    slo_engine_point e;
+    dg_slo_engine_read(v, strlen(v), 1.0, &e);
+    CHECK(e.v[SLO_ENGINE_WAITING] == 5 && e.v[SLO_ENGINE_TOKENS] == 100);
+    CHECK(e.v[SLO_ENGINE_KV_CACHE] == 0.25 && isnan(e.v[SLO_ENGINE_RUNNING]));
+    CHECK_STR(e.name[SLO_ENGINE_WAITING], "vllm:num_requests_waiting");
+    const char *l = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 4\n"
+                    "llamacpp:kv_cache_usage_ratio 0.5\n";
+    dg_slo_engine_read(l, strlen(l), 1.0, &e);
+    CHECK(e.v[SLO_ENGINE_RUNNING] == 2 && e.v[SLO_ENGINE_WAITING] == 4 &&
+          e.v[SLO_ENGINE_KV_CACHE] == 0.5 && isnan(e.v[SLO_ENGINE_TOKENS]));
+}
+
 int main(void)
 {
     test_binomial();
     test_streams();
     test_bounds();
     test_quantiles();
+    test_prometheus();
     CHECK_DONE();
 }

@@ -11,6 +11,7 @@ Without DEVGATE_EVENTS_FD or DEVGATE_EVENTS_FILE the program just runs.
 import os
 import runpy
 import sys
+import types
 
 from . import _zero
 
@@ -65,7 +66,13 @@ def main(argv=None):
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         elif kind == "code":
             sys.path[0] = ""
-            exec(compile(target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            # As `python -c`: the code runs as a __main__ module without a file (so the
+            # bucket's script is "-c", and pickled __main__ names resolve), not inside
+            # this module.
+            main = types.ModuleType("__main__")
+            main.__dict__["__builtins__"] = __builtins__
+            sys.modules["__main__"] = main
+            exec(compile(target, "<string>", "exec"), main.__dict__)
         else:
             runpy.run_path(target, run_name="__main__")
     except SystemExit as e:

@@ -39,11 +39,13 @@ static const char *blas_config_text(void)
  * OpenMP team on the same cores, they made the gate's 512^3 product take
  * 8 ms instead of 0.45 ms in 3 of 10 runs on a 16-vCPU host (33.5 against
  * 181-216 GFLOP/s on 2 cores); OPENBLAS_NUM_THREADS=1 (no server threads)
- * cured it. So they are shut down (blas_thread_shutdown_, which OpenBLAS
+ * cured it. The devgate command sets that before OpenBLAS loads (src/cli/
+ * main.c re-executes itself). For a program that links the library, the
+ * threads are also shut down here (blas_thread_shutdown_, which OpenBLAS
  * itself calls before a fork) as soon as this process runs, and stay down:
- * with one thread a call OpenBLAS never needs them. The process's
- * environment is not touched, so the programs devgate runs get the user's
- * OpenBLAS settings. A BLAS without these symbols is left as it is. */
+ * with one thread a call OpenBLAS never needs them (on the H200 host this
+ * alone still left 8 of 20 gates slow: the command's re-exec is the cure).
+ * A BLAS without these symbols is left as it is. */
 static pthread_once_t blas_quiet_once = PTHREAD_ONCE_INIT;
 
 static void blas_quiet_init(void)

@@ -18,6 +18,10 @@ events, usage at the end when stream_options.include_usage), POST
 /api/generate and /api/chat (Ollama NDJSON with eval_count / eval_duration),
 GET /v1/models, /api/tags, /api/ps, /metrics (Prometheus text, vLLM's names).
 
+--compute-iters N makes every token cost real CPU work (N products of a
+256x256 matrix, run in the event loop): such a server slows when something
+else takes the cores, as a CPU-bound engine does.
+
 Faults: --fail-every N (every Nth request answers HTTP 500), --hang-every N
 (every Nth request stops after its first token for --hang-s), --die-after N
 (the process exits while the Nth request streams). --log FILE gets one JSON
@@ -86,9 +90,13 @@ class Server:
         self.tokens_total = 0
         self.slots = asyncio.Semaphore(args.slots) if args.slots > 0 else None
         self.log = open(args.log, "a", buffering=1) if args.log else None
+        self.work = torch.randn(256, 256)
+        self.work_iters = args.compute_iters
 
     def step(self, prompt_ids, state):
         with torch.no_grad():
+            for _ in range(self.work_iters):
+                torch.mm(self.work, self.work)
             logits, state = self.model(prompt_ids, state)
         tok = int(torch.argmax(logits))
         return tok, state
@@ -260,6 +268,8 @@ if __name__ == "__main__":
     p.add_argument("--ttft", type=parse_dist, default=parse_dist("uniform:20:60"))
     p.add_argument("--tpot", type=parse_dist, default=parse_dist("fixed:2"))
     p.add_argument("--slots", type=int, default=0, help="requests generated at once (0: any)")
+    p.add_argument("--compute-iters", type=int, default=0,
+                   help="256x256 matrix products per token (CPU work)")
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--hang-every", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=30)
