@@ -22,6 +22,11 @@
 #            point by point, (c) bench/fixture_vs_torch.py --precision P on every preset at
 #            batch 32-4096. BF16_PARTS (default "tests loss bench") and BF16_PRECISIONS
 #            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
+#   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
+#            forked from the fork server (targets: 60 s and 180 s), the project's own
+#            accept_train.py forked, and the fallback when an installed import initialises CUDA
+#   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
+#            (FORK_ROUNDS=N for more; each round about 4 minutes)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -262,6 +267,40 @@ pass_bf16() {
       echo "bench --precision $p: exit $? in $(secs "$s") s"
     done
   fi
+}
+
+FORK_CMD=(python3 tests/python/scripts/fork_train.py --batch '{batch}' --device '{device}'
+  --epochs '{epochs}' --workers 2 --samples 4096 --hidden 512)
+launch_line() { # the record's launch, one line
+  python3 -c 'import json, sys; l = json.load(open(sys.argv[1])).get("launch") or {}
+s = l.get("server") or {}
+print(" launch", l.get("used"), "forked", l.get("forked"), "plain", l.get("plain"), "why", l.get("why"),
+      "| server import_s", s.get("import_s"), "ready_s", (s.get("ready_s") or {}).get("value"),
+      "imported", s.get("imported"))' "$1" 2>/dev/null
+}
+
+pass_fork() {
+  accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
+  launch_line "$packs/fork-quick/report.json"
+  accept_timed fork-full 420 -- "${FORK_CMD[@]}"
+  launch_line "$packs/fork-full/report.json"
+  accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
+    --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+  launch_line "$packs/fork-cmd/report.json"
+  # An installed package that initialises CUDA at import: every run a fresh interpreter, said why.
+  rm -rf /tmp/devgate-fork-site && cp -r tests/python/scripts/fork_site /tmp/devgate-fork-site
+  (
+    export PYTHONPATH=/tmp/devgate-fork-site${PYTHONPATH:+:$PYTHONPATH}
+    accept_timed fork-devinit 300 --quick --sweep-from 64 --sweep-to 64 -- \
+      python3 tests/python/scripts/fork_devinit_train.py --batch '{batch}' --device '{device}' \
+      --epochs '{epochs}'
+  )
+  launch_line "$packs/fork-devinit/report.json"
+}
+
+pass_forkbench() {
+  bench/fork_server.sh --rounds "${FORK_ROUNDS:-1}" --device cuda --devgate "$DG" --python python3 \
+    --keep "$packs/fork-bench" -- "${FORK_CMD[@]}"
 }
 
 pass_fuzz() {
