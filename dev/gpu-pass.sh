@@ -13,6 +13,9 @@
 #            without --no-empty-cache), the two-Adam GAN (5 device reads a step, no
 #            torch step counters; no sync-debug prototype warning), the launcher,
 #            the unseeded script, the healthy one, and loss agreement cpu vs cuda
+#   ux       issue 22 on cuda: accept --quick -- DCGAN-style script with --device-arg
+#            cuda=--accel (progress lines, cpu side with the accelerators hidden, no
+#            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
 #   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
@@ -27,6 +30,13 @@
 #            accept_train.py forked, and the fallback when an installed import initialises CUDA
 #   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
 #            (FORK_ROUNDS=N for more; each round about 4 minutes)
+#   levels   issue 25 on cuda: gate --level 2 (every op of every backend against float64
+#            at fp32 and TF32, the PCIe link pinned and pageable against NVML's rating)
+#            and --level 3 (the sustained load with NVML's clocks, temperature, power,
+#            energy and throttle reasons, the drift, HBM bandwidth against 4.8 TB/s),
+#            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
+#            called unstable by level 3), the level tests (test_gate_ops, _link,
+#            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -166,6 +176,24 @@ PY
     "$packs/probe-compare.json" || head -5 "$packs/probe-compare.json"
 }
 
+pass_ux() { # issue 22 items 2, 3, 6 on cuda: progress lines, the cpu side of a script without
+  # {device} (DCGAN's --accel) with the accelerators hidden, the sync-debug warnings (none
+  # must reach the program's output), the DataLoader advice naming pin_memory on cuda
+  local U=tests/python/scripts/user
+  accept_timed ux-accel 300 --quick --device-arg cuda=--accel -- python3 $U/accel_train.py \
+    --batchSize '{batch}' --niter '{epochs}' --workers 2
+  echo " progress lines: $(grep -c '^devgate: \[' "$packs/ux-accel.err"), trials: $(grep -c ' trial [0-9]' "$packs/ux-accel.err")"
+  grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/ux-accel.err" | sed 's/^/ sync-debug warnings shown: /'
+  grep -m3 'ETA' "$packs/ux-accel.err" | sed 's/^/ /'
+  [ -f "$packs/ux-accel/report.json" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' cpu_side', d['spec'].get('cpu_side'), 'device_args', d['spec'].get('device_args'))" "$packs/ux-accel/report.json"
+  local s; s=$(date +%s.%N)
+  timeout 150 $DG --no-ledger run --json -o "$packs/ux-slow" -- python3 $U/slow_loader_train.py \
+    --device cuda --batch-size 64 --workers 0 >"$packs/ux-slow.json" 2>"$packs/ux-slow.err"
+  echo "run slow_loader on cuda: exit $? in $(secs "$s") s"
+  grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/ux-slow.err" | sed 's/^/ sync-debug warnings shown: /'
+  [ -s "$packs/ux-slow.json" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' loader', d.get('loader')); [print(' ', f['id'], '->', f['action']) for f in d['findings'] if f['id'] == 'data-starved']" "$packs/ux-slow.json"
+}
+
 pass_cpugate() { # the cpu gate's two products, CPUGATE_RUNS (20) runs in a row per setting,
   # with the OpenMP team and OpenBLAS's server threads; then how many of the runs lie within
   # 10% of the best (issue 21: 20 of 20 at rest). CPUGATE_SETTINGS adds env settings to compare.
@@ -301,6 +329,88 @@ pass_fork() {
 pass_forkbench() {
   bench/fork_server.sh --rounds "${FORK_ROUNDS:-1}" --device cuda --devgate "$DG" --python python3 \
     --keep "$packs/fork-bench" -- "${FORK_CMD[@]}"
+}
+
+pass_levels() {
+  gate_timed() { # name limit args...: the record, the table and its wall against the budget
+    local name=$1 lim=$2; shift 2
+    local s; s=$(date +%s.%N)
+    timeout "$lim" $DG --no-ledger gate "$@" --json >"$packs/$name.json" 2>"$packs/$name.err"
+    echo "gate $* ($name): exit $? in $(secs "$s") s"
+    python3 - "$packs/$name.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(" no record:", e); sys.exit(0)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+lv = d.get("level", {})
+print(" level", lv.get("level"), "budget", v(lv.get("budget")), "wall", round(v(lv.get("wall")) or 0, 1),
+      "overrun", lv.get("overrun"), "checks", lv.get("checks"), "verdict", d.get("verdict"))
+print(" reference", d.get("reference_ok"), [(r["op"], r["output"], r["nmse"]) for r in d.get("reference_check", [])][:3])
+for b in d.get("backends", []):
+    if not b.get("available"):
+        continue
+    o = b.get("ops") or {}
+    w = o.get("worst") or {}
+    print(" %s ops %s checked %s failed %s not native, precisions %s, worst %s %s %s %s NMSE %s (tol %s)" % (
+        b["name"], o.get("checked"), o.get("failed"), o.get("not_native"), o.get("precisions"),
+        w.get("op"), w.get("output"), w.get("precision"), w.get("shape"), w.get("nmse"), w.get("tolerance")))
+    for r in o.get("table", []):
+        if r["verdict"] != "pass":
+            print("   %s %s %s %s %s NMSE %s tol %s %s" % (r["op"], r["output"], r["precision"], r["shape"],
+                  r["verdict"], r["nmse"], r["tolerance"], r.get("reason") or ""))
+    # each op's worst NMSE per precision, the table's evidence
+    worst = {}
+    for r in o.get("table", []):
+        k = (r["op"], r["output"], r["precision"])
+        if r["nmse"] is not None:
+            worst[k] = max(worst.get(k, 0), r["nmse"])
+    for k in sorted(worst):
+        print("   worst %-12s %-8s %-5s NMSE %.3g" % (k[0], k[1], k[2], worst[k]))
+    l = b.get("link")
+    if l:
+        print(" %s link %s (now %s) rated %s: h2d pinned %s pageable %s, d2h pinned %s pageable %s; ok %s %s" % (
+            b["name"], l.get("kind"), l.get("current"), v(l.get("rated")), v(l.get("h2d_pinned")),
+            v(l.get("h2d_pageable")), v(l.get("d2h_pinned")), v(l.get("d2h_pageable")), l.get("ok"),
+            l.get("reason") or ""))
+    s = b.get("sustain")
+    if s:
+        dr, h = s.get("drift", {}), s.get("health", {})
+        print(" %s sustain m%s %ss rate %s (%s of peak) drift %s (%s-%s) %s; source %s" % (
+            b["name"], s.get("m"), round(v(s.get("wall")) or 0), v(s.get("rate")), v(s.get("fraction_of_peak")),
+            v(dr.get("ratio")), v((dr.get("ratio_ci") or {}).get("lo")), v((dr.get("ratio_ci") or {}).get("hi")),
+            dr.get("verdict"), s.get("source")))
+        print("   clocks %s-%s MHz mem %s MHz temp max %s C power mean %s max %s W energy %s J throttle %s" % (
+            v(h["sm_clock"]["min"]), v(h["sm_clock"]["max"]), v(h["mem_clock"]["max"]), v(h["temperature"]["max"]),
+            v(h["power"]["mean"]), v(h["power"]["max"]), v(h.get("energy")),
+            [(t["reason"], v(t["seconds"])) for t in h.get("throttle", [])]))
+        print("   windows", [round(x) for x in s.get("windows", [])][:80])
+    m = b.get("memory_bandwidth")
+    if m:
+        print(" %s memory %s GB/s of %s rated (%s) ok %s" % (b["name"], v(m.get("bandwidth")), v(m.get("rated")),
+              m.get("rated_source"), m.get("ok")))
+PY
+  }
+  gate_timed level1 60 --level 1
+  gate_timed level2 180 --level 2
+  # The per-op table whole, for docs/evidence.
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for b in d.get("backends", []):
+    for r in (b.get("ops") or {}).get("table", []):
+        print("%-7s %-12s %-5s %-40s %-8s %-10.3g %-8g %s" % (b["name"], r["op"], r["precision"], r["shape"], r["output"],
+              r["nmse"] if r["nmse"] is not None else float("nan"), r["tolerance"], r["verdict"]))'     "$packs/level2.json" >"$out/levels-ops.txt" 2>&1
+  gate_timed level3 420 --level 3
+  DEVGATE_FAULT=bias-ulp@cuda gate_timed fault-bias 180 --level 2 --backend cuda
+  DEVGATE_FAULT=gemm-slowdown@cuda gate_timed fault-slow 120 --level 3 --backend cuda --sustain 20
+  for t in test_gate_ops test_gate_link test_gate_sustain test_ops test_cuda; do
+    [ -x "$bin/$t" ] || continue
+    s=$(date +%s.%N); timeout 300 "$bin/$t" >"$packs/$t.txt" 2>&1
+    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
+    grep -E "^(cuda|cpu|opencl|gemm-slowdown)" "$packs/$t.txt" | head -60
+  done
+  accept_timed level2-accept 900 --level 2 --backend cuda
+  grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
 }
 
 pass_fuzz() {

@@ -173,6 +173,7 @@ typedef struct dg_level_info {
     int level;
     double gate_budget_s;   /* the time `gate --level N` keeps (all backends) */
     double accept_budget_s; /* the time `accept --level N` keeps (the fixture) */
+    double sustain_s;       /* levels 3-4: the sustained load's seconds per backend (else 0) */
     const char *what;       /* what the level runs, one line */
 } dg_level_info;
 
@@ -186,6 +187,8 @@ typedef struct dg_gate_opts {
     int warm_reps;        /* timed warm repetitions (0: 5) */
     dg_math math;         /* the product's arithmetic on device backends (cpu stays fp32) */
     int level;            /* DG_LEVEL_MIN..DG_LEVEL_MAX (0: 1) */
+    double sustain_s; /* levels 3-4: the sustained load's seconds per backend (0: the level's) */
+    double load;      /* levels 3-4: its busy share, (0, 1] (0: 1, back to back) */
 } dg_gate_opts;
 
 typedef enum dg_gate_verdict {

@@ -17,6 +17,7 @@ typedef struct dg_matmul_check {
     dg_math math;                  /* the backend's set_math mode for the product (fp32: none) */
     const struct dg_op_suite *ops; /* level 2: every op against float64 (NULL: not run) */
     int level;                     /* the gate's level: 2 adds the link, 3 the sustained load */
+    double sustain_s, load;        /* levels 3-4: the load's seconds per backend and busy share */
 } dg_matmul_check;
 
 /* The gate's per-element tolerance over sum_p |a_ip| |b_pj| for a length-k
