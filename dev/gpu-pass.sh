@@ -13,10 +13,18 @@
 #            without --no-empty-cache), the two-Adam GAN (5 device reads a step, no
 #            torch step counters; no sync-debug prototype warning), the launcher,
 #            the unseeded script, the healthy one, and loss agreement cpu vs cuda
+#   ux       issue 22 on cuda: accept --quick -- DCGAN-style script with --device-arg
+#            cuda=--accel (progress lines, cpu side with the accelerators hidden, no
+#            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
 #   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
+#   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
+#            forked from the fork server (targets: 60 s and 180 s), the project's own
+#            accept_train.py forked, and the fallback when an installed import initialises CUDA
+#   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
+#            (FORK_ROUNDS=N for more; each round about 4 minutes)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -156,6 +164,24 @@ PY
     "$packs/probe-compare.json" || head -5 "$packs/probe-compare.json"
 }
 
+pass_ux() { # issue 22 items 2, 3, 6 on cuda: progress lines, the cpu side of a script without
+  # {device} (DCGAN's --accel) with the accelerators hidden, the sync-debug warnings (none
+  # must reach the program's output), the DataLoader advice naming pin_memory on cuda
+  local U=tests/python/scripts/user
+  accept_timed ux-accel 300 --quick --device-arg cuda=--accel -- python3 $U/accel_train.py \
+    --batchSize '{batch}' --niter '{epochs}' --workers 2
+  echo " progress lines: $(grep -c '^devgate: \[' "$packs/ux-accel.err"), trials: $(grep -c ' trial [0-9]' "$packs/ux-accel.err")"
+  grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/ux-accel.err" | sed 's/^/ sync-debug warnings shown: /'
+  grep -m3 'ETA' "$packs/ux-accel.err" | sed 's/^/ /'
+  [ -f "$packs/ux-accel/report.json" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' cpu_side', d['spec'].get('cpu_side'), 'device_args', d['spec'].get('device_args'))" "$packs/ux-accel/report.json"
+  local s; s=$(date +%s.%N)
+  timeout 150 $DG --no-ledger run --json -o "$packs/ux-slow" -- python3 $U/slow_loader_train.py \
+    --device cuda --batch-size 64 --workers 0 >"$packs/ux-slow.json" 2>"$packs/ux-slow.err"
+  echo "run slow_loader on cuda: exit $? in $(secs "$s") s"
+  grep -c "prototype\|_cuda_set_sync_debug_mode" "$packs/ux-slow.err" | sed 's/^/ sync-debug warnings shown: /'
+  [ -s "$packs/ux-slow.json" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' loader', d.get('loader')); [print(' ', f['id'], '->', f['action']) for f in d['findings'] if f['id'] == 'data-starved']" "$packs/ux-slow.json"
+}
+
 pass_cpugate() { # the cpu gate's two products, CPUGATE_RUNS (20) runs in a row per setting,
   # with the OpenMP team and OpenBLAS's server threads; then how many of the runs lie within
   # 10% of the best (issue 21: 20 of 20 at rest). CPUGATE_SETTINGS adds env settings to compare.
@@ -203,6 +229,40 @@ pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
     python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
       --graph $prec --rounds 3 ${BENCH_ARGS:-} --json "$out/bench${prec:+-tf32}.json"
   done
+}
+
+FORK_CMD=(python3 tests/python/scripts/fork_train.py --batch '{batch}' --device '{device}'
+  --epochs '{epochs}' --workers 2 --samples 4096 --hidden 512)
+launch_line() { # the record's launch, one line
+  python3 -c 'import json, sys; l = json.load(open(sys.argv[1])).get("launch") or {}
+s = l.get("server") or {}
+print(" launch", l.get("used"), "forked", l.get("forked"), "plain", l.get("plain"), "why", l.get("why"),
+      "| server import_s", s.get("import_s"), "ready_s", (s.get("ready_s") or {}).get("value"),
+      "imported", s.get("imported"))' "$1" 2>/dev/null
+}
+
+pass_fork() {
+  accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
+  launch_line "$packs/fork-quick/report.json"
+  accept_timed fork-full 420 -- "${FORK_CMD[@]}"
+  launch_line "$packs/fork-full/report.json"
+  accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
+    --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+  launch_line "$packs/fork-cmd/report.json"
+  # An installed package that initialises CUDA at import: every run a fresh interpreter, said why.
+  rm -rf /tmp/devgate-fork-site && cp -r tests/python/scripts/fork_site /tmp/devgate-fork-site
+  (
+    export PYTHONPATH=/tmp/devgate-fork-site${PYTHONPATH:+:$PYTHONPATH}
+    accept_timed fork-devinit 300 --quick --sweep-from 64 --sweep-to 64 -- \
+      python3 tests/python/scripts/fork_devinit_train.py --batch '{batch}' --device '{device}' \
+      --epochs '{epochs}'
+  )
+  launch_line "$packs/fork-devinit/report.json"
+}
+
+pass_forkbench() {
+  bench/fork_server.sh --rounds "${FORK_ROUNDS:-1}" --device cuda --devgate "$DG" --python python3 \
+    --keep "$packs/fork-bench" -- "${FORK_CMD[@]}"
 }
 
 pass_fuzz() {

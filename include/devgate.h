@@ -402,6 +402,7 @@ typedef struct dg_accept_cmd_opts {
      * with the accelerators hidden (CUDA_VISIBLE_DEVICES= and the like). */
     const char *device_args;
     void *output_user;
+    bool no_fork_server; /* every run a fresh interpreter (default: forked from one server) */
 } dg_accept_cmd_opts;
 
 /* Runs env, gate, sweep, soak, compare and profile on the user's command into

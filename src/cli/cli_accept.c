@@ -22,7 +22,7 @@ typedef struct accept_args {
     /* accept -- CMD only */
     int sweep_from, trial_timeout;
     const char *device_args;
-    bool empty_cache, no_empty_cache;
+    bool empty_cache, no_empty_cache, no_fork_server;
 } accept_args;
 
 #define OFF(f) offsetof(accept_args, f)
@@ -59,6 +59,9 @@ const cli_opt cli_accept_opts[] = {
     {CLI_FLAG, "--no-empty-cache", NULL, NULL, NULL, NULL,
      "-- CMD: the probe leaves garbage collection and the device cache to the program",
      OFF(no_empty_cache), 0, 0, NULL, NULL, NULL},
+    {CLI_FLAG, "--no-fork-server", NULL, NULL, NULL, NULL,
+     "-- CMD: start every run in a fresh interpreter (no fork server; docs/accept.md)",
+     OFF(no_fork_server), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 #undef OFF
@@ -203,8 +206,9 @@ int cmd_accept(cli *c, int argc, char **argv)
         goto out;
     }
     if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache ||
-                 aa.device_args)) {
-        cli_error("accept: --sweep-from, --trial-timeout, --device-arg and --[no-]empty-cache "
+                 aa.device_args || aa.no_fork_server)) {
+        cli_error("accept: --sweep-from, --trial-timeout, --device-arg, --[no-]empty-cache and "
+                  "--no-fork-server "
                   "apply to accept -- CMD (your own program) only");
         goto out;
     }
@@ -303,6 +307,7 @@ int cmd_accept(cli *c, int argc, char **argv)
                                  .empty_cache = !aa.no_empty_cache,
                                  .trial_timeout_s = aa.trial_timeout,
                                  .device_args = aa.device_args,
+                                 .no_fork_server = aa.no_fork_server,
                                  .label = o.label,
                                  .trace_path = o.trace_path,
                                  .cancel = &cancel_flag,

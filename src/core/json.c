@@ -23,6 +23,14 @@ cJSON *dg_json_metric(double value, bool valid, const char *unit)
     return m;
 }
 
+cJSON *dg_json_add_pairs(cJSON *obj, const char *key, const char *const (*kv)[2], size_t n)
+{
+    cJSON *o = cJSON_AddObjectToObject(obj, key);
+    for (size_t i = 0; o && i < n; i++)
+        cJSON_AddStringToObject(o, kv[i][0], kv[i][1]);
+    return o;
+}
+
 cJSON *dg_json_add_ints(cJSON *obj, const char *key, const int *v, size_t n)
 {
     cJSON *a = cJSON_AddArrayToObject(obj, key);

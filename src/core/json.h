@@ -14,6 +14,8 @@
 
 /* A metric object; value is written as null when !valid, never as 0. */
 cJSON *dg_json_metric(double value, bool valid, const char *unit);
+/* Adds key: {kv[i][0]: kv[i][1], ...} (n pairs of strings) to obj; the object. */
+cJSON *dg_json_add_pairs(cJSON *obj, const char *key, const char *const (*kv)[2], size_t n);
 /* Adds key: [v[0], ..., v[n-1]] to obj; the array (NULL when out of memory). */
 cJSON *dg_json_add_ints(cJSON *obj, const char *key, const int *v, size_t n);
 /* v as a METRIC, valid when v is finite ("not reported" otherwise, never 0). */

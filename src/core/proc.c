@@ -224,9 +224,7 @@ static bool same_name(const char *a, const char *b)
     return env_name_len(b) == n && strncmp(a, b, n) == 0;
 }
 
-/* environ with the edits applied (a later edit of a name wins); a dg_malloc'd
- * array of borrowed strings. */
-static char **edited_env(const char *const edits[])
+char **dg_env_edited(const char *const edits[])
 {
     size_t n = 0, ne = 0;
     while (environ && environ[n])
@@ -484,7 +482,7 @@ static dg_status proc_start(dg_ctx *ctx, const dg_proc_opts *o, dg_proc **out, c
         e = slot_open(&p->s[3 + i], &o->extra[i].io, cfd);
     }
     char **env = NULL;
-    if (!e && o->env_edits && !(env = edited_env(o->env_edits)))
+    if (!e && o->env_edits && !(env = dg_env_edited(o->env_edits)))
         e = ENOMEM;
     if (!e) {
         p->t0 = dg_now();

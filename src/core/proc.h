@@ -108,6 +108,11 @@ dg_status dg_proc_run(dg_ctx *ctx, const dg_proc_opts *o, dg_proc_result *r);
 /* Releases the result's buffers; accepts NULL. */
 void dg_proc_result_free(dg_proc_result *r);
 
+/* environ with the edits applied ("NAME=VALUE" sets, "NAME" removes; a later
+ * edit of a name wins): a dg_malloc'd NULL-terminated array of borrowed
+ * strings, NULL when out of memory. */
+char **dg_env_edited(const char *const edits[]);
+
 /* A pipe whose ends are close-on-exec and sit at fd min_fd or above (>= 3),
  * so they never collide with a child's standard streams. 0 or an errno. */
 int dg_pipe(int fds[2], int min_fd);

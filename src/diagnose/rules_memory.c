@@ -92,51 +92,62 @@ static void ev_growth(dg_diag *d, cJSON *f)
     dg_ev_bool(d, f, "soak", s->empty_cache, "%sempty_cache", d->soak_pfx);
 }
 
-/* The facts the memory rules share; false when the soak did not report them. */
-static bool soak_memory(const dg_diag *d, bool *emptied, double *epochs, double *growth,
-                        const char **src, int *aligned)
+/* The facts the memory rules share. */
+typedef struct soak_mem {
+    bool emptied;    /* the cache was emptied at each epoch end */
+    double epochs;   /* recorded */
+    double growth;   /* the judged source's, % */
+    const char *src; /* that source's key */
+    int aligned;     /* growth steps line up with validation epochs (1), not (0), unknown (-1) */
+    double lo, hi;   /* growth_side's interval */
+    char seen[96];   /* "SOURCE +N%", or that the growth was not reported */
+} soak_mem;
+
+/* The soak's memory facts into m; false when the soak did not report them. */
+static bool soak_memory(const dg_diag *d, soak_mem *m)
 {
     const dg_view_soak *s = &d->v->soak;
     if (!s->has_payload || s->empty_cache < 0)
         return false;
-    *emptied = s->empty_cache == 1;
-    *epochs = s->epochs_recorded.value;
-    *growth = own_growth(s, src);
-    *aligned = s->staircase_aligned;
+    m->emptied = s->empty_cache == 1;
+    m->epochs = s->epochs_recorded.value;
+    m->growth = own_growth(s, &m->src);
+    m->aligned = s->staircase_aligned;
+    if (isfinite(m->growth))
+        snprintf(m->seen, sizeof m->seen, "%s +%.0f%%", source_label(m->src), m->growth);
+    else
+        snprintf(m->seen, sizeof m->seen, "growth not reported");
     return true;
 }
 
 void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth, lo, hi;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !isfinite(epochs) ||
-        epochs < d->th[TH_MEM_EPOCHS] || aligned == 1)
+    soak_mem m;
+    if (!soak_memory(d, &m) || !isfinite(m.epochs) || m.epochs < d->th[TH_MEM_EPOCHS] ||
+        m.aligned == 1)
         return;
     /* Live (allocated) memory is evidence whether or not the cache was
      * emptied; reserved memory and the footprint only with the discipline. */
-    int side = growth_side(d, !emptied, &src, &lo, &hi);
+    int side = growth_side(d, !m.emptied, &m.src, &m.lo, &m.hi);
     if (side != 1 && side != 0)
         return;
-    const char *why = emptied ? "although the cache was emptied every epoch"
-                              : "of live tensors (the cache was not emptied, which this figure "
-                                "does not depend on)";
+    const char *why = m.emptied ? "although the cache was emptied every epoch"
+                                : "of live tensors (the cache was not emptied, which this figure "
+                                  "does not depend on)";
     cJSON *f;
     if (side == 0) /* the interval holds the threshold: no leak claimed, none ruled out */
         f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
                             "memory growth inconclusive: %s %+.0f%% to %+.0f%% (95%% interval over "
                             "the last third of %.0f epochs) holds mem_growth_pct %.0f%%",
-                            source_label(src), lo, hi, epochs, d->th[TH_MEM_GROWTH_PCT]);
-    else if (lo < hi)
+                            source_label(m.src), m.lo, m.hi, m.epochs, d->th[TH_MEM_GROWTH_PCT]);
+    else if (m.lo < m.hi)
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
                             "%s %+.0f%% to %+.0f%% (95%% interval over the last third) after %.0f "
                             "epochs %s",
-                            source_label(src), lo, hi, epochs, why);
+                            source_label(m.src), m.lo, m.hi, m.epochs, why);
     else
         f = dg_rule_finding(d, r, DG_SEV_WARN, -1, "%s +%.0f%% after %.0f epochs %s",
-                            source_label(src), lo, epochs, why);
+                            source_label(m.src), m.lo, m.epochs, why);
     if (side == 0)
         dg_rule_text(d, f, "action",
                      "soak for more epochs with the machine quiet: the watermarks of the last "
@@ -147,13 +158,9 @@ void dg_judge_retained_refs(dg_diag *d, const dg_rule *r)
 
 void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth, lo, hi;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !isfinite(epochs) ||
-        epochs < d->th[TH_MEM_EPOCHS] || aligned != 1 ||
-        growth_side(d, !emptied, &src, &lo, &hi) != 1)
+    soak_mem m;
+    if (!soak_memory(d, &m) || !isfinite(m.epochs) || m.epochs < d->th[TH_MEM_EPOCHS] ||
+        m.aligned != 1 || growth_side(d, !m.emptied, &m.src, &m.lo, &m.hi) != 1)
         return;
     char *val = NULL;
     const cJSON *ve = d->v->soak.validation_epochs;
@@ -162,7 +169,7 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
     cJSON *f =
         dg_rule_finding(d, r, DG_SEV_INFO, -1,
                         "%s +%.0f%% after %.0f epochs in steps aligned with validation epochs %s",
-                        source_label(src), growth, epochs, val ? val : "[]");
+                        source_label(m.src), m.growth, m.epochs, val ? val : "[]");
     cJSON_free(val);
     ev_growth(d, f);
     dg_ev_bool(d, f, "soak", d->v->soak.staircase_aligned, "%sstaircase.aligned", d->soak_pfx);
@@ -172,22 +179,20 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
 
 void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth, lo, hi;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || !emptied ||
-        !isfinite(epochs) || epochs >= d->th[TH_MEM_EPOCHS])
+    soak_mem m;
+    if (!soak_memory(d, &m) || !m.emptied || !isfinite(m.epochs) ||
+        m.epochs >= d->th[TH_MEM_EPOCHS])
         return;
     /* A leak screen over the epochs a short soak has (the quick tier): when
      * their growth's 95% interval lies above the threshold, a suspected leak
      * (warn), to be confirmed by a soak of mem_epochs epochs. */
     const char *isrc;
-    if (growth_side(d, false, &isrc, &lo, &hi) == 1 && lo < hi && aligned != 1) {
-        cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1,
-                                   "suspected leak: %s %+.0f%% to %+.0f%% (95%% interval) after "
-                                   "only %.0f epochs, above mem_growth_pct %.0f%%",
-                                   source_label(isrc), lo, hi, epochs, d->th[TH_MEM_GROWTH_PCT]);
+    if (growth_side(d, false, &isrc, &m.lo, &m.hi) == 1 && m.lo < m.hi && m.aligned != 1) {
+        cJSON *f =
+            dg_rule_finding(d, r, DG_SEV_WARN, -1,
+                            "suspected leak: %s %+.0f%% to %+.0f%% (95%% interval) after "
+                            "only %.0f epochs, above mem_growth_pct %.0f%%",
+                            source_label(isrc), m.lo, m.hi, m.epochs, d->th[TH_MEM_GROWTH_PCT]);
         dg_rule_text(d, f, "hypothesis",
                      "retained references (tensors or graphs kept across steps), seen over too "
                      "few epochs to be sure");
@@ -198,14 +203,9 @@ void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
         ev_growth(d, f);
         return;
     }
-    char seen[96];
-    if (isfinite(growth))
-        snprintf(seen, sizeof seen, "%s +%.0f%%", source_label(src), growth);
-    else
-        snprintf(seen, sizeof seen, "growth not reported");
     cJSON *f = dg_rule_finding(d, r, DG_SEV_INFO, -1,
                                "only %.0f epochs recorded: the %.0f%% memory rule needs %.0f (%s)",
-                               epochs, d->th[TH_MEM_GROWTH_PCT], d->th[TH_MEM_EPOCHS], seen);
+                               m.epochs, d->th[TH_MEM_GROWTH_PCT], d->th[TH_MEM_EPOCHS], m.seen);
     dg_rule_text(d, f, "action", "soak for at least %.0f epochs with the cache emptied at each end",
                  d->th[TH_MEM_EPOCHS]);
     ev_growth(d, f);
@@ -213,22 +213,14 @@ void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
 
 void dg_judge_memory_not_emptied(dg_diag *d, const dg_rule *r)
 {
-    bool emptied;
-    double epochs, growth;
-    const char *src;
-    int aligned;
-    if (!soak_memory(d, &emptied, &epochs, &growth, &src, &aligned) || emptied)
+    soak_mem m;
+    if (!soak_memory(d, &m) || m.emptied)
         return;
-    char seen[96];
-    if (isfinite(growth))
-        snprintf(seen, sizeof seen, "%s +%.0f%%", source_label(src), growth);
-    else
-        snprintf(seen, sizeof seen, "growth not reported");
     cJSON *f = dg_rule_finding(
         d, r, DG_SEV_INFO, -1,
         "reserved memory and the footprint not judged: the cache was not emptied at epoch ends "
         "(%s; live, allocated memory is judged either way)",
-        seen);
+        m.seen);
     ev_growth(d, f);
 }
 

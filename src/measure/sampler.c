@@ -344,14 +344,14 @@ cJSON *dg_sampler_json(const dg_sampler *s)
     cJSON_AddItemToObject(o, "psi_peak", metric(sum.psi_peak, "percent"));
     cJSON_AddItemToObject(o, "dev_used_peak", metric(sum.dev_used_peak, "bytes"));
     cJSON_AddItemToObject(o, "dev_util_mean", metric(sum.dev_util_mean, "percent"));
-    cJSON *units = cJSON_AddObjectToObject(o, "units");
-    cJSON_AddStringToObject(units, "t", "s");
-    cJSON_AddStringToObject(units, "rss", "bytes");
-    cJSON_AddStringToObject(units, "swap_used", "bytes");
-    cJSON_AddStringToObject(units, "psi_some10", "percent");
-    cJSON_AddStringToObject(units, "dev_used", "bytes");
-    cJSON_AddStringToObject(units, "dev_total", "bytes");
-    cJSON_AddStringToObject(units, "dev_util", "percent");
+    static const char *const units[][2] = {{"t", "s"},
+                                           {"rss", "bytes"},
+                                           {"swap_used", "bytes"},
+                                           {"psi_some10", "percent"},
+                                           {"dev_used", "bytes"},
+                                           {"dev_total", "bytes"},
+                                           {"dev_util", "percent"}};
+    dg_json_add_pairs(o, "units", units, sizeof units / sizeof units[0]);
     cJSON *arr = cJSON_AddArrayToObject(o, "samples");
     if (s) {
         dg_sampler *m = (dg_sampler *)s;

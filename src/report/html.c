@@ -229,6 +229,10 @@ static void sec_steps(dg_capbuf *b, const dg_record_view *v)
         dg_rp_put(b, "</td></tr>\n");
     }
     dg_rp_table_close(b);
+    dg_capbuf line = {.cap = 4096};
+    if (dg_rp_launch(&line, ESC_HTML, v->rec) && line.data)
+        dg_rp_printf(b, "<p class=\"launch\">runs: %s</p>\n", line.data);
+    dg_free(line.data);
     dg_rp_put(b, "</section>\n");
 }
 

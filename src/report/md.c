@@ -91,6 +91,10 @@ static void md_steps(dg_capbuf *b, const dg_record_view *v)
         dg_rp_put(b, " |\n");
     }
     dg_rp_put(b, "\n");
+    dg_capbuf line = {.cap = 4096};
+    if (dg_rp_launch(&line, ESC_MD, v->rec) && line.data)
+        dg_rp_printf(b, "Runs: %s\n\n", line.data);
+    dg_free(line.data);
 }
 
 static void md_findings(dg_capbuf *b, const dg_record_view *v)

@@ -387,3 +387,48 @@ void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, cons
         first = false;
     }
 }
+
+bool dg_rp_launch(dg_capbuf *b, esc_mode mode, const cJSON *rec)
+{
+    const cJSON *l = dg_rp_obj(rec, "launch");
+    double forked, plain;
+    if (!l || !dg_rp_num(l, "forked", &forked) || !dg_rp_num(l, "plain", &plain))
+        return false;
+    const char *why = dg_rp_str(l, "why");
+    if (forked > 0) {
+        dg_rp_printf(b, "forked from one fork server: %.0f of %.0f runs (python ", forked,
+                     forked + plain);
+        dg_rp_esc(b, mode, dg_rp_str(l, "server.version"), "?");
+        const cJSON *m;
+        int k = 0;
+        cJSON_ArrayForEach(m, dg_rp_arr(l, "server.imported"))
+        {
+            if (!cJSON_IsString(m) || strchr(m->valuestring, '.'))
+                continue;
+            dg_rp_put(b, k++ ? ", " : "; ");
+            if (k > 6) {
+                dg_rp_put(b, "…");
+                break;
+            }
+            dg_rp_esc(b, mode, m->valuestring, "");
+        }
+        double s;
+        if (k && dg_rp_num(l, "server.import_s", &s))
+            dg_rp_printf(b, " imported once in %.1f s", s);
+        dg_rp_put(b, ")");
+        if (plain > 0) {
+            dg_rp_printf(b, "; %.0f in a fresh interpreter", plain);
+            if (why) {
+                dg_rp_put(b, ": ");
+                dg_rp_prose(b, mode, why, "");
+            }
+        }
+        return true;
+    }
+    dg_rp_put(b, "fresh interpreters");
+    if (why) {
+        dg_rp_put(b, ": ");
+        dg_rp_prose(b, mode, why, "");
+    }
+    return true;
+}

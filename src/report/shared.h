@@ -88,6 +88,12 @@ const cJSON *dg_rp_supervise_command(const dg_record_view *v);
 /* Writes a command line, arguments separated by spaces and quoted when they
  * hold spaces or quotes, every argument escaped for mode. */
 void dg_rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd);
+/* How accept -- CMD started its runs (the record's "launch", docs/accept.md
+ * "Fast trials"), escaped for mode: "forked from one fork server: 13 of 14
+ * runs (python 3.11.2; torch, numpy imported once in 2.1 s); 1 in a fresh
+ * interpreter: WHY", or "fresh interpreters: WHY". false (nothing written)
+ * when the record has no launch. */
+bool dg_rp_launch(dg_capbuf *b, esc_mode mode, const cJSON *rec);
 /* The decision's words, escaped for mode: "route (backend) — reason; reason",
  * or none (trusted) when the record has no decision. A reason that is not
  * text goes to other (the page shows its value); a NULL other leaves it out. */

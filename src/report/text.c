@@ -83,6 +83,10 @@ static void text_steps(dg_capbuf *b, const dg_record_view *v)
 {
     for (int i = 0; i < v->nsteps; i++)
         text_step(b, &v->steps[i]);
+    dg_capbuf line = {.cap = 4096};
+    if (dg_rp_launch(&line, ESC_TEXT, v->rec) && line.data)
+        dg_rp_printf(b, "  runs      %s\n", line.data);
+    dg_free(line.data);
 }
 
 /* One line per finished compare run that carries its repetition statistics or

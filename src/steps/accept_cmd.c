@@ -75,6 +75,7 @@ typedef struct acmd {
     double start_s;       /* a child's start-up, as the gate's child took it (s); NAN unknown */
     double epoch_steps;   /* the training loader's batches per epoch (a trial's); NAN unknown */
     dg_device_args dargs; /* --device-arg: words each device's runs get */
+    dg_forksrv *srv;      /* the fork server the children come from (off: plain children) */
 } acmd;
 
 /* Takes what the method settled before a step. */
@@ -166,7 +167,7 @@ static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mo
                       .output_user = a->o->output_user};
     char *json = NULL;
     dg_accept_cmd_oom_read(&a->oom_before);
-    dg_status st = dg_run_supervise(a->ctx, &ro, &json);
+    dg_status st = dg_run_supervise_via(a->ctx, &ro, a->srv, &json);
     if (st != DG_OK || !json) {
         snprintf(why, len, "%s", dg_errmsg(a->ctx));
         dg_string_free(json);
@@ -704,7 +705,14 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
                          .sweep_to = opts->sweep_to,
                          .backend_asked = opts->device,
                          .backend_none = "cpu"};
+    a.srv = dg_forksrv_new(opts->argv, !opts->no_fork_server, opts->probe_path, opts->cancel);
+    if (!a.srv) {
+        dg_device_args_free(&a.dargs);
+        return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
+    }
     dg_status st = dg_method_run(ctx, &command_runner, &a, &mo, json);
+    dg_accept_cmd_launch_note(ctx, a.srv, json);
+    dg_forksrv_free(a.srv);
     dg_device_args_free(&a.dargs);
     return st;
 }

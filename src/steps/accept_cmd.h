@@ -5,6 +5,7 @@
 #include "core/json.h"
 #include "devgate.h"
 #include "steps/runner.h"
+#include "supervise/supervise.h"
 
 /* Swap growth (MiB) over a trial past which it does not count as good. */
 #define DG_ACCEPT_CMD_SWAP_LIMIT_MIB 256.0
@@ -17,6 +18,12 @@ char **dg_accept_cmd_argv(const char *const *argv, int batch, const char *device
                           const char *const *extra);
 /* Frees what dg_accept_cmd_argv returned; accepts NULL. */
 void dg_accept_cmd_argv_free(char **argv);
+
+/* Adds the record's "launch" (how the child runs were started: the fork
+ * server or fresh interpreters, docs/accept.md "Fast trials") from srv (NULL:
+ * none was offered) to the accept record in *json, printed again; logs one
+ * line saying which. *json is left as it was when out of memory. */
+void dg_accept_cmd_launch_note(dg_ctx *ctx, const dg_forksrv *srv, char **json);
 
 /* The devices --device-arg maps (the gate's names). */
 #define DG_DEVICE_ARG_DEVICES 3 /* cpu, cuda, mps */

@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "core/json.h"
 #include "steps/runner.h"
+#include "supervise/supervise.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -464,4 +465,28 @@ void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budg
             cJSON_AddNullToObject(k, "kills");
     }
     trial_metrics(t, rec, b, t->end == DG_TRIAL_OK);
+}
+
+/* ---- how the runs were started ------------------------------------------------------- */
+
+void dg_accept_cmd_launch_note(dg_ctx *ctx, const dg_forksrv *srv, char **json)
+{
+    cJSON *rec = *json ? cJSON_Parse(*json) : NULL;
+    cJSON *l = srv ? dg_forksrv_json(srv) : NULL;
+    if (!rec || !l) {
+        cJSON_Delete(rec);
+        cJSON_Delete(l);
+        return;
+    }
+    const char *why = dg_jstr(l, "why");
+    dg_log(ctx, DG_LOG_INFO, "runs: %s, %.0f forked, %.0f fresh interpreters%s%s",
+           dg_jstr(l, "used"), dg_jnum(l, "forked"), dg_jnum(l, "plain"), why ? " · " : "",
+           why ? why : "");
+    cJSON_AddItemToObject(rec, "launch", l);
+    char *out = dg_json_print(rec);
+    cJSON_Delete(rec);
+    if (!out)
+        return;
+    dg_string_free(*json);
+    *json = out;
 }

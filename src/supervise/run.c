@@ -139,6 +139,13 @@ static void add_step(cJSON *steps, const char *name, const char *status, const c
 
 /* ---- the supervisor ------------------------------------------------------------- */
 
+/* How the child was started: by the fork server, or as a plain child (and why). */
+typedef struct launch {
+    dg_forksrv *srv; /* the server that forked it; NULL: a plain child */
+    pid_t server_pid;
+    char why[512]; /* a server was offered but the child is plain: why */
+} launch;
+
 typedef struct outcome {
     pid_t pid;
     bool reaped, timed_out, interrupted, pipe_closed_early;
@@ -147,7 +154,9 @@ typedef struct outcome {
     double wall;
 } outcome;
 
-static void supervise(run *r, const dg_run_opts *o, pid_t pid, int fd, outcome *out)
+/* srv: the fork server holding the child (NULL: the child is ours). */
+static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, int fd,
+                      outcome *out)
 {
     double grace = o->grace_s > 0 ? o->grace_s : DEFAULT_GRACE_S;
     double period = (o->sample_ms > 0 ? o->sample_ms : DEFAULT_SAMPLE_MS) / 1e3;
@@ -222,7 +231,7 @@ static void supervise(run *r, const dg_run_opts *o, pid_t pid, int fd, outcome *
         progress_tick(r, now);
         if (!out->reaped) {
             int st;
-            pid_t w = waitpid(pid, &st, WNOHANG);
+            pid_t w = srv ? dg_forksrv_wait(srv, pid, &st) : waitpid(pid, &st, WNOHANG);
             if (w == pid || (w < 0 && errno == ECHILD)) {
                 out->reaped = w == pid;
                 out->wstatus = st;
@@ -507,6 +516,11 @@ static void add_spec_probe(cJSON *root, const dg_run_opts *o, const dg_probe_pla
 
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
 {
+    return dg_run_supervise_via(ctx, o, NULL, json);
+}
+
+dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *srv, char **json)
+{
     *json = NULL;
     if (!o || !o->argv || !o->argv[0] || !o->argv[0][0])
         return dg_fail(ctx, DG_ERR_USAGE, "run: no program to run");
@@ -548,16 +562,28 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
         dg_string_free(envj);
         return dg_fail(ctx, DG_ERR_NOMEM, "run: out of host memory");
     }
-    pid_t pid;
-    int fd;
+    pid_t pid = -1;
+    int fd = -1, err = 0;
     r.progress = &progress;
     /* Without a relay (no pipe or pty to be had) the program writes where it would have. */
     r.relayed = dg_relay_open(&r.relay, o->stdout_to_stderr, o->output, o->output_user) == 0;
     dg_progress_step(&progress, "supervise", nsteps - 1, nsteps, 0);
-    r.t0 = dg_now();
-    int err = dg_spawn_child_io(plan.argv, plan.env, o->stdout_to_stderr,
-                                r.relayed ? r.relay.out_child : -1,
-                                r.relayed ? r.relay.err_child : -1, o->mem_limit, &pid, &fd);
+    int out_fd = r.relayed ? r.relay.out_child : -1, err_fd = r.relayed ? r.relay.err_child : -1;
+    launch ln = {.srv = NULL, .why = ""};
+    if (srv) {
+        const char **edits = dg_spawn_edits(plan.env);
+        if (edits && dg_forksrv_launch(srv, plan.argv, edits, o->stdout_to_stderr, out_fd, err_fd,
+                                       o->mem_limit, &pid, &fd, ln.why, sizeof ln.why) == 0)
+            ln.srv = srv;
+        else if (!edits)
+            snprintf(ln.why, sizeof ln.why, "out of host memory");
+        dg_free(edits);
+        ln.server_pid = ln.srv ? dg_forksrv_pid(srv) : -1;
+    }
+    r.t0 = dg_now(); /* after the fork server's start-up, which is not the run's */
+    if (!ln.srv)
+        err = dg_spawn_child_io(plan.argv, plan.env, o->stdout_to_stderr, out_fd, err_fd,
+                                o->mem_limit, &pid, &fd);
     if (r.relayed)
         dg_relay_started(&r.relay);
     if (err) {
@@ -571,7 +597,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
                        "run: cannot start '%s': %s", o->argv[0], strerror(err));
     }
     outcome oc = {.pid = pid, .wstatus = -1};
-    supervise(&r, o, pid, fd, &oc);
+    supervise(&r, o, ln.srv, pid, fd, &oc);
     close(fd);
     dg_relay_close(&r.relay);
     /* The probe's notes reach the user through devgate's log (its own
@@ -605,6 +631,7 @@ dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
 
     char summary[512], error[256];
     cJSON *sup = supervise_section(&r, o, &oc, summary, sizeof summary, error, sizeof error);
+    dg_forksrv_launch_json(sup, ln.srv != NULL, ln.server_pid, ln.why);
     cJSON *steps = cJSON_AddArrayToObject(root, "steps");
     if (!o->no_env) {
         char es[128];

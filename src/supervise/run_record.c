@@ -31,6 +31,16 @@ static double median_of(double *v, size_t n)
     return st.median;
 }
 
+/* A section's head as devgate's own step writes it, marked as the probe's. */
+static cJSON *section_head(const char *kind, int version)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "v", version);
+    cJSON_AddStringToObject(s, "kind", kind);
+    cJSON_AddStringToObject(s, "source", "probe");
+    return s;
+}
+
 cJSON *dg_run_from_start(const dg_evcollect *c, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->run_start, key);
@@ -48,10 +58,7 @@ cJSON *dg_run_gate_section(const dg_evcollect *c)
 {
     if (cJSON_GetArraySize(c->gates) == 0)
         return cJSON_CreateNull();
-    cJSON *g = cJSON_CreateObject();
-    cJSON_AddNumberToObject(g, "v", 1);
-    cJSON_AddStringToObject(g, "kind", "gate");
-    cJSON_AddStringToObject(g, "source", "probe");
+    cJSON *g = section_head("gate", 1);
     cJSON *arr = cJSON_AddArrayToObject(g, "backends");
     bool fail = false, unavailable = false;
     const cJSON *e;
@@ -98,10 +105,7 @@ cJSON *dg_run_sweep_section(const dg_evcollect *c)
     int n = cJSON_GetArraySize(c->sweep_trials);
     if (n == 0)
         return cJSON_CreateNull();
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "v", 1);
-    cJSON_AddStringToObject(s, "kind", "sweep");
-    cJSON_AddStringToObject(s, "source", "probe");
+    cJSON *s = section_head("sweep", 1);
     cJSON *trials = cJSON_AddArrayToObject(s, "trials");
     dg_sweep_point *pts = dg_calloc((size_t)n, sizeof *pts);
     int np = 0, first_bad = 0;
@@ -190,10 +194,7 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
 {
     if (c->nepochs == 0)
         return cJSON_CreateNull();
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddNumberToObject(s, "v", DG_RECORD_VERSION);
-    cJSON_AddStringToObject(s, "kind", "soak");
-    cJSON_AddStringToObject(s, "source", "probe");
+    cJSON *s = section_head("soak", DG_RECORD_VERSION);
     cJSON *eps = cJSON_AddArrayToObject(s, "epochs");
     double batch0 = start_batch(c);
     bool all_emptied = true;
@@ -317,6 +318,15 @@ typedef struct step_sums {
     double batch_max; /* the most a step held; NAN: none reported */
 } step_sums;
 
+/* Adds a step's b samples to *samples, or counts the step unknown. */
+static void add_samples(double *samples, size_t *unknown, double b)
+{
+    if (isfinite(b))
+        *samples += b;
+    else
+        (*unknown)++;
+}
+
 static void add_step_sums(step_sums *m, const dg_ev_step *s, size_t i, double batch0)
 {
     if (isfinite(s->loss))
@@ -341,10 +351,7 @@ static void add_step_sums(step_sums *m, const dg_ev_step *s, size_t i, double ba
     double loop_ms = s->step_ms + (isfinite(s->data_ms) ? s->data_ms : 0);
     m->sum_ms += loop_ms;
     double b = isfinite(s->batch) ? s->batch : batch0;
-    if (isfinite(b))
-        m->samples += b;
-    else
-        m->batch_unknown++;
+    add_samples(&m->samples, &m->batch_unknown, b);
     if (isfinite(s->batch)) {
         if (m->bv)
             m->bv[m->nb++] = s->batch;
@@ -353,10 +360,7 @@ static void add_step_sums(step_sums *m, const dg_ev_step *s, size_t i, double ba
     if (i >= STEP_WARMUP) {
         m->warm_n++;
         m->warm_ms += loop_ms;
-        if (isfinite(b))
-            m->warm_samples += b;
-        else
-            m->warm_unknown++;
+        add_samples(&m->warm_samples, &m->warm_unknown, b);
     }
     if (isfinite(s->data_ms)) {
         if (m->dv)
@@ -453,10 +457,7 @@ cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root)
         dg_free(m.dv);
         return cJSON_CreateNull();
     }
-    cJSON *p = cJSON_CreateObject();
-    cJSON_AddNumberToObject(p, "v", 1);
-    cJSON_AddStringToObject(p, "kind", "profile");
-    cJSON_AddStringToObject(p, "source", "probe");
+    cJSON *p = section_head("profile", 1);
     cJSON *step = cJSON_AddObjectToObject(p, "step");
     cJSON_AddItemToObject(step, "ms", dg_json_metric_of(med, "ms"));
     cJSON_AddItemToObject(step, "stats", stats);

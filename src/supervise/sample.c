@@ -507,13 +507,10 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
     cJSON_AddItemToObject(sm, "psi_peak", dg_json_metric(psi, isfinite(psi), "percent"));
     cJSON_AddItemToObject(sm, "gpu_mem_peak", dg_json_metric(gpu, isfinite(gpu), "bytes"));
     cJSON_AddStringToObject(sm, "gpu_source", dg_tree_sampler_gpu_source(s));
-    cJSON *units = cJSON_AddObjectToObject(sm, "series_units");
-    cJSON_AddStringToObject(units, "t", "s");
-    cJSON_AddStringToObject(units, "rss", "bytes");
-    cJSON_AddStringToObject(units, "cpu_pct", "percent");
-    cJSON_AddStringToObject(units, "swap", "bytes");
-    cJSON_AddStringToObject(units, "gpu_mem", "bytes");
-    cJSON_AddStringToObject(units, "gpu_util", "percent");
+    static const char *const units[][2] = {
+        {"t", "s"},        {"rss", "bytes"},     {"cpu_pct", "percent"},
+        {"swap", "bytes"}, {"gpu_mem", "bytes"}, {"gpu_util", "percent"}};
+    dg_json_add_pairs(sm, "series_units", units, sizeof units / sizeof units[0]);
     /* The series: at most max_points buckets; max for sizes and counts, mean CPU, last swap. */
     cJSON *ser = cJSON_AddArrayToObject(sup, "series");
     if (!max_points)

@@ -12,6 +12,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char **dg_spawn_edits(const char *const env_edits[])
+{
+    size_t ne = 0;
+    while (env_edits && env_edits[ne])
+        ne++;
+    const char **edits = dg_malloc((ne + 4) * sizeof *edits);
+    if (!edits)
+        return NULL;
+    size_t k = 0;
+    /* DEVGATE_EVENTS_FD first, so the caller's edits can replace or drop it. */
+    edits[k++] = "DEVGATE_EVENTS_FD=" STR(DG_EVENTS_FD);
+    /* A team ledger URI with its password, and where devgate reads the
+     * password, are devgate's, not the program's. */
+    if (dg_has_secret(getenv("DEVGATE_LEDGER")))
+        edits[k++] = "DEVGATE_LEDGER";
+    if (getenv("DEVGATE_LEDGER_PASSWORD_FILE"))
+        edits[k++] = "DEVGATE_LEDGER_PASSWORD_FILE";
+    for (size_t i = 0; i < ne; i++)
+        edits[k++] = env_edits[i];
+    edits[k] = NULL;
+    return edits;
+}
+
 int dg_spawn_child(const char *const argv[], const char *const env_edits[], bool stdout_to_stderr,
                    pid_t *pid, int *events_fd)
 {
@@ -32,26 +58,9 @@ int dg_spawn_child_io(const char *const argv[], const char *const env_edits[],
     *events_fd = -1;
     if (!argv || !argv[0] || !argv[0][0])
         return ENOENT;
-    /* DEVGATE_EVENTS_FD first, so the caller's edits can replace or drop it. */
-    char fdvar[32];
-    snprintf(fdvar, sizeof fdvar, "DEVGATE_EVENTS_FD=%d", DG_EVENTS_FD);
-    size_t ne = 0;
-    while (env_edits && env_edits[ne])
-        ne++;
-    const char **edits = dg_malloc((ne + 4) * sizeof *edits);
+    const char **edits = dg_spawn_edits(env_edits);
     if (!edits)
         return ENOMEM;
-    size_t k = 0;
-    edits[k++] = fdvar;
-    /* A team ledger URI with its password, and where devgate reads the
-     * password, are devgate's, not the program's. */
-    if (dg_has_secret(getenv("DEVGATE_LEDGER")))
-        edits[k++] = "DEVGATE_LEDGER";
-    if (getenv("DEVGATE_LEDGER_PASSWORD_FILE"))
-        edits[k++] = "DEVGATE_LEDGER_PASSWORD_FILE";
-    for (size_t i = 0; i < ne; i++)
-        edits[k++] = env_edits[i];
-    edits[k] = NULL;
     dg_proc_opts o = {
         .argv = argv,
         .env_edits = edits,

@@ -216,6 +216,57 @@ typedef struct dg_error_lines {
  * DG_ERROR_LINE_LEN. Pure. */
 void dg_error_lines_find(const char *text, size_t len, dg_error_lines *out);
 
+/* The environment edits every supervised child gets, then env_edits (may be
+ * NULL): DEVGATE_EVENTS_FD=3 first (so a caller's edit can replace or drop
+ * it) and a team ledger URI with its password removed. A dg_malloc'd
+ * NULL-terminated array of borrowed strings; NULL when out of memory. */
+const char **dg_spawn_edits(const char *const env_edits[]);
+
+/* ---- forksrv.c: the fork server (docs/accept.md "Fast trials") --------------------- */
+
+typedef struct dg_forksrv dg_forksrv;
+
+/* A fork server for the Python command argv (`python [OPTIONS] SCRIPT|-m
+ * MODULE|-c CODE ...`), started at its first launch. Off, with the reason
+ * kept for the record, when not enabled, not on Linux, without probe_path
+ * (the directory holding devgate_probe) or when argv is not such a command.
+ * cancel (may be NULL) cuts the wait for the server's start short. NULL only
+ * when out of memory; free with dg_forksrv_free. */
+dg_forksrv *dg_forksrv_new(const char *const argv[], bool enabled, const char *probe_path,
+                           const volatile sig_atomic_t *cancel);
+/* Starts argv (the server's interpreter and options, then the program) as a
+ * child forked by the server, as dg_spawn_child_io would: its own process
+ * group, the environment edits applied to devgate's environment, stdin
+ * /dev/null, fd 1 out_fd (-1: devgate's stdout, or its stderr when
+ * stdout_to_stderr), fd 2 err_fd (-1: devgate's stderr), the write end of a new pipe on fd 3
+ * (*events_fd the read end, non-blocking, close-on-exec), RLIMIT_AS as_limit
+ * (0: none), SIGKILL when the server dies. Starts the server first if needed.
+ * 0 with *pid set; -1 with why filled when the run must be a plain child (the
+ * server is off or gone, another interpreter, the server refused it). */
+int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const edits[],
+                      bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
+                      int *events_fd, char *why, size_t len);
+/* waitpid(pid, wstatus, WNOHANG) for a child of the server: pid with the raw
+ * wait status once the server reaped it, 0 while it runs, -1 (errno ECHILD)
+ * when the server is gone or does not hold pid. */
+pid_t dg_forksrv_wait(dg_forksrv *s, pid_t pid, int *wstatus);
+/* The server's pid, -1 when none is running. */
+pid_t dg_forksrv_pid(const dg_forksrv *s);
+/* What the record says of it (docs/schema/report.md "launch"): asked, used
+ * ("fork-server", "mixed", "plain"), counts, the reason of the first plain
+ * run or of the server being off, the server's imports and start-up time. */
+cJSON *dg_forksrv_json(const dg_forksrv *s);
+/* The supervise section's "launch" (docs/events.md): how the child was
+ * started ("fork-server" with the server's pid, or "spawn") and, when a
+ * server was offered and not used, why. */
+void dg_forksrv_launch_json(cJSON *sup, bool forked, pid_t server_pid, const char *why);
+/* dg_run_supervise with the child forked by srv when it takes it (NULL: a
+ * plain child, as dg_run_supervise); the record's supervise.launch says which. */
+dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *srv, char **json);
+/* Ends the server (an idle one at the end of its input) and frees s.
+ * Accepts NULL. */
+void dg_forksrv_free(dg_forksrv *s);
+
 /* ---- probe.c: how the zero-code probe is armed ------------------------------------ */
 
 /* True when argv0's base name is a Python interpreter: python, python3,

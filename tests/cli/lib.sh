@@ -42,6 +42,19 @@ PY
   then ok; else bad "json check failed: $2"; head -c 2000 "$1" | sed 's/^/  | /' >&2; fi
 }
 
+# torch_python: PY becomes an interpreter that imports torch (/usr/bin/python3,
+# else python3 on PATH), with PYTHONPATH and DEVGATE_PROBE_PATH unset; the
+# test is skipped (exit 77) when there is none.
+torch_python() {
+  PY=/usr/bin/python3
+  [ -x "$PY" ] || PY=$(command -v python3)
+  if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+    echo "skipped: torch is not importable by $PY"
+    exit 77
+  fi
+  unset PYTHONPATH DEVGATE_PROBE_PATH
+}
+
 done_tests() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -9,13 +9,7 @@
 # accepted on the cpu route with nothing above info. Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  echo "skipped: torch is not importable by $PY"
-  exit 77
-fi
-unset PYTHONPATH DEVGATE_PROBE_PATH
+torch_python
 # The budget is an address-space limit: glibc gives threads malloc arenas of 64
 # MiB of address space each, as many as threads happen to allocate in; one
 # arena makes the address space a function of the batch (docs/cli.md).

@@ -11,13 +11,7 @@
 # accelerators hidden. Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  echo "skipped: torch is not importable by $PY"
-  exit 77
-fi
-unset PYTHONPATH DEVGATE_PROBE_PATH
+torch_python
 SCRIPT="$SRC/tests/python/scripts/accept_train.py"
 
 "$DG" --no-ledger accept --json --quick --sweep-from 16 --sweep-to 32 \

@@ -9,13 +9,7 @@
 # footprint-growth finding from the samples alone. Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=$(command -v python3)
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  echo "skipped: torch is not importable by $PY"
-  exit 77
-fi
-unset PYTHONPATH DEVGATE_PROBE_PATH
+torch_python
 SCRIPT="$SRC/tests/python/scripts/plain_train.py"
 run() { # run NAME [devgate run options] -- ARGS...: the record in NAME.json
   local name=$1; shift
