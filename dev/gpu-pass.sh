@@ -20,11 +20,26 @@
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
+#   bf16     issue 24's precisions: (a) the CUDA unit tests and the gate at fp32, tf32 and
+#            bf16, (b) train --precision bf16 (and tf32) on each preset against fp32, loss
+#            point by point, (c) bench/fixture_vs_torch.py --precision P on every preset at
+#            batch 32-4096. BF16_PARTS (default "tests loss bench") and BF16_PRECISIONS
+#            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
 #   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
 #            accept_train.py forked, and the fallback when an installed import initialises CUDA
 #   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
 #            (FORK_ROUNDS=N for more; each round about 4 minutes)
+#   levels   issue 25 on cuda: gate --level 2 (every op of every backend against float64
+#            at fp32 and TF32, the PCIe link pinned and pageable against NVML's rating)
+#            and --level 3 (the sustained load with NVML's clocks, temperature, power,
+#            energy and throttle reasons, the drift, HBM bandwidth against 4.8 TB/s),
+#            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
+#            called unstable by level 3), the level tests (test_gate_ops, _link,
+#            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
+#   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
+#            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -231,6 +246,60 @@ pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
   done
 }
 
+# Train losses at precision P against fp32, every 10 steps: |d| <= 0.05 |fp32| + 0.02.
+bf16_loss() { # preset batch precision
+  local f
+  for prec in fp32 "$3"; do
+    f="$packs/loss-$1-$2-$prec.json"
+    timeout 120 $DG --no-ledger train --backend cuda --model "$1" --batch "$2" --steps 200 \
+      --sync-every 10 --precision "$prec" --json -q >"$f" 2>"$f.err"
+    echo " train $1 b$2 --precision $prec: exit $?"; tail -2 "$f.err"
+  done
+  python3 - "$packs/loss-$1-$2-fp32.json" "$packs/loss-$1-$2-$3.json" <<'PY'
+import json, sys
+try:
+    ref, got = (json.load(open(p)) for p in sys.argv[1:3])
+except (OSError, ValueError) as e:
+    print("  loss check: FAIL (no record: %s)" % e); sys.exit(0)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+a, b = [p["loss"] for p in ref["loss"]], [p["loss"] for p in got["loss"]]
+ok = len(a) == len(b) and a and None not in a + b
+worst = max(abs(y - x) / (0.05 * abs(x) + 0.02) for x, y in zip(a, b)) if ok else float("inf")
+print("  math %s, capture %s, step %.4f ms vs fp32 %.4f ms; %d points, first %.4f/%.4f last %.4f/%.4f; "
+      "worst |d|/tol %.3f: %s" % (got["spec"].get("math"), json.dumps(got.get("capture"))[:80],
+      v(got["throughput"]["step_ms"]) or -1, v(ref["throughput"]["step_ms"]) or -1, len(b),
+      b[0] if b else -1, a[0] if a else -1, b[-1] if b else -1, a[-1] if a else -1, worst,
+      "ok" if worst <= 1 else "FAIL"))
+PY
+}
+
+pass_bf16() {
+  local parts=${BF16_PARTS:-tests loss bench} precs=${BF16_PRECISIONS:-fp32 tf32 bf16} p s
+  if [[ " $parts " == *" tests "* ]]; then
+    pass_tests
+    for p in fp32 tf32 bf16; do
+      $DG --no-ledger gate --backend cpu,cuda --precision $p --size 512 2>&1 | grep -E "matmul|verdict"
+      $DG --no-ledger gate --backend cuda --precision $p --size 4096,4096,4096 2>&1 | grep -E "matmul|verdict"
+    done
+    grep -hE "bf16|FAIL" "$packs"/test_cuda.txt | head -40
+  fi
+  if [[ " $parts " == *" loss "* ]]; then
+    for p in mlp lenet cifar; do
+      bf16_loss $p 256 bf16
+      bf16_loss $p 256 tf32
+    done
+    bf16_loss cifar 4096 bf16
+  fi
+  if [[ " $parts " == *" bench "* ]]; then
+    for p in $precs; do
+      s=$(date +%s.%N)
+      timeout 560 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
+        --graph --precision $p --rounds "${BF16_ROUNDS:-3}" ${BENCH_ARGS:-} --json "$out/bench-$p.json"
+      echo "bench --precision $p: exit $? in $(secs "$s") s"
+    done
+  fi
+}
+
 FORK_CMD=(python3 tests/python/scripts/fork_train.py --batch '{batch}' --device '{device}'
   --epochs '{epochs}' --workers 2 --samples 4096 --hidden 512)
 launch_line() { # the record's launch, one line
@@ -263,6 +332,93 @@ pass_fork() {
 pass_forkbench() {
   bench/fork_server.sh --rounds "${FORK_ROUNDS:-1}" --device cuda --devgate "$DG" --python python3 \
     --keep "$packs/fork-bench" -- "${FORK_CMD[@]}"
+}
+
+pass_levels() {
+  gate_timed() { # name limit args...: the record, the table and its wall against the budget
+    local name=$1 lim=$2; shift 2
+    local s; s=$(date +%s.%N)
+    timeout "$lim" $DG --no-ledger gate "$@" --json >"$packs/$name.json" 2>"$packs/$name.err"
+    echo "gate $* ($name): exit $? in $(secs "$s") s"
+    python3 - "$packs/$name.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(" no record:", e); sys.exit(0)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+lv = d.get("level", {})
+print(" level", lv.get("level"), "budget", v(lv.get("budget")), "wall", round(v(lv.get("wall")) or 0, 1),
+      "overrun", lv.get("overrun"), "checks", lv.get("checks"), "verdict", d.get("verdict"))
+print(" reference", d.get("reference_ok"), [(r["op"], r["output"], r["nmse"]) for r in d.get("reference_check", [])][:3])
+for b in d.get("backends", []):
+    if not b.get("available"):
+        continue
+    o = b.get("ops") or {}
+    w = o.get("worst") or {}
+    print(" %s ops %s checked %s failed %s not native, precisions %s, worst %s %s %s %s NMSE %s (tol %s)" % (
+        b["name"], o.get("checked"), o.get("failed"), o.get("not_native"), o.get("precisions"),
+        w.get("op"), w.get("output"), w.get("precision"), w.get("shape"), w.get("nmse"), w.get("tolerance")))
+    for r in o.get("table", []):
+        if r["verdict"] != "pass":
+            print("   %s %s %s %s %s NMSE %s tol %s %s" % (r["op"], r["output"], r["precision"], r["shape"],
+                  r["verdict"], r["nmse"], r["tolerance"], r.get("reason") or ""))
+    # each op's worst NMSE per precision, the table's evidence
+    worst = {}
+    for r in o.get("table", []):
+        k = (r["op"], r["output"], r["precision"])
+        if r["nmse"] is not None:
+            worst[k] = max(worst.get(k, 0), r["nmse"])
+    for k in sorted(worst):
+        print("   worst %-12s %-8s %-5s NMSE %.3g" % (k[0], k[1], k[2], worst[k]))
+    l = b.get("link")
+    if l:
+        print(" %s link %s (now %s) rated %s: h2d pinned %s pageable %s, d2h pinned %s pageable %s; ok %s %s" % (
+            b["name"], l.get("kind"), l.get("current"), v(l.get("rated")), v(l.get("h2d_pinned")),
+            v(l.get("h2d_pageable")), v(l.get("d2h_pinned")), v(l.get("d2h_pageable")), l.get("ok"),
+            l.get("reason") or ""))
+    s = b.get("sustain")
+    if s:
+        dr, h = s.get("drift", {}), s.get("health", {})
+        print(" %s sustain m%s %ss rate %s (%s of peak) drift %s (%s-%s) %s; source %s" % (
+            b["name"], s.get("m"), round(v(s.get("wall")) or 0), v(s.get("rate")), v(s.get("fraction_of_peak")),
+            v(dr.get("ratio")), v((dr.get("ratio_ci") or {}).get("lo")), v((dr.get("ratio_ci") or {}).get("hi")),
+            dr.get("verdict"), s.get("source")))
+        print("   clocks %s-%s MHz mem %s MHz temp max %s C power mean %s max %s W energy %s J throttle %s" % (
+            v(h["sm_clock"]["min"]), v(h["sm_clock"]["max"]), v(h["mem_clock"]["max"]), v(h["temperature"]["max"]),
+            v(h["power"]["mean"]), v(h["power"]["max"]), v(h.get("energy")),
+            [(t["reason"], v(t["seconds"])) for t in h.get("throttle", [])]))
+        print("   windows", [round(x) for x in s.get("windows", [])][:80])
+    m = b.get("memory_bandwidth")
+    if m:
+        print(" %s memory %s GB/s of %s rated (%s) ok %s" % (b["name"], v(m.get("bandwidth")), v(m.get("rated")),
+              m.get("rated_source"), m.get("ok")))
+PY
+  }
+  gate_timed level1 60 --level 1
+  gate_timed level2 180 --level 2
+  # The per-op table whole, for docs/evidence.
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for b in d.get("backends", []):
+    for r in (b.get("ops") or {}).get("table", []):
+        print("%-7s %-12s %-5s %-40s %-8s %-10.3g %-8g %s" % (b["name"], r["op"], r["precision"], r["shape"], r["output"],
+              r["nmse"] if r["nmse"] is not None else float("nan"), r["tolerance"], r["verdict"]))'     "$packs/level2.json" >"$out/levels-ops.txt" 2>&1
+  gate_timed level3 420 --level 3
+  DEVGATE_FAULT=bias-ulp@cuda gate_timed fault-bias 180 --level 2 --backend cuda
+  DEVGATE_FAULT=gemm-slowdown@cuda gate_timed fault-slow 120 --level 3 --backend cuda --sustain 20
+  for t in test_gate_ops test_gate_link test_gate_sustain test_ops test_cuda; do
+    [ -x "$bin/$t" ] || continue
+    s=$(date +%s.%N); timeout 300 "$bin/$t" >"$packs/$t.txt" 2>&1
+    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
+    grep -E "^(cuda|cpu|opencl|gemm-slowdown)" "$packs/$t.txt" | head -60
+  done
+  accept_timed level2-accept 900 --level 2 --backend cuda
+  grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+}
+
+pass_slo() {
+  ldd "$DG" | grep -E 'libcurl|not found'
+  bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
 }
 
 pass_fuzz() {

@@ -5,13 +5,17 @@
  * altered), upload-fail (every upload returns an error), sgd-skip (updates do
  * nothing), sgd-ascend (updates climb the gradient), relu-leak (relu_fwd
  * lets 1% of negative values through: y = x > 0 ? x : 0.01 x; step capture is
- * then off) or bias-ulp (bias_add one ulp high everywhere; step capture
- * off). Other kinds (the sweep's trial-crash, trial-hang) pass through. */
+ * then off), bias-ulp (bias_add one ulp high everywhere; step capture
+ * off) or gemm-slowdown (each product followed by an idle that grows with
+ * the seconds since the first: a device that slows as it works). Other kinds (the sweep's
+ * trial-crash, trial-hang) pass through. */
 #include "backend/backend.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static dg_backend_iface faulty;
 static const dg_backend_iface *faulty_inner;
@@ -93,6 +97,30 @@ static dg_status faulty_bias_ulp(void *ctx, dg_ref y, dg_ref bias, int outer, in
     return st;
 }
 
+/* A device that slows as it works: after each product, an idle as long as
+ * the product took times the seconds since the first of its size (up to 4), so the
+ * sustained rate falls to a fifth within seconds (level 3 must call it
+ * unstable). */
+static double slow_t0 = -1;
+static int slow_m = -1;
+static dg_status faulty_gemm_slowdown(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
+                                      dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c,
+                                      int ldc)
+{
+    double t = dg_now();
+    if (slow_t0 < 0 || m != slow_m) /* each product size starts cool */
+        slow_t0 = t, slow_m = m;
+    dg_status st = faulty_inner->gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (st == DG_OK)
+        st = faulty_inner->synchronize(ctx);
+    double took = dg_now() - t, f = t - slow_t0;
+    double idle = took * (f < 4 ? f : 4);
+    struct timespec ts = {(time_t)idle, (long)((idle - (time_t)idle) * 1e9)};
+    if (st == DG_OK && idle > 0)
+        nanosleep(&ts, NULL);
+    return st;
+}
+
 static const char *faulty_last_error(void *ctx)
 {
     return "injected fault: upload refused (DEVGATE_FAULT)";
@@ -125,6 +153,8 @@ const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend
         faulty.sgd = faulty_sgd_skip;
     } else if (kind_len == 10 && strncmp(spec, "sgd-ascend", 10) == 0 && iface->sgd) {
         faulty.sgd = faulty_sgd_ascend;
+    } else if (kind_len == 13 && strncmp(spec, "gemm-slowdown", 13) == 0) {
+        faulty.gemm = faulty_gemm_slowdown;
     } else if (kind_len == 8 && strncmp(spec, "bias-ulp", 8) == 0 && iface->bias_add) {
         faulty.bias_add = faulty_bias_ulp;
         no_capture(&faulty);

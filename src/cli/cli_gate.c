@@ -105,6 +105,71 @@ static void print_link(const cJSON *l)
         printf("  %-8s         %s\n", "", cli_cell(cell, sizeof cell, jstr(l, "reason", "?")));
 }
 
+/* "a-b UNIT" of a {min, max} pair, or "not reported". */
+static const char *range(char *buf, size_t n, const cJSON *o, const char *unit)
+{
+    double lo = jmetric(o, "min"), hi = jmetric(o, "max");
+    if (isnan(lo) || isnan(hi))
+        snprintf(buf, n, "not reported");
+    else if (lo == hi)
+        snprintf(buf, n, "%.0f %s", hi, unit);
+    else
+        snprintf(buf, n, "%.0f-%.0f %s", lo, hi, unit);
+    return buf;
+}
+
+/* Level 3: the sustained load, its drift and the health sampled, and the
+ * memory bandwidth against its rating. */
+static void print_sustain(const cJSON *s, const cJSON *bw)
+{
+    if (!cJSON_IsObject(s))
+        return;
+    const cJSON *h = cJSON_GetObjectItem(s, "health"), *d = cJSON_GetObjectItem(s, "drift");
+    double f = jmetric(s, "fraction_of_peak");
+    char peak[48] = "";
+    if (!isnan(f))
+        snprintf(peak, sizeof peak, " (%.2f of peak)", f);
+    printf("  %-8s       sustain %.0f s at load %.2f: %.1f GFLOP/s median%s · drift ", "",
+           jmetric(s, "wall"), jmetric(s, "load"), jmetric(s, "rate"), peak);
+    double r = jmetric(d, "ratio"), lo = jmetric(cJSON_GetObjectItem(d, "ratio_ci"), "lo"),
+           hi = jmetric(cJSON_GetObjectItem(d, "ratio_ci"), "hi");
+    if (!isnan(r) && !isnan(lo) && !isnan(hi))
+        printf("%+.1f%% (95%% %+.1f%% to %+.1f%%) ", 100 * (r - 1), 100 * (lo - 1), 100 * (hi - 1));
+    printf("%s\n", jstr(d, "verdict", "?"));
+    char a[48], b[48], c[48];
+    double e = jmetric(h, "energy");
+    char en[48] = "energy not reported";
+    if (!isnan(e))
+        snprintf(en, sizeof en, "%.1f kJ", e / 1e3);
+    printf("  %-8s         clocks %s · temperature %s · power %s · %s · throttle ", "",
+           range(a, sizeof a, cJSON_GetObjectItem(h, "sm_clock"), "MHz"),
+           range(b, sizeof b, cJSON_GetObjectItem(h, "temperature"), "C"),
+           range(c, sizeof c, cJSON_GetObjectItem(h, "power"), "W"), en);
+    if (!cJSON_IsTrue(cJSON_GetObjectItem(h, "throttle_reported"))) {
+        printf("not reported");
+    } else {
+        int n = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(h, "throttle"))
+        {
+            printf("%s%s %.1f s", n++ ? ", " : "", jstr(t, "reason", "?"), jmetric(t, "seconds"));
+        }
+        if (!n)
+            printf("none");
+    }
+    printf("  (%s)\n", jstr(s, "source", "?"));
+    if (cJSON_IsObject(bw)) {
+        double g = jmetric(bw, "bandwidth"), rated = jmetric(bw, "rated");
+        printf("  %-8s         memory %.1f GB/s", "", g);
+        if (!isnan(rated))
+            printf(" (%.2f of %.0f GB/s rated)%s", g / rated, rated,
+                   cJSON_IsFalse(cJSON_GetObjectItem(bw, "ok")) ? " · LOW" : "");
+        else
+            printf(" · %s", jstr(bw, "reason", "no rating"));
+        printf("\n");
+    }
+}
+
 static void print_backend(const cJSON *b)
 {
     const char *name = jstr(b, "name", "?");
@@ -117,8 +182,10 @@ static void print_backend(const cJSON *b)
         return;
     }
     bool ok = cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok")) &&
-              jnum(cJSON_GetObjectItem(b, "ops"), "failed", 0) == 0 &&
-              !cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "link"), "ok"));
+              jnum(cJSON_GetObjectItem(b, "ops"), "failed", 0) == 0;
+    static const char *const checks[] = {"link", "sustain", "memory_bandwidth"};
+    for (int k = 0; k < 3; k++)
+        ok &= !cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(b, checks[k]), "ok"));
     const cJSON *devs = cJSON_GetObjectItem(b, "devices");
     const cJSON *d0 = cJSON_GetArrayItem(devs, 0);
     char mem[32], freem[32];
@@ -136,16 +203,17 @@ static void print_backend(const cJSON *b)
     if (ndev > 1)
         printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
     if (cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))) {
-        printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2g of tolerance) · cold "
+        printf("  %-8s       matmul %gx%gx%g %s ok: max abs err %.2g (%.2g of tolerance) · cold "
                "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
-               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jnum(mm, "max_abs_err", 0),
-               jnum(mm, "max_err_over_tolerance", 0), jnum(mm, "ms_cold", 0),
-               jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
+               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jstr(mm, "math", "fp32"),
+               jnum(mm, "max_abs_err", 0), jnum(mm, "max_err_over_tolerance", 0),
+               jnum(mm, "ms_cold", 0), jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
     } else {
         printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
     }
     print_ops(cJSON_GetObjectItem(b, "ops"));
     print_link(cJSON_GetObjectItem(b, "link"));
+    print_sustain(cJSON_GetObjectItem(b, "sustain"), cJSON_GetObjectItem(b, "memory_bandwidth"));
 }
 
 void cli_gate_print(const cJSON *rec)
@@ -180,6 +248,18 @@ static const char *size_opt(const cli_opt *opt, const char *v, void *field)
     return parse_size(v, field) ? NULL : "M,N,K (or S) with each in 1..16384";
 }
 
+static const char *math_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    dg_gate_opts *o = field;
+    for (int m = DG_MATH_FP32; m <= DG_MATH_BF16; m++)
+        if (strcmp(v, dg_math_name((dg_math)m)) == 0) {
+            o->math = (dg_math)m;
+            return NULL;
+        }
+    return "fp32, tf32 or bf16";
+}
+
 const cli_opt cli_gate_opts[] = {
     {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
      offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
@@ -193,6 +273,15 @@ const cli_opt cli_gate_opts[] = {
      "depth: 1 the product, 2 every op against float64 and the link, 3 sustained load and the "
      "device's health, 4 longer plus the soak",
      offsetof(dg_gate_opts, level), DG_LEVEL_MIN, DG_LEVEL_MAX, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--sustain", NULL, "S", "the level's (60, 420)", "s",
+     "levels 3-4: the sustained load's seconds per backend", offsetof(dg_gate_opts, sustain_s), 1,
+     86400, NULL, NULL, NULL},
+    {CLI_DOUBLE, "--load", NULL, "F", "1", "fraction",
+     "levels 3-4: the load's busy share of each period (1: back to back)",
+     offsetof(dg_gate_opts, load), 0.05, 1, NULL, NULL, NULL},
+    {CLI_FUNC, "--precision", NULL, "fp32|tf32|bf16", "fp32", NULL,
+     "the device backends' product arithmetic (docs/schema/gate.md)", 0, 0, 0, math_opt, NULL,
+     NULL},
     CLI_OPTS_END,
 };
 

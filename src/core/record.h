@@ -101,6 +101,8 @@ typedef struct dg_rec_metric {
  * else the part after its last "[]." below node, which is then one element
  * of that array. NULL when any part is missing. */
 const cJSON *dg_rec_at(const cJSON *node, dg_rec_path_id id);
+/* The metric of item it (may be NULL) in row id's unit. */
+dg_rec_metric dg_rec_num_of(const cJSON *it, dg_rec_path_id id);
 /* The number of row id below node (a METRIC's value when valid, or a plain
  * finite number); invalid when not reported. */
 dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id);
@@ -249,6 +251,29 @@ typedef struct dg_view_link {
     int ok;                               /* tri */
 } dg_view_link;
 
+/* One throttle reason of a sustained load. */
+typedef struct dg_view_throttle {
+    const char *reason;
+    int slows;             /* tri: power, thermal or hardware slowdown (not idle, a setting) */
+    dg_rec_metric seconds; /* s */
+} dg_view_throttle;
+
+/* A backend's level-3 sustained load and memory bandwidth. */
+typedef struct dg_view_sustain {
+    bool present;
+    const char *source, *verdict; /* the health source; the drift's verdict */
+    dg_rec_metric seconds, wall, rate, fraction_of_peak; /* s, s, GFLOP/s, fraction */
+    dg_rec_metric first_third, last_third;               /* GFLOP/s */
+    dg_rec_metric ratio, ratio_lo, ratio_hi;             /* last third over first, 95% */
+    dg_rec_metric sm_min, sm_max, temp_max, power_mean, power_max, energy;
+    dg_view_throttle *throttle;
+    int nthrottle;
+    int ok, throttled; /* tri */
+    bool membw_present;
+    dg_rec_metric membw, membw_rated, membw_fraction; /* GB/s, GB/s, fraction */
+    int membw_ok;                                     /* tri */
+} dg_view_sustain;
+
 /* A backend as the gate (or, without a gate, the environment) lists it. */
 typedef struct dg_view_backend {
     const char *name, *reason, *versions;
@@ -285,8 +310,9 @@ typedef struct dg_view_backend {
     } blas;
     dg_view_device *devices; /* the gate's: the devices it found */
     int ndevices;
-    dg_view_ops ops;   /* gate level 2 */
-    dg_view_link link; /* gate level 2 */
+    dg_view_ops ops;         /* gate level 2 */
+    dg_view_link link;       /* gate level 2 */
+    dg_view_sustain sustain; /* gate level 3 */
 } dg_view_backend;
 
 /* The environment summary the rules and the summaries read. */
@@ -394,9 +420,15 @@ typedef struct dg_view_soak {
      * brackets (last third's median watermark); not valid when not recorded */
     dg_rec_metric growth_point[DG_MEM_COUNT], growth_lo[DG_MEM_COUNT], growth_hi[DG_MEM_COUNT];
     dg_rec_metric baseline[DG_MEM_COUNT]; /* bytes: the watermarks growth is measured from */
-    int staircase_aligned;                /* tri */
-    const cJSON *validation_epochs;       /* array of epoch numbers, or NULL */
-    dg_rec_metric thirds_ratio;           /* ratio */
+    /* step_growth, the leak screen of a short soak (allocator_allocated and
+     * footprint only): the growth an epoch adds (%) with its 95% interval,
+     * from a line through the memory read after each step; and how many
+     * readings it rests on. Not valid when not recorded. */
+    dg_rec_metric screen_point[DG_MEM_COUNT], screen_lo[DG_MEM_COUNT], screen_hi[DG_MEM_COUNT];
+    dg_rec_metric screen_points[DG_MEM_COUNT];
+    int staircase_aligned;                            /* tri */
+    const cJSON *validation_epochs;                   /* array of epoch numbers, or NULL */
+    dg_rec_metric thirds_ratio;                       /* ratio */
     dg_rec_metric thirds_point, thirds_lo, thirds_hi; /* step_trend.thirds_ratio_ci, ratio */
     dg_rec_metric trend_slope;                        /* ms/step */
     dg_rec_metric trend_median;                       /* ms */

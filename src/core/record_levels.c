@@ -1,6 +1,6 @@
 /* The gate levels' members of a gate backend's typed view (record.h): level
- * 2's per-op table and link check. Kept beside record.c, which calls it for every gate
- * backend, so the levels' rows are read in one place. */
+ * 2's per-op table and link check, level 3's sustained load and memory bandwidth. Kept beside
+ * record.c, which calls it for every gate backend, so the levels' rows are read in one place. */
 #include "core/record.h"
 
 #include "core/core.h"
@@ -58,9 +58,56 @@ static void link_view(const cJSON *backend, dg_view_link *l)
     }
 }
 
+static bool sustain_view(const cJSON *b, dg_view_sustain *v)
+{
+    v->present = dg_rec_obj(b, DG_P_GATE_BACKENDS_SUSTAIN) != NULL;
+    v->source = dg_rec_str(b, DG_P_GATE_BACKENDS_SUSTAIN_SOURCE);
+    v->verdict = dg_rec_str(b, DG_P_GATE_BACKENDS_SUSTAIN_DRIFT_VERDICT);
+    v->seconds = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_SECONDS);
+    v->wall = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_WALL);
+    v->rate = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_RATE);
+    v->fraction_of_peak = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_FRACTION_OF_PEAK);
+    v->first_third = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_DRIFT_FIRST_THIRD);
+    v->last_third = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_DRIFT_LAST_THIRD);
+    v->ratio = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_DRIFT_RATIO);
+    v->ratio_lo = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_DRIFT_RATIO_CI_LO);
+    v->ratio_hi = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_DRIFT_RATIO_CI_HI);
+    v->sm_min = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_SM_CLOCK_MIN);
+    v->sm_max = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_SM_CLOCK_MAX);
+    v->temp_max = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_TEMPERATURE_MAX);
+    v->power_mean = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_POWER_MEAN);
+    v->power_max = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_POWER_MAX);
+    v->energy = dg_rec_num(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_ENERGY);
+    v->ok = dg_rec_bool(b, DG_P_GATE_BACKENDS_SUSTAIN_OK);
+    v->throttled = dg_rec_bool(b, DG_P_GATE_BACKENDS_SUSTAIN_THROTTLED);
+    v->membw_present = dg_rec_obj(b, DG_P_GATE_BACKENDS_MEMBW) != NULL;
+    v->membw = dg_rec_num(b, DG_P_GATE_BACKENDS_MEMBW_BANDWIDTH);
+    v->membw_rated = dg_rec_num(b, DG_P_GATE_BACKENDS_MEMBW_RATED);
+    v->membw_fraction = dg_rec_num(b, DG_P_GATE_BACKENDS_MEMBW_FRACTION_OF_RATED);
+    v->membw_ok = dg_rec_bool(b, DG_P_GATE_BACKENDS_MEMBW_OK);
+    const cJSON *arr = dg_rec_arr(b, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_THROTTLE);
+    int n = cJSON_GetArraySize(arr);
+    if (n <= 0)
+        return true;
+    v->throttle = dg_calloc((size_t)n, sizeof *v->throttle);
+    if (!v->throttle)
+        return false;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, arr)
+    {
+        dg_view_throttle *x = &v->throttle[v->nthrottle++];
+        x->reason = dg_rec_str(t, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_THROTTLE_REASON);
+        x->slows = dg_rec_bool(t, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_THROTTLE_SLOWS);
+        x->seconds = dg_rec_num(t, DG_P_GATE_BACKENDS_SUSTAIN_HEALTH_THROTTLE_SECONDS);
+    }
+    return true;
+}
+
 bool dg_view_backend_levels(const cJSON *backend, dg_view_backend *be)
 {
     link_view(backend, &be->link);
+    if (!sustain_view(backend, &be->sustain))
+        return false;
     dg_view_ops *o = &be->ops;
     o->present = dg_rec_obj(backend, DG_P_GATE_BACKENDS_OPS) != NULL;
     if (!o->present)
@@ -88,6 +135,9 @@ bool dg_view_backend_levels(const cJSON *backend, dg_view_backend *be)
 
 void dg_view_backend_levels_free(dg_view_backend *be)
 {
+    dg_free(be->sustain.throttle);
+    be->sustain.throttle = NULL;
+    be->sustain.nthrottle = 0;
     dg_free(be->ops.rows);
     be->ops.rows = NULL;
     be->ops.nrows = 0;

@@ -147,6 +147,8 @@ void dg_judge_device_missing(dg_diag *d, const dg_rule *r);
 void dg_judge_backend_unavailable(dg_diag *d, const dg_rule *r);
 void dg_judge_op_numerics(dg_diag *d, const dg_rule *r);
 void dg_judge_link_slow(dg_diag *d, const dg_rule *r);
+void dg_judge_device_unstable(dg_diag *d, const dg_rule *r);
+void dg_judge_throttled(dg_diag *d, const dg_rule *r);
 
 /* rules_speed.c: the compare runs (speed and numerics) */
 void dg_judge_compare_failed(dg_diag *d, const dg_rule *r);

@@ -46,6 +46,20 @@ const dg_rule dg_rules[] = {
      "than the card's, a link trained down, a riser, or a shared switch",
      "check the slot and the link (nvidia-smi -q: PCIe generation and width, current against "
      "max); move the card, or feed the device fewer, larger batches"},
+    {"device-unstable", DG_SEV_FAIL,
+     "gate.backends[].sustain.drift (ratio, ratio_ci), .health.temperature", "unstable_drift_pct",
+     dg_judge_device_unstable,
+     "the device slows while it works: heat, power delivery or a clock that does not hold, so "
+     "every short measurement overstates what a long run gets",
+     "check cooling and the power limit (nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); judge "
+     "throughput on long runs only, or move the work to a node that holds its clocks"},
+    {"throttled", DG_SEV_WARN, "gate.backends[].sustain.health.throttle[] (reason, seconds)",
+     "throttle_min_share", dg_judge_throttled,
+     "the device's clocks were held down by a power cap, heat or a hardware slowdown while it "
+     "worked",
+     "look at the named reason: a power cap (raise it or accept it), thermal (airflow, fans, "
+     "room), hardware slowdown or power brake (power supply, an external signal); until then, "
+     "throughput figures hold only at this node's reduced clocks"},
     {"device-missing", DG_SEV_FAIL, "spec.backend, gate.backends[].available", "",
      dg_judge_device_missing,
      "the device path is not there: driver or runtime missing, or the device hidden (VM, "

@@ -144,7 +144,8 @@ void dg_judge_gate_failed(dg_diag *d, const dg_rule *r)
     for (int i = 0; i < g->nbackends; i++) {
         const dg_view_backend *b = &g->backends[i];
         any |= b->ops.failed.valid && b->ops.failed.value > 0;
-        any |= b->link.ok == 0 && b->link.rated.valid; /* link-slow's */
+        any |= b->link.ok == 0 && b->link.rated.valid;       /* link-slow's */
+        any |= b->sustain.ok == 0 && b->sustain.ratio.valid; /* device-unstable's */
     }
     any |= g->reference_ok == 0;
     if (!any && g->verdict && !strcmp(g->verdict, "fail")) {
@@ -282,5 +283,77 @@ void dg_judge_link_slow(dg_diag *d, const dg_rule *r)
                          "the link runs as %s, below the %s it can do: trained down, a slot of "
                          "fewer lanes, or power saving that did not lift under load",
                          l->current, l->kind);
+    }
+}
+
+/* device-unstable: gate level 3's sustained rate fell by more than
+ * unstable_drift_pct, wholly by its 95% interval. */
+void dg_judge_device_unstable(dg_diag *d, const dg_rule *r)
+{
+    const dg_view_gate *g = &d->v->gate;
+    double pct = d->th[TH_UNSTABLE_DRIFT_PCT];
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_sustain *s = &g->backends[i].sustain;
+        if (!s->present || !s->ratio_hi.valid || !s->ratio.valid)
+            continue;
+        /* Contended windows were left out by the gate; a verdict of "not judged" has no interval.
+         */
+        if (s->verdict && !strncmp(s->verdict, "not judged", 10))
+            continue;
+        if (!(s->ratio_hi.value < 1 - pct / 100))
+            continue;
+        cJSON *f = dg_rule_finding(
+            d, r, DG_SEV_FAIL, -1,
+            "%s slowed while it worked: %.1f GFLOP/s in the last third of a %.0f s load against "
+            "%.1f in the first (%.0f%%, 95%% %.0f%% to %.0f%%), beyond unstable_drift_pct %.0f%%",
+            g->backends[i].name ? g->backends[i].name : "a backend", s->last_third.value,
+            s->wall.valid ? s->wall.value : NAN, s->first_third.value, 100 * (s->ratio.value - 1),
+            100 * (s->ratio_lo.value - 1), 100 * (s->ratio_hi.value - 1), pct);
+        dg_ev_metric(d, f, "gate", "ratio", s->ratio, "backends[%d].sustain.drift.ratio", i);
+        dg_ev_metric(d, f, "gate", "ratio", s->ratio_hi, "backends[%d].sustain.drift.ratio_ci.hi",
+                     i);
+        dg_ev_metric(d, f, "gate", "GFLOP/s", s->first_third,
+                     "backends[%d].sustain.drift.first_third", i);
+        dg_ev_metric(d, f, "gate", "GFLOP/s", s->last_third,
+                     "backends[%d].sustain.drift.last_third", i);
+        dg_ev_metric(d, f, "gate", "C", s->temp_max, "backends[%d].sustain.health.temperature.max",
+                     i);
+        dg_ev_num(d, f, "thresholds", "unstable_drift_pct", pct, "%");
+    }
+}
+
+/* throttled: a slowing throttle reason held for throttle_min_share of the load. */
+void dg_judge_throttled(dg_diag *d, const dg_rule *r)
+{
+    const dg_view_gate *g = &d->v->gate;
+    double share = d->th[TH_THROTTLE_MIN_SHARE];
+    for (int i = 0; i < g->nbackends; i++) {
+        const dg_view_sustain *s = &g->backends[i].sustain;
+        if (!s->present || !s->wall.valid || s->wall.value <= 0)
+            continue;
+        char what[300] = "";
+        for (int k = 0; k < s->nthrottle; k++) {
+            const dg_view_throttle *t = &s->throttle[k];
+            if (t->slows == 1 && t->seconds.valid && t->seconds.value >= share * s->wall.value)
+                dg_cat(what, sizeof what, "%s%s for %.1f s", what[0] ? ", " : "",
+                       t->reason ? t->reason : "a reason", t->seconds.value);
+        }
+        if (!what[0])
+            continue;
+        char extra[160] = "";
+        if (s->temp_max.valid)
+            dg_cat(extra, sizeof extra, "; up to %.0f C", s->temp_max.value);
+        if (s->sm_min.valid && s->sm_max.valid)
+            dg_cat(extra, sizeof extra, "; clocks %.0f-%.0f MHz", s->sm_min.value, s->sm_max.value);
+        if (s->power_max.valid)
+            dg_cat(extra, sizeof extra, "; power up to %.0f W", s->power_max.value);
+        cJSON *f = dg_rule_finding(d, r, DG_SEV_WARN, -1, "%s throttled during a %.0f s load: %s%s",
+                                   g->backends[i].name ? g->backends[i].name : "a backend",
+                                   s->wall.value, what, extra);
+        for (int k = 0; k < s->nthrottle; k++)
+            dg_ev_metric(d, f, "gate", "s", s->throttle[k].seconds,
+                         "backends[%d].sustain.health.throttle[%d].seconds", i, k);
+        dg_ev_metric(d, f, "gate", "s", s->wall, "backends[%d].sustain.wall", i);
+        dg_ev_num(d, f, "thresholds", "throttle_min_share", share, "fraction");
     }
 }

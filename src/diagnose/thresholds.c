@@ -74,6 +74,13 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_LINK_MIN_FRACTION] = {"link_min_fraction", 0.5, "fraction", 0, 1, false, "link-slow",
                               "a host-device copy (page-locked) under this share of the link's "
                               "rated bandwidth is slow"},
+    [TH_UNSTABLE_DRIFT_PCT] = {"unstable_drift_pct", 5, "%", 0, 100, false, "device-unstable",
+                               "a sustained load's rate that fell by more than this (the last "
+                               "third of its windows against the first, by the 95% interval) "
+                               "is unstable"},
+    [TH_THROTTLE_MIN_SHARE] = {"throttle_min_share", 0.05, "fraction", 0, 1, false, "throttled",
+                               "share of a sustained load a slowing throttle reason (power, "
+                               "thermal, hardware) must hold to be named"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

@@ -32,6 +32,8 @@ typedef enum dg_threshold_id {
     TH_SLO_QUEUE_RATIO,
     TH_SLO_INTERFERENCE_PCT,
     TH_LINK_MIN_FRACTION,
+    TH_UNSTABLE_DRIFT_PCT,
+    TH_THROTTLE_MIN_SHARE,
     TH_COUNT
 } dg_threshold_id;
 

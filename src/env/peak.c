@@ -614,6 +614,47 @@ static const struct part {
     {"RTX A6000", 38.7}, {"MI300X", 163.4},   {"MI250X", 47.9},   {"MI210", 22.6},
 };
 
+/* Memory bandwidth (GB/s) of known parts; the first name contained in the
+ * device name wins, so longer names first. */
+static const struct mem_part {
+    const char *name;
+    double gbps;
+} mem_parts[] = {
+    {"H200", 4800},
+    {"H100 PCIe", 2000},
+    {"H100", 3350},
+    {"GH200", 4000},
+    {"A100-SXM4-80GB", 2039},
+    {"A100 80GB PCIe", 1935},
+    {"A100", 1555},
+    {"A10G", 600},
+    {"A10", 600},
+    {"L40S", 864},
+    {"L40", 864},
+    {"L4", 300},
+    {"V100", 900},
+    {"T4", 320},
+    {"RTX 4090", 1008},
+    {"RTX 4080", 717},
+    {"RTX 3090", 936},
+    {"RTX 3080", 760},
+    {"RTX A6000", 768},
+    {"MI300X", 5300},
+    {"MI250X", 3277},
+    {"MI210", 1638},
+};
+
+double dg_device_mem_gbps(const char *device_name, const char **source)
+{
+    *source = "unknown part";
+    for (size_t i = 0; device_name && i < sizeof mem_parts / sizeof mem_parts[0]; i++)
+        if (strstr(device_name, mem_parts[i].name)) {
+            *source = "table of known parts";
+            return mem_parts[i].gbps;
+        }
+    return NAN;
+}
+
 double dg_device_peak_gflops(const char *backend, const char *device_name, double compute_units,
                              int threads, const char **source)
 {

@@ -98,6 +98,10 @@ cJSON *dg_cpu_peak_json(const dg_cpu_peak *p);
 double dg_device_peak_gflops(const char *backend, const char *device_name, double compute_units,
                              int threads, const char **source);
 
+/* The rated memory bandwidth (GB/s) of a known part by its device name
+ * (NVIDIA H200 4800, ...); NAN when unknown. *source says where it came from. */
+double dg_device_mem_gbps(const char *device_name, const char **source);
+
 /* The BLAS loaded in this process: {library: "OpenBLAS" | "BLIS" | "MKL" | null,
  * version, config, kernel, kernel_vector_bits: METRIC(bits), threads:
  * METRIC(threads), threading (OpenBLAS), openblas_coretype_env, generic_kernel: bool (narrower

@@ -365,6 +365,54 @@ static void link_line(dg_capbuf *b, const dg_view_backend *be)
     dg_rp_put(b, "</p>\n");
 }
 
+/* Gate level 3: a backend's sustained load, its drift, health and memory. */
+static void sustain_line(dg_capbuf *b, const dg_view_backend *be)
+{
+    const dg_view_sustain *s = &be->sustain;
+    if (!s->present)
+        return;
+    dg_rp_put(b, "<p>");
+    dg_rp_h_esc(b, be->name, "a backend");
+    dg_rp_put(b, " sustained load: ");
+    dg_rp_h_view_metric(b, s->wall);
+    dg_rp_put(b, " at ");
+    dg_rp_h_view_metric(b, s->rate);
+    dg_rp_put(b, " (of peak ");
+    dg_rp_h_view_metric(b, s->fraction_of_peak);
+    dg_rp_put(b, ") · last third over first ");
+    dg_rp_h_view_metric(b, s->ratio);
+    dg_rp_put(b, " (95% ");
+    dg_rp_h_view_metric(b, s->ratio_lo);
+    dg_rp_put(b, "–");
+    dg_rp_h_view_metric(b, s->ratio_hi);
+    dg_rp_put(b, "): ");
+    dg_rp_h_esc(b, s->verdict, "not judged");
+    dg_rp_put(b, " · clocks ");
+    dg_rp_h_view_metric(b, s->sm_min);
+    dg_rp_put(b, "–");
+    dg_rp_h_view_metric(b, s->sm_max);
+    dg_rp_put(b, " · up to ");
+    dg_rp_h_view_metric(b, s->temp_max);
+    dg_rp_put(b, " · power ");
+    dg_rp_h_view_metric(b, s->power_mean);
+    dg_rp_put(b, " mean · energy ");
+    dg_rp_h_view_metric(b, s->energy);
+    for (int k = 0; k < s->nthrottle; k++) {
+        dg_rp_put(b, k ? ", " : " · throttle ");
+        dg_rp_h_esc(b, s->throttle[k].reason, "?");
+        dg_rp_put(b, " ");
+        dg_rp_h_view_metric(b, s->throttle[k].seconds);
+    }
+    if (s->membw_present) {
+        dg_rp_put(b, " · memory ");
+        dg_rp_h_view_metric(b, s->membw);
+        dg_rp_put(b, " of ");
+        dg_rp_h_view_metric(b, s->membw_rated);
+        dg_rp_put(b, " rated");
+    }
+    dg_rp_put(b, "</p>\n");
+}
+
 void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
 {
     dg_rp_section_open(b, "gate", "Device gate log");
@@ -389,6 +437,7 @@ void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
     for (int i = 0; i < gate->nbackends; i++) {
         ops_table(b, &gate->backends[i]);
         link_line(b, &gate->backends[i]);
+        sustain_line(b, &gate->backends[i]);
     }
     if (gate->reference_ok != -1)
         dg_rp_printf(b,

@@ -5,7 +5,9 @@
  * there and read back. Each element is checked against a double-precision
  * reference with the classic forward-error bound of a length-k dot product,
  * |c - ref| <= 2 k eps32 sum_p |a_ip| |b_pj|, so the tolerance scales with K
- * and with the magnitudes involved rather than being one magic number. */
+ * and with the magnitudes involved rather than being one magic number. With
+ * --precision tf32 or bf16 the device backends run the product in that mode
+ * and the bound adds the input rounding (dg_gate_tol_unit, docs/schema/gate.md). */
 #include "core/record.h"
 #include "steps.h"
 
@@ -86,11 +88,18 @@ typedef struct check_result {
     size_t bad, worst_index;
 } check_result;
 
-static check_result compare(const host_problem *p)
+double dg_gate_tol_unit(int k, dg_math m)
+{
+    double acc = 2.0 * k * (double)FLT_EPSILON; /* fp32 accumulation of k terms */
+    double u = m == DG_MATH_BF16 ? ldexp(1.0, -8) : m == DG_MATH_TF32 ? ldexp(1.0, -11) : 0.0;
+    return 2.0 * u + u * u + acc * (1.0 + u) * (1.0 + u);
+}
+
+static check_result compare(const host_problem *p, dg_math math)
 {
     check_result r = {0};
     size_t mn = (size_t)p->m * p->n;
-    double unit = 2.0 * p->k * (double)FLT_EPSILON;
+    double unit = dg_gate_tol_unit(p->k, math);
     for (size_t i = 0; i < mn; i++) {
         double got = p->c[i], want = p->ref[i];
         double err = fabs(got - want);
@@ -122,15 +131,21 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Runs the product on one device context; fills the matmul object. */
+/* Runs the product on one device context in math mode math (set_math first
+ * when it is not fp32); fills the matmul object. */
 static void run_matmul(const dg_backend_iface *be, void *bctx, const host_problem *p, int reps,
-                       cJSON *mm)
+                       dg_math math, cJSON *mm)
 {
     void *da = NULL, *db = NULL, *dc = NULL;
     size_t mk = (size_t)p->m * p->k * 4, kn = (size_t)p->k * p->n * 4, mn = (size_t)p->m * p->n * 4;
     const char *stage = "alloc";
     dg_status st;
     double t0, cold = 0, warm = 0;
+    cJSON_AddStringToObject(mm, "math", dg_math_name(math));
+    stage = "set_math";
+    if (math != DG_MATH_FP32 && (st = be->set_math(bctx, (int)math)) != DG_OK)
+        goto fail;
+    stage = "alloc";
     if ((st = be->buf_alloc(bctx, mk, &da)) || (st = be->buf_alloc(bctx, kn, &db)) ||
         (st = be->buf_alloc(bctx, mn, &dc)))
         goto fail;
@@ -163,7 +178,7 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     stage = "download";
     if ((st = be->download(bctx, dc, 0, p->c, mn)))
         goto fail;
-    check_result r = compare(p);
+    check_result r = compare(p, math);
     bool ok = r.bad == 0;
     cJSON_AddBoolToObject(mm, "ok", ok);
     cJSON_AddNumberToObject(mm, "max_abs_err", isfinite(r.max_abs) ? r.max_abs : -1);
@@ -312,6 +327,34 @@ static void add_peak(cJSON *o, const char *name, cJSON *mm)
     cJSON_AddStringToObject(mm, "fraction_of", use_rate ? "rate" : "checked");
 }
 
+/* Level 3: the sustained load with the health sampled, then the memory
+ * bandwidth, each under the measurement lock. */
+static void level3(cJSON *o, const char *name, const dg_backend_iface *be, void *bctx,
+                   const dg_device_info *info, const dg_matmul_check *check)
+{
+    const char *src = NULL;
+    double peak = dg_device_peak_gflops(
+        name, info->name, info->compute_units.valid ? info->compute_units.value : NAN, 0, &src);
+    dg_sustain_opts so = {.seconds = check->sustain_s, .load = check->load, .seed = check->seed};
+    bool bad = false;
+    dg_mlock lk;
+    dg_measure_lock(&lk, 600, NULL);
+    cJSON *sus = dg_gate_sustain(be, bctx, info, peak, &so, &bad);
+    double rated = dg_device_mem_gbps(info->name, &src);
+    if (!isfinite(rated) && info->mem_gbps.valid) {
+        rated = info->mem_gbps.value;
+        src = "the device's memory clock x bus width";
+    }
+    cJSON *bw = dg_gate_membw(be, bctx, info, rated, isfinite(rated) ? src : NULL, &bad);
+    dg_measure_unlock(&lk);
+    if (sus) {
+        cJSON_AddItemToObject(sus, "lock", dg_measure_lock_json(&lk));
+        cJSON_AddItemToObject(o, "sustain", sus);
+    }
+    if (bw)
+        cJSON_AddItemToObject(o, "memory_bandwidth", bw);
+}
+
 cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
                        const dg_matmul_check *check)
 {
@@ -407,7 +450,19 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                                           dg_json_metric(team, team > 0, "threads"));
                 }
                 dg_window *w = dg_window_begin();
-                run_matmul(e.iface, bctx, &p, check->warm_reps, mm);
+                /* A backend without math modes (the cpu, the fp32 baseline)
+                 * is checked in fp32 whatever the run's math. */
+                dg_math m = e.iface->set_math ? check->math : DG_MATH_FP32;
+                run_matmul(e.iface, bctx, &p, check->warm_reps, m, mm);
+                /* Back to exact fp32: the level 2 op checks hold fp32 tolerances. */
+                if (m != DG_MATH_FP32 && e.iface->set_math(bctx, DG_MATH_FP32) != DG_OK) {
+                    cJSON_ReplaceItemInObject(mm, "ok", cJSON_CreateFalse());
+                    cJSON_DeleteItemFromObject(mm, "reason");
+                    char why[400];
+                    snprintf(why, sizeof why, "set_math(fp32) after the %s product failed: %s",
+                             dg_math_name(m), e.iface->last_error(bctx));
+                    cJSON_AddStringToObject(mm, "reason", why);
+                }
                 int side = cpu && cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))
                                ? rate_side(dg_cpu_peak_get()->gflops, p.m, p.n, p.k)
                                : 0;
@@ -436,6 +491,8 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
     /* Level 2: the host-device link of every device backend (the cpu has none). */
     dg_device_info info;
     bool have_info = available && e.iface->device_info(bctx, 0, &info) == DG_OK;
+    if (check && check->level >= 3 && have_info)
+        level3(o, name, e.iface, bctx, &info, check);
     if (check && check->level >= 2 && have_info && !e.iface->caps.host) {
         bool bad = false;
         dg_mlock lk;
@@ -472,11 +529,13 @@ static const dg_level_info level_rows[] = {
     {.level = 3,
      .gate_budget_s = 300,
      .accept_budget_s = 960,
+     .sustain_s = 60,
      .what = "level 2, sustained load with clocks, temperature, power and throttle reasons "
              "sampled, the rate's drift, device memory bandwidth"},
     {.level = 4,
-     .gate_budget_s = 1800,
-     .accept_budget_s = 3600,
+     .gate_budget_s = 2400,
+     .accept_budget_s = 4200,
+     .sustain_s = 420,
      .what = "level 3 for longer, plus the full soak"},
 };
 
@@ -534,6 +593,29 @@ dg_status dg_level_resolve(dg_ctx *ctx, bool *quick, int *level)
     return DG_OK;
 }
 
+/* Level 4's full soak (dg_soak_run: the cifar fixture, 10 epochs, the cache
+ * emptied at each end) on backend name, its record as the gate's "soak";
+ * false when it did not run to its end. */
+static bool level4_soak(dg_ctx *ctx, cJSON *root, const char *name, uint64_t seed)
+{
+    dg_soak_opts so = {.train = DG_TRAIN_OPTS_INIT};
+    so.train.backend = name;
+    so.train.model = "cifar";
+    so.train.seed = seed;
+    so.train.epochs = 10;
+    char *json = NULL;
+    dg_log(ctx, DG_LOG_INFO, "gate: level 4 soak on %s", name);
+    dg_status st = dg_soak_run(ctx, &so, &json);
+    cJSON *rec = json ? cJSON_Parse(json) : NULL;
+    dg_string_free(json);
+    cJSON *o = cJSON_AddObjectToObject(root, "soak");
+    cJSON_AddStringToObject(o, "backend", name);
+    cJSON_AddStringToObject(o, "status", dg_status_name(st));
+    dg_json_add_str(o, "error", st == DG_OK ? NULL : dg_errmsg(ctx));
+    cJSON_AddItemToObject(o, "record", rec ? rec : cJSON_CreateNull());
+    return st == DG_OK;
+}
+
 /* Splits a comma-separated backend list, checking each name. */
 static dg_status parse_backends(dg_ctx *ctx, const char *list, const char **names, size_t *count)
 {
@@ -577,13 +659,21 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     if (!dg_level_get(level))
         return dg_fail(ctx, DG_ERR_USAGE, "gate level %d out of range (%d..%d)", level,
                        DG_LEVEL_MIN, DG_LEVEL_MAX);
+    if (opts && (!(opts->sustain_s >= 0 && opts->sustain_s <= 86400) ||
+                 !(opts->load >= 0 && opts->load <= 1)))
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "gate: sustained seconds 0..86400 and load 0..1 (got %g s, load %g)",
+                       opts->sustain_s, opts->load);
     dg_matmul_check chk = {
         .m = opts && opts->m ? opts->m : DEFAULT_SIZE,
         .n = opts && opts->n ? opts->n : DEFAULT_SIZE,
         .k = opts && opts->k ? opts->k : DEFAULT_SIZE,
         .seed = opts ? opts->seed : 0,
         .warm_reps = opts && opts->warm_reps > 0 ? opts->warm_reps : DEFAULT_WARM_REPS,
+        .math = opts ? opts->math : DG_MATH_FP32,
     };
+    if ((int)chk.math < DG_MATH_FP32 || chk.math > DG_MATH_BF16)
+        return dg_fail(ctx, DG_ERR_USAGE, "gate: math mode %d (fp32, tf32 or bf16)", (int)chk.math);
     if (chk.m < 1 || chk.n < 1 || chk.k < 1 || chk.m > MAX_DIM || chk.n > MAX_DIM ||
         chk.k > MAX_DIM)
         return dg_fail(ctx, DG_ERR_USAGE, "matrix size %d,%d,%d out of range (1..%d each)", chk.m,
@@ -598,8 +688,14 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     cJSON *root = cJSON_CreateObject();
     dg_record_head(root, "gate", 1);
     cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
-    cJSON_AddStringToObject(root, "tolerance_model", "|c-ref| <= 2*k*eps32*sum|a||b| per element");
-    bool failed = false, missing = false, ran_link = false;
+    cJSON_AddStringToObject(
+        root, "tolerance_model",
+        chk.math == DG_MATH_FP32
+            ? "|c-ref| <= 2*k*eps32*sum|a||b| per element"
+            : "|c-ref| <= (2u + u^2 + 2*k*eps32*(1+u)^2)*sum|a||b| per element, "
+              "u the input rounding (tf32 2^-11, bf16 2^-8)");
+    cJSON_AddStringToObject(root, "math", dg_math_name(chk.math));
+    bool failed = false, missing = false, ran_link = false, ran_sustain = false;
     /* Level 2: the op cases once for every backend, and the reference's own check. */
     dg_op_suite *suite = NULL;
     if (level >= 2) {
@@ -615,6 +711,9 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         failed |= !ref_ok;
         chk.ops = suite;
         chk.level = level;
+        chk.sustain_s =
+            opts && opts->sustain_s > 0 ? opts->sustain_s : dg_level_get(level)->sustain_s;
+        chk.load = opts ? opts->load : 0;
     }
     cJSON *arr = cJSON_AddArrayToObject(root, "backends");
     for (size_t i = 0; i < count; i++) {
@@ -630,11 +729,26 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         cJSON *ok = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "ok");
         if (avail && !cJSON_IsTrue(ok))
             failed = true;
-        if (avail && (dg_jnum(b, "ops.failed") > 0 || dg_jbool(b, "link.ok") == 0))
+        if (avail && (dg_jnum(b, "ops.failed") > 0 || dg_jbool(b, "link.ok") == 0 ||
+                      dg_jbool(b, "sustain.ok") == 0 || dg_jbool(b, "memory_bandwidth.ok") == 0))
             failed = true;
+        ran_sustain |= cJSON_GetObjectItem(b, "sustain") != NULL;
         ran_link |= cJSON_GetObjectItem(b, "link") != NULL;
         if (!avail && explicit_list)
             missing = true;
+    }
+    /* Level 4: the full soak on the device the fixture would judge (the first
+     * device backend that passed, else the cpu). */
+    if (level >= 4 && !failed) {
+        const char *dev = NULL;
+        const cJSON *b;
+        cJSON_ArrayForEach(b, arr)
+        {
+            const char *n = dg_jstr(b, "name");
+            if (!dev && n && dg_jbool(b, "available") == 1 && !dg_backend_is_host(n))
+                dev = n;
+        }
+        failed |= !level4_soak(ctx, root, dev ? dev : "cpu", chk.seed);
     }
     cJSON *lv = dg_level_json(level, dg_level_get(level)->gate_budget_s, dg_now() - t0, root);
     cJSON_AddItemToObject(root, "level", lv);
@@ -646,6 +760,12 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     }
     if (ran_link)
         cJSON_AddItemToArray(checks, cJSON_CreateString("link"));
+    if (ran_sustain) {
+        cJSON_AddItemToArray(checks, cJSON_CreateString("sustain"));
+        cJSON_AddItemToArray(checks, cJSON_CreateString("memory_bandwidth"));
+    }
+    if (cJSON_GetObjectItem(root, "soak"))
+        cJSON_AddItemToArray(checks, cJSON_CreateString("soak"));
     dg_op_suite_free(suite);
     *verdict = failed ? DG_GATE_FAIL : missing ? DG_GATE_UNAVAILABLE : DG_GATE_PASS;
     cJSON_AddStringToObject(root, "verdict", failed ? "fail" : missing ? "unavailable" : "pass");

