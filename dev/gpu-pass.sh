@@ -22,6 +22,11 @@
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
+#   bf16     issue 24's precisions: (a) the CUDA unit tests and the gate at fp32, tf32 and
+#            bf16, (b) train --precision bf16 (and tf32) on each preset against fp32, loss
+#            point by point, (c) bench/fixture_vs_torch.py --precision P on every preset at
+#            batch 32-4096. BF16_PARTS (default "tests loss bench") and BF16_PRECISIONS
+#            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
 #   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
 #            accept_train.py forked, and the fallback when an installed import initialises CUDA
@@ -34,6 +39,9 @@
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
 #            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
+#   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
+#            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -274,6 +282,60 @@ pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
   done
 }
 
+# Train losses at precision P against fp32, every 10 steps: |d| <= 0.05 |fp32| + 0.02.
+bf16_loss() { # preset batch precision
+  local f
+  for prec in fp32 "$3"; do
+    f="$packs/loss-$1-$2-$prec.json"
+    timeout 120 $DG --no-ledger train --backend cuda --model "$1" --batch "$2" --steps 200 \
+      --sync-every 10 --precision "$prec" --json -q >"$f" 2>"$f.err"
+    echo " train $1 b$2 --precision $prec: exit $?"; tail -2 "$f.err"
+  done
+  python3 - "$packs/loss-$1-$2-fp32.json" "$packs/loss-$1-$2-$3.json" <<'PY'
+import json, sys
+try:
+    ref, got = (json.load(open(p)) for p in sys.argv[1:3])
+except (OSError, ValueError) as e:
+    print("  loss check: FAIL (no record: %s)" % e); sys.exit(0)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+a, b = [p["loss"] for p in ref["loss"]], [p["loss"] for p in got["loss"]]
+ok = len(a) == len(b) and a and None not in a + b
+worst = max(abs(y - x) / (0.05 * abs(x) + 0.02) for x, y in zip(a, b)) if ok else float("inf")
+print("  math %s, capture %s, step %.4f ms vs fp32 %.4f ms; %d points, first %.4f/%.4f last %.4f/%.4f; "
+      "worst |d|/tol %.3f: %s" % (got["spec"].get("math"), json.dumps(got.get("capture"))[:80],
+      v(got["throughput"]["step_ms"]) or -1, v(ref["throughput"]["step_ms"]) or -1, len(b),
+      b[0] if b else -1, a[0] if a else -1, b[-1] if b else -1, a[-1] if a else -1, worst,
+      "ok" if worst <= 1 else "FAIL"))
+PY
+}
+
+pass_bf16() {
+  local parts=${BF16_PARTS:-tests loss bench} precs=${BF16_PRECISIONS:-fp32 tf32 bf16} p s
+  if [[ " $parts " == *" tests "* ]]; then
+    pass_tests
+    for p in fp32 tf32 bf16; do
+      $DG --no-ledger gate --backend cpu,cuda --precision $p --size 512 2>&1 | grep -E "matmul|verdict"
+      $DG --no-ledger gate --backend cuda --precision $p --size 4096,4096,4096 2>&1 | grep -E "matmul|verdict"
+    done
+    grep -hE "bf16|FAIL" "$packs"/test_cuda.txt | head -40
+  fi
+  if [[ " $parts " == *" loss "* ]]; then
+    for p in mlp lenet cifar; do
+      bf16_loss $p 256 bf16
+      bf16_loss $p 256 tf32
+    done
+    bf16_loss cifar 4096 bf16
+  fi
+  if [[ " $parts " == *" bench "* ]]; then
+    for p in $precs; do
+      s=$(date +%s.%N)
+      timeout 560 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
+        --graph --precision $p --rounds "${BF16_ROUNDS:-3}" ${BENCH_ARGS:-} --json "$out/bench-$p.json"
+      echo "bench --precision $p: exit $? in $(secs "$s") s"
+    done
+  fi
+}
+
 FORK_CMD=(python3 tests/python/scripts/fork_train.py --batch '{batch}' --device '{device}'
   --epochs '{epochs}' --workers 2 --samples 4096 --hidden 512)
 launch_line() { # the record's launch, one line
@@ -388,6 +450,11 @@ for b in d.get("backends", []):
   done
   accept_timed level2-accept 900 --level 2 --backend cuda
   grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+}
+
+pass_slo() {
+  ldd "$DG" | grep -E 'libcurl|not found'
+  bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
 }
 
 pass_fuzz() {
