@@ -16,6 +16,8 @@
 #   ux       issue 22 on cuda: accept --quick -- DCGAN-style script with --device-arg
 #            cuda=--accel (progress lines, cpu side with the accelerators hidden, no
 #            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
+#   probe21  issue 21 items 2 and 3 on cuda: accept --quick -- on a 96-sample set (train-set
+#            stop), on a per-step leak (suspected leak from allocated memory), on the healthy one
 #   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
@@ -177,6 +179,40 @@ PY
   $DG compare "$packs/probe-healthy-cpu.json" "$packs/probe-healthy.json" --json >"$packs/probe-compare.json" 2>&1
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' compare loss', json.dumps(d.get('loss'))[:400])" \
     "$packs/probe-compare.json" || head -5 "$packs/probe-compare.json"
+}
+
+pass_probe21() { # issue 21 items 2 and 3 on cuda: the data set bounds the sweep (96 samples:
+  # a train-set stop, nothing promised above it, no "memory ceiling" unless memory ended it),
+  # the quick tier's leak screen over the allocated memory each step read (a script keeping
+  # each step's outputs with their graph: memory-short "suspected leak"), the healthy script
+  # under --quick with no memory finding above info
+  local U=tests/python/scripts/user
+  accept_timed p21-small 300 --quick -- python3 $U/small_data.py --batch-size '{batch}' \
+    --device '{device}' --epochs '{epochs}'
+  accept_timed p21-leak 300 --quick --batch 64 -- python3 $U/track_train.py \
+    --batch-size '{batch}' --device '{device}' --epochs '{epochs}'
+  accept_timed p21-healthy 300 --quick -- python3 $U/healthy_train.py --device '{device}' \
+    --epochs '{epochs}'
+  for name in p21-small p21-leak p21-healthy; do
+    [ -f "$packs/$name/report.json" ] || continue
+    python3 - "$packs/$name/report.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+print(" %s statement: %s" % (sys.argv[2], (d.get("final_gate") or {}).get("statement")))
+sg = (d.get("soak") or {}).get("step_growth") or {}
+for k in ("allocator_allocated", "footprint"):
+    pe = (sg.get(k) or {}).get("per_epoch") or {}
+    print("  step_growth %s: %s%% an epoch (%s-%s), %s readings" % (
+        k, v(pe.get("point")), v(pe.get("lo")), v(pe.get("hi")), (sg.get(k) or {}).get("points")))
+for t in ((d.get("sweep") or {}).get("trials") or []):
+    print("  trial b%s %s per_step %s train %s" % (t.get("batch"), t.get("ended"),
+          v(t.get("samples_per_step")), v(t.get("train_samples"))))
+for f in d.get("findings") or []:
+    if f["id"] in ("memory-short", "retained-refs", "sweep-memory", "cpu-baseline-unfair"):
+        print("  %s %s: %s" % (f["id"], f["severity"], f["title"][:220]))
+PY
+  done
 }
 
 pass_ux() { # issue 22 items 2, 3, 6 on cuda: progress lines, the cpu side of a script without
