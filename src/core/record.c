@@ -297,6 +297,7 @@ static void build_trials(builder *b, const cJSON *arr, dg_view_trial **out, int 
         t->device_reserved_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_DEVICE_RESERVED_PEAK);
         t->psi_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_PSI_PEAK);
         t->wall_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_WALL_S);
+        t->energy_per_sample = dg_rec_num(it, DG_P_SWEEP_TRIALS_ENERGY_PER_SAMPLE);
     }
 }
 
@@ -787,6 +788,7 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     fg->proofs[3] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_MEMORY_CURVE);
     fg->fail_findings = dg_rec_num(g, DG_P_REC_FINAL_GATE_FAIL_FINDINGS);
     fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
+    fg->energy_per_sample = dg_rec_num(g, DG_P_REC_FINAL_GATE_ENERGY_PER_SAMPLE);
     fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
     fg->safe_batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_SAFE_BATCH);
     fg->safe_bound = dg_rec_str(g, DG_P_REC_FINAL_GATE_SAFE_BATCH_BOUND);
