@@ -32,6 +32,9 @@
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
 #            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
+#   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
+#            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -352,6 +355,11 @@ for b in d.get("backends", []):
   done
   accept_timed level2-accept 900 --level 2 --backend cuda
   grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+}
+
+pass_slo() {
+  ldd "$DG" | grep -E 'libcurl|not found'
+  bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
 }
 
 pass_fuzz() {

@@ -16,6 +16,15 @@
  * driver_used, rss as METRICs, validation as a bool) and step_stats (a
  * dg_stats_json object, or NULL when steps were not timed). */
 void dg_soak_analyse(cJSON *s, const cJSON *epochs, const cJSON *step_stats);
+/* The leak screen of a short soak (docs/measure.md "Soak"): adds
+ * s.step_growth from memory read after each of n steps in order (alloc: the
+ * device's live bytes, fp: the process footprint; NAN where not read): per
+ * source, a Theil-Sen line through the readings from step `skip` on (the
+ * start-up left out) with Sen's 95% interval of its slope, and the growth an
+ * epoch of steps_per_epoch steps adds over the line's start, in percent. A
+ * source with fewer than 8 readings has no figure (valid false). */
+void dg_soak_step_growth(cJSON *s, const double *alloc, const double *fp, size_t n, size_t skip,
+                         double steps_per_epoch);
 
 /* ---- sweep (sweep_judge.c) -------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include "measure/measure.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* The sources compared, as named in the epoch entries and in "growth".
  * shared: the figure counts other processes too (the whole machine on cpu),
@@ -200,4 +201,102 @@ void dg_soak_analyse(cJSON *s, const cJSON *ep, const cJSON *st)
     cJSON_AddItemToObject(tr, "slope", dg_json_metric(slope, isfinite(slope), "ms/step"));
     cJSON_AddItemToObject(tr, "thirds_ratio", dg_json_metric(ratio, isfinite(ratio), "ratio"));
     soak_intervals(s, ep);
+}
+
+/* ---- the leak screen over the steps' readings ------------------------------------ */
+
+#define SCREEN_MIN_POINTS 8
+#define SCREEN_MAX_POINTS 200 /* readings decimated to at most this many before pairing */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct line_fit {
+    int n;
+    double slope, lo, hi, start; /* per step; the line's value at the first point */
+} line_fit;
+
+/* Theil-Sen through (x, y) with Sen's (1968) distribution-free 95% interval
+ * of the slope: the pairwise slopes ranked, the interval between ranks
+ * (N -+ 1.96 sqrt(n(n-1)(2n+5)/18)) / 2. */
+static line_fit sen_fit(const double *x, const double *y, int n)
+{
+    line_fit f = {0, NAN, NAN, NAN, NAN};
+    size_t np = (size_t)n * (size_t)(n - 1) / 2;
+    double *sl = n >= 2 ? dg_malloc(sizeof *sl * (np > (size_t)n ? np : (size_t)n)) : NULL;
+    if (!sl)
+        return f;
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (x[j] > x[i])
+                sl[k++] = (y[j] - y[i]) / (x[j] - x[i]);
+    if (k) {
+        qsort(sl, k, sizeof *sl, cmp_dbl);
+        f.n = n;
+        f.slope = k % 2 ? sl[k / 2] : 0.5 * (sl[k / 2 - 1] + sl[k / 2]);
+        double c = 1.959964 * sqrt((double)n * (n - 1) * (2.0 * n + 5) / 18.0);
+        double lo = floor(((double)k - c) / 2), hi = ceil(((double)k + c) / 2);
+        f.lo = sl[lo < 0 ? 0 : (size_t)lo];
+        f.hi = sl[hi >= (double)k ? k - 1 : (size_t)hi];
+        for (int i = 0; i < n; i++)
+            sl[i] = y[i] - f.slope * (x[i] - x[0]);
+        qsort(sl, (size_t)n, sizeof *sl, cmp_dbl);
+        f.start = n % 2 ? sl[n / 2] : 0.5 * (sl[n / 2 - 1] + sl[n / 2]);
+    }
+    dg_free(sl);
+    return f;
+}
+
+static cJSON *screen_source(const double *v, size_t n, size_t skip, double spe)
+{
+    double *x = dg_malloc(sizeof *x * SCREEN_MAX_POINTS),
+           *y = dg_malloc(sizeof *y * SCREEN_MAX_POINTS);
+    size_t have = 0;
+    for (size_t i = skip; i < n; i++)
+        have += isfinite(v[i]) && v[i] > 0;
+    /* Evenly decimated: every stride-th reading. */
+    size_t stride =
+        have > SCREEN_MAX_POINTS ? (have + SCREEN_MAX_POINTS - 1) / SCREEN_MAX_POINTS : 1;
+    int m = 0;
+    size_t seen = 0;
+    for (size_t i = skip; x && y && i < n && m < SCREEN_MAX_POINTS; i++) {
+        if (!(isfinite(v[i]) && v[i] > 0) || seen++ % stride)
+            continue;
+        x[m] = (double)i;
+        y[m++] = v[i];
+    }
+    line_fit f = m >= SCREEN_MIN_POINTS ? sen_fit(x, y, m) : (line_fit){0, NAN, NAN, NAN, NAN};
+    dg_free(x);
+    dg_free(y);
+    cJSON *o = cJSON_CreateObject();
+    bool ok = f.n > 0 && f.start > 0 && isfinite(spe) && spe > 0;
+    cJSON_AddNumberToObject(o, "points", ok ? f.n : 0);
+    cJSON_AddItemToObject(o, "start", dg_json_metric_of(ok ? f.start : NAN, "bytes"));
+    cJSON_AddItemToObject(o, "slope", dg_json_metric_of(ok ? f.slope : NAN, "bytes/step"));
+    cJSON *pe = cJSON_AddObjectToObject(o, "per_epoch");
+    double k = ok ? 100.0 * spe / f.start : NAN;
+    cJSON_AddItemToObject(pe, "point", dg_json_metric_of(k * f.slope, "%"));
+    cJSON_AddItemToObject(pe, "lo", dg_json_metric_of(k * f.lo, "%"));
+    cJSON_AddItemToObject(pe, "hi", dg_json_metric_of(k * f.hi, "%"));
+    return o;
+}
+
+void dg_soak_step_growth(cJSON *s, const double *alloc, const double *fp, size_t n, size_t skip,
+                         double steps_per_epoch)
+{
+    cJSON *g = cJSON_AddObjectToObject(s, "step_growth");
+    cJSON_AddNumberToObject(g, "from_step", (double)skip);
+    cJSON_AddNumberToObject(g, "steps", (double)(n > skip ? n - skip : 0));
+    cJSON_AddItemToObject(g, "steps_per_epoch", dg_json_metric_of(steps_per_epoch, "steps"));
+    cJSON_AddNumberToObject(g, "level", 0.95);
+    cJSON_AddStringToObject(g, "method",
+                            "Theil-Sen line through the memory read after each step (the first "
+                            "epoch's first half left out), Sen's 95% interval of its slope; growth "
+                            "an epoch over the line's start");
+    cJSON_AddItemToObject(g, "allocator_allocated", screen_source(alloc, n, skip, steps_per_epoch));
+    cJSON_AddItemToObject(g, "footprint", screen_source(fp, n, skip, steps_per_epoch));
 }

@@ -423,6 +423,24 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
         s->growth_lo[i] = payload_num(payload, ci[i][1]);
         s->growth_hi[i] = payload_num(payload, ci[i][2]);
     }
+    static const struct {
+        dg_mem_source m;
+        dg_rec_path_id points, point, lo, hi;
+    } screen[] = {{DG_MEM_ALLOCATOR_ALLOCATED, DG_P_SOAK_STEP_GROWTH_ALLOCATOR_ALLOCATED_POINTS,
+                   DG_P_SOAK_STEP_GROWTH_ALLOCATOR_ALLOCATED_PER_EPOCH_POINT,
+                   DG_P_SOAK_STEP_GROWTH_ALLOCATOR_ALLOCATED_PER_EPOCH_LO,
+                   DG_P_SOAK_STEP_GROWTH_ALLOCATOR_ALLOCATED_PER_EPOCH_HI},
+                  {DG_MEM_FOOTPRINT, DG_P_SOAK_STEP_GROWTH_FOOTPRINT_POINTS,
+                   DG_P_SOAK_STEP_GROWTH_FOOTPRINT_PER_EPOCH_POINT,
+                   DG_P_SOAK_STEP_GROWTH_FOOTPRINT_PER_EPOCH_LO,
+                   DG_P_SOAK_STEP_GROWTH_FOOTPRINT_PER_EPOCH_HI}};
+    for (size_t i = 0; i < sizeof screen / sizeof screen[0]; i++) {
+        dg_mem_source m = screen[i].m;
+        s->screen_points[m] = payload_num(payload, screen[i].points);
+        s->screen_point[m] = payload_num(payload, screen[i].point);
+        s->screen_lo[m] = payload_num(payload, screen[i].lo);
+        s->screen_hi[m] = payload_num(payload, screen[i].hi);
+    }
     s->staircase_aligned = payload_bool(payload, DG_P_SOAK_STAIRCASE_ALIGNED);
     const cJSON *ve = payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
     s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;

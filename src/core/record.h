@@ -419,9 +419,15 @@ typedef struct dg_view_soak {
      * brackets (last third's median watermark); not valid when not recorded */
     dg_rec_metric growth_point[DG_MEM_COUNT], growth_lo[DG_MEM_COUNT], growth_hi[DG_MEM_COUNT];
     dg_rec_metric baseline[DG_MEM_COUNT]; /* bytes: the watermarks growth is measured from */
-    int staircase_aligned;                /* tri */
-    const cJSON *validation_epochs;       /* array of epoch numbers, or NULL */
-    dg_rec_metric thirds_ratio;           /* ratio */
+    /* step_growth, the leak screen of a short soak (allocator_allocated and
+     * footprint only): the growth an epoch adds (%) with its 95% interval,
+     * from a line through the memory read after each step; and how many
+     * readings it rests on. Not valid when not recorded. */
+    dg_rec_metric screen_point[DG_MEM_COUNT], screen_lo[DG_MEM_COUNT], screen_hi[DG_MEM_COUNT];
+    dg_rec_metric screen_points[DG_MEM_COUNT];
+    int staircase_aligned;                            /* tri */
+    const cJSON *validation_epochs;                   /* array of epoch numbers, or NULL */
+    dg_rec_metric thirds_ratio;                       /* ratio */
     dg_rec_metric thirds_point, thirds_lo, thirds_hi; /* step_trend.thirds_ratio_ci, ratio */
     dg_rec_metric trend_slope;                        /* ms/step */
     dg_rec_metric trend_median;                       /* ms */

@@ -177,6 +177,46 @@ void dg_judge_working_set_change(dg_diag *d, const dg_rule *r)
                d->soak_pfx);
 }
 
+/* The leak screen over the steps' readings (soak.step_growth) of a soak too
+ * short for the epochs' interval: the source whose projected growth after
+ * mem_epochs epochs lies wholly above mem_growth_pct (the largest low end),
+ * with *lo, *hi, *pe_lo, *pe_hi its projection and its growth an epoch;
+ * -1 when none does. Live memory always; the footprint only when the cache
+ * was emptied (memory-short's condition). */
+static int screened_leak(const dg_diag *d, double *lo, double *hi, double *pe_lo, double *pe_hi)
+{
+    const dg_view_soak *s = &d->v->soak;
+    static const dg_mem_source src[] = {DG_MEM_ALLOCATOR_ALLOCATED, DG_MEM_FOOTPRINT};
+    double span = d->th[TH_MEM_EPOCHS] - 1; /* the epochs retained-refs' growth spans */
+    int best = -1;
+    for (size_t i = 0; i < 2; i++) {
+        dg_mem_source m = src[i];
+        if (!s->screen_lo[m].valid || !s->screen_hi[m].valid || !(span > 0))
+            continue;
+        double l = s->screen_lo[m].value * span, h = s->screen_hi[m].value * span;
+        if (l > d->th[TH_MEM_GROWTH_PCT] && (best < 0 || l > *lo)) {
+            best = (int)m;
+            *lo = l;
+            *hi = h;
+            *pe_lo = s->screen_lo[m].value;
+            *pe_hi = s->screen_hi[m].value;
+        }
+    }
+    return best;
+}
+
+/* A suspected leak's hypothesis and action (memory-short's warn). */
+static void suspected(dg_diag *d, cJSON *f)
+{
+    dg_rule_text(d, f, "hypothesis",
+                 "retained references (tensors or graphs kept across steps), seen over too few "
+                 "epochs to be sure");
+    dg_rule_text(d, f, "action",
+                 "confirm with the default tier (a soak of %.0f epochs with the cache emptied at "
+                 "each end)",
+                 d->th[TH_MEM_EPOCHS]);
+}
+
 void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
 {
     soak_mem m;
@@ -193,13 +233,33 @@ void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
                             "suspected leak: %s %+.0f%% to %+.0f%% (95%% interval) after "
                             "only %.0f epochs, above mem_growth_pct %.0f%%",
                             source_label(isrc), m.lo, m.hi, m.epochs, d->th[TH_MEM_GROWTH_PCT]);
-        dg_rule_text(d, f, "hypothesis",
-                     "retained references (tensors or graphs kept across steps), seen over too "
-                     "few epochs to be sure");
-        dg_rule_text(d, f, "action",
-                     "confirm with the default tier (a soak of %.0f epochs with the cache emptied "
-                     "at each end)",
-                     d->th[TH_MEM_EPOCHS]);
+        suspected(d, f);
+        ev_growth(d, f);
+        return;
+    }
+    /* Too few epochs for their interval: the line through the memory each
+     * step read, projected to the mem_epochs a soak needs. A rate that
+     * would carry memory past mem_growth_pct by then, even at the low end of
+     * its interval, is a suspected leak (warn), never a verdict. */
+    double pl, ph, el, eh;
+    int k = m.aligned != 1 ? screened_leak(d, &pl, &ph, &el, &eh) : -1;
+    if (k >= 0) {
+        const dg_view_soak *s = &d->v->soak;
+        const char *key = dg_mem_source_key((dg_mem_source)k);
+        cJSON *f = dg_rule_finding(
+            d, r, DG_SEV_WARN, -1,
+            "suspected leak: %s grows %.1f%% to %.1f%% an epoch (95%% interval of a line through "
+            "%.0f readings, one a step, over %.0f epochs): at that rate it would stand %+.0f%% to "
+            "%+.0f%% above its baseline after %.0f epochs, above mem_growth_pct %.0f%%",
+            source_label(key), el, eh, s->screen_points[k].value, m.epochs, pl, ph,
+            d->th[TH_MEM_EPOCHS], d->th[TH_MEM_GROWTH_PCT]);
+        suspected(d, f);
+        dg_ev_metric(d, f, "soak", "%", s->screen_lo[k], "%sstep_growth.%s.per_epoch.lo",
+                     d->soak_pfx, key);
+        dg_ev_metric(d, f, "soak", "%", s->screen_hi[k], "%sstep_growth.%s.per_epoch.hi",
+                     d->soak_pfx, key);
+        dg_ev_metric(d, f, "soak", "readings", s->screen_points[k], "%sstep_growth.%s.points",
+                     d->soak_pfx, key);
         ev_growth(d, f);
         return;
     }

@@ -418,6 +418,8 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                                              .syncs = num(ev, "syncs"),
                                              .syncs_library = num(ev, "syncs_library"),
                                              .device_syncs = num(ev, "device_syncs"),
+                                             .allocated = num(ev, "allocated"),
+                                             .footprint = num(ev, "footprint"),
                                              .synced = tri(ev, "synced")};
         break;
     }

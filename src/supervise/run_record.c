@@ -190,6 +190,28 @@ static cJSON *step_stats(const dg_evcollect *c, double *median, bool with_wait)
 }
 
 /* soak: epochs with the soak record's keys and the soak analysis. */
+/* The leak screen over the memory each step read (soak.step_growth): from the
+ * second half of the first epoch on, the start-up (imports, the optimizer's
+ * state, the allocator's first blocks) left out. */
+static void step_growth(cJSON *s, const dg_evcollect *c, double spe)
+{
+    size_t n = c->nsteps, first = 0;
+    double *al = dg_malloc((n ? n : 1) * sizeof *al), *fp = dg_malloc((n ? n : 1) * sizeof *fp);
+    bool any = false;
+    for (size_t i = 0; al && fp && i < n; i++) {
+        al[i] = c->steps[i].allocated;
+        fp[i] = c->steps[i].footprint;
+        any = any || isfinite(al[i]) || isfinite(fp[i]);
+        if (c->steps[i].epoch == c->steps[0].epoch)
+            first++;
+    }
+    size_t skip = first / 2 > STEP_WARMUP ? first / 2 : STEP_WARMUP;
+    if (al && fp && any)
+        dg_soak_step_growth(s, al, fp, n, skip < n ? skip : n, spe);
+    dg_free(al);
+    dg_free(fp);
+}
+
 cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_t npeaks)
 {
     if (c->nepochs == 0)
@@ -265,6 +287,7 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
         cJSON_AddStringToObject(data, "train_samples_source", "probe: len(DataLoader.dataset)");
     }
     dg_soak_analyse(s, eps, c->nsteps ? stats : NULL);
+    step_growth(s, c, spe);
     cJSON *steps = cJSON_AddObjectToObject(s, "steps");
     cJSON_AddNumberToObject(steps, "warmup", c->nsteps > STEP_WARMUP ? STEP_WARMUP : 0);
     cJSON_AddItemToObject(steps, "stats", stats);

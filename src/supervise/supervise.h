@@ -64,7 +64,8 @@ typedef struct dg_ev_step {
     double syncs; /* host reads the zero-code probe saw in the step; NAN when not reported */
     double syncs_library; /* of them, reads made by a library's code; NAN when not reported */
     double device_syncs;  /* CUDA sync debug mode's synchronizing operations; NAN not reported */
-    signed char synced;   /* 1, 0, -1 unknown */
+    double allocated, footprint; /* bytes after the step: device live, process resident; NAN */
+    signed char synced;          /* 1, 0, -1 unknown */
 } dg_ev_step;
 
 typedef struct dg_ev_epoch {

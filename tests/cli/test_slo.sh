@@ -8,15 +8,18 @@
 # test_slo_more.sh (full tier).
 . "$(dirname "$0")/slo_lib.sh"
 
-# Planted: TTFT uniform on [30, 90] ms, TPOT 3 ms.
-start_server main --ttft uniform:30:90 --tpot fixed:3 --seed 7
+# Planted: TTFT uniform on [30, 90] ms, TPOT 3 ms; the server logs when each
+# first token really went out.
+start_server main --ttft uniform:30:90 --tpot fixed:3 --seed 7 --log "$T/served.jsonl"
 U="http://127.0.0.1:$PORT_main"
 
-# Closed loop, OpenAI SSE: TTFT percentiles hold the planted truth within
-# their bootstrap interval, widened by the client and scheduler overhead a
-# loaded two-core machine adds: the interval may lie above the truth by at
-# most 15 ms + 15% (the request's trip and the event loops), never below it by
-# more than 2 ms (nothing makes a token come early); TPOT near 3 ms; tokens as
+# Closed loop, OpenAI SSE: TTFT percentiles hold the truth within their
+# bootstrap interval. The truth is what the server served: the planted TTFT
+# as its event loop really delivered it (a loaded machine wakes it late), the
+# same percentile over the requests it logged. The interval may lie above it
+# by the request's trip and devgate's own wake-up (at most 10 ms + 10%), never
+# below it by more than 2 ms (nothing makes a token come early); and the
+# served truth itself is the planted one or later. TPOT near 3 ms; tokens as
 # the server reported them.
 "$DG" slo --json --target "$U" --concurrency 4 "${FAST[@]}" --slo ttft:400ms --slo tpot:60ms \
   --percentile 90 --requests 200 >c1.json 2>c1.err
@@ -25,7 +28,17 @@ rc=$?
 expect_json c1.json 'd["kind"] == "slo" and d["spec"]["model"] == "tiny-bytes" and d["spec"]["model_source"] == "server"'
 expect_json c1.json 'd["levels"][0]["requests"]["sent"] >= 200 and d["levels"][0]["requests"]["ok"] == d["levels"][0]["requests"]["sent"]'
 expect_json c1.json 'd["levels"][0]["tokens"]["source"] == "server" and d["levels"][0]["tokens"]["mean"]["value"] == 6'
-expect_json c1.json '(lambda ps: all(p["lo"] - 15 - 0.15 * (30 + 60 * p["p"] / 100) <= 30 + 60 * p["p"] / 100 <= p["hi"] + 2 for p in ps if p["p"] in (50, 90)))(d["levels"][0]["latency"]["ttft"]["percentiles"])'
+python3 - "$T/served.jsonl" >served.json <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+v = sorted(r["first_ms"] for r in rows)
+q = lambda p: v[int(p * (len(v) - 1))] + (p * (len(v) - 1) % 1) * (v[min(int(p * (len(v) - 1)) + 1, len(v) - 1)] - v[int(p * (len(v) - 1))])
+early = sum(r["first_ms"] < r["ttft_ms"] - 1 for r in rows)
+print(json.dumps({"n": len(v), "50": q(0.5), "90": q(0.9), "early": early}))
+PY
+expect_json served.json 'd["n"] >= 200 and d["early"] == 0'
+cp served.json "$T/served-q.json"
+expect_json c1.json '(lambda ps, s: all(p["lo"] - 10 - 0.1 * s[str(int(p["p"]))] <= s[str(int(p["p"]))] <= p["hi"] + 2 for p in ps if p["p"] in (50, 90)))(d["levels"][0]["latency"]["ttft"]["percentiles"], json.load(open("'"$T"'/served-q.json")))'
 expect_json c1.json 'all(2.5 <= p["value"]["value"] <= 12 for p in d["levels"][0]["latency"]["tpot"]["percentiles"] if p["p"] == 50)'
 expect_json c1.json 'd["final_gate"]["signed"] and "hold at 4 concurrent streams with 99% confidence" in d["final_gate"]["statement"]'
 expect_json c1.json 'd["levels"][0]["window"]["lock"]["state"] == "held" and d["levels"][0]["window"]["contention"] is not None'

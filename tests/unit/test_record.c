@@ -14,6 +14,7 @@
 #include "core/core.h"
 #include "core/json.h"
 #include "core/record.h"
+#include "core/record_slo.h"
 
 #include "check.h"
 
@@ -346,6 +347,37 @@ static void check_view_soak_versions(const cJSON *soak2)
     cJSON_Delete(ev);
 }
 
+/* An slo record (tests/data/records/slo-ladder.json, written by devgate slo
+ * against tests/python/scripts/slo_server.py): every key in the table's SLO
+ * rows, and its typed view (core/record_slo.h). */
+static void check_slo_fixture(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/records/slo-ladder.json", getenv("DEVGATE_SRC"));
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    static char buf[4 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *rec = cJSON_Parse(buf);
+    CHECK(rec && check_section(rec, DG_SEC_SLO, "slo", false) == 0);
+    dg_record_view v;
+    CHECK(rec && dg_record_view_build(NULL, rec, &v) == DG_OK);
+    dg_view_slo s;
+    CHECK(dg_view_slo_build(&s, v.section[DG_SEC_SLO]) && s.present);
+    CHECK(s.nlevels == 2 && s.nbeside == 0 && s.signed_ == 1 && s.signed_concurrency == 4);
+    CHECK(s.nbounds == 2 && s.bounds[1].metric == DG_SLO_TPOT && s.percentile == 50);
+    CHECK(s.levels[1].concurrency == 4 && isfinite(s.levels[1].lat[DG_SLO_TTFT].pslo) &&
+          s.levels[1].lat[DG_SLO_TTFT].pslo == s.levels[1].lat[DG_SLO_TTFT].p50);
+    CHECK(s.levels[1].queue_waiting >= 1 && v.nfindings >= 1 && !v.final_gate.present);
+    dg_view_slo_free(&s);
+    dg_record_view_free(&v);
+    cJSON_Delete(rec);
+}
+
 /* The ledger holds version-1 evidence records: the fixture the rules test uses. */
 static void check_view_v1_fixture(void)
 {
@@ -506,6 +538,7 @@ int main(void)
     if (soak)
         check_view_soak_versions(soak);
     check_view_v1_fixture();
+    check_slo_fixture();
     if (run) {
         dg_record_view v;
         CHECK(dg_record_view_build(NULL, run, &v) == DG_OK);

@@ -41,8 +41,49 @@ static double num(const cJSON *s, const char *path)
     return dg_jnum(s, path);
 }
 
+/* The leak screen over per-step readings (dg_soak_step_growth): a footprint
+ * growing 0.5 MB a step over 200 MB, with jitter, gives an interval of the
+ * growth an epoch (24 steps) around 6%; a flat jittery one an interval
+ * holding 0; seven readings, no figure. */
+static void check_step_growth(void)
+{
+    enum { N = 48 };
+    double grow[N], flat[N], none[N];
+    unsigned x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        double jitter = ((double)(x >> 16 & 0x7fff) / 32767.0 - 0.5) * 2e6; /* +-1 MB */
+        grow[i] = 200e6 + 0.5e6 * i + jitter;
+        flat[i] = 200e6 + jitter;
+        none[i] = NAN;
+    }
+    cJSON *s = cJSON_CreateObject();
+    dg_soak_step_growth(s, none, grow, N, 12, 24);
+    double p = num(s, "step_growth.footprint.per_epoch.point");
+    double lo = num(s, "step_growth.footprint.per_epoch.lo");
+    double hi = num(s, "step_growth.footprint.per_epoch.hi");
+    double want = 100.0 * 0.5e6 * 24 / (200e6 + 0.5e6 * 12);
+    CHECK_MSG(lo <= p && p <= hi && lo < want && want < hi && lo > 3 && hi < 9,
+              "growing: %g (%g-%g), want about %g", p, lo, hi, want);
+    CHECK(num(s, "step_growth.footprint.points") == N - 12);
+    CHECK(dg_jbool(s, "step_growth.allocator_allocated.per_epoch.lo.valid") == 0);
+    cJSON_Delete(s);
+    s = cJSON_CreateObject();
+    dg_soak_step_growth(s, none, flat, N, 12, 24);
+    lo = num(s, "step_growth.footprint.per_epoch.lo");
+    hi = num(s, "step_growth.footprint.per_epoch.hi");
+    CHECK_MSG(lo < 0 && hi > 0, "flat: interval %g-%g should hold 0", lo, hi);
+    cJSON_Delete(s);
+    s = cJSON_CreateObject();
+    dg_soak_step_growth(s, none, grow, 19, 12, 24);
+    CHECK(dg_jbool(s, "step_growth.footprint.per_epoch.lo.valid") == 0 &&
+          num(s, "step_growth.footprint.points") == 0);
+    cJSON_Delete(s);
+}
+
 int main(void)
 {
+    check_step_growth();
     /* A plateau 30% above the baseline from epoch 3 on, little jitter. */
     const double plateau[12] = {100, 110, 120, 130, 130, 131, 129, 130, 130, 131, 129, 130};
     const double flat_ms[12] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10};

@@ -180,6 +180,10 @@ class _State:
         self.dataset_name = None
         self.empty_cache = os.environ.get("DEVGATE_PROBE_EMPTY_CACHE", "") in ("1", "true", "yes")
         self.keep_loss = os.environ.get("DEVGATE_PROBE_LOSS", "1") not in ("0", "false", "no")
+        try:  # a memory reading every N steps (0: none); the quick tier's leak screen reads them
+            self.mem_every = max(0, int(os.environ.get("DEVGATE_PROBE_MEM_EVERY", "1")))
+        except ValueError:
+            self.mem_every = 1
         self.gate_on = os.environ.get("DEVGATE_PROBE_GATE", "1") not in ("0", "false", "no")
         self.window = _window.Window()  # devgate accept's knobs: stop after N steps, profile
         self.lock = threading.Lock()
@@ -435,12 +439,33 @@ class _State:
             fields["batch"] = self.samples
         if self.sync_debug is not None and self.sync_debug["state"] in ("on", "program"):
             fields["device_syncs"] = self.device_syncs
+        if self.mem_every and self.step_index % self.mem_every == 0:
+            self.step_memory(fields)
         self.probe.emit("step", **fields)
         self.keep_step_loss(self.step_index)
         self.step_index += 1
         self.reset_interval()
         if self.window.wanted:
             self.window.after_step(self, data)  # may raise SystemExit(_window.STOP_CODE)
+
+    def step_memory(self, fields):
+        """The step's memory after the optimizer stepped: the device's live
+        (allocated) bytes and the process footprint. Counters only, no sync
+        and no collection: the leak screen of a short soak fits a line
+        through them (devgate's soak.step_growth)."""
+        torch = self.torch if self.torch is not None else sys.modules.get("torch")
+        self.inside += 1
+        try:
+            alloc = _probe_mod._device_memory(torch, self.device or "cpu")[0]
+            if alloc is not None:
+                fields["allocated"] = alloc
+            fp = _probe_mod.rss_bytes()
+            if fp is not None:
+                fields["footprint"] = fp
+        except Exception:
+            pass
+        finally:
+            self.inside -= 1
 
     def stop(self, n):
         """The clean stop DEVGATE_PROBE_MAX_STEPS asks for: the epoch's memory,

@@ -25,7 +25,9 @@ else takes the cores, as a CPU-bound engine does.
 Faults: --fail-every N (every Nth request answers HTTP 500), --hang-every N
 (every Nth request stops after its first token for --hang-s), --die-after N
 (the process exits while the Nth request streams). --log FILE gets one JSON
-line per request with its planted draws.
+line per request served: its planted draws, its wait for a slot and when its
+first token really went out (first_ms, from the request's arrival: the
+planted TTFT plus whatever late the event loop woke).
 
   python3 slo_server.py --port-file P --ttft uniform:20:60 --tpot fixed:2
 """
@@ -130,9 +132,6 @@ class Server:
         self.waiting -= 1
         self.running += 1
         queue_ms = (time.monotonic() - t0) * 1e3
-        if self.log:
-            self.log.write(json.dumps({"i": idx, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-                                       "queue_ms": queue_ms}) + "\n")
         resp = web.StreamResponse(headers={
             "Content-Type": "text/event-stream" if api == "openai" else "application/x-ndjson",
             "Cache-Control": "no-cache"})
@@ -153,6 +152,7 @@ class Server:
                     await asyncio.sleep(delay)
                 if k == 0:
                     eval_start = time.monotonic()
+                    first_ms = (eval_start - t0) * 1e3
                 text = chr(32 + tok % 95)
                 await resp.write(self.chunk(api, chat, text, k == max_tokens - 1))
                 self.tokens_total += 1
@@ -163,6 +163,9 @@ class Server:
             eval_ns = int((time.monotonic() - eval_start) * 1e9) if eval_start else 0
             await resp.write(self.ending(api, max_tokens, len(prompt), include_usage, eval_ns))
             await resp.write_eof()
+            if self.log:
+                self.log.write(json.dumps({"i": idx, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+                                           "queue_ms": queue_ms, "first_ms": first_ms}) + "\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
