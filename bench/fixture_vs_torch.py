@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/fixture_vs_torch.py --devgate build/devgate --backend cpu --threads 1,2
     python3 bench/fixture_vs_torch.py --devgate build/devgate --backend cuda --batches 32,256,1024,4096 --graph
-    python3 bench/fixture_vs_torch.py ... --backend cuda --graph --tf32   # devgate --tf32 against PyTorch's TF32 default
+    python3 bench/fixture_vs_torch.py ... --backend cuda --graph --precision tf32   # TF32 on both sides
+    python3 bench/fixture_vs_torch.py ... --backend cuda --graph --precision bf16   # devgate bf16 vs autocast
 
 For every preset, batch and thread count it runs `devgate train` and the same
 network in PyTorch (same layer string, SGD with momentum 0.9, lr 0.01, batch,
@@ -30,9 +31,26 @@ on a generic kernel says nothing about the fixture (set OPENBLAS_CORETYPE, see
 --graph (cuda) captures PyTorch's whole step (forward, backward, SGD) in a CUDA
 graph, the fastest a PyTorch user gets without writing kernels; each step then
 copies the next batch from pinned host memory into the static input
-(non-blocking) and replays, so both sides pay the upload. --tf32 runs devgate
-with --tf32 and leaves PyTorch's TF32 settings at their defaults; without it
-PyTorch's TF32 is turned off (both plain fp32). --json FILE writes every round.
+(non-blocking) and replays, so both sides pay the upload.
+
+--precision (cuda) picks the arithmetic of both sides: fp32 (the default)
+turns PyTorch's TF32 off for matmul and cuDNN (both plain fp32); tf32 runs
+devgate --precision tf32 against PyTorch with torch.backends.cuda.matmul.allow_tf32
+and torch.backends.cudnn.allow_tf32 on; bf16 runs devgate --precision bf16
+against the step's forward and loss under torch.autocast("cuda", torch.bfloat16)
+(cache_enabled=False, as graph capture wants; TF32 off). --tf32 is
+--precision tf32. With tf32 or bf16 each cell also runs devgate once at that
+precision and once in fp32 with a loss read every 10 steps and checks the
+curves agree: |loss - loss_fp32| <= LOSS_REL * |loss_fp32| + LOSS_ABS at
+every point (the "loss" column; a failing cell makes the exit status 1).
+
+Each figure is also given as a share of the device's dense peak for the
+precision (the "pk" columns): the step's multiply-adds (forward, the weight
+gradients and the input gradients of every layer but the first; 2 FLOP each)
+over the step time and the peak in DEVICE_PEAKS (NVIDIA's dense figures:
+H100/H200 SXM fp32 66.9, tf32 494.7, bf16 989.4 TFLOP/s; see
+glennklockwood.com/garden/processors/h100); "not reported" for a device not
+in the table. --json FILE writes every round.
 """
 import argparse
 import json
@@ -50,6 +68,39 @@ PRESETS = {
               "fc:256,relu,fc:10", (3, 32, 32)),
 }
 WARMUP = 2  # devgate's warm-up steps in `train` (throughput.warmup_steps)
+# Dense peaks, FLOP/s, by torch.cuda.get_device_name() (the docstring cites them).
+_HOPPER_SXM = {"fp32": 66.9e12, "tf32": 494.7e12, "bf16": 989.4e12}
+DEVICE_PEAKS = {"NVIDIA H200": _HOPPER_SXM, "NVIDIA H100 80GB HBM3": _HOPPER_SXM}
+LOSS_REL, LOSS_ABS, LOSS_STEPS = 0.05, 0.02, 100  # the bf16/tf32 loss-curve check
+
+
+def step_flops(preset, batch):
+    """FLOP of one training step: 2 per multiply-add of the forward, the weight
+    gradients, and the input gradients of every weighted layer but the first."""
+    layers, (c, h, w) = PRESETS[preset]
+    total, first = 0, True
+    for spec in layers.split(","):
+        parts = spec.split(":")
+        if parts[0] == "fc":
+            out = int(parts[1])
+            macs = c * h * w * out
+            c, h, w = out, 1, 1
+        elif parts[0].startswith("conv"):
+            kh, kw = (int(v) for v in parts[0][4:].split("x"))
+            k = int(parts[1])
+            pad = int(parts[2][1:]) if len(parts) > 2 else 0
+            ho, wo = h + 2 * pad - kh + 1, w + 2 * pad - kw + 1
+            macs = c * k * kh * kw * ho * wo
+            c, h, w = k, ho, wo
+        elif parts[0].startswith("pool"):
+            f = int(parts[0][4:])
+            h, w = h // f, w // f
+            continue
+        else:
+            continue
+        total += macs * (2 if first else 3)
+        first = False
+    return 2.0 * total * batch
 
 
 def blas_core():
@@ -79,21 +130,24 @@ def worker_main(threads, device):
     from golden import build
     if threads:
         torch.set_num_threads(threads)
-    tf32 = None
+    tf32, name = None, None
     if device == "cuda":
         tf32 = {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32}
+        name = torch.cuda.get_device_name()
     print(json.dumps({"ready": True, "torch": torch.__version__, "blas_core": blas_core(),
-                      "threads": torch.get_num_threads(), "tf32_defaults": tf32}), flush=True)
+                      "threads": torch.get_num_threads(), "tf32_defaults": tf32, "device_name": name}),
+          flush=True)
     for line in sys.stdin:
         job = json.loads(line)
-        if device == "cuda" and not job["tf32"]:  # --tf32 leaves PyTorch's defaults alone
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-        ms, cpu = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"])
+        if device == "cuda":  # TF32 for --precision tf32 only (autocast's bf16 products never use it)
+            torch.backends.cudnn.allow_tf32 = job["precision"] == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = job["precision"] == "tf32"
+        ms, cpu = torch_step_ms(torch, build, job["preset"], job["batch"], job["steps"], device, job["graph"],
+                                job["precision"] == "bf16")
         print(json.dumps({"step_ms": ms, "cpu_ms": cpu}), flush=True)
 
 
-def torch_step_ms(torch, build, preset, batch, steps, device, graph):
+def torch_step_ms(torch, build, preset, batch, steps, device, graph, bf16=False):
     layers, shape = PRESETS[preset]
     torch.manual_seed(0)
     net = build(layers, shape).to(device)
@@ -104,7 +158,15 @@ def torch_step_ms(torch, build, preset, batch, steps, device, graph):
     ys = [torch.randint(0, 10, (batch,)) for _ in range(nb)]
     if pin:
         ys = [y.pin_memory() for y in ys]
-    xent = torch.nn.functional.cross_entropy
+    ce = torch.nn.functional.cross_entropy
+    # bf16: the forward and the loss under autocast, backward outside it (PyTorch's recipe).
+    if bf16:
+        def fwd_loss(x, y):
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+                return ce(net(x), y)
+    else:
+        def fwd_loss(x, y):
+            return ce(net(x), y)
     loss_sum = torch.zeros((), device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if graph:
@@ -117,13 +179,13 @@ def torch_step_ms(torch, build, preset, batch, steps, device, graph):
                 sx.copy_(xs[i % nb], non_blocking=True)
                 sy.copy_(ys[i % nb], non_blocking=True)
                 opt.zero_grad(set_to_none=True)
-                xent(net(sx), sy).backward()
+                fwd_loss(sx, sy).backward()
                 opt.step()
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
         with torch.cuda.graph(g):
-            loss = xent(net(sx), sy)
+            loss = fwd_loss(sx, sy)
             loss.backward()
             opt.step()
             loss_sum.add_(loss.detach())
@@ -137,7 +199,7 @@ def torch_step_ms(torch, build, preset, batch, steps, device, graph):
             nonlocal loss_sum
             x, y = xs[i % nb].to(device, non_blocking=pin), ys[i % nb].to(device, non_blocking=pin)
             opt.zero_grad(set_to_none=True)
-            loss = xent(net(x), y)
+            loss = fwd_loss(x, y)
             loss.backward()
             opt.step()
             loss_sum = loss_sum + loss.detach()
@@ -153,11 +215,36 @@ def torch_step_ms(torch, build, preset, batch, steps, device, graph):
 
 # ---- the driver -------------------------------------------------------------
 
-def devgate_step_ms(a, preset, batch, steps, threads):
+def devgate_cmd(a, preset, batch, steps, precision):
     cmd = [a.devgate, "--no-ledger", "train", "--backend", a.backend, "--model", preset, "--batch", str(batch),
-           "--steps", str(steps + WARMUP), "--json", "-q"]
-    if a.tf32:
-        cmd.append("--tf32")
+           "--steps", str(steps), "--json", "-q"]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
+    return cmd
+
+
+def devgate_losses(a, preset, batch, precision):
+    """The loss curve (a point every 10 steps) of LOSS_STEPS steps at precision."""
+    cmd = devgate_cmd(a, preset, batch, LOSS_STEPS, precision) + ["--sync-every", "10"]
+    if a.workers is not None:
+        cmd += ["--workers", str(a.workers)]
+    rec = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    if rec["spec"].get("math") != precision:
+        raise SystemExit(f"devgate ran math {rec['spec'].get('math')}, asked for {precision}: {cmd}")
+    return [p["loss"] for p in rec["loss"]]
+
+
+def loss_check(a, preset, batch):
+    """(ok, worst |d|/(LOSS_REL*|ref|+LOSS_ABS), curves) of a.precision against fp32."""
+    got, ref = devgate_losses(a, preset, batch, a.precision), devgate_losses(a, preset, batch, "fp32")
+    if len(got) != len(ref) or not got or any(v is None for v in got + ref):
+        return False, float("inf"), {"got": got, "fp32": ref}
+    worst = max(abs(g - r) / (LOSS_REL * abs(r) + LOSS_ABS) for g, r in zip(got, ref))
+    return worst <= 1.0, worst, {"got": got, "fp32": ref}
+
+
+def devgate_step_ms(a, preset, batch, steps, threads):
+    cmd = devgate_cmd(a, preset, batch, steps + WARMUP, a.precision)
     if a.workers is not None:
         cmd += ["--workers", str(a.workers)]
     if threads and a.backend == "cpu":
@@ -238,7 +325,9 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps a run (default: by preset and batch)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--graph", action="store_true", help="PyTorch's step as a CUDA graph (cuda)")
-    ap.add_argument("--tf32", action="store_true", help="devgate --tf32 against PyTorch's TF32 default (cuda)")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
+                    help="both sides' arithmetic (cuda): fp32, TF32 on both, or devgate bf16 against autocast")
+    ap.add_argument("--tf32", action="store_true", help="the same as --precision tf32")
     ap.add_argument("--workers", type=int, help="devgate's loader threads (default devgate's own, 2); "
                     "PyTorch's batches are made before the timed steps")
     ap.add_argument("--json", metavar="FILE", help="every round as JSON")
@@ -249,23 +338,31 @@ def main():
         return worker_main(a.worker, a.worker_device)
     if not a.devgate:
         ap.error("--devgate is required")
+    if a.tf32:
+        a.precision = "tf32"
+    if a.precision != "fp32" and a.backend != "cuda":
+        ap.error(f"--precision {a.precision} is for --backend cuda")
     device = a.backend
     threads = [int(t) for t in a.threads.split(",")] if device == "cpu" else [0]
     dblas = devgate_blas(a.devgate)
     print(f"# devgate {a.backend} vs PyTorch ({device}{', CUDA graph' if a.graph else ', eager'}), "
-          f"{'TF32 both (devgate --tf32, PyTorch default)' if a.tf32 else 'fp32 both'}; "
+          f"{ {'fp32': 'fp32 both (TF32 off)', 'tf32': 'TF32 both (devgate --precision tf32, PyTorch allow_tf32)', 'bf16': 'bf16 (devgate --precision bf16, PyTorch autocast bf16)'}[a.precision]}; "
           f"{a.rounds} alternating rounds a cell; devgate loader workers {a.workers if a.workers is not None else 'default'}; "
           f"ratio = torch_ms / devgate_ms (>1: devgate faster)")
     if dblas:
         print(f"# devgate BLAS: {dblas.get('config')}; kernel {dblas.get('kernel')}"
               f", generic kernel {dblas.get('generic_kernel')}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
-    rows = []
+    rows, failed = [], False
     hdr = (f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} "
-           f"{'cpu ratio':>9} {'lo':>6} {'hi':>6} {'load':>5}")
+           f"{'cpu ratio':>9} {'lo':>6} {'hi':>6} {'load':>5} {'dg pk':>7} {'pt pk':>7} {'loss':>10}")
     for th in threads:
         w = Worker(th, device)
+        peak = (DEVICE_PEAKS.get(w.info.get("device_name") or "") or {}).get(a.precision)
         print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}"
-              + (f", TF32 defaults {w.info['tf32_defaults']}" if device == "cuda" else ""))
+              + (f", TF32 defaults {w.info['tf32_defaults']}, device {w.info.get('device_name')}" if device == "cuda"
+                 else "")
+              + (f"; pk = share of the {a.precision} dense peak {peak / 1e12:.1f} TFLOP/s" if peak
+                 else "; pk: device peak not reported"))
         print(hdr, flush=True)
         for preset in a.presets.split(","):
             for batch in (int(b) for b in a.batches.split(",")):
@@ -280,7 +377,8 @@ def main():
                         dcpu.append(c)
 
                     def tt():
-                        v, c = w.run(preset=preset, batch=batch, steps=steps, graph=a.graph, tf32=a.tf32)
+                        v, c = w.run(preset=preset, batch=batch, steps=steps, graph=a.graph,
+                                     precision=a.precision)
                         tms.append(v)
                         tcpu.append(c)
                     loads.append(os.getloadavg()[0])
@@ -289,21 +387,36 @@ def main():
                     ratios.append(tms[-1] / dms[-1])
                     if dcpu[-1]:
                         cratios.append(tcpu[-1] / dcpu[-1])
+                flops = step_flops(preset, batch)
+                share = (lambda ms: f"{flops / (ms * 1e-3) / peak:7.4f}") if peak else (lambda ms: f"{'n/r':>7}")
+                loss_ok, loss_worst, curves = True, None, None
+                if a.precision != "fp32":
+                    loss_ok, loss_worst, curves = loss_check(a, preset, batch)
+                    failed = failed or not loss_ok
                 row = {"preset": preset, "batch": batch, "threads": th, "steps": steps, "devgate_ms": dms,
                        "torch_ms": tms, "ratios": ratios, "devgate_cpu_ms": dcpu, "torch_cpu_ms": tcpu,
-                       "cpu_ratios": cratios, "load": loads, "devgate_graph": cap}
+                       "cpu_ratios": cratios, "load": loads, "devgate_graph": cap, "step_flop": flops,
+                       "peak_flops": peak, "loss_ok": loss_ok, "loss_worst": loss_worst, "loss_curves": curves}
                 rows.append(row)
                 if a.json:  # after every cell, so a run cut short keeps what it measured
                     with open(a.json, "w") as f:
-                        json.dump({"backend": a.backend, "graph": a.graph, "tf32": a.tf32, "devgate_blas": dblas,
-                                   "rows": rows}, f, indent=1)
+                        json.dump({"backend": a.backend, "graph": a.graph, "precision": a.precision,
+                                   "device": w.info.get("device_name"), "loss_tolerance": [LOSS_REL, LOSS_ABS],
+                                   "devgate_blas": dblas, "rows": rows}, f, indent=1)
                 print(f"{preset:7} {batch:5d} {th:3d} {statistics.median(dms):11.3f} {statistics.median(tms):10.3f} "
                       f"{statistics.median(ratios):6.2f} {min(ratios):6.2f} {max(ratios):6.2f} "
                       + (f"{statistics.median(cratios):9.2f} {min(cratios):6.2f} {max(cratios):6.2f} " if cratios
                          else f"{'-':>9} {'-':>6} {'-':>6} ")
-                      + f"{statistics.median(loads):5.1f}", flush=True)
+                      + f"{statistics.median(loads):5.1f} {share(statistics.median(dms))} "
+                      + f"{share(statistics.median(tms))} "
+                      + (f"{'-':>10}" if loss_worst is None else
+                         f"{'ok' if loss_ok else 'FAIL'} {loss_worst:5.2f}".rjust(10)), flush=True)
         w.close()
+    if failed:
+        print(f"# FAIL: a {a.precision} loss curve left |d| <= {LOSS_REL}*|fp32| + {LOSS_ABS} (the loss column)")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,10 +16,17 @@
 #   ux       issue 22 on cuda: accept --quick -- DCGAN-style script with --device-arg
 #            cuda=--accel (progress lines, cpu side with the accelerators hidden, no
 #            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
+#   probe21  issue 21 items 2 and 3 on cuda: accept --quick -- on a 96-sample set (train-set
+#            stop), on a per-step leak (suspected leak from allocated memory), on the healthy one
 #   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
 #            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
+#   bf16     issue 24's precisions: (a) the CUDA unit tests and the gate at fp32, tf32 and
+#            bf16, (b) train --precision bf16 (and tf32) on each preset against fp32, loss
+#            point by point, (c) bench/fixture_vs_torch.py --precision P on every preset at
+#            batch 32-4096. BF16_PARTS (default "tests loss bench") and BF16_PRECISIONS
+#            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
 #   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
 #            accept_train.py forked, and the fallback when an installed import initialises CUDA
@@ -174,6 +181,40 @@ PY
     "$packs/probe-compare.json" || head -5 "$packs/probe-compare.json"
 }
 
+pass_probe21() { # issue 21 items 2 and 3 on cuda: the data set bounds the sweep (96 samples:
+  # a train-set stop, nothing promised above it, no "memory ceiling" unless memory ended it),
+  # the quick tier's leak screen over the allocated memory each step read (a script keeping
+  # each step's outputs with their graph: memory-short "suspected leak"), the healthy script
+  # under --quick with no memory finding above info
+  local U=tests/python/scripts/user
+  accept_timed p21-small 300 --quick -- python3 $U/small_data.py --batch-size '{batch}' \
+    --device '{device}' --epochs '{epochs}'
+  accept_timed p21-leak 300 --quick --batch 64 -- python3 $U/track_train.py \
+    --batch-size '{batch}' --device '{device}' --epochs '{epochs}'
+  accept_timed p21-healthy 300 --quick -- python3 $U/healthy_train.py --device '{device}' \
+    --epochs '{epochs}'
+  for name in p21-small p21-leak p21-healthy; do
+    [ -f "$packs/$name/report.json" ] || continue
+    python3 - "$packs/$name/report.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+print(" %s statement: %s" % (sys.argv[2], (d.get("final_gate") or {}).get("statement")))
+sg = (d.get("soak") or {}).get("step_growth") or {}
+for k in ("allocator_allocated", "footprint"):
+    pe = (sg.get(k) or {}).get("per_epoch") or {}
+    print("  step_growth %s: %s%% an epoch (%s-%s), %s readings" % (
+        k, v(pe.get("point")), v(pe.get("lo")), v(pe.get("hi")), (sg.get(k) or {}).get("points")))
+for t in ((d.get("sweep") or {}).get("trials") or []):
+    print("  trial b%s %s per_step %s train %s" % (t.get("batch"), t.get("ended"),
+          v(t.get("samples_per_step")), v(t.get("train_samples"))))
+for f in d.get("findings") or []:
+    if f["id"] in ("memory-short", "retained-refs", "sweep-memory", "cpu-baseline-unfair"):
+        print("  %s %s: %s" % (f["id"], f["severity"], f["title"][:220]))
+PY
+  done
+}
+
 pass_ux() { # issue 22 items 2, 3, 6 on cuda: progress lines, the cpu side of a script without
   # {device} (DCGAN's --accel) with the accelerators hidden, the sync-debug warnings (none
   # must reach the program's output), the DataLoader advice naming pin_memory on cuda
@@ -239,6 +280,60 @@ pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
     python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
       --graph $prec --rounds 3 ${BENCH_ARGS:-} --json "$out/bench${prec:+-tf32}.json"
   done
+}
+
+# Train losses at precision P against fp32, every 10 steps: |d| <= 0.05 |fp32| + 0.02.
+bf16_loss() { # preset batch precision
+  local f
+  for prec in fp32 "$3"; do
+    f="$packs/loss-$1-$2-$prec.json"
+    timeout 120 $DG --no-ledger train --backend cuda --model "$1" --batch "$2" --steps 200 \
+      --sync-every 10 --precision "$prec" --json -q >"$f" 2>"$f.err"
+    echo " train $1 b$2 --precision $prec: exit $?"; tail -2 "$f.err"
+  done
+  python3 - "$packs/loss-$1-$2-fp32.json" "$packs/loss-$1-$2-$3.json" <<'PY'
+import json, sys
+try:
+    ref, got = (json.load(open(p)) for p in sys.argv[1:3])
+except (OSError, ValueError) as e:
+    print("  loss check: FAIL (no record: %s)" % e); sys.exit(0)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+a, b = [p["loss"] for p in ref["loss"]], [p["loss"] for p in got["loss"]]
+ok = len(a) == len(b) and a and None not in a + b
+worst = max(abs(y - x) / (0.05 * abs(x) + 0.02) for x, y in zip(a, b)) if ok else float("inf")
+print("  math %s, capture %s, step %.4f ms vs fp32 %.4f ms; %d points, first %.4f/%.4f last %.4f/%.4f; "
+      "worst |d|/tol %.3f: %s" % (got["spec"].get("math"), json.dumps(got.get("capture"))[:80],
+      v(got["throughput"]["step_ms"]) or -1, v(ref["throughput"]["step_ms"]) or -1, len(b),
+      b[0] if b else -1, a[0] if a else -1, b[-1] if b else -1, a[-1] if a else -1, worst,
+      "ok" if worst <= 1 else "FAIL"))
+PY
+}
+
+pass_bf16() {
+  local parts=${BF16_PARTS:-tests loss bench} precs=${BF16_PRECISIONS:-fp32 tf32 bf16} p s
+  if [[ " $parts " == *" tests "* ]]; then
+    pass_tests
+    for p in fp32 tf32 bf16; do
+      $DG --no-ledger gate --backend cpu,cuda --precision $p --size 512 2>&1 | grep -E "matmul|verdict"
+      $DG --no-ledger gate --backend cuda --precision $p --size 4096,4096,4096 2>&1 | grep -E "matmul|verdict"
+    done
+    grep -hE "bf16|FAIL" "$packs"/test_cuda.txt | head -40
+  fi
+  if [[ " $parts " == *" loss "* ]]; then
+    for p in mlp lenet cifar; do
+      bf16_loss $p 256 bf16
+      bf16_loss $p 256 tf32
+    done
+    bf16_loss cifar 4096 bf16
+  fi
+  if [[ " $parts " == *" bench "* ]]; then
+    for p in $precs; do
+      s=$(date +%s.%N)
+      timeout 560 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cuda --batches 32,256,1024,4096 \
+        --graph --precision $p --rounds "${BF16_ROUNDS:-3}" ${BENCH_ARGS:-} --json "$out/bench-$p.json"
+      echo "bench --precision $p: exit $? in $(secs "$s") s"
+    done
+  fi
 }
 
 FORK_CMD=(python3 tests/python/scripts/fork_train.py --batch '{batch}' --device '{device}'

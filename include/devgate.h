@@ -151,6 +151,16 @@ dg_status dg_env_run(dg_ctx *ctx, const dg_env_opts *opts, char **json);
 
 /* ---- device gate (docs/schema/gate.md) ---------------------------------- */
 
+/* Arithmetic of the device's matrix products and convolutions (spec key
+ * "math", --precision): the default is exact fp32. */
+typedef enum dg_math {
+    DG_MATH_FP32 = 0, /* exact fp32 */
+    DG_MATH_TF32 = 1, /* TF32 tensor cores (cuda) */
+    DG_MATH_BF16 = 2, /* bf16 inputs, fp32 accumulation, fp32 weights and loss (cuda) */
+} dg_math;
+/* "fp32", "tf32" or "bf16"; "fp32" for a value outside the enum. */
+const char *dg_math_name(dg_math m);
+
 /* The depths the gate and accept run at (docs/cli.md "Levels"), each a
  * superset of the one below: 1 built, available, one checked product per
  * backend; 2 every training op against float64 and the host-device link;
@@ -175,6 +185,7 @@ typedef struct dg_gate_opts {
     int m, n, k;          /* matrix product size (0: 512) */
     uint64_t seed;        /* input seed */
     int warm_reps;        /* timed warm repetitions (0: 5) */
+    dg_math math;         /* the product's arithmetic on device backends (cpu stays fp32) */
     int level;            /* DG_LEVEL_MIN..DG_LEVEL_MAX (0: 1) */
     double sustain_s; /* levels 3-4: the sustained load's seconds per backend (0: the level's) */
     double load;      /* levels 3-4: its busy share, (0, 1] (0: 1, back to back) */
@@ -235,7 +246,7 @@ typedef struct dg_train_opts {
     bool cache;            /* keep decoded, resized samples in memory (2 GiB cap) */
     bool on_bad_fail;      /* a bad sample ends the run instead of being skipped */
     double max_bad_share;  /* fail above this bad/seen share; 0: 0.01; < 0: no bad sample allowed */
-    bool tf32; /* let the backend use TF32 tensor cores (cuda only; default exact fp32) */
+    dg_math math;          /* the device's product arithmetic (cuda only; default exact fp32) */
     /* Set non-zero (e.g. from a signal handler) to stop at the next step with
      * DG_ERR_INTERRUPTED; the record so far is still returned. NULL: never. */
     const volatile sig_atomic_t *cancel;

@@ -129,7 +129,7 @@ typedef struct dg_backend_caps {
                 */
     bool event_timing;           /* event_record/event_elapsed time device work (phase times) */
     bool graph_capture;          /* capture_begin/capture_end/replay record a whole step */
-    bool tf32;                   /* set_math(1): TF32 tensor-core math */
+    bool tf32;                   /* set_math: TF32 (1) and bf16 (2) math modes */
     bool device_info_any_thread; /* device_info may be called from the sampler thread while ops run
                                   */
     bool nvml;                   /* an NVIDIA device: NVML reports its memory and utilisation */
@@ -223,8 +223,10 @@ typedef struct dg_backend_iface {
     dg_status (*capture_end)(void *ctx);
     dg_status (*replay)(void *ctx);
     /* Math mode: 0 = exact fp32 (the default at init), 1 = TF32 tensor cores
-     * allowed for GEMMs and convolutions. NULL: fp32 only. Set before the
-     * conv2d_workspace queries (the algorithms depend on it). */
+     * allowed for GEMMs and convolutions, 2 = bf16 inputs to GEMMs and
+     * convolutions with fp32 accumulation (DG_ERR_USAGE for a mode the
+     * backend has not). NULL: fp32 only. Set before the conv2d_workspace
+     * queries (the algorithms and workspaces depend on it). */
     dg_status (*set_math)(void *ctx, int mode);
     /* Page-locked host memory for the batches (NULL: plain memory serves as
      * well). An upload whose whole source lies in one such block may return

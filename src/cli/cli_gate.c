@@ -203,11 +203,11 @@ static void print_backend(const cJSON *b)
     if (ndev > 1)
         printf("  %-8s       (+%d more device%s)\n", "", ndev - 1, ndev > 2 ? "s" : "");
     if (cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))) {
-        printf("  %-8s       matmul %gx%gx%g fp32 ok: max abs err %.2g (%.2g of tolerance) · cold "
+        printf("  %-8s       matmul %gx%gx%g %s ok: max abs err %.2g (%.2g of tolerance) · cold "
                "%.2f ms · warm %.2f ms · %.1f GFLOP/s\n",
-               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jnum(mm, "max_abs_err", 0),
-               jnum(mm, "max_err_over_tolerance", 0), jnum(mm, "ms_cold", 0),
-               jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
+               "", jnum(mm, "m", 0), jnum(mm, "n", 0), jnum(mm, "k", 0), jstr(mm, "math", "fp32"),
+               jnum(mm, "max_abs_err", 0), jnum(mm, "max_err_over_tolerance", 0),
+               jnum(mm, "ms_cold", 0), jnum(mm, "ms_warm", 0), jnum(mm, "gflops", 0));
     } else {
         printf("  %-8s       matmul FAILED: %s\n", "", jstr(mm, "reason", "?"));
     }
@@ -248,6 +248,18 @@ static const char *size_opt(const cli_opt *opt, const char *v, void *field)
     return parse_size(v, field) ? NULL : "M,N,K (or S) with each in 1..16384";
 }
 
+static const char *math_opt(const cli_opt *opt, const char *v, void *field)
+{
+    (void)opt;
+    dg_gate_opts *o = field;
+    for (int m = DG_MATH_FP32; m <= DG_MATH_BF16; m++)
+        if (strcmp(v, dg_math_name((dg_math)m)) == 0) {
+            o->math = (dg_math)m;
+            return NULL;
+        }
+    return "fp32, tf32 or bf16";
+}
+
 const cli_opt cli_gate_opts[] = {
     {CLI_STR, "--backend", NULL, "NAME[,NAME]", "cpu,opencl,cuda", NULL, "backends to check",
      offsetof(dg_gate_opts, backends), 0, 0, NULL, NULL, NULL},
@@ -267,6 +279,9 @@ const cli_opt cli_gate_opts[] = {
     {CLI_DOUBLE, "--load", NULL, "F", "1", "fraction",
      "levels 3-4: the load's busy share of each period (1: back to back)",
      offsetof(dg_gate_opts, load), 0.05, 1, NULL, NULL, NULL},
+    {CLI_FUNC, "--precision", NULL, "fp32|tf32|bf16", "fp32", NULL,
+     "the device backends' product arithmetic (docs/schema/gate.md)", 0, 0, 0, math_opt, NULL,
+     NULL},
     CLI_OPTS_END,
 };
 

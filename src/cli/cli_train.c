@@ -199,7 +199,9 @@ const cli_opt cli_train_opts[] = {
     T("--on-bad-sample", "skip|fail", "on_bad_sample", "skip", NULL, "what a bad sample does"),
     T("--max-bad-share", "F", "max_bad_share", "0.01", "share",
       "fail above this bad/seen share (0: none allowed)"),
-    TFLAG("--tf32", "math", "tf32", "let cuda use TF32 tensor cores (default exact fp32)"),
+    T("--precision", "fp32|tf32|bf16", "math", "fp32", NULL,
+      "cuda's product arithmetic: tf32 tensor cores, or bf16 inputs with fp32 accumulation"),
+    TFLAG("--tf32", "math", "tf32", "same as --precision tf32"),
     CLI_OPTS_END,
 };
 #undef T

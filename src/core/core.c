@@ -17,6 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+const char *dg_math_name(dg_math m)
+{
+    return m == DG_MATH_TF32 ? "tf32" : m == DG_MATH_BF16 ? "bf16" : "fp32";
+}
+
 const char *dg_status_name(dg_status st)
 {
     switch (st) {

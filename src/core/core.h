@@ -92,6 +92,9 @@ char *dg_read_file(const char *path, size_t max, size_t *len);
 bool dg_write_all(int fd, const void *buf, size_t n);
 /* Trims ASCII whitespace at both ends in place; returns s. */
 char *dg_trim(char *s);
+/* rm -rf: removes path and everything below it, never following a symbolic
+ * link (a link is removed, not what it names); failures are ignored. */
+void dg_remove_tree(const char *path);
 /* "Key: N kB" from a /proc status-style text (meminfo, self/status) in bytes; false when absent. */
 bool dg_proc_kb(const char *text, const char *key, double *bytes);
 /* Resident set of this process in bytes (/proc/self/statm); false when unreadable. */

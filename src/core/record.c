@@ -3,6 +3,7 @@
 #include "core/record.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,6 +25,73 @@ static void *array_of(builder *b, int n, size_t sz)
     return p;
 }
 
+/* ---- members read straight from one path (record_views.def) --------------------- */
+
+typedef enum { VK_NUM, VK_STR, VK_BOOL, VK_ARR, VK_OBJ, VK_PNUM, VK_PBOOL } view_kind;
+typedef struct view_field {
+    size_t off;
+    dg_rec_path_id id;
+    view_kind kind;
+} view_field;
+
+/* The member's offset, when its type is the kind's (else this does not compile). */
+#define VK_TYPE_NUM dg_rec_metric
+#define VK_TYPE_STR const char *
+#define VK_TYPE_BOOL int
+#define VK_TYPE_ARR const cJSON *
+#define VK_TYPE_OBJ const cJSON *
+#define VK_TYPE_PNUM dg_rec_metric
+#define VK_TYPE_PBOOL int
+#define VIEW(name) static const view_field name[] = {
+#define F(T, member, kind, path)                                                                   \
+    {_Generic(((T *)0)->member, VK_TYPE_##kind : offsetof(T, member)), DG_P_##path, VK_##kind},
+#define END                                                                                        \
+    }                                                                                              \
+    ;
+#include "core/record_views.def"
+#undef VIEW
+#undef F
+#undef END
+#define DG_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static dg_rec_metric payload_num(const cJSON *payload, dg_rec_path_id id);
+static int payload_bool(const cJSON *payload, dg_rec_path_id id);
+
+/* Reads the n members of table f from node into the view at dst (PNUM and
+ * PBOOL rows below a soak's analysis object, node its payload). */
+static void read_fields(void *dst, const cJSON *node, const view_field *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        void *m = (char *)dst + f[i].off;
+        switch (f[i].kind) {
+        case VK_NUM: *(dg_rec_metric *)m = dg_rec_num(node, f[i].id); break;
+        case VK_STR: *(const char **)m = dg_rec_str(node, f[i].id); break;
+        case VK_BOOL: *(int *)m = dg_rec_bool(node, f[i].id); break;
+        case VK_ARR: *(const cJSON **)m = dg_rec_arr(node, f[i].id); break;
+        case VK_OBJ: *(const cJSON **)m = dg_rec_obj(node, f[i].id); break;
+        case VK_PNUM: *(dg_rec_metric *)m = payload_num(node, f[i].id); break;
+        case VK_PBOOL: *(int *)m = payload_bool(node, f[i].id); break;
+        }
+    }
+}
+
+/* A new array of the views of arr's elements (elem bytes each), each read
+ * through table f; *n their count (NULL and 0 when none; nomem on failure). */
+static void *read_array(builder *b, const cJSON *arr, size_t elem, int *n, const view_field *f,
+                        size_t nf)
+{
+    *n = 0;
+    char *out = array_of(b, cJSON_GetArraySize(arr), elem);
+    const cJSON *it, *from = out ? arr : NULL;
+    cJSON_ArrayForEach(it, from)
+    {
+        read_fields(out + (size_t)(*n)++ * elem, it, f, nf);
+    }
+    return out;
+}
+#define READ_ARRAY(b, arr, out, n, table)                                                          \
+    ((out) = read_array((b), (arr), sizeof *(out), &(n), (table), DG_COUNT(table)))
+
 static const cJSON *obj_or_null(const cJSON *it)
 {
     return cJSON_IsObject(it) ? it : NULL;
@@ -33,38 +101,12 @@ static const cJSON *obj_or_null(const cJSON *it)
 static void build_spec(dg_view_spec *s, const cJSON *spec)
 {
     s->present = dg_rec_obj(spec, DG_P_REC_SPEC) != NULL;
-    s->backend = dg_rec_str(spec, DG_P_REC_SPEC_BACKEND);
-    s->model = dg_rec_str(spec, DG_P_REC_SPEC_MODEL);
-    s->data = dg_rec_str(spec, DG_P_REC_SPEC_DATA);
-    s->batch_source = dg_rec_str(spec, DG_P_REC_SPEC_BATCH_SOURCE);
-    s->label = dg_rec_str(spec, DG_P_REC_SPEC_LABEL);
-    s->batch = dg_rec_num(spec, DG_P_REC_SPEC_BATCH);
-    s->seed = dg_rec_num(spec, DG_P_REC_SPEC_SEED);
-    s->threads = dg_rec_num(spec, DG_P_REC_SPEC_THREADS);
-    s->workers = dg_rec_num(spec, DG_P_REC_SPEC_WORKERS);
-    s->sweep_to = dg_rec_num(spec, DG_P_REC_SPEC_SWEEP_TO);
-    s->quick = dg_rec_bool(spec, DG_P_REC_SPEC_QUICK);
-    s->cmd = dg_rec_arr(spec, DG_P_REC_SPEC_CMD);
+    read_fields(s, spec, spec_fields, DG_COUNT(spec_fields));
 }
 
 static void build_steps(builder *b, dg_record_view *v, const cJSON *rec)
 {
-    const cJSON *arr = dg_rec_arr(rec, DG_P_REC_STEPS);
-    int n = cJSON_GetArraySize(arr);
-    v->steps = array_of(b, n, sizeof *v->steps);
-    if (!v->steps)
-        return;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr)
-    {
-        dg_view_step *s = &v->steps[v->nsteps++];
-        s->name = dg_rec_str(it, DG_P_REC_STEPS_NAME);
-        s->status = dg_rec_str(it, DG_P_REC_STEPS_STATUS);
-        s->verdict = dg_rec_str(it, DG_P_REC_STEPS_VERDICT);
-        s->summary = dg_rec_str(it, DG_P_REC_STEPS_SUMMARY);
-        s->error = dg_rec_str(it, DG_P_REC_STEPS_ERROR);
-        s->wall = dg_rec_num(it, DG_P_REC_STEPS_WALL);
-    }
+    READ_ARRAY(b, dg_rec_arr(rec, DG_P_REC_STEPS), v->steps, v->nsteps, step_fields);
 }
 
 /* The ids of one measured window's rows, each relative to the node the
@@ -126,32 +168,9 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         if (!gate)
             continue;
         be->matmul.present = dg_rec_obj(it, DG_P_GATE_BACKENDS_MATMUL) != NULL;
-        be->matmul.ok = dg_rec_bool(it, DG_P_GATE_BACKENDS_MATMUL_OK);
-        be->matmul.reason = dg_rec_str(it, DG_P_GATE_BACKENDS_MATMUL_REASON);
-        be->matmul.bad_elements = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_BAD_ELEMENTS);
-        be->matmul.max_err_over_tolerance =
-            dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_ERR_OVER_TOLERANCE);
-        be->matmul.max_abs_err = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_ABS_ERR);
-        be->matmul.gflops = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_GFLOPS);
-        be->matmul.ms_warm = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MS_WARM);
-        be->matmul.fraction_of_peak = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_FRACTION_OF_PEAK);
-        be->matmul.max_rel_err = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MAX_REL_ERR);
-        be->matmul.ms_cold = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_MS_COLD);
-        be->matmul.m = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_M);
-        be->matmul.n = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_N);
-        be->matmul.k = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_K);
-        const cJSON *devs = dg_rec_arr(it, DG_P_GATE_BACKENDS_DEVICES);
-        be->devices = array_of(b, cJSON_GetArraySize(devs), sizeof *be->devices);
-        if (be->devices) {
-            const cJSON *dv;
-            cJSON_ArrayForEach(dv, devs)
-            {
-                dg_view_device *x = &be->devices[be->ndevices++];
-                x->name = dg_rec_str(dv, DG_P_GATE_BACKENDS_DEVICES_NAME);
-                x->vendor = dg_rec_str(dv, DG_P_GATE_BACKENDS_DEVICES_VENDOR);
-                x->memory_total = dg_rec_num(dv, DG_P_GATE_BACKENDS_DEVICES_MEMORY_TOTAL);
-            }
-        }
+        read_fields(be, it, backend_fields, DG_COUNT(backend_fields));
+        READ_ARRAY(b, dg_rec_arr(it, DG_P_GATE_BACKENDS_DEVICES), be->devices, be->ndevices,
+                   device_fields);
         static const window_ids wids = {DG_P_GATE_BACKENDS_MATMUL_WINDOW,
                                         DG_P_GATE_BACKENDS_MATMUL_WINDOW_OTHERS_CPUS,
                                         DG_P_GATE_BACKENDS_MATMUL_WINDOW_OTHERS_SHARE,
@@ -161,26 +180,6 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
                                         DG_P_GATE_BACKENDS_MATMUL_WINDOW_TOP_PID,
                                         DG_P_GATE_BACKENDS_MATMUL_WINDOW_TOP_CPU_PERCENT};
         build_window(b, &be->matmul.window, it, &wids);
-        be->peak_fp32 = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_FP32);
-        be->peak_cores = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_CORES);
-        be->peak_isa = dg_rec_str(it, DG_P_GATE_BACKENDS_PEAK_CPU_ISA);
-        be->peak_usable = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_USABLE_CORES);
-        be->peak_advised = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_THREADS_ADVISED);
-        be->peak_per_core = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_PER_CORE);
-        be->peak_per_core_src = dg_rec_str(it, DG_P_GATE_BACKENDS_PEAK_CPU_PER_CORE_SOURCE);
-        be->peak_smt = dg_rec_num(it, DG_P_GATE_BACKENDS_PEAK_CPU_TOPOLOGY_SMT);
-        be->matmul.fraction_of = dg_rec_str(it, DG_P_GATE_BACKENDS_MATMUL_FRACTION_OF);
-        be->matmul.threads = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_THREADS);
-        be->matmul.threads_source = dg_rec_str(it, DG_P_GATE_BACKENDS_MATMUL_THREADS_SOURCE);
-        be->matmul.rate_m = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_M);
-        be->matmul.rate_n = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_N);
-        be->matmul.rate_k = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_K);
-        be->matmul.rate_gflops = dg_rec_num(it, DG_P_GATE_BACKENDS_MATMUL_RATE_GFLOPS);
-        be->blas.library = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_LIBRARY);
-        be->blas.kernel = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_KERNEL);
-        be->blas.fix = dg_rec_str(it, DG_P_GATE_BACKENDS_BLAS_FIX);
-        be->blas.generic = dg_rec_bool(it, DG_P_GATE_BACKENDS_BLAS_GENERIC_KERNEL);
-        be->blas.vector_bits = dg_rec_num(it, DG_P_GATE_BACKENDS_BLAS_KERNEL_VECTOR_BITS);
         if (!dg_view_backend_levels(it, be))
             b->nomem = true;
     }
@@ -214,16 +213,8 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
 {
     e->present = env != NULL;
     e->has_arch = dg_rec_obj(env, DG_P_ENV_ARCH) != NULL;
-    e->host = dg_rec_str(env, DG_P_ENV_HOST);
-    e->arch_host = dg_rec_str(env, DG_P_ENV_ARCH_HOST);
-    e->arch_process = dg_rec_str(env, DG_P_ENV_ARCH_PROCESS);
-    e->translation = dg_rec_str(env, DG_P_ENV_ARCH_TRANSLATION);
-    e->translated = dg_rec_bool(env, DG_P_ENV_ARCH_TRANSLATED);
+    read_fields(e, env, env_fields, DG_COUNT(env_fields));
     e->translation_evidence = dg_rec_at(env, DG_P_ENV_ARCH_TRANSLATION_EVIDENCE);
-    e->mem_total = dg_rec_num(env, DG_P_ENV_MEMORY_TOTAL);
-    e->logical_cores = dg_rec_num(env, DG_P_ENV_CPU_LOGICAL_CORES);
-    e->affinity_cores = dg_rec_num(env, DG_P_ENV_CPU_AFFINITY_CORES);
-    e->psi_some_avg10 = dg_rec_num(env, DG_P_ENV_MEMORY_PRESSURE_SOME_AVG10);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_CPU), true, &e->top_cpu, &e->ntop_cpu);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_MEM), false, &e->top_mem, &e->ntop_mem);
     e->has_python = dg_rec_obj(env, DG_P_ENV_PYTHON) != NULL;
@@ -239,9 +230,6 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
             x->arch = arch && cJSON_IsString(arch->child) ? arch->child->valuestring : NULL;
         }
     }
-    e->mixed_truncated = dg_rec_num(env, DG_P_ENV_PYTHON_MIXED_EXTENSIONS_TRUNCATED);
-    e->py_arch_matches_host = dg_rec_bool(env, DG_P_ENV_PYTHON_ARCH_MATCHES_HOST);
-    e->py_reference_arch = dg_rec_str(env, DG_P_ENV_PYTHON_REFERENCE_ARCH);
     e->py_binary_arch_list = dg_rec_at(env, DG_P_ENV_PYTHON_BINARY_ARCH);
     const cJSON *barch = dg_rec_arr(env, DG_P_ENV_PYTHON_BINARY_ARCH);
     e->py_binary_arch = barch && cJSON_IsString(barch->child) ? barch->child->valuestring : NULL;
@@ -257,8 +245,7 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
 static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
 {
     g->present = gate != NULL;
-    g->verdict = dg_rec_str(gate, DG_P_GATE_VERDICT);
-    g->tolerance_model = dg_rec_str(gate, DG_P_GATE_TOLERANCE_MODEL);
+    read_fields(g, gate, gate_fields, DG_COUNT(gate_fields));
     const cJSON *backends = dg_rec_arr(gate, DG_P_GATE_BACKENDS);
     g->has_backends = backends != NULL;
     g->backends_json = dg_rec_at(gate, DG_P_GATE_BACKENDS);
@@ -266,87 +253,18 @@ static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
                                     DG_P_GATE_BACKENDS_AVAILABLE, DG_P_GATE_BACKENDS_REASON,
                                     DG_P_GATE_BACKENDS_VERSIONS};
     build_backends(b, backends, &ids, true, &g->backends, &g->nbackends);
-    g->level = dg_rec_num(gate, DG_P_GATE_LEVEL_LEVEL);
-    g->reference_ok = dg_rec_bool(gate, DG_P_GATE_REFERENCE_OK);
-}
-
-/* Trials and bisection trials share the TRIAL shape: the trials[] ids read
- * either (dg_rec_at resolves below the element). */
-static void build_trials(builder *b, const cJSON *arr, dg_view_trial **out, int *nout)
-{
-    *out = array_of(b, cJSON_GetArraySize(arr), sizeof **out);
-    *nout = 0;
-    if (!*out)
-        return;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr)
-    {
-        dg_view_trial *t = &(*out)[(*nout)++];
-        t->ended = dg_rec_str(it, DG_P_SWEEP_TRIALS_ENDED);
-        t->reason = dg_rec_str(it, DG_P_SWEEP_TRIALS_REASON);
-        t->signal = dg_rec_str(it, DG_P_SWEEP_TRIALS_SIGNAL);
-        t->budget = dg_rec_bool(it, DG_P_SWEEP_TRIALS_BUDGET);
-        t->batch = dg_rec_num(it, DG_P_SWEEP_TRIALS_BATCH);
-        t->samples_per_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_SAMPLES_PER_S);
-        t->step_median = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_MEDIAN);
-        t->step_iqr = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_IQR);
-        t->step_steps = dg_rec_num(it, DG_P_SWEEP_TRIALS_STEP_MS_STEPS);
-        t->swap_growth = dg_rec_num(it, DG_P_SWEEP_TRIALS_SWAP_GROWTH);
-        t->rss_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_RSS_PEAK);
-        t->device_allocated_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_DEVICE_ALLOCATED_PEAK);
-        t->device_reserved_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_DEVICE_RESERVED_PEAK);
-        t->psi_peak = dg_rec_num(it, DG_P_SWEEP_TRIALS_PSI_PEAK);
-        t->wall_s = dg_rec_num(it, DG_P_SWEEP_TRIALS_WALL_S);
-        t->energy_per_sample = dg_rec_num(it, DG_P_SWEEP_TRIALS_ENERGY_PER_SAMPLE);
-    }
 }
 
 static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
 {
     s->present = sweep != NULL;
-    s->backend = dg_rec_str(sweep, DG_P_SWEEP_SPEC_BACKEND);
-    s->mem_budget = dg_rec_num(sweep, DG_P_SWEEP_SPEC_MEM_BUDGET);
-    s->mem_budget_source = dg_rec_str(sweep, DG_P_SWEEP_SPEC_MEM_BUDGET_SOURCE);
-    build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), &s->trials, &s->ntrials);
-    build_trials(b, dg_rec_arr(sweep, DG_P_SWEEP_BISECT), &s->bisect, &s->nbisect);
-    s->stopped_reason = dg_rec_str(sweep, DG_P_SWEEP_STOPPED_REASON);
-    s->stopped_at = dg_rec_num(sweep, DG_P_SWEEP_STOPPED_AT_BATCH);
-    s->knee_batch = dg_rec_num(sweep, DG_P_SWEEP_KNEE_BATCH);
+    read_fields(s, sweep, sweep_fields, DG_COUNT(sweep_fields));
+    /* Trials and bisection trials share the TRIAL shape: the trials[] rows
+     * read either (dg_rec_at resolves below the element). */
+    READ_ARRAY(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), s->trials, s->ntrials, trial_fields);
+    READ_ARRAY(b, dg_rec_arr(sweep, DG_P_SWEEP_BISECT), s->bisect, s->nbisect, trial_fields);
     s->knee_is_number = cJSON_IsNumber(dg_rec_at(sweep, DG_P_SWEEP_KNEE_BATCH));
-    s->knee_sps = dg_rec_num(sweep, DG_P_SWEEP_KNEE_SAMPLES_PER_S);
-    s->best_sps = dg_rec_num(sweep, DG_P_SWEEP_KNEE_BEST_SAMPLES_PER_S);
-    s->safe_batch = dg_rec_num(sweep, DG_P_SWEEP_SAFE_BATCH_BATCH);
     s->safe_batch_is_number = cJSON_IsNumber(dg_rec_at(sweep, DG_P_SWEEP_SAFE_BATCH_BATCH));
-    s->safe_sps = dg_rec_num(sweep, DG_P_SWEEP_SAFE_BATCH_SAMPLES_PER_S);
-    s->first_failure = dg_rec_num(sweep, DG_P_SWEEP_SAFE_BATCH_FIRST_FAILURE);
-    s->safe_note = dg_rec_str(sweep, DG_P_SWEEP_SAFE_BATCH_NOTE);
-    s->good_trials = dg_rec_num(sweep, DG_P_SWEEP_GOOD_TRIALS);
-}
-
-/* A fallback census (the profile's or the soak's: one shape, read through
- * the profile's rows, which resolve below each entry). */
-static void build_census(builder *b, const cJSON *arr, dg_view_fallback **out, int *nout)
-{
-    *nout = 0;
-    *out = array_of(b, cJSON_GetArraySize(arr), sizeof **out);
-    if (!*out)
-        return;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr)
-    {
-        dg_view_fallback *c = &(*out)[(*nout)++];
-        c->op = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_OP);
-        c->device = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_DEVICE);
-        c->shape = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_SHAPE);
-        c->backend = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_BACKEND);
-        c->reason = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_REASON);
-        c->message = dg_rec_str(it, DG_P_PROFILE_FALLBACKS_MESSAGE);
-        c->count = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_COUNT);
-        c->calls = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_CALLS);
-        c->ms_total = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_MS_TOTAL);
-        c->bytes_d2h = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_BYTES_D2H);
-        c->bytes_h2d = dg_rec_num(it, DG_P_PROFILE_FALLBACKS_BYTES_H2D);
-    }
 }
 
 /* The soak's analysis object: v1 nests it under "soak" (soak.soak in the
@@ -372,20 +290,7 @@ static const cJSON *payload_at(const cJSON *payload, dg_rec_path_id id)
 
 static dg_rec_metric payload_num(const cJSON *payload, dg_rec_path_id id)
 {
-    dg_rec_metric m = {NAN, dg_rec_paths[id].unit, false, false};
-    const cJSON *it = payload_at(payload, id);
-    if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
-        m.metric = true;
-        const char *u = dg_jstr(it, "unit");
-        if (u)
-            m.unit = u;
-    }
-    double x = dg_jnum_item(it);
-    if (isfinite(x)) {
-        m.value = x;
-        m.valid = true;
-    }
-    return m;
+    return dg_rec_num_of(payload_at(payload, id), id);
 }
 
 static int payload_bool(const cJSON *payload, dg_rec_path_id id)
@@ -398,9 +303,7 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
 {
     s->present = soak != NULL;
     s->has_payload = payload != NULL;
-    s->empty_cache = payload_bool(payload, DG_P_SOAK_EMPTY_CACHE);
-    s->epochs_recorded = payload_num(payload, DG_P_SOAK_EPOCHS_RECORDED);
-    s->steps_per_epoch = payload_num(payload, DG_P_SOAK_STEPS_PER_EPOCH);
+    read_fields(s, payload, soak_payload_fields, DG_COUNT(soak_payload_fields));
     static const dg_rec_path_id growth[DG_MEM_COUNT] = {
         DG_P_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_GROWTH_ALLOCATOR_RESERVED,
         DG_P_SOAK_GROWTH_DRIVER, DG_P_SOAK_GROWTH_FOOTPRINT};
@@ -441,39 +344,16 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
         s->screen_lo[m] = payload_num(payload, screen[i].lo);
         s->screen_hi[m] = payload_num(payload, screen[i].hi);
     }
-    s->staircase_aligned = payload_bool(payload, DG_P_SOAK_STAIRCASE_ALIGNED);
     const cJSON *ve = payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
     s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;
-    s->thirds_ratio = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO);
-    s->thirds_point = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO_CI_POINT);
-    s->thirds_lo = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO_CI_LO);
-    s->thirds_hi = payload_num(payload, DG_P_SOAK_STEP_TREND_THIRDS_RATIO_CI_HI);
-    s->trend_slope = payload_num(payload, DG_P_SOAK_STEP_TREND_SLOPE);
-    s->trend_median = payload_num(payload, DG_P_SOAK_STEP_TREND_MEDIAN);
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
     s->train_samples = dg_rec_num(soak, DG_P_SOAK_DATA_TRAIN_SAMPLES);
     const cJSON *census = dg_rec_arr(soak, DG_P_SOAK_FALLBACKS);
     s->has_census = census != NULL;
-    build_census(b, census, &s->census, &s->ncensus);
-    const cJSON *arr = dg_rec_arr(soak, DG_P_SOAK_EPOCHS);
-    s->epochs = array_of(b, cJSON_GetArraySize(arr), sizeof *s->epochs);
-    if (!s->epochs)
-        return;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr)
-    {
-        dg_view_epoch *e = &s->epochs[s->nepochs++];
-        e->epoch = dg_rec_num(it, DG_P_SOAK_EPOCHS_EPOCH);
-        e->allocated = dg_rec_num(it, DG_P_SOAK_EPOCHS_ALLOCATED);
-        e->reserved = dg_rec_num(it, DG_P_SOAK_EPOCHS_RESERVED);
-        e->driver_used = dg_rec_num(it, DG_P_SOAK_EPOCHS_DRIVER_USED);
-        e->rss = dg_rec_num(it, DG_P_SOAK_EPOCHS_RSS);
-        e->rss_peak = dg_rec_num(it, DG_P_SOAK_EPOCHS_RSS_PEAK);
-        e->step_ms = dg_rec_num(it, DG_P_SOAK_EPOCHS_STEP_MS);
-        e->samples_per_s = dg_rec_num(it, DG_P_SOAK_EPOCHS_SAMPLES_PER_S);
-        e->cache_emptied = dg_rec_bool(it, DG_P_SOAK_EPOCHS_CACHE_EMPTIED);
-        e->validation = dg_rec_bool(it, DG_P_SOAK_EPOCHS_VALIDATION);
-    }
+    /* A fallback census, the profile's or the soak's: one shape, read
+     * through the profile's rows, which resolve below each entry. */
+    READ_ARRAY(b, census, s->census, s->ncensus, fallback_fields);
+    READ_ARRAY(b, dg_rec_arr(soak, DG_P_SOAK_EPOCHS), s->epochs, s->nepochs, epoch_fields);
 }
 
 /* The COMPARE row of a figure a run names ("loss_vs_ref.device" is the row
@@ -529,16 +409,7 @@ static void build_reps(builder *b, const cJSON *run, const reps_ids *ids, dg_vie
 static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 {
     c->present = cmp != NULL;
-    c->status = dg_rec_str(cmp, DG_P_COMPARE_STATUS);
-    c->error = dg_rec_str(cmp, DG_P_COMPARE_ERROR);
-    c->backend = dg_rec_str(cmp, DG_P_COMPARE_SPEC_BACKEND);
-    c->device_name = dg_rec_str(cmp, DG_P_COMPARE_DEVICE_NAME);
-    c->loss_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_LOSS_TOLERANCE);
-    c->param_tolerance = dg_rec_num(cmp, DG_P_COMPARE_THRESHOLDS_PARAM_TOLERANCE);
-    c->within_tolerance = dg_rec_bool(cmp, DG_P_COMPARE_WITHIN_TOLERANCE);
-    c->threads = dg_rec_num(cmp, DG_P_COMPARE_SPEC_THREADS);
-    c->threads_used = dg_rec_num(cmp, DG_P_COMPARE_SPEC_THREADS_USED);
-    c->threads_source = dg_rec_str(cmp, DG_P_COMPARE_SPEC_THREADS_SOURCE);
+    read_fields(c, cmp, compare_fields, DG_COUNT(compare_fields));
     const cJSON *arr = dg_rec_arr(cmp, DG_P_COMPARE_RUNS);
     c->runs = array_of(b, cJSON_GetArraySize(arr), sizeof *c->runs);
     if (!c->runs)
@@ -548,28 +419,10 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
     {
         dg_view_run *r = &c->runs[c->nruns++];
         r->json = it;
-        r->status = dg_rec_str(it, DG_P_COMPARE_RUNS_STATUS);
-        r->failed = dg_rec_str(it, DG_P_COMPARE_RUNS_FAILED);
-        r->error = dg_rec_str(it, DG_P_COMPARE_RUNS_ERROR);
+        read_fields(r, it, run_fields, DG_COUNT(run_fields));
         /* A run that ended: not the failed-run shape {batch, status, failed, error}. */
         r->ok = cJSON_IsObject(it) && !dg_rec_at(it, DG_P_COMPARE_RUNS_FAILED) &&
                 (!r->status || !strcmp(r->status, "ok"));
-        r->device_backend = dg_rec_str(it, DG_P_COMPARE_RUNS_DEVICE_BACKEND);
-        r->verdict = dg_rec_str(it, DG_P_COMPARE_RUNS_VERDICT);
-        r->batch = dg_rec_num(it, DG_P_COMPARE_RUNS_BATCH);
-        r->speedup = dg_rec_num(it, DG_P_COMPARE_RUNS_SPEEDUP);
-        r->reduction_pct = dg_rec_num(it, DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT);
-        r->busy_fraction = dg_rec_num(it, DG_P_COMPARE_RUNS_BUSY_FRACTION);
-        r->cpu_step_ms = dg_rec_num(it, DG_P_COMPARE_RUNS_CPU_STEP_MS);
-        r->device_step_ms = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_STEP_MS);
-        r->cpu_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_CPU_SAMPLES_PER_S);
-        r->device_sps = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_SAMPLES_PER_S);
-        r->device_fallbacks = dg_rec_num(it, DG_P_COMPARE_RUNS_DEVICE_FALLBACKS);
-        r->loss_vs_ref_device = dg_rec_num(it, DG_P_COMPARE_RUNS_LOSS_VS_REF_DEVICE);
-        r->param_drift_device_vs_ref = dg_rec_num(it, DG_P_COMPARE_RUNS_PARAM_DRIFT_DEVICE_VS_REF);
-        r->reference_ran = dg_rec_bool(it, DG_P_COMPARE_RUNS_REFERENCE_RAN);
-        r->within_tolerance = dg_rec_bool(it, DG_P_COMPARE_RUNS_WITHIN_TOLERANCE);
-        r->drift = dg_rec_arr(it, DG_P_COMPARE_RUNS_DRIFT);
         r->figures = array_of(b, cJSON_GetArraySize(r->drift), sizeof *r->figures);
         if (r->figures) {
             const cJSON *fig;
@@ -590,8 +443,6 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
                                       DG_P_COMPARE_RUNS_STEP_TIME_REDUCTION_PCT_CI_HI);
         r->busy_ci = interval_of(it, DG_P_COMPARE_RUNS_BUSY_FRACTION_CI_LO,
                                  DG_P_COMPARE_RUNS_BUSY_FRACTION_CI_HI);
-        r->mw_p = dg_rec_num(it, DG_P_COMPARE_RUNS_MANN_WHITNEY_P);
-        r->reps_per_side = dg_rec_num(it, DG_P_COMPARE_RUNS_REPETITIONS_PER_SIDE);
         static const reps_ids side_ids[2] = {
             {DG_P_COMPARE_RUNS_REPETITIONS_CPU,
              DG_P_COMPARE_RUNS_REPETITIONS_CPU_WARMUP,
@@ -624,30 +475,7 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 {
     p->present = prof != NULL;
-    p->backend = dg_rec_str(prof, DG_P_PROFILE_SPEC_BACKEND);
-    p->workers = dg_rec_num(prof, DG_P_PROFILE_SPEC_WORKERS);
-    p->sync_every = dg_rec_num(prof, DG_P_PROFILE_SPEC_SYNC_EVERY);
-    p->step_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_MS);
-    p->profiled_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_PROFILED_MS);
-    p->mean_ms = dg_rec_num(prof, DG_P_PROFILE_STEP_MEAN_MS);
-    p->stats_n = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_N);
-    p->stats_median = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_MEDIAN);
-    p->stats_iqr = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_IQR);
-    p->stats_iqr_share = dg_rec_num(prof, DG_P_PROFILE_STEP_STATS_IQR_SHARE);
-    p->sync_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_PER_STEP);
-    p->fallback_calls = dg_rec_num(prof, DG_P_PROFILE_OPS_TOTAL_FALLBACK_CALLS);
-    p->host_reads = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS);
-    p->host_reads_per_step = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_PER_STEP);
-    p->host_reads_source = dg_rec_str(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_SOURCE);
-    p->host_reads_library = dg_rec_num(prof, DG_P_PROFILE_SYNC_POINTS_HOST_READS_LIBRARY);
-    p->source = dg_rec_str(prof, DG_P_PROFILE_SOURCE);
-    p->window_steps = dg_rec_num(prof, DG_P_PROFILE_WINDOW_STEPS);
-    p->noise = dg_rec_str(prof, DG_P_PROFILE_STEP_STATS_NOISE);
-    p->note = dg_rec_str(prof, DG_P_PROFILE_NOTE);
-    p->bytes_h2d = dg_rec_num(prof, DG_P_PROFILE_BYTES_H2D);
-    p->bytes_d2h = dg_rec_num(prof, DG_P_PROFILE_BYTES_D2H);
-    p->bytes_fallback_h2d = dg_rec_num(prof, DG_P_PROFILE_BYTES_FALLBACK_H2D);
-    p->bytes_fallback_d2h = dg_rec_num(prof, DG_P_PROFILE_BYTES_FALLBACK_D2H);
+    read_fields(p, prof, profile_fields, DG_COUNT(profile_fields));
     p->has_phases = dg_rec_obj(prof, DG_P_PROFILE_PHASES) != NULL;
     static const dg_rec_path_id ph_obj[DG_PHASE_COUNT] = {
         DG_P_PROFILE_PHASES_READ,       DG_P_PROFILE_PHASES_DECODE,    DG_P_PROFILE_PHASES_RESIZE,
@@ -691,25 +519,9 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
     }
     const cJSON *ops = dg_rec_arr(prof, DG_P_PROFILE_OPS);
     p->has_ops = ops != NULL;
-    p->ops = array_of(b, cJSON_GetArraySize(ops), sizeof *p->ops);
-    if (p->ops) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, ops)
-        {
-            dg_view_op *o = &p->ops[p->nops++];
-            o->op = dg_rec_str(it, DG_P_PROFILE_OPS_OP);
-            o->shape = dg_rec_str(it, DG_P_PROFILE_OPS_SHAPE);
-            o->backend = dg_rec_str(it, DG_P_PROFILE_OPS_BACKEND);
-            o->fallback = dg_rec_bool(it, DG_P_PROFILE_OPS_FALLBACK);
-            o->calls = dg_rec_num(it, DG_P_PROFILE_OPS_CALLS);
-            o->ms_total = dg_rec_num(it, DG_P_PROFILE_OPS_MS_TOTAL);
-            o->ms_mean = dg_rec_num(it, DG_P_PROFILE_OPS_MS_MEAN);
-            o->share = dg_rec_num(it, DG_P_PROFILE_OPS_SHARE);
-        }
-    }
-    p->fallbacks = dg_rec_arr(prof, DG_P_PROFILE_FALLBACKS);
+    READ_ARRAY(b, ops, p->ops, p->nops, op_fields);
     p->nfallbacks = cJSON_GetArraySize(p->fallbacks);
-    build_census(b, p->fallbacks, &p->census, &p->nfallbacks);
+    READ_ARRAY(b, p->fallbacks, p->census, p->nfallbacks, fallback_fields);
 }
 
 #define CONTENTION_IDS(P)                                                                          \
@@ -721,34 +533,10 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
 {
     s->present = sup != NULL;
-    s->exit_status = dg_rec_num(sup, DG_P_SUPERVISE_EXIT_STATUS);
-    s->run_end_status = dg_rec_str(sup, DG_P_SUPERVISE_RUN_END_STATUS);
-    s->signal = dg_rec_str(sup, DG_P_SUPERVISE_SIGNAL);
+    read_fields(s, sup, supervise_fields, DG_COUNT(supervise_fields));
     const cJSON *el = cJSON_GetArrayItem(dg_rec_arr(sup, DG_P_SUPERVISE_ERROR_LINES), 0);
     s->error_line = cJSON_IsString(el) ? el->valuestring : NULL;
-    s->timed_out = dg_rec_bool(sup, DG_P_SUPERVISE_TIMED_OUT);
-    s->interrupted = dg_rec_bool(sup, DG_P_SUPERVISE_INTERRUPTED);
-    s->wall = dg_rec_num(sup, DG_P_SUPERVISE_WALL);
-    s->events_lines = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_LINES);
-    s->events_dropped = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_DROPPED);
-    s->events_malformed = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_MALFORMED);
-    s->events_overlong = dg_rec_num(sup, DG_P_SUPERVISE_EVENTS_OVERLONG);
-    s->rss_peak = dg_rec_num(sup, DG_P_SUPERVISE_SAMPLES_RSS_PEAK);
-    s->cpu_pct_median = dg_rec_num(sup, DG_P_SUPERVISE_SAMPLES_CPU_PCT_MEDIAN);
-    s->cores = dg_rec_num(sup, DG_P_SUPERVISE_SAMPLES_CORES);
-    const cJSON *ser = dg_rec_arr(sup, DG_P_SUPERVISE_SERIES);
-    s->series = array_of(b, cJSON_GetArraySize(ser), sizeof *s->series);
-    if (!s->series)
-        return;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, ser)
-    {
-        dg_view_sample *p = &s->series[s->nseries++];
-        p->t = dg_rec_num(it, DG_P_SUPERVISE_SERIES_T);
-        p->rss = dg_rec_num(it, DG_P_SUPERVISE_SERIES_RSS);
-        p->cpu_pct = dg_rec_num(it, DG_P_SUPERVISE_SERIES_CPU_PCT);
-        p->procs = dg_rec_num(it, DG_P_SUPERVISE_SERIES_PROCS);
-    }
+    READ_ARRAY(b, dg_rec_arr(sup, DG_P_SUPERVISE_SERIES), s->series, s->nseries, sample_fields);
 }
 
 static int severity_rank(const char *s)
@@ -780,11 +568,7 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
         {
             dg_view_finding *f = &v->findings[v->nfindings++];
             f->json = it;
-            f->id = dg_rec_str(it, DG_P_REC_FINDINGS_ID);
-            f->severity = dg_rec_str(it, DG_P_REC_FINDINGS_SEVERITY);
-            f->title = dg_rec_str(it, DG_P_REC_FINDINGS_TITLE);
-            f->hypothesis = dg_rec_str(it, DG_P_REC_FINDINGS_HYPOTHESIS);
-            f->action = dg_rec_str(it, DG_P_REC_FINDINGS_ACTION);
+            read_fields(f, it, finding_fields, DG_COUNT(finding_fields));
             const cJSON *ev = dg_rec_arr(it, DG_P_REC_FINDINGS_EVIDENCE);
             f->section = dg_rec_str(cJSON_GetArrayItem(ev, 0), DG_P_REC_FINDINGS_EVIDENCE_SECTION);
             f->rank = severity_rank(f->severity);
@@ -793,25 +577,15 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     /* REC_DECISION_* and REC_FINAL_GATE_* paths start at the record. */
     const cJSON *d = dg_rec_obj(rec, DG_P_REC_DECISION) ? rec : NULL;
     v->decision.present = d != NULL;
-    v->decision.route = dg_rec_str(d, DG_P_REC_DECISION_ROUTE);
-    v->decision.backend = dg_rec_str(d, DG_P_REC_DECISION_BACKEND);
-    v->decision.reasons = dg_rec_arr(d, DG_P_REC_DECISION_REASONS);
+    read_fields(v, d, decision_fields, DG_COUNT(decision_fields));
     const cJSON *g = dg_rec_obj(rec, DG_P_REC_FINAL_GATE) ? rec : NULL;
     dg_view_final_gate *fg = &v->final_gate;
     fg->present = g != NULL;
-    fg->accepted = dg_rec_bool(g, DG_P_REC_FINAL_GATE_ACCEPTED);
+    read_fields(fg, g, final_gate_fields, DG_COUNT(final_gate_fields));
     fg->proofs[0] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_ARCHITECTURE);
     fg->proofs[1] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_GATE_LOG);
     fg->proofs[2] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_SWEEP);
     fg->proofs[3] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_MEMORY_CURVE);
-    fg->fail_findings = dg_rec_num(g, DG_P_REC_FINAL_GATE_FAIL_FINDINGS);
-    fg->throughput = dg_rec_num(g, DG_P_REC_FINAL_GATE_THROUGHPUT);
-    fg->energy_per_sample = dg_rec_num(g, DG_P_REC_FINAL_GATE_ENERGY_PER_SAMPLE);
-    fg->batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_BATCH);
-    fg->safe_batch = dg_rec_num(g, DG_P_REC_FINAL_GATE_SAFE_BATCH);
-    fg->safe_bound = dg_rec_str(g, DG_P_REC_FINAL_GATE_SAFE_BATCH_BOUND);
-    fg->statement = dg_rec_str(g, DG_P_REC_FINAL_GATE_STATEMENT);
-    fg->missing = dg_rec_arr(g, DG_P_REC_FINAL_GATE_MISSING);
 }
 
 const char *dg_sweep_bound_words(const char *why)
@@ -856,35 +630,19 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
     builder b = {ctx, false};
     out->rec = rec;
     out->version = (int)ver->valuedouble;
-    out->kind = dg_rec_str(rec, DG_P_REC_KIND);
-    out->state = dg_rec_str(rec, DG_P_REC_STATE);
-    out->label = dg_rec_str(rec, DG_P_REC_LABEL);
-    out->host = dg_rec_str(rec, DG_P_REC_HOST);
-    out->timestamp = dg_rec_str(rec, DG_P_REC_TIMESTAMP);
-    out->run_id = dg_rec_str(rec, DG_P_REC_RUN_ID);
+    read_fields(out, rec, record_fields, DG_COUNT(record_fields));
 
     dg_rec_section own = kind_section(out->kind);
     out->device = own == DG_SEC_REC ? dg_rec_str(rec, DG_P_REC_DEVICE) : NULL;
     if (own == DG_SEC_REC && dg_rec_at(rec, DG_P_REC_SEEDS)) {
         dg_view_seeds *sd = &out->seeds;
         sd->present = true;
-        sd->torch = dg_rec_num(rec, DG_P_REC_SEEDS_TORCH);
-        sd->torch_seeded = dg_rec_bool(rec, DG_P_REC_SEEDS_SEEDED_TORCH);
-        sd->loader_workers = dg_rec_num(rec, DG_P_REC_SEEDS_LOADER_WORKERS);
-        sd->loader_shuffle = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_SHUFFLE);
-        sd->loader_worker_init_fn = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_WORKER_INIT_FN);
-        sd->loader_generator = dg_rec_bool(rec, DG_P_REC_SEEDS_LOADER_GENERATOR);
+        read_fields(sd, rec, seeds_fields, DG_COUNT(seeds_fields));
     }
     if (own == DG_SEC_REC && cJSON_IsObject(dg_rec_at(rec, DG_P_REC_LOADER))) {
         dg_view_loader *l = &out->loader;
         l->present = true;
-        l->num_workers = dg_rec_num(rec, DG_P_REC_LOADER_NUM_WORKERS);
-        l->batch_size = dg_rec_num(rec, DG_P_REC_LOADER_BATCH_SIZE);
-        l->batches = dg_rec_num(rec, DG_P_REC_LOADER_BATCHES);
-        l->pin_memory = dg_rec_bool(rec, DG_P_REC_LOADER_PIN_MEMORY);
-        l->persistent_workers = dg_rec_bool(rec, DG_P_REC_LOADER_PERSISTENT_WORKERS);
-        l->batch_arg = dg_rec_str(rec, DG_P_REC_LOADER_BATCH_ARG);
-        l->workers_arg = dg_rec_str(rec, DG_P_REC_LOADER_WORKERS_ARG);
+        read_fields(l, rec, loader_fields, DG_COUNT(loader_fields));
     }
     if (own != DG_SEC_REC) {
         out->section[own] = rec; /* a per-verb record is its own section */

@@ -101,6 +101,8 @@ typedef struct dg_rec_metric {
  * else the part after its last "[]." below node, which is then one element
  * of that array. NULL when any part is missing. */
 const cJSON *dg_rec_at(const cJSON *node, dg_rec_path_id id);
+/* The metric of item it (may be NULL) in row id's unit. */
+dg_rec_metric dg_rec_num_of(const cJSON *it, dg_rec_path_id id);
 /* The number of row id below node (a METRIC's value when valid, or a plain
  * finite number); invalid when not reported. */
 dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id);

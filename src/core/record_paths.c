@@ -63,10 +63,9 @@ const cJSON *dg_rec_at(const cJSON *node, dg_rec_path_id id)
     return dg_jpath(node, p);
 }
 
-dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id)
+dg_rec_metric dg_rec_num_of(const cJSON *it, dg_rec_path_id id)
 {
     dg_rec_metric m = {NAN, (unsigned)id < DG_P_COUNT ? dg_rec_paths[id].unit : "", false, false};
-    const cJSON *it = dg_rec_at(node, id);
     if (cJSON_IsObject(it) && cJSON_HasObjectItem(it, "valid")) {
         m.metric = true;
         const char *u = dg_jstr(it, "unit");
@@ -79,6 +78,11 @@ dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id)
         m.valid = true;
     }
     return m;
+}
+
+dg_rec_metric dg_rec_num(const cJSON *node, dg_rec_path_id id)
+{
+    return dg_rec_num_of(dg_rec_at(node, id), id);
 }
 
 const char *dg_rec_str(const cJSON *node, dg_rec_path_id id)

@@ -147,8 +147,11 @@ char *dg_bucket_text(const dg_loader_opts *o, const float mean[3], const float s
     puts_(&b, "]},\"dataset\":");
     put_canon(&b, dataset, 0);
     /* Only when not fp32, so fp32 buckets keep their ids. */
-    if (o->tf32)
-        puts_(&b, ",\"math\":\"tf32\"");
+    if (o->math != DG_MATH_FP32) {
+        puts_(&b, ",\"math\":\"");
+        puts_(&b, dg_math_name(o->math));
+        puts_(&b, "\"");
+    }
     puts_(&b, "}");
     if (b.nomem || b.truncated) {
         dg_free(b.data);

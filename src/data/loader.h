@@ -75,7 +75,7 @@ typedef struct dg_loader_opts {
     bool on_bad_fail;       /* a bad sample fails the loader instead of being skipped */
     double max_bad_share;   /* fail when bad/seen exceeds this; < 0: 0.01 */
     uint64_t seed;
-    bool tf32;              /* the run's math mode is TF32 (part of the bucket: numerics differ) */
+    dg_math math;           /* the run's math mode (part of the bucket: numerics differ) */
     dg_loader_read_fn read; /* NULL: dg_source_read */
     void *read_user;
 } dg_loader_opts;

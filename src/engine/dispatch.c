@@ -193,9 +193,10 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
     if (o.threads < 0)
         return dg_fail(ctx, DG_ERR_USAGE, "threads must be >= 0 (0: default), got %d", o.threads);
     /* A backend without set_math computes in exact fp32 only. */
-    if (o.tf32 && !(be->caps.tf32 && be->set_math))
-        return dg_fail(ctx, DG_ERR_USAGE, "the %s backend has no TF32 mode (--tf32 is for cuda)",
-                       be->name);
+    if (o.math != DG_MATH_FP32 && !(be->caps.tf32 && be->set_math))
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "the %s backend has no %s mode (--precision %s is for cuda)", be->name,
+                       o.math == DG_MATH_BF16 ? "bf16" : "TF32", dg_math_name(o.math));
 
     dg_engine *e = dg_calloc(1, sizeof *e);
     struct dg_census *c = e ? dg_calloc(1, sizeof *c) : NULL;
@@ -236,11 +237,11 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
      * else the usable physical cores (not every logical CPU, not past a
      * cgroup quota). */
     omp_set_num_threads(dg_cpu_threads_resolve(o.threads, NULL));
-    if (o.tf32 && (st = be->set_math(e->bctx, 1)) != DG_OK) {
+    if (o.math != DG_MATH_FP32 && (st = be->set_math(e->bctx, (int)o.math)) != DG_OK) {
         const char *why = be->last_error ? be->last_error(e->bctx) : NULL;
         dg_engine_close(e);
-        return dg_fail(ctx, st, "%s: TF32 math could not be enabled: %s", be->name,
-                       why && why[0] ? why : dg_status_name(st));
+        return dg_fail(ctx, st, "%s: %s math could not be enabled: %s", be->name,
+                       dg_math_name(o.math), why && why[0] ? why : dg_status_name(st));
     }
     *out = e;
     return DG_OK;

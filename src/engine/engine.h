@@ -56,7 +56,7 @@ typedef struct dg_engine_opts {
     size_t mem_budget;       /* bytes, 0 = none */
     uint32_t disabled_calls; /* bit (1u << dg_call): force the CPU fallback */
     int threads;             /* cpu threads for BLAS and elementwise work, 0 = default */
-    bool tf32;               /* TF32 math on the device (DG_ERR_USAGE where the backend has none) */
+    dg_math math; /* the device's product arithmetic (DG_ERR_USAGE where the backend has none) */
 } dg_engine_opts;
 
 typedef struct dg_engine {

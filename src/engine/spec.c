@@ -32,7 +32,7 @@ typedef enum kind {
     K_BOOL,     /* bool: true/false */
     K_NOTBOOL,  /* bool stored inverted (capture <-> no_capture) */
     K_BYTES,    /* size_t: 1048576, 512K, 2GiB; 0 none */
-    K_MATH,     /* bool tf32: "fp32" | "tf32" */
+    K_MATH,     /* dg_math: "fp32" | "tf32" | "bf16" */
     K_SYNC,     /* int: "epoch" (0) or steps */
     K_WORKERS,  /* int: 0 none (-1 inside), N threads */
     K_BADSHARE, /* double: share in [0, 1]; 0 none allowed (-1 inside) */
@@ -54,7 +54,7 @@ static const field fields[] = {
     {"model", K_STR, F(model), 0, 0, false, false},
     {"input", K_INPUT, F(in_c), 1, 4096, false, false},
     {"backend", K_STR, F(backend), 0, 0, false, false},
-    {"math", K_MATH, F(tf32), 0, 0, false, false},
+    {"math", K_MATH, F(math), 0, 0, false, false},
     {"device", K_INT, F(device), 0, 64, false, false},
     {"batch", K_INT, F(batch), 1, 1 << 20, false, true},
     {"steps", K_INT, F(steps), 1, 100000000, false, true},
@@ -243,10 +243,12 @@ static dg_status set_field(dg_ctx *ctx, dg_train_opts *o, const field *f, const 
             return bad(ctx, f, "a size such as 512M or 2G", v);
         return DG_OK;
     case K_MATH:
-        if (strcmp(v, "tf32") != 0 && strcmp(v, "fp32") != 0)
-            return bad(ctx, f, "fp32 or tf32", v);
-        *(bool *)base = strcmp(v, "tf32") == 0;
-        return DG_OK;
+        for (int m = DG_MATH_FP32; m <= DG_MATH_BF16; m++)
+            if (strcmp(v, dg_math_name((dg_math)m)) == 0) {
+                *(dg_math *)base = (dg_math)m;
+                return DG_OK;
+            }
+        return bad(ctx, f, "fp32, tf32 or bf16", v);
     case K_ONBAD:
         if (strcmp(v, "skip") != 0 && strcmp(v, "fail") != 0)
             return bad(ctx, f, "skip or fail", v);
@@ -346,7 +348,7 @@ static cJSON *encode(const dg_train_opts *o, bool for_hash)
             it = dg_json_metric((double)b, b > 0, "bytes");
             break;
         }
-        case K_MATH: it = cJSON_CreateString(*(const bool *)base ? "tf32" : "fp32"); break;
+        case K_MATH: it = cJSON_CreateString(dg_math_name(*(const dg_math *)base)); break;
         case K_SYNC: {
             int v = *(const int *)base;
             it = v > 0 ? cJSON_CreateNumber(v) : cJSON_CreateString("epoch");

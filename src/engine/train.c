@@ -366,7 +366,7 @@ static dg_status data_opts(dg_ctx *ctx, const dg_train_opts *o, const dg_model *
                        o->val_split);
     if (!isfinite(o->max_bad_share) || o->max_bad_share > 1)
         return dg_fail(ctx, DG_ERR_USAGE, "--max-bad-share wants a share in [0, 1]");
-    *lo = (dg_loader_opts){.batch = batch, .tf32 = o->tf32};
+    *lo = (dg_loader_opts){.batch = batch, .math = o->math};
     lo->channels = m->in_c;
     if (o->resolution) {
         if ((st = dg_loader_parse_resolution(ctx, o->resolution, lo)) != DG_OK)
@@ -595,7 +595,7 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
     if (st != DG_OK)
         return st;
     dg_engine_opts eo = {
-        .device = o->device, .mem_budget = o->mem_budget, .threads = o->threads, .tf32 = o->tf32};
+        .device = o->device, .mem_budget = o->mem_budget, .threads = o->threads, .math = o->math};
     if (o->disable_ops &&
         (st = dg_parse_disabled_ops(ctx, o->disable_ops, t->backend, &eo.disabled_calls)))
         return st;

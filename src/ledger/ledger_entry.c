@@ -251,3 +251,15 @@ bool dg_lg_add_summary(cJSON *e, const cJSON *rec, const char *verb)
     dg_free(s.command);
     return ok;
 }
+
+const char *dg_lg_str(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return cJSON_IsString(it) && it->valuestring ? it->valuestring : NULL;
+}
+
+int dg_lg_int(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return cJSON_IsNumber(it) ? (int)it->valuedouble : 0;
+}

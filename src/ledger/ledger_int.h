@@ -9,6 +9,7 @@
 #include "core/json.h"
 
 #include <sqlite3.h>
+#include <sys/types.h>
 
 /* PRAGMA application_id of a devgate ledger, and the app_id column of a team
  * ledger's devgate_ledger table: "DGV1". */
@@ -78,6 +79,66 @@ cJSON *dg_lg_entry(const char *const v[LG_NCOLS]);
  * verdict, spec_id, bucket_id, label, command) read from its record rec (may
  * be NULL: all not reported) to e; false when out of memory. */
 bool dg_lg_add_summary(cJSON *e, const cJSON *rec, const char *verb);
+
+/* obj's string member key, NULL when absent or not a string. */
+const char *dg_lg_str(const cJSON *obj, const char *key);
+/* obj's number member key as an int, 0 when absent. */
+int dg_lg_int(const cJSON *obj, const char *key);
+
+/* ---- ledger_query.c: either store ---- */
+
+/* True when lg is open on a store. */
+bool dg_lg_usable(const dg_ledger *lg);
+/* The store's insert and match (dg_lg_sq_* or dg_lg_pg_*). */
+dg_status dg_lg_store_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken);
+dg_status dg_lg_store_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr);
+/* A listed entry e finished: its summary added, its record parsed in place
+ * (keep) or dropped; DG_ERR_LEDGER when a kept record is not JSON. */
+dg_status dg_lg_finish_entry(dg_ctx *ctx, dg_ledger *lg, cJSON *e, bool keep);
+
+/* ---- ledger_path.c: where a SQLite ledger lives ---- */
+
+/* $XDG_DATA_HOME/devgate/ledger.db, else ~/.local/share/devgate/ledger.db
+ * (DEVGATE_LEDGER aside); dg_malloc'd, NULL when no home is known. */
+char *dg_lg_default_file(void);
+/* Makes the folders above path (shown in messages); the status and message. */
+dg_status dg_lg_make_parents(dg_ctx *ctx, const char *path, const char *shown);
+/* DG_ERR_LEDGER with why when path is not a place a ledger file can be. */
+dg_status dg_lg_check_location(dg_ctx *ctx, const char *path, const char *shown);
+/* "a folder", "a socket", ... for a file's mode. */
+const char *dg_lg_file_kind(mode_t mode);
+/* True when path's folder exists but cannot be written. */
+bool dg_lg_dir_unwritable(const char *path);
+
+/* ---- ledger_sqlite.c: the SQLite store ---- */
+
+/* SQLite's words for failure rc: the connection's message while it is rc's,
+ * else rc's own text. */
+const char *dg_lg_sql_why(sqlite3 *db, int rc);
+/* Maps a SQLite failure rc while doing (a phrase) to a status and a message
+ * naming the ledger shown. */
+dg_status dg_lg_sql_fail(dg_ctx *ctx, sqlite3 *db, const char *shown, int timeout_ms, int rc,
+                         const char *doing);
+/* dg_lg_sql_fail for lg's connection. */
+dg_status dg_lg_fail(dg_ctx *ctx, const dg_ledger *lg, int rc, const char *doing);
+/* Rolls back the open transaction, if there is one. */
+void dg_lg_rollback(sqlite3 *db);
+/* True, after a short sleep, when rc is a lock conflict SQLite answered at
+ * once and the deadline is not yet past (*attempt counts the retries). */
+bool dg_lg_retry_busy(int rc, double deadline, int *attempt);
+/* Now plus lg's busy timeout (dg_now's clock). */
+double dg_lg_deadline(const dg_ledger *lg);
+/* BEGIN IMMEDIATE, waiting up to lg's timeout for the write lock; SQLite's rc. */
+int dg_lg_begin(dg_ledger *lg);
+/* The SQLite halves of the store calls (the dg_lg_pg_* below are the team
+ * ledger's), with the same contracts. */
+dg_status dg_lg_sq_insert(dg_ctx *ctx, dg_ledger *lg, lg_fields *f, bool *taken);
+dg_status dg_lg_sq_update(dg_ctx *ctx, dg_ledger *lg, const char *id, int exit_status,
+                          const char *state, const char *record);
+dg_status dg_lg_sq_list(dg_ctx *ctx, dg_ledger *lg, int limit, cJSON *arr);
+dg_status dg_lg_sq_match(dg_ctx *ctx, dg_ledger *lg, const char *id, int max, cJSON *arr);
+dg_status dg_lg_sq_pending(dg_ctx *ctx, dg_ledger *lg, cJSON *arr);
+dg_status dg_lg_sq_clear_pending(dg_ctx *ctx, dg_ledger *lg, const char *id);
 
 /* True when this build can reach PostgreSQL (libpq linked). */
 bool dg_lg_pg_built(void);

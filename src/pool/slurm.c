@@ -197,18 +197,27 @@ static cJSON *task_entry(int task, const char *job_id, const char *st, const cha
 
 #define MAX_TASKS 4096
 
-/* The tasks seen so far, sorted by task id: each with the entry of the last
- * record that named it (a later record replaces an earlier one's word). A
- * lookup is a binary search, so a record of 4096 tasks costs 4096 searches,
- * never a scan of every task seen. */
+/* One record's words, kept for the tasks it names (one buffer). */
+typedef struct slurm_rec {
+    char *buf;
+    const char *jid, *state, *code, *node, *reason;
+} slurm_rec;
+
+/* The tasks seen so far, sorted by task id, each with the index of the last
+ * record that named it (a later record replaces an earlier one's word); the
+ * entries are made once, at the end. A lookup is a binary search and a
+ * record costs no allocation per task, so a record of 4096 tasks costs 4096
+ * searches, never a scan of every task seen. */
 typedef struct task_set {
     int id[MAX_TASKS];
-    cJSON *entry[MAX_TASKS];
+    int rec[MAX_TASKS];
     int n;
+    slurm_rec *recs;
+    int nrecs, cap;
 } task_set;
 
-/* Task id's entry set to e (taken); false when a new task would pass MAX_TASKS. */
-static bool task_set_put(task_set *ts, int id, cJSON *e)
+/* Task id's record set to r; false when a new task would pass MAX_TASKS. */
+static bool task_set_put(task_set *ts, int id, int r)
 {
     int lo = 0, hi = ts->n;
     while (lo < hi) {
@@ -219,18 +228,54 @@ static bool task_set_put(task_set *ts, int id, cJSON *e)
             hi = mid;
     }
     if (lo < ts->n && ts->id[lo] == id) {
-        cJSON_Delete(ts->entry[lo]);
-        ts->entry[lo] = e;
+        ts->rec[lo] = r;
         return true;
     }
     if (ts->n >= MAX_TASKS)
         return false;
     memmove(ts->id + lo + 1, ts->id + lo, (size_t)(ts->n - lo) * sizeof *ts->id);
-    memmove(ts->entry + lo + 1, ts->entry + lo, (size_t)(ts->n - lo) * sizeof *ts->entry);
+    memmove(ts->rec + lo + 1, ts->rec + lo, (size_t)(ts->n - lo) * sizeof *ts->rec);
     ts->id[lo] = id;
-    ts->entry[lo] = e;
+    ts->rec[lo] = r;
     ts->n++;
     return true;
+}
+
+/* The record's words kept in ts; its index, or -1 when out of memory. */
+static int task_set_rec(task_set *ts, const char *const w[5])
+{
+    if (ts->nrecs == ts->cap) {
+        int nc = ts->cap ? ts->cap * 2 : 16;
+        slurm_rec *nr = dg_realloc(ts->recs, (size_t)nc * sizeof *nr);
+        if (!nr)
+            return -1;
+        ts->recs = nr;
+        ts->cap = nc;
+    }
+    size_t len = 0;
+    for (int i = 0; i < 5; i++)
+        len += strlen(w[i]) + 1;
+    slurm_rec *r = &ts->recs[ts->nrecs];
+    if (!(r->buf = dg_malloc(len)))
+        return -1;
+    const char **slot[5] = {&r->jid, &r->state, &r->code, &r->node, &r->reason};
+    char *p = r->buf;
+    for (int i = 0; i < 5; i++) {
+        size_t n = strlen(w[i]) + 1;
+        memcpy(p, w[i], n);
+        *slot[i] = p;
+        p += n;
+    }
+    return ts->nrecs++;
+}
+
+static void task_set_free(task_set *ts)
+{
+    for (int i = 0; ts && i < ts->nrecs; i++)
+        dg_free(ts->recs[i].buf);
+    if (ts)
+        dg_free(ts->recs);
+    dg_free(ts);
 }
 
 /* One record's tasks of job into ts (the line already known to be a record). */
@@ -259,16 +304,14 @@ static dg_status parse_record(dg_ctx *ctx, const char *line, const char *job, ta
         ids[0] = 0;
         k = 1;
     }
-    for (int i = 0; i < k; i++) {
-        cJSON *t = task_entry(ids[i], jid, state, code, node, reason);
-        if (!t)
-            return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-        if (!task_set_put(ts, ids[i], t)) {
-            cJSON_Delete(t);
+    const char *const words[5] = {jid, state, code, node, reason};
+    int r = task_set_rec(ts, words);
+    if (r < 0)
+        return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < k; i++)
+        if (!task_set_put(ts, ids[i], r))
             return dg_fail(ctx, DG_ERR_FORMAT, "scontrol: job %s has more than %d tasks", job,
                            MAX_TASKS);
-        }
-    }
     return DG_OK;
 }
 
@@ -280,7 +323,7 @@ dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, ch
     task_set *ts = dg_calloc(1, sizeof *ts);
     int *ids = dg_malloc(MAX_TASKS * sizeof *ids);
     if (!ts || !ids) {
-        dg_free(ts);
+        task_set_free(ts);
         dg_free(ids);
         return dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
     }
@@ -308,15 +351,18 @@ dg_status dg_slurm_parse_jobs(dg_ctx *ctx, const char *text, const char *job, ch
     if (st == DG_OK && records == 0)
         st = dg_fail(ctx, DG_ERR_FORMAT, "scontrol printed no job record");
     cJSON *arr = st == DG_OK ? cJSON_CreateArray() : NULL;
+    for (int i = 0; arr && i < ts->n; i++) {
+        const slurm_rec *r = &ts->recs[ts->rec[i]];
+        cJSON *t = task_entry(ts->id[i], r->jid, r->state, r->code, r->node, r->reason);
+        if (!t || !cJSON_AddItemToArray(arr, t)) {
+            cJSON_Delete(t);
+            cJSON_Delete(arr);
+            arr = NULL;
+        }
+    }
     if (st == DG_OK && !arr)
         st = dg_fail(ctx, DG_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < ts->n; i++) {
-        if (arr)
-            cJSON_AddItemToArray(arr, ts->entry[i]);
-        else
-            cJSON_Delete(ts->entry[i]);
-    }
-    dg_free(ts);
+    task_set_free(ts);
     dg_free(ids);
     if (st != DG_OK)
         return st;

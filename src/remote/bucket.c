@@ -26,8 +26,8 @@ static bool bucket_verb(const char *verb)
 static int bucket_probe_words(int argc, const char *const *argv, const char **out, int max)
 {
     static const char *const with_value[] = {
-        "--model", "--input",     "--batch",      "--seed",    "--samples",
-        "--data",  "--val-split", "--resolution", "--augment", "--normalize"};
+        "--model",     "--input",      "--batch",   "--seed",      "--samples",  "--data",
+        "--val-split", "--resolution", "--augment", "--normalize", "--precision"};
     int n = 0;
     bool model = false;
     out[n++] = "train";

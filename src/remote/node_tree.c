@@ -12,21 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Removes the folder at path and everything in it. */
-static void rm_tree(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static _Thread_local long g_tree_count;
 
 static int count_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -212,8 +197,8 @@ dg_status dg_node_tree(dg_node *n, const char *id)
     if (st == DG_OK && (!j.tree || !j.build || !j.stale || !j.missing))
         st = dg_node_fail(n, DG_REMOTE_USAGE, "node: out of memory");
     if (st == DG_OK) {
-        rm_tree(j.build);
-        rm_tree(j.stale);
+        dg_remove_tree(j.build);
+        dg_remove_tree(j.stale);
     }
     /* each line verified then linked into a new tree (always built afresh:
      * links are cheap, and a changed old tree is gone) */
@@ -224,9 +209,9 @@ dg_status dg_node_tree(dg_node *n, const char *id)
     if (st == DG_OK)
         st = tree_finish(&j);
     if (j.build)
-        rm_tree(j.build);
+        dg_remove_tree(j.build);
     if (j.stale)
-        rm_tree(j.stale);
+        dg_remove_tree(j.stale);
     cJSON_Delete(j.missing);
     dg_free(j.v);
     dg_free(j.text);

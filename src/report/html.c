@@ -68,14 +68,11 @@ static void page_begin(dg_capbuf *b, const dg_record_view *v)
     }
     dg_rp_put(b, "</title>\n<style>");
     dg_rp_put(b, page_css);
-    dg_rp_put(b, "</style></head>\n<body>\n<header><h1>devgate ");
-    dg_rp_h_esc(b, v->kind, "");
-    dg_rp_put(b, " · run <span class=\"mono\">");
-    dg_rp_h_esc(b, v->run_id, "(not recorded)");
-    dg_rp_put(b, "</span></h1>\n<p class=\"meta\">host ");
-    dg_rp_h_esc(b, v->host, "unknown");
-    dg_rp_put(b, " · ");
-    dg_rp_h_esc(b, v->timestamp, "no time");
+    dg_rp_h_fmt(b,
+                "</style></head>\n<body>\n<header><h1>devgate %S · run <span "
+                "class=\"mono\">%S</span></h1>\n<p class=\"meta\">host %S · %S",
+                v->kind, "", v->run_id, "(not recorded)", v->host, "unknown", v->timestamp,
+                "no time");
     const char *bucket = dg_rp_bucket_id(v->rec);
     if (bucket) {
         dg_rp_put(b, " · bucket <span class=\"mono\">");
@@ -202,12 +199,8 @@ static const char *verdict_class(const char *v)
 
 static void sec_steps(dg_capbuf *b, const dg_record_view *v)
 {
-    dg_rp_section_open(b, "steps", "Steps");
-    if (v->nsteps == 0) {
-        dg_rp_section_absent(b, "steps");
-        dg_rp_put(b, "</section>\n");
+    if (!dg_rp_section(b, "steps", "Steps", v->nsteps > 0, "steps"))
         return;
-    }
     dg_rp_table_open(
         b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</th></tr>");
     for (int i = 0; i < v->nsteps; i++) {
@@ -274,10 +267,7 @@ static void sec_findings(dg_capbuf *b, const dg_record_view *v)
     for (int i = 0; i < n; i++) {
         const char *sev = verdict_class(fs[i]->severity);
         dg_rp_printf(b, "<div class=\"finding %s\"><p><span class=\"sev %s\">", sev, sev);
-        dg_rp_h_esc(b, fs[i]->severity, "?");
-        dg_rp_put(b, "</span> <b class=\"mono\">");
-        dg_rp_h_esc(b, fs[i]->id, "?");
-        dg_rp_put(b, "</b> ");
+        dg_rp_h_fmt(b, "%S</span> <b class=\"mono\">%S</b> ", fs[i]->severity, "?", fs[i]->id, "?");
         dg_rp_prose(b, ESC_HTML, fs[i]->title, "");
         dg_rp_put(b, "</p>\n");
         finding_evidence(b, fs[i]->json);
@@ -328,12 +318,8 @@ static void sweep_trial_row(dg_capbuf *b, const dg_view_trial *t, bool bisect)
 
 static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 {
-    dg_rp_section_open(b, "sweep", "Batch sweep");
-    if (!sw->present) {
-        dg_rp_section_absent(b, "batch sweep");
-        dg_rp_put(b, "</section>\n");
+    if (!dg_rp_section(b, "sweep", "Batch sweep", sw->present, "batch sweep"))
         return;
-    }
     dg_rp_svg_sweep(b, sw);
     dg_rp_put(b, "<p>knee: ");
     if (sw->knee_batch.valid)
@@ -381,12 +367,9 @@ static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_soak *s = &v->soak;
-    dg_rp_section_open(b, "memory", "Memory curve");
-    if (!s->present || s->nepochs == 0) {
-        dg_rp_section_absent(b, s->present ? "per-epoch watermarks" : "soak (memory curve)");
-        dg_rp_put(b, "</section>\n");
+    if (!dg_rp_section(b, "memory", "Memory curve", s->present && s->nepochs > 0,
+                       s->present ? "per-epoch watermarks" : "soak (memory curve)"))
         return;
-    }
     dg_rp_svg_memory(b, dg_rp_mem_growth_pct(v), s);
     dg_rp_put(b, "<p>growth over the baseline (end of epoch 0): ");
     static const char *const names[DG_MEM_COUNT] = {"allocator allocated", "allocator reserved",
@@ -421,10 +404,7 @@ static void sec_memory(dg_capbuf *b, const dg_record_view *v)
         }
         dg_rp_printf(b, "<td>%s</td><td>%s</td><td class=\"n\">",
                      e->cache_emptied == 1 ? "yes" : "no", e->validation == 1 ? "yes" : "no");
-        dg_rp_h_view_metric(b, e->step_ms);
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_view_metric(b, e->samples_per_s);
-        dg_rp_put(b, "</td></tr>\n");
+        dg_rp_h_fmt(b, "%M</td><td class=\"n\">%M</td></tr>\n", e->step_ms, e->samples_per_s);
     }
     dg_rp_table_close(b);
     dg_rp_put(b, "</section>\n");
@@ -434,12 +414,9 @@ static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 
 static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
 {
-    dg_rp_section_open(b, "baseline", "Baseline: cpu against the device");
-    if (!cmp->present) {
-        dg_rp_section_absent(b, "comparison with the cpu");
-        dg_rp_put(b, "</section>\n");
+    if (!dg_rp_section(b, "baseline", "Baseline: cpu against the device", cmp->present,
+                       "comparison with the cpu"))
         return;
-    }
     dg_rp_svg_baseline(b, cmp);
     dg_rp_table_open(
         b, "<tr><th>batch</th><th>cpu step</th><th>device step</th><th>speedup</th>"
@@ -451,11 +428,8 @@ static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
         dg_rp_printf(b, "<tr%s><td class=\"n\">%.0f</td>", failed ? " class=\"failed\"" : "",
                      r->batch.valid ? r->batch.value : 0);
         if (failed) {
-            dg_rp_put(b, "<td colspan=\"9\">failed on ");
-            dg_rp_h_esc(b, r->failed, "?");
-            dg_rp_put(b, ": ");
-            dg_rp_h_esc(b, r->error, "");
-            dg_rp_put(b, "</td></tr>\n");
+            dg_rp_h_fmt(b, "<td colspan=\"9\">failed on %S: %S</td></tr>\n", r->failed, "?",
+                        r->error, "");
             continue;
         }
         const dg_rec_metric cols[] = {r->cpu_step_ms,
@@ -487,10 +461,8 @@ static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
         " · speedup = cpu step time / device step time · busy = device time of forward, backward "
         "and update over the device step · drift against the float64 reference "
         "(loss tolerance ");
-    dg_rp_h_view_metric(b, cmp->loss_tolerance);
-    dg_rp_put(b, ", parameter tolerance ");
-    dg_rp_h_view_metric(b, cmp->param_tolerance);
-    dg_rp_put(b, ")</p>\n</section>\n");
+    dg_rp_h_fmt(b, "%M, parameter tolerance %M)</p>\n</section>\n", cmp->loss_tolerance,
+                cmp->param_tolerance);
 }
 
 /* ---- profile ------------------------------------------------------------------------ */
@@ -538,17 +510,11 @@ static void profile_ops(dg_capbuf *b, const dg_view_profile *prof)
         dg_rp_printf(b, "<tr%s><td class=\"mono\">", fb ? " class=\"fallback\"" : "");
         dg_rp_h_esc(b, top[i]->op, "?");
         dg_rp_put(b, fb ? " <b>FALLBACK</b>" : "");
-        dg_rp_put(b, "</td><td class=\"mono\">");
-        dg_rp_h_esc(b, top[i]->shape, "");
-        dg_rp_put(b, "</td><td>");
-        dg_rp_h_esc(b, top[i]->backend, "?");
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_view_metric(b, top[i]->calls);
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_view_metric(b, top[i]->ms_total);
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_view_metric(b, top[i]->ms_mean);
-        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_h_fmt(b,
+                    "</td><td class=\"mono\">%S</td><td>%S</td><td class=\"n\">%M</td><td "
+                    "class=\"n\">%M</td><td class=\"n\">%M</td><td class=\"n\">",
+                    top[i]->shape, "", top[i]->backend, "?", top[i]->calls, top[i]->ms_total,
+                    top[i]->ms_mean);
         char v[32];
         if (top[i]->share.valid)
             snprintf(v, sizeof v, "%.1f%%", 100 * top[i]->share.value);
@@ -562,34 +528,19 @@ static void profile_ops(dg_capbuf *b, const dg_view_profile *prof)
 
 static void sec_profile(dg_capbuf *b, const dg_view_profile *prof)
 {
-    dg_rp_section_open(b, "profile", "Profile");
-    if (!prof->present) {
-        dg_rp_section_absent(b, "profile");
-        dg_rp_put(b, "</section>\n");
+    if (!dg_rp_section(b, "profile", "Profile", prof->present, "profile"))
         return;
-    }
-    dg_rp_put(b, "<p>step ");
-    dg_rp_h_view_metric(b, prof->step_ms);
-    dg_rp_put(b, " (median, unprofiled) · profiled ");
-    dg_rp_h_view_metric(b, prof->profiled_ms);
+    dg_rp_h_fmt(b, "<p>step %M (median, unprofiled) · profiled %M", prof->step_ms,
+                prof->profiled_ms);
     if (prof->window_steps.valid)
         dg_rp_printf(b, " · window %.0f steps", prof->window_steps.value);
-    dg_rp_put(b, " · sync points per step ");
-    dg_rp_h_view_metric(b, prof->sync_per_step);
-    dg_rp_put(b, " · noise ");
-    dg_rp_h_esc(b, prof->noise, "not reported");
-    dg_rp_put(b, "</p>\n");
+    dg_rp_h_fmt(b, " · sync points per step %M · noise %S</p>\n", prof->sync_per_step, prof->noise,
+                "not reported");
     dg_rp_svg_phases(b, prof);
     profile_ops(b, prof);
-    dg_rp_put(b, "<p>bytes in the window: h2d ");
-    dg_rp_h_view_metric(b, prof->bytes_h2d);
-    dg_rp_put(b, " · d2h ");
-    dg_rp_h_view_metric(b, prof->bytes_d2h);
-    dg_rp_put(b, " · fallback copies ");
-    dg_rp_h_view_metric(b, prof->bytes_fallback_h2d);
-    dg_rp_put(b, " up, ");
-    dg_rp_h_view_metric(b, prof->bytes_fallback_d2h);
-    dg_rp_put(b, " down</p>\n");
+    dg_rp_h_fmt(b, "<p>bytes in the window: h2d %M · d2h %M · fallback copies %M up, %M down</p>\n",
+                prof->bytes_h2d, prof->bytes_d2h, prof->bytes_fallback_h2d,
+                prof->bytes_fallback_d2h);
     if (prof->note) {
         dg_rp_put(b, "<p class=\"note\">");
         dg_rp_h_esc(b, prof->note, "");
@@ -609,14 +560,10 @@ static void census_table(dg_capbuf *b, const dg_view_fallback *arr, int n, const
                         "<th>ms</th><th>bytes d2h</th><th>bytes h2d</th></tr>");
     for (int k = 0; k < n; k++) {
         const dg_view_fallback *f = &arr[k];
-        dg_rp_put(b, "<tr class=\"fallback\"><td class=\"mono\">");
-        dg_rp_h_esc(b, f->op, "?");
-        dg_rp_put(b, "</td><td class=\"mono\">");
-        dg_rp_h_esc(b, f->shape, "");
-        dg_rp_put(b, "</td><td>");
-        dg_rp_h_esc(b, f->backend, "?");
-        dg_rp_put(b, "</td><td>");
-        dg_rp_h_esc(b, f->reason, "");
+        dg_rp_h_fmt(b,
+                    "<tr class=\"fallback\"><td class=\"mono\">%S</td><td "
+                    "class=\"mono\">%S</td><td>%S</td><td>%S",
+                    f->op, "?", f->shape, "", f->backend, "?", f->reason, "");
         const dg_rec_metric cols[] = {f->calls, f->ms_total, f->bytes_d2h, f->bytes_h2d};
         for (int i = 0; i < 4; i++) {
             dg_rp_put(b, "</td><td class=\"n\">");

@@ -27,10 +27,8 @@ static void sec_close(dg_capbuf *b)
 static void env_arch(dg_capbuf *b, const cJSON *env)
 {
     dg_rp_kv_begin(b, "architecture");
-    dg_rp_put(b, "host ");
-    dg_rp_h_esc(b, dg_rp_str(env, "arch.host"), "not reported");
-    dg_rp_put(b, " · process ");
-    dg_rp_h_esc(b, dg_rp_str(env, "arch.process"), "not reported");
+    dg_rp_h_fmt(b, "host %S · process %S", dg_rp_str(env, "arch.host"), "not reported",
+                dg_rp_str(env, "arch.process"), "not reported");
     dg_rp_kv_end(b);
     dg_rp_kv_begin(b, "translation");
     const cJSON *tr = dg_rp_get(env, "arch.translated");
@@ -66,11 +64,9 @@ static void env_arch(dg_capbuf *b, const cJSON *env)
 static void env_machine(dg_capbuf *b, const cJSON *env)
 {
     dg_rp_kv_begin(b, "OS");
-    dg_rp_h_esc(b, dg_rp_str(env, "os.name"), "not reported");
-    dg_rp_put(b, " · kernel ");
-    dg_rp_h_esc(b, dg_rp_str(env, "os.kernel"), "not reported");
-    dg_rp_put(b, " · ");
-    dg_rp_h_esc(b, dg_rp_str(env, "os.libc"), "libc not reported");
+    dg_rp_h_fmt(b, "%S · kernel %S · %S", dg_rp_str(env, "os.name"), "not reported",
+                dg_rp_str(env, "os.kernel"), "not reported", dg_rp_str(env, "os.libc"),
+                "libc not reported");
     dg_rp_kv_end(b);
     dg_rp_kv_begin(b, "CPU");
     dg_rp_h_esc(b, dg_rp_str(env, "cpu.model"), "not reported");
@@ -82,17 +78,10 @@ static void env_machine(dg_capbuf *b, const cJSON *env)
     dg_rp_h_join(b, dg_rp_arr(env, "cpu.simd"), " ");
     dg_rp_kv_end(b);
     dg_rp_kv_begin(b, "memory");
-    dg_rp_h_metric(b, env, "memory.total");
-    dg_rp_put(b, " total · ");
-    dg_rp_h_metric(b, env, "memory.available");
-    dg_rp_put(b, " available · swap ");
-    dg_rp_h_metric(b, env, "memory.swap_used");
-    dg_rp_put(b, " of ");
-    dg_rp_h_metric(b, env, "memory.swap_total");
-    dg_rp_put(b, " · pressure (some, 10 s) ");
-    dg_rp_h_metric(b, env, "memory.pressure.some_avg10");
-    dg_rp_put(b, " · cgroup limit ");
-    dg_rp_h_metric(b, env, "memory.cgroup_limit");
+    dg_rp_h_fmt(
+        b, "%P total · %P available · swap %P of %P · pressure (some, 10 s) %P · cgroup limit %P",
+        env, "memory.total", env, "memory.available", env, "memory.swap_used", env,
+        "memory.swap_total", env, "memory.pressure.some_avg10", env, "memory.cgroup_limit");
     dg_rp_kv_end(b);
     dg_rp_kv_begin(b, "load");
     h_num(b, env, "load.avg1");
@@ -104,10 +93,8 @@ static void env_machine(dg_capbuf *b, const cJSON *env)
     dg_rp_kv_end(b);
     dg_rp_kv_begin(b, "git");
     if (dg_rp_true(env, "git.is_repo")) {
-        dg_rp_put(b, "<span class=\"mono\">");
-        dg_rp_h_esc(b, dg_rp_str(env, "git.commit"), "no commit");
-        dg_rp_put(b, "</span> on ");
-        dg_rp_h_esc(b, dg_rp_str(env, "git.branch"), "a detached head");
+        dg_rp_h_fmt(b, "<span class=\"mono\">%S</span> on %S", dg_rp_str(env, "git.commit"),
+                    "no commit", dg_rp_str(env, "git.branch"), "a detached head");
         dg_rp_put(b, dg_rp_true(env, "git.dirty") ? " · <b>dirty</b>" : "");
     } else {
         dg_rp_put(b, "<span class=\"na\">not a git work tree</span>");
@@ -122,10 +109,8 @@ static void env_python(dg_capbuf *b, const cJSON *env)
         return;
     dg_rp_kv_begin(b, "python");
     dg_rp_h_esc(b, dg_rp_str(py, "resolved"), dg_rp_str(py, "path") ? "" : "not reported");
-    dg_rp_put(b, " · ");
-    dg_rp_h_esc(b, dg_rp_str(py, "version"), "version not reported");
-    dg_rp_put(b, " · machine ");
-    dg_rp_h_esc(b, dg_rp_str(py, "machine"), "not reported");
+    dg_rp_h_fmt(b, " · %S · machine %S", dg_rp_str(py, "version"), "version not reported",
+                dg_rp_str(py, "machine"), "not reported");
     const cJSON *m = dg_rp_get(py, "arch_matches_host");
     dg_rp_put(b, cJSON_IsFalse(m) ? " · <b class=\"no\">binary does not match the host</b>" : "");
     dg_rp_put(b, " · torch ");
@@ -154,15 +139,11 @@ static int process_rows(dg_capbuf *b, const cJSON *procs)
         dg_rp_printf(b, "<tr><td class=\"n\">%.0f</td><td>", pid);
         dg_rp_h_esc(b, dg_rp_str(p, "name"), "?");
         dg_rp_put(b, dg_rp_true(p, "self") ? " <span class=\"note\">(devgate)</span>" : "");
-        dg_rp_put(b, "</td><td>");
-        dg_rp_h_esc(b, dg_rp_str(p, "user"), "");
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_metric(b, p, "cpu_percent");
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_metric(b, p, "rss");
-        dg_rp_put(b, "</td><td class=\"mono wide\">");
-        dg_rp_h_esc(b, dg_rp_str(p, "cmdline"), "");
-        dg_rp_put(b, "</td></tr>\n");
+        dg_rp_h_fmt(b,
+                    "</td><td>%S</td><td class=\"n\">%P</td><td class=\"n\">%P</td><td "
+                    "class=\"mono wide\">%S</td></tr>\n",
+                    dg_rp_str(p, "user"), "", p, "cpu_percent", p, "rss", dg_rp_str(p, "cmdline"),
+                    "");
     }
     return quiet;
 }
@@ -197,14 +178,8 @@ static void env_processes(dg_capbuf *b, const cJSON *env)
     const cJSON *dev;
     cJSON_ArrayForEach(dev, dg_rp_arr(gpu, "devices"))
     {
-        dg_rp_put(b, "<br>");
-        dg_rp_h_esc(b, dg_rp_str(dev, "name"), "device");
-        dg_rp_put(b, ": ");
-        dg_rp_h_metric(b, dev, "memory_used");
-        dg_rp_put(b, " of ");
-        dg_rp_h_metric(b, dev, "memory_total");
-        dg_rp_put(b, " used, ");
-        dg_rp_h_metric(b, dev, "utilization_gpu");
+        dg_rp_h_fmt(b, "<br>%S: %P of %P used, %P", dg_rp_str(dev, "name"), "device", dev,
+                    "memory_used", dev, "memory_total", dev, "utilization_gpu");
         dg_rp_printf(b, " busy, %d processes", cJSON_GetArraySize(dg_rp_arr(dev, "processes")));
         const cJSON *p;
         cJSON_ArrayForEach(p, dg_rp_arr(dev, "processes"))
@@ -222,13 +197,9 @@ static void env_processes(dg_capbuf *b, const cJSON *env)
 
 void dg_rp_sec_environment(dg_capbuf *b, const cJSON *rec)
 {
-    dg_rp_section_open(b, "environment", "Environment proof");
     const cJSON *env = dg_rp_obj(rec, "env");
-    if (!env) {
-        dg_rp_section_absent(b, "environment proof");
-        sec_close(b);
+    if (!dg_rp_section(b, "environment", "Environment proof", env != NULL, "environment proof"))
         return;
-    }
     dg_rp_table_open(b, NULL);
     env_arch(b, env);
     env_machine(b, env);
@@ -249,12 +220,7 @@ static void gate_row(dg_capbuf *b, const dg_view_backend *be)
     for (int i = 0; i < be->ndevices; i++) {
         const dg_view_device *d = &be->devices[i];
         dg_rp_put(b, i ? "<br>" : "");
-        dg_rp_h_esc(b, d->name, "?");
-        dg_rp_put(b, " (");
-        dg_rp_h_esc(b, d->vendor, "?");
-        dg_rp_put(b, ", ");
-        dg_rp_h_view_metric(b, d->memory_total);
-        dg_rp_put(b, ")");
+        dg_rp_h_fmt(b, "%S (%S, %M)", d->name, "?", d->vendor, "?", d->memory_total);
     }
     int ok = be->matmul.ok;
     dg_rp_printf(b, "</td><td>%s",
@@ -297,15 +263,8 @@ static void ops_table(dg_capbuf *b, const dg_view_backend *be)
     dg_rp_h_esc(b, be->name, "a backend");
     dg_rp_printf(b, ": every op against float64, %s outputs checked, %s over tolerance", c, f);
     if (o->has_worst) {
-        dg_rp_put(b, "; worst ");
-        dg_rp_h_esc(b, o->worst.op, "?");
-        dg_rp_put(b, " ");
-        dg_rp_h_esc(b, o->worst.output, "?");
-        dg_rp_put(b, " NMSE ");
-        dg_rp_h_view_metric(b, o->worst.nmse);
-        dg_rp_put(b, " (tolerance ");
-        dg_rp_h_view_metric(b, o->worst.tolerance);
-        dg_rp_put(b, ")");
+        dg_rp_h_fmt(b, "; worst %S %S NMSE %M (tolerance %M)", o->worst.op, "?", o->worst.output,
+                    "?", o->worst.nmse, o->worst.tolerance);
     }
     dg_rp_put(b, "</summary>\n");
     dg_rp_table_open(b, "<tr><th>op</th><th>backend</th><th>precision</th><th>shape</th>"
@@ -319,11 +278,7 @@ static void ops_table(dg_capbuf *b, const dg_view_backend *be)
             dg_rp_h_esc(b, cells[k], "");
             dg_rp_put(b, "</td>");
         }
-        dg_rp_put(b, "<td class=\"n\">");
-        dg_rp_h_view_metric(b, r->nmse);
-        dg_rp_put(b, "</td><td class=\"n\">");
-        dg_rp_h_view_metric(b, r->tolerance);
-        dg_rp_put(b, "</td><td>");
+        dg_rp_h_fmt(b, "<td class=\"n\">%M</td><td class=\"n\">%M</td><td>", r->nmse, r->tolerance);
         bool fail = r->verdict && (!strcmp(r->verdict, "fail") || !strcmp(r->verdict, "error"));
         dg_rp_put(b, fail ? "<b>" : "");
         dg_rp_h_esc(b, r->verdict, "not reported");
@@ -371,32 +326,12 @@ static void sustain_line(dg_capbuf *b, const dg_view_backend *be)
     const dg_view_sustain *s = &be->sustain;
     if (!s->present)
         return;
-    dg_rp_put(b, "<p>");
-    dg_rp_h_esc(b, be->name, "a backend");
-    dg_rp_put(b, " sustained load: ");
-    dg_rp_h_view_metric(b, s->wall);
-    dg_rp_put(b, " at ");
-    dg_rp_h_view_metric(b, s->rate);
-    dg_rp_put(b, " (of peak ");
-    dg_rp_h_view_metric(b, s->fraction_of_peak);
-    dg_rp_put(b, ") · last third over first ");
-    dg_rp_h_view_metric(b, s->ratio);
-    dg_rp_put(b, " (95% ");
-    dg_rp_h_view_metric(b, s->ratio_lo);
-    dg_rp_put(b, "–");
-    dg_rp_h_view_metric(b, s->ratio_hi);
-    dg_rp_put(b, "): ");
-    dg_rp_h_esc(b, s->verdict, "not judged");
-    dg_rp_put(b, " · clocks ");
-    dg_rp_h_view_metric(b, s->sm_min);
-    dg_rp_put(b, "–");
-    dg_rp_h_view_metric(b, s->sm_max);
-    dg_rp_put(b, " · up to ");
-    dg_rp_h_view_metric(b, s->temp_max);
-    dg_rp_put(b, " · power ");
-    dg_rp_h_view_metric(b, s->power_mean);
-    dg_rp_put(b, " mean · energy ");
-    dg_rp_h_view_metric(b, s->energy);
+    dg_rp_h_fmt(b,
+                "<p>%S sustained load: %M at %M (of peak %M) · last third over first %M (95%% "
+                "%M–%M): %S · clocks %M–%M · up to %M · power %M mean · energy %M",
+                be->name, "a backend", s->wall, s->rate, s->fraction_of_peak, s->ratio, s->ratio_lo,
+                s->ratio_hi, s->verdict, "not judged", s->sm_min, s->sm_max, s->temp_max,
+                s->power_mean, s->energy);
     for (int k = 0; k < s->nthrottle; k++) {
         dg_rp_put(b, k ? ", " : " · throttle ");
         dg_rp_h_esc(b, s->throttle[k].reason, "?");
@@ -404,28 +339,17 @@ static void sustain_line(dg_capbuf *b, const dg_view_backend *be)
         dg_rp_h_view_metric(b, s->throttle[k].seconds);
     }
     if (s->membw_present) {
-        dg_rp_put(b, " · memory ");
-        dg_rp_h_view_metric(b, s->membw);
-        dg_rp_put(b, " of ");
-        dg_rp_h_view_metric(b, s->membw_rated);
-        dg_rp_put(b, " rated");
+        dg_rp_h_fmt(b, " · memory %M of %M rated", s->membw, s->membw_rated);
     }
     dg_rp_put(b, "</p>\n");
 }
 
 void dg_rp_sec_gate(dg_capbuf *b, const dg_view_gate *gate)
 {
-    dg_rp_section_open(b, "gate", "Device gate log");
-    if (!gate->present) {
-        dg_rp_section_absent(b, "device gate log");
-        sec_close(b);
+    if (!dg_rp_section(b, "gate", "Device gate log", gate->present, "device gate log"))
         return;
-    }
-    dg_rp_put(b, "<p>verdict <b>");
-    dg_rp_h_esc(b, gate->verdict, "not reported");
-    dg_rp_put(b, "</b> · check ");
-    dg_rp_h_esc(b, gate->tolerance_model, "not reported");
-    dg_rp_put(b, "</p>\n");
+    dg_rp_h_fmt(b, "<p>verdict <b>%S</b> · check %S</p>\n", gate->verdict, "not reported",
+                gate->tolerance_model, "not reported");
     dg_rp_table_open(b,
                      "<tr><th>backend</th><th>built</th><th>available</th><th>devices</"
                      "th><th>matrix product</th>"
@@ -505,14 +429,9 @@ void dg_rp_sec_bucket(dg_capbuf *b, const cJSON *rec)
     dg_rp_kv_metric(b, "channels", bk, "channels");
     dg_rp_kv_str(b, "normalize", dg_rp_str(bk, "normalize.mode"));
     dg_rp_kv_begin(b, "data set");
-    dg_rp_h_esc(b, dg_rp_str(bk, "dataset.kind"), "?");
-    dg_rp_put(b, ", ");
-    dg_rp_h_metric(b, bk, "dataset.samples");
-    dg_rp_put(b, " samples, ");
-    dg_rp_h_metric(b, bk, "dataset.classes");
-    dg_rp_put(b, " classes, sha256 <span class=\"mono\">");
-    dg_rp_h_esc(b, dg_rp_str(bk, "dataset.sha256"), "not reported");
-    dg_rp_put(b, "</span>");
+    dg_rp_h_fmt(b, "%S, %P samples, %P classes, sha256 <span class=\"mono\">%S</span>",
+                dg_rp_str(bk, "dataset.kind"), "?", bk, "dataset.samples", bk, "dataset.classes",
+                dg_rp_str(bk, "dataset.sha256"), "not reported");
     dg_rp_kv_end(b);
     dg_rp_table_close(b);
     sec_close(b);
@@ -555,13 +474,10 @@ void dg_rp_sec_versions(dg_capbuf *b, const cJSON *rec)
     dg_rp_table_open(b, NULL);
     const cJSON *dg = dg_rp_obj(rec, "env.devgate");
     dg_rp_kv_begin(b, "devgate");
-    dg_rp_h_esc(b, dg_rp_str(dg, "version"), "not reported");
-    dg_rp_put(b, " · commit <span class=\"mono\">");
-    dg_rp_h_esc(b, dg_rp_str(dg, "commit"), "not reported");
-    dg_rp_put(b, "</span> · ");
-    dg_rp_h_esc(b, dg_rp_str(dg, "compiler"), "compiler not reported");
-    dg_rp_put(b, " · backends ");
-    dg_rp_h_esc(b, dg_rp_str(dg, "backends_built"), "not reported");
+    dg_rp_h_fmt(b, "%S · commit <span class=\"mono\">%S</span> · %S · backends %S",
+                dg_rp_str(dg, "version"), "not reported", dg_rp_str(dg, "commit"), "not reported",
+                dg_rp_str(dg, "compiler"), "compiler not reported", dg_rp_str(dg, "backends_built"),
+                "not reported");
     dg_rp_kv_end(b);
     const cJSON *lib;
     cJSON_ArrayForEach(lib, dg_rp_obj(rec, "env.libraries"))

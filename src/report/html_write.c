@@ -3,6 +3,7 @@
 #include "report/html_write.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 /* ---- small writers -------------------------------------------------------- */
@@ -33,6 +34,36 @@ void dg_rp_h_view_metric(dg_capbuf *b, dg_rec_metric m)
     char v[64];
     dg_rp_fmt_view_metric(v, sizeof v, m);
     dg_rp_h_val(b, v);
+}
+
+void dg_rp_h_fmt(dg_capbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const char *run = fmt;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%' || !p[1])
+            continue;
+        dg_capbuf_add(b, run, (size_t)(p - run));
+        char conv = *++p;
+        run = p + 1;
+        switch (conv) {
+        case 'M': dg_rp_h_view_metric(b, va_arg(ap, dg_rec_metric)); break;
+        case 'P': {
+            const cJSON *o = va_arg(ap, const cJSON *);
+            dg_rp_h_metric(b, o, va_arg(ap, const char *));
+            break;
+        }
+        case 'S': {
+            const char *s = va_arg(ap, const char *);
+            dg_rp_h_esc(b, s, va_arg(ap, const char *));
+            break;
+        }
+        default: dg_capbuf_add(b, p, 1); /* "%%": the second '%' */
+        }
+    }
+    dg_capbuf_add(b, run, strlen(run));
+    va_end(ap);
 }
 
 /* A JSON scalar as text: strings escaped, numbers short, metrics with unit. */
@@ -171,6 +202,16 @@ void dg_rp_h_generic(dg_capbuf *b, const cJSON *n, int depth)
 void dg_rp_section_open(dg_capbuf *b, const char *id, const char *title)
 {
     dg_rp_printf(b, "<section id=\"%s\"><h2>%s</h2>\n", id, title);
+}
+
+bool dg_rp_section(dg_capbuf *b, const char *id, const char *title, bool present, const char *what)
+{
+    dg_rp_section_open(b, id, title);
+    if (!present) {
+        dg_rp_section_absent(b, what);
+        dg_rp_put(b, "</section>\n");
+    }
+    return present;
 }
 
 void dg_rp_section_absent(dg_capbuf *b, const char *what)

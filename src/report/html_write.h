@@ -14,6 +14,11 @@ void dg_rp_h_val(dg_capbuf *b, const char *v);
 void dg_rp_h_metric(dg_capbuf *b, const cJSON *o, const char *path);
 /* A typed view's metric, formatted for its unit (dg_rp_fmt_view_metric). */
 void dg_rp_h_view_metric(dg_capbuf *b, dg_rec_metric m);
+/* Writes fmt, trusted markup, with its conversions: %M a typed view's metric
+ * (dg_rec_metric, as dg_rp_h_view_metric), %P the metric at a path (const
+ * cJSON *, const char *path: dg_rp_h_metric), %S a record string and its
+ * fallback (const char *, const char *: dg_rp_h_esc), %% a percent sign. */
+void dg_rp_h_fmt(dg_capbuf *b, const char *fmt, ...);
 /* A JSON scalar or metric as text. */
 void dg_rp_h_scalar(dg_capbuf *b, const cJSON *n);
 /* Scalars of an array joined by sep (trusted); "none" when empty. */
@@ -36,6 +41,9 @@ void dg_rp_table_open(dg_capbuf *b, const char *head);
 void dg_rp_table_close(dg_capbuf *b);
 /* <section id><h2>title: both trusted. */
 void dg_rp_section_open(dg_capbuf *b, const char *id, const char *title);
+/* Opens the section (id, title trusted); when present is false writes "No
+ * WHAT in this record." (what trusted) and closes it again. present. */
+bool dg_rp_section(dg_capbuf *b, const char *id, const char *title, bool present, const char *what);
 /* "No WHAT in this record." */
 void dg_rp_section_absent(dg_capbuf *b, const char *what);
 

@@ -103,6 +103,7 @@ static dg_status fx_gate(void *ctx, dg_step_out *out, const char **device)
         snprintf(list, sizeof list, "cpu,%s", want);
     dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL,
                        .seed = a->base.seed,
+                       .math = a->base.math,
                        .level = a->level};
     char *json = NULL;
     dg_gate_verdict verdict = DG_GATE_PASS;
@@ -290,7 +291,8 @@ static void fx_spec(void *ctx, const dg_method_state *s, cJSON *spec)
     cJSON_AddNumberToObject(spec, "seed", (double)t->seed);
     cJSON_AddNumberToObject(spec, "threads", t->threads);
     cJSON_AddNumberToObject(spec, "workers", t->workers < 0 ? 0 : t->workers);
-    cJSON_AddBoolToObject(spec, "tf32", t->tf32);
+    cJSON_AddBoolToObject(spec, "tf32", t->math == DG_MATH_TF32);
+    cJSON_AddStringToObject(spec, "math", dg_math_name(t->math));
 }
 
 /* The tier's plan of step in seconds (the progress reports' ETA): the

@@ -148,7 +148,7 @@ static dg_status train_once(dg_ctx *ctx, const dg_train_opts *base, const char *
     o.sync_every = 1;
     o.export_dir = export_dir;
     if (strcmp(backend, "cpu") == 0)
-        o.tf32 = false; /* the baseline stays exact fp32 (cpu has no TF32 mode) */
+        o.math = DG_MATH_FP32; /* the baseline stays exact fp32 (cpu has no TF32 or bf16 mode) */
     dg_train_ext x = {.step_times = true, .params_out = params_path};
     char *json = NULL;
     dg_status st = dg_train_run_ext(ctx, &o, &x, &json);

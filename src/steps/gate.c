@@ -5,7 +5,9 @@
  * there and read back. Each element is checked against a double-precision
  * reference with the classic forward-error bound of a length-k dot product,
  * |c - ref| <= 2 k eps32 sum_p |a_ip| |b_pj|, so the tolerance scales with K
- * and with the magnitudes involved rather than being one magic number. */
+ * and with the magnitudes involved rather than being one magic number. With
+ * --precision tf32 or bf16 the device backends run the product in that mode
+ * and the bound adds the input rounding (dg_gate_tol_unit, docs/schema/gate.md). */
 #include "core/record.h"
 #include "steps.h"
 
@@ -86,11 +88,18 @@ typedef struct check_result {
     size_t bad, worst_index;
 } check_result;
 
-static check_result compare(const host_problem *p)
+double dg_gate_tol_unit(int k, dg_math m)
+{
+    double acc = 2.0 * k * (double)FLT_EPSILON; /* fp32 accumulation of k terms */
+    double u = m == DG_MATH_BF16 ? ldexp(1.0, -8) : m == DG_MATH_TF32 ? ldexp(1.0, -11) : 0.0;
+    return 2.0 * u + u * u + acc * (1.0 + u) * (1.0 + u);
+}
+
+static check_result compare(const host_problem *p, dg_math math)
 {
     check_result r = {0};
     size_t mn = (size_t)p->m * p->n;
-    double unit = 2.0 * p->k * (double)FLT_EPSILON;
+    double unit = dg_gate_tol_unit(p->k, math);
     for (size_t i = 0; i < mn; i++) {
         double got = p->c[i], want = p->ref[i];
         double err = fabs(got - want);
@@ -122,15 +131,21 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Runs the product on one device context; fills the matmul object. */
+/* Runs the product on one device context in math mode math (set_math first
+ * when it is not fp32); fills the matmul object. */
 static void run_matmul(const dg_backend_iface *be, void *bctx, const host_problem *p, int reps,
-                       cJSON *mm)
+                       dg_math math, cJSON *mm)
 {
     void *da = NULL, *db = NULL, *dc = NULL;
     size_t mk = (size_t)p->m * p->k * 4, kn = (size_t)p->k * p->n * 4, mn = (size_t)p->m * p->n * 4;
     const char *stage = "alloc";
     dg_status st;
     double t0, cold = 0, warm = 0;
+    cJSON_AddStringToObject(mm, "math", dg_math_name(math));
+    stage = "set_math";
+    if (math != DG_MATH_FP32 && (st = be->set_math(bctx, (int)math)) != DG_OK)
+        goto fail;
+    stage = "alloc";
     if ((st = be->buf_alloc(bctx, mk, &da)) || (st = be->buf_alloc(bctx, kn, &db)) ||
         (st = be->buf_alloc(bctx, mn, &dc)))
         goto fail;
@@ -163,7 +178,7 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     stage = "download";
     if ((st = be->download(bctx, dc, 0, p->c, mn)))
         goto fail;
-    check_result r = compare(p);
+    check_result r = compare(p, math);
     bool ok = r.bad == 0;
     cJSON_AddBoolToObject(mm, "ok", ok);
     cJSON_AddNumberToObject(mm, "max_abs_err", isfinite(r.max_abs) ? r.max_abs : -1);
@@ -435,7 +450,19 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                                           dg_json_metric(team, team > 0, "threads"));
                 }
                 dg_window *w = dg_window_begin();
-                run_matmul(e.iface, bctx, &p, check->warm_reps, mm);
+                /* A backend without math modes (the cpu, the fp32 baseline)
+                 * is checked in fp32 whatever the run's math. */
+                dg_math m = e.iface->set_math ? check->math : DG_MATH_FP32;
+                run_matmul(e.iface, bctx, &p, check->warm_reps, m, mm);
+                /* Back to exact fp32: the level 2 op checks hold fp32 tolerances. */
+                if (m != DG_MATH_FP32 && e.iface->set_math(bctx, DG_MATH_FP32) != DG_OK) {
+                    cJSON_ReplaceItemInObject(mm, "ok", cJSON_CreateFalse());
+                    cJSON_DeleteItemFromObject(mm, "reason");
+                    char why[400];
+                    snprintf(why, sizeof why, "set_math(fp32) after the %s product failed: %s",
+                             dg_math_name(m), e.iface->last_error(bctx));
+                    cJSON_AddStringToObject(mm, "reason", why);
+                }
                 int side = cpu && cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))
                                ? rate_side(dg_cpu_peak_get()->gflops, p.m, p.n, p.k)
                                : 0;
@@ -643,7 +670,10 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
         .k = opts && opts->k ? opts->k : DEFAULT_SIZE,
         .seed = opts ? opts->seed : 0,
         .warm_reps = opts && opts->warm_reps > 0 ? opts->warm_reps : DEFAULT_WARM_REPS,
+        .math = opts ? opts->math : DG_MATH_FP32,
     };
+    if ((int)chk.math < DG_MATH_FP32 || chk.math > DG_MATH_BF16)
+        return dg_fail(ctx, DG_ERR_USAGE, "gate: math mode %d (fp32, tf32 or bf16)", (int)chk.math);
     if (chk.m < 1 || chk.n < 1 || chk.k < 1 || chk.m > MAX_DIM || chk.n > MAX_DIM ||
         chk.k > MAX_DIM)
         return dg_fail(ctx, DG_ERR_USAGE, "matrix size %d,%d,%d out of range (1..%d each)", chk.m,
@@ -658,7 +688,13 @@ dg_status dg_gate_run(dg_ctx *ctx, const dg_gate_opts *opts, char **json, dg_gat
     cJSON *root = cJSON_CreateObject();
     dg_record_head(root, "gate", 1);
     cJSON_AddNumberToObject(root, "seed", (double)chk.seed);
-    cJSON_AddStringToObject(root, "tolerance_model", "|c-ref| <= 2*k*eps32*sum|a||b| per element");
+    cJSON_AddStringToObject(
+        root, "tolerance_model",
+        chk.math == DG_MATH_FP32
+            ? "|c-ref| <= 2*k*eps32*sum|a||b| per element"
+            : "|c-ref| <= (2u + u^2 + 2*k*eps32*(1+u)^2)*sum|a||b| per element, "
+              "u the input rounding (tf32 2^-11, bf16 2^-8)");
+    cJSON_AddStringToObject(root, "math", dg_math_name(chk.math));
     bool failed = false, missing = false, ran_link = false, ran_sustain = false;
     /* Level 2: the op cases once for every backend, and the reference's own check. */
     dg_op_suite *suite = NULL;

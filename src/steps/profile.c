@@ -168,6 +168,22 @@ static double batch_bytes(const cJSON *rec)
 
 /* The trace: the profiled pass's op events (pid 1), and from the unprofiled
  * pass its step times end to end and a composite median step (pid 2). */
+/* The n parts of a composite (ms each, NAN: left out) one after the other
+ * from 0 on thread tid of the unprofiled pass, each named names[i]. */
+static void composite(cJSON *ev, const char *const *names, const double *ms, size_t n,
+                      const char *cat, int tid)
+{
+    double ts = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(ms[i]))
+            continue;
+        cJSON *args = dg_trace_add(ev, names[i], cat, ts, ms[i] * 1e3, 2, tid);
+        if (args)
+            cJSON_AddNumberToObject(args, "ms", ms[i]);
+        ts += ms[i] * 1e3;
+    }
+}
+
 static cJSON *trace_events(const cJSON *prec, const cJSON *urec, const split *s, int warmup,
                            const char *backend)
 {
@@ -206,24 +222,8 @@ static cJSON *trace_events(const cJSON *prec, const cJSON *urec, const split *s,
         ts += it->valuedouble * 1e3;
         g++;
     }
-    ts = 0;
-    for (size_t i = 0; i < NSTEP; i++) {
-        if (!isfinite(s->step[i]))
-            continue;
-        cJSON *args = dg_trace_add(ev, step_names[i], "phase", ts, s->step[i] * 1e3, 2, 2);
-        if (args)
-            cJSON_AddNumberToObject(args, "ms", s->step[i]);
-        ts += s->step[i] * 1e3;
-    }
-    ts = 0;
-    for (size_t i = 0; i < NSTAGES; i++) {
-        if (!isfinite(s->stage[i]))
-            continue;
-        cJSON *args = dg_trace_add(ev, stage_names[i], "data", ts, s->stage[i] * 1e3, 2, 3);
-        if (args)
-            cJSON_AddNumberToObject(args, "ms", s->stage[i]);
-        ts += s->stage[i] * 1e3;
-    }
+    composite(ev, step_names, s->step, NSTEP, "phase", 2);
+    composite(ev, stage_names, s->stage, NSTAGES, "data", 3);
     return ev;
 }
 

@@ -14,10 +14,17 @@ typedef struct dg_matmul_check {
     int m, n, k;
     uint64_t seed;
     int warm_reps;
+    dg_math math;                  /* the backend's set_math mode for the product (fp32: none) */
     const struct dg_op_suite *ops; /* level 2: every op against float64 (NULL: not run) */
     int level;                     /* the gate's level: 2 adds the link, 3 the sustained load */
     double sustain_s, load;        /* levels 3-4: the load's seconds per backend and busy share */
 } dg_matmul_check;
+
+/* The gate's per-element tolerance over sum_p |a_ip| |b_pj| for a length-k
+ * product in math mode m (docs/schema/gate.md derives it): 2 k eps32 for fp32; with
+ * inputs rounded to a unit roundoff u first (tf32 2^-11, bf16 2^-8),
+ * 2u + u^2 + 2 k eps32 (1 + u)^2. */
+double dg_gate_tol_unit(int k, dg_math m);
 
 /* Describes backend `name` (built, available, reason, versions, devices) and,
  * when check is non-NULL and it is available, runs the matrix product on it.

@@ -91,6 +91,9 @@ rc=$?
 [ "$rc" -le 1 ] && ok || { bad "run exited $rc"; tail -5 run.err >&2; }
 expect_json run.json 'd["lock"]["state"] == "held" and isinstance(d["contention"], dict) and d["soak"]["lock"]["state"] == "held"'
 expect_json run.json 'd["soak"]["steps_per_epoch"] == 8 and d["soak"]["epochs_recorded"] == 9'
-expect_json run.json 'any(f["id"] == "slowing-down" and f["severity"] == "warn" for f in d["findings"])'
+# On a loaded machine the run's window may be contended: the slowdown is then
+# named with the other processes, at info (contention is never the program's
+# fault), and contended says so.
+expect_json run.json 'any(f["id"] == "slowing-down" and (f["severity"] == "warn" or (f["severity"] == "info" and "other processes took" in f["title"] and d["contention"]["others_cpus"]["value"] >= 0.5)) for f in d["findings"])'
 
 done_tests

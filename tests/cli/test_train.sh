@@ -94,6 +94,11 @@ expect_grep err 'frobnicate'
 # TF32 is opt-in and cuda-only; the default is recorded as exact fp32.
 expect_exit 2 "$DG" --no-ledger train --backend cpu --tf32
 expect_grep err 'TF32'
+# bf16 likewise (--precision; other backends refuse it with a usage error).
+expect_exit 2 "$DG" --no-ledger train --backend cpu --precision bf16
+expect_grep err 'the cpu backend has no bf16 mode'
+expect_exit 2 "$DG" --no-ledger train --backend cpu --precision fp16
+expect_grep err 'fp32, tf32 or bf16'
 expect_json "$T/golden-cpu-mlp.json" 'd["spec"]["math"] == "fp32"'
 
 # Memory budget: out of memory is reported with the requested size, exit 1.

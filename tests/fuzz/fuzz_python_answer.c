@@ -12,10 +12,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const ends[] = {"ok", "failed", "timeout", "crashed", "not-found"};
-    uint8_t h[3] = {0};
-    size_t hn = size < sizeof h ? size : sizeof h;
-    memcpy(h, data, hn);
+    static const char *const ends[] = {"ok", "failed", "timeout", "crashed", "not-found", NULL};
+    uint8_t h[3];
+    size_t hn = fuzz_head(data, size, h, sizeof h);
     fuzz_parts in;
     if (fuzz_split(data + hn, size - hn, 2, &in) < 0)
         return 0;
@@ -51,11 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (same != 1)
             abort();
     }
-    const char *st = dg_jstr(o, "run.status");
-    bool known = false;
-    for (int i = 0; st && i < 5; i++)
-        known = known || strcmp(st, ends[i]) == 0;
-    if (!known)
+    if (!fuzz_one_of(dg_jstr(o, "run.status"), ends))
         abort();
     cJSON_Delete(o);
     cJSON_Delete(dirs);

@@ -56,11 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    char *text = malloc(size);
+    char *text = fuzz_text(data + 1, size - 1);
     if (!text)
         return 0;
-    memcpy(text, data + 1, size - 1);
-    text[size - 1] = '\0';
     int protocol;
     cJSON *info = NULL, *bk = NULL;
     char state[16], path[700], *list = NULL;

@@ -15,7 +15,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -25,15 +24,6 @@
 #define ABC_SHA "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 static char g_root[512], g_cache[600];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
 
 static void put_file(const char *dir, const char *name, const char *text, size_t len)
 {
@@ -49,7 +39,7 @@ static void put_file(const char *dir, const char *name, const char *text, size_t
 
 static void remove_root(void)
 {
-    nftw(g_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    dg_remove_tree(g_root);
 }
 
 /* A fresh cache: the file "abc" cached as a.bin, and the run TOKEN's folder
@@ -68,7 +58,7 @@ static void fresh_cache(const fuzz_parts *in, unsigned flags)
         snprintf(g_cache, sizeof g_cache, "%s/cache", g_root);
         atexit(remove_root);
     }
-    nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    dg_remove_tree(g_cache);
     char dir[900];
     snprintf(dir, sizeof dir, "%s/objects/%s", g_cache, ABC_SHA);
     if (!dg_make_dirs(dir))

@@ -9,16 +9,11 @@
 #include "fuzz_util.h"
 #include "pool/pool_int.h"
 
-static const char *const k_states[] = {"pending",   "running", "completed", "failed",
-                                       "cancelled", "unknown", NULL};
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     char *nl = strchr(text, '\n');
     const char *job = "4242", *out = text;
     if (nl) {
@@ -38,11 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON_ArrayForEach(e, arr)
         {
             double t = dg_jnum(e, "task");
-            const char *st = dg_jstr(e, "state");
-            bool known = false;
-            for (int i = 0; st && k_states[i]; i++)
-                known = known || strcmp(st, k_states[i]) == 0;
-            if (!(t > last) || !known)
+            if (!(t > last) || !fuzz_pool_state_ok(dg_jstr(e, "state")))
                 abort();
             last = t;
         }

@@ -24,9 +24,8 @@ static void metric_ok(dg_metric m)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t h[6] = {0};
-    size_t hn = size < sizeof h ? size : sizeof h;
-    memcpy(h, data, hn);
+    uint8_t h[6];
+    size_t hn = fuzz_head(data, size, h, sizeof h);
     fuzz_parts in;
     if (fuzz_split(data + hn, size - hn, 2, &in) < 0)
         return 0;

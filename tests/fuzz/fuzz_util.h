@@ -59,23 +59,6 @@ static inline int fuzz_split(const uint8_t *data, size_t size, int max, fuzz_par
     return f->n;
 }
 
-/* Aborts unless o prints as JSON that is valid UTF-8 and parses back (NULL: nothing to check). */
-static inline void fuzz_json_check(const cJSON *o)
-{
-    if (!o)
-        return;
-    char *s = cJSON_PrintUnformatted(o);
-    if (!s)
-        abort();
-    if (!dg_utf8_valid(s, strlen(s)))
-        abort();
-    cJSON *back = cJSON_Parse(s);
-    if (!back)
-        abort();
-    cJSON_Delete(back);
-    cJSON_free(s);
-}
-
 /* Aborts unless the metric at path below o (absent: nothing to check) has
  * the record's shape: valid true with a finite value, or valid false with
  * null. */
@@ -92,7 +75,7 @@ static inline void fuzz_metric_check(const cJSON *o, const char *path)
         abort();
 }
 
-/* fuzz_json_check over a JSON text (NULL: nothing to check). */
+/* Aborts unless json is valid UTF-8 and parses (NULL: nothing to check). */
 static inline void fuzz_text_check(const char *json)
 {
     if (!json)
@@ -103,6 +86,55 @@ static inline void fuzz_text_check(const char *json)
     if (!o)
         abort();
     cJSON_Delete(o);
+}
+
+/* Aborts unless o prints as JSON that is valid UTF-8 and parses back (NULL: nothing to check). */
+static inline void fuzz_json_check(const cJSON *o)
+{
+    if (!o)
+        return;
+    char *s = cJSON_PrintUnformatted(o);
+    if (!s)
+        abort();
+    fuzz_text_check(s);
+    cJSON_free(s);
+}
+
+/* The input's first n bytes into h (zeros past its end); the bytes taken. */
+static inline size_t fuzz_head(const uint8_t *data, size_t size, uint8_t *h, size_t n)
+{
+    size_t k = size < n ? size : n;
+    memset(h, 0, n);
+    memcpy(h, data, k);
+    return k;
+}
+
+/* The input as a NUL-terminated text (free); NULL when out of memory. */
+static inline char *fuzz_text(const uint8_t *data, size_t size)
+{
+    char *t = malloc(size + 1);
+    if (t) {
+        memcpy(t, data, size);
+        t[size] = '\0';
+    }
+    return t;
+}
+
+/* True when s is one of words (NULL-terminated). */
+static inline bool fuzz_one_of(const char *s, const char *const *words)
+{
+    for (int i = 0; s && words[i]; i++)
+        if (strcmp(s, words[i]) == 0)
+            return true;
+    return false;
+}
+
+/* True when s is one of the pool's words for a task's state (src/pool/). */
+static inline bool fuzz_pool_state_ok(const char *s)
+{
+    static const char *const states[] = {"pending",   "running", "completed", "failed",
+                                         "cancelled", "unknown", NULL};
+    return fuzz_one_of(s, states);
 }
 
 #endif

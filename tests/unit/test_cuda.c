@@ -1206,22 +1206,33 @@ static double tf32_err(const float *got, const double *want, const double *mag, 
     return worst;
 }
 
-/* set_math(1) (devgate train --tf32): a GEMM and a convolution (forward and
- * backward) still agree with double references within a TF32 tolerance
- * (1e-2 of the sum of |terms|); set_math(0) restores exact fp32 (the GEMM and
- * conv TF32 detectors pass again). Run on a context of each conv path. */
-static void tf32_mode(void)
+/* set_math(mode) (1: devgate train --tf32, 2: --precision bf16): a GEMM and
+ * a convolution (forward and backward) still agree with double references
+ * within the mode's tolerance of the sum of |terms| (TF32 1e-2; bf16 the
+ * gate's bound for rounded inputs, 2u + u^2 + 2 K eps32 with u = 2^-8, and
+ * for the convolutions a third u for the bf16 output cuDNN writes); bf16
+ * must also show its rounding (a GEMM error of at least 3e-5, where fp32's is
+ * about 1e-7: the mode was not silently ignored); set_math(0) restores exact
+ * fp32 (the GEMM and conv TF32 detectors pass again). With bf16 on a context
+ * without cuDNN the convolution must fail with a message instead. Run on a
+ * context of each conv path. */
+static void math_mode(int mode)
 {
     enum { M = 192, N = 160, K = 320 };
-    const double tol = 1e-2;
+    const double u = 1.0 / 256, bf_gemm = 2 * u + u * u + 2.0 * K * FLT_EPSILON * (1 + u) * (1 + u);
+    const double tol = mode == 2 ? bf_gemm : 1e-2, conv_tol = mode == 2 ? bf_gemm + u : 1e-2;
+    const char *name = mode == 2 ? "bf16" : "tf32";
+    char text[512] = "";
     CHECK_MSG(bi->set_math != NULL, "the cuda backend has no set_math");
     if (!bi->set_math)
         return;
-    CHECK(bi->set_math(cx, 2) == DG_ERR_USAGE);
-    dg_status st = bi->set_math(cx, 1);
-    CHECK_MSG(st == DG_OK, "set_math(1): %s", bi->last_error(cx));
+    CHECK(bi->set_math(cx, 3) == DG_ERR_USAGE && bi->set_math(cx, -1) == DG_ERR_USAGE);
+    dg_status st = bi->set_math(cx, mode);
+    CHECK_MSG(st == DG_OK, "set_math(%d): %s", mode, bi->last_error(cx));
     if (st != DG_OK)
         return;
+    bi->versions(cx, text, sizeof text);
+    bool dnn = strstr(text, ", cuDNN ") != NULL;
 
     /* GEMM. */
     float *a = frnd((size_t)M * K, 71), *b = frnd((size_t)K * N, 72),
@@ -1243,11 +1254,13 @@ static void tf32_mode(void)
         CHECK(bi->buf_alloc(cx, sizeof(float) * M * N, &dc) == DG_OK);
         if (da && db && dc) {
             st = bi->gemm(cx, false, false, M, N, K, 1.0f, R(da), K, R(db), N, 0.0f, R(dc), N);
-            CHECK_MSG(st == DG_OK, "tf32 gemm: %s", bi->last_error(cx));
+            CHECK_MSG(st == DG_OK, "%s gemm: %s", name, bi->last_error(cx));
             from_dev(dc, c, sizeof(float) * M * N);
             double e = tf32_err(c, want, mag, (size_t)M * N);
-            CHECK_MSG(e <= tol, "tf32 gemm: normalised error %.3g > %.0e", e, tol);
-            printf("tf32 gemm %dx%dx%d: normalised error %.3g\n", M, N, K, e);
+            CHECK_MSG(e <= tol, "%s gemm: normalised error %.3g > %.3g", name, e, tol);
+            CHECK_MSG(mode != 2 || e >= 3e-5,
+                      "bf16 gemm: normalised error %.3g: inputs not rounded to bf16?", e);
+            printf("%s gemm %dx%dx%d: normalised error %.3g (bound %.3g)\n", name, M, N, K, e, tol);
         }
     } else {
         CHECK_MSG(0, "host allocation");
@@ -1275,22 +1288,29 @@ static void tf32_mode(void)
         CHECK(bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
-        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
+        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk && mode == 2 && !dnn) {
             st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
-            CHECK_MSG(st == DG_OK, "tf32 conv2d_fwd: %s", bi->last_error(cx));
+            CHECK_MSG(st != DG_OK && strstr(bi->last_error(cx), "cuDNN only"),
+                      "bf16 conv2d_fwd without cuDNN: %s: %s", dg_status_name(st),
+                      bi->last_error(cx));
+            printf("bf16 conv without cuDNN: %s\n", bi->last_error(cx));
+        } else if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
+            st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
+            CHECK_MSG(st == DG_OK, "%s conv2d_fwd: %s", name, bi->last_error(cx));
             st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
                                 (dg_ref){NULL, 0}, R(wk));
-            CHECK_MSG(st == DG_OK, "tf32 conv2d_bwd: %s", bi->last_error(cx));
+            CHECK_MSG(st == DG_OK, "%s conv2d_bwd: %s", name, bi->last_error(cx));
             from_dev(y_d, gy, ny * 4);
             from_dev(dx_d, gdx, nx * 4);
             from_dev(dw_d, gdw, nw * 4);
             double ey = tf32_err(gy, ry, rym, ny), ex = tf32_err(gdx, rdx, rdxm, nx);
             double ew = tf32_err(gdw, rdw, rdwm, nw);
-            CHECK_MSG(ey <= tol && ex <= tol && ew <= tol,
-                      "tf32 conv: normalised errors y %.3g dx %.3g dw %.3g > %.0e", ey, ex, ew,
-                      tol);
-            printf("tf32 conv n%d c%d>%d %dx%d: normalised errors y %.3g dx %.3g dw %.3g\n", s.n,
-                   s.c, s.k, s.h, s.w, ey, ex, ew);
+            CHECK_MSG(ey <= conv_tol && ex <= conv_tol && ew <= conv_tol,
+                      "%s conv: normalised errors y %.3g dx %.3g dw %.3g > %.3g", name, ey, ex, ew,
+                      conv_tol);
+            printf("%s conv n%d c%d>%d %dx%d: normalised errors y %.3g dx %.3g dw %.3g (bound "
+                   "%.3g)\n",
+                   name, s.n, s.c, s.k, s.h, s.w, ey, ex, ew, conv_tol);
         }
     } else {
         CHECK_MSG(0, "host allocation");
@@ -1435,7 +1455,8 @@ static void conv_paths(void)
         printf("conv path %s: %s\n", paths[m], text);
         conv_cases();
         conv_not_tf32();
-        tf32_mode();
+        math_mode(1);
+        math_mode(2);
         conv_capture();
         cifar_convs(paths[m]);
         bi->versions(cx, text, sizeof text);

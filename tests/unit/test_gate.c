@@ -1,7 +1,13 @@
 /* The device gate: the cpu backend passes; a backend that corrupts one element
- * of the product, or fails a copy, fails the gate with that reason. */
+ * of the product, or fails a copy, fails the gate with that reason. With a
+ * math mode the bound widens by exactly the input rounding: a product of
+ * inputs rounded to bf16 passes the bf16 bound and fails the fp32 one, and
+ * inputs rounded coarser than bf16 fail the bf16 bound too. */
 #include "check.h"
 #include "steps/steps.h"
+
+#include <float.h>
+#include <math.h>
 
 static const dg_backend_iface *real;
 static dg_backend_iface broken;
@@ -17,6 +23,61 @@ static dg_status corrupt_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, 
     v += 0.1f;
     real->upload(ctx, c.buf, at, &v, sizeof v);
     return st;
+}
+
+/* A host "device" with math modes: mode 2 rounds A and B to `bits`
+ * significant bits (8: bf16, round to nearest even) before the real product. */
+static int fake_mode, fake_bits = 8, fake_modes_seen;
+
+static dg_status fake_set_math(void *ctx, int mode)
+{
+    fake_mode = mode;
+    fake_modes_seen |= 1 << mode;
+    return DG_OK;
+}
+
+static float round_bits(float x, int bits)
+{
+    int e;
+    double f = frexp((double)x, &e); /* x = f 2^e, 0.5 <= |f| < 1 */
+    return (float)ldexp(nearbyint(ldexp(f, bits)), e - bits);
+}
+
+static dg_status rounded_copy(void *ctx, dg_ref src, size_t n, void **out)
+{
+    float *h = malloc(n * sizeof *h);
+    dg_status st = h ? real->buf_alloc(ctx, n * sizeof *h, out) : DG_ERR_NOMEM;
+    if (st == DG_OK)
+        st = real->download(ctx, src.buf, src.off, h, n * sizeof *h);
+    for (size_t i = 0; st == DG_OK && i < n; i++)
+        h[i] = round_bits(h[i], fake_bits);
+    if (st == DG_OK)
+        st = real->upload(ctx, *out, 0, h, n * sizeof *h);
+    free(h);
+    return st;
+}
+
+static dg_status rounding_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
+                               dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+{
+    if (fake_mode != 2)
+        return real->gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    void *ra = NULL, *rb = NULL; /* the gate's operands are dense, untransposed */
+    dg_status st = rounded_copy(ctx, a, (size_t)m * k, &ra);
+    if (st == DG_OK)
+        st = rounded_copy(ctx, b, (size_t)k * n, &rb);
+    if (st == DG_OK)
+        st = real->gemm(ctx, ta, tb, m, n, k, alpha, (dg_ref){ra, 0}, lda, (dg_ref){rb, 0}, ldb,
+                        beta, c, ldc);
+    real->buf_free(ctx, ra);
+    real->buf_free(ctx, rb);
+    return st;
+}
+
+static cJSON *gate_math(dg_ctx *ctx, const dg_backend_iface *iface, dg_math math)
+{
+    dg_matmul_check chk = {.m = 48, .n = 40, .k = 300, .seed = 5, .warm_reps = 1, .math = math};
+    return dg_gate_backend(ctx, "cpu", iface, &chk);
 }
 
 static dg_status refuse_download(void *ctx, const void *buf, size_t off, void *dst, size_t bytes)
@@ -71,6 +132,40 @@ int main(void)
     b = gate_with(ctx, &broken, 16, 16, 16);
     CHECK(!matmul_ok(b));
     CHECK(strncmp(matmul_reason(b), "download failed", 15) == 0);
+    cJSON_Delete(b);
+
+    /* The bf16 bound: 2u + u^2 + 2 k eps32 (1 + u)^2, u = 2^-8; fp32's is 2 k eps32. */
+    CHECK(fabs(dg_gate_tol_unit(300, DG_MATH_FP32) - 600.0 * FLT_EPSILON) < 1e-15);
+    double u = 1.0 / 256;
+    CHECK(fabs(dg_gate_tol_unit(300, DG_MATH_BF16) -
+               (2 * u + u * u + 600.0 * FLT_EPSILON * (1 + u) * (1 + u))) < 1e-15);
+    broken = *real;
+    broken.gemm = rounding_gemm;
+    broken.set_math = fake_set_math;
+    fake_mode = 0;
+    b = gate_math(ctx, &broken, DG_MATH_BF16); /* set_math(2): bf16 inputs, bf16 bound */
+    /* bf16 for the product, then back to fp32 (the level 2 op checks are fp32's). */
+    CHECK_MSG(matmul_ok(b) && fake_modes_seen == (1 << 2 | 1 << 0) && fake_mode == 0, "%s",
+              matmul_reason(b));
+    CHECK(
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "math")),
+               "bf16") == 0);
+    cJSON_Delete(b);
+    fake_mode = 2; /* rounded inputs judged by the fp32 bound: caught */
+    b = gate_math(ctx, &broken, DG_MATH_FP32);
+    CHECK_MSG(!matmul_ok(b), "bf16-rounded inputs passed the fp32 bound");
+    cJSON_Delete(b);
+    fake_bits = 4; /* 4 significant bits: outside the bf16 bound */
+    b = gate_math(ctx, &broken, DG_MATH_BF16);
+    CHECK_MSG(!matmul_ok(b), "inputs rounded to 4 bits passed the bf16 bound");
+    CHECK(strstr(matmul_reason(b), "outside tolerance") != NULL);
+    cJSON_Delete(b);
+    fake_bits = 8;
+    b = gate_math(ctx, NULL, DG_MATH_BF16); /* the cpu has no math modes: checked in fp32 */
+    CHECK(matmul_ok(b));
+    CHECK(
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "math")),
+               "fp32") == 0);
     cJSON_Delete(b);
 
     /* Whole gate: usage errors and the record's shape. */

@@ -455,9 +455,13 @@ static void test_bucket(void)
     CHECK_MSG(strcmp(a, b) == 0, "cache or prefetch changed the bucket");
     /* The math mode changes numerics: TF32 runs are another bucket. */
     v = o;
-    v.tf32 = true;
+    v.math = DG_MATH_TF32;
     bucket_of(s, v, b);
     CHECK_MSG(strcmp(a, b) != 0, "the math mode does not change the bucket");
+    char bf[65];
+    v.math = DG_MATH_BF16;
+    bucket_of(s, v, bf);
+    CHECK_MSG(strcmp(a, bf) != 0 && strcmp(b, bf) != 0, "bf16 shares a bucket with fp32 or tf32");
     /* Resolution order does not matter: the list is sorted. */
     o.nres = 2;
     o.res[1] = (dg_resolution){3, 3, 1};

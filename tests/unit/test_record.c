@@ -347,22 +347,30 @@ static void check_view_soak_versions(const cJSON *soak2)
     cJSON_Delete(ev);
 }
 
-/* An slo record (tests/data/records/slo-ladder.json, written by devgate slo
- * against tests/python/scripts/slo_server.py): every key in the table's SLO
- * rows, and its typed view (core/record_slo.h). */
-static void check_slo_fixture(void)
+/* The committed record tests/data/records/NAME, parsed (NULL after a failed CHECK). */
+static cJSON *load_record(const char *name)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/tests/data/records/slo-ladder.json", getenv("DEVGATE_SRC"));
+    snprintf(path, sizeof path, "%s/tests/data/records/%s", getenv("DEVGATE_SRC"), name);
     FILE *f = fopen(path, "rb");
     CHECK(f != NULL);
     if (!f)
-        return;
+        return NULL;
     static char buf[4 << 20];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
     cJSON *rec = cJSON_Parse(buf);
+    CHECK(rec != NULL);
+    return rec;
+}
+
+/* An slo record (tests/data/records/slo-ladder.json, written by devgate slo
+ * against tests/python/scripts/slo_server.py): every key in the table's SLO
+ * rows, and its typed view (core/record_slo.h). */
+static void check_slo_fixture(void)
+{
+    cJSON *rec = load_record("slo-ladder.json");
     CHECK(rec && check_section(rec, DG_SEC_SLO, "slo", false) == 0);
     dg_record_view v;
     CHECK(rec && dg_record_view_build(NULL, rec, &v) == DG_OK);
@@ -381,17 +389,9 @@ static void check_slo_fixture(void)
 /* The ledger holds version-1 evidence records: the fixture the rules test uses. */
 static void check_view_v1_fixture(void)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/data/records/healthy.json", getenv("DEVGATE_SRC"));
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    if (!f)
+    cJSON *rec = load_record("healthy.json");
+    if (!rec)
         return;
-    static char buf[4 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    cJSON *rec = cJSON_Parse(buf);
     dg_record_view v;
     CHECK(rec && dg_record_view_build(NULL, rec, &v) == DG_OK);
     CHECK(v.soak.has_payload &&

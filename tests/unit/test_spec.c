@@ -27,7 +27,7 @@ static bool same_opts(const dg_train_opts *a, const dg_train_opts *b)
            same_str(a->resolution, b->resolution) && same_str(a->augment, b->augment) &&
            same_str(a->normalize, b->normalize) && a->cache == b->cache &&
            a->on_bad_fail == b->on_bad_fail && a->max_bad_share == b->max_bad_share &&
-           a->tf32 == b->tf32;
+           a->math == b->math;
 }
 
 static dg_status decode(dg_ctx *ctx, const char *json)
@@ -99,9 +99,9 @@ int main(void)
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         CHECK_MSG(dg_train_opts_set(ctx, &o, set[i][0], set[i][1]) == DG_OK, "%s=%s: %s", set[i][0],
                   set[i][1], dg_errmsg(ctx));
-    CHECK(o.in_c == 3 && o.in_h == 32 && o.tf32 && o.no_capture && o.workers == -1 &&
-          o.max_bad_share < 0 && o.on_bad_fail && o.momentum == 0 && o.seed == UINT64_MAX &&
-          o.mem_budget == (size_t)512 << 20);
+    CHECK(o.in_c == 3 && o.in_h == 32 && o.math == DG_MATH_TF32 && o.no_capture &&
+          o.workers == -1 && o.max_bad_share < 0 && o.on_bad_fail && o.momentum == 0 &&
+          o.seed == UINT64_MAX && o.mem_budget == (size_t)512 << 20);
     char *text = NULL;
     CHECK(dg_spec_encode(ctx, &o, &text) == DG_OK && text != NULL);
     dg_spec *s = NULL;

@@ -30,21 +30,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/backend.h"
-
-/* cuDNN convolutions (cudnn_conv.cu; hidden symbols, not exported). */
-typedef struct cdn_ctx cdn_ctx;
-#define CDN_HIDDEN __attribute__((visibility("hidden")))
-CDN_HIDDEN bool cdn_version_text(char *buf, size_t len);
-CDN_HIDDEN dg_status cdn_open(cdn_ctx **out, cudaStream_t stream, char *why, size_t len);
-CDN_HIDDEN void cdn_close(cdn_ctx *d);
-CDN_HIDDEN void cdn_set_math(cdn_ctx *d, int tf32);
-CDN_HIDDEN dg_status cdn_plan_shape(cdn_ctx *d, const dg_conv_shape *s, bool may_find, size_t *ws);
-CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
-                                  const float *w, float *y, void *work, char *err, size_t len);
-CDN_HIDDEN dg_status cdn_conv_bwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
-                                  const float *w, const float *dy, float *dx, float *dw, void *work,
-                                  char *err, size_t len);
-CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
+#include "cuda_bf16.h"
 
 #define CU_BUF_MAGIC 0x64674355u        /* "UCgd" */
 #define CU_BLAS_WORKSPACE (32u << 20)   /* cuBLAS workspace: Hopper's recommendation */
@@ -102,6 +88,8 @@ typedef struct cu_ctx {
     bool capturing;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    int math;       /* CU_MATH_* (set_math) */
+    cbf_scratch bf; /* bf16 copies of a GEMM's operands (CU_MATH_BF16) */
     char err[512];
 } cu_ctx;
 
@@ -699,6 +687,7 @@ static void cu_free(void *ctx)
         cudaStreamSynchronize(c->copy);
     cu_pin_release_all(c);
     cu_drop_graph(c);
+    cbf_scratch_free(&c->bf);
     for (int i = 0; i < DG_EVENT_SLOTS; i++)
         if (c->ev[i])
             cudaEventDestroy(c->ev[i]);
@@ -1350,6 +1339,14 @@ static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float
         return DG_OK;
     if ((st = cu_bind(c)) != DG_OK)
         return st;
+    if (c->math == CU_MATH_BF16 && k > 0) {
+        char msg[400];
+        st = cbf_gemm(c->blas, c->stream, &c->bf, c->capturing, ta, tb, m, n, k, alpha,
+                      (const float *)pa, ta ? cu_extent(k, m, lda) : cu_extent(m, k, lda), lda,
+                      (const float *)pb, tb ? cu_extent(n, k, ldb) : cu_extent(k, n, ldb), ldb,
+                      beta, (float *)pc, ldc, msg, sizeof msg);
+        return st == DG_OK ? DG_OK : cu_fail(c, st, "cuda: gemm: %s", msg);
+    }
     return cu_sgemm(c, ta, tb, m, n, k, alpha, (const float *)pa, lda, (const float *)pb, ldb, beta,
                     (float *)pc, ldc);
 }
@@ -1654,8 +1651,9 @@ static bool cu_conv_on_dnn(cu_ctx *c, const dg_conv_shape *s, size_t *ws)
     return c && c->dnn && cdn_plan_shape(c->dnn, s, !c->capturing, ws) == DG_OK;
 }
 
-/* cuDNN's workspace (the most its three chosen algorithms need) when it runs
- * s, else im2col's column buffers. */
+/* cuDNN's workspace (the most its three chosen algorithms need; in bf16 mode
+ * followed by the bf16 copies of the operands) when it runs s, else im2col's
+ * column buffers. */
 static size_t cu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
 {
     cu_ctx *c = (cu_ctx *)ctx;
@@ -1664,7 +1662,8 @@ static size_t cu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
     if (!cu_conv_plan_make(s, &pl))
         return 0;
     if (c && c->dnn && cu_bind(c) == DG_OK && cu_conv_on_dnn(c, s, &ws))
-        return ws;
+        return c->math == CU_MATH_BF16 ? ws + cbf_conv_extra(pl.x_count, pl.w_count, pl.y_count)
+                                       : ws;
     return pl.work_bytes;
 }
 
@@ -1684,6 +1683,47 @@ static cu_conv_geo cu_geo(const dg_conv_shape *s, int cn)
     g.ho = s->ho;
     g.wo = s->wo;
     return g;
+}
+
+/* bf16 mode has no im2col path: a convolution cuDNN does not run fails. */
+static dg_status cu_conv_no_bf16(cu_ctx *c, const char *op, const dg_conv_shape *s)
+{
+    char plans[300] = ""; /* cuDNN's plans, the declined ones with their reason */
+    if (c->dnn)
+        cdn_describe(c->dnn, plans, sizeof plans);
+    return cu_fail(c, DG_ERR_UNAVAILABLE,
+                   "cuda: %s: --precision bf16 runs convolutions on cuDNN only, and cuDNN does not "
+                   "run n%d c%d>%d %dx%d k%dx%d (%s%s)",
+                   op, s->n, s->c, s->k, s->h, s->w, s->kh, s->kw,
+                   c->dnn          ? "it declined the shape"
+                   : c->dnn_why[0] ? c->dnn_why
+                                   : "not loaded",
+                   plans);
+}
+
+/* A cuDNN convolution in bf16 mode (cuda_bf16.cu): the forward pass (fwd:
+ * y = conv(x, w) + bias) or the backward one (grads = {dy, dx or NULL, dw}),
+ * with the workspace holding cuDNN's dws bytes and the bf16 copies. */
+static dg_status cu_conv_bf16(cu_ctx *c, const dg_conv_shape *s, const cu_conv_plan *pl, size_t dws,
+                              void *px, void *pw, void *pb, void *py, void *grads[3], dg_ref work,
+                              bool fwd)
+{
+    const char *op = fwd ? "conv2d_fwd" : "conv2d_bwd";
+    size_t need = dws + cbf_conv_extra(pl->x_count, pl->w_count, pl->y_count);
+    void *pwk;
+    char msg[300];
+    dg_status st = cu_ref(c, op, "work", work, need / sizeof(float), &pwk);
+    if (st != DG_OK)
+        return st;
+    if (fwd)
+        st = cbf_conv_fwd(c->dnn, c->stream, s, pl->x_count, pl->w_count, pl->y_count,
+                          (const float *)px, (const float *)pw, (const float *)pb, (float *)py, pwk,
+                          dws, msg, sizeof msg);
+    else
+        st = cbf_conv_bwd(c->dnn, c->stream, s, pl->x_count, pl->w_count, pl->y_count,
+                          (const float *)px, (const float *)pw, (const float *)grads[0],
+                          (float *)grads[1], (float *)grads[2], pwk, dws, msg, sizeof msg);
+    return st == DG_OK ? DG_OK : cu_fail(c, st, "cuda: %s (bf16): %s", op, msg);
 }
 
 static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
@@ -1708,6 +1748,8 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
     if (cu_conv_on_dnn(c, s, &dws)) {
         char msg[256];
         pwk = NULL;
+        if (c->math == CU_MATH_BF16)
+            return cu_conv_bf16(c, s, &pl, dws, px, pw, pb, py, NULL, work, true);
         if (dws && (st = cu_ref(c, "conv2d_fwd", "work", work, dws / sizeof(float), &pwk)) != DG_OK)
             return st;
         if ((st = cdn_conv_fwd(c->dnn, s, (const float *)px, (const float *)pw, (float *)py, pwk,
@@ -1718,6 +1760,8 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
                                    "conv2d_fwd: bias");
         return DG_OK;
     }
+    if (c->math == CU_MATH_BF16)
+        return cu_conv_no_bf16(c, "conv2d_fwd", s);
     if ((st = cu_ref(c, "conv2d_fwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
         return st;
     float *col = (float *)pwk;
@@ -1768,6 +1812,15 @@ static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
     if (cu_conv_on_dnn(c, s, &dws)) {
         char msg[256];
         pwk = NULL;
+        if (c->math == CU_MATH_BF16) {
+            void *grads[3] = {pdy, pdx, pdw};
+            if ((st = cu_conv_bf16(c, s, &pl, dws, px, pw, NULL, NULL, grads, work, false)) !=
+                DG_OK)
+                return st;
+            if (pdb)
+                return cu_bias_grad_raw(c, (const float *)pdy, (float *)pdb, s->n, s->k, pl.P);
+            return DG_OK;
+        }
         if (dws && (st = cu_ref(c, "conv2d_bwd", "work", work, dws / sizeof(float), &pwk)) != DG_OK)
             return st;
         if ((st = cdn_conv_bwd(c->dnn, s, (const float *)px, (const float *)pw, (const float *)pdy,
@@ -1777,6 +1830,8 @@ static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
             return cu_bias_grad_raw(c, (const float *)pdy, (float *)pdb, s->n, s->k, pl.P);
         return DG_OK;
     }
+    if (c->math == CU_MATH_BF16)
+        return cu_conv_no_bf16(c, "conv2d_bwd", s);
     if ((st = cu_ref(c, "conv2d_bwd", "work", work, pl.work_bytes / sizeof(float), &pwk)) != DG_OK)
         return st;
     float *col = (float *)pwk, *dyt = col + pl.col_floats;
@@ -2001,24 +2056,28 @@ static dg_status cu_replay(void *ctx)
 }
 
 /* 0: exact fp32 (cuBLAS default math, cuDNN FMA math); 1: TF32 tensor cores
- * allowed for GEMMs and convolutions. Call before conv2d_workspace: the
- * convolution algorithms (and their workspaces) are chosen per math mode. */
+ * allowed for GEMMs and convolutions; 2: bf16 inputs to GEMMs and
+ * convolutions with fp32 accumulation (cuda_bf16.cu). Call before
+ * conv2d_workspace: the convolution algorithms (and their workspaces) are
+ * chosen per math mode. */
 static dg_status cu_set_math(void *ctx, int mode)
 {
     cu_ctx *c = (cu_ctx *)ctx;
     dg_status st;
     if ((st = cu_enter(c)) != DG_OK)
         return st;
-    if (mode != 0 && mode != 1)
-        return cu_fail(c, DG_ERR_USAGE, "cuda: set_math: mode %d (0 fp32, 1 tf32)", mode);
+    if (mode != CU_MATH_FP32 && mode != CU_MATH_TF32 && mode != CU_MATH_BF16)
+        return cu_fail(c, DG_ERR_USAGE, "cuda: set_math: mode %d (0 fp32, 1 tf32, 2 bf16)", mode);
     if (c->capturing)
         return cu_fail(c, DG_ERR_USAGE, "cuda: set_math: a capture is open");
-    cublasStatus_t bs =
-        cublasSetMathMode(c->blas, mode ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    /* bf16 GEMMs name their types and compute type (cublasGemmEx): default math. */
+    cublasStatus_t bs = cublasSetMathMode(c->blas, mode == CU_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                        : CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return cu_fail(c, DG_ERR_BACKEND, "cuda: cublasSetMathMode: %s: %s",
                        cublasGetStatusName(bs), cublasGetStatusString(bs));
     cdn_set_math(c->dnn, mode);
+    c->math = mode;
     return DG_OK;
 }
 

@@ -15,9 +15,12 @@
  * capture; there the heuristic list is used instead), and the choice is kept
  * with its descriptors. Choice rules:
  *   - fp32 FMA math only (CUDNN_FMA_MATH): no TF32 tensor-core rounding;
- *     except after cdn_set_math(d, 1) (devgate train --tf32): then the
- *     descriptors allow tensor-op math (TF32) and algorithms of either math
- *     type compete. Plans are kept per (shape, math mode);
+ *     except after cdn_set_math(d, CU_MATH_TF32) (devgate train --tf32): then
+ *     the descriptors allow tensor-op math (TF32) and algorithms of either
+ *     math type compete; after cdn_set_math(d, CU_MATH_BF16) (--precision
+ *     bf16) x, w and y are CUDNN_DATA_BFLOAT16 tensors with a float compute
+ *     type (cuDNN's bf16 configuration: fp32 accumulation) and tensor-op
+ *     math. Plans are kept per (shape, math mode);
  *   - no FFT algorithms and no non-fused Winograd (their rounding is not
  *     bounded by the per-element magnitude the tests hold results to); fused
  *     Winograd only where the reduction is at least 64 terms long, so that its
@@ -42,9 +45,8 @@
 
 #include <cuda_runtime.h>
 
-#include "backend/backend.h"
+#include "cuda_bf16.h"
 
-#define CDN_HIDDEN __attribute__((visibility("hidden")))
 #define CDN_WS_MIN ((size_t)256 << 20) /* workspace an algorithm may always ask for */
 #define CDN_WS_MAX ((size_t)4 << 30)   /* and never more than this */
 #define CDN_WS_ALIGN 256               /* workspace sizes are rounded up to this */
@@ -58,6 +60,7 @@ typedef int cdnStatus;          /* cudnnStatus_t */
 #define CDN_STATUS_SUCCESS 0    /* CUDNN_STATUS_SUCCESS */
 #define CDN_TENSOR_NCHW 0       /* CUDNN_TENSOR_NCHW */
 #define CDN_DATA_FLOAT 0        /* CUDNN_DATA_FLOAT */
+#define CDN_DATA_BFLOAT16 9     /* CUDNN_DATA_BFLOAT16 */
 #define CDN_CROSS_CORRELATION 1 /* CUDNN_CROSS_CORRELATION */
 #define CDN_TENSOR_OP_MATH 1    /* CUDNN_TENSOR_OP_MATH */
 #define CDN_TENSOR_OP_MATH_ALLOW_CONVERSION 2
@@ -163,7 +166,8 @@ static int cdn_state;          /* 0 not tried, 1 loaded, -1 failed (under cdn_lo
 static char cdn_load_why[256]; /* why the load failed */
 static cdn_api A;              /* valid once cdn_state == 1; never unloaded */
 
-static void cdn_msg(char *buf, size_t len, const char *fmt, ...)
+/* snprintf into buf (tolerates NULL/0); the plug-in's files share it. */
+CDN_HIDDEN void cdn_msg(char *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
     if (!buf || len == 0)
@@ -294,7 +298,7 @@ static bool cdn_load(char *why, size_t len)
 
 typedef struct cdn_plan {
     dg_conv_shape s;
-    int tf32;   /* the math mode the plan was made for */
+    int math;   /* the math mode the plan was made for (CU_MATH_*) */
     bool ok;    /* false: cuDNN declined this shape (im2col runs it) */
     bool found; /* chosen from Find's timings (else from the heuristics) */
     cdnDesc xd, yd, wd, cd;
@@ -306,7 +310,7 @@ typedef struct cdn_plan {
 
 struct cdn_ctx {
     cdnHandle h;
-    int tf32;      /* 1: TF32 tensor-op math allowed (cdn_set_math) */
+    int math;      /* CU_MATH_* (cdn_set_math) */
     size_t ws_cap; /* largest workspace an algorithm may ask for */
     cdn_plan *plans;
     int nplans, cap;
@@ -379,12 +383,13 @@ static void cdn_plan_free(cdn_plan *p)
     p->xd = p->yd = p->wd = p->cd = NULL;
 }
 
-/* 0: exact fp32 (FMA math, the default); 1: TF32 tensor-op math allowed.
- * Later plans (and lookups) use the mode; plans of the other mode stay cached. */
-CDN_HIDDEN void cdn_set_math(cdn_ctx *d, int tf32)
+/* CU_MATH_FP32: exact fp32 (FMA math, the default); CU_MATH_TF32: TF32
+ * tensor-op math allowed; CU_MATH_BF16: bf16 tensors, fp32 accumulation.
+ * Later plans (and lookups) use the mode; plans of other modes stay cached. */
+CDN_HIDDEN void cdn_set_math(cdn_ctx *d, int math)
 {
     if (d)
-        d->tf32 = tf32 ? 1 : 0;
+        d->math = math;
 }
 
 CDN_HIDDEN void cdn_close(cdn_ctx *d)
@@ -425,7 +430,7 @@ static bool cdn_allowed(int kind, int a, const dg_conv_shape *s)
 
 /* Picks from n results (Find: timed; heuristics: ranked, time < 0, where the
  * first deterministic one wins). -1 when none fits. */
-static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, bool tf32,
+static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, bool tensor_ops,
                     size_t cap)
 {
     int best = -1, best_det = -1;
@@ -433,8 +438,8 @@ static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, 
     bool timed = true;
     for (int i = 0; i < n; i++) {
         if (p[i].status != CDN_STATUS_SUCCESS || p[i].memory > cap ||
-            (!tf32 && (p[i].math_type == CDN_TENSOR_OP_MATH ||
-                       p[i].math_type == CDN_TENSOR_OP_MATH_ALLOW_CONVERSION)) ||
+            (!tensor_ops && (p[i].math_type == CDN_TENSOR_OP_MATH ||
+                             p[i].math_type == CDN_TENSOR_OP_MATH_ALLOW_CONVERSION)) ||
             !cdn_allowed(kind, p[i].algo, s))
             continue;
         if (p[i].time < 0.0f)
@@ -466,6 +471,8 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     cdn_perf perf[CDN_MAX_ALGOS];
     int got = 0, pick;
     cdnStatus st;
+    int dt = p->math == CU_MATH_BF16 ? CDN_DATA_BFLOAT16 : CDN_DATA_FLOAT;
+    bool tensor_ops = p->math != CU_MATH_FP32;
 
 #define CDN_CHECK(call, what)                                                                      \
     do {                                                                                           \
@@ -480,16 +487,14 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     CDN_CHECK(A.create_tensor(&p->yd), "cudnnCreateTensorDescriptor");
     CDN_CHECK(A.create_filter(&p->wd), "cudnnCreateFilterDescriptor");
     CDN_CHECK(A.create_conv(&p->cd), "cudnnCreateConvolutionDescriptor");
-    CDN_CHECK(A.set_tensor4d(p->xd, CDN_TENSOR_NCHW, CDN_DATA_FLOAT, s->n, s->c, s->h, s->w),
-              "x descriptor");
-    CDN_CHECK(A.set_tensor4d(p->yd, CDN_TENSOR_NCHW, CDN_DATA_FLOAT, s->n, s->k, s->ho, s->wo),
-              "y descriptor");
-    CDN_CHECK(A.set_filter4d(p->wd, CDN_DATA_FLOAT, CDN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw),
-              "w descriptor");
+    CDN_CHECK(A.set_tensor4d(p->xd, CDN_TENSOR_NCHW, dt, s->n, s->c, s->h, s->w), "x descriptor");
+    CDN_CHECK(A.set_tensor4d(p->yd, CDN_TENSOR_NCHW, dt, s->n, s->k, s->ho, s->wo), "y descriptor");
+    CDN_CHECK(A.set_filter4d(p->wd, dt, CDN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw), "w descriptor");
     CDN_CHECK(A.set_conv2d(p->cd, s->pad, s->pad, s->stride, s->stride, 1, 1, CDN_CROSS_CORRELATION,
                            CDN_DATA_FLOAT),
               "conv descriptor");
-    CDN_CHECK(A.set_math(p->cd, p->tf32 ? CDN_TENSOR_OP_MATH : CDN_FMA_MATH),
+    /* The compute type stays float: bf16 tensors accumulate in fp32. */
+    CDN_CHECK(A.set_math(p->cd, tensor_ops ? CDN_TENSOR_OP_MATH : CDN_FMA_MATH),
               "cudnnSetConvolutionMathType");
 
     /* Forward. */
@@ -497,11 +502,11 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     if (may_find &&
         A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
             CDN_STATUS_SUCCESS &&
-        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0, d->ws_cap)) >= 0)
+        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, tensor_ops, d->ws_cap)) >= 0)
         p->found = true;
     if (pick < 0 && A.get_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FWD, s, perf, got, p->tf32 != 0, d->ws_cap), p->found = false;
+        pick = cdn_pick(CDN_KIND_FWD, s, perf, got, tensor_ops, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable forward algorithm");
         return false;
@@ -513,10 +518,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0, d->ws_cap);
+        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, tensor_ops, d->ws_cap);
     if (pick < 0 && A.get_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, p->tf32 != 0, d->ws_cap), p->found = false;
+        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, tensor_ops, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-data algorithm");
         return false;
@@ -529,10 +534,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0, d->ws_cap);
+        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, tensor_ops, d->ws_cap);
     if (pick < 0 && A.get_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, p->tf32 != 0, d->ws_cap), p->found = false;
+        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, tensor_ops, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-filter algorithm");
         return false;
@@ -559,7 +564,7 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
 static cdn_plan *cdn_plan_of(cdn_ctx *d, const dg_conv_shape *s, bool may_find)
 {
     for (int i = 0; i < d->nplans; i++)
-        if (d->plans[i].tf32 == d->tf32 && cdn_same(&d->plans[i].s, s))
+        if (d->plans[i].math == d->math && cdn_same(&d->plans[i].s, s))
             return &d->plans[i];
     if (d->nplans == d->cap) {
         int cap = d->cap ? 2 * d->cap : 8;
@@ -572,7 +577,7 @@ static cdn_plan *cdn_plan_of(cdn_ctx *d, const dg_conv_shape *s, bool may_find)
     cdn_plan *p = &d->plans[d->nplans++];
     memset(p, 0, sizeof *p);
     p->s = *s;
-    p->tf32 = d->tf32;
+    p->math = d->math;
     p->ok = cdn_plan_make(d, p, may_find);
     if (!p->ok) {
         cdn_plan_free(p);
@@ -594,8 +599,8 @@ CDN_HIDDEN dg_status cdn_plan_shape(cdn_ctx *d, const dg_conv_shape *s, bool may
 }
 
 /* y = conv(x, w) with s's plan (cdn_plan_shape returned DG_OK for s). */
-CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
-                                  const float *w, float *y, void *work, char *err, size_t len)
+CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const void *x, const void *w,
+                                  void *y, void *work, char *err, size_t len)
 {
     const float one = 1.0f, zero = 0.0f;
     cdn_plan *p = cdn_plan_of(d, s, false);
@@ -613,9 +618,9 @@ CDN_HIDDEN dg_status cdn_conv_fwd(cdn_ctx *d, const dg_conv_shape *s, const floa
 }
 
 /* dw = conv_filter_grad(x, dy); dx = conv_data_grad(w, dy) when dx is not NULL. */
-CDN_HIDDEN dg_status cdn_conv_bwd(cdn_ctx *d, const dg_conv_shape *s, const float *x,
-                                  const float *w, const float *dy, float *dx, float *dw, void *work,
-                                  char *err, size_t len)
+CDN_HIDDEN dg_status cdn_conv_bwd(cdn_ctx *d, const dg_conv_shape *s, const void *x, const void *w,
+                                  const void *dy, void *dx, void *dw, void *work, char *err,
+                                  size_t len)
 {
     const float one = 1.0f, zero = 0.0f;
     cdn_plan *p = cdn_plan_of(d, s, false);
@@ -658,7 +663,9 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len)
                          s->n, s->c, s->k, s->h, s->w, s->kh, s->kw, s->stride,
                          cdn_fwd_names[p->fwd], cdn_data_names[p->data],
                          cdn_filter_names[p->filter], p->found ? "timed" : "heuristic",
-                         p->tf32 ? ", tf32" : "");
+                         p->math == CU_MATH_TF32   ? ", tf32"
+                         : p->math == CU_MATH_BF16 ? ", bf16"
+                                                   : "");
         else
             n = snprintf(buf + used, len - used, "; conv n%d c%d>%d %dx%d k%dx%d s%d: im2col (%s)",
                          s->n, s->c, s->k, s->h, s->w, s->kh, s->kw, s->stride, p->why);

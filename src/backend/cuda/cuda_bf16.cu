@@ -1,0 +1,245 @@
+/* The CUDA plug-in's bf16 mode (set_math(2), devgate train --precision bf16):
+ * autocast-like mixed precision. Matrix products and convolutions take bf16
+ * copies of their fp32 inputs (round to nearest even, one fused cast kernel
+ * per call) and accumulate in fp32: cublasGemmEx with CUDA_R_16BF A and B, an
+ * fp32 C and CUBLAS_COMPUTE_32F; cuDNN convolutions with CUDNN_DATA_BFLOAT16
+ * tensors and a float compute type, whose bf16 outputs one kernel widens back
+ * to fp32 (adding the bias on the way). Everything else (weights, the SGD
+ * update, the loss, the reductions, the activations between ops) stays fp32,
+ * and no loss scaling is needed: bf16 has fp32's exponent range.
+ *
+ * Like every op of the plug-in these only enqueue on the stream: the GEMM's
+ * bf16 scratch grows outside a capture (the eager first step sizes it) and a
+ * capture that would need more fails with a message; the convolutions' copies
+ * live in the workspace conv2d_workspace reported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+
+#include "cuda_bf16.h"
+
+#define CBF_THREADS 256
+#define CBF_MAX_BLOCKS 65536
+#define CBF_ALIGN 256
+
+static size_t cbf_round(size_t bytes)
+{
+    return (bytes + CBF_ALIGN - 1) / CBF_ALIGN * CBF_ALIGN;
+}
+
+static unsigned cbf_blocks(size_t count)
+{
+    size_t b = (count + CBF_THREADS - 1) / CBF_THREADS;
+    if (b > CBF_MAX_BLOCKS)
+        b = CBF_MAX_BLOCKS;
+    return (unsigned)(b ? b : 1);
+}
+
+/* Up to three fp32 -> bf16 ranges cast by one launch. */
+typedef struct cbf_spans {
+    const float *src[3];
+    __nv_bfloat16 *dst[3];
+    size_t n[3];
+} cbf_spans;
+
+__global__ void k_to_bf16(cbf_spans sp)
+{
+    size_t total = sp.n[0] + sp.n[1] + sp.n[2];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t j = i;
+        int r = 0;
+        while (j >= sp.n[r]) {
+            j -= sp.n[r];
+            r++;
+        }
+        sp.dst[r][j] = __float2bfloat16_rn(sp.src[r][j]);
+    }
+}
+
+/* Up to two bf16 -> fp32 ranges; range 0 may add bias[(i / inner) % channels]. */
+typedef struct cbf_wide {
+    const __nv_bfloat16 *src[2];
+    float *dst[2];
+    size_t n[2];
+    const float *bias; /* range 0 only; NULL: none */
+    unsigned channels, inner;
+} cbf_wide;
+
+__global__ void k_from_bf16(cbf_wide w)
+{
+    size_t total = w.n[0] + w.n[1];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (i < w.n[0]) {
+            float v = __bfloat162float(w.src[0][i]);
+            if (w.bias)
+                v += w.bias[(i / w.inner) % w.channels];
+            w.dst[0][i] = v;
+        } else {
+            size_t j = i - w.n[0];
+            w.dst[1][j] = __bfloat162float(w.src[1][j]);
+        }
+    }
+}
+
+static dg_status cbf_launched(const char *what, char *err, size_t len)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return DG_OK;
+    cdn_msg(err, len, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    return DG_ERR_BACKEND;
+}
+
+static dg_status cbf_cast(cudaStream_t stream, cbf_spans sp, const char *what, char *err,
+                          size_t len)
+{
+    size_t total = sp.n[0] + sp.n[1] + sp.n[2];
+    if (total == 0)
+        return DG_OK;
+    k_to_bf16<<<cbf_blocks(total), CBF_THREADS, 0, stream>>>(sp);
+    return cbf_launched(what, err, len);
+}
+
+static dg_status cbf_widen(cudaStream_t stream, cbf_wide w, const char *what, char *err, size_t len)
+{
+    size_t total = w.n[0] + w.n[1];
+    if (total == 0)
+        return DG_OK;
+    k_from_bf16<<<cbf_blocks(total), CBF_THREADS, 0, stream>>>(w);
+    return cbf_launched(what, err, len);
+}
+
+CDN_HIDDEN void cbf_scratch_free(cbf_scratch *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nretired; i++)
+        cudaFree(s->retired[i]);
+    if (s->p)
+        cudaFree(s->p);
+    memset(s, 0, sizeof *s);
+}
+
+/* Makes s hold at least bytes (half again as much when it grows). */
+static dg_status cbf_reserve(cbf_scratch *s, cudaStream_t stream, bool capturing, size_t bytes,
+                             char *err, size_t len)
+{
+    if (bytes <= s->bytes)
+        return DG_OK;
+    if (capturing) {
+        cdn_msg(err, len,
+                "bf16 gemm: %zu bytes of operand scratch needed inside a capture (%zu held); the "
+                "eager step before the capture should have sized it",
+                bytes, s->bytes);
+        return DG_ERR_BACKEND;
+    }
+    if (s->p && s->nretired == CBF_RETIRED) {
+        cdn_msg(err, len, "bf16 gemm: operand scratch outgrown %d times", CBF_RETIRED);
+        return DG_ERR_BACKEND;
+    }
+    size_t want = bytes + bytes / 2;
+    void *p = NULL;
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cdn_msg(err, len, "bf16 gemm: %zu bytes of operand scratch: %s: %s", want,
+                cudaGetErrorName(e), cudaGetErrorString(e));
+        return e == cudaErrorMemoryAllocation ? DG_ERR_DEVICE_OOM : DG_ERR_BACKEND;
+    }
+    if (s->p)
+        s->retired[s->nretired++] = s->p; /* a captured graph may still read it */
+    s->p = p;
+    s->bytes = want;
+    return DG_OK;
+}
+
+CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch *s, bool capturing,
+                              bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
+                              size_t a_count, int lda, const float *b, size_t b_count, int ldb,
+                              float beta, float *c, int ldc, char *err, size_t len)
+{
+    size_t a_bytes = cbf_round(a_count * sizeof(__nv_bfloat16));
+    dg_status st =
+        cbf_reserve(s, stream, capturing, a_bytes + b_count * sizeof(__nv_bfloat16), err, len);
+    if (st != DG_OK)
+        return st;
+    __nv_bfloat16 *a16 = (__nv_bfloat16 *)s->p, *b16 = (__nv_bfloat16 *)((char *)s->p + a_bytes);
+    cbf_spans sp = {{a, b, NULL}, {a16, b16, NULL}, {a_count, b_count, 0}};
+    if ((st = cbf_cast(stream, sp, "bf16 gemm: cast", err, len)) != DG_OK)
+        return st;
+    /* Row-major C^T = op(B)^T op(A)^T as cuBLAS's column-major product. */
+    cublasStatus_t bs =
+        cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                     &alpha, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c, CUDA_R_32F,
+                     ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        cdn_msg(err, len, "cublasGemmEx (bf16 inputs, fp32 accumulation) %dx%dx%d: %s: %s", m, n, k,
+                cublasGetStatusName(bs), cublasGetStatusString(bs));
+        return DG_ERR_BACKEND;
+    }
+    return DG_OK;
+}
+
+/* The bf16 areas after cuDNN's workspace: x | w | y (dy) | dx | dw. */
+typedef struct cbf_conv_areas {
+    __nv_bfloat16 *x, *w, *y, *dx, *dw;
+} cbf_conv_areas;
+
+CDN_HIDDEN size_t cbf_conv_extra(size_t x_count, size_t w_count, size_t y_count)
+{
+    size_t x = cbf_round(x_count * 2), w = cbf_round(w_count * 2), y = cbf_round(y_count * 2);
+    return 2 * x + 2 * w + y;
+}
+
+static cbf_conv_areas cbf_areas(void *work, size_t ws_bytes, size_t x_count, size_t w_count,
+                                size_t y_count)
+{
+    char *p = (char *)work + cbf_round(ws_bytes);
+    size_t x = cbf_round(x_count * 2), w = cbf_round(w_count * 2), y = cbf_round(y_count * 2);
+    cbf_conv_areas a;
+    a.x = (__nv_bfloat16 *)p;
+    a.w = (__nv_bfloat16 *)(p + x);
+    a.y = (__nv_bfloat16 *)(p + x + w);
+    a.dx = (__nv_bfloat16 *)(p + x + w + y);
+    a.dw = (__nv_bfloat16 *)(p + 2 * x + w + y);
+    return a;
+}
+
+CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
+                                  size_t x_count, size_t w_count, size_t y_count, const float *x,
+                                  const float *w, const float *bias, float *y, void *work,
+                                  size_t ws_bytes, char *err, size_t len)
+{
+    cbf_conv_areas a = cbf_areas(work, ws_bytes, x_count, w_count, y_count);
+    cbf_spans sp = {{x, w, NULL}, {a.x, a.w, NULL}, {x_count, w_count, 0}};
+    dg_status st = cbf_cast(stream, sp, "bf16 conv2d_fwd: cast", err, len);
+    if (st != DG_OK)
+        return st;
+    if ((st = cdn_conv_fwd(d, s, a.x, a.w, a.y, work, err, len)) != DG_OK)
+        return st;
+    cbf_wide wd = {{a.y, NULL}, {y, NULL},      {y_count, 0},
+                   bias,        (unsigned)s->k, (unsigned)(s->ho * s->wo)};
+    return cbf_widen(stream, wd, "bf16 conv2d_fwd: widen", err, len);
+}
+
+CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
+                                  size_t x_count, size_t w_count, size_t y_count, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw, void *work,
+                                  size_t ws_bytes, char *err, size_t len)
+{
+    cbf_conv_areas a = cbf_areas(work, ws_bytes, x_count, w_count, y_count);
+    cbf_spans sp = {{x, dy, w}, {a.x, a.y, a.w}, {x_count, y_count, dx ? w_count : 0}};
+    dg_status st = cbf_cast(stream, sp, "bf16 conv2d_bwd: cast", err, len);
+    if (st != DG_OK)
+        return st;
+    if ((st = cdn_conv_bwd(d, s, a.x, a.w, a.y, dx ? a.dx : NULL, a.dw, work, err, len)) != DG_OK)
+        return st;
+    cbf_wide wd = {{a.dw, a.dx}, {dw, dx}, {w_count, dx ? x_count : 0}, NULL, 1, 1};
+    return cbf_widen(stream, wd, "bf16 conv2d_bwd: widen", err, len);
+}
