@@ -193,38 +193,51 @@ static bool store(cli *c, const cli_verb *v, const cli_opt *o, const char *value
     return false;
 }
 
-/* The option arg names (`--name` or `--name=VALUE`): its row, its table in *t,
- * the '=' in *eq (NULL: none) and whether it takes a value; NULL after saying
- * it is unknown. */
-static const cli_opt *lookup(const cli_verb *v, const char *arg, int *t, const char **eq,
-                             bool *takes)
+/* One option word as given: its row, the table it is in, the '=' (NULL:
+ * none) and whether the option takes a value. */
+typedef struct word {
+    const cli_opt *o;
+    int t;
+    const char *eq;
+    bool takes;
+} word;
+
+static bool is_help(const char *arg)
 {
-    *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    size_t len = *eq ? (size_t)(*eq - arg) : strlen(arg);
-    *t = 0;
-    const cli_opt *o = find_opt(v, arg, len, t);
-    if (!o) {
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+/* The option arg names (`--name` or `--name=VALUE`) into *w; false after
+ * saying it is unknown. */
+static bool lookup(const cli_verb *v, const char *arg, word *w)
+{
+    w->eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    size_t len = w->eq ? (size_t)(w->eq - arg) : strlen(arg);
+    w->t = 0;
+    w->o = find_opt(v, arg, len, &w->t);
+    if (!w->o) {
         unknown_option(v, arg, len);
-        return NULL;
+        return false;
     }
-    *takes = o->kind != CLI_FLAG && !(o->kind == CLI_TRAIN && o->fixed);
-    return o;
+    w->takes = w->o->kind != CLI_FLAG && !(w->o->kind == CLI_TRAIN && w->o->fixed);
+    return true;
 }
 
 int cli_parse_one(cli *c, const cli_verb *v, int argc, char **argv, int *i, void *const bases[],
                   int *table)
 {
     const char *arg = argv[*i];
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+    if (is_help(arg)) {
         cli_verb_help(v, stdout);
         return CLI_HELP_SHOWN;
     }
-    const char *eq;
-    int t;
-    bool takes;
-    const cli_opt *o = lookup(v, arg, &t, &eq, &takes);
-    if (!o)
+    word w;
+    if (!lookup(v, arg, &w))
         return CLI_BAD;
+    const cli_opt *o = w.o;
+    const char *eq = w.eq;
+    int t = w.t;
+    bool takes = w.takes;
     const char *value = NULL;
     if (!takes && eq) {
         cli_error("%s: %s takes no value, got '%s'", v->name, o->name, arg);
@@ -386,14 +399,14 @@ int cli_check_words(const cli_verb *v, int argc, char **argv)
                 break;
             continue;
         }
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+        word w;
+        if (is_help(arg))
             continue;
-        const char *eq;
-        int t;
-        bool takes;
-        const cli_opt *o = lookup(v, arg, &t, &eq, &takes);
-        if (!o)
+        if (!lookup(v, arg, &w))
             return CLI_BAD;
+        const cli_opt *o = w.o;
+        const char *eq = w.eq;
+        bool takes = w.takes;
         if (takes && !eq && ++i >= argc) {
             cli_error("%s: %s needs a value (%s)", v->name, o->name, o->arg ? o->arg : "");
             return CLI_BAD;

@@ -88,6 +88,9 @@ bool dg_fd_drain(int fd, size_t budget, void (*feed)(void *user, const char *p, 
 /* Reads a whole (small) file into a NUL-terminated dg_malloc'd buffer, at most
  * max bytes; NULL on failure (errno set). *len gets the byte count when non-NULL. */
 char *dg_read_file(const char *path, size_t max, size_t *len);
+/* Reads up to size - 1 bytes of a small file (a /proc entry) into buf,
+ * NUL-terminated; false when it cannot be opened or holds nothing. */
+bool dg_read_small(const char *path, char *buf, size_t size);
 /* Writes all n bytes to fd, resuming after signals; false with errno set. */
 bool dg_write_all(int fd, const void *buf, size_t n);
 /* Trims ASCII whitespace at both ends in place; returns s. */

@@ -63,6 +63,22 @@ bool dg_make_dirs(const char *path)
     return mkdir(buf, 0777) == 0 || errno == EEXIST;
 }
 
+bool dg_read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || size == 0) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
 bool dg_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;

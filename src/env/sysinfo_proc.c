@@ -66,15 +66,7 @@ static bool read_stat(int pid, psamp *p)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    return dg_si_parse_stat(buf, pid, p);
+    return dg_read_small(path, buf, sizeof buf) && dg_si_parse_stat(buf, pid, p);
 }
 
 /* One pass over /proc; false when /proc cannot be listed. */

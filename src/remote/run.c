@@ -147,21 +147,22 @@ bool dg_remote_parse_fetch(const char *text, const char *asked_verb, cJSON **ans
         cJSON_Delete(j);
         return false;
     }
-    if (cJSON_IsTrue(cJSON_GetObjectItem(j, "running"))) {
+    /* the protocol's keys exactly (as dg_remote_fetch reads them): an
+     * "Exit_Status" is no exit status */
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "running"))) {
         *ans = j;
         return true;
     }
-    const char *verb = dg_jstr(j, "verb"),
-               *kind = dg_jstr(cJSON_GetObjectItem(j, "record"), "kind");
-    const cJSON *rec = cJSON_GetObjectItem(j, "record");
-    const cJSON *code = cJSON_GetObjectItem(j, "exit_status");
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(j, "record");
+    const char *verb = dg_jstr(j, "verb"), *kind = dg_jstr(rec, "kind");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(j, "exit_status");
     char shown[64];
     dg_copy_clean(shown, sizeof shown, verb ? verb : "(none)");
     if (!record_verb(verb))
         snprintf(why, wlen, "the verb '%s' is not one devgate records", shown);
     else if (asked_verb && asked_verb[0] && strcmp(verb, asked_verb) != 0)
         snprintf(why, wlen, "the node answered verb '%s' to a '%s' request", shown, asked_verb);
-    else if (!cJSON_IsNumber(code) || code->valuedouble < 0 || code->valuedouble > 255)
+    else if (!cJSON_IsNumber(code) || dg_jint(code, NULL, -1) < 0 || code->valuedouble > 255)
         snprintf(why, wlen, "no exit status in 0..255");
     else if (rec && (!cJSON_IsObject(rec) || !kind || strcmp(kind, verb) != 0))
         snprintf(why, wlen, "its record is not a '%s' record", shown);
@@ -197,8 +198,8 @@ char *dg_remote_record_with(cJSON *rec, const cJSON *extra, const char *host, co
 static dg_status fetched_record(dg_remote *r, const char *token, cJSON *ans,
                                 const char *like_bucket, dg_remote_fetched *f)
 {
-    cJSON *rec = cJSON_DetachItemFromObject(ans, "record");
-    cJSON *node_info = cJSON_DetachItemFromObject(ans, "node");
+    cJSON *rec = cJSON_DetachItemFromObjectCaseSensitive(ans, "record");
+    cJSON *node_info = cJSON_DetachItemFromObjectCaseSensitive(ans, "node");
     cJSON_Delete(ans);
     cJSON *like = like_bucket ? cJSON_Parse(like_bucket) : NULL;
     char differs[256] = "";
@@ -246,14 +247,14 @@ dg_status dg_remote_fetch(dg_remote *r, const char *token, const char *like_buck
     dg_ssh_answer_free(&a);
     if (st != DG_OK)
         return st;
-    if (cJSON_IsTrue(cJSON_GetObjectItem(ans, "running"))) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "running"))) {
         f->running = true;
         cJSON_Delete(ans);
         return DG_OK;
     }
-    f->exit_status = (int)dg_jnum(ans, "exit_status");
+    f->exit_status = dg_jint(ans, "exit_status", 255);
     snprintf(f->verb, sizeof f->verb, "%s", dg_jstr(ans, "verb"));
-    if (!cJSON_IsObject(cJSON_GetObjectItem(ans, "record"))) {
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ans, "record"))) {
         const char *tail = dg_jstr(ans, "stderr_tail");
         char raw[512];
         dg_remote_last_line(tail ? tail : "", raw, sizeof raw);

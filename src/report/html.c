@@ -316,24 +316,27 @@ static void sweep_trial_row(dg_capbuf *b, const dg_view_trial *t, bool bisect)
     dg_rp_put(b, "</td></tr>\n");
 }
 
+/* A batch (fmt, trusted markup with one %.0f and the opening parenthesis)
+ * and its rate in parentheses; "not reported" when the batch is not. */
+static void batch_rate(dg_capbuf *b, const char *fmt, dg_rec_metric batch, dg_rec_metric sps)
+{
+    if (batch.valid)
+        dg_rp_printf(b, fmt, batch.value);
+    else
+        dg_rp_put(b, "<span class=\"na\">not reported</span> (");
+    dg_rp_h_view_metric(b, sps);
+    dg_rp_put(b, ")");
+}
+
 static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
 {
     if (!dg_rp_section(b, "sweep", "Batch sweep", sw->present, "batch sweep"))
         return;
     dg_rp_svg_sweep(b, sw);
     dg_rp_put(b, "<p>knee: ");
-    if (sw->knee_batch.valid)
-        dg_rp_printf(b, "batch <b>%.0f</b> (", sw->knee_batch.value);
-    else
-        dg_rp_put(b, "<span class=\"na\">not reported</span> (");
-    dg_rp_h_view_metric(b, sw->knee_sps);
-    dg_rp_put(b, ") · safe batch: ");
-    if (sw->safe_batch.valid)
-        dg_rp_printf(b, "<b>%.0f</b> (", sw->safe_batch.value);
-    else
-        dg_rp_put(b, "<span class=\"na\">not reported</span> (");
-    dg_rp_h_view_metric(b, sw->safe_sps);
-    dg_rp_put(b, ")");
+    batch_rate(b, "batch <b>%.0f</b> (", sw->knee_batch, sw->knee_sps);
+    dg_rp_put(b, " · safe batch: ");
+    batch_rate(b, "<b>%.0f</b> (", sw->safe_batch, sw->safe_sps);
     if (sw->safe_note) {
         dg_rp_put(b, ", ");
         dg_rp_h_esc(b, sw->safe_note, "");

@@ -20,7 +20,7 @@ typedef struct level {
     double t_first, warm_end, win_start, meas_start, meas_stop;
     double abs0; /* dg_now() at the measured window's start */
     size_t warm_sent, meas_first;
-    double tp[MAXW], lat[MAXW];
+    double tp[MAXW], lat[MAXW], cnt[MAXW];
     int nwin;
     bool steady;
     cJSON *windows;
@@ -42,6 +42,16 @@ static void on_scrape(void *user, const char *body, size_t len, long http, doubl
     (void)sent;
 }
 
+/* The tolerance the last three windows are held to: 10%, or the counting
+ * noise of a window with few requests (two standard errors of a count of n,
+ * 2 / sqrt(n), for the fewest the three held), whichever is larger: windows
+ * of 20 requests cannot agree within 10% even when the load is steady. */
+static double tolerance(const level *L)
+{
+    double n = fmin(L->cnt[L->nwin - 1], fmin(L->cnt[L->nwin - 2], L->cnt[L->nwin - 3]));
+    return n > 0 ? fmax(SLO_STEADY_TOLERANCE, 2 / sqrt(n)) : SLO_STEADY_TOLERANCE;
+}
+
 /* Whether the last three windows agree: each throughput and median E2E
  * within the tolerance of the three's mean. */
 static bool agree(const level *L)
@@ -49,12 +59,13 @@ static bool agree(const level *L)
     if (L->nwin < 3)
         return false;
     const double *v[2] = {L->tp + L->nwin - 3, L->lat + L->nwin - 3};
+    double tol = tolerance(L);
     for (int s = 0; s < 2; s++) {
         double mean = (v[s][0] + v[s][1] + v[s][2]) / 3;
         if (!(isfinite(mean) && mean > 0))
             return false;
         for (int i = 0; i < 3; i++)
-            if (!(fabs(v[s][i] - mean) <= SLO_STEADY_TOLERANCE * mean))
+            if (!(fabs(v[s][i] - mean) <= tol * mean))
                 return false;
     }
     return true;
@@ -76,6 +87,7 @@ static void close_window(level *L, slo_gen *g, double now)
     dg_free(e2e);
     if (L->nwin < MAXW) {
         L->tp[L->nwin] = k >= SLO_STEADY_MIN_REQUESTS ? tp : NAN;
+        L->cnt[L->nwin] = (double)k;
         L->lat[L->nwin] = med;
         L->nwin++;
     }
@@ -146,7 +158,7 @@ static cJSON *level_head(level *L, int concurrency, const dg_mlock *lock, cJSON 
                             L->steady                     ? "steady"
                             : L->phase >= SLO_PH_MEASURED ? "unsteady"
                                                           : "not reached");
-    cJSON_AddNumberToObject(s, "tolerance", SLO_STEADY_TOLERANCE);
+    cJSON_AddNumberToObject(s, "tolerance", L->nwin >= 3 ? tolerance(L) : SLO_STEADY_TOLERANCE);
     cJSON_AddItemToObject(s, "windows", L->windows);
     L->windows = NULL;
     cJSON *m = cJSON_AddObjectToObject(lvl, "window");
@@ -164,7 +176,7 @@ static void why_of(slo_level_res *r, const cJSON *lvl, const level *L)
     /* A level that passed unsteady signs nothing: that is its reason. */
     if (!L->steady && r->state == DG_SLO_PASS) {
         snprintf(r->why, sizeof r->why, "%d windows of %g s never agreed within %.0f%%", L->nwin,
-                 L->o->window_s, SLO_STEADY_TOLERANCE * 100);
+                 L->o->window_s, (L->nwin >= 3 ? tolerance(L) : SLO_STEADY_TOLERANCE) * 100);
         return;
     }
     static const char *const states[] = {"pass", "fail", "inconclusive"};

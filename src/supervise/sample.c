@@ -74,14 +74,8 @@ dg_proc_entry *dg_proc_scan(size_t *n)
             continue;
         char path[64], buf[1024];
         snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        if (!dg_read_small(path, buf, sizeof buf))
             continue;
-        ssize_t got = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (got <= 0)
-            continue;
-        buf[got] = '\0';
         dg_proc_entry e;
         memset(&e, 0, sizeof e);
         e.pid = (pid_t)pid;
@@ -107,14 +101,8 @@ bool dg_proc_stat(pid_t pid, dg_proc_entry *e)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (!dg_read_small(path, buf, sizeof buf))
         return false;
-    ssize_t got = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (got <= 0)
-        return false;
-    buf[got] = '\0';
     memset(e, 0, sizeof *e);
     e->pid = pid;
     return dg_proc_parse_stat(buf, e, (double)sysconf(_SC_PAGESIZE));

@@ -23,20 +23,20 @@ static void fetch(const char *text, const char *verb)
             abort();
         return;
     }
-    if (cJSON_IsTrue(cJSON_GetObjectItem(ans, "running"))) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "running"))) {
         cJSON_Delete(ans);
         return;
     }
     double x = dg_jnum(ans, "exit_status");
     const char *v = dg_jstr(ans, "verb");
-    const cJSON *rec = cJSON_GetObjectItem(ans, "record");
-    if (!(x >= 0 && x <= 255) || !v || (verb && verb[0] && strcmp(v, verb) != 0))
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(ans, "record");
+    if (!(x >= 0 && x <= 255 && x == (int)x) || !v || (verb && verb[0] && strcmp(v, verb) != 0))
         abort();
     if (rec && (!cJSON_IsObject(rec) || !dg_jstr(rec, "kind") || strcmp(dg_jstr(rec, "kind"), v)))
         abort();
     if (cJSON_IsObject(rec)) {
-        cJSON *r = cJSON_DetachItemFromObject(ans, "record");
-        cJSON *node = cJSON_DetachItemFromObject(ans, "node");
+        cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(ans, "record");
+        cJSON *node = cJSON_DetachItemFromObjectCaseSensitive(ans, "node");
         char differs[256];
         cJSON *like = cJSON_Parse("{\"id\":\"5d41402abc4b2a76\",\"batch\":64,\"dataset\":\"idx\"}");
         dg_remote_bucket_differs(like, cJSON_GetObjectItem(r, "bucket"), differs, sizeof differs);

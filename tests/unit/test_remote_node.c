@@ -89,6 +89,12 @@ static void test_parse_fetch(void)
                                  sizeof why));
     CHECK(!dg_remote_parse_fetch("{\"verb\":\"gate\"}", "gate", &ans, why, sizeof why));
     CHECK(!dg_remote_parse_fetch("[1]", "gate", &ans, why, sizeof why));
+    /* the protocol's keys exactly, and a whole status (fuzz_remote_answer: an
+     * "exit_sTatus" passed the check, then read as NaN into an int) */
+    CHECK(!dg_remote_parse_fetch("{\"verb\":\"gate\",\"exit_sTatus\":0}", "gate", &ans, why,
+                                 sizeof why));
+    CHECK(!dg_remote_parse_fetch("{\"verb\":\"gate\",\"exit_status\":2.5}", "gate", &ans, why,
+                                 sizeof why));
     /* a failed run leaves no record: that is an answer, judged by the caller */
     CHECK(dg_remote_parse_fetch("{\"verb\":\"gate\",\"exit_status\":3}", "gate", &ans, why,
                                 sizeof why));

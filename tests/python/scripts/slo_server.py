@@ -26,8 +26,9 @@ Faults: --fail-every N (every Nth request answers HTTP 500), --hang-every N
 (every Nth request stops after its first token for --hang-s), --die-after N
 (the process exits while the Nth request streams). --log FILE gets one JSON
 line per request served: its planted draws, its wait for a slot and when its
-first token really went out (first_ms, from the request's arrival: the
-planted TTFT plus whatever late the event loop woke).
+first token really went out and when its last byte did (first_ms, end_ms,
+from the request's arrival: the planted times plus whatever late the event
+loop woke).
 
   python3 slo_server.py --port-file P --ttft uniform:20:60 --tpot fixed:2
 """
@@ -165,7 +166,8 @@ class Server:
             await resp.write_eof()
             if self.log:
                 self.log.write(json.dumps({"i": idx, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-                                           "queue_ms": queue_ms, "first_ms": first_ms}) + "\n")
+                                           "queue_ms": queue_ms, "first_ms": first_ms,
+                                           "end_ms": (time.monotonic() - t0) * 1e3}) + "\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
