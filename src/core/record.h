@@ -368,6 +368,7 @@ typedef struct dg_view_trial {
     dg_rec_metric swap_growth, rss_peak, device_allocated_peak, device_reserved_peak; /* bytes */
     dg_rec_metric psi_peak;                                                           /* percent */
     dg_rec_metric wall_s;                                                             /* s */
+    dg_rec_metric energy_per_sample; /* J/sample, where the device reports its energy */
 } dg_view_trial;
 
 typedef struct dg_view_sweep {
@@ -597,10 +598,11 @@ typedef struct dg_view_final_gate {
     int accepted;  /* tri */
     int proofs[4]; /* tri: architecture, gate_log, sweep, memory_curve */
     dg_rec_metric fail_findings;
-    dg_rec_metric throughput; /* samples/s */
-    dg_rec_metric batch;      /* samples: the batch the throughput is promised at */
-    dg_rec_metric safe_batch; /* samples: the sweep's safe batch */
-    const char *safe_bound;   /* what it is, in words (dg_sweep_bound_words); NULL: not said */
+    dg_rec_metric throughput;        /* samples/s */
+    dg_rec_metric energy_per_sample; /* J/sample beside it, where the device reports energy */
+    dg_rec_metric batch;             /* samples: the batch the throughput is promised at */
+    dg_rec_metric safe_batch;        /* samples: the sweep's safe batch */
+    const char *safe_bound; /* what it is, in words (dg_sweep_bound_words); NULL: not said */
     const char *statement;
     const cJSON *missing; /* the names of the proofs the pack lacks (array of strings), or NULL */
 } dg_view_final_gate;

@@ -8,6 +8,7 @@
 #include "engine/model.h"
 #include "engine/spec.h"
 #include "env/peak.h"
+#include "measure/health.h"
 #include "measure/measure.h"
 
 #include <errno.h>
@@ -91,6 +92,8 @@ typedef struct trainer {
     dg_block **leaks; /* the blocks kept alive on demand */
     size_t nleaks;
     dg_sampler *sampler;
+    dg_health *health;          /* the device's energy counter (NULL: none to read) */
+    dg_health_sample energy[2]; /* at the timed steps' start and end */
     double phase_ms[PH_COUNT][256];
     size_t phase_n;
     int syncs, since_sync, timed_steps;
@@ -726,6 +729,18 @@ static dg_status eager_step(trainer *t, bool marks)
     return update(t);
 }
 
+/* The device's energy source: NVML on an NVIDIA device, the host's counter
+ * (RAPL) for a device that computes in host memory, none otherwise. */
+static void energy_open(trainer *t)
+{
+    dg_device_info info;
+    const dg_backend_iface *be = t->e->be;
+    if (t->health || be->device_info(t->e->bctx, t->o->device, &info) != DG_OK)
+        return;
+    if (be->caps.nvml || be->caps.host || info.host_memory)
+        t->health = dg_health_open(&info, be->caps.nvml, NULL);
+}
+
 /* Step g (0-based over all epochs): the batch, then forward, backward and
  * update (eagerly, captured at step 1, or replayed), and the leak on demand.
  * *tw gets the step's start on the host clock. */
@@ -739,8 +754,10 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
     if (g == t->warmup) {
         if ((st = e->be->synchronize(e->bctx)) != DG_OK)
             return st;
+        energy_open(t);
         t->t0 = dg_now();
         t->cpu0 = process_cpu_s();
+        dg_health_read(t->health, t->t0, NULL, &t->energy[0]);
     }
     if (t->x->profile_ops && g == t->x->profile_warmup)
         dg_engine_set_profiling(e, true);
@@ -899,6 +916,23 @@ static void report_epoch(const trainer *t, int g, int ep)
                                                        .eta_s = per * (t->epochs - ep - 1)});
 }
 
+/* Energy beside samples/s (docs/schema/train.md): the counter's growth over
+ * the timed steps as power, and its share of the timed wall per sample. */
+static void energy_json(const trainer *t, cJSON *thr, double wall, double samples)
+{
+    const dg_health_sample *a = &t->energy[0], *b = &t->energy[1];
+    bool ok = a->energy_j.valid && b->energy_j.valid && b->t > a->t &&
+              b->energy_j.value >= a->energy_j.value && wall > 0 && samples > 0;
+    double w = ok ? (b->energy_j.value - a->energy_j.value) / (b->t - a->t) : NAN;
+    cJSON_AddItemToObject(thr, "power", dg_json_metric(ok ? w : 0, ok, "W"));
+    cJSON_AddItemToObject(thr, "energy", dg_json_metric(ok ? w * wall : 0, ok, "J"));
+    cJSON_AddItemToObject(thr, "energy_per_sample",
+                          dg_json_metric(ok ? w * wall / samples : 0, ok, "J/sample"));
+    cJSON_AddStringToObject(thr, "energy_source",
+                            t->health ? dg_health_source(t->health)
+                                      : "none: the device reports no energy");
+}
+
 /* Every step of every epoch, with sync points and epoch ends. */
 static dg_status trainer_loop(trainer *t)
 {
@@ -946,6 +980,7 @@ static dg_status trainer_loop(trainer *t)
             }
         }
         if (g + 1 == t->total && g >= t->warmup) {
+            dg_health_read(t->health, dg_now(), &t->energy[0], &t->energy[1]);
             t->wall = dg_now() - t->t0 - t->val_time;
             t->cpu = process_cpu_s() - t->cpu0 - t->val_cpu;
             t->timed_steps = t->total - t->warmup;
@@ -1028,6 +1063,7 @@ static cJSON *trainer_record(trainer *t, dg_status final)
     cJSON_AddItemToObject(thr, "cpu_ms",
                           dg_json_metric(cpu_ok ? t->cpu / timed_steps * 1e3 : 0, cpu_ok, "ms"));
     cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
+    energy_json(t, thr, timed ? wall : 0, timed ? timed_steps * (double)t->n : 0);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     cJSON_AddStringToObject(ph, "source",
                             e->be->caps.event_timing && e->be->event_elapsed
@@ -1104,6 +1140,7 @@ static void trainer_close(trainer *t)
     cJSON_Delete(t->vals);
     cJSON_Delete(t->epochs_j);
     dg_sampler_free(t->sampler);
+    dg_health_close(t->health);
     for (size_t i = 0; i < t->nleaks; i++)
         dg_release(t->e->alloc, t->leaks[i]);
     dg_free(t->leaks);

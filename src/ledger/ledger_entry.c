@@ -88,6 +88,7 @@ typedef struct lg_summary {
     char *command; /* the user's command (run, accept -- CMD): its words joined (dg_free) */
     char backend_buf[64], verdict_buf[96];
     double batch, sps;    /* samples, samples/s; NAN: not reported */
+    double jps;           /* J/sample beside sps; NAN: not reported */
     const char *sps_unit; /* the throughput's unit: NULL "samples/s" */
 } lg_summary;
 
@@ -115,7 +116,7 @@ static char *command_of(const cJSON *cmd)
 static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
 {
     memset(s, 0, sizeof *s);
-    s->batch = s->sps = NAN;
+    s->batch = s->sps = s->jps = NAN;
     const char *kind = rec_str(rec, "kind");
     if (!kind)
         kind = verb ? verb : "";
@@ -137,6 +138,7 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
                                           NULL};
         s->sps =
             strcmp(kind, "run") == 0 ? first_num(rec, sps) : dg_jnum(rec, "final_gate.throughput");
+        s->jps = dg_jnum(rec, "final_gate.energy_per_sample");
         static const char *const batch[] = {"final_gate.batch", "spec.batch", NULL};
         s->batch = first_num(rec, batch);
         int screening = dg_jbool(rec, "final_gate.screening"),
@@ -157,6 +159,7 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
         s->model = rec_str(rec, "spec.model");
         s->batch = dg_jnum(rec, "spec.batch");
         s->sps = dg_jnum(rec, "throughput.samples_per_s");
+        s->jps = dg_jnum(rec, "throughput.energy_per_sample");
         s->verdict = rec_str(rec, "status");
     } else if (strcmp(kind, "sweep") == 0) {
         s->backend = rec_str(rec, "spec.backend");
@@ -229,6 +232,11 @@ static bool put_summary(cJSON *e, const lg_summary *s)
     ok = m && cJSON_AddItemToObject(e, "throughput", m);
     if (!ok && m && !cJSON_GetObjectItemCaseSensitive(e, "throughput"))
         cJSON_Delete(m);
+    cJSON *j =
+        ok ? dg_json_metric(isfinite(s->jps) ? s->jps : 0, isfinite(s->jps), "J/sample") : NULL;
+    ok = j && cJSON_AddItemToObject(e, "energy_per_sample", j);
+    if (!ok && j && !cJSON_GetObjectItemCaseSensitive(e, "energy_per_sample"))
+        cJSON_Delete(j);
     return ok && dg_json_add_str(e, "verdict", s->verdict) &&
            dg_json_add_str(e, "spec_id", s->spec_id) &&
            dg_json_add_str(e, "bucket_id", s->bucket_id) && dg_json_add_str(e, "label", s->label) &&

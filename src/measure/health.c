@@ -52,7 +52,7 @@ dg_health *dg_health_open(const dg_device_info *info, bool nvidia, const char *h
     if (!h)
         return NULL;
     if (nvidia) {
-        char err[200];
+        char err[200] = "";
         if (dg_nvml_open(&h->nv, err, sizeof err) == DG_NVML_LOADED &&
             dg_nvml_find(&h->nv, info ? info->pci_bus_id : NULL, &h->dev) == DG_NVML_OK) {
             h->nvidia = true;
@@ -65,10 +65,15 @@ dg_health *dg_health_open(const dg_device_info *info, bool nvidia, const char *h
         h->root[0] = '\0';
         return h;
     }
+    if (info && !info->host_memory) { /* the host's figures are not this device's */
+        snprintf(h->source, sizeof h->source,
+                 "none: the platform reports no health for this device (NVML covers NVIDIA "
+                 "GPUs only)");
+        return h;
+    }
     snprintf(h->root, sizeof h->root, "%s", host_root ? host_root : "");
     snprintf(h->source, sizeof h->source,
-             "host: /proc/cpuinfo, /sys (thermal, powercap, "
-             "thermal_throttle)");
+             "host: /proc/cpuinfo, /sys (thermal, powercap, thermal_throttle)");
     return h;
 }
 

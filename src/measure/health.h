@@ -27,9 +27,10 @@ typedef struct dg_health dg_health;
 
 /* A health source for a device: NVML's device at info->pci_bus_id when
  * nvidia (a source that reports nothing when NVML or the device is missing:
- * dg_health_source says why), else the host read below host_root (NULL or
- * "": the real /proc and /sys; tests hand in a fixture tree). NULL only out
- * of host memory. */
+ * dg_health_source says why), else for a device in host memory (or info
+ * NULL) the host read below host_root (NULL or "": the real /proc and /sys;
+ * tests hand in a fixture tree), else a source that reports nothing. NULL
+ * only out of host memory. */
 dg_health *dg_health_open(const dg_device_info *info, bool nvidia, const char *host_root);
 /* One reading at time t (s); prev (may be NULL) the one before, for rates. */
 void dg_health_read(dg_health *h, double t, const dg_health_sample *prev, dg_health_sample *out);

@@ -164,6 +164,8 @@ static void sec_banner(dg_capbuf *b, const dg_record_view *v)
         dg_rp_fmt_view_metric(val, sizeof val, g->throughput);
         dg_rp_put(b, "<p>throughput ");
         dg_rp_h_val(b, val);
+        if (g->energy_per_sample.valid)
+            dg_rp_printf(b, " · %.3g J/sample", g->energy_per_sample.value);
         if (g->batch.valid)
             dg_rp_printf(b, " at batch %.0f", g->batch.value);
         if (g->safe_batch.valid) {

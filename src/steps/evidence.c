@@ -122,6 +122,20 @@ static double route_throughput(const dg_record_view *v, const char *route, const
     return best;
 }
 
+/* Energy per sample of the sweep's good trial at batch (doubling or
+ * bisection), where the device reported its energy; invalid otherwise. */
+static dg_rec_metric trial_energy(const dg_view_sweep *s, double batch)
+{
+    const dg_view_trial *sets[2] = {s->trials, s->bisect};
+    int n[2] = {s->ntrials, s->nbisect};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n[k]; i++)
+            if (sets[k][i].batch.valid && sets[k][i].batch.value == batch &&
+                sets[k][i].energy_per_sample.valid)
+                return sets[k][i].energy_per_sample;
+    return (dg_rec_metric){0};
+}
+
 /* A run's own verdict: what the run proved (the program's end, its epochs,
  * the findings by severity), never accept's promise, which needs a sweep a
  * run does not do. accepted and screening are false; NULL when out of memory. */
@@ -330,10 +344,15 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
             snprintf(rate, sizeof rate, ", %.0f samples/s there", at.value);
         snprintf(ceiling, sizeof ceiling, "; safe batch %.0f is %s%s", safe, bound, rate);
     }
+    /* Joules per sample beside samples/s where the device reports its energy. */
+    dg_rec_metric jps = isnan(sps) ? (dg_rec_metric){0} : trial_energy(&v->sweep, batch);
+    char energy[64] = "";
+    if (jps.valid)
+        snprintf(energy, sizeof energy, " (%.3g J/sample)", jps.value);
     char measured[600] = "nothing measured on the chosen route";
     if (!isnan(sps))
-        snprintf(measured, sizeof measured, "measured %.0f samples/s at batch %.0f on %s%s%s", sps,
-                 batch, on, cap, ceiling);
+        snprintf(measured, sizeof measured, "measured %.0f samples/s%s at batch %.0f on %s%s%s",
+                 sps, energy, batch, on, cap, ceiling);
     if (quick)
         snprintf(statement, sizeof statement,
                  "screening only (--quick is never accepted): %s%s%s%s; run accept without "
@@ -341,8 +360,8 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
                  measured, why[0] ? " (and: " : "", why, why[0] ? ")" : "");
     else if (accepted)
         snprintf(statement, sizeof statement,
-                 "accepted: %.0f samples/s at batch %.0f on %s (%s%s%s)", sps, batch, on, where,
-                 cap, ceiling);
+                 "accepted: %.0f samples/s%s at batch %.0f on %s (%s%s%s)", sps, energy, batch, on,
+                 where, cap, ceiling);
     else
         snprintf(statement, sizeof statement, "not accepted: throughput is not promised (%s)", why);
 
@@ -360,6 +379,8 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     }
     cJSON_AddItemToObject(g, "throughput",
                           dg_json_metric(isnan(sps) ? 0 : sps, !isnan(sps), "samples/s"));
+    cJSON_AddItemToObject(g, "energy_per_sample",
+                          dg_json_metric(jps.valid ? jps.value : 0, jps.valid, "J/sample"));
     if (isfinite(batch))
         cJSON_AddNumberToObject(g, "batch", batch);
     else

@@ -208,6 +208,12 @@ static void trial_metrics(dg_trial_result *t, int batch, const cJSON *rec, int w
     t->swap_growth = metric_of(smp, "swap_growth");
     t->swapped = t->swap_growth.valid && t->swap_growth.value > swap_limit_bytes;
     t->psi_peak = metric_of(smp, "psi_peak");
+    /* Energy per sample beside samples/s, where the device reports its energy. */
+    dg_metric e = metric_of(thr, "energy_per_sample");
+    if (t->extra && rec)
+        cJSON_AddItemToObject(
+            t->extra, "energy_per_sample",
+            dg_json_metric(e.value, e.valid && t->end == DG_TRIAL_OK, "J/sample"));
 }
 
 /* ---- one trial ------------------------------------------------------------------ */

@@ -99,6 +99,18 @@ static const gate_case cases[] = {
      NULL,
      64,
      "train at batch 64 or below (the sweep's safe batch)"},
+    {"energy reported by the device: J/sample beside samples/s at the promised batch",
+     {{"sweep.trials[3].energy_per_sample", "{\"value\": 0.0125, \"unit\": \"J/sample\", "
+                                            "\"valid\": true}"},
+      {"sweep.trials[2].energy_per_sample", "{\"value\": 0.5, \"unit\": \"J/sample\", "
+                                            "\"valid\": true}"}},
+     true,
+     "device",
+     64,
+     "accepted: 2115 samples/s (0.0125 J/sample) at batch 64 on opencl",
+     NULL,
+     64,
+     NULL},
     {"other processes took CPUs while devgate measured: inconclusive, never accepted",
      {{"gate.backends[0].matmul.window",
        "{\"others_cpus\": {\"value\": 1.6, \"unit\": \"cpus\", \"valid\": true}}"}},
@@ -358,6 +370,14 @@ static void run_case(const gate_case *k)
                 statement ? statement : "-");
     CHECK_MSG(accepted == k->accepted, "%s: accepted %d: %s", k->name, accepted,
               statement ? statement : "(none)");
+    /* Energy per sample is recorded exactly when the promised trial reported it. */
+    bool jps = k->statement && strstr(k->statement, "J/sample");
+    CHECK_MSG((dg_jbool(r, "final_gate.energy_per_sample.valid") == 1) == jps &&
+                  (jps || dg_jbool(r, "final_gate.energy_per_sample.valid") == 0),
+              "%s: energy_per_sample %s", k->name,
+              dg_jbool(r, "final_gate.energy_per_sample.valid") == 1 ? "valid" : "not valid");
+    if (jps)
+        CHECK(dg_jnum(r, "final_gate.energy_per_sample.value") == 0.0125);
     CHECK_MSG(route && !strcmp(route, k->route), "%s: route %s, not %s", k->name,
               route ? route : "(none)", k->route);
     CHECK_MSG(isnan(k->batch) ? !accepted || isnan(batch) : batch == k->batch,

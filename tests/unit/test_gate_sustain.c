@@ -168,6 +168,12 @@ static void check_host_source(void)
     CHECK(!a.sm_mhz.valid && !a.temp_c.valid && !a.energy_j.valid && !a.power_w.valid &&
           !a.reasons_valid);
     dg_health_close(h);
+    /* A device off the host (an OpenCL GPU) is not read from the host's files. */
+    dg_device_info gpu = {.host_memory = false};
+    h = dg_health_open(&gpu, false, root);
+    dg_health_read(h, 1, NULL, &a);
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && !a.sm_mhz.valid && !a.temp_c.valid);
+    dg_health_close(h);
     /* NVML asked for a device it cannot find: a source that reports nothing, saying why. */
     h = dg_health_open(&info, true, NULL);
     CHECK(!strncmp(dg_health_source(h), "none", 4));

@@ -828,7 +828,9 @@ static void suite(dg_ctx *ctx, const char *where, const char *what)
                            "{\"kind\":\"train\",\"status\":\"ok\",\"spec\":{\"backend\":"
                            "\"cpu\",\"model\":\"lenet\",\"batch\":32},\"spec_id\":\"s1\","
                            "\"bucket\":{\"id\":\"b1\"},\"throughput\":{\"samples_per_s\":"
-                           "{\"value\":250.5,\"unit\":\"samples/s\",\"valid\":true}}}",
+                           "{\"value\":250.5,\"unit\":\"samples/s\",\"valid\":true},"
+                           "\"energy_per_sample\":{\"value\":0.75,\"unit\":\"J/sample\","
+                           "\"valid\":true}}}",
                            &tr) == DG_OK);
     CHECK(dg_ledger_record(ctx, lg, "train", 0,
                            "{\"kind\":\"train\",\"timestamp\":\"2001-02-03T04:05:06Z\","
@@ -851,9 +853,17 @@ static void suite(dg_ctx *ctx, const char *where, const char *what)
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(tp1, "valid")) &&
           cJSON_GetObjectItem(tp1, "value")->valuedouble == 250.5 &&
           strcmp(jstr_or(tp1, "unit"), "samples/s") == 0);
+    /* J/sample beside samples/s where the record has it */
+    const cJSON *j1 = cJSON_GetObjectItem(s1, "energy_per_sample"),
+                *j0 = cJSON_GetObjectItem(s0, "energy_per_sample");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j1, "valid")) &&
+          cJSON_GetObjectItem(j1, "value")->valuedouble == 0.75 &&
+          strcmp(jstr_or(j1, "unit"), "J/sample") == 0);
     /* not reported stays not reported: null and invalid, never 0 */
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(tp0, "valid")) &&
           cJSON_IsNull(cJSON_GetObjectItem(tp0, "value")));
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j0, "valid")) &&
+          cJSON_IsNull(cJSON_GetObjectItem(j0, "value")));
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(s0, "batch")) &&
           cJSON_IsNull(cJSON_GetObjectItem(s0, "backend")));
     CHECK(!cJSON_GetObjectItem(s0, "record") && !cJSON_GetObjectItem(s0, "rank"));
