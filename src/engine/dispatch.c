@@ -1,7 +1,7 @@
 /* The engine: a backend opened for training with its allocator, op dispatch
  * (native, or the cpu backend with copies both ways) and the fallback census.
  * Every op entry point goes through one dispatch() over one table of calls
- * (at the end of this file); --disable-op names are the call names. */
+ * (dispatch_calls.c); --disable-op names are the call names. */
 #include "engine/dispatch_int.h"
 #include "env/peak.h"
 
