@@ -206,13 +206,12 @@ static cJSON *run_gate(const dg_record_view *v, const dg_record_view *judged, do
     return g;
 }
 
-/* The FINAL_GATE object of the record v judged as judged says (its findings
- * and decision); NULL when out of memory. */
-static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
+/* The four proofs a pack owes (architecture, gate log, sweep, memory curve)
+ * into p, each true or false; the missing ones' keys (a new array) and their
+ * words in lacks (len bytes). */
+static cJSON *check_proofs(const dg_record_view *v, bool quick, double mem_epochs, cJSON *p,
+                           char *lacks, size_t len)
 {
-    if (v->kind && strcmp(v->kind, "run") == 0)
-        return run_gate(v, judged, mem_epochs);
-    bool quick = v->spec.quick == 1;
     /* The sweep proves a ceiling only when it reached a real stop with at
      * least 4 trials; the memory curve needs mem_epochs epochs (the method's
      * rule is stated after 10) in the default tier. */
@@ -242,17 +241,28 @@ static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, 
     else
         snprintf(shown[3], sizeof shown[3], "a memory curve of at least %.0f epochs (it has %d)",
                  need_epochs, epochs);
-    cJSON *g = cJSON_CreateObject();
-    cJSON *p = cJSON_AddObjectToObject(g, "proofs");
     cJSON *missing = cJSON_CreateArray();
-    char lacks[700] = "";
     for (int i = 0; i < 4; i++) {
         cJSON_AddBoolToObject(p, keys[i], proofs[i]);
         if (!proofs[i]) {
             cJSON_AddItemToArray(missing, cJSON_CreateString(keys[i]));
-            list_add(lacks, sizeof lacks, ", ", shown[i]);
+            list_add(lacks, len, ", ", shown[i]);
         }
     }
+    return missing;
+}
+
+/* The FINAL_GATE object of the record v judged as judged says (its findings
+ * and decision); NULL when out of memory. */
+static cJSON *final_gate(const dg_record_view *v, const dg_record_view *judged, double mem_epochs)
+{
+    if (v->kind && strcmp(v->kind, "run") == 0)
+        return run_gate(v, judged, mem_epochs);
+    bool quick = v->spec.quick == 1;
+    cJSON *g = cJSON_CreateObject();
+    char lacks[700] = "";
+    cJSON *missing = check_proofs(v, quick, mem_epochs, cJSON_AddObjectToObject(g, "proofs"), lacks,
+                                  sizeof lacks);
     /* On the cpu route, slow-device-data (the device does not pay off: the
      * reason for that route) judges the device, not the cpu: it does not
      * block the cpu's throughput. Every other fail finding does. */
