@@ -81,62 +81,138 @@ static int cmp_res(const void *a, const void *b)
     return x->w - y->w;
 }
 
-dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts, dg_loader **out)
+/* Checks the loader options and fills in their defaults; DG_ERR_USAGE with
+ * the message when one is out of range. */
+static dg_status settle_opts(dg_ctx *ctx, dg_loader_opts *o)
 {
-    *out = NULL;
-    dg_loader_opts o = *opts;
-    if (o.batch < 1 || (o.channels != 1 && o.channels != 3))
+    if (o->batch < 1 || (o->channels != 1 && o->channels != 3))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: batch must be positive and channels 1 or 3");
-    if (o.nres < 1 || o.nres > DG_LOADER_MAX_RES)
+    if (o->nres < 1 || o->nres > DG_LOADER_MAX_RES)
         return dg_fail(ctx, DG_ERR_USAGE, "loader: 1..%d resolutions, got %d", DG_LOADER_MAX_RES,
-                       o.nres);
-    for (int i = 0; i < o.nres; i++)
-        if (o.res[i].h < 1 || o.res[i].w < 1 || o.res[i].h > 16384 || o.res[i].w > 16384 ||
-            !(o.res[i].weight > 0) || !isfinite(o.res[i].weight))
+                       o->nres);
+    for (int i = 0; i < o->nres; i++)
+        if (o->res[i].h < 1 || o->res[i].w < 1 || o->res[i].h > 16384 || o->res[i].w > 16384 ||
+            !(o->res[i].weight > 0) || !isfinite(o->res[i].weight))
             return dg_fail(ctx, DG_ERR_USAGE, "loader: resolution %dx%d:%g is out of range",
-                           o.res[i].h, o.res[i].w, o.res[i].weight);
-    qsort(o.res, (size_t)o.nres, sizeof o.res[0], cmp_res);
-    if (!(o.val_split >= 0 && o.val_split < 1))
+                           o->res[i].h, o->res[i].w, o->res[i].weight);
+    qsort(o->res, (size_t)o->nres, sizeof o->res[0], cmp_res);
+    if (!(o->val_split >= 0 && o->val_split < 1))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: the validation share must be in [0, 1), got %g",
-                       o.val_split);
-    if (o.max_bad_share < 0)
-        o.max_bad_share = 0.01;
-    if (!(o.max_bad_share <= 1))
+                       o->val_split);
+    if (o->max_bad_share < 0)
+        o->max_bad_share = 0.01;
+    if (!(o->max_bad_share <= 1))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: the bad-sample share must be in [0, 1]");
-    if (o.norm == DG_NORM_GIVEN) {
-        if (o.norm_count != 1 && o.norm_count != o.channels)
+    if (o->norm == DG_NORM_GIVEN) {
+        if (o->norm_count != 1 && o->norm_count != o->channels)
             return dg_fail(
                 ctx, DG_ERR_USAGE,
                 "loader: --normalize gives %d values per list, the model has %d channel%s",
-                o.norm_count, o.channels, o.channels > 1 ? "s" : "");
+                o->norm_count, o->channels, o->channels > 1 ? "s" : "");
         for (int ch = 0; ch < 3; ch++) {
-            if (o.norm_count == 1) {
-                o.mean[ch] = o.mean[0];
-                o.std[ch] = o.std[0];
+            if (o->norm_count == 1) {
+                o->mean[ch] = o->mean[0];
+                o->std[ch] = o->std[0];
             }
-            if (ch < o.channels && !(o.std[ch] > 0 && isfinite(o.std[ch]) && isfinite(o.mean[ch])))
+            if (ch < o->channels &&
+                !(o->std[ch] > 0 && isfinite(o->std[ch]) && isfinite(o->mean[ch])))
                 return dg_fail(ctx, DG_ERR_USAGE,
                                "loader: normalisation std must be positive and finite");
         }
     }
-    if (o.workers < 0)
-        o.workers = 2;
-    if (o.workers > 256)
+    if (o->workers < 0)
+        o->workers = 2;
+    if (o->workers > 256)
         return dg_fail(ctx, DG_ERR_USAGE, "loader: at most 256 workers");
-    if (o.hold < 0 || o.hold > 64)
+    if (o->hold < 0 || o->hold > 64)
         return dg_fail(ctx, DG_ERR_USAGE, "loader: the consumer may hold 1..64 batches, got %d",
-                       o.hold);
-    if (!o.hold)
-        o.hold = o.workers ? 2 : 1;
-    if ((o.slot_mem.alloc != NULL) != (o.slot_mem.free != NULL))
+                       o->hold);
+    if (!o->hold)
+        o->hold = o->workers ? 2 : 1;
+    if ((o->slot_mem.alloc != NULL) != (o->slot_mem.free != NULL))
         return dg_fail(ctx, DG_ERR_USAGE, "loader: slot memory needs both alloc and free");
-    if (o.prefetch <= 0)
-        o.prefetch = o.workers ? o.workers + o.hold : 1;
+    if (o->prefetch <= 0)
+        o->prefetch = o->workers ? o->workers + o->hold : 1;
     /* Workers keep filling while the consumer holds its batches. */
-    if (o.workers && o.prefetch < o.workers + o.hold)
-        o.prefetch = o.workers + o.hold;
-    if (!o.cache_cap)
-        o.cache_cap = (size_t)2 << 30;
+    if (o->workers && o->prefetch < o->workers + o->hold)
+        o->prefetch = o->workers + o->hold;
+    if (!o->cache_cap)
+        o->cache_cap = (size_t)2 << 30;
+    return DG_OK;
+}
+
+/* The training and validation index lists of ld's n samples. */
+static dg_status split_samples(dg_loader *ld, size_t n)
+{
+    const dg_loader_opts *o = &ld->o;
+    /* Split: the last val_split share of a seeded permutation is held out;
+     * both lists are kept in index order. */
+    ld->nval = (size_t)floor(o->val_split * (double)n);
+    if (o->val_split > 0 && ld->nval == 0)
+        ld->nval = 1;
+    ld->ntrain = n - ld->nval;
+    if (ld->ntrain == 0) {
+        return dg_fail(ld->ctx, DG_ERR_USAGE,
+                       "loader: --val-split %g leaves no training samples of %zu", o->val_split, n);
+    }
+    ld->train = dg_malloc(n * sizeof(size_t));
+    ld->val = dg_malloc((ld->nval ? ld->nval : 1) * sizeof(size_t));
+    ld->perm[0] = dg_malloc(ld->ntrain * sizeof(size_t));
+    ld->perm[1] = dg_malloc(ld->ntrain * sizeof(size_t));
+    if (!ld->train || !ld->val || !ld->perm[0] || !ld->perm[1]) {
+        return dg_fail(ld->ctx, DG_ERR_NOMEM, "loader: out of memory for %zu sample indices", n);
+    }
+    for (size_t i = 0; i < n; i++)
+        ld->train[i] = i;
+    if (ld->nval) {
+        dg_ld_shuffle(ld->train, n, o->seed, STREAM_SPLIT);
+        memcpy(ld->val, ld->train + ld->ntrain, ld->nval * sizeof(size_t));
+        qsort(ld->train, ld->ntrain, sizeof(size_t), dg_ld_cmp_size);
+        qsort(ld->val, ld->nval, sizeof(size_t), dg_ld_cmp_size);
+    }
+    return DG_OK;
+}
+
+/* The batch slots (page-locked through slot_mem where it gives them). */
+static dg_status alloc_slots(dg_loader *ld)
+{
+    const dg_loader_opts *o = &ld->o;
+    ld->nslots = o->workers ? o->prefetch : o->hold;
+    ld->slots = dg_calloc((size_t)ld->nslots, sizeof(slot));
+    if (!ld->slots) {
+        return dg_fail(ld->ctx, DG_ERR_NOMEM, "loader: out of memory");
+    }
+    for (int i = 0; i < ld->nslots; i++) {
+        /* One block a slot, x then y: the consumer uploads straight from it.
+         * Slot memory the allocator refuses (page-locked memory is scarce)
+         * is plain memory. */
+        slot *sl = &ld->slots[i];
+        void *p = NULL;
+        if (o->slot_mem.alloc && o->slot_mem.alloc(o->slot_mem.user, ld->slot_bytes, &p) == DG_OK &&
+            p) {
+            sl->page_locked = true;
+            ld->slots_locked++;
+        } else if (!(p = dg_malloc(ld->slot_bytes))) {
+            return dg_fail(ld->ctx, DG_ERR_NOMEM,
+                           "loader: out of memory for %d batches of %zu floats", ld->nslots,
+                           ld->slot_floats);
+        }
+        sl->x = p;
+        sl->y = (int32_t *)((char *)p + ld->label_off);
+        /* the gap before the labels travels with a one-copy upload */
+        memset((char *)p + ld->slot_floats * sizeof(float), 0,
+               ld->label_off - ld->slot_floats * sizeof(float));
+    }
+    return DG_OK;
+}
+
+dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts, dg_loader **out)
+{
+    *out = NULL;
+    dg_loader_opts o = *opts;
+    dg_status st = settle_opts(ctx, &o);
+    if (st != DG_OK)
+        return st;
     size_t n = dg_source_count(src);
     if (n == 0)
         return dg_fail(ctx, DG_ERR_FORMAT, "loader: the data set has no samples");
@@ -155,7 +231,6 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     pthread_mutex_init(&ld->cache_mu, NULL);
     pthread_cond_init(&ld->cv_work, NULL);
     pthread_cond_init(&ld->cv_ready, NULL);
-    dg_status st = DG_OK;
 
     /* The host-memory budget: one decoded image at most image_budget bytes,
      * so a small file claiming a huge image is a bad sample, not gigabytes
@@ -172,33 +247,8 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
     if (!opts->cache_cap && ld->mem_known && (double)ld->o.cache_cap > ld->mem_available / 4)
         ld->o.cache_cap = (size_t)(ld->mem_available / 4);
 
-    /* Split: the last val_split share of a seeded permutation is held out;
-     * both lists are kept in index order. */
-    ld->nval = (size_t)floor(o.val_split * (double)n);
-    if (o.val_split > 0 && ld->nval == 0)
-        ld->nval = 1;
-    ld->ntrain = n - ld->nval;
-    if (ld->ntrain == 0) {
-        st = dg_fail(ctx, DG_ERR_USAGE, "loader: --val-split %g leaves no training samples of %zu",
-                     o.val_split, n);
+    if ((st = split_samples(ld, n)) != DG_OK)
         goto fail;
-    }
-    ld->train = dg_malloc(n * sizeof(size_t));
-    ld->val = dg_malloc((ld->nval ? ld->nval : 1) * sizeof(size_t));
-    ld->perm[0] = dg_malloc(ld->ntrain * sizeof(size_t));
-    ld->perm[1] = dg_malloc(ld->ntrain * sizeof(size_t));
-    if (!ld->train || !ld->val || !ld->perm[0] || !ld->perm[1]) {
-        st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory for %zu sample indices", n);
-        goto fail;
-    }
-    for (size_t i = 0; i < n; i++)
-        ld->train[i] = i;
-    if (ld->nval) {
-        dg_ld_shuffle(ld->train, n, o.seed, STREAM_SPLIT);
-        memcpy(ld->val, ld->train + ld->ntrain, ld->nval * sizeof(size_t));
-        qsort(ld->train, ld->ntrain, sizeof(size_t), dg_ld_cmp_size);
-        qsort(ld->val, ld->nval, sizeof(size_t), dg_ld_cmp_size);
-    }
 
     for (int ch = 0; ch < 3; ch++) {
         ld->mean[ch] = o.norm == DG_NORM_GIVEN ? o.mean[ch] : 0.0f;
@@ -265,33 +315,8 @@ dg_status dg_loader_new(dg_ctx *ctx, dg_source *src, const dg_loader_opts *opts,
             goto fail;
         }
     }
-    ld->nslots = o.workers ? o.prefetch : o.hold;
-    ld->slots = dg_calloc((size_t)ld->nslots, sizeof(slot));
-    if (!ld->slots) {
-        st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory");
+    if ((st = alloc_slots(ld)) != DG_OK)
         goto fail;
-    }
-    for (int i = 0; i < ld->nslots; i++) {
-        /* One block a slot, x then y: the consumer uploads straight from it.
-         * Slot memory the allocator refuses (page-locked memory is scarce)
-         * is plain memory. */
-        slot *sl = &ld->slots[i];
-        void *p = NULL;
-        if (o.slot_mem.alloc && o.slot_mem.alloc(o.slot_mem.user, ld->slot_bytes, &p) == DG_OK &&
-            p) {
-            sl->page_locked = true;
-            ld->slots_locked++;
-        } else if (!(p = dg_malloc(ld->slot_bytes))) {
-            st = dg_fail(ctx, DG_ERR_NOMEM, "loader: out of memory for %d batches of %zu floats",
-                         ld->nslots, ld->slot_floats);
-            goto fail;
-        }
-        sl->x = p;
-        sl->y = (int32_t *)((char *)p + ld->label_off);
-        /* the gap before the labels travels with a one-copy upload */
-        memset((char *)p + ld->slot_floats * sizeof(float), 0,
-               ld->label_off - ld->slot_floats * sizeof(float));
-    }
     if (o.workers) {
         ld->threads = dg_calloc((size_t)o.workers, sizeof(pthread_t));
         if (!ld->threads) {

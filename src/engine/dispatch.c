@@ -1,8 +1,8 @@
 /* The engine: a backend opened for training with its allocator, op dispatch
  * (native, or the cpu backend with copies both ways) and the fallback census.
  * Every op entry point goes through one dispatch() over one table of calls
- * (at the end of this file); --disable-op names are the call names. */
-#include "engine/engine.h"
+ * (dispatch_calls.c); --disable-op names are the call names. */
+#include "engine/dispatch_int.h"
 #include "env/peak.h"
 
 #include <math.h>
@@ -16,37 +16,6 @@
 #define OPERANDS_MAX 8         /* staged operands of one op */
 #define PROF_ROWS_MAX 1024     /* distinct profile rows; further ones fold into "other" */
 #define PROF_EVENTS_MAX 200000 /* trace events kept; further ones are counted as dropped */
-
-typedef struct census_rec {
-    uint64_t hash;
-    char op[24];
-    char shape[96];
-    char reason[128];
-    size_t calls;
-    double ms;
-    size_t d2h, h2d;
-} census_rec;
-
-typedef struct stage_buf {
-    void *buf; /* cpu-backend buffer */
-    size_t bytes;
-    bool in_use;
-    uint64_t last_used;
-} stage_buf;
-
-/* Fallback state of one engine: the census and the staging buffer cache. */
-struct dg_census {
-    census_rec *recs;
-    size_t n, cap;
-    census_rec other;
-    bool have_other;
-    stage_buf stage[STAGE_MAX];
-    size_t nstage;
-    uint64_t tick;
-    size_t fb_d2h, fb_h2d; /* bytes every fallback copied, engine lifetime */
-    struct prof *prof;     /* per-op profiling; NULL until first switched on */
-    bool prof_on;
-};
 
 /* ---- native or not -------------------------------------------------------- */
 
@@ -150,11 +119,6 @@ dg_status dg_disable_ops_check(dg_ctx *ctx, const char *spec)
 
 static void prof_free(struct prof *p);
 
-static void *cpu_ctx_of(const dg_engine *e)
-{
-    return e->cpu_ctx ? e->cpu_ctx : e->bctx;
-}
-
 void dg_engine_close(dg_engine *e)
 {
     if (!e)
@@ -162,7 +126,7 @@ void dg_engine_close(dg_engine *e)
     dg_allocator_free(e->alloc);
     if (e->census) {
         for (size_t i = 0; i < e->census->nstage; i++)
-            e->cpu->buf_free(cpu_ctx_of(e), e->census->stage[i].buf);
+            e->cpu->buf_free(dg_dp_cpu_ctx(e), e->census->stage[i].buf);
         dg_free(e->census->recs);
         prof_free(e->census->prof);
         dg_free(e->census);
@@ -262,279 +226,6 @@ dg_status dg_engine_open(dg_ctx *ctx, const char *name, const dg_engine_opts *op
         return dg_fail(ctx, DG_ERR_UNAVAILABLE, "%s is not available: %s", ent.name,
                        ent.reason[0] ? ent.reason : "no interface");
     return dg_engine_open_iface(ctx, ent.iface, opts, out);
-}
-
-/* ---- staging buffers ---------------------------------------------------- */
-
-/* A free cpu staging buffer of exactly bytes, reused when one is cached. */
-static dg_status stage_get(dg_engine *e, size_t bytes, void **buf)
-{
-    struct dg_census *c = e->census;
-    stage_buf *victim = NULL;
-    c->tick++;
-    for (size_t i = 0; i < c->nstage; i++) {
-        stage_buf *s = &c->stage[i];
-        if (s->in_use)
-            continue;
-        if (s->bytes == bytes) {
-            s->in_use = true;
-            s->last_used = c->tick;
-            *buf = s->buf;
-            return DG_OK;
-        }
-        if (!victim || s->last_used < victim->last_used)
-            victim = s;
-    }
-    stage_buf *slot = c->nstage < STAGE_MAX ? &c->stage[c->nstage] : victim;
-    if (!slot)
-        return DG_ERR_NOMEM; /* cannot happen: an op stages at most OPERANDS_MAX */
-    if (slot == victim) {
-        e->cpu->buf_free(cpu_ctx_of(e), slot->buf);
-        *slot = (stage_buf){0};
-    }
-    void *b = NULL;
-    dg_status st = e->cpu->buf_alloc(cpu_ctx_of(e), bytes ? bytes : 4, &b);
-    if (st != DG_OK) {
-        if (slot == victim) /* keep the table dense: move the last entry here */
-            *slot = c->stage[--c->nstage];
-        return st;
-    }
-    if (slot != victim)
-        c->nstage++;
-    *slot = (stage_buf){.buf = b, .bytes = bytes, .in_use = true, .last_used = c->tick};
-    *buf = b;
-    return DG_OK;
-}
-
-static void stage_put(dg_engine *e, void *buf)
-{
-    for (size_t i = 0; i < e->census->nstage; i++)
-        if (e->census->stage[i].buf == buf)
-            e->census->stage[i].in_use = false;
-}
-
-/* ---- one fallback: stage, run on the cpu, copy back, record ------------ */
-
-enum { STAGE_IN = 1, STAGE_OUT = 2, STAGE_INOUT = 3, STAGE_SCRATCH = 0 };
-
-typedef struct operand {
-    dg_ref dev; /* {NULL, 0} for scratch */
-    size_t bytes;
-    void *sbuf;
-    bool downloaded, upload;
-} operand;
-
-typedef struct fallback {
-    dg_ctx *ctx;
-    dg_engine *e;
-    dg_call call;
-    dg_op op;
-    dg_status st;
-    double t0;
-    operand ops[OPERANDS_MAX];
-    int n;
-    size_t d2h, h2d;
-} fallback;
-
-/* Saturating product of sizes (SIZE_MAX on overflow). */
-static size_t prod(size_t a, size_t b)
-{
-    size_t r;
-    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
-}
-
-/* Elements of non-negative int dimensions, SIZE_MAX when negative or too large. */
-static size_t elems4(int a, int b, int c, int d)
-{
-    if (a < 0 || b < 0 || c < 0 || d < 0)
-        return SIZE_MAX;
-    return prod(prod((size_t)a, (size_t)b), prod((size_t)c, (size_t)d));
-}
-
-/* Bytes of n 4-byte elements (SIZE_MAX passes through). */
-static size_t bytes4(size_t n)
-{
-    return prod(n, 4);
-}
-
-/* Bytes a rows x cols row-major matrix with leading dimension ld spans. */
-static size_t span(int rows, int cols, int ld)
-{
-    if (rows < 0 || cols < 0 || ld < 0)
-        return SIZE_MAX;
-    if (rows == 0 || cols == 0)
-        return 0;
-    size_t n = prod((size_t)rows - 1, (size_t)ld);
-    return n == SIZE_MAX ? SIZE_MAX : bytes4(n + (size_t)cols);
-}
-
-static dg_status be_fail(fallback *f, const dg_backend_iface *b, void *bctx, dg_status st,
-                         const char *what)
-{
-    const char *err = b->last_error(bctx);
-    f->st = dg_fail(f->ctx, st, "%s fallback to the cpu: %s %s: %s", dg_op_names[f->op], b->name,
-                    what, err && *err ? err : dg_status_name(st));
-    return f->st;
-}
-
-static void fb_begin(fallback *f, dg_ctx *ctx, dg_engine *e, dg_call call)
-{
-    memset(f, 0, sizeof *f);
-    f->ctx = ctx;
-    f->e = e;
-    f->call = call;
-    f->op = dg_call_op[call];
-    f->t0 = dg_now();
-    /* Downloads block, but make sure every queued write to the inputs is done. */
-    dg_status st = e->be->synchronize(e->bctx);
-    if (st != DG_OK)
-        be_fail(f, e->be, e->bctx, st, "synchronize");
-}
-
-/* Stages a device operand of bytes on the cpu; mode says whether it is read
- * (downloaded first) and/or written (uploaded after). Absent refs stay absent. */
-static dg_ref fb_ref(fallback *f, dg_ref dev, size_t bytes, int mode)
-{
-    if (f->st != DG_OK || (!dev.buf && mode != STAGE_SCRATCH))
-        return (dg_ref){NULL, 0};
-    if (mode == STAGE_SCRATCH && bytes == 0)
-        return (dg_ref){NULL, 0};
-    if (bytes == SIZE_MAX) {
-        f->st = dg_fail(f->ctx, DG_ERR_USAGE, "%s: bad shape (negative or overflowing size)",
-                        dg_op_names[f->op]);
-        return (dg_ref){NULL, 0};
-    }
-    operand *o = NULL;
-    if (dev.buf) /* the same place twice (in-place ops) shares one staging buffer */
-        for (int i = 0; i < f->n && !o; i++)
-            if (f->ops[i].dev.buf == dev.buf && f->ops[i].dev.off == dev.off &&
-                f->ops[i].bytes == bytes)
-                o = &f->ops[i];
-    if (!o) {
-        if (f->n == OPERANDS_MAX) {
-            f->st = dg_fail(f->ctx, DG_ERR_USAGE, "%s: too many operands", dg_op_names[f->op]);
-            return (dg_ref){NULL, 0};
-        }
-        void *sbuf = NULL;
-        dg_status st = stage_get(f->e, bytes, &sbuf);
-        if (st != DG_OK) {
-            be_fail(f, f->e->cpu, cpu_ctx_of(f->e), st, "staging buffer");
-            return (dg_ref){NULL, 0};
-        }
-        o = &f->ops[f->n++];
-        *o = (operand){.dev = dev, .bytes = bytes, .sbuf = sbuf};
-    }
-    if ((mode & STAGE_IN) && !o->downloaded && bytes) {
-        dg_status st =
-            f->e->be->download(f->e->bctx, dev.buf, dev.off, dg_cpu_buf_data(o->sbuf), bytes);
-        if (st != DG_OK) {
-            be_fail(f, f->e->be, f->e->bctx, st, "download");
-            return (dg_ref){NULL, 0};
-        }
-        f->d2h += bytes;
-    }
-    o->downloaded = o->downloaded || (mode & STAGE_IN);
-    o->upload = o->upload || (mode & STAGE_OUT);
-    return (dg_ref){o->sbuf, 0};
-}
-
-static dg_ref fb_in(fallback *f, dg_ref dev, size_t bytes)
-{
-    return fb_ref(f, dev, bytes, STAGE_IN);
-}
-
-static dg_ref fb_out(fallback *f, dg_ref dev, size_t bytes)
-{
-    return fb_ref(f, dev, bytes, STAGE_OUT);
-}
-
-static dg_ref fb_inout(fallback *f, dg_ref dev, size_t bytes)
-{
-    return fb_ref(f, dev, bytes, STAGE_INOUT);
-}
-
-/* Records the cpu op's status. */
-static void fb_ran(fallback *f, dg_status st)
-{
-    if (st != DG_OK)
-        be_fail(f, f->e->cpu, cpu_ctx_of(f->e), st, dg_op_names[f->op]);
-}
-
-static uint64_t fnv(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return (h ^ 0xff) * 0x100000001b3ull;
-}
-
-static census_rec *census_find(struct dg_census *c, const char *op, const char *shape,
-                               const char *reason)
-{
-    uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ull, op), shape), reason);
-    for (size_t i = 0; i < c->n; i++)
-        if (c->recs[i].hash == h && strcmp(c->recs[i].op, op) == 0 &&
-            strcmp(c->recs[i].shape, shape) == 0 && strcmp(c->recs[i].reason, reason) == 0)
-            return &c->recs[i];
-    if (c->n == c->cap && c->cap < CENSUS_MAX) {
-        size_t ncap = c->cap ? c->cap * 2 : 16;
-        census_rec *nr = dg_realloc(c->recs, ncap * sizeof *nr);
-        if (nr) {
-            c->recs = nr;
-            c->cap = ncap;
-        }
-    }
-    if (c->n == c->cap) { /* full (or no memory): fold into "other" */
-        if (!c->have_other) {
-            c->have_other = true;
-            snprintf(c->other.op, sizeof c->other.op, "other");
-            snprintf(c->other.shape, sizeof c->other.shape, "other");
-            snprintf(c->other.reason, sizeof c->other.reason,
-                     "folded: more than %d distinct fallback records", CENSUS_MAX);
-        }
-        return &c->other;
-    }
-    census_rec *r = &c->recs[c->n++];
-    memset(r, 0, sizeof *r);
-    r->hash = h;
-    snprintf(r->op, sizeof r->op, "%s", op);
-    snprintf(r->shape, sizeof r->shape, "%s", shape);
-    snprintf(r->reason, sizeof r->reason, "%s", reason);
-    return r;
-}
-
-/* Copies the outputs back, frees the staging, records the census entry. */
-static dg_status fb_end(fallback *f, const char *shape)
-{
-    dg_engine *e = f->e;
-    for (int i = 0; i < f->n && f->st == DG_OK; i++) {
-        operand *o = &f->ops[i];
-        if (!o->upload || !o->bytes)
-            continue;
-        dg_status st =
-            e->be->upload(e->bctx, o->dev.buf, o->dev.off, dg_cpu_buf_data(o->sbuf), o->bytes);
-        if (st != DG_OK)
-            be_fail(f, e->be, e->bctx, st, "upload");
-        else
-            f->h2d += o->bytes;
-    }
-    for (int i = 0; i < f->n; i++)
-        stage_put(e, f->ops[i].sbuf);
-    if (f->st != DG_OK)
-        return f->st;
-    char reason[128];
-    if (e->disabled_calls & (1u << f->call))
-        snprintf(reason, sizeof reason, "disabled by --disable-op");
-    else
-        snprintf(reason, sizeof reason, "not supported by %s", e->name);
-    e->census->fb_d2h += f->d2h;
-    e->census->fb_h2d += f->h2d;
-    census_rec *r = census_find(e->census, dg_op_names[f->op], shape, reason);
-    r->calls++;
-    r->ms += (dg_now() - f->t0) * 1e3;
-    r->d2h += f->d2h;
-    r->h2d += f->h2d;
-    e->any_fallback = true;
-    return DG_OK;
 }
 
 /* ---- census JSON -------------------------------------------------------- */
@@ -659,7 +350,7 @@ void dg_engine_set_profiling(dg_engine *e, bool on)
 static prof_row *prof_find(struct prof *p, const char *op, const char *shape, bool fb,
                            uint32_t *idx)
 {
-    uint64_t h = fnv(fnv(0xcbf29ce484222325ull, op), shape) ^ (fb ? 1u : 0u);
+    uint64_t h = dg_dp_fnv(dg_dp_fnv(0xcbf29ce484222325ull, op), shape) ^ (fb ? 1u : 0u);
     for (size_t i = 0; i < p->n; i++)
         if (p->rows[i].hash == h && p->rows[i].fallback == fb && strcmp(p->rows[i].op, op) == 0 &&
             strcmp(p->rows[i].shape, shape) == 0) {
@@ -819,333 +510,11 @@ cJSON *dg_engine_trace_json(const dg_engine *e)
     return arr;
 }
 
-/* ---- the call table and dispatch() ---------------------------------------
- * Every entry point packs its arguments into a call_args and hands it to
- * dispatch() with its dg_call. The table row of the call knows the rest: the
- * backend function that implements it, its shape string (formatted once per
- * call, and only when the census or the profile needs it), how its operands
- * are staged on the cpu for a fallback, and how the function is invoked. */
-
-/* The arguments of one call: the union of the entry points' parameters.
- * m, n, k: gemm's dimensions; bias_add/bias_grad: outer, channels, inner;
- * xent: rows, classes (as in dg_op_desc). r: the places, in the order of the
- * backend function's parameters. */
-typedef struct call_args {
-    bool ta, tb;
-    int m, n, k;
-    int lda, ldb, ldc;
-    float alpha, beta, value, lr, momentum, wd;
-    size_t count;
-    const dg_pool_shape *pool;
-    const dg_conv_shape *conv;
-    dg_ref r[OPERANDS_MAX];
-} call_args;
-
-typedef struct call_kind {
-    bool (*has)(const dg_backend_iface *b);
-    void (*shape)(const call_args *a, char *buf, size_t len);
-    /* Stages a's places on the cpu for a fallback: s[i] for a->r[i]. */
-    void (*stage)(fallback *f, const call_args *a, dg_ref *s);
-    dg_status (*invoke)(const dg_backend_iface *b, void *bctx, const call_args *a, const dg_ref *r);
-} call_kind;
-
-/* gemm */
-static bool has_gemm(const dg_backend_iface *b)
-{
-    return b->gemm != NULL;
-}
-static void shape_gemm(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "gemm %dx%dx%d ta=%d tb=%d", a->m, a->n, a->k, (int)a->ta, (int)a->tb);
-}
-static void stage_gemm(fallback *f, const call_args *a, dg_ref *s)
-{
-    s[0] = fb_in(f, a->r[0], span(a->ta ? a->k : a->m, a->ta ? a->m : a->k, a->lda));
-    s[1] = fb_in(f, a->r[1], span(a->tb ? a->n : a->k, a->tb ? a->k : a->n, a->ldb));
-    s[2] = fb_ref(f, a->r[2], span(a->m, a->n, a->ldc), a->beta != 0.0f ? STAGE_INOUT : STAGE_OUT);
-}
-static dg_status call_gemm(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
-{
-    return b->gemm(x, a->ta, a->tb, a->m, a->n, a->k, a->alpha, r[0], a->lda, r[1], a->ldb, a->beta,
-                   r[2], a->ldc);
-}
-
-/* fill */
-static bool has_fill(const dg_backend_iface *b)
-{
-    return b->fill != NULL;
-}
-static void shape_fill(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "fill %zu", a->count);
-}
-static void stage_fill(fallback *f, const call_args *a, dg_ref *s)
-{
-    s[0] = fb_out(f, a->r[0], bytes4(a->count));
-}
-static dg_status call_fill(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
-{
-    return b->fill(x, r[0], a->count, a->value);
-}
-
-/* bias_add, bias_grad: m = outer, n = channels, k = inner */
-static bool has_bias_add(const dg_backend_iface *b)
-{
-    return b->bias_add != NULL;
-}
-static bool has_bias_grad(const dg_backend_iface *b)
-{
-    return b->bias_grad != NULL;
-}
-static void shape_bias_add(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "bias_add %dx%dx%d", a->m, a->n, a->k);
-}
-static void shape_bias_grad(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "bias_grad %dx%dx%d", a->m, a->n, a->k);
-}
-static void stage_bias_add(fallback *f, const call_args *a, dg_ref *s)
-{
-    /* y, bias: the bias is staged first (its download comes first). */
-    s[1] = fb_in(f, a->r[1], bytes4(elems4(a->n, 1, 1, 1)));
-    s[0] = fb_inout(f, a->r[0], bytes4(elems4(a->m, a->n, a->k, 1)));
-}
-static void stage_bias_grad(fallback *f, const call_args *a, dg_ref *s)
-{
-    s[0] = fb_in(f, a->r[0], bytes4(elems4(a->m, a->n, a->k, 1)));
-    s[1] = fb_out(f, a->r[1], bytes4(elems4(a->n, 1, 1, 1)));
-}
-static dg_status call_bias_add(const dg_backend_iface *b, void *x, const call_args *a,
-                               const dg_ref *r)
-{
-    return b->bias_add(x, r[0], r[1], a->m, a->n, a->k);
-}
-static dg_status call_bias_grad(const dg_backend_iface *b, void *x, const call_args *a,
-                                const dg_ref *r)
-{
-    return b->bias_grad(x, r[0], r[1], a->m, a->n, a->k);
-}
-
-/* relu_fwd (x, y), relu_bwd (y, dy, dx) */
-static bool has_relu_fwd(const dg_backend_iface *b)
-{
-    return b->relu_fwd != NULL;
-}
-static bool has_relu_bwd(const dg_backend_iface *b)
-{
-    return b->relu_bwd != NULL;
-}
-static void shape_relu_fwd(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "relu %zu", a->count);
-}
-static void shape_relu_bwd(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "relu_bwd %zu", a->count);
-}
-static void stage_relu_fwd(fallback *f, const call_args *a, dg_ref *s)
-{
-    s[0] = fb_in(f, a->r[0], bytes4(a->count));
-    s[1] = fb_out(f, a->r[1], bytes4(a->count));
-}
-static void stage_relu_bwd(fallback *f, const call_args *a, dg_ref *s)
-{
-    s[0] = fb_in(f, a->r[0], bytes4(a->count));
-    s[1] = fb_in(f, a->r[1], bytes4(a->count));
-    s[2] = fb_out(f, a->r[2], bytes4(a->count));
-}
-static dg_status call_relu_fwd(const dg_backend_iface *b, void *x, const call_args *a,
-                               const dg_ref *r)
-{
-    return b->relu_fwd(x, r[0], r[1], a->count);
-}
-static dg_status call_relu_bwd(const dg_backend_iface *b, void *x, const call_args *a,
-                               const dg_ref *r)
-{
-    return b->relu_bwd(x, r[0], r[1], r[2], a->count);
-}
-
-/* maxpool_fwd (x, y, argmax), maxpool_bwd (dy, argmax, dx) */
-static bool has_maxpool_fwd(const dg_backend_iface *b)
-{
-    return b->maxpool_fwd != NULL;
-}
-static bool has_maxpool_bwd(const dg_backend_iface *b)
-{
-    return b->maxpool_bwd != NULL;
-}
-static void pool_shape(char *buf, size_t len, const char *name, const dg_pool_shape *s)
-{
-    snprintf(buf, len, "%s n%d c%d %dx%d k%d s%d", name, s->n, s->c, s->h, s->w, s->k, s->stride);
-}
-static void shape_maxpool_fwd(const call_args *a, char *buf, size_t len)
-{
-    pool_shape(buf, len, "maxpool", a->pool);
-}
-static void shape_maxpool_bwd(const call_args *a, char *buf, size_t len)
-{
-    pool_shape(buf, len, "maxpool_bwd", a->pool);
-}
-static void stage_maxpool_fwd(fallback *f, const call_args *a, dg_ref *s)
-{
-    const dg_pool_shape *p = a->pool;
-    size_t out = bytes4(elems4(p->n, p->c, p->ho, p->wo));
-    s[0] = fb_in(f, a->r[0], bytes4(elems4(p->n, p->c, p->h, p->w)));
-    s[1] = fb_out(f, a->r[1], out);
-    s[2] = fb_out(f, a->r[2], out); /* int32 */
-}
-static void stage_maxpool_bwd(fallback *f, const call_args *a, dg_ref *s)
-{
-    const dg_pool_shape *p = a->pool;
-    size_t out = bytes4(elems4(p->n, p->c, p->ho, p->wo));
-    s[0] = fb_in(f, a->r[0], out);
-    s[1] = fb_in(f, a->r[1], out); /* int32 */
-    s[2] = fb_out(f, a->r[2], bytes4(elems4(p->n, p->c, p->h, p->w)));
-}
-static dg_status call_maxpool_fwd(const dg_backend_iface *b, void *x, const call_args *a,
-                                  const dg_ref *r)
-{
-    return b->maxpool_fwd(x, a->pool, r[0], r[1], r[2]);
-}
-static dg_status call_maxpool_bwd(const dg_backend_iface *b, void *x, const call_args *a,
-                                  const dg_ref *r)
-{
-    return b->maxpool_bwd(x, a->pool, r[0], r[1], r[2]);
-}
-
-/* conv2d_fwd (x, w, bias, y, work), conv2d_bwd (x, w, dy, dx, dw, db, work) */
-static bool has_conv2d_fwd(const dg_backend_iface *b)
-{
-    return b->conv2d_fwd != NULL;
-}
-static bool has_conv2d_bwd(const dg_backend_iface *b)
-{
-    return b->conv2d_bwd != NULL;
-}
-static void conv_shape(char *buf, size_t len, const char *name, const dg_conv_shape *s)
-{
-    snprintf(buf, len, "%s n%d c%d %dx%d k%d %dx%d s%d p%d", name, s->n, s->c, s->h, s->w, s->k,
-             s->kh, s->kw, s->stride, s->pad);
-}
-static void shape_conv2d_fwd(const call_args *a, char *buf, size_t len)
-{
-    conv_shape(buf, len, "conv2d", a->conv);
-}
-static void shape_conv2d_bwd(const call_args *a, char *buf, size_t len)
-{
-    conv_shape(buf, len, "conv2d_bwd", a->conv);
-}
-/* The cpu's own scratch for the fallback (the device's work ref is never used). */
-static dg_ref conv_scratch(fallback *f, const dg_conv_shape *s)
-{
-    const dg_backend_iface *cpu = f->e->cpu;
-    size_t ws = cpu->conv2d_workspace ? cpu->conv2d_workspace(cpu_ctx_of(f->e), s) : 0;
-    return fb_ref(f, (dg_ref){NULL, 0}, ws, STAGE_SCRATCH);
-}
-static void stage_conv2d_fwd(fallback *f, const call_args *a, dg_ref *s)
-{
-    const dg_conv_shape *c = a->conv;
-    s[0] = fb_in(f, a->r[0], bytes4(elems4(c->n, c->c, c->h, c->w)));
-    s[1] = fb_in(f, a->r[1], bytes4(elems4(c->k, c->c, c->kh, c->kw)));
-    s[2] = fb_in(f, a->r[2], bytes4(elems4(c->k, 1, 1, 1)));
-    s[3] = fb_out(f, a->r[3], bytes4(elems4(c->n, c->k, c->ho, c->wo)));
-    s[4] = conv_scratch(f, c);
-}
-static void stage_conv2d_bwd(fallback *f, const call_args *a, dg_ref *s)
-{
-    const dg_conv_shape *c = a->conv;
-    size_t xb = bytes4(elems4(c->n, c->c, c->h, c->w));
-    size_t wb = bytes4(elems4(c->k, c->c, c->kh, c->kw));
-    s[0] = fb_in(f, a->r[0], xb);
-    s[1] = fb_in(f, a->r[1], wb);
-    s[2] = fb_in(f, a->r[2], bytes4(elems4(c->n, c->k, c->ho, c->wo)));
-    s[3] = fb_out(f, a->r[3], xb);
-    s[4] = fb_out(f, a->r[4], wb);
-    s[5] = fb_out(f, a->r[5], bytes4(elems4(c->k, 1, 1, 1)));
-    s[6] = conv_scratch(f, c);
-}
-static dg_status call_conv2d_fwd(const dg_backend_iface *b, void *x, const call_args *a,
-                                 const dg_ref *r)
-{
-    return b->conv2d_fwd(x, a->conv, r[0], r[1], r[2], r[3], r[4]);
-}
-static dg_status call_conv2d_bwd(const dg_backend_iface *b, void *x, const call_args *a,
-                                 const dg_ref *r)
-{
-    return b->conv2d_bwd(x, a->conv, r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
-}
-
-/* softmax_xent (logits, labels, dlogits, acc): m = rows, n = classes */
-static bool has_xent(const dg_backend_iface *b)
-{
-    return b->xent != NULL;
-}
-static void shape_xent(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "softmax_xent n%d classes%d", a->m, a->n);
-}
-static void stage_xent(fallback *f, const call_args *a, dg_ref *s)
-{
-    size_t lb = bytes4(elems4(a->m, a->n, 1, 1));
-    s[0] = fb_in(f, a->r[0], lb);
-    s[1] = fb_in(f, a->r[1], bytes4(elems4(a->m, 1, 1, 1))); /* int32 */
-    s[2] = fb_out(f, a->r[2], lb);
-    s[3] = fb_inout(f, a->r[3], 2 * sizeof(float)); /* accumulated */
-}
-static dg_status call_xent(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
-{
-    return b->xent(x, a->m, a->n, r[0], r[1], r[2], r[3]);
-}
-
-/* sgd (w, g, mom) */
-static bool has_sgd(const dg_backend_iface *b)
-{
-    return b->sgd != NULL;
-}
-static void shape_sgd(const call_args *a, char *buf, size_t len)
-{
-    snprintf(buf, len, "sgd %zu", a->count);
-}
-static void stage_sgd(fallback *f, const call_args *a, dg_ref *s)
-{
-    size_t b = bytes4(a->count);
-    s[1] = fb_in(f, a->r[1], b);
-    s[0] = fb_inout(f, a->r[0], b);
-    /* With momentum 0 the buffer is untouched: stage it without copies. */
-    s[2] = a->r[2].buf ? fb_ref(f, a->r[2], b, a->momentum != 0.0f ? STAGE_INOUT : STAGE_SCRATCH)
-                       : (dg_ref){NULL, 0};
-}
-static dg_status call_sgd(const dg_backend_iface *b, void *x, const call_args *a, const dg_ref *r)
-{
-    return b->sgd(x, r[0], r[1], r[2], a->count, a->lr, a->momentum, a->wd);
-}
-
-#define ROW(name)                                                                                  \
-    {                                                                                              \
-        has_##name, shape_##name, stage_##name, call_##name                                        \
-    }
-static const call_kind calls[DG_CALL__COUNT] = {
-    [DG_CALL_GEMM] = ROW(gemm),
-    [DG_CALL_FILL] = ROW(fill),
-    [DG_CALL_BIAS_ADD] = ROW(bias_add),
-    [DG_CALL_BIAS_GRAD] = ROW(bias_grad),
-    [DG_CALL_RELU_FWD] = ROW(relu_fwd),
-    [DG_CALL_RELU_BWD] = ROW(relu_bwd),
-    [DG_CALL_MAXPOOL_FWD] = ROW(maxpool_fwd),
-    [DG_CALL_MAXPOOL_BWD] = ROW(maxpool_bwd),
-    [DG_CALL_CONV2D_FWD] = ROW(conv2d_fwd),
-    [DG_CALL_CONV2D_BWD] = ROW(conv2d_bwd),
-    [DG_CALL_XENT] = ROW(xent),
-    [DG_CALL_SGD] = ROW(sgd),
-};
-#undef ROW
-
 static bool call_native(const dg_engine *e, dg_call c, const dg_op_desc *d)
 {
     if (e->disabled_calls & (1u << c))
         return false;
-    return e->be->supports_op && e->be->supports_op(e->bctx, d) && calls[c].has(e->be);
+    return e->be->supports_op && e->be->supports_op(e->bctx, d) && dg_dp_calls[c].has(e->be);
 }
 
 /* What supports_op sees of call c with arguments a. */
@@ -1177,16 +546,16 @@ static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st)
 static dg_status fall_back(dg_ctx *ctx, dg_engine *e, dg_call c, const call_args *a, char *shape,
                            size_t shape_len)
 {
-    const call_kind *k = &calls[c];
+    const call_kind *k = &dg_dp_calls[c];
     fallback f;
     dg_ref s[OPERANDS_MAX] = {{0}};
-    fb_begin(&f, ctx, e, c);
+    dg_fb_begin(&f, ctx, e, c);
     k->stage(&f, a, s);
     if (f.st == DG_OK)
-        fb_ran(&f, k->invoke(e->cpu, cpu_ctx_of(e), a, s));
+        dg_fb_ran(&f, k->invoke(e->cpu, dg_dp_cpu_ctx(e), a, s));
     if (!shape[0])
         k->shape(a, shape, shape_len);
-    return fb_end(&f, shape);
+    return dg_fb_end(&f, shape);
 }
 
 /* The one dispatch: native, on the cpu fallback, or an error; profiled when
@@ -1197,7 +566,7 @@ static dg_status dispatch(dg_ctx *ctx, dg_engine *e, dg_call c, const call_args 
     dg_op op = dg_call_op[c];
     if (!e)
         return dg_fail(ctx, DG_ERR_USAGE, "%s: no engine", dg_op_names[op]);
-    const call_kind *k = &calls[c];
+    const call_kind *k = &dg_dp_calls[c];
     dg_op_desc d = desc_of(c, a);
     bool nat = call_native(e, c, &d);
     if (!nat && !e->cpu_ctx) { /* the engine is the cpu: nothing to fall back to */

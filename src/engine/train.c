@@ -2,11 +2,11 @@
  * (docs/data.md), forward, loss, backward and SGD on one backend, the loss read back only at sync
  * points, phases timed with device events, and on backends that can, the whole step captured once
  * as a device graph and replayed. */
-#include "engine/train.h"
 #include "core/record.h"
 #include "data/loader.h"
 #include "engine/model.h"
 #include "engine/spec.h"
+#include "engine/train_int.h"
 #include "env/peak.h"
 #include "measure/health.h"
 #include "measure/measure.h"
@@ -19,92 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-int dg_train_workers_for(int requested, int threads)
-{
-    if (requested < 0)
-        return 0;
-    if (requested > 0)
-        return requested;
-    int half = threads / 2;
-    return half < 2 ? 2 : half > 8 ? 8 : half;
-}
-
-int dg_train_workers(int requested)
-{
-    return dg_train_workers_for(requested, dg_cpu_topo_get()->threads);
-}
-
 enum { EV_START, EV_H2D, EV_FWD, EV_BWD, EV_UPDATE };
-enum { PH_H2D, PH_FWD, PH_BWD, PH_UPDATE, PH_COUNT };
-static const char *const phase_names[PH_COUNT] = {"h2d", "forward", "backward", "update"};
 /* Loader opts of a second, inline loader that makes the same batches (the
  * export and the validation passes): normalisation fixed to the first's. */
-static dg_loader_opts inline_opts(const dg_loader_opts *lo, const dg_loader *ld)
-{
-    dg_loader_opts v = *lo;
-    v.workers = 0;
-    v.prefetch = 0;
-    v.hold = 1;
-    v.slot_mem = (dg_loader_mem){0}; /* its uploads block: plain memory serves */
-    v.cache = false;
-    if (v.norm != DG_NORM_NONE) {
-        v.norm = DG_NORM_GIVEN;
-        v.norm_count = v.channels;
-        dg_loader_norm(ld, v.mean, v.std);
-    }
-    return v;
-}
-
-/* One training run: its options, the model on the device, the data, and
- * what the loop measures; the phase functions below share it. */
-typedef struct trainer {
-    dg_ctx *ctx;
-    double t_start; /* the loop's start, for the progress reports */
-    const dg_train_opts *o;
-    const dg_train_ext *x;   /* never NULL (the plain instrumentation when none) */
-    const dg_train_ext *ext; /* as the caller gave it: NULL for a plain run */
-    const char *backend;
-    int n; /* batch */
-    int steps, epochs, sync_every, total, warmup;
-    float lr, momentum, wd;
-
-    dg_engine *e;
-    dg_model m;
-    dg_act_layout lay;
-    dg_block *params; /* three arenas: parameters, gradients, momentum */
-    dg_block *act;
-    /* The training batches are the loader's slots, uploaded in place: with
-     * the backend's page-locked memory (host_alloc) an upload only enqueues,
-     * so the batch of the step before stays held (inflight) until host_wait
-     * says its upload is done, while the next one travels. */
-    dg_batch inflight;
-    float *init; /* the initial parameter arena (host) */
-
-    dg_source *src;
-    dg_loader_opts lo;
-    dg_loader *data, *val, *vtrain;
-
-    bool can_capture, captured;
-    const char *capture_note;
-
-    double *step_s;   /* host seconds of every step (step times, epoch watermarks) */
-    int nstep;        /* steps with a time in step_s */
-    dg_block **leaks; /* the blocks kept alive on demand */
-    size_t nleaks;
-    dg_sampler *sampler;
-    dg_health *health;          /* the device's energy counter (NULL: none to read) */
-    dg_health_sample energy[2]; /* at the timed steps' start and end */
-    double phase_ms[PH_COUNT][256];
-    size_t phase_n;
-    int syncs, since_sync, timed_steps;
-    bool finite;
-    double t0, wall, val_time, data_wait;
-    dg_mlock mlock; /* lock_epochs: the epoch's hold of the measurement lock */
-    double lock_waited;
-    double cpu0, cpu, val_cpu; /* process CPU seconds: at t0, over the timed steps, at epoch ends */
-    cJSON *rec, *spec, *losses, *vals, *epochs_j;
-    char spec_id[65]; /* dg_spec_hash of the spec */
-} trainer;
 
 static dg_ref act_at(const trainer *t, size_t off)
 {
@@ -281,145 +198,6 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Writes the initial parameters, the manifest and every batch under dir, for
- * the golden-trajectory script (tests/golden/). */
-static dg_status export_run(trainer *t, dg_loader *data, const dg_train_opts *o, int epochs,
-                            int steps, const float *init, cJSON *spec)
-{
-    dg_status st = dg_loader_start(data, DG_SPLIT_TRAIN, 0, epochs, steps);
-    if (st != DG_OK)
-        return st;
-    const char *dir = o->export_dir;
-    size_t xb = (size_t)t->n * t->m.in_c * t->m.in_h * t->m.in_w * sizeof(float);
-    if ((double)xb * steps * epochs > 256.0 * 1048576)
-        return dg_fail(t->ctx, DG_ERR_USAGE, "--export: %d batches of %zu bytes exceed 256 MiB",
-                       steps * epochs, xb);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return dg_fail(t->ctx, DG_ERR_IO, "--export: cannot create %s: %s", dir, strerror(errno));
-    char path[4096];
-    FILE *f;
-    snprintf(path, sizeof path, "%s/params.f32", dir);
-    f = fopen(path, "wb");
-    bool ok = f && fwrite(init, 1, t->m.param_arena, f) == t->m.param_arena;
-    ok = (f && fclose(f) == 0) && ok;
-    if (!ok)
-        return dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
-    snprintf(path, sizeof path, "%s/batches.bin", dir);
-    if (!(f = fopen(path, "wb")))
-        return dg_fail(t->ctx, DG_ERR_IO, "--export: cannot write %s: %s", path, strerror(errno));
-    for (int ep = 0; ep < epochs; ep++)
-        for (int s = 0; s < steps; s++) {
-            dg_batch b;
-            if ((st = dg_loader_acquire(data, &b)) != DG_OK) {
-                fclose(f);
-                return st;
-            }
-            ok &= fwrite(b.x, 1, xb, f) == xb;
-            ok &= fwrite(b.y, 4, (size_t)t->n, f) == (size_t)t->n;
-            if ((st = dg_loader_release(data, &b)) != DG_OK) {
-                fclose(f);
-                return st;
-            }
-        }
-    ok &= fclose(f) == 0;
-    if (!ok)
-        return dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
-    cJSON *man = cJSON_CreateObject();
-    cJSON_AddItemToObject(man, "spec", cJSON_Duplicate(spec, true));
-    cJSON_AddItemToObject(man, "model", dg_model_json(&t->m));
-    char *text = cJSON_Print(man);
-    cJSON_Delete(man);
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    f = text ? fopen(path, "w") : NULL;
-    ok = f && fputs(text, f) >= 0;
-    ok = (f && fclose(f) == 0) && ok;
-    cJSON_free(text);
-    return ok ? DG_OK : dg_fail(t->ctx, DG_ERR_IO, "--export: writing %s failed", path);
-}
-
-/* The options with the library's defaults filled in: what the record's spec
- * (the codec in engine/spec.c) says ran. */
-static dg_train_opts resolved_opts(const dg_train_opts *o, const char *backend, int batch,
-                                   int steps, int epochs, int sync_every, float lr, float mom,
-                                   float wd)
-{
-    dg_train_opts r = *o;
-    r.backend = backend, r.batch = batch, r.steps = steps, r.epochs = epochs;
-    r.sync_every = sync_every, r.lr = lr, r.momentum = mom, r.weight_decay = wd;
-    return r;
-}
-
-/* Fills the loader options from o for model m (nothing opened); the bucket
- * resolution is the model input (models have fixed input sizes). */
-static dg_status data_opts(dg_ctx *ctx, const dg_train_opts *o, const dg_model *m, int batch,
-                           dg_loader_opts *lo)
-{
-    const char *spec = o->data ? o->data : "synthetic";
-    bool synthetic = strcmp(spec, "synthetic") == 0;
-    dg_status st = dg_source_spec_check(ctx, spec);
-    if (st != DG_OK)
-        return st;
-    if (o->samples && !synthetic)
-        return dg_fail(ctx, DG_ERR_USAGE, "--samples applies to the synthetic source only");
-    if (!(o->val_split >= 0 && o->val_split < 1))
-        return dg_fail(ctx, DG_ERR_USAGE, "--val-split wants a share in [0, 1), got %g",
-                       o->val_split);
-    if (!isfinite(o->max_bad_share) || o->max_bad_share > 1)
-        return dg_fail(ctx, DG_ERR_USAGE, "--max-bad-share wants a share in [0, 1]");
-    *lo = (dg_loader_opts){.batch = batch, .math = o->math};
-    lo->channels = m->in_c;
-    if (o->resolution) {
-        if ((st = dg_loader_parse_resolution(ctx, o->resolution, lo)) != DG_OK)
-            return st;
-        if (lo->nres > 1 || lo->res[0].h != m->in_h || lo->res[0].w != m->in_w)
-            return dg_fail(
-                ctx, DG_ERR_USAGE,
-                "--resolution %s differs from the model input %dx%d; the fixture's "
-                "models have fixed input sizes (data of another size is resized to the input)",
-                o->resolution, m->in_h, m->in_w);
-    }
-    lo->nres = 1;
-    lo->res[0] = (dg_resolution){m->in_h, m->in_w, 1.0};
-    if (o->augment && (st = dg_loader_parse_augment(ctx, o->augment, lo)) != DG_OK)
-        return st;
-    if (o->normalize && (st = dg_loader_parse_normalize(ctx, o->normalize, lo)) != DG_OK)
-        return st;
-    if (lo->norm == DG_NORM_GIVEN && lo->norm_count != 1 && lo->norm_count != m->in_c)
-        return dg_fail(ctx, DG_ERR_USAGE,
-                       "--normalize gives %d values per list, the model has %d channel%s",
-                       lo->norm_count, m->in_c, m->in_c > 1 ? "s" : "");
-    lo->workers = dg_train_workers(o->workers);
-    lo->prefetch = o->prefetch;
-    lo->cache = o->cache;
-    lo->val_split = o->val_split;
-    lo->on_bad_fail = o->on_bad_fail;
-    lo->max_bad_share = o->max_bad_share == 0 ? 0.01 : o->max_bad_share < 0 ? 0 : o->max_bad_share;
-    lo->seed = o->seed;
-    return DG_OK;
-}
-
-/* Opens the data source for the model and fills the loader options. */
-static dg_status open_data(dg_ctx *ctx, const dg_train_opts *o, const dg_model *m, int batch,
-                           size_t samples, dg_source **src, dg_loader_opts *lo)
-{
-    dg_status st = data_opts(ctx, o, m, batch, lo);
-    if (st != DG_OK)
-        return st;
-    dg_source_opts so = {.channels = m->in_c,
-                         .seed = o->seed,
-                         .samples = samples,
-                         .classes = m->classes,
-                         .height = m->in_h,
-                         .width = m->in_w};
-    if ((st = dg_source_open(ctx, o->data ? o->data : "synthetic", &so, src)) != DG_OK)
-        return st;
-    int classes = dg_source_classes(*src);
-    if (classes > m->classes)
-        return dg_fail(ctx, DG_ERR_USAGE, "the data set has %d classes, the model %s only %d",
-                       classes, m->name, m->classes);
-    return DG_OK;
-}
-
 /* One pass over split sp of loader val with the current weights (eagerly, no
  * update), or max_batches batches of it when > 0; appends {epoch, loss,
  * accuracy, batches} to vals. */
@@ -511,59 +289,12 @@ static cJSON *epoch_entry(trainer *t, int device, int ep, bool emptied, bool val
     return o;
 }
 
-/* Downloads the parameter arena and writes it as raw float32 to path. */
-static dg_status write_params(trainer *t, const char *path)
-{
-    float *p = dg_malloc(t->m.param_arena);
-    if (!p)
-        return dg_fail(t->ctx, DG_ERR_NOMEM, "train: out of host memory for the parameters");
-    if (t->e->be->download(t->e->bctx, t->params->buf, 0, p, t->m.param_arena) != DG_OK) {
-        dg_free(p);
-        return dg_fail(t->ctx, DG_ERR_BACKEND, "%s: reading the parameters back: %s", t->e->name,
-                       t->e->be->last_error(t->e->bctx));
-    }
-    FILE *f = fopen(path, "wb");
-    int err = f ? 0 : errno;
-    bool ok = f && fwrite(p, 1, t->m.param_arena, f) == t->m.param_arena;
-    if (f && !ok)
-        err = errno;
-    if (f && fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    dg_free(p);
-    return ok ? DG_OK
-              : dg_fail(t->ctx, DG_ERR_IO, "train: writing the parameters to %s failed: %s", path,
-                        err ? strerror(err) : "short write");
-}
-
 /* ---- the run, one function per phase ---------------------------------------
  * trainer_open (options, model, data source, engine: a failure here has no
  * record), trainer_prepare (loaders, buffers, initial parameters, export),
  * trainer_plan_capture, then per step trainer_step, at each sync point
  * trainer_sync and at each epoch end trainer_epoch_end, and last
  * trainer_record (the record, whatever stopped the run) and trainer_close. */
-
-dg_status dg_train_opts_inputs_check(dg_ctx *ctx, const dg_train_opts *o, const char *model)
-{
-    if (dg_train_opts_check(ctx, o) != DG_OK)
-        return DG_ERR_USAGE;
-    if (o->backend && dg_backend_index(o->backend) < 0)
-        return dg_fail(ctx, DG_ERR_USAGE, "unknown backend '%.64s' (known: %s)", o->backend,
-                       dg_backend_known());
-    if (dg_disable_ops_check(ctx, o->disable_ops) != DG_OK)
-        return DG_ERR_USAGE;
-    dg_model *m = dg_calloc(1, sizeof *m);
-    if (!m)
-        return dg_fail(ctx, DG_ERR_NOMEM, "out of host memory");
-    const char *name = o->model ? o->model : model ? model : "mlp";
-    dg_status st = dg_model_parse(ctx, name, o->in_c, o->in_h, o->in_w, m);
-    dg_loader_opts lo;
-    if (st == DG_OK)
-        st = data_opts(ctx, o, m, o->batch > 0 ? o->batch : 1, &lo);
-    dg_free(m);
-    return st == DG_OK || st == DG_ERR_NOMEM ? st : DG_ERR_USAGE;
-}
 
 /* Validates the options and opens what a record needs: model, data source,
  * engine. Nothing is left open on failure. */
@@ -608,7 +339,7 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
             samples = (size_t)t->n;
     }
     /* Bad data options and unreadable data end the run before it has a record. */
-    if ((st = open_data(ctx, o, &t->m, t->n, samples, &t->src, &t->lo)) != DG_OK) {
+    if ((st = dg_train_open_data(ctx, o, &t->m, t->n, samples, &t->src, &t->lo)) != DG_OK) {
         dg_source_close(t->src);
         t->src = NULL;
         return st;
@@ -650,13 +381,13 @@ static dg_status trainer_prepare(trainer *t)
     if ((st = dg_loader_new(ctx, t->src, &t->lo, &t->data)) != DG_OK)
         return st;
     if (o->val_split > 0) {
-        dg_loader_opts vo = inline_opts(&t->lo, t->data);
+        dg_loader_opts vo = dg_train_inline_opts(&t->lo, t->data);
         if ((st = dg_loader_new(ctx, t->src, &vo, &t->val)) != DG_OK)
             return st;
     } else if (x->val_steps > 0) {
         /* Validation steps without a split: forward passes over training
          * batches, not augmented. */
-        dg_loader_opts vo = inline_opts(&t->lo, t->data);
+        dg_loader_opts vo = dg_train_inline_opts(&t->lo, t->data);
         vo.crop = vo.flip = false;
         if ((st = dg_loader_new(ctx, t->src, &vo, &t->vtrain)) != DG_OK)
             return st;
@@ -676,10 +407,10 @@ static dg_status trainer_prepare(trainer *t)
         return st;
     dg_model_init_params(&t->m, o->seed, t->init);
     if (o->export_dir) {
-        dg_loader_opts xo = inline_opts(&t->lo, t->data);
+        dg_loader_opts xo = dg_train_inline_opts(&t->lo, t->data);
         dg_loader *ex = NULL;
         if ((st = dg_loader_new(ctx, t->src, &xo, &ex)) == DG_OK)
-            st = export_run(t, ex, o, t->epochs, t->steps, t->init, t->spec);
+            st = dg_train_export_run(t, ex, o, t->epochs, t->steps, t->init, t->spec);
         dg_loader_free(ex);
         if (st != DG_OK)
             return st;
@@ -916,23 +647,6 @@ static void report_epoch(const trainer *t, int g, int ep)
                                                        .eta_s = per * (t->epochs - ep - 1)});
 }
 
-/* Energy beside samples/s (docs/schema/train.md): the counter's growth over
- * the timed steps as power, and its share of the timed wall per sample. */
-static void energy_json(const trainer *t, cJSON *thr, double wall, double samples)
-{
-    const dg_health_sample *a = &t->energy[0], *b = &t->energy[1];
-    bool ok = a->energy_j.valid && b->energy_j.valid && b->t > a->t &&
-              b->energy_j.value >= a->energy_j.value && wall > 0 && samples > 0;
-    double w = ok ? (b->energy_j.value - a->energy_j.value) / (b->t - a->t) : NAN;
-    cJSON_AddItemToObject(thr, "power", dg_json_metric(ok ? w : 0, ok, "W"));
-    cJSON_AddItemToObject(thr, "energy", dg_json_metric(ok ? w * wall : 0, ok, "J"));
-    cJSON_AddItemToObject(thr, "energy_per_sample",
-                          dg_json_metric(ok ? w * wall / samples : 0, ok, "J/sample"));
-    cJSON_AddStringToObject(thr, "energy_source",
-                            t->health ? dg_health_source(t->health)
-                                      : "none: the device reports no energy");
-}
-
 /* Every step of every epoch, with sync points and epoch ends. */
 static dg_status trainer_loop(trainer *t)
 {
@@ -990,147 +704,6 @@ static dg_status trainer_loop(trainer *t)
     return st;
 }
 
-/* The record of the run that ended with status final. */
-static cJSON *trainer_record(trainer *t, dg_status final)
-{
-    dg_ctx *ctx = t->ctx;
-    const dg_train_opts *o = t->o;
-    const dg_train_ext *x = t->x;
-    dg_engine *e = t->e;
-    cJSON *rec = t->rec;
-    dg_record_head(rec, "train", 1);
-    cJSON_AddStringToObject(rec, "status", dg_status_name(final));
-    dg_json_add_str(rec, "error", final == DG_OK ? NULL : dg_errmsg(ctx));
-    cJSON_AddItemToObject(rec, "spec", t->spec);
-    t->spec = NULL;
-    cJSON_AddItemToObject(rec, "model", dg_model_json(&t->m));
-    cJSON *dev = cJSON_AddObjectToObject(rec, "device");
-    dg_device_info info;
-    if (e->be->device_info(e->bctx, o->device, &info) == DG_OK) {
-        cJSON_AddStringToObject(dev, "name", info.name);
-        cJSON_AddStringToObject(dev, "vendor", info.vendor);
-    }
-    char ver[512] = "";
-    e->be->versions(e->bctx, ver, sizeof ver);
-    cJSON_AddStringToObject(dev, "versions", ver);
-    int timed_steps = t->timed_steps, warmup = t->warmup;
-    double wall = t->wall, data_wait = t->data_wait;
-    if (t->data) {
-        cJSON_AddItemToObject(rec, "bucket", dg_loader_bucket_json(t->data));
-        cJSON_AddStringToObject(rec, "spec_id", t->spec_id); /* dg_spec_hash of the spec */
-        cJSON *dj = dg_loader_stats_json(t->data);
-        bool waited = timed_steps > 0;
-        cJSON *wj = cJSON_AddObjectToObject(dj, "wait");
-        cJSON_AddItemToObject(
-            wj, "per_step",
-            dg_json_metric(waited ? data_wait / timed_steps * 1e3 : 0, waited, "ms"));
-        cJSON_AddItemToObject(wj, "share_of_step",
-                              dg_json_metric(waited && wall > 0 ? data_wait / wall : 0,
-                                             waited && wall > 0, "fraction"));
-        if (t->val) {
-            size_t vb, vs;
-            dg_loader_bad_counts(t->val, &vb, &vs);
-            cJSON_AddNumberToObject(dj, "val_bad_samples", (double)vb);
-        }
-        cJSON_AddItemToObject(rec, "data", dj);
-    }
-    if (t->vals) {
-        cJSON_AddItemToObject(rec, "val", t->vals);
-        t->vals = NULL;
-    }
-    cJSON *mem = cJSON_AddObjectToObject(rec, "memory");
-    cJSON_AddItemToObject(mem, "activation_bytes",
-                          dg_json_metric((double)t->lay.bytes, true, "bytes"));
-    cJSON_AddItemToObject(mem, "workspace_bytes",
-                          dg_json_metric((double)t->lay.work_bytes, true, "bytes"));
-    dg_alloc_stats as;
-    dg_alloc_get_stats(e->alloc, &as);
-    cJSON_AddItemToObject(mem, "allocator", dg_alloc_stats_json(&as));
-    cJSON_AddItemToObject(rec, "loss", t->losses ? t->losses : cJSON_CreateArray());
-    t->losses = NULL;
-    cJSON_AddBoolToObject(rec, "loss_finite", t->finite);
-    cJSON *thr = cJSON_AddObjectToObject(rec, "throughput");
-    bool timed = timed_steps > 0 && wall > 0;
-    cJSON_AddNumberToObject(thr, "timed_steps", timed_steps);
-    cJSON_AddNumberToObject(thr, "warmup_steps", warmup);
-    cJSON_AddItemToObject(thr, "wall", dg_json_metric(wall, timed, "s"));
-    cJSON_AddItemToObject(
-        thr, "samples_per_s",
-        dg_json_metric(timed ? timed_steps * (double)t->n / wall : 0, timed, "samples/s"));
-    cJSON_AddItemToObject(thr, "step_ms",
-                          dg_json_metric(timed ? wall / timed_steps * 1e3 : 0, timed, "ms"));
-    bool cpu_ok = timed && isfinite(t->cpu) && t->cpu >= 0;
-    cJSON_AddItemToObject(thr, "cpu_ms",
-                          dg_json_metric(cpu_ok ? t->cpu / timed_steps * 1e3 : 0, cpu_ok, "ms"));
-    cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
-    energy_json(t, thr, timed ? wall : 0, timed ? timed_steps * (double)t->n : 0);
-    cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
-    cJSON_AddStringToObject(ph, "source",
-                            e->be->caps.event_timing && e->be->event_elapsed
-                                ? "device events, last step before each sync"
-                                : "none");
-    cJSON_AddNumberToObject(ph, "samples", (double)t->phase_n);
-    for (int p = 0; p < PH_COUNT; p++) {
-        double v = t->phase_n ? median(t->phase_ms[p], t->phase_n) : NAN;
-        cJSON_AddItemToObject(ph, phase_names[p], dg_json_metric(v, isfinite(v), "ms"));
-    }
-    /* Host time the loop waited for its next batch, mean over the timed steps. */
-    cJSON_AddItemToObject(ph, "data",
-                          dg_json_metric(timed ? data_wait / timed_steps * 1e3 : 0, timed, "ms"));
-    if (t->captured)
-        cJSON_AddStringToObject(ph, "note",
-                                "step captured as a graph: forward holds forward+backward+update");
-    cJSON *cap = cJSON_AddObjectToObject(rec, "capture");
-    cJSON_AddBoolToObject(cap, "used", t->captured);
-    dg_json_add_str(cap, "note", t->captured ? NULL : t->capture_note);
-    cJSON_AddItemToObject(rec, "fallbacks", dg_engine_census_json(e));
-    if (t->ext) {
-        cJSON *ins = cJSON_AddObjectToObject(rec, "instrumentation");
-        cJSON_AddNumberToObject(ins, "sample_ms", x->sample_ms > 0 ? x->sample_ms : 0);
-        cJSON_AddBoolToObject(ins, "step_times", x->step_times);
-        cJSON_AddBoolToObject(ins, "epoch_watermarks", x->epoch_watermarks);
-        cJSON_AddBoolToObject(ins, "empty_cache_epoch", x->empty_cache_epoch);
-        cJSON_AddNumberToObject(ins, "leak_per_step", (double)x->leak_per_step);
-        cJSON_AddNumberToObject(ins, "leaked_blocks", (double)t->nleaks);
-        cJSON_AddNumberToObject(ins, "val_steps", x->val_steps);
-        cJSON_AddBoolToObject(ins, "profile_ops", x->profile_ops);
-        dg_json_add_str(ins, "params_out", x->params_out);
-        cJSON_AddBoolToObject(ins, "lock_epochs", x->lock_epochs);
-        cJSON_AddItemToObject(ins, "lock_waited",
-                              dg_json_metric(t->lock_waited, x->lock_epochs, "s"));
-    }
-    if (x->step_times && t->step_s) {
-        int done_steps = t->nstep;
-        cJSON *sj = cJSON_AddObjectToObject(rec, "steps");
-        cJSON *ms = cJSON_AddArrayToObject(sj, "ms");
-        double *v = dg_malloc(((size_t)done_steps + 1) * sizeof *v);
-        for (int i = 0; i < done_steps; i++) {
-            cJSON_AddItemToArray(ms, cJSON_CreateNumber(t->step_s[i] * 1e3));
-            if (v)
-                v[i] = t->step_s[i] * 1e3;
-        }
-        dg_stats stt;
-        size_t wu = (size_t)(done_steps < warmup ? done_steps : warmup);
-        dg_stats_compute(v, v ? (size_t)done_steps : 0, v ? wu : 0, &stt);
-        cJSON_AddNumberToObject(sj, "warmup", (double)wu);
-        cJSON_AddItemToObject(sj, "stats", dg_stats_json(&stt, "ms"));
-        dg_free(v);
-    }
-    if (t->epochs_j) {
-        cJSON_AddItemToObject(rec, "epochs", t->epochs_j);
-        t->epochs_j = NULL;
-    }
-    if (t->sampler)
-        cJSON_AddItemToObject(rec, "sampler", dg_sampler_json(t->sampler));
-    else if (x->sample_ms > 0)
-        cJSON_AddNullToObject(rec, "sampler");
-    if (x->profile_ops) {
-        cJSON_AddItemToObject(rec, "ops", dg_engine_ops_json(e));
-        cJSON_AddItemToObject(rec, "trace", dg_engine_trace_json(e));
-    }
-    return rec;
-}
-
 /* Releases everything the run holds; the engine last. */
 static void trainer_close(trainer *t)
 {
@@ -1185,8 +758,8 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
         return st;
     }
     t->rec = cJSON_CreateObject();
-    dg_train_opts ran = resolved_opts(o, t->backend, t->n, t->steps, t->epochs, t->sync_every,
-                                      t->lr, t->momentum, t->wd);
+    dg_train_opts ran = dg_train_resolved_opts(o, t->backend, t->n, t->steps, t->epochs,
+                                               t->sync_every, t->lr, t->momentum, t->wd);
     t->spec = dg_spec_json(&ran);
     dg_spec_hash(ctx, &ran, t->spec_id);
     if ((st = trainer_prepare(t)) == DG_OK) {
@@ -1195,8 +768,8 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
     }
     dg_sampler_stop(t->sampler);
     if (st == DG_OK && t->x->params_out)
-        st = write_params(t, t->x->params_out);
-    *json = dg_json_print(trainer_record(t, st));
+        st = dg_train_write_params(t, t->x->params_out);
+    *json = dg_json_print(dg_train_record(t, st));
     trainer_close(t);
     dg_free(t);
     if (!*json)

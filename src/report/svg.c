@@ -4,175 +4,11 @@
  * NaN or infinity ever reaches the markup. Labels from the record are escaped. */
 #include "report/svg.h"
 #include "report/html_write.h"
+#include "report/svg_draw.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define C_SPS "#0969da"
-#define C_MEM "#bc4c00"
-#define C_FAIL "#cf222e"
-#define C_KNEE "#1a7f37"
-#define C_SAFE "#8250df"
-
-/* A plot area: data ranges mapped into a viewBox with margins. */
-typedef struct plot {
-    double w, h;           /* viewBox */
-    double ml, mr, mt, mb; /* margins */
-    double x0, x1, y0, y1; /* data range (x already transformed) */
-    double r0, r1;         /* right axis range (r1 > r0 when used) */
-} plot;
-
-static double px(const plot *p, double x)
-{
-    return p->ml + (x - p->x0) / (p->x1 - p->x0) * (p->w - p->ml - p->mr);
-}
-
-static double py(const plot *p, double y)
-{
-    return p->h - p->mb - (y - p->y0) / (p->y1 - p->y0) * (p->h - p->mt - p->mb);
-}
-
-static double pr(const plot *p, double y)
-{
-    return p->h - p->mb - (y - p->r0) / (p->r1 - p->r0) * (p->h - p->mt - p->mb);
-}
-
-/* Appends one coordinate. */
-static void co(dg_capbuf *b, double v)
-{
-    char buf[32];
-    dg_rp_fmt_coord(buf, sizeof buf, v);
-    dg_rp_put(b, buf);
-}
-
-/* Appends ` name="v"` with a coordinate value. */
-static void attr(dg_capbuf *b, const char *name, double v)
-{
-    dg_rp_printf(b, " %s=\"", name);
-    co(b, v);
-    dg_rp_put(b, "\"");
-}
-
-static void svg_open(dg_capbuf *b, double w, double h, const char *title)
-{
-    dg_rp_put(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ");
-    co(b, w);
-    dg_rp_put(b, " ");
-    co(b, h);
-    dg_rp_printf(b, "\" width=\"100%%\" role=\"img\" aria-label=\"%s\"><title>%s</title>\n", title,
-                 title);
-}
-
-static void svg_close(dg_capbuf *b)
-{
-    dg_rp_put(b, "</svg>\n");
-}
-
-static void line(dg_capbuf *b, double x1, double y1, double x2, double y2, const char *style)
-{
-    dg_rp_put(b, "<line");
-    attr(b, "x1", x1);
-    attr(b, "y1", y1);
-    attr(b, "x2", x2);
-    attr(b, "y2", y2);
-    dg_rp_printf(b, " %s/>\n", style);
-}
-
-/* Text at (x, y); s is trusted when esc is false, a record string otherwise. */
-static void text(dg_capbuf *b, double x, double y, const char *anchor, const char *style,
-                 const char *s, bool esc)
-{
-    dg_rp_put(b, "<text");
-    attr(b, "x", x);
-    attr(b, "y", y);
-    dg_rp_printf(b, " text-anchor=\"%s\" %s>", anchor, style ? style : "");
-    if (esc)
-        dg_rp_h_esc(b, s, "");
-    else
-        dg_rp_put(b, s);
-    dg_rp_put(b, "</text>\n");
-}
-
-/* 1, 2 or 5 times a power of ten, about range / n. */
-static double nice_step(double range, int n)
-{
-    if (!(range > 0) || !isfinite(range))
-        return 1;
-    double raw = range / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
-}
-
-/* A step for a byte axis: a 1-2-5 multiple of the binary unit that fits. */
-static double bytes_step(double range, int n)
-{
-    double unit = 1;
-    while (range / unit >= 1024 && unit < 1e18)
-        unit *= 1024;
-    return nice_step(range / unit, n) * unit;
-}
-
-/* Compact axis label: 2.1k, 1.5M, 0.25. */
-static void short_num(char *buf, size_t len, double v)
-{
-    double a = fabs(v);
-    if (a >= 1e6)
-        snprintf(buf, len, "%.3gM", v / 1e6);
-    else if (a >= 1e3)
-        snprintf(buf, len, "%.3gk", v / 1e3);
-    else
-        snprintf(buf, len, "%.3g", v);
-}
-
-typedef void (*label_fn)(char *buf, size_t len, double v);
-
-static void bytes_label(char *buf, size_t len, double v)
-{
-    dg_rp_fmt_bytes(buf, len, v, true);
-}
-
-static void pct_label(char *buf, size_t len, double v)
-{
-    snprintf(buf, len, "%.0f%%", v);
-}
-
-/* Horizontal grid and labels of the left axis (and the right one when used). */
-static void y_axis(dg_capbuf *b, const plot *p, label_fn left, label_fn right)
-{
-    double step = nice_step(p->y1 - p->y0, 5);
-    if (!((p->y1 - p->y0) / step <= 50) || !((p->r1 - p->r0) / bytes_step(p->r1 - p->r0, 5) <= 50))
-        return; /* a range no axis can label (never with finite, sane data) */
-    for (double v = ceil(p->y0 / step) * step; v <= p->y1 + step * 1e-9; v += step) {
-        char lab[32];
-        left(lab, sizeof lab, v);
-        line(b, p->ml, py(p, v), p->w - p->mr, py(p, v), "class=\"grid\"");
-        text(b, p->ml - 4, py(p, v) + 4, "end", NULL, lab, false);
-    }
-    if (right && p->r1 > p->r0) {
-        double rs = bytes_step(p->r1 - p->r0, 5);
-        for (double v = ceil(p->r0 / rs) * rs; v <= p->r1 + rs * 1e-9; v += rs) {
-            char lab[32];
-            right(lab, sizeof lab, v);
-            text(b, p->w - p->mr + 4, pr(p, v) + 4, "start", "fill=\"" C_MEM "\"", lab, false);
-        }
-    }
-    line(b, p->ml, p->mt, p->ml, p->h - p->mb, "class=\"ax\"");
-    line(b, p->ml, p->h - p->mb, p->w - p->mr, p->h - p->mb, "class=\"ax\"");
-}
-
-/* A legend entry at (x, y): a short line or marker in colour, then the text. */
-static double legend(dg_capbuf *b, double x, double y, const char *color, const char *dash,
-                     const char *s)
-{
-    dg_rp_put(b, "<line");
-    attr(b, "x1", x);
-    attr(b, "y1", y - 4);
-    attr(b, "x2", x + 16);
-    attr(b, "y2", y - 4);
-    dg_rp_printf(b, " stroke=\"%s\" stroke-width=\"2\"%s/>\n", color, dash ? dash : "");
-    text(b, x + 20, y, "start", NULL, s, false);
-    return x + 28 + 6.2 * (double)strlen(s);
-}
 
 /* ---- batch sweep ----------------------------------------------------------------- */
 
@@ -257,14 +93,14 @@ static void batch_marker(dg_capbuf *b, const plot *p, double batch, const char *
 {
     if (!(batch >= 1) || !isfinite(batch))
         return;
-    double x = px(p, log2(batch));
+    double x = dg_svg_px(p, log2(batch));
     char style[80], lab[64];
     snprintf(style, sizeof style, "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"",
              color);
-    line(b, x, p->mt, x, p->h - p->mb, style);
+    dg_svg_line(b, x, p->mt, x, p->h - p->mb, style);
     snprintf(lab, sizeof lab, "%s %.0f", what, batch);
     snprintf(style, sizeof style, "fill=\"%s\" font-weight=\"600\"", color);
-    text(b, x + 3, p->mt + 10 + 12 * row, "start", style, lab, false);
+    dg_svg_text(b, x + 3, p->mt + 10 + 12 * row, "start", style, lab, false);
 }
 
 static void sweep_x_axis(dg_capbuf *b, const plot *p)
@@ -274,10 +110,12 @@ static void sweep_x_axis(dg_capbuf *b, const plot *p)
     for (int k = k0; k <= k1; k += stride) {
         char lab[24];
         snprintf(lab, sizeof lab, "%.0f", ldexp(1, k));
-        line(b, px(p, k), p->h - p->mb, px(p, k), p->h - p->mb + 4, "class=\"ax\"");
-        text(b, px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
+        dg_svg_line(b, dg_svg_px(p, k), p->h - p->mb, dg_svg_px(p, k), p->h - p->mb + 4,
+                    "class=\"ax\"");
+        dg_svg_text(b, dg_svg_px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
     }
-    text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "batch (log2 scale)", false);
+    dg_svg_text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "batch (log2 scale)",
+                false);
 }
 
 static void sweep_series(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
@@ -286,9 +124,9 @@ static void sweep_series(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
     dg_rp_put(b, "<polyline fill=\"none\" stroke=\"" C_SPS "\" stroke-width=\"2\" points=\"");
     for (int i = 0; i < n; i++)
         if (v[i].has_sps) {
-            co(b, px(p, v[i].lx));
+            dg_svg_co(b, dg_svg_px(p, v[i].lx));
             dg_rp_put(b, ",");
-            co(b, py(p, v[i].sps));
+            dg_svg_co(b, dg_svg_py(p, v[i].sps));
             dg_rp_put(b, " ");
         }
     dg_rp_put(b, "\"/>\n");
@@ -298,9 +136,9 @@ static void sweep_series(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
                      "points=\"");
         for (int i = 0; i < n; i++)
             if (v[i].has_mem) {
-                co(b, px(p, v[i].lx));
+                dg_svg_co(b, dg_svg_px(p, v[i].lx));
                 dg_rp_put(b, ",");
-                co(b, pr(p, v[i].mem));
+                dg_svg_co(b, dg_svg_pr(p, v[i].mem));
                 dg_rp_put(b, " ");
             }
         dg_rp_put(b, "\"/>\n");
@@ -308,14 +146,14 @@ static void sweep_series(dg_capbuf *b, const plot *p, const trial_pt *v, int n)
     for (int i = 0; i < n; i++) {
         if (v[i].has_sps) {
             dg_rp_put(b, "<circle r=\"3.5\" fill=\"" C_SPS "\"");
-            attr(b, "cx", px(p, v[i].lx));
-            attr(b, "cy", py(p, v[i].sps));
+            dg_svg_attr(b, "cx", dg_svg_px(p, v[i].lx));
+            dg_svg_attr(b, "cy", dg_svg_py(p, v[i].sps));
             dg_rp_put(b, "/>\n");
         }
         if (v[i].has_mem && p->r1 > p->r0) {
             dg_rp_put(b, "<rect width=\"6\" height=\"6\" fill=\"" C_MEM "\"");
-            attr(b, "x", px(p, v[i].lx) - 3);
-            attr(b, "y", pr(p, v[i].mem) - 3);
+            dg_svg_attr(b, "x", dg_svg_px(p, v[i].lx) - 3);
+            dg_svg_attr(b, "y", dg_svg_pr(p, v[i].mem) - 3);
             dg_rp_put(b, "/>\n");
         }
     }
@@ -328,14 +166,14 @@ static void sweep_failures(dg_capbuf *b, const plot *p, const trial_pt *v, int n
     for (int i = 0; i < n; i++) {
         if (v[i].ok)
             continue;
-        double x = px(p, v[i].lx), y = p->h - p->mb - 8;
-        line(b, x - 5, y - 5, x + 5, y + 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
-        line(b, x - 5, y + 5, x + 5, y - 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
+        double x = dg_svg_px(p, v[i].lx), y = p->h - p->mb - 8;
+        dg_svg_line(b, x - 5, y - 5, x + 5, y + 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
+        dg_svg_line(b, x - 5, y + 5, x + 5, y - 5, "stroke=\"" C_FAIL "\" stroke-width=\"2.5\"");
         char lab[96];
         const char *sig = v[i].t->signal;
         snprintf(lab, sizeof lab, "%.0f: %s%s%s", v[i].batch, v[i].t->ended ? v[i].t->ended : "?",
                  sig ? " " : "", sig ? sig : "");
-        text(b, x, y - 10 - 12 * (row++ % 3), "middle", "fill=\"" C_FAIL "\"", lab, true);
+        dg_svg_text(b, x, y - 10 - 12 * (row++ % 3), "middle", "fill=\"" C_FAIL "\"", lab, true);
     }
 }
 
@@ -364,15 +202,15 @@ void dg_rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sw)
     p.y1 = spsmax > 0 ? spsmax * 1.15 : 1;
     p.r0 = 0;
     p.r1 = memmax > 0 ? memmax * 1.15 : 0;
-    svg_open(b, p.w, p.h, "Batch sweep: samples per second and memory against batch");
-    y_axis(b, &p, short_num, p.r1 > 0 ? bytes_label : NULL);
+    dg_svg_open(b, p.w, p.h, "Batch sweep: samples per second and memory against batch");
+    dg_svg_y_axis(b, &p, dg_svg_short_num, p.r1 > 0 ? dg_svg_bytes_label : NULL);
     sweep_x_axis(b, &p);
-    text(b, 12, p.mt - 10, "start", "class=\"t\"", "samples/s", false);
+    dg_svg_text(b, 12, p.mt - 10, "start", "class=\"t\"", "samples/s", false);
     double lx = 120;
-    lx = legend(b, lx, 16, C_SPS, NULL, "samples/s (trials that ended ok)");
+    lx = dg_svg_legend(b, lx, 16, C_SPS, NULL, "samples/s (trials that ended ok)");
     if (p.r1 > 0)
-        lx = legend(b, lx, 16, C_MEM, " stroke-dasharray=\"6 3\"", memlabel);
-    legend(b, lx, 16, C_FAIL, NULL, "failed trial");
+        lx = dg_svg_legend(b, lx, 16, C_MEM, " stroke-dasharray=\"6 3\"", memlabel);
+    dg_svg_legend(b, lx, 16, C_FAIL, NULL, "failed trial");
     bool hk = sw->knee_batch.valid, hs = sw->safe_batch.valid;
     if (hk)
         batch_marker(b, &p, sw->knee_batch.value, C_KNEE, "knee", 0);
@@ -380,7 +218,7 @@ void dg_rp_svg_sweep(dg_capbuf *b, const dg_view_sweep *sw)
         batch_marker(b, &p, sw->safe_batch.value, C_SAFE, "safe", hk ? 1 : 0);
     sweep_series(b, &p, v, n);
     sweep_failures(b, &p, v, n);
-    svg_close(b);
+    dg_svg_close(b);
     dg_free(v);
 }
 
@@ -429,9 +267,9 @@ static void mem_curve(dg_capbuf *b, const plot *p, const dg_view_soak *soak, con
         double v;
         if (mem_pct(e, s, &v)) {
             dg_rp_put(b, pen ? "L" : "M");
-            co(b, px(p, epoch_x(e, i)));
+            dg_svg_co(b, dg_svg_px(p, epoch_x(e, i)));
             dg_rp_put(b, " ");
-            co(b, py(p, v));
+            dg_svg_co(b, dg_svg_py(p, v));
             dg_rp_put(b, " ");
             pen = true;
         } else {
@@ -444,8 +282,8 @@ static void mem_curve(dg_capbuf *b, const plot *p, const dg_view_soak *soak, con
         double v;
         if (mem_pct(e, s, &v)) {
             dg_rp_printf(b, "<circle r=\"3\" fill=\"%s\"", s->color);
-            attr(b, "cx", px(p, epoch_x(e, i)));
-            attr(b, "cy", py(p, v));
+            dg_svg_attr(b, "cx", dg_svg_px(p, epoch_x(e, i)));
+            dg_svg_attr(b, "cy", dg_svg_py(p, v));
             dg_rp_put(b, "/>\n");
         }
     }
@@ -454,31 +292,31 @@ static void mem_curve(dg_capbuf *b, const plot *p, const dg_view_soak *soak, con
 /* Validation epochs shaded, cache releases marked with a triangle on top. */
 static void mem_epoch_marks(dg_capbuf *b, const plot *p, const dg_view_soak *soak)
 {
-    double half = 0.5 * (px(p, 1) - px(p, 0));
+    double half = 0.5 * (dg_svg_px(p, 1) - dg_svg_px(p, 0));
     for (int i = 0; i < soak->nepochs; i++) {
         const dg_view_epoch *e = &soak->epochs[i];
-        double x = px(p, epoch_x(e, i));
+        double x = dg_svg_px(p, epoch_x(e, i));
         if (e->validation == 1) {
             dg_rp_put(b, "<rect fill=\"#ddf4ff\"");
-            attr(b, "x", x - half);
-            attr(b, "y", p->mt);
-            attr(b, "width", 2 * half);
-            attr(b, "height", p->h - p->mt - p->mb);
+            dg_svg_attr(b, "x", x - half);
+            dg_svg_attr(b, "y", p->mt);
+            dg_svg_attr(b, "width", 2 * half);
+            dg_svg_attr(b, "height", p->h - p->mt - p->mb);
             dg_rp_put(b, "/>\n");
         }
         if (e->cache_emptied == 1) {
             dg_rp_put(b, "<path fill=\"#57606a\" d=\"M");
-            co(b, x - 5);
+            dg_svg_co(b, x - 5);
             dg_rp_put(b, " ");
-            co(b, p->mt - 8);
+            dg_svg_co(b, p->mt - 8);
             dg_rp_put(b, " L");
-            co(b, x + 5);
+            dg_svg_co(b, x + 5);
             dg_rp_put(b, " ");
-            co(b, p->mt - 8);
+            dg_svg_co(b, p->mt - 8);
             dg_rp_put(b, " L");
-            co(b, x);
+            dg_svg_co(b, x);
             dg_rp_put(b, " ");
-            co(b, p->mt);
+            dg_svg_co(b, p->mt);
             dg_rp_put(b, " Z\"/>\n");
         }
     }
@@ -486,15 +324,15 @@ static void mem_epoch_marks(dg_capbuf *b, const plot *p, const dg_view_soak *soa
 
 static void mem_x_axis(dg_capbuf *b, const plot *p)
 {
-    double step = nice_step(p->x1 - p->x0, 10);
+    double step = dg_svg_nice_step(p->x1 - p->x0, 10);
     if (step < 1)
         step = 1;
     for (double k = ceil(p->x0 / step) * step; k <= p->x1; k += step) {
         char lab[24];
         snprintf(lab, sizeof lab, "%.0f", k + 0.0); /* never "-0" */
-        text(b, px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
+        dg_svg_text(b, dg_svg_px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
     }
-    text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
+    dg_svg_text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, "epoch", false);
 }
 
 void dg_rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *soak)
@@ -538,28 +376,30 @@ void dg_rp_svg_memory(dg_capbuf *b, double threshold_pct, const dg_view_soak *so
     p.x1 = xmax + 0.5;
     p.y0 = fmax(0, fmin(ymin, thr) - 10);
     p.y1 = fmax(ymax, thr) + 10;
-    svg_open(b, p.w, p.h, "Memory watermarks per epoch, in percent of the end of epoch 0");
+    dg_svg_open(b, p.w, p.h, "Memory watermarks per epoch, in percent of the end of epoch 0");
     mem_epoch_marks(b, &p, soak);
-    y_axis(b, &p, pct_label, NULL);
+    dg_svg_y_axis(b, &p, dg_svg_pct_label, NULL);
     mem_x_axis(b, &p);
-    line(b, p.ml, py(&p, 100), p.w - p.mr, py(&p, 100), "stroke=\"#57606a\" stroke-width=\"1\"");
-    line(b, p.ml, py(&p, thr), p.w - p.mr, py(&p, thr),
-         "stroke=\"" C_FAIL "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"");
+    dg_svg_line(b, p.ml, dg_svg_py(&p, 100), p.w - p.mr, dg_svg_py(&p, 100),
+                "stroke=\"#57606a\" stroke-width=\"1\"");
+    dg_svg_line(b, p.ml, dg_svg_py(&p, thr), p.w - p.mr, dg_svg_py(&p, thr),
+                "stroke=\"" C_FAIL "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"");
     char lab[64];
     snprintf(lab, sizeof lab, "threshold +%.0f%%", pct);
-    text(b, p.w - p.mr - 4, py(&p, thr) - 4, "end", "fill=\"" C_FAIL "\"", lab, false);
-    text(b, p.w - p.mr - 4, py(&p, 100) + 12, "end", "fill=\"#57606a\"",
-         "baseline (end of epoch 0)", false);
+    dg_svg_text(b, p.w - p.mr - 4, dg_svg_py(&p, thr) - 4, "end", "fill=\"" C_FAIL "\"", lab,
+                false);
+    dg_svg_text(b, p.w - p.mr - 4, dg_svg_py(&p, 100) + 12, "end", "fill=\"#57606a\"",
+                "baseline (end of epoch 0)", false);
     for (int k = 0; k < 4; k++)
         if (src[k].used)
             mem_curve(b, &p, soak, &src[k]);
     double lx = p.ml;
     for (int k = 0; k < 4; k++)
         if (src[k].used)
-            lx = legend(b, lx, 14, src[k].color, NULL, src[k].name);
-    text(b, p.ml, 28, "start", "fill=\"#57606a\"",
-         "▼ cache emptied at the epoch end · shaded: validation epoch", false);
-    svg_close(b);
+            lx = dg_svg_legend(b, lx, 14, src[k].color, NULL, src[k].name);
+    dg_svg_text(b, p.ml, 28, "start", "fill=\"#57606a\"",
+                "▼ cache emptied at the epoch end · shaded: validation epoch", false);
+    dg_svg_close(b);
 }
 
 /* ---- cpu against device bars ---------------------------------------------------------- */
@@ -597,8 +437,8 @@ static void bar_panel(dg_capbuf *b, const dg_view_compare *cmp, run_fig fig, con
     if (rows == 0)
         return;
     double w = 380, lw = 110, rowh = 18, h = 30 + rows * (2 * rowh + 8);
-    svg_open(b, w, h, title);
-    text(b, 4, 16, "start", "class=\"t\"", title, false);
+    dg_svg_open(b, w, h, title);
+    dg_svg_text(b, 4, 16, "start", "class=\"t\"", title, false);
     double y = 28;
     for (int k = 0; k < cmp->nruns; k++) {
         const dg_view_run *r = &cmp->runs[k];
@@ -608,8 +448,8 @@ static void bar_panel(dg_capbuf *b, const dg_view_compare *cmp, run_fig fig, con
             char lab[64], val[48];
             snprintf(lab, sizeof lab, "b%.0f %s", r->batch.value, side ? "" : "cpu");
             dg_rp_put(b, "<text text-anchor=\"end\"");
-            attr(b, "x", lw - 6);
-            attr(b, "y", y + 13);
+            dg_svg_attr(b, "x", lw - 6);
+            dg_svg_attr(b, "y", y + 13);
             dg_rp_put(b, ">");
             dg_rp_put(b, lab);
             if (side)
@@ -622,18 +462,18 @@ static void bar_panel(dg_capbuf *b, const dg_view_compare *cmp, run_fig fig, con
             double bw = ok && max > 0 ? (w - lw - 70) * v / max : 0;
             if (ok) {
                 dg_rp_printf(b, "<rect fill=\"%s\"", side ? C_SPS : "#8c959f");
-                attr(b, "x", lw);
-                attr(b, "y", y + 2);
-                attr(b, "width", bw);
-                attr(b, "height", rowh - 4);
+                dg_svg_attr(b, "x", lw);
+                dg_svg_attr(b, "y", y + 2);
+                dg_svg_attr(b, "width", bw);
+                dg_svg_attr(b, "height", rowh - 4);
                 dg_rp_put(b, "/>\n");
             }
-            text(b, lw + bw + 4, y + 13, "start", NULL, val, true);
+            dg_svg_text(b, lw + bw + 4, y + 13, "start", NULL, val, true);
             y += rowh;
         }
         y += 8;
     }
-    svg_close(b);
+    dg_svg_close(b);
 }
 
 void dg_rp_svg_baseline(dg_capbuf *b, const dg_view_compare *cmp)
@@ -657,7 +497,7 @@ static void phase_bar(dg_capbuf *b, const dg_view_profile *prof, dg_phase ph, do
     double lw = 110, w = 760, ms = p->ms.value, share = p->share.value;
     bool hm = p->ms.valid;
     bool hs = p->share.valid && share >= 0;
-    text(b, lw - 6, *y + 13, "end", NULL, name, false);
+    dg_svg_text(b, lw - 6, *y + 13, "end", NULL, name, false);
     char lab[96];
     double bw = 0;
     if (!hm) {
@@ -675,13 +515,13 @@ static void phase_bar(dg_capbuf *b, const dg_view_profile *prof, dg_phase ph, do
     }
     if (bw > 0) {
         dg_rp_put(b, "<rect fill=\"" C_SPS "\"");
-        attr(b, "x", lw);
-        attr(b, "y", *y + 2);
-        attr(b, "width", bw);
-        attr(b, "height", 14);
+        dg_svg_attr(b, "x", lw);
+        dg_svg_attr(b, "y", *y + 2);
+        dg_svg_attr(b, "width", bw);
+        dg_svg_attr(b, "height", 14);
         dg_rp_put(b, "/>\n");
     }
-    text(b, lw + bw + 4, *y + 13, "start", hm ? NULL : "fill=\"#57606a\"", lab, false);
+    dg_svg_text(b, lw + bw + 4, *y + 13, "start", hm ? NULL : "fill=\"#57606a\"", lab, false);
     *y += 18;
 }
 
@@ -712,17 +552,18 @@ void dg_rp_svg_phases(dg_capbuf *b, const dg_view_profile *prof)
                 max = fmax(max, prof->phases[loader[i]].share.value);
         }
     double h = 58 + rows * 18, y = 26;
-    svg_open(b, 760, h, "Where the step time goes: phases of the unprofiled pass");
-    text(b, 4, 16, "start", "class=\"t\"", "the step (per step, share of the step time)", false);
+    dg_svg_open(b, 760, h, "Where the step time goes: phases of the unprofiled pass");
+    dg_svg_text(b, 4, 16, "start", "class=\"t\"", "the step (per step, share of the step time)",
+                false);
     for (int i = 0; i < 7; i++)
         phase_bar(b, prof, step_phases[i], max, &y);
     y += 8;
-    text(b, 4, y + 8, "start", "class=\"t\"",
-         "the loader (per batch, worker threads beside the step)", false);
+    dg_svg_text(b, 4, y + 8, "start", "class=\"t\"",
+                "the loader (per batch, worker threads beside the step)", false);
     y += 14;
     for (int i = 0; i < 6; i++)
         phase_bar(b, prof, loader[i], max, &y);
-    svg_close(b);
+    dg_svg_close(b);
 }
 
 /* ---- lines of a series against time or epoch (the run page) ------------------------------ */
@@ -737,7 +578,7 @@ static bool line_val(const cJSON *pt, const char *key, double *v)
 static void unit_axis(dg_capbuf *b, const plot *p, rp_svg_unit unit)
 {
     double range = p->y1 - p->y0;
-    double step = unit == RP_UNIT_BYTES ? bytes_step(range, 4) : nice_step(range, 4);
+    double step = unit == RP_UNIT_BYTES ? dg_svg_bytes_step(range, 4) : dg_svg_nice_step(range, 4);
     if (unit == RP_UNIT_COUNT && step < 1)
         step = 1;
     if (!(range / step <= 50))
@@ -745,21 +586,21 @@ static void unit_axis(dg_capbuf *b, const plot *p, rp_svg_unit unit)
     for (double v = ceil(p->y0 / step) * step; v <= p->y1 + step * 1e-9; v += step) {
         char lab[32];
         if (unit == RP_UNIT_BYTES)
-            bytes_label(lab, sizeof lab, v);
+            dg_svg_bytes_label(lab, sizeof lab, v);
         else if (unit == RP_UNIT_PERCENT)
-            pct_label(lab, sizeof lab, v);
+            dg_svg_pct_label(lab, sizeof lab, v);
         else
-            short_num(lab, sizeof lab, v);
-        line(b, p->ml, py(p, v), p->w - p->mr, py(p, v), "class=\"grid\"");
-        text(b, p->ml - 4, py(p, v) + 4, "end", NULL, lab, false);
+            dg_svg_short_num(lab, sizeof lab, v);
+        dg_svg_line(b, p->ml, dg_svg_py(p, v), p->w - p->mr, dg_svg_py(p, v), "class=\"grid\"");
+        dg_svg_text(b, p->ml - 4, dg_svg_py(p, v) + 4, "end", NULL, lab, false);
     }
-    line(b, p->ml, p->mt, p->ml, p->h - p->mb, "class=\"ax\"");
-    line(b, p->ml, p->h - p->mb, p->w - p->mr, p->h - p->mb, "class=\"ax\"");
+    dg_svg_line(b, p->ml, p->mt, p->ml, p->h - p->mb, "class=\"ax\"");
+    dg_svg_line(b, p->ml, p->h - p->mb, p->w - p->mr, p->h - p->mb, "class=\"ax\"");
 }
 
 static void lines_x_axis(dg_capbuf *b, const plot *p, bool x_integer, const char *xlabel)
 {
-    double step = nice_step(p->x1 - p->x0, 8);
+    double step = dg_svg_nice_step(p->x1 - p->x0, 8);
     if (x_integer && step < 1)
         step = 1;
     if (!((p->x1 - p->x0) / step <= 50))
@@ -767,10 +608,11 @@ static void lines_x_axis(dg_capbuf *b, const plot *p, bool x_integer, const char
     for (double k = ceil(p->x0 / step) * step; k <= p->x1 + step * 1e-9; k += step) {
         char lab[24];
         snprintf(lab, sizeof lab, "%.3g", k + 0.0); /* never "-0" */
-        line(b, px(p, k), p->h - p->mb, px(p, k), p->h - p->mb + 4, "class=\"ax\"");
-        text(b, px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
+        dg_svg_line(b, dg_svg_px(p, k), p->h - p->mb, dg_svg_px(p, k), p->h - p->mb + 4,
+                    "class=\"ax\"");
+        dg_svg_text(b, dg_svg_px(p, k), p->h - p->mb + 16, "middle", NULL, lab, false);
     }
-    text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, xlabel, false);
+    dg_svg_text(b, (p->ml + p->w - p->mr) / 2, p->h - 4, "middle", NULL, xlabel, false);
 }
 
 /* One line: a path broken where a point is missing, and dots when the points are few. */
@@ -786,9 +628,9 @@ static void series_line(dg_capbuf *b, const plot *p, const cJSON *pts, const cha
         double x, y;
         if (line_val(pt, xkey, &x) && line_val(pt, l->key, &y)) {
             dg_rp_put(b, pen ? "L" : "M");
-            co(b, px(p, x));
+            dg_svg_co(b, dg_svg_px(p, x));
             dg_rp_put(b, " ");
-            co(b, py(p, y));
+            dg_svg_co(b, dg_svg_py(p, y));
             dg_rp_put(b, " ");
             pen = true;
         } else {
@@ -803,8 +645,8 @@ static void series_line(dg_capbuf *b, const plot *p, const cJSON *pts, const cha
         double x, y;
         if (line_val(pt, xkey, &x) && line_val(pt, l->key, &y)) {
             dg_rp_printf(b, "<circle r=\"2.5\" fill=\"%s\"", l->color);
-            attr(b, "cx", px(p, x));
-            attr(b, "cy", py(p, y));
+            dg_svg_attr(b, "cx", dg_svg_px(p, x));
+            dg_svg_attr(b, "cy", dg_svg_py(p, y));
             dg_rp_put(b, "/>\n");
         }
     }
@@ -853,29 +695,29 @@ int dg_rp_svg_lines(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pts, const
     p.x1 = xmax;
     p.y0 = ymin;
     p.y1 = ymax > ymin ? ymin + (ymax - ymin) * 1.1 : ymin + (c->unit == RP_UNIT_BYTES ? 1024 : 1);
-    svg_open(b, p.w, p.h, c->title);
+    dg_svg_open(b, p.w, p.h, c->title);
     unit_axis(b, &p, c->unit);
     lines_x_axis(b, &p, c->x_integer, c->xlabel);
-    text(b, 8, 14, "start", "class=\"t\"", c->ylabel, false);
+    dg_svg_text(b, 8, 14, "start", "class=\"t\"", c->ylabel, false);
     if (ref_in) {
-        line(b, p.ml, py(&p, c->ref), p.w - p.mr, py(&p, c->ref),
-             "stroke=\"" C_FAIL "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"");
-        text(b, p.w - p.mr - 4, py(&p, c->ref) - 4, "end", "fill=\"" C_FAIL "\"", c->ref_label,
-             false);
+        dg_svg_line(b, p.ml, dg_svg_py(&p, c->ref), p.w - p.mr, dg_svg_py(&p, c->ref),
+                    "stroke=\"" C_FAIL "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"");
+        dg_svg_text(b, p.w - p.mr - 4, dg_svg_py(&p, c->ref) - 4, "end", "fill=\"" C_FAIL "\"",
+                    c->ref_label, false);
     } else if (ref_on) {
         char lab[160], v[32];
-        short_num(v, sizeof v, c->ref);
+        dg_svg_short_num(v, sizeof v, c->ref);
         snprintf(lab, sizeof lab, "%s: %s%s, above the scale", c->ref_label, v,
                  c->unit == RP_UNIT_PERCENT ? "%" : "");
-        text(b, p.w - p.mr - 4, 14, "end", "fill=\"" C_FAIL "\"", lab, false);
+        dg_svg_text(b, p.w - p.mr - 4, 14, "end", "fill=\"" C_FAIL "\"", lab, false);
     }
     double lx = p.ml + 8;
     for (int k = 0; k < nlines; k++)
         if (has[k]) {
             series_line(b, &p, pts, c->xkey, &lines[k], npts);
-            lx = legend(b, lx, 28, lines[k].color,
-                        lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL, lines[k].name);
+            lx = dg_svg_legend(b, lx, 28, lines[k].color,
+                               lines[k].dashed ? " stroke-dasharray=\"6 3\"" : NULL, lines[k].name);
         }
-    svg_close(b);
+    dg_svg_close(b);
     return drawn;
 }

@@ -279,6 +279,172 @@ static double reduction_pct(double speedup)
     return 100 * (1 - 1 / speedup);
 }
 
+/* The speedup (the ratio of the two sides' medians) with its interval and
+ * verdict, the time per sample saved, the device's busy fraction and the
+ * Mann-Whitney test (p, u) into run; timed: both sides have a median step. */
+static void add_speedup(cJSON *run, const dg_median_ci *sp_ci, const dg_median_ci *busy_ci,
+                        bool timed, int ncpu, int ndev, double p, double u)
+{
+    bool spv = timed && sp_ci->valid;
+    static const char method[] = "percentile bootstrap over the repetitions' median step times";
+    cJSON_AddItemToObject(run, "speedup", dg_json_metric(spv ? sp_ci->point : 0, spv, "x"));
+    cJSON_AddItemToObject(run, "speedup_ci", ci_json(sp_ci, "x", NULL, method));
+    /* The verdict on that interval, as compare RUN_A RUN_B words it. */
+    dg_speed_judgement sj;
+    dg_speed_judge(sp_ci->valid ? sp_ci->lo : NAN, sp_ci->valid ? sp_ci->hi : NAN, (size_t)ncpu,
+                   (size_t)ndev, 2, NULL, &sj);
+    cJSON *sv = cJSON_AddObjectToObject(run, "speed");
+    cJSON_AddStringToObject(sv, "verdict", sj.verdict);
+    cJSON_AddStringToObject(sv, "why", sj.why);
+    cJSON_AddNumberToObject(sv, "pays_off_min", sj.pays_off_min);
+    cJSON_AddNumberToObject(sv, "band_lo", sj.band_lo);
+    cJSON_AddNumberToObject(sv, "band_hi", sj.band_hi);
+    cJSON_AddItemToObject(run, "step_time_reduction_pct",
+                          dg_json_metric(spv ? reduction_pct(sp_ci->point) : 0, spv, "%"));
+    cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
+                          ci_json(sp_ci, "%", reduction_pct, method));
+    double busy = busy_ci->point;
+    cJSON_AddItemToObject(run, "busy_fraction", dg_json_metric(busy, busy_ci->valid, "fraction"));
+    cJSON_AddItemToObject(
+        run, "busy_fraction_ci",
+        ci_json(busy_ci, "fraction", NULL, "percentile bootstrap over the repetitions"));
+    cJSON *mw = cJSON_AddObjectToObject(run, "mann_whitney");
+    cJSON_AddItemToObject(mw, "p", dg_json_metric(p, isfinite(p), "probability"));
+    cJSON_AddItemToObject(mw, "u_cpu", dg_json_metric(u, isfinite(u), "pairs"));
+    cJSON_AddStringToObject(mw, "of",
+                            "the repetitions' median step times, cpu against device, two-sided");
+}
+
+/* Each side's GFLOP/s against its FP32 peak into cj and dj, from the median
+ * step times cms and dms (NAN: not timed) and the device's record. */
+static void add_peaks(cJSON *cj, cJSON *dj, const cmp_cfg *c, int batch, double cms, double dms,
+                      const cJSON *dev_rec)
+{
+    /* What each side did of what it could: the step's FLOPs (forward and
+     * backward, 2 per multiply-add) over its median step time, against its
+     * FP32 peak (the cpu's for the threads the run used). */
+    double flops = dg_ref64_step_flops(c->m, batch);
+    const char *src = NULL;
+    double cpu_peak = dg_device_peak_gflops(
+        "cpu", NULL, 0, dg_cpu_threads_resolve(c->opts->train.threads, NULL), &src);
+    double dev_peak = dg_device_peak_gflops(c->device, dg_jstr(dev_rec, "device.name"), 0, 0, &src);
+    double cg = flops / (cms / 1e3) / 1e9, dg = flops / (dms / 1e3) / 1e9;
+    cJSON_AddItemToObject(cj, "gflops", dg_json_metric(cg, isfinite(cg), "GFLOP/s"));
+    cJSON_AddItemToObject(cj, "peak_gflops",
+                          dg_json_metric(cpu_peak, isfinite(cpu_peak), "GFLOP/s"));
+    cJSON_AddItemToObject(cj, "fraction_of_peak",
+                          dg_json_metric(cg / cpu_peak, isfinite(cg / cpu_peak), "fraction"));
+    cJSON_AddItemToObject(dj, "gflops", dg_json_metric(dg, isfinite(dg), "GFLOP/s"));
+    cJSON_AddItemToObject(dj, "peak_gflops",
+                          dg_json_metric(dev_peak, isfinite(dev_peak), "GFLOP/s"));
+    cJSON_AddStringToObject(dj, "peak_source", src);
+    cJSON_AddItemToObject(dj, "fraction_of_peak",
+                          dg_json_metric(dg / dev_peak, isfinite(dg / dev_peak), "fraction"));
+}
+
+/* The numerics of one batch into run (loss_vs_ref, loss_cpu_vs_device,
+ * param_drift, baseline_within_tolerance, within_tolerance, verdict, drift):
+ * l and p the cpu's, the device's and the reference's losses (steps each) and
+ * final parameters (count each); the reference's only with have_ref. True
+ * when the device is within tolerance. */
+static bool add_drift(cJSON *run, const cmp_cfg *c, bool have_ref, int steps, size_t count,
+                      const double *const l[3], const double *const p[3])
+{
+    const double *cpu_l = l[0], *dev_l = l[1], *ref_l = l[2];
+    const double *cpu_p = p[0], *dev_p = p[1], *ref_p = p[2];
+    cJSON *drift = cJSON_CreateArray();
+    bool ok = true;
+    double lc = have_ref ? max_rel(cpu_l, ref_l, steps) : NAN;
+    double ld = have_ref ? max_rel(dev_l, ref_l, steps) : NAN;
+    double lcd = max_rel(dev_l, cpu_l, steps);
+    cJSON *lr = cJSON_AddObjectToObject(run, "loss_vs_ref");
+    cJSON_AddItemToObject(lr, "cpu", rel_metric(lc, have_ref));
+    cJSON_AddItemToObject(lr, "device", rel_metric(ld, have_ref));
+    cJSON_AddItemToObject(run, "loss_cpu_vs_device", rel_metric(lcd, true));
+    double pdc = rel_l2(dev_p, cpu_p, count);
+    double pcr = have_ref ? rel_l2(cpu_p, ref_p, count) : NAN;
+    double pdr = have_ref ? rel_l2(dev_p, ref_p, count) : NAN;
+    cJSON *pj = cJSON_AddObjectToObject(run, "param_drift");
+    cJSON_AddItemToObject(pj, "device_vs_cpu", rel_metric(pdc, true));
+    cJSON_AddItemToObject(pj, "cpu_vs_ref", rel_metric(pcr, have_ref));
+    cJSON_AddItemToObject(pj, "device_vs_ref", rel_metric(pdr, have_ref));
+    cJSON_AddNumberToObject(pj, "steps", steps);
+    /* The device is judged against the float64 run when there is one (the
+     * truth; the cpu is fp32 too and can sit on the other side of a relu
+     * kink), else against the cpu. */
+    if (have_ref) {
+        ok &= within(ld, c->loss_tol, "loss_vs_ref.device", drift);
+        ok &= within(pdr, c->param_tol, "param_drift.device_vs_ref", drift);
+    } else {
+        ok &= within(lcd, c->loss_tol, "loss_cpu_vs_device", drift);
+        ok &= within(pdc, c->param_tol, "param_drift.device_vs_cpu", drift);
+    }
+    bool base_ok = !have_ref || (lc <= c->loss_tol && pcr <= c->param_tol);
+    cJSON_AddBoolToObject(run, "baseline_within_tolerance", base_ok);
+    if (!base_ok)
+        cJSON_AddStringToObject(run, "note",
+                                "the cpu baseline itself is beyond tolerance of the float64 "
+                                "run; device and cpu disagree by more than fp32 round-off "
+                                "(see loss_vs_ref.cpu, param_drift.cpu_vs_ref)");
+    cJSON_AddBoolToObject(run, "within_tolerance", ok);
+    cJSON_AddStringToObject(run, "verdict", ok ? "within tolerance" : "drift");
+    cJSON_AddItemToObject(run, "drift", drift);
+    return ok;
+}
+
+/* Why the float64 reference does not run at batch (its note in buf), or
+ * NULL when it does: a step over REF_MAX_GFLOP, or more batch data than
+ * REF_MAX_BATCH_MIB. */
+static const char *ref_skipped(const dg_model *m, int batch, int steps, char *buf, size_t len)
+{
+    double gflop = dg_ref64_step_flops(m, batch) / 1e9;
+    double xbytes = (double)batch * m->in_c * m->in_h * m->in_w * sizeof(float);
+    if (gflop > REF_MAX_GFLOP)
+        snprintf(buf, len,
+                 "skipped: %.2f GFLOP per step is above the float64 reference's cap of %.0f GFLOP",
+                 gflop, REF_MAX_GFLOP);
+    else if (xbytes * steps > REF_MAX_BATCH_MIB * 1048576.0)
+        snprintf(buf, len,
+                 "skipped: %d batches of %.0f bytes exceed the %d MiB kept for the float64 "
+                 "reference",
+                 steps, xbytes, REF_MAX_BATCH_MIB);
+    else
+        return NULL;
+    return buf;
+}
+
+/* The float64 training run on the weights and batches the cpu run exported
+ * to exdir: its losses into ref_l, its final parameters in *ref_p (new), the
+ * initial arena in *init (new), its wall time in *ref_s. */
+static dg_status run_reference(dg_ctx *ctx, const cmp_cfg *c, int batch, const char *exdir,
+                               float **init, double *ref_l, double **ref_p, double *ref_s)
+{
+    const dg_model *m = c->m;
+    size_t count = m->param_arena / sizeof(float);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/params.f32", exdir);
+    FILE *pf = fopen(path, "rb");
+    *init = dg_malloc(m->param_arena);
+    *ref_p = dg_malloc(count * sizeof(double));
+    bool ok = pf && *init && *ref_p && fread(*init, 1, m->param_arena, pf) == m->param_arena;
+    if (pf)
+        fclose(pf);
+    snprintf(path, sizeof path, "%s/batches.bin", exdir);
+    batch_file bf = {ok ? fopen(path, "rb") : NULL, (size_t)batch * m->in_c * m->in_h * m->in_w,
+                     batch};
+    double t0 = dg_now();
+    dg_status st;
+    if (!bf.f)
+        st = dg_fail(ctx, DG_ERR_IO, "compare: reading the exported weights and batches failed");
+    else if ((st = dg_ref64_train(ctx, m, *init, batch, c->steps, read_batch, &bf, c->lr,
+                                  c->momentum, c->wd, ref_l, *ref_p)) == DG_ERR_IO)
+        st = dg_fail(ctx, st, "compare: reading the exported batches failed");
+    *ref_s = dg_now() - t0;
+    if (bf.f)
+        fclose(bf.f);
+    return st;
+}
+
 /* Runs cpu, device and the float64 reference at one batch size and appends
  * the run entry; *device_rec keeps the first device record (for its name). */
 static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *runs, bool *all_ok,
@@ -293,22 +459,8 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     snprintf(dev_path, sizeof dev_path, "%s/device-%d.f32", c->tmp, batch);
 
     double gflop = dg_ref64_step_flops(m, batch) / 1e9;
-    double xbytes = (double)batch * m->in_c * m->in_h * m->in_w * sizeof(float);
-    const char *ref_note = NULL;
     char note[160];
-    if (gflop > REF_MAX_GFLOP) {
-        snprintf(note, sizeof note,
-                 "skipped: %.2f GFLOP per step is above the float64 reference's "
-                 "cap of %.0f GFLOP",
-                 gflop, REF_MAX_GFLOP);
-        ref_note = note;
-    } else if (xbytes * steps > REF_MAX_BATCH_MIB * 1048576.0) {
-        snprintf(note, sizeof note,
-                 "skipped: %d batches of %.0f bytes exceed the %d MiB kept for "
-                 "the float64 reference",
-                 steps, xbytes, REF_MAX_BATCH_MIB);
-        ref_note = note;
-    }
+    const char *ref_note = ref_skipped(m, batch, steps, note, sizeof note);
     bool want_ref = ref_note == NULL;
 
     cJSON *run = cJSON_CreateObject();
@@ -334,31 +486,9 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     if (st == DG_OK &&
         (!(cpu_p = read_arena(cpu_path, count)) || !(dev_p = read_arena(dev_path, count))))
         st = dg_fail(ctx, DG_ERR_IO, "compare: reading the final parameters back failed");
-    if (st == DG_OK && want_ref) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/params.f32", exdir);
-        FILE *pf = fopen(path, "rb");
-        init = dg_malloc(m->param_arena);
-        ref_p = dg_malloc(count * sizeof(double));
-        bool ok = pf && init && ref_p && fread(init, 1, m->param_arena, pf) == m->param_arena;
-        if (pf)
-            fclose(pf);
-        snprintf(path, sizeof path, "%s/batches.bin", exdir);
-        batch_file bf = {ok ? fopen(path, "rb") : NULL, (size_t)batch * m->in_c * m->in_h * m->in_w,
-                         batch};
-        double t0 = dg_now();
-        if (!bf.f)
-            st =
-                dg_fail(ctx, DG_ERR_IO, "compare: reading the exported weights and batches failed");
-        else if ((st = dg_ref64_train(ctx, m, init, batch, steps, read_batch, &bf, c->lr,
-                                      c->momentum, c->wd, ref_l, ref_p)) == DG_ERR_IO)
-            st = dg_fail(ctx, st, "compare: reading the exported batches failed");
-        ref_s = dg_now() - t0;
-        if (bf.f)
-            fclose(bf.f);
-        if (st != DG_OK)
-            failed = "float64 reference";
-    }
+    if (st == DG_OK && want_ref &&
+        (st = run_reference(ctx, c, batch, exdir, &init, ref_l, &ref_p, &ref_s)) != DG_OK)
+        failed = "float64 reference";
     remove_export(exdir);
     unlink(cpu_path);
     unlink(dev_path);
@@ -409,56 +539,8 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
             cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(dev_rec, "capture"), "used")));
         cJSON_AddNumberToObject(dj, "fallbacks",
                                 cJSON_GetArraySize(cJSON_GetObjectItem(dev_rec, "fallbacks")));
-        /* What each side did of what it could: the step's FLOPs (forward and
-         * backward, 2 per multiply-add) over its median step time, against its
-         * FP32 peak (the cpu's for the threads the run used). */
-        double flops = dg_ref64_step_flops(m, batch);
-        const char *src = NULL;
-        double cpu_peak = dg_device_peak_gflops(
-            "cpu", NULL, 0, dg_cpu_threads_resolve(c->opts->train.threads, NULL), &src);
-        double dev_peak =
-            dg_device_peak_gflops(c->device, dg_jstr(dev_rec, "device.name"), 0, 0, &src);
-        double cg = ct ? flops / (cms / 1e3) / 1e9 : NAN, dg = dt ? flops / (dms / 1e3) / 1e9 : NAN;
-        cJSON_AddItemToObject(cj, "gflops", dg_json_metric(cg, isfinite(cg), "GFLOP/s"));
-        cJSON_AddItemToObject(cj, "peak_gflops",
-                              dg_json_metric(cpu_peak, isfinite(cpu_peak), "GFLOP/s"));
-        cJSON_AddItemToObject(cj, "fraction_of_peak",
-                              dg_json_metric(cg / cpu_peak, isfinite(cg / cpu_peak), "fraction"));
-        cJSON_AddItemToObject(dj, "gflops", dg_json_metric(dg, isfinite(dg), "GFLOP/s"));
-        cJSON_AddItemToObject(dj, "peak_gflops",
-                              dg_json_metric(dev_peak, isfinite(dev_peak), "GFLOP/s"));
-        cJSON_AddStringToObject(dj, "peak_source", src);
-        cJSON_AddItemToObject(dj, "fraction_of_peak",
-                              dg_json_metric(dg / dev_peak, isfinite(dg / dev_peak), "fraction"));
-        bool spv = ct && dt && sp_ci.valid;
-        static const char method[] = "percentile bootstrap over the repetitions' median step times";
-        cJSON_AddItemToObject(run, "speedup", dg_json_metric(spv ? sp_ci.point : 0, spv, "x"));
-        cJSON_AddItemToObject(run, "speedup_ci", ci_json(&sp_ci, "x", NULL, method));
-        /* The verdict on that interval, as compare RUN_A RUN_B words it. */
-        dg_speed_judgement sj;
-        dg_speed_judge(sp_ci.valid ? sp_ci.lo : NAN, sp_ci.valid ? sp_ci.hi : NAN, (size_t)cpu_r.n,
-                       (size_t)dev_r.n, 2, NULL, &sj);
-        cJSON *sv = cJSON_AddObjectToObject(run, "speed");
-        cJSON_AddStringToObject(sv, "verdict", sj.verdict);
-        cJSON_AddStringToObject(sv, "why", sj.why);
-        cJSON_AddNumberToObject(sv, "pays_off_min", sj.pays_off_min);
-        cJSON_AddNumberToObject(sv, "band_lo", sj.band_lo);
-        cJSON_AddNumberToObject(sv, "band_hi", sj.band_hi);
-        cJSON_AddItemToObject(run, "step_time_reduction_pct",
-                              dg_json_metric(spv ? reduction_pct(sp_ci.point) : 0, spv, "%"));
-        cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
-                              ci_json(&sp_ci, "%", reduction_pct, method));
-        double busy = busy_ci.point;
-        cJSON_AddItemToObject(run, "busy_fraction",
-                              dg_json_metric(busy, busy_ci.valid, "fraction"));
-        cJSON_AddItemToObject(
-            run, "busy_fraction_ci",
-            ci_json(&busy_ci, "fraction", NULL, "percentile bootstrap over the repetitions"));
-        cJSON *mw = cJSON_AddObjectToObject(run, "mann_whitney");
-        cJSON_AddItemToObject(mw, "p", dg_json_metric(p, isfinite(p), "probability"));
-        cJSON_AddItemToObject(mw, "u_cpu", dg_json_metric(u, isfinite(u), "pairs"));
-        cJSON_AddStringToObject(
-            mw, "of", "the repetitions' median step times, cpu against device, two-sided");
+        add_peaks(cj, dj, c, batch, ct ? cms : NAN, dt ? dms : NAN, dev_rec);
+        add_speedup(run, &sp_ci, &busy_ci, ct && dt, cpu_r.n, dev_r.n, p, u);
         cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
         cJSON_AddNumberToObject(rp, "per_side", c->reps);
         cJSON_AddNumberToObject(rp, "warmup_pairs", 1);
@@ -475,43 +557,9 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         cJSON_AddItemToObject(rj, "wall", dg_json_metric(ref_s, have_ref, "s"));
         dg_json_add_str(rj, "note", ref_note);
 
-        cJSON *drift = cJSON_CreateArray();
-        bool ok = true;
-        double lc = have_ref ? max_rel(cpu_l, ref_l, steps) : NAN;
-        double ld = have_ref ? max_rel(dev_l, ref_l, steps) : NAN;
-        double lcd = max_rel(dev_l, cpu_l, steps);
-        cJSON *lr = cJSON_AddObjectToObject(run, "loss_vs_ref");
-        cJSON_AddItemToObject(lr, "cpu", rel_metric(lc, have_ref));
-        cJSON_AddItemToObject(lr, "device", rel_metric(ld, have_ref));
-        cJSON_AddItemToObject(run, "loss_cpu_vs_device", rel_metric(lcd, true));
-        double pdc = rel_l2(dev_p, cpu_p, count);
-        double pcr = have_ref ? rel_l2(cpu_p, ref_p, count) : NAN;
-        double pdr = have_ref ? rel_l2(dev_p, ref_p, count) : NAN;
-        cJSON *pj = cJSON_AddObjectToObject(run, "param_drift");
-        cJSON_AddItemToObject(pj, "device_vs_cpu", rel_metric(pdc, true));
-        cJSON_AddItemToObject(pj, "cpu_vs_ref", rel_metric(pcr, have_ref));
-        cJSON_AddItemToObject(pj, "device_vs_ref", rel_metric(pdr, have_ref));
-        cJSON_AddNumberToObject(pj, "steps", steps);
-        /* The device is judged against the float64 run when there is one (the
-         * truth; the cpu is fp32 too and can sit on the other side of a relu
-         * kink), else against the cpu. */
-        if (have_ref) {
-            ok &= within(ld, c->loss_tol, "loss_vs_ref.device", drift);
-            ok &= within(pdr, c->param_tol, "param_drift.device_vs_ref", drift);
-        } else {
-            ok &= within(lcd, c->loss_tol, "loss_cpu_vs_device", drift);
-            ok &= within(pdc, c->param_tol, "param_drift.device_vs_cpu", drift);
-        }
-        bool base_ok = !have_ref || (lc <= c->loss_tol && pcr <= c->param_tol);
-        cJSON_AddBoolToObject(run, "baseline_within_tolerance", base_ok);
-        if (!base_ok)
-            cJSON_AddStringToObject(run, "note",
-                                    "the cpu baseline itself is beyond tolerance of the float64 "
-                                    "run; device and cpu disagree by more than fp32 round-off "
-                                    "(see loss_vs_ref.cpu, param_drift.cpu_vs_ref)");
-        cJSON_AddBoolToObject(run, "within_tolerance", ok);
-        cJSON_AddStringToObject(run, "verdict", ok ? "within tolerance" : "drift");
-        cJSON_AddItemToObject(run, "drift", drift);
+        bool ok =
+            add_drift(run, c, have_ref, steps, count, (const double *const[]){cpu_l, dev_l, ref_l},
+                      (const double *const[]){cpu_p, dev_p, ref_p});
         cJSON *ls = cJSON_AddObjectToObject(run, "losses");
         cJSON_AddItemToObject(ls, "cpu", loss_array(cpu_l, steps));
         cJSON_AddItemToObject(ls, "device", loss_array(dev_l, steps));
