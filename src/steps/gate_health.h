@@ -59,13 +59,14 @@ cJSON *dg_gate_sustain(const dg_backend_iface *be, void *bctx, const dg_device_i
                        double peak_gflops, const dg_sustain_opts *so, bool *bad);
 
 /* The drift of n window rates (others[i]: other processes' CPUs in window i,
- * NAN unknown; windows at the contention threshold or above are left out;
+ * pressure[i] (may be NULL) its CPU pressure, each NAN unknown; windows at
+ * either's contention threshold or above are left out;
  * contended: the whole run was, for sources without per-window figures):
  * {windows_judged, windows_contended, first_third, last_third, ratio,
  * ratio_ci, max_drift_pct, verdict}; *unstable when the ratio's interval
  * lies wholly below 1 - DG_UNSTABLE_DRIFT_PCT%. */
-cJSON *dg_sustain_drift(const double *rates, const double *others, int n, bool contended,
-                        bool *unstable);
+cJSON *dg_sustain_drift(const double *rates, const double *others, const double *pressure, int n,
+                        bool contended, bool *unstable);
 
 struct dg_health_sample;
 /* The "health" object of n samples (health.h) ending at end_t: clocks,

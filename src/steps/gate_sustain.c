@@ -14,10 +14,11 @@
  * inconclusive. Other processes taking CPUs make a host device's rate
  * theirs as much as its own: for a device in host memory each window has
  * its own contention window, and windows where others took CONTENDED_CPUS
- * or more are left out of the drift (for a GPU the run's window decides
- * whether it is judged at all). The memory bandwidth is relu_fwd streaming one
- * buffer into another (two bytes moved per byte), the median of
- * MEMBW_REPS, against the part's rating. */
+ * or more, or where some task waited for a CPU CONTENDED_PRESSURE of the
+ * window (PSI, which sees processes of other containers too; quiet windows
+ * read under 0.06 here, shared ones 0.5-1), are left out of the drift (for a GPU the run's window
+ * decides whether it is judged at all). The memory bandwidth is relu_fwd streaming one buffer into
+ * another (two bytes moved per byte), the median of MEMBW_REPS, against the part's rating. */
 #include "steps/gate_health.h"
 
 #include "core/json.h"
@@ -32,8 +33,9 @@
 #define SUSTAIN_CALL_S 0.025
 #define SUSTAIN_WINDOW_S 1.0
 #define SUSTAIN_SAMPLE_S 0.5
-#define SUSTAIN_PERIOD_S 0.1 /* the duty cycle's period when load < 1 */
-#define CONTENDED_CPUS 0.5   /* the contention_cpus threshold's default */
+#define SUSTAIN_PERIOD_S 0.1   /* the duty cycle's period when load < 1 */
+#define CONTENDED_CPUS 0.5     /* the contention_cpus threshold's default */
+#define CONTENDED_PRESSURE 0.2 /* a window some task waited a fifth of for a CPU */
 enum { SIDE_MIN = 256, SIDE_MAX = 8192, SIDE_STEP = 256, MAX_WINDOWS = 4096, MAX_SAMPLES = 8192 };
 enum { MEMBW_REPS = 5 };
 
@@ -59,9 +61,10 @@ typedef struct run {
     void *bctx;
     void *a, *b, *c;
     int side;
-    double *rates;   /* GFLOP/s per window */
-    double *others;  /* host devices: other processes' CPUs during each window (NAN: unknown) */
-    bool per_window; /* take a contention window per rate window (a host device) */
+    double *rates;    /* GFLOP/s per window */
+    double *others;   /* host devices: other processes' CPUs during each window (NAN: unknown) */
+    double *pressure; /* host devices: CPU pressure (PSI some) during each window (NAN: unknown) */
+    bool per_window;  /* take a contention window per rate window (a host device) */
     int nw;
     dg_health_sample *s;
     int ns;
@@ -80,6 +83,13 @@ static dg_status gemm_once(run *r)
 static double others_cpus(const cJSON *window)
 {
     return dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(window, "others_cpus"));
+}
+
+/* The share of a contention window some task waited for a CPU (PSI), which
+ * also sees processes this one cannot (other containers); NAN unknown. */
+static double cpu_pressure(const cJSON *window)
+{
+    return dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(window, "cpu_pressure_some"));
 }
 
 /* Runs the load for seconds at duty load, filling windows and samples. */
@@ -111,11 +121,12 @@ static void drive(run *r, double seconds, double load, dg_health *h)
         }
         double t = dg_now();
         if (t - wstart >= SUSTAIN_WINDOW_S && r->nw < MAX_WINDOWS) {
-            r->others[r->nw] = NAN;
+            r->others[r->nw] = r->pressure[r->nw] = NAN;
             if (cw) { /* what other processes took during this window */
                 cJSON *c = dg_window_end(cw);
                 dg_window_free(cw);
                 r->others[r->nw] = others_cpus(c);
+                r->pressure[r->nw] = cpu_pressure(c);
                 cJSON_Delete(c);
                 cw = dg_window_begin();
             }
@@ -152,14 +163,14 @@ static double median_of(const double *v, int n)
 /* The drift object (gate_health.h) over the windows no other process took CPUs in (others
  * under CONTENDED_CPUS, or not measured); *unstable when the interval lies
  * wholly below the floor. */
-cJSON *dg_sustain_drift(const double *all, const double *others, int nall, bool contended,
-                        bool *unstable)
+cJSON *dg_sustain_drift(const double *all, const double *others, const double *pressure, int nall,
+                        bool contended, bool *unstable)
 {
     cJSON *o = cJSON_CreateObject();
     double *rates = dg_calloc(nall > 0 ? (size_t)nall : 1, sizeof *rates);
     int n = 0;
     for (int i = 0; rates && i < nall; i++)
-        if (!(others[i] >= CONTENDED_CPUS))
+        if (!(others[i] >= CONTENDED_CPUS) && !(pressure && pressure[i] >= CONTENDED_PRESSURE))
             rates[n++] = all[i];
     cJSON_AddNumberToObject(o, "windows_judged", n);
     cJSON_AddNumberToObject(o, "windows_contended", nall - n);
@@ -297,13 +308,14 @@ cJSON *dg_gate_sustain(const dg_backend_iface *be, void *bctx, const dg_device_i
     run r = {.be = be, .bctx = bctx, .side = side_for(peak_gflops)};
     r.rates = dg_calloc(MAX_WINDOWS, sizeof *r.rates);
     r.others = dg_calloc(MAX_WINDOWS, sizeof *r.others);
+    r.pressure = dg_calloc(MAX_WINDOWS, sizeof *r.pressure);
     r.per_window = info->host_memory;
     r.s = dg_calloc(MAX_SAMPLES, sizeof *r.s);
     cJSON *o = cJSON_CreateObject();
     size_t bytes = (size_t)r.side * r.side * sizeof(float);
     float *host = dg_malloc(bytes);
     dg_health *h = dg_health_open(info, be->caps.nvml, so->host_root);
-    if (!o || !r.rates || !r.others || !r.s || !host || !h) {
+    if (!o || !r.rates || !r.others || !r.pressure || !r.s || !host || !h) {
         cJSON_Delete(o);
         o = NULL;
         goto out;
@@ -340,15 +352,18 @@ cJSON *dg_gate_sustain(const dg_backend_iface *be, void *bctx, const dg_device_i
                           dg_json_metric(f, isfinite(f) && f > 0, "fraction"));
     cJSON *rates = cJSON_AddArrayToObject(o, "windows");
     cJSON *oth = cJSON_AddArrayToObject(o, "windows_others_cpus");
+    cJSON *prs = cJSON_AddArrayToObject(o, "windows_cpu_pressure");
     for (int i = 0; i < r.nw; i++) {
         cJSON_AddItemToArray(rates, cJSON_CreateNumber(r.rates[i]));
         cJSON_AddItemToArray(oth, isfinite(r.others[i]) ? cJSON_CreateNumber(r.others[i])
                                                         : cJSON_CreateNull());
+        cJSON_AddItemToArray(prs, isfinite(r.pressure[i]) ? cJSON_CreateNumber(r.pressure[i])
+                                                          : cJSON_CreateNull());
     }
     cJSON_AddNumberToObject(o, "window_s", SUSTAIN_WINDOW_S);
     bool unstable = false, slowed = false;
-    cJSON_AddItemToObject(o, "drift",
-                          dg_sustain_drift(r.rates, r.others, r.nw, contended, &unstable));
+    cJSON_AddItemToObject(
+        o, "drift", dg_sustain_drift(r.rates, r.others, r.pressure, r.nw, contended, &unstable));
     cJSON_AddItemToObject(o, "health", dg_sustain_health(r.s, r.ns, wall, &slowed));
     cJSON_AddBoolToObject(o, "throttled", slowed);
     cJSON_AddItemToObject(o, "contention", cont ? cont : cJSON_CreateNull());
@@ -375,6 +390,7 @@ out:
     dg_free(host);
     dg_free(r.rates);
     dg_free(r.others);
+    dg_free(r.pressure);
     dg_free(r.s);
     return o;
 }

@@ -24,7 +24,7 @@
 static const char *drift_verdict(const double *r, const double *others, int n, bool *unstable)
 {
     static char v[96];
-    cJSON *o = dg_sustain_drift(r, others, n, false, unstable);
+    cJSON *o = dg_sustain_drift(r, others, NULL, n, false, unstable);
     snprintf(v, sizeof v, "%s", dg_jstr(o, "verdict"));
     cJSON_Delete(o);
     return v;
@@ -54,16 +54,25 @@ static void check_drift(void)
         r[i] = 100 - 2.0 * i;
         others[i] = i % 2 ? 1.0 : 0.1;
     }
-    cJSON *o = dg_sustain_drift(r, others, 18, false, &u);
+    cJSON *o = dg_sustain_drift(r, others, NULL, 18, false, &u);
     CHECK(dg_jnum(o, "windows_judged") == 9 && dg_jnum(o, "windows_contended") == 9);
     CHECK_STR(dg_jstr(o, "verdict"), "unstable");
+    cJSON_Delete(o);
+    /* CPU pressure alone (processes this one cannot see) leaves windows out too. */
+    double quiet[18], psi[18];
+    for (int i = 0; i < 18; i++) {
+        quiet[i] = 0;
+        psi[i] = i % 3 ? 0.01 : 0.9;
+    }
+    o = dg_sustain_drift(r, quiet, psi, 18, false, &u);
+    CHECK(dg_jnum(o, "windows_judged") == 12 && dg_jnum(o, "windows_contended") == 6);
     cJSON_Delete(o);
     /* Every window contended: not judged, never unstable. */
     for (int i = 0; i < 18; i++)
         others[i] = 1.5;
     CHECK(!strncmp(drift_verdict(r, others, 18, &u), "not judged", 10) && !u);
     /* A run contended as a whole, without per-window figures: not judged. */
-    o = dg_sustain_drift(r, none, 18, true, &u);
+    o = dg_sustain_drift(r, none, NULL, 18, true, &u);
     CHECK(!strncmp(dg_jstr(o, "verdict"), "not judged", 10) && !u);
     cJSON_Delete(o);
 }
