@@ -252,19 +252,28 @@ void dg_utc_iso(char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-bool dg_grow(void **p, size_t *cap, size_t need, size_t elem)
+bool dg_grow_max(void **p, size_t *cap, size_t need, size_t elem, size_t max)
 {
     if (need <= *cap)
         return true;
+    if (need > max)
+        return false;
     size_t nc = *cap ? 2 * *cap : 64;
     while (nc < need)
         nc *= 2;
+    if (nc > max)
+        nc = max;
     void *np = dg_realloc(*p, nc * elem);
     if (!np)
         return false;
     *p = np;
     *cap = nc;
     return true;
+}
+
+bool dg_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    return dg_grow_max(p, cap, need, elem, SIZE_MAX / 2);
 }
 
 void dg_random_bytes(unsigned char *out, size_t n)

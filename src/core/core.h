@@ -50,6 +50,8 @@ void dg_utc_iso(char *buf, size_t len);
 /* Makes room for need elements of elem bytes in the dg_malloc'd array *p of
  * *cap (doubling from 64); false, *p untouched, when out of memory. */
 bool dg_grow(void **p, size_t *cap, size_t need, size_t elem);
+/* The same, *cap never past max: false also when need is more than max. */
+bool dg_grow_max(void **p, size_t *cap, size_t need, size_t elem, size_t max);
 /* n random bytes: getrandom, else /dev/urandom, else the clock and the pid. */
 void dg_random_bytes(unsigned char *out, size_t n);
 

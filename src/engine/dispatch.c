@@ -357,15 +357,8 @@ static prof_row *prof_find(struct prof *p, const char *op, const char *shape, bo
             *idx = (uint32_t)i;
             return &p->rows[i];
         }
-    if (p->n == p->cap && p->cap < PROF_ROWS_MAX) {
-        size_t ncap = p->cap ? p->cap * 2 : 32;
-        prof_row *nr = dg_realloc(p->rows, ncap * sizeof *nr);
-        if (nr) {
-            p->rows = nr;
-            p->cap = ncap;
-        }
-    }
-    if (p->n == p->cap) { /* full (or no memory): fold into "other" */
+    if (!dg_grow_max((void **)&p->rows, &p->cap, p->n + 1, sizeof *p->rows, PROF_ROWS_MAX)) {
+        /* full (or no memory): fold into "other" */
         if (!p->have_other) {
             p->have_other = true;
             p->other.op = "other";

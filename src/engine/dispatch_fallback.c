@@ -197,15 +197,8 @@ static census_rec *census_find(struct dg_census *c, const char *op, const char *
         if (c->recs[i].hash == h && strcmp(c->recs[i].op, op) == 0 &&
             strcmp(c->recs[i].shape, shape) == 0 && strcmp(c->recs[i].reason, reason) == 0)
             return &c->recs[i];
-    if (c->n == c->cap && c->cap < CENSUS_MAX) {
-        size_t ncap = c->cap ? c->cap * 2 : 16;
-        census_rec *nr = dg_realloc(c->recs, ncap * sizeof *nr);
-        if (nr) {
-            c->recs = nr;
-            c->cap = ncap;
-        }
-    }
-    if (c->n == c->cap) { /* full (or no memory): fold into "other" */
+    if (!dg_grow_max((void **)&c->recs, &c->cap, c->n + 1, sizeof *c->recs, CENSUS_MAX)) {
+        /* full (or no memory): fold into "other" */
         if (!c->have_other) {
             c->have_other = true;
             snprintf(c->other.op, sizeof c->other.op, "other");

@@ -3,6 +3,8 @@
 #include "core/core.h"
 #include "core/json.h"
 
+#include <string.h>
+
 static void test_rng(void)
 {
     dg_rng a, b;
@@ -160,6 +162,33 @@ static void test_cjson_hooks_untouched(void)
     cJSON_InitHooks(NULL);
 }
 
+/* dg_grow doubles an array as it fills; dg_grow_max stops at its cap, where
+ * the census and the op profile fold further rows into "other"; dg_run_id
+ * gives the stamp and the random part asked for. */
+static void test_grow(void)
+{
+    int *v = NULL;
+    size_t cap = 0;
+    CHECK(dg_grow((void **)&v, &cap, 1, sizeof *v) && cap >= 1);
+    CHECK(dg_grow((void **)&v, &cap, 100, sizeof *v) && cap >= 100);
+    for (size_t i = 0; i < 100; i++)
+        v[i] = (int)i; /* writable up to need */
+    dg_free(v);
+    v = NULL;
+    cap = 0;
+    size_t n = 0;
+    while (dg_grow_max((void **)&v, &cap, n + 1, sizeof *v, 100))
+        v[n++] = 1;
+    CHECK_MSG(n == 100 && cap == 100, "stopped at %zu of cap %zu", n, cap);
+    CHECK(!dg_grow_max((void **)&v, &cap, 101, sizeof *v, 100) && cap == 100);
+    dg_free(v);
+    char id[48];
+    dg_run_id(id, sizeof id, 0, 12);
+    CHECK_MSG(strlen(id) == 28 && strncmp(id, "19700101-000000-", 16) == 0, "id %s", id);
+    for (int i = 16; i < 28; i++)
+        CHECK(strchr("0123456789abcdef", id[i]) != NULL);
+}
+
 int main(void)
 {
     test_rng();
@@ -168,5 +197,6 @@ int main(void)
     test_helpers();
     test_redact();
     test_cjson_hooks_untouched();
+    test_grow();
     CHECK_DONE();
 }
