@@ -9,12 +9,10 @@
  * crashed on the H200), figures out of range, a link trained down. */
 #include "backend/backend.h"
 #include "core/core.h"
-#include "measure/nvml.h"
 #include "steps/gate_health.h"
 
 #include "check.h"
-
-#include <stdint.h>
+#include "fake_nvml.h"
 
 static void check_ratings(void)
 {
@@ -74,37 +72,13 @@ static void check_backend(dg_ctx *ctx, const char *name)
     cJSON_Delete(o);
 }
 
-/* ---- a fake NVML: one device at FAKE_PCI; any other handle is a bug ---- */
-#define FAKE_PCI "00000000:1B:00.0"
-static struct dg_nvml_dev_s *const fake_dev = (struct dg_nvml_dev_s *)(uintptr_t)0x5eed;
-static unsigned fake_gen = 5, fake_width = 16, fake_cur_gen = 5, fake_cur_width = 16, fake_lone;
-static int fake_bad_handle; /* calls with a handle the fake never gave */
+/* ---- the rating through a fake NVML (fake_nvml.h) ---- */
+static unsigned fake_gen = 5, fake_width = 16, fake_cur_gen = 5, fake_cur_width = 16;
 
-static dg_nvml_ret fake_by_pci(const char *pci, dg_nvml_device *dev)
-{
-    if (strcmp(pci, FAKE_PCI) != 0)
-        return 6; /* NVML_ERROR_NOT_FOUND, *dev left as it was */
-    *dev = fake_dev;
-    return DG_NVML_OK;
-}
-static dg_nvml_ret fake_count(unsigned *n)
-{
-    *n = fake_lone;
-    return DG_NVML_OK;
-}
-static dg_nvml_ret fake_handle(unsigned i, dg_nvml_device *dev)
-{
-    if (i >= fake_lone)
-        return 2;
-    *dev = fake_dev;
-    return DG_NVML_OK;
-}
 static dg_nvml_ret fake_uint(dg_nvml_device dev, unsigned *out, unsigned v)
 {
-    if (dev != fake_dev) {
-        fake_bad_handle++;
+    if (!fake_ok(dev))
         return 2;
-    }
     *out = v;
     return DG_NVML_OK;
 }
@@ -127,13 +101,9 @@ static dg_nvml_ret fake_width_now(dg_nvml_device d, unsigned *o)
 
 static void check_nvml_rating(void)
 {
-    dg_nvml nv = {.count = fake_count,
-                  .handle = fake_handle,
-                  .by_pci = fake_by_pci,
-                  .pcie_max_gen = fake_max_gen,
-                  .pcie_max_width = fake_max_width,
-                  .pcie_gen = fake_gen_now,
-                  .pcie_width = fake_width_now};
+    dg_nvml nv = fake_nvml();
+    nv.pcie_max_gen = fake_max_gen, nv.pcie_max_width = fake_max_width;
+    nv.pcie_gen = fake_gen_now, nv.pcie_width = fake_width_now;
     dg_link_rating r;
     /* The device at its address: rated from the maximum, the state it is in now beside. */
     fake_cur_gen = 4, fake_cur_width = 8;
@@ -149,10 +119,10 @@ static void check_nvml_rating(void)
     CHECK_MSG(fake_bad_handle == 0, "%d NVML calls with a handle it never gave", fake_bad_handle);
     CHECK(isnan(r.gbps) && r.why && strstr(r.why, "does not list") && !r.kind[0] && !r.current[0]);
     /* No address: a lone device is the one; two are not told apart. */
-    fake_lone = 1;
+    fake_devices = 1;
     dg_link_rating_read(&nv, "", &r);
     CHECK(fabs(r.gbps - 63.016) < 0.01);
-    fake_lone = 2;
+    fake_devices = 2;
     dg_link_rating_read(&nv, NULL, &r);
     CHECK(isnan(r.gbps) && r.why && !strncmp(r.why, "not reported", 12));
     /* Figures out of range (a generation NVML does not know yet): not reported, never 0. */

@@ -18,12 +18,11 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "measure/health.h"
-#include "measure/nvml.h"
 #include "steps/gate_health.h"
 
 #include "check.h"
+#include "fake_nvml.h"
 
-#include <stdint.h>
 #include <sys/stat.h>
 
 static const char *drift_verdict(const double *r, const double *others, int n, bool *unstable)
@@ -204,33 +203,7 @@ static void check_host_source(void)
         printf("note: %s left behind\n", root);
 }
 
-/* ---- a fake NVML: one device at FAKE_PCI; a handle it never gave is a bug ---- */
-#define FAKE_PCI "00000000:1B:00.0"
-static struct dg_nvml_dev_s *const fake_dev = (struct dg_nvml_dev_s *)(uintptr_t)0x5eed;
-static int fake_bad_handle, fake_devices = 1;
-
-static dg_nvml_ret fake_by_pci(const char *pci, dg_nvml_device *dev)
-{
-    if (strcmp(pci, FAKE_PCI) != 0)
-        return 6; /* NVML_ERROR_NOT_FOUND, *dev untouched */
-    *dev = fake_dev;
-    return DG_NVML_OK;
-}
-static dg_nvml_ret fake_count(unsigned *n)
-{
-    *n = (unsigned)fake_devices;
-    return DG_NVML_OK;
-}
-static dg_nvml_ret fake_handle(unsigned i, dg_nvml_device *dev)
-{
-    *dev = i == 0 ? fake_dev : NULL;
-    return i == 0 ? DG_NVML_OK : 2;
-}
-static bool fake_ok(dg_nvml_device d)
-{
-    fake_bad_handle += d != fake_dev;
-    return d == fake_dev;
-}
+/* ---- the health source through a fake NVML (fake_nvml.h) ---- */
 /* The H200's figures at work: SM 1980 MHz, memory 3201 MHz, 64 C. */
 static dg_nvml_ret fake_clock(dg_nvml_device d, int which, unsigned *v)
 {
@@ -276,14 +249,9 @@ static dg_nvml_ret fake_no_sensor(dg_nvml_device d, int sensor, unsigned *v)
  * not reported; a device it does not list is never read. */
 static void check_nvml_source(void)
 {
-    dg_nvml nv = {.count = fake_count,
-                  .handle = fake_handle,
-                  .by_pci = fake_by_pci,
-                  .clock = fake_clock,
-                  .temperature = fake_temp,
-                  .power = fake_power,
-                  .energy = fake_energy,
-                  .throttle = fake_reasons};
+    dg_nvml nv = fake_nvml();
+    nv.clock = fake_clock, nv.temperature = fake_temp, nv.power = fake_power;
+    nv.energy = fake_energy, nv.throttle = fake_reasons;
     dg_health *h = dg_health_open_nvml(&nv, FAKE_PCI, NULL);
     dg_health_sample a;
     CHECK_STR(dg_health_source(h), "NVML");
