@@ -33,6 +33,16 @@ class SmallCNN(torch.nn.Module):
         return self.head(torch.flatten(self.features(x), 1))
 
 
+def train_step(model, opt, dev, x, y):
+    """One optimizer step on a batch; returns the loss (not read)."""
+    x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -65,11 +75,7 @@ def main():
         t0 = time.perf_counter()
         for i, (x, y) in enumerate(loader):
             s0 = time.perf_counter()
-            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss = train_step(model, opt, dev, x, y)
             steps.append(time.perf_counter() - s0)
             if a.print_every and i % a.print_every == 0:
                 print("epoch %d step %d loss %.4f" % (epoch, i, loss.item()), flush=True)
