@@ -5,6 +5,9 @@
  *     too few left is not judged);
  *   - the health summary: throttle reasons with their seconds, slowing ones
  *     told from idle, fields no source gave left not reported (never 0);
+ *   - the NVML source through a fake NVML (units, calls a driver lacks,
+ *     a device it does not list never read, a lone device without an
+ *     address);
  *   - the host health source on a fixture tree (clocks, the hottest zone,
  *     RAPL energy and the power between reads, throttle events), and on an
  *     empty one (nothing reported);
@@ -18,6 +21,7 @@
 #include "steps/gate_health.h"
 
 #include "check.h"
+#include "fake_nvml.h"
 
 #include <sys/stat.h>
 
@@ -183,8 +187,12 @@ static void check_host_source(void)
     dg_health_read(h, 1, NULL, &a);
     CHECK(!strncmp(dg_health_source(h), "none", 4) && !a.sm_mhz.valid && !a.temp_c.valid);
     dg_health_close(h);
-    /* NVML asked for a device it cannot find: a source that reports nothing, saying why. */
-    h = dg_health_open(&info, true, NULL);
+    /* NVML asked for a device at an address no device has: a source that
+     * reports nothing, saying why (NVML loaded or not: an address, not "no
+     * address", which on a machine of one GPU names that GPU). */
+    dg_device_info nowhere = {.host_memory = false};
+    snprintf(nowhere.pci_bus_id, sizeof nowhere.pci_bus_id, "0000:ff:1f.7");
+    h = dg_health_open(&nowhere, true, NULL);
     CHECK(!strncmp(dg_health_source(h), "none", 4));
     dg_health_read(h, 1, NULL, &a);
     CHECK(!a.sm_mhz.valid && !a.power_w.valid && !a.reasons_valid);
@@ -193,6 +201,100 @@ static void check_host_source(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
         printf("note: %s left behind\n", root);
+}
+
+/* ---- the health source through a fake NVML (fake_nvml.h) ---- */
+/* The H200's figures at work: SM 1980 MHz, memory 3201 MHz, 64 C. */
+static dg_nvml_ret fake_clock(dg_nvml_device d, int which, unsigned *v)
+{
+    if (!fake_ok(d))
+        return 2;
+    if (which == DG_NVML_CLOCK_SM)
+        *v = 1980;
+    else if (which == DG_NVML_CLOCK_MEM)
+        *v = 3201;
+    else
+        return 3; /* NVML_ERROR_NOT_SUPPORTED */
+    return DG_NVML_OK;
+}
+static dg_nvml_ret fake_temp(dg_nvml_device d, int sensor, unsigned *v)
+{
+    *v = 64;
+    return fake_ok(d) && sensor == 0 ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_power(dg_nvml_device d, unsigned *mw)
+{
+    *mw = 684674; /* milliwatts */
+    return fake_ok(d) ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_energy(dg_nvml_device d, unsigned long long *mj)
+{
+    *mj = 40610369ULL; /* millijoules */
+    return fake_ok(d) ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_reasons(dg_nvml_device d, unsigned long long *bits)
+{
+    *bits = DG_NVML_THROTTLE_SW_POWER_CAP | DG_NVML_THROTTLE_APP_CLOCKS;
+    return fake_ok(d) ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_no_sensor(dg_nvml_device d, int sensor, unsigned *v)
+{
+    (void)d, (void)sensor, (void)v;
+    return 3; /* NVML_ERROR_NOT_SUPPORTED */
+}
+
+/* The NVML source's reading and its units through a fake NVML, the path
+ * only a machine with NVML takes: milliwatts to W, millijoules to J, MHz,
+ * C and the reason bits as NVML gives them; a call NVML lacks or refuses is
+ * not reported; a device it does not list is never read. */
+static void check_nvml_source(void)
+{
+    dg_nvml nv = fake_nvml();
+    nv.clock = fake_clock, nv.temperature = fake_temp, nv.power = fake_power;
+    nv.energy = fake_energy, nv.throttle = fake_reasons;
+    dg_health *h = dg_health_open_nvml(&nv, FAKE_PCI, NULL);
+    dg_health_sample a;
+    CHECK_STR(dg_health_source(h), "NVML");
+    dg_health_read(h, 3, NULL, &a);
+    CHECK(a.t == 3 && a.sm_mhz.valid && a.sm_mhz.value == 1980 && a.mem_mhz.valid &&
+          a.mem_mhz.value == 3201);
+    CHECK(a.temp_c.valid && a.temp_c.value == 64);
+    CHECK(a.power_w.valid && fabs(a.power_w.value - 684.674) < 1e-9);
+    CHECK(a.energy_j.valid && fabs(a.energy_j.value - 40610.369) < 1e-9);
+    CHECK(a.reasons_valid && a.reasons == (DG_NVML_THROTTLE_SW_POWER_CAP | 0x2));
+    CHECK(!a.throttle_events.valid); /* a host-only field */
+    dg_health_close(h);
+    /* A driver without the power, energy and reason calls, one refusing the
+     * temperature: those not reported, the clocks still read. */
+    dg_nvml old = nv;
+    old.power = NULL, old.energy = NULL, old.throttle = NULL;
+    old.temperature = fake_no_sensor;
+    h = dg_health_open_nvml(&old, FAKE_PCI, NULL);
+    dg_health_read(h, 1, NULL, &a);
+    CHECK(a.sm_mhz.valid && !a.temp_c.valid && !a.power_w.valid && !a.energy_j.valid &&
+          !a.reasons_valid && a.reasons == 0);
+    dg_health_close(h);
+    /* An address NVML does not list: nothing read, never through an unset handle. */
+    fake_bad_handle = 0;
+    h = dg_health_open_nvml(&nv, "0000:ff:1f.7", NULL);
+    dg_health_read(h, 1, NULL, &a);
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && !a.sm_mhz.valid && !a.power_w.valid &&
+          !a.reasons_valid);
+    CHECK(fake_bad_handle == 0);
+    dg_health_close(h);
+    /* No address: a lone device is the one; of two, neither. */
+    h = dg_health_open_nvml(&nv, "", NULL);
+    CHECK_STR(dg_health_source(h), "NVML");
+    dg_health_close(h);
+    fake_devices = 2;
+    h = dg_health_open_nvml(&nv, NULL, "a test");
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && strstr(dg_health_source(h), "a test"));
+    dg_health_close(h);
+    fake_devices = 1;
+    /* NVML that did not load: none. */
+    h = dg_health_open_nvml(NULL, FAKE_PCI, "libnvidia-ml.so.1: cannot open");
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && strstr(dg_health_source(h), "cannot open"));
+    dg_health_close(h);
 }
 
 static void check_on_cpu(void)
@@ -255,6 +357,7 @@ int main(void)
     check_drift();
     check_health_summary();
     check_host_source();
+    check_nvml_source();
     check_on_cpu();
     CHECK_DONE();
 }
