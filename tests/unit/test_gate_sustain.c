@@ -2,7 +2,8 @@
  *   - the drift judge on planted window rates: steady is stable, a rate that
  *     falls by a fifth is unstable, noise around a small fall is
  *     inconclusive, windows other processes took CPUs in are left out (and
- *     too few left is not judged);
+ *     too few left is not judged); the H200's planted slowdown is unstable
+ *     and its healthy run stable, bursts and a settling controller stable;
  *   - the health summary: throttle reasons with their seconds, slowing ones
  *     told from idle, fields no source gave left not reported (never 0);
  *   - the NVML source through a fake NVML (units, calls a driver lacks,
@@ -79,6 +80,60 @@ static void check_drift(void)
     o = dg_sustain_drift(r, none, NULL, 18, true, &u);
     CHECK(!strncmp(dg_jstr(o, "verdict"), "not judged", 10) && !u);
     cJSON_Delete(o);
+}
+
+/* The H200's windows (docs/evidence/h200-levels-20261202.log): the planted
+ * slowdown on cuda (a fall over the first four seconds, then a fifth of the
+ * rate held) and the healthy 60 s run (flat, a dip of 1.5% near the end). */
+static const double h200_slow[] = {34056, 20170, 14191, 10983, 9956, 10045, 10003, 9997, 10002,
+                                   9994,  9970,  10018, 9999,  9990, 9994,  9995,  9995, 9981};
+static const double h200_healthy[] = {
+    50343, 50215, 50595, 50705, 50727, 50691, 50706, 50712, 50713, 50706, 50728, 50603,
+    50722, 50707, 50520, 50594, 50207, 50654, 50740, 50733, 50736, 50719, 50723, 50730,
+    50732, 50712, 50769, 50758, 50891, 50766, 50761, 50760, 50721, 50755, 50742, 50718,
+    50722, 50714, 50712, 50717, 50731, 50709, 50661, 50566, 50704, 50029, 50489, 50393,
+    50219, 50379, 50619, 50489, 50477, 50481, 50473, 50228, 50486, 50681, 50324};
+
+/* Shapes the drift must tell apart: a device that slows and holds the lower
+ * rate is unstable (the bootstrap of each third's spread called the H200's
+ * "inconclusive", 0.37-1.00, and the gate passed); a flat run, a short burst
+ * and a controller settling in the first windows are stable. */
+static void check_drift_shapes(void)
+{
+    double none[64], r[64];
+    bool u = false;
+    for (int i = 0; i < 64; i++)
+        none[i] = NAN;
+    int n = (int)(sizeof h200_slow / sizeof h200_slow[0]);
+    cJSON *o = dg_sustain_drift(h200_slow, none, NULL, n, false, &u);
+    printf("h200 slowdown: ratio %.3f (%.3f-%.3f), noise %.1f GFLOP/s: %s\n",
+           dg_jnum(o, "ratio.value"), dg_jnum(o, "ratio_ci.lo.value"),
+           dg_jnum(o, "ratio_ci.hi.value"), dg_jnum(o, "noise.value"), dg_jstr(o, "verdict"));
+    CHECK_STR(dg_jstr(o, "verdict"), "unstable");
+    CHECK(u && dg_jnum(o, "ratio_ci.hi.value") < 0.95);
+    cJSON_Delete(o);
+    n = (int)(sizeof h200_healthy / sizeof h200_healthy[0]);
+    o = dg_sustain_drift(h200_healthy, none, NULL, n, false, &u);
+    printf("h200 healthy: ratio %.4f (%.4f-%.4f), noise %.1f GFLOP/s: %s\n",
+           dg_jnum(o, "ratio.value"), dg_jnum(o, "ratio_ci.lo.value"),
+           dg_jnum(o, "ratio_ci.hi.value"), dg_jnum(o, "noise.value"), dg_jstr(o, "verdict"));
+    CHECK_STR(dg_jstr(o, "verdict"), "stable");
+    CHECK(!u && dg_jnum(o, "ratio_ci.lo.value") >= 0.95 && dg_jnum(o, "ratio.value") < 1);
+    cJSON_Delete(o);
+    /* Short bursts: a first window 20% fast, one window at half rate in the
+     * last third, one at 1.3x in the middle: stable. */
+    memcpy(r, h200_healthy, sizeof h200_healthy);
+    r[0] *= 1.2, r[50] *= 0.5, r[30] *= 1.3;
+    CHECK_STR(drift_verdict(r, none, n, &u), "stable");
+    /* A controller settling: boost for two seconds (8% over), then flat
+     * with 0.3% noise: stable. */
+    for (int i = 0; i < 30; i++)
+        r[i] = (i < 2 ? 1080 : 1000) * (1 + 0.003 * ((i * 7 % 5) - 2) / 2.0);
+    CHECK_STR(drift_verdict(r, none, 30, &u), "stable");
+    /* The same device slowing 10% smoothly over the run: unstable. */
+    for (int i = 0; i < 30; i++)
+        r[i] = (1000 - 100.0 * i / 29) * (1 + 0.003 * ((i * 7 % 5) - 2) / 2.0);
+    CHECK_STR(drift_verdict(r, none, 30, &u), "unstable");
 }
 
 static void check_health_summary(void)
@@ -355,6 +410,7 @@ static void check_on_cpu(void)
 int main(void)
 {
     check_drift();
+    check_drift_shapes();
     check_health_summary();
     check_host_source();
     check_nvml_source();
