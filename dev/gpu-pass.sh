@@ -42,7 +42,8 @@
 #   ttev     issue 24's time to evidence and the probe's cost on cuda: accept --backend cuda
 #            from a cold devgate process (keep the pass first in the call that follows the
 #            carry), then --quick and the default tier again warm, each with its steps' walls
-#            and shares; bench/probe_overhead.py --hooks on cuda (each hook's microseconds and
+#            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
+#            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each hook's microseconds and
 #            share of the step), then its rounds (devgate run / plain / --probe off, rotating)
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
@@ -140,7 +141,14 @@ pass_ttev() {
   accept_timed ttev-cold 150 --backend cuda
   accept_timed ttev-quick 60 --quick --backend cuda
   accept_timed ttev-warm 150 --backend cuda
-  local s; s=$(date +%s.%N)
+  local s g
+  for g in cache off cache; do # NVIDIA's OpenCL: the program from the binary cache, from source
+    s=$(date +%s.%N)
+    if [ $g = off ]; then DEVGATE_OPENCL_CACHE=off $DG --no-ledger gate --backend opencl >/dev/null 2>&1
+    else $DG --no-ledger gate --backend opencl >/dev/null 2>&1; fi
+    echo "gate --backend opencl, program cache $g: exit $? in $(secs "$s") s"
+  done
+  s=$(date +%s.%N)
   timeout 200 python3 bench/probe_overhead.py --hooks --device cuda --steps 200
   echo "hooks: exit $? in $(secs "$s") s"
   s=$(date +%s.%N)

@@ -201,8 +201,8 @@ static void sec_steps(dg_capbuf *b, const dg_record_view *v)
 {
     if (!dg_rp_section(b, "steps", "Steps", v->nsteps > 0, "steps"))
         return;
-    dg_rp_table_open(
-        b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</th><th>share</th></tr>");
+    dg_rp_table_open(b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</"
+                        "th><th>share</th></tr>");
     for (int i = 0; i < v->nsteps; i++) {
         const dg_view_step *s = &v->steps[i];
         char wall[64], share[64];

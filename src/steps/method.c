@@ -641,7 +641,8 @@ static dg_status finish_record(method *m, dg_status st, char **json)
     add_shares(m->steps, wall);
     cJSON_AddItemToObject(m->rec, "steps", m->steps);
     /* The level's budget against the method's wall (the judging after it is not counted). */
-    cJSON_AddItemToObject(m->rec, "level", dg_level_json(m->o->level, m->o->budget_s, wall, m->rec));
+    cJSON_AddItemToObject(m->rec, "level",
+                          dg_level_json(m->o->level, m->o->budget_s, wall, m->rec));
     cJSON_AddStringToObject(m->rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");
     cJSON_AddNullToObject(m->rec, "supervise");
     if (!cJSON_GetObjectItemCaseSensitive(m->rec, "bucket"))

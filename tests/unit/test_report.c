@@ -213,7 +213,8 @@ static void test_hostile(dg_ctx *ctx, const char *sample)
     CHECK(!has(md, "<script"));
     CHECK(has(md, "&lt;script&gt;alert(1)&lt;/script&gt;"));
     CHECK(has(md, "\\| pipe \\*bold\\* \\_x\\_ \\[link\\](http://x) \\`c\\` second line"));
-    CHECK(has(md, "| line1 line2 \\| cell &lt;/td&gt;&lt;script&gt;x&lt;/script&gt; | not reported |\n"));
+    CHECK(has(
+        md, "| line1 line2 \\| cell &lt;/td&gt;&lt;script&gt;x&lt;/script&gt; | not reported |\n"));
     CHECK(!has(md, "\x1b") && !has(md, "\xe2\x80\xae"));
     CHECK(has(md, "| supervised command | python -c "
                   "'print('&lt;script&gt;alert(1)&lt;/script&gt;')' (exit 0) |"));

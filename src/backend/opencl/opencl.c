@@ -154,7 +154,7 @@ typedef struct ocl_ctx {
     cl_context context;
     cl_command_queue queue;
     cl_program program;
-    dg_ocl_origin origin; /* the program built from source or from the binary cache */
+    dg_ocl_origin origin;            /* the program built from source or from the binary cache */
     cl_kernel kernels[VAR_COUNT][4]; /* the variants usable on this device; others NULL */
     cl_kernel ops[K_COUNT];
     size_t ops_local[K_COUNT]; /* local size per op kernel (a power of two for reductions) */
