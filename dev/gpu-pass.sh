@@ -39,7 +39,9 @@
 #            energy and throttle reasons, the drift, HBM bandwidth against 4.8 TB/s),
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
-#            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
+#            _sustain; each failing check's line in the log) and accept --level 2 on cuda;
+#            the per-op table in levels-ops.txt. LEVELS_PARTS (default "gates faults
+#            tests accept") picks parts: "tests faults" is the short re-check
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
@@ -108,12 +110,20 @@ print(" cpu", json.dumps({k: c.get(k) for k in ("model", "cores", "threads", "us
 PY
 }
 
+# One unit test (its output in $packs/NAME.txt): exit, wall and counts, then
+# every failing check's line (CHECK failed, FAIL, not ok) and, when it died
+# of a signal, the last lines it printed, so a log names what failed.
+unit_test() { # name limit
+  local t=$1 lim=$2 s rc
+  [ -x "$bin/$t" ] || { echo "$t: not built"; return; }
+  s=$(date +%s.%N); timeout "$lim" "$bin/$t" >"$packs/$t.txt" 2>&1; rc=$?
+  echo "$t: exit $rc in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
+  grep -E "CHECK failed|FAIL|not ok" "$packs/$t.txt" | head -30 | sed 's/^/  /'
+  if [ "$rc" -gt 128 ]; then echo "  (killed by signal $((rc - 128)); its last lines:)"; tail -5 "$packs/$t.txt" | sed 's/^/  | /'; fi
+}
+
 pass_tests() {
-  for t in test_cuda test_ops test_gate; do
-    [ -x "$bin/$t" ] || continue
-    s=$(date +%s.%N); timeout 200 "$bin/$t" >"$packs/$t.txt" 2>&1
-    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
-  done
+  for t in test_cuda test_ops test_gate; do unit_test $t 200; done
 }
 
 accept_timed() { # name limit args...
@@ -438,25 +448,32 @@ for b in d.get("backends", []):
               m.get("rated_source"), m.get("ok")))
 PY
   }
-  gate_timed level1 60 --level 1
-  gate_timed level2 180 --level 2
-  # The per-op table whole, for docs/evidence.
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+  local parts=" ${LEVELS_PARTS:-gates faults tests accept} "
+  if [[ $parts == *" gates "* ]]; then
+    gate_timed level1 60 --level 1
+    gate_timed level2 180 --level 2
+    # The per-op table whole, for docs/evidence.
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 for b in d.get("backends", []):
     for r in (b.get("ops") or {}).get("table", []):
         print("%-7s %-12s %-5s %-40s %-8s %-10.3g %-8g %s" % (b["name"], r["op"], r["precision"], r["shape"], r["output"],
               r["nmse"] if r["nmse"] is not None else float("nan"), r["tolerance"], r["verdict"]))'     "$packs/level2.json" >"$out/levels-ops.txt" 2>&1
-  gate_timed level3 420 --level 3
-  DEVGATE_FAULT=bias-ulp@cuda gate_timed fault-bias 180 --level 2 --backend cuda
-  DEVGATE_FAULT=gemm-slowdown@cuda gate_timed fault-slow 120 --level 3 --backend cuda --sustain 20
-  for t in test_gate_ops test_gate_link test_gate_sustain test_ops test_cuda; do
-    [ -x "$bin/$t" ] || continue
-    s=$(date +%s.%N); timeout 300 "$bin/$t" >"$packs/$t.txt" 2>&1
-    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
-    grep -E "^(cuda|cpu|opencl|gemm-slowdown)" "$packs/$t.txt" | head -60
-  done
-  accept_timed level2-accept 900 --level 2 --backend cuda
-  grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+    gate_timed level3 420 --level 3
+  fi
+  if [[ $parts == *" faults "* ]]; then
+    DEVGATE_FAULT=bias-ulp@cuda gate_timed fault-bias 180 --level 2 --backend cuda
+    DEVGATE_FAULT=gemm-slowdown@cuda gate_timed fault-slow 120 --level 3 --backend cuda --sustain 20
+  fi
+  if [[ $parts == *" tests "* ]]; then
+    for t in test_gate_ops test_gate_link test_gate_sustain test_ops test_cuda; do
+      unit_test $t 300
+      grep -E "^(cuda|cpu|opencl|gemm-slowdown)" "$packs/$t.txt" | head -60
+    done
+  fi
+  if [[ $parts == *" accept "* ]]; then
+    accept_timed level2-accept 900 --level 2 --backend cuda
+    grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+  fi
 }
 
 pass_slo() {
