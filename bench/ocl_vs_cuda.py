@@ -2,7 +2,7 @@
 """devgate's OpenCL backend against its cuda backend on the same NVIDIA GPU.
 
     python3 bench/ocl_vs_cuda.py --devgate build/devgate [--presets mlp,lenet,cifar]
-        [--batches 256,1024] [--rounds 3] [--steps N] [--paths new,old] [--budget-s 300] [--json FILE]
+        [--batches 256,1024] [--rounds 3] [--steps N] [--paths new,old] [--device N] [--budget-s 300] [--json FILE]
 
 For every preset and batch, `devgate train` runs on cuda (the step captured as
 a CUDA graph, as it runs by default) and on opencl once per OpenCL path
@@ -81,10 +81,11 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="steps a run (default: by preset and batch)")
     ap.add_argument("--paths", default="new,old", help="OpenCL paths to run: new, old, new-staged")
     ap.add_argument("--platform", default="NVIDIA", help="the OpenCL platform's name holds this")
+    ap.add_argument("--device", type=int, help="devgate's OpenCL device index (default: --platform's)")
     ap.add_argument("--budget-s", type=float, default=300)
     ap.add_argument("--json", metavar="FILE", help="every run's numbers as JSON")
     a = ap.parse_args()
-    dev = opencl_device(a.devgate, a.platform)
+    dev = a.device if a.device is not None else opencl_device(a.devgate, a.platform)
     if dev is None:
         print("no OpenCL device on a platform matching %r" % a.platform)
         return 3

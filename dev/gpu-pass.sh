@@ -49,7 +49,7 @@
 #            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
 #            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
-#   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes): gemm_vs_clblast (devgate's
+#   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
 #            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
 #            it and carries libclblast.so.1), bench/ocl_vs_cuda.py (train step time on every preset
 #            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
@@ -332,20 +332,21 @@ pass_oclbench() {
   if [ -n "$nv" ]; then
     echo "== GEMM: devgate OpenCL against CLBlast, NVIDIA OpenCL device $nv"
     s=$(date +%s.%N)
-    timeout 150 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
+    timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
     echo "gemm_vs_clblast exit $? in $(secs "$s") s"
   else
     echo "no $GB or no NVIDIA OpenCL device: the GEMM comparison is skipped"
   fi
   echo "== fixture: devgate train, opencl (new and old path) against cuda"
   s=$(date +%s.%N)
-  timeout 330 python3 bench/ocl_vs_cuda.py --devgate "$DG" --rounds "${OCLBENCH_ROUNDS:-3}" \
-    --paths "${OCLBENCH_PATHS:-new,old,new-staged}" --budget-s 270 --json "$out/oclbench.json"
+  timeout 280 python3 bench/ocl_vs_cuda.py --devgate "$DG" --rounds "${OCLBENCH_ROUNDS:-3}" \
+    --paths "${OCLBENCH_PATHS:-new,old,new-staged}" --budget-s 230 --json "$out/oclbench.json" \
+    ${nv:+--device "$nv"}
   echo "ocl_vs_cuda exit $? in $(secs "$s") s"
   [ -n "$nv" ] || return
   for m in cifar lenet; do # where the opencl step's time goes, op by op (host clock, synchronised)
     echo "== profile --backend opencl --model $m --batch 1024"
-    timeout 90 $DG --no-ledger profile --backend opencl --device "$nv" --model $m --batch 1024 \
+    timeout 45 $DG --no-ledger profile --backend opencl --device "$nv" --model $m --batch 1024 \
       --warmup 3 --window 10 --json -q >"$packs/prof-$m.json" 2>"$packs/prof-$m.err" ||
       tail -3 "$packs/prof-$m.err"
     python3 -c 'import json, sys

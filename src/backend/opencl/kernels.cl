@@ -530,20 +530,19 @@ __kernel void dg_bias_add(__global float *y, const ulong y_off, __global const f
         y[y_off + i] += bias[b_off + (i / inner) % channels];
 }
 
-/* One work-group per channel: each work-item sums a strided share of the
- * channel's outer * inner values, then a local-memory tree adds the shares.
- * The local size is a power of two <= RED_MAX. */
-__kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __global float *db,
-                           const ulong db_off, const int outer, const int channels, const int inner)
+/* The sum of channel ch's values e0 .. e1 of dy viewed [outer, channels,
+ * inner] (e = o * inner + i): each work-item a strided share, the shares
+ * tree-added in red (local size a power of two <= RED_MAX); valid in every
+ * work-item's return once all reached it. */
+static inline float dg_channel_sum(__global const float *dy, __local float *red,
+                                   const int channels, const int inner, const int ch,
+                                   const uint e0, const uint e1)
 {
-    __local float red[RED_MAX];
-    const int ch = (int)get_group_id(0);
     const uint lid = (uint)get_local_id(0), ls = (uint)get_local_size(0);
-    const uint per = (uint)outer * (uint)inner;
     float s = 0.0f;
-    for (uint e = lid; e < per; e += ls) {
+    for (uint e = e0 + lid; e < e1; e += ls) {
         const uint o = e / (uint)inner, i = e - o * (uint)inner;
-        s += dy[dy_off + ((size_t)o * channels + ch) * inner + i];
+        s += dy[((size_t)o * channels + ch) * inner + i];
     }
     red[lid] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -552,40 +551,38 @@ __kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __globa
             red[lid] += red[lid + h];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0)
-        db[db_off + ch] = red[0];
+    return red[0];
+}
+
+/* One work-group per channel: db[ch] = the channel's sum (dg_channel_sum). */
+__kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __global float *db,
+                           const ulong db_off, const int outer, const int channels, const int inner)
+{
+    __local float red[RED_MAX];
+    const int ch = (int)get_group_id(0);
+    const float s = dg_channel_sum(dy + dy_off, red, channels, inner, ch, 0u,
+                                   (uint)outer * (uint)inner);
+    if (get_local_id(0) == 0)
+        db[db_off + ch] = s;
 }
 
 /* A long bias gradient in two commands (the new path; then dg_sum_parts adds
  * the slices in order): work-group (s, ch) sums slice s of nparts of channel
- * ch's outer * inner values (each slice in the order dg_bias_grad reads),
- * the shares tree-added, into part[s * channels + ch]. Many work-groups where
- * dg_bias_grad has one per channel (a convolution's 32 channels of a million
- * values each). The local size is a power of two <= RED_MAX. */
+ * ch's outer * inner values into part[s * channels + ch]. Many work-groups
+ * where dg_bias_grad has one per channel (a convolution's 32 channels of a
+ * million values each). */
 __kernel void dg_bias_grad_part(__global const float *dy, const ulong dy_off,
                                 __global float *part, const ulong part_off, const int outer,
                                 const int channels, const int inner, const int nparts)
 {
     __local float red[RED_MAX];
     const int sl = (int)get_group_id(0), ch = (int)get_group_id(1);
-    const uint lid = (uint)get_local_id(0), ls = (uint)get_local_size(0);
     const uint per = (uint)outer * (uint)inner;
     const uint chunk = (per + (uint)nparts - 1) / (uint)nparts;
     const uint e0 = (uint)sl * chunk, e1 = min(per, e0 + chunk);
-    float s = 0.0f;
-    for (uint e = e0 + lid; e < e1; e += ls) {
-        const uint o = e / (uint)inner, i = e - o * (uint)inner;
-        s += dy[dy_off + ((size_t)o * channels + ch) * inner + i];
-    }
-    red[lid] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = ls / 2; h > 0; h >>= 1) {
-        if (lid < h)
-            red[lid] += red[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0)
-        part[part_off + (size_t)sl * channels + ch] = red[0];
+    const float s = dg_channel_sum(dy + dy_off, red, channels, inner, ch, e0, e1);
+    if (get_local_id(0) == 0)
+        part[part_off + (size_t)sl * channels + ch] = s;
 }
 
 /* y = max(x, 0); x and y may be the same place. */
