@@ -95,8 +95,10 @@ if sw:
               round(v(t.get("samples_per_s")) or 0), r1(v(t.get("wall_s")))))
 for r in (d.get("compare") or {}).get("runs", []):
     ci = r.get("speedup_ci") or {}
-    print(" compare b%s speedup %s (95%% %s-%s) %s" % (r.get("batch"), r1(v(r.get("speedup"))),
-          r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict")))
+    rp = r.get("repetitions") or {}
+    print(" compare b%s speedup %s (95%% %s-%s) %s; repetitions %s of %s (%s)" % (r.get("batch"),
+          r1(v(r.get("speedup"))), r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict"),
+          rp.get("per_side"), rp.get("planned"), rp.get("stop")))
 dec = d.get("decision") or {}
 print(" decision", dec.get("route"), "|", (dec.get("statement") or "")[:240])
 print(" findings", [(f["id"], f["severity"]) for f in d.get("findings", [])])
