@@ -83,6 +83,9 @@ v = lambda x: x.get("value") if isinstance(x, dict) else x
 r1 = lambda x: None if x is None else round(x, 2)
 print(" steps", [(s["name"], s["status"], r1(v(s.get("wall"))), r1(100 * (v(s.get("share")) or 0)))
                  for s in d.get("steps", [])], "(name, status, wall s, share %)")
+env = d.get("env") or {}
+print(" env walls", {k: r1(v(x)) for k, x in (env.get("walls") or {}).items() if k != "note"},
+      "backends", [(b.get("name"), r1(v(b.get("wall")))) for b in env.get("backends") or []])
 for s in d.get("steps", []):
     if s.get("error"):
         print("  %s error: %s" % (s["name"], s["error"][:200]))
