@@ -39,8 +39,9 @@
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
 #            _sustain; each failing check's line in the log) and accept --level 2 on cuda;
-#            the per-op table in levels-ops.txt. LEVELS_PARTS (default "gates faults
-#            tests accept") picks parts: "tests faults" is the short re-check
+#            the per-op table in levels-ops.txt; accept --level 2 -- CMD on a PyTorch
+#            script on cuda. LEVELS_PARTS (default "gates faults tests accept cmd") picks
+#            parts: "tests faults cmd" is the short re-check (under 4 minutes)
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
@@ -441,7 +442,7 @@ for b in d.get("backends", []):
               m.get("rated_source"), m.get("ok")))
 PY
   }
-  local parts=" ${LEVELS_PARTS:-gates faults tests accept} "
+  local parts=" ${LEVELS_PARTS:-gates faults tests accept cmd} "
   if [[ $parts == *" gates "* ]]; then
     gate_timed level1 60 --level 1
     gate_timed level2 180 --level 2
@@ -466,6 +467,20 @@ for b in d.get("backends", []):
   if [[ $parts == *" accept "* ]]; then
     accept_timed level2-accept 900 --level 2 --backend cuda
     grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+  fi
+  if [[ $parts == *" cmd "* ]]; then # accept --level 2 -- CMD: devgate's gate on the command's device
+    accept_timed level2-cmd 300 --level 2 --sweep-from 64 --sweep-to 1024 --epochs 2 -- \
+      python3 tests/python/scripts/accept_train.py --batch '{batch}' --device '{device}' \
+      --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+    grep -hE "device gate|level [0-9] (took|OVERRAN)" "$packs/level2-cmd.txt" "$packs/level2-cmd.err"
+    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gate"]; lv = g.get("level") or {}
+print(" gate level", lv.get("level"), "on", lv.get("backend"), "verdict", lv.get("verdict"), "wall",
+      (lv.get("wall") or {}).get("value"), "budget", (lv.get("budget") or {}).get("value"), "reason", lv.get("reason"))
+for b in g.get("backends", []):
+    o = b.get("ops") or {}
+    print("  %s available %s level_backend %s ops checked %s failed %s link ok %s" % (b.get("name"), b.get("available"),
+          b.get("level_backend"), o.get("checked"), o.get("failed"), (b.get("link") or {}).get("ok")))' \
+      "$packs/level2-cmd/report.json" 2>&1 | head -12
   fi
 }
 

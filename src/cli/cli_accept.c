@@ -253,7 +253,12 @@ int cmd_accept(cli *c, int argc, char **argv)
     o.quick = o.level == DG_LEVEL_MIN;
     const dg_level_info *lv = dg_level_get(o.level);
     if (!c->quiet) {
-        if (own)
+        if (own && o.level > DG_LEVEL_MIN)
+            fprintf(stderr,
+                    "devgate accept: level %d (%s); the device gate's budget %.0f s, your "
+                    "program's steps set the rest\n",
+                    o.level, lv->what, lv->gate_budget_s);
+        else if (own)
             fprintf(stderr, "devgate accept: level %d (%s); your program's steps set the time\n",
                     o.level, lv->what);
         else
