@@ -42,6 +42,13 @@
 #            the per-op table in levels-ops.txt; accept --level 2 -- CMD on a PyTorch
 #            script on cuda. LEVELS_PARTS (default "gates faults tests accept cmd") picks
 #            parts: "tests faults cmd" is the short re-check (under 4 minutes)
+#   ttev     issue 24's time to evidence and the probe's cost on cuda: accept --backend cuda
+#            from a cold devgate process (keep the pass first in the call that follows the
+#            carry), then --quick and the default tier again warm, each with its steps' walls
+#            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
+#            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
+#            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
+#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
@@ -75,7 +82,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 v = lambda x: x.get("value") if isinstance(x, dict) else x
 r1 = lambda x: None if x is None else round(x, 2)
-print(" steps", [(s["name"], s["status"], r1(v(s.get("wall")))) for s in d.get("steps", [])])
+print(" steps", [(s["name"], s["status"], r1(v(s.get("wall"))), r1(100 * (v(s.get("share")) or 0)))
+                 for s in d.get("steps", [])], "(name, status, wall s, share %)")
 for s in d.get("steps", []):
     if s.get("error"):
         print("  %s error: %s" % (s["name"], s["error"][:200]))
@@ -138,6 +146,26 @@ pass_fixture() {
   accept_timed quick1 60 --quick --backend cuda
   accept_timed quick2 60 --quick --backend cuda
   accept_timed full 150 --backend cuda
+}
+
+pass_ttev() {
+  accept_timed ttev-cold 150 --backend cuda
+  accept_timed ttev-quick 60 --quick --backend cuda
+  accept_timed ttev-warm 150 --backend cuda
+  local s g
+  for g in cache off cache; do # NVIDIA's OpenCL: the program from the binary cache, from source
+    s=$(date +%s.%N)
+    if [ $g = off ]; then DEVGATE_OPENCL_CACHE=off $DG --no-ledger gate --backend opencl >/dev/null 2>&1
+    else $DG --no-ledger gate --backend opencl >/dev/null 2>&1; fi
+    echo "gate --backend opencl, program cache $g: exit $? in $(secs "$s") s"
+  done
+  s=$(date +%s.%N)
+  timeout 200 python3 bench/probe_overhead.py --hooks --device cuda --steps 200
+  echo "hooks: exit $? in $(secs "$s") s"
+  s=$(date +%s.%N)
+  timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
+    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-170}"
+  echo "rounds: exit $? in $(secs "$s") s"
 }
 
 pass_cmd() {
