@@ -29,7 +29,8 @@
 #            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
 #   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
-#            accept_train.py forked, and the fallback when an installed import initialises CUDA
+#            accept_train.py forked, and the fallback when an installed import initialises CUDA;
+#            each sweep trial's timeline in spans with their medians (bench/trial_timeline.py)
 #   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
 #            (FORK_ROUNDS=N for more; each round about 4 minutes)
 #   levels   issue 25 on cuda: gate --level 2 (every op of every backend against float64
@@ -386,13 +387,19 @@ print(" launch", l.get("used"), "forked", l.get("forked"), "plain", l.get("plain
 }
 
 pass_fork() {
+  # After each accept: its launch, then each sweep trial's timeline cut into
+  # spans (start, imports, device init, to the first step, warm-up, window,
+  # exit, devgate's own) and their medians (bench/trial_timeline.py).
   accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
   launch_line "$packs/fork-quick/report.json"
+  python3 bench/trial_timeline.py "$packs/fork-quick/report.json"
   accept_timed fork-full 420 -- "${FORK_CMD[@]}"
   launch_line "$packs/fork-full/report.json"
+  python3 bench/trial_timeline.py "$packs/fork-full/report.json"
   accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
     --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
   launch_line "$packs/fork-cmd/report.json"
+  python3 bench/trial_timeline.py "$packs/fork-cmd/report.json"
   # An installed package that initialises CUDA at import: every run a fresh interpreter, said why.
   rm -rf /tmp/devgate-fork-site && cp -r tests/python/scripts/fork_site /tmp/devgate-fork-site
   (
