@@ -101,6 +101,8 @@ cJSON *dg_train_record(trainer *t, dg_status final)
     cJSON_AddItemToObject(thr, "cpu_ms",
                           dg_json_metric(cpu_ok ? t->cpu / timed_steps * 1e3 : 0, cpu_ok, "ms"));
     cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
+    /* The threads the cpu side really had, and the cores others kept busy. */
+    cJSON_AddItemToObject(rec, "cpu_team", dg_cpu_team_json(&e->team));
     energy_json(t, thr, timed ? wall : 0, timed ? timed_steps * (double)t->n : 0);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     cJSON_AddStringToObject(ph, "source",
