@@ -98,9 +98,14 @@ double dg_accept_cmd_child_sps(const cJSON *rec);
 /* A sweep trial at batch b from the child's run record (untrusted; NULL: it
  * left none, why says why) and the OOM killer's count over the run (may be
  * NULL): how it ended and why, its measurements, t->extra new ("signal",
- * "oom_killer"). */
+ * "oom_killer", "stopped_by", "timeline": the child's supervise.timeline). */
 void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
                               const dg_oom_killer *oomk, int b, dg_trial_result *t);
+/* Why a child run that ended cleanly ended (its run record, untrusted): "window
+ * steady", "time budget" or "step cap" when the probe stopped it
+ * (supervise.run_end.stop), "epochs done" when the program ended by itself;
+ * NULL when it did not complete. */
+const char *dg_accept_cmd_stopped_by(const cJSON *rec);
 
 /* How a child run ended as a trial's end, from its run record (untrusted;
  * NULL: it left none, why says why): dg_accept_cmd_ended_rec's word, its
