@@ -53,17 +53,17 @@ static cJSON *libraries_json(void)
  * seconds on a fresh machine, and neither waits for the other or for the
  * host facts. Its own context: the caller's is not shared between threads. */
 typedef struct be_probe {
-    const char *name;
-    cJSON *out;
-    double wall;
     pthread_t thread;
-    bool started;
+    bool started;     /* in a thread of its own (else run in turn at the join) */
+    const char *name; /* the backend's */
+    cJSON *out;       /* its entry */
+    double wall;      /* s */
 } be_probe;
 
 static void *be_probe_run(void *arg)
 {
-    be_probe *p = arg;
     double t0 = dg_now();
+    be_probe *p = arg;
     dg_ctx *c = dg_ctx_new();
     if (c)
         p->out = dg_gate_backend(c, p->name, NULL, NULL);
