@@ -41,7 +41,9 @@
 #            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
-#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
+#            then slo --target fixture on cuda (mlp batch 1, cifar batch 64) and on the
+#            host (cifar batch 64): a ladder 1,4,16,64 of SLO_FIXTURE_SECS (6) each
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -455,6 +457,37 @@ for b in d.get("backends", []):
 pass_slo() {
   ldd "$DG" | grep -E 'libcurl|not found'
   bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
+  # --target fixture on the device: a short ladder per model, every streamed
+  # token one forward pass on cuda (mlp at batch 1, cifar at batch 64), and
+  # cifar's on the host beside it; the per-level table and the statement.
+  local m b be s
+  for spec in "mlp 1 cuda" "cifar 64 cuda" "cifar 64 cpu"; do
+    read -r m b be <<<"$spec"
+    s=$(date +%s.%N)
+    timeout 400 $DG --no-ledger slo --json --no-env --target fixture --backend "$be" --model "$m" \
+      --batch "$b" --concurrency 1,4,16,64 --duration "${SLO_FIXTURE_SECS:-6}s" --warmup 1 \
+      --window 1 --max-tokens 32 --slo ttft:200ms --slo tpot:20ms >"$out/slo-fixture-$m-$be.json" \
+      2>"$out/slo-fixture-$m-$be.err"
+    echo "slo --target fixture --backend $be --model $m --batch $b: exit $? in $(secs "$s") s"
+    tail -3 "$out/slo-fixture-$m-$be.err"
+    python3 - "$out/slo-fixture-$m-$be.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(print(" no record"))
+f = d["spec"]["fixture"]
+print(" fixture", f["backend"], f["device"], f["model"], "batch", f["batch"], "first pass %.2f ms" % f["first_pass"]["value"], "|", f["ended"])
+def p(l, m, q):
+    v = [x["value"]["value"] for x in l["latency"][m]["percentiles"] if x["p"] == q]
+    return float("nan") if not v or v[0] is None else v[0]
+for l in d["levels"]:
+    print("  c%-4s sent %6d ok %6d req/s %8.1f TTFT p50 %7.2f p99 %7.2f ms TPOT p50 %6.3f p99 %6.3f ms %-9s %s"
+          % (l["concurrency"], l["requests"]["sent"], l["requests"]["ok"], l["throughput"]["requests_per_s"]["value"] or 0,
+             p(l, "ttft", 50), p(l, "ttft", 99), p(l, "tpot", 50), p(l, "tpot", 99), l["steady"]["state"], l["verdict"]["state"]))
+print(" statement:", d["final_gate"]["statement"][:400])
+PY
+  done
 }
 
 pass_fuzz() {
