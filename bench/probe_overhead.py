@@ -1,24 +1,30 @@
 #!/usr/bin/env python3
-"""What the zero-code probe costs: the step time of a real model trained the
-same way with and without `python -m devgate_probe.auto` (the way `devgate
-run --probe auto` starts a script), in interleaved child processes.
+"""What the zero-code probe costs a Python-bound training loop (issue 24:
+at most 1%, with a 95% interval narrower than 2%).
 
-Each child trains a small ResNet-style CNN (cpu: 16 channels, 16x16 inputs,
-batch 32; cuda: 64 channels, 32x32, batch 256, a step of a few ms on a modern
-GPU) from a DataLoader over in-memory tensors, --steps timed steps after
---warmup, and reports the median (or, --stat min, the fastest) step time over
-chunks of 10 steps (one device synchronize per chunk, made by this benchmark,
-not the probe), by the wall clock or (--clock cpu) the process's CPU time,
-which other programs on a busy machine inflate less (with --threads 1 on a
-cpu). The probe's events go to /dev/null. The result: median step time of each
-variant, and the median of the per-pair ratios (probe / plain) with a 95%
-bootstrap interval. Target: within 1%.
-Results: docs/evidence/h200-probe-zero.log, docs/evidence/cpu-probe-zero.log.
+Rounds (the default): bench/probe_overhead_train.py (a small CNN, batch 64,
+hundreds of optimizer steps an epoch) run as three variants in interleaved
+rounds, the order rotating every round: `plain` (python SCRIPT), `run`
+(`devgate run --no-env -- python SCRIPT`: the zero-code probe, its events
+read by devgate, the epoch end's collection and cache release) and `off`
+(`devgate run --no-env --probe off`: devgate around the program without the
+probe). Without --devgate, `run` is `python -m devgate_probe.auto` with its
+events to /dev/null and `off` is left out. Each child's figure is its median
+epoch after the first (the first holds the warm-up); a round's ratio is
+run / plain (and off / plain) of that round. Rounds go on until the 95%
+bootstrap interval of the median ratio is narrower than --width (after
+--min-rounds), or --rounds.
 
-    python3 bench/probe_overhead.py --device cpu --pairs 7
-    python3 bench/probe_overhead.py --device cpu --threads 1 --clock cpu --pairs 15 --steps 200
-    python3 bench/probe_overhead.py --device cpu --threads 1 --clock cpu --stat min --pairs 15 --steps 200
-    python3 bench/probe_overhead.py --device cuda --pairs 9 --steps 300
+Hooks (--hooks): each hook's body timed in one process with the probe armed
+(events to /dev/null): the optimizer step hook and its parts (the memory
+reading, the event's encoding and write), the DataLoader iteration hook,
+the backward hook, a host read's hook, the epoch end (its collection, full
+and young); their sum per step as a share of the loop's own step.
+Results: docs/evidence/cpu-probe-zero.log, docs/evidence/h200-probe-zero.log.
+
+    python3 bench/probe_overhead.py --devgate build/devgate --device cpu --threads 1
+    python3 bench/probe_overhead.py --hooks --device cpu --threads 1
+    python3 bench/probe_overhead.py --devgate DEVGATE --device cuda --rounds 30
 """
 import argparse
 import json
@@ -27,113 +33,206 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(os.path.dirname(HERE), "clients", "python")
-
-CHILD = r"""
-import json, sys, time, torch
-from torch.utils.data import DataLoader, TensorDataset
-device, steps, warmup, batch, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-clock = time.process_time if sys.argv[6] == "cpu" else time.perf_counter
-if threads > 0:
-    torch.set_num_threads(threads)
-torch.manual_seed(0)
-dev = torch.device(device)
-def block(c):
-    return torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
-                               torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c))
-class Res(torch.nn.Module):
-    def __init__(self, c=32, n=3):
-        super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, c, 3, padding=1), torch.nn.ReLU())
-        self.blocks = torch.nn.ModuleList(block(c) for _ in range(n))
-        self.head = torch.nn.Linear(c, 10)
-    def forward(self, x):
-        x = self.stem(x)
-        for b in self.blocks:
-            x = torch.relu(x + b(x))
-        return self.head(x.mean((2, 3)))
-model = (Res(16, 2) if dev.type == "cpu" else Res(64, 4)).to(dev)
-side = 16 if dev.type == "cpu" else 32
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-n = (steps + warmup) * batch
-ds = TensorDataset(torch.randn(n, 3, side, side), torch.randint(0, 10, (n,)))
-loader = DataLoader(ds, batch_size=batch)
-sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-chunks, t0, i = [], None, 0
-for x, y in loader:
-    x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    i += 1
-    if i == warmup:
-        sync(); t0 = clock()
-    elif i > warmup and (i - warmup) % 10 == 0:
-        sync(); t1 = clock()
-        chunks.append((t1 - t0) * 1000.0 / 10); t0 = t1
-import statistics
-print(json.dumps({"step_ms": statistics.median(chunks) if chunks else None, "min_ms": min(chunks) if chunks else None}))
-"""
+TRAIN = os.path.join(HERE, "probe_overhead_train.py")
 
 
-def child(py, probe, device, steps, warmup, batch, threads, clock, stat):
+def child_env(probe_events):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEVGATE_")}
     env["PYTHONPATH"] = CLIENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    if probe:
-        env["DEVGATE_EVENTS_FILE"] = os.devnull
-        env["DEVGATE_PROBE"] = "auto"
-    code = os.path.join(os.environ.get("TMPDIR", "/tmp"), "devgate_probe_overhead_child.py")
-    with open(code, "w") as f:
-        f.write(CHILD)
-    cmd = [py] + (["-m", "devgate_probe.auto"] if probe else []) + [code, device, str(steps), str(warmup),
-                                                                     str(batch), str(threads), clock]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["min_ms" if stat == "min" else "step_ms"]
+    if probe_events:  # python -m devgate_probe.auto without devgate: as devgate run would set it
+        env.update(DEVGATE_EVENTS_FILE=os.devnull, DEVGATE_PROBE="auto", DEVGATE_PROBE_EMPTY_CACHE="1")
+    return env
 
 
-def bootstrap(ratios, n=2000, seed=1):
+def run_variant(a, variant, work):
+    result = os.path.join(work, "result-%s.json" % variant)
+    train = [a.python, TRAIN, "--device", a.device, "--epochs", str(a.epochs), "--steps-per-epoch",
+             str(a.steps), "--batch-size", str(a.batch), "--threads", str(a.threads), "--result", result]
+    if variant == "plain":
+        cmd = train
+    elif a.devgate:
+        probe = ["--probe", "off"] if variant == "off" else []
+        cmd = [a.devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), *probe, "--", *train]
+    else:
+        cmd = [a.python, "-m", "devgate_probe.auto", *train[1:]]
+    env = child_env(variant == "run" and not a.devgate)
+    if a.devgate:
+        env["DEVGATE_LEDGER"] = os.path.join(work, "ledger.db")
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=1800)
+    with open(result) as f:
+        got = json.load(f)
+    later = got["epochs_s"][1:] or got["epochs_s"]
+    return statistics.median(later)
+
+
+def bootstrap(ratios, n=4000, seed=1):
     rng = random.Random(seed)
     meds = sorted(statistics.median(rng.choice(ratios) for _ in ratios) for _ in range(n))
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+def interval_text(ratios):
+    lo, hi = bootstrap(ratios)
+    med = statistics.median(ratios)
+    return "%+.2f%% (95%% interval %+.2f%% .. %+.2f%%, width %.2f%%)" % (
+        100 * (med - 1), 100 * (lo - 1), 100 * (hi - 1), 100 * (hi - lo)), hi - lo
+
+
+def rounds(a):
+    variants = ["plain", "run"] + (["off"] if a.devgate else [])
+    got = {v: [] for v in variants}
+    ratios = {v: [] for v in variants[1:]}
+    with tempfile.TemporaryDirectory(prefix="devgate-probe-overhead-") as work:
+        for k in range(a.rounds):
+            order = variants[k % len(variants):] + variants[:k % len(variants)]
+            if (k // len(variants)) % 2:
+                order.reverse()
+            this = {v: run_variant(a, v, work) for v in order}
+            for v in variants:
+                got[v].append(this[v])
+            for v in ratios:
+                ratios[v].append(this[v] / this["plain"])
+            print("round %d (%s): %s" % (k, " ".join(order), ", ".join(
+                "%s %.3f s" % (v, this[v]) for v in variants)) + "; " + ", ".join(
+                "%s/plain %.4f" % (v, ratios[v][-1]) for v in ratios), flush=True)
+            if k + 1 >= a.min_rounds and interval_text(ratios["run"])[1] < a.width:
+                break
+            if a.max_seconds and time.time() - a.t0 > a.max_seconds * (k + 2) / (k + 1):
+                print("stopped: the next round would pass --max-seconds %g" % a.max_seconds)
+                break
+    print("device %s, batch %d, %d steps an epoch, median epoch after the first, %d rounds: %s" % (
+        a.device, a.batch, a.steps, len(got["plain"]),
+        ", ".join("%s %.3f s" % (v, statistics.median(got[v])) for v in variants)))
+    for v in ratios:
+        print("%s / plain: %s" % (v, interval_text(ratios[v])[0]))
+
+
+HOOKS = r"""
+import gc, json, os, statistics, sys, time
+os.environ["DEVGATE_EVENTS_FILE"] = os.devnull
+os.environ["DEVGATE_PROBE_EMPTY_CACHE"] = "1"
+from devgate_probe import _zero, probe as P, _util as U
+_zero.install()
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+device, batch, threads, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if threads > 0:
+    torch.set_num_threads(threads)
+sys.path.insert(0, sys.argv[5])
+from probe_overhead_train import SmallCNN, train_step
+dev = torch.device(device)
+side, width = (16, 8) if dev.type == "cpu" else (32, 32)
+model = SmallCNN(width).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+data = TensorDataset(torch.randn(n * batch, 3, side, side), torch.randint(0, 10, (n * batch,)))
+loader = DataLoader(data, batch_size=batch)
+sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+st = _zero._state
+
+def loop(active):
+    st.active = active
+    times = []
+    for x, y in loader:
+        t0 = time.perf_counter()
+        loss = train_step(model, opt, dev, x, y)
+        times.append(time.perf_counter() - t0)
+    sync()
+    st.active = True
+    return statistics.median(times) * 1e6, loss
+
+loop(True)  # warm-up; the probe has its device, the first step's gate is done
+step_us, loss = loop(False)
+
+def per_call(fn, calls=2000, reps=7):
+    best = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best.append((time.perf_counter() - t0) / calls * 1e6)
+    return min(best)
+
+it = iter(loader)
+xy = next(it)
+
+def next_hook():  # the DataLoader __next__ wrapper's own work around the loader's
+    if st.on():
+        t0 = time.perf_counter()
+        st.inside += 1
+        st.inside -= 1
+        st.on_next(it, (time.perf_counter() - t0) * 1000.0, xy, False)
+
+fields = {"epoch": 0, "step": 1, "step_ms": 3.2, "data_ms": 0.1, "loss": None, "synced": False, "syncs": 0,
+          "syncs_library": 0, "batch": batch, "allocated": 123456, "footprint": 123456789}
+cpu_scalar = torch.ones(())
+r = {"step_us": step_us, "device": device, "batch": batch}
+r["step hook (whole, every step)"] = per_call(lambda: (st.on_step(opt), setattr(st, "pending_loss", [])))
+st.mem_next = 0
+r["  memory reading (device allocated + footprint)"] = per_call(lambda: st.step_memory({}, step_us / 1000.0))
+r["    device allocated"] = per_call(lambda: P._allocated_now(torch, device))
+r["    footprint (statm)"] = per_call(U.rss_bytes)
+r["  event encoding + write"] = per_call(lambda: st.probe.emit("step", **fields))
+r["DataLoader hook (per batch)"] = per_call(next_hook)
+r["backward hook"] = per_call(lambda: (st.on_backward(loss), st.pending_loss.clear()))
+r["host read hook (cpu tensor .item)"] = per_call(cpu_scalar.item)
+st.active = False
+r["  .item with the probe standing by"] = per_call(cpu_scalar.item)
+st.active = True
+def epoch_end(kind):
+    st.epoch_open = True
+    st.gc_ms = None if kind == "full" else 1e9
+    st.epoch_t0 = time.perf_counter() - 1.0
+    t0 = time.perf_counter()
+    st.close_epoch()
+    return (time.perf_counter() - t0) * 1e6
+r["epoch end, full collection"] = min(epoch_end("full") for _ in range(5))
+r["epoch end, young collection"] = min(epoch_end("young") for _ in range(5))
+print(json.dumps(r))
+"""
+
+
+def hooks(a):
+    env = child_env(False)
+    out = subprocess.run([a.python, "-c", HOOKS, a.device, str(a.batch), str(a.threads), str(a.steps), HERE],
+                         env=env, check=True, capture_output=True, text=True, timeout=1800).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    step_us = r.pop("step_us")
+    device, batch = r.pop("device"), r.pop("batch")
+    print("device %s, batch %d: the loop's step %.1f us (median, probe standing by)" % (device, batch, step_us))
+    for name, us in r.items():
+        print("  %-50s %9.2f us  %6.3f%% of a step" % (name, us, 100.0 * us / step_us))
+    every = r["step hook (whole, every step)"] + r["DataLoader hook (per batch)"] + r["backward hook"]
+    print("every step pays the step, DataLoader and backward hooks: %.2f us = %.3f%% of the step" % (
+        every, 100.0 * every / step_us))
+    print("an epoch of %d steps pays its end once: young %.0f us = %.3f%%, full %.0f us = %.3f%% of the epoch" % (
+        a.steps, r["epoch end, young collection"], 100.0 * r["epoch end, young collection"] / (a.steps * step_us),
+        r["epoch end, full collection"], 100.0 * r["epoch end, full collection"] / (a.steps * step_us)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--devgate", default=None, help="the devgate binary (the run and off variants); "
+                    "without it: python -m devgate_probe.auto against plain")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--pairs", type=int, default=7)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=None, help="default: 32 on cpu, 256 on a device")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=300, help="optimizer steps an epoch")
+    ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall: time.perf_counter (the step as the user waits for it); cpu: "
-                         "time.process_time, the CPU time the process spent (with --threads 1 on a "
-                         "cpu device: the step's work, less exposed to other programs on a busy machine)")
-    ap.add_argument("--stat", choices=("median", "min"), default="median",
-                    help="each child's figure: the median or the fastest of its 10-step chunks (min: the "
-                         "step's own cost with the least interference from other programs)")
+    ap.add_argument("--rounds", type=int, default=40, help="at most this many rounds")
+    ap.add_argument("--min-rounds", type=int, default=6)
+    ap.add_argument("--width", type=float, default=0.02, help="stop once the run/plain interval is this narrow")
+    ap.add_argument("--max-seconds", type=float, default=0, help="no round begun that would end past this")
+    ap.add_argument("--hooks", action="store_true", help="time each hook's body instead")
     a = ap.parse_args()
-    batch = a.batch or (32 if a.device == "cpu" else 256)
-    plain, probed, ratios = [], [], []
-    for k in range(a.pairs):
-        order = (False, True) if k % 2 == 0 else (True, False)  # interleaved, alternating first
-        got = {p: child(a.python, p, a.device, a.steps, a.warmup, batch, a.threads, a.clock, a.stat)
-               for p in order}
-        plain.append(got[False])
-        probed.append(got[True])
-        ratios.append(got[True] / got[False])
-        print("pair %d: plain %.3f ms, probe %.3f ms, ratio %.4f" % (k, got[False], got[True], ratios[-1]),
-              flush=True)
-    lo, hi = bootstrap(ratios)
-    med = statistics.median(ratios)
-    print("device %s, batch %d, %s clock, %s of chunks, %d steps x %d pairs: plain %.3f ms, probe %.3f ms (medians); "
-          "overhead %+.2f%% (95%% interval %+.2f%% .. %+.2f%%)"
-          % (a.device, batch, a.clock, a.stat, a.steps, a.pairs, statistics.median(plain), statistics.median(probed),
-             100 * (med - 1), 100 * (lo - 1), 100 * (hi - 1)))
+    t0 = a.t0 = time.time()
+    hooks(a) if a.hooks else rounds(a)
+    print("(%.0f s)" % (time.time() - t0))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,16 @@
 #            energy and throttle reasons, the drift, HBM bandwidth against 4.8 TB/s),
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
-#            _sustain) and accept --level 2 on cuda; the per-op table in levels-ops.txt
+#            _sustain; each failing check's line in the log) and accept --level 2 on cuda;
+#            the per-op table in levels-ops.txt. LEVELS_PARTS (default "gates faults
+#            tests accept") picks parts: "tests faults" is the short re-check
+#   ttev     issue 24's time to evidence and the probe's cost on cuda: accept --backend cuda
+#            from a cold devgate process (keep the pass first in the call that follows the
+#            carry), then --quick and the default tier again warm, each with its steps' walls
+#            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
+#            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
+#            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
+#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
@@ -74,7 +83,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 v = lambda x: x.get("value") if isinstance(x, dict) else x
 r1 = lambda x: None if x is None else round(x, 2)
-print(" steps", [(s["name"], s["status"], r1(v(s.get("wall")))) for s in d.get("steps", [])])
+print(" steps", [(s["name"], s["status"], r1(v(s.get("wall"))), r1(100 * (v(s.get("share")) or 0)))
+                 for s in d.get("steps", [])], "(name, status, wall s, share %)")
 for s in d.get("steps", []):
     if s.get("error"):
         print("  %s error: %s" % (s["name"], s["error"][:200]))
@@ -109,12 +119,20 @@ print(" cpu", json.dumps({k: c.get(k) for k in ("model", "cores", "threads", "us
 PY
 }
 
+# One unit test (its output in $packs/NAME.txt): exit, wall and counts, then
+# every failing check's line (CHECK failed, FAIL, not ok) and, when it died
+# of a signal, the last lines it printed, so a log names what failed.
+unit_test() { # name limit
+  local t=$1 lim=$2 s rc
+  [ -x "$bin/$t" ] || { echo "$t: not built"; return; }
+  s=$(date +%s.%N); timeout "$lim" "$bin/$t" >"$packs/$t.txt" 2>&1; rc=$?
+  echo "$t: exit $rc in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
+  grep -E "CHECK failed|FAIL|not ok" "$packs/$t.txt" | head -30 | sed 's/^/  /'
+  if [ "$rc" -gt 128 ]; then echo "  (killed by signal $((rc - 128)); its last lines:)"; tail -5 "$packs/$t.txt" | sed 's/^/  | /'; fi
+}
+
 pass_tests() {
-  for t in test_cuda test_ops test_gate; do
-    [ -x "$bin/$t" ] || continue
-    s=$(date +%s.%N); timeout 200 "$bin/$t" >"$packs/$t.txt" 2>&1
-    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
-  done
+  for t in test_cuda test_ops test_gate; do unit_test $t 200; done
 }
 
 accept_timed() { # name limit args...
@@ -129,6 +147,26 @@ pass_fixture() {
   accept_timed quick1 60 --quick --backend cuda
   accept_timed quick2 60 --quick --backend cuda
   accept_timed full 150 --backend cuda
+}
+
+pass_ttev() {
+  accept_timed ttev-cold 150 --backend cuda
+  accept_timed ttev-quick 60 --quick --backend cuda
+  accept_timed ttev-warm 150 --backend cuda
+  local s g
+  for g in cache off cache; do # NVIDIA's OpenCL: the program from the binary cache, from source
+    s=$(date +%s.%N)
+    if [ $g = off ]; then DEVGATE_OPENCL_CACHE=off $DG --no-ledger gate --backend opencl >/dev/null 2>&1
+    else $DG --no-ledger gate --backend opencl >/dev/null 2>&1; fi
+    echo "gate --backend opencl, program cache $g: exit $? in $(secs "$s") s"
+  done
+  s=$(date +%s.%N)
+  timeout 200 python3 bench/probe_overhead.py --hooks --device cuda --steps 200
+  echo "hooks: exit $? in $(secs "$s") s"
+  s=$(date +%s.%N)
+  timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
+    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-170}"
+  echo "rounds: exit $? in $(secs "$s") s"
 }
 
 pass_cmd() {
@@ -433,25 +471,32 @@ for b in d.get("backends", []):
               m.get("rated_source"), m.get("ok")))
 PY
   }
-  gate_timed level1 60 --level 1
-  gate_timed level2 180 --level 2
-  # The per-op table whole, for docs/evidence.
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+  local parts=" ${LEVELS_PARTS:-gates faults tests accept} "
+  if [[ $parts == *" gates "* ]]; then
+    gate_timed level1 60 --level 1
+    gate_timed level2 180 --level 2
+    # The per-op table whole, for docs/evidence.
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 for b in d.get("backends", []):
     for r in (b.get("ops") or {}).get("table", []):
         print("%-7s %-12s %-5s %-40s %-8s %-10.3g %-8g %s" % (b["name"], r["op"], r["precision"], r["shape"], r["output"],
               r["nmse"] if r["nmse"] is not None else float("nan"), r["tolerance"], r["verdict"]))'     "$packs/level2.json" >"$out/levels-ops.txt" 2>&1
-  gate_timed level3 420 --level 3
-  DEVGATE_FAULT=bias-ulp@cuda gate_timed fault-bias 180 --level 2 --backend cuda
-  DEVGATE_FAULT=gemm-slowdown@cuda gate_timed fault-slow 120 --level 3 --backend cuda --sustain 20
-  for t in test_gate_ops test_gate_link test_gate_sustain test_ops test_cuda; do
-    [ -x "$bin/$t" ] || continue
-    s=$(date +%s.%N); timeout 300 "$bin/$t" >"$packs/$t.txt" 2>&1
-    echo "$t: exit $? in $(secs "$s") s: $(tail -1 "$packs/$t.txt")"
-    grep -E "^(cuda|cpu|opencl|gemm-slowdown)" "$packs/$t.txt" | head -60
-  done
-  accept_timed level2-accept 900 --level 2 --backend cuda
-  grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+    gate_timed level3 420 --level 3
+  fi
+  if [[ $parts == *" faults "* ]]; then
+    DEVGATE_FAULT=bias-ulp@cuda gate_timed fault-bias 180 --level 2 --backend cuda
+    DEVGATE_FAULT=gemm-slowdown@cuda gate_timed fault-slow 120 --level 3 --backend cuda --sustain 20
+  fi
+  if [[ $parts == *" tests "* ]]; then
+    for t in test_gate_ops test_gate_link test_gate_sustain test_ops test_cuda; do
+      unit_test $t 300
+      grep -E "^(cuda|cpu|opencl|gemm-slowdown)" "$packs/$t.txt" | head -60
+    done
+  fi
+  if [[ $parts == *" accept "* ]]; then
+    accept_timed level2-accept 900 --level 2 --backend cuda
+    grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+  fi
 }
 
 pass_slo() {

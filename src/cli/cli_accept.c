@@ -163,6 +163,122 @@ static bool load_spec(cli *c, const char *path, cJSON **keep, dg_spec **spec, ac
     return ok;
 }
 
+/* What goes with a command after "--" and what goes with the fixture: the
+ * combinations accept refuses, each with a message; false on the first. */
+static bool own_args_ok(const accept_args *aa, const cli_args *pa, char **argv, bool has_spec)
+{
+    bool own = pa->rest != NULL;
+    if (own && (pa->rest == argv || strcmp(pa->rest[-1], "--") != 0)) {
+        cli_error("accept: unexpected argument '%s' (your own program goes after --: devgate "
+                  "accept [options] -- CMD ARGS...)",
+                  pa->rest[0]);
+        return false;
+    }
+    if (own && pa->nrest == 0) {
+        cli_error("accept: no program after -- (devgate accept [options] -- CMD ARGS...)");
+        return false;
+    }
+    if (own && (has_spec || aa->o.train.model || aa->o.train.data || aa->o.train.disable_ops)) {
+        cli_error("accept -- CMD: --spec, --model, --data and --disable-op are the fixture's; "
+                  "for your program use the command's own arguments");
+        return false;
+    }
+    if (!own && (aa->sweep_from || aa->trial_timeout || aa->empty_cache || aa->no_empty_cache ||
+                 aa->device_args || aa->no_fork_server)) {
+        cli_error("accept: --sweep-from, --trial-timeout, --device-arg, --[no-]empty-cache and "
+                  "--no-fork-server "
+                  "apply to accept -- CMD (your own program) only");
+        return false;
+    }
+    /* For a command, --backend names the device judged, as the program's framework does. */
+    static const char *const devices[] = {"cpu", "cuda", "mps"};
+    bool known = !own || !aa->o.train.backend;
+    for (size_t i = 0; !known && i < 3; i++)
+        known = strcmp(aa->o.train.backend, devices[i]) == 0;
+    if (!known) {
+        cli_error("accept -- CMD: --backend %s: want cpu, cuda or mps (the device {device} "
+                  "names)",
+                  aa->o.train.backend);
+        return false;
+    }
+    return true;
+}
+
+/* Resolves the level from --quick and --level (--quick is level 1, the
+ * default level 2) and says its budget up front; false when they disagree. */
+static bool level_said(cli *c, dg_accept_opts *o, bool own)
+{
+    if (o->quick && o->level > DG_LEVEL_MIN) {
+        cli_error("accept: --quick is level %d; it cannot run --level %d", DG_LEVEL_MIN, o->level);
+        return false;
+    }
+    if (!o->level)
+        o->level = o->quick ? DG_LEVEL_MIN : DG_LEVEL_MIN + 1;
+    o->quick = o->level == DG_LEVEL_MIN;
+    const dg_level_info *lv = dg_level_get(o->level);
+    if (!c->quiet) {
+        if (own)
+            fprintf(stderr, "devgate accept: level %d (%s); your program's steps set the time\n",
+                    o->level, lv->what);
+        else
+            fprintf(stderr, "devgate accept: level %d, budget %.0f s (%s)\n", o->level,
+                    lv->accept_budget_s, lv->what);
+    }
+    return true;
+}
+
+/* The profile's trace path (*trace, new) beside the packs, in *tdir (new),
+ * created; false with a message when it cannot be. */
+static bool trace_prepare(const char *out_dir, char **tdir, char **trace)
+{
+    *tdir = strdup(out_dir ? out_dir : "devgate-report");
+    size_t tlen = *tdir ? strlen(*tdir) + 64 : 0;
+    *trace = *tdir ? malloc(tlen) : NULL;
+    if (!*trace) {
+        cli_error("accept: out of memory");
+        return false;
+    }
+    if (out_dir)
+        snprintf(*trace, tlen, "%s/trace.json", out_dir);
+    else
+        snprintf(*trace, tlen, "devgate-report/.trace-%ld.json", (long)getpid());
+    if (!cli_make_dirs(*tdir)) {
+        cli_error("accept: cannot create %.256s%s: %s", *tdir, strlen(*tdir) > 256 ? "..." : "",
+                  strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* accept -- CMD: the command runner on rest (the words after "--"). */
+static dg_status run_command(cli *c, const accept_args *aa, const dg_accept_opts *o, char **rest,
+                             const char *probe_dir, cli_progress *p, char **json)
+{
+    dg_accept_cmd_opts co = {.argv = (const char *const *)rest,
+                             .probe_path = probe_dir,
+                             .python = o->python,
+                             .device = o->train.backend,
+                             .quick = o->quick,
+                             .level = o->level,
+                             .batch = o->train.batch,
+                             .epochs = o->train.epochs,
+                             .sweep_from = aa->sweep_from,
+                             .sweep_to = o->sweep_to,
+                             .mem_budget = o->train.mem_budget,
+                             .empty_cache = !aa->no_empty_cache,
+                             .trial_timeout_s = aa->trial_timeout,
+                             .device_args = aa->device_args,
+                             .no_fork_server = aa->no_fork_server,
+                             .label = o->label,
+                             .trace_path = o->trace_path,
+                             .cancel = &cancel_flag,
+                             .progress = cli_progress_report,
+                             .progress_user = p,
+                             .output = cli_progress_output,
+                             .output_user = p};
+    return dg_accept_cmd_run(c->ctx, &co, json);
+}
+
 int cmd_accept(cli *c, int argc, char **argv)
 {
     accept_args aa = {.o = {.train = DG_TRAIN_OPTS_INIT}};
@@ -190,39 +306,8 @@ int cmd_accept(cli *c, int argc, char **argv)
     o = aa.o;
     out_dir = aa.out_dir;
     bool own = pa.rest != NULL;
-    if (own && (pa.rest == argv || strcmp(pa.rest[-1], "--") != 0)) {
-        cli_error("accept: unexpected argument '%s' (your own program goes after --: devgate "
-                  "accept [options] -- CMD ARGS...)",
-                  pa.rest[0]);
+    if (!own_args_ok(&aa, &pa, argv, spec != NULL))
         goto out;
-    }
-    if (own && pa.nrest == 0) {
-        cli_error("accept: no program after -- (devgate accept [options] -- CMD ARGS...)");
-        goto out;
-    }
-    if (own && (spec || o.train.model || o.train.data || o.train.disable_ops)) {
-        cli_error("accept -- CMD: --spec, --model, --data and --disable-op are the fixture's; "
-                  "for your program use the command's own arguments");
-        goto out;
-    }
-    if (!own && (aa.sweep_from || aa.trial_timeout || aa.empty_cache || aa.no_empty_cache ||
-                 aa.device_args || aa.no_fork_server)) {
-        cli_error("accept: --sweep-from, --trial-timeout, --device-arg, --[no-]empty-cache and "
-                  "--no-fork-server "
-                  "apply to accept -- CMD (your own program) only");
-        goto out;
-    }
-    /* For a command, --backend names the device judged, as the program's framework does. */
-    static const char *const devices[] = {"cpu", "cuda", "mps"};
-    bool known = !own || !o.train.backend;
-    for (size_t i = 0; !known && i < 3; i++)
-        known = strcmp(o.train.backend, devices[i]) == 0;
-    if (!known) {
-        cli_error("accept -- CMD: --backend %s: want cpu, cuda or mps (the device {device} "
-                  "names)",
-                  o.train.backend);
-        goto out;
-    }
     char probe_dir[4096];
     bool have_probe = own && cli_find_probe(probe_dir, sizeof probe_dir);
     if (own && !have_probe) {
@@ -243,41 +328,12 @@ int cmd_accept(cli *c, int argc, char **argv)
         cli_error("accept: %s", dg_errmsg(c->ctx));
         goto out;
     }
-    /* --quick is level 1, the default level 2; the budget is said up front. */
-    if (o.quick && o.level > DG_LEVEL_MIN) {
-        cli_error("accept: --quick is level %d; it cannot run --level %d", DG_LEVEL_MIN, o.level);
+    if (!level_said(c, &o, own))
         goto out;
-    }
-    if (!o.level)
-        o.level = o.quick ? DG_LEVEL_MIN : DG_LEVEL_MIN + 1;
-    o.quick = o.level == DG_LEVEL_MIN;
-    const dg_level_info *lv = dg_level_get(o.level);
-    if (!c->quiet) {
-        if (own)
-            fprintf(stderr, "devgate accept: level %d (%s); your program's steps set the time\n",
-                    o.level, lv->what);
-        else
-            fprintf(stderr, "devgate accept: level %d, budget %.0f s (%s)\n", o.level,
-                    lv->accept_budget_s, lv->what);
-    }
 
     /* The profile's trace goes beside the packs and is moved into this one. */
-    tdir = strdup(out_dir ? out_dir : "devgate-report");
-    size_t tlen = strlen(tdir) + 64;
-    trace = tdir ? malloc(tlen) : NULL;
-    if (!trace) {
-        cli_error("accept: out of memory");
+    if (!trace_prepare(out_dir, &tdir, &trace))
         goto out;
-    }
-    if (out_dir)
-        snprintf(trace, tlen, "%s/trace.json", out_dir);
-    else
-        snprintf(trace, tlen, "devgate-report/.trace-%ld.json", (long)getpid());
-    if (!cli_make_dirs(tdir)) {
-        cli_error("accept: cannot create %.256s%s: %s", tdir, strlen(tdir) > 256 ? "..." : "",
-                  strerror(errno));
-        goto out;
-    }
     o.trace_path = trace;
 
     cli_progress p;
@@ -292,33 +348,10 @@ int cmd_accept(cli *c, int argc, char **argv)
 
     char *json = NULL;
     dg_status st;
-    if (own) {
-        dg_accept_cmd_opts co = {.argv = (const char *const *)pa.rest,
-                                 .probe_path = probe_dir,
-                                 .python = o.python,
-                                 .device = o.train.backend,
-                                 .quick = o.quick,
-                                 .level = o.level,
-                                 .batch = o.train.batch,
-                                 .epochs = o.train.epochs,
-                                 .sweep_from = aa.sweep_from,
-                                 .sweep_to = o.sweep_to,
-                                 .mem_budget = o.train.mem_budget,
-                                 .empty_cache = !aa.no_empty_cache,
-                                 .trial_timeout_s = aa.trial_timeout,
-                                 .device_args = aa.device_args,
-                                 .no_fork_server = aa.no_fork_server,
-                                 .label = o.label,
-                                 .trace_path = o.trace_path,
-                                 .cancel = &cancel_flag,
-                                 .progress = cli_progress_report,
-                                 .progress_user = &p,
-                                 .output = cli_progress_output,
-                                 .output_user = &p};
-        st = dg_accept_cmd_run(c->ctx, &co, &json);
-    } else {
+    if (own)
+        st = run_command(c, &aa, &o, pa.rest, probe_dir, &p, &json);
+    else
         st = dg_accept_run(c->ctx, &o, &json);
-    }
     cli_progress_end(&p);
     int exit_status = st == DG_OK                ? EXIT_PASS
                       : st == DG_ERR_INTERRUPTED ? EXIT_INTERRUPTED

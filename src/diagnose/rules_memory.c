@@ -4,6 +4,7 @@
  * (memory-pressure). */
 #include "diagnose/diagnose.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The process's own memory sources, in the order they are cited. */
@@ -205,6 +206,18 @@ static int screened_leak(const dg_diag *d, double *lo, double *hi, double *pe_lo
     return best;
 }
 
+/* "lo to hi" in FMT, or one figure when both print the same. */
+static void range_text(char *buf, size_t n, const char *fmt, double lo, double hi)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof a, fmt, lo);
+    snprintf(b, sizeof b, fmt, hi);
+    if (strcmp(a, b) == 0)
+        snprintf(buf, n, "%s", a);
+    else
+        snprintf(buf, n, "%s to %s", a, b);
+}
+
 /* A suspected leak's hypothesis and action (memory-short's warn). */
 static void suspected(dg_diag *d, cJSON *f)
 {
@@ -246,12 +259,17 @@ void dg_judge_memory_short(dg_diag *d, const dg_rule *r)
     if (k >= 0) {
         const dg_view_soak *s = &d->v->soak;
         const char *key = dg_mem_source_key((dg_mem_source)k);
+        /* A steady leak's interval can be narrower than the printed digits:
+         * then one figure says it ("13.5%"), not "13.5% to 13.5%". */
+        char rate[64], proj[64];
+        range_text(rate, sizeof rate, "%.1f%%", el, eh);
+        range_text(proj, sizeof proj, "%+.0f%%", pl, ph);
         cJSON *f = dg_rule_finding(
             d, r, DG_SEV_WARN, -1,
-            "suspected leak: %s grows %.1f%% to %.1f%% an epoch (95%% interval of a line through "
-            "%.0f readings, one a step, over %.0f epochs): at that rate it would stand %+.0f%% to "
-            "%+.0f%% above its baseline after %.0f epochs, above mem_growth_pct %.0f%%",
-            source_label(key), el, eh, s->screen_points[k].value, m.epochs, pl, ph,
+            "suspected leak: %s grows %s an epoch (95%% interval of a line through %.0f readings, "
+            "one a step, over %.0f epochs): at that rate it would stand %s above its baseline "
+            "after %.0f epochs, above mem_growth_pct %.0f%%",
+            source_label(key), rate, s->screen_points[k].value, m.epochs, proj,
             d->th[TH_MEM_EPOCHS], d->th[TH_MEM_GROWTH_PCT]);
         suspected(d, f);
         dg_ev_metric(d, f, "soak", "%", s->screen_lo[k], "%sstep_growth.%s.per_epoch.lo",

@@ -354,6 +354,57 @@ static bool slices_have(const dg_binfmt_info *info, const char *arch)
     return false;
 }
 
+/* The interpreter's binary into *info and binpath (PATH_MAX bytes): the file
+ * run (resolved; NULL when it could not be, resolve_errno saying why, 0 when
+ * missing), or, when that is a launcher script (pyenv shims, conda wrappers),
+ * the executable the interpreter says it is (exe_said). False with why in
+ * binerr (256 bytes) when there is none. */
+static bool find_binary(const char *resolved, int resolve_errno, const char *exe_said,
+                        dg_binfmt_info *info, char *binpath, char *binerr)
+{
+    bool have_bin = false;
+    if (resolved) {
+        snprintf(binpath, PATH_MAX, "%s", resolved);
+        have_bin = dg_binfmt_file(resolved, info, binerr, 256) == DG_OK;
+    } else if (resolve_errno) {
+        snprintf(binerr, 256, "cannot resolve path: %s", strerror(resolve_errno));
+    } else {
+        snprintf(binerr, 256, "not found");
+    }
+    if (!have_bin && resolved && exe_said && exe_said[0] == '/') {
+        char real2[PATH_MAX];
+        dg_binfmt_info info2;
+        char err2[256];
+        if (realpath(exe_said, real2) && strcmp(real2, resolved) != 0 &&
+            dg_binfmt_file(real2, &info2, err2, sizeof err2) == DG_OK) {
+            *info = info2;
+            have_bin = true;
+            snprintf(binpath, PATH_MAX, "%s", real2);
+        }
+    }
+    return have_bin;
+}
+
+/* The architecture extensions are checked against: the one the interpreter
+ * runs as (machine, what it reports: right for a universal binary or under
+ * emulation) when its binary (info; NULL: none) agrees, else the binary's
+ * own, else the host's (host_norm, normalised); NULL when none is known. */
+static const char *reference_arch(const dg_binfmt_info *info, const char *machine,
+                                  const char *host_norm)
+{
+    const char *mnorm = machine ? dg_arch_normalise(machine) : "unknown";
+    bool mknown = strcmp(mnorm, "unknown") != 0;
+    bool host_known = strcmp(host_norm, "unknown") != 0;
+    if (info) {
+        if (mknown && slices_have(info, mnorm))
+            return mnorm;
+        if (host_known && slices_have(info, host_norm))
+            return host_norm;
+        return info->arch[0];
+    }
+    return mknown ? mnorm : host_known ? host_norm : NULL;
+}
+
 cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const char *host_arch)
 {
     (void)ctx;
@@ -418,27 +469,8 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
      * conda wrappers), the executable the interpreter says it is. */
     dg_binfmt_info info;
     char binerr[256] = "", binpath[PATH_MAX] = "";
-    bool have_bin = false;
-    if (have_resolved) {
-        snprintf(binpath, sizeof binpath, "%s", resolved);
-        have_bin = dg_binfmt_file(resolved, &info, binerr, sizeof binerr) == DG_OK;
-    } else if (!missing) {
-        snprintf(binerr, sizeof binerr, "cannot resolve path: %s", strerror(resolve_errno));
-    } else {
-        snprintf(binerr, sizeof binerr, "not found");
-    }
-    const char *exe_said = dg_jstr(ans, "executable");
-    if (!have_bin && have_resolved && exe_said && exe_said[0] == '/') {
-        char real2[PATH_MAX];
-        dg_binfmt_info info2;
-        char err2[256];
-        if (realpath(exe_said, real2) && strcmp(real2, resolved) != 0 &&
-            dg_binfmt_file(real2, &info2, err2, sizeof err2) == DG_OK) {
-            info = info2;
-            have_bin = true;
-            snprintf(binpath, sizeof binpath, "%s", real2);
-        }
-    }
+    bool have_bin = find_binary(have_resolved ? resolved : NULL, missing ? 0 : resolve_errno,
+                                dg_jstr(ans, "executable"), &info, binpath, binerr);
     dg_pyjb_put(&b, o, "binary", have_bin ? binary_object(&b, &info) : cJSON_CreateNull());
     if (have_bin)
         dg_py_rec_clean(clean, sizeof clean, binpath);
@@ -460,24 +492,7 @@ cJSON *dg_env_python(dg_ctx *ctx, const char *python, double timeout_s, const ch
         dg_pyjb_put(&b, o, keys[i], cJSON_DetachItemFromObjectCaseSensitive(ans, keys[i]));
     const char *machine = dg_jstr(o, "machine");
 
-    /* Extensions are checked against the architecture the interpreter runs
-     * as: what it reports (right for a universal binary or under emulation)
-     * when its binary agrees, else the binary's own, else the host's. */
-    const char *ref = NULL;
-    const char *mnorm = machine ? dg_arch_normalise(machine) : "unknown";
-    bool mknown = strcmp(mnorm, "unknown") != 0;
-    if (have_bin) {
-        if (mknown && slices_have(&info, mnorm))
-            ref = mnorm;
-        else if (host_known && slices_have(&info, host_norm))
-            ref = host_norm;
-        else
-            ref = info.arch[0];
-    } else if (mknown) {
-        ref = mnorm;
-    } else if (host_known) {
-        ref = host_norm;
-    }
+    const char *ref = reference_arch(have_bin ? &info : NULL, machine, host_norm);
 
     scan s = {.b = &b, .ref = ref, .mixed = dg_pyjb_chk(&b, cJSON_CreateArray())};
     const cJSON *d;

@@ -117,57 +117,12 @@ static int container_env_kind(const char *v)
     return CK_NONE;
 }
 
-void dg_si_virtualization(sb *b, cJSON *root, const char *hostname, const char *host_arch)
+/* The container markers found (into markers) and the most specific kind
+ * they name (CK_NONE: none): marker files, the pid 1 and own environment,
+ * systemd's, Kubernetes', the cgroups and WSL's. */
+static int container_markers(sb *b, cJSON *markers)
 {
-    cJSON *v = put_obj(b, root, "virtualization");
-    cJSON *markers = cJSON_CreateArray();
-    if (!v || !markers) {
-        cJSON_Delete(markers);
-        b->oom = true;
-        return;
-    }
     char m[400];
-
-    /* CPU flag: only x86 has it, so "no flags line" leaves it unknown. */
-    int hv_flag = -1;
-    char *cpuinfo = dg_read_file("/proc/cpuinfo", 1u << 22, NULL);
-    if (cpuinfo) {
-        char flags[8192];
-        if (dg_si_field_of(cpuinfo, "flags", flags, sizeof flags))
-            hv_flag = dg_si_has_word(flags, "hypervisor");
-        dg_free(cpuinfo);
-    }
-    char *dmi_vendor = dg_si_read_value("/sys/class/dmi/id/sys_vendor");
-    char *dmi_product = dg_si_read_value("/sys/class/dmi/id/product_name");
-    char *sys_hv = dg_si_read_value("/sys/hypervisor/type");
-    char cpuid_raw[13];
-    const char *cpuid_vendor = cpuid_guess(cpuid_raw);
-
-    bool metal = false;
-    const char *hv = dmi_guess(dmi_vendor, dmi_product, host_arch, &metal);
-    const char *hv_source = hv ? "dmi" : NULL;
-    if (!hv && sys_hv) {
-        hv = strcasestr(sys_hv, "xen") ? "Xen" : sys_hv;
-        hv_source = "/sys/hypervisor/type";
-    }
-    if (!hv && cpuid_vendor) {
-        hv = cpuid_vendor;
-        hv_source = "cpuid";
-    }
-    bool lima =
-        hostname && (strncmp(hostname, "lima-", 5) == 0 || strncmp(hostname, "colima", 6) == 0);
-    if (lima) {
-        snprintf(m, sizeof m, "lima/colima hostname (%s)", hostname);
-        push_str(b, markers, m);
-    }
-
-    int vm = -1;
-    if (hv_flag > 0 || cpuid_vendor || sys_hv || lima || (hv && !metal))
-        vm = 1;
-    else if (hv_flag == 0 || dmi_vendor)
-        vm = 0;
-
-    /* Containers. */
     int kind = CK_NONE;
     if (access("/.dockerenv", F_OK) == 0) {
         push_str(b, markers, "/.dockerenv");
@@ -243,25 +198,18 @@ void dg_si_virtualization(sb *b, cJSON *root, const char *hostname, const char *
         set_kind(&kind, CK_WSL);
     }
 
-    const char *kname = kind != CK_NONE ? kind_names[kind] : NULL;
-    put_tri(b, v, "vm", vm);
-    put_tri(b, v, "hypervisor_flag", hv_flag);
-    put_str(b, v, "dmi_vendor", dmi_vendor);
-    put_str(b, v, "dmi_product", dmi_product);
-    put_str(b, v, "cpuid_vendor", cpuid_raw[0] ? cpuid_raw : NULL);
-    put_str(b, v, "hypervisor_vendor", vm > 0 ? hv : NULL);
-    put_str(b, v, "hypervisor_source", vm > 0 ? hv_source : NULL);
-    put_bool(b, v, "container", kname != NULL);
-    put_str(b, v, "container_kind", kname);
-    put(b, v, "markers", markers);
+    return kind;
+}
 
+/* The note on what a GPU needs to be seen from here: vm > 0 in a VM (hv its
+ * hypervisor's name), kind the container's. */
+static void put_note(sb *b, cJSON *v, int vm, const char *hv, int kind)
+{
+    const char *kname = kind != CK_NONE ? kind_names[kind] : NULL;
     char note[512] = "";
     char vmpart[120] = "", ctpart[160] = "";
     if (vm > 0)
-        snprintf(vmpart, sizeof vmpart, "a VM (%s)",
-                 hv     ? hv
-                 : lima ? "lima"
-                        : "unknown hypervisor");
+        snprintf(vmpart, sizeof vmpart, "a VM (%s)", hv);
     if (kind == CK_WSL)
         snprintf(ctpart, sizeof ctpart, "WSL");
     else if (kname)
@@ -282,6 +230,73 @@ void dg_si_virtualization(sb *b, cJSON *root, const char *hostname, const char *
                  "inside %s: a GPU is only visible if its devices are passed into the container",
                  ctpart);
     put_str(b, v, "note", note[0] ? note : NULL);
+}
+
+void dg_si_virtualization(sb *b, cJSON *root, const char *hostname, const char *host_arch)
+{
+    cJSON *v = put_obj(b, root, "virtualization");
+    cJSON *markers = cJSON_CreateArray();
+    if (!v || !markers) {
+        cJSON_Delete(markers);
+        b->oom = true;
+        return;
+    }
+    char m[400];
+
+    /* CPU flag: only x86 has it, so "no flags line" leaves it unknown. */
+    int hv_flag = -1;
+    char *cpuinfo = dg_read_file("/proc/cpuinfo", 1u << 22, NULL);
+    if (cpuinfo) {
+        char flags[8192];
+        if (dg_si_field_of(cpuinfo, "flags", flags, sizeof flags))
+            hv_flag = dg_si_has_word(flags, "hypervisor");
+        dg_free(cpuinfo);
+    }
+    char *dmi_vendor = dg_si_read_value("/sys/class/dmi/id/sys_vendor");
+    char *dmi_product = dg_si_read_value("/sys/class/dmi/id/product_name");
+    char *sys_hv = dg_si_read_value("/sys/hypervisor/type");
+    char cpuid_raw[13];
+    const char *cpuid_vendor = cpuid_guess(cpuid_raw);
+
+    bool metal = false;
+    const char *hv = dmi_guess(dmi_vendor, dmi_product, host_arch, &metal);
+    const char *hv_source = hv ? "dmi" : NULL;
+    if (!hv && sys_hv) {
+        hv = strcasestr(sys_hv, "xen") ? "Xen" : sys_hv;
+        hv_source = "/sys/hypervisor/type";
+    }
+    if (!hv && cpuid_vendor) {
+        hv = cpuid_vendor;
+        hv_source = "cpuid";
+    }
+    bool lima =
+        hostname && (strncmp(hostname, "lima-", 5) == 0 || strncmp(hostname, "colima", 6) == 0);
+    if (lima) {
+        snprintf(m, sizeof m, "lima/colima hostname (%s)", hostname);
+        push_str(b, markers, m);
+    }
+
+    int vm = -1;
+    if (hv_flag > 0 || cpuid_vendor || sys_hv || lima || (hv && !metal))
+        vm = 1;
+    else if (hv_flag == 0 || dmi_vendor)
+        vm = 0;
+
+    int kind = container_markers(b, markers);
+
+    const char *kname = kind != CK_NONE ? kind_names[kind] : NULL;
+    put_tri(b, v, "vm", vm);
+    put_tri(b, v, "hypervisor_flag", hv_flag);
+    put_str(b, v, "dmi_vendor", dmi_vendor);
+    put_str(b, v, "dmi_product", dmi_product);
+    put_str(b, v, "cpuid_vendor", cpuid_raw[0] ? cpuid_raw : NULL);
+    put_str(b, v, "hypervisor_vendor", vm > 0 ? hv : NULL);
+    put_str(b, v, "hypervisor_source", vm > 0 ? hv_source : NULL);
+    put_bool(b, v, "container", kname != NULL);
+    put_str(b, v, "container_kind", kname);
+    put(b, v, "markers", markers);
+
+    put_note(b, v, vm, hv ? hv : lima ? "lima" : "unknown hypervisor", kind);
     dg_free(dmi_vendor);
     dg_free(dmi_product);
     dg_free(sys_hv);

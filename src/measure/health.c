@@ -46,25 +46,42 @@ bool dg_health_reason_slows(unsigned long long bit)
            bit == DG_NVML_THROTTLE_HW_POWER_BRAKE || bit == DG_HEALTH_HOST_THERMAL;
 }
 
+dg_health *dg_health_open_nvml(const dg_nvml *nv, const char *pci_bus_id, const char *err)
+{
+    dg_health *h = dg_calloc(1, sizeof *h);
+    dg_nvml_device dev = NULL;
+    /* A handle a failed lookup left unset is no device: never read through it. */
+    if (h && nv && nv->count && dg_nvml_find(nv, pci_bus_id, &dev) == DG_NVML_OK && dev) {
+        h->nv = *nv;
+        h->dev = dev;
+        h->nvidia = true;
+        snprintf(h->source, sizeof h->source, "NVML");
+        return h;
+    }
+    if (nv) {
+        dg_nvml closing = *nv;
+        dg_nvml_close(&closing);
+    }
+    if (!h)
+        return NULL;
+    snprintf(h->source, sizeof h->source, "none: NVML not loaded or the device not found (%s)",
+             err && err[0] ? err : "no such device");
+    return h;
+}
+
 dg_health *dg_health_open(const dg_device_info *info, bool nvidia, const char *host_root)
 {
+    if (nvidia) {
+        dg_nvml nv;
+        char err[200] = "", pci[sizeof info->pci_bus_id + 1] = "";
+        bool loaded = dg_nvml_open(&nv, err, sizeof err) == DG_NVML_LOADED;
+        if (info)
+            snprintf(pci, sizeof pci, "%.*s", (int)sizeof info->pci_bus_id, info->pci_bus_id);
+        return dg_health_open_nvml(loaded ? &nv : NULL, pci, err);
+    }
     dg_health *h = dg_calloc(1, sizeof *h);
     if (!h)
         return NULL;
-    if (nvidia) {
-        char err[200] = "";
-        if (dg_nvml_open(&h->nv, err, sizeof err) == DG_NVML_LOADED &&
-            dg_nvml_find(&h->nv, info ? info->pci_bus_id : NULL, &h->dev) == DG_NVML_OK) {
-            h->nvidia = true;
-            snprintf(h->source, sizeof h->source, "NVML");
-            return h;
-        }
-        dg_nvml_close(&h->nv);
-        snprintf(h->source, sizeof h->source, "none: NVML not loaded or the device not found (%s)",
-                 err[0] ? err : "no such device");
-        h->root[0] = '\0';
-        return h;
-    }
     if (info && !info->host_memory) { /* the host's figures are not this device's */
         snprintf(h->source, sizeof h->source,
                  "none: the platform reports no health for this device (NVML covers NVIDIA "

@@ -32,6 +32,13 @@ typedef struct dg_health dg_health;
  * tests hand in a fixture tree), else a source that reports nothing. NULL
  * only out of host memory. */
 dg_health *dg_health_open(const dg_device_info *info, bool nvidia, const char *host_root);
+struct dg_nvml;
+/* A source over an NVML already open (dg_health_open's NVIDIA path; tests
+ * hand in a fake one): it takes *nv over (closed with the source, or now
+ * when the device at pci_bus_id, NULL or "" a lone one, is not found: a
+ * source that reports nothing, err (may be NULL) saying why); nv NULL: NVML
+ * did not load. NULL only out of host memory (nv then closed). */
+dg_health *dg_health_open_nvml(const struct dg_nvml *nv, const char *pci_bus_id, const char *err);
 /* One reading at time t (s); prev (may be NULL) the one before, for rates. */
 void dg_health_read(dg_health *h, double t, const dg_health_sample *prev, dg_health_sample *out);
 /* "NVML", "host: ...", or "none: why". */

@@ -355,6 +355,88 @@ static void level3(cJSON *o, const char *name, const dg_backend_iface *be, void 
         cJSON_AddItemToObject(o, "memory_bandwidth", bw);
 }
 
+/* The product check on the backend's device 0, timed under the machine's
+ * measurement lock with what else ran (mm's window and lock); the cpu on
+ * the threads the fixture's cpu baseline gets (dg_cpu_threads_resolve), its
+ * rate also taken on a product big enough to reach steady state; then the
+ * FP32 peak (add_peak into o). */
+static void timed_matmul(cJSON *o, cJSON *mm, const char *name, const dg_backend_iface *iface,
+                         void *bctx, host_problem *p, const dg_matmul_check *check)
+{
+    dg_mlock lk;
+    dg_measure_lock(&lk, 600, NULL);
+    bool cpu = strcmp(name, "cpu") == 0;
+    int saved = omp_get_max_threads(), nt = 0;
+    const char *tsrc = NULL;
+    if (cpu) {
+        nt = dg_cpu_threads_resolve(0, &tsrc);
+        omp_set_num_threads(nt);
+        /* What the pool has now, not what was asked; and the
+         * team a parallel region really gets (OMP_THREAD_LIMIT,
+         * OMP_DYNAMIC and nesting can give fewer). */
+        cJSON_AddNumberToObject(mm, "threads", omp_get_max_threads());
+        cJSON_AddStringToObject(mm, "threads_source", tsrc);
+        int team = 0;
+#pragma omp parallel
+        {
+#pragma omp single
+            team = omp_get_num_threads();
+        }
+        cJSON_AddItemToObject(mm, "team_threads", dg_json_metric(team, team > 0, "threads"));
+    }
+    dg_window *w = dg_window_begin();
+    /* A backend without math modes (the cpu, the fp32 baseline)
+     * is checked in fp32 whatever the run's math. */
+    dg_math m = iface->set_math ? check->math : DG_MATH_FP32;
+    run_matmul(iface, bctx, p, check->warm_reps, m, mm);
+    /* Back to exact fp32: the level 2 op checks hold fp32 tolerances. */
+    if (m != DG_MATH_FP32 && iface->set_math(bctx, DG_MATH_FP32) != DG_OK) {
+        cJSON_ReplaceItemInObject(mm, "ok", cJSON_CreateFalse());
+        cJSON_DeleteItemFromObject(mm, "reason");
+        char why[400];
+        snprintf(why, sizeof why, "set_math(fp32) after the %s product failed: %s", dg_math_name(m),
+                 iface->last_error(bctx));
+        cJSON_AddStringToObject(mm, "reason", why);
+    }
+    int side = cpu && cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))
+                   ? rate_side(dg_cpu_peak_get()->gflops, p->m, p->n, p->k)
+                   : 0;
+    if (side > 0)
+        run_rate(iface, bctx, side, check->seed, cJSON_AddObjectToObject(mm, "rate"));
+    cJSON_AddItemToObject(mm, "window", dg_window_end(w));
+    dg_window_free(w);
+    if (cpu)
+        omp_set_num_threads(saved);
+    dg_measure_unlock(&lk);
+    cJSON_AddItemToObject(mm, "lock", dg_measure_lock_json(&lk));
+    add_peak(o, name, mm);
+}
+
+/* The record's matmul: the check's shape, and the product itself when the
+ * backend is available. */
+static void add_matmul(dg_ctx *ctx, cJSON *o, const char *name, const dg_backend_iface *iface,
+                       void *bctx, bool available, const dg_matmul_check *check)
+{
+    cJSON *mm = cJSON_AddObjectToObject(o, "matmul");
+    cJSON_AddNumberToObject(mm, "m", check->m);
+    cJSON_AddNumberToObject(mm, "n", check->n);
+    cJSON_AddNumberToObject(mm, "k", check->k);
+    cJSON_AddNumberToObject(mm, "device_index", 0);
+    if (available) {
+        host_problem p;
+        if (problem_make(ctx, check, &p) != DG_OK) {
+            cJSON_AddBoolToObject(mm, "ok", false);
+            cJSON_AddStringToObject(mm, "reason", dg_errmsg(ctx));
+        } else {
+            timed_matmul(o, mm, name, iface, bctx, &p, check);
+            problem_free(&p);
+        }
+    } else {
+        cJSON_AddNullToObject(mm, "ok");
+        cJSON_AddStringToObject(mm, "reason", "backend not available");
+    }
+}
+
 cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *iface,
                        const dg_matmul_check *check)
 {
@@ -411,77 +493,8 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
                 cJSON_AddItemToArray(devs, device_json(i, &info));
         }
     }
-    if (check) {
-        cJSON *mm = cJSON_AddObjectToObject(o, "matmul");
-        cJSON_AddNumberToObject(mm, "m", check->m);
-        cJSON_AddNumberToObject(mm, "n", check->n);
-        cJSON_AddNumberToObject(mm, "k", check->k);
-        cJSON_AddNumberToObject(mm, "device_index", 0);
-        if (available) {
-            host_problem p;
-            if (problem_make(ctx, check, &p) != DG_OK) {
-                cJSON_AddBoolToObject(mm, "ok", false);
-                cJSON_AddStringToObject(mm, "reason", dg_errmsg(ctx));
-            } else {
-                /* Timed under the machine's measurement lock, with what else ran. */
-                dg_mlock lk;
-                dg_measure_lock(&lk, 600, NULL);
-                /* The cpu runs on the threads the fixture's cpu baseline
-                 * gets (dg_cpu_threads_resolve), and its rate is also taken
-                 * on a product big enough to reach steady state. */
-                bool cpu = strcmp(name, "cpu") == 0;
-                int saved = omp_get_max_threads(), nt = 0;
-                const char *tsrc = NULL;
-                if (cpu) {
-                    nt = dg_cpu_threads_resolve(0, &tsrc);
-                    omp_set_num_threads(nt);
-                    /* What the pool has now, not what was asked; and the
-                     * team a parallel region really gets (OMP_THREAD_LIMIT,
-                     * OMP_DYNAMIC and nesting can give fewer). */
-                    cJSON_AddNumberToObject(mm, "threads", omp_get_max_threads());
-                    cJSON_AddStringToObject(mm, "threads_source", tsrc);
-                    int team = 0;
-#pragma omp parallel
-                    {
-#pragma omp single
-                        team = omp_get_num_threads();
-                    }
-                    cJSON_AddItemToObject(mm, "team_threads",
-                                          dg_json_metric(team, team > 0, "threads"));
-                }
-                dg_window *w = dg_window_begin();
-                /* A backend without math modes (the cpu, the fp32 baseline)
-                 * is checked in fp32 whatever the run's math. */
-                dg_math m = e.iface->set_math ? check->math : DG_MATH_FP32;
-                run_matmul(e.iface, bctx, &p, check->warm_reps, m, mm);
-                /* Back to exact fp32: the level 2 op checks hold fp32 tolerances. */
-                if (m != DG_MATH_FP32 && e.iface->set_math(bctx, DG_MATH_FP32) != DG_OK) {
-                    cJSON_ReplaceItemInObject(mm, "ok", cJSON_CreateFalse());
-                    cJSON_DeleteItemFromObject(mm, "reason");
-                    char why[400];
-                    snprintf(why, sizeof why, "set_math(fp32) after the %s product failed: %s",
-                             dg_math_name(m), e.iface->last_error(bctx));
-                    cJSON_AddStringToObject(mm, "reason", why);
-                }
-                int side = cpu && cJSON_IsTrue(cJSON_GetObjectItem(mm, "ok"))
-                               ? rate_side(dg_cpu_peak_get()->gflops, p.m, p.n, p.k)
-                               : 0;
-                if (side > 0)
-                    run_rate(e.iface, bctx, side, check->seed, cJSON_AddObjectToObject(mm, "rate"));
-                cJSON_AddItemToObject(mm, "window", dg_window_end(w));
-                dg_window_free(w);
-                if (cpu)
-                    omp_set_num_threads(saved);
-                dg_measure_unlock(&lk);
-                cJSON_AddItemToObject(mm, "lock", dg_measure_lock_json(&lk));
-                problem_free(&p);
-                add_peak(o, name, mm);
-            }
-        } else {
-            cJSON_AddNullToObject(mm, "ok");
-            cJSON_AddStringToObject(mm, "reason", "backend not available");
-        }
-    }
+    if (check)
+        add_matmul(ctx, o, name, e.iface, bctx, available, check);
     if (check && check->ops && available) {
         bool failed = false;
         cJSON *ops = dg_op_suite_run(check->ops, name, e.iface, bctx, &failed);

@@ -29,6 +29,13 @@ typedef struct dg_link_rating {
  * address (NVIDIA GPUs; "not reported" elsewhere). */
 void dg_link_rating_nvml(const dg_device_info *info, dg_link_rating *r);
 
+struct dg_nvml;
+/* The rating from an NVML already open (tests hand in a fake one): the
+ * device at pci_bus_id (NULL or "": a lone device), its maximum PCIe
+ * generation and width, and the state the link is in now; "not reported"
+ * (why set) when NVML does not list the device or gives no figures. */
+void dg_link_rating_read(const struct dg_nvml *nv, const char *pci_bus_id, dg_link_rating *r);
+
 /* Level 2's link check of an open backend's device 0 against rating: the
  * "link" object of docs/schema/gate.md. *bad when a copy failed or a
  * page-locked copy ran under DG_LINK_MIN_FRACTION of the rating. NULL only

@@ -37,10 +37,38 @@ double dg_pcie_gbps(unsigned gen, unsigned width)
     return lane_gbps[gen] * width;
 }
 
-void dg_link_rating_nvml(const dg_device_info *info, dg_link_rating *r)
+static void rating_reset(dg_link_rating *r)
 {
     memset(r, 0, sizeof *r);
     r->gbps = NAN;
+}
+
+void dg_link_rating_read(const dg_nvml *nv, const char *pci_bus_id, dg_link_rating *r)
+{
+    rating_reset(r);
+    dg_nvml_device dev = NULL;
+    unsigned gen = 0, width = 0, cg = 0, cw = 0;
+    /* Nothing is asked of a device NVML did not hand out: a handle left
+     * unset by a failed lookup is no device (it crashed NVML's callee). */
+    if (dg_nvml_find(nv, pci_bus_id, &dev) != DG_NVML_OK || !dev) {
+        r->why = "not reported: NVML does not list this device";
+        return;
+    }
+    if (!nv->pcie_max_gen || !nv->pcie_max_width || nv->pcie_max_gen(dev, &gen) != DG_NVML_OK ||
+        nv->pcie_max_width(dev, &width) != DG_NVML_OK)
+        r->why = "not reported: NVML gives no PCIe link generation or width";
+    else if (isnan(r->gbps = dg_pcie_gbps(gen, width)))
+        r->why = "not reported: NVML's PCIe generation or width is out of range";
+    else
+        snprintf(r->kind, sizeof r->kind, "PCIe %u.0 x%u", gen, width);
+    if (nv->pcie_gen && nv->pcie_width && nv->pcie_gen(dev, &cg) == DG_NVML_OK &&
+        nv->pcie_width(dev, &cw) == DG_NVML_OK && !isnan(dg_pcie_gbps(cg, cw)))
+        snprintf(r->current, sizeof r->current, "PCIe %u.0 x%u", cg, cw);
+}
+
+void dg_link_rating_nvml(const dg_device_info *info, dg_link_rating *r)
+{
+    rating_reset(r);
     if (info->host_memory) {
         snprintf(r->kind, sizeof r->kind, "host memory");
         r->why = "not judged: the device computes in host memory (a CPU device); no link to cross";
@@ -52,20 +80,9 @@ void dg_link_rating_nvml(const dg_device_info *info, dg_link_rating *r)
         r->why = "not reported: NVML is not loaded (the rating is read from NVML on NVIDIA GPUs)";
         return;
     }
-    dg_nvml_device dev;
-    unsigned gen = 0, width = 0, cg = 0, cw = 0;
-    if (dg_nvml_find(&nv, info->pci_bus_id, &dev) != DG_NVML_OK)
-        r->why = "not reported: NVML does not list this device";
-    else if (!nv.pcie_max_gen || !nv.pcie_max_width || nv.pcie_max_gen(dev, &gen) != DG_NVML_OK ||
-             nv.pcie_max_width(dev, &width) != DG_NVML_OK)
-        r->why = "not reported: NVML gives no PCIe link generation or width";
-    else if (isnan(r->gbps = dg_pcie_gbps(gen, width)))
-        r->why = "not reported: NVML's PCIe generation or width is out of range";
-    else
-        snprintf(r->kind, sizeof r->kind, "PCIe %u.0 x%u", gen, width);
-    if (nv.pcie_gen && nv.pcie_width && nv.pcie_gen(dev, &cg) == DG_NVML_OK &&
-        nv.pcie_width(dev, &cw) == DG_NVML_OK)
-        snprintf(r->current, sizeof r->current, "PCIe %u.0 x%u", cg, cw);
+    char pci[sizeof info->pci_bus_id + 1];
+    snprintf(pci, sizeof pci, "%.*s", (int)sizeof info->pci_bus_id, info->pci_bus_id);
+    dg_link_rating_read(&nv, pci, r);
     dg_nvml_close(&nv);
 }
 

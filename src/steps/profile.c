@@ -233,6 +233,104 @@ static void add_status(cJSON *rec, dg_ctx *ctx, dg_status st)
     dg_json_add_str(rec, "error", st == DG_OK ? NULL : dg_errmsg(ctx));
 }
 
+/* The record's phases: the loader's stages per batch and the step's
+ * phases (from the unprofiled pass urec, split in s), their shares of the
+ * step step_ms. */
+static void add_phases(cJSON *rec, const cJSON *urec, double step_ms, const split *s)
+{
+    cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
+    const cJSON *uph = cJSON_GetObjectItem(urec, "phases");
+    cJSON_AddNumberToObject(ph, "samples", num(uph, "samples", 0));
+    for (size_t i = 0; i < NSTAGES; i++)
+        add_phase(ph, stage_names[i], s->stage[i], NAN, step_ms, false);
+    /* Phases come from one sampled step while step_ms is a median: under load
+     * the sample can outlast the median, so shares are of whichever is larger
+     * and never exceed the whole. */
+    double in_step = 0;
+    for (size_t i = 0; i < NSTEP; i++)
+        if (isfinite(s->step[i]))
+            in_step += s->step[i];
+    double share_base = isfinite(step_ms) && step_ms > in_step ? step_ms : in_step;
+    for (size_t i = 0; i < NSTEP; i++)
+        add_phase(ph, step_names[i], s->step[i], i == 0 ? s->wait_share : NAN, share_base, true);
+    cJSON_AddStringToObject(ph, "source",
+                            "unprofiled pass: loader stages per batch (summed over workers, "
+                            "overlapped with the step), queue wait per step, device phases from "
+                            "events of the last step before each sync point");
+    const cJSON *uph_note = cJSON_GetObjectItem(uph, "note");
+    if (cJSON_IsString(uph_note))
+        cJSON_AddStringToObject(ph, "phases_note", uph_note->valuestring);
+    dg_json_add_str(ph, "d2h_note",
+                    isfinite(s->step[5]) ? NULL : "not timed on its own: inside sync");
+    dg_json_add_str(ph, "sync_note",
+                    s->sync_residual ? "residual: step time outside the measured phases (waits "
+                                       "at sync points, loss reads, host overhead)"
+                                     : NULL);
+}
+
+/* The window's ops (moved from the profiled pass prec), sync points, bytes and
+ * fallbacks into rec; bb the bytes of one batch upload. The ops' calls. */
+static double add_ops(cJSON *rec, cJSON *prec, const cJSON *urec, int warmup, int window, double bb)
+{
+    cJSON *ops = prec ? cJSON_DetachItemFromObject(prec, "ops") : NULL;
+    if (!ops)
+        ops = cJSON_CreateArray();
+    op_totals ot;
+    ops_totals(ops, &ot);
+    cJSON_AddItemToObject(rec, "ops", ops);
+    cJSON *osum = cJSON_AddObjectToObject(rec, "ops_total");
+    cJSON_AddNumberToObject(osum, "calls", ot.calls);
+    cJSON_AddItemToObject(osum, "ms", dg_json_metric(ot.ms, prec != NULL, "ms"));
+    cJSON_AddNumberToObject(osum, "fallback_calls", ot.fb_calls);
+    int reads = window_loss_reads(urec, warmup);
+    cJSON *sp = cJSON_AddObjectToObject(rec, "sync_points");
+    cJSON_AddNumberToObject(sp, "loss_reads", reads);
+    cJSON_AddNumberToObject(sp, "fallbacks", ot.fb_calls);
+    cJSON_AddNumberToObject(sp, "total", reads + ot.fb_calls);
+    cJSON_AddNumberToObject(sp, "per_step", window ? (reads + ot.fb_calls) / window : 0);
+    cJSON *bytes = cJSON_AddObjectToObject(rec, "bytes");
+    cJSON_AddItemToObject(bytes, "h2d", dg_json_metric(bb * window + ot.fb_h2d, bb > 0, "bytes"));
+    cJSON_AddItemToObject(bytes, "d2h", dg_json_metric(8.0 * reads + ot.fb_d2h, true, "bytes"));
+    cJSON_AddItemToObject(bytes, "fallback_h2d", dg_json_metric(ot.fb_h2d, prec != NULL, "bytes"));
+    cJSON_AddItemToObject(bytes, "fallback_d2h", dg_json_metric(ot.fb_d2h, prec != NULL, "bytes"));
+    cJSON_AddStringToObject(bytes, "source",
+                            "the window: batch uploads and loss reads of the loop, plus the "
+                            "copies of every cpu fallback");
+    cJSON *fb = prec ? cJSON_DetachItemFromObject(prec, "fallbacks") : NULL;
+    cJSON_AddItemToObject(rec, "fallbacks", fb ? fb : cJSON_CreateArray());
+    return ot.calls;
+}
+
+/* The trace file (opts->trace_path) of the two passes, and the record's
+ * trace_events; calls the profiled ops. DG_OK when there is none to write. */
+static dg_status add_trace(dg_ctx *ctx, cJSON *rec, const dg_profile_opts *opts, const cJSON *prec,
+                           const cJSON *urec, const split *s, int warmup, int window, double calls)
+{
+    const char *backend = opts->train.backend ? opts->train.backend : "cpu";
+    int nev = cJSON_GetArraySize(cJSON_GetObjectItem(prec, "trace"));
+    cJSON *te = cJSON_AddObjectToObject(rec, "trace_events");
+    cJSON_AddNumberToObject(te, "ops", nev);
+    cJSON_AddNumberToObject(te, "dropped", calls > nev ? calls - nev : 0);
+    dg_status tst = DG_OK;
+    if (opts->trace_path && prec) {
+        cJSON *ev = trace_events(prec, urec, s, warmup, backend);
+        cJSON *meta = cJSON_CreateObject();
+        if (meta) {
+            cJSON_AddStringToObject(meta, "tool", "devgate " DG_VERSION);
+            cJSON_AddStringToObject(meta, "kind", "profile");
+            cJSON_AddStringToObject(meta, "timestamp", dg_jstr(rec, "timestamp"));
+            cJSON_AddStringToObject(meta, "backend", backend);
+            cJSON_AddNumberToObject(meta, "warmup", warmup);
+            cJSON_AddNumberToObject(meta, "window", window);
+        }
+        tst = ev && meta ? dg_trace_write(ctx, opts->trace_path, ev, meta)
+                         : dg_fail(ctx, DG_ERR_NOMEM, "profile: out of memory building the trace");
+        cJSON_Delete(ev);
+        cJSON_Delete(meta);
+    }
+    return tst;
+}
+
 dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
 {
     *json = NULL;
@@ -284,7 +382,6 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
     cJSON *w = cJSON_AddObjectToObject(rec, "window");
     cJSON_AddNumberToObject(w, "warmup", warmup);
     cJSON_AddNumberToObject(w, "steps", window);
-    const char *backend = in->backend ? in->backend : "cpu";
     cJSON *dev = cJSON_DetachItemFromObject(urec, "device");
     if (dev)
         cJSON_AddItemToObject(rec, "device", dev);
@@ -306,85 +403,13 @@ dg_status dg_profile_run(dg_ctx *ctx, const dg_profile_opts *opts, char **json)
     split s;
     phase_split(urec, step_ms, &s);
     cJSON_AddItemToObject(sj, "mean_ms", dg_json_metric(s.mean_ms, isfinite(s.mean_ms), "ms"));
-    cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
-    const cJSON *uph = cJSON_GetObjectItem(urec, "phases");
-    cJSON_AddNumberToObject(ph, "samples", num(uph, "samples", 0));
-    for (size_t i = 0; i < NSTAGES; i++)
-        add_phase(ph, stage_names[i], s.stage[i], NAN, step_ms, false);
-    /* Phases come from one sampled step while step_ms is a median: under load
-     * the sample can outlast the median, so shares are of whichever is larger
-     * and never exceed the whole. */
-    double in_step = 0;
-    for (size_t i = 0; i < NSTEP; i++)
-        if (isfinite(s.step[i]))
-            in_step += s.step[i];
-    double share_base = isfinite(step_ms) && step_ms > in_step ? step_ms : in_step;
-    for (size_t i = 0; i < NSTEP; i++)
-        add_phase(ph, step_names[i], s.step[i], i == 0 ? s.wait_share : NAN, share_base, true);
-    cJSON_AddStringToObject(ph, "source",
-                            "unprofiled pass: loader stages per batch (summed over workers, "
-                            "overlapped with the step), queue wait per step, device phases from "
-                            "events of the last step before each sync point");
-    const cJSON *uph_note = cJSON_GetObjectItem(uph, "note");
-    if (cJSON_IsString(uph_note))
-        cJSON_AddStringToObject(ph, "phases_note", uph_note->valuestring);
-    dg_json_add_str(ph, "d2h_note",
-                    isfinite(s.step[5]) ? NULL : "not timed on its own: inside sync");
-    dg_json_add_str(ph, "sync_note",
-                    s.sync_residual ? "residual: step time outside the measured phases (waits "
-                                      "at sync points, loss reads, host overhead)"
-                                    : NULL);
+    add_phases(rec, urec, step_ms, &s);
 
     /* Ops, sync points and bytes (the window of the profiled pass). */
-    cJSON *ops = prec ? cJSON_DetachItemFromObject(prec, "ops") : NULL;
-    if (!ops)
-        ops = cJSON_CreateArray();
-    op_totals ot;
-    ops_totals(ops, &ot);
-    cJSON_AddItemToObject(rec, "ops", ops);
-    cJSON *osum = cJSON_AddObjectToObject(rec, "ops_total");
-    cJSON_AddNumberToObject(osum, "calls", ot.calls);
-    cJSON_AddItemToObject(osum, "ms", dg_json_metric(ot.ms, prec != NULL, "ms"));
-    cJSON_AddNumberToObject(osum, "fallback_calls", ot.fb_calls);
-    int reads = window_loss_reads(urec, warmup);
-    cJSON *sp = cJSON_AddObjectToObject(rec, "sync_points");
-    cJSON_AddNumberToObject(sp, "loss_reads", reads);
-    cJSON_AddNumberToObject(sp, "fallbacks", ot.fb_calls);
-    cJSON_AddNumberToObject(sp, "total", reads + ot.fb_calls);
-    cJSON_AddNumberToObject(sp, "per_step", window ? (reads + ot.fb_calls) / window : 0);
-    cJSON *bytes = cJSON_AddObjectToObject(rec, "bytes");
-    cJSON_AddItemToObject(bytes, "h2d", dg_json_metric(bb * window + ot.fb_h2d, bb > 0, "bytes"));
-    cJSON_AddItemToObject(bytes, "d2h", dg_json_metric(8.0 * reads + ot.fb_d2h, true, "bytes"));
-    cJSON_AddItemToObject(bytes, "fallback_h2d", dg_json_metric(ot.fb_h2d, prec != NULL, "bytes"));
-    cJSON_AddItemToObject(bytes, "fallback_d2h", dg_json_metric(ot.fb_d2h, prec != NULL, "bytes"));
-    cJSON_AddStringToObject(bytes, "source",
-                            "the window: batch uploads and loss reads of the loop, plus the "
-                            "copies of every cpu fallback");
-    cJSON *fb = prec ? cJSON_DetachItemFromObject(prec, "fallbacks") : NULL;
-    cJSON_AddItemToObject(rec, "fallbacks", fb ? fb : cJSON_CreateArray());
+    double calls = add_ops(rec, prec, urec, warmup, window, bb);
 
     /* The trace file. */
-    int nev = cJSON_GetArraySize(cJSON_GetObjectItem(prec, "trace"));
-    cJSON *te = cJSON_AddObjectToObject(rec, "trace_events");
-    cJSON_AddNumberToObject(te, "ops", nev);
-    cJSON_AddNumberToObject(te, "dropped", ot.calls > nev ? ot.calls - nev : 0);
-    dg_status tst = DG_OK;
-    if (opts->trace_path && prec) {
-        cJSON *ev = trace_events(prec, urec, &s, warmup, backend);
-        cJSON *meta = cJSON_CreateObject();
-        if (meta) {
-            cJSON_AddStringToObject(meta, "tool", "devgate " DG_VERSION);
-            cJSON_AddStringToObject(meta, "kind", "profile");
-            cJSON_AddStringToObject(meta, "timestamp", dg_jstr(rec, "timestamp"));
-            cJSON_AddStringToObject(meta, "backend", backend);
-            cJSON_AddNumberToObject(meta, "warmup", warmup);
-            cJSON_AddNumberToObject(meta, "window", window);
-        }
-        tst = ev && meta ? dg_trace_write(ctx, opts->trace_path, ev, meta)
-                         : dg_fail(ctx, DG_ERR_NOMEM, "profile: out of memory building the trace");
-        cJSON_Delete(ev);
-        cJSON_Delete(meta);
-    }
+    dg_status tst = add_trace(ctx, rec, opts, prec, urec, &s, warmup, window, calls);
     dg_json_add_str(rec, "trace",
                     opts->trace_path && prec && tst == DG_OK ? opts->trace_path : NULL);
     if (st == DG_OK)

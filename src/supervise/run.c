@@ -514,6 +514,53 @@ static void add_spec_probe(cJSON *root, const dg_run_opts *o, const dg_probe_pla
     dg_json_add_str(pr, "reported", cJSON_IsString(sp_mode) ? sp_mode->valuestring : NULL);
 }
 
+/* The environment proof (dg_env_run) as the run's first step: its record
+ * in *envj (NULL when it failed, the message in err), its wall time. */
+static void env_step(dg_ctx *ctx, dg_progress_sink *progress, int nsteps, char **envj, double *wall,
+                     char err[DG_ERRMSG_MAX])
+{
+    double t0 = dg_now();
+    dg_progress_step(progress, "env", 0, nsteps, 0);
+    dg_env_opts eo = {0};
+    if (dg_env_run(ctx, &eo, envj) != DG_OK)
+        snprintf(err, DG_ERRMSG_MAX, "%s", dg_errmsg(ctx));
+    *wall = dg_now() - t0;
+    dg_progress_step_end(progress, *envj ? "ok" : "failed", err);
+}
+
+/* Starts the program through the fork server srv: ln->srv set when it did,
+ * else why not in ln->why (the caller then spawns it itself). */
+static void launch_via(launch *ln, dg_forksrv *srv, const dg_run_opts *o, const dg_probe_plan *plan,
+                       int out_fd, int err_fd, pid_t *pid, int *fd)
+{
+    const char **edits = dg_spawn_edits(plan->env);
+    if (edits && dg_forksrv_launch(srv, plan->argv, edits, o->stdout_to_stderr, out_fd, err_fd,
+                                   o->mem_limit, pid, fd, ln->why, sizeof ln->why) == 0)
+        ln->srv = srv;
+    else if (!edits)
+        snprintf(ln->why, sizeof ln->why, "out of host memory");
+    dg_free(edits);
+    ln->server_pid = ln->srv ? dg_forksrv_pid(srv) : -1;
+}
+
+/* What the program's probe reported at its start (framework, device,
+ * bucket, seeds, loader) and its out-of-memory events; the members the
+ * judging fills later (thresholds, findings, decision, final gate, pack). */
+static void add_reported(cJSON *root, const dg_evcollect *col)
+{
+    cJSON_AddItemToObject(root, "framework", dg_run_from_start(col, "framework"));
+    cJSON_AddItemToObject(root, "device", dg_run_from_start(col, "device"));
+    cJSON_AddItemToObject(root, "bucket", dg_run_from_start(col, "bucket"));
+    cJSON_AddItemToObject(root, "seeds", dg_run_from_start(col, "seeds"));
+    cJSON_AddItemToObject(root, "loader", dg_run_from_start(col, "loader"));
+    cJSON_AddItemToObject(root, "oom", cJSON_Duplicate(col->ooms, true));
+    cJSON_AddItemToObject(root, "thresholds", cJSON_CreateObject());
+    cJSON_AddArrayToObject(root, "findings");
+    cJSON_AddNullToObject(root, "decision");
+    cJSON_AddNullToObject(root, "final_gate");
+    cJSON_AddNullToObject(root, "pack");
+}
+
 dg_status dg_run_supervise(dg_ctx *ctx, const dg_run_opts *o, char **json)
 {
     return dg_run_supervise_via(ctx, o, NULL, json);
@@ -535,18 +582,10 @@ dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *sr
     int nsteps = o->no_env ? 1 : 2;
     /* The environment proof first, so the program's load does not colour it. */
     char *envj = NULL;
-    double env_t = dg_now(), env_wall = NAN;
-    dg_status env_st = DG_OK;
+    double env_wall = NAN;
     char env_err[DG_ERRMSG_MAX] = "";
-    if (!o->no_env) {
-        dg_progress_step(&progress, "env", 0, nsteps, 0);
-        dg_env_opts eo = {0};
-        env_st = dg_env_run(ctx, &eo, &envj);
-        env_wall = dg_now() - env_t;
-        if (env_st != DG_OK)
-            snprintf(env_err, sizeof env_err, "%s", dg_errmsg(ctx));
-        dg_progress_step_end(&progress, envj ? "ok" : "failed", env_err);
-    }
+    if (!o->no_env)
+        env_step(ctx, &progress, nsteps, &envj, &env_wall, env_err);
     run r;
     memset(&r, 0, sizeof r);
     dg_ev_limits lim = {.rate = o->events_rate, .max_steps = o->max_steps};
@@ -570,16 +609,8 @@ dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *sr
     dg_progress_step(&progress, "supervise", nsteps - 1, nsteps, 0);
     int out_fd = r.relayed ? r.relay.out_child : -1, err_fd = r.relayed ? r.relay.err_child : -1;
     launch ln = {.srv = NULL, .why = ""};
-    if (srv) {
-        const char **edits = dg_spawn_edits(plan.env);
-        if (edits && dg_forksrv_launch(srv, plan.argv, edits, o->stdout_to_stderr, out_fd, err_fd,
-                                       o->mem_limit, &pid, &fd, ln.why, sizeof ln.why) == 0)
-            ln.srv = srv;
-        else if (!edits)
-            snprintf(ln.why, sizeof ln.why, "out of host memory");
-        dg_free(edits);
-        ln.server_pid = ln.srv ? dg_forksrv_pid(srv) : -1;
-    }
+    if (srv)
+        launch_via(&ln, srv, o, &plan, out_fd, err_fd, &pid, &fd);
     r.t0 = dg_now(); /* after the fork server's start-up, which is not the run's */
     if (!ln.srv)
         err = dg_spawn_child_io(plan.argv, plan.env, o->stdout_to_stderr, out_fd, err_fd,
@@ -662,17 +693,7 @@ dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *sr
     cJSON_AddItemToObject(root, "profile", dg_run_profile_section(&r.col, root));
     headline_summary(steps, root, summary, sizeof summary);
     cJSON_AddItemToObject(root, "supervise", sup);
-    cJSON_AddItemToObject(root, "framework", dg_run_from_start(&r.col, "framework"));
-    cJSON_AddItemToObject(root, "device", dg_run_from_start(&r.col, "device"));
-    cJSON_AddItemToObject(root, "bucket", dg_run_from_start(&r.col, "bucket"));
-    cJSON_AddItemToObject(root, "seeds", dg_run_from_start(&r.col, "seeds"));
-    cJSON_AddItemToObject(root, "loader", dg_run_from_start(&r.col, "loader"));
-    cJSON_AddItemToObject(root, "oom", cJSON_Duplicate(r.col.ooms, true));
-    cJSON_AddItemToObject(root, "thresholds", cJSON_CreateObject());
-    cJSON_AddArrayToObject(root, "findings");
-    cJSON_AddNullToObject(root, "decision");
-    cJSON_AddNullToObject(root, "final_gate");
-    cJSON_AddNullToObject(root, "pack");
+    add_reported(root, &r.col);
     *json = dg_json_print(root);
     cJSON_Delete(root);
     dg_tree_sampler_free(r.smp);

@@ -39,6 +39,8 @@ expect_json small.json 'all(t["samples_per_step"]["value"] <= 24 for t in d["swe
 accept leak --batch 64 -- track_train.py --batch-size '{batch}' --device '{device}' --epochs '{epochs}'
 expect_json leak.json 'd["soak"]["epochs_recorded"] == 2'
 expect_json leak.json 'any(f["id"] == "memory-short" and f["severity"] == "warn" and f["title"].startswith("suspected leak") and "default tier" in f["action"] for f in d["findings"])'
+# A range whose ends print alike is said once ("13.5% an epoch", not "13.5% to 13.5%").
+expect_json leak.json 'not any(__import__("re").search(r"([-+]?[0-9.]+%) to \1(?![0-9])", f["title"]) for f in d["findings"])'
 
 accept healthy -- healthy_train.py --epochs '{epochs}' --workers 0
 expect_json healthy.json 'not [f for f in d["findings"] if f["id"] in ("memory-short", "retained-refs", "footprint-growth") and f["severity"] != "info"]'

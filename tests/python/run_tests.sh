@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs tests/python/test_probe.py against clients/python (no install needed).
+# Runs tests/python/test_probe.py and test_probe_cost.py against clients/python (no install needed).
 # Usage: run_tests.sh [stdlib|torch|all]
 #   stdlib: the cases that need only the standard library (always run)
 #   torch:  the cases that need torch; exit 77 (skipped) when torch is not importable
@@ -34,4 +34,4 @@ case $mode in
   all) filter=() ;;
   *) echo "usage: $0 [stdlib|torch|all]" >&2; exit 2 ;;
 esac
-cd "$here" && exec "$py" -m unittest -v "${filter[@]}" test_probe
+cd "$here" && exec "$py" -m unittest -v "${filter[@]}" test_probe test_probe_cost

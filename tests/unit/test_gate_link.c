@@ -3,12 +3,16 @@
  * here (cpu copies, PoCL's page-locked blocks); the judgement against a
  * rating handed in (a rating far above what was measured is slow, one far
  * below is not, none is not judged); a failed copy is bad with its reason;
- * a device in host memory has no link to judge. */
+ * a device in host memory has no link to judge; the rating read from NVML
+ * through a fake NVML (the path only a machine with NVML takes): a device
+ * it lists, one it does not (nothing asked of a handle it never gave: that
+ * crashed on the H200), figures out of range, a link trained down. */
 #include "backend/backend.h"
 #include "core/core.h"
 #include "steps/gate_health.h"
 
 #include "check.h"
+#include "fake_nvml.h"
 
 static void check_ratings(void)
 {
@@ -68,8 +72,75 @@ static void check_backend(dg_ctx *ctx, const char *name)
     cJSON_Delete(o);
 }
 
+/* ---- the rating through a fake NVML (fake_nvml.h) ---- */
+static unsigned fake_gen = 5, fake_width = 16, fake_cur_gen = 5, fake_cur_width = 16;
+
+static dg_nvml_ret fake_uint(dg_nvml_device dev, unsigned *out, unsigned v)
+{
+    if (!fake_ok(dev))
+        return 2;
+    *out = v;
+    return DG_NVML_OK;
+}
+static dg_nvml_ret fake_max_gen(dg_nvml_device d, unsigned *o)
+{
+    return fake_uint(d, o, fake_gen);
+}
+static dg_nvml_ret fake_max_width(dg_nvml_device d, unsigned *o)
+{
+    return fake_uint(d, o, fake_width);
+}
+static dg_nvml_ret fake_gen_now(dg_nvml_device d, unsigned *o)
+{
+    return fake_uint(d, o, fake_cur_gen);
+}
+static dg_nvml_ret fake_width_now(dg_nvml_device d, unsigned *o)
+{
+    return fake_uint(d, o, fake_cur_width);
+}
+
+static void check_nvml_rating(void)
+{
+    dg_nvml nv = fake_nvml();
+    nv.pcie_max_gen = fake_max_gen, nv.pcie_max_width = fake_max_width;
+    nv.pcie_gen = fake_gen_now, nv.pcie_width = fake_width_now;
+    dg_link_rating r;
+    /* The device at its address: rated from the maximum, the state it is in now beside. */
+    fake_cur_gen = 4, fake_cur_width = 8;
+    dg_link_rating_read(&nv, FAKE_PCI, &r);
+    CHECK(fabs(r.gbps - 63.016) < 0.01 && !r.why);
+    CHECK_STR(r.kind, "PCIe 5.0 x16");
+    CHECK_STR(r.current, "PCIe 4.0 x8");
+    /* An address NVML does not list: not reported, and nothing asked of a
+     * handle NVML never gave (the H200's segfault: the current link was
+     * read through the unset handle). */
+    fake_bad_handle = 0;
+    dg_link_rating_read(&nv, "0000:ff:1f.7", &r);
+    CHECK_MSG(fake_bad_handle == 0, "%d NVML calls with a handle it never gave", fake_bad_handle);
+    CHECK(isnan(r.gbps) && r.why && strstr(r.why, "does not list") && !r.kind[0] && !r.current[0]);
+    /* No address: a lone device is the one; two are not told apart. */
+    fake_devices = 1;
+    dg_link_rating_read(&nv, "", &r);
+    CHECK(fabs(r.gbps - 63.016) < 0.01);
+    fake_devices = 2;
+    dg_link_rating_read(&nv, NULL, &r);
+    CHECK(isnan(r.gbps) && r.why && !strncmp(r.why, "not reported", 12));
+    /* Figures out of range (a generation NVML does not know yet): not reported, never 0. */
+    fake_gen = 9;
+    dg_link_rating_read(&nv, FAKE_PCI, &r);
+    CHECK(isnan(r.gbps) && r.why && strstr(r.why, "out of range") && !r.kind[0]);
+    fake_gen = 5;
+    /* An older driver without the PCIe calls: not reported. */
+    nv.pcie_max_gen = NULL;
+    nv.pcie_gen = NULL;
+    dg_link_rating_read(&nv, FAKE_PCI, &r);
+    CHECK(isnan(r.gbps) && r.why && strstr(r.why, "no PCIe") && !r.current[0]);
+    CHECK(fake_bad_handle == 0);
+}
+
 int main(void)
 {
+    check_nvml_rating();
     check_ratings();
     dg_ctx *ctx = dg_ctx_new();
     check_backend(ctx, "cpu");

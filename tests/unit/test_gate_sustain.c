@@ -2,9 +2,13 @@
  *   - the drift judge on planted window rates: steady is stable, a rate that
  *     falls by a fifth is unstable, noise around a small fall is
  *     inconclusive, windows other processes took CPUs in are left out (and
- *     too few left is not judged);
+ *     too few left is not judged); the H200's planted slowdown is unstable
+ *     and its healthy run stable, bursts and a settling controller stable;
  *   - the health summary: throttle reasons with their seconds, slowing ones
  *     told from idle, fields no source gave left not reported (never 0);
+ *   - the NVML source through a fake NVML (units, calls a driver lacks,
+ *     a device it does not list never read, a lone device without an
+ *     address);
  *   - the host health source on a fixture tree (clocks, the hottest zone,
  *     RAPL energy and the power between reads, throttle events), and on an
  *     empty one (nothing reported);
@@ -18,6 +22,7 @@
 #include "steps/gate_health.h"
 
 #include "check.h"
+#include "fake_nvml.h"
 
 #include <sys/stat.h>
 
@@ -75,6 +80,60 @@ static void check_drift(void)
     o = dg_sustain_drift(r, none, NULL, 18, true, &u);
     CHECK(!strncmp(dg_jstr(o, "verdict"), "not judged", 10) && !u);
     cJSON_Delete(o);
+}
+
+/* The H200's windows (docs/evidence/h200-levels-20261202.log): the planted
+ * slowdown on cuda (a fall over the first four seconds, then a fifth of the
+ * rate held) and the healthy 60 s run (flat, a dip of 1.5% near the end). */
+static const double h200_slow[] = {34056, 20170, 14191, 10983, 9956, 10045, 10003, 9997, 10002,
+                                   9994,  9970,  10018, 9999,  9990, 9994,  9995,  9995, 9981};
+static const double h200_healthy[] = {
+    50343, 50215, 50595, 50705, 50727, 50691, 50706, 50712, 50713, 50706, 50728, 50603,
+    50722, 50707, 50520, 50594, 50207, 50654, 50740, 50733, 50736, 50719, 50723, 50730,
+    50732, 50712, 50769, 50758, 50891, 50766, 50761, 50760, 50721, 50755, 50742, 50718,
+    50722, 50714, 50712, 50717, 50731, 50709, 50661, 50566, 50704, 50029, 50489, 50393,
+    50219, 50379, 50619, 50489, 50477, 50481, 50473, 50228, 50486, 50681, 50324};
+
+/* Shapes the drift must tell apart: a device that slows and holds the lower
+ * rate is unstable (the bootstrap of each third's spread called the H200's
+ * "inconclusive", 0.37-1.00, and the gate passed); a flat run, a short burst
+ * and a controller settling in the first windows are stable. */
+static void check_drift_shapes(void)
+{
+    double none[64], r[64];
+    bool u = false;
+    for (int i = 0; i < 64; i++)
+        none[i] = NAN;
+    int n = (int)(sizeof h200_slow / sizeof h200_slow[0]);
+    cJSON *o = dg_sustain_drift(h200_slow, none, NULL, n, false, &u);
+    printf("h200 slowdown: ratio %.3f (%.3f-%.3f), noise %.1f GFLOP/s: %s\n",
+           dg_jnum(o, "ratio.value"), dg_jnum(o, "ratio_ci.lo.value"),
+           dg_jnum(o, "ratio_ci.hi.value"), dg_jnum(o, "noise.value"), dg_jstr(o, "verdict"));
+    CHECK_STR(dg_jstr(o, "verdict"), "unstable");
+    CHECK(u && dg_jnum(o, "ratio_ci.hi.value") < 0.95);
+    cJSON_Delete(o);
+    n = (int)(sizeof h200_healthy / sizeof h200_healthy[0]);
+    o = dg_sustain_drift(h200_healthy, none, NULL, n, false, &u);
+    printf("h200 healthy: ratio %.4f (%.4f-%.4f), noise %.1f GFLOP/s: %s\n",
+           dg_jnum(o, "ratio.value"), dg_jnum(o, "ratio_ci.lo.value"),
+           dg_jnum(o, "ratio_ci.hi.value"), dg_jnum(o, "noise.value"), dg_jstr(o, "verdict"));
+    CHECK_STR(dg_jstr(o, "verdict"), "stable");
+    CHECK(!u && dg_jnum(o, "ratio_ci.lo.value") >= 0.95 && dg_jnum(o, "ratio.value") < 1);
+    cJSON_Delete(o);
+    /* Short bursts: a first window 20% fast, one window at half rate in the
+     * last third, one at 1.3x in the middle: stable. */
+    memcpy(r, h200_healthy, sizeof h200_healthy);
+    r[0] *= 1.2, r[50] *= 0.5, r[30] *= 1.3;
+    CHECK_STR(drift_verdict(r, none, n, &u), "stable");
+    /* A controller settling: boost for two seconds (8% over), then flat
+     * with 0.3% noise: stable. */
+    for (int i = 0; i < 30; i++)
+        r[i] = (i < 2 ? 1080 : 1000) * (1 + 0.003 * ((i * 7 % 5) - 2) / 2.0);
+    CHECK_STR(drift_verdict(r, none, 30, &u), "stable");
+    /* The same device slowing 10% smoothly over the run: unstable. */
+    for (int i = 0; i < 30; i++)
+        r[i] = (1000 - 100.0 * i / 29) * (1 + 0.003 * ((i * 7 % 5) - 2) / 2.0);
+    CHECK_STR(drift_verdict(r, none, 30, &u), "unstable");
 }
 
 static void check_health_summary(void)
@@ -183,8 +242,12 @@ static void check_host_source(void)
     dg_health_read(h, 1, NULL, &a);
     CHECK(!strncmp(dg_health_source(h), "none", 4) && !a.sm_mhz.valid && !a.temp_c.valid);
     dg_health_close(h);
-    /* NVML asked for a device it cannot find: a source that reports nothing, saying why. */
-    h = dg_health_open(&info, true, NULL);
+    /* NVML asked for a device at an address no device has: a source that
+     * reports nothing, saying why (NVML loaded or not: an address, not "no
+     * address", which on a machine of one GPU names that GPU). */
+    dg_device_info nowhere = {.host_memory = false};
+    snprintf(nowhere.pci_bus_id, sizeof nowhere.pci_bus_id, "0000:ff:1f.7");
+    h = dg_health_open(&nowhere, true, NULL);
     CHECK(!strncmp(dg_health_source(h), "none", 4));
     dg_health_read(h, 1, NULL, &a);
     CHECK(!a.sm_mhz.valid && !a.power_w.valid && !a.reasons_valid);
@@ -193,6 +256,100 @@ static void check_host_source(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
         printf("note: %s left behind\n", root);
+}
+
+/* ---- the health source through a fake NVML (fake_nvml.h) ---- */
+/* The H200's figures at work: SM 1980 MHz, memory 3201 MHz, 64 C. */
+static dg_nvml_ret fake_clock(dg_nvml_device d, int which, unsigned *v)
+{
+    if (!fake_ok(d))
+        return 2;
+    if (which == DG_NVML_CLOCK_SM)
+        *v = 1980;
+    else if (which == DG_NVML_CLOCK_MEM)
+        *v = 3201;
+    else
+        return 3; /* NVML_ERROR_NOT_SUPPORTED */
+    return DG_NVML_OK;
+}
+static dg_nvml_ret fake_temp(dg_nvml_device d, int sensor, unsigned *v)
+{
+    *v = 64;
+    return fake_ok(d) && sensor == 0 ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_power(dg_nvml_device d, unsigned *mw)
+{
+    *mw = 684674; /* milliwatts */
+    return fake_ok(d) ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_energy(dg_nvml_device d, unsigned long long *mj)
+{
+    *mj = 40610369ULL; /* millijoules */
+    return fake_ok(d) ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_reasons(dg_nvml_device d, unsigned long long *bits)
+{
+    *bits = DG_NVML_THROTTLE_SW_POWER_CAP | DG_NVML_THROTTLE_APP_CLOCKS;
+    return fake_ok(d) ? DG_NVML_OK : 2;
+}
+static dg_nvml_ret fake_no_sensor(dg_nvml_device d, int sensor, unsigned *v)
+{
+    (void)d, (void)sensor, (void)v;
+    return 3; /* NVML_ERROR_NOT_SUPPORTED */
+}
+
+/* The NVML source's reading and its units through a fake NVML, the path
+ * only a machine with NVML takes: milliwatts to W, millijoules to J, MHz,
+ * C and the reason bits as NVML gives them; a call NVML lacks or refuses is
+ * not reported; a device it does not list is never read. */
+static void check_nvml_source(void)
+{
+    dg_nvml nv = fake_nvml();
+    nv.clock = fake_clock, nv.temperature = fake_temp, nv.power = fake_power;
+    nv.energy = fake_energy, nv.throttle = fake_reasons;
+    dg_health *h = dg_health_open_nvml(&nv, FAKE_PCI, NULL);
+    dg_health_sample a;
+    CHECK_STR(dg_health_source(h), "NVML");
+    dg_health_read(h, 3, NULL, &a);
+    CHECK(a.t == 3 && a.sm_mhz.valid && a.sm_mhz.value == 1980 && a.mem_mhz.valid &&
+          a.mem_mhz.value == 3201);
+    CHECK(a.temp_c.valid && a.temp_c.value == 64);
+    CHECK(a.power_w.valid && fabs(a.power_w.value - 684.674) < 1e-9);
+    CHECK(a.energy_j.valid && fabs(a.energy_j.value - 40610.369) < 1e-9);
+    CHECK(a.reasons_valid && a.reasons == (DG_NVML_THROTTLE_SW_POWER_CAP | 0x2));
+    CHECK(!a.throttle_events.valid); /* a host-only field */
+    dg_health_close(h);
+    /* A driver without the power, energy and reason calls, one refusing the
+     * temperature: those not reported, the clocks still read. */
+    dg_nvml old = nv;
+    old.power = NULL, old.energy = NULL, old.throttle = NULL;
+    old.temperature = fake_no_sensor;
+    h = dg_health_open_nvml(&old, FAKE_PCI, NULL);
+    dg_health_read(h, 1, NULL, &a);
+    CHECK(a.sm_mhz.valid && !a.temp_c.valid && !a.power_w.valid && !a.energy_j.valid &&
+          !a.reasons_valid && a.reasons == 0);
+    dg_health_close(h);
+    /* An address NVML does not list: nothing read, never through an unset handle. */
+    fake_bad_handle = 0;
+    h = dg_health_open_nvml(&nv, "0000:ff:1f.7", NULL);
+    dg_health_read(h, 1, NULL, &a);
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && !a.sm_mhz.valid && !a.power_w.valid &&
+          !a.reasons_valid);
+    CHECK(fake_bad_handle == 0);
+    dg_health_close(h);
+    /* No address: a lone device is the one; of two, neither. */
+    h = dg_health_open_nvml(&nv, "", NULL);
+    CHECK_STR(dg_health_source(h), "NVML");
+    dg_health_close(h);
+    fake_devices = 2;
+    h = dg_health_open_nvml(&nv, NULL, "a test");
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && strstr(dg_health_source(h), "a test"));
+    dg_health_close(h);
+    fake_devices = 1;
+    /* NVML that did not load: none. */
+    h = dg_health_open_nvml(NULL, FAKE_PCI, "libnvidia-ml.so.1: cannot open");
+    CHECK(!strncmp(dg_health_source(h), "none", 4) && strstr(dg_health_source(h), "cannot open"));
+    dg_health_close(h);
 }
 
 static void check_on_cpu(void)
@@ -253,8 +410,10 @@ static void check_on_cpu(void)
 int main(void)
 {
     check_drift();
+    check_drift_shapes();
     check_health_summary();
     check_host_source();
+    check_nvml_source();
     check_on_cpu();
     CHECK_DONE();
 }

@@ -53,6 +53,11 @@ _state = None
 _install_lock = threading.Lock()
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # CUDA sync debug mode's text (torch 2.x)
+MEM_BUDGET = 0.002  # a step's memory reading may cost this share of the step...
+MEM_FLOOR_MS = 0.005  # ...once it costs more than this (a cpu footprint's pread never does)
+MEM_MAX_STRIDE = 32  # and is thinned to no fewer than one reading every 32 steps
+GC_BUDGET = 0.005  # a full collection at an epoch end may cost this share of the epoch...
+GC_GROWTH = 0.01  # ...or runs anyway when live memory grew this much since the last one
 MAX_EPOCH_LOSSES = 1000  # losses kept per epoch (thinned to every 2nd, 4th... step beyond)
 
 
@@ -184,6 +189,10 @@ class _State:
             self.mem_every = max(0, int(os.environ.get("DEVGATE_PROBE_MEM_EVERY", "1")))
         except ValueError:
             self.mem_every = 1
+        self.mem_next = 0  # the step of the next memory reading
+        self.epoch_t0 = perf_counter()  # when the open training epoch began
+        self.gc_ms = None  # the last full collection's cost
+        self.gc_base = (None, None)  # live memory after it (allocated, footprint)
         self.gate_on = os.environ.get("DEVGATE_PROBE_GATE", "1") not in ("0", "false", "no")
         self.window = _window.Window()  # devgate accept's knobs: stop after N steps, profile
         self.lock = threading.Lock()
@@ -322,6 +331,7 @@ class _State:
         device = self.device or "cpu"
         emptied = False
         losses = None
+        collected = None
         with own_calls(self):
             try:
                 losses = self.read_losses(torch)
@@ -330,7 +340,7 @@ class _State:
             try:
                 kind = split_device(device)[0]
                 if self.empty_cache:
-                    gc.collect()  # costs tens of ms with torch loaded: only when asked
+                    collected = self.collect(torch, device)
                 if kind == "cpu":
                     emptied = True  # the cpu allocator keeps no cache to empty
                 elif self.empty_cache:
@@ -344,7 +354,33 @@ class _State:
                         max_allocated=max_alloc, driver=driver,
                         footprint=None if at_exit else _probe_mod.rss_bytes(),
                         cache_emptied=bool(emptied), validation=bool(self.epoch_has_validation),
-                        losses=losses)
+                        losses=losses, gc=collected)
+
+    def collect(self, torch, device):
+        """The epoch end's garbage collection; returns "full" or "young". A
+        full collection costs tens of ms with torch loaded (all its module
+        objects scanned), several % of a short epoch: it runs at the first
+        epoch end, whenever it cost at most GC_BUDGET of the epoch, and
+        whenever the live memory (device allocated, footprint) stands more
+        than GC_GROWTH above its reading after the last full one, so memory
+        that grows is always read after a full collection. Otherwise only
+        the young generations are collected (microseconds)."""
+        epoch_ms = (perf_counter() - self.epoch_t0) * 1000.0
+        full = self.gc_ms is None or self.gc_ms <= GC_BUDGET * epoch_ms
+        if not full:
+            now = self.live_memory(torch, device)
+            full = any(b and v is not None and v > b * (1.0 + GC_GROWTH) for v, b in zip(now, self.gc_base))
+        if not full:
+            gc.collect(1)
+            return "young"
+        t0 = perf_counter()
+        gc.collect()
+        self.gc_ms = (perf_counter() - t0) * 1000.0
+        self.gc_base = self.live_memory(torch, device)
+        return "full"
+
+    def live_memory(self, torch, device):
+        return (_probe_mod._allocated_now(torch, device), _probe_mod.rss_bytes())
 
     def reset_interval(self, syncs=True):
         self.mark = perf_counter()
@@ -366,11 +402,13 @@ class _State:
             self.cur_loader = weakref.ref(loader)
             self.cur_iter = weakref.ref(it)
             self.reset_interval(syncs=False)
+            self.epoch_t0 = self.mark
             if train is not None:
                 self.epoch += 1
                 self.epoch_open = True
                 self.epoch_has_validation = False
                 self.step_index = 0
+                self.mem_next = 0
             if self.batch_hint is None:
                 self.batch_hint = getattr(loader, "batch_size", None)
             if self.loader_info is None:
@@ -439,8 +477,8 @@ class _State:
             fields["batch"] = self.samples
         if self.sync_debug is not None and self.sync_debug["state"] in ("on", "program"):
             fields["device_syncs"] = self.device_syncs
-        if self.mem_every and self.step_index % self.mem_every == 0:
-            self.step_memory(fields)
+        if self.mem_every and self.step_index >= self.mem_next:
+            self.step_memory(fields, interval)
         self.probe.emit("step", **fields)
         self.keep_step_loss(self.step_index)
         self.step_index += 1
@@ -448,15 +486,19 @@ class _State:
         if self.window.wanted:
             self.window.after_step(self, data)  # may raise SystemExit(_window.STOP_CODE)
 
-    def step_memory(self, fields):
+    def step_memory(self, fields, interval_ms):
         """The step's memory after the optimizer stepped: the device's live
         (allocated) bytes and the process footprint. Counters only, no sync
         and no collection: the leak screen of a short soak fits a line
-        through them (devgate's soak.step_growth)."""
+        through them (devgate's soak.step_growth; a reading's step is its
+        position, so a step without one is simply left out). Read every
+        mem_every-th step, and thinned further when a reading costs more
+        than MEM_FLOOR_MS and more than MEM_BUDGET of the step."""
         torch = self.torch if self.torch is not None else sys.modules.get("torch")
         self.inside += 1
+        t0 = perf_counter()
         try:
-            alloc = _probe_mod._device_memory(torch, self.device or "cpu")[0]
+            alloc = _probe_mod._allocated_now(torch, self.device or "cpu")
             if alloc is not None:
                 fields["allocated"] = alloc
             fp = _probe_mod.rss_bytes()
@@ -466,6 +508,11 @@ class _State:
             pass
         finally:
             self.inside -= 1
+        cost_ms = (perf_counter() - t0) * 1000.0
+        stride = self.mem_every
+        if cost_ms > MEM_FLOOR_MS and interval_ms > 0:
+            stride = max(stride, min(MEM_MAX_STRIDE, int(cost_ms / (MEM_BUDGET * interval_ms)) + 1))
+        self.mem_next = self.step_index + stride
 
     def stop(self, n):
         """The clean stop DEVGATE_PROBE_MAX_STEPS asks for: the epoch's memory,

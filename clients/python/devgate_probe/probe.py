@@ -25,6 +25,7 @@ _FLT_EPSILON = 2.0 ** -23
 _FLT_MIN = 1.1754943508222875e-38
 _GATE_SEED = 20261130
 _MAX_FALLBACK_OPS = 1000
+_ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=True).encode
 _warned = set()
 _warned_lock = threading.Lock()
 # Set once the program drives a Probe of its own (not the zero-code one): the
@@ -154,6 +155,28 @@ def _device_memory(torch, device):
     except Exception:
         pass
     return alloc, reserved, max_alloc, driver
+
+
+def _allocated_now(torch, device):
+    """The device's live allocated bytes (the step's memory reading), or None.
+    On CUDA one member of memory_stats_as_nested_dict: memory_allocated
+    flattens and sorts every statistic of the allocator first (about ten
+    times the cost, on every optimizer step). Never synchronises."""
+    kind, idx = split_device(device)
+    if torch is None or kind == "cpu":
+        return None
+    try:
+        if kind == "cuda":
+            if not torch.cuda.is_initialized():
+                return None
+            stats = torch.cuda.memory_stats_as_nested_dict(idx if idx is not None else torch.cuda.current_device())
+            return int(stats["allocated_bytes"]["all"]["current"])
+        if kind == "mps":
+            fn = _mps_fn(torch, "current_allocated_memory")
+            return int(fn()) if fn else None
+    except Exception:
+        pass
+    return None
 
 
 def _peak_bytes(torch, device):
@@ -405,11 +428,22 @@ class Probe:
             return None
         try:
             rec = {"v": PROTOCOL_VERSION, "ev": ev, "t": time.time()}
+            flat = True
             for k, v in fields.items():
-                if k not in rec:
-                    rec[k] = v
-            rec = clean(rec)
-            line = json.dumps(rec, allow_nan=False, separators=(",", ":"), ensure_ascii=True)
+                if k in rec:
+                    continue
+                t = type(v)
+                if t is float:
+                    if not math.isfinite(v):
+                        v = None
+                elif not (v is None or t is int or t is bool or (t is str and len(v) <= MAX_TEXT)):
+                    flat = False
+                rec[k] = v
+            # A flat event of plain values (every step's) is already clean; clean()
+            # walks anything else. One encoder, built once: json.dumps with options
+            # builds a new one per call.
+            rec = rec if flat else clean(rec)
+            line = _ENCODE(rec)
         except Exception as e:
             _warn("encode", "an event could not be encoded (%s)" % describe(e))
             return None

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ocl_cache.h"
 #include "opencl_hooks.h"
 #include "opencl_kernels.h"
 
@@ -153,6 +154,7 @@ typedef struct ocl_ctx {
     cl_context context;
     cl_command_queue queue;
     cl_program program;
+    dg_ocl_origin origin;            /* the program built from source or from the binary cache */
     cl_kernel kernels[VAR_COUNT][4]; /* the variants usable on this device; others NULL */
     cl_kernel ops[K_COUNT];
     size_t ops_local[K_COUNT]; /* local size per op kernel (a power of two for reductions) */
@@ -839,14 +841,15 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
                         name, cl_err_name(e), (int)e);
         goto fail;
     }
-    const char *src = opencl_kernels;
-    o->program = clCreateProgramWithSource(o->context, 1, &src, NULL, &e);
+    cl_device_type type = 0;
+    clGetDeviceInfo(d->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    o->program = dg_ocl_program_build(o->context, d->platform, d->device, opencl_kernels,
+                                      OCL_BUILD_OPTS, !(type & CL_DEVICE_TYPE_CPU), &e, &o->origin);
     if (!o->program) {
         st = reason_set(reason, len, cl_status(e), "clCreateProgramWithSource failed: %s (%d)",
                         cl_err_name(e), (int)e);
         goto fail;
     }
-    e = clBuildProgram(o->program, 1, &d->device, OCL_BUILD_OPTS, NULL, NULL);
     if (e != CL_SUCCESS) {
         build_failure(o, e, reason, len);
         st = e == CL_OUT_OF_HOST_MEMORY ? DG_ERR_NOMEM : DG_ERR_BACKEND;
@@ -865,6 +868,12 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
 fail:
     ocl_free(o);
     return st;
+}
+
+const char *dg_ocl_program_origin(void *ctx)
+{
+    ocl_ctx *o = ctx;
+    return !o ? "" : o->origin == DG_OCL_FROM_CACHE ? "cache" : "source";
 }
 
 static const char *ocl_last_error(void *ctx)
