@@ -311,13 +311,20 @@ dg_status dg_model_forward(dg_ctx *ctx, dg_engine *e, const dg_model *m, const d
                            int n, void *act, void *params)
 {
     dg_status st = DG_OK;
+    bool fc_fused = dg_engine_fuses(e, DG_FUSE_GEMM), conv_fused = dg_engine_fuses(e, DG_FUSE_CONV);
     for (int i = 0; i < m->nlayers && st == DG_OK; i++) {
         const dg_layer *l = &m->L[i];
         dg_ref in = {act, i == 0 ? lay->x_off : m->L[i - 1].y_off};
         dg_ref y = {act, l->y_off}, w = {params, l->w_off}, b = {params, l->b_off};
+        bool relu = i + 1 < m->nlayers && m->L[i + 1].kind == DG_L_RELU;
+        dg_epilogue ep = {b, relu, {NULL, 0}};
+        if (relu && ((l->kind == DG_L_CONV && conv_fused) || (l->kind == DG_L_FC && fc_fused)))
+            y = (dg_ref){act, m->L[++i].y_off}; /* the ReLU's output; the ReLU is done */
+        dg_ref work = {act, lay->work_off};
         switch (l->kind) {
         case DG_L_CONV:
-            st = dg_op_conv2d_fwd(ctx, e, &l->conv, in, w, b, y, (dg_ref){act, lay->work_off});
+            st = conv_fused ? dg_op_conv2d_fwd_ep(ctx, e, &l->conv, in, w, y, work, &ep)
+                            : dg_op_conv2d_fwd(ctx, e, &l->conv, in, w, b, y, work);
             break;
         case DG_L_RELU:
             st = dg_op_relu_fwd(ctx, e, in, y, (size_t)n * l->out_c * l->out_h * l->out_w);
@@ -327,6 +334,11 @@ dg_status dg_model_forward(dg_ctx *ctx, dg_engine *e, const dg_model *m, const d
             break;
         case DG_L_FC:
             /* y[n, out] = x[n, in] * W[out, in]^T + b */
+            if (fc_fused) {
+                st = dg_op_gemm_ep(ctx, e, false, true, n, l->out_c, l->in_c, in, l->in_c, w,
+                                   l->in_c, y, l->out_c, &ep);
+                break;
+            }
             st = dg_op_gemm(ctx, e, false, true, n, l->out_c, l->in_c, 1.0f, in, l->in_c, w,
                             l->in_c, 0.0f, y, l->out_c);
             if (st == DG_OK)

@@ -63,7 +63,9 @@ void dg_model_layout(dg_model *m, dg_engine *e, int n, dg_act_layout *out);
 
 /* The forward pass of m at batch n (laid out by dg_model_layout for n)
  * through every layer, no loss: the input at act's x_off, each layer's output
- * at its y_off (the last layer's are the logits); act is the activation
+ * at its y_off (the last layer's are the logits; where the engine fuses, a
+ * layer's bias and the ReLU after it run in the layer's own call, which
+ * writes the ReLU's output and never its own); act is the activation
  * arena's buffer, params the parameter arena's (weights at their offsets).
  * The first failing op's status, its message on ctx. */
 dg_status dg_model_forward(dg_ctx *ctx, dg_engine *e, const dg_model *m, const dg_act_layout *lay,
