@@ -31,6 +31,7 @@
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
 #            accept_train.py forked, and the fallback when an installed import initialises CUDA;
 #            each sweep trial's timeline in spans with their medians (bench/trial_timeline.py)
+#            FORK_PARTS (default "quick full cmd devinit") picks the runs
 #   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
 #            (FORK_ROUNDS=N for more; each round about 4 minutes)
 #   levels   issue 25 on cuda: gate --level 2 (every op of every backend against float64
@@ -392,16 +393,24 @@ pass_fork() {
   # After each accept: its launch, then each sweep trial's timeline cut into
   # spans (start, imports, device init, to the first step, warm-up, window,
   # exit, devgate's own) and their medians (bench/trial_timeline.py).
-  accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
-  launch_line "$packs/fork-quick/report.json"
-  python3 bench/trial_timeline.py "$packs/fork-quick/report.json"
-  accept_timed fork-full 420 -- "${FORK_CMD[@]}"
-  launch_line "$packs/fork-full/report.json"
-  python3 bench/trial_timeline.py "$packs/fork-full/report.json"
-  accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
-    --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
-  launch_line "$packs/fork-cmd/report.json"
-  python3 bench/trial_timeline.py "$packs/fork-cmd/report.json"
+  local parts=" ${FORK_PARTS:-quick full cmd devinit} "
+  if [[ $parts == *" quick "* ]]; then
+    accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
+    launch_line "$packs/fork-quick/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-quick/report.json"
+  fi
+  if [[ $parts == *" full "* ]]; then
+    accept_timed fork-full 420 -- "${FORK_CMD[@]}"
+    launch_line "$packs/fork-full/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-full/report.json"
+  fi
+  if [[ $parts == *" cmd "* ]]; then
+    accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
+      --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+    launch_line "$packs/fork-cmd/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-cmd/report.json"
+  fi
+  [[ $parts == *" devinit "* ]] || return 0
   # An installed package that initialises CUDA at import: every run a fresh interpreter, said why.
   rm -rf /tmp/devgate-fork-site && cp -r tests/python/scripts/fork_site /tmp/devgate-fork-site
   (
