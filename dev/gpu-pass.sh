@@ -56,6 +56,14 @@
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
 #            then slo --target fixture on cuda (mlp batch 1, cifar batch 64) and on the
 #            host (cifar batch 64): a ladder 1,4,16,64 of SLO_FIXTURE_SECS (6) each
+#   cpubench issue 24's cpu target on the host CPU: (tests) test_cpu_conv_paths (AVX-512
+#            against AVX2 bit for bit) and test_ops on every conv path; (bench)
+#            bench/fixture_vs_torch.py --backend cpu --threads 1,2, every preset, b32-512;
+#            (avx2) cifar with DEVGATE_CPU_CONV=avx2 (the kernels before AVX-512) against
+#            PyTorch; (coretype) mlp and lenet with OPENBLAS_CORETYPE=C on both sides for
+#            each C in CPUBENCH_CORETYPES (default SkylakeX: OpenBLAS 0.3.21 takes its
+#            256-bit Zen kernel on Zen 4). CPUBENCH_PARTS (default "tests bench") picks
+#            parts; "avx2 coretype" is the second call of 10 minutes
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -569,6 +577,30 @@ for l in d["levels"]:
 print(" statement:", d["final_gate"]["statement"][:400])
 PY
   done
+}
+
+pass_cpubench() {
+  local parts=${CPUBENCH_PARTS:-tests bench} ct
+  grep -m1 "model name" /proc/cpuinfo; echo " $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  if [[ " $parts " == *" tests "* ]]; then
+    unit_test test_cpu_conv_paths 300
+    unit_test test_ops 300
+    grep -E "^cpu|passed" "$packs/test_ops.txt" | head -40
+  fi
+  if [[ " $parts " == *" bench "* ]]; then
+    python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu --threads 1,2 --rounds 3 \
+      --json "$out/cpubench.json"
+  fi
+  if [[ " $parts " == *" avx2 "* ]]; then
+    DEVGATE_CPU_CONV=avx2 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu \
+      --presets cifar --threads 1,2 --rounds 3 --json "$out/cpubench-avx2.json"
+  fi
+  if [[ " $parts " == *" coretype "* ]]; then
+    for ct in ${CPUBENCH_CORETYPES:-SkylakeX}; do
+      OPENBLAS_CORETYPE=$ct python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu \
+        --presets mlp,lenet --threads 1,2 --rounds 3 --json "$out/cpubench-$ct.json"
+    done
+  fi
 }
 
 pass_fuzz() {
