@@ -5,8 +5,10 @@
 # and a Markdown table: the whole accept's wall, the sweep trials' wall, the
 # gate/soak/profile walls, the server's start-up, then at each batch of the
 # sweep both sides' samples/s (median over the rounds) and peak footprint with
-# the ratio forked/fresh. Medians over the rounds; the ratio fresh/forked of the
-# walls says how much faster. Each accept gets a private measurement lock, so
+# the ratio forked/fresh, and where a sweep trial's seconds go on either side
+# (its timeline's spans, medians over every trial: bench/trial_timeline.py).
+# Medians over the rounds; the ratio fresh/forked of the walls says how much
+# faster. Each accept gets a private measurement lock, so
 # a neighbour's measurement on a shared machine does not hold it up (the lock
 # waits are shown).
 #
@@ -102,6 +104,15 @@ row("soak", lambda d: steps(d, "soak"))
 row("compare", lambda d: steps(d, "compare"))
 row("profile", lambda d: steps(d, "profile"))
 row("sweep lock waits", lockw)
+# Where a sweep trial's seconds go: its timeline's spans, medians over every trial.
+sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
+import trial_timeline
+tl = {m: trial_timeline.medians([d for rc, w, d in runs[m] if d]) for m in runs}
+print("\n| sweep trial's span, median over trials | forked (s) | fresh (s) |")
+print("|---|---|---|")
+for k in trial_timeline.ORDER:
+    if k in tl["fork"] or k in tl["plain"]:
+        print("| %s | %s | %s |" % (k, *("%.2f" % tl[m][k] if k in tl[m] else "-" for m in ("fork", "plain"))))
 srv = [d["launch"]["server"] for rc, w, d in runs["fork"] if d and (d.get("launch") or {}).get("server")]
 if srv:
     print("\nserver: python %s, imported %s; import %.1f s, ready %.1f s (median)" % (

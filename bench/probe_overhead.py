@@ -102,6 +102,9 @@ def rounds(a):
                 "%s/plain %.4f" % (v, ratios[v][-1]) for v in ratios), flush=True)
             if k + 1 >= a.min_rounds and interval_text(ratios["run"])[1] < a.width:
                 break
+            if a.max_seconds and time.time() - a.t0 > a.max_seconds * (k + 2) / (k + 1):
+                print("stopped: the next round would pass --max-seconds %g" % a.max_seconds)
+                break
     print("device %s, batch %d, %d steps an epoch, median epoch after the first, %d rounds: %s" % (
         a.device, a.batch, a.steps, len(got["plain"]),
         ", ".join("%s %.3f s" % (v, statistics.median(got[v])) for v in variants)))
@@ -224,9 +227,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=40, help="at most this many rounds")
     ap.add_argument("--min-rounds", type=int, default=6)
     ap.add_argument("--width", type=float, default=0.02, help="stop once the run/plain interval is this narrow")
+    ap.add_argument("--max-seconds", type=float, default=0, help="no round begun that would end past this")
     ap.add_argument("--hooks", action="store_true", help="time each hook's body instead")
     a = ap.parse_args()
-    t0 = time.time()
+    t0 = a.t0 = time.time()
     hooks(a) if a.hooks else rounds(a)
     print("(%.0f s)" % (time.time() - t0))
 

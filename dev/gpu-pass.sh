@@ -29,7 +29,9 @@
 #            (default "fp32 tf32 bf16", the bench's) split it over calls of 10 minutes.
 #   fork     issue 22 item 1: accept --quick -- CMD and the default tier on cuda with the runs
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
-#            accept_train.py forked, and the fallback when an installed import initialises CUDA
+#            accept_train.py forked, and the fallback when an installed import initialises CUDA;
+#            each sweep trial's timeline in spans with their medians (bench/trial_timeline.py)
+#            FORK_PARTS (default "quick full cmd devinit") picks the runs
 #   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
 #            (FORK_ROUNDS=N for more; each round about 4 minutes)
 #   levels   issue 25 on cuda: gate --level 2 (every op of every backend against float64
@@ -39,8 +41,16 @@
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
 #            _sustain; each failing check's line in the log) and accept --level 2 on cuda;
-#            the per-op table in levels-ops.txt. LEVELS_PARTS (default "gates faults
-#            tests accept") picks parts: "tests faults" is the short re-check
+#            the per-op table in levels-ops.txt; accept --level 2 -- CMD on a PyTorch
+#            script on cuda. LEVELS_PARTS (default "gates faults tests accept cmd") picks
+#            parts: "tests faults cmd" is the short re-check (under 4 minutes)
+#   ttev     issue 24's time to evidence and the probe's cost on cuda: accept --backend cuda
+#            from a cold devgate process (keep the pass first in the call that follows the
+#            carry), then --quick and the default tier again warm, each with its steps' walls
+#            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
+#            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
+#            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
+#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
@@ -74,7 +84,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 v = lambda x: x.get("value") if isinstance(x, dict) else x
 r1 = lambda x: None if x is None else round(x, 2)
-print(" steps", [(s["name"], s["status"], r1(v(s.get("wall")))) for s in d.get("steps", [])])
+print(" steps", [(s["name"], s["status"], r1(v(s.get("wall"))), r1(100 * (v(s.get("share")) or 0)))
+                 for s in d.get("steps", [])], "(name, status, wall s, share %)")
 for s in d.get("steps", []):
     if s.get("error"):
         print("  %s error: %s" % (s["name"], s["error"][:200]))
@@ -137,6 +148,26 @@ pass_fixture() {
   accept_timed quick1 60 --quick --backend cuda
   accept_timed quick2 60 --quick --backend cuda
   accept_timed full 150 --backend cuda
+}
+
+pass_ttev() {
+  accept_timed ttev-cold 150 --backend cuda
+  accept_timed ttev-quick 60 --quick --backend cuda
+  accept_timed ttev-warm 150 --backend cuda
+  local s g
+  for g in cache off cache; do # NVIDIA's OpenCL: the program from the binary cache, from source
+    s=$(date +%s.%N)
+    if [ $g = off ]; then DEVGATE_OPENCL_CACHE=off $DG --no-ledger gate --backend opencl >/dev/null 2>&1
+    else $DG --no-ledger gate --backend opencl >/dev/null 2>&1; fi
+    echo "gate --backend opencl, program cache $g: exit $? in $(secs "$s") s"
+  done
+  s=$(date +%s.%N)
+  timeout 200 python3 bench/probe_overhead.py --hooks --device cuda --steps 200
+  echo "hooks: exit $? in $(secs "$s") s"
+  s=$(date +%s.%N)
+  timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
+    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-170}"
+  echo "rounds: exit $? in $(secs "$s") s"
 }
 
 pass_cmd() {
@@ -357,13 +388,27 @@ print(" launch", l.get("used"), "forked", l.get("forked"), "plain", l.get("plain
 }
 
 pass_fork() {
-  accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
-  launch_line "$packs/fork-quick/report.json"
-  accept_timed fork-full 420 -- "${FORK_CMD[@]}"
-  launch_line "$packs/fork-full/report.json"
-  accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
-    --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
-  launch_line "$packs/fork-cmd/report.json"
+  # After each accept: its launch, then each sweep trial's timeline cut into
+  # spans (start, imports, device init, to the first step, warm-up, window,
+  # exit, devgate's own) and their medians (bench/trial_timeline.py).
+  local parts=" ${FORK_PARTS:-quick full cmd devinit} "
+  if [[ $parts == *" quick "* ]]; then
+    accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
+    launch_line "$packs/fork-quick/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-quick/report.json"
+  fi
+  if [[ $parts == *" full "* ]]; then
+    accept_timed fork-full 420 -- "${FORK_CMD[@]}"
+    launch_line "$packs/fork-full/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-full/report.json"
+  fi
+  if [[ $parts == *" cmd "* ]]; then
+    accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
+      --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+    launch_line "$packs/fork-cmd/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-cmd/report.json"
+  fi
+  [[ $parts == *" devinit "* ]] || return 0
   # An installed package that initialises CUDA at import: every run a fresh interpreter, said why.
   rm -rf /tmp/devgate-fork-site && cp -r tests/python/scripts/fork_site /tmp/devgate-fork-site
   (
@@ -441,7 +486,7 @@ for b in d.get("backends", []):
               m.get("rated_source"), m.get("ok")))
 PY
   }
-  local parts=" ${LEVELS_PARTS:-gates faults tests accept} "
+  local parts=" ${LEVELS_PARTS:-gates faults tests accept cmd} "
   if [[ $parts == *" gates "* ]]; then
     gate_timed level1 60 --level 1
     gate_timed level2 180 --level 2
@@ -466,6 +511,20 @@ for b in d.get("backends", []):
   if [[ $parts == *" accept "* ]]; then
     accept_timed level2-accept 900 --level 2 --backend cuda
     grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+  fi
+  if [[ $parts == *" cmd "* ]]; then # accept --level 2 -- CMD: devgate's gate on the command's device
+    accept_timed level2-cmd 300 --level 2 --sweep-from 64 --sweep-to 1024 --epochs 2 -- \
+      python3 tests/python/scripts/accept_train.py --batch '{batch}' --device '{device}' \
+      --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+    grep -hE "device gate|level [0-9] (took|OVERRAN)" "$packs/level2-cmd.txt" "$packs/level2-cmd.err"
+    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gate"]; lv = g.get("level") or {}
+print(" gate level", lv.get("level"), "on", lv.get("backend"), "verdict", lv.get("verdict"), "wall",
+      (lv.get("wall") or {}).get("value"), "budget", (lv.get("budget") or {}).get("value"), "reason", lv.get("reason"))
+for b in g.get("backends", []):
+    o = b.get("ops") or {}
+    print("  %s available %s level_backend %s ops checked %s failed %s link ok %s" % (b.get("name"), b.get("available"),
+          b.get("level_backend"), o.get("checked"), o.get("failed"), (b.get("link") or {}).get("ok")))' \
+      "$packs/level2-cmd/report.json" 2>&1 | head -12
   fi
 }
 

@@ -244,6 +244,13 @@ double dg_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double dg_wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 void dg_utc_iso(char *buf, size_t len)
 {
     time_t t = time(NULL);

@@ -45,6 +45,9 @@ char *dg_vasprintf(const char *fmt, va_list ap) DG_PRINTF(1, 0);
 
 /* Monotonic clock in seconds. */
 double dg_now(void);
+/* Wall clock (CLOCK_REALTIME) in seconds since the epoch: the clock another
+ * process's time stamps share (a Python child's time.time()). */
+double dg_wall_now(void);
 /* Current UTC time as ISO 8601 "YYYY-MM-DDTHH:MM:SSZ" into buf (>= 21 bytes). */
 void dg_utc_iso(char *buf, size_t len);
 /* Makes room for need elements of elem bytes in the dg_malloc'd array *p of

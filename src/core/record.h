@@ -189,7 +189,8 @@ typedef struct dg_view_spec {
 /* One entry of the record's steps[]. */
 typedef struct dg_view_step {
     const char *name, *status, *verdict, *summary, *error;
-    dg_rec_metric wall; /* s */
+    dg_rec_metric wall;  /* s */
+    dg_rec_metric share; /* fraction of the method's wall; not reported before issue 24 */
 } dg_view_step;
 
 /* Another process the environment saw. */

@@ -201,11 +201,11 @@ static void sec_steps(dg_capbuf *b, const dg_record_view *v)
 {
     if (!dg_rp_section(b, "steps", "Steps", v->nsteps > 0, "steps"))
         return;
-    dg_rp_table_open(
-        b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</th></tr>");
+    dg_rp_table_open(b, "<tr><th>step</th><th>verdict</th><th>summary</th><th>status</th><th>wall</"
+                        "th><th>share</th></tr>");
     for (int i = 0; i < v->nsteps; i++) {
         const dg_view_step *s = &v->steps[i];
-        char wall[64];
+        char wall[64], share[64];
         dg_rp_put(b, "<tr><td>");
         dg_rp_h_esc(b, s->name, "?");
         dg_rp_printf(b, "</td><td><span class=\"sev %s\">", verdict_class(s->verdict));
@@ -221,6 +221,9 @@ static void sec_steps(dg_capbuf *b, const dg_record_view *v)
         dg_rp_put(b, "</td><td class=\"n\">");
         dg_rp_fmt_view_metric(wall, sizeof wall, s->wall);
         dg_rp_h_val(b, wall);
+        dg_rp_put(b, "</td><td class=\"n\">");
+        dg_rp_fmt_view_metric(share, sizeof share, s->share);
+        dg_rp_h_val(b, share);
         dg_rp_put(b, "</td></tr>\n");
     }
     dg_rp_table_close(b);

@@ -72,7 +72,7 @@ static void md_steps(dg_capbuf *b, const dg_record_view *v)
 {
     if (v->nsteps == 0)
         return;
-    dg_rp_put(b, "| step | status | verdict | summary |\n|---|---|---|---|\n");
+    dg_rp_put(b, "| step | status | verdict | summary | share |\n|---|---|---|---|---|\n");
     for (int i = 0; i < v->nsteps; i++) {
         const dg_view_step *s = &v->steps[i];
         dg_rp_put(b, "| ");
@@ -88,6 +88,10 @@ static void md_steps(dg_capbuf *b, const dg_record_view *v)
             md_str(b, s->error, "");
             dg_rp_put(b, ")");
         }
+        char share[64];
+        dg_rp_fmt_view_metric(share, sizeof share, s->share);
+        dg_rp_put(b, " | ");
+        md_str(b, share, "");
         dg_rp_put(b, " |\n");
     }
     dg_rp_put(b, "\n");

@@ -26,6 +26,7 @@
 #include "core/json.h"
 #include "core/record.h"
 #include "measure/measure.h"
+#include "measure/nvml.h"
 #include "steps/runner.h"
 #include "steps/steps.h"
 #include "supervise/supervise.h"
@@ -41,24 +42,65 @@
 #define TRIAL_EPOCHS 1000 /* {epochs} of a trial: the probe stops it long before */
 #define MAX_ARGS 4096
 
+/* How a child run is stopped once its answer is known (the probe's knobs,
+ * docs/events.md "Knobs for devgate accept"): after `steps` optimizer steps
+ * at most, once `steady` steps after the warm-up agree within `tol`, or once
+ * `budget_s` seconds of steps are spent; then it leaves without the module
+ * teardown (fast exit). */
+typedef struct stop_plan {
+    int steps, steady;
+    double tol, budget_s;
+} stop_plan;
+
 /* Per-tier sizes: [0] quick, [1] full. */
 static const struct cmd_tier {
-    int trial_steps;      /* optimizer steps per sweep trial (the first 2 are warm-up) */
+    stop_plan trial;      /* a sweep trial (the first 2 steps are warm-up) */
     double trial_timeout; /* s per child */
     double max_trial_s;   /* stop doubling once a trial's steps took longer than this */
     int device_from;      /* the sweep's first batch when the gate chose a device */
     int soak_epochs;
     int compare_reps, compare_max_reps; /* pairs: at least, at most */
     double compare_ci_width;            /* add pairs while the interval is wider (share) */
-    int compare_steps, compare_max_batch;
+    double compare_budget_s;            /* and while the pairs so far leave time for one more */
+    stop_plan pair;                     /* a side of a pair */
+    int compare_max_batch;
     int profile_warmup, profile_window;
     double profile_wall_s; /* the window closes after this even with steps left */
     int trace_max_events;  /* no Chrome trace of a window with more events */
 } cmd_tiers[2] = {
-    /* 8 steps a quick trial: 6 timed after the warm-up, the fewest a trial's
-     * samples/s interval needs, so the sweep's stops are judged on intervals. */
-    {8, 180, 10, 32, 2, 2, 2, 0.10, 5, 256, 2, 3, 10, 200000},
-    {10, 600, 60, 8, 10, 3, 6, 0.10, 10, 1024, 3, 8, 30, 500000},
+    /* A quick trial: 6 timed steps after the warm-up at least, the fewest a
+     * trial's samples/s interval needs, so the sweep's stops are judged on
+     * intervals; more (up to 12) while the window is not steady. */
+    {.trial = {.steps = 12, .steady = 6, .tol = 0.15, .budget_s = 4},
+     .trial_timeout = 180,
+     .max_trial_s = 10,
+     .device_from = 32,
+     .soak_epochs = 2,
+     .compare_reps = 2,
+     .compare_max_reps = 2,
+     .compare_ci_width = 0.10,
+     .compare_budget_s = 20,
+     .pair = {.steps = 8, .steady = 4, .tol = 0.15, .budget_s = 3},
+     .compare_max_batch = 256,
+     .profile_warmup = 2,
+     .profile_window = 3,
+     .profile_wall_s = 10,
+     .trace_max_events = 200000},
+    {.trial = {.steps = 20, .steady = 8, .tol = 0.10, .budget_s = 10},
+     .trial_timeout = 600,
+     .max_trial_s = 60,
+     .device_from = 8,
+     .soak_epochs = 10,
+     .compare_reps = 3,
+     .compare_max_reps = 6,
+     .compare_ci_width = 0.10,
+     .compare_budget_s = 60,
+     .pair = {.steps = 16, .steady = 6, .tol = 0.10, .budget_s = 6},
+     .compare_max_batch = 1024,
+     .profile_warmup = 3,
+     .profile_window = 8,
+     .profile_wall_s = 30,
+     .trace_max_events = 500000},
 };
 
 typedef struct acmd {
@@ -68,6 +110,7 @@ typedef struct acmd {
     const char *step;   /* the step running now, for the log */
     const char *device; /* the device judged ("cpu", "cuda", "mps") */
     int batch;          /* the batch soak, compare and profile use */
+    int level;          /* the gate's: 2 and above run devgate's device gate */
     bool batch_given;
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
@@ -139,6 +182,28 @@ static void env_free(child_env *e)
     memset(e, 0, sizeof *e);
 }
 
+/* PYTHONPATH with the devgate_probe package first: the gate's child's, and
+ * (the zero-code probe's own edit is the same) every run's. */
+static void probe_pythonpath(const acmd *a, child_env *e)
+{
+    const char *pp = getenv("PYTHONPATH");
+    env_add(e, "PYTHONPATH=%s%s%s", a->o->probe_path ? a->o->probe_path : "",
+            pp && pp[0] ? ":" : "", pp ? pp : "");
+}
+
+/* Starts the fork server now, with the environment every run gets, so its
+ * imports go on while the environment and gate steps run. */
+static void server_early(acmd *a)
+{
+    child_env env = {.n = 0};
+    probe_pythonpath(a, &env);
+    const char **edits = env.nomem ? NULL : dg_spawn_edits((const char *const *)env.vars);
+    if (edits)
+        dg_forksrv_start(a->srv, edits);
+    dg_free(edits);
+    env_free(&env);
+}
+
 /* Runs argv supervised; the run record parsed, NULL (why set) when it could
  * not start. */
 static cJSON *supervise_child(acmd *a, const char *const *argv, dg_probe_mode mode,
@@ -195,9 +260,9 @@ static void child_progress(acmd *a, const cJSON *rec, const char *why)
     dg_progress_trial_end(a->progress, e, detail);
 }
 
-/* A run of the user's command at (batch, device, epochs); steps > 0 stops it
- * cleanly after that many optimizer steps. */
-static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int steps,
+/* A run of the user's command at (batch, device, epochs); sp (NULL: none)
+ * stops it cleanly once its answer is known. */
+static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, const stop_plan *sp,
                       const char *profile, const char *profile_out, bool empty_cache, size_t limit,
                       char *why, size_t len)
 {
@@ -214,8 +279,14 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, int st
     if (!a->has_device && strcmp(device, "cpu") == 0)
         for (size_t i = 0; dg_accept_cmd_cpu_env[i]; i++)
             env_add(&env, "%s", dg_accept_cmd_cpu_env[i]);
-    if (steps > 0)
-        env_add(&env, "DEVGATE_PROBE_MAX_STEPS=%d", steps);
+    if (sp && sp->steps > 0) {
+        env_add(&env, "DEVGATE_PROBE_MAX_STEPS=%d", sp->steps);
+        env_add(&env, "DEVGATE_PROBE_FAST_EXIT=1");
+    }
+    if (sp && sp->steady > 1)
+        env_add(&env, "DEVGATE_PROBE_STEADY=%d:%g", sp->steady, sp->tol);
+    if (sp && sp->budget_s > 0)
+        env_add(&env, "DEVGATE_PROBE_BUDGET=%g", sp->budget_s);
     if (profile && profile_out) {
         env_add(&env, "DEVGATE_PROBE_PROFILE=%s", profile);
         env_add(&env, "DEVGATE_PROBE_PROFILE_OUT=%s", profile_out);
@@ -298,9 +369,7 @@ static dg_status cmd_gate(void *ctx, dg_step_out *out, const char **device)
                        "    p.gate(dev)\n";
     const char *argv[] = {py, "-c", code, NULL};
     child_env env = {.n = 0};
-    const char *pp = getenv("PYTHONPATH");
-    env_add(&env, "PYTHONPATH=%s%s%s", a->o->probe_path ? a->o->probe_path : "",
-            pp && pp[0] ? ":" : "", pp ? pp : "");
+    probe_pythonpath(a, &env);
     char why[512] = "";
     cJSON *rec = a->o->probe_path
                      ? supervise_child(a, argv, DG_PROBE_MANUAL, &env, false, 0, why, sizeof why)
@@ -343,6 +412,9 @@ static dg_status cmd_gate(void *ctx, dg_step_out *out, const char **device)
     }
     if (gate)
         choose(a, gate, why, sizeof why, &st);
+    if (gate && st == DG_OK && a->level >= 2) /* devgate's own checks of the device */
+        dg_accept_cmd_level_gate(a->ctx, gate, a->device, a->level, a->o->cancel, out->summary,
+                                 sizeof out->summary);
     if (st != DG_OK) {
         dg_fail(a->ctx, st, "accept: %s", why);
         snprintf(out->error, sizeof out->error, "%s", why);
@@ -384,9 +456,14 @@ static dg_status cmd_sweep_plan(void *ctx, const dg_method_state *st, cJSON *roo
     else
         cJSON_AddNullToObject(spec, "to");
     cJSON_AddBoolToObject(spec, "bisect", true);
+    const stop_plan *tp = &a->tier->trial;
     cJSON_AddNumberToObject(spec, "warmup_steps", 2);
-    cJSON_AddNumberToObject(spec, "timed_steps", a->tier->trial_steps - 2);
-    cJSON_AddNumberToObject(spec, "max_steps", a->tier->trial_steps);
+    cJSON_AddNumberToObject(spec, "timed_steps", tp->steady); /* at least, when steady */
+    cJSON_AddNumberToObject(spec, "max_steps", tp->steps);
+    cJSON *sd = cJSON_AddObjectToObject(spec, "steady");
+    cJSON_AddNumberToObject(sd, "steps", tp->steady);
+    cJSON_AddItemToObject(sd, "tolerance", dg_json_metric(tp->tol, true, "fraction"));
+    cJSON_AddItemToObject(sd, "budget", dg_json_metric(tp->budget_s, true, "s"));
     cJSON_AddNumberToObject(spec, "trial_timeout_s",
                             a->o->trial_timeout_s > 0 ? a->o->trial_timeout_s
                                                       : a->tier->trial_timeout);
@@ -414,7 +491,7 @@ static dg_status cmd_trial(void *ctx, int b, dg_trial_result *t)
     acmd *a = at(ctx, NULL, "sweep");
     double t0 = dg_now();
     char why[512] = "";
-    cJSON *rec = run_cmd(a, b, a->device, TRIAL_EPOCHS, a->tier->trial_steps, NULL, NULL, false,
+    cJSON *rec = run_cmd(a, b, a->device, TRIAL_EPOCHS, &a->tier->trial, NULL, NULL, false,
                          a->o->mem_budget, why, sizeof why);
     dg_oom_count after;
     dg_accept_cmd_oom_read(&after);
@@ -464,7 +541,8 @@ static dg_status cmd_compare_plan(void *ctx, const dg_method_state *st, dg_compa
         batch = a->tier->compare_max_batch;
     dg_progress_expect(a->progress, 2 * a->tier->compare_reps); /* pairs: cpu, device */
     *plan = (dg_compare_plan){.batch = batch,
-                              .steps = a->tier->compare_steps,
+                              .steps = a->tier->pair.steps,
+                              .budget_s = a->tier->compare_budget_s,
                               .min_pairs = a->tier->compare_reps,
                               .max_pairs = a->tier->compare_max_reps,
                               .ci_width = a->tier->compare_ci_width};
@@ -477,8 +555,8 @@ static dg_status cmd_pair(void *ctx, int batch, const char *device, dg_pair_side
 {
     acmd *a = at(ctx, NULL, "compare");
     char why[512] = "";
-    cJSON *rec = run_cmd(a, batch, device, TRIAL_EPOCHS, a->tier->compare_steps, NULL, NULL, false,
-                         0, why, sizeof why);
+    cJSON *rec = run_cmd(a, batch, device, TRIAL_EPOCHS, &a->tier->pair, NULL, NULL, false, 0, why,
+                         sizeof why);
     out->end = dg_accept_cmd_end(rec, why, 0, NULL, out->reason, sizeof out->reason);
     double sps = dg_accept_cmd_child_sps(rec), ms = dg_jnum(rec, "profile.step.stats.median");
     double share = dg_json_metric_value(dg_jpath(rec, "profile.phases.queue_wait.share"));
@@ -498,8 +576,8 @@ static dg_status cmd_epochs(void *ctx, const dg_method_state *st, dg_epochs_resu
     acmd *a = at(ctx, st, "soak");
     out->epochs = a->o->epochs > 0 ? a->o->epochs : a->tier->soak_epochs;
     char why[512] = "";
-    cJSON *rec = run_cmd(a, a->batch, a->device, out->epochs, 0, NULL, NULL, a->o->empty_cache, 0,
-                         why, sizeof why);
+    cJSON *rec = run_cmd(a, a->batch, a->device, out->epochs, NULL, NULL, NULL, a->o->empty_cache,
+                         0, why, sizeof why);
     out->end = dg_accept_cmd_end(rec, why, 0, NULL, out->reason, sizeof out->reason);
     cJSON *soak = rec ? cJSON_DetachItemFromObjectCaseSensitive(rec, "soak") : NULL;
     if (soak && !cJSON_IsObject(soak)) {
@@ -544,8 +622,9 @@ static dg_status cmd_profile(void *ctx, const dg_method_state *st, dg_step_out *
     snprintf(out, sizeof out, "%s/devgate-profile-%ld.json", dir && dir[0] ? dir : "/tmp",
              (long)getpid());
     unlink(out);
-    cJSON *rec = run_cmd(a, a->batch, a->device, TRIAL_EPOCHS, warm + win, spec, out, false, 0, why,
-                         sizeof why);
+    stop_plan sp = {.steps = warm + win};
+    cJSON *rec =
+        run_cmd(a, a->batch, a->device, TRIAL_EPOCHS, &sp, spec, out, false, 0, why, sizeof why);
     const char *e =
         rec ? dg_accept_cmd_ended_rec(rec, 0, NULL, o->error, sizeof o->error) : "failed";
     if (!rec)
@@ -635,7 +714,7 @@ static double cmd_plan_s(void *ctx, const dg_method_state *s, int step)
     const struct cmd_tier *t = a->tier;
     switch (step) {
     case 1: return NAN;
-    case 2: return up + t->trial_steps * st;
+    case 2: return up + (t->trial.steady + 2) * st;
     case 3: {
         int epochs = a->o->epochs > 0 ? a->o->epochs : t->soak_epochs;
         return up + epochs * a->epoch_steps * st;
@@ -643,7 +722,7 @@ static double cmd_plan_s(void *ctx, const dg_method_state *s, int step)
     case 4: /* cpu and device pairs, the cpu's steps taken as three times the device's */
         return strcmp(s->device ? s->device : "cpu", "cpu") == 0 || !cpu_side(a)
                    ? 0
-                   : t->compare_reps * (2 * up + 4.0 * t->compare_steps * st);
+                   : t->compare_reps * (2 * up + 4.0 * t->pair.steady * st);
     default: return up + fmin((t->profile_warmup + t->profile_window) * st, t->profile_wall_s);
     }
 }
@@ -686,6 +765,7 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
               .o = opts,
               .tier = &cmd_tiers[quick ? 0 : 1],
               .device = "cpu",
+              .level = level,
               .start_s = NAN,
               .epoch_steps = NAN};
     a.has_batch = mentions(opts->argv, "{batch}");
@@ -710,7 +790,15 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
         dg_device_args_free(&a.dargs);
         return dg_fail(ctx, DG_ERR_NOMEM, "accept: out of host memory");
     }
+    server_early(&a);
+    /* NVML opened once for the whole method: each child's sampler opens it
+     * again, and with NVML already held (the driver kept initialised between
+     * the children when persistence mode is off) that costs nothing. */
+    dg_nvml nv;
+    bool nvml_held = dg_nvml_open(&nv, NULL, 0) == DG_NVML_LOADED;
     dg_status st = dg_method_run(ctx, &command_runner, &a, &mo, json);
+    if (nvml_held)
+        dg_nvml_close(&nv);
     dg_accept_cmd_launch_note(ctx, a.srv, json);
     dg_forksrv_free(a.srv);
     dg_device_args_free(&a.dargs);

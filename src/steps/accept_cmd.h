@@ -25,6 +25,18 @@ void dg_accept_cmd_argv_free(char **argv);
  * line saying which. *json is left as it was when out of memory. */
 void dg_accept_cmd_launch_note(dg_ctx *ctx, const dg_forksrv *srv, char **json);
 
+/* The devgate backend whose level checks stand for the command's device:
+ * cuda for cuda, opencl for another accelerator (mps), cpu for the cpu. */
+const char *dg_accept_cmd_level_backend(const char *device);
+/* accept --level 2..4 -- CMD's device gate (accept_cmd_gate.c): `devgate
+ * gate --level level --backend B` in a child on device's backend, its level
+ * members (ops, link, sustain, memory_bandwidth) moved into gate's entry of
+ * device ("level_backend" names B), its reference check and level object
+ * (with backend, verdict, and reason when it did not run) into gate's top;
+ * " · level N on B: VERDICT" appended to summary (len bytes). */
+void dg_accept_cmd_level_gate(dg_ctx *ctx, cJSON *gate, const char *device, int level,
+                              const volatile sig_atomic_t *cancel, char *summary, size_t len);
+
 /* The devices --device-arg maps (the gate's names). */
 #define DG_DEVICE_ARG_DEVICES 3 /* cpu, cuda, mps */
 #define DG_DEVICE_ARG_WORDS 16  /* words per device */
@@ -98,9 +110,14 @@ double dg_accept_cmd_child_sps(const cJSON *rec);
 /* A sweep trial at batch b from the child's run record (untrusted; NULL: it
  * left none, why says why) and the OOM killer's count over the run (may be
  * NULL): how it ended and why, its measurements, t->extra new ("signal",
- * "oom_killer"). */
+ * "oom_killer", "stopped_by", "timeline": the child's supervise.timeline). */
 void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budget,
                               const dg_oom_killer *oomk, int b, dg_trial_result *t);
+/* Why a child run that ended cleanly ended (its run record, untrusted): "window
+ * steady", "time budget" or "step cap" when the probe stopped it
+ * (supervise.run_end.stop), "epochs done" when the program ended by itself;
+ * NULL when it did not complete. */
+const char *dg_accept_cmd_stopped_by(const cJSON *rec);
 
 /* How a child run ended as a trial's end, from its run record (untrusted;
  * NULL: it left none, why says why): dg_accept_cmd_ended_rec's word, its

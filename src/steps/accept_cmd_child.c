@@ -465,6 +465,26 @@ void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budg
             cJSON_AddNullToObject(k, "kills");
     }
     trial_metrics(t, rec, b, t->end == DG_TRIAL_OK);
+    dg_json_add_str(t->extra, "stopped_by",
+                    t->end == DG_TRIAL_OK ? dg_accept_cmd_stopped_by(rec) : NULL);
+    cJSON *tl = cJSON_Duplicate(dg_jpath(rec, "supervise.timeline"), true);
+    cJSON_AddItemToObject(t->extra, "timeline", tl ? tl : cJSON_CreateNull());
+}
+
+const char *dg_accept_cmd_stopped_by(const cJSON *rec)
+{
+    const char *st = dg_jstr(rec, "supervise.run_end.status");
+    if (!st || strcmp(st, "stopped") != 0)
+        return dg_jstr(rec, "state") && strcmp(dg_jstr(rec, "state"), "complete") == 0
+                   ? "epochs done"
+                   : NULL;
+    const char *why = dg_jstr(rec, "supervise.run_end.stop");
+    static const char *const words[][2] = {
+        {"steady", "window steady"}, {"budget", "time budget"}, {"steps", "step cap"}};
+    for (size_t i = 0; why && i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(why, words[i][0]) == 0)
+            return words[i][1];
+    return "step cap";
 }
 
 /* ---- how the runs were started ------------------------------------------------------- */

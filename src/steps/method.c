@@ -602,6 +602,20 @@ static void step_profile(method *m)
 
 /* ---- the record ------------------------------------------------------------------- */
 
+/* Each step's share of the method's wall (steps[].share): where the time to
+ * evidence went; not reported for a skipped step; what the shares leave is the
+ * method's own work between steps. */
+static void add_shares(cJSON *steps, double wall)
+{
+    cJSON *s;
+    cJSON_ArrayForEach(s, steps)
+    {
+        double w = dg_jnum(s, "wall");
+        bool ok = isfinite(w) && isfinite(wall) && wall > 0;
+        cJSON_AddItemToObject(s, "share", dg_json_metric(ok ? w / wall : 0, ok, "fraction"));
+    }
+}
+
 /* Closes the record (steps, state, supervise, bucket), prints it into *json,
  * frees it, and maps the run's status st to accept's return status. */
 static dg_status finish_record(method *m, dg_status st, char **json)
@@ -623,10 +637,12 @@ static dg_status finish_record(method *m, dg_status st, char **json)
     else
         cJSON_AddNullToObject(spec, "sweep_to");
     m->r->spec(m->rc, &m->s, spec);
+    double wall = dg_now() - m->start;
+    add_shares(m->steps, wall);
     cJSON_AddItemToObject(m->rec, "steps", m->steps);
     /* The level's budget against the method's wall (the judging after it is not counted). */
     cJSON_AddItemToObject(m->rec, "level",
-                          dg_level_json(m->o->level, m->o->budget_s, dg_now() - m->start, m->rec));
+                          dg_level_json(m->o->level, m->o->budget_s, wall, m->rec));
     cJSON_AddStringToObject(m->rec, "state", st == DG_ERR_INTERRUPTED ? "interrupted" : "complete");
     cJSON_AddNullToObject(m->rec, "supervise");
     if (!cJSON_GetObjectItemCaseSensitive(m->rec, "bucket"))

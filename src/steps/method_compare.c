@@ -228,6 +228,7 @@ typedef struct pairs {
     dg_pair_side side[2][DG_COMPARE_MAX_PAIRS];
     cJSON *entry[2 * DG_COMPARE_MAX_PAIRS];
     int n;              /* pairs run */
+    const char *ended;  /* what ended the pairs: "interval narrow", "time budget", "most pairs" */
     const char *failed; /* the side that did not end ok */
     const char *why;    /* its reason */
     bool interrupted;
@@ -244,10 +245,20 @@ static dg_status run_pairs(const dg_runner_i *r, void *rctx, const char *device,
                            pairs *p)
 {
     int most = plan->max_pairs < DG_COMPARE_MAX_PAIRS ? plan->max_pairs : DG_COMPARE_MAX_PAIRS;
+    double t0 = dg_now();
+    p->ended = "most pairs";
     for (int i = 0; i < most && !p->failed; i++) {
-        /* Past the plan's pairs, another only while the interval is too wide. */
-        if (i >= plan->min_pairs && !(ci_width(p->side[0], p->side[1], i) > plan->ci_width))
+        /* Past the plan's pairs, another only while the interval is too wide
+         * and the budget leaves room for a pair as long as the mean one. */
+        if (i >= plan->min_pairs && !(ci_width(p->side[0], p->side[1], i) > plan->ci_width)) {
+            p->ended = "interval narrow";
             break;
+        }
+        double spent = dg_now() - t0;
+        if (i >= plan->min_pairs && plan->budget_s > 0 && spent + spent / i > plan->budget_s) {
+            p->ended = "time budget";
+            break;
+        }
         for (int s = 0; s < 2 && !p->failed; s++) {
             if (stop_asked(cancel)) {
                 p->interrupted = true;
@@ -300,6 +311,8 @@ static cJSON *section_head(const dg_runner_i *r, const char *device, const dg_co
     cJSON_AddNumberToObject(spec, "min_repetitions", plan->min_pairs);
     cJSON_AddNumberToObject(spec, "max_repetitions", plan->max_pairs);
     cJSON_AddNumberToObject(spec, "ci_width_target", plan->ci_width);
+    cJSON_AddItemToObject(spec, "budget", dg_json_metric(plan->budget_s, plan->budget_s > 0, "s"));
+    dg_json_add_str(spec, "pairs_ended", p->failed ? "a side failed" : p->ended);
     return c;
 }
 

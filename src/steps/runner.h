@@ -109,6 +109,8 @@ typedef struct dg_compare_plan {
     int warmup_pairs;         /* pairs the runner ran before the timed ones (not timed) */
     const char *busy_source;  /* how a side's busy fraction is measured (NULL: the probe's
                                  data wait) */
+    double budget_s;          /* > 0: and while the pairs so far leave time for one more
+                                 within this many seconds of the step */
 } dg_compare_plan;
 #define DG_COMPARE_MAX_PAIRS 50 /* compare --repetitions's limit */
 
@@ -226,8 +228,10 @@ int dg_sweep_plan_trials(const dg_sweep_plan *plan);
  * r->name) from plan->batch: pairs of runs of r->pair, cpu then s->device,
  * each side under the measurement lock with its contention window (the
  * RUN's repetitions.cpu[] / device[]), at least plan->min_pairs, then more
- * while the speedup's interval is wider than plan->ci_width, at most
- * plan->max_pairs. out gets the section, the summary and the error.
+ * while the speedup's interval is wider than plan->ci_width and the time
+ * budget (plan->budget_s) leaves room for one more, at most plan->max_pairs
+ * (the section's spec.pairs_ended says which ended them). out gets the
+ * section, the summary and the error.
  * DG_OK, DG_ERR_CHECK (a side failed), DG_ERR_INTERRUPTED or DG_ERR_NOMEM. */
 dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const char *device,
                             const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,

@@ -34,7 +34,7 @@
 #define MSG_MAX ((uint32_t)16 << 20)
 #define SERVER_FD 3 /* the control socket's number in the server */
 
-typedef enum fs_state { FS_NEW, FS_READY, FS_OFF } fs_state;
+typedef enum fs_state { FS_NEW, FS_STARTING, FS_READY, FS_OFF } fs_state;
 
 struct dg_forksrv {
     char **prefix; /* the interpreter and its options (owned copies, NULL-terminated) */
@@ -44,11 +44,13 @@ struct dg_forksrv {
     const volatile sig_atomic_t *cancel;
     fs_state state;
     bool asked;
-    char why[512];  /* why it is off (or, ready, the first plain run's reason) */
-    dg_proc *proc;  /* the server */
-    int sock;       /* our end of the control socket */
-    cJSON *hello;   /* its ready message */
-    double ready_s; /* start to ready, s */
+    char why[512];   /* why it is off (or, ready, the first plain run's reason) */
+    dg_proc *proc;   /* the server */
+    int sock;        /* our end of the control socket */
+    cJSON *hello;    /* its ready message */
+    double t_start;  /* when it was started (dg_now) */
+    double ready_s;  /* start to ready, s */
+    double waited_s; /* of that, the time a run waited for it (s) */
     unsigned forked, plain;
     pid_t running; /* the child the server holds now, 0 none */
 };
@@ -245,8 +247,8 @@ static const char *child_pythonpath(const char *const edits[])
 
 /* Starts the server with the environment of the run edits (without the events
  * channel, which is each child's; _forksite/ first on PYTHONPATH standing in
- * for the user's sitecustomize, which each child runs instead) and waits for
- * its ready message. */
+ * for the user's sitecustomize, which each child runs instead); its ready
+ * message is server_wait's to read. */
 static bool server_start(dg_forksrv *s, const char *const edits[])
 {
     int sv[2];
@@ -305,7 +307,7 @@ static bool server_start(dg_forksrv *s, const char *const edits[])
         .n_extra = 1,
         .die_with_parent = true,
     };
-    double t0 = dg_now();
+    s->t_start = dg_now();
     dg_status st = dg_proc_start(NULL, &o, &s->proc);
     int err = errno;
     dg_free(env);
@@ -320,8 +322,17 @@ static bool server_start(dg_forksrv *s, const char *const edits[])
         set_off(s, "the fork server could not be started: %s", strerror(err));
         return false;
     }
+    s->state = FS_STARTING;
+    return true;
+}
+
+/* Waits for the started server's ready message. */
+static bool server_wait(dg_forksrv *s)
+{
+    double t0 = dg_now();
     cJSON *h = msg_read(s->sock, READY_TIMEOUT_S, s->cancel);
-    s->ready_s = dg_now() - t0;
+    s->ready_s = dg_now() - s->t_start;
+    s->waited_s += dg_now() - t0;
     if (!h) {
         set_off(s,
                 "the fork server ended or was stopped before it was ready (%s -m "
@@ -391,16 +402,28 @@ static cJSON *request(const char *const argv[], const char *const edits[], size_
     return r;
 }
 
+void dg_forksrv_start(dg_forksrv *s, const char *const edits[])
+{
+    if (s && s->state == FS_NEW)
+        server_start(s, edits);
+}
+
+void dg_forksrv_ready(dg_forksrv *s, const char *const edits[])
+{
+    /* A server not started early starts at the first launch (the gate's,
+     * outside every measured window) even when that one is not its to run. */
+    dg_forksrv_start(s, edits);
+    if (s && s->state == FS_STARTING)
+        server_wait(s);
+}
+
 int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const edits[],
                       bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
                       int *events_fd, char *why, size_t len)
 {
     *pid = -1;
     *events_fd = -1;
-    /* The server starts at the first launch (the gate's, outside every
-     * measured window) even when that one is not the server's to run. */
-    if (s->state == FS_NEW)
-        server_start(s, edits);
+    dg_forksrv_ready(s, edits);
     if (s->state == FS_OFF)
         return plain(s, s->why, why, len);
     if (!same_interpreter(s, argv))
@@ -493,6 +516,7 @@ cJSON *dg_forksrv_json(const dg_forksrv *s)
         cJSON_AddItemToObject(sv, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
     }
     cJSON_AddItemToObject(sv, "ready_s", dg_json_metric(s->ready_s, true, "s"));
+    cJSON_AddItemToObject(sv, "waited_s", dg_json_metric(s->waited_s, true, "s"));
     return o;
 }
 

@@ -38,6 +38,7 @@ typedef struct run {
     double tick_t;              /* the last tick's time */
     size_t tick_steps;          /* the steps it reported */
     double t0;
+    dg_run_clock clock;     /* devgate's marks of the run's timeline */
     double *epoch_rss_peak; /* per kept epoch: the tree's RSS peak since the previous epoch_end */
     size_t nerp, erp_cap;
 } run;
@@ -172,6 +173,7 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
     tree.subreaper = reaper_set || was_reaper;
 #endif
     r->smp = dg_tree_sampler_new(&tree, !o->no_nvml);
+    r->clock.sampler = dg_wall_now();
     double t0 = r->t0, next_sample = t0;
     double deadline = o->timeout_s > 0 ? t0 + o->timeout_s : INFINITY;
     double kill_at = INFINITY, eof_t = NAN, end_t = NAN;
@@ -238,6 +240,7 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
                 if (w != pid)
                     out->reaped = true, out->wstatus = -1;
                 end_t = now;
+                r->clock.exit = dg_wall_now();
                 if (pipe_open && drain(r, fd, (size_t)64 << 20)) {
                     pipe_open = false;
                     eof_t = end_t;
@@ -274,6 +277,7 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
         dg_relay_pump(&r->relay, (size_t)64 << 20);
     dg_evreader_finish(&r->rd, on_line, r);
     dg_tree_reap(&tree);
+    r->clock.gone = dg_wall_now();
     out->pipe_closed_early = isfinite(eof_t) && isfinite(end_t) && end_t - eof_t > EOF_SLACK_S;
     out->wall = (isfinite(end_t) ? end_t : dg_now()) - t0;
 #ifdef PR_SET_CHILD_SUBREAPER
@@ -359,6 +363,13 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         if (cJSON_IsString(m))
             snprintf(mb, sizeof mb, "%s", m->valuestring);
         dg_json_add_str(re, "message", cJSON_IsString(m) ? mb : NULL);
+        /* What ended a stopped run (docs/events.md "Knobs for devgate accept"). */
+        static const char *const stops[] = {"steady", "budget", "steps"};
+        const char *why = dg_jstr(c->run_end, "stop"), *stop = NULL;
+        for (size_t i = 0; why && i < sizeof stops / sizeof stops[0]; i++)
+            if (strcmp(why, stops[i]) == 0)
+                stop = stops[i];
+        dg_json_add_str(re, "stop", stop);
     } else {
         cJSON_AddNullToObject(s, "run_end");
     }
@@ -529,11 +540,16 @@ static void env_step(dg_ctx *ctx, dg_progress_sink *progress, int nsteps, char *
 }
 
 /* Starts the program through the fork server srv: ln->srv set when it did,
- * else why not in ln->why (the caller then spawns it itself). */
+ * else why not in ln->why (the caller then spawns it itself); *launch_t the
+ * wall clock as it asked, once the server was ready (its start-up is not the
+ * run's). */
 static void launch_via(launch *ln, dg_forksrv *srv, const dg_run_opts *o, const dg_probe_plan *plan,
-                       int out_fd, int err_fd, pid_t *pid, int *fd)
+                       int out_fd, int err_fd, pid_t *pid, int *fd, double *launch_t)
 {
     const char **edits = dg_spawn_edits(plan->env);
+    if (edits)
+        dg_forksrv_ready(srv, edits);
+    *launch_t = dg_wall_now();
     if (edits && dg_forksrv_launch(srv, plan->argv, edits, o->stdout_to_stderr, out_fd, err_fd,
                                    o->mem_limit, pid, fd, ln->why, sizeof ln->why) == 0)
         ln->srv = srv;
@@ -609,12 +625,17 @@ dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *sr
     dg_progress_step(&progress, "supervise", nsteps - 1, nsteps, 0);
     int out_fd = r.relayed ? r.relay.out_child : -1, err_fd = r.relayed ? r.relay.err_child : -1;
     launch ln = {.srv = NULL, .why = ""};
+    r.clock =
+        (dg_run_clock){.launch = NAN, .received = NAN, .sampler = NAN, .exit = NAN, .gone = NAN};
     if (srv)
-        launch_via(&ln, srv, o, &plan, out_fd, err_fd, &pid, &fd);
+        launch_via(&ln, srv, o, &plan, out_fd, err_fd, &pid, &fd, &r.clock.launch);
     r.t0 = dg_now(); /* after the fork server's start-up, which is not the run's */
-    if (!ln.srv)
+    r.clock.received = dg_wall_now();
+    if (!ln.srv) {
+        r.clock.launch = r.clock.received;
         err = dg_spawn_child_io(plan.argv, plan.env, o->stdout_to_stderr, out_fd, err_fd,
                                 o->mem_limit, &pid, &fd);
+    }
     if (r.relayed)
         dg_relay_started(&r.relay);
     if (err) {
@@ -663,6 +684,7 @@ dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *sr
     char summary[512], error[256];
     cJSON *sup = supervise_section(&r, o, &oc, summary, sizeof summary, error, sizeof error);
     dg_forksrv_launch_json(sup, ln.srv != NULL, ln.server_pid, ln.why);
+    cJSON_AddItemToObject(sup, "timeline", dg_run_timeline(&r.col, &r.clock));
     cJSON *steps = cJSON_AddArrayToObject(root, "steps");
     if (!o->no_env) {
         char es[128];

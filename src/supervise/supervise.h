@@ -134,6 +134,21 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
  * root's "throughput" added; null when no step or fallback was reported. */
 cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root);
 
+/* ---- timeline.c: where a child run's seconds went ------------------------------- */
+
+/* devgate's own marks of a child run, wall-clock s (dg_wall_now); NAN unknown. */
+typedef struct dg_run_clock {
+    double launch;   /* devgate asked for the child (fork server request or fork/exec) */
+    double received; /* the origin of the collector's receive times (the steps') */
+    double sampler;  /* the tree sampler was ready (NVML opened) */
+    double exit;     /* the child was reaped */
+    double gone;     /* its whole tree was gone */
+} dg_run_clock;
+/* supervise.timeline (docs/schema/report.md, run): origin, origin_unix, clock and
+ * marks {NAME: {value s after the launch, unit, valid}} from devgate's marks k,
+ * run_start's marks, the steps' and run_end's times. */
+cJSON *dg_run_timeline(const dg_evcollect *c, const dg_run_clock *k);
+
 /* ---- spawn.c ---------------------------------------------------------------------- */
 
 #define DG_EVENTS_FD 3 /* the events pipe's number in the child (DEVGATE_EVENTS_FD) */
@@ -244,6 +259,13 @@ dg_forksrv *dg_forksrv_new(const char *const argv[], bool enabled, const char *p
  * (0: none), SIGKILL when the server dies. Starts the server first if needed.
  * 0 with *pid set; -1 with why filled when the run must be a plain child (the
  * server is off or gone, another interpreter, the server refused it). */
+/* Starts the server (when it is not started or off) with the environment edits
+ * a run has, without waiting for its imports: they go on while the caller does
+ * other work (accept's env and gate steps). s may be NULL. */
+void dg_forksrv_start(dg_forksrv *s, const char *const edits[]);
+/* Starts the server if needed and waits until it is ready or off (the wait is
+ * counted in the record's launch.server.waited_s). s may be NULL. */
+void dg_forksrv_ready(dg_forksrv *s, const char *const edits[]);
 int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const edits[],
                       bool stdout_to_stderr, int out_fd, int err_fd, size_t as_limit, pid_t *pid,
                       int *events_fd, char *why, size_t len);

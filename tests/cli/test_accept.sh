@@ -35,6 +35,9 @@ expect_json packA/report.json 'd["final_gate"]["accepted"] is False and d["final
 # can end the short tier's sweep early on its time budget).
 expect_json packA/report.json 'all(d["final_gate"]["proofs"][k] for k in ("architecture", "gate_log", "memory_curve")) and d["final_gate"]["proofs"]["sweep"] == (len(d["sweep"]["trials"]) >= 4 and d["sweep"]["stopped"]["reason"] in ("oom", "budget", "swap", "throughput-falling", "throughput-plateau", "time", "limit", "train-set"))'
 expect_json packA/report.json 'd["steps"][4]["status"] == "skipped" and d["compare"] is None'
+# Each step's share of the method's wall: its wall over level.wall; none for the skipped step.
+expect_json packA/report.json 'all(abs(s["share"]["value"] - s["wall"]["value"] / d["level"]["wall"]["value"]) < 1e-6 and s["share"]["unit"] == "fraction" for s in d["steps"] if s["status"] != "skipped") and 0.5 < sum(s["share"]["value"] for s in d["steps"] if s["share"]["valid"]) <= 1 and not d["steps"][4]["share"]["valid"]'
+expect_grep packA/report.md '^\| (env|gate|sweep|soak|profile) \| ok \| .* \| [0-9.]+% \|$' "each step's share on the page"
 expect_json packA/report.json 'd["profile"]["trace"] == "trace.json" and d["pack"]["dir"] == "packA"'
 id=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' packA/report.json)
 expect_exit 0 "$DG" ledger show "$id" --json

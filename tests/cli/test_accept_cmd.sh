@@ -40,6 +40,31 @@ DEVGATE_PROBE_MAX_STEPS=3 "$DG" --no-ledger run --no-env --json -- "$PY" "$SCRIP
 expect_json stop.json 'not any(f["id"] == "program-failed" for f in d["findings"])'
 expect_json stop.json 'd["state"] == "complete" and d["supervise"]["exit_status"] == 86 and d["supervise"]["run_end"]["status"] == "stopped" and d["throughput"]["timed_steps"] == 3'
 expect_json stop.json '"stopped by devgate" in d["steps"][-1]["summary"] and d["steps"][-1]["error"] is None'
+expect_json stop.json 'd["supervise"]["run_end"]["stop"] == "steps"'
+# Its timeline (supervise.timeline): every mark a plain cpu run passes, after
+# the launch and in order (the window's end is the step as devgate received
+# it, the loop's end the probe's own clock: the pipe may deliver a hair
+# later); a plain child has no fork marks, a cpu run no device initialisation.
+expect_json stop.json '(lambda m: all(m[k]["valid"] for k in ("sampler_ready", "main", "torch_imported", "first_step", "window_start", "window_end", "loop_end", "exit", "tree_gone")) and not any(m[k]["valid"] for k in ("forked", "child_ready", "device_init", "device_ready")) and 0 <= m["main"]["value"] <= m["torch_imported"]["value"] <= m["first_step"]["value"] <= m["window_start"]["value"] <= m["window_end"]["value"] <= m["loop_end"]["value"] + 0.5 and m["loop_end"]["value"] <= m["exit"]["value"] <= m["tree_gone"]["value"] and all(v["unit"] == "s" for v in m.values()))(d["supervise"]["timeline"]["marks"])'
+expect_json stop.json 'd["supervise"]["timeline"]["origin"] == "launch" and d["supervise"]["timeline"]["origin_unix"]["valid"]'
+
+# The other stops: a steady window after the warm-up (any three steps agree
+# within 100 times their time: the fewest steps, 2 + 3), and a time budget
+# (a slow disk's 200 ms a batch against a budget of 0.5 s: a few steps of 50).
+FORK_SCRIPT="$SRC/tests/python/scripts/fork_train.py"
+DEVGATE_PROBE_MAX_STEPS=50 DEVGATE_PROBE_STEADY=3:100 "$DG" --no-ledger run --no-env --json -- \
+  "$PY" "$FORK_SCRIPT" --epochs 50 >steady.json 2>steady.err || bad "a steady stop did not exit 0"
+expect_json steady.json 'd["supervise"]["exit_status"] == 86 and d["supervise"]["run_end"]["stop"] == "steady" and d["throughput"]["timed_steps"] == 5 and "steady" in d["supervise"]["run_end"]["message"]'
+DEVGATE_PROBE_MAX_STEPS=50 DEVGATE_PROBE_BUDGET=0.5 "$DG" --no-ledger run --no-env --json -- \
+  "$PY" "$FORK_SCRIPT" --epochs 50 --io-ms 200 >budget.json 2>budget.err || bad "a budget stop did not exit 0"
+expect_json budget.json 'd["supervise"]["run_end"]["stop"] == "budget" and 2 <= d["throughput"]["timed_steps"] < 50'
+# The fast exit of a stopped run (DEVGATE_PROBE_FAST_EXIT: no module teardown)
+# still flushes what the program wrote to a file it never closed (4 lines: the
+# stop is raised in the 5th step, before its line).
+DEVGATE_PROBE_MAX_STEPS=5 DEVGATE_PROBE_FAST_EXIT=1 "$DG" --no-ledger run --no-env --json -- \
+  "$PY" "$FORK_SCRIPT" --epochs 50 --log steps.log >fast.json 2>fast.err || bad "a fast exit did not exit 0"
+expect_json fast.json 'd["supervise"]["exit_status"] == 86 and d["state"] == "complete" and d["throughput"]["timed_steps"] == 5'
+[ "$(grep -c '^epoch 0 step' steps.log)" = 4 ] && ok || bad "the fast exit lost the program's unflushed file ($(wc -l <steps.log) lines)"
 
 # The budget: the script's peak address space at batch 32 plus 128 MiB, so the
 # batches up to 32 fit and 64 (about 256 MiB more) does not; the margins on both

@@ -50,6 +50,13 @@ show fork.json
 # gate, two trials, soak, profile: five runs, all forked.
 expect_json fork.json 'd["launch"]["asked"] and d["launch"]["used"] == "fork-server" and (d["launch"]["forked"], d["launch"]["plain"]) == (5, 0) and d["launch"]["why"] is None'
 expect_json fork.json '{"torch", "numpy", "argparse"} <= set(d["launch"]["server"]["imported"]) and d["launch"]["server"]["ready_s"]["valid"] and d["launch"]["server"]["pid"] > 1'
+# The server was started with the method, its imports beside the env step:
+# the runs waited for it less than its start-up took.
+expect_json fork.json 'd["launch"]["server"]["waited_s"]["valid"] and d["launch"]["server"]["waited_s"]["value"] < d["launch"]["server"]["ready_s"]["value"]'
+# Each trial's timeline: forked, set up, the program's code, its first step and
+# window, its exit, in order; why it ended (the probe stopped it: a steady
+# window, the step cap or the time budget).
+expect_json fork.json 'all((lambda m: all(m[k]["valid"] for k in ("forked", "child_ready", "main", "first_step", "window_end", "exit", "tree_gone")) and 0 <= m["forked"]["value"] <= m["child_ready"]["value"] <= m["main"]["value"] <= m["first_step"]["value"] <= m["window_end"]["value"] <= m["exit"]["value"] <= m["tree_gone"]["value"] <= t["wall_s"]["value"])(t["timeline"]["marks"]) and t["stopped_by"] in ("window steady", "step cap", "time budget") for t in d["sweep"]["trials"])'
 # The terminal says so, in one line below the steps; so does the page.
 expect_grep fork.txt '^  runs +forked from one fork server: 5 of 5 runs \(python [0-9.]+; .*torch.*imported once in [0-9.]+ s\)$' "the terminal summary"
 expect_grep fork/report.html 'runs: forked from one fork server: 5 of 5 runs' "the page"

@@ -492,6 +492,52 @@ class StdlibTests(FileProbeCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch not importable")
+class StopKnobTests(unittest.TestCase):
+    """devgate accept's stop knobs (docs/events.md "Knobs for devgate
+    accept"), judged on the loop times the step hook hands the window: a
+    steady window after the warm-up, a time budget, the step cap."""
+
+    def window(self, **env):
+        from devgate_probe import _window
+        with mock.patch.dict(os.environ, {k: str(v) for k, v in env.items()}):
+            return _window.Window()
+
+    def feed(self, w, loops, clock=None):
+        """The stop reason after each step of loop times loops (ms)."""
+        out = []
+        for i, ms in enumerate(loops):
+            w.steps += 1
+            if clock is not None:
+                with mock.patch("devgate_probe._window.perf_counter", return_value=clock[i]):
+                    out.append(w.stop_reason(ms))
+            else:
+                out.append(w.stop_reason(ms))
+        return out
+
+    def test_steady_after_the_warm_up(self):
+        w = self.window(DEVGATE_PROBE_STEADY="4:0.10", DEVGATE_PROBE_MAX_STEPS=20)
+        self.assertTrue(w.wanted)
+        # Two warm-up steps (slow: never judged), then halves of 10, 10 | 10.5, 10.4 ms.
+        self.assertEqual(self.feed(w, [900, 300, 10, 10, 10.5, 10.4]), [None] * 5 + ["steady"])
+
+    def test_a_drifting_window_runs_on_to_the_cap(self):
+        w = self.window(DEVGATE_PROBE_STEADY="4:0.10", DEVGATE_PROBE_MAX_STEPS=10)
+        loops = [50, 50, 10, 11, 13, 15, 18, 21, 25, 30]  # slowing down: the halves never agree
+        self.assertEqual(self.feed(w, loops), [None] * 9 + ["steps"])
+
+    def test_the_budget_counts_from_the_first_step(self):
+        w = self.window(DEVGATE_PROBE_BUDGET=2, DEVGATE_PROBE_MAX_STEPS=100)
+        clock = [100.0, 100.9, 101.5, 102.1]  # perf_counter at each step's end
+        self.assertEqual(self.feed(w, [900, 900, 900, 900], clock), [None, None, None, "budget"])
+
+    def test_off_without_the_knobs(self):
+        w = self.window()
+        self.assertFalse(w.wanted)
+        self.assertEqual(self.feed(w, [10] * 30), [None] * 30)
+        for bad in ("4", "x:0.1", "1:0.1", "4:0", "4:-1"):
+            self.assertIsNone(self.window(DEVGATE_PROBE_STEADY=bad).steady_n, bad)
+
+
 class FakeCuda:
     """torch.cuda's sync debug mode calls (torch 2.x), recording what was set."""
 

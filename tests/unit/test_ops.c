@@ -1018,9 +1018,13 @@ int main(void)
         run_backend(dctx, dg_backend_names[i], dg_backend_names[i]);
     /* The cpu backend's portable convolution (im2col + OpenBLAS + col2im),
      * which machines without AVX2 and FMA run, forced where the direct
-     * kernels would be taken; an unknown value is refused at init. */
+     * kernels would be taken, and the AVX2 kernels where the plain run took
+     * the AVX-512 ones (skipped with the reason on a CPU without AVX2); an
+     * unknown value is refused at init. */
     setenv("DEVGATE_CPU_CONV", "im2col", 1);
     run_backend(dctx, "cpu", "cpu im2col");
+    setenv("DEVGATE_CPU_CONV", "avx2", 1);
+    run_backend(dctx, "cpu", "cpu avx2");
     setenv("DEVGATE_CPU_CONV", "direct", 1);
     void *bad = NULL;
     char reason[256] = "";

@@ -121,7 +121,7 @@ static void test_sample_formats(dg_ctx *ctx, const char *sample)
 
     char *md = render(ctx, sample, DG_REPORT_MD);
     CHECK(has(md, "## devgate accept: ✅ accepted"));
-    CHECK(has(md, "| step | status | verdict | summary |"));
+    CHECK(has(md, "| step | status | verdict | summary | share |"));
     CHECK(has(md, "- **fail** slow\\-device\\-data") || has(md, "- **fail** slow-device-data"));
     CHECK(has(md, "| knee | batch 64 (2114.7 samples/s) |"));
     CHECK(has(md, "| safe batch | batch 96"));
@@ -213,7 +213,8 @@ static void test_hostile(dg_ctx *ctx, const char *sample)
     CHECK(!has(md, "<script"));
     CHECK(has(md, "&lt;script&gt;alert(1)&lt;/script&gt;"));
     CHECK(has(md, "\\| pipe \\*bold\\* \\_x\\_ \\[link\\](http://x) \\`c\\` second line"));
-    CHECK(has(md, "| line1 line2 \\| cell &lt;/td&gt;&lt;script&gt;x&lt;/script&gt; |\n"));
+    CHECK(has(
+        md, "| line1 line2 \\| cell &lt;/td&gt;&lt;script&gt;x&lt;/script&gt; | not reported |\n"));
     CHECK(!has(md, "\x1b") && !has(md, "\xe2\x80\xae"));
     CHECK(has(md, "| supervised command | python -c "
                   "'print('&lt;script&gt;alert(1)&lt;/script&gt;')' (exit 0) |"));

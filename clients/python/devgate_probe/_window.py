@@ -16,6 +16,19 @@
 - DEVGATE_PROBE_TRACE_MAX_EVENTS=N: no Chrome trace is written when the window
   recorded more than N events (the file would be hundreds of MB and take
   minutes to write); the window's JSON says so ("trace_skipped").
+- DEVGATE_PROBE_STEADY=N:TOL: the run stops as DEVGATE_PROBE_MAX_STEPS stops
+  it once at least N steps followed the warm-up (the first WARMUP steps) and
+  the median loop time (step and data wait) of the first half of those steps
+  and of the second half agree within the share TOL: the rate over the steps
+  after the warm-up is then steady (run_end's stop "steady"; "steps" when
+  DEVGATE_PROBE_MAX_STEPS came first).
+- DEVGATE_PROBE_BUDGET=S: the run stops at the first step end S seconds or
+  more after the first step ended (run_end's stop "budget"): a trial whose
+  steps are slow gets its time, not its steps.
+- DEVGATE_PROBE_FAST_EXIT=1: a run the probe stopped leaves through the
+  interpreter's exit path (threads joined, atexit handlers, open files
+  flushed) without the module teardown after it (devgate_probe.auto), which
+  takes seconds with torch loaded.
 
 No user code is needed: both are driven from the optimizer step hook.
 """
@@ -29,6 +42,11 @@ from ._util import own_calls
 
 STOP_CODE = 86  # SystemExit code of a stop asked by DEVGATE_PROBE_MAX_STEPS
 TOP_OPS = 15
+WARMUP = 2  # steps before the measured window (devgate's run record leaves them out too)
+STOP_WORDS = {"steps": "after %d optimizer steps (DEVGATE_PROBE_MAX_STEPS)",
+              "steady": "after %d optimizer steps: the window after the warm-up is steady "
+                        "(DEVGATE_PROBE_STEADY)",
+              "budget": "after %d optimizer steps: the time budget is spent (DEVGATE_PROBE_BUDGET)"}
 
 # Operators whose time is the host waiting for the device (a sync point).
 _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "cudaDeviceSynchronize",
@@ -36,6 +54,20 @@ _SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "cudaDeviceSynchronize",
 # Operators that copy between host and device (counted only off the cpu).
 _COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "Memcpy HtoD (Pageable -> Device)",
              "Memcpy HtoD (Pinned -> Device)", "cudaMemcpyAsync")
+
+
+def _median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+def _float_env(name):
+    try:
+        v = float(os.environ.get(name) or 0)
+    except ValueError:
+        return None
+    return v if v > 0 else None
 
 
 def _int_env(name):
@@ -76,13 +108,44 @@ class Window:
         self.data_ms = 0.0
         self.device = "cpu"
         self.done = False
+        self.steady_n = self.steady_tol = None
+        try:
+            n, tol = os.environ.get("DEVGATE_PROBE_STEADY", "").split(":", 1)
+            if int(n) > 1 and float(tol) > 0:
+                self.steady_n, self.steady_tol = int(n), float(tol)
+        except ValueError:
+            pass
+        self.budget_s = _float_env("DEVGATE_PROBE_BUDGET")
+        self.fast_exit = os.environ.get("DEVGATE_PROBE_FAST_EXIT", "") in ("1", "true", "yes")
+        self.loops = []  # the loop times (ms) of the steps after the warm-up
+        self.first_end = None  # perf_counter() at the first step's end
+        self.stopped = None  # why the probe stopped the run ("steps", "steady", "budget")
 
     @property
     def wanted(self):
-        return self.max_steps is not None or (self.window is not None and self.out is not None)
+        return (self.max_steps is not None or self.steady_n is not None or self.budget_s is not None
+                or (self.window is not None and self.out is not None))
 
-    def after_step(self, state, data_ms):
-        """Called by the step hook after the step event went out. May raise
+    def stop_reason(self, loop_ms):
+        """Why the run stops after this step, or None."""
+        if self.first_end is None:
+            self.first_end = perf_counter()
+        if self.steps > WARMUP and loop_ms is not None:
+            self.loops.append(loop_ms)
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            return "steps"
+        n = len(self.loops)
+        if self.steady_n is not None and n >= self.steady_n:
+            a, b = _median(self.loops[:n // 2]), _median(self.loops[n - n // 2:])
+            if abs(a - b) <= self.steady_tol * max(a, b):
+                return "steady"
+        if self.budget_s is not None and perf_counter() - self.first_end >= self.budget_s:
+            return "budget"
+        return None
+
+    def after_step(self, state, data_ms, loop_ms=None):
+        """Called by the step hook after the step event went out, with the
+        step's data wait and its whole loop time (ms). May raise
         SystemExit(STOP_CODE)."""
         self.steps += 1
         if self.prof is not None:
@@ -92,16 +155,20 @@ class Window:
             if self.steps >= self.warmup + self.window or over:
                 self._close(state, "wall" if over and self.profiled < self.window else None)
                 if self.max_steps is not None:  # the window was what the run was for
-                    state.stop(self.steps)
-                    raise SystemExit(STOP_CODE)
+                    self._stop(state, "steps")
         elif (self.window is not None and self.out is not None and not self.done
               and self.steps == self.warmup):
             self._open(state)
-        if self.max_steps is not None and self.steps >= self.max_steps:
+        why = self.stop_reason(loop_ms)
+        if why:
             if self.prof is not None:
                 self._close(state)
-            state.stop(self.max_steps)
-            raise SystemExit(STOP_CODE)
+            self._stop(state, why)
+
+    def _stop(self, state, why):
+        self.stopped = why
+        state.stop(self.steps, why, STOP_WORDS[why] % self.steps)
+        raise SystemExit(STOP_CODE)
 
     def _open(self, state):
         torch = sys.modules.get("torch")

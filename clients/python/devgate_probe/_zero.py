@@ -43,7 +43,7 @@ import sys
 import threading
 import warnings
 import weakref
-from time import perf_counter
+from time import perf_counter, time
 
 from . import _window
 from . import probe as _probe_mod
@@ -196,6 +196,10 @@ class _State:
         self.gate_on = os.environ.get("DEVGATE_PROBE_GATE", "1") not in ("0", "false", "no")
         self.window = _window.Window()  # devgate accept's knobs: stop after N steps, profile
         self.lock = threading.Lock()
+        # The run's timeline (run_start.marks, wall-clock s): the program's own
+        # code starts now; a fork server's child brought its fork's marks.
+        self.marks = dict(getattr(sys.modules.get(__package__), "_fork_marks", None) or {})
+        self.marks["main"] = time()
 
     # ---- activity ------------------------------------------------------------
     def on(self):
@@ -221,7 +225,8 @@ class _State:
         self.inside += 1
         try:
             self.probe.run_start(self.device or "cpu", self.batch_hint, bucket=bucket, seeds=seeds,
-                                 probe="auto", sync_debug=self.sync_debug, loader=self.loader_knobs)
+                                 probe="auto", sync_debug=self.sync_debug, loader=self.loader_knobs,
+                                 marks=self.marks)
         finally:
             self.inside -= 1
 
@@ -484,7 +489,7 @@ class _State:
         self.step_index += 1
         self.reset_interval()
         if self.window.wanted:
-            self.window.after_step(self, data)  # may raise SystemExit(_window.STOP_CODE)
+            self.window.after_step(self, data, interval)  # may raise SystemExit(_window.STOP_CODE)
 
     def step_memory(self, fields, interval_ms):
         """The step's memory after the optimizer stepped: the device's live
@@ -514,12 +519,13 @@ class _State:
             stride = max(stride, min(MEM_MAX_STRIDE, int(cost_ms / (MEM_BUDGET * interval_ms)) + 1))
         self.mem_next = self.step_index + stride
 
-    def stop(self, n):
-        """The clean stop DEVGATE_PROBE_MAX_STEPS asks for: the epoch's memory,
-        run_end "stopped", then the probe stands down."""
+    def stop(self, n, why="steps", words=None):
+        """The clean stop devgate's knobs ask for (_window.STOP_WORDS): the
+        epoch's memory, run_end "stopped" with its stop, then the probe stands
+        down."""
         self.close_epoch()
-        self.probe.run_end("stopped", "stopped by devgate after %d optimizer steps "
-                           "(DEVGATE_PROBE_MAX_STEPS)" % n)
+        self.probe.run_end("stopped", "stopped by devgate " + (
+            words or "after %d optimizer steps (DEVGATE_PROBE_MAX_STEPS)" % n), stop=why)
         self.active = False
 
     def finish(self):
@@ -791,13 +797,37 @@ def _patch_optimizer(torch, st):
     Optimizer.__init__ = __init__
 
 
+def _patch_device_init(torch, st):
+    """torch.cuda._lazy_init (torch's C++ side calls it too, at a tensor's
+    first trip to the device): when CUDA's initialisation began and ended
+    (marks device_init, device_ready), once."""
+    cuda = getattr(torch, "cuda", None)
+    orig = getattr(cuda, "_lazy_init", None)
+    if orig is None or getattr(orig, "_devgate", False):
+        return
+
+    def _lazy_init():
+        if "device_ready" in st.marks or cuda.is_initialized():
+            return orig()
+        t0 = time()
+        out = orig()  # raises where CUDA cannot start: no mark then
+        st.marks["device_init"], st.marks["device_ready"] = t0, time()
+        return out
+
+    _lazy_init._devgate = True
+    _lazy_init.__doc__ = orig.__doc__
+    cuda._lazy_init = _lazy_init
+
+
 def _patch_torch(torch):
     st = _state
     if st is None or st.patched:
         return
     st.patched = True
     st.torch = torch
-    for fn in (_patch_tensor, _patch_backward, _patch_seeds, _patch_loader, _patch_optimizer):
+    st.marks.setdefault("torch_imported", time())
+    for fn in (_patch_tensor, _patch_backward, _patch_seeds, _patch_loader, _patch_optimizer,
+               _patch_device_init):
         try:
             fn(torch, st)
         except Exception as e:
@@ -887,6 +917,16 @@ def finish(status="ok", message=None):
     except Exception:
         pass
     st.active = False
+
+
+def fast_exit_asked(exc):
+    """True when exc is the probe's own stop (SystemExit(_window.STOP_CODE)
+    after it stopped the run) and DEVGATE_PROBE_FAST_EXIT asked for the exit
+    without the interpreter's module teardown."""
+    st = _state
+    w = st.window if st is not None else None
+    return (w is not None and w.fast_exit and w.stopped is not None
+            and getattr(exc, "code", None) == _window.STOP_CODE)
 
 
 def oom_from(exc):

@@ -380,6 +380,7 @@ def _child(req, fds, ctl, server_pid, runs):
     """In the forked child: becomes the trial, then runs its program as the
     interpreter would. Returns only through the program's SystemExit or
     exception (the interpreter's normal exit: threads joined, atexit, flush)."""
+    forked = time.time()
     os.setpgid(0, 0)
     _prctl_deathsig()
     if os.getppid() != server_pid:
@@ -418,6 +419,10 @@ def _child(req, fds, ctl, server_pid, runs):
         pass
     argv = list(req["argv"])
     sys.orig_argv = argv
+    # The run's timeline: the zero-code probe sends these with its own marks.
+    pkg = sys.modules.get(__package__ or "devgate_probe")
+    if pkg is not None:
+        pkg._fork_marks = {"forked": forked, "child_ready": time.time()}
     return argv
 
 

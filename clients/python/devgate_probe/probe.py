@@ -451,7 +451,7 @@ class Probe:
 
     # ---- run -------------------------------------------------------------------
     def run_start(self, device, batch, bucket=None, seeds=None, framework=None, probe="manual",
-                  sync_debug=None, loader=None):
+                  sync_debug=None, loader=None, marks=None):
         """Sends run_start. device: "cpu", "cuda:0", "mps"...; batch: int;
         bucket: dict describing the input (resolution, augment, batch, data);
         seeds: dict {torch, numpy, random, workers}, default the latest
@@ -462,7 +462,10 @@ class Probe:
         training DataLoader's settings ({num_workers, pin_memory,
         persistent_workers, prefetch_factor, batch_size, drop_last,
         batches, samples, batch_arg, workers_arg}, devgate_probe's
-        loader_knobs), sent only when given. Arms an atexit run_end."""
+        loader_knobs), sent only when given; marks: {name: wall-clock s} of
+        the run's start (the zero-code probe's: main, torch_imported,
+        device_init, device_ready; a fork server's child adds forked and
+        child_ready), sent only when given. Arms an atexit run_end."""
         _note_explicit(self)
         self.device = str(device) if device is not None else self.device
         self._batch = batch
@@ -487,13 +490,18 @@ class Probe:
             fields["sync_debug"] = sync_debug
         if loader is not None:
             fields["loader"] = loader
+        if marks:
+            fields["marks"] = dict(marks)
         return self.emit("run_start", **fields)
 
-    def run_end(self, status="ok", message=None):
-        """Sends run_end once per run_start (status "ok" or "error")."""
+    def run_end(self, status="ok", message=None, stop=None):
+        """Sends run_end once per run_start (status "ok" or "error"; "stopped"
+        with stop, what ended it, when devgate's knobs stopped it)."""
         if self._run_ended:
             return None
         self._run_ended = True
+        if stop is not None:
+            return self.emit("run_end", status=status, message=message, stop=stop)
         return self.emit("run_end", status=status, message=message)
 
     def _at_exit(self):

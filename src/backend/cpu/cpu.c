@@ -72,20 +72,21 @@ static dg_status cpu_init(int device, void **ctx, char *reason, size_t reason_le
         snprintf(reason, reason_len, "cpu has one device (index 0), asked for %d", device);
         return DG_ERR_NOT_FOUND;
     }
-    /* DEVGATE_CPU_CONV=im2col forces the portable convolution (tests run
-     * both paths); auto or unset picks the direct kernels where they run. */
-    const char *mode = getenv("DEVGATE_CPU_CONV");
-    if (mode && *mode && strcmp(mode, "auto") != 0 && strcmp(mode, "im2col") != 0) {
-        snprintf(reason, reason_len, "cpu: DEVGATE_CPU_CONV='%.32s': expected im2col or auto",
-                 mode);
-        return DG_ERR_USAGE;
-    }
+    /* DEVGATE_CPU_CONV picks the convolution path (tests run each one):
+     * auto or unset the widest direct kernels the CPU runs, avx2 or avx512
+     * those kernels (refused where the CPU lacks them), im2col the
+     * portable one. */
+    cpu_conv_mode conv_mode;
+    dg_status st =
+        dg_cpu_conv_mode_parse(getenv("DEVGATE_CPU_CONV"), &conv_mode, reason, reason_len);
+    if (st != DG_OK)
+        return st;
     cpu_ctx *c = dg_calloc(1, sizeof *c);
     if (!c) {
         snprintf(reason, reason_len, "out of host memory");
         return DG_ERR_NOMEM;
     }
-    c->conv_mode = mode && strcmp(mode, "im2col") == 0 ? CPU_CONV_IM2COL : CPU_CONV_AUTO;
+    c->conv_mode = conv_mode;
     *ctx = c;
     return DG_OK;
 }
@@ -157,8 +158,8 @@ static dg_status cpu_device_info(void *ctx, int device, dg_device_info *out)
 
 static void cpu_versions(void *ctx, char *buf, size_t len)
 {
-    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP)", blas_config_text(),
-             omp_get_max_threads());
+    snprintf(buf, len, "OpenBLAS %s; %d threads (OpenMP); conv %s", blas_config_text(),
+             omp_get_max_threads(), dg_cpu_conv_kernels(ctx));
 }
 
 static dg_status cpu_buf_alloc(void *ctx, size_t bytes, void **buf)

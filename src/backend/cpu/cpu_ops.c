@@ -23,6 +23,8 @@
  * skipping them). */
 #include "backend/cpu/cpu_ops.h"
 
+#include "backend/cpu/cpu_avx512.h"
+
 #include "core/core.h"
 
 #include <cblas.h>
@@ -661,11 +663,78 @@ __attribute__((target("avx2,fma"))) static void dw_kernel(const float *const x[P
 #define DG_PANEL_KERNEL 0
 #endif
 
-/* Whether a context may run the AVX2/FMA kernels (a NULL context: the
+/* The direct kernels a convolution runs on: none (im2col + OpenBLAS), AVX2
+ * with FMA, or AVX-512 (cpu_avx512.c). */
+typedef enum conv_isa { ISA_NONE, ISA_AVX2, ISA_AVX512 } conv_isa;
+
+/* The kernels `mode` runs on this CPU: auto the widest it has; a forced
+ * path the CPU lacks (refused at init) falls to the next narrower one. */
+static conv_isa isa_of(cpu_conv_mode mode)
+{
+    bool avx2 = DG_PANEL_KERNEL && have_fma(), avx512 = avx2 && dg_cpu512_usable();
+    switch (mode) {
+    case CPU_CONV_IM2COL: return ISA_NONE;
+    case CPU_CONV_AVX2: return avx2 ? ISA_AVX2 : ISA_NONE;
+    default: return avx512 ? ISA_AVX512 : avx2 ? ISA_AVX2 : ISA_NONE;
+    }
+}
+
+/* The kernels of a context (a NULL context: the workspace question, whose
+ * sizes do not depend on the direct kernels' width; see conv_fast). */
+static conv_isa conv_isa_of(const cpu_ctx *c)
+{
+    return isa_of(c ? c->conv_mode : CPU_CONV_AUTO);
+}
+
+dg_status dg_cpu_conv_mode_parse(const char *value, cpu_conv_mode *mode, char *reason,
+                                 size_t reason_len)
+{
+    static const struct {
+        const char *name;
+        cpu_conv_mode mode;
+    } modes[] = {{"auto", CPU_CONV_AUTO},
+                 {"im2col", CPU_CONV_IM2COL},
+                 {"avx2", CPU_CONV_AVX2},
+                 {"avx512", CPU_CONV_AVX512}};
+    *mode = CPU_CONV_AUTO;
+    if (!value || !*value)
+        return DG_OK;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(value, modes[i].name) != 0)
+            continue;
+        *mode = modes[i].mode;
+        if ((*mode == CPU_CONV_AVX2 && isa_of(CPU_CONV_AUTO) == ISA_NONE) ||
+            (*mode == CPU_CONV_AVX512 && isa_of(CPU_CONV_AUTO) != ISA_AVX512)) {
+            snprintf(reason, reason_len,
+                     "cpu: DEVGATE_CPU_CONV=%s: this CPU (or this build) cannot run the %s "
+                     "kernels; auto picks the widest it can",
+                     value, value);
+            return DG_ERR_USAGE;
+        }
+        return DG_OK;
+    }
+    snprintf(reason, reason_len,
+             "cpu: DEVGATE_CPU_CONV='%.32s': expected auto, im2col, avx2 or avx512", value);
+    return DG_ERR_USAGE;
+}
+
+const char *dg_cpu_conv_kernels(const void *ctx)
+{
+    static const char *const names[] = {"im2col", "avx2", "avx512"};
+    return names[conv_isa_of(ctx)];
+}
+
+/* Whether a context may run the direct kernels (a NULL context: the
  * workspace question, answered for the larger of the two paths' needs). */
 static bool conv_fast(const cpu_ctx *c)
 {
-    return DG_PANEL_KERNEL && have_fma() && (!c || c->conv_mode == CPU_CONV_AUTO);
+    return conv_isa_of(c) != ISA_NONE;
+}
+
+/* Whether a context's direct kernels are the AVX-512 ones. */
+static bool conv_wide(const cpu_ctx *c)
+{
+    return conv_isa_of(c) == ISA_AVX512;
 }
 
 /* Whether conv2d_fwd runs on the panel kernel. */
@@ -713,10 +782,18 @@ static size_t panel_floats(size_t kd, size_t cols)
     return kd * round_up(cols, PNR);
 }
 
-/* Floats of weights packed for the panel kernel: m rows of kd. */
+/* Rows of m rounded up to whole blocks of either kernel width (PMR for
+ * AVX2, DG_CPU512_MR for AVX-512), so sizes do not depend on the width. */
+static size_t block_round(size_t m)
+{
+    size_t a = round_up(m, PMR), b = round_up(m, DG_CPU512_MR);
+    return a > b ? a : b;
+}
+
+/* Floats of weights packed for the direct or panel kernels: m rows of kd. */
 static size_t packed_floats(size_t m, size_t kd)
 {
-    return round_up(m, PMR) * kd;
+    return block_round(m) * kd;
 }
 
 /* Workspace floats shared by the threads: the packed weights. */
@@ -746,7 +823,7 @@ static size_t dw_cols(const dg_conv_shape *s)
 /* The parts of one thread's backward slot, in floats from its start (each a
  * multiple of 16): x, the padded image (fast dw) or the column matrix (none
  * when pointwise); dyt, the pixel-major dy (fast dw); part, the partial dw
- * ([k, c kh kw], or turned over and padded to [round_up(c kh kw, PMR),
+ * ([k, c kh kw], or turned over and padded to [block_round(c kh kw),
  * dw_cols] for the fast dw); dx, dy's padded image for the fast dx, or the
  * column matrix col2im reads when the fast dw left none in x. */
 typedef struct bwd_slot {
@@ -761,7 +838,7 @@ static bwd_slot bwd_layout(const cpu_ctx *c, const dg_conv_shape *s)
     bwd_slot b = {0};
     b.dyt = fast_dw ? round_up(padded_floats(s), 16) : col;
     b.part = b.dyt + (fast_dw ? howo * dw_cols(s) : 0);
-    b.dx = b.part + (fast_dw ? round_up(ckk, PMR) * dw_cols(s) : round_up((size_t)s->k * ckk, 16));
+    b.dx = b.part + (fast_dw ? block_round(ckk) * dw_cols(s) : round_up((size_t)s->k * ckk, 16));
     b.total = b.dx;
     if (conv_fast_dx(c, s)) {
         dg_conv_shape fs = conv_dx_shape(s);
@@ -906,25 +983,32 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
     }
 }
 
-/* Rows of the row block that starts with `left` rows to go: PMR, or with
- * `tail` (stride 1, where direct_kernel4 exists) PMR4 where that wastes fewer
- * rows (left 1..4, 7, 8). A short block is only ever followed by short or
- * last blocks, so block rb starts at rb * kd floats of the packed weights. */
-static int block_rows(int left, bool tail)
+/* Rows of the row block that starts with `left` rows to go: `fixed` when
+ * not 0 (PMR for the panel kernel, DG_CPU512_MR for AVX-512), else (the AVX2
+ * direct kernels at stride 1) PMR, or PMR4 where that wastes fewer rows
+ * (left 1..4, 7, 8). A short block is only ever followed by short or last
+ * blocks, so block rb starts at rb * kd floats of the packed weights. */
+static int block_rows(int left, int fixed)
 {
-    return !tail || left >= 9 || left == 6 || left == 5 ? PMR : PMR4;
+    return fixed ? fixed : left >= 9 || left == 6 || left == 5 ? PMR : PMR4;
 }
 
-/* Packs w [k, c, kh, kw] as row blocks (block_rows) of the [k, c kh kw]
+/* The `fixed` of block_rows for a context's direct kernels (stride 1). */
+static int direct_rows(const cpu_ctx *c)
+{
+    return conv_wide(c) ? DG_CPU512_MR : 0;
+}
+
+/* Packs w [k, c, kh, kw] as row blocks (block_rows(.., fixed)) of the [k, c kh kw]
  * matrix (forward), or, when flip, of the [c, k kh kw] matrix of the weights
  * turned 180 degrees (dx): wp[block start * kd + kk * rows + r], zero rows
  * past the end. */
-static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, bool tail, float *wp)
+static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, int fixed, float *wp)
 {
     const int m = flip ? s->c : s->k, kh = s->kh, kw = s->kw, taps = kh * kw;
     const int kd = (flip ? s->k : s->c) * taps;
     for (int rb = 0, mb; rb < m; rb += mb) {
-        mb = block_rows(m - rb, tail);
+        mb = block_rows(m - rb, fixed);
         for (int kk = 0; kk < kd; kk++)
             for (int r = 0; r < mb; r++) {
                 int row = rb + r;
@@ -941,7 +1025,7 @@ static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, bool
 }
 
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w] through the panel
- * kernel; wp from pack_weights(s, ..., false, false), panels and row scratch. */
+ * kernel; wp from pack_weights(s, ..., false, PMR), panels and row scratch. */
 static void conv_panel_image(const dg_conv_shape *s, const float *x, const float *wp,
                              const float *bias, float *y, float *panels, float *row)
 {
@@ -982,11 +1066,17 @@ static void pad_image(const dg_conv_shape *s, const float *x, float *buf, bool c
 }
 
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w], stride 1, through
- * direct_kernel; wp from pack_weights, buf scratch of padded_floats(s)
- * (clean: as pad_image). */
+ * direct_kernel, or the AVX-512 kernels when wide; wp from pack_weights
+ * (fixed: direct_rows), buf scratch of padded_floats(s) (clean: as
+ * pad_image). */
 static void conv_direct_image(const dg_conv_shape *s, const float *x, const float *wp,
-                              const float *bias, float *y, float *buf, bool clean)
+                              const float *bias, float *y, float *buf, bool clean, bool wide)
 {
+    if (wide) {
+        pad_image(s, x, buf, clean);
+        dg_cpu512_conv_direct(s, buf, wp, bias, y);
+        return;
+    }
 #if DG_PANEL_KERNEL
     const int hp = s->h + 2 * s->pad, wpd = s->w + 2 * s->pad, taps = s->kh * s->kw;
     const int m = s->k, ho = s->ho, wo = s->wo;
@@ -1001,7 +1091,7 @@ static void conv_direct_image(const dg_conv_shape *s, const float *x, const floa
                 const float *src = buf + c0 * cs + (size_t)oy * wpd + ox0;
                 float *yo = y + (size_t)oy * wo + ox0;
                 for (int rb = 0, mb; rb < m; rb += mb) {
-                    mb = block_rows(m - rb, true);
+                    mb = block_rows(m - rb, 0);
                     const float *ap = wp + (size_t)rb * kd + (size_t)c0 * taps * mb;
                     int mr = m - rb < mb ? m - rb : mb;
                     const float *b = c0 == 0 && bias ? bias + rb : NULL;
@@ -1026,9 +1116,9 @@ static void conv_direct_image(const dg_conv_shape *s, const float *x, const floa
 /* part [round_up(c kh kw, PMR), kp] += dw of one image turned over (stride 1):
  * x [c, h, w] padded into xpad and dy [k, ho * wo] turned pixel-major into
  * dyt [ho * wo, kp] (kp = dw_cols(s); clean: xpad's border and dyt's columns
- * past k are already zero). */
+ * past k are already zero); wide: on the AVX-512 kernels. */
 static void dw_image(const dg_conv_shape *s, const float *x, const float *dy, float *xpad,
-                     float *dyt, float *part, bool clean)
+                     float *dyt, float *part, bool clean, bool wide)
 {
 #if DG_PANEL_KERNEL
     const int ho = s->ho, wo = s->wo, kh = s->kh, kw = s->kw, taps = kh * kw;
@@ -1041,6 +1131,10 @@ static void dw_image(const dg_conv_shape *s, const float *x, const float *dy, fl
     int rows = DW_PIXELS / wo > 0 ? DW_PIXELS / wo : 1;
     for (int oy0 = 0; oy0 < ho; oy0 += rows) {
         int oy1 = oy0 + rows < ho ? oy0 + rows : ho;
+        if (wide) {
+            dg_cpu512_dw(s, xpad, dyt, kp, oy0, oy1, part);
+            continue;
+        }
         for (size_t k0 = 0; k0 < kp; k0 += PNR)
             for (size_t q0 = 0; q0 < ckk; q0 += PMR) {
                 const float *xr[PMR];
@@ -1054,7 +1148,7 @@ static void dw_image(const dg_conv_shape *s, const float *x, const float *dy, fl
             }
     }
 #else
-    (void)s, (void)x, (void)dy, (void)xpad, (void)dyt, (void)part, (void)clean;
+    (void)s, (void)x, (void)dy, (void)xpad, (void)dyt, (void)part, (void)clean, (void)wide;
 #endif
 }
 
@@ -1099,10 +1193,10 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
         return st;
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
     const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(c, s);
-    const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(c, s);
+    const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(c, s), wide = conv_wide(c);
     float *packed = wk, *slots = wk + conv_shared(c, s);
     if (fast)
-        pack_weights(s, wp, false, s->stride == 1, packed);
+        pack_weights(s, wp, false, s->stride == 1 ? direct_rows(c) : PMR, packed);
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         float *col = slots + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
@@ -1112,7 +1206,7 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
             const float *xi = xp + (size_t)img * chw; /* [c, h, w] */
             float *yi = yp + (size_t)img * K * howo;  /* [k, ho * wo] */
             if (fast && s->stride == 1) {
-                conv_direct_image(s, xi, packed, bp, yi, col, clean);
+                conv_direct_image(s, xi, packed, bp, yi, col, clean, wide);
                 clean = true;
                 continue;
             }
@@ -1156,9 +1250,9 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     const int ckk = s->c * s->kh * s->kw, howo = s->ho * s->wo, K = s->k;
     const size_t chw = (size_t)s->c * s->h * s->w, per = conv_per_thread(c, s);
     const bool pointwise = conv_pointwise(s), fast_dx = dxp && conv_fast_dx(c, s);
-    const bool fast_dw = conv_fast_dw(c, s);
+    const bool fast_dw = conv_fast_dw(c, s), wide = conv_wide(c);
     const bwd_slot lay = bwd_layout(c, s);
-    const size_t kp = dw_cols(s), npart = fast_dw ? round_up((size_t)ckk, PMR) * kp : nw;
+    const size_t kp = dw_cols(s), npart = fast_dw ? block_round((size_t)ckk) * kp : nw;
     const dg_conv_shape fs = conv_dx_shape(s);
     float *packed = wk, *slots = wk + conv_shared(c, s);
     if (s->n == 0) { /* empty sums */
@@ -1170,7 +1264,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
     if (fast_dx)
-        pack_weights(s, wp, true, true, packed);
+        pack_weights(s, wp, true, direct_rows(c), packed);
         /* Each thread sums dw over its images into its own partial (dw itself
          * when alone on the im2col path); static scheduling gives every thread
          * at least one image. */
@@ -1189,7 +1283,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
             const float *xi = xp + (size_t)img * chw;        /* [c, h, w] */
             const float *dyi = dyp + (size_t)img * K * howo; /* [k, ho * wo] */
             if (fast_dw) {
-                dw_image(s, xi, dyi, col, slot + lay.dyt, part, !first);
+                dw_image(s, xi, dyi, col, slot + lay.dyt, part, !first, wide);
             } else {
                 if (!pointwise)
                     im2col(s, xi, col, (size_t)howo);
@@ -1200,7 +1294,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
             if (dxp) {
                 float *dxi = dxp + (size_t)img * chw; /* [c, h, w] */
                 if (fast_dx) {
-                    conv_direct_image(&fs, dyi, packed, NULL, dxi, slot + lay.dx, !first);
+                    conv_direct_image(&fs, dyi, packed, NULL, dxi, slot + lay.dx, !first, wide);
                 } else {
                     /* col [ckk, howo] = w^T [ckk, k] * dy_i [k, howo], then back onto the image */
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, howo, K, 1.0f, wp,

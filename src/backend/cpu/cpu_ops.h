@@ -11,8 +11,10 @@
 
 /* Which convolution path a context takes (DEVGATE_CPU_CONV, read at init). */
 typedef enum cpu_conv_mode {
-    CPU_CONV_AUTO,  /* the direct AVX2/FMA kernels where the CPU has them */
-    CPU_CONV_IM2COL /* im2col + OpenBLAS + col2im, the portable fallback */
+    CPU_CONV_AUTO,   /* the widest direct kernels the CPU runs: AVX-512, else AVX2/FMA */
+    CPU_CONV_IM2COL, /* im2col + OpenBLAS + col2im, the portable fallback */
+    CPU_CONV_AVX2,   /* the AVX2/FMA direct kernels even where AVX-512 runs */
+    CPU_CONV_AVX512  /* the AVX-512 direct kernels (init refuses it where they cannot run) */
 } cpu_conv_mode;
 
 typedef struct cpu_ctx {
@@ -77,6 +79,14 @@ static inline dg_status cpu_ref_i32(cpu_ctx *c, dg_ref r, size_t bytes, const ch
     return *p ? DG_OK : DG_ERR_USAGE;
 }
 
+/* *mode = the convolution path DEVGATE_CPU_CONV's value names (NULL or ""
+ * is auto); DG_ERR_USAGE with a message naming the variable in reason for
+ * an unknown value, or for avx2/avx512 where this CPU cannot run them. */
+dg_status dg_cpu_conv_mode_parse(const char *value, cpu_conv_mode *mode, char *reason,
+                                 size_t reason_len);
+/* Names the convolution kernels a context (NULL: a default one) runs:
+ * "avx512", "avx2" or "im2col" (static text). */
+const char *dg_cpu_conv_kernels(const void *ctx);
 dg_status dg_cpu_fill(void *ctx, dg_ref x, size_t count, float value);
 dg_status dg_cpu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int channels, int inner);
 dg_status dg_cpu_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner);

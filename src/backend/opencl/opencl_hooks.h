@@ -29,6 +29,10 @@ const char *dg_ocl_gemm_variant(void *ctx, bool ta, bool tb, int m, int n, int b
 const char *dg_ocl_gemm_pick(bool cpu, unsigned compute_units, bool ta, bool tb, int m, int n,
                              int batch);
 
+/* Where the context's program came from: "source" (built from kernels.cl) or
+ * "cache" (the program binary cache, ocl_cache.h); "" without a context. */
+const char *dg_ocl_program_origin(void *ctx);
+
 /* The backend's context, in-order profiling queue and device (still owned by
  * the backend); DG_ERR_USAGE on a NULL argument. */
 dg_status dg_ocl_handles(void *ctx, cl_context *context, cl_command_queue *queue,

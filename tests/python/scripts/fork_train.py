@@ -6,7 +6,8 @@ encoder and a head with an optimizer each, a print every step. --pidlog FILE app
 the runs were forked from devgate's fork server); --crash-at N raises at the
 Nth optimizer step, --segv-at N kills itself with SIGSEGV there; --io-ms adds
 a wait per batch (a slow disk: the step rate is the wait's, whatever the load
-of the machine)."""
+of the machine); --log FILE writes each step's line to a log file opened at
+the start and never closed (the interpreter's exit flushes it)."""
 import argparse
 import os
 import signal
@@ -28,12 +29,14 @@ def main():
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--io-ms", type=float, default=0.0)
     ap.add_argument("--pidlog")
+    ap.add_argument("--log")
     ap.add_argument("--crash-at", type=int, default=0)
     ap.add_argument("--segv-at", type=int, default=0)
     args = ap.parse_args()
     if args.pidlog:
         with open(args.pidlog, "a") as f:
             f.write("%d %d\n" % (os.getpid(), os.getppid()))
+    log = open(args.log, "w") if args.log else None
     np.random.seed(0)
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -59,6 +62,8 @@ def main():
             opt_head.step()
             n += 1
             print("epoch %d step %d loss %.4f" % (epoch, n, loss.item()), flush=True)
+            if log:
+                log.write("epoch %d step %d\n" % (epoch, n))
             if n == args.crash_at:
                 raise RuntimeError("boom at step %d" % n)
             if n == args.segv_at:
