@@ -3,10 +3,8 @@
  * Every op entry point goes through one dispatch() over one table of calls
  * (dispatch_calls.c); --disable-op names are the call names. */
 #include "engine/dispatch_int.h"
-#include "env/peak.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,8 +197,8 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
     }
     /* The cpu backend's one thread pool: --threads, else OMP_NUM_THREADS,
      * else the usable physical cores (not every logical CPU, not past a
-     * cgroup quota). */
-    omp_set_num_threads(dg_cpu_threads_resolve(o.threads, NULL));
+     * cgroup quota), then only those others leave free (dg_cpu_team_step). */
+    dg_cpu_team_init(&e->team, o.threads);
     if (o.math != DG_MATH_FP32 && (st = be->set_math(e->bctx, (int)o.math)) != DG_OK) {
         const char *why = be->last_error ? be->last_error(e->bctx) : NULL;
         dg_engine_close(e);

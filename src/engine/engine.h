@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "env/cpu_team.h"
 
 /* ---- caching allocator (alloc.c) ------------------------------------------
  * Behaves as PyTorch users expect: freed blocks are kept for reuse in size
@@ -71,6 +72,7 @@ typedef struct dg_engine {
     bool any_fallback;        /* an op has fallen back (capture is then off) */
     unsigned fuse;            /* DG_FUSE_* forms usable (fuse.c), once fuse_known */
     bool fuse_known;
+    dg_cpu_team team; /* the cpu side's OpenMP team (dg_cpu_team_step at each step) */
 } dg_engine;
 
 /* Opens backend `name` for training. DG_ERR_UNAVAILABLE with the reason when

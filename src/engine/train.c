@@ -530,9 +530,11 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
     dg_status st;
     if (t->o->cancel && *t->o->cancel)
         return dg_fail(ctx, DG_ERR_INTERRUPTED, "train: interrupted at step %d of %d", g, t->total);
+    dg_cpu_team_step(&e->team);
     if (g == t->warmup) {
         if ((st = e->be->synchronize(e->bctx)) != DG_OK)
             return st;
+        dg_cpu_team_mark(&e->team);
         energy_open(t);
         t->t0 = dg_now();
         t->cpu0 = process_cpu_s();

@@ -108,6 +108,8 @@ cJSON *dg_train_record(trainer *t, dg_status final)
                           dg_json_metric(counted ? t->enq_step : 0, counted, "commands"));
     cJSON_AddItemToObject(thr, "host_waits_per_step",
                           dg_json_metric(counted ? t->waits_step : 0, counted, "waits"));
+    /* The threads the cpu side really had, and the cores others kept busy. */
+    cJSON_AddItemToObject(rec, "cpu_team", dg_cpu_team_json(&e->team));
     energy_json(t, thr, timed ? wall : 0, timed ? timed_steps * (double)t->n : 0);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     cJSON_AddStringToObject(ph, "source",

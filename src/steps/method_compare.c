@@ -224,11 +224,23 @@ static cJSON *side_entry(dg_pair_side *s)
     return e;
 }
 
+/* Whether the speedup after n pairs settles its verdict with a margin more
+ * pairs do not cross (dg_speed_decisive). */
+static bool decisive(const dg_pair_side *cpu, const dg_pair_side *dev, int n)
+{
+    double c[DG_COMPARE_MAX_PAIRS], d[DG_COMPARE_MAX_PAIRS];
+    size_t nc = rates_of(cpu, n, c), nd = rates_of(dev, n, d);
+    dg_median_ci ci;
+    return nc && nd && dg_bootstrap_median_ci(d, nd, c, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) &&
+           ci.valid && dg_speed_decisive(ci.lo, ci.hi, nc, nd, NULL);
+}
+
 typedef struct pairs {
     dg_pair_side side[2][DG_COMPARE_MAX_PAIRS];
     cJSON *entry[2 * DG_COMPARE_MAX_PAIRS];
     int n;              /* pairs run */
-    const char *ended;  /* what ended the pairs: "interval narrow", "time budget", "most pairs" */
+    const char *ended;  /* what ended the pairs: "decisive", "interval narrow", "time budget",
+                           "most pairs" */
     const char *failed; /* the side that did not end ok */
     const char *why;    /* its reason */
     bool interrupted;
@@ -248,6 +260,12 @@ static dg_status run_pairs(const dg_runner_i *r, void *rctx, const char *device,
     double t0 = dg_now();
     p->ended = "most pairs";
     for (int i = 0; i < most && !p->failed; i++) {
+        /* A verdict settled with a margin ends the pairs, the plan's minimum
+         * or not (a device 50x the cpu needs no fifth cpu run to say so). */
+        if (i >= DG_SPEED_DECISIVE_MIN && decisive(p->side[0], p->side[1], i)) {
+            p->ended = "decisive";
+            break;
+        }
         /* Past the plan's pairs, another only while the interval is too wide
          * and the budget leaves room for a pair as long as the mean one. */
         if (i >= plan->min_pairs && !(ci_width(p->side[0], p->side[1], i) > plan->ci_width)) {
@@ -351,8 +369,12 @@ dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const
         cJSON_AddBoolToObject(f, "within_tolerance", false);
         cJSON_AddItemToArray(runs, f);
     } else if (runs && st == DG_OK) {
-        cJSON_AddItemToArray(
-            runs, dg_method_pairs_run(plan, device, p->side[0], p->side[1], p->n, p->entry));
+        cJSON *run = dg_method_pairs_run(plan, device, p->side[0], p->side[1], p->n, p->entry);
+        /* How many the plan allowed, and whether a decisive verdict cut them short. */
+        cJSON *rp = cJSON_GetObjectItemCaseSensitive(run, "repetitions");
+        cJSON_AddNumberToObject(rp, "planned", plan->max_pairs);
+        cJSON_AddStringToObject(rp, "stop", strcmp(p->ended, "decisive") ? "planned" : "decisive");
+        cJSON_AddItemToArray(runs, run);
         memset(p->entry, 0, sizeof p->entry); /* moved in */
     }
     for (int i = 0; i < 2 * DG_COMPARE_MAX_PAIRS; i++)

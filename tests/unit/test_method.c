@@ -214,6 +214,19 @@ static void test_pairs(dg_ctx *ctx)
     CHECK_STR(dg_jstr(run, "failed"), "cuda");
     CHECK_STR(out.error, "planted: out of memory");
     cJSON_Delete(out.section);
+    /* A verdict settled with a margin (10x: pays off at more than twice its
+     * minimum, the interval a point) ends the pairs after 3, under the plan's 4. */
+    dg_compare_plan four = plan;
+    four.min_pairs = 4;
+    p = (planted_pairs){.cpu_sps = 100, .dev_sps = 1000};
+    out = (dg_step_out){0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &four, NULL, &out) == DG_OK);
+    CHECK_STR(p.order, "cdcdcd");
+    run = cJSON_GetArrayItem(dg_jpath(out.section, "runs"), 0);
+    CHECK_STR(dg_jstr(run, "repetitions.stop"), "decisive");
+    CHECK(dg_jnum(run, "repetitions.planned") == 6);
+    CHECK_STR(dg_jstr(out.section, "spec.pairs_ended"), "decisive");
+    cJSON_Delete(out.section);
     /* Cancelled: no pair runs. */
     volatile sig_atomic_t cancel = 1;
     p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200};
