@@ -86,6 +86,9 @@ v = lambda x: x.get("value") if isinstance(x, dict) else x
 r1 = lambda x: None if x is None else round(x, 2)
 print(" steps", [(s["name"], s["status"], r1(v(s.get("wall"))), r1(100 * (v(s.get("share")) or 0)))
                  for s in d.get("steps", [])], "(name, status, wall s, share %)")
+env = d.get("env") or {}
+print(" env walls", {k: r1(v(x)) for k, x in (env.get("walls") or {}).items() if k != "note"},
+      "backends", [(b.get("name"), r1(v(b.get("wall")))) for b in env.get("backends") or []])
 for s in d.get("steps", []):
     if s.get("error"):
         print("  %s error: %s" % (s["name"], s["error"][:200]))
@@ -98,8 +101,10 @@ if sw:
               round(v(t.get("samples_per_s")) or 0), r1(v(t.get("wall_s")))))
 for r in (d.get("compare") or {}).get("runs", []):
     ci = r.get("speedup_ci") or {}
-    print(" compare b%s speedup %s (95%% %s-%s) %s" % (r.get("batch"), r1(v(r.get("speedup"))),
-          r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict")))
+    rp = r.get("repetitions") or {}
+    print(" compare b%s speedup %s (95%% %s-%s) %s; repetitions %s of %s (%s)" % (r.get("batch"),
+          r1(v(r.get("speedup"))), r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict"),
+          rp.get("per_side"), rp.get("planned"), rp.get("stop")))
 dec = d.get("decision") or {}
 print(" decision", dec.get("route"), "|", (dec.get("statement") or "")[:240])
 print(" findings", [(f["id"], f["severity"]) for f in d.get("findings", [])])
