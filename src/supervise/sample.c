@@ -392,13 +392,9 @@ size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
     dg_proc_entry *m = all ? dg_malloc((n ? n : 1) * sizeof *m) : NULL;
     size_t k = m ? dg_tree_members(s->tree, all, n, m, n) : 0;
     dg_free(all);
-    dg_tree_point p = {.t = t_s,
-                       .cpu_pct = NAN,
-                       .swap = NAN,
-                       .psi = NAN,
-                       .gpu_mem = NAN,
-                       .gpu_util = NAN,
-                       .gpu_power = NAN};
+    dg_tree_point p = {
+        .t = t_s, .cpu_pct = NAN, .swap = NAN, .psi = NAN, .gpu_mem = NAN, .gpu_util = NAN};
+    p.gpu_power = NAN;
     double ticks_delta = 0;
     p.rss = m ? dg_tree_rss(m, k) : NAN;
     for (size_t i = 0; i < k; i++) {
