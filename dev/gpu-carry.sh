@@ -27,7 +27,7 @@ else
   rm -rf .devcarry/bin && mkdir -p .devcarry/bin
   cp "$b/devgate" "$b/libdevgate-cuda.so" .devcarry/bin/
   cp -r "$b/python" .devcarry/bin/python
-  for t in test_cuda test_ops test_gate test_gate_ops test_gate_link test_gate_sustain; do [ -x "$b/tests/$t" ] && cp "$b/tests/$t" .devcarry/bin/; done
+  for t in test_cuda test_ops test_gate test_gate_ops test_gate_link test_gate_sustain test_cpu_conv_paths; do [ -x "$b/tests/$t" ] && cp "$b/tests/$t" .devcarry/bin/; done
 fi
 # Debian's sonames the device has not: cJSON, libjpeg .so.62, LLVM's OpenMP
 # (the harnesses are built with clang), and what they pull.

@@ -53,7 +53,17 @@
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
-#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
+#            then slo --target fixture on cuda (mlp batch 1, cifar batch 64) and on the
+#            host (cifar batch 64): a ladder 1,4,16,64 of SLO_FIXTURE_SECS (6) each
+#   cpubench issue 24's cpu target on the host CPU: (tests) test_cpu_conv_paths (AVX-512
+#            against AVX2 bit for bit) and test_ops on every conv path; (bench)
+#            bench/fixture_vs_torch.py --backend cpu --threads 1,2, every preset, b32-512;
+#            (avx2) cifar with DEVGATE_CPU_CONV=avx2 (the kernels before AVX-512) against
+#            PyTorch; (coretype) mlp and lenet with OPENBLAS_CORETYPE=C on both sides for
+#            each C in CPUBENCH_CORETYPES (default SkylakeX: OpenBLAS 0.3.21 takes its
+#            256-bit Zen kernel on Zen 4). CPUBENCH_PARTS (default "tests bench") picks
+#            parts; "avx2 coretype" is the second call of 10 minutes
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -536,6 +546,61 @@ for b in g.get("backends", []):
 pass_slo() {
   ldd "$DG" | grep -E 'libcurl|not found'
   bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
+  # --target fixture on the device: a short ladder per model, every streamed
+  # token one forward pass on cuda (mlp at batch 1, cifar at batch 64), and
+  # cifar's on the host beside it; the per-level table and the statement.
+  local m b be s
+  for spec in "mlp 1 cuda" "cifar 64 cuda" "cifar 64 cpu"; do
+    read -r m b be <<<"$spec"
+    s=$(date +%s.%N)
+    timeout 400 $DG --no-ledger slo --json --no-env --target fixture --backend "$be" --model "$m" \
+      --batch "$b" --concurrency 1,4,16,64 --duration "${SLO_FIXTURE_SECS:-6}s" --warmup 1 \
+      --window 1 --max-tokens 32 --slo ttft:200ms --slo tpot:20ms >"$out/slo-fixture-$m-$be.json" \
+      2>"$out/slo-fixture-$m-$be.err"
+    echo "slo --target fixture --backend $be --model $m --batch $b: exit $? in $(secs "$s") s"
+    tail -3 "$out/slo-fixture-$m-$be.err"
+    python3 - "$out/slo-fixture-$m-$be.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(print(" no record"))
+f = d["spec"]["fixture"]
+print(" fixture", f["backend"], f["device"], f["model"], "batch", f["batch"], "first pass %.2f ms" % f["first_pass"]["value"], "|", f["ended"])
+def p(l, m, q):
+    v = [x["value"]["value"] for x in l["latency"][m]["percentiles"] if x["p"] == q]
+    return float("nan") if not v or v[0] is None else v[0]
+for l in d["levels"]:
+    print("  c%-4s sent %6d ok %6d req/s %8.1f TTFT p50 %7.2f p99 %7.2f ms TPOT p50 %6.3f p99 %6.3f ms %-9s %s"
+          % (l["concurrency"], l["requests"]["sent"], l["requests"]["ok"], l["throughput"]["requests_per_s"]["value"] or 0,
+             p(l, "ttft", 50), p(l, "ttft", 99), p(l, "tpot", 50), p(l, "tpot", 99), l["steady"]["state"], l["verdict"]["state"]))
+print(" statement:", d["final_gate"]["statement"][:400])
+PY
+  done
+}
+
+pass_cpubench() {
+  local parts=${CPUBENCH_PARTS:-tests bench} ct
+  grep -m1 "model name" /proc/cpuinfo; echo " $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  if [[ " $parts " == *" tests "* ]]; then
+    unit_test test_cpu_conv_paths 300
+    unit_test test_ops 300
+    grep -E "^cpu|passed" "$packs/test_ops.txt" | head -40
+  fi
+  if [[ " $parts " == *" bench "* ]]; then
+    python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu --threads 1,2 --rounds 3 \
+      --json "$out/cpubench.json"
+  fi
+  if [[ " $parts " == *" avx2 "* ]]; then
+    DEVGATE_CPU_CONV=avx2 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu \
+      --presets cifar --threads 1,2 --rounds 3 --json "$out/cpubench-avx2.json"
+  fi
+  if [[ " $parts " == *" coretype "* ]]; then
+    for ct in ${CPUBENCH_CORETYPES:-SkylakeX}; do
+      OPENBLAS_CORETYPE=$ct python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu \
+        --presets mlp,lenet --threads 1,2 --rounds 3 --json "$out/cpubench-$ct.json"
+    done
+  fi
 }
 
 pass_fuzz() {
