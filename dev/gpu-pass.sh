@@ -50,7 +50,7 @@
 #            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
 #            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
 #            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
-#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
+#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (150) seconds
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
@@ -171,7 +171,7 @@ pass_ttev() {
   echo "hooks: exit $? in $(secs "$s") s"
   s=$(date +%s.%N)
   timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
-    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-170}"
+    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-150}"
   echo "rounds: exit $? in $(secs "$s") s"
 }
 
