@@ -54,7 +54,8 @@
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
 #   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
 #            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
-#            it and carries libclblast.so.1), bench/ocl_vs_cuda.py (train step time on every preset
+#            it and carries libclblast.so.1; then the weakest shapes on each GPU kernel forced),
+#            bench/ocl_vs_cuda.py (train step time on every preset
 #            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
 #            one and the new one with the old staged upload (OCLBENCH_PATHS), medians of
 #            OCLBENCH_ROUNDS (3), the ratio cuda/opencl and the commands a step), then the
@@ -354,6 +355,13 @@ pass_oclbench() {
     s=$(date +%s.%N)
     timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
     echo "gemm_vs_clblast exit $? in $(secs "$s") s"
+    # The weakest shapes of the last round (sq512 0.82, mlp4096.fc2.dw 0.83) on each GPU
+    # kernel forced, for the tile choice (gpu_pick in src/backend/opencl/opencl.c).
+    for v in db32 db64 db128 tiled64 tiled128; do
+      echo "== GEMM forced DEVGATE_OPENCL_KERNEL=$v"
+      DEVGATE_OPENCL_KERNEL=$v timeout 20 $GB --device "$nv" --reps 3 --min-ms 5 \
+        --shapes sq512,sq1024,mlp4096.fc2.dw,mlp256.fc1.fwd,cifar256.conv2.fwd | grep -vE '^#|^shape'
+    done
   else
     echo "no $GB or no NVIDIA OpenCL device: the GEMM comparison is skipped"
   fi
