@@ -29,6 +29,8 @@ expect_json f1.json '(lambda f: f["backend"] == "cpu" and f["model"] == "mlp" an
 expect_json f1.json 'd["spec"]["model"] == "mlp" and d["spec"]["target"].startswith(d["spec"]["fixture"]["url"] + "/v1/completions")'
 expect_json f1.json 'all(l["requests"]["ok"] > 0 and l["requests"]["failed"] == 0 and l["tokens"]["source"] == "server" for l in d["levels"])'
 expect_json f1.json 'all(s["tokens"] == 6 for l in d["levels"] for s in l["samples"] if s["outcome"] == "ok")'
+# its own view, scraped from its /metrics: the server's token count and streams
+expect_json f1.json 'd["spec"]["metrics"] == d["spec"]["fixture"]["url"] + "/metrics" and all(l["engine"]["names"]["tokens"] == "vllm:generation_tokens_total" and l["engine"]["tokens_per_s"]["valid"] and l["engine"]["tokens_per_s"]["value"] > 0 and l["engine"]["queue_waiting"]["value"] == 0 for l in d["levels"])'
 expect_json f1.json '"endpoint devgate'"'"'s fixture on cpu (batch 2, http://127.0.0.1:" in d["final_gate"]["statement"] if d["final_gate"]["signed"] else "never reached a steady state" in d["final_gate"]["statement"]'
 pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["fixture"]["pid"])' f1.json)
 kill -0 "$pid" 2>/dev/null && bad "the fixture server ($pid) outlived the run" || ok
