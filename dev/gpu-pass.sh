@@ -31,6 +31,7 @@
 #            forked from the fork server (targets: 60 s and 180 s), the project's own
 #            accept_train.py forked, and the fallback when an installed import initialises CUDA;
 #            each sweep trial's timeline in spans with their medians (bench/trial_timeline.py)
+#            FORK_PARTS (default "quick full cmd devinit") picks the runs
 #   forkbench  bench/fork_server.sh on cuda: forked against fresh interpreters, one round a side
 #            (FORK_ROUNDS=N for more; each round about 4 minutes)
 #   levels   issue 25 on cuda: gate --level 2 (every op of every backend against float64
@@ -40,8 +41,9 @@
 #            the planted faults on cuda (bias-ulp named by level 2, gemm-slowdown
 #            called unstable by level 3), the level tests (test_gate_ops, _link,
 #            _sustain; each failing check's line in the log) and accept --level 2 on cuda;
-#            the per-op table in levels-ops.txt. LEVELS_PARTS (default "gates faults
-#            tests accept") picks parts: "tests faults" is the short re-check
+#            the per-op table in levels-ops.txt; accept --level 2 -- CMD on a PyTorch
+#            script on cuda. LEVELS_PARTS (default "gates faults tests accept cmd") picks
+#            parts: "tests faults cmd" is the short re-check (under 4 minutes)
 #   ttev     issue 24's time to evidence and the probe's cost on cuda: accept --backend cuda
 #            from a cold devgate process (keep the pass first in the call that follows the
 #            carry), then --quick and the default tier again warm, each with its steps' walls
@@ -84,6 +86,9 @@ v = lambda x: x.get("value") if isinstance(x, dict) else x
 r1 = lambda x: None if x is None else round(x, 2)
 print(" steps", [(s["name"], s["status"], r1(v(s.get("wall"))), r1(100 * (v(s.get("share")) or 0)))
                  for s in d.get("steps", [])], "(name, status, wall s, share %)")
+env = d.get("env") or {}
+print(" env walls", {k: r1(v(x)) for k, x in (env.get("walls") or {}).items() if k != "note"},
+      "backends", [(b.get("name"), r1(v(b.get("wall")))) for b in env.get("backends") or []])
 for s in d.get("steps", []):
     if s.get("error"):
         print("  %s error: %s" % (s["name"], s["error"][:200]))
@@ -96,8 +101,10 @@ if sw:
               round(v(t.get("samples_per_s")) or 0), r1(v(t.get("wall_s")))))
 for r in (d.get("compare") or {}).get("runs", []):
     ci = r.get("speedup_ci") or {}
-    print(" compare b%s speedup %s (95%% %s-%s) %s" % (r.get("batch"), r1(v(r.get("speedup"))),
-          r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict")))
+    rp = r.get("repetitions") or {}
+    print(" compare b%s speedup %s (95%% %s-%s) %s; repetitions %s of %s (%s)" % (r.get("batch"),
+          r1(v(r.get("speedup"))), r1(v(ci.get("lo"))), r1(v(ci.get("hi"))), r.get("verdict"),
+          rp.get("per_side"), rp.get("planned"), rp.get("stop")))
 dec = d.get("decision") or {}
 print(" decision", dec.get("route"), "|", (dec.get("statement") or "")[:240])
 print(" findings", [(f["id"], f["severity"]) for f in d.get("findings", [])])
@@ -389,16 +396,24 @@ pass_fork() {
   # After each accept: its launch, then each sweep trial's timeline cut into
   # spans (start, imports, device init, to the first step, warm-up, window,
   # exit, devgate's own) and their medians (bench/trial_timeline.py).
-  accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
-  launch_line "$packs/fork-quick/report.json"
-  python3 bench/trial_timeline.py "$packs/fork-quick/report.json"
-  accept_timed fork-full 420 -- "${FORK_CMD[@]}"
-  launch_line "$packs/fork-full/report.json"
-  python3 bench/trial_timeline.py "$packs/fork-full/report.json"
-  accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
-    --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
-  launch_line "$packs/fork-cmd/report.json"
-  python3 bench/trial_timeline.py "$packs/fork-cmd/report.json"
+  local parts=" ${FORK_PARTS:-quick full cmd devinit} "
+  if [[ $parts == *" quick "* ]]; then
+    accept_timed fork-quick 300 --quick -- "${FORK_CMD[@]}"
+    launch_line "$packs/fork-quick/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-quick/report.json"
+  fi
+  if [[ $parts == *" full "* ]]; then
+    accept_timed fork-full 420 -- "${FORK_CMD[@]}"
+    launch_line "$packs/fork-full/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-full/report.json"
+  fi
+  if [[ $parts == *" cmd "* ]]; then
+    accept_timed fork-cmd 300 --quick -- python3 tests/python/scripts/accept_train.py \
+      --batch '{batch}' --device '{device}' --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+    launch_line "$packs/fork-cmd/report.json"
+    python3 bench/trial_timeline.py "$packs/fork-cmd/report.json"
+  fi
+  [[ $parts == *" devinit "* ]] || return 0
   # An installed package that initialises CUDA at import: every run a fresh interpreter, said why.
   rm -rf /tmp/devgate-fork-site && cp -r tests/python/scripts/fork_site /tmp/devgate-fork-site
   (
@@ -476,7 +491,7 @@ for b in d.get("backends", []):
               m.get("rated_source"), m.get("ok")))
 PY
   }
-  local parts=" ${LEVELS_PARTS:-gates faults tests accept} "
+  local parts=" ${LEVELS_PARTS:-gates faults tests accept cmd} "
   if [[ $parts == *" gates "* ]]; then
     gate_timed level1 60 --level 1
     gate_timed level2 180 --level 2
@@ -501,6 +516,20 @@ for b in d.get("backends", []):
   if [[ $parts == *" accept "* ]]; then
     accept_timed level2-accept 900 --level 2 --backend cuda
     grep -E "level [0-9] (took|OVERRAN)" "$packs/level2-accept.txt"
+  fi
+  if [[ $parts == *" cmd "* ]]; then # accept --level 2 -- CMD: devgate's gate on the command's device
+    accept_timed level2-cmd 300 --level 2 --sweep-from 64 --sweep-to 1024 --epochs 2 -- \
+      python3 tests/python/scripts/accept_train.py --batch '{batch}' --device '{device}' \
+      --epochs '{epochs}' --steps 20 --features 256 --hidden 4096
+    grep -hE "device gate|level [0-9] (took|OVERRAN)" "$packs/level2-cmd.txt" "$packs/level2-cmd.err"
+    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gate"]; lv = g.get("level") or {}
+print(" gate level", lv.get("level"), "on", lv.get("backend"), "verdict", lv.get("verdict"), "wall",
+      (lv.get("wall") or {}).get("value"), "budget", (lv.get("budget") or {}).get("value"), "reason", lv.get("reason"))
+for b in g.get("backends", []):
+    o = b.get("ops") or {}
+    print("  %s available %s level_backend %s ops checked %s failed %s link ok %s" % (b.get("name"), b.get("available"),
+          b.get("level_backend"), o.get("checked"), o.get("failed"), (b.get("link") or {}).get("ok")))' \
+      "$packs/level2-cmd/report.json" 2>&1 | head -12
   fi
 }
 

@@ -2,6 +2,7 @@
 #include "analysis/speed.h"
 
 #include <math.h>
+#include <string.h>
 
 void dg_speed_judge(double lo, double hi, size_t na, size_t nb, size_t min_n, const double *th,
                     dg_speed_judgement *out)
@@ -41,4 +42,17 @@ void dg_speed_judge(double lo, double hi, size_t na, size_t nb, size_t min_n, co
                                   : "the interval holds the pay-off ratio";
     }
     *out = j;
+}
+
+bool dg_speed_decisive(double lo, double hi, size_t na, size_t nb, const double *th)
+{
+    dg_speed_judgement j;
+    dg_speed_judge(lo, hi, na, nb, DG_SPEED_DECISIVE_MIN, th, &j);
+    if (!(lo > 0) || !(hi <= 1.2 * lo))
+        return false;
+    if (strcmp(j.verdict, "pays-off") == 0)
+        return lo >= 2 * j.pays_off_min;
+    if (strcmp(j.verdict, "slower") == 0)
+        return hi <= 0.5 * j.band_lo;
+    return false;
 }

@@ -36,4 +36,14 @@ typedef struct dg_speed_judgement {
 void dg_speed_judge(double lo, double hi, size_t na, size_t nb, size_t min_n, const double *th,
                     dg_speed_judgement *out);
 
+/* Fewest timed repetitions a side before the fixture's comparison may stop
+ * early (the quick tier's whole plan). */
+#define DG_SPEED_DECISIVE_MIN 3
+/* Whether a comparison may stop before its planned repetitions: both sides
+ * have DG_SPEED_DECISIVE_MIN samples, the verdict is pays-off with lo at
+ * least twice pays_off_min, or slower with hi at most half of band_lo (a
+ * margin more repetitions do not cross), and the interval is narrow (hi at
+ * most 1.2 lo), so the figure it reports is as firm as the verdict. */
+bool dg_speed_decisive(double lo, double hi, size_t na, size_t nb, const double *th);
+
 #endif

@@ -10,7 +10,7 @@
 
 #include "devgate.h"
 
-#define DG_BACKEND_IFACE_VERSION 5
+#define DG_BACKEND_IFACE_VERSION 6
 
 typedef struct dg_metric {
     double value;
@@ -137,6 +137,21 @@ typedef struct dg_backend_caps {
 
 #define DG_EVENT_SLOTS 16
 
+/* What a fused call does to each output after the product (version 6): the
+ * bias added (per output column of a gemm, per output channel of a
+ * convolution), then ReLU, then (gemm only) the mask: out = mask > 0 ? out :
+ * 0, mask laid out as the output (same leading dimension). Absent refs and
+ * false: that stage is skipped. */
+typedef struct dg_epilogue {
+    dg_ref bias;
+    bool relu;
+    dg_ref mask;
+} dg_epilogue;
+
+/* Bits of fusion(): the fused calls an opened context runs. */
+#define DG_FUSE_GEMM 1u /* gemm_ep: bias, relu and mask */
+#define DG_FUSE_CONV 2u /* conv2d_fwd_ep: bias and relu */
+
 typedef struct dg_backend_iface {
     uint32_t version; /* DG_BACKEND_IFACE_VERSION the backend was built against */
     const char *name;
@@ -237,6 +252,19 @@ typedef struct dg_backend_iface {
     dg_status (*host_alloc)(void *ctx, size_t bytes, void **p);
     void (*host_free)(void *ctx, void *p);
     dg_status (*host_wait)(void *ctx, const void *p);
+    /* Fused calls (version 6): fusion says which this open context runs
+     * (DG_FUSE_* bits; 0 when a setting asks for the unfused path). gemm_ep:
+     * C[m,n] = ep(op(A) * op(B)) (alpha 1, beta 0), bias per column of C;
+     * conv2d_fwd_ep: y = ep(conv(x, w)), the mask absent. Each equals the
+     * unfused calls it replaces (gemm, bias_add, relu_fwd, relu_bwd's mask). */
+    unsigned (*fusion)(void *ctx);
+    dg_status (*gemm_ep)(void *ctx, bool ta, bool tb, int m, int n, int k, dg_ref a, int lda,
+                         dg_ref b, int ldb, dg_ref c, int ldc, const dg_epilogue *ep);
+    dg_status (*conv2d_fwd_ep)(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref y,
+                               dg_ref work, const dg_epilogue *ep);
+    /* Commands put on the device's queues and host waits for the device since
+     * init (the record's per-step counts); NULL when the backend has none. */
+    dg_status (*queue_counts)(void *ctx, uint64_t *enqueued, uint64_t *waits);
 } dg_backend_iface;
 
 /* Registration functions of the backends compiled into the library. */

@@ -135,6 +135,15 @@ static void no_capture(dg_backend_iface *f)
     f->caps.graph_capture = false;
 }
 
+/* A wrapped op must run as itself: the fused calls (which would bypass it)
+ * are taken away. */
+static void no_fusion(dg_backend_iface *f)
+{
+    f->fusion = NULL;
+    f->gemm_ep = NULL;
+    f->conv2d_fwd_ep = NULL;
+}
+
 const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend_iface *iface)
 {
     const char *spec = getenv("DEVGATE_FAULT");
@@ -164,5 +173,6 @@ const dg_backend_iface *dg_backend_fault_wrap(const char *name, const dg_backend
     } else {
         return iface;
     }
+    no_fusion(&faulty);
     return &faulty;
 }

@@ -217,7 +217,12 @@ static bool level_said(cli *c, dg_accept_opts *o, bool own)
     o->quick = o->level == DG_LEVEL_MIN;
     const dg_level_info *lv = dg_level_get(o->level);
     if (!c->quiet) {
-        if (own)
+        if (own && o->level > DG_LEVEL_MIN)
+            fprintf(stderr,
+                    "devgate accept: level %d (%s); the device gate's budget %.0f s, your "
+                    "program's steps set the rest\n",
+                    o->level, lv->what, lv->gate_budget_s);
+        else if (own)
             fprintf(stderr, "devgate accept: level %d (%s); your program's steps set the time\n",
                     o->level, lv->what);
         else

@@ -267,7 +267,7 @@ const cli_opt cli_gate_opts[] = {
      size_opt, NULL, NULL},
     {CLI_U64, "--seed", NULL, "X", "0", NULL, "seed of the inputs", offsetof(dg_gate_opts, seed), 0,
      0, NULL, NULL, NULL},
-    {CLI_INT, "--reps", NULL, "N", "5", "repetitions", "timed warm repetitions",
+    {CLI_INT, "--reps", NULL, "N", "5", "rounds", "timed warm rounds (each >= 10 ms of products)",
      offsetof(dg_gate_opts, warm_reps), 1, 64, NULL, NULL, NULL},
     {CLI_INT, "--level", NULL, "N", "1", NULL,
      "depth: 1 the product, 2 every op against float64 and the link, 3 sustained load and the "

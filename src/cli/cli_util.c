@@ -33,6 +33,20 @@ int cli_fail_status(cli *c, dg_status st, const char *what)
 void cli_level_said(const cJSON *rec, FILE *f)
 {
     const cJSON *lv = cJSON_GetObjectItem(rec, "level");
+    /* accept -- CMD: the device gate keeps its own budget inside the gate step. */
+    const cJSON *glv = cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "gate"), "level");
+    const char *gb = cJSON_GetStringValue(cJSON_GetObjectItem(glv, "backend"));
+    if (gb && cJSON_IsObject(cJSON_GetObjectItem(rec, "gate")) && glv != lv) {
+        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(glv, "reason"));
+        double gw = jmetric(glv, "wall"), gbud = jmetric(glv, "budget");
+        if (why)
+            fprintf(f, "  the device gate (level %.0f on %s) did not run: %s\n",
+                    jnum(glv, "level", NAN), gb, why);
+        else if (!isnan(gw))
+            fprintf(f, "  the device gate (level %.0f on %s) took %.1f s, %s its %.0f s budget\n",
+                    jnum(glv, "level", NAN), gb, gw,
+                    cJSON_IsTrue(cJSON_GetObjectItem(glv, "overrun")) ? "OVERRAN" : "within", gbud);
+    }
     double level = jnum(lv, "level", NAN), budget = jmetric(lv, "budget"),
            wall = jmetric(lv, "wall"), waited = jmetric(lv, "lock_waited");
     if (isnan(level) || isnan(wall))

@@ -3,10 +3,8 @@
  * Every op entry point goes through one dispatch() over one table of calls
  * (dispatch_calls.c); --disable-op names are the call names. */
 #include "engine/dispatch_int.h"
-#include "env/peak.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,8 +197,8 @@ dg_status dg_engine_open_iface(dg_ctx *ctx, const dg_backend_iface *be, const dg
     }
     /* The cpu backend's one thread pool: --threads, else OMP_NUM_THREADS,
      * else the usable physical cores (not every logical CPU, not past a
-     * cgroup quota). */
-    omp_set_num_threads(dg_cpu_threads_resolve(o.threads, NULL));
+     * cgroup quota), then only those others leave free (dg_cpu_team_step). */
+    dg_cpu_team_init(&e->team, o.threads);
     if (o.math != DG_MATH_FP32 && (st = be->set_math(e->bctx, (int)o.math)) != DG_OK) {
         const char *why = be->last_error ? be->last_error(e->bctx) : NULL;
         dg_engine_close(e);
@@ -385,15 +383,13 @@ typedef struct prof_call {
     size_t d2h0, h2d0;
 } prof_call;
 
-static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st);
-
 /* Synchronises (so the op starts on an idle device) and starts the clock. */
 static dg_status prof_begin(dg_ctx *ctx, dg_engine *e, bool on_cpu, prof_call *pc)
 {
     pc->fallback = on_cpu;
     dg_status st = e->be->synchronize(e->bctx);
     if (st != DG_OK)
-        return native(ctx, e, "synchronize (profiling)", st);
+        return dg_dp_native(ctx, e, "synchronize (profiling)", st);
     pc->d2h0 = e->census->fb_d2h;
     pc->h2d0 = e->census->fb_h2d;
     pc->t0 = dg_now();
@@ -407,7 +403,7 @@ static dg_status prof_end(dg_ctx *ctx, dg_engine *e, prof_call *pc, const char *
     if (st != DG_OK)
         return st;
     if ((st = e->be->synchronize(e->bctx)) != DG_OK)
-        return native(ctx, e, "synchronize (profiling)", st);
+        return dg_dp_native(ctx, e, "synchronize (profiling)", st);
     double t1 = dg_now();
     struct prof *p = e->census->prof;
     uint32_t idx;
@@ -527,7 +523,7 @@ static dg_op_desc desc_of(dg_call c, const call_args *a)
 }
 
 /* Result of a native call, with the backend's message on failure. */
-static dg_status native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st)
+dg_status dg_dp_native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st)
 {
     if (st == DG_OK)
         return DG_OK;
@@ -581,7 +577,7 @@ static dg_status dispatch(dg_ctx *ctx, dg_engine *e, dg_call c, const call_args 
         if (pst != DG_OK)
             return pst;
     }
-    dg_status st = nat ? native(ctx, e, fn, k->invoke(e->be, e->bctx, a, a->r))
+    dg_status st = nat ? dg_dp_native(ctx, e, fn, k->invoke(e->be, e->bctx, a, a->r))
                        : fall_back(ctx, e, c, a, shape, sizeof shape);
     return prof ? prof_end(ctx, e, &pc, fn, shape, st) : st;
 }

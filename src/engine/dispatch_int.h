@@ -105,6 +105,9 @@ typedef struct call_kind {
 /* The table, one row per dg_call. */
 extern const call_kind dg_dp_calls[DG_CALL__COUNT];
 
+/* Result of a native call, with the backend's message on failure (dispatch.c). */
+dg_status dg_dp_native(dg_ctx *ctx, dg_engine *e, const char *fn, dg_status st);
+
 /* ---- one fallback (dispatch_fallback.c) ---- */
 /* A free cpu staging buffer of exactly bytes, reused when one is cached. */
 dg_status dg_dp_stage_get(dg_engine *e, size_t bytes, void **buf);

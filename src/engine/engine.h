@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "env/cpu_team.h"
 
 /* ---- caching allocator (alloc.c) ------------------------------------------
  * Behaves as PyTorch users expect: freed blocks are kept for reuse in size
@@ -69,6 +70,9 @@ typedef struct dg_engine {
     uint32_t disabled_calls;  /* bit (1u << dg_call) */
     struct dg_census *census; /* fallback records */
     bool any_fallback;        /* an op has fallen back (capture is then off) */
+    unsigned fuse;            /* DG_FUSE_* forms usable (fuse.c), once fuse_known */
+    bool fuse_known;
+    dg_cpu_team team; /* the cpu side's OpenMP team (dg_cpu_team_step at each step) */
 } dg_engine;
 
 /* Opens backend `name` for training. DG_ERR_UNAVAILABLE with the reason when
@@ -134,6 +138,27 @@ dg_status dg_op_xent(dg_ctx *ctx, dg_engine *e, int n, int classes, dg_ref logit
                      dg_ref dlogits, dg_ref acc);
 dg_status dg_op_sgd(dg_ctx *ctx, dg_engine *e, dg_ref w, dg_ref g, dg_ref mom, size_t count,
                     float lr, float momentum, float weight_decay);
+
+/* ---- fused calls (fuse.c) --------------------------------------------------
+ * A layer and the ReLU after it (or, backward, a product and the mask of the
+ * ReLU before it) as one backend call, where the backend offers the fused
+ * form (backend.h: fusion, gemm_ep, conv2d_fwd_ep). */
+
+/* Whether e runs the fused form what (DG_FUSE_GEMM, DG_FUSE_CONV) now: the
+ * backend's open context offers it, every call it stands for runs natively
+ * (none disabled, none falling back) and op profiling is off (the profile
+ * times each op by itself). */
+bool dg_engine_fuses(dg_engine *e, unsigned what);
+/* C = ep(op(A) op(B)) on the backend (gemm_ep's contract); only where
+ * dg_engine_fuses(e, DG_FUSE_GEMM). */
+dg_status dg_op_gemm_ep(dg_ctx *ctx, dg_engine *e, bool ta, bool tb, int m, int n, int k, dg_ref a,
+                        int lda, dg_ref b, int ldb, dg_ref c, int ldc, const dg_epilogue *ep);
+/* y = ep(conv(x, w)) on the backend; only where dg_engine_fuses(e, DG_FUSE_CONV). */
+dg_status dg_op_conv2d_fwd_ep(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s, dg_ref x, dg_ref w,
+                              dg_ref y, dg_ref work, const dg_epilogue *ep);
+/* Commands the backend has enqueued and host waits since it opened; false
+ * when it counts none. */
+bool dg_engine_queue_counts(const dg_engine *e, uint64_t *enqueued, uint64_t *waits);
 
 /* ---- float64 reference (ref64.c) -------------------------------------------
  * Plain, single-threaded, double-precision versions of every op on host

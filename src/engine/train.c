@@ -35,21 +35,39 @@ static dg_ref param_at(const trainer *t, int arena, size_t off)
 
 static const dg_ref absent = {NULL, 0};
 
-/* Forward through every layer, then the loss (which also seeds the backward). */
+/* Whether layer i is followed by a ReLU. */
+static bool relu_after(const trainer *t, int i)
+{
+    return i + 1 < t->m.nlayers && t->m.L[i + 1].kind == DG_L_RELU;
+}
+
+/* Forward through every layer, then the loss (which also seeds the backward).
+ * Where the engine fuses, a layer's bias and the ReLU after it run in the
+ * layer's own call, which writes the ReLU's output (the layer's own output
+ * is then never written: nothing reads it). */
 static dg_status forward(trainer *t)
 {
     dg_ctx *ctx = t->ctx;
     dg_engine *e = t->e;
     dg_status st = DG_OK;
     int n = t->n;
+    bool fc_fused = dg_engine_fuses(e, DG_FUSE_GEMM), conv_fused = dg_engine_fuses(e, DG_FUSE_CONV);
     for (int i = 0; i < t->m.nlayers && st == DG_OK; i++) {
         const dg_layer *l = &t->m.L[i];
         dg_ref in = i == 0 ? act_at(t, t->lay.x_off) : act_at(t, t->m.L[i - 1].y_off);
         dg_ref y = act_at(t, l->y_off);
+        bool relu = relu_after(t, i);
+        dg_epilogue ep = {param_at(t, 0, l->b_off), relu, absent};
+        if (relu && ((l->kind == DG_L_CONV && conv_fused) || (l->kind == DG_L_FC && fc_fused)))
+            y = act_at(t, t->m.L[++i].y_off); /* the ReLU's output; the ReLU is done */
         switch (l->kind) {
         case DG_L_CONV:
-            st = dg_op_conv2d_fwd(ctx, e, &l->conv, in, param_at(t, 0, l->w_off),
-                                  param_at(t, 0, l->b_off), y, act_at(t, t->lay.work_off));
+            if (conv_fused)
+                st = dg_op_conv2d_fwd_ep(ctx, e, &l->conv, in, param_at(t, 0, l->w_off), y,
+                                         act_at(t, t->lay.work_off), &ep);
+            else
+                st = dg_op_conv2d_fwd(ctx, e, &l->conv, in, param_at(t, 0, l->w_off),
+                                      param_at(t, 0, l->b_off), y, act_at(t, t->lay.work_off));
             break;
         case DG_L_RELU:
             st = dg_op_relu_fwd(ctx, e, in, y, (size_t)n * l->out_c * l->out_h * l->out_w);
@@ -59,6 +77,11 @@ static dg_status forward(trainer *t)
             break;
         case DG_L_FC:
             /* y[n, out] = x[n, in] * W[out, in]^T + b */
+            if (fc_fused) {
+                st = dg_op_gemm_ep(ctx, e, false, true, n, l->out_c, l->in_c, in, l->in_c,
+                                   param_at(t, 0, l->w_off), l->in_c, y, l->out_c, &ep);
+                break;
+            }
             st = dg_op_gemm(ctx, e, false, true, n, l->out_c, l->in_c, 1.0f, in, l->in_c,
                             param_at(t, 0, l->w_off), l->in_c, 0.0f, y, l->out_c);
             if (st == DG_OK)
@@ -73,17 +96,27 @@ static dg_status forward(trainer *t)
                       act_at(t, last->dy_off), act_at(t, t->lay.acc_off));
 }
 
+/* Backward through every layer. Where the engine fuses, a product's input
+ * gradient that a ReLU (not the first layer) would mask next is masked in
+ * the product's call, straight into the gradient of the layer before the
+ * ReLU; the ReLU is then done. */
 static dg_status backward(trainer *t)
 {
     dg_ctx *ctx = t->ctx;
     dg_engine *e = t->e;
     dg_status st = DG_OK;
     int n = t->n;
+    bool fused = dg_engine_fuses(e, DG_FUSE_GEMM);
     for (int i = t->m.nlayers - 1; i >= 0 && st == DG_OK; i--) {
         const dg_layer *l = &t->m.L[i];
         dg_ref in = i == 0 ? act_at(t, t->lay.x_off) : act_at(t, t->m.L[i - 1].y_off);
         dg_ref dx = i == 0 ? absent : act_at(t, t->m.L[i - 1].dy_off);
         dg_ref dy = act_at(t, l->dy_off);
+        dg_epilogue mask = {absent, false, absent};
+        if (fused && l->kind == DG_L_FC && i >= 2 && t->m.L[i - 1].kind == DG_L_RELU) {
+            mask.mask = act_at(t, t->m.L[i - 1].y_off);
+            dx = act_at(t, t->m.L[i - 2].dy_off);
+        }
         switch (l->kind) {
         case DG_L_CONV:
             st = dg_op_conv2d_bwd(ctx, e, &l->conv, in, param_at(t, 0, l->w_off), dy, dx,
@@ -105,9 +138,14 @@ static dg_status backward(trainer *t)
                             l->in_c, 0.0f, param_at(t, 1, l->w_off), l->in_c);
             if (st == DG_OK)
                 st = dg_op_bias_grad(ctx, e, dy, param_at(t, 1, l->b_off), n, l->out_c, 1);
-            if (st == DG_OK && dx.buf)
+            if (st == DG_OK && mask.mask.buf) {
+                st = dg_op_gemm_ep(ctx, e, false, false, n, l->in_c, l->out_c, dy, l->out_c,
+                                   param_at(t, 0, l->w_off), l->in_c, dx, l->in_c, &mask);
+                i--; /* the ReLU's backward is done */
+            } else if (st == DG_OK && dx.buf) {
                 st = dg_op_gemm(ctx, e, false, false, n, l->in_c, l->out_c, 1.0f, dy, l->out_c,
                                 param_at(t, 0, l->w_off), l->in_c, 0.0f, dx, l->in_c);
+            }
             break;
         }
     }
@@ -178,9 +216,18 @@ static double process_cpu_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Whether step g (0-based over all epochs) ends at a sync point. */
+static bool sync_after(const trainer *t, int g)
+{
+    return (t->sync_every > 0 && (g + 1) % t->sync_every == 0) || g % t->steps == t->steps - 1;
+}
+
+/* Marks a phase boundary in the device's stream: only in a step that ends at
+ * a sync point, the one whose phases the sync point reads (a mark is a
+ * command on the device's queue; the steps between need none). */
 static void mark(trainer *t, int slot)
 {
-    if (t->e->be->event_record)
+    if (t->e->be->event_record && t->marking)
         t->e->be->event_record(t->e->bctx, slot);
 }
 
@@ -358,6 +405,7 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
     if (x->profile_warmup > 0 && x->profile_warmup < t->total)
         t->warmup = x->profile_warmup;
     t->finite = true;
+    t->enq_step = t->waits_step = NAN;
     return DG_OK;
 }
 
@@ -482,17 +530,21 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
     dg_status st;
     if (t->o->cancel && *t->o->cancel)
         return dg_fail(ctx, DG_ERR_INTERRUPTED, "train: interrupted at step %d of %d", g, t->total);
+    dg_cpu_team_step(&e->team);
     if (g == t->warmup) {
         if ((st = e->be->synchronize(e->bctx)) != DG_OK)
             return st;
+        dg_cpu_team_mark(&e->team);
         energy_open(t);
         t->t0 = dg_now();
         t->cpu0 = process_cpu_s();
+        t->counted = dg_engine_queue_counts(e, &t->enq0, &t->waits0);
         dg_health_read(t->health, t->t0, NULL, &t->energy[0]);
     }
     if (t->x->profile_ops && g == t->x->profile_warmup)
         dg_engine_set_profiling(e, true);
     *tw = dg_now();
+    t->marking = sync_after(t, g);
     dg_batch b;
     if ((st = dg_loader_acquire(t->data, &b)) != DG_OK)
         return st;
@@ -669,7 +721,7 @@ static dg_status trainer_loop(trainer *t)
         }
         if ((st = trainer_step(t, g, &tw)) != DG_OK)
             break;
-        bool sync = (t->sync_every > 0 && (g + 1) % t->sync_every == 0) || s == t->steps - 1;
+        bool sync = sync_after(t, g);
         if (sync && (st = trainer_sync(t, g, ep)) != DG_OK)
             break;
         if (t->step_s) {
@@ -698,6 +750,11 @@ static dg_status trainer_loop(trainer *t)
             t->wall = dg_now() - t->t0 - t->val_time;
             t->cpu = process_cpu_s() - t->cpu0 - t->val_cpu;
             t->timed_steps = t->total - t->warmup;
+            uint64_t enq = 0, waits = 0;
+            if (t->counted && dg_engine_queue_counts(t->e, &enq, &waits)) {
+                t->enq_step = (double)(enq - t->enq0) / t->timed_steps;
+                t->waits_step = (double)(waits - t->waits0) / t->timed_steps;
+            }
         }
     }
     dg_measure_unlock(&t->mlock); /* an epoch cut short by an error */

@@ -55,6 +55,10 @@ typedef struct trainer {
     double phase_ms[PH_COUNT][256];
     size_t phase_n;
     int syncs, since_sync, timed_steps;
+    bool marking;                /* this step marks its phases (it ends at a sync point) */
+    uint64_t enq0, waits0;       /* the backend's queue counts when the timed steps began */
+    bool counted;                /* enq0 and waits0 were read */
+    double enq_step, waits_step; /* per timed step; NAN when the backend counts none */
     bool finite;
     double t0, wall, val_time, data_wait;
     dg_mlock mlock; /* lock_epochs: the epoch's hold of the measurement lock */

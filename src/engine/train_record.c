@@ -101,6 +101,15 @@ cJSON *dg_train_record(trainer *t, dg_status final)
     cJSON_AddItemToObject(thr, "cpu_ms",
                           dg_json_metric(cpu_ok ? t->cpu / timed_steps * 1e3 : 0, cpu_ok, "ms"));
     cJSON_AddNumberToObject(thr, "sync_points", t->syncs);
+    /* Commands on the device's queues and host waits per timed step (sync
+     * points and epoch ends included), where the backend counts them. */
+    bool counted = timed && isfinite(t->enq_step);
+    cJSON_AddItemToObject(thr, "commands_per_step",
+                          dg_json_metric(counted ? t->enq_step : 0, counted, "commands"));
+    cJSON_AddItemToObject(thr, "host_waits_per_step",
+                          dg_json_metric(counted ? t->waits_step : 0, counted, "waits"));
+    /* The threads the cpu side really had, and the cores others kept busy. */
+    cJSON_AddItemToObject(rec, "cpu_team", dg_cpu_team_json(&e->team));
     energy_json(t, thr, timed ? wall : 0, timed ? timed_steps * (double)t->n : 0);
     cJSON *ph = cJSON_AddObjectToObject(rec, "phases");
     cJSON_AddStringToObject(ph, "source",

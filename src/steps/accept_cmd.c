@@ -110,6 +110,7 @@ typedef struct acmd {
     const char *step;   /* the step running now, for the log */
     const char *device; /* the device judged ("cpu", "cuda", "mps") */
     int batch;          /* the batch soak, compare and profile use */
+    int level;          /* the gate's: 2 and above run devgate's device gate */
     bool batch_given;
     bool has_batch, has_device, has_epochs;
     dg_oom_count oom_before; /* the OOM-kill count before the running child */
@@ -413,6 +414,9 @@ static dg_status cmd_gate(void *ctx, dg_step_out *out, const char **device)
     }
     if (gate)
         choose(a, gate, why, sizeof why, &st);
+    if (gate && st == DG_OK && a->level >= 2) /* devgate's own checks of the device */
+        dg_accept_cmd_level_gate(a->ctx, gate, a->device, a->level, a->o->cancel, out->summary,
+                                 sizeof out->summary);
     if (st != DG_OK) {
         dg_fail(a->ctx, st, "accept: %s", why);
         snprintf(out->error, sizeof out->error, "%s", why);
@@ -763,6 +767,7 @@ dg_status dg_accept_cmd_run(dg_ctx *ctx, const dg_accept_cmd_opts *opts, char **
               .o = opts,
               .tier = &cmd_tiers[quick ? 0 : 1],
               .device = "cpu",
+              .level = level,
               .start_s = NAN,
               .epoch_steps = NAN};
     a.has_batch = mentions(opts->argv, "{batch}");

@@ -25,6 +25,18 @@ void dg_accept_cmd_argv_free(char **argv);
  * line saying which. *json is left as it was when out of memory. */
 void dg_accept_cmd_launch_note(dg_ctx *ctx, const dg_forksrv *srv, char **json);
 
+/* The devgate backend whose level checks stand for the command's device:
+ * cuda for cuda, opencl for another accelerator (mps), cpu for the cpu. */
+const char *dg_accept_cmd_level_backend(const char *device);
+/* accept --level 2..4 -- CMD's device gate (accept_cmd_gate.c): `devgate
+ * gate --level level --backend B` in a child on device's backend, its level
+ * members (ops, link, sustain, memory_bandwidth) moved into gate's entry of
+ * device ("level_backend" names B), its reference check and level object
+ * (with backend, verdict, and reason when it did not run) into gate's top;
+ * " · level N on B: VERDICT" appended to summary (len bytes). */
+void dg_accept_cmd_level_gate(dg_ctx *ctx, cJSON *gate, const char *device, int level,
+                              const volatile sig_atomic_t *cancel, char *summary, size_t len);
+
 /* The devices --device-arg maps (the gate's names). */
 #define DG_DEVICE_ARG_DEVICES 3 /* cpu, cuda, mps */
 #define DG_DEVICE_ARG_WORDS 16  /* words per device */

@@ -218,14 +218,26 @@ static void keep_rep(side_reps *s, const cJSON *rec, cJSON *window, cJSON *lock)
     }
 }
 
+/* The speedup's interval over the repetitions so far (device over cpu). */
+static void speedup_ci(const cmp_cfg *c, int batch, const side_reps *cpu, const side_reps *dev,
+                       dg_median_ci *ci)
+{
+    uint64_t seed = DG_BOOTSTRAP_SEED ^ ((uint64_t)c->opts->train.seed << 20) ^ (uint64_t)batch;
+    dg_bootstrap_median_ci(cpu->med, (size_t)cpu->n, dev->med, (size_t)dev->n, 0, 0.95, seed, ci);
+}
+
 /* After the numerics pair (the warm-up repetition, not timed: it exports the
  * batches and compiles the device's kernels), c->reps timed repetitions per
  * side, interleaved cpu, device, cpu, device, ... so drift and other load fall
- * on both sides alike. */
+ * on both sides alike; fewer when the speedup is decisive before the plan
+ * ends (dg_speed_decisive: a device 50x the cpu needs no fifth cpu run at a
+ * large batch to say so). *decisive says whether it stopped so. */
 static dg_status timed_reps(dg_ctx *ctx, const cmp_cfg *c, int batch, side_reps *cpu,
-                            side_reps *dev, cJSON *order, const char **failed, double *lock_wait)
+                            side_reps *dev, cJSON *order, const char **failed, double *lock_wait,
+                            bool *decisive)
 {
-    for (int r = 0; r < c->reps; r++) {
+    *decisive = false;
+    for (int r = 0; r < c->reps && !*decisive; r++) {
         for (int side = 0; side < 2; side++) {
             const char *be = side ? c->device : "cpu";
             cJSON *rec = NULL;
@@ -250,6 +262,12 @@ static dg_status timed_reps(dg_ctx *ctx, const cmp_cfg *c, int batch, side_reps 
             keep_rep(side ? dev : cpu, rec, wj, dg_measure_lock_json(&lk));
             cJSON_AddItemToArray(order, cJSON_CreateString(side ? "device" : "cpu"));
             cJSON_Delete(rec);
+        }
+        if (r + 1 < c->reps && r + 1 >= DG_SPEED_DECISIVE_MIN) {
+            dg_median_ci ci;
+            speedup_ci(c, batch, cpu, dev, &ci);
+            *decisive =
+                ci.valid && dg_speed_decisive(ci.lo, ci.hi, (size_t)cpu->n, (size_t)dev->n, NULL);
         }
     }
     return DG_OK;
@@ -495,8 +513,9 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
     side_reps cpu_r = {.raw = cJSON_CreateArray()}, dev_r = {.raw = cJSON_CreateArray()};
     cJSON *order = cJSON_CreateArray();
     double lock_wait = 0;
+    bool decisive = false;
     if (st == DG_OK)
-        st = timed_reps(ctx, c, batch, &cpu_r, &dev_r, order, &failed, &lock_wait);
+        st = timed_reps(ctx, c, batch, &cpu_r, &dev_r, order, &failed, &lock_wait, &decisive);
 
     if (st != DG_OK) {
         cJSON_AddStringToObject(run, "status", dg_status_name(st));
@@ -510,8 +529,7 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
          * of the two medians with its bootstrap interval over the repetitions. */
         dg_median_ci sp_ci, busy_ci;
         uint64_t seed = DG_BOOTSTRAP_SEED ^ ((uint64_t)c->opts->train.seed << 20) ^ (uint64_t)batch;
-        dg_bootstrap_median_ci(cpu_r.med, (size_t)cpu_r.n, dev_r.med, (size_t)dev_r.n, 0, 0.95,
-                               seed, &sp_ci);
+        speedup_ci(c, batch, &cpu_r, &dev_r, &sp_ci);
         size_t nb = 0;
         double busy_v[MAX_REPS];
         for (int i = 0; i < dev_r.n; i++)
@@ -542,7 +560,9 @@ static dg_status compare_batch(dg_ctx *ctx, const cmp_cfg *c, int batch, cJSON *
         add_peaks(cj, dj, c, batch, ct ? cms : NAN, dt ? dms : NAN, dev_rec);
         add_speedup(run, &sp_ci, &busy_ci, ct && dt, cpu_r.n, dev_r.n, p, u);
         cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
-        cJSON_AddNumberToObject(rp, "per_side", c->reps);
+        cJSON_AddNumberToObject(rp, "per_side", cJSON_GetArraySize(order) / 2);
+        cJSON_AddNumberToObject(rp, "planned", c->reps);
+        cJSON_AddStringToObject(rp, "stop", decisive ? "decisive" : "planned");
         cJSON_AddNumberToObject(rp, "warmup_pairs", 1);
         cJSON_AddItemToObject(rp, "lock_waited", dg_json_metric(lock_wait, true, "s"));
         cJSON_AddItemToObject(rp, "order", order);

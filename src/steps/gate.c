@@ -25,6 +25,12 @@
 #include <unistd.h>
 
 enum { DEFAULT_SIZE = 512, DEFAULT_WARM_REPS = 5, MAX_DIM = 16384 };
+/* The checked product's warm timing: rounds of at least ROUND_S of products
+ * (at most ROUND_MAX_PRODUCTS), the asked rounds and at least MIN_WALL_S in
+ * all, MAX_ROUNDS at most. */
+enum { MAX_ROUNDS = 64, ROUND_MAX_PRODUCTS = 10000 };
+#define ROUND_S 0.01
+#define MIN_WALL_S 0.05
 /* The cpu's rate product: square, a multiple of RATE_STEP between RATE_MIN
  * and RATE_MAX, sized so one product takes about RATE_SECONDS at the cores'
  * peak (steady state: every thread's share packs and streams its blocks
@@ -131,6 +137,15 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* C = A B on the device, waited for. */
+static dg_status product(const dg_backend_iface *be, void *bctx, const host_problem *p, void *da,
+                         void *db, void *dc)
+{
+    dg_status st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k,
+                            (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n);
+    return st ? st : be->synchronize(bctx);
+}
+
 /* Runs the product on one device context in math mode math (set_math first
  * when it is not fp32); fills the matmul object. */
 static void run_matmul(const dg_backend_iface *be, void *bctx, const host_problem *p, int reps,
@@ -155,24 +170,35 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
         goto fail;
     stage = "gemm";
     t0 = dg_now();
-    if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k,
-                       (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
-        (st = be->synchronize(bctx)))
+    if ((st = product(be, bctx, p, da, db, dc)))
         goto fail;
     cold = dg_now() - t0;
-    double times[64];
-    if (reps > 64)
-        reps = 64;
-    for (int i = 0; i < reps; i++) {
+    /* One product can be too short to time (0.4 ms on 16 cores): the warm
+     * figure is the median of rounds, each at least ROUND_S of products
+     * back to back (the count set by a first warm product), reps rounds and
+     * at least MIN_WALL_S of them in all. */
+    t0 = dg_now();
+    if ((st = product(be, bctx, p, da, db, dc)))
+        goto fail;
+    double one = dg_now() - t0;
+    int per = one > 0 && one < ROUND_S ? (int)ceil(ROUND_S / one) : 1;
+    if (per > ROUND_MAX_PRODUCTS)
+        per = ROUND_MAX_PRODUCTS;
+    double times[MAX_ROUNDS], total = 0;
+    int rounds = 0;
+    while (rounds < MAX_ROUNDS && (rounds < reps || total < MIN_WALL_S)) {
         t0 = dg_now();
-        if ((st = be->gemm(bctx, false, false, p->m, p->n, p->k, 1.0f, (dg_ref){da, 0}, p->k,
-                           (dg_ref){db, 0}, p->n, 0.0f, (dg_ref){dc, 0}, p->n)) ||
-            (st = be->synchronize(bctx)))
-            goto fail;
-        times[i] = dg_now() - t0;
+        for (int j = 0; j < per; j++)
+            if ((st = product(be, bctx, p, da, db, dc)))
+                goto fail;
+        double t = dg_now() - t0;
+        total += t;
+        times[rounds++] = t / per;
     }
-    qsort(times, (size_t)reps, sizeof times[0], cmp_double);
-    warm = reps ? times[reps / 2] : cold;
+    qsort(times, (size_t)rounds, sizeof times[0], cmp_double);
+    warm = times[rounds / 2];
+    double q1 = dg_quantile(times, (size_t)rounds, 0.25),
+           q3 = dg_quantile(times, (size_t)rounds, 0.75);
     /* The result read back after the warm runs is the one checked, so a device
      * that is right once and wrong when repeated still fails. */
     stage = "download";
@@ -188,7 +214,11 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     cJSON_AddNumberToObject(mm, "bad_elements", (double)r.bad);
     cJSON_AddNumberToObject(mm, "ms_cold", cold * 1e3);
     cJSON_AddNumberToObject(mm, "ms_warm", warm * 1e3);
-    cJSON_AddNumberToObject(mm, "warm_reps", reps);
+    cJSON_AddNumberToObject(mm, "warm_reps", (double)rounds * per);
+    cJSON_AddNumberToObject(mm, "rounds", rounds);
+    cJSON_AddNumberToObject(mm, "round_products", per);
+    cJSON_AddItemToObject(mm, "round_spread",
+                          dg_json_metric((q3 - q1) / warm, warm > 0 && rounds >= 2, "fraction"));
     cJSON_AddNumberToObject(mm, "gflops", warm > 0 ? 2.0 * p->m * p->n * p->k / warm * 1e-9 : 0);
     if (ok) {
         cJSON_AddNullToObject(mm, "reason");

@@ -11,9 +11,11 @@
 #include "core/core.h"
 #include "core/json.h"
 
-/* The precisions an op is judged at: exact fp32, and TF32 tensor-core math
- * where the backend has it (caps.tf32: gemm and convolutions only). */
-typedef enum dg_op_prec { DG_PREC_FP32, DG_PREC_TF32, DG_PREC__COUNT } dg_op_prec;
+/* The precisions an op is judged at: exact fp32, then TF32 tensor-core math
+ * and bf16 inputs with fp32 accumulation where the backend has them
+ * (caps.tf32 and set_math: gemm and convolutions only). Each value is the
+ * set_math mode (DG_MATH_*) it runs under. */
+typedef enum dg_op_prec { DG_PREC_FP32, DG_PREC_TF32, DG_PREC_BF16, DG_PREC__COUNT } dg_op_prec;
 extern const char *const dg_op_prec_names[DG_PREC__COUNT];
 
 /* One row of the tolerance table: an output of a call. A tolerance of 0

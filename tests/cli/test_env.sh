@@ -12,6 +12,8 @@ expect_json out 'd["devgate"]["version"] and d["devgate"]["commit"] and d["devga
 expect_json out 'd["libraries"]["sqlite"] and d["libraries"]["openblas"]'
 expect_json out '[b["name"] for b in d["backends"]]==["cpu","opencl","cuda"] and d["backends"][0]["available"]'
 expect_json out 'd["memory"]["total"]["valid"] and d["memory"]["total"]["value"]>0'
+# Where the proof's time went: each backend's probe (threads beside the host facts), the whole.
+expect_json out 'all(b["wall"]["valid"] and b["wall"]["unit"] == "s" and 0 <= b["wall"]["value"] <= d["walls"]["all"]["value"] + 0.05 for b in d["backends"]) and d["walls"]["host"]["valid"] and 0 < d["walls"]["host"]["value"] <= d["walls"]["all"]["value"] and not d["walls"]["python"]["valid"]'
 expect_json out 'len(d["processes"]["top_cpu"])<=10 and len(d["processes"]["top_mem"])<=10'
 expect_json out '"run_id" in d'
 expect_json out 'd["git"]["is_repo"] is False'

@@ -88,6 +88,18 @@ class CostStdlibTests(FileProbeCase):
         long = self.probe.emit("note", message="y" * 5000)
         self.assertEqual(len(long["message"]), _util.MAX_TEXT)
 
+    def test_plain_events_fall_back_on_what_the_encoder_refuses(self):
+        self.probe.emit_plain("step", {"step": 0, "step_ms": 1.5, "batch": 64, "loss": None})
+        self.probe.emit_plain("step", {"step": 1, "step_ms": float("nan"), "batch": 64})
+        self.probe.emit_plain("step", {"step": 2, "step_ms": 1.0, "odd": object()})
+        steps = self.events("step")
+        self.assertEqual([s["step"] for s in steps], [0, 1, 2])
+        self.assertEqual((steps[0]["step_ms"], steps[0]["v"], steps[0]["ev"]), (1.5, 1, "step"))
+        self.assertIsNone(steps[1]["step_ms"])
+        self.assertIsInstance(steps[2]["odd"], str)
+        with open(self.path, "rb") as f:
+            self.assertNotIn(b"NaN", f.read())
+
 
 class CostStateStdlibTests(unittest.TestCase):
     """The step's memory reading and the epoch end's collection, on a state

@@ -10,10 +10,14 @@
  *     it is (kernel, threads of the gate or of the fixture, a small GEMM, none
  *     of those) or staying silent on a fair baseline;
  *  4. the gate on this machine: its cpu GEMM runs on the usable cores, times
- *     a steady-state product, and the peak's figures agree with each other. */
+ *     a steady-state product, and the peak's figures agree with each other;
+ *  5. the cpu team beside busy neighbours: the cores others kept busy from a
+ *     fake /proc/stat (only this process's CPUs counted), the team they leave
+ *     (tests/cli/test_cpu_neighbour.sh measures it beside a real busy loop). */
 #include "core/core.h"
 #include "core/json.h"
 #include "engine/train.h"
+#include "env/cpu_team.h"
 #include "env/peak.h"
 
 #include "check.h"
@@ -583,8 +587,67 @@ static void check_gate(void)
     dg_string_free(json);
 }
 
+static void check_team(void)
+{
+    /* 2 cores: a busy loop beside a static team of 2 shares one, so others are
+     * seen at 2/3 of a core: one thread; background noise leaves both. */
+    CHECK(dg_cpu_team_size(2, 2, 0) == 2);
+    CHECK(dg_cpu_team_size(2, 2, 0.3) == 2);
+    CHECK(dg_cpu_team_size(2, 2, 0.67) == 1);
+    CHECK(dg_cpu_team_size(2, 2, 1.8) == 1); /* never below one */
+    CHECK(dg_cpu_team_size(16, 16, 1.0) == 15);
+    CHECK(dg_cpu_team_size(16, 16, 0.4) == 16);
+    CHECK(dg_cpu_team_size(16, 16, 5.6) == 10);
+    CHECK(dg_cpu_team_size(2, 2.5, 0) == 2); /* never above the team asked */
+    CHECK(dg_cpu_team_size(2, 2.5, 1.2) == 1);
+    CHECK(dg_cpu_team_size(4, 4, NAN) == 4); /* not yet known */
+    CHECK(dg_cpu_team_size(0, 4, 0) == 1);
+
+    /* /proc/stat: busy = user nice system irq softirq steal of the mask's CPUs. */
+    machine(4, false, NULL);
+    put("proc/stat", "cpu  1000 1000 1000 1000 1000 1000 1000 1000 0 0\n"
+                     "cpu0 100 0 100 900 50 0 0 0 0 0\n"
+                     "cpu1 300 10 20 100 1000 5 5 60 40 0\n"
+                     "cpu2 1 1 1 1 1 1 1 1 1 1\n"
+                     "cpu3 7 0 0 0\n"
+                     "intr 12345\nctxt 999\nprocs_running 3\n");
+    double hz = (double)sysconf(_SC_CLK_TCK), busy = -1;
+    CHECK(dg_cpu_busy_s(root, NULL, &busy));
+    /* every CPU: cpu0 200, cpu1 400, cpu2 6, cpu3 too short to count */
+    CHECK_MSG(fabs(busy - 606 / hz) < 1e-9, "busy %g s", busy);
+    cpu_set_t only;
+    CPU_ZERO(&only);
+    CPU_SET(1, &only);
+    CHECK(dg_cpu_busy_s(root, &only, &busy));
+    CHECK_MSG(fabs(busy - 400 / hz) < 1e-9, "cpu1 busy %g s", busy);
+    CPU_ZERO(&only);
+    CPU_SET(7, &only); /* not in the file */
+    CHECK(!dg_cpu_busy_s(root, &only, &busy));
+    put("proc/stat", "garbage\n");
+    CHECK(!dg_cpu_busy_s(root, NULL, &busy));
+
+    /* A team over the fake file: init takes the first look, a step within the
+     * interval keeps it; the record says the team asked and where it came from. */
+    put("proc/stat", "cpu0 100 0 100 900 50 0 0 0 0 0\ncpu1 100 0 100 900 50 0 0 0 0 0\n");
+    unsetenv("OMP_NUM_THREADS");
+    dg_cpu_team tm = {.root = root};
+    dg_cpu_team_init(&tm, 0);
+    CHECK(tm.snap_ok && tm.adaptive && tm.max == dg_cpu_topo_get()->threads);
+    CHECK(dg_cpu_team_step(&tm) == tm.max);
+    cJSON *j = dg_cpu_team_json(&tm);
+    CHECK(dg_jnum(j, "threads_asked") == tm.max && dg_jbool(j, "adaptive") == 1);
+    CHECK(dg_jbool(j, "others_busy.valid") == 0); /* no interval measured yet */
+    cJSON_Delete(j);
+    dg_cpu_team_init(&tm, 3);
+    CHECK(!tm.adaptive && tm.max == 3 && !strcmp(tm.source, "--threads"));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
+    check_team();
     check_topologies();
     check_per_core();
     check_threads();

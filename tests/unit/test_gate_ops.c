@@ -9,7 +9,10 @@
  *   - planted wrong kernels are named with their op: bias_add one ulp high
  *     (the DEVGATE_FAULT bias-ulp hook), one gemm element altered
  *     (gemm-corrupt), sgd climbing the gradient (sgd-ascend), and an op the
- *     backend declines listed as not native rather than failed. */
+ *     backend declines listed as not native rather than failed;
+ *   - bf16 beside fp32 and tf32 on a stand-in device with math modes (the cpu
+ *     behind set_math): its rows judged by their tolerances, convolutions it
+ *     declines in bf16 not native, a product far off failed at bf16. */
 #include "backend/backend.h"
 #include "core/core.h"
 #include "steps/gate_ops.h"
@@ -75,16 +78,16 @@ static void check_docs_table(void)
     for (char *line = strtok(sec, "\n"); line; line = strtok(NULL, "\n")) {
         if (strncmp(line, "| `", 3) != 0)
             continue;
-        char *cell[7];
+        char *cell[8];
         int nc = 0;
-        for (char *p = line + 1, *start = p; *p && nc < 7; p++)
+        for (char *p = line + 1, *start = p; *p && nc < 8; p++)
             if (*p == '|') {
                 *p = '\0';
                 cell[nc++] = trim(start);
                 start = p + 1;
             }
-        CHECK_MSG(nc == 6, "a row of %d cells", nc);
-        if (nc != 6)
+        CHECK_MSG(nc == 7, "a row of %d cells", nc);
+        if (nc != 7)
             continue;
         char call[32];
         snprintf(call, sizeof call, "%.*s", (int)strlen(cell[0]) - 2, cell[0] + 1);
@@ -97,9 +100,11 @@ static void check_docs_table(void)
                   cell[2]);
         CHECK_MSG(same_tol(cell[3], t->nmse[DG_PREC_TF32]), "%s %s tf32: docs %s", call, cell[1],
                   cell[3]);
-        CHECK_MSG(!strcmp(cell[4], t->kind), "%s %s kind: docs %s", call, cell[1], cell[4]);
-        CHECK_MSG(!strncmp(cell[5], t->backward ? "yes" : "no", t->backward ? 3 : 2),
-                  "%s %s finite differences: docs %s", call, cell[1], cell[5]);
+        CHECK_MSG(same_tol(cell[4], t->nmse[DG_PREC_BF16]), "%s %s bf16: docs %s", call, cell[1],
+                  cell[4]);
+        CHECK_MSG(!strcmp(cell[5], t->kind), "%s %s kind: docs %s", call, cell[1], cell[5]);
+        CHECK_MSG(!strncmp(cell[6], t->backward ? "yes" : "no", t->backward ? 3 : 2),
+                  "%s %s finite differences: docs %s", call, cell[1], cell[6]);
     }
     CHECK_MSG(seen == dg_op_tols_count, "docs list %zu rows, the table has %zu", seen,
               dg_op_tols_count);
@@ -271,6 +276,132 @@ static void check_fault(dg_ctx *ctx, const dg_op_suite *s, const char *fault, co
     cJSON_Delete(ops);
 }
 
+/* ---- a stand-in device with reduced-precision math modes ----------------------------
+ * The cpu backend behind set_math, as cuda offers it: in a reduced mode each
+ * product's C is off by `err` relative (bf16's rounding of two inputs gives
+ * about 2^-9; `wrong` a kernel far off), and in bf16 every convolution is
+ * declined (DG_ERR_UNAVAILABLE, as cuda's when cuDNN declines a shape). */
+static const dg_backend_iface *mp_inner;
+static int mp_mode;
+static double mp_err = 0x1p-9;
+
+static dg_status mp_set_math(void *ctx, int mode)
+{
+    (void)ctx;
+    if (mode < DG_MATH_FP32 || mode > DG_MATH_BF16)
+        return DG_ERR_USAGE;
+    mp_mode = mode;
+    return DG_OK;
+}
+
+static dg_status mp_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                         int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+{
+    dg_status st = mp_inner->gemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (st != DG_OK || mp_mode == DG_MATH_FP32 || m == 0 || n == 0)
+        return st;
+    for (int i = 0; i < m && st == DG_OK; i++) { /* row i of C, alternate signs */
+        float row[4096];
+        size_t at = c.off + (size_t)i * (size_t)ldc * sizeof(float), bytes = (size_t)n * 4;
+        if (n > 4096 || (st = mp_inner->download(ctx, c.buf, at, row, bytes)) != DG_OK)
+            return n > 4096 ? DG_ERR_USAGE : st;
+        for (int j = 0; j < n; j++)
+            row[j] *= (float)(1 + ((i + j) % 2 ? mp_err : -mp_err));
+        st = mp_inner->upload(ctx, c.buf, at, row, bytes);
+    }
+    return st;
+}
+
+static dg_status mp_conv_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                             dg_ref y, dg_ref work)
+{
+    if (mp_mode == DG_MATH_BF16)
+        return DG_ERR_UNAVAILABLE;
+    return mp_inner->conv2d_fwd(ctx, s, x, w, bias, y, work);
+}
+
+static dg_status mp_conv_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
+                             dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
+{
+    if (mp_mode == DG_MATH_BF16)
+        return DG_ERR_UNAVAILABLE;
+    return mp_inner->conv2d_bwd(ctx, s, x, w, dy, dx, dw, db, work);
+}
+
+static const char *mp_last_error(void *ctx)
+{
+    return mp_mode == DG_MATH_BF16 ? "a stand-in: no bf16 convolutions" : mp_inner->last_error(ctx);
+}
+
+static cJSON *run_mixed(const dg_op_suite *s, bool *failed)
+{
+    mp_inner = dg_backend_cpu_iface();
+    void *bctx = NULL;
+    char why[256];
+    if (mp_inner->init(0, &bctx, why, sizeof why) != DG_OK)
+        return NULL;
+    dg_backend_iface be = *mp_inner;
+    be.caps.tf32 = true;
+    be.set_math = mp_set_math;
+    be.gemm = mp_gemm;
+    be.conv2d_fwd = mp_conv_fwd;
+    be.conv2d_bwd = mp_conv_bwd;
+    be.last_error = mp_last_error;
+    mp_mode = DG_MATH_FP32;
+    cJSON *o = dg_op_suite_run(s, "mixed", &be, bctx, failed);
+    mp_inner->free(bctx);
+    return o;
+}
+
+/* Rows of precision prec with verdict v. */
+static int rows_at(const cJSON *ops, const char *prec, const char *v, const char *op_prefix)
+{
+    int n = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(ops, "table")) n +=
+        !strcmp(dg_jstr(r, "precision"), prec) && !strcmp(dg_jstr(r, "verdict"), v) &&
+        !strncmp(dg_jstr(r, "op"), op_prefix, strlen(op_prefix));
+    return n;
+}
+
+/* bf16 beside fp32 and tf32: its rows judged by their own tolerances, the
+ * convolutions the device declines in bf16 not native (with its reason),
+ * and a bf16 product far off named with its precision. */
+static void check_bf16(const dg_op_suite *s)
+{
+    bool failed = true;
+    mp_err = 0x1p-9;
+    cJSON *ops = run_mixed(s, &failed);
+    CHECK(ops != NULL);
+    if (!ops)
+        return;
+    report("mixed", ops);
+    const cJSON *pr = cJSON_GetObjectItem(ops, "precisions");
+    CHECK(cJSON_GetArraySize(pr) == 3 && !strcmp(cJSON_GetArrayItem(pr, 2)->valuestring, "bf16"));
+    CHECK_MSG(!failed && dg_jnum(ops, "failed") == 0, "mixed: %g rows failed",
+              dg_jnum(ops, "failed"));
+    CHECK(rows_at(ops, "bf16", "pass", "gemm_") >= 8 && rows_at(ops, "tf32", "pass", "conv2d") > 0);
+    CHECK(rows_at(ops, "bf16", "not native", "conv2d") > 0 &&
+          rows_at(ops, "bf16", "pass", "conv2d") == 0 && rows_at(ops, "bf16", "pass", "relu") == 0);
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(ops, "table"))
+    {
+        if (!strcmp(dg_jstr(r, "precision"), "bf16") && !strcmp(dg_jstr(r, "op"), "conv2d_fwd")) {
+            CHECK_STR(dg_jstr(r, "reason"), "a stand-in: no bf16 convolutions");
+            break;
+        }
+    }
+    cJSON_Delete(ops);
+    /* A reduced-precision product 5% off: every gemm row of tf32 and bf16 fails. */
+    mp_err = 0.05;
+    ops = run_mixed(s, &failed);
+    mp_err = 0x1p-9;
+    CHECK(failed && rows_at(ops, "bf16", "fail", "gemm_") >= 8 &&
+          rows_at(ops, "fp32", "fail", "") == 0);
+    CHECK(dg_jstr(ops, "worst.precision") && strcmp(dg_jstr(ops, "worst.precision"), "fp32") != 0);
+    cJSON_Delete(ops);
+}
+
 int main(void)
 {
     check_docs_table();
@@ -284,6 +415,7 @@ int main(void)
         check_fault(ctx, s, "bias-ulp@cpu", "bias_add");
         check_fault(ctx, s, "gemm-corrupt@cpu", "gemm_nt,gemm_tn,gemm_nn,gemm_tt");
         check_fault(ctx, s, "sgd-ascend@cpu", "sgd");
+        check_bf16(s);
         /* An op the backend declines is not native, not failed. */
         decline_relu = true;
         bool failed = true;

@@ -449,6 +449,22 @@ class Probe:
             return None
         return rec if self._write((line + "\n").encode("ascii")) else None
 
+    def emit_plain(self, ev, fields):
+        """emit for a flat event the caller built of numbers, bools, None and
+        short strings, never holding the keys v, ev or t (the zero-code
+        probe's step, on every optimizer step): encoded as it is, without
+        emit's check of every value; anything the encoder refuses (NaN, an
+        object) goes through emit. Returns what emit does."""
+        if self._out is None:
+            return None
+        rec = {"v": PROTOCOL_VERSION, "ev": ev, "t": time.time()}
+        rec.update(fields)
+        try:
+            line = _ENCODE(rec)
+        except (ValueError, TypeError):
+            return self.emit(ev, **fields)
+        return rec if self._write((line + "\n").encode("ascii")) else None
+
     # ---- run -------------------------------------------------------------------
     def run_start(self, device, batch, bucket=None, seeds=None, framework=None, probe="manual",
                   sync_debug=None, loader=None, marks=None):

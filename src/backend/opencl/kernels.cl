@@ -35,7 +35,32 @@
     const int m, const int n, const int k, const float alpha, __global const float *restrict a,    \
         const ulong a_off, const int lda, const ulong sa, __global const float *restrict b,        \
         const ulong b_off, const int ldb, const ulong sb, const float beta, __global float *c,     \
-        const ulong c_off, const int ldc, const ulong sc
+        const ulong c_off, const int ldc, const ulong sc, __global const float *ep_b,             \
+        const ulong ep_b_off, __global const float *ep_m, const ulong ep_m_off, const int epi
+
+/* The fused epilogue (epi bits, 0: none): the bias per column (1) or per row
+ * (2), then ReLU (4), then the mask (8: 0 where mask <= 0, mask laid out as C
+ * with ldc). The same float operations as bias_add, relu_fwd and relu_bwd
+ * after a product, so the fused result equals the unfused one exactly. */
+#define EPI_BIAS_COL 1
+#define EPI_BIAS_ROW 2
+#define EPI_RELU 4
+#define EPI_MASK 8
+static inline float dg_epi(float v, const int epi, __global const float *eb,
+                           __global const float *em, const int gr, const int gc, const int ldc)
+{
+    if (epi & EPI_BIAS_COL)
+        v += eb[gc];
+    if (epi & EPI_BIAS_ROW)
+        v += eb[gr];
+    if (epi & EPI_RELU)
+        v = v > 0.0f ? v : 0.0f;
+    if ((epi & EPI_MASK) && !(em[(size_t)gr * ldc + gc] > 0.0f))
+        v = 0.0f;
+    return v;
+}
+#define DG_EPI_ARGS epi, ep_b + ep_b_off, ep_m + ep_m_off + bi * sc
+#define DG_EPI_PARAMS const int epi, __global const float *eb, __global const float *em
 
 /* ---- tiled (local memory, register-blocked) ---------------------------------- */
 
@@ -52,7 +77,7 @@ static inline void dg_tiled(const int ts, const int tk, const int ta, const int 
                             __local float *as, __local float *bs, const int m, const int n,
                             const int k, const float alpha, __global const float *restrict a,
                             const int lda, __global const float *restrict b, const int ldb,
-                            const float beta, __global float *c, const int ldc)
+                            const float beta, __global float *c, const int ldc, DG_EPI_PARAMS)
 {
     const int wpt = ts / WG;
     const int tx = (int)get_local_id(0);
@@ -116,8 +141,11 @@ static inline void dg_tiled(const int ts, const int tk, const int ta, const int 
         __global float *crow = c + (size_t)gr * ldc;
         for (int q = 0; q < wpt; q++) {
             const int gc = col0 + tx + q * WG;
-            if (gc < n)
-                crow[gc] = beta == 0.0f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * crow[gc];
+            if (gc < n) {
+                const float v =
+                    beta == 0.0f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * crow[gc];
+                crow[gc] = epi ? dg_epi(v, epi, eb, em, gr, gc, ldc) : v;
+            }
         }
     }
 }
@@ -131,7 +159,7 @@ static inline void dg_tiled(const int ts, const int tk, const int ta, const int 
         __local float bs[tk * (ts + 1)];                                                           \
         const size_t bi = get_group_id(2);                                                         \
         dg_tiled(ts, tk, ta, tb, as, bs, m, n, k, alpha, a + a_off + bi * sa, lda,                 \
-                 b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc);                        \
+                 b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc, DG_EPI_ARGS);           \
     }
 DG_TILED_KERNEL(dg_sgemm_tiled64_nn, 64, 16, 0, 0)
 DG_TILED_KERNEL(dg_sgemm_tiled64_nt, 64, 16, 0, 1)
@@ -162,7 +190,7 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
                          __local float *as, __local float *bs, const int m, const int n,
                          const int k, const float alpha, __global const float *restrict a,
                          const int lda, __global const float *restrict b, const int ldb,
-                         const float beta, __global float *c, const int ldc)
+                         const float beta, __global float *c, const int ldc, DG_EPI_PARAMS)
 {
     const int ts = 4 * we * g, pitch = DG_DB_PITCH(ts), nt = we * we;
     const int per = ts * tk / nt; /* slice elements each work-item moves, per operand */
@@ -257,8 +285,10 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
                 const float4 x = alpha * acc[h][v][i];
                 const float xs[4] = {x.x, x.y, x.z, x.w};
                 const int gc0 = col0 + 4 * tx + 4 * we * v;
-                for (int j = 0; j < 4 && gc0 + j < n; j++)
-                    crow[gc0 + j] = beta == 0.0f ? xs[j] : xs[j] + beta * crow[gc0 + j];
+                for (int j = 0; j < 4 && gc0 + j < n; j++) {
+                    const float y = beta == 0.0f ? xs[j] : xs[j] + beta * crow[gc0 + j];
+                    crow[gc0 + j] = epi ? dg_epi(y, epi, eb, em, gr, gc0 + j, ldc) : y;
+                }
             }
         }
 }
@@ -273,7 +303,8 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
         __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
         const size_t bi = get_group_id(2);                                                         \
         dg_db(we, g, tk, ta, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,       \
-              a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc); \
+              a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
+              DG_EPI_ARGS);                                                                        \
     }
 DG_DB_KERNEL(dg_sgemm_db32_nn, 8, 1, 16, 0, 0)
 DG_DB_KERNEL(dg_sgemm_db32_nt, 8, 1, 16, 0, 1)
@@ -298,7 +329,7 @@ DG_DB_KERNEL(dg_sgemm_db128_tt, 16, 2, 8, 1, 1)
 static inline void dg_vec(const int ta, const int tb, const int m, const int n, const int k,
                           const float alpha, __global const float *restrict a, const int lda,
                           __global const float *restrict b, const int ldb, const float beta,
-                          __global float *c, const int ldc)
+                          __global float *c, const int ldc, DG_EPI_PARAMS)
 {
     const int j = (int)get_global_id(0) * VN;
     const int i = (int)get_global_id(1) * VM;
@@ -356,15 +387,17 @@ static inline void dg_vec(const int ta, const int tb, const int m, const int n, 
     if (r < nrow) {                                                                                \
         __global float *cr = c + (size_t)(i + r) * ldc + j;                                        \
         const float8 v0 = alpha * lo##r, v1 = alpha * hi##r;                                       \
-        if (ncol == VN) {                                                                          \
+        if (ncol == VN && !epi) {                                                                  \
             vstore8(beta == 0.0f ? v0 : v0 + beta * vload8(0, cr), 0, cr);                         \
             vstore8(beta == 0.0f ? v1 : v1 + beta * vload8(1, cr), 1, cr);                         \
         } else {                                                                                   \
             float t[VN];                                                                           \
             vstore8(v0, 0, t);                                                                     \
             vstore8(v1, 1, t);                                                                     \
-            for (int q = 0; q < ncol; q++)                                                         \
-                cr[q] = beta == 0.0f ? t[q] : t[q] + beta * cr[q];                                 \
+            for (int q = 0; q < ncol; q++) {                                                       \
+                const float y = beta == 0.0f ? t[q] : t[q] + beta * cr[q];                         \
+                cr[q] = epi ? dg_epi(y, epi, eb, em, i + r, j + q, ldc) : y;                       \
+            }                                                                                      \
         }                                                                                          \
     }
     DG_ROWS(DG_STORE)
@@ -376,7 +409,7 @@ static inline void dg_vec(const int ta, const int tb, const int m, const int n, 
     {                                                                                              \
         const size_t bi = get_global_id(2);                                                        \
         dg_vec(ta, tb, m, n, k, alpha, a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta,   \
-               c + c_off + bi * sc, ldc);                                                          \
+               c + c_off + bi * sc, ldc, DG_EPI_ARGS);                                             \
     }
 DG_VEC_KERNEL(dg_sgemm_vec_nn, 0, 0)
 DG_VEC_KERNEL(dg_sgemm_vec_nt, 0, 1)
@@ -404,7 +437,7 @@ __kernel void dg_transpose(__global const float *b, const ulong b_off, const int
 static inline void dg_naive(const int ta, const int tb, const int m, const int n, const int k,
                             const float alpha, __global const float *restrict a, const int lda,
                             __global const float *restrict b, const int ldb, const float beta,
-                            __global float *c, const int ldc)
+                            __global float *c, const int ldc, DG_EPI_PARAMS)
 {
     const int j = (int)get_global_id(0);
     const int i = (int)get_global_id(1);
@@ -417,7 +450,8 @@ static inline void dg_naive(const int ta, const int tb, const int m, const int n
     for (int p = 0; p < k; p++)
         acc += ar[(size_t)p * aks] * bc[(size_t)p * bks];
     __global float *cp = c + (size_t)i * ldc + j;
-    *cp = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;
+    const float v = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;
+    *cp = epi ? dg_epi(v, epi, eb, em, i, j, ldc) : v;
 }
 
 #define DG_NAIVE_KERNEL(name, ta, tb)                                                              \
@@ -425,7 +459,7 @@ static inline void dg_naive(const int ta, const int tb, const int m, const int n
     {                                                                                              \
         const size_t bi = get_global_id(2);                                                        \
         dg_naive(ta, tb, m, n, k, alpha, a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, \
-                 c + c_off + bi * sc, ldc);                                                        \
+                 c + c_off + bi * sc, ldc, DG_EPI_ARGS);                                           \
     }
 DG_NAIVE_KERNEL(dg_sgemm_naive_nn, 0, 0)
 DG_NAIVE_KERNEL(dg_sgemm_naive_nt, 0, 1)
@@ -634,26 +668,22 @@ __kernel void dg_sum_parts(__global const float *part, const ulong part_off, __g
     dst[dst_off + i] = s;
 }
 
-/* Softmax cross-entropy, one work-item per row: dlogits row, and the row's
- * loss and correctness into scratch[r] and scratch[n + r]. A label outside
- * [0, classes) gives a zero dlogits row, loss 0 and correct 0. dlogits may be
- * the same place as logits (each element is read before it is written). */
-__kernel void dg_xent_rows(__global const float *logits, const ulong l_off,
-                           __global const int *labels, const ulong lab_off, __global float *dlogits,
-                           const ulong d_off, __global float *scratch, const int n,
-                           const int classes)
+/* Softmax cross-entropy of row r: its dlogits row, *loss and *correct. A
+ * label outside [0, classes) gives a zero dlogits row, loss 0 and correct 0.
+ * dlogits may be the same place as logits (each element is read before it is
+ * written). */
+static inline void dg_xent_row(__global const float *logits, __global const int *labels,
+                               __global float *dlogits, const int r, const int n,
+                               const int classes, float *loss_out, float *correct)
 {
-    const int r = (int)get_global_id(0);
-    if (r >= n)
-        return;
-    __global const float *x = logits + l_off + (size_t)r * classes;
-    __global float *d = dlogits + d_off + (size_t)r * classes;
-    const int lab = labels[lab_off + r];
+    __global const float *x = logits + (size_t)r * classes;
+    __global float *d = dlogits + (size_t)r * classes;
+    const int lab = labels[r];
+    *loss_out = 0.0f;
+    *correct = 0.0f;
     if (lab < 0 || lab >= classes) {
         for (int j = 0; j < classes; j++)
             d[j] = 0.0f;
-        scratch[r] = 0.0f;
-        scratch[n + r] = 0.0f;
         return;
     }
     float mx = x[0];
@@ -674,8 +704,43 @@ __kernel void dg_xent_rows(__global const float *logits, const ulong l_off,
         const float p = exp(x[j] - mx) / sum;
         d[j] = (j == lab ? p - 1.0f : p) / fn;
     }
+    *loss_out = loss;
+    *correct = am == lab ? 1.0f : 0.0f;
+}
+
+/* One work-item per row: the row's loss and correctness into scratch[r] and
+ * scratch[n + r] (then dg_xent_reduce). */
+__kernel void dg_xent_rows(__global const float *logits, const ulong l_off,
+                           __global const int *labels, const ulong lab_off, __global float *dlogits,
+                           const ulong d_off, __global float *scratch, const int n,
+                           const int classes)
+{
+    const int r = (int)get_global_id(0);
+    if (r >= n)
+        return;
+    float loss, correct;
+    dg_xent_row(logits + l_off, labels + lab_off, dlogits + d_off, r, n, classes, &loss, &correct);
     scratch[r] = loss;
-    scratch[n + r] = am == lab ? 1.0f : 0.0f;
+    scratch[n + r] = correct;
+}
+
+/* The tree of dg_xent_reduce over rl and rc (local size ls, a power of two),
+ * then acc[0] += loss sum / n, acc[1] += correct rows. */
+static inline void dg_xent_tree(__local float *rl, __local float *rc, const int lid, const int ls,
+                                const int n, __global float *acc)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = ls / 2; h > 0; h >>= 1) {
+        if (lid < h) {
+            rl[lid] += rl[lid + h];
+            rc[lid] += rc[lid + h];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        acc[0] += rl[0] / (float)n;
+        acc[1] += rc[0];
+    }
 }
 
 /* One work-group: acc[0] += sum of the row losses / n, acc[1] += correct rows.
@@ -692,18 +757,31 @@ __kernel void dg_xent_reduce(__global const float *scratch, const int n, __globa
     }
     rl[lid] = l;
     rc[lid] = cn;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int h = ls / 2; h > 0; h >>= 1) {
-        if (lid < h) {
-            rl[lid] += rl[lid + h];
-            rc[lid] += rc[lid + h];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+    dg_xent_tree(rl, rc, lid, ls, n, acc + acc_off);
+}
+
+/* dg_xent_rows and dg_xent_reduce as one command (one work-group, local size
+ * a power of two <= RED_MAX): work-item lid takes rows lid, lid + ls, ... and
+ * sums their losses in that order, then the same tree, so the sums equal the
+ * two kernels' exactly. */
+__kernel void dg_xent_one(__global const float *logits, const ulong l_off,
+                          __global const int *labels, const ulong lab_off, __global float *dlogits,
+                          const ulong d_off, const int n, const int classes, __global float *acc,
+                          const ulong acc_off)
+{
+    __local float rl[RED_MAX], rc[RED_MAX];
+    const int lid = (int)get_local_id(0), ls = (int)get_local_size(0);
+    float l = 0.0f, cn = 0.0f;
+    for (int r = lid; r < n; r += ls) {
+        float loss, correct;
+        dg_xent_row(logits + l_off, labels + lab_off, dlogits + d_off, r, n, classes, &loss,
+                    &correct);
+        l += loss;
+        cn += correct;
     }
-    if (lid == 0) {
-        acc[acc_off] += rl[0] / (float)n;
-        acc[acc_off + 1] += rc[0];
-    }
+    rl[lid] = l;
+    rc[lid] = cn;
+    dg_xent_tree(rl, rc, lid, ls, n, acc + acc_off);
 }
 
 /* PyTorch SGD: d = g + weight_decay * w; mom = momentum * mom + d; w -= lr * mom

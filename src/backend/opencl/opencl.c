@@ -109,13 +109,16 @@ typedef enum ocl_op {
     K_SGD,
     K_MARK,
     K_TRANSPOSE,
+    K_XENT_ONE,
     K_COUNT
 } ocl_op;
 static const char *const op_kernels[K_COUNT] = {
-    "dg_fill",        "dg_bias_add",    "dg_bias_grad", "dg_relu_fwd", "dg_relu_bwd",
-    "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col",    "dg_col2im",   "dg_sum_parts",
-    "dg_xent_rows",   "dg_xent_reduce", "dg_sgd",       "dg_mark",     "dg_transpose"};
-static const bool op_reduces[K_COUNT] = {[K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true};
+    "dg_fill",     "dg_bias_add",    "dg_bias_grad",   "dg_relu_fwd",
+    "dg_relu_bwd", "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col",
+    "dg_col2im",   "dg_sum_parts",   "dg_xent_rows",   "dg_xent_reduce",
+    "dg_sgd",      "dg_mark",        "dg_transpose",   "dg_xent_one"};
+static const bool op_reduces[K_COUNT] = {
+    [K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true, [K_XENT_ONE] = true};
 #define OCL_LOCAL 256 /* local size of the op kernels (RED_MAX in kernels.cl) */
 /* Convolution workspace cap: images are processed in chunks whose column
  * buffer and per-image weight gradients fit in this many bytes (at least one
@@ -169,6 +172,7 @@ typedef struct ocl_ctx {
     uint64_t enqueued; /* commands put on the queues by uploads, ops and markers (dg_ocl_counts) */
     uint64_t waits;    /* calls that made the host wait for the device */
     bool kernel_marks; /* markers lack profiling times here: mark with dg_mark */
+    bool old_path;     /* DEVGATE_OPENCL_PATH=old: no fused calls, xent in two commands */
     uint64_t conv_cap; /* convolution workspace cap in bytes */
     cl_uint compute_units;
     cl_ulong max_alloc;
@@ -749,7 +753,10 @@ static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
 /* The convolution workspace cap: OCL_CONV_WORK_CAP on CPUs; on other devices
  * 1/256 of the device memory within OCL_CONV_WORK_CAP .. OCL_CONV_WORK_GPU_MAX
  * (fewer, larger chunks: each chunk costs several launches); or the byte count
- * in DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). */
+ * in DEVGATE_OPENCL_CONV_WORK (so tests can force one image per chunk). Also
+ * the path: DEVGATE_OPENCL_PATH=old keeps the unfused commands (no fused
+ * calls, the bias of a convolution a command of its own, xent in two) for
+ * side-by-side measurements; new (the default) fuses. */
 static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
 {
     o->conv_cap = OCL_CONV_WORK_CAP;
@@ -764,6 +771,11 @@ static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
                       : c > OCL_CONV_WORK_GPU_MAX ? OCL_CONV_WORK_GPU_MAX
                                                   : c;
     }
+    const char *path = getenv("DEVGATE_OPENCL_PATH");
+    if (path && *path && strcmp(path, "old") != 0 && strcmp(path, "new") != 0)
+        return reason_set(reason, len, DG_ERR_USAGE,
+                          "DEVGATE_OPENCL_PATH=%.64s: unknown path (new, old)", path);
+    o->old_path = path && strcmp(path, "old") == 0;
     const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
     if (!v || !*v)
         return DG_OK;
@@ -1397,12 +1409,21 @@ static dg_status transpose_b(ocl_ctx *o, cl_mem *b, cl_ulong *eb, int *ldb, cl_u
     return DG_OK;
 }
 
+/* A checked epilogue for enqueue_gemm (kernels.cl's EPI_* bits in epi). */
+typedef struct ocl_epi {
+    int epi;
+    cl_mem bias, mask; /* NULL when unused */
+    cl_ulong ebias, emask;
+} ocl_epi;
+enum { EPI_BIAS_COL = 1, EPI_BIAS_ROW = 2, EPI_RELU = 4, EPI_MASK = 8 };
+
 /* Enqueues batch GEMMs on checked operands, product i on the operands
- * advanced by i*sa, i*sb, i*sc elements, with pick_var's variant. */
-static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
-                              cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
-                              int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
-                              cl_ulong sc, size_t batch)
+ * advanced by i*sa, i*sb, i*sc elements, with pick_var's variant, then the
+ * epilogue ep (NULL: none) on every output. */
+static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                                 cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
+                                 int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
+                                 cl_ulong sc, size_t batch, const ocl_epi *ep)
 {
     ocl_var v = pick_var(o, ta, tb, m, n, batch);
     if (v == VAR_VEC && tb && k > 0) {
@@ -1413,10 +1434,14 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
             return st;
     }
     cl_kernel kr = o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
-    cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc;
+    cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc, epi = ep ? ep->epi : 0;
     cl_float fa = alpha, fb = beta;
-    const karg args[] = {KA(im), KA(in), KA(ik), KA(fa), KA(a), KA(ea), KA(ia), KA(sa), KA(b),
-                         KA(eb), KA(ib), KA(sb), KA(fb), KA(c), KA(ec), KA(ic), KA(sc)};
+    /* Unused epilogue operands: C stands in (never read). */
+    cl_mem mbias = ep && ep->bias ? ep->bias : c, mmask = ep && ep->mask ? ep->mask : c;
+    cl_ulong ebias = ep ? ep->ebias : 0, emask = ep ? ep->emask : 0;
+    const karg args[] = {KA(im), KA(in),    KA(ik),    KA(fa),    KA(a),     KA(ea), KA(ia), KA(sa),
+                         KA(b),  KA(eb),    KA(ib),    KA(sb),    KA(fb),    KA(c),  KA(ec), KA(ic),
+                         KA(sc), KA(mbias), KA(ebias), KA(mmask), KA(emask), KA(epi)};
     dg_status st = set_args(o, kr, var_kernels[v], args, NARGS(args));
     if (st != DG_OK)
         return st;
@@ -1445,12 +1470,21 @@ static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k,
     return DG_OK;
 }
 
-static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
-                          int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+static dg_status enqueue_gemm(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                              cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
+                              int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
+                              cl_ulong sc, size_t batch)
 {
-    ocl_ctx *o = ctx;
-    if (!o)
-        return DG_ERR_USAGE;
+    return enqueue_gemm_ep(o, ta, tb, m, n, k, alpha, a, ea, lda, sa, b, eb, ldb, sb, beta, c, ec,
+                           ldc, sc, batch, NULL);
+}
+
+/* ocl_gemm, and with ep (NULL: none) ocl_gemm_ep: the checks, then the
+ * product and its epilogue. */
+static dg_status gemm_checked(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                              dg_ref a, int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc,
+                              const dg_epilogue *ep)
+{
     if (m < 0 || n < 0 || k < 0)
         return ocl_fail(o, DG_ERR_USAGE, "gemm: negative size m=%d n=%d k=%d", m, n, k);
     if (m == 0 || n == 0)
@@ -1461,13 +1495,58 @@ static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, floa
         st = check_matrix(o, 'A', a.buf, a.off, ta ? k : m, ta ? m : k, lda, &ea);
     if (st == DG_OK && k > 0)
         st = check_matrix(o, 'B', b.buf, b.off, tb ? n : k, tb ? k : n, ldb, &eb);
+    ocl_epi oe = {0};
+    if (st == DG_OK && ep && ep->bias.buf) {
+        oe.epi |= EPI_BIAS_COL;
+        oe.bias = ep->bias.buf;
+        st = check_ref(o, "gemm_ep", "bias", ep->bias, (uint64_t)n, &oe.ebias);
+    }
+    if (st == DG_OK && ep && ep->mask.buf) {
+        oe.epi |= EPI_MASK;
+        oe.mask = ep->mask.buf;
+        st = check_matrix(o, 'M', ep->mask.buf, ep->mask.off, m, n, ldc, &oe.emask);
+    }
+    if (ep && ep->relu)
+        oe.epi |= EPI_RELU;
     if (st != DG_OK)
         return st;
     /* With k == 0 the kernels never touch A or B, but the arguments must still
      * be valid memory objects: stand C in for them. */
     cl_mem ma = k > 0 ? (cl_mem)a.buf : (cl_mem)c.buf, mb = k > 0 ? (cl_mem)b.buf : (cl_mem)c.buf;
-    return enqueue_gemm(o, ta, tb, m, n, k, alpha, ma, ea, k > 0 ? lda : 1, 0, mb, eb,
-                        k > 0 ? ldb : 1, 0, beta, (cl_mem)c.buf, ec, ldc, 0, 1);
+    return enqueue_gemm_ep(o, ta, tb, m, n, k, alpha, ma, ea, k > 0 ? lda : 1, 0, mb, eb,
+                           k > 0 ? ldb : 1, 0, beta, (cl_mem)c.buf, ec, ldc, 0, 1,
+                           oe.epi ? &oe : NULL);
+}
+
+static dg_status ocl_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                          int lda, dg_ref b, int ldb, float beta, dg_ref c, int ldc)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    return gemm_checked(o, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+}
+
+static dg_status ocl_gemm_ep(void *ctx, bool ta, bool tb, int m, int n, int k, dg_ref a, int lda,
+                             dg_ref b, int ldb, dg_ref c, int ldc, const dg_epilogue *ep)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!ep)
+        return ocl_fail(o, DG_ERR_USAGE, "gemm_ep: no epilogue");
+    return gemm_checked(o, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, ep);
+}
+
+static unsigned ocl_fusion(void *ctx)
+{
+    const ocl_ctx *o = ctx;
+    return o && !o->old_path ? DG_FUSE_GEMM | DG_FUSE_CONV : 0;
+}
+
+static dg_status ocl_queue_counts(void *ctx, uint64_t *enqueued, uint64_t *waits)
+{
+    return dg_ocl_counts(ctx, enqueued, waits);
 }
 
 dg_status dg_ocl_gemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
@@ -1824,12 +1903,11 @@ static dg_status run_im2col(ocl_ctx *o, const dg_conv_shape *s, const conv_dims 
     return run_op(o, K_IM2COL, args, NARGS(args), (size_t)nimg * (size_t)d->hw * (size_t)d->ckk);
 }
 
-static dg_status ocl_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
-                                dg_ref y, dg_ref work)
+/* conv2d_fwd, then ReLU when relu: on the new path the bias and the ReLU
+ * run in the product's epilogue, on the old path as commands of their own. */
+static dg_status conv_fwd(ocl_ctx *o, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                          dg_ref y, dg_ref work, bool relu)
 {
-    ocl_ctx *o = ctx;
-    if (!o)
-        return DG_ERR_USAGE;
     conv_dims d;
     dg_status st = conv_dims_of(o, "conv2d_fwd", s, &d);
     if (st != DG_OK || s->n == 0)
@@ -1845,18 +1923,47 @@ static dg_status ocl_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
         return st;
     cl_mem mx = x.buf, mw = w.buf, my = y.buf, mk = work.buf;
     int ckk = (int)d.ckk, hw = (int)d.hw;
+    ocl_epi oe = {0};
+    if (!o->old_path) {
+        oe.epi = (bias.buf ? EPI_BIAS_ROW : 0) | (relu ? EPI_RELU : 0);
+        oe.bias = bias.buf;
+        oe.ebias = eb;
+    }
     for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += (int)d.chunk) {
         int nimg = s->n - i0 < (int)d.chunk ? s->n - i0 : (int)d.chunk;
         st = run_im2col(o, s, &d, mx, ex + (cl_ulong)i0 * s->c * s->h * s->w, mk, ek, nimg);
         /* y_img[k, hw] = w[k, ckk] * col[:, img*hw .. +hw] for each image. */
         if (st == DG_OK)
-            st = enqueue_gemm(o, false, false, s->k, hw, ckk, 1.0f, mw, ew, ckk, 0, mk, ek,
-                              nimg * hw, (cl_ulong)hw, 0.0f, my, ey + (cl_ulong)i0 * s->k * hw, hw,
-                              (cl_ulong)s->k * hw, (size_t)nimg);
+            st = enqueue_gemm_ep(o, false, false, s->k, hw, ckk, 1.0f, mw, ew, ckk, 0, mk, ek,
+                                 nimg * hw, (cl_ulong)hw, 0.0f, my, ey + (cl_ulong)i0 * s->k * hw,
+                                 hw, (cl_ulong)s->k * hw, (size_t)nimg, oe.epi ? &oe : NULL);
     }
-    if (st == DG_OK && bias.buf)
+    if (st == DG_OK && bias.buf && o->old_path)
         st = ocl_bias_add(o, y, bias, s->n, s->k, hw);
+    if (st == DG_OK && relu && o->old_path)
+        st = ocl_relu_fwd(o, y, y, (size_t)d.ny);
     return st;
+}
+
+static dg_status ocl_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                                dg_ref y, dg_ref work)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    return conv_fwd(o, s, x, w, bias, y, work, false);
+}
+
+static dg_status ocl_conv2d_fwd_ep(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref y,
+                                   dg_ref work, const dg_epilogue *ep)
+{
+    ocl_ctx *o = ctx;
+    if (!o)
+        return DG_ERR_USAGE;
+    if (!ep || ep->mask.buf)
+        return ocl_fail(o, DG_ERR_USAGE, "conv2d_fwd_ep: %s",
+                        ep ? "a convolution's epilogue takes no mask" : "no epilogue");
+    return conv_fwd(o, s, x, w, ep->bias, y, work, ep->relu);
 }
 
 static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
@@ -1972,6 +2079,13 @@ static dg_status ocl_xent(void *ctx, int n, int classes, dg_ref logits, dg_ref l
                             {"dlogits", dlogits, nl, &ed, false},
                             {"acc", acc, 2, &ea, false}};
     dg_status st = check_refs(o, "xent", refs, NARGS(refs));
+    if (st == DG_OK && !o->old_path) { /* one command */
+        cl_mem ml = logits.buf, mlab = labels.buf, md = dlogits.buf, ma = acc.buf;
+        cl_int in = n, ic = classes;
+        const karg one[] = {KA(ml), KA(el), KA(mlab), KA(elab), KA(md),
+                            KA(ed), KA(in), KA(ic),   KA(ma),   KA(ea)};
+        return run_op(o, K_XENT_ONE, one, NARGS(one), o->ops_local[K_XENT_ONE]);
+    }
     if (st == DG_OK)
         st = ensure_scratch(o, 2 * (size_t)n * sizeof(float));
     if (st != DG_OK)
@@ -2104,6 +2218,10 @@ static const dg_backend_iface ocl_iface = {
     .host_alloc = ocl_host_alloc,
     .host_free = ocl_host_free,
     .host_wait = ocl_host_wait,
+    .fusion = ocl_fusion,
+    .gemm_ep = ocl_gemm_ep,
+    .conv2d_fwd_ep = ocl_conv2d_fwd_ep,
+    .queue_counts = ocl_queue_counts,
     /* capture_begin, capture_end, replay: none (OpenCL 1.2 has no graphs). */
 };
 
