@@ -2,7 +2,8 @@
 # devgate run on unmodified user-style PyTorch scripts (tests/python/scripts/user/,
 # none of which imports devgate_probe), one table: each case its devgate
 # options, its script and arguments, the findings it must get (id:severity)
-# and the findings it must not get, and a check over the record (issue 21).
+# and the findings it must not get, and a check over the record (issue 21);
+# then compare A B over some of them, and runs beside a CPU hog.
 # Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
@@ -62,6 +63,10 @@ unseeded||unseeded_train.py --epochs 1 --workers 2|unseeded:warn||d["seeds"]["se
 gan||gan_train.py --steps 6|| host-sync unseeded|d["profile"]["sync_points"]["host_reads"] == 0 and len(d["supervise"]["losses"]) == 12
 slowdata||slow_loader_train.py --epochs 1 --batch-size 32 --workers 0|||(lambda fs: len(fs) == 1 and (fs[0]["severity"] == "warn" or any(g["id"] == "contended" for g in d["findings"])) and "num_workers (now 0, --workers 0)" in fs[0]["action"] and "persistent_workers=True (now False" in fs[0]["action"] and "--cache" not in fs[0]["action"])([f for f in d["findings"] if f["id"] == "data-starved"]) and d["loader"]["batch_arg"] == "--batch-size" and d["loader"]["batch_size"] == 32 and d["loader"]["batches"] == 20
 healthy||healthy_train.py --epochs 2 --workers 0|| above-info unseeded host-sync retained-refs footprint-growth|d["seeds"]["seeded"]["torch"] and len(d["supervise"]["losses"]) == 32
+unseeded2||unseeded_train.py --epochs 1 --workers 2|unseeded:warn||d["seeds"]["seeded"]["torch"] is False
+fp32a||precision_train.py --epochs 4|| above-info unseeded host-sync retained-refs|len(d["supervise"]["losses"]) == 64
+fp32b||precision_train.py --epochs 4|| above-info unseeded host-sync retained-refs|len(d["supervise"]["losses"]) == 64
+bf16||precision_train.py --epochs 4 --dtype bfloat16|| above-info unseeded host-sync retained-refs|len(d["supervise"]["losses"]) == 64
 TABLE
 )
 while IFS='|' read -r name opts args must never expr; do
@@ -76,6 +81,24 @@ while IFS='|' read -r name opts args must never expr; do
   check "$name" "$must" "$never" "$expr"
 done <<<"$CASES"
 
+# compare A B of the runs above (issue 21's table, cpu here): the unseeded script run
+# twice is no speed claim without its seeds named; the same seeded script twice agrees
+# on every step's loss; the planted dtype change (--dtype bfloat16) drifts past the
+# tolerance and the comparison says so.
+cmp() { # cmp NAME A B: compare A.json B.json into NAME.json
+  "$DG" --no-ledger compare "$2.json" "$3.json" --json >"$1.json" 2>"$1.err"
+  [ $? -le 1 ] && ok || { bad "compare $2 $3 failed"; tail -5 "$1.err" | sed 's/^/  /' >&2; }
+  "$DG" --no-ledger compare "$2.json" "$3.json" >"$1.txt" 2>&1
+}
+cmp cmp-unseeded unseeded unseeded2
+expect_json cmp-unseeded.json '(lambda j: j["seeds"]["torch_unseeded"] is True and j["seeds"]["note"].startswith("torch was unseeded in both runs") and (j["verdict"] not in ("pays-off", "slower", "no-gain", "starved") or "torch was unseeded" in j["text"]))(d["judgement"])'
+cmp cmp-fp32 fp32a fp32b
+expect_json cmp-fp32.json 'd["loss"]["pairs"] == 64 and d["loss"]["agree"] is True and d["loss"]["max_rel_diff"]["value"] <= d["loss"]["tolerance"]'
+expect_grep cmp-fp32.txt 'loss +64 \(epoch, step\) pairs .* agree \(tolerance 0.01\)'
+cmp cmp-bf16 fp32a bf16
+expect_json cmp-bf16.json 'd["loss"]["pairs"] == 64 and d["loss"]["agree"] is False and d["loss"]["max_rel_diff"]["value"] > d["loss"]["tolerance"]'
+expect_grep cmp-bf16.txt 'loss +64 \(epoch, step\) pairs .* DISAGREE'
+
 # A compute-bound program beside a CPU hog (issue 21): the hog takes the cores
 # (as many busy loops as the machine has CPUs, and one more), so the program's
 # median CPU is low; that is the hog's doing, named by contended, and cpu-use
@@ -89,8 +112,12 @@ done
 trap 'kill "${HOGS[@]}" 2>/dev/null; rm -rf "$T"' EXIT
 "$DG" --no-ledger run --no-env --json --sample-ms 100 -- "$PY" "$U/compute_bound.py" --seconds 6 \
   >hog.json 2>hog.err || { [ $? -le 1 ] || bad "run beside a hog failed"; }
+# The healthy script at load: still no finding above info (contended names the hog).
+"$DG" --no-ledger run --no-env --json -- "$PY" "$U/healthy_train.py" --epochs 2 --workers 0 \
+  >healthy-load.json 2>healthy-load.err || { [ $? -le 1 ] || bad "healthy run beside a hog failed"; }
 kill "${HOGS[@]}" 2>/dev/null
 wait "${HOGS[@]}" 2>/dev/null
+check healthy-load "contended:warn" "above-info unseeded host-sync retained-refs footprint-growth" 'd["seeds"]["seeded"]["torch"] and len(d["supervise"]["losses"]) == 32'
 check hog "contended:warn" "" '(lambda f: all(x["severity"] == "info" and "other processes took" in x["title"] for x in f if x["id"] == "cpu-use"))(d["findings"]) and d["contention"]["others_cpus"]["value"] >= 0.5'
 
 # The leak is judged on live memory without the cache discipline too.

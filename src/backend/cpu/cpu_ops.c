@@ -381,9 +381,15 @@ static bool conv_pointwise(const dg_conv_shape *s)
 #define PNR 16
 #define PKC 256
 
+/* Whether the CPU runs AVX2 and FMA (false off x86, where
+ * __builtin_cpu_supports knows no such names). */
 static bool have_fma(void)
 {
+#if defined(__x86_64__) || defined(__i386__)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
 }
 
 static size_t round_up(size_t v, size_t to)
@@ -782,12 +788,13 @@ static size_t panel_floats(size_t kd, size_t cols)
     return kd * round_up(cols, PNR);
 }
 
-/* Rows of m rounded up to whole blocks of either kernel width (PMR for
- * AVX2, DG_CPU512_MR for AVX-512), so sizes do not depend on the width. */
+/* Rows of m rounded up to whole blocks of every kernel (PMR for AVX2, the
+ * AVX-512 direct blocks, DG_CPU512_MR taps for its dw), so sizes do not
+ * depend on which kernels run. */
 static size_t block_round(size_t m)
 {
-    size_t a = round_up(m, PMR), b = round_up(m, DG_CPU512_MR);
-    return a > b ? a : b;
+    size_t a = round_up(m, PMR), b = round_up(m, DG_CPU512_MR), c = dg_cpu512_packed_rows(m);
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
 /* Floats of weights packed for the direct or panel kernels: m rows of kd. */
@@ -983,32 +990,39 @@ static void col2im(const dg_conv_shape *s, const float *col, size_t ld, float *d
     }
 }
 
-/* Rows of the row block that starts with `left` rows to go: `fixed` when
- * not 0 (PMR for the panel kernel, DG_CPU512_MR for AVX-512), else (the AVX2
- * direct kernels at stride 1) PMR, or PMR4 where that wastes fewer rows
- * (left 1..4, 7, 8). A short block is only ever followed by short or last
- * blocks, so block rb starts at rb * kd floats of the packed weights. */
-static int block_rows(int left, int fixed)
+/* How weights are packed: for the panel kernel, the AVX2 direct kernels or
+ * the AVX-512 ones. */
+typedef enum pack_kind { PACK_PANEL, PACK_AVX2, PACK_AVX512 } pack_kind;
+
+/* Rows of the row block that starts with `left` rows to go: PMR for the
+ * panel kernel; for the AVX2 direct kernels PMR, or PMR4 where that wastes
+ * fewer rows (left 1..4, 7, 8); dg_cpu512_block_rows for AVX-512. A short
+ * block is only ever followed by short or last blocks, so block rb starts at
+ * rb * kd floats of the packed weights. */
+static int block_rows(int left, pack_kind kind)
 {
-    return fixed ? fixed : left >= 9 || left == 6 || left == 5 ? PMR : PMR4;
+    if (kind == PACK_AVX512)
+        return dg_cpu512_block_rows(left);
+    return kind == PACK_PANEL || left >= 9 || left == 6 || left == 5 ? PMR : PMR4;
 }
 
-/* The `fixed` of block_rows for a context's direct kernels (stride 1). */
-static int direct_rows(const cpu_ctx *c)
+/* The packing of a context's direct kernels (stride 1). */
+static pack_kind direct_pack(const cpu_ctx *c)
 {
-    return conv_wide(c) ? DG_CPU512_MR : 0;
+    return conv_wide(c) ? PACK_AVX512 : PACK_AVX2;
 }
 
-/* Packs w [k, c, kh, kw] as row blocks (block_rows(.., fixed)) of the [k, c kh kw]
+/* Packs w [k, c, kh, kw] as row blocks (block_rows(.., kind)) of the [k, c kh kw]
  * matrix (forward), or, when flip, of the [c, k kh kw] matrix of the weights
  * turned 180 degrees (dx): wp[block start * kd + kk * rows + r], zero rows
  * past the end. */
-static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, int fixed, float *wp)
+static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, pack_kind kind,
+                         float *wp)
 {
     const int m = flip ? s->c : s->k, kh = s->kh, kw = s->kw, taps = kh * kw;
     const int kd = (flip ? s->k : s->c) * taps;
     for (int rb = 0, mb; rb < m; rb += mb) {
-        mb = block_rows(m - rb, fixed);
+        mb = block_rows(m - rb, kind);
         for (int kk = 0; kk < kd; kk++)
             for (int r = 0; r < mb; r++) {
                 int row = rb + r;
@@ -1025,7 +1039,7 @@ static void pack_weights(const dg_conv_shape *s, const float *w, bool flip, int 
 }
 
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w] through the panel
- * kernel; wp from pack_weights(s, ..., false, PMR), panels and row scratch. */
+ * kernel; wp from pack_weights(s, ..., false, PACK_PANEL), panels and row scratch. */
 static void conv_panel_image(const dg_conv_shape *s, const float *x, const float *wp,
                              const float *bias, float *y, float *panels, float *row)
 {
@@ -1067,7 +1081,7 @@ static void pad_image(const dg_conv_shape *s, const float *x, float *buf, bool c
 
 /* y [k, ho * wo] (+ bias) = conv of one image x [c, h, w], stride 1, through
  * direct_kernel, or the AVX-512 kernels when wide; wp from pack_weights
- * (fixed: direct_rows), buf scratch of padded_floats(s) (clean: as
+ * (kind: direct_pack), buf scratch of padded_floats(s) (clean: as
  * pad_image). */
 static void conv_direct_image(const dg_conv_shape *s, const float *x, const float *wp,
                               const float *bias, float *y, float *buf, bool clean, bool wide)
@@ -1091,7 +1105,7 @@ static void conv_direct_image(const dg_conv_shape *s, const float *x, const floa
                 const float *src = buf + c0 * cs + (size_t)oy * wpd + ox0;
                 float *yo = y + (size_t)oy * wo + ox0;
                 for (int rb = 0, mb; rb < m; rb += mb) {
-                    mb = block_rows(m - rb, 0);
+                    mb = block_rows(m - rb, PACK_AVX2);
                     const float *ap = wp + (size_t)rb * kd + (size_t)c0 * taps * mb;
                     int mr = m - rb < mb ? m - rb : mb;
                     const float *b = c0 == 0 && bias ? bias + rb : NULL;
@@ -1196,7 +1210,7 @@ dg_status dg_cpu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     const bool pointwise = conv_pointwise(s), fast = conv_fast_fwd(c, s), wide = conv_wide(c);
     float *packed = wk, *slots = wk + conv_shared(c, s);
     if (fast)
-        pack_weights(s, wp, false, s->stride == 1 ? direct_rows(c) : PMR, packed);
+        pack_weights(s, wp, false, s->stride == 1 ? direct_pack(c) : PACK_PANEL, packed);
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         float *col = slots + (size_t)omp_get_thread_num() * per; /* [ckk, ho * wo] */
@@ -1264,7 +1278,7 @@ dg_status dg_cpu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref 
     if (dbp)
         bias_grad_sum(dyp, dbp, s->n, K, howo, ny);
     if (fast_dx)
-        pack_weights(s, wp, true, direct_rows(c), packed);
+        pack_weights(s, wp, true, direct_pack(c), packed);
         /* Each thread sums dw over its images into its own partial (dw itself
          * when alone on the im2col path); static scheduling gives every thread
          * at least one image. */
