@@ -51,6 +51,13 @@
 #            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
 #            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
+#   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
+#            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
+#            it and carries libclblast.so.1), bench/ocl_vs_cuda.py (train step time on every preset
+#            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
+#            one and the new one with the old staged upload (OCLBENCH_PATHS), medians of
+#            OCLBENCH_ROUNDS (3), the ratio cuda/opencl and the commands a step), then the
+#            per-op profile of lenet and cifar at batch 1024 on opencl
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
@@ -329,6 +336,42 @@ PY
 pass_ocl() {
   $DG --no-ledger gate --backend opencl 2>&1 | head -20
   accept_timed ocl-quick 120 --quick --backend opencl
+}
+
+pass_oclbench() {
+  local GB=$bin/gemm_vs_clblast nv="" s m
+  nvidia-smi -L 2>&1 | head -1
+  $DG --version
+  if [ -x "$GB" ]; then
+    $GB --devices --platform NVIDIA | tee /tmp/devgate-ocl-devices.txt
+    nv=$(awk -F'\t' '$1 == "pick" {print $2}' /tmp/devgate-ocl-devices.txt)
+  fi
+  if [ -n "$nv" ]; then
+    echo "== GEMM: devgate OpenCL against CLBlast, NVIDIA OpenCL device $nv"
+    s=$(date +%s.%N)
+    timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
+    echo "gemm_vs_clblast exit $? in $(secs "$s") s"
+  else
+    echo "no $GB or no NVIDIA OpenCL device: the GEMM comparison is skipped"
+  fi
+  echo "== fixture: devgate train, opencl (new and old path) against cuda"
+  s=$(date +%s.%N)
+  timeout 280 python3 bench/ocl_vs_cuda.py --devgate "$DG" --rounds "${OCLBENCH_ROUNDS:-3}" \
+    --paths "${OCLBENCH_PATHS:-new,old,new-staged}" --budget-s 230 --json "$out/oclbench.json" \
+    ${nv:+--device "$nv"}
+  echo "ocl_vs_cuda exit $? in $(secs "$s") s"
+  [ -n "$nv" ] || return
+  for m in cifar lenet; do # where the opencl step's time goes, op by op (host clock, synchronised)
+    echo "== profile --backend opencl --model $m --batch 1024"
+    timeout 45 $DG --no-ledger profile --backend opencl --device "$nv" --model $m --batch 1024 \
+      --warmup 3 --window 10 --json -q >"$packs/prof-$m.json" 2>"$packs/prof-$m.err" ||
+      tail -3 "$packs/prof-$m.err"
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for o in (d.get("ops") or [])[:14]:
+    print(" %-11s %-46s calls %4d mean %8.3f ms share %.2f" % (o["op"], o["shape"][:46], o["calls"],
+          o["ms_mean"], o["share"]))' "$packs/prof-$m.json" 2>/dev/null
+  done
 }
 
 pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"

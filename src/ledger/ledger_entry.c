@@ -138,7 +138,11 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
                                           NULL};
         s->sps =
             strcmp(kind, "run") == 0 ? first_num(rec, sps) : dg_jnum(rec, "final_gate.throughput");
-        s->jps = dg_jnum(rec, "final_gate.energy_per_sample");
+        /* J/sample beside it: the final gate's, else (a run) the program's own. */
+        static const char *const jps[] = {"final_gate.energy_per_sample",
+                                          "throughput.energy_per_sample", NULL};
+        s->jps = strcmp(kind, "run") == 0 ? first_num(rec, jps)
+                                          : dg_jnum(rec, "final_gate.energy_per_sample");
         static const char *const batch[] = {"final_gate.batch", "spec.batch", NULL};
         s->batch = first_num(rec, batch);
         int screening = dg_jbool(rec, "final_gate.screening"),
