@@ -18,8 +18,9 @@
 #            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
 #   probe21  issue 21 items 2 and 3 on cuda: accept --quick -- on a 96-sample set (train-set
 #            stop), on a per-step leak (suspected leak from allocated memory), on the healthy one
-#   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
-#            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
+#   cpugate  20 gate --backend cpu in a row: both products (the checked one's rounds and
+#            their spread), the team, OpenBLAS's server threads, and how many runs lie
+#            within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
 #   bf16     issue 24's precisions: (a) the CUDA unit tests and the gate at fp32, tf32 and
@@ -50,14 +51,15 @@
 #            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
 #            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
 #            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
-#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
+#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (150) seconds
 #   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
 #            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
-#            it and carries libclblast.so.1), bench/ocl_vs_cuda.py (train step time on every preset
+#            it and carries libclblast.so.1; then the weakest shapes on each GPU kernel forced),
+#            bench/ocl_vs_cuda.py (train step time on every preset
 #            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
 #            one and the new one with the old staged upload (OCLBENCH_PATHS), medians of
 #            OCLBENCH_ROUNDS (3), the ratio cuda/opencl and the commands a step), then the
-#            per-op profile of lenet and cifar at batch 1024 on opencl
+#            per-op profile of lenet and cifar at batch 1024 on opencl (OCLBENCH_GEMM=0 skips the GEMM part)
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
@@ -188,7 +190,7 @@ pass_ttev() {
   echo "hooks: exit $? in $(secs "$s") s"
   s=$(date +%s.%N)
   timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
-    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-170}"
+    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-150}"
   echo "rounds: exit $? in $(secs "$s") s"
 }
 
@@ -311,9 +313,11 @@ for b in d.get("backends", []):
     r = m.get("rate") or {}
     bl = b.get("blas") or {}
     pk = (b.get("peak") or {}).get("cpu") or {}
-    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms | rate %s^3 %7.1f GFLOP/s | team %s "
+    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms (%s rounds x %s, spread %.3f) | "
+          "rate %s^3 %7.1f GFLOP/s | team %s "
           "blas server %s | peak %.0f (%s) fraction %.2f" % (
-        sys.argv[1], v(m.get("gflops")) or 0, m.get("ms_warm") or -1, r.get("m"),
+        sys.argv[1], v(m.get("gflops")) or 0, m.get("ms_warm") or -1, m.get("rounds"),
+        m.get("round_products"), v(m.get("round_spread")) or -1, r.get("m"),
         v(r.get("gflops")) or 0, v(m.get("team_threads")), v(bl.get("server_threads")),
         v((b.get("peak") or {}).get("fp32")) or 0, pk.get("per_core_source"),
         v(m.get("fraction_of_peak")) or 0))' "${setting:-default}"
@@ -346,13 +350,20 @@ pass_oclbench() {
     $GB --devices --platform NVIDIA | tee /tmp/devgate-ocl-devices.txt
     nv=$(awk -F'\t' '$1 == "pick" {print $2}' /tmp/devgate-ocl-devices.txt)
   fi
-  if [ -n "$nv" ]; then
+  if [ -n "$nv" ] && [ "${OCLBENCH_GEMM:-1}" = 1 ]; then
     echo "== GEMM: devgate OpenCL against CLBlast, NVIDIA OpenCL device $nv"
     s=$(date +%s.%N)
     timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
     echo "gemm_vs_clblast exit $? in $(secs "$s") s"
+    # The weakest shapes of the last round (sq512 0.82, mlp4096.fc2.dw 0.83) on each GPU
+    # kernel forced, for the tile choice (gpu_pick in src/backend/opencl/opencl.c).
+    for v in db32 db64 db128 tiled64 tiled128; do
+      echo "== GEMM forced DEVGATE_OPENCL_KERNEL=$v"
+      DEVGATE_OPENCL_KERNEL=$v timeout 20 $GB --device "$nv" --reps 3 --min-ms 5 \
+        --shapes sq512,sq1024,mlp4096.fc2.dw,mlp256.fc1.fwd,cifar256.conv2.fwd | grep -vE '^#|^shape'
+    done
   else
-    echo "no $GB or no NVIDIA OpenCL device: the GEMM comparison is skipped"
+    echo "no $GB, no NVIDIA OpenCL device or OCLBENCH_GEMM=0: the GEMM comparison is skipped"
   fi
   echo "== fixture: devgate train, opencl (new and old path) against cuda"
   s=$(date +%s.%N)

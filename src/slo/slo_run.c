@@ -630,11 +630,16 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
                        "libcurl4-openssl-dev and rebuild)");
     /* The fixture: a child serving it on a loopback port, then measured as any URL. */
     slo_fixture *fx = NULL;
-    char fxbase[64];
+    char fxbase[64], fxmetrics[80];
     if (fixture) {
         if ((st = dg_slo_fixture_start(ctx, &o, &fx, fxbase, sizeof fxbase)) != DG_OK)
             return st;
         o.target = fxbase;
+        /* Its own view: the server's /metrics (vLLM's names), unless another was given. */
+        if (!o.metrics_url) {
+            snprintf(fxmetrics, sizeof fxmetrics, "%s/metrics", fxbase);
+            o.metrics_url = fxmetrics;
+        }
         if ((st = dg_slo_target_init(ctx, &o, &t)) != DG_OK) {
             cJSON_Delete(dg_slo_fixture_stop(fx));
             return st;
