@@ -151,12 +151,13 @@ static void check_rounds(dg_ctx *ctx)
     const cJSON *sp = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "round_spread");
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(sp, "valid")));
     cJSON_Delete(b);
-    /* A product longer than a round: one a round, rounds until 50 ms. */
+    /* A product longer than a round: one a round, the two asked and on until 50 ms
+     * (at most 5 of at least 12 ms; fewer when a loaded machine stretches the sleeps). */
     gemm_calls = 0;
     slow_us = 12000;
     b = gate_with(ctx, &broken, 8, 8, 8);
     rounds = mm_num(b, "rounds");
-    CHECK_MSG(mm_num(b, "round_products") == 1 && rounds >= 4 && rounds <= 5,
+    CHECK_MSG(mm_num(b, "round_products") == 1 && rounds >= 2 && rounds <= 5,
               "%g rounds of %g products", rounds, mm_num(b, "round_products"));
     CHECK(gemm_calls == 2 + rounds + rate_calls(b));
     CHECK(mm_num(b, "ms_warm") >= 12);
