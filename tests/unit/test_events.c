@@ -206,11 +206,15 @@ static void test_collect(void)
     /* Epoch ends are not rate limited but capped. */
     for (int i = 0; i < 5; i++)
         feed(&c,
-             "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,\"reserved\":\"x\","
-             "\"cache_emptied\":true}",
+             i == 1   ? "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"gc\":\"young\"}"
+             : i == 2 ? "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"gc\":\"odd\"}"
+                      : "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,"
+                        "\"reserved\":\"x\",\"cache_emptied\":true,\"gc\":\"full\"}",
              0.5);
     CHECK(c.nepochs == 3 && c.epochs[0].allocated == 10 && isnan(c.epochs[0].reserved) &&
           c.epochs[0].cache_emptied == 1 && c.epochs[0].validation == -1);
+    /* the collection the probe ran before the reading: full, young, or not said */
+    CHECK(c.epochs[0].gc_full == 1 && c.epochs[1].gc_full == 0 && c.epochs[2].gc_full == -1);
     /* Gates capped at max_other; fallbacks aggregated by (op, device). */
     for (int i = 0; i < 3; i++)
         feed(&c,
