@@ -27,6 +27,9 @@ cp out "$T/clean.json"
 # the speedup with its interval (which holds it) and the rank test beside it.
 expect_json "$T/clean.json" 'd["spec"]["repetitions"] == 3 and all(r["repetitions"]["per_side"] == 3 and r["repetitions"]["order"] == ["cpu", "device"] * 3 for r in d["runs"])'
 expect_json "$T/clean.json" 'all(len(r["repetitions"][s]) == 3 and all(len(x["ms"]) == 20 and x["warmup"] == 2 and x["median"]["valid"] for x in r["repetitions"][s]) for r in d["runs"] for s in ("cpu", "device"))'
+# The cpu side's repetitions say the team it really had (--threads 1: one, fixed) and the
+# cores others kept busy; the device side's have none.
+expect_json "$T/clean.json" 'all(x["cpu_team"]["source"] == "--threads" and x["cpu_team"]["adaptive"] is False and x["cpu_team"]["threads_mean"]["value"] == 1 and x["cpu_team"]["interval"]["unit"] == "s" for r in d["runs"] for x in r["repetitions"]["cpu"]) and not any("cpu_team" in x for r in d["runs"] for x in r["repetitions"]["device"])'
 expect_json "$T/clean.json" 'all(r["speedup_ci"]["lo"]["value"] <= r["speedup"]["value"] <= r["speedup_ci"]["hi"]["value"] and r["speedup_ci"]["level"] == 0.95 for r in d["runs"])'
 expect_json "$T/clean.json" 'all(r["step_time_reduction_pct_ci"]["lo"]["value"] <= r["step_time_reduction_pct"]["value"] <= r["step_time_reduction_pct_ci"]["hi"]["value"] for r in d["runs"])'
 expect_json "$T/clean.json" 'all(0 < r["mann_whitney"]["p"]["value"] <= 1 and r["busy_fraction_ci"]["lo"]["valid"] for r in d["runs"])'
