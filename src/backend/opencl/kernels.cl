@@ -354,16 +354,20 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
 /* db32: 32x32 tiles on 8x8 work-items, 16 deep (many work-groups for the
  * fixture's small products); db64: 64x64 on 16x16, 16 deep; db128: 128x128 on
  * 16x16 (8x8 outputs each), 8 deep. */
-#define DG_DB_KERNEL(name, we, g, tk, ta, tb)                                                      \
-    __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(DG_GEMM_PARAMS)            \
+/* A db kernel's body: its local tiles, its product of the batch (group
+ * dimension 2), dg_db with cv and geo. */
+#define DG_DB_BODY(we, g, tk, ta, tb, cv, geo)                                                     \
     {                                                                                              \
         __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
         __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
         const size_t bi = get_group_id(2);                                                         \
         dg_db(we, g, tk, ta, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,       \
               a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
-              DG_EPI_ARGS, 0, (int8)(0));                                                          \
+              DG_EPI_ARGS, cv, geo);                                                               \
     }
+#define DG_DB_KERNEL(name, we, g, tk, ta, tb)                                                      \
+    __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(DG_GEMM_PARAMS)            \
+        DG_DB_BODY(we, g, tk, ta, tb, 0, (int8)(0))
 DG_DB_KERNEL(dg_sgemm_db32_nn, 8, 1, 16, 0, 0)
 DG_DB_KERNEL(dg_sgemm_db32_nt, 8, 1, 16, 0, 1)
 DG_DB_KERNEL(dg_sgemm_db32_tn, 8, 1, 16, 1, 0)
@@ -386,14 +390,7 @@ DG_DB_KERNEL(dg_sgemm_db128_tt, 16, 2, 8, 1, 1)
 #define DG_CONV_KERNEL(name, we, g, tk, tb, cv)                                                    \
     __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(DG_GEMM_PARAMS,            \
                                                                         const int8 geo)            \
-    {                                                                                              \
-        __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
-        __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
-        const size_t bi = get_group_id(2);                                                         \
-        dg_db(we, g, tk, 0, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,        \
-              a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
-              DG_EPI_ARGS, cv, geo);                                                               \
-    }
+        DG_DB_BODY(we, g, tk, 0, tb, cv, geo)
 DG_CONV_KERNEL(dg_conv_db32, 8, 1, 16, 0, 1)
 DG_CONV_KERNEL(dg_conv_db64, 16, 1, 16, 0, 1)
 /* The backward pass's implicit GEMMs: dw_img[k, c*kh*kw] = dy_img[k, ho*wo] *
