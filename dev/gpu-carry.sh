@@ -22,17 +22,23 @@ if [ "${1:-}" = --fuzz ]; then
   tar -C build-fuzz/carry -cJf .devcarry/fuzz.tar.xz fuzz
 else
   b=${1:-build-carry}
-  cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON >/dev/null
+  # bench/gemm_vs_clblast.c beside CLBlast where libclblast-dev is installed
+  # (tools/deps.sh bench): the pass oclbench runs it, with libclblast1 below.
+  clb=OFF
+  dpkg-query -W -f='${Status}' libclblast-dev 2>/dev/null | grep -q "install ok installed" && clb=ON
+  cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Release -DDG_CUDA=ON -DDG_BENCH_CLBLAST=$clb >/dev/null
   cmake --build "$b" -j"$(nproc)" >/dev/null
   rm -rf .devcarry/bin && mkdir -p .devcarry/bin
   cp "$b/devgate" "$b/libdevgate-cuda.so" .devcarry/bin/
+  [ -x "$b/gemm_vs_clblast" ] && cp "$b/gemm_vs_clblast" .devcarry/bin/
   cp -r "$b/python" .devcarry/bin/python
   for t in test_cuda test_ops test_gate test_gate_ops test_gate_link test_gate_sustain test_cpu_conv_paths; do [ -x "$b/tests/$t" ] && cp "$b/tests/$t" .devcarry/bin/; done
 fi
 # Debian's sonames the device has not: cJSON, libjpeg .so.62, LLVM's OpenMP
-# (the harnesses are built with clang), and what they pull.
+# (the harnesses are built with clang), CLBlast (gemm_vs_clblast), and what
+# they pull.
 mkdir -p .devcarry/debs
-for p in libcjson1 libjpeg62-turbo libomp5-14; do
+for p in libcjson1 libjpeg62-turbo libomp5-14 libclblast1; do
   ls .devcarry/debs/"${p}"_*.deb >/dev/null 2>&1 || (cd .devcarry/debs && apt-get download "$p" >/dev/null)
 done
 for d in .devcarry/debs/*.deb; do dpkg -x "$d" .devcarry/root; done

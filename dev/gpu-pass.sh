@@ -18,8 +18,9 @@
 #            sync-debug warning shown) and run of slow_loader_train.py (DataLoader advice)
 #   probe21  issue 21 items 2 and 3 on cuda: accept --quick -- on a 96-sample set (train-set
 #            stop), on a per-step leak (suspected leak from allocated memory), on the healthy one
-#   cpugate  20 gate --backend cpu in a row: both products, the team, OpenBLAS's server
-#            threads, and how many runs lie within 10% of the best (CPUGATE_SETTINGS: env to compare)
+#   cpugate  20 gate --backend cpu in a row: both products (the checked one's rounds and
+#            their spread), the team, OpenBLAS's server threads, and how many runs lie
+#            within 10% of the best (CPUGATE_SETTINGS: env to compare)
 #   ocl      gate and accept --quick on NVIDIA's OpenCL platform
 #   bench    bench/fixture_vs_torch.py on cuda, fp32 and --tf32 (BENCH_ARGS adds flags)
 #   bf16     issue 24's precisions: (a) the CUDA unit tests and the gate at fp32, tf32 and
@@ -50,10 +51,20 @@
 #            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
 #            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
 #            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
-#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (170) seconds
+#            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (150) seconds
+#   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
+#            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
+#            it and carries libclblast.so.1; then the weakest shapes on each GPU kernel forced),
+#            bench/ocl_vs_cuda.py (train step time on every preset
+#            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
+#            one and the new one with the old staged upload (OCLBENCH_PATHS), medians of
+#            OCLBENCH_ROUNDS (3), the ratio cuda/opencl and the commands a step), then the
+#            per-op profile of lenet and cifar at batch 1024 on opencl
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
-#            64 streams, and the streams one devgate drives (the host's libcurl.so.4)
+#            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
+#            then slo --target fixture on cuda (mlp batch 1, cifar batch 64) and on the
+#            host (cifar batch 64): a ladder 1,4,16,64 of SLO_FIXTURE_SECS (6) each
 #   cpubench issue 24's cpu target on the host CPU: (tests) test_cpu_conv_paths (AVX-512
 #            against AVX2 bit for bit) and test_ops on every conv path; (bench)
 #            bench/fixture_vs_torch.py --backend cpu --threads 1,2, every preset, b32-512;
@@ -179,7 +190,7 @@ pass_ttev() {
   echo "hooks: exit $? in $(secs "$s") s"
   s=$(date +%s.%N)
   timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
-    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-170}"
+    --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-150}"
   echo "rounds: exit $? in $(secs "$s") s"
 }
 
@@ -302,9 +313,11 @@ for b in d.get("backends", []):
     r = m.get("rate") or {}
     bl = b.get("blas") or {}
     pk = (b.get("peak") or {}).get("cpu") or {}
-    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms | rate %s^3 %7.1f GFLOP/s | team %s "
+    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms (%s rounds x %s, spread %.3f) | "
+          "rate %s^3 %7.1f GFLOP/s | team %s "
           "blas server %s | peak %.0f (%s) fraction %.2f" % (
-        sys.argv[1], v(m.get("gflops")) or 0, m.get("ms_warm") or -1, r.get("m"),
+        sys.argv[1], v(m.get("gflops")) or 0, m.get("ms_warm") or -1, m.get("rounds"),
+        m.get("round_products"), v(m.get("round_spread")) or -1, r.get("m"),
         v(r.get("gflops")) or 0, v(m.get("team_threads")), v(bl.get("server_threads")),
         v((b.get("peak") or {}).get("fp32")) or 0, pk.get("per_core_source"),
         v(m.get("fraction_of_peak")) or 0))' "${setting:-default}"
@@ -327,6 +340,49 @@ PY
 pass_ocl() {
   $DG --no-ledger gate --backend opencl 2>&1 | head -20
   accept_timed ocl-quick 120 --quick --backend opencl
+}
+
+pass_oclbench() {
+  local GB=$bin/gemm_vs_clblast nv="" s m
+  nvidia-smi -L 2>&1 | head -1
+  $DG --version
+  if [ -x "$GB" ]; then
+    $GB --devices --platform NVIDIA | tee /tmp/devgate-ocl-devices.txt
+    nv=$(awk -F'\t' '$1 == "pick" {print $2}' /tmp/devgate-ocl-devices.txt)
+  fi
+  if [ -n "$nv" ]; then
+    echo "== GEMM: devgate OpenCL against CLBlast, NVIDIA OpenCL device $nv"
+    s=$(date +%s.%N)
+    timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
+    echo "gemm_vs_clblast exit $? in $(secs "$s") s"
+    # The weakest shapes of the last round (sq512 0.82, mlp4096.fc2.dw 0.83) on each GPU
+    # kernel forced, for the tile choice (gpu_pick in src/backend/opencl/opencl.c).
+    for v in db32 db64 db128 tiled64 tiled128; do
+      echo "== GEMM forced DEVGATE_OPENCL_KERNEL=$v"
+      DEVGATE_OPENCL_KERNEL=$v timeout 20 $GB --device "$nv" --reps 3 --min-ms 5 \
+        --shapes sq512,sq1024,mlp4096.fc2.dw,mlp256.fc1.fwd,cifar256.conv2.fwd | grep -vE '^#|^shape'
+    done
+  else
+    echo "no $GB or no NVIDIA OpenCL device: the GEMM comparison is skipped"
+  fi
+  echo "== fixture: devgate train, opencl (new and old path) against cuda"
+  s=$(date +%s.%N)
+  timeout 280 python3 bench/ocl_vs_cuda.py --devgate "$DG" --rounds "${OCLBENCH_ROUNDS:-3}" \
+    --paths "${OCLBENCH_PATHS:-new,old,new-staged}" --budget-s 230 --json "$out/oclbench.json" \
+    ${nv:+--device "$nv"}
+  echo "ocl_vs_cuda exit $? in $(secs "$s") s"
+  [ -n "$nv" ] || return
+  for m in cifar lenet; do # where the opencl step's time goes, op by op (host clock, synchronised)
+    echo "== profile --backend opencl --model $m --batch 1024"
+    timeout 45 $DG --no-ledger profile --backend opencl --device "$nv" --model $m --batch 1024 \
+      --warmup 3 --window 10 --json -q >"$packs/prof-$m.json" 2>"$packs/prof-$m.err" ||
+      tail -3 "$packs/prof-$m.err"
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for o in (d.get("ops") or [])[:14]:
+    print(" %-11s %-46s calls %4d mean %8.3f ms share %.2f" % (o["op"], o["shape"][:46], o["calls"],
+          o["ms_mean"], o["share"]))' "$packs/prof-$m.json" 2>/dev/null
+  done
 }
 
 pass_bench() { # ${BENCH_ARGS} e.g. "--presets mlp --batches 256"
@@ -544,6 +600,37 @@ for b in g.get("backends", []):
 pass_slo() {
   ldd "$DG" | grep -E 'libcurl|not found'
   bash bench/slo_overhead.sh "${SLO_SECS:-20}" "$bin"
+  # --target fixture on the device: a short ladder per model, every streamed
+  # token one forward pass on cuda (mlp at batch 1, cifar at batch 64), and
+  # cifar's on the host beside it; the per-level table and the statement.
+  local m b be s
+  for spec in "mlp 1 cuda" "cifar 64 cuda" "cifar 64 cpu"; do
+    read -r m b be <<<"$spec"
+    s=$(date +%s.%N)
+    timeout 400 $DG --no-ledger slo --json --no-env --target fixture --backend "$be" --model "$m" \
+      --batch "$b" --concurrency 1,4,16,64 --duration "${SLO_FIXTURE_SECS:-6}s" --warmup 1 \
+      --window 1 --max-tokens 32 --slo ttft:200ms --slo tpot:20ms >"$out/slo-fixture-$m-$be.json" \
+      2>"$out/slo-fixture-$m-$be.err"
+    echo "slo --target fixture --backend $be --model $m --batch $b: exit $? in $(secs "$s") s"
+    tail -3 "$out/slo-fixture-$m-$be.err"
+    python3 - "$out/slo-fixture-$m-$be.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(print(" no record"))
+f = d["spec"]["fixture"]
+print(" fixture", f["backend"], f["device"], f["model"], "batch", f["batch"], "first pass %.2f ms" % f["first_pass"]["value"], "|", f["ended"])
+def p(l, m, q):
+    v = [x["value"]["value"] for x in l["latency"][m]["percentiles"] if x["p"] == q]
+    return float("nan") if not v or v[0] is None else v[0]
+for l in d["levels"]:
+    print("  c%-4s sent %6d ok %6d req/s %8.1f TTFT p50 %7.2f p99 %7.2f ms TPOT p50 %6.3f p99 %6.3f ms %-9s %s"
+          % (l["concurrency"], l["requests"]["sent"], l["requests"]["ok"], l["throughput"]["requests_per_s"]["value"] or 0,
+             p(l, "ttft", 50), p(l, "ttft", 99), p(l, "tpot", 50), p(l, "tpot", 99), l["steady"]["state"], l["verdict"]["state"]))
+print(" statement:", d["final_gate"]["statement"][:400])
+PY
+  done
 }
 
 pass_cpubench() {

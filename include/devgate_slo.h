@@ -43,9 +43,15 @@ dg_status dg_slo_bound_parse(dg_ctx *ctx, const char *text, dg_slo_bound *out);
 typedef enum dg_slo_api { DG_SLO_OPENAI = 0, DG_SLO_OLLAMA } dg_slo_api;
 
 typedef struct dg_slo_opts {
-    const char *target; /* endpoint URL (http:// or https://); a bare host:port gets http:// */
+    const char *target; /* endpoint URL (http:// or https://); a bare host:port gets http://;
+                           "fixture": devgate's own fixture model, served by a child process
+                           (devgate __slo_fixture) on a loopback port for the run */
     dg_slo_api api;
-    const char *model; /* model name sent with each request; NULL: asked of the server */
+    const char *model; /* model name sent with each request; NULL: asked of the server (the
+                          fixture: its model, a preset or layer string; NULL: mlp) */
+    const char *fixture_backend; /* the fixture's backend (NULL: cpu) */
+    int fixture_batch;           /* samples in each of the fixture's forward passes (0: 1) */
+    const char *fixture_exe;     /* the devgate that serves the fixture (NULL: this one) */
     /* Closed loop: the concurrency ladder (1..DG_SLO_MAX_LEVELS levels,
      * ascending); open loop instead when rate > 0 (one level). */
     int concurrency[DG_SLO_MAX_LEVELS];
@@ -104,6 +110,31 @@ bool dg_slo_available(void);
  * the endpoint stopped answering part way (the record is kept, with the
  * error); DG_ERR_INTERRUPTED cancel was set (the record is kept). */
 dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *opts, char **json);
+
+/* The fixture server (devgate slo --target fixture; the hidden verb
+ * __slo_fixture): devgate's fixture model on a backend, served in OpenAI's
+ * streaming shape on listen_fd, every streamed token one forward pass. */
+typedef struct dg_slo_fixture_opts {
+    const char *backend; /* NULL: cpu */
+    const char *model;   /* a preset or layer string; NULL: mlp (also the served model's name) */
+    int batch;           /* samples in each forward pass (0: 1) */
+    int device, threads;
+    uint64_t seed; /* weights and inputs */
+    int listen_fd; /* a listening TCP socket (borrowed) */
+    int ready_fd;  /* gets one JSON line, {"ready": true, backend, device, model, ...} or
+                      {"ready": false, "error": ...}, and is closed (-1: none) */
+    /* Called after each answered request with the count so far (may be NULL). */
+    void (*on_answered)(void *user, long answered);
+    void *user;
+    const volatile sig_atomic_t *cancel; /* set: the server stops (DG_ERR_INTERRUPTED) */
+} dg_slo_fixture_opts;
+
+/* Serves until *cancel is set: POST /v1/completions and /v1/chat/completions
+ * (streamed as server-sent events with usage, or whole), GET /v1/models,
+ * /health and /metrics. The status of the model's opening (its message on
+ * ctx, also on ready_fd), DG_ERR_INTERRUPTED when stopped, or the first
+ * forward pass's failure. */
+dg_status dg_slo_fixture_serve(dg_ctx *ctx, const dg_slo_fixture_opts *o);
 
 /* LoadGen's rule for one bound: with over of n requests over the bound, the
  * percentile p (e.g. 0.99) holds with confidence c when P(X <= over) <= 1 - c

@@ -251,17 +251,18 @@ bool cli_find_probe(char *out, size_t n);
 int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const char *thresholds);
 int cmd_report(cli *c, int argc, char **argv);
 int cmd_slo(cli *c, int argc, char **argv);
+int cmd_slo_fixture(cli *c, int argc, char **argv); /* hidden: the fixture server of slo */
 
 /* The verbs' option tables and help (one per verb file). */
 extern const cli_verb cli_verb_env, cli_verb_gate, cli_verb_train, cli_verb_sweep, cli_verb_trial,
     cli_verb_soak, cli_verb_compare, cli_verb_profile, cli_verb_accept, cli_verb_run,
     cli_verb_report, cli_verb_ledger, cli_verb_remote, cli_verb_node, cli_verb_pool,
-    cli_verb_pool_task, cli_verb_slo;
+    cli_verb_pool_task, cli_verb_slo, cli_verb_slo_fixture;
 /* The verbs' own option tables (each in its verb's file; verbs.c lists them). */
 extern const cli_opt cli_env_opts[], cli_gate_opts[], cli_sweep_opts[], cli_soak_opts[],
     cli_compare_opts[], cli_compare_runs_opts[], cli_profile_opts[], cli_accept_opts[],
     cli_run_opts[], cli_report_opts[], cli_ledger_opts[], cli_remote_opts[], cli_remote_run_opts[],
-    cli_pool_opts[], cli_slo_opts[], cli_trial_opts[];
+    cli_pool_opts[], cli_slo_opts[], cli_slo_fixture_opts[], cli_trial_opts[];
 /* Empty buf when two records' input buckets agree (same id), else the names
  * of the bucket fields that differ ("batch, augment"; "id" when only the id
  * does). The rule of remote --like and pool collect (cli_remote.c). */

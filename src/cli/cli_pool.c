@@ -111,7 +111,7 @@ static int pool_submit(cli *c, pool_args *pa, int nrest, char **rest)
     }
     if (!poolable(rest[0])) {
         cli_error("pool submit: '%s' is not a verb a pool task runs (env, gate, train, sweep, "
-                  "soak, compare, profile, accept or run)",
+                  "soak, compare, profile, accept, run or slo)",
                   rest[0]);
         return EXIT_USAGE;
     }
@@ -340,7 +340,9 @@ static int pool_collect(cli *c, const char *dir, const char *job)
         printf("%-5s %-16s %-10s %-5s %-8s %-6s %-18s %-24s %s\n", "task", "node", "state", "exit",
                "backend", "batch", "throughput", "verdict", "run id");
         cJSON_ArrayForEach(t, tasks) print_row(t);
-        if (jnum(o, "with_record", 0) > 0)
+        bool bucketed = false; /* records with an input bucket (an slo record has none) */
+        cJSON_ArrayForEach(t, tasks) bucketed = bucketed || jstr(t, "bucket_id", NULL);
+        if (bucketed)
             printf("input bucket: %s\n",
                    count_of(o, "bucket_differs")
                        ? "the tasks differ (exit 15): they are not comparable side by side"

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,14 +77,23 @@ static const char *bound_opt(const cli_opt *opt, const char *v, void *field)
 #define OFF(f) offsetof(slo_args, f)
 const cli_opt cli_slo_opts[] = {
     {CLI_FUNC, "--target", NULL, "URL", NULL, NULL,
-     "the endpoint: http://HOST:PORT (the API's path added) or a full URL such as "
-     "http://HOST:PORT/v1/chat/completions",
+     "the endpoint: http://HOST:PORT (the API's path added), a full URL such as "
+     "http://HOST:PORT/v1/chat/completions, or fixture: devgate's own model served on a loopback "
+     "port for the run",
      OFF(o.target), 0, 0, cli_nonempty, NULL, NULL},
     {CLI_FUNC, "--api", NULL, "openai|ollama", "openai", NULL,
      "openai: server-sent events with usage; ollama: NDJSON with eval_count", OFF(o.api), 0, 0,
      api_opt, NULL, NULL},
-    {CLI_FUNC, "--model", NULL, "NAME", "the server's first model", NULL,
-     "the model each request names", OFF(o.model), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_FUNC, "--model", NULL, "NAME", "the server's first model (the fixture: mlp)", NULL,
+     "the model each request names; with --target fixture the fixture's model (a preset: mlp, "
+     "lenet, cifar, or a layer string)",
+     OFF(o.model), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_FUNC, "--backend", NULL, "NAME", "cpu", NULL,
+     "--target fixture: the backend its forward passes run on (cpu, opencl or cuda)",
+     OFF(o.fixture_backend), 0, 0, cli_nonempty, NULL, NULL},
+    {CLI_INT, "--batch", NULL, "N", "1", "samples",
+     "--target fixture: the samples in each forward pass (one pass a streamed token)",
+     OFF(o.fixture_batch), 1, 65536, NULL, NULL, NULL},
     {CLI_FUNC, "--concurrency", NULL, "N[,N...]", "1", "streams",
      "closed loop: N streams, the next request when one ends; a list is a ladder", OFF(o), 0, 0,
      concurrency_opt, NULL, NULL},
@@ -323,7 +333,7 @@ int cmd_slo(cli *c, int argc, char **argv)
             a.o.while_probe_path = probe_dir;
     }
     if (!a.o.target) {
-        cli_error("slo: --target URL is required (devgate slo --help)");
+        cli_error("slo: --target URL is required (or --target fixture; devgate slo --help)");
         return EXIT_USAGE;
     }
     if (!a.o.nbounds) {
@@ -356,4 +366,72 @@ int cmd_slo(cli *c, int argc, char **argv)
     else if (st != DG_OK)
         cli_error("slo: %s (the record is kept)", dg_errmsg(c->ctx));
     return cli_record_print(c, "slo", json, rec, rc, print_slo, NULL);
+}
+
+/* ---- __slo_fixture: the fixture server (run by slo --target fixture) ------------------- */
+
+typedef struct fixture_args {
+    dg_slo_fixture_opts o;
+    long listen_fd, ready_fd;
+} fixture_args;
+
+#define FOFF(f) offsetof(fixture_args, f)
+const cli_opt cli_slo_fixture_opts[] = {
+    {CLI_LONG, "--listen-fd", NULL, "FD", NULL, NULL, "the listening socket to serve on",
+     FOFF(listen_fd), 0, 1 << 20, NULL, NULL, NULL},
+    {CLI_LONG, "--ready-fd", NULL, "FD", NULL, NULL, "where the ready line goes", FOFF(ready_fd), 0,
+     1 << 20, NULL, NULL, NULL},
+    {CLI_STR, "--backend", NULL, "NAME", "cpu", NULL, "the backend", FOFF(o.backend), 0, 0, NULL,
+     NULL, NULL},
+    {CLI_STR, "--model", NULL, "NAME", "mlp", NULL, "the fixture's model", FOFF(o.model), 0, 0,
+     NULL, NULL, NULL},
+    {CLI_INT, "--batch", NULL, "N", "1", "samples", "samples in each forward pass", FOFF(o.batch),
+     1, 65536, NULL, NULL, NULL},
+    {CLI_U64, "--seed", NULL, "X", "0", NULL, "weights and inputs", FOFF(o.seed), 0, 0, NULL, NULL,
+     NULL},
+    CLI_OPTS_END,
+};
+#undef FOFF
+
+/* Test hook DEVGATE_SLO_FIXTURE_DIE=N (docs/cli.md): the server kills itself
+ * (SIGKILL, as the OOM killer would) once N requests were answered. */
+static void die_hook(void *user, long answered)
+{
+    long n = *(const long *)user;
+    if (n > 0 && answered >= n)
+        raise(SIGKILL);
+}
+
+int cmd_slo_fixture(cli *c, int argc, char **argv)
+{
+    fixture_args a = {.listen_fd = -1, .ready_fd = -1};
+    int r = cli_parse(c, &cli_verb_slo_fixture, argc, argv, (void *const[]){&a, c}, NULL);
+    if (r != CLI_PARSED)
+        return cli_parse_exit(r);
+    if (a.listen_fd < 0) {
+        cli_error("__slo_fixture: --listen-fd is required (this verb is run by devgate slo "
+                  "--target fixture)");
+        return EXIT_USAGE;
+    }
+    a.o.listen_fd = (int)a.listen_fd;
+    a.o.ready_fd = (int)a.ready_fd;
+    const char *die = getenv("DEVGATE_SLO_FIXTURE_DIE");
+    long die_after = die ? strtol(die, NULL, 10) : 0;
+    if (die_after > 0) {
+        a.o.on_answered = die_hook;
+        a.o.user = &die_after;
+    }
+    cli_signals sigs;
+    slo_sig = 0;
+    a.o.cancel = &slo_sig;
+    cli_signals_catch(&sigs, &slo_sig);
+    dg_status st = dg_slo_fixture_serve(c->ctx, &a.o);
+    cli_signals_release(&sigs);
+    if (st == DG_ERR_INTERRUPTED)
+        return EXIT_PASS;
+    /* Why the model cannot be served went to slo on the ready line: said there, once. */
+    if (a.ready_fd >= 0 && st != DG_ERR_BACKEND)
+        return st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_USAGE;
+    return st == DG_ERR_BACKEND ? (cli_fail_status(c, st, "__slo_fixture"), EXIT_FAIL)
+                                : cli_fail_status(c, st, "__slo_fixture");
 }

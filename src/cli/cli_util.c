@@ -23,7 +23,12 @@ void cli_error(const char *fmt, ...)
 int cli_fail_status(cli *c, dg_status st, const char *what)
 {
     const char *msg = dg_errmsg(c->ctx);
-    cli_error("%s: %s", what, msg[0] ? msg : dg_status_name(st));
+    size_t wl = strlen(what);
+    /* A message that names its verb already ("slo: ...") is not prefixed twice. */
+    if (strncmp(msg, what, wl) == 0 && msg[wl] == ':')
+        cli_error("%s", msg);
+    else
+        cli_error("%s: %s", what, msg[0] ? msg : dg_status_name(st));
     switch (st) {
     case DG_ERR_UNAVAILABLE: return EXIT_UNAVAILABLE;
     default: return EXIT_USAGE;

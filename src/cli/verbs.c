@@ -205,9 +205,23 @@ const cli_verb cli_verb_slo = {
              "libcurl or the endpoint never answered, 4 inconclusive (more requests needed, or "
              "not steady), 130 interrupted",
     .example = "devgate slo --target http://127.0.0.1:8000 --concurrency 1,2,4,8 --duration 60s "
-               "--slo ttft:500ms --slo tpot:30ms",
+               "--slo ttft:500ms --slo tpot:30ms   (or --target fixture --backend cuda --model "
+               "cifar: devgate's own model served for the run)",
     .tables = {cli_slo_opts, cli_common_opts},
     .run = cmd_slo,
+};
+
+const cli_verb cli_verb_slo_fixture = {
+    .name = "__slo_fixture",
+    .summary = "the fixture model served in OpenAI's streaming shape on a listening socket (run "
+               "by devgate slo --target fixture)",
+    .exits =
+        "0 stopped by a signal, 1 a forward pass failed, 2 usage, 3 the model cannot be served "
+        "on the backend",
+    .example = "devgate __slo_fixture --listen-fd 3 --ready-fd 4 --backend cpu --model mlp",
+    .tables = {cli_slo_fixture_opts, cli_common_opts},
+    .run = cmd_slo_fixture,
+    .hidden = true,
 };
 
 const cli_verb cli_verb_trial = {
@@ -241,10 +255,23 @@ const cli_verb cli_verb_pool_task = {
 };
 
 const cli_verb *const cli_verbs[] = {
-    &cli_verb_env,     &cli_verb_gate,      &cli_verb_train,
-    &cli_verb_sweep,   &cli_verb_soak,      &cli_verb_compare,
-    &cli_verb_profile, &cli_verb_accept,    &cli_verb_run,
-    &cli_verb_report,  &cli_verb_ledger,    &cli_verb_remote,
-    &cli_verb_pool,    &cli_verb_slo,       &cli_verb_trial,
-    &cli_verb_node,    &cli_verb_pool_task, NULL,
+    &cli_verb_env,
+    &cli_verb_gate,
+    &cli_verb_train,
+    &cli_verb_sweep,
+    &cli_verb_soak,
+    &cli_verb_compare,
+    &cli_verb_profile,
+    &cli_verb_accept,
+    &cli_verb_run,
+    &cli_verb_report,
+    &cli_verb_ledger,
+    &cli_verb_remote,
+    &cli_verb_pool,
+    &cli_verb_slo,
+    &cli_verb_trial,
+    &cli_verb_node,
+    &cli_verb_pool_task,
+    &cli_verb_slo_fixture,
+    NULL,
 };

@@ -111,6 +111,10 @@ bool dg_view_slo_build(dg_view_slo *v, const cJSON *rec)
     v->model = dg_rec_str(rec, DG_P_SLO_SPEC_MODEL);
     v->api = dg_rec_str(rec, DG_P_SLO_SPEC_API);
     v->mode = dg_rec_str(rec, DG_P_SLO_SPEC_MODE);
+    v->fixture_backend = dg_rec_str(rec, DG_P_SLO_SPEC_FIXTURE_BACKEND);
+    v->fixture_device = dg_rec_str(rec, DG_P_SLO_SPEC_FIXTURE_DEVICE);
+    v->fixture_ended = dg_rec_str(rec, DG_P_SLO_SPEC_FIXTURE_ENDED);
+    v->fixture_batch = num(rec, DG_P_SLO_SPEC_FIXTURE_BATCH);
     v->percentile = num(rec, DG_P_SLO_SPEC_PERCENTILE);
     v->confidence = num(rec, DG_P_SLO_SPEC_CONFIDENCE);
     const cJSON *b;

@@ -36,6 +36,10 @@ typedef struct dg_view_slo_level {
 typedef struct dg_view_slo {
     bool present;
     const char *target, *model, *api, *mode;
+    /* --target fixture: the backend and device its passes ran on, its batch
+     * (NAN), how its server ended; NULL when the target was a URL. */
+    const char *fixture_backend, *fixture_device, *fixture_ended;
+    double fixture_batch;
     double percentile, confidence; /* NAN when not reported */
     dg_slo_bound bounds[DG_SLO_MAX_BOUNDS];
     int nbounds;

@@ -307,6 +307,48 @@ void dg_model_layout(dg_model *m, dg_engine *e, int n, dg_act_layout *out)
     out->bytes = off;
 }
 
+dg_status dg_model_forward(dg_ctx *ctx, dg_engine *e, const dg_model *m, const dg_act_layout *lay,
+                           int n, void *act, void *params)
+{
+    dg_status st = DG_OK;
+    bool fc_fused = dg_engine_fuses(e, DG_FUSE_GEMM), conv_fused = dg_engine_fuses(e, DG_FUSE_CONV);
+    for (int i = 0; i < m->nlayers && st == DG_OK; i++) {
+        const dg_layer *l = &m->L[i];
+        dg_ref in = {act, i == 0 ? lay->x_off : m->L[i - 1].y_off};
+        dg_ref y = {act, l->y_off}, w = {params, l->w_off}, b = {params, l->b_off};
+        bool relu = i + 1 < m->nlayers && m->L[i + 1].kind == DG_L_RELU;
+        dg_epilogue ep = {b, relu, {NULL, 0}};
+        if (relu && ((l->kind == DG_L_CONV && conv_fused) || (l->kind == DG_L_FC && fc_fused)))
+            y = (dg_ref){act, m->L[++i].y_off}; /* the ReLU's output; the ReLU is done */
+        dg_ref work = {act, lay->work_off};
+        switch (l->kind) {
+        case DG_L_CONV:
+            st = conv_fused ? dg_op_conv2d_fwd_ep(ctx, e, &l->conv, in, w, y, work, &ep)
+                            : dg_op_conv2d_fwd(ctx, e, &l->conv, in, w, b, y, work);
+            break;
+        case DG_L_RELU:
+            st = dg_op_relu_fwd(ctx, e, in, y, (size_t)n * l->out_c * l->out_h * l->out_w);
+            break;
+        case DG_L_POOL:
+            st = dg_op_maxpool_fwd(ctx, e, &l->pool, in, y, (dg_ref){act, l->argmax_off});
+            break;
+        case DG_L_FC:
+            /* y[n, out] = x[n, in] * W[out, in]^T + b */
+            if (fc_fused) {
+                st = dg_op_gemm_ep(ctx, e, false, true, n, l->out_c, l->in_c, in, l->in_c, w,
+                                   l->in_c, y, l->out_c, &ep);
+                break;
+            }
+            st = dg_op_gemm(ctx, e, false, true, n, l->out_c, l->in_c, 1.0f, in, l->in_c, w,
+                            l->in_c, 0.0f, y, l->out_c);
+            if (st == DG_OK)
+                st = dg_op_bias_add(ctx, e, y, b, n, l->out_c, 1);
+            break;
+        }
+    }
+    return st;
+}
+
 void dg_model_init_params(const dg_model *m, uint64_t seed, float *host)
 {
     memset(host, 0, m->param_arena);

@@ -61,6 +61,16 @@ typedef struct dg_act_layout {
 } dg_act_layout;
 void dg_model_layout(dg_model *m, dg_engine *e, int n, dg_act_layout *out);
 
+/* The forward pass of m at batch n (laid out by dg_model_layout for n)
+ * through every layer, no loss: the input at act's x_off, each layer's output
+ * at its y_off (the last layer's are the logits; where the engine fuses, a
+ * layer's bias and the ReLU after it run in the layer's own call, which
+ * writes the ReLU's output and never its own); act is the activation
+ * arena's buffer, params the parameter arena's (weights at their offsets).
+ * The first failing op's status, its message on ctx. */
+dg_status dg_model_forward(dg_ctx *ctx, dg_engine *e, const dg_model *m, const dg_act_layout *lay,
+                           int n, void *act, void *params);
+
 /* Initial parameters, PyTorch's default scheme (uniform in +-1/sqrt(fan_in)
  * for weights and biases), drawn from Philox with one stream per tensor so a
  * seed gives bit-identical weights on every backend. host has param_arena bytes

@@ -35,65 +35,18 @@ static dg_ref param_at(const trainer *t, int arena, size_t off)
 
 static const dg_ref absent = {NULL, 0};
 
-/* Whether layer i is followed by a ReLU. */
-static bool relu_after(const trainer *t, int i)
-{
-    return i + 1 < t->m.nlayers && t->m.L[i + 1].kind == DG_L_RELU;
-}
-
-/* Forward through every layer, then the loss (which also seeds the backward).
- * Where the engine fuses, a layer's bias and the ReLU after it run in the
- * layer's own call, which writes the ReLU's output (the layer's own output
- * is then never written: nothing reads it). */
+/* Forward through every layer (dg_model_forward: fused where the engine
+ * fuses), then the loss (which also seeds the backward). */
 static dg_status forward(trainer *t)
 {
-    dg_ctx *ctx = t->ctx;
-    dg_engine *e = t->e;
-    dg_status st = DG_OK;
-    int n = t->n;
-    bool fc_fused = dg_engine_fuses(e, DG_FUSE_GEMM), conv_fused = dg_engine_fuses(e, DG_FUSE_CONV);
-    for (int i = 0; i < t->m.nlayers && st == DG_OK; i++) {
-        const dg_layer *l = &t->m.L[i];
-        dg_ref in = i == 0 ? act_at(t, t->lay.x_off) : act_at(t, t->m.L[i - 1].y_off);
-        dg_ref y = act_at(t, l->y_off);
-        bool relu = relu_after(t, i);
-        dg_epilogue ep = {param_at(t, 0, l->b_off), relu, absent};
-        if (relu && ((l->kind == DG_L_CONV && conv_fused) || (l->kind == DG_L_FC && fc_fused)))
-            y = act_at(t, t->m.L[++i].y_off); /* the ReLU's output; the ReLU is done */
-        switch (l->kind) {
-        case DG_L_CONV:
-            if (conv_fused)
-                st = dg_op_conv2d_fwd_ep(ctx, e, &l->conv, in, param_at(t, 0, l->w_off), y,
-                                         act_at(t, t->lay.work_off), &ep);
-            else
-                st = dg_op_conv2d_fwd(ctx, e, &l->conv, in, param_at(t, 0, l->w_off),
-                                      param_at(t, 0, l->b_off), y, act_at(t, t->lay.work_off));
-            break;
-        case DG_L_RELU:
-            st = dg_op_relu_fwd(ctx, e, in, y, (size_t)n * l->out_c * l->out_h * l->out_w);
-            break;
-        case DG_L_POOL:
-            st = dg_op_maxpool_fwd(ctx, e, &l->pool, in, y, act_at(t, l->argmax_off));
-            break;
-        case DG_L_FC:
-            /* y[n, out] = x[n, in] * W[out, in]^T + b */
-            if (fc_fused) {
-                st = dg_op_gemm_ep(ctx, e, false, true, n, l->out_c, l->in_c, in, l->in_c,
-                                   param_at(t, 0, l->w_off), l->in_c, y, l->out_c, &ep);
-                break;
-            }
-            st = dg_op_gemm(ctx, e, false, true, n, l->out_c, l->in_c, 1.0f, in, l->in_c,
-                            param_at(t, 0, l->w_off), l->in_c, 0.0f, y, l->out_c);
-            if (st == DG_OK)
-                st = dg_op_bias_add(ctx, e, y, param_at(t, 0, l->b_off), n, l->out_c, 1);
-            break;
-        }
-    }
+    dg_status st =
+        dg_model_forward(t->ctx, t->e, &t->m, &t->lay, t->n, t->act->buf, t->params->buf);
     if (st != DG_OK)
         return st;
     const dg_layer *last = &t->m.L[t->m.nlayers - 1];
-    return dg_op_xent(ctx, e, n, t->m.classes, act_at(t, last->y_off), act_at(t, t->lay.labels_off),
-                      act_at(t, last->dy_off), act_at(t, t->lay.acc_off));
+    return dg_op_xent(t->ctx, t->e, t->n, t->m.classes, act_at(t, last->y_off),
+                      act_at(t, t->lay.labels_off), act_at(t, last->dy_off),
+                      act_at(t, t->lay.acc_off));
 }
 
 /* Backward through every layer. Where the engine fuses, a product's input

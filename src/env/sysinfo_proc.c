@@ -214,9 +214,7 @@ static cJSON *proc_entry(sb *b, const psamp *p)
     put_metric(b, o, "cpu_percent", p->cpu, p->cpu_ok, "percent");
     long page = sysconf(_SC_PAGESIZE);
     put_metric(b, o, "rss", (double)p->rss_pages * (double)(page > 0 ? page : 4096), true, "bytes");
-    /* devgate, and the process collecting (devgate's env child, whose
-     * backends' threads work while the window samples) */
-    put_bool(b, o, "self", p->pid == b->self_pid || p->pid == (int)getpid());
+    put_bool(b, o, "self", p->pid == b->self_pid);
     return o;
 }
 

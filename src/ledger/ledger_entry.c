@@ -138,7 +138,11 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
                                           NULL};
         s->sps =
             strcmp(kind, "run") == 0 ? first_num(rec, sps) : dg_jnum(rec, "final_gate.throughput");
-        s->jps = dg_jnum(rec, "final_gate.energy_per_sample");
+        /* J/sample beside it: the final gate's, else (a run) the program's own. */
+        static const char *const jps[] = {"final_gate.energy_per_sample",
+                                          "throughput.energy_per_sample", NULL};
+        s->jps = strcmp(kind, "run") == 0 ? first_num(rec, jps)
+                                          : dg_jnum(rec, "final_gate.energy_per_sample");
         static const char *const batch[] = {"final_gate.batch", "spec.batch", NULL};
         s->batch = first_num(rec, batch);
         int screening = dg_jbool(rec, "final_gate.screening"),
@@ -199,7 +203,10 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
         s->verdict = rec_str(rec, "verdict");
     } else if (strcmp(kind, "slo") == 0) {
         /* The signed level's goodput; the verdict names its concurrency. */
-        s->backend = rec_str(rec, "spec.api");
+        /* The fixture's backend when it was the target (--target fixture), else the API. */
+        s->backend = rec_str(rec, "spec.fixture.backend");
+        if (!s->backend)
+            s->backend = rec_str(rec, "spec.api");
         s->model = rec_str(rec, "spec.model");
         s->sps_unit = "requests/s";
         double conc = dg_jnum(rec, "final_gate.concurrency");
@@ -212,7 +219,8 @@ static void summarise(const cJSON *rec, const char *verb, lg_summary *s)
         }
         const char *v = rec_str(rec, "final_gate.verdict");
         if (v && strcmp(v, "signed") == 0 && isfinite(conc))
-            snprintf(s->verdict_buf, sizeof s->verdict_buf, "signed at %.0f streams", conc);
+            snprintf(s->verdict_buf, sizeof s->verdict_buf, "signed at %.0f stream%s", conc,
+                     conc == 1 ? "" : "s");
         s->verdict = s->verdict_buf[0] ? s->verdict_buf : v;
     } else if (strcmp(kind, "compare-runs") == 0) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(rec, "judgement");

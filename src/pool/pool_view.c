@@ -4,6 +4,7 @@
  * columns from it, and which bucket fields differ. Every file of a task
  * folder is another user's text: types checked, numbers range-checked,
  * strings cleaned on the way into a record. */
+#include "ledger/ledger_int.h"
 #include "pool/pool_int.h"
 
 #include <stdio.h>
@@ -159,8 +160,29 @@ static const cJSON *obj(const cJSON *o, const char *k)
     return cJSON_IsObject(v) ? v : NULL;
 }
 
+/* An slo record's row: the ledger's own summary of it (the target's backend
+ * or API, the signed level's goodput, "signed at N streams"). */
+static void slo_row(cJSON *row, const cJSON *rec)
+{
+    cJSON *e = cJSON_CreateObject();
+    dg_lg_add_summary(e, rec, "slo");
+    static const char *const keys[] = {"backend", "batch", "throughput", "verdict"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        cJSON *v = cJSON_DetachItemFromObject(e, keys[i]);
+        cJSON_AddItemToObject(row, keys[i], v ? v : cJSON_CreateNull());
+    }
+    cJSON_Delete(e);
+    cJSON_AddNullToObject(row, "route");
+    dg_json_add_str(row, "record_host", dg_pool_jstr(rec, "host", NULL));
+    cJSON_AddNullToObject(row, "bucket_id");
+}
+
 void dg_pool_row_from_record(cJSON *row, const cJSON *rec)
 {
+    if (strcmp(dg_pool_jstr(rec, "kind", ""), "slo") == 0) {
+        slo_row(row, rec);
+        return;
+    }
     const cJSON *fg = obj(rec, "final_gate"), *dec = obj(rec, "decision"), *spec = obj(rec, "spec");
     const char *backend = dec ? dg_pool_jstr(dec, "backend", NULL) : NULL;
     if (!backend && spec)

@@ -418,8 +418,9 @@ static void sec_memory(dg_capbuf *b, const dg_record_view *v)
 
 /* ---- baseline: cpu against the device ---------------------------------------------- */
 
-static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
+static void sec_baseline(dg_capbuf *b, const dg_record_view *v)
 {
+    const dg_view_compare *cmp = &v->compare;
     if (!dg_rp_section(b, "baseline", "Baseline: cpu against the device", cmp->present,
                        "comparison with the cpu"))
         return;
@@ -462,11 +463,10 @@ static void sec_baseline(dg_capbuf *b, const dg_view_compare *cmp)
     dg_rp_table_close(b);
     dg_rp_put(b, "<p class=\"note\">device ");
     dg_rp_h_esc(b, cmp->device_name, "not reported");
-    dg_rp_put(
-        b,
-        " · speedup = cpu step time / device step time · busy = device time of forward, backward "
-        "and update over the device step · drift against the float64 reference "
-        "(loss tolerance ");
+    dg_rp_put(b, " · speedup = cpu step time / device step time");
+    dg_rp_put(b, dg_rp_unfair_note(v));
+    dg_rp_put(b, " · busy = device time of forward, backward and update over the device step · "
+                 "drift against the float64 reference (loss tolerance ");
     dg_rp_h_fmt(b, "%M, parameter tolerance %M)</p>\n</section>\n", cmp->loss_tolerance,
                 cmp->param_tolerance);
 }
@@ -676,7 +676,7 @@ void dg_rp_render_html(dg_capbuf *b, const dg_record_view *v)
         if (v->soak.present)
             sec_memory(b, v);
         if (v->compare.present)
-            sec_baseline(b, &v->compare);
+            sec_baseline(b, v);
         if (v->profile.present)
             sec_profile(b, &v->profile);
         if (v->soak.present || v->profile.present)
@@ -695,7 +695,7 @@ void dg_rp_render_html(dg_capbuf *b, const dg_record_view *v)
     sec_findings(b, v);
     sec_sweep(b, &v->sweep);
     sec_memory(b, v);
-    sec_baseline(b, &v->compare);
+    sec_baseline(b, v);
     sec_profile(b, &v->profile);
     sec_fallbacks(b, v);
     sec_supervise(b, v);

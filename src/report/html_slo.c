@@ -260,6 +260,18 @@ void dg_rp_sec_slo(dg_capbuf *b, const dg_record_view *v)
     dg_rp_put(b, "</b></p>\n<p class=\"note\">endpoint <span class=\"mono\">");
     dg_rp_h_esc(b, s.target, "?");
     dg_rp_put(b, "</span> · ");
+    if (s.fixture_backend) {
+        dg_rp_put(b, "devgate's fixture served on ");
+        dg_rp_h_esc(b, s.fixture_backend, "?");
+        if (s.fixture_device) {
+            dg_rp_put(b, " (");
+            dg_rp_h_esc(b, s.fixture_device, "?");
+            dg_rp_put(b, ")");
+        }
+        dg_rp_printf(b, ", batch %.0f, its server ", s.fixture_batch);
+        dg_rp_h_esc(b, s.fixture_ended, "?");
+        dg_rp_put(b, " · ");
+    }
     dg_rp_h_esc(b, s.api, "?");
     dg_rp_put(b, " · model ");
     dg_rp_h_esc(b, s.model, "?");

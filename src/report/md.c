@@ -192,8 +192,8 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
         else if (pc || pd)
             snprintf(peak, sizeof peak, "; GEMM at %.1f%% of FP32 peak on %s", 100 * (pc ? fc : fd),
                      pc ? "cpu" : "the device");
-        snprintf(line, sizeof line, "%.2f×%s (device step time %s than cpu, device busy %s%s)",
-                 run->speedup.value, ci, red, busy, peak);
+        snprintf(line, sizeof line, "%.2f×%s%s (device step time %s than cpu, device busy %s%s)",
+                 run->speedup.value, ci, dg_rp_unfair_note(v), red, busy, peak);
         md_row(b, what, line);
     }
 }

@@ -360,6 +360,15 @@ void dg_rp_command(dg_capbuf *b, esc_mode mode, const cJSON *cmd)
     }
 }
 
+const char *dg_rp_unfair_note(const dg_record_view *v)
+{
+    for (int i = 0; i < v->nfindings; i++)
+        if (v->findings[i].id && !strcmp(v->findings[i].id, "cpu-baseline-unfair"))
+            return " (an upper bound: the cpu baseline ran below its cores, "
+                   "cpu-baseline-unfair)";
+    return "";
+}
+
 void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, const char *none,
                     void (*other)(dg_capbuf *b, const cJSON *reason))
 {

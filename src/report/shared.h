@@ -99,5 +99,9 @@ bool dg_rp_launch(dg_capbuf *b, esc_mode mode, const cJSON *rec);
  * text goes to other (the page shows its value); a NULL other leaves it out. */
 void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, const char *none,
                     void (*other)(dg_capbuf *b, const cJSON *reason));
+/* What a speedup over the cpu is when cpu-baseline-unfair fired in the
+ * record (the cpu side ran below its cores): the words every render puts
+ * beside "N x cpu", "" otherwise. */
+const char *dg_rp_unfair_note(const dg_record_view *v);
 
 #endif

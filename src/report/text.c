@@ -111,6 +111,7 @@ static void text_speedups(dg_capbuf *b, const dg_record_view *v)
         dg_rp_printf(b, " %.2fx cpu", run->speedup.value);
         if (run->batch.valid)
             dg_rp_printf(b, " at batch %.0f", run->batch.value);
+        dg_rp_put(b, dg_rp_unfair_note(v));
         if (ci)
             dg_rp_printf(b, ", 95%% %.2f-%.2fx", lo, hi);
         if (dg_rp_num(run->json, "mann_whitney.p", &p))

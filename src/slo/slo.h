@@ -199,6 +199,22 @@ bool dg_slo_beside_wait(slo_beside *b, long steps, double max_s,
  * times it ran (dg_now) into *t_start, *t_end. Frees b. */
 cJSON *dg_slo_beside_stop(slo_beside *b, double *t_start, double *t_end);
 
+/* ---- the fixture as the target (fixture.c) ---------------------------------------------- */
+
+typedef struct slo_fixture slo_fixture;
+/* Starts `devgate __slo_fixture` (o's model, fixture_backend, fixture_batch,
+ * seed) on a loopback ephemeral port and waits until it says it is ready;
+ * its base URL ("http://127.0.0.1:PORT") into base. *out owned by the
+ * caller (dg_slo_fixture_stop). DG_ERR_UNAVAILABLE when it cannot serve (its
+ * reason in the message), DG_ERR_INTERRUPTED, DG_ERR_IO. */
+dg_status dg_slo_fixture_start(dg_ctx *ctx, const dg_slo_opts *o, slo_fixture **out, char *base,
+                               size_t len);
+/* Whether the child has ended; how ("killed by SIGKILL", "exited with status 1") into how. */
+bool dg_slo_fixture_ended(const slo_fixture *f, char *how, size_t len);
+/* Stops the child if it runs (TERM, KILL after 10 s), reaps it, frees f and
+ * gives the record's "fixture" (what it served, where, how it ended); NULL for NULL. */
+cJSON *dg_slo_fixture_stop(slo_fixture *f);
+
 /* ---- the engine's own view (prom.c) ------------------------------------------------- */
 
 /* Calls fn for every sample line of the Prometheus text exposition format

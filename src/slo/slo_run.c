@@ -88,6 +88,15 @@ static dg_status resolve(dg_ctx *ctx, const dg_slo_opts *in, dg_slo_opts *o)
         return dg_fail(ctx, DG_ERR_USAGE, "slo: --metrics '%s' is not an http:// or https:// URL",
                        clean);
     }
+    bool fixture = strcmp(o->target, "fixture") == 0;
+    if (!fixture && (o->fixture_backend || o->fixture_batch))
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "slo: --backend and --batch are the fixture's: give --target fixture");
+    if (fixture && o->api != DG_SLO_OPENAI)
+        return dg_fail(ctx, DG_ERR_USAGE,
+                       "slo: the fixture speaks OpenAI's streaming shape: --api openai");
+    if (fixture && !o->model)
+        o->model = "mlp";
     if (o->while_steps <= 0)
         o->while_steps = 20;
     if (o->while_seconds <= 0)
@@ -372,6 +381,13 @@ static void final_gate(cJSON *rec, const dg_slo_opts *o, const slo_level_res *lv
     command_text(cmd, sizeof cmd, o->while_argv);
     const char *host = dg_jstr(rec, "host"), *url = dg_jstr(rec, "spec.target"),
                *model = dg_jstr(rec, "spec.model");
+    char fx[1300];
+    if (cJSON_IsObject(dg_jpath(rec, "spec.fixture"))) {
+        snprintf(fx, sizeof fx, "devgate's fixture on %s (batch %.0f, %s)",
+                 dg_jstr(rec, "spec.fixture.backend") ? dg_jstr(rec, "spec.fixture.backend") : "?",
+                 dg_jnum(rec, "spec.fixture.batch"), url ? url : "?");
+        url = fx;
+    }
     int k = st == DG_OK ? signable(lv, n) : -1;
     const char *verdict = "signed";
     bool sign = k >= 0;
@@ -603,7 +619,8 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
     dg_slo_opts o;
     slo_target t;
     dg_status st = resolve(ctx, in, &o);
-    if (st == DG_OK)
+    bool fixture = st == DG_OK && strcmp(o.target, "fixture") == 0;
+    if (st == DG_OK && !fixture)
         st = dg_slo_target_init(ctx, &o, &t);
     if (st != DG_OK)
         return st;
@@ -611,6 +628,23 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
         return dg_fail(ctx, DG_ERR_UNAVAILABLE,
                        "slo: this devgate was built without libcurl (install "
                        "libcurl4-openssl-dev and rebuild)");
+    /* The fixture: a child serving it on a loopback port, then measured as any URL. */
+    slo_fixture *fx = NULL;
+    char fxbase[64], fxmetrics[80];
+    if (fixture) {
+        if ((st = dg_slo_fixture_start(ctx, &o, &fx, fxbase, sizeof fxbase)) != DG_OK)
+            return st;
+        o.target = fxbase;
+        /* Its own view: the server's /metrics (vLLM's names), unless another was given. */
+        if (!o.metrics_url) {
+            snprintf(fxmetrics, sizeof fxmetrics, "%s/metrics", fxbase);
+            o.metrics_url = fxmetrics;
+        }
+        if ((st = dg_slo_target_init(ctx, &o, &t)) != DG_OK) {
+            cJSON_Delete(dg_slo_fixture_stop(fx));
+            return st;
+        }
+    }
     char mbuf[128];
     const char *msrc;
     t.model = discover_model(&t, mbuf, sizeof mbuf, &msrc);
@@ -626,6 +660,22 @@ dg_status dg_slo_run(dg_ctx *ctx, const dg_slo_opts *in, char **json)
         run_ladder(&l, lad);
     if (o.while_argv && l.st == DG_OK)
         run_beside(&l);
+    char how[96];
+    /* The endpoint gone: the fixture's server may have died (its exit lands
+     * just after its socket closed, so it is given a moment to show). */
+    bool died = false;
+    for (double t0 = dg_now(); fx && l.st != DG_OK && l.st != DG_ERR_INTERRUPTED &&
+                               !(died = dg_slo_fixture_ended(fx, how, sizeof how)) &&
+                               dg_now() - t0 < 2;)
+        usleep(20000);
+    if (died) {
+        char was[DG_ERRMSG_MAX];
+        snprintf(was, sizeof was, "%s", dg_errmsg(ctx));
+        dg_fail(ctx, l.st, "the fixture server (devgate __slo_fixture) %s part way: %s", how, was);
+    }
+    cJSON *fxj = fixture ? dg_slo_fixture_stop(fx) : NULL;
+    cJSON_AddItemToObject(cJSON_GetObjectItem(rec, "spec"), "fixture",
+                          fxj ? fxj : cJSON_CreateNull());
     int k = signable(l.res, l.n);
     if (k >= 0 && o.rate <= 0)
         cJSON_AddNumberToObject(lad, "largest_holding", l.res[k].concurrency);

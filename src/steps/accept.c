@@ -2,7 +2,8 @@
  * src/steps/runner.h). The method (src/steps/method.c) drives it; each of
  * its steps is the library step of the same name: the gate (dg_gate_run),
  * sweep trials (`devgate __trial` children, sweep.c), the soak
- * (dg_soak_run), the comparison (dg_compare_run) and the profile
+ * (dg_soak_run), the comparison (compare.c: its numerics pair, then the
+ * driver's timed pairs of this runner's `pair`) and the profile
  * (dg_profile_run). The sizes of the later steps follow from what the
  * earlier ones measured: the device is the best one the gate passed, the
  * batch is the sweep's knee, and step counts are set by a time budget from
@@ -36,10 +37,12 @@ typedef struct acc {
     dg_ctx *ctx;
     const dg_accept_opts *o;
     const struct tier *tier;
-    dg_train_opts base;   /* the spec every training step starts from */
-    dg_fixture_sweep *fs; /* the sweep's prepared trials */
-    const char *device;   /* as the gate chose it */
-    int level;            /* the gate's */
+    dg_train_opts base;      /* the spec every training step starts from */
+    dg_fixture_sweep *fs;    /* the sweep's prepared trials */
+    dg_compare_opts compare; /* the comparison's options */
+    dg_fixture_compare *fc;  /* the comparison's numerics, its pairs' runner */
+    const char *device;      /* as the gate chose it */
+    int level;               /* the gate's */
 } acc;
 
 /* Keeps a library step's record as the step's section. */
@@ -201,8 +204,9 @@ static dg_status fx_epochs(void *ctx, const dg_method_state *s, dg_epochs_result
     return DG_OK;
 }
 
-/* The fixture's comparison is the library step dg_compare_run, whole: the
- * numerics against the float64 reference and its own timed repetitions. */
+/* The fixture's comparison: its numerics pair against the float64 reference
+ * here (compare.c), then the driver's timed pairs of fx_pair, then the
+ * numerics added to the section (fx_compare_done). */
 static dg_status fx_compare_plan(void *ctx, const dg_method_state *s, dg_compare_plan *plan,
                                  dg_step_out *out)
 {
@@ -220,32 +224,26 @@ static dg_status fx_compare_plan(void *ctx, const dg_method_state *s, dg_compare
     int batch = s->batch;
     if (!s->batch_given && batch > a->tier->compare_max_batch)
         batch = a->tier->compare_max_batch;
-    *plan = (dg_compare_plan){.batch = batch, .steps = a->tier->compare_steps};
     dg_compare_opts co = {.train = a->base,
                           .batches = {batch},
                           .steps = a->tier->compare_steps,
                           .repetitions = a->tier->compare_reps};
     co.train.backend = s->device;
-    char *json = NULL;
-    dg_status st = dg_compare_run(a->ctx, &co, &json);
-    out->section = parse_owned(json);
-    const cJSON *run = cJSON_GetArrayItem(dg_jpath(out->section, "runs"), 0);
-    if (run) {
-        double busy = dg_jnum(run, "busy_fraction");
-        char bs[32] = "not reported";
-        if (!isnan(busy))
-            snprintf(bs, sizeof bs, "%.0f%%", 100 * busy);
-        const char *verdict = dg_jstr(run, "verdict");
-        char ci[64] = "";
-        double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
-        if (!isnan(lo) && !isnan(hi))
-            snprintf(ci, sizeof ci, " (95%% %.2f-%.2f×)", lo, hi);
-        char sp[32];
-        snprintf(out->summary, sizeof out->summary, "%s is %s%s at b%d, busy %s, %s", s->device,
-                 dg_fmt_num(sp, sizeof sp, "%.2f× cpu", dg_jnum(run, "speedup")), ci, batch, bs,
-                 verdict ? verdict : "numerics not judged");
-    }
+    a->compare = co;
+    dg_status st = dg_fixture_compare_open(a->ctx, &a->compare, &a->fc);
+    if (st == DG_OK)
+        st = dg_fixture_compare_numerics(a->fc, batch, plan, out);
     return st;
+}
+
+static dg_status fx_pair(void *ctx, int batch, const char *device, dg_pair_side *out)
+{
+    return dg_fixture_compare_pair(((acc *)ctx)->fc, batch, device, out);
+}
+
+static void fx_compare_done(void *ctx, dg_step_out *out)
+{
+    dg_fixture_compare_done(((acc *)ctx)->fc, out);
 }
 
 static dg_status fx_profile(void *ctx, const dg_method_state *s, dg_step_out *out)
@@ -324,7 +322,8 @@ static const dg_runner_i fixture_runner = {
     .sweep_done = fx_sweep_done,
     .epochs = fx_epochs,
     .compare_plan = fx_compare_plan,
-    .pair = NULL,
+    .pair = fx_pair,
+    .compare_done = fx_compare_done,
     .profile = fx_profile,
     .spec = fx_spec,
     .plan_s = fx_plan_s,
@@ -365,5 +364,6 @@ dg_status dg_accept_run(dg_ctx *ctx, const dg_accept_opts *opts, char **json)
                          .backend_asked = opts->train.backend};
     dg_status st = dg_method_run(ctx, &fixture_runner, &a, &mo, json);
     dg_fixture_sweep_free(a.fs);
+    dg_fixture_compare_free(a.fc);
     return st;
 }

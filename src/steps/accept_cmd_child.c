@@ -469,6 +469,11 @@ void dg_accept_cmd_trial_read(const cJSON *rec, const char *why, size_t mem_budg
                     t->end == DG_TRIAL_OK ? dg_accept_cmd_stopped_by(rec) : NULL);
     cJSON *tl = cJSON_Duplicate(dg_jpath(rec, "supervise.timeline"), true);
     cJSON_AddItemToObject(t->extra, "timeline", tl ? tl : cJSON_CreateNull());
+    /* J/sample beside samples/s, where the child's run saw the device's power. */
+    double jps = dg_json_metric_value(dg_jpath(rec, "throughput.energy_per_sample"));
+    bool e = t->end == DG_TRIAL_OK && isfinite(jps);
+    cJSON_AddItemToObject(t->extra, "energy_per_sample",
+                          dg_json_metric(e ? jps : 0, e, "J/sample"));
 }
 
 const char *dg_accept_cmd_stopped_by(const cJSON *rec)

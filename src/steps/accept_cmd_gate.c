@@ -8,9 +8,10 @@
  * command never maps a device driver: env_proof.c), and the child's level
  * members (ops, link, sustain, memory_bandwidth) join the gate section's
  * entry of the device, with the reference check and the level object
- * (budget, wall, overrun, the backend, the verdict) at the section's top:
- * the rules (op-numerics, link-slow, throttled, device-unstable), the page
- * and the ledger read them as they read the fixture's gate. */
+ * (budget, wall, overrun, the backend, the verdict) at the section's top,
+ * whose verdict a failed level makes "fail": the rules (op-numerics,
+ * link-slow, throttled, device-unstable), the page and the ledger read them
+ * as they read the fixture's gate. */
 #include "core/proc.h"
 #include "steps/accept_cmd.h"
 
@@ -140,6 +141,13 @@ void dg_accept_cmd_level_gate(dg_ctx *ctx, cJSON *gate, const char *device, int 
             move_member(from, to, level_members[i]);
         if (to)
             cJSON_AddStringToObject(to, "level_backend", backend);
+        /* A failed level fails the gate: its checks' findings name why (a
+         * failed product alone is "the device gate failed"). */
+        const char *v = dg_jstr(lv, "verdict");
+        if (v && strcmp(v, "fail") == 0) {
+            cJSON_DeleteItemFromObjectCaseSensitive(gate, "verdict");
+            cJSON_AddStringToObject(gate, "verdict", "fail");
+        }
     }
     size_t off = strlen(summary);
     if (off < len)

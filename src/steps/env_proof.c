@@ -82,10 +82,6 @@ static void be_probes_join(be_probe *p, size_t n, cJSON *arr)
             be_probe_run(&p[i]); /* no thread to be had: here, in turn */
         if (!p[i].out)
             continue;
-        if (!arr) {
-            cJSON_Delete(p[i].out);
-            continue;
-        }
         cJSON_AddItemToObject(p[i].out, "wall", dg_json_metric(p[i].wall, true, "s"));
         cJSON_AddItemToArray(arr, p[i].out);
     }
@@ -95,19 +91,19 @@ static void be_probes_join(be_probe *p, size_t n, cJSON *arr)
 static dg_status env_collect(dg_ctx *ctx, const dg_env_opts *opts, int self_pid, char **json)
 {
     *json = NULL;
+    /* The host facts first: their busy processes are sampled over a window
+     * the backends' work must not load (on two cores it would push the
+     * machine's own processes out of the list). */
+    double start = dg_now();
+    cJSON *facts = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL, self_pid);
+    double host_wall = dg_now() - start;
+    if (!facts)
+        return dg_fail(ctx, DG_ERR_NOMEM, "env: out of memory");
     be_probe probes[8] = {{0}};
     size_t nprobe = dg_backend_names_count < 8 ? dg_backend_names_count : 8;
-    double start = dg_now();
     for (size_t i = 0; i < nprobe; i++) {
         probes[i].name = dg_backend_names[i];
         probes[i].started = pthread_create(&probes[i].thread, NULL, be_probe_run, &probes[i]) == 0;
-    }
-    double t0 = dg_now();
-    cJSON *facts = dg_env_sysinfo(ctx, opts ? opts->cwd : NULL, self_pid);
-    double host_wall = dg_now() - t0;
-    if (!facts) {
-        be_probes_join(probes, nprobe, NULL);
-        return dg_fail(ctx, DG_ERR_NOMEM, "env: out of memory");
     }
     /* Schema fields first in the printed record, then the host facts. */
     cJSON *root = cJSON_CreateObject();
@@ -145,8 +141,8 @@ static dg_status env_collect(dg_ctx *ctx, const dg_env_opts *opts, int self_pid,
     cJSON_AddItemToObject(w, "python", dg_json_metric(py_wall, isfinite(py_wall), "s"));
     cJSON_AddItemToObject(w, "all", dg_json_metric(dg_now() - start, true, "s"));
     cJSON_AddStringToObject(w, "note",
-                            "the backends' probes run in threads beside the host facts and the "
-                            "interpreter, so their walls overlap");
+                            "the backends' probes run in threads after the host facts, beside "
+                            "each other and the interpreter, so their walls overlap");
     *json = dg_json_print(root);
     cJSON_Delete(root);
     return *json ? DG_OK : dg_fail(ctx, DG_ERR_NOMEM, "env: out of memory printing the record");

@@ -5,6 +5,7 @@
  * compare section (docs/schema/report.md "compare") from the typed sides. */
 #include "steps/runner.h"
 
+#include "analysis/speed.h"
 #include "core/record.h"
 
 #include <math.h>
@@ -59,13 +60,83 @@ static double reduction_pct(double sp)
     return isfinite(sp) && sp > 0 ? 100 * (1 - 1 / sp) : NAN;
 }
 
-cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cpu,
-                           const dg_pair_side *dev, int n, cJSON *const *windows)
+/* The verdict on the speedup's interval (analysis/speed.c), in the words
+ * accept, compare and compare RUN_A RUN_B share. */
+static void add_speed(cJSON *run, const dg_median_ci *ci, bool valid, size_t nc, size_t nd)
+{
+    dg_speed_judgement sj;
+    dg_speed_judge(valid ? ci->lo : NAN, valid ? ci->hi : NAN, nc, nd, 2, NULL, &sj);
+    cJSON *sv = cJSON_AddObjectToObject(run, "speed");
+    cJSON_AddStringToObject(sv, "verdict", sj.verdict);
+    cJSON_AddStringToObject(sv, "why", sj.why);
+    cJSON_AddNumberToObject(sv, "pays_off_min", sj.pays_off_min);
+    cJSON_AddNumberToObject(sv, "band_lo", sj.band_lo);
+    cJSON_AddNumberToObject(sv, "band_hi", sj.band_hi);
+}
+
+/* The device sides' busy fraction: the median with its seeded bootstrap
+ * interval; and the Mann-Whitney test of the two sides' samples/s. */
+static void add_busy_mw(cJSON *run, const dg_pair_side *dev, int n, const double *cs, size_t nc,
+                        const double *ds, size_t nd)
+{
+    double bv[DG_COMPARE_MAX_PAIRS];
+    size_t nb = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(value_of(dev[i].busy)))
+            bv[nb++] = dev[i].busy.value;
+    dg_median_ci ci = {0};
+    bool civ = nb && dg_bootstrap_median_ci(bv, nb, NULL, 0, 0, 0.95, DG_BOOTSTRAP_SEED + 1, &ci) &&
+               ci.valid;
+    cJSON_AddItemToObject(
+        run, "busy_fraction",
+        dg_json_metric_of(median_of(dev, n, offsetof(dg_pair_side, busy)), "fraction"));
+    cJSON_AddItemToObject(run, "busy_fraction_ci",
+                          ci_json(ci.lo, ci.hi, civ, (double)ci.resamples, "fraction",
+                                  "percentile bootstrap over the device's runs"));
+    double u = NAN, p = nc && nd ? dg_mann_whitney_p(cs, nc, ds, nd, &u) : NAN;
+    cJSON *mw = cJSON_AddObjectToObject(run, "mann_whitney");
+    cJSON_AddItemToObject(mw, "p", dg_json_metric_of(p, "probability"));
+    cJSON_AddItemToObject(mw, "u_cpu", dg_json_metric_of(u, "pairs"));
+    cJSON_AddStringToObject(mw, "of", "the runs' samples/s, cpu against device, two-sided");
+}
+
+/* The repetitions: the order, each side's samples/s and entries (moved in),
+ * and the seconds the entries waited for the measurement lock. */
+static void add_repetitions(cJSON *run, const dg_compare_plan *plan,
+                            const dg_pair_side *const *sides, int n, cJSON *const *entries)
+{
+    cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
+    cJSON_AddNumberToObject(rp, "per_side", n);
+    cJSON_AddNumberToObject(rp, "warmup_pairs", plan->warmup_pairs);
+    cJSON *order = cJSON_AddArrayToObject(rp, "order");
+    cJSON *rates[2] = {cJSON_AddArrayToObject(rp, "cpu_samples_per_s"),
+                       cJSON_AddArrayToObject(rp, "device_samples_per_s")};
+    cJSON *lists[2] = {entries ? cJSON_AddArrayToObject(rp, "cpu") : NULL,
+                       entries ? cJSON_AddArrayToObject(rp, "device") : NULL};
+    double wait = 0;
+    for (int i = 0; i < n; i++) {
+        for (int side = 0; side < 2; side++) {
+            double v = value_of(sides[side][i].sps);
+            cJSON_AddItemToArray(order, cJSON_CreateString(side ? "device" : "cpu"));
+            cJSON_AddItemToArray(rates[side],
+                                 isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+            cJSON *e = entries ? entries[2 * i + side] : NULL;
+            double w = e ? dg_jnum(e, "lock.waited") : NAN;
+            wait += isfinite(w) ? w : 0;
+            if (e)
+                cJSON_AddItemToArray(lists[side], e);
+        }
+    }
+    cJSON_AddItemToObject(rp, "lock_waited", dg_json_metric_of(entries ? wait : NAN, "s"));
+}
+
+cJSON *dg_method_pairs_run(const dg_compare_plan *plan, const char *device, const dg_pair_side *cpu,
+                           const dg_pair_side *dev, int n, cJSON *const *entries)
 {
     if (n > DG_COMPARE_MAX_PAIRS)
         n = DG_COMPARE_MAX_PAIRS;
     cJSON *run = cJSON_CreateObject();
-    cJSON_AddNumberToObject(run, "batch", batch);
+    cJSON_AddNumberToObject(run, "batch", plan->batch);
     cJSON_AddStringToObject(run, "status", "ok");
     double cs[DG_COMPARE_MAX_PAIRS], ds[DG_COMPARE_MAX_PAIRS];
     size_t nc = rates_of(cpu, n, cs), nd = rates_of(dev, n, ds);
@@ -91,36 +162,20 @@ cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cp
     cJSON_AddItemToObject(run, "speedup_ci",
                           ci_json(ci.lo, ci.hi, civ, (double)ci.resamples, "x",
                                   "percentile bootstrap of median(device) / median(cpu)"));
+    add_speed(run, &ci, civ, nc, nd);
     /* Time per sample: 100 (1 - 1/speedup), the interval from the speedup's. */
     cJSON_AddItemToObject(run, "step_time_reduction_pct",
                           dg_json_metric_of(reduction_pct(sp), "%"));
     cJSON_AddItemToObject(run, "step_time_reduction_pct_ci",
                           ci_json(reduction_pct(ci.lo), reduction_pct(ci.hi), civ,
                                   (double)ci.resamples, "%", "from speedup_ci"));
-    cJSON_AddItemToObject(
-        run, "busy_fraction",
-        dg_json_metric_of(median_of(dev, n, offsetof(dg_pair_side, busy)), "fraction"));
+    add_busy_mw(run, dev, n, cs, nc, ds, nd);
     cJSON_AddStringToObject(run, "busy_source",
-                            "1 - the data wait's share, from the probe's host clock (not device "
-                            "utilisation)");
-    cJSON *rp = cJSON_AddObjectToObject(run, "repetitions");
-    cJSON_AddNumberToObject(rp, "per_side", n);
-    cJSON_AddNumberToObject(rp, "warmup_pairs", 0);
-    cJSON *order = cJSON_AddArrayToObject(rp, "order");
-    cJSON *rates[2] = {cJSON_AddArrayToObject(rp, "cpu_samples_per_s"),
-                       cJSON_AddArrayToObject(rp, "device_samples_per_s")};
-    cJSON *entries[2] = {windows ? cJSON_AddArrayToObject(rp, "cpu") : NULL,
-                         windows ? cJSON_AddArrayToObject(rp, "device") : NULL};
-    for (int i = 0; i < n; i++) {
-        for (int side = 0; side < 2; side++) {
-            double v = value_of(sides[side][i].sps);
-            cJSON_AddItemToArray(order, cJSON_CreateString(side ? "device" : "cpu"));
-            cJSON_AddItemToArray(rates[side],
-                                 isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
-            if (windows && windows[2 * i + side])
-                cJSON_AddItemToArray(entries[side], windows[2 * i + side]);
-        }
-    }
+                            plan->busy_source
+                                ? plan->busy_source
+                                : "1 - the data wait's share, from the probe's host clock (not "
+                                  "device utilisation)");
+    add_repetitions(run, plan, sides, n, entries);
     cJSON_AddNullToObject(run, "verdict");
     cJSON_AddStringToObject(run, "note",
                             "numerics are not compared for a user's program (no reference run)");
@@ -146,24 +201,46 @@ static double ci_width(const dg_pair_side *cpu, const dg_pair_side *dev, int n)
     return sp > 0 ? (ci.hi - ci.lo) / sp : NAN;
 }
 
-/* A repetition's entry (docs/schema/measure.md compare RUN repetitions):
- * the side's median step and busy fraction; the probe reports statistics,
- * not each step (ms empty). */
-static cJSON *side_entry(const dg_pair_side *s)
+/* A repetition's entry (docs/schema/measure.md compare REP): the side's
+ * median step and busy fraction, its step times where the runner has them
+ * (the probe reports statistics, not each step: ms empty), and the runner's
+ * own members (s->extra, moved in). */
+static cJSON *side_entry(dg_pair_side *s)
 {
     cJSON *e = cJSON_CreateObject();
-    cJSON_AddArrayToObject(e, "ms");
-    cJSON_AddNumberToObject(e, "warmup", 0);
+    cJSON *ms = cJSON_DetachItemFromObjectCaseSensitive(s->extra, "ms");
+    cJSON *warmup = cJSON_DetachItemFromObjectCaseSensitive(s->extra, "warmup");
+    cJSON_AddItemToObject(e, "ms", ms ? ms : cJSON_CreateArray());
+    cJSON_AddItemToObject(e, "warmup", warmup ? warmup : cJSON_CreateNumber(0));
     cJSON_AddItemToObject(e, "median", dg_json_metric_of(value_of(s->step_ms), "ms"));
     cJSON_AddItemToObject(e, "busy_fraction", dg_json_metric_of(value_of(s->busy), "fraction"));
+    /* The runner's other members, moved in. */
+    while (s->extra && s->extra->child) {
+        cJSON *m = cJSON_DetachItemViaPointer(s->extra, s->extra->child);
+        cJSON_AddItemToObject(e, m->string, m);
+    }
+    cJSON_Delete(s->extra);
+    s->extra = NULL;
     return e;
+}
+
+/* Whether the speedup after n pairs settles its verdict with a margin more
+ * pairs do not cross (dg_speed_decisive). */
+static bool decisive(const dg_pair_side *cpu, const dg_pair_side *dev, int n)
+{
+    double c[DG_COMPARE_MAX_PAIRS], d[DG_COMPARE_MAX_PAIRS];
+    size_t nc = rates_of(cpu, n, c), nd = rates_of(dev, n, d);
+    dg_median_ci ci;
+    return nc && nd && dg_bootstrap_median_ci(d, nd, c, nc, 0, 0.95, DG_BOOTSTRAP_SEED, &ci) &&
+           ci.valid && dg_speed_decisive(ci.lo, ci.hi, nc, nd, NULL);
 }
 
 typedef struct pairs {
     dg_pair_side side[2][DG_COMPARE_MAX_PAIRS];
     cJSON *entry[2 * DG_COMPARE_MAX_PAIRS];
     int n;              /* pairs run */
-    const char *ended;  /* what ended the pairs: "interval narrow", "time budget", "most pairs" */
+    const char *ended;  /* what ended the pairs: "decisive", "interval narrow", "time budget",
+                           "most pairs" */
     const char *failed; /* the side that did not end ok */
     const char *why;    /* its reason */
     bool interrupted;
@@ -183,6 +260,12 @@ static dg_status run_pairs(const dg_runner_i *r, void *rctx, const char *device,
     double t0 = dg_now();
     p->ended = "most pairs";
     for (int i = 0; i < most && !p->failed; i++) {
+        /* A verdict settled with a margin ends the pairs, the plan's minimum
+         * or not (a device 50x the cpu needs no fifth cpu run to say so). */
+        if (i >= DG_SPEED_DECISIVE_MIN && decisive(p->side[0], p->side[1], i)) {
+            p->ended = "decisive";
+            break;
+        }
         /* Past the plan's pairs, another only while the interval is too wide
          * and the budget leaves room for a pair as long as the mean one. */
         if (i >= plan->min_pairs && !(ci_width(p->side[0], p->side[1], i) > plan->ci_width)) {
@@ -251,6 +334,21 @@ static cJSON *section_head(const dg_runner_i *r, const char *device, const dg_co
     return c;
 }
 
+/* The step's line: the speedup with its interval, the busy fraction and the
+ * speed verdict. */
+static void run_summary(const cJSON *run, const char *device, int batch, char *buf, size_t len)
+{
+    char sp[32], ci[64] = "", busy[32];
+    double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
+    if (isfinite(lo) && isfinite(hi))
+        snprintf(ci, sizeof ci, " (95%% %.2f-%.2f×)", lo, hi);
+    const char *verdict = dg_jstr(run, "speed.verdict");
+    snprintf(buf, len, "%s is %s%s at b%d, busy %s, %s", device,
+             dg_fmt_num(sp, sizeof sp, "%.2f× cpu", dg_jnum(run, "speedup")), ci, batch,
+             dg_fmt_num(busy, sizeof busy, "%.0f%%", 100 * dg_jnum(run, "busy_fraction")),
+             verdict ? verdict : "unknown");
+}
+
 dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const char *device,
                             const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,
                             dg_step_out *out)
@@ -271,8 +369,12 @@ dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const
         cJSON_AddBoolToObject(f, "within_tolerance", false);
         cJSON_AddItemToArray(runs, f);
     } else if (runs && st == DG_OK) {
-        cJSON_AddItemToArray(
-            runs, dg_method_pairs_run(plan->batch, device, p->side[0], p->side[1], p->n, p->entry));
+        cJSON *run = dg_method_pairs_run(plan, device, p->side[0], p->side[1], p->n, p->entry);
+        /* How many the plan allowed, and whether a decisive verdict cut them short. */
+        cJSON *rp = cJSON_GetObjectItemCaseSensitive(run, "repetitions");
+        cJSON_AddNumberToObject(rp, "planned", plan->max_pairs);
+        cJSON_AddStringToObject(rp, "stop", strcmp(p->ended, "decisive") ? "planned" : "decisive");
+        cJSON_AddItemToArray(runs, run);
         memset(p->entry, 0, sizeof p->entry); /* moved in */
     }
     for (int i = 0; i < 2 * DG_COMPARE_MAX_PAIRS; i++)
@@ -280,12 +382,11 @@ dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const
     out->section = c;
     const cJSON *r0 = cJSON_GetArrayItem(runs, 0);
     if (r0 && !p->failed)
-        snprintf(out->summary, sizeof out->summary,
-                 "%s is %.2f× cpu (95%% %.2f-%.2f×) at b%d, busy %.0f%%", device,
-                 dg_jnum(r0, "speedup"), dg_jnum(r0, "speedup_ci.lo"), dg_jnum(r0, "speedup_ci.hi"),
-                 plan->batch, 100 * dg_jnum(r0, "busy_fraction"));
+        run_summary(r0, device, plan->batch, out->summary, sizeof out->summary);
     if (p->failed)
         snprintf(out->error, sizeof out->error, "%s", p->why);
+    if (c && r->compare_done && (st == DG_OK || p->failed))
+        r->compare_done(rctx, out);
     if (st == DG_OK && p->failed)
         st = DG_ERR_CHECK;
     if (st == DG_OK && !c)

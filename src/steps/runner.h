@@ -106,10 +106,13 @@ typedef struct dg_compare_plan {
     int min_pairs, max_pairs; /* max_pairs 0: the runner measured the step whole */
     double ci_width;          /* past min_pairs, another pair while the speedup's 95%
                                  interval is wider than this share of the speedup */
+    int warmup_pairs;         /* pairs the runner ran before the timed ones (not timed) */
+    const char *busy_source;  /* how a side's busy fraction is measured (NULL: the probe's
+                                 data wait) */
     double budget_s;          /* > 0: and while the pairs so far leave time for one more
                                  within this many seconds of the step */
 } dg_compare_plan;
-#define DG_COMPARE_MAX_PAIRS 16
+#define DG_COMPARE_MAX_PAIRS 50 /* compare --repetitions's limit */
 
 /* One side of a cpu/device pair, as a runner measured it. */
 typedef struct dg_pair_side {
@@ -117,7 +120,9 @@ typedef struct dg_pair_side {
     char reason[512];  /* why, when not ok */
     dg_metric sps;     /* samples/s over the run's loop (data wait included) */
     dg_metric step_ms; /* the median step */
-    dg_metric busy;    /* fraction: 1 - the data wait's share */
+    dg_metric busy;    /* fraction of the step the device was busy */
+    cJSON *extra;      /* the runner's own members of the side's repetition entry (the
+                          fixture's every step time, ms, and warmup); moved in, NULL: none */
 } dg_pair_side;
 
 /* What one step gave the method: its section for the record (moved in; NULL:
@@ -133,7 +138,7 @@ typedef struct dg_step_out {
 } dg_step_out;
 
 /* A source of measurements (version field first; every member required but
- * `pair`). */
+ * `pair` and `compare_done`). */
 typedef struct dg_runner_i {
     int version; /* DG_RUNNER_VERSION */
     const char *name;
@@ -154,17 +159,22 @@ typedef struct dg_runner_i {
      * (DG_ERR_NOMEM only when out of memory). */
     dg_status (*epochs)(void *ctx, const dg_method_state *s, dg_epochs_result *out);
     /* Plans the comparison against the cpu: the batch and how many pairs;
-     * out->skipped (with the reason) when there is none. A runner whose
-     * library step measures the comparison whole (the fixture's
-     * dg_compare_run: numerics and its own timed repetitions) fills
-     * out->section and leaves plan->max_pairs 0. */
+     * out->skipped (with the reason) when there is none. Whatever the runner
+     * measures before the pairs is its own (the fixture's numerics pair
+     * against the float64 reference, the warm-up); when that fails it fills
+     * out->section with the failed comparison and leaves plan->max_pairs 0. */
     dg_status (*compare_plan)(void *ctx, const dg_method_state *s, dg_compare_plan *plan,
                               dg_step_out *out);
     /* One side of a cpu/device pair: a run at batch on device ("cpu" or
-     * s->device), in its own process; the driver interleaves the sides.
-     * Optional (NULL) when compare_plan never asks for pairs. DG_ERR_NOMEM
-     * only when out of memory; everything the run did is in out. */
+     * s->device); the driver interleaves the sides. Optional (NULL) when
+     * compare_plan never asks for pairs. DG_ERR_NOMEM only when out of
+     * memory; everything the run did is in out. */
     dg_status (*pair)(void *ctx, int batch, const char *device, dg_pair_side *out);
+    /* Adds the runner's own part to the comparison the driver made of the
+     * pairs (out->section, its summary): the fixture's numerics, FLOP rates
+     * and section members. Optional (NULL: the RUN's verdict stays null,
+     * with a note that numerics are not compared). */
+    void (*compare_done)(void *ctx, dg_step_out *out);
     /* One profile window at s->batch. */
     dg_status (*profile)(void *ctx, const dg_method_state *s, dg_step_out *out);
     /* The record's spec section: the runner's own members (the method adds
@@ -226,12 +236,14 @@ int dg_sweep_plan_trials(const dg_sweep_plan *plan);
 dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const char *device,
                             const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,
                             dg_step_out *out);
-/* A compare RUN (docs/schema/report.md) from n interleaved pairs of sides
- * (cpu[i], dev[i]) at batch on device: the medians, the speedup median(device)
- * / median(cpu) samples/s with its seeded bootstrap interval, the time per
- * sample saved, the device's busy fraction and the repetitions (windows:
- * NULL, or the 2 n side entries in order, moved in). */
-cJSON *dg_method_pairs_run(int batch, const char *device, const dg_pair_side *cpu,
-                           const dg_pair_side *dev, int n, cJSON *const *windows);
+/* A compare RUN (docs/schema/measure.md "compare") from n interleaved pairs
+ * of sides (cpu[i], dev[i]) at plan->batch on device: the medians, the
+ * speedup median(device) / median(cpu) samples/s with its seeded bootstrap
+ * interval and its speed verdict (dg_speed_judge: the words accept and
+ * compare RUN_A RUN_B use), the time per sample saved, the device's busy
+ * fraction with its interval, the Mann-Whitney test of the two sides and the
+ * repetitions (entries: NULL, or the 2 n side entries in order, moved in). */
+cJSON *dg_method_pairs_run(const dg_compare_plan *plan, const char *device, const dg_pair_side *cpu,
+                           const dg_pair_side *dev, int n, cJSON *const *entries);
 
 #endif

@@ -79,4 +79,33 @@ void dg_fixture_trial_read(const dg_trial_child *c, const char *out, size_t len,
                            int warmup, double swap_limit, double timeout_s, dg_trial_result *t);
 /* Frees what dg_fixture_sweep_open made; accepts NULL. */
 void dg_fixture_sweep_free(dg_fixture_sweep *s);
+/* ---- the fixture's comparison (compare.c), the fixture runner's `pair` ---- */
+
+/* A comparison prepared once and measured a batch at a time: the numerics
+ * pair (cpu, the device and the float64 reference on the same weights and
+ * batches; the warm-up, not timed), then the timed sides through the pair
+ * driver (dg_method_compare), then the fixture's part added to the section. */
+typedef struct dg_fixture_compare dg_fixture_compare;
+/* Checks the options (device, steps, repetitions at most
+ * DG_COMPARE_MAX_PAIRS, tolerances, rates, model) and makes a private
+ * temporary folder; *out (dg_fixture_compare_free). The status and message
+ * when it cannot. */
+dg_status dg_fixture_compare_open(dg_ctx *ctx, const dg_compare_opts *opts,
+                                  dg_fixture_compare **out);
+/* The numerics pair at batch, kept for the batch's RUN, and the driver's
+ * plan (the options' repetitions, one warm-up pair). When it fails,
+ * out->section holds the failed comparison and out->error the message; its
+ * status is returned. */
+dg_status dg_fixture_compare_numerics(dg_fixture_compare *fc, int batch, dg_compare_plan *plan,
+                                      dg_step_out *out);
+/* runner.h `pair`: one timed training run at batch on device (fc a
+ * dg_fixture_compare): its median host step after warm-up, samples/s, the
+ * device's busy share and every step time. */
+dg_status dg_fixture_compare_pair(void *fc, int batch, const char *device, dg_pair_side *out);
+/* runner.h `compare_done`: each RUN's numerics and FLOP rates, the section's
+ * fixture members (spec, model, device, thresholds, within_tolerance) and
+ * the numerics verdict on the summary. */
+void dg_fixture_compare_done(void *fc, dg_step_out *out);
+/* Frees what dg_fixture_compare_open made; accepts NULL. */
+void dg_fixture_compare_free(dg_fixture_compare *fc);
 #endif

@@ -715,6 +715,7 @@ dg_status dg_run_supervise_via(dg_ctx *ctx, const dg_run_opts *o, dg_forksrv *sr
     cJSON_AddItemToObject(root, "profile", dg_run_profile_section(&r.col, root));
     headline_summary(steps, root, summary, sizeof summary);
     cJSON_AddItemToObject(root, "supervise", sup);
+    dg_run_energy_add(&r.col, root);
     add_reported(root, &r.col);
     *json = dg_json_print(root);
     cJSON_Delete(root);

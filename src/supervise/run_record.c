@@ -12,7 +12,8 @@
 #include <math.h>
 #include <string.h>
 
-#define STEP_WARMUP 2 /* as the training fixture: the first two steps are warm-up */
+#define STEP_WARMUP 2       /* as the training fixture: the first two steps are warm-up */
+#define SERIES_SLACK_S 0.25 /* a sample this near the timed steps saw them (one every 0.2 s) */
 
 static void add_tri(cJSON *o, const char *key, signed char v)
 {
@@ -459,6 +460,45 @@ static cJSON *sync_points_json(const dg_evcollect *c, const step_sums *m)
     dg_json_add_num(sp, "host_reads_library", m->with_lib ? m->lib_reads : NAN);
     device_syncs(sp, c, m->with_dsyncs, m->dsyncs);
     return sp;
+}
+
+void dg_run_energy_add(const dg_evcollect *c, cJSON *root)
+{
+    cJSON *thr = cJSON_GetObjectItemCaseSensitive(root, "throughput");
+    if (!cJSON_IsObject(thr))
+        return;
+    double sps = dg_json_metric_value(cJSON_GetObjectItemCaseSensitive(thr, "samples_per_s"));
+    const char *basis = dg_jstr(thr, "samples_per_s_basis");
+    /* The steps the headline is over: after the warm-up, else all. */
+    size_t first = basis && !strcmp(basis, "after-warmup") ? STEP_WARMUP : 0;
+    double t0 = NAN, t1 = NAN;
+    for (size_t i = first; i < c->nsteps; i++) {
+        const dg_ev_step *st = &c->steps[i];
+        if (!isfinite(st->t) || !isfinite(st->step_ms))
+            continue;
+        double begin = st->t - (st->step_ms + (isfinite(st->data_ms) ? st->data_ms : 0)) / 1e3;
+        t0 = isfinite(t0) && t0 < begin ? t0 : begin;
+        t1 = isfinite(t1) && t1 > st->t ? t1 : st->t;
+    }
+    /* A series point stands for the bucket ending at its t. */
+    double sum = 0;
+    int n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, dg_jpath(root, "supervise.series"))
+    {
+        double t = dg_jnum(p, "t"), w = dg_jnum(p, "gpu_power");
+        if (isfinite(t) && isfinite(w) && w >= 0 && t >= t0 - SERIES_SLACK_S &&
+            t <= t1 + SERIES_SLACK_S)
+            sum += w, n++;
+    }
+    double watts = n ? sum / n : NAN, jps = watts / sps;
+    bool ok = isfinite(jps) && sps > 0;
+    cJSON_AddItemToObject(thr, "power_mean", dg_json_metric(n ? watts : 0, n > 0, "W"));
+    cJSON_AddItemToObject(thr, "energy_per_sample", dg_json_metric(ok ? jps : 0, ok, "J/sample"));
+    dg_json_add_str(thr, "energy_source",
+                    ok ? "NVML: the mean power of the devices the program's processes are on "
+                         "(device-wide) over the timed steps, over samples_per_s"
+                       : NULL);
 }
 
 cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root)

@@ -300,10 +300,12 @@ static int by_u(const void *a, const void *b)
 /* GPU memory in bytes used by the pids m[0..k) on every NVIDIA device; NAN
  * when NVML gave nothing usable. *util gets the utilisation (percent, the
  * device's, NVML has no per-process figure) of the busiest device the pids
- * have a process on, NAN when none or unreadable. */
-static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k, double *util)
+ * have a process on, NAN when none or unreadable; *power the power drawn by
+ * the devices the pids have a process on (W, device-wide), NAN likewise. */
+static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k, double *util,
+                         double *power)
 {
-    *util = NAN;
+    *util = *power = NAN;
     if (!s->nvml_open)
         return NAN;
     unsigned *pids = dg_malloc((k ? k : 1) * sizeof *pids);
@@ -341,6 +343,9 @@ static double gpu_mem_of(dg_tree_sampler *s, const dg_proc_entry *m, size_t k, d
             dg_nvml_util u;
             if (here && s->nv.util && s->nv.util(h, &u) == DG_NVML_OK && u.gpu <= 100)
                 *util = isnan(*util) || (double)u.gpu > *util ? (double)u.gpu : *util;
+            unsigned int mw = 0;
+            if (here && s->nv.power && s->nv.power(h, &mw) == DG_NVML_OK)
+                *power = (isnan(*power) ? 0 : *power) + mw / 1000.0;
         }
     }
     dg_free(pids);
@@ -389,6 +394,7 @@ size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
     dg_free(all);
     dg_tree_point p = {
         .t = t_s, .cpu_pct = NAN, .swap = NAN, .psi = NAN, .gpu_mem = NAN, .gpu_util = NAN};
+    p.gpu_power = NAN;
     double ticks_delta = 0;
     p.rss = m ? dg_tree_rss(m, k) : NAN;
     for (size_t i = 0; i < k; i++) {
@@ -424,7 +430,7 @@ size_t dg_tree_sample(dg_tree_sampler *s, double t_s)
     if (dg_psi_memory_some10(&v))
         p.psi = v;
     if (m && k)
-        p.gpu_mem = gpu_mem_of(s, m, k, &p.gpu_util);
+        p.gpu_mem = gpu_mem_of(s, m, k, &p.gpu_util, &p.gpu_power);
     else if (s->nvml_open)
         p.gpu_mem = 0;
     dg_free(m);
@@ -496,18 +502,19 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
     cJSON_AddItemToObject(sm, "gpu_mem_peak", dg_json_metric(gpu, isfinite(gpu), "bytes"));
     cJSON_AddStringToObject(sm, "gpu_source", dg_tree_sampler_gpu_source(s));
     static const char *const units[][2] = {
-        {"t", "s"},        {"rss", "bytes"},     {"cpu_pct", "percent"},
-        {"swap", "bytes"}, {"gpu_mem", "bytes"}, {"gpu_util", "percent"}};
+        {"t", "s"},           {"rss", "bytes"},        {"cpu_pct", "percent"}, {"swap", "bytes"},
+        {"gpu_mem", "bytes"}, {"gpu_util", "percent"}, {"gpu_power", "W"}};
     dg_json_add_pairs(sm, "series_units", units, sizeof units / sizeof units[0]);
-    /* The series: at most max_points buckets; max for sizes and counts, mean CPU, last swap. */
+    /* The series: at most max_points buckets; max for sizes and counts, mean CPU and power,
+     * last swap. */
     cJSON *ser = cJSON_AddArrayToObject(sup, "series");
     if (!max_points)
         max_points = 600;
     size_t buckets = n < max_points ? n : max_points;
     for (size_t b = 0; b < buckets; b++) {
         size_t lo = b * n / buckets, hi = (b + 1) * n / buckets;
-        double r = NAN, th = NAN, pc = NAN, g = NAN, gu = NAN, sw = NAN, cs = 0;
-        size_t cn = 0;
+        double r = NAN, th = NAN, pc = NAN, g = NAN, gu = NAN, sw = NAN, cs = 0, ps = 0;
+        size_t cn = 0, pn = 0;
         for (size_t i = lo; i < hi; i++) {
             const dg_tree_point *p = &s->pts[i];
             r = nmax(r, p->rss);
@@ -519,6 +526,8 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
                 sw = p->swap;
             if (!isnan(p->cpu_pct))
                 cs += p->cpu_pct, cn++;
+            if (!isnan(p->gpu_power))
+                ps += p->gpu_power, pn++;
         }
         cJSON *e = cJSON_CreateObject();
         add_num(e, "t", s->pts[hi - 1].t);
@@ -529,6 +538,7 @@ void dg_tree_sampler_json(const dg_tree_sampler *s, cJSON *sup, size_t max_point
         add_num(e, "swap", sw);
         add_num(e, "gpu_mem", g);
         add_num(e, "gpu_util", gu);
+        add_num(e, "gpu_power", pn ? ps / (double)pn : NAN); /* the bucket's mean */
         cJSON_AddItemToArray(ser, e);
     }
 }

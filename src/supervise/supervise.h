@@ -133,6 +133,11 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
 /* profile (partial: step times, the data wait, fallbacks, sync points), and
  * root's "throughput" added; null when no step or fallback was reported. */
 cJSON *dg_run_profile_section(const dg_evcollect *c, cJSON *root);
+/* The run record's energy per sample (root's "throughput", beside
+ * samples_per_s): the mean power the supervisor sampled (supervise.series
+ * gpu_power, NVML, the devices the program is on) over the steps the
+ * headline rate is of, over that rate; not reported without samples there. */
+void dg_run_energy_add(const dg_evcollect *c, cJSON *root);
 
 /* ---- timeline.c: where a child run's seconds went ------------------------------- */
 
@@ -369,11 +374,13 @@ typedef struct dg_tree_point {
     double rss;     /* bytes over the tree */
     double cpu_pct; /* percent of one core over the tree since the previous sample; NAN first */
     double threads, procs;
-    double swap;     /* machine swap in use, bytes; NAN unreadable */
-    double psi;      /* some avg10, percent; NAN absent */
-    double gpu_mem;  /* bytes over the tree's pids (NVML); NAN unknown */
-    double gpu_util; /* percent: the busiest device the tree has a process on (NVML,
-                      * device-wide, not per process); NAN unknown or no such device */
+    double swap;      /* machine swap in use, bytes; NAN unreadable */
+    double psi;       /* some avg10, percent; NAN absent */
+    double gpu_mem;   /* bytes over the tree's pids (NVML); NAN unknown */
+    double gpu_util;  /* percent: the busiest device the tree has a process on (NVML,
+                       * device-wide, not per process); NAN unknown or no such device */
+    double gpu_power; /* W over the devices the tree has a process on (NVML, device-wide);
+                       * NAN unknown or no such device */
 } dg_tree_point;
 
 typedef struct dg_tree_sampler dg_tree_sampler;

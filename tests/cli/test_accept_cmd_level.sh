@@ -30,6 +30,7 @@ expect_json acc.json 'd["gate"]["level"]["level"] == 2 and d["gate"]["level"]["b
 expect_json acc.json 'd["gate"]["level"]["wall"]["valid"] and 0 < d["gate"]["level"]["wall"]["value"] <= 60'
 expect_json acc.json '"ops" in d["gate"]["level"]["checks"] and d["gate"]["level"]["verdict"] == "fail" and d["gate"]["level"]["reason"] is None'
 expect_json acc.json 'd["gate"]["reference_ok"] is True and len(d["gate"]["reference_check"]) > 0'
+expect_json acc.json 'd["gate"]["verdict"] == "fail"'
 # The checks sit in the device's entry, beside the program's own gate of it.
 expect_json acc.json '[b for b in d["gate"]["backends"] if b["name"] == "cpu"][0]["level_backend"] == "cpu"'
 expect_json acc.json '(lambda o: o["failed"] >= 1 and o["checked"] > 50 and any(r["op"] == "bias_add" and r["verdict"] == "fail" for r in o["table"]))([b for b in d["gate"]["backends"] if b["name"] == "cpu"][0]["ops"])'
@@ -48,6 +49,7 @@ rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 4 ] && ok || { bad "accept --level 2 -- CMD exited $rc"; tail -20 ok.err >&2; }
 expect_json ok.json 'd["gate"]["level"]["verdict"] == "pass" and not any(f["id"] in ("op-numerics", "link-slow", "throttled", "device-unstable") for f in d["findings"])'
 expect_json ok.json '[b for b in d["gate"]["backends"] if b["name"] == "cpu"][0]["ops"]["failed"] == 0'
+expect_json ok.json 'd["gate"]["verdict"] != "fail"'
 
 # An accelerator: the program's interpreter (a stand-in) says cuda works;
 # its level checks are devgate's cuda backend's, which this machine lacks:

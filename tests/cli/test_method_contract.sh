@@ -8,6 +8,8 @@
 # runner's stand-in program, tests/python/scripts/sweep_train.py, plans the
 # same step times through the explicit probe API. Both records keep the
 # measurement lock and the contention window of every trial, and of the soak;
+# the same planted pair timings through both runners' `pair` come out with
+# the same speed verdict from the one pair driver;
 # a `devgate run` record keeps them too, and its soak is judged for slowing down.
 . "$(dirname "$0")/lib.sh"
 SRC=${DEVGATE_SRC:?}
@@ -72,8 +74,12 @@ done
 # the soak is measured under the lock with its contention, as the command's.
 row=${rows[0]}
 IFS='|' read -r name from plan _ <<<"$row"
-DEVGATE_TRIAL_PLAN=$plan "$DG" --no-ledger accept --json --quick --model mlp -o pack-fx \
-  >fx-accept.json 2>fx-accept.err
+# The compare step's timed pairs, planted alike for both runners: a step of
+# 23.8 ms on the cpu and 20 ms on the device (1.19x: faster, but under the
+# pay-off ratio of 1.28x), the fixture's through DEVGATE_PAIR_PLAN.
+PAIRS=23.8:20
+DEVGATE_TRIAL_PLAN=$plan DEVGATE_PAIR_PLAN=$PAIRS "$DG" --no-ledger accept --json --quick \
+  --model mlp -o pack-fx >fx-accept.json 2>fx-accept.err
 rc=$?
 [ "$rc" -le 1 ] && ok || { bad "accept (fixture) exited $rc"; tail -5 fx-accept.err >&2; }
 check fx-accept.json sweep "$row"
@@ -81,6 +87,24 @@ for f in fx-accept.json cmd-plateau.json; do
   expect_json "$f" 'd["soak"]["lock"]["state"] == "held" and isinstance(d["soak"]["contention"], dict) and "others_share" in d["soak"]["contention"]'
   expect_json "$f" '[s["name"] for s in d["steps"]] == ["env", "gate", "sweep", "soak", "compare", "profile"] and d["steps"][2]["status"] == "ok"'
 done
+
+# Both runners' pairs go through the one pair driver (method_compare.c): the
+# same planted step times come out as the same speedup and the same speed
+# verdict, each side under the lock with its window. The command runner's
+# gate is a stand-in that reports cuda working (the stand-in program only
+# sleeps); the fixture compares where this machine has an OpenCL device.
+"$DG" --no-ledger accept --json --quick --sweep-from 16 --sweep-to 16 \
+  --python "$SRC/tests/cli/data/fake_gate_python" -o pack-cmp -- "${CMD[@]}" --base-ms 20 \
+  --cpu-ms 23.8 >cmd-compare.json 2>cmd-compare.err
+rc=$?
+[ "$rc" -le 1 ] && ok || { bad "accept -- CMD with a device exited $rc"; tail -5 cmd-compare.err >&2; }
+pairs_ok='(r := d["compare"]["runs"][0])["speed"]["verdict"] == "no-gain" and abs(r["speedup"]["value"] - 23.8 / 20) < 0.005 and all(e["lock"]["state"] == "held" and isinstance(e["window"], dict) for k in ("cpu", "device") for e in r["repetitions"][k])'
+expect_json cmd-compare.json "$pairs_ok"
+if "$DG" --no-ledger gate --backend opencl --size 8 >/dev/null 2>&1; then
+  expect_json fx-accept.json "$pairs_ok"
+  # The fixture's own part stays beside the driver's: the numerics against float64.
+  expect_json fx-accept.json 'd["compare"]["source"] == "fixture" and d["compare"]["runs"][0]["verdict"] in ("within tolerance", "drift") and d["compare"]["runs"][0]["reference"]["ran"] and d["compare"]["thresholds"]["loss_tolerance"] > 0'
+fi
 
 # devgate run is the command runner's epochs step alone: the lock and the
 # contention window over the run, and a soak whose epochs say how many steps

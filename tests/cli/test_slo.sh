@@ -3,9 +3,10 @@
 # (tests/python/scripts/slo_server.py: a small PyTorch model behind aiohttp,
 # with planted service times so the percentiles have a known truth): the
 # percentiles against the truth, the ledger and the page, failures and
-# timeouts counted, a server dying part way, usage errors. The other cases
+# timeouts counted, a server dying part way. The other cases
 # (APIs, verdicts, queueing, the open loop, training beside) are in
-# test_slo_more.sh (full tier).
+# test_slo_more.sh (full tier); the usage errors and an endpoint nothing
+# listens on in test_slo_quick.sh (quick tier).
 . "$(dirname "$0")/slo_lib.sh"
 
 # Planted: TTFT uniform on [30, 90] ms, TPOT 3 ms; the server logs when each
@@ -82,21 +83,5 @@ expect_exit 1 "$DG" slo --target "http://127.0.0.1:$PORT_dies" --concurrency 4 "
 expect_grep "$T/err" 'stopped answering after [0-9]+ answered requests.*the record is kept'
 "$DG" ledger list --json >list.json 2>/dev/null
 expect_json list.json 'any(r["verb"] == "slo" and r.get("label") == "dying" for r in d)'
-
-# Nothing listening: exit 3, nothing recorded.
-expect_exit 3 "$DG" slo --target "http://127.0.0.1:$PORT_dies" --concurrency 2 "${FAST[@]}" \
-  --slo ttft:1s --label gone
-expect_grep "$T/err" 'cannot reach http://127.0.0.1:[0-9]+/v1/completions'
-
-# Usage errors: exit 2 with the option named.
-expect_exit 2 "$DG" slo --target "$U" --duration 1
-expect_grep "$T/err" 'at least one bound'
-expect_exit 2 "$DG" slo --target "$U" --slo ttfb:5ms
-expect_grep "$T/err" '\-\-slo wants METRIC:LIMIT'
-expect_exit 2 "$DG" slo --target "$U" --slo ttft:5ms --rate 3 --concurrency 2
-expect_grep "$T/err" 'exclude each other'
-expect_exit 2 "$DG" slo --target "$U" --slo ttft:5ms --concurrency 4,2
-expect_exit 2 "$DG" slo --target "ftp://x" --slo ttft:5ms
-expect_grep "$T/err" 'not an http:// or https:// URL'
 
 done_tests

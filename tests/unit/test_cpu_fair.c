@@ -8,7 +8,9 @@
  *  2. the cpu thread count: --threads, OMP_NUM_THREADS, the usable cores;
  *  3. cpu-baseline-unfair with a known GEMM rate per case, naming which cause
  *     it is (kernel, threads of the gate or of the fixture, a small GEMM, none
- *     of those) or staying silent on a fair baseline;
+ *     of those) or staying silent on a fair baseline (the SMT host of 16
+ *     logical CPUs on 8 cores among them); every "N x cpu" the renders quote
+ *     (terminal summary, Markdown, page) names the rule beside it when it fired;
  *  4. the gate on this machine: its cpu GEMM runs on the usable cores, times
  *     a steady-state product, and the peak's figures agree with each other;
  *  5. the cpu team beside busy neighbours: the cores others kept busy from a
@@ -476,6 +478,63 @@ static cJSON *judge(const gate_case *c)
     return o;
 }
 
+/* Every "N x cpu" in a render of the record (text, Markdown, HTML) is said with
+ * cpu-baseline-unfair on its line when the rule fired, and no render calls a
+ * speedup an upper bound when it did not. */
+static void check_quotes(const gate_case *c, const cJSON *diag)
+{
+    cJSON *rec = cJSON_Parse(healthy_text);
+    if (!rec)
+        return;
+    cJSON_ReplaceItemInObject(rec, "findings",
+                              cJSON_Duplicate(cJSON_GetObjectItem(diag, "findings"), true));
+    cJSON_ReplaceItemInObject(rec, "decision",
+                              cJSON_Duplicate(cJSON_GetObjectItem(diag, "decision"), true));
+    /* The run as this version records it: its interval and the cpu side's share of
+     * peak (the summary's speedup line shows those). */
+    cJSON *run = cJSON_GetArrayItem(dg_jpath(rec, "compare.runs"), 0);
+    cJSON *ci = cJSON_AddObjectToObject(run, "speedup_ci");
+    cJSON_AddItemToObject(ci, "lo", dg_json_metric(2.8, true, "x"));
+    cJSON_AddItemToObject(ci, "hi", dg_json_metric(3.2, true, "x"));
+    cJSON_AddItemToObject(cJSON_GetObjectItem(run, "cpu"), "fraction_of_peak",
+                          dg_json_metric(c->fraction, true, "fraction"));
+    char *text = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    bool fired = c->contains[0] != NULL;
+    static const dg_report_format fmts[] = {DG_REPORT_TEXT, DG_REPORT_MD, DG_REPORT_HTML};
+    dg_ctx *ctx = dg_ctx_new();
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        char *out = NULL;
+        CHECK_MSG(dg_report_render(ctx, text, fmts[f], &out) == DG_OK, "%s: render: %s", c->name,
+                  dg_errmsg(ctx));
+        int quoted = 0;
+        static const char *const needles[] = {"x cpu", "\xc3\x97 cpu"}; /* x and × */
+        for (int k = 0; k < 2; k++)
+            for (const char *p = out; p && (p = strstr(p, needles[k])) != NULL; p++) {
+                if (p == out || p[-1] < '0' || p[-1] > '9')
+                    continue; /* not a ratio */
+                quoted++;
+                size_t line = strcspn(p, "\n");
+                char *l = dg_malloc(line + 1);
+                if (!l)
+                    break;
+                memcpy(l, p, line);
+                l[line] = '\0';
+                CHECK_MSG(!fired || strstr(l, "cpu-baseline-unfair"),
+                          "%s (format %d): unqualified: %.100s", c->name, (int)fmts[f],
+                          p - out > 12 ? p - 12 : p);
+                dg_free(l);
+            }
+        CHECK_MSG(quoted > 0 || fmts[f] == DG_REPORT_HTML, "%s (format %d): no N x cpu quoted",
+                  c->name, (int)fmts[f]);
+        CHECK_MSG(fired || !strstr(out ? out : "", "an upper bound"),
+                  "%s (format %d): an upper bound without the rule", c->name, (int)fmts[f]);
+        dg_string_free(out);
+    }
+    dg_ctx_free(ctx);
+    cJSON_free(text);
+}
+
 static void check_rule(void)
 {
     for (size_t i = 0; i < sizeof gate_cases / sizeof gate_cases[0]; i++) {
@@ -506,6 +565,8 @@ static void check_rule(void)
                 CHECK_MSG(action && strstr(action, c->action), "%s: action lacks \"%s\": %s",
                           c->name, c->action, action ? action : "");
         }
+        if (out)
+            check_quotes(c, out);
         cJSON_Delete(out);
     }
 }

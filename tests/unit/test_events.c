@@ -386,6 +386,52 @@ static void test_error_lines(void)
     CHECK(!el.traceback && el.n == 2);
 }
 
+/* J/sample of a run: the mean power the supervisor sampled over the timed
+ * steps (after the warm-up) over the headline rate; samples outside the
+ * steps (start-up, idle) left out; not reported without power samples. */
+static void test_energy(void)
+{
+    dg_evcollect c;
+    dg_ev_limits lim = {.rate = 1000, .max_steps = 100, .max_epochs = 3, .max_other = 2};
+    CHECK(dg_evcollect_init(&c, &lim));
+    /* 12 steps of 100 ms, 64 samples each, one every 0.1 s from t = 5 s (the
+     * first two, warm-up, before t = 5.2). */
+    for (int i = 0; i < 12; i++)
+        feed(&c, "{\"v\":1,\"ev\":\"step\",\"epoch\":0,\"step\":1,\"step_ms\":100,\"batch\":64}",
+             5.1 + 0.1 * i);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_Delete(dg_run_profile_section(&c, root));
+    CHECK(dg_jnum(root, "throughput.samples_per_s.value") == 640);
+    /* The devices' power: 50 W idle before and after, 300 W while the steps run. */
+    cJSON *ser = cJSON_AddArrayToObject(cJSON_AddObjectToObject(root, "supervise"), "series");
+    for (int i = 0; i < 40; i++) {
+        double t = 0.5 * i;
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "t", t);
+        cJSON_AddNumberToObject(p, "gpu_power", t >= 4.9 && t <= 6.4 ? 300 : 50);
+        cJSON_AddItemToArray(ser, p);
+    }
+    dg_run_energy_add(&c, root);
+    CHECK(dg_jbool(root, "throughput.power_mean.valid") == 1 &&
+          dg_jnum(root, "throughput.power_mean.value") == 300);
+    CHECK_MSG(fabs(dg_jnum(root, "throughput.energy_per_sample.value") -
+                   dg_jnum(root, "throughput.power_mean.value") / 640) < 1e-12 &&
+                  dg_jbool(root, "throughput.energy_per_sample.valid") == 1,
+              "J/sample %g", dg_jnum(root, "throughput.energy_per_sample.value"));
+    CHECK(strstr(dg_jstr(root, "throughput.energy_source"), "NVML") != NULL);
+    /* No power samples (no NVML): not reported, never 0 J. */
+    cJSON_DeleteItemFromObject(root, "supervise");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "throughput"), "power_mean");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "throughput"), "energy_per_sample");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "throughput"), "energy_source");
+    dg_run_energy_add(&c, root);
+    CHECK(dg_jbool(root, "throughput.energy_per_sample.valid") == 0 &&
+          cJSON_IsNull(dg_jpath(root, "throughput.energy_per_sample.value")) &&
+          dg_jbool(root, "throughput.power_mean.valid") == 0);
+    cJSON_Delete(root);
+    dg_evcollect_free(&c);
+}
+
 int main(void)
 {
     test_error_lines();
@@ -395,5 +441,6 @@ int main(void)
     test_collect();
     test_epoch_losses();
     test_probe_plan();
+    test_energy();
     CHECK_DONE();
 }

@@ -156,8 +156,13 @@ static void check_rounds(dg_ctx *ctx)
     slow_us = 12000;
     b = gate_with(ctx, &broken, 8, 8, 8);
     rounds = mm_num(b, "rounds");
-    CHECK_MSG(mm_num(b, "round_products") == 1 && rounds >= 4 && rounds <= 5,
-              "%g rounds of %g products", rounds, mm_num(b, "round_products"));
+    /* A 12 ms sleep can take twice that on a loaded machine: the rounds
+     * then number fewer, but they still reach the 50 ms (the quick tier
+     * read 2 rounds at load 20 where a quiet machine gives 4 or 5). */
+    double ms = mm_num(b, "ms_warm");
+    CHECK_MSG(mm_num(b, "round_products") == 1 && rounds >= 2 && rounds <= 5 &&
+                  ms * (rounds + 1) >= 50,
+              "%g rounds of %g products, %g ms each", rounds, mm_num(b, "round_products"), ms);
     CHECK(gemm_calls == 2 + rounds + rate_calls(b));
     CHECK(mm_num(b, "ms_warm") >= 12);
     slow_us = 0;

@@ -7,11 +7,16 @@
  * safe batch; every trial measured under the lock with its contention. And
  * the one pair driver (dg_method_compare) over planted cpu/device sides: the
  * order, how many pairs the interval asks for, a failing side, each side's
- * lock and window, and the RUN the sides make (dg_method_pairs_run). */
+ * lock and window, and the RUN the sides make (dg_method_pairs_run). Both
+ * runners' pairs go through that driver: the same planted step times given
+ * to the command runner's stand-in and to the fixture's own `pair`
+ * (compare.c, DEVGATE_PAIR_PLAN) come out with the same speedup and the same
+ * speed verdict. */
 #include "check.h"
 
 #include "core/json.h"
 #include "steps/runner.h"
+#include "steps/steps.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -209,6 +214,19 @@ static void test_pairs(dg_ctx *ctx)
     CHECK_STR(dg_jstr(run, "failed"), "cuda");
     CHECK_STR(out.error, "planted: out of memory");
     cJSON_Delete(out.section);
+    /* A verdict settled with a margin (10x: pays off at more than twice its
+     * minimum, the interval a point) ends the pairs after 3, under the plan's 4. */
+    dg_compare_plan four = plan;
+    four.min_pairs = 4;
+    p = (planted_pairs){.cpu_sps = 100, .dev_sps = 1000};
+    out = (dg_step_out){0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &four, NULL, &out) == DG_OK);
+    CHECK_STR(p.order, "cdcdcd");
+    run = cJSON_GetArrayItem(dg_jpath(out.section, "runs"), 0);
+    CHECK_STR(dg_jstr(run, "repetitions.stop"), "decisive");
+    CHECK(dg_jnum(run, "repetitions.planned") == 6);
+    CHECK_STR(dg_jstr(out.section, "spec.pairs_ended"), "decisive");
+    cJSON_Delete(out.section);
     /* Cancelled: no pair runs. */
     volatile sig_atomic_t cancel = 1;
     p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200};
@@ -220,12 +238,70 @@ static void test_pairs(dg_ctx *ctx)
     dg_pair_side none[2] = {{.end = DG_TRIAL_OK}, {.end = DG_TRIAL_OK}};
     dg_pair_side two[2] = {{.end = DG_TRIAL_OK, .sps = {10, true}},
                            {.end = DG_TRIAL_OK, .sps = {12, true}}};
-    cJSON *r = dg_method_pairs_run(8, "mps", none, two, 2, NULL);
+    dg_compare_plan p8 = {.batch = 8};
+    cJSON *r = dg_method_pairs_run(&p8, "mps", none, two, 2, NULL);
     CHECK(dg_jbool(r, "speedup.valid") == 0 && isnan(dg_jnum(r, "speedup")));
     CHECK(dg_jbool(r, "speedup_ci.lo.valid") == 0);
     CHECK(dg_jbool(r, "busy_fraction.valid") == 0);
     CHECK(dg_jnum(r, "repetitions.per_side") == 2);
     cJSON_Delete(r);
+}
+
+/* ---- both runners' pairs through the one driver ------------------------------ */
+
+/* Planted step times at batch 64 and the verdict the driver must reach on
+ * them (analysis/speed.h: pays off from 1.28x, the no-difference band
+ * 0.91-1.1x). */
+static const struct {
+    double cpu_ms, dev_ms;
+    const char *verdict;
+} verdict_rows[] = {
+    {40, 10, "pays-off"}, {23.8, 20, "no-gain"}, {20, 20, "no-difference"}, {10, 20, "slower"}};
+
+static const cJSON *run_of(const dg_step_out *out)
+{
+    return cJSON_GetArrayItem(dg_jpath(out->section, "runs"), 0);
+}
+
+static void test_both_runners(dg_ctx *ctx)
+{
+    dg_compare_opts co = {.train = DG_TRAIN_OPTS_INIT, .steps = 4, .repetitions = 3};
+    co.train.backend = "opencl";
+    co.train.model = "mlp";
+    dg_fixture_compare *fc = NULL;
+    CHECK(dg_fixture_compare_open(ctx, &co, &fc) == DG_OK);
+    if (!fc)
+        return;
+    const dg_runner_i fixture = {
+        .version = DG_RUNNER_VERSION, .name = "fixture", .pair = dg_fixture_compare_pair};
+    for (size_t i = 0; i < sizeof verdict_rows / sizeof verdict_rows[0]; i++) {
+        dg_compare_plan plan = {.batch = 64, .steps = 4, .min_pairs = 3, .max_pairs = 3};
+        planted_pairs p = {.cpu_sps = 64e3 / verdict_rows[i].cpu_ms,
+                           .dev_sps = 64e3 / verdict_rows[i].dev_ms};
+        dg_step_out cmd = {0}, fx = {0};
+        CHECK(dg_method_compare(ctx, &pairing, &p, "opencl", &plan, NULL, &cmd) == DG_OK);
+        char env[64];
+        snprintf(env, sizeof env, "%g:%g", verdict_rows[i].cpu_ms, verdict_rows[i].dev_ms);
+        setenv("DEVGATE_PAIR_PLAN", env, 1);
+        CHECK(dg_method_compare(ctx, &fixture, fc, "opencl", &plan, NULL, &fx) == DG_OK);
+        unsetenv("DEVGATE_PAIR_PLAN");
+        const char *want = verdict_rows[i].verdict;
+        const char *vc = dg_jstr(run_of(&cmd), "speed.verdict");
+        const char *vf = dg_jstr(run_of(&fx), "speed.verdict");
+        CHECK_MSG(vc && strcmp(vc, want) == 0, "row %zu: the command's verdict %s, want %s", i,
+                  vc ? vc : "(none)", want);
+        CHECK_MSG(vf && strcmp(vf, want) == 0, "row %zu: the fixture's verdict %s, want %s", i,
+                  vf ? vf : "(none)", want);
+        double sc = dg_jnum(run_of(&cmd), "speedup"), sf = dg_jnum(run_of(&fx), "speedup");
+        CHECK_MSG(fabs(sc - sf) < 1e-9 * sc, "row %zu: speedup %g against %g", i, sc, sf);
+        /* The fixture's every step time in its repetitions, under the lock. */
+        const cJSON *e = cJSON_GetArrayItem(dg_jpath(run_of(&fx), "repetitions.device"), 0);
+        CHECK(cJSON_GetArraySize(dg_jpath(e, "ms")) == 4);
+        CHECK_STR(dg_jstr(e, "lock.state"), "held");
+        cJSON_Delete(cmd.section);
+        cJSON_Delete(fx.section);
+    }
+    dg_fixture_compare_free(fc);
 }
 
 int main(void)
@@ -284,6 +360,7 @@ int main(void)
     CHECK(why && strcmp(why, "interrupted") == 0);
     cJSON_Delete(root);
     test_pairs(ctx);
+    test_both_runners(ctx);
     dg_ctx_free(ctx);
     unlink(lock);
     CHECK_DONE();

@@ -6,13 +6,16 @@
  * product is one command; the fused convolution (bias and ReLU in the
  * product's epilogue) equals conv2d_fwd then relu_fwd; the old path offers no
  * fused form, keeps its results equal, and runs xent as two commands where
- * the new one takes one, with the same sums. */
+ * the new one takes one, with the same sums; a long bias gradient takes two
+ * commands of many work-groups on the new path, one on the old, both within
+ * float rounding of float64. */
 #include "backend/backend.h"
 #include "backend/opencl/opencl_hooks.h"
 #include "core/core.h"
 
 #include "check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,6 +139,56 @@ static void conv_case(void *ctx, int n, int c, int h, int w, int k, int ks, int 
         be->buf_free(ctx, bufs[i]);
 }
 
+/* conv2d_fwd of shape s on ctx from seeded inputs into y (host, ny floats). */
+static bool conv_run(void *ctx, const dg_conv_shape *s, float *y, size_t ny)
+{
+    size_t nx = (size_t)s->n * s->c * s->h * s->w, nw = (size_t)s->k * s->c * s->kh * s->kw;
+    dg_rng r;
+    dg_rng_init(&r, 41, 14);
+    void *x = put(ctx, &r, nx, NULL), *w = put(ctx, &r, nw, NULL), *b = put(ctx, &r, s->k, NULL);
+    void *out = put(ctx, &r, ny, NULL),
+         *work = put(ctx, &r, be->conv2d_workspace(ctx, s) / 4, NULL);
+    bool ok = x && w && b && out && work &&
+              be->conv2d_fwd(ctx, s, at0(x), at0(w), at0(b), at0(out), at0(work)) == DG_OK &&
+              be->download(ctx, out, 0, y, ny * 4) == DG_OK;
+    void *bufs[] = {x, w, b, out, work};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->buf_free(ctx, bufs[i]);
+    return ok;
+}
+
+/* The implicit-GEMM convolution (the new path on the GPU kernels: the column
+ * buffer gathered in the product) against im2col and the same product on the
+ * old path, bit for bit, with the commands each takes. */
+static void test_implicit_conv(void *fresh, void *old, const char *kernel)
+{
+    static const int shapes[][8] = {/* n, c, h, w, k, ks, stride, pad */
+                                    {2, 1, 28, 28, 6, 5, 1, 0}, {3, 3, 9, 7, 5, 3, 2, 1},
+                                    {4, 3, 32, 32, 8, 3, 1, 1}, {2, 16, 8, 8, 20, 3, 1, 1},
+                                    {2, 5, 6, 6, 3, 1, 1, 0},   {1, 2, 3, 3, 2, 3, 3, 2}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int *v = shapes[i];
+        dg_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[5], v[6], v[7], 0, 0};
+        s.ho = (s.h + 2 * s.pad - s.kh) / s.stride + 1;
+        s.wo = (s.w + 2 * s.pad - s.kw) / s.stride + 1;
+        size_t ny = (size_t)s.n * s.k * s.ho * s.wo;
+        float *a = dg_malloc(ny * 4), *b = dg_malloc(ny * 4);
+        uint64_t e0 = 0, e1 = 0, w = 0;
+        CHECK(be->queue_counts(fresh, &e0, &w) == DG_OK);
+        bool ok = a && b && conv_run(fresh, &s, a, ny);
+        CHECK(be->queue_counts(fresh, &e1, &w) == DG_OK);
+        ok = ok && conv_run(old, &s, b, ny);
+        CHECK_MSG(ok && memcmp(a, b, ny * 4) == 0,
+                  "%s: implicit conv n%d c%d %dx%d k%d %dx%d s%d p%d differs from im2col", kernel,
+                  s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.stride, s.pad);
+        /* five uploads, the product with its bias, one download */
+        CHECK_MSG(e1 - e0 == 7, "%s: the implicit conv took %llu commands with its copies (want 7)",
+                  kernel, (unsigned long long)(e1 - e0));
+        dg_free(a);
+        dg_free(b);
+    }
+}
+
 /* The fused calls on the context's kernels: every transpose, odd and
  * fixture-like shapes, the convolutions of the presets (small batches). */
 static void test_fused(void *ctx, const char *kernel)
@@ -203,6 +256,64 @@ static uint64_t xent_run(void *ctx, int n, int classes, float *dl, float acc[2])
     return e1 - e0;
 }
 
+/* bias_grad on ctx over [outer, channels, inner] into db (host); the commands it took. */
+static uint64_t bias_grad_run(void *ctx, int outer, int channels, int inner, float *db)
+{
+    dg_rng r;
+    dg_rng_init(&r, 31, 13);
+    size_t n = (size_t)outer * channels * inner;
+    void *dy = put(ctx, &r, n, NULL), *g = put(ctx, &r, (size_t)channels, NULL);
+    uint64_t e0 = 0, e1 = 0, w = 0;
+    CHECK(be->queue_counts(ctx, &e0, &w) == DG_OK);
+    CHECK(be->bias_grad(ctx, at0(dy), at0(g), outer, channels, inner) == DG_OK);
+    CHECK(be->queue_counts(ctx, &e1, &w) == DG_OK);
+    CHECK(be->download(ctx, g, 0, db, (size_t)channels * 4) == DG_OK);
+    be->buf_free(ctx, dy);
+    be->buf_free(ctx, g);
+    return e1 - e0;
+}
+
+/* A long bias gradient (a convolution's few channels of many values): many
+ * work-groups and a sum of slices on the new path, one work-group a channel
+ * on the old; the same sums within float rounding, each against float64. */
+static void bias_grad_case(void *fresh, void *old, int outer, int channels, int inner)
+{
+    float *a = dg_malloc((size_t)channels * 4), *b = dg_malloc((size_t)channels * 4);
+    if (!a || !b)
+        return;
+    uint64_t cn = bias_grad_run(fresh, outer, channels, inner, a);
+    uint64_t co = bias_grad_run(old, outer, channels, inner, b);
+    size_t per = (size_t)outer * inner;
+    CHECK_MSG(co == 1 && cn == (per > 8192 ? 2u : 1u),
+              "bias_grad %dx%dx%d commands: new %llu, old %llu", outer, channels, inner,
+              (unsigned long long)cn, (unsigned long long)co);
+    /* float64 of the same values */
+    dg_rng r;
+    dg_rng_init(&r, 31, 13);
+    size_t n = per * channels;
+    float *h = dg_malloc((n ? n : 1) * 4);
+    if (h) {
+        dg_rng_uniform(&r, h, n ? n : 1, -1.0f, 1.0f);
+        for (size_t i = 3; i < n; i += 7)
+            h[i] = 0.0f;
+        for (int c = 0; c < channels; c++) {
+            double s = 0, mag = 0;
+            for (int o = 0; o < outer; o++)
+                for (int i = 0; i < inner; i++) {
+                    double v = h[((size_t)o * channels + c) * inner + i];
+                    s += v;
+                    mag += fabs(v);
+                }
+            CHECK_MSG(fabs(a[c] - s) <= 1e-5 * mag + 1e-6 && fabs(b[c] - s) <= 1e-5 * mag + 1e-6,
+                      "bias_grad %dx%dx%d channel %d: new %g old %g float64 %g", outer, channels,
+                      inner, c, a[c], b[c], s);
+        }
+    }
+    dg_free(h);
+    dg_free(a);
+    dg_free(b);
+}
+
 /* The old path: no fused form offered, the convolution's bias and a fused
  * call's ReLU still right, xent in two commands with the new path's sums. */
 static void test_paths(void *fresh)
@@ -221,6 +332,9 @@ static void test_paths(void *fresh)
     CHECK(be->fusion(old) == 0);
     CHECK(be->fusion(fresh) == (DG_FUSE_GEMM | DG_FUSE_CONV));
     conv_case(old, 2, 3, 9, 7, 5, 3, 2, 1);
+    bias_grad_case(fresh, old, 64, 3, 1000); /* 8 slices of a channel */
+    bias_grad_case(fresh, old, 1000, 2, 77); /* a ragged last slice */
+    bias_grad_case(fresh, old, 32, 5, 7);    /* short: one command on both */
     enum { N = 300, C = 10 };
     float *d1 = dg_malloc(N * C * 4), *d2 = dg_malloc(N * C * 4), a1[2] = {0}, a2[2] = {0};
     if (d1 && d2) {
@@ -240,7 +354,7 @@ int main(void)
 {
     be = dg_backend_opencl_iface();
     unsetenv("DEVGATE_OPENCL_PATH");
-    static const char *const kernels[] = {"", "db32", "tiled128", "naive"};
+    static const char *const kernels[] = {"", "db32", "tiled", "tiled128", "naive"};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         if (kernels[i][0])
             setenv("DEVGATE_OPENCL_KERNEL", kernels[i], 1);
@@ -257,6 +371,16 @@ int main(void)
         if (st != DG_OK)
             continue;
         test_fused(ctx, kernels[i][0] ? kernels[i] : "default");
+        if (i == 1 || i == 2) { /* GPU kernels: the implicit convolution against im2col */
+            void *old = NULL;
+            setenv("DEVGATE_OPENCL_PATH", "old", 1);
+            st = be->init(0, &old, reason, sizeof reason);
+            unsetenv("DEVGATE_OPENCL_PATH");
+            CHECK_MSG(st == DG_OK, "old path with %s: %s", kernels[i], reason);
+            if (st == DG_OK)
+                test_implicit_conv(ctx, old, kernels[i]);
+            be->free(old);
+        }
         if (i == 1)
             test_one_command(ctx);
         if (i == 0)

@@ -186,11 +186,32 @@ DG_TILED_KERNEL(dg_sgemm_tiled128_tt, 128, 8, 1, 1)
  * stores over the banks. The same fixed k order as dg_tiled: each output is
  * one sequential sum over p. */
 #define DG_DB_PITCH(ts) ((ts) + 4)
+
+/* The column buffer's element (row, col) of one image x[c, h, w], read in
+ * place (the implicit GEMM of a convolution): row = (ci*kh + ky)*kw + kx, col
+ * = oy*wo + ox, 0 in the padding; geo = (c, h, w, kh, kw, stride, pad, wo).
+ * The same value dg_im2col writes. */
+static inline float dg_col_at(__global const float *restrict x, const int row, const int col,
+                              const int8 geo)
+{
+    const int khw = geo.s3 * geo.s4;
+    const int ci = row / khw, rr = row - ci * khw;
+    const int ky = rr / geo.s4, kx = rr - ky * geo.s4;
+    const int oy = col / geo.s7, ox = col - oy * geo.s7;
+    const int iy = oy * geo.s5 - geo.s6 + ky, ix = ox * geo.s5 - geo.s6 + kx;
+    return (iy >= 0 && iy < geo.s1 && ix >= 0 && ix < geo.s2)
+               ? x[((size_t)ci * geo.s1 + iy) * geo.s2 + ix]
+               : 0.0f;
+}
+
+/* cv (a compile-time constant): op(B) is the column buffer of the image at b
+ * (dg_col_at with geo), gathered as the slices are fetched; else B itself. */
 static inline void dg_db(const int we, const int g, const int tk, const int ta, const int tb,
                          __local float *as, __local float *bs, const int m, const int n,
                          const int k, const float alpha, __global const float *restrict a,
                          const int lda, __global const float *restrict b, const int ldb,
-                         const float beta, __global float *c, const int ldc, DG_EPI_PARAMS)
+                         const float beta, __global float *c, const int ldc, DG_EPI_PARAMS,
+                         const int cv, const int8 geo)
 {
     const int ts = 4 * we * g, pitch = DG_DB_PITCH(ts), nt = we * we;
     const int per = ts * tk / nt; /* slice elements each work-item moves, per operand */
@@ -229,7 +250,9 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
             kb = e % tk;                                                                           \
         }                                                                                          \
         const int gc = col0 + q, gkb = (k0) + kb;                                                  \
-        rb[l] = (gkb < k && gc < n) ? (tb ? b[(size_t)gc * ldb + gkb] : b[(size_t)gkb * ldb + gc]) \
+        rb[l] = (gkb < k && gc < n) ? (cv   ? dg_col_at(b, gkb, gc, geo)                          \
+                                       : tb ? b[(size_t)gc * ldb + gkb]                            \
+                                            : b[(size_t)gkb * ldb + gc])                           \
                                     : 0.0f;                                                        \
     }
 #define DG_DB_STORE(buf)                                                                           \
@@ -304,7 +327,7 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
         const size_t bi = get_group_id(2);                                                         \
         dg_db(we, g, tk, ta, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,       \
               a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
-              DG_EPI_ARGS);                                                                        \
+              DG_EPI_ARGS, 0, (int8)(0));                                                          \
     }
 DG_DB_KERNEL(dg_sgemm_db32_nn, 8, 1, 16, 0, 0)
 DG_DB_KERNEL(dg_sgemm_db32_nt, 8, 1, 16, 0, 1)
@@ -318,6 +341,26 @@ DG_DB_KERNEL(dg_sgemm_db128_nn, 16, 2, 8, 0, 0)
 DG_DB_KERNEL(dg_sgemm_db128_nt, 16, 2, 8, 0, 1)
 DG_DB_KERNEL(dg_sgemm_db128_tn, 16, 2, 8, 1, 0)
 DG_DB_KERNEL(dg_sgemm_db128_tt, 16, 2, 8, 1, 1)
+
+/* A convolution's forward pass as an implicit GEMM (the new path on GPUs):
+ * y_img[k, ho*wo] = w[k, c*kh*kw] * col_img, the column buffer never written
+ * (op(B) gathered from the image x_img = b + b_off + img * sb, dg_col_at);
+ * the batch dimension runs over images; the epilogue adds the bias per row
+ * (output channel) and the ReLU. The same slices and k order as the db
+ * kernels on an im2col buffer, so the same result. */
+#define DG_CONV_KERNEL(name, we, g, tk)                                                            \
+    __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(DG_GEMM_PARAMS,            \
+                                                                        const int8 geo)            \
+    {                                                                                              \
+        __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        const size_t bi = get_group_id(2);                                                         \
+        dg_db(we, g, tk, 0, 0, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,         \
+              a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
+              DG_EPI_ARGS, 1, geo);                                                                \
+    }
+DG_CONV_KERNEL(dg_conv_db32, 8, 1, 16)
+DG_CONV_KERNEL(dg_conv_db64, 16, 1, 16)
 
 /* ---- vector (CPU) ------------------------------------------------------------ */
 
@@ -487,20 +530,19 @@ __kernel void dg_bias_add(__global float *y, const ulong y_off, __global const f
         y[y_off + i] += bias[b_off + (i / inner) % channels];
 }
 
-/* One work-group per channel: each work-item sums a strided share of the
- * channel's outer * inner values, then a local-memory tree adds the shares.
- * The local size is a power of two <= RED_MAX. */
-__kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __global float *db,
-                           const ulong db_off, const int outer, const int channels, const int inner)
+/* The sum of channel ch's values e0 .. e1 of dy viewed [outer, channels,
+ * inner] (e = o * inner + i): each work-item a strided share, the shares
+ * tree-added in red (local size a power of two <= RED_MAX); valid in every
+ * work-item's return once all reached it. */
+static inline float dg_channel_sum(__global const float *dy, __local float *red,
+                                   const int channels, const int inner, const int ch,
+                                   const uint e0, const uint e1)
 {
-    __local float red[RED_MAX];
-    const int ch = (int)get_group_id(0);
     const uint lid = (uint)get_local_id(0), ls = (uint)get_local_size(0);
-    const uint per = (uint)outer * (uint)inner;
     float s = 0.0f;
-    for (uint e = lid; e < per; e += ls) {
+    for (uint e = e0 + lid; e < e1; e += ls) {
         const uint o = e / (uint)inner, i = e - o * (uint)inner;
-        s += dy[dy_off + ((size_t)o * channels + ch) * inner + i];
+        s += dy[((size_t)o * channels + ch) * inner + i];
     }
     red[lid] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -509,8 +551,38 @@ __kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __globa
             red[lid] += red[lid + h];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0)
-        db[db_off + ch] = red[0];
+    return red[0];
+}
+
+/* One work-group per channel: db[ch] = the channel's sum (dg_channel_sum). */
+__kernel void dg_bias_grad(__global const float *dy, const ulong dy_off, __global float *db,
+                           const ulong db_off, const int outer, const int channels, const int inner)
+{
+    __local float red[RED_MAX];
+    const int ch = (int)get_group_id(0);
+    const float s = dg_channel_sum(dy + dy_off, red, channels, inner, ch, 0u,
+                                   (uint)outer * (uint)inner);
+    if (get_local_id(0) == 0)
+        db[db_off + ch] = s;
+}
+
+/* A long bias gradient in two commands (the new path; then dg_sum_parts adds
+ * the slices in order): work-group (s, ch) sums slice s of nparts of channel
+ * ch's outer * inner values into part[s * channels + ch]. Many work-groups
+ * where dg_bias_grad has one per channel (a convolution's 32 channels of a
+ * million values each). */
+__kernel void dg_bias_grad_part(__global const float *dy, const ulong dy_off,
+                                __global float *part, const ulong part_off, const int outer,
+                                const int channels, const int inner, const int nparts)
+{
+    __local float red[RED_MAX];
+    const int sl = (int)get_group_id(0), ch = (int)get_group_id(1);
+    const uint per = (uint)outer * (uint)inner;
+    const uint chunk = (per + (uint)nparts - 1) / (uint)nparts;
+    const uint e0 = (uint)sl * chunk, e1 = min(per, e0 + chunk);
+    const float s = dg_channel_sum(dy + dy_off, red, channels, inner, ch, e0, e1);
+    if (get_local_id(0) == 0)
+        part[part_off + (size_t)sl * channels + ch] = s;
 }
 
 /* y = max(x, 0); x and y may be the same place. */

@@ -17,7 +17,11 @@
  * offsets passed as kernel arguments (no sub-buffers) after every range has
  * been checked against the buffer's size. Reductions run in a fixed order and
  * scatters are written as gathers, so results are deterministic and no float
- * atomics are needed. Convolutions go through im2col, a batched GEMM and a
+ * atomics are needed. On the new path (DEVGATE_OPENCL_PATH) a convolution's
+ * forward pass on the GPU kernels is an implicit GEMM (dg_conv_db32/db64: the
+ * column buffer gathered from the images as the product's slices are
+ * fetched, bias and ReLU in its epilogue), one command. Otherwise, and for
+ * the backward pass, convolutions go through im2col, a batched GEMM and a
  * gather col2im, chunk of images at a time, the chunk sized so the workspace
  * stays under a cap: 64 MiB on CPUs, 1/256 of the memory (64-512 MiB) on
  * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
@@ -110,15 +114,20 @@ typedef enum ocl_op {
     K_MARK,
     K_TRANSPOSE,
     K_XENT_ONE,
+    K_BIAS_GRAD_PART,
     K_COUNT
 } ocl_op;
 static const char *const op_kernels[K_COUNT] = {
-    "dg_fill",     "dg_bias_add",    "dg_bias_grad",   "dg_relu_fwd",
-    "dg_relu_bwd", "dg_maxpool_fwd", "dg_maxpool_bwd", "dg_im2col",
-    "dg_col2im",   "dg_sum_parts",   "dg_xent_rows",   "dg_xent_reduce",
-    "dg_sgd",      "dg_mark",        "dg_transpose",   "dg_xent_one"};
+    "dg_fill",        "dg_bias_add",      "dg_bias_grad", "dg_relu_fwd", "dg_relu_bwd",
+    "dg_maxpool_fwd", "dg_maxpool_bwd",   "dg_im2col",    "dg_col2im",   "dg_sum_parts",
+    "dg_xent_rows",   "dg_xent_reduce",   "dg_sgd",       "dg_mark",     "dg_transpose",
+    "dg_xent_one",    "dg_bias_grad_part"};
 static const bool op_reduces[K_COUNT] = {
-    [K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true, [K_XENT_ONE] = true};
+    [K_BIAS_GRAD] = true, [K_XENT_REDUCE] = true, [K_XENT_ONE] = true, [K_BIAS_GRAD_PART] = true};
+/* A channel's bias gradient is split into slices of about this many values
+ * (at most OCL_BG_PARTS of them) on the new path when that makes two or more. */
+#define OCL_BG_SLICE 8192
+#define OCL_BG_PARTS 1024
 #define OCL_LOCAL 256 /* local size of the op kernels (RED_MAX in kernels.cl) */
 /* Convolution workspace cap: images are processed in chunks whose column
  * buffer and per-image weight gradients fit in this many bytes (at least one
@@ -160,6 +169,7 @@ typedef struct ocl_ctx {
     dg_ocl_origin origin;            /* the program built from source or from the binary cache */
     cl_kernel kernels[VAR_COUNT][4]; /* the variants usable on this device; others NULL */
     cl_kernel ops[K_COUNT];
+    cl_kernel conv[2]; /* dg_conv_db32, dg_conv_db64 where those GEMM variants built; else NULL */
     size_t ops_local[K_COUNT]; /* local size per op kernel (a power of two for reductions) */
     cl_mem scratch;            /* xent per-row results, grown on demand */
     size_t scratch_bytes;
@@ -168,12 +178,13 @@ typedef struct ocl_ctx {
     cl_event events[DG_EVENT_SLOTS];
     cl_command_queue copyq; /* uploads from page-locked blocks; created with the first block */
     ocl_pin pin[OCL_PIN_BLOCKS];
-    cl_event hold;     /* dg_ocl_hold_copies: a user event every page-locked write waits on */
-    uint64_t enqueued; /* commands put on the queues by uploads, ops and markers (dg_ocl_counts) */
-    uint64_t waits;    /* calls that made the host wait for the device */
-    bool kernel_marks; /* markers lack profiling times here: mark with dg_mark */
-    bool old_path;     /* DEVGATE_OPENCL_PATH=old: no fused calls, xent in two commands */
-    uint64_t conv_cap; /* convolution workspace cap in bytes */
+    cl_event hold;      /* dg_ocl_hold_copies: a user event every page-locked write waits on */
+    uint64_t enqueued;  /* commands put on the queues by uploads, ops and markers (dg_ocl_counts) */
+    uint64_t waits;     /* calls that made the host wait for the device */
+    bool kernel_marks;  /* markers lack profiling times here: mark with dg_mark */
+    bool old_path;      /* DEVGATE_OPENCL_PATH=old: no fused calls, xent in two commands */
+    bool direct_upload; /* page-locked uploads as one write on the compute queue */
+    uint64_t conv_cap;  /* convolution workspace cap in bytes */
     cl_uint compute_units;
     cl_ulong max_alloc;
     pthread_t owner; /* the thread that made the context: only it writes err */
@@ -476,6 +487,9 @@ static void ocl_free(void *ctx)
     for (int k = 0; k < K_COUNT; k++)
         if (o->ops[k])
             clReleaseKernel(o->ops[k]);
+    for (int k = 0; k < 2; k++)
+        if (o->conv[k])
+            clReleaseKernel(o->conv[k]);
     if (o->program)
         clReleaseProgram(o->program);
     if (o->queue)
@@ -750,6 +764,30 @@ static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
     return DG_OK;
 }
 
+/* The implicit-GEMM convolution kernels beside the db32 and db64 GEMM
+ * kernels this context built (each optional: where one cannot be made or
+ * does not fit, convolutions go through im2col as before). */
+static void make_conv_kernels(ocl_ctx *o)
+{
+    static const char *const names[2] = {"dg_conv_db32", "dg_conv_db64"};
+    static const ocl_var vars[2] = {VAR_D32, VAR_D64};
+    for (int i = 0; i < 2; i++) {
+        if (!o->kernels[vars[i]][0])
+            continue;
+        cl_int e = CL_SUCCESS;
+        cl_kernel kr = clCreateKernel(o->program, names[i], &e);
+        size_t wg = 0;
+        if (kr &&
+            clGetKernelWorkGroupInfo(kr, o->devs[o->index].device, CL_KERNEL_WORK_GROUP_SIZE,
+                                     sizeof wg, &wg, NULL) == CL_SUCCESS &&
+            wg >= var_wg[vars[i]] * var_wg[vars[i]]) {
+            o->conv[i] = kr;
+        } else if (kr) {
+            clReleaseKernel(kr);
+        }
+    }
+}
+
 /* The convolution workspace cap: OCL_CONV_WORK_CAP on CPUs; on other devices
  * 1/256 of the device memory within OCL_CONV_WORK_CAP .. OCL_CONV_WORK_GPU_MAX
  * (fewer, larger chunks: each chunk costs several launches); or the byte count
@@ -776,6 +814,11 @@ static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
         return reason_set(reason, len, DG_ERR_USAGE,
                           "DEVGATE_OPENCL_PATH=%.64s: unknown path (new, old)", path);
     o->old_path = path && strcmp(path, "old") == 0;
+    const char *up = getenv("DEVGATE_OPENCL_UPLOAD");
+    if (up && *up && strcmp(up, "direct") != 0 && strcmp(up, "staged") != 0)
+        return reason_set(reason, len, DG_ERR_USAGE,
+                          "DEVGATE_OPENCL_UPLOAD=%.64s: unknown upload (direct, staged)", up);
+    o->direct_upload = up && *up ? strcmp(up, "direct") == 0 : !o->old_path;
     const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
     if (!v || !*v)
         return DG_OK;
@@ -874,6 +917,7 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
         st = make_op_kernels(o, reason, len);
     if (st != DG_OK)
         goto fail;
+    make_conv_kernels(o);
     probe_markers(o);
     *ctx = o;
     return DG_OK;
@@ -1074,6 +1118,22 @@ static dg_status upload_pinned(ocl_ctx *o, ocl_pin *b, cl_mem buf, size_t off, c
                                size_t bytes)
 {
     size_t at = (size_t)((const char *)src - (const char *)b->host);
+    if (o->direct_upload) {
+        /* One command: the write on the compute queue itself, in order with
+         * the ops (no twin, no event crossing queues); its event is what
+         * host_wait waits for. */
+        cl_event copied = NULL;
+        cl_int e = clEnqueueWriteBuffer(o->queue, buf, CL_FALSE, off, bytes, src, o->hold ? 1 : 0,
+                                        o->hold ? &o->hold : NULL, &copied);
+        if (e != CL_SUCCESS)
+            return ocl_clfail(o, "clEnqueueWriteBuffer(page-locked upload)", e);
+        if (b->copied)
+            clReleaseEvent(b->copied);
+        b->copied = copied;
+        o->enqueued++;
+        e = clFlush(o->queue);
+        return e == CL_SUCCESS ? DG_OK : ocl_clfail(o, "clFlush", e);
+    }
     cl_event wait[2];
     cl_uint nw = 0;
     if (b->used)
@@ -1420,12 +1480,49 @@ enum { EPI_BIAS_COL = 1, EPI_BIAS_ROW = 2, EPI_RELU = 4, EPI_MASK = 8 };
 /* Enqueues batch GEMMs on checked operands, product i on the operands
  * advanced by i*sa, i*sb, i*sc elements, with pick_var's variant, then the
  * epilogue ep (NULL: none) on every output. */
+static dg_status enqueue_product(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                                 cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
+                                 int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
+                                 cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo);
+
 static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
                                  cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
                                  int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
                                  cl_ulong sc, size_t batch, const ocl_epi *ep)
 {
+    return enqueue_product(o, ta, tb, m, n, k, alpha, a, ea, lda, sa, b, eb, ldb, sb, beta, c, ec,
+                           ldc, sc, batch, ep, NULL);
+}
+
+/* The implicit-GEMM convolution kernel (0: dg_conv_db32, 1: dg_conv_db64)
+ * for an m x n product over batch images, as the GEMM choice would tile it;
+ * -1 when none serves (the old path, or no such kernel here: im2col). */
+static int conv_kernel_for(const ocl_ctx *o, int m, int n, size_t batch)
+{
+    if (o->old_path)
+        return -1;
+    ocl_var v = pick_var(o, false, false, m, n, batch);
+    if (v == VAR_D32 && o->conv[0])
+        return 0;
+    if ((v == VAR_D64 || v == VAR_T128 || v == VAR_D128 || v == VAR_T64) && o->conv[1])
+        return 1;
+    return -1;
+}
+
+/* enqueue_gemm_ep, or with geo (c, h, w, kh, kw, stride, pad, wo) the
+ * implicit-GEMM convolution: op(B) of product i the column buffer of the
+ * image at b + eb + i * sb (conv_kernel_for must have answered). */
+static dg_status enqueue_product(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
+                                 cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
+                                 int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
+                                 cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo)
+{
     ocl_var v = pick_var(o, ta, tb, m, n, batch);
+    int ck = geo ? conv_kernel_for(o, m, n, batch) : -1;
+    if (geo && ck < 0)
+        return ocl_fail(o, DG_ERR_BACKEND, "conv2d_fwd: no implicit-GEMM kernel here");
+    if (geo)
+        v = ck == 0 ? VAR_D32 : VAR_D64;
     if (v == VAR_VEC && tb && k > 0) {
         dg_status st = transpose_b(o, &b, &eb, &ldb, &sb, n, k, batch);
         if (st == DG_OK)
@@ -1433,7 +1530,7 @@ static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int
         else if (st != DG_ERR_UNAVAILABLE)
             return st;
     }
-    cl_kernel kr = o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
+    cl_kernel kr = geo ? o->conv[ck] : o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
     cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc, epi = ep ? ep->epi : 0;
     cl_float fa = alpha, fb = beta;
     /* Unused epilogue operands: C stands in (never read). */
@@ -1442,7 +1539,12 @@ static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int
     const karg args[] = {KA(im), KA(in),    KA(ik),    KA(fa),    KA(a),     KA(ea), KA(ia), KA(sa),
                          KA(b),  KA(eb),    KA(ib),    KA(sb),    KA(fb),    KA(c),  KA(ec), KA(ic),
                          KA(sc), KA(mbias), KA(ebias), KA(mmask), KA(emask), KA(epi)};
-    dg_status st = set_args(o, kr, var_kernels[v], args, NARGS(args));
+    dg_status st = set_args(o, kr, geo ? "dg_conv" : var_kernels[v], args, NARGS(args));
+    if (st == DG_OK && geo) { /* the geometry after the GEMM's arguments */
+        cl_int e = clSetKernelArg(kr, (cl_uint)NARGS(args), sizeof *geo, geo);
+        if (e != CL_SUCCESS)
+            st = ocl_clfail(o, "clSetKernelArg(dg_conv geometry)", e);
+    }
     if (st != DG_OK)
         return st;
 
@@ -1681,6 +1783,35 @@ static dg_status ocl_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int c
     return run_op(o, K_BIAS_ADD, args, NARGS(args), (size_t)total);
 }
 
+static dg_status ensure_scratch(ocl_ctx *o, size_t bytes);
+
+/* db = the bias gradient in two commands: nparts slices per channel summed by
+ * many work-groups into the scratch buffer, then the slices added in order
+ * (dg_sum_parts). Deterministic as the one-command kernel, in another order. */
+static dg_status bias_grad_parts(ocl_ctx *o, cl_mem dy, cl_ulong edy, cl_mem db, cl_ulong edb,
+                                 int outer, int channels, int inner, int nparts)
+{
+    dg_status st = ensure_scratch(o, (size_t)nparts * (size_t)channels * sizeof(float));
+    if (st != DG_OK)
+        return st;
+    cl_mem ms = o->scratch;
+    cl_ulong zero = 0;
+    cl_int io = outer, ic = channels, ii = inner, np = nparts, acc = 0;
+    const karg args[] = {KA(dy), KA(edy), KA(ms), KA(zero), KA(io), KA(ic), KA(ii), KA(np)};
+    st = set_args(o, o->ops[K_BIAS_GRAD_PART], op_kernels[K_BIAS_GRAD_PART], args, NARGS(args));
+    if (st != DG_OK)
+        return st;
+    size_t local[2] = {o->ops_local[K_BIAS_GRAD_PART], 1};
+    size_t global[2] = {(size_t)nparts * local[0], (size_t)channels};
+    cl_int e = clEnqueueNDRangeKernel(o->queue, o->ops[K_BIAS_GRAD_PART], 2, NULL, global, local, 0,
+                                      NULL, NULL);
+    if (e != CL_SUCCESS)
+        return ocl_clfail(o, "clEnqueueNDRangeKernel(dg_bias_grad_part)", e);
+    o->enqueued++;
+    const karg sum[] = {KA(ms), KA(zero), KA(db), KA(edb), KA(ic), KA(np), KA(acc)};
+    return run_op(o, K_SUM_PARTS, sum, NARGS(sum), (size_t)channels);
+}
+
 static dg_status ocl_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int channels, int inner)
 {
     ocl_ctx *o = ctx;
@@ -1699,6 +1830,11 @@ static dg_status ocl_bias_grad(void *ctx, dg_ref dy, dg_ref db, int outer, int c
     /* An empty dy is never read: stand db in for it. */
     cl_mem mdy = total > 0 ? (cl_mem)dy.buf : (cl_mem)db.buf, mdb = db.buf;
     cl_int io = outer, ic = channels, ii = inner;
+    uint64_t per = (uint64_t)outer * (uint64_t)inner;
+    uint64_t parts = (per + OCL_BG_SLICE - 1) / OCL_BG_SLICE;
+    if (!o->old_path && parts >= 2)
+        return bias_grad_parts(o, mdy, edy, mdb, edb, outer, channels, inner,
+                               (int)(parts < OCL_BG_PARTS ? parts : OCL_BG_PARTS));
     const karg args[] = {KA(mdy), KA(edy), KA(mdb), KA(edb), KA(io), KA(ic), KA(ii)};
     return run_op(o, K_BIAS_GRAD, args, NARGS(args), (size_t)channels * o->ops_local[K_BIAS_GRAD]);
 }
@@ -1928,6 +2064,19 @@ static dg_status conv_fwd(ocl_ctx *o, const dg_conv_shape *s, dg_ref x, dg_ref w
         oe.epi = (bias.buf ? EPI_BIAS_ROW : 0) | (relu ? EPI_RELU : 0);
         oe.bias = bias.buf;
         oe.ebias = eb;
+    }
+    if (conv_kernel_for(o, s->k, hw, (size_t)s->n) >= 0) {
+        /* The implicit GEMM: one command for up to OCL_BATCH_MAX images, no
+         * column buffer. */
+        cl_int8 geo = {{s->c, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->wo}};
+        cl_ulong xs = (cl_ulong)s->c * s->h * s->w, ys = (cl_ulong)s->k * hw;
+        for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += OCL_BATCH_MAX) {
+            int nimg = s->n - i0 < OCL_BATCH_MAX ? s->n - i0 : OCL_BATCH_MAX;
+            st = enqueue_product(o, false, false, s->k, hw, ckk, 1.0f, mw, ew, ckk, 0, mx,
+                                 ex + (cl_ulong)i0 * xs, hw, xs, 0.0f, my, ey + (cl_ulong)i0 * ys,
+                                 hw, ys, (size_t)nimg, oe.epi ? &oe : NULL, &geo);
+        }
+        return st;
     }
     for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += (int)d.chunk) {
         int nimg = s->n - i0 < (int)d.chunk ? s->n - i0 : (int)d.chunk;

@@ -27,6 +27,9 @@ the run record's profile.step.wall_stats (tests/cli/test_accept_cmd_sweep.sh).
 --epoch-growth F: each epoch's steps take F times the previous epoch's (a
 program slowing down, for the run record's slowing-down analysis:
 tests/cli/test_method_contract.sh).
+--cpu-ms MS: the base step time on --device cpu instead of --base-ms (a
+planted cpu baseline for accept's compare pairs, as the fixture's
+DEVGATE_PAIR_PLAN plants it: tests/cli/test_method_contract.sh).
 --samples N: a data set of N samples: a step holds min(batch, N) (a loader
 delivers a set smaller than the batch whole), and run_start says N
 (loader.samples) unless --hide-size (an iterable data set without a length).
@@ -76,6 +79,8 @@ def main(argv=None):
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=4, help="steps an epoch")
     ap.add_argument("--base-ms", type=float, default=40.0)
+    ap.add_argument("--cpu-ms", type=float,
+                    help="the base step time when --device cpu (default --base-ms)")
     ap.add_argument("--plateau", type=int, default=1 << 30)
     ap.add_argument("--gain", type=float, default=0.04)
     ap.add_argument("--kill-above", type=int)
@@ -94,7 +99,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     b = args.batch
-    step_s = args.base_ms / 1000.0
+    base_ms = args.cpu_ms if args.cpu_ms is not None and args.device == "cpu" else args.base_ms
+    step_s = base_ms / 1000.0
     if b > args.plateau:
         doublings = math.log2(b / args.plateau)
         step_s *= (b / args.plateau) / (1.0 + args.gain) ** doublings
