@@ -63,7 +63,10 @@ def run_variant(a, variant, work):
     env = child_env(variant == "run" and not a.devgate)
     if a.devgate:
         env["DEVGATE_LEDGER"] = os.path.join(work, "ledger.db")
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=1800)
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800)
+    if done.returncode != 0:
+        sys.exit("probe_overhead: the %s child exited %d: %s" % (variant, done.returncode,
+                                                               " | ".join(done.stderr.strip().splitlines()[-3:])))
     with open(result) as f:
         got = json.load(f)
     later = got["epochs_s"][1:] or got["epochs_s"]
@@ -199,9 +202,12 @@ print(json.dumps(r))
 
 def hooks(a):
     env = child_env(False)
-    out = subprocess.run([a.python, "-c", HOOKS, a.device, str(a.batch), str(a.threads), str(a.steps), HERE],
-                         env=env, check=True, capture_output=True, text=True, timeout=1800).stdout
-    r = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([a.python, "-c", HOOKS, a.device, str(a.batch), str(a.threads), str(a.steps), HERE],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        sys.exit("probe_overhead: the hooks' child exited %d: %s" % (done.returncode,
+                                                                   " | ".join(done.stderr.strip().splitlines()[-3:])))
+    r = json.loads(done.stdout.strip().splitlines()[-1])
     step_us = r.pop("step_us")
     device, batch = r.pop("device"), r.pop("batch")
     print("device %s, batch %d: the loop's step %.1f us (median, probe standing by)" % (device, batch, step_us))

@@ -6,7 +6,8 @@
 # and how its server ended; no server is left behind; a server that dies part
 # way is named with how it died and the record is kept; a backend that cannot
 # serve is exit 3 with its reason; the fixture's own options are usage errors
-# elsewhere. Quick tier: no torch, no Python server.
+# elsewhere (test_slo_quick.sh). Full tier (30-50 s on a busy 2-core
+# machine); test_slo_quick.sh has a one-level fixture run for the quick one.
 . "$(dirname "$0")/lib.sh"
 if "$DG" --no-ledger slo --target fixture --slo ttft:1s --duration 1 2>&1 | grep -q "without libcurl"; then
   expect_exit 3 "$DG" --no-ledger slo --target fixture --slo ttft:1s --duration 1
@@ -60,16 +61,62 @@ if ! "$DG" --no-ledger gate --backend cuda --json 2>/dev/null | grep -q '"availa
   expect_json l2.json 'not any(r["label"] == "nocuda" for r in d)'
 fi
 
-# The fixture's options: usage errors naming them.
-expect_exit 2 "$DG" slo --target http://127.0.0.1:9 --backend cpu --slo ttft:1s
-expect_grep "$T/err" '\-\-backend and \-\-batch are the fixture'"'"'s: give \-\-target fixture'
-expect_exit 2 "$DG" slo --target fixture --api ollama --slo ttft:1s
-expect_grep "$T/err" 'the fixture speaks OpenAI'
-expect_exit 2 "$DG" slo --target fixture --model nosuch --slo ttft:1s
-expect_grep "$T/err" "unknown model 'nosuch'"
-expect_exit 2 "$DG" slo --target fixture --backend tpu --slo ttft:1s
-expect_grep "$T/err" '\-\-backend tpu: not a backend devgate knows'
-expect_exit 2 "$DG" __slo_fixture --backend cpu
-expect_grep "$T/err" '\-\-listen-fd is required'
+# The server itself (devgate __slo_fixture on a socket this test listens on):
+# OpenAI's routes and shapes, keep-alive, the errors a client gets, TERM ends it.
+python3 - "$DG" <<'PY' >proto.txt 2>&1 && ok || { bad "the fixture server's protocol"; sed 's/^/  /' proto.txt >&2; }
+import http.client, json, os, socket, subprocess, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+r, w = os.pipe()
+p = subprocess.Popen([sys.argv[1], "--no-ledger", "__slo_fixture", "--listen-fd", str(s.fileno()),
+                      "--ready-fd", str(w), "--model", "lenet", "--batch", "3"], pass_fds=(s.fileno(), w))
+os.close(w)
+ready = json.loads(os.fdopen(r).readline())
+assert ready["ready"] and ready["model"] == "lenet" and ready["batch"] == 3, ready
+c = http.client.HTTPConnection("127.0.0.1", s.getsockname()[1], timeout=60)
+def call(method, path, body=None):
+    c.request(method, path, body=None if body is None else json.dumps(body),
+              headers={"Content-Type": "application/json"})
+    a = c.getresponse()
+    return a.status, a.getheader("Content-Type"), a.read().decode()
+st, ct, b = call("GET", "/v1/models")
+assert st == 200 and json.loads(b)["data"][0]["id"] == "lenet", b
+# streamed chat: role in the first delta, one letter a token, the finish, usage, [DONE]
+st, ct, b = call("POST", "/v1/chat/completions", {"model": "lenet", "messages": [{"role": "user", "content": "hello"}],
+                 "max_tokens": 5, "stream": True, "stream_options": {"include_usage": True}})
+ev = [l[6:] for l in b.split("\n") if l.startswith("data: ")]
+assert st == 200 and ct == "text/event-stream" and ev[-1] == "[DONE]", b
+js = [json.loads(e) for e in ev[:-1]]
+toks = [j["choices"][0]["delta"]["content"] for j in js if j["choices"] and j["choices"][0]["finish_reason"] is None]
+assert len(toks) == 5 and all(len(t) == 1 and t.isalpha() for t in toks), toks
+assert js[0]["choices"][0]["delta"]["role"] == "assistant" and js[0]["object"] == "chat.completion.chunk"
+assert js[-2]["choices"][0]["finish_reason"] == "length"
+assert js[-1]["usage"] == {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}, js[-1]
+# the same prompt gives the same tokens (seeded weights, a function of the prompt and the tokens so far)
+st, ct, b2 = call("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hello"}],
+                  "max_tokens": 5, "stream": True})
+toks2 = [json.loads(l[6:])["choices"][0]["delta"]["content"] for l in b2.split("\n")
+         if l.startswith("data: {") and json.loads(l[6:])["choices"][0]["finish_reason"] is None]
+assert toks2 == toks, (toks, toks2)
+# whole (stream false): one JSON answer with its usage
+st, ct, b = call("POST", "/v1/completions", {"prompt": "abc", "max_tokens": 3})
+d = json.loads(b)
+assert st == 200 and len(d["choices"][0]["text"]) == 3 and d["usage"]["completion_tokens"] == 3, b
+# the errors a client gets, each an OpenAI error object, the connection kept
+for method, path, body, want in (("POST", "/v1/completions", {"model": "gpt-9", "prompt": "x"}, 404),
+                                 ("GET", "/v1/completions", None, 405), ("GET", "/nope", None, 404),
+                                 ("POST", "/v1/completions", {"prompt": "x", "max_tokens": 0}, 400)):
+    st, ct, b = call(method, path, body)
+    assert st == want and "message" in json.loads(b)["error"], (path, st, b)
+c.request("POST", "/v1/completions", body="{not json", headers={"Content-Type": "application/json"})
+a = c.getresponse(); a.read()
+assert a.status == 400
+st, ct, b = call("GET", "/metrics")
+assert st == 200 and "vllm:generation_tokens_total 13" in b, b
+st, ct, b = call("GET", "/health")
+assert st == 200
+p.terminate()
+assert p.wait(timeout=30) == 0
+print("ok")
+PY
 
 done_tests
