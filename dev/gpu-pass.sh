@@ -59,7 +59,7 @@
 #            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
 #            one and the new one with the old staged upload (OCLBENCH_PATHS), medians of
 #            OCLBENCH_ROUNDS (3), the ratio cuda/opencl and the commands a step), then the
-#            per-op profile of lenet and cifar at batch 1024 on opencl
+#            per-op profile of lenet and cifar at batch 1024 on opencl (OCLBENCH_GEMM=0 skips the GEMM part)
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
 #            asyncio client on a C loopback server answering in exactly 10 ms, at 1 and
 #            64 streams, and the streams one devgate drives (the host's libcurl.so.4);
@@ -350,7 +350,7 @@ pass_oclbench() {
     $GB --devices --platform NVIDIA | tee /tmp/devgate-ocl-devices.txt
     nv=$(awk -F'\t' '$1 == "pick" {print $2}' /tmp/devgate-ocl-devices.txt)
   fi
-  if [ -n "$nv" ]; then
+  if [ -n "$nv" ] && [ "${OCLBENCH_GEMM:-1}" = 1 ]; then
     echo "== GEMM: devgate OpenCL against CLBlast, NVIDIA OpenCL device $nv"
     s=$(date +%s.%N)
     timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
@@ -363,7 +363,7 @@ pass_oclbench() {
         --shapes sq512,sq1024,mlp4096.fc2.dw,mlp256.fc1.fwd,cifar256.conv2.fwd | grep -vE '^#|^shape'
     done
   else
-    echo "no $GB or no NVIDIA OpenCL device: the GEMM comparison is skipped"
+    echo "no $GB, no NVIDIA OpenCL device or OCLBENCH_GEMM=0: the GEMM comparison is skipped"
   fi
   echo "== fixture: devgate train, opencl (new and old path) against cuda"
   s=$(date +%s.%N)

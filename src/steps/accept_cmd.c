@@ -282,6 +282,8 @@ static cJSON *run_cmd(acmd *a, int batch, const char *device, int epochs, const 
     if (sp && sp->steps > 0) {
         env_add(&env, "DEVGATE_PROBE_MAX_STEPS=%d", sp->steps);
         env_add(&env, "DEVGATE_PROBE_FAST_EXIT=1");
+        /* The gate step proved the device: no second product in every run. */
+        env_add(&env, "DEVGATE_PROBE_GATE=0");
     }
     if (sp && sp->steady > 1)
         env_add(&env, "DEVGATE_PROBE_STEADY=%d:%g", sp->steady, sp->tol);

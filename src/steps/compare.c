@@ -173,6 +173,10 @@ dg_status dg_fixture_compare_pair(void *ctx, int batch, const char *device, dg_p
     out->extra = cJSON_CreateObject();
     cJSON_AddItemToObject(out->extra, "ms", ms ? cJSON_Duplicate(ms, true) : cJSON_CreateArray());
     cJSON_AddNumberToObject(out->extra, "warmup", dg_jnum(steps, "warmup"));
+    /* The cpu side's team: the threads it really had, the cores others took. */
+    cJSON *team = strcmp(device, "cpu") == 0 ? cJSON_GetObjectItem(rec, "cpu_team") : NULL;
+    if (team)
+        cJSON_AddItemToObject(out->extra, "cpu_team", cJSON_Duplicate(team, true));
     cJSON_Delete(rec);
     return DG_OK;
 }

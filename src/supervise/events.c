@@ -192,6 +192,13 @@ static signed char tri(const cJSON *o, const char *key)
     return cJSON_IsBool(v) ? (signed char)cJSON_IsTrue(v) : (signed char)-1;
 }
 
+/* epoch_end.gc: "full" 1, "young" 0, anything else -1. */
+static signed char gc_kind(const cJSON *o)
+{
+    const char *g = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "gc"));
+    return !g ? -1 : strcmp(g, "full") == 0 ? 1 : strcmp(g, "young") == 0 ? 0 : -1;
+}
+
 /* Copies at most n - 1 bytes of src, cut at a UTF-8 boundary ("" for NULL). */
 static void copy_utf8(char *dst, size_t n, const char *src)
 {
@@ -441,7 +448,8 @@ void dg_evcollect_line(dg_evcollect *c, const char *line, size_t len, double now
                                                 num(ev, "footprint"),
                                                 now,
                                                 tri(ev, "cache_emptied"),
-                                                tri(ev, "validation")};
+                                                tri(ev, "validation"),
+                                                gc_kind(ev)};
         epoch_losses(c, ev);
         break;
     case DG_EV_FALLBACK: keep_fallback(c, ev); break;

@@ -235,6 +235,10 @@ cJSON *dg_run_soak_section(const dg_evcollect *c, const double *rss_peaks, size_
         cJSON_AddItemToObject(o, "rss_peak",
                               dg_json_metric_of(i < npeaks ? rss_peaks[i] : NAN, "bytes"));
         add_tri(o, "cache_emptied", e->cache_emptied);
+        if (e->gc_full < 0)
+            cJSON_AddNullToObject(o, "gc");
+        else
+            cJSON_AddStringToObject(o, "gc", e->gc_full ? "full" : "young");
         add_tri(o, "validation", e->validation);
         /* The epoch's steps: median time and samples/s. */
         size_t n = 0;

@@ -71,6 +71,7 @@ typedef struct dg_ev_step {
 typedef struct dg_ev_epoch {
     double epoch, allocated, reserved, max_allocated, driver, footprint, t; /* NAN: not reported */
     signed char cache_emptied, validation;                                  /* 1, 0, -1 unknown */
+    signed char gc_full; /* the collection before the reading: 1 full, 0 young, -1 not said */
 } dg_ev_epoch;
 
 typedef struct dg_ev_fallback {

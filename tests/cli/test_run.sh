@@ -26,6 +26,7 @@ expect_json good1.json 'd["supervise"]["exit_status"] == 0 and d["supervise"]["s
 expect_json good1.json 'len(d["soak"]["epochs"]) == 10 and d["soak"]["epochs_recorded"] == 10 and d["soak"]["empty_cache"] is True'
 expect_json good1.json 'all(d["soak"]["growth"][k]["value"] == 0 for k in ("allocator_reserved", "allocator_allocated", "driver", "footprint"))'
 expect_json good1.json 'set(d["soak"]["epochs"][0]) >= {"epoch","allocated","reserved","driver_used","rss","rss_peak","cache_emptied","validation","step_ms","samples_per_s"}'
+expect_json good1.json 'all(e["gc"] is None for e in d["soak"]["epochs"])' # the explicit API says no collection kind
 expect_json good1.json 'd["gate"]["kind"] == "gate" and d["gate"]["verdict"] == "pass" and d["gate"]["backends"][0]["matmul"]["ok"] is True'
 expect_json good1.json 'd["supervise"]["events"]["by_kind"]["step"] == 50 and d["supervise"]["events"]["unknown"] == 1 and d["supervise"]["events"]["malformed"] == 0'
 expect_json good1.json 'd["profile"]["fallbacks"][0]["op"] == "aten::foo" and d["profile"]["step"]["ms"]["valid"]'

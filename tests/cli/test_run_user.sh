@@ -112,12 +112,14 @@ done
 trap 'kill "${HOGS[@]}" 2>/dev/null; rm -rf "$T"' EXIT
 "$DG" --no-ledger run --no-env --json --sample-ms 100 -- "$PY" "$U/compute_bound.py" --seconds 6 \
   >hog.json 2>hog.err || { [ $? -le 1 ] || bad "run beside a hog failed"; }
-# The healthy script at load: still no finding above info (contended names the hog).
+# The healthy script at load: still no finding above info (contended and noisy-measurement
+# name the load, not the program; whether contended fires depends on how much of the
+# machine the hogs got beside everything else running).
 "$DG" --no-ledger run --no-env --json -- "$PY" "$U/healthy_train.py" --epochs 2 --workers 0 \
   >healthy-load.json 2>healthy-load.err || { [ $? -le 1 ] || bad "healthy run beside a hog failed"; }
 kill "${HOGS[@]}" 2>/dev/null
 wait "${HOGS[@]}" 2>/dev/null
-check healthy-load "contended:warn" "above-info unseeded host-sync retained-refs footprint-growth" 'd["seeds"]["seeded"]["torch"] and len(d["supervise"]["losses"]) == 32'
+check healthy-load "" "above-info unseeded host-sync retained-refs footprint-growth" 'd["seeds"]["seeded"]["torch"] and len(d["supervise"]["losses"]) == 32'
 check hog "contended:warn" "" '(lambda f: all(x["severity"] == "info" and "other processes took" in x["title"] for x in f if x["id"] == "cpu-use"))(d["findings"]) and d["contention"]["others_cpus"]["value"] >= 0.5'
 
 # The leak is judged on live memory without the cache discipline too.

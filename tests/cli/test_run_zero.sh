@@ -41,6 +41,10 @@ expect_json slow.json 'any(f["id"] == "data-starved" and "%.0f%%" % (100 * d["pr
 run retain --sample-ms 50 -- "$PY" "$SCRIPT" --mode retain
 expect_json retain.json 'd["soak"]["epochs_recorded"] >= 10 and d["soak"]["source"] == "probe"'
 expect_json retain.json 'any(f["id"] == "retained-refs" for f in d["findings"])'
+# The leak's epochs are read after full collections: the first epoch end always, later
+# ones where the collection is cheap beside the epoch or live memory grew 1% (which of
+# the two is test_probe_cost.py's; here the epochs are long enough for the first).
+expect_json retain.json 'd["soak"]["epochs"][0]["gc"] == "full" and sum(e["gc"] == "full" for e in d["soak"]["epochs"]) >= 5'
 
 # The same leak with the probe turned off: found from the sampled footprint alone.
 # 24 epochs: the leak must dominate the run over start-up and the exit tail.

@@ -530,6 +530,14 @@ class StopKnobTests(unittest.TestCase):
         clock = [100.0, 100.9, 101.5, 102.1]  # perf_counter at each step's end
         self.assertEqual(self.feed(w, [900, 900, 900, 900], clock), [None, None, None, "budget"])
 
+    def test_the_budget_waits_for_the_steady_checks_steps(self):
+        # A slow, noisy window: the budget is spent after the first step, but
+        # the window's interval needs the steady check's 4 steps after the warm-up.
+        w = self.window(DEVGATE_PROBE_BUDGET=1, DEVGATE_PROBE_STEADY="4:0.01", DEVGATE_PROBE_MAX_STEPS=100)
+        clock = [100.0 + 2 * i for i in range(7)]
+        self.assertEqual(self.feed(w, [900, 900, 500, 600, 700, 800, 900], clock),
+                         [None] * 5 + ["budget", "budget"])
+
     def test_off_without_the_knobs(self):
         w = self.window()
         self.assertFalse(w.wanted)

@@ -206,11 +206,15 @@ static void test_collect(void)
     /* Epoch ends are not rate limited but capped. */
     for (int i = 0; i < 5; i++)
         feed(&c,
-             "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,\"reserved\":\"x\","
-             "\"cache_emptied\":true}",
+             i == 1   ? "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"gc\":\"young\"}"
+             : i == 2 ? "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"gc\":\"odd\"}"
+                      : "{\"v\":1,\"ev\":\"epoch_end\",\"epoch\":1,\"allocated\":10,"
+                        "\"reserved\":\"x\",\"cache_emptied\":true,\"gc\":\"full\"}",
              0.5);
     CHECK(c.nepochs == 3 && c.epochs[0].allocated == 10 && isnan(c.epochs[0].reserved) &&
           c.epochs[0].cache_emptied == 1 && c.epochs[0].validation == -1);
+    /* the collection the probe ran before the reading: full, young, or not said */
+    CHECK(c.epochs[0].gc_full == 1 && c.epochs[1].gc_full == 0 && c.epochs[2].gc_full == -1);
     /* Gates capped at max_other; fallbacks aggregated by (op, device). */
     for (int i = 0; i < 3; i++)
         feed(&c,
@@ -432,6 +436,71 @@ static void test_energy(void)
     dg_evcollect_free(&c);
 }
 
+/* A run's timeline (supervise.timeline): the probe's run_start marks and
+ * run_end time (wall clock), the steps (devgate's receive times after the
+ * collector's origin) and devgate's own marks, all as seconds after the
+ * launch; what the run did not pass is not valid. */
+static void test_timeline(void)
+{
+    dg_evcollect c;
+    CHECK(dg_evcollect_init(&c, NULL));
+    /* launch at wall 1000; the collector's origin 0.25 s later. */
+    dg_run_clock k = {
+        .launch = 1000, .received = 1000.25, .sampler = 1000.1, .exit = 1009, .gone = 1009.5};
+    feed(&c,
+         "{\"v\":1,\"ev\":\"run_start\",\"device\":\"cuda:0\",\"marks\":{\"forked\":1000.3,"
+         "\"child_ready\":1000.5,\"main\":1000.75,\"torch_imported\":1000.75,"
+         "\"device_init\":1001,\"device_ready\":1003}}",
+         3.5);
+    for (int i = 0; i < 5; i++) /* steps received at 4, 4.5, ... 6 s after the origin */
+        feed(&c, "{\"v\":1,\"ev\":\"step\",\"step_ms\":500}", 4 + 0.5 * i);
+    feed(&c, "{\"v\":1,\"ev\":\"run_end\",\"status\":\"stopped\",\"t\":1006.5}", 6.3);
+    cJSON *t = dg_run_timeline(&c, &k);
+    CHECK_STR(dg_jstr(t, "origin"), "launch");
+    CHECK(dg_jnum(t, "origin_unix.value") == 1000);
+    static const struct {
+        const char *mark;
+        double at;
+    } want[] = {{"sampler_ready", 0.1}, {"forked", 0.3},          {"child_ready", 0.5},
+                {"main", 0.75},         {"torch_imported", 0.75}, {"device_init", 1},
+                {"device_ready", 3},    {"first_step", 4.25},     {"window_start", 4.75},
+                {"window_end", 6.25},   {"loop_end", 6.5},        {"exit", 9},
+                {"tree_gone", 9.5}};
+    const cJSON *m = dg_jpath(t, "marks");
+    CHECK(cJSON_GetArraySize((cJSON *)m) == (int)(sizeof want / sizeof want[0]));
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(m, want[i].mark);
+        CHECK_MSG(dg_jbool(x, "valid") == 1 && fabs(dg_jnum(x, "value") - want[i].at) < 1e-9,
+                  "%s: %g, want %g", want[i].mark, dg_jnum(x, "value"), want[i].at);
+        CHECK_STR(dg_jstr(x, "unit"), "s");
+    }
+    cJSON_Delete(t);
+    dg_evcollect_free(&c);
+    /* A plain child on the cpu that took two steps: no fork, no device, no
+     * window after the warm-up, no run_end; an unknown launch makes nothing valid. */
+    CHECK(dg_evcollect_init(&c, NULL));
+    feed(&c, "{\"v\":1,\"ev\":\"run_start\",\"marks\":{\"main\":1000.2,\"x\":\"y\"}}", 1);
+    feed(&c, "{\"v\":1,\"ev\":\"step\",\"step_ms\":1}", 1);
+    feed(&c, "{\"v\":1,\"ev\":\"step\",\"step_ms\":1}", 1.1);
+    t = dg_run_timeline(&c, &k);
+    m = dg_jpath(t, "marks");
+    static const char *const absent[] = {"forked",       "child_ready",  "device_init",
+                                         "device_ready", "window_start", "window_end",
+                                         "loop_end"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+        CHECK_MSG(dg_jbool(cJSON_GetObjectItemCaseSensitive(m, absent[i]), "valid") == 0, "%s",
+                  absent[i]);
+    CHECK(fabs(dg_jnum(m, "main.value") - 0.2) < 1e-9 && dg_jnum(m, "first_step.value") == 1.25);
+    cJSON_Delete(t);
+    dg_run_clock unknown = {
+        .launch = NAN, .received = NAN, .sampler = NAN, .exit = NAN, .gone = NAN};
+    t = dg_run_timeline(&c, &unknown);
+    CHECK(dg_jbool(t, "origin_unix.valid") == 0 && dg_jbool(t, "marks.main.valid") == 0 &&
+          dg_jbool(t, "marks.first_step.valid") == 0);
+    cJSON_Delete(t);
+    dg_evcollect_free(&c);
+}
+
 int main(void)
 {
     test_error_lines();
@@ -442,5 +511,6 @@ int main(void)
     test_epoch_losses();
     test_probe_plan();
     test_energy();
+    test_timeline();
     CHECK_DONE();
 }

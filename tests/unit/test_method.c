@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A planted curve (as sweep_train.py: --base-ms, --plateau, --gain,
@@ -133,6 +134,7 @@ static bool batches_are(const cJSON *arr, const int *want)
 typedef struct planted_pairs {
     double cpu_sps, dev_sps, noise;
     int fail_at;
+    int sleep_ms; /* each side takes at least this long */
     int ncpu, ndev;
     char order[64];
 } planted_pairs;
@@ -146,6 +148,8 @@ static dg_status planted_pair(void *ctx, int batch, const char *device, dg_pair_
     if (len + 1 < sizeof p->order)
         p->order[len] = cpu ? 'c' : 'd';
     CHECK(batch == 64);
+    if (p->sleep_ms > 0)
+        nanosleep(&(struct timespec){0, p->sleep_ms * 1000000L}, NULL);
     if (!cpu && k == p->fail_at) {
         out->end = DG_TRIAL_OOM;
         snprintf(out->reason, sizeof out->reason, "planted: out of memory");
@@ -193,6 +197,8 @@ static void test_pairs(dg_ctx *ctx)
         CHECK_MSG(n == 2, "side %d: %d entries", side, n);
     }
     CHECK(strstr(out.summary, "2.00× cpu") != NULL);
+    CHECK_STR(dg_jstr(out.section, "spec.pairs_ended"), "interval narrow");
+    CHECK(dg_jbool(out.section, "spec.budget.valid") == 0);
     cJSON_Delete(out.section);
     /* Noisy sides: the interval is wider than the target, so pairs are added
      * up to the plan's most; the speedup's interval still holds 2. */
@@ -200,9 +206,22 @@ static void test_pairs(dg_ctx *ctx)
     out = (dg_step_out){0};
     CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, NULL, &out) == DG_OK);
     CHECK_STR(p.order, "cdcdcdcdcdcd");
+    CHECK_STR(dg_jstr(out.section, "spec.pairs_ended"), "most pairs");
     run = cJSON_GetArrayItem(dg_jpath(out.section, "runs"), 0);
     double lo = dg_jnum(run, "speedup_ci.lo"), hi = dg_jnum(run, "speedup_ci.hi");
     CHECK_MSG(lo <= 2.0 && hi >= 2.0 && lo > 1.0, "interval %g-%g", lo, hi);
+    cJSON_Delete(out.section);
+    /* The same noisy sides under a time budget: each side takes 30 ms or
+     * more, so two pairs spend 120 ms or more and leave no room for a third
+     * within 150 ms; the interval is what the two pairs give. */
+    p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200, .noise = 0.3, .sleep_ms = 30};
+    dg_compare_plan budgeted = plan;
+    budgeted.budget_s = 0.15;
+    out = (dg_step_out){0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &budgeted, NULL, &out) == DG_OK);
+    CHECK_STR(p.order, "cdcd");
+    CHECK_STR(dg_jstr(out.section, "spec.pairs_ended"), "time budget");
+    CHECK(dg_jnum(out.section, "spec.budget.value") == 0.15);
     cJSON_Delete(out.section);
     /* A side that fails ends the comparison there, named in the section. */
     p = (planted_pairs){.cpu_sps = 100, .dev_sps = 200, .fail_at = 2};

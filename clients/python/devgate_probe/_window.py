@@ -23,8 +23,9 @@
   after the warm-up is then steady (run_end's stop "steady"; "steps" when
   DEVGATE_PROBE_MAX_STEPS came first).
 - DEVGATE_PROBE_BUDGET=S: the run stops at the first step end S seconds or
-  more after the first step ended (run_end's stop "budget"): a trial whose
-  steps are slow gets its time, not its steps.
+  more after the first step ended (run_end's stop "budget"), once the steps
+  after the warm-up are as many as DEVGATE_PROBE_STEADY's N: a window that is
+  not steady yet gets its time, not the step cap.
 - DEVGATE_PROBE_FAST_EXIT=1: a run the probe stopped leaves through the
   interpreter's exit path (threads joined, atexit handlers, open files
   flushed) without the module teardown after it (devgate_probe.auto), which
@@ -139,7 +140,10 @@ class Window:
             a, b = _median(self.loops[:n // 2]), _median(self.loops[n - n // 2:])
             if abs(a - b) <= self.steady_tol * max(a, b):
                 return "steady"
-        if self.budget_s is not None and perf_counter() - self.first_end >= self.budget_s:
+        # The budget cuts a window that is not steady yet, never one shorter
+        # than the steady check's (its rate's interval needs those steps).
+        if (self.budget_s is not None and n >= (self.steady_n or 0)
+                and perf_counter() - self.first_end >= self.budget_s):
             return "budget"
         return None
 
