@@ -37,6 +37,38 @@ static const char *rel(char *buf, size_t len, const cJSON *obj, const char *key)
     return buf;
 }
 
+/* What accept's rules say of the comparison (dg_diagnose over an accept
+ * record holding it): the speed verdicts' doubts and the other processes
+ * that ran during the timed runs, one line each, as accept names them. */
+static void print_compare_findings(const cJSON *r)
+{
+    static const char *const ids[] = {"contended", "verdict-inconclusive", "cpu-baseline-unfair"};
+    cJSON *wrap = cJSON_CreateObject();
+    cJSON_AddNumberToObject(wrap, "v", 1);
+    cJSON_AddStringToObject(wrap, "kind", "accept");
+    cJSON_AddItemToObject(wrap, "compare", cJSON_Duplicate(r, true));
+    char *text = cJSON_PrintUnformatted(wrap), *out = NULL;
+    cJSON_Delete(wrap);
+    dg_ctx *ctx = dg_ctx_new();
+    cJSON *d = ctx && text && dg_diagnose(ctx, text, NULL, &out) == DG_OK ? cJSON_Parse(out) : NULL;
+    dg_string_free(out);
+    cJSON_free(text);
+    dg_ctx_free(ctx);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(d, "findings"))
+    {
+        const char *id = jstr(f, "id", "");
+        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+            if (strcmp(id, ids[i]) != 0)
+                continue;
+            char title[512];
+            printf("  %-8s %s: %s\n", jstr(f, "severity", "?"), id,
+                   cli_cell(title, sizeof title, jstr(f, "title", "")));
+        }
+    }
+    cJSON_Delete(d);
+}
+
 static void print_compare(const cJSON *r)
 {
     const cJSON *spec = cJSON_GetObjectItem(r, "spec"), *dev = cJSON_GetObjectItem(r, "device");
@@ -113,6 +145,7 @@ static void print_compare(const cJSON *r)
     }
     if (cJSON_IsString(cJSON_GetObjectItem(r, "error")))
         printf("  error    %s\n", jstr(r, "error", ""));
+    print_compare_findings(r);
 }
 
 static const char *batches_opt(const cli_opt *o, const char *v, void *field)
@@ -244,16 +277,14 @@ static char *load_run(cli *c, const char *arg, int *rc)
     }
     dg_status st;
     dg_ledger *lg = cli_ledger_open(c, NULL, CLI_LEDGER_READ, "compare", &st);
-    if (!lg) {
-        *rc = st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
-        return NULL;
-    }
     char *entry = NULL;
-    if (st == DG_OK)
+    if (lg && st == DG_OK)
         st = dg_ledger_show(c->ctx, lg, arg, &entry);
     dg_ledger_close(lg);
-    if (st != DG_OK) {
-        cli_error("compare: %s", dg_errmsg(c->ctx));
+    /* A ledger that did not open has said why; a run not found is a failure. */
+    if (!lg || st != DG_OK) {
+        if (lg)
+            cli_error("compare: %s", dg_errmsg(c->ctx));
         *rc = st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
         return NULL;
     }
@@ -286,16 +317,6 @@ static void cell_metric(char *buf, size_t n, const cJSON *run, const char *key, 
         snprintf(buf, n, "not reported");
     else
         snprintf(buf, n, fmt, v * scale);
-}
-
-/* "1.23x" or "not reported" */
-static const char *ratio(char *buf, size_t n, double v)
-{
-    if (isnan(v))
-        snprintf(buf, n, "not reported");
-    else
-        snprintf(buf, n, "%.3fx", v);
-    return buf;
 }
 
 static void print_compare_runs(const cJSON *r)
@@ -351,8 +372,8 @@ static void print_compare_runs(const cJSON *r)
     printf("  %-14s %-34s %-34s\n", "busy", a, b);
     const cJSON *sp = cJSON_GetObjectItem(r, "speedup");
     printf("\n  speedup B/A    step time %s · samples/s %s (each record's headline)\n",
-           ratio(a, sizeof a, jmetric(sp, "step_time")),
-           ratio(b, sizeof b, jmetric(sp, "samples_per_s")));
+           dg_fmt_num(a, sizeof a, "%.3fx", jmetric(sp, "step_time")),
+           dg_fmt_num(b, sizeof b, "%.3fx", jmetric(sp, "samples_per_s")));
     const cJSON *jd = cJSON_GetObjectItem(r, "judgement");
     if (jd) {
         printf("  decision       %s: %s\n", jstr(jd, "verdict", "?"), jstr(jd, "text", ""));

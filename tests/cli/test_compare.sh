@@ -2,7 +2,8 @@
 # devgate compare: the cpu baseline against opencl (PoCL here) and both against
 # the float64 reference. A clean run is within tolerance and reports a speedup
 # and a busy fraction; a relu that leaks 1% of negative values on the device
-# (DEVGATE_FAULT=relu-leak@opencl) is reported as drift; cpu against itself,
+# (DEVGATE_FAULT=relu-leak@opencl) is reported as drift; busy loops beside it
+# are named by accept's contended rule; cpu against itself,
 # bad options and an unavailable device are refused.
 . "$(dirname "$0")/lib.sh"
 
@@ -60,6 +61,17 @@ expect_grep out '^  batch 16 .*speedup [0-9.]+x.*busy [0-9]+%.*within tolerance'
 # as accept's compare and compare RUN_A RUN_B word it.
 expect_grep out '^  batch 16 .*speedup [0-9.]+x \([-+][0-9]+% step time, 95% [0-9.]+-[0-9.]+x\) (pays-off|no-gain|no-difference|slower|inconclusive) · busy'
 expect_json "$T/clean.json" 'all(r["speed"]["verdict"] in ("pays-off", "no-gain", "no-difference", "slower", "inconclusive") and r["speed"]["pays_off_min"] > 1.28 and abs(r["speed"]["band_hi"] - 1.1) < 1e-9 for r in d["runs"])'
+
+# What else ran is named as accept names it (its rules over the comparison):
+# two busy loops beside the timed runs make the contended rule fire.
+python3 -c 'while 1: pass' &
+hog1=$!
+python3 -c 'while 1: pass' &
+hog2=$!
+expect_exit 0 "$DG" --no-ledger compare "${common[@]}" --batches 16
+kill "$hog1" "$hog2"
+wait "$hog1" "$hog2" 2>/dev/null
+expect_grep out '^  warn +contended: other processes used .* during [0-9]+ of [0-9]+ measured windows'
 
 # The leaky relu on the device drifts: exit 1, the drift named per batch.
 DEVGATE_FAULT=relu-leak@opencl expect_exit 1 "$DG" --no-ledger compare "${common[@]}" --batches 16

@@ -157,15 +157,43 @@ static bool conv_run(void *ctx, const dg_conv_shape *s, float *y, size_t ny)
     return ok;
 }
 
+/* conv2d_bwd of shape s on ctx from seeded inputs: dx, dw, db (host) in out
+ * (nx + nw + k floats). */
+static bool conv_bwd_run(void *ctx, const dg_conv_shape *s, float *out)
+{
+    size_t nx = (size_t)s->n * s->c * s->h * s->w, nw = (size_t)s->k * s->c * s->kh * s->kw;
+    size_t ny = (size_t)s->n * s->k * s->ho * s->wo;
+    dg_rng r;
+    dg_rng_init(&r, 43, 15);
+    void *x = put(ctx, &r, nx, NULL), *w = put(ctx, &r, nw, NULL), *dy = put(ctx, &r, ny, NULL);
+    void *dx = put(ctx, &r, nx, NULL), *dw = put(ctx, &r, nw, NULL), *db = put(ctx, &r, s->k, NULL);
+    void *work = put(ctx, &r, be->conv2d_workspace(ctx, s) / 4, NULL);
+    bool ok = x && w && dy && dx && dw && db && work &&
+              be->conv2d_bwd(ctx, s, at0(x), at0(w), at0(dy), at0(dx), at0(dw), at0(db),
+                             at0(work)) == DG_OK &&
+              be->download(ctx, dx, 0, out, nx * 4) == DG_OK &&
+              be->download(ctx, dw, 0, out + nx, nw * 4) == DG_OK &&
+              be->download(ctx, db, 0, out + nx + nw, (size_t)s->k * 4) == DG_OK;
+    void *bufs[] = {x, w, dy, dx, dw, db, work};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->buf_free(ctx, bufs[i]);
+    return ok;
+}
+
 /* The implicit-GEMM convolution (the new path on the GPU kernels: the column
  * buffer gathered in the product) against im2col and the same product on the
  * old path, bit for bit, with the commands each takes. */
 static void test_implicit_conv(void *fresh, void *old, const char *kernel)
 {
     static const int shapes[][8] = {/* n, c, h, w, k, ks, stride, pad */
-                                    {2, 1, 28, 28, 6, 5, 1, 0}, {3, 3, 9, 7, 5, 3, 2, 1},
-                                    {4, 3, 32, 32, 8, 3, 1, 1}, {2, 16, 8, 8, 20, 3, 1, 1},
-                                    {2, 5, 6, 6, 3, 1, 1, 0},   {1, 2, 3, 3, 2, 3, 3, 2}};
+                                    {2, 1, 28, 28, 6, 5, 1, 0},
+                                    {3, 3, 9, 7, 5, 3, 2, 1},
+                                    {4, 3, 32, 32, 8, 3, 1, 1},
+                                    {2, 16, 8, 8, 20, 3, 1, 1},
+                                    {2, 5, 6, 6, 3, 1, 1, 0},
+                                    {1, 2, 3, 3, 2, 3, 3, 2},
+                                    /* one image a chunk in a small workspace */
+                                    {6, 2, 3, 3, 16, 3, 1, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int *v = shapes[i];
         dg_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[5], v[6], v[7], 0, 0};
@@ -184,6 +212,21 @@ static void test_implicit_conv(void *fresh, void *old, const char *kernel)
         /* five uploads, the product with its bias, one download */
         CHECK_MSG(e1 - e0 == 7, "%s: the implicit conv took %llu commands with its copies (want 7)",
                   kernel, (unsigned long long)(e1 - e0));
+        dg_free(a);
+        dg_free(b);
+        /* Backward: dw from the same per-image products, dx summed inside the
+         * product instead of by col2im: within float rounding of im2col's. */
+        size_t nb = (size_t)s.n * s.c * s.h * s.w + (size_t)s.k * s.c * s.kh * s.kw + s.k;
+        a = dg_malloc(nb * 4), b = dg_malloc(nb * 4);
+        ok = a && b && conv_bwd_run(fresh, &s, a) && conv_bwd_run(old, &s, b);
+        double worst = 0, mag = 0;
+        for (size_t j = 0; ok && j < nb; j++) {
+            worst = fmax(worst, fabs((double)a[j] - b[j]));
+            mag = fmax(mag, fabs((double)b[j]));
+        }
+        CHECK_MSG(ok && worst <= 1e-5 * mag,
+                  "%s: implicit conv bwd n%d c%d %dx%d k%d %dx%d s%d p%d: max |diff| %g of %g",
+                  kernel, s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.stride, s.pad, worst, mag);
         dg_free(a);
         dg_free(b);
     }
@@ -379,6 +422,20 @@ int main(void)
             CHECK_MSG(st == DG_OK, "old path with %s: %s", kernels[i], reason);
             if (st == DG_OK)
                 test_implicit_conv(ctx, old, kernels[i]);
+            be->free(old);
+        }
+        if (i == 1) { /* a small workspace: the backward pass in chunks of images */
+            void *small = NULL, *old = NULL;
+            setenv("DEVGATE_OPENCL_CONV_WORK", "2000", 1);
+            st = be->init(0, &small, reason, sizeof reason);
+            setenv("DEVGATE_OPENCL_PATH", "old", 1);
+            dg_status st2 = be->init(0, &old, reason, sizeof reason);
+            unsetenv("DEVGATE_OPENCL_PATH");
+            unsetenv("DEVGATE_OPENCL_CONV_WORK");
+            CHECK(st == DG_OK && st2 == DG_OK);
+            if (st == DG_OK && st2 == DG_OK)
+                test_implicit_conv(small, old, "db32, 2000-byte workspace");
+            be->free(small);
             be->free(old);
         }
         if (i == 1)

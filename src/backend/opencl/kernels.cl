@@ -204,8 +204,39 @@ static inline float dg_col_at(__global const float *restrict x, const int row, c
                : 0.0f;
 }
 
-/* cv (a compile-time constant): op(B) is the column buffer of the image at b
- * (dg_col_at with geo), gathered as the slices are fetched; else B itself. */
+/* A convolution's weights w[k, c, kh, kw] read as the dx product's A[c,
+ * (kk*kh + ky)*kw + kx] (geo as dg_col_at's). */
+static inline float dg_wt_at(__global const float *restrict w, const int row, const int col,
+                             const int8 geo)
+{
+    const int khw = geo.s3 * geo.s4;
+    const int kk = col / khw, r = col - kk * khw;
+    return w[((size_t)kk * geo.s0 + row) * khw + r];
+}
+
+/* One image's output gradient dy[k, ho, wo] read as the dx product's B[(kk*kh
+ * + ky)*kw + kx, y*w + x] = dy[kk, oy, ox] where y = oy*stride - pad + ky and
+ * x likewise, 0 where no output position maps there (what col2im gathers). */
+static inline float dg_dy_at(__global const float *restrict dy, const int row, const int col,
+                             const int8 geo)
+{
+    const int khw = geo.s3 * geo.s4;
+    const int kk = row / khw, r = row - kk * khw;
+    const int ky = r / geo.s4, kx = r - ky * geo.s4;
+    const int y = col / geo.s2, x = col - y * geo.s2;
+    const int ty = y + geo.s6 - ky, tx = x + geo.s6 - kx;
+    const int ho = (geo.s1 + 2 * geo.s6 - geo.s3) / geo.s5 + 1;
+    if (ty < 0 || tx < 0 || ty % geo.s5 || tx % geo.s5)
+        return 0.0f;
+    const int oy = ty / geo.s5, ox = tx / geo.s5;
+    return oy < ho && ox < geo.s7 ? dy[((size_t)kk * ho + oy) * geo.s7 + ox] : 0.0f;
+}
+
+/* cv (a compile-time constant) 0: A and B as stored; 1: op(B) is the column
+ * buffer of the image at b (dg_col_at with geo; transposed when tb: the
+ * weight gradient's product), gathered as the slices are fetched; 2: the
+ * input gradient's product, A the weights (dg_wt_at) and B the output
+ * gradient of the image at b (dg_dy_at). */
 static inline void dg_db(const int we, const int g, const int tk, const int ta, const int tb,
                          __local float *as, __local float *bs, const int m, const int n,
                          const int k, const float alpha, __global const float *restrict a,
@@ -239,7 +270,9 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
             r = e % ts;                                                                            \
         }                                                                                          \
         const int gr = row0 + r, gk = (k0) + kk;                                                   \
-        ra[l] = (gr < m && gk < k) ? (ta ? a[(size_t)gk * lda + gr] : a[(size_t)gr * lda + gk])    \
+        ra[l] = (gr < m && gk < k) ? (cv == 2 ? dg_wt_at(a, gr, gk, geo)                          \
+                                      : ta    ? a[(size_t)gk * lda + gr]                           \
+                                              : a[(size_t)gr * lda + gk])                          \
                                    : 0.0f;                                                         \
         int q, kb;                                                                                 \
         if (!tb) {                                                                                 \
@@ -250,9 +283,11 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
             kb = e % tk;                                                                           \
         }                                                                                          \
         const int gc = col0 + q, gkb = (k0) + kb;                                                  \
-        rb[l] = (gkb < k && gc < n) ? (cv   ? dg_col_at(b, gkb, gc, geo)                          \
-                                       : tb ? b[(size_t)gc * ldb + gkb]                            \
-                                            : b[(size_t)gkb * ldb + gc])                           \
+        rb[l] = (gkb < k && gc < n) ? (cv == 1 && tb ? dg_col_at(b, gc, gkb, geo)                 \
+                                       : cv == 1     ? dg_col_at(b, gkb, gc, geo)                  \
+                                       : cv == 2     ? dg_dy_at(b, gkb, gc, geo)                   \
+                                       : tb          ? b[(size_t)gc * ldb + gkb]                   \
+                                                     : b[(size_t)gkb * ldb + gc])                  \
                                     : 0.0f;                                                        \
     }
 #define DG_DB_STORE(buf)                                                                           \
@@ -348,19 +383,27 @@ DG_DB_KERNEL(dg_sgemm_db128_tt, 16, 2, 8, 1, 1)
  * the batch dimension runs over images; the epilogue adds the bias per row
  * (output channel) and the ReLU. The same slices and k order as the db
  * kernels on an im2col buffer, so the same result. */
-#define DG_CONV_KERNEL(name, we, g, tk)                                                            \
+#define DG_CONV_KERNEL(name, we, g, tk, tb, cv)                                                    \
     __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(DG_GEMM_PARAMS,            \
                                                                         const int8 geo)            \
     {                                                                                              \
         __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
         __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
         const size_t bi = get_group_id(2);                                                         \
-        dg_db(we, g, tk, 0, 0, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,         \
+        dg_db(we, g, tk, 0, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,        \
               a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
-              DG_EPI_ARGS, 1, geo);                                                                \
+              DG_EPI_ARGS, cv, geo);                                                               \
     }
-DG_CONV_KERNEL(dg_conv_db32, 8, 1, 16)
-DG_CONV_KERNEL(dg_conv_db64, 16, 1, 16)
+DG_CONV_KERNEL(dg_conv_db32, 8, 1, 16, 0, 1)
+DG_CONV_KERNEL(dg_conv_db64, 16, 1, 16, 0, 1)
+/* The backward pass's implicit GEMMs: dw_img[k, c*kh*kw] = dy_img[k, ho*wo] *
+ * col_img^T (the per-image weight gradients, then summed as before), and
+ * dx_img[c, h*w] = w^T-gathered * dy-gathered (the col2im sum inside the
+ * product). */
+DG_CONV_KERNEL(dg_convdw_db32, 8, 1, 16, 1, 1)
+DG_CONV_KERNEL(dg_convdw_db64, 16, 1, 16, 1, 1)
+DG_CONV_KERNEL(dg_convdx_db32, 8, 1, 16, 0, 2)
+DG_CONV_KERNEL(dg_convdx_db64, 16, 1, 16, 0, 2)
 
 /* ---- vector (CPU) ------------------------------------------------------------ */
 

@@ -17,12 +17,12 @@
  * offsets passed as kernel arguments (no sub-buffers) after every range has
  * been checked against the buffer's size. Reductions run in a fixed order and
  * scatters are written as gathers, so results are deterministic and no float
- * atomics are needed. On the new path (DEVGATE_OPENCL_PATH) a convolution's
- * forward pass on the GPU kernels is an implicit GEMM (dg_conv_db32/db64: the
- * column buffer gathered from the images as the product's slices are
- * fetched, bias and ReLU in its epilogue), one command. Otherwise, and for
- * the backward pass, convolutions go through im2col, a batched GEMM and a
- * gather col2im, chunk of images at a time, the chunk sized so the workspace
+ * atomics are needed. On the new path (DEVGATE_OPENCL_PATH) a convolution
+ * on the GPU kernels is implicit GEMMs (kernels.cl's dg_conv, dg_convdw,
+ * dg_convdx: the column buffer gathered from the images, or the output
+ * gradient, as the product's slices are fetched; bias and ReLU in the
+ * forward product's epilogue). Otherwise convolutions go through im2col, a
+ * batched GEMM and a gather col2im, chunk of images at a time, the chunk sized so the workspace
  * stays under a cap: 64 MiB on CPUs, 1/256 of the memory (64-512 MiB) on
  * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
  * force small chunks). On CPUs a product with op(B) = B^T runs
@@ -169,7 +169,9 @@ typedef struct ocl_ctx {
     dg_ocl_origin origin;            /* the program built from source or from the binary cache */
     cl_kernel kernels[VAR_COUNT][4]; /* the variants usable on this device; others NULL */
     cl_kernel ops[K_COUNT];
-    cl_kernel conv[2]; /* dg_conv_db32, dg_conv_db64 where those GEMM variants built; else NULL */
+    /* The implicit-GEMM convolution kernels [CONV_FWD, CONV_DW, CONV_DX][db32, db64] where
+     * those GEMM variants built; else NULL. */
+    cl_kernel conv[3][2];
     size_t ops_local[K_COUNT]; /* local size per op kernel (a power of two for reductions) */
     cl_mem scratch;            /* xent per-row results, grown on demand */
     size_t scratch_bytes;
@@ -487,9 +489,10 @@ static void ocl_free(void *ctx)
     for (int k = 0; k < K_COUNT; k++)
         if (o->ops[k])
             clReleaseKernel(o->ops[k]);
-    for (int k = 0; k < 2; k++)
-        if (o->conv[k])
-            clReleaseKernel(o->conv[k]);
+    for (int k = 0; k < 3; k++)
+        for (int v = 0; v < 2; v++)
+            if (o->conv[k][v])
+                clReleaseKernel(o->conv[k][v]);
     if (o->program)
         clReleaseProgram(o->program);
     if (o->queue)
@@ -769,23 +772,26 @@ static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
  * does not fit, convolutions go through im2col as before). */
 static void make_conv_kernels(ocl_ctx *o)
 {
-    static const char *const names[2] = {"dg_conv_db32", "dg_conv_db64"};
+    static const char *const names[3][2] = {{"dg_conv_db32", "dg_conv_db64"},
+                                            {"dg_convdw_db32", "dg_convdw_db64"},
+                                            {"dg_convdx_db32", "dg_convdx_db64"}};
     static const ocl_var vars[2] = {VAR_D32, VAR_D64};
-    for (int i = 0; i < 2; i++) {
-        if (!o->kernels[vars[i]][0])
-            continue;
-        cl_int e = CL_SUCCESS;
-        cl_kernel kr = clCreateKernel(o->program, names[i], &e);
-        size_t wg = 0;
-        if (kr &&
-            clGetKernelWorkGroupInfo(kr, o->devs[o->index].device, CL_KERNEL_WORK_GROUP_SIZE,
-                                     sizeof wg, &wg, NULL) == CL_SUCCESS &&
-            wg >= var_wg[vars[i]] * var_wg[vars[i]]) {
-            o->conv[i] = kr;
-        } else if (kr) {
-            clReleaseKernel(kr);
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 2; i++) {
+            if (!o->kernels[vars[i]][0])
+                continue;
+            cl_int e = CL_SUCCESS;
+            cl_kernel kr = clCreateKernel(o->program, names[c][i], &e);
+            size_t wg = 0;
+            if (kr &&
+                clGetKernelWorkGroupInfo(kr, o->devs[o->index].device, CL_KERNEL_WORK_GROUP_SIZE,
+                                         sizeof wg, &wg, NULL) == CL_SUCCESS &&
+                wg >= var_wg[vars[i]] * var_wg[vars[i]]) {
+                o->conv[c][i] = kr;
+            } else if (kr) {
+                clReleaseKernel(kr);
+            }
         }
-    }
 }
 
 /* The convolution workspace cap: OCL_CONV_WORK_CAP on CPUs; on other devices
@@ -1469,6 +1475,9 @@ static dg_status transpose_b(ocl_ctx *o, cl_mem *b, cl_ulong *eb, int *ldb, cl_u
     return DG_OK;
 }
 
+/* The implicit-GEMM convolution kinds (ocl_ctx.conv's first index). */
+enum { CONV_FWD, CONV_DW, CONV_DX };
+
 /* A checked epilogue for enqueue_gemm (kernels.cl's EPI_* bits in epi). */
 typedef struct ocl_epi {
     int epi;
@@ -1483,7 +1492,8 @@ enum { EPI_BIAS_COL = 1, EPI_BIAS_ROW = 2, EPI_RELU = 4, EPI_MASK = 8 };
 static dg_status enqueue_product(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
                                  cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
                                  int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
-                                 cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo);
+                                 cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo,
+                                 int cv);
 
 static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
                                  cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
@@ -1491,36 +1501,39 @@ static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int
                                  cl_ulong sc, size_t batch, const ocl_epi *ep)
 {
     return enqueue_product(o, ta, tb, m, n, k, alpha, a, ea, lda, sa, b, eb, ldb, sb, beta, c, ec,
-                           ldc, sc, batch, ep, NULL);
+                           ldc, sc, batch, ep, NULL, CONV_FWD);
 }
 
-/* The implicit-GEMM convolution kernel (0: dg_conv_db32, 1: dg_conv_db64)
- * for an m x n product over batch images, as the GEMM choice would tile it;
- * -1 when none serves (the old path, or no such kernel here: im2col). */
-static int conv_kernel_for(const ocl_ctx *o, int m, int n, size_t batch)
+/* The implicit-GEMM convolution kernel of kind cv (CONV_FWD, CONV_DW,
+ * CONV_DX) for an m x n product over batch images, as the GEMM choice would
+ * tile it (0: db32, 1: db64); -1 when none serves (the old path, or no such
+ * kernel here: im2col). */
+static int conv_kernel_for(const ocl_ctx *o, int cv, int m, int n, size_t batch)
 {
     if (o->old_path)
         return -1;
-    ocl_var v = pick_var(o, false, false, m, n, batch);
-    if (v == VAR_D32 && o->conv[0])
+    ocl_var v = pick_var(o, false, cv == CONV_DW, m, n, batch);
+    if (v == VAR_D32 && o->conv[cv][0])
         return 0;
-    if ((v == VAR_D64 || v == VAR_T128 || v == VAR_D128 || v == VAR_T64) && o->conv[1])
+    if ((v == VAR_D64 || v == VAR_T128 || v == VAR_D128 || v == VAR_T64) && o->conv[cv][1])
         return 1;
     return -1;
 }
 
 /* enqueue_gemm_ep, or with geo (c, h, w, kh, kw, stride, pad, wo) the
- * implicit-GEMM convolution: op(B) of product i the column buffer of the
- * image at b + eb + i * sb (conv_kernel_for must have answered). */
+ * implicit-GEMM convolution of kind cv (kernels.cl's dg_db cv 1 or 2): the
+ * image (or output gradient) of product i at b + eb + i * sb
+ * (conv_kernel_for must have answered). */
 static dg_status enqueue_product(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
                                  cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
                                  int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
-                                 cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo)
+                                 cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo,
+                                 int cv)
 {
     ocl_var v = pick_var(o, ta, tb, m, n, batch);
-    int ck = geo ? conv_kernel_for(o, m, n, batch) : -1;
+    int ck = geo ? conv_kernel_for(o, cv, m, n, batch) : -1;
     if (geo && ck < 0)
-        return ocl_fail(o, DG_ERR_BACKEND, "conv2d_fwd: no implicit-GEMM kernel here");
+        return ocl_fail(o, DG_ERR_BACKEND, "conv2d: no implicit-GEMM kernel here");
     if (geo)
         v = ck == 0 ? VAR_D32 : VAR_D64;
     if (v == VAR_VEC && tb && k > 0) {
@@ -1530,7 +1543,7 @@ static dg_status enqueue_product(ocl_ctx *o, bool ta, bool tb, int m, int n, int
         else if (st != DG_ERR_UNAVAILABLE)
             return st;
     }
-    cl_kernel kr = geo ? o->conv[ck] : o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
+    cl_kernel kr = geo ? o->conv[cv][ck] : o->kernels[v][(ta ? 2 : 0) + (tb ? 1 : 0)];
     cl_int im = m, in = n, ik = k, ia = lda, ib = ldb, ic = ldc, epi = ep ? ep->epi : 0;
     cl_float fa = alpha, fb = beta;
     /* Unused epilogue operands: C stands in (never read). */
@@ -2065,7 +2078,7 @@ static dg_status conv_fwd(ocl_ctx *o, const dg_conv_shape *s, dg_ref x, dg_ref w
         oe.bias = bias.buf;
         oe.ebias = eb;
     }
-    if (conv_kernel_for(o, s->k, hw, (size_t)s->n) >= 0) {
+    if (conv_kernel_for(o, CONV_FWD, s->k, hw, (size_t)s->n) >= 0) {
         /* The implicit GEMM: one command for up to OCL_BATCH_MAX images, no
          * column buffer. */
         cl_int8 geo = {{s->c, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->wo}};
@@ -2074,7 +2087,7 @@ static dg_status conv_fwd(ocl_ctx *o, const dg_conv_shape *s, dg_ref x, dg_ref w
             int nimg = s->n - i0 < OCL_BATCH_MAX ? s->n - i0 : OCL_BATCH_MAX;
             st = enqueue_product(o, false, false, s->k, hw, ckk, 1.0f, mw, ew, ckk, 0, mx,
                                  ex + (cl_ulong)i0 * xs, hw, xs, 0.0f, my, ey + (cl_ulong)i0 * ys,
-                                 hw, ys, (size_t)nimg, oe.epi ? &oe : NULL, &geo);
+                                 hw, ys, (size_t)nimg, oe.epi ? &oe : NULL, &geo, CONV_FWD);
         }
         return st;
     }
@@ -2115,6 +2128,50 @@ static dg_status ocl_conv2d_fwd_ep(void *ctx, const dg_conv_shape *s, dg_ref x, 
     return conv_fwd(o, s, x, w, ep->bias, y, work, ep->relu);
 }
 
+/* The backward pass as implicit GEMMs (the new path on the GPU kernels), no
+ * column buffer: per chunk of images, the per-image weight gradients
+ * (dg_convdw: dy_img times the gathered col_img^T) into the parts, then
+ * added in image order (as the im2col path does, so dw is the same); and, with
+ * mdx, dx_img = the gathered w^T times the gathered dy_img (dg_convdx: the
+ * col2im sum inside the product). */
+static dg_status conv_bwd_implicit(ocl_ctx *o, const dg_conv_shape *s, const conv_dims *d,
+                                   cl_mem mx, cl_ulong ex, cl_mem mw, cl_ulong ew, cl_mem mdy,
+                                   cl_ulong edy, cl_mem mdx, cl_ulong edx, cl_mem mdw, cl_ulong edw,
+                                   cl_mem mk, cl_ulong epart)
+{
+    int ckk = (int)d->ckk, hw = (int)d->hw, k = s->k, hwi = s->h * s->w;
+    cl_ulong xs = (cl_ulong)s->c * hwi, ys = (cl_ulong)k * hw;
+    cl_int8 geo = {{s->c, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->wo}};
+    /* No column buffer: the whole workspace holds parts, so as many images a
+     * chunk as their parts fit (each chunk is a set of commands). */
+    uint64_t chunk = (d->col + d->part) / d->nw;
+    chunk = chunk > OCL_BATCH_MAX ? OCL_BATCH_MAX : chunk > (uint64_t)s->n ? (uint64_t)s->n : chunk;
+    epart -= d->col;
+    dg_status st = DG_OK;
+    for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += (int)chunk) {
+        int nimg = s->n - i0 < (int)chunk ? s->n - i0 : (int)chunk;
+        cl_ulong ex0 = ex + (cl_ulong)i0 * xs, edy0 = edy + (cl_ulong)i0 * ys;
+        if (nimg == 1) /* straight into dw */
+            st =
+                enqueue_product(o, false, true, k, ckk, hw, 1.0f, mdy, edy0, hw, ys, mx, ex0, hw,
+                                xs, i0 > 0 ? 1.0f : 0.0f, mdw, edw, ckk, 0, 1, NULL, &geo, CONV_DW);
+        if (nimg > 1) {
+            st =
+                enqueue_product(o, false, true, k, ckk, hw, 1.0f, mdy, edy0, hw, ys, mx, ex0, hw,
+                                xs, 0.0f, mk, epart, ckk, d->nw, (size_t)nimg, NULL, &geo, CONV_DW);
+            cl_int cnt = (cl_int)d->nw, np = nimg, accum = i0 > 0;
+            const karg args[] = {KA(mk), KA(epart), KA(mdw), KA(edw), KA(cnt), KA(np), KA(accum)};
+            if (st == DG_OK)
+                st = run_op(o, K_SUM_PARTS, args, NARGS(args), (size_t)d->nw);
+        }
+        if (st == DG_OK && mdx)
+            st = enqueue_product(o, false, false, s->c, hwi, k * s->kh * s->kw, 1.0f, mw, ew, ckk,
+                                 0, mdy, edy0, hw, ys, 0.0f, mdx, edx + (cl_ulong)i0 * xs, hwi, xs,
+                                 (size_t)nimg, NULL, &geo, CONV_DX);
+    }
+    return st;
+}
+
 static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
                                 dg_ref dx, dg_ref dw, dg_ref db, dg_ref work)
 {
@@ -2147,6 +2204,13 @@ static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
     cl_mem mx = x.buf, mw = w.buf, mdy = dy.buf, mdx = dx.buf, mdw = dw.buf, mk = work.buf;
     int ckk = (int)d.ckk, hw = (int)d.hw, k = s->k;
     cl_ulong epart = ek + d.col, xs = (cl_ulong)s->c * s->h * s->w, ys = (cl_ulong)k * hw;
+    if (conv_kernel_for(o, CONV_DW, k, ckk, (size_t)s->n) >= 0 &&
+        (!dx.buf || conv_kernel_for(o, CONV_DX, s->c, s->h * s->w, (size_t)s->n) >= 0)) {
+        st = conv_bwd_implicit(o, s, &d, mx, ex, mw, ew, mdy, edy, mdx, edx, mdw, edw, mk, epart);
+        if (st == DG_OK && db.buf)
+            st = ocl_bias_grad(o, dy, db, s->n, k, hw);
+        return st;
+    }
     for (int i0 = 0; i0 < s->n && st == DG_OK; i0 += (int)d.chunk) {
         int nimg = s->n - i0 < (int)d.chunk ? s->n - i0 : (int)d.chunk;
         st = run_im2col(o, s, &d, mx, ex + (cl_ulong)i0 * xs, mk, ek, nimg);
