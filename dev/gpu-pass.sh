@@ -644,7 +644,7 @@ pass_cpubench() {
   fi
   if [[ " $parts " == *" bench "* ]]; then
     python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu --threads "${CPUBENCH_THREADS:-1,2}" \
-      --rounds 3 --json "$out/cpubench-t${CPUBENCH_THREADS:-1,2}.json"
+      --rounds 3 --json "$out/cpubench-t$(echo "${CPUBENCH_THREADS:-1,2}" | tr , -).json"
   fi
   if [[ " $parts " == *" avx2 "* ]]; then
     DEVGATE_CPU_CONV=avx2 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu \
