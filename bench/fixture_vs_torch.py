@@ -26,7 +26,9 @@ thread of each process, devgate's loader workers included: on a host shared
 with other work this moves far less than wall time), plus the load average. Both sides' BLAS core
 (OpenBLAS's kernel name) is printed first: a ratio measured with either side
 on a generic kernel says nothing about the fixture (set OPENBLAS_CORETYPE, see
-`devgate env`).
+`devgate env`); so are devgate's convolution kernels (avx512, avx2 or im2col:
+the widest the CPU runs unless DEVGATE_CPU_CONV forces one) and PyTorch's
+ATen CPU capability and whether oneDNN (its convolutions) is there.
 
 --graph (cuda) captures PyTorch's whole step (forward, backward, SGD) in a CUDA
 graph, the fastest a PyTorch user gets without writing kernels; each step then
@@ -134,8 +136,12 @@ def worker_main(threads, device):
     if device == "cuda":
         tf32 = {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32}
         name = torch.cuda.get_device_name()
+    cap = [ln.split(":", 1)[1].strip() for ln in torch.__config__.show().splitlines()
+           if "CPU capability usage" in ln]
     print(json.dumps({"ready": True, "torch": torch.__version__, "blas_core": blas_core(),
-                      "threads": torch.get_num_threads(), "tf32_defaults": tf32, "device_name": name}),
+                      "threads": torch.get_num_threads(), "tf32_defaults": tf32, "device_name": name,
+                      "cpu_capability": cap[0] if cap else None,
+                      "onednn": torch.backends.mkldnn.is_available()}),
           flush=True)
     for line in sys.stdin:
         job = json.loads(line)
@@ -258,12 +264,20 @@ def devgate_step_ms(a, preset, batch, steps, threads):
 
 
 def devgate_blas(exe):
+    """The BLAS object of devgate's cpu gate record, with "conv" added: the
+    convolution kernels the cpu backend runs (the end of its versions string,
+    "conv avx512"), or None."""
     out = subprocess.run([exe, "--no-ledger", "gate", "--backend", "cpu", "--size", "64", "--json"],
                          capture_output=True, text=True).stdout
     try:
         env = json.loads(out)
     except ValueError:
         return None
+    conv = None
+    for b in env.get("backends") or []:
+        v = (b.get("versions") or "") if isinstance(b, dict) else ""
+        if v and b.get("name") == "cpu" and "; conv " in v:
+            conv = v.rsplit("; conv ", 1)[1]
 
     def find(o):
         if isinstance(o, dict):
@@ -279,7 +293,10 @@ def devgate_blas(exe):
                 if r:
                     return r
         return None
-    return find(env)
+    blas = find(env)
+    if blas is not None:
+        blas["conv"] = conv
+    return blas
 
 
 class Worker:
@@ -351,7 +368,8 @@ def main():
           f"ratio = torch_ms / devgate_ms (>1: devgate faster)")
     if dblas:
         print(f"# devgate BLAS: {dblas.get('config')}; kernel {dblas.get('kernel')}"
-              f", generic kernel {dblas.get('generic_kernel')}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
+              f", generic kernel {dblas.get('generic_kernel')}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}"
+              f"; conv kernels {dblas.get('conv')} (DEVGATE_CPU_CONV={os.environ.get('DEVGATE_CPU_CONV', '')})")
     rows, failed = [], False
     hdr = (f"{'preset':7} {'batch':>5} {'thr':>3} {'devgate ms':>11} {'torch ms':>10} {'ratio':>6} {'lo':>6} {'hi':>6} "
            f"{'cpu ratio':>9} {'lo':>6} {'hi':>6} {'load':>5} {'dg pk':>7} {'pt pk':>7} {'loss':>10}")
@@ -360,7 +378,7 @@ def main():
         peak = (DEVICE_PEAKS.get(w.info.get("device_name") or "") or {}).get(a.precision)
         print(f"# PyTorch {w.info['torch']}, {w.info['threads']} threads, BLAS core {w.info['blas_core']}"
               + (f", TF32 defaults {w.info['tf32_defaults']}, device {w.info.get('device_name')}" if device == "cuda"
-                 else "")
+                 else f", ATen CPU capability {w.info.get('cpu_capability')}, oneDNN {w.info.get('onednn')}")
               + (f"; pk = share of the {a.precision} dense peak {peak / 1e12:.1f} TFLOP/s" if peak
                  else "; pk: device peak not reported"))
         print(hdr, flush=True)

@@ -72,7 +72,8 @@
 #            PyTorch; (coretype) mlp and lenet with OPENBLAS_CORETYPE=C on both sides for
 #            each C in CPUBENCH_CORETYPES (default SkylakeX: OpenBLAS 0.3.21 takes its
 #            256-bit Zen kernel on Zen 4). CPUBENCH_PARTS (default "tests bench") picks
-#            parts; "avx2 coretype" is the second call of 10 minutes
+#            parts; "avx2 coretype" is the second call of 10 minutes; CPUBENCH_THREADS
+#            (default 1,2) the bench's thread counts, 1 and 2 in two calls where one is too long
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -642,8 +643,8 @@ pass_cpubench() {
     grep -E "^cpu|passed" "$packs/test_ops.txt" | head -40
   fi
   if [[ " $parts " == *" bench "* ]]; then
-    python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu --threads 1,2 --rounds 3 \
-      --json "$out/cpubench.json"
+    python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu --threads "${CPUBENCH_THREADS:-1,2}" \
+      --rounds 3 --json "$out/cpubench-t$(echo "${CPUBENCH_THREADS:-1,2}" | tr , -).json"
   fi
   if [[ " $parts " == *" avx2 "* ]]; then
     DEVGATE_CPU_CONV=avx2 python3 bench/fixture_vs_torch.py --devgate "$DG" --backend cpu \
