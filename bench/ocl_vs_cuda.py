@@ -7,12 +7,13 @@
 For every preset and batch, `devgate train` runs on cuda (the step captured as
 a CUDA graph, as it runs by default) and on opencl once per OpenCL path
 (DEVGATE_OPENCL_PATH: new fuses a layer's bias and ReLU into its product, the
-ReLU's mask into the product before it and xent into one command, uploads a
-batch as one write on the compute queue and sums a long bias gradient over
-many work-groups; old keeps every op a command of its own and stages the
-upload through a second queue; new-staged is the new path with the old
-upload, DEVGATE_OPENCL_UPLOAD=staged), the sides alternating in order round
-by round.
+ReLU's mask into the product before it and xent into one command, runs a
+convolution's forward pass as an implicit GEMM and sums a long bias gradient
+over many work-groups; old keeps every op a command of its own; a path may
+add +direct, the batch upload as one write on the compute queue
+(DEVGATE_OPENCL_UPLOAD=direct), and +bwd, the convolution's backward pass as
+implicit GEMMs (DEVGATE_OPENCL_CONV_BWD=implicit)), the sides alternating in
+order round by round.
 Each run's throughput.step_ms (the host clock over the steps after the
 warm-up, from a synchronised start to the final sync point) is one sample;
 the table gives the median of the rounds per side, the ratio cuda/opencl
@@ -57,10 +58,13 @@ def run(a, side, preset, batch, device):
            str(device if backend == "opencl" else 0), "--model", preset, "--batch", str(batch),
            "--steps", str(steps), "--json", "-q"]
     env = dict(os.environ)
-    if path:  # new, old, or new-staged: the new path with the old path's staged upload
-        env["DEVGATE_OPENCL_PATH"] = path.split("-")[0]
-        if path.endswith("-staged"):
-            env["DEVGATE_OPENCL_UPLOAD"] = "staged"
+    if path:  # PATH[+direct][+bwd]: DEVGATE_OPENCL_PATH, then the direct upload, the implicit backward
+        words = path.split("+")
+        env["DEVGATE_OPENCL_PATH"] = words[0]
+        if "direct" in words:
+            env["DEVGATE_OPENCL_UPLOAD"] = "direct"
+        if "bwd" in words:
+            env["DEVGATE_OPENCL_CONV_BWD"] = "implicit"
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     except subprocess.TimeoutExpired:
@@ -79,7 +83,7 @@ def main():
     ap.add_argument("--batches", default="256,1024")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=0, help="steps a run (default: by preset and batch)")
-    ap.add_argument("--paths", default="new,old", help="OpenCL paths to run: new, old, new-staged")
+    ap.add_argument("--paths", default="new,old", help="OpenCL paths to run: new, old, each with +direct, +bwd")
     ap.add_argument("--platform", default="NVIDIA", help="the OpenCL platform's name holds this")
     ap.add_argument("--device", type=int, help="devgate's OpenCL device index (default: --platform's)")
     ap.add_argument("--budget-s", type=float, default=300)

@@ -57,7 +57,7 @@
 #            it and carries libclblast.so.1; then the weakest shapes on each GPU kernel forced),
 #            bench/ocl_vs_cuda.py (train step time on every preset
 #            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
-#            one and the new one with the old staged upload (OCLBENCH_PATHS), medians of
+#            one and the new one with the implicit-GEMM backward (OCLBENCH_PATHS), medians of
 #            OCLBENCH_ROUNDS (3), the ratio cuda/opencl and the commands a step), then the
 #            per-op profile of lenet and cifar at batch 1024 on opencl (OCLBENCH_GEMM=0 skips the GEMM part)
 #   slo      bench/slo_overhead.sh (SLO_SECS, default 20): devgate slo against a plain
@@ -369,7 +369,7 @@ pass_oclbench() {
   echo "== fixture: devgate train, opencl (new and old path) against cuda"
   s=$(date +%s.%N)
   timeout 280 python3 bench/ocl_vs_cuda.py --devgate "$DG" --rounds "${OCLBENCH_ROUNDS:-3}" \
-    --paths "${OCLBENCH_PATHS:-new,old,new-staged}" --budget-s 230 --json "$out/oclbench.json" \
+    --paths "${OCLBENCH_PATHS:-new,old,new+bwd}" --budget-s 230 --json "$out/oclbench.json" \
     ${nv:+--device "$nv"}
   echo "ocl_vs_cuda exit $? in $(secs "$s") s"
   [ -n "$nv" ] || return

@@ -595,12 +595,11 @@ static void test_step_waits(void *ctx)
     CHECK(dg_ocl_counts(ctx, &e1, &w1c) == DG_OK);
     CHECK_MSG(w1c == w0, "two eager steps made the host wait for the device %llu times",
               (unsigned long long)(w1c - w0));
-    /* per step: 1 for the upload (a write on the compute queue; the staged
-     * upload's copy-queue write and device copy are test_pinned's), 5 marks,
+    /* per step: 2 for the upload (copy queue write, device copy), 5 marks,
      * 5 gemm, 2 bias_add, 1 relu_fwd, 1 xent (rows and sum in one command),
      * 2 bias_grad, 1 relu_bwd, 1 sgd; the vec kernel (CPUs) packs B^T first
      * for the two forward products */
-    uint64_t want = 19 + (strcmp(dg_ocl_gemm_variant(ctx, false, true, B, H, 1), "vec") ? 0 : 2);
+    uint64_t want = 20 + (strcmp(dg_ocl_gemm_variant(ctx, false, true, B, H, 1), "vec") ? 0 : 2);
     CHECK_MSG(e1 - e0 == 2 * want, "%llu commands in two steps, want %llu",
               (unsigned long long)(e1 - e0), (unsigned long long)(2 * want));
     printf("one mlp step: %llu commands enqueued, %llu host waits (the loss read at sync points)\n",
@@ -1296,11 +1295,12 @@ int main(void)
     printf("sgemm 512^3 (default kernel): %.1f GFLOP/s\n", gflops(ctx, 512));
     int nd = be->device_count(ctx);
     be->free(ctx);
-    /* The staged upload (the old path's: a copy-queue write into a twin, then
-     * a device copy) keeps the same contract. */
-    setenv("DEVGATE_OPENCL_UPLOAD", "staged", 1);
+    /* The direct upload (one write on the compute queue) keeps the same
+     * contract as the staged one (a copy-queue write into a twin, then a
+     * device copy). */
+    setenv("DEVGATE_OPENCL_UPLOAD", "direct", 1);
     st = be->init(0, &ctx, reason, sizeof reason);
-    CHECK_MSG(st == DG_OK, "init with DEVGATE_OPENCL_UPLOAD=staged: %s", reason);
+    CHECK_MSG(st == DG_OK, "init with DEVGATE_OPENCL_UPLOAD=direct: %s", reason);
     if (st == DG_OK) {
         test_pinned(ctx);
         be->free(ctx);

@@ -366,6 +366,11 @@ static void test_paths(void *fresh)
     setenv("DEVGATE_OPENCL_PATH", "bogus", 1);
     CHECK(be->init(0, &old, reason, sizeof reason) == DG_ERR_USAGE && old == NULL);
     CHECK_MSG(strstr(reason, "DEVGATE_OPENCL_PATH=bogus"), "reason: %s", reason);
+    unsetenv("DEVGATE_OPENCL_PATH");
+    setenv("DEVGATE_OPENCL_CONV_BWD", "direct", 1);
+    CHECK(be->init(0, &old, reason, sizeof reason) == DG_ERR_USAGE && old == NULL);
+    CHECK_MSG(strstr(reason, "DEVGATE_OPENCL_CONV_BWD=direct"), "reason: %s", reason);
+    unsetenv("DEVGATE_OPENCL_CONV_BWD");
     setenv("DEVGATE_OPENCL_PATH", "old", 1);
     dg_status st = be->init(0, &old, reason, sizeof reason);
     unsetenv("DEVGATE_OPENCL_PATH");
@@ -415,19 +420,26 @@ int main(void)
             continue;
         test_fused(ctx, kernels[i][0] ? kernels[i] : "default");
         if (i == 1 || i == 2) { /* GPU kernels: the implicit convolution against im2col */
-            void *old = NULL;
+            void *old = NULL, *bwd = NULL;
+            setenv("DEVGATE_OPENCL_CONV_BWD", "implicit", 1);
+            dg_status sb = be->init(0, &bwd, reason, sizeof reason);
+            unsetenv("DEVGATE_OPENCL_CONV_BWD");
+            CHECK_MSG(sb == DG_OK, "implicit backward with %s: %s", kernels[i], reason);
             setenv("DEVGATE_OPENCL_PATH", "old", 1);
             st = be->init(0, &old, reason, sizeof reason);
             unsetenv("DEVGATE_OPENCL_PATH");
             CHECK_MSG(st == DG_OK, "old path with %s: %s", kernels[i], reason);
-            if (st == DG_OK)
-                test_implicit_conv(ctx, old, kernels[i]);
+            if (st == DG_OK && sb == DG_OK)
+                test_implicit_conv(bwd, old, kernels[i]);
             be->free(old);
+            be->free(bwd);
         }
         if (i == 1) { /* a small workspace: the backward pass in chunks of images */
             void *small = NULL, *old = NULL;
             setenv("DEVGATE_OPENCL_CONV_WORK", "2000", 1);
+            setenv("DEVGATE_OPENCL_CONV_BWD", "implicit", 1);
             st = be->init(0, &small, reason, sizeof reason);
+            unsetenv("DEVGATE_OPENCL_CONV_BWD");
             setenv("DEVGATE_OPENCL_PATH", "old", 1);
             dg_status st2 = be->init(0, &old, reason, sizeof reason);
             unsetenv("DEVGATE_OPENCL_PATH");

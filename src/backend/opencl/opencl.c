@@ -17,11 +17,12 @@
  * offsets passed as kernel arguments (no sub-buffers) after every range has
  * been checked against the buffer's size. Reductions run in a fixed order and
  * scatters are written as gathers, so results are deterministic and no float
- * atomics are needed. On the new path (DEVGATE_OPENCL_PATH) a convolution
- * on the GPU kernels is implicit GEMMs (kernels.cl's dg_conv, dg_convdw,
- * dg_convdx: the column buffer gathered from the images, or the output
- * gradient, as the product's slices are fetched; bias and ReLU in the
- * forward product's epilogue). Otherwise convolutions go through im2col, a
+ * atomics are needed. On the new path (DEVGATE_OPENCL_PATH) a convolution's
+ * forward pass on the GPU kernels is an implicit GEMM (kernels.cl's dg_conv:
+ * the column buffer gathered from the images as the product's slices are
+ * fetched; bias and ReLU in its epilogue), and with
+ * DEVGATE_OPENCL_CONV_BWD=implicit its backward pass too (dg_convdw,
+ * dg_convdx). Otherwise convolutions go through im2col, a
  * batched GEMM and a gather col2im, chunk of images at a time, the chunk sized so the workspace
  * stays under a cap: 64 MiB on CPUs, 1/256 of the memory (64-512 MiB) on
  * GPUs (DEVGATE_OPENCL_CONV_WORK, in bytes, overrides the cap so tests can
@@ -186,6 +187,7 @@ typedef struct ocl_ctx {
     bool kernel_marks;  /* markers lack profiling times here: mark with dg_mark */
     bool old_path;      /* DEVGATE_OPENCL_PATH=old: no fused calls, xent in two commands */
     bool direct_upload; /* page-locked uploads as one write on the compute queue */
+    bool implicit_bwd;  /* DEVGATE_OPENCL_CONV_BWD=implicit: conv2d_bwd as implicit GEMMs */
     uint64_t conv_cap;  /* convolution workspace cap in bytes */
     cl_uint compute_units;
     cl_ulong max_alloc;
@@ -824,7 +826,15 @@ static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
     if (up && *up && strcmp(up, "direct") != 0 && strcmp(up, "staged") != 0)
         return reason_set(reason, len, DG_ERR_USAGE,
                           "DEVGATE_OPENCL_UPLOAD=%.64s: unknown upload (direct, staged)", up);
-    o->direct_upload = up && *up ? strcmp(up, "direct") == 0 : !o->old_path;
+    /* Staged on both paths unless asked: on the H200 the direct write's h2d
+     * phase took 2.4 ms of mlp's step at batch 1024 (docs/evidence/
+     * h200-oclbench-20261202.log), the staged one overlaps the step before. */
+    o->direct_upload = up && strcmp(up, "direct") == 0;
+    const char *bwd = getenv("DEVGATE_OPENCL_CONV_BWD");
+    if (bwd && *bwd && strcmp(bwd, "implicit") != 0 && strcmp(bwd, "im2col") != 0)
+        return reason_set(reason, len, DG_ERR_USAGE,
+                          "DEVGATE_OPENCL_CONV_BWD=%.64s: unknown path (im2col, implicit)", bwd);
+    o->implicit_bwd = bwd && strcmp(bwd, "implicit") == 0;
     const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
     if (!v || !*v)
         return DG_OK;
@@ -2204,7 +2214,7 @@ static dg_status ocl_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_
     cl_mem mx = x.buf, mw = w.buf, mdy = dy.buf, mdx = dx.buf, mdw = dw.buf, mk = work.buf;
     int ckk = (int)d.ckk, hw = (int)d.hw, k = s->k;
     cl_ulong epart = ek + d.col, xs = (cl_ulong)s->c * s->h * s->w, ys = (cl_ulong)k * hw;
-    if (conv_kernel_for(o, CONV_DW, k, ckk, (size_t)s->n) >= 0 &&
+    if (o->implicit_bwd && conv_kernel_for(o, CONV_DW, k, ckk, (size_t)s->n) >= 0 &&
         (!dx.buf || conv_kernel_for(o, CONV_DX, s->c, s->h * s->w, (size_t)s->n) >= 0)) {
         st = conv_bwd_implicit(o, s, &d, mx, ex, mw, ew, mdy, edy, mdx, edx, mdw, edw, mk, epart);
         if (st == DG_OK && db.buf)
