@@ -111,8 +111,9 @@ void dg_cpu_team_mark(dg_cpu_team *t)
 int dg_cpu_team_step(dg_cpu_team *t)
 {
     double now = dg_now();
-    if (now - t->t_last < DG_CPU_TEAM_INTERVAL_S)
+    if (now - t->t_last < (t->looks ? DG_CPU_TEAM_INTERVAL_S : DG_CPU_TEAM_FIRST_S))
         return t->threads;
+    t->looks++;
     double busy, own;
     bool ok = look(t, &now, &busy, &own);
     double dt = now - t->t_last;

@@ -10,6 +10,9 @@
 
 /* Seconds between two looks at what others ran. */
 #define DG_CPU_TEAM_INTERVAL_S 0.25
+/* The first look comes sooner: a short run (80 sub-millisecond steps) would
+ * otherwise end on the team it started with. Five clock ticks of /proc/stat. */
+#define DG_CPU_TEAM_FIRST_S 0.05
 
 typedef struct dg_cpu_team {
     int max;            /* the team asked for (dg_cpu_threads_resolve) */
@@ -28,12 +31,14 @@ typedef struct dg_cpu_team {
      * others' core-seconds over the measured intervals and those intervals' seconds */
     double t_mark, thread_s, span_s, others_s, measured_s, others_max;
     int fewest, resizes;
+    int looks; /* looks taken since init (the first after DG_CPU_TEAM_FIRST_S) */
 } dg_cpu_team;
 
 /* Starts a team for a requested thread count (0: OMP_NUM_THREADS, else the
  * usable cores), sets OpenMP's team to it and takes the first look. */
 void dg_cpu_team_init(dg_cpu_team *t, int requested);
-/* At a step's start: when DG_CPU_TEAM_INTERVAL_S has passed since the last
+/* At a step's start: when DG_CPU_TEAM_INTERVAL_S (the first time
+ * DG_CPU_TEAM_FIRST_S) has passed since the last
  * look, what others ran since (the busy time of the affinity mask's CPUs in
  * /proc/stat less this process's CPU time), and for an adaptive team the
  * size dg_cpu_team_size gives, set as OpenMP's team; the team's size. */

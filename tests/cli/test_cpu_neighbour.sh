@@ -28,7 +28,7 @@ fi
 # step MODEL OUT [ARGS...]: one cpu training run, its step time in ms on stdout
 step() {
   local model=$1 out=$2; shift 2
-  "$DG" --no-ledger train --backend cpu --model "$model" --steps 80 --batch 32 --workers 0 \
+  "$DG" --no-ledger train --backend cpu --model "$model" --steps 240 --batch 32 --workers 0 \
     --json -q "$@" >"$out" 2>"$T/err" || { cat "$T/err" >&2; echo nan; return; }
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["throughput"]["step_ms"]["value"])' "$out"
 }
