@@ -340,8 +340,14 @@ static int pool_collect(cli *c, const char *dir, const char *job)
         printf("%-5s %-16s %-10s %-5s %-8s %-6s %-18s %-24s %s\n", "task", "node", "state", "exit",
                "backend", "batch", "throughput", "verdict", "run id");
         cJSON_ArrayForEach(t, tasks) print_row(t);
-        bool bucketed = false; /* records with an input bucket (an slo record has none) */
-        cJSON_ArrayForEach(t, tasks) bucketed = bucketed || jstr(t, "bucket_id", NULL);
+        /* Records with an input bucket: every kind but slo (a run's bucket
+         * may have no id and is compared field by field). */
+        bool bucketed = false;
+        cJSON_ArrayForEach(t, tasks)
+        {
+            const char *k = jstr(t, "record_kind", NULL);
+            bucketed = bucketed || (k && strcmp(k, "slo") != 0);
+        }
         if (bucketed)
             printf("input bucket: %s\n",
                    count_of(o, "bucket_differs")

@@ -179,6 +179,7 @@ static void slo_row(cJSON *row, const cJSON *rec)
 
 void dg_pool_row_from_record(cJSON *row, const cJSON *rec)
 {
+    dg_json_add_str(row, "record_kind", dg_pool_jstr(rec, "kind", NULL));
     if (strcmp(dg_pool_jstr(rec, "kind", ""), "slo") == 0) {
         slo_row(row, rec);
         return;
