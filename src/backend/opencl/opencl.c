@@ -299,6 +299,24 @@ static dg_status reason_set(char *reason, size_t len, dg_status st, const char *
     return st;
 }
 
+/* An environment variable naming one of two words: *pick is its index, -1
+ * when unset or empty; any other value is a usage error naming the variable. */
+static dg_status env_word(const char *name, const char *const words[2], const char *what, int *pick,
+                          char *reason, size_t len)
+{
+    const char *v = getenv(name);
+    *pick = -1;
+    if (!v || !*v)
+        return DG_OK;
+    for (int i = 0; i < 2; i++)
+        if (strcmp(v, words[i]) == 0) {
+            *pick = i;
+            return DG_OK;
+        }
+    return reason_set(reason, len, DG_ERR_USAGE, "%s=%.64s: unknown %s (%s, %s)", name, v, what,
+                      words[0], words[1]);
+}
+
 /* Stores a message on the context; returns st. */
 static dg_status ocl_fail(ocl_ctx *o, dg_status st, const char *fmt, ...) DG_PRINTF(3, 4);
 static dg_status ocl_fail(ocl_ctx *o, dg_status st, const char *fmt, ...)
@@ -817,24 +835,20 @@ static dg_status read_conv_cap(ocl_ctx *o, char *reason, size_t len)
                       : c > OCL_CONV_WORK_GPU_MAX ? OCL_CONV_WORK_GPU_MAX
                                                   : c;
     }
-    const char *path = getenv("DEVGATE_OPENCL_PATH");
-    if (path && *path && strcmp(path, "old") != 0 && strcmp(path, "new") != 0)
-        return reason_set(reason, len, DG_ERR_USAGE,
-                          "DEVGATE_OPENCL_PATH=%.64s: unknown path (new, old)", path);
-    o->old_path = path && strcmp(path, "old") == 0;
-    const char *up = getenv("DEVGATE_OPENCL_UPLOAD");
-    if (up && *up && strcmp(up, "direct") != 0 && strcmp(up, "staged") != 0)
-        return reason_set(reason, len, DG_ERR_USAGE,
-                          "DEVGATE_OPENCL_UPLOAD=%.64s: unknown upload (direct, staged)", up);
+    static const char *const paths[2] = {"new", "old"}, *const uploads[2] = {"direct", "staged"},
+                             *const bwds[2] = {"im2col", "implicit"};
+    int path, up, bwd;
+    dg_status st;
+    if ((st = env_word("DEVGATE_OPENCL_PATH", paths, "path", &path, reason, len)) != DG_OK ||
+        (st = env_word("DEVGATE_OPENCL_UPLOAD", uploads, "upload", &up, reason, len)) != DG_OK ||
+        (st = env_word("DEVGATE_OPENCL_CONV_BWD", bwds, "path", &bwd, reason, len)) != DG_OK)
+        return st;
+    o->old_path = path == 1;
     /* Staged on both paths unless asked: on the H200 the direct write's h2d
      * phase took 2.4 ms of mlp's step at batch 1024 (docs/evidence/
      * h200-oclbench-20261202.log), the staged one overlaps the step before. */
-    o->direct_upload = up && strcmp(up, "direct") == 0;
-    const char *bwd = getenv("DEVGATE_OPENCL_CONV_BWD");
-    if (bwd && *bwd && strcmp(bwd, "implicit") != 0 && strcmp(bwd, "im2col") != 0)
-        return reason_set(reason, len, DG_ERR_USAGE,
-                          "DEVGATE_OPENCL_CONV_BWD=%.64s: unknown path (im2col, implicit)", bwd);
-    o->implicit_bwd = bwd && strcmp(bwd, "implicit") == 0;
+    o->direct_upload = up == 0;
+    o->implicit_bwd = bwd == 1;
     const char *v = getenv("DEVGATE_OPENCL_CONV_WORK");
     if (!v || !*v)
         return DG_OK;
