@@ -55,6 +55,14 @@ torch_python() {
   unset PYTHONPATH DEVGATE_PROBE_PATH
 }
 
+# wait_slurm JOB [TRIES]: until Slurm no longer lists the job (half a second a try, 240).
+wait_slurm() {
+  for _ in $(seq "${2:-240}"); do
+    [ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
+    sleep 0.5
+  done
+}
+
 done_tests() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

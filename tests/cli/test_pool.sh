@@ -123,10 +123,7 @@ expect_json out "len(d) == 3 and all(r['verb'] == 'accept' for r in d)"
 TRAIN=(train --model mlp --backend cpu --threads 1 --steps 2 --batch 8)
 expect_exit 0 P submit --tasks 2 --dir "$T/pool" -- "${TRAIN[@]}"
 job2=$(sed -n 's/^pool job \([0-9]*\):.*/\1/p' "$T/out")
-for _ in $(seq 240); do
-  [ -z "$(squeue -h -j "$job2" 2>/dev/null)" ] && break
-  sleep 0.5
-done
+wait_slurm "$job2"
 expect_exit 0 P collect "$job2" --dir "$T/pool"
 expect_grep out '^1 +localhost +completed +0 +cpu +8 '
 python3 - "$T/pool/$job2/task-1/record.json" <<'PY'
@@ -155,10 +152,7 @@ expect_grep out 'record.json is a link or not a regular file: not taken'
 # by field, so they are the same bucket (exit 0, not 15).
 expect_exit 0 P submit --tasks 2 --dir "$T/pool" -- run --no-env -- python3 "$DEVGATE_SRC/tests/data/run/good.py"
 job3=$(sed -n 's/^pool job \([0-9]*\):.*/\1/p' "$T/out")
-for _ in $(seq 240); do
-  [ -z "$(squeue -h -j "$job3" 2>/dev/null)" ] && break
-  sleep 0.5
-done
+wait_slurm "$job3"
 expect_exit 0 P collect "$job3" --dir "$T/pool"
 expect_grep out 'every task with a record ran on the same one'
 expect_grep out '^1 +localhost +completed +0 '

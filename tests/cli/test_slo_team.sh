@@ -52,10 +52,7 @@ if [ "$rc" -eq 0 ]; then
   P() { "$DG" --ledger "$T/team.db" pool "$@"; }
   expect_exit 0 P submit --tasks 1 --dir "$T/pool" -- "${SLO[@]}" --label pooled
   job=$(sed -n 's/^pool job \([0-9]*\):.*/\1/p' "$T/out")
-  for _ in $(seq 360); do
-    [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
-    sleep 0.5
-  done
+  wait_slurm "$job" 360
   expect_exit 0 P collect "$job" --dir "$T/pool"
   expect_grep out '^0 +localhost +completed +0 +cpu +- +[0-9.]+ requests/s +signed at [0-9]+ streams? +'
   grep -q 'input bucket' "$T/out" && bad "collect claimed an input bucket for slo records" || ok
