@@ -321,6 +321,20 @@ void dg_run_id(char *buf, size_t len, long long when, int hex)
     snprintf(buf, len, "%s-%s", ts, digits);
 }
 
+int dg_parse_counters(const char *p, unsigned long long *v, int max)
+{
+    int n = 0;
+    for (; n < max; n++) {
+        char *end;
+        errno = 0;
+        v[n] = strtoull(p, &end, 10);
+        if (end == p || errno)
+            break;
+        p = end;
+    }
+    return n;
+}
+
 char *dg_read_file(const char *path, size_t max, size_t *len)
 {
     FILE *f = fopen(path, "rb");

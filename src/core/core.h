@@ -96,6 +96,10 @@ char *dg_read_file(const char *path, size_t max, size_t *len);
 /* Reads up to size - 1 bytes of a small file (a /proc entry) into buf,
  * NUL-terminated; false when it cannot be opened or holds nothing. */
 bool dg_read_small(const char *path, char *buf, size_t size);
+/* Parses up to max unsigned decimal counters separated by blanks from p (a
+ * /proc line's columns) into v; how many it read before the first that is
+ * not one. */
+int dg_parse_counters(const char *p, unsigned long long *v, int max);
 /* Writes all n bytes to fd, resuming after signals; false with errno set. */
 bool dg_write_all(int fd, const void *buf, size_t n);
 /* Trims ASCII whitespace at both ends in place; returns s. */

@@ -46,14 +46,7 @@ bool dg_cpu_busy_s(const char *root, const cpu_set_t *mask, double *busy_s)
         if (cpu < 0 || cpu >= CPU_SETSIZE || (mask && !CPU_ISSET((int)cpu, mask)))
             continue;
         unsigned long long v[8] = {0};
-        int n = 0;
-        for (char *p = end; n < 8; n++, p = end) {
-            errno = 0;
-            v[n] = strtoull(p, &end, 10);
-            if (end == p || errno)
-                break;
-        }
-        if (n < 5)
+        if (dg_parse_counters(end, v, 8) < 5)
             continue;
         busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
         cpus++;

@@ -57,17 +57,7 @@ static bool stat_ticks(unsigned long long *total, unsigned long long *steal)
     bool ok = false;
     if (t && strncmp(t, "cpu ", 4) == 0) {
         unsigned long long v[10] = {0};
-        char *p = t + 4;
-        int n = 0;
-        for (; n < 10; n++) {
-            char *end;
-            errno = 0;
-            v[n] = strtoull(p, &end, 10);
-            if (end == p || errno)
-                break;
-            p = end;
-        }
-        if (n >= 8) {
+        if (dg_parse_counters(t + 4, v, 10) >= 8) {
             /* user nice system idle iowait irq softirq steal (guest is in user) */
             *total = 0;
             for (int i = 0; i < 8; i++)
