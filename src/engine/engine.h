@@ -161,8 +161,10 @@ dg_status dg_op_conv2d_fwd_ep(dg_ctx *ctx, dg_engine *e, const dg_conv_shape *s,
 bool dg_engine_queue_counts(const dg_engine *e, uint64_t *enqueued, uint64_t *waits);
 
 /* ---- float64 reference (ref64.c) -------------------------------------------
- * Plain, single-threaded, double-precision versions of every op on host
- * arrays, same contracts as backend.h; built without fast-math. */
+ * Plain double-precision versions of every op on host arrays, same
+ * contracts as backend.h; built without fast-math. Outer loops over
+ * independent outputs run on OpenMP's team; each output is summed by one
+ * thread in a fixed order, so the bytes do not depend on the thread count. */
 void dg_ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a, int lda,
                    const double *b, int ldb, double beta, double *c, int ldc);
 void dg_ref64_bias_add(double *y, const double *bias, int outer, int channels, int inner);

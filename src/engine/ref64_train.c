@@ -1,7 +1,9 @@
 /* The float64 training run: the model of the fixture trained on the same
  * batches from the same float32 initial weights, with every op taken from
  * ref64.c and composed in the order train.c issues the device ops. It is the
- * yardstick `devgate compare` measures both fp32 backends against. */
+ * yardstick `devgate compare` measures both fp32 backends against. The ops
+ * run on the calling thread's OpenMP team (ref64.c), and the trajectory is
+ * the same bytes whatever its size. */
 #include "engine/model.h"
 
 #include <math.h>

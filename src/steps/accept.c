@@ -253,7 +253,9 @@ static dg_status fx_profile(void *ctx, const dg_method_state *s, dg_step_out *ou
         .train = a->base, .warmup = a->tier->profile_warmup, .trace_path = a->o->trace_path};
     po.train.backend = s->device;
     po.train.batch = s->batch;
-    po.window = steps_for(s, a->tier->profile_budget_s, 2, 5, 50);
+    /* Two passes share the budget: the unprofiled one at the knee's step
+     * time, the profiled one (every op synchronised) at about twice it. */
+    po.window = steps_for(s, a->tier->profile_budget_s, 3, 5, 50);
     char *json = NULL;
     dg_status st = dg_profile_run(a->ctx, &po, &json);
     cJSON *rec = out->section = parse_owned(json);

@@ -1,12 +1,14 @@
 /* Checks of the float64 training run (src/engine/ref64_train.c): its losses
  * track the fp32 cpu backend's over the same weights and batches (exported by
  * `train --export`) on an mlp-like and a conv model, a hand-built one-layer
- * case matches the closed form, and the FLOP estimate counts what it says. */
+ * case matches the closed form, the FLOP estimate counts what it says, and
+ * the trajectory is the same bytes on one thread and on two. */
 #include "core/core.h"
 #include "engine/model.h"
 
 #include "check.h"
 
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -210,9 +212,83 @@ static void test_batch_failure(void)
     dg_ctx_free(ctx);
 }
 
+/* ---- the same bytes at any thread count ------------------------------------------ */
+
+/* Batch `step` drawn from the rng stream of that step: the same at every call. */
+static dg_status seeded_batch(void *user, int step, float *x, int32_t *labels)
+{
+    const int *n = user;
+    dg_rng r;
+    dg_rng_init(&r, 11, (uint64_t)step);
+    dg_rng_uniform(&r, x, (size_t)n[0] * n[1], -1.0f, 1.0f);
+    for (int i = 0; i < n[0]; i++)
+        labels[i] = (int32_t)((i * 7 + step) % 10);
+    return DG_OK;
+}
+
+/* The losses and final parameters of a few steps on `threads` OpenMP threads. */
+static dg_status trajectory(dg_ctx *ctx, const dg_model *m, const float *init, int threads,
+                            int batch, int steps, double *losses, double *fin)
+{
+    int dims[2] = {batch, m->in_c * m->in_h * m->in_w};
+    omp_set_num_threads(threads);
+    return dg_ref64_train(ctx, m, init, batch, steps, seeded_batch, dims, 0.05, 0.9, 5e-4, losses,
+                          fin);
+}
+
+/* The model is sized so that every convolution pass, pool, the first relu,
+ * the large product and the SGD over the arena run split over the team
+ * (ref64.c's PAR_MIN); each output keeps its one thread and its order, so
+ * two threads give the bytes one does. */
+static void test_threads_same_bytes(void)
+{
+    dg_ctx *ctx = dg_ctx_new();
+    dg_model m;
+    dg_status st = dg_model_parse(
+        ctx, "conv3x3:16:p1,relu,pool2,conv3x3:32:p1,relu,pool2,fc:64,relu,fc:10", 3, 16, 16, &m);
+    CHECK_MSG(st == DG_OK, "parse: %s", dg_errmsg(ctx));
+    if (omp_get_thread_limit() < 2) { /* the TSan tier: OMP_THREAD_LIMIT=1 */
+        printf("threads: one OpenMP thread at most here, the 1-against-2 check does not run\n");
+        dg_ctx_free(ctx);
+        return;
+    }
+    const int batch = 20, steps = 4;
+    size_t count = m.param_arena / sizeof(float);
+    float *init = calloc(count, sizeof *init);
+    double *l[2] = {calloc(steps, sizeof(double)), calloc(steps, sizeof(double))};
+    double *p[2] = {calloc(count, sizeof(double)), calloc(count, sizeof(double))};
+    CHECK(st == DG_OK && init && l[0] && l[1] && p[0] && p[1]);
+    if (st == DG_OK && init && l[0] && l[1] && p[0] && p[1]) {
+        dg_rng r;
+        dg_rng_init(&r, 5, 0);
+        dg_rng_uniform(&r, init, count, -0.2f, 0.2f);
+        int saved = omp_get_max_threads();
+        for (int t = 0; t < 2; t++)
+            CHECK_MSG(trajectory(ctx, &m, init, t + 1, batch, steps, l[t], p[t]) == DG_OK,
+                      "%d threads: %s", t + 1, dg_errmsg(ctx));
+        omp_set_num_threads(saved);
+        CHECK_MSG(memcmp(l[0], l[1], steps * sizeof(double)) == 0,
+                  "losses differ: last %.17g on 1 thread, %.17g on 2", l[0][steps - 1],
+                  l[1][steps - 1]);
+        size_t differ = 0;
+        for (size_t i = 0; i < count; i++)
+            differ += memcmp(&p[0][i], &p[1][i], sizeof(double)) != 0;
+        CHECK_MSG(differ == 0, "%zu of %zu final parameters differ between 1 and 2 threads", differ,
+                  count);
+        CHECK_MSG(l[0][steps - 1] < l[0][0], "float64 loss %.6f -> %.6f", l[0][0], l[0][steps - 1]);
+    }
+    free(init);
+    for (int i = 0; i < 2; i++) {
+        free(l[i]);
+        free(p[i]);
+    }
+    dg_ctx_free(ctx);
+}
+
 int main(void)
 {
     test_closed_form();
+    test_threads_same_bytes();
     test_batch_failure();
     /* fp32 against float64 over 10 steps: 1e-4 relative is far above fp32
      * round-off and far below any real divergence. */
