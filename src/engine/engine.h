@@ -195,13 +195,16 @@ struct dg_model;
 typedef dg_status (*dg_ref64_batch_fn)(void *user, int step, float *x, int32_t *labels);
 
 /* Trains m at batch size `batch` for `steps` steps from init_params (the
- * float32 arena, param_arena bytes) on the batches next_batch gives:
+ * float32 arena, param_arena bytes) on the batches next_batch gives, on an
+ * OpenMP team of `threads` (0: as the cpu backend's default, OMP_NUM_THREADS
+ * else the usable cores less those others keep busy; the bytes do not depend
+ * on it; the caller's team size is restored):
  * losses[steps] gets each step's mean loss (before its update), final_params
  * (param_arena / 4 doubles, arena layout, gaps 0) the parameters after the last
  * update. DG_ERR_USAGE bad sizes, DG_ERR_NOMEM out of host memory. */
 dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *m, const float *init_params, int batch,
-                         int steps, dg_ref64_batch_fn next_batch, void *user, double lr,
-                         double momentum, double weight_decay, double *losses,
+                         int steps, int threads, dg_ref64_batch_fn next_batch, void *user,
+                         double lr, double momentum, double weight_decay, double *losses,
                          double *final_params);
 /* Floating-point operations of one training step (forward and backward) of m
  * at batch size `batch` (2 per multiply-add; the cost of dg_ref64_train). */

@@ -2,11 +2,14 @@
  * batches from the same float32 initial weights, with every op taken from
  * ref64.c and composed in the order train.c issues the device ops. It is the
  * yardstick `devgate compare` measures both fp32 backends against. The ops
- * run on the calling thread's OpenMP team (ref64.c), and the trajectory is
- * the same bytes whatever its size. */
+ * run on an OpenMP team sized as the cpu side's is (env/cpu_team.h: the
+ * cores others leave free, looked at between steps), and the trajectory is
+ * the same bytes whatever its size (ref64.c). */
+#include "engine/engine.h"
 #include "engine/model.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #ifdef __FAST_MATH__
@@ -103,8 +106,9 @@ static void free_run(ref_run *r)
 }
 
 dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *model, const float *init_params,
-                         int batch, int steps, dg_ref64_batch_fn next_batch, void *user, double lr,
-                         double momentum, double weight_decay, double *losses, double *final_params)
+                         int batch, int steps, int threads, dg_ref64_batch_fn next_batch,
+                         void *user, double lr, double momentum, double weight_decay,
+                         double *losses, double *final_params)
 {
     if (!model || !init_params || !next_batch || batch < 1 || steps < 1 || model->nlayers < 1 ||
         model->nlayers > DG_MAX_LAYERS)
@@ -141,8 +145,12 @@ dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *model, const float 
     }
     for (size_t i = 0; i < count; i++)
         r->P[i] = init_params[i];
+    int caller_threads = omp_get_max_threads();
+    dg_cpu_team team = {0};
+    dg_cpu_team_init(&team, threads);
     dg_status st = DG_OK;
     for (int s = 0; s < steps; s++) {
+        dg_cpu_team_step(&team);
         if ((st = next_batch(user, s, xf, r->labels)) != DG_OK)
             break;
         for (size_t i = 0; i < in_elems; i++)
@@ -154,6 +162,7 @@ dg_status dg_ref64_train(dg_ctx *ctx, const struct dg_model *model, const float 
         /* One SGD over the whole arena: the gaps hold zeros in all three. */
         dg_ref64_sgd(r->P, r->G, r->M, count, lr, momentum, weight_decay);
     }
+    omp_set_num_threads(caller_threads);
     if (st == DG_OK && final_params)
         memcpy(final_params, r->P, count * sizeof(double));
     dg_free(xf);

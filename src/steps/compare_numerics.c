@@ -240,8 +240,9 @@ static dg_status run_reference(dg_ctx *ctx, const cmp_cfg *c, int batch, const c
     dg_status st;
     if (!bf.f)
         st = dg_fail(ctx, DG_ERR_IO, "compare: reading the exported weights and batches failed");
-    else if ((st = dg_ref64_train(ctx, m, *init, batch, c->steps, read_batch, &bf, c->lr,
-                                  c->momentum, c->wd, ref_l, *ref_p)) == DG_ERR_IO)
+    else if ((st = dg_ref64_train(ctx, m, *init, batch, c->steps, c->opts->train.threads,
+                                  read_batch, &bf, c->lr, c->momentum, c->wd, ref_l, *ref_p)) ==
+             DG_ERR_IO)
         st = dg_fail(ctx, st, "compare: reading the exported batches failed");
     *ref_s = dg_now() - t0;
     if (bf.f)

@@ -90,7 +90,7 @@ static void track_cpu(const char *model, int c, int h, int w, int batch, int ste
     double *losses = calloc((size_t)steps, sizeof *losses);
     double *fin = calloc(m.param_arena / sizeof(float), sizeof *fin);
     if (e.f && losses && fin) {
-        st = dg_ref64_train(ctx, &m, init, batch, steps, read_batch, &e, o.lr, o.momentum,
+        st = dg_ref64_train(ctx, &m, init, batch, steps, 1, read_batch, &e, o.lr, o.momentum,
                             o.weight_decay, losses, fin);
         CHECK_MSG(st == DG_OK, "%s: ref64: %s", model, dg_errmsg(ctx));
         double worst = 0;
@@ -160,7 +160,7 @@ static void test_closed_form(void)
     double *fin = calloc(count, sizeof *fin);
     double losses[2];
     double lr = 0.1;
-    st = dg_ref64_train(ctx, &m, init, 1, 2, one_batch, NULL, lr, 0.0, 0.0, losses, fin);
+    st = dg_ref64_train(ctx, &m, init, 1, 2, 1, one_batch, NULL, lr, 0.0, 0.0, losses, fin);
     CHECK(st == DG_OK);
     CHECK_MSG(fabs(losses[0] - log(2.0)) < 1e-15, "loss 0 = %.17g", losses[0]);
     double want1 = log(1.0 + exp(-6.0 * lr));
@@ -175,7 +175,7 @@ static void test_closed_form(void)
     for (int i = 0; i < 2; i++)
         CHECK_MSG(fabs(b[i] - wantb[i]) < 1e-15, "b[%d] = %.17g, want %.17g", i, b[i], wantb[i]);
     /* Momentum 0.5: the second update adds half the first one's step. */
-    st = dg_ref64_train(ctx, &m, init, 1, 2, one_batch, NULL, lr, 0.5, 0.0, losses, fin);
+    st = dg_ref64_train(ctx, &m, init, 1, 2, 1, one_batch, NULL, lr, 0.5, 0.0, losses, fin);
     CHECK(st == DG_OK);
     CHECK(fabs(W[0] - (wantW[0] + lr * 0.5 * 0.5)) < 1e-15);
     CHECK(fabs(b[1] - (wantb[1] - lr * 0.5 * 0.5)) < 1e-15);
@@ -183,9 +183,10 @@ static void test_closed_form(void)
     CHECK(dg_ref64_step_flops(&m, 1) == 16.0);
     CHECK(dg_ref64_step_flops(&m, 4) == 64.0);
     /* Bad arguments are usage errors; a failing batch source ends the run. */
-    CHECK(dg_ref64_train(ctx, &m, init, 0, 2, one_batch, NULL, lr, 0, 0, losses, fin) ==
+    CHECK(dg_ref64_train(ctx, &m, init, 0, 2, 1, one_batch, NULL, lr, 0, 0, losses, fin) ==
           DG_ERR_USAGE);
-    CHECK(dg_ref64_train(ctx, &m, init, 1, 2, NULL, NULL, lr, 0, 0, losses, fin) == DG_ERR_USAGE);
+    CHECK(dg_ref64_train(ctx, &m, init, 1, 2, 1, NULL, NULL, lr, 0, 0, losses, fin) ==
+          DG_ERR_USAGE);
     free(init);
     free(fin);
     dg_ctx_free(ctx);
@@ -206,7 +207,7 @@ static void test_batch_failure(void)
     double losses[3], fin[512];
     int calls = 0;
     CHECK(m.param_arena <= sizeof init);
-    CHECK(dg_ref64_train(ctx, &m, init, 1, 3, failing_batch, &calls, 0.1, 0, 0, losses, fin) ==
+    CHECK(dg_ref64_train(ctx, &m, init, 1, 3, 1, failing_batch, &calls, 0.1, 0, 0, losses, fin) ==
           DG_ERR_IO);
     CHECK(calls == 2);
     dg_ctx_free(ctx);
@@ -231,9 +232,8 @@ static dg_status trajectory(dg_ctx *ctx, const dg_model *m, const float *init, i
                             int batch, int steps, double *losses, double *fin)
 {
     int dims[2] = {batch, m->in_c * m->in_h * m->in_w};
-    omp_set_num_threads(threads);
-    return dg_ref64_train(ctx, m, init, batch, steps, seeded_batch, dims, 0.05, 0.9, 5e-4, losses,
-                          fin);
+    return dg_ref64_train(ctx, m, init, batch, steps, threads, seeded_batch, dims, 0.05, 0.9, 5e-4,
+                          losses, fin);
 }
 
 /* The model is sized so that every convolution pass, pool, the first relu,
@@ -262,11 +262,11 @@ static void test_threads_same_bytes(void)
         dg_rng r;
         dg_rng_init(&r, 5, 0);
         dg_rng_uniform(&r, init, count, -0.2f, 0.2f);
-        int saved = omp_get_max_threads();
+        int caller = omp_get_max_threads();
         for (int t = 0; t < 2; t++)
             CHECK_MSG(trajectory(ctx, &m, init, t + 1, batch, steps, l[t], p[t]) == DG_OK,
                       "%d threads: %s", t + 1, dg_errmsg(ctx));
-        omp_set_num_threads(saved);
+        CHECK(omp_get_max_threads() == caller); /* the caller's team size is back */
         CHECK_MSG(memcmp(l[0], l[1], steps * sizeof(double)) == 0,
                   "losses differ: last %.17g on 1 thread, %.17g on 2", l[0][steps - 1],
                   l[1][steps - 1]);
