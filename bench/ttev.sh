@@ -11,14 +11,18 @@
 #
 #   bench/ttev.sh [-n N] [-t quick|default|both] DEVGATE [DEVGATE_NEW]
 #     (default 3 runs, both tiers; one binary: just its medians)
+#   bench/ttev.sh -s DIR [-n N] [-t ...] [old new | bin]: the table of the
+#     records a run kept in DIR, nothing run again
 #   TTEV_OUT=DIR keeps the records there (default a fresh temporary folder);
 #   TTEV_ARGS="--backend opencl" adds words to every accept.
 set -u
 n=3
 tiers="quick default"
-while getopts "n:t:" opt; do
+summary=
+while getopts "n:t:s:" opt; do
   case $opt in
   n) n=$OPTARG ;;
+  s) summary=$OPTARG ;;
   t) case $OPTARG in
     quick | default) tiers=$OPTARG ;;
     both) tiers="quick default" ;;
@@ -34,21 +38,26 @@ while getopts "n:t:" opt; do
   esac
 done
 shift $((OPTIND - 1))
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+if [ -n "$summary" ]; then
+  out=$summary
+  labels=(old new)
+  [ $# -gt 0 ] && labels=("$@")
+elif [ $# -lt 1 ] || [ $# -gt 2 ]; then
   echo "usage: bench/ttev.sh [-n N] [-t quick|default|both] DEVGATE [DEVGATE_NEW]" >&2
   exit 2
+else
+  bins=("$@")
+  labels=(old new)
+  [ $# -eq 1 ] && labels=(bin)
+  for b in "${bins[@]}"; do
+    [ -x "$b" ] || {
+      echo "ttev.sh: $b is not an executable" >&2
+      exit 2
+    }
+  done
+  out=${TTEV_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ttev-XXXXXX")}
+  mkdir -p "$out"
 fi
-bins=("$@")
-labels=(old new)
-[ $# -eq 1 ] && labels=(bin)
-for b in "${bins[@]}"; do
-  [ -x "$b" ] || {
-    echo "ttev.sh: $b is not an executable" >&2
-    exit 2
-  }
-done
-out=${TTEV_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ttev-XXXXXX")}
-mkdir -p "$out"
 
 # Busy and total clock ticks of all CPUs (/proc/stat's first line).
 cpu_ticks() {
@@ -70,7 +79,8 @@ run_one() { # tier label round binary
     >"$out/$name.json" 2>"$out/$name.err"
   rc=$?
   b1=$(cpu_ticks)
-  read -r wall own <<<"$(awk '{print $1, $2 + $3}' "$out/$name.time")"
+  # GNU time puts "Command exited with non-zero status N" first when N is not 0.
+  read -r wall own <<<"$(tail -n 1 "$out/$name.time" | awk '{print $1, $2 + $3}')"
   others=$(awk -v a="$b0" -v b="$b1" -v own="$own" -v wall="$wall" -v hz="$(getconf CLK_TCK)" \
     'BEGIN{split(a, x, " "); split(b, y, " "); o = ((y[1] - x[1]) / hz - own) / wall;
            printf "%.2f", o < 0 ? 0 : o}')
@@ -80,6 +90,7 @@ run_one() { # tier label round binary
 }
 
 for tier in $tiers; do
+  [ -n "$summary" ] && break
   for r in $(seq 1 "$n"); do
     order=(0 1)
     [ $((r % 2)) -eq 0 ] && order=(1 0)
