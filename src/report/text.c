@@ -27,10 +27,7 @@ static void text_header(dg_capbuf *b, const dg_record_view *v)
     const char *state = v->state;
     if (label || (state && strcmp(state, "complete") != 0)) {
         dg_rp_put(b, "  ");
-        if (label) {
-            dg_rp_put(b, "label ");
-            dg_rp_esc(b, ESC_TEXT, label, "");
-        }
+        dg_rp_opt(b, ESC_TEXT, "label ", label, "");
         if (state && strcmp(state, "complete") != 0) {
             dg_rp_put(b, label ? " · state " : "state ");
             dg_rp_esc(b, ESC_TEXT, state, "");
@@ -71,11 +68,7 @@ static void text_step(dg_capbuf *b, const dg_view_step *step)
     dg_rp_printf(b, "%-5s ", word);
     dg_rp_prose(b, ESC_TEXT, step->summary, "");
     const char *err = step->error;
-    if (err) {
-        dg_rp_put(b, " (error: ");
-        dg_rp_esc(b, ESC_TEXT, err, "");
-        dg_rp_put(b, ")");
-    }
+    dg_rp_opt(b, ESC_TEXT, " (error: ", err, ")");
     dg_rp_put(b, "\n");
 }
 
