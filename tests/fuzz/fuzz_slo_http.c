@@ -23,14 +23,14 @@ static void check(const char *in, size_t len, size_t max, const slo_http_req *r)
             abort();
         break;
     case SLO_HTTP_REFUSED:
-        if (r->used != len || (r->status != 400 && r->status != 413) || !r->why ||
-            r->keep_alive || r->expect_continue)
+        if (r->used != len || (r->status != 400 && r->status != 413) || !r->why || r->keep_alive ||
+            r->expect_continue)
             abort();
         break;
     case SLO_HTTP_REQUEST:
-        if (r->body < 4 || r->body > max || r->body_len > max ||
-            r->used != r->body + r->body_len || r->used > len || r->expect_continue ||
-            memcmp(in + r->body - 4, "\r\n\r\n", 4) != 0 || strchr(r->path, '?'))
+        if (r->body < 4 || r->body > max || r->body_len > max || r->used != r->body + r->body_len ||
+            r->used > len || r->expect_continue || memcmp(in + r->body - 4, "\r\n\r\n", 4) != 0 ||
+            strchr(r->path, '?'))
             abort();
         break;
     default: abort();
