@@ -74,6 +74,9 @@
 #            256-bit Zen kernel on Zen 4). CPUBENCH_PARTS (default "tests bench") picks
 #            parts; "avx2 coretype" is the second call of 10 minutes; CPUBENCH_THREADS
 #            (default 1,2) the bench's thread counts, 1 and 2 in two calls where one is too long
+#   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
+#            phase (context, upload, first product, backward, optimizers, pinned loader),
+#            alone on the GPU and beside a process holding a CUDA context (CUDASTART_ROUNDS, 5)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -656,6 +659,11 @@ pass_cpubench() {
         --presets mlp,lenet --threads 1,2 --rounds 3 --json "$out/cpubench-$ct.json"
     done
   fi
+}
+
+pass_cudastart() {
+  timeout 300 python3 bench/cuda_startup.py --rounds "${CUDASTART_ROUNDS:-5}" --json "$out/cudastart.json"
+  echo "cuda_startup exit $?"
 }
 
 pass_fuzz() {
