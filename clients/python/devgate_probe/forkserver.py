@@ -386,12 +386,13 @@ REPORT_MAX = 200                     # names of each kind in a report, at most
 
 
 def _version(mod):
+    """The leading numbers of mod.__version__: "2.11.0+cu130" (2, 11, 0), "1.13.0a0" (1, 13, 0)."""
     out = []
     for part in str(getattr(mod, "__version__", "")).split("+")[0].split("."):
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
+        n = len(part) - len(part.lstrip("0123456789"))
+        if not n:
             break
-        out.append(int(digits))
+        out.append(int(part[:n]))
     return tuple(out)
 
 
