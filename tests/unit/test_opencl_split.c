@@ -336,14 +336,11 @@ static bool conv_run(void *ctx, const dg_conv_shape *s, float *out)
 /* Convolutions on split against unsplit: within float rounding. */
 static void test_conv(void *split, void *plain, const char *kernel)
 {
-    static const int shapes[][8] = {/* n, c, h, w, k, ks, stride, pad */
-                                    {4, 6, 12, 12, 16, 5, 1, 0},
-                                    {3, 3, 9, 7, 5, 3, 2, 1}};
+    /* n, c, h, w, k, kh, kw, stride, pad, ho, wo */
+    static const dg_conv_shape shapes[] = {{4, 6, 12, 12, 16, 5, 5, 1, 0, 8, 8},
+                                           {3, 3, 9, 7, 5, 3, 3, 2, 1, 5, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        const int *v = shapes[i];
-        dg_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[5], v[6], v[7], 0, 0};
-        s.ho = (s.h + 2 * s.pad - s.kh) / s.stride + 1;
-        s.wo = (s.w + 2 * s.pad - s.kw) / s.stride + 1;
+        dg_conv_shape s = shapes[i];
         size_t total = (size_t)s.n * s.k * s.ho * s.wo + (size_t)s.n * s.c * s.h * s.w +
                        (size_t)s.k * s.c * s.kh * s.kw + (size_t)s.k;
         float *a = dg_malloc(total * 4), *b = dg_malloc(total * 4);

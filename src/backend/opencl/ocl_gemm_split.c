@@ -1,7 +1,7 @@
 /* Split-K for the OpenCL backend's GEMM: the choice, the kernels, the
  * workspace and the two commands (ocl_gemm_split.h). */
 #include "ocl_gemm_split.h"
-#include "ocl_err.h"
+#include "ocl_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -144,10 +144,10 @@ dg_status dg_ocl_split_init(ocl_split *s, cl_program program, cl_device_id dev, 
 
 void dg_ocl_split_free(ocl_split *s)
 {
-    for (int i = 0; i < 2; i++)
-        for (int t = 0; t < 4; t++)
-            if (s->part[i][t])
-                clReleaseKernel(s->part[i][t]);
+    cl_kernel *parts = &s->part[0][0]; /* the 2 x 4 split kernels in a row */
+    for (int i = 0; i < 8; i++)
+        if (parts[i])
+            clReleaseKernel(parts[i]);
     if (s->sum)
         clReleaseKernel(s->sum);
     if (s->work)
@@ -185,19 +185,9 @@ static dg_status grow_work(ocl_split *s, cl_context context, size_t bytes, cl_in
     return DG_OK;
 }
 
-/* A kernel argument: its size and where its value is. */
-typedef struct sarg {
-    size_t size;
-    const void *value;
-} sarg;
-#define SA(x)                                                                                      \
-    {                                                                                              \
-        sizeof(x), &(x)                                                                            \
-    }
-
 /* Sets kernel kr's n arguments and enqueues it over global (dims
  * dimensions) in groups of local. */
-static cl_int launch(cl_command_queue queue, cl_kernel kr, const sarg *args, cl_uint n,
+static cl_int launch(cl_command_queue queue, cl_kernel kr, const karg *args, cl_uint n,
                      cl_uint dims, const size_t *global, const size_t *local)
 {
     cl_int e = CL_SUCCESS;
@@ -226,13 +216,14 @@ dg_status dg_ocl_split_enqueue(ocl_split *s, cl_context context, cl_command_queu
     cl_int m = g->m, n = g->n, k = g->k, ks = dg_ocl_split_depth(g->k, slices), ns = slices;
     cl_int lda = g->lda, ldb = g->ldb, ldc = g->ldc, epi = g->ep ? g->ep->epi : 0;
     /* The partial products: product i's slice s at groups (x, y, i * slices + s). */
-    const sarg pa[] = {SA(m),   SA(n),     SA(k),    SA(ks),    SA(ns),  SA(g->a),  SA(g->ea),
-                       SA(lda), SA(g->sa), SA(g->b), SA(g->eb), SA(ldb), SA(g->sb), SA(s->work)};
+    const karg part_args[] = {KA(m),     KA(n),     KA(k),     KA(ks),     KA(ns),
+                              KA(g->a),  KA(g->ea), KA(lda),   KA(g->sa),  KA(g->b),
+                              KA(g->eb), KA(ldb),   KA(g->sb), KA(s->work)};
     size_t wg = part_wg[ti], t = (size_t)tile;
     size_t local[3] = {wg, wg, 1};
     size_t global[3] = {((size_t)n + t - 1) / t * wg, ((size_t)m + t - 1) / t * wg,
                         (size_t)ns * g->batch};
-    e = launch(queue, s->part[ti][tr], pa, (cl_uint)(sizeof pa / sizeof pa[0]), 3, global, local);
+    e = launch(queue, s->part[ti][tr], part_args, (cl_uint)NARGS(part_args), 3, global, local);
     if (e != CL_SUCCESS)
         return fail(err, len, part_names[ti][tr], e, dg_ocl_status(e));
     (*enqueued)++;
@@ -241,12 +232,12 @@ dg_status dg_ocl_split_enqueue(ocl_split *s, cl_context context, cl_command_queu
     cl_mem bias = g->ep && g->ep->bias ? g->ep->bias : g->c;
     cl_mem mask = g->ep && g->ep->mask ? g->ep->mask : g->c;
     cl_ulong eb = g->ep ? g->ep->ebias : 0, em = g->ep ? g->ep->emask : 0;
-    const sarg sa[] = {SA(m),    SA(n),    SA(ns),    SA(s->work), SA(alpha),
-                       SA(beta), SA(g->c), SA(g->ec), SA(ldc),     SA(g->sc),
-                       SA(bias), SA(eb),   SA(mask),  SA(em),      SA(epi)};
+    const karg sum_args[] = {KA(m),    KA(n),    KA(ns),    KA(s->work), KA(alpha),
+                             KA(beta), KA(g->c), KA(g->ec), KA(ldc),     KA(g->sc),
+                             KA(bias), KA(eb),   KA(mask),  KA(em),      KA(epi)};
     size_t sl[3] = {s->sum_local, 1, 1};
     size_t sg[3] = {((size_t)n + sl[0] - 1) / sl[0] * sl[0], (size_t)m, g->batch};
-    e = launch(queue, s->sum, sa, (cl_uint)(sizeof sa / sizeof sa[0]), 3, sg, sl);
+    e = launch(queue, s->sum, sum_args, (cl_uint)NARGS(sum_args), 3, sg, sl);
     if (e != CL_SUCCESS)
         return fail(err, len, "dg_split_sum", e, dg_ocl_status(e));
     (*enqueued)++;

@@ -52,8 +52,8 @@
 #include <string.h>
 
 #include "ocl_cache.h"
-#include "ocl_err.h"
 #include "ocl_gemm_split.h"
+#include "ocl_util.h"
 #include "opencl_hooks.h"
 #include "opencl_kernels.h"
 
@@ -1401,17 +1401,6 @@ static dg_status check_refs(ocl_ctx *o, const char *op, const operand *v, size_t
     }
     return DG_OK;
 }
-
-/* A kernel argument: its size and where its value is. */
-typedef struct karg {
-    size_t size;
-    const void *value;
-} karg;
-#define KA(x)                                                                                      \
-    {                                                                                              \
-        sizeof(x), &(x)                                                                            \
-    }
-#define NARGS(a) (sizeof(a) / sizeof((a)[0]))
 
 static dg_status set_args(ocl_ctx *o, cl_kernel k, const char *name, const karg *args, size_t n)
 {

@@ -1,5 +1,5 @@
-/* OpenCL error codes as names and as devgate statuses (ocl_err.h). */
-#include "ocl_err.h"
+/* OpenCL error codes as names and as devgate statuses (ocl_util.h). */
+#include "ocl_util.h"
 
 /* Symbolic name of a CL error code ("CL_INVALID_VALUE"). */
 const char *dg_ocl_err_name(cl_int e)
