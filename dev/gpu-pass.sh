@@ -318,14 +318,15 @@ for b in d.get("backends", []):
     r = m.get("rate") or {}
     bl = b.get("blas") or {}
     pk = (b.get("peak") or {}).get("cpu") or {}
-    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms (%s rounds x %s, spread %.3f) | "
+    w = m.get("window") or {}
+    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms (%s rounds x %s, spread %.3f, warm-up %s s) | "
           "rate %s^3 %7.1f GFLOP/s | team %s "
-          "blas server %s | peak %.0f (%s) fraction %.2f" % (
+          "blas server %s | peak %.0f (%s) fraction %.2f | steal %s others %s cpus" % (
         sys.argv[1], v(m.get("gflops")) or 0, m.get("ms_warm") or -1, m.get("rounds"),
-        m.get("round_products"), v(m.get("round_spread")) or -1, r.get("m"),
+        m.get("round_products"), v(m.get("round_spread")) or -1, v(m.get("warmup")), r.get("m"),
         v(r.get("gflops")) or 0, v(m.get("team_threads")), v(bl.get("server_threads")),
         v((b.get("peak") or {}).get("fp32")) or 0, pk.get("per_core_source"),
-        v(m.get("fraction_of_peak")) or 0))' "${setting:-default}"
+        v(m.get("fraction_of_peak")) or 0, v(w.get("steal")), v(w.get("others_cpus"))))' "${setting:-default}"
     done | tee /tmp/devgate-cpugate.txt
     python3 - "${setting:-default}" /tmp/devgate-cpugate.txt <<'PY'
 import re, sys

@@ -195,6 +195,12 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
         snprintf(line, sizeof line, "%.2f×%s%s (device step time %s than cpu, device busy %s%s)",
                  run->speedup.value, ci, dg_rp_unfair_note(v), red, busy, peak);
         md_row(b, what, line);
+        char loss[320];
+        if (dg_rp_loss_check(loss, sizeof loss, run->json)) {
+            dg_rp_printf(b, "| loss vs cpu, batch %.0f | ", run->batch.value);
+            dg_rp_esc(b, ESC_MD, loss, ""); /* its why is the record's */
+            dg_rp_put(b, " |\n");
+        }
     }
 }
 

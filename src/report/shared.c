@@ -369,6 +369,34 @@ const char *dg_rp_unfair_note(const dg_record_view *v)
     return "";
 }
 
+bool dg_rp_loss_check(char *buf, size_t len, const cJSON *run)
+{
+    const cJSON *l = dg_rp_obj(run, "loss");
+    buf[0] = '\0';
+    if (!l)
+        return false;
+    const cJSON *agree = dg_rp_get(l, "agree");
+    double n = 0, rel = NAN, tol = NAN, ep, st;
+    dg_rp_num(l, "pairs", &n);
+    dg_rp_num(l, "max_rel_diff", &rel);
+    dg_rp_num(l, "tolerance", &tol);
+    char where[64] = "";
+    if (dg_rp_num(l, "worst.epoch", &ep) && dg_rp_num(l, "worst.step", &st))
+        snprintf(where, sizeof where, "at epoch %.0f step %.0f; ", ep, st);
+    if (cJSON_IsTrue(agree))
+        snprintf(buf, len,
+                 "loss agrees with the cpu over %.0f steps (max relative difference %.2g, "
+                 "tolerance %g)",
+                 n, rel, tol);
+    else if (cJSON_IsFalse(agree))
+        snprintf(buf, len, "loss DRIFTS from the cpu's by %.2g over %.0f steps (%stolerance %g)",
+                 rel, n, where, tol);
+    else
+        snprintf(buf, len, "loss not compared: %s",
+                 dg_rp_str(l, "why") ? dg_rp_str(l, "why") : "not reported");
+    return true;
+}
+
 void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, const char *none,
                     void (*other)(dg_capbuf *b, const cJSON *reason))
 {

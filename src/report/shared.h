@@ -103,5 +103,12 @@ void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, cons
  * record (the cpu side ran below its cores): the words every render puts
  * beside "N x cpu", "" otherwise. */
 const char *dg_rp_unfair_note(const dg_record_view *v);
+/* The loss check of an accept -- CMD compare RUN (runs[].loss: the device
+ * side's losses against the cpu side's) in words, into buf (len bytes):
+ * "loss agrees with the cpu over 8 steps (max relative difference 3.1e-07,
+ * tolerance 0.01)", "loss DRIFTS from the cpu's by 0.048 over 8 steps (at
+ * epoch 2 step 1; tolerance 0.01)" or "loss not compared: WHY", WHY the
+ * record's: write buf escaped. False (buf "") when the run has no loss check. */
+bool dg_rp_loss_check(char *buf, size_t len, const cJSON *run);
 
 #endif
