@@ -75,6 +75,7 @@
 #            256-bit Zen kernel on Zen 4). CPUBENCH_PARTS (default "tests bench") picks
 #            parts; "avx2 coretype" is the second call of 10 minutes; CPUBENCH_THREADS
 #            (default 1,2) the bench's thread counts, 1 and 2 in two calls where one is too long
+#   oclgemm  oclbench's GEMM table alone (devgate's OpenCL SGEMM against CLBlast, automatic choice)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
 #            phase (context, upload, first product, backward, optimizers, pinned loader),
 #            alone on the GPU and beside a process holding a CUDA context (CUDASTART_ROUNDS, 5)
@@ -669,6 +670,15 @@ pass_cpubench() {
         --presets mlp,lenet --threads 1,2 --rounds 3 --json "$out/cpubench-$ct.json"
     done
   fi
+}
+
+pass_oclgemm() { # oclbench's GEMM table alone: every square and fixture shape, automatic choice
+  local GB=$bin/gemm_vs_clblast nv
+  [ -x "$GB" ] || { echo "no $GB"; return; }
+  nv=$($GB --devices --platform NVIDIA | awk -F'\t' '$1 == "pick" {print $2}')
+  [ -n "$nv" ] || { echo "no NVIDIA OpenCL device"; return; }
+  timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
+  echo "gemm_vs_clblast exit $?"
 }
 
 pass_cudastart() {
