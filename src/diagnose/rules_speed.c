@@ -81,7 +81,11 @@ void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r)
 /* numerics-drift on accept -- CMD's RUN (its loss: the cpu side's losses
  * against the device side's at the same steps): the largest relative
  * difference above loss_rel_diff_max as used (overrides included), when the
- * two sides' losses were comparable (loss.agree not null). */
+ * two sides' losses were comparable (loss.agree not null). A warn, not the
+ * fixture's fail: devgate cannot know whether a user's program must match
+ * point by point (the method's condition), and an ordinary model with dropout
+ * differs by design (the cpu's and the device's generators draw other masks
+ * from one seed), so the drift is named and the route left to the speed. */
 static void loss_drift(dg_diag *d, const dg_rule *r, int i, const dg_view_run *run)
 {
     const cJSON *j = run->json;
@@ -98,7 +102,7 @@ static void loss_drift(dg_diag *d, const dg_rule *r, int i, const dg_view_run *r
     if (ep.valid && st.valid)
         snprintf(where, sizeof where, " at epoch %d step %d", dg_rec_int(ep), dg_rec_int(st));
     cJSON *f =
-        dg_rule_finding(d, r, DG_SEV_FAIL, i,
+        dg_rule_finding(d, r, DG_SEV_WARN, i,
                         "the command's %s loss drifts from its cpu loss by %.2g (relative%s) "
                         "over %d common steps at batch %d, above loss_rel_diff_max %.2g",
                         dev, rel.value, where, dg_rec_int(n), dg_rec_int(run->batch), tol);
@@ -113,7 +117,7 @@ static void loss_drift(dg_diag *d, const dg_rule *r, int i, const dg_view_run *r
                  "%s path, and random draws made on the device (dropout, augmentation: the cpu's "
                  "and the device's generators give other numbers for one seed); unify the dtype "
                  "and run accept again, or accept the platform difference if the losses need not "
-                 "match point by point; otherwise keep the device for preprocessing only and "
+                 "match point by point; if they must, keep the device for preprocessing only and "
                  "train elsewhere",
                  dev);
     dg_ev_metric(d, f, "compare", "relative", rel, "runs[%d].loss.max_rel_diff", i);

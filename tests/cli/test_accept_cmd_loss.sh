@@ -3,7 +3,8 @@
 # device sides are short runs of the same command; the losses both reported
 # at the same (epoch, step) are paired (the first repetition of each side),
 # judged against loss_rel_diff_max (0.01) in the RUN's loss, and a drift is
-# named by numerics-drift, which routes to the cpu. The machine has no GPU:
+# named by numerics-drift as a warn that leaves the route to the speed (a
+# user's model with dropout differs by design). The machine has no GPU:
 # the gate's interpreter is a stand-in that reports cuda working
 # (tests/cli/data/fake_gate_python) and the torch-free stand-in program
 # (tests/python/scripts/sweep_train.py --loss) plants its loss curve, drifting
@@ -35,11 +36,11 @@ expect_json agree.json 'd["compare"]["runs"][0]["loss"]["cpu_repeat_max_rel_diff
 expect_json agree.json 'not any(f["id"] == "numerics-drift" for f in d["findings"])'
 expect_json agree.json 'any("; loss agrees over" in s["summary"] for s in d["steps"] if s["name"] == "compare")'
 
-# The device's losses drift 0.6% more each step: named, routed to the cpu, exit 1.
-acc drift 1 -- "${CMD[@]}" --loss --drift 0.05
+# The device's losses drift 0.6% more each step: named (warn), the route left to the speed.
+acc drift 0 -- "${CMD[@]}" --loss --drift 0.05
 expect_json drift.json '(l := (r := d["compare"]["runs"][0])["loss"])["agree"] is False and l["max_rel_diff"]["value"] > 0.01 and r["verdict"] == "drift" and r["drift"] == ["loss.max_rel_diff"]'
-expect_json drift.json 'any(f["id"] == "numerics-drift" and f["severity"] == "fail" and f["title"].startswith("the command'"'"'s cuda loss drifts from its cpu loss by ") and "above loss_rel_diff_max 0.01" in f["title"] for f in d["findings"])'
-expect_json drift.json 'd["decision"]["route"] == "cpu" and any("loss drifts" in r for r in d["decision"]["reasons"])'
+expect_json drift.json 'any(f["id"] == "numerics-drift" and f["severity"] == "warn" and f["title"].startswith("the command'"'"'s cuda loss drifts from its cpu loss by ") and "above loss_rel_diff_max 0.01" in f["title"] for f in d["findings"])'
+expect_json drift.json 'not any("loss drifts" in r or "drift" in r for r in d["decision"]["reasons"])'
 expect_json drift.json 'any("; loss DRIFTS over" in s["summary"] for s in d["steps"] if s["name"] == "compare")'
 # The renders show the loss check where they show the compare.
 "$DG" --no-ledger report pack-drift/report.json --format text >drift.txt 2>&1
