@@ -6,7 +6,8 @@
 # gate/soak/profile walls, the server's start-up, then at each batch of the
 # sweep both sides' samples/s (median over the rounds) and peak footprint with
 # the ratio forked/fresh, and where a sweep trial's seconds go on either side
-# (its timeline's spans, medians over every trial: bench/trial_timeline.py).
+# (its timeline's spans, medians over every trial: bench/trial_timeline.py),
+# and what the server warmed (its warm and learned imports).
 # Medians over the rounds; the ratio fresh/forked of the walls says how much
 # faster. Each accept gets a private measurement lock, so
 # a neighbour's measurement on a shared machine does not hold it up (the lock
@@ -118,6 +119,14 @@ if srv:
     print("\nserver: python %s, imported %s; import %.1f s, ready %.1f s (median)" % (
         srv[0].get("version"), ", ".join(srv[0].get("imported") or []),
         med([s.get("import_s") or 0 for s in srv]), med([v(s.get("ready_s")) or 0 for s in srv])))
+    # What the server warmed (the first round's): the lazy imports before its ready
+    # message, what the runs taught it after.
+    w = srv[0]
+    print("warm imports %s in %s s%s; learned %s in %s s%s" % (
+        ", ".join(w.get("warm_imports") or []) or "none", v(w.get("warm_s")),
+        " (refused %s)" % w["warm_refused"] if w.get("warm_refused") else "",
+        ", ".join(w.get("learned_imports") or []) or "none", v(w.get("learned_s")),
+        " (refused %s)" % "; ".join(w["learned_refused"]) if w.get("learned_refused") else ""))
 for m in runs:
     ls = [(d.get("launch") or {}) for rc, w, d in runs[m] if d]
     print("%s: exits %s; launch %s" % (m, [rc for rc, w, d in runs[m]],

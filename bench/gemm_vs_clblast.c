@@ -16,7 +16,9 @@
  * back-to-back launches of one side (at least --min-ms milliseconds, each side
  * calibrated on its own) and a clFinish; each repetition times both sides, the
  * order alternating. The devgate side is the backend's own GEMM entry (the
- * kernel variant it picks for the shape, DEVGATE_OPENCL_KERNEL respected);
+ * kernel variant it picks for the shape and the k-slices it splits the
+ * product into, the columns variant and split; DEVGATE_OPENCL_KERNEL and
+ * DEVGATE_OPENCL_SPLITK respected);
  * the CLBlast side is CLBlastSgemm, or CLBlastSgemmStridedBatched for a batch.
  * Both results are compared after the warm-up (max |difference| over max
  * |CLBlast|). Exit status: 0 done, 1 a result mismatch, 2 bad usage, 3 no
@@ -497,12 +499,14 @@ int main(int argc, char **argv)
         b.be->free(b.ctx);
         return 3;
     }
-    const char *force = getenv("DEVGATE_OPENCL_KERNEL");
-    printf("# SGEMM fp32, devgate OpenCL vs CLBlast, device %d: %s (%s); kernel %s; %d reps, "
-           ">= %d ms a sample, medians\n",
-           device, info.name, info.platform, force && *force ? force : "auto", reps, min_ms);
-    printf("%-22s %2s %6s %6s %6s %5s %-8s %9s %9s %6s %13s %8s\n", "shape", "op", "m", "n", "k",
-           "batch", "variant", "dg GF/s", "clb GF/s", "ratio", "ratio min-max", "diff");
+    const char *force = getenv("DEVGATE_OPENCL_KERNEL"), *split = getenv("DEVGATE_OPENCL_SPLITK");
+    printf("# SGEMM fp32, devgate OpenCL vs CLBlast, device %d: %s (%s); kernel %s, split-K %s; "
+           "%d reps, >= %d ms a sample, medians\n",
+           device, info.name, info.platform, force && *force ? force : "auto",
+           split && *split ? split : "auto", reps, min_ms);
+    printf("%-22s %2s %6s %6s %6s %5s %-8s %5s %9s %9s %6s %13s %8s\n", "shape", "op", "m", "n",
+           "k", "batch", "variant", "split", "dg GF/s", "clb GF/s", "ratio", "ratio min-max",
+           "diff");
     int rc = 0, done = 0;
     double lsum[2] = {0, 0};
     int lcnt[2] = {0, 0};
@@ -518,10 +522,12 @@ int main(int argc, char **argv)
         bool bad = !(r.diff >= 0.0 && r.diff <= 1e-4 * sqrt((double)s->k) + 1e-5);
         if (bad)
             rc = rc ? rc : 1;
-        printf("%-22s %c%c %6d %6d %6d %5d %-8s %9.1f %9.1f %6.2f %6.2f-%-6.2f %8.1e%s\n", s->name,
-               s->ta ? 't' : 'n', s->tb ? 't' : 'n', s->m, s->n, s->k, s->batch,
-               dg_ocl_gemm_variant(b.ctx, s->ta, s->tb, s->m, s->n, s->batch), r.dg_gf, r.cb_gf,
-               r.ratio, r.rmin, r.rmax, r.diff, bad ? " MISMATCH" : "");
+        int slices = 1;
+        const char *var =
+            dg_ocl_gemm_variant(b.ctx, s->ta, s->tb, s->m, s->n, s->k, s->batch, &slices);
+        printf("%-22s %c%c %6d %6d %6d %5d %-8s %5d %9.1f %9.1f %6.2f %6.2f-%-6.2f %8.1e%s\n",
+               s->name, s->ta ? 't' : 'n', s->tb ? 't' : 'n', s->m, s->n, s->k, s->batch, var,
+               slices, r.dg_gf, r.cb_gf, r.ratio, r.rmin, r.rmax, r.diff, bad ? " MISMATCH" : "");
         fflush(stdout);
         int g = strcmp(s->group, "square") == 0 ? 0 : 1;
         lsum[g] += log(r.ratio);

@@ -54,7 +54,8 @@
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (150) seconds
 #   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
 #            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
-#            it and carries libclblast.so.1; then the weakest shapes on each GPU kernel forced),
+#            it and carries libclblast.so.1; then the weakest shapes on each GPU kernel forced
+#            and with split-K off, DEVGATE_OPENCL_SPLITK=off),
 #            bench/ocl_vs_cuda.py (train step time on every preset
 #            at batch 256 and 1024, cuda against opencl on its new fused path, the old unfused
 #            one and the new one with the implicit-GEMM backward (OCLBENCH_PATHS), medians of
@@ -74,6 +75,10 @@
 #            256-bit Zen kernel on Zen 4). CPUBENCH_PARTS (default "tests bench") picks
 #            parts; "avx2 coretype" is the second call of 10 minutes; CPUBENCH_THREADS
 #            (default 1,2) the bench's thread counts, 1 and 2 in two calls where one is too long
+#   oclgemm  oclbench's GEMM table alone (devgate's OpenCL SGEMM against CLBlast, automatic choice)
+#   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
+#            phase (context, upload, first product, backward, optimizers, pinned loader),
+#            alone on the GPU and beside a process holding a CUDA context (CUDASTART_ROUNDS, 5)
 #   fuzz     every libFuzzer harness (built here by dev/gpu-carry.sh --fuzz) for
 #            FUZZ_SECS (180) each, FUZZ_JOBS (16) at a time: the table (executions,
 #            coverage edges, corpus, findings) in fuzz.log, the inputs that found
@@ -314,14 +319,15 @@ for b in d.get("backends", []):
     r = m.get("rate") or {}
     bl = b.get("blas") or {}
     pk = (b.get("peak") or {}).get("cpu") or {}
-    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms (%s rounds x %s, spread %.3f) | "
+    w = m.get("window") or {}
+    print(" cpu gate [%s] checked %7.1f GFLOP/s warm %.2f ms (%s rounds x %s, spread %.3f, warm-up %s s) | "
           "rate %s^3 %7.1f GFLOP/s | team %s "
-          "blas server %s | peak %.0f (%s) fraction %.2f" % (
+          "blas server %s | peak %.0f (%s) fraction %.2f | steal %s others %s cpus" % (
         sys.argv[1], v(m.get("gflops")) or 0, m.get("ms_warm") or -1, m.get("rounds"),
-        m.get("round_products"), v(m.get("round_spread")) or -1, r.get("m"),
+        m.get("round_products"), v(m.get("round_spread")) or -1, v(m.get("warmup")), r.get("m"),
         v(r.get("gflops")) or 0, v(m.get("team_threads")), v(bl.get("server_threads")),
         v((b.get("peak") or {}).get("fp32")) or 0, pk.get("per_core_source"),
-        v(m.get("fraction_of_peak")) or 0))' "${setting:-default}"
+        v(m.get("fraction_of_peak")) or 0, v(w.get("steal")), v(w.get("others_cpus"))))' "${setting:-default}"
     done | tee /tmp/devgate-cpugate.txt
     python3 - "${setting:-default}" /tmp/devgate-cpugate.txt <<'PY'
 import re, sys
@@ -356,13 +362,21 @@ pass_oclbench() {
     s=$(date +%s.%N)
     timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
     echo "gemm_vs_clblast exit $? in $(secs "$s") s"
-    # The weakest shapes of the last round (sq512 0.82, mlp4096.fc2.dw 0.83) on each GPU
-    # kernel forced, for the tile choice (gpu_pick in src/backend/opencl/opencl.c).
+    # The weak shapes of issue 24 before split-K (sq512 0.82, cifar256.fc1.fwd 0.76,
+    # mlp4096.fc2.dw 0.83, mlp256.fc1.fwd 0.81, the batched lenet256.conv1.dw 0.92 and
+    # cifar256.conv2.fwd 0.93) on each GPU kernel forced, for the tile choice (gpu_pick
+    # in src/backend/opencl/opencl.c; split-K as the automatic choice says), then
+    # with split-K off: one call shows split against no split.
+    local weak=sq512,sq1024,mlp256.fc1.fwd,mlp256.fc2.fwd,mlp4096.fc2.dw,cifar256.fc1.fwd
+    weak=$weak,lenet256.conv1.dw,cifar256.conv2.fwd
     for v in db32 db64 db128 tiled64 tiled128; do
       echo "== GEMM forced DEVGATE_OPENCL_KERNEL=$v"
       DEVGATE_OPENCL_KERNEL=$v timeout 20 $GB --device "$nv" --reps 3 --min-ms 5 \
-        --shapes sq512,sq1024,mlp4096.fc2.dw,mlp256.fc1.fwd,cifar256.conv2.fwd | grep -vE '^#|^shape'
+        --shapes $weak | grep -vE '^#|^shape'
     done
+    echo "== GEMM forced DEVGATE_OPENCL_SPLITK=off (the automatic kernels, no split-K)"
+    DEVGATE_OPENCL_SPLITK=off timeout 20 $GB --device "$nv" --reps 3 --min-ms 5 \
+      --shapes $weak | grep -vE '^#|^shape'
   else
     echo "no $GB, no NVIDIA OpenCL device or OCLBENCH_GEMM=0: the GEMM comparison is skipped"
   fi
@@ -656,6 +670,20 @@ pass_cpubench() {
         --presets mlp,lenet --threads 1,2 --rounds 3 --json "$out/cpubench-$ct.json"
     done
   fi
+}
+
+pass_oclgemm() { # oclbench's GEMM table alone: every square and fixture shape, automatic choice
+  local GB=$bin/gemm_vs_clblast nv
+  [ -x "$GB" ] || { echo "no $GB"; return; }
+  nv=$($GB --devices --platform NVIDIA | awk -F'\t' '$1 == "pick" {print $2}')
+  [ -n "$nv" ] || { echo "no NVIDIA OpenCL device"; return; }
+  timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
+  echo "gemm_vs_clblast exit $?"
+}
+
+pass_cudastart() {
+  timeout 300 python3 bench/cuda_startup.py --rounds "${CUDASTART_ROUNDS:-5}" --json "$out/cudastart.json"
+  echo "cuda_startup exit $?"
 }
 
 pass_fuzz() {

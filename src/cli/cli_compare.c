@@ -422,13 +422,16 @@ static void print_compare_runs(const cJSON *r)
     }
     const cJSON *l = cJSON_GetObjectItem(r, "loss");
     const cJSON *agree = cJSON_GetObjectItem(l, "agree");
+    const cJSON *worst = cJSON_GetObjectItem(l, "worst");
     if (cJSON_IsBool(agree))
-        printf("  loss           %g (epoch, step) pairs · max difference %.3g (relative %.3g) · %s "
-               "(tolerance %g)\n",
+        printf("  loss           %g (epoch, step) pairs · max difference %.3g (relative %.3g, "
+               "epoch %g step %g) · %s (tolerance %g)\n",
                jnum(l, "pairs", 0), jmetric(l, "max_abs_diff"), jmetric(l, "max_rel_diff"),
+               jnum(worst, "epoch", NAN), jnum(worst, "step", NAN),
                cJSON_IsTrue(agree) ? "agree" : "DISAGREE", jnum(l, "tolerance", 0));
     else
-        printf("  loss           no (epoch, step) reported a loss in both runs\n");
+        printf("  loss           not compared: %s\n",
+               jstr(l, "why", "no (epoch, step) reported a loss in both runs"));
 }
 
 int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const char *thresholds)
@@ -450,13 +453,15 @@ int cmd_compare_runs(cli *c, const char *ida, const char *idb, bool force, const
         return EXIT_USAGE;
     }
     /* A reading verb: the comparison is printed, not recorded, so it works on a
-     * read-only ledger (--json keeps it). */
+     * read-only ledger (--json keeps it). Losses that disagree beyond the
+     * tolerance exit 1, as the fixture's compare does on drift. */
     cJSON *rec = cJSON_Parse(json);
     dg_string_free(json);
     if (c->json)
         cli_print_json(rec, NULL);
     else if (!c->quiet)
         print_compare_runs(rec);
+    bool drift = cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(rec, "loss"), "agree"));
     cJSON_Delete(rec);
-    return EXIT_PASS;
+    return drift ? EXIT_FAIL : EXIT_PASS;
 }

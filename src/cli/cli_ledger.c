@@ -8,10 +8,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int open_ledger(cli *c, dg_ledger **lg)
+/* One read of the ledger a subcommand makes: which call, and its arguments. */
+typedef enum { READ_LIST, READ_EXPORT, READ_SHOW, READ_DIFF } read_kind;
+typedef struct ledger_read {
+    const char *verb; /* "ledger show": what a message names */
+    read_kind kind;
+    const char *a, *b; /* export: since; show: the id; diff: the two ids */
+    int limit;         /* list */
+} ledger_read;
+
+/* Opens the ledger, makes read r and closes it again: the call's status into
+ * *st and, when it is DG_OK, its answer parsed into *doc (cJSON_Delete; NULL
+ * otherwise). EXIT_USAGE when the ledger could not be opened or the answer
+ * not parsed (said), else EXIT_PASS: the caller tells *st's failures. */
+static int read_ledger(cli *c, ledger_read r, dg_status *st, cJSON **doc)
 {
-    *lg = cli_ledger_open(c, NULL, CLI_LEDGER_READ, NULL, NULL);
-    return *lg ? EXIT_PASS : EXIT_USAGE;
+    *doc = NULL;
+    dg_ledger *lg = cli_ledger_open(c, NULL, CLI_LEDGER_READ, NULL, NULL);
+    if (!lg)
+        return EXIT_USAGE;
+    char *json = NULL;
+    switch (r.kind) {
+    case READ_LIST: *st = dg_ledger_list(c->ctx, lg, r.limit, &json); break;
+    case READ_EXPORT: *st = dg_ledger_export(c->ctx, lg, r.a, &json); break;
+    case READ_SHOW: *st = dg_ledger_show(c->ctx, lg, r.a, &json); break;
+    case READ_DIFF: *st = dg_ledger_diff(c->ctx, lg, r.a, r.b, &json); break;
+    }
+    dg_ledger_close(lg);
+    if (*st == DG_OK)
+        *doc = cJSON_Parse(json);
+    dg_string_free(json);
+    if (*st == DG_OK && !*doc) {
+        cli_error("%s: out of memory", r.verb);
+        return EXIT_USAGE;
+    }
+    return EXIT_PASS;
 }
 
 /* The metric obj[key] as "3683 samples/s", "-" when not reported. */
@@ -30,20 +61,16 @@ static const char *metric_text(char *buf, size_t n, const cJSON *obj, const char
  * or after it (newest first); NULL after printing why. */
 static cJSON *list_runs(cli *c, int limit, const char *since)
 {
-    dg_ledger *lg;
-    if (open_ledger(c, &lg))
+    cJSON *arr;
+    dg_status st;
+    ledger_read r = {"ledger list", since ? READ_EXPORT : READ_LIST, since, NULL, limit};
+    if (read_ledger(c, r, &st, &arr))
         return NULL;
-    char *json = NULL;
-    dg_status st = since ? dg_ledger_export(c->ctx, lg, since, &json)
-                         : dg_ledger_list(c->ctx, lg, limit, &json);
-    dg_ledger_close(lg);
     if (st != DG_OK) {
         cli_fail_status(c, st, "ledger list");
         return NULL;
     }
-    cJSON *arr = cJSON_Parse(json);
-    dg_string_free(json);
-    if (since && arr) { /* export gives them oldest first, records included */
+    if (since) { /* export gives them oldest first, records included */
         cJSON *out = cJSON_CreateArray();
         for (int i = cJSON_GetArraySize(arr) - 1; i >= 0; i--) {
             if (limit && cJSON_GetArraySize(out) >= limit)
@@ -160,29 +187,25 @@ static void print_entry(const cJSON *e)
 
 static int ledger_show(cli *c, const char *id)
 {
-    dg_ledger *lg;
-    int rc = open_ledger(c, &lg);
+    cJSON *e;
+    dg_status st;
+    int rc = read_ledger(c, (ledger_read){"ledger show", READ_SHOW, id, NULL, 0}, &st, &e);
     if (rc)
         return rc;
-    char *json = NULL;
-    dg_status st = dg_ledger_show(c->ctx, lg, id, &json);
-    dg_ledger_close(lg);
     if (st == DG_ERR_NOT_FOUND) {
         cli_error("ledger show: %s", dg_errmsg(c->ctx));
         return EXIT_FAIL;
     }
     if (st != DG_OK)
         return cli_fail_status(c, st, "ledger show");
-    cJSON *e = cJSON_Parse(json);
     if (c->json) {
         char *out = cJSON_Print(e);
-        cli_put_json(out ? out : json);
+        cli_put_json(out ? out : "{}");
         cJSON_free(out);
     } else {
         print_entry(e);
     }
     cJSON_Delete(e);
-    dg_string_free(json);
     return EXIT_PASS;
 }
 
@@ -318,22 +341,14 @@ static void print_diff(const cJSON *o, const char *ida, const char *idb)
 
 static int ledger_diff(cli *c, const char *ida, const char *idb, bool force)
 {
-    dg_ledger *lg;
-    int rc = open_ledger(c, &lg);
+    cJSON *o;
+    dg_status st;
+    int rc = read_ledger(c, (ledger_read){"ledger diff", READ_DIFF, ida, idb, 0}, &st, &o);
     if (rc)
         return rc;
-    char *json = NULL;
-    dg_status st = dg_ledger_diff(c->ctx, lg, ida, idb, &json);
-    dg_ledger_close(lg);
     if (st != DG_OK) {
         cli_error("ledger diff: %s", dg_errmsg(c->ctx));
         return st == DG_ERR_NOT_FOUND ? EXIT_FAIL : EXIT_USAGE;
-    }
-    cJSON *o = cJSON_Parse(json);
-    dg_string_free(json);
-    if (!o) {
-        cli_error("ledger diff: out of memory");
-        return EXIT_USAGE;
     }
     bool comparable = cJSON_IsTrue(cJSON_GetObjectItem(o, "comparable"));
     char why[512];
@@ -447,13 +462,11 @@ static int ledger_export(cli *c, const char *format, const char *since)
                   format ? cli_cell(shown, sizeof shown, format) : "(none)");
         return EXIT_USAGE;
     }
-    dg_ledger *lg;
-    int rc = open_ledger(c, &lg);
+    cJSON *arr;
+    dg_status st;
+    int rc = read_ledger(c, (ledger_read){"ledger export", READ_EXPORT, since, NULL, 0}, &st, &arr);
     if (rc)
         return rc;
-    char *json = NULL;
-    dg_status st = dg_ledger_export(c->ctx, lg, since, &json);
-    dg_ledger_close(lg);
     if (st != DG_OK) { /* the message names the call or the ledger, or gets the call here */
         const char *m = dg_errmsg(c->ctx);
         if (strncmp(m, "ledger", 6) == 0)
@@ -461,12 +474,6 @@ static int ledger_export(cli *c, const char *format, const char *since)
         else
             cli_error("ledger export: %s", m);
         return st == DG_ERR_UNAVAILABLE ? EXIT_UNAVAILABLE : EXIT_USAGE;
-    }
-    cJSON *arr = cJSON_Parse(json);
-    dg_string_free(json);
-    if (!arr) {
-        cli_error("ledger export: out of memory");
-        return EXIT_USAGE;
     }
     cli_term_machine_output();
     const cJSON *e;

@@ -1,6 +1,7 @@
 /* The typed views of a record (record.h), built through the path readers of
  * record_paths.c. */
 #include "core/record.h"
+#include "core/record_views.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -25,72 +26,10 @@ static void *array_of(builder *b, int n, size_t sz)
     return p;
 }
 
-/* ---- members read straight from one path (record_views.def) --------------------- */
+/* ---- members read straight from one path (record_views.h) ----------------------- */
 
-typedef enum { VK_NUM, VK_STR, VK_BOOL, VK_ARR, VK_OBJ, VK_PNUM, VK_PBOOL } view_kind;
-typedef struct view_field {
-    size_t off;
-    dg_rec_path_id id;
-    view_kind kind;
-} view_field;
-
-/* The member's offset, when its type is the kind's (else this does not compile). */
-#define VK_TYPE_NUM dg_rec_metric
-#define VK_TYPE_STR const char *
-#define VK_TYPE_BOOL int
-#define VK_TYPE_ARR const cJSON *
-#define VK_TYPE_OBJ const cJSON *
-#define VK_TYPE_PNUM dg_rec_metric
-#define VK_TYPE_PBOOL int
-#define VIEW(name) static const view_field name[] = {
-#define F(T, member, kind, path)                                                                   \
-    {_Generic(((T *)0)->member, VK_TYPE_##kind : offsetof(T, member)), DG_P_##path, VK_##kind},
-#define END                                                                                        \
-    }                                                                                              \
-    ;
-#include "core/record_views.def"
-#undef VIEW
-#undef F
-#undef END
-#define DG_COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-static dg_rec_metric payload_num(const cJSON *payload, dg_rec_path_id id);
-static int payload_bool(const cJSON *payload, dg_rec_path_id id);
-
-/* Reads the n members of table f from node into the view at dst (PNUM and
- * PBOOL rows below a soak's analysis object, node its payload). */
-static void read_fields(void *dst, const cJSON *node, const view_field *f, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        void *m = (char *)dst + f[i].off;
-        switch (f[i].kind) {
-        case VK_NUM: *(dg_rec_metric *)m = dg_rec_num(node, f[i].id); break;
-        case VK_STR: *(const char **)m = dg_rec_str(node, f[i].id); break;
-        case VK_BOOL: *(int *)m = dg_rec_bool(node, f[i].id); break;
-        case VK_ARR: *(const cJSON **)m = dg_rec_arr(node, f[i].id); break;
-        case VK_OBJ: *(const cJSON **)m = dg_rec_obj(node, f[i].id); break;
-        case VK_PNUM: *(dg_rec_metric *)m = payload_num(node, f[i].id); break;
-        case VK_PBOOL: *(int *)m = payload_bool(node, f[i].id); break;
-        }
-    }
-}
-
-/* A new array of the views of arr's elements (elem bytes each), each read
- * through table f; *n their count (NULL and 0 when none; nomem on failure). */
-static void *read_array(builder *b, const cJSON *arr, size_t elem, int *n, const view_field *f,
-                        size_t nf)
-{
-    *n = 0;
-    char *out = array_of(b, cJSON_GetArraySize(arr), elem);
-    const cJSON *it, *from = out ? arr : NULL;
-    cJSON_ArrayForEach(it, from)
-    {
-        read_fields(out + (size_t)(*n)++ * elem, it, f, nf);
-    }
-    return out;
-}
 #define READ_ARRAY(b, arr, out, n, table)                                                          \
-    ((out) = read_array((b), (arr), sizeof *(out), &(n), (table), DG_COUNT(table)))
+    ((out) = dg_rec_read_array((arr), sizeof *(out), dg_rec_##table, &(n), &(b)->nomem))
 
 static const cJSON *obj_or_null(const cJSON *it)
 {
@@ -101,7 +40,7 @@ static const cJSON *obj_or_null(const cJSON *it)
 static void build_spec(dg_view_spec *s, const cJSON *spec)
 {
     s->present = dg_rec_obj(spec, DG_P_REC_SPEC) != NULL;
-    read_fields(s, spec, spec_fields, DG_COUNT(spec_fields));
+    dg_rec_read_view(s, spec, dg_rec_spec_fields);
 }
 
 static void build_steps(builder *b, dg_record_view *v, const cJSON *rec)
@@ -168,7 +107,7 @@ static void build_backends(builder *b, const cJSON *arr, const backend_ids *ids,
         if (!gate)
             continue;
         be->matmul.present = dg_rec_obj(it, DG_P_GATE_BACKENDS_MATMUL) != NULL;
-        read_fields(be, it, backend_fields, DG_COUNT(backend_fields));
+        dg_rec_read_view(be, it, dg_rec_backend_fields);
         READ_ARRAY(b, dg_rec_arr(it, DG_P_GATE_BACKENDS_DEVICES), be->devices, be->ndevices,
                    device_fields);
         static const window_ids wids = {DG_P_GATE_BACKENDS_MATMUL_WINDOW,
@@ -213,7 +152,7 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
 {
     e->present = env != NULL;
     e->has_arch = dg_rec_obj(env, DG_P_ENV_ARCH) != NULL;
-    read_fields(e, env, env_fields, DG_COUNT(env_fields));
+    dg_rec_read_view(e, env, dg_rec_env_fields);
     e->translation_evidence = dg_rec_at(env, DG_P_ENV_ARCH_TRANSLATION_EVIDENCE);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_CPU), true, &e->top_cpu, &e->ntop_cpu);
     build_procs(b, dg_rec_arr(env, DG_P_ENV_PROCESSES_TOP_MEM), false, &e->top_mem, &e->ntop_mem);
@@ -245,7 +184,7 @@ static void build_env(builder *b, dg_view_env *e, const cJSON *env)
 static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
 {
     g->present = gate != NULL;
-    read_fields(g, gate, gate_fields, DG_COUNT(gate_fields));
+    dg_rec_read_view(g, gate, dg_rec_gate_fields);
     const cJSON *backends = dg_rec_arr(gate, DG_P_GATE_BACKENDS);
     g->has_backends = backends != NULL;
     g->backends_json = dg_rec_at(gate, DG_P_GATE_BACKENDS);
@@ -258,7 +197,7 @@ static void build_gate(builder *b, dg_view_gate *g, const cJSON *gate)
 static void build_sweep(builder *b, dg_view_sweep *s, const cJSON *sweep)
 {
     s->present = sweep != NULL;
-    read_fields(s, sweep, sweep_fields, DG_COUNT(sweep_fields));
+    dg_rec_read_view(s, sweep, dg_rec_sweep_fields);
     /* Trials and bisection trials share the TRIAL shape: the trials[] rows
      * read either (dg_rec_at resolves below the element). */
     READ_ARRAY(b, dg_rec_arr(sweep, DG_P_SWEEP_TRIALS), s->trials, s->ntrials, trial_fields);
@@ -278,32 +217,11 @@ static const cJSON *soak_payload(const cJSON *soak, int version)
     return dg_rec_obj(soak, DG_P_SOAK_SOAK);
 }
 
-/* A soak-analysis row's path (a version-2 row: "growth.footprint") below the
- * payload, which is the nested object of a version-1 record. */
-static const cJSON *payload_at(const cJSON *payload, dg_rec_path_id id)
-{
-    const char *p = dg_rec_paths[id].path;
-    if (!strncmp(p, "soak.", 5))
-        p += 5;
-    return payload ? dg_jpath(payload, p) : NULL;
-}
-
-static dg_rec_metric payload_num(const cJSON *payload, dg_rec_path_id id)
-{
-    return dg_rec_num_of(payload_at(payload, id), id);
-}
-
-static int payload_bool(const cJSON *payload, dg_rec_path_id id)
-{
-    const cJSON *it = payload_at(payload, id);
-    return cJSON_IsBool(it) ? cJSON_IsTrue(it) : -1;
-}
-
 static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJSON *payload)
 {
     s->present = soak != NULL;
     s->has_payload = payload != NULL;
-    read_fields(s, payload, soak_payload_fields, DG_COUNT(soak_payload_fields));
+    dg_rec_read_view(s, payload, dg_rec_soak_payload_fields);
     static const dg_rec_path_id growth[DG_MEM_COUNT] = {
         DG_P_SOAK_GROWTH_ALLOCATOR_ALLOCATED, DG_P_SOAK_GROWTH_ALLOCATOR_RESERVED,
         DG_P_SOAK_GROWTH_DRIVER, DG_P_SOAK_GROWTH_FOOTPRINT};
@@ -320,11 +238,11 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
         {DG_P_SOAK_GROWTH_CI_FOOTPRINT_POINT, DG_P_SOAK_GROWTH_CI_FOOTPRINT_LO,
          DG_P_SOAK_GROWTH_CI_FOOTPRINT_HI}};
     for (int i = 0; i < DG_MEM_COUNT; i++) {
-        s->growth[i] = payload_num(payload, growth[i]);
-        s->baseline[i] = payload_num(payload, baseline[i]);
-        s->growth_point[i] = payload_num(payload, ci[i][0]);
-        s->growth_lo[i] = payload_num(payload, ci[i][1]);
-        s->growth_hi[i] = payload_num(payload, ci[i][2]);
+        s->growth[i] = dg_rec_payload_num(payload, growth[i]);
+        s->baseline[i] = dg_rec_payload_num(payload, baseline[i]);
+        s->growth_point[i] = dg_rec_payload_num(payload, ci[i][0]);
+        s->growth_lo[i] = dg_rec_payload_num(payload, ci[i][1]);
+        s->growth_hi[i] = dg_rec_payload_num(payload, ci[i][2]);
     }
     static const struct {
         dg_mem_source m;
@@ -339,12 +257,12 @@ static void build_soak(builder *b, dg_view_soak *s, const cJSON *soak, const cJS
                    DG_P_SOAK_STEP_GROWTH_FOOTPRINT_PER_EPOCH_HI}};
     for (size_t i = 0; i < sizeof screen / sizeof screen[0]; i++) {
         dg_mem_source m = screen[i].m;
-        s->screen_points[m] = payload_num(payload, screen[i].points);
-        s->screen_point[m] = payload_num(payload, screen[i].point);
-        s->screen_lo[m] = payload_num(payload, screen[i].lo);
-        s->screen_hi[m] = payload_num(payload, screen[i].hi);
+        s->screen_points[m] = dg_rec_payload_num(payload, screen[i].points);
+        s->screen_point[m] = dg_rec_payload_num(payload, screen[i].point);
+        s->screen_lo[m] = dg_rec_payload_num(payload, screen[i].lo);
+        s->screen_hi[m] = dg_rec_payload_num(payload, screen[i].hi);
     }
-    const cJSON *ve = payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
+    const cJSON *ve = dg_rec_payload_at(payload, DG_P_SOAK_STAIRCASE_VALIDATION_EPOCHS);
     s->validation_epochs = cJSON_IsArray(ve) ? ve : NULL;
     s->swap_growth = dg_rec_num(soak, DG_P_SOAK_SAMPLER_SWAP_GROWTH);
     s->train_samples = dg_rec_num(soak, DG_P_SOAK_DATA_TRAIN_SAMPLES);
@@ -409,7 +327,7 @@ static void build_reps(builder *b, const cJSON *run, const reps_ids *ids, dg_vie
 static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 {
     c->present = cmp != NULL;
-    read_fields(c, cmp, compare_fields, DG_COUNT(compare_fields));
+    dg_rec_read_view(c, cmp, dg_rec_compare_fields);
     const cJSON *arr = dg_rec_arr(cmp, DG_P_COMPARE_RUNS);
     c->runs = array_of(b, cJSON_GetArraySize(arr), sizeof *c->runs);
     if (!c->runs)
@@ -419,7 +337,7 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
     {
         dg_view_run *r = &c->runs[c->nruns++];
         r->json = it;
-        read_fields(r, it, run_fields, DG_COUNT(run_fields));
+        dg_rec_read_view(r, it, dg_rec_run_fields);
         /* A run that ended: not the failed-run shape {batch, status, failed, error}. */
         r->ok = cJSON_IsObject(it) && !dg_rec_at(it, DG_P_COMPARE_RUNS_FAILED) &&
                 (!r->status || !strcmp(r->status, "ok"));
@@ -475,7 +393,7 @@ static void build_compare(builder *b, dg_view_compare *c, const cJSON *cmp)
 static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 {
     p->present = prof != NULL;
-    read_fields(p, prof, profile_fields, DG_COUNT(profile_fields));
+    dg_rec_read_view(p, prof, dg_rec_profile_fields);
     p->has_phases = dg_rec_obj(prof, DG_P_PROFILE_PHASES) != NULL;
     static const dg_rec_path_id ph_obj[DG_PHASE_COUNT] = {
         DG_P_PROFILE_PHASES_READ,       DG_P_PROFILE_PHASES_DECODE,    DG_P_PROFILE_PHASES_RESIZE,
@@ -533,7 +451,7 @@ static void build_profile(builder *b, dg_view_profile *p, const cJSON *prof)
 static void build_supervise(builder *b, dg_view_supervise *s, const cJSON *sup)
 {
     s->present = sup != NULL;
-    read_fields(s, sup, supervise_fields, DG_COUNT(supervise_fields));
+    dg_rec_read_view(s, sup, dg_rec_supervise_fields);
     const cJSON *el = cJSON_GetArrayItem(dg_rec_arr(sup, DG_P_SUPERVISE_ERROR_LINES), 0);
     s->error_line = cJSON_IsString(el) ? el->valuestring : NULL;
     READ_ARRAY(b, dg_rec_arr(sup, DG_P_SUPERVISE_SERIES), s->series, s->nseries, sample_fields);
@@ -568,7 +486,7 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
         {
             dg_view_finding *f = &v->findings[v->nfindings++];
             f->json = it;
-            read_fields(f, it, finding_fields, DG_COUNT(finding_fields));
+            dg_rec_read_view(f, it, dg_rec_finding_fields);
             const cJSON *ev = dg_rec_arr(it, DG_P_REC_FINDINGS_EVIDENCE);
             f->section = dg_rec_str(cJSON_GetArrayItem(ev, 0), DG_P_REC_FINDINGS_EVIDENCE_SECTION);
             f->rank = severity_rank(f->severity);
@@ -577,11 +495,11 @@ static void build_judgement(builder *b, dg_record_view *v, const cJSON *rec)
     /* REC_DECISION_* and REC_FINAL_GATE_* paths start at the record. */
     const cJSON *d = dg_rec_obj(rec, DG_P_REC_DECISION) ? rec : NULL;
     v->decision.present = d != NULL;
-    read_fields(v, d, decision_fields, DG_COUNT(decision_fields));
+    dg_rec_read_view(v, d, dg_rec_decision_fields);
     const cJSON *g = dg_rec_obj(rec, DG_P_REC_FINAL_GATE) ? rec : NULL;
     dg_view_final_gate *fg = &v->final_gate;
     fg->present = g != NULL;
-    read_fields(fg, g, final_gate_fields, DG_COUNT(final_gate_fields));
+    dg_rec_read_view(fg, g, dg_rec_final_gate_fields);
     fg->proofs[0] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_ARCHITECTURE);
     fg->proofs[1] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_GATE_LOG);
     fg->proofs[2] = dg_rec_bool(g, DG_P_REC_FINAL_GATE_PROOFS_SWEEP);
@@ -630,19 +548,19 @@ dg_status dg_record_view_build(dg_ctx *ctx, const cJSON *rec, dg_record_view *ou
     builder b = {ctx, false};
     out->rec = rec;
     out->version = (int)ver->valuedouble;
-    read_fields(out, rec, record_fields, DG_COUNT(record_fields));
+    dg_rec_read_view(out, rec, dg_rec_record_fields);
 
     dg_rec_section own = kind_section(out->kind);
     out->device = own == DG_SEC_REC ? dg_rec_str(rec, DG_P_REC_DEVICE) : NULL;
     if (own == DG_SEC_REC && dg_rec_at(rec, DG_P_REC_SEEDS)) {
         dg_view_seeds *sd = &out->seeds;
         sd->present = true;
-        read_fields(sd, rec, seeds_fields, DG_COUNT(seeds_fields));
+        dg_rec_read_view(sd, rec, dg_rec_seeds_fields);
     }
     if (own == DG_SEC_REC && cJSON_IsObject(dg_rec_at(rec, DG_P_REC_LOADER))) {
         dg_view_loader *l = &out->loader;
         l->present = true;
-        read_fields(l, rec, loader_fields, DG_COUNT(loader_fields));
+        dg_rec_read_view(l, rec, dg_rec_loader_fields);
     }
     if (own != DG_SEC_REC) {
         out->section[own] = rec; /* a per-verb record is its own section */

@@ -2,6 +2,7 @@
  * table's SLO rows, judged by the slo rules and drawn by the report. */
 #include "core/record_slo.h"
 #include "core/record.h"
+#include "core/record_views.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,36 +42,16 @@ static void level_of(dg_view_slo_level *l, const cJSON *j, double pslo)
     memset(l, 0, sizeof *l);
     l->raw = j;
     l->beside = dg_rec_bool(j, DG_P_SLO_LEVELS_BESIDE) == 1;
-    l->concurrency = num(j, DG_P_SLO_LEVELS_CONCURRENCY);
-    l->rate = num(j, DG_P_SLO_LEVELS_RATE);
-    l->steady = dg_rec_str(j, DG_P_SLO_LEVELS_STEADY_STATE);
-    l->verdict = dg_rec_str(j, DG_P_SLO_LEVELS_VERDICT_STATE);
-    l->state = dg_rec_str(j, DG_P_SLO_LEVELS_STATE);
-    l->n = num(j, DG_P_SLO_LEVELS_VERDICT_N);
-    l->over = num(j, DG_P_SLO_LEVELS_VERDICT_OVER);
-    l->sent = num(j, DG_P_SLO_LEVELS_REQUESTS_SENT);
-    l->ok = num(j, DG_P_SLO_LEVELS_REQUESTS_OK);
-    l->failed = num(j, DG_P_SLO_LEVELS_REQUESTS_FAILED);
-    l->timeouts = num(j, DG_P_SLO_LEVELS_REQUESTS_TIMEOUTS);
-    l->requests_per_s = num(j, DG_P_SLO_LEVELS_THROUGHPUT_REQUESTS_PER_S);
-    l->goodput = num(j, DG_P_SLO_LEVELS_THROUGHPUT_GOODPUT);
-    l->tokens_per_s = num(j, DG_P_SLO_LEVELS_THROUGHPUT_TOKENS_PER_S);
-    l->others_share = num(j, DG_P_SLO_LEVELS_WINDOW_CONTENTION_OTHERS_SHARE);
-    l->queue_waiting = num(j, DG_P_SLO_LEVELS_ENGINE_QUEUE_WAITING);
-    l->engine_tokens_per_s = num(j, DG_P_SLO_LEVELS_ENGINE_TOKENS_PER_S);
+    dg_rec_read_view(l, j, dg_rec_slo_level_fields);
     static const dg_rec_path_id pcts[DG_SLO_NMETRICS] = {
         DG_P_SLO_LEVELS_LATENCY_TTFT_PERCENTILES, DG_P_SLO_LEVELS_LATENCY_TPOT_PERCENTILES,
         DG_P_SLO_LEVELS_LATENCY_ITL_PERCENTILES, DG_P_SLO_LEVELS_LATENCY_E2E_PERCENTILES};
-    static const dg_rec_path_id ns[DG_SLO_NMETRICS] = {
-        DG_P_SLO_LEVELS_LATENCY_TTFT_N, DG_P_SLO_LEVELS_LATENCY_TPOT_N,
-        DG_P_SLO_LEVELS_LATENCY_ITL_N, DG_P_SLO_LEVELS_LATENCY_E2E_N};
     for (int m = 0; m < DG_SLO_NMETRICS; m++) {
         const cJSON *arr = dg_rec_arr(j, pcts[m]);
         dg_view_slo_lat *x = &l->lat[m];
         double lo, hi;
         pct_of(arr, 50, &x->p50, &lo, &hi);
         pct_of(arr, pslo, &x->pslo, &x->lo, &x->hi);
-        x->n = num(j, ns[m]);
     }
 }
 
@@ -107,16 +88,7 @@ bool dg_view_slo_build(dg_view_slo *v, const cJSON *rec)
     if (!cJSON_IsObject(rec))
         return true;
     v->present = true;
-    v->target = dg_rec_str(rec, DG_P_SLO_SPEC_TARGET);
-    v->model = dg_rec_str(rec, DG_P_SLO_SPEC_MODEL);
-    v->api = dg_rec_str(rec, DG_P_SLO_SPEC_API);
-    v->mode = dg_rec_str(rec, DG_P_SLO_SPEC_MODE);
-    v->fixture_backend = dg_rec_str(rec, DG_P_SLO_SPEC_FIXTURE_BACKEND);
-    v->fixture_device = dg_rec_str(rec, DG_P_SLO_SPEC_FIXTURE_DEVICE);
-    v->fixture_ended = dg_rec_str(rec, DG_P_SLO_SPEC_FIXTURE_ENDED);
-    v->fixture_batch = num(rec, DG_P_SLO_SPEC_FIXTURE_BATCH);
-    v->percentile = num(rec, DG_P_SLO_SPEC_PERCENTILE);
-    v->confidence = num(rec, DG_P_SLO_SPEC_CONFIDENCE);
+    dg_rec_read_view(v, rec, dg_rec_slo_fields);
     const cJSON *b;
     cJSON_ArrayForEach(b, dg_rec_arr(rec, DG_P_SLO_SPEC_BOUNDS))
     {
@@ -126,14 +98,6 @@ bool dg_view_slo_build(dg_view_slo *v, const cJSON *rec)
             if (strcmp(m, dg_slo_metric_name((dg_slo_metric)k)) == 0 && isfinite(lim))
                 v->bounds[v->nbounds++] = (dg_slo_bound){(dg_slo_metric)k, lim / 1e3};
     }
-    v->signed_ = dg_rec_bool(rec, DG_P_SLO_FINAL_GATE_SIGNED);
-    v->verdict = dg_rec_str(rec, DG_P_SLO_FINAL_GATE_VERDICT);
-    v->statement = dg_rec_str(rec, DG_P_SLO_FINAL_GATE_STATEMENT);
-    v->signed_concurrency = num(rec, DG_P_SLO_FINAL_GATE_CONCURRENCY);
-    v->beside_json = dg_rec_obj(rec, DG_P_SLO_WHILE);
-    v->train_step_alone_ms = num(rec, DG_P_SLO_WHILE_ALONE_STEP_MS);
-    v->train_step_beside_ms = num(rec, DG_P_SLO_WHILE_BESIDE_STEP_MS);
-    v->train_slowdown = num(rec, DG_P_SLO_WHILE_SLOWDOWN);
     return levels_of(v, dg_rec_arr(rec, DG_P_SLO_LEVELS));
 }
 

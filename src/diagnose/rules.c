@@ -76,7 +76,8 @@ const dg_rule dg_rules[] = {
      "the device path broke while training: a driver error, out of memory or a backend bug",
      "read the error, run devgate compare at that batch alone, and fix the path before trusting "
      "any speedup"},
-    {"numerics-drift", DG_SEV_FAIL, "compare.runs[].verdict, compare.runs[].drift", "",
+    {"numerics-drift", DG_SEV_FAIL,
+     "compare.runs[].verdict, compare.runs[].drift, compare.runs[].loss", "loss_rel_diff_max",
      dg_judge_numerics_drift,
      "dtype or reduction order: floating-point reductions run in another order on the device",
      "unify the dtype; accept the platform difference if losses need not match point by point, "

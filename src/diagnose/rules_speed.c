@@ -1,6 +1,7 @@
 /* Rules over the compare runs: did the device pay off at each batch
  * (slow-device-data, speedup-near-one), do its numbers agree with the
- * reference (numerics-drift), did every run finish (compare-failed). They
+ * reference, or accept -- CMD's device losses with its cpu losses
+ * (numerics-drift), did every run finish (compare-failed). They
  * read the compare runs of the typed view (core/record.h). */
 #include "diagnose/diagnose.h"
 
@@ -77,12 +78,65 @@ void dg_judge_speedup_near_one(dg_diag *d, const dg_rule *r)
     }
 }
 
+/* numerics-drift on accept -- CMD's RUN (its loss: the cpu side's losses
+ * against the device side's at the same steps): the largest relative
+ * difference above loss_rel_diff_max as used (overrides included), when the
+ * two sides' losses were comparable (loss.agree not null). A warn, not the
+ * fixture's fail: devgate cannot know whether a user's program must match
+ * point by point (the method's condition), and an ordinary model with dropout
+ * differs by design (the cpu's and the device's generators draw other masks
+ * from one seed), so the drift is named and the route left to the speed. */
+static void loss_drift(dg_diag *d, const dg_rule *r, int i, const dg_view_run *run)
+{
+    const cJSON *j = run->json;
+    dg_rec_metric rel = dg_rec_num(j, DG_P_COMPARE_RUNS_LOSS_MAX_REL_DIFF);
+    dg_rec_metric n = dg_rec_num(j, DG_P_COMPARE_RUNS_LOSS_PAIRS);
+    dg_rec_metric ep = dg_rec_num(j, DG_P_COMPARE_RUNS_LOSS_WORST_EPOCH);
+    dg_rec_metric st = dg_rec_num(j, DG_P_COMPARE_RUNS_LOSS_WORST_STEP);
+    double tol = d->th[TH_LOSS_REL_DIFF_MAX];
+    if (!run->ok || dg_rec_bool(j, DG_P_COMPARE_RUNS_LOSS_AGREE) < 0 || !rel.valid ||
+        !(rel.value > tol))
+        return;
+    const char *dev = dg_run_device(d, run);
+    char where[64] = "";
+    if (ep.valid && st.valid)
+        snprintf(where, sizeof where, " at epoch %d step %d", dg_rec_int(ep), dg_rec_int(st));
+    cJSON *f =
+        dg_rule_finding(d, r, DG_SEV_WARN, i,
+                        "the command's %s loss drifts from its cpu loss by %.2g (relative%s) "
+                        "over %d common steps at batch %d, above loss_rel_diff_max %.2g",
+                        dev, rel.value, where, dg_rec_int(n), dg_rec_int(run->batch), tol);
+    dg_rule_text(d, f, "hypothesis",
+                 "dtype or precision: the %s side trains in another precision (autocast, "
+                 "float16/bfloat16, TF32) or draws other random numbers than the cpu side; "
+                 "reduction order alone moves early fp32 losses by far less than %.2g",
+                 dev, tol);
+    dg_rule_text(d, f, "action",
+                 "look for autocast, .half()/.bfloat16() and TF32 "
+                 "(torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) on the "
+                 "%s path, and random draws made on the device (dropout, augmentation: the cpu's "
+                 "and the device's generators give other numbers for one seed); unify the dtype "
+                 "and run accept again, or accept the platform difference if the losses need not "
+                 "match point by point; if they must, keep the device for preprocessing only and "
+                 "train elsewhere",
+                 dev);
+    dg_ev_metric(d, f, "compare", "relative", rel, "runs[%d].loss.max_rel_diff", i);
+    dg_ev_metric(d, f, "compare", "", n, "runs[%d].loss.pairs", i);
+    dg_ev_metric(d, f, "compare", "", ep, "runs[%d].loss.worst.epoch", i);
+    dg_ev_metric(d, f, "compare", "", st, "runs[%d].loss.worst.step", i);
+    dg_ev_metric(d, f, "compare", "samples", run->batch, "runs[%d].batch", i);
+}
+
 /* numerics-drift: a run beyond tolerance, with the figures that drifted. */
 void dg_judge_numerics_drift(dg_diag *d, const dg_rule *r)
 {
     const dg_view_compare *c = &d->v->compare;
     for (int i = 0; i < c->nruns; i++) {
         const dg_view_run *run = &c->runs[i];
+        if (dg_rec_obj(run->json, DG_P_COMPARE_RUNS_LOSS)) {
+            loss_drift(d, r, i, run);
+            continue;
+        }
         if (!run->ok || !run->verdict || strcmp(run->verdict, "drift") != 0)
             continue;
         char figs[400] = "";

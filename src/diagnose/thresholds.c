@@ -81,6 +81,10 @@ const dg_threshold dg_thresholds[TH_COUNT] = {
     [TH_THROTTLE_MIN_SHARE] = {"throttle_min_share", 0.05, "fraction", 0, 1, false, "throttled",
                                "share of a sustained load a slowing throttle reason (power, "
                                "thermal, hardware) must hold to be named"},
+    [TH_LOSS_REL_DIFF_MAX] = {"loss_rel_diff_max", 0.01, "relative", 0, 1000, false,
+                              "numerics-drift,compare",
+                              "two runs' losses at the same (epoch, step) whose relative "
+                              "difference |a - b| / max(|a|, |b|) exceeds this disagree"},
 };
 
 int dg_threshold_index(const char *name, size_t n)

@@ -34,6 +34,7 @@ typedef enum dg_threshold_id {
     TH_LINK_MIN_FRACTION,
     TH_UNSTABLE_DRIFT_PCT,
     TH_THROTTLE_MIN_SHARE,
+    TH_LOSS_REL_DIFF_MAX,
     TH_COUNT
 } dg_threshold_id;
 

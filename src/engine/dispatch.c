@@ -270,18 +270,31 @@ static cJSON *rows_json(const dg_engine *e, const void *rows, size_t n, size_t s
     return arr;
 }
 
+/* What a census row and an op-profile row both begin with: which op, at
+ * which shape, on which backend. */
+static void row_names(cJSON *o, const char *op, const char *shape, const dg_engine *e)
+{
+    cJSON_AddStringToObject(o, "op", op);
+    cJSON_AddStringToObject(o, "shape", shape);
+    cJSON_AddStringToObject(o, "backend", e->name);
+}
+
+/* The bytes a fallback copied each way, as both rows end. */
+static void row_bytes(cJSON *o, size_t d2h, size_t h2d)
+{
+    cJSON_AddNumberToObject(o, "bytes_d2h", (double)d2h);
+    cJSON_AddNumberToObject(o, "bytes_h2d", (double)h2d);
+}
+
 static void census_fill(cJSON *o, const void *row, const dg_engine *e, double total)
 {
     const census_rec *r = row;
     (void)total;
-    cJSON_AddStringToObject(o, "op", r->op);
-    cJSON_AddStringToObject(o, "shape", r->shape);
-    cJSON_AddStringToObject(o, "backend", e->name);
+    row_names(o, r->op, r->shape, e);
     cJSON_AddStringToObject(o, "reason", r->reason);
     cJSON_AddNumberToObject(o, "calls", (double)r->calls);
     cJSON_AddNumberToObject(o, "ms_total", r->ms);
-    cJSON_AddNumberToObject(o, "bytes_d2h", (double)r->d2h);
-    cJSON_AddNumberToObject(o, "bytes_h2d", (double)r->h2d);
+    row_bytes(o, r->d2h, r->h2d);
 }
 
 cJSON *dg_engine_census_json(const dg_engine *e)
@@ -441,18 +454,14 @@ static int row_by_ms_desc(const void *pa, const void *pb)
 static void prof_fill(cJSON *o, const void *row, const dg_engine *e, double total)
 {
     const prof_row *r = row;
-    cJSON_AddStringToObject(o, "op", r->op);
-    cJSON_AddStringToObject(o, "shape", r->shape);
-    cJSON_AddStringToObject(o, "backend", e->name);
+    row_names(o, r->op, r->shape, e);
     cJSON_AddBoolToObject(o, "fallback", r->fallback);
     cJSON_AddNumberToObject(o, "calls", (double)r->calls);
     cJSON_AddNumberToObject(o, "ms_total", r->ms);
     cJSON_AddNumberToObject(o, "ms_mean", r->calls ? r->ms / (double)r->calls : 0);
     cJSON_AddNumberToObject(o, "share", total > 0 ? r->ms / total : 0);
-    if (r->fallback) {
-        cJSON_AddNumberToObject(o, "bytes_d2h", (double)r->d2h);
-        cJSON_AddNumberToObject(o, "bytes_h2d", (double)r->h2d);
-    }
+    if (r->fallback)
+        row_bytes(o, r->d2h, r->h2d);
 }
 
 cJSON *dg_engine_ops_json(const dg_engine *e)
@@ -503,7 +512,7 @@ static bool call_native(const dg_engine *e, dg_call c, const dg_op_desc *d)
 {
     if (e->disabled_calls & (1u << c))
         return false;
-    return e->be->supports_op && e->be->supports_op(e->bctx, d) && dg_dp_calls[c].has(e->be);
+    return e->be->supports_op && e->be->supports_op(e->bctx, d) && dg_engine_implements(e->be, c);
 }
 
 /* What supports_op sees of call c with arguments a. */

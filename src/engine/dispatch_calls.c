@@ -297,3 +297,8 @@ const call_kind dg_dp_calls[DG_CALL__COUNT] = {
     [DG_CALL_SGD] = ROW(sgd),
 };
 #undef ROW
+
+bool dg_engine_implements(const dg_backend_iface *be, dg_call c)
+{
+    return (unsigned)c < DG_CALL__COUNT && dg_dp_calls[c].has(be);
+}

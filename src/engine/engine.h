@@ -92,6 +92,9 @@ void dg_engine_close(dg_engine *e);
  * name NULL only checked). DG_ERR_USAGE names an unknown op, an unknown
  * backend, or an op aimed at the host (OP@cpu). */
 dg_status dg_parse_disabled_ops(dg_ctx *ctx, const char *spec, const char *name, uint32_t *mask);
+/* True when be implements every entry point call c needs (the engine's table
+ * of calls), whatever its supports_op says. */
+bool dg_engine_implements(const dg_backend_iface *be, dg_call c);
 /* True when every call of op runs natively on the engine's backend, whatever
  * its shape (supported in general, implemented, none disabled). */
 bool dg_engine_native(const dg_engine *e, dg_op op);

@@ -51,6 +51,19 @@ dg_status dg_remote_fail(dg_remote *r, dg_remote_failure f, const char *fmt, ...
 /* A failed ssh call (rc 255, or an answer over the cap) as its failure:
  * unreachable, authentication, or the node's devgate failing while doing. */
 dg_status dg_remote_ssh_failure(dg_remote *r, const dg_ssh_answer *a, const char *doing);
+/* The words one node request says its failures in: doing for ssh's own
+ * failure ("starting the run"), where the disk filled (" while assembling a
+ * folder", or ""), what failed ("the run could not start"), and the failure
+ * DG_NODE_EXIT_CORRUPT stands for (DG_REMOTE_USAGE where it means nothing
+ * of its own). */
+typedef struct dg_node_words {
+    const char *doing, *disk_while, *failed;
+    dg_remote_failure corrupt;
+} dg_node_words;
+/* The answer a of a node request as its failure in the request's words w:
+ * ssh's own (rc 255, an answer over the cap), a full disk on the node, or the
+ * node's refusal with its exit status and last line; DG_OK when it exited 0. */
+dg_status dg_remote_node_status(dg_remote *r, const dg_ssh_answer *a, const dg_node_words *w);
 /* dg_remote_ssh of a request with no input whose answer is wanted only when
  * the node answered it (exit 0, under the cap); else the failure, a freed. */
 dg_status dg_remote_ask(dg_remote *r, const char *const *args, const char *doing, dg_ssh_answer *a);

@@ -51,20 +51,13 @@ static dg_status start_words(dg_remote *r, int argc, const char *const *argv, co
 /* Asks the node to start the run of words. */
 static dg_status start_call(dg_remote *r, const char *const *words)
 {
+    static const dg_node_words start = {"starting the run", "", "the run could not start",
+                                        DG_REMOTE_USAGE};
     dg_ssh_answer a;
     dg_status st = dg_remote_ssh(r, words, -1, false, &a);
     if (st != DG_OK)
         return st;
-    char line[256];
-    dg_remote_last_line(a.err, line, sizeof line);
-    if (a.rc == 255 || a.too_big)
-        st = dg_remote_ssh_failure(r, &a, "starting the run");
-    else if (a.rc == DG_NODE_EXIT_DISK)
-        st = dg_remote_fail(r, DG_REMOTE_DISK, "remote %s: disk full on the node: %s", r->cfg.host,
-                            line);
-    else if (a.rc != 0)
-        st = dg_remote_fail(r, DG_REMOTE_USAGE, "remote %s: the run could not start (exit %d): %s",
-                            r->cfg.host, a.rc, line);
+    st = dg_remote_node_status(r, &a, &start);
     dg_ssh_answer_free(&a);
     return st;
 }

@@ -284,19 +284,11 @@ static dg_status tree_call(dg_remote *r, const char *id, const char *manifest, c
     close(fd);
     if (st != DG_OK)
         return st;
-    char line[256];
-    dg_remote_last_line(a.err, line, sizeof line);
-    if (a.rc == 255 || a.too_big)
-        st = dg_remote_ssh_failure(r, &a, "asking the node's cache for a folder");
-    else if (a.rc == DG_NODE_EXIT_DISK)
-        st = dg_remote_fail(r, DG_REMOTE_DISK,
-                            "remote %s: disk full on the node while assembling a folder: %s",
-                            r->cfg.host, line);
-    else if (a.rc != 0)
-        st = dg_remote_fail(r, a.rc == DG_NODE_EXIT_CORRUPT ? DG_REMOTE_BUCKET : DG_REMOTE_USAGE,
-                            "remote %s: the node could not assemble the folder (exit %d): %s",
-                            r->cfg.host, a.rc, line);
-    else if (!cJSON_IsObject(*ans = cJSON_Parse(a.out)))
+    static const dg_node_words tree = {"asking the node's cache for a folder",
+                                       " while assembling a folder",
+                                       "the node could not assemble the folder", DG_REMOTE_BUCKET};
+    st = dg_remote_node_status(r, &a, &tree);
+    if (st == DG_OK && !cJSON_IsObject(*ans = cJSON_Parse(a.out)))
         st = dg_remote_fail(r, DG_REMOTE_USAGE,
                             "remote %s: the node's answer about a folder is "
                             "not JSON",

@@ -217,6 +217,21 @@ dg_status dg_remote_ssh_failure(dg_remote *r, const dg_ssh_answer *a, const char
                           host, doing, a->rc, line[0] ? line : "no message");
 }
 
+dg_status dg_remote_node_status(dg_remote *r, const dg_ssh_answer *a, const dg_node_words *w)
+{
+    if (a->rc == 255 || a->too_big)
+        return dg_remote_ssh_failure(r, a, w->doing);
+    if (a->rc == 0)
+        return DG_OK;
+    char line[256];
+    dg_remote_last_line(a->err, line, sizeof line);
+    if (a->rc == DG_NODE_EXIT_DISK)
+        return dg_remote_fail(r, DG_REMOTE_DISK, "remote %s: disk full on the node%s: %s",
+                              r->cfg.host, w->disk_while, line);
+    return dg_remote_fail(r, a->rc == DG_NODE_EXIT_CORRUPT ? w->corrupt : DG_REMOTE_USAGE,
+                          "remote %s: %s (exit %d): %s", r->cfg.host, w->failed, a->rc, line);
+}
+
 dg_status dg_remote_ask(dg_remote *r, const char *const *args, const char *doing, dg_ssh_answer *a)
 {
     dg_status st = dg_remote_ssh(r, args, -1, false, a);

@@ -62,10 +62,7 @@ static void page_begin(dg_capbuf *b, const dg_record_view *v)
     dg_rp_h_esc(b, v->kind, "");
     dg_rp_put(b, " ");
     dg_rp_h_esc(b, v->run_id, "(not recorded)");
-    if (v->label) {
-        dg_rp_put(b, " · ");
-        dg_rp_h_esc(b, v->label, "");
-    }
+    dg_rp_opt(b, ESC_HTML, " · ", v->label, "");
     dg_rp_put(b, "</title>\n<style>");
     dg_rp_put(b, page_css);
     dg_rp_h_fmt(b,
@@ -73,25 +70,10 @@ static void page_begin(dg_capbuf *b, const dg_record_view *v)
                 "class=\"mono\">%S</span></h1>\n<p class=\"meta\">host %S · %S",
                 v->kind, "", v->run_id, "(not recorded)", v->host, "unknown", v->timestamp,
                 "no time");
-    const char *bucket = dg_rp_bucket_id(v->rec);
-    if (bucket) {
-        dg_rp_put(b, " · bucket <span class=\"mono\">");
-        char shortid[13];
-        snprintf(shortid, sizeof shortid, "%s", bucket);
-        dg_rp_h_esc(b, shortid, "");
-        dg_rp_put(b, "</span>");
-    }
-    if (v->label) {
-        dg_rp_put(b, " · label <b>");
-        dg_rp_h_esc(b, v->label, "");
-        dg_rp_put(b, "</b>");
-    }
-    const char *state = v->state;
-    if (state && strcmp(state, "complete") != 0) {
-        dg_rp_put(b, " · state <b class=\"no\">");
-        dg_rp_h_esc(b, state, "");
-        dg_rp_put(b, "</b>");
-    }
+    static const char *const marks[3][2] = {{" · bucket <span class=\"mono\">", "</span>"},
+                                            {" · label <b>", "</b>"},
+                                            {" · state <b class=\"no\">", "</b>"}};
+    dg_rp_head_facts(b, ESC_HTML, v, marks);
     dg_rp_put(b, "</p></header>\n<main>\n");
 }
 
@@ -212,10 +194,7 @@ static void sec_steps(dg_capbuf *b, const dg_record_view *v)
         dg_rp_h_esc(b, s->verdict, "–");
         dg_rp_put(b, "</span></td><td>");
         dg_rp_prose(b, ESC_HTML, s->summary, "");
-        if (s->error) {
-            dg_rp_put(b, "<br><span class=\"no\">error:</span> ");
-            dg_rp_h_esc(b, s->error, "");
-        }
+        dg_rp_opt(b, ESC_HTML, "<br><span class=\"no\">error:</span> ", s->error, "");
         dg_rp_put(b, "</td><td>");
         dg_rp_h_esc(b, s->status, "?");
         dg_rp_put(b, "</td><td class=\"n\">");
@@ -249,13 +228,9 @@ static void finding_evidence(dg_capbuf *b, const cJSON *f)
                         "</td><td class=\"n\">");
         const cJSON *v = dg_rp_get(e, "value");
         dg_rp_h_scalar(b, v);
-        if (dg_rp_str(e, "unit") && !cJSON_IsNull(v) && v) {
-            dg_rp_put(b, " ");
-            dg_rp_h_esc(b, dg_rp_str(e, "unit"), "");
-        }
-        dg_rp_put(b, "</td><td>");
-        dg_rp_h_esc(b, dg_rp_str(e, "section"), "?");
-        dg_rp_put(b, "</td></tr>\n");
+        if (v && !cJSON_IsNull(v))
+            dg_rp_opt(b, ESC_HTML, " ", dg_rp_str(e, "unit"), "");
+        dg_rp_h_fmt(b, "</td><td>%S</td></tr>\n", dg_rp_str(e, "section"), "?");
     }
     dg_rp_table_close(b);
 }
@@ -274,16 +249,8 @@ static void sec_findings(dg_capbuf *b, const dg_record_view *v)
         dg_rp_prose(b, ESC_HTML, fs[i]->title, "");
         dg_rp_put(b, "</p>\n");
         finding_evidence(b, fs[i]->json);
-        if (fs[i]->hypothesis) {
-            dg_rp_put(b, "<p><b>hypothesis:</b> ");
-            dg_rp_h_esc(b, fs[i]->hypothesis, "");
-            dg_rp_put(b, "</p>\n");
-        }
-        if (fs[i]->action) {
-            dg_rp_put(b, "<p><b>→ action:</b> ");
-            dg_rp_h_esc(b, fs[i]->action, "");
-            dg_rp_put(b, "</p>\n");
-        }
+        dg_rp_opt(b, ESC_HTML, "<p><b>hypothesis:</b> ", fs[i]->hypothesis, "</p>\n");
+        dg_rp_opt(b, ESC_HTML, "<p><b>→ action:</b> ", fs[i]->action, "</p>\n");
         dg_rp_put(b, "</div>\n");
     }
     dg_free(fs);
@@ -298,17 +265,10 @@ static void sweep_trial_row(dg_capbuf *b, const dg_view_trial *t, bool bisect)
     dg_rp_printf(b, "<tr%s><td class=\"n\">%.0f%s</td><td>", ok ? "" : " class=\"failed\"",
                  t->batch.valid ? t->batch.value : 0, bisect ? " (bisect)" : "");
     dg_rp_h_esc(b, t->ended, "?");
-    if (t->signal) {
-        dg_rp_put(b, " ");
-        dg_rp_h_esc(b, t->signal, "");
-    }
+    dg_rp_opt(b, ESC_HTML, " ", t->signal, "");
     if (t->budget == 1)
         dg_rp_put(b, " (budget)");
-    if (t->reason) {
-        dg_rp_put(b, "<br><span class=\"note\">");
-        dg_rp_h_esc(b, t->reason, "");
-        dg_rp_put(b, "</span>");
-    }
+    dg_rp_opt(b, ESC_HTML, "<br><span class=\"note\">", t->reason, "</span>");
     const dg_rec_metric cols[] = {
         t->samples_per_s,        t->step_median, t->step_iqr,    t->device_allocated_peak,
         t->device_reserved_peak, t->rss_peak,    t->swap_growth, t->wall_s};
@@ -340,21 +300,14 @@ static void sec_sweep(dg_capbuf *b, const dg_view_sweep *sw)
     batch_rate(b, "batch <b>%.0f</b> (", sw->knee_batch, sw->knee_sps);
     dg_rp_put(b, " · safe batch: ");
     batch_rate(b, "<b>%.0f</b> (", sw->safe_batch, sw->safe_sps);
-    if (sw->safe_note) {
-        dg_rp_put(b, ", ");
-        dg_rp_h_esc(b, sw->safe_note, "");
-    }
+    dg_rp_opt(b, ESC_HTML, ", ", sw->safe_note, "");
     dg_rp_put(b, " · stopped: ");
     dg_rp_h_esc(b, sw->stopped_reason, "not reported");
     if (sw->stopped_at.valid)
         dg_rp_printf(b, " at batch %.0f", sw->stopped_at.value);
     dg_rp_put(b, " · memory budget ");
     dg_rp_h_view_metric(b, sw->mem_budget);
-    if (sw->mem_budget_source) {
-        dg_rp_put(b, " (");
-        dg_rp_h_esc(b, sw->mem_budget_source, "");
-        dg_rp_put(b, ")");
-    }
+    dg_rp_opt(b, ESC_HTML, " (", sw->mem_budget_source, ")");
     dg_rp_put(b, "</p>\n");
     dg_rp_table_open(
         b, "<tr><th>batch</th><th>ended</th><th>samples/s</th><th>step ms</th><th>IQR</th>"
@@ -453,7 +406,11 @@ static void sec_baseline(dg_capbuf *b, const dg_record_view *v)
             dg_rp_put(b, "</td>");
         }
         dg_rp_put(b, "<td>");
-        dg_rp_h_esc(b, r->verdict, "?");
+        char loss[320];
+        if (dg_rp_loss_check(loss, sizeof loss, r->json)) /* accept -- CMD: cpu against device */
+            dg_rp_h_esc(b, loss, "");
+        else
+            dg_rp_h_esc(b, r->verdict, "?");
         if (cJSON_GetArraySize(r->drift) > 0) {
             dg_rp_put(b, ": ");
             dg_rp_h_join(b, r->drift, ", ");
@@ -465,8 +422,16 @@ static void sec_baseline(dg_capbuf *b, const dg_record_view *v)
     dg_rp_h_esc(b, cmp->device_name, "not reported");
     dg_rp_put(b, " · speedup = cpu step time / device step time");
     dg_rp_put(b, dg_rp_unfair_note(v));
-    dg_rp_put(b, " · busy = device time of forward, backward and update over the device step · "
-                 "drift against the float64 reference (loss tolerance ");
+    bool cmd_losses = false; /* accept -- CMD: its sides' losses, no float64 reference */
+    for (int k = 0; k < cmp->nruns; k++)
+        cmd_losses = cmd_losses || dg_rp_obj(cmp->runs[k].json, "loss");
+    dg_rp_put(b, " · busy = device time of forward, backward and update over the device step · ");
+    if (cmd_losses) {
+        dg_rp_put(b, "the loss check holds the device side's losses against the cpu side's at "
+                     "the steps both reported</p>\n</section>\n");
+        return;
+    }
+    dg_rp_put(b, "drift against the float64 reference (loss tolerance ");
     dg_rp_h_fmt(b, "%M, parameter tolerance %M)</p>\n</section>\n", cmp->loss_tolerance,
                 cmp->param_tolerance);
 }
@@ -547,11 +512,7 @@ static void sec_profile(dg_capbuf *b, const dg_view_profile *prof)
     dg_rp_h_fmt(b, "<p>bytes in the window: h2d %M · d2h %M · fallback copies %M up, %M down</p>\n",
                 prof->bytes_h2d, prof->bytes_d2h, prof->bytes_fallback_h2d,
                 prof->bytes_fallback_d2h);
-    if (prof->note) {
-        dg_rp_put(b, "<p class=\"note\">");
-        dg_rp_h_esc(b, prof->note, "");
-        dg_rp_put(b, "</p>\n");
-    }
+    dg_rp_opt(b, ESC_HTML, "<p class=\"note\">", prof->note, "</p>\n");
     dg_rp_put(b, "</section>\n");
 }
 

@@ -227,10 +227,7 @@ static void gate_row(dg_capbuf *b, const dg_view_backend *be)
                  ok == 1   ? "<span class=\"yes\">✓ ok</span>"
                  : ok == 0 ? "<span class=\"no\">✗ failed</span>"
                            : "<span class=\"na\">not run</span>");
-    if (be->matmul.reason) {
-        dg_rp_put(b, ": ");
-        dg_rp_h_esc(b, be->matmul.reason, "");
-    }
+    dg_rp_opt(b, ESC_HTML, ": ", be->matmul.reason, "");
     if (be->matmul.m.valid && be->matmul.n.valid && be->matmul.k.valid)
         dg_rp_printf(b, " <span class=\"note\">%.0f×%.0f×%.0f</span>", be->matmul.m.value,
                      be->matmul.n.value, be->matmul.k.value);
@@ -282,10 +279,7 @@ static void ops_table(dg_capbuf *b, const dg_view_backend *be)
         bool fail = r->verdict && (!strcmp(r->verdict, "fail") || !strcmp(r->verdict, "error"));
         dg_rp_put(b, fail ? "<b>" : "");
         dg_rp_h_esc(b, r->verdict, "not reported");
-        if (r->reason) {
-            dg_rp_put(b, ": ");
-            dg_rp_h_esc(b, r->reason, "");
-        }
+        dg_rp_opt(b, ESC_HTML, ": ", r->reason, "");
         dg_rp_put(b, fail ? "</b></td></tr>\n" : "</td></tr>\n");
     }
     dg_rp_table_close(b);
@@ -307,16 +301,9 @@ static void link_line(dg_capbuf *b, const dg_view_backend *be)
     }
     dg_rp_put(b, " · rated ");
     dg_rp_h_view_metric(b, l->rated);
-    if (l->kind) {
-        dg_rp_put(b, " (");
-        dg_rp_h_esc(b, l->kind, "");
-        dg_rp_put(b, ")");
-    }
+    dg_rp_opt(b, ESC_HTML, " (", l->kind, ")");
     dg_rp_put(b, l->ok == 1 ? " · ok" : l->ok == 0 ? " · <b>slow or failed</b>" : " · not judged");
-    if (l->reason) {
-        dg_rp_put(b, ": ");
-        dg_rp_h_esc(b, l->reason, "");
-    }
+    dg_rp_opt(b, ESC_HTML, ": ", l->reason, "");
     dg_rp_put(b, "</p>\n");
 }
 
@@ -526,9 +513,7 @@ void dg_rp_sec_pack(dg_capbuf *b, const cJSON *rec)
     if (!pack)
         return;
     dg_rp_section_open(b, "pack", "Evidence pack");
-    dg_rp_put(b, "<p><span class=\"mono\">");
-    dg_rp_h_esc(b, dg_rp_str(pack, "dir"), "not reported");
-    dg_rp_put(b, "</span>: ");
+    dg_rp_h_fmt(b, "<p><span class=\"mono\">%S</span>: ", dg_rp_str(pack, "dir"), "not reported");
     dg_rp_h_join(b, dg_rp_arr(pack, "files"), ", ");
     dg_rp_put(b, "</p>\n");
     sec_close(b);

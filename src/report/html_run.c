@@ -19,11 +19,7 @@ static void chart_or_absent(dg_capbuf *b, const rp_svg_chart *c, const cJSON *pt
         return;
     dg_rp_put(b, "<p class=\"na\">not reported: ");
     dg_rp_put(b, why);
-    if (why_record) {
-        dg_rp_put(b, " (");
-        dg_rp_h_esc(b, why_record, "");
-        dg_rp_put(b, ")");
-    }
+    dg_rp_opt(b, ESC_HTML, " (", why_record, ")");
     dg_rp_put(b, "</p>\n");
 }
 

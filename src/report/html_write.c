@@ -36,33 +36,24 @@ void dg_rp_h_view_metric(dg_capbuf *b, dg_rec_metric m)
     dg_rp_h_val(b, v);
 }
 
+/* dg_rp_h_fmt's own conversions: %M and %P. */
+static void h_conv(dg_capbuf *b, char c, va_list *ap)
+{
+    if (c == 'M') {
+        dg_rp_h_view_metric(b, va_arg(*ap, dg_rec_metric));
+    } else if (c == 'P') {
+        const cJSON *o = va_arg(*ap, const cJSON *);
+        dg_rp_h_metric(b, o, va_arg(*ap, const char *));
+    } else {
+        dg_capbuf_add(b, &c, 1);
+    }
+}
+
 void dg_rp_h_fmt(dg_capbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    const char *run = fmt;
-    for (const char *p = fmt; *p; p++) {
-        if (*p != '%' || !p[1])
-            continue;
-        dg_capbuf_add(b, run, (size_t)(p - run));
-        char conv = *++p;
-        run = p + 1;
-        switch (conv) {
-        case 'M': dg_rp_h_view_metric(b, va_arg(ap, dg_rec_metric)); break;
-        case 'P': {
-            const cJSON *o = va_arg(ap, const cJSON *);
-            dg_rp_h_metric(b, o, va_arg(ap, const char *));
-            break;
-        }
-        case 'S': {
-            const char *s = va_arg(ap, const char *);
-            dg_rp_h_esc(b, s, va_arg(ap, const char *));
-            break;
-        }
-        default: dg_capbuf_add(b, p, 1); /* "%%": the second '%' */
-        }
-    }
-    dg_capbuf_add(b, run, strlen(run));
+    dg_rp_vfmt(b, ESC_HTML, h_conv, fmt, &ap);
     va_end(ap);
 }
 

@@ -14,9 +14,7 @@ static void md_str(dg_capbuf *b, const char *s, const char *fallback)
 static void md_header(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_final_gate *g = &v->final_gate;
-    dg_rp_put(b, "## devgate ");
-    md_str(b, v->kind, "?");
-    dg_rp_put(b, ": ");
+    dg_rp_fmt(b, ESC_MD, "## devgate %S: ", v->kind, "?");
     if (dg_rp_verb_record(v))
         md_str(b, dg_rp_verb_verdict(v), "recorded");
     else
@@ -24,30 +22,11 @@ static void md_header(dg_capbuf *b, const dg_record_view *v)
                      : g->accepted == 1 ? "✅ accepted"
                                         : "❌ not accepted");
     dg_rp_put(b, "\n\n");
-    dg_rp_put(b, "run ");
-    md_str(b, v->run_id, "(not recorded)");
-    dg_rp_put(b, " · host ");
-    md_str(b, v->host, "unknown");
-    dg_rp_put(b, " · ");
-    md_str(b, v->timestamp, "no time");
-    const char *bucket = dg_rp_bucket_id(v->rec);
-    if (bucket) {
-        char shortid[13];
-        snprintf(shortid, sizeof shortid, "%s", bucket);
-        dg_rp_put(b, " · bucket ");
-        md_str(b, shortid, "");
-    }
-    const char *label = v->label;
-    if (label) {
-        dg_rp_put(b, " · label ");
-        md_str(b, label, "");
-    }
-    const char *state = v->state;
-    if (state && strcmp(state, "complete") != 0) {
-        dg_rp_put(b, " · state **");
-        md_str(b, state, "");
-        dg_rp_put(b, "**");
-    }
+    dg_rp_fmt(b, ESC_MD, "run %S · host %S · %S", v->run_id, "(not recorded)", v->host, "unknown",
+              v->timestamp, "no time");
+    static const char *const marks[3][2] = {
+        {" · bucket ", ""}, {" · label ", ""}, {" · state **", "**"}};
+    dg_rp_head_facts(b, ESC_MD, v, marks);
     dg_rp_put(b, "\n\n");
     if (g->present) {
         dg_rp_put(b, "**");
@@ -75,19 +54,9 @@ static void md_steps(dg_capbuf *b, const dg_record_view *v)
     dg_rp_put(b, "| step | status | verdict | summary | share |\n|---|---|---|---|---|\n");
     for (int i = 0; i < v->nsteps; i++) {
         const dg_view_step *s = &v->steps[i];
-        dg_rp_put(b, "| ");
-        md_str(b, s->name, "?");
-        dg_rp_put(b, " | ");
-        md_str(b, s->status, "?");
-        dg_rp_put(b, " | ");
-        md_str(b, s->verdict, "–");
-        dg_rp_put(b, " | ");
+        dg_rp_fmt(b, ESC_MD, "| %S | %S | %S | ", s->name, "?", s->status, "?", s->verdict, "–");
         dg_rp_prose(b, ESC_MD, s->summary, "");
-        if (s->error) {
-            dg_rp_put(b, " (error: ");
-            md_str(b, s->error, "");
-            dg_rp_put(b, ")");
-        }
+        dg_rp_opt(b, ESC_MD, " (error: ", s->error, ")");
         char share[64];
         dg_rp_fmt_view_metric(share, sizeof share, s->share);
         dg_rp_put(b, " | ");
@@ -115,10 +84,7 @@ static void md_findings(dg_capbuf *b, const dg_record_view *v)
         md_str(b, fs[i]->id, "?");
         dg_rp_put(b, ": ");
         dg_rp_prose(b, ESC_MD, fs[i]->title, "");
-        if (fs[i]->action) {
-            dg_rp_put(b, " → ");
-            md_str(b, fs[i]->action, "");
-        }
+        dg_rp_opt(b, ESC_MD, " → ", fs[i]->action, "");
         dg_rp_put(b, "\n");
     }
     dg_rp_put(b, "\n");
@@ -130,28 +96,28 @@ static void md_row(dg_capbuf *b, const char *what, const char *value)
     dg_rp_printf(b, "| %s | %s |\n", what, value);
 }
 
+/* "batch 64 (1234 samples/s)" into line; "not reported" without the batch. */
+static void batch_rate(char *line, size_t len, dg_rec_metric batch, dg_rec_metric sps)
+{
+    char val[64];
+    dg_rp_fmt_view_metric(val, sizeof val, sps);
+    if (batch.valid)
+        snprintf(line, len, "batch %.0f (%s)", batch.value, val);
+    else
+        snprintf(line, len, "not reported");
+}
+
 static void md_key_sweep(dg_capbuf *b, const dg_record_view *v)
 {
     const dg_view_sweep *sw = &v->sweep;
     if (!sw->present)
         return;
-    char val[64], line[160];
-    dg_rp_fmt_view_metric(val, sizeof val, sw->knee_sps);
-    if (sw->knee_batch.valid)
-        snprintf(line, sizeof line, "batch %.0f (%s)", sw->knee_batch.value, val);
-    else
-        snprintf(line, sizeof line, "not reported");
+    char line[160];
+    batch_rate(line, sizeof line, sw->knee_batch, sw->knee_sps);
     md_row(b, "knee", line);
-    dg_rp_fmt_view_metric(val, sizeof val, sw->safe_sps);
-    if (sw->safe_batch.valid)
-        snprintf(line, sizeof line, "batch %.0f (%s)", sw->safe_batch.value, val);
-    else
-        snprintf(line, sizeof line, "not reported");
+    batch_rate(line, sizeof line, sw->safe_batch, sw->safe_sps);
     dg_rp_printf(b, "| safe batch | %s", line);
-    if (sw->safe_note) {
-        dg_rp_put(b, ", ");
-        md_str(b, sw->safe_note, "");
-    }
+    dg_rp_opt(b, ESC_MD, ", ", sw->safe_note, "");
     dg_rp_put(b, " |\n| sweep stopped | ");
     md_str(b, sw->stopped_reason, "not reported");
     if (sw->stopped_at.valid)
@@ -195,6 +161,12 @@ static void md_key_compare(dg_capbuf *b, const dg_record_view *v)
         snprintf(line, sizeof line, "%.2f×%s%s (device step time %s than cpu, device busy %s%s)",
                  run->speedup.value, ci, dg_rp_unfair_note(v), red, busy, peak);
         md_row(b, what, line);
+        char loss[320];
+        if (dg_rp_loss_check(loss, sizeof loss, run->json)) {
+            dg_rp_printf(b, "| loss vs cpu, batch %.0f | ", run->batch.value);
+            dg_rp_esc(b, ESC_MD, loss, ""); /* its why is the record's */
+            dg_rp_put(b, " |\n");
+        }
     }
 }
 
@@ -238,11 +210,7 @@ static void md_key_supervise(dg_capbuf *b, const dg_record_view *v)
     dg_rp_command(b, ESC_MD, cmd);
     if (v->supervise.exit_status.valid)
         dg_rp_printf(b, " (exit %.0f)", v->supervise.exit_status.value);
-    if (v->supervise.signal) {
-        dg_rp_put(b, " (signal ");
-        md_str(b, v->supervise.signal, "");
-        dg_rp_put(b, ")");
-    }
+    dg_rp_opt(b, ESC_MD, " (signal ", v->supervise.signal, ")");
     dg_rp_put(b, " |\n");
 }
 
@@ -284,11 +252,7 @@ static void md_key_numbers(dg_capbuf *b, const dg_record_view *v)
 static void md_footer(dg_capbuf *b, const dg_record_view *v)
 {
     const char *dir = dg_rp_str(v->rec, "pack.dir");
-    if (dir) {
-        dg_rp_put(b, "Evidence pack: ");
-        md_str(b, dir, "");
-        dg_rp_put(b, "\n\n");
-    }
+    dg_rp_opt(b, ESC_MD, "Evidence pack: ", dir, "\n\n");
     dg_rp_put(b, "<sub>devgate " DG_VERSION
                  " · `devgate report RUN_ID` renders the full page</sub>\n");
 }

@@ -91,6 +91,44 @@ void dg_rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback)
     }
 }
 
+void dg_rp_opt(dg_capbuf *b, esc_mode mode, const char *lead, const char *s, const char *tail)
+{
+    if (!s)
+        return;
+    dg_rp_put(b, lead);
+    dg_rp_esc(b, mode, s, "");
+    dg_rp_put(b, tail);
+}
+
+void dg_rp_vfmt(dg_capbuf *b, esc_mode mode, dg_rp_conv conv, const char *fmt, va_list *ap)
+{
+    const char *run = fmt;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%' || !p[1])
+            continue;
+        dg_capbuf_add(b, run, (size_t)(p - run));
+        char c = *++p;
+        run = p + 1;
+        if (c == 'S') {
+            const char *s = va_arg(*ap, const char *);
+            dg_rp_esc(b, mode, s, va_arg(*ap, const char *));
+        } else if (c != '%' && conv) {
+            conv(b, c, ap);
+        } else {
+            dg_capbuf_add(b, p, 1); /* "%%": the second '%' */
+        }
+    }
+    dg_capbuf_add(b, run, strlen(run));
+}
+
+void dg_rp_fmt(dg_capbuf *b, esc_mode mode, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    dg_rp_vfmt(b, mode, NULL, fmt, &ap);
+    va_end(ap);
+}
+
 /* Length of a non-finite number as printf writes it at s ("nan", "-nan",
  * "+inf", with a batch prefix "b" or a unit suffix "%", "x" or "×"), when s
  * starts one as a whole word; 0 otherwise. */
@@ -327,6 +365,19 @@ const char *dg_rp_bucket_id(const cJSON *rec)
     return NULL;
 }
 
+void dg_rp_head_facts(dg_capbuf *b, esc_mode mode, const dg_record_view *v,
+                      const char *const mark[3][2])
+{
+    const char *bucket = dg_rp_bucket_id(v->rec);
+    char shortid[13] = "";
+    if (bucket)
+        snprintf(shortid, sizeof shortid, "%s", bucket);
+    const char *state = v->state && strcmp(v->state, "complete") != 0 ? v->state : NULL;
+    const char *const facts[3] = {bucket ? shortid : NULL, v->label, state};
+    for (int i = 0; i < 3; i++)
+        dg_rp_opt(b, mode, mark[i][0], facts[i], mark[i][1]);
+}
+
 double dg_rp_mem_growth_pct(const dg_record_view *v)
 {
     double x = dg_view_threshold_value(v, "mem_growth_pct");
@@ -367,6 +418,34 @@ const char *dg_rp_unfair_note(const dg_record_view *v)
             return " (an upper bound: the cpu baseline ran below its cores, "
                    "cpu-baseline-unfair)";
     return "";
+}
+
+bool dg_rp_loss_check(char *buf, size_t len, const cJSON *run)
+{
+    const cJSON *l = dg_rp_obj(run, "loss");
+    buf[0] = '\0';
+    if (!l)
+        return false;
+    const cJSON *agree = dg_rp_get(l, "agree");
+    double n = 0, rel = NAN, tol = NAN, ep, st;
+    dg_rp_num(l, "pairs", &n);
+    dg_rp_num(l, "max_rel_diff", &rel);
+    dg_rp_num(l, "tolerance", &tol);
+    char where[64] = "";
+    if (dg_rp_num(l, "worst.epoch", &ep) && dg_rp_num(l, "worst.step", &st))
+        snprintf(where, sizeof where, "at epoch %.0f step %.0f; ", ep, st);
+    if (cJSON_IsTrue(agree))
+        snprintf(buf, len,
+                 "loss agrees with the cpu over %.0f steps (max relative difference %.2g, "
+                 "tolerance %g)",
+                 n, rel, tol);
+    else if (cJSON_IsFalse(agree))
+        snprintf(buf, len, "loss DRIFTS from the cpu's by %.2g over %.0f steps (%stolerance %g)",
+                 rel, n, where, tol);
+    else
+        snprintf(buf, len, "loss not compared: %s",
+                 dg_rp_str(l, "why") ? dg_rp_str(l, "why") : "not reported");
+    return true;
 }
 
 void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, const char *none,

@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/record.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 
 /* How a string taken from the record is written. */
@@ -26,6 +27,18 @@ void dg_rp_put(dg_capbuf *b, const char *s);
 void dg_rp_printf(dg_capbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
 /* Appends a record string escaped for mode; NULL writes fallback (trusted, may be NULL). */
 void dg_rp_esc(dg_capbuf *b, esc_mode mode, const char *s, const char *fallback);
+/* A record string that may be absent, between trusted text: lead, s escaped
+ * for mode, then tail ("" for none); nothing at all when s is NULL. */
+void dg_rp_opt(dg_capbuf *b, esc_mode mode, const char *lead, const char *s, const char *tail);
+
+/* Writes conversion c of a format, taking its arguments from *ap. */
+typedef void (*dg_rp_conv)(dg_capbuf *b, char c, va_list *ap);
+/* Writes fmt, trusted text, with its conversions: %S a record string and its
+ * fallback (const char *, const char *: dg_rp_esc for mode), %% a percent
+ * sign; any other conv writes (NULL: the character itself). */
+void dg_rp_vfmt(dg_capbuf *b, esc_mode mode, dg_rp_conv conv, const char *fmt, va_list *ap);
+/* dg_rp_vfmt without conversions of a format's own. */
+void dg_rp_fmt(dg_capbuf *b, esc_mode mode, const char *fmt, ...);
 
 /* Largest string dg_rp_prose rewrites; the rest of a longer one is dropped. */
 #define REPORT_STRING_MAX ((size_t)1 << 20)
@@ -78,6 +91,12 @@ void dg_rp_fmt_coord(char *buf, size_t len, double v);
 const dg_view_finding **dg_rp_findings_sorted(const dg_record_view *v, int *n);
 /* The input bucket id: the record's, else a section's (soak, profile, ...). */
 const char *dg_rp_bucket_id(const cJSON *rec);
+/* The facts a report's header adds after the host and time, each only when
+ * the record has it: the bucket (its id's first 12 characters), the label,
+ * the state when not complete; each escaped for mode between its trusted
+ * markup mark[i][0] and mark[i][1] (i: 0 bucket, 1 label, 2 state). */
+void dg_rp_head_facts(dg_capbuf *b, esc_mode mode, const dg_record_view *v,
+                      const char *const mark[3][2]);
 /* The memory growth threshold in percent the rules used (thresholds.mem_growth_pct,
  * the name the rule table writes), else the default 26. */
 double dg_rp_mem_growth_pct(const dg_record_view *v);
@@ -103,5 +122,12 @@ void dg_rp_decision(dg_capbuf *b, esc_mode mode, const dg_view_decision *d, cons
  * record (the cpu side ran below its cores): the words every render puts
  * beside "N x cpu", "" otherwise. */
 const char *dg_rp_unfair_note(const dg_record_view *v);
+/* The loss check of an accept -- CMD compare RUN (runs[].loss: the device
+ * side's losses against the cpu side's) in words, into buf (len bytes):
+ * "loss agrees with the cpu over 8 steps (max relative difference 3.1e-07,
+ * tolerance 0.01)", "loss DRIFTS from the cpu's by 0.048 over 8 steps (at
+ * epoch 2 step 1; tolerance 0.01)" or "loss not compared: WHY", WHY the
+ * record's: write buf escaped. False (buf "") when the run has no loss check. */
+bool dg_rp_loss_check(char *buf, size_t len, const cJSON *run);
 
 #endif

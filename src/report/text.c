@@ -27,10 +27,7 @@ static void text_header(dg_capbuf *b, const dg_record_view *v)
     const char *state = v->state;
     if (label || (state && strcmp(state, "complete") != 0)) {
         dg_rp_put(b, "  ");
-        if (label) {
-            dg_rp_put(b, "label ");
-            dg_rp_esc(b, ESC_TEXT, label, "");
-        }
+        dg_rp_opt(b, ESC_TEXT, "label ", label, "");
         if (state && strcmp(state, "complete") != 0) {
             dg_rp_put(b, label ? " · state " : "state ");
             dg_rp_esc(b, ESC_TEXT, state, "");
@@ -71,11 +68,7 @@ static void text_step(dg_capbuf *b, const dg_view_step *step)
     dg_rp_printf(b, "%-5s ", word);
     dg_rp_prose(b, ESC_TEXT, step->summary, "");
     const char *err = step->error;
-    if (err) {
-        dg_rp_put(b, " (error: ");
-        dg_rp_esc(b, ESC_TEXT, err, "");
-        dg_rp_put(b, ")");
-    }
+    dg_rp_opt(b, ESC_TEXT, " (error: ", err, ")");
     dg_rp_put(b, "\n");
 }
 
@@ -91,8 +84,8 @@ static void text_steps(dg_capbuf *b, const dg_record_view *v)
 
 /* One line per finished compare run that carries its repetition statistics or
  * the fraction of peak (records before issue 12 have neither, and keep their
- * summary as it was): the speedup with its 95% interval and each side's GEMM
- * as a share of its FP32 peak. */
+ * summary as it was): the speedup with its 95% interval, each side's GEMM
+ * as a share of its FP32 peak, and accept -- CMD's loss check. */
 static void text_speedups(dg_capbuf *b, const dg_record_view *v)
 {
     bool first = true;
@@ -125,6 +118,11 @@ static void text_speedups(dg_capbuf *b, const dg_record_view *v)
                 dg_rp_printf(b, "%.1f%% on ", 100 * fd);
                 dg_rp_esc(b, ESC_TEXT, run->device_backend, "the device");
             }
+        }
+        char loss[320];
+        if (dg_rp_loss_check(loss, sizeof loss, run->json)) {
+            dg_rp_put(b, " · ");
+            dg_rp_esc(b, ESC_TEXT, loss, "");
         }
         dg_rp_put(b, "\n");
     }

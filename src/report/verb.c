@@ -17,8 +17,16 @@ bool dg_rp_verb_record(const dg_record_view *v)
     (*off +=                                                                                       \
      (size_t)snprintf(buf + (*off < len ? *off : len), *off < len ? len - *off : 0, __VA_ARGS__))
 
-static void gate_line(char *buf, size_t len, size_t *off, const dg_view_gate *g)
+/* Appends fmt with m's value when m is valid. */
+static void add_num(char *buf, size_t len, size_t *off, const char *fmt, dg_rec_metric m)
 {
+    if (m.valid)
+        ADD(fmt, m.value);
+}
+
+static void gate_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
+{
+    const dg_view_gate *g = &v->gate;
     for (int i = 0; i < g->nbackends; i++) {
         const dg_view_backend *bk = &g->backends[i];
         ADD("%s%s", i ? " · " : "", bk->name ? bk->name : "?");
@@ -33,32 +41,30 @@ static void gate_line(char *buf, size_t len, size_t *off, const dg_view_gate *g)
     }
 }
 
-static void sweep_line(char *buf, size_t len, size_t *off, const dg_view_sweep *sw)
+static void sweep_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
 {
-    if (sw->knee_batch.valid)
-        ADD("knee b%.0f", sw->knee_batch.value);
-    if (sw->knee_sps.valid)
-        ADD(" (%.0f samples/s)", sw->knee_sps.value);
-    if (sw->safe_batch.valid)
-        ADD(" · safe b%.0f", sw->safe_batch.value);
-    if (sw->stopped_at.valid)
-        ADD(" · stopped at b%.0f", sw->stopped_at.value);
+    const dg_view_sweep *sw = &v->sweep;
+    add_num(buf, len, off, "knee b%.0f", sw->knee_batch);
+    add_num(buf, len, off, " (%.0f samples/s)", sw->knee_sps);
+    add_num(buf, len, off, " · safe b%.0f", sw->safe_batch);
+    add_num(buf, len, off, " · stopped at b%.0f", sw->stopped_at);
     if (sw->stopped_reason)
         ADD("%s%s", sw->stopped_at.valid ? ": " : " · stopped: ", sw->stopped_reason);
 }
 
-static void soak_line(char *buf, size_t len, size_t *off, const dg_view_soak *s)
+static void soak_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
 {
+    const dg_view_soak *s = &v->soak;
     static const char *const names[DG_MEM_COUNT] = {"allocated", "reserved", "driver", "footprint"};
     for (int i = 0, n = 0; i < DG_MEM_COUNT; i++)
         if (s->growth[i].valid)
             ADD("%s%s %+.0f%%", n++ ? ", " : "", names[i], s->growth[i].value);
-    if (s->epochs_recorded.valid)
-        ADD(" after %.0f epochs", s->epochs_recorded.value);
+    add_num(buf, len, off, " after %.0f epochs", s->epochs_recorded);
 }
 
-static void train_line(char *buf, size_t len, size_t *off, const cJSON *rec)
+static void train_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
 {
+    const cJSON *rec = v->rec;
     double sps, batch, loss;
     ADD("%s on %s", dg_rp_str(rec, "spec.model") ? dg_rp_str(rec, "spec.model") : "?",
         dg_rp_str(rec, "spec.backend") ? dg_rp_str(rec, "spec.backend") : "?");
@@ -72,30 +78,30 @@ static void train_line(char *buf, size_t len, size_t *off, const cJSON *rec)
         ADD(" · loss %.4g at the end", loss);
 }
 
-static void compare_line(char *buf, size_t len, size_t *off, const dg_view_compare *c)
+static void compare_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
 {
+    const dg_view_compare *c = &v->compare;
     for (int i = 0, n = 0; i < c->nruns; i++) {
         const dg_view_run *r = &c->runs[i];
         if (!r->speedup.valid)
             continue;
         ADD("%s%s %.2f× cpu", n++ ? " · " : "", r->device_backend ? r->device_backend : "device",
             r->speedup.value);
-        if (r->batch.valid)
-            ADD(" at b%.0f", r->batch.value);
+        add_num(buf, len, off, " at b%.0f", r->batch);
     }
 }
 
-static void profile_line(char *buf, size_t len, size_t *off, const dg_view_profile *p)
+static void profile_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
 {
-    if (p->step_ms.valid)
-        ADD("step %.2f ms", p->step_ms.value);
-    if (p->sync_per_step.valid)
-        ADD(" · %.2f sync points per step", p->sync_per_step.value);
+    const dg_view_profile *p = &v->profile;
+    add_num(buf, len, off, "step %.2f ms", p->step_ms);
+    add_num(buf, len, off, " · %.2f sync points per step", p->sync_per_step);
 }
 
 /* An slo record's line is its statement (signed, or why not). */
-static void slo_line(char *buf, size_t len, size_t *off, const cJSON *rec)
+static void slo_line(char *buf, size_t len, size_t *off, const dg_record_view *v)
 {
+    const cJSON *rec = v->rec;
     const char *st = dg_rp_str(rec, "final_gate.statement");
     if (st)
         ADD("%s", st);
@@ -105,21 +111,17 @@ void dg_rp_verb_summary(char *buf, size_t len, const dg_record_view *v)
 {
     size_t pos = 0, *off = &pos;
     buf[0] = '\0';
+    /* Each record kind's line writer; other kinds have none. */
+    static const struct {
+        const char *kind;
+        void (*line)(char *buf, size_t len, size_t *off, const dg_record_view *v);
+    } lines[] = {{"gate", gate_line},   {"sweep", sweep_line},     {"soak", soak_line},
+                 {"train", train_line}, {"compare", compare_line}, {"profile", profile_line},
+                 {"slo", slo_line}};
     const char *k = v->kind ? v->kind : "";
-    if (!strcmp(k, "gate"))
-        gate_line(buf, len, off, &v->gate);
-    else if (!strcmp(k, "sweep"))
-        sweep_line(buf, len, off, &v->sweep);
-    else if (!strcmp(k, "soak"))
-        soak_line(buf, len, off, &v->soak);
-    else if (!strcmp(k, "train"))
-        train_line(buf, len, off, v->rec);
-    else if (!strcmp(k, "compare"))
-        compare_line(buf, len, off, &v->compare);
-    else if (!strcmp(k, "profile"))
-        profile_line(buf, len, off, &v->profile);
-    else if (!strcmp(k, "slo"))
-        slo_line(buf, len, off, v->rec);
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strcmp(k, lines[i].kind))
+            lines[i].line(buf, len, off, v);
     const char *err = dg_rp_str(v->rec, "error");
     if (err)
         ADD("%serror: %s", pos ? " · " : "", err);

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -348,78 +347,43 @@ static bool one_token(server *s, conn *c)
 
 /* ---- requests ----------------------------------------------------------------------- */
 
-/* The value of header name in head (lines after the request line), or NULL. */
-static const char *header(const char *head, size_t hlen, const char *name, size_t *vlen)
-{
-    size_t nl = strlen(name);
-    for (const char *p = memchr(head, '\n', hlen); p && p < head + hlen;
-         p = memchr(p, '\n', (size_t)(head + hlen - p))) {
-        p++;
-        if ((size_t)(head + hlen - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
-            const char *v = p + nl + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            *vlen = strcspn(v, "\r\n");
-            return v;
-        }
-    }
-    return NULL;
-}
-
-/* A whole request at the front of c->in: answered or its stream started;
- * the bytes consumed. 0 when it is not all here yet. */
+/* A whole request at the front of c->in (read by dg_slo_http_parse):
+ * answered or its stream started; the bytes consumed. 0 when it is not all
+ * here yet. */
 static size_t take_request(server *s, conn *c)
 {
-    char *end = c->ilen >= 4 ? memmem(c->in, c->ilen, "\r\n\r\n", 4) : NULL;
-    if (!end) {
-        if (c->ilen >= IN_MAX) {
-            c->keep_alive = false;
-            answer_error(c, 413, "request headers too large");
-            return c->ilen;
-        }
-        return 0;
-    }
-    size_t hlen = (size_t)(end - c->in) + 4, vl = 0;
-    const char *v = header(c->in, hlen, "Content-Length", &vl);
-    long body = v ? strtol(v, NULL, 10) : 0;
-    const char *conn_h = header(c->in, hlen, "Connection", &vl);
-    c->keep_alive = !(conn_h && vl == 5 && strncasecmp(conn_h, "close", 5) == 0) &&
-                    !memmem(c->in, strcspn(c->in, "\r\n"), "HTTP/1.0", 8);
-    if (header(c->in, hlen, "Transfer-Encoding", &vl) || body < 0 || body > (long)IN_MAX) {
-        c->keep_alive = false;
-        answer_error(c, body > (long)IN_MAX ? 413 : 400,
-                     "a request body needs a Content-Length (at most 1 MiB)");
-        return c->ilen;
-    }
-    if (c->ilen < hlen + (size_t)body) {
-        v = header(c->in, hlen, "Expect", &vl);
-        if (v && vl >= 12 && strncasecmp(v, "100-continue", 12) == 0 && c->ilen == hlen)
+    slo_http_req r;
+    switch (dg_slo_http_parse(c->in, c->ilen, IN_MAX, &r)) {
+    case SLO_HTTP_MORE:
+        if (r.expect_continue)
             out_fmt(c, "HTTP/1.1 100 Continue\r\n\r\n");
         return 0;
+    case SLO_HTTP_REFUSED:
+        c->keep_alive = false;
+        answer_error(c, r.status, r.why);
+        return r.used;
+    case SLO_HTTP_REQUEST: break;
     }
-    char method[8] = "", path[256] = "";
-    sscanf(c->in, "%7s %255s", method, path);
-    path[strcspn(path, "?")] = 0;
-    const char *b = c->in + hlen;
-    bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
-    bool chat = strcmp(path, "/v1/chat/completions") == 0;
-    if (chat || strcmp(path, "/v1/completions") == 0) {
+    c->keep_alive = r.keep_alive;
+    bool post = strcmp(r.method, "POST") == 0, get = strcmp(r.method, "GET") == 0;
+    bool chat = strcmp(r.path, "/v1/chat/completions") == 0;
+    if (chat || strcmp(r.path, "/v1/completions") == 0) {
         if (!post)
             answer_error(c, 405, "use POST");
         else
-            start_completion(s, c, b, (size_t)body, chat);
-    } else if (strcmp(path, "/v1/models") == 0 && get) {
+            start_completion(s, c, c->in + r.body, r.body_len, chat);
+    } else if (strcmp(r.path, "/v1/models") == 0 && get) {
         answer_models(s, c);
-    } else if (strcmp(path, "/health") == 0 && get) {
+    } else if (strcmp(r.path, "/health") == 0 && get) {
         answer(c, 200, "application/json", "{\"status\":\"ok\"}");
-    } else if (strcmp(path, "/metrics") == 0 && get) {
+    } else if (strcmp(r.path, "/metrics") == 0 && get) {
         answer_metrics(s, c);
     } else {
         answer_error(c, 404,
                      "no such route (POST /v1/completions, POST /v1/chat/completions, "
                      "GET /v1/models, /health, /metrics)");
     }
-    return hlen + (size_t)body;
+    return r.used;
 }
 
 /* Reads what c's peer sent; false when it is gone. */

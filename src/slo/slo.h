@@ -1,7 +1,8 @@
 /* The SLO verb's parts (docs/slo.md): the stream parsers (stream.c), the load
  * generator over libcurl's multi interface (loadgen.c), the statistics and
  * the verdict of one level (verdict.c), the level's phases and the ladder
- * (slo_run.c), the Prometheus text parser (prom.c). */
+ * (slo_run.c), the Prometheus text parser (prom.c), the fixture server's
+ * request parser (fixture_http.c). */
 #ifndef DG_SLO_H
 #define DG_SLO_H
 
@@ -214,6 +215,33 @@ bool dg_slo_fixture_ended(const slo_fixture *f, char *how, size_t len);
 /* Stops the child if it runs (TERM, KILL after 10 s), reaps it, frees f and
  * gives the record's "fixture" (what it served, where, how it ended); NULL for NULL. */
 cJSON *dg_slo_fixture_stop(slo_fixture *f);
+
+/* ---- the fixture server's requests (fixture_http.c) ------------------------------------ */
+
+/* What the front of a connection's bytes holds. */
+typedef enum slo_http_state {
+    SLO_HTTP_MORE,    /* not a whole request yet: read on */
+    SLO_HTTP_REQUEST, /* a whole request */
+    SLO_HTTP_REFUSED, /* refused: answer status with why, then close */
+} slo_http_state;
+
+typedef struct slo_http_req {
+    slo_http_state state;
+    char method[8];        /* the request line's first word ("" when it is longer) */
+    char path[256];        /* its second, the query cut off ("" when it is longer) */
+    size_t body, body_len; /* the body's offset and its Content-Length */
+    size_t used;           /* the bytes the request takes (all of them when refused) */
+    bool keep_alive;       /* HTTP/1.1 and no "Connection: close" */
+    bool expect_continue;  /* MORE: the head alone is here and asks for "100 Continue" */
+    int status;            /* REFUSED: 400 or 413 */
+    const char *why;       /* REFUSED: the reason (static) */
+} slo_http_req;
+
+/* Reads the request at the front of in[0..len) into *r: a head of at most
+ * max bytes ending in a blank line, a body of Content-Length bytes (at most
+ * max; chunked bodies refused). Pure: no I/O, no allocation, nothing read
+ * past in[len - 1], in need not end in a NUL. Returns r->state. */
+slo_http_state dg_slo_http_parse(const char *in, size_t len, size_t max, slo_http_req *r);
 
 /* ---- the engine's own view (prom.c) ------------------------------------------------- */
 

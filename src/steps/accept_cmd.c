@@ -547,12 +547,15 @@ static dg_status cmd_compare_plan(void *ctx, const dg_method_state *st, dg_compa
                               .budget_s = a->tier->compare_budget_s,
                               .min_pairs = a->tier->compare_reps,
                               .max_pairs = a->tier->compare_max_reps,
-                              .ci_width = a->tier->compare_ci_width};
+                              .ci_width = a->tier->compare_ci_width,
+                              .pair_losses = true};
     return DG_OK;
 }
 
 /* One side of a pair: the command at batch on device, stopped cleanly after
- * the tier's steps. */
+ * the tier's steps; its losses (the probe's, read off the hot path at the
+ * stop) and whether its record says torch was unseeded go to the driver's
+ * loss check. */
 static dg_status cmd_pair(void *ctx, int batch, const char *device, dg_pair_side *out)
 {
     acmd *a = at(ctx, NULL, "compare");
@@ -565,6 +568,12 @@ static dg_status cmd_pair(void *ctx, int batch, const char *device, dg_pair_side
     out->sps = (dg_metric){isfinite(sps) ? sps : 0, isfinite(sps)};
     out->step_ms = (dg_metric){isfinite(ms) ? ms : 0, isfinite(ms)};
     out->busy = (dg_metric){isfinite(share) ? 1 - share : 0, isfinite(share)};
+    out->losses = cJSON_DetachItemFromObjectCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(rec, "supervise"), "losses");
+    /* As compare RUN_A RUN_B reads the seeds (compare_basis.c): a record with
+     * seeds whose torch seed is neither a number nor true was unseeded. */
+    const cJSON *seeds = dg_jpath(rec, "seeds"), *torch = dg_jpath(seeds, "torch");
+    out->unseeded = cJSON_IsObject(seeds) && !(cJSON_IsNumber(torch) || cJSON_IsTrue(torch));
     cJSON_Delete(rec);
     return DG_OK;
 }

@@ -6,6 +6,7 @@
  * named beside the verdict; busy fraction, memory curves and loss agreement;
  * refused across different input buckets unless forced. */
 #include "steps/compare_runs.h"
+#include "analysis/loss.h"
 #include "analysis/speed.h"
 #include "core/core.h"
 #include "core/json.h"
@@ -18,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define LOSS_TOLERANCE 1e-2 /* relative: runs on different paths are not bit-identical */
 
 static const cJSON *at(const cJSON *o, const char *a, const char *b)
 {
@@ -49,39 +48,6 @@ static cJSON *load(dg_ctx *ctx, const char *text, const char *which, dg_status *
         return NULL;
     }
     return rec;
-}
-
-typedef struct loss_row {
-    double epoch, step, loss;
-} loss_row;
-
-static int by_key(const void *a, const void *b)
-{
-    const loss_row *x = a, *y = b;
-    if (x->epoch != y->epoch)
-        return x->epoch < y->epoch ? -1 : 1;
-    return (x->step > y->step) - (x->step < y->step);
-}
-
-/* The losses [[epoch, step, loss], ...] of a record, sorted by (epoch, step). */
-static loss_row *losses_of(const cJSON *rec, size_t *n)
-{
-    const cJSON *arr = at(rec, "supervise", "losses");
-    int cnt = cJSON_GetArraySize(arr);
-    loss_row *v = dg_malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *v);
-    *n = 0;
-    const cJSON *row;
-    cJSON_ArrayForEach(row, arr)
-    {
-        const cJSON *e = cJSON_GetArrayItem(row, 0), *s = cJSON_GetArrayItem(row, 1),
-                    *l = cJSON_GetArrayItem(row, 2);
-        if (v && cJSON_IsNumber(e) && cJSON_IsNumber(s) && cJSON_IsNumber(l) &&
-            isfinite(l->valuedouble))
-            v[(*n)++] = (loss_row){e->valuedouble, s->valuedouble, l->valuedouble};
-    }
-    if (v)
-        qsort(v, *n, sizeof *v, by_key);
-    return v;
 }
 
 /* Where a run's busy fraction comes from, or NULL when it has none. */
@@ -588,6 +554,13 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
                             "1 - the share of the training loop spent waiting for data "
                             "(profile.phases.queue_wait: data_ms over data_ms + step_ms)");
     cJSON_AddItemToObject(o, "judgement", judge(&sd[0], &sd[1], busy[1], th));
+    char unseeded[160] = "";
+    if (sd[0].torch_unseeded || sd[1].torch_unseeded)
+        snprintf(unseeded, sizeof unseeded,
+                 "torch was unseeded in %s: the runs' losses differ by their random draws",
+                 sd[0].torch_unseeded && sd[1].torch_unseeded ? "both runs"
+                 : sd[0].torch_unseeded                       ? "A"
+                                                              : "B");
     dg_cr_side_free(&sd[0]);
     dg_cr_side_free(&sd[1]);
     /* Memory curves side by side. */
@@ -602,39 +575,20 @@ dg_status dg_compare_runs(dg_ctx *ctx, const char *record_a, const char *record_
     const cJSON *ga = at(sa, "growth", NULL), *gb = at(sb, "growth", NULL);
     cJSON_AddItemToObject(gr, "a", ga ? cJSON_Duplicate(ga, true) : cJSON_CreateNull());
     cJSON_AddItemToObject(gr, "b", gb ? cJSON_Duplicate(gb, true) : cJSON_CreateNull());
-    /* Loss agreement over the (epoch, step) pairs both runs reported. */
-    size_t na, nb;
-    loss_row *la = losses_of(ra, &na), *lb = losses_of(rb, &nb);
-    size_t pairs = 0;
-    double max_abs = NAN, max_rel = NAN;
-    for (size_t i = 0; la && lb && i < na; i++) {
-        const loss_row *m = bsearch(&la[i], lb, nb, sizeof *lb, by_key);
-        if (!m)
-            continue;
-        pairs++;
-        double d = fabs(la[i].loss - m->loss);
-        double den = fmax(fmax(fabs(la[i].loss), fabs(m->loss)), 1e-12);
-        max_abs = isnan(max_abs) ? d : fmax(max_abs, d);
-        max_rel = isnan(max_rel) ? d / den : fmax(max_rel, d / den);
-    }
-    dg_free(la);
-    dg_free(lb);
-    cJSON *loss = cJSON_AddObjectToObject(o, "loss");
-    cJSON_AddNumberToObject(loss, "pairs", (double)pairs);
-    cJSON_AddNumberToObject(loss, "a_only", (double)(na - pairs));
-    cJSON_AddNumberToObject(loss, "b_only", (double)(nb - pairs));
-    cJSON_AddItemToObject(loss, "max_abs_diff", dg_json_metric_of(max_abs, "loss"));
-    cJSON_AddItemToObject(loss, "max_rel_diff", dg_json_metric_of(max_rel, "relative"));
-    cJSON_AddNumberToObject(loss, "tolerance", LOSS_TOLERANCE);
-    if (pairs)
-        cJSON_AddBoolToObject(loss, "agree", max_rel <= LOSS_TOLERANCE);
-    else
-        cJSON_AddNullToObject(loss, "agree");
+    /* Loss agreement over the (epoch, step) pairs both runs reported
+     * (analysis/loss.c, as accept -- CMD's cpu/device pair): not judged when
+     * torch was unseeded in either run (their losses differ by their draws). */
+    dg_loss_pairing lp;
+    bool paired = dg_loss_pair(at(ra, "supervise", "losses"), at(rb, "supervise", "losses"),
+                               th[TH_LOSS_REL_DIFF_MAX], unseeded[0] ? unseeded : NULL, &lp);
+    cJSON *loss = paired ? dg_loss_pairing_json(&lp, "a_only", "b_only") : NULL;
+    if (loss)
+        cJSON_AddItemToObject(o, "loss", loss);
     *json = dg_json_print(o);
     cJSON_Delete(o);
     cJSON_Delete(ra);
     cJSON_Delete(rb);
-    if (!*json || !read) {
+    if (!*json || !read || !loss) {
         dg_string_free(*json);
         *json = NULL;
         return dg_fail(ctx, DG_ERR_NOMEM, "compare: out of host memory");

@@ -31,6 +31,10 @@ enum { DEFAULT_SIZE = 512, DEFAULT_WARM_REPS = 5, MAX_DIM = 16384 };
 enum { MAX_ROUNDS = 64, ROUND_MAX_PRODUCTS = 10000 };
 #define ROUND_S 0.01
 #define MIN_WALL_S 0.05
+/* Before the timed rounds and the rate's repetitions, products back to back
+ * for at least WARMUP_S: the cores (or the device) leave their idle states and
+ * the team's threads are all running when the clock starts. */
+#define WARMUP_S 0.1
 /* The cpu's rate product: square, a multiple of RATE_STEP between RATE_MIN
  * and RATE_MAX, sized so one product takes about RATE_SECONDS at the cores'
  * peak (steady state: every thread's share packs and streams its blocks
@@ -184,6 +188,15 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     int per = one > 0 && one < ROUND_S ? (int)ceil(ROUND_S / one) : 1;
     if (per > ROUND_MAX_PRODUCTS)
         per = ROUND_MAX_PRODUCTS;
+    double warmup = 0;
+    int warmup_n = 0;
+    for (; warmup < WARMUP_S; warmup_n += per) {
+        t0 = dg_now();
+        for (int j = 0; j < per; j++)
+            if ((st = product(be, bctx, p, da, db, dc)))
+                goto fail;
+        warmup += dg_now() - t0;
+    }
     double times[MAX_ROUNDS], total = 0;
     int rounds = 0;
     while (rounds < MAX_ROUNDS && (rounds < reps || total < MIN_WALL_S)) {
@@ -214,6 +227,8 @@ static void run_matmul(const dg_backend_iface *be, void *bctx, const host_proble
     cJSON_AddNumberToObject(mm, "bad_elements", (double)r.bad);
     cJSON_AddNumberToObject(mm, "ms_cold", cold * 1e3);
     cJSON_AddNumberToObject(mm, "ms_warm", warm * 1e3);
+    cJSON_AddItemToObject(mm, "warmup", dg_json_metric(warmup, true, "s"));
+    cJSON_AddNumberToObject(mm, "warmup_products", warmup_n);
     cJSON_AddNumberToObject(mm, "warm_reps", (double)rounds * per);
     cJSON_AddNumberToObject(mm, "rounds", rounds);
     cJSON_AddNumberToObject(mm, "round_products", per);
@@ -301,20 +316,30 @@ static void run_rate(const dg_backend_iface *be, void *bctx, int side, uint64_t 
         (st = be->upload(bctx, db, 0, host, bytes)) || (st = be->synchronize(bctx)))
         goto fail;
     stage = "gemm";
-    double times[RATE_REPS + 1];
-    for (int i = 0; i <= RATE_REPS; i++) {
+    /* Untimed products for WARMUP_S (the first is the cold one), then RATE_REPS timed. */
+    double times[RATE_REPS], warmup = 0;
+    int warmup_n = 0;
+    for (int i = 0; i < RATE_REPS;) {
         double t0 = dg_now();
         if ((st = be->gemm(bctx, false, false, side, side, side, 1.0f, (dg_ref){da, 0}, side,
                            (dg_ref){db, 0}, side, 0.0f, (dg_ref){dc, 0}, side)) ||
             (st = be->synchronize(bctx)))
             goto fail;
-        times[i] = dg_now() - t0;
+        double t = dg_now() - t0;
+        if (warmup < WARMUP_S) {
+            warmup += t;
+            warmup_n++;
+        } else {
+            times[i++] = t;
+        }
     }
-    qsort(times + 1, RATE_REPS, sizeof times[0], cmp_double); /* times[0] is the cold one */
-    double warm = times[1 + RATE_REPS / 2];
+    qsort(times, RATE_REPS, sizeof times[0], cmp_double);
+    double warm = times[RATE_REPS / 2];
     double g = warm > 0 ? 2.0 * side * side * (double)side / warm * 1e-9 : NAN;
     cJSON_AddNumberToObject(rate, "ms_warm", warm * 1e3);
     cJSON_AddNumberToObject(rate, "warm_reps", RATE_REPS);
+    cJSON_AddItemToObject(rate, "warmup", dg_json_metric(warmup, true, "s"));
+    cJSON_AddNumberToObject(rate, "warmup_products", warmup_n);
     cJSON_AddItemToObject(rate, "gflops", dg_json_metric(g, isfinite(g) && g > 0, "GFLOP/s"));
     cJSON_AddNullToObject(rate, "reason");
     goto done;

@@ -2,6 +2,7 @@
  * against its tolerance (gate_ops.h). Each case gets fresh device buffers,
  * released before the next; a call the backend does not run natively
  * (supports_op false, or no entry point) is listed as "not native". */
+#include "engine/engine.h"
 #include "steps/gate_ops.h"
 
 #include <math.h>
@@ -202,27 +203,6 @@ static void dev_release(dev *d)
     d->nbuf = 0;
 }
 
-/* Whether every entry point the call needs is there. */
-static bool has_call(const dg_backend_iface *be, dg_call c)
-{
-    switch (c) {
-    case DG_CALL_GEMM: return be->gemm;
-    case DG_CALL_FILL: return be->fill;
-    case DG_CALL_BIAS_ADD: return be->bias_add;
-    case DG_CALL_BIAS_GRAD: return be->bias_grad;
-    case DG_CALL_RELU_FWD: return be->relu_fwd;
-    case DG_CALL_RELU_BWD: return be->relu_bwd;
-    case DG_CALL_MAXPOOL_FWD: return be->maxpool_fwd;
-    case DG_CALL_MAXPOOL_BWD: return be->maxpool_bwd;
-    case DG_CALL_CONV2D_FWD: return be->conv2d_fwd;
-    case DG_CALL_CONV2D_BWD: return be->conv2d_bwd;
-    case DG_CALL_XENT: return be->xent;
-    case DG_CALL_SGD: return be->sgd;
-    case DG_CALL__COUNT: break;
-    }
-    return false;
-}
-
 /* ---- the table -------------------------------------------------------------------- */
 
 typedef struct tally {
@@ -250,8 +230,8 @@ static void judge_case(dev *d, const op_case *c, const char *backend, dg_op_prec
                        tally *t)
 {
     dg_op_desc desc = desc_of(c);
-    bool native =
-        d->be->supports_op && d->be->supports_op(d->bctx, &desc) && has_call(d->be, c->call);
+    bool native = d->be->supports_op && d->be->supports_op(d->bctx, &desc) &&
+                  dg_engine_implements(d->be, c->call);
     double *got[MAX_OUT] = {0};
     dg_status st = DG_OK;
     char why[320] = "";

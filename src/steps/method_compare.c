@@ -2,9 +2,11 @@
  * interface in src/steps/runner.h): pairs of runs, cpu then the device, each
  * side under the measurement lock with its contention window; at least the
  * plan's pairs, then more while the speedup's interval is too wide; the
- * compare section (docs/schema/report.md "compare") from the typed sides. */
+ * compare section (docs/schema/report.md "compare") from the typed sides,
+ * with the agreement of the sides' losses where the runner reports them. */
 #include "steps/runner.h"
 
+#include "analysis/loss.h"
 #include "analysis/speed.h"
 #include "core/record.h"
 
@@ -309,6 +311,95 @@ static dg_status run_pairs(const dg_runner_i *r, void *rctx, const char *device,
     return DG_OK;
 }
 
+/* Why the sides' losses cannot be held against each other (into why, n
+ * bytes; "" when they can): a side's record says torch was unseeded, or the
+ * cpu does not reproduce its own losses (its first two repetitions disagree,
+ * *repeat their largest relative difference): the sides' losses then differ
+ * by their random draws, not by their numerics. False when out of memory. */
+static bool losses_incomparable(const pairs *p, double tol, char *why, size_t n, double *repeat)
+{
+    const dg_pair_side *cpu = p->side[0], *dev = p->side[1];
+    *repeat = NAN;
+    why[0] = '\0';
+    if (cpu[0].unseeded || dev[0].unseeded) {
+        snprintf(why, n,
+                 "torch was unseeded in the %s: the sides' losses differ by their random draws",
+                 cpu[0].unseeded && dev[0].unseeded ? "cpu and the device sides"
+                 : cpu[0].unseeded                  ? "cpu side"
+                                                    : "device side");
+        return true;
+    }
+    if (p->n < 2 || !cpu[1].losses)
+        return true;
+    dg_loss_pairing rep;
+    if (!dg_loss_pair(cpu[0].losses, cpu[1].losses, tol, NULL, &rep))
+        return false;
+    *repeat = rep.max_rel;
+    if (rep.agree == 0)
+        snprintf(why, n,
+                 "the cpu side does not reproduce its own losses (its first two repetitions "
+                 "differ by %.2g relative): the program is not deterministic (an unseeded random "
+                 "source, or data workers), so its sides' losses are not comparable",
+                 rep.max_rel);
+    return true;
+}
+
+/* The RUN's loss check (plan->pair_losses; docs/schema/report.md "compare"):
+ * the first cpu repetition's losses against the first device repetition's
+ * at the (epoch, step) both reported, judged by loss_rel_diff_max's default
+ * (numerics-drift judges max_rel_diff again by the threshold as used); the
+ * RUN's verdict "within tolerance" or "drift" (drift: ["loss.max_rel_diff"]),
+ * null when not judged. False when out of memory. */
+static bool add_loss_check(cJSON *run, const pairs *p)
+{
+    double tol = dg_thresholds[TH_LOSS_REL_DIFF_MAX].value, repeat;
+    char why[200];
+    dg_loss_pairing lp;
+    if (!losses_incomparable(p, tol, why, sizeof why, &repeat) ||
+        !dg_loss_pair(p->side[0][0].losses, p->side[1][0].losses, tol, why[0] ? why : NULL, &lp))
+        return false;
+    cJSON *loss = dg_loss_pairing_json(&lp, "cpu_only", "device_only");
+    if (!loss)
+        return false;
+    cJSON_AddStringToObject(loss, "basis",
+                            "the first cpu and the first device repetition: the losses both "
+                            "reported at the same (epoch, step)");
+    cJSON_AddItemToObject(loss, "cpu_repeat_max_rel_diff", dg_json_metric_of(repeat, "relative"));
+    cJSON_AddItemToObject(run, "loss", loss);
+    cJSON_ReplaceItemInObjectCaseSensitive(run, "verdict",
+                                           lp.agree < 0   ? cJSON_CreateNull()
+                                           : lp.agree > 0 ? cJSON_CreateString("within tolerance")
+                                                          : cJSON_CreateString("drift"));
+    if (lp.agree == 0) {
+        cJSON *drift = cJSON_AddArrayToObject(run, "drift");
+        cJSON_AddItemToArray(drift, cJSON_CreateString("loss.max_rel_diff"));
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(
+        run, "note",
+        cJSON_CreateString("numerics: the cpu side's losses against the device side's (no "
+                           "float64 reference for a user's program)"));
+    return true;
+}
+
+/* The step line's loss part: "; loss agrees over 8 steps (max 3.1e-07,
+ * tolerance 0.01)", appended to buf (len bytes). */
+static void loss_summary(const cJSON *run, char *buf, size_t len)
+{
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(run, "loss");
+    double n = dg_jnum(l, "pairs"), rel = dg_jnum(l, "max_rel_diff"), tol = dg_jnum(l, "tolerance");
+    int agree = dg_jbool(l, "agree");
+    const char *why = dg_jstr(l, "why");
+    size_t off = strlen(buf);
+    if (off >= len)
+        return;
+    if (agree < 0)
+        snprintf(buf + off, len - off, "; loss not compared: %s", why ? why : "not reported");
+    else
+        snprintf(buf + off, len - off,
+                 "; loss %s over %.0f steps (max relative difference %.2g, tolerance %g)",
+                 agree ? "agrees" : "DRIFTS", n, rel, tol);
+}
+
 /* The section's head and spec. */
 static cJSON *section_head(const dg_runner_i *r, const char *device, const dg_compare_plan *plan,
                            const pairs *p)
@@ -370,6 +461,8 @@ dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const
         cJSON_AddItemToArray(runs, f);
     } else if (runs && st == DG_OK) {
         cJSON *run = dg_method_pairs_run(plan, device, p->side[0], p->side[1], p->n, p->entry);
+        if (plan->pair_losses && !add_loss_check(run, p))
+            st = DG_ERR_NOMEM;
         /* How many the plan allowed, and whether a decisive verdict cut them short. */
         cJSON *rp = cJSON_GetObjectItemCaseSensitive(run, "repetitions");
         cJSON_AddNumberToObject(rp, "planned", plan->max_pairs);
@@ -377,12 +470,16 @@ dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const
         cJSON_AddItemToArray(runs, run);
         memset(p->entry, 0, sizeof p->entry); /* moved in */
     }
-    for (int i = 0; i < 2 * DG_COMPARE_MAX_PAIRS; i++)
+    for (int i = 0; i < 2 * DG_COMPARE_MAX_PAIRS; i++) {
         cJSON_Delete(p->entry[i]);
+        cJSON_Delete(p->side[i % 2][i / 2].losses);
+    }
     out->section = c;
     const cJSON *r0 = cJSON_GetArrayItem(runs, 0);
     if (r0 && !p->failed)
         run_summary(r0, device, plan->batch, out->summary, sizeof out->summary);
+    if (r0 && !p->failed && plan->pair_losses)
+        loss_summary(r0, out->summary, sizeof out->summary);
     if (p->failed)
         snprintf(out->error, sizeof out->error, "%s", p->why);
     if (c && r->compare_done && (st == DG_OK || p->failed))

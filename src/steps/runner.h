@@ -111,6 +111,8 @@ typedef struct dg_compare_plan {
                                  data wait) */
     double budget_s;          /* > 0: and while the pairs so far leave time for one more
                                  within this many seconds of the step */
+    bool pair_losses;         /* the sides report their losses (dg_pair_side.losses): the
+                                 driver pairs the cpu's with the device's (the RUN's loss) */
 } dg_compare_plan;
 #define DG_COMPARE_MAX_PAIRS 50 /* compare --repetitions's limit */
 
@@ -123,6 +125,9 @@ typedef struct dg_pair_side {
     dg_metric busy;    /* fraction of the step the device was busy */
     cJSON *extra;      /* the runner's own members of the side's repetition entry (the
                           fixture's every step time, ms, and warmup); moved in, NULL: none */
+    cJSON *losses;     /* the losses the run reported, [[epoch, step, loss], ...] (a run
+                          record's supervise.losses); moved in, NULL: none */
+    bool unseeded;     /* the run's record says torch was not seeded */
 } dg_pair_side;
 
 /* What one step gave the method: its section for the record (moved in; NULL:
@@ -230,8 +235,11 @@ int dg_sweep_plan_trials(const dg_sweep_plan *plan);
  * RUN's repetitions.cpu[] / device[]), at least plan->min_pairs, then more
  * while the speedup's interval is wider than plan->ci_width and the time
  * budget (plan->budget_s) leaves room for one more, at most plan->max_pairs
- * (the section's spec.pairs_ended says which ended them). out gets the
- * section, the summary and the error.
+ * (the section's spec.pairs_ended says which ended them). With
+ * plan->pair_losses the RUN's loss holds the agreement of the first cpu and
+ * device repetitions' losses (analysis/loss.h), its verdict "within
+ * tolerance" or "drift" (null when not judged). out gets the section, the
+ * summary and the error.
  * DG_OK, DG_ERR_CHECK (a side failed), DG_ERR_INTERRUPTED or DG_ERR_NOMEM. */
 dg_status dg_method_compare(dg_ctx *ctx, const dg_runner_i *r, void *rctx, const char *device,
                             const dg_compare_plan *plan, const volatile sig_atomic_t *cancel,

@@ -30,7 +30,10 @@
 #include <unistd.h>
 
 #define READY_TIMEOUT_S 600.0 /* the server's imports (torch on a cold disk) */
-#define REPLY_TIMEOUT_S 60.0  /* a fork and its pid */
+/* A fork and its pid, after the server has warmed what the last child
+ * imported (its checker children take at most WARM_BUDGET_S, 120 s, then the
+ * server imports what they passed). */
+#define REPLY_TIMEOUT_S 300.0
 #define MSG_MAX ((uint32_t)16 << 20)
 #define SERVER_FD 3 /* the control socket's number in the server */
 
@@ -48,6 +51,7 @@ struct dg_forksrv {
     dg_proc *proc;   /* the server */
     int sock;        /* our end of the control socket */
     cJSON *hello;    /* its ready message */
+    cJSON *learned;  /* what it warmed of its children's imports (its last pid reply's) */
     double t_start;  /* when it was started (dg_now) */
     double ready_s;  /* start to ready, s */
     double waited_s; /* of that, the time a run waited for it (s) */
@@ -449,6 +453,13 @@ int dg_forksrv_launch(dg_forksrv *s, const char *const argv[], const char *const
     double p = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "pid"));
     const char *refused = dg_jstr(rep, "refused");
     if (isfinite(p) && p > 1) {
+        cJSON *l = cJSON_DetachItemFromObjectCaseSensitive(rep, "learned");
+        if (cJSON_IsObject(l)) {
+            cJSON_Delete(s->learned);
+            s->learned = l;
+        } else {
+            cJSON_Delete(l);
+        }
         cJSON_Delete(rep);
         int fl = fcntl(pfd[0], F_GETFL);
         if (fl >= 0)
@@ -495,6 +506,23 @@ pid_t dg_forksrv_pid(const dg_forksrv *s)
     return s && s->proc ? dg_proc_pid(s->proc) : -1;
 }
 
+/* The server's learned imports (docs/schema/report.md): whether its children
+ * taught it, and what it warmed of what they imported, from its last pid reply. */
+static void learned_json(cJSON *sv, const cJSON *hello, const cJSON *l)
+{
+    const cJSON *on = cJSON_GetObjectItemCaseSensitive(hello, "learning");
+    cJSON_AddBoolToObject(sv, "learning", !on || cJSON_IsTrue(on));
+    static const char *const keys[][2] = {{"imports", "learned_imports"},
+                                          {"failed", "learned_failed"},
+                                          {"refused", "learned_refused"}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(l, keys[i][0]);
+        cJSON_AddItemToObject(sv, keys[i][1],
+                              cJSON_IsArray(v) ? cJSON_Duplicate(v, true) : cJSON_CreateArray());
+    }
+    cJSON_AddItemToObject(sv, "learned_s", dg_json_metric_of(dg_jnum(l, "s"), "s"));
+}
+
 cJSON *dg_forksrv_json(const dg_forksrv *s)
 {
     cJSON *o = cJSON_CreateObject();
@@ -509,14 +537,18 @@ cJSON *dg_forksrv_json(const dg_forksrv *s)
         return o;
     }
     cJSON *sv = cJSON_AddObjectToObject(o, "server");
-    static const char *const keys[] = {"pid",    "python",   "version",        "imported",
-                                       "failed", "import_s", "native_threads", "resident_runs"};
+    static const char *const keys[] = {
+        "pid",          "python",      "version",        "imported",
+        "failed",       "import_s",    "native_threads", "resident_runs",
+        "warm_imports", "warm_failed", "warm_refused"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, keys[i]);
         cJSON_AddItemToObject(sv, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
     }
+    cJSON_AddItemToObject(sv, "warm_s", dg_json_metric_of(dg_jnum(h, "warm_s"), "s"));
     cJSON_AddItemToObject(sv, "ready_s", dg_json_metric(s->ready_s, true, "s"));
     cJSON_AddItemToObject(sv, "waited_s", dg_json_metric(s->waited_s, true, "s"));
+    learned_json(sv, h, s->learned);
     return o;
 }
 
@@ -545,5 +577,6 @@ void dg_forksrv_free(dg_forksrv *s)
         dg_free(s->target[i]);
     dg_free(s->shim);
     cJSON_Delete(s->hello);
+    cJSON_Delete(s->learned);
     dg_free(s);
 }

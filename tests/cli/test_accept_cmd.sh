@@ -65,6 +65,24 @@ DEVGATE_PROBE_MAX_STEPS=5 DEVGATE_PROBE_FAST_EXIT=1 "$DG" --no-ledger run --no-e
   "$PY" "$FORK_SCRIPT" --epochs 50 --log steps.log >fast.json 2>fast.err || bad "a fast exit did not exit 0"
 expect_json fast.json 'd["supervise"]["exit_status"] == 86 and d["state"] == "complete" and d["throughput"]["timed_steps"] == 5'
 [ "$(grep -c '^epoch 0 step' steps.log)" = 4 ] && ok || bad "the fast exit lost the program's unflushed file ($(wc -l <steps.log) lines)"
+# ... and says nothing of its own into the program's stderr: an object whose
+# __class__ warns when read (torch 2.11's torch.distributed.reduce_op did, under
+# the fast exit's search for open files) stays silent.
+cat >noisy.py <<NOISY
+import runpy, sys, warnings
+class Noisy:
+    @property
+    def __class__(self):
+        warnings.warn("deprecated attribute read", FutureWarning)
+        return Noisy
+keep = Noisy()
+sys.argv = ["$FORK_SCRIPT"] + sys.argv[1:]
+runpy.run_path("$FORK_SCRIPT", run_name="__main__")
+NOISY
+DEVGATE_PROBE_MAX_STEPS=5 DEVGATE_PROBE_FAST_EXIT=1 "$DG" --no-ledger run --no-env --json -- \
+  "$PY" noisy.py --epochs 50 >noisy.json 2>noisy.err || bad "a fast exit (noisy object) did not exit 0"
+expect_json noisy.json 'd["supervise"]["exit_status"] == 86 and d["throughput"]["timed_steps"] == 5'
+grep -q "deprecated attribute read" noisy.err && bad "the fast exit's warning reached the program's stderr" || ok
 
 # The budget: the script's peak address space at batch 32 plus 128 MiB, so the
 # batches up to 32 fit and 64 (about 256 MiB more) does not; the margins on both

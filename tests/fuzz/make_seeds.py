@@ -273,6 +273,117 @@ def pool_seeds():
         subprocess.run([tools, "stop", srv], env=env)
 
 
+# ---- fuzz_slo_http: the bytes clients sent on one connection to the fixture ----
+def slo_http_seeds():
+    """What devgate slo (libcurl) and curl really send, captured by a server
+    that keeps each connection's bytes and answers like an OpenAI endpoint;
+    then the refusals' inputs: chunked, a lying or huge Content-Length, an
+    oversized head, bare LFs, NUL bytes, a TLS hello, noise."""
+    import socket, threading
+    conns, lock = [], threading.Lock()
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    port = srv.getsockname()[1]
+    sse = (b'data: {"choices":[{"index":0,"text":"a","finish_reason":null}]}\n\n'
+           b'data: {"choices":[{"index":0,"text":"","finish_reason":"length"}],'
+           b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}\n\n'
+           b"data: [DONE]\n\n")
+
+    def answer(c, head, body):
+        if head.startswith(b"GET /v1/models"):
+            out = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d"
+                      b"\r\n\r\n%s" % (len(out), out))
+        elif head.startswith(b"POST"):
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(sse), sse))
+        else:
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+    def serve(c):
+        got = b""
+        c.settimeout(5)
+        try:
+            while True:
+                end = got.find(b"\r\n\r\n")
+                if end >= 0:
+                    head = got[:end + 4]
+                    m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+                    n = int(m.group(1)) if m else 0
+                    if b"100-continue" in head.lower() and len(got) == end + 4:
+                        c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    if b"transfer-encoding" in head.lower():
+                        n = len(got) - end - 4 if got.endswith(b"0\r\n\r\n") else 1 << 30
+                    if len(got) >= end + 4 + n:
+                        with lock:
+                            conns.append(got[:end + 4 + n])
+                        answer(c, head, got[end + 4:end + 4 + n])
+                        got = got[end + 4 + n:]
+                        continue
+                d = c.recv(65536)
+                if not d:
+                    break
+                got += d
+        except OSError:
+            pass
+        c.close()
+
+    def accept():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    base = "http://127.0.0.1:%d" % port
+    run([dg, "--no-ledger", "slo", "--target", base, "--model", "m", "--concurrency", "2",
+         "--duration", "1s", "--warmup", "0", "--max-windows", "3", "--max-tokens", "2",
+         "--slo", "e2e:5s", "--no-env", "--quiet"], timeout=120)
+    run([dg, "--no-ledger", "slo", "--target", base + "/v1/chat/completions", "--model", "m",
+         "--concurrency", "1", "--duration", "1s", "--warmup", "0", "--max-windows", "3",
+         "--slo", "e2e:5s", "--no-env", "--quiet"], timeout=120)
+    big = os.path.join(tmp, "big.json")
+    with open(big, "w") as f:
+        json.dump({"model": "m", "prompt": "x" * 4000, "max_tokens": 2, "stream": True}, f)
+    for args in (["%s/health" % base], ["%s/metrics" % base, "%s/v1/models" % base],
+                 ["-0", "%s/health" % base], ["-X", "DELETE", "%s/v1/models" % base],
+                 ["-H", "Expect: 100-continue", "-d", "@" + big, "%s/v1/completions" % base],
+                 ["-H", "Transfer-Encoding: chunked", "-d", '{"model":"m","prompt":"hi"}',
+                  "%s/v1/completions" % base],
+                 ["-H", "Connection: close", "-d", '{"model":"m","messages":[{"role":"user",'
+                  '"content":"hi"}],"stream":true}', "%s/v1/chat/completions?x=1" % base]):
+        run(["curl", "-s", "-m", "5", "-o", "/dev/null"] + args, timeout=30)
+    srv.close()
+    seen = set()
+    for raw in conns:
+        first = raw.split(b"\r\n", 1)[0]
+        name = re.sub(rb"[^a-z0-9]+", b"_", first.lower()).strip(b"_").decode()[:40]
+        name += "_chunked" if b"transfer-encoding" in raw.lower() else ""
+        name += "_continue" if b"100-continue" in raw.lower() else ""
+        if name not in seen:
+            seen.add(name)
+            put("fuzz_slo_http", name, raw)
+    keep = b"".join(c for c in conns if c.startswith(b"GET"))[:2000]
+    put("fuzz_slo_http", "pipelined", keep)
+    post = next((c for c in conns if c.startswith(b"POST /v1/completions")), b"POST / HTTP/1.1\r\n\r\n")
+    head, _, body = post.partition(b"\r\n\r\n")
+    put("fuzz_slo_http", "lying_length_short",
+        re.sub(rb"(?i)content-length: *\d+", b"Content-Length: 3", head) + b"\r\n\r\n" + body)
+    put("fuzz_slo_http", "lying_length_long",
+        re.sub(rb"(?i)content-length: *\d+", b"Content-Length: 99999", head) + b"\r\n\r\n" + body)
+    put("fuzz_slo_http", "length_huge", head + b"\r\nContent-Length: 99999999999999999999999\r\n\r\n")
+    put("fuzz_slo_http", "length_negative", head + b"\r\nContent-Length: -1\r\n\r\n")
+    # over the harness's second limit (64 bytes); the 1 MiB one is in tests/unit/test_slo.c
+    put("fuzz_slo_http", "head_oversized", b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 4096)
+    put("fuzz_slo_http", "bare_lf", b"GET /health HTTP/1.1\nHost: h\n\nGET /metrics HTTP/1.1\n\n")
+    put("fuzz_slo_http", "nul_bytes", b"GET /hea\0lth HTTP/1.1\r\nHost: \0\r\n\r\n\0\r\n\r\n")
+    put("fuzz_slo_http", "tls_hello", bytes.fromhex("16030100c4010000c00303") + bytes(range(64)))
+    put("fuzz_slo_http", "garbage", b"\r\n\r\n \t\r\n\r\nOPTIONSXX /" + b"/" * 300 + b" HTTP/9\r\n\r\n")
+
+
 if want("fuzz_trial"):
     trial_seeds()
 if want("fuzz_profile_window"):
@@ -283,4 +394,6 @@ if want("fuzz_remote_node") or want("fuzz_remote_answer"):
     remote_seeds()
 if want("fuzz_pool") or want("fuzz_scontrol"):
     pool_seeds()
+if want("fuzz_slo_http"):
+    slo_http_seeds()
 print("seeds written under", corpus)

@@ -124,18 +124,29 @@ static double mm_num(const cJSON *b, const char *key)
     return cJSON_IsNumber(x) ? x->valuedouble : -1;
 }
 
-/* The cpu's rate product's calls (its warm ones and a cold one), 0 when none ran. */
+/* The cpu's rate product's calls (its warm-up ones, the cold one among them, and its timed
+ * ones), 0 when none ran. */
 static int rate_calls(const cJSON *b)
 {
     const cJSON *r = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "rate");
-    const cJSON *n = cJSON_GetObjectItem(r, "warm_reps");
-    return cJSON_IsNumber(n) ? n->valueint + 1 : 0;
+    const cJSON *n = cJSON_GetObjectItem(r, "warm_reps"),
+                *w = cJSON_GetObjectItem(r, "warmup_products");
+    return cJSON_IsNumber(n) && cJSON_IsNumber(w) ? n->valueint + w->valueint : 0;
+}
+
+/* The warm-up's seconds of the checked product (-1 when absent). */
+static double warmup_s(const cJSON *b)
+{
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "warmup");
+    return cJSON_IsTrue(cJSON_GetObjectItem(w, "valid"))
+               ? cJSON_GetNumberValue(cJSON_GetObjectItem(w, "value"))
+               : -1;
 }
 
 /* The warm timing (issue 21 item 9): a product too short to time is
- * repeated in rounds of at least 10 ms, at least 50 ms in all; every timed
- * product counted (after the cold one and the one that sets the round;
- * the cpu's rate product adds its own). */
+ * repeated in rounds of at least 10 ms, at least 50 ms in all, after at least
+ * 0.1 s of untimed ones; every product counted (the cold one, the one that
+ * sets the round, the warm-up's; the cpu's rate product adds its own). */
 static void check_rounds(dg_ctx *ctx)
 {
     broken = *real;
@@ -145,9 +156,12 @@ static void check_rounds(dg_ctx *ctx)
     double rounds = mm_num(b, "rounds"), per = mm_num(b, "round_products");
     CHECK_MSG(matmul_ok(b), "%s", matmul_reason(b));
     CHECK_MSG(per > 1 && rounds >= 2 && rounds <= 64, "rounds %g of %g products", rounds, per);
-    CHECK_MSG(
-        mm_num(b, "warm_reps") == rounds * per && gemm_calls == 2 + rounds * per + rate_calls(b),
-        "%g warm products, %d calls, %g x %g", mm_num(b, "warm_reps"), gemm_calls, rounds, per);
+    CHECK_MSG(mm_num(b, "warm_reps") == rounds * per &&
+                  gemm_calls == 2 + mm_num(b, "warmup_products") + rounds * per + rate_calls(b),
+              "%g warm products, %g warm-up, %d calls, %g x %g", mm_num(b, "warm_reps"),
+              mm_num(b, "warmup_products"), gemm_calls, rounds, per);
+    CHECK_MSG(warmup_s(b) >= 0.1 && mm_num(b, "warmup_products") >= per,
+              "warm-up %g s, %g products", warmup_s(b), mm_num(b, "warmup_products"));
     const cJSON *sp = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "matmul"), "round_spread");
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(sp, "valid")));
     cJSON_Delete(b);
@@ -163,7 +177,8 @@ static void check_rounds(dg_ctx *ctx)
     CHECK_MSG(mm_num(b, "round_products") == 1 && rounds >= 2 && rounds <= 5 &&
                   ms * (rounds + 1) >= 50,
               "%g rounds of %g products, %g ms each", rounds, mm_num(b, "round_products"), ms);
-    CHECK(gemm_calls == 2 + rounds + rate_calls(b));
+    CHECK_MSG(gemm_calls == 2 + mm_num(b, "warmup_products") + rounds + rate_calls(b),
+              "%d calls, %g warm-up, %g rounds", gemm_calls, mm_num(b, "warmup_products"), rounds);
     CHECK(mm_num(b, "ms_warm") >= 12);
     slow_us = 0;
     cJSON_Delete(b);

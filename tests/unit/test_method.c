@@ -137,7 +137,26 @@ typedef struct planted_pairs {
     int sleep_ms; /* each side takes at least this long */
     int ncpu, ndev;
     char order[64];
+    /* Planted losses: loss_steps steps of 2.3 x 0.95^step, the device's
+     * times 1 + loss_drift, the k-th cpu run's times 1 + cpu_jitter x k (an
+     * unreproducible program); unseeded marks every side's record so. */
+    int loss_steps;
+    double loss_drift, cpu_jitter;
+    bool unseeded;
 } planted_pairs;
+
+static cJSON *planted_losses(const planted_pairs *p, bool cpu, int k)
+{
+    if (p->loss_steps <= 0)
+        return NULL;
+    cJSON *arr = cJSON_CreateArray();
+    double f = cpu ? 1 + p->cpu_jitter * k : 1 + p->loss_drift;
+    for (int s = 0; s < p->loss_steps; s++) {
+        const double r[3] = {0, s, 2.3 * pow(0.95, s) * f};
+        cJSON_AddItemToArray(arr, cJSON_CreateDoubleArray(r, 3));
+    }
+    return arr;
+}
 
 static dg_status planted_pair(void *ctx, int batch, const char *device, dg_pair_side *out)
 {
@@ -160,6 +179,8 @@ static dg_status planted_pair(void *ctx, int batch, const char *device, dg_pair_
     out->sps = (dg_metric){sps, true};
     out->step_ms = (dg_metric){1000.0 * batch / sps, true};
     out->busy = (dg_metric){cpu ? 1.0 : 0.8, true};
+    out->losses = planted_losses(p, cpu, k);
+    out->unseeded = p->unseeded;
     return DG_OK;
 }
 
@@ -282,6 +303,75 @@ static const cJSON *run_of(const dg_step_out *out)
     return cJSON_GetArrayItem(dg_jpath(out->section, "runs"), 0);
 }
 
+/* The RUN's loss check (plan.pair_losses): the first cpu repetition's losses
+ * against the first device repetition's; not judged when the sides' losses
+ * are not comparable; absent without pair_losses (the fixture's numerics are
+ * its own). */
+static void test_pair_losses(dg_ctx *ctx)
+{
+    static const struct {
+        planted_pairs p;
+        int agree; /* 1, 0, -1 null */
+        const char *verdict, *why, *summary;
+    } loss_rows[] = {
+        {{.loss_steps = 8}, 1, "within tolerance", NULL, "; loss agrees over 8 steps"},
+        {{.loss_steps = 8, .loss_drift = 0.05}, 0, "drift", NULL, "; loss DRIFTS over 8 steps"},
+        {{.loss_steps = 8, .loss_drift = 0.005}, 1, "within tolerance", NULL, "agrees"},
+        {{.loss_steps = 8, .cpu_jitter = 0.2},
+         -1,
+         NULL,
+         "does not reproduce its own losses",
+         "; loss not compared: the cpu side does not reproduce"},
+        {{.loss_steps = 8, .unseeded = true}, -1, NULL, "torch was unseeded", "unseeded"},
+        {{.loss_steps = 2}, -1, NULL, "too few common steps: 2", "too few"},
+        {{.loss_steps = 0}, -1, NULL, "no losses reported", "no losses reported"},
+    };
+    dg_compare_plan plan = {.batch = 64,
+                            .steps = 5,
+                            .min_pairs = 2,
+                            .max_pairs = 2,
+                            .ci_width = 0.10,
+                            .pair_losses = true};
+    for (size_t i = 0; i < sizeof loss_rows / sizeof loss_rows[0]; i++) {
+        planted_pairs p = loss_rows[i].p;
+        p.cpu_sps = 100;
+        p.dev_sps = 200;
+        dg_step_out out = {0};
+        CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, NULL, &out) == DG_OK);
+        const cJSON *run = run_of(&out);
+        const cJSON *l = dg_jpath(run, "loss");
+        CHECK_MSG(cJSON_IsObject(l), "row %zu: no loss", i);
+        int agree = dg_jbool(l, "agree");
+        CHECK_MSG(agree == loss_rows[i].agree, "row %zu: agree %d", i, agree);
+        const char *v = dg_jstr(run, "verdict");
+        CHECK_MSG(loss_rows[i].verdict ? v && !strcmp(v, loss_rows[i].verdict) : !v,
+                  "row %zu: verdict %s", i, v ? v : "null");
+        const char *why = dg_jstr(l, "why");
+        CHECK_MSG(loss_rows[i].why ? why && strstr(why, loss_rows[i].why) : !why, "row %zu: why %s",
+                  i, why ? why : "null");
+        CHECK_MSG(strstr(out.summary, loss_rows[i].summary), "row %zu: summary %s", i, out.summary);
+        CHECK(dg_jnum(l, "tolerance") == 0.01);
+        if (loss_rows[i].agree >= 0) {
+            CHECK(dg_jnum(l, "pairs") == 8);
+            CHECK(fabs(dg_jnum(l, "max_rel_diff") -
+                       loss_rows[i].p.loss_drift / (1 + loss_rows[i].p.loss_drift)) < 1e-9);
+        }
+        if (loss_rows[i].agree == 0) {
+            CHECK_STR(dg_jstr(run, "drift[0]"), "loss.max_rel_diff");
+        }
+        cJSON_Delete(out.section);
+    }
+    /* Without pair_losses the RUN is as it was: no loss, verdict null. */
+    planted_pairs p = {.cpu_sps = 100, .dev_sps = 200, .loss_steps = 8, .loss_drift = 0.05};
+    plan.pair_losses = false;
+    dg_step_out out = {0};
+    CHECK(dg_method_compare(ctx, &pairing, &p, "cuda", &plan, NULL, &out) == DG_OK);
+    CHECK(!dg_jpath(run_of(&out), "loss"));
+    CHECK(cJSON_IsNull(dg_jpath(run_of(&out), "verdict")));
+    CHECK(!strstr(out.summary, "loss"));
+    cJSON_Delete(out.section);
+}
+
 static void test_both_runners(dg_ctx *ctx)
 {
     dg_compare_opts co = {.train = DG_TRAIN_OPTS_INIT, .steps = 4, .repetitions = 3};
@@ -379,6 +469,7 @@ int main(void)
     CHECK(why && strcmp(why, "interrupted") == 0);
     cJSON_Delete(root);
     test_pairs(ctx);
+    test_pair_losses(ctx);
     test_both_runners(ctx);
     dg_ctx_free(ctx);
     unlink(lock);

@@ -70,61 +70,6 @@ static void test_no_platforms(void)
     CHECK_STR(got, want);
 }
 
-/* ---- the automatic GEMM choice per device class and shape ------------------- */
-
-/* The table in opencl.c (gpu_pick), read through dg_ocl_gemm_pick without a
- * device: the H200 (132 compute units, NVIDIA OpenCL), a small GPU and PoCL's
- * CPU device, on the fixture's shapes of bench/gemm_vs_clblast.c. */
-static void test_pick(void)
-{
-    static const struct {
-        bool cpu;
-        unsigned cus;
-        const char *shape;
-        bool ta, tb;
-        int m, n, batch;
-        const char *want;
-    } cases[] = {
-        /* H200: the squares (db128 used to take 2048 and 4096: 0.69 of CLBlast at 4096) */
-        {false, 132, "sq512", false, false, 512, 512, 1, "db32"},
-        {false, 132, "sq1024", false, false, 1024, 1024, 1, "db64"},
-        {false, 132, "sq2048", false, false, 2048, 2048, 1, "tiled128"},
-        {false, 132, "sq4096", false, false, 4096, 4096, 1, "tiled128"},
-        /* H200: tn weight gradients take 64-wide tiles without filling the device */
-        {false, 132, "mlp256.fc1.dw", true, false, 512, 784, 1, "db64"},
-        {false, 132, "mlp4096.fc1.dw", true, false, 512, 784, 1, "db64"},
-        {false, 132, "mlp4096.fc2.dw", true, false, 256, 512, 1, "db64"},
-        {false, 132, "cifar256.fc1.dw", true, false, 256, 4096, 1, "db64"},
-        /* ... unless the 64-wide tiles pad the product too much */
-        {false, 132, "mlp4096.fc3.dw", true, false, 10, 256, 1, "db32"},
-        {false, 132, "lenet256.conv2.dx", true, false, 150, 64, 256, "db32"},
-        /* H200: the same shape not transposed so stays on db32 */
-        {false, 132, "mlp256.fc1.fwd", false, true, 256, 512, 1, "db32"},
-        {false, 132, "mlp256.fc2.dx", false, false, 256, 512, 1, "db32"},
-        {false, 132, "mlp4096.fc1.fwd", false, true, 4096, 512, 1, "db64"},
-        /* H200: batched convolution products */
-        {false, 132, "cifar256.conv4.dx", true, false, 576, 256, 256, "tiled128"},
-        {false, 132, "cifar256.conv3.dx", true, false, 288, 256, 256, "db64"},
-        {false, 132, "cifar256.conv2.fwd", false, false, 32, 1024, 256, "db32"},
-        {false, 132, "cifar256.conv4.fwd", false, false, 64, 256, 256, "db64"},
-        /* a small GPU: 8 compute units are filled sooner */
-        {false, 8, "sq512", false, false, 512, 512, 1, "tiled128"},
-        {false, 8, "mlp256.fc2.fwd", false, true, 256, 256, 1, "db64"},
-        {false, 8, "lenet256.fc1.fwd", false, true, 256, 120, 1, "db64"},
-        /* PoCL's CPU device: always the register-blocked vec kernel */
-        {true, 2, "sq512", false, false, 512, 512, 1, "vec"},
-        {true, 2, "sq4096", false, false, 4096, 4096, 1, "vec"},
-        {true, 2, "mlp4096.fc1.dw", true, false, 512, 784, 1, "vec"},
-        {true, 64, "cifar256.conv4.dx", true, false, 576, 256, 256, "vec"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *got = dg_ocl_gemm_pick(cases[i].cpu, cases[i].cus, cases[i].ta, cases[i].tb,
-                                           cases[i].m, cases[i].n, cases[i].batch);
-        CHECK_MSG(strcmp(got, cases[i].want) == 0, "%s on %s with %u compute units: %s, want %s",
-                  cases[i].shape, cases[i].cpu ? "cpu" : "gpu", cases[i].cus, got, cases[i].want);
-    }
-}
-
 /* ---- helpers ---------------------------------------------------------------- */
 
 static void fill(dg_rng *r, float *p, size_t n)
@@ -599,7 +544,8 @@ static void test_step_waits(void *ctx)
      * 5 gemm, 2 bias_add, 1 relu_fwd, 1 xent (rows and sum in one command),
      * 2 bias_grad, 1 relu_bwd, 1 sgd; the vec kernel (CPUs) packs B^T first
      * for the two forward products */
-    uint64_t want = 20 + (strcmp(dg_ocl_gemm_variant(ctx, false, true, B, H, 1), "vec") ? 0 : 2);
+    uint64_t want =
+        20 + (strcmp(dg_ocl_gemm_variant(ctx, false, true, B, H, I, 1, NULL), "vec") ? 0 : 2);
     CHECK_MSG(e1 - e0 == 2 * want, "%llu commands in two steps, want %llu",
               (unsigned long long)(e1 - e0), (unsigned long long)(2 * want));
     printf("one mlp step: %llu commands enqueued, %llu host waits (the loss read at sync points)\n",
@@ -780,8 +726,8 @@ static void test_gemm_strided(void *ctx)
                               0) == DG_OK);
     CHECK(dg_ocl_gemm_strided(NULL, false, false, 4, 4, 4, 1.0f, z, 4, 0, z, 4, 0, 0.0f, z, 4, 0,
                               1) == DG_ERR_USAGE);
-    CHECK(dg_ocl_gemm_variant(ctx, false, false, 64, 64, 1)[0] != '\0');
-    CHECK_STR(dg_ocl_gemm_variant(NULL, false, false, 64, 64, 1), "");
+    CHECK(dg_ocl_gemm_variant(ctx, false, false, 64, 64, 64, 1, NULL)[0] != '\0');
+    CHECK_STR(dg_ocl_gemm_variant(NULL, false, false, 64, 64, 64, 1, NULL), "");
     cl_context cx = NULL;
     cl_command_queue q = NULL;
     cl_device_id dv = NULL;
@@ -1270,7 +1216,6 @@ int main(void)
     be->free(NULL);
     CHECK(be->last_error(NULL) != NULL);
     test_no_platforms();
-    test_pick();
 
     void *ctx = NULL;
     char reason[512] = "";

@@ -386,6 +386,110 @@ static void check_slo_fixture(void)
     cJSON_Delete(rec);
 }
 
+/* Every member the gate levels' and the slo views read through their tables
+ * in record_views.def: a hand-written backend and level with a value of its
+ * own at each path, so a row that names the wrong path or member shows. */
+static void check_view_tables(void)
+{
+    cJSON *rec = cJSON_Parse(
+        "{\"v\": 2, \"kind\": \"accept\", \"gate\": {\"backends\": [{\"name\": \"cpu\", "
+        "\"link\": {\"kind\": \"pcie\", \"current\": \"x16\", \"reason\": \"slow\", \"rated\": 9,"
+        " \"ok\": false, \"h2d_pageable\": 1, \"h2d_pinned\": 2, \"d2h_pageable\": 3, "
+        "\"d2h_pinned\": 4, \"fraction_of_rated\": {\"h2d_pageable\": 0.1, \"h2d_pinned\": 0.2, "
+        "\"d2h_pageable\": 0.3, \"d2h_pinned\": 0.4}}, "
+        "\"sustain\": {\"source\": \"nvml\", \"seconds\": 11, \"wall\": 12, \"rate\": 13, "
+        "\"fraction_of_peak\": 0.14, \"ok\": true, \"throttled\": false, \"drift\": "
+        "{\"first_third\": 15, \"last_third\": 16, \"ratio\": 17, \"ratio_ci\": {\"lo\": 18, "
+        "\"hi\": 19}, \"verdict\": \"steady\"}, \"health\": {\"sm_clock\": {\"min\": 20, \"max\": "
+        "21}, \"temperature\": {\"max\": 22}, \"power\": {\"mean\": 23, \"max\": 24}, \"energy\": "
+        "25,"
+        " \"throttle\": [{\"reason\": \"power\", \"slows\": true, \"seconds\": 26}, {\"reason\": "
+        "\"idle\", \"slows\": false, \"seconds\": 27}]}}, "
+        "\"memory_bandwidth\": {\"bandwidth\": 28, \"rated\": 29, \"fraction_of_rated\": 0.3, "
+        "\"ok\": true}, "
+        "\"ops\": {\"checked\": 31, \"passed\": 32, \"failed\": 33, \"not_native\": 34, "
+        "\"errors\": 35, \"worst\": {\"op\": \"conv\", \"backend\": \"cpu\", \"precision\": "
+        "\"fp32\", \"shape\": \"3x3\", \"output\": \"dx\", \"verdict\": \"fail\", \"reason\": "
+        "\"nmse\", \"fixture\": true, \"nmse\": 36, \"tolerance\": 37, \"over_tolerance\": 38}, "
+        "\"table\": [{\"op\": \"gemm\", \"backend\": \"cpu\", \"precision\": \"tf32\", \"shape\": "
+        "\"8x8\", \"output\": \"c\", \"verdict\": \"pass\", \"reason\": \"ok\", \"fixture\": "
+        "false, \"nmse\": 39, \"tolerance\": 40}]}}]}}");
+    dg_record_view v;
+    CHECK(rec && dg_record_view_build(NULL, rec, &v) == DG_OK && v.gate.nbackends == 1);
+    if (v.gate.nbackends == 1) {
+        const dg_view_backend *be = &v.gate.backends[0];
+        const dg_view_link *l = &be->link;
+        CHECK(l->present && !strcmp(l->kind, "pcie") && !strcmp(l->current, "x16") &&
+              !strcmp(l->reason, "slow") && l->rated.value == 9 && l->ok == 0);
+        for (int k = 0; k < DG_LINK_WAYS; k++)
+            CHECK(l->gbps[k].value == k + 1 && fabs(l->fraction[k].value - 0.1 * (k + 1)) < 1e-12);
+        const dg_view_sustain *s = &be->sustain;
+        CHECK(s->present && !strcmp(s->source, "nvml") && !strcmp(s->verdict, "steady"));
+        const dg_rec_metric m[] = {s->seconds,     s->wall,       s->rate,   s->fraction_of_peak,
+                                   s->first_third, s->last_third, s->ratio,  s->ratio_lo,
+                                   s->ratio_hi,    s->sm_min,     s->sm_max, s->temp_max,
+                                   s->power_mean,  s->power_max,  s->energy};
+        const double want[] = {11, 12, 13, 0.14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
+        for (int k = 0; k < 15; k++)
+            CHECK(m[k].valid && m[k].value == want[k]);
+        CHECK(s->ok == 1 && s->throttled == 0 && s->nthrottle == 2);
+        CHECK(s->nthrottle == 2 && !strcmp(s->throttle[1].reason, "idle") &&
+              s->throttle[0].slows == 1 && s->throttle[1].seconds.value == 27);
+        CHECK(s->membw_present && s->membw.value == 28 && s->membw_rated.value == 29 &&
+              s->membw_fraction.value == 0.3 && s->membw_ok == 1);
+        const dg_view_ops *o = &be->ops;
+        CHECK(o->present && o->checked.value == 31 && o->passed.value == 32 &&
+              o->failed.value == 33 && o->not_native.value == 34 && o->errors.value == 35);
+        const dg_view_op_row *w = &o->worst;
+        CHECK(o->has_worst && !strcmp(w->op, "conv") && !strcmp(w->precision, "fp32") &&
+              !strcmp(w->shape, "3x3") && !strcmp(w->output, "dx") && !strcmp(w->verdict, "fail") &&
+              !strcmp(w->reason, "nmse") && w->fixture == 1 && w->nmse.value == 36 &&
+              w->tolerance.value == 37 && w->over_tolerance.value == 38);
+        const dg_view_op_row *r = o->nrows == 1 ? &o->rows[0] : NULL;
+        CHECK(r && !strcmp(r->op, "gemm") && !strcmp(r->backend, "cpu") &&
+              !strcmp(r->precision, "tf32") && !strcmp(r->shape, "8x8") &&
+              !strcmp(r->output, "c") && !strcmp(r->verdict, "pass") && !strcmp(r->reason, "ok") &&
+              r->fixture == 0 && r->nmse.value == 39 && r->tolerance.value == 40 &&
+              !r->over_tolerance.valid);
+    }
+    dg_record_view_free(&v);
+    cJSON_Delete(rec);
+
+    cJSON *slo = cJSON_Parse(
+        "{\"spec\": {\"target\": \"t\", \"model\": \"m\", \"api\": \"a\", \"mode\": \"closed\", "
+        "\"fixture\": {\"backend\": \"cpu\", \"device\": \"d\", \"ended\": \"e\", \"batch\": 1}, "
+        "\"percentile\": 2, \"confidence\": 3}, \"final_gate\": {\"signed\": false, \"verdict\": "
+        "\"missed\", \"statement\": \"s\", \"concurrency\": 4}, \"while\": {\"alone\": "
+        "{\"step_ms\": 5}, \"beside\": {\"step_ms\": 6}, \"slowdown\": 7}, \"levels\": [{"
+        "\"concurrency\": 8, \"rate\": 9, \"steady\": {\"state\": \"steady\"}, \"verdict\": "
+        "{\"state\": \"pass\", \"n\": 10, \"over\": 11}, \"state\": \"complete\", \"requests\": "
+        "{\"sent\": 12, \"ok\": 13, \"failed\": 14, \"timeouts\": 15}, \"throughput\": "
+        "{\"requests_per_s\": 16, \"goodput\": 17, \"tokens_per_s\": 18}, \"window\": "
+        "{\"contention\": {\"others_share\": 0.19}}, \"engine\": {\"queue_waiting\": 20, "
+        "\"tokens_per_s\": 21}, \"latency\": {\"ttft\": {\"n\": 22}, \"tpot\": {\"n\": 23}, "
+        "\"itl\": {\"n\": 24}, \"e2e\": {\"n\": 25}}}]}");
+    dg_view_slo sv;
+    CHECK(slo && dg_view_slo_build(&sv, slo) && sv.present);
+    CHECK(!strcmp(sv.target, "t") && !strcmp(sv.model, "m") && !strcmp(sv.api, "a") &&
+          !strcmp(sv.mode, "closed") && !strcmp(sv.fixture_backend, "cpu") &&
+          !strcmp(sv.fixture_device, "d") && !strcmp(sv.fixture_ended, "e"));
+    CHECK(sv.fixture_batch == 1 && sv.percentile == 2 && sv.confidence == 3 && sv.signed_ == 0 &&
+          !strcmp(sv.verdict, "missed") && !strcmp(sv.statement, "s") &&
+          sv.signed_concurrency == 4 && sv.beside_json && sv.train_step_alone_ms == 5 &&
+          sv.train_step_beside_ms == 6 && sv.train_slowdown == 7);
+    const dg_view_slo_level *lv = sv.nlevels == 1 ? &sv.levels[0] : NULL;
+    CHECK(lv && lv->concurrency == 8 && lv->rate == 9 && !strcmp(lv->steady, "steady") &&
+          !strcmp(lv->verdict, "pass") && !strcmp(lv->state, "complete") && lv->n == 10 &&
+          lv->over == 11 && lv->sent == 12 && lv->ok == 13 && lv->failed == 14 &&
+          lv->timeouts == 15 && lv->requests_per_s == 16 && lv->goodput == 17 &&
+          lv->tokens_per_s == 18 && lv->others_share == 0.19 && lv->queue_waiting == 20 &&
+          lv->engine_tokens_per_s == 21 && !lv->beside);
+    for (int k = 0; lv && k < DG_SLO_NMETRICS; k++)
+        CHECK(lv->lat[k].n == 22 + k && isnan(lv->lat[k].pslo));
+    dg_view_slo_free(&sv);
+    cJSON_Delete(slo);
+}
+
 /* The ledger holds version-1 evidence records: the fixture the rules test uses. */
 static void check_view_v1_fixture(void)
 {
@@ -539,6 +643,7 @@ int main(void)
         check_view_soak_versions(soak);
     check_view_v1_fixture();
     check_slo_fixture();
+    check_view_tables();
     if (run) {
         dg_record_view v;
         CHECK(dg_record_view_build(NULL, run, &v) == DG_OK);

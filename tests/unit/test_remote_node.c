@@ -349,6 +349,39 @@ static void test_node_wait_ends(dg_ctx *ctx)
     dg_free(ans);
 }
 
+/* A node request's exit statuses as its failures, in the request's words. */
+static void test_node_status(dg_ctx *ctx)
+{
+    dg_remote r = {.ctx = ctx, .cfg = {.host = "nodeA"}};
+    static const dg_node_words w = {"assembling", " while assembling a folder",
+                                    "the node could not assemble the folder", DG_REMOTE_BUCKET};
+    static const dg_node_words plain = {"starting the run", "", "the run could not start",
+                                        DG_REMOTE_USAGE};
+    char err[] = "first\nno space left\n";
+    dg_ssh_answer a = {.rc = 0, .out = "", .err = err};
+    CHECK(dg_remote_node_status(&r, &a, &w) == DG_OK && r.failure == DG_REMOTE_OK);
+    a.rc = DG_NODE_EXIT_DISK;
+    CHECK(dg_remote_node_status(&r, &a, &w) != DG_OK && r.failure == DG_REMOTE_DISK);
+    CHECK(!strcmp(dg_errmsg(ctx),
+                  "remote nodeA: disk full on the node while assembling a folder: no space left"));
+    CHECK(dg_remote_node_status(&r, &a, &plain) != DG_OK && r.failure == DG_REMOTE_DISK);
+    CHECK(!strcmp(dg_errmsg(ctx), "remote nodeA: disk full on the node: no space left"));
+    a.rc = DG_NODE_EXIT_CORRUPT;
+    CHECK(dg_remote_node_status(&r, &a, &w) != DG_OK && r.failure == DG_REMOTE_BUCKET);
+    CHECK(!strcmp(dg_errmsg(ctx),
+                  "remote nodeA: the node could not assemble the folder (exit 15): no space left"));
+    CHECK(dg_remote_node_status(&r, &a, &plain) != DG_OK && r.failure == DG_REMOTE_USAGE);
+    a.rc = DG_NODE_EXIT_USAGE;
+    CHECK(dg_remote_node_status(&r, &a, &plain) != DG_OK && r.failure == DG_REMOTE_USAGE);
+    CHECK(!strcmp(dg_errmsg(ctx), "remote nodeA: the run could not start (exit 2): no space left"));
+    a.rc = 255; /* ssh's own failure: said as doing */
+    CHECK(dg_remote_node_status(&r, &a, &w) != DG_OK && r.failure == DG_REMOTE_USAGE);
+    CHECK(strstr(dg_errmsg(ctx), "while assembling") != NULL);
+    a.rc = 0;
+    a.too_big = true;
+    CHECK(dg_remote_node_status(&r, &a, &w) != DG_OK && r.failure == DG_REMOTE_USAGE);
+}
+
 int main(void)
 {
     const char *tmpdir = getenv("TMPDIR");
@@ -365,6 +398,7 @@ int main(void)
     test_node_tree(ctx);
     test_node_runs(ctx);
     test_node_wait_ends(ctx);
+    test_node_status(ctx);
     dg_ctx_free(ctx);
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);

@@ -583,8 +583,51 @@ static void test_page_reads_view(const char *sample)
     cJSON_Delete(rec);
 }
 
+/* The one line a verb's own record gets in the terminal and Markdown forms,
+ * for each kind that has one, from hand-made views (a metric left invalid
+ * adds nothing). */
+static void test_verb_lines(void)
+{
+    static const char *const kinds[] = {"sweep", "soak", "compare", "profile", "gate", "other"};
+    static const char want[] = "knee b64 (1234 samples/s) · safe b32 · stopped at b128: oom\n"
+                               "allocated +5%, footprint +12% after 10 epochs\n"
+                               "opencl 2.50× cpu at b16 · device 1.10× cpu\n"
+                               "step 3.25 ms · 1.50 sync points per step\n"
+                               "cpu 9.5 GFLOP/s ok · gpu: built, not available\n"
+                               "\n";
+    char got[1024] = "";
+    const dg_rec_metric none = {NAN, "", false, false};
+#define M(x) ((dg_rec_metric){(x), "", true, false})
+    dg_view_run runs[2] = {{.device_backend = "opencl", .speedup = M(2.5), .batch = M(16)},
+                           {.speedup = M(1.1), .batch = none}};
+    dg_view_backend bks[2] = {{.name = "cpu", .built = 1, .available = 1},
+                              {.name = "gpu", .built = 1}};
+    bks[0].matmul.gflops = M(9.5);
+    bks[0].matmul.ok = 1;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        dg_record_view v;
+        memset(&v, 0, sizeof v);
+        v.kind = kinds[i];
+        v.sweep.knee_batch = M(64), v.sweep.knee_sps = M(1234), v.sweep.safe_batch = M(32);
+        v.sweep.stopped_at = M(128), v.sweep.stopped_reason = "oom";
+        for (int m = 0; m < DG_MEM_COUNT; m++)
+            v.soak.growth[m] = none;
+        v.soak.growth[DG_MEM_ALLOCATOR_ALLOCATED] = M(5), v.soak.growth[DG_MEM_FOOTPRINT] = M(12);
+        v.soak.epochs_recorded = M(10);
+        v.compare.runs = runs, v.compare.nruns = 2;
+        v.profile.step_ms = M(3.25), v.profile.sync_per_step = M(1.5);
+        v.gate.backends = bks, v.gate.nbackends = 2;
+        char line[256];
+        dg_rp_verb_summary(line, sizeof line, &v);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s\n", line);
+    }
+    CHECK_MSG(!strcmp(got, want), "the verbs' lines:\n%s", got);
+#undef M
+}
+
 int main(void)
 {
+    test_verb_lines();
     dg_ctx *ctx = dg_ctx_new();
     char *sample = load_sample();
     size_t live0, peak;

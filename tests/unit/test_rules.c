@@ -1370,6 +1370,51 @@ static void check_evidence_and_titles(void)
     cJSON_Delete(out);
     cJSON_free(rec);
 
+    /* accept -- CMD's RUN holds the sides' losses (loss): a drift above
+     * loss_rel_diff_max as used is named with its size, steps and place, as a
+     * warn that leaves the route alone (a user's model with dropout differs by
+     * design); an override above it, or losses not comparable (agree null),
+     * fire nothing. */
+#define CMD_LOSS(agree)                                                                            \
+    "{\"pairs\": 8, \"cpu_only\": 0, \"device_only\": 0, \"max_rel_diff\": {\"value\": 0.048, "    \
+    "\"unit\": \"relative\", \"valid\": true}, \"worst\": {\"epoch\": 2, \"step\": 1}, "           \
+    "\"tolerance\": 0.01, \"min_pairs\": 3, \"agree\": " agree "}"
+    const char *const loss_cases[][3] = {
+        {CMD_LOSS("false"), NULL, "fires"},
+        {CMD_LOSS("false"), "loss_rel_diff_max=0.05", NULL},
+        {CMD_LOSS("null"), NULL, NULL},
+    };
+    for (size_t k = 0; k < sizeof loss_cases / sizeof loss_cases[0]; k++) {
+        const patch ql[] = {{RUN0 "verdict", "\"drift\""},
+                            {RUN0 "drift", "[\"loss.max_rel_diff\"]"},
+                            {RUN0 "loss", loss_cases[k][0]},
+                            {NULL, NULL}};
+        rec = patched(ql);
+        out = diagnose(rec, loss_cases[k][1], &st);
+        f = find(out, "numerics-drift");
+        title = dg_jstr(f, "title");
+        if (loss_cases[k][2]) {
+            CHECK_MSG(title && strstr(title, "the command's opencl loss drifts from its cpu loss "
+                                             "by 0.048 (relative at epoch 2 step 1) over 8 "
+                                             "common steps at batch 64, above loss_rel_diff_max "
+                                             "0.01"),
+                      "title: %s", title ? title : "(none)");
+            CHECK(strstr(dg_jstr(f, "hypothesis"), "precision") != NULL);
+            CHECK(strstr(dg_jstr(f, "action"), "allow_tf32") != NULL);
+            CHECK_STR(dg_jstr(f, "evidence[0].field"), "runs[0].loss.max_rel_diff");
+            CHECK_STR(dg_jstr(f, "severity"), "warn");
+            why = dg_jstr(out, "decision.reasons[0]");
+            CHECK_MSG(!why || !strstr(why, "loss drifts"), "reason: %s", why);
+            CHECK_MSG(strcmp(dg_jstr(out, "decision.route"), "cpu") != 0, "route %s",
+                      dg_jstr(out, "decision.route"));
+        } else {
+            CHECK_MSG(!f, "case %zu fired: %s", k, title ? title : "(none)");
+        }
+        cJSON_Delete(out);
+        cJSON_free(rec);
+    }
+#undef CMD_LOSS
+
     /* A throttle finding names the slowing reason with its seconds, never idle. */
     const patch th[] = {
         {"gate.backends[1].sustain",

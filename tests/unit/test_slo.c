@@ -258,6 +258,94 @@ static void test_prometheus(void)
           e.v[SLO_ENGINE_KV_CACHE] == 0.5 && isnan(e.v[SLO_ENGINE_TOKENS]));
 }
 
+/* dg_slo_http_parse over an exact copy of n bytes of text (no NUL after
+ * them, so a read past the end shows under the sanitizers). */
+static slo_http_state http(const char *text, size_t n, size_t max, slo_http_req *r)
+{
+    char *copy = malloc(n ? n : 1);
+    if (!copy)
+        abort();
+    memcpy(copy, text, n);
+    slo_http_state st = dg_slo_http_parse(copy, n, max, r);
+    free(copy);
+    return st;
+}
+#define HTTP(lit, r) http((lit), sizeof(lit) - 1, 1u << 20, (r))
+
+/* The fixture server's request parser on hostile input: every answer one
+ * of the three, nothing read past the bytes given. */
+static void test_http_parse(void)
+{
+    slo_http_req r;
+    CHECK(HTTP("GET /health?x=1 HTTP/1.1\r\nHost: h\r\n\r\n", &r) == SLO_HTTP_REQUEST);
+    CHECK(!strcmp(r.method, "GET") && !strcmp(r.path, "/health") && r.keep_alive &&
+          r.body_len == 0 && r.used == 37);
+    /* a body, and the next request pipelined behind it */
+    static const char two[] = "POST /v1/completions HTTP/1.1\r\ncontent-length:\t2\r\n\r\n{}"
+                              "GET /metrics HTTP/1.0\r\n\r\n";
+    CHECK(HTTP(two, &r) == SLO_HTTP_REQUEST && !strcmp(r.method, "POST") && r.body == 52 &&
+          r.body_len == 2 && r.used == 54);
+    CHECK(http(two + 54, sizeof two - 55, 1u << 20, &r) == SLO_HTTP_REQUEST &&
+          !strcmp(r.path, "/metrics") && !r.keep_alive && r.used == sizeof two - 55);
+    CHECK(HTTP("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", &r) == SLO_HTTP_REQUEST &&
+          !r.keep_alive);
+    CHECK(HTTP("GET / HTTP/1.1\r\nConnection: closed\r\n\r\n", &r) == SLO_HTTP_REQUEST &&
+          r.keep_alive);
+    /* headers without CRLF: never a request, refused once the head is too large */
+    CHECK(HTTP("GET / HTTP/1.1\nHost: h\n\n", &r) == SLO_HTTP_MORE);
+    CHECK(HTTP("GET / HTTP/1.1\r\nHost: h", &r) == SLO_HTTP_MORE);
+    CHECK(http("GET / HTTP/1.1\nHost: h\n\n", 24, 24, &r) == SLO_HTTP_REFUSED && r.status == 413 &&
+          r.used == 24 && !r.keep_alive);
+    CHECK(HTTP("", &r) == SLO_HTTP_MORE && HTTP("\r\n\r", &r) == SLO_HTTP_MORE);
+    /* a Content-Length that lies: more than was sent waits, less leaves the
+     * rest for the next request; a negative or huge one is refused */
+    CHECK(HTTP("POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{}", &r) ==
+              SLO_HTTP_MORE &&
+          !r.expect_continue);
+    CHECK(HTTP("POST /v1/completions HTTP/1.1\r\nContent-Length: 1\r\n\r\n{}", &r) ==
+              SLO_HTTP_REQUEST &&
+          r.body_len == 1 && r.used == 53);
+    CHECK(HTTP("POST / HTTP/1.1\r\nContent-Length: -5\r\n\r\n", &r) == SLO_HTTP_REFUSED &&
+          r.status == 400 && strstr(r.why, "Content-Length"));
+    CHECK(HTTP("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", &r) ==
+              SLO_HTTP_REFUSED &&
+          r.status == 413);
+    CHECK(HTTP("POST / HTTP/1.1\r\nContent-Length: -99999999999999999999999\r\n\r\n", &r) ==
+              SLO_HTTP_REFUSED &&
+          r.status == 400);
+    CHECK(HTTP("POST / HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n", &r) == SLO_HTTP_REFUSED &&
+          r.status == 413);
+    CHECK(HTTP("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", &r) ==
+              SLO_HTTP_REFUSED &&
+          r.status == 400 && r.used == 59);
+    /* 100-continue only while the head alone is here */
+    static const char cont[] = "POST /v1/completions HTTP/1.1\r\nExpect: 100-Continue\r\n"
+                               "Content-Length: 2\r\n\r\n{}";
+    CHECK(http(cont, sizeof cont - 3, 1u << 20, &r) == SLO_HTTP_MORE && r.expect_continue);
+    CHECK(http(cont, sizeof cont - 2, 1u << 20, &r) == SLO_HTTP_MORE && !r.expect_continue);
+    CHECK(HTTP(cont, &r) == SLO_HTTP_REQUEST);
+    /* NUL bytes, an empty request line, words too long for their buffers */
+    CHECK(HTTP("GET /hea\0lth HTTP/1.1\r\nX: \0\r\n\r\n", &r) == SLO_HTTP_REQUEST &&
+          !strcmp(r.path, "/hea"));
+    CHECK(HTTP("\0\r\n\r\n", &r) == SLO_HTTP_REQUEST && r.method[0] == '\0');
+    CHECK(HTTP("\r\n\r\n", &r) == SLO_HTTP_REQUEST && !r.method[0] && !r.path[0] && r.used == 4);
+    CHECK(HTTP("OPTIONSX /health HTTP/1.1\r\n\r\n", &r) == SLO_HTTP_REQUEST && !r.method[0] &&
+          !strcmp(r.path, "/health"));
+    /* a 1 MiB header: refused, whether or not its end has come */
+    size_t big = (1u << 20) + 64;
+    char *h = malloc(big);
+    if (!h)
+        abort();
+    memset(h, 'a', big);
+    memcpy(h, "GET / HTTP/1.1\r\nX-Big: ", 23);
+    CHECK(http(h, 1u << 20, 1u << 20, &r) == SLO_HTTP_REFUSED && r.status == 413 &&
+          r.used == 1u << 20);
+    CHECK(http(h, (1u << 20) - 1, 1u << 20, &r) == SLO_HTTP_MORE);
+    memcpy(h + big - 4, "\r\n\r\n", 4);
+    CHECK(http(h, big, 1u << 20, &r) == SLO_HTTP_REFUSED && r.status == 413 && r.used == big);
+    free(h);
+}
+
 int main(void)
 {
     test_binomial();
@@ -265,5 +353,6 @@ int main(void)
     test_bounds();
     test_quantiles();
     test_prometheus();
+    test_http_parse();
     CHECK_DONE();
 }

@@ -45,17 +45,25 @@ def _exit_now(code):
     import gc
     import io
     import threading
+    import warnings
     try:
         threading._shutdown()
     except Exception:
         pass
     atexit._run_exitfuncs()
-    for f in gc.get_objects():
-        try:
-            if isinstance(f, (io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)) and not f.closed:
-                f.flush()
-        except Exception:
-            pass
+    # type(), not isinstance(): isinstance reads __class__, which on some
+    # objects is a deprecated attribute that warns into the program's stderr
+    # (torch.distributed.reduce_op on torch 2.11); and no warning of ours
+    # reaches the program's output anyway.
+    files = (io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for f in gc.get_objects():
+            try:
+                if issubclass(type(f), files) and not f.closed:
+                    f.flush()
+            except Exception:
+                pass
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()

@@ -17,6 +17,15 @@ is), __main__ a new module. The server reaps each child and reports its raw
 wait status; devgate supervises the child as it would its own (pid, process
 tree, signals, timeout).
 
+Before it says it is ready, the server imports what a program's first steps
+import lazily (LAZY_IMPORTS: torch 2's torch._dynamo, which every optimizer's
+step() imports; DEVGATE_FORKSRV_WARM adds names), and each child, at its exit,
+tells it over a pipe which submodules of the server's packages it imported
+after the fork; the server imports those before the next fork (learned
+imports; DEVGATE_FORKSRV_LEARN=0: none). Each such warm is checked in a checker
+child first (the imports, then unsafe_reason()), so it never makes the server
+unsafe to fork.
+
 Forking is refused (devgate then starts plain children) when the imports
 started Python threads or initialised a device (CUDA, XPU) or opened a device
 file, when a trial's environment differs from the server's in a variable read
@@ -24,7 +33,7 @@ at start-up, and when the trial's interpreter or its options differ.
 
 Protocol (DEVGATE_FORKSRV_FD, a Unix stream socket): every message is a 4-byte
 big-endian length and a JSON object. Server: {"ready": true|false, ...} once,
-then per request {"pid": N} or {"refused": WHY}, and {"exit": N, "status": W}
+then per request {"pid": N, "learned": {...}} or {"refused": WHY}, and {"exit": N, "status": W}
 when the child has ended. devgate: {"argv": [...], "env": ["K=V", ...],
 "as_limit": BYTES} with three descriptors (stdout, stderr, events) attached.
 Pure standard library.
@@ -354,6 +363,297 @@ def _make_resident(runs):
                 break
 
 
+# ---- warm imports: what the program's first steps import lazily ---------------------------
+
+# Modules a program's first steps import inside a function (at their first
+# use), by the package whose code imports them, and the version of that
+# package from which it does: the server imports them once it holds the
+# package, so a forked child finds them in sys.modules (docs/accept.md).
+LAZY_IMPORTS = (
+    # torch >= 2: every optimizer's step() is wrapped by
+    # _use_grad_for_differentiable (torch/optim/optimizer.py), whose first
+    # line is `import torch._dynamo`: 4-5 s of a forked trial on the H200.
+    ("torch", (2,), "torch._dynamo"),
+)
+WARM_VAR = "DEVGATE_FORKSRV_WARM"    # more modules to warm, comma-separated
+LEARN_VAR = "DEVGATE_FORKSRV_LEARN"  # 0: children do not teach the server
+WARM_BUDGET_S = 120.0                # the checker children of one warm, at most
+CHECK_PASSES = 4                     # checker children per warm, at most
+LEARN_MAX = 4000                     # names a child reports, at most
+PIPE_BYTES = 1 << 20                 # the learn pipe's capacity asked for
+NOT_LEARNED = ("devgate_probe",)     # devgate's own, never warmed
+REPORT_MAX = 200                     # names of each kind in a report, at most
+
+
+def _version(mod):
+    """The leading numbers of mod.__version__: "2.11.0+cu130" (2, 11, 0), "1.13.0a0" (1, 13, 0)."""
+    out = []
+    for part in str(getattr(mod, "__version__", "")).split("+")[0].split("."):
+        n = len(part) - len(part.lstrip("0123456789"))
+        if not n:
+            break
+        out.append(int(part[:n]))
+    return tuple(out)
+
+
+def warm_candidates():
+    """The lazy imports of the loaded packages (LAZY_IMPORTS) and the names in
+    DEVGATE_FORKSRV_WARM, those not loaded yet."""
+    names = []
+    for pkg, since, name in LAZY_IMPORTS:
+        mod = sys.modules.get(pkg)
+        if mod is None or _version(mod) < since:
+            continue
+        try:
+            if importlib.util.find_spec(name) is None:  # its package is loaded: imports nothing
+                continue
+        except (ImportError, ValueError, AttributeError):
+            continue
+        names.append(name)
+    names += [n.strip() for n in os.environ.get(WARM_VAR, "").split(",") if n.strip()]
+    out = []
+    for n in names:
+        if n not in sys.modules and n not in out:
+            out.append(n)
+    return out
+
+
+def _import_checked(names, roots):
+    """Imports names in order; each one not loaded already by an earlier one
+    is followed by unsafe_reason(). Stops at the first that makes forking
+    unsafe. Returns {"ok": [imported], "failed": ["name (Exc: msg)"],
+    "unsafe": [name, why] | None, "rest": [names after it]}."""
+    ok, failed = [], []
+    for i, name in enumerate(names):
+        if name in sys.modules:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+            where = _spec_path(spec)
+            if spec is None:
+                failed.append("%s (not found)" % name)
+                continue
+            if where and _under(where, roots):
+                failed.append("%s (the program's own module)" % name)
+                continue
+            importlib.import_module(name)
+        except (Exception, SystemExit) as e:
+            failed.append("%s (%s: %s)" % (name, type(e).__name__, str(e)[:120]))
+            continue
+        ok.append(name)
+        why = unsafe_reason()
+        if why:
+            return {"ok": ok[:-1], "failed": failed, "unsafe": [name, why], "rest": names[i + 1:]}
+    return {"ok": ok, "failed": failed, "unsafe": None, "rest": []}
+
+
+def _read_all(fd, deadline):
+    """What fd gives until its end; None when the deadline passed first."""
+    import select
+    data = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        r, _w, _x = select.select([fd], [], [], left)
+        if not r:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def _checker(names, roots, keep_closed, deadline):
+    """Forks a checker child that imports names as _import_checked does and
+    reports over a pipe; the server's own state is untouched. Returns its
+    report, or one whose `unsafe` says why the check gave none."""
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the checker: never returns
+        try:
+            os.close(r)
+            _prctl_deathsig()
+            for fd in keep_closed:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            data = json.dumps(_import_checked(names, roots)).encode("utf-8")
+            while data:
+                data = data[os.write(w, data):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        data = _read_all(r, deadline)
+    finally:
+        os.close(r)
+    if data is None:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    os.waitpid(pid, 0)
+    try:
+        rep = json.loads(data.decode("utf-8")) if data else None
+    except ValueError:
+        rep = None
+    if data is None:
+        why = "the check took longer than the %.0f s a warm may take" % WARM_BUDGET_S
+    elif not isinstance(rep, dict):
+        why = "the checker child ended without a report"
+    else:
+        return rep
+    return {"ok": [], "failed": [], "unsafe": [names[0] if names else "", why], "rest": []}
+
+
+class Warmer:
+    """Imports modules in the server only after a checker child has imported
+    them and found the server would stay forkable; a name that failed or made
+    it unsafe is never tried again."""
+
+    def __init__(self, roots, keep_closed, path0, tried=None):
+        self.roots = roots
+        self.keep_closed = keep_closed
+        self.path0 = path0
+        self.tried = set() if tried is None else tried
+        self.imported, self.failed, self.refused = [], [], []
+        self.seconds = 0.0
+        self.checked = False
+
+    def report(self):
+        return {"imports": self.imported[:REPORT_MAX], "failed": self.failed[:REPORT_MAX],
+                "refused": self.refused[:REPORT_MAX],
+                "s": round(self.seconds, 3) if self.checked else None}
+
+    def warm(self, names):
+        """Warms names (in order); returns why the server itself became unsafe
+        after (it should not: the checker saw the same imports), or None."""
+        names = [n for n in names if n not in self.tried and n not in sys.modules]
+        if not names:
+            return None
+        t0 = time.monotonic()
+        self.checked = True
+        saved = sys.path[0] if sys.path else None
+        if self.path0 is not None and saved is not None:
+            sys.path[0] = self.path0  # as a trial resolves a name
+        try:
+            return self._warm(names)
+        finally:
+            if saved is not None:
+                sys.path[0] = saved
+            gc.collect()
+            self.seconds += time.monotonic() - t0
+
+    def _warm(self, names):
+        deadline = time.monotonic() + WARM_BUDGET_S
+        for _ in range(CHECK_PASSES):
+            if not names or time.monotonic() >= deadline:
+                break
+            rep = _checker(names, self.roots, self.keep_closed, deadline)
+            ok = [n for n in rep.get("ok") or [] if isinstance(n, str)]
+            bad = rep.get("unsafe")
+            self.failed += [str(f) for f in rep.get("failed") or []]
+            self.tried.update(n for n in names if n not in (rep.get("rest") or []))
+            if bad:
+                self.refused.append("%s: %s" % (bad[0], bad[1]))
+            got = _import_checked(ok, self.roots)  # the same imports, in the same order
+            self.imported += got["ok"]
+            self.failed += got["failed"]
+            if got["unsafe"]:
+                self.imported.append(got["unsafe"][0])
+                return "the warm import of %s: %s" % tuple(got["unsafe"])
+            names = [n for n in rep.get("rest") or [] if n not in self.tried]
+        self.tried.update(names)
+        return None
+
+
+def _learnable(name, mod, before, roots):
+    """True when the child imported name after the fork and it is a submodule
+    of a package the server had imported (not the program's own, not devgate's)."""
+    if name in before or "." not in name or name.startswith("__"):
+        return False
+    top = name.split(".", 1)[0]
+    if top not in before or top in NOT_LEARNED:
+        return False
+    if not isinstance(mod, type(sys)) or getattr(mod, "__spec__", None) is None:
+        return False
+    where = getattr(mod, "__file__", None)
+    return not (where and _under(where, roots))
+
+
+def _teach_at_exit(wfd, before, roots):
+    """In the forked child: at its exit (atexit: a child killed by a signal
+    sends nothing), writes to the learn pipe the modules it imported that the
+    server could warm, in the order they were imported."""
+    import atexit
+    me = os.getpid()
+
+    def teach():
+        if os.getpid() != me:
+            return  # a process forked by the program (a DataLoader worker)
+        try:
+            names = [n for n, m in list(sys.modules.items()) if _learnable(n, m, before, roots)]
+            data = json.dumps(names[:LEARN_MAX]).encode("utf-8")
+            os.set_blocking(wfd, False)
+            os.write(wfd, data)  # all or part: the pipe was emptied before the fork
+        except (OSError, ValueError, TypeError):
+            pass
+        finally:
+            try:
+                os.close(wfd)
+            except OSError:
+                pass
+
+    atexit.register(teach)
+
+
+def _learn_pipe():
+    """A pipe for a child's report, both ends above 9 (clear of the
+    descriptors _child places), as large as the system lets it be."""
+    import fcntl
+    r, w = os.pipe()
+    ends = []
+    for fd in (r, w):
+        ends.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
+        os.close(fd)
+    try:
+        fcntl.fcntl(ends[1], getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except OSError:
+        pass
+    return ends[0], ends[1]
+
+
+def _learned(rfd):
+    """The names a child wrote to the learn pipe (read once it has ended)."""
+    data = b""
+    os.set_blocking(rfd, False)
+    try:
+        while True:
+            chunk = os.read(rfd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    except (BlockingIOError, OSError):
+        pass
+    os.close(rfd)
+    try:
+        names = json.loads(data.decode("utf-8")) if data else []
+    except ValueError:
+        # A report cut at the pipe's capacity: the names before the cut.
+        text = data.decode("utf-8", "replace")
+        names = json.loads(text[:text.rfind('",') + 1] + "]") if '",' in text else []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
 # ---- one trial ---------------------------------------------------------------------------
 
 
@@ -376,7 +676,14 @@ def _prctl_deathsig():
         pass
 
 
-def _child(req, fds, ctl, server_pid, runs):
+def _env_set(env0):
+    """The variables the server's warm imports set (absent from env0 or
+    changed): a child keeps them where its own environment has none, as a
+    fresh interpreter has them once it has made the same imports."""
+    return {k: v for k, v in os.environ.items() if env0.get(k) != v}
+
+
+def _child(req, fds, ctl, server_pid, runs, warm_env):
     """In the forked child: becomes the trial, then runs its program as the
     interpreter would. Returns only through the program's SystemExit or
     exception (the interpreter's normal exit: threads joined, atexit, flush)."""
@@ -405,6 +712,9 @@ def _child(req, fds, ctl, server_pid, runs):
             del os.environ[k]
     for k, v in env.items():
         if os.environ.get(k) != v:
+            os.environ[k] = v
+    for k, v in warm_env.items():
+        if k not in env:
             os.environ[k] = v
     _make_resident(runs)
     np = sys.modules.get("numpy")
@@ -466,19 +776,37 @@ def _trial(tail):
         raise SystemExit(1)
 
 
+def _trial_path0(target, roots):
+    """sys.path[0] as a trial of target sees it: the script's folder (else
+    None: the working folder, or "" for -c, as the server has it already)."""
+    return roots[0] if target and target[0] not in ("-m", "-c") else None
+
+
 def serve(sock, nprefix, target):
     t0 = time.monotonic()
     imported, failed = preload(target)
     import_s = time.monotonic() - t0
     gc.collect()
     why = unsafe_reason()
-    runs = [] if why else resident_file_pages()
+    roots = _plan(target)[0]
+    # The environment a trial's is compared with: the one before the warm
+    # imports, which may set variables (torch._dynamo: TORCHINDUCTOR_CACHE_DIR).
     env0 = dict(os.environ)
+    warm = Warmer(roots, [sock.fileno()], _trial_path0(target, roots))
+    if why is None:
+        why = warm.warm(warm_candidates())
+    learn = Warmer(roots, [sock.fileno()], warm.path0, tried=warm.tried)
+    learning = os.environ.get(LEARN_VAR, "1") != "0"
+    runs = [] if why else resident_file_pages()
     me = os.getpid()
     _send(sock, {"ready": why is None, "why": why, "pid": me, "python": sys.executable,
                  "version": sys.version.split()[0], "imported": imported, "failed": failed,
                  "import_s": round(import_s, 3), "native_threads": native_threads(),
-                 "resident_runs": len(runs)})
+                 "resident_runs": len(runs), "warm_imports": warm.imported,
+                 "warm_failed": warm.failed[:REPORT_MAX],
+                 "warm_refused": "; ".join(warm.refused) or None,
+                 "warm_s": round(warm.seconds, 3) if warm.checked else None,
+                 "learning": learning})
     if why:
         return 0
     while True:
@@ -489,11 +817,13 @@ def serve(sock, nprefix, target):
         if req is None:
             return 0
         no = refusal(req, env0, nprefix) if len(fds) == 3 else "the request carried no descriptors"
+        no = no or (why and "forking became unsafe: %s" % why)
         if no:
             for fd in fds:
                 os.close(fd)
             _send(sock, {"refused": no})
             continue
+        pipe = _learn_pipe() if learning else None
         sys.stdout.flush()
         sys.stderr.flush()
         with warnings.catch_warnings():
@@ -502,19 +832,29 @@ def serve(sock, nprefix, target):
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:
+            before = set(sys.modules)
             ctl = sock.detach()  # _child closes it once its descriptors are placed
-            argv = _child(req, fds, ctl, me, runs)
+            argv = _child(req, fds, ctl, me, runs, _env_set(env0))
+            if pipe:
+                os.close(pipe[0])
+                _teach_at_exit(pipe[1], before, roots)
             _site_hooks(argv[nprefix:])
             return _trial(argv[nprefix:])
-        for fd in fds:
+        for fd in fds + list(pipe[1:] if pipe else []):
             os.close(fd)
         try:
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child did it first, or has already ended
-        _send(sock, {"pid": pid})
+        _send(sock, {"pid": pid, "learned": learn.report()})
         _pid, status = os.waitpid(pid, 0)
         _send(sock, {"exit": pid, "status": status})
+        if pipe:
+            # Before the next fork: what this child imported, checked and warmed.
+            n = len(learn.imported)
+            why = learn.warm(_learned(pipe[0]))
+            if len(learn.imported) > n and not why:
+                runs = resident_file_pages()
 
 
 def _unshim():

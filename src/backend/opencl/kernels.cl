@@ -402,6 +402,65 @@ DG_CONV_KERNEL(dg_convdw_db64, 16, 1, 16, 1, 1)
 DG_CONV_KERNEL(dg_convdx_db32, 8, 1, 16, 0, 2)
 DG_CONV_KERNEL(dg_convdx_db64, 16, 1, 16, 0, 2)
 
+/* ---- split-K (ocl_gemm_split.c) ---------------------------------------------- */
+
+/* One k-slice of one product of a batch whose tiles leave compute units
+ * idle: group dimension 2 is bi * slices + s, product bi's slice s, which
+ * multiplies op(A_bi)[:, s*ks .. s*ks+ks) by op(B_bi)[s*ks .. s*ks+ks, :]
+ * (the last slice shorter when ks does not divide k) with the db kernels'
+ * tiles and writes the m x n partial product into w[bi * slices + s]
+ * (row-major, ld n), alpha 1, no epilogue; dg_split_sum then adds the slices
+ * up. */
+#define DG_SPLIT_KERNEL(name, we, g, tk, ta, tb)                                                   \
+    __kernel __attribute__((reqd_work_group_size(we, we, 1))) void name(                           \
+        const int m, const int n, const int k, const int ks, const int slices,                     \
+        __global const float *restrict a, const ulong a_off, const int lda, const ulong sa,        \
+        __global const float *restrict b, const ulong b_off, const int ldb, const ulong sb,        \
+        __global float *w)                                                                         \
+    {                                                                                              \
+        __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        const int z = (int)get_group_id(2), bi = z / slices, k0 = (z - bi * slices) * ks;          \
+        const size_t ka = ta ? (size_t)k0 * lda : (size_t)k0,                                      \
+                     kb = tb ? (size_t)k0 : (size_t)k0 * ldb;                                      \
+        dg_db(we, g, tk, ta, tb, (__local float *)as4, (__local float *)bs4, m, n,                 \
+              min(ks, k - k0), 1.0f, a + a_off + bi * sa + ka, lda, b + b_off + bi * sb + kb, ldb, \
+              0.0f, w + (size_t)z * m * n, n, 0, w, w, 0, (int8)(0));                              \
+    }
+DG_SPLIT_KERNEL(dg_split_db32_nn, 8, 1, 16, 0, 0)
+DG_SPLIT_KERNEL(dg_split_db32_nt, 8, 1, 16, 0, 1)
+DG_SPLIT_KERNEL(dg_split_db32_tn, 8, 1, 16, 1, 0)
+DG_SPLIT_KERNEL(dg_split_db32_tt, 8, 1, 16, 1, 1)
+DG_SPLIT_KERNEL(dg_split_db64_nn, 16, 1, 16, 0, 0)
+DG_SPLIT_KERNEL(dg_split_db64_nt, 16, 1, 16, 0, 1)
+DG_SPLIT_KERNEL(dg_split_db64_tn, 16, 1, 16, 1, 0)
+DG_SPLIT_KERNEL(dg_split_db64_tt, 16, 1, 16, 1, 1)
+
+/* Split-K's reduction, one work-item per element of C_bi (group dimension 2
+ * is bi): product bi's partial products w[bi * slices + s] summed in order
+ * of s (so the result is the same run to run), then alpha, beta and the
+ * fused epilogue exactly as the direct kernels apply them. */
+__kernel void dg_split_sum(const int m, const int n, const int slices, __global const float *w,
+                           const float alpha, const float beta, __global float *c,
+                           const ulong c_off, const int ldc, const ulong sc,
+                           __global const float *ep_b, const ulong ep_b_off,
+                           __global const float *ep_m, const ulong ep_m_off, const int epi)
+{
+    const int col = (int)get_global_id(0), row = (int)get_global_id(1);
+    const size_t bi = get_global_id(2);
+    if (row >= m || col >= n)
+        return;
+    const size_t mn = (size_t)m * n, at = (size_t)row * n + col;
+    __global const float *wp = w + bi * slices * mn + at;
+    float s = wp[0];
+    for (int i = 1; i < slices; i++)
+        s += wp[(size_t)i * mn];
+    __global float *cp = c + c_off + bi * sc + (size_t)row * ldc + col;
+    const float x = alpha * s;
+    const float v = beta == 0.0f ? x : x + beta * *cp;
+    *cp = epi ? dg_epi(v, epi, ep_b + ep_b_off, ep_m + ep_m_off + bi * sc, row, col, ldc) : v;
+}
+
 /* ---- vector (CPU) ------------------------------------------------------------ */
 
 #define VM 6  /* rows per work-item */

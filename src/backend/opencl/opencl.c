@@ -8,10 +8,12 @@
  * (the gpu_pick table): the local-memory tiled kernels on GPUs and
  * accelerators (32-, 64- or 128-wide tiles by problem size and transposes),
  * the float8 register kernel on CPUs, the naive kernel where no tiled one
- * fits. The environment variable
+ * fits; a product whose tiles leave compute units idle and whose k is long
+ * runs split into k-slices (ocl_gemm_split.c). The environment variables
  * DEVGATE_OPENCL_KERNEL (tiled, db32, db64, db128, tiled64, tiled128, vec,
- * naive) overrides the choice so tests can exercise every kernel on any
- * device and benches can compare them.
+ * naive) and DEVGATE_OPENCL_SPLITK (off, or a slice count) override the
+ * choice so tests can exercise every kernel on any device and benches can
+ * compare them.
  *
  * Ops only enqueue (no host synchronisation inside an op), with element
  * offsets passed as kernel arguments (no sub-buffers) after every range has
@@ -50,6 +52,8 @@
 #include <string.h>
 
 #include "ocl_cache.h"
+#include "ocl_gemm_split.h"
+#include "ocl_util.h"
 #include "opencl_hooks.h"
 #include "opencl_kernels.h"
 
@@ -178,6 +182,7 @@ typedef struct ocl_ctx {
     size_t scratch_bytes;
     cl_mem bt; /* B^T copies for the vec kernel's op(B) = B^T products */
     size_t bt_bytes;
+    ocl_split split; /* split-K kernels and workspace (ocl_gemm_split.h) */
     cl_event events[DG_EVENT_SLOTS];
     cl_command_queue copyq; /* uploads from page-locked blocks; created with the first block */
     ocl_pin pin[OCL_PIN_BLOCKS];
@@ -194,91 +199,6 @@ typedef struct ocl_ctx {
     pthread_t owner; /* the thread that made the context: only it writes err */
     char err[OCL_ERR_MAX];
 } ocl_ctx;
-
-/* Symbolic name of a CL error code ("CL_INVALID_VALUE"). */
-static const char *cl_err_name(cl_int e)
-{
-    switch (e) {
-    case 0: return "CL_SUCCESS";
-    case -1: return "CL_DEVICE_NOT_FOUND";
-    case -2: return "CL_DEVICE_NOT_AVAILABLE";
-    case -3: return "CL_COMPILER_NOT_AVAILABLE";
-    case -4: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
-    case -5: return "CL_OUT_OF_RESOURCES";
-    case -6: return "CL_OUT_OF_HOST_MEMORY";
-    case -7: return "CL_PROFILING_INFO_NOT_AVAILABLE";
-    case -8: return "CL_MEM_COPY_OVERLAP";
-    case -9: return "CL_IMAGE_FORMAT_MISMATCH";
-    case -10: return "CL_IMAGE_FORMAT_NOT_SUPPORTED";
-    case -11: return "CL_BUILD_PROGRAM_FAILURE";
-    case -12: return "CL_MAP_FAILURE";
-    case -13: return "CL_MISALIGNED_SUB_BUFFER_OFFSET";
-    case -14: return "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST";
-    case -15: return "CL_COMPILE_PROGRAM_FAILURE";
-    case -16: return "CL_LINKER_NOT_AVAILABLE";
-    case -17: return "CL_LINK_PROGRAM_FAILURE";
-    case -18: return "CL_DEVICE_PARTITION_FAILED";
-    case -19: return "CL_KERNEL_ARG_INFO_NOT_AVAILABLE";
-    case -30: return "CL_INVALID_VALUE";
-    case -31: return "CL_INVALID_DEVICE_TYPE";
-    case -32: return "CL_INVALID_PLATFORM";
-    case -33: return "CL_INVALID_DEVICE";
-    case -34: return "CL_INVALID_CONTEXT";
-    case -35: return "CL_INVALID_QUEUE_PROPERTIES";
-    case -36: return "CL_INVALID_COMMAND_QUEUE";
-    case -37: return "CL_INVALID_HOST_PTR";
-    case -38: return "CL_INVALID_MEM_OBJECT";
-    case -39: return "CL_INVALID_IMAGE_FORMAT_DESCRIPTOR";
-    case -40: return "CL_INVALID_IMAGE_SIZE";
-    case -41: return "CL_INVALID_SAMPLER";
-    case -42: return "CL_INVALID_BINARY";
-    case -43: return "CL_INVALID_BUILD_OPTIONS";
-    case -44: return "CL_INVALID_PROGRAM";
-    case -45: return "CL_INVALID_PROGRAM_EXECUTABLE";
-    case -46: return "CL_INVALID_KERNEL_NAME";
-    case -47: return "CL_INVALID_KERNEL_DEFINITION";
-    case -48: return "CL_INVALID_KERNEL";
-    case -49: return "CL_INVALID_ARG_INDEX";
-    case -50: return "CL_INVALID_ARG_VALUE";
-    case -51: return "CL_INVALID_ARG_SIZE";
-    case -52: return "CL_INVALID_KERNEL_ARGS";
-    case -53: return "CL_INVALID_WORK_DIMENSION";
-    case -54: return "CL_INVALID_WORK_GROUP_SIZE";
-    case -55: return "CL_INVALID_WORK_ITEM_SIZE";
-    case -56: return "CL_INVALID_GLOBAL_OFFSET";
-    case -57: return "CL_INVALID_EVENT_WAIT_LIST";
-    case -58: return "CL_INVALID_EVENT";
-    case -59: return "CL_INVALID_OPERATION";
-    case -60: return "CL_INVALID_GL_OBJECT";
-    case -61: return "CL_INVALID_BUFFER_SIZE";
-    case -62: return "CL_INVALID_MIP_LEVEL";
-    case -63: return "CL_INVALID_GLOBAL_WORK_SIZE";
-    case -64: return "CL_INVALID_PROPERTY";
-    case -65: return "CL_INVALID_IMAGE_DESCRIPTOR";
-    case -66: return "CL_INVALID_COMPILER_OPTIONS";
-    case -67: return "CL_INVALID_LINKER_OPTIONS";
-    case -68: return "CL_INVALID_DEVICE_PARTITION_COUNT";
-    case -69: return "CL_INVALID_PIPE_SIZE";
-    case -70: return "CL_INVALID_DEVICE_QUEUE";
-    case -71: return "CL_INVALID_SPEC_ID";
-    case -72: return "CL_MAX_SIZE_RESTRICTION_EXCEEDED";
-    case -1000: return "CL_INVALID_GL_SHAREGROUP_REFERENCE_KHR";
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
-    case -9999: return "NVIDIA_ILLEGAL_MEMORY_ACCESS";
-    }
-    return "CL_UNKNOWN_ERROR";
-}
-
-/* The dg_status a failed CL call maps to. */
-static dg_status cl_status(cl_int e)
-{
-    switch (e) {
-    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
-    case CL_OUT_OF_RESOURCES: return DG_ERR_DEVICE_OOM;
-    case CL_OUT_OF_HOST_MEMORY: return DG_ERR_NOMEM;
-    default: return DG_ERR_BACKEND;
-    }
-}
 
 /* vsnprintf into dst of size n; accepts dst NULL or n 0. */
 static void vput(char *dst, size_t n, const char *fmt, va_list ap)
@@ -336,7 +256,7 @@ static dg_status ocl_fail(ocl_ctx *o, dg_status st, const char *fmt, ...)
 /* Stores "<call> failed: NAME (code)" on the context; returns the mapped status. */
 static dg_status ocl_clfail(ocl_ctx *o, const char *call, cl_int e)
 {
-    return ocl_fail(o, cl_status(e), "%s failed: %s (%d)", call, cl_err_name(e), (int)e);
+    return ocl_fail(o, dg_ocl_status(e), "%s failed: %s (%d)", call, dg_ocl_err_name(e), (int)e);
 }
 
 /* A device or platform string property as a dg_malloc'd string ("" on failure);
@@ -390,7 +310,7 @@ static dg_status enumerate(ocl_dev **devs, int *ndev, char *reason, size_t len)
                           "OpenCL ICD loader found no platforms (clGetPlatformIDs: %d)", (int)e);
     if (e != CL_SUCCESS)
         return reason_set(reason, len, DG_ERR_UNAVAILABLE, "clGetPlatformIDs failed: %s (%d)",
-                          cl_err_name(e), (int)e);
+                          dg_ocl_err_name(e), (int)e);
     cl_platform_id *plats = dg_malloc(nplat * sizeof *plats);
     if (!plats)
         return reason_set(reason, len, DG_ERR_NOMEM, "out of host memory");
@@ -398,7 +318,7 @@ static dg_status enumerate(ocl_dev **devs, int *ndev, char *reason, size_t len)
     if (e != CL_SUCCESS) {
         dg_free(plats);
         return reason_set(reason, len, DG_ERR_UNAVAILABLE, "clGetPlatformIDs failed: %s (%d)",
-                          cl_err_name(e), (int)e);
+                          dg_ocl_err_name(e), (int)e);
     }
 
     static const cl_device_type order[] = {CL_DEVICE_TYPE_GPU, CL_DEVICE_TYPE_ACCELERATOR,
@@ -502,6 +422,7 @@ static void ocl_free(void *ctx)
         clReleaseMemObject(o->scratch);
     if (o->bt)
         clReleaseMemObject(o->bt);
+    dg_ocl_split_free(&o->split);
     for (int v = 0; v < VAR_COUNT; v++)
         for (int t = 0; t < 4; t++)
             if (o->kernels[v][t])
@@ -547,21 +468,26 @@ static void build_failure(ocl_ctx *o, cl_int e, char *reason, size_t len)
     dg_copy_clean(clean, sizeof clean, log ? log : "");
     dg_free(log);
     reason_set(reason, len, DG_ERR_BACKEND, "clBuildProgram(%s) failed: %s (%d); build log: %s",
-               OCL_BUILD_OPTS, cl_err_name(e), (int)e, clean[0] ? clean : "(empty)");
+               OCL_BUILD_OPTS, dg_ocl_err_name(e), (int)e, clean[0] ? clean : "(empty)");
 }
 
-/* The automatic GEMM choice on GPUs and accelerators, widest tiles first: a
- * row's variant is taken when the device built it, its tiles alone fill every
- * compute unit (or the row lets tn products off that) and they pad the
+/* The automatic GEMM choice on GPUs and accelerators: first the split-K
+ * rows (ocl_gemm_split.h: the product in k-slices where its tiles leave
+ * compute units idle and k is long, dg_ocl_split_slices), then the direct
+ * ones, widest tiles first. A row's variant is taken when the device built it
+ * (and its split kernel, for a split row), its tiles alone fill every compute
+ * unit (or the row lets tn products off that, or splits) and they pad the
  * product by at most 1/8 more than the next built row's would; the last built
  * row is taken always. Each row says what the H200 measured for it (device
- * GFLOP/s, NVIDIA OpenCL, docs/evidence/h200-ocl-20261201.log). db128 is in no
- * row: at every shape where it was picked tiled128 ran faster on the same
- * tiles; it stays for DEVGATE_OPENCL_KERNEL=db128. */
+ * GFLOP/s, NVIDIA OpenCL, docs/evidence/h200-ocl-20261201.log and, for the
+ * split rows, h200-splitk-20261202.log). db128 is in no row: at every shape
+ * where it was picked tiled128 ran faster on the same tiles; it stays for
+ * DEVGATE_OPENCL_KERNEL=db128. */
 typedef enum pick_fill {
     FILL_ALWAYS, /* no fill needed (the narrowest row) */
     FILL_ALL,    /* the tiles fill every compute unit */
     FILL_OR_TN,  /* fill, or a tn product (op(A) = A^T, op(B) = B: the weight gradients) */
+    FILL_SPLIT,  /* split-K takes it (dg_ocl_split_slices answers 2 or more) */
 } pick_fill;
 
 typedef struct pick_row {
@@ -571,6 +497,15 @@ typedef struct pick_row {
 } pick_row;
 
 static const pick_row gpu_pick[] = {
+    {VAR_D64, FILL_SPLIT,
+     "unsplit against split in one run: cifar256.fc1.fwd 2767 (db32) / 17860 in 16 slices, "
+     "mlp4096.fc2.dw 4586 / 19051 in 9, sq512 8194 (db32) / 12349 in 4, mlp256.fc1.fwd 5220 / "
+     "10555 in 6, mlp4096.fc1.dw 13972 / 20479 in 3; db32's slices ran slower: cifar256.fc1.fwd "
+     "17520 in 16, sq512 10555 in 4, mlp4096.fc2.dw 17151 in 8"},
+    {VAR_D32, FILL_SPLIT,
+     "where 64-wide tiles pad too much: mlp4096.fc3.dw (10 x 256, k 4096) 103 unsplit, 1248 in "
+     "32 slices; the batches of small products lenet256.conv1.dw 1429 / 2104 in 2, "
+     "cifar256.conv1.dw 6484 / 8263 in 2"},
     {VAR_T128, FILL_ALL,
      "sq4096 tiled128 29682 against db128 20901 and db64 22556; cifar256.conv4.dx 23276 / 17158 / "
      "22479"},
@@ -593,38 +528,74 @@ static unsigned class_variants(bool cpu)
     return have;
 }
 
-/* The variant for a batch of m x n products out of the built ones (have, a
- * bit per ocl_var) on a device of cus compute units: the only one built, else
- * the gpu_pick table's, else vec, else naive. */
-static ocl_var pick_core(unsigned have, unsigned cus, bool ta, bool tb, int m, int n, size_t batch)
+/* What the choice knows of a device beside the product: the variants built
+ * (have) and those with a split-K kernel for the product's transposes
+ * (split), a bit per ocl_var; its compute units; DEVGATE_OPENCL_SPLITK
+ * (force); the split workspace's cap in bytes (0: none). */
+typedef struct pick_dev {
+    unsigned have, split, cus;
+    int force;
+    uint64_t cap;
+} pick_dev;
+
+/* A product's kernel: the variant and the k-slices (1: not split). */
+typedef struct ocl_pick {
+    ocl_var var;
+    int slices;
+} ocl_pick;
+
+/* The tile edge of variant v's split-K form (ocl_gemm_split.h); 0: none. */
+static int split_tile(ocl_var v)
 {
+    return v == VAR_D32 || v == VAR_D64 ? (int)var_tile[v] : 0;
+}
+
+/* The k-slices variant v splits the product into on d (1: none). */
+static int pick_slices(const pick_dev *d, ocl_var v, int m, int n, int k, size_t batch)
+{
+    if (!(d->split & (1u << v)))
+        return 1;
+    return dg_ocl_split_slices(d->force, d->cus, split_tile(v), m, n, k, batch, d->cap);
+}
+
+/* The kernel for a batch of m x n x k products on device d: the only variant
+ * built (split as dg_ocl_split_slices says), else the gpu_pick table's row,
+ * else vec, else naive. */
+static ocl_pick pick_core(const pick_dev *d, bool ta, bool tb, int m, int n, int k, size_t batch)
+{
+    unsigned have = d->have;
     if (have && !(have & (have - 1))) { /* one variant (DEVGATE_OPENCL_KERNEL) */
         int v = 0;
         while (!(have & (1u << v)))
             v++;
-        return (ocl_var)v;
+        return (ocl_pick){(ocl_var)v, pick_slices(d, (ocl_var)v, m, n, k, batch)};
     }
     const pick_row *rows[GPU_PICK_ROWS];
     size_t nr = 0;
     for (size_t i = 0; i < GPU_PICK_ROWS; i++)
-        if (have & (1u << gpu_pick[i].var))
+        if (have & (1u << gpu_pick[i].var) &&
+            (gpu_pick[i].fill != FILL_SPLIT || d->split & (1u << gpu_pick[i].var)))
             rows[nr++] = &gpu_pick[i];
     for (size_t j = 0; j < nr; j++) {
+        ocl_var v = rows[j]->var;
+        int slices = rows[j]->fill == FILL_SPLIT ? pick_slices(d, v, m, n, k, batch) : 1;
         if (j == nr - 1)
-            return rows[j]->var;
-        uint64_t ts = var_tile[rows[j]->var], ns = var_tile[rows[j + 1]->var];
+            return (ocl_pick){v, slices};
+        uint64_t ts = var_tile[v], ns = var_tile[rows[j + 1]->var];
         uint64_t gm = ((uint64_t)m + ts - 1) / ts, gn = ((uint64_t)n + ts - 1) / ts;
         uint64_t pad = gm * gn * ts * ts;
         uint64_t npad = ((uint64_t)m + ns - 1) / ns * (((uint64_t)n + ns - 1) / ns) * ns * ns;
-        bool fills = gm * gn * batch >= cus;
-        bool ok =
-            rows[j]->fill == FILL_ALWAYS || fills || (rows[j]->fill == FILL_OR_TN && ta && !tb);
+        bool fills = gm * gn * batch >= d->cus;
+        bool ok = rows[j]->fill == FILL_ALWAYS  ? true
+                  : rows[j]->fill == FILL_SPLIT ? slices > 1
+                  : rows[j]->fill == FILL_ALL   ? fills
+                                                : fills || (ta && !tb);
         if (ok && pad * 8 <= npad * 9)
-            return rows[j]->var;
+            return (ocl_pick){v, slices};
     }
     if (have & (1u << VAR_VEC))
-        return VAR_VEC;
-    return VAR_NAIVE;
+        return (ocl_pick){VAR_VEC, 1};
+    return (ocl_pick){VAR_NAIVE, 1};
 }
 
 /* The variants this context built, a bit per ocl_var. */
@@ -637,9 +608,27 @@ static unsigned built_variants(const ocl_ctx *o)
     return have;
 }
 
+/* The choice for a product here, split-K as DEVGATE_OPENCL_SPLITK says
+ * where split (else none), with the workspace under the convolutions' cap
+ * and the device's allocation limit. */
+static ocl_pick pick_gemm(const ocl_ctx *o, bool ta, bool tb, int m, int n, int k, size_t batch,
+                          bool split)
+{
+    pick_dev d = {built_variants(o), 0, o->compute_units, split ? o->split.force : 0, o->conv_cap};
+    if (o->max_alloc && o->max_alloc < d.cap)
+        d.cap = o->max_alloc;
+    for (int t = 0; t < 2 && split; t++) {
+        ocl_var v = t ? VAR_D64 : VAR_D32;
+        if (dg_ocl_split_has(&o->split, split_tile(v), ta, tb))
+            d.split |= 1u << v;
+    }
+    return pick_core(&d, ta, tb, m, n, k, batch);
+}
+
+/* The direct (unsplit) kernel variant for a product here. */
 static ocl_var pick_var(const ocl_ctx *o, bool ta, bool tb, int m, int n, size_t batch)
 {
-    return pick_core(built_variants(o), o->compute_units, ta, tb, m, n, batch);
+    return pick_gemm(o, ta, tb, m, n, 0, batch, false).var;
 }
 
 /* Creates the four transpose specialisations of kernel variant v; for a
@@ -656,14 +645,14 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
         cl_int e = CL_SUCCESS;
         o->kernels[v][t] = clCreateKernel(o->program, name, &e);
         if (!o->kernels[v][t])
-            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)", name,
-                              cl_err_name(e), (int)e);
+            return reason_set(reason, len, dg_ocl_status(e), "clCreateKernel(%s) failed: %s (%d)",
+                              name, dg_ocl_err_name(e), (int)e);
         size_t kwg = 0;
         e = clGetKernelWorkGroupInfo(o->kernels[v][t], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg,
                                      &kwg, NULL);
         if (e != CL_SUCCESS)
             return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
-                              name, cl_err_name(e), (int)e);
+                              name, dg_ocl_err_name(e), (int)e);
         if (kwg < wg)
             wg = kwg;
     }
@@ -676,7 +665,7 @@ static dg_status make_kernel(ocl_ctx *o, ocl_var v, bool *fits, char *reason, si
         e = clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
     if (e != CL_SUCCESS)
         return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
-                          var_kernels[v], cl_err_name(e), (int)e);
+                          var_kernels[v], dg_ocl_err_name(e), (int)e);
     *fits = wg >= var_wg[v] * var_wg[v] && item[0] >= var_wg[v] && item[1] >= var_wg[v] &&
             local >= var_local[v];
     if (!*fits) {
@@ -709,7 +698,7 @@ static dg_status pick_kernels(ocl_ctx *o, char *reason, size_t len)
                             &o->compute_units, NULL);
     if (e != CL_SUCCESS)
         return reason_set(reason, len, DG_ERR_BACKEND, "clGetDeviceInfo failed: %s (%d)",
-                          cl_err_name(e), (int)e);
+                          dg_ocl_err_name(e), (int)e);
 
     const char *force = getenv("DEVGATE_OPENCL_KERNEL");
     bool tiled = !(type & CL_DEVICE_TYPE_CPU);
@@ -759,19 +748,19 @@ static dg_status make_op_kernels(ocl_ctx *o, char *reason, size_t len)
     cl_int e = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item, item, NULL);
     if (e != CL_SUCCESS)
         return reason_set(reason, len, DG_ERR_BACKEND,
-                          "clGetDeviceInfo(MAX_WORK_ITEM_SIZES) failed: %s (%d)", cl_err_name(e),
-                          (int)e);
+                          "clGetDeviceInfo(MAX_WORK_ITEM_SIZES) failed: %s (%d)",
+                          dg_ocl_err_name(e), (int)e);
     for (int k = 0; k < K_COUNT; k++) {
         o->ops[k] = clCreateKernel(o->program, op_kernels[k], &e);
         if (!o->ops[k])
-            return reason_set(reason, len, cl_status(e), "clCreateKernel(%s) failed: %s (%d)",
-                              op_kernels[k], cl_err_name(e), (int)e);
+            return reason_set(reason, len, dg_ocl_status(e), "clCreateKernel(%s) failed: %s (%d)",
+                              op_kernels[k], dg_ocl_err_name(e), (int)e);
         size_t wg = 0;
         e = clGetKernelWorkGroupInfo(o->ops[k], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
                                      NULL);
         if (e != CL_SUCCESS)
             return reason_set(reason, len, DG_ERR_BACKEND, "querying %s limits failed: %s (%d)",
-                              op_kernels[k], cl_err_name(e), (int)e);
+                              op_kernels[k], dg_ocl_err_name(e), (int)e);
         size_t l = OCL_LOCAL;
         if (l > wg)
             l = wg;
@@ -914,16 +903,16 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     o->context = clCreateContext(props, 1, &d->device, NULL, NULL, &e);
     if (!o->context) {
-        st = reason_set(reason, len, cl_status(e),
+        st = reason_set(reason, len, dg_ocl_status(e),
                         "clCreateContext failed on OpenCL device %d (%s): %s (%d)", device, name,
-                        cl_err_name(e), (int)e);
+                        dg_ocl_err_name(e), (int)e);
         goto fail;
     }
     o->queue = clCreateCommandQueue(o->context, d->device, CL_QUEUE_PROFILING_ENABLE, &e);
     if (!o->queue) {
-        st = reason_set(reason, len, cl_status(e),
+        st = reason_set(reason, len, dg_ocl_status(e),
                         "clCreateCommandQueue failed on OpenCL device %d (%s): %s (%d)", device,
-                        name, cl_err_name(e), (int)e);
+                        name, dg_ocl_err_name(e), (int)e);
         goto fail;
     }
     cl_device_type type = 0;
@@ -931,8 +920,8 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
     o->program = dg_ocl_program_build(o->context, d->platform, d->device, opencl_kernels,
                                       OCL_BUILD_OPTS, !(type & CL_DEVICE_TYPE_CPU), &e, &o->origin);
     if (!o->program) {
-        st = reason_set(reason, len, cl_status(e), "clCreateProgramWithSource failed: %s (%d)",
-                        cl_err_name(e), (int)e);
+        st = reason_set(reason, len, dg_ocl_status(e), "clCreateProgramWithSource failed: %s (%d)",
+                        dg_ocl_err_name(e), (int)e);
         goto fail;
     }
     if (e != CL_SUCCESS) {
@@ -942,9 +931,14 @@ static dg_status ocl_init(int device, void **ctx, char *reason, size_t len)
     }
     st = read_conv_cap(o, reason, len);
     if (st == DG_OK)
+        st = dg_ocl_split_env(&o->split.force, reason, len);
+    if (st == DG_OK)
         st = pick_kernels(o, reason, len);
     if (st == DG_OK)
         st = make_op_kernels(o, reason, len);
+    if (st == DG_OK) /* split-K for the db32 and db64 tiles built */
+        st = dg_ocl_split_init(&o->split, o->program, d->device, o->kernels[VAR_D32][0] != NULL,
+                               o->kernels[VAR_D64][0] != NULL, reason, len);
     if (st != DG_OK)
         goto fail;
     make_conv_kernels(o);
@@ -1093,7 +1087,7 @@ static dg_status ocl_buf_alloc(void *ctx, size_t bytes, void **buf)
     cl_mem m = clCreateBuffer(o->context, CL_MEM_READ_WRITE, bytes, NULL, &e);
     if (!m) {
         ocl_clfail(o, "clCreateBuffer", e);
-        return e == CL_INVALID_BUFFER_SIZE ? DG_ERR_DEVICE_OOM : cl_status(e);
+        return e == CL_INVALID_BUFFER_SIZE ? DG_ERR_DEVICE_OOM : dg_ocl_status(e);
     }
     *buf = m;
     return DG_OK;
@@ -1116,7 +1110,7 @@ static dg_status check_range(ocl_ctx *o, const char *what, const void *buf, size
     cl_int e = clGetMemObjectInfo((cl_mem)buf, CL_MEM_SIZE, sizeof size, &size, NULL);
     if (e != CL_SUCCESS)
         return ocl_fail(o, DG_ERR_USAGE, "%s: not a buffer of this backend: %s (%d)", what,
-                        cl_err_name(e), (int)e);
+                        dg_ocl_err_name(e), (int)e);
     if (off > size || bytes > size - off)
         return ocl_fail(o, DG_ERR_USAGE, "%s: range [%zu, +%zu) outside the %zu-byte buffer", what,
                         off, bytes, size);
@@ -1226,14 +1220,14 @@ static dg_status ocl_host_alloc(void *ctx, size_t bytes, void **p)
         return ocl_fail(o, DG_ERR_NOMEM,
                         "host_alloc: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of %zu bytes failed: "
                         "%s (%d)",
-                        n, cl_err_name(e), (int)e);
+                        n, dg_ocl_err_name(e), (int)e);
     b->host = clEnqueueMapBuffer(o->copyq, b->hbuf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0,
                                  NULL, NULL, &e);
     if (!b->host) {
         pin_release(o, b);
         return ocl_fail(o, DG_ERR_NOMEM,
                         "host_alloc: mapping %zu page-locked bytes failed: %s (%d)", n,
-                        cl_err_name(e), (int)e);
+                        dg_ocl_err_name(e), (int)e);
     }
     b->bytes = bytes;
     b->stage = clCreateBuffer(o->context, CL_MEM_READ_WRITE, n, NULL, &e);
@@ -1242,9 +1236,9 @@ static dg_status ocl_host_alloc(void *ctx, size_t bytes, void **p)
         dg_status st = e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ||
                                e == CL_INVALID_BUFFER_SIZE
                            ? DG_ERR_DEVICE_OOM
-                           : cl_status(e);
-        return ocl_fail(o, st, "host_alloc: staging twin of %zu bytes: %s (%d)", n, cl_err_name(e),
-                        (int)e);
+                           : dg_ocl_status(e);
+        return ocl_fail(o, st, "host_alloc: staging twin of %zu bytes: %s (%d)", n,
+                        dg_ocl_err_name(e), (int)e);
     }
     *p = b->host;
     return DG_OK;
@@ -1408,24 +1402,13 @@ static dg_status check_refs(ocl_ctx *o, const char *op, const operand *v, size_t
     return DG_OK;
 }
 
-/* A kernel argument: its size and where its value is. */
-typedef struct karg {
-    size_t size;
-    const void *value;
-} karg;
-#define KA(x)                                                                                      \
-    {                                                                                              \
-        sizeof(x), &(x)                                                                            \
-    }
-#define NARGS(a) (sizeof(a) / sizeof((a)[0]))
-
 static dg_status set_args(ocl_ctx *o, cl_kernel k, const char *name, const karg *args, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (e != CL_SUCCESS)
-            return ocl_fail(o, cl_status(e), "clSetKernelArg(%s, %zu) failed: %s (%d)", name, i,
-                            cl_err_name(e), (int)e);
+            return ocl_fail(o, dg_ocl_status(e), "clSetKernelArg(%s, %zu) failed: %s (%d)", name, i,
+                            dg_ocl_err_name(e), (int)e);
     }
     return DG_OK;
 }
@@ -1443,8 +1426,8 @@ static dg_status run_op(ocl_ctx *o, ocl_op k, const karg *args, size_t nargs, si
     size_t global = (items + local - 1) / local * local;
     cl_int e = clEnqueueNDRangeKernel(o->queue, o->ops[k], 1, NULL, &global, &local, 0, NULL, NULL);
     if (e != CL_SUCCESS)
-        return ocl_fail(o, cl_status(e), "clEnqueueNDRangeKernel(%s) failed: %s (%d)",
-                        op_kernels[k], cl_err_name(e), (int)e);
+        return ocl_fail(o, dg_ocl_status(e), "clEnqueueNDRangeKernel(%s) failed: %s (%d)",
+                        op_kernels[k], dg_ocl_err_name(e), (int)e);
     o->enqueued++;
     return DG_OK;
 }
@@ -1502,14 +1485,6 @@ static dg_status transpose_b(ocl_ctx *o, cl_mem *b, cl_ulong *eb, int *ldb, cl_u
 /* The implicit-GEMM convolution kinds (ocl_ctx.conv's first index). */
 enum { CONV_FWD, CONV_DW, CONV_DX };
 
-/* A checked epilogue for enqueue_gemm (kernels.cl's EPI_* bits in epi). */
-typedef struct ocl_epi {
-    int epi;
-    cl_mem bias, mask; /* NULL when unused */
-    cl_ulong ebias, emask;
-} ocl_epi;
-enum { EPI_BIAS_COL = 1, EPI_BIAS_ROW = 2, EPI_RELU = 4, EPI_MASK = 8 };
-
 /* Enqueues batch GEMMs on checked operands, product i on the operands
  * advanced by i*sa, i*sb, i*sc elements, with pick_var's variant, then the
  * epilogue ep (NULL: none) on every output. */
@@ -1519,11 +1494,32 @@ static dg_status enqueue_product(ocl_ctx *o, bool ta, bool tb, int m, int n, int
                                  cl_ulong sc, size_t batch, const ocl_epi *ep, const cl_int8 *geo,
                                  int cv);
 
+/* Product g split into p.slices k-slices of variant p.var's tiles;
+ * DG_ERR_UNAVAILABLE (nothing enqueued) where the workspace does not fit. */
+static dg_status split_product(ocl_ctx *o, ocl_pick p, const ocl_split_gemm *g)
+{
+    char err[256] = "";
+    dg_status st = dg_ocl_split_enqueue(&o->split, o->context, o->queue, split_tile(p.var),
+                                        p.slices, g, &o->enqueued, err, sizeof err);
+    return st == DG_OK || st == DG_ERR_UNAVAILABLE ? st : ocl_fail(o, st, "%s", err);
+}
+
+/* enqueue_product without a convolution: split into k-slices where the
+ * choice takes it (g in ocl_split_gemm's field order), else the direct
+ * kernel. */
 static dg_status enqueue_gemm_ep(ocl_ctx *o, bool ta, bool tb, int m, int n, int k, float alpha,
                                  cl_mem a, cl_ulong ea, int lda, cl_ulong sa, cl_mem b, cl_ulong eb,
                                  int ldb, cl_ulong sb, float beta, cl_mem c, cl_ulong ec, int ldc,
                                  cl_ulong sc, size_t batch, const ocl_epi *ep)
 {
+    ocl_pick p = pick_gemm(o, ta, tb, m, n, k, batch, true);
+    if (p.slices > 1) {
+        const ocl_split_gemm g = {ta, tb, m,   n,   k,   alpha, beta, a,  b,     c, ea,
+                                  eb, ec, lda, ldb, ldc, sa,    sb,   sc, batch, ep};
+        dg_status st = split_product(o, p, &g);
+        if (st != DG_ERR_UNAVAILABLE)
+            return st;
+    }
     return enqueue_product(o, ta, tb, m, n, k, alpha, a, ea, lda, sa, b, eb, ldb, sb, beta, c, ec,
                            ldc, sc, batch, ep, NULL, CONV_FWD);
 }
@@ -1724,17 +1720,28 @@ dg_status dg_ocl_gemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, 
                         ldb, sb, beta, (cl_mem)c.buf, ec, ldc, sc, (size_t)batch);
 }
 
-const char *dg_ocl_gemm_variant(void *ctx, bool ta, bool tb, int m, int n, int batch)
+const char *dg_ocl_gemm_variant(void *ctx, bool ta, bool tb, int m, int n, int k, int batch,
+                                int *slices)
 {
     const ocl_ctx *o = ctx;
-    return o ? var_names[pick_var(o, ta, tb, m, n, batch > 0 ? (size_t)batch : 1)] : "";
+    ocl_pick p = {VAR_NAIVE, 1};
+    if (o)
+        p = pick_gemm(o, ta, tb, m, n, k, batch > 0 ? (size_t)batch : 1, true);
+    if (slices)
+        *slices = p.slices;
+    return o ? var_names[p.var] : "";
 }
 
 const char *dg_ocl_gemm_pick(bool cpu, unsigned compute_units, bool ta, bool tb, int m, int n,
-                             int batch)
+                             int k, int batch, int *slices)
 {
-    return var_names[pick_core(class_variants(cpu), compute_units, ta, tb, m, n,
-                               batch > 0 ? (size_t)batch : 1)];
+    unsigned have = class_variants(cpu);
+    pick_dev d = {have, have & ((1u << VAR_D32) | (1u << VAR_D64)), compute_units, OCL_SPLIT_AUTO,
+                  0};
+    ocl_pick p = pick_core(&d, ta, tb, m, n, k, batch > 0 ? (size_t)batch : 1);
+    if (slices)
+        *slices = p.slices;
+    return var_names[p.var];
 }
 
 dg_status dg_ocl_handles(void *ctx, cl_context *context, cl_command_queue *queue,

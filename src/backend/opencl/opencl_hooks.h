@@ -17,17 +17,21 @@ dg_status dg_ocl_gemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, 
                               dg_ref a, int lda, size_t sa, dg_ref b, int ldb, size_t sb,
                               float beta, dg_ref c, int ldc, size_t sc, int batch);
 
-/* Name of the kernel variant ("db64", "vec", ...) a batch of m x n products
- * (op(A) = A^T when ta, op(B) = B^T when tb) runs on this device ("" without
- * a context). */
-const char *dg_ocl_gemm_variant(void *ctx, bool ta, bool tb, int m, int n, int batch);
+/* Name of the kernel variant ("db64", "vec", ...) a batch of m x n x k
+ * products (op(A) = A^T when ta, op(B) = B^T when tb) runs on this device
+ * ("" without a context), and in *slices (unless NULL) the k-slices it is
+ * split into (1: not split; ocl_gemm_split.h, DEVGATE_OPENCL_SPLITK
+ * respected). */
+const char *dg_ocl_gemm_variant(void *ctx, bool ta, bool tb, int m, int n, int k, int batch,
+                                int *slices);
 
 /* The automatic choice's variant for that product on a device of a class
  * with every variant of the class built: cpu (the vec kernel) or not (GPUs
- * and accelerators, the tiled kernels), with compute_units (the table in
- * opencl.c, readable by tests without a device). */
+ * and accelerators, the tiled kernels), with compute_units, and its split
+ * into *slices (unless NULL; no workspace cap): the table in opencl.c,
+ * readable by tests without a device, DEVGATE_OPENCL_SPLITK not read. */
 const char *dg_ocl_gemm_pick(bool cpu, unsigned compute_units, bool ta, bool tb, int m, int n,
-                             int batch);
+                             int k, int batch, int *slices);
 
 /* Where the context's program came from: "source" (built from kernels.cl) or
  * "cache" (the program binary cache, ocl_cache.h); "" without a context. */

@@ -33,6 +33,12 @@ DEVGATE_PAIR_PLAN plants it: tests/cli/test_method_contract.sh).
 --samples N: a data set of N samples: a step holds min(batch, N) (a loader
 delivers a set smaller than the batch whole), and run_start says N
 (loader.samples) unless --hide-size (an iterable data set without a length).
+--loss: each step reports a loss, a planted curve 2.3 x 0.95^step (the same
+on every device, as a seeded program's fp32 steps would be); --drift F: off
+the cpu each step's loss is multiplied by 1 + F x (step + 1) / 8 (a device
+training in another precision drifts step by step: accept -- CMD's loss
+check, tests/cli/test_accept_cmd_loss.sh); --jitter F: every run multiplies
+its losses by 1 + F x a draw of its own (an unseeded program).
 
 The program stops by itself after DEVGATE_PROBE_MAX_STEPS steps (the zero-code
 probe's knob, which an explicit-API program honours itself) or after --epochs
@@ -42,6 +48,7 @@ x --steps steps.
 import argparse
 import math
 import os
+import random
 import signal
 import sys
 import time
@@ -96,6 +103,11 @@ def main(argv=None):
                     help="loader wait reported on every other step (not slept)")
     ap.add_argument("--samples", type=int, help="the data set's size (a step holds at most this)")
     ap.add_argument("--hide-size", action="store_true", help="run_start does not say --samples")
+    ap.add_argument("--loss", action="store_true", help="report a planted loss curve each step")
+    ap.add_argument("--drift", type=float, default=0.0,
+                    help="off the cpu, the loss drifts by this share per 8 steps")
+    ap.add_argument("--jitter", type=float, default=0.0,
+                    help="the run's losses scaled by a draw of its own (unseeded)")
     args = ap.parse_args(argv)
 
     b = args.batch
@@ -116,6 +128,7 @@ def main(argv=None):
     p.run_start(args.device, b, loader=loader)
     hog = None
     done = 0
+    scale = 1.0 + args.jitter * random.SystemRandom().random()
     for epoch in range(args.epochs):
         with p.epoch(epoch, empty_cache=False):
             for i in range(args.steps):
@@ -125,9 +138,14 @@ def main(argv=None):
                 this_s = args.slow_ms / 1000.0 if done < args.slow_first else step_s
                 this_s *= args.epoch_growth ** epoch
                 sleep_until(time.perf_counter() + this_s)
+                loss = None
+                if args.loss:
+                    loss = 2.3 * 0.95 ** done * scale
+                    if args.device != "cpu":
+                        loss *= 1.0 + args.drift * (done + 1) / 8.0
                 p.emit("step", epoch=epoch, step=i, step_ms=this_s * 1000.0,
                        data_ms=args.data_ms if done % 2 else 0.0,
-                       loss=None, synced=False, batch=held)
+                       loss=loss, synced=False, batch=held)
                 done += 1
                 if args.kill_above is not None and b > args.kill_above:
                     if args.oom_events:

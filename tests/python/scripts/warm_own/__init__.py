@@ -1,0 +1,1 @@
+"""The program's own package, beside its script: never imported by the fork server."""
