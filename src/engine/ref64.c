@@ -26,7 +26,7 @@ void dg_ref64_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const do
                    const double *b, int ldb, double beta, double *c, int ldc)
 {
     /* Every C[i][j] is one thread's, summed over p in order. */
-#pragma omp parallel for collapse(2) if ((double)m * n * k > PAR_MIN) schedule(dynamic)
+#pragma omp parallel for collapse(2) if ((double)m * n * k > PAR_MIN) schedule(static)
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
             double s = 0.0;
@@ -150,7 +150,7 @@ void dg_ref64_conv2d_fwd(const dg_conv_shape *s, const double *x, const double *
                          const double *bias, double *y)
 {
     /* Every output plane (n, k) is one thread's. */
-#pragma omp parallel for collapse(2) if (conv_macs(s) > PAR_MIN) schedule(dynamic)
+#pragma omp parallel for collapse(2) if (conv_macs(s) > PAR_MIN) schedule(static)
     for (int n = 0; n < s->n; n++) {
         for (int k = 0; k < s->k; k++) {
             double *yp = PLANE(y, n, k, s->k, s->ho, s->wo);
@@ -181,7 +181,7 @@ static void conv2d_bwd_weights(const dg_conv_shape *s, const double *x, const do
                                double *dw, double *db)
 {
     size_t per_k = (size_t)s->c * s->kh * s->kw;
-#pragma omp parallel for if (conv_macs(s) > PAR_MIN) schedule(dynamic)
+#pragma omp parallel for if (conv_macs(s) > PAR_MIN) schedule(static)
     for (int k = 0; k < s->k; k++) {
         double *dwk = dw + (size_t)k * per_k; /* [c, kh, kw] */
         for (size_t i = 0; i < per_k; i++)
@@ -214,7 +214,7 @@ static void conv2d_bwd_weights(const dg_conv_shape *s, const double *x, const do
  * summed over (k, oy, ox) in that order. */
 static void conv2d_bwd_input(const dg_conv_shape *s, const double *w, const double *dy, double *dx)
 {
-#pragma omp parallel for collapse(2) if (conv_macs(s) > PAR_MIN) schedule(dynamic)
+#pragma omp parallel for collapse(2) if (conv_macs(s) > PAR_MIN) schedule(static)
     for (int n = 0; n < s->n; n++) {
         for (int c = 0; c < s->c; c++) {
             double *dxp = PLANE(dx, n, c, s->c, s->h, s->w);
