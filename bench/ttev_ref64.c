@@ -17,14 +17,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Batch `step`: inputs and labels from the Philox stream of that step. */
 static dg_status seeded_batch(void *user, int step, float *x, int32_t *labels)
 {
-    const int *n = user;
+    const size_t *dims = user; /* batch, floats per sample */
     dg_rng r;
     dg_rng_init(&r, 11, (uint64_t)step);
-    dg_rng_uniform(&r, x, (size_t)n[0] * n[1], -1.0f, 1.0f);
-    for (int i = 0; i < n[0]; i++)
-        labels[i] = (int32_t)((i * 7 + step) % 10);
+    dg_rng_uniform(&r, x, dims[0] * dims[1], -1.0f, 1.0f);
+    for (size_t i = 0; i < dims[0]; i += 4) {
+        uint32_t u[4];
+        dg_rng_next4(&r, u);
+        for (size_t j = 0; j < 4 && i + j < dims[0]; j++)
+            labels[i + j] = (int32_t)(u[j] % 10);
+    }
     return DG_OK;
 }
 
@@ -43,7 +48,7 @@ int main(int argc, char **argv)
     dg_rng r;
     dg_rng_init(&r, 5, 0);
     dg_rng_uniform(&r, init, count, -0.05f, 0.05f);
-    int dims[2] = {batch, m.in_c * m.in_h * m.in_w};
+    size_t dims[2] = {(size_t)batch, (size_t)m.in_c * m.in_h * m.in_w};
     double t0 = dg_now();
 #ifdef TTEV_NO_THREADS_ARG
     dg_status st =
