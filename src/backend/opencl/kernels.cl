@@ -356,10 +356,13 @@ static inline void dg_db(const int we, const int g, const int tk, const int ta, 
  * 16x16 (8x8 outputs each), 8 deep. */
 /* A db kernel's body: its local tiles, its product of the batch (group
  * dimension 2), dg_db with cv and geo. */
+/* The double-buffered local tiles of A and B (as4, bs4) a db kernel declares. */
+#define DG_DB_TILES(we, g, tk)                                                                     \
+    __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                      \
+    __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4]
 #define DG_DB_BODY(we, g, tk, ta, tb, cv, geo)                                                     \
     {                                                                                              \
-        __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
-        __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        DG_DB_TILES(we, g, tk);                                                                    \
         const size_t bi = get_group_id(2);                                                         \
         dg_db(we, g, tk, ta, tb, (__local float *)as4, (__local float *)bs4, m, n, k, alpha,       \
               a + a_off + bi * sa, lda, b + b_off + bi * sb, ldb, beta, c + c_off + bi * sc, ldc,  \
@@ -418,8 +421,7 @@ DG_CONV_KERNEL(dg_convdx_db64, 16, 1, 16, 0, 2)
         __global const float *restrict b, const ulong b_off, const int ldb, const ulong sb,        \
         __global float *w)                                                                         \
     {                                                                                              \
-        __local float4 as4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
-        __local float4 bs4[2 * tk * DG_DB_PITCH(4 * we * g) / 4];                                  \
+        DG_DB_TILES(we, g, tk);                                                                    \
         const int z = (int)get_group_id(2), bi = z / slices, k0 = (z - bi * slices) * ks;          \
         const size_t ka = ta ? (size_t)k0 * lda : (size_t)k0,                                      \
                      kb = tb ? (size_t)k0 : (size_t)k0 * ldb;                                      \
