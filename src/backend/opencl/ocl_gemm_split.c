@@ -190,9 +190,8 @@ static dg_status grow_work(ocl_split *s, cl_context context, size_t bytes, cl_in
 static cl_int launch(cl_command_queue queue, cl_kernel kr, const karg *args, cl_uint n,
                      cl_uint dims, const size_t *global, const size_t *local)
 {
-    cl_int e = CL_SUCCESS;
-    for (cl_uint i = 0; i < n && e == CL_SUCCESS; i++)
-        e = clSetKernelArg(kr, i, args[i].size, args[i].value);
+    size_t bad;
+    cl_int e = dg_ocl_set_args(kr, args, n, &bad);
     return e == CL_SUCCESS
                ? clEnqueueNDRangeKernel(queue, kr, dims, NULL, global, local, 0, NULL, NULL)
                : e;

@@ -85,3 +85,15 @@ dg_status dg_ocl_status(cl_int e)
     default: return DG_ERR_BACKEND;
     }
 }
+
+cl_int dg_ocl_set_args(cl_kernel k, const karg *args, size_t n, size_t *bad)
+{
+    for (size_t i = 0; i < n; i++) {
+        cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (e != CL_SUCCESS) {
+            *bad = i;
+            return e;
+        }
+    }
+    return CL_SUCCESS;
+}

@@ -25,4 +25,8 @@ typedef struct karg {
     }
 #define NARGS(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Sets kernel k's arguments 0..n-1 from args; CL_SUCCESS, or the first
+ * failure's code with its argument's index in *bad. */
+cl_int dg_ocl_set_args(cl_kernel k, const karg *args, size_t n, size_t *bad);
+
 #endif

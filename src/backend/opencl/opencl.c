@@ -1404,12 +1404,11 @@ static dg_status check_refs(ocl_ctx *o, const char *op, const operand *v, size_t
 
 static dg_status set_args(ocl_ctx *o, cl_kernel k, const char *name, const karg *args, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
-        if (e != CL_SUCCESS)
-            return ocl_fail(o, dg_ocl_status(e), "clSetKernelArg(%s, %zu) failed: %s (%d)", name, i,
-                            dg_ocl_err_name(e), (int)e);
-    }
+    size_t i = 0;
+    cl_int e = dg_ocl_set_args(k, args, n, &i);
+    if (e != CL_SUCCESS)
+        return ocl_fail(o, dg_ocl_status(e), "clSetKernelArg(%s, %zu) failed: %s (%d)", name, i,
+                        dg_ocl_err_name(e), (int)e);
     return DG_OK;
 }
 
