@@ -40,6 +40,12 @@ static loss_row *rows_of(const cJSON *arr, size_t *n)
     return v;
 }
 
+bool dg_loss_torch_unseeded(const cJSON *seeds)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(seeds, "torch");
+    return cJSON_IsObject(seeds) && !(cJSON_IsNumber(t) || cJSON_IsTrue(t));
+}
+
 bool dg_loss_pair(const cJSON *a, const cJSON *b, double tolerance, const char *incomparable,
                   dg_loss_pairing *out)
 {

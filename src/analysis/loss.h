@@ -25,6 +25,11 @@ typedef struct dg_loss_pairing {
     char why[200];           /* why not judged ("" when judged) */
 } dg_loss_pairing;
 
+/* Whether a run record's seeds object says torch was unseeded (its torch
+ * seed neither a number nor true): such a run's losses are not comparable
+ * with another's. False when seeds is not an object (not reported). */
+bool dg_loss_torch_unseeded(const cJSON *seeds);
+
 /* Pairs the losses a and b ([[epoch, step, loss], ...], a run record's
  * supervise.losses; NULL or not an array: none) and judges them against
  * tolerance: agree when every pair's relative difference is at most it.

@@ -22,6 +22,7 @@
  * applies the same rules, decision and final gate. */
 #include "steps/accept_cmd.h"
 
+#include "analysis/loss.h"
 #include "core/core.h"
 #include "core/json.h"
 #include "core/record.h"
@@ -570,10 +571,7 @@ static dg_status cmd_pair(void *ctx, int batch, const char *device, dg_pair_side
     out->busy = (dg_metric){isfinite(share) ? 1 - share : 0, isfinite(share)};
     out->losses = cJSON_DetachItemFromObjectCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(rec, "supervise"), "losses");
-    /* As compare RUN_A RUN_B reads the seeds (compare_basis.c): a record with
-     * seeds whose torch seed is neither a number nor true was unseeded. */
-    const cJSON *seeds = dg_jpath(rec, "seeds"), *torch = dg_jpath(seeds, "torch");
-    out->unseeded = cJSON_IsObject(seeds) && !(cJSON_IsNumber(torch) || cJSON_IsTrue(torch));
+    out->unseeded = dg_loss_torch_unseeded(dg_jpath(rec, "seeds"));
     cJSON_Delete(rec);
     return DG_OK;
 }

@@ -5,6 +5,8 @@
  * sections at the same names (docs/schema/report.md). */
 #include "steps/compare_runs.h"
 
+#include "analysis/loss.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,8 +140,7 @@ static void read_seeds(cr_side *s, const cJSON *rec)
                                         off ? " " : "", keys[i], val);
         }
         s->seeds_known = true;
-        const cJSON *t = at(seeds, "torch");
-        s->torch_unseeded = !(cJSON_IsNumber(t) || cJSON_IsTrue(t));
+        s->torch_unseeded = dg_loss_torch_unseeded(seeds);
         return;
     }
     /* The fixture draws every random number from spec.seed. */
