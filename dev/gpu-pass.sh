@@ -76,6 +76,11 @@
 #            parts; "avx2 coretype" is the second call of 10 minutes; CPUBENCH_THREADS
 #            (default 1,2) the bench's thread counts, 1 and 2 in two calls where one is too long
 #   oclgemm  oclbench's GEMM table alone (devgate's OpenCL SGEMM against CLBlast, automatic choice)
+#   precprof issue 24's precisions, where the time goes: for each cell of PRECPROF_CELLS
+#            (preset:batch:precision, default the slow bf16 and tf32 cells) devgate train's
+#            step (and with DEVGATE_CUDA_BF16_GEMM=fast for bf16), its cuDNN plans, the
+#            top ops of devgate profile (each op synchronised), and PyTorch's kernels
+#            for the same step (bench/torch_kernels.py, eager under torch.profiler)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
 #            phase (context, upload, first product, backward, optimizers, pinned loader),
 #            alone on the GPU and beside a process holding a CUDA context (CUDASTART_ROUNDS, 5)
@@ -679,6 +684,46 @@ pass_oclgemm() { # oclbench's GEMM table alone: every square and fixture shape, 
   [ -n "$nv" ] || { echo "no NVIDIA OpenCL device"; return; }
   timeout 120 $GB --device "$nv" --reps 5 --min-ms 10 --shapes all
   echo "gemm_vs_clblast exit $?"
+}
+
+# devgate's side of one cell: step ms, cuDNN plans, the top ops.
+prec_dg() { # preset batch precision
+  local f=$packs/pp-$1-$2-$3
+  timeout 120 $DG --no-ledger train --backend cuda --model "$1" --batch "$2" --steps 60 \
+    --precision "$3" --json -q >"$f-train.json" 2>"$f.err"
+  timeout 120 $DG --no-ledger profile --backend cuda --model "$1" --batch "$2" --warmup 5 --window 10 \
+    --precision "$3" --json -q >"$f-prof.json" 2>>"$f.err"
+  python3 - "$f-train.json" "$f-prof.json" <<'PY'
+import json, sys
+try:
+    t, p = (json.load(open(x)) for x in sys.argv[1:3])
+except (OSError, ValueError) as e:
+    print("  no record:", e); sys.exit(0)
+v = lambda x: x.get("value") if isinstance(x, dict) else x
+print("  step %.4f ms (capture %s); profile ops %.3f ms a step, %s calls in all" % (
+    v(t["throughput"]["step_ms"]) or -1, (t.get("capture") or {}).get("used"),
+    (v(p["ops_total"]["ms"]) or 0) / p["window"]["steps"],
+    p["ops_total"]["calls"]))
+for part in (p.get("device") or {}).get("versions", "").split("; "):
+    if part.startswith("conv"):
+        print("   ", part)
+for o in p["ops"][:12]:
+    print("   %8.3f ms %5d  %s" % (o["ms_total"], o["calls"], o["shape"]))
+PY
+}
+
+pass_precprof() {
+  local c pr b p
+  for c in ${PRECPROF_CELLS:-lenet:1024:bf16 lenet:256:bf16 cifar:1024:bf16 cifar:1024:tf32 mlp:32:bf16 mlp:4096:tf32}; do
+    IFS=: read -r pr b p <<<"$c"
+    echo "-- $pr b$b $p"
+    prec_dg "$pr" "$b" "$p"
+    if [ "$p" = bf16 ]; then
+      echo "   with DEVGATE_CUDA_BF16_GEMM=fast:"
+      DEVGATE_CUDA_BF16_GEMM=fast prec_dg "$pr" "$b" "$p"
+    fi
+    timeout 120 python3 bench/torch_kernels.py --preset "$pr" --batch "$b" --precision "$p" --top 14
+  done
 }
 
 pass_cudastart() {

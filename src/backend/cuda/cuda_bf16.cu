@@ -159,11 +159,35 @@ static dg_status cbf_reserve(cbf_scratch *s, cudaStream_t stream, bool capturing
     return DG_OK;
 }
 
+/* DEVGATE_CUDA_BF16_GEMM=fast: cuBLAS rounds the fp32 operands to bf16 itself
+ * (CUBLAS_COMPUTE_32F_FAST_16BF), no cast kernel of ours; cast (default): ours. */
+static bool cbf_gemm_fast(void)
+{
+    static int fast = -1;
+    if (fast < 0) {
+        const char *v = getenv("DEVGATE_CUDA_BF16_GEMM");
+        fast = v && strcmp(v, "fast") == 0;
+    }
+    return fast == 1;
+}
+
 CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch *s, bool capturing,
                               bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                               size_t a_count, int lda, const float *b, size_t b_count, int ldb,
                               float beta, float *c, int ldc, char *err, size_t len)
 {
+    if (cbf_gemm_fast()) {
+        cublasStatus_t bs =
+            cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                         &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc,
+                         CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            cdn_msg(err, len, "cublasGemmEx (fp32 rounded to bf16 by cuBLAS) %dx%dx%d: %s: %s", m,
+                    n, k, cublasGetStatusName(bs), cublasGetStatusString(bs));
+            return DG_ERR_BACKEND;
+        }
+        return DG_OK;
+    }
     size_t a_bytes = cbf_round(a_count * sizeof(__nv_bfloat16));
     dg_status st =
         cbf_reserve(s, stream, capturing, a_bytes + b_count * sizeof(__nv_bfloat16), err, len);
