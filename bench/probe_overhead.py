@@ -20,14 +20,26 @@ Hooks (--hooks): each hook's body timed in one process with the probe armed
 reading, the event's encoding and write), the DataLoader iteration hook,
 the backward hook, a host read's hook, the epoch end (its collection, full
 and young); their sum per step as a share of the loop's own step.
-Results: docs/evidence/cpu-probe-zero.log, docs/evidence/h200-probe-zero.log.
+In situ (--insitu, with --devgate): one `devgate run` of the same loop whose
+epochs alternate, in one process, between the probe reporting (its hooks,
+its step events through devgate's pipe, the epoch end's collection) and the
+probe standing by (st.active False: the hooks return at once, nothing is
+sent); a pair's ratio is the reporting epoch over the standing-by one. The
+rounds of separate processes above carry the machine's process-to-process
+noise (several % on a shared 2-core VM); epochs of one process do not. Each
+hook's in-situ cost (mean us per call, timed around it in the loop, cold
+caches and all) is printed beside.
+Results: docs/evidence/cpu-probe-zero.log, docs/evidence/h200-probe-zero.log,
+docs/evidence/cpu-probe-cost-20261202-s9.log.
 
     python3 bench/probe_overhead.py --devgate build/devgate --device cpu --threads 1
     python3 bench/probe_overhead.py --hooks --device cpu --threads 1
     python3 bench/probe_overhead.py --devgate DEVGATE --device cuda --rounds 30
+    python3 bench/probe_overhead.py --devgate DEVGATE --insitu --device cpu --threads 1
 """
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -70,7 +82,8 @@ def run_variant(a, variant, work):
     with open(result) as f:
         got = json.load(f)
     later = got["epochs_s"][1:] or got["epochs_s"]
-    return statistics.median(later)
+    cpu = got.get("epochs_cpu_s") or [math.nan]
+    return statistics.median(later), statistics.median(cpu[1:] or cpu)
 
 
 def bootstrap(ratios, n=4000, seed=1):
@@ -90,17 +103,21 @@ def rounds(a):
     variants = ["plain", "run"] + (["off"] if a.devgate else [])
     got = {v: [] for v in variants}
     ratios = {v: [] for v in variants[1:]}
+    cpu_ratios = {v: [] for v in variants[1:]}
     with tempfile.TemporaryDirectory(prefix="devgate-probe-overhead-") as work:
         for k in range(a.rounds):
             order = variants[k % len(variants):] + variants[:k % len(variants)]
             if (k // len(variants)) % 2:
                 order.reverse()
-            this = {v: run_variant(a, v, work) for v in order}
+            this, cpu = {}, {}
+            for v in order:
+                this[v], cpu[v] = run_variant(a, v, work)
             for v in variants:
                 got[v].append(this[v])
             for v in ratios:
                 ratios[v].append(this[v] / this["plain"])
-            print("round %d (%s): %s" % (k, " ".join(order), ", ".join(
+                cpu_ratios[v].append(cpu[v] / cpu["plain"])
+            print("round %d (%s, load %.2f): %s" % (k, " ".join(order), os.getloadavg()[0], ", ".join(
                 "%s %.3f s" % (v, this[v]) for v in variants)) + "; " + ", ".join(
                 "%s/plain %.4f" % (v, ratios[v][-1]) for v in ratios), flush=True)
             if k + 1 >= a.min_rounds and interval_text(ratios["run"])[1] < a.width:
@@ -113,6 +130,10 @@ def rounds(a):
         ", ".join("%s %.3f s" % (v, statistics.median(got[v])) for v in variants)))
     for v in ratios:
         print("%s / plain: %s" % (v, interval_text(ratios[v])[0]))
+    for v in ratios:  # the process's CPU time over the same epochs: without the waits a busy machine adds
+        if all(math.isfinite(x) for x in cpu_ratios[v]):
+            print("%s / plain, CPU time: %s" % (v, interval_text(cpu_ratios[v])[0]))
+    print("load average at the end: %.2f %.2f %.2f" % os.getloadavg())
 
 
 HOOKS = r"""
@@ -200,6 +221,92 @@ print(json.dumps(r))
 """
 
 
+INSITU = r"""
+import json, os, statistics, sys, time
+from devgate_probe import _zero, probe as P
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+device, batch, threads, n, pairs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if threads > 0:
+    torch.set_num_threads(threads)
+sys.path.insert(0, sys.argv[6])
+from probe_overhead_train import SmallCNN, train_step
+torch.manual_seed(0)
+dev = torch.device(device)
+side, width = (16, 8) if dev.type == "cpu" else (32, 32)
+model = SmallCNN(width).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+data = TensorDataset(torch.randn(n * batch, 3, side, side), torch.randint(0, 10, (n * batch,)))
+loader = DataLoader(data, batch_size=batch, shuffle=True, pin_memory=dev.type == "cuda")
+sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+st = _zero._state
+spent = {}
+
+def timed(obj, name, key):
+    orig = getattr(obj, name)
+    def hook(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return orig(*a, **k)
+        finally:
+            c = spent.setdefault(key, [0, 0.0])
+            c[0] += 1
+            c[1] += time.perf_counter() - t0
+    setattr(obj, name, hook)
+
+def epoch():
+    t0 = time.perf_counter()
+    for x, y in loader:
+        train_step(model, opt, dev, x, y)
+    sync()
+    return time.perf_counter() - t0
+
+for _ in range(2):  # warm-up; the first epoch end's full collection
+    epoch()
+for key, obj, name in (("step hook", st, "on_step"), ("  memory reading", st, "step_memory"),
+                       ("  step event (held)", st.probe, "emit_held"), ("DataLoader hook", st, "on_next"),
+                       ("backward hook", st, "on_backward"), ("epoch end", st, "close_epoch")):
+    timed(obj, name, key)
+on, off = [], []
+for k in range(pairs):
+    for active in ((True, False) if k % 2 == 0 else (False, True)):
+        st.active = active
+        (on if active else off).append(epoch())
+        st.active = True
+print(json.dumps({"on": on, "off": off, "spent": spent}))
+"""
+
+
+def insitu(a):
+    if not a.devgate:
+        sys.exit("probe_overhead: --insitu needs --devgate")
+    env = child_env(False)
+    with tempfile.TemporaryDirectory(prefix="devgate-probe-insitu-") as work:
+        env["DEVGATE_LEDGER"] = os.path.join(work, "ledger.db")
+        cmd = [a.devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), "--", a.python, "-c",
+               INSITU, a.device, str(a.batch), str(a.threads), str(a.steps), str(a.rounds), HERE]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            sys.exit("probe_overhead: the in-situ run exited %d: %s" % (
+                done.returncode, " | ".join(done.stderr.strip().splitlines()[-3:])))
+        with open(os.path.join(work, "pack", "report.json")) as f:
+            ev = json.load(f)["supervise"]["events"]
+    r = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
+    ratios = [x / y for x, y in zip(r["on"], r["off"])]
+    steps = a.steps * len(r["on"])
+    print("device %s, batch %d, %d steps an epoch, %d pairs of epochs in one devgate run: reporting %.3f s, "
+          "standing by %.3f s (medians)" % (a.device, a.batch, a.steps, len(ratios), statistics.median(r["on"]),
+                                            statistics.median(r["off"])))
+    print("reporting / standing by: %s" % interval_text(ratios)[0])
+    step_us = 1e6 * statistics.median(r["off"]) / a.steps
+    order = ["step hook", "  memory reading", "  step event (held)", "DataLoader hook", "backward hook", "epoch end"]
+    for name in sorted(r["spent"], key=lambda k: order.index(k) if k in order else len(order)):
+        calls, s = r["spent"][name]
+        print("  %-28s %6d calls %8.2f us a call %8.2f us a step  %6.3f%% of a step" % (
+            name, calls, 1e6 * s / max(calls, 1), 1e6 * s / steps, 100.0 * 1e6 * s / steps / step_us))
+    print("devgate read the events pipe %d times for %d lines" % (ev["drains"], ev["lines"]))
+
+
 def hooks(a):
     env = child_env(False)
     done = subprocess.run([a.python, "-c", HOOKS, a.device, str(a.batch), str(a.threads), str(a.steps), HERE],
@@ -236,9 +343,11 @@ def main():
     ap.add_argument("--width", type=float, default=0.02, help="stop once the run/plain interval is this narrow")
     ap.add_argument("--max-seconds", type=float, default=0, help="no round begun that would end past this")
     ap.add_argument("--hooks", action="store_true", help="time each hook's body instead")
+    ap.add_argument("--insitu", action="store_true", help="with --devgate: --rounds pairs of epochs in one "
+                    "devgate run, the probe reporting and standing by in turn")
     a = ap.parse_args()
     t0 = a.t0 = time.time()
-    hooks(a) if a.hooks else rounds(a)
+    hooks(a) if a.hooks else insitu(a) if a.insitu else rounds(a)
     print("(%.0f s)" % (time.time() - t0))
 
 

@@ -12,6 +12,7 @@
 #include "measure/measure.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <sched.h>
@@ -27,6 +28,14 @@
 #define READ_BUDGET ((size_t)1 << 20) /* bytes read per loop turn, so the loop stays responsive */
 #define EOF_SLACK_S 0.25              /* EOF this long before the exit is "closed early" */
 #define MAX_LOSSES 10000
+/* The events pipe is read at most every DRAIN_GAP_S while it keeps being
+ * readable: a program stepping every few ms would otherwise wake devgate at
+ * every step event, and each wake-up (poll, read, parse, a context switch on
+ * a busy machine) is taken from the program (issue 24). Exit, timeout, kill
+ * and forwarded signals do not wait for it (the loop's other wakes). */
+#define DRAIN_GAP_S 0.025
+#define EVENTS_PIPE_BYTES (1 << 20)  /* asked for, so a held pipe never fills */
+#define DRAIN_BIG ((size_t)32 << 10) /* a drain this large is not followed by a hold */
 
 typedef struct run {
     dg_evcollect col;
@@ -41,6 +50,8 @@ typedef struct run {
     dg_run_clock clock;     /* devgate's marks of the run's timeline */
     double *epoch_rss_peak; /* per kept epoch: the tree's RSS peak since the previous epoch_end */
     size_t nerp, erp_cap;
+    size_t drains;    /* loop turns that read the events pipe (supervise.events.drains) */
+    size_t fed_bytes; /* bytes the events pipe gave, all drains */
 } run;
 
 /* Optimizer steps the program reported so far. */
@@ -107,12 +118,14 @@ static void on_line(void *user, const char *line, size_t len)
 static void feed_events(void *user, const char *p, size_t n)
 {
     run *r = user;
+    r->fed_bytes += n;
     dg_evreader_feed(&r->rd, p, n, on_line, r);
 }
 
 /* Reads what the pipe holds, at most budget bytes; true at end of file. */
 static bool drain(run *r, int fd, size_t budget)
 {
+    r->drains++;
     return dg_fd_drain(fd, budget, feed_events, r);
 }
 
@@ -122,6 +135,52 @@ static void nap_ms(double ms)
         return;
     struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
     nanosleep(&ts, NULL);
+}
+
+/* The events pipe as the loop sees it. */
+typedef struct evpipe {
+    int fd;
+    bool open;
+    double held_until; /* not polled before this (dg_now): DRAIN_GAP_S after a drain */
+    double eof_t;      /* when it gave end of file */
+} evpipe;
+
+/* Waits until wake (dg_now) at most, for the relay's output or the events
+ * pipe (unless it is held), and reads what came. A drain that read
+ * something holds the pipe for DRAIN_GAP_S, so a program's events are read
+ * in batches; a large one does not (the pipe may be filling). */
+static void wait_and_read(run *r, evpipe *ep, double now, double wake)
+{
+    bool held = ep->open && now < ep->held_until;
+    if (held && ep->held_until < wake)
+        wake = ep->held_until;
+    int ms = (int)ceil((wake - now) * 1e3);
+    if (ms < 1)
+        ms = 1;
+    if (ms > 50)
+        ms = 50;
+    struct pollfd pf[3];
+    int npf = r->relayed ? dg_relay_pollfds(&r->relay, pf) : 0;
+    bool polled = ep->open && !held;
+    if (polled)
+        pf[npf++] = (struct pollfd){ep->fd, POLLIN, 0};
+    if (!npf) {
+        nap_ms(ms);
+        return;
+    }
+    if (poll(pf, (nfds_t)npf, ms) <= 0)
+        return;
+    if (r->relayed)
+        dg_relay_pump(&r->relay, READ_BUDGET);
+    if (!polled || !(pf[npf - 1].revents & (POLLIN | POLLHUP | POLLERR)))
+        return;
+    size_t before = r->fed_bytes;
+    if (drain(r, ep->fd, READ_BUDGET)) {
+        ep->open = false;
+        ep->eof_t = dg_now();
+    } else if (r->fed_bytes - before < DRAIN_BIG) {
+        ep->held_until = dg_now() + DRAIN_GAP_S;
+    }
 }
 
 /* STEP entry of the record (docs/schema/report.md). */
@@ -176,9 +235,11 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
     r->clock.sampler = dg_wall_now();
     double t0 = r->t0, next_sample = t0;
     double deadline = o->timeout_s > 0 ? t0 + o->timeout_s : INFINITY;
-    double kill_at = INFINITY, eof_t = NAN, end_t = NAN;
+    double kill_at = INFINITY, end_t = NAN;
     sig_atomic_t last_fwd = 0;
-    bool pipe_open = fd >= 0;
+    evpipe ep = {.fd = fd, .open = fd >= 0, .held_until = -INFINITY, .eof_t = NAN};
+    if (ep.open)
+        (void)fcntl(fd, F_SETPIPE_SZ, EVENTS_PIPE_BYTES); /* where refused: the default size */
     for (;;) {
         double now = dg_now();
         /* Forward the caller's signal. */
@@ -208,27 +269,7 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
             kill_at = now + 0.2; /* again, until the tree is gone */
         }
         /* Events, or a nap until the next thing to do. */
-        double wake = fmin(fmin(next_sample, kill_at), fmin(deadline, now + 0.05));
-        int ms = (int)ceil((wake - now) * 1e3);
-        if (ms < 1)
-            ms = 1;
-        if (ms > 50)
-            ms = 50;
-        struct pollfd pf[3];
-        int npf = r->relayed ? dg_relay_pollfds(&r->relay, pf) : 0;
-        if (pipe_open)
-            pf[npf++] = (struct pollfd){fd, POLLIN, 0};
-        if (npf && poll(pf, (nfds_t)npf, ms) > 0) {
-            if (r->relayed)
-                dg_relay_pump(&r->relay, READ_BUDGET);
-            if (pipe_open && (pf[npf - 1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-                drain(r, fd, READ_BUDGET)) {
-                pipe_open = false;
-                eof_t = dg_now();
-            }
-        } else if (!npf) {
-            nap_ms(ms);
-        }
+        wait_and_read(r, &ep, now, fmin(fmin(next_sample, kill_at), fmin(deadline, now + 0.05)));
         now = dg_now();
         progress_tick(r, now);
         if (!out->reaped) {
@@ -241,9 +282,9 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
                     out->reaped = true, out->wstatus = -1;
                 end_t = now;
                 r->clock.exit = dg_wall_now();
-                if (pipe_open && drain(r, fd, (size_t)64 << 20)) {
-                    pipe_open = false;
-                    eof_t = end_t;
+                if (ep.open && drain(r, fd, (size_t)64 << 20)) {
+                    ep.open = false;
+                    ep.eof_t = end_t;
                 }
                 /* What it left behind: SIGTERM now, SIGKILL after the grace. */
                 size_t k = dg_tree_kill(&tree, SIGTERM, true);
@@ -270,7 +311,7 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
                 break;
         }
     }
-    if (pipe_open) {
+    if (ep.open) {
         drain(r, fd, (size_t)64 << 20);
     }
     if (r->relayed) /* the tree is gone: what its descriptors still held */
@@ -278,7 +319,8 @@ static void supervise(run *r, const dg_run_opts *o, dg_forksrv *srv, pid_t pid, 
     dg_evreader_finish(&r->rd, on_line, r);
     dg_tree_reap(&tree);
     r->clock.gone = dg_wall_now();
-    out->pipe_closed_early = isfinite(eof_t) && isfinite(end_t) && end_t - eof_t > EOF_SLACK_S;
+    out->pipe_closed_early =
+        isfinite(ep.eof_t) && isfinite(end_t) && end_t - ep.eof_t > EOF_SLACK_S;
     out->wall = (isfinite(end_t) ? end_t : dg_now()) - t0;
 #ifdef PR_SET_CHILD_SUBREAPER
     if (reaper_set)
@@ -345,6 +387,7 @@ static cJSON *supervise_section(const run *r, const dg_run_opts *o, const outcom
         cJSON_AddNumberToObject(bk, dg_ev_kind_name((dg_ev_kind)k), (double)c->by_kind[k]);
     cJSON_AddNumberToObject(ev, "steps_stored", (double)c->nsteps);
     cJSON_AddNumberToObject(ev, "steps_summarised", (double)c->steps_summarised);
+    cJSON_AddNumberToObject(ev, "drains", (double)r->drains);
     cJSON *lim = cJSON_AddObjectToObject(ev, "limits");
     cJSON_AddNumberToObject(lim, "max_line", (double)(r->rd.max_line));
     cJSON_AddNumberToObject(lim, "rate", c->lim.rate);

@@ -90,6 +90,7 @@ class FileProbeCase(unittest.TestCase):
         self.tmp.cleanup()
 
     def events(self, ev=None):
+        self.probe.flush()  # the steps emit_held holds (docs/events.md "held steps")
         out = read_events(self.path) if os.path.exists(self.path) else []
         return [e for e in out if ev is None or e["ev"] == ev]
 

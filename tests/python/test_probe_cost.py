@@ -10,9 +10,10 @@ import sys
 import unittest
 from unittest import mock
 
-from test_probe import HAVE_TORCH, FileProbeCase
+from test_probe import HAVE_TORCH, FakeOptimizer, FileProbeCase, read_events
 
 from devgate_probe import _util, _zero  # noqa: E402
+from devgate_probe import probe as probe_mod  # noqa: E402
 
 
 def statm_resident():
@@ -100,6 +101,74 @@ class CostStdlibTests(FileProbeCase):
         with open(self.path, "rb") as f:
             self.assertNotIn(b"NaN", f.read())
 
+
+
+class CountingOut:
+    """Stands in for the probe's descriptor: keeps each write(2)'s bytes."""
+
+    def __init__(self, out):
+        self.out, self.writes = out, []
+
+    def write(self, data):
+        self.writes.append(bytes(data))
+        return self.out.write(data)
+
+
+class HeldStepsStdlibTests(FileProbeCase):
+    """Step events are held and written together (issue 24): one write(2) for
+    many steps, the order kept, nothing lost at flush or close."""
+
+    def setUp(self):
+        super().setUp()
+        self.counting = CountingOut(self.probe._out)
+        self.probe._out = self.counting
+
+    def raw_steps(self):  # what reached the file, without flushing
+        return [e for e in read_events(self.path) if e["ev"] == "step"]
+
+    def test_steps_wait_for_the_hold_then_go_in_one_write(self):
+        t = self.probe._held_t
+        for i in range(5):
+            self.assertEqual(self.probe.emit_held("step", {"step": i, "step_ms": 1.0}, t)["step"], i)
+        self.assertEqual((self.raw_steps(), self.counting.writes), ([], []))
+        self.probe.emit_held("step", {"step": 5, "step_ms": 1.0}, t + 2 * probe_mod.HOLD_S)  # the hold passed
+        self.assertEqual([e["step"] for e in self.raw_steps()], [0, 1, 2, 3, 4, 5])
+        self.assertEqual(len(self.counting.writes), 1)
+        self.assertEqual(self.counting.writes[0].count(b"\n"), 6)
+
+    def test_a_full_hold_is_written_at_once(self):
+        t = self.probe._held_t
+        for i in range(probe_mod.HOLD_MAX):
+            self.probe.emit_held("step", {"step": i}, t)
+        self.assertEqual(len(self.raw_steps()), probe_mod.HOLD_MAX)
+        self.assertEqual(len(self.counting.writes), 1)
+
+    def test_any_other_event_writes_the_held_steps_first(self):
+        t = self.probe._held_t
+        self.probe.emit_held("step", {"step": 0, "step_ms": float("nan")}, t)  # refused by the encoder: cleaned
+        self.probe.emit_held("step", {"step": 1}, t)
+        self.probe.emit("epoch_end", epoch=0)
+        got = read_events(self.path)
+        self.assertEqual([e["ev"] for e in got], ["step", "step", "epoch_end"])
+        self.assertIsNone(got[0]["step_ms"])
+        self.assertEqual(len(self.counting.writes), 1)  # the steps and the epoch_end together
+
+    def test_close_writes_what_is_held(self):
+        self.probe.emit_held("step", {"step": 0}, self.probe._held_t)
+        self.probe.close()
+        self.assertEqual([e["step"] for e in self.raw_steps()], [0])
+
+    def test_the_zero_code_step_is_held(self):
+        st = _zero._State(self.probe)
+        st.gate_on = False
+        st.device = "cpu"
+        st.sync_debug = {"state": "unavailable", "reason": "test"}
+        opt = FakeOptimizer()
+        st.on_step(opt)  # run_start goes at once; the step is held
+        st.on_step(opt)
+        self.assertEqual([e["ev"] for e in read_events(self.path)], ["run_start"])
+        self.probe.flush()
+        self.assertEqual([e["step"] for e in self.raw_steps()], [0, 1])
 
 class CostStateStdlibTests(unittest.TestCase):
     """The step's memory reading and the epoch end's collection, on a state

@@ -484,7 +484,7 @@ class _State:
             fields["device_syncs"] = self.device_syncs
         if self.mem_every and self.step_index >= self.mem_next:
             self.step_memory(fields, interval)
-        self.probe.emit_plain("step", fields)
+        self.probe.emit_held("step", fields, t1)
         self.keep_step_loss(self.step_index)
         self.step_index += 1
         self.reset_interval()
