@@ -8,7 +8,9 @@ rounds, the order rotating every round: `plain` (python SCRIPT), `run`
 (`devgate run --no-env -- python SCRIPT`: the zero-code probe, its events
 read by devgate, the epoch end's collection and cache release) and `off`
 (`devgate run --no-env --probe off`: devgate around the program without the
-probe). Without --devgate, `run` is `python -m devgate_probe.auto` with its
+probe), and with --baseline a fourth, `before` (`run` through another
+devgate binary and the probe beside it: a change's before and after in the
+same rounds). Without --devgate, `run` is `python -m devgate_probe.auto` with its
 events to /dev/null and `off` is left out. Each child's figure is its median
 epoch after the first (the first holds the warm-up); a round's ratio is
 run / plain (and off / plain) of that round. Rounds go on until the 95%
@@ -69,7 +71,7 @@ def run_variant(a, variant, work):
         cmd = train
     elif a.devgate:
         probe = ["--probe", "off"] if variant == "off" else []
-        cmd = [a.devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), *probe, "--", *train]
+        cmd = [a.baseline if variant == "before" else a.devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), *probe, "--", *train]
     else:
         cmd = [a.python, "-m", "devgate_probe.auto", *train[1:]]
     env = child_env(variant == "run" and not a.devgate)
@@ -100,7 +102,7 @@ def interval_text(ratios):
 
 
 def rounds(a):
-    variants = ["plain", "run"] + (["off"] if a.devgate else [])
+    variants = ["plain", "run"] + (["before"] if a.devgate and a.baseline else []) + (["off"] if a.devgate else [])
     got = {v: [] for v in variants}
     ratios = {v: [] for v in variants[1:]}
     cpu_ratios = {v: [] for v in variants[1:]}
@@ -264,9 +266,10 @@ def epoch():
 for _ in range(2):  # warm-up; the first epoch end's full collection
     epoch()
 for key, obj, name in (("step hook", st, "on_step"), ("  memory reading", st, "step_memory"),
-                       ("  step event (held)", st.probe, "emit_held"), ("DataLoader hook", st, "on_next"),
+                       ("  step event (held)", st.probe, "hold" if hasattr(st.probe, "hold") else "emit_held"), ("DataLoader hook", st, "on_next"),
                        ("backward hook", st, "on_backward"), ("epoch end", st, "close_epoch")):
-    timed(obj, name, key)
+    if hasattr(obj, name):  # emit_held: not in an older probe
+        timed(obj, name, key)
 on, off = [], []
 for k in range(pairs):
     for active in ((True, False) if k % 2 == 0 else (False, True)):
@@ -304,7 +307,7 @@ def insitu(a):
         calls, s = r["spent"][name]
         print("  %-28s %6d calls %8.2f us a call %8.2f us a step  %6.3f%% of a step" % (
             name, calls, 1e6 * s / max(calls, 1), 1e6 * s / steps, 100.0 * 1e6 * s / steps / step_us))
-    print("devgate read the events pipe %d times for %d lines" % (ev["drains"], ev["lines"]))
+    print("devgate read the events pipe %s times for %d lines" % (ev.get("drains", "(not counted)"), ev["lines"]))
 
 
 def hooks(a):
@@ -333,6 +336,8 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--devgate", default=None, help="the devgate binary (the run and off variants); "
                     "without it: python -m devgate_probe.auto against plain")
+    ap.add_argument("--baseline", default=None, help="with --devgate: another devgate binary (with its own "
+                    "devgate_probe beside it) whose run is a fourth variant, `before`, in the same rounds")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=300, help="optimizer steps an epoch")

@@ -50,7 +50,8 @@
 #            carry), then --quick and the default tier again warm, each with its steps' walls
 #            and shares; gate --backend opencl (NVIDIA's) with the program binary cache and
 #            with DEVGATE_OPENCL_CACHE=off; bench/probe_overhead.py --hooks on cuda (each
-#            hook's microseconds and share of the step), then its rounds (devgate run / plain / --probe off, rotating)
+#            hook's microseconds and share of the step), its --insitu pairs of epochs (the
+#            probe reporting and standing by in one devgate run), then its rounds (devgate run / plain / --probe off, rotating)
 #            until the run/plain interval is narrower than 2% or TTEV_ROUNDS_S (150) seconds
 #   oclbench issue 24 on NVIDIA's OpenCL platform (about 6 minutes, at most 8): gemm_vs_clblast (devgate's
 #            SGEMM against CLBlast's, squares and the fixture's 38 shapes; dev/gpu-carry.sh builds
@@ -199,6 +200,9 @@ pass_ttev() {
   s=$(date +%s.%N)
   timeout 200 python3 bench/probe_overhead.py --hooks --device cuda --steps 200
   echo "hooks: exit $? in $(secs "$s") s"
+  s=$(date +%s.%N) # the probe reporting / standing by, epochs of one devgate run (no process noise)
+  timeout 150 python3 bench/probe_overhead.py --devgate "$DG" --insitu --device cuda --rounds 10
+  echo "insitu: exit $? in $(secs "$s") s"
   s=$(date +%s.%N)
   timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
     --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-150}"

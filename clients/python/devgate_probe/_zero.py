@@ -53,7 +53,7 @@ _state = None
 _install_lock = threading.Lock()
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # CUDA sync debug mode's text (torch 2.x)
-MEM_BUDGET = 0.002  # a step's memory reading may cost this share of the step...
+MEM_BUDGET = 0.0005  # a step's memory reading may cost this share of the step...
 MEM_FLOOR_MS = 0.005  # ...once it costs more than this (a cpu footprint's pread never does)
 MEM_MAX_STRIDE = 32  # and is thinned to no fewer than one reading every 32 steps
 GC_BUDGET = 0.005  # a full collection at an epoch end may cost this share of the epoch...
@@ -475,7 +475,8 @@ class _State:
         interval = (t1 - self.mark) * 1000.0
         data = self.data_ms if self.data_seen else None
         step_ms = interval - (self.data_ms if self.data_seen else 0.0)
-        fields = {"epoch": self.epoch if self.epoch >= 0 else None, "step": self.step_index,
+        fields = {"v": _probe_mod.PROTOCOL_VERSION, "ev": "step", "t": time(),
+                  "epoch": self.epoch if self.epoch >= 0 else None, "step": self.step_index,
                   "step_ms": max(step_ms, 0.0), "data_ms": data, "loss": None, "synced": False,
                   "syncs": self.syncs, "syncs_library": self.syncs_library}
         if self.samples_known and self.samples > 0:
@@ -484,7 +485,7 @@ class _State:
             fields["device_syncs"] = self.device_syncs
         if self.mem_every and self.step_index >= self.mem_next:
             self.step_memory(fields, interval)
-        self.probe.emit_held("step", fields, t1)
+        self.probe.hold(fields, t1)  # the step record whole: held, written with the next ones
         self.keep_step_loss(self.step_index)
         self.step_index += 1
         self.reset_interval()

@@ -30,6 +30,17 @@ _ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=
 # written together once HOLD_S passed since the last write or HOLD_MAX are held.
 HOLD_S = 0.05
 HOLD_MAX = 64
+
+
+def _refuse(obj):
+    raise TypeError("not JSON: %s" % type(obj).__name__)
+
+
+try:  # the C encoder made once (JSONEncoder.encode makes one per call): held records, flat
+    from json.encoder import c_make_encoder as _c_make, encode_basestring_ascii as _ascii
+    _C_ENCODE = _c_make(None, _refuse, _ascii, None, ":", ",", False, False, False) if _c_make else None
+except ImportError:
+    _C_ENCODE = None
 _warned = set()
 _warned_lock = threading.Lock()
 # Set once the program drives a Probe of its own (not the zero-code one): the
@@ -489,6 +500,14 @@ class Probe:
             return None
         rec = {"v": PROTOCOL_VERSION, "ev": ev, "t": time.time()}
         rec.update(fields)
+        return self.hold(rec, now)
+
+    def hold(self, rec, now=None):
+        """emit_held for a record the caller built whole: {"v", "ev", "t",
+        fields...} of numbers, bools, None and short strings (the zero-code
+        probe's step). Returns it, or None when silent."""
+        if self._out is None:
+            return None
         self._held.append(rec)
         if len(self._held) >= HOLD_MAX or (perf_counter() if now is None else now) - self._held_t >= HOLD_S:
             self.flush()
@@ -506,7 +525,7 @@ class Probe:
         lines = []
         for rec in held:
             try:
-                lines.append(_ENCODE(rec))
+                lines.append("".join(_C_ENCODE(rec, 0)) if _C_ENCODE is not None else _ENCODE(rec))
             except (ValueError, TypeError):  # NaN, an object: the general cleaner
                 try:
                     lines.append(_ENCODE(clean(rec)))
