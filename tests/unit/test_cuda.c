@@ -1273,29 +1273,30 @@ static void math_mode(int mode)
     size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
     size_t ny = (size_t)s.n * s.k * s.ho * s.wo;
     size_t ws = bi->conv2d_workspace(cx, &s);
-    float *x = frnd(nx, 73), *w = frnd(nw, 74), *dy = frnd(ny, 75);
+    float *x = frnd(nx, 73), *w = frnd(nw, 74), *dy = frnd(ny, 75), *bias = frnd((size_t)s.k, 76);
     float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nw * 4);
     double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8),
            *rdxm = malloc(nx * 8);
     double *rdw = malloc(nw * 8), *rdwm = malloc(nw * 8);
     void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL,
-         *wk = NULL;
-    if (x && w && dy && gy && gdx && gdw && ry && rym && rdx && rdxm && rdw && rdwm) {
-        ref_conv_fwd(&s, x, w, NULL, 0, s.n, ry, rym);
+         *wk = NULL, *b_d = NULL;
+    if (x && w && dy && bias && gy && gdx && gdw && ry && rym && rdx && rdxm && rdw && rdwm) {
+        ref_conv_fwd(&s, x, w, bias, 0, s.n, ry, rym); /* the bias: bf16's widening adds it */
         ref_conv_bwd(&s, x, w, dy, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
         x_d = to_dev(x, nx * 4), w_d = to_dev(w, nw * 4), dy_d = to_dev(dy, ny * 4);
+        b_d = to_dev(bias, (size_t)s.k * 4);
         CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
-        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk && mode == 2 && !dnn) {
+        if (x_d && w_d && dy_d && b_d && y_d && dx_d && dw_d && wk && mode == 2 && !dnn) {
             st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
             CHECK_MSG(st != DG_OK && strstr(bi->last_error(cx), "cuDNN only"),
                       "bf16 conv2d_fwd without cuDNN: %s: %s", dg_status_name(st),
                       bi->last_error(cx));
             printf("bf16 conv without cuDNN: %s\n", bi->last_error(cx));
-        } else if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
-            st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
+        } else if (x_d && w_d && dy_d && b_d && y_d && dx_d && dw_d && wk) {
+            st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), R(b_d), R(y_d), R(wk));
             CHECK_MSG(st == DG_OK, "%s conv2d_fwd: %s", name, bi->last_error(cx));
             st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
                                 (dg_ref){NULL, 0}, R(wk));
@@ -1317,7 +1318,8 @@ static void math_mode(int mode)
     }
     bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
     bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
-    free(x), free(w), free(dy), free(gy), free(gdx), free(gdw);
+    bi->buf_free(cx, b_d);
+    free(x), free(w), free(dy), free(bias), free(gy), free(gdx), free(gdw);
     free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm);
 
     /* Back to exact fp32. */

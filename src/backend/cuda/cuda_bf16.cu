@@ -12,6 +12,7 @@
  * bf16 scratch grows outside a capture (the eager first step sizes it) and a
  * capture that would need more fails with a message; the convolutions' copies
  * live in the workspace conv2d_workspace reported. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,8 @@ __global__ void k_to_bf16(cbf_spans sp)
     }
 }
 
-/* Up to two bf16 -> fp32 ranges; range 0 may add bias[(i / inner) % channels]. */
+/* Up to two bf16 -> fp32 ranges; or range 0 alone plus bias[plane % channels]
+ * over planes of inner elements (k_from_bf16_bias). */
 typedef struct cbf_wide {
     const __nv_bfloat16 *src[2];
     float *dst[2];
@@ -74,14 +76,24 @@ __global__ void k_from_bf16(cbf_wide w)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         if (i < w.n[0]) {
-            float v = __bfloat162float(w.src[0][i]);
-            if (w.bias)
-                v += w.bias[(i / w.inner) % w.channels];
-            w.dst[0][i] = v;
+            w.dst[0][i] = __bfloat162float(w.src[0][i]);
         } else {
             size_t j = i - w.n[0];
             w.dst[1][j] = __bfloat162float(w.src[1][j]);
         }
+    }
+}
+
+/* Range 0 with the bias, a block per plane of inner elements (no division per
+ * element: a 64-bit one cost more than the memory traffic on large outputs). */
+__global__ void k_from_bf16_bias(const __nv_bfloat16 *src, float *dst, const float *bias,
+                                 unsigned planes, unsigned channels, unsigned inner)
+{
+    for (unsigned pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        float b = bias[pl % channels];
+        size_t o = (size_t)pl * inner;
+        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x)
+            dst[o + i] = __bfloat162float(src[o + i]) + b;
     }
 }
 
@@ -106,6 +118,17 @@ static dg_status cbf_cast(cudaStream_t stream, cbf_spans sp, const char *what, c
 
 static dg_status cbf_widen(cudaStream_t stream, cbf_wide w, const char *what, char *err, size_t len)
 {
+    size_t planes = w.inner ? w.n[0] / w.inner : 0;
+    if (w.bias && w.n[1] == 0 && planes > 0 && planes <= UINT_MAX) {
+        unsigned g = planes > CBF_MAX_BLOCKS ? CBF_MAX_BLOCKS : (unsigned)planes;
+        k_from_bf16_bias<<<g, w.inner >= CBF_THREADS ? CBF_THREADS : 64, 0, stream>>>(
+            w.src[0], w.dst[0], w.bias, (unsigned)planes, w.channels, w.inner);
+        return cbf_launched(what, err, len);
+    }
+    if (w.bias) {
+        cdn_msg(err, len, "%s: a bias with a second range or %zu planes", what, planes);
+        return DG_ERR_BACKEND;
+    }
     size_t total = w.n[0] + w.n[1];
     if (total == 0)
         return DG_OK;
