@@ -78,7 +78,8 @@
 #   oclgemm  oclbench's GEMM table alone (devgate's OpenCL SGEMM against CLBlast, automatic choice)
 #   precprof issue 24's precisions, where the time goes: for each cell of PRECPROF_CELLS
 #            (preset:batch:precision, default the slow bf16 and tf32 cells) devgate train's
-#            step (and with DEVGATE_CUDA_BF16_GEMM=fast for bf16), its cuDNN plans, the
+#            step fused and with DEVGATE_CUDA_FUSE=off, the profile (and with
+#            DEVGATE_CUDA_BF16_GEMM=fast for bf16), its cuDNN plans, the
 #            top ops of devgate profile (each op synchronised), and PyTorch's kernels
 #            for the same step (bench/torch_kernels.py, eager under torch.profiler)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
@@ -712,11 +713,19 @@ for o in p["ops"][:12]:
 PY
 }
 
+# devgate train's step ms alone: preset batch precision (env before the call picks a path).
+prec_step() {
+  timeout 120 $DG --no-ledger train --backend cuda --model "$1" --batch "$2" --steps 60 \
+    --precision "$3" --json -q 2>/dev/null | python3 -c 'import json, sys
+t = json.load(sys.stdin)["throughput"]["step_ms"]; print("%.4f" % t["value"] if t["valid"] else "invalid")'
+}
+
 pass_precprof() {
   local c pr b p
   for c in ${PRECPROF_CELLS:-lenet:1024:bf16 lenet:256:bf16 cifar:1024:bf16 cifar:1024:tf32 mlp:32:bf16 mlp:4096:tf32}; do
     IFS=: read -r pr b p <<<"$c"
     echo "-- $pr b$b $p"
+    echo "   step ms: unfused $(DEVGATE_CUDA_FUSE=off prec_step "$pr" "$b" "$p"), fused $(prec_step "$pr" "$b" "$p")"
     prec_dg "$pr" "$b" "$p"
     if [ "$p" = bf16 ]; then
       echo "   with DEVGATE_CUDA_BF16_GEMM=fast:"

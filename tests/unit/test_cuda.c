@@ -1425,6 +1425,106 @@ static void cifar_convs(const char *path)
     printf("cifar conv layers, batch %d, %s: fwd+bwd %.3f ms per step\n", N, path, t);
 }
 
+/* Whether device buffers x and y hold the same n floats, bit for bit. */
+static void same_bits(void *x, void *y, size_t n, const char *what)
+{
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    size_t bad = n;
+    if (a && b) {
+        from_dev(x, a, n * 4);
+        from_dev(y, b, n * 4);
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (memcmp(&a[i], &b[i], 4) != 0)
+                bad = i;
+    }
+    CHECK_MSG(a && b && bad == n, "%s: element %zu differs (%g fused, %g unfused)", what, bad,
+              a && b && bad < n ? a[bad] : 0.0, a && b && bad < n ? b[bad] : 0.0);
+    free(a), free(b);
+}
+
+/* The fused calls at math mode `mode` (0 fp32, 1 TF32, 2 bf16): gemm_ep with
+ * each epilogue the trainer uses (bias + ReLU, bias, the ReLU's mask, all
+ * three) in the four transposes, and conv2d_fwd_ep (bias, with and without
+ * ReLU), each equal bit for bit to the unfused calls (gemm, bias_add,
+ * relu_fwd, relu_bwd; conv2d_fwd, relu_fwd); a mask on a convolution is
+ * refused; DEVGATE_CUDA_FUSE=off offers no fused calls. */
+static void fused_calls(int mode, bool dnn)
+{
+    enum { M = 67, N = 45, K = 130 };
+    char what[128];
+    CHECK(bi->fusion && bi->gemm_ep && bi->conv2d_fwd_ep);
+    if (!bi->fusion || !bi->gemm_ep || !bi->conv2d_fwd_ep)
+        return;
+    CHECK(bi->fusion(cx) == (DG_FUSE_GEMM | DG_FUSE_CONV));
+    setenv("DEVGATE_CUDA_FUSE", "off", 1);
+    CHECK(bi->fusion(cx) == 0);
+    unsetenv("DEVGATE_CUDA_FUSE");
+    CHECK_MSG(bi->set_math(cx, mode) == DG_OK, "set_math(%d): %s", mode, bi->last_error(cx));
+    float *ha = frnd((size_t)M * K, 81), *hb = frnd((size_t)K * N, 82), *hbias = frnd(64, 83),
+          *hmask = frnd((size_t)M * N, 84);
+    void *a = to_dev(ha, (size_t)M * K * 4), *b = to_dev(hb, (size_t)K * N * 4),
+         *bias = to_dev(hbias, 64 * 4), *mask = to_dev(hmask, (size_t)M * N * 4), *f = NULL,
+         *u = NULL;
+    CHECK(bi->buf_alloc(cx, (size_t)M * N * 4, &f) == DG_OK);
+    CHECK(bi->buf_alloc(cx, (size_t)M * N * 4, &u) == DG_OK);
+    const dg_epilogue eps[] = {{R(bias), true, {NULL, 0}},
+                               {R(bias), false, {NULL, 0}},
+                               {{NULL, 0}, false, R(mask)},
+                               {R(bias), true, R(mask)}};
+    for (int t = 0; a && b && bias && mask && f && u && t < 4; t++)
+        for (size_t e = 0; e < sizeof eps / sizeof eps[0]; e++) {
+            bool ta = t & 1, tb = t & 2;
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            const dg_epilogue *ep = &eps[e];
+            snprintf(what, sizeof what, "math %d gemm_ep ta=%d tb=%d epilogue %zu", mode, ta, tb,
+                     e);
+            CHECK_MSG(bi->gemm_ep(cx, ta, tb, M, N, K, R(a), lda, R(b), ldb, R(f), N, ep) == DG_OK,
+                      "%s: %s", what, bi->last_error(cx));
+            CHECK(bi->gemm(cx, ta, tb, M, N, K, 1.0f, R(a), lda, R(b), ldb, 0.0f, R(u), N) ==
+                  DG_OK);
+            if (ep->bias.buf)
+                CHECK(bi->bias_add(cx, R(u), ep->bias, M, N, 1) == DG_OK);
+            if (ep->relu)
+                CHECK(bi->relu_fwd(cx, R(u), R(u), (size_t)M * N) == DG_OK);
+            if (ep->mask.buf)
+                CHECK(bi->relu_bwd(cx, ep->mask, R(u), R(u), (size_t)M * N) == DG_OK);
+            same_bits(f, u, (size_t)M * N, what);
+        }
+    bi->buf_free(cx, f), bi->buf_free(cx, u);
+    /* Convolutions: a plane of 100 (bias a block per plane) and one of 9. */
+    static const int shapes[][6] = {{3, 5, 12, 12, 7, 3}, {2, 4, 5, 5, 64, 3}};
+    for (size_t i = 0; (dnn || mode != 2) && bias && i < 2; i++) {
+        dg_conv_shape s = conv_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                                     shapes[i][4], shapes[i][5], shapes[i][5], 1, 0);
+        size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+        size_t ny = (size_t)s.n * s.k * s.ho * s.wo, ws = bi->conv2d_workspace(cx, &s);
+        float *hx = frnd(nx, 85 + i), *hw = frnd(nw, 87 + i);
+        void *x = to_dev(hx, nx * 4), *w = to_dev(hw, nw * 4), *work = NULL;
+        f = u = NULL;
+        CHECK(bi->buf_alloc(cx, ny * 4, &f) == DG_OK && bi->buf_alloc(cx, ny * 4, &u) == DG_OK &&
+              bi->buf_alloc(cx, ws + 4, &work) == DG_OK);
+        for (int relu = 0; x && w && f && u && work && relu < 2; relu++) {
+            snprintf(what, sizeof what, "math %d conv2d_fwd_ep n%d c%d>%d %dx%d relu=%d", mode, s.n,
+                     s.c, s.k, s.h, s.w, relu);
+            dg_epilogue ep = {R(bias), relu != 0, {NULL, 0}};
+            CHECK_MSG(bi->conv2d_fwd_ep(cx, &s, R(x), R(w), R(f), R(work), &ep) == DG_OK, "%s: %s",
+                      what, bi->last_error(cx));
+            CHECK(bi->conv2d_fwd(cx, &s, R(x), R(w), R(bias), R(u), R(work)) == DG_OK);
+            if (relu)
+                CHECK(bi->relu_fwd(cx, R(u), R(u), ny) == DG_OK);
+            same_bits(f, u, ny, what);
+        }
+        dg_epilogue masked = {R(bias), true, R(f)};
+        CHECK(bi->conv2d_fwd_ep(cx, &s, R(x), R(w), R(f), R(work), &masked) == DG_ERR_USAGE);
+        bi->buf_free(cx, x), bi->buf_free(cx, w), bi->buf_free(cx, f), bi->buf_free(cx, u);
+        bi->buf_free(cx, work);
+        free(hx), free(hw);
+    }
+    bi->buf_free(cx, a), bi->buf_free(cx, b), bi->buf_free(cx, bias), bi->buf_free(cx, mask);
+    free(ha), free(hb), free(hbias), free(hmask);
+    CHECK(bi->set_math(cx, 0) == DG_OK);
+}
+
 /* Both conv paths, each in a fresh context opened with DEVGATE_CUDA_CONV set:
  * the conv checks, fp32 (not TF32) accuracy, capture, and the cifar layers
  * timed. Where cuDNN cannot be loaded the cudnn path is reported, not run. */
@@ -1459,6 +1559,8 @@ static void conv_paths(void)
         conv_not_tf32();
         math_mode(1);
         math_mode(2);
+        for (int mode = 0; mode < 3; mode++)
+            fused_calls(mode, m == 1);
         conv_capture();
         cifar_convs(paths[m]);
         bi->versions(cx, text, sizeof text);

@@ -67,6 +67,7 @@ typedef struct cbf_wide {
     float *dst[2];
     size_t n[2];
     const float *bias; /* range 0 only; NULL: none */
+    bool relu;         /* range 0 only: ReLU after the bias */
     unsigned channels, inner;
 } cbf_wide;
 
@@ -84,16 +85,21 @@ __global__ void k_from_bf16(cbf_wide w)
     }
 }
 
-/* Range 0 with the bias, a block per plane of inner elements (no division per
- * element: a 64-bit one cost more than the memory traffic on large outputs). */
-__global__ void k_from_bf16_bias(const __nv_bfloat16 *src, float *dst, const float *bias,
+/* Range 0 with the bias (may be NULL) and the ReLU, a block per plane of inner
+ * elements (no division per element: a 64-bit one cost more than the memory
+ * traffic on large outputs). The unfused bias_add and relu's arithmetic. */
+__global__ void k_from_bf16_bias(const __nv_bfloat16 *src, float *dst, const float *bias, bool relu,
                                  unsigned planes, unsigned channels, unsigned inner)
 {
     for (unsigned pl = blockIdx.x; pl < planes; pl += gridDim.x) {
-        float b = bias[pl % channels];
+        float b = bias ? bias[pl % channels] : 0.0f;
         size_t o = (size_t)pl * inner;
-        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x)
-            dst[o + i] = __bfloat162float(src[o + i]) + b;
+        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x) {
+            float v = __bfloat162float(src[o + i]);
+            if (bias)
+                v += b;
+            dst[o + i] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
     }
 }
 
@@ -119,14 +125,14 @@ static dg_status cbf_cast(cudaStream_t stream, cbf_spans sp, const char *what, c
 static dg_status cbf_widen(cudaStream_t stream, cbf_wide w, const char *what, char *err, size_t len)
 {
     size_t planes = w.inner ? w.n[0] / w.inner : 0;
-    if (w.bias && w.n[1] == 0 && planes > 0 && planes <= UINT_MAX) {
+    if ((w.bias || w.relu) && w.n[1] == 0 && planes > 0 && planes <= UINT_MAX) {
         unsigned g = planes > CBF_MAX_BLOCKS ? CBF_MAX_BLOCKS : (unsigned)planes;
         k_from_bf16_bias<<<g, w.inner >= CBF_THREADS ? CBF_THREADS : 64, 0, stream>>>(
-            w.src[0], w.dst[0], w.bias, (unsigned)planes, w.channels, w.inner);
+            w.src[0], w.dst[0], w.bias, w.relu, (unsigned)planes, w.channels, w.inner);
         return cbf_launched(what, err, len);
     }
-    if (w.bias) {
-        cdn_msg(err, len, "%s: a bias with a second range or %zu planes", what, planes);
+    if (w.bias || w.relu) {
+        cdn_msg(err, len, "%s: a bias or ReLU with a second range or %zu planes", what, planes);
         return DG_ERR_BACKEND;
     }
     size_t total = w.n[0] + w.n[1];
@@ -260,8 +266,8 @@ static cbf_conv_areas cbf_areas(void *work, size_t ws_bytes, size_t x_count, siz
 
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
-                                  const float *w, const float *bias, float *y, void *work,
-                                  size_t ws_bytes, char *err, size_t len)
+                                  const float *w, const float *bias, bool relu, float *y,
+                                  void *work, size_t ws_bytes, char *err, size_t len)
 {
     cbf_conv_areas a = cbf_areas(work, ws_bytes, x_count, w_count, y_count);
     cbf_spans sp = {{x, w, NULL}, {a.x, a.w, NULL}, {x_count, w_count, 0}};
@@ -270,8 +276,13 @@ CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
         return st;
     if ((st = cdn_conv_fwd(d, s, a.x, a.w, a.y, work, err, len)) != DG_OK)
         return st;
-    cbf_wide wd = {{a.y, NULL}, {y, NULL},      {y_count, 0},
-                   bias,        (unsigned)s->k, (unsigned)(s->ho * s->wo)};
+    cbf_wide wd = {{a.y, NULL},
+                   {y, NULL},
+                   {y_count, 0},
+                   bias,
+                   relu,
+                   (unsigned)s->k,
+                   (unsigned)(s->ho * s->wo)};
     return cbf_widen(stream, wd, "bf16 conv2d_fwd: widen", err, len);
 }
 
@@ -287,6 +298,6 @@ CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
         return st;
     if ((st = cdn_conv_bwd(d, s, a.x, a.w, a.y, dx ? a.dx : NULL, a.dw, work, err, len)) != DG_OK)
         return st;
-    cbf_wide wd = {{a.dw, a.dx}, {dw, dx}, {w_count, dx ? x_count : 0}, NULL, 1, 1};
+    cbf_wide wd = {{a.dw, a.dx}, {dw, dx}, {w_count, dx ? x_count : 0}, NULL, false, 1, 1};
     return cbf_widen(stream, wd, "bf16 conv2d_bwd: widen", err, len);
 }

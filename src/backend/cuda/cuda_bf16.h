@@ -60,13 +60,13 @@ CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch
  * bf16 copies of x, w, y (or dy), dx and dw. */
 CDN_HIDDEN size_t cbf_conv_extra(size_t x_count, size_t w_count, size_t y_count);
 
-/* y = conv(bf16 x, bf16 w) (+ bias), y in fp32: x and w cast into work after
- * cuDNN's ws_bytes, cuDNN writes a bf16 y there, one kernel widens it and
- * adds the bias (may be NULL). */
+/* y = conv(bf16 x, bf16 w) (+ bias) (then ReLU when relu), y in fp32: x and
+ * w cast into work after cuDNN's ws_bytes, cuDNN writes a bf16 y there, one
+ * kernel widens it, adds the bias (may be NULL) and applies the ReLU. */
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
-                                  const float *w, const float *bias, float *y, void *work,
-                                  size_t ws_bytes, char *err, size_t len);
+                                  const float *w, const float *bias, bool relu, float *y,
+                                  void *work, size_t ws_bytes, char *err, size_t len);
 /* dw (and dx when not NULL) from bf16 copies of x, w and dy; fp32 results. */
 CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
