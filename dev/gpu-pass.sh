@@ -705,6 +705,11 @@ print("  step %.4f ms (capture %s); profile ops %.3f ms a step, %s calls in all"
     v(t["throughput"]["step_ms"]) or -1, (t.get("capture") or {}).get("used"),
     (v(p["ops_total"]["ms"]) or 0) / p["window"]["steps"],
     p["ops_total"]["calls"]))
+d = t.get("data") or {}
+nb = max(1, d.get("batches") or 1)
+print("  loader: %s workers, waited %.4f ms a step, collate %.4f ms a batch (cpu ms a step %.3f)" % (
+    d.get("workers"), 1e3 * (v(d.get("waited")) or 0) / nb,
+    1e3 * (v((d.get("stages") or {}).get("collate")) or 0) / nb, v(t["throughput"].get("cpu_ms")) or -1))
 for part in (p.get("device") or {}).get("versions", "").split("; "):
     if part.startswith("conv"):
         print("   ", part)
