@@ -1425,6 +1425,107 @@ static void cifar_convs(const char *path)
     printf("cifar conv layers, batch %d, %s: fwd+bwd %.3f ms per step\n", N, path, t);
 }
 
+/* f rounded to the nearest bf16 (ties to even), as a float. */
+static float bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) {
+        u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+    }
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* bf16 convolutions on each route (DEVGATE_CUDA_BF16_CONV) on a shape of their
+ * own (plans are kept per shape): the TF32 carrier must equal the double
+ * convolution of the bf16-rounded x, w and dy within fp32 accumulation
+ * (8 K eps32 of the sum of |terms|: TF32 on unrounded inputs misses it by
+ * the bf16 rounding, about 1e-4 here) and still show the rounding against
+ * the unrounded inputs (at least 3e-5); the bf16-tensor route is held to the
+ * rounded reference within its bf16 output's u; versions names the route. */
+static void bf16_routes(void)
+{
+    static const char *const routes[] = {"tf32", "bf16"};
+    const char *env = getenv("DEVGATE_CUDA_BF16_CONV");
+    char *saved = env ? strdup(env) : NULL, text[4096];
+    CHECK(bi->set_math(cx, 2) == DG_OK);
+    for (int r = 0; r < 2; r++) {
+        setenv("DEVGATE_CUDA_BF16_CONV", routes[r], 1);
+        dg_conv_shape s = conv_shape(3, 16, 9 + r, 9, 24, 3, 3, 1, 1);
+        size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+        size_t ny = (size_t)s.n * s.k * s.ho * s.wo, ws = bi->conv2d_workspace(cx, &s);
+        const double K = (double)s.c * s.kh * s.kw,
+                     bound = r == 0 ? 8 * K * FLT_EPSILON : 1.0 / 128;
+        float *x = frnd(nx, 91), *w = frnd(nw, 92), *dy = frnd(ny, 93);
+        float *xr = malloc(nx * 4), *wr = malloc(nw * 4), *dyr = malloc(ny * 4);
+        float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nw * 4);
+        double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8),
+               *rdxm = malloc(nx * 8), *rdw = malloc(nw * 8), *rdwm = malloc(nw * 8);
+        void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL,
+             *wk = NULL;
+        if (!(x && w && dy && xr && wr && dyr && gy && gdx && gdw && ry && rym && rdx && rdxm &&
+              rdw && rdwm)) {
+            CHECK_MSG(0, "host allocation");
+        } else {
+            for (size_t i = 0; i < nx; i++)
+                xr[i] = bf16_round(x[i]);
+            for (size_t i = 0; i < nw; i++)
+                wr[i] = bf16_round(w[i]);
+            for (size_t i = 0; i < ny; i++)
+                dyr[i] = bf16_round(dy[i]);
+            x_d = to_dev(x, nx * 4), w_d = to_dev(w, nw * 4), dy_d = to_dev(dy, ny * 4);
+            CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK &&
+                  bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK &&
+                  bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK &&
+                  bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
+        }
+        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
+            CHECK_MSG(bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk)) ==
+                              DG_OK &&
+                          bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
+                                         (dg_ref){NULL, 0}, R(wk)) == DG_OK,
+                      "bf16 conv on %s: %s", routes[r], bi->last_error(cx));
+            from_dev(y_d, gy, ny * 4), from_dev(dx_d, gdx, nx * 4), from_dev(dw_d, gdw, nw * 4);
+            ref_conv_fwd(&s, xr, wr, NULL, 0, s.n, ry, rym);
+            ref_conv_bwd(&s, xr, wr, dyr, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
+            double ey = tf32_err(gy, ry, rym, ny), ex = tf32_err(gdx, rdx, rdxm, nx),
+                   ew = tf32_err(gdw, rdw, rdwm, nw);
+            CHECK_MSG(ey <= bound && ex <= bound && ew <= bound,
+                      "bf16 conv on %s against the rounded inputs: y %.3g dx %.3g dw %.3g > %.3g",
+                      routes[r], ey, ex, ew, bound);
+            ref_conv_fwd(&s, x, w, NULL, 0, s.n, ry, rym);
+            double eu = tf32_err(gy, ry, rym, ny);
+            CHECK_MSG(eu >= 3e-5,
+                      "bf16 conv on %s: y within %.3g of the unrounded inputs' "
+                      "convolution: inputs not rounded to bf16?",
+                      routes[r], eu);
+            printf("bf16 conv on %s: against rounded inputs y %.3g dx %.3g dw %.3g (bound %.3g); "
+                   "against unrounded %.3g\n",
+                   routes[r], ey, ex, ew, bound, eu);
+        }
+        bi->versions(cx, text, sizeof text);
+        char want[96];
+        snprintf(want, sizeof want, "conv n3 c16>24 %dx9 k3x3 s1: fwd", s.h);
+        const char *at = strstr(text, want), *semi = at ? strchr(at, ';') : NULL;
+        bool carrier = at && strstr(at, "bf16 inputs on tf32 math") &&
+                       (!semi || strstr(at, "bf16 inputs on tf32 math") < semi);
+        CHECK_MSG(at && carrier == (r == 0), "versions for the %s route: %s", routes[r],
+                  at ? at : text);
+        bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
+        bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
+        free(x), free(w), free(dy), free(xr), free(wr), free(dyr), free(gy), free(gdx), free(gdw);
+        free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm);
+    }
+    if (saved)
+        setenv("DEVGATE_CUDA_BF16_CONV", saved, 1);
+    else
+        unsetenv("DEVGATE_CUDA_BF16_CONV");
+    free(saved);
+    CHECK(bi->set_math(cx, 0) == DG_OK);
+}
+
 /* Whether device buffers x and y hold the same n floats, bit for bit. */
 static void same_bits(void *x, void *y, size_t n, const char *what)
 {
@@ -1561,6 +1662,8 @@ static void conv_paths(void)
         math_mode(2);
         for (int mode = 0; mode < 3; mode++)
             fused_calls(mode, m == 1);
+        if (m == 1)
+            bf16_routes();
         conv_capture();
         cifar_convs(paths[m]);
         bi->versions(cx, text, sizeof text);

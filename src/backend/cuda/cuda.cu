@@ -1727,8 +1727,9 @@ static size_t cu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
     if (!cu_conv_plan_make(s, &pl))
         return 0;
     if (c && c->dnn && cu_bind(c) == DG_OK && cu_conv_on_dnn(c, s, &ws))
-        return c->math == CU_MATH_BF16 ? ws + cbf_conv_extra(pl.x_count, pl.w_count, pl.y_count)
-                                       : ws;
+        return c->math == CU_MATH_BF16
+                   ? ws + cbf_conv_extra(c->dnn, s, pl.x_count, pl.w_count, pl.y_count)
+                   : ws;
     return pl.work_bytes;
 }
 
@@ -1776,7 +1777,7 @@ static dg_status cu_conv_bf16(cu_ctx *c, const dg_conv_shape *s, const cu_conv_p
 {
     bool fwd = grads == NULL;
     const char *op = fwd ? "conv2d_fwd" : "conv2d_bwd";
-    size_t need = dws + cbf_conv_extra(pl->x_count, pl->w_count, pl->y_count);
+    size_t need = dws + cbf_conv_extra(c->dnn, s, pl->x_count, pl->w_count, pl->y_count);
     void *pwk;
     char msg[300];
     dg_status st = cu_ref(c, op, "work", work, need / sizeof(float), &pwk);
