@@ -78,8 +78,8 @@
 #   oclgemm  oclbench's GEMM table alone (devgate's OpenCL SGEMM against CLBlast, automatic choice)
 #   precprof issue 24's precisions, where the time goes: for each cell of PRECPROF_CELLS
 #            (preset:batch:precision, default the slow bf16 and tf32 cells) devgate train's
-#            step fused and with DEVGATE_CUDA_FUSE=off, the profile (and with
-#            DEVGATE_CUDA_BF16_GEMM=fast for bf16), its cuDNN plans, the
+#            step fused and with DEVGATE_CUDA_FUSE=off (bf16: each conv route,
+#            DEVGATE_CUDA_BF16_CONV, and DEVGATE_CUDA_BF16_GEMM=fast), the profile, its cuDNN plans, the
 #            top ops of devgate profile (each op synchronised), and PyTorch's kernels
 #            for the same step (bench/torch_kernels.py, eager under torch.profiler)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
@@ -727,15 +727,15 @@ t = json.load(sys.stdin)["throughput"]["step_ms"]; print("%.4f" % t["value"] if 
 
 pass_precprof() {
   local c pr b p
-  for c in ${PRECPROF_CELLS:-lenet:1024:bf16 lenet:256:bf16 cifar:1024:bf16 cifar:1024:tf32 mlp:32:bf16 mlp:4096:tf32}; do
+  for c in ${PRECPROF_CELLS:-lenet:1024:bf16 lenet:32:bf16 cifar:256:bf16 cifar:4096:bf16 cifar:32:tf32 mlp:32:bf16 mlp:4096:tf32}; do
     IFS=: read -r pr b p <<<"$c"
     echo "-- $pr b$b $p"
     echo "   step ms: unfused $(DEVGATE_CUDA_FUSE=off prec_step "$pr" "$b" "$p"), fused $(prec_step "$pr" "$b" "$p")"
-    prec_dg "$pr" "$b" "$p"
     if [ "$p" = bf16 ]; then
-      echo "   with DEVGATE_CUDA_BF16_GEMM=fast:"
-      DEVGATE_CUDA_BF16_GEMM=fast prec_dg "$pr" "$b" "$p"
+      echo "   bf16 step ms: conv bf16 $(DEVGATE_CUDA_BF16_CONV=bf16 prec_step "$pr" "$b" "$p"), conv tf32 carrier" \
+        "$(DEVGATE_CUDA_BF16_CONV=tf32 prec_step "$pr" "$b" "$p"), gemm fast $(DEVGATE_CUDA_BF16_GEMM=fast prec_step "$pr" "$b" "$p")"
     fi
+    prec_dg "$pr" "$b" "$p"
     timeout 120 python3 bench/torch_kernels.py --preset "$pr" --batch "$b" --precision "$p" --top 14
   done
 }
