@@ -79,7 +79,8 @@
 #   oclgemm  oclbench's GEMM table alone (devgate's OpenCL SGEMM against CLBlast, automatic choice)
 #   precprof issue 24's precisions, where the time goes: for each cell of PRECPROF_CELLS
 #            (preset:batch:precision, default the slow bf16 and tf32 cells) devgate train's
-#            step (and with DEVGATE_CUDA_BF16_GEMM=fast for bf16), its cuDNN plans, the
+#            step fused and with DEVGATE_CUDA_FUSE=off (bf16: each conv route,
+#            DEVGATE_CUDA_BF16_CONV, and DEVGATE_CUDA_BF16_GEMM=fast), the profile, its cuDNN plans, the
 #            top ops of devgate profile (each op synchronised), and PyTorch's kernels
 #            for the same step (bench/torch_kernels.py, eager under torch.profiler)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
@@ -708,6 +709,11 @@ print("  step %.4f ms (capture %s); profile ops %.3f ms a step, %s calls in all"
     v(t["throughput"]["step_ms"]) or -1, (t.get("capture") or {}).get("used"),
     (v(p["ops_total"]["ms"]) or 0) / p["window"]["steps"],
     p["ops_total"]["calls"]))
+d = t.get("data") or {}
+nb = max(1, d.get("batches") or 1)
+print("  loader: %s workers, waited %.4f ms a step, collate %.4f ms a batch (cpu ms a step %.3f)" % (
+    d.get("workers"), 1e3 * (v(d.get("waited")) or 0) / nb,
+    1e3 * (v((d.get("stages") or {}).get("collate")) or 0) / nb, v(t["throughput"].get("cpu_ms")) or -1))
 for part in (p.get("device") or {}).get("versions", "").split("; "):
     if part.startswith("conv"):
         print("   ", part)
@@ -716,16 +722,24 @@ for o in p["ops"][:12]:
 PY
 }
 
+# devgate train's step ms alone: preset batch precision (env before the call picks a path).
+prec_step() {
+  timeout 120 $DG --no-ledger train --backend cuda --model "$1" --batch "$2" --steps 60 \
+    --precision "$3" --json -q 2>/dev/null | python3 -c 'import json, sys
+t = json.load(sys.stdin)["throughput"]["step_ms"]; print("%.4f" % t["value"] if t["valid"] else "invalid")'
+}
+
 pass_precprof() {
   local c pr b p
-  for c in ${PRECPROF_CELLS:-lenet:1024:bf16 lenet:256:bf16 cifar:1024:bf16 cifar:1024:tf32 mlp:32:bf16 mlp:4096:tf32}; do
+  for c in ${PRECPROF_CELLS:-lenet:1024:bf16 lenet:32:bf16 cifar:256:bf16 cifar:4096:bf16 cifar:32:tf32 mlp:32:bf16 mlp:4096:tf32}; do
     IFS=: read -r pr b p <<<"$c"
     echo "-- $pr b$b $p"
-    prec_dg "$pr" "$b" "$p"
+    echo "   step ms: unfused $(DEVGATE_CUDA_FUSE=off prec_step "$pr" "$b" "$p"), fused $(prec_step "$pr" "$b" "$p")"
     if [ "$p" = bf16 ]; then
-      echo "   with DEVGATE_CUDA_BF16_GEMM=fast:"
-      DEVGATE_CUDA_BF16_GEMM=fast prec_dg "$pr" "$b" "$p"
+      echo "   bf16 step ms: conv bf16 $(DEVGATE_CUDA_BF16_CONV=bf16 prec_step "$pr" "$b" "$p"), conv tf32 carrier" \
+        "$(DEVGATE_CUDA_BF16_CONV=tf32 prec_step "$pr" "$b" "$p"), gemm fast $(DEVGATE_CUDA_BF16_GEMM=fast prec_step "$pr" "$b" "$p")"
     fi
+    prec_dg "$pr" "$b" "$p"
     timeout 120 python3 bench/torch_kernels.py --preset "$pr" --batch "$b" --precision "$p" --top 14
   done
 }

@@ -1273,29 +1273,30 @@ static void math_mode(int mode)
     size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
     size_t ny = (size_t)s.n * s.k * s.ho * s.wo;
     size_t ws = bi->conv2d_workspace(cx, &s);
-    float *x = frnd(nx, 73), *w = frnd(nw, 74), *dy = frnd(ny, 75);
+    float *x = frnd(nx, 73), *w = frnd(nw, 74), *dy = frnd(ny, 75), *bias = frnd((size_t)s.k, 76);
     float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nw * 4);
     double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8),
            *rdxm = malloc(nx * 8);
     double *rdw = malloc(nw * 8), *rdwm = malloc(nw * 8);
     void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL,
-         *wk = NULL;
-    if (x && w && dy && gy && gdx && gdw && ry && rym && rdx && rdxm && rdw && rdwm) {
-        ref_conv_fwd(&s, x, w, NULL, 0, s.n, ry, rym);
+         *wk = NULL, *b_d = NULL;
+    if (x && w && dy && bias && gy && gdx && gdw && ry && rym && rdx && rdxm && rdw && rdwm) {
+        ref_conv_fwd(&s, x, w, bias, 0, s.n, ry, rym); /* the bias: bf16's widening adds it */
         ref_conv_bwd(&s, x, w, dy, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
         x_d = to_dev(x, nx * 4), w_d = to_dev(w, nw * 4), dy_d = to_dev(dy, ny * 4);
+        b_d = to_dev(bias, (size_t)s.k * 4);
         CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK);
         CHECK(bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
-        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk && mode == 2 && !dnn) {
+        if (x_d && w_d && dy_d && b_d && y_d && dx_d && dw_d && wk && mode == 2 && !dnn) {
             st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
             CHECK_MSG(st != DG_OK && strstr(bi->last_error(cx), "cuDNN only"),
                       "bf16 conv2d_fwd without cuDNN: %s: %s", dg_status_name(st),
                       bi->last_error(cx));
             printf("bf16 conv without cuDNN: %s\n", bi->last_error(cx));
-        } else if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
-            st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk));
+        } else if (x_d && w_d && dy_d && b_d && y_d && dx_d && dw_d && wk) {
+            st = bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), R(b_d), R(y_d), R(wk));
             CHECK_MSG(st == DG_OK, "%s conv2d_fwd: %s", name, bi->last_error(cx));
             st = bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
                                 (dg_ref){NULL, 0}, R(wk));
@@ -1317,7 +1318,8 @@ static void math_mode(int mode)
     }
     bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
     bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
-    free(x), free(w), free(dy), free(gy), free(gdx), free(gdw);
+    bi->buf_free(cx, b_d);
+    free(x), free(w), free(dy), free(bias), free(gy), free(gdx), free(gdw);
     free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm);
 
     /* Back to exact fp32. */
@@ -1423,6 +1425,207 @@ static void cifar_convs(const char *path)
     printf("cifar conv layers, batch %d, %s: fwd+bwd %.3f ms per step\n", N, path, t);
 }
 
+/* f rounded to the nearest bf16 (ties to even), as a float. */
+static float bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) {
+        u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+    }
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* bf16 convolutions on each route (DEVGATE_CUDA_BF16_CONV) on a shape of their
+ * own (plans are kept per shape): the TF32 carrier must equal the double
+ * convolution of the bf16-rounded x, w and dy within fp32 accumulation
+ * (8 K eps32 of the sum of |terms|: TF32 on unrounded inputs misses it by
+ * the bf16 rounding, about 1e-4 here) and still show the rounding against
+ * the unrounded inputs (at least 3e-5); the bf16-tensor route is held to the
+ * rounded reference within its bf16 output's u; versions names the route. */
+static void bf16_routes(void)
+{
+    static const char *const routes[] = {"tf32", "bf16"};
+    const char *env = getenv("DEVGATE_CUDA_BF16_CONV");
+    char *saved = env ? strdup(env) : NULL, text[4096];
+    CHECK(bi->set_math(cx, 2) == DG_OK);
+    for (int r = 0; r < 2; r++) {
+        setenv("DEVGATE_CUDA_BF16_CONV", routes[r], 1);
+        dg_conv_shape s = conv_shape(3, 16, 9 + r, 9, 24, 3, 3, 1, 1);
+        size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+        size_t ny = (size_t)s.n * s.k * s.ho * s.wo, ws = bi->conv2d_workspace(cx, &s);
+        const double K = (double)s.c * s.kh * s.kw,
+                     bound = r == 0 ? 8 * K * FLT_EPSILON : 1.0 / 128;
+        float *x = frnd(nx, 91), *w = frnd(nw, 92), *dy = frnd(ny, 93);
+        float *xr = malloc(nx * 4), *wr = malloc(nw * 4), *dyr = malloc(ny * 4);
+        float *gy = malloc(ny * 4), *gdx = malloc(nx * 4), *gdw = malloc(nw * 4);
+        double *ry = malloc(ny * 8), *rym = malloc(ny * 8), *rdx = malloc(nx * 8),
+               *rdxm = malloc(nx * 8), *rdw = malloc(nw * 8), *rdwm = malloc(nw * 8);
+        void *x_d = NULL, *w_d = NULL, *dy_d = NULL, *y_d = NULL, *dx_d = NULL, *dw_d = NULL,
+             *wk = NULL;
+        if (!(x && w && dy && xr && wr && dyr && gy && gdx && gdw && ry && rym && rdx && rdxm &&
+              rdw && rdwm)) {
+            CHECK_MSG(0, "host allocation");
+        } else {
+            for (size_t i = 0; i < nx; i++)
+                xr[i] = bf16_round(x[i]);
+            for (size_t i = 0; i < nw; i++)
+                wr[i] = bf16_round(w[i]);
+            for (size_t i = 0; i < ny; i++)
+                dyr[i] = bf16_round(dy[i]);
+            x_d = to_dev(x, nx * 4), w_d = to_dev(w, nw * 4), dy_d = to_dev(dy, ny * 4);
+            CHECK(bi->buf_alloc(cx, ny * 4, &y_d) == DG_OK &&
+                  bi->buf_alloc(cx, nx * 4, &dx_d) == DG_OK &&
+                  bi->buf_alloc(cx, nw * 4, &dw_d) == DG_OK &&
+                  bi->buf_alloc(cx, ws + 4, &wk) == DG_OK);
+        }
+        if (x_d && w_d && dy_d && y_d && dx_d && dw_d && wk) {
+            CHECK_MSG(bi->conv2d_fwd(cx, &s, R(x_d), R(w_d), (dg_ref){NULL, 0}, R(y_d), R(wk)) ==
+                              DG_OK &&
+                          bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
+                                         (dg_ref){NULL, 0}, R(wk)) == DG_OK,
+                      "bf16 conv on %s: %s", routes[r], bi->last_error(cx));
+            from_dev(y_d, gy, ny * 4), from_dev(dx_d, gdx, nx * 4), from_dev(dw_d, gdw, nw * 4);
+            ref_conv_fwd(&s, xr, wr, NULL, 0, s.n, ry, rym);
+            ref_conv_bwd(&s, xr, wr, dyr, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
+            double ey = tf32_err(gy, ry, rym, ny), ex = tf32_err(gdx, rdx, rdxm, nx),
+                   ew = tf32_err(gdw, rdw, rdwm, nw);
+            CHECK_MSG(ey <= bound && ex <= bound && ew <= bound,
+                      "bf16 conv on %s against the rounded inputs: y %.3g dx %.3g dw %.3g > %.3g",
+                      routes[r], ey, ex, ew, bound);
+            ref_conv_fwd(&s, x, w, NULL, 0, s.n, ry, rym);
+            double eu = tf32_err(gy, ry, rym, ny);
+            CHECK_MSG(eu >= 3e-5,
+                      "bf16 conv on %s: y within %.3g of the unrounded inputs' "
+                      "convolution: inputs not rounded to bf16?",
+                      routes[r], eu);
+            printf("bf16 conv on %s: against rounded inputs y %.3g dx %.3g dw %.3g (bound %.3g); "
+                   "against unrounded %.3g\n",
+                   routes[r], ey, ex, ew, bound, eu);
+        }
+        bi->versions(cx, text, sizeof text);
+        char want[96];
+        snprintf(want, sizeof want, "conv n3 c16>24 %dx9 k3x3 s1: fwd", s.h);
+        const char *at = strstr(text, want), *semi = at ? strchr(at, ';') : NULL;
+        bool carrier = at && strstr(at, "bf16 inputs on tf32 math") &&
+                       (!semi || strstr(at, "bf16 inputs on tf32 math") < semi);
+        CHECK_MSG(at && carrier == (r == 0), "versions for the %s route: %s", routes[r],
+                  at ? at : text);
+        bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
+        bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
+        free(x), free(w), free(dy), free(xr), free(wr), free(dyr), free(gy), free(gdx), free(gdw);
+        free(ry), free(rym), free(rdx), free(rdxm), free(rdw), free(rdwm);
+    }
+    if (saved)
+        setenv("DEVGATE_CUDA_BF16_CONV", saved, 1);
+    else
+        unsetenv("DEVGATE_CUDA_BF16_CONV");
+    free(saved);
+    CHECK(bi->set_math(cx, 0) == DG_OK);
+}
+
+/* Whether device buffers x and y hold the same n floats, bit for bit. */
+static void same_bits(void *x, void *y, size_t n, const char *what)
+{
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    size_t bad = n;
+    if (a && b) {
+        from_dev(x, a, n * 4);
+        from_dev(y, b, n * 4);
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (memcmp(&a[i], &b[i], 4) != 0)
+                bad = i;
+    }
+    CHECK_MSG(a && b && bad == n, "%s: element %zu differs (%g fused, %g unfused)", what, bad,
+              a && b && bad < n ? a[bad] : 0.0, a && b && bad < n ? b[bad] : 0.0);
+    free(a), free(b);
+}
+
+/* The fused calls at math mode `mode` (0 fp32, 1 TF32, 2 bf16): gemm_ep with
+ * each epilogue the trainer uses (bias + ReLU, bias, the ReLU's mask, all
+ * three) in the four transposes, and conv2d_fwd_ep (bias, with and without
+ * ReLU), each equal bit for bit to the unfused calls (gemm, bias_add,
+ * relu_fwd, relu_bwd; conv2d_fwd, relu_fwd); a mask on a convolution is
+ * refused; DEVGATE_CUDA_FUSE=off offers no fused calls. */
+static void fused_calls(int mode, bool dnn)
+{
+    enum { M = 67, N = 45, K = 130 };
+    char what[128];
+    CHECK(bi->fusion && bi->gemm_ep && bi->conv2d_fwd_ep);
+    if (!bi->fusion || !bi->gemm_ep || !bi->conv2d_fwd_ep)
+        return;
+    CHECK(bi->fusion(cx) == (DG_FUSE_GEMM | DG_FUSE_CONV));
+    setenv("DEVGATE_CUDA_FUSE", "off", 1);
+    CHECK(bi->fusion(cx) == 0);
+    unsetenv("DEVGATE_CUDA_FUSE");
+    CHECK_MSG(bi->set_math(cx, mode) == DG_OK, "set_math(%d): %s", mode, bi->last_error(cx));
+    float *ha = frnd((size_t)M * K, 81), *hb = frnd((size_t)K * N, 82), *hbias = frnd(64, 83),
+          *hmask = frnd((size_t)M * N, 84);
+    void *a = to_dev(ha, (size_t)M * K * 4), *b = to_dev(hb, (size_t)K * N * 4),
+         *bias = to_dev(hbias, 64 * 4), *mask = to_dev(hmask, (size_t)M * N * 4), *f = NULL,
+         *u = NULL;
+    CHECK(bi->buf_alloc(cx, (size_t)M * N * 4, &f) == DG_OK);
+    CHECK(bi->buf_alloc(cx, (size_t)M * N * 4, &u) == DG_OK);
+    const dg_epilogue eps[] = {{R(bias), true, {NULL, 0}},
+                               {R(bias), false, {NULL, 0}},
+                               {{NULL, 0}, false, R(mask)},
+                               {R(bias), true, R(mask)}};
+    for (int t = 0; a && b && bias && mask && f && u && t < 4; t++)
+        for (size_t e = 0; e < sizeof eps / sizeof eps[0]; e++) {
+            bool ta = t & 1, tb = t & 2;
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            const dg_epilogue *ep = &eps[e];
+            snprintf(what, sizeof what, "math %d gemm_ep ta=%d tb=%d epilogue %zu", mode, ta, tb,
+                     e);
+            CHECK_MSG(bi->gemm_ep(cx, ta, tb, M, N, K, R(a), lda, R(b), ldb, R(f), N, ep) == DG_OK,
+                      "%s: %s", what, bi->last_error(cx));
+            CHECK(bi->gemm(cx, ta, tb, M, N, K, 1.0f, R(a), lda, R(b), ldb, 0.0f, R(u), N) ==
+                  DG_OK);
+            if (ep->bias.buf)
+                CHECK(bi->bias_add(cx, R(u), ep->bias, M, N, 1) == DG_OK);
+            if (ep->relu)
+                CHECK(bi->relu_fwd(cx, R(u), R(u), (size_t)M * N) == DG_OK);
+            if (ep->mask.buf)
+                CHECK(bi->relu_bwd(cx, ep->mask, R(u), R(u), (size_t)M * N) == DG_OK);
+            same_bits(f, u, (size_t)M * N, what);
+        }
+    bi->buf_free(cx, f), bi->buf_free(cx, u);
+    /* Convolutions: a plane of 100 (bias a block per plane) and one of 9. */
+    static const int shapes[][6] = {{3, 5, 12, 12, 7, 3}, {2, 4, 5, 5, 64, 3}};
+    for (size_t i = 0; (dnn || mode != 2) && bias && i < 2; i++) {
+        dg_conv_shape s = conv_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                                     shapes[i][4], shapes[i][5], shapes[i][5], 1, 0);
+        size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+        size_t ny = (size_t)s.n * s.k * s.ho * s.wo, ws = bi->conv2d_workspace(cx, &s);
+        float *hx = frnd(nx, 85 + i), *hw = frnd(nw, 87 + i);
+        void *x = to_dev(hx, nx * 4), *w = to_dev(hw, nw * 4), *work = NULL;
+        f = u = NULL;
+        CHECK(bi->buf_alloc(cx, ny * 4, &f) == DG_OK && bi->buf_alloc(cx, ny * 4, &u) == DG_OK &&
+              bi->buf_alloc(cx, ws + 4, &work) == DG_OK);
+        for (int relu = 0; x && w && f && u && work && relu < 2; relu++) {
+            snprintf(what, sizeof what, "math %d conv2d_fwd_ep n%d c%d>%d %dx%d relu=%d", mode, s.n,
+                     s.c, s.k, s.h, s.w, relu);
+            dg_epilogue ep = {R(bias), relu != 0, {NULL, 0}};
+            CHECK_MSG(bi->conv2d_fwd_ep(cx, &s, R(x), R(w), R(f), R(work), &ep) == DG_OK, "%s: %s",
+                      what, bi->last_error(cx));
+            CHECK(bi->conv2d_fwd(cx, &s, R(x), R(w), R(bias), R(u), R(work)) == DG_OK);
+            if (relu)
+                CHECK(bi->relu_fwd(cx, R(u), R(u), ny) == DG_OK);
+            same_bits(f, u, ny, what);
+        }
+        dg_epilogue masked = {R(bias), true, R(f)};
+        CHECK(bi->conv2d_fwd_ep(cx, &s, R(x), R(w), R(f), R(work), &masked) == DG_ERR_USAGE);
+        bi->buf_free(cx, x), bi->buf_free(cx, w), bi->buf_free(cx, f), bi->buf_free(cx, u);
+        bi->buf_free(cx, work);
+        free(hx), free(hw);
+    }
+    bi->buf_free(cx, a), bi->buf_free(cx, b), bi->buf_free(cx, bias), bi->buf_free(cx, mask);
+    free(ha), free(hb), free(hbias), free(hmask);
+    CHECK(bi->set_math(cx, 0) == DG_OK);
+}
+
 /* Both conv paths, each in a fresh context opened with DEVGATE_CUDA_CONV set:
  * the conv checks, fp32 (not TF32) accuracy, capture, and the cifar layers
  * timed. Where cuDNN cannot be loaded the cudnn path is reported, not run. */
@@ -1457,6 +1660,10 @@ static void conv_paths(void)
         conv_not_tf32();
         math_mode(1);
         math_mode(2);
+        for (int mode = 0; mode < 3; mode++)
+            fused_calls(mode, m == 1);
+        if (m == 1)
+            bf16_routes();
         conv_capture();
         cifar_convs(paths[m]);
         bi->versions(cx, text, sizeof text);

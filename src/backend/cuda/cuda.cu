@@ -253,22 +253,51 @@ __global__ void k_fill(float *x, size_t n, float v)
 }
 
 /* y[o, ch, i] += bias[ch]; inner == 1 is the common linear-layer case. */
-__global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned channels, unsigned inner)
+__global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned channels, unsigned inner,
+                           bool relu)
 {
     CU_GRID_LOOP(i, n)
-    y[i] += bias[(i / inner) % channels];
+    {
+        float v = y[i] + bias[(i / inner) % channels];
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    }
 }
 
 /* The same for planes of inner >= 32 (conv outputs): blocks stride over the
  * outer*channels planes, threads over a plane; no 64-bit division per element. */
 __global__ void k_bias_add_plane(float *y, const float *bias, unsigned planes, unsigned channels,
-                                 unsigned inner)
+                                 unsigned inner, bool relu)
 {
     for (unsigned pl = blockIdx.x; pl < planes; pl += gridDim.x) {
         float b = bias[pl % channels];
         float *p = y + (size_t)pl * inner;
-        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x)
-            p[i] += b;
+        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x) {
+            float v = p[i] + b;
+            p[i] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
+/* gemm_ep's epilogue on row-major C[m, n] (leading dimension ldc): + bias[col],
+ * ReLU, then the mask (laid out as C): the unfused bias_add, relu_fwd and
+ * relu_bwd's arithmetic, so the results are the same bits. Blocks stride over
+ * rows (y) and columns (x): no division per element. */
+__global__ void k_gemm_ep(float *c, int m, int n, int ldc, const float *bias, bool relu,
+                          const float *mask)
+{
+    for (int r = blockIdx.y; r < m; r += gridDim.y) {
+        float *row = c + (size_t)r * ldc;
+        const float *mrow = mask ? mask + (size_t)r * ldc : NULL;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+            float v = row[j];
+            if (bias)
+                v += bias[j];
+            if (relu)
+                v = v > 0.0f ? v : 0.0f;
+            if (mrow)
+                v = mrow[j] > 0.0f ? v : 0.0f;
+            row[j] = v;
+        }
     }
 }
 
@@ -1351,6 +1380,38 @@ static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float
                     (float *)pc, ldc);
 }
 
+/* The fused calls (backend.h, version 6) unless DEVGATE_CUDA_FUSE=off: the
+ * product, then one epilogue kernel in place of bias_add, relu_fwd and
+ * relu_bwd's mask (forward: three calls become two; the same bits). */
+static unsigned cu_fusion(void *ctx)
+{
+    const char *v = getenv("DEVGATE_CUDA_FUSE");
+    (void)ctx;
+    return v && strcmp(v, "off") == 0 ? 0u : DG_FUSE_GEMM | DG_FUSE_CONV;
+}
+
+static dg_status cu_gemm_ep(void *ctx, bool ta, bool tb, int m, int n, int k, dg_ref a, int lda,
+                            dg_ref b, int ldb, dg_ref cr, int ldc, const dg_epilogue *ep)
+{
+    cu_ctx *c = (cu_ctx *)ctx;
+    void *pc, *pb, *pm;
+    dg_status st = cu_gemm(ctx, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, cr, ldc);
+    if (st != DG_OK || !ep || m == 0 || n == 0)
+        return st;
+    size_t extent = cu_extent(m, n, ldc);
+    if ((st = cu_ref(c, "gemm_ep", "C", cr, extent, &pc)) != DG_OK ||
+        (st = cu_ref_opt(c, "gemm_ep", "bias", ep->bias, (size_t)n, &pb)) != DG_OK ||
+        (st = cu_ref_opt(c, "gemm_ep", "mask", ep->mask, extent, &pm)) != DG_OK)
+        return st;
+    if (!pb && !ep->relu && !pm)
+        return DG_OK;
+    int threads = n >= CU_THREADS ? CU_THREADS : (n + 31) / 32 * 32;
+    unsigned gx = (unsigned)((n + threads - 1) / threads), gy = m > 65535 ? 65535u : (unsigned)m;
+    k_gemm_ep<<<dim3(gx, gy), threads, 0, c->stream>>>((float *)pc, m, n, ldc, (const float *)pb,
+                                                       ep->relu, (const float *)pm);
+    return cu_launched(c, "gemm_ep");
+}
+
 /* ---- elementwise and small ops ------------------------------------------------------- */
 
 static dg_status cu_fill(void *ctx, dg_ref x, size_t count, float value)
@@ -1379,18 +1440,21 @@ static dg_status cu_oci(cu_ctx *c, const char *op, int outer, int channels, int 
     return DG_OK;
 }
 
-/* Enqueues y[o, ch, i] += bias[ch] (device addresses already checked; total > 0). */
+/* Enqueues y[o, ch, i] += bias[ch], then ReLU when relu (b NULL: ReLU alone;
+ * device addresses already checked; total > 0). */
 static dg_status cu_bias_add_raw(cu_ctx *c, float *y, const float *b, size_t total, int channels,
-                                 int inner, const char *what)
+                                 int inner, bool relu, const char *what)
 {
     size_t planes = total / (size_t)inner;
-    if (inner >= 32 && planes <= UINT_MAX) {
+    if (!b)
+        k_relu_fwd<<<cu_blocks(total), CU_THREADS, 0, c->stream>>>(y, y, total);
+    else if (inner >= 32 && planes <= UINT_MAX) {
         unsigned g = planes > CU_MAX_BLOCKS ? CU_MAX_BLOCKS : (unsigned)planes;
         k_bias_add_plane<<<g, inner >= CU_THREADS ? CU_THREADS : 128, 0, c->stream>>>(
-            y, b, (unsigned)planes, (unsigned)channels, (unsigned)inner);
+            y, b, (unsigned)planes, (unsigned)channels, (unsigned)inner, relu);
     } else {
         k_bias_add<<<cu_blocks(total), CU_THREADS, 0, c->stream>>>(y, b, total, (unsigned)channels,
-                                                                   (unsigned)inner);
+                                                                   (unsigned)inner, relu);
     }
     return cu_launched(c, what);
 }
@@ -1410,7 +1474,8 @@ static dg_status cu_bias_add(void *ctx, dg_ref y, dg_ref bias, int outer, int ch
         return st;
     if (total == 0)
         return DG_OK;
-    return cu_bias_add_raw(c, (float *)py, (const float *)pb, total, channels, inner, "bias_add");
+    return cu_bias_add_raw(c, (float *)py, (const float *)pb, total, channels, inner, false,
+                           "bias_add");
 }
 
 /* Enqueues db = per-channel sums of dy (device addresses already checked). */
@@ -1662,8 +1727,9 @@ static size_t cu_conv2d_workspace(void *ctx, const dg_conv_shape *s)
     if (!cu_conv_plan_make(s, &pl))
         return 0;
     if (c && c->dnn && cu_bind(c) == DG_OK && cu_conv_on_dnn(c, s, &ws))
-        return c->math == CU_MATH_BF16 ? ws + cbf_conv_extra(pl.x_count, pl.w_count, pl.y_count)
-                                       : ws;
+        return c->math == CU_MATH_BF16
+                   ? ws + cbf_conv_extra(c->dnn, s, pl.x_count, pl.w_count, pl.y_count)
+                   : ws;
     return pl.work_bytes;
 }
 
@@ -1701,15 +1767,17 @@ static dg_status cu_conv_no_bf16(cu_ctx *c, const char *op, const dg_conv_shape 
                    plans);
 }
 
-/* A cuDNN convolution in bf16 mode (cuda_bf16.cu): the forward pass (fwd:
- * y = conv(x, w) + bias) or the backward one (grads = {dy, dx or NULL, dw}),
- * with the workspace holding cuDNN's dws bytes and the bf16 copies. */
+/* A cuDNN convolution in bf16 mode (cuda_bf16.cu): the forward pass (grads
+ * NULL: y = conv(x, w) + bias, then ReLU when relu) or the backward one
+ * (grads = {dy, dx or NULL, dw}), with the workspace holding cuDNN's dws bytes
+ * and the bf16 copies. */
 static dg_status cu_conv_bf16(cu_ctx *c, const dg_conv_shape *s, const cu_conv_plan *pl, size_t dws,
                               void *px, void *pw, void *pb, void *py, void *grads[3], dg_ref work,
-                              bool fwd)
+                              bool relu)
 {
+    bool fwd = grads == NULL;
     const char *op = fwd ? "conv2d_fwd" : "conv2d_bwd";
-    size_t need = dws + cbf_conv_extra(pl->x_count, pl->w_count, pl->y_count);
+    size_t need = dws + cbf_conv_extra(c->dnn, s, pl->x_count, pl->w_count, pl->y_count);
     void *pwk;
     char msg[300];
     dg_status st = cu_ref(c, op, "work", work, need / sizeof(float), &pwk);
@@ -1717,8 +1785,8 @@ static dg_status cu_conv_bf16(cu_ctx *c, const dg_conv_shape *s, const cu_conv_p
         return st;
     if (fwd)
         st = cbf_conv_fwd(c->dnn, c->stream, s, pl->x_count, pl->w_count, pl->y_count,
-                          (const float *)px, (const float *)pw, (const float *)pb, (float *)py, pwk,
-                          dws, msg, sizeof msg);
+                          (const float *)px, (const float *)pw, (const float *)pb, relu,
+                          (float *)py, pwk, dws, msg, sizeof msg);
     else
         st = cbf_conv_bwd(c->dnn, c->stream, s, pl->x_count, pl->w_count, pl->y_count,
                           (const float *)px, (const float *)pw, (const float *)grads[0],
@@ -1726,10 +1794,10 @@ static dg_status cu_conv_bf16(cu_ctx *c, const dg_conv_shape *s, const cu_conv_p
     return st == DG_OK ? DG_OK : cu_fail(c, st, "cuda: %s (bf16): %s", op, msg);
 }
 
-static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
-                               dg_ref y, dg_ref work)
+/* y = conv(x, w) (+ bias), then ReLU when relu: conv2d_fwd and conv2d_fwd_ep. */
+static dg_status cu_conv_fwd_any(cu_ctx *c, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                                 dg_ref y, dg_ref work, bool relu)
 {
-    cu_ctx *c = (cu_ctx *)ctx;
     cu_conv_plan pl;
     void *px, *pw, *pb, *py, *pwk;
     const float one = 1.0f, zero = 0.0f;
@@ -1749,14 +1817,14 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
         char msg[256];
         pwk = NULL;
         if (c->math == CU_MATH_BF16)
-            return cu_conv_bf16(c, s, &pl, dws, px, pw, pb, py, NULL, work, true);
+            return cu_conv_bf16(c, s, &pl, dws, px, pw, pb, py, NULL, work, relu);
         if (dws && (st = cu_ref(c, "conv2d_fwd", "work", work, dws / sizeof(float), &pwk)) != DG_OK)
             return st;
         if ((st = cdn_conv_fwd(c->dnn, s, (const float *)px, (const float *)pw, (float *)py, pwk,
                                msg, sizeof msg)) != DG_OK)
             return cu_fail(c, st, "cuda: conv2d_fwd: %s", msg);
-        if (pb)
-            return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl.y_count, s->k, pl.P,
+        if (pb || relu)
+            return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl.y_count, s->k, pl.P, relu,
                                    "conv2d_fwd: bias");
         return DG_OK;
     }
@@ -1783,10 +1851,24 @@ static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_r
         if (bs != CUBLAS_STATUS_SUCCESS)
             return cu_fail_blas(c, "conv2d_fwd: cublasSgemmStridedBatched", bs);
     }
-    if (pb)
-        return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl.y_count, s->k, pl.P,
+    if (pb || relu)
+        return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl.y_count, s->k, pl.P, relu,
                                "conv2d_fwd: bias");
     return DG_OK;
+}
+
+static dg_status cu_conv2d_fwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref bias,
+                               dg_ref y, dg_ref work)
+{
+    return cu_conv_fwd_any((cu_ctx *)ctx, s, x, w, bias, y, work, false);
+}
+
+static dg_status cu_conv2d_fwd_ep(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref y,
+                                  dg_ref work, const dg_epilogue *ep)
+{
+    if (!ep || ep->mask.buf)
+        return cu_fail((cu_ctx *)ctx, DG_ERR_USAGE, "cuda: conv2d_fwd_ep: no epilogue, or a mask");
+    return cu_conv_fwd_any((cu_ctx *)ctx, s, x, w, ep->bias, y, work, ep->relu);
 }
 
 static dg_status cu_conv2d_bwd(void *ctx, const dg_conv_shape *s, dg_ref x, dg_ref w, dg_ref dy,
@@ -2121,6 +2203,9 @@ static const dg_backend_iface cu_iface = {
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
     .host_wait = cu_host_wait,
+    .fusion = cu_fusion,
+    .gemm_ep = cu_gemm_ep,
+    .conv2d_fwd_ep = cu_conv2d_fwd_ep,
 };
 
 /* The plug-in's only export: the CUDA backend's interface. */

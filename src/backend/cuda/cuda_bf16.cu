@@ -12,6 +12,7 @@
  * bf16 scratch grows outside a capture (the eager first step sizes it) and a
  * capture that would need more fails with a message; the convolutions' copies
  * live in the workspace conv2d_workspace reported. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +38,13 @@ static unsigned cbf_blocks(size_t count)
     return (unsigned)(b ? b : 1);
 }
 
-/* Up to three fp32 -> bf16 ranges cast by one launch. */
+/* Up to three fp32 -> bf16 ranges cast by one launch; as_float: written back
+ * as fp32 holding the bf16-rounded values (the TF32 carrier's inputs). */
 typedef struct cbf_spans {
     const float *src[3];
-    __nv_bfloat16 *dst[3];
+    void *dst[3];
     size_t n[3];
+    bool as_float;
 } cbf_spans;
 
 __global__ void k_to_bf16(cbf_spans sp)
@@ -55,17 +58,24 @@ __global__ void k_to_bf16(cbf_spans sp)
             j -= sp.n[r];
             r++;
         }
-        sp.dst[r][j] = __float2bfloat16_rn(sp.src[r][j]);
+        __nv_bfloat16 v = __float2bfloat16_rn(sp.src[r][j]);
+        if (sp.as_float)
+            ((float *)sp.dst[r])[j] = __bfloat162float(v);
+        else
+            ((__nv_bfloat16 *)sp.dst[r])[j] = v;
     }
 }
 
-/* Up to two bf16 -> fp32 ranges; range 0 may add bias[(i / inner) % channels]. */
+/* Up to two bf16 -> fp32 ranges; or range 0 alone plus bias[plane % channels]
+ * over planes of inner elements (k_from_bf16_bias). */
 typedef struct cbf_wide {
     const __nv_bfloat16 *src[2];
     float *dst[2];
     size_t n[2];
     const float *bias; /* range 0 only; NULL: none */
+    bool relu;         /* range 0 only: ReLU after the bias */
     unsigned channels, inner;
+    float *in_place; /* not NULL: range 0 is this fp32 y, bias and ReLU applied in place */
 } cbf_wide;
 
 __global__ void k_from_bf16(cbf_wide w)
@@ -74,13 +84,39 @@ __global__ void k_from_bf16(cbf_wide w)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         if (i < w.n[0]) {
-            float v = __bfloat162float(w.src[0][i]);
-            if (w.bias)
-                v += w.bias[(i / w.inner) % w.channels];
-            w.dst[0][i] = v;
+            w.dst[0][i] = __bfloat162float(w.src[0][i]);
         } else {
             size_t j = i - w.n[0];
             w.dst[1][j] = __bfloat162float(w.src[1][j]);
+        }
+    }
+}
+
+/* Range 0 with the bias (may be NULL) and the ReLU, a block per plane of inner
+ * elements (no division per element: a 64-bit one cost more than the memory
+ * traffic on large outputs). The unfused bias_add and relu's arithmetic. */
+static __device__ float cbf_f(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+static __device__ float cbf_f(float v)
+{
+    return v;
+}
+
+template <typename S>
+__global__ void k_from_bf16_bias(const S *src, float *dst, const float *bias, bool relu,
+                                 unsigned planes, unsigned channels, unsigned inner)
+{
+    for (unsigned pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        float b = bias ? bias[pl % channels] : 0.0f;
+        size_t o = (size_t)pl * inner;
+        for (unsigned i = threadIdx.x; i < inner; i += blockDim.x) {
+            float v = cbf_f(src[o + i]);
+            if (bias)
+                v += b;
+            dst[o + i] = relu && !(v > 0.0f) ? 0.0f : v;
         }
     }
 }
@@ -106,6 +142,22 @@ static dg_status cbf_cast(cudaStream_t stream, cbf_spans sp, const char *what, c
 
 static dg_status cbf_widen(cudaStream_t stream, cbf_wide w, const char *what, char *err, size_t len)
 {
+    size_t planes = w.inner ? w.n[0] / w.inner : 0;
+    if ((w.bias || w.relu) && w.n[1] == 0 && planes > 0 && planes <= UINT_MAX) {
+        unsigned g = planes > CBF_MAX_BLOCKS ? CBF_MAX_BLOCKS : (unsigned)planes;
+        unsigned t = w.inner >= CBF_THREADS ? CBF_THREADS : 64;
+        if (w.in_place)
+            k_from_bf16_bias<<<g, t, 0, stream>>>((const float *)w.in_place, w.in_place, w.bias,
+                                                  w.relu, (unsigned)planes, w.channels, w.inner);
+        else
+            k_from_bf16_bias<<<g, t, 0, stream>>>(w.src[0], w.dst[0], w.bias, w.relu,
+                                                  (unsigned)planes, w.channels, w.inner);
+        return cbf_launched(what, err, len);
+    }
+    if (w.bias || w.relu) {
+        cdn_msg(err, len, "%s: a bias or ReLU with a second range or %zu planes", what, planes);
+        return DG_ERR_BACKEND;
+    }
     size_t total = w.n[0] + w.n[1];
     if (total == 0)
         return DG_OK;
@@ -194,7 +246,7 @@ CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch
     if (st != DG_OK)
         return st;
     __nv_bfloat16 *a16 = (__nv_bfloat16 *)s->p, *b16 = (__nv_bfloat16 *)((char *)s->p + a_bytes);
-    cbf_spans sp = {{a, b, NULL}, {a16, b16, NULL}, {a_count, b_count, 0}};
+    cbf_spans sp = {{a, b, NULL}, {a16, b16, NULL}, {a_count, b_count, 0}, false};
     if ((st = cbf_cast(stream, sp, "bf16 gemm: cast", err, len)) != DG_OK)
         return st;
     /* Row-major C^T = op(B)^T op(A)^T as cuBLAS's column-major product. */
@@ -210,45 +262,62 @@ CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch
     return DG_OK;
 }
 
-/* The bf16 areas after cuDNN's workspace: x | w | y (dy) | dx | dw. */
+/* The areas after cuDNN's workspace: bf16 x | w | y (dy) | dx | dw; on the
+ * TF32 carrier (cdn_carrier) fp32 x | w | dy of bf16-rounded values (cuDNN
+ * then writes y, dx and dw in fp32 itself). */
 typedef struct cbf_conv_areas {
-    __nv_bfloat16 *x, *w, *y, *dx, *dw;
+    void *x, *w, *y, *dx, *dw;
 } cbf_conv_areas;
 
-CDN_HIDDEN size_t cbf_conv_extra(size_t x_count, size_t w_count, size_t y_count)
-{
-    size_t x = cbf_round(x_count * 2), w = cbf_round(w_count * 2), y = cbf_round(y_count * 2);
-    return 2 * x + 2 * w + y;
-}
-
-static cbf_conv_areas cbf_areas(void *work, size_t ws_bytes, size_t x_count, size_t w_count,
-                                size_t y_count)
+static cbf_conv_areas cbf_areas(bool carrier, void *work, size_t ws_bytes, size_t x_count,
+                                size_t w_count, size_t y_count, size_t *extra)
 {
     char *p = (char *)work + cbf_round(ws_bytes);
-    size_t x = cbf_round(x_count * 2), w = cbf_round(w_count * 2), y = cbf_round(y_count * 2);
+    size_t e = carrier ? sizeof(float) : sizeof(__nv_bfloat16);
+    size_t x = cbf_round(x_count * e), w = cbf_round(w_count * e), y = cbf_round(y_count * e);
     cbf_conv_areas a;
-    a.x = (__nv_bfloat16 *)p;
-    a.w = (__nv_bfloat16 *)(p + x);
-    a.y = (__nv_bfloat16 *)(p + x + w);
-    a.dx = (__nv_bfloat16 *)(p + x + w + y);
-    a.dw = (__nv_bfloat16 *)(p + 2 * x + w + y);
+    a.x = p;
+    a.w = p + x;
+    a.y = p + x + w;
+    a.dx = carrier ? NULL : p + x + w + y;
+    a.dw = carrier ? NULL : p + 2 * x + w + y;
+    *extra = carrier ? x + w + y : 2 * x + 2 * w + y;
     return a;
+}
+
+CDN_HIDDEN size_t cbf_conv_extra(cdn_ctx *d, const dg_conv_shape *s, size_t x_count, size_t w_count,
+                                 size_t y_count)
+{
+    size_t extra;
+    cbf_areas(cdn_carrier(d, s), NULL, 0, x_count, w_count, y_count, &extra);
+    return extra;
 }
 
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
-                                  const float *w, const float *bias, float *y, void *work,
-                                  size_t ws_bytes, char *err, size_t len)
+                                  const float *w, const float *bias, bool relu, float *y,
+                                  void *work, size_t ws_bytes, char *err, size_t len)
 {
-    cbf_conv_areas a = cbf_areas(work, ws_bytes, x_count, w_count, y_count);
-    cbf_spans sp = {{x, w, NULL}, {a.x, a.w, NULL}, {x_count, w_count, 0}};
+    size_t extra;
+    bool carrier = cdn_carrier(d, s);
+    cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count, &extra);
+    cbf_spans sp = {{x, w, NULL}, {a.x, a.w, NULL}, {x_count, w_count, 0}, carrier};
     dg_status st = cbf_cast(stream, sp, "bf16 conv2d_fwd: cast", err, len);
     if (st != DG_OK)
         return st;
-    if ((st = cdn_conv_fwd(d, s, a.x, a.w, a.y, work, err, len)) != DG_OK)
+    if ((st = cdn_conv_fwd(d, s, a.x, a.w, carrier ? (void *)y : a.y, work, err, len)) != DG_OK)
         return st;
-    cbf_wide wd = {{a.y, NULL}, {y, NULL},      {y_count, 0},
-                   bias,        (unsigned)s->k, (unsigned)(s->ho * s->wo)};
+    if (carrier && !bias && !relu)
+        return DG_OK;
+    /* The carrier's y is fp32 already: the bias and ReLU in place. */
+    cbf_wide wd = {{(const __nv_bfloat16 *)a.y, NULL},
+                   {y, NULL},
+                   {y_count, 0},
+                   bias,
+                   relu,
+                   (unsigned)s->k,
+                   (unsigned)(s->ho * s->wo),
+                   carrier ? y : NULL};
     return cbf_widen(stream, wd, "bf16 conv2d_fwd: widen", err, len);
 }
 
@@ -257,13 +326,24 @@ CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
                                   const float *w, const float *dy, float *dx, float *dw, void *work,
                                   size_t ws_bytes, char *err, size_t len)
 {
-    cbf_conv_areas a = cbf_areas(work, ws_bytes, x_count, w_count, y_count);
-    cbf_spans sp = {{x, dy, w}, {a.x, a.y, a.w}, {x_count, y_count, dx ? w_count : 0}};
+    size_t extra;
+    bool carrier = cdn_carrier(d, s);
+    cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count, &extra);
+    cbf_spans sp = {{x, dy, w}, {a.x, a.y, a.w}, {x_count, y_count, dx ? w_count : 0}, carrier};
     dg_status st = cbf_cast(stream, sp, "bf16 conv2d_bwd: cast", err, len);
     if (st != DG_OK)
         return st;
+    if (carrier) /* fp32 dx and dw straight from cuDNN */
+        return cdn_conv_bwd(d, s, a.x, a.w, a.y, dx, dw, work, err, len);
     if ((st = cdn_conv_bwd(d, s, a.x, a.w, a.y, dx ? a.dx : NULL, a.dw, work, err, len)) != DG_OK)
         return st;
-    cbf_wide wd = {{a.dw, a.dx}, {dw, dx}, {w_count, dx ? x_count : 0}, NULL, 1, 1};
+    cbf_wide wd = {{(const __nv_bfloat16 *)a.dw, (const __nv_bfloat16 *)a.dx},
+                   {dw, dx},
+                   {w_count, dx ? x_count : 0},
+                   NULL,
+                   false,
+                   1,
+                   1,
+                   NULL};
     return cbf_widen(stream, wd, "bf16 conv2d_bwd: widen", err, len);
 }

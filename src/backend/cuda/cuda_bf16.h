@@ -31,6 +31,11 @@ CDN_HIDDEN dg_status cdn_conv_bwd(cdn_ctx *d, const dg_conv_shape *s, const void
                                   const void *dy, void *dx, void *dw, void *work, char *err,
                                   size_t len);
 CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
+/* Whether s's bf16 plan runs fp32 tensors of bf16-rounded values on TF32 math
+ * (the carrier: exact products of the bf16 inputs, fp32 output) rather than
+ * bf16 tensors; DEVGATE_CUDA_BF16_CONV=bf16|tf32 forces one, auto (default)
+ * takes the one Find timed faster per shape. */
+CDN_HIDDEN bool cdn_carrier(cdn_ctx *d, const dg_conv_shape *s);
 
 /* ---- bf16 mode (cuda_bf16.cu) ---- */
 
@@ -57,16 +62,18 @@ CDN_HIDDEN dg_status cbf_gemm(cublasHandle_t h, cudaStream_t stream, cbf_scratch
                               float beta, float *c, int ldc, char *err, size_t len);
 
 /* Bytes a bf16 convolution adds after cuDNN's workspace (ws_bytes, rounded):
- * bf16 copies of x, w, y (or dy), dx and dw. */
-CDN_HIDDEN size_t cbf_conv_extra(size_t x_count, size_t w_count, size_t y_count);
+ * bf16 copies of x, w, y (or dy), dx and dw; on the TF32 carrier fp32 copies
+ * of x, w and dy holding bf16-rounded values. */
+CDN_HIDDEN size_t cbf_conv_extra(cdn_ctx *d, const dg_conv_shape *s, size_t x_count, size_t w_count,
+                                 size_t y_count);
 
-/* y = conv(bf16 x, bf16 w) (+ bias), y in fp32: x and w cast into work after
- * cuDNN's ws_bytes, cuDNN writes a bf16 y there, one kernel widens it and
- * adds the bias (may be NULL). */
+/* y = conv(bf16 x, bf16 w) (+ bias) (then ReLU when relu), y in fp32: x and
+ * w cast into work after cuDNN's ws_bytes, cuDNN writes a bf16 y there, one
+ * kernel widens it, adds the bias (may be NULL) and applies the ReLU. */
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
-                                  const float *w, const float *bias, float *y, void *work,
-                                  size_t ws_bytes, char *err, size_t len);
+                                  const float *w, const float *bias, bool relu, float *y,
+                                  void *work, size_t ws_bytes, char *err, size_t len);
 /* dw (and dx when not NULL) from bf16 copies of x, w and dy; fp32 results. */
 CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,

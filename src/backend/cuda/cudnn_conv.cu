@@ -301,6 +301,11 @@ typedef struct cdn_plan {
     int math;   /* the math mode the plan was made for (CU_MATH_*) */
     bool ok;    /* false: cuDNN declined this shape (im2col runs it) */
     bool found; /* chosen from Find's timings (else from the heuristics) */
+    /* CU_MATH_BF16 only: fp32 tensors holding bf16-rounded values on TF32
+     * math (exact products of bf16 inputs, fp32 accumulation and output; no
+     * Winograd, whose transforms would round again) instead of bf16 tensors. */
+    bool carrier;
+    float t_sum; /* Find's milliseconds of the three choices; -1 when not all timed */
     cdnDesc xd, yd, wd, cd;
     int fwd, data, filter;             /* chosen algorithms */
     size_t ws_fwd, ws_data, ws_filter; /* their workspace bytes */
@@ -413,10 +418,13 @@ static bool cdn_same(const dg_conv_shape *a, const dg_conv_shape *b)
 
 enum { CDN_KIND_FWD, CDN_KIND_DATA, CDN_KIND_FILTER };
 
-/* Whether algorithm a of kind may be used for s (accuracy rules above). */
-static bool cdn_allowed(int kind, int a, const dg_conv_shape *s)
+/* Whether algorithm a of kind may be used for s (accuracy rules above; no
+ * Winograd at all where exact says the inputs must reach the products as they are). */
+static bool cdn_allowed(int kind, int a, const dg_conv_shape *s, bool exact)
 {
     long long kf = (long long)s->c * s->kh * s->kw, kd = (long long)s->k * s->kh * s->kw;
+    if (exact)
+        kf = kd = 0;
     switch (kind) {
     case CDN_KIND_FWD:
         return a == CDN_FWD_IMPLICIT_GEMM || a == CDN_FWD_IMPLICIT_PRECOMP_GEMM ||
@@ -430,7 +438,7 @@ static bool cdn_allowed(int kind, int a, const dg_conv_shape *s)
 
 /* Picks from n results (Find: timed; heuristics: ranked, time < 0, where the
  * first deterministic one wins). -1 when none fits. */
-static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, bool tensor_ops,
+static int cdn_pick(int kind, const cdn_plan *pl, const cdn_perf *p, int n, bool tensor_ops,
                     size_t cap)
 {
     int best = -1, best_det = -1;
@@ -440,7 +448,7 @@ static int cdn_pick(int kind, const dg_conv_shape *s, const cdn_perf *p, int n, 
         if (p[i].status != CDN_STATUS_SUCCESS || p[i].memory > cap ||
             (!tensor_ops && (p[i].math_type == CDN_TENSOR_OP_MATH ||
                              p[i].math_type == CDN_TENSOR_OP_MATH_ALLOW_CONVERSION)) ||
-            !cdn_allowed(kind, p[i].algo, s))
+            !cdn_allowed(kind, p[i].algo, &pl->s, pl->carrier))
             continue;
         if (p[i].time < 0.0f)
             timed = false;
@@ -471,7 +479,7 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     cdn_perf perf[CDN_MAX_ALGOS];
     int got = 0, pick;
     cdnStatus st;
-    int dt = p->math == CU_MATH_BF16 ? CDN_DATA_BFLOAT16 : CDN_DATA_FLOAT;
+    int dt = p->math == CU_MATH_BF16 && !p->carrier ? CDN_DATA_BFLOAT16 : CDN_DATA_FLOAT;
     bool tensor_ops = p->math != CU_MATH_FP32;
 
 #define CDN_CHECK(call, what)                                                                      \
@@ -502,31 +510,33 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     if (may_find &&
         A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
             CDN_STATUS_SUCCESS &&
-        (pick = cdn_pick(CDN_KIND_FWD, s, perf, got, tensor_ops, d->ws_cap)) >= 0)
+        (pick = cdn_pick(CDN_KIND_FWD, p, perf, got, tensor_ops, d->ws_cap)) >= 0)
         p->found = true;
     if (pick < 0 && A.get_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FWD, s, perf, got, tensor_ops, d->ws_cap), p->found = false;
+        pick = cdn_pick(CDN_KIND_FWD, p, perf, got, tensor_ops, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable forward algorithm");
         return false;
     }
     p->fwd = perf[pick].algo;
+    p->t_sum = p->found ? perf[pick].time : -1.0f;
     CDN_CHECK(A.ws_fwd(d->h, p->xd, p->wd, p->cd, p->yd, p->fwd, &p->ws_fwd), "forward workspace");
 
     /* Backward data: (w, dy) -> dx. */
     pick = -1;
     if (may_find && A.find_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, tensor_ops, d->ws_cap);
+        pick = cdn_pick(CDN_KIND_DATA, p, perf, got, tensor_ops, d->ws_cap);
     if (pick < 0 && A.get_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_DATA, s, perf, got, tensor_ops, d->ws_cap), p->found = false;
+        pick = cdn_pick(CDN_KIND_DATA, p, perf, got, tensor_ops, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-data algorithm");
         return false;
     }
     p->data = perf[pick].algo;
+    p->t_sum = p->found && p->t_sum >= 0.0f ? p->t_sum + perf[pick].time : -1.0f;
     CDN_CHECK(A.ws_data(d->h, p->wd, p->yd, p->cd, p->xd, p->data, &p->ws_data),
               "backward-data workspace");
 
@@ -534,15 +544,16 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     pick = -1;
     if (may_find && A.find_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, tensor_ops, d->ws_cap);
+        pick = cdn_pick(CDN_KIND_FILTER, p, perf, got, tensor_ops, d->ws_cap);
     if (pick < 0 && A.get_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
-        pick = cdn_pick(CDN_KIND_FILTER, s, perf, got, tensor_ops, d->ws_cap), p->found = false;
+        pick = cdn_pick(CDN_KIND_FILTER, p, perf, got, tensor_ops, d->ws_cap), p->found = false;
     if (pick < 0) {
         cdn_msg(p->why, sizeof p->why, "no usable backward-filter algorithm");
         return false;
     }
     p->filter = perf[pick].algo;
+    p->t_sum = p->found && p->t_sum >= 0.0f ? p->t_sum + perf[pick].time : -1.0f;
     CDN_CHECK(A.ws_filter(d->h, p->xd, p->yd, p->cd, p->wd, p->filter, &p->ws_filter),
               "backward-filter workspace");
 #undef CDN_CHECK
@@ -558,6 +569,39 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     }
     p->ws = cdn_round(m);
     return true;
+}
+
+/* DEVGATE_CUDA_BF16_CONV: 0 auto, 1 bf16 tensors, 2 the TF32 carrier. */
+static int cdn_bf16_route(void)
+{
+    const char *v = getenv("DEVGATE_CUDA_BF16_CONV");
+    return v && strcmp(v, "bf16") == 0 ? 1 : v && strcmp(v, "tf32") == 0 ? 2 : 0;
+}
+
+/* Makes p (shape and math set) on cuDNN; in bf16 mode both ways of running it
+ * (bf16 tensors; fp32 tensors of bf16-rounded values on TF32 math) when the
+ * route is auto, keeping the one whose three algorithms Find timed faster, or
+ * where not both were timed the carrier when a channel count is not a
+ * multiple of 8 (bf16 tensor-core kernels want multiples of 8). */
+static void cdn_plan_choose(cdn_ctx *d, cdn_plan *p, bool may_find)
+{
+    int route = p->math == CU_MATH_BF16 ? cdn_bf16_route() : 1;
+    p->carrier = route == 2;
+    p->ok = cdn_plan_make(d, p, may_find);
+    if (route != 0)
+        return;
+    cdn_plan q = *p;
+    q.xd = q.yd = q.wd = q.cd = NULL;
+    q.carrier = true;
+    q.ok = cdn_plan_make(d, &q, may_find);
+    bool timed = p->ok && q.ok && p->t_sum >= 0.0f && q.t_sum >= 0.0f;
+    bool odd = p->s.c % 8 != 0 || p->s.k % 8 != 0;
+    if (q.ok && (!p->ok || (timed ? q.t_sum < p->t_sum : odd))) {
+        cdn_plan_free(p);
+        *p = q;
+    } else {
+        cdn_plan_free(&q);
+    }
 }
 
 /* The plan of s, made (and kept) on first use. NULL only when out of host memory. */
@@ -578,12 +622,19 @@ static cdn_plan *cdn_plan_of(cdn_ctx *d, const dg_conv_shape *s, bool may_find)
     memset(p, 0, sizeof *p);
     p->s = *s;
     p->math = d->math;
-    p->ok = cdn_plan_make(d, p, may_find);
+    cdn_plan_choose(d, p, may_find);
     if (!p->ok) {
         cdn_plan_free(p);
         cudaGetLastError(); /* a failed Find may leave a (non-sticky) runtime error behind */
     }
     return p;
+}
+
+/* Whether s's bf16 plan runs on the TF32 carrier (fp32 tensors of bf16-rounded values). */
+CDN_HIDDEN bool cdn_carrier(cdn_ctx *d, const dg_conv_shape *s)
+{
+    cdn_plan *p = d ? cdn_plan_of(d, s, false) : NULL;
+    return p && p->ok && p->carrier;
 }
 
 /* DG_OK and *ws when cuDNN runs s (choosing its algorithms on first sight:
@@ -664,8 +715,9 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len)
                          cdn_fwd_names[p->fwd], cdn_data_names[p->data],
                          cdn_filter_names[p->filter], p->found ? "timed" : "heuristic",
                          p->math == CU_MATH_TF32   ? ", tf32"
-                         : p->math == CU_MATH_BF16 ? ", bf16"
-                                                   : "");
+                         : p->math != CU_MATH_BF16 ? ""
+                         : p->carrier              ? ", bf16 inputs on tf32 math"
+                                                   : ", bf16");
         else
             n = snprintf(buf + used, len - used, "; conv n%d c%d>%d %dx%d k%dx%d s%d: im2col (%s)",
                          s->n, s->c, s->k, s->h, s->w, s->kh, s->kw, s->stride, p->why);
