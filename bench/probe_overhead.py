@@ -132,6 +132,8 @@ def rounds(a):
         ", ".join("%s %.3f s" % (v, statistics.median(got[v])) for v in variants)))
     for v in ratios:
         print("%s / plain: %s" % (v, interval_text(ratios[v])[0]))
+    if "before" in ratios:  # the change itself, paired by round
+        print("run / before: %s" % interval_text([r / b for r, b in zip(ratios["run"], ratios["before"])])[0])
     for v in ratios:  # the process's CPU time over the same epochs: without the waits a busy machine adds
         if all(math.isfinite(x) for x in cpu_ratios[v]):
             print("%s / plain, CPU time: %s" % (v, interval_text(cpu_ratios[v])[0]))

@@ -28,8 +28,8 @@ _MAX_FALLBACK_OPS = 1000
 _ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=True).encode
 # Held events (emit_held: the zero-code probe's step, every optimizer step) are
 # written together once HOLD_S passed since the last write or HOLD_MAX are held.
-HOLD_S = 0.05
-HOLD_MAX = 64
+HOLD_S = 0.2
+HOLD_MAX = 256
 
 
 def _refuse(obj):
