@@ -34,7 +34,7 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
 /* Whether s's bf16 plan runs fp32 tensors of bf16-rounded values on TF32 math
  * (the carrier: exact products of the bf16 inputs, fp32 output) rather than
  * bf16 tensors; DEVGATE_CUDA_BF16_CONV=bf16|tf32 forces one, auto (default)
- * takes the one Find timed faster per shape. */
+ * takes the carrier where a channel count is not a multiple of 8. */
 CDN_HIDDEN bool cdn_carrier(cdn_ctx *d, const dg_conv_shape *s);
 
 /* ---- bf16 mode (cuda_bf16.cu) ---- */

@@ -305,7 +305,6 @@ typedef struct cdn_plan {
      * math (exact products of bf16 inputs, fp32 accumulation and output; no
      * Winograd, whose transforms would round again) instead of bf16 tensors. */
     bool carrier;
-    float t_sum; /* Find's milliseconds of the three choices; -1 when not all timed */
     cdnDesc xd, yd, wd, cd;
     int fwd, data, filter;             /* chosen algorithms */
     size_t ws_fwd, ws_data, ws_filter; /* their workspace bytes */
@@ -520,7 +519,6 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
         return false;
     }
     p->fwd = perf[pick].algo;
-    p->t_sum = p->found ? perf[pick].time : -1.0f;
     CDN_CHECK(A.ws_fwd(d->h, p->xd, p->wd, p->cd, p->yd, p->fwd, &p->ws_fwd), "forward workspace");
 
     /* Backward data: (w, dy) -> dx. */
@@ -536,7 +534,6 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
         return false;
     }
     p->data = perf[pick].algo;
-    p->t_sum = p->found && p->t_sum >= 0.0f ? p->t_sum + perf[pick].time : -1.0f;
     CDN_CHECK(A.ws_data(d->h, p->wd, p->yd, p->cd, p->xd, p->data, &p->ws_data),
               "backward-data workspace");
 
@@ -553,7 +550,6 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
         return false;
     }
     p->filter = perf[pick].algo;
-    p->t_sum = p->found && p->t_sum >= 0.0f ? p->t_sum + perf[pick].time : -1.0f;
     CDN_CHECK(A.ws_filter(d->h, p->xd, p->yd, p->cd, p->wd, p->filter, &p->ws_filter),
               "backward-filter workspace");
 #undef CDN_CHECK
@@ -578,30 +574,19 @@ static int cdn_bf16_route(void)
     return v && strcmp(v, "bf16") == 0 ? 1 : v && strcmp(v, "tf32") == 0 ? 2 : 0;
 }
 
-/* Makes p (shape and math set) on cuDNN; in bf16 mode both ways of running it
- * (bf16 tensors; fp32 tensors of bf16-rounded values on TF32 math) when the
- * route is auto, keeping the one whose three algorithms Find timed faster, or
- * where not both were timed the carrier when a channel count is not a
- * multiple of 8 (bf16 tensor-core kernels want multiples of 8). */
+/* Makes p (shape and math set) on cuDNN; in bf16 mode on the TF32 carrier
+ * when the route says so, or under auto when a channel count is not a
+ * multiple of 8: bf16 tensor-core kernels want multiples of 8, and lenet's
+ * convolutions (1>6, 6>16) ran 6.5x slower on bf16 tensors than on the
+ * carrier on the H200, while cifar's aligned ones ran 1.2x faster on bf16
+ * tensors. Find's own times (cuDNN's alone, without the casts around them)
+ * picked the carrier where the whole step was slower with it, so they do not
+ * decide (docs/evidence/h200-precprof-20261202-s9.log). */
 static void cdn_plan_choose(cdn_ctx *d, cdn_plan *p, bool may_find)
 {
     int route = p->math == CU_MATH_BF16 ? cdn_bf16_route() : 1;
-    p->carrier = route == 2;
+    p->carrier = route == 2 || (route == 0 && (p->s.c % 8 != 0 || p->s.k % 8 != 0));
     p->ok = cdn_plan_make(d, p, may_find);
-    if (route != 0)
-        return;
-    cdn_plan q = *p;
-    q.xd = q.yd = q.wd = q.cd = NULL;
-    q.carrier = true;
-    q.ok = cdn_plan_make(d, &q, may_find);
-    bool timed = p->ok && q.ok && p->t_sum >= 0.0f && q.t_sum >= 0.0f;
-    bool odd = p->s.c % 8 != 0 || p->s.k % 8 != 0;
-    if (q.ok && (!p->ok || (timed ? q.t_sum < p->t_sum : odd))) {
-        cdn_plan_free(p);
-        *p = q;
-    } else {
-        cdn_plan_free(&q);
-    }
 }
 
 /* The plan of s, made (and kept) on first use. NULL only when out of host memory. */
