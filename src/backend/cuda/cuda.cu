@@ -259,7 +259,7 @@ __global__ void k_bias_add(float *y, const float *bias, size_t n, unsigned chann
     CU_GRID_LOOP(i, n)
     {
         float v = y[i] + bias[(i / inner) % channels];
-        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+        y[i] = relu ? cu_relu(v) : v;
     }
 }
 
@@ -273,7 +273,7 @@ __global__ void k_bias_add_plane(float *y, const float *bias, unsigned planes, u
         float *p = y + (size_t)pl * inner;
         for (unsigned i = threadIdx.x; i < inner; i += blockDim.x) {
             float v = p[i] + b;
-            p[i] = relu && !(v > 0.0f) ? 0.0f : v;
+            p[i] = relu ? cu_relu(v) : v;
         }
     }
 }
@@ -293,7 +293,7 @@ __global__ void k_gemm_ep(float *c, int m, int n, int ldc, const float *bias, bo
             if (bias)
                 v += bias[j];
             if (relu)
-                v = v > 0.0f ? v : 0.0f;
+                v = cu_relu(v);
             if (mrow)
                 v = mrow[j] > 0.0f ? v : 0.0f;
             row[j] = v;
@@ -397,10 +397,7 @@ __global__ void k_bias_grad_fin(const double *part, float *db, int channels, int
 __global__ void k_relu_fwd(const float *x, float *y, size_t n)
 {
     CU_GRID_LOOP(i, n)
-    {
-        float v = x[i];
-        y[i] = v > 0.0f ? v : 0.0f;
-    }
+    y[i] = cu_relu(x[i]);
 }
 
 __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
@@ -1336,11 +1333,11 @@ static dg_status cu_sgemm(cu_ctx *c, bool ta, bool tb, int m, int n, int k, floa
     return DG_OK;
 }
 
-/* C[m,n] = alpha op(A) op(B) + beta C, row-major, any of the four transposes. */
-static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
-                         int lda, dg_ref b, int ldb, float beta, dg_ref cr, int ldc)
+/* cu_gemm's work; *pc_out (when not NULL) is C's device address once checked. */
+static dg_status cu_gemm_to(cu_ctx *c, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                            int lda, dg_ref b, int ldb, float beta, dg_ref cr, int ldc,
+                            void **pc_out)
 {
-    cu_ctx *c = (cu_ctx *)ctx;
     void *pa, *pb, *pc;
     int lda_min, ldb_min, ldc_min;
     dg_status st;
@@ -1364,6 +1361,8 @@ static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float
             DG_OK ||
         (st = cu_ref(c, "gemm", "C", cr, cu_extent(m, n, ldc), &pc)) != DG_OK)
         return st;
+    if (pc_out)
+        *pc_out = pc;
     if (m == 0 || n == 0)
         return DG_OK;
     if ((st = cu_bind(c)) != DG_OK)
@@ -1380,6 +1379,13 @@ static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float
                     (float *)pc, ldc);
 }
 
+/* C[m,n] = alpha op(A) op(B) + beta C, row-major, any of the four transposes. */
+static dg_status cu_gemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha, dg_ref a,
+                         int lda, dg_ref b, int ldb, float beta, dg_ref cr, int ldc)
+{
+    return cu_gemm_to((cu_ctx *)ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cr, ldc, NULL);
+}
+
 /* The fused calls (backend.h, version 6) unless DEVGATE_CUDA_FUSE=off: the
  * product, then one epilogue kernel in place of bias_add, relu_fwd and
  * relu_bwd's mask (forward: three calls become two; the same bits). */
@@ -1394,14 +1400,12 @@ static dg_status cu_gemm_ep(void *ctx, bool ta, bool tb, int m, int n, int k, dg
                             dg_ref b, int ldb, dg_ref cr, int ldc, const dg_epilogue *ep)
 {
     cu_ctx *c = (cu_ctx *)ctx;
-    void *pc, *pb, *pm;
-    dg_status st = cu_gemm(ctx, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, cr, ldc);
+    void *pc = NULL, *pb, *pm;
+    dg_status st = cu_gemm_to(c, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, cr, ldc, &pc);
     if (st != DG_OK || !ep || m == 0 || n == 0)
         return st;
-    size_t extent = cu_extent(m, n, ldc);
-    if ((st = cu_ref(c, "gemm_ep", "C", cr, extent, &pc)) != DG_OK ||
-        (st = cu_ref_opt(c, "gemm_ep", "bias", ep->bias, (size_t)n, &pb)) != DG_OK ||
-        (st = cu_ref_opt(c, "gemm_ep", "mask", ep->mask, extent, &pm)) != DG_OK)
+    if ((st = cu_ref_opt(c, "gemm_ep", "bias", ep->bias, (size_t)n, &pb)) != DG_OK ||
+        (st = cu_ref_opt(c, "gemm_ep", "mask", ep->mask, cu_extent(m, n, ldc), &pm)) != DG_OK)
         return st;
     if (!pb && !ep->relu && !pm)
         return DG_OK;
@@ -1783,11 +1787,15 @@ static dg_status cu_conv_bf16(cu_ctx *c, const dg_conv_shape *s, const cu_conv_p
     dg_status st = cu_ref(c, op, "work", work, need / sizeof(float), &pwk);
     if (st != DG_OK)
         return st;
-    if (fwd)
+    bool carrier = cdn_carrier(c->dnn, s);
+    if (fwd) {
         st = cbf_conv_fwd(c->dnn, c->stream, s, pl->x_count, pl->w_count, pl->y_count,
-                          (const float *)px, (const float *)pw, (const float *)pb, relu,
-                          (float *)py, pwk, dws, msg, sizeof msg);
-    else
+                          (const float *)px, (const float *)pw, carrier ? NULL : (const float *)pb,
+                          relu && !carrier, (float *)py, pwk, dws, msg, sizeof msg);
+        if (st == DG_OK && carrier && (pb || relu)) /* fp32 y: the fp32 epilogue */
+            return cu_bias_add_raw(c, (float *)py, (const float *)pb, pl->y_count, s->k, pl->P,
+                                   relu, "conv2d_fwd: bias");
+    } else
         st = cbf_conv_bwd(c->dnn, c->stream, s, pl->x_count, pl->w_count, pl->y_count,
                           (const float *)px, (const float *)pw, (const float *)grads[0],
                           (float *)grads[1], (float *)grads[2], pwk, dws, msg, sizeof msg);

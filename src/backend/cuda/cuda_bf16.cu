@@ -79,7 +79,6 @@ typedef struct cbf_wide {
     const float *bias; /* range 0 only; NULL: none */
     bool relu;         /* range 0 only: ReLU after the bias */
     unsigned channels, inner;
-    float *in_place; /* not NULL: range 0 is this fp32 y, bias and ReLU applied in place */
 } cbf_wide;
 
 __global__ void k_from_bf16(cbf_wide w)
@@ -99,28 +98,17 @@ __global__ void k_from_bf16(cbf_wide w)
 /* Range 0 with the bias (may be NULL) and the ReLU, a block per plane of inner
  * elements (no division per element: a 64-bit one cost more than the memory
  * traffic on large outputs). The unfused bias_add and relu's arithmetic. */
-static __device__ float cbf_f(__nv_bfloat16 v)
-{
-    return __bfloat162float(v);
-}
-
-static __device__ float cbf_f(float v)
-{
-    return v;
-}
-
-template <typename S>
-__global__ void k_from_bf16_bias(const S *src, float *dst, const float *bias, bool relu,
+__global__ void k_from_bf16_bias(const __nv_bfloat16 *src, float *dst, const float *bias, bool relu,
                                  unsigned planes, unsigned channels, unsigned inner)
 {
     for (unsigned pl = blockIdx.x; pl < planes; pl += gridDim.x) {
         float b = bias ? bias[pl % channels] : 0.0f;
         size_t o = (size_t)pl * inner;
         for (unsigned i = threadIdx.x; i < inner; i += blockDim.x) {
-            float v = cbf_f(src[o + i]);
+            float v = __bfloat162float(src[o + i]);
             if (bias)
                 v += b;
-            dst[o + i] = relu && !(v > 0.0f) ? 0.0f : v;
+            dst[o + i] = relu ? cu_relu(v) : v;
         }
     }
 }
@@ -149,13 +137,8 @@ static dg_status cbf_widen(cudaStream_t stream, cbf_wide w, const char *what, ch
     size_t planes = w.inner ? w.n[0] / w.inner : 0;
     if ((w.bias || w.relu) && w.n[1] == 0 && planes > 0 && planes <= UINT_MAX) {
         unsigned g = planes > CBF_MAX_BLOCKS ? CBF_MAX_BLOCKS : (unsigned)planes;
-        unsigned t = w.inner >= CBF_THREADS ? CBF_THREADS : 64;
-        if (w.in_place)
-            k_from_bf16_bias<<<g, t, 0, stream>>>((const float *)w.in_place, w.in_place, w.bias,
-                                                  w.relu, (unsigned)planes, w.channels, w.inner);
-        else
-            k_from_bf16_bias<<<g, t, 0, stream>>>(w.src[0], w.dst[0], w.bias, w.relu,
-                                                  (unsigned)planes, w.channels, w.inner);
+        k_from_bf16_bias<<<g, w.inner >= CBF_THREADS ? CBF_THREADS : 64, 0, stream>>>(
+            w.src[0], w.dst[0], w.bias, w.relu, (unsigned)planes, w.channels, w.inner);
         return cbf_launched(what, err, len);
     }
     if (w.bias || w.relu) {
@@ -271,28 +254,38 @@ typedef struct cbf_conv_areas {
     void *x, *w, *y, *dx, *dw;
 } cbf_conv_areas;
 
+/* The rounded bytes of the x, w and y (dy) areas: bf16, or fp32 on the carrier. */
+static void cbf_sizes(bool carrier, size_t x_count, size_t w_count, size_t y_count, size_t *x,
+                      size_t *w, size_t *y)
+{
+    size_t e = carrier ? sizeof(float) : sizeof(__nv_bfloat16);
+    *x = cbf_round(x_count * e);
+    *w = cbf_round(w_count * e);
+    *y = cbf_round(y_count * e);
+}
+
 static cbf_conv_areas cbf_areas(bool carrier, void *work, size_t ws_bytes, size_t x_count,
-                                size_t w_count, size_t y_count, size_t *extra)
+                                size_t w_count, size_t y_count)
 {
     char *p = (char *)work + cbf_round(ws_bytes);
-    size_t e = carrier ? sizeof(float) : sizeof(__nv_bfloat16);
-    size_t x = cbf_round(x_count * e), w = cbf_round(w_count * e), y = cbf_round(y_count * e);
+    size_t x, w, y;
+    cbf_sizes(carrier, x_count, w_count, y_count, &x, &w, &y);
     cbf_conv_areas a;
     a.x = p;
     a.w = p + x;
     a.y = p + x + w;
     a.dx = carrier ? NULL : p + x + w + y;
     a.dw = carrier ? NULL : p + 2 * x + w + y;
-    *extra = carrier ? x + w + y : 2 * x + 2 * w + y;
     return a;
 }
 
 CDN_HIDDEN size_t cbf_conv_extra(cdn_ctx *d, const dg_conv_shape *s, size_t x_count, size_t w_count,
                                  size_t y_count)
 {
-    size_t extra;
-    cbf_areas(cdn_carrier(d, s), NULL, 0, x_count, w_count, y_count, &extra);
-    return extra;
+    size_t x, w, y;
+    bool carrier = cdn_carrier(d, s);
+    cbf_sizes(carrier, x_count, w_count, y_count, &x, &w, &y);
+    return carrier ? x + w + y : 2 * x + 2 * w + y;
 }
 
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
@@ -300,26 +293,23 @@ CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
                                   const float *w, const float *bias, bool relu, float *y,
                                   void *work, size_t ws_bytes, char *err, size_t len)
 {
-    size_t extra;
     bool carrier = cdn_carrier(d, s);
-    cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count, &extra);
+    if (carrier && (bias || relu)) {
+        cdn_msg(err, len, "bf16 conv2d_fwd: the TF32 carrier's bias and ReLU are the caller's");
+        return DG_ERR_USAGE;
+    }
+    cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count);
     cbf_spans sp = {{x, w, NULL}, {a.x, a.w, NULL}, {x_count, w_count, 0}, carrier};
     dg_status st = cbf_cast(stream, sp, "bf16 conv2d_fwd: cast", err, len);
     if (st != DG_OK)
         return st;
-    if ((st = cdn_conv_fwd(d, s, a.x, a.w, carrier ? (void *)y : a.y, work, err, len)) != DG_OK)
+    if (carrier) /* fp32 y straight from cuDNN */
+        return cdn_conv_fwd(d, s, a.x, a.w, y, work, err, len);
+    if ((st = cdn_conv_fwd(d, s, a.x, a.w, a.y, work, err, len)) != DG_OK)
         return st;
-    if (carrier && !bias && !relu)
-        return DG_OK;
-    /* The carrier's y is fp32 already: the bias and ReLU in place. */
-    cbf_wide wd = {{(const __nv_bfloat16 *)a.y, NULL},
-                   {y, NULL},
-                   {y_count, 0},
-                   bias,
-                   relu,
-                   (unsigned)s->k,
-                   (unsigned)(s->ho * s->wo),
-                   carrier ? y : NULL};
+    cbf_wide wd = {
+        {(const __nv_bfloat16 *)a.y, NULL}, {y, NULL}, {y_count, 0}, bias, relu, (unsigned)s->k,
+        (unsigned)(s->ho * s->wo)};
     return cbf_widen(stream, wd, "bf16 conv2d_fwd: widen", err, len);
 }
 
@@ -328,9 +318,8 @@ CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
                                   const float *w, const float *dy, float *dx, float *dw, void *work,
                                   size_t ws_bytes, char *err, size_t len)
 {
-    size_t extra;
     bool carrier = cdn_carrier(d, s);
-    cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count, &extra);
+    cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count);
     cbf_spans sp = {{x, dy, w}, {a.x, a.y, a.w}, {x_count, y_count, dx ? w_count : 0}, carrier};
     dg_status st = cbf_cast(stream, sp, "bf16 conv2d_bwd: cast", err, len);
     if (st != DG_OK)
@@ -345,7 +334,6 @@ CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
                    NULL,
                    false,
                    1,
-                   1,
-                   NULL};
+                   1};
     return cbf_widen(stream, wd, "bf16 conv2d_bwd: widen", err, len);
 }

@@ -10,6 +10,14 @@
 
 #define CDN_HIDDEN __attribute__((visibility("hidden")))
 
+/* The ReLU every kernel of the plug-in applies (relu_fwd, the fused
+ * epilogues, the bf16 widening): one expression, so fused and unfused calls
+ * give the same bits (NaN becomes 0, as max(v, 0) would not say). */
+static __device__ __forceinline__ float cu_relu(float v)
+{
+    return v > 0.0f ? v : 0.0f;
+}
+
 /* The math modes of set_math: 0 exact fp32, 1 TF32, 2 bf16 inputs. */
 enum { CU_MATH_FP32 = 0, CU_MATH_TF32 = 1, CU_MATH_BF16 = 2 };
 
@@ -69,7 +77,9 @@ CDN_HIDDEN size_t cbf_conv_extra(cdn_ctx *d, const dg_conv_shape *s, size_t x_co
 
 /* y = conv(bf16 x, bf16 w) (+ bias) (then ReLU when relu), y in fp32: x and
  * w cast into work after cuDNN's ws_bytes, cuDNN writes a bf16 y there, one
- * kernel widens it, adds the bias (may be NULL) and applies the ReLU. */
+ * kernel widens it, adds the bias (may be NULL) and applies the ReLU. On the
+ * TF32 carrier (cdn_carrier) cuDNN writes the fp32 y itself: there bias and
+ * ReLU are the caller's fp32 epilogue, and passing them is a usage error. */
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
                                   const float *w, const float *bias, bool relu, float *y,
