@@ -1689,6 +1689,42 @@ static void conv_paths(void)
     else
         unsetenv("DEVGATE_CUDA_CONV");
     free(saved);
+
+    /* The other knobs refuse a value they do not know the same way, and take
+     * each one they document. */
+    static const struct {
+        const char *name, *good[3];
+    } knobs[] = {
+        {"DEVGATE_CUDA_FUSE", {"on", "off", ""}},
+        {"DEVGATE_CUDA_BF16_CONV", {"auto", "bf16", "tf32"}},
+        {"DEVGATE_CUDA_BF16_GEMM", {"fast", "cast", ""}},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        const char *was = getenv(knobs[i].name);
+        char *keep = was ? strdup(was) : NULL;
+        static const char *bad[] = {"Off", "of", "auto|bf16", "fast "};
+        for (int j = 0; j < 4; j++) {
+            setenv(knobs[i].name, bad[j], 1);
+            c3 = (void *)1;
+            CHECK_MSG(bi->init(0, &c3, reason, sizeof reason) == DG_ERR_USAGE,
+                      "%s='%s' accepted", knobs[i].name, bad[j]);
+            CHECK(c3 == NULL);
+            CHECK_MSG(strstr(reason, knobs[i].name) && strstr(reason, knobs[i].good[1]),
+                      "reason: \"%s\"", reason);
+        }
+        for (int j = 0; j < 3; j++) {
+            setenv(knobs[i].name, knobs[i].good[j], 1);
+            c3 = NULL;
+            dg_status st = bi->init(0, &c3, reason, sizeof reason);
+            CHECK_MSG(st == DG_OK, "%s=%s: %s", knobs[i].name, knobs[i].good[j], reason);
+            bi->free(c3);
+        }
+        if (keep)
+            setenv(knobs[i].name, keep, 1);
+        else
+            unsetenv(knobs[i].name);
+        free(keep);
+    }
 }
 
 /* Uploads from page-locked blocks (host_alloc) only enqueue: they must still

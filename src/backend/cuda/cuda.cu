@@ -747,6 +747,33 @@ static int cu_conv_mode_env(void)
     return -1;
 }
 
+/* The backend's other knobs and the values each takes (unset or empty: the
+ * default). NULL when every one is known, else the first unknown one's name,
+ * with its values in `expect`. They are read where they act, so tests can
+ * switch them between calls. */
+static const char *cu_knob_unknown(char *expect, size_t len)
+{
+    static const struct {
+        const char *name, *values;
+    } knobs[] = {
+        {"DEVGATE_CUDA_FUSE", "on|off"},
+        {"DEVGATE_CUDA_BF16_CONV", "auto|bf16|tf32"},
+        {"DEVGATE_CUDA_BF16_GEMM", "fast|cast"},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        const char *v = getenv(knobs[i].name);
+        if (!v || !*v)
+            continue;
+        const char *at = strchr(v, '|') ? NULL : strstr(knobs[i].values, v);
+        size_t n = strlen(v);
+        if (at && (at == knobs[i].values || at[-1] == '|') && (at[n] == '|' || at[n] == '\0'))
+            continue;
+        snprintf(expect, len, "%s", knobs[i].values);
+        return knobs[i].name;
+    }
+    return NULL;
+}
+
 /* Checks driver and devices, then opens `device` with a stream, a cuBLAS handle
  * (with its own workspace, as graph capture wants), the xent and bias_grad
  * scratch, and cuDNN unless DEVGATE_CUDA_CONV says im2col. */
@@ -768,6 +795,11 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
         return cu_reason(reason, reason_len, DG_ERR_USAGE,
                          "cuda: DEVGATE_CUDA_CONV='%.32s': expected im2col, cudnn or auto",
                          getenv("DEVGATE_CUDA_CONV"));
+    char expect[48];
+    const char *knob = cu_knob_unknown(expect, sizeof expect);
+    if (knob)
+        return cu_reason(reason, reason_len, DG_ERR_USAGE, "cuda: %s='%.32s': expected %s", knob,
+                         getenv(knob), expect);
 
     /* cudaDriverGetVersion reports 0 when no driver (libcuda) is installed. */
     cudaDriverGetVersion(&drv);
