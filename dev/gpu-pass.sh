@@ -4,6 +4,8 @@
 #   run  command: dev/gpu-pass.sh info fixture cmd   carry: [".devcarry"]
 # Each PASS prints a short log to $OUT/PASS.log (docs/evidence/ keeps them):
 #   info     the machine: GPU, torch, CPU topology, devgate env's cpu section
+#   startup  where a sweep trial's wall goes on cuda (train's startup walls at batch 8-8192,
+#            without cuDNN, loader threads or capture; the process alone; a sweep's trials)
 #   tests    the CUDA unit tests (test_cuda, test_ops, test_gate)
 #   fixture  accept --quick --backend cuda twice and the default tier once
 #   cmd      accept --quick -- CMD on tests/python/scripts/accept_train.py on cuda
@@ -208,6 +210,65 @@ pass_ttev() {
   timeout 260 python3 bench/probe_overhead.py --devgate "$DG" --device cuda --epochs 3 --rounds 30 \
     --min-rounds 4 --max-seconds "${TTEV_ROUNDS_S:-150}"
   echo "rounds: exit $? in $(secs "$s") s"
+}
+
+# Where a sweep trial's wall goes on cuda: `train` runs as the sweep's trials
+# are (warm-up 1 + 3 timed steps, a sync each step) at small and large
+# batches, each with the record's startup walls (data, engine, prepare, first
+# steps) beside the process's whole wall, then the same without cuDNN
+# (DEVGATE_CUDA_CONV=im2col), without loader threads, and the process's start
+# and exit alone (--version), and a sweep with --quick's trial steps. First in
+# a call, it starts with accept --quick on the cold machine.
+pass_startup() {
+  local b s rep
+  accept_timed startup-cold 90 --quick --backend cuda # first in a call: the cold start
+  one() { # label args...
+    local label=$1; shift
+    s=$(date +%s.%N)
+    "$@" >"$packs/st.json" 2>"$packs/st.err"; local rc=$?
+    local w; w=$(secs "$s")
+    python3 - "$packs/st.json" "$label" "$rc" "$w" <<'PY'
+import json, sys
+f, label, rc, wall = sys.argv[1:]
+try:
+    d = json.load(open(f))
+except Exception:
+    print("%-34s exit %s wall %s s (no record)" % (label, rc, wall)); sys.exit(0)
+v = lambda x: round(x["value"], 3) if x and x.get("valid") else None
+su = d.get("startup") or {}
+thr = d.get("throughput") or {}
+print("%-34s exit %s wall %s s: data %s engine %s prepare %s first_steps %s timed %s (capture %s)" % (
+    label, rc, wall, v(su.get("data")), v(su.get("engine")), v(su.get("prepare")),
+    v(su.get("first_steps")), v(thr.get("wall")), (d.get("capture") or {}).get("used")))
+PY
+  }
+  for rep in 1 2; do
+    for b in 8 256 8192; do
+      one "b$b rep$rep" $DG --no-ledger train --backend cuda --batch $b --steps 4 --sync-every 1 --json -q
+    done
+  done
+  for b in 8 8192; do
+    one "b$b im2col" env DEVGATE_CUDA_CONV=im2col $DG --no-ledger train --backend cuda --batch $b --steps 4 --sync-every 1 --json -q
+    one "b$b workers 0" $DG --no-ledger train --backend cuda --batch $b --steps 4 --sync-every 1 --workers 0 --json -q
+    one "b$b no capture" $DG --no-ledger train --backend cuda --batch $b --steps 4 --sync-every 1 --no-capture --json -q
+  done
+  one "lenet b256" $DG --no-ledger train --model lenet --backend cuda --batch 256 --steps 4 --sync-every 1 --json -q
+  one "cifar b256" $DG --no-ledger train --model cifar --backend cuda --batch 256 --steps 4 --sync-every 1 --json -q
+  for rep in 1 2 3; do
+    s=$(date +%s.%N); $DG --version >/dev/null; echo "--version: $(secs "$s") s"
+  done
+  s=$(date +%s.%N); $DG --no-ledger sweep --backend cuda --warmup-steps 1 --timed-steps 3 --json -q >"$packs/sweep.json" 2>"$packs/sweep.err"
+  echo "sweep --backend cuda: exit $? in $(secs "$s") s"
+  python3 - "$packs/sweep.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(" no record", e); sys.exit(0)
+v = lambda x: round(x["value"], 3) if isinstance(x, dict) and x.get("valid") else x
+for t in d.get("trials", []):
+    print("  trial b%-6s wall %s sps %s" % (t.get("batch"), v(t.get("wall_s")), v(t.get("samples_per_s"))))
+PY
 }
 
 pass_cmd() {

@@ -10,7 +10,7 @@
 
 #include "devgate.h"
 
-#define DG_BACKEND_IFACE_VERSION 6
+#define DG_BACKEND_IFACE_VERSION 7
 
 typedef struct dg_metric {
     double value;
@@ -265,6 +265,10 @@ typedef struct dg_backend_iface {
     /* Commands put on the device's queues and host waits for the device since
      * init (the record's per-step counts); NULL when the backend has none. */
     dg_status (*queue_counts)(void *ctx, uint64_t *enqueued, uint64_t *waits);
+    /* Opens device `device` for device_count, device_info, versions and free
+     * only (version 7): what the environment proof asks, without the kernels
+     * init builds; NULL where init costs no more. */
+    dg_status (*probe)(int device, void **ctx, char *reason, size_t reason_len);
 } dg_backend_iface;
 
 /* Registration functions of the backends compiled into the library. */

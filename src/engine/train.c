@@ -339,16 +339,20 @@ static dg_status trainer_open(trainer *t, dg_ctx *ctx, const dg_train_opts *o,
             samples = (size_t)t->n;
     }
     /* Bad data options and unreadable data end the run before it has a record. */
+    t->w_begin = dg_now();
+    t->w_data = t->w_engine = t->w_prepare = NAN;
     if ((st = dg_train_open_data(ctx, o, &t->m, t->n, samples, &t->src, &t->lo)) != DG_OK) {
         dg_source_close(t->src);
         t->src = NULL;
         return st;
     }
+    t->w_data = dg_now() - t->w_begin;
     if ((st = dg_engine_open(ctx, t->backend, &eo, &t->e)) != DG_OK) {
         dg_source_close(t->src);
         t->src = NULL;
         return st;
     }
+    t->w_engine = dg_now() - t->w_begin - t->w_data;
     dg_model_layout(&t->m, t->e, t->n, &t->lay);
     /* The first steps pay for first-use costs (kernel builds, library set-up,
      * the capture): they run but are not timed. */
@@ -489,10 +493,12 @@ static dg_status trainer_step(trainer *t, int g, double *tw)
             return st;
         dg_cpu_team_mark(&e->team);
         energy_open(t);
+        /* The energy counter is read outside the timed wall: NVML's reads
+         * (and the host's files) take milliseconds, as long as a small step. */
+        dg_health_read(t->health, dg_now(), NULL, &t->energy[0]);
         t->t0 = dg_now();
         t->cpu0 = process_cpu_s();
         t->counted = dg_engine_queue_counts(e, &t->enq0, &t->waits0);
-        dg_health_read(t->health, t->t0, NULL, &t->energy[0]);
     }
     if (t->x->profile_ops && g == t->x->profile_warmup)
         dg_engine_set_profiling(e, true);
@@ -699,9 +705,9 @@ static dg_status trainer_loop(trainer *t)
             }
         }
         if (g + 1 == t->total && g >= t->warmup) {
-            dg_health_read(t->health, dg_now(), &t->energy[0], &t->energy[1]);
             t->wall = dg_now() - t->t0 - t->val_time;
             t->cpu = process_cpu_s() - t->cpu0 - t->val_cpu;
+            dg_health_read(t->health, dg_now(), &t->energy[0], &t->energy[1]);
             t->timed_steps = t->total - t->warmup;
             uint64_t enq = 0, waits = 0;
             if (t->counted && dg_engine_queue_counts(t->e, &enq, &waits)) {
@@ -772,7 +778,9 @@ dg_status dg_train_run_ext(dg_ctx *ctx, const dg_train_opts *o, const dg_train_e
                                                t->sync_every, t->lr, t->momentum, t->wd);
     t->spec = dg_spec_json(&ran);
     dg_spec_hash(ctx, &ran, t->spec_id);
+    double tp = dg_now();
     if ((st = trainer_prepare(t)) == DG_OK) {
+        t->w_prepare = dg_now() - tp;
         trainer_plan_capture(t);
         st = trainer_loop(t);
     }

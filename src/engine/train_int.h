@@ -61,6 +61,10 @@ typedef struct trainer {
     double enq_step, waits_step; /* per timed step; NAN when the backend counts none */
     bool finite;
     double t0, wall, val_time, data_wait;
+    /* Where the run's start went (s; NAN where not reached): the data source
+     * opened, the engine (backend, libraries, device context), buffers and
+     * parameters prepared, the untimed first steps (capture included). */
+    double w_begin, w_data, w_engine, w_prepare;
     dg_mlock mlock; /* lock_epochs: the epoch's hold of the measurement lock */
     double lock_waited;
     double cpu0, cpu, val_cpu; /* process CPU seconds: at t0, over the timed steps, at epoch ends */

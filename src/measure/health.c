@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct dg_health {
     bool nvidia;
@@ -238,12 +239,25 @@ static void read_host(dg_health *h, dg_health_sample *s, const dg_health_sample 
     }
 }
 
+/* Test hook: DEVGATE_FAULT=health-slow@MS makes every read take MS more
+ * milliseconds (tests/cli/test_train_walls.sh: reads stay out of timed walls). */
+static void health_fault_delay(void)
+{
+    const char *f = getenv("DEVGATE_FAULT");
+    if (!f || strncmp(f, "health-slow@", 12) != 0)
+        return;
+    long ms = strtol(f + 12, NULL, 10);
+    if (ms > 0 && ms <= 10000)
+        nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+}
+
 void dg_health_read(dg_health *h, double t, const dg_health_sample *prev, dg_health_sample *out)
 {
     memset(out, 0, sizeof *out);
     out->t = t;
     if (!h)
         return;
+    health_fault_delay();
     if (h->nvidia)
         read_nvml(h, out);
     else if (strncmp(h->source, "host", 4) == 0)

@@ -513,7 +513,10 @@ cJSON *dg_gate_backend(dg_ctx *ctx, const char *name, const dg_backend_iface *if
     char reason[512] = "";
     bool available = false;
     if (e.iface) {
-        if (e.iface->init(0, &bctx, reason, sizeof reason) == DG_OK)
+        /* Without a check (the environment proof) a backend's probe is enough. */
+        dg_status (*open)(int, void **, char *, size_t) =
+            !check && e.iface->probe ? e.iface->probe : e.iface->init;
+        if (open(0, &bctx, reason, sizeof reason) == DG_OK)
             available = e.iface->device_count(bctx) > 0;
         if (!available && !reason[0])
             snprintf(reason, sizeof reason, "no device answered");

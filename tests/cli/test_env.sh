@@ -36,4 +36,21 @@ expect_exit 2 "$DG" --no-ledger env --python-timeout -1
 expect_exit 0 "$DG" --version
 expect_grep out '^devgate [0-9]+\.[0-9]+\.[0-9]+ \(commit [^;]+; .*backends: cpu'
 
+# The proof opens an OpenCL device without building devgate's program (a cold
+# platform compiles it for seconds): neither devgate's binary cache (GPUs) nor
+# PoCL's kernel cache (CPUs) gains a file (PoCL leaves a tempfile_ at any start); the gate builds it and one does.
+"$DG" --no-ledger env --json >"$T/envj" 2>/dev/null
+if python3 -c 'import json,sys; sys.exit(not json.load(open(sys.argv[1]))["backends"][1]["available"])' "$T/envj"; then
+  mkdir -p "$T/oclcache" "$T/poclcache"
+  export DEVGATE_OPENCL_CACHE="$T/oclcache" POCL_CACHE_DIR="$T/poclcache"
+  expect_exit 0 "$DG" --no-ledger env --json
+  expect_json out 'd["backends"][1]["available"] and d["backends"][1]["devices"] and d["backends"][1]["versions"]'
+  n=$(find "$T/oclcache" "$T/poclcache" -type f ! -name "tempfile_*" | wc -l)
+  [ "$n" = 0 ] && ok || bad "env left $n file(s) in the OpenCL program caches"
+  expect_exit 0 "$DG" --no-ledger gate --backend opencl --json
+  n=$(find "$T/oclcache" "$T/poclcache" -type f ! -name "tempfile_*" | wc -l)
+  [ "$n" -gt 0 ] && ok || bad "gate --backend opencl left the OpenCL program caches empty"
+  unset DEVGATE_OPENCL_CACHE POCL_CACHE_DIR
+fi
+
 done_tests

@@ -118,6 +118,14 @@ expect_grep err 'must end with an fc layer'
 expect_exit 2 "$DG" --no-ledger train --batch 0
 expect_exit 2 "$DG" --no-ledger train --mem-budget lots
 
+# The timed wall holds the steps, not the energy counter's reads around them
+# (NVML's take milliseconds, as long as a small step): with each read made
+# 200 ms slow, 38 timed steps would gain 10 ms a step. The run's start is
+# accounted: data, engine, prepare and the untimed first steps.
+DEVGATE_FAULT=health-slow@200 expect_exit 0 "$DG" --no-ledger train --batch 8 --steps 40 --json
+expect_json out 'd["throughput"]["energy_source"].startswith("host") and d["throughput"]["step_ms"]["valid"] and d["throughput"]["step_ms"]["value"] < 5'
+expect_json out 'all(d["startup"][k]["valid"] and d["startup"][k]["unit"] == "s" and 0 <= d["startup"][k]["value"] < 30 for k in ("data", "engine", "prepare", "first_steps"))'
+
 # Human output and the ledger.
 expect_exit 0 "$DG" train --model mlp --batch 32 --steps 30 --sync-every 10
 for label in 'loss' 'speed' 'phases' 'memory' 'fallback' 'recorded as'; do expect_grep out "$label" "train output"; done
