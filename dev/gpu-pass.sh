@@ -6,6 +6,8 @@
 #   info     the machine: GPU, torch, CPU topology, devgate env's cpu section
 #   startup  where a sweep trial's wall goes on cuda (train's startup walls at batch 8-8192,
 #            without cuDNN, loader threads or capture; the process alone; a sweep's trials)
+#   sweepreuse  the sweep's trial server against a process per trial on cuda, then accept
+#            --quick and the default tier
 #   tests    the CUDA unit tests (test_cuda, test_ops, test_gate)
 #   fixture  accept --quick --backend cuda twice and the default tier once
 #   cmd      accept --quick -- CMD on tests/python/scripts/accept_train.py on cuda
@@ -269,6 +271,35 @@ v = lambda x: round(x["value"], 3) if isinstance(x, dict) and x.get("valid") els
 for t in d.get("trials", []):
     print("  trial b%-6s wall %s sps %s" % (t.get("batch"), v(t.get("wall_s")), v(t.get("samples_per_s"))))
 PY
+}
+
+# The sweep's trial server against a process per trial (DEVGATE_SWEEP_REUSE=off)
+# on cuda: devgate sweep of cifar with --quick's trial steps, each way twice
+# alternating, each trial's wall and rate; then accept --quick and the default
+# tier with the server (the steps' walls).
+pass_sweepreuse() {
+  local r rep s
+  for rep in 1 2; do
+    for r in on off; do
+      s=$(date +%s.%N)
+      DEVGATE_SWEEP_REUSE=$r $DG --no-ledger sweep --backend cuda --model cifar --warmup-steps 1 \
+        --timed-steps 3 --json -q >"$packs/sweep-$r.json" 2>"$packs/sweep-$r.err"
+      echo "sweep cifar, reuse $r (round $rep): exit $? in $(secs "$s") s"
+      python3 - "$packs/sweep-$r.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(" no record", e); sys.exit(0)
+v = lambda x: round(x["value"], 3) if isinstance(x, dict) and x.get("valid") else x
+print(" stop", json.dumps(d.get("stopped")), "knee", (d.get("knee") or {}).get("batch"))
+print(" ", " ".join("b%s:%s s/%s" % (t.get("batch"), v(t.get("wall_s")), int(v(t.get("samples_per_s")) or 0))
+                     for t in d.get("trials", [])))
+PY
+    done
+  done
+  accept_timed reuse-quick 90 --quick --backend cuda
+  accept_timed reuse-full 150 --backend cuda
 }
 
 pass_cmd() {

@@ -6,6 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static void fmt_mem(char *buf, size_t len, const cJSON *obj, const char *key)
 {
@@ -147,6 +150,7 @@ int cli_sweep_judge(const cJSON *rec, int rc, const char **fail)
 
 typedef struct trial_args {
     long result_fd, spec_fd;
+    bool serve;
 } trial_args;
 
 const cli_opt cli_trial_opts[] = {
@@ -155,12 +159,62 @@ const cli_opt cli_trial_opts[] = {
     {CLI_LONG, "--spec-fd", NULL, "FD", NULL, NULL,
      "where the spec JSON comes from (read to its end)", offsetof(trial_args, spec_fd), 0, 1 << 20,
      NULL, NULL, NULL},
+    {CLI_FLAG, "--serve", NULL, NULL, NULL, NULL,
+     "trial after trial: one spec a line until the spec fd ends, one record a line",
+     offsetof(trial_args, serve), 0, 0, NULL, NULL, NULL},
     CLI_OPTS_END,
 };
 
+/* One trial of the spec text; the CLI status of a trial that could not run. */
+static int trial_one(cli *c, const char *text, long result_fd)
+{
+    dg_spec *spec = NULL;
+    dg_status st = dg_spec_decode(c->ctx, text, &spec);
+    if (st != DG_OK)
+        return cli_fail_status(c, st, "__trial");
+    st = dg_sweep_trial(c->ctx, dg_spec_opts(spec), (int)result_fd);
+    dg_spec_free(spec);
+    if (st == DG_ERR_USAGE)
+        return cli_fail_status(c, st, "__trial");
+    if (st != DG_OK)
+        cli_error("__trial: %s", dg_errmsg(c->ctx));
+    return st == DG_OK ? EXIT_PASS : EXIT_FAIL;
+}
+
+/* --serve: the sweep's trial server (src/steps/sweep.c): a spec a line until
+ * the sweep closes the pipe. A spec that does not decode ends it. */
+static int trial_serve(cli *c, const trial_args *t)
+{
+    FILE *in = fdopen((int)t->spec_fd, "r");
+    if (!in) {
+        cli_error("__trial: cannot read specs from fd %ld: %s", t->spec_fd, strerror(errno));
+        return EXIT_USAGE;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = EXIT_PASS;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        if (n > (ssize_t)1 << 20) {
+            cli_error("__trial: a spec line of %zd bytes (at most 1 MiB)", n);
+            rc = EXIT_USAGE;
+            break;
+        }
+        rc = trial_one(c, line, t->result_fd);
+        if (rc == EXIT_USAGE)
+            break;
+#ifdef __GLIBC__
+        malloc_trim(0); /* the next trial's RSS starts from what is held, not what was */
+#endif
+    }
+    free(line);
+    fclose(in);
+    return rc;
+}
+
 int cmd_trial(cli *c, int argc, char **argv)
 {
-    trial_args t = {-1, -1};
+    trial_args t = {-1, -1, false};
     int r = cli_parse(c, &cli_verb_trial, argc, argv, (void *const[]){&t, c}, NULL);
     if (r != CLI_PARSED)
         return cli_parse_exit(r);
@@ -169,22 +223,15 @@ int cmd_trial(cli *c, int argc, char **argv)
                   "sweep)");
         return EXIT_USAGE;
     }
+    if (t.serve)
+        return trial_serve(c, &t);
     /* The spec comes whole through the same codec as every record's spec. */
     char *text = cli_read_fd((int)t.spec_fd, (size_t)1 << 20);
     if (!text) {
         cli_error("__trial: cannot read the spec from fd %ld: %s", t.spec_fd, strerror(errno));
         return EXIT_USAGE;
     }
-    dg_spec *spec = NULL;
-    dg_status st = dg_spec_decode(c->ctx, text, &spec);
+    int rc = trial_one(c, text, t.result_fd);
     free(text);
-    if (st != DG_OK)
-        return cli_fail_status(c, st, "__trial");
-    st = dg_sweep_trial(c->ctx, dg_spec_opts(spec), (int)t.result_fd);
-    dg_spec_free(spec);
-    if (st == DG_ERR_USAGE)
-        return cli_fail_status(c, st, "__trial");
-    if (st != DG_OK)
-        cli_error("__trial: %s", dg_errmsg(c->ctx));
-    return st == DG_OK ? EXIT_PASS : EXIT_FAIL;
+    return rc;
 }

@@ -12,12 +12,14 @@
 const char *const dg_train_phase_names[PH_COUNT] = {"h2d", "forward", "backward", "update"};
 
 /* Energy beside samples/s (docs/schema/train.md): the counter's growth over
- * the timed steps as power, and its share of the timed wall per sample. */
+ * the timed steps as power, and its share of the timed wall per sample. A
+ * counter that did not advance (NVML's updates every few tens of ms; a
+ * sweep trial's steps can be shorter) is no reading: not valid, never 0 W. */
 static void energy_json(const trainer *t, cJSON *thr, double wall, double samples)
 {
     const dg_health_sample *a = &t->energy[0], *b = &t->energy[1];
     bool ok = a->energy_j.valid && b->energy_j.valid && b->t > a->t &&
-              b->energy_j.value >= a->energy_j.value && wall > 0 && samples > 0;
+              b->energy_j.value > a->energy_j.value && wall > 0 && samples > 0;
     double w = ok ? (b->energy_j.value - a->energy_j.value) / (b->t - a->t) : NAN;
     cJSON_AddItemToObject(thr, "power", dg_json_metric(ok ? w : 0, ok, "W"));
     cJSON_AddItemToObject(thr, "energy", dg_json_metric(ok ? w * wall : 0, ok, "J"));

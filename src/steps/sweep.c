@@ -32,12 +32,15 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -148,6 +151,178 @@ static cJSON *parse_record(const char *out, size_t len)
     return rec;
 }
 
+/* ---- the trial server ------------------------------------------------------------ */
+
+/* One child (`__trial --serve`) runs trial after trial: each spec one line on
+ * its stdin, each record one line on fd 3. A process's start (the device
+ * context and the libraries: about 0.5 s of a 0.7 s trial on the H200) is
+ * paid once while the trials end "ok"; a trial that does not, or a child that
+ * dies, hangs or writes garbage, ends that server, and the next trial starts
+ * a fresh one. The trials a server runs grow in batch (the doubling, and the
+ * bisection after its first good batch), so what a process keeps of an
+ * earlier trial (its heap's high-water RSS) is below the current one's. */
+typedef struct trial_server {
+    dg_proc *p;
+    int in, res, err;   /* the parent's ends: specs, records, stderr */
+    dg_capbuf out, errs; /* the current trial's record and stderr */
+    int served;
+} trial_server;
+
+/* Ends the server: EOF on its stdin lets it exit; one still running after
+ * 10 s, or at once when `kill`, has its group killed (and what it left in
+ * its group goes with it in dg_proc_wait either way). How the child ended
+ * goes to *end when given. */
+static void server_close(dg_ctx *ctx, trial_server *v, bool kill, dg_proc_result *end)
+{
+    if (!v)
+        return;
+    dg_proc_result pr;
+    memset(&pr, 0, sizeof pr);
+    close(v->in);
+    siginfo_t si;
+    for (double t0 = dg_now(); !kill; kill = dg_now() - t0 >= 10) {
+        memset(&si, 0, sizeof si); /* ended, not yet reaped: dg_proc_wait reaps it */
+        if (waitid(P_PID, (id_t)dg_proc_pid(v->p), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+            si.si_pid != 0)
+            break;
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    }
+    if (kill)
+        dg_proc_kill(v->p, SIGKILL);
+    dg_proc_wait(ctx, v->p, &pr);
+    if (end)
+        *end = pr;
+    else
+        dg_proc_result_free(&pr);
+    dg_proc_free(v->p);
+    dg_free(v->out.data);
+    dg_free(v->errs.data);
+    dg_free(v);
+}
+
+static trial_server *server_start(dg_ctx *ctx, const char *exe, child_run *r)
+{
+    trial_server *v = dg_calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    const char *const args[] = {exe, "--no-ledger", "__trial", "--serve", "--spec-fd", "0",
+                                "--result-fd", "3", NULL};
+    dg_proc_opts po = {
+        .argv = args,
+        .in = {.kind = DG_PROC_PIPE},
+        .err = {.kind = DG_PROC_PIPE},
+        .extra = {{.child_fd = RESULT_FD, .io = {.kind = DG_PROC_PIPE}}},
+        .n_extra = 1,
+        .timeout_s = 0,
+    };
+    if (dg_proc_start(ctx, &po, &v->p) != DG_OK) {
+        snprintf(r->c.err_line, sizeof r->c.err_line, "cannot start the trial: %s",
+                 dg_errmsg(ctx));
+        dg_free(v);
+        return NULL;
+    }
+    v->in = dg_proc_fd(v->p, 0);
+    v->res = dg_proc_fd(v->p, RESULT_FD);
+    v->err = dg_proc_fd(v->p, 2);
+    v->out.cap = RESULT_MAX;
+    v->errs.cap = ERR_MAX;
+    return v;
+}
+
+/* Writes all of s and a newline to fd; false on error. */
+static bool write_line(int fd, const char *s);
+
+/* write_line to a pipe whose reader may be gone: SIGPIPE blocked on this
+ * thread for the write and one it raised taken, so a dead server is an
+ * EPIPE here and never the caller's signal. */
+static bool write_line_nosig(int fd, const char *s)
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    bool ok = write_line(fd, s);
+    int e = errno;
+    if (!ok && e == EPIPE && !was_pending)
+        sigtimedwait(&pipe_set, NULL, &(struct timespec){0, 0});
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return ok;
+}
+
+/* One trial through the server *pv (started when NULL): the spec handed
+ * over, then its record line awaited until timeout_s or *cancel. The server
+ * is ended (and *pv NULL) unless the trial's record came and said "ok". r as
+ * run_child fills it (wall: the spec handed over to the record read, the
+ * first trial of a server with its start). false only when out of memory. */
+static bool served_trial(dg_ctx *ctx, const char *exe, trial_server **pv, const char *spec,
+                         double timeout_s, const volatile sig_atomic_t *cancel, child_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->c.exit_code = -1;
+    double t0 = dg_now();
+    trial_server *v = *pv ? *pv : server_start(ctx, exe, r);
+    *pv = v;
+    if (!v)
+        return true; /* started false: err_line says why */
+    r->c.started = true;
+    v->out.len = v->errs.len = 0;
+    v->out.truncated = v->errs.truncated = false;
+    bool got = false, dead = !write_line_nosig(v->in, spec);
+    while (!got && !dead) {
+        if (cancel && *cancel) {
+            r->c.interrupted = true;
+            break;
+        }
+        double left = timeout_s - (dg_now() - t0);
+        if (left <= 0) {
+            r->c.timed_out = true;
+            break;
+        }
+        struct pollfd fds[2] = {{.fd = v->res, .events = POLLIN}, {.fd = v->err, .events = POLLIN}};
+        int wait_ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+        if (poll(fds, 2, wait_ms) < 0 && errno != EINTR)
+            dead = true;
+        if (v->err >= 0 && dg_capbuf_drain(v->err, &v->errs))
+            v->err = -1; /* closed (the handle still owns it) */
+        dead = dg_capbuf_drain(v->res, &v->out) || dead;
+        got = v->out.len > 0 && memchr(v->out.data, '\n', v->out.len) != NULL;
+        if (v->out.nomem || v->errs.nomem)
+            break;
+    }
+    r->c.wall_s = dg_now() - t0;
+    if (v->err >= 0 && dg_capbuf_drain(v->err, &v->errs))
+        v->err = -1; /* what a dying child said last */
+    bool mem_ok = !v->out.nomem && !v->errs.nomem;
+    cJSON *rec = got ? parse_record(v->out.data, v->out.len) : NULL;
+    const cJSON *stj = cJSON_GetObjectItemCaseSensitive(rec, "status");
+    bool keep = rec && cJSON_IsString(stj) && strcmp(stj->valuestring, "ok") == 0;
+    cJSON_Delete(rec);
+    r->out = v->out; /* the caller frees it: the server gets a fresh buffer */
+    v->out = (dg_capbuf){.cap = RESULT_MAX};
+    if (got)
+        r->c.exit_code = 0;
+    if (!got || !keep) {
+        dg_proc_result end;
+        char errs[512];
+        snprintf(errs, sizeof errs, "%.*s", (int)(v->errs.len < 511 ? v->errs.len : 511),
+                 v->errs.data ? v->errs.data : "");
+        server_close(ctx, v, !got && !dead, &end);
+        *pv = NULL;
+        if (!got && !r->c.timed_out && !r->c.interrupted) { /* it ended on its own */
+            r->c.exit_code = end.exit_code;
+            r->c.sig = end.sig;
+        }
+        first_line(r->c.err_line, sizeof r->c.err_line, errs);
+        dg_proc_result_free(&end);
+    } else {
+        v->served++;
+    }
+    return mem_ok;
+}
+
 /* Fills the trial's measurements from the child's record (may be NULL). */
 static void trial_metrics(dg_trial_result *t, int batch, const cJSON *rec, int warmup,
                           double swap_limit_bytes)
@@ -225,6 +400,8 @@ struct dg_fixture_sweep {
     char exe_buf[PATH_MAX];
     int warmup, timed;
     double timeout_s, swap_limit;
+    bool reuse;         /* trials through a server (unless DEVGATE_SWEEP_REUSE=off) */
+    trial_server *srv;  /* the one running, NULL between servers */
 };
 
 /* How the child ended, from what run_child saw and the record (may be NULL);
@@ -308,7 +485,9 @@ dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
         return DG_ERR_NOMEM;
     }
     child_run r;
-    bool mem_ok = run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
+    bool mem_ok = s->reuse ? served_trial(s->ctx, s->exe, &s->srv, spec, s->timeout_s,
+                                          s->train.cancel, &r)
+                           : run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
     dg_string_free(spec);
     if (!mem_ok) {
         dg_free(r.out.data);
@@ -474,6 +653,8 @@ dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *r
     s->ctx = ctx;
     s->train = opts->train;
     s->train.batch = 0;
+    const char *reuse = getenv("DEVGATE_SWEEP_REUSE");
+    s->reuse = !(reuse && strcmp(reuse, "off") == 0);
     s->warmup = opts->warmup_steps > 0 ? opts->warmup_steps : DEFAULT_WARMUP;
     s->timed = opts->timed_steps > 0 ? opts->timed_steps : DEFAULT_TIMED;
     s->timeout_s = opts->trial_timeout_s > 0 ? opts->trial_timeout_s : DEFAULT_TIMEOUT_S;
@@ -500,6 +681,8 @@ dg_status dg_fixture_sweep_open(dg_ctx *ctx, const dg_sweep_opts *opts, cJSON *r
 
 void dg_fixture_sweep_free(dg_fixture_sweep *s)
 {
+    if (s)
+        server_close(s->ctx, s->srv, false, NULL);
     dg_free(s);
 }
 

@@ -100,10 +100,13 @@ static cJSON *doubling_ms(const char *name, const char *table, size_t samples, c
 {
     char body[4096];
     snprintf(body, sizeof body,
-             "b=$(tr ',' '\\n' | sed -n 's/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
+             "while IFS= read -r spec || [ -n \"$spec\" ]; do\n"
+             "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n 's/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
              "case $b in %s *) v=1000 ;; esac\n"
              "echo '{\"status\":\"ok\",%s%s%s\"throughput\":{\"samples_per_s\":{\"value\":'$v',"
-             "\"valid\":true}}}' >&3",
+             "\"valid\":true}}}' >&3\n"
+             "spec=\n"
+             "done",
              table, ms ? "\"steps\":{\"ms\":[" : "", ms ? ms : "", ms ? "]}," : "");
     dg_ctx *ctx = dg_ctx_new();
     dg_sweep_opts o = {.train = {.init = DG_TRAIN_OPTS_MAGIC,
@@ -253,6 +256,78 @@ int main(void)
           cJSON_GetNumberValue(cJSON_GetObjectItem(ts, "value")) == 100);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(rec, "trials")) == 4);
     cJSON_Delete(rec);
+
+    /* The trial server: trials that end "ok" share one process; a trial that
+     * does not (device out of memory at 64) ends it, and the bisection's
+     * trials start a fresh one. With DEVGATE_SWEEP_REUSE=off every trial is
+     * a process of its own. The records are the same either way. */
+    for (int reuse = 1; reuse >= 0; reuse--) {
+        char pids[600], body2[2048];
+        snprintf(pids, sizeof pids, "%s/serve%d.pids", dir, reuse);
+        snprintf(body2, sizeof body2,
+                 "while IFS= read -r spec || [ -n \"$spec\" ]; do\n"
+                 "echo $$ >> %s\n"
+                 "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n "
+                 "'s/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
+                 "if [ \"$b\" -ge 64 ]; then echo '{\"status\":\"device-oom\",\"error\":\"planted\"}' "
+                 ">&3; else echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":"
+                 "{\"value\":'$((b * 100))',\"valid\":true}}}' >&3; fi\n"
+                 "spec=\n"
+                 "done",
+                 pids);
+        if (!reuse)
+            setenv("DEVGATE_SWEEP_REUSE", "off", 1);
+        dg_ctx *ctx = dg_ctx_new();
+        dg_sweep_opts so = {.train = {.init = DG_TRAIN_OPTS_MAGIC,
+                                      .lr = -1,
+                                      .momentum = -1,
+                                      .weight_decay = -1,
+                                      .threads = 1},
+                            .from = 8,
+                            .to = 1024,
+                            .trial_timeout_s = 20,
+                            .exe = script("serve", body2)};
+        char *json = NULL;
+        CHECK_MSG(dg_sweep_run(ctx, &so, &json) == DG_OK, "serve: %s", dg_errmsg(ctx));
+        unsetenv("DEVGATE_SWEEP_REUSE");
+        rec = json ? cJSON_Parse(json) : NULL;
+        dg_string_free(json);
+        dg_ctx_free(ctx);
+        int ntrials = cJSON_GetArraySize(cJSON_GetObjectItem(rec, "trials")) +
+                      cJSON_GetArraySize(cJSON_GetObjectItem(rec, "bisect"));
+        /* The lines the script wrote: one pid a trial; count the distinct ones. */
+        FILE *f = fopen(pids, "r");
+        long seen[64];
+        int lines = 0, distinct = 0;
+        long pidv;
+        while (f && lines < 64 && fscanf(f, "%ld", &pidv) == 1) {
+            bool known = false;
+            for (int i = 0; i < distinct; i++)
+                known = known || seen[i] == pidv;
+            if (!known)
+                seen[distinct++] = pidv;
+            lines++;
+        }
+        if (f)
+            fclose(f);
+        printf("serve (reuse %d): %d trials in %d processes\n", reuse, ntrials, distinct); /* the log says it */
+        const cJSON *t64 = cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "trials"), 3);
+        CHECK_MSG(rec && lines == ntrials && ntrials >= 6 && dg_jnum(t64, "batch") == 64 &&
+                      strcmp(dg_jstr(t64, "ended"), "device-oom") == 0,
+                  "serve (reuse %d): %d trials, %d lines", reuse, ntrials, lines);
+        const cJSON *safe = cJSON_GetObjectItem(rec, "safe_batch");
+        CHECK_MSG(dg_jnum(safe, "batch") >= 32 && dg_jnum(safe, "batch") < 64,
+                  "serve (reuse %d): safe batch %g", reuse, dg_jnum(safe, "batch"));
+        /* Reuse: 8..32 in the first process, the bisection's trials (all
+         * below 64 but the first) each ending a server only when oom. */
+        if (reuse)
+            CHECK_MSG(distinct >= 2 && distinct < ntrials, "serve: %d processes for %d trials",
+                      distinct, ntrials);
+        else
+            CHECK_MSG(distinct == ntrials, "reuse off: %d processes for %d trials", distinct,
+                      ntrials);
+        cJSON_Delete(rec);
+    }
 
     /* The stops judged with intervals: every trial's 23 step times (3 warm-up,
      * then 20 spread +-5% about their median) give an order-statistics
