@@ -3,7 +3,9 @@
  * and `devgate sweep`: the method's one sweep driver (src/steps/method.c)
  * over these trials.
  *
- * Each trial is a child process (`devgate --no-ledger __trial ...`) started
+ * Each trial runs in a child process (`devgate --no-ledger __trial ...`),
+ * kept for the next trial while trials end ok (the trial server, below;
+ * DEVGATE_SWEEP_REUSE=off: a process per trial), started
  * by core/proc.c without a shell in its own process group, with stdout on /dev/null, stderr
  * on a pipe (its first line is the failure reason when there is no record)
  * a result pipe on fd 3 (`--result-fd 3`) carrying the child's training
