@@ -30,6 +30,24 @@ static void energy_json(const trainer *t, cJSON *thr, double wall, double sample
                                       : "none: the device reports no energy");
 }
 
+/* Where the run's start went (what a sweep trial pays before its timed
+ * steps): each wall valid where the run got that far. */
+static void startup_json(const trainer *t, cJSON *rec, bool timed)
+{
+    cJSON *su = cJSON_AddObjectToObject(rec, "startup");
+    const struct {
+        const char *name;
+        double s;
+    } walls[] = {{"data", t->w_data},
+                 {"engine", t->w_engine},
+                 {"prepare", t->w_prepare},
+                 {"first_steps", timed ? t->t0 - t->t_start : NAN}};
+    for (size_t i = 0; i < sizeof walls / sizeof walls[0]; i++)
+        cJSON_AddItemToObject(
+            su, walls[i].name,
+            dg_json_metric(isfinite(walls[i].s) ? walls[i].s : 0, isfinite(walls[i].s), "s"));
+}
+
 /* The record of the run that ended with status final. */
 cJSON *dg_train_record(trainer *t, dg_status final)
 {
@@ -131,20 +149,7 @@ cJSON *dg_train_record(trainer *t, dg_status final)
     if (t->captured)
         cJSON_AddStringToObject(ph, "note",
                                 "step captured as a graph: forward holds forward+backward+update");
-    /* The run's start (what a sweep trial pays before its timed steps). */
-    cJSON *su = cJSON_AddObjectToObject(rec, "startup");
-    double first = timed ? t->t0 - t->t_start : NAN;
-    const struct {
-        const char *name;
-        double s;
-    } walls[] = {{"data", t->w_data},
-                 {"engine", t->w_engine},
-                 {"prepare", t->w_prepare},
-                 {"first_steps", first}};
-    for (size_t i = 0; i < sizeof walls / sizeof walls[0]; i++)
-        cJSON_AddItemToObject(su, walls[i].name,
-                              dg_json_metric(isfinite(walls[i].s) ? walls[i].s : 0,
-                                             isfinite(walls[i].s), "s"));
+    startup_json(t, rec, timed);
     cJSON *cap = cJSON_AddObjectToObject(rec, "capture");
     cJSON_AddBoolToObject(cap, "used", t->captured);
     dg_json_add_str(cap, "note", t->captured ? NULL : t->capture_note);

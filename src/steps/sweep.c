@@ -34,9 +34,9 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +165,7 @@ static cJSON *parse_record(const char *out, size_t len)
  * earlier trial (its heap's high-water RSS) is below the current one's. */
 typedef struct trial_server {
     dg_proc *p;
-    int in, res, err;   /* the parent's ends: specs, records, stderr */
+    int in, res, err;    /* the parent's ends: specs, records, stderr */
     dg_capbuf out, errs; /* the current trial's record and stderr */
     int served;
 } trial_server;
@@ -207,8 +207,8 @@ static trial_server *server_start(dg_ctx *ctx, const char *exe, child_run *r)
     trial_server *v = dg_calloc(1, sizeof *v);
     if (!v)
         return NULL;
-    const char *const args[] = {exe, "--no-ledger", "__trial", "--serve", "--spec-fd", "0",
-                                "--result-fd", "3", NULL};
+    const char *const args[] = {exe, "--no-ledger", "__trial", "--serve", "--spec-fd",
+                                "0", "--result-fd", "3",       NULL};
     dg_proc_opts po = {
         .argv = args,
         .in = {.kind = DG_PROC_PIPE},
@@ -218,8 +218,7 @@ static trial_server *server_start(dg_ctx *ctx, const char *exe, child_run *r)
         .timeout_s = 0,
     };
     if (dg_proc_start(ctx, &po, &v->p) != DG_OK) {
-        snprintf(r->c.err_line, sizeof r->c.err_line, "cannot start the trial: %s",
-                 dg_errmsg(ctx));
+        snprintf(r->c.err_line, sizeof r->c.err_line, "cannot start the trial: %s", dg_errmsg(ctx));
         dg_free(v);
         return NULL;
     }
@@ -402,8 +401,8 @@ struct dg_fixture_sweep {
     char exe_buf[PATH_MAX];
     int warmup, timed;
     double timeout_s, swap_limit;
-    bool reuse;         /* trials through a server (unless DEVGATE_SWEEP_REUSE=off) */
-    trial_server *srv;  /* the one running, NULL between servers */
+    bool reuse;        /* trials through a server (unless DEVGATE_SWEEP_REUSE=off) */
+    trial_server *srv; /* the one running, NULL between servers */
 };
 
 /* How the child ended, from what run_child saw and the record (may be NULL);
@@ -487,9 +486,9 @@ dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
         return DG_ERR_NOMEM;
     }
     child_run r;
-    bool mem_ok = s->reuse ? served_trial(s->ctx, s->exe, &s->srv, spec, s->timeout_s,
-                                          s->train.cancel, &r)
-                           : run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
+    bool mem_ok =
+        s->reuse ? served_trial(s->ctx, s->exe, &s->srv, spec, s->timeout_s, s->train.cancel, &r)
+                 : run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
     dg_string_free(spec);
     if (!mem_ok) {
         dg_free(r.out.data);

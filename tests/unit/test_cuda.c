@@ -1706,8 +1706,8 @@ static void conv_paths(void)
         for (int j = 0; j < 4; j++) {
             setenv(knobs[i].name, bad[j], 1);
             c3 = (void *)1;
-            CHECK_MSG(bi->init(0, &c3, reason, sizeof reason) == DG_ERR_USAGE,
-                      "%s='%s' accepted", knobs[i].name, bad[j]);
+            CHECK_MSG(bi->init(0, &c3, reason, sizeof reason) == DG_ERR_USAGE, "%s='%s' accepted",
+                      knobs[i].name, bad[j]);
             CHECK(c3 == NULL);
             CHECK_MSG(strstr(reason, knobs[i].name) && strstr(reason, knobs[i].good[1]),
                       "reason: \"%s\"", reason);

@@ -101,7 +101,8 @@ static cJSON *doubling_ms(const char *name, const char *table, size_t samples, c
     char body[4096];
     snprintf(body, sizeof body,
              "while IFS= read -r spec || [ -n \"$spec\" ]; do\n"
-             "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n 's/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
+             "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n "
+             "'s/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
              "case $b in %s *) v=1000 ;; esac\n"
              "echo '{\"status\":\"ok\",%s%s%s\"throughput\":{\"samples_per_s\":{\"value\":'$v',"
              "\"valid\":true}}}' >&3\n"
@@ -264,17 +265,18 @@ int main(void)
     for (int reuse = 1; reuse >= 0; reuse--) {
         char pids[600], body2[2048];
         snprintf(pids, sizeof pids, "%s/serve%d.pids", dir, reuse);
-        snprintf(body2, sizeof body2,
-                 "while IFS= read -r spec || [ -n \"$spec\" ]; do\n"
-                 "echo $$ >> %s\n"
-                 "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n "
-                 "'s/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
-                 "if [ \"$b\" -ge 64 ]; then echo '{\"status\":\"device-oom\",\"error\":\"planted\"}' "
-                 ">&3; else echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":"
-                 "{\"value\":'$((b * 100))',\"valid\":true}}}' >&3; fi\n"
-                 "spec=\n"
-                 "done",
-                 pids);
+        snprintf(
+            body2, sizeof body2,
+            "while IFS= read -r spec || [ -n \"$spec\" ]; do\n"
+            "echo $$ >> %s\n"
+            "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n "
+            "'s/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
+            "if [ \"$b\" -ge 64 ]; then echo '{\"status\":\"device-oom\",\"error\":\"planted\"}' "
+            ">&3; else echo '{\"status\":\"ok\",\"throughput\":{\"samples_per_s\":"
+            "{\"value\":'$((b * 100))',\"valid\":true}}}' >&3; fi\n"
+            "spec=\n"
+            "done",
+            pids);
         if (!reuse)
             setenv("DEVGATE_SWEEP_REUSE", "off", 1);
         dg_ctx *ctx = dg_ctx_new();
@@ -310,7 +312,8 @@ int main(void)
         }
         if (f)
             fclose(f);
-        printf("serve (reuse %d): %d trials in %d processes\n", reuse, ntrials, distinct); /* the log says it */
+        printf("serve (reuse %d): %d trials in %d processes\n", reuse, ntrials,
+               distinct); /* the log says it */
         const cJSON *t64 = cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "trials"), 3);
         CHECK_MSG(rec && lines == ntrials && ntrials >= 6 && dg_jnum(t64, "batch") == 64 &&
                       strcmp(dg_jstr(t64, "ended"), "device-oom") == 0,
