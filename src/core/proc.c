@@ -535,6 +535,13 @@ int dg_proc_fd(const dg_proc *p, int child_fd)
     return -1;
 }
 
+void dg_proc_fd_close(dg_proc *p, int child_fd)
+{
+    for (int i = 0; p && i < SLOTS; i++)
+        if (p->s[i].child_fd == child_fd && p->s[i].kind == DG_PROC_PIPE)
+            close_fd(&p->s[i].mine);
+}
+
 int dg_proc_kill(dg_proc *p, int sig)
 {
     if (!p || p->pid <= 0 || p->reaped)

@@ -86,6 +86,9 @@ pid_t dg_proc_pid(const dg_proc *p);
  * child_fd): the write end for 0, the read end (non-blocking) otherwise; the
  * handle keeps ownership until dg_proc_release. -1 when there is none. */
 int dg_proc_fd(const dg_proc *p, int child_fd);
+/* Closes the caller's end of the DG_PROC_PIPE on child_fd now (the child's
+ * stdin sees EOF); the handle forgets it. */
+void dg_proc_fd_close(dg_proc *p, int child_fd);
 /* Sends sig to the child's process group (to the child alone with
  * same_group). 0 or an errno. */
 int dg_proc_kill(dg_proc *p, int sig);

@@ -167,20 +167,19 @@ typedef struct trial_server {
     dg_proc *p;
     int in, res, err;    /* the parent's ends: specs, records, stderr */
     dg_capbuf out, errs; /* the current trial's record and stderr */
-    int served;
 } trial_server;
 
 /* Ends the server: EOF on its stdin lets it exit; one still running after
  * 10 s, or at once when `kill`, has its group killed (and what it left in
  * its group goes with it in dg_proc_wait either way). How the child ended
- * goes to *end when given. */
-static void server_close(dg_ctx *ctx, trial_server *v, bool kill, dg_proc_result *end)
+ * goes to *end when given; true when it was killed. */
+static bool server_close(dg_ctx *ctx, trial_server *v, bool kill, dg_proc_result *end)
 {
     if (!v)
-        return;
+        return false;
     dg_proc_result pr;
     memset(&pr, 0, sizeof pr);
-    close(v->in);
+    dg_proc_fd_close(v->p, 0);
     siginfo_t si;
     for (double t0 = dg_now(); !kill; kill = dg_now() - t0 >= 10) {
         memset(&si, 0, sizeof si); /* ended, not yet reaped: dg_proc_wait reaps it */
@@ -200,6 +199,7 @@ static void server_close(dg_ctx *ctx, trial_server *v, bool kill, dg_proc_result
     dg_free(v->out.data);
     dg_free(v->errs.data);
     dg_free(v);
+    return kill;
 }
 
 static trial_server *server_start(dg_ctx *ctx, const char *exe, child_run *r)
@@ -215,7 +215,6 @@ static trial_server *server_start(dg_ctx *ctx, const char *exe, child_run *r)
         .err = {.kind = DG_PROC_PIPE},
         .extra = {{.child_fd = RESULT_FD, .io = {.kind = DG_PROC_PIPE}}},
         .n_extra = 1,
-        .timeout_s = 0,
     };
     if (dg_proc_start(ctx, &po, &v->p) != DG_OK) {
         snprintf(r->c.err_line, sizeof r->c.err_line, "cannot start the trial: %s", dg_errmsg(ctx));
@@ -296,6 +295,10 @@ static bool served_trial(dg_ctx *ctx, const char *exe, trial_server **pv, const 
     r->c.wall_s = dg_now() - t0;
     if (v->err >= 0 && dg_capbuf_drain(v->err, &v->errs))
         v->err = -1; /* what a dying child said last */
+    if (!got && !r->c.timed_out && !r->c.interrupted) { /* a child that wrote and ended before */
+        dg_capbuf_drain(v->res, &v->out);                 /* its spec came (EPIPE) */
+        got = v->out.len > 0 && memchr(v->out.data, '\n', v->out.len) != NULL;
+    }
     bool mem_ok = !v->out.nomem && !v->errs.nomem;
     cJSON *rec = got ? parse_record(v->out.data, v->out.len) : NULL;
     const cJSON *stj = cJSON_GetObjectItemCaseSensitive(rec, "status");
@@ -310,16 +313,14 @@ static bool served_trial(dg_ctx *ctx, const char *exe, trial_server **pv, const 
         char errs[512];
         snprintf(errs, sizeof errs, "%.*s", (int)(v->errs.len < 511 ? v->errs.len : 511),
                  v->errs.data ? v->errs.data : "");
-        server_close(ctx, v, !got && !dead, &end);
+        bool killed = server_close(ctx, v, !got && !dead, &end);
         *pv = NULL;
-        if (!got && !r->c.timed_out && !r->c.interrupted) { /* it ended on its own */
+        if (!killed) { /* it ended on its own: its exit is the trial's, as without a server */
             r->c.exit_code = end.exit_code;
             r->c.sig = end.sig;
         }
         first_line(r->c.err_line, sizeof r->c.err_line, errs);
         dg_proc_result_free(&end);
-    } else {
-        v->served++;
     }
     return mem_ok;
 }
