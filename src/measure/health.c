@@ -240,7 +240,7 @@ static void read_host(dg_health *h, dg_health_sample *s, const dg_health_sample 
 }
 
 /* Test hook: DEVGATE_FAULT=health-slow@MS makes every read take MS more
- * milliseconds (tests/cli/test_train_walls.sh: reads stay out of timed walls). */
+ * milliseconds (tests/cli/test_train.sh: the reads stay out of the timed wall). */
 static void health_fault_delay(void)
 {
     const char *f = getenv("DEVGATE_FAULT");

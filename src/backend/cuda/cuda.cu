@@ -761,12 +761,15 @@ static const char *cu_knob_unknown(char *expect, size_t len)
         {"DEVGATE_CUDA_BF16_GEMM", "fast|cast"},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
-        const char *v = getenv(knobs[i].name);
-        if (!v || !*v)
-            continue;
-        const char *at = strchr(v, '|') ? NULL : strstr(knobs[i].values, v);
-        size_t n = strlen(v);
-        if (at && (at == knobs[i].values || at[-1] == '|') && (at[n] == '|' || at[n] == '\0'))
+        const char *v = getenv(knobs[i].name), *w = knobs[i].values;
+        bool known = !v || !*v;
+        for (size_t k; !known; w += k + 1) { /* each word of "a|b|c" */
+            k = strcspn(w, "|");
+            known = k == strlen(v) && strncmp(w, v, k) == 0;
+            if (!w[k])
+                break;
+        }
+        if (known)
             continue;
         snprintf(expect, len, "%s", knobs[i].values);
         return knobs[i].name;
