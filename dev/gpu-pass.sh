@@ -8,6 +8,8 @@
 #            without cuDNN, loader threads or capture; the process alone; a sweep's trials)
 #   sweepreuse  the sweep's trial server against a process per trial on cuda, then accept
 #            --quick and the default tier
+#   auto     accept --quick and the default tier on accept's own device choice (cold when
+#            first), the gate's entries, test_gate's first_device lines
 #   tests    the CUDA unit tests (test_cuda, test_ops, test_gate)
 #   fixture  accept --quick --backend cuda twice and the default tier once
 #   cmd      accept --quick -- CMD on tests/python/scripts/accept_train.py on cuda
@@ -300,6 +302,23 @@ PY
   done
   accept_timed reuse-quick 90 --quick --backend cuda
   accept_timed reuse-full 150 --backend cuda
+}
+
+# accept on its own device choice (no --backend), first in a call for a cold
+# start: the gate checks cuda and reports opencl not checked (no OpenCL program
+# compiled), then the default tier; test_gate's first_device lines.
+pass_auto() {
+  accept_timed auto-quick 90 --quick
+  python3 - "$packs/auto-quick/report.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for b in (d.get("gate") or {}).get("backends", []):
+    mm = b.get("matmul") or {}
+    print("  gate", b.get("name"), "available", b.get("available"), "ok", mm.get("ok"), mm.get("reason"), mm.get("gflops"))
+PY
+  accept_timed auto-full 150
+  unit_test test_gate 60
+  grep first_device "$packs/test_gate.txt"
 }
 
 pass_cmd() {

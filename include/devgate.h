@@ -189,6 +189,9 @@ typedef struct dg_gate_opts {
     int level;            /* DG_LEVEL_MIN..DG_LEVEL_MAX (0: 1) */
     double sustain_s; /* levels 3-4: the sustained load's seconds per backend (0: the level's) */
     double load;      /* levels 3-4: its busy share, (0, 1] (0: 1, back to back) */
+    /* Check the device backends in route order (cuda, opencl) until one passes;
+     * the rest are reported built and available, their product not checked. */
+    bool first_device;
 } dg_gate_opts;
 
 typedef enum dg_gate_verdict {

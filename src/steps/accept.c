@@ -66,9 +66,8 @@ static dg_status choose_device(acc *a, const cJSON *gate, char *why, size_t len)
 {
     const cJSON *b;
     const char *want = a->o->train.backend;
-    static const char *const order[] = {"cuda", "opencl"};
-    for (size_t i = 0; i < (want ? 1 : sizeof order / sizeof order[0]); i++) {
-        const char *name = want ? want : order[i];
+    for (size_t i = 0; want ? i < 1 : dg_device_preference[i] != NULL; i++) {
+        const char *name = want ? want : dg_device_preference[i];
         cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(gate, "backends"))
         {
             const char *n = dg_jstr(b, "name");
@@ -107,7 +106,8 @@ static dg_status fx_gate(void *ctx, dg_step_out *out, const char **device)
     dg_gate_opts go = {.backends = want ? (want_host ? want : list) : NULL,
                        .seed = a->base.seed,
                        .math = a->base.math,
-                       .level = a->level};
+                       .level = a->level,
+                       .first_device = !want};
     char *json = NULL;
     dg_gate_verdict verdict = DG_GATE_PASS;
     dg_status st = dg_gate_run(a->ctx, &go, &json, &verdict);
@@ -120,7 +120,10 @@ static dg_status fx_gate(void *ctx, dg_step_out *out, const char **device)
         const char *n = dg_jstr(b, "name");
         const cJSON *mm = cJSON_GetObjectItemCaseSensitive(b, "matmul");
         char part[128], gf[32];
-        if (dg_jbool(b, "available") == 1)
+        if (dg_jbool(b, "available") == 1 && dg_jbool(mm, "ok") < 0)
+            snprintf(part, sizeof part, "%s available, %s", n ? n : "?",
+                     dg_jstr(mm, "reason") ? dg_jstr(mm, "reason") : "not checked");
+        else if (dg_jbool(b, "available") == 1)
             snprintf(part, sizeof part, "%s %s %s", n ? n : "?",
                      dg_fmt_num(gf, sizeof gf, "%.1f GFLOP/s", dg_jnum(mm, "gflops")),
                      dg_jbool(mm, "ok") == 1 ? "ok" : "FAILED");

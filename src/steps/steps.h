@@ -26,6 +26,10 @@ typedef struct dg_matmul_check {
  * 2u + u^2 + 2 k eps32 (1 + u)^2. */
 double dg_gate_tol_unit(int k, dg_math m);
 
+/* The device backends in the order a route prefers them, NULL-ended: accept
+ * picks the first that passed its gate, and dg_gate_opts.first_device checks
+ * them in this order. */
+extern const char *const dg_device_preference[];
 /* Describes backend `name` (built, available, reason, versions, devices) and,
  * when check is non-NULL and it is available, runs the matrix product on it.
  * iface overrides the registry's interface when non-NULL (tests use this to

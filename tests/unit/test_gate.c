@@ -269,6 +269,51 @@ int main(void)
     CHECK(cJSON_GetObjectItem(mm, "max_abs_err")->valuedouble < 1e-4);
     cJSON_Delete(rec);
     dg_string_free(json);
+
+    /* first_device (accept's gate): the device backends in route order until
+     * one passes; those after it are reported built and available but their
+     * product is not checked. Here (no GPU) cuda is not there and opencl is
+     * checked; on the H200 cuda passes and opencl is not checked. */
+    o = (dg_gate_opts){.m = 64, .n = 64, .k = 64, .first_device = true};
+    CHECK(dg_gate_run(ctx, &o, &json, &v) == DG_OK);
+    CHECK_MSG(v == DG_GATE_PASS, "first_device: verdict %d", (int)v);
+    rec = cJSON_Parse(json);
+    dg_string_free(json);
+    const cJSON *arr = cJSON_GetObjectItem(rec, "backends");
+    CHECK(cJSON_GetArraySize(arr) == 3 &&
+          strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 0), "name")),
+                 "cpu") == 0);
+    const char *passed = NULL;
+    for (int r = 0; dg_device_preference[r]; r++) {
+        const cJSON *e = NULL, *it;
+        cJSON_ArrayForEach(it, arr)
+        {
+            if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(it, "name")),
+                       dg_device_preference[r]) == 0)
+                e = it;
+        }
+        if (!e || dg_jbool(e, "available") != 1)
+            continue;
+        const cJSON *ok = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "matmul"), "ok");
+        if (!passed) { /* checked: the route's first device that works */
+            CHECK_MSG(cJSON_IsBool(ok), "%s not checked before any device passed",
+                      dg_device_preference[r]);
+            if (cJSON_IsTrue(ok))
+                passed = dg_device_preference[r];
+        } else {
+            char want[96];
+            snprintf(want, sizeof want, "not checked: %s passed first", passed);
+            CHECK_MSG(cJSON_IsNull(ok) && dg_jstr(e, "matmul.reason") &&
+                          strcmp(dg_jstr(e, "matmul.reason"), want) == 0 &&
+                          !cJSON_GetObjectItem(cJSON_GetObjectItem(e, "matmul"), "gflops"),
+                      "%s checked after %s passed", dg_device_preference[r], passed);
+        }
+        printf("first_device: %s %s\n", dg_device_preference[r],
+               passed == dg_device_preference[r] ? "checked, passed"
+               : passed                          ? "not checked"
+                                                 : "checked");
+    }
+    cJSON_Delete(rec);
     dg_ctx_free(ctx);
     CHECK_DONE();
 }
