@@ -216,6 +216,21 @@ pass_ttev() {
   echo "rounds: exit $? in $(secs "$s") s"
 }
 
+# A devgate sweep record's stop, knee and each trial's wall and rate, one line.
+sweep_line() { # record.json
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(" no record", e); sys.exit(0)
+v = lambda x: round(x["value"], 3) if isinstance(x, dict) and x.get("valid") else x
+print(" stop", json.dumps(d.get("stopped")), "knee", (d.get("knee") or {}).get("batch"))
+print(" ", " ".join("b%s:%s s/%s" % (t.get("batch"), v(t.get("wall_s")), int(v(t.get("samples_per_s")) or 0))
+                     for t in d.get("trials", [])))
+PY
+}
+
 # Where a sweep trial's wall goes on cuda: `train` runs as the sweep's trials
 # are (warm-up 1 + 3 timed steps, a sync each step) at small and large
 # batches, each with the record's startup walls (data, engine, prepare, first
@@ -263,16 +278,7 @@ PY
   done
   s=$(date +%s.%N); $DG --no-ledger sweep --backend cuda --warmup-steps 1 --timed-steps 3 --json -q >"$packs/sweep.json" 2>"$packs/sweep.err"
   echo "sweep --backend cuda: exit $? in $(secs "$s") s"
-  python3 - "$packs/sweep.json" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(" no record", e); sys.exit(0)
-v = lambda x: round(x["value"], 3) if isinstance(x, dict) and x.get("valid") else x
-for t in d.get("trials", []):
-    print("  trial b%-6s wall %s sps %s" % (t.get("batch"), v(t.get("wall_s")), v(t.get("samples_per_s"))))
-PY
+  sweep_line "$packs/sweep.json"
 }
 
 # The sweep's trial server against a process per trial (DEVGATE_SWEEP_REUSE=off)
@@ -287,17 +293,7 @@ pass_sweepreuse() {
       DEVGATE_SWEEP_REUSE=$r $DG --no-ledger sweep --backend cuda --model cifar --warmup-steps 1 \
         --timed-steps 3 --json -q >"$packs/sweep-$r.json" 2>"$packs/sweep-$r.err"
       echo "sweep cifar, reuse $r (round $rep): exit $? in $(secs "$s") s"
-      python3 - "$packs/sweep-$r.json" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(" no record", e); sys.exit(0)
-v = lambda x: round(x["value"], 3) if isinstance(x, dict) and x.get("valid") else x
-print(" stop", json.dumps(d.get("stopped")), "knee", (d.get("knee") or {}).get("batch"))
-print(" ", " ".join("b%s:%s s/%s" % (t.get("batch"), v(t.get("wall_s")), int(v(t.get("samples_per_s")) or 0))
-                     for t in d.get("trials", [])))
-PY
+      sweep_line "$packs/sweep-$r.json"
     done
   done
   accept_timed reuse-quick 90 --quick --backend cuda
