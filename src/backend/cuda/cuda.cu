@@ -747,21 +747,19 @@ static int cu_conv_mode_env(void)
     return -1;
 }
 
-/* The backend's other knobs and the values each takes (unset or empty: the
- * default). NULL when every one is known, else the first unknown one's name,
- * with its values in `expect`. They are read where they act, so tests can
- * switch them between calls. */
-static const char *cu_knob_unknown(char *expect, size_t len)
+/* The backend's other knobs and the words each takes (unset or empty: the
+ * default). false when every one is set to a word it knows, else true with
+ * the first other one's name in `name` and its words in `expect`. They are
+ * read where they act, so tests can switch them between calls. */
+static bool cu_knob_unknown(char *name, size_t nlen, char *expect, size_t len)
 {
-    static const struct {
-        const char *name, *values;
-    } knobs[] = {
-        {"DEVGATE_CUDA_FUSE", "on|off"},
-        {"DEVGATE_CUDA_BF16_CONV", "auto|bf16|tf32"},
-        {"DEVGATE_CUDA_BF16_GEMM", "fast|cast"},
-    };
+    static const char *const knobs[] = {"DEVGATE_CUDA_FUSE=on|off",
+                                        "DEVGATE_CUDA_BF16_CONV=auto|bf16|tf32",
+                                        "DEVGATE_CUDA_BF16_GEMM=fast|cast"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
-        const char *v = getenv(knobs[i].name), *w = knobs[i].values;
+        const char *eq = strchr(knobs[i], '=');
+        snprintf(name, nlen, "%.*s", (int)(eq - knobs[i]), knobs[i]);
+        const char *v = getenv(name), *w = eq + 1;
         bool known = !v || !*v;
         for (size_t k; !known; w += k + 1) { /* each word of "a|b|c" */
             k = strcspn(w, "|");
@@ -769,12 +767,12 @@ static const char *cu_knob_unknown(char *expect, size_t len)
             if (!w[k])
                 break;
         }
-        if (known)
-            continue;
-        snprintf(expect, len, "%s", knobs[i].values);
-        return knobs[i].name;
+        if (!known) {
+            snprintf(expect, len, "%s", eq + 1);
+            return true;
+        }
     }
-    return NULL;
+    return false;
 }
 
 /* Checks driver and devices, then opens `device` with a stream, a cuBLAS handle
@@ -798,9 +796,8 @@ static dg_status cu_init(int device, void **ctx, char *reason, size_t reason_len
         return cu_reason(reason, reason_len, DG_ERR_USAGE,
                          "cuda: DEVGATE_CUDA_CONV='%.32s': expected im2col, cudnn or auto",
                          getenv("DEVGATE_CUDA_CONV"));
-    char expect[48];
-    const char *knob = cu_knob_unknown(expect, sizeof expect);
-    if (knob)
+    char knob[40], expect[48];
+    if (cu_knob_unknown(knob, sizeof knob, expect, sizeof expect))
         return cu_reason(reason, reason_len, DG_ERR_USAGE, "cuda: %s='%.32s': expected %s", knob,
                          getenv(knob), expect);
 
