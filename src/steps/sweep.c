@@ -258,7 +258,8 @@ static bool write_line_nosig(int fd, const char *s)
  * run_child fills it (wall: the spec handed over to the record read, the
  * first trial of a server with its start). false only when out of memory. */
 static bool served_trial(dg_ctx *ctx, const char *exe, trial_server **pv, const char *spec,
-                         double timeout_s, const volatile sig_atomic_t *cancel, child_run *r)
+                         int batch, double timeout_s, const volatile sig_atomic_t *cancel,
+                         child_run *r)
 {
     memset(r, 0, sizeof *r);
     r->c.exit_code = -1;
@@ -294,15 +295,26 @@ static bool served_trial(dg_ctx *ctx, const char *exe, trial_server **pv, const 
     }
     r->c.wall_s = dg_now() - t0;
     if (v->err >= 0 && dg_capbuf_drain(v->err, &v->errs))
-        v->err = -1; /* what a dying child said last */
+        v->err = -1;                                    /* what a dying child said last */
     if (!got && !r->c.timed_out && !r->c.interrupted) { /* a child that wrote and ended before */
-        dg_capbuf_drain(v->res, &v->out);                 /* its spec came (EPIPE) */
+        dg_capbuf_drain(v->res, &v->out);               /* its spec came (EPIPE) */
         got = v->out.len > 0 && memchr(v->out.data, '\n', v->out.len) != NULL;
     }
     bool mem_ok = !v->out.nomem && !v->errs.nomem;
     cJSON *rec = got ? parse_record(v->out.data, v->out.len) : NULL;
     const cJSON *stj = cJSON_GetObjectItemCaseSensitive(rec, "status");
     bool keep = rec && cJSON_IsString(stj) && strcmp(stj->valuestring, "ok") == 0;
+    /* A record of another batch (a line left over from an earlier trial) is
+     * not this trial's: no record, and a server that wrote it is not kept. */
+    const cJSON *rb =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "spec"), "batch");
+    char stale[96] = "";
+    if (cJSON_IsNumber(rb) && rb->valuedouble != batch) {
+        snprintf(stale, sizeof stale, "a record of batch %.0f, not this trial's %d",
+                 rb->valuedouble, batch);
+        v->out.len = 0;
+        keep = false;
+    }
     cJSON_Delete(rec);
     r->out = v->out; /* the caller frees it: the server gets a fresh buffer */
     v->out = (dg_capbuf){.cap = RESULT_MAX};
@@ -319,7 +331,7 @@ static bool served_trial(dg_ctx *ctx, const char *exe, trial_server **pv, const 
             r->c.exit_code = end.exit_code;
             r->c.sig = end.sig;
         }
-        first_line(r->c.err_line, sizeof r->c.err_line, errs);
+        first_line(r->c.err_line, sizeof r->c.err_line, stale[0] ? stale : errs);
         dg_proc_result_free(&end);
     }
     return mem_ok;
@@ -488,7 +500,7 @@ dg_status dg_fixture_sweep_trial(void *fs, int b, dg_trial_result *t)
     }
     child_run r;
     bool mem_ok =
-        s->reuse ? served_trial(s->ctx, s->exe, &s->srv, spec, s->timeout_s, s->train.cancel, &r)
+        s->reuse ? served_trial(s->ctx, s->exe, &s->srv, spec, b, s->timeout_s, s->train.cancel, &r)
                  : run_child(s->ctx, s->exe, spec, s->timeout_s, s->train.cancel, &r);
     dg_string_free(spec);
     if (!mem_ok) {

@@ -332,6 +332,47 @@ int main(void)
         cJSON_Delete(rec);
     }
 
+    /* A server that writes a second, late record for its first trial: the
+     * next trial reads a record of another batch, which is not its own (it
+     * ends "failed" and names the stray batch), and a fresh server follows. */
+    {
+        char body3[2048];
+        snprintf(
+            body3, sizeof body3,
+            "n=0\n"
+            "while IFS= read -r spec || [ -n \"$spec\" ]; do\n"
+            "n=$((n + 1))\n"
+            "b=$(printf '%%s' \"$spec\" | tr ',' '\\n' | sed -n "
+            "'s/.*\"batch\":\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
+            "echo '{\"status\":\"ok\",\"spec\":{\"batch\":'$b'},\"throughput\":"
+            "{\"samples_per_s\":{\"value\":'$((b * 100))',\"valid\":true}}}' >&3\n"
+            "if [ $n = 1 ]; then sleep 0.3; echo '{\"status\":\"ok\",\"spec\":{\"batch\":999}}' "
+            ">&3; fi\n"
+            "spec=\n"
+            "done");
+        dg_ctx *ctx = dg_ctx_new();
+        dg_sweep_opts so = {.train = {.init = DG_TRAIN_OPTS_MAGIC,
+                                      .lr = -1,
+                                      .momentum = -1,
+                                      .weight_decay = -1,
+                                      .threads = 1},
+                            .from = 8,
+                            .to = 64,
+                            .no_bisect = true,
+                            .trial_timeout_s = 20,
+                            .exe = script("stale", body3)};
+        char *json = NULL;
+        CHECK_MSG(dg_sweep_run(ctx, &so, &json) == DG_OK, "stale: %s", dg_errmsg(ctx));
+        rec = json ? cJSON_Parse(json) : NULL;
+        dg_string_free(json);
+        dg_ctx_free(ctx);
+        const cJSON *t16 = cJSON_GetArrayItem(cJSON_GetObjectItem(rec, "trials"), 1);
+        CHECK_MSG(dg_jnum(t16, "batch") == 16 && strcmp(dg_jstr(t16, "ended"), "failed") == 0 &&
+                      strstr(dg_jstr(t16, "reason"), "a record of batch 999"),
+                  "stale: trial 16 ended %s: %s", dg_jstr(t16, "ended"), dg_jstr(t16, "reason"));
+        cJSON_Delete(rec);
+    }
+
     /* The stops judged with intervals: every trial's 23 step times (3 warm-up,
      * then 20 spread +-5% about their median) give an order-statistics
      * interval; a rising sweep's two dips in a row (2000, 1980, 1960) lie in
