@@ -51,7 +51,8 @@ const cli_verb cli_verb_train = {
 
 const cli_verb cli_verb_sweep = {
     .name = "sweep",
-    .summary = "batch sweep, each trial in a child process: knee and largest safe batch",
+    .summary =
+        "batch sweep, trials in a child process (fresh after a failure): knee and safe batch",
     .exits = "0 at least one trial succeeded, 1 none did, 2 usage, 3 backend unavailable",
     .example = "devgate sweep --model lenet --from 16 --to 1024",
     .tables = {cli_sweep_opts, cli_train_opts, cli_common_opts},
