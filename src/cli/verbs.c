@@ -227,7 +227,8 @@ const cli_verb cli_verb_slo_fixture = {
 
 const cli_verb cli_verb_trial = {
     .name = "__trial",
-    .summary = "one sweep trial in a child process (run by devgate sweep)",
+    .summary = "sweep trials in a child process: one, or a spec a line with --serve (run by "
+               "devgate sweep)",
     .exits = "0 trained, 1 failed, 2 usage",
     .example = "devgate __trial --spec-fd 0 --result-fd 3",
     .tables = {cli_trial_opts, cli_common_opts},
