@@ -89,6 +89,12 @@
 #            DEVGATE_CUDA_BF16_CONV, and DEVGATE_CUDA_BF16_GEMM=fast), the profile, its cuDNN plans, the
 #            top ops of devgate profile (each op synchronised), and PyTorch's kernels
 #            for the same step (bench/torch_kernels.py, eager under torch.profiler)
+#   tier     accept --backend cuda on a cold machine (run it first in a call), again warm,
+#            and --quick: each step's wall and share
+#   layout   issue 24's bf16 convolutions: devgate train's step for each cell of
+#            LAYOUT_CELLS (preset:batch) at bf16 with DEVGATE_CUDA_BF16_LAYOUT=nhwc and nchw,
+#            and at tf32, LAYOUT_REPS (3) runs each, alternating; then each cell's cuDNN
+#            plans at bf16 and tf32 (devgate profile's device versions)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
 #            phase (context, upload, first product, backward, optimizers, pinned loader),
 #            alone on the GPU and beside a process holding a CUDA context (CUDASTART_ROUNDS, 5)
@@ -191,6 +197,12 @@ pass_fixture() {
   accept_timed quick1 60 --quick --backend cuda
   accept_timed quick2 60 --quick --backend cuda
   accept_timed full 150 --backend cuda
+}
+
+pass_tier() { # the default tier on a cold machine (the first pass of a call), again warm, --quick
+  accept_timed tier-cold 150 --backend cuda
+  accept_timed tier-warm 150 --backend cuda
+  accept_timed tier-quick 60 --quick --backend cuda
 }
 
 pass_ttev() {
@@ -848,6 +860,29 @@ pass_precprof() {
     fi
     prec_dg "$pr" "$b" "$p"
     timeout 120 python3 bench/torch_kernels.py --preset "$pr" --batch "$b" --precision "$p" --top 14
+  done
+}
+
+pass_layout() {
+  local c pr b r v
+  for c in ${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}; do
+    IFS=: read -r pr b <<<"$c"
+    local nhwc="" nchw="" tf32=""
+    for r in $(seq "${LAYOUT_REPS:-3}"); do
+      nhwc+=" $(DEVGATE_CUDA_BF16_LAYOUT=nhwc prec_step "$pr" "$b" bf16)"
+      nchw+=" $(DEVGATE_CUDA_BF16_LAYOUT=nchw prec_step "$pr" "$b" bf16)"
+      tf32+=" $(prec_step "$pr" "$b" tf32)"
+    done
+    echo "$pr b$b step ms: bf16 nhwc [$nhwc ] bf16 nchw [$nchw ] tf32 [$tf32 ]"
+  done
+  for c in ${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}; do
+    IFS=: read -r pr b <<<"$c"
+    for v in bf16 tf32; do
+      DEVGATE_CUDA_BF16_LAYOUT=nhwc \
+      timeout 120 $DG --no-ledger profile --backend cuda --model "$pr" --batch "$b" --warmup 3 --window 4 \
+        --precision "$v" --json -q 2>/dev/null | python3 -c 'import json, sys
+d = json.load(sys.stdin); print(sys.argv[1], [p for p in (d.get("device") or {}).get("versions", "").split("; ") if p.startswith("conv")])' "$pr b$b $v"
+    done
   done
 }
 

@@ -1454,13 +1454,18 @@ static float bf16_round(float f)
  * rounded reference within its bf16 output's u; versions names the route. */
 static void bf16_routes(void)
 {
-    static const char *const routes[] = {"tf32", "bf16"};
+    /* The carrier, bf16 tensors channels-last, bf16 tensors NCHW. */
+    static const char *const routes[] = {"tf32", "bf16", "bf16"};
+    static const char *const layouts[] = {"nhwc", "nhwc", "nchw"};
+    static const char *const named[] = {"bf16 inputs on tf32 math", "bf16 nhwc", "bf16)"};
     const char *env = getenv("DEVGATE_CUDA_BF16_CONV");
     char *saved = env ? strdup(env) : NULL, text[4096];
     CHECK(bi->set_math(cx, 2) == DG_OK);
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 3; r++) {
         setenv("DEVGATE_CUDA_BF16_CONV", routes[r], 1);
-        dg_conv_shape s = conv_shape(3, 16, 9 + r, 9, 24, 3, 3, 1, 1);
+        setenv("DEVGATE_CUDA_BF16_LAYOUT", layouts[r], 1);
+        /* 40 x 33 pixels, 24 x 40 channels: partial 32-wide tiles both ways. */
+        dg_conv_shape s = conv_shape(3, 24, 40 + r, 33, 40, 3, 3, 1, 1);
         size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
         size_t ny = (size_t)s.n * s.k * s.ho * s.wo, ws = bi->conv2d_workspace(cx, &s);
         const double K = (double)s.c * s.kh * s.kw,
@@ -1493,7 +1498,7 @@ static void bf16_routes(void)
                               DG_OK &&
                           bi->conv2d_bwd(cx, &s, R(x_d), R(w_d), R(dy_d), R(dx_d), R(dw_d),
                                          (dg_ref){NULL, 0}, R(wk)) == DG_OK,
-                      "bf16 conv on %s: %s", routes[r], bi->last_error(cx));
+                      "bf16 conv on %s (%s): %s", routes[r], layouts[r], bi->last_error(cx));
             from_dev(y_d, gy, ny * 4), from_dev(dx_d, gdx, nx * 4), from_dev(dw_d, gdw, nw * 4);
             ref_conv_fwd(&s, xr, wr, NULL, 0, s.n, ry, rym);
             ref_conv_bwd(&s, xr, wr, dyr, 0, s.n, rdx, rdxm, NULL, 0, rdw, rdwm, NULL, NULL);
@@ -1514,12 +1519,11 @@ static void bf16_routes(void)
         }
         bi->versions(cx, text, sizeof text);
         char want[96];
-        snprintf(want, sizeof want, "conv n3 c16>24 %dx9 k3x3 s1: fwd", s.h);
+        snprintf(want, sizeof want, "conv n3 c24>40 %dx33 k3x3 s1: fwd", s.h);
         const char *at = strstr(text, want), *semi = at ? strchr(at, ';') : NULL;
-        bool carrier = at && strstr(at, "bf16 inputs on tf32 math") &&
-                       (!semi || strstr(at, "bf16 inputs on tf32 math") < semi);
-        CHECK_MSG(at && carrier == (r == 0), "versions for the %s route: %s", routes[r],
-                  at ? at : text);
+        const char *route = at ? strstr(at, named[r]) : NULL;
+        CHECK_MSG(route && (!semi || route < semi), "versions for the %s route (%s): %s", routes[r],
+                  layouts[r], at ? at : text);
         bi->buf_free(cx, x_d), bi->buf_free(cx, w_d), bi->buf_free(cx, dy_d);
         bi->buf_free(cx, y_d), bi->buf_free(cx, dx_d), bi->buf_free(cx, dw_d), bi->buf_free(cx, wk);
         free(x), free(w), free(dy), free(xr), free(wr), free(dyr), free(gy), free(gdx), free(gdw);
@@ -1529,6 +1533,7 @@ static void bf16_routes(void)
         setenv("DEVGATE_CUDA_BF16_CONV", saved, 1);
     else
         unsetenv("DEVGATE_CUDA_BF16_CONV");
+    unsetenv("DEVGATE_CUDA_BF16_LAYOUT");
     free(saved);
     CHECK(bi->set_math(cx, 0) == DG_OK);
 }
@@ -1698,6 +1703,7 @@ static void conv_paths(void)
         {"DEVGATE_CUDA_FUSE", {"on", "off", ""}},
         {"DEVGATE_CUDA_BF16_CONV", {"auto", "bf16", "tf32"}},
         {"DEVGATE_CUDA_BF16_GEMM", {"fast", "cast", ""}},
+        {"DEVGATE_CUDA_BF16_LAYOUT", {"nhwc", "nchw", ""}},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *was = getenv(knobs[i].name);

@@ -753,9 +753,9 @@ static int cu_conv_mode_env(void)
  * read where they act, so tests can switch them between calls. */
 static bool cu_knob_unknown(char *name, size_t nlen, char *expect, size_t len)
 {
-    static const char *const knobs[] = {"DEVGATE_CUDA_FUSE=on|off",
-                                        "DEVGATE_CUDA_BF16_CONV=auto|bf16|tf32",
-                                        "DEVGATE_CUDA_BF16_GEMM=fast|cast"};
+    static const char *const knobs[] = {
+        "DEVGATE_CUDA_FUSE=on|off", "DEVGATE_CUDA_BF16_CONV=auto|bf16|tf32",
+        "DEVGATE_CUDA_BF16_GEMM=fast|cast", "DEVGATE_CUDA_BF16_LAYOUT=nhwc|nchw"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *eq = strchr(knobs[i], '=');
         snprintf(name, nlen, "%.*s", (int)(eq - knobs[i]), knobs[i]);

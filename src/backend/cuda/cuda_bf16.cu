@@ -113,6 +113,65 @@ __global__ void k_from_bf16_bias(const __nv_bfloat16 *src, float *dst, const flo
     }
 }
 
+/* Channels-last copies: src and dst hold n images of c planes of p elements
+ * (NCHW, or a filter's KCRS with n = k and p = r s) and of p pixels of c
+ * channels (NHWC, KRSC). A block moves a 32 x 32 tile of (channel, pixel)
+ * through shared memory so that both the reads and the writes run along
+ * consecutive addresses. */
+#define CBF_TILE 32
+#define CBF_TILE_ROWS 8
+
+/* fp32 NCHW -> bf16 NHWC, rounded to nearest even. */
+__global__ void k_to_bf16_nhwc(const float *src, __nv_bfloat16 *dst, unsigned n, unsigned c,
+                               unsigned p)
+{
+    __shared__ float t[CBF_TILE][CBF_TILE + 1];
+    unsigned p0 = blockIdx.x * CBF_TILE, c0 = blockIdx.y * CBF_TILE;
+    for (unsigned img = blockIdx.z; img < n; img += gridDim.z) {
+        size_t base = (size_t)img * c * p;
+        for (unsigned j = threadIdx.y; j < CBF_TILE; j += CBF_TILE_ROWS)
+            if (c0 + j < c && p0 + threadIdx.x < p)
+                t[j][threadIdx.x] = src[base + (size_t)(c0 + j) * p + p0 + threadIdx.x];
+        __syncthreads();
+        for (unsigned j = threadIdx.y; j < CBF_TILE; j += CBF_TILE_ROWS)
+            if (p0 + j < p && c0 + threadIdx.x < c)
+                dst[base + (size_t)(p0 + j) * c + c0 + threadIdx.x] =
+                    __float2bfloat16_rn(t[threadIdx.x][j]);
+        __syncthreads();
+    }
+}
+
+/* bf16 NHWC -> fp32 NCHW, then bias[channel] (may be NULL) and the ReLU. */
+__global__ void k_from_bf16_nhwc(const __nv_bfloat16 *src, float *dst, const float *bias, bool relu,
+                                 unsigned n, unsigned c, unsigned p)
+{
+    __shared__ float t[CBF_TILE][CBF_TILE + 1];
+    unsigned p0 = blockIdx.x * CBF_TILE, c0 = blockIdx.y * CBF_TILE;
+    for (unsigned img = blockIdx.z; img < n; img += gridDim.z) {
+        size_t base = (size_t)img * c * p;
+        for (unsigned j = threadIdx.y; j < CBF_TILE; j += CBF_TILE_ROWS)
+            if (p0 + j < p && c0 + threadIdx.x < c)
+                t[threadIdx.x][j] =
+                    __bfloat162float(src[base + (size_t)(p0 + j) * c + c0 + threadIdx.x]);
+        __syncthreads();
+        for (unsigned j = threadIdx.y; j < CBF_TILE; j += CBF_TILE_ROWS)
+            if (c0 + j < c && p0 + threadIdx.x < p) {
+                float v = t[j][threadIdx.x];
+                if (bias)
+                    v += bias[c0 + j];
+                dst[base + (size_t)(c0 + j) * p + p0 + threadIdx.x] = relu ? cu_relu(v) : v;
+            }
+        __syncthreads();
+    }
+}
+
+/* The grid of a channels-last copy of n x c x p elements. */
+static dim3 cbf_tiles(unsigned n, unsigned c, unsigned p)
+{
+    return dim3((p + CBF_TILE - 1) / CBF_TILE, (c + CBF_TILE - 1) / CBF_TILE,
+                n < CBF_MAX_BLOCKS ? n : CBF_MAX_BLOCKS - 1);
+}
+
 static dg_status cbf_launched(const char *what, char *err, size_t len)
 {
     cudaError_t e = cudaGetLastError();
@@ -149,6 +208,29 @@ static dg_status cbf_widen(cudaStream_t stream, cbf_wide w, const char *what, ch
     if (total == 0)
         return DG_OK;
     k_from_bf16<<<cbf_blocks(total), CBF_THREADS, 0, stream>>>(w);
+    return cbf_launched(what, err, len);
+}
+
+/* x (n x c x p, NCHW fp32) into dst as NHWC bf16. */
+static dg_status cbf_cast_nhwc(cudaStream_t stream, const float *x, void *dst, int n, int c, int p,
+                               const char *what, char *err, size_t len)
+{
+    if ((size_t)n * c * p == 0)
+        return DG_OK;
+    k_to_bf16_nhwc<<<cbf_tiles(n, c, p), dim3(CBF_TILE, CBF_TILE_ROWS), 0, stream>>>(
+        x, (__nv_bfloat16 *)dst, (unsigned)n, (unsigned)c, (unsigned)p);
+    return cbf_launched(what, err, len);
+}
+
+/* src (n x p x c, NHWC bf16) into y as NCHW fp32, with bias and ReLU. */
+static dg_status cbf_widen_nhwc(cudaStream_t stream, const void *src, float *y, const float *bias,
+                                bool relu, int n, int c, int p, const char *what, char *err,
+                                size_t len)
+{
+    if ((size_t)n * c * p == 0)
+        return DG_OK;
+    k_from_bf16_nhwc<<<cbf_tiles(n, c, p), dim3(CBF_TILE, CBF_TILE_ROWS), 0, stream>>>(
+        (const __nv_bfloat16 *)src, y, bias, relu, (unsigned)n, (unsigned)c, (unsigned)p);
     return cbf_launched(what, err, len);
 }
 
@@ -288,6 +370,48 @@ CDN_HIDDEN size_t cbf_conv_extra(cdn_ctx *d, const dg_conv_shape *s, size_t x_co
     return carrier ? x + w + y : 2 * x + 2 * w + y;
 }
 
+/* cbf_conv_fwd on channels-last copies (cdn_nhwc): x and w transposed into
+ * bf16 NHWC and KRSC, cuDNN's NHWC bf16 y transposed back into the fp32 NCHW
+ * y with the bias and the ReLU. */
+static dg_status cbf_conv_fwd_nhwc(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
+                                   cbf_conv_areas a, const float *x, const float *w,
+                                   const float *bias, bool relu, float *y, void *work, char *err,
+                                   size_t len)
+{
+    const char *what = "bf16 conv2d_fwd (nhwc)";
+    dg_status st = cbf_cast_nhwc(stream, x, a.x, s->n, s->c, s->h * s->w, what, err, len);
+    if (st == DG_OK)
+        st = cbf_cast_nhwc(stream, w, a.w, s->k, s->c, s->kh * s->kw, what, err, len);
+    if (st == DG_OK)
+        st = cdn_conv_fwd(d, s, a.x, a.w, a.y, work, err, len);
+    if (st == DG_OK)
+        st = cbf_widen_nhwc(stream, a.y, y, bias, relu, s->n, s->k, s->ho * s->wo, what, err, len);
+    return st;
+}
+
+/* cbf_conv_bwd on channels-last copies: dw (KRSC) and dx (NHWC) transposed
+ * back into the engine's fp32 KCRS and NCHW. */
+static dg_status cbf_conv_bwd_nhwc(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
+                                   cbf_conv_areas a, const float *x, const float *w,
+                                   const float *dy, float *dx, float *dw, void *work, char *err,
+                                   size_t len)
+{
+    const char *what = "bf16 conv2d_bwd (nhwc)";
+    int hw = s->h * s->w, rs = s->kh * s->kw;
+    dg_status st = cbf_cast_nhwc(stream, x, a.x, s->n, s->c, hw, what, err, len);
+    if (st == DG_OK)
+        st = cbf_cast_nhwc(stream, dy, a.y, s->n, s->k, s->ho * s->wo, what, err, len);
+    if (st == DG_OK && dx)
+        st = cbf_cast_nhwc(stream, w, a.w, s->k, s->c, rs, what, err, len);
+    if (st == DG_OK)
+        st = cdn_conv_bwd(d, s, a.x, a.w, a.y, dx ? a.dx : NULL, a.dw, work, err, len);
+    if (st == DG_OK)
+        st = cbf_widen_nhwc(stream, a.dw, dw, NULL, false, s->k, s->c, rs, what, err, len);
+    if (st == DG_OK && dx)
+        st = cbf_widen_nhwc(stream, a.dx, dx, NULL, false, s->n, s->c, hw, what, err, len);
+    return st;
+}
+
 CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv_shape *s,
                                   size_t x_count, size_t w_count, size_t y_count, const float *x,
                                   const float *w, const float *bias, bool relu, float *y,
@@ -299,6 +423,8 @@ CDN_HIDDEN dg_status cbf_conv_fwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
         return DG_ERR_USAGE;
     }
     cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count);
+    if (cdn_nhwc(d, s))
+        return cbf_conv_fwd_nhwc(d, stream, s, a, x, w, bias, relu, y, work, err, len);
     cbf_spans sp = {{x, w, NULL}, {a.x, a.w, NULL}, {x_count, w_count, 0}, carrier};
     dg_status st = cbf_cast(stream, sp, "bf16 conv2d_fwd: cast", err, len);
     if (st != DG_OK)
@@ -320,6 +446,8 @@ CDN_HIDDEN dg_status cbf_conv_bwd(cdn_ctx *d, cudaStream_t stream, const dg_conv
 {
     bool carrier = cdn_carrier(d, s);
     cbf_conv_areas a = cbf_areas(carrier, work, ws_bytes, x_count, w_count, y_count);
+    if (cdn_nhwc(d, s))
+        return cbf_conv_bwd_nhwc(d, stream, s, a, x, w, dy, dx, dw, work, err, len);
     cbf_spans sp = {{x, dy, w}, {a.x, a.y, a.w}, {x_count, y_count, dx ? w_count : 0}, carrier};
     dg_status st = cbf_cast(stream, sp, "bf16 conv2d_bwd: cast", err, len);
     if (st != DG_OK)

@@ -20,7 +20,9 @@
  *     math type compete; after cdn_set_math(d, CU_MATH_BF16) (--precision
  *     bf16) x, w and y are CUDNN_DATA_BFLOAT16 tensors with a float compute
  *     type (cuDNN's bf16 configuration: fp32 accumulation) and tensor-op
- *     math. Plans are kept per (shape, math mode);
+ *     math; with DEVGATE_CUDA_BF16_LAYOUT=nhwc channels-last (NHWC, filters
+ *     KRSC): the casts into bf16 transpose on the way, where cuDNN would
+ *     transpose NCHW bf16 tensors itself. Plans are kept per (shape, math mode);
  *   - no FFT algorithms and no non-fused Winograd (their rounding is not
  *     bounded by the per-element magnitude the tests hold results to); fused
  *     Winograd only where the reduction is at least 64 terms long, so that its
@@ -59,6 +61,7 @@
 typedef int cdnStatus;          /* cudnnStatus_t */
 #define CDN_STATUS_SUCCESS 0    /* CUDNN_STATUS_SUCCESS */
 #define CDN_TENSOR_NCHW 0       /* CUDNN_TENSOR_NCHW */
+#define CDN_TENSOR_NHWC 1       /* CUDNN_TENSOR_NHWC (a filter's KRSC) */
 #define CDN_DATA_FLOAT 0        /* CUDNN_DATA_FLOAT */
 #define CDN_DATA_BFLOAT16 9     /* CUDNN_DATA_BFLOAT16 */
 #define CDN_CROSS_CORRELATION 1 /* CUDNN_CROSS_CORRELATION */
@@ -305,6 +308,9 @@ typedef struct cdn_plan {
      * math (exact products of bf16 inputs, fp32 accumulation and output; no
      * Winograd, whose transforms would round again) instead of bf16 tensors. */
     bool carrier;
+    /* CU_MATH_BF16 bf16 tensors only: channels-last x, y (dy, dx) and w
+     * (KRSC) copies, as cuDNN's bf16 tensor-core kernels read them. */
+    bool nhwc;
     cdnDesc xd, yd, wd, cd;
     int fwd, data, filter;             /* chosen algorithms */
     size_t ws_fwd, ws_data, ws_filter; /* their workspace bytes */
@@ -494,9 +500,10 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
     CDN_CHECK(A.create_tensor(&p->yd), "cudnnCreateTensorDescriptor");
     CDN_CHECK(A.create_filter(&p->wd), "cudnnCreateFilterDescriptor");
     CDN_CHECK(A.create_conv(&p->cd), "cudnnCreateConvolutionDescriptor");
-    CDN_CHECK(A.set_tensor4d(p->xd, CDN_TENSOR_NCHW, dt, s->n, s->c, s->h, s->w), "x descriptor");
-    CDN_CHECK(A.set_tensor4d(p->yd, CDN_TENSOR_NCHW, dt, s->n, s->k, s->ho, s->wo), "y descriptor");
-    CDN_CHECK(A.set_filter4d(p->wd, dt, CDN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw), "w descriptor");
+    int form = p->nhwc ? CDN_TENSOR_NHWC : CDN_TENSOR_NCHW;
+    CDN_CHECK(A.set_tensor4d(p->xd, form, dt, s->n, s->c, s->h, s->w), "x descriptor");
+    CDN_CHECK(A.set_tensor4d(p->yd, form, dt, s->n, s->k, s->ho, s->wo), "y descriptor");
+    CDN_CHECK(A.set_filter4d(p->wd, dt, form, s->k, s->c, s->kh, s->kw), "w descriptor");
     CDN_CHECK(A.set_conv2d(p->cd, s->pad, s->pad, s->stride, s->stride, 1, 1, CDN_CROSS_CORRELATION,
                            CDN_DATA_FLOAT),
               "conv descriptor");
@@ -574,6 +581,14 @@ static int cdn_bf16_route(void)
     return v && strcmp(v, "bf16") == 0 ? 1 : v && strcmp(v, "tf32") == 0 ? 2 : 0;
 }
 
+/* DEVGATE_CUDA_BF16_LAYOUT: whether bf16 tensors are channels-last (nhwc)
+ * or as the engine holds them (nchw, the default). */
+static bool cdn_bf16_nhwc(void)
+{
+    const char *v = getenv("DEVGATE_CUDA_BF16_LAYOUT");
+    return v && strcmp(v, "nhwc") == 0;
+}
+
 /* Makes p (shape and math set) on cuDNN; in bf16 mode on the TF32 carrier
  * when the route says so, or under auto when a channel count is not a
  * multiple of 8: bf16 tensor-core kernels want multiples of 8, and lenet's
@@ -586,7 +601,14 @@ static void cdn_plan_choose(cdn_ctx *d, cdn_plan *p, bool may_find)
 {
     int route = p->math == CU_MATH_BF16 ? cdn_bf16_route() : 1;
     p->carrier = route == 2 || (route == 0 && (p->s.c % 8 != 0 || p->s.k % 8 != 0));
+    p->nhwc = p->math == CU_MATH_BF16 && !p->carrier && cdn_bf16_nhwc();
     p->ok = cdn_plan_make(d, p, may_find);
+    if (!p->ok && p->nhwc) { /* cuDNN declined channels-last: the engine's layout then */
+        cdn_plan_free(p);
+        cudaGetLastError();
+        p->nhwc = false;
+        p->ok = cdn_plan_make(d, p, may_find);
+    }
 }
 
 /* The plan of s, made (and kept) on first use. NULL only when out of host memory. */
@@ -620,6 +642,13 @@ CDN_HIDDEN bool cdn_carrier(cdn_ctx *d, const dg_conv_shape *s)
 {
     cdn_plan *p = d ? cdn_plan_of(d, s, false) : NULL;
     return p && p->ok && p->carrier;
+}
+
+/* Whether s's bf16 plan runs on channels-last bf16 copies (see cdn_plan.nhwc). */
+CDN_HIDDEN bool cdn_nhwc(cdn_ctx *d, const dg_conv_shape *s)
+{
+    cdn_plan *p = d ? cdn_plan_of(d, s, false) : NULL;
+    return p && p->ok && p->nhwc;
 }
 
 /* DG_OK and *ws when cuDNN runs s (choosing its algorithms on first sight:
@@ -702,6 +731,7 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len)
                          p->math == CU_MATH_TF32   ? ", tf32"
                          : p->math != CU_MATH_BF16 ? ""
                          : p->carrier              ? ", bf16 inputs on tf32 math"
+                         : p->nhwc                 ? ", bf16 nhwc"
                                                    : ", bf16");
         else
             n = snprintf(buf + used, len - used, "; conv n%d c%d>%d %dx%d k%dx%d s%d: im2col (%s)",
