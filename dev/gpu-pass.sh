@@ -93,7 +93,7 @@
 #            and --quick: each step's wall and share
 #   layout   issue 24's bf16 convolutions: devgate train's step for each cell of
 #            LAYOUT_CELLS (preset:batch) at bf16 with DEVGATE_CUDA_BF16_LAYOUT=nhwc and nchw,
-#            and at tf32, LAYOUT_REPS (3) runs each, alternating; then each cell's cuDNN
+#            bf16 tensors for every shape (DEVGATE_CUDA_BF16_CONV=bf16) nhwc, and at tf32, LAYOUT_REPS (3) runs each, alternating; then each cell's cuDNN
 #            plans at bf16 and tf32 (devgate profile's device versions)
 #   cudastart issue 22: bench/cuda_startup.py, a forked child's start-up on cuda phase by
 #            phase (context, upload, first product, backward, optimizers, pinned loader),
@@ -867,13 +867,14 @@ pass_layout() {
   local c pr b r v
   for c in ${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}; do
     IFS=: read -r pr b <<<"$c"
-    local nhwc="" nchw="" tf32=""
+    local nhwc="" nchw="" all="" tf32=""
     for r in $(seq "${LAYOUT_REPS:-3}"); do
       nhwc+=" $(DEVGATE_CUDA_BF16_LAYOUT=nhwc prec_step "$pr" "$b" bf16)"
       nchw+=" $(DEVGATE_CUDA_BF16_LAYOUT=nchw prec_step "$pr" "$b" bf16)"
+      all+=" $(DEVGATE_CUDA_BF16_LAYOUT=nhwc DEVGATE_CUDA_BF16_CONV=bf16 prec_step "$pr" "$b" bf16)"
       tf32+=" $(prec_step "$pr" "$b" tf32)"
     done
-    echo "$pr b$b step ms: bf16 nhwc [$nhwc ] bf16 nchw [$nchw ] tf32 [$tf32 ]"
+    echo "$pr b$b step ms: bf16 nhwc [$nhwc ] bf16 nchw [$nchw ] bf16 tensors everywhere, nhwc [$all ] tf32 [$tf32 ]"
   done
   for c in ${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}; do
     IFS=: read -r pr b <<<"$c"
