@@ -22,7 +22,8 @@ Hooks (--hooks): each hook's body timed in one process with the probe armed
 reading, the event's encoding and write), the DataLoader iteration hook,
 the backward hook, a host read's hook, the epoch end (its collection, full
 and young); their sum per step as a share of the loop's own step.
-In situ (--insitu, with --devgate): one `devgate run` of the same loop whose
+In situ (--insitu, with --devgate; with --baseline, runs of both binaries
+alternating, each side's pairs pooled): one `devgate run` of the same loop whose
 epochs alternate, in one process, between the probe reporting (its hooks,
 its step events through devgate's pipe, the epoch end's collection) and the
 probe standing by (st.active False: the hooks return at once, nothing is
@@ -282,13 +283,13 @@ print(json.dumps({"on": on, "off": off, "spent": spent}))
 """
 
 
-def insitu(a):
-    if not a.devgate:
-        sys.exit("probe_overhead: --insitu needs --devgate")
+def insitu_run(a, devgate):
+    """One devgate run of INSITU through devgate (its own devgate_probe beside
+    it): the pairs' ratios, the hooks' time and call counts, the events counts."""
     env = child_env(False)
     with tempfile.TemporaryDirectory(prefix="devgate-probe-insitu-") as work:
         env["DEVGATE_LEDGER"] = os.path.join(work, "ledger.db")
-        cmd = [a.devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), "--", a.python, "-c",
+        cmd = [devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), "--", a.python, "-c",
                INSITU, a.device, str(a.batch), str(a.threads), str(a.steps), str(a.rounds), HERE]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
@@ -297,19 +298,66 @@ def insitu(a):
         with open(os.path.join(work, "pack", "report.json")) as f:
             ev = json.load(f)["supervise"]["events"]
     r = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
-    ratios = [x / y for x, y in zip(r["on"], r["off"])]
-    steps = a.steps * len(r["on"])
-    print("device %s, batch %d, %d steps an epoch, %d pairs of epochs in one devgate run: reporting %.3f s, "
-          "standing by %.3f s (medians)" % (a.device, a.batch, a.steps, len(ratios), statistics.median(r["on"]),
-                                            statistics.median(r["off"])))
-    print("reporting / standing by: %s" % interval_text(ratios)[0])
-    step_us = 1e6 * statistics.median(r["off"]) / a.steps
+    r["ratios"] = [x / y for x, y in zip(r["on"], r["off"])]
+    r["events"] = ev
+    return r
+
+
+def insitu_report(a, name, runs):
+    """Prints the runs of one devgate binary pooled: the pairs' ratio and
+    each hook's in-situ cost."""
+    ratios = [x for r in runs for x in r["ratios"]]
+    on, off = [x for r in runs for x in r["on"]], [x for r in runs for x in r["off"]]
+    spent = {}
+    for r in runs:
+        for k, (calls, sec) in r["spent"].items():
+            c = spent.setdefault(k, [0, 0.0])
+            c[0] += calls
+            c[1] += sec
+    steps = a.steps * len(on)
+    print("%sdevice %s, batch %d, %d steps an epoch, %d pairs of epochs in %d devgate run(s): reporting %.3f s, "
+          "standing by %.3f s (medians)" % (name, a.device, a.batch, a.steps, len(ratios), len(runs),
+                                            statistics.median(on), statistics.median(off)))
+    print("%sreporting / standing by: %s" % (name, interval_text(ratios)[0]))
+    step_us = 1e6 * statistics.median(off) / a.steps
     order = ["step hook", "  memory reading", "  step event (held)", "DataLoader hook", "backward hook", "epoch end"]
-    for name in sorted(r["spent"], key=lambda k: order.index(k) if k in order else len(order)):
-        calls, s = r["spent"][name]
+    total = 0.0
+    for key in sorted(spent, key=lambda k: order.index(k) if k in order else len(order)):
+        calls, sec = spent[key]
+        total += 0.0 if key.startswith(" ") else 1e6 * sec / steps
         print("  %-28s %6d calls %8.2f us a call %8.2f us a step  %6.3f%% of a step" % (
-            name, calls, 1e6 * s / max(calls, 1), 1e6 * s / steps, 100.0 * 1e6 * s / steps / step_us))
-    print("devgate read the events pipe %s times for %d lines" % (ev.get("drains", "(not counted)"), ev["lines"]))
+            key, calls, 1e6 * sec / max(calls, 1), 1e6 * sec / steps, 100.0 * 1e6 * sec / steps / step_us))
+    print("  %-28s %6s       %8s         %8.2f us a step  %6.3f%% of a step (step %.0f us)" % (
+        "the hooks together", "", "", total, 100.0 * total / step_us, step_us))
+    for r in runs:
+        ev = r["events"]
+        print("  devgate read the events pipe %s times for %d lines" % (ev.get("drains", "(not counted)"), ev["lines"]))
+    return ratios
+
+
+def insitu(a):
+    """--insitu: one devgate run (or --insitu-runs); with --baseline the
+    baseline's runs alternate with these (A B B A ...), each side's pairs
+    pooled, and the difference of the two medians with its interval."""
+    if not a.devgate:
+        sys.exit("probe_overhead: --insitu needs --devgate")
+    n = a.insitu_runs or (2 if a.baseline else 1)
+    runs = {"after": [], "before": []}
+    for k in range(n):
+        sides = ["after", "before"] if a.baseline else ["after"]
+        for side in (sides if k % 2 == 0 else sides[::-1]):
+            runs[side].append(insitu_run(a, a.baseline if side == "before" else a.devgate))
+    if not a.baseline:
+        insitu_report(a, "", runs["after"])
+        return
+    after = insitu_report(a, "after:  ", runs["after"])
+    before = insitu_report(a, "before: ", runs["before"])
+    rng = random.Random(2)
+    diffs = sorted(statistics.median(rng.choice(after) for _ in after) -
+                   statistics.median(rng.choice(before) for _ in before) for _ in range(4000))
+    d = statistics.median(after) - statistics.median(before)
+    print("after - before (reporting / standing by): %+.2f points (95%% interval %+.2f .. %+.2f)" % (
+        100 * d, 100 * diffs[100], 100 * diffs[3899]))
 
 
 def hooks(a):
@@ -351,7 +399,10 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=0, help="no round begun that would end past this")
     ap.add_argument("--hooks", action="store_true", help="time each hook's body instead")
     ap.add_argument("--insitu", action="store_true", help="with --devgate: --rounds pairs of epochs in one "
-                    "devgate run, the probe reporting and standing by in turn")
+                    "devgate run, the probe reporting and standing by in turn; with --baseline, the baseline's "
+                    "runs alternate with these")
+    ap.add_argument("--insitu-runs", type=int, default=0, help="--insitu: devgate runs per binary "
+                    "(default 1; 2 with --baseline)")
     a = ap.parse_args()
     t0 = a.t0 = time.time()
     hooks(a) if a.hooks else insitu(a) if a.insitu else rounds(a)

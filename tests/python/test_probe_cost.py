@@ -6,6 +6,7 @@ Run by tests/python/run_tests.sh with test_probe.py."""
 
 import json
 import os
+import subprocess
 import sys
 import unittest
 from unittest import mock
@@ -169,6 +170,148 @@ class HeldStepsStdlibTests(FileProbeCase):
         self.assertEqual([e["ev"] for e in read_events(self.path)], ["run_start"])
         self.probe.flush()
         self.assertEqual([e["step"] for e in self.raw_steps()], [0, 1])
+
+class StepRowStdlibTests(FileProbeCase):
+    """The zero-code step held as a row (a tuple, its line made at the write;
+    issue 24): the same record the dict made, in order with the other
+    events, all of it written."""
+
+    def row(self, stamp=None, mark=-0.0034, data=0.5, samples=64, syncs=2, lib=1, dsyncs=None, epoch=3,
+            step=7, mem=None):
+        """A step row stamped now (perf_counter) whose interval began mark s before."""
+        stamp = _zero.perf_counter() if stamp is None else stamp
+        return (_zero._step_line, stamp, stamp, stamp + mark, data, samples, syncs, lib, dsyncs, epoch, step, mem)
+
+    def test_a_row_makes_the_step_record(self):
+        got = json.loads(_zero._step_line(self.row(stamp=100.0), 1000.0))
+        self.assertEqual(list(got), ["v", "ev", "t", "epoch", "step", "step_ms", "data_ms", "loss", "synced",
+                                     "syncs", "syncs_library", "batch"])
+        self.assertEqual((got["v"], got["ev"], got["epoch"], got["step"], got["data_ms"], got["loss"],
+                          got["synced"], got["syncs"], got["syncs_library"], got["batch"]),
+                         (1, "step", 3, 7, 0.5, None, False, 2, 1, 64))
+        self.assertAlmostEqual(got["t"], 1100.0)
+        self.assertAlmostEqual(got["step_ms"], 3.4 - 0.5, places=6)  # the interval less the data wait
+        full = json.loads(_zero._step_line(self.row(dsyncs=4, mem={"allocated": 10, "footprint": 20}), 0.0))
+        self.assertEqual(list(full)[-4:], ["batch", "device_syncs", "allocated", "footprint"])
+        self.assertEqual((full["device_syncs"], full["allocated"], full["footprint"]), (4, 10, 20))
+        bare = json.loads(_zero._step_line(self.row(data=None, samples=None, epoch=-1,
+                                                    mem={"allocated": None, "footprint": 5}), 0.0))
+        self.assertEqual((bare["epoch"], bare["data_ms"], "batch" in bare, "allocated" in bare, bare["footprint"]),
+                         (None, None, False, False, 5))
+        self.assertAlmostEqual(bare["step_ms"], 3.4, places=6)
+        odd = _zero._step_line(self.row(mark=float("nan"), data=float("inf")), 0.0)
+        self.assertNotIn("nan", odd.lower())
+        self.assertNotIn("inf", odd.lower())
+        self.assertEqual((json.loads(odd)["step_ms"], json.loads(odd)["data_ms"]), (None, None))
+        self.assertEqual(json.loads(_zero._step_line(self.row(mark=0.5), 0.0))["step_ms"], 0.0)
+
+    def test_rows_and_records_keep_their_order_and_all_are_written(self):
+        t = self.probe._held_t
+        self.probe.hold(self.row(step=0), t)
+        self.probe.emit_held("step", {"step": 1}, t)
+        self.probe.hold(self.row(step=2), t)
+
+        def broken(row, wall):
+            raise KeyError("planted")
+        with mock.patch.object(probe_mod, "_warned", set()):
+            self.probe.hold((broken, 0.0), t)  # a row that cannot be made: lost alone, said on stderr
+            self.probe.hold(self.row(step=3), t)
+            self.probe.emit("epoch_end", epoch=3)
+        got = read_events(self.path)
+        self.assertEqual([(e["ev"], e.get("step")) for e in got],
+                         [("step", 0), ("step", 1), ("step", 2), ("step", 3), ("epoch_end", None)])
+        self.assertTrue(all(a["t"] <= b["t"] for a, b in zip(got, got[1:])), got)  # one wall clock
+        self.probe.hold(self.row(step=4), t)
+        self.probe.close()
+        self.assertEqual(read_events(self.path)[-1]["step"], 4)
+
+    @unittest.skipUnless(hasattr(os, "fork") and hasattr(os, "register_at_fork"), "no fork")
+    @mock.patch.object(probe_mod, "_explicit_used", False)  # an earlier case's explicit API
+    def test_a_forked_child_stands_down_without_asking_its_pid(self):
+        st = _zero._State(self.probe)
+        self.assertTrue(st.on())
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                with mock.patch.object(_zero.os, "getpid", side_effect=AssertionError("getpid per hook")):
+                    os.write(w, b"1" if st.on() else b"0")
+            except BaseException:
+                os.write(w, b"E")
+            finally:
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            said = f.read()
+        os.waitpid(pid, 0)
+        self.assertEqual(said, b"0")  # the child's hooks are off from the fork on
+        with mock.patch.object(_zero.os, "getpid", side_effect=AssertionError("getpid per hook")):
+            self.assertTrue(st.on())  # the parent's stay on, and no hook asks for the PID
+
+
+HELD_SCRIPT = r"""
+import sys, torch
+torch.manual_seed(1)
+class MySGD(torch.optim.SGD):  # a subclass calling super().step(): one step, not two
+    def step(self, closure=None):
+        return super().step(closure)
+model = torch.nn.Linear(4, 1)
+opt = MySGD(model.parameters(), lr=0.01)
+data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(80, 4), torch.randn(80, 1)),
+                                   batch_size=2)
+for x, y in data:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+how = sys.argv[1]
+if how == "raise":
+    raise RuntimeError("planted failure after the steps")
+if how == "exit":
+    sys.exit(3)
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not importable")
+class HeldRowsZeroCodeTests(FileProbeCase):
+    """Every held step reaches the channel, in order, before the process
+    ends, however the program ends (its steps take far less than HOLD_S, so
+    none is written before the end)."""
+
+    def run_held(self, how):
+        script = os.path.join(self.tmp.name, "held.py")
+        with open(script, "w") as f:
+            f.write(HELD_SCRIPT)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DEVGATE_")}
+        env.update(DEVGATE_EVENTS_FILE=self.path, DEVGATE_PROBE_GATE="0",
+                   PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(_zero.__file__))] +
+                                              [p for p in [env.get("PYTHONPATH")] if p]))
+        done = subprocess.run([sys.executable, "-m", "devgate_probe.auto", script, how], env=env,
+                              capture_output=True, text=True, timeout=300)
+        evs = read_events(self.path)
+        names = [e["ev"] for e in evs]
+        steps = [e for e in evs if e["ev"] == "step"]
+        self.assertEqual([s["step"] for s in steps], list(range(40)), (done.stderr, names))
+        self.assertTrue(all(s["batch"] == 2 and s["epoch"] == 0 for s in steps))
+        self.assertEqual(names[-2:], ["epoch_end", "run_end"])  # every step before the epoch's end
+        self.assertLess(names.index("run_start"), names.index("step"))
+        self.assertTrue(all(a["t"] <= b["t"] for a, b in zip(evs, evs[1:])))
+        self.assertEqual([l[0] for l in evs[-2]["losses"]], list(range(40)))
+        return done, evs[-1]
+
+    def test_a_normal_exit_writes_every_held_step(self):
+        done, end = self.run_held("ok")
+        self.assertEqual((done.returncode, end["status"]), (0, "ok"))
+
+    def test_an_uncaught_exception_writes_every_held_step(self):
+        done, end = self.run_held("raise")
+        self.assertEqual((done.returncode, end["status"]), (1, "error"))
+        self.assertIn("planted failure", end["message"])
+
+    def test_sys_exit_writes_every_held_step(self):
+        done, end = self.run_held("exit")
+        self.assertEqual((done.returncode, end["status"]), (3, "error"))
+
 
 class CostStateStdlibTests(unittest.TestCase):
     """The step's memory reading and the epoch end's collection, on a state

@@ -65,16 +65,36 @@ def split_device(device):
 
 _statm = [None, None]  # [pid, descriptor] of this process's /proc/PID/statm, kept open
 _PAGE = None
+# A forked child forgets the parent's descriptor at the fork (os.register_at_fork):
+# no getpid() per read, a system call that costs several us amid a training
+# loop's work. Without register_at_fork the PID is compared at each read.
+_FORGETS_AT_FORK = hasattr(os, "register_at_fork")
+
+
+def _statm_forget():
+    """In a forked child: the inherited descriptor reads the parent, so it
+    is closed (the child's own copy) and the child's file opened at its
+    next read."""
+    fd, _statm[0], _statm[1] = _statm[1], None, None
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+if _FORGETS_AT_FORK:
+    os.register_at_fork(after_in_child=_statm_forget)
 
 
 def _statm_read():
     """/proc/PID/statm's resident pages through a descriptor kept open (a
     pread: about 1 us, where an open, read and close costs 10-20 us on every
     optimizer step). Opened by PID, never /proc/self, and again in a forked
-    child (its PID differs), so a descriptor inherited across a fork never
-    reads the parent. None when it cannot be read."""
-    pid = os.getpid()
-    if _statm[0] != pid:
+    child (the fork forgets the parent's), so a descriptor inherited across a
+    fork never reads the parent. None when it cannot be read."""
+    if _statm[0] is None or (not _FORGETS_AT_FORK and _statm[0] != os.getpid()):
+        pid = os.getpid()
         try:
             fd = os.open("/proc/%d/statm" % pid, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except (OSError, AttributeError):

@@ -43,6 +43,7 @@ import sys
 import threading
 import warnings
 import weakref
+from math import isfinite
 from time import perf_counter, time
 
 from . import _window
@@ -59,6 +60,7 @@ MEM_MAX_STRIDE = 32  # and is thinned to no fewer than one reading every 32 step
 GC_BUDGET = 0.005  # a full collection at an epoch end may cost this share of the epoch...
 GC_GROWTH = 0.01  # ...or runs anyway when live memory grew this much since the last one
 MAX_EPOCH_LOSSES = 1000  # losses kept per epoch (thinned to every 2nd, 4th... step beyond)
+_FORGETS_AT_FORK = hasattr(os, "register_at_fork")  # else on() compares the PID
 
 
 def sync_debug_arm(torch, device, environ=None):
@@ -119,6 +121,21 @@ def _capture_sync_warnings(st, swallow):
     warnings.showwarning = showwarning
 
 
+def _batch_size(batch):
+    """The leading dimension of the first tensor (or sequence) in a batch:
+    a list or tuple whose first member has a shape (the usual (inputs,
+    targets)) at once, anything else through _first_batch_size."""
+    t = type(batch)
+    if (t is list or t is tuple) and batch:
+        shape = getattr(batch[0], "shape", None)
+        if shape is not None:
+            try:
+                return int(shape[0]) if len(shape) else None
+            except Exception:
+                return None
+    return _first_batch_size(batch)
+
+
 def _first_batch_size(obj, depth=0):
     """The leading dimension of the first tensor (or sequence) in a batch."""
     if depth > 4:
@@ -143,6 +160,43 @@ def _first_batch_size(obj, depth=0):
     return None
 
 
+_STEP_HEAD = '{"v":%d,"ev":"step","t":' % _probe_mod.PROTOCOL_VERSION
+
+
+def _step_line(row, wall):
+    """The line of a step row (_State.on_step's tuple), made when the held
+    events are written: the step record's fields in their order (docs/events.md:
+    v, ev, t, epoch, step, step_ms, data_ms, loss, synced, syncs,
+    syncs_library, then batch, device_syncs, allocated and footprint where
+    known), t its perf_counter stamp + wall (time.time() - perf_counter())."""
+    _, stamp, t1, mark, data, samples, syncs, lib, dsyncs, epoch, step, mem = row
+    step_ms = (t1 - mark) * 1000.0 - (data or 0.0)
+    if not isfinite(step_ms):
+        step_ms = None
+    elif step_ms < 0.0:
+        step_ms = 0.0
+    line = ('%s%r,"epoch":%s,"step":%d,"step_ms":%s,"data_ms":%s,"loss":null,"synced":false,'
+            '"syncs":%d,"syncs_library":%d' % (
+                _STEP_HEAD, stamp + wall, epoch if epoch >= 0 else "null", step,
+                "null" if step_ms is None else repr(step_ms),
+                "null" if data is None or not isfinite(data) else repr(data), syncs, lib))
+    if samples:
+        line += ',"batch":%d' % samples
+    if dsyncs is not None:
+        line += ',"device_syncs":%d' % dsyncs
+    if mem:
+        for key in ("allocated", "footprint"):
+            if mem.get(key) is not None:
+                line += ',"%s":%d' % (key, mem[key])
+    return line + "}"
+
+
+def _stand_down(ref):
+    st = ref()
+    if st is not None:
+        st.active = False
+
+
 class _State:
     """Everything the hooks share. Only the main training thread is expected
     to drive steps; counters are plain ints (a lost increment in a racing
@@ -157,6 +211,8 @@ class _State:
         self.seeds = {}
         self.device = None
         self.primary_opt = None  # weakref to the optimizer whose steps are the steps
+        self.steady = False  # run_start sent and the primary optimizer known: on_step's short way
+        self.step_calls = 0  # optimizer steps the class wrappers counted (torch 1.13)
         self.gated = set()
         self.started = False
         self.train_loader = None  # weakref to the loader whose iterator saw the first step
@@ -166,11 +222,12 @@ class _State:
         self.epoch_open = False  # a training epoch began and has not been sent
         self.epoch_has_validation = False
         self.step_index = 0
+        # The interval since the last optimizer step: its start, the data wait
+        # in it (None: no batch came through a DataLoader), its samples (None:
+        # a batch of unknown size came) and host reads.
         self.mark = perf_counter()
-        self.data_ms = 0.0
-        self.data_seen = False
+        self.data_ms = None
         self.samples = 0
-        self.samples_known = True
         self.syncs = 0
         self.syncs_library = 0  # of syncs, reads made by a library's code (torch, site-packages)
         self.device_syncs = 0
@@ -180,6 +237,7 @@ class _State:
         self.loader_info = None  # the training loader's seeding facts (run_start.seeds.loader)
         self.loader_knobs = None  # its settings and the options that set them (run_start.loader)
         self.sync_debug = None  # sync_debug_arm's answer, once the device is known
+        self.count_device_syncs = False  # the mode is on: each step says its device_syncs
         self.torch = None  # the module _patch_torch patched
         self.batch_hint = None
         self.dataset_name = None
@@ -200,18 +258,24 @@ class _State:
         # code starts now; a fork server's child brought its fork's marks.
         self.marks = dict(getattr(sys.modules.get(__package__), "_fork_marks", None) or {})
         self.marks["main"] = time()
+        if _FORGETS_AT_FORK:  # a forked child (a DataLoader worker) stands down at the fork
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _stand_down(ref))
 
     # ---- activity ------------------------------------------------------------
     def on(self):
+        """True while the hooks report. Called by every hook on every step, so
+        no system call: a forked child was stood down at the fork (getpid()
+        only where os.register_at_fork is missing)."""
         if not self.active or self.inside:
-            return False
-        if os.getpid() != self.pid:
-            self.active = False
             return False
         if _probe_mod._explicit_used:
             self.active = False  # the program reports itself: stand down
             return False
-        return self.probe.enabled
+        if not _FORGETS_AT_FORK and os.getpid() != self.pid:
+            self.active = False
+            return False
+        return self.probe._out is not None
 
     # ---- run -----------------------------------------------------------------------
     def start(self):
@@ -287,10 +351,15 @@ class _State:
         if not kept or torch is None:
             return None
         flat = [t for _, ts in kept for t in ts]
-        try:
-            vals = torch.stack([t.reshape(()).float() for t in flat]).cpu().tolist()
+        try:  # one stack of the scalars as they are (the usual case)...
+            vals = torch.stack(flat).reshape(-1).float().cpu().tolist()
+            if len(vals) != len(flat):
+                raise ValueError("not one value each")
         except Exception:
-            return None
+            try:  # ...each made a 0-d float first where shapes or types differ
+                vals = torch.stack([t.reshape(()).float() for t in flat]).cpu().tolist()
+            except Exception:
+                return None
         out, i = [], 0
         for step, ts in kept:
             v = sum(vals[i:i + len(ts)])
@@ -308,6 +377,7 @@ class _State:
             self.sync_debug = sync_debug_arm(torch, self.device)
             if self.sync_debug["state"] in ("on", "program"):
                 _capture_sync_warnings(self, self.sync_debug["state"] == "on")
+                self.count_device_syncs = True
         except Exception as e:
             self.sync_debug = {"state": "unavailable", "reason": "arming failed (%s)" % describe(e)}
         finally:
@@ -355,11 +425,12 @@ class _State:
                     alloc = reserved = max_alloc = driver = None
             except Exception:
                 alloc = reserved = max_alloc = driver = None
-        self.probe.emit("epoch_end", epoch=self.epoch, allocated=alloc, reserved=reserved,
-                        max_allocated=max_alloc, driver=driver,
-                        footprint=None if at_exit else _probe_mod.rss_bytes(),
-                        cache_emptied=bool(emptied), validation=bool(self.epoch_has_validation),
-                        losses=losses, gc=collected)
+        # Plain values (read_losses' are finite or None): encoded as they are.
+        self.probe.emit_plain("epoch_end", {
+            "epoch": self.epoch, "allocated": alloc, "reserved": reserved, "max_allocated": max_alloc,
+            "driver": driver, "footprint": None if at_exit else _probe_mod.rss_bytes(),
+            "cache_emptied": bool(emptied), "validation": bool(self.epoch_has_validation),
+            "losses": losses, "gc": collected})
 
     def collect(self, torch, device):
         """The epoch end's garbage collection; returns "full" or "young". A
@@ -387,16 +458,12 @@ class _State:
     def live_memory(self, torch, device):
         return (_probe_mod._allocated_now(torch, device), _probe_mod.rss_bytes())
 
-    def reset_interval(self, syncs=True):
+    def reset_interval(self):
+        """A new epoch's interval: its wait and samples from its start (host
+        reads after the last epoch's last step count toward the next step)."""
         self.mark = perf_counter()
-        self.data_ms = 0.0
-        self.data_seen = False
+        self.data_ms = None
         self.samples = 0
-        self.samples_known = True
-        if syncs:  # reads after an epoch's last step count toward the next step
-            self.syncs = 0
-            self.syncs_library = 0
-            self.device_syncs = 0
 
     def on_iter(self, loader, it):
         """DataLoader.__iter__ returned it."""
@@ -406,7 +473,7 @@ class _State:
                 self.close_epoch()
             self.cur_loader = weakref.ref(loader)
             self.cur_iter = weakref.ref(it)
-            self.reset_interval(syncs=False)
+            self.reset_interval()
             self.epoch_t0 = self.mark
             if train is not None:
                 self.epoch += 1
@@ -430,13 +497,10 @@ class _State:
             return
         if ended:
             return
-        self.data_ms += wait_ms
-        self.data_seen = True
-        n = _first_batch_size(batch)
-        if n is None:
-            self.samples_known = False
-        else:
-            self.samples += n
+        d = self.data_ms
+        self.data_ms = wait_ms if d is None else d + wait_ms
+        n, have = _batch_size(batch), self.samples
+        self.samples = None if n is None or have is None else have + n
 
     # ---- steps ---------------------------------------------------------------------
     def on_optimizer(self, opt):
@@ -455,14 +519,46 @@ class _State:
                 self.arm_sync_debug()
 
     def on_step(self, opt):
-        t1 = perf_counter()
+        """The primary optimizer stepped: the step's record, held as a row
+        (_step_line makes its line when the held events are written). The
+        short way, every step once run_start went, is one clock read at each
+        end, a tuple and a few counters reset: amid a training loop's work
+        every operation here costs several times its cost in a tight loop."""
+        t1 = stamp = perf_counter()
+        if not self.steady or self.primary_opt() is not opt:
+            if not self.settle(opt):
+                return
+            stamp = perf_counter()  # its t after the run_start settle may have sent
+        step = self.step_index
+        mem = None
+        if step >= self.mem_next and self.mem_every:
+            mem = {}
+            self.step_memory(mem, (t1 - self.mark) * 1000.0)
+        self.probe.hold((_step_line, stamp, t1, self.mark, self.data_ms, self.samples, self.syncs,
+                         self.syncs_library, self.device_syncs if self.count_device_syncs else None,
+                         self.epoch, step, mem), t1)
+        if self.pending_loss:
+            self.keep_step_loss(step)
+        data, interval = self.data_ms, (t1 - self.mark) * 1000.0
+        self.step_index = step + 1
+        self.data_ms = None
+        self.samples = self.syncs = self.syncs_library = self.device_syncs = 0
+        self.mark = perf_counter()  # the probe's own time is in no step
+        if self.window.wanted:
+            self.window.after_step(self, data, interval)  # may raise SystemExit(_window.STOP_CODE)
+
+    def settle(self, opt):
+        """on_step's long way: the first step (the primary optimizer, the
+        training loader, run_start), a second optimizer's step (not a step:
+        False), a loader that came after the first step. True when opt's step
+        is a step."""
         prim = self.primary_opt() if self.primary_opt is not None else None
         if prim is None:
             self.primary_opt = weakref.ref(opt)
             self.on_optimizer(opt)
         elif opt is not prim:
             self.pending_loss = []  # its losses are not the primary step's
-            return  # a second optimizer (GAN, multi-task): the first one's steps are the steps
+            return False  # a second optimizer (GAN, multi-task): the first one's steps are the steps
         if self.train_loader is None and self.cur_loader is not None:
             loader = self.cur_loader()
             if loader is not None:
@@ -472,25 +568,9 @@ class _State:
                 self.epoch_open = True
                 self.epoch_has_validation = False
         self.start()
-        interval = (t1 - self.mark) * 1000.0
-        data = self.data_ms if self.data_seen else None
-        step_ms = interval - (self.data_ms if self.data_seen else 0.0)
-        fields = {"v": _probe_mod.PROTOCOL_VERSION, "ev": "step", "t": time(),
-                  "epoch": self.epoch if self.epoch >= 0 else None, "step": self.step_index,
-                  "step_ms": max(step_ms, 0.0), "data_ms": data, "loss": None, "synced": False,
-                  "syncs": self.syncs, "syncs_library": self.syncs_library}
-        if self.samples_known and self.samples > 0:
-            fields["batch"] = self.samples
-        if self.sync_debug is not None and self.sync_debug["state"] in ("on", "program"):
-            fields["device_syncs"] = self.device_syncs
-        if self.mem_every and self.step_index >= self.mem_next:
-            self.step_memory(fields, interval)
-        self.probe.hold(fields, t1)  # the step record whole: held, written with the next ones
-        self.keep_step_loss(self.step_index)
-        self.step_index += 1
-        self.reset_interval()
-        if self.window.wanted:
-            self.window.after_step(self, data, interval)  # may raise SystemExit(_window.STOP_CODE)
+        # A loader may still come (the first steps ran on batches of the program's own).
+        self.steady = self.train_loader is not None
+        return True
 
     def step_memory(self, fields, interval_ms):
         """The step's memory after the optimizer stepped: the device's live
@@ -733,7 +813,6 @@ def _patch_optimizer(torch, st):
     if getattr(Optimizer.__init__, "_devgate", False):
         return
     reg = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook", None)
-    depth = threading.local()
 
     def after_step(opt):
         if st.on():
@@ -759,13 +838,14 @@ def _patch_optimizer(torch, st):
             return
 
         def step(self, *a, **k):
-            d = getattr(depth, "n", 0)
-            depth.n = d + 1
-            try:
-                out = orig(self, *a, **k)
-            finally:
-                depth.n = d
-            if d == 0:  # a subclass's step calling super().step() counts once
+            seen = st.step_calls
+            out = orig(self, *a, **k)
+            # A subclass's step calling super().step() counts once: the innermost
+            # wrapper counts it and the outer ones see it counted. (Not a
+            # threading.local depth: its attribute reads cost the step more
+            # than the rest of the hook; the training thread drives the steps.)
+            if st.step_calls == seen:
+                st.step_calls = seen + 1
                 after_step(self)
             return out
 

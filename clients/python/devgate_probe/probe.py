@@ -26,8 +26,8 @@ _FLT_MIN = 1.1754943508222875e-38
 _GATE_SEED = 20261130
 _MAX_FALLBACK_OPS = 1000
 _ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=True).encode
-# Held events (emit_held: the zero-code probe's step, every optimizer step) are
-# written together once HOLD_S passed since the last write or HOLD_MAX are held.
+# Held events (emit_held, hold: the zero-code probe's step, every optimizer step)
+# are written together once HOLD_S passed since the last write or HOLD_MAX are held.
 HOLD_S = 0.2
 HOLD_MAX = 256
 
@@ -471,11 +471,12 @@ class Probe:
         return rec if self._write((line + "\n").encode("ascii")) else None
 
     def emit_plain(self, ev, fields):
-        """emit for a flat event the caller built of numbers, bools, None and
-        short strings, never holding the keys v, ev or t (the zero-code
-        probe's step, on every optimizer step): encoded as it is, without
-        emit's check of every value; anything the encoder refuses (NaN, an
-        object) goes through emit. Returns what emit does."""
+        """emit for an event the caller built of plain JSON values (numbers,
+        bools, None, short strings, lists of them), never holding the keys
+        v, ev or t (the zero-code probe's epoch_end with its losses): encoded
+        as it is, without emit's walk through every value; anything the
+        encoder refuses (NaN, an object) goes through emit. Returns what emit
+        does."""
         if self._out is None:
             return None
         rec = {"v": PROTOCOL_VERSION, "ev": ev, "t": time.time()}
@@ -487,29 +488,34 @@ class Probe:
         return rec if self._write((line + "\n").encode("ascii")) else None
 
     def emit_held(self, ev, fields, now=None):
-        """emit_plain for an event sent on every optimizer step (the
-        zero-code probe's step): the record is stamped now (its "t") and
-        held; the held records are encoded and written together, in one
-        write(2), once HOLD_S passed since the last write (now: perf_counter)
-        or HOLD_MAX are held, before any other event (the order is kept), and
-        at flush() and close(). Encoding and writing a line amid the program's
-        work costs it ten times what a batch costs per line (issue 24); a
-        process killed outright loses at most HOLD_S of steps. Returns the
-        record, or None when silent."""
+        """emit_plain for an event sent on every optimizer step: the record
+        is stamped now (its "t") and held; the held records are encoded and
+        written together, in one write(2), once HOLD_S passed since the last
+        write (now: perf_counter) or HOLD_MAX are held, before any other
+        event (the order is kept), and at flush() and close(). Encoding and
+        writing a line amid the program's work costs it ten times what a
+        batch costs per line (issue 24); a process killed outright loses at
+        most HOLD_S of events. Returns the record, or None when silent."""
         if self._out is None:
             return None
         rec = {"v": PROTOCOL_VERSION, "ev": ev, "t": time.time()}
         rec.update(fields)
-        return self.hold(rec, now)
+        return self.hold(rec, perf_counter() if now is None else now)
 
-    def hold(self, rec, now=None):
-        """emit_held for a record the caller built whole: {"v", "ev", "t",
-        fields...} of numbers, bools, None and short strings (the zero-code
-        probe's step). Returns it, or None when silent."""
+    def hold(self, rec, now):
+        """Holds one event until the next write (see emit_held). rec is a
+        record the caller built whole ({"v", "ev", "t", fields...} of plain
+        JSON values), or a row: a tuple whose first member is the function
+        that makes its line, line(row, wall) -> str, called at the write
+        with wall = time.time() - perf_counter() then (the zero-code probe's
+        step: a tuple of the step's counters and its perf_counter stamp costs
+        the step a fraction of a dict and a clock read). now: perf_counter.
+        Returns rec, or None when silent."""
         if self._out is None:
             return None
-        self._held.append(rec)
-        if len(self._held) >= HOLD_MAX or (perf_counter() if now is None else now) - self._held_t >= HOLD_S:
+        held = self._held
+        held.append(rec)
+        if now - self._held_t >= HOLD_S or len(held) >= HOLD_MAX:
             self.flush()
         return rec
 
@@ -521,9 +527,16 @@ class Probe:
     def _encode_held(self):
         """The held records as lines (under the lock), emptied."""
         held, self._held = self._held, []
-        self._held_t = perf_counter()
+        self._held_t = now = perf_counter()
+        wall = time.time() - now  # a row's perf_counter stamp + wall = its time.time()
         lines = []
         for rec in held:
+            if type(rec) is tuple:
+                try:
+                    lines.append(rec[0](rec, wall))
+                except Exception as e:  # a row's line function that failed: the row is lost, said once
+                    _warn("encode", "an event could not be encoded (%s)" % describe(e))  # under the lock: no note
+                continue
             try:
                 lines.append("".join(_C_ENCODE(rec, 0)) if _C_ENCODE is not None else _ENCODE(rec))
             except (ValueError, TypeError):  # NaN, an object: the general cleaner
