@@ -313,6 +313,43 @@ class HeldRowsZeroCodeTests(FileProbeCase):
         self.assertEqual((done.returncode, end["status"]), (3, "error"))
 
 
+@unittest.skipUnless(HAVE_TORCH, "torch is not importable")
+class BatchPlanTorchTests(unittest.TestCase):
+    """A default DataLoader's batch sizes from its plan (no shape read per
+    batch): the same samples per step as each batch's shape gives."""
+
+    def sizes(self, loader):
+        st = _zero._State(FakeProbe())
+        it = iter(loader)
+        st.on_iter(loader, it)
+        got = []
+        for batch in it:
+            st.on_next(it, 0.0, batch, False)
+            got.append(st.samples)
+            st.samples = 0
+        return got, st.batch_plan
+
+    def test_the_plan_gives_each_batch_its_samples(self):
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        data = TensorDataset(torch.zeros(10, 3), torch.zeros(10))
+        self.assertEqual(self.sizes(DataLoader(data, batch_size=4)), ([4, 4, 2], (4, 10)))
+        self.assertEqual(self.sizes(DataLoader(data, batch_size=4, shuffle=True)), ([4, 4, 2], (4, 10)))
+        self.assertEqual(self.sizes(DataLoader(data, batch_size=4, drop_last=True)), ([4, 4], (4, 10)))
+        self.assertEqual(self.sizes(DataLoader(data, batch_size=5)), ([5, 5], (5, 10)))
+
+    def test_anything_else_reads_each_batch(self):
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        from torch.utils.data._utils.collate import default_collate
+        data = TensorDataset(torch.zeros(10, 3), torch.zeros(10))
+        # a collate of the program's own: its batches may hold other counts
+        self.assertEqual(self.sizes(DataLoader(data, batch_size=4, collate_fn=lambda b: default_collate(b[:3]))),
+                         ([3, 3, 2], None))
+        # batches without a tensor: the plan's first batch disagrees, the count is unknown (None, not 4)
+        self.assertEqual(self.sizes(DataLoader(["a"] * 10, batch_size=4)), ([None, None, None], None))
+
+
 class CostStateStdlibTests(unittest.TestCase):
     """The step's memory reading and the epoch end's collection, on a state
     whose readings are planted."""

@@ -136,6 +136,26 @@ def _batch_size(batch):
     return _first_batch_size(batch)
 
 
+def _batch_plan(loader):
+    """(batch_size, samples) when the loader's batches are the default plan
+    (its own BatchSampler over a sampler of known length, the default
+    collate, batches in order): the i-th batch then holds min(batch_size,
+    samples - i * batch_size), and on_next reads no batch's shape but the
+    first one's (amid a loop's work reading a shape costs several us a
+    step). None otherwise: each batch's shape is read."""
+    try:
+        from torch.utils.data import BatchSampler
+        from torch.utils.data._utils.collate import default_collate
+        bs = getattr(loader, "batch_sampler", None)
+        if (type(bs) is not BatchSampler or getattr(loader, "collate_fn", None) is not default_collate
+                or getattr(loader, "in_order", True) is not True):
+            return None
+        size, samples = int(bs.batch_size), len(bs.sampler)
+        return (size, samples) if size > 0 and samples >= 0 else None
+    except Exception:
+        return None
+
+
 def _first_batch_size(obj, depth=0):
     """The leading dimension of the first tensor (or sequence) in a batch."""
     if depth > 4:
@@ -218,6 +238,8 @@ class _State:
         self.train_loader = None  # weakref to the loader whose iterator saw the first step
         self.cur_loader = None  # weakref
         self.cur_iter = None  # weakref
+        self.batch_plan = None  # (batch_size, samples) of the current loader's epoch (_batch_plan)
+        self.batch_i = 0  # the batches it gave so far
         self.epoch = -1
         self.epoch_open = False  # a training epoch began and has not been sent
         self.epoch_has_validation = False
@@ -328,7 +350,10 @@ class _State:
 
     def on_backward(self, tensor):
         """backward() ran on tensor: a one-element one is the loss the next
-        optimizer step follows (kept detached; read at epoch end, never here)."""
+        optimizer step follows (kept detached; read at epoch end, never here).
+        Not on a step the epoch's thinning leaves out (the stride only doubles)."""
+        if self.step_index % self.loss_stride:
+            return
         try:
             if tensor.numel() == 1:
                 self.pending_loss.append(tensor.detach())
@@ -473,6 +498,7 @@ class _State:
                 self.close_epoch()
             self.cur_loader = weakref.ref(loader)
             self.cur_iter = weakref.ref(it)
+            self.batch_plan, self.batch_i = _batch_plan(loader), 0
             self.reset_interval()
             self.epoch_t0 = self.mark
             if train is not None:
@@ -499,7 +525,15 @@ class _State:
             return
         d = self.data_ms
         self.data_ms = wait_ms if d is None else d + wait_ms
-        n, have = _batch_size(batch), self.samples
+        plan, i = self.batch_plan, self.batch_i
+        if plan is None:
+            n = _batch_size(batch)
+        else:  # the i-th batch of the loader's plan; the first is checked against the batch itself
+            self.batch_i = i + 1
+            n = min(plan[0], plan[1] - i * plan[0])
+            if i == 0 and _batch_size(batch) != n:
+                self.batch_plan, n = None, _batch_size(batch)
+        have = self.samples
         self.samples = None if n is None or have is None else have + n
 
     # ---- steps ---------------------------------------------------------------------
