@@ -27,7 +27,9 @@ alternating, each side's pairs pooled): one `devgate run` of the same loop whose
 epochs alternate, in one process, between the probe reporting (its hooks,
 its step events through devgate's pipe, the epoch end's collection) and the
 probe standing by (st.active False: the hooks return at once, nothing is
-sent); a pair's ratio is the reporting epoch over the standing-by one. The
+sent); a pair's ratio is the reporting epoch over the standing-by one
+(--untimed: without the per-hook timers, whose own cost is in the reporting
+epochs). The
 rounds of separate processes above carry the machine's process-to-process
 noise (several % on a shared 2-core VM); epochs of one process do not. Each
 hook's in-situ cost (mean us per call, timed around it in the loop, cold
@@ -232,6 +234,7 @@ from devgate_probe import _zero, probe as P
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 device, batch, threads, n, pairs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+untimed = sys.argv[7] == "1"
 if threads > 0:
     torch.set_num_threads(threads)
 sys.path.insert(0, sys.argv[6])
@@ -271,7 +274,7 @@ for _ in range(2):  # warm-up; the first epoch end's full collection
 for key, obj, name in (("step hook", st, "on_step"), ("  memory reading", st, "step_memory"),
                        ("  step event (held)", st.probe, "hold" if hasattr(st.probe, "hold") else "emit_held"), ("DataLoader hook", st, "on_next"),
                        ("backward hook", st, "on_backward"), ("epoch end", st, "close_epoch")):
-    if hasattr(obj, name):  # emit_held: not in an older probe
+    if hasattr(obj, name) and not untimed:  # emit_held: not in an older probe
         timed(obj, name, key)
 on, off = [], []
 for k in range(pairs):
@@ -290,7 +293,8 @@ def insitu_run(a, devgate):
     with tempfile.TemporaryDirectory(prefix="devgate-probe-insitu-") as work:
         env["DEVGATE_LEDGER"] = os.path.join(work, "ledger.db")
         cmd = [devgate, "run", "--no-env", "--quiet", "-o", os.path.join(work, "pack"), "--", a.python, "-c",
-               INSITU, a.device, str(a.batch), str(a.threads), str(a.steps), str(a.rounds), HERE]
+               INSITU, a.device, str(a.batch), str(a.threads), str(a.steps), str(a.rounds), HERE,
+               "1" if a.untimed else "0"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             sys.exit("probe_overhead: the in-situ run exited %d: %s" % (
@@ -327,8 +331,9 @@ def insitu_report(a, name, runs):
         total += 0.0 if key.startswith(" ") else 1e6 * sec / steps
         print("  %-28s %6d calls %8.2f us a call %8.2f us a step  %6.3f%% of a step" % (
             key, calls, 1e6 * sec / max(calls, 1), 1e6 * sec / steps, 100.0 * 1e6 * sec / steps / step_us))
-    print("  %-28s %6s       %8s         %8.2f us a step  %6.3f%% of a step (step %.0f us)" % (
-        "the hooks together", "", "", total, 100.0 * total / step_us, step_us))
+    if spent:
+        print("  %-28s %6s       %8s         %8.2f us a step  %6.3f%% of a step (step %.0f us)" % (
+            "the hooks together", "", "", total, 100.0 * total / step_us, step_us))
     for r in runs:
         ev = r["events"]
         print("  devgate read the events pipe %s times for %d lines" % (ev.get("drains", "(not counted)"), ev["lines"]))
@@ -356,8 +361,18 @@ def insitu(a):
     diffs = sorted(statistics.median(rng.choice(after) for _ in after) -
                    statistics.median(rng.choice(before) for _ in before) for _ in range(4000))
     d = statistics.median(after) - statistics.median(before)
-    print("after - before (reporting / standing by): %+.2f points (95%% interval %+.2f .. %+.2f)" % (
+    print("after - before (reporting / standing by, pairs pooled): %+.2f points (95%% interval %+.2f .. %+.2f)" % (
         100 * d, 100 * diffs[100], 100 * diffs[3899]))
+    # A run's median ratio varies from run to run by more than its pairs say (the
+    # process's layout): the runs themselves as the samples.
+    meds = {k: [statistics.median(r["ratios"]) for r in runs[k]] for k in runs}
+    for k in ("after", "before"):
+        print("%s runs' median ratios: %s" % (k, " ".join("%+.2f%%" % (100 * (m - 1)) for m in meds[k])))
+    diffs = sorted(statistics.mean(rng.choice(meds["after"]) for _ in meds["after"]) -
+                   statistics.mean(rng.choice(meds["before"]) for _ in meds["before"]) for _ in range(4000))
+    d = statistics.mean(meds["after"]) - statistics.mean(meds["before"])
+    print("after - before (mean of the runs' medians): %+.2f points (95%% interval %+.2f .. %+.2f, %d runs each)" % (
+        100 * d, 100 * diffs[100], 100 * diffs[3899], n))
 
 
 def hooks(a):
@@ -403,6 +418,8 @@ def main():
                     "runs alternate with these")
     ap.add_argument("--insitu-runs", type=int, default=0, help="--insitu: devgate runs per binary "
                     "(default 1; 2 with --baseline)")
+    ap.add_argument("--untimed", action="store_true", help="--insitu without the per-hook timers (their own "
+                    "cost, a few us a hook call, is in the reporting epochs)")
     a = ap.parse_args()
     t0 = a.t0 = time.time()
     hooks(a) if a.hooks else insitu(a) if a.insitu else rounds(a)

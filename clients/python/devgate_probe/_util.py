@@ -72,15 +72,10 @@ _FORGETS_AT_FORK = hasattr(os, "register_at_fork")
 
 
 def _statm_forget():
-    """In a forked child: the inherited descriptor reads the parent, so it
-    is closed (the child's own copy) and the child's file opened at its
-    next read."""
-    fd, _statm[0], _statm[1] = _statm[1], None, None
-    if fd is not None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    """In a forked child: the inherited descriptor reads the parent, so the
+    child's own file is opened at its next read. The inherited one is left
+    open (close-on-exec): its number may be the program's by now."""
+    _statm[0] = _statm[1] = None
 
 
 if _FORGETS_AT_FORK:
