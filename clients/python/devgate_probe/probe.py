@@ -500,22 +500,22 @@ class Probe:
             return None
         rec = {"v": PROTOCOL_VERSION, "ev": ev, "t": time.time()}
         rec.update(fields)
-        return self.hold(rec, perf_counter() if now is None else now)
+        return self.hold(rec, now)
 
-    def hold(self, rec, now):
+    def hold(self, rec, now=None):
         """Holds one event until the next write (see emit_held). rec is a
         record the caller built whole ({"v", "ev", "t", fields...} of plain
         JSON values), or a row: a tuple whose first member is the function
         that makes its line, line(row, wall) -> str, called at the write
         with wall = time.time() - perf_counter() then (the zero-code probe's
         step: a tuple of the step's counters and its perf_counter stamp costs
-        the step a fraction of a dict and a clock read). now: perf_counter.
-        Returns rec, or None when silent."""
+        the step a fraction of a dict and a clock read). now: perf_counter
+        (read here when not given). Returns rec, or None when silent."""
         if self._out is None:
             return None
         held = self._held
         held.append(rec)
-        if now - self._held_t >= HOLD_S or len(held) >= HOLD_MAX:
+        if (perf_counter() if now is None else now) - self._held_t >= HOLD_S or len(held) >= HOLD_MAX:
             self.flush()
         return rec
 
