@@ -51,22 +51,23 @@ typedef struct cbf_spans {
     bool as_float;
 } cbf_spans;
 
+/* Blocks of row blockIdx.y cast span blockIdx.y: each thread's span is known
+ * without a search, and the spans' pointers are picked by constant indices
+ * (an index computed per element made every thread copy the parameter struct
+ * into local memory). */
 __global__ void k_to_bf16(cbf_spans sp)
 {
-    size_t total = sp.n[0] + sp.n[1] + sp.n[2];
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+    unsigned r = blockIdx.y;
+    const float *src = r == 0 ? sp.src[0] : r == 1 ? sp.src[1] : sp.src[2];
+    void *dst = r == 0 ? sp.dst[0] : r == 1 ? sp.dst[1] : sp.dst[2];
+    size_t n = r == 0 ? sp.n[0] : r == 1 ? sp.n[1] : sp.n[2];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        size_t j = i;
-        int r = 0;
-        while (j >= sp.n[r]) {
-            j -= sp.n[r];
-            r++;
-        }
-        __nv_bfloat16 v = __float2bfloat16_rn(sp.src[r][j]);
+        __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
         if (sp.as_float)
-            ((float *)sp.dst[r])[j] = __bfloat162float(v);
+            ((float *)dst)[i] = __bfloat162float(v);
         else
-            ((__nv_bfloat16 *)sp.dst[r])[j] = v;
+            ((__nv_bfloat16 *)dst)[i] = v;
     }
 }
 
@@ -184,10 +185,16 @@ static dg_status cbf_launched(const char *what, char *err, size_t len)
 static dg_status cbf_cast(cudaStream_t stream, cbf_spans sp, const char *what, char *err,
                           size_t len)
 {
-    size_t total = sp.n[0] + sp.n[1] + sp.n[2];
-    if (total == 0)
+    size_t most = sp.n[0];
+    unsigned spans = 1;
+    for (unsigned r = 1; r < 3; r++)
+        if (sp.n[r]) {
+            spans = r + 1;
+            most = sp.n[r] > most ? sp.n[r] : most;
+        }
+    if (most == 0)
         return DG_OK;
-    k_to_bf16<<<cbf_blocks(total), CBF_THREADS, 0, stream>>>(sp);
+    k_to_bf16<<<dim3(cbf_blocks(most), spans), CBF_THREADS, 0, stream>>>(sp);
     return cbf_launched(what, err, len);
 }
 

@@ -45,8 +45,8 @@ CDN_HIDDEN void cdn_describe(cdn_ctx *d, char *buf, size_t len);
  * takes the carrier where a channel count is not a multiple of 8. */
 CDN_HIDDEN bool cdn_carrier(cdn_ctx *d, const dg_conv_shape *s);
 /* Whether s's bf16-tensor plan is channels-last: x, y (dy, dx) NHWC and w
- * KRSC bf16 copies (DEVGATE_CUDA_BF16_LAYOUT=nhwc, where cuDNN takes it;
- * nchw, the default, keeps the engine's layout). */
+ * KRSC bf16 copies (DEVGATE_CUDA_BF16_LAYOUT=nhwc, the default, where cuDNN
+ * takes it; nchw keeps the engine's layout). */
 CDN_HIDDEN bool cdn_nhwc(cdn_ctx *d, const dg_conv_shape *s);
 
 /* ---- bf16 mode (cuda_bf16.cu) ---- */
