@@ -89,6 +89,10 @@
 #            DEVGATE_CUDA_BF16_CONV, and DEVGATE_CUDA_BF16_GEMM=fast), the profile, its cuDNN plans, the
 #            top ops of devgate profile (each op synchronised), and PyTorch's kernels
 #            for the same step (bench/torch_kernels.py, eager under torch.profiler)
+#   probecost the zero-code probe's cost on cuda: each hook tight (--hooks), then in the
+#            loop, reporting against standing by in one devgate run, untimed and timed
+#            (--insitu), this tree's probe against .devcarry/before (a devgate binary
+#            with an earlier probe beside it in python/) when that is there
 #   tier     accept --backend cuda on a cold machine (run it first in a call), again warm,
 #            and --quick: each step's wall and share
 #   layout   issue 24's bf16 convolutions: devgate train's step for each cell of
@@ -197,6 +201,22 @@ pass_fixture() {
   accept_timed quick1 60 --quick --backend cuda
   accept_timed quick2 60 --quick --backend cuda
   accept_timed full 150 --backend cuda
+}
+
+pass_probecost() {
+  local base=() s
+  [ -x "$carry/before/devgate" ] && base=(--baseline "$carry/before/devgate")
+  s=$(date +%s.%N)
+  timeout 120 python3 bench/probe_overhead.py --hooks --device cuda --steps 200
+  echo "hooks: exit $? in $(secs "$s") s"
+  s=$(date +%s.%N)
+  timeout 200 python3 bench/probe_overhead.py --devgate "$DG" "${base[@]}" --insitu --untimed \
+    --insitu-runs "${PROBECOST_RUNS:-2}" --device cuda --rounds "${PROBECOST_ROUNDS:-8}"
+  echo "insitu untimed: exit $? in $(secs "$s") s"
+  s=$(date +%s.%N)
+  timeout 150 python3 bench/probe_overhead.py --devgate "$DG" "${base[@]}" --insitu \
+    --insitu-runs 1 --device cuda --rounds "${PROBECOST_ROUNDS:-8}"
+  echo "insitu timed: exit $? in $(secs "$s") s"
 }
 
 pass_tier() { # the default tier on a cold machine (the first pass of a call), again warm, --quick
