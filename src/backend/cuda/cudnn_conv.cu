@@ -27,8 +27,6 @@
  *     bounded by the per-element magnitude the tests hold results to); fused
  *     Winograd only where the reduction is at least 64 terms long, so that its
  *     transforms' extra rounding stays well inside the fp32 accumulation error;
- *   - Find times each candidate once; where the fastest took under 0.2 ms
- *     it runs three times and each candidate keeps its lowest time (cdn_find);
  *   - deterministic algorithms first: a non-deterministic one (float atomics)
  *     only when the fastest deterministic one is more than 20% slower;
  *   - workspace at most an eighth of the device memory free when cuDNN was
@@ -57,8 +55,6 @@
 #define CDN_MAX_ALGOS 16               /* more than any of the three algorithm lists */
 #define CDN_DET_SLACK 1.2f             /* a deterministic algorithm within this factor wins */
 #define CDN_WINO_MIN_K 64              /* fused Winograd only for reductions this long */
-#define CDN_REFIND_MS 0.2f /* Find again when its fastest candidate took less than this */
-#define CDN_FIND_ROUNDS 3  /* Find's rounds on such a small problem (each keeps its best) */
 
 /* ---- the declared part of cuDNN's API (values from the cuDNN 9 headers) ---- */
 
@@ -481,37 +477,6 @@ static size_t cdn_round(size_t b)
     return (b + CDN_WS_ALIGN - 1) / CDN_WS_ALIGN * CDN_WS_ALIGN;
 }
 
-/* cuDNN's Find of one kind (a, b, c, o: its descriptors in its order) into
- * perf. Each candidate is timed once, so on a small problem a few
- * microseconds of noise reorder them: cifar's bf16 step at batch 32 on the
- * H200 took 0.47 or 1.0 ms from one process to the next by the plans Find
- * chose. Where the fastest took under CDN_REFIND_MS, Find runs
- * CDN_FIND_ROUNDS times and each candidate keeps its lowest time. */
-static bool cdn_find(cdnHandle h, fn_algos find, cdnDesc a, cdnDesc b, cdnDesc c, cdnDesc o,
-                     cdn_perf *perf, int *got)
-{
-    if (find(h, a, b, c, o, CDN_MAX_ALGOS, got, perf) != CDN_STATUS_SUCCESS)
-        return false;
-    float best = -1.0f;
-    for (int i = 0; i < *got; i++)
-        if (perf[i].status == CDN_STATUS_SUCCESS && perf[i].time >= 0.0f &&
-            (best < 0.0f || perf[i].time < best))
-            best = perf[i].time;
-    for (int r = 1; r < CDN_FIND_ROUNDS && best >= 0.0f && best < CDN_REFIND_MS; r++) {
-        cdn_perf again[CDN_MAX_ALGOS];
-        int n = 0;
-        if (find(h, a, b, c, o, CDN_MAX_ALGOS, &n, again) != CDN_STATUS_SUCCESS)
-            break;
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < *got; i++)
-                if (perf[i].algo == again[j].algo && perf[i].math_type == again[j].math_type &&
-                    perf[i].status == CDN_STATUS_SUCCESS && again[j].status == CDN_STATUS_SUCCESS &&
-                    again[j].time < perf[i].time)
-                    perf[i].time = again[j].time;
-    }
-    return true;
-}
-
 /* Sets up descriptors and chooses the three algorithms; false with p->why. */
 static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
 {
@@ -548,7 +513,9 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
 
     /* Forward. */
     pick = -1;
-    if (may_find && cdn_find(d->h, A.find_fwd, p->xd, p->wd, p->cd, p->yd, perf, &got) &&
+    if (may_find &&
+        A.find_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
+            CDN_STATUS_SUCCESS &&
         (pick = cdn_pick(CDN_KIND_FWD, p, perf, got, tensor_ops, d->ws_cap)) >= 0)
         p->found = true;
     if (pick < 0 && A.get_fwd(d->h, p->xd, p->wd, p->cd, p->yd, CDN_MAX_ALGOS, &got, perf) ==
@@ -563,7 +530,8 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
 
     /* Backward data: (w, dy) -> dx. */
     pick = -1;
-    if (may_find && cdn_find(d->h, A.find_data, p->wd, p->yd, p->cd, p->xd, perf, &got))
+    if (may_find && A.find_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
+                        CDN_STATUS_SUCCESS)
         pick = cdn_pick(CDN_KIND_DATA, p, perf, got, tensor_ops, d->ws_cap);
     if (pick < 0 && A.get_data(d->h, p->wd, p->yd, p->cd, p->xd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
@@ -578,7 +546,8 @@ static bool cdn_plan_make(cdn_ctx *d, cdn_plan *p, bool may_find)
 
     /* Backward filter: (x, dy) -> dw. */
     pick = -1;
-    if (may_find && cdn_find(d->h, A.find_filter, p->xd, p->yd, p->cd, p->wd, perf, &got))
+    if (may_find && A.find_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
+                        CDN_STATUS_SUCCESS)
         pick = cdn_pick(CDN_KIND_FILTER, p, perf, got, tensor_ops, d->ws_cap);
     if (pick < 0 && A.get_filter(d->h, p->xd, p->yd, p->cd, p->wd, CDN_MAX_ALGOS, &got, perf) ==
                         CDN_STATUS_SUCCESS)
