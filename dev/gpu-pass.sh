@@ -884,8 +884,8 @@ pass_precprof() {
 }
 
 pass_layout() {
-  local c pr b r v
-  for c in ${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}; do
+  local c pr b r v cells=${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}
+  for c in $cells; do
     IFS=: read -r pr b <<<"$c"
     local nhwc="" nchw="" all="" tf32=""
     for r in $(seq "${LAYOUT_REPS:-3}"); do
@@ -896,10 +896,9 @@ pass_layout() {
     done
     echo "$pr b$b step ms: bf16 nhwc [$nhwc ] bf16 nchw [$nchw ] bf16 tensors everywhere, nhwc [$all ] tf32 [$tf32 ]"
   done
-  for c in ${LAYOUT_CELLS:-cifar:32 cifar:256 cifar:1024 cifar:4096 lenet:1024 lenet:4096}; do
+  for c in $cells; do
     IFS=: read -r pr b <<<"$c"
     for v in bf16 tf32; do
-      DEVGATE_CUDA_BF16_LAYOUT=nhwc \
       timeout 120 $DG --no-ledger profile --backend cuda --model "$pr" --batch "$b" --warmup 3 --window 4 \
         --precision "$v" --json -q 2>/dev/null | python3 -c 'import json, sys
 d = json.load(sys.stdin); print(sys.argv[1], [p for p in (d.get("device") or {}).get("versions", "").split("; ") if p.startswith("conv")])' "$pr b$b $v"

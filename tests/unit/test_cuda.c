@@ -1445,7 +1445,8 @@ static float bf16_round(float f)
     return f;
 }
 
-/* bf16 convolutions on each route (DEVGATE_CUDA_BF16_CONV) on a shape of their
+/* bf16 convolutions on each route (DEVGATE_CUDA_BF16_CONV, the bf16 tensors in
+ * both DEVGATE_CUDA_BF16_LAYOUTs) on a shape of their
  * own (plans are kept per shape): the TF32 carrier must equal the double
  * convolution of the bf16-rounded x, w and dy within fp32 accumulation
  * (8 K eps32 of the sum of |terms|: TF32 on unrounded inputs misses it by

@@ -68,7 +68,7 @@ _PAGE = None
 # A forked child forgets the parent's descriptor at the fork (os.register_at_fork):
 # no getpid() per read, a system call that costs several us amid a training
 # loop's work. Without register_at_fork the PID is compared at each read.
-_FORGETS_AT_FORK = hasattr(os, "register_at_fork")
+FORGETS_AT_FORK = hasattr(os, "register_at_fork")  # _zero's hooks use it too
 
 
 def _statm_forget():
@@ -78,7 +78,7 @@ def _statm_forget():
     _statm[0] = _statm[1] = None
 
 
-if _FORGETS_AT_FORK:
+if FORGETS_AT_FORK:
     os.register_at_fork(after_in_child=_statm_forget)
 
 
@@ -88,7 +88,7 @@ def _statm_read():
     optimizer step). Opened by PID, never /proc/self, and again in a forked
     child (the fork forgets the parent's), so a descriptor inherited across a
     fork never reads the parent. None when it cannot be read."""
-    if _statm[0] is None or (not _FORGETS_AT_FORK and _statm[0] != os.getpid()):
+    if _statm[0] is None or (not FORGETS_AT_FORK and _statm[0] != os.getpid()):
         pid = os.getpid()
         try:
             fd = os.open("/proc/%d/statm" % pid, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))

@@ -48,7 +48,7 @@ from time import perf_counter, time
 
 from . import _window
 from . import probe as _probe_mod
-from ._util import describe, loader_knobs, own_calls, split_device
+from ._util import FORGETS_AT_FORK, describe, loader_knobs, own_calls, split_device
 
 _state = None
 _install_lock = threading.Lock()
@@ -60,7 +60,6 @@ MEM_MAX_STRIDE = 32  # and is thinned to no fewer than one reading every 32 step
 GC_BUDGET = 0.005  # a full collection at an epoch end may cost this share of the epoch...
 GC_GROWTH = 0.01  # ...or runs anyway when live memory grew this much since the last one
 MAX_EPOCH_LOSSES = 1000  # losses kept per epoch (thinned to every 2nd, 4th... step beyond)
-_FORGETS_AT_FORK = hasattr(os, "register_at_fork")  # else on() compares the PID
 
 
 def sync_debug_arm(torch, device, environ=None):
@@ -280,7 +279,7 @@ class _State:
         # code starts now; a fork server's child brought its fork's marks.
         self.marks = dict(getattr(sys.modules.get(__package__), "_fork_marks", None) or {})
         self.marks["main"] = time()
-        if _FORGETS_AT_FORK:  # a forked child (a DataLoader worker) stands down at the fork
+        if FORGETS_AT_FORK:  # a forked child (a DataLoader worker) stands down at the fork
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _stand_down(ref))
 
@@ -294,7 +293,7 @@ class _State:
         if _probe_mod._explicit_used:
             self.active = False  # the program reports itself: stand down
             return False
-        if not _FORGETS_AT_FORK and os.getpid() != self.pid:
+        if not FORGETS_AT_FORK and os.getpid() != self.pid:
             self.active = False
             return False
         return self.probe._out is not None
